@@ -9,3 +9,8 @@
 pub mod pb {
     tonic::include_proto!("rayito.v1");
 }
+
+pub mod code;
+pub mod emulator;
+pub mod phase;
+pub mod sandbox;
