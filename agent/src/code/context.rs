@@ -32,6 +32,8 @@ pub(crate) struct Context {
     /// DestroyContext (or shutdown) removed it.
     pub(crate) destroyed: AtomicBool,
     live: AtomicBool,
+    /// A kernel is being started (an Execute sent now waits for it).
+    starting: AtomicBool,
 }
 
 impl Context {
@@ -44,6 +46,7 @@ impl Context {
             restarting: AtomicBool::new(false),
             destroyed: AtomicBool::new(false),
             live: AtomicBool::new(false),
+            starting: AtomicBool::new(false),
         })
     }
 
@@ -55,7 +58,10 @@ impl Context {
         env: &SandboxEnv,
     ) -> io::Result<()> {
         self.clear(slot);
-        let kernel = Kernel::start(env, &self.spec).await?;
+        self.starting.store(true, Ordering::SeqCst);
+        let started = Kernel::start(env, &self.spec).await;
+        self.starting.store(false, Ordering::SeqCst);
+        let kernel = started?;
         self.pgid.store(kernel.pgid(), Ordering::SeqCst);
         self.live.store(true, Ordering::SeqCst);
         if self.destroyed.load(Ordering::SeqCst) {
@@ -82,9 +88,20 @@ impl Context {
         signal_group(self.pgid.load(Ordering::SeqCst), libc::SIGKILL);
     }
 
-    /// Whether a kernel is up.
-    pub(crate) fn is_live(&self) -> bool {
-        self.live.load(Ordering::SeqCst)
+    /// Whether a kernel is up or being started (cells sent now run on it).
+    pub(crate) fn is_live_or_starting(&self) -> bool {
+        self.live.load(Ordering::SeqCst) || self.starting.load(Ordering::SeqCst)
+    }
+
+    /// Marks a start as under way before the task that performs it runs, so
+    /// Health sees the kernel as coming up from the moment it was asked for.
+    pub(crate) fn mark_starting(&self) {
+        self.starting.store(true, Ordering::SeqCst);
+    }
+
+    /// Undoes [`Context::mark_starting`] when no start was needed after all.
+    pub(crate) fn unmark_starting(&self) {
+        self.starting.store(false, Ordering::SeqCst);
     }
 
     pub(crate) fn info(&self) -> pb::ContextInfo {

@@ -339,6 +339,8 @@ pub(crate) async fn ensure_kernel(ctx: &Context, env: &SandboxEnv) -> std::io::R
     };
     if needs_start {
         ctx.start_kernel(&mut slot, env).await?;
+    } else {
+        ctx.unmark_starting();
     }
     Ok(())
 }

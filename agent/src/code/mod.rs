@@ -83,6 +83,7 @@ impl CodeServiceImpl {
             return;
         };
         let env = self.shared.env.clone();
+        ctx.mark_starting();
         handle.spawn(async move {
             if let Err(err) = execution::ensure_kernel(&ctx, &env).await {
                 tracing::warn!(error_kind = ?err.kind(), "default python kernel failed to start");
@@ -90,12 +91,17 @@ impl CodeServiceImpl {
         });
     }
 
-    /// Whether the default kernel is ready (Health's `kernel_ready`).
+    /// Whether the default kernel is ready (Health's `kernel_ready`): true
+    /// from [`CodeServiceImpl::warm_up`] on while the interpreter is starting
+    /// or running, false before warm-up, after a failed start and after
+    /// shutdown. A cell sent while it is still starting waits for it (the
+    /// context's lock is held during the start), so "ready" means "an
+    /// Execute will run", which is what the SDK's readiness wait needs.
     pub fn kernel_ready(&self) -> bool {
         self.shared
             .contexts
             .get(Language::Python.default_context_id())
-            .is_some_and(|ctx| ctx.is_live())
+            .is_some_and(|ctx| ctx.is_live_or_starting())
     }
 
     /// Stops every kernel (called at `/terminate` and on drop of the agent).
