@@ -20,6 +20,8 @@
 
 mod codes;
 mod constructors;
+#[cfg(test)]
+mod docs_check;
 mod kind;
 pub mod map;
 mod messages;
