@@ -40,6 +40,8 @@ import types
 _READ_SIZE = 32 * 1024
 _SYNC_WAIT_S = 2.0
 _CELL_PREFIX = "<cell-"
+# A mime value larger than this is dropped and named under "rayito/omitted".
+_MAX_VALUE_CHARS = 8 * 1024 * 1024
 
 
 class _Protocol(object):
@@ -334,6 +336,11 @@ class _Driver(object):
             encoded = self._encode(mime, content)
             if encoded is not None:
                 data[mime] = encoded
+        omitted = sorted(mime for mime, value in data.items() if len(value) > _MAX_VALUE_CHARS)
+        for mime in omitted:
+            del data[mime]
+        if omitted:
+            data["rayito/omitted"] = ",".join(omitted)
         return data
 
     @staticmethod

@@ -373,3 +373,15 @@ async fn warm_up_makes_the_kernel_ready_and_shutdown_kills_it() {
     assert_eq!(refused.code(), tonic::Code::Unavailable);
     assert_eq!(refused.message(), "terminating");
 }
+
+#[tokio::test]
+async fn a_value_above_8_mib_is_omitted_and_named() {
+    let mut s = serve().await;
+    let run = run_ok(&mut s.client, cell("'x' * (8 * 1024 * 1024)")).await;
+    let result = run.results().pop().expect("a result");
+    assert_eq!(result.text, None);
+    assert_eq!(
+        result.extra.get("rayito/omitted").map(String::as_str),
+        Some("text/plain")
+    );
+}
