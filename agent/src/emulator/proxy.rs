@@ -29,7 +29,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -69,6 +69,8 @@ impl Upstream {
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(Duration::from_secs(5)));
         let h2 = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
             .http2_only(true)
             .http2_keep_alive_interval(Duration::from_secs(30))
             .http2_keep_alive_timeout(Duration::from_secs(10))
@@ -98,7 +100,8 @@ pub(crate) async fn serve(shared: Arc<Shared>, vm: Arc<Vm>, listener: TcpListene
         let mut cut = vm.cut_signal();
         conns.spawn(async move {
             let svc = service_fn(move |req| handle(shared.clone(), vm.clone(), req));
-            let builder = auto::Builder::new(TokioExecutor::new());
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder.http2().timer(TokioTimer::new());
             let conn = builder.serve_connection(TokioIo::new(stream), svc);
             tokio::select! {
                 _ = conn => {}
@@ -108,11 +111,18 @@ pub(crate) async fn serve(shared: Arc<Shared>, vm: Arc<Vm>, listener: TcpListene
     }
 }
 
-/// A plain-text rejection with no grpc-status.
-fn plain(status: StatusCode) -> Response<ProxyBody> {
-    let text = status.canonical_reason().unwrap_or("Error");
+/// A plain-text rejection with no grpc-status. gRPC callers get an empty
+/// body: gRPC clients read any body as message frames, and an empty one is
+/// what lets tonic report the bare HTTP status (`grpc-status header missing,
+/// mapped from HTTP status code 403`), as it does behind the real proxy.
+fn plain(status: StatusCode, grpc: bool) -> Response<ProxyBody> {
+    let text = if grpc {
+        String::new()
+    } else {
+        format!("{}\n", status.canonical_reason().unwrap_or("Error"))
+    };
     let mut resp = Response::new(
-        Full::new(Bytes::from(format!("{text}\n")))
+        Full::new(Bytes::from(text))
             .map_err(|never| match never {})
             .boxed(),
     );
@@ -151,32 +161,42 @@ fn authorized(shared: &Shared, vm: &Vm, req: &Request<Incoming>, port: u16) -> b
     })
 }
 
+/// Whether the caller speaks gRPC (`content-type: application/grpc...`).
+fn is_grpc(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
 async fn handle(
     shared: Arc<Shared>,
     vm: Arc<Vm>,
     req: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
+    let grpc = is_grpc(&req);
+    let reject = |status| plain(status, grpc);
     if let Some(status) = shared.faults.take_proxy_status() {
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-        return Ok(plain(status));
+        return Ok(reject(status));
     }
     let Ok(port) = requested_port(&req) else {
-        return Ok(plain(StatusCode::BAD_REQUEST));
+        return Ok(reject(StatusCode::BAD_REQUEST));
     };
     if port == HOOKS_PORT || !authorized(&shared, &vm, &req, port) {
-        return Ok(plain(StatusCode::FORBIDDEN));
+        return Ok(reject(StatusCode::FORBIDDEN));
     }
     match vm.state() {
         MicrovmState::Pending | MicrovmState::Running => {}
         MicrovmState::Suspended if auto_resume(&vm) => {
             let resumed = lifecycle::resume(&shared, &vm).await.is_ok();
             if !resumed || vm.state() != MicrovmState::Running {
-                return Ok(plain(StatusCode::BAD_GATEWAY));
+                return Ok(reject(StatusCode::BAD_GATEWAY));
             }
         }
-        _ => return Ok(plain(StatusCode::BAD_GATEWAY)),
+        _ => return Ok(reject(StatusCode::BAD_GATEWAY)),
     }
-    Ok(forward(&shared, &vm, req, port).await)
+    Ok(forward(&shared, &vm, req, port, grpc).await)
 }
 
 fn auto_resume(vm: &Vm) -> bool {
@@ -192,7 +212,9 @@ async fn forward(
     vm: &Vm,
     req: Request<Incoming>,
     port: u16,
+    grpc: bool,
 ) -> Response<ProxyBody> {
+    let reject = |status| plain(status, grpc);
     let (mut parts, body) = req.into_parts();
     let force_h2 = parts
         .headers
@@ -225,7 +247,7 @@ async fn forward(
         .map(|p| p.as_str())
         .unwrap_or("/");
     let Ok(uri) = format!("http://{target}{path}").parse() else {
-        return plain(StatusCode::BAD_REQUEST);
+        return reject(StatusCode::BAD_REQUEST);
     };
     parts.uri = uri;
     parts.version = if h2 {
@@ -246,6 +268,6 @@ async fn forward(
             }
             Response::from_parts(parts, body.boxed())
         }
-        Err(_) => plain(StatusCode::BAD_GATEWAY),
+        Err(_) => reject(StatusCode::BAD_GATEWAY),
     }
 }
