@@ -45,7 +45,6 @@ async fn health_err(ch: &tonic::transport::Channel, headers: ProxyHeaders) -> (C
 }
 
 #[tokio::test]
-#[ignore = "needs the agent's Process service (not on main yet)"]
 async fn forwards_process_output_in_order() {
     let h = Harness::start().await;
     let (id, endpoint) = h.run_ready().await;
@@ -87,7 +86,6 @@ async fn forwards_process_output_in_order() {
 }
 
 #[tokio::test]
-#[ignore = "needs the agent's Filesystem service (not on main yet)"]
 async fn forwards_client_and_server_streams_of_files() {
     let h = Harness::start().await;
     let (id, endpoint) = h.run_ready().await;
@@ -427,7 +425,6 @@ async fn proxy_status_faults_answer_the_next_calls() {
 }
 
 #[tokio::test]
-#[ignore = "needs the agent's Process service (not on main yet)"]
 async fn cut_connections_breaks_live_streams() {
     let h = Harness::start().await;
     let (id, endpoint) = h.run_ready().await;
@@ -458,7 +455,6 @@ async fn cut_connections_breaks_live_streams() {
 }
 
 #[tokio::test]
-#[ignore = "needs the agent's Filesystem service (not on main yet)"]
 async fn agent_faults_disk_deadline_and_kill() {
     let h = Harness::start().await;
     let (id, endpoint) = h.run_ready().await;
