@@ -105,15 +105,16 @@ impl Shared {
     }
 
     /// Stops everything at once without waiting: every task aborted, every
-    /// agent dropped (which kills its processes). Never blocks.
-    pub(crate) fn stop_now(&self) {
+    /// agent killed (its processes with it). Returns the dead agents, whose
+    /// drop removes their root directories, so that the caller can drop
+    /// them off its thread. Never blocks.
+    pub(crate) fn stop_now(&self) -> Vec<Agent> {
         let tasks = self.tasks.lock().expect("tasks lock").take();
         drop(tasks);
         let vms = self.vms.lock().expect("vms lock").clone();
-        for vm in vms {
-            vm.stop_now();
-        }
+        let agents = vms.iter().filter_map(|vm| vm.stop_now()).collect();
         self.tokens.lock().expect("tokens lock").clear();
+        agents
     }
 
     /// Counts one call of `op`.
@@ -365,10 +366,15 @@ impl Vm {
         self.cut_proxy_connections();
     }
 
-    /// Stops the proxy and the agent now (emulator drop).
-    pub(crate) fn stop_now(&self) {
+    /// Stops the proxy and kills the agent now (emulator drop); returns
+    /// the killed agent.
+    pub(crate) fn stop_now(&self) -> Option<Agent> {
         self.stop_proxy();
-        drop(self.take_agent());
+        let agent = self.take_agent();
+        if let Some(a) = &agent {
+            a.kill();
+        }
+        agent
     }
 
     /// The `Microvm` output shape.
