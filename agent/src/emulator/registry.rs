@@ -248,6 +248,8 @@ pub(crate) struct Vm {
     pub(crate) op: tokio::sync::Mutex<()>,
     cut: watch::Sender<u64>,
     proxy_task: Mutex<Option<AbortHandle>>,
+    /// How many times the MicroVM reached SUSPENDED.
+    suspensions: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Vm {
@@ -285,12 +287,18 @@ impl Vm {
             op: tokio::sync::Mutex::new(()),
             cut: watch::channel(0).0,
             proxy_task: Mutex::new(None),
+            suspensions: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
     /// The current state.
     pub(crate) fn state(&self) -> MicrovmState {
         self.status.lock().expect("status lock").state
+    }
+
+    /// How many times the MicroVM reached SUSPENDED.
+    pub(crate) fn suspensions(&self) -> u64 {
+        self.suspensions.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// A copy of the mutable part.
@@ -308,6 +316,11 @@ impl Vm {
         let seen = s.state;
         if from.contains(&seen) {
             s.state = to;
+            if to == MicrovmState::Suspended {
+                self.suspensions
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            tracing::debug!(microvm = %self.id, from = seen.as_str(), to = to.as_str(), "emulator: MicroVM state");
             Ok(seen)
         } else {
             Err(seen)
@@ -323,6 +336,7 @@ impl Vm {
         }
         s.state = MicrovmState::Terminating;
         s.state_reason = Some(reason.to_string());
+        tracing::debug!(microvm = %self.id, reason, "emulator: MicroVM terminating");
         true
     }
 
@@ -331,6 +345,7 @@ impl Vm {
         let mut s = self.status.lock().expect("status lock");
         s.state = MicrovmState::Terminated;
         s.terminated_at = Some(ids::epoch_seconds_now());
+        tracing::debug!(microvm = %self.id, "emulator: MicroVM terminated");
     }
 
     /// Takes the agent out (dropping it stops it).
