@@ -229,3 +229,47 @@ fn retry_after_is_exposed() {
         "control plane call RunMicrovm was throttled; retry after 1,500 ms"
     );
 }
+
+#[test]
+fn source_is_a_sanitized_summary() {
+    use std::error::Error as _;
+    let mut f = rayito::error::map::aws::AwsFailure::new("RunMicrovm");
+    f.code = Some("ThrottlingException".to_owned());
+    f.http_status = Some(429);
+    f.request_id = Some("req-123".to_owned());
+    f.message = Some("Signature=0123456789abcdef0123456789abcdef".to_owned());
+    let e = rayito::error::map::aws::from_aws(f).with_attempts(5);
+    let source = e.source().expect("every error has its summary as source");
+    assert_eq!(
+        source.to_string(),
+        "aws code ThrottlingException, http 429, request id req-123, 5 attempts"
+    );
+    assert!(source.source().is_none());
+
+    let e = rayito::error::map::agent::from_stream_error(
+        "resource_exhausted",
+        "disk_full",
+        rayito::error::map::grpc::CallContext::new("files.write"),
+    );
+    assert_eq!(
+        e.source().map(ToString::to_string).as_deref(),
+        Some("agent reason resource_exhausted, 1 attempt")
+    );
+    let e = rayito::error::map::grpc::from_grpc(rayito::error::map::grpc::GrpcFailure::new(
+        rayito::error::GrpcCode::Unavailable,
+        "suspending",
+        true,
+        rayito::error::map::grpc::CallContext::new("commands.run"),
+    ));
+    assert_eq!(
+        e.source().map(ToString::to_string).as_deref(),
+        Some("grpc UNAVAILABLE, 1 attempt")
+    );
+    assert_eq!(
+        SandboxError::closed()
+            .source()
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("no server answer, 0 attempts")
+    );
+}

@@ -408,6 +408,25 @@ fn proxy_http_statuses() {
         e.to_string(),
         "the AWS proxy answered commands.run with http 500; the SDK does not retry this failure"
     );
+    for (code, status) in [(GrpcCode::Unknown, 500), (GrpcCode::Unimplemented, 404)] {
+        let f = GrpcFailure::new(
+            code,
+            format!("grpc-status header missing, mapped from HTTP status code {status}"),
+            false,
+            RUN,
+        );
+        assert!(!is_reconnectable(&f));
+        let e = from_grpc(f);
+        assert!(matches!(e, SandboxError::Sandbox { code: None, .. }));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the AWS proxy answered commands.run with http {status}; the SDK does not retry this failure"
+            )
+        );
+        assert_eq!(e.meta().http_status(), Some(status));
+        assert_eq!(e.meta().grpc_code(), Some(code));
+    }
     assert!(!is_reconnectable_proxy_status(403));
     assert!(!is_reconnectable_proxy_status(500));
 }

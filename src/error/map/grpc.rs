@@ -53,8 +53,9 @@ impl CallContext {
     }
 }
 
-/// A failed gRPC call, as plain data.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A failed gRPC call, as plain data. Its `Debug` shows the message
+/// redacted.
+#[derive(Clone, PartialEq, Eq)]
 pub struct GrpcFailure {
     /// The status code.
     pub code: GrpcCode,
@@ -84,6 +85,17 @@ impl GrpcFailure {
             has_grpc_status,
             call,
         }
+    }
+}
+
+impl std::fmt::Debug for GrpcFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcFailure")
+            .field("code", &self.code)
+            .field("message", &sanitize_remote_text(&self.message, 512))
+            .field("has_grpc_status", &self.has_grpc_status)
+            .field("call", &self.call)
+            .finish()
     }
 }
 
@@ -346,8 +358,10 @@ pub fn from_grpc(f: GrpcFailure) -> SandboxError {
                 meta: kept_meta(Box::new(ErrorMeta::new(text)), &f, http),
             }
         }
-        _ if http.is_some_and(is_reconnectable_proxy_status) => {
-            let status = http.unwrap_or_default();
+        // An HTTP answer without grpc-status came from the proxy, not the
+        // agent (tonic maps 429/502-504 to UNAVAILABLE, 404 to
+        // UNIMPLEMENTED, the rest to UNKNOWN).
+        _ if let Some(status) = http => {
             let mut err = from_proxy_status(status, f.call);
             let kept = err.meta_mut();
             let message = std::mem::take(&mut kept.message);
