@@ -6,6 +6,8 @@
 //! `pb` messages and `SandboxError`s; streams are [`AgentStream`]s.
 
 mod calls;
+#[cfg(test)]
+mod canary_tests;
 mod status;
 mod tokens;
 
