@@ -24,7 +24,9 @@ use tonic::{Response, Status, Streaming};
 
 pub(crate) use self::tokens::{AGENT_PORT, HOOKS_PORT};
 use self::tokens::{AuthInterceptor, TokenStore};
-use crate::error::map::grpc::{CallContext, from_grpc, is_proxy_rejection, proxy_rejected};
+use crate::error::map::grpc::{
+    CallContext, from_grpc, is_not_established, is_proxy_rejection, proxy_rejected,
+};
 use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::Secret;
 
@@ -216,7 +218,7 @@ impl AgentConn {
                 continue;
             }
             let may_retry_connect = connect_retry == ConnectRetry::Ladder
-                && status::is_not_established(&status)
+                && (status::is_not_established(&status) || is_not_established(&failure))
                 && ladder
                     .max_attempts
                     .is_none_or(|max| connect_retries + 1 < max);
