@@ -19,7 +19,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds = protox::compile(PROTOS, ["proto"])?;
     // Kept for the wire-contract test, which compares it with the reference set.
     let out = PathBuf::from(env::var("OUT_DIR")?);
-    fs::write(out.join("rayito_v1.fds.bin"), prost::Message::encode_to_vec(&fds))?;
+    fs::write(
+        out.join("rayito_v1.fds.bin"),
+        prost::Message::encode_to_vec(&fds),
+    )?;
     tonic_prost_build::configure()
         .build_client(true)
         // ProcessService has a `Connect` RPC, which clashes with the generated

@@ -2,6 +2,8 @@
 //! and a local emulator of the Lambda MicroVMs control plane and its proxy.
 //!
 //! The SDK embeds both as its local backend; the binary serves them on their own.
+//! Start an agent with [`agent::Agent::start`] and drive it through its hooks
+//! ([`hooks::post_hook`]) exactly as AWS does.
 
 /// Generated `rayito.v1` messages, clients and servers. Public so that tests and
 /// other clients of the contract can use them; the SDK never re-exports them.
@@ -10,7 +12,22 @@ pub mod pb {
     tonic::include_proto!("rayito.v1");
 }
 
+pub mod agent;
+pub mod cli;
 pub mod code;
 pub mod emulator;
+mod filesystem;
+mod gate;
+mod health;
+pub mod hooks;
+mod lifecycle;
+mod payload;
 pub mod phase;
+mod process;
 pub mod sandbox;
+mod server;
+mod state;
+pub mod token;
+
+pub use agent::{Agent, AgentConfig};
+pub use health::AGENT_VERSION;

@@ -45,7 +45,9 @@ impl pb::code_service_server::CodeService for CodeServiceImpl {
         &self,
         _request: Request<pb::CreateContextRequest>,
     ) -> Result<Response<pb::CreateContextResponse>, Status> {
-        Err(Status::unimplemented("CreateContext is not implemented yet"))
+        Err(Status::unimplemented(
+            "CreateContext is not implemented yet",
+        ))
     }
 
     type ExecuteStream = EventStream;
@@ -77,13 +79,17 @@ impl pb::code_service_server::CodeService for CodeServiceImpl {
         &self,
         _request: Request<pb::DestroyContextRequest>,
     ) -> Result<Response<pb::DestroyContextResponse>, Status> {
-        Err(Status::unimplemented("DestroyContext is not implemented yet"))
+        Err(Status::unimplemented(
+            "DestroyContext is not implemented yet",
+        ))
     }
 
     async fn restart_context(
         &self,
         _request: Request<pb::RestartContextRequest>,
     ) -> Result<Response<pb::RestartContextResponse>, Status> {
-        Err(Status::unimplemented("RestartContext is not implemented yet"))
+        Err(Status::unimplemented(
+            "RestartContext is not implemented yet",
+        ))
     }
 }

@@ -1,0 +1,260 @@
+//! The agent as a library: [`Agent::start`] binds the gRPC and hooks servers
+//! on loopback and serves the `rayito.v1` contract for one sandbox.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::code::CodeServiceImpl;
+use crate::filesystem::FilesystemServiceImpl;
+use crate::gate::GateLayer;
+use crate::health::HealthServiceImpl;
+use crate::lifecycle::LifecycleServiceImpl;
+use crate::pb;
+use crate::process::ProcessServiceImpl;
+use crate::sandbox::SandboxEnv;
+use crate::state::{ServeState, Shared};
+
+/// Free space a `Write` must leave on the destination filesystem by default.
+pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 256 * 1024 * 1024;
+/// Largest gRPC message the agent encodes or decodes.
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// How to start an [`Agent`].
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// The sandbox's root directory on the host (`home/user` and `tmp` live below).
+    pub root: PathBuf,
+    /// Where the gRPC server listens (port 0 picks a free port).
+    pub grpc_addr: SocketAddr,
+    /// Where the hooks server listens (port 0 picks a free port).
+    pub hooks_addr: SocketAddr,
+    /// Free bytes a `Write` must leave on the destination filesystem.
+    pub disk_reserve_bytes: u64,
+    /// Remove `root` when the agent stops (set by [`AgentConfig::default`],
+    /// which creates a fresh temporary root).
+    pub remove_root_on_drop: bool,
+}
+
+impl Default for AgentConfig {
+    /// A fresh root under the system temp dir, both servers on 127.0.0.1:0.
+    fn default() -> Self {
+        let unique = format!(
+            "rayito-agent-{}-{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        );
+        Self {
+            root: std::env::temp_dir().join(unique),
+            grpc_addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            hooks_addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
+            remove_root_on_drop: true,
+        }
+    }
+}
+
+/// A running agent: its gRPC and hooks servers and every process of its
+/// sandbox. Dropping it stops everything without blocking.
+#[derive(Debug)]
+pub struct Agent {
+    shared: Arc<Shared>,
+    grpc_addr: SocketAddr,
+    hooks_addr: SocketAddr,
+    tasks: Vec<JoinHandle<()>>,
+    root_to_remove: Option<PathBuf>,
+}
+
+/// Refuses anything but a loopback address: the agent never listens elsewhere.
+fn require_loopback(addr: SocketAddr) -> std::io::Result<()> {
+    if addr.ip().is_loopback() {
+        Ok(())
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the agent only binds loopback addresses",
+        ))
+    }
+}
+
+impl Agent {
+    /// Creates the sandbox root, binds both servers and starts serving.
+    ///
+    /// # Errors
+    /// A non-loopback address, a root that cannot be created, or a bind failure.
+    pub async fn start(config: AgentConfig) -> std::io::Result<Agent> {
+        require_loopback(config.grpc_addr)?;
+        require_loopback(config.hooks_addr)?;
+        let env = SandboxEnv::new(&config.root)?;
+        let grpc = TcpListener::bind(config.grpc_addr).await?;
+        let hooks = TcpListener::bind(config.hooks_addr).await?;
+        let grpc_addr = grpc.local_addr()?;
+        let hooks_addr = hooks.local_addr()?;
+        let shared = Arc::new(Shared::new(env, config.disk_reserve_bytes));
+
+        let routes = tonic::service::Routes::new(
+            pb::health_service_server::HealthServiceServer::new(HealthServiceImpl {
+                shared: shared.clone(),
+            }),
+        )
+        .add_service(
+            pb::process_service_server::ProcessServiceServer::new(ProcessServiceImpl {
+                shared: shared.clone(),
+            })
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .add_service(
+            pb::filesystem_service_server::FilesystemServiceServer::new(FilesystemServiceImpl {
+                shared: shared.clone(),
+            })
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .add_service(pb::lifecycle_service_server::LifecycleServiceServer::new(
+            LifecycleServiceImpl {
+                shared: shared.clone(),
+            },
+        ))
+        .add_service(
+            pb::code_service_server::CodeServiceServer::new(code_service(&shared))
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .prepare();
+        let svc = tower::ServiceBuilder::new()
+            .layer(GateLayer {
+                shared: shared.clone(),
+            })
+            .service(routes);
+
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(crate::server::serve_grpc(
+            grpc,
+            svc,
+            shared.serve.subscribe(),
+        )));
+        let mut stop = shared.serve.subscribe();
+        let router = crate::hooks::router(shared.clone());
+        tasks.push(tokio::spawn(async move {
+            let _ = axum::serve(hooks, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stop.wait_for(|s| *s != ServeState::Serving).await;
+                })
+                .await;
+        }));
+        tasks.push(tokio::spawn(deadline_timer(shared.clone())));
+
+        Ok(Agent {
+            shared,
+            grpc_addr,
+            hooks_addr,
+            tasks,
+            root_to_remove: config.remove_root_on_drop.then_some(config.root),
+        })
+    }
+
+    /// The address of the gRPC server (`http://` h2c).
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc_addr
+    }
+
+    /// The address of the hooks server (HTTP/1.1).
+    pub fn hooks_addr(&self) -> SocketAddr {
+        self.hooks_addr
+    }
+
+    /// The sandbox's environment (root, spawning, path mapping).
+    pub fn env(&self) -> &SandboxEnv {
+        &self.shared.env
+    }
+
+    /// Stops the agent like `/terminate`: gate, kill every process, stop
+    /// serving, then waits for the servers to finish.
+    pub async fn shutdown(mut self) {
+        self.shared.on_terminate();
+        for task in self.tasks.drain(..) {
+            // The deadline timer never ends by itself.
+            if task.is_finished() {
+                continue;
+            }
+            let abort = task.abort_handle();
+            if tokio::time::timeout(std::time::Duration::from_secs(3), task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+
+    /// Abrupt stop for fault injection: drops every connection, kills every
+    /// process, runs no hook logic and does not resolve [`Agent::terminated`].
+    pub fn kill(&self) {
+        self.shared.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+
+    /// Changes the free space a `Write` must leave (fault injection:
+    /// a huge value makes the next write fail with `disk_reserve`).
+    pub fn set_disk_reserve(&self, bytes: u64) {
+        self.shared.disk_reserve.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Fires the deadline gate now, as if the logical deadline had passed
+    /// (kill mode when the payload had no lifecycle block).
+    pub fn expire_deadline_now(&self) {
+        self.shared.expire(true);
+    }
+
+    /// Resolves once `/terminate` (or [`Agent::shutdown`]) has finished.
+    pub async fn terminated(&self) {
+        let mut rx = self.shared.terminated.subscribe();
+        let _ = rx.wait_for(|t| *t).await;
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.shared.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
+        if let Some(root) = self.root_to_remove.take() {
+            // Best effort; a child may still hold a file for a moment.
+            let _ = std::fs::remove_dir_all(root);
+        }
+    }
+}
+
+fn code_service(shared: &Arc<Shared>) -> CodeServiceImpl {
+    shared.code.clone()
+}
+
+/// Sleeps until the logical deadline (re-armed whenever SetTimeout moves it)
+/// and then fires the deadline gate.
+async fn deadline_timer(shared: Arc<Shared>) {
+    let mut rx = shared.lifecycle.deadline_watch();
+    loop {
+        let deadline = *rx.borrow_and_update();
+        match deadline {
+            Some(at) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at) => shared.expire(false),
+                    changed = rx.changed() => if changed.is_err() { return },
+                }
+            }
+            None => {
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! `rayito.v1.HealthService`: readiness and guest facts. Health is the one
+//! anonymous RPC; Metrics and MetricsHistory are not implemented locally.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tonic::{Request, Response, Status};
+
+use crate::pb;
+use crate::state::Shared;
+
+/// The agent version Health reports (the crate version).
+pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// `rayito.v1.HealthService`.
+#[derive(Clone, Debug)]
+pub(crate) struct HealthServiceImpl {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// Total memory from /proc/meminfo (0 where it cannot be read).
+fn memory_total_bytes() -> u64 {
+    let Ok(text) = std::fs::read_to_string("/proc/meminfo") else {
+        return 0;
+    };
+    text.lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .map(|kib| kib * 1024)
+        .unwrap_or(0)
+}
+
+impl HealthServiceImpl {
+    fn response(&self) -> pb::HealthResponse {
+        let s = &self.shared;
+        let (sandbox_id, metadata) = match s.run.lock().expect("run lock").as_ref() {
+            Some(run) => (
+                run.sandbox_id.clone(),
+                run.metadata.clone().into_iter().collect(),
+            ),
+            None => (String::new(), Default::default()),
+        };
+        pb::HealthResponse {
+            agent_ready: true,
+            kernel_ready: s.code.kernel_ready(),
+            agent_version: AGENT_VERSION.to_owned(),
+            uptime_ms: s.started.elapsed().as_millis() as u64,
+            sandbox_id,
+            resume_generation: s.resume_generation.load(Ordering::Relaxed),
+            clock_offset_ms: 0,
+            kernel_state_lost: false,
+            imds_blocked: false,
+            hook_anomalies: s.hook_anomalies.load(Ordering::Relaxed),
+            metadata,
+            lifecycle: Some(s.lifecycle.snapshot()),
+            egress_enforcement: pb::EgressEnforcement::None as i32,
+            cpu_count: std::thread::available_parallelism()
+                .map(|n| n.get() as u32)
+                .unwrap_or(1),
+            memory_total_bytes: memory_total_bytes(),
+            features: Some(pb::AgentFeatures::default()),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl pb::health_service_server::HealthService for HealthServiceImpl {
+    async fn health(
+        &self,
+        _request: Request<pb::HealthRequest>,
+    ) -> Result<Response<pb::HealthResponse>, Status> {
+        Ok(Response::new(self.response()))
+    }
+
+    async fn metrics(
+        &self,
+        _request: Request<pb::MetricsRequest>,
+    ) -> Result<Response<pb::MetricsResponse>, Status> {
+        Err(Status::unimplemented(
+            "Metrics is not implemented by the local agent",
+        ))
+    }
+
+    async fn metrics_history(
+        &self,
+        _request: Request<pb::MetricsHistoryRequest>,
+    ) -> Result<Response<pb::MetricsHistoryResponse>, Status> {
+        Err(Status::unimplemented(
+            "MetricsHistory is not implemented by the local agent",
+        ))
+    }
+}

@@ -1,0 +1,197 @@
+//! State shared by every service and the hooks of one agent, and the phase
+//! transitions the hooks and the deadline drive.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+use crate::code::CodeServiceImpl;
+use crate::lifecycle::Lifecycle;
+use crate::payload::{self, OnTimeout};
+use crate::phase::{Phase, PhaseCell};
+use crate::process::ProcessTable;
+use crate::sandbox::SandboxEnv;
+
+/// How the servers should be running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ServeState {
+    /// Accepting and serving.
+    Serving,
+    /// Stop accepting, let in-flight answers finish, then close.
+    Graceful,
+    /// Drop every connection now.
+    Abort,
+}
+
+/// What `/run` installed.
+#[derive(Debug, Default)]
+pub(crate) struct RunInfo {
+    pub sandbox_id: String,
+    pub metadata: BTreeMap<String, String>,
+    pub token_sha256: Option<[u8; 32]>,
+}
+
+/// One agent's shared state.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub env: SandboxEnv,
+    pub phase: PhaseCell,
+    pub code: CodeServiceImpl,
+    pub processes: ProcessTable,
+    pub lifecycle: Lifecycle,
+    pub started: Instant,
+    pub run: Mutex<Option<RunInfo>>,
+    pub resume_generation: AtomicU64,
+    pub hook_anomalies: AtomicU64,
+    pub disk_reserve: AtomicU64,
+    pub serve: watch::Sender<ServeState>,
+    pub terminated: watch::Sender<bool>,
+}
+
+/// The `/run` hook's answer body.
+pub(crate) const RUN_OK: &str = "ok";
+/// A repeated `/run`.
+pub(crate) const RUN_ALREADY_RAN: &str = "already_ran";
+/// A `/run` whose payload was invalid: accepted, but the agent stays token-less.
+pub(crate) const RUN_INVALID_PAYLOAD: &str = "invalid_payload";
+
+impl Shared {
+    pub(crate) fn new(env: SandboxEnv, disk_reserve: u64) -> Self {
+        let phase = PhaseCell::new();
+        let code = CodeServiceImpl::new(env.clone(), phase.clone());
+        let (serve, _) = watch::channel(ServeState::Serving);
+        let (terminated, _) = watch::channel(false);
+        Self {
+            processes: ProcessTable::new(env.clone(), phase.clone()),
+            env,
+            phase,
+            code,
+            lifecycle: Lifecycle::default(),
+            started: Instant::now(),
+            run: Mutex::new(None),
+            resume_generation: AtomicU64::new(0),
+            hook_anomalies: AtomicU64::new(0),
+            disk_reserve: AtomicU64::new(disk_reserve),
+            serve,
+            terminated,
+        }
+    }
+
+    /// The installed token digest, if any.
+    pub(crate) fn token_digest(&self) -> Option<[u8; 32]> {
+        self.run
+            .lock()
+            .expect("run lock")
+            .as_ref()
+            .and_then(|r| r.token_sha256)
+    }
+
+    /// `/run`: accepted once; an invalid payload leaves the agent token-less.
+    pub(crate) fn on_run(&self, microvm_id: &str, payload_text: Option<&str>) -> &'static str {
+        let mut run = self.run.lock().expect("run lock");
+        if run.is_some() {
+            self.hook_anomalies.fetch_add(1, Ordering::Relaxed);
+            return RUN_ALREADY_RAN;
+        }
+        let parsed = payload_text.and_then(payload::parse);
+        let mut info = RunInfo {
+            sandbox_id: microvm_id.to_owned(),
+            ..RunInfo::default()
+        };
+        let answer = match parsed {
+            None => {
+                tracing::warn!("run payload invalid; the agent stays token-less");
+                RUN_INVALID_PAYLOAD
+            }
+            Some(p) => {
+                info.metadata = p.metadata;
+                info.token_sha256 = p.token_sha256;
+                self.env.set_default_envs(p.envs);
+                self.env.set_run_options(p.workdir, p.cpu_seconds);
+                if let Some(plan) = p.lifecycle {
+                    self.lifecycle.install(plan);
+                }
+                RUN_OK
+            }
+        };
+        *run = Some(info);
+        drop(run);
+        self.code.warm_up();
+        answer
+    }
+
+    /// `/suspend`: close the gate; live streams end in their schema's form
+    /// (they watch the phase); processes keep running.
+    pub(crate) fn on_suspend(&self) {
+        if self.phase.get() == Phase::Running {
+            self.phase.set(Phase::Suspending);
+        }
+    }
+
+    /// `/resume`: +1 generation for a resume that follows a suspend; reopen.
+    pub(crate) fn on_resume(&self) {
+        if self.phase.get() != Phase::Suspending {
+            return;
+        }
+        self.resume_generation.fetch_add(1, Ordering::Relaxed);
+        self.lifecycle.on_resume();
+        if self.lifecycle.is_expired() {
+            self.phase.set(Phase::Expired);
+        } else {
+            self.phase.set(Phase::Running);
+        }
+    }
+
+    /// `/terminate` (and `Agent::shutdown`): gate, kill everything, stop serving.
+    pub(crate) fn on_terminate(&self) {
+        self.phase.set(Phase::Terminating);
+        self.kill_everything();
+        self.serve.send_if_modified(|s| {
+            if *s == ServeState::Serving {
+                *s = ServeState::Graceful;
+                true
+            } else {
+                false
+            }
+        });
+        self.terminated.send_replace(true);
+    }
+
+    /// Abrupt stop: drop connections, kill processes, no hook semantics.
+    pub(crate) fn abort(&self) {
+        self.serve.send_replace(ServeState::Abort);
+        self.kill_everything();
+    }
+
+    /// Kills every process and kernel of the sandbox.
+    pub(crate) fn kill_everything(&self) {
+        self.processes.kill_all();
+        self.code.shutdown();
+        self.env.kill_all();
+    }
+
+    /// The deadline passed (or is forced to). Kill mode kills everything.
+    pub(crate) fn expire(&self, forced: bool) {
+        let Some(action) = self.lifecycle.expire(forced) else {
+            return;
+        };
+        if self.phase.get() == Phase::Terminating {
+            return;
+        }
+        tracing::info!("sandbox deadline passed");
+        self.phase.set(Phase::Expired);
+        if action == OnTimeout::Kill {
+            self.kill_everything();
+        }
+    }
+
+    /// SetTimeout moved the deadline of an expired (pause-mode) sandbox.
+    pub(crate) fn reopen_after_expiry(&self) {
+        if self.phase.get() == Phase::Expired {
+            self.phase.set(Phase::Running);
+        }
+    }
+}

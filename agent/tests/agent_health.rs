@@ -1,0 +1,243 @@
+//! Health, the hooks and the access-token layer, through real gRPC and HTTP.
+
+mod support;
+
+use rayito_agent::pb;
+use support::{MICROVM_ID, TestAgent, assert_status};
+use tonic::Code;
+
+#[tokio::test]
+async fn health_before_run_is_anonymous_and_has_no_sandbox_id() {
+    let t = TestAgent::start_without_run().await;
+    let h = t
+        .health()
+        .health(pb::HealthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(h.agent_ready);
+    assert_eq!(h.sandbox_id, "");
+    assert_eq!(h.agent_version, rayito_agent::AGENT_VERSION);
+    assert_eq!(h.resume_generation, 0);
+    let lc = h.lifecycle.expect("lifecycle present");
+    assert_eq!(lc.phase, pb::LifecyclePhase::Unmanaged as i32);
+    let features = h.features.expect("features present");
+    assert_eq!(features, pb::AgentFeatures::default());
+    assert!(h.cpu_count >= 1);
+    assert!(h.memory_total_bytes > 0);
+}
+
+#[tokio::test]
+async fn health_after_run_echoes_id_and_metadata() {
+    let t = TestAgent::start_with(serde_json::json!({"metadata": {"team": "infra"}})).await;
+    let h = t
+        .health()
+        .health(pb::HealthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(h.sandbox_id, MICROVM_ID);
+    assert_eq!(h.metadata.get("team").map(String::as_str), Some("infra"));
+    assert!(h.kernel_ready);
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let h2 = t
+        .health()
+        .health(pb::HealthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(h2.uptime_ms >= h.uptime_ms + 20);
+}
+
+#[tokio::test]
+async fn health_ignores_a_malformed_token() {
+    let t = TestAgent::start().await;
+    let mut c = pb::health_service_client::HealthServiceClient::with_interceptor(
+        t.channel.clone(),
+        t.raw_interceptor(Some("!!!")),
+    );
+    assert!(c.health(pb::HealthRequest {}).await.is_ok());
+}
+
+#[tokio::test]
+async fn metrics_needs_the_token_and_is_unimplemented() {
+    let t = TestAgent::start().await;
+    let mut anon = pb::health_service_client::HealthServiceClient::new(t.channel.clone());
+    let err = anon.metrics(pb::MetricsRequest {}).await.unwrap_err();
+    assert_status(&err, Code::Unauthenticated, "missing access token");
+    let err = t
+        .health_authed()
+        .metrics(pb::MetricsRequest {})
+        .await
+        .unwrap_err();
+    assert_status(
+        &err,
+        Code::Unimplemented,
+        "Metrics is not implemented by the local agent",
+    );
+    let err = t
+        .health_authed()
+        .metrics_history(pb::MetricsHistoryRequest::default())
+        .await
+        .unwrap_err();
+    assert_status(
+        &err,
+        Code::Unimplemented,
+        "MetricsHistory is not implemented by the local agent",
+    );
+}
+
+#[tokio::test]
+async fn token_rejections_have_exact_messages() {
+    let t = TestAgent::start().await;
+    let list = |i| {
+        let mut c = t.process_with(i);
+        async move { c.list(pb::ListRequest {}).await.unwrap_err() }
+    };
+    assert_status(
+        &list(t.raw_interceptor(None)).await,
+        Code::Unauthenticated,
+        "missing access token",
+    );
+    assert_status(
+        &list(t.raw_interceptor(Some("not*base64"))).await,
+        Code::Unauthenticated,
+        "malformed access token",
+    );
+    assert_status(
+        &list(t.raw_interceptor(Some("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"))).await,
+        Code::Unauthenticated,
+        "access token mismatch",
+    );
+    // Padding is tolerated: the call passes the layer and reaches Lifecycle.
+    let padded = format!("{}=", support::token());
+    let mut c = pb::lifecycle_service_client::LifecycleServiceClient::with_interceptor(
+        t.channel.clone(),
+        t.raw_interceptor(Some(&padded)),
+    );
+    let err = c.set_timeout(set_timeout_exact(5_000)).await.unwrap_err();
+    assert_status(&err, Code::FailedPrecondition, "lifecycle_unmanaged");
+}
+
+fn set_timeout_exact(timeout_ms: u64) -> pb::SetTimeoutRequest {
+    pb::SetTimeoutRequest {
+        timeout_ms,
+        mode: pb::TimeoutMode::Exact as i32,
+    }
+}
+
+#[tokio::test]
+async fn no_token_installed_before_run_or_after_invalid_payload() {
+    let t = TestAgent::start_without_run().await;
+    let err = t.process().list(pb::ListRequest {}).await.unwrap_err();
+    assert_status(&err, Code::Unauthenticated, "no access token installed");
+
+    let (status, body) = t.run(r#"{"v":1,"token_sha256":"nothex"}"#).await;
+    assert_eq!((status, body.as_str()), (200, "invalid_payload"));
+    let err = t.process().list(pb::ListRequest {}).await.unwrap_err();
+    assert_status(&err, Code::Unauthenticated, "no access token installed");
+}
+
+#[tokio::test]
+async fn run_is_accepted_once() {
+    let t = TestAgent::start().await;
+    let (status, body) = t.run(&support::payload(serde_json::json!({}))).await;
+    assert_eq!((status, body.as_str()), (200, "already_ran"));
+    let h = t
+        .health()
+        .health(pb::HealthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(h.hook_anomalies, 1);
+}
+
+#[tokio::test]
+async fn suspend_and_resume_move_the_generation_and_the_gate() {
+    let t = TestAgent::start().await;
+    assert_eq!(t.hook("suspend", None).await, (200, "ok".to_owned()));
+    let err = t
+        .process()
+        .connect(pb::ConnectRequest {
+            pid: 1,
+            from_seq: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_status(&err, Code::Unavailable, "suspending");
+    // Unary calls still reach their service during a suspend.
+    let err = t
+        .lifecycle()
+        .set_timeout(set_timeout_exact(5_000))
+        .await
+        .unwrap_err();
+    assert_status(&err, Code::FailedPrecondition, "lifecycle_unmanaged");
+    assert_eq!(t.hook("resume", None).await, (200, "ok".to_owned()));
+    let h = t
+        .health()
+        .health(pb::HealthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(h.resume_generation, 1);
+    // A repeated resume does not bump the generation.
+    t.hook("resume", None).await;
+    let h = t
+        .health()
+        .health(pb::HealthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(h.resume_generation, 1);
+}
+
+#[tokio::test]
+async fn terminate_resolves_terminated_and_stops_serving() {
+    let t = TestAgent::start().await;
+    assert_eq!(t.hook("terminate", None).await, (200, "ok".to_owned()));
+    tokio::time::timeout(std::time::Duration::from_secs(5), t.agent.terminated())
+        .await
+        .expect("terminated resolves");
+    // The gRPC port stops accepting soon after.
+    let addr = t.agent.grpc_addr();
+    let mut refused = false;
+    for _ in 0..50 {
+        if tokio::net::TcpStream::connect(addr).await.is_err() {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(refused, "gRPC port still accepting after terminate");
+}
+
+#[tokio::test]
+async fn unknown_services_are_unimplemented() {
+    let t = TestAgent::start().await;
+    // Pty and Network are not compiled: tonic's router answers UNIMPLEMENTED.
+    let mut grpc = tonic::client::Grpc::new(t.channel.clone());
+    grpc.ready().await.unwrap();
+    let mut req = tonic::Request::new(pb::ListRequest {});
+    req.metadata_mut()
+        .insert("x-access-token", support::token().parse().unwrap());
+    let codec = tonic_prost::ProstCodec::<pb::ListRequest, pb::ListResponse>::default();
+    let err = grpc
+        .unary(
+            req,
+            "/rayito.v1.NetworkService/GetNetwork".parse().unwrap(),
+            codec,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unimplemented);
+}
+
+#[tokio::test]
+async fn agent_refuses_non_loopback_addresses() {
+    let config = rayito_agent::AgentConfig {
+        grpc_addr: "0.0.0.0:0".parse().unwrap(),
+        ..Default::default()
+    };
+    let err = rayito_agent::Agent::start(config).await.unwrap_err();
+    assert_eq!(err.to_string(), "the agent only binds loopback addresses");
+}
