@@ -87,7 +87,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .retry_config(RetryConfig::disabled())
             .build(),
     );
-    let vm = control.get_microvm().microvm_identifier(sbx.id()).send().await?;
+    let vm = control
+        .get_microvm()
+        .microvm_identifier(sbx.id())
+        .send()
+        .await?;
     let minted = control
         .create_microvm_auth_token()
         .microvm_identifier(sbx.id())
@@ -111,7 +115,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let md = req.metadata_mut();
             md.insert("x-aws-proxy-auth", proxy.clone());
             md.insert("x-aws-proxy-port", AsciiMetadataValue::from_static("8080"));
-            md.insert("x-aws-proxy-force-h2", AsciiMetadataValue::from_static("true"));
+            md.insert(
+                "x-aws-proxy-force-h2",
+                AsciiMetadataValue::from_static("true"),
+            );
             md.insert("x-access-token", access.clone());
             Ok(req)
         },

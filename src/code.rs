@@ -2,12 +2,17 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use futures_util::Stream;
 
 use crate::error::SandboxError;
 use crate::pb;
 use crate::pb::execute_event::Event;
 use crate::sandbox::Sandbox;
+use crate::transport::AgentStream;
 
 /// Default cell timeout (wire-contract 3.7).
 const DEFAULT_CODE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -334,114 +339,215 @@ pub(crate) async fn remove_context(
         .await
 }
 
-/// Runs one cell.
+/// One event of a running cell, in the order the kernel produced them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExecutionEvent {
+    /// A stdout chunk.
+    Stdout(OutputMessage),
+    /// A stderr chunk.
+    Stderr(OutputMessage),
+    /// A result (a display call or the main result).
+    Result(ExecutionResult),
+    /// The kernel exception (data; the cell may still produce output).
+    Error(ExecutionError),
+    /// The cell finished; always the last event.
+    End {
+        /// The kernel's execution counter after this cell.
+        execution_count: Option<u64>,
+    },
+}
+
+/// The events of a running cell (from [`Sandbox::run_code_stream`]). Dropping
+/// it cancels the call, which interrupts the cell.
+pub struct ExecutionEvents {
+    inner: Pin<Box<dyn Stream<Item = Result<ExecutionEvent, SandboxError>> + Send>>,
+}
+
+impl fmt::Debug for ExecutionEvents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecutionEvents").finish_non_exhaustive()
+    }
+}
+
+impl Stream for ExecutionEvents {
+    type Item = Result<ExecutionEvent, SandboxError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+/// Reads a cell's events off the agent stream, checking their order.
+struct CellReader {
+    stream: AgentStream<pb::ExecuteEvent>,
+    started_count: u64,
+    ended: bool,
+}
+
+impl CellReader {
+    /// Sends the request and reads the `started` event.
+    async fn open(
+        sandbox: &Sandbox,
+        code: &str,
+        options: &RunCodeOptions,
+    ) -> Result<Self, SandboxError> {
+        if options.language.is_some() && options.context.is_some() {
+            return Err(SandboxError::invalid_argument(
+                "language",
+                "language and context cannot both be given; pass one of them",
+            ));
+        }
+        let timeout_ms = options.timeout.map_or(0, |t| {
+            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
+        });
+        let request = pb::ExecuteRequest {
+            context_id: options.context.clone(),
+            code: code.to_owned(),
+            timeout_ms,
+            envs: options.envs.clone().into_iter().collect(),
+            language: options.language.as_deref().map(normalise_language),
+        };
+        let mut stream = sandbox
+            .conn()
+            .execute(
+                request,
+                sandbox.request_timeout(),
+                options.timeout.map(|t| t + STREAM_SLACK),
+            )
+            .await?;
+        match stream.message().await? {
+            Some(pb::ExecuteEvent {
+                event: Some(Event::Started(started)),
+                ..
+            }) => Ok(Self {
+                stream,
+                started_count: started.execution_count,
+                ended: false,
+            }),
+            _ => Err(SandboxError::protocol_violation(
+                "run_code",
+                "the execution stream did not start with a started event",
+            )),
+        }
+    }
+
+    /// The next event; `None` after `End`.
+    async fn next(&mut self) -> Result<Option<ExecutionEvent>, SandboxError> {
+        if self.ended {
+            return Ok(None);
+        }
+        loop {
+            let Some(event) = self.stream.message().await? else {
+                return Err(SandboxError::protocol_violation(
+                    "run_code",
+                    "the execution stream ended without an end event",
+                ));
+            };
+            let event = match event.event {
+                Some(Event::Stdout(chunk)) => ExecutionEvent::Stdout(OutputMessage {
+                    line: chunk.text,
+                    timestamp_ns: chunk.timestamp_unix_ns,
+                    error: false,
+                }),
+                Some(Event::Stderr(chunk)) => ExecutionEvent::Stderr(OutputMessage {
+                    line: chunk.text,
+                    timestamp_ns: chunk.timestamp_unix_ns,
+                    error: true,
+                }),
+                Some(Event::Result(result)) => ExecutionEvent::Result(result.into()),
+                Some(Event::Error(error)) => ExecutionEvent::Error(ExecutionError {
+                    name: error.name,
+                    value: error.value,
+                    traceback: error.traceback.join("\n"),
+                }),
+                Some(Event::End(end)) => {
+                    self.ended = true;
+                    let count = if end.execution_count > 0 {
+                        end.execution_count
+                    } else {
+                        self.started_count
+                    };
+                    ExecutionEvent::End {
+                        execution_count: Some(count),
+                    }
+                }
+                Some(Event::Keepalive(_)) => continue,
+                Some(Event::Started(_)) | None => {
+                    return Err(SandboxError::protocol_violation(
+                        "run_code",
+                        "the execution stream sent an unexpected event",
+                    ));
+                }
+            };
+            return Ok(Some(event));
+        }
+    }
+}
+
+/// Runs one cell and collects everything it produced.
 pub(crate) async fn run_code(
     sandbox: &Sandbox,
     code: &str,
     mut options: RunCodeOptions,
 ) -> Result<Execution, SandboxError> {
-    if options.language.is_some() && options.context.is_some() {
-        return Err(SandboxError::invalid_argument(
-            "language",
-            "language and context cannot both be given; pass one of them",
-        ));
-    }
-    let timeout_ms = options.timeout.map_or(0, |t| {
-        u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
-    });
-    let request = pb::ExecuteRequest {
-        context_id: options.context.clone(),
-        code: code.to_owned(),
-        timeout_ms,
-        envs: options.envs.clone().into_iter().collect(),
-        language: options.language.as_deref().map(normalise_language),
+    let mut reader = CellReader::open(sandbox, code, &options).await?;
+    let mut execution = Execution {
+        execution_count: Some(reader.started_count),
+        ..Execution::default()
     };
-    let mut stream = sandbox
-        .conn()
-        .execute(
-            request,
-            sandbox.request_timeout(),
-            options.timeout.map(|t| t + STREAM_SLACK),
-        )
-        .await?;
-
-    let mut execution = Execution::default();
-    match stream.message().await? {
-        Some(pb::ExecuteEvent {
-            event: Some(Event::Started(started)),
-            ..
-        }) => execution.execution_count = Some(started.execution_count),
-        _ => {
-            return Err(SandboxError::protocol_violation(
-                "run_code",
-                "the execution stream did not start with a started event",
-            ));
-        }
-    }
-    loop {
-        let Some(event) = stream.message().await? else {
-            return Err(SandboxError::protocol_violation(
-                "run_code",
-                "the execution stream ended without an end event",
-            ));
-        };
-        match event.event {
-            Some(Event::Stdout(chunk)) => {
-                let message = OutputMessage {
-                    line: chunk.text,
-                    timestamp_ns: chunk.timestamp_unix_ns,
-                    error: false,
-                };
+    while let Some(event) = reader.next().await? {
+        match event {
+            ExecutionEvent::Stdout(message) => {
                 if let Some(cb) = options.on_stdout.as_mut() {
                     cb(&message);
                 }
                 execution.logs.stdout.push(message.line);
             }
-            Some(Event::Stderr(chunk)) => {
-                let message = OutputMessage {
-                    line: chunk.text,
-                    timestamp_ns: chunk.timestamp_unix_ns,
-                    error: true,
-                };
+            ExecutionEvent::Stderr(message) => {
                 if let Some(cb) = options.on_stderr.as_mut() {
                     cb(&message);
                 }
                 execution.logs.stderr.push(message.line);
             }
-            Some(Event::Result(result)) => {
-                let result = ExecutionResult::from(result);
+            ExecutionEvent::Result(result) => {
                 if let Some(cb) = options.on_result.as_mut() {
                     cb(&result);
                 }
                 execution.results.push(result);
             }
-            Some(Event::Error(error)) => {
-                let error = ExecutionError {
-                    name: error.name,
-                    value: error.value,
-                    traceback: error.traceback.join("\n"),
-                };
+            ExecutionEvent::Error(error) => {
                 if let Some(cb) = options.on_error.as_mut() {
                     cb(&error);
                 }
                 execution.error = Some(error);
             }
-            Some(Event::End(end)) => {
-                if end.execution_count > 0 {
-                    execution.execution_count = Some(end.execution_count);
-                }
-                // Nothing but keepalives may follow; the stream is done.
-                return Ok(execution);
-            }
-            Some(Event::Keepalive(_)) => {}
-            Some(Event::Started(_)) | None => {
-                return Err(SandboxError::protocol_violation(
-                    "run_code",
-                    "the execution stream sent an unexpected event",
-                ));
-            }
+            ExecutionEvent::End { execution_count } => execution.execution_count = execution_count,
         }
     }
+    Ok(execution)
+}
+
+/// Runs one cell and hands its events over as they come (callbacks in the
+/// options are not called: the stream is the callback).
+pub(crate) async fn run_code_stream(
+    sandbox: &Sandbox,
+    code: &str,
+    options: RunCodeOptions,
+) -> Result<ExecutionEvents, SandboxError> {
+    let reader = CellReader::open(sandbox, code, &options).await?;
+    let stream = futures_util::stream::unfold(Some(reader), |state| async move {
+        let mut reader = state?;
+        match reader.next().await {
+            Ok(Some(event)) => Some((Ok(event), Some(reader))),
+            Ok(None) => None,
+            // An error ends the stream.
+            Err(err) => Some((Err(err), None)),
+        }
+    });
+    Ok(ExecutionEvents {
+        inner: Box::pin(stream),
+    })
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@ mod secret;
 mod transport;
 
 pub use code::{
-    CodeContext, Execution, ExecutionError, ExecutionResult, Logs, OutputMessage, RunCodeOptions,
+    CodeContext, Execution, ExecutionError, ExecutionEvent, ExecutionEvents, ExecutionResult, Logs,
+    OutputMessage, RunCodeOptions,
 };
 pub use commands::{CommandOptions, CommandResult, Commands, OutputCallback};
 pub use error::{ErrorKind, SandboxError};

@@ -80,11 +80,17 @@ async fn tokens_never_leak_into_errors_or_logs() {
     assert_clean("Sandbox Debug", &format!("{sbx:?}"));
     let mut seen = 0;
 
-    check(&sbx.files().read("/home/user/none").await.unwrap_err(), &mut seen);
+    check(
+        &sbx.files().read("/home/user/none").await.unwrap_err(),
+        &mut seen,
+    );
     check(&sbx.commands().run("exit 7").await.unwrap_err(), &mut seen);
     check(
         &sbx.commands()
-            .run_with("sleep 20", CommandOptions::new().timeout(Duration::from_secs(1)))
+            .run_with(
+                "sleep 20",
+                CommandOptions::new().timeout(Duration::from_secs(1)),
+            )
             .await
             .unwrap_err(),
         &mut seen,
@@ -99,7 +105,10 @@ async fn tokens_never_leak_into_errors_or_logs() {
         &mut seen,
     );
     emu.faults().set_disk_reserve(sbx.id(), u64::MAX);
-    check(&sbx.files().write("/home/user/x", "data").await.unwrap_err(), &mut seen);
+    check(
+        &sbx.files().write("/home/user/x", "data").await.unwrap_err(),
+        &mut seen,
+    );
     emu.faults().expire_deadline(sbx.id());
     check(&sbx.run_code("1").await.unwrap_err(), &mut seen);
     assert!(sbx.kill().await.unwrap());

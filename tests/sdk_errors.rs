@@ -19,7 +19,10 @@ async fn invalid_arguments_are_refused_before_any_io() {
         .create()
         .await
         .unwrap_err();
-    assert!(matches!(err, SandboxError::SandboxLifetime { .. }), "{err:?}");
+    assert!(
+        matches!(err, SandboxError::SandboxLifetime { .. }),
+        "{err:?}"
+    );
     assert_eq!(
         err.to_string(),
         "sandbox timeout of 28,801 s is above the platform cap of 28,800 s; pass a smaller timeout"
@@ -42,7 +45,11 @@ async fn invalid_arguments_are_refused_before_any_io() {
     );
     assert!(!format!("{err:?}").contains("secret-value-never-shown"));
 
-    let err = builder(&emu).allowed_ports([9000]).create().await.unwrap_err();
+    let err = builder(&emu)
+        .allowed_ports([9000])
+        .create()
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert_eq!(
         err.to_string(),
@@ -78,7 +85,10 @@ async fn a_missing_image_is_sandbox_not_found() {
         .create()
         .await
         .unwrap_err();
-    assert!(matches!(err, SandboxError::SandboxNotFound { .. }), "{err:?}");
+    assert!(
+        matches!(err, SandboxError::SandboxNotFound { .. }),
+        "{err:?}"
+    );
     assert_eq!(err.meta().aws_code(), Some("ResourceNotFoundException"));
     assert_eq!(err.to_string(), "MISSING IMAGE MESSAGE");
 }
@@ -89,7 +99,11 @@ async fn errors_met_inside_a_sandbox() {
     let sbx = sandbox(&emu).await;
 
     // File not found.
-    let err = sbx.files().read("/home/user/missing.txt").await.unwrap_err();
+    let err = sbx
+        .files()
+        .read("/home/user/missing.txt")
+        .await
+        .unwrap_err();
     assert!(matches!(err, SandboxError::FileNotFound { .. }), "{err:?}");
     assert_eq!(err.to_string(), "FILE NOT FOUND MESSAGE");
 
@@ -121,7 +135,10 @@ async fn errors_met_inside_a_sandbox() {
     // The agent ends a command at its timeout.
     let err = sbx
         .commands()
-        .run_with("sleep 30", CommandOptions::new().timeout(Duration::from_secs(1)))
+        .run_with(
+            "sleep 30",
+            CommandOptions::new().timeout(Duration::from_secs(1)),
+        )
         .await
         .unwrap_err();
     assert!(
@@ -138,7 +155,11 @@ async fn errors_met_inside_a_sandbox() {
 
     // The disk reserve refuses a write.
     assert!(emu.faults().set_disk_reserve(sbx.id(), u64::MAX));
-    let err = sbx.files().write("/home/user/big.bin", vec![1u8; 16]).await.unwrap_err();
+    let err = sbx
+        .files()
+        .write("/home/user/big.bin", vec![1u8; 16])
+        .await
+        .unwrap_err();
     assert!(matches!(err, SandboxError::DiskFull { .. }), "{err:?}");
     assert_eq!(err.to_string(), "DISK FULL MESSAGE");
     assert!(emu.faults().set_disk_reserve(sbx.id(), 0));
@@ -193,7 +214,10 @@ async fn errors_met_inside_a_sandbox() {
         .connect(sbx.id(), sbx.access_token().clone())
         .await
         .unwrap_err();
-    assert!(matches!(err, SandboxError::SandboxNotFound { .. }), "{err:?}");
+    assert!(
+        matches!(err, SandboxError::SandboxNotFound { .. }),
+        "{err:?}"
+    );
     assert_eq!(err.to_string(), "ENDED MESSAGE");
 }
 

@@ -39,13 +39,20 @@ async fn quickstart_flow_on_the_local_backend() {
     assert_eq!(entry.path, "/home/user/data.csv");
     assert_eq!(entry.size, CSV.len() as u64);
     assert_eq!(
-        sbx.files().read_to_string("/home/user/data.csv").await.unwrap(),
+        sbx.files()
+            .read_to_string("/home/user/data.csv")
+            .await
+            .unwrap(),
         CSV
     );
     assert!(sbx.files().exists("/home/user/data.csv").await.unwrap());
     assert!(!sbx.files().exists("/home/user/nothing-here").await.unwrap());
     let listed = sbx.files().list("/home/user").await.unwrap();
-    assert!(listed.iter().any(|e| e.name == "data.csv" && e.file_type == FileType::File));
+    assert!(
+        listed
+            .iter()
+            .any(|e| e.name == "data.csv" && e.file_type == FileType::File)
+    );
 
     // Python reads the same file, keeps state between cells.
     let seen = Arc::new(Mutex::new(String::new()));
@@ -122,7 +129,12 @@ async fn quickstart_flow_on_the_local_backend() {
         .await
         .expect("connect");
     assert_eq!(
-        again.commands().run("cat /home/user/made/a.txt").await.unwrap().stdout,
+        again
+            .commands()
+            .run("cat /home/user/made/a.txt")
+            .await
+            .unwrap()
+            .stdout,
         "a"
     );
 

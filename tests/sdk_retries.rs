@@ -96,9 +96,16 @@ async fn one_proxy_403_is_invisible_two_are_proxy_rejected() {
     let mints_before = emu.calls(Operation::CreateMicrovmAuthToken);
 
     assert!(emu.faults().proxy_status(1, 403));
-    let out = sbx.commands().run("echo fine").await.expect("one 403 is retried");
+    let out = sbx
+        .commands()
+        .run("echo fine")
+        .await
+        .expect("one 403 is retried");
     assert_eq!(out.stdout, "fine\n");
-    assert_eq!(emu.calls(Operation::CreateMicrovmAuthToken), mints_before + 1);
+    assert_eq!(
+        emu.calls(Operation::CreateMicrovmAuthToken),
+        mints_before + 1
+    );
 
     assert!(emu.faults().proxy_status(2, 403));
     let err = sbx.commands().run("echo never").await.unwrap_err();

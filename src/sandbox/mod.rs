@@ -14,7 +14,7 @@ pub use self::backend::{AwsOptions, BACKEND_ENV, TEMPLATE_ENV};
 pub use self::builder::SandboxBuilder;
 pub(crate) use self::options::MAX_DURATION_SECS;
 pub use self::options::{IdlePolicy, OnTimeout};
-use crate::code::{CodeContext, Execution, RunCodeOptions};
+use crate::code::{CodeContext, Execution, ExecutionEvents, RunCodeOptions};
 use crate::commands::Commands;
 pub use crate::control::SandboxState;
 use crate::control::{AuthTokenRequest, ControlPlane};
@@ -157,6 +157,20 @@ impl Sandbox {
         options: RunCodeOptions,
     ) -> Result<Execution, SandboxError> {
         crate::code::run_code(self, code, options).await
+    }
+
+    /// Runs a code cell and streams its events as they come (the last one
+    /// is [`crate::ExecutionEvent::End`]); dropping the stream interrupts the cell.
+    ///
+    /// # Errors
+    /// As [`Sandbox::run_code`], when the cell cannot start; later failures
+    /// are the stream's last item.
+    pub async fn run_code_stream(
+        &self,
+        code: &str,
+        options: RunCodeOptions,
+    ) -> Result<ExecutionEvents, SandboxError> {
+        crate::code::run_code_stream(self, code, options).await
     }
 
     /// Creates a code context (its own kernel and state); `language`

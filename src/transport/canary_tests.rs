@@ -58,8 +58,7 @@ async fn planted_proxy_tokens_never_leak() {
     let control = AwsControlPlane::hermetic(&emulator.endpoint_url(), "us-east-1");
     let vm = control.get_microvm(sandbox.id().to_owned()).await.unwrap();
 
-    let minter: ProxyMinter =
-        Arc::new(|| Box::pin(async { Ok(Secret::new(PROXY_CANARY_2)) }));
+    let minter: ProxyMinter = Arc::new(|| Box::pin(async { Ok(Secret::new(PROXY_CANARY_2)) }));
     let conn = AgentConn::open(
         &vm.endpoint,
         Secret::new(PROXY_CANARY_1),

@@ -37,5 +37,8 @@ pub fn aws(emulator: &Emulator) -> AwsOptions {
 
 /// A sandbox on `emulator`.
 pub async fn sandbox(emulator: &Emulator) -> Sandbox {
-    builder(emulator).create().await.expect("the sandbox is created")
+    builder(emulator)
+        .create()
+        .await
+        .expect("the sandbox is created")
 }
