@@ -1,18 +1,369 @@
-//! The error contract (placeholder until the error module lands).
+//! The error contract: one flat [`SandboxError`], a kind graph
+//! ([`ErrorKind`]), a classification ([`ErrorInfo`]), closed code lists, a
+//! wire form, the retry policy as data, and the pure functions that map
+//! AWS, gRPC and agent failures to variants ([`map`]).
+//!
+//! Match on variants to decide what to do:
+//!
+//! ```
+//! use rayito::error::{SandboxError, TimeoutScope};
+//! fn advice(err: &SandboxError) -> &'static str {
+//!     match err {
+//!         SandboxError::CommandExit { exit_code, .. } if *exit_code == 2 => "usage error",
+//!         SandboxError::Timeout { scope: TimeoutScope::Command, .. } => "raise the command timeout",
+//!         e if e.is_retryable() => "retry",
+//!         _ => "give up",
+//!     }
+//! }
+//! # let _ = advice;
+//! ```
+
+mod codes;
+mod constructors;
+mod kind;
+pub mod map;
+mod messages;
+mod meta;
+mod retry;
+mod wire;
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+pub use codes::{
+    CapacityCode, CapturedText, CommandExitStatus, GrpcCode, SandboxCode, TimeoutScope,
+    UnknownValue,
+};
+pub use kind::{ErrorInfo, ErrorKind};
+pub use meta::ErrorMeta;
+pub use retry::{Backoff, RetryPolicy};
+pub use wire::WireError;
 
 /// The one error type of the SDK.
-#[derive(Debug, thiserror::Error)]
+///
+/// Flat: one variant per kind of [`ErrorKind`], each with its own typed
+/// fields plus the shared [`ErrorMeta`] (`meta`). The kind graph, the
+/// predicates and [`classify`](SandboxError::classify) say how variants
+/// relate. `Display` is our message (what failed; what remains possible);
+/// it never contains a token, a signature, a presigned URL, a run payload,
+/// an environment value or file contents.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SandboxError {
-    /// Something about a sandbox failed.
-    #[error("sandbox error")]
-    Sandbox,
+    /// `sandbox`: something about a sandbox failed; `code` says what, when known.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Sandbox {
+        /// Why, when known.
+        code: Option<SandboxCode>,
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `timeout`: a deadline passed; `scope` says which.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Timeout {
+        /// Which deadline.
+        scope: TimeoutScope,
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `invalid_argument`: a value was refused, by the SDK before any call, by
+    /// the agent or by AWS.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    InvalidArgument {
+        /// The SDK's name for the argument (e.g. `timeout`), when known.
+        argument: Option<Cow<'static, str>>,
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `not_found`: a process, context, execution or checkpoint does not exist.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    NotFound {
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `file_not_found`: a path does not exist.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    FileNotFound {
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `sandbox_not_found`: the sandbox does not exist or has terminated.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    SandboxNotFound {
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `sandbox_not_ready`: the agent did not become ready in `ready_timeout`.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    SandboxNotReady {
+        /// The MicroVM state last seen (e.g. `PENDING`), when known.
+        state: Option<String>,
+        /// The reason the control plane gave for that state, when known.
+        state_reason: Option<String>,
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `sandbox_state`: the sandbox is suspending, resuming or terminating.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    SandboxState {
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `sandbox_lifetime`: a timeout or max_lifetime above the platform cap.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    SandboxLifetime {
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `command_exit`: a command exited non-zero.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    CommandExit {
+        /// The exit code (128 + signal when killed by a signal).
+        exit_code: i32,
+        /// What the command wrote to stdout (the kept tail).
+        stdout: CapturedText,
+        /// What the command wrote to stderr (the kept tail).
+        stderr: CapturedText,
+        /// How the command ended.
+        status: CommandExitStatus,
+        /// Output was cut to the kept budget.
+        truncated: bool,
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `disk_full`: the write needs more free disk than the sandbox has
+    /// (E2B: `NotEnoughSpaceException`).
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    DiskFull {
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `rate_limit`: AWS throttling or the agent's concurrency limits.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    RateLimit {
+        /// How long the server asked to wait, when it said.
+        retry_after: Option<Duration>,
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `authentication` (not a sandbox error): credentials or a token were refused.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Authentication {
+        /// The AWS proxy refused the sandbox's token (HTTP 403), even after
+        /// the SDK minted a fresh one and retried once.
+        proxy_rejected: bool,
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `quota_exceeded` (not a sandbox error): an account quota is spent.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    QuotaExceeded {
+        /// The AWS quota code (e.g. `L-1234ABCD`), when given.
+        quota_code: Option<String>,
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `capacity` (not a sandbox error): no capacity right now (E2B:
+    /// `ServiceBusyException`).
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Capacity {
+        /// Which capacity; `None` for AWS `InsufficientCapacityException`.
+        code: Option<CapacityCode>,
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `unimplemented` (not a sandbox error): this sandbox or image cannot do it.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Unimplemented {
+        /// The feature asked for.
+        feature: Box<str>,
+        /// Why it is not available.
+        reason: Box<str>,
+        /// Where it is documented, when there is a page.
+        doc: Option<Box<str>>,
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
+    /// `lifecycle_unsupported` (an `unimplemented`): a lifecycle operation
+    /// (pause, resume, set_timeout ...) this sandbox cannot do.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    LifecycleUnsupported {
+        /// The operation asked for.
+        feature: Box<str>,
+        /// Why it is not available.
+        reason: Box<str>,
+        /// Shared metadata.
+        meta: Box<ErrorMeta>,
+    },
 }
 
-/// Every kind of error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// The root.
-    Sandbox,
+impl SandboxError {
+    /// The kind of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Sandbox { .. } => ErrorKind::Sandbox,
+            Self::Timeout { .. } => ErrorKind::Timeout,
+            Self::InvalidArgument { .. } => ErrorKind::InvalidArgument,
+            Self::NotFound { .. } => ErrorKind::NotFound,
+            Self::FileNotFound { .. } => ErrorKind::FileNotFound,
+            Self::SandboxNotFound { .. } => ErrorKind::SandboxNotFound,
+            Self::SandboxNotReady { .. } => ErrorKind::SandboxNotReady,
+            Self::SandboxState { .. } => ErrorKind::SandboxState,
+            Self::SandboxLifetime { .. } => ErrorKind::SandboxLifetime,
+            Self::CommandExit { .. } => ErrorKind::CommandExit,
+            Self::DiskFull { .. } => ErrorKind::DiskFull,
+            Self::RateLimit { .. } => ErrorKind::RateLimit,
+            Self::Authentication { .. } => ErrorKind::Authentication,
+            Self::QuotaExceeded { .. } => ErrorKind::QuotaExceeded,
+            Self::Capacity { .. } => ErrorKind::Capacity,
+            Self::Unimplemented { .. } => ErrorKind::Unimplemented,
+            Self::LifecycleUnsupported { .. } => ErrorKind::LifecycleUnsupported,
+        }
+    }
+
+    /// The shared metadata.
+    pub fn meta(&self) -> &ErrorMeta {
+        match self {
+            Self::Sandbox { meta, .. }
+            | Self::Timeout { meta, .. }
+            | Self::InvalidArgument { meta, .. }
+            | Self::NotFound { meta }
+            | Self::FileNotFound { meta }
+            | Self::SandboxNotFound { meta }
+            | Self::SandboxNotReady { meta, .. }
+            | Self::SandboxState { meta }
+            | Self::SandboxLifetime { meta }
+            | Self::CommandExit { meta, .. }
+            | Self::DiskFull { meta }
+            | Self::RateLimit { meta, .. }
+            | Self::Authentication { meta, .. }
+            | Self::QuotaExceeded { meta, .. }
+            | Self::Capacity { meta, .. }
+            | Self::Unimplemented { meta, .. }
+            | Self::LifecycleUnsupported { meta, .. } => meta,
+        }
+    }
+
+    /// The shared metadata, mutable (the retry layer records attempts).
+    pub(crate) fn meta_mut(&mut self) -> &mut ErrorMeta {
+        match self {
+            Self::Sandbox { meta, .. }
+            | Self::Timeout { meta, .. }
+            | Self::InvalidArgument { meta, .. }
+            | Self::NotFound { meta }
+            | Self::FileNotFound { meta }
+            | Self::SandboxNotFound { meta }
+            | Self::SandboxNotReady { meta, .. }
+            | Self::SandboxState { meta }
+            | Self::SandboxLifetime { meta }
+            | Self::CommandExit { meta, .. }
+            | Self::DiskFull { meta }
+            | Self::RateLimit { meta, .. }
+            | Self::Authentication { meta, .. }
+            | Self::QuotaExceeded { meta, .. }
+            | Self::Capacity { meta, .. }
+            | Self::Unimplemented { meta, .. }
+            | Self::LifecycleUnsupported { meta, .. } => meta,
+        }
+    }
+
+    /// Records how many attempts the SDK made before giving up.
+    #[must_use]
+    pub fn with_attempts(mut self, attempts: u32) -> Self {
+        self.meta_mut().attempts = attempts;
+        self
+    }
+
+    /// Whether the error is of `kind` or of a kind below it.
+    pub fn is(&self, kind: ErrorKind) -> bool {
+        self.kind().is_a(kind)
+    }
+
+    /// Whether the error is under the `sandbox` root (authentication, quota,
+    /// capacity and unimplemented are not).
+    pub fn is_sandbox_error(&self) -> bool {
+        self.is(ErrorKind::Sandbox)
+    }
+
+    /// Whether something asked for does not exist (`not_found`,
+    /// `file_not_found`, `sandbox_not_found`).
+    pub fn is_not_found(&self) -> bool {
+        self.is(ErrorKind::NotFound)
+    }
+
+    /// Whether a deadline passed.
+    pub fn is_timeout(&self) -> bool {
+        self.is(ErrorKind::Timeout)
+    }
+
+    /// Whether the same work could plausibly succeed later or on a fresh
+    /// sandbox (see [`classify`](Self::classify)).
+    pub fn is_retryable(&self) -> bool {
+        self.classify().retryable
+    }
+
+    /// How long the server asked to wait before a retry, when it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::RateLimit { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The sandbox code of a bare `sandbox` error.
+    pub fn sandbox_code(&self) -> Option<&SandboxCode> {
+        match self {
+            Self::Sandbox { code, .. } => code.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// What a caller can do about this error, as data. Never panics.
+    ///
+    /// For a bare `sandbox` error with a known code, the row of the code is
+    /// used (`connection_lost` is retryable, `closed` is not); otherwise the
+    /// row of the kind.
+    pub fn classify(&self) -> ErrorInfo {
+        if let Self::Sandbox {
+            code: Some(code), ..
+        } = self
+            && let Some(info) = ErrorInfo::for_sandbox_code(code)
+        {
+            return info;
+        }
+        self.kind().info()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_and_auto_traits_are_pinned() {
+        fn assert_send_sync<T: Send + Sync + 'static>() {}
+        assert_send_sync::<SandboxError>();
+        assert!(
+            std::mem::size_of::<SandboxError>() <= 64,
+            "SandboxError is {} bytes",
+            std::mem::size_of::<SandboxError>()
+        );
+    }
 }

@@ -1,0 +1,384 @@
+//! Closed code lists carried by error variants.
+//!
+//! Each list is an enum of the tokens this SDK knows plus an `Unknown` arm
+//! that keeps the original token, because the agent (or a newer SDK writing
+//! the wire form) may send codes this version has never heard of. Parsing never
+//! fails. Match a newer token with a guard:
+//!
+//! ```
+//! use rayito::error::SandboxCode;
+//! let code = SandboxCode::from("vm_frozen");
+//! match code {
+//!     SandboxCode::ConnectionLost => {}
+//!     other if other.as_str() == "vm_frozen" => {}
+//!     _ => {}
+//! }
+//! ```
+
+use std::fmt;
+
+/// A token that is not (yet) known to this version of the SDK.
+///
+/// It can only be produced by parsing, so `Unknown("closed")` can never stand
+/// next to the known `Closed` arm with the same spelling.
+#[derive(Clone, PartialEq, Eq, Hash)]
+// A thin pointer: it keeps `CommandExitStatus` at two words, and with it
+// `SandboxError` within its 64-byte budget.
+#[allow(clippy::box_collection)]
+pub struct UnknownValue(Box<String>);
+
+impl UnknownValue {
+    fn new(token: &str) -> Self {
+        Self(Box::new(token.to_owned()))
+    }
+
+    /// The token as it was received.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for UnknownValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+macro_rules! code_list {
+    (
+        $(#[$meta:meta])*
+        $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident => $token:literal, )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[non_exhaustive]
+        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $( $(#[$vmeta])* $variant, )+
+            /// A token this version of the SDK does not know; the token is kept.
+            Unknown(UnknownValue),
+        }
+
+        impl $name {
+            /// Every token this version knows, in declaration order.
+            pub const VALUES: &'static [&'static str] = &[$($token),+];
+
+            /// The wire token.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $( Self::$variant => $token, )+
+                    Self::Unknown(value) => value.as_str(),
+                }
+            }
+
+            /// Whether this is a token the SDK knows.
+            pub fn is_known(&self) -> bool {
+                !matches!(self, Self::Unknown(_))
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(token: &str) -> Self {
+                match token {
+                    $( $token => Self::$variant, )+
+                    other => Self::Unknown(UnknownValue::new(other)),
+                }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = std::convert::Infallible;
+            fn from_str(token: &str) -> Result<Self, Self::Err> {
+                Ok(Self::from(token))
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let token = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+                Ok(Self::from(token.as_ref()))
+            }
+        }
+    };
+}
+
+code_list! {
+    /// Why a bare [`SandboxError::Sandbox`](crate::SandboxError::Sandbox) happened.
+    SandboxCode {
+        /// The MicroVM behind a session disappeared.
+        AgentVmLost => "agent_vm_lost",
+        /// The code kernel is starting or restarting.
+        KernelNotReady => "kernel_not_ready",
+        /// The agent or the control plane stopped answering.
+        ConnectionLost => "connection_lost",
+        /// AWS answered with a 5xx fault.
+        ServiceError => "service_error",
+        /// The caller cancelled the call.
+        Cancelled => "cancelled",
+        /// The sandbox handle was already killed or closed.
+        Closed => "closed",
+        /// The agent sent something the SDK refuses.
+        ProtocolViolation => "protocol_violation",
+        /// Output exceeded the kept budget.
+        OutputTruncated => "output_truncated",
+        /// An invariant of the SDK or agent broke.
+        Internal => "internal",
+    }
+}
+
+code_list! {
+    /// Which deadline a [`SandboxError::Timeout`](crate::SandboxError::Timeout) hit.
+    TimeoutScope {
+        /// An RPC or AWS call deadline.
+        Request => "request",
+        /// The agent ended a command at its timeout.
+        Command => "command",
+        /// A `run_code` cell hit its timeout.
+        Execution => "execution",
+        /// The sandbox's own lifetime was reached (`sandbox_timeout`).
+        Sandbox => "sandbox",
+        /// Pause or resume did not settle in time.
+        StateWait => "state_wait",
+    }
+}
+
+code_list! {
+    /// Which capacity ran out, when the source says so (`None` for AWS
+    /// `InsufficientCapacityException`).
+    CapacityCode {
+        /// Reserved: the agent itself is at capacity.
+        AgentCapacity => "agent_capacity",
+    }
+}
+
+code_list! {
+    /// How a command ended, as the agent's `EndEvent.status` says.
+    CommandExitStatus {
+        /// The process exited on its own.
+        Exited => "exited",
+        /// The process died by a signal (`exit_code = 128 + signal`).
+        Signaled => "signaled",
+    }
+}
+
+/// A gRPC status code, our own copy so that no `tonic` type appears in the
+/// public API. All 17 codes of the gRPC specification.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GrpcCode {
+    /// `OK` (0).
+    Ok,
+    /// `CANCELLED` (1).
+    Cancelled,
+    /// `UNKNOWN` (2).
+    Unknown,
+    /// `INVALID_ARGUMENT` (3).
+    InvalidArgument,
+    /// `DEADLINE_EXCEEDED` (4).
+    DeadlineExceeded,
+    /// `NOT_FOUND` (5).
+    NotFound,
+    /// `ALREADY_EXISTS` (6).
+    AlreadyExists,
+    /// `PERMISSION_DENIED` (7).
+    PermissionDenied,
+    /// `RESOURCE_EXHAUSTED` (8).
+    ResourceExhausted,
+    /// `FAILED_PRECONDITION` (9).
+    FailedPrecondition,
+    /// `ABORTED` (10).
+    Aborted,
+    /// `OUT_OF_RANGE` (11).
+    OutOfRange,
+    /// `UNIMPLEMENTED` (12).
+    Unimplemented,
+    /// `INTERNAL` (13).
+    Internal,
+    /// `UNAVAILABLE` (14).
+    Unavailable,
+    /// `DATA_LOSS` (15).
+    DataLoss,
+    /// `UNAUTHENTICATED` (16).
+    Unauthenticated,
+}
+
+impl GrpcCode {
+    /// All codes, in numeric order.
+    pub const ALL: &'static [GrpcCode] = &[
+        Self::Ok,
+        Self::Cancelled,
+        Self::Unknown,
+        Self::InvalidArgument,
+        Self::DeadlineExceeded,
+        Self::NotFound,
+        Self::AlreadyExists,
+        Self::PermissionDenied,
+        Self::ResourceExhausted,
+        Self::FailedPrecondition,
+        Self::Aborted,
+        Self::OutOfRange,
+        Self::Unimplemented,
+        Self::Internal,
+        Self::Unavailable,
+        Self::DataLoss,
+        Self::Unauthenticated,
+    ];
+
+    /// The canonical upper-case name, e.g. `NOT_FOUND`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "OK",
+            Self::Cancelled => "CANCELLED",
+            Self::Unknown => "UNKNOWN",
+            Self::InvalidArgument => "INVALID_ARGUMENT",
+            Self::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            Self::NotFound => "NOT_FOUND",
+            Self::AlreadyExists => "ALREADY_EXISTS",
+            Self::PermissionDenied => "PERMISSION_DENIED",
+            Self::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            Self::FailedPrecondition => "FAILED_PRECONDITION",
+            Self::Aborted => "ABORTED",
+            Self::OutOfRange => "OUT_OF_RANGE",
+            Self::Unimplemented => "UNIMPLEMENTED",
+            Self::Internal => "INTERNAL",
+            Self::Unavailable => "UNAVAILABLE",
+            Self::DataLoss => "DATA_LOSS",
+            Self::Unauthenticated => "UNAUTHENTICATED",
+        }
+    }
+
+    /// The numeric code of the gRPC specification.
+    pub const fn as_i32(self) -> i32 {
+        match self {
+            Self::Ok => 0,
+            Self::Cancelled => 1,
+            Self::Unknown => 2,
+            Self::InvalidArgument => 3,
+            Self::DeadlineExceeded => 4,
+            Self::NotFound => 5,
+            Self::AlreadyExists => 6,
+            Self::PermissionDenied => 7,
+            Self::ResourceExhausted => 8,
+            Self::FailedPrecondition => 9,
+            Self::Aborted => 10,
+            Self::OutOfRange => 11,
+            Self::Unimplemented => 12,
+            Self::Internal => 13,
+            Self::Unavailable => 14,
+            Self::DataLoss => 15,
+            Self::Unauthenticated => 16,
+        }
+    }
+
+    /// The code for a number; numbers outside 0..=16 are `UNKNOWN`, as the
+    /// gRPC specification says a client must treat them.
+    pub fn from_i32(code: i32) -> Self {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|c| c.as_i32() == code)
+            .unwrap_or(Self::Unknown)
+    }
+
+    /// The code for a canonical name (`NOT_FOUND`), if it is one.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|c| c.as_str() == name)
+    }
+
+    /// Converts tonic's code. The match is exhaustive on purpose: tonic's
+    /// `Code` is not `#[non_exhaustive]`, so a new code breaks the build here
+    /// instead of being silently misread.
+    #[allow(dead_code, reason = "called by the transport layer")]
+    pub(crate) fn from_tonic(code: tonic::Code) -> Self {
+        use tonic::Code as T;
+        match code {
+            T::Ok => Self::Ok,
+            T::Cancelled => Self::Cancelled,
+            T::Unknown => Self::Unknown,
+            T::InvalidArgument => Self::InvalidArgument,
+            T::DeadlineExceeded => Self::DeadlineExceeded,
+            T::NotFound => Self::NotFound,
+            T::AlreadyExists => Self::AlreadyExists,
+            T::PermissionDenied => Self::PermissionDenied,
+            T::ResourceExhausted => Self::ResourceExhausted,
+            T::FailedPrecondition => Self::FailedPrecondition,
+            T::Aborted => Self::Aborted,
+            T::OutOfRange => Self::OutOfRange,
+            T::Unimplemented => Self::Unimplemented,
+            T::Internal => Self::Internal,
+            T::Unavailable => Self::Unavailable,
+            T::DataLoss => Self::DataLoss,
+            T::Unauthenticated => Self::Unauthenticated,
+        }
+    }
+}
+
+impl fmt::Display for GrpcCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Captured command output kept in an error.
+///
+/// Its `Debug` prints only the length: output may hold anything the command
+/// printed (environment values included), and `Debug` output ends up in logs.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+// A thin pointer, for the same size reason as `UnknownValue`.
+#[allow(clippy::box_collection)]
+pub struct CapturedText(Box<String>);
+
+impl CapturedText {
+    /// Wraps text.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self(Box::new(text.into()))
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Takes the text out.
+    pub fn into_string(self) -> String {
+        *self.0
+    }
+}
+
+impl std::ops::Deref for CapturedText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Debug for CapturedText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CapturedText({} bytes)", self.0.len())
+    }
+}
+
+impl PartialEq<str> for CapturedText {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for CapturedText {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}

@@ -1,0 +1,365 @@
+//! Constructors for the errors the SDK detects itself (before or around a
+//! call), and that users may build to test their own error handling.
+//!
+//! Errors that come from a server are built by [`super::map`] instead.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use super::codes::{SandboxCode, TimeoutScope};
+use super::messages::{self as m, Template};
+use super::{ErrorMeta, SandboxError};
+
+pub(crate) fn meta(template: Template, args: &[(&str, &str)]) -> Box<ErrorMeta> {
+    Box::new(ErrorMeta::new(template.render(args)))
+}
+
+impl SandboxError {
+    /// `InvalidArgument`: the SDK refused a value before any call.
+    ///
+    /// `reason` is our own text (what is wrong, what is allowed); it must not
+    /// quote the value when the value could be a secret.
+    pub fn invalid_argument(argument: &'static str, reason: impl AsRef<str>) -> Self {
+        Self::InvalidArgument {
+            argument: Some(Cow::Borrowed(argument)),
+            meta: meta(
+                m::SDK_INVALID_ARGUMENT,
+                &[("argument", argument), ("reason", reason.as_ref())],
+            ),
+        }
+    }
+
+    /// `Sandbox{closed}`: the handle was already killed or closed.
+    pub fn closed() -> Self {
+        Self::sandbox_with(SandboxCode::Closed, meta(m::SDK_CLOSED, &[]))
+    }
+
+    /// `Sandbox{cancelled}`: the caller cancelled `feature`.
+    pub fn cancelled(feature: &str) -> Self {
+        Self::sandbox_with(
+            SandboxCode::Cancelled,
+            meta(m::SDK_CANCELLED, &[("feature", feature)]),
+        )
+    }
+
+    /// `Sandbox{protocol_violation}`: the agent sent something the SDK
+    /// refuses. `what` is our own fixed description, never agent text.
+    pub fn protocol_violation(feature: &str, what: &'static str) -> Self {
+        Self::sandbox_with(
+            SandboxCode::ProtocolViolation,
+            meta(
+                m::SDK_PROTOCOL_VIOLATION,
+                &[("feature", feature), ("what", what)],
+            ),
+        )
+    }
+
+    /// `Sandbox{internal}`: an invariant of the SDK broke.
+    pub fn internal(feature: &str, what: &'static str) -> Self {
+        Self::sandbox_with(
+            SandboxCode::Internal,
+            meta(m::SDK_INTERNAL, &[("feature", feature), ("what", what)]),
+        )
+    }
+
+    /// `Sandbox{connection_lost}`: the agent stopped answering and the
+    /// reconnect budget is spent. `detail` is transport text (never a token).
+    pub fn connection_lost(feature: &str, detail: Option<&str>) -> Self {
+        let detail = detail.map(|d| super::map::redact::sanitize_remote_text(d, 512));
+        Self::sandbox_with(
+            SandboxCode::ConnectionLost,
+            meta(
+                m::GRPC_CONNECTION_LOST,
+                &[
+                    ("feature", feature),
+                    ("detail", &m::detail(detail.as_deref())),
+                ],
+            ),
+        )
+    }
+
+    /// `Sandbox{agent_vm_lost}`: the MicroVM behind a session disappeared.
+    pub fn agent_vm_lost(feature: &str) -> Self {
+        Self::sandbox_with(
+            SandboxCode::AgentVmLost,
+            meta(m::SDK_AGENT_VM_LOST, &[("feature", feature)]),
+        )
+    }
+
+    /// `SandboxNotReady`: the agent did not become ready within `waited`.
+    pub fn not_ready(state: Option<&str>, state_reason: Option<&str>, waited: Duration) -> Self {
+        let clean = |s: &str| super::map::redact::sanitize_remote_text(s, 256);
+        let state = state.map(clean).filter(|s| !s.is_empty());
+        let state_reason = state_reason.map(clean).filter(|s| !s.is_empty());
+        let text = m::SDK_NOT_READY.render(&[
+            ("waited", &m::duration(waited)),
+            ("state", state.as_deref().unwrap_or("unknown")),
+            ("detail", &m::detail(state_reason.as_deref())),
+        ]);
+        Self::SandboxNotReady {
+            state,
+            state_reason,
+            meta: Box::new(ErrorMeta::new(text)),
+        }
+    }
+
+    /// `SandboxLifetime`: `setting` (`timeout`, `max_lifetime`) of
+    /// `requested` is above the platform cap `cap` (28,800 s on AWS).
+    pub fn sandbox_lifetime(setting: &'static str, requested: Duration, cap: Duration) -> Self {
+        Self::SandboxLifetime {
+            meta: meta(
+                m::SDK_LIFETIME,
+                &[
+                    ("setting", setting),
+                    ("requested", &m::duration(requested)),
+                    ("cap", &m::duration(cap)),
+                ],
+            ),
+        }
+    }
+
+    /// `SandboxNotFound` for a sandbox id the SDK knows is gone.
+    pub fn sandbox_not_found(sandbox_id: &str) -> Self {
+        let id = super::map::redact::sanitize_remote_text(sandbox_id, 128);
+        Self::SandboxNotFound {
+            meta: meta(m::SDK_SANDBOX_NOT_FOUND, &[("sandbox_id", &id)]),
+        }
+    }
+
+    /// `SandboxState`: the sandbox is in `state` (e.g. `suspended`);
+    /// `remedy` says what to do (e.g. `call resume()`).
+    pub fn sandbox_state(state: &'static str, remedy: &'static str) -> Self {
+        Self::SandboxState {
+            meta: meta(
+                m::SDK_SANDBOX_STATE,
+                &[("state", state), ("remedy", remedy)],
+            ),
+        }
+    }
+
+    /// `Timeout` of `scope` detected by the SDK.
+    ///
+    /// `feature` names the call (`request`), the operation waited for
+    /// (`state_wait`: `pause`, `resume`) or the command (`command`);
+    /// `after` is the limit, when known.
+    pub fn timeout(scope: TimeoutScope, feature: &str, after: Option<Duration>) -> Self {
+        let within = m::within(after);
+        let text = match &scope {
+            TimeoutScope::Execution => m::TIMEOUT_EXECUTION.render(&[("within", &within)]),
+            TimeoutScope::StateWait => {
+                m::TIMEOUT_STATE_WAIT.render(&[("feature", feature), ("within", &within)])
+            }
+            TimeoutScope::Sandbox => m::GRPC_SANDBOX_TIMEOUT.render(&[("feature", feature)]),
+            TimeoutScope::Command => m::END_TIMEOUT.render(&[("program", feature)]),
+            TimeoutScope::Request | TimeoutScope::Unknown(_) => {
+                m::TIMEOUT_REQUEST.render(&[("feature", feature), ("within", &within)])
+            }
+        };
+        Self::Timeout {
+            scope,
+            meta: Box::new(ErrorMeta::new(text)),
+        }
+    }
+
+    /// `Unimplemented`: `feature` is not available; `reason` says why;
+    /// `doc` points at the page that documents it.
+    pub fn unimplemented(
+        feature: impl Into<Box<str>>,
+        reason: impl Into<Box<str>>,
+        doc: Option<&str>,
+    ) -> Self {
+        let feature = feature.into();
+        let reason = reason.into();
+        let see = doc.map_or_else(String::new, |d| format!("; see {d}"));
+        let text = m::SDK_UNIMPLEMENTED.render(&[
+            ("feature", &feature),
+            ("reason", &reason),
+            ("see", &see),
+        ]);
+        Self::Unimplemented {
+            feature,
+            reason,
+            doc: doc.map(Into::into),
+            meta: Box::new(ErrorMeta::new(text)),
+        }
+    }
+
+    /// `LifecycleUnsupported`: this sandbox cannot do the lifecycle
+    /// operation `feature` (e.g. `pause`).
+    pub fn lifecycle_unsupported(
+        feature: impl Into<Box<str>>,
+        reason: impl Into<Box<str>>,
+    ) -> Self {
+        let feature = feature.into();
+        let reason = reason.into();
+        let text =
+            m::SDK_LIFECYCLE_UNSUPPORTED.render(&[("feature", &feature), ("reason", &reason)]);
+        Self::LifecycleUnsupported {
+            feature,
+            reason,
+            meta: Box::new(ErrorMeta::new(text)),
+        }
+    }
+
+    pub(crate) fn sandbox_with(code: SandboxCode, meta: Box<ErrorMeta>) -> Self {
+        Self::Sandbox {
+            code: Some(code),
+            meta,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn self_detected_messages_are_exact() {
+        let cases: Vec<(SandboxError, &str)> = vec![
+            (
+                SandboxError::invalid_argument("timeout", "must not be negative"),
+                "invalid timeout: must not be negative",
+            ),
+            (
+                SandboxError::closed(),
+                "the sandbox handle is closed; create a new sandbox or connect to it again",
+            ),
+            (
+                SandboxError::cancelled("commands.run"),
+                "the call commands.run was cancelled by the caller; start it again if still needed",
+            ),
+            (
+                SandboxError::protocol_violation(
+                    "commands.run",
+                    "the first event was not a start event",
+                ),
+                "the agent broke the protocol during commands.run: the first event was not a start event; the call was abandoned, report this with the image version",
+            ),
+            (
+                SandboxError::internal("files.read", "a chunk arrived after the end"),
+                "internal error in files.read: a chunk arrived after the end; please report this",
+            ),
+            (
+                SandboxError::connection_lost("commands.run", Some("connection reset")),
+                "lost the connection to the agent during commands.run: connection reset; retry, or check that the sandbox is still running",
+            ),
+            (
+                SandboxError::connection_lost("files.read", None),
+                "lost the connection to the agent during files.read; retry, or check that the sandbox is still running",
+            ),
+            (
+                SandboxError::agent_vm_lost("run_code"),
+                "the MicroVM behind the sandbox disappeared during run_code; create a new sandbox",
+            ),
+            (
+                SandboxError::not_ready(
+                    Some("PENDING"),
+                    Some("restoring snapshot"),
+                    Duration::from_secs(90),
+                ),
+                "the sandbox was not ready within 90 s (state PENDING): restoring snapshot; raise ready_timeout or check the image",
+            ),
+            (
+                SandboxError::not_ready(None, None, Duration::from_millis(2_500)),
+                "the sandbox was not ready within 2,500 ms (state unknown); raise ready_timeout or check the image",
+            ),
+            (
+                SandboxError::sandbox_lifetime(
+                    "timeout",
+                    Duration::from_secs(36_000),
+                    Duration::from_secs(28_800),
+                ),
+                "sandbox timeout of 36,000 s is above the platform cap of 28,800 s; pass a smaller timeout",
+            ),
+            (
+                SandboxError::sandbox_not_found("microvm-123"),
+                "the sandbox microvm-123 does not exist or has terminated; create a new sandbox",
+            ),
+            (
+                SandboxError::sandbox_state("suspended", "call resume() first"),
+                "the sandbox is suspended; call resume() first",
+            ),
+            (
+                SandboxError::timeout(
+                    TimeoutScope::Request,
+                    "files.write",
+                    Some(Duration::from_secs(60)),
+                ),
+                "the call files.write did not finish within 60 s; raise request_timeout or retry",
+            ),
+            (
+                SandboxError::timeout(TimeoutScope::Request, "files.write", None),
+                "the call files.write did not finish; raise request_timeout or retry",
+            ),
+            (
+                SandboxError::timeout(
+                    TimeoutScope::Execution,
+                    "run_code",
+                    Some(Duration::from_secs(300)),
+                ),
+                "the code cell did not finish within 300 s; raise its timeout or split the work",
+            ),
+            (
+                SandboxError::timeout(
+                    TimeoutScope::StateWait,
+                    "pause",
+                    Some(Duration::from_secs(30)),
+                ),
+                "the sandbox did not finish pause within 30 s; check its state, then retry",
+            ),
+            (
+                SandboxError::timeout(TimeoutScope::Sandbox, "files.read", None),
+                "the sandbox reached its timeout (files.read); extend it with set_timeout before it expires, or create a new sandbox",
+            ),
+            (
+                SandboxError::timeout(TimeoutScope::Command, "python3", None),
+                "command python3 reached its timeout and was stopped; raise the command timeout, or pass 0 for no limit",
+            ),
+            (
+                SandboxError::unimplemented(
+                    "fork",
+                    "MicroVMs cannot be forked",
+                    Some("docs/e2b-compat.md"),
+                ),
+                "feature fork is not available: MicroVMs cannot be forked; see docs/e2b-compat.md",
+            ),
+            (
+                SandboxError::unimplemented("mcp", "no MCP gateway on AWS", None),
+                "feature mcp is not available: no MCP gateway on AWS",
+            ),
+            (
+                SandboxError::lifecycle_unsupported("pause", "the image has no suspend hook"),
+                "this sandbox cannot pause: the image has no suspend hook",
+            ),
+        ];
+        for (err, expected) in cases {
+            assert_eq!(err.to_string(), expected, "{:?}", err.kind());
+            assert_eq!(err.meta().attempts(), 0);
+        }
+    }
+
+    #[test]
+    fn self_detected_fields_are_set() {
+        let e = SandboxError::invalid_argument("envs", "a name is empty");
+        assert!(matches!(
+            &e,
+            SandboxError::InvalidArgument { argument: Some(a), .. } if a == "envs"
+        ));
+        let e = SandboxError::not_ready(Some("PENDING"), None, Duration::from_secs(1));
+        assert!(matches!(
+            &e,
+            SandboxError::SandboxNotReady { state: Some(s), state_reason: None, .. } if s == "PENDING"
+        ));
+        assert_eq!(
+            SandboxError::closed().sandbox_code(),
+            Some(&SandboxCode::Closed)
+        );
+        let e = SandboxError::unimplemented("fork", "no", Some("docs/e2b-compat.md"));
+        assert!(matches!(
+            &e,
+            SandboxError::Unimplemented { feature, doc: Some(d), .. }
+                if &**feature == "fork" && &**d == "docs/e2b-compat.md"
+        ));
+        assert_eq!(SandboxError::closed().with_attempts(3).meta().attempts(), 3);
+    }
+}

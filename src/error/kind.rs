@@ -1,0 +1,299 @@
+//! The kind graph and the classification table.
+//!
+//! Both are data: every predicate (`is_sandbox_error`, `is_not_found`, ...)
+//! and every `classify()` answer is read from the tables below, so the
+//! hierarchy can only change in one place, and a golden test pins it.
+
+use super::codes::SandboxCode;
+
+/// Every kind of [`SandboxError`](crate::SandboxError), fieldless.
+///
+/// Kinds form a graph (a kind may have several parents). The stable string
+/// of a kind ([`ErrorKind::as_str`]) is a public contract: kinds are only
+/// ever added, never renamed.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// `sandbox`: the root of every sandbox failure.
+    Sandbox,
+    /// `timeout`: a deadline passed.
+    Timeout,
+    /// `invalid_argument`: a value was refused.
+    InvalidArgument,
+    /// `not_found`: a process, context, execution or checkpoint does not exist.
+    NotFound,
+    /// `file_not_found`: a path does not exist.
+    FileNotFound,
+    /// `sandbox_not_found`: the sandbox does not exist or has terminated.
+    SandboxNotFound,
+    /// `sandbox_not_ready`: the agent did not become ready in time.
+    SandboxNotReady,
+    /// `sandbox_state`: the sandbox is suspending, resuming or terminating.
+    SandboxState,
+    /// `sandbox_lifetime`: a timeout or lifetime above the platform cap.
+    SandboxLifetime,
+    /// `command_exit`: a command exited non-zero.
+    CommandExit,
+    /// `disk_full`: not enough free disk.
+    DiskFull,
+    /// `rate_limit`: throttled; honour `retry_after`.
+    RateLimit,
+    /// `authentication`: credentials or a token were refused (not a sandbox error).
+    Authentication,
+    /// `quota_exceeded`: an account quota is spent (not a sandbox error).
+    QuotaExceeded,
+    /// `capacity`: AWS has no capacity right now (not a sandbox error).
+    Capacity,
+    /// `unimplemented`: this sandbox or image cannot do it (not a sandbox error).
+    Unimplemented,
+    /// `lifecycle_unsupported`: a lifecycle operation this sandbox cannot do.
+    LifecycleUnsupported,
+}
+
+impl ErrorKind {
+    /// Every kind, in declaration order.
+    pub const ALL: &'static [ErrorKind] = &[
+        Self::Sandbox,
+        Self::Timeout,
+        Self::InvalidArgument,
+        Self::NotFound,
+        Self::FileNotFound,
+        Self::SandboxNotFound,
+        Self::SandboxNotReady,
+        Self::SandboxState,
+        Self::SandboxLifetime,
+        Self::CommandExit,
+        Self::DiskFull,
+        Self::RateLimit,
+        Self::Authentication,
+        Self::QuotaExceeded,
+        Self::Capacity,
+        Self::Unimplemented,
+        Self::LifecycleUnsupported,
+    ];
+
+    /// The stable string of the kind, e.g. `file_not_found`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Sandbox => "sandbox",
+            Self::Timeout => "timeout",
+            Self::InvalidArgument => "invalid_argument",
+            Self::NotFound => "not_found",
+            Self::FileNotFound => "file_not_found",
+            Self::SandboxNotFound => "sandbox_not_found",
+            Self::SandboxNotReady => "sandbox_not_ready",
+            Self::SandboxState => "sandbox_state",
+            Self::SandboxLifetime => "sandbox_lifetime",
+            Self::CommandExit => "command_exit",
+            Self::DiskFull => "disk_full",
+            Self::RateLimit => "rate_limit",
+            Self::Authentication => "authentication",
+            Self::QuotaExceeded => "quota_exceeded",
+            Self::Capacity => "capacity",
+            Self::Unimplemented => "unimplemented",
+            Self::LifecycleUnsupported => "lifecycle_unsupported",
+        }
+    }
+
+    /// The kind for a stable string, if it is one this version knows.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|k| k.as_str() == name)
+    }
+
+    /// The direct parents of this kind (empty for a root).
+    pub const fn parents(self) -> &'static [ErrorKind] {
+        match self {
+            Self::Sandbox
+            | Self::Authentication
+            | Self::QuotaExceeded
+            | Self::Capacity
+            | Self::Unimplemented => &[],
+            Self::Timeout
+            | Self::InvalidArgument
+            | Self::NotFound
+            | Self::SandboxNotReady
+            | Self::SandboxState
+            | Self::SandboxLifetime
+            | Self::CommandExit
+            | Self::DiskFull
+            | Self::RateLimit => &[Self::Sandbox],
+            Self::FileNotFound | Self::SandboxNotFound => &[Self::NotFound],
+            Self::LifecycleUnsupported => &[Self::Unimplemented],
+        }
+    }
+
+    /// Whether this kind is `ancestor` or descends from it.
+    pub fn is_a(self, ancestor: ErrorKind) -> bool {
+        self == ancestor || self.parents().iter().any(|p| p.is_a(ancestor))
+    }
+
+    /// Whether this kind lies outside the `sandbox` root, so that "any
+    /// sandbox error" never swallows it (authentication, quota, capacity,
+    /// a missing feature).
+    pub fn outside_sandbox_root(self) -> bool {
+        !self.is_a(Self::Sandbox)
+    }
+
+    /// The classification of this kind ([`ErrorInfo`] for the kind itself;
+    /// a bare `sandbox` kind with a code is classified by the code instead,
+    /// see [`SandboxError::classify`](crate::SandboxError::classify)).
+    pub const fn info(self) -> ErrorInfo {
+        let (retryable, larger, summary) = match self {
+            Self::Sandbox => (
+                false,
+                false,
+                "something about a sandbox failed; read the message",
+            ),
+            Self::Timeout => (false, true, "a deadline passed (the scope says which)"),
+            Self::InvalidArgument => (
+                false,
+                false,
+                "a value was refused, by the SDK before any call, by the agent or by AWS",
+            ),
+            Self::NotFound | Self::FileNotFound => {
+                (false, false, "the thing asked for does not exist")
+            }
+            Self::SandboxNotFound => (
+                false,
+                false,
+                "the sandbox does not exist or has terminated; create a new one",
+            ),
+            Self::SandboxNotReady => (
+                true,
+                true,
+                "the agent did not become ready in `ready_timeout`",
+            ),
+            Self::SandboxState => (
+                true,
+                false,
+                "the sandbox is suspending, resuming or terminating",
+            ),
+            Self::SandboxLifetime => (
+                false,
+                false,
+                "timeout or max_lifetime above the platform cap of 28,800 s",
+            ),
+            Self::CommandExit => (false, false, "a command exited non-zero"),
+            Self::DiskFull => (
+                false,
+                true,
+                "the write needs more free disk than the sandbox has",
+            ),
+            Self::RateLimit => (
+                true,
+                false,
+                "AWS throttling or the agent's concurrency limits; honour `retry_after`",
+            ),
+            Self::Authentication => (false, false, "credentials or a token were refused"),
+            Self::QuotaExceeded => (false, true, "an account quota is spent"),
+            Self::Capacity => (
+                true,
+                false,
+                "AWS has no capacity right now (after the SDK's own backoff)",
+            ),
+            Self::Unimplemented | Self::LifecycleUnsupported => {
+                (false, false, "this sandbox or image cannot do it")
+            }
+        };
+        ErrorInfo {
+            kind: self.as_str(),
+            retryable,
+            retry_with_larger_limits: larger,
+            summary,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a caller can do about a failure, as plain data (see
+/// [`SandboxError::classify`](crate::SandboxError::classify)).
+///
+/// `kind` is the kind string, except for a bare `sandbox` error with a known
+/// [`SandboxCode`]: then it is the code (`connection_lost`, `service_error`,
+/// ...), because the code, not the kind, decides what to do. The two sets
+/// of strings never overlap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct ErrorInfo {
+    /// The classification kind (an [`ErrorKind`] string or a [`SandboxCode`] string).
+    pub kind: &'static str,
+    /// The failure was environmental: the same work could plausibly succeed
+    /// later or on a fresh sandbox.
+    pub retryable: bool,
+    /// A larger limit (timeout, ready_timeout, disk, quota) could let the
+    /// work finish; granting it is the caller's decision.
+    pub retry_with_larger_limits: bool,
+    /// One line saying what the kind means.
+    pub summary: &'static str,
+}
+
+impl ErrorInfo {
+    /// The JSON object `{kind, retryable, retry_with_larger_limits, summary}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": self.kind,
+            "retryable": self.retryable,
+            "retry_with_larger_limits": self.retry_with_larger_limits,
+            "summary": self.summary,
+        })
+    }
+
+    /// The classification of a known sandbox code, `None` for an unknown one.
+    pub fn for_sandbox_code(code: &SandboxCode) -> Option<ErrorInfo> {
+        let (retryable, larger, summary) = match code {
+            SandboxCode::ConnectionLost => (
+                true,
+                false,
+                "the agent or the control plane stopped answering (reset, refused, proxy 502/503/504 after the reconnect budget)",
+            ),
+            SandboxCode::ServiceError => (
+                true,
+                false,
+                "AWS answered with a 5xx fault (InternalServer, Service)",
+            ),
+            SandboxCode::KernelNotReady => {
+                (true, false, "the code kernel is starting or restarting")
+            }
+            SandboxCode::AgentVmLost => (false, false, "the MicroVM behind a session disappeared"),
+            SandboxCode::Cancelled => (false, false, "the caller cancelled the call"),
+            SandboxCode::Closed => (
+                false,
+                false,
+                "the sandbox handle was already killed or closed",
+            ),
+            SandboxCode::ProtocolViolation => {
+                (false, false, "the agent sent something the SDK refuses")
+            }
+            SandboxCode::OutputTruncated => (false, true, "output exceeded the kept budget"),
+            SandboxCode::Internal => (false, false, "an invariant of the SDK or agent broke"),
+            SandboxCode::Unknown(_) => return None,
+        };
+        Some(ErrorInfo {
+            kind: static_code_str(code)?,
+            retryable,
+            retry_with_larger_limits: larger,
+            summary,
+        })
+    }
+
+    /// Every classification row: each kind, then each known sandbox code.
+    pub fn all() -> Vec<ErrorInfo> {
+        let kinds = ErrorKind::ALL.iter().map(|k| k.info());
+        let codes = SandboxCode::VALUES
+            .iter()
+            .filter_map(|t| Self::for_sandbox_code(&SandboxCode::from(*t)));
+        kinds.chain(codes).collect()
+    }
+}
+
+/// The `'static` token of a known code.
+fn static_code_str(code: &SandboxCode) -> Option<&'static str> {
+    SandboxCode::VALUES
+        .iter()
+        .copied()
+        .find(|t| *t == code.as_str() && code.is_known())
+}

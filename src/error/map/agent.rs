@@ -1,0 +1,286 @@
+//! In-stream agent failures: `StreamError` codes and process `EndEvent`
+//! statuses (wire-contract 1.5 and 1.8; errors.md 3.2, same targets as the
+//! gRPC table).
+//!
+//! Codes and statuses are exact tokens. The message of a `StreamError` is
+//! kept (redacted) in the metadata and shown after our text, but only the
+//! exact `disk_reserve` / `disk_full` markers read it.
+
+use crate::error::codes::{CapturedText, CommandExitStatus, SandboxCode, TimeoutScope};
+use crate::error::constructors::meta;
+use crate::error::messages::{self as m, Template};
+use crate::error::{ErrorMeta, SandboxError};
+
+use super::grpc::CallContext;
+use super::redact::sanitize_remote_text;
+
+/// The fields of a process `EndEvent` the mapping reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndEventData {
+    /// `EndEvent.status` (`exited`, `signaled`, `timeout`, `suspending`,
+    /// `output_truncated`, `sandbox_timeout`, or newer).
+    pub status: String,
+    /// `EndEvent.exit_code` (128 + signal when killed).
+    pub exit_code: i32,
+    /// `EndEvent.signal`, when set.
+    pub signal: Option<i32>,
+    /// `EndEvent.error` as `(code, message)`, when set.
+    pub error: Option<(String, String)>,
+}
+
+/// The output a command produced, as the SDK kept it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct CommandOutput {
+    /// Decoded stdout (the kept tail).
+    pub stdout: String,
+    /// Decoded stderr (the kept tail).
+    pub stderr: String,
+    /// Output was cut to `max_output_bytes`.
+    pub truncated: bool,
+}
+
+// Output may hold anything the command printed: lengths only.
+impl std::fmt::Debug for CommandOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandOutput")
+            .field("stdout_len", &self.stdout.len())
+            .field("stderr_len", &self.stderr.len())
+            .field("truncated", &self.truncated)
+            .finish()
+    }
+}
+
+/// A process stream that ended without a failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EndOutcome {
+    /// The command exited with code 0; here is its output.
+    Exited {
+        /// The output, handed back.
+        output: CommandOutput,
+    },
+    /// The sandbox is suspending: the process is still alive, the stream is
+    /// not final. Reconnect after resume with `Connect(pid, last_seq + 1)`.
+    Suspended {
+        /// The output so far, handed back.
+        output: CommandOutput,
+    },
+}
+
+/// The name a message may show for a command: its first word that is not an
+/// environment assignment, if it is made only of path-like characters and
+/// is at most 64 long. Anything else could quote a secret: `(shell)`.
+pub(crate) fn program_name(command: &str) -> &str {
+    let word = command
+        .split_whitespace()
+        .find(|w| !w.contains('='))
+        .unwrap_or("");
+    let safe = !word.is_empty()
+        && word.len() <= 64
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'/' | b'+' | b'-'));
+    if safe { word } else { "(shell)" }
+}
+
+/// A token from the agent, safe to show: `[a-z0-9_]`, at most 64 long.
+fn token_for_message(token: &str) -> String {
+    let clean: String = token
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    if clean.is_empty() {
+        "(empty)".to_owned()
+    } else {
+        clean
+    }
+}
+
+fn kept(meta: ErrorMeta, reason: &str, message: &str) -> Box<ErrorMeta> {
+    let mut out = meta.with_attempts(1).with_reason(reason);
+    if !message.is_empty() {
+        out = out.with_server_message(message);
+    }
+    Box::new(out)
+}
+
+/// Maps an in-stream `StreamError{code, message}` of `call`.
+pub fn from_stream_error(code: &str, message: &str, call: CallContext) -> SandboxError {
+    let feature = call.feature;
+    let server = sanitize_remote_text(message, 512);
+    let detail = m::detail(Some(&server));
+    let with = |t: Template, extra: &[(&str, &str)]| -> Box<ErrorMeta> {
+        let mut args: Vec<(&str, &str)> = vec![("feature", feature), ("detail", &detail)];
+        args.extend_from_slice(extra);
+        kept(*meta(t, &args), code, message)
+    };
+    match code {
+        "not_found" if call.filesystem => SandboxError::FileNotFound {
+            meta: with(m::GRPC_FILE_NOT_FOUND, &[]),
+        },
+        "not_found" => SandboxError::NotFound {
+            meta: with(m::GRPC_NOT_FOUND, &[]),
+        },
+        "permission_denied" => SandboxError::Authentication {
+            proxy_rejected: false,
+            meta: with(m::GRPC_PERMISSION_DENIED, &[]),
+        },
+        "deadline_exceeded" => SandboxError::Timeout {
+            scope: TimeoutScope::Request,
+            meta: with(m::TIMEOUT_REQUEST, &[("within", "")]),
+        },
+        "sandbox_timeout" => SandboxError::Timeout {
+            scope: TimeoutScope::Sandbox,
+            meta: with(m::GRPC_SANDBOX_TIMEOUT, &[]),
+        },
+        "invalid_argument" | "failed_precondition" => SandboxError::InvalidArgument {
+            argument: None,
+            meta: with(m::GRPC_INVALID_ARGUMENT, &[]),
+        },
+        "unimplemented" => {
+            let reason = m::GRPC_UNIMPLEMENTED_REASON.text;
+            SandboxError::Unimplemented {
+                feature: feature.into(),
+                reason: reason.into(),
+                doc: None,
+                meta: with(m::SDK_UNIMPLEMENTED, &[("reason", reason), ("see", "")]),
+            }
+        }
+        "resource_exhausted" if message == "disk_reserve" => SandboxError::DiskFull {
+            meta: with(m::GRPC_DISK_RESERVE, &[]),
+        },
+        "resource_exhausted" if message == "disk_full" => SandboxError::DiskFull {
+            meta: with(m::GRPC_DISK_FULL, &[]),
+        },
+        "resource_exhausted" => SandboxError::RateLimit {
+            retry_after: None,
+            meta: with(m::GRPC_RATE_LIMIT, &[]),
+        },
+        "suspending" => SandboxError::SandboxState {
+            meta: with(m::GRPC_SUSPENDING, &[]),
+        },
+        "output_truncated" => SandboxError::sandbox_with(
+            SandboxCode::OutputTruncated,
+            with(m::END_OUTPUT_TRUNCATED, &[("program", feature)]),
+        ),
+        "cancelled" if call.caller_cancelled => {
+            SandboxError::sandbox_with(SandboxCode::Cancelled, with(m::SDK_CANCELLED, &[]))
+        }
+        other => SandboxError::Sandbox {
+            code: None,
+            meta: with(m::STREAM_OTHER, &[("code", &token_for_message(other))]),
+        },
+    }
+}
+
+/// Maps the `EndEvent` of a command.
+///
+/// `Ok(Exited)` for exit code 0, `Ok(Suspended)` for the `suspending` end
+/// (not final). Otherwise the error: `CommandExit` for a non-zero exit or a
+/// signal, `Timeout{command}` for `timeout`, `Timeout{sandbox}` for
+/// `sandbox_timeout`, `Sandbox{output_truncated}` for `output_truncated`, and
+/// the `StreamError` table for any other status that carries an error.
+///
+/// `command` only lends its program name to the message (see the docs):
+/// arguments can hold secrets and are never shown.
+///
+/// # Errors
+///
+/// Every end that is not a success or a suspension, as above.
+pub fn from_end_event(
+    end: EndEventData,
+    output: CommandOutput,
+    command: &str,
+) -> Result<EndOutcome, SandboxError> {
+    let program = program_name(command);
+    let exit_text = m::group_i64(i64::from(end.exit_code));
+    let status = end.status.as_str();
+    let feature_name = format!("command {program}");
+    let plain = |t: Template, args: &[(&str, &str)]| kept(*meta(t, args), status, "");
+
+    let command_exit = |status: CommandExitStatus, meta: Box<ErrorMeta>, output: CommandOutput| {
+        SandboxError::CommandExit {
+            exit_code: end.exit_code,
+            stdout: CapturedText::new(output.stdout),
+            stderr: CapturedText::new(output.stderr),
+            status,
+            truncated: output.truncated,
+            meta,
+        }
+    };
+
+    match status {
+        "suspending" => Ok(EndOutcome::Suspended { output }),
+        "timeout" => Err(SandboxError::Timeout {
+            scope: TimeoutScope::Command,
+            meta: plain(m::END_TIMEOUT, &[("program", program)]),
+        }),
+        "sandbox_timeout" => Err(SandboxError::Timeout {
+            scope: TimeoutScope::Sandbox,
+            meta: plain(m::GRPC_SANDBOX_TIMEOUT, &[("feature", &feature_name)]),
+        }),
+        "output_truncated" => Err(SandboxError::sandbox_with(
+            SandboxCode::OutputTruncated,
+            plain(m::END_OUTPUT_TRUNCATED, &[("program", program)]),
+        )),
+        "exited" if end.exit_code == 0 => Ok(EndOutcome::Exited { output }),
+        "exited" => Err(command_exit(
+            CommandExitStatus::Exited,
+            plain(
+                m::END_EXITED,
+                &[("program", program), ("exit_code", &exit_text)],
+            ),
+            output,
+        )),
+        "signaled" => {
+            let signal = end
+                .signal
+                .or_else(|| (end.exit_code > 128).then(|| end.exit_code - 128))
+                .map_or_else(|| "unknown".to_owned(), |s| s.to_string());
+            Err(command_exit(
+                CommandExitStatus::Signaled,
+                plain(
+                    m::END_SIGNALED,
+                    &[
+                        ("program", program),
+                        ("signal", &signal),
+                        ("exit_code", &exit_text),
+                    ],
+                ),
+                output,
+            ))
+        }
+        other => {
+            if let Some((code, message)) = &end.error {
+                // The feature name must be 'static; commands share one.
+                return Err(from_stream_error(
+                    code,
+                    message,
+                    CallContext::new("commands.run"),
+                ));
+            }
+            if end.exit_code == 0 {
+                return Ok(EndOutcome::Exited { output });
+            }
+            Err(command_exit(
+                CommandExitStatus::from(other),
+                plain(
+                    m::END_UNKNOWN_STATUS,
+                    &[
+                        ("program", program),
+                        ("status", &token_for_message(other)),
+                        ("exit_code", &exit_text),
+                    ],
+                ),
+                output,
+            ))
+        }
+    }
+}

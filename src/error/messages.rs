@@ -1,0 +1,298 @@
+//! Every message template of the SDK, and how they are filled in.
+//!
+//! Messages are English, start lower-case, have no trailing period, and say
+//! what failed, then (after `; `) what remains possible. Numbers are grouped
+//! for en-US (`28,800`). `docs/errors.md` transcribes [`ALL`] and a test
+//! fails if the two differ.
+//!
+//! Placeholders are `{name}`. Some are optional fragments that render as an
+//! empty string when there is nothing to say:
+//! `{detail}` is `: <server text>`, `{within}` is ` within <duration>`,
+//! `{see}` is `; see <doc>`.
+
+/// One message template.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Template {
+    pub(crate) id: &'static str,
+    pub(crate) text: &'static str,
+}
+
+macro_rules! templates {
+    ($( $name:ident = $id:literal => $text:literal; )+) => {
+        $( pub(crate) const $name: Template = Template { id: $id, text: $text }; )+
+        /// Every template, in documentation order.
+        #[cfg_attr(not(test), allow(dead_code, reason = "read by the tests and docs/errors.md"))]
+        pub(crate) const ALL: &[Template] = &[$($name),+];
+    };
+}
+
+templates! {
+    AWS_SANDBOX_NOT_FOUND = "aws.sandbox_not_found" =>
+        "control plane call {operation} found no such sandbox{detail}; it has terminated or never existed, create a new sandbox";
+    AWS_IMAGE_NOT_FOUND = "aws.image_not_found" =>
+        "control plane call {operation} found no such resource{detail}; the image is probably missing, check the image ARN or publish the image";
+    AWS_INVALID_ARGUMENT = "aws.invalid_argument" =>
+        "control plane call {operation} refused an argument{detail}; fix the value before retrying";
+    AWS_AUTHENTICATION = "aws.authentication" =>
+        "control plane call {operation} refused the AWS credentials ({aws_code}){detail}; check the credentials, their expiry and their IAM permissions";
+    AWS_RATE_LIMIT_AFTER = "aws.rate_limit_after" =>
+        "control plane call {operation} was throttled{detail}; retry after {retry_after}";
+    AWS_RATE_LIMIT = "aws.rate_limit" =>
+        "control plane call {operation} was throttled{detail}; retry later with backoff";
+    AWS_SANDBOX_STATE = "aws.sandbox_state" =>
+        "control plane call {operation} conflicts with the sandbox's current state{detail}; wait until it settles, then retry";
+    AWS_QUOTA_EXCEEDED = "aws.quota_exceeded" =>
+        "control plane call {operation} hit an account quota{detail}; free resources or ask AWS for a higher quota";
+    AWS_CAPACITY = "aws.capacity" =>
+        "control plane call {operation} found no capacity{detail}; retry later or use another region";
+    AWS_SERVICE_ERROR = "aws.service_error" =>
+        "control plane call {operation} failed on the service side ({cause}){detail}; retry later";
+    AWS_OTHER = "aws.other" =>
+        "control plane call {operation} failed ({cause}){detail}; the SDK does not retry this failure";
+    AWS_TIMEOUT = "aws.timeout" =>
+        "control plane call {operation} got no response before its deadline; retry it or raise request_timeout";
+    AWS_CONNECT = "aws.connect" =>
+        "control plane call {operation} could not connect to the service; check the network, the region and the endpoint, then retry";
+    AWS_NO_RESPONSE = "aws.no_response" =>
+        "control plane call {operation} got no response from the service; retry it";
+    AWS_NO_CREDENTIALS = "aws.no_credentials" =>
+        "no AWS credentials or region found{detail}; configure AWS (environment variables, a profile or an instance role) or choose the local backend with RAYITO_BACKEND=local or Sandbox::builder().local()";
+
+    GRPC_SUSPENDING = "grpc.suspending" =>
+        "the sandbox is suspending ({feature}); retry once it has resumed";
+    GRPC_TERMINATING = "grpc.terminating" =>
+        "the sandbox is terminating ({feature}); create a new sandbox";
+    GRPC_KERNEL_NOT_READY = "grpc.kernel_not_ready" =>
+        "the code kernel is not ready ({feature}){detail}; retry in a few seconds";
+    GRPC_SANDBOX_TIMEOUT = "grpc.sandbox_timeout" =>
+        "the sandbox reached its timeout ({feature}); extend it with set_timeout before it expires, or create a new sandbox";
+    GRPC_INVALID_ARGUMENT = "grpc.invalid_argument" =>
+        "the agent refused an argument of {feature}{detail}; fix the value before retrying";
+    GRPC_UNAUTHENTICATED = "grpc.unauthenticated" =>
+        "the agent refused the access token ({feature}); connect to the sandbox again to get a valid token";
+    GRPC_PERMISSION_DENIED = "grpc.permission_denied" =>
+        "the agent denied permission for {feature}{detail}; use an allowed user or path";
+    GRPC_PROXY_REJECTED = "grpc.proxy_rejected" =>
+        "the AWS proxy refused the sandbox's token for {feature} even after a fresh one; check the IAM permission to create MicroVM auth tokens";
+    GRPC_FILE_NOT_FOUND = "grpc.file_not_found" =>
+        "file not found ({feature}){detail}; check the path";
+    GRPC_NOT_FOUND = "grpc.not_found" =>
+        "not found ({feature}){detail}; the process, context or execution no longer exists";
+    GRPC_OUTPUT_GONE = "grpc.output_gone" =>
+        "the requested output is no longer kept by the agent ({feature}); connect again from sequence 0";
+    GRPC_DISK_RESERVE = "grpc.disk_reserve" =>
+        "the sandbox has less than 256 MiB of free disk ({feature}); free space or use a larger disk";
+    GRPC_DISK_FULL = "grpc.disk_full" =>
+        "the sandbox disk is full ({feature}); free space or use a larger disk";
+    GRPC_RATE_LIMIT = "grpc.rate_limit" =>
+        "the agent refused {feature} at one of its limits{detail}; wait for running work to finish, then retry";
+    GRPC_UNIMPLEMENTED_REASON = "grpc.unimplemented_reason" =>
+        "the agent in this image does not implement it; publish an image with a newer agent";
+    GRPC_CONNECTION_LOST = "grpc.connection_lost" =>
+        "lost the connection to the agent during {feature}{detail}; retry, or check that the sandbox is still running";
+    GRPC_OTHER = "grpc.other" =>
+        "the agent failed {feature} with {grpc_code}{detail}; the SDK does not retry this failure";
+
+    PROXY_RATE_LIMIT = "proxy.rate_limit" =>
+        "the AWS proxy rate-limited {feature} (http 429); retry later with backoff";
+    PROXY_UNREACHABLE = "proxy.unreachable" =>
+        "the AWS proxy could not reach the sandbox for {feature} (http {http_status}); retry, or check that the sandbox is still running";
+    PROXY_OTHER = "proxy.other" =>
+        "the AWS proxy answered {feature} with http {http_status}; the SDK does not retry this failure";
+
+    STREAM_OTHER = "stream.other" =>
+        "the agent ended {feature} with error code {code}{detail}; the SDK does not retry this failure";
+
+    END_EXITED = "end.exited" =>
+        "command {program} exited with code {exit_code}; its stdout and stderr are in the error";
+    END_SIGNALED = "end.signaled" =>
+        "command {program} was killed by signal {signal} (exit code {exit_code}); its stdout and stderr are in the error";
+    END_UNKNOWN_STATUS = "end.unknown_status" =>
+        "command {program} ended with status {status} and exit code {exit_code}; its stdout and stderr are in the error";
+    END_TIMEOUT = "end.timeout" =>
+        "command {program} reached its timeout and was stopped; raise the command timeout, or pass 0 for no limit";
+    END_OUTPUT_TRUNCATED = "end.output_truncated" =>
+        "the agent stopped sending the output of {program} because it was not read fast enough; the process keeps running, reconnect to it to read on";
+
+    TIMEOUT_REQUEST = "timeout.request" =>
+        "the call {feature} did not finish{within}; raise request_timeout or retry";
+    TIMEOUT_EXECUTION = "timeout.execution" =>
+        "the code cell did not finish{within}; raise its timeout or split the work";
+    TIMEOUT_STATE_WAIT = "timeout.state_wait" =>
+        "the sandbox did not finish {feature}{within}; check its state, then retry";
+
+    SDK_INVALID_ARGUMENT = "sdk.invalid_argument" =>
+        "invalid {argument}: {reason}";
+    SDK_CLOSED = "sdk.closed" =>
+        "the sandbox handle is closed; create a new sandbox or connect to it again";
+    SDK_CANCELLED = "sdk.cancelled" =>
+        "the call {feature} was cancelled by the caller; start it again if still needed";
+    SDK_PROTOCOL_VIOLATION = "sdk.protocol_violation" =>
+        "the agent broke the protocol during {feature}: {what}; the call was abandoned, report this with the image version";
+    SDK_INTERNAL = "sdk.internal" =>
+        "internal error in {feature}: {what}; please report this";
+    SDK_AGENT_VM_LOST = "sdk.agent_vm_lost" =>
+        "the MicroVM behind the sandbox disappeared during {feature}; create a new sandbox";
+    SDK_NOT_READY = "sdk.not_ready" =>
+        "the sandbox was not ready within {waited} (state {state}){detail}; raise ready_timeout or check the image";
+    SDK_LIFETIME = "sdk.lifetime" =>
+        "sandbox {setting} of {requested} is above the platform cap of {cap}; pass a smaller {setting}";
+    SDK_SANDBOX_NOT_FOUND = "sdk.sandbox_not_found" =>
+        "the sandbox {sandbox_id} does not exist or has terminated; create a new sandbox";
+    SDK_SANDBOX_STATE = "sdk.sandbox_state" =>
+        "the sandbox is {state}; {remedy}";
+    SDK_UNIMPLEMENTED = "sdk.unimplemented" =>
+        "feature {feature} is not available: {reason}{see}";
+    SDK_LIFECYCLE_UNSUPPORTED = "sdk.lifecycle_unsupported" =>
+        "this sandbox cannot {feature}: {reason}";
+}
+
+impl Template {
+    /// Fills the template. Values are inserted verbatim in one pass, so a
+    /// value that itself contains `{name}` is never expanded again.
+    /// A placeholder without a value stays as written (a test checks every
+    /// constructor supplies all of its placeholders).
+    pub(crate) fn render(&self, args: &[(&str, &str)]) -> String {
+        let text = self.text;
+        let mut out = String::with_capacity(text.len() + 64);
+        let mut rest = text;
+        while let Some(open) = rest.find('{') {
+            out.push_str(&rest[..open]);
+            let after = &rest[open + 1..];
+            match after.find('}') {
+                Some(close) => {
+                    let name = &after[..close];
+                    match args.iter().find(|(k, _)| *k == name) {
+                        Some((_, value)) => out.push_str(value),
+                        None => {
+                            out.push('{');
+                            out.push_str(name);
+                            out.push('}');
+                        }
+                    }
+                    rest = &after[close + 1..];
+                }
+                None => {
+                    out.push_str(&rest[open..]);
+                    rest = "";
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// The placeholder names of the template, in order.
+    #[cfg(test)]
+    #[allow(dead_code, reason = "used by the docs test")]
+    pub(crate) fn placeholders(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        let mut rest = self.text;
+        while let Some(open) = rest.find('{') {
+            let after = &rest[open + 1..];
+            let close = after.find('}').unwrap_or(after.len());
+            names.push(&after[..close]);
+            rest = &after[(close + 1).min(after.len())..];
+        }
+        names
+    }
+}
+
+/// `12345678` -> `12,345,678` (en-US grouping).
+pub(crate) fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A signed number with en-US grouping.
+pub(crate) fn group_i64(n: i64) -> String {
+    if n < 0 {
+        format!("-{}", group(n.unsigned_abs()))
+    } else {
+        group(n.unsigned_abs())
+    }
+}
+
+/// A duration for a message: whole seconds as `28,800 s`, anything else as
+/// milliseconds rounded up (`1,500 ms`), so a short non-zero wait never
+/// reads as `0`.
+pub(crate) fn duration(d: std::time::Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{} s", group(d.as_secs()))
+    } else {
+        let millis = d.as_nanos().div_ceil(1_000_000);
+        format!("{} ms", group(u64::try_from(millis).unwrap_or(u64::MAX)))
+    }
+}
+
+/// The `{detail}` fragment: `: <text>` or nothing.
+pub(crate) fn detail(text: Option<&str>) -> String {
+    match text {
+        Some(t) if !t.trim().is_empty() => format!(": {}", t.trim()),
+        _ => String::new(),
+    }
+}
+
+/// The `{within}` fragment: ` within <duration>` or nothing.
+pub(crate) fn within(after: Option<std::time::Duration>) -> String {
+    after.map_or_else(String::new, |d| format!(" within {}", duration(d)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn groups_numbers_for_en_us() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(999), "999");
+        assert_eq!(group(1_000), "1,000");
+        assert_eq!(group(28_800), "28,800");
+        assert_eq!(group(1_234_567), "1,234,567");
+        assert_eq!(group_i64(-1_234), "-1,234");
+    }
+
+    #[test]
+    fn formats_durations() {
+        assert_eq!(duration(Duration::from_secs(28_800)), "28,800 s");
+        assert_eq!(duration(Duration::from_millis(1_500)), "1,500 ms");
+        assert_eq!(duration(Duration::from_nanos(1)), "1 ms");
+        assert_eq!(within(None), "");
+        assert_eq!(within(Some(Duration::from_secs(90))), " within 90 s");
+    }
+
+    #[test]
+    fn render_is_single_pass() {
+        let t = Template {
+            id: "t",
+            text: "a {x} b {y}",
+        };
+        assert_eq!(t.render(&[("x", "{y}"), ("y", "2")]), "a {y} b 2");
+        assert_eq!(t.render(&[]), "a {x} b {y}");
+    }
+
+    #[test]
+    fn templates_follow_the_message_rules() {
+        let mut ids = std::collections::HashSet::new();
+        for t in ALL {
+            assert!(ids.insert(t.id), "duplicate id {}", t.id);
+            let first = t.text.chars().next().unwrap_or(' ');
+            assert!(
+                !first.is_uppercase(),
+                "{} must start lower-case: {}",
+                t.id,
+                t.text
+            );
+            assert!(!t.text.ends_with('.'), "{} ends with a period", t.id);
+            assert!(!t.text.contains('|'), "{} would break the docs table", t.id);
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Metadata shared by every error variant.
+
+use super::codes::GrpcCode;
+use super::map::redact::{redact_aws_text, sanitize_remote_text};
+
+/// Facts about a failure that every variant carries: our message, and what
+/// the server said (its message, gRPC code, HTTP status, AWS error code,
+/// request id), plus how many attempts the SDK made.
+///
+/// Server text is redacted and cut to 2,048 characters before it is kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ErrorMeta {
+    pub(crate) message: String,
+    pub(crate) server_message: Option<String>,
+    pub(crate) grpc_code: Option<GrpcCode>,
+    pub(crate) http_status: Option<u16>,
+    pub(crate) aws_code: Option<String>,
+    pub(crate) request_id: Option<String>,
+    pub(crate) reason: Option<String>,
+    pub(crate) attempts: u32,
+}
+
+impl ErrorMeta {
+    /// Metadata with our message only (useful to build errors in tests).
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Our message: what failed, then what remains possible. This is the
+    /// `Display` of the error.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The server's own message (AWS or agent), redacted.
+    pub fn server_message(&self) -> Option<&str> {
+        self.server_message.as_deref()
+    }
+
+    /// The gRPC status code, for failures from the agent.
+    pub fn grpc_code(&self) -> Option<GrpcCode> {
+        self.grpc_code
+    }
+
+    /// The HTTP status, when an HTTP answer was received.
+    pub fn http_status(&self) -> Option<u16> {
+        self.http_status
+    }
+
+    /// The AWS error code, e.g. `ThrottlingException`.
+    pub fn aws_code(&self) -> Option<&str> {
+        self.aws_code.as_deref()
+    }
+
+    /// The AWS request id (`x-amzn-requestid`).
+    pub fn request_id(&self) -> Option<&str> {
+        self.request_id.as_deref()
+    }
+
+    /// The agent's own code token, e.g. a `StreamError.code` or an
+    /// `EndEvent.status` that decided the variant.
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// How many attempts the SDK made (0 when it failed before any call).
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Sets the server message; AWS-style secrets are redacted and the text
+    /// is cut to 2,048 characters.
+    #[must_use]
+    pub fn with_server_message(mut self, text: impl AsRef<str>) -> Self {
+        self.server_message = non_empty(redact_aws_text(text.as_ref()));
+        self
+    }
+
+    /// Sets the gRPC code.
+    #[must_use]
+    pub fn with_grpc_code(mut self, code: GrpcCode) -> Self {
+        self.grpc_code = Some(code);
+        self
+    }
+
+    /// Sets the HTTP status.
+    #[must_use]
+    pub fn with_http_status(mut self, status: u16) -> Self {
+        self.http_status = Some(status);
+        self
+    }
+
+    /// Sets the AWS error code.
+    #[must_use]
+    pub fn with_aws_code(mut self, code: impl AsRef<str>) -> Self {
+        self.aws_code = non_empty(sanitize_remote_text(code.as_ref(), 256));
+        self
+    }
+
+    /// Sets the AWS request id.
+    #[must_use]
+    pub fn with_request_id(mut self, id: impl AsRef<str>) -> Self {
+        self.request_id = non_empty(sanitize_remote_text(id.as_ref(), 256));
+        self
+    }
+
+    /// Sets the agent's code token.
+    #[must_use]
+    pub fn with_reason(mut self, token: impl AsRef<str>) -> Self {
+        self.reason = non_empty(sanitize_remote_text(token.as_ref(), 256));
+        self
+    }
+
+    /// Sets the number of attempts.
+    #[must_use]
+    pub fn with_attempts(mut self, attempts: u32) -> Self {
+        self.attempts = attempts;
+        self
+    }
+}
+
+fn non_empty(text: String) -> Option<String> {
+    if text.is_empty() { None } else { Some(text) }
+}

@@ -1,0 +1,337 @@
+//! The wire form: a JSON object that rebuilds the same error in another
+//! process (a job queue, an RPC).
+//!
+//! ```json
+//! {"kind": "rate_limit", "message": "...", "retry_after": {"secs": 2, "nanos": 0},
+//!  "meta": {"server_message": "...", "grpc_code": null, "http_status": 429,
+//!           "aws_code": "ThrottlingException", "request_id": "...",
+//!           "reason": null, "attempts": 5}}
+//! ```
+//!
+//! Variant fields sit next to `kind`; `meta` holds the shared metadata. An
+//! unknown kind (from a newer SDK) comes back as `Sandbox` with an unknown
+//! code that keeps the kind string, and with the message and metadata.
+//! Anything else malformed is a [`WireError`], never a panic.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::codes::{
+    CapacityCode, CapturedText, CommandExitStatus, GrpcCode, SandboxCode, TimeoutScope,
+};
+use super::{ErrorKind, ErrorMeta, SandboxError};
+
+/// A value that is not a `SandboxError` in wire form. It says what was
+/// wrong, never what the input contained.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not a rayito error in wire form: {reason}")]
+pub struct WireError {
+    reason: &'static str,
+}
+
+impl WireError {
+    fn new(reason: &'static str) -> Self {
+        Self { reason }
+    }
+}
+
+type Fields<'a> = &'a Map<String, Value>;
+
+fn opt_str(v: Option<&str>) -> Value {
+    v.map_or(Value::Null, |s| Value::String(s.to_owned()))
+}
+
+fn duration_json(d: Duration) -> Value {
+    json!({"secs": d.as_secs(), "nanos": d.subsec_nanos()})
+}
+
+impl SandboxError {
+    /// The wire form of this error (a JSON object).
+    pub fn to_wire(&self) -> Value {
+        let mut obj = Map::new();
+        obj.insert("kind".into(), self.kind().as_str().into());
+        obj.insert("message".into(), self.meta().message().into());
+        let mut put = |k: &str, v: Value| {
+            obj.insert(k.to_owned(), v);
+        };
+        match self {
+            Self::Sandbox { code, .. } => {
+                put("code", opt_str(code.as_ref().map(SandboxCode::as_str)))
+            }
+            Self::Timeout { scope, .. } => put("scope", scope.as_str().into()),
+            Self::InvalidArgument { argument, .. } => put("argument", opt_str(argument.as_deref())),
+            Self::SandboxNotReady {
+                state,
+                state_reason,
+                ..
+            } => {
+                put("state", opt_str(state.as_deref()));
+                put("state_reason", opt_str(state_reason.as_deref()));
+            }
+            Self::CommandExit {
+                exit_code,
+                stdout,
+                stderr,
+                status,
+                truncated,
+                ..
+            } => {
+                put("exit_code", (*exit_code).into());
+                put("stdout", stdout.as_str().into());
+                put("stderr", stderr.as_str().into());
+                put("status", status.as_str().into());
+                put("truncated", (*truncated).into());
+            }
+            Self::RateLimit { retry_after, .. } => {
+                put(
+                    "retry_after",
+                    retry_after.map_or(Value::Null, duration_json),
+                );
+            }
+            Self::Authentication { proxy_rejected, .. } => {
+                put("proxy_rejected", (*proxy_rejected).into());
+            }
+            Self::QuotaExceeded { quota_code, .. } => {
+                put("quota_code", opt_str(quota_code.as_deref()))
+            }
+            Self::Capacity { code, .. } => {
+                put("code", opt_str(code.as_ref().map(CapacityCode::as_str)))
+            }
+            Self::Unimplemented {
+                feature,
+                reason,
+                doc,
+                ..
+            } => {
+                put("feature", (**feature).into());
+                put("reason", (**reason).into());
+                put("doc", opt_str(doc.as_deref()));
+            }
+            Self::LifecycleUnsupported {
+                feature, reason, ..
+            } => {
+                put("feature", (**feature).into());
+                put("reason", (**reason).into());
+            }
+            Self::NotFound { .. }
+            | Self::FileNotFound { .. }
+            | Self::SandboxNotFound { .. }
+            | Self::SandboxState { .. }
+            | Self::SandboxLifetime { .. }
+            | Self::DiskFull { .. } => {}
+        }
+        let m = self.meta();
+        obj.insert(
+            "meta".into(),
+            json!({
+                "server_message": m.server_message(),
+                "grpc_code": m.grpc_code().map(GrpcCode::as_str),
+                "http_status": m.http_status(),
+                "aws_code": m.aws_code(),
+                "request_id": m.request_id(),
+                "reason": m.reason(),
+                "attempts": m.attempts(),
+            }),
+        );
+        Value::Object(obj)
+    }
+
+    /// The wire form as a JSON string.
+    pub fn to_wire_string(&self) -> String {
+        self.to_wire().to_string()
+    }
+
+    /// Rebuilds an error from its wire form.
+    ///
+    /// # Errors
+    ///
+    /// [`WireError`] when the value is not an object, lacks `kind` or
+    /// `message`, or a field has the wrong type. An unknown kind is not an
+    /// error: it becomes `Sandbox` with an unknown code.
+    pub fn from_wire(value: &Value) -> Result<Self, WireError> {
+        let obj = value
+            .as_object()
+            .ok_or(WireError::new("not a JSON object"))?;
+        let kind = obj
+            .get("kind")
+            .and_then(Value::as_str)
+            .ok_or(WireError::new("`kind` is missing or not a string"))?;
+        let message = obj
+            .get("message")
+            .and_then(Value::as_str)
+            .ok_or(WireError::new("`message` is missing or not a string"))?;
+        let meta = Box::new(read_meta(obj.get("meta"), message)?);
+        let Some(kind) = ErrorKind::from_name(kind) else {
+            return Ok(Self::Sandbox {
+                code: Some(SandboxCode::from(kind)),
+                meta,
+            });
+        };
+        let f = obj;
+        Ok(match kind {
+            ErrorKind::Sandbox => Self::Sandbox {
+                code: opt_string(f, "code")?.map(|c| SandboxCode::from(c.as_str())),
+                meta,
+            },
+            ErrorKind::Timeout => Self::Timeout {
+                scope: TimeoutScope::from(req_string(f, "scope")?.as_str()),
+                meta,
+            },
+            ErrorKind::InvalidArgument => Self::InvalidArgument {
+                argument: opt_string(f, "argument")?.map(Cow::Owned),
+                meta,
+            },
+            ErrorKind::NotFound => Self::NotFound { meta },
+            ErrorKind::FileNotFound => Self::FileNotFound { meta },
+            ErrorKind::SandboxNotFound => Self::SandboxNotFound { meta },
+            ErrorKind::SandboxNotReady => Self::SandboxNotReady {
+                state: opt_string(f, "state")?,
+                state_reason: opt_string(f, "state_reason")?,
+                meta,
+            },
+            ErrorKind::SandboxState => Self::SandboxState { meta },
+            ErrorKind::SandboxLifetime => Self::SandboxLifetime { meta },
+            ErrorKind::CommandExit => Self::CommandExit {
+                exit_code: f
+                    .get("exit_code")
+                    .and_then(Value::as_i64)
+                    .and_then(|c| i32::try_from(c).ok())
+                    .ok_or(WireError::new("`exit_code` is missing or not an i32"))?,
+                stdout: CapturedText::new(opt_string(f, "stdout")?.unwrap_or_default()),
+                stderr: CapturedText::new(opt_string(f, "stderr")?.unwrap_or_default()),
+                status: CommandExitStatus::from(req_string(f, "status")?.as_str()),
+                truncated: opt_bool(f, "truncated")?.unwrap_or(false),
+                meta,
+            },
+            ErrorKind::DiskFull => Self::DiskFull { meta },
+            ErrorKind::RateLimit => Self::RateLimit {
+                retry_after: read_duration(f.get("retry_after"))?,
+                meta,
+            },
+            ErrorKind::Authentication => Self::Authentication {
+                proxy_rejected: opt_bool(f, "proxy_rejected")?.unwrap_or(false),
+                meta,
+            },
+            ErrorKind::QuotaExceeded => Self::QuotaExceeded {
+                quota_code: opt_string(f, "quota_code")?,
+                meta,
+            },
+            ErrorKind::Capacity => Self::Capacity {
+                code: opt_string(f, "code")?.map(|c| CapacityCode::from(c.as_str())),
+                meta,
+            },
+            ErrorKind::Unimplemented => Self::Unimplemented {
+                feature: req_string(f, "feature")?.into(),
+                reason: req_string(f, "reason")?.into(),
+                doc: opt_string(f, "doc")?.map(Into::into),
+                meta,
+            },
+            ErrorKind::LifecycleUnsupported => Self::LifecycleUnsupported {
+                feature: req_string(f, "feature")?.into(),
+                reason: req_string(f, "reason")?.into(),
+                meta,
+            },
+        })
+    }
+
+    /// Rebuilds an error from its wire form as a JSON string.
+    ///
+    /// # Errors
+    ///
+    /// [`WireError`] when the text is not JSON or not a valid wire form.
+    pub fn from_wire_str(text: &str) -> Result<Self, WireError> {
+        let value: Value =
+            serde_json::from_str(text).map_err(|_| WireError::new("not valid JSON"))?;
+        Self::from_wire(&value)
+    }
+}
+
+fn opt_string(f: Fields<'_>, key: &'static str) -> Result<Option<String>, WireError> {
+    match f.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(WireError::new("a text field is not a string")),
+    }
+}
+
+fn req_string(f: Fields<'_>, key: &'static str) -> Result<String, WireError> {
+    opt_string(f, key)?.ok_or(WireError::new("a required text field is missing"))
+}
+
+fn opt_bool(f: Fields<'_>, key: &'static str) -> Result<Option<bool>, WireError> {
+    match f.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(WireError::new("a flag is not a boolean")),
+    }
+}
+
+fn read_duration(v: Option<&Value>) -> Result<Option<Duration>, WireError> {
+    let bad = || WireError::new("a duration is not {secs, nanos}");
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(o)) => {
+            let secs = o.get("secs").and_then(Value::as_u64).ok_or_else(bad)?;
+            let nanos = o
+                .get("nanos")
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n < 1_000_000_000)
+                .ok_or_else(bad)?;
+            Ok(Some(Duration::new(secs, nanos)))
+        }
+        Some(_) => Err(bad()),
+    }
+}
+
+fn read_meta(v: Option<&Value>, message: &str) -> Result<ErrorMeta, WireError> {
+    let mut meta = ErrorMeta::new(message);
+    let obj = match v {
+        None | Some(Value::Null) => return Ok(meta),
+        Some(Value::Object(o)) => o,
+        Some(_) => return Err(WireError::new("`meta` is not an object")),
+    };
+    // Kept as sent: the sender already redacted them when it built the error.
+    meta.server_message = opt_string(obj, "server_message")?;
+    meta.aws_code = opt_string(obj, "aws_code")?;
+    meta.request_id = opt_string(obj, "request_id")?;
+    meta.reason = opt_string(obj, "reason")?;
+    meta.grpc_code = match opt_string(obj, "grpc_code")? {
+        None => None,
+        Some(name) => Some(
+            GrpcCode::from_name(&name)
+                .ok_or(WireError::new("`meta.grpc_code` is not a gRPC code"))?,
+        ),
+    };
+    meta.http_status = match obj.get("http_status") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .and_then(|s| u16::try_from(s).ok())
+                .ok_or(WireError::new("`meta.http_status` is not a u16"))?,
+        ),
+    };
+    meta.attempts = match obj.get("attempts") {
+        None | Some(Value::Null) => 0,
+        Some(v) => v
+            .as_u64()
+            .and_then(|a| u32::try_from(a).ok())
+            .ok_or(WireError::new("`meta.attempts` is not a u32"))?,
+    };
+    Ok(meta)
+}
+
+impl serde::Serialize for SandboxError {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_wire().serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SandboxError {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        Self::from_wire(&value).map_err(serde::de::Error::custom)
+    }
+}
