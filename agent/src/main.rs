@@ -14,6 +14,7 @@ fn main() {
     let code = match args.get(1).map(String::as_str) {
         Some("serve") => rayito_agent::cli::serve(rest),
         // --- other subcommands (the emulator helper adds `emulator` here) ---
+        Some("emulator") => rayito_agent::emulator::cli::run(rest),
         _ => {
             eprintln!("usage: rayito-agent serve [--grpc-addr A] [--hooks-addr A] [--root DIR]");
             2

@@ -1,2 +1,241 @@
-//! The local emulator of the Lambda MicroVMs control plane and its proxy.
-//! (Being written.)
+//! The local emulator of the Lambda MicroVMs control plane and its proxy
+//! (local-backend.md §2).
+//!
+//! [`Emulator::start`] serves, on one loopback port, the restJson1 API that
+//! `aws-sdk-lambdamicrovms` speaks (RunMicrovm, GetMicrovm, ListMicrovms,
+//! TerminateMicrovm, SuspendMicrovm, ResumeMicrovm, CreateMicrovmAuthToken)
+//! plus an admin endpoint for fault injection. Each MicroVM is a local
+//! [`Agent`](crate::agent::Agent) driven through its HTTP hooks, behind its
+//! own emulated proxy listener whose address (`127.0.0.1:<port>`) is the
+//! MicroVM's `endpoint`.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use rayito_agent::emulator::{Emulator, EmulatorConfig};
+//! let emulator = Emulator::start(EmulatorConfig::default()).await?;
+//! println!("AWS_ENDPOINT_URL={}", emulator.endpoint_url());
+//! println!("RAYITO_TEMPLATE={}", emulator.image_arn("rayito-base"));
+//! emulator.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+mod admin;
+mod api_error;
+pub mod cli;
+mod control;
+mod faults;
+mod hooks;
+mod ids;
+mod lifecycle;
+mod model;
+mod proxy;
+mod registry;
+mod sigv4;
+mod validate;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+pub use faults::{Faults, Operation};
+pub use model::MicrovmState;
+
+use registry::{Settings, Shared};
+
+/// How the emulator is set up. Build it with `..Default::default()`.
+#[derive(Clone, Debug)]
+pub struct EmulatorConfig {
+    /// Control-plane address; must be a loopback address (default `127.0.0.1:0`).
+    pub addr: SocketAddr,
+    /// Directory under which each MicroVM gets its root directory
+    /// (default: a fresh `rayito-emulator-<uuid>` under the system temp dir).
+    pub root: PathBuf,
+    /// Region in image ARNs (default `us-east-1`).
+    pub region: String,
+    /// Account id in image ARNs (default `000000000000`).
+    pub account_id: String,
+    /// Image names that exist (default `["rayito-base"]`); RunMicrovm with an
+    /// ARN of any other name answers ResourceNotFoundException.
+    pub images: Vec<String>,
+    /// For tests: every minted proxy token lives this long instead of its
+    /// `expirationInMinutes` (default `None`).
+    pub auth_token_ttl: Option<Duration>,
+    /// How long a lifecycle hook may take before it counts as failed
+    /// (default 30 s).
+    pub hook_timeout: Duration,
+}
+
+impl Default for EmulatorConfig {
+    fn default() -> Self {
+        Self {
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            root: std::env::temp_dir().join(format!("rayito-emulator-{}", ids::uuid_v4())),
+            region: "us-east-1".to_string(),
+            account_id: "000000000000".to_string(),
+            images: vec!["rayito-base".to_string()],
+            auth_token_ttl: None,
+            hook_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A running emulator. Dropping it stops everything at once (servers,
+/// proxies, agents and their processes) without blocking;
+/// [`Emulator::shutdown`] terminates the MicroVMs through their hooks first.
+pub struct Emulator {
+    shared: Arc<Shared>,
+    faults: Faults,
+    addr: SocketAddr,
+}
+
+impl std::fmt::Debug for Emulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emulator")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Emulator {
+    /// Creates the root directory, binds the control plane and starts serving.
+    ///
+    /// # Errors
+    /// `InvalidInput` when `config.addr` is not a loopback address; any I/O
+    /// error from creating the root directory or binding the port.
+    pub async fn start(config: EmulatorConfig) -> std::io::Result<Emulator> {
+        if !config.addr.ip().is_loopback() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the emulator binds loopback addresses only",
+            ));
+        }
+        tokio::fs::create_dir_all(&config.root).await?;
+        let listener = TcpListener::bind(config.addr).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::new(Settings {
+            region: config.region,
+            account_id: config.account_id,
+            images: config.images,
+            root: config.root,
+            auth_token_ttl: config.auth_token_ttl,
+            hook_timeout: config.hook_timeout,
+        }));
+        let router = control::router(shared.clone());
+        shared.spawn(serve_control(listener, router));
+        Ok(Emulator {
+            faults: Faults {
+                shared: shared.clone(),
+            },
+            shared,
+            addr,
+        })
+    }
+
+    /// The control-plane URL, e.g. `http://127.0.0.1:4566`: the
+    /// `endpoint_url` of an AWS SDK client.
+    pub fn endpoint_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The control-plane address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `arn:aws:lambda:<region>:<account>:microvm-image:<name>`.
+    pub fn image_arn(&self, name: &str) -> String {
+        self.shared.settings.image_arn(name)
+    }
+
+    /// Fault injection.
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// How many calls of `op` reached the emulator (rejected ones included).
+    pub fn calls(&self, op: Operation) -> u64 {
+        self.shared.calls(op)
+    }
+
+    /// The `clientToken` of every RunMicrovm call that passed the SigV4 gate,
+    /// in arrival order (`None` when the call had none): lets a test check
+    /// that retries reused one token.
+    pub fn run_client_tokens(&self) -> Vec<Option<String>> {
+        self.shared.seen_client_tokens()
+    }
+
+    /// The state of a MicroVM, if it exists.
+    pub fn state(&self, microvm_id: &str) -> Option<MicrovmState> {
+        self.shared.find(microvm_id).map(|vm| vm.state())
+    }
+
+    /// The gRPC address of a MicroVM's agent while it runs, bypassing the
+    /// proxy (for benchmarks comparing a raw client with the proxied path).
+    pub fn agent_grpc_addr(&self, microvm_id: &str) -> Option<SocketAddr> {
+        let vm = self.shared.find(microvm_id)?;
+        vm.with_agent(|_| vm.grpc_addr)
+    }
+
+    /// Terminates every MicroVM through its `/terminate` hook (waiting at
+    /// most a few seconds), then stops everything.
+    pub async fn shutdown(self) {
+        let vms = self.shared.all();
+        for vm in &vms {
+            lifecycle::terminate(&self.shared, vm);
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while tokio::time::Instant::now() < deadline
+            && vms.iter().any(|vm| vm.state() != MicrovmState::Terminated)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop(self);
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.shared.stop_now();
+        // Remove what the MicroVMs left behind, off the caller's thread;
+        // the root itself only if nothing else is in it.
+        let root = self.shared.settings.root.clone();
+        let dirs: Vec<PathBuf> = self.shared.all().iter().map(|vm| vm.root.clone()).collect();
+        let _ = std::thread::Builder::new()
+            .name("rayito-emulator-cleanup".into())
+            .spawn(move || {
+                for d in dirs {
+                    let _ = std::fs::remove_dir_all(d);
+                }
+                let _ = std::fs::remove_dir(root);
+            });
+    }
+}
+
+/// The control plane's accept loop; aborting it drops every connection.
+async fn serve_control(listener: TcpListener, router: Router) {
+    let mut conns = JoinSet::new();
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        while conns.try_join_next().is_some() {}
+        let svc = TowerToHyperService::new(router.clone());
+        conns.spawn(async move {
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
+        });
+    }
+}

@@ -1,0 +1,122 @@
+//! The admin endpoint for fault injection over HTTP, on the control-plane
+//! port: `POST /_emulator/faults` with one JSON fault (shapes in
+//! docs/local.md). No SigV4 is required. Answers 200 `{"applied": true}`,
+//! 404 for an unknown or already terminated MicroVM, 400 for a body that is
+//! not one of the shapes.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use bytes::Bytes;
+use http::StatusCode;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::faults::{Faults, Operation};
+use super::registry::Shared;
+
+/// One fault, as the admin endpoint accepts it.
+#[derive(Debug, Deserialize)]
+#[serde(
+    tag = "fault",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    deny_unknown_fields
+)]
+enum FaultRequest {
+    InsufficientCapacity {
+        count: u32,
+    },
+    QuotaExceeded {
+        count: u32,
+    },
+    Throttle {
+        operation: String,
+        count: u32,
+        #[serde(default = "one")]
+        retry_after_seconds: u32,
+    },
+    ProxyStatus {
+        count: u32,
+        status: u16,
+    },
+    KillAgent {
+        microvm_id: String,
+    },
+    CutConnections {
+        microvm_id: String,
+    },
+    DiskReserve {
+        microvm_id: String,
+        bytes: u64,
+    },
+    ExpireDeadline {
+        microvm_id: String,
+    },
+    Clear,
+}
+
+fn one() -> u32 {
+    1
+}
+
+pub(crate) fn router() -> Router<Arc<Shared>> {
+    Router::new().route("/_emulator/faults", post(post_fault))
+}
+
+fn answer(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({ "message": message }))).into_response()
+}
+
+async fn post_fault(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let Ok(req) = serde_json::from_slice::<FaultRequest>(&body) else {
+        return answer(StatusCode::BAD_REQUEST, "Not a fault this emulator knows.");
+    };
+    let faults = Faults { shared };
+    let applied = match req {
+        FaultRequest::InsufficientCapacity { count } => {
+            faults.insufficient_capacity(count);
+            true
+        }
+        FaultRequest::QuotaExceeded { count } => {
+            faults.quota_exceeded(count);
+            true
+        }
+        FaultRequest::Throttle {
+            operation,
+            count,
+            retry_after_seconds,
+        } => {
+            let Some(op) = Operation::from_name(&operation) else {
+                return answer(StatusCode::BAD_REQUEST, "Unknown operation.");
+            };
+            faults.throttle(op, count, retry_after_seconds);
+            true
+        }
+        FaultRequest::ProxyStatus { count, status } => {
+            if !faults.proxy_status(count, status) {
+                return answer(StatusCode::BAD_REQUEST, "status must be in 400..=599.");
+            }
+            true
+        }
+        FaultRequest::KillAgent { microvm_id } => faults.kill_agent(&microvm_id),
+        FaultRequest::CutConnections { microvm_id } => faults.cut_connections(&microvm_id),
+        FaultRequest::DiskReserve { microvm_id, bytes } => {
+            faults.set_disk_reserve(&microvm_id, bytes)
+        }
+        FaultRequest::ExpireDeadline { microvm_id } => faults.expire_deadline(&microvm_id),
+        FaultRequest::Clear => {
+            faults.clear();
+            true
+        }
+    };
+    if applied {
+        (StatusCode::OK, Json(json!({ "applied": true }))).into_response()
+    } else {
+        answer(StatusCode::NOT_FOUND, "No live MicroVM with this id.")
+    }
+}

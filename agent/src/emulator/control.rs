@@ -1,0 +1,277 @@
+//! The control plane: the restJson1 routes of `lambda-microvms` 2025-09-09
+//! that the SDK uses, on axum. Every call passes the SigV4 gate, then any
+//! injected throttle, then validation, then the operation.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::admin;
+use super::api_error::ApiError;
+use super::faults::Operation;
+use super::ids;
+use super::lifecycle;
+use super::model::{AuthTokenInput, ListMicrovmsOut, ListMicrovmsQuery, RunMicrovmInput};
+use super::registry::{Grant, Shared, Spec, Vm};
+use super::validate;
+
+type Reply = Result<Response, ApiError>;
+
+/// The control-plane router (plus the admin routes under `/_emulator`).
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/2025-09-09/microvms", post(run_microvm).get(list_microvms))
+        .route(
+            "/2025-09-09/microvms/{id}",
+            get(get_microvm).delete(terminate_microvm),
+        )
+        .route("/2025-09-09/microvms/{id}/suspend", post(suspend_microvm))
+        .route("/2025-09-09/microvms/{id}/resume", post(resume_microvm))
+        .route(
+            "/2025-09-09/microvms/{id}/auth-token",
+            post(create_auth_token),
+        )
+        .merge(admin::router())
+        .fallback(unknown_operation)
+        .layer(axum::middleware::map_response(add_request_id))
+        .with_state(shared)
+}
+
+/// Every answer carries an `x-amzn-requestid`, as AWS's do.
+async fn add_request_id(mut resp: Response) -> Response {
+    if let Ok(v) = HeaderValue::from_str(&ids::uuid_v4()) {
+        resp.headers_mut().insert("x-amzn-requestid", v);
+    }
+    resp
+}
+
+async fn unknown_operation() -> ApiError {
+    ApiError::unknown_operation()
+}
+
+/// Counts the call, checks the SigV4 header, applies an injected throttle.
+fn gate(shared: &Shared, headers: &HeaderMap, op: Operation) -> Result<(), ApiError> {
+    shared.count_call(op);
+    super::sigv4::check(headers)?;
+    match shared.faults.take_throttle(op) {
+        Some(secs) => Err(ApiError::throttling(secs)),
+        None => Ok(()),
+    }
+}
+
+/// Parses a JSON body (empty = `{}`) leniently into `T`, keeping the raw value.
+fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<(T, Value), ApiError> {
+    let value: Value = if body.is_empty() {
+        json!({})
+    } else {
+        serde_json::from_slice(body).map_err(|_| ApiError::validation("Malformed request body."))?
+    };
+    let typed = serde_json::from_value(value.clone())
+        .map_err(|_| ApiError::validation("Malformed request body."))?;
+    Ok((typed, value))
+}
+
+fn ok(value: impl serde::Serialize) -> Reply {
+    Ok((StatusCode::OK, Json(value)).into_response())
+}
+
+fn find(shared: &Shared, id: &str) -> Result<Arc<Vm>, ApiError> {
+    validate::microvm_identifier(id)?;
+    shared
+        .find(id)
+        .ok_or_else(|| ApiError::microvm_not_found(id))
+}
+
+async fn run_microvm(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Reply {
+    gate(&shared, &headers, Operation::RunMicrovm)?;
+    let (input, raw): (RunMicrovmInput, Value) = parse_body(&body)?;
+    shared.record_client_token(input.client_token.clone());
+    let valid = validate::run_microvm(&input)?;
+    let s = &shared.settings;
+    let known = valid.image.region == s.region
+        && valid.image.account == s.account_id
+        && s.images.iter().any(|i| *i == valid.image.name);
+    if !known {
+        return Err(ApiError::image_not_found(&valid.image_arn));
+    }
+    if let Some(token) = &input.client_token
+        && let Some((same, vm)) = shared.by_client_token(token, &raw)
+    {
+        return if same {
+            ok(vm.to_out())
+        } else {
+            Err(ApiError::idempotency_mismatch())
+        };
+    }
+    if shared.faults.take_quota() {
+        return Err(ApiError::quota_exceeded(
+            "L-MICROVMS",
+            "Concurrent MicroVMs quota exceeded.",
+        ));
+    }
+    if shared.faults.take_capacity() {
+        return Err(ApiError::insufficient_capacity());
+    }
+    let default_ingress = format!(
+        "arn:aws:lambda:{}:aws:network-connector:aws-network-connector:HTTP_INGRESS",
+        s.region
+    );
+    let spec = Spec {
+        image_arn: valid.image_arn.clone(),
+        image_version: input
+            .image_version
+            .clone()
+            .unwrap_or_else(|| "1.0".to_string()),
+        execution_role_arn: input.execution_role_arn.clone(),
+        idle_policy: input.idle_policy.clone(),
+        kms_key_identifier: input.kms_key_identifier.clone(),
+        ingress: input
+            .ingress_network_connectors
+            .clone()
+            .unwrap_or_else(|| vec![default_ingress]),
+        egress: input.egress_network_connectors.clone().unwrap_or_default(),
+        max_duration_seconds: valid.max_duration_seconds,
+    };
+    let vm = lifecycle::create(&shared, spec).await?;
+    shared.insert(vm.clone(), input.client_token.clone().map(|t| (t, raw)));
+    lifecycle::start(&shared, &vm, valid.payload);
+    ok(vm.to_out())
+}
+
+async fn get_microvm(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Reply {
+    gate(&shared, &headers, Operation::GetMicrovm)?;
+    ok(find(&shared, &id)?.to_out())
+}
+
+fn encode_page_token(index: usize) -> String {
+    URL_SAFE_NO_PAD.encode(format!("rayito-emulator-page:{index}"))
+}
+
+fn decode_page_token(token: &str) -> Option<usize> {
+    let raw = URL_SAFE_NO_PAD.decode(token).ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    text.strip_prefix("rayito-emulator-page:")?.parse().ok()
+}
+
+async fn list_microvms(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Query(query): Query<ListMicrovmsQuery>,
+) -> Reply {
+    gate(&shared, &headers, Operation::ListMicrovms)?;
+    let q = validate::list_microvms(&query, decode_page_token)?;
+    let matching: Vec<Arc<Vm>> = shared
+        .all()
+        .into_iter()
+        .filter(|vm| {
+            q.image_identifier.as_deref().is_none_or(|i| {
+                vm.spec.image_arn == i || vm.spec.image_arn.rsplit(':').next() == Some(i)
+            }) && q
+                .image_version
+                .as_deref()
+                .is_none_or(|v| vm.spec.image_version == v)
+        })
+        .collect();
+    let end = (q.start + q.max_results).min(matching.len());
+    let items = matching
+        .get(q.start..end)
+        .unwrap_or_default()
+        .iter()
+        .map(|vm| vm.to_item())
+        .collect();
+    let next_token = (end < matching.len()).then(|| encode_page_token(end));
+    ok(ListMicrovmsOut { items, next_token })
+}
+
+async fn terminate_microvm(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Reply {
+    gate(&shared, &headers, Operation::TerminateMicrovm)?;
+    let vm = find(&shared, &id)?;
+    lifecycle::terminate(&shared, &vm);
+    ok(json!({}))
+}
+
+async fn suspend_microvm(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Reply {
+    gate(&shared, &headers, Operation::SuspendMicrovm)?;
+    let vm = find(&shared, &id)?;
+    lifecycle::suspend(&shared, &vm)?;
+    ok(json!({}))
+}
+
+async fn resume_microvm(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Reply {
+    gate(&shared, &headers, Operation::ResumeMicrovm)?;
+    let vm = find(&shared, &id)?;
+    lifecycle::resume(&shared, &vm).await?;
+    ok(json!({}))
+}
+
+async fn create_auth_token(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Reply {
+    gate(&shared, &headers, Operation::CreateMicrovmAuthToken)?;
+    let vm = find(&shared, &id)?;
+    let (input, _): (AuthTokenInput, Value) = parse_body(&body)?;
+    let valid = validate::auth_token(&input)?;
+    let state = vm.state();
+    if state.is_ending() {
+        return Err(ApiError::conflict(
+            &vm.id,
+            format!(
+                "Cannot create an auth token for MicroVM {} in state {}.",
+                vm.id,
+                state.as_str()
+            ),
+        ));
+    }
+    let ttl = shared.settings.auth_token_ttl.unwrap_or(valid.ttl);
+    let token = ids::proxy_token();
+    shared.add_token(
+        token.clone(),
+        Grant {
+            microvm_id: vm.id.clone(),
+            ports: valid.ports,
+            expires: std::time::Instant::now() + ttl,
+        },
+    );
+    ok(json!({ "authToken": { "X-aws-proxy-auth": token } }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_tokens_round_trip_and_reject_garbage() {
+        assert_eq!(decode_page_token(&encode_page_token(50)), Some(50));
+        assert_eq!(decode_page_token("bm9wZQ"), None);
+        assert_eq!(decode_page_token("%%%"), None);
+    }
+}

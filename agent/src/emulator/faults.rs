@@ -1,0 +1,246 @@
+//! Fault injection: the Rust API ([`Faults`]) and the counters the control
+//! plane and the proxies consume. The admin endpoint (`admin.rs`) calls the
+//! same methods.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::registry::Shared;
+
+/// A control-plane operation, for per-operation faults and call counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// `POST /2025-09-09/microvms`
+    RunMicrovm,
+    /// `GET /2025-09-09/microvms/{id}`
+    GetMicrovm,
+    /// `GET /2025-09-09/microvms`
+    ListMicrovms,
+    /// `DELETE /2025-09-09/microvms/{id}`
+    TerminateMicrovm,
+    /// `POST /2025-09-09/microvms/{id}/suspend`
+    SuspendMicrovm,
+    /// `POST /2025-09-09/microvms/{id}/resume`
+    ResumeMicrovm,
+    /// `POST /2025-09-09/microvms/{id}/auth-token`
+    CreateMicrovmAuthToken,
+}
+
+impl Operation {
+    /// Every operation the emulator serves.
+    pub const ALL: [Operation; 7] = [
+        Operation::RunMicrovm,
+        Operation::GetMicrovm,
+        Operation::ListMicrovms,
+        Operation::TerminateMicrovm,
+        Operation::SuspendMicrovm,
+        Operation::ResumeMicrovm,
+        Operation::CreateMicrovmAuthToken,
+    ];
+
+    /// The AWS operation name, e.g. `RunMicrovm`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::RunMicrovm => "RunMicrovm",
+            Operation::GetMicrovm => "GetMicrovm",
+            Operation::ListMicrovms => "ListMicrovms",
+            Operation::TerminateMicrovm => "TerminateMicrovm",
+            Operation::SuspendMicrovm => "SuspendMicrovm",
+            Operation::ResumeMicrovm => "ResumeMicrovm",
+            Operation::CreateMicrovmAuthToken => "CreateMicrovmAuthToken",
+        }
+    }
+
+    /// The operation with this AWS name, if any.
+    pub fn from_name(name: &str) -> Option<Operation> {
+        Operation::ALL.into_iter().find(|op| op.as_str() == name)
+    }
+}
+
+/// Pending throttles of one operation.
+#[derive(Clone, Copy, Debug, Default)]
+struct Throttle {
+    remaining: u32,
+    retry_after_seconds: u32,
+}
+
+/// The counters behind [`Faults`]; consumed one per call.
+#[derive(Debug, Default)]
+pub(crate) struct FaultState {
+    capacity: AtomicU32,
+    quota: AtomicU32,
+    throttles: Mutex<HashMap<Operation, Throttle>>,
+    proxy: Mutex<VecDeque<u16>>,
+}
+
+fn take_one(counter: &AtomicU32) -> bool {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+impl FaultState {
+    /// Consumes one pending InsufficientCapacity fault.
+    pub(crate) fn take_capacity(&self) -> bool {
+        take_one(&self.capacity)
+    }
+
+    /// Consumes one pending ServiceQuotaExceeded fault.
+    pub(crate) fn take_quota(&self) -> bool {
+        take_one(&self.quota)
+    }
+
+    /// Consumes one pending throttle of `op`; returns its Retry-After seconds.
+    pub(crate) fn take_throttle(&self, op: Operation) -> Option<u32> {
+        let mut map = self.throttles.lock().expect("throttles lock");
+        let t = map.get_mut(&op)?;
+        if t.remaining == 0 {
+            return None;
+        }
+        t.remaining -= 1;
+        Some(t.retry_after_seconds)
+    }
+
+    /// Consumes one pending proxy status.
+    pub(crate) fn take_proxy_status(&self) -> Option<u16> {
+        self.proxy.lock().expect("proxy faults lock").pop_front()
+    }
+}
+
+/// Fault injection for tests and the reliability suite. Cheap to clone; every
+/// method acts at once on the running emulator.
+///
+/// Methods that name a MicroVM return `false` when no MicroVM with that id
+/// has a live agent (unknown, or already terminated).
+#[derive(Clone)]
+pub struct Faults {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults").finish_non_exhaustive()
+    }
+}
+
+impl Faults {
+    fn state(&self) -> &FaultState {
+        &self.shared.faults
+    }
+
+    /// The next `n` RunMicrovm calls (that pass validation) answer
+    /// InsufficientCapacityException (HTTP 500) and create nothing.
+    pub fn insufficient_capacity(&self, n: u32) {
+        self.state().capacity.store(n, Ordering::SeqCst);
+    }
+
+    /// The next `n` RunMicrovm calls (that pass validation) answer
+    /// ServiceQuotaExceededException (HTTP 402) and create nothing.
+    pub fn quota_exceeded(&self, n: u32) {
+        self.state().quota.store(n, Ordering::SeqCst);
+    }
+
+    /// The next `n` calls of `op` answer ThrottlingException (HTTP 429) with
+    /// header `Retry-After: <retry_after_seconds>` and the same value in the
+    /// body's `retryAfterSeconds`.
+    pub fn throttle(&self, op: Operation, n: u32, retry_after_seconds: u32) {
+        self.state()
+            .throttles
+            .lock()
+            .expect("throttles lock")
+            .insert(
+                op,
+                Throttle {
+                    remaining: n,
+                    retry_after_seconds,
+                },
+            );
+    }
+
+    /// The next `n` calls through any MicroVM proxy answer a plain HTTP
+    /// `status` (e.g. 403, 429, 502) with a short text body and no
+    /// grpc-status, before any token check. Returns `false` (and queues
+    /// nothing) when `status` is not in 400..=599.
+    pub fn proxy_status(&self, n: u32, status: u16) -> bool {
+        if !(400..=599).contains(&status) {
+            return false;
+        }
+        let mut q = self.state().proxy.lock().expect("proxy faults lock");
+        q.extend(std::iter::repeat_n(status, n as usize));
+        true
+    }
+
+    /// Kills the MicroVM's agent abruptly (no hook, processes killed, servers
+    /// stopped), as if the guest crashed; the MicroVM then goes TERMINATED with
+    /// stateReason `Container Stopped with Exit Code: 137`.
+    pub fn kill_agent(&self, microvm_id: &str) -> bool {
+        super::lifecycle::kill_agent(&self.shared, microvm_id)
+    }
+
+    /// Drops every live connection of the MicroVM's proxy at once (clients see
+    /// a reset mid-stream); new connections are accepted as usual.
+    pub fn cut_connections(&self, microvm_id: &str) -> bool {
+        match self.shared.find(microvm_id) {
+            Some(vm) => {
+                vm.cut_proxy_connections();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sets the free-disk reserve the MicroVM's agent requires before each
+    /// file write (a huge value makes the next write fail `disk_reserve`).
+    pub fn set_disk_reserve(&self, microvm_id: &str, bytes: u64) -> bool {
+        self.shared
+            .with_agent(microvm_id, |a| a.set_disk_reserve(bytes))
+            .is_some()
+    }
+
+    /// Makes the MicroVM's logical sandbox deadline expire now.
+    pub fn expire_deadline(&self, microvm_id: &str) -> bool {
+        self.shared
+            .with_agent(microvm_id, |a| a.expire_deadline_now())
+            .is_some()
+    }
+
+    /// Forgets every pending fault.
+    pub fn clear(&self) {
+        let s = self.state();
+        s.capacity.store(0, Ordering::SeqCst);
+        s.quota.store(0, Ordering::SeqCst);
+        s.throttles.lock().expect("throttles lock").clear();
+        s.proxy.lock().expect("proxy faults lock").clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_names_round_trip() {
+        for op in Operation::ALL {
+            assert_eq!(Operation::from_name(op.as_str()), Some(op));
+        }
+        assert_eq!(Operation::from_name("runMicrovm"), None);
+    }
+
+    #[test]
+    fn counters_are_consumed_one_per_call() {
+        let s = FaultState::default();
+        s.capacity.store(2, Ordering::SeqCst);
+        assert!(s.take_capacity() && s.take_capacity() && !s.take_capacity());
+        s.throttles.lock().unwrap().insert(
+            Operation::GetMicrovm,
+            Throttle {
+                remaining: 1,
+                retry_after_seconds: 4,
+            },
+        );
+        assert_eq!(s.take_throttle(Operation::ListMicrovms), None);
+        assert_eq!(s.take_throttle(Operation::GetMicrovm), Some(4));
+        assert_eq!(s.take_throttle(Operation::GetMicrovm), None);
+    }
+}

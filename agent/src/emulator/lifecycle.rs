@@ -1,0 +1,243 @@
+//! MicroVM lifecycle: create (agent + proxy), then the hooks that move the
+//! state, as AWS drives them: `/run` after RunMicrovm (PENDING -> RUNNING, a
+//! failure -> TERMINATING -> TERMINATED), `/suspend` (SUSPENDING ->
+//! SUSPENDED), `/resume` (PENDING -> RUNNING), `/terminate` (TERMINATING ->
+//! TERMINATED, `Success.`), and the maximum duration.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use super::api_error::ApiError;
+use super::hooks::{self, Hook, HookError};
+use super::ids;
+use super::model::MicrovmState::{self, *};
+use super::proxy;
+use super::registry::{Shared, Spec, Vm};
+use crate::agent::{Agent, AgentConfig};
+
+/// stateReason of a normal terminate.
+pub(crate) const REASON_SUCCESS: &str = "Success.";
+/// stateReason when the maximum duration is reached.
+pub(crate) const REASON_MAX_DURATION: &str = "MicroVM reached its maximum duration.";
+/// stateReason after [`kill_agent`] (the guest's init died of SIGKILL).
+pub(crate) const REASON_KILLED: &str = "Container Stopped with Exit Code: 137";
+/// How long a terminating agent gets to finish before it is dropped.
+const TERMINATE_GRACE: Duration = Duration::from_secs(5);
+
+fn loopback0() -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+}
+
+/// The stateReason AWS gives when a hook fails.
+fn hook_failure(hook: Hook, outcome: Result<http::StatusCode, HookError>) -> String {
+    match outcome {
+        Ok(status) => format!(
+            "{} lifecycle hook returned HTTP status {}.",
+            hook.title(),
+            status.as_u16()
+        ),
+        Err(HookError::Timeout) => format!("{} lifecycle hook timed out.", hook.title()),
+        Err(HookError::Unreachable) => {
+            format!("{} lifecycle hook could not be reached.", hook.title())
+        }
+    }
+}
+
+/// Creates a MicroVM: its root directory, its agent, its proxy listener. It
+/// starts PENDING; [`start`] then drives `/run`.
+///
+/// # Errors
+/// InternalServerException when the directory, the listener or the agent
+/// cannot be set up (the cause is logged, not sent).
+pub(crate) async fn create(shared: &Arc<Shared>, spec: Spec) -> Result<Arc<Vm>, ApiError> {
+    let id = ids::microvm_id();
+    let root = shared.settings.root.join(&id);
+    tokio::fs::create_dir_all(&root).await.map_err(|e| {
+        tracing::warn!(error = %e, "emulator: cannot create a MicroVM root directory");
+        ApiError::internal("The MicroVM could not be created.")
+    })?;
+    let listener = TcpListener::bind(loopback0()).await.map_err(|e| {
+        tracing::warn!(error = %e, "emulator: cannot bind a proxy listener");
+        ApiError::internal("The MicroVM could not be created.")
+    })?;
+    let proxy_addr = listener
+        .local_addr()
+        .map_err(|_| ApiError::internal("The MicroVM could not be created."))?;
+    let config = AgentConfig {
+        root: root.clone(),
+        grpc_addr: loopback0(),
+        hooks_addr: loopback0(),
+        ..AgentConfig::default()
+    };
+    let agent = Agent::start(config).await.map_err(|e| {
+        tracing::warn!(error = %e, "emulator: the MicroVM's agent did not start");
+        ApiError::internal("The MicroVM could not be created.")
+    })?;
+    let vm = Arc::new(Vm::new(id, spec, proxy_addr, agent, root));
+    if let Some(task) = shared.spawn(proxy::serve(shared.clone(), vm.clone(), listener)) {
+        vm.set_proxy_task(task);
+    }
+    Ok(vm)
+}
+
+/// Posts `/run` in the background and arms the maximum-duration timer.
+pub(crate) fn start(shared: &Arc<Shared>, vm: &Arc<Vm>, payload: String) {
+    let (s, v) = (shared.clone(), vm.clone());
+    shared.spawn(async move {
+        let op = v.op.lock().await;
+        if v.state() != Pending {
+            return;
+        }
+        let body = hooks::run_body(&v.id, &payload);
+        match s.hooks.post(v.hooks_addr, Hook::Run, Some(body)).await {
+            Ok(status) if status.is_success() => {
+                let _ = v.transition(&[Pending], Running);
+            }
+            outcome => {
+                drop(op);
+                // AWS stops the VM without calling /terminate when /run fails.
+                if v.begin_termination(&hook_failure(Hook::Run, outcome)) {
+                    finish_termination(s, v, false).await;
+                }
+            }
+        }
+    });
+    let (s, v) = (shared.clone(), vm.clone());
+    let max = Duration::from_secs(vm.spec.max_duration_seconds.max(1) as u64);
+    shared.spawn(async move {
+        tokio::time::sleep(max).await;
+        if v.begin_termination(REASON_MAX_DURATION) {
+            finish_termination(s, v, true).await;
+        }
+    });
+}
+
+/// TerminateMicrovm: idempotent; the work happens in the background.
+pub(crate) fn terminate(shared: &Arc<Shared>, vm: &Arc<Vm>) {
+    if vm.begin_termination(REASON_SUCCESS) {
+        let (s, v) = (shared.clone(), vm.clone());
+        shared.spawn(finish_termination(s, v, true));
+    }
+}
+
+/// Ends a MicroVM already marked TERMINATING: `/terminate` (when asked),
+/// a grace period for the agent, then agent and proxy stopped, tokens
+/// revoked, TERMINATED, root directory removed.
+async fn finish_termination(shared: Arc<Shared>, vm: Arc<Vm>, call_hook: bool) {
+    let _op = vm.op.lock().await;
+    let agent = vm.take_agent();
+    if call_hook && let Some(agent) = &agent {
+        let _ = shared
+            .hooks
+            .post(vm.hooks_addr, Hook::Terminate, None)
+            .await;
+        let _ = tokio::time::timeout(TERMINATE_GRACE, agent.terminated()).await;
+    }
+    vm.stop_proxy();
+    drop(agent);
+    shared.revoke_tokens(&vm.id);
+    vm.mark_terminated();
+    let _ = tokio::fs::remove_dir_all(&vm.root).await;
+}
+
+fn wrong_state(vm: &Vm, verb: &str, state: MicrovmState) -> ApiError {
+    ApiError::conflict(
+        &vm.id,
+        format!(
+            "Cannot {verb} MicroVM {} in state {}.",
+            vm.id,
+            state.as_str()
+        ),
+    )
+}
+
+/// SuspendMicrovm: 200 on RUNNING (then SUSPENDING -> SUSPENDED in the
+/// background) and on SUSPENDING/SUSPENDED (as measured on AWS).
+///
+/// # Errors
+/// ConflictException in PENDING, TERMINATING, TERMINATED.
+pub(crate) fn suspend(shared: &Arc<Shared>, vm: &Arc<Vm>) -> Result<(), ApiError> {
+    match vm.transition(&[Running], Suspending) {
+        Ok(_) => {}
+        Err(Suspending | Suspended) => return Ok(()),
+        Err(state) => return Err(wrong_state(vm, "suspend", state)),
+    }
+    let (s, v) = (shared.clone(), vm.clone());
+    shared.spawn(async move {
+        let op = v.op.lock().await;
+        if v.state() != Suspending {
+            return;
+        }
+        match s.hooks.post(v.hooks_addr, Hook::Suspend, None).await {
+            Ok(status) if status.is_success() => {
+                let _ = v.transition(&[Suspending], Suspended);
+            }
+            outcome => {
+                drop(op);
+                // A failed /suspend makes AWS terminate the VM.
+                if v.begin_termination(&hook_failure(Hook::Suspend, outcome)) {
+                    finish_termination(s, v, true).await;
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// ResumeMicrovm: on SUSPENDED, PENDING while `/resume` runs, then RUNNING;
+/// answers when the hook has answered. 200 on PENDING/RUNNING.
+///
+/// # Errors
+/// ConflictException in SUSPENDING, TERMINATING, TERMINATED;
+/// InternalServerException if the emulator stops meanwhile.
+pub(crate) async fn resume(shared: &Arc<Shared>, vm: &Arc<Vm>) -> Result<(), ApiError> {
+    // The work runs as an owned task so that a caller hanging up mid-call
+    // cannot leave the MicroVM half-resumed.
+    let (tx, rx) = oneshot::channel();
+    let (s, v) = (shared.clone(), vm.clone());
+    shared.spawn(async move {
+        let _ = tx.send(resume_now(s, v).await);
+    });
+    rx.await
+        .unwrap_or_else(|_| Err(ApiError::internal("The emulator is stopping.")))
+}
+
+async fn resume_now(shared: Arc<Shared>, vm: Arc<Vm>) -> Result<(), ApiError> {
+    let op = vm.op.lock().await;
+    match vm.transition(&[Suspended], Pending) {
+        Ok(_) => {}
+        Err(Pending | Running) => return Ok(()),
+        Err(state) => return Err(wrong_state(&vm, "resume", state)),
+    }
+    match shared.hooks.post(vm.hooks_addr, Hook::Resume, None).await {
+        Ok(status) if status.is_success() => {
+            let _ = vm.transition(&[Pending], Running);
+        }
+        outcome => {
+            drop(op);
+            if vm.begin_termination(&hook_failure(Hook::Resume, outcome)) {
+                let (s, v) = (shared.clone(), vm.clone());
+                shared.spawn(finish_termination(s, v, true));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Fault: kills the agent abruptly; the MicroVM then terminates (no hook).
+pub(crate) fn kill_agent(shared: &Arc<Shared>, microvm_id: &str) -> bool {
+    let Some(vm) = shared.find(microvm_id) else {
+        return false;
+    };
+    if vm.with_agent(|a| a.kill()).is_none() {
+        return false;
+    }
+    if vm.begin_termination(REASON_KILLED) {
+        shared.spawn(finish_termination(shared.clone(), vm, false));
+    }
+    true
+}

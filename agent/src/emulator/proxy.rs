@@ -1,0 +1,273 @@
+//! The emulated AWS proxy in front of one MicroVM: its own loopback listener
+//! (HTTP/2 cleartext with prior knowledge, or HTTP/1.1), forwarding each
+//! request with streaming bodies and trailers both ways, after the checks
+//! the real proxy makes (wire-contract.md §5.5):
+//!
+//! - `x-aws-proxy-port` absent means 8080; not a port number -> 400;
+//! - `x-aws-proxy-auth` must be an unexpired token minted for this MicroVM
+//!   whose ports cover that port, else 403; the hooks port 9000 -> 403 always;
+//! - every `x-aws-proxy-*` header is stripped and an `x-amzn-requestid` added;
+//! - port 8080 goes to the agent's gRPC address over h2c; any other port goes
+//!   to `127.0.0.1:<port>` (HTTP/1.1, or h2c with `x-aws-proxy-force-h2: true`);
+//! - a SUSPENDING/SUSPENDED MicroVM answers 502, unless its idle policy has
+//!   `autoResumeEnabled`, in which case a SUSPENDED one is resumed first;
+//!   a TERMINATING one answers 502.
+//!
+//! Rejections are plain HTTP with a short text body and no grpc-status.
+
+use std::convert::Infallible;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode, Version};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use super::ids;
+use super::lifecycle;
+use super::model::MicrovmState;
+use super::registry::{Shared, Vm};
+
+/// The port the agent's gRPC server stands for.
+pub(crate) const APP_PORT: u16 = 8080;
+/// The hooks port: never reachable through the proxy.
+pub(crate) const HOOKS_PORT: u16 = 9000;
+
+type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+/// Hop-by-hop headers that must not cross (h2 refuses them outright).
+const HOP_BY_HOP: [&str; 6] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+];
+
+/// Upstream HTTP clients shared by every proxy of an emulator.
+#[derive(Clone, Debug)]
+pub(crate) struct Upstream {
+    h2: Client<HttpConnector, Incoming>,
+    h1: Client<HttpConnector, Incoming>,
+}
+
+impl Upstream {
+    pub(crate) fn new() -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(Duration::from_secs(5)));
+        let h2 = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .http2_only(true)
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .http2_keep_alive_timeout(Duration::from_secs(10))
+            .build(connector.clone());
+        let h1 = Client::builder(TokioExecutor::new()).build(connector);
+        Self { h2, h1 }
+    }
+}
+
+/// Accepts connections until aborted; each connection ends when the
+/// client closes it or when the MicroVM's cut signal fires. Aborting this
+/// task drops every connection it serves.
+pub(crate) async fn serve(shared: Arc<Shared>, vm: Arc<Vm>, listener: TcpListener) {
+    let mut conns = JoinSet::new();
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                // Out of descriptors or similar: back off instead of spinning.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        while conns.try_join_next().is_some() {}
+        let (shared, vm) = (shared.clone(), vm.clone());
+        let mut cut = vm.cut_signal();
+        conns.spawn(async move {
+            let svc = service_fn(move |req| handle(shared.clone(), vm.clone(), req));
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder.http2().timer(TokioTimer::new());
+            let conn = builder.serve_connection(TokioIo::new(stream), svc);
+            tokio::select! {
+                _ = conn => {}
+                _ = cut.changed() => {}
+            }
+        });
+    }
+}
+
+/// A plain-text rejection with no grpc-status. gRPC callers get an empty
+/// body: gRPC clients read any body as message frames, and an empty one is
+/// what lets tonic report the bare HTTP status (`grpc-status header missing,
+/// mapped from HTTP status code 403`), as it does behind the real proxy.
+fn plain(status: StatusCode, grpc: bool) -> Response<ProxyBody> {
+    let text = if grpc {
+        String::new()
+    } else {
+        format!("{}\n", status.canonical_reason().unwrap_or("Error"))
+    };
+    let mut resp = Response::new(
+        Full::new(Bytes::from(text))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
+/// The requested port: `Ok(8080)` when absent, `Err(())` when malformed.
+fn requested_port(req: &Request<Incoming>) -> Result<u16, ()> {
+    match req.headers().get("x-aws-proxy-port") {
+        None => Ok(APP_PORT),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<u16>().ok())
+            .filter(|p| *p != 0)
+            .ok_or(()),
+    }
+}
+
+/// Whether the request carries a live token of this MicroVM covering `port`.
+fn authorized(shared: &Shared, vm: &Vm, req: &Request<Incoming>, port: u16) -> bool {
+    let Some(token) = req
+        .headers()
+        .get("x-aws-proxy-auth")
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    shared.grant(token).is_some_and(|g| {
+        g.microvm_id == vm.id && g.expires > Instant::now() && g.ports.covers(port)
+    })
+}
+
+/// Whether the caller speaks gRPC (`content-type: application/grpc...`).
+fn is_grpc(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    vm: Arc<Vm>,
+    req: Request<Incoming>,
+) -> Result<Response<ProxyBody>, Infallible> {
+    let grpc = is_grpc(&req);
+    let reject = |status| plain(status, grpc);
+    if let Some(status) = shared.faults.take_proxy_status() {
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+        return Ok(reject(status));
+    }
+    let Ok(port) = requested_port(&req) else {
+        return Ok(reject(StatusCode::BAD_REQUEST));
+    };
+    if port == HOOKS_PORT || !authorized(&shared, &vm, &req, port) {
+        return Ok(reject(StatusCode::FORBIDDEN));
+    }
+    match vm.state() {
+        MicrovmState::Pending | MicrovmState::Running => {}
+        MicrovmState::Suspended if auto_resume(&vm) => {
+            let resumed = lifecycle::resume(&shared, &vm).await.is_ok();
+            if !resumed || vm.state() != MicrovmState::Running {
+                return Ok(reject(StatusCode::BAD_GATEWAY));
+            }
+        }
+        _ => return Ok(reject(StatusCode::BAD_GATEWAY)),
+    }
+    Ok(forward(&shared, &vm, req, port, grpc).await)
+}
+
+fn auto_resume(vm: &Vm) -> bool {
+    vm.spec
+        .idle_policy
+        .as_ref()
+        .and_then(|p| p.auto_resume_enabled)
+        .unwrap_or(false)
+}
+
+async fn forward(
+    shared: &Shared,
+    vm: &Vm,
+    req: Request<Incoming>,
+    port: u16,
+    grpc: bool,
+) -> Response<ProxyBody> {
+    let reject = |status| plain(status, grpc);
+    let (mut parts, body) = req.into_parts();
+    let force_h2 = parts
+        .headers
+        .get("x-aws-proxy-force-h2")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let (target, h2) = if port == APP_PORT {
+        (vm.grpc_addr, true)
+    } else {
+        (SocketAddr::from((Ipv4Addr::LOCALHOST, port)), force_h2)
+    };
+    let stripped: Vec<HeaderName> = parts
+        .headers
+        .keys()
+        .filter(|n| n.as_str().starts_with("x-aws-proxy-"))
+        .cloned()
+        .collect();
+    for name in stripped
+        .into_iter()
+        .chain(HOP_BY_HOP.iter().map(|h| HeaderName::from_static(h)))
+    {
+        parts.headers.remove(name);
+    }
+    if let Ok(id) = HeaderValue::from_str(&ids::uuid_v4()) {
+        parts.headers.insert("x-amzn-requestid", id);
+    }
+    let path = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let Ok(uri) = format!("http://{target}{path}").parse() else {
+        return reject(StatusCode::BAD_REQUEST);
+    };
+    parts.uri = uri;
+    parts.version = if h2 {
+        Version::HTTP_2
+    } else {
+        Version::HTTP_11
+    };
+    let client = if h2 {
+        &shared.upstream.h2
+    } else {
+        &shared.upstream.h1
+    };
+    match client.request(Request::from_parts(parts, body)).await {
+        Ok(resp) => {
+            let (mut parts, body) = resp.into_parts();
+            for h in HOP_BY_HOP {
+                parts.headers.remove(h);
+            }
+            Response::from_parts(parts, body.boxed())
+        }
+        Err(_) => reject(StatusCode::BAD_GATEWAY),
+    }
+}

@@ -1,0 +1,402 @@
+//! The emulator's shared state: its settings, the MicroVMs it created (in
+//! creation order; terminated ones stay listed), the proxy tokens it minted,
+//! the clientTokens it has seen, and the background tasks it owns.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinSet};
+
+use super::faults::{FaultState, Operation};
+use super::hooks::HookClient;
+use super::ids;
+use super::model::{IdlePolicy, MicrovmItem, MicrovmOut, MicrovmState};
+use super::proxy::Upstream;
+use super::validate::PortSet;
+use crate::agent::Agent;
+
+/// What the emulator was configured with, as the handlers need it.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) region: String,
+    pub(crate) account_id: String,
+    pub(crate) images: Vec<String>,
+    pub(crate) root: PathBuf,
+    pub(crate) auth_token_ttl: Option<Duration>,
+    pub(crate) hook_timeout: Duration,
+}
+
+impl Settings {
+    /// `arn:aws:lambda:<region>:<account>:microvm-image:<name>`.
+    pub(crate) fn image_arn(&self, name: &str) -> String {
+        format!(
+            "arn:aws:lambda:{}:{}:microvm-image:{}",
+            self.region, self.account_id, name
+        )
+    }
+}
+
+/// A proxy token: which MicroVM, which ports, until when.
+#[derive(Clone, Debug)]
+pub(crate) struct Grant {
+    pub(crate) microvm_id: String,
+    pub(crate) ports: PortSet,
+    pub(crate) expires: Instant,
+}
+
+/// Everything the servers and background tasks share.
+pub(crate) struct Shared {
+    pub(crate) settings: Settings,
+    pub(crate) faults: FaultState,
+    pub(crate) hooks: HookClient,
+    pub(crate) upstream: Upstream,
+    vms: Mutex<Vec<Arc<Vm>>>,
+    client_tokens: Mutex<HashMap<String, (Value, Arc<Vm>)>>,
+    tokens: Mutex<HashMap<String, Grant>>,
+    tasks: Mutex<Option<JoinSet<()>>>,
+    calls: Mutex<HashMap<Operation, u64>>,
+    seen_client_tokens: Mutex<Vec<Option<String>>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(settings: Settings) -> Self {
+        Self {
+            hooks: HookClient::new(settings.hook_timeout),
+            upstream: Upstream::new(),
+            settings,
+            faults: FaultState::default(),
+            vms: Mutex::new(Vec::new()),
+            client_tokens: Mutex::new(HashMap::new()),
+            tokens: Mutex::new(HashMap::new()),
+            tasks: Mutex::new(Some(JoinSet::new())),
+            calls: Mutex::new(HashMap::new()),
+            seen_client_tokens: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Runs `fut` as a task the emulator owns (aborted when it stops).
+    /// Returns `None` once the emulator has stopped.
+    pub(crate) fn spawn(
+        &self,
+        fut: impl Future<Output = ()> + Send + 'static,
+    ) -> Option<AbortHandle> {
+        let mut guard = self.tasks.lock().expect("tasks lock");
+        let set = guard.as_mut()?;
+        while set.try_join_next().is_some() {}
+        Some(set.spawn(fut))
+    }
+
+    /// Stops everything at once without waiting: every task aborted, every
+    /// agent dropped (which kills its processes). Never blocks.
+    pub(crate) fn stop_now(&self) {
+        let tasks = self.tasks.lock().expect("tasks lock").take();
+        drop(tasks);
+        let vms = self.vms.lock().expect("vms lock").clone();
+        for vm in vms {
+            vm.stop_now();
+        }
+        self.tokens.lock().expect("tokens lock").clear();
+    }
+
+    /// Counts one call of `op`.
+    pub(crate) fn count_call(&self, op: Operation) {
+        *self
+            .calls
+            .lock()
+            .expect("calls lock")
+            .entry(op)
+            .or_default() += 1;
+    }
+
+    /// How many calls of `op` reached the emulator (faulted ones included).
+    pub(crate) fn calls(&self, op: Operation) -> u64 {
+        self.calls
+            .lock()
+            .expect("calls lock")
+            .get(&op)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Remembers the clientToken of a RunMicrovm call (None when absent).
+    pub(crate) fn record_client_token(&self, token: Option<String>) {
+        self.seen_client_tokens
+            .lock()
+            .expect("seen lock")
+            .push(token);
+    }
+
+    /// Every RunMicrovm clientToken seen, in order.
+    pub(crate) fn seen_client_tokens(&self) -> Vec<Option<String>> {
+        self.seen_client_tokens.lock().expect("seen lock").clone()
+    }
+
+    /// The MicroVM with this id, live or terminated.
+    pub(crate) fn find(&self, id: &str) -> Option<Arc<Vm>> {
+        self.vms
+            .lock()
+            .expect("vms lock")
+            .iter()
+            .find(|vm| vm.id == id)
+            .cloned()
+    }
+
+    /// All MicroVMs in creation order.
+    pub(crate) fn all(&self) -> Vec<Arc<Vm>> {
+        self.vms.lock().expect("vms lock").clone()
+    }
+
+    /// Adds a new MicroVM (and its clientToken, if any).
+    pub(crate) fn insert(&self, vm: Arc<Vm>, client_token: Option<(String, Value)>) {
+        if let Some((token, body)) = client_token {
+            self.client_tokens
+                .lock()
+                .expect("client tokens lock")
+                .insert(token, (body, vm.clone()));
+        }
+        self.vms.lock().expect("vms lock").push(vm);
+    }
+
+    /// The MicroVM an earlier RunMicrovm created with this clientToken, and
+    /// whether its body was the same.
+    pub(crate) fn by_client_token(&self, token: &str, body: &Value) -> Option<(bool, Arc<Vm>)> {
+        let map = self.client_tokens.lock().expect("client tokens lock");
+        map.get(token).map(|(b, vm)| (b == body, vm.clone()))
+    }
+
+    /// Runs `f` on the MicroVM's agent, if it has a live one.
+    pub(crate) fn with_agent<R>(&self, id: &str, f: impl FnOnce(&Agent) -> R) -> Option<R> {
+        let vm = self.find(id)?;
+        let guard = vm.agent.lock().expect("agent lock");
+        guard.as_ref().map(f)
+    }
+
+    /// Stores a minted proxy token; drops expired ones on the way.
+    pub(crate) fn add_token(&self, token: String, grant: Grant) {
+        let mut map = self.tokens.lock().expect("tokens lock");
+        let now = Instant::now();
+        map.retain(|_, g| g.expires > now);
+        map.insert(token, grant);
+    }
+
+    /// The grant behind a token, if the token was minted here.
+    pub(crate) fn grant(&self, token: &str) -> Option<Grant> {
+        self.tokens.lock().expect("tokens lock").get(token).cloned()
+    }
+
+    /// Forgets every token of a MicroVM (it terminated).
+    pub(crate) fn revoke_tokens(&self, microvm_id: &str) {
+        self.tokens
+            .lock()
+            .expect("tokens lock")
+            .retain(|_, g| g.microvm_id != microvm_id);
+    }
+}
+
+/// The mutable part of a MicroVM.
+#[derive(Clone, Debug)]
+pub(crate) struct Status {
+    pub(crate) state: MicrovmState,
+    pub(crate) state_reason: Option<String>,
+    pub(crate) terminated_at: Option<f64>,
+}
+
+/// What a RunMicrovm asked for, echoed in the `Microvm` shape.
+#[derive(Clone, Debug)]
+pub(crate) struct Spec {
+    pub(crate) image_arn: String,
+    pub(crate) image_version: String,
+    pub(crate) execution_role_arn: Option<String>,
+    pub(crate) idle_policy: Option<IdlePolicy>,
+    pub(crate) kms_key_identifier: Option<String>,
+    pub(crate) ingress: Vec<String>,
+    pub(crate) egress: Vec<String>,
+    pub(crate) max_duration_seconds: i64,
+}
+
+/// One emulated MicroVM: an agent, its proxy, its state.
+pub(crate) struct Vm {
+    pub(crate) id: String,
+    pub(crate) spec: Spec,
+    pub(crate) started_at: f64,
+    pub(crate) proxy_addr: SocketAddr,
+    pub(crate) grpc_addr: SocketAddr,
+    pub(crate) hooks_addr: SocketAddr,
+    pub(crate) root: PathBuf,
+    status: Mutex<Status>,
+    agent: Mutex<Option<Agent>>,
+    /// Serialises lifecycle transitions that call hooks.
+    pub(crate) op: tokio::sync::Mutex<()>,
+    cut: watch::Sender<u64>,
+    proxy_task: Mutex<Option<AbortHandle>>,
+}
+
+impl std::fmt::Debug for Vm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vm")
+            .field("id", &self.id)
+            .field("state", &self.state())
+            .field("proxy_addr", &self.proxy_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Vm {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        id: String,
+        spec: Spec,
+        proxy_addr: SocketAddr,
+        agent: Agent,
+        root: PathBuf,
+    ) -> Self {
+        Self {
+            id,
+            spec,
+            started_at: ids::epoch_seconds_now(),
+            proxy_addr,
+            grpc_addr: agent.grpc_addr(),
+            hooks_addr: agent.hooks_addr(),
+            root,
+            status: Mutex::new(Status {
+                state: MicrovmState::Pending,
+                state_reason: None,
+                terminated_at: None,
+            }),
+            agent: Mutex::new(Some(agent)),
+            op: tokio::sync::Mutex::new(()),
+            cut: watch::channel(0).0,
+            proxy_task: Mutex::new(None),
+        }
+    }
+
+    /// The current state.
+    pub(crate) fn state(&self) -> MicrovmState {
+        self.status.lock().expect("status lock").state
+    }
+
+    /// A copy of the mutable part.
+    pub(crate) fn status(&self) -> Status {
+        self.status.lock().expect("status lock").clone()
+    }
+
+    /// Moves to `to` if the state is one of `from`; returns the state seen.
+    pub(crate) fn transition(
+        &self,
+        from: &[MicrovmState],
+        to: MicrovmState,
+    ) -> Result<MicrovmState, MicrovmState> {
+        let mut s = self.status.lock().expect("status lock");
+        let seen = s.state;
+        if from.contains(&seen) {
+            s.state = to;
+            Ok(seen)
+        } else {
+            Err(seen)
+        }
+    }
+
+    /// Moves to TERMINATING with `reason` unless already ending. Returns
+    /// whether this call started the termination.
+    pub(crate) fn begin_termination(&self, reason: &str) -> bool {
+        let mut s = self.status.lock().expect("status lock");
+        if s.state.is_ending() {
+            return false;
+        }
+        s.state = MicrovmState::Terminating;
+        s.state_reason = Some(reason.to_string());
+        true
+    }
+
+    /// Records the end: TERMINATED, terminatedAt now.
+    pub(crate) fn mark_terminated(&self) {
+        let mut s = self.status.lock().expect("status lock");
+        s.state = MicrovmState::Terminated;
+        s.terminated_at = Some(ids::epoch_seconds_now());
+    }
+
+    /// Takes the agent out (dropping it stops it).
+    pub(crate) fn take_agent(&self) -> Option<Agent> {
+        self.agent.lock().expect("agent lock").take()
+    }
+
+    /// Runs `f` on the live agent.
+    pub(crate) fn with_agent<R>(&self, f: impl FnOnce(&Agent) -> R) -> Option<R> {
+        self.agent.lock().expect("agent lock").as_ref().map(f)
+    }
+
+    /// A receiver that changes whenever the proxy's connections must be cut.
+    pub(crate) fn cut_signal(&self) -> watch::Receiver<u64> {
+        self.cut.subscribe()
+    }
+
+    /// Cuts every live proxied connection.
+    pub(crate) fn cut_proxy_connections(&self) {
+        self.cut.send_modify(|n| *n += 1);
+    }
+
+    /// Remembers the proxy's accept loop so that it can be stopped.
+    pub(crate) fn set_proxy_task(&self, task: AbortHandle) {
+        *self.proxy_task.lock().expect("proxy task lock") = Some(task);
+    }
+
+    /// Stops the proxy: no new connections, live ones dropped.
+    pub(crate) fn stop_proxy(&self) {
+        if let Some(t) = self.proxy_task.lock().expect("proxy task lock").take() {
+            t.abort();
+        }
+        self.cut_proxy_connections();
+    }
+
+    /// Stops the proxy and the agent now (emulator drop).
+    pub(crate) fn stop_now(&self) {
+        self.stop_proxy();
+        drop(self.take_agent());
+    }
+
+    /// The `Microvm` output shape.
+    pub(crate) fn to_out(&self) -> MicrovmOut {
+        let st = self.status();
+        MicrovmOut {
+            microvm_id: self.id.clone(),
+            state: st.state,
+            endpoint: self.proxy_addr.to_string(),
+            image_arn: self.spec.image_arn.clone(),
+            image_version: self.spec.image_version.clone(),
+            execution_role_arn: self.spec.execution_role_arn.clone(),
+            idle_policy: self.spec.idle_policy.clone(),
+            maximum_duration_in_seconds: self.spec.max_duration_seconds,
+            started_at: self.started_at,
+            terminated_at: st.terminated_at,
+            state_reason: st.state_reason,
+            kms_key_identifier: self.spec.kms_key_identifier.clone(),
+            ingress_network_connectors: self.spec.ingress.clone(),
+            egress_network_connectors: self.spec.egress.clone(),
+        }
+    }
+
+    /// The `MicrovmItem` list shape.
+    pub(crate) fn to_item(&self) -> MicrovmItem {
+        MicrovmItem {
+            microvm_id: self.id.clone(),
+            state: self.state(),
+            image_arn: self.spec.image_arn.clone(),
+            image_version: self.spec.image_version.clone(),
+            started_at: self.started_at,
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Ownership: dropping the emulator leaves no process behind, and the
+//! `rayito-agent emulator` binary prints what a client needs and stops on
+//! SIGTERM.
+
+mod emulator_support;
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use emulator_support::*;
+use rayito_agent::pb;
+
+/// Pids of live processes whose command line contains `needle`.
+fn pids_with(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            let zombie = std::fs::read_to_string(entry.path().join("stat"))
+                .is_ok_and(|s| s.contains(") Z "));
+            if cmd.contains(needle) && !zombie {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn dropping_the_emulator_leaves_no_process_behind() {
+    let h = Harness::start().await;
+    let (id, endpoint) = h.run_ready().await;
+    let token = h.mint(&id, &[8080]).await;
+    let ch = channel(&endpoint).await;
+    wait_ready(&ch, &token).await;
+    let marker = format!("{}.{}", 3000 + std::process::id() % 1000, 4242);
+    let mut stream = process(&ch, ProxyHeaders::sdk(&token))
+        .start(pb::StartRequest {
+            process: Some(pb::ProcessConfig {
+                cmd: "/bin/sleep".into(),
+                args: vec![marker.clone()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    stream.message().await.unwrap().expect("StartEvent");
+    assert_eq!(
+        pids_with(&format!("sleep {marker}")).len(),
+        1,
+        "the sleep runs"
+    );
+    drop(stream);
+    drop(h);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !pids_with(&format!("sleep {marker}")).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "a sandbox process survived the emulator"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[test]
+fn binary_prints_the_environment_and_stops_on_sigterm() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rayito-agent"))
+        .args(["emulator", "--addr", "127.0.0.1:0", "--region", "eu-west-1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("binary starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut got = Vec::new();
+    for _ in 0..6 {
+        got.push(lines.next().expect("a line").expect("utf-8"));
+    }
+    let url = got[0]
+        .strip_prefix("rayito emulator listening on ")
+        .expect("first line")
+        .to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    assert_eq!(
+        got[1..],
+        [
+            format!("export AWS_ENDPOINT_URL={url}"),
+            "export AWS_ACCESS_KEY_ID=test".to_string(),
+            "export AWS_SECRET_ACCESS_KEY=test".to_string(),
+            "export AWS_REGION=eu-west-1".to_string(),
+            "export RAYITO_TEMPLATE=arn:aws:lambda:eu-west-1:000000000000:microvm-image:rayito-base".to_string(),
+        ]
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listed = rt.block_on(async {
+        let client = sdk_client(&url);
+        client.list_microvms().send().await
+    });
+    assert!(
+        listed
+            .expect("the printed endpoint answers")
+            .items()
+            .is_empty()
+    );
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(code) = child.try_wait().unwrap() {
+            assert_eq!(code.code(), Some(0));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the emulator did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
