@@ -410,11 +410,7 @@ impl CellReader {
         };
         let mut stream = sandbox
             .conn()
-            .execute(
-                request,
-                sandbox.request_timeout(),
-                options.timeout.map(|t| t + STREAM_SLACK),
-            )
+            .execute(request, options.timeout.map(|t| t + STREAM_SLACK))
             .await?;
         match stream.message().await? {
             Some(pb::ExecuteEvent {

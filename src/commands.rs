@@ -195,11 +195,7 @@ impl<'a> Commands<'a> {
         let conn = self.sandbox.conn();
         let request_timeout = self.sandbox.request_timeout();
         let mut stream = conn
-            .start_process(
-                request,
-                request_timeout,
-                options.timeout.map(|t| t + STREAM_SLACK),
-            )
+            .start_process(request, options.timeout.map(|t| t + STREAM_SLACK))
             .await?;
 
         let pid = match stream.message().await? {

@@ -149,7 +149,6 @@ impl<'a> Files<'a> {
                     path: path.to_owned(),
                     user: None,
                 },
-                self.timeout(),
                 Some(deadline_for(self.timeout(), entry.size)),
             )
             .await?;

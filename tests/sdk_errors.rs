@@ -41,7 +41,7 @@ async fn invalid_arguments_are_refused_before_any_io() {
     }
     assert_eq!(
         err.to_string(),
-        "invalid argument envs: an env name is empty, too long or contains a control character or '='; pass names of 1 to 256 printable characters"
+        "invalid envs: an env name is empty, too long or contains a control character or '='; pass names of 1 to 256 printable characters"
     );
     assert!(!format!("{err:?}").contains("secret-value-never-shown"));
 
@@ -53,7 +53,7 @@ async fn invalid_arguments_are_refused_before_any_io() {
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert_eq!(
         err.to_string(),
-        "invalid argument allowed_ports: port 9000 cannot be opened; pass ports from 1 to 65535 other than 9000 (the hooks port)"
+        "invalid allowed_ports: port 9000 cannot be opened; pass ports from 1 to 65535 other than 9000 (the hooks port)"
     );
 
     let err = builder(&emu)
@@ -63,14 +63,14 @@ async fn invalid_arguments_are_refused_before_any_io() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "invalid argument access_token: the access token must be base64url without padding and decode to at least 16 bytes; pass the token the sandbox was created with"
+        "invalid access_token: the access token must be base64url without padding and decode to at least 16 bytes; pass the token the sandbox was created with"
     );
 
     let big = "x".repeat(5_000);
     let err = builder(&emu).env("BIG", big).create().await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "invalid argument envs: the run payload is 5,119 characters, above the limit of 4,096; pass fewer or shorter envs and metadata"
+        "invalid envs: the run payload is 5,144 characters, above the limit of 4,096; pass fewer or shorter envs and metadata"
     );
 
     // None of these reached the control plane.
@@ -90,7 +90,10 @@ async fn a_missing_image_is_sandbox_not_found() {
         "{err:?}"
     );
     assert_eq!(err.meta().aws_code(), Some("ResourceNotFoundException"));
-    assert_eq!(err.to_string(), "MISSING IMAGE MESSAGE");
+    assert_eq!(
+        err.to_string(),
+        "control plane call RunMicrovm found no such resource: MicroVM image not found: arn:aws:lambda:us-east-1:000000000000:microvm-image:no-such-image; the image is probably missing, check the image ARN or publish the image"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,5 +243,8 @@ async fn no_aws_setup_says_how_to_configure_or_go_local() {
         matches!(err, SandboxError::Authentication { .. }),
         "{err:?}"
     );
-    assert_eq!(err.to_string(), "NO CREDENTIALS MESSAGE");
+    assert_eq!(
+        err.to_string(),
+        "no AWS credentials or region found: no AWS credentials were found; configure AWS (environment variables, a profile or an instance role) or choose the local backend with RAYITO_BACKEND=local or Sandbox::builder().local()"
+    );
 }

@@ -45,18 +45,14 @@ impl AgentConn {
     pub(crate) async fn start_process(
         &self,
         request: pb::StartRequest,
-        open_timeout: Duration,
         total: Option<Duration>,
     ) -> Result<AgentStream<pb::ProcessEvent>, SandboxError> {
-        let ctx = CallContext::new("commands.run");
-        let stream = self
-            .call(ctx, Some(open_timeout), ConnectRetry::Ladder, || {
-                let mut client = client!(self, ProcessServiceClient);
-                let request = request.clone();
-                async move { client.start(request).await }
-            })
-            .await?;
-        Ok(AgentStream::new(stream, ctx, total))
+        self.open_stream(CallContext::new("commands.run"), total, || {
+            let mut client = client!(self, ProcessServiceClient);
+            let request = request.clone();
+            async move { client.start(request).await }
+        })
+        .await
     }
 
     /// `ProcessService/SendInput`.
@@ -121,18 +117,14 @@ impl AgentConn {
     pub(crate) async fn read_file(
         &self,
         request: pb::ReadRequest,
-        open_timeout: Duration,
         total: Option<Duration>,
     ) -> Result<AgentStream<pb::ReadResponse>, SandboxError> {
-        let ctx = CallContext::filesystem("files.read");
-        let stream = self
-            .call(ctx, Some(open_timeout), ConnectRetry::Ladder, || {
-                let mut client = client!(self, FilesystemServiceClient);
-                let request = request.clone();
-                async move { client.read(request).await }
-            })
-            .await?;
-        Ok(AgentStream::new(stream, ctx, total))
+        self.open_stream(CallContext::filesystem("files.read"), total, || {
+            let mut client = client!(self, FilesystemServiceClient);
+            let request = request.clone();
+            async move { client.read(request).await }
+        })
+        .await
     }
 
     /// `FilesystemService/Write` with every message of the stream prepared.
@@ -255,18 +247,14 @@ impl AgentConn {
     pub(crate) async fn execute(
         &self,
         request: pb::ExecuteRequest,
-        open_timeout: Duration,
         total: Option<Duration>,
     ) -> Result<AgentStream<pb::ExecuteEvent>, SandboxError> {
-        let ctx = CallContext::new("run_code");
-        let stream = self
-            .call(ctx, Some(open_timeout), ConnectRetry::Ladder, || {
-                let mut client = client!(self, CodeServiceClient);
-                let request = request.clone();
-                async move { client.execute(request).await }
-            })
-            .await?;
-        Ok(AgentStream::new(stream, ctx, total))
+        self.open_stream(CallContext::new("run_code"), total, || {
+            let mut client = client!(self, CodeServiceClient);
+            let request = request.clone();
+            async move { client.execute(request).await }
+        })
+        .await
     }
 
     /// `CodeService/CreateContext`.

@@ -241,12 +241,50 @@ impl AgentConn {
     }
 }
 
+impl AgentConn {
+    /// Opens a server stream and reads its first message inside the retry
+    /// loop: an HTTP answer without grpc-status (the proxy's 403) only shows
+    /// when the first message is read, and a stream's first message is the
+    /// last point where a retry is safe. `total` bounds the whole stream,
+    /// this opening included.
+    async fn open_stream<T, F, Fut>(
+        &self,
+        ctx: CallContext,
+        total: Option<Duration>,
+        mut open: F,
+    ) -> Result<AgentStream<T>, SandboxError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Response<Streaming<T>>, Status>>,
+    {
+        let deadline = total.map(|d| Instant::now() + d);
+        let (first, inner) = self
+            .call(ctx, total, ConnectRetry::Ladder, || {
+                let opening = open();
+                async move {
+                    let mut inner = opening.await?.into_inner();
+                    let first = inner.message().await?;
+                    Ok(Response::new((first, inner)))
+                }
+            })
+            .await?;
+        Ok(AgentStream {
+            inner,
+            ctx,
+            deadline,
+            first: Some(first),
+        })
+    }
+}
+
 /// A server stream from the agent, with its statuses mapped and an optional
 /// deadline over the whole stream.
 pub(crate) struct AgentStream<T> {
     inner: Streaming<T>,
     ctx: CallContext,
     deadline: Option<Instant>,
+    /// The first message, read when the stream was opened.
+    first: Option<Option<T>>,
 }
 
 impl<T> fmt::Debug for AgentStream<T> {
@@ -256,20 +294,15 @@ impl<T> fmt::Debug for AgentStream<T> {
 }
 
 impl<T> AgentStream<T> {
-    fn new(inner: Streaming<T>, ctx: CallContext, total: Option<Duration>) -> Self {
-        Self {
-            inner,
-            ctx,
-            deadline: total.map(|d| Instant::now() + d),
-        }
-    }
-
     /// The next message; `Ok(None)` when the stream ended with OK.
     ///
     /// # Errors
     /// The mapped status that ended the stream, or `Timeout { scope: Request }`
     /// when the stream's deadline passed.
     pub(crate) async fn message(&mut self) -> Result<Option<T>, SandboxError> {
+        if let Some(first) = self.first.take() {
+            return Ok(first);
+        }
         let next = self.inner.message();
         let outcome = match self.deadline {
             Some(deadline) => match tokio::time::timeout_at(deadline, next).await {
