@@ -297,33 +297,6 @@ impl GrpcCode {
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.iter().copied().find(|c| c.as_str() == name)
     }
-
-    /// Converts tonic's code. The match is exhaustive on purpose: tonic's
-    /// `Code` is not `#[non_exhaustive]`, so a new code breaks the build here
-    /// instead of being silently misread.
-    #[allow(dead_code, reason = "called by the transport layer")]
-    pub(crate) fn from_tonic(code: tonic::Code) -> Self {
-        use tonic::Code as T;
-        match code {
-            T::Ok => Self::Ok,
-            T::Cancelled => Self::Cancelled,
-            T::Unknown => Self::Unknown,
-            T::InvalidArgument => Self::InvalidArgument,
-            T::DeadlineExceeded => Self::DeadlineExceeded,
-            T::NotFound => Self::NotFound,
-            T::AlreadyExists => Self::AlreadyExists,
-            T::PermissionDenied => Self::PermissionDenied,
-            T::ResourceExhausted => Self::ResourceExhausted,
-            T::FailedPrecondition => Self::FailedPrecondition,
-            T::Aborted => Self::Aborted,
-            T::OutOfRange => Self::OutOfRange,
-            T::Unimplemented => Self::Unimplemented,
-            T::Internal => Self::Internal,
-            T::Unavailable => Self::Unavailable,
-            T::DataLoss => Self::DataLoss,
-            T::Unauthenticated => Self::Unauthenticated,
-        }
-    }
 }
 
 impl fmt::Display for GrpcCode {

@@ -184,7 +184,6 @@ impl Template {
 
     /// The placeholder names of the template, in order.
     #[cfg(test)]
-    #[allow(dead_code, reason = "used by the docs test")]
     pub(crate) fn placeholders(&self) -> Vec<&'static str> {
         let mut names = Vec::new();
         let mut rest = self.text;

@@ -8,6 +8,13 @@ use super::map::redact::{redact_aws_text, sanitize_remote_text};
 /// request id), plus how many attempts the SDK made.
 ///
 /// Server text is redacted and cut to 2,048 characters before it is kept.
+///
+/// `ErrorMeta` is also the `source()` of every [`SandboxError`]: its
+/// `Display` is a sanitized one-line summary of what the server answered
+/// (`aws code ThrottlingException, http 429, request id r-1, 5 attempts`),
+/// never the raw response.
+///
+/// [`SandboxError`]: crate::SandboxError
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ErrorMeta {
     pub(crate) message: String,
@@ -121,6 +128,35 @@ impl ErrorMeta {
         self
     }
 }
+
+impl std::fmt::Display for ErrorMeta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(code) = &self.aws_code {
+            parts.push(format!("aws code {code}"));
+        }
+        if let Some(code) = self.grpc_code {
+            parts.push(format!("grpc {code}"));
+        }
+        if let Some(status) = self.http_status {
+            parts.push(format!("http {status}"));
+        }
+        if let Some(id) = &self.request_id {
+            parts.push(format!("request id {id}"));
+        }
+        if let Some(reason) = &self.reason {
+            parts.push(format!("agent reason {reason}"));
+        }
+        if parts.is_empty() {
+            parts.push("no server answer".to_owned());
+        }
+        let plural = if self.attempts == 1 { "" } else { "s" };
+        parts.push(format!("{} attempt{plural}", self.attempts));
+        f.write_str(&parts.join(", "))
+    }
+}
+
+impl std::error::Error for ErrorMeta {}
 
 fn non_empty(text: String) -> Option<String> {
     if text.is_empty() { None } else { Some(text) }

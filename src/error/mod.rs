@@ -20,6 +20,8 @@
 
 mod codes;
 mod constructors;
+#[cfg(test)]
+mod docs_check;
 mod kind;
 pub mod map;
 mod messages;
@@ -46,7 +48,9 @@ pub use wire::WireError;
 /// predicates and [`classify`](SandboxError::classify) say how variants
 /// relate. `Display` is our message (what failed; what remains possible);
 /// it never contains a token, a signature, a presigned URL, a run payload,
-/// an environment value or file contents.
+/// an environment value or file contents. `source()` is the metadata, whose
+/// `Display` is a sanitized summary (AWS code, gRPC code, HTTP status,
+/// request id, agent reason, attempts), never a raw response.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SandboxError {
@@ -56,7 +60,8 @@ pub enum SandboxError {
     Sandbox {
         /// Why, when known.
         code: Option<SandboxCode>,
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `timeout`: a deadline passed; `scope` says which.
@@ -65,7 +70,8 @@ pub enum SandboxError {
     Timeout {
         /// Which deadline.
         scope: TimeoutScope,
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `invalid_argument`: a value was refused, by the SDK before any call, by
@@ -75,28 +81,32 @@ pub enum SandboxError {
     InvalidArgument {
         /// The SDK's name for the argument (e.g. `timeout`), when known.
         argument: Option<Cow<'static, str>>,
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `not_found`: a process, context, execution or checkpoint does not exist.
     #[error("{}", meta.message)]
     #[non_exhaustive]
     NotFound {
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `file_not_found`: a path does not exist.
     #[error("{}", meta.message)]
     #[non_exhaustive]
     FileNotFound {
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `sandbox_not_found`: the sandbox does not exist or has terminated.
     #[error("{}", meta.message)]
     #[non_exhaustive]
     SandboxNotFound {
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `sandbox_not_ready`: the agent did not become ready in `ready_timeout`.
@@ -107,21 +117,24 @@ pub enum SandboxError {
         state: Option<String>,
         /// The reason the control plane gave for that state, when known.
         state_reason: Option<String>,
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `sandbox_state`: the sandbox is suspending, resuming or terminating.
     #[error("{}", meta.message)]
     #[non_exhaustive]
     SandboxState {
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `sandbox_lifetime`: a timeout or max_lifetime above the platform cap.
     #[error("{}", meta.message)]
     #[non_exhaustive]
     SandboxLifetime {
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `command_exit`: a command exited non-zero.
@@ -138,7 +151,8 @@ pub enum SandboxError {
         status: CommandExitStatus,
         /// Output was cut to the kept budget.
         truncated: bool,
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `disk_full`: the write needs more free disk than the sandbox has
@@ -146,7 +160,8 @@ pub enum SandboxError {
     #[error("{}", meta.message)]
     #[non_exhaustive]
     DiskFull {
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `rate_limit`: AWS throttling or the agent's concurrency limits.
@@ -155,7 +170,8 @@ pub enum SandboxError {
     RateLimit {
         /// How long the server asked to wait, when it said.
         retry_after: Option<Duration>,
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `authentication` (not a sandbox error): credentials or a token were refused.
@@ -165,7 +181,8 @@ pub enum SandboxError {
         /// The AWS proxy refused the sandbox's token (HTTP 403), even after
         /// the SDK minted a fresh one and retried once.
         proxy_rejected: bool,
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `quota_exceeded` (not a sandbox error): an account quota is spent.
@@ -174,7 +191,8 @@ pub enum SandboxError {
     QuotaExceeded {
         /// The AWS quota code (e.g. `L-1234ABCD`), when given.
         quota_code: Option<String>,
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `capacity` (not a sandbox error): no capacity right now (E2B:
@@ -184,7 +202,8 @@ pub enum SandboxError {
     Capacity {
         /// Which capacity; `None` for AWS `InsufficientCapacityException`.
         code: Option<CapacityCode>,
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `unimplemented` (not a sandbox error): this sandbox or image cannot do it.
@@ -197,7 +216,8 @@ pub enum SandboxError {
         reason: Box<str>,
         /// Where it is documented, when there is a page.
         doc: Option<Box<str>>,
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
     /// `lifecycle_unsupported` (an `unimplemented`): a lifecycle operation
@@ -209,7 +229,8 @@ pub enum SandboxError {
         feature: Box<str>,
         /// Why it is not available.
         reason: Box<str>,
-        /// Shared metadata.
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
         meta: Box<ErrorMeta>,
     },
 }

@@ -335,3 +335,208 @@ impl<'de> serde::Deserialize<'de> for SandboxError {
         Self::from_wire(&value).map_err(serde::de::Error::custom)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![Just(String::new()), ".{0,40}", "[a-z_]{1,12}"]
+    }
+
+    fn opt_text() -> impl Strategy<Value = Option<String>> {
+        proptest::option::of(text())
+    }
+
+    fn meta() -> impl Strategy<Value = Box<ErrorMeta>> {
+        (
+            text(),
+            opt_text(),
+            proptest::option::of(proptest::sample::select(GrpcCode::ALL)),
+            proptest::option::of(any::<u16>()),
+            (opt_text(), opt_text(), opt_text()),
+            any::<u32>(),
+        )
+            .prop_map(
+                |(message, server, grpc, http, (aws, req, reason), attempts)| {
+                    Box::new(ErrorMeta {
+                        message,
+                        server_message: server,
+                        grpc_code: grpc,
+                        http_status: http,
+                        aws_code: aws,
+                        request_id: req,
+                        reason,
+                        attempts,
+                    })
+                },
+            )
+    }
+
+    fn duration() -> impl Strategy<Value = Duration> {
+        (any::<u64>(), 0u32..1_000_000_000).prop_map(|(s, n)| Duration::new(s, n))
+    }
+
+    /// Every variant, with arbitrary fields.
+    fn any_error() -> impl Strategy<Value = SandboxError> {
+        let code = |t: String| SandboxCode::from(t.as_str());
+        prop_oneof![
+            (proptest::option::of(text().prop_map(code)), meta())
+                .prop_map(|(code, meta)| SandboxError::Sandbox { code, meta }),
+            (text(), meta()).prop_map(|(s, meta)| SandboxError::Timeout {
+                scope: TimeoutScope::from(s.as_str()),
+                meta
+            }),
+            (opt_text(), meta()).prop_map(|(a, meta)| SandboxError::InvalidArgument {
+                argument: a.map(Cow::Owned),
+                meta
+            }),
+            meta().prop_map(|meta| SandboxError::NotFound { meta }),
+            meta().prop_map(|meta| SandboxError::FileNotFound { meta }),
+            meta().prop_map(|meta| SandboxError::SandboxNotFound { meta }),
+            (opt_text(), opt_text(), meta()).prop_map(|(state, state_reason, meta)| {
+                SandboxError::SandboxNotReady {
+                    state,
+                    state_reason,
+                    meta,
+                }
+            }),
+            meta().prop_map(|meta| SandboxError::SandboxState { meta }),
+            meta().prop_map(|meta| SandboxError::SandboxLifetime { meta }),
+            (any::<i32>(), text(), text(), text(), any::<bool>(), meta()).prop_map(
+                |(exit_code, o, e, s, truncated, meta)| SandboxError::CommandExit {
+                    exit_code,
+                    stdout: CapturedText::new(o),
+                    stderr: CapturedText::new(e),
+                    status: CommandExitStatus::from(s.as_str()),
+                    truncated,
+                    meta,
+                }
+            ),
+            meta().prop_map(|meta| SandboxError::DiskFull { meta }),
+            (proptest::option::of(duration()), meta())
+                .prop_map(|(retry_after, meta)| SandboxError::RateLimit { retry_after, meta }),
+            (any::<bool>(), meta()).prop_map(|(proxy_rejected, meta)| {
+                SandboxError::Authentication {
+                    proxy_rejected,
+                    meta,
+                }
+            }),
+            (opt_text(), meta())
+                .prop_map(|(quota_code, meta)| SandboxError::QuotaExceeded { quota_code, meta }),
+            (opt_text(), meta()).prop_map(|(c, meta)| SandboxError::Capacity {
+                code: c.map(|c| CapacityCode::from(c.as_str())),
+                meta
+            }),
+            (text(), text(), opt_text(), meta()).prop_map(|(f, r, d, meta)| {
+                SandboxError::Unimplemented {
+                    feature: f.into(),
+                    reason: r.into(),
+                    doc: d.map(Into::into),
+                    meta,
+                }
+            }),
+            (text(), text(), meta()).prop_map(|(f, r, meta)| {
+                SandboxError::LifecycleUnsupported {
+                    feature: f.into(),
+                    reason: r.into(),
+                    meta,
+                }
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn wire_round_trips_every_variant(e in any_error()) {
+            let back = SandboxError::from_wire(&e.to_wire()).expect("own wire form parses");
+            prop_assert_eq!(&back, &e);
+            let back = SandboxError::from_wire_str(&e.to_wire_string()).expect("string form parses");
+            prop_assert_eq!(&back, &e);
+            let via_serde: SandboxError =
+                serde_json::from_str(&serde_json::to_string(&e).expect("serializes")).expect("deserializes");
+            prop_assert_eq!(via_serde, e);
+        }
+    }
+
+    #[test]
+    fn every_kind_is_covered_by_the_strategy() {
+        use proptest::strategy::ValueTree;
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..2_000 {
+            let e = any_error().new_tree(&mut runner).expect("tree").current();
+            seen.insert(e.kind());
+        }
+        assert_eq!(seen.len(), ErrorKind::ALL.len());
+    }
+
+    #[test]
+    fn wire_shape_is_stable() {
+        let e = SandboxError::RateLimit {
+            retry_after: Some(Duration::from_millis(2_500)),
+            meta: Box::new(ErrorMeta {
+                message: "m".into(),
+                http_status: Some(429),
+                aws_code: Some("ThrottlingException".into()),
+                attempts: 5,
+                ..ErrorMeta::default()
+            }),
+        };
+        assert_eq!(
+            e.to_wire_string(),
+            r#"{"kind":"rate_limit","message":"m","meta":{"attempts":5,"aws_code":"ThrottlingException","grpc_code":null,"http_status":429,"reason":null,"request_id":null,"server_message":null},"retry_after":{"nanos":500000000,"secs":2}}"#
+        );
+    }
+
+    #[test]
+    fn unknown_kinds_come_back_as_sandbox_with_the_kind_kept() {
+        let v = json!({"kind": "pool_closed", "message": "the pool is closed", "meta": {"attempts": 2}});
+        let e = SandboxError::from_wire(&v).expect("unknown kinds are accepted");
+        assert!(matches!(
+            &e,
+            SandboxError::Sandbox { code: Some(c), .. } if c.as_str() == "pool_closed" && !c.is_known()
+        ));
+        assert_eq!(e.to_string(), "the pool is closed");
+        assert_eq!(e.meta().attempts(), 2);
+    }
+
+    #[test]
+    fn garbage_is_an_error_that_quotes_nothing() {
+        let cases = [
+            json!(null),
+            json!("timeout"),
+            json!([1, 2]),
+            json!({"message": "m"}),
+            json!({"kind": 3, "message": "m"}),
+            json!({"kind": "timeout"}),
+            json!({"kind": "timeout", "message": "m"}),
+            json!({"kind": "command_exit", "message": "m", "status": "exited"}),
+            json!({"kind": "command_exit", "message": "m", "exit_code": 1u64 << 40, "status": "exited"}),
+            json!({"kind": "rate_limit", "message": "m", "retry_after": 3}),
+            json!({"kind": "rate_limit", "message": "m", "retry_after": {"secs": 1, "nanos": 2_000_000_000u64}}),
+            json!({"kind": "sandbox", "message": "m", "meta": {"grpc_code": "NOPE"}}),
+            json!({"kind": "sandbox", "message": "m", "meta": {"http_status": 70000}}),
+            json!({"kind": "sandbox", "message": "m", "meta": "x"}),
+            json!({"kind": "authentication", "message": "m", "proxy_rejected": "yes"}),
+            json!({"kind": "unimplemented", "message": "m", "feature": "f"}),
+        ];
+        for v in cases {
+            let err = SandboxError::from_wire(&v).expect_err(&v.to_string());
+            assert!(
+                err.to_string()
+                    .starts_with("not a rayito error in wire form: ")
+            );
+            assert!(!err.to_string().contains("NOPE"));
+        }
+        assert_eq!(
+            SandboxError::from_wire_str("{not json")
+                .unwrap_err()
+                .to_string(),
+            "not a rayito error in wire form: not valid JSON"
+        );
+    }
+}

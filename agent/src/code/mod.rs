@@ -1,40 +1,154 @@
-//! The Code service: stateful kernels ("contexts") driven by a small driver
-//! program the agent ships. (Being written: every RPC answers UNIMPLEMENTED.)
+//! The Code service (`run_code`): stateful kernels ("contexts") driven by a
+//! small driver program the agent ships.
+//!
+//! - `python` contexts run `agent/python/driver.py` (one interpreter each);
+//!   `bash` contexts run one persistent shell each. Kernels are started
+//!   through [`SandboxEnv::command`] so they see the same files and isolation
+//!   as commands.
+//! - One cell at a time per context: Execute holds the context's lock for the
+//!   whole cell, so a second Execute waits and output never mixes.
+//! - Live Execute streams follow the agent's [`PhaseCell`]: suspending ->
+//!   UNAVAILABLE `suspending`, terminating -> UNAVAILABLE `terminating`,
+//!   expired -> FAILED_PRECONDITION `sandbox_timeout`, with no `end` event.
+//!   Gating NEW calls is the agent core's job.
+//! - Reattach is not implemented (UNIMPLEMENTED): a stream ended by a suspend
+//!   loses the rest of its cell's output.
 
+mod bash;
+mod context;
+mod execution;
+mod kernel;
+pub mod messages;
+mod python;
+pub mod validate;
+
+use std::collections::BTreeMap;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_util::Stream;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::pb;
 use crate::phase::PhaseCell;
 use crate::sandbox::SandboxEnv;
+use context::{Context, Registry};
+use execution::Cell;
+use validate::Language;
+
+pub use context::MAX_CONTEXTS;
+pub use execution::{INTERRUPT_GRACE, KEEPALIVE_INTERVAL, MAX_CHUNK_BYTES};
+
+/// Events buffered per Execute stream before the kernel is slowed down.
+const STREAM_BUFFER: usize = 32;
 
 /// The Code service of one agent. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct CodeServiceImpl {
-    #[allow(dead_code)]
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
     env: SandboxEnv,
-    #[allow(dead_code)]
     phase: PhaseCell,
+    contexts: Registry,
+    closed: AtomicBool,
 }
 
 impl CodeServiceImpl {
     /// A service whose kernels run in `env` and whose live streams follow `phase`.
     pub fn new(env: SandboxEnv, phase: PhaseCell) -> Self {
-        Self { env, phase }
+        Self {
+            shared: Arc::new(Shared {
+                env,
+                phase,
+                contexts: Registry::default(),
+                closed: AtomicBool::new(false),
+            }),
+        }
     }
 
     /// Starts the default Python context in the background (called at `/run`).
-    pub fn warm_up(&self) {}
+    /// Needs a tokio runtime; without one it does nothing (the context then
+    /// starts on first use).
+    pub fn warm_up(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let Ok(ctx) = self.shared.contexts.default_for(Language::Python) else {
+            return;
+        };
+        let env = self.shared.env.clone();
+        ctx.mark_starting();
+        handle.spawn(async move {
+            if let Err(err) = execution::ensure_kernel(&ctx, &env).await {
+                tracing::warn!(error_kind = ?err.kind(), "default python kernel failed to start");
+            }
+        });
+    }
 
-    /// Whether the default kernel is ready (Health's `kernel_ready`).
+    /// Whether the default kernel is ready (Health's `kernel_ready`): true
+    /// from [`CodeServiceImpl::warm_up`] on while the interpreter is starting
+    /// or running, false before warm-up, after a failed start and after
+    /// shutdown. A cell sent while it is still starting waits for it (the
+    /// context's lock is held during the start), so "ready" means "an
+    /// Execute will run", which is what the SDK's readiness wait needs.
     pub fn kernel_ready(&self) -> bool {
-        true
+        self.shared
+            .contexts
+            .get(Language::Python.default_context_id())
+            .is_some_and(|ctx| ctx.is_live_or_starting())
     }
 
     /// Stops every kernel (called at `/terminate` and on drop of the agent).
-    pub fn shutdown(&self) {}
+    pub fn shutdown(&self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.contexts.destroy_all();
+    }
+
+    #[allow(clippy::result_large_err)]
+    fn check_open(&self) -> Result<(), Status> {
+        if self.shared.closed.load(Ordering::SeqCst) {
+            return Err(Status::unavailable(messages::SHUTTING_DOWN));
+        }
+        Ok(())
+    }
+
+    /// The context an Execute names: by id, by language, or `default`.
+    #[allow(clippy::result_large_err)]
+    fn context_for(
+        &self,
+        context_id: Option<&str>,
+        language: Option<&str>,
+    ) -> Result<Arc<Context>, Status> {
+        let language = language.filter(|l| !l.is_empty());
+        match (context_id, language) {
+            (Some(_), Some(_)) => Err(Status::invalid_argument(messages::LANGUAGE_AND_CONTEXT)),
+            (Some(id), None) => self.existing(id),
+            (None, language) => {
+                let language = validate::language(language.unwrap_or(""))?;
+                self.shared.contexts.default_for(language)
+            }
+        }
+    }
+
+    /// A context that must already exist (the defaults are created on demand).
+    #[allow(clippy::result_large_err)]
+    fn existing(&self, id: &str) -> Result<Arc<Context>, Status> {
+        validate::context_id(id)?;
+        if let Some(ctx) = self.shared.contexts.get(id) {
+            return Ok(ctx);
+        }
+        match id {
+            "default" => self.shared.contexts.default_for(Language::Python),
+            "default-bash" => self.shared.contexts.default_for(Language::Bash),
+            _ => Err(Status::not_found(messages::CONTEXT_NOT_FOUND)),
+        }
+    }
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::ExecuteEvent, Status>> + Send>>;
@@ -43,20 +157,71 @@ type EventStream = Pin<Box<dyn Stream<Item = Result<pb::ExecuteEvent, Status>> +
 impl pb::code_service_server::CodeService for CodeServiceImpl {
     async fn create_context(
         &self,
-        _request: Request<pb::CreateContextRequest>,
+        request: Request<pb::CreateContextRequest>,
     ) -> Result<Response<pb::CreateContextResponse>, Status> {
-        Err(Status::unimplemented(
-            "CreateContext is not implemented yet",
-        ))
+        self.check_open()?;
+        let req = request.into_inner();
+        let language = validate::language(&req.language)?;
+        let cwd = match req.cwd.filter(|c| !c.is_empty()) {
+            Some(cwd) => {
+                validate::cwd(&cwd)?;
+                if !self.shared.env.to_host(&cwd).is_dir() {
+                    return Err(Status::invalid_argument(messages::CWD_NOT_DIRECTORY));
+                }
+                cwd
+            }
+            None => crate::sandbox::GUEST_HOME.to_owned(),
+        };
+        validate::envs(&req.envs)?;
+        let spec = kernel::KernelSpec {
+            language,
+            cwd,
+            envs: req.envs.into_iter().collect(),
+        };
+        let ctx = self.shared.contexts.create(spec)?;
+        if execution::ensure_kernel(&ctx, &self.shared.env)
+            .await
+            .is_err()
+        {
+            self.shared.contexts.remove(&ctx.id);
+            return Err(Status::internal(messages::KERNEL_START_FAILED));
+        }
+        Ok(Response::new(pb::CreateContextResponse {
+            context_id: ctx.id.clone(),
+        }))
     }
 
     type ExecuteStream = EventStream;
 
     async fn execute(
         &self,
-        _request: Request<pb::ExecuteRequest>,
+        request: Request<pb::ExecuteRequest>,
     ) -> Result<Response<Self::ExecuteStream>, Status> {
-        Err(Status::unimplemented("Execute is not implemented yet"))
+        self.check_open()?;
+        let req = request.into_inner();
+        validate::code(&req.code)?;
+        let ctx = self.context_for(req.context_id.as_deref(), req.language.as_deref())?;
+        if ctx.restarting.load(Ordering::SeqCst) {
+            return Err(Status::aborted(messages::CONTEXT_RESTARTING));
+        }
+        if !req.envs.is_empty() && ctx.spec.language != Language::Python {
+            return Err(Status::invalid_argument(messages::ENVS_NOT_PYTHON));
+        }
+        validate::envs(&req.envs)?;
+        let cell = Cell {
+            code: req.code,
+            envs: req.envs.into_iter().collect::<BTreeMap<_, _>>(),
+            timeout_ms: req.timeout_ms,
+        };
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        tokio::spawn(execution::run(
+            ctx,
+            self.shared.env.clone(),
+            cell,
+            tx,
+            self.shared.phase.subscribe(),
+        ));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     type ReattachStream = EventStream;
@@ -65,31 +230,56 @@ impl pb::code_service_server::CodeService for CodeServiceImpl {
         &self,
         _request: Request<pb::ReattachRequest>,
     ) -> Result<Response<Self::ReattachStream>, Status> {
-        Err(Status::unimplemented("Reattach is not implemented"))
+        Err(Status::unimplemented(messages::REATTACH_UNIMPLEMENTED))
     }
 
     async fn list_contexts(
         &self,
         _request: Request<pb::ListContextsRequest>,
     ) -> Result<Response<pb::ListContextsResponse>, Status> {
-        Err(Status::unimplemented("ListContexts is not implemented yet"))
+        Ok(Response::new(pb::ListContextsResponse {
+            contexts: self.shared.contexts.list(),
+        }))
     }
 
     async fn destroy_context(
         &self,
-        _request: Request<pb::DestroyContextRequest>,
+        request: Request<pb::DestroyContextRequest>,
     ) -> Result<Response<pb::DestroyContextResponse>, Status> {
-        Err(Status::unimplemented(
-            "DestroyContext is not implemented yet",
-        ))
+        let id = request.into_inner().context_id;
+        validate::context_id(&id)?;
+        if id == Language::Python.default_context_id() {
+            return Err(Status::failed_precondition(messages::DEFAULT_PROTECTED));
+        }
+        match self.shared.contexts.remove(&id) {
+            Some(_) => Ok(Response::new(pb::DestroyContextResponse {})),
+            None => Err(Status::not_found(messages::CONTEXT_NOT_FOUND)),
+        }
     }
 
     async fn restart_context(
         &self,
-        _request: Request<pb::RestartContextRequest>,
+        request: Request<pb::RestartContextRequest>,
     ) -> Result<Response<pb::RestartContextResponse>, Status> {
-        Err(Status::unimplemented(
-            "RestartContext is not implemented yet",
-        ))
+        self.check_open()?;
+        let id = request.into_inner().context_id;
+        let ctx = self.existing(&id)?;
+        if ctx.restarting.swap(true, Ordering::SeqCst) {
+            return Err(Status::aborted(messages::CONTEXT_RESTARTING));
+        }
+        // Kill first so a running cell ends (KernelRestarted) and frees the lock.
+        ctx.kill();
+        let started = {
+            let mut slot = ctx.kernel.lock().await;
+            ctx.start_kernel(&mut slot, &self.shared.env).await
+        };
+        ctx.restarting.store(false, Ordering::SeqCst);
+        match started {
+            Ok(()) => Ok(Response::new(pb::RestartContextResponse {})),
+            Err(_) if ctx.destroyed.load(Ordering::SeqCst) => {
+                Err(Status::not_found(messages::CONTEXT_NOT_FOUND))
+            }
+            Err(_) => Err(Status::internal(messages::KERNEL_START_FAILED)),
+        }
     }
 }

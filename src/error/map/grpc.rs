@@ -346,8 +346,10 @@ pub fn from_grpc(f: GrpcFailure) -> SandboxError {
                 meta: kept_meta(Box::new(ErrorMeta::new(text)), &f, http),
             }
         }
-        _ if http.is_some_and(is_reconnectable_proxy_status) => {
-            let status = http.unwrap_or_default();
+        // An HTTP answer without grpc-status came from the proxy, not the
+        // agent (tonic maps 429/502-504 to UNAVAILABLE, 404 to
+        // UNIMPLEMENTED, the rest to UNKNOWN).
+        _ if let Some(status) = http => {
             let mut err = from_proxy_status(status, f.call);
             let kept = err.meta_mut();
             let message = std::mem::take(&mut kept.message);

@@ -1,0 +1,360 @@
+//! One Execute call: waits for its context, runs the cell on the kernel and
+//! turns what the kernel reports into the `ExecuteEvent` stream (started
+//! first, output as produced, results, errors, then end; keepalives on
+//! silence; `seq` per execution). It also enforces the cell's timeout, the
+//! client's cancellation and the agent's phase.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, sleep_until};
+use tonic::Status;
+
+use super::context::Context;
+use super::kernel::{Kernel, KernelEvent};
+use super::messages;
+use crate::pb;
+use crate::pb::execute_event::Event;
+use crate::phase::Phase;
+use crate::sandbox::SandboxEnv;
+
+/// Silence after which a keepalive is sent (wire-contract.md 1.3).
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// How long an interrupted kernel has to become idle before it is restarted.
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+/// Largest text of one `OutputChunk`, in bytes.
+pub const MAX_CHUNK_BYTES: usize = 64 * 1024;
+
+/// The sending half of an Execute stream.
+pub(crate) type EventSender = mpsc::Sender<Result<pb::ExecuteEvent, Status>>;
+
+/// What the caller asked to run.
+#[derive(Debug)]
+pub(crate) struct Cell {
+    pub(crate) code: String,
+    pub(crate) envs: BTreeMap<String, String>,
+    pub(crate) timeout_ms: u64,
+}
+
+/// Sends events to the client, numbering them; remembers whether the client
+/// is still there.
+struct Outbox {
+    tx: EventSender,
+    seq: u64,
+    attached: bool,
+    last_sent: Instant,
+}
+
+impl Outbox {
+    async fn emit(&mut self, event: Event) {
+        if !self.attached {
+            return;
+        }
+        let seq = if matches!(event, Event::Keepalive(_)) {
+            0
+        } else {
+            self.seq += 1;
+            self.seq
+        };
+        let message = pb::ExecuteEvent {
+            event: Some(event),
+            seq,
+        };
+        if self.tx.send(Ok(message)).await.is_err() {
+            self.attached = false;
+        }
+        self.last_sent = Instant::now();
+    }
+
+    async fn output(&mut self, text: String, wrap: fn(pb::OutputChunk) -> Event) {
+        for piece in split_chunks(&text) {
+            let chunk = pb::OutputChunk {
+                text: piece.to_owned(),
+                timestamp_unix_ns: now_unix_ns(),
+            };
+            self.emit(wrap(chunk)).await;
+        }
+    }
+
+    async fn error(&mut self, name: &str, value: String) {
+        self.emit(Event::Error(pb::ExecutionError {
+            name: name.to_owned(),
+            value,
+            traceback: Vec::new(),
+        }))
+        .await;
+    }
+
+    /// Ends the stream with a status (no `end` event follows).
+    async fn fail(&mut self, status: Status) {
+        if self.attached {
+            let _ = self.tx.send(Err(status)).await;
+        }
+        self.attached = false;
+    }
+}
+
+/// How the cell's loop ended.
+enum Outcome {
+    /// The kernel reported the cell finished.
+    Done,
+    /// The kernel process died or broke its protocol.
+    Died,
+    /// The kernel was interrupted and did not become idle in time.
+    Stuck,
+}
+
+/// Runs `cell` on `ctx`, streaming into `tx`. Returns when the cell is over
+/// and the context is usable again (the client may have left long before).
+pub(crate) async fn run(
+    ctx: Arc<Context>,
+    env: SandboxEnv,
+    cell: Cell,
+    tx: EventSender,
+    mut phase: watch::Receiver<Phase>,
+) {
+    let mut out = Outbox {
+        tx,
+        seq: 0,
+        attached: true,
+        last_sent: Instant::now(),
+    };
+    let gate = phase.borrow_and_update().gate_status();
+    if let Some(status) = gate {
+        out.fail(status).await;
+        return;
+    }
+    let mut phase_open = true;
+
+    // Wait for the context (one cell at a time), keeping the stream alive.
+    let lock = ctx.kernel.lock();
+    tokio::pin!(lock);
+    let mut slot = loop {
+        tokio::select! {
+            biased;
+            guard = &mut lock => break guard,
+            _ = out.tx.closed() => return,
+            changed = phase.changed(), if phase_open => match changed {
+                Err(_) => phase_open = false,
+                Ok(()) => {
+                    let gate = phase.borrow_and_update().gate_status();
+                    if let Some(status) = gate {
+                        out.fail(status).await;
+                        return;
+                    }
+                }
+            },
+            _ = sleep_until(out.last_sent + KEEPALIVE_INTERVAL) => {
+                out.emit(Event::Keepalive(pb::KeepAlive {})).await;
+            }
+        }
+    };
+    if ctx.destroyed.load(Ordering::SeqCst) {
+        out.fail(Status::not_found(messages::CONTEXT_NOT_FOUND))
+            .await;
+        return;
+    }
+    let needs_start = match slot.as_mut() {
+        None => true,
+        Some(kernel) => kernel.has_exited(),
+    };
+    if needs_start && ctx.start_kernel(&mut slot, &env).await.is_err() {
+        out.fail(Status::unavailable(messages::KERNEL_NOT_READY))
+            .await;
+        return;
+    }
+    let Some(kernel) = slot.as_mut() else {
+        out.fail(Status::unavailable(messages::KERNEL_NOT_READY))
+            .await;
+        return;
+    };
+
+    kernel.count += 1;
+    let count = kernel.count;
+    out.emit(Event::Started(pb::ExecutionStarted {
+        execution_id: format!("exec-{:016x}", rand::random::<u64>()),
+        execution_count: count,
+    }))
+    .await;
+
+    let sent = kernel.send_cell(&cell.code, &cell.envs, count).await;
+    let timeout_at =
+        (cell.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(cell.timeout_ms));
+    let mut timed_out = false;
+    let mut interrupted = false;
+    let mut kill_at: Option<Instant> = None;
+    let mut phase_detached = false;
+
+    let outcome = if sent.is_err() {
+        Outcome::Died
+    } else {
+        loop {
+            if !out.attached && !phase_detached && !interrupted {
+                // The client cancelled the stream: interrupt the cell.
+                kernel.interrupt();
+                interrupted = true;
+                kill_at = Some(Instant::now() + INTERRUPT_GRACE);
+            }
+            let far = Instant::now() + Duration::from_secs(86_400);
+            tokio::select! {
+                biased;
+                changed = phase.changed(), if phase_open && out.attached => match changed {
+                    Err(_) => phase_open = false,
+                    Ok(()) => {
+                        let gate = phase.borrow_and_update().gate_status();
+                        if let Some(status) = gate {
+                            // The cell keeps running; only this stream ends.
+                            phase_detached = true;
+                            out.fail(status).await;
+                        }
+                    }
+                },
+                event = kernel.next_event() => match event {
+                    KernelEvent::Stdout(text) => out.output(text, Event::Stdout).await,
+                    KernelEvent::Stderr(text) => out.output(text, Event::Stderr).await,
+                    KernelEvent::Result(result) => out.emit(Event::Result(*result)).await,
+                    // After an interrupt, the kernel's own KeyboardInterrupt
+                    // is replaced by the agent's ExecutionTimeout below.
+                    KernelEvent::Error(error) if !interrupted => out.emit(Event::Error(error)).await,
+                    KernelEvent::Error(_) | KernelEvent::Mark | KernelEvent::Running => {}
+                    KernelEvent::Done => break Outcome::Done,
+                    KernelEvent::Died => break Outcome::Died,
+                },
+                _ = sleep_until(timeout_at.unwrap_or(far)), if timeout_at.is_some() && !interrupted => {
+                    kernel.interrupt();
+                    interrupted = true;
+                    timed_out = true;
+                    kill_at = Some(Instant::now() + INTERRUPT_GRACE);
+                }
+                _ = sleep_until(kill_at.unwrap_or(far)), if kill_at.is_some() => break Outcome::Stuck,
+                _ = out.tx.closed(), if out.attached => out.attached = false,
+                _ = sleep_until(out.last_sent + KEEPALIVE_INTERVAL), if out.attached => {
+                    out.emit(Event::Keepalive(pb::KeepAlive {})).await;
+                }
+            }
+        }
+    };
+
+    let mut restart = false;
+    match outcome {
+        Outcome::Done => {
+            if timed_out {
+                out.error(
+                    messages::TIMEOUT_NAME,
+                    messages::timeout_value(cell.timeout_ms),
+                )
+                .await;
+            }
+        }
+        Outcome::Stuck => {
+            if timed_out {
+                out.error(
+                    messages::TIMEOUT_NAME,
+                    messages::timeout_value(cell.timeout_ms),
+                )
+                .await;
+            }
+            restart = true;
+        }
+        Outcome::Died => {
+            if ctx.destroyed.load(Ordering::SeqCst) {
+                out.error(
+                    messages::CONTEXT_DESTROYED_NAME,
+                    messages::CONTEXT_DESTROYED_VALUE.to_owned(),
+                )
+                .await;
+            } else if ctx.restarting.load(Ordering::SeqCst) {
+                out.error(
+                    messages::KERNEL_RESTARTED_NAME,
+                    messages::KERNEL_RESTARTED_VALUE.to_owned(),
+                )
+                .await;
+            } else if timed_out {
+                out.error(
+                    messages::TIMEOUT_NAME,
+                    messages::timeout_value(cell.timeout_ms),
+                )
+                .await;
+                restart = true;
+            } else {
+                out.error(
+                    messages::KERNEL_DIED_NAME,
+                    messages::KERNEL_DIED_VALUE.to_owned(),
+                )
+                .await;
+                restart = true;
+            }
+        }
+    }
+    if !matches!(outcome, Outcome::Done) {
+        ctx.clear(&mut slot);
+    }
+    out.emit(Event::End(pb::ExecutionEnd {
+        execution_count: count,
+    }))
+    .await;
+    drop(out);
+    if restart && !ctx.destroyed.load(Ordering::SeqCst) {
+        // Still holding the lock: the next cell runs on the fresh kernel.
+        let _ = ctx.start_kernel(&mut slot, &env).await;
+    }
+}
+
+/// Splits `text` into pieces of at most [`MAX_CHUNK_BYTES`], on character
+/// boundaries.
+pub(crate) fn split_chunks(text: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while rest.len() > MAX_CHUNK_BYTES {
+        let mut cut = MAX_CHUNK_BYTES;
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let (head, tail) = rest.split_at(cut);
+        pieces.push(head);
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        pieces.push(rest);
+    }
+    pieces
+}
+
+fn now_unix_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Starts `ctx`'s kernel if it has none (warm-up and CreateContext).
+pub(crate) async fn ensure_kernel(ctx: &Context, env: &SandboxEnv) -> std::io::Result<()> {
+    let mut slot = ctx.kernel.lock().await;
+    let needs_start = match slot.as_mut() {
+        None => true,
+        Some(kernel) => Kernel::has_exited(kernel),
+    };
+    if needs_start {
+        ctx.start_kernel(&mut slot, env).await?;
+    } else {
+        ctx.unmark_starting();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_on_char_boundaries() {
+        let text = "é".repeat(MAX_CHUNK_BYTES);
+        let pieces = split_chunks(&text);
+        assert!(pieces.iter().all(|p| p.len() <= MAX_CHUNK_BYTES));
+        assert_eq!(pieces.concat(), text);
+        assert_eq!(split_chunks(""), Vec::<&str>::new());
+    }
+}

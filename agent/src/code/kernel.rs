@@ -1,0 +1,257 @@
+//! One kernel process (the interpreter behind a context) and the events it
+//! produces while it runs a cell. The language-specific parts (how the process
+//! is started, how its output is framed) live in `python.rs` and `bash.rs`.
+
+use std::collections::BTreeMap;
+use std::io;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin};
+use tokio::sync::mpsc;
+
+use super::validate::Language;
+use super::{bash, python};
+use crate::pb;
+use crate::sandbox::SandboxEnv;
+
+/// Events buffered between a kernel's reader tasks and the execution; when
+/// full, the kernel blocks on its next write (back-pressure from the client).
+pub(crate) const EVENT_BUFFER: usize = 64;
+
+/// What a kernel reports while it runs a cell.
+#[derive(Debug)]
+pub(crate) enum KernelEvent {
+    /// Text the cell wrote to stdout, as produced.
+    Stdout(String),
+    /// Text the cell wrote to stderr, as produced.
+    Stderr(String),
+    /// A value to show (a `display()` call or the last expression).
+    Result(Box<pb::ExecutionResult>),
+    /// The cell raised; the kernel survives.
+    Error(pb::ExecutionError),
+    /// Bash only: one of the two output streams reached the end-of-cell marker.
+    Mark,
+    /// Python only: the driver began running the cell (an interrupt sent
+    /// before this could land between cells and be lost).
+    Running,
+    /// The cell finished and the kernel is idle again.
+    Done,
+    /// The kernel process exited or broke its protocol.
+    Died,
+}
+
+/// A running kernel. Dropping it kills its process group.
+#[derive(Debug)]
+pub(crate) struct Kernel {
+    language: Language,
+    child: Child,
+    pgid: i32,
+    stdin: ChildStdin,
+    events: mpsc::Receiver<KernelEvent>,
+    /// Bash: the random end-of-code line; Python: unused.
+    bash_end_line: String,
+    marks_seen: u8,
+    exited: bool,
+    /// The cell is known to be running, so SIGINT reaches it.
+    cell_running: bool,
+    /// An interrupt was asked for before the cell was running.
+    interrupt_pending: bool,
+    /// Cells run by this kernel (its `execution_count`).
+    pub(crate) count: u64,
+}
+
+/// How to start a kernel: its context's language, cwd and envs.
+#[derive(Debug, Clone)]
+pub(crate) struct KernelSpec {
+    pub(crate) language: Language,
+    pub(crate) cwd: String,
+    pub(crate) envs: BTreeMap<String, String>,
+}
+
+impl Kernel {
+    /// Starts a kernel through the sandbox (same isolation as commands) and
+    /// waits until it can take a cell.
+    pub(crate) async fn start(env: &SandboxEnv, spec: &KernelSpec) -> io::Result<Kernel> {
+        let (tx, events) = mpsc::channel(EVENT_BUFFER);
+        let started = match spec.language {
+            Language::Python => python::spawn(env, spec, tx).await?,
+            Language::Bash => bash::spawn(env, spec, tx)?,
+        };
+        Ok(Kernel {
+            language: spec.language,
+            pgid: started.pgid,
+            child: started.child,
+            stdin: started.stdin,
+            events,
+            bash_end_line: started.bash_end_line,
+            marks_seen: 0,
+            exited: false,
+            cell_running: false,
+            interrupt_pending: false,
+            count: 0,
+        })
+    }
+
+    /// The kernel's process group (to signal it without holding the kernel).
+    pub(crate) fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
+    /// Whether the process is known to have exited.
+    pub(crate) fn has_exited(&mut self) -> bool {
+        if !self.exited && matches!(self.child.try_wait(), Ok(Some(_)) | Err(_)) {
+            self.exited = true;
+        }
+        self.exited
+    }
+
+    /// Sends one cell. Output from before (a thread or a background job of an
+    /// earlier cell) is dropped so that it never shows up in this cell.
+    pub(crate) async fn send_cell(
+        &mut self,
+        code: &str,
+        envs: &BTreeMap<String, String>,
+        count: u64,
+    ) -> io::Result<()> {
+        while self.events.try_recv().is_ok() {}
+        self.marks_seen = 0;
+        self.interrupt_pending = false;
+        // Bash has no acknowledgement: SIGINT reaches it in any state.
+        self.cell_running = self.language == Language::Bash;
+        let bytes = match self.language {
+            Language::Python => python::request(code, envs, count)?,
+            Language::Bash => bash::request(code, &self.bash_end_line),
+        };
+        self.stdin.write_all(&bytes).await?;
+        self.stdin.flush().await
+    }
+
+    /// The next event of the running cell. Cancel-safe (used in `select!`).
+    pub(crate) async fn next_event(&mut self) -> KernelEvent {
+        loop {
+            if self.exited {
+                return KernelEvent::Died;
+            }
+            let event = tokio::select! {
+                biased;
+                event = self.events.recv() => event.unwrap_or(KernelEvent::Died),
+                _ = self.child.wait() => {
+                    self.exited = true;
+                    continue;
+                }
+            };
+            match event {
+                KernelEvent::Mark => {
+                    self.marks_seen += 1;
+                    if self.marks_seen == 2 {
+                        return KernelEvent::Done;
+                    }
+                }
+                KernelEvent::Running => {
+                    self.cell_running = true;
+                    if std::mem::take(&mut self.interrupt_pending) {
+                        signal_group(self.pgid, libc::SIGINT);
+                    }
+                }
+                KernelEvent::Died => {
+                    self.exited = true;
+                    return KernelEvent::Died;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Interrupts the running cell (SIGINT to the kernel's process group, so
+    /// a subprocess in the foreground stops too).
+    pub(crate) fn interrupt(&mut self) {
+        if self.cell_running {
+            signal_group(self.pgid, libc::SIGINT);
+        } else {
+            self.interrupt_pending = true;
+        }
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        signal_group(self.pgid, libc::SIGKILL);
+    }
+}
+
+/// Sends `signal` to process group `pgid` (no-op for a non-positive id).
+pub(crate) fn signal_group(pgid: i32, signal: i32) {
+    if pgid <= 0 {
+        return;
+    }
+    // SAFETY: kill(2) with a negative pid signals a process group; it takes no
+    // pointers and cannot violate memory safety.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+/// What a language module hands back once its process is running.
+#[derive(Debug)]
+pub(crate) struct Started {
+    pub(crate) child: Child,
+    pub(crate) pgid: i32,
+    pub(crate) stdin: ChildStdin,
+    pub(crate) bash_end_line: String,
+}
+
+/// Incremental UTF-8 decoding of a byte stream: a character split across two
+/// reads is rebuilt, invalid bytes become U+FFFD.
+#[derive(Debug, Default)]
+pub(crate) struct Utf8Decoder {
+    pending: Vec<u8>,
+}
+
+impl Utf8Decoder {
+    /// Decodes what can be decoded, keeping an incomplete trailing character.
+    pub(crate) fn decode(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut out = String::new();
+        let mut rest: &[u8] = &self.pending;
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(text) => {
+                    out.push_str(text);
+                    rest = &[];
+                    break;
+                }
+                Err(err) => {
+                    let (valid, after) = rest.split_at(err.valid_up_to());
+                    // `valid` was just checked by from_utf8, so this never falls back.
+                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                    match err.error_len() {
+                        Some(len) => {
+                            out.push('\u{FFFD}');
+                            rest = &after[len..];
+                        }
+                        None => {
+                            rest = after;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.pending = rest.to_vec();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Utf8Decoder;
+
+    #[test]
+    fn rebuilds_split_characters() {
+        let mut dec = Utf8Decoder::default();
+        let bytes = "añb".as_bytes();
+        assert_eq!(dec.decode(&bytes[..2]), "a");
+        assert_eq!(dec.decode(&bytes[2..]), "ñb");
+        assert_eq!(dec.decode(b"\xffx"), "\u{FFFD}x");
+    }
+}

@@ -1,0 +1,115 @@
+//! Every status message and synthetic error text of the Code service, in one
+//! place so that tests can pin them. None of them echoes code, paths or env
+//! values; the only caller-provided text ever included is a language name that
+//! passed validation.
+
+/// INVALID_ARGUMENT: the cell's source is above the 1 MiB limit.
+pub const CODE_TOO_LARGE: &str = "code is larger than 1 MiB; split it into smaller cells";
+/// INVALID_ARGUMENT: `language` and `context_id` were both set.
+pub const LANGUAGE_AND_CONTEXT: &str =
+    "language and context_id are mutually exclusive; pass only one";
+/// INVALID_ARGUMENT: a context id outside 1-64 `[A-Za-z0-9_-]`.
+pub const INVALID_CONTEXT_ID: &str =
+    "invalid context id; use 1 to 64 characters from A-Z, a-z, 0-9, '_' and '-'";
+/// INVALID_ARGUMENT: a language name that is not a plain identifier.
+pub const INVALID_LANGUAGE: &str = "invalid language name";
+/// INVALID_ARGUMENT: per-execution envs sent to a non-Python context.
+pub const ENVS_NOT_PYTHON: &str = "per-execution envs are only supported in Python contexts";
+/// INVALID_ARGUMENT: an env name that is empty or holds `=` or NUL.
+pub const INVALID_ENV_NAME: &str = "invalid environment variable name";
+/// INVALID_ARGUMENT: an env value holding NUL.
+pub const INVALID_ENV_VALUE: &str = "invalid environment variable value";
+/// INVALID_ARGUMENT: a context cwd that is not an absolute, clean path.
+pub const CWD_NOT_ABSOLUTE: &str = "cwd must be an absolute path without '..'";
+/// INVALID_ARGUMENT: a context cwd that does not name a directory.
+pub const CWD_NOT_DIRECTORY: &str = "cwd is not a directory";
+/// NOT_FOUND: no context with that id.
+pub const CONTEXT_NOT_FOUND: &str = "context not found";
+/// FAILED_PRECONDITION: DestroyContext on `default`.
+pub const DEFAULT_PROTECTED: &str = "the default context cannot be destroyed";
+/// RESOURCE_EXHAUSTED: the ninth context.
+pub const TOO_MANY_CONTEXTS: &str = "too many code contexts (at most 8); destroy one first";
+/// ABORTED: the context is in the middle of a RestartContext.
+pub const CONTEXT_RESTARTING: &str = "context is being restarted; retry";
+/// UNAVAILABLE: Execute could not start the context's kernel.
+pub const KERNEL_NOT_READY: &str = "kernel not ready: the kernel failed to start";
+/// INTERNAL: CreateContext or RestartContext could not start the kernel.
+pub const KERNEL_START_FAILED: &str = "the kernel failed to start";
+/// UNAVAILABLE: the agent is shutting down its kernels.
+pub const SHUTTING_DOWN: &str = "terminating";
+/// UNIMPLEMENTED: Reattach.
+pub const REATTACH_UNIMPLEMENTED: &str =
+    "Reattach is not implemented by the local agent; run the cell again";
+
+/// UNIMPLEMENTED: a well-formed language this agent has no kernel for.
+pub fn language_not_installed(language: &str) -> String {
+    format!("language {language} is not installed in this image; use python or bash")
+}
+
+/// `ExecutionError.name` when the timeout fired.
+pub const TIMEOUT_NAME: &str = "ExecutionTimeout";
+/// `ExecutionError.name` when the kernel process died mid-cell.
+pub const KERNEL_DIED_NAME: &str = "KernelDied";
+/// `ExecutionError.value` for [`KERNEL_DIED_NAME`].
+pub const KERNEL_DIED_VALUE: &str =
+    "the kernel exited during the execution; the context was restarted and its state lost";
+/// `ExecutionError.name` when RestartContext interrupted the cell.
+pub const KERNEL_RESTARTED_NAME: &str = "KernelRestarted";
+/// `ExecutionError.value` for [`KERNEL_RESTARTED_NAME`].
+pub const KERNEL_RESTARTED_VALUE: &str = "the context was restarted during the execution";
+/// `ExecutionError.name` when DestroyContext (or shutdown) ended the cell.
+pub const CONTEXT_DESTROYED_NAME: &str = "ContextDestroyed";
+/// `ExecutionError.value` for [`CONTEXT_DESTROYED_NAME`].
+pub const CONTEXT_DESTROYED_VALUE: &str = "the context was destroyed during the execution";
+
+/// `ExecutionError.value` for [`TIMEOUT_NAME`], e.g. `execution did not
+/// finish within its timeout of 1,500 ms`.
+pub fn timeout_value(timeout_ms: u64) -> String {
+    format!(
+        "execution did not finish within its timeout of {} ms",
+        group_thousands(timeout_ms)
+    )
+}
+
+/// `1500` -> `1,500` (en-US grouping, as every rayito message).
+fn group_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_thousands_like_en_us() {
+        assert_eq!(group_thousands(0), "0");
+        assert_eq!(group_thousands(999), "999");
+        assert_eq!(group_thousands(1000), "1,000");
+        assert_eq!(group_thousands(300_000), "300,000");
+        assert_eq!(group_thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn timeout_value_is_pinned() {
+        assert_eq!(
+            timeout_value(1500),
+            "execution did not finish within its timeout of 1,500 ms"
+        );
+    }
+
+    #[test]
+    fn language_message_is_pinned() {
+        assert_eq!(
+            language_not_installed("ruby"),
+            "language ruby is not installed in this image; use python or bash"
+        );
+    }
+}

@@ -1,0 +1,317 @@
+//! The AWS control-plane table (errors.md 3.1): every code it names, no
+//! response, and an unknown code, each with variant, fields and the exact
+//! message.
+
+use std::time::Duration;
+
+use rayito::error::map::aws::{
+    AwsFailure, NoResponse, from_aws, no_credentials, sanitize_aws_code,
+};
+use rayito::error::{ErrorKind, SandboxCode, SandboxError, TimeoutScope};
+
+fn failure(operation: &'static str, code: &str, status: u16) -> AwsFailure {
+    let mut f = AwsFailure::new(operation);
+    f.code = Some(code.to_owned());
+    f.http_status = Some(status);
+    f.message = Some("server says no".to_owned());
+    f.request_id = Some("req-123".to_owned());
+    f
+}
+
+fn assert_meta(e: &SandboxError, code: &str, status: u16) {
+    let m = e.meta();
+    assert_eq!(m.aws_code(), Some(code));
+    assert_eq!(m.http_status(), Some(status));
+    assert_eq!(m.request_id(), Some("req-123"));
+    assert_eq!(m.server_message(), Some("server says no"));
+    assert_eq!(m.attempts(), 1);
+    assert_eq!(m.grpc_code(), None);
+}
+
+#[test]
+fn resource_not_found_is_sandbox_not_found_and_mentions_the_image_on_run() {
+    let e = from_aws(failure("GetMicrovm", "ResourceNotFoundException", 404));
+    assert!(matches!(e, SandboxError::SandboxNotFound { .. }));
+    assert_eq!(
+        e.to_string(),
+        "control plane call GetMicrovm found no such sandbox: server says no; it has terminated or never existed, create a new sandbox"
+    );
+    assert_meta(&e, "ResourceNotFoundException", 404);
+    assert!(e.is_not_found() && e.is_sandbox_error() && !e.is_retryable());
+
+    let e = from_aws(failure("RunMicrovm", "ResourceNotFoundException", 404));
+    assert!(matches!(e, SandboxError::SandboxNotFound { .. }));
+    assert_eq!(
+        e.to_string(),
+        "control plane call RunMicrovm found no such resource: server says no; the image is probably missing, check the image ARN or publish the image"
+    );
+}
+
+#[test]
+fn validation_codes_are_invalid_argument() {
+    for code in ["ValidationException", "InvalidParameterValueException"] {
+        let e = from_aws(failure("RunMicrovm", code, 400));
+        assert!(
+            matches!(e, SandboxError::InvalidArgument { argument: None, .. }),
+            "{code}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "control plane call RunMicrovm refused an argument: server says no; fix the value before retrying"
+        );
+        assert_meta(&e, code, 400);
+    }
+}
+
+#[test]
+fn every_credential_code_is_authentication() {
+    for code in [
+        "AccessDeniedException",
+        "ExpiredTokenException",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "SignatureDoesNotMatch",
+        "InvalidClientTokenId",
+        "MissingAuthenticationToken",
+    ] {
+        let e = from_aws(failure("RunMicrovm", code, 403));
+        assert!(
+            matches!(
+                e,
+                SandboxError::Authentication {
+                    proxy_rejected: false,
+                    ..
+                }
+            ),
+            "{code}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "control plane call RunMicrovm refused the AWS credentials ({code}): server says no; check the credentials, their expiry and their IAM permissions"
+            )
+        );
+        assert_meta(&e, code, 403);
+        assert!(!e.is_sandbox_error());
+    }
+}
+
+#[test]
+fn throttling_is_rate_limit_with_retry_after() {
+    for code in ["ThrottlingException", "TooManyRequestsException"] {
+        let mut f = failure("RunMicrovm", code, 429);
+        f.retry_after = Some(Duration::from_secs(2));
+        let e = from_aws(f);
+        assert!(matches!(
+            e,
+            SandboxError::RateLimit { retry_after: Some(d), .. } if d == Duration::from_secs(2)
+        ));
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
+        assert_eq!(
+            e.to_string(),
+            "control plane call RunMicrovm was throttled: server says no; retry after 2 s"
+        );
+        assert_meta(&e, code, 429);
+        assert!(e.is_retryable());
+    }
+    let e = from_aws(failure("ListMicrovms", "ThrottlingException", 429));
+    assert!(matches!(
+        e,
+        SandboxError::RateLimit {
+            retry_after: None,
+            ..
+        }
+    ));
+    assert_eq!(
+        e.to_string(),
+        "control plane call ListMicrovms was throttled: server says no; retry later with backoff"
+    );
+}
+
+#[test]
+fn conflicts_are_sandbox_state() {
+    for code in ["ConflictException", "ResourceConflictException"] {
+        let e = from_aws(failure("SuspendMicrovm", code, 409));
+        assert!(matches!(e, SandboxError::SandboxState { .. }), "{code}");
+        assert_eq!(
+            e.to_string(),
+            "control plane call SuspendMicrovm conflicts with the sandbox's current state: server says no; wait until it settles, then retry"
+        );
+        assert_meta(&e, code, 409);
+    }
+}
+
+#[test]
+fn service_quota_is_quota_exceeded_with_its_code_by_name_not_status() {
+    let mut f = failure("RunMicrovm", "ServiceQuotaExceededException", 402);
+    f.quota_code = Some("L-1234ABCD".to_owned());
+    let e = from_aws(f);
+    assert!(matches!(
+        &e,
+        SandboxError::QuotaExceeded { quota_code: Some(q), .. } if q == "L-1234ABCD"
+    ));
+    assert_eq!(
+        e.to_string(),
+        "control plane call RunMicrovm hit an account quota: server says no; free resources or ask AWS for a higher quota"
+    );
+    assert_meta(&e, "ServiceQuotaExceededException", 402);
+    let info = e.classify();
+    assert!(!info.retryable && info.retry_with_larger_limits);
+}
+
+#[test]
+fn insufficient_capacity_is_capacity_even_though_it_is_a_500() {
+    let e = from_aws(failure("RunMicrovm", "InsufficientCapacityException", 500));
+    assert!(matches!(e, SandboxError::Capacity { code: None, .. }));
+    assert_eq!(
+        e.to_string(),
+        "control plane call RunMicrovm found no capacity: server says no; retry later or use another region"
+    );
+    assert_meta(&e, "InsufficientCapacityException", 500);
+    assert!(e.is_retryable() && !e.is_sandbox_error());
+}
+
+#[test]
+fn service_faults_and_any_5xx_are_service_error() {
+    for (code, status) in [
+        ("InternalServerException", 500),
+        ("ServiceException", 500),
+        ("SomethingNewException", 503),
+    ] {
+        let e = from_aws(failure("GetMicrovm", code, status));
+        assert_eq!(e.sandbox_code(), Some(&SandboxCode::ServiceError), "{code}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "control plane call GetMicrovm failed on the service side ({code}): server says no; retry later"
+            )
+        );
+        assert_meta(&e, code, status);
+        assert_eq!(e.classify().kind, "service_error");
+        assert!(e.is_retryable());
+    }
+    let mut f = AwsFailure::new("GetMicrovm");
+    f.http_status = Some(502);
+    let e = from_aws(f);
+    assert_eq!(e.sandbox_code(), Some(&SandboxCode::ServiceError));
+    assert_eq!(
+        e.to_string(),
+        "control plane call GetMicrovm failed on the service side (http 502); retry later"
+    );
+}
+
+#[test]
+fn no_response_is_connection_lost_or_a_request_timeout() {
+    let mut f = AwsFailure::new("RunMicrovm");
+    f.no_response = Some(NoResponse::Timeout);
+    let e = from_aws(f);
+    assert!(matches!(
+        e,
+        SandboxError::Timeout {
+            scope: TimeoutScope::Request,
+            ..
+        }
+    ));
+    assert_eq!(
+        e.to_string(),
+        "control plane call RunMicrovm got no response before its deadline; retry it or raise request_timeout"
+    );
+    assert_eq!(e.meta().http_status(), None);
+
+    let mut f = AwsFailure::new("RunMicrovm");
+    f.no_response = Some(NoResponse::Connect);
+    let e = from_aws(f);
+    assert_eq!(e.sandbox_code(), Some(&SandboxCode::ConnectionLost));
+    assert_eq!(
+        e.to_string(),
+        "control plane call RunMicrovm could not connect to the service; check the network, the region and the endpoint, then retry"
+    );
+    assert!(e.is_retryable());
+
+    let mut f = AwsFailure::new("GetMicrovm");
+    f.no_response = Some(NoResponse::Other);
+    let e = from_aws(f);
+    assert_eq!(e.sandbox_code(), Some(&SandboxCode::ConnectionLost));
+    assert_eq!(
+        e.to_string(),
+        "control plane call GetMicrovm got no response from the service; retry it"
+    );
+}
+
+#[test]
+fn an_unknown_code_keeps_its_metadata() {
+    let e = from_aws(failure("GetMicrovm", "BrandNewException", 418));
+    assert!(matches!(e, SandboxError::Sandbox { code: None, .. }));
+    assert_eq!(
+        e.to_string(),
+        "control plane call GetMicrovm failed (BrandNewException): server says no; the SDK does not retry this failure"
+    );
+    assert_meta(&e, "BrandNewException", 418);
+    assert_eq!(e.kind(), ErrorKind::Sandbox);
+    assert!(!e.is_retryable());
+
+    let e = from_aws(AwsFailure::new("GetMicrovm"));
+    assert_eq!(
+        e.to_string(),
+        "control plane call GetMicrovm failed (no error code); the SDK does not retry this failure"
+    );
+}
+
+#[test]
+fn codes_are_sanitized_as_the_aws_json_protocol_says() {
+    assert_eq!(
+        sanitize_aws_code("aws.foo#ConflictException:http://internal.amazon.com/"),
+        "ConflictException"
+    );
+    let e = from_aws(failure(
+        "ResumeMicrovm",
+        "com.amazon#ConflictException:http://x",
+        409,
+    ));
+    assert!(matches!(e, SandboxError::SandboxState { .. }));
+    assert_eq!(e.meta().aws_code(), Some("ConflictException"));
+}
+
+#[test]
+fn no_credentials_says_how_to_configure_aws_or_go_local() {
+    let e = no_credentials("no providers in chain provided credentials");
+    assert!(matches!(
+        e,
+        SandboxError::Authentication {
+            proxy_rejected: false,
+            ..
+        }
+    ));
+    assert_eq!(
+        e.to_string(),
+        "no AWS credentials or region found: no providers in chain provided credentials; configure AWS (environment variables, a profile or an instance role) or choose the local backend with RAYITO_BACKEND=local or Sandbox::builder().local()"
+    );
+    assert_eq!(
+        no_credentials("").to_string(),
+        "no AWS credentials or region found; configure AWS (environment variables, a profile or an instance role) or choose the local backend with RAYITO_BACKEND=local or Sandbox::builder().local()"
+    );
+}
+
+#[test]
+fn aws_secrets_never_reach_display_debug_or_wire() {
+    let secret_sig = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    let key_id = "AKIAIOSFODNN7EXAMPLE";
+    let token = "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQDcanary";
+    let mut f = failure("RunMicrovm", "SignatureDoesNotMatch", 403);
+    f.message = Some(format!(
+        "Signature={secret_sig} Credential={key_id}/20250101 x-amz-security-token:\n{token}\n\
+         The Canonical String for this request should have been 'POST\n/x\nhost:y'"
+    ));
+    let debug_of_failure = format!("{f:?}");
+    let e = from_aws(f);
+    for shown in [
+        e.to_string(),
+        format!("{e:?}"),
+        e.to_wire_string(),
+        debug_of_failure,
+    ] {
+        for secret in [secret_sig, key_id, token, "host:y"] {
+            assert!(!shown.contains(secret), "{secret} leaked into {shown}");
+        }
+    }
+}

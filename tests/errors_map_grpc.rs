@@ -1,0 +1,477 @@
+//! The agent gRPC table (errors.md 3.2, wire-contract 1.8, 2.7, 5.5): every
+//! code, the exact markers and their near misses, the proxy route, and the
+//! reconnect / not-established / proxy-rejection predicates.
+
+use rayito::error::map::grpc::{
+    CallContext, GrpcFailure, from_grpc, from_proxy_status, http_status_of, is_not_established,
+    is_proxy_rejection, is_reconnectable, is_reconnectable_proxy_status, proxy_rejected,
+};
+use rayito::error::{GrpcCode, SandboxCode, SandboxError, TimeoutScope};
+
+const RUN: CallContext = CallContext::new("commands.run");
+const READ: CallContext = CallContext::filesystem("files.read");
+
+fn agent(code: GrpcCode, message: &str) -> GrpcFailure {
+    GrpcFailure::new(code, message, true, RUN)
+}
+
+fn map(code: GrpcCode, message: &str) -> SandboxError {
+    from_grpc(agent(code, message))
+}
+
+fn assert_kept(e: &SandboxError, code: GrpcCode, message: &str) {
+    assert_eq!(e.meta().grpc_code(), Some(code));
+    assert_eq!(e.meta().attempts(), 1);
+    let expected = if message.is_empty() {
+        None
+    } else {
+        Some(message)
+    };
+    assert_eq!(e.meta().server_message(), expected);
+}
+
+#[test]
+fn phase_gate_is_sandbox_state_and_reconnectable() {
+    let e = map(GrpcCode::Unavailable, "suspending");
+    assert!(matches!(e, SandboxError::SandboxState { .. }));
+    assert_eq!(
+        e.to_string(),
+        "the sandbox is suspending (commands.run); retry once it has resumed"
+    );
+    assert_kept(&e, GrpcCode::Unavailable, "suspending");
+    assert!(is_reconnectable(&agent(
+        GrpcCode::Unavailable,
+        "suspending"
+    )));
+
+    let e = map(GrpcCode::Unavailable, "terminating");
+    assert!(matches!(e, SandboxError::SandboxState { .. }));
+    assert_eq!(
+        e.to_string(),
+        "the sandbox is terminating (commands.run); create a new sandbox"
+    );
+    assert!(is_reconnectable(&agent(
+        GrpcCode::Unavailable,
+        "terminating"
+    )));
+}
+
+#[test]
+fn phase_gate_near_misses_are_not_the_gate() {
+    for text in [
+        "suspending now",
+        "Suspending",
+        " suspending",
+        "terminating.",
+    ] {
+        let e = map(GrpcCode::Unavailable, text);
+        assert_eq!(
+            e.sandbox_code(),
+            Some(&SandboxCode::ConnectionLost),
+            "{text:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "lost the connection to the agent during commands.run: {}; retry, or check that the sandbox is still running",
+                text.trim()
+            )
+        );
+    }
+    // The exact word under another code is not the gate either.
+    let e = map(GrpcCode::Internal, "suspending");
+    assert!(matches!(e, SandboxError::Sandbox { code: None, .. }));
+}
+
+#[test]
+fn kernel_gate_is_kernel_not_ready_and_not_reconnected() {
+    let e = map(GrpcCode::Unavailable, "kernel not ready: starting");
+    assert_eq!(e.sandbox_code(), Some(&SandboxCode::KernelNotReady));
+    assert_eq!(
+        e.to_string(),
+        "the code kernel is not ready (commands.run): starting; retry in a few seconds"
+    );
+    assert_eq!(e.classify().kind, "kernel_not_ready");
+    assert!(e.is_retryable());
+    assert!(!is_reconnectable(&agent(
+        GrpcCode::Unavailable,
+        "kernel not ready: starting"
+    )));
+    let e = map(GrpcCode::Unavailable, "kernel not ready");
+    assert_eq!(
+        e.to_string(),
+        "the code kernel is not ready (commands.run); retry in a few seconds"
+    );
+    // Near miss: the prefix is case-sensitive.
+    let e = map(GrpcCode::Unavailable, "Kernel not ready");
+    assert_eq!(e.sandbox_code(), Some(&SandboxCode::ConnectionLost));
+}
+
+#[test]
+fn sandbox_timeout_marker_is_exact() {
+    let e = map(GrpcCode::FailedPrecondition, "sandbox_timeout");
+    assert!(matches!(
+        e,
+        SandboxError::Timeout {
+            scope: TimeoutScope::Sandbox,
+            ..
+        }
+    ));
+    assert_eq!(
+        e.to_string(),
+        "the sandbox reached its timeout (commands.run); extend it with set_timeout before it expires, or create a new sandbox"
+    );
+    assert_kept(&e, GrpcCode::FailedPrecondition, "sandbox_timeout");
+
+    let e = map(GrpcCode::FailedPrecondition, "sandbox_timeout: x");
+    assert!(matches!(
+        e,
+        SandboxError::InvalidArgument { argument: None, .. }
+    ));
+    assert_eq!(
+        e.to_string(),
+        "the agent refused an argument of commands.run: sandbox_timeout: x; fix the value before retrying"
+    );
+}
+
+#[test]
+fn invalid_argument_and_failed_precondition_are_invalid_argument() {
+    for code in [GrpcCode::InvalidArgument, GrpcCode::FailedPrecondition] {
+        let e = map(code, "invalid cwd");
+        assert!(matches!(
+            e,
+            SandboxError::InvalidArgument { argument: None, .. }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "the agent refused an argument of commands.run: invalid cwd; fix the value before retrying"
+        );
+        assert_kept(&e, code, "invalid cwd");
+    }
+}
+
+#[test]
+fn unauthenticated_and_permission_denied_are_authentication() {
+    let e = map(GrpcCode::Unauthenticated, "falta la cabecera");
+    assert!(matches!(
+        e,
+        SandboxError::Authentication {
+            proxy_rejected: false,
+            ..
+        }
+    ));
+    assert_eq!(
+        e.to_string(),
+        "the agent refused the access token (commands.run); connect to the sandbox again to get a valid token"
+    );
+    let e = map(GrpcCode::PermissionDenied, "root not allowed");
+    assert!(matches!(
+        e,
+        SandboxError::Authentication {
+            proxy_rejected: false,
+            ..
+        }
+    ));
+    assert_eq!(
+        e.to_string(),
+        "the agent denied permission for commands.run: root not allowed; use an allowed user or path"
+    );
+    assert!(!is_proxy_rejection(&agent(GrpcCode::PermissionDenied, "x")));
+}
+
+#[test]
+fn proxy_403_without_grpc_status_is_a_proxy_rejection() {
+    let f = GrpcFailure::new(
+        GrpcCode::PermissionDenied,
+        "grpc-status header missing, mapped from HTTP status code 403",
+        false,
+        RUN,
+    );
+    assert!(is_proxy_rejection(&f));
+    assert!(!is_reconnectable(&f));
+    assert_eq!(http_status_of(&f), Some(403));
+    for e in [proxy_rejected(f.clone()), from_grpc(f)] {
+        assert!(matches!(
+            e,
+            SandboxError::Authentication {
+                proxy_rejected: true,
+                ..
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "the AWS proxy refused the sandbox's token for commands.run even after a fresh one; check the IAM permission to create MicroVM auth tokens"
+        );
+        assert_eq!(e.meta().http_status(), Some(403));
+        assert_eq!(e.meta().grpc_code(), Some(GrpcCode::PermissionDenied));
+    }
+}
+
+#[test]
+fn not_found_depends_on_the_call() {
+    let e = from_grpc(GrpcFailure::new(
+        GrpcCode::NotFound,
+        "missing path",
+        true,
+        READ,
+    ));
+    assert!(matches!(e, SandboxError::FileNotFound { .. }));
+    assert_eq!(
+        e.to_string(),
+        "file not found (files.read): missing path; check the path"
+    );
+    let e = map(GrpcCode::NotFound, "unknown pid");
+    assert!(matches!(e, SandboxError::NotFound { .. }));
+    assert_eq!(
+        e.to_string(),
+        "not found (commands.run): unknown pid; the process, context or execution no longer exists"
+    );
+    let e = map(GrpcCode::OutOfRange, "from_seq dropped");
+    assert!(matches!(e, SandboxError::NotFound { .. }));
+    assert_eq!(
+        e.to_string(),
+        "the requested output is no longer kept by the agent (commands.run); connect again from sequence 0"
+    );
+    assert!(e.is_not_found());
+}
+
+#[test]
+fn disk_markers_are_exact_and_the_rest_is_rate_limit() {
+    let e = map(GrpcCode::ResourceExhausted, "disk_reserve");
+    assert!(matches!(e, SandboxError::DiskFull { .. }));
+    assert_eq!(
+        e.to_string(),
+        "the sandbox has less than 256 MiB of free disk (commands.run); free space or use a larger disk"
+    );
+    let e = map(GrpcCode::ResourceExhausted, "disk_full");
+    assert!(matches!(e, SandboxError::DiskFull { .. }));
+    assert_eq!(
+        e.to_string(),
+        "the sandbox disk is full (commands.run); free space or use a larger disk"
+    );
+    assert!(!e.is_retryable() && e.classify().retry_with_larger_limits);
+
+    let e = map(GrpcCode::ResourceExhausted, "disk_full: ENOSPC");
+    assert!(matches!(
+        e,
+        SandboxError::RateLimit {
+            retry_after: None,
+            ..
+        }
+    ));
+    assert_eq!(
+        e.to_string(),
+        "the agent refused commands.run at one of its limits: disk_full: ENOSPC; wait for running work to finish, then retry"
+    );
+}
+
+#[test]
+fn deadline_and_cancellation() {
+    let e = map(GrpcCode::DeadlineExceeded, "Deadline Exceeded");
+    assert!(matches!(
+        e,
+        SandboxError::Timeout {
+            scope: TimeoutScope::Request,
+            ..
+        }
+    ));
+    assert_eq!(
+        e.to_string(),
+        "the call commands.run did not finish; raise request_timeout or retry"
+    );
+    assert!(!is_reconnectable(&agent(GrpcCode::DeadlineExceeded, "")));
+
+    let e = from_grpc(GrpcFailure::new(
+        GrpcCode::Cancelled,
+        "",
+        false,
+        RUN.cancelled_by_caller(),
+    ));
+    assert_eq!(e.sandbox_code(), Some(&SandboxCode::Cancelled));
+    assert_eq!(
+        e.to_string(),
+        "the call commands.run was cancelled by the caller; start it again if still needed"
+    );
+    assert!(!e.is_retryable());
+}
+
+#[test]
+fn unimplemented_from_the_agent_names_the_feature() {
+    let e = map(GrpcCode::Unimplemented, "");
+    assert!(matches!(
+        &e,
+        SandboxError::Unimplemented { feature, doc: None, .. } if &**feature == "commands.run"
+    ));
+    assert_eq!(
+        e.to_string(),
+        "feature commands.run is not available: the agent in this image does not implement it; publish an image with a newer agent"
+    );
+    assert!(!e.is_sandbox_error());
+}
+
+#[test]
+fn resets_are_reconnectable_and_end_as_connection_lost() {
+    for (code, text) in [
+        (
+            GrpcCode::Internal,
+            "h2 protocol error: stream error received: RST_STREAM",
+        ),
+        (GrpcCode::Cancelled, "Received RST_STREAM with error code 8"),
+        (GrpcCode::Internal, "GOAWAY received"),
+        (GrpcCode::Unavailable, "transport error"),
+    ] {
+        let f = GrpcFailure::new(code, text, false, RUN);
+        assert!(is_reconnectable(&f), "{code:?} {text}");
+        let e = from_grpc(f);
+        assert_eq!(e.sandbox_code(), Some(&SandboxCode::ConnectionLost));
+        assert!(e.is_retryable());
+    }
+    // The same words from the agent (with a grpc-status) are not a reset.
+    let f = agent(GrpcCode::Internal, "Connection reset by peer");
+    assert!(!is_reconnectable(&f));
+    let e = from_grpc(f);
+    assert!(matches!(e, SandboxError::Sandbox { code: None, .. }));
+    assert_eq!(
+        e.to_string(),
+        "the agent failed commands.run with INTERNAL: Connection reset by peer; the SDK does not retry this failure"
+    );
+    assert!(!e.is_retryable());
+    // A cancellation by the caller is never a reset.
+    let f = GrpcFailure::new(
+        GrpcCode::Cancelled,
+        "RST_STREAM",
+        false,
+        RUN.cancelled_by_caller(),
+    );
+    assert!(!is_reconnectable(&f));
+}
+
+#[test]
+fn not_established_needs_a_transport_marker_from_our_stack() {
+    for text in [
+        "Socket closed before receiving SETTINGS frame",
+        "failed to connect to all addresses",
+        "transport error: error trying to connect: tcp connect error: Connection refused (os error 111)",
+    ] {
+        assert!(
+            is_not_established(&GrpcFailure::new(GrpcCode::Unavailable, text, false, RUN)),
+            "{text}"
+        );
+        assert!(!is_not_established(&agent(GrpcCode::Unavailable, text)));
+    }
+    assert!(!is_not_established(&GrpcFailure::new(
+        GrpcCode::Unavailable,
+        "connection reset",
+        false,
+        RUN
+    )));
+}
+
+#[test]
+fn proxy_http_statuses() {
+    for status in [429, 502, 503, 504] {
+        assert!(is_reconnectable_proxy_status(status));
+        let f = GrpcFailure::new(
+            GrpcCode::Unavailable,
+            format!("grpc-status header missing, mapped from HTTP status code {status}"),
+            false,
+            RUN,
+        );
+        assert!(is_reconnectable(&f));
+        let via_grpc = from_grpc(f);
+        let direct = from_proxy_status(status, RUN);
+        for e in [&via_grpc, &direct] {
+            assert_eq!(e.sandbox_code(), Some(&SandboxCode::ConnectionLost));
+            assert_eq!(e.meta().http_status(), Some(status));
+        }
+        assert_eq!(via_grpc.to_string(), direct.to_string());
+    }
+    assert_eq!(
+        from_proxy_status(429, RUN).to_string(),
+        "the AWS proxy rate-limited commands.run (http 429); retry later with backoff"
+    );
+    assert_eq!(
+        from_proxy_status(502, RUN).to_string(),
+        "the AWS proxy could not reach the sandbox for commands.run (http 502); retry, or check that the sandbox is still running"
+    );
+    let e = from_proxy_status(403, RUN);
+    assert!(matches!(
+        e,
+        SandboxError::Authentication {
+            proxy_rejected: true,
+            ..
+        }
+    ));
+    let e = from_proxy_status(500, RUN);
+    assert!(matches!(e, SandboxError::Sandbox { code: None, .. }));
+    assert_eq!(
+        e.to_string(),
+        "the AWS proxy answered commands.run with http 500; the SDK does not retry this failure"
+    );
+    for (code, status) in [(GrpcCode::Unknown, 500), (GrpcCode::Unimplemented, 404)] {
+        let f = GrpcFailure::new(
+            code,
+            format!("grpc-status header missing, mapped from HTTP status code {status}"),
+            false,
+            RUN,
+        );
+        assert!(!is_reconnectable(&f));
+        let e = from_grpc(f);
+        assert!(matches!(e, SandboxError::Sandbox { code: None, .. }));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the AWS proxy answered commands.run with http {status}; the SDK does not retry this failure"
+            )
+        );
+        assert_eq!(e.meta().http_status(), Some(status));
+        assert_eq!(e.meta().grpc_code(), Some(code));
+    }
+    assert!(!is_reconnectable_proxy_status(403));
+    assert!(!is_reconnectable_proxy_status(500));
+}
+
+#[test]
+fn every_other_code_is_a_bare_sandbox_error_with_the_code_kept() {
+    for code in [
+        GrpcCode::Ok,
+        GrpcCode::Unknown,
+        GrpcCode::AlreadyExists,
+        GrpcCode::Aborted,
+        GrpcCode::Internal,
+        GrpcCode::DataLoss,
+        GrpcCode::Cancelled,
+    ] {
+        let e = map(code, "boom");
+        assert!(
+            matches!(e, SandboxError::Sandbox { code: None, .. }),
+            "{code:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the agent failed commands.run with {}: boom; the SDK does not retry this failure",
+                code.as_str()
+            )
+        );
+        assert_kept(&e, code, "boom");
+    }
+}
+
+#[test]
+fn every_code_maps_to_something() {
+    for code in GrpcCode::ALL {
+        for has_status in [true, false] {
+            let e = from_grpc(GrpcFailure::new(*code, "", has_status, READ));
+            assert_eq!(e.meta().grpc_code(), Some(*code));
+            assert!(!e.to_string().is_empty());
+        }
+    }
+    assert_eq!(GrpcCode::ALL.len(), 17);
+    for (n, code) in GrpcCode::ALL.iter().enumerate() {
+        assert_eq!(code.as_i32(), n as i32);
+        assert_eq!(GrpcCode::from_i32(n as i32), *code);
+        assert_eq!(GrpcCode::from_name(code.as_str()), Some(*code));
+    }
+    assert_eq!(GrpcCode::from_i32(99), GrpcCode::Unknown);
+}
