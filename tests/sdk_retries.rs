@@ -44,7 +44,7 @@ async fn capacity_past_the_budget_is_capacity_and_retryable() {
     emu.faults().insufficient_capacity(1_000);
     let started = Instant::now();
     let err = builder(&emu)
-        .retry_policy(quick_policy(Duration::from_millis(100)))
+        .retry_policy(quick_policy(Duration::from_secs(1)))
         .create()
         .await
         .unwrap_err();
