@@ -319,6 +319,8 @@ fn the_message_never_quotes_arguments_or_odd_programs() {
         ("API_KEY=hunter2 node app.js", "node"),
         ("\"$HOME/x.sh\" --password hunter2", "(shell)"),
         ("", "(shell)"),
+        ("/tmp/0123456789abcdef0123/run.sh", "(shell)"),
+        ("/opt/AKIAIOSFODNN7EXAMPLE", "(shell)"),
     ] {
         let err = from_end_event(end("exited", 1), output(), command).unwrap_err();
         assert_eq!(

@@ -21,6 +21,8 @@
 mod codes;
 mod constructors;
 #[cfg(test)]
+mod coverage_check;
+#[cfg(test)]
 mod docs_check;
 mod kind;
 pub mod map;

@@ -69,7 +69,8 @@ pub enum EndOutcome {
 
 /// The name a message may show for a command: its first word that is not an
 /// environment assignment, if it is made only of path-like characters and
-/// is at most 64 long. Anything else could quote a secret: `(shell)`.
+/// is at most 64 long, and holds nothing redaction would remove. Anything
+/// else could quote a secret: `(shell)`.
 pub(crate) fn program_name(command: &str) -> &str {
     let word = command
         .split_whitespace()
@@ -80,7 +81,12 @@ pub(crate) fn program_name(command: &str) -> &str {
         && word
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'/' | b'+' | b'-'));
-    if safe { word } else { "(shell)" }
+    // A path can still hold a key id or a hex secret: those are not shown.
+    if safe && super::redact::redact_aws_text(word) == word {
+        word
+    } else {
+        "(shell)"
+    }
 }
 
 /// A token from the agent, safe to show: `[a-z0-9_]`, at most 64 long.

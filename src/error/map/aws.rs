@@ -45,18 +45,19 @@ impl AwsFailure {
     }
 }
 
-// The message may quote signing material until it is redacted: print its
-// length only.
+// Nothing here is redacted yet: the message prints as its length only, the
+// short fields redacted.
 impl fmt::Debug for AwsFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let clean = |v: &Option<String>| v.as_deref().map(|t| sanitize_remote_text(t, 256));
         f.debug_struct("AwsFailure")
             .field("operation", &self.operation)
-            .field("code", &self.code)
+            .field("code", &clean(&self.code))
             .field("message_len", &self.message.as_ref().map(String::len))
             .field("http_status", &self.http_status)
             .field("retry_after", &self.retry_after)
-            .field("quota_code", &self.quota_code)
-            .field("request_id", &self.request_id)
+            .field("quota_code", &clean(&self.quota_code))
+            .field("request_id", &clean(&self.request_id))
             .field("no_response", &self.no_response)
             .finish()
     }

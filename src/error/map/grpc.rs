@@ -53,8 +53,9 @@ impl CallContext {
     }
 }
 
-/// A failed gRPC call, as plain data.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A failed gRPC call, as plain data. Its `Debug` shows the message
+/// redacted.
+#[derive(Clone, PartialEq, Eq)]
 pub struct GrpcFailure {
     /// The status code.
     pub code: GrpcCode,
@@ -84,6 +85,17 @@ impl GrpcFailure {
             has_grpc_status,
             call,
         }
+    }
+}
+
+impl std::fmt::Debug for GrpcFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcFailure")
+            .field("code", &self.code)
+            .field("message", &sanitize_remote_text(&self.message, 512))
+            .field("has_grpc_status", &self.has_grpc_status)
+            .field("call", &self.call)
+            .finish()
     }
 }
 

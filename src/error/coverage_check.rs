@@ -1,0 +1,206 @@
+//! Every message template is reachable, and every message the mappers and
+//! constructors produce comes from a template: the corpus below walks the
+//! mapping tables' inputs, and each message must match a template (with
+//! placeholders as wildcards) while each template must match some message.
+
+use std::time::Duration;
+
+use super::SandboxError;
+use super::codes::{GrpcCode, TimeoutScope};
+use super::map::agent::{CommandOutput, EndEventData, from_end_event, from_stream_error};
+use super::map::aws::{AwsFailure, NoResponse, from_aws, no_credentials};
+use super::map::grpc::{CallContext, GrpcFailure, from_grpc, from_proxy_status};
+use super::messages::{ALL, Template};
+
+/// Whether `message` can be `template` with some values for its placeholders.
+fn matches(template: &Template, message: &str) -> bool {
+    let mut literals = Vec::new();
+    let mut rest = template.text;
+    while let Some(open) = rest.find('{') {
+        literals.push(&rest[..open]);
+        let close = rest[open..].find('}').map_or(rest.len(), |c| open + c + 1);
+        rest = &rest[close..];
+    }
+    literals.push(rest);
+    let (first, last) = (literals[0], literals[literals.len() - 1]);
+    if literals.len() == 1 {
+        return message == first;
+    }
+    if !message.starts_with(first) || !message.ends_with(last) {
+        return false;
+    }
+    if message.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut middle = &message[first.len()..message.len() - last.len()];
+    for lit in &literals[1..literals.len() - 1] {
+        match middle.find(lit) {
+            Some(at) => middle = &middle[at + lit.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+fn corpus() -> Vec<SandboxError> {
+    let mut out = Vec::new();
+    let codes = [
+        "ResourceNotFoundException",
+        "ValidationException",
+        "AccessDeniedException",
+        "ThrottlingException",
+        "ConflictException",
+        "ServiceQuotaExceededException",
+        "InsufficientCapacityException",
+        "InternalServerException",
+        "SomethingElse",
+    ];
+    for op in ["RunMicrovm", "GetMicrovm"] {
+        for code in codes {
+            for status in [400, 503] {
+                for retry in [None, Some(Duration::from_secs(1))] {
+                    let mut f = AwsFailure::new(op);
+                    f.code = Some(code.into());
+                    f.http_status = Some(status);
+                    f.retry_after = retry;
+                    out.push(from_aws(f));
+                }
+            }
+        }
+        for nr in [NoResponse::Timeout, NoResponse::Connect, NoResponse::Other] {
+            let mut f = AwsFailure::new(op);
+            f.no_response = Some(nr);
+            out.push(from_aws(f));
+        }
+    }
+    out.push(no_credentials("x"));
+
+    let texts = [
+        "",
+        "x",
+        "suspending",
+        "terminating",
+        "kernel not ready: starting",
+        "sandbox_timeout",
+        "disk_reserve",
+        "disk_full",
+        "RST_STREAM",
+        "grpc-status header missing, mapped from HTTP status code 502",
+        "grpc-status header missing, mapped from HTTP status code 429",
+        "grpc-status header missing, mapped from HTTP status code 500",
+    ];
+    let calls = [
+        CallContext::new("commands.run"),
+        CallContext::filesystem("files.read"),
+        CallContext::new("commands.run").cancelled_by_caller(),
+    ];
+    for code in GrpcCode::ALL {
+        for text in texts {
+            for has_status in [true, false] {
+                for call in calls {
+                    out.push(from_grpc(GrpcFailure::new(*code, text, has_status, call)));
+                }
+            }
+        }
+    }
+    for status in [403, 429, 502, 500] {
+        out.push(from_proxy_status(status, calls[0]));
+    }
+    let stream_codes = [
+        "not_found",
+        "permission_denied",
+        "deadline_exceeded",
+        "sandbox_timeout",
+        "invalid_argument",
+        "unimplemented",
+        "resource_exhausted",
+        "suspending",
+        "output_truncated",
+        "cancelled",
+        "other",
+    ];
+    for code in stream_codes {
+        for text in texts {
+            for call in calls {
+                out.push(from_stream_error(code, text, call));
+            }
+        }
+    }
+    for status in [
+        "exited",
+        "signaled",
+        "timeout",
+        "sandbox_timeout",
+        "output_truncated",
+        "suspending",
+        "odd",
+    ] {
+        for exit_code in [0, 1] {
+            for error in [None, Some(("deadline_exceeded".to_owned(), String::new()))] {
+                let end = EndEventData {
+                    status: status.into(),
+                    exit_code,
+                    signal: None,
+                    error,
+                };
+                if let Err(e) = from_end_event(end, CommandOutput::default(), "ls") {
+                    out.push(e);
+                }
+            }
+        }
+    }
+    let d = Some(Duration::from_secs(1));
+    out.extend([
+        SandboxError::invalid_argument("timeout", "x"),
+        SandboxError::closed(),
+        SandboxError::cancelled("f"),
+        SandboxError::protocol_violation("f", "x"),
+        SandboxError::internal("f", "x"),
+        SandboxError::connection_lost("f", None),
+        SandboxError::agent_vm_lost("f"),
+        SandboxError::not_ready(None, None, Duration::from_secs(1)),
+        SandboxError::sandbox_lifetime("timeout", Duration::from_secs(2), Duration::from_secs(1)),
+        SandboxError::sandbox_not_found("m"),
+        SandboxError::sandbox_state("suspended", "call resume()"),
+        SandboxError::timeout(TimeoutScope::Request, "f", d),
+        SandboxError::timeout(TimeoutScope::Command, "f", d),
+        SandboxError::timeout(TimeoutScope::Execution, "f", d),
+        SandboxError::timeout(TimeoutScope::Sandbox, "f", d),
+        SandboxError::timeout(TimeoutScope::StateWait, "f", d),
+        SandboxError::unimplemented("f", "r", None),
+        SandboxError::lifecycle_unsupported("f", "r"),
+    ]);
+    out
+}
+
+#[test]
+fn every_message_comes_from_a_template_and_every_template_is_used() {
+    let messages: Vec<String> = corpus().iter().map(ToString::to_string).collect();
+    for m in &messages {
+        assert!(
+            ALL.iter().any(|t| matches(t, m)),
+            "no template produces {m:?}"
+        );
+        assert!(!m.contains('{'), "unfilled placeholder in {m:?}");
+    }
+    // The unimplemented reason is a fragment used inside sdk.unimplemented.
+    for t in ALL.iter().filter(|t| t.id != "grpc.unimplemented_reason") {
+        assert!(
+            messages.iter().any(|m| matches(t, m)),
+            "template {} is never produced",
+            t.id
+        );
+    }
+}
+
+#[test]
+fn the_matcher_is_strict() {
+    let t = Template {
+        id: "t",
+        text: "a {x} b{y}; c",
+    };
+    assert!(matches(&t, "a 1 b; c"));
+    assert!(matches(&t, "a 1 b: 2; c"));
+    assert!(!matches(&t, "a 1 c; c"));
+    assert!(!matches(&t, "a 1 b; d"));
+}
