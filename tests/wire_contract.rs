@@ -21,9 +21,8 @@ fn reference() -> FileDescriptorSet {
         env!("CARGO_MANIFEST_DIR"),
         "/../shared/reference/rayito-v1-0.17.1.fds.bin"
     );
-    let bytes = std::fs::read(path).unwrap_or_else(|e| {
-        panic!("the reference descriptor set must be readable at {path}: {e}")
-    });
+    let bytes = std::fs::read(path)
+        .unwrap_or_else(|e| panic!("the reference descriptor set must be readable at {path}: {e}"));
     FileDescriptorSet::decode(&bytes[..]).expect("the reference descriptor set decodes")
 }
 
@@ -82,7 +81,9 @@ fn pair_by_name<'a, T>(
     let theirs_by: BTreeMap<&str, &T> = theirs.iter().map(|t| (name(t), t)).collect();
     let ours_by: BTreeMap<&str, &T> = ours.iter().map(|t| (name(t), t)).collect();
     for n in theirs_by.keys().filter(|n| !ours_by.contains_key(*n)) {
-        d.push(format!("{at}: {what} {n} is in the reference but not in ours"));
+        d.push(format!(
+            "{at}: {what} {n} is in the reference but not in ours"
+        ));
     }
     let mut pairs = Vec::new();
     for (n, o) in &ours_by {
@@ -104,7 +105,10 @@ fn compare_fields(at: &str, o: &DescriptorProto, t: &DescriptorProto, d: &mut Ve
     let o_fields: BTreeMap<i32, _> = o.field.iter().map(|f| (f.number(), f)).collect();
     let t_fields: BTreeMap<i32, _> = t.field.iter().map(|f| (f.number(), f)).collect();
     for n in t_fields.keys().filter(|n| !o_fields.contains_key(*n)) {
-        d.push(format!("{at}: field #{n} ({}) is missing", t_fields[n].name()));
+        d.push(format!(
+            "{at}: field #{n} ({}) is missing",
+            t_fields[n].name()
+        ));
     }
     for (n, of) in &o_fields {
         let Some(tf) = t_fields.get(n) else {
@@ -261,27 +265,53 @@ fn the_comparison_detects_every_kind_of_drift() {
     let reference = reference();
     let our_files: Vec<String> = ours().file.iter().map(|f| f.name().to_string()).collect();
     let mutations: Vec<(&str, Mutation)> = vec![
-        ("field number", Box::new(|s| field(s, "process", "EndEvent", 0).number = Some(9))),
-        ("field type", Box::new(|s| field(s, "process", "EndEvent", 0).r#type = Some(5))),
-        ("field name", Box::new(|s| field(s, "common", "User", 0).name = Some("user".into()))),
+        (
+            "field number",
+            Box::new(|s| field(s, "process", "EndEvent", 0).number = Some(9)),
+        ),
+        (
+            "field type",
+            Box::new(|s| field(s, "process", "EndEvent", 0).r#type = Some(5)),
+        ),
+        (
+            "field name",
+            Box::new(|s| field(s, "common", "User", 0).name = Some("user".into())),
+        ),
         (
             "proto3 optional",
             Box::new(|s| field(s, "process", "StartRequest", 4).proto3_optional = Some(false)),
         ),
-        ("label", Box::new(|s| field(s, "process", "ProcessConfig", 1).label = Some(1))),
-        ("oneof membership", Box::new(|s| field(s, "process", "ProcessEvent", 0).oneof_index = None)),
-        ("enum value", Box::new(|s| file(s, "common").enum_type[0].value[1].number = Some(7))),
-        ("method name", Box::new(|s| file(s, "code").service[0].method[0].name = Some("Create".into()))),
+        (
+            "label",
+            Box::new(|s| field(s, "process", "ProcessConfig", 1).label = Some(1)),
+        ),
+        (
+            "oneof membership",
+            Box::new(|s| field(s, "process", "ProcessEvent", 0).oneof_index = None),
+        ),
+        (
+            "enum value",
+            Box::new(|s| file(s, "common").enum_type[0].value[1].number = Some(7)),
+        ),
+        (
+            "method name",
+            Box::new(|s| file(s, "code").service[0].method[0].name = Some("Create".into())),
+        ),
         (
             "streaming kind",
             Box::new(|s| file(s, "filesystem").service[0].method[1].client_streaming = Some(false)),
         ),
-        ("missing message", Box::new(|s| drop(file(s, "code").message_type.pop()))),
+        (
+            "missing message",
+            Box::new(|s| drop(file(s, "code").message_type.pop())),
+        ),
     ];
     for (what, mutate) in mutations {
         let mut changed = reference.clone();
         mutate(&mut changed);
-        changed.file.retain(|f| our_files.iter().any(|o| o == f.name()));
+        changed
+            .file
+            .retain(|f| our_files.iter().any(|o| o == f.name()));
         assert!(
             !differences(&changed, &reference).is_empty(),
             "a change of {what} went unnoticed"

@@ -20,6 +20,7 @@ mod filesystem;
 mod gate;
 mod health;
 pub mod hooks;
+mod isolation;
 mod lifecycle;
 mod payload;
 pub mod phase;

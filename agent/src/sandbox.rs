@@ -32,13 +32,34 @@ pub struct SandboxEnv {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
 struct Inner {
     root: PathBuf,
+    /// The value of [`SANDBOX_MARKER`] in every child of this sandbox.
+    marker: String,
+    /// Whether children get the mount namespace (see `crate::isolation`).
+    isolated: bool,
     defaults: Mutex<BTreeMap<String, String>>,
     run_options: Mutex<RunOptions>,
     pgids: Mutex<Vec<i32>>,
 }
+
+// Env values may be secrets: Debug shows only their count.
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SandboxEnv")
+            .field("root", &self.root)
+            .field("isolated", &self.isolated)
+            .field(
+                "default_env_count",
+                &self.defaults.lock().map(|d| d.len()).unwrap_or(0),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// The environment variable that marks every process of a sandbox, so that
+/// terminate finds processes that left their process group (`setsid`).
+pub const SANDBOX_MARKER: &str = "RAYITO_SANDBOX";
 
 /// Per-sandbox options from the run payload.
 #[derive(Debug, Default, Clone)]
@@ -55,9 +76,12 @@ impl SandboxEnv {
     pub fn new(root: &Path) -> std::io::Result<Self> {
         std::fs::create_dir_all(root.join("home/user"))?;
         std::fs::create_dir_all(root.join("tmp"))?;
+        let isolated = crate::isolation::available();
         Ok(Self {
             inner: Arc::new(Inner {
                 root: root.to_path_buf(),
+                marker: format!("{:016x}", rand::random::<u64>()),
+                isolated,
                 defaults: Mutex::new(BTreeMap::new()),
                 run_options: Mutex::new(RunOptions::default()),
                 pgids: Mutex::new(Vec::new()),
@@ -83,6 +107,12 @@ impl SandboxEnv {
         };
     }
 
+    /// Whether children run in their own mount namespace, where
+    /// `/home/user` and `/tmp` are the sandbox's (else HOME is the host path).
+    pub fn is_isolated(&self) -> bool {
+        self.inner.isolated
+    }
+
     /// The host path behind a guest path (absolute, already validated).
     pub fn to_host(&self, guest: &str) -> PathBuf {
         self.inner.root.join(guest.trim_start_matches('/'))
@@ -99,7 +129,11 @@ impl SandboxEnv {
             "PATH",
             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         );
-        cmd.env("HOME", self.to_host(GUEST_HOME));
+        if self.inner.isolated {
+            cmd.env("HOME", GUEST_HOME);
+        } else {
+            cmd.env("HOME", self.to_host(GUEST_HOME));
+        }
         cmd.env("LANG", "C.UTF-8");
         for (k, v) in self.inner.defaults.lock().expect("defaults lock").iter() {
             cmd.env(k, v);
@@ -107,6 +141,7 @@ impl SandboxEnv {
         for (k, v) in &spec.envs {
             cmd.env(k, v);
         }
+        cmd.env(SANDBOX_MARKER, &self.inner.marker);
         let options = self
             .inner
             .run_options
@@ -122,11 +157,23 @@ impl SandboxEnv {
         cmd.process_group(0);
         cmd.kill_on_drop(true);
         let cpu_seconds = options.cpu_seconds;
+        // Prepared before fork: nothing may allocate in the child.
+        let plan = if self.inner.isolated {
+            crate::isolation::MountPlan::new(&self.inner.root, cwd).ok()
+        } else {
+            None
+        };
         // SAFETY: the closure runs in the forked child before exec and only
-        // calls setrlimit(2), which is async-signal-safe and takes a pointer
-        // to a local that outlives the call.
+        // makes async-signal-safe syscalls (setrlimit, unshare, mount, mkdir,
+        // chdir) on memory prepared before the fork.
         unsafe {
-            cmd.pre_exec(move || apply_limits(cpu_seconds));
+            cmd.pre_exec(move || {
+                apply_limits(cpu_seconds)?;
+                if let Some(plan) = &plan {
+                    plan.apply()?;
+                }
+                Ok(())
+            });
         }
         cmd
     }
@@ -140,7 +187,18 @@ impl SandboxEnv {
             .push(pid as i32);
     }
 
-    /// Kills every tracked process group with SIGKILL.
+    /// Forgets a process group that has been reaped (so that a recycled pid
+    /// is never signalled by [`SandboxEnv::kill_all`]).
+    pub fn untrack(&self, pid: u32) {
+        self.inner
+            .pgids
+            .lock()
+            .expect("pgids lock")
+            .retain(|p| *p != pid as i32);
+    }
+
+    /// Kills every tracked process group with SIGKILL, then every process
+    /// that still carries this sandbox's marker (one that left its group).
     pub fn kill_all(&self) {
         let pgids = std::mem::take(&mut *self.inner.pgids.lock().expect("pgids lock"));
         for pgid in pgids {
@@ -150,6 +208,28 @@ impl SandboxEnv {
                 libc::kill(-pgid, libc::SIGKILL);
             }
         }
+        for pid in self.marked_pids() {
+            // SAFETY: as above, a plain kill(2) of one pid.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+
+    /// Pids whose environment carries this sandbox's marker.
+    fn marked_pids(&self) -> Vec<i32> {
+        let needle = format!("{SANDBOX_MARKER}={}", self.inner.marker);
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        dir.flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .map(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+                    .unwrap_or(false)
+            })
+            .collect()
     }
 }
 

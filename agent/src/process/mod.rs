@@ -1,43 +1,193 @@
 //! `rayito.v1.ProcessService`: processes, their output rings and subscribers.
-//! (First cut: the table exists so that terminate can kill; the RPCs follow.)
+//!
+//! Status messages are short fixed English strings: they never echo a
+//! command, a path or an env value.
 
-use std::sync::Arc;
+mod entry;
+mod ring;
+mod spawn;
+mod stream;
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt as _;
 use tonic::{Request, Response, Status};
 
+use self::entry::ProcessEntry;
+use self::stream::EventStream;
 use crate::pb;
 use crate::phase::PhaseCell;
-use crate::sandbox::SandboxEnv;
+use crate::sandbox::{SandboxEnv, SpawnSpec};
 use crate::state::Shared;
 
-/// Every process the agent started.
+/// Most live processes at once.
+const MAX_LIVE: usize = 256;
+/// Most finished processes remembered (for Connect replays).
+const MAX_FINISHED: usize = 256;
+/// How long a finished process can still be connected to.
+const RETAIN_FINISHED: Duration = Duration::from_secs(30);
+
+/// Every process the agent started, live or recently finished.
 #[derive(Debug)]
 pub(crate) struct ProcessTable {
     env: SandboxEnv,
-    #[allow(dead_code)]
     phase: PhaseCell,
+    entries: Mutex<HashMap<u32, Arc<ProcessEntry>>>,
 }
 
 impl ProcessTable {
     pub(crate) fn new(env: SandboxEnv, phase: PhaseCell) -> Self {
-        Self { env, phase }
+        Self {
+            env,
+            phase,
+            entries: Mutex::new(HashMap::new()),
+        }
     }
 
-    /// Kills every process group.
+    /// Drops finished processes older than the retention (or beyond the cap).
+    fn prune(map: &mut HashMap<u32, Arc<ProcessEntry>>) {
+        map.retain(|_, e| e.ended_at().is_none_or(|t| t.elapsed() < RETAIN_FINISHED));
+        let mut finished: Vec<_> = map
+            .values()
+            .filter_map(|e| e.ended_at().map(|t| (t, e.pid)))
+            .collect();
+        if finished.len() > MAX_FINISHED {
+            finished.sort();
+            for (_, pid) in &finished[..finished.len() - MAX_FINISHED] {
+                map.remove(pid);
+            }
+        }
+    }
+
+    fn get(&self, pid: u32) -> Result<Arc<ProcessEntry>, Status> {
+        let mut map = self.entries.lock().expect("process table lock");
+        Self::prune(&mut map);
+        map.get(&pid)
+            .cloned()
+            .ok_or_else(|| Status::not_found("process not found"))
+    }
+
+    /// A live process (ended ones are NOT_FOUND for signals and stdin).
+    fn get_live(&self, pid: u32) -> Result<Arc<ProcessEntry>, Status> {
+        let entry = self.get(pid)?;
+        if entry.has_ended() {
+            return Err(Status::not_found("process not found"));
+        }
+        Ok(entry)
+    }
+
+    /// Kills every live process group.
     pub(crate) fn kill_all(&self) {
-        self.env.kill_all();
+        let map = self.entries.lock().expect("process table lock");
+        for entry in map.values().filter(|e| !e.has_ended()) {
+            let _ = spawn::signal_group(entry.pid, libc::SIGKILL);
+        }
+    }
+
+    #[allow(clippy::result_large_err)]
+    fn start(&self, req: pb::StartRequest) -> Result<EventStream, Status> {
+        let config = req.process.unwrap_or_default();
+        if config.cmd.is_empty() {
+            return Err(Status::invalid_argument("empty command"));
+        }
+        if let Some(user) = &req.user {
+            check_user(&user.username)?;
+        }
+        if let Some(cwd) = &config.cwd {
+            self.check_cwd(cwd)?;
+        }
+        let spec = SpawnSpec {
+            program: config.cmd.clone(),
+            args: config.args.clone(),
+            envs: config.envs.clone().into_iter().collect(),
+            cwd: config.cwd.clone(),
+        };
+        let timeout = (req.timeout_ms > 0).then(|| Duration::from_millis(req.timeout_ms));
+        let mut map = self.entries.lock().expect("process table lock");
+        Self::prune(&mut map);
+        if map.values().filter(|e| !e.has_ended()).count() >= MAX_LIVE {
+            return Err(Status::resource_exhausted("too many processes"));
+        }
+        let (entry, first) = spawn::spawn(&self.env, &spec, config, req.tag, req.stdin, timeout)?;
+        map.insert(entry.pid, entry.clone());
+        drop(map);
+        Ok(stream::spawn_subscriber(
+            entry,
+            first,
+            1,
+            self.phase.clone(),
+        ))
+    }
+
+    #[allow(clippy::result_large_err)]
+    fn check_cwd(&self, cwd: &str) -> Result<(), Status> {
+        let invalid = || Status::invalid_argument("invalid working directory");
+        if !cwd.starts_with('/') || cwd.contains('\0') || cwd.split('/').any(|c| c == "..") {
+            return Err(invalid());
+        }
+        if !self.env.to_host(cwd).is_dir() {
+            return Err(invalid());
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::result_large_err)]
+    fn connect(&self, req: pb::ConnectRequest) -> Result<EventStream, Status> {
+        let entry = self.get(req.pid)?;
+        let from_seq = if req.from_seq == 0 {
+            entry.next_seq()
+        } else {
+            req.from_seq
+        };
+        if entry.snapshot(from_seq).chunks.is_err() {
+            return Err(Status::out_of_range("output already discarded"));
+        }
+        let Some(id) = entry.attach(from_seq) else {
+            return Err(Status::resource_exhausted("too many subscribers"));
+        };
+        Ok(stream::spawn_subscriber(
+            entry,
+            id,
+            from_seq,
+            self.phase.clone(),
+        ))
+    }
+
+    fn list(&self) -> Vec<pb::ProcessInfo> {
+        let mut map = self.entries.lock().expect("process table lock");
+        Self::prune(&mut map);
+        let mut out: Vec<_> = map
+            .values()
+            .filter(|e| !e.has_ended())
+            .map(|e| pb::ProcessInfo {
+                pid: e.pid,
+                config: Some(e.config.clone()),
+                tag: e.tag.clone(),
+                kind: pb::ProcessKind::Process as i32,
+            })
+            .collect();
+        out.sort_by_key(|p| p.pid);
+        out
+    }
+}
+
+/// The local agent has one account, `user`; root and others are refused.
+#[allow(clippy::result_large_err)]
+fn check_user(username: &str) -> Result<(), Status> {
+    match username {
+        "" | "user" => Ok(()),
+        "root" => Err(Status::permission_denied("running as root is not allowed")),
+        _ => Err(Status::invalid_argument("unknown user")),
     }
 }
 
 /// `rayito.v1.ProcessService`.
 #[derive(Clone, Debug)]
 pub(crate) struct ProcessServiceImpl {
-    #[allow(dead_code)]
     pub(crate) shared: Arc<Shared>,
 }
-
-type EventStream =
-    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<pb::ProcessEvent, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl pb::process_service_server::ProcessService for ProcessServiceImpl {
@@ -46,43 +196,69 @@ impl pb::process_service_server::ProcessService for ProcessServiceImpl {
 
     async fn start(
         &self,
-        _request: Request<pb::StartRequest>,
+        request: Request<pb::StartRequest>,
     ) -> Result<Response<Self::StartStream>, Status> {
-        Err(Status::unimplemented("Start is not implemented yet"))
+        let stream = self.shared.processes.start(request.into_inner())?;
+        Ok(Response::new(stream))
     }
 
     async fn connect(
         &self,
-        _request: Request<pb::ConnectRequest>,
+        request: Request<pb::ConnectRequest>,
     ) -> Result<Response<Self::ConnectStream>, Status> {
-        Err(Status::unimplemented("Connect is not implemented yet"))
+        let stream = self.shared.processes.connect(request.into_inner())?;
+        Ok(Response::new(stream))
     }
 
     async fn send_input(
         &self,
-        _request: Request<pb::SendInputRequest>,
+        request: Request<pb::SendInputRequest>,
     ) -> Result<Response<pb::SendInputResponse>, Status> {
-        Err(Status::unimplemented("SendInput is not implemented yet"))
+        let req = request.into_inner();
+        let entry = self.shared.processes.get_live(req.pid)?;
+        let mut stdin = entry.stdin.lock().await;
+        let pipe = stdin
+            .as_mut()
+            .ok_or_else(|| Status::failed_precondition("stdin is not open"))?;
+        if pipe.write_all(&req.data).await.is_err() || pipe.flush().await.is_err() {
+            *stdin = None;
+            return Err(Status::failed_precondition("stdin is not open"));
+        }
+        Ok(Response::new(pb::SendInputResponse {}))
     }
 
     async fn close_stdin(
         &self,
-        _request: Request<pb::CloseStdinRequest>,
+        request: Request<pb::CloseStdinRequest>,
     ) -> Result<Response<pb::CloseStdinResponse>, Status> {
-        Err(Status::unimplemented("CloseStdin is not implemented yet"))
+        let entry = self.shared.processes.get_live(request.into_inner().pid)?;
+        let closed = entry.stdin.lock().await.take();
+        if closed.is_none() {
+            return Err(Status::failed_precondition("stdin is not open"));
+        }
+        Ok(Response::new(pb::CloseStdinResponse {}))
     }
 
     async fn send_signal(
         &self,
-        _request: Request<pb::SendSignalRequest>,
+        request: Request<pb::SendSignalRequest>,
     ) -> Result<Response<pb::SendSignalResponse>, Status> {
-        Err(Status::unimplemented("SendSignal is not implemented yet"))
+        let req = request.into_inner();
+        if !(1..=64).contains(&req.signal) {
+            return Err(Status::invalid_argument("signal must be between 1 and 64"));
+        }
+        let entry = self.shared.processes.get_live(req.pid)?;
+        spawn::signal_group(entry.pid, req.signal)
+            .map_err(|_| Status::not_found("process not found"))?;
+        Ok(Response::new(pb::SendSignalResponse {}))
     }
 
     async fn list(
         &self,
         _request: Request<pb::ListRequest>,
     ) -> Result<Response<pb::ListResponse>, Status> {
-        Err(Status::unimplemented("List is not implemented yet"))
+        Ok(Response::new(pb::ListResponse {
+            processes: self.shared.processes.list(),
+        }))
     }
 }

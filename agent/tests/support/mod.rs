@@ -198,3 +198,109 @@ pub fn assert_status(status: &tonic::Status, code: tonic::Code, message: &str) {
         "unexpected status"
     );
 }
+
+/// One event of a process stream (the oneof, unwrapped).
+pub type Event = pb::process_event::Event;
+
+/// A `StartRequest` for `bash -c <script>`, as the SDK builds it.
+pub fn bash(script: &str) -> pb::StartRequest {
+    pb::StartRequest {
+        process: Some(pb::ProcessConfig {
+            cmd: "/bin/bash".to_owned(),
+            args: vec!["-c".to_owned(), script.to_owned()],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The next event of a process stream (panics after 20 s or at the end).
+pub async fn next_event(stream: &mut tonic::Streaming<pb::ProcessEvent>) -> Event {
+    tokio::time::timeout(Duration::from_secs(20), stream.message())
+        .await
+        .expect("event within 20 s")
+        .expect("stream ok")
+        .expect("stream not finished")
+        .event
+        .expect("event set")
+}
+
+/// Every event until the stream closes (bounded by 30 s).
+pub async fn collect_events(mut stream: tonic::Streaming<pb::ProcessEvent>) -> Vec<Event> {
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let msg = tokio::time::timeout_at(deadline, stream.message())
+            .await
+            .expect("stream ends within 30 s")
+            .expect("stream ok");
+        match msg {
+            Some(ev) => out.push(ev.event.expect("event set")),
+            None => return out,
+        }
+    }
+}
+
+/// What a finished process stream carried.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub pid: u32,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub seqs: Vec<u64>,
+    pub end: Option<pb::EndEvent>,
+}
+
+/// Checks the stream shape (Start first, one End last) and gathers output.
+pub fn outcome(events: &[Event]) -> Outcome {
+    let mut o = Outcome::default();
+    match events.first() {
+        Some(Event::Start(s)) => o.pid = s.pid,
+        other => panic!("first event is not StartEvent: {other:?}"),
+    }
+    for (i, ev) in events.iter().enumerate().skip(1) {
+        match ev {
+            Event::Start(_) => panic!("second StartEvent"),
+            Event::Data(d) => {
+                o.seqs.push(d.seq);
+                match &d.output {
+                    Some(pb::data_event::Output::Stdout(b)) => o.stdout.extend_from_slice(b),
+                    Some(pb::data_event::Output::Stderr(b)) => o.stderr.extend_from_slice(b),
+                    None => panic!("DataEvent without output"),
+                }
+            }
+            Event::End(e) => {
+                assert_eq!(i, events.len() - 1, "EndEvent is not last");
+                o.end = Some(e.clone());
+            }
+            Event::Keepalive(_) => {}
+        }
+    }
+    o
+}
+
+/// Runs `bash -c script` to completion through Start.
+pub async fn run_bash(t: &TestAgent, script: &str) -> Outcome {
+    let stream = t
+        .process()
+        .start(bash(script))
+        .await
+        .expect("Start")
+        .into_inner();
+    outcome(&collect_events(stream).await)
+}
+
+/// Whether `pid` is alive (a zombie counts as dead).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // The state follows the parenthesised command name.
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X") | None)
+        }
+        Err(_) => false,
+    }
+}

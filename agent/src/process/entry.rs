@@ -1,0 +1,192 @@
+//! One started process: its output ring, its end, its stdin and the
+//! bookkeeping its subscribers need.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::process::ChildStdin;
+use tokio::sync::watch;
+
+use super::ring::{Channel, OutputRing, RING_BYTES};
+use crate::pb;
+
+/// Most subscribers (Start stream included) one process may have.
+pub(crate) const MAX_SUBSCRIBERS: usize = 8;
+/// How long output waits for a slow subscriber before dropping unread output
+/// (that subscriber then ends with `output_truncated`).
+pub(crate) const SLOW_SUBSCRIBER_GRACE: Duration = Duration::from_secs(30);
+
+/// A process the agent started.
+#[derive(Debug)]
+pub(crate) struct ProcessEntry {
+    pub pid: u32,
+    pub config: pb::ProcessConfig,
+    pub tag: Option<String>,
+    state: Mutex<EntryState>,
+    /// Bumped on every chunk and at the end; subscribers wait on it.
+    version: watch::Sender<u64>,
+    pub stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    /// Each subscriber's next seq, by subscriber id.
+    cursors: Mutex<HashMap<u64, u64>>,
+    next_cursor: AtomicU64,
+    /// Bumped whenever a subscriber reads or leaves; the pumps wait on it.
+    progress: watch::Sender<u64>,
+    pub timed_out: AtomicBool,
+}
+
+#[derive(Debug)]
+struct EntryState {
+    ring: OutputRing,
+    end: Option<pb::EndEvent>,
+    ended_at: Option<Instant>,
+}
+
+/// What a subscriber sees at one moment.
+pub(crate) struct Snapshot {
+    pub chunks: Result<Vec<super::ring::Chunk>, super::ring::Discarded>,
+    pub end: Option<pb::EndEvent>,
+}
+
+impl ProcessEntry {
+    pub(crate) fn new(
+        pid: u32,
+        config: pb::ProcessConfig,
+        tag: Option<String>,
+        stdin: Option<ChildStdin>,
+    ) -> Self {
+        let (version, _) = watch::channel(0);
+        let (progress, _) = watch::channel(0);
+        Self {
+            pid,
+            config,
+            tag,
+            state: Mutex::new(EntryState {
+                ring: OutputRing::new(RING_BYTES),
+                end: None,
+                ended_at: None,
+            }),
+            version,
+            stdin: tokio::sync::Mutex::new(stdin),
+            cursors: Mutex::new(HashMap::new()),
+            next_cursor: AtomicU64::new(0),
+            progress,
+            timed_out: AtomicBool::new(false),
+        }
+    }
+
+    /// Records a chunk of output.
+    pub(crate) fn push(&self, channel: Channel, data: Bytes) {
+        self.state
+            .lock()
+            .expect("entry lock")
+            .ring
+            .push(channel, data);
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    /// Records the end (once).
+    pub(crate) fn finish(&self, end: pb::EndEvent) {
+        let mut st = self.state.lock().expect("entry lock");
+        if st.end.is_none() {
+            st.end = Some(end);
+            st.ended_at = Some(Instant::now());
+        }
+        drop(st);
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    /// Whether the process has ended.
+    pub(crate) fn has_ended(&self) -> bool {
+        self.state.lock().expect("entry lock").end.is_some()
+    }
+
+    /// When the process ended, if it has.
+    pub(crate) fn ended_at(&self) -> Option<Instant> {
+        self.state.lock().expect("entry lock").ended_at
+    }
+
+    /// Output from `from_seq` on, and the end if there is one.
+    pub(crate) fn snapshot(&self, from_seq: u64) -> Snapshot {
+        let st = self.state.lock().expect("entry lock");
+        Snapshot {
+            chunks: st.ring.since(from_seq),
+            end: st.end.clone(),
+        }
+    }
+
+    /// The seq of the next chunk (where "only new output" starts).
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.state.lock().expect("entry lock").ring.next_seq()
+    }
+
+    /// A receiver woken on every chunk and at the end.
+    pub(crate) fn watch(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
+    /// Takes a subscriber slot reading from `from_seq`; `None` when all
+    /// slots are taken. Returns the subscriber id.
+    pub(crate) fn attach(&self, from_seq: u64) -> Option<u64> {
+        let mut cursors = self.cursors.lock().expect("cursor lock");
+        if cursors.len() >= MAX_SUBSCRIBERS {
+            return None;
+        }
+        let id = self.next_cursor.fetch_add(1, Ordering::Relaxed);
+        cursors.insert(id, from_seq);
+        Some(id)
+    }
+
+    /// A subscriber has sent everything before `next_seq`.
+    pub(crate) fn advance(&self, id: u64, next_seq: u64) {
+        if let Some(c) = self.cursors.lock().expect("cursor lock").get_mut(&id) {
+            *c = next_seq;
+        }
+        self.progress.send_modify(|v| *v += 1);
+    }
+
+    /// Gives a subscriber slot back.
+    pub(crate) fn detach(&self, id: u64) {
+        self.cursors.lock().expect("cursor lock").remove(&id);
+        self.progress.send_modify(|v| *v += 1);
+    }
+
+    /// Whether pushing `incoming` bytes would drop output a subscriber has
+    /// not read yet.
+    fn would_drop_unread(&self, incoming: usize) -> bool {
+        let Some(slowest) = self
+            .cursors
+            .lock()
+            .expect("cursor lock")
+            .values()
+            .min()
+            .copied()
+        else {
+            return false;
+        };
+        let st = self.state.lock().expect("entry lock");
+        let unread = st.ring.bytes_since(slowest) as usize;
+        unread > 0 && unread + incoming > st.ring.capacity()
+    }
+
+    /// Backpressure for the output pumps: waits (at most 30 s) until the
+    /// slowest subscriber has read enough that `incoming` bytes fit.
+    pub(crate) async fn wait_for_room(&self, incoming: usize) {
+        let mut progress = self.progress.subscribe();
+        let deadline = tokio::time::Instant::now() + SLOW_SUBSCRIBER_GRACE;
+        loop {
+            progress.borrow_and_update();
+            if !self.would_drop_unread(incoming) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, progress.changed())
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+}
