@@ -133,7 +133,10 @@ async fn errors_met_inside_a_sandbox() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(err.to_string(), "COMMAND EXIT MESSAGE");
+    assert_eq!(
+        err.to_string(),
+        "command echo exited with code 3; its stdout and stderr are in the error"
+    );
 
     // The agent ends a command at its timeout.
     let err = sbx
@@ -154,7 +157,10 @@ async fn errors_met_inside_a_sandbox() {
         ),
         "{err:?}"
     );
-    assert_eq!(err.to_string(), "COMMAND TIMEOUT MESSAGE");
+    assert_eq!(
+        err.to_string(),
+        "command sleep reached its timeout and was stopped; raise the command timeout, or pass 0 for no limit"
+    );
 
     // The disk reserve refuses a write.
     assert!(emu.faults().set_disk_reserve(sbx.id(), u64::MAX));
@@ -180,7 +186,10 @@ async fn errors_met_inside_a_sandbox() {
         ),
         "{err:?}"
     );
-    assert_eq!(err.to_string(), "WRONG TOKEN MESSAGE");
+    assert_eq!(
+        err.to_string(),
+        "the agent refused the access token (connect); connect to the sandbox again to get a valid token"
+    );
 
     // The sandbox's deadline passes.
     assert!(emu.faults().expire_deadline(sbx.id()));
@@ -195,7 +204,10 @@ async fn errors_met_inside_a_sandbox() {
         ),
         "{err:?}"
     );
-    assert_eq!(err.to_string(), "SANDBOX DEADLINE MESSAGE");
+    assert_eq!(
+        err.to_string(),
+        "the sandbox reached its timeout (commands.run); extend it with set_timeout before it expires, or create a new sandbox"
+    );
 
     // A killed sandbox used again.
     assert!(sbx.kill().await.unwrap());
@@ -210,7 +222,10 @@ async fn errors_met_inside_a_sandbox() {
         ),
         "{err:?}"
     );
-    assert_eq!(err.to_string(), "CLOSED MESSAGE");
+    assert_eq!(
+        err.to_string(),
+        "the sandbox handle is closed; create a new sandbox or connect to it again"
+    );
 
     // Connecting to it now finds nothing.
     let err = builder(&emu)
@@ -221,7 +236,13 @@ async fn errors_met_inside_a_sandbox() {
         matches!(err, SandboxError::SandboxNotFound { .. }),
         "{err:?}"
     );
-    assert_eq!(err.to_string(), "ENDED MESSAGE");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the sandbox {} does not exist or has terminated; create a new sandbox",
+            sbx.id()
+        )
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -52,7 +52,10 @@ async fn capacity_past_the_budget_is_capacity_and_retryable() {
     assert!(matches!(err, SandboxError::Capacity { .. }), "{err:?}");
     assert!(err.classify().retryable);
     assert!(emu.calls(Operation::RunMicrovm) >= 3);
-    assert_eq!(err.to_string(), "control plane call RunMicrovm found no capacity: Insufficient capacity to run the MicroVM. Retry later.; retry later or use another region");
+    assert_eq!(
+        err.to_string(),
+        "control plane call RunMicrovm found no capacity: Insufficient capacity to run the MicroVM. Retry later.; retry later or use another region"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,7 +87,10 @@ async fn throttling_past_its_attempts_is_rate_limit_with_retry_after() {
     }
     // The default policy: 5 attempts in all.
     assert_eq!(emu.calls(Operation::GetMicrovm), 5);
-    assert_eq!(err.to_string(), "control plane call GetMicrovm was throttled: Rate exceeded; retry after 0 s");
+    assert_eq!(
+        err.to_string(),
+        "control plane call GetMicrovm was throttled: Rate exceeded; retry after 0 s"
+    );
     emu.faults().clear();
     assert!(sbx.kill().await.unwrap());
 }
@@ -119,6 +125,9 @@ async fn one_proxy_403_is_invisible_two_are_proxy_rejected() {
         ),
         "{err:?}"
     );
-    assert_eq!(err.to_string(), "the AWS proxy refused the sandbox's token for commands.run even after a fresh one; check the IAM permission to create MicroVM auth tokens");
+    assert_eq!(
+        err.to_string(),
+        "the AWS proxy refused the sandbox's token for commands.run even after a fresh one; check the IAM permission to create MicroVM auth tokens"
+    );
     assert!(sbx.kill().await.unwrap());
 }

@@ -12,7 +12,6 @@ use super::readiness::{OnNotReady, wait_ready};
 use super::{Inner, Sandbox, proxy_minter};
 use crate::control::{IdlePolicyParams, RunRequest};
 use crate::error::{RetryPolicy, SandboxError};
-use crate::pb;
 use crate::secret::{Secret, decode_access_token, generate_access_token, token_sha256_hex};
 use crate::transport::{AGENT_PORT, AgentConn};
 
@@ -311,8 +310,7 @@ impl SandboxBuilder {
         .await?;
         // Health is anonymous; this call is not, so a wrong token fails here
         // rather than on the caller's first call.
-        conn.list_processes(pb::ListRequest {}, self.options.request_timeout)
-            .await?;
+        conn.verify_access(self.options.request_timeout).await?;
         Ok(Sandbox {
             inner: Arc::new(Inner {
                 id: vm.id,

@@ -94,23 +94,20 @@ impl AgentConn {
         .map(|_| ())
     }
 
-    /// `ProcessService/List` (also the cheapest authenticated call, used to
-    /// prove an access token on connect).
-    pub(crate) async fn list_processes(
-        &self,
-        request: pb::ListRequest,
-        timeout: Duration,
-    ) -> Result<pb::ListResponse, SandboxError> {
+    /// `ProcessService/List`, used to prove an access token on connect
+    /// (Health is anonymous; this is the cheapest authenticated call).
+    pub(crate) async fn verify_access(&self, timeout: Duration) -> Result<(), SandboxError> {
         self.call(
-            CallContext::new("commands.list"),
+            CallContext::new("connect"),
             Some(timeout),
             ConnectRetry::Ladder,
             || {
                 let mut client = client!(self, ProcessServiceClient);
-                async move { client.list(request).await }
+                async move { client.list(pb::ListRequest {}).await }
             },
         )
         .await
+        .map(|_| ())
     }
 
     /// `FilesystemService/Read`; `total` bounds the whole stream.
