@@ -129,7 +129,7 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(384))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
     fn aws_mapping_never_panics(

@@ -448,7 +448,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(512))]
+        #![proptest_config(ProptestConfig::with_cases(256))]
 
         #[test]
         fn wire_round_trips_every_variant(e in any_error()) {
