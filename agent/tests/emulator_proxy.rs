@@ -45,6 +45,7 @@ async fn health_err(ch: &tonic::transport::Channel, headers: ProxyHeaders) -> (C
 }
 
 #[tokio::test]
+#[ignore = "needs the agent's Process service (not on main yet)"]
 async fn forwards_unary_and_streams_both_ways() {
     let h = Harness::start().await;
     let (id, endpoint) = h.run_ready().await;
@@ -416,6 +417,7 @@ async fn proxy_status_faults_answer_the_next_calls() {
 }
 
 #[tokio::test]
+#[ignore = "needs the agent's Process service (not on main yet)"]
 async fn agent_faults_cut_kill_disk_and_deadline() {
     let h = Harness::start().await;
     let (id, endpoint) = h.run_ready().await;

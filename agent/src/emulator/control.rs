@@ -100,7 +100,7 @@ async fn run_microvm(State(shared): State<Arc<Shared>>, headers: HeaderMap, body
     let s = &shared.settings;
     let known = valid.image.region == s.region
         && valid.image.account == s.account_id
-        && s.images.iter().any(|i| *i == valid.image.name);
+        && s.images.contains(&valid.image.name);
     if !known {
         return Err(ApiError::image_not_found(&valid.image_arn));
     }

@@ -256,7 +256,6 @@ impl std::fmt::Debug for Vm {
 }
 
 impl Vm {
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         id: String,
         spec: Spec,

@@ -1,17 +1,34 @@
-//! `rayito.v1.FilesystemService`. (First cut: every RPC answers
-//! UNIMPLEMENTED; Read/Write/Stat/ListDir/MakeDir/Remove/Move follow.)
+//! `rayito.v1.FilesystemService`: Read, Write, Stat, ListDir, MakeDir,
+//! Remove and Move on the sandbox's view (`/home/user/**`, `/tmp/**`).
+//! WatchDir, Checkpoint/Restore and the S3 transfers are UNIMPLEMENTED.
+//! Status messages never echo a path or file contents.
+
+mod disk;
+mod info;
+mod path;
+mod write;
 
 use std::sync::Arc;
 
+use tokio::io::AsyncReadExt as _;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use self::info::{entry_info, io_status};
+use self::path::resolve;
 use crate::pb;
+use crate::phase::Phase;
 use crate::state::Shared;
+
+/// Bytes per ReadResponse.
+const READ_CHUNK: usize = 256 * 1024;
+/// Most entries one ListDir returns.
+const MAX_LIST_ENTRIES: usize = 10_000;
 
 /// `rayito.v1.FilesystemService`.
 #[derive(Clone, Debug)]
 pub(crate) struct FilesystemServiceImpl {
-    #[allow(dead_code)]
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -19,6 +36,62 @@ type BoxStream<T> = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<T, 
 
 fn not_local(rpc: &str) -> Status {
     Status::unimplemented(format!("{rpc} is not implemented by the local agent"))
+}
+
+fn io(e: std::io::Error) -> Status {
+    io_status(&e)
+}
+
+/// Opens a regular file for reading without following a final symlink.
+#[allow(clippy::result_large_err)]
+async fn open_regular(host: &std::path::Path) -> Result<tokio::fs::File, Status> {
+    let file = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(host)
+        .await
+        .map_err(io)?;
+    let md = file.metadata().await.map_err(io)?;
+    if md.is_dir() {
+        return Err(Status::invalid_argument("is a directory"));
+    }
+    if !md.is_file() {
+        return Err(Status::invalid_argument("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// Lists `host` (guest `guest`) down to `depth` levels, never following symlinks.
+#[allow(clippy::result_large_err)]
+fn list(
+    guest: &str,
+    host: &std::path::Path,
+    depth: u32,
+    out: &mut Vec<pb::EntryInfo>,
+) -> Result<(), Status> {
+    let mut names: Vec<_> = std::fs::read_dir(host)
+        .map_err(io)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .collect();
+    names.sort();
+    for name in names {
+        let name = name.to_string_lossy().into_owned();
+        let child_guest = format!("{}/{name}", guest.trim_end_matches('/'));
+        let child_host = host.join(&name);
+        let Ok(entry) = entry_info(&child_guest, &child_host) else {
+            continue;
+        };
+        let is_dir = entry.r#type == pb::FileType::Directory as i32;
+        out.push(entry);
+        if out.len() > MAX_LIST_ENTRIES {
+            return Err(Status::resource_exhausted("too many entries"));
+        }
+        if is_dir && depth > 1 {
+            list(&child_guest, &child_host, depth - 1, out)?;
+        }
+    }
+    Ok(())
 }
 
 #[tonic::async_trait]
@@ -31,46 +104,152 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
 
     async fn read(
         &self,
-        _r: Request<pb::ReadRequest>,
+        r: Request<pb::ReadRequest>,
     ) -> Result<Response<Self::ReadStream>, Status> {
-        Err(not_local("Read"))
+        let req = r.into_inner();
+        let target = resolve(&self.shared.env, &req.path)?;
+        let mut file = open_regular(&target.host).await?;
+        let (tx, rx) = mpsc::channel(4);
+        let mut phase = self.shared.phase.subscribe();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; READ_CHUNK];
+            loop {
+                let n = tokio::select! {
+                    n = file.read(&mut buf) => n,
+                    _ = phase.changed() => {
+                        let gate = *phase.borrow_and_update();
+                        if matches!(gate, Phase::Suspending | Phase::Expired) {
+                            let _ = tx.send(Err(gate.gate_status().expect("gated"))).await;
+                            return;
+                        }
+                        continue;
+                    }
+                };
+                match n {
+                    Ok(0) => return,
+                    Ok(n) => {
+                        let msg = pb::ReadResponse {
+                            chunk: buf[..n].to_vec(),
+                        };
+                        if tx.send(Ok(msg)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(io(e))).await;
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
+
     async fn write(
         &self,
-        _r: Request<Streaming<pb::WriteRequest>>,
+        r: Request<Streaming<pb::WriteRequest>>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        Err(not_local("Write"))
+        write::write(&self.shared, r.into_inner())
+            .await
+            .map(Response::new)
     }
+
     async fn stat(
         &self,
-        _r: Request<pb::StatRequest>,
+        r: Request<pb::StatRequest>,
     ) -> Result<Response<pb::StatResponse>, Status> {
-        Err(not_local("Stat"))
+        let target = resolve(&self.shared.env, &r.into_inner().path)?;
+        let entry = entry_info(&target.guest, &target.host).map_err(io)?;
+        Ok(Response::new(pb::StatResponse { entry: Some(entry) }))
     }
+
     async fn list_dir(
         &self,
-        _r: Request<pb::ListDirRequest>,
+        r: Request<pb::ListDirRequest>,
     ) -> Result<Response<pb::ListDirResponse>, Status> {
-        Err(not_local("ListDir"))
+        let req = r.into_inner();
+        let target = resolve(&self.shared.env, &req.path)?;
+        let md = std::fs::symlink_metadata(&target.host).map_err(io)?;
+        if !md.is_dir() {
+            return Err(Status::invalid_argument("not a directory"));
+        }
+        let depth = req.depth.max(1);
+        let entries = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            list(&target.guest, &target.host, depth, &mut out).map(|()| out)
+        })
+        .await
+        .map_err(|_| Status::internal("listing failed"))??;
+        Ok(Response::new(pb::ListDirResponse { entries }))
     }
+
     async fn make_dir(
         &self,
-        _r: Request<pb::MakeDirRequest>,
+        r: Request<pb::MakeDirRequest>,
     ) -> Result<Response<pb::MakeDirResponse>, Status> {
-        Err(not_local("MakeDir"))
+        let target = resolve(&self.shared.env, &r.into_inner().path)?;
+        if let Ok(md) = std::fs::symlink_metadata(&target.host) {
+            return Err(if md.is_dir() {
+                Status::already_exists("directory already exists")
+            } else {
+                Status::invalid_argument("something else exists at the path")
+            });
+        }
+        tokio::fs::create_dir_all(&target.host)
+            .await
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::EEXIST) => Status::invalid_argument("not a directory"),
+                _ => io(e),
+            })?;
+        let entry = entry_info(&target.guest, &target.host).map_err(io)?;
+        Ok(Response::new(pb::MakeDirResponse { entry: Some(entry) }))
     }
+
     async fn r#move(
         &self,
-        _r: Request<pb::MoveRequest>,
+        r: Request<pb::MoveRequest>,
     ) -> Result<Response<pb::MoveResponse>, Status> {
-        Err(not_local("Move"))
+        let req = r.into_inner();
+        let source = resolve(&self.shared.env, &req.source)?;
+        let destination = resolve(&self.shared.env, &req.destination)?;
+        if source.is_view_root() || destination.is_view_root() {
+            return Err(Status::permission_denied("path not allowed"));
+        }
+        std::fs::symlink_metadata(&source.host).map_err(io)?;
+        if let Some(parent) = destination.host.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(io)?;
+        }
+        tokio::fs::rename(&source.host, &destination.host)
+            .await
+            .map_err(io)?;
+        let entry = entry_info(&destination.guest, &destination.host).map_err(io)?;
+        Ok(Response::new(pb::MoveResponse { entry: Some(entry) }))
     }
+
     async fn remove(
         &self,
-        _r: Request<pb::RemoveRequest>,
+        r: Request<pb::RemoveRequest>,
     ) -> Result<Response<pb::RemoveResponse>, Status> {
-        Err(not_local("Remove"))
+        let req = r.into_inner();
+        let target = resolve(&self.shared.env, &req.path)?;
+        if target.is_view_root() {
+            return Err(Status::permission_denied("path not allowed"));
+        }
+        let md = std::fs::symlink_metadata(&target.host).map_err(io)?;
+        let result = if !md.is_dir() {
+            tokio::fs::remove_file(&target.host).await
+        } else if req.recursive {
+            tokio::fs::remove_dir_all(&target.host).await
+        } else {
+            tokio::fs::remove_dir(&target.host).await
+        };
+        result.map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOTEMPTY) => Status::failed_precondition("directory not empty"),
+            _ => io(e),
+        })?;
+        Ok(Response::new(pb::RemoveResponse {}))
     }
+
     async fn watch_dir(
         &self,
         _r: Request<pb::WatchDirRequest>,
