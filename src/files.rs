@@ -135,7 +135,7 @@ impl<'a> Files<'a> {
     /// `FileNotFound`; `InvalidArgument` (`path`) when it is not a regular
     /// file; `Authentication` for a denied path; transport failures.
     pub async fn read(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
-        let entry = self.get_info(path).await?;
+        let entry = self.stat(path, "files.read").await?;
         if entry.file_type != FileType::File {
             return Err(SandboxError::invalid_argument(
                 "path",
@@ -276,7 +276,7 @@ impl<'a> Files<'a> {
     /// # Errors
     /// Failures other than not-found.
     pub async fn exists(&self, path: &str) -> Result<bool, SandboxError> {
-        match self.get_info(path).await {
+        match self.stat(path, "files.exists").await {
             Ok(_) => Ok(true),
             Err(err) if err.kind() == ErrorKind::FileNotFound => Ok(false),
             Err(err) => Err(err),
@@ -288,6 +288,10 @@ impl<'a> Files<'a> {
     /// # Errors
     /// `FileNotFound`; transport failures.
     pub async fn get_info(&self, path: &str) -> Result<EntryInfo, SandboxError> {
+        self.stat(path, "files.get_info").await
+    }
+
+    async fn stat(&self, path: &str, feature: &'static str) -> Result<EntryInfo, SandboxError> {
         let response = self
             .sandbox
             .conn()
@@ -296,6 +300,7 @@ impl<'a> Files<'a> {
                     path: path.to_owned(),
                     user: None,
                 },
+                feature,
                 self.timeout(),
             )
             .await?;

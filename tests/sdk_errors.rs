@@ -108,7 +108,10 @@ async fn errors_met_inside_a_sandbox() {
         .await
         .unwrap_err();
     assert!(matches!(err, SandboxError::FileNotFound { .. }), "{err:?}");
-    assert_eq!(err.to_string(), "FILE NOT FOUND MESSAGE");
+    assert_eq!(
+        err.to_string(),
+        "file not found (files.read): path not found; check the path"
+    );
 
     // Non-zero exit.
     let err = sbx
@@ -170,7 +173,10 @@ async fn errors_met_inside_a_sandbox() {
         .await
         .unwrap_err();
     assert!(matches!(err, SandboxError::DiskFull { .. }), "{err:?}");
-    assert_eq!(err.to_string(), "DISK FULL MESSAGE");
+    assert_eq!(
+        err.to_string(),
+        "the sandbox has less than 256 MiB of free disk (files.write); free space or use a larger disk"
+    );
     assert!(emu.faults().set_disk_reserve(sbx.id(), 0));
 
     // A wrong access token on connect.

@@ -143,14 +143,15 @@ impl AgentConn {
         .await
     }
 
-    /// `FilesystemService/Stat`.
+    /// `FilesystemService/Stat`, for the SDK call named `feature`.
     pub(crate) async fn stat(
         &self,
         request: pb::StatRequest,
+        feature: &'static str,
         timeout: Duration,
     ) -> Result<pb::StatResponse, SandboxError> {
         self.call(
-            CallContext::filesystem("files.get_info"),
+            CallContext::filesystem(feature),
             Some(timeout),
             ConnectRetry::Ladder,
             || {
