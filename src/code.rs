@@ -347,8 +347,8 @@ pub enum ExecutionEvent {
     Stdout(OutputMessage),
     /// A stderr chunk.
     Stderr(OutputMessage),
-    /// A result (a display call or the main result).
-    Result(ExecutionResult),
+    /// A result (a display call or the main result); boxed, it is large.
+    Result(Box<ExecutionResult>),
     /// The kernel exception (data; the cell may still produce output).
     Error(ExecutionError),
     /// The cell finished; always the last event.
@@ -451,7 +451,7 @@ impl CellReader {
                     timestamp_ns: chunk.timestamp_unix_ns,
                     error: true,
                 }),
-                Some(Event::Result(result)) => ExecutionEvent::Result(result.into()),
+                Some(Event::Result(result)) => ExecutionEvent::Result(Box::new(result.into())),
                 Some(Event::Error(error)) => ExecutionEvent::Error(ExecutionError {
                     name: error.name,
                     value: error.value,
@@ -510,7 +510,7 @@ pub(crate) async fn run_code(
                 if let Some(cb) = options.on_result.as_mut() {
                     cb(&result);
                 }
-                execution.results.push(result);
+                execution.results.push(*result);
             }
             ExecutionEvent::Error(error) => {
                 if let Some(cb) = options.on_error.as_mut() {

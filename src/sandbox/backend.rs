@@ -126,14 +126,14 @@ impl BackendChoice {
                 let backend = local::backend().await?;
                 let control = AwsControlPlane::hermetic(&backend.endpoint_url, &backend.region);
                 Ok(ResolvedBackend {
-                    control: Arc::new(Retrying::new(control, policy.clone())),
+                    control: Arc::new(Retrying::new(control, *policy)),
                     local: Some(backend),
                 })
             }
             Self::Aws(options) => {
                 let control = AwsControlPlane::connect(&options.settings).await?;
                 Ok(ResolvedBackend {
-                    control: Arc::new(Retrying::new(control, policy.clone())),
+                    control: Arc::new(Retrying::new(control, *policy)),
                     local: None,
                 })
             }
