@@ -68,15 +68,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Warm the kernel and the connection.
     assert_eq!(sbx.run_code("1 + 1").await?.text(), Some("2"));
 
-    let mut sdk_times = Vec::with_capacity(round_trips);
-    for _ in 0..round_trips {
-        let started = Instant::now();
-        let execution = sbx.run_code("1 + 1").await?;
-        sdk_times.push(started.elapsed());
-        assert_eq!(execution.text(), Some("2"));
-    }
-    let sdk = report("SDK run_code(\"1 + 1\")", sdk_times);
-
     // The raw client: its own proxy token, same endpoint, same headers.
     let control = lmv::Client::from_conf(
         lmv::Config::builder()
@@ -123,8 +114,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(req)
         },
     );
+    // Interleaved, so that load on a shared machine hits both alike.
+    let mut sdk_times = Vec::with_capacity(round_trips);
     let mut raw_times = Vec::with_capacity(round_trips);
     for _ in 0..round_trips {
+        let started = Instant::now();
+        let execution = sbx.run_code("1 + 1").await?;
+        sdk_times.push(started.elapsed());
+        assert_eq!(execution.text(), Some("2"));
+
         let started = Instant::now();
         let mut stream = raw
             .execute(pb::ExecuteRequest {
@@ -145,6 +143,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         raw_times.push(started.elapsed());
         assert_eq!(text.as_deref(), Some("2"));
     }
+    let sdk = report("SDK run_code(\"1 + 1\")", sdk_times);
     let raw_p50 = report("raw tonic Execute(\"1 + 1\")", raw_times);
     println!(
         "SDK / raw p50 ratio: {:.2}",
