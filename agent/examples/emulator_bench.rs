@@ -49,7 +49,8 @@ async fn wait_ready(endpoint: &str, token: &str) {
         channel,
         move |mut req: tonic::Request<()>| {
             req.metadata_mut().insert("x-aws-proxy-auth", auth.clone());
-            req.metadata_mut().insert("x-aws-proxy-port", AsciiMetadataValue::from_static("8080"));
+            req.metadata_mut()
+                .insert("x-aws-proxy-port", AsciiMetadataValue::from_static("8080"));
             Ok(req)
         },
     );
@@ -68,18 +69,29 @@ async fn wait_ready(endpoint: &str, token: &str) {
 
 #[tokio::main]
 async fn main() {
-    let rounds: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(20);
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(20);
 
     let mut first_answer = Vec::new();
     for _ in 0..rounds {
         let t0 = Instant::now();
-        let emulator = Emulator::start(EmulatorConfig::default()).await.expect("start");
-        client(&emulator.endpoint_url()).list_microvms().send().await.expect("first answer");
+        let emulator = Emulator::start(EmulatorConfig::default())
+            .await
+            .expect("start");
+        client(&emulator.endpoint_url())
+            .list_microvms()
+            .send()
+            .await
+            .expect("first answer");
         first_answer.push(t0.elapsed());
         drop(emulator);
     }
 
-    let emulator = Emulator::start(EmulatorConfig::default()).await.expect("start");
+    let emulator = Emulator::start(EmulatorConfig::default())
+        .await
+        .expect("start");
     let sdk = client(&emulator.endpoint_url());
     let image = emulator.image_arn("rayito-base");
     let payload = r#"{"v":1,"token_sha256":"0000000000000000000000000000000000000000000000000000000000000000"}"#;
@@ -105,9 +117,16 @@ async fn main() {
         let token = token.auth_token()["X-aws-proxy-auth"].clone();
         wait_ready(out.endpoint(), &token).await;
         run_ready.push(t0.elapsed());
-        sdk.terminate_microvm().microvm_identifier(out.microvm_id()).send().await.expect("terminate");
+        sdk.terminate_microvm()
+            .microvm_identifier(out.microvm_id())
+            .send()
+            .await
+            .expect("terminate");
     }
-    summary("emulator start -> first answer (ListMicrovms)", first_answer);
+    summary(
+        "emulator start -> first answer (ListMicrovms)",
+        first_answer,
+    );
     summary("RunMicrovm API call", run_api);
     summary("RunMicrovm -> ready agent through the proxy", run_ready);
     emulator.shutdown().await;

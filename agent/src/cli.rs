@@ -65,7 +65,12 @@ pub fn serve(args: &[String]) -> i32 {
                 return 1;
             }
         };
-        tracing::info!(grpc = %agent.grpc_addr(), hooks = %agent.hooks_addr(), "agent serving");
+        // One machine-readable line on stdout (ports may have been 0).
+        println!(
+            "rayito-agent listening grpc={} hooks={}",
+            agent.grpc_addr(),
+            agent.hooks_addr()
+        );
         let mut term =
             match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
                 Ok(s) => s,
