@@ -31,7 +31,6 @@ fn pids_with(needle: &str) -> Vec<u32> {
 }
 
 #[tokio::test]
-#[ignore = "needs the agent's Process service (not on main yet)"]
 async fn dropping_the_emulator_leaves_no_process_behind() {
     let h = Harness::start().await;
     let (id, endpoint) = h.run_ready().await;
@@ -125,4 +124,48 @@ fn binary_prints_the_environment_and_stops_on_sigterm() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+#[test]
+fn emulator_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+    assert_send_sync::<rayito_agent::emulator::Emulator>();
+    assert_send_sync::<rayito_agent::emulator::Faults>();
+}
+
+#[test]
+fn a_detached_emulator_outlives_the_runtime_that_started_it() {
+    use aws_sdk_lambdamicrovms::types::MicrovmState;
+    use rayito_agent::emulator::{Emulator, EmulatorConfig};
+
+    let first = tokio::runtime::Runtime::new().unwrap();
+    let emulator = first
+        .block_on(Emulator::start_detached(EmulatorConfig::default()))
+        .expect("starts");
+    drop(first);
+
+    let second = tokio::runtime::Runtime::new().unwrap();
+    let client = sdk_client(&emulator.endpoint_url());
+    let id = second.block_on(async {
+        let out = client
+            .run_microvm()
+            .image_identifier(emulator.image_arn("rayito-base"))
+            .run_hook_payload(payload(serde_json::json!({})))
+            .send()
+            .await
+            .expect("served after the first runtime ended");
+        let id = out.microvm_id().to_string();
+        wait_state(&client, &id, MicrovmState::Running).await;
+        id
+    });
+    // Faults work from outside any runtime: their work runs on the emulator's.
+    assert!(emulator.faults().kill_agent(&id));
+    second.block_on(async {
+        let end = wait_state(&client, &id, MicrovmState::Terminated).await;
+        assert_eq!(
+            end.state_reason(),
+            Some("Container Stopped with Exit Code: 137")
+        );
+    });
+    drop(emulator);
 }

@@ -45,8 +45,7 @@ async fn health_err(ch: &tonic::transport::Channel, headers: ProxyHeaders) -> (C
 }
 
 #[tokio::test]
-#[ignore = "needs the agent's Process service (not on main yet)"]
-async fn forwards_unary_and_streams_both_ways() {
+async fn forwards_process_output_in_order() {
     let h = Harness::start().await;
     let (id, endpoint) = h.run_ready().await;
     let token = h.mint(&id, &[8080]).await;
@@ -84,6 +83,15 @@ async fn forwards_unary_and_streams_both_ways() {
     assert_eq!(first_is_start, Some(true));
     assert_eq!(String::from_utf8_lossy(&stdout), "one\ntwo\n");
     assert_eq!(exit, Some(0));
+}
+
+#[tokio::test]
+async fn forwards_client_and_server_streams_of_files() {
+    let h = Harness::start().await;
+    let (id, endpoint) = h.run_ready().await;
+    let token = h.mint(&id, &[8080]).await;
+    let ch = channel(&endpoint).await;
+    wait_ready(&ch, &token).await;
 
     // Client streaming up (3 MiB in 1 MiB chunks), server streaming down.
     let data: Vec<u8> = (0..3 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
@@ -417,8 +425,7 @@ async fn proxy_status_faults_answer_the_next_calls() {
 }
 
 #[tokio::test]
-#[ignore = "needs the agent's Process service (not on main yet)"]
-async fn agent_faults_cut_kill_disk_and_deadline() {
+async fn cut_connections_breaks_live_streams() {
     let h = Harness::start().await;
     let (id, endpoint) = h.run_ready().await;
     let token = h.mint(&id, &[8080]).await;
@@ -445,6 +452,16 @@ async fn agent_faults_cut_kill_disk_and_deadline() {
     assert!(after.is_err(), "the stream broke: {after:?}");
     let fresh = channel(&endpoint).await;
     wait_ready(&fresh, &token).await;
+}
+
+#[tokio::test]
+async fn agent_faults_disk_deadline_and_kill() {
+    let h = Harness::start().await;
+    let (id, endpoint) = h.run_ready().await;
+    let token = h.mint(&id, &[8080]).await;
+    let fresh = channel(&endpoint).await;
+    wait_ready(&fresh, &token).await;
+    let faults = h.emulator.faults();
 
     // Disk reserve: the next write fails with exactly `disk_reserve`.
     assert!(faults.set_disk_reserve(&id, u64::MAX));

@@ -94,6 +94,8 @@ pub struct Emulator {
     shared: Arc<Shared>,
     faults: Faults,
     addr: SocketAddr,
+    /// Set by [`Emulator::start_detached`]: the emulator's own runtime.
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl std::fmt::Debug for Emulator {
@@ -120,14 +122,17 @@ impl Emulator {
         tokio::fs::create_dir_all(&config.root).await?;
         let listener = TcpListener::bind(config.addr).await?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared::new(Settings {
-            region: config.region,
-            account_id: config.account_id,
-            images: config.images,
-            root: config.root,
-            auth_token_ttl: config.auth_token_ttl,
-            hook_timeout: config.hook_timeout,
-        }));
+        let shared = Arc::new(Shared::new(
+            Settings {
+                region: config.region,
+                account_id: config.account_id,
+                images: config.images,
+                root: config.root,
+                auth_token_ttl: config.auth_token_ttl,
+                hook_timeout: config.hook_timeout,
+            },
+            tokio::runtime::Handle::current(),
+        ));
         let router = control::router(shared.clone());
         shared.spawn(serve_control(listener, router));
         Ok(Emulator {
@@ -136,7 +141,31 @@ impl Emulator {
             },
             shared,
             addr,
+            runtime: None,
         })
+    }
+
+    /// Like [`Emulator::start`], but on a runtime of its own (two worker
+    /// threads named `rayito-emulator`) instead of the caller's: the emulator
+    /// then outlives the runtime that started it. Use it for an emulator
+    /// shared by several runtimes, e.g. a process-wide one used by many
+    /// `#[tokio::test]`s. Dropping the emulator shuts that runtime down in
+    /// the background.
+    ///
+    /// # Errors
+    /// Those of [`Emulator::start`], and a failure to build the runtime.
+    pub async fn start_detached(config: EmulatorConfig) -> std::io::Result<Emulator> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("rayito-emulator")
+            .enable_all()
+            .build()?;
+        let mut emulator = runtime
+            .spawn(Emulator::start(config))
+            .await
+            .map_err(std::io::Error::other)??;
+        emulator.runtime = Some(runtime);
+        Ok(emulator)
     }
 
     /// The control-plane URL, e.g. `http://127.0.0.1:4566`: the
@@ -204,6 +233,10 @@ impl Emulator {
 impl Drop for Emulator {
     fn drop(&mut self) {
         self.shared.stop_now();
+        if let Some(runtime) = self.runtime.take() {
+            // Never blocks, and is allowed inside an async context.
+            runtime.shutdown_background();
+        }
         // Remove what the MicroVMs left behind, off the caller's thread;
         // the root itself only if nothing else is in it.
         let root = self.shared.settings.root.clone();

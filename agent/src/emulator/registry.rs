@@ -60,6 +60,9 @@ pub(crate) struct Shared {
     client_tokens: Mutex<HashMap<String, (Value, Arc<Vm>)>>,
     tokens: Mutex<HashMap<String, Grant>>,
     tasks: Mutex<Option<JoinSet<()>>>,
+    /// The runtime every emulator task runs on, whoever triggers it (a
+    /// fault injected from another runtime, a handler, a timer).
+    runtime: tokio::runtime::Handle,
     calls: Mutex<HashMap<Operation, u64>>,
     seen_client_tokens: Mutex<Vec<Option<String>>>,
 }
@@ -73,7 +76,7 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(settings: Settings) -> Self {
+    pub(crate) fn new(settings: Settings, runtime: tokio::runtime::Handle) -> Self {
         Self {
             hooks: HookClient::new(settings.hook_timeout),
             upstream: Upstream::new(),
@@ -83,6 +86,7 @@ impl Shared {
             client_tokens: Mutex::new(HashMap::new()),
             tokens: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Some(JoinSet::new())),
+            runtime,
             calls: Mutex::new(HashMap::new()),
             seen_client_tokens: Mutex::new(Vec::new()),
         }
@@ -97,7 +101,7 @@ impl Shared {
         let mut guard = self.tasks.lock().expect("tasks lock");
         let set = guard.as_mut()?;
         while set.try_join_next().is_some() {}
-        Some(set.spawn(fut))
+        Some(set.spawn_on(fut, &self.runtime))
     }
 
     /// Stops everything at once without waiting: every task aborted, every
