@@ -58,6 +58,16 @@ pub fn serve(args: &[String]) -> i32 {
         }
     };
     runtime.block_on(async move {
+        // Watch SIGTERM before announcing the ports, so that a caller that
+        // signals right after the announcement is handled.
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("rayito-agent: cannot watch SIGTERM: {e}");
+                    return 1;
+                }
+            };
         let agent = match Agent::start(config).await {
             Ok(a) => a,
             Err(e) => {
@@ -71,14 +81,6 @@ pub fn serve(args: &[String]) -> i32 {
             agent.grpc_addr(),
             agent.hooks_addr()
         );
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("rayito-agent: cannot watch SIGTERM: {e}");
-                    return 1;
-                }
-            };
         tokio::select! {
             _ = term.recv() => {}
             _ = tokio::signal::ctrl_c() => {}
