@@ -256,18 +256,23 @@ async fn rejects_calls_without_a_valid_token_for_this_microvm_and_port() {
 #[tokio::test]
 async fn expired_tokens_are_refused() {
     let h = Harness::start_with(EmulatorConfig {
-        auth_token_ttl: Some(Duration::from_millis(300)),
+        auth_token_ttl: Some(Duration::from_secs(2)),
         ..EmulatorConfig::default()
     })
     .await;
     let (id, endpoint) = h.run_ready().await;
-    let token = h.mint(&id, &[8080]).await;
     let ch = channel(&endpoint).await;
+    let minted = std::time::Instant::now();
+    let token = h.mint(&id, &[8080]).await;
     health(&ch, ProxyHeaders::sdk(&token))
         .health(pb::HealthRequest {})
         .await
         .expect("fresh token");
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        minted.elapsed() < Duration::from_secs(2),
+        "too slow to test expiry"
+    );
+    tokio::time::sleep(Duration::from_millis(2300).saturating_sub(minted.elapsed())).await;
     assert_eq!(
         health_err(&ch, ProxyHeaders::sdk(&token)).await,
         (Code::PermissionDenied, missing_status(403))

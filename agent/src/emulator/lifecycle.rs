@@ -25,6 +25,10 @@ pub(crate) const REASON_SUCCESS: &str = "Success.";
 pub(crate) const REASON_MAX_DURATION: &str = "MicroVM reached its maximum duration.";
 /// stateReason after [`kill_agent`] (the guest's init died of SIGKILL).
 pub(crate) const REASON_KILLED: &str = "Container Stopped with Exit Code: 137";
+/// stateReason when a MicroVM stayed suspended for its
+/// `idlePolicy.suspendedDurationSeconds`.
+pub(crate) const REASON_SUSPENDED_TOO_LONG: &str =
+    "MicroVM stayed suspended for its suspendedDurationSeconds.";
 /// How long a terminating agent gets to finish before it is dropped.
 const TERMINATE_GRACE: Duration = Duration::from_secs(5);
 
@@ -174,7 +178,9 @@ pub(crate) fn suspend(shared: &Arc<Shared>, vm: &Arc<Vm>) -> Result<(), ApiError
         }
         match s.hooks.post(v.hooks_addr, Hook::Suspend, None).await {
             Ok(status) if status.is_success() => {
-                let _ = v.transition(&[Suspending], Suspended);
+                if v.transition(&[Suspending], Suspended).is_ok() {
+                    arm_suspended_limit(&s, &v);
+                }
             }
             outcome => {
                 drop(op);
@@ -186,6 +192,29 @@ pub(crate) fn suspend(shared: &Arc<Shared>, vm: &Arc<Vm>) -> Result<(), ApiError
         }
     });
     Ok(())
+}
+
+/// With an idle policy, a MicroVM suspended for `suspendedDurationSeconds`
+/// (0 = at once) is terminated, without hooks (its guest is frozen). A
+/// resume in between disarms the timer (the suspension count moves on).
+fn arm_suspended_limit(shared: &Arc<Shared>, vm: &Arc<Vm>) {
+    let Some(secs) = vm
+        .spec
+        .idle_policy
+        .as_ref()
+        .and_then(|p| p.suspended_duration_seconds)
+    else {
+        return;
+    };
+    let suspension = vm.suspensions();
+    let (s, v) = (shared.clone(), vm.clone());
+    shared.spawn(async move {
+        tokio::time::sleep(Duration::from_secs(secs.max(0) as u64)).await;
+        let still = v.state() == Suspended && v.suspensions() == suspension;
+        if still && v.begin_termination(REASON_SUSPENDED_TOO_LONG) {
+            finish_termination(s, v, false).await;
+        }
+    });
 }
 
 /// ResumeMicrovm: on SUSPENDED, PENDING while `/resume` runs, then RUNNING;

@@ -232,18 +232,20 @@ impl Emulator {
 
 impl Drop for Emulator {
     fn drop(&mut self) {
-        self.shared.stop_now();
+        let agents = self.shared.stop_now();
         if let Some(runtime) = self.runtime.take() {
             // Never blocks, and is allowed inside an async context.
             runtime.shutdown_background();
         }
-        // Remove what the MicroVMs left behind, off the caller's thread;
-        // the root itself only if nothing else is in it.
+        // Drop the killed agents and remove what the MicroVMs left behind
+        // off the caller's thread (both touch the disk); the root itself
+        // only if nothing else is in it.
         let root = self.shared.settings.root.clone();
         let dirs: Vec<PathBuf> = self.shared.all().iter().map(|vm| vm.root.clone()).collect();
         let _ = std::thread::Builder::new()
             .name("rayito-emulator-cleanup".into())
             .spawn(move || {
+                drop(agents);
                 for d in dirs {
                     let _ = std::fs::remove_dir_all(d);
                 }

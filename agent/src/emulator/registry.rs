@@ -105,15 +105,16 @@ impl Shared {
     }
 
     /// Stops everything at once without waiting: every task aborted, every
-    /// agent dropped (which kills its processes). Never blocks.
-    pub(crate) fn stop_now(&self) {
+    /// agent killed (its processes with it). Returns the dead agents, whose
+    /// drop removes their root directories, so that the caller can drop
+    /// them off its thread. Never blocks.
+    pub(crate) fn stop_now(&self) -> Vec<Agent> {
         let tasks = self.tasks.lock().expect("tasks lock").take();
         drop(tasks);
         let vms = self.vms.lock().expect("vms lock").clone();
-        for vm in vms {
-            vm.stop_now();
-        }
+        let agents = vms.iter().filter_map(|vm| vm.stop_now()).collect();
         self.tokens.lock().expect("tokens lock").clear();
+        agents
     }
 
     /// Counts one call of `op`.
@@ -247,6 +248,8 @@ pub(crate) struct Vm {
     pub(crate) op: tokio::sync::Mutex<()>,
     cut: watch::Sender<u64>,
     proxy_task: Mutex<Option<AbortHandle>>,
+    /// How many times the MicroVM reached SUSPENDED.
+    suspensions: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Vm {
@@ -284,12 +287,18 @@ impl Vm {
             op: tokio::sync::Mutex::new(()),
             cut: watch::channel(0).0,
             proxy_task: Mutex::new(None),
+            suspensions: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
     /// The current state.
     pub(crate) fn state(&self) -> MicrovmState {
         self.status.lock().expect("status lock").state
+    }
+
+    /// How many times the MicroVM reached SUSPENDED.
+    pub(crate) fn suspensions(&self) -> u64 {
+        self.suspensions.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// A copy of the mutable part.
@@ -307,6 +316,11 @@ impl Vm {
         let seen = s.state;
         if from.contains(&seen) {
             s.state = to;
+            if to == MicrovmState::Suspended {
+                self.suspensions
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            tracing::debug!(microvm = %self.id, from = seen.as_str(), to = to.as_str(), "emulator: MicroVM state");
             Ok(seen)
         } else {
             Err(seen)
@@ -322,6 +336,7 @@ impl Vm {
         }
         s.state = MicrovmState::Terminating;
         s.state_reason = Some(reason.to_string());
+        tracing::debug!(microvm = %self.id, reason, "emulator: MicroVM terminating");
         true
     }
 
@@ -330,6 +345,7 @@ impl Vm {
         let mut s = self.status.lock().expect("status lock");
         s.state = MicrovmState::Terminated;
         s.terminated_at = Some(ids::epoch_seconds_now());
+        tracing::debug!(microvm = %self.id, "emulator: MicroVM terminated");
     }
 
     /// Takes the agent out (dropping it stops it).
@@ -365,10 +381,15 @@ impl Vm {
         self.cut_proxy_connections();
     }
 
-    /// Stops the proxy and the agent now (emulator drop).
-    pub(crate) fn stop_now(&self) {
+    /// Stops the proxy and kills the agent now (emulator drop); returns
+    /// the killed agent.
+    pub(crate) fn stop_now(&self) -> Option<Agent> {
         self.stop_proxy();
-        drop(self.take_agent());
+        let agent = self.take_agent();
+        if let Some(a) = &agent {
+            a.kill();
+        }
+        agent
     }
 
     /// The `Microvm` output shape.

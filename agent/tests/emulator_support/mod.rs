@@ -113,13 +113,13 @@ pub fn sdk_client(endpoint_url: &str) -> lmv::Client {
     lmv::Client::from_conf(conf)
 }
 
-/// Polls GetMicrovm (every 20 ms, at most 10 s) until `state`.
+/// Polls GetMicrovm (every 20 ms, at most 20 s) until `state`.
 pub async fn wait_state(
     client: &lmv::Client,
     id: &str,
     state: MicrovmState,
 ) -> lmv::operation::get_microvm::GetMicrovmOutput {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let out = client
             .get_microvm()
@@ -216,9 +216,10 @@ pub fn files(
     pb::filesystem_service_client::FilesystemServiceClient::with_interceptor(ch.clone(), h)
 }
 
-/// Health through the proxy until the ready predicate holds (bounded, 10 s).
+/// Health through the proxy until the ready predicate holds (bounded, 30 s:
+/// the kernel may start slowly on a loaded machine).
 pub async fn wait_ready(ch: &Channel, proxy_token: &str) -> pb::HealthResponse {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(r) = health(ch, ProxyHeaders::sdk(proxy_token))
             .health(pb::HealthRequest {})
