@@ -77,10 +77,14 @@ pub(crate) async fn create(shared: &Arc<Shared>, spec: Spec) -> Result<Arc<Vm>, 
         hooks_addr: loopback0(),
         ..AgentConfig::default()
     };
-    let agent = Agent::start(config).await.map_err(|e| {
-        tracing::warn!(error = %e, "emulator: the MicroVM's agent did not start");
-        ApiError::internal("The MicroVM could not be created.")
-    })?;
+    let agent = match Agent::start(config).await {
+        Ok(agent) => agent,
+        Err(e) => {
+            tracing::warn!(error = %e, "emulator: the MicroVM's agent did not start");
+            let _ = tokio::fs::remove_dir_all(&root).await;
+            return Err(ApiError::internal("The MicroVM could not be created."));
+        }
+    };
     let vm = Arc::new(Vm::new(id, spec, proxy_addr, agent, root));
     if let Some(task) = shared.spawn(proxy::serve(shared.clone(), vm.clone(), listener)) {
         vm.set_proxy_task(task);
@@ -112,12 +116,15 @@ pub(crate) fn start(shared: &Arc<Shared>, vm: &Arc<Vm>, payload: String) {
     });
     let (s, v) = (shared.clone(), vm.clone());
     let max = Duration::from_secs(vm.spec.max_duration_seconds.max(1) as u64);
-    shared.spawn(async move {
+    let timer = shared.spawn(async move {
         tokio::time::sleep(max).await;
         if v.begin_termination(REASON_MAX_DURATION) {
             finish_termination(s, v, true).await;
         }
     });
+    if let Some(timer) = timer {
+        vm.add_timer(timer);
+    }
 }
 
 /// TerminateMicrovm: idempotent; the work happens in the background.
@@ -146,6 +153,9 @@ async fn finish_termination(shared: Arc<Shared>, vm: Arc<Vm>, call_hook: bool) {
     shared.revoke_tokens(&vm.id);
     vm.mark_terminated();
     let _ = tokio::fs::remove_dir_all(&vm.root).await;
+    // Last, with no await after it: this may be running inside one of
+    // those timers, and an abort takes effect at the next await.
+    vm.abort_timers();
 }
 
 fn wrong_state(vm: &Vm, verb: &str, state: MicrovmState) -> ApiError {
@@ -208,13 +218,16 @@ fn arm_suspended_limit(shared: &Arc<Shared>, vm: &Arc<Vm>) {
     };
     let suspension = vm.suspensions();
     let (s, v) = (shared.clone(), vm.clone());
-    shared.spawn(async move {
+    let timer = shared.spawn(async move {
         tokio::time::sleep(Duration::from_secs(secs.max(0) as u64)).await;
         let still = v.state() == Suspended && v.suspensions() == suspension;
         if still && v.begin_termination(REASON_SUSPENDED_TOO_LONG) {
             finish_termination(s, v, false).await;
         }
     });
+    if let Some(timer) = timer {
+        vm.add_timer(timer);
+    }
 }
 
 /// ResumeMicrovm: on SUSPENDED, PENDING while `/resume` runs, then RUNNING;

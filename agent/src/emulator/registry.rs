@@ -250,6 +250,8 @@ pub(crate) struct Vm {
     proxy_task: Mutex<Option<AbortHandle>>,
     /// How many times the MicroVM reached SUSPENDED.
     suspensions: std::sync::atomic::AtomicU64,
+    /// Timers (maximum duration, suspended duration) to drop once terminated.
+    timers: Mutex<Vec<AbortHandle>>,
 }
 
 impl std::fmt::Debug for Vm {
@@ -288,12 +290,27 @@ impl Vm {
             cut: watch::channel(0).0,
             proxy_task: Mutex::new(None),
             suspensions: std::sync::atomic::AtomicU64::new(0),
+            timers: Mutex::new(Vec::new()),
         }
     }
 
     /// The current state.
     pub(crate) fn state(&self) -> MicrovmState {
         self.status.lock().expect("status lock").state
+    }
+
+    /// Keeps a timer task to abort when the MicroVM is gone.
+    pub(crate) fn add_timer(&self, timer: AbortHandle) {
+        let mut timers = self.timers.lock().expect("timers lock");
+        timers.retain(|t| !t.is_finished());
+        timers.push(timer);
+    }
+
+    /// Aborts every timer of the MicroVM.
+    pub(crate) fn abort_timers(&self) {
+        for t in self.timers.lock().expect("timers lock").drain(..) {
+            t.abort();
+        }
     }
 
     /// How many times the MicroVM reached SUSPENDED.
