@@ -3,7 +3,27 @@
 
 pub mod error;
 
+mod code;
+mod commands;
+mod control;
+mod files;
+mod local;
+mod sandbox;
+mod secret;
+mod transport;
+
+pub use code::{
+    CodeContext, Execution, ExecutionError, ExecutionEvent, ExecutionEvents, ExecutionResult, Logs,
+    OutputMessage, RunCodeOptions,
+};
+pub use commands::{CommandOptions, CommandResult, Commands, OutputCallback};
 pub use error::{ErrorKind, SandboxError};
+pub use files::{EntryInfo, FileType, Files, WriteEntry};
+pub use sandbox::{
+    AwsOptions, BACKEND_ENV, IdlePolicy, OnTimeout, Sandbox, SandboxBuilder, SandboxInfo,
+    SandboxState, TEMPLATE_ENV,
+};
+pub use secret::Secret;
 
 /// Generated `rayito.v1` clients and messages; private to the SDK.
 #[allow(

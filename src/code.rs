@@ -1,0 +1,580 @@
+//! `run_code`: a cell in a long-lived kernel, its output and results.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::Stream;
+
+use crate::error::SandboxError;
+use crate::pb;
+use crate::pb::execute_event::Event;
+use crate::sandbox::Sandbox;
+use crate::transport::AgentStream;
+
+/// Default cell timeout (wire-contract 3.7).
+const DEFAULT_CODE_TIMEOUT: Duration = Duration::from_secs(300);
+/// The client stream deadline is the cell timeout plus this, so that the
+/// agent's own timeout handling (interrupt, then restart) is seen.
+const STREAM_SLACK: Duration = Duration::from_secs(15);
+/// Creating a context starts a kernel (wire-contract 3.7).
+const CONTEXT_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// One chunk of output of a cell (a chunk is not a line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OutputMessage {
+    /// The text.
+    pub line: String,
+    /// When the kernel produced it (Unix ns).
+    pub timestamp_ns: i64,
+    /// True for stderr.
+    pub error: bool,
+}
+
+/// A kernel exception (data, not a `SandboxError`), or one of the agent's
+/// synthetic errors: `ExecutionTimeout`, `KernelDied`, `KernelRestarted`,
+/// `ContextDestroyed`, `ExecutionAborted`, `OutputTruncated`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExecutionError {
+    /// The exception's name (`ZeroDivisionError`).
+    pub name: String,
+    /// Its value (`division by zero`).
+    pub value: String,
+    /// The traceback, lines joined with `\n`.
+    pub traceback: String,
+}
+
+/// A result of a cell: a Jupyter mime bundle. Each present field is one
+/// representation; `is_main_result` marks the value of the last expression.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ExecutionResult {
+    /// The value of the cell's last expression (`execute_result`), not a
+    /// `display()` call.
+    pub is_main_result: bool,
+    /// `text/plain`.
+    pub text: Option<String>,
+    /// `text/html`.
+    pub html: Option<String>,
+    /// `text/markdown`.
+    pub markdown: Option<String>,
+    /// `text/latex`.
+    pub latex: Option<String>,
+    /// `application/json` (raw JSON text).
+    pub json: Option<String>,
+    /// `application/javascript`.
+    pub javascript: Option<String>,
+    /// `image/png`, base64.
+    pub png: Option<String>,
+    /// `image/jpeg`, base64.
+    pub jpeg: Option<String>,
+    /// `image/svg+xml`.
+    pub svg: Option<String>,
+    /// `application/pdf`, base64.
+    pub pdf: Option<String>,
+    /// `e2b/chart` (JSON text).
+    pub chart: Option<String>,
+    /// `e2b/data` (JSON text).
+    pub data: Option<String>,
+    /// Any other mime type.
+    pub extra: BTreeMap<String, String>,
+}
+
+impl ExecutionResult {
+    /// The representations present, in the contract's order.
+    pub fn formats(&self) -> Vec<&str> {
+        let known = [
+            ("text", &self.text),
+            ("html", &self.html),
+            ("markdown", &self.markdown),
+            ("svg", &self.svg),
+            ("png", &self.png),
+            ("jpeg", &self.jpeg),
+            ("pdf", &self.pdf),
+            ("latex", &self.latex),
+            ("javascript", &self.javascript),
+            ("json", &self.json),
+            ("data", &self.data),
+            ("chart", &self.chart),
+        ];
+        known
+            .into_iter()
+            .filter(|(_, value)| value.is_some())
+            .map(|(name, _)| name)
+            .chain(self.extra.keys().map(String::as_str))
+            .collect()
+    }
+}
+
+impl From<pb::ExecutionResult> for ExecutionResult {
+    fn from(r: pb::ExecutionResult) -> Self {
+        Self {
+            is_main_result: r.is_main_result,
+            text: r.text,
+            html: r.html,
+            markdown: r.markdown,
+            latex: r.latex,
+            json: r.json,
+            javascript: r.javascript,
+            png: r.png,
+            jpeg: r.jpeg,
+            svg: r.svg,
+            pdf: r.pdf,
+            chart: r.chart,
+            data: r.data,
+            extra: r.extra.into_iter().collect(),
+        }
+    }
+}
+
+/// Output of a cell, one entry per chunk.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Logs {
+    /// stdout chunks.
+    pub stdout: Vec<String>,
+    /// stderr chunks.
+    pub stderr: Vec<String>,
+}
+
+/// Everything a cell produced.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Execution {
+    /// Results (display calls and the main result).
+    pub results: Vec<ExecutionResult>,
+    /// Output.
+    pub logs: Logs,
+    /// The kernel exception, if the cell raised one.
+    pub error: Option<ExecutionError>,
+    /// The kernel's execution counter after this cell.
+    pub execution_count: Option<u64>,
+}
+
+impl Execution {
+    /// The `text/plain` of the main result (the value of the last expression).
+    pub fn text(&self) -> Option<&str> {
+        self.results
+            .iter()
+            .find(|r| r.is_main_result)
+            .and_then(|r| r.text.as_deref())
+    }
+}
+
+type Callback<T> = Box<dyn FnMut(&T) + Send>;
+
+/// Options of [`Sandbox::run_code_with`].
+#[non_exhaustive]
+pub struct RunCodeOptions {
+    language: Option<String>,
+    context: Option<String>,
+    envs: BTreeMap<String, String>,
+    timeout: Option<Duration>,
+    on_stdout: Option<Callback<OutputMessage>>,
+    on_stderr: Option<Callback<OutputMessage>>,
+    on_result: Option<Callback<ExecutionResult>>,
+    on_error: Option<Callback<ExecutionError>>,
+}
+
+impl Default for RunCodeOptions {
+    fn default() -> Self {
+        Self {
+            language: None,
+            context: None,
+            envs: BTreeMap::new(),
+            timeout: Some(DEFAULT_CODE_TIMEOUT),
+            on_stdout: None,
+            on_stderr: None,
+            on_result: None,
+            on_error: None,
+        }
+    }
+}
+
+impl fmt::Debug for RunCodeOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunCodeOptions")
+            .field("language", &self.language)
+            .field("context", &self.context)
+            .field("envs", &self.envs.keys().collect::<Vec<_>>())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunCodeOptions {
+    /// The defaults: the default Python context, 300 s timeout.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The language's default context (`python`, `bash`, `javascript`/`js`,
+    /// `typescript`/`ts`); exclusive with [`RunCodeOptions::context`].
+    #[must_use]
+    pub fn language(mut self, language: impl Into<String>) -> Self {
+        self.language = Some(language.into());
+        self
+    }
+
+    /// A context id; exclusive with [`RunCodeOptions::language`].
+    #[must_use]
+    pub fn context(mut self, context_id: impl Into<String>) -> Self {
+        self.context = Some(context_id.into());
+        self
+    }
+
+    /// An environment variable for this cell (Python contexts only).
+    #[must_use]
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.envs.insert(name.into(), value.into());
+        self
+    }
+
+    /// The cell's timeout (default 300 s); the agent interrupts the cell then
+    /// and reports `ExecutionTimeout` in [`Execution::error`].
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// No timeout.
+    #[must_use]
+    pub fn no_timeout(mut self) -> Self {
+        self.timeout = None;
+        self
+    }
+
+    /// Called with each stdout chunk.
+    #[must_use]
+    pub fn on_stdout(mut self, callback: impl FnMut(&OutputMessage) + Send + 'static) -> Self {
+        self.on_stdout = Some(Box::new(callback));
+        self
+    }
+
+    /// Called with each stderr chunk.
+    #[must_use]
+    pub fn on_stderr(mut self, callback: impl FnMut(&OutputMessage) + Send + 'static) -> Self {
+        self.on_stderr = Some(Box::new(callback));
+        self
+    }
+
+    /// Called with each result.
+    #[must_use]
+    pub fn on_result(mut self, callback: impl FnMut(&ExecutionResult) + Send + 'static) -> Self {
+        self.on_result = Some(Box::new(callback));
+        self
+    }
+
+    /// Called with the kernel exception.
+    #[must_use]
+    pub fn on_error(mut self, callback: impl FnMut(&ExecutionError) + Send + 'static) -> Self {
+        self.on_error = Some(Box::new(callback));
+        self
+    }
+}
+
+fn normalise_language(language: &str) -> String {
+    match language.to_ascii_lowercase().as_str() {
+        "js" => "javascript".to_owned(),
+        "ts" => "typescript".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// A code context: a kernel of its own, with its own state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CodeContext {
+    /// Its id (pass it to [`RunCodeOptions::context`]).
+    pub id: String,
+    /// Its language.
+    pub language: String,
+    /// Its working directory, when one was given.
+    pub cwd: Option<String>,
+}
+
+/// Creates a context (default language `python`).
+pub(crate) async fn create_context(
+    sandbox: &Sandbox,
+    language: Option<&str>,
+    cwd: Option<&str>,
+) -> Result<CodeContext, SandboxError> {
+    let language = language.map_or_else(|| "python".to_owned(), normalise_language);
+    let response = sandbox
+        .conn()
+        .create_context(
+            pb::CreateContextRequest {
+                language: language.clone(),
+                cwd: cwd.map(str::to_owned),
+                envs: Default::default(),
+            },
+            CONTEXT_TIMEOUT,
+        )
+        .await?;
+    Ok(CodeContext {
+        id: response.context_id,
+        language,
+        cwd: cwd.map(str::to_owned),
+    })
+}
+
+/// Destroys a context (the `default` one is protected).
+pub(crate) async fn remove_context(
+    sandbox: &Sandbox,
+    context_id: &str,
+) -> Result<(), SandboxError> {
+    sandbox
+        .conn()
+        .destroy_context(
+            pb::DestroyContextRequest {
+                context_id: context_id.to_owned(),
+            },
+            sandbox.request_timeout(),
+        )
+        .await
+}
+
+/// One event of a running cell, in the order the kernel produced them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExecutionEvent {
+    /// A stdout chunk.
+    Stdout(OutputMessage),
+    /// A stderr chunk.
+    Stderr(OutputMessage),
+    /// A result (a display call or the main result); boxed, it is large.
+    Result(Box<ExecutionResult>),
+    /// The kernel exception (data; the cell may still produce output).
+    Error(ExecutionError),
+    /// The cell finished; always the last event.
+    End {
+        /// The kernel's execution counter after this cell.
+        execution_count: Option<u64>,
+    },
+}
+
+/// The events of a running cell (from [`Sandbox::run_code_stream`]). Dropping
+/// it cancels the call, which interrupts the cell.
+pub struct ExecutionEvents {
+    inner: Pin<Box<dyn Stream<Item = Result<ExecutionEvent, SandboxError>> + Send>>,
+}
+
+impl fmt::Debug for ExecutionEvents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecutionEvents").finish_non_exhaustive()
+    }
+}
+
+impl Stream for ExecutionEvents {
+    type Item = Result<ExecutionEvent, SandboxError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+/// Reads a cell's events off the agent stream, checking their order.
+struct CellReader {
+    stream: AgentStream<pb::ExecuteEvent>,
+    started_count: u64,
+    ended: bool,
+}
+
+impl CellReader {
+    /// Sends the request and reads the `started` event.
+    async fn open(
+        sandbox: &Sandbox,
+        code: &str,
+        options: &RunCodeOptions,
+    ) -> Result<Self, SandboxError> {
+        if options.language.is_some() && options.context.is_some() {
+            return Err(SandboxError::invalid_argument(
+                "language",
+                "language and context cannot both be given; pass one of them",
+            ));
+        }
+        let timeout_ms = options.timeout.map_or(0, |t| {
+            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
+        });
+        let request = pb::ExecuteRequest {
+            context_id: options.context.clone(),
+            code: code.to_owned(),
+            timeout_ms,
+            envs: options.envs.clone().into_iter().collect(),
+            language: options.language.as_deref().map(normalise_language),
+        };
+        let mut stream = sandbox
+            .conn()
+            .execute(request, options.timeout.map(|t| t + STREAM_SLACK))
+            .await?;
+        match stream.message().await? {
+            Some(pb::ExecuteEvent {
+                event: Some(Event::Started(started)),
+                ..
+            }) => Ok(Self {
+                stream,
+                started_count: started.execution_count,
+                ended: false,
+            }),
+            _ => Err(SandboxError::protocol_violation(
+                "run_code",
+                "the execution stream did not start with a started event",
+            )),
+        }
+    }
+
+    /// The next event; `None` after `End`.
+    async fn next(&mut self) -> Result<Option<ExecutionEvent>, SandboxError> {
+        if self.ended {
+            return Ok(None);
+        }
+        loop {
+            let Some(event) = self.stream.message().await? else {
+                return Err(SandboxError::protocol_violation(
+                    "run_code",
+                    "the execution stream ended without an end event",
+                ));
+            };
+            let event = match event.event {
+                Some(Event::Stdout(chunk)) => ExecutionEvent::Stdout(OutputMessage {
+                    line: chunk.text,
+                    timestamp_ns: chunk.timestamp_unix_ns,
+                    error: false,
+                }),
+                Some(Event::Stderr(chunk)) => ExecutionEvent::Stderr(OutputMessage {
+                    line: chunk.text,
+                    timestamp_ns: chunk.timestamp_unix_ns,
+                    error: true,
+                }),
+                Some(Event::Result(result)) => ExecutionEvent::Result(Box::new(result.into())),
+                Some(Event::Error(error)) => ExecutionEvent::Error(ExecutionError {
+                    name: error.name,
+                    value: error.value,
+                    traceback: error.traceback.join("\n"),
+                }),
+                Some(Event::End(end)) => {
+                    self.ended = true;
+                    let count = if end.execution_count > 0 {
+                        end.execution_count
+                    } else {
+                        self.started_count
+                    };
+                    ExecutionEvent::End {
+                        execution_count: Some(count),
+                    }
+                }
+                Some(Event::Keepalive(_)) => continue,
+                Some(Event::Started(_)) | None => {
+                    return Err(SandboxError::protocol_violation(
+                        "run_code",
+                        "the execution stream sent an unexpected event",
+                    ));
+                }
+            };
+            return Ok(Some(event));
+        }
+    }
+}
+
+/// Runs one cell and collects everything it produced.
+pub(crate) async fn run_code(
+    sandbox: &Sandbox,
+    code: &str,
+    mut options: RunCodeOptions,
+) -> Result<Execution, SandboxError> {
+    let mut reader = CellReader::open(sandbox, code, &options).await?;
+    let mut execution = Execution {
+        execution_count: Some(reader.started_count),
+        ..Execution::default()
+    };
+    while let Some(event) = reader.next().await? {
+        match event {
+            ExecutionEvent::Stdout(message) => {
+                if let Some(cb) = options.on_stdout.as_mut() {
+                    cb(&message);
+                }
+                execution.logs.stdout.push(message.line);
+            }
+            ExecutionEvent::Stderr(message) => {
+                if let Some(cb) = options.on_stderr.as_mut() {
+                    cb(&message);
+                }
+                execution.logs.stderr.push(message.line);
+            }
+            ExecutionEvent::Result(result) => {
+                if let Some(cb) = options.on_result.as_mut() {
+                    cb(&result);
+                }
+                execution.results.push(*result);
+            }
+            ExecutionEvent::Error(error) => {
+                if let Some(cb) = options.on_error.as_mut() {
+                    cb(&error);
+                }
+                execution.error = Some(error);
+            }
+            ExecutionEvent::End { execution_count } => execution.execution_count = execution_count,
+        }
+    }
+    Ok(execution)
+}
+
+/// Runs one cell and hands its events over as they come (callbacks in the
+/// options are not called: the stream is the callback).
+pub(crate) async fn run_code_stream(
+    sandbox: &Sandbox,
+    code: &str,
+    options: RunCodeOptions,
+) -> Result<ExecutionEvents, SandboxError> {
+    let reader = CellReader::open(sandbox, code, &options).await?;
+    let stream = futures_util::stream::unfold(Some(reader), |state| async move {
+        let mut reader = state?;
+        match reader.next().await {
+            Ok(Some(event)) => Some((Ok(event), Some(reader))),
+            Ok(None) => None,
+            // An error ends the stream.
+            Err(err) => Some((Err(err), None)),
+        }
+    });
+    Ok(ExecutionEvents {
+        inner: Box::pin(stream),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_the_main_result() {
+        let execution = Execution {
+            results: vec![
+                ExecutionResult {
+                    text: Some("display".into()),
+                    ..Default::default()
+                },
+                ExecutionResult {
+                    is_main_result: true,
+                    text: Some("2".into()),
+                    html: Some("<b>2</b>".into()),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(execution.text(), Some("2"));
+        assert_eq!(execution.results[1].formats(), vec!["text", "html"]);
+    }
+
+    #[test]
+    fn language_aliases() {
+        assert_eq!(normalise_language("JS"), "javascript");
+        assert_eq!(normalise_language("ts"), "typescript");
+        assert_eq!(normalise_language("python"), "python");
+    }
+}

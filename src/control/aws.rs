@@ -1,0 +1,303 @@
+//! The AWS adapter of the control-plane port, over `aws-sdk-lambdamicrovms`.
+//!
+//! The client's own retries are off (`RetryConfig::disabled()`): one layer,
+//! [`super::retry`], decides every retry (errors.md 5), so attempts never
+//! multiply.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use aws_config::BehaviorVersion;
+use aws_config::timeout::TimeoutConfig;
+use aws_sdk_lambdamicrovms as lmv;
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
+use lmv::config::retry::RetryConfig;
+use lmv::config::{Credentials, ProvideCredentials as _, Region};
+use lmv::types::{IdlePolicy, Logging, LoggingDisabled, PortSpecification};
+
+use super::failure::map_sdk_error;
+use super::{AuthTokenRequest, ControlPlane, Microvm, RunRequest, SandboxState};
+use crate::error::SandboxError;
+use crate::error::map::aws::no_credentials;
+use crate::secret::Secret;
+
+/// Connect timeout of control-plane calls (wire-contract 3.7).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Read timeout of control-plane calls (wire-contract 3.7).
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How to reach the control plane; every field optional (the aws-config chain
+/// fills the rest from the environment and profiles).
+#[derive(Clone, Default)]
+pub(crate) struct AwsSettings {
+    pub region: Option<String>,
+    pub endpoint_url: Option<String>,
+    pub profile: Option<String>,
+    /// Static credentials (access key id, secret access key).
+    pub static_credentials: Option<(String, Secret)>,
+}
+
+impl fmt::Debug for AwsSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AwsSettings")
+            .field("region", &self.region)
+            .field("endpoint_url", &self.endpoint_url)
+            .field("profile", &self.profile)
+            .field("static_credentials", &self.static_credentials.is_some())
+            .finish()
+    }
+}
+
+/// The control plane on AWS (or any endpoint speaking its API, like the
+/// local emulator).
+#[derive(Clone)]
+pub(crate) struct AwsControlPlane {
+    client: lmv::Client,
+}
+
+impl fmt::Debug for AwsControlPlane {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AwsControlPlane")
+    }
+}
+
+impl AwsControlPlane {
+    /// Loads the AWS configuration (credential chain, region, endpoint
+    /// override) and checks that credentials and a region exist, so that a
+    /// machine with no AWS setup gets one clear error before any call.
+    pub(crate) async fn connect(settings: &AwsSettings) -> Result<Self, SandboxError> {
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .retry_config(RetryConfig::disabled())
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(CONNECT_TIMEOUT)
+                    .read_timeout(READ_TIMEOUT)
+                    .build(),
+            );
+        if let Some(region) = &settings.region {
+            loader = loader.region(Region::new(region.clone()));
+        }
+        if let Some(url) = &settings.endpoint_url {
+            loader = loader.endpoint_url(url.clone());
+        }
+        if let Some(profile) = &settings.profile {
+            loader = loader.profile_name(profile.clone());
+        }
+        if let Some((key_id, secret)) = &settings.static_credentials {
+            loader = loader.credentials_provider(Credentials::new(
+                key_id.clone(),
+                secret.expose().to_owned(),
+                None,
+                None,
+                "rayito-static",
+            ));
+        }
+        let config = loader.load().await;
+        if config.region().is_none() {
+            return Err(no_credentials("no AWS region is configured"));
+        }
+        let Some(provider) = config.credentials_provider() else {
+            return Err(no_credentials("no AWS credentials were found"));
+        };
+        // The chain caches what it found; this only proves something is there.
+        // Its error text can name files and profiles, so it is not kept.
+        if provider.provide_credentials().await.is_err() {
+            return Err(no_credentials("no AWS credentials were found"));
+        }
+        Ok(Self {
+            client: lmv::Client::new(&config),
+        })
+    }
+
+    /// A client for the embedded emulator: fixed endpoint, region and static
+    /// credentials, reading nothing from the environment or profiles.
+    pub(crate) fn hermetic(endpoint_url: &str, region: &str) -> Self {
+        let config = lmv::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(region.to_owned()))
+            .credentials_provider(Credentials::new(
+                "rayito-local",
+                "rayito-local",
+                None,
+                None,
+                "rayito-local",
+            ))
+            .endpoint_url(endpoint_url)
+            .retry_config(RetryConfig::disabled())
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(CONNECT_TIMEOUT)
+                    .read_timeout(READ_TIMEOUT)
+                    .build(),
+            )
+            .build();
+        Self {
+            client: lmv::Client::from_conf(config),
+        }
+    }
+}
+
+impl ControlPlane for AwsControlPlane {
+    fn run_microvm(&self, request: RunRequest) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
+        async move {
+            let mut call = self
+                .client
+                .run_microvm()
+                .image_identifier(request.image_arn)
+                .maximum_duration_in_seconds(request.max_duration_seconds)
+                .run_hook_payload(request.run_hook_payload)
+                .client_token(request.client_token)
+                // Always explicit: RunMicrovm does not inherit the image's log group.
+                .logging(Logging::Disabled(LoggingDisabled::builder().build()));
+            if let Some(policy) = request.idle_policy {
+                let policy = IdlePolicy::builder()
+                    .max_idle_duration_seconds(policy.max_idle_seconds)
+                    .suspended_duration_seconds(policy.suspended_seconds)
+                    .auto_resume_enabled(policy.auto_resume)
+                    .build()
+                    .map_err(|_| {
+                        SandboxError::internal("create", "the idle policy could not be built")
+                    })?;
+                call = call.idle_policy(policy);
+            }
+            if let Some(role) = request.execution_role_arn {
+                call = call.execution_role_arn(role);
+            }
+            let out = call
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("RunMicrovm", &e))?;
+            Ok(Microvm {
+                id: out.microvm_id().to_owned(),
+                state: SandboxState::from(out.state().as_str()),
+                endpoint: out.endpoint().to_owned(),
+                image_arn: out.image_arn().to_owned(),
+                image_version: out.image_version().to_owned(),
+                max_duration_seconds: out.maximum_duration_in_seconds(),
+                started_at: SystemTime::try_from(*out.started_at()).ok(),
+                terminated_at: out
+                    .terminated_at()
+                    .and_then(|t| SystemTime::try_from(*t).ok()),
+                state_reason: out.state_reason().map(str::to_owned),
+            })
+        }
+        .boxed()
+    }
+
+    fn get_microvm(&self, id: String) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
+        async move {
+            let out = self
+                .client
+                .get_microvm()
+                .microvm_identifier(id)
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("GetMicrovm", &e))?;
+            Ok(Microvm {
+                id: out.microvm_id().to_owned(),
+                state: SandboxState::from(out.state().as_str()),
+                endpoint: out.endpoint().to_owned(),
+                image_arn: out.image_arn().to_owned(),
+                image_version: out.image_version().to_owned(),
+                max_duration_seconds: out.maximum_duration_in_seconds(),
+                started_at: SystemTime::try_from(*out.started_at()).ok(),
+                terminated_at: out
+                    .terminated_at()
+                    .and_then(|t| SystemTime::try_from(*t).ok()),
+                state_reason: out.state_reason().map(str::to_owned),
+            })
+        }
+        .boxed()
+    }
+
+    fn terminate_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
+        async move {
+            self.client
+                .terminate_microvm()
+                .microvm_identifier(id)
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("TerminateMicrovm", &e))?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn create_auth_token(
+        &self,
+        request: AuthTokenRequest,
+    ) -> BoxFuture<'_, Result<Secret, SandboxError>> {
+        async move {
+            let minutes = i32::try_from(request.expiration.as_secs() / 60).unwrap_or(60);
+            let mut call = self
+                .client
+                .create_microvm_auth_token()
+                .microvm_identifier(request.microvm_id)
+                .expiration_in_minutes(minutes.max(1));
+            for port in request.ports {
+                call = call.allowed_ports(PortSpecification::Port(i32::from(port)));
+            }
+            let out = call
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("CreateMicrovmAuthToken", &e))?;
+            pick_proxy_token(out.auth_token()).ok_or_else(|| {
+                SandboxError::protocol_violation(
+                    "create",
+                    "CreateMicrovmAuthToken answered without a proxy token",
+                )
+            })
+        }
+        .boxed()
+    }
+}
+
+/// The key AWS uses for the proxy token.
+const PROXY_TOKEN_KEY: &str = "X-aws-proxy-auth";
+
+/// That key, else a case-insensitive match, else the single value
+/// (wire-contract 2.3).
+fn pick_proxy_token(map: &std::collections::HashMap<String, String>) -> Option<Secret> {
+    if let Some(value) = map.get(PROXY_TOKEN_KEY) {
+        return Some(Secret::new(value.clone()));
+    }
+    if let Some((_, value)) = map
+        .iter()
+        .find(|(key, _)| key.eq_ignore_ascii_case(PROXY_TOKEN_KEY))
+    {
+        return Some(Secret::new(value.clone()));
+    }
+    if map.len() == 1 {
+        return map.values().next().map(|v| Secret::new(v.clone()));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::pick_proxy_token;
+
+    #[test]
+    fn proxy_token_key_rules() {
+        let exact = HashMap::from([
+            ("X-aws-proxy-auth".to_owned(), "a".to_owned()),
+            ("other".to_owned(), "b".to_owned()),
+        ]);
+        assert_eq!(pick_proxy_token(&exact).unwrap().expose(), "a");
+        let folded = HashMap::from([
+            ("x-AWS-proxy-auth".to_owned(), "c".to_owned()),
+            ("other".to_owned(), "d".to_owned()),
+        ]);
+        assert_eq!(pick_proxy_token(&folded).unwrap().expose(), "c");
+        let single = HashMap::from([("whatever".to_owned(), "e".to_owned())]);
+        assert_eq!(pick_proxy_token(&single).unwrap().expose(), "e");
+        let none = HashMap::from([
+            ("a".to_owned(), "1".to_owned()),
+            ("b".to_owned(), "2".to_owned()),
+        ]);
+        assert!(pick_proxy_token(&none).is_none());
+    }
+}

@@ -1,0 +1,96 @@
+//! Turns an AWS SDK error into the plain-data `AwsFailure` the error module maps.
+//!
+//! Only facts are extracted (code, message, HTTP status, Retry-After, quota
+//! code, request id); the raw response is dropped here, so no signature or
+//! credential can travel further. The message is redacted by the mapper.
+
+use std::time::Duration;
+
+use aws_sdk_lambdamicrovms::config::http::HttpResponse;
+use aws_sdk_lambdamicrovms::error::{ProvideErrorMetadata, SdkError};
+
+use crate::error::SandboxError;
+use crate::error::map::aws::{AwsFailure, NoResponse, from_aws, sanitize_aws_code};
+
+/// Maps any operation's `SdkError` to a `SandboxError` (errors.md 3.1).
+pub(super) fn map_sdk_error<E>(
+    operation: &'static str,
+    err: &SdkError<E, HttpResponse>,
+) -> SandboxError
+where
+    E: ProvideErrorMetadata,
+{
+    from_aws(extract(operation, err))
+}
+
+/// The facts of an `SdkError`, without the raw response.
+pub(super) fn extract<E>(operation: &'static str, err: &SdkError<E, HttpResponse>) -> AwsFailure
+where
+    E: ProvideErrorMetadata,
+{
+    let mut failure = AwsFailure::new(operation);
+    match err {
+        SdkError::ServiceError(service) => {
+            failure.code = service.err().code().map(str::to_owned);
+            failure.message = service.err().message().map(str::to_owned);
+            fill_from_response(&mut failure, service.raw());
+        }
+        SdkError::ResponseError(response) => {
+            // A response the client could not parse (no error code, bad JSON).
+            fill_from_response(&mut failure, response.raw());
+        }
+        SdkError::TimeoutError(_) => failure.no_response = Some(NoResponse::Timeout),
+        SdkError::DispatchFailure(dispatch) => {
+            failure.no_response = Some(if dispatch.is_timeout() {
+                NoResponse::Timeout
+            } else if dispatch.is_io() {
+                NoResponse::Connect
+            } else {
+                NoResponse::Other
+            });
+        }
+        // Building the request failed before anything was sent (e.g. a missing
+        // region or credentials): no response either.
+        _ => failure.no_response = Some(NoResponse::Other),
+    }
+    failure
+}
+
+fn fill_from_response(failure: &mut AwsFailure, raw: &HttpResponse) {
+    failure.http_status = Some(raw.status().as_u16());
+    let headers = raw.headers();
+    failure.request_id = headers
+        .get("x-amzn-requestid")
+        .or_else(|| headers.get("x-amz-request-id"))
+        .map(str::to_owned);
+    failure.retry_after = headers
+        .get("retry-after")
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    // Members the generic metadata does not carry: quotaCode and
+    // retryAfterSeconds live in the JSON body of the error.
+    if let Some(body) = raw.body().bytes()
+        && let Ok(serde_json::Value::Object(members)) = serde_json::from_slice(body)
+    {
+        if failure.quota_code.is_none() {
+            failure.quota_code = members
+                .get("quotaCode")
+                .and_then(|v| v.as_str())
+                .map(str::to_owned);
+        }
+        if failure.retry_after.is_none() {
+            failure.retry_after = members
+                .get("retryAfterSeconds")
+                .and_then(serde_json::Value::as_u64)
+                .map(Duration::from_secs);
+        }
+        if failure.code.is_none() {
+            // A body the client could not turn into a typed error still names it.
+            failure.code = members
+                .get("__type")
+                .or_else(|| members.get("code"))
+                .and_then(|v| v.as_str())
+                .map(|code| sanitize_aws_code(code).to_owned());
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The control plane: a port (trait) with plain-data inputs and outputs, and its
+//! adapter over `aws-sdk-lambdamicrovms`.
+//!
+//! This is the only module that knows the AWS crates. Everything above it sees
+//! [`ControlPlane`], [`RunRequest`] and [`Microvm`]; every AWS failure is turned
+//! into a [`SandboxError`] here, through `crate::error::map::aws`.
+
+pub(crate) mod aws;
+mod failure;
+pub(crate) mod retry;
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use futures_util::future::BoxFuture;
+
+use crate::error::SandboxError;
+use crate::secret::Secret;
+
+/// The state of a MicroVM as the control plane reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SandboxState {
+    /// Starting; the agent has not accepted the run hook yet.
+    Pending,
+    /// Running.
+    Running,
+    /// Being suspended.
+    Suspending,
+    /// Suspended (paused).
+    Suspended,
+    /// Being terminated.
+    Terminating,
+    /// Terminated.
+    Terminated,
+    /// A state this SDK does not know yet (the original token is kept).
+    Unknown(String),
+}
+
+impl SandboxState {
+    /// The control plane's token (`RUNNING`, ...).
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Pending => "PENDING",
+            Self::Running => "RUNNING",
+            Self::Suspending => "SUSPENDING",
+            Self::Suspended => "SUSPENDED",
+            Self::Terminating => "TERMINATING",
+            Self::Terminated => "TERMINATED",
+            Self::Unknown(other) => other,
+        }
+    }
+
+    /// True for `TERMINATING` and `TERMINATED`.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Self::Terminating | Self::Terminated)
+    }
+}
+
+impl From<&str> for SandboxState {
+    fn from(token: &str) -> Self {
+        match token {
+            "PENDING" => Self::Pending,
+            "RUNNING" => Self::Running,
+            "SUSPENDING" => Self::Suspending,
+            "SUSPENDED" => Self::Suspended,
+            "TERMINATING" => Self::Terminating,
+            "TERMINATED" => Self::Terminated,
+            other => Self::Unknown(other.to_owned()),
+        }
+    }
+}
+
+impl fmt::Display for SandboxState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The platform idle policy sent with RunMicrovm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IdlePolicyParams {
+    pub max_idle_seconds: i32,
+    pub suspended_seconds: i32,
+    pub auto_resume: bool,
+}
+
+/// Everything RunMicrovm needs, as plain data.
+#[derive(Clone)]
+pub(crate) struct RunRequest {
+    pub image_arn: String,
+    pub max_duration_seconds: i32,
+    /// Compact JSON; carries only the access token's digest, but is still never
+    /// logged (AWS treats it as sensitive).
+    pub run_hook_payload: String,
+    /// The idempotency token, the same on every retry of one create.
+    pub client_token: String,
+    pub idle_policy: Option<IdlePolicyParams>,
+    pub execution_role_arn: Option<String>,
+}
+
+impl fmt::Debug for RunRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunRequest")
+            .field("image_arn", &self.image_arn)
+            .field("max_duration_seconds", &self.max_duration_seconds)
+            .field("run_hook_payload", &"<redacted>")
+            .field("client_token", &self.client_token)
+            .field("idle_policy", &self.idle_policy)
+            .field("execution_role_arn", &self.execution_role_arn)
+            .finish()
+    }
+}
+
+/// A MicroVM as RunMicrovm / GetMicrovm describe it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Microvm {
+    pub id: String,
+    pub state: SandboxState,
+    /// Bare host (`<uuid>.lambda-microvm.<region>.on.aws`) or, locally,
+    /// `127.0.0.1:<port>`.
+    pub endpoint: String,
+    pub image_arn: String,
+    pub image_version: String,
+    pub max_duration_seconds: i32,
+    pub started_at: Option<SystemTime>,
+    pub terminated_at: Option<SystemTime>,
+    pub state_reason: Option<String>,
+}
+
+/// Ports a proxy token may open (never 9000, the hooks port).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AuthTokenRequest {
+    pub microvm_id: String,
+    pub expiration: Duration,
+    pub ports: Vec<u16>,
+}
+
+/// The control-plane operations the SDK uses.
+///
+/// Implementations return `SandboxError`s already mapped (errors.md 3.1); the
+/// retry layer ([`retry::Retrying`]) sits on top of any implementation.
+pub(crate) trait ControlPlane: Send + Sync + fmt::Debug {
+    /// RunMicrovm.
+    fn run_microvm(&self, request: RunRequest) -> BoxFuture<'_, Result<Microvm, SandboxError>>;
+    /// GetMicrovm.
+    fn get_microvm(&self, id: String) -> BoxFuture<'_, Result<Microvm, SandboxError>>;
+    /// TerminateMicrovm (idempotent on AWS).
+    fn terminate_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>>;
+    /// CreateMicrovmAuthToken: the proxy token (JWE) for the given ports.
+    fn create_auth_token(
+        &self,
+        request: AuthTokenRequest,
+    ) -> BoxFuture<'_, Result<Secret, SandboxError>>;
+}

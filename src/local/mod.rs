@@ -1,0 +1,126 @@
+//! The embedded local backend: the `rayito-agent` MicroVMs emulator, started
+//! in-process on first use and kept for the life of the process.
+//!
+//! It is chosen only explicitly (`Sandbox::builder().local()` or
+//! `RAYITO_BACKEND=local`), because code then runs on this machine with
+//! best-effort isolation. The emulator runs on its own thread and tokio
+//! runtime, so it outlives whichever runtime first asked for it (each
+//! `#[tokio::test]` has its own).
+
+use std::sync::OnceLock;
+
+use rayito_agent::emulator::{Emulator, EmulatorConfig};
+
+use crate::error::SandboxError;
+
+/// The image the local backend uses when no template is given.
+pub(crate) const DEFAULT_IMAGE: &str = "rayito-base";
+
+/// Where the embedded emulator answers.
+#[derive(Debug, Clone)]
+pub(crate) struct LocalBackend {
+    /// The control-plane endpoint (`http://127.0.0.1:<port>`).
+    pub endpoint_url: String,
+    /// The emulator's region.
+    pub region: String,
+    /// ARN prefix of images: `arn:aws:lambda:<region>:<account>:microvm-image:`.
+    image_arn_prefix: String,
+}
+
+impl LocalBackend {
+    /// The ARN of an image the emulator knows by `name`.
+    pub(crate) fn image_arn(&self, name: &str) -> String {
+        format!("{}{name}", self.image_arn_prefix)
+    }
+}
+
+static LOCAL: OnceLock<Result<LocalBackend, String>> = OnceLock::new();
+
+/// The process-wide local backend, started on first call.
+///
+/// # Errors
+/// `Sandbox` (no code) when the emulator could not start.
+pub(crate) async fn backend() -> Result<LocalBackend, SandboxError> {
+    // Starting blocks a thread for a few milliseconds; do it off the caller's
+    // runtime worker.
+    let started = tokio::task::spawn_blocking(|| LOCAL.get_or_init(start).clone())
+        .await
+        .map_err(|_| SandboxError::internal("local", "the local backend could not start"))?;
+    started.map_err(|_| SandboxError::internal("local", "the local backend could not start"))
+}
+
+/// Starts the emulator on a dedicated thread that keeps it alive, and waits
+/// until it answers. The `Err` string is for the one warning log line only.
+fn start() -> Result<LocalBackend, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("rayito-local".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("rayito-local")
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(err) => {
+                    let _ = tx.send(Err(err.to_string()));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                match Emulator::start(EmulatorConfig::default()).await {
+                    Ok(emulator) => {
+                        let arn = emulator.image_arn("");
+                        let backend = LocalBackend {
+                            endpoint_url: emulator.endpoint_url(),
+                            region: region_of(&arn),
+                            image_arn_prefix: arn,
+                        };
+                        let _ = tx.send(Ok(backend));
+                        // Kept for the life of the process.
+                        std::future::pending::<()>().await;
+                        drop(emulator);
+                    }
+                    Err(err) => {
+                        let _ = tx.send(Err(err.to_string()));
+                    }
+                }
+            });
+        });
+    if let Err(err) = spawned {
+        return Err(err.to_string());
+    }
+    let outcome = rx
+        .recv()
+        .unwrap_or_else(|_| Err("the local backend thread stopped".to_owned()));
+    match &outcome {
+        Ok(backend) => tracing::warn!(
+            target: "rayito::local",
+            endpoint = %backend.endpoint_url,
+            "started the local backend: sandbox code runs on this machine with best-effort isolation"
+        ),
+        Err(err) => {
+            tracing::warn!(target: "rayito::local", error = %err, "the local backend could not start")
+        }
+    }
+    outcome
+}
+
+/// `arn:aws:lambda:<region>:...` -> `<region>`.
+fn region_of(arn: &str) -> String {
+    arn.split(':').nth(3).unwrap_or("us-east-1").to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::region_of;
+
+    #[test]
+    fn region_comes_from_the_arn() {
+        assert_eq!(
+            region_of("arn:aws:lambda:eu-west-1:000000000000:microvm-image:"),
+            "eu-west-1"
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! Which control plane a sandbox uses: AWS (the default), the embedded local
+//! backend (only when chosen), or any endpoint speaking the MicroVMs API.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::control::ControlPlane;
+use crate::control::aws::{AwsControlPlane, AwsSettings};
+use crate::control::retry::Retrying;
+use crate::error::{RetryPolicy, SandboxError};
+use crate::local;
+use crate::secret::Secret;
+
+/// The environment variable that picks the backend when the code does not:
+/// `local` or `aws`.
+pub const BACKEND_ENV: &str = "RAYITO_BACKEND";
+/// The environment variable naming the default template (image name or ARN).
+pub const TEMPLATE_ENV: &str = "RAYITO_TEMPLATE";
+
+/// How to reach AWS. Every field is optional: the aws-config chain (env,
+/// profiles, SSO, instance roles) fills in what is not set.
+#[derive(Clone, Default)]
+pub struct AwsOptions {
+    settings: AwsSettings,
+}
+
+impl fmt::Debug for AwsOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.settings.fmt(f)
+    }
+}
+
+impl AwsOptions {
+    /// Options filled entirely from the environment and profiles.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The region (for example `us-east-1`).
+    #[must_use]
+    pub fn region(mut self, region: impl Into<String>) -> Self {
+        self.settings.region = Some(region.into());
+        self
+    }
+
+    /// Another endpoint for the MicroVMs API (for example an emulator).
+    #[must_use]
+    pub fn endpoint_url(mut self, url: impl Into<String>) -> Self {
+        self.settings.endpoint_url = Some(url.into());
+        self
+    }
+
+    /// A named profile from `~/.aws/config`.
+    #[must_use]
+    pub fn profile(mut self, profile: impl Into<String>) -> Self {
+        self.settings.profile = Some(profile.into());
+        self
+    }
+
+    /// Static credentials instead of the chain.
+    #[must_use]
+    pub fn static_credentials(
+        mut self,
+        access_key_id: impl Into<String>,
+        secret_access_key: impl Into<Secret>,
+    ) -> Self {
+        self.settings.static_credentials = Some((access_key_id.into(), secret_access_key.into()));
+        self
+    }
+}
+
+/// The backend a builder was given.
+#[derive(Debug, Clone)]
+pub(crate) enum BackendChoice {
+    /// Nothing chosen in code: `RAYITO_BACKEND`, else AWS.
+    FromEnv,
+    Local,
+    Aws(AwsOptions),
+}
+
+/// A resolved backend: the control plane (with the retry layer) and how to
+/// name images on it.
+#[derive(Clone)]
+pub(crate) struct ResolvedBackend {
+    pub control: Arc<dyn ControlPlane>,
+    /// `Some` on the local backend: bare image names become its ARNs, and
+    /// its default image is used when no template is given.
+    pub local: Option<local::LocalBackend>,
+}
+
+impl fmt::Debug for ResolvedBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResolvedBackend")
+            .field("local", &self.local.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl BackendChoice {
+    /// Starts or connects the backend.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an unknown `RAYITO_BACKEND`; `Authentication`
+    /// when AWS has no credentials or region (the message says how to
+    /// configure AWS or choose the local backend).
+    pub(crate) async fn resolve(
+        &self,
+        policy: &RetryPolicy,
+    ) -> Result<ResolvedBackend, SandboxError> {
+        let choice = match self {
+            Self::FromEnv => match std::env::var(BACKEND_ENV) {
+                Ok(value) if value == "local" => Self::Local,
+                Ok(value) if value == "aws" || value.is_empty() => Self::Aws(AwsOptions::new()),
+                Ok(_) => {
+                    return Err(SandboxError::invalid_argument(
+                        "backend",
+                        "RAYITO_BACKEND must be local or aws; unset it to use AWS",
+                    ));
+                }
+                Err(_) => Self::Aws(AwsOptions::new()),
+            },
+            other => other.clone(),
+        };
+        match choice {
+            Self::Local => {
+                let backend = local::backend().await?;
+                let control = AwsControlPlane::hermetic(&backend.endpoint_url, &backend.region);
+                Ok(ResolvedBackend {
+                    control: Arc::new(Retrying::new(control, *policy)),
+                    local: Some(backend),
+                })
+            }
+            Self::Aws(options) => {
+                let control = AwsControlPlane::connect(&options.settings).await?;
+                Ok(ResolvedBackend {
+                    control: Arc::new(Retrying::new(control, *policy)),
+                    local: None,
+                })
+            }
+            Self::FromEnv => Err(SandboxError::internal(
+                "create",
+                "the backend was not resolved",
+            )),
+        }
+    }
+}
+
+impl ResolvedBackend {
+    /// The image ARN for a template (name or ARN), or the default.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`template`) when no template is given on AWS, or a
+    /// bare name is given on AWS (only ARNs are accepted there for now).
+    pub(crate) fn image_arn(&self, template: Option<&str>) -> Result<String, SandboxError> {
+        let from_env = std::env::var(TEMPLATE_ENV).ok().filter(|v| !v.is_empty());
+        let template = template.map(str::to_owned).or(from_env);
+        match (template, &self.local) {
+            (Some(t), _) if t.starts_with("arn:") => Ok(t),
+            (Some(name), Some(local)) => {
+                check_image_name(&name)?;
+                Ok(local.image_arn(&name))
+            }
+            (None, Some(local)) => Ok(local.image_arn(local::DEFAULT_IMAGE)),
+            (Some(name), None) => {
+                check_image_name(&name)?;
+                Err(SandboxError::invalid_argument(
+                    "template",
+                    "a template on AWS must be an image ARN (arn:aws:lambda:<region>:<account>:microvm-image:<name>); pass the image ARN",
+                ))
+            }
+            (None, None) => Err(SandboxError::invalid_argument(
+                "template",
+                "no template was given; pass an image ARN with .template(..) or set RAYITO_TEMPLATE",
+            )),
+        }
+    }
+}
+
+/// Image names: 1 to 64 of `[A-Za-z0-9_-]`.
+fn check_image_name(name: &str) -> Result<(), SandboxError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(SandboxError::invalid_argument(
+            "template",
+            "a template name must be 1 to 64 letters, digits, '_' or '-'; pass an image name or ARN",
+        ))
+    }
+}

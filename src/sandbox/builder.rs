@@ -1,0 +1,338 @@
+//! `Sandbox::builder()`: options, then `create()` or `connect()`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::RngCore as _;
+
+use super::backend::{AwsOptions, BackendChoice};
+use super::options::{CreateOptions, IdleChoice, IdlePolicy, OnTimeout, grouped};
+use super::payload::{MAX_PAYLOAD_CHARS, run_payload};
+use super::readiness::{OnNotReady, wait_ready};
+use super::{Inner, Sandbox, proxy_minter};
+use crate::control::{IdlePolicyParams, RunRequest};
+use crate::error::{RetryPolicy, SandboxError};
+use crate::secret::{Secret, decode_access_token, generate_access_token, token_sha256_hex};
+use crate::transport::{AGENT_PORT, AgentConn};
+
+/// Options for a new sandbox (or for connecting to one). Setters never fail;
+/// everything is checked by [`SandboxBuilder::create`] before any I/O.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct SandboxBuilder {
+    options: CreateOptions,
+    backend: BackendChoice,
+    retry_policy: RetryPolicy,
+}
+
+impl Default for SandboxBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SandboxBuilder {
+    /// The defaults (see [`crate::Sandbox::create`]).
+    pub fn new() -> Self {
+        Self {
+            options: CreateOptions::default(),
+            backend: BackendChoice::FromEnv,
+            retry_policy: RetryPolicy::default(),
+        }
+    }
+
+    /// Use the embedded local backend (code runs on this machine with
+    /// best-effort isolation; a warning is logged when it starts).
+    pub fn local(mut self) -> Self {
+        self.backend = BackendChoice::Local;
+        self
+    }
+
+    /// Use AWS (or another endpoint speaking the MicroVMs API).
+    pub fn aws(mut self, options: AwsOptions) -> Self {
+        self.backend = BackendChoice::Aws(options);
+        self
+    }
+
+    /// The image: a name (local backend) or an image ARN.
+    pub fn template(mut self, template: impl Into<String>) -> Self {
+        self.options.template = Some(template.into());
+        self
+    }
+
+    /// The sandbox's lifetime (default 1 h, at most 8 h).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.options.timeout = timeout;
+        self
+    }
+
+    /// The cap of a managed lifecycle (makes the timeout movable with
+    /// [`crate::Sandbox::set_timeout`]); default `timeout + 60 s`, at least 120 s.
+    pub fn max_lifetime(mut self, max_lifetime: Duration) -> Self {
+        self.options.max_lifetime = Some(max_lifetime);
+        self
+    }
+
+    /// What happens at the timeout (turns on the managed lifecycle).
+    pub fn on_timeout(mut self, on_timeout: OnTimeout) -> Self {
+        self.options.on_timeout = Some(on_timeout);
+        self
+    }
+
+    /// One environment variable of every process and kernel.
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.options.envs.insert(name.into(), value.into());
+        self
+    }
+
+    /// Environment variables of every process and kernel.
+    pub fn envs<K, V>(mut self, envs: impl IntoIterator<Item = (K, V)>) -> Self
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.options
+            .envs
+            .extend(envs.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
+    }
+
+    /// Non-secret metadata, echoed by the agent's Health.
+    pub fn metadata<K, V>(mut self, metadata: impl IntoIterator<Item = (K, V)>) -> Self
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.options
+            .metadata
+            .extend(metadata.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
+    }
+
+    /// How long to wait for the agent to become ready (default 90 s).
+    pub fn ready_timeout(mut self, ready_timeout: Duration) -> Self {
+        self.options.ready_timeout = ready_timeout;
+        self
+    }
+
+    /// Deadline of unary agent calls (default 60 s).
+    pub fn request_timeout(mut self, request_timeout: Duration) -> Self {
+        self.options.request_timeout = request_timeout;
+        self
+    }
+
+    /// The platform idle policy (default: 300 s with auto-resume, dropped
+    /// when the sandbox is shorter).
+    pub fn idle_policy(mut self, policy: IdlePolicy) -> Self {
+        self.options.idle = IdleChoice::Explicit(policy);
+        self
+    }
+
+    /// No idle policy: the sandbox is never suspended for idleness.
+    pub fn no_idle_policy(mut self) -> Self {
+        self.options.idle = IdleChoice::Disabled;
+        self
+    }
+
+    /// Extra ports the proxy token opens besides 8080 (never 9000).
+    pub fn allowed_ports(mut self, ports: impl IntoIterator<Item = u16>) -> Self {
+        self.options.allowed_ports.extend(ports);
+        self
+    }
+
+    /// The IAM role the MicroVM runs with.
+    pub fn execution_role_arn(mut self, arn: impl Into<String>) -> Self {
+        self.options.execution_role_arn = Some(arn.into());
+        self
+    }
+
+    /// Use this access token instead of a generated one (base64url, at least
+    /// 16 bytes once decoded).
+    pub fn access_token(mut self, token: impl Into<Secret>) -> Self {
+        self.options.access_token = Some(token.into());
+        self
+    }
+
+    /// The control-plane retry policy (default: errors.md 5).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry_policy = policy;
+        self
+    }
+
+    /// Creates the sandbox and waits until its agent is ready.
+    ///
+    /// Steps: checks (no I/O), RunMicrovm (capacity, throttling and 5xx
+    /// retried with one clientToken), a proxy token for 8080 plus the allowed
+    /// ports, then the readiness wait. When the sandbox does not become
+    /// ready it is terminated.
+    ///
+    /// # Errors
+    /// - before any I/O: `SandboxLifetime` (timeout above 28,800 s),
+    ///   `InvalidArgument` naming the argument;
+    /// - `Authentication` (no AWS credentials or region: the message says how
+    ///   to configure AWS or choose the local backend; a refused token);
+    /// - `SandboxNotFound` (the image does not exist), `Capacity`,
+    ///   `RateLimit`, `QuotaExceeded`, `Sandbox { code: ServiceError }`;
+    /// - `SandboxNotReady { state, state_reason }` after `ready_timeout`.
+    pub async fn create(self) -> Result<Sandbox, SandboxError> {
+        let plan = self.options.plan()?;
+        let access_token = match &self.options.access_token {
+            Some(token) => token.clone(),
+            None => generate_access_token(),
+        };
+        let token_bytes = decode_access_token(&access_token).map_err(|_| bad_token())?;
+        let payload = run_payload(
+            &token_sha256_hex(&token_bytes),
+            &self.options.envs,
+            &self.options.metadata,
+            plan.lifecycle,
+        );
+        let payload_chars = payload.chars().count();
+        if payload_chars > MAX_PAYLOAD_CHARS {
+            let argument = if self.options.metadata.is_empty() {
+                "envs"
+            } else {
+                "metadata"
+            };
+            return Err(SandboxError::invalid_argument(
+                argument,
+                format!(
+                    "the run payload is {} characters, above the limit of 4,096; pass fewer or shorter envs and metadata",
+                    grouped(u64::try_from(payload_chars).unwrap_or(u64::MAX))
+                ),
+            ));
+        }
+
+        let backend = self.backend.resolve(&self.retry_policy).await?;
+        let image_arn = backend.image_arn(self.options.template.as_deref())?;
+        let request = RunRequest {
+            image_arn,
+            max_duration_seconds: i32::try_from(plan.max_duration_secs).unwrap_or(i32::MAX),
+            run_hook_payload: payload,
+            client_token: client_token(),
+            idle_policy: plan.idle_policy.map(|(max_idle, suspended, auto_resume)| {
+                IdlePolicyParams {
+                    max_idle_seconds: i32::try_from(max_idle).unwrap_or(i32::MAX),
+                    suspended_seconds: i32::try_from(suspended).unwrap_or(i32::MAX),
+                    auto_resume,
+                }
+            }),
+            execution_role_arn: self.options.execution_role_arn.clone(),
+        };
+        let control = backend.control;
+        let vm = control.run_microvm(request).await?;
+
+        let minter = proxy_minter(control.clone(), vm.id.clone(), plan.token_ports.clone());
+        let proxy_token = match minter().await {
+            Ok(token) => token,
+            Err(err) => {
+                let _ = control.terminate_microvm(vm.id.clone()).await;
+                return Err(err);
+            }
+        };
+        let conn = match AgentConn::open(
+            &vm.endpoint,
+            proxy_token,
+            access_token.clone(),
+            minter,
+            self.retry_policy,
+        ) {
+            Ok(conn) => conn,
+            Err(err) => {
+                let _ = control.terminate_microvm(vm.id.clone()).await;
+                return Err(err);
+            }
+        };
+        wait_ready(
+            &conn,
+            control.as_ref(),
+            &vm.id,
+            self.options.ready_timeout,
+            OnNotReady::Terminate,
+        )
+        .await?;
+        tracing::debug!(target: "rayito::sandbox", sandbox_id = %vm.id, "sandbox ready");
+        Ok(Sandbox {
+            inner: Arc::new(Inner {
+                id: vm.id,
+                access_token,
+                control,
+                conn,
+                request_timeout: self.options.request_timeout,
+            }),
+        })
+    }
+
+    /// Connects to an existing sandbox: GetMicrovm, a proxy token for 8080,
+    /// the readiness wait (never terminates), and one authenticated call
+    /// that proves the access token.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`sandbox_id`, `access_token`) before any I/O;
+    /// `SandboxNotFound` when it does not exist or has ended;
+    /// `Authentication` when the access token is refused;
+    /// `SandboxNotReady` when the agent does not become ready.
+    pub async fn connect(
+        self,
+        sandbox_id: &str,
+        access_token: impl Into<Secret>,
+    ) -> Result<Sandbox, SandboxError> {
+        let access_token = access_token.into();
+        if sandbox_id.is_empty() || sandbox_id.len() > 256 {
+            return Err(SandboxError::invalid_argument(
+                "sandbox_id",
+                "a sandbox id must be 1 to 256 characters; pass the id the sandbox was created with",
+            ));
+        }
+        decode_access_token(&access_token).map_err(|_| bad_token())?;
+        let backend = self.backend.resolve(&self.retry_policy).await?;
+        let control = backend.control;
+        let vm = control.get_microvm(sandbox_id.to_owned()).await?;
+        if vm.state.is_terminal() {
+            return Err(SandboxError::sandbox_not_found(&vm.id));
+        }
+        let minter = proxy_minter(control.clone(), vm.id.clone(), vec![AGENT_PORT]);
+        let proxy_token = minter().await?;
+        let conn = AgentConn::open(
+            &vm.endpoint,
+            proxy_token,
+            access_token.clone(),
+            minter,
+            self.retry_policy,
+        )?;
+        wait_ready(
+            &conn,
+            control.as_ref(),
+            &vm.id,
+            self.options.ready_timeout,
+            OnNotReady::Keep,
+        )
+        .await?;
+        // Health is anonymous; this call is not, so a wrong token fails here
+        // rather than on the caller's first call.
+        conn.verify_access(self.options.request_timeout).await?;
+        Ok(Sandbox {
+            inner: Arc::new(Inner {
+                id: vm.id,
+                access_token,
+                control,
+                conn,
+                request_timeout: self.options.request_timeout,
+            }),
+        })
+    }
+}
+
+fn bad_token() -> SandboxError {
+    SandboxError::invalid_argument(
+        "access_token",
+        "the access token must be base64url without padding and decode to at least 16 bytes; pass the token the sandbox was created with",
+    )
+}
+
+/// A fresh idempotency token: 32 hex characters (a uuid4 without dashes).
+fn client_token() -> String {
+    let mut bytes = [0u8; 16];
+    rand::rng().fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,315 @@
+//! The sandbox handle: create, connect, kill, timeouts, info.
+
+mod backend;
+mod builder;
+mod options;
+pub(crate) mod payload;
+mod readiness;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+pub use self::backend::{AwsOptions, BACKEND_ENV, TEMPLATE_ENV};
+pub use self::builder::SandboxBuilder;
+pub(crate) use self::options::MAX_DURATION_SECS;
+pub use self::options::{IdlePolicy, OnTimeout};
+use crate::code::{CodeContext, Execution, ExecutionEvents, RunCodeOptions};
+use crate::commands::Commands;
+pub use crate::control::SandboxState;
+use crate::control::{AuthTokenRequest, ControlPlane};
+use crate::error::{ErrorKind, SandboxError};
+use crate::files::Files;
+use crate::pb;
+use crate::secret::Secret;
+use crate::transport::{AgentConn, ConnectRetry, ProxyMinter};
+
+/// Lifetime of a proxy token (the AWS maximum).
+const PROXY_TOKEN_TTL: Duration = Duration::from_secs(60 * 60);
+/// Longest time `is_running` waits for Health.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A running sandbox: a MicroVM with the rayito agent, reached through the
+/// control plane and the agent's gRPC endpoint.
+///
+/// Cheap to clone (an `Arc` inside); clones share one connection.
+/// Dropping the last clone closes the connection without blocking and does
+/// **not** terminate the MicroVM: call [`Sandbox::kill`] for that (it runs
+/// until its timeout otherwise, and you can [`Sandbox::connect`] to it again).
+#[derive(Clone)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    id: String,
+    access_token: Secret,
+    control: Arc<dyn ControlPlane>,
+    conn: AgentConn,
+    request_timeout: Duration,
+}
+
+impl fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("id", &self.inner.id)
+            .field("access_token", &self.inner.access_token)
+            .field("closed", &self.inner.conn.is_closed())
+            .finish()
+    }
+}
+
+/// What the control plane says about a sandbox.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SandboxInfo {
+    /// The MicroVM id.
+    pub sandbox_id: String,
+    /// Its state (the control plane is eventually consistent: `RUNNING` can
+    /// linger briefly after a kill).
+    pub state: SandboxState,
+    /// Why it is in that state, when the platform says.
+    pub state_reason: Option<String>,
+    /// The image ARN it runs.
+    pub image_arn: String,
+    /// The image version.
+    pub image_version: String,
+    /// When it started.
+    pub started_at: Option<SystemTime>,
+    /// When it ended, if it did.
+    pub terminated_at: Option<SystemTime>,
+    /// Its maximum duration, running and suspended.
+    pub max_duration: Duration,
+}
+
+impl Sandbox {
+    /// A builder for a new sandbox (or a connection to an existing one).
+    pub fn builder() -> SandboxBuilder {
+        SandboxBuilder::new()
+    }
+
+    /// Creates a sandbox with the defaults: the backend from
+    /// `RAYITO_BACKEND` (AWS when unset), the template from
+    /// `RAYITO_TEMPLATE` (the local backend's `rayito-base` otherwise),
+    /// a 1 h timeout.
+    ///
+    /// # Errors
+    /// As [`SandboxBuilder::create`].
+    pub async fn create() -> Result<Sandbox, SandboxError> {
+        SandboxBuilder::new().create().await
+    }
+
+    /// Connects to an existing sandbox with its access token (the backend
+    /// from `RAYITO_BACKEND`, AWS when unset).
+    ///
+    /// # Errors
+    /// As [`SandboxBuilder::connect`].
+    pub async fn connect(
+        sandbox_id: &str,
+        access_token: impl Into<Secret>,
+    ) -> Result<Sandbox, SandboxError> {
+        SandboxBuilder::new()
+            .connect(sandbox_id, access_token)
+            .await
+    }
+
+    /// The sandbox (MicroVM) id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The access token; keep it to [`Sandbox::connect`] later (the control
+    /// plane never returns it). Never log it.
+    pub fn access_token(&self) -> &Secret {
+        &self.inner.access_token
+    }
+
+    /// Commands (processes) in the sandbox.
+    pub fn commands(&self) -> Commands<'_> {
+        Commands::new(self)
+    }
+
+    /// The sandbox's filesystem.
+    pub fn files(&self) -> Files<'_> {
+        Files::new(self)
+    }
+
+    /// Runs a code cell in the default Python context.
+    ///
+    /// A kernel exception is data in [`Execution::error`], not an `Err`.
+    ///
+    /// # Errors
+    /// Transport and agent failures: `Timeout` (request), `Sandbox`
+    /// (`kernel_not_ready`, `connection_lost`, `closed`, ...), `InvalidArgument`
+    /// when the agent refuses the request, `Authentication`.
+    pub async fn run_code(&self, code: &str) -> Result<Execution, SandboxError> {
+        crate::code::run_code(self, code, RunCodeOptions::default()).await
+    }
+
+    /// Runs a code cell with options (language or context, envs, timeout,
+    /// streaming callbacks).
+    ///
+    /// # Errors
+    /// As [`Sandbox::run_code`].
+    pub async fn run_code_with(
+        &self,
+        code: &str,
+        options: RunCodeOptions,
+    ) -> Result<Execution, SandboxError> {
+        crate::code::run_code(self, code, options).await
+    }
+
+    /// Runs a code cell and streams its events as they come (the last one
+    /// is [`crate::ExecutionEvent::End`]); dropping the stream interrupts the cell.
+    ///
+    /// # Errors
+    /// As [`Sandbox::run_code`], when the cell cannot start; later failures
+    /// are the stream's last item.
+    pub async fn run_code_stream(
+        &self,
+        code: &str,
+        options: RunCodeOptions,
+    ) -> Result<ExecutionEvents, SandboxError> {
+        crate::code::run_code_stream(self, code, options).await
+    }
+
+    /// Creates a code context (its own kernel and state); `language`
+    /// defaults to `python`.
+    ///
+    /// # Errors
+    /// `RateLimit` above 8 contexts; `Unimplemented` for a language the image
+    /// lacks; `InvalidArgument` (bad cwd); transport failures.
+    pub async fn create_code_context(
+        &self,
+        language: Option<&str>,
+        cwd: Option<&str>,
+    ) -> Result<CodeContext, SandboxError> {
+        crate::code::create_context(self, language, cwd).await
+    }
+
+    /// Removes a code context.
+    ///
+    /// # Errors
+    /// `NotFound` for an unknown context; `InvalidArgument` for `default`.
+    pub async fn remove_code_context(&self, context_id: &str) -> Result<(), SandboxError> {
+        crate::code::remove_context(self, context_id).await
+    }
+
+    /// Terminates the sandbox. Returns `false` when it was not found (already
+    /// gone). Later calls on this handle (and its clones) fail with
+    /// `Sandbox { code: Closed }` without any I/O.
+    ///
+    /// # Errors
+    /// Control-plane failures other than not-found (`Authentication`,
+    /// `RateLimit` after retries, `Sandbox { code: ServiceError }`, ...).
+    pub async fn kill(&self) -> Result<bool, SandboxError> {
+        let outcome = self
+            .inner
+            .control
+            .terminate_microvm(self.inner.id.clone())
+            .await;
+        self.inner.conn.close();
+        match outcome {
+            Ok(()) => Ok(true),
+            Err(err) if err.kind() == ErrorKind::SandboxNotFound => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Moves the sandbox's logical timeout to `timeout` from now (it may
+    /// shorten it). Needs a managed lifecycle: create the sandbox with
+    /// [`SandboxBuilder::max_lifetime`] or [`SandboxBuilder::on_timeout`].
+    ///
+    /// # Errors
+    /// `SandboxLifetime` above 28,800 s; `InvalidArgument` below 1 s, beyond
+    /// the sandbox's cap, or without a managed lifecycle; `Timeout { scope:
+    /// Sandbox }` when the deadline already passed.
+    pub async fn set_timeout(&self, timeout: Duration) -> Result<(), SandboxError> {
+        if timeout.as_secs() > MAX_DURATION_SECS {
+            return Err(SandboxError::sandbox_lifetime(
+                "timeout",
+                timeout,
+                Duration::from_secs(MAX_DURATION_SECS),
+            ));
+        }
+        if timeout < Duration::from_secs(1) {
+            return Err(SandboxError::invalid_argument(
+                "timeout",
+                "sandbox timeout must be at least 1 s; pass a positive timeout",
+            ));
+        }
+        let request = pb::SetTimeoutRequest {
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            mode: pb::TimeoutMode::Exact as i32,
+        };
+        self.inner
+            .conn
+            .set_timeout(request, self.inner.request_timeout)
+            .await
+            .map(|_| ())
+    }
+
+    /// True when the agent answers Health and says it is ready to serve
+    /// (probe timeout: 5 s or the request timeout, whichever is shorter).
+    /// Any failure, and a killed handle, count as not running.
+    pub async fn is_running(&self) -> bool {
+        if self.inner.conn.is_closed() {
+            return false;
+        }
+        let timeout = PROBE_TIMEOUT.min(self.inner.request_timeout);
+        self.inner
+            .conn
+            .health(timeout, ConnectRetry::Never)
+            .await
+            .is_ok_and(|health| health.agent_ready)
+    }
+
+    /// What the control plane says about this sandbox (GetMicrovm).
+    ///
+    /// # Errors
+    /// `SandboxNotFound` when it does not exist any more; other
+    /// control-plane failures.
+    pub async fn get_info(&self) -> Result<SandboxInfo, SandboxError> {
+        let vm = self
+            .inner
+            .control
+            .get_microvm(self.inner.id.clone())
+            .await?;
+        Ok(SandboxInfo {
+            sandbox_id: vm.id,
+            state: vm.state,
+            state_reason: vm.state_reason,
+            image_arn: vm.image_arn,
+            image_version: vm.image_version,
+            started_at: vm.started_at,
+            terminated_at: vm.terminated_at,
+            max_duration: Duration::from_secs(u64::try_from(vm.max_duration_seconds).unwrap_or(0)),
+        })
+    }
+
+    pub(crate) fn conn(&self) -> &AgentConn {
+        &self.inner.conn
+    }
+
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.inner.request_timeout
+    }
+}
+
+/// Mints proxy tokens for one MicroVM and port set (used at open and on a
+/// proxy 403).
+fn proxy_minter(
+    control: Arc<dyn ControlPlane>,
+    microvm_id: String,
+    ports: Vec<u16>,
+) -> ProxyMinter {
+    Arc::new(move || {
+        let control = control.clone();
+        let request = AuthTokenRequest {
+            microvm_id: microvm_id.clone(),
+            expiration: PROXY_TOKEN_TTL,
+            ports: ports.clone(),
+        };
+        Box::pin(async move { control.create_auth_token(request).await })
+    })
+}

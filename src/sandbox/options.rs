@@ -1,0 +1,393 @@
+//! What a sandbox is created with, and the checks made before any I/O.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use crate::error::SandboxError;
+use crate::secret::Secret;
+use crate::transport::{AGENT_PORT, HOOKS_PORT};
+
+use super::payload::LifecycleBlock;
+
+/// Default sandbox lifetime (wire-contract 3.7).
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3_600);
+/// The platform's cap on a MicroVM's duration, running and suspended.
+pub(crate) const MAX_DURATION_SECS: u64 = 28_800;
+/// Default readiness wait.
+pub(crate) const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// Default deadline of unary RPCs.
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default idle time before the platform suspends the sandbox.
+const DEFAULT_MAX_IDLE_SECS: u64 = 300;
+/// The platform's minimum idle time.
+const MIN_MAX_IDLE_SECS: u64 = 60;
+/// Margin between the logical timeout and the cap of a managed lifecycle.
+const CAP_MARGIN_SECS: u64 = 60;
+/// Smallest cap of a managed lifecycle.
+const MIN_CAP_SECS: u64 = 120;
+/// Longest env/metadata key the SDK accepts.
+const MAX_KEY_CHARS: usize = 256;
+
+/// What happens when a sandbox with a managed lifecycle reaches its timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OnTimeout {
+    /// Terminate the sandbox (the default of a managed lifecycle).
+    Kill,
+    /// Suspend it; traffic resumes it (needs an idle policy).
+    Pause,
+}
+
+/// The platform idle policy: after `max_idle` without traffic the sandbox is
+/// suspended, and with `auto_resume` the next request wakes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdlePolicy {
+    max_idle: Duration,
+    auto_resume: bool,
+}
+
+impl IdlePolicy {
+    /// Suspend after `max_idle` without traffic (at least 60 s), with auto-resume.
+    pub fn new(max_idle: Duration) -> Self {
+        Self {
+            max_idle,
+            auto_resume: true,
+        }
+    }
+
+    /// Whether a request to a suspended sandbox resumes it (default true).
+    #[must_use]
+    pub fn auto_resume(mut self, auto_resume: bool) -> Self {
+        self.auto_resume = auto_resume;
+        self
+    }
+}
+
+/// The idle policy choice of one create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum IdleChoice {
+    /// 300 s with auto-resume, silently dropped when the sandbox is shorter.
+    #[default]
+    Default,
+    /// The caller's policy.
+    Explicit(IdlePolicy),
+    /// No idle policy.
+    Disabled,
+}
+
+/// Everything `create()` needs, as the builder collected it.
+#[derive(Clone)]
+pub(crate) struct CreateOptions {
+    pub template: Option<String>,
+    pub timeout: Duration,
+    pub max_lifetime: Option<Duration>,
+    pub on_timeout: Option<OnTimeout>,
+    pub envs: BTreeMap<String, String>,
+    pub metadata: BTreeMap<String, String>,
+    pub ready_timeout: Duration,
+    pub request_timeout: Duration,
+    pub idle: IdleChoice,
+    pub allowed_ports: Vec<u16>,
+    pub execution_role_arn: Option<String>,
+    pub access_token: Option<Secret>,
+}
+
+impl Default for CreateOptions {
+    fn default() -> Self {
+        Self {
+            template: None,
+            timeout: DEFAULT_TIMEOUT,
+            max_lifetime: None,
+            on_timeout: None,
+            envs: BTreeMap::new(),
+            metadata: BTreeMap::new(),
+            ready_timeout: DEFAULT_READY_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            idle: IdleChoice::Default,
+            allowed_ports: Vec::new(),
+            execution_role_arn: None,
+            access_token: None,
+        }
+    }
+}
+
+impl fmt::Debug for CreateOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Env values may be secrets: only their names are shown.
+        f.debug_struct("CreateOptions")
+            .field("template", &self.template)
+            .field("timeout", &self.timeout)
+            .field("max_lifetime", &self.max_lifetime)
+            .field("on_timeout", &self.on_timeout)
+            .field("envs", &self.envs.keys().collect::<Vec<_>>())
+            .field("metadata", &self.metadata.keys().collect::<Vec<_>>())
+            .field("ready_timeout", &self.ready_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("idle", &self.idle)
+            .field("allowed_ports", &self.allowed_ports)
+            .field("execution_role_arn", &self.execution_role_arn)
+            .field("access_token", &self.access_token)
+            .finish()
+    }
+}
+
+/// The checked plan of one create: what RunMicrovm and the payload get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LaunchPlan {
+    /// `maximumDurationInSeconds`.
+    pub max_duration_secs: u64,
+    pub lifecycle: Option<LifecycleBlock>,
+    /// (max idle, suspended, auto resume) in seconds.
+    pub idle_policy: Option<(u64, u64, bool)>,
+    /// Ports of the proxy token: 8080 first, then the caller's.
+    pub token_ports: Vec<u16>,
+}
+
+/// `28,800`: en-US digit grouping, so messages can be pinned by tests.
+pub(crate) fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// Whole seconds, rounding a fraction up (a 0.5 s timeout is 1 s, not 0).
+fn whole_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+impl CreateOptions {
+    /// Checks everything that can be checked without I/O and computes the
+    /// launch plan.
+    ///
+    /// # Errors
+    /// `SandboxLifetime` when the timeout or max lifetime is above 28,800 s;
+    /// `InvalidArgument` naming the argument for anything else refused.
+    pub(crate) fn plan(&self) -> Result<LaunchPlan, SandboxError> {
+        let timeout = whole_secs(self.timeout);
+        if timeout > MAX_DURATION_SECS {
+            return Err(SandboxError::sandbox_lifetime(
+                "timeout",
+                Duration::from_secs(timeout),
+                Duration::from_secs(MAX_DURATION_SECS),
+            ));
+        }
+        if timeout == 0 {
+            return Err(SandboxError::invalid_argument(
+                "timeout",
+                "sandbox timeout must be at least 1 s; pass a positive timeout",
+            ));
+        }
+        check_map("envs", &self.envs, true)?;
+        check_map("metadata", &self.metadata, false)?;
+        check_duration("ready_timeout", self.ready_timeout)?;
+        check_duration("request_timeout", self.request_timeout)?;
+
+        let mut token_ports = vec![AGENT_PORT];
+        for &port in &self.allowed_ports {
+            if port == 0 || port == HOOKS_PORT {
+                return Err(SandboxError::invalid_argument(
+                    "allowed_ports",
+                    format!(
+                        "port {port} cannot be opened; pass ports from 1 to 65535 other than 9000 (the hooks port)"
+                    ),
+                ));
+            }
+            if !token_ports.contains(&port) {
+                token_ports.push(port);
+            }
+        }
+
+        let managed = self.max_lifetime.is_some() || self.on_timeout.is_some();
+        let (max_duration_secs, lifecycle) = if managed {
+            let cap = match self.max_lifetime {
+                Some(cap) => whole_secs(cap),
+                None => (timeout + CAP_MARGIN_SECS).clamp(MIN_CAP_SECS, MAX_DURATION_SECS),
+            };
+            if cap > MAX_DURATION_SECS {
+                return Err(SandboxError::sandbox_lifetime(
+                    "max_lifetime",
+                    Duration::from_secs(cap),
+                    Duration::from_secs(MAX_DURATION_SECS),
+                ));
+            }
+            if cap < MIN_CAP_SECS {
+                return Err(SandboxError::invalid_argument(
+                    "max_lifetime",
+                    format!(
+                        "max lifetime of {} s is below the minimum of 120 s; pass a longer max lifetime",
+                        grouped(cap)
+                    ),
+                ));
+            }
+            if timeout > cap {
+                return Err(SandboxError::invalid_argument(
+                    "timeout",
+                    format!(
+                        "sandbox timeout of {} s is above the max lifetime of {} s; pass a smaller timeout or a longer max lifetime",
+                        grouped(timeout),
+                        grouped(cap)
+                    ),
+                ));
+            }
+            let pause = self.on_timeout == Some(OnTimeout::Pause);
+            (
+                cap,
+                Some(LifecycleBlock {
+                    timeout_s: timeout,
+                    cap_s: cap,
+                    pause,
+                    auto_resume: pause,
+                }),
+            )
+        } else {
+            (timeout, None)
+        };
+
+        let idle_policy = match self.idle {
+            IdleChoice::Disabled => None,
+            IdleChoice::Default => {
+                // Dropped when the sandbox would end before it could idle.
+                (DEFAULT_MAX_IDLE_SECS < max_duration_secs).then(|| {
+                    (
+                        DEFAULT_MAX_IDLE_SECS,
+                        max_duration_secs - DEFAULT_MAX_IDLE_SECS,
+                        true,
+                    )
+                })
+            }
+            IdleChoice::Explicit(policy) => {
+                let max_idle = whole_secs(policy.max_idle);
+                if max_idle < MIN_MAX_IDLE_SECS || max_idle >= max_duration_secs {
+                    return Err(SandboxError::invalid_argument(
+                        "idle_policy",
+                        format!(
+                            "max idle of {} s must be at least 60 s and below the sandbox duration of {} s; pass another max idle",
+                            grouped(max_idle),
+                            grouped(max_duration_secs)
+                        ),
+                    ));
+                }
+                Some((max_idle, max_duration_secs - max_idle, policy.auto_resume))
+            }
+        };
+        if self.on_timeout == Some(OnTimeout::Pause) && idle_policy.is_none() {
+            return Err(SandboxError::invalid_argument(
+                "on_timeout",
+                "pausing at the timeout needs an idle policy; pass an idle policy or kill at the timeout",
+            ));
+        }
+
+        Ok(LaunchPlan {
+            max_duration_secs,
+            lifecycle,
+            idle_policy,
+            token_ports,
+        })
+    }
+}
+
+fn check_duration(argument: &'static str, value: Duration) -> Result<(), SandboxError> {
+    if value.is_zero() {
+        return Err(SandboxError::invalid_argument(
+            argument,
+            format!(
+                "{} must be positive; pass a positive duration",
+                argument.replace('_', " ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Env names: non-empty, no `=`, no NUL; values: no NUL. Metadata keys and
+/// values: non-empty keys, no control characters. Values never appear in
+/// the message.
+fn check_map(
+    argument: &'static str,
+    map: &BTreeMap<String, String>,
+    env_rules: bool,
+) -> Result<(), SandboxError> {
+    let what = if env_rules { "env" } else { "metadata" };
+    for (key, value) in map {
+        let bad_key = key.is_empty()
+            || key.chars().count() > MAX_KEY_CHARS
+            || key.chars().any(char::is_control)
+            || (env_rules && key.contains('='));
+        if bad_key {
+            return Err(SandboxError::invalid_argument(
+                argument,
+                format!(
+                    "an {what} name is empty, too long or contains a control character{}; pass names of 1 to 256 printable characters",
+                    if env_rules { " or '='" } else { "" }
+                ),
+            ));
+        }
+        if value.contains('\0') {
+            return Err(SandboxError::invalid_argument(
+                argument,
+                format!("an {what} value contains a NUL character; pass values without NUL"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grouping_is_en_us() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(4_096), "4,096");
+        assert_eq!(grouped(28_800), "28,800");
+        assert_eq!(grouped(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn default_plan_has_no_lifecycle_and_the_default_idle_policy() {
+        let plan = CreateOptions::default().plan().unwrap();
+        assert_eq!(plan.max_duration_secs, 3_600);
+        assert_eq!(plan.lifecycle, None);
+        assert_eq!(plan.idle_policy, Some((300, 3_300, true)));
+        assert_eq!(plan.token_ports, vec![8080]);
+    }
+
+    #[test]
+    fn short_sandboxes_drop_the_default_idle_policy() {
+        let options = CreateOptions {
+            timeout: Duration::from_secs(120),
+            ..CreateOptions::default()
+        };
+        assert_eq!(options.plan().unwrap().idle_policy, None);
+    }
+
+    #[test]
+    fn managed_lifecycle_uses_the_cap() {
+        let options = CreateOptions {
+            timeout: Duration::from_secs(30),
+            on_timeout: Some(OnTimeout::Kill),
+            idle: IdleChoice::Disabled,
+            ..CreateOptions::default()
+        };
+        let plan = options.plan().unwrap();
+        assert_eq!(plan.max_duration_secs, 120);
+        assert_eq!(
+            plan.lifecycle,
+            Some(LifecycleBlock {
+                timeout_s: 30,
+                cap_s: 120,
+                pause: false,
+                auto_resume: false
+            })
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! The readiness wait (wire-contract 3.2): Health until `agent_ready &&
+//! kernel_ready && sandbox_id != ""`, probing 0.25 s doubling to 2 s, with a
+//! GetMicrovm every 5 s to notice a MicroVM that died before it was ready.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::control::{ControlPlane, SandboxState};
+use crate::error::{GrpcCode, SandboxError};
+use crate::pb;
+use crate::transport::{AgentConn, ConnectRetry};
+
+const FIRST_PAUSE: Duration = Duration::from_millis(250);
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+const MIN_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+const STATE_CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// What to do with the MicroVM when it does not become ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnNotReady {
+    /// `create()`: terminate it (it is ours and useless).
+    Terminate,
+    /// `connect()`: leave it alone (it is someone else's).
+    Keep,
+}
+
+/// The ready predicate.
+pub(crate) fn is_ready(health: &pb::HealthResponse) -> bool {
+    health.agent_ready && health.kernel_ready && !health.sandbox_id.is_empty()
+}
+
+/// A Health failure that only means "not yet".
+fn not_yet(err: &SandboxError) -> bool {
+    matches!(
+        err.meta().grpc_code(),
+        Some(GrpcCode::Unavailable | GrpcCode::DeadlineExceeded)
+    )
+}
+
+/// Waits until the agent is ready.
+///
+/// # Errors
+/// `SandboxNotReady { state, state_reason }` when `ready_timeout` passes or
+/// the MicroVM ends first; any other Health failure as mapped (after which
+/// the MicroVM is terminated when `on_failure` says so).
+pub(crate) async fn wait_ready(
+    conn: &AgentConn,
+    control: &dyn ControlPlane,
+    microvm_id: &str,
+    ready_timeout: Duration,
+    on_failure: OnNotReady,
+) -> Result<pb::HealthResponse, SandboxError> {
+    let start = Instant::now();
+    let deadline = start + ready_timeout;
+    let mut pause = FIRST_PAUSE;
+    let mut last_state_check = start;
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            break;
+        }
+        let probe_timeout = remaining.clamp(MIN_PROBE_TIMEOUT, MAX_PROBE_TIMEOUT);
+        match conn.health(probe_timeout, ConnectRetry::Never).await {
+            Ok(health) if is_ready(&health) => return Ok(health),
+            Ok(_) => {}
+            Err(err) if not_yet(&err) => {}
+            Err(err) => {
+                if on_failure == OnNotReady::Terminate {
+                    let _ = control.terminate_microvm(microvm_id.to_owned()).await;
+                }
+                return Err(err);
+            }
+        }
+        if last_state_check.elapsed() >= STATE_CHECK_EVERY {
+            last_state_check = Instant::now();
+            if let Ok(vm) = control.get_microvm(microvm_id.to_owned()).await
+                && vm.state.is_terminal()
+            {
+                return Err(SandboxError::not_ready(
+                    Some(vm.state.as_str()),
+                    vm.state_reason.as_deref(),
+                    start.elapsed(),
+                ));
+            }
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        tokio::time::sleep(pause.min(remaining)).await;
+        pause = (pause * 2).min(MAX_PAUSE);
+    }
+
+    // Timed out: one GetMicrovm (errors ignored) to say where it stands.
+    let vm = control.get_microvm(microvm_id.to_owned()).await.ok();
+    let state = vm.as_ref().map(|vm| vm.state.clone());
+    let state_reason = vm.as_ref().and_then(|vm| vm.state_reason.clone());
+    if on_failure == OnNotReady::Terminate && !state.as_ref().is_some_and(|s| s.is_terminal()) {
+        let _ = control.terminate_microvm(microvm_id.to_owned()).await;
+    }
+    Err(SandboxError::not_ready(
+        state.as_ref().map(SandboxState::as_str),
+        state_reason.as_deref(),
+        ready_timeout,
+    ))
+}

@@ -1,0 +1,136 @@
+//! Secret values (access tokens, proxy tokens) that must never be printed.
+//!
+//! `Secret` has no `Display`, and its `Debug` prints a fixed placeholder, so a
+//! token that ends up inside a struct that derives `Debug` (or a `tracing`
+//! field) cannot leak. Reading the value is an explicit call to
+//! [`Secret::expose`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rand::RngCore as _;
+use sha2::{Digest as _, Sha256};
+
+/// A secret string: an access token or a proxy token.
+///
+/// Cheap to clone (the value is shared). `Debug` prints `Secret(***)`; there is
+/// no `Display`. Call [`Secret::expose`] to read it, and only where it is sent.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Arc<str>);
+
+impl Secret {
+    /// Wraps a value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(Arc::from(value.into()))
+    }
+
+    /// The secret value. Never log it or put it into an error.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl From<String> for Secret {
+    fn from(value: String) -> Self {
+        Self::new(value)
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(value: &str) -> Self {
+        Self::new(value)
+    }
+}
+
+/// Number of random bytes in a generated access token (wire-contract 2.4).
+const ACCESS_TOKEN_BYTES: usize = 32;
+/// The agent refuses tokens that decode to fewer bytes than this.
+const ACCESS_TOKEN_MIN_BYTES: usize = 16;
+
+/// A fresh access token: 32 random bytes, base64url without padding (43 chars).
+pub(crate) fn generate_access_token() -> Secret {
+    let mut bytes = [0u8; ACCESS_TOKEN_BYTES];
+    rand::rng().fill_bytes(&mut bytes);
+    Secret::new(URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// Why an access token given by the caller was refused (no value inside).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TokenProblem {
+    /// Not canonical base64url without padding.
+    NotBase64Url,
+    /// Decodes to fewer than 16 bytes.
+    TooShort,
+}
+
+/// Decodes an access token to its bytes, checking the contract's rules.
+pub(crate) fn decode_access_token(token: &Secret) -> Result<Vec<u8>, TokenProblem> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(token.expose())
+        .map_err(|_| TokenProblem::NotBase64Url)?;
+    if bytes.len() < ACCESS_TOKEN_MIN_BYTES {
+        return Err(TokenProblem::TooShort);
+    }
+    Ok(bytes)
+}
+
+/// `hex(sha256(bytes))`: the only form of the access token that leaves the
+/// client (inside the run payload, which AWS may log).
+pub(crate) fn token_sha256_hex(token_bytes: &[u8]) -> String {
+    let digest = Sha256::digest(token_bytes);
+    let mut out = String::with_capacity(64);
+    for byte in digest {
+        out.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));
+        out.push(char::from_digit(u32::from(byte & 0xf), 16).unwrap_or('0'));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_the_value() {
+        let secret = Secret::new("canary-value");
+        assert_eq!(format!("{secret:?}"), "Secret(***)");
+        assert_eq!(format!("{:?}", Some(secret)), "Some(Secret(***))");
+    }
+
+    #[test]
+    fn generated_tokens_are_43_chars_and_decode_to_32_bytes() {
+        let token = generate_access_token();
+        assert_eq!(token.expose().len(), 43);
+        assert_eq!(decode_access_token(&token).unwrap().len(), 32);
+        assert_ne!(token, generate_access_token());
+    }
+
+    #[test]
+    fn digest_is_of_the_bytes_not_the_string() {
+        // sha256 of the empty input, a fixed vector.
+        assert_eq!(
+            token_sha256_hex(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    #[test]
+    fn bad_tokens_are_refused() {
+        assert_eq!(
+            decode_access_token(&Secret::new("not base64!")),
+            Err(TokenProblem::NotBase64Url)
+        );
+        assert_eq!(
+            decode_access_token(&Secret::new("AAAA")),
+            Err(TokenProblem::TooShort)
+        );
+    }
+}

@@ -1,0 +1,94 @@
+//! Proxy-token canary: a planted, recognisable proxy token (the emulator mints
+//! random ones, so only here can one be planted) is refused by the real
+//! emulated proxy twice; the resulting error and everything traced on the
+//! way must not contain it.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rayito_agent::emulator::{Emulator, EmulatorConfig};
+
+use super::{AgentConn, ConnectRetry, ProxyMinter};
+use crate::control::ControlPlane;
+use crate::control::aws::AwsControlPlane;
+use crate::error::{RetryPolicy, SandboxError};
+use crate::secret::Secret;
+use crate::{AwsOptions, Sandbox};
+
+const PROXY_CANARY_1: &str = "CANARYproxyTOKENone";
+const PROXY_CANARY_2: &str = "CANARYproxyTOKENtwo";
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn planted_proxy_tokens_never_leak() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let sandbox = Sandbox::builder()
+        .aws(
+            AwsOptions::new()
+                .endpoint_url(emulator.endpoint_url())
+                .region("us-east-1")
+                .static_credentials("AKIDTEST", "test"),
+        )
+        .template(emulator.image_arn("rayito-base"))
+        .create()
+        .await
+        .unwrap();
+    let control = AwsControlPlane::hermetic(&emulator.endpoint_url(), "us-east-1");
+    let vm = control.get_microvm(sandbox.id().to_owned()).await.unwrap();
+
+    let minter: ProxyMinter = Arc::new(|| Box::pin(async { Ok(Secret::new(PROXY_CANARY_2)) }));
+    let conn = AgentConn::open(
+        &vm.endpoint,
+        Secret::new(PROXY_CANARY_1),
+        sandbox.access_token().clone(),
+        minter,
+        RetryPolicy::default(),
+    )
+    .unwrap();
+    let err = conn
+        .health(Duration::from_secs(5), ConnectRetry::Never)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SandboxError::Authentication {
+                proxy_rejected: true,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let texts = [
+        err.to_string(),
+        format!("{err:?}"),
+        err.to_wire_string(),
+        String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned(),
+    ];
+    for text in texts {
+        assert!(!text.contains("CANARY"), "a proxy token leaked: {text}");
+    }
+    sandbox.kill().await.unwrap();
+}

@@ -1,0 +1,133 @@
+//! The SDK's one retry layer, against faults injected in the emulator:
+//! capacity backoff with one clientToken, the capacity budget, throttling
+//! with Retry-After, and the proxy 403 re-mint.
+
+mod sdk_support;
+
+use std::time::{Duration, Instant};
+
+use rayito::SandboxError;
+use rayito::error::RetryPolicy;
+use rayito_agent::emulator::Operation;
+use sdk_support::{builder, emulator};
+
+/// The default policy with short capacity delays, so tests run in ms.
+fn quick_policy(capacity_budget: Duration) -> RetryPolicy {
+    let mut policy = RetryPolicy::default();
+    policy.capacity.initial = Duration::from_millis(10);
+    policy.capacity.max_delay = Duration::from_millis(20);
+    policy.capacity.total_budget = Some(capacity_budget);
+    policy
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_twice_then_success_reuses_one_client_token() {
+    let emu = emulator().await;
+    emu.faults().insufficient_capacity(2);
+    let sbx = builder(&emu)
+        .retry_policy(quick_policy(Duration::from_secs(5)))
+        .create()
+        .await
+        .expect("the third attempt succeeds");
+    assert_eq!(emu.calls(Operation::RunMicrovm), 3);
+    let tokens = emu.run_client_tokens();
+    assert_eq!(tokens.len(), 3);
+    let first = tokens[0].clone().expect("a client token is sent");
+    assert_eq!(first.len(), 32);
+    assert!(tokens.iter().all(|t| t.as_deref() == Some(first.as_str())));
+    assert!(sbx.kill().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_past_the_budget_is_capacity_and_retryable() {
+    let emu = emulator().await;
+    emu.faults().insufficient_capacity(1_000);
+    let started = Instant::now();
+    let err = builder(&emu)
+        .retry_policy(quick_policy(Duration::from_secs(1)))
+        .create()
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(matches!(err, SandboxError::Capacity { .. }), "{err:?}");
+    assert!(err.classify().retryable);
+    assert!(emu.calls(Operation::RunMicrovm) >= 3);
+    assert_eq!(
+        err.to_string(),
+        "control plane call RunMicrovm found no capacity: Insufficient capacity to run the MicroVM. Retry later.; retry later or use another region"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttling_honours_retry_after() {
+    let emu = emulator().await;
+    emu.faults().throttle(Operation::RunMicrovm, 1, 1);
+    let started = Instant::now();
+    let sbx = builder(&emu).create().await.expect("the retry succeeds");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "waited {:?}",
+        started.elapsed()
+    );
+    assert_eq!(emu.calls(Operation::RunMicrovm), 2);
+    assert!(sbx.kill().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttling_past_its_attempts_is_rate_limit_with_retry_after() {
+    let emu = emulator().await;
+    emu.faults().throttle(Operation::GetMicrovm, 100, 0);
+    let sbx = builder(&emu).create().await.unwrap();
+    let err = sbx.get_info().await.unwrap_err();
+    match &err {
+        SandboxError::RateLimit { retry_after, .. } => {
+            assert_eq!(*retry_after, Some(Duration::ZERO));
+        }
+        other => panic!("{other:?}"),
+    }
+    // The default policy: 5 attempts in all.
+    assert_eq!(emu.calls(Operation::GetMicrovm), 5);
+    assert_eq!(
+        err.to_string(),
+        "control plane call GetMicrovm was throttled: Rate exceeded; retry after 0 s"
+    );
+    emu.faults().clear();
+    assert!(sbx.kill().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_proxy_403_is_invisible_two_are_proxy_rejected() {
+    let emu = emulator().await;
+    let sbx = builder(&emu).create().await.unwrap();
+    let mints_before = emu.calls(Operation::CreateMicrovmAuthToken);
+
+    assert!(emu.faults().proxy_status(1, 403));
+    let out = sbx
+        .commands()
+        .run("echo fine")
+        .await
+        .expect("one 403 is retried");
+    assert_eq!(out.stdout, "fine\n");
+    assert_eq!(
+        emu.calls(Operation::CreateMicrovmAuthToken),
+        mints_before + 1
+    );
+
+    assert!(emu.faults().proxy_status(2, 403));
+    let err = sbx.commands().run("echo never").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SandboxError::Authentication {
+                proxy_rejected: true,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "the AWS proxy refused the sandbox's token for commands.run even after a fresh one; check the IAM permission to create MicroVM auth tokens"
+    );
+    assert!(sbx.kill().await.unwrap());
+}
