@@ -1,15 +1,13 @@
 //! Matching on `SandboxError`: what a service does about each failure.
 //!
-//! For now the errors are built through the SDK's pure mapping functions
-//! (the same ones the transport and control layers call), so the example
-//! needs no sandbox. Run with `cargo run --example errors`.
+//! Every error here is real: it is produced by a sandbox on the embedded local
+//! backend (set `RAYITO_BACKEND=aws` to use your AWS account instead). Run with
+//! `cargo run --example errors`.
 
 use std::time::Duration;
 
-use rayito::error::map::agent::{CommandOutput, EndEventData, from_end_event};
-use rayito::error::map::aws::{AwsFailure, from_aws, no_credentials};
-use rayito::error::map::grpc::{CallContext, GrpcFailure, from_grpc};
-use rayito::error::{GrpcCode, SandboxError, TimeoutScope};
+use rayito::error::TimeoutScope;
+use rayito::{CommandOptions, Sandbox, SandboxBuilder, SandboxError};
 
 /// What a caller would do, decided by matching on variants, never on text.
 fn decide(err: &SandboxError) -> String {
@@ -28,6 +26,7 @@ fn decide(err: &SandboxError) -> String {
             retry_after: Some(wait),
             ..
         } => format!("wait {wait:?}, then retry"),
+        SandboxError::FileNotFound { .. } => "create the file first".to_owned(),
         SandboxError::Authentication { .. } => "fix credentials; do not retry".to_owned(),
         e if e.is_retryable() => "retry later or on a fresh sandbox".to_owned(),
         e if e.classify().retry_with_larger_limits => "retry with larger limits".to_owned(),
@@ -35,69 +34,56 @@ fn decide(err: &SandboxError) -> String {
     }
 }
 
-fn examples() -> Vec<SandboxError> {
-    let mut throttled = AwsFailure::new("RunMicrovm");
-    throttled.code = Some("ThrottlingException".to_owned());
-    throttled.http_status = Some(429);
-    throttled.retry_after = Some(Duration::from_secs(2));
-
-    let mut quota = AwsFailure::new("RunMicrovm");
-    quota.code = Some("ServiceQuotaExceededException".to_owned());
-    quota.http_status = Some(402);
-    quota.quota_code = Some("L-1234ABCD".to_owned());
-
-    let exit = from_end_event(
-        EndEventData {
-            status: "exited".to_owned(),
-            exit_code: 2,
-            signal: None,
-            error: None,
-        },
-        CommandOutput {
-            stdout: String::new(),
-            stderr: "ls: cannot access '/nope'".to_owned(),
-            truncated: false,
-        },
-        "ls /nope",
-    );
-
-    vec![
-        exit.expect_err("a non-zero exit is an error"),
-        from_aws(throttled),
-        from_aws(quota),
-        from_grpc(GrpcFailure::new(
-            GrpcCode::NotFound,
-            "missing path",
-            true,
-            CallContext::filesystem("files.read"),
-        )),
-        from_grpc(GrpcFailure::new(
-            GrpcCode::Unavailable,
-            "suspending",
-            true,
-            CallContext::new("commands.run"),
-        )),
-        from_grpc(GrpcFailure::new(
-            GrpcCode::ResourceExhausted,
-            "disk_full",
-            true,
-            CallContext::filesystem("files.write"),
-        )),
-        no_credentials("no providers in chain provided credentials"),
-        SandboxError::sandbox_lifetime(
-            "timeout",
-            Duration::from_secs(36_000),
-            Duration::from_secs(28_800),
-        ),
-    ]
+fn show(what: &str, err: &SandboxError) {
+    println!("{what}");
+    println!("  kind:     {}", err.kind());
+    println!("  classify: {}", err.classify().to_json());
+    println!("  message:  {err}");
+    println!("  decision: {}", decide(err));
+    println!();
 }
 
-fn main() {
-    for err in examples() {
-        println!("kind:     {}", err.kind());
-        println!("classify: {}", err.classify().to_json());
-        println!("message:  {err}");
-        println!("decision: {}", decide(&err));
-        println!();
+fn builder() -> SandboxBuilder {
+    match std::env::var("RAYITO_BACKEND").as_deref() {
+        Ok("aws") => Sandbox::builder(),
+        _ => Sandbox::builder().local(),
     }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), SandboxError> {
+    // Refused before any I/O: above the platform cap of 8 h.
+    if let Err(err) = builder()
+        .timeout(Duration::from_secs(36_000))
+        .create()
+        .await
+    {
+        show("a timeout above the cap", &err);
+    }
+
+    let sandbox = builder().create().await?;
+    if let Err(err) = sandbox.commands().run("ls /nope").await {
+        show("a command that exits non-zero", &err);
+    }
+    let one_second = CommandOptions::new().timeout(Duration::from_secs(1));
+    if let Err(err) = sandbox.commands().run_with("sleep 5", one_second).await {
+        show("a command past its timeout", &err);
+    }
+    if let Err(err) = sandbox.files().read("/home/user/missing.csv").await {
+        show("a file that does not exist", &err);
+    }
+    // A kernel exception is data, not an error.
+    let execution = sandbox.run_code("1 / 0").await?;
+    if let Some(error) = &execution.error {
+        println!(
+            "a kernel exception is data: {}: {}\n",
+            error.name, error.value
+        );
+    }
+
+    sandbox.kill().await?;
+    if let Err(err) = sandbox.run_code("1 + 1").await {
+        show("a killed sandbox used again", &err);
+    }
+    Ok(())
 }

@@ -236,9 +236,10 @@ impl RunCodeOptions {
 
     /// The cell's timeout (default 300 s); the agent interrupts the cell then
     /// and reports `ExecutionTimeout` in [`Execution::error`].
+    /// `Duration::ZERO` means no limit, like [`RunCodeOptions::no_timeout`].
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
+        self.timeout = (!timeout.is_zero()).then_some(timeout);
         self
     }
 

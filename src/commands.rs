@@ -91,9 +91,10 @@ impl CommandOptions {
     }
 
     /// The command's timeout (default 60 s); the agent ends it then.
+    /// `Duration::ZERO` means no limit, like [`CommandOptions::no_timeout`].
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
+        self.timeout = (!timeout.is_zero()).then_some(timeout);
         self
     }
 

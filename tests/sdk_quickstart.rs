@@ -5,7 +5,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rayito::{CommandOptions, FileType, RunCodeOptions, Sandbox, SandboxState, WriteEntry};
+use futures_util::StreamExt as _;
+use rayito::{
+    CommandOptions, ExecutionEvent, FileType, RunCodeOptions, Sandbox, SandboxState, WriteEntry,
+};
 
 const CSV: &str = "name,score\nada,3\nbob,4\n";
 
@@ -71,6 +74,32 @@ async fn quickstart_flow_on_the_local_backend() {
     let next = sbx.run_code("total * 6").await.unwrap();
     assert_eq!(next.text(), Some("42"));
     assert!(next.execution_count > execution.execution_count);
+
+    // The same cell as a stream of events, in order, ending with End.
+    let events: Vec<ExecutionEvent> = sbx
+        .run_code_stream("print('streamed')\n20 + 22", RunCodeOptions::new())
+        .await
+        .expect("stream opens")
+        .map(|event| event.expect("event"))
+        .collect()
+        .await;
+    assert!(
+        matches!(&events[0], ExecutionEvent::Stdout(m) if m.line == "streamed\n"),
+        "{events:?}"
+    );
+    assert!(
+        matches!(&events[1], ExecutionEvent::Result(r) if r.text.as_deref() == Some("42")),
+        "{events:?}"
+    );
+    assert!(
+        matches!(
+            events.last(),
+            Some(ExecutionEvent::End {
+                execution_count: Some(_)
+            })
+        ),
+        "{events:?}"
+    );
 
     // A kernel exception is data, not an error.
     let failed = sbx.run_code("1 / 0").await.expect("an exception is data");
