@@ -65,7 +65,9 @@ pub struct Agent {
     shared: Arc<Shared>,
     grpc_addr: SocketAddr,
     hooks_addr: SocketAddr,
+    /// The two servers.
     tasks: Vec<JoinHandle<()>>,
+    deadline_timer: Option<JoinHandle<()>>,
     root_to_remove: Option<PathBuf>,
 }
 
@@ -147,13 +149,14 @@ impl Agent {
                 })
                 .await;
         }));
-        tasks.push(tokio::spawn(deadline_timer(shared.clone())));
+        let deadline_timer = Some(tokio::spawn(deadline_timer(shared.clone())));
 
         Ok(Agent {
             shared,
             grpc_addr,
             hooks_addr,
             tasks,
+            deadline_timer,
             root_to_remove: config.remove_root_on_drop.then_some(config.root),
         })
     }
@@ -177,11 +180,10 @@ impl Agent {
     /// serving, then waits for the servers to finish.
     pub async fn shutdown(mut self) {
         self.shared.on_terminate();
+        if let Some(timer) = self.deadline_timer.take() {
+            timer.abort();
+        }
         for task in self.tasks.drain(..) {
-            // The deadline timer never ends by itself.
-            if task.is_finished() {
-                continue;
-            }
             let abort = task.abort_handle();
             if tokio::time::timeout(std::time::Duration::from_secs(3), task)
                 .await
@@ -196,7 +198,7 @@ impl Agent {
     /// process, runs no hook logic and does not resolve [`Agent::terminated`].
     pub fn kill(&self) {
         self.shared.abort();
-        for task in &self.tasks {
+        for task in self.tasks.iter().chain(&self.deadline_timer) {
             task.abort();
         }
     }
@@ -223,7 +225,7 @@ impl Agent {
 impl Drop for Agent {
     fn drop(&mut self) {
         self.shared.abort();
-        for task in &self.tasks {
+        for task in self.tasks.iter().chain(&self.deadline_timer) {
             task.abort();
         }
         if let Some(root) = self.root_to_remove.take() {

@@ -58,14 +58,8 @@ pub fn serve(args: &[String]) -> i32 {
         }
     };
     runtime.block_on(async move {
-        let agent = match Agent::start(config).await {
-            Ok(a) => a,
-            Err(e) => {
-                eprintln!("rayito-agent: cannot start: {e}");
-                return 1;
-            }
-        };
-        tracing::info!(grpc = %agent.grpc_addr(), hooks = %agent.hooks_addr(), "agent serving");
+        // Watch SIGTERM before announcing the ports, so that a caller that
+        // signals right after the announcement is handled.
         let mut term =
             match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
                 Ok(s) => s,
@@ -74,6 +68,19 @@ pub fn serve(args: &[String]) -> i32 {
                     return 1;
                 }
             };
+        let agent = match Agent::start(config).await {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("rayito-agent: cannot start: {e}");
+                return 1;
+            }
+        };
+        // One machine-readable line on stdout (ports may have been 0).
+        println!(
+            "rayito-agent listening grpc={} hooks={}",
+            agent.grpc_addr(),
+            agent.hooks_addr()
+        );
         tokio::select! {
             _ = term.recv() => {}
             _ = tokio::signal::ctrl_c() => {}

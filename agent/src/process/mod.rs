@@ -9,6 +9,7 @@ mod spawn;
 mod stream;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,6 +36,9 @@ pub(crate) struct ProcessTable {
     env: SandboxEnv,
     phase: PhaseCell,
     entries: Mutex<HashMap<u32, Arc<ProcessEntry>>>,
+    /// Set by an abrupt stop: subscribers stop without an EndEvent, as if
+    /// the connection had been cut.
+    cut: Arc<AtomicBool>,
 }
 
 impl ProcessTable {
@@ -43,6 +47,7 @@ impl ProcessTable {
             env,
             phase,
             entries: Mutex::new(HashMap::new()),
+            cut: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -76,6 +81,11 @@ impl ProcessTable {
             return Err(Status::not_found("process not found"));
         }
         Ok(entry)
+    }
+
+    /// Marks the agent as abruptly stopped (before its processes are killed).
+    pub(crate) fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
     }
 
     /// Kills every live process group.
@@ -118,6 +128,7 @@ impl ProcessTable {
             first,
             1,
             self.phase.clone(),
+            self.cut.clone(),
         ))
     }
 
@@ -152,6 +163,7 @@ impl ProcessTable {
             id,
             from_seq,
             self.phase.clone(),
+            self.cut.clone(),
         ))
     }
 

@@ -4,6 +4,7 @@
 //! stream in the contract's form while the process keeps its own fate.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -58,9 +59,10 @@ pub(crate) fn spawn_subscriber(
     id: u64,
     from_seq: u64,
     phase: PhaseCell,
+    cut: Arc<AtomicBool>,
 ) -> EventStream {
     let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-    tokio::spawn(run(entry, id, from_seq, phase, tx));
+    tokio::spawn(run(entry, id, from_seq, phase, cut, tx));
     ReceiverStream::new(rx)
 }
 
@@ -69,6 +71,7 @@ async fn run(
     id: u64,
     mut next_seq: u64,
     phase: PhaseCell,
+    cut: Arc<AtomicBool>,
     tx: mpsc::Sender<Result<pb::ProcessEvent, Status>>,
 ) {
     let _slot = SlotGuard(entry.clone(), id);
@@ -125,6 +128,9 @@ async fn run(
                 return;
             }
             Phase::Running | Phase::Terminating => {}
+        }
+        if cut.load(Ordering::SeqCst) {
+            return;
         }
         if let Some(end) = snap.end {
             send(Event::End(end)).await;
