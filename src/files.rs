@@ -135,15 +135,54 @@ impl<'a> Files<'a> {
     /// `FileNotFound`; `InvalidArgument` (`path`) when it is not a regular
     /// file; `Authentication` for a denied path; transport failures.
     pub async fn read(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
-        let entry = self.stat(path, "files.read").await?;
+        let (mut stream, size) = self.open_read(path, "files.read").await?;
+        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        while let Some(chunk) = stream.message().await? {
+            data.extend_from_slice(&chunk.chunk);
+        }
+        Ok(data)
+    }
+
+    /// Reads a regular file as a stream of chunks (at most 256 KiB each, as
+    /// the agent sends them), for files too large to hold in memory. The
+    /// stream ends after the last chunk, or with the error that cut it;
+    /// dropping it cancels the read.
+    ///
+    /// # Errors
+    /// As [`Files::read`], before the first chunk or as the stream's item.
+    pub async fn read_stream(&self, path: &str) -> Result<FileChunks, SandboxError> {
+        let (stream, _) = self.open_read(path, "files.read_stream").await?;
+        let chunks = futures_util::stream::unfold(Some(stream), |state| async move {
+            let mut stream = state?;
+            match stream.message().await {
+                Ok(Some(message)) => Some((Ok(message.chunk), Some(stream))),
+                Ok(None) => None,
+                // An error ends the stream.
+                Err(err) => Some((Err(err), None)),
+            }
+        });
+        Ok(FileChunks {
+            inner: Box::pin(chunks),
+        })
+    }
+
+    /// Checks that `path` is a regular file, then opens its Read stream,
+    /// bounded by the request timeout plus one second per MiB.
+    async fn open_read(
+        &self,
+        path: &str,
+        feature: &'static str,
+    ) -> Result<(crate::transport::AgentStream<pb::ReadResponse>, u64), SandboxError> {
+        let entry = self.stat(path, feature).await?;
         if entry.file_type != FileType::File {
             return Err(SandboxError::invalid_argument(
                 "path",
                 "the path is not a regular file; pass the path of a file",
             ));
         }
-        let conn = self.sandbox.conn();
-        let mut stream = conn
+        let stream = self
+            .sandbox
+            .conn()
             .read_file(
                 pb::ReadRequest {
                     path: path.to_owned(),
@@ -152,11 +191,7 @@ impl<'a> Files<'a> {
                 Some(deadline_for(self.timeout(), entry.size)),
             )
             .await?;
-        let mut data = Vec::with_capacity(usize::try_from(entry.size).unwrap_or(0));
-        while let Some(chunk) = stream.message().await? {
-            data.extend_from_slice(&chunk.chunk);
-        }
-        Ok(data)
+        Ok((stream, entry.size))
     }
 
     /// Reads a regular file as UTF-8 text.
@@ -184,6 +219,58 @@ impl<'a> Files<'a> {
         entries.pop().ok_or_else(|| {
             SandboxError::protocol_violation("files.write", "the write answered no entry")
         })
+    }
+
+    /// Writes one file from a stream of chunks the caller produces (parents
+    /// are created; mode 0644), for data too large to hold in memory. Chunks
+    /// of any size are accepted (they are cut to the agent's 1 MiB limit).
+    /// The file appears at `path` only once the stream has ended: the agent
+    /// writes a temporary file and renames it.
+    ///
+    /// The stream is consumed as it is sent, so this call is never retried:
+    /// a proxy 403 ends it with `Authentication { proxy_rejected: true }`.
+    /// It has no deadline of its own (its size is unknown); wrap it in
+    /// `tokio::time::timeout` to bound it.
+    ///
+    /// # Errors
+    /// As [`Files::write`].
+    pub async fn write_stream<S>(&self, path: &str, chunks: S) -> Result<EntryInfo, SandboxError>
+    where
+        S: futures_util::Stream<Item = Vec<u8>> + Send + 'static,
+    {
+        use futures_util::StreamExt as _;
+        // The first message names the file with an empty chunk; the others
+        // carry only data.
+        let header = pb::WriteRequest {
+            path: Some(path.to_owned()),
+            user: None,
+            mode: None,
+            chunk: Vec::new(),
+            metadata: Default::default(),
+        };
+        let body = chunks.flat_map(|data| {
+            let pieces: Vec<pb::WriteRequest> = data
+                .chunks(WRITE_CHUNK_BYTES)
+                .map(|piece| pb::WriteRequest {
+                    path: None,
+                    user: None,
+                    mode: None,
+                    chunk: piece.to_vec(),
+                    metadata: Default::default(),
+                })
+                .collect();
+            futures_util::stream::iter(pieces)
+        });
+        let messages = futures_util::stream::iter([header]).chain(body);
+        let response = self.sandbox.conn().write_stream(messages).await?;
+        let mut entries = response.entries.into_iter();
+        match (entries.next(), entries.next()) {
+            (Some(entry), None) => Ok(EntryInfo::from(entry)),
+            _ => Err(SandboxError::protocol_violation(
+                "files.write",
+                "the write answered a different number of entries than files sent",
+            )),
+        }
     }
 
     /// Writes several files in one stream; one entry per file, in order.
@@ -372,5 +459,29 @@ impl<'a> Files<'a> {
             Err(err) if err.meta().grpc_code() == Some(GrpcCode::AlreadyExists) => Ok(false),
             Err(err) => Err(err),
         }
+    }
+}
+
+/// The chunks of a file being read (from [`Files::read_stream`]). Dropping it
+/// cancels the read.
+pub struct FileChunks {
+    inner:
+        std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Vec<u8>, SandboxError>> + Send>>,
+}
+
+impl fmt::Debug for FileChunks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileChunks").finish_non_exhaustive()
+    }
+}
+
+impl futures_util::Stream for FileChunks {
+    type Item = Result<Vec<u8>, SandboxError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
     }
 }

@@ -18,7 +18,7 @@ pub use code::{
 };
 pub use commands::{CommandOptions, CommandResult, Commands, OutputCallback};
 pub use error::{ErrorKind, SandboxError};
-pub use files::{EntryInfo, FileType, Files, WriteEntry};
+pub use files::{EntryInfo, FileChunks, FileType, Files, WriteEntry};
 pub use sandbox::{
     AwsOptions, BACKEND_ENV, IdlePolicy, OnTimeout, Sandbox, SandboxBuilder, SandboxInfo,
     SandboxState, TEMPLATE_ENV,

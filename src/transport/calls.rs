@@ -143,6 +143,24 @@ impl AgentConn {
         .await
     }
 
+    /// `FilesystemService/Write` fed from a stream the caller produces: sent
+    /// once, never replayed (see `call_once`), with no deadline of its own
+    /// because its size is unknown.
+    pub(crate) async fn write_stream<S>(
+        &self,
+        messages: S,
+    ) -> Result<pb::WriteResponse, SandboxError>
+    where
+        S: futures_util::Stream<Item = pb::WriteRequest> + Send + 'static,
+    {
+        let mut client = client!(self, FilesystemServiceClient);
+        self.call_once(
+            CallContext::filesystem("files.write"),
+            client.write(messages),
+        )
+        .await
+    }
+
     /// `FilesystemService/Stat`, for the SDK call named `feature`.
     pub(crate) async fn stat(
         &self,

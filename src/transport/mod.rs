@@ -242,6 +242,32 @@ impl AgentConn {
 }
 
 impl AgentConn {
+    /// Sends a call exactly once: for requests that cannot be replayed (a
+    /// client stream fed by the caller is consumed by the first attempt). A
+    /// proxy 403 therefore ends it at once as
+    /// `Authentication { proxy_rejected: true }`, and nothing is retried.
+    async fn call_once<T, Fut>(&self, ctx: CallContext, call: Fut) -> Result<T, SandboxError>
+    where
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
+        if self.is_closed() {
+            return Err(SandboxError::closed());
+        }
+        match call.await {
+            Ok(response) => Ok(response.into_inner()),
+            Err(status) => {
+                let failure = status::failure(&status, ctx);
+                if is_proxy_rejection(&failure) {
+                    Err(proxy_rejected(failure))
+                } else {
+                    Err(from_grpc(failure))
+                }
+            }
+        }
+    }
+}
+
+impl AgentConn {
     /// Opens a server stream and reads its first message inside the retry
     /// loop: an HTTP answer without grpc-status (the proxy's 403) only shows
     /// when the first message is read, and a stream's first message is the
