@@ -7,6 +7,10 @@ mod code;
 mod commands;
 mod control;
 mod files;
+#[cfg(feature = "local")]
+mod local;
+#[cfg(not(feature = "local"))]
+#[path = "local/disabled.rs"]
 mod local;
 mod sandbox;
 mod secret;
@@ -25,14 +29,6 @@ pub use sandbox::{
 };
 pub use secret::Secret;
 
-/// Generated `rayito.v1` clients and messages; private to the SDK.
-#[allow(
-    missing_docs,
-    unreachable_pub,
-    clippy::all,
-    dead_code,
-    missing_debug_implementations
-)]
-pub(crate) mod pb {
-    tonic::include_proto!("rayito.v1");
-}
+/// The generated `rayito.v1` clients and messages (crate `rayito-proto`);
+/// private to the SDK: no generated type appears in its public API.
+pub(crate) use rayito_proto::v1 as pb;

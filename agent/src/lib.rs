@@ -5,16 +5,15 @@
 //! Start an agent with [`agent::Agent::start`] and drive it through its hooks
 //! ([`hooks::post_hook`]) exactly as AWS does.
 
-/// Generated `rayito.v1` messages, clients and servers. Public so that tests and
-/// other clients of the contract can use them; the SDK never re-exports them.
-#[allow(missing_docs, clippy::all, missing_debug_implementations)]
-pub mod pb {
-    tonic::include_proto!("rayito.v1");
-}
+/// The `rayito.v1` messages, clients and servers (crate `rayito-proto`).
+/// Public so that tests and other clients of the contract can use them; the
+/// SDK never re-exports them.
+pub use rayito_proto::v1 as pb;
 
 pub mod agent;
 pub mod cli;
 pub mod code;
+#[cfg(feature = "emulator")]
 pub mod emulator;
 mod filesystem;
 mod gate;

@@ -20,14 +20,24 @@ pub(crate) const DEFAULT_IMAGE: &str = "rayito-base";
 #[derive(Debug, Clone)]
 pub(crate) struct LocalBackend {
     /// The control-plane endpoint (`http://127.0.0.1:<port>`).
-    pub endpoint_url: String,
+    endpoint_url: String,
     /// The emulator's region.
-    pub region: String,
+    region: String,
     /// ARN prefix of images: `arn:aws:lambda:<region>:<account>:microvm-image:`.
     image_arn_prefix: String,
 }
 
 impl LocalBackend {
+    /// The control-plane endpoint (`http://127.0.0.1:<port>`).
+    pub(crate) fn endpoint_url(&self) -> &str {
+        &self.endpoint_url
+    }
+
+    /// The emulator's region.
+    pub(crate) fn region(&self) -> &str {
+        &self.region
+    }
+
     /// The ARN of an image the emulator knows by `name`.
     pub(crate) fn image_arn(&self, name: &str) -> String {
         format!("{}{name}", self.image_arn_prefix)

@@ -124,7 +124,7 @@ impl BackendChoice {
         match choice {
             Self::Local => {
                 let backend = local::backend().await?;
-                let control = AwsControlPlane::hermetic(&backend.endpoint_url, &backend.region);
+                let control = AwsControlPlane::hermetic(backend.endpoint_url(), backend.region());
                 Ok(ResolvedBackend {
                     control: Arc::new(Retrying::new(control, *policy)),
                     local: Some(backend),

@@ -43,6 +43,9 @@ impl SandboxBuilder {
 
     /// Use the embedded local backend (code runs on this machine with
     /// best-effort isolation; a warning is logged when it starts).
+    ///
+    /// Only with the `local` cargo feature (on by default).
+    #[cfg(feature = "local")]
     pub fn local(mut self) -> Self {
         self.backend = BackendChoice::Local;
         self

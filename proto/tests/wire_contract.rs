@@ -1,5 +1,5 @@
 //! Our `proto/rayito/v1/*.proto` against the reference descriptor set of the
-//! wire contract (`../shared/reference/rayito-v1-0.17.1.fds.bin`): every
+//! wire contract (`reference/rayito-v1-0.17.1.fds.bin`, kept in this crate): every
 //! message, enum and service in our files must match the reference exactly.
 
 use std::collections::BTreeMap;
@@ -10,16 +10,27 @@ use prost_types::{
     FileDescriptorSet, ServiceDescriptorProto,
 };
 
-/// The set `build.rs` compiled from our `.proto` files.
+/// Our `.proto` files, compiled as the generated code was (protox, no protoc).
 fn ours() -> FileDescriptorSet {
-    let bytes = include_bytes!(concat!(env!("OUT_DIR"), "/rayito_v1.fds.bin"));
-    FileDescriptorSet::decode(&bytes[..]).expect("our descriptor set decodes")
+    let files = [
+        "rayito/v1/common.proto",
+        "rayito/v1/features.proto",
+        "rayito/v1/network.proto",
+        "rayito/v1/lifecycle.proto",
+        "rayito/v1/health.proto",
+        "rayito/v1/process.proto",
+        "rayito/v1/filesystem.proto",
+        "rayito/v1/code.proto",
+    ];
+    let compiled =
+        protox::compile(files, [env!("CARGO_MANIFEST_DIR")]).expect("our protos compile");
+    FileDescriptorSet::decode(&compiled.encode_to_vec()[..]).expect("our descriptor set decodes")
 }
 
 fn reference() -> FileDescriptorSet {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/reference/rayito-v1-0.17.1.fds.bin"
+        "/reference/rayito-v1-0.17.1.fds.bin"
     );
     let bytes = std::fs::read(path)
         .unwrap_or_else(|e| panic!("the reference descriptor set must be readable at {path}: {e}"));
