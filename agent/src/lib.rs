@@ -13,6 +13,7 @@ pub mod pb {
 }
 
 pub mod agent;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod code;
 pub mod emulator;
@@ -28,6 +29,7 @@ mod process;
 pub mod sandbox;
 mod server;
 mod state;
+mod text;
 pub mod token;
 
 pub use agent::{Agent, AgentConfig};

@@ -11,7 +11,8 @@ use std::process::Stdio;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
-use super::kernel::{KernelEvent, KernelSpec, Started, Utf8Decoder};
+use super::kernel::{KernelEvent, KernelSpec, Started};
+use crate::text::Utf8Decoder;
 use crate::sandbox::{SandboxEnv, SpawnSpec};
 
 const BASH: &str = "bash";
