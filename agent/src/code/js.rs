@@ -25,6 +25,8 @@ use crate::text::Utf8Decoder;
 /// The driver program, shipped inside the agent.
 pub(crate) const DRIVER_SOURCE: &str = include_str!("../../js/driver.js");
 
+/// The shell, by absolute path so that a PATH without node still finds it.
+const SH: &str = "/bin/sh";
 /// How long a fresh node may take to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 const READ_SIZE: usize = 32 * 1024;
@@ -49,7 +51,7 @@ pub(crate) async fn spawn(
     events: mpsc::Sender<KernelEvent>,
 ) -> io::Result<Started> {
     let mut cmd = env.command(&SpawnSpec {
-        program: "sh".to_owned(),
+        program: SH.to_owned(),
         args: vec![
             "-c".to_owned(),
             WRAPPER.to_owned(),
