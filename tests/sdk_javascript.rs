@@ -69,10 +69,7 @@ async fn javascript_without_node_is_unimplemented() {
         .run_code_with("1", RunCodeOptions::new().language("javascript"))
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, SandboxError::Unimplemented { .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, SandboxError::Unimplemented { .. }), "{err:?}");
     assert_eq!(
         err.meta().server_message(),
         Some("language javascript needs node, which is not installed on this host")

@@ -39,11 +39,18 @@ async fn create_run_code_commands_and_files_over_tls() {
     let info = sbx.get_info().await.unwrap();
     assert_eq!(info.sandbox_id, sbx.id());
 
-    let execution = sbx.run_code("x = 6\nprint('over tls')\nx * 7").await.unwrap();
+    let execution = sbx
+        .run_code("x = 6\nprint('over tls')\nx * 7")
+        .await
+        .unwrap();
     assert_eq!(execution.logs.stdout.concat(), "over tls\n");
     assert_eq!(execution.text(), Some("42"));
 
-    let out = sbx.commands().run("echo tls; printf 'err' >&2").await.unwrap();
+    let out = sbx
+        .commands()
+        .run("echo tls; printf 'err' >&2")
+        .await
+        .unwrap();
     assert_eq!((out.exit_code, out.stdout.as_str()), (0, "tls\n"));
     assert_eq!(out.stderr, "err");
 
@@ -52,7 +59,10 @@ async fn create_run_code_commands_and_files_over_tls() {
         .await
         .unwrap();
     assert_eq!(
-        sbx.files().read_to_string("/home/user/tls.txt").await.unwrap(),
+        sbx.files()
+            .read_to_string("/home/user/tls.txt")
+            .await
+            .unwrap(),
         "secret-free payload"
     );
     let cat = sbx.commands().run("cat /home/user/tls.txt").await.unwrap();

@@ -174,7 +174,10 @@ mod tests {
 
     #[test]
     fn bad_arguments_exit_2() {
-        assert_eq!(parse(["rayito-agent", "serve", "--nope", "x"]).unwrap_err(), 2);
+        assert_eq!(
+            parse(["rayito-agent", "serve", "--nope", "x"]).unwrap_err(),
+            2
+        );
         assert_eq!(
             parse(["rayito-agent", "serve", "--grpc-addr", "nope"]).unwrap_err(),
             2

@@ -130,7 +130,10 @@ async fn javascript_exceptions_are_data_and_the_context_survives() {
     );
     let thrown = run_ok(&mut s.client, js("throw 'plain'")).await;
     assert_eq!(
-        (thrown.errors()[0].name.as_str(), thrown.errors()[0].value.as_str()),
+        (
+            thrown.errors()[0].name.as_str(),
+            thrown.errors()[0].value.as_str()
+        ),
         ("Error", "'plain'")
     );
     let after = run_ok(&mut s.client, js("kept")).await;

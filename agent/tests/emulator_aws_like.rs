@@ -85,9 +85,7 @@ async fn an_idle_microvm_is_suspended_and_resumed_by_the_next_request() {
         ..EmulatorConfig::default()
     })
     .await;
-    let (id, endpoint) = h
-        .run_ready_with(|r| r.idle_policy(idle_policy(true)))
-        .await;
+    let (id, endpoint) = h.run_ready_with(|r| r.idle_policy(idle_policy(true))).await;
     let token = h.mint(&id, &[8080]).await;
     let ch = channel(&endpoint).await;
     let before = wait_ready(&ch, &token).await;
@@ -100,7 +98,10 @@ async fn an_idle_microvm_is_suspended_and_resumed_by_the_next_request() {
         .expect("auto-resumed")
         .into_inner();
     assert!(after.resume_generation > before.resume_generation);
-    assert_eq!(h.emulator.state(&id), Some(rayito_agent::emulator::MicrovmState::Running));
+    assert_eq!(
+        h.emulator.state(&id),
+        Some(rayito_agent::emulator::MicrovmState::Running)
+    );
 }
 
 #[tokio::test]
@@ -274,12 +275,22 @@ fn binary_in_tls_mode_prints_the_ca_path() {
     for _ in 0..9 {
         got.push(lines.next().expect("a line").expect("utf-8"));
     }
-    let ca_line = got.iter().find_map(|l| l.strip_prefix("ca: ")).expect("a ca: line");
+    let ca_line = got
+        .iter()
+        .find_map(|l| l.strip_prefix("ca: "))
+        .expect("a ca: line");
     let pem = std::fs::read_to_string(ca_line).expect("the CA file exists");
     assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"));
-    assert!(got.contains(&format!("export GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={ca_line}")));
-    assert!(got.iter().any(|l| l.starts_with("export AWS_ENDPOINT_URL_LAMBDA_MICROVMS=http://127.0.0.1:")));
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    assert!(got.contains(&format!(
+        "export GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={ca_line}"
+    )));
+    assert!(
+        got.iter()
+            .any(|l| l.starts_with("export AWS_ENDPOINT_URL_LAMBDA_MICROVMS=http://127.0.0.1:"))
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 
@@ -292,7 +303,12 @@ fn tls_mode_without_the_right_to_bind_443_says_what_is_needed() {
         return;
     };
     let out = Command::new(setpriv)
-        .args(["--bounding-set", "-net_bind_service", "--inh-caps", "-net_bind_service"])
+        .args([
+            "--bounding-set",
+            "-net_bind_service",
+            "--inh-caps",
+            "-net_bind_service",
+        ])
         .arg(env!("CARGO_BIN_EXE_rayito-agent"))
         .args(["emulator", "--addr", "127.0.0.1:0", "--tls"])
         .output()

@@ -56,8 +56,8 @@ pub(crate) async fn backend(tls: bool) -> Result<LocalBackend, SandboxError> {
         let cell = if tls { &LOCAL_TLS } else { &LOCAL };
         cell.get_or_init(|| start(tls)).clone()
     })
-        .await
-        .map_err(|_| SandboxError::internal("local", "the local backend could not start"))?;
+    .await
+    .map_err(|_| SandboxError::internal("local", "the local backend could not start"))?;
     started.map_err(|_| SandboxError::internal("local", "the local backend could not start"))
 }
 

@@ -91,10 +91,10 @@ fn endpoint_for(endpoint: &str, root_certificates: &[String]) -> Result<Endpoint
         .map_or((authority, false), |(host, _port)| (host, true));
     let loopback = has_port
         && (host == "localhost"
-        || host == "[::1]"
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback()));
+            || host == "[::1]"
+            || host
+                .parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|ip| ip.is_loopback()));
     let bad_endpoint = || {
         SandboxError::protocol_violation("create", "the control plane returned an invalid endpoint")
     };

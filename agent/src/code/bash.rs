@@ -12,8 +12,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
 use super::kernel::{KernelEvent, KernelSpec, Started};
-use crate::text::Utf8Decoder;
 use crate::sandbox::{SandboxEnv, SpawnSpec};
+use crate::text::Utf8Decoder;
 
 const BASH: &str = "bash";
 const READ_SIZE: usize = 32 * 1024;

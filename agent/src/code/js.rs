@@ -91,13 +91,15 @@ pub(crate) async fn spawn(
         Ok(_) => return Err(io::Error::other("kernel broke its protocol at start")),
         Err(_) => {
             let status = tokio::time::timeout(READY_TIMEOUT, child.wait()).await;
-            return Err(match status.ok().and_then(|s| s.ok()).and_then(|s| s.code()) {
-                Some(EXIT_NO_NODE) => io::Error::new(io::ErrorKind::NotFound, "node not found"),
-                Some(EXIT_NO_TYPESCRIPT) if spec.language == Language::TypeScript => {
-                    io::Error::new(io::ErrorKind::Unsupported, "node cannot strip types")
-                }
-                _ => io::Error::other("kernel exited before it was ready"),
-            });
+            return Err(
+                match status.ok().and_then(|s| s.ok()).and_then(|s| s.code()) {
+                    Some(EXIT_NO_NODE) => io::Error::new(io::ErrorKind::NotFound, "node not found"),
+                    Some(EXIT_NO_TYPESCRIPT) if spec.language == Language::TypeScript => {
+                        io::Error::new(io::ErrorKind::Unsupported, "node cannot strip types")
+                    }
+                    _ => io::Error::other("kernel exited before it was ready"),
+                },
+            );
         }
     }
     tokio::spawn(python::pump_frames(frames, events.clone()));

@@ -148,7 +148,9 @@ pub(crate) fn encode_frame(body: Vec<u8>) -> io::Result<Vec<u8>> {
 }
 
 /// The next frame, decoded; end of stream is `UnexpectedEof`.
-pub(crate) async fn next_frame<R: AsyncRead + Unpin>(frames: &mut Frames<R>) -> io::Result<DriverFrame> {
+pub(crate) async fn next_frame<R: AsyncRead + Unpin>(
+    frames: &mut Frames<R>,
+) -> io::Result<DriverFrame> {
     let body = frames
         .next()
         .await

@@ -126,7 +126,8 @@ pub(crate) async fn serve(
                     }
                 }
                 Some(acceptor) => {
-                    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+                    let handshake =
+                        tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
                     let stream = tokio::select! {
                         accepted = handshake => match accepted {
                             Ok(Ok(stream)) => stream,
