@@ -346,3 +346,26 @@ impl<T> AgentStream<T> {
         outcome.map_err(|status| from_grpc(status::failure(&status, self.ctx)))
     }
 }
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::endpoint_for;
+
+    fn uri(endpoint: &str) -> String {
+        endpoint_for(endpoint, &[]).unwrap().uri().to_string()
+    }
+
+    #[test]
+    fn loopback_with_a_port_is_h2c_and_bare_hosts_are_tls_on_443() {
+        assert_eq!(uri("127.0.0.1:4000"), "http://127.0.0.1:4000/");
+        assert_eq!(uri("localhost:4000"), "http://localhost:4000/");
+        // TLS mode of the emulator: a bare loopback address, as on AWS.
+        assert_eq!(uri("127.0.0.5"), "https://127.0.0.5:443/");
+        assert_eq!(
+            uri("https://abc.lambda-microvm.us-east-1.on.aws/x"),
+            "https://abc.lambda-microvm.us-east-1.on.aws:443/"
+        );
+        let pem = "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n".to_owned();
+        assert!(endpoint_for("127.0.0.5", &[pem]).is_ok());
+    }
+}
