@@ -220,3 +220,43 @@ pub(crate) fn result_from_bundle(main: bool, data: HashMap<String, String>) -> p
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn frames_are_a_big_endian_length_then_the_body() {
+        let frame = encode_frame(br#"{"t":"ready"}"#.to_vec()).unwrap();
+        assert_eq!(&frame[..4], &[0, 0, 0, 13]);
+        let request = request("1 + 1", &BTreeMap::new(), 3).unwrap();
+        let len = u32::from_be_bytes(request[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, request.len() - 4);
+        // Two frames back to back, split anywhere, decode as two.
+        let both = [
+            frame.clone(),
+            encode_frame(br#"{"t":"running"}"#.to_vec()).unwrap(),
+        ]
+        .concat();
+        let (a, b) = both.split_at(6);
+        let (mut writer, reader) = tokio::io::duplex(64);
+        let (a, b) = (a.to_vec(), b.to_vec());
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            writer.write_all(&a).await.unwrap();
+            tokio::task::yield_now().await;
+            writer.write_all(&b).await.unwrap();
+        });
+        let mut frames = frames(reader);
+        assert!(matches!(
+            next_frame(&mut frames).await.unwrap(),
+            DriverFrame::Ready
+        ));
+        assert!(matches!(
+            next_frame(&mut frames).await.unwrap(),
+            DriverFrame::Running
+        ));
+        let end = next_frame(&mut frames).await.unwrap_err();
+        assert_eq!(end.kind(), io::ErrorKind::UnexpectedEof);
+    }
+}
