@@ -74,5 +74,9 @@ async fn javascript_without_node_is_unimplemented() {
         err.meta().server_message(),
         Some("language javascript needs node, which is not installed on this host")
     );
+    assert_eq!(
+        err.to_string(),
+        "feature run_code is not available: language javascript needs node, which is not installed on this host"
+    );
     assert!(sbx.kill().await.unwrap());
 }
