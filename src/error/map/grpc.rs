@@ -267,7 +267,7 @@ pub fn from_proxy_status(status: u16, call: CallContext) -> SandboxError {
 /// host`, `language ruby is not installed in this image; ...`): a fixed text
 /// around a validated language name, more useful than the generic reason.
 /// Anything else (long, multi-line, not about a language) is not echoed.
-fn language_reason(msg: &str) -> Option<&str> {
+pub(crate) fn language_reason(msg: &str) -> Option<&str> {
     let plain = msg.len() <= 200 && msg.chars().all(|c| c.is_ascii() && !c.is_ascii_control());
     (plain && msg.starts_with("language ")).then_some(msg)
 }
