@@ -88,6 +88,13 @@ fn stream_error_codes() {
             "feature commands.run is not available: the agent in this image does not implement it; publish an image with a newer agent",
         ),
         (
+            "unimplemented",
+            "language typescript needs node, which is not installed on this host",
+            RUN,
+            ErrorKind::Unimplemented,
+            "feature commands.run is not available: language typescript needs node, which is not installed on this host",
+        ),
+        (
             "resource_exhausted",
             "disk_reserve",
             RUN,

@@ -310,6 +310,33 @@ fn unimplemented_from_the_agent_names_the_feature() {
 }
 
 #[test]
+fn unimplemented_language_keeps_the_agents_reason() {
+    let msg = "language javascript needs node, which is not installed on this host";
+    let e = map(GrpcCode::Unimplemented, msg);
+    assert!(matches!(
+        &e,
+        SandboxError::Unimplemented { reason, .. } if &**reason == msg
+    ));
+    assert_eq!(
+        e.to_string(),
+        "feature commands.run is not available: language javascript needs node, which is not installed on this host"
+    );
+    // Anything else keeps the generic reason (the text stays in server_message).
+    for other in [
+        "Method not found",
+        &format!("language {}", "x".repeat(300)),
+        "language a\nb",
+    ] {
+        let e = map(GrpcCode::Unimplemented, other);
+        assert!(
+            e.to_string()
+                .ends_with("publish an image with a newer agent"),
+            "{other}: {e}"
+        );
+    }
+}
+
+#[test]
 fn resets_are_reconnectable_and_end_as_connection_lost() {
     for (code, text) in [
         (

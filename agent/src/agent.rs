@@ -215,6 +215,19 @@ impl Agent {
         self.shared.expire(true);
     }
 
+    /// Resolves once the logical deadline has passed in kill mode (or
+    /// [`Agent::expire_deadline_now`] forced it without a lifecycle block):
+    /// where the real agent exits with status 124, which makes AWS end the
+    /// MicroVM. The local agent keeps answering `sandbox_timeout`; its owner
+    /// decides what to do.
+    ///
+    /// The future does not borrow the agent; it resolves to `false` if the
+    /// agent is dropped first.
+    pub fn deadline_exit(&self) -> impl std::future::Future<Output = bool> + Send + use<> {
+        let mut rx = self.shared.deadline_exit.subscribe();
+        async move { rx.wait_for(|exited| *exited).await.is_ok() }
+    }
+
     /// Resolves once `/terminate` (or [`Agent::shutdown`]) has finished.
     pub async fn terminated(&self) {
         let mut rx = self.shared.terminated.subscribe();

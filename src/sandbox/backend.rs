@@ -22,11 +22,16 @@ pub const TEMPLATE_ENV: &str = "RAYITO_TEMPLATE";
 #[derive(Clone, Default)]
 pub struct AwsOptions {
     settings: AwsSettings,
+    /// Extra trusted CA certificates (PEM) for the sandboxes' TLS endpoints.
+    root_certificates: Vec<String>,
 }
 
 impl fmt::Debug for AwsOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.settings.fmt(f)
+        f.debug_struct("AwsOptions")
+            .field("settings", &self.settings)
+            .field("root_certificates", &self.root_certificates.len())
+            .finish()
     }
 }
 
@@ -67,6 +72,15 @@ impl AwsOptions {
         self.settings.static_credentials = Some((access_key_id.into(), secret_access_key.into()));
         self
     }
+
+    /// Trusts one more CA certificate (PEM), besides the system roots, when
+    /// dialling sandboxes over TLS: for an emulator in TLS mode (its
+    /// `ca.pem`) or a TLS-intercepting proxy. May be called several times.
+    #[must_use]
+    pub fn add_root_certificate_pem(mut self, pem: impl Into<String>) -> Self {
+        self.root_certificates.push(pem.into());
+        self
+    }
 }
 
 /// The backend a builder was given.
@@ -75,6 +89,8 @@ pub(crate) enum BackendChoice {
     /// Nothing chosen in code: `RAYITO_BACKEND`, else AWS.
     FromEnv,
     Local,
+    /// The local backend in TLS mode.
+    LocalTls,
     Aws(AwsOptions),
 }
 
@@ -86,6 +102,8 @@ pub(crate) struct ResolvedBackend {
     /// `Some` on the local backend: bare image names become its ARNs, and
     /// its default image is used when no template is given.
     pub local: Option<local::LocalBackend>,
+    /// Extra CA certificates (PEM) trusted when dialling sandboxes over TLS.
+    pub root_certificates: Vec<String>,
 }
 
 impl fmt::Debug for ResolvedBackend {
@@ -122,11 +140,13 @@ impl BackendChoice {
             other => other.clone(),
         };
         match choice {
-            Self::Local => {
-                let backend = local::backend().await?;
+            Self::Local | Self::LocalTls => {
+                let tls = matches!(choice, Self::LocalTls);
+                let backend = local::backend(tls).await?;
                 let control = AwsControlPlane::hermetic(backend.endpoint_url(), backend.region());
                 Ok(ResolvedBackend {
                     control: Arc::new(Retrying::new(control, *policy)),
+                    root_certificates: backend.ca_pem().into_iter().map(str::to_owned).collect(),
                     local: Some(backend),
                 })
             }
@@ -135,6 +155,7 @@ impl BackendChoice {
                 Ok(ResolvedBackend {
                     control: Arc::new(Retrying::new(control, *policy)),
                     local: None,
+                    root_certificates: options.root_certificates.clone(),
                 })
             }
             Self::FromEnv => Err(SandboxError::internal(

@@ -51,6 +51,16 @@ impl SandboxBuilder {
         self
     }
 
+    /// Use the embedded local backend in TLS mode: each sandbox is dialled
+    /// as on AWS, with TLS (ALPN h2) on port 443 of a loopback address of
+    /// its own, verified against the local emulator's CA. Binding port 443
+    /// needs root or CAP_NET_BIND_SERVICE; without it `create` fails with
+    /// `Sandbox` (the local backend could not start).
+    pub fn local_tls(mut self) -> Self {
+        self.backend = BackendChoice::LocalTls;
+        self
+    }
+
     /// Use AWS (or another endpoint speaking the MicroVMs API).
     pub fn aws(mut self, options: AwsOptions) -> Self {
         self.backend = BackendChoice::Aws(options);
@@ -222,6 +232,7 @@ impl SandboxBuilder {
             }),
             execution_role_arn: self.options.execution_role_arn.clone(),
         };
+        let root_certificates = backend.root_certificates;
         let control = backend.control;
         let vm = control.run_microvm(request).await?;
 
@@ -239,6 +250,7 @@ impl SandboxBuilder {
             access_token.clone(),
             minter,
             self.retry_policy,
+            &root_certificates,
         ) {
             Ok(conn) => conn,
             Err(err) => {
@@ -289,6 +301,7 @@ impl SandboxBuilder {
         }
         decode_access_token(&access_token).map_err(|_| bad_token())?;
         let backend = self.backend.resolve(&self.retry_policy).await?;
+        let root_certificates = backend.root_certificates;
         let control = backend.control;
         let vm = control.get_microvm(sandbox_id.to_owned()).await?;
         if vm.state.is_terminal() {
@@ -302,6 +315,7 @@ impl SandboxBuilder {
             access_token.clone(),
             minter,
             self.retry_policy,
+            &root_certificates,
         )?;
         wait_ready(
             &conn,

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
-use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Response, Status, Streaming};
 
 pub(crate) use self::tokens::{AGENT_PORT, HOOKS_PORT};
@@ -75,36 +75,41 @@ impl fmt::Debug for AgentConn {
     }
 }
 
-/// Where to dial: h2c for a loopback endpoint (the local backend), TLS with
-/// ALPN h2 on 443 otherwise (AWS).
-fn endpoint_for(endpoint: &str) -> Result<Endpoint, SandboxError> {
+/// Where to dial: h2c for a loopback endpoint with a port (the local
+/// backend), TLS with ALPN h2 on 443 otherwise (AWS, and the local backend in
+/// TLS mode, whose endpoints are bare loopback addresses), trusting the
+/// system roots plus `root_certificates` (PEM).
+fn endpoint_for(endpoint: &str, root_certificates: &[String]) -> Result<Endpoint, SandboxError> {
     // Tolerate a scheme and a path (`https://host/x` -> `host`).
     let without_scheme = endpoint
         .strip_prefix("https://")
         .or_else(|| endpoint.strip_prefix("http://"))
         .unwrap_or(endpoint);
     let authority = without_scheme.split('/').next().unwrap_or(without_scheme);
-    let host = authority
+    let (host, has_port) = authority
         .rsplit_once(':')
-        .map_or(authority, |(host, _port)| host);
-    let loopback = host == "localhost"
-        || host == "[::1]"
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback());
+        .map_or((authority, false), |(host, _port)| (host, true));
+    let loopback = has_port
+        && (host == "localhost"
+            || host == "[::1]"
+            || host
+                .parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|ip| ip.is_loopback()));
     let bad_endpoint = || {
         SandboxError::protocol_violation("create", "the control plane returned an invalid endpoint")
     };
     let endpoint = if loopback {
         Endpoint::from_shared(format!("http://{authority}")).map_err(|_| bad_endpoint())?
     } else {
+        let tls = root_certificates.iter().fold(
+            ClientTlsConfig::new()
+                .with_native_roots()
+                .domain_name(host.to_owned()),
+            |tls, pem| tls.ca_certificate(Certificate::from_pem(pem)),
+        );
         Endpoint::from_shared(format!("https://{host}:443"))
             .map_err(|_| bad_endpoint())?
-            .tls_config(
-                ClientTlsConfig::new()
-                    .with_native_roots()
-                    .domain_name(host.to_owned()),
-            )
+            .tls_config(tls)
             .map_err(|_| bad_endpoint())?
     };
     Ok(endpoint
@@ -126,8 +131,9 @@ impl AgentConn {
         access_token: Secret,
         minter: ProxyMinter,
         policy: RetryPolicy,
+        root_certificates: &[String],
     ) -> Result<Self, SandboxError> {
-        let channel = endpoint_for(endpoint)?.connect_lazy();
+        let channel = endpoint_for(endpoint, root_certificates)?.connect_lazy();
         Ok(Self {
             inner: Arc::new(ConnInner {
                 channel,
@@ -338,5 +344,28 @@ impl<T> AgentStream<T> {
             None => next.await,
         };
         outcome.map_err(|status| from_grpc(status::failure(&status, self.ctx)))
+    }
+}
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::endpoint_for;
+
+    fn uri(endpoint: &str) -> String {
+        endpoint_for(endpoint, &[]).unwrap().uri().to_string()
+    }
+
+    #[test]
+    fn loopback_with_a_port_is_h2c_and_bare_hosts_are_tls_on_443() {
+        assert_eq!(uri("127.0.0.1:4000"), "http://127.0.0.1:4000/");
+        assert_eq!(uri("localhost:4000"), "http://localhost:4000/");
+        // TLS mode of the emulator: a bare loopback address, as on AWS.
+        assert_eq!(uri("127.0.0.5"), "https://127.0.0.5:443/");
+        assert_eq!(
+            uri("https://abc.lambda-microvm.us-east-1.on.aws/x"),
+            "https://abc.lambda-microvm.us-east-1.on.aws:443/"
+        );
+        let pem = "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n".to_owned();
+        assert!(endpoint_for("127.0.0.5", &[pem]).is_ok());
     }
 }

@@ -151,7 +151,8 @@ pub fn from_stream_error(code: &str, message: &str, call: CallContext) -> Sandbo
             meta: with(m::GRPC_INVALID_ARGUMENT, &[]),
         },
         "unimplemented" => {
-            let reason = m::GRPC_UNIMPLEMENTED_REASON.text;
+            let reason =
+                super::grpc::language_reason(message).unwrap_or(m::GRPC_UNIMPLEMENTED_REASON.text);
             SandboxError::Unimplemented {
                 feature: feature.into(),
                 reason: reason.into(),

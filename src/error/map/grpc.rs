@@ -262,6 +262,16 @@ pub fn from_proxy_status(status: u16, call: CallContext) -> SandboxError {
     err
 }
 
+/// The agent's own reason when an UNIMPLEMENTED names a language it cannot
+/// run (`language javascript needs node, which is not installed on this
+/// host`, `language ruby is not installed in this image; ...`): a fixed text
+/// around a validated language name, more useful than the generic reason.
+/// Anything else (long, multi-line, not about a language) is not echoed.
+pub(crate) fn language_reason(msg: &str) -> Option<&str> {
+    let plain = msg.len() <= 200 && msg.chars().all(|c| c.is_ascii() && !c.is_ascii_control());
+    (plain && msg.starts_with("language ")).then_some(msg)
+}
+
 /// Maps a gRPC status to its variant (errors.md 3.2). Reconnectable
 /// failures map to `Sandbox{connection_lost}`: call this once the reconnect
 /// contract gave up. A proxy rejection maps to
@@ -345,7 +355,7 @@ pub fn from_grpc(f: GrpcFailure) -> SandboxError {
             SandboxError::sandbox_with(SandboxCode::Cancelled, with(m::SDK_CANCELLED, &[]))
         }
         GrpcCode::Unimplemented if f.has_grpc_status => {
-            let reason = m::GRPC_UNIMPLEMENTED_REASON.text;
+            let reason = language_reason(msg).unwrap_or(m::GRPC_UNIMPLEMENTED_REASON.text);
             let text = m::SDK_UNIMPLEMENTED.render(&[
                 ("feature", feature),
                 ("reason", reason),
