@@ -2,7 +2,10 @@
 #![deny(missing_docs)]
 
 pub mod error;
+#[cfg(feature = "test-util")]
+pub mod test_util;
 
+mod backoff;
 mod code;
 mod commands;
 mod control;
@@ -10,6 +13,8 @@ mod files;
 mod local;
 mod sandbox;
 mod secret;
+#[cfg(test)]
+mod seam_tests;
 mod transport;
 
 pub use code::{

@@ -10,6 +10,7 @@ use crate::control::retry::Retrying;
 use crate::error::{RetryPolicy, SandboxError};
 use crate::local;
 use crate::secret::Secret;
+use crate::transport::{AgentConn, InjectedAgent, ProxyMinter};
 
 /// The environment variable that picks the backend when the code does not:
 /// `local` or `aws`.
@@ -76,6 +77,13 @@ pub(crate) enum BackendChoice {
     FromEnv,
     Local,
     Aws(AwsOptions),
+    /// A control plane (and optionally an agent) handed in by the SDK's own
+    /// tests: the seam for tests that spawn no process.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Injected {
+        control: Arc<dyn ControlPlane>,
+        agent: Option<InjectedAgent>,
+    },
 }
 
 /// A resolved backend: the control plane (with the retry layer) and how to
@@ -86,6 +94,8 @@ pub(crate) struct ResolvedBackend {
     /// `Some` on the local backend: bare image names become its ARNs, and
     /// its default image is used when no template is given.
     pub local: Option<local::LocalBackend>,
+    /// An agent to use instead of dialling the endpoint (tests only).
+    pub agent: Option<InjectedAgent>,
 }
 
 impl fmt::Debug for ResolvedBackend {
@@ -128,6 +138,7 @@ impl BackendChoice {
                 Ok(ResolvedBackend {
                     control: Arc::new(Retrying::new(control, *policy)),
                     local: Some(backend),
+                    agent: None,
                 })
             }
             Self::Aws(options) => {
@@ -135,8 +146,14 @@ impl BackendChoice {
                 Ok(ResolvedBackend {
                     control: Arc::new(Retrying::new(control, *policy)),
                     local: None,
+                    agent: None,
                 })
             }
+            Self::Injected { control, agent } => Ok(ResolvedBackend {
+                control: Arc::new(Retrying::new(control, *policy)),
+                local: None,
+                agent,
+            }),
             Self::FromEnv => Err(SandboxError::internal(
                 "create",
                 "the backend was not resolved",
@@ -146,6 +163,30 @@ impl BackendChoice {
 }
 
 impl ResolvedBackend {
+    /// The connection to the agent of a MicroVM at `endpoint`.
+    ///
+    /// # Errors
+    /// `Sandbox { code: ProtocolViolation }` when the endpoint cannot be parsed.
+    pub(crate) fn open_agent(
+        &self,
+        endpoint: &str,
+        proxy_token: Secret,
+        access_token: Secret,
+        minter: ProxyMinter,
+        policy: RetryPolicy,
+    ) -> Result<AgentConn, SandboxError> {
+        match &self.agent {
+            Some(agent) => Ok(AgentConn::injected(
+                agent,
+                proxy_token,
+                access_token,
+                minter,
+                policy,
+            )),
+            None => AgentConn::open(endpoint, proxy_token, access_token, minter, policy),
+        }
+    }
+
     /// The image ARN for a template (name or ARN), or the default.
     ///
     /// # Errors
