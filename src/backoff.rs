@@ -94,7 +94,9 @@ where
     let attempts = Mutex::new(0u32);
     let next_delay = Mutex::new(next_delay);
     let count = || {
-        let mut n = attempts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut n = attempts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         *n += 1;
         *n
     };
@@ -141,7 +143,9 @@ mod tests {
 
     fn delays(backoff: &Backoff) -> Vec<Duration> {
         let mut schedule = Schedule::new(backoff);
-        std::iter::from_fn(|| schedule.next(None)).take(20).collect()
+        std::iter::from_fn(|| schedule.next(None))
+            .take(20)
+            .collect()
     }
 
     #[test]

@@ -203,8 +203,16 @@ async fn a_call_throttled_n_times_reports_n_attempts() {
 
     // Throttled twice, then it answers: the create goes on.
     let control = FakeControl::throttled(2);
-    let (agent, _) = tonic_agent(FakeHealth { answer: Ok(ready()) }, 0);
-    let sandbox = builder(control.clone(), Some(agent)).create().await.unwrap();
+    let (agent, _) = tonic_agent(
+        FakeHealth {
+            answer: Ok(ready()),
+        },
+        0,
+    );
+    let sandbox = builder(control.clone(), Some(agent))
+        .create()
+        .await
+        .unwrap();
     assert_eq!(control.runs.load(Ordering::SeqCst), 3);
     assert_eq!(sandbox.id(), "microvm-1");
 }
@@ -298,7 +306,12 @@ async fn a_connection_never_established_is_retried_on_the_ladder() {
         max_attempts: Some(4),
         ..Backoff::doubling(Duration::from_millis(1), Duration::from_millis(2))
     };
-    let (agent, attempts) = tonic_agent(FakeHealth { answer: Ok(ready()) }, 2);
+    let (agent, attempts) = tonic_agent(
+        FakeHealth {
+            answer: Ok(ready()),
+        },
+        2,
+    );
     let conn = conn_to(&agent, policy);
     let health = conn
         .health(Duration::from_secs(5), ConnectRetry::Ladder)
@@ -308,7 +321,12 @@ async fn a_connection_never_established_is_retried_on_the_ladder() {
     assert_eq!(attempts.load(Ordering::SeqCst), 3);
 
     // Never connecting: every attempt of the ladder is made and counted.
-    let (agent, attempts) = tonic_agent(FakeHealth { answer: Ok(ready()) }, u32::MAX);
+    let (agent, attempts) = tonic_agent(
+        FakeHealth {
+            answer: Ok(ready()),
+        },
+        u32::MAX,
+    );
     let conn = conn_to(&agent, policy);
     let err = conn
         .health(Duration::from_secs(5), ConnectRetry::Ladder)

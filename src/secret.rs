@@ -39,7 +39,10 @@ impl Secret {
 impl PartialEq for Secret {
     fn eq(&self, other: &Self) -> bool {
         use subtle::ConstantTimeEq as _;
-        self.expose().as_bytes().ct_eq(other.expose().as_bytes()).into()
+        self.expose()
+            .as_bytes()
+            .ct_eq(other.expose().as_bytes())
+            .into()
     }
 }
 
@@ -63,7 +66,7 @@ impl From<&str> for Secret {
     }
 }
 
-/// Number of random bytes in a generated access token (wire-contract 2.4).
+/// Number of random bytes in a generated access token (docs/architecture.md, "One create, step by step").
 const ACCESS_TOKEN_BYTES: usize = 32;
 /// The agent refuses tokens that decode to fewer bytes than this.
 const ACCESS_TOKEN_MIN_BYTES: usize = 16;

@@ -102,7 +102,12 @@ fn no_mapper_lets_a_secret_through() {
             &text,
         );
         assert_clean(&proxy_answer(403, call), &text);
-        assert_clean(&AwsError::connect_failed("GetMicrovm").cause(text.clone()).build(), &text);
+        assert_clean(
+            &AwsError::connect_failed("GetMicrovm")
+                .cause(text.clone())
+                .build(),
+            &text,
+        );
         for code in ["not_found", "resource_exhausted", "weird", "unimplemented"] {
             assert_clean(&stream_error(code, &text, call), &text);
         }

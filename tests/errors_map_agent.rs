@@ -3,11 +3,11 @@
 //! entry points, each with variant, fields and the
 //! exact message.
 
+use rayito::error::{CommandExitStatus, ErrorKind, SandboxCode, SandboxError, TimeoutScope};
 use rayito::test_util::{
     Call as CallContext, CommandOutput, EndEvent, EndOutcome, end_event as from_end_event,
     stream_error as from_stream_error,
 };
-use rayito::error::{CommandExitStatus, ErrorKind, SandboxCode, SandboxError, TimeoutScope};
 
 const RUN: CallContext = CallContext::new("commands.run");
 const WATCH: CallContext = CallContext::filesystem("files.watch_dir");

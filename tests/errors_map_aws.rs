@@ -258,7 +258,9 @@ fn an_unknown_code_keeps_its_metadata() {
 
 #[test]
 fn codes_are_sanitized_as_the_aws_json_protocol_says() {
-    let e = build(AwsError::new("GetMicrovm").code("aws.foo#ConflictException:http://internal.amazon.com/"));
+    let e = build(
+        AwsError::new("GetMicrovm").code("aws.foo#ConflictException:http://internal.amazon.com/"),
+    );
     assert_eq!(e.meta().aws_code(), Some("ConflictException"));
     let e = build(failure(
         "ResumeMicrovm",

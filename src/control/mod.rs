@@ -140,7 +140,7 @@ pub(crate) struct AuthTokenRequest {
 
 /// The control-plane operations the SDK uses.
 ///
-/// Implementations return `SandboxError`s already mapped (errors.md 3.1); the
+/// Implementations return `SandboxError`s already mapped (docs/errors.md, "From AWS"); the
 /// retry layer ([`retry::Retrying`]) sits on top of any implementation.
 pub(crate) trait ControlPlane: Send + Sync + fmt::Debug {
     /// RunMicrovm.

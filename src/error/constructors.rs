@@ -104,7 +104,9 @@ impl SandboxError {
                 known => known,
             })
             .filter(|s| !s.as_str().is_empty());
-        let shown = state.as_ref().map_or_else(|| "unknown".to_owned(), |s| clean(s.as_str()));
+        let shown = state
+            .as_ref()
+            .map_or_else(|| "unknown".to_owned(), |s| clean(s.as_str()));
         let state_reason = state_reason.map(clean).filter(|s| !s.is_empty());
         let text = m::SDK_NOT_READY.render(&[
             ("waited", &m::duration(waited)),

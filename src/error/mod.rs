@@ -40,8 +40,8 @@ pub use codes::{
     UnknownValue,
 };
 pub use kind::{ErrorInfo, ErrorKind};
-pub use meta::ErrorMeta;
 pub(crate) use messages::group;
+pub use meta::ErrorMeta;
 pub use retry::{Backoff, RetryPolicy};
 pub use wire::WireError;
 

@@ -67,7 +67,10 @@ impl SandboxError {
                 state_reason,
                 ..
             } => {
-                put("state", opt_str(state.as_ref().map(crate::SandboxState::as_str)));
+                put(
+                    "state",
+                    opt_str(state.as_ref().map(crate::SandboxState::as_str)),
+                );
                 put("state_reason", opt_str(state_reason.as_deref()));
             }
             Self::CommandExit {

@@ -163,7 +163,7 @@ impl SandboxBuilder {
         self
     }
 
-    /// The control-plane retry policy (default: errors.md 5).
+    /// The retry policy (default: docs/errors.md, "Retries").
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry_policy = policy;
         self

@@ -10,7 +10,7 @@ use crate::transport::{AGENT_PORT, HOOKS_PORT};
 
 use super::payload::LifecycleBlock;
 
-/// Default sandbox lifetime (wire-contract 3.7).
+/// Default sandbox lifetime (docs/architecture.md, "One create, step by step").
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3_600);
 /// The platform's cap on a MicroVM's duration, running and suspended.
 pub(crate) const MAX_DURATION_SECS: u64 = 28_800;

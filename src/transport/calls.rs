@@ -87,16 +87,30 @@ impl AgentConn {
         connect_retry: ConnectRetry,
     ) -> Result<pb::HealthResponse, SandboxError> {
         let ctx = CallContext::new("health");
-        self.unary(ctx, timeout, connect_retry, pb::HealthRequest {}, |mut c: HealthServiceClient<Svc>, r| async move { c.health(r).await }).await
+        self.unary(
+            ctx,
+            timeout,
+            connect_retry,
+            pb::HealthRequest {},
+            |mut c: HealthServiceClient<Svc>, r| async move { c.health(r).await },
+        )
+        .await
     }
 
     /// `ProcessService/SendInput`.
     pub(crate) async fn send_input(
         &self,
-        request: pb::SendInputRequest, timeout: Duration,
+        request: pb::SendInputRequest,
+        timeout: Duration,
     ) -> Result<(), SandboxError> {
         let rpc = |mut c: ProcessServiceClient<Svc>, r| async move { c.send_input(r).await };
-        self.unary(CallContext::new("commands.send_stdin"), timeout, ConnectRetry::Ladder, request, rpc)
+        self.unary(
+            CallContext::new("commands.send_stdin"),
+            timeout,
+            ConnectRetry::Ladder,
+            request,
+            rpc,
+        )
         .await
         .map(|_| ())
     }
@@ -104,22 +118,32 @@ impl AgentConn {
     /// `ProcessService/CloseStdin`.
     pub(crate) async fn close_stdin(
         &self,
-        request: pb::CloseStdinRequest, timeout: Duration,
+        request: pb::CloseStdinRequest,
+        timeout: Duration,
     ) -> Result<(), SandboxError> {
         let rpc = |mut c: ProcessServiceClient<Svc>, r| async move { c.close_stdin(r).await };
-        self.unary(CallContext::new("commands.close_stdin"), timeout, ConnectRetry::Ladder, request, rpc)
+        self.unary(
+            CallContext::new("commands.close_stdin"),
+            timeout,
+            ConnectRetry::Ladder,
+            request,
+            rpc,
+        )
         .await
         .map(|_| ())
     }
 
     /// `ProcessService/List`, used to prove an access token on connect
     /// (Health is anonymous; this is the cheapest authenticated call).
-    pub(crate) async fn verify_access(
-        &self,
-        timeout: Duration,
-    ) -> Result<(), SandboxError> {
+    pub(crate) async fn verify_access(&self, timeout: Duration) -> Result<(), SandboxError> {
         let rpc = |mut c: ProcessServiceClient<Svc>, r| async move { c.list(r).await };
-        self.unary(CallContext::new("connect"), timeout, ConnectRetry::Ladder, pb::ListRequest {}, rpc)
+        self.unary(
+            CallContext::new("connect"),
+            timeout,
+            ConnectRetry::Ladder,
+            pb::ListRequest {},
+            rpc,
+        )
         .await
         .map(|_| ())
     }
@@ -127,30 +151,54 @@ impl AgentConn {
     /// `FilesystemService/Write` with every message of the stream prepared.
     pub(crate) async fn write_files(
         &self,
-        messages: Vec<pb::WriteRequest>, timeout: Duration,
+        messages: Vec<pb::WriteRequest>,
+        timeout: Duration,
     ) -> Result<pb::WriteResponse, SandboxError> {
-        let rpc = |mut c: FilesystemServiceClient<Svc>, r| async move { c.write(tokio_stream::iter(r)).await };
-        self.unary(CallContext::filesystem("files.write"), timeout, ConnectRetry::Ladder, messages, rpc)
+        let rpc = |mut c: FilesystemServiceClient<Svc>, r| async move {
+            c.write(tokio_stream::iter(r)).await
+        };
+        self.unary(
+            CallContext::filesystem("files.write"),
+            timeout,
+            ConnectRetry::Ladder,
+            messages,
+            rpc,
+        )
         .await
     }
 
     /// `FilesystemService/Stat`, for the SDK call named `feature`.
     pub(crate) async fn stat(
         &self,
-        request: pb::StatRequest, feature: &'static str, timeout: Duration,
+        request: pb::StatRequest,
+        feature: &'static str,
+        timeout: Duration,
     ) -> Result<pb::StatResponse, SandboxError> {
         let rpc = |mut c: FilesystemServiceClient<Svc>, r| async move { c.stat(r).await };
-        self.unary(CallContext::filesystem(feature), timeout, ConnectRetry::Ladder, request, rpc)
+        self.unary(
+            CallContext::filesystem(feature),
+            timeout,
+            ConnectRetry::Ladder,
+            request,
+            rpc,
+        )
         .await
     }
 
     /// `FilesystemService/ListDir`.
     pub(crate) async fn list_dir(
         &self,
-        request: pb::ListDirRequest, timeout: Duration,
+        request: pb::ListDirRequest,
+        timeout: Duration,
     ) -> Result<pb::ListDirResponse, SandboxError> {
         let rpc = |mut c: FilesystemServiceClient<Svc>, r| async move { c.list_dir(r).await };
-        self.unary(CallContext::filesystem("files.list"), timeout, ConnectRetry::Ladder, request, rpc)
+        self.unary(
+            CallContext::filesystem("files.list"),
+            timeout,
+            ConnectRetry::Ladder,
+            request,
+            rpc,
+        )
         .await
     }
 
@@ -158,20 +206,34 @@ impl AgentConn {
     /// turn ALREADY_EXISTS into `false`.
     pub(crate) async fn make_dir(
         &self,
-        request: pb::MakeDirRequest, timeout: Duration,
+        request: pb::MakeDirRequest,
+        timeout: Duration,
     ) -> Result<pb::MakeDirResponse, SandboxError> {
         let rpc = |mut c: FilesystemServiceClient<Svc>, r| async move { c.make_dir(r).await };
-        self.unary(CallContext::filesystem("files.make_dir"), timeout, ConnectRetry::Ladder, request, rpc)
+        self.unary(
+            CallContext::filesystem("files.make_dir"),
+            timeout,
+            ConnectRetry::Ladder,
+            request,
+            rpc,
+        )
         .await
     }
 
     /// `FilesystemService/Remove`.
     pub(crate) async fn remove(
         &self,
-        request: pb::RemoveRequest, timeout: Duration,
+        request: pb::RemoveRequest,
+        timeout: Duration,
     ) -> Result<(), SandboxError> {
         let rpc = |mut c: FilesystemServiceClient<Svc>, r| async move { c.remove(r).await };
-        self.unary(CallContext::filesystem("files.remove"), timeout, ConnectRetry::Ladder, request, rpc)
+        self.unary(
+            CallContext::filesystem("files.remove"),
+            timeout,
+            ConnectRetry::Ladder,
+            request,
+            rpc,
+        )
         .await
         .map(|_| ())
     }
@@ -179,30 +241,51 @@ impl AgentConn {
     /// `FilesystemService/Move`.
     pub(crate) async fn move_path(
         &self,
-        request: pb::MoveRequest, timeout: Duration,
+        request: pb::MoveRequest,
+        timeout: Duration,
     ) -> Result<pb::MoveResponse, SandboxError> {
         let rpc = |mut c: FilesystemServiceClient<Svc>, r| async move { c.r#move(r).await };
-        self.unary(CallContext::filesystem("files.rename"), timeout, ConnectRetry::Ladder, request, rpc)
+        self.unary(
+            CallContext::filesystem("files.rename"),
+            timeout,
+            ConnectRetry::Ladder,
+            request,
+            rpc,
+        )
         .await
     }
 
     /// `CodeService/CreateContext`.
     pub(crate) async fn create_context(
         &self,
-        request: pb::CreateContextRequest, timeout: Duration,
+        request: pb::CreateContextRequest,
+        timeout: Duration,
     ) -> Result<pb::CreateContextResponse, SandboxError> {
         let rpc = |mut c: CodeServiceClient<Svc>, r| async move { c.create_context(r).await };
-        self.unary(CallContext::new("code.create_context"), timeout, ConnectRetry::Ladder, request, rpc)
+        self.unary(
+            CallContext::new("code.create_context"),
+            timeout,
+            ConnectRetry::Ladder,
+            request,
+            rpc,
+        )
         .await
     }
 
     /// `CodeService/DestroyContext`.
     pub(crate) async fn destroy_context(
         &self,
-        request: pb::DestroyContextRequest, timeout: Duration,
+        request: pb::DestroyContextRequest,
+        timeout: Duration,
     ) -> Result<(), SandboxError> {
         let rpc = |mut c: CodeServiceClient<Svc>, r| async move { c.destroy_context(r).await };
-        self.unary(CallContext::new("code.remove_context"), timeout, ConnectRetry::Ladder, request, rpc)
+        self.unary(
+            CallContext::new("code.remove_context"),
+            timeout,
+            ConnectRetry::Ladder,
+            request,
+            rpc,
+        )
         .await
         .map(|_| ())
     }
@@ -210,10 +293,17 @@ impl AgentConn {
     /// `LifecycleService/SetTimeout`.
     pub(crate) async fn set_timeout(
         &self,
-        request: pb::SetTimeoutRequest, timeout: Duration,
+        request: pb::SetTimeoutRequest,
+        timeout: Duration,
     ) -> Result<pb::LifecycleState, SandboxError> {
         let rpc = |mut c: LifecycleServiceClient<Svc>, r| async move { c.set_timeout(r).await };
-        self.unary(CallContext::new("set_timeout"), timeout, ConnectRetry::Ladder, request, rpc)
+        self.unary(
+            CallContext::new("set_timeout"),
+            timeout,
+            ConnectRetry::Ladder,
+            request,
+            rpc,
+        )
         .await
     }
 }

@@ -33,9 +33,10 @@ use crate::error::map::grpc::{
 use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::Secret;
 
-/// Largest message the SDK accepts or sends (wire-contract 2.6).
+/// Largest message the SDK accepts or sends (docs/architecture.md, "Modules
+/// and their one job").
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
-/// HTTP/2 keepalive ping interval and timeout (wire-contract 2.6).
+/// HTTP/2 keepalive ping interval and timeout (docs/architecture.md).
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 

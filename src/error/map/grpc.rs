@@ -271,9 +271,9 @@ pub fn from_proxy_status(status: u16, call: CallContext) -> SandboxError {
     err
 }
 
-/// Maps a gRPC status to its variant (errors.md 3.2). Reconnectable
-/// failures map to `Sandbox{connection_lost}`: call this once the reconnect
-/// contract gave up. A proxy rejection maps to
+/// Maps a gRPC status to its variant (docs/errors.md, "From the agent").
+/// A lost connection maps to `Sandbox{connection_lost}`: call this once
+/// the transport's retries are spent. A proxy rejection maps to
 /// `Authentication{proxy_rejected: true}`: call this once the re-mint and
 /// retry are done.
 pub fn from_grpc(f: GrpcFailure) -> SandboxError {
