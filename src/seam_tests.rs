@@ -336,3 +336,37 @@ async fn a_connection_never_established_is_retried_on_the_ladder() {
     assert_eq!(err.meta().attempts(), 4);
     assert_eq!(attempts.load(Ordering::SeqCst), 4);
 }
+
+#[tokio::test]
+async fn an_agent_that_never_gets_ready_is_sandbox_not_ready_with_its_probes() {
+    let control = FakeControl::throttled(0);
+    let not_ready = agent_pb::HealthResponse {
+        agent_ready: true,
+        kernel_ready: false,
+        ..Default::default()
+    };
+    let (agent, _) = tonic_agent(
+        FakeHealth {
+            answer: Ok(not_ready),
+        },
+        0,
+    );
+    let err = builder(control.clone(), Some(agent))
+        .ready_timeout(Duration::from_millis(300))
+        .create()
+        .await
+        .unwrap_err();
+    match &err {
+        SandboxError::SandboxNotReady { state, .. } => {
+            assert_eq!(state.as_ref(), Some(&SandboxState::Running));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Probes at 0, 250 ms and the deadline (pauses 250 ms, then the rest).
+    assert!(err.meta().attempts() >= 2, "{}", err.meta().attempts());
+    assert_eq!(
+        err.to_string(),
+        "the sandbox was not ready within 300 ms (state RUNNING); raise ready_timeout or check the image"
+    );
+    assert_eq!(control.terminations.load(Ordering::SeqCst), 1);
+}

@@ -128,7 +128,7 @@ fn classify_uses_the_code_row_for_a_bare_sandbox_error() {
             "kind": "connection_lost",
             "retryable": true,
             "retry_with_larger_limits": false,
-            "summary": "the agent or the control plane stopped answering (reset, refused, proxy 502/503/504 after the reconnect budget)",
+            "summary": "the agent or the control plane stopped answering (a reset, a connection never established once its retries are spent, proxy 429/502/503/504)",
         })
     );
     let e = SandboxError::closed();

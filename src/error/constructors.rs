@@ -64,7 +64,7 @@ impl SandboxError {
     }
 
     /// `Sandbox{connection_lost}`: the agent stopped answering and the
-    /// reconnect budget is spent. `detail` is transport text (never a token).
+    /// transport's retries are spent. `detail` is transport text (never a token).
     pub fn connection_lost(feature: &str, detail: Option<&str>) -> Self {
         let detail = detail.map(|d| super::map::redact::sanitize_remote_text(d, 512));
         Self::sandbox_with(

@@ -60,12 +60,15 @@ pub(crate) async fn wait_ready(
     // No attempt limit: the deadline ends the wait.
     let mut pauses = Schedule::new(&Backoff::doubling(FIRST_PAUSE, MAX_PAUSE));
     let mut last_state_check = start;
+    // Health probes made: the attempts a `SandboxNotReady` records.
+    let mut probes: u32 = 0;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
             break;
         }
         let probe_timeout = remaining.clamp(MIN_PROBE_TIMEOUT, MAX_PROBE_TIMEOUT);
+        probes = probes.saturating_add(1);
         match conn.health(probe_timeout, ConnectRetry::Never).await {
             Ok(health) if is_ready(&health) => return Ok(health),
             Ok(_) => {}
@@ -86,7 +89,8 @@ pub(crate) async fn wait_ready(
                     Some(vm.state),
                     vm.state_reason.as_deref(),
                     start.elapsed(),
-                ));
+                )
+                .with_attempts(probes));
             }
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -101,9 +105,8 @@ pub(crate) async fn wait_ready(
     if on_failure == OnNotReady::Terminate && !state.as_ref().is_some_and(|s| s.is_terminal()) {
         let _ = control.terminate_microvm(microvm_id.to_owned()).await;
     }
-    Err(SandboxError::not_ready(
-        state,
-        state_reason.as_deref(),
-        ready_timeout,
-    ))
+    Err(
+        SandboxError::not_ready(state, state_reason.as_deref(), ready_timeout)
+            .with_attempts(probes),
+    )
 }
