@@ -301,10 +301,12 @@ async fn a_proxy_502_is_a_lost_connection_with_its_status() {
 
 #[tokio::test]
 async fn a_connection_never_established_is_retried_on_the_ladder() {
-    let mut policy = RetryPolicy::default();
-    policy.not_established = Backoff {
-        max_attempts: Some(4),
-        ..Backoff::doubling(Duration::from_millis(1), Duration::from_millis(2))
+    let policy = RetryPolicy {
+        not_established: Backoff {
+            max_attempts: Some(4),
+            ..Backoff::doubling(Duration::from_millis(1), Duration::from_millis(2))
+        },
+        ..RetryPolicy::default()
     };
     let (agent, attempts) = tonic_agent(
         FakeHealth {

@@ -165,21 +165,20 @@ fn unauthenticated_and_permission_denied_are_authentication() {
 
 #[test]
 fn proxy_403_without_grpc_status_is_a_proxy_rejection() {
-    for e in [proxy_answer(403, RUN)] {
-        assert!(matches!(
-            e,
-            SandboxError::Authentication {
-                proxy_rejected: true,
-                ..
-            }
-        ));
-        assert_eq!(
-            e.to_string(),
-            "the AWS proxy refused the sandbox's token for commands.run even after a fresh one; check the IAM permission to create MicroVM auth tokens"
-        );
-        assert_eq!(e.meta().http_status(), Some(403));
-        assert_eq!(e.meta().grpc_code(), Some(GrpcCode::PermissionDenied));
-    }
+    let e = proxy_answer(403, RUN);
+    assert!(matches!(
+        e,
+        SandboxError::Authentication {
+            proxy_rejected: true,
+            ..
+        }
+    ));
+    assert_eq!(
+        e.to_string(),
+        "the AWS proxy refused the sandbox's token for commands.run even after a fresh one; check the IAM permission to create MicroVM auth tokens"
+    );
+    assert_eq!(e.meta().http_status(), Some(403));
+    assert_eq!(e.meta().grpc_code(), Some(GrpcCode::PermissionDenied));
 }
 
 #[test]
