@@ -13,6 +13,7 @@ use futures_util::future::BoxFuture;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rayito_agent::pb as agent_pb;
 use rayito_agent::pb::health_service_server::{HealthService, HealthServiceServer};
+use rayito_agent::pb::process_service_server::{ProcessService, ProcessServiceServer};
 use tonic::{Request, Response, Status};
 
 use crate::control::{AuthTokenRequest, ControlPlane, Microvm, RunRequest, SandboxState};
@@ -134,23 +135,93 @@ fn ready() -> agent_pb::HealthResponse {
     }
 }
 
+/// The agent's ProcessService: `Start` plays `events` in order.
+#[derive(Clone)]
+struct FakeProcess {
+    events: Vec<agent_pb::ProcessEvent>,
+}
+
+type EventStream = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = Result<agent_pb::ProcessEvent, Status>> + Send>,
+>;
+
+#[tonic::async_trait]
+impl ProcessService for FakeProcess {
+    type StartStream = EventStream;
+    type ConnectStream = EventStream;
+
+    async fn start(
+        &self,
+        _request: Request<agent_pb::StartRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let events = self.events.clone().into_iter().map(Ok);
+        Ok(Response::new(Box::pin(tokio_stream::iter(events))))
+    }
+
+    async fn connect(
+        &self,
+        _request: Request<agent_pb::ConnectRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn send_input(
+        &self,
+        _request: Request<agent_pb::SendInputRequest>,
+    ) -> Result<Response<agent_pb::SendInputResponse>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn close_stdin(
+        &self,
+        _request: Request<agent_pb::CloseStdinRequest>,
+    ) -> Result<Response<agent_pb::CloseStdinResponse>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn send_signal(
+        &self,
+        _request: Request<agent_pb::SendSignalRequest>,
+    ) -> Result<Response<agent_pb::SendSignalResponse>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn list(
+        &self,
+        _request: Request<agent_pb::ListRequest>,
+    ) -> Result<Response<agent_pb::ListResponse>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+}
+
 /// An in-memory agent: each connection is a duplex pipe served by a tonic
 /// server with `health`. `refusals` connection attempts fail first.
 fn tonic_agent(health: FakeHealth, refusals: u32) -> (InjectedAgent, Arc<AtomicU32>) {
+    tonic_agent_with(health, None, refusals)
+}
+
+/// As [`tonic_agent`], with a ProcessService too when given.
+fn tonic_agent_with(
+    health: FakeHealth,
+    process: Option<FakeProcess>,
+    refusals: u32,
+) -> (InjectedAgent, Arc<AtomicU32>) {
     let attempts = Arc::new(AtomicU32::new(0));
     let counted = attempts.clone();
     let connector = tower::service_fn(move |_uri| {
         let attempt = counted.fetch_add(1, Ordering::SeqCst) + 1;
         let health = health.clone();
+        let process = process.clone();
         async move {
             if attempt <= refusals {
                 return Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
             }
             let (client, server) = tokio::io::duplex(64 * 1024);
+            let router = tonic::transport::Server::builder()
+                .add_service(HealthServiceServer::new(health))
+                .add_optional_service(process.map(ProcessServiceServer::new));
             tokio::spawn(
-                tonic::transport::Server::builder()
-                    .add_service(HealthServiceServer::new(health))
-                    .serve_with_incoming(tokio_stream::once(Ok::<_, std::io::Error>(server))),
+                router.serve_with_incoming(tokio_stream::once(Ok::<_, std::io::Error>(server))),
             );
             Ok(TokioIo::new(client))
         }
@@ -371,4 +442,105 @@ async fn an_agent_that_never_gets_ready_is_sandbox_not_ready_with_its_probes() {
         "the sandbox was not ready within 300 ms (state RUNNING); raise ready_timeout or check the image"
     );
     assert_eq!(control.terminations.load(Ordering::SeqCst), 1);
+}
+
+fn event(event: agent_pb::process_event::Event) -> agent_pb::ProcessEvent {
+    agent_pb::ProcessEvent { event: Some(event) }
+}
+
+fn stdout(bytes: &[u8], seq: u64) -> agent_pb::ProcessEvent {
+    event(agent_pb::process_event::Event::Data(agent_pb::DataEvent {
+        output: Some(agent_pb::data_event::Output::Stdout(bytes.to_vec())),
+        seq,
+    }))
+}
+
+fn stderr(bytes: &[u8], seq: u64) -> agent_pb::ProcessEvent {
+    event(agent_pb::process_event::Event::Data(agent_pb::DataEvent {
+        output: Some(agent_pb::data_event::Output::Stderr(bytes.to_vec())),
+        seq,
+    }))
+}
+
+async fn sandbox_with_process(events: Vec<agent_pb::ProcessEvent>) -> Sandbox {
+    let (agent, _) = tonic_agent_with(
+        FakeHealth {
+            answer: Ok(ready()),
+        },
+        Some(FakeProcess { events }),
+        0,
+    );
+    builder(FakeControl::throttled(0), Some(agent))
+        .create()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn command_output_keeps_its_order_and_rebuilds_split_characters() {
+    let end = event(agent_pb::process_event::Event::End(agent_pb::EndEvent {
+        exit_code: 3,
+        exited: true,
+        status: "exited".to_owned(),
+        error: None,
+        signal: None,
+    }));
+    // "é" is 0xC3 0xA9: split across two chunks.
+    let events = vec![
+        event(agent_pb::process_event::Event::Start(
+            agent_pb::StartEvent { pid: 7 },
+        )),
+        stdout(b"h\xC3", 1),
+        stderr(b"warn\n", 2),
+        stdout(b"\xA9llo", 3),
+        event(agent_pb::process_event::Event::Keepalive(
+            agent_pb::KeepAlive::default(),
+        )),
+        stdout(b" world\n", 4),
+        end,
+    ];
+    let sandbox = sandbox_with_process(events).await;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (out, err) = (seen.clone(), seen.clone());
+    let options = crate::CommandOptions::new()
+        .on_stdout(move |t| out.lock().unwrap().push(format!("out:{t}")))
+        .on_stderr(move |t| err.lock().unwrap().push(format!("err:{t}")));
+    let failure = sandbox
+        .commands()
+        .run_with("./build.sh", options)
+        .await
+        .unwrap_err();
+    match &failure {
+        SandboxError::CommandExit {
+            exit_code,
+            stdout,
+            stderr,
+            ..
+        } => {
+            assert_eq!(*exit_code, 3);
+            assert_eq!(stdout, "h\u{e9}llo world\n");
+            assert_eq!(stderr, "warn\n");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        failure.to_string(),
+        "command ./build.sh exited with code 3; its stdout and stderr are in the error"
+    );
+    // Callbacks see the output in the order it came, whole characters only.
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["out:h", "err:warn\n", "out:\u{e9}llo", "out: world\n"]
+    );
+}
+
+#[tokio::test]
+async fn a_process_stream_without_a_start_event_is_a_protocol_violation() {
+    let sandbox = sandbox_with_process(vec![stdout(b"early", 1)]).await;
+    let err = sandbox.commands().run("true").await.unwrap_err();
+    assert_eq!(err.sandbox_code(), Some(&SandboxCode::ProtocolViolation));
+    assert_eq!(
+        err.to_string(),
+        "the agent broke the protocol during commands.run: the process stream did not start with a start event; the call was abandoned, report this with the image version"
+    );
 }

@@ -60,7 +60,11 @@ fn assert_clean(e: &SandboxError, input: &str) {
         e.to_string(),
         format!("{e:?}"),
         e.to_wire_string(),
-        e.source().map(ToString::to_string).unwrap_or_default(),
+        // The whole source chain: the summary, then the redacted cause.
+        std::iter::successors(e.source(), |s| s.source())
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" | "),
         e.classify().to_json().to_string(),
     ];
     for text in shown {
