@@ -55,16 +55,23 @@ fn leaky_texts() -> Vec<String> {
     ]
 }
 
+fn source_chain(e: &SandboxError) -> String {
+    let mut texts = Vec::new();
+    let mut next = e.source();
+    while let Some(source) = next {
+        texts.push(source.to_string());
+        next = source.source();
+    }
+    texts.join(" | ")
+}
+
 fn assert_clean(e: &SandboxError, input: &str) {
     let shown = [
         e.to_string(),
         format!("{e:?}"),
         e.to_wire_string(),
         // The whole source chain: the summary, then the redacted cause.
-        std::iter::successors(e.source(), |s| s.source())
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(" | "),
+        source_chain(e),
         e.classify().to_json().to_string(),
     ];
     for text in shown {
