@@ -238,7 +238,7 @@ fn plain_http_peer(status: u16) -> InjectedAgent {
             let answer = hyper::service::service_fn(move |_request| async move {
                 let response = tonic::codegen::http::Response::builder()
                     .status(status)
-                    .body(http_body_util::Empty::<bytes::Bytes>::new())
+                    .body(http_body_util::Empty::<tonic::codegen::Bytes>::new())
                     .expect("a valid response");
                 Ok::<_, std::convert::Infallible>(response)
             });

@@ -69,7 +69,7 @@ impl InjectedAgent {
     #[cfg(test)]
     pub(crate) fn with_connector<C>(connector: C) -> Self
     where
-        C: tower::Service<tonic::codegen::http::Uri> + Send + 'static,
+        C: tonic::codegen::Service<tonic::codegen::http::Uri> + Send + 'static,
         C::Response: hyper::rt::Read + hyper::rt::Write + Send + Unpin,
         C::Future: Send,
         tonic::codegen::StdError: From<C::Error> + Send,
