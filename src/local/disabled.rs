@@ -52,7 +52,7 @@ mod tests {
 
     #[tokio::test]
     async fn choosing_the_local_backend_names_the_missing_feature() {
-        let err = super::backend()
+        let err = super::backend(false)
             .await
             .expect_err("no local backend in this build");
         assert!(matches!(

@@ -10,6 +10,7 @@ use crate::control::retry::Retrying;
 use crate::error::{RetryPolicy, SandboxError};
 use crate::local;
 use crate::secret::Secret;
+use crate::transport::{AgentConn, InjectedAgent, ProxyMinter};
 
 /// The environment variable that picks the backend when the code does not:
 /// `local` or `aws`.
@@ -90,8 +91,16 @@ pub(crate) enum BackendChoice {
     FromEnv,
     Local,
     /// The local backend in TLS mode.
+    #[cfg_attr(not(feature = "local"), allow(dead_code))]
     LocalTls,
     Aws(AwsOptions),
+    /// A control plane (and optionally an agent) handed in by the SDK's own
+    /// tests: the seam for tests that spawn no process.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Injected {
+        control: Arc<dyn ControlPlane>,
+        agent: Option<InjectedAgent>,
+    },
 }
 
 /// A resolved backend: the control plane (with the retry layer) and how to
@@ -104,6 +113,8 @@ pub(crate) struct ResolvedBackend {
     pub local: Option<local::LocalBackend>,
     /// Extra CA certificates (PEM) trusted when dialling sandboxes over TLS.
     pub root_certificates: Vec<String>,
+    /// An agent to use instead of dialling the endpoint (tests only).
+    pub agent: Option<InjectedAgent>,
 }
 
 impl fmt::Debug for ResolvedBackend {
@@ -148,6 +159,7 @@ impl BackendChoice {
                     control: Arc::new(Retrying::new(control, *policy)),
                     root_certificates: backend.ca_pem().into_iter().map(str::to_owned).collect(),
                     local: Some(backend),
+                    agent: None,
                 })
             }
             Self::Aws(options) => {
@@ -156,8 +168,15 @@ impl BackendChoice {
                     control: Arc::new(Retrying::new(control, *policy)),
                     local: None,
                     root_certificates: options.root_certificates.clone(),
+                    agent: None,
                 })
             }
+            Self::Injected { control, agent } => Ok(ResolvedBackend {
+                control: Arc::new(Retrying::new(control, *policy)),
+                local: None,
+                root_certificates: Vec::new(),
+                agent,
+            }),
             Self::FromEnv => Err(SandboxError::internal(
                 "create",
                 "the backend was not resolved",
@@ -167,6 +186,37 @@ impl BackendChoice {
 }
 
 impl ResolvedBackend {
+    /// The connection to the agent of a MicroVM at `endpoint`.
+    ///
+    /// # Errors
+    /// `Sandbox { code: ProtocolViolation }` when the endpoint cannot be parsed.
+    pub(crate) fn open_agent(
+        &self,
+        endpoint: &str,
+        proxy_token: Secret,
+        access_token: Secret,
+        minter: ProxyMinter,
+        policy: RetryPolicy,
+    ) -> Result<AgentConn, SandboxError> {
+        match &self.agent {
+            Some(agent) => Ok(AgentConn::injected(
+                agent,
+                proxy_token,
+                access_token,
+                minter,
+                policy,
+            )),
+            None => AgentConn::open(
+                endpoint,
+                proxy_token,
+                access_token,
+                minter,
+                policy,
+                &self.root_certificates,
+            ),
+        }
+    }
+
     /// The image ARN for a template (name or ARN), or the default.
     ///
     /// # Errors

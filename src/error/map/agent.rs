@@ -1,5 +1,5 @@
 //! In-stream agent failures: `StreamError` codes and process `EndEvent`
-//! statuses (wire-contract 1.5 and 1.8; errors.md 3.2, same targets as the
+//! statuses (docs/errors.md, "From the agent"; same targets as the
 //! gRPC table).
 //!
 //! Codes and statuses are exact tokens. The message of a `StreamError` is
