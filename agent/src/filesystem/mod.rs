@@ -195,7 +195,9 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
                 Status::invalid_argument("something else exists at the path")
             });
         }
-        tokio::fs::create_dir_all(&target.host)
+        self.shared
+            .env
+            .create_dirs(&target.host)
             .await
             .map_err(|e| match e.raw_os_error() {
                 Some(libc::EEXIST) => Status::invalid_argument("not a directory"),
@@ -217,7 +219,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         }
         std::fs::symlink_metadata(&source.host).map_err(io)?;
         if let Some(parent) = destination.host.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(io)?;
+            self.shared.env.create_dirs(parent).await.map_err(io)?;
         }
         tokio::fs::rename(&source.host, &destination.host)
             .await

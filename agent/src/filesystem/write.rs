@@ -169,7 +169,7 @@ async fn begin(shared: &Shared, target: Resolved, mode: u32) -> Result<Open, Sta
         .parent()
         .ok_or_else(|| Status::invalid_argument("invalid path"))?
         .to_path_buf();
-    if let Err(e) = tokio::fs::create_dir_all(&parent).await {
+    if let Err(e) = shared.env.create_dirs(&parent).await {
         return Err(match e.raw_os_error() {
             Some(libc::EEXIST) | Some(libc::ENOTDIR) => Status::invalid_argument("not a directory"),
             _ => io_status(&e),
@@ -193,6 +193,12 @@ async fn begin(shared: &Shared, target: Resolved, mode: u32) -> Result<Open, Sta
         .open(&temp)
         .await
         .map_err(|e| io_status(&e))?;
+    // Commands and kernels run under the sandbox's uid: they must be able
+    // to rewrite what a file RPC wrote.
+    if let Err(e) = shared.env.adopt(&temp) {
+        let _ = tokio::fs::remove_file(&temp).await;
+        return Err(io_status(&e));
+    }
     Ok(Open {
         target,
         temp,
