@@ -6,10 +6,15 @@
 //! best-effort isolation. The emulator runs on its own thread and tokio
 //! runtime, so it outlives whichever runtime first asked for it (each
 //! `#[tokio::test]` has its own).
+//!
+//! Nothing outlives the process: the emulator's directory and every sandbox
+//! process are removed and killed when it ends, however it ends (see
+//! `rayito_agent::sandbox::SandboxEnv::remove_at_exit`).
 
 use std::sync::OnceLock;
 
 use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use rayito_agent::sandbox::SandboxEnv;
 
 use crate::error::SandboxError;
 
@@ -68,8 +73,19 @@ fn start() -> Result<LocalBackend, String> {
                     return;
                 }
             };
+            // The emulator lives until the process ends, and is never dropped
+            // (a static): its directory goes with the process however it ends.
+            let config = EmulatorConfig {
+                root: std::env::temp_dir().join(format!(
+                    "rayito-emulator-{}-{:016x}",
+                    std::process::id(),
+                    rand::random::<u64>()
+                )),
+                ..EmulatorConfig::default()
+            };
+            SandboxEnv::remove_at_exit(&config.root);
             runtime.block_on(async move {
-                match Emulator::start(EmulatorConfig::default()).await {
+                match Emulator::start(config).await {
                     Ok(emulator) => {
                         let arn = emulator.image_arn("");
                         let backend = LocalBackend {
