@@ -39,6 +39,7 @@ fn process_parent() -> Option<&'static Path> {
 
 fn create_process_parent() -> std::io::Result<PathBuf> {
     let own = own_cgroup_dir()?;
+    sweep_stale(&own);
     let dir = own.join(format!(
         "rayito-{}-{:08x}",
         std::process::id(),
@@ -54,6 +55,40 @@ fn create_process_parent() -> std::io::Result<PathBuf> {
     }
     super::exit_cleanup::kill_cgroup_at_exit(&dir);
     Ok(dir)
+}
+
+/// Kills and removes the parents left by processes that ended without their
+/// exit cleanup (`rayito-<pid>-<hex>` whose pid no longer runs).
+fn sweep_stale(own: &Path) {
+    let Ok(entries) = std::fs::read_dir(own) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !super::exit_cleanup::owner_is_gone(name, "rayito-") {
+            continue;
+        }
+        let parent = entry.path();
+        let _ = std::fs::write(parent.join("cgroup.kill"), b"1");
+        for _ in 0..100 {
+            let children: Vec<PathBuf> = std::fs::read_dir(&parent)
+                .map(|d| {
+                    d.flatten()
+                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                        .map(|e| e.path())
+                        .collect()
+                })
+                .unwrap_or_default();
+            for child in &children {
+                let _ = std::fs::remove_dir(child);
+            }
+            if std::fs::remove_dir(&parent).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 /// The host directory of this process's cgroup v2: the `cgroup2` mount

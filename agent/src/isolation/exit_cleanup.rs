@@ -13,6 +13,11 @@
 //!
 //! A directory removed earlier by its owner is simply absent by then. Paths
 //! with a newline are never registered (they could not be sent as a line).
+//!
+//! Should a watcher itself have been killed, the next process that starts
+//! one sweeps what it left: temp-dir entries named `rayito-agent-<pid>-<hex>`
+//! or `rayito-emulator-<pid>-<hex>` whose `<pid>` no longer runs (and
+//! [`super::cgroup`] does the same for its cgroups).
 
 use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt as _;
@@ -53,6 +58,7 @@ exit 0
 fn watcher() -> &'static Mutex<Option<ChildStdin>> {
     static WATCHER_STDIN: OnceLock<Mutex<Option<ChildStdin>>> = OnceLock::new();
     WATCHER_STDIN.get_or_init(|| {
+        sweep_stale_dirs(&std::env::temp_dir());
         let spawned = Command::new("/bin/sh")
             .args(["-c", WATCHER])
             .stdin(Stdio::piped())
@@ -94,6 +100,36 @@ fn send(kind: char, path: &Path) {
     }
 }
 
+/// Whether `name` is `<prefix><pid>-<hex>` for a pid that no longer runs.
+pub(crate) fn owner_is_gone(name: &str, prefix: &str) -> bool {
+    let Some(rest) = name.strip_prefix(prefix) else {
+        return false;
+    };
+    let Some((pid, suffix)) = rest.split_once('-') else {
+        return false;
+    };
+    let valid = !pid.is_empty()
+        && pid.bytes().all(|b| b.is_ascii_digit())
+        && !suffix.is_empty()
+        && suffix.bytes().all(|b| b.is_ascii_hexdigit());
+    valid && pid != "0" && !Path::new("/proc").join(pid).exists()
+}
+
+/// Removes the sandbox directories of processes that ended without their
+/// watcher's cleanup.
+fn sweep_stale_dirs(temp: &Path) {
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if owner_is_gone(name, "rayito-agent-") || owner_is_gone(name, "rayito-emulator-") {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// Removes `dir` (recursively) when this process ends, if it still exists.
 pub(crate) fn remove_dir_at_exit(dir: &Path) {
     send('d', dir);
@@ -103,4 +139,43 @@ pub(crate) fn remove_dir_at_exit(dir: &Path) {
 /// them when this process ends.
 pub(crate) fn kill_cgroup_at_exit(dir: &Path) {
     send('c', dir);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_names_of_dead_owners_are_stale() {
+        // pid 0 never owns anything; a live pid is ours.
+        let me = std::process::id();
+        assert!(!owner_is_gone(
+            &format!("rayito-agent-{me}-00ff"),
+            "rayito-agent-"
+        ));
+        assert!(!owner_is_gone("rayito-agent-0-00ff", "rayito-agent-"));
+        // A uuid (the emulator's default root) is never taken for a pid.
+        assert!(!owner_is_gone(
+            "rayito-emulator-12345678-aaaa-bbbb-cccc-dddddddddddd",
+            "rayito-emulator-"
+        ));
+        assert!(!owner_is_gone("rayito-agent-x-00ff", "rayito-agent-"));
+        // A pid above pid_max never runs.
+        assert!(owner_is_gone("rayito-agent-99999999-00ff", "rayito-agent-"));
+    }
+
+    #[test]
+    fn the_sweep_removes_only_stale_entries() {
+        let temp = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        let stale = temp.path().join("rayito-emulator-99999999-0a1b");
+        let live = temp.path().join(format!("rayito-agent-{me}-0a1b"));
+        let other = temp.path().join("rayito-agent-notes");
+        for dir in [&stale, &live, &other] {
+            std::fs::create_dir_all(dir.join("home/user")).unwrap();
+        }
+        sweep_stale_dirs(temp.path());
+        assert!(!stale.exists());
+        assert!(live.exists() && other.exists());
+    }
 }
