@@ -5,8 +5,8 @@
 //!
 //! Every child of the agent (commands, kernels) is started through
 //! [`SandboxEnv::command`], and every guest path used by a file RPC goes
-//! through [`SandboxEnv::to_host`], so both see the same tree; what a file
-//! RPC creates is given to the sandbox's uid ([`SandboxEnv::adopt`]).
+//! through [`SandboxEnv::to_host`], so both see the same tree; file RPCs act
+//! as the sandbox's uid ([`SandboxEnv::as_user`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -181,49 +181,15 @@ impl SandboxEnv {
         self.inner.root.join(guest.trim_start_matches('/'))
     }
 
-    /// Gives a file or directory the agent created for the sandbox (a file
-    /// RPC) to the sandbox's uid, so that its commands and kernels can write
-    /// it. A no-op when the agent does not switch uids.
-    ///
-    /// # Errors
-    /// The ownership change failed.
-    pub fn adopt(&self, host: &Path) -> std::io::Result<()> {
-        match self.inner.ids {
-            Some(ids) => ids.chown(host),
-            None => Ok(()),
-        }
-    }
-
-    /// Creates `host` and its missing parents like `create_dir_all`, giving
-    /// each directory it creates to the sandbox's uid.
-    ///
-    /// # Errors
-    /// As `create_dir_all`, or the ownership change failed.
-    pub async fn create_dirs(&self, host: &Path) -> std::io::Result<()> {
-        if self.inner.ids.is_none() {
-            return tokio::fs::create_dir_all(host).await;
-        }
-        let mut missing = Vec::new();
-        let mut cur = Some(host);
-        while let Some(dir) = cur {
-            if tokio::fs::symlink_metadata(dir).await.is_ok() {
-                break;
-            }
-            missing.push(dir.to_path_buf());
-            cur = dir.parent();
-        }
-        for dir in missing.iter().rev() {
-            match tokio::fs::create_dir(dir).await {
-                Ok(()) => self.adopt(dir)?,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if tokio::fs::metadata(host).await?.is_dir() {
-            Ok(())
-        } else {
-            Err(std::io::Error::from(rustix::io::Errno::EXIST))
-        }
+    /// Runs `f` (synchronous: no `.await` inside) with this thread's
+    /// file-system uid and gid set to the sandbox's, when the agent switches
+    /// uids: the file RPCs then can do nothing the sandbox user could not
+    /// (a path that sandbox code swapped for a symlink between a check and
+    /// its use leads nowhere the user cannot already write), and what they
+    /// create belongs to that user, so commands and kernels can rewrite it.
+    pub fn as_user<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _guard = self.inner.ids.map(crate::isolation::user::FsIdsGuard::set);
+        f()
     }
 
     /// A command for `spec`, with the sandbox's environment, its own process

@@ -348,3 +348,26 @@ async fn execute_stdout(t: &TestAgent, code: &str) -> String {
     }
     out
 }
+
+#[tokio::test]
+async fn file_rpcs_have_the_sandbox_users_rights_not_roots() {
+    let t = TestAgent::start().await;
+    if switches_uid(&t).is_none() {
+        return;
+    }
+    // A root-only file inside the home (placed by the host): the user
+    // cannot read it, so neither can a file RPC made for the user.
+    let secret = t.host_path("/home/user/root-only");
+    std::fs::write(&secret, "secret").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let err = t
+        .files()
+        .read(pb::ReadRequest {
+            path: "/home/user/root-only".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a root-only file is not readable");
+    assert_status(&err, tonic::Code::PermissionDenied, "permission denied");
+}

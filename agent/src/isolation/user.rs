@@ -53,6 +53,46 @@ impl HostIds {
     }
 }
 
+/// While alive, this thread's file-system uid and gid are a sandbox's: path
+/// lookups, permission checks and the owner of what is created are the
+/// sandbox user's, and CAP_DAC_OVERRIDE and friends are off (the kernel drops
+/// them for a non-zero fsuid). Restores the previous ids on drop. Must not be
+/// held across an `.await` (the task could move to another thread): take it
+/// only inside synchronous code, as [`crate::sandbox::SandboxEnv::as_user`] does.
+#[derive(Debug)]
+pub(crate) struct FsIdsGuard {
+    previous_uid: libc::uid_t,
+    previous_gid: libc::gid_t,
+}
+
+impl FsIdsGuard {
+    pub(crate) fn set(ids: HostIds) -> Self {
+        // rustix has no setfsuid/setfsgid.
+        // SAFETY: setfsgid(2)/setfsuid(2) take integers and change only the
+        // calling thread's file-system ids; they return the previous ones.
+        let (previous_gid, previous_uid) = unsafe {
+            (
+                libc::setfsgid(ids.gid) as u32,
+                libc::setfsuid(ids.uid) as u32,
+            )
+        };
+        Self {
+            previous_uid,
+            previous_gid,
+        }
+    }
+}
+
+impl Drop for FsIdsGuard {
+    fn drop(&mut self) {
+        // SAFETY: as in `set`; uid first, so that the gid change is allowed.
+        unsafe {
+            libc::setfsuid(self.previous_uid);
+            libc::setfsgid(self.previous_gid);
+        }
+    }
+}
+
 /// The sandbox's `/etc/passwd` and `/etc/group`: `root`, `user` (uid 1000
 /// inside a user namespace, else the host uid) and `nobody` (what unmapped
 /// host ids look like from inside).
