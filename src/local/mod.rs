@@ -10,10 +10,15 @@
 //! The TLS mode (`Sandbox::builder().local_tls()`) is a second emulator,
 //! started on its first use, whose sandboxes are dialled as on AWS (TLS on
 //! port 443 of a loopback address of their own) and verified against its CA.
+//!
+//! Nothing outlives the process: the emulator's directory and every sandbox
+//! process are removed and killed when it ends, however it ends (see
+//! `rayito_agent::sandbox::SandboxEnv::remove_at_exit`).
 
 use std::sync::OnceLock;
 
 use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use rayito_agent::sandbox::SandboxEnv;
 
 use crate::error::SandboxError;
 
@@ -95,11 +100,19 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                     return;
                 }
             };
+            // The emulator lives until the process ends, and is never dropped
+            // (a static): its directory goes with the process however it ends.
+            let config = EmulatorConfig {
+                root: std::env::temp_dir().join(format!(
+                    "rayito-emulator-{}-{:016x}",
+                    std::process::id(),
+                    rand::random::<u64>()
+                )),
+                tls,
+                ..EmulatorConfig::default()
+            };
+            SandboxEnv::remove_at_exit(&config.root);
             runtime.block_on(async move {
-                let config = EmulatorConfig {
-                    tls,
-                    ..EmulatorConfig::default()
-                };
                 match Emulator::start(config).await {
                     Ok(emulator) => {
                         let arn = emulator.image_arn("");

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::io;
 
+use rustix::process::{Pid, Signal};
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
@@ -154,7 +155,7 @@ impl Kernel {
                 KernelEvent::Running => {
                     self.cell_running = true;
                     if std::mem::take(&mut self.interrupt_pending) {
-                        signal_group(self.pgid, libc::SIGINT);
+                        signal_group(self.pgid, Signal::INT);
                     }
                 }
                 KernelEvent::Died => {
@@ -170,7 +171,7 @@ impl Kernel {
     /// a subprocess in the foreground stops too).
     pub(crate) fn interrupt(&mut self) {
         if self.cell_running {
-            signal_group(self.pgid, libc::SIGINT);
+            signal_group(self.pgid, Signal::INT);
         } else {
             self.interrupt_pending = true;
         }
@@ -179,19 +180,14 @@ impl Kernel {
 
 impl Drop for Kernel {
     fn drop(&mut self) {
-        signal_group(self.pgid, libc::SIGKILL);
+        signal_group(self.pgid, Signal::KILL);
     }
 }
 
 /// Sends `signal` to process group `pgid` (no-op for a non-positive id).
-pub(crate) fn signal_group(pgid: i32, signal: i32) {
-    if pgid <= 0 {
-        return;
-    }
-    // SAFETY: kill(2) with a negative pid signals a process group; it takes no
-    // pointers and cannot violate memory safety.
-    unsafe {
-        libc::kill(-pgid, signal);
+pub(crate) fn signal_group(pgid: i32, signal: Signal) {
+    if let Some(pgid) = Pid::from_raw(pgid).filter(|p| p.as_raw_nonzero().get() > 0) {
+        let _ = rustix::process::kill_process_group(pgid, signal);
     }
 }
 
