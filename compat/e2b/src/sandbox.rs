@@ -85,10 +85,10 @@ impl Sandbox {
     /// `Unimplemented` (`language`) for R, Java or any language with no
     /// kernel here, before any call; otherwise what `run_code_with` returns.
     pub async fn run_code(&self, code: &str, opts: RunCodeOpts) -> Result<Execution, SandboxError> {
-        if let Some(language) = &opts.language {
-            if !KERNELS.contains(&language.as_str()) {
-                return Err(Missing::Language.error());
-            }
+        if let Some(language) = &opts.language
+            && !KERNELS.contains(&language.as_str())
+        {
+            return Err(Missing::Language.error());
         }
         self.warn_api_params(&opts.api);
         self.inner.run_code_with(code, opts.into_sdk()).await

@@ -163,7 +163,7 @@ fn a_missing_feature_is_never_a_sandbox_exception() {
             is_instance(&err, E2bClass::UnimplementedError),
             "{missing:?}"
         );
-        assert_eq!(err.classify().retryable, false);
+        assert!(!err.classify().retryable);
     }
 }
 
