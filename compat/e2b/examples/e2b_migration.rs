@@ -44,7 +44,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let listing = sbx
         .commands()
-        .run_with("ls -la $HOME", CommandOpts::new().timeout(Duration::from_secs(10)))
+        .run_with(
+            "ls -la $HOME",
+            CommandOpts::new().timeout(Duration::from_secs(10)),
+        )
         .await?;
     print!("{}", listing.stdout);
 
