@@ -21,6 +21,7 @@ fn ours() -> FileDescriptorSet {
         "rayito/v1/process.proto",
         "rayito/v1/filesystem.proto",
         "rayito/v1/code.proto",
+        "rayito/v1/pty.proto",
     ];
     let compiled =
         protox::compile(files, [env!("CARGO_MANIFEST_DIR")]).expect("our protos compile");
