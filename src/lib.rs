@@ -163,6 +163,7 @@ mod local;
 #[cfg(not(feature = "local"))]
 #[path = "local/disabled.rs"]
 mod local;
+mod pty;
 mod sandbox;
 #[cfg(test)]
 mod seam_tests;
@@ -170,15 +171,22 @@ mod secret;
 mod transport;
 
 pub use code::{
-    CodeContext, Execution, ExecutionError, ExecutionEvent, ExecutionEvents, ExecutionResult, Logs,
-    OutputMessage, RunCodeOptions,
+    CodeContext, CodeContextOptions, Execution, ExecutionError, ExecutionEvent, ExecutionEvents,
+    ExecutionResult, Logs, OutputMessage, RunCodeOptions,
 };
-pub use commands::{CommandOptions, CommandResult, Commands, OutputCallback};
+pub use commands::{
+    CommandEvent, CommandHandle, CommandOptions, CommandResult, Commands, OutputCallback,
+    ProcessInfo, ProcessKind,
+};
 pub use error::{ErrorKind, SandboxError};
-pub use files::{EntryInfo, FileChunks, FileType, Files, WriteEntry};
+pub use files::{
+    EntryInfo, FileChunks, FileType, Files, FilesystemEvent, FilesystemEventKind, WatchHandle,
+    WatchStopper, WriteEntry,
+};
+pub use pty::{Pty, PtyExit, PtyHandle, PtyOptions, PtyOutput, PtySize};
 pub use sandbox::{
-    AwsOptions, BACKEND_ENV, IdlePolicy, OnTimeout, Sandbox, SandboxBuilder, SandboxInfo,
-    SandboxState, TEMPLATE_ENV,
+    AwsOptions, BACKEND_ENV, IdlePolicy, OnTimeout, Sandbox, SandboxBuilder, SandboxHost,
+    SandboxInfo, SandboxState, TEMPLATE_ENV,
 };
 pub use secret::Secret;
 
