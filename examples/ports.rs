@@ -33,10 +33,10 @@ async fn main() -> Result<(), SandboxError> {
         .await?;
     // Wait until it says it listens.
     while let Some(event) = server.next().await {
-        if let CommandEvent::Stdout { data, .. } = event? {
-            if String::from_utf8_lossy(&data).contains("Serving HTTP") {
-                break;
-            }
+        if let CommandEvent::Stdout { data, .. } = event?
+            && String::from_utf8_lossy(&data).contains("Serving HTTP")
+        {
+            break;
         }
     }
 

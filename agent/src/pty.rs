@@ -153,7 +153,11 @@ pub(crate) struct PtyTable {
 
 fn sized(size: Option<&pb::PtySize>) -> Result<Winsize, Status> {
     let size = size.ok_or_else(|| Status::invalid_argument("invalid pty size"))?;
-    let side = |n: u32| (1..=MAX_SIDE).contains(&n).then(|| n as u16);
+    let side = |n: u32| {
+        u16::try_from(n)
+            .ok()
+            .filter(|n| (1..=MAX_SIDE).contains(&u32::from(*n)))
+    };
     match (side(size.cols), side(size.rows)) {
         (Some(cols), Some(rows)) => Ok(Winsize {
             ws_row: rows,

@@ -243,6 +243,7 @@ fn our_files_are_the_ones_the_contract_requires() {
             "rayito/v1/lifecycle.proto",
             "rayito/v1/network.proto",
             "rayito/v1/process.proto",
+            "rayito/v1/pty.proto",
         ]
     );
 }

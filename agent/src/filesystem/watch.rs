@@ -222,7 +222,7 @@ async fn run(mut watches: Watches, env: SandboxEnv, phase: PhaseCell, tx: Sender
             match handle(&mut watches, &env, wd, mask, &name) {
                 Step::Send(event) => {
                     let message = pb::WatchDirResponse {
-                        event: Some(pb::watch_dir_response::Event::Filesystem(event)),
+                        event: Some(pb::watch_dir_response::Event::Filesystem(*event)),
                     };
                     if tx.send(Ok(message)).await.is_err() {
                         return;
@@ -242,7 +242,7 @@ async fn run(mut watches: Watches, env: SandboxEnv, phase: PhaseCell, tx: Sender
 }
 
 enum Step {
-    Send(pb::FilesystemEvent),
+    Send(Box<pb::FilesystemEvent>),
     Skip,
     RootGone,
 }
@@ -298,9 +298,9 @@ fn handle(watches: &mut Watches, env: &SandboxEnv, wd: i32, mask: ReadFlags, nam
     } else {
         None
     };
-    Step::Send(pb::FilesystemEvent {
+    Step::Send(Box::new(pb::FilesystemEvent {
         name: rel,
         r#type: kind as i32,
         entry,
-    })
+    }))
 }

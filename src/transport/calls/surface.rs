@@ -162,7 +162,6 @@ impl AgentConn {
     ) -> Result<AgentStream<pb::PtyServerMessage>, SandboxError> {
         self.open_stream(CallContext::new("pty.connect"), None, || {
             let mut client = self.client::<PtyServiceClient<Svc>>();
-            let request = request.clone();
             async move { client.connect(request).await }
         })
         .await
@@ -179,7 +178,6 @@ impl AgentConn {
     ) -> Result<AgentStream<pb::ProcessEvent>, SandboxError> {
         self.open_stream(CallContext::new("commands.connect"), total, || {
             let mut client = self.client::<ProcessServiceClient<Svc>>();
-            let request = request.clone();
             async move { client.connect(request).await }
         })
         .await
