@@ -7,7 +7,7 @@ mod sdk_support;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use rayito::{PtyHandle, PtyOptions, PtySize, SandboxError};
+use rayito::{ProcessKind, PtyHandle, PtyOptions, PtySize, SandboxError};
 use sdk_support::{emulator, sandbox};
 
 /// Generous: a loaded 2-core CI machine.
@@ -40,6 +40,13 @@ async fn a_shell_session_with_input_resize_reconnect_and_kill() {
     let mut pty = creating.await.expect("create");
     assert_send(&pty);
     assert!(pty.pid() > 0);
+
+    // Listed with the commands, as a terminal.
+    let listed = sbx.commands().list().await.expect("list");
+    let info = listed.iter().find(|p| p.pid == pty.pid()).expect("listed");
+    assert_eq!(info.kind, ProcessKind::Pty);
+    assert_eq!(info.cmd, "/bin/bash");
+    assert_eq!(info.args, ["-i", "-l"]);
 
     // What is typed is echoed by the terminal and run by the shell; the
     // marker is split so that only the command's output has it whole.

@@ -132,7 +132,9 @@ impl Agent {
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )
         .add_service(pb::pty_service_server::PtyServiceServer::new(
-            crate::pty::PtyServiceImpl::new(&shared),
+            crate::pty::PtyServiceImpl {
+                shared: shared.clone(),
+            },
         ))
         .prepare();
         let svc = tower::ServiceBuilder::new()

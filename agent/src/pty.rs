@@ -61,6 +61,8 @@ type Stream = ReceiverStream<Result<pb::PtyServerMessage, Status>>;
 #[derive(Debug)]
 struct Session {
     pid: u32,
+    /// What was started (for Process.List).
+    config: pb::ProcessConfig,
     master: AsyncFd<OwnedFd>,
     state: Mutex<SessionState>,
     /// Bumped on every chunk and at the end; subscribers wait on it.
@@ -300,6 +302,12 @@ impl PtyTable {
             envs,
             cwd: req.cwd,
         };
+        let config = pb::ProcessConfig {
+            cmd: spec.program.clone(),
+            args: spec.args.clone(),
+            envs: spec.envs.clone().into_iter().collect(),
+            cwd: spec.cwd.clone(),
+        };
         let mut cmd = self.env.session_command(&spec);
         let io = |fd: &OwnedFd| fd.try_clone().map(Stdio::from).map_err(failed);
         cmd.stdin(io(&slave)?);
@@ -338,6 +346,7 @@ impl PtyTable {
         let (version, _) = watch::channel(0);
         let session = Arc::new(Session {
             pid,
+            config,
             master,
             state: Mutex::new(SessionState {
                 next_seq: 1,
@@ -386,6 +395,21 @@ impl PtyTable {
             waiter.finish(exited(status.ok(), timed_out));
         });
         Ok(subscribe(session, 1, self.phase.clone()))
+    }
+
+    /// The live sessions, as Process.List shows them (kind PTY).
+    pub(crate) fn list(&self) -> Vec<pb::ProcessInfo> {
+        let mut map = self.sessions.lock().expect("pty table lock");
+        Self::prune(&mut map);
+        map.values()
+            .filter(|s| !s.has_ended())
+            .map(|s| pb::ProcessInfo {
+                pid: s.pid,
+                config: Some(s.config.clone()),
+                tag: None,
+                kind: pb::ProcessKind::Pty as i32,
+            })
+            .collect()
     }
 
     #[allow(clippy::result_large_err)]
@@ -508,15 +532,7 @@ fn subscribe(session: Arc<Session>, from_seq: u64, phase: PhaseCell) -> Stream {
 /// `rayito.v1.PtyService`.
 #[derive(Clone, Debug)]
 pub(crate) struct PtyServiceImpl {
-    table: Arc<PtyTable>,
-}
-
-impl PtyServiceImpl {
-    pub(crate) fn new(shared: &Shared) -> Self {
-        Self {
-            table: Arc::new(PtyTable::new(shared.env.clone(), shared.phase.clone())),
-        }
-    }
+    pub(crate) shared: Arc<Shared>,
 }
 
 #[tonic::async_trait]
@@ -528,14 +544,18 @@ impl pb::pty_service_server::PtyService for PtyServiceImpl {
         &self,
         request: Request<pb::PtyStart>,
     ) -> Result<Response<Self::CreateStream>, Status> {
-        Ok(Response::new(self.table.create(request.into_inner())?))
+        Ok(Response::new(
+            self.shared.ptys.create(request.into_inner())?,
+        ))
     }
 
     async fn connect(
         &self,
         request: Request<pb::ConnectRequest>,
     ) -> Result<Response<Self::ConnectStream>, Status> {
-        Ok(Response::new(self.table.connect(request.into_inner())?))
+        Ok(Response::new(
+            self.shared.ptys.connect(request.into_inner())?,
+        ))
     }
 
     async fn send_input(
@@ -543,7 +563,7 @@ impl pb::pty_service_server::PtyService for PtyServiceImpl {
         request: Request<pb::SendInputRequest>,
     ) -> Result<Response<pb::SendInputResponse>, Status> {
         let req = request.into_inner();
-        let session = self.table.get_live(req.pid)?;
+        let session = self.shared.ptys.get_live(req.pid)?;
         session
             .write_all(&req.data)
             .await
@@ -557,7 +577,7 @@ impl pb::pty_service_server::PtyService for PtyServiceImpl {
     ) -> Result<Response<pb::ResizeResponse>, Status> {
         let req = request.into_inner();
         let size = sized(req.size.as_ref())?;
-        let session = self.table.get_live(req.pid)?;
+        let session = self.shared.ptys.get_live(req.pid)?;
         // On the master, the kernel also sends SIGWINCH to the foreground
         // process group.
         rustix::termios::tcsetwinsize(session.master.get_ref(), size)
@@ -569,7 +589,7 @@ impl pb::pty_service_server::PtyService for PtyServiceImpl {
         &self,
         request: Request<pb::KillPtyRequest>,
     ) -> Result<Response<pb::KillPtyResponse>, Status> {
-        let session = self.table.get_live(request.into_inner().pid)?;
+        let session = self.shared.ptys.get_live(request.into_inner().pid)?;
         if !signal_group(session.pid, Signal::KILL) {
             return Err(Status::not_found("pty not found"));
         }
