@@ -1,4 +1,7 @@
-//! `run_code`: a cell in a long-lived kernel, its output and results.
+//! `run_code`: a cell in a long-lived kernel, its output and results;
+//! context management in `contexts`.
+
+mod contexts;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,6 +16,8 @@ use crate::pb;
 use crate::pb::execute_event::Event;
 use crate::sandbox::Sandbox;
 use crate::transport::AgentStream;
+
+pub use self::contexts::CodeContextOptions;
 
 /// Default cell timeout, when the caller sets none.
 const DEFAULT_CODE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -297,47 +302,6 @@ pub struct CodeContext {
     pub language: String,
     /// Its working directory, when one was given.
     pub cwd: Option<String>,
-}
-
-/// Creates a context (default language `python`).
-pub(crate) async fn create_context(
-    sandbox: &Sandbox,
-    language: Option<&str>,
-    cwd: Option<&str>,
-) -> Result<CodeContext, SandboxError> {
-    let language = language.map_or_else(|| "python".to_owned(), normalise_language);
-    let response = sandbox
-        .conn()
-        .create_context(
-            pb::CreateContextRequest {
-                language: language.clone(),
-                cwd: cwd.map(str::to_owned),
-                envs: Default::default(),
-            },
-            CONTEXT_TIMEOUT,
-        )
-        .await?;
-    Ok(CodeContext {
-        id: response.context_id,
-        language,
-        cwd: cwd.map(str::to_owned),
-    })
-}
-
-/// Destroys a context (the `default` one is protected).
-pub(crate) async fn remove_context(
-    sandbox: &Sandbox,
-    context_id: &str,
-) -> Result<(), SandboxError> {
-    sandbox
-        .conn()
-        .destroy_context(
-            pb::DestroyContextRequest {
-                context_id: context_id.to_owned(),
-            },
-            sandbox.request_timeout(),
-        )
-        .await
 }
 
 /// One event of a running cell, in the order the kernel produced them.

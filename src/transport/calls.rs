@@ -370,3 +370,6 @@ impl AgentConn {
         .await
     }
 }
+
+// Background commands, watch, contexts: kept apart to ease merges.
+mod surface;
