@@ -40,8 +40,10 @@ pub use options::{
     Lifecycle, Network, OnTimeout, SandboxOpts,
 };
 pub use rayito::{
-    CodeContext as Context, CommandResult, EntryInfo, ErrorKind, Execution, ExecutionError,
-    ExecutionResult as Result, Logs, OutputMessage, SandboxError, SandboxInfo, Secret,
+    CodeContext as Context, CodeContextOptions, CommandEvent, CommandHandle, CommandResult,
+    EntryInfo, ErrorKind, Execution, ExecutionError, ExecutionResult as Result, FilesystemEvent,
+    FilesystemEventKind, Logs, OutputMessage, ProcessInfo, PtyHandle, PtyOptions, PtySize,
+    SandboxError, SandboxHost, SandboxInfo, Secret, WatchHandle,
 };
 pub use sandbox::{CommandOpts, Commands, RunCodeOpts, Sandbox};
 pub use unimplemented::{DOC, Missing};

@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use rayito::{
-    CommandOptions, CommandResult, Execution, ExecutionError, ExecutionResult, Files,
-    OutputMessage, RunCodeOptions, SandboxError, SandboxInfo,
+    CodeContext, CodeContextOptions, CommandHandle, CommandOptions, CommandResult, Execution,
+    ExecutionError, ExecutionResult, Files, OutputMessage, ProcessInfo, Pty, RunCodeOptions,
+    SandboxError, SandboxHost, SandboxInfo,
 };
 
 use crate::options::{
@@ -102,6 +103,64 @@ impl Sandbox {
     /// `files`: the SDK's own view.
     pub fn files(&self) -> Files<'_> {
         self.inner.files()
+    }
+
+    /// `pty`: the SDK's terminals (`create`, `send_input`, `resize`, `kill`).
+    pub fn pty(&self) -> Pty<'_> {
+        self.inner.pty()
+    }
+
+    /// `get_host(port)`: the address of a port the sandbox exposes, with the
+    /// headers (a proxy token for that port) a client must send.
+    ///
+    /// # Errors
+    /// What `rayito::Sandbox::get_host` returns.
+    pub async fn get_host(&self, port: u16) -> Result<SandboxHost, SandboxError> {
+        self.inner.get_host(port).await
+    }
+
+    /// `create_code_context(cwd=, language=)`.
+    ///
+    /// # Errors
+    /// `Unimplemented` (`language`) for R, Java or any language with no
+    /// kernel here, before any call; otherwise what the SDK returns.
+    pub async fn create_code_context(
+        &self,
+        options: CodeContextOptions,
+        language: Option<&str>,
+    ) -> Result<CodeContext, SandboxError> {
+        let options = match language {
+            Some(language) if !KERNELS.contains(&language) => {
+                return Err(Missing::Language.error());
+            }
+            Some(language) => options.language(language),
+            None => options,
+        };
+        self.inner.create_code_context(options).await
+    }
+
+    /// `list_code_contexts()`.
+    ///
+    /// # Errors
+    /// What the SDK returns.
+    pub async fn list_code_contexts(&self) -> Result<Vec<CodeContext>, SandboxError> {
+        self.inner.list_code_contexts().await
+    }
+
+    /// `restart_code_context(context)`.
+    ///
+    /// # Errors
+    /// What the SDK returns.
+    pub async fn restart_code_context(&self, context_id: &str) -> Result<(), SandboxError> {
+        self.inner.restart_code_context(context_id).await
+    }
+
+    /// `remove_code_context(context)`.
+    ///
+    /// # Errors
+    /// What the SDK returns.
+    pub async fn remove_code_context(&self, context_id: &str) -> Result<(), SandboxError> {
+        self.inner.remove_code_context(context_id).await
     }
 
     /// `kill()`: false when the sandbox was already gone.
@@ -340,6 +399,52 @@ impl Commands<'_> {
             opts.sdk.timeout(DEFAULT_COMMAND_TIMEOUT)
         };
         self.sandbox.inner.commands().run_with(cmd, sdk).await
+    }
+}
+
+impl Commands<'_> {
+    /// `commands.run(cmd, background=True)`: a handle to a running command
+    /// (`pid`, `wait`, `kill`, `send_stdin`, `disconnect`, its output as a
+    /// stream), with E2B's 60 s timeout unless `opts` sets one.
+    ///
+    /// # Errors
+    /// What `rayito::Commands::spawn` returns.
+    pub async fn run_background(
+        &self,
+        cmd: &str,
+        opts: CommandOpts,
+    ) -> Result<CommandHandle, SandboxError> {
+        self.sandbox.warn_api_params(&opts.api);
+        let sdk = if opts.timeout_set {
+            opts.sdk
+        } else {
+            opts.sdk.timeout(DEFAULT_COMMAND_TIMEOUT)
+        };
+        self.sandbox.inner.commands().spawn(cmd, sdk).await
+    }
+
+    /// `commands.list()`.
+    ///
+    /// # Errors
+    /// What the SDK returns.
+    pub async fn list(&self) -> Result<Vec<ProcessInfo>, SandboxError> {
+        self.sandbox.inner.commands().list().await
+    }
+
+    /// `commands.kill(pid)`: false when the process was already gone.
+    ///
+    /// # Errors
+    /// What the SDK returns.
+    pub async fn kill(&self, pid: u32) -> Result<bool, SandboxError> {
+        self.sandbox.inner.commands().kill(pid).await
+    }
+
+    /// `commands.connect(pid)`: a handle to a running command (new output).
+    ///
+    /// # Errors
+    /// What the SDK returns.
+    pub async fn connect(&self, pid: u32) -> Result<CommandHandle, SandboxError> {
+        self.sandbox.inner.commands().connect(pid).await
     }
 }
 
