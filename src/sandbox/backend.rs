@@ -217,6 +217,29 @@ impl ResolvedBackend {
         }
     }
 
+    /// An anonymous connection (no access token) to the agent at
+    /// `endpoint`: for Health probes of sandboxes the caller has no token of.
+    ///
+    /// # Errors
+    /// As [`ResolvedBackend::open_agent`].
+    pub(crate) fn open_anonymous_agent(
+        &self,
+        endpoint: &str,
+        proxy_token: Secret,
+        minter: ProxyMinter,
+        policy: RetryPolicy,
+    ) -> Result<AgentConn, SandboxError> {
+        // The placeholder is never sent: the connection forgets it at once.
+        let conn = self.open_agent(
+            endpoint,
+            proxy_token,
+            Secret::new(String::new()),
+            minter,
+            policy,
+        )?;
+        Ok(AgentConn::anonymous(conn))
+    }
+
     /// The image ARN for a template (name or ARN), or the default.
     ///
     /// # Errors

@@ -9,6 +9,7 @@ mod calls;
 #[cfg(test)]
 mod canary_tests;
 mod grpc_only;
+mod refresh;
 mod status;
 mod tokens;
 
@@ -24,6 +25,7 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Response, Status, Streaming};
 
 use self::grpc_only::GrpcOnly;
+pub(crate) use self::refresh::{RefreshSchedule, Refresher};
 pub(crate) use self::tokens::{AGENT_PORT, HOOKS_PORT};
 use self::tokens::{AuthInterceptor, TokenStore};
 use crate::backoff::{self, Schedule};
@@ -165,10 +167,18 @@ impl AgentConn {
         Ok(Self::with_channel(
             channel,
             proxy_token,
-            access_token,
+            Some(access_token),
             minter,
             policy,
         ))
+    }
+
+    /// A connection without the access token, for anonymous calls (Health)
+    /// on a sandbox whose token the caller does not have: `sandbox` is a
+    /// connection as [`AgentConn::open`] or [`AgentConn::injected`] made it.
+    pub(crate) fn anonymous(sandbox: Self) -> Self {
+        sandbox.inner.tokens.clear_access();
+        sandbox
     }
 
     /// A connection to an injected agent (see [`InjectedAgent`]).
@@ -180,20 +190,26 @@ impl AgentConn {
         minter: ProxyMinter,
         policy: RetryPolicy,
     ) -> Self {
-        Self::with_channel(agent.0.clone(), proxy_token, access_token, minter, policy)
+        Self::with_channel(
+            agent.0.clone(),
+            proxy_token,
+            Some(access_token),
+            minter,
+            policy,
+        )
     }
 
     fn with_channel(
         channel: Channel,
         proxy_token: Secret,
-        access_token: Secret,
+        access_token: Option<Secret>,
         minter: ProxyMinter,
         policy: RetryPolicy,
     ) -> Self {
         Self {
             inner: Arc::new(ConnInner {
                 channel: GrpcOnly::new(channel),
-                tokens: Arc::new(TokenStore::new(Some(proxy_token), Some(access_token))),
+                tokens: Arc::new(TokenStore::new(Some(proxy_token), access_token)),
                 minter,
                 remint: tokio::sync::Mutex::new(()),
                 closed: AtomicBool::new(false),
@@ -221,7 +237,11 @@ impl AgentConn {
         self.inner.channel.clone()
     }
 
-    async fn remint(&self) -> Result<(), SandboxError> {
+    /// Re-mints the proxy token now (after a resume, or by the refresher).
+    ///
+    /// # Errors
+    /// The minter's failure; the current token is kept.
+    pub(crate) async fn remint(&self) -> Result<(), SandboxError> {
         let _guard = self.inner.remint.lock().await;
         let fresh = (self.inner.minter)().await?;
         self.inner.tokens.set_proxy(fresh);
