@@ -177,7 +177,7 @@ pub use commands::{CommandOptions, CommandResult, Commands, OutputCallback};
 pub use error::{ErrorKind, SandboxError};
 pub use files::{EntryInfo, FileChunks, FileType, Files, WriteEntry};
 pub use sandbox::{
-    AwsOptions, BACKEND_ENV, IdlePolicy, ListQuery, OnTimeout, Sandbox, SandboxBuilder,
+    AwsOptions, BACKEND_ENV, IdlePolicy, ListQuery, OnTimeout, Pacing, Sandbox, SandboxBuilder,
     SandboxInfo, SandboxList, SandboxState, SandboxSummary, TEMPLATE_ENV,
 };
 pub use secret::Secret;

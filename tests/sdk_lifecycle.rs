@@ -279,3 +279,30 @@ fn lifecycle_futures_and_streams_are_send(sbx: rayito::Sandbox, b: rayito::Sandb
     send(b.clone().resume_by_id("id"));
     send(b.list(ListQuery::new()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pacing_is_shared_by_every_handle_of_one_client_configuration() {
+    use rayito::Pacing;
+    use std::time::Instant;
+
+    let emu = emulator().await;
+    let pacing = Pacing::new().get_microvm(20);
+    // Two handles from two builders with the same settings share buckets.
+    let a = builder(&emu).pacing(pacing).create().await.unwrap();
+    let b = builder(&emu).pacing(pacing).create().await.unwrap();
+    // Let the GetMicrovm bucket fill up (burst: 20).
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let before = emu.calls(Operation::GetMicrovm);
+    let started = Instant::now();
+    let calls = (0..20).flat_map(|_| [a.get_info(), b.get_info()]);
+    for info in futures_util::future::join_all(calls).await {
+        info.unwrap();
+    }
+    // 40 calls, 20 at once and 20 more at 20/s: about one second. Each
+    // handle alone would have stayed within its own burst.
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(850), "{elapsed:?}");
+    assert_eq!(emu.calls(Operation::GetMicrovm) - before, 40);
+    assert!(a.kill().await.unwrap());
+    assert!(b.kill().await.unwrap());
+}

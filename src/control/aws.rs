@@ -52,6 +52,24 @@ impl fmt::Debug for AwsSettings {
     }
 }
 
+impl AwsSettings {
+    /// What tells one client configuration from another for the shared
+    /// pacing buckets: region, endpoint, profile and access key id (never
+    /// the secret). Unset fields come from the same environment for every
+    /// handle of the process, so they compare equal.
+    pub(crate) fn pacing_key(&self) -> String {
+        format!(
+            "aws|{}|{}|{}|{}",
+            self.region.as_deref().unwrap_or(""),
+            self.endpoint_url.as_deref().unwrap_or(""),
+            self.profile.as_deref().unwrap_or(""),
+            self.static_credentials
+                .as_ref()
+                .map_or("", |(key_id, _)| key_id.as_str()),
+        )
+    }
+}
+
 /// The control plane on AWS (or any endpoint speaking its API, like the
 /// local emulator).
 #[derive(Clone)]

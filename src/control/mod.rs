@@ -7,6 +7,7 @@
 
 pub(crate) mod aws;
 mod failure;
+pub(crate) mod pacing;
 pub(crate) mod retry;
 
 use std::fmt;

@@ -10,6 +10,7 @@ use super::options::{CreateOptions, IdleChoice, IdlePolicy, OnTimeout, grouped};
 use super::payload::{MAX_PAYLOAD_CHARS, run_payload};
 use super::readiness::{OnNotReady, wait_ready};
 use super::{Inner, PROXY_TOKEN_TTL, Sandbox, SandboxInfo, proxy_minter};
+use crate::control::pacing::Pacing;
 use crate::control::{IdlePolicyParams, RunRequest, SandboxState};
 use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::{Secret, decode_access_token, generate_access_token, token_sha256_hex};
@@ -24,6 +25,7 @@ pub struct SandboxBuilder {
     backend: BackendChoice,
     retry_policy: RetryPolicy,
     refresh: RefreshSchedule,
+    pacing: Pacing,
 }
 
 impl Default for SandboxBuilder {
@@ -40,6 +42,7 @@ impl SandboxBuilder {
             backend: BackendChoice::FromEnv,
             retry_policy: RetryPolicy::default(),
             refresh: RefreshSchedule::default(),
+            pacing: Pacing::default(),
         }
     }
 
@@ -189,6 +192,14 @@ impl SandboxBuilder {
         self
     }
 
+    /// Client-side pacing of control-plane calls (default: [`Pacing::new`]),
+    /// shared by every handle made with the same backend settings and the
+    /// same pacing.
+    pub fn pacing(mut self, pacing: Pacing) -> Self {
+        self.pacing = pacing;
+        self
+    }
+
     /// How often the handle re-mints its proxy token in the background
     /// (default 45 minutes; a token lives 60). After a failed re-mint the
     /// current token is kept and the re-mint is retried after 60 s (or
@@ -247,7 +258,10 @@ impl SandboxBuilder {
             ));
         }
 
-        let backend = self.backend.resolve(&self.retry_policy).await?;
+        let backend = self
+            .backend
+            .resolve(&self.retry_policy, self.pacing)
+            .await?;
         let image_arn = backend.image_arn(self.options.template.as_deref())?;
         let request = RunRequest {
             image_arn,
@@ -338,7 +352,10 @@ impl SandboxBuilder {
     /// not-found (`RateLimit` after retries, `Sandbox { service_error }`).
     pub async fn kill_by_id(self, sandbox_id: &str) -> Result<bool, SandboxError> {
         check_sandbox_id(sandbox_id)?;
-        let backend = self.backend.resolve(&self.retry_policy).await?;
+        let backend = self
+            .backend
+            .resolve(&self.retry_policy, self.pacing)
+            .await?;
         lifecycle::kill(backend.control.as_ref(), sandbox_id).await
     }
 
@@ -350,7 +367,10 @@ impl SandboxBuilder {
     /// when it does not exist; other control-plane failures.
     pub async fn get_info_by_id(self, sandbox_id: &str) -> Result<SandboxInfo, SandboxError> {
         check_sandbox_id(sandbox_id)?;
-        let backend = self.backend.resolve(&self.retry_policy).await?;
+        let backend = self
+            .backend
+            .resolve(&self.retry_policy, self.pacing)
+            .await?;
         let vm = backend.control.get_microvm(sandbox_id.to_owned()).await?;
         Ok(SandboxInfo::from_vm(vm))
     }
@@ -365,7 +385,10 @@ impl SandboxBuilder {
     /// other control-plane failures.
     pub async fn resume_by_id(self, sandbox_id: &str) -> Result<(), SandboxError> {
         check_sandbox_id(sandbox_id)?;
-        let backend = self.backend.resolve(&self.retry_policy).await?;
+        let backend = self
+            .backend
+            .resolve(&self.retry_policy, self.pacing)
+            .await?;
         let control = backend.control.as_ref();
         lifecycle::request_resume(control, sandbox_id).await?;
         lifecycle::wait_for_state(
@@ -384,7 +407,7 @@ impl SandboxBuilder {
     /// through its agent's Health; a probe that fails ends the stream with
     /// that error (a sandbox is never dropped silently).
     pub fn list(self, query: ListQuery) -> SandboxList {
-        super::list::list(self.backend, self.retry_policy, query)
+        super::list::list(self.backend, self.retry_policy, self.pacing, query)
     }
 
     /// Connects to an existing sandbox: GetMicrovm, a proxy token for 8080,
@@ -404,7 +427,10 @@ impl SandboxBuilder {
         let access_token = access_token.into();
         check_sandbox_id(sandbox_id)?;
         decode_access_token(&access_token).map_err(|_| bad_token())?;
-        let backend = self.backend.resolve(&self.retry_policy).await?;
+        let backend = self
+            .backend
+            .resolve(&self.retry_policy, self.pacing)
+            .await?;
         let control = backend.control.clone();
         let vm = control.get_microvm(sandbox_id.to_owned()).await?;
         if vm.state.is_terminal() {

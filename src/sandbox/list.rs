@@ -12,6 +12,7 @@ use futures_util::stream::BoxStream;
 
 use super::backend::{BackendChoice, ResolvedBackend};
 use super::proxy_minter;
+use crate::control::pacing::Pacing;
 use crate::control::{ListRequest, MicrovmItem, SandboxState};
 use crate::error::{ErrorKind, RetryPolicy, SandboxError};
 use crate::transport::{AGENT_PORT, ConnectRetry};
@@ -166,6 +167,7 @@ struct Lister {
     backend: Option<ResolvedBackend>,
     choice: BackendChoice,
     policy: RetryPolicy,
+    pacing: Pacing,
     image: Option<String>,
     next_token: Option<String>,
     buffered: VecDeque<SandboxSummary>,
@@ -175,12 +177,18 @@ struct Lister {
     failed: bool,
 }
 
-pub(crate) fn list(choice: BackendChoice, policy: RetryPolicy, query: ListQuery) -> SandboxList {
+pub(crate) fn list(
+    choice: BackendChoice,
+    policy: RetryPolicy,
+    pacing: Pacing,
+    query: ListQuery,
+) -> SandboxList {
     let lister = Lister {
         query,
         backend: None,
         choice,
         policy,
+        pacing,
         image: None,
         next_token: None,
         buffered: VecDeque::new(),
@@ -217,7 +225,7 @@ impl Lister {
             Some(backend) => backend.clone(),
             None => {
                 self.query.check()?;
-                let backend = self.choice.resolve(&self.policy).await?;
+                let backend = self.choice.resolve(&self.policy, self.pacing).await?;
                 self.image = match &self.query.template {
                     Some(template) => Some(backend.image_arn(Some(template))?),
                     None => None,

@@ -21,6 +21,7 @@ pub use self::options::{IdlePolicy, OnTimeout};
 use crate::code::{CodeContext, Execution, ExecutionEvents, RunCodeOptions};
 use crate::commands::Commands;
 pub use crate::control::SandboxState;
+pub use crate::control::pacing::Pacing;
 use crate::control::{AuthTokenRequest, ControlPlane};
 use crate::error::SandboxError;
 use crate::files::Files;
