@@ -327,6 +327,12 @@ impl SandboxBuilder {
         conn: crate::transport::AgentConn,
         resume_generation: u64,
     ) -> Sandbox {
+        let marks = Arc::new(LifecycleMarks::new(resume_generation));
+        conn.enable_reconnect(
+            id.clone(),
+            lifecycle::state_check(control.clone(), id.clone(), marks.clone()),
+            resume_generation,
+        );
         let refresher = Refresher::spawn(conn.clone(), self.refresh);
         Sandbox {
             inner: Arc::new(Inner {
@@ -336,7 +342,7 @@ impl SandboxBuilder {
                 conn,
                 request_timeout: self.options.request_timeout,
                 ready_timeout: self.options.ready_timeout,
-                marks: LifecycleMarks::new(resume_generation),
+                marks,
                 refresher,
             }),
         }

@@ -1,6 +1,7 @@
 //! Pause, resume and the by-id operations (wire contract 3.3, 3.4): what a
 //! sandbox's lifecycle needs from the control plane, with or without a handle.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use tokio::time::Instant;
 
 use crate::control::{ControlPlane, SandboxState};
 use crate::error::{ErrorKind, SandboxError, TimeoutScope};
+use crate::transport::{StateCheck, VmCheck};
 
 /// How often a state wait polls GetMicrovm (3.3: every 0.5 s).
 const STATE_POLL: Duration = Duration::from_millis(500);
@@ -178,4 +180,36 @@ pub(crate) fn check_sandbox_id(sandbox_id: &str) -> Result<(), SandboxError> {
         ));
     }
     Ok(())
+}
+
+/// What the reconnect poller asks the control plane: GetMicrovm, read as
+/// [`VmCheck`]. A MicroVM whose `stateReason` mentions its maximum
+/// duration was ended by it (AWS and the emulator say so in that field).
+pub(crate) fn state_check(
+    control: Arc<dyn ControlPlane>,
+    sandbox_id: String,
+    marks: Arc<LifecycleMarks>,
+) -> StateCheck {
+    Arc::new(move || {
+        let control = control.clone();
+        let sandbox_id = sandbox_id.clone();
+        let paused_here = marks.pause_pending();
+        Box::pin(async move {
+            let vm = control.get_microvm(sandbox_id).await?;
+            Ok(match vm.state {
+                SandboxState::Running => VmCheck::Running,
+                SandboxState::Suspending | SandboxState::Suspended => VmCheck::Suspended {
+                    auto_resume: vm.auto_resume,
+                    paused_here,
+                },
+                state if state.is_terminal() => VmCheck::Ending {
+                    max_duration: vm
+                        .state_reason
+                        .as_deref()
+                        .is_some_and(|reason| reason.contains("maximum duration")),
+                },
+                _ => VmCheck::Other,
+            })
+        })
+    })
 }

@@ -54,7 +54,9 @@ struct Inner {
     request_timeout: Duration,
     /// Bounds the state waits of pause and resume.
     ready_timeout: Duration,
-    marks: LifecycleMarks,
+    /// Shared with the reconnect poller (it must not wake a sandbox this
+    /// handle paused).
+    marks: Arc<LifecycleMarks>,
     /// Re-mints the proxy token in the background; stopped by `kill()` and
     /// when the last clone of the handle is dropped (with `Inner`).
     refresher: Refresher,
@@ -304,6 +306,9 @@ impl Sandbox {
         .await?;
         self.inner
             .marks
+            .set_resume_generation(health.resume_generation);
+        self.inner
+            .conn
             .set_resume_generation(health.resume_generation);
         self.inner.marks.set_pause_pending(false);
         Ok(())
