@@ -306,3 +306,35 @@ async fn pacing_is_shared_by_every_handle_of_one_client_configuration() {
     assert!(a.kill().await.unwrap());
     assert!(b.kill().await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_payload_limit_counts_non_ascii_as_the_reference_does() {
+    let emu = emulator().await;
+    // 1,000 'é' are 1,000 characters, but 6,000 once escaped as \u00e9.
+    let err = builder(&emu)
+        .metadata([("note", "é".repeat(1_000))])
+        .create()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid metadata: the run payload is 6,149 characters, above the limit of 4,096; pass fewer or shorter envs and metadata"
+    );
+    assert_eq!(emu.calls(Operation::RunMicrovm), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_at_a_short_timeout_without_an_idle_policy_launches() {
+    let emu = emulator().await;
+    let sbx = builder(&emu)
+        .timeout(Duration::from_secs(60))
+        .on_timeout(rayito::OnTimeout::Pause)
+        .create()
+        .await
+        .expect("an idle window is derived from the timeout");
+    let info = sbx.get_info().await.unwrap();
+    assert_eq!(info.max_duration, Duration::from_secs(120));
+    // The managed lifecycle is on: the timeout can be moved.
+    sbx.set_timeout(Duration::from_secs(30)).await.unwrap();
+    assert!(sbx.kill().await.unwrap());
+}
