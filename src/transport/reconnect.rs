@@ -22,9 +22,10 @@ use crate::error::{Backoff, ErrorKind, SandboxError};
 
 /// How often the poller asks the control plane (2.7: every 5 s).
 const STATE_CHECK_EVERY: Duration = Duration::from_secs(5);
-/// The second check comes sooner: the control plane may still say RUNNING
-/// for a moment after the cut of a MicroVM that is going away.
-const SECOND_CHECK_AFTER: Duration = Duration::from_secs(1);
+/// The first checks come sooner (after 0.25 s, then 1 s in all): the
+/// control plane may still say RUNNING for a moment after the cut of a
+/// MicroVM that is going away.
+const EARLY_CHECKS: [Duration; 2] = [Duration::from_millis(250), Duration::from_millis(750)];
 /// Bounds of one Health probe's deadline.
 const MIN_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -160,8 +161,13 @@ impl Reconnector {
         // When the next control-plane check is due (the first: at once).
         let check_due = |last: Option<Instant>, checks: u32| match last {
             None => start,
-            Some(at) if checks == 1 => at + SECOND_CHECK_AFTER,
-            Some(at) => at + STATE_CHECK_EVERY,
+            Some(at) => {
+                at + usize::try_from(checks)
+                    .ok()
+                    .and_then(|n| EARLY_CHECKS.get(n.wrapping_sub(1)))
+                    .copied()
+                    .unwrap_or(STATE_CHECK_EVERY)
+            }
         };
         tracing::debug!(target: "rayito::reconnect", sandbox_id = %self.sandbox_id, ?cut, feature, "connection cut; polling");
         loop {
