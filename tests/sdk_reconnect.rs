@@ -401,3 +401,21 @@ async fn the_deadline_mid_command_is_a_sandbox_timeout_not_a_reconnect() {
     );
     let _ = sbx.kill().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_cut_together_share_one_poller_and_all_succeed() {
+    let emu = emulator().await;
+    let sbx = builder(&emu).create().await.unwrap();
+    let gets = emu.calls(Operation::GetMicrovm);
+    // Every one of the 8 calls meets a 502 first.
+    assert!(emu.faults().proxy_status(8, 502));
+    let files = sbx.files();
+    let calls = (0..8).map(|_| files.list("/tmp"));
+    for outcome in futures_util::future::join_all(calls).await {
+        outcome.expect("each call is sent again once the sandbox is back");
+    }
+    // One poller, not eight: at most a couple of control-plane checks.
+    let checks = emu.calls(Operation::GetMicrovm) - gets;
+    assert!((1..=3).contains(&checks), "{checks} GetMicrovm calls");
+    assert!(sbx.kill().await.unwrap());
+}
