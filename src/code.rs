@@ -15,7 +15,7 @@ use crate::error::SandboxError;
 use crate::pb;
 use crate::pb::execute_event::Event;
 use crate::sandbox::Sandbox;
-use crate::transport::AgentStream;
+use crate::transport::{AgentConn, AgentStream};
 
 pub use self::contexts::CodeContextOptions;
 
@@ -348,6 +348,10 @@ struct CellReader {
     stream: AgentStream<pb::ExecuteEvent>,
     started_count: u64,
     ended: bool,
+    /// For the reconnect contract's verdict on a cut (the cell is never
+    /// sent again).
+    conn: AgentConn,
+    epoch: Option<u64>,
 }
 
 impl CellReader {
@@ -373,8 +377,9 @@ impl CellReader {
             envs: options.envs.clone().into_iter().collect(),
             language: options.language.as_deref().map(normalise_language),
         };
-        let mut stream = sandbox
-            .conn()
+        let conn = sandbox.conn().clone();
+        let epoch = conn.reconnect_epoch();
+        let mut stream = conn
             .execute(request, options.timeout.map(|t| t + STREAM_SLACK))
             .await?;
         match stream.message().await? {
@@ -385,11 +390,27 @@ impl CellReader {
                 stream,
                 started_count: started.execution_count,
                 ended: false,
+                conn,
+                epoch,
             }),
             _ => Err(SandboxError::protocol_violation(
                 "run_code",
                 "the execution stream did not start with a started event",
             )),
+        }
+    }
+
+    /// The error a failed read ends the cell with: after a cut, what the
+    /// reconnect poller found (the sandbox gone, suspended, not back),
+    /// else the cut itself. The cell is never sent again, and the agent
+    /// cannot be re-attached to yet.
+    async fn verdict(&self, err: SandboxError) -> SandboxError {
+        match self.stream.cut() {
+            Some(cut) => match self.conn.reconnect(self.epoch, cut, "run_code").await {
+                Ok(_) => err,
+                Err(verdict) => verdict,
+            },
+            None => err,
         }
     }
 
@@ -399,7 +420,11 @@ impl CellReader {
             return Ok(None);
         }
         loop {
-            let Some(event) = self.stream.message().await? else {
+            let message = match self.stream.message().await {
+                Ok(message) => message,
+                Err(err) => return Err(self.verdict(err).await),
+            };
+            let Some(event) = message else {
                 return Err(SandboxError::protocol_violation(
                     "run_code",
                     "the execution stream ended without an end event",

@@ -12,6 +12,7 @@ use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end
 use crate::pb;
 use crate::pb::process_event::Event;
 use crate::sandbox::Sandbox;
+use crate::transport::Cut;
 
 pub use self::handle::{CommandEvent, CommandHandle, ProcessInfo, ProcessKind};
 
@@ -22,6 +23,12 @@ const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 const STREAM_SLACK: Duration = Duration::from_secs(5);
 /// Output kept per stream; the tail is kept beyond it.
 const MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
+/// The status of an `EndEvent` sent when `/suspend` closed the stream (the
+/// process lives on).
+const SUSPENDING: &str = "suspending";
+/// Re-subscriptions in a row that bring no new output before the cut is
+/// surfaced (2.7: more than 3 consecutive reconnects).
+const MAX_FRUITLESS_RESUBSCRIBES: u32 = 3;
 
 /// A callback that sees output as it arrives (decoded as UTF-8, a character
 /// split across chunks is rebuilt).
@@ -204,9 +211,10 @@ impl<'a> Commands<'a> {
         };
         let conn = self.sandbox.conn();
         let request_timeout = self.sandbox.request_timeout();
-        let mut stream = conn
-            .start_process(request, options.timeout.map(|t| t + STREAM_SLACK))
-            .await?;
+        let total = options.timeout.map(|t| t + STREAM_SLACK);
+        let stream_deadline = total.map(|t| tokio::time::Instant::now() + t);
+        let mut epoch = conn.reconnect_epoch();
+        let mut stream = conn.start_process(request, total).await?;
 
         let pid = match stream.message().await? {
             Some(pb::ProcessEvent {
@@ -228,71 +236,132 @@ impl<'a> Commands<'a> {
 
         let mut stdout = OutputBuffer::default();
         let mut stderr = OutputBuffer::default();
+        // The reconnect contract: after a cut (or a `suspending` end) the
+        // output is read on from the last sequence number seen, so every
+        // chunk arrives exactly once, in order.
+        let mut last_seq: Option<u64> = None;
+        let mut fruitless_resubscribes = 0;
         loop {
-            let Some(event) = stream.message().await? else {
-                return Err(SandboxError::protocol_violation(
-                    "commands.run",
-                    "the process stream ended without an end event",
-                ));
-            };
-            match event.event {
-                Some(Event::Data(data)) => match data.output {
-                    Some(pb::data_event::Output::Stdout(bytes)) => {
-                        let text = stdout.push(&bytes);
-                        if let Some(cb) = options.on_stdout.as_mut() {
-                            cb(&text);
+            let (cut, err) = match stream.message().await {
+                Ok(Some(pb::ProcessEvent {
+                    event: Some(Event::End(end)),
+                })) if end.status == SUSPENDING => (
+                    Cut::Suspending,
+                    SandboxError::sandbox_state(
+                        "suspending",
+                        "resume the sandbox and run the command again",
+                    ),
+                ),
+                Ok(Some(pb::ProcessEvent { event })) => {
+                    match event {
+                        Some(Event::Data(data)) => {
+                            if last_seq.is_some_and(|seen| data.seq <= seen) {
+                                continue;
+                            }
+                            last_seq = Some(data.seq);
+                            fruitless_resubscribes = 0;
+                            match data.output {
+                                Some(pb::data_event::Output::Stdout(bytes)) => {
+                                    let text = stdout.push(&bytes);
+                                    if let Some(cb) = options.on_stdout.as_mut() {
+                                        cb(&text);
+                                    }
+                                }
+                                Some(pb::data_event::Output::Stderr(bytes)) => {
+                                    let text = stderr.push(&bytes);
+                                    if let Some(cb) = options.on_stderr.as_mut() {
+                                        cb(&text);
+                                    }
+                                }
+                                None => {}
+                            }
+                        }
+                        Some(Event::End(end)) => return finish(end, stdout, stderr, cmd),
+                        Some(Event::Keepalive(_)) | None => {}
+                        Some(Event::Start(_)) => {
+                            return Err(SandboxError::protocol_violation(
+                                "commands.run",
+                                "the process stream sent a second start event",
+                            ));
                         }
                     }
-                    Some(pb::data_event::Output::Stderr(bytes)) => {
-                        let text = stderr.push(&bytes);
-                        if let Some(cb) = options.on_stderr.as_mut() {
-                            cb(&text);
-                        }
-                    }
-                    None => {}
-                },
-                Some(Event::End(end)) => {
-                    let (stdout, stdout_cut) = stdout.finish();
-                    let (stderr, stderr_cut) = stderr.finish();
-                    let exit_code = end.exit_code;
-                    let outcome = from_end_event(
-                        EndEventData {
-                            status: end.status,
-                            exit_code,
-                            signal: end.signal,
-                            error: end.error.map(|e| (e.code, e.message)),
-                        },
-                        CommandOutput {
-                            stdout,
-                            stderr,
-                            truncated: stdout_cut || stderr_cut,
-                        },
-                        cmd,
-                    )?;
-                    return match outcome {
-                        EndOutcome::Exited { output } => Ok(CommandResult {
-                            stdout: output.stdout,
-                            stderr: output.stderr,
-                            exit_code,
-                            truncated: output.truncated,
-                        }),
-                        // The process lives on; re-attaching after a resume
-                        // (the reconnect contract) is not implemented yet.
-                        _ => Err(SandboxError::sandbox_state(
-                            "suspending",
-                            "resume the sandbox and run the command again",
-                        )),
-                    };
+                    continue;
                 }
-                Some(Event::Keepalive(_)) | None => {}
-                Some(Event::Start(_)) => {
+                Ok(None) => {
                     return Err(SandboxError::protocol_violation(
                         "commands.run",
-                        "the process stream sent a second start event",
+                        "the process stream ended without an end event",
+                    ));
+                }
+                Err(err) => match stream.cut() {
+                    Some(cut) => (cut, err),
+                    None => return Err(err),
+                },
+            };
+            fruitless_resubscribes += 1;
+            if fruitless_resubscribes > MAX_FRUITLESS_RESUBSCRIBES
+                || !conn.reconnect(epoch, cut, "commands.run").await?
+            {
+                return Err(err);
+            }
+            epoch = conn.reconnect_epoch();
+            let remaining = stream_deadline
+                .map(|deadline| deadline.saturating_duration_since(tokio::time::Instant::now()));
+            let from_seq = last_seq.map_or(0, |seq| seq + 1);
+            stream = conn
+                .connect_process(pb::ConnectRequest { pid, from_seq }, remaining)
+                .await?;
+            match stream.message().await? {
+                Some(pb::ProcessEvent {
+                    event: Some(Event::Start(start)),
+                }) if start.pid == pid => {}
+                _ => {
+                    return Err(SandboxError::protocol_violation(
+                        "commands.run",
+                        "the process stream did not start with a start event",
                     ));
                 }
             }
         }
+    }
+}
+
+/// The result of a command from its `EndEvent`.
+fn finish(
+    end: pb::EndEvent,
+    stdout: OutputBuffer,
+    stderr: OutputBuffer,
+    cmd: &str,
+) -> Result<CommandResult, SandboxError> {
+    let (stdout, stdout_cut) = stdout.finish();
+    let (stderr, stderr_cut) = stderr.finish();
+    let exit_code = end.exit_code;
+    let outcome = from_end_event(
+        EndEventData {
+            status: end.status,
+            exit_code,
+            signal: end.signal,
+            error: end.error.map(|e| (e.code, e.message)),
+        },
+        CommandOutput {
+            stdout,
+            stderr,
+            truncated: stdout_cut || stderr_cut,
+        },
+        cmd,
+    )?;
+    match outcome {
+        EndOutcome::Exited { output } => Ok(CommandResult {
+            stdout: output.stdout,
+            stderr: output.stderr,
+            exit_code,
+            truncated: output.truncated,
+        }),
+        // `suspending` ends are handled by the caller's reconnect.
+        _ => Err(SandboxError::sandbox_state(
+            "suspending",
+            "resume the sandbox and run the command again",
+        )),
     }
 }
 

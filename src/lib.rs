@@ -219,8 +219,8 @@ pub use files::{
 };
 pub use pty::{Pty, PtyExit, PtyHandle, PtyOptions, PtyOutput, PtySize};
 pub use sandbox::{
-    AwsOptions, BACKEND_ENV, IdlePolicy, OnTimeout, Sandbox, SandboxBuilder, SandboxHost,
-    SandboxInfo, SandboxState, TEMPLATE_ENV,
+    AwsOptions, BACKEND_ENV, IdlePolicy, ListQuery, OnTimeout, Pacing, Sandbox, SandboxBuilder,
+    SandboxHost, SandboxInfo, SandboxList, SandboxState, SandboxSummary, TEMPLATE_ENV,
 };
 pub use secret::Secret;
 

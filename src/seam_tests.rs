@@ -54,6 +54,7 @@ impl FakeControl {
             started_at: Some(SystemTime::UNIX_EPOCH),
             terminated_at: None,
             state_reason: None,
+            auto_resume: false,
         }
     }
 }

@@ -309,6 +309,11 @@ fn resets_are_reconnectable_and_end_as_connection_lost() {
         (GrpcCode::Cancelled, "Received RST_STREAM with error code 8"),
         (GrpcCode::Internal, "GOAWAY received"),
         (GrpcCode::Unavailable, "transport error"),
+        // tonic's code for a body cut by a broken pipe mid-stream.
+        (
+            GrpcCode::Unknown,
+            "h2 protocol error: error reading a body from connection",
+        ),
     ] {
         let e = reset(code, text, RUN);
         assert_eq!(e.sandbox_code(), Some(&SandboxCode::ConnectionLost));

@@ -47,6 +47,8 @@ async fn capacity_past_the_budget_is_capacity_and_retryable() {
     let started = Instant::now();
     let err = builder(&emu)
         .retry_policy(quick_policy(Duration::from_secs(1)))
+        // Attempts every 10-20 ms: above the default RunMicrovm pace.
+        .pacing(rayito::Pacing::unlimited())
         .create()
         .await
         .unwrap_err();

@@ -538,7 +538,7 @@ impl Commands<'_> {
         let stream = self
             .sandbox
             .conn()
-            .connect_process(pb::ConnectRequest { pid, from_seq }, None)
+            .attach_process(pb::ConnectRequest { pid, from_seq }, None)
             .await?;
         CommandHandle::open(
             self.sandbox,

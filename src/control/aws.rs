@@ -17,7 +17,10 @@ use lmv::config::{Credentials, ProvideCredentials as _, Region};
 use lmv::types::{IdlePolicy, Logging, LoggingDisabled, PortSpecification};
 
 use super::failure::map_sdk_error;
-use super::{AuthTokenRequest, ControlPlane, Microvm, RunRequest, SandboxState};
+use super::{
+    AuthTokenRequest, ControlPlane, ListPage, ListRequest, Microvm, MicrovmItem, RunRequest,
+    SandboxState,
+};
 use crate::error::SandboxError;
 use crate::error::map::aws::no_credentials;
 use crate::secret::Secret;
@@ -46,6 +49,24 @@ impl fmt::Debug for AwsSettings {
             .field("profile", &self.profile)
             .field("static_credentials", &self.static_credentials.is_some())
             .finish()
+    }
+}
+
+impl AwsSettings {
+    /// What tells one client configuration from another for the shared
+    /// pacing buckets: region, endpoint, profile and access key id (never
+    /// the secret). Unset fields come from the same environment for every
+    /// handle of the process, so they compare equal.
+    pub(crate) fn pacing_key(&self) -> String {
+        format!(
+            "aws|{}|{}|{}|{}",
+            self.region.as_deref().unwrap_or(""),
+            self.endpoint_url.as_deref().unwrap_or(""),
+            self.profile.as_deref().unwrap_or(""),
+            self.static_credentials
+                .as_ref()
+                .map_or("", |(key_id, _)| key_id.as_str()),
+        )
     }
 }
 
@@ -180,6 +201,7 @@ impl ControlPlane for AwsControlPlane {
                     .terminated_at()
                     .and_then(|t| SystemTime::try_from(*t).ok()),
                 state_reason: out.state_reason().map(str::to_owned),
+                auto_resume: out.idle_policy().is_some_and(|p| p.auto_resume_enabled()),
             })
         }
         .boxed()
@@ -206,6 +228,7 @@ impl ControlPlane for AwsControlPlane {
                     .terminated_at()
                     .and_then(|t| SystemTime::try_from(*t).ok()),
                 state_reason: out.state_reason().map(str::to_owned),
+                auto_resume: out.idle_policy().is_some_and(|p| p.auto_resume_enabled()),
             })
         }
         .boxed()
@@ -247,6 +270,63 @@ impl ControlPlane for AwsControlPlane {
                     "create",
                     "CreateMicrovmAuthToken answered without a proxy token",
                 )
+            })
+        }
+        .boxed()
+    }
+
+    fn suspend_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
+        async move {
+            self.client
+                .suspend_microvm()
+                .microvm_identifier(id)
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("SuspendMicrovm", &e))?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn resume_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
+        async move {
+            self.client
+                .resume_microvm()
+                .microvm_identifier(id)
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("ResumeMicrovm", &e))?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn list_microvms(&self, request: ListRequest) -> BoxFuture<'_, Result<ListPage, SandboxError>> {
+        async move {
+            let out = self
+                .client
+                .list_microvms()
+                .max_results(request.max_results)
+                .set_next_token(request.next_token)
+                .set_image_identifier(request.image)
+                .set_image_version(request.image_version)
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("ListMicrovms", &e))?;
+            let items = out
+                .items()
+                .iter()
+                .map(|item| MicrovmItem {
+                    id: item.microvm_id().to_owned(),
+                    state: SandboxState::from(item.state().as_str()),
+                    image_arn: item.image_arn().to_owned(),
+                    image_version: item.image_version().to_owned(),
+                    started_at: SystemTime::try_from(*item.started_at()).ok(),
+                })
+                .collect();
+            Ok(ListPage {
+                items,
+                next_token: out.next_token().map(str::to_owned),
             })
         }
         .boxed()

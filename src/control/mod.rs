@@ -7,6 +7,7 @@
 
 pub(crate) mod aws;
 mod failure;
+pub(crate) mod pacing;
 pub(crate) mod retry;
 
 use std::fmt;
@@ -128,6 +129,37 @@ pub(crate) struct Microvm {
     pub started_at: Option<SystemTime>,
     pub terminated_at: Option<SystemTime>,
     pub state_reason: Option<String>,
+    /// The platform idle policy's `autoResumeEnabled` (false without one):
+    /// whether traffic to a suspended MicroVM wakes it.
+    pub auto_resume: bool,
+}
+
+/// One ListMicrovms item (the API gives only these fields).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MicrovmItem {
+    pub id: String,
+    pub state: SandboxState,
+    pub image_arn: String,
+    pub image_version: String,
+    pub started_at: Option<SystemTime>,
+}
+
+/// One ListMicrovms request.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct ListRequest {
+    /// `imageIdentifier`: an image ARN.
+    pub image: Option<String>,
+    pub image_version: Option<String>,
+    /// `maxResults` (1 to 50).
+    pub max_results: i32,
+    pub next_token: Option<String>,
+}
+
+/// One ListMicrovms page.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct ListPage {
+    pub items: Vec<MicrovmItem>,
+    pub next_token: Option<String>,
 }
 
 /// Ports a proxy token may open (never 9000, the hooks port).
@@ -154,6 +186,26 @@ pub(crate) trait ControlPlane: Send + Sync + fmt::Debug {
         &self,
         request: AuthTokenRequest,
     ) -> BoxFuture<'_, Result<Secret, SandboxError>>;
+    /// SuspendMicrovm. Fakes that do not model it answer `Unimplemented`.
+    fn suspend_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
+        let _ = id;
+        Box::pin(async { Err(not_modelled("SuspendMicrovm")) })
+    }
+    /// ResumeMicrovm. Fakes that do not model it answer `Unimplemented`.
+    fn resume_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
+        let _ = id;
+        Box::pin(async { Err(not_modelled("ResumeMicrovm")) })
+    }
+    /// ListMicrovms, one page. Fakes that do not model it answer `Unimplemented`.
+    fn list_microvms(&self, request: ListRequest) -> BoxFuture<'_, Result<ListPage, SandboxError>> {
+        let _ = request;
+        Box::pin(async { Err(not_modelled("ListMicrovms")) })
+    }
+}
+
+/// What a control plane that does not model an operation answers.
+fn not_modelled(operation: &'static str) -> SandboxError {
+    SandboxError::unimplemented(operation, "this control plane does not offer it", None)
 }
 
 /// A shared control plane is one too (the retry layer wraps injected ones).
@@ -172,5 +224,14 @@ impl ControlPlane for std::sync::Arc<dyn ControlPlane> {
         request: AuthTokenRequest,
     ) -> BoxFuture<'_, Result<Secret, SandboxError>> {
         (**self).create_auth_token(request)
+    }
+    fn suspend_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
+        (**self).suspend_microvm(id)
+    }
+    fn resume_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
+        (**self).resume_microvm(id)
+    }
+    fn list_microvms(&self, request: ListRequest) -> BoxFuture<'_, Result<ListPage, SandboxError>> {
+        (**self).list_microvms(request)
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 
-use super::{AuthTokenRequest, ControlPlane, Microvm, RunRequest};
+use super::{AuthTokenRequest, ControlPlane, ListPage, ListRequest, Microvm, RunRequest};
 use crate::backoff::{self, Schedule};
 use crate::error::{ErrorKind, RetryPolicy, SandboxCode, SandboxError};
 use crate::secret::Secret;
@@ -123,6 +123,30 @@ impl<C: ControlPlane> ControlPlane for Retrying<C> {
                 self.inner.create_auth_token(request.clone())
             })
             .await
+        }
+        .boxed()
+    }
+
+    fn suspend_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
+        async move {
+            self.retry("SuspendMicrovm", || self.inner.suspend_microvm(id.clone()))
+                .await
+        }
+        .boxed()
+    }
+
+    fn resume_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
+        async move {
+            self.retry("ResumeMicrovm", || self.inner.resume_microvm(id.clone()))
+                .await
+        }
+        .boxed()
+    }
+
+    fn list_microvms(&self, request: ListRequest) -> BoxFuture<'_, Result<ListPage, SandboxError>> {
+        async move {
+            self.retry("ListMicrovms", || self.inner.list_microvms(request.clone()))
+                .await
         }
         .boxed()
     }

@@ -135,6 +135,33 @@ impl SandboxError {
         }
     }
 
+    /// `SandboxLifetime`: the sandbox `sandbox_id` was terminated because
+    /// it reached its maximum duration (noticed while reconnecting).
+    pub fn lifetime_reached(sandbox_id: &str) -> Self {
+        let id = super::map::redact::sanitize_remote_text(sandbox_id, 128);
+        Self::SandboxLifetime {
+            meta: meta(m::SDK_LIFETIME_REACHED, &[("sandbox_id", &id)]),
+        }
+    }
+
+    /// `Sandbox{connection_lost}` after the reconnect contract gave up:
+    /// the sandbox did not answer Health within `waited` (`attempts`
+    /// probes, also in `meta().attempts()`).
+    pub fn reconnect_gave_up(feature: &str, waited: Duration, attempts: u32) -> Self {
+        Self::sandbox_with(
+            SandboxCode::ConnectionLost,
+            meta(
+                m::SDK_RECONNECT_GAVE_UP,
+                &[
+                    ("feature", feature),
+                    ("waited", &m::duration(waited)),
+                    ("attempts", &attempts.to_string()),
+                ],
+            ),
+        )
+        .with_attempts(attempts)
+    }
+
     /// `SandboxNotFound` for a sandbox id the SDK knows is gone.
     pub fn sandbox_not_found(sandbox_id: &str) -> Self {
         let id = super::map::redact::sanitize_remote_text(sandbox_id, 128);

@@ -164,6 +164,8 @@ fn corpus() -> Vec<SandboxError> {
         SandboxError::not_ready(None, None, Duration::from_secs(1)),
         SandboxError::sandbox_lifetime("timeout", Duration::from_secs(2), Duration::from_secs(1)),
         SandboxError::sandbox_not_found("m"),
+        SandboxError::lifetime_reached("m"),
+        SandboxError::reconnect_gave_up("f", Duration::from_secs(60), 9),
         SandboxError::sandbox_state("suspended", "call resume()"),
         SandboxError::timeout(TimeoutScope::Request, "f", d),
         SandboxError::timeout(TimeoutScope::Command, "f", d),

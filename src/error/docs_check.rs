@@ -156,6 +156,7 @@ fn every_placeholder_is_a_documented_name() {
         "sandbox_id",
         "remedy",
         "see",
+        "attempts",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

@@ -141,6 +141,10 @@ templates! {
         "the sandbox {sandbox_id} does not exist or has terminated; create a new sandbox";
     SDK_SANDBOX_STATE = "sdk.sandbox_state" =>
         "the sandbox is {state}; {remedy}";
+    SDK_LIFETIME_REACHED = "sdk.lifetime_reached" =>
+        "the sandbox {sandbox_id} reached its maximum duration and was terminated; create a new sandbox, with a longer timeout if needed";
+    SDK_RECONNECT_GAVE_UP = "sdk.reconnect_gave_up" =>
+        "lost the connection to the sandbox during {feature} and it did not come back within {waited} ({attempts} health probes); retry later, or check that the sandbox is still running";
     SDK_UNIMPLEMENTED = "sdk.unimplemented" =>
         "feature {feature} is not available: {reason}{see}";
     SDK_LIFECYCLE_UNSUPPORTED = "sdk.lifecycle_unsupported" =>

@@ -69,10 +69,12 @@ pub struct RetryPolicy {
     /// 0.25, 0.5, 1, 2, 4 s (6 attempts in all).
     pub not_established: Backoff,
     /// The reconnect contract: poll Health from 0.5 s doubling to 4 s with
-    /// ±25 % jitter for 60 s. Not read yet: the SDK does not reconnect.
+    /// ±25 % jitter; `total_budget` (60 s) is `reconnect_timeout`, the
+    /// longest a call waits for the sandbox to come back (`max_attempts`
+    /// is not used: the budget ends the wait).
     pub reconnect: Backoff,
-    /// After a reconnect, a unary call is retried this many times (1). Not
-    /// read yet: the SDK does not reconnect.
+    /// After a reconnect, a unary call is sent again this many times (1).
+    /// A command's Start and a code cell are never sent again.
     pub reconnect_unary_retries: u32,
 }
 

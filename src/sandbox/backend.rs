@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::control::ControlPlane;
 use crate::control::aws::{AwsControlPlane, AwsSettings};
+use crate::control::pacing::{Buckets, Paced, Pacing};
 use crate::control::retry::Retrying;
 use crate::error::{RetryPolicy, SandboxError};
 use crate::local;
@@ -135,6 +136,7 @@ impl BackendChoice {
     pub(crate) async fn resolve(
         &self,
         policy: &RetryPolicy,
+        pacing: Pacing,
     ) -> Result<ResolvedBackend, SandboxError> {
         let choice = match self {
             Self::FromEnv => match std::env::var(BACKEND_ENV) {
@@ -155,8 +157,9 @@ impl BackendChoice {
                 let tls = matches!(choice, Self::LocalTls);
                 let backend = local::backend(tls).await?;
                 let control = AwsControlPlane::hermetic(backend.endpoint_url(), backend.region());
+                let buckets = Buckets::shared(Some(backend.endpoint_url().to_owned()), pacing);
                 Ok(ResolvedBackend {
-                    control: Arc::new(Retrying::new(control, *policy)),
+                    control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),
                     root_certificates: backend.ca_pem().into_iter().map(str::to_owned).collect(),
                     local: Some(backend),
                     agent: None,
@@ -164,15 +167,19 @@ impl BackendChoice {
             }
             Self::Aws(options) => {
                 let control = AwsControlPlane::connect(&options.settings).await?;
+                let buckets = Buckets::shared(Some(options.settings.pacing_key()), pacing);
                 Ok(ResolvedBackend {
-                    control: Arc::new(Retrying::new(control, *policy)),
+                    control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),
                     local: None,
                     root_certificates: options.root_certificates.clone(),
                     agent: None,
                 })
             }
             Self::Injected { control, agent } => Ok(ResolvedBackend {
-                control: Arc::new(Retrying::new(control, *policy)),
+                control: Arc::new(Retrying::new(
+                    Paced::new(control, Buckets::shared(None, pacing)),
+                    *policy,
+                )),
                 local: None,
                 root_certificates: Vec::new(),
                 agent,
@@ -215,6 +222,29 @@ impl ResolvedBackend {
                 &self.root_certificates,
             ),
         }
+    }
+
+    /// An anonymous connection (no access token) to the agent at
+    /// `endpoint`: for Health probes of sandboxes the caller has no token of.
+    ///
+    /// # Errors
+    /// As [`ResolvedBackend::open_agent`].
+    pub(crate) fn open_anonymous_agent(
+        &self,
+        endpoint: &str,
+        proxy_token: Secret,
+        minter: ProxyMinter,
+        policy: RetryPolicy,
+    ) -> Result<AgentConn, SandboxError> {
+        // The placeholder is never sent: the connection forgets it at once.
+        let conn = self.open_agent(
+            endpoint,
+            proxy_token,
+            Secret::new(String::new()),
+            minter,
+            policy,
+        )?;
+        Ok(AgentConn::anonymous(conn))
     }
 
     /// The image ARN for a template (name or ARN), or the default.

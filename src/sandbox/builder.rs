@@ -4,14 +4,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::backend::{AwsOptions, BackendChoice};
+use super::lifecycle::{self, LifecycleMarks, check_sandbox_id};
+use super::list::{ListQuery, SandboxList};
 use super::options::{CreateOptions, IdleChoice, IdlePolicy, OnTimeout, grouped};
 use super::payload::{MAX_PAYLOAD_CHARS, run_payload};
 use super::readiness::{OnNotReady, wait_ready};
-use super::{Inner, Sandbox, proxy_minter};
-use crate::control::{IdlePolicyParams, RunRequest};
+use super::{Inner, PROXY_TOKEN_TTL, Sandbox, SandboxInfo, proxy_minter};
+use crate::control::pacing::Pacing;
+use crate::control::{IdlePolicyParams, RunRequest, SandboxState};
 use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::{Secret, decode_access_token, generate_access_token, token_sha256_hex};
-use crate::transport::AGENT_PORT;
+use crate::transport::{AGENT_PORT, RefreshSchedule, Refresher};
 
 /// Options for a new sandbox (or for connecting to one). Setters never fail;
 /// everything is checked by [`SandboxBuilder::create`] before any I/O.
@@ -21,6 +24,8 @@ pub struct SandboxBuilder {
     options: CreateOptions,
     backend: BackendChoice,
     retry_policy: RetryPolicy,
+    refresh: RefreshSchedule,
+    pacing: Pacing,
 }
 
 impl Default for SandboxBuilder {
@@ -36,6 +41,8 @@ impl SandboxBuilder {
             options: CreateOptions::default(),
             backend: BackendChoice::FromEnv,
             retry_policy: RetryPolicy::default(),
+            refresh: RefreshSchedule::default(),
+            pacing: Pacing::default(),
         }
     }
 
@@ -185,6 +192,28 @@ impl SandboxBuilder {
         self
     }
 
+    /// Client-side pacing of control-plane calls (default: [`Pacing::new`]),
+    /// shared by every handle made with the same backend settings and the
+    /// same pacing.
+    pub fn pacing(mut self, pacing: Pacing) -> Self {
+        self.pacing = pacing;
+        self
+    }
+
+    /// How often the handle re-mints its proxy token in the background
+    /// (default 45 minutes; a token lives 60). After a failed re-mint the
+    /// current token is kept and the re-mint is retried after 60 s (or
+    /// `every`, when shorter). The task stops with `kill()` and when the
+    /// last clone of the handle is dropped. A zero duration is taken as 1 ms.
+    pub fn proxy_token_refresh(mut self, every: Duration) -> Self {
+        let every = every.max(Duration::from_millis(1));
+        self.refresh = RefreshSchedule {
+            every,
+            retry_after_failure: every.min(RefreshSchedule::default().retry_after_failure),
+        };
+        self
+    }
+
     /// Creates the sandbox and waits until its agent is ready.
     ///
     /// Steps: checks (no I/O), RunMicrovm (capacity, throttling and 5xx
@@ -229,7 +258,10 @@ impl SandboxBuilder {
             ));
         }
 
-        let backend = self.backend.resolve(&self.retry_policy).await?;
+        let backend = self
+            .backend
+            .resolve(&self.retry_policy, self.pacing)
+            .await?;
         let image_arn = backend.image_arn(self.options.template.as_deref())?;
         let request = RunRequest {
             image_arn,
@@ -248,7 +280,12 @@ impl SandboxBuilder {
         let control = backend.control.clone();
         let vm = control.run_microvm(request).await?;
 
-        let minter = proxy_minter(control.clone(), vm.id.clone(), plan.token_ports.clone());
+        let minter = proxy_minter(
+            control.clone(),
+            vm.id.clone(),
+            plan.token_ports.clone(),
+            PROXY_TOKEN_TTL,
+        );
         let proxy_token = match minter().await {
             Ok(token) => token,
             Err(err) => {
@@ -269,7 +306,7 @@ impl SandboxBuilder {
                 return Err(err);
             }
         };
-        wait_ready(
+        let health = wait_ready(
             &conn,
             control.as_ref(),
             &vm.id,
@@ -278,15 +315,105 @@ impl SandboxBuilder {
         )
         .await?;
         tracing::debug!(target: "rayito::sandbox", sandbox_id = %vm.id, "sandbox ready");
-        Ok(Sandbox {
+        Ok(self.handle(vm.id, access_token, control, conn, health.resume_generation))
+    }
+
+    /// The handle of a ready sandbox, with its proxy-token refresher.
+    fn handle(
+        &self,
+        id: String,
+        access_token: Secret,
+        control: Arc<dyn crate::control::ControlPlane>,
+        conn: crate::transport::AgentConn,
+        resume_generation: u64,
+    ) -> Sandbox {
+        let marks = Arc::new(LifecycleMarks::new(resume_generation));
+        conn.enable_reconnect(
+            id.clone(),
+            lifecycle::state_check(control.clone(), id.clone(), marks.clone()),
+            resume_generation,
+        );
+        let refresher = Refresher::spawn(conn.clone(), self.refresh);
+        Sandbox {
             inner: Arc::new(Inner {
-                id: vm.id,
+                id,
                 access_token,
                 control,
                 conn,
                 request_timeout: self.options.request_timeout,
+                ready_timeout: self.options.ready_timeout,
+                marks,
+                refresher,
             }),
-        })
+        }
+    }
+
+    /// Terminates the sandbox `sandbox_id` on this builder's backend,
+    /// without a handle. Returns `false` when it was not found (already
+    /// gone).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`sandbox_id`) before any I/O; `Authentication`
+    /// (no AWS credentials or region); control-plane failures other than
+    /// not-found (`RateLimit` after retries, `Sandbox { service_error }`).
+    pub async fn kill_by_id(self, sandbox_id: &str) -> Result<bool, SandboxError> {
+        check_sandbox_id(sandbox_id)?;
+        let backend = self
+            .backend
+            .resolve(&self.retry_policy, self.pacing)
+            .await?;
+        lifecycle::kill(backend.control.as_ref(), sandbox_id).await
+    }
+
+    /// What the control plane says about the sandbox `sandbox_id` on this
+    /// builder's backend, without a handle (GetMicrovm).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`sandbox_id`) before any I/O; `SandboxNotFound`
+    /// when it does not exist; other control-plane failures.
+    pub async fn get_info_by_id(self, sandbox_id: &str) -> Result<SandboxInfo, SandboxError> {
+        check_sandbox_id(sandbox_id)?;
+        let backend = self
+            .backend
+            .resolve(&self.retry_policy, self.pacing)
+            .await?;
+        let vm = backend.control.get_microvm(sandbox_id.to_owned()).await?;
+        Ok(SandboxInfo::from_vm(vm))
+    }
+
+    /// Resumes the paused sandbox `sandbox_id` without a handle:
+    /// ResumeMicrovm, then GetMicrovm every 0.5 s until RUNNING (within the
+    /// ready timeout). A running sandbox is left as it is.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`sandbox_id`) before any I/O; `SandboxNotFound`
+    /// when it does not exist or has ended; `Timeout { scope: StateWait }`;
+    /// other control-plane failures.
+    pub async fn resume_by_id(self, sandbox_id: &str) -> Result<(), SandboxError> {
+        check_sandbox_id(sandbox_id)?;
+        let backend = self
+            .backend
+            .resolve(&self.retry_policy, self.pacing)
+            .await?;
+        let control = backend.control.as_ref();
+        lifecycle::request_resume(control, sandbox_id).await?;
+        lifecycle::wait_for_state(
+            control,
+            sandbox_id,
+            &SandboxState::Running,
+            "resume",
+            self.options.ready_timeout,
+        )
+        .await
+    }
+
+    /// The sandboxes on this builder's backend that match `query`, as a
+    /// `Stream` of summaries (ListMicrovms pages of up to 50 followed
+    /// lazily). With a metadata filter each RUNNING sandbox is probed
+    /// through its agent's Health; a probe that fails ends the stream with
+    /// that error (a sandbox is never dropped silently).
+    pub fn list(self, query: ListQuery) -> SandboxList {
+        super::list::list(self.backend, self.retry_policy, self.pacing, query)
     }
 
     /// Connects to an existing sandbox: GetMicrovm, a proxy token for 8080,
@@ -304,20 +431,40 @@ impl SandboxBuilder {
         access_token: impl Into<Secret>,
     ) -> Result<Sandbox, SandboxError> {
         let access_token = access_token.into();
-        if sandbox_id.is_empty() || sandbox_id.len() > 256 {
-            return Err(SandboxError::invalid_argument(
-                "sandbox_id",
-                "a sandbox id must be 1 to 256 characters; pass the id the sandbox was created with",
-            ));
-        }
+        check_sandbox_id(sandbox_id)?;
         decode_access_token(&access_token).map_err(|_| bad_token())?;
-        let backend = self.backend.resolve(&self.retry_policy).await?;
+        let backend = self
+            .backend
+            .resolve(&self.retry_policy, self.pacing)
+            .await?;
         let control = backend.control.clone();
         let vm = control.get_microvm(sandbox_id.to_owned()).await?;
         if vm.state.is_terminal() {
             return Err(SandboxError::sandbox_not_found(&vm.id));
         }
-        let minter = proxy_minter(control.clone(), vm.id.clone(), vec![AGENT_PORT]);
+        // A suspended sandbox without auto-resume is resumed first (3.4);
+        // with auto-resume the readiness probe wakes it. One that is still
+        // suspending is waited for, then resumed.
+        if !vm.auto_resume && matches!(vm.state, SandboxState::Suspending | SandboxState::Suspended)
+        {
+            if vm.state == SandboxState::Suspending {
+                lifecycle::wait_for_state(
+                    control.as_ref(),
+                    &vm.id,
+                    &SandboxState::Suspended,
+                    "connect",
+                    self.options.ready_timeout,
+                )
+                .await?;
+            }
+            lifecycle::request_resume(control.as_ref(), &vm.id).await?;
+        }
+        let minter = proxy_minter(
+            control.clone(),
+            vm.id.clone(),
+            vec![AGENT_PORT],
+            PROXY_TOKEN_TTL,
+        );
         let proxy_token = minter().await?;
         let conn = backend.open_agent(
             &vm.endpoint,
@@ -326,7 +473,7 @@ impl SandboxBuilder {
             minter,
             self.retry_policy,
         )?;
-        wait_ready(
+        let health = wait_ready(
             &conn,
             control.as_ref(),
             &vm.id,
@@ -337,15 +484,7 @@ impl SandboxBuilder {
         // Health is anonymous; this call is not, so a wrong token fails here
         // rather than on the caller's first call.
         conn.verify_access(self.options.request_timeout).await?;
-        Ok(Sandbox {
-            inner: Arc::new(Inner {
-                id: vm.id,
-                access_token,
-                control,
-                conn,
-                request_timeout: self.options.request_timeout,
-            }),
-        })
+        Ok(self.handle(vm.id, access_token, control, conn, health.resume_generation))
     }
 }
 

@@ -3,6 +3,8 @@
 mod backend;
 mod builder;
 mod host;
+mod lifecycle;
+mod list;
 mod options;
 pub(crate) mod payload;
 mod readiness;
@@ -14,17 +16,20 @@ use std::time::{Duration, SystemTime};
 pub use self::backend::{AwsOptions, BACKEND_ENV, TEMPLATE_ENV};
 pub use self::builder::SandboxBuilder;
 pub use self::host::SandboxHost;
+use self::lifecycle::LifecycleMarks;
+pub use self::list::{ListQuery, SandboxList, SandboxSummary};
 pub(crate) use self::options::MAX_DURATION_SECS;
 pub use self::options::{IdlePolicy, OnTimeout};
 use crate::code::{Execution, ExecutionEvents, RunCodeOptions};
 use crate::commands::Commands;
 pub use crate::control::SandboxState;
+pub use crate::control::pacing::Pacing;
 use crate::control::{AuthTokenRequest, ControlPlane};
-use crate::error::{ErrorKind, SandboxError};
+use crate::error::SandboxError;
 use crate::files::Files;
 use crate::pb;
 use crate::secret::Secret;
-use crate::transport::{AgentConn, ConnectRetry, ProxyMinter};
+use crate::transport::{AgentConn, ConnectRetry, ProxyMinter, Refresher};
 
 /// Lifetime of a proxy token (the AWS maximum).
 const PROXY_TOKEN_TTL: Duration = Duration::from_secs(60 * 60);
@@ -49,6 +54,14 @@ struct Inner {
     control: Arc<dyn ControlPlane>,
     conn: AgentConn,
     request_timeout: Duration,
+    /// Bounds the state waits of pause and resume.
+    ready_timeout: Duration,
+    /// Shared with the reconnect poller (it must not wake a sandbox this
+    /// handle paused).
+    marks: Arc<LifecycleMarks>,
+    /// Re-mints the proxy token in the background; stopped by `kill()` and
+    /// when the last clone of the handle is dropped (with `Inner`).
+    refresher: Refresher,
 }
 
 impl fmt::Debug for Sandbox {
@@ -183,17 +196,108 @@ impl Sandbox {
     /// Control-plane failures other than not-found (`Authentication`,
     /// `RateLimit` after retries, `Sandbox { code: ServiceError }`, ...).
     pub async fn kill(&self) -> Result<bool, SandboxError> {
-        let outcome = self
-            .inner
-            .control
-            .terminate_microvm(self.inner.id.clone())
-            .await;
+        let outcome = lifecycle::kill(self.inner.control.as_ref(), &self.inner.id).await;
+        self.inner.refresher.stop();
         self.inner.conn.close();
-        match outcome {
-            Ok(()) => Ok(true),
-            Err(err) if err.kind() == ErrorKind::SandboxNotFound => Ok(false),
-            Err(err) => Err(err),
+        outcome
+    }
+
+    /// Terminates the sandbox `sandbox_id` without a handle (AWS
+    /// credentials suffice; the backend from `RAYITO_BACKEND`, AWS when
+    /// unset). Returns `false` when it was not found. E2B calls it
+    /// `Sandbox.kill(sandbox_id)`.
+    ///
+    /// # Errors
+    /// As [`SandboxBuilder::kill_by_id`].
+    pub async fn kill_by_id(sandbox_id: &str) -> Result<bool, SandboxError> {
+        SandboxBuilder::new().kill_by_id(sandbox_id).await
+    }
+
+    /// What the control plane says about the sandbox `sandbox_id`, without
+    /// a handle. E2B calls it `Sandbox.get_info(sandbox_id)`.
+    ///
+    /// # Errors
+    /// As [`SandboxBuilder::get_info_by_id`].
+    pub async fn get_info_by_id(sandbox_id: &str) -> Result<SandboxInfo, SandboxError> {
+        SandboxBuilder::new().get_info_by_id(sandbox_id).await
+    }
+
+    /// Resumes the paused sandbox `sandbox_id` without a handle and waits
+    /// until the control plane says RUNNING. E2B calls it
+    /// `Sandbox.resume(sandbox_id)` (connect to it to use it).
+    ///
+    /// # Errors
+    /// As [`SandboxBuilder::resume_by_id`].
+    pub async fn resume_by_id(sandbox_id: &str) -> Result<(), SandboxError> {
+        SandboxBuilder::new().resume_by_id(sandbox_id).await
+    }
+
+    /// The sandboxes that match `query`, page after page (E2B:
+    /// `Sandbox.list(query)`); the backend from `RAYITO_BACKEND`.
+    pub fn list(query: ListQuery) -> SandboxList {
+        SandboxBuilder::new().list(query)
+    }
+
+    /// Pauses (suspends) the sandbox and waits until it is SUSPENDED
+    /// (within the ready timeout). Returns `false` when it was already
+    /// suspending or suspended. Processes and kernels live on; the
+    /// connection's streams are closed and must be opened again after
+    /// [`Sandbox::resume`]. E2B calls it `pause()` (`beta_pause`).
+    ///
+    /// # Errors
+    /// `SandboxNotFound` when it has ended; `Timeout { scope: StateWait }`
+    /// when it is not SUSPENDED in time; `Sandbox { closed }` after
+    /// `kill()`; control-plane failures (`RateLimit`, `Authentication`, ...).
+    pub async fn pause(&self) -> Result<bool, SandboxError> {
+        if self.inner.conn.is_closed() {
+            return Err(SandboxError::closed());
         }
+        lifecycle::pause(
+            self.inner.control.as_ref(),
+            &self.inner.id,
+            &self.inner.marks,
+            Some(self.inner.ready_timeout),
+        )
+        .await
+    }
+
+    /// Resumes the paused sandbox: ResumeMicrovm (a sandbox already running
+    /// is fine), a fresh proxy token, then the readiness wait; records the
+    /// agent's new resume generation.
+    ///
+    /// # Errors
+    /// `SandboxNotFound` when it has ended; `SandboxNotReady` when the agent
+    /// is not ready within the ready timeout (the sandbox is left alone);
+    /// `Sandbox { closed }` after `kill()`; control-plane failures.
+    pub async fn resume(&self) -> Result<(), SandboxError> {
+        if self.inner.conn.is_closed() {
+            return Err(SandboxError::closed());
+        }
+        let control = self.inner.control.as_ref();
+        lifecycle::request_resume(control, &self.inner.id).await?;
+        self.inner.conn.remint().await?;
+        let health = readiness::wait_ready(
+            &self.inner.conn,
+            control,
+            &self.inner.id,
+            self.inner.ready_timeout,
+            readiness::OnNotReady::Keep,
+        )
+        .await?;
+        self.inner
+            .marks
+            .set_resume_generation(health.resume_generation);
+        self.inner
+            .conn
+            .set_resume_generation(health.resume_generation);
+        self.inner.marks.set_pause_pending(false);
+        Ok(())
+    }
+
+    /// The agent's resume generation when this handle last saw it ready
+    /// (0 for a sandbox never resumed; +1 per resume).
+    pub fn resume_generation(&self) -> u64 {
+        self.inner.marks.resume_generation()
     }
 
     /// Moves the sandbox's logical timeout to `timeout` from now (it may
@@ -255,16 +359,7 @@ impl Sandbox {
             .control
             .get_microvm(self.inner.id.clone())
             .await?;
-        Ok(SandboxInfo {
-            sandbox_id: vm.id,
-            state: vm.state,
-            state_reason: vm.state_reason,
-            image_arn: vm.image_arn,
-            image_version: vm.image_version,
-            started_at: vm.started_at,
-            terminated_at: vm.terminated_at,
-            max_duration: Duration::from_secs(u64::try_from(vm.max_duration_seconds).unwrap_or(0)),
-        })
+        Ok(SandboxInfo::from_vm(vm))
     }
 
     pub(crate) fn conn(&self) -> &AgentConn {
@@ -274,20 +369,43 @@ impl Sandbox {
     pub(crate) fn request_timeout(&self) -> Duration {
         self.inner.request_timeout
     }
+
+    /// True while a `pause()` is pending or done and no resume followed:
+    /// background work must not wake the sandbox.
+    #[allow(dead_code)]
+    pub(crate) fn pause_pending(&self) -> bool {
+        self.inner.marks.pause_pending()
+    }
 }
 
-/// Mints proxy tokens for one MicroVM and port set (used at open and on a
-/// proxy 403).
+impl SandboxInfo {
+    fn from_vm(vm: crate::control::Microvm) -> Self {
+        Self {
+            sandbox_id: vm.id,
+            state: vm.state,
+            state_reason: vm.state_reason,
+            image_arn: vm.image_arn,
+            image_version: vm.image_version,
+            started_at: vm.started_at,
+            terminated_at: vm.terminated_at,
+            max_duration: Duration::from_secs(u64::try_from(vm.max_duration_seconds).unwrap_or(0)),
+        }
+    }
+}
+
+/// Mints proxy tokens for one MicroVM and port set (used at open, on a
+/// proxy 403, after a resume and by the refresher).
 fn proxy_minter(
     control: Arc<dyn ControlPlane>,
     microvm_id: String,
     ports: Vec<u16>,
+    ttl: Duration,
 ) -> ProxyMinter {
     Arc::new(move || {
         let control = control.clone();
         let request = AuthTokenRequest {
             microvm_id: microvm_id.clone(),
-            expiration: PROXY_TOKEN_TTL,
+            expiration: ttl,
             ports: ports.clone(),
         };
         Box::pin(async move { control.create_auth_token(request).await })

@@ -154,6 +154,15 @@ fn whole_secs(d: Duration) -> u64 {
 }
 
 impl CreateOptions {
+    /// The caller's auto-resume choice: the explicit idle policy's flag,
+    /// else on.
+    fn caller_auto_resume(&self) -> bool {
+        match self.idle {
+            IdleChoice::Explicit(policy) => policy.auto_resume,
+            IdleChoice::Default | IdleChoice::Disabled => true,
+        }
+    }
+
     /// Checks everything that can be checked without I/O and computes the
     /// launch plan.
     ///
@@ -234,7 +243,9 @@ impl CreateOptions {
                     timeout_s: timeout,
                     cap_s: cap,
                     pause,
-                    auto_resume: pause,
+                    // The caller's flag: the rule the agent applies when it
+                    // resumes (only meaningful with pause).
+                    auto_resume: pause && self.caller_auto_resume(),
                 }),
             )
         } else {
@@ -268,12 +279,31 @@ impl CreateOptions {
                 Some((max_idle, max_duration_secs - max_idle, policy.auto_resume))
             }
         };
-        if self.on_timeout == Some(OnTimeout::Pause) && idle_policy.is_none() {
-            return Err(SandboxError::invalid_argument(
-                "on_timeout",
-                "pausing at the timeout needs an idle policy; pass an idle policy or kill at the timeout",
-            ));
-        }
+        let idle_policy = if self.on_timeout == Some(OnTimeout::Pause) {
+            let policy = match (idle_policy, self.idle) {
+                (Some(policy), _) => policy,
+                // The default idle window does not fit a short sandbox: as
+                // the reference does, one is derived from the timeout.
+                (None, IdleChoice::Default) => {
+                    let max_idle =
+                        timeout.clamp(MIN_MAX_IDLE_SECS, max_duration_secs.saturating_sub(1));
+                    (max_idle, max_duration_secs - max_idle, true)
+                }
+                (None, _) => {
+                    return Err(SandboxError::invalid_argument(
+                        "on_timeout",
+                        "pausing at the timeout needs an idle policy; pass an idle policy or kill at the timeout",
+                    ));
+                }
+            };
+            // AWS auto-resume is always on in pause mode, so that the next
+            // request wakes a sandbox paused at its deadline; the caller's
+            // flag travels in the lifecycle block.
+            let (max_idle, suspended, _) = policy;
+            Some((max_idle, suspended, true))
+        } else {
+            idle_policy
+        };
 
         Ok(LaunchPlan {
             max_duration_secs,
@@ -380,5 +410,134 @@ mod tests {
                 auto_resume: false
             })
         );
+    }
+}
+
+/// Each lifecycle combination, as RunMicrovm and the run payload carry it
+/// (the reference SDK's wire form).
+#[cfg(test)]
+mod wire_tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+
+    use super::{CreateOptions, IdleChoice, IdlePolicy, OnTimeout};
+    use crate::sandbox::payload::run_payload;
+
+    /// (maximumDurationInSeconds, idlePolicy, the payload's lifecycle block).
+    fn wire(options: CreateOptions) -> (u64, Option<(u64, u64, bool)>, Option<Value>) {
+        let plan = options.plan().unwrap();
+        let payload = run_payload(
+            &"ab".repeat(32),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            plan.lifecycle,
+        );
+        let decoded: Value = serde_json::from_str(&payload).unwrap();
+        (
+            plan.max_duration_secs,
+            plan.idle_policy,
+            decoded.get("lifecycle").cloned(),
+        )
+    }
+
+    fn options(timeout: u64, on_timeout: Option<OnTimeout>, idle: IdleChoice) -> CreateOptions {
+        CreateOptions {
+            timeout: Duration::from_secs(timeout),
+            on_timeout,
+            idle,
+            ..CreateOptions::default()
+        }
+    }
+
+    #[test]
+    fn every_lifecycle_combination_on_the_wire() {
+        let explicit = |auto_resume| {
+            IdleChoice::Explicit(IdlePolicy::new(Duration::from_secs(600)).auto_resume(auto_resume))
+        };
+        // No managed lifecycle: no block, the default idle policy.
+        assert_eq!(
+            wire(options(3_600, None, IdleChoice::Default)),
+            (3_600, Some((300, 3_300, true)), None)
+        );
+        // Kill at the timeout: the caller's idle flag goes to AWS as is.
+        assert_eq!(
+            wire(options(3_600, Some(OnTimeout::Kill), explicit(false))),
+            (
+                3_660,
+                Some((600, 3_060, false)),
+                Some(
+                    json!({"auto_resume": false, "cap_s": 3_660, "on_timeout": "kill", "timeout_s": 3_600})
+                )
+            )
+        );
+        // Pause with auto-resume off: the caller's flag in the block, AWS
+        // auto-resume on.
+        assert_eq!(
+            wire(options(3_600, Some(OnTimeout::Pause), explicit(false))),
+            (
+                3_660,
+                Some((600, 3_060, true)),
+                Some(
+                    json!({"auto_resume": false, "cap_s": 3_660, "on_timeout": "pause", "timeout_s": 3_600})
+                )
+            )
+        );
+        // Pause with auto-resume on.
+        assert_eq!(
+            wire(options(3_600, Some(OnTimeout::Pause), explicit(true))),
+            (
+                3_660,
+                Some((600, 3_060, true)),
+                Some(
+                    json!({"auto_resume": true, "cap_s": 3_660, "on_timeout": "pause", "timeout_s": 3_600})
+                )
+            )
+        );
+        // Pause with the default idle policy.
+        assert_eq!(
+            wire(options(3_600, Some(OnTimeout::Pause), IdleChoice::Default)),
+            (
+                3_660,
+                Some((300, 3_360, true)),
+                Some(
+                    json!({"auto_resume": true, "cap_s": 3_660, "on_timeout": "pause", "timeout_s": 3_600})
+                )
+            )
+        );
+        // Pause, a 60 s timeout and no idle policy given: an idle window
+        // derived from the timeout instead of a refusal.
+        assert_eq!(
+            wire(options(60, Some(OnTimeout::Pause), IdleChoice::Default)),
+            (
+                120,
+                Some((60, 60, true)),
+                Some(
+                    json!({"auto_resume": true, "cap_s": 120, "on_timeout": "pause", "timeout_s": 60})
+                )
+            )
+        );
+        // Pause with the idle policy turned off is still refused.
+        let err = options(60, Some(OnTimeout::Pause), IdleChoice::Disabled)
+            .plan()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid on_timeout: pausing at the timeout needs an idle policy; pass an idle policy or kill at the timeout"
+        );
+    }
+
+    #[test]
+    fn the_payload_escapes_non_ascii_as_the_reference_does() {
+        let metadata = BTreeMap::from([("who".to_owned(), "é😀".to_owned())]);
+        let payload = run_payload("00", &BTreeMap::new(), &metadata, None);
+        assert_eq!(
+            payload,
+            "{\"metadata\":{\"who\":\"\\u00e9\\ud83d\\ude00\"},\"token_sha256\":\"00\",\"user\":\"user\",\"v\":1,\"workdir\":\"/home/user\"}"
+        );
+        assert!(payload.is_ascii());
+        let decoded: serde_json::Value = serde_json::from_str(&payload).unwrap();
+        assert_eq!(decoded["metadata"]["who"], "é😀");
     }
 }

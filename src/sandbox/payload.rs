@@ -48,7 +48,27 @@ pub(crate) fn run_payload(
             }),
         );
     }
-    Value::Object(payload).to_string()
+    ascii_json(&Value::Object(payload).to_string())
+}
+
+/// The JSON text with every non-ASCII character escaped as `\uXXXX`
+/// (UTF-16 units, lower-case hex, as Python's `json.dumps` does by
+/// default): what the reference sends, so the 4,096 limit counts the same
+/// characters and the payload is byte-identical.
+fn ascii_json(json: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

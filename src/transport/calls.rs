@@ -97,6 +97,26 @@ impl AgentConn {
         .await
     }
 
+    /// `HealthService/Health` for the reconnect poller: no ladder and no
+    /// reconnect of its own (the poller is the reconnect).
+    pub(crate) async fn probe_health(
+        &self,
+        timeout: Duration,
+    ) -> Result<pb::HealthResponse, SandboxError> {
+        let mut attempt = || {
+            let mut client = self.client::<HealthServiceClient<Svc>>();
+            async move { client.health(pb::HealthRequest {}).await }
+        };
+        self.call_inner(
+            CallContext::new("health"),
+            Some(timeout),
+            ConnectRetry::Never,
+            &mut attempt,
+        )
+        .await
+        .map_err(|(err, _cut)| err)
+    }
+
     /// `ProcessService/SendInput`.
     pub(crate) async fn send_input(
         &self,
@@ -316,11 +336,36 @@ impl AgentConn {
         request: pb::StartRequest,
         total: Option<Duration>,
     ) -> Result<AgentStream<pb::ProcessEvent>, SandboxError> {
-        self.open_stream(CallContext::new("commands.run"), total, || {
-            let mut client = self.client::<ProcessServiceClient<Svc>>();
-            let request = request.clone();
-            async move { client.start(request).await }
-        })
+        self.open_stream(
+            CallContext::new("commands.run"),
+            total,
+            ConnectRetry::LadderNoReplay,
+            || {
+                let mut client = self.client::<ProcessServiceClient<Svc>>();
+                let request = request.clone();
+                async move { client.start(request).await }
+            },
+        )
+        .await
+    }
+
+    /// `ProcessService/Connect`: the events of a running (or just ended)
+    /// process from `from_seq` on; `total` bounds the whole stream.
+    /// Idempotent, so a cut before its first message is sent again.
+    pub(crate) async fn connect_process(
+        &self,
+        request: pb::ConnectRequest,
+        total: Option<Duration>,
+    ) -> Result<AgentStream<pb::ProcessEvent>, SandboxError> {
+        self.open_stream(
+            CallContext::new("commands.run"),
+            total,
+            ConnectRetry::Ladder,
+            || {
+                let mut client = self.client::<ProcessServiceClient<Svc>>();
+                async move { client.connect(request).await }
+            },
+        )
         .await
     }
 
@@ -330,11 +375,16 @@ impl AgentConn {
         request: pb::ReadRequest,
         total: Option<Duration>,
     ) -> Result<AgentStream<pb::ReadResponse>, SandboxError> {
-        self.open_stream(CallContext::filesystem("files.read"), total, || {
-            let mut client = self.client::<FilesystemServiceClient<Svc>>();
-            let request = request.clone();
-            async move { client.read(request).await }
-        })
+        self.open_stream(
+            CallContext::filesystem("files.read"),
+            total,
+            ConnectRetry::Ladder,
+            || {
+                let mut client = self.client::<FilesystemServiceClient<Svc>>();
+                let request = request.clone();
+                async move { client.read(request).await }
+            },
+        )
         .await
     }
 
@@ -362,11 +412,16 @@ impl AgentConn {
         request: pb::ExecuteRequest,
         total: Option<Duration>,
     ) -> Result<AgentStream<pb::ExecuteEvent>, SandboxError> {
-        self.open_stream(CallContext::new("run_code"), total, || {
-            let mut client = self.client::<CodeServiceClient<Svc>>();
-            let request = request.clone();
-            async move { client.execute(request).await }
-        })
+        self.open_stream(
+            CallContext::new("run_code"),
+            total,
+            ConnectRetry::LadderNoReplay,
+            || {
+                let mut client = self.client::<CodeServiceClient<Svc>>();
+                let request = request.clone();
+                async move { client.execute(request).await }
+            },
+        )
         .await
     }
 }

@@ -9,6 +9,8 @@ mod calls;
 #[cfg(test)]
 mod canary_tests;
 mod grpc_only;
+mod reconnect;
+mod refresh;
 mod status;
 mod tokens;
 
@@ -24,6 +26,9 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Response, Status, Streaming};
 
 use self::grpc_only::GrpcOnly;
+use self::reconnect::Reconnector;
+pub(crate) use self::reconnect::{Cut, StateCheck, VmCheck};
+pub(crate) use self::refresh::{RefreshSchedule, Refresher};
 pub(crate) use self::tokens::{AGENT_PORT, HOOKS_PORT};
 use self::tokens::{AuthInterceptor, TokenStore};
 use crate::backoff::{self, Schedule};
@@ -51,8 +56,13 @@ pub(crate) enum ConnectRetry {
     /// Retry on the policy's ladder (0.25 s .. 4 s by default; any RPC may
     /// be retried since nothing was sent).
     Ladder,
-    /// Fail at once (the readiness probe has its own schedule).
+    /// Fail at once (the readiness probe and the reconnect poller have
+    /// their own schedules); never reconnects.
     Never,
+    /// The ladder, but a call cut after it was sent is not sent again (it
+    /// may have run: a command's Start, a code cell): the reconnect
+    /// contract only decides which error it ends with.
+    LadderNoReplay,
 }
 
 /// A channel to an agent handed to the SDK instead of dialled from the
@@ -93,6 +103,8 @@ struct ConnInner {
     remint: tokio::sync::Mutex<()>,
     closed: AtomicBool,
     policy: RetryPolicy,
+    /// Set once the sandbox handle exists (not during the readiness wait).
+    reconnector: std::sync::OnceLock<Reconnector>,
 }
 
 impl fmt::Debug for AgentConn {
@@ -165,10 +177,18 @@ impl AgentConn {
         Ok(Self::with_channel(
             channel,
             proxy_token,
-            access_token,
+            Some(access_token),
             minter,
             policy,
         ))
+    }
+
+    /// A connection without the access token, for anonymous calls (Health)
+    /// on a sandbox whose token the caller does not have: `sandbox` is a
+    /// connection as [`AgentConn::open`] or [`AgentConn::injected`] made it.
+    pub(crate) fn anonymous(sandbox: Self) -> Self {
+        sandbox.inner.tokens.clear_access();
+        sandbox
     }
 
     /// A connection to an injected agent (see [`InjectedAgent`]).
@@ -180,24 +200,31 @@ impl AgentConn {
         minter: ProxyMinter,
         policy: RetryPolicy,
     ) -> Self {
-        Self::with_channel(agent.0.clone(), proxy_token, access_token, minter, policy)
+        Self::with_channel(
+            agent.0.clone(),
+            proxy_token,
+            Some(access_token),
+            minter,
+            policy,
+        )
     }
 
     fn with_channel(
         channel: Channel,
         proxy_token: Secret,
-        access_token: Secret,
+        access_token: Option<Secret>,
         minter: ProxyMinter,
         policy: RetryPolicy,
     ) -> Self {
         Self {
             inner: Arc::new(ConnInner {
                 channel: GrpcOnly::new(channel),
-                tokens: Arc::new(TokenStore::new(Some(proxy_token), Some(access_token))),
+                tokens: Arc::new(TokenStore::new(Some(proxy_token), access_token)),
                 minter,
                 remint: tokio::sync::Mutex::new(()),
                 closed: AtomicBool::new(false),
                 policy,
+                reconnector: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -206,6 +233,55 @@ impl AgentConn {
     /// without any I/O.
     pub(crate) fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Turns the reconnect contract on for this connection (once; later
+    /// calls are ignored).
+    pub(crate) fn enable_reconnect(
+        &self,
+        sandbox_id: String,
+        check: StateCheck,
+        resume_generation: u64,
+    ) {
+        let _ = self.inner.reconnector.set(Reconnector::new(
+            sandbox_id,
+            check,
+            self.inner.policy.reconnect,
+            resume_generation,
+        ));
+    }
+
+    /// Records the resume generation a resume saw.
+    pub(crate) fn set_resume_generation(&self, generation: u64) {
+        if let Some(reconnector) = self.inner.reconnector.get() {
+            reconnector.set_generation(generation);
+        }
+    }
+
+    /// The reconnect epoch before a call (`None` without reconnect).
+    pub(crate) fn reconnect_epoch(&self) -> Option<u64> {
+        self.inner.reconnector.get().map(Reconnector::epoch)
+    }
+
+    /// After a cut seen by a call made at `seen_epoch`: waits until the
+    /// sandbox is back (`Ok(true)`); `Ok(false)` without reconnect.
+    ///
+    /// # Errors
+    /// As `Reconnector::await_back`: `SandboxNotFound`, `SandboxLifetime`,
+    /// `SandboxState`, `Sandbox { connection_lost }`.
+    pub(crate) async fn reconnect(
+        &self,
+        seen_epoch: Option<u64>,
+        cut: Cut,
+        feature: &str,
+    ) -> Result<bool, SandboxError> {
+        match (self.inner.reconnector.get(), seen_epoch) {
+            (Some(reconnector), Some(epoch)) => {
+                reconnector.await_back(self, epoch, cut, feature).await?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// True after [`AgentConn::close`].
@@ -221,7 +297,11 @@ impl AgentConn {
         self.inner.channel.clone()
     }
 
-    async fn remint(&self) -> Result<(), SandboxError> {
+    /// Re-mints the proxy token now (after a resume, or by the refresher).
+    ///
+    /// # Errors
+    /// The minter's failure; the current token is kept.
+    pub(crate) async fn remint(&self) -> Result<(), SandboxError> {
         let _guard = self.inner.remint.lock().await;
         let fresh = (self.inner.minter)().await?;
         self.inner.tokens.set_proxy(fresh);
@@ -234,6 +314,12 @@ impl AgentConn {
     /// true }`); a connection that was never established is retried on the
     /// policy's ladder. `deadline` bounds each attempt (`Timeout { scope:
     /// Request }` when it passes). The error records every attempt made.
+    ///
+    /// With the reconnect contract on, a cut (a reset, a proxy
+    /// 429/502/503/504, the phase gate) waits until the sandbox is back and
+    /// sends the call again (`reconnect_unary_retries` times, none for
+    /// [`ConnectRetry::LadderNoReplay`]), or ends with what the wait found
+    /// (the sandbox gone, suspended, or not back in time).
     async fn call<T, F, Fut>(
         &self,
         ctx: CallContext,
@@ -245,9 +331,55 @@ impl AgentConn {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
-        if self.is_closed() {
-            return Err(SandboxError::closed());
+        let mut resends = match connect_retry {
+            ConnectRetry::Ladder => self.inner.policy.reconnect_unary_retries,
+            ConnectRetry::LadderNoReplay | ConnectRetry::Never => 0,
+        };
+        let mut fresh_connects = 1;
+        loop {
+            let epoch = match connect_retry {
+                ConnectRetry::Never => None,
+                _ => self.reconnect_epoch(),
+            };
+            match self
+                .call_inner(ctx, deadline, connect_retry, &mut attempt)
+                .await
+            {
+                Ok(value) => return Ok(value),
+                Err((err, Some(cut))) if epoch.is_some() => {
+                    self.reconnect(epoch, cut, ctx.feature).await?;
+                    // Nothing was sent: sending it again is always safe.
+                    if cut == Cut::NotEstablished && fresh_connects > 0 {
+                        fresh_connects -= 1;
+                        continue;
+                    }
+                    if resends == 0 {
+                        return Err(err);
+                    }
+                    resends -= 1;
+                }
+                Err((err, _)) => return Err(err),
+            }
         }
+    }
+
+    /// One call with the transport's retries (see `call`); a failure comes
+    /// with the cut it was, if it was one.
+    pub(super) async fn call_inner<T, F, Fut>(
+        &self,
+        ctx: CallContext,
+        deadline: Option<Duration>,
+        connect_retry: ConnectRetry,
+        attempt: &mut F,
+    ) -> Result<T, (SandboxError, Option<Cut>)>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
+        if self.is_closed() {
+            return Err((SandboxError::closed(), None));
+        }
+        let last_cut = std::sync::Mutex::new(None::<Cut>);
         // What the last attempt's failure was, by type (the mapped error
         // alone cannot say whether anything was sent).
         let last_origin = std::sync::Mutex::new(None::<Origin>);
@@ -259,8 +391,14 @@ impl AgentConn {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = origin;
         };
+        let set_cut = |cut: Option<Cut>| {
+            *last_cut
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = cut;
+        };
         let one = || {
             set_origin(None);
+            set_cut(None);
             let remint = remint_first.swap(false, Ordering::SeqCst);
             let sent = attempt();
             async move {
@@ -279,6 +417,7 @@ impl AgentConn {
                     Err(status) => {
                         let failure = status::failure(&status, ctx);
                         set_origin(Some(failure.origin));
+                        set_cut(cut_of(&failure));
                         Err(map_final(failure))
                     }
                 }
@@ -294,13 +433,43 @@ impl AgentConn {
                     remint_first.store(true, Ordering::SeqCst);
                     Some(Duration::ZERO)
                 }
-                Some(Origin::NotEstablished) if connect_retry == ConnectRetry::Ladder => {
+                // With the reconnect contract on, its poller replaces the
+                // ladder: it asks the control plane first, so a sandbox that
+                // is gone is not waited for.
+                Some(Origin::NotEstablished)
+                    if connect_retry != ConnectRetry::Never
+                        && self.inner.reconnector.get().is_none() =>
+                {
                     ladder.next(None)
                 }
                 _ => None,
             }
         })
         .await
+        .map_err(|err| {
+            let cut = *last_cut
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            (err, cut)
+        })
+    }
+}
+
+/// Whether a failure is a cut the reconnect contract handles, and which.
+fn cut_of(failure: &GrpcFailure) -> Option<Cut> {
+    match failure.origin {
+        Origin::Reset | Origin::HttpWithoutGrpcStatus(429 | 502 | 503 | 504) => {
+            Some(Cut::Transport)
+        }
+        Origin::NotEstablished => Some(Cut::NotEstablished),
+        Origin::Agent if failure.code == crate::error::GrpcCode::Unavailable => {
+            match failure.message.as_str() {
+                "suspending" => Some(Cut::Suspending),
+                "terminating" => Some(Cut::Transport),
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }
 
@@ -342,6 +511,7 @@ impl AgentConn {
         &self,
         ctx: CallContext,
         total: Option<Duration>,
+        connect_retry: ConnectRetry,
         mut open: F,
     ) -> Result<AgentStream<T>, SandboxError>
     where
@@ -350,7 +520,7 @@ impl AgentConn {
     {
         let deadline = total.map(|d| Instant::now() + d);
         let (first, inner) = self
-            .call(ctx, total, ConnectRetry::Ladder, || {
+            .call(ctx, total, connect_retry, || {
                 let opening = open();
                 async move {
                     let mut inner = opening.await?.into_inner();
@@ -364,6 +534,7 @@ impl AgentConn {
             ctx,
             deadline,
             first: Some(first),
+            cut: None,
         })
     }
 }
@@ -376,6 +547,8 @@ pub(crate) struct AgentStream<T> {
     deadline: Option<Instant>,
     /// The first message, read when the stream was opened.
     first: Option<Option<T>>,
+    /// The cut that ended the stream, if one did.
+    cut: Option<Cut>,
 }
 
 impl<T> fmt::Debug for AgentStream<T> {
@@ -402,7 +575,17 @@ impl<T> AgentStream<T> {
             },
             None => next.await,
         };
-        outcome.map_err(|status| from_grpc(status::failure(&status, self.ctx)))
+        outcome.map_err(|status| {
+            let failure = status::failure(&status, self.ctx);
+            self.cut = cut_of(&failure);
+            from_grpc(failure)
+        })
+    }
+
+    /// The cut that ended the stream (after `message` failed), if it was
+    /// one the reconnect contract handles.
+    pub(crate) fn cut(&self) -> Option<Cut> {
+        self.cut
     }
 }
 

@@ -61,6 +61,21 @@ impl TokenStore {
     }
 }
 
+impl TokenStore {
+    /// Forgets the access token: later calls are anonymous.
+    pub(crate) fn clear_access(&self) {
+        let mut guard = self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let proxy = guard.proxy.clone();
+        *guard = Arc::new(Tokens {
+            proxy,
+            access: None,
+        });
+    }
+}
+
 /// Adds `x-aws-proxy-auth`, `x-aws-proxy-port: 8080`, `x-aws-proxy-force-h2:
 /// true` and `x-access-token` to every call.
 #[derive(Debug, Clone)]

@@ -195,7 +195,8 @@ pub fn is_proxy_rejection(f: &GrpcFailure) -> bool {
 
 /// Whether the failure means the connection to the agent was lost: the
 /// phase gate, or a stream reset (UNAVAILABLE that is not the kernel gate;
-/// INTERNAL or CANCELLED that our own stack classified as a reset). Never
+/// INTERNAL, UNKNOWN or CANCELLED that our own stack classified as a reset:
+/// tonic reports a body cut by a broken pipe as UNKNOWN). Never
 /// DEADLINE_EXCEEDED, never the kernel gate, never a proxy 403, never a
 /// cancellation by the caller.
 pub fn is_reconnectable(f: &GrpcFailure) -> bool {
@@ -208,7 +209,7 @@ pub fn is_reconnectable(f: &GrpcFailure) -> bool {
     match f.code {
         GrpcCode::Unavailable => true,
         GrpcCode::Cancelled if f.call.caller_cancelled => false,
-        GrpcCode::Internal | GrpcCode::Cancelled => f.origin == Origin::Reset,
+        GrpcCode::Internal | GrpcCode::Unknown | GrpcCode::Cancelled => f.origin == Origin::Reset,
         _ => false,
     }
 }

@@ -147,11 +147,16 @@ impl AgentConn {
         &self,
         request: pb::PtyStart,
     ) -> Result<AgentStream<pb::PtyServerMessage>, SandboxError> {
-        self.open_stream(CallContext::new("pty.create"), None, || {
-            let mut client = self.client::<PtyServiceClient<Svc>>();
-            let request = request.clone();
-            async move { client.create(request).await }
-        })
+        self.open_stream(
+            CallContext::new("pty.create"),
+            None,
+            ConnectRetry::LadderNoReplay,
+            || {
+                let mut client = self.client::<PtyServiceClient<Svc>>();
+                let request = request.clone();
+                async move { client.create(request).await }
+            },
+        )
         .await
     }
 
@@ -160,26 +165,37 @@ impl AgentConn {
         &self,
         request: pb::ConnectRequest,
     ) -> Result<AgentStream<pb::PtyServerMessage>, SandboxError> {
-        self.open_stream(CallContext::new("pty.connect"), None, || {
-            let mut client = self.client::<PtyServiceClient<Svc>>();
-            async move { client.connect(request).await }
-        })
+        self.open_stream(
+            CallContext::new("pty.connect"),
+            None,
+            ConnectRetry::Ladder,
+            || {
+                let mut client = self.client::<PtyServiceClient<Svc>>();
+                async move { client.connect(request).await }
+            },
+        )
         .await
     }
 }
 
 /// The streaming RPCs.
 impl AgentConn {
-    /// `ProcessService/Connect`; `total` bounds the whole stream.
-    pub(crate) async fn connect_process(
+    /// `ProcessService/Connect` for `commands().connect(pid)` (errors name
+    /// `commands.connect`); `total` bounds the whole stream.
+    pub(crate) async fn attach_process(
         &self,
         request: pb::ConnectRequest,
         total: Option<Duration>,
     ) -> Result<AgentStream<pb::ProcessEvent>, SandboxError> {
-        self.open_stream(CallContext::new("commands.connect"), total, || {
-            let mut client = self.client::<ProcessServiceClient<Svc>>();
-            async move { client.connect(request).await }
-        })
+        self.open_stream(
+            CallContext::new("commands.connect"),
+            total,
+            ConnectRetry::Ladder,
+            || {
+                let mut client = self.client::<ProcessServiceClient<Svc>>();
+                async move { client.connect(request).await }
+            },
+        )
         .await
     }
 
@@ -189,11 +205,16 @@ impl AgentConn {
         &self,
         request: pb::WatchDirRequest,
     ) -> Result<AgentStream<pb::WatchDirResponse>, SandboxError> {
-        self.open_stream(CallContext::filesystem("files.watch_dir"), None, || {
-            let mut client = self.client::<FilesystemServiceClient<Svc>>();
-            let request = request.clone();
-            async move { client.watch_dir(request).await }
-        })
+        self.open_stream(
+            CallContext::filesystem("files.watch_dir"),
+            None,
+            ConnectRetry::Ladder,
+            || {
+                let mut client = self.client::<FilesystemServiceClient<Svc>>();
+                let request = request.clone();
+                async move { client.watch_dir(request).await }
+            },
+        )
         .await
     }
 }

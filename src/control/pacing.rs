@@ -1,0 +1,327 @@
+//! Client-side pacing of control-plane calls: one token bucket per
+//! operation, shared by every handle of one client configuration, so that
+//! a process with many sandboxes stays under the account's API rates
+//! instead of meeting them as throttling. Each attempt of the retry layer
+//! takes a token (the layer sits under [`super::retry::Retrying`]).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
+use tokio::time::Instant;
+
+use super::{AuthTokenRequest, ControlPlane, ListPage, ListRequest, Microvm, RunRequest};
+use crate::error::SandboxError;
+use crate::secret::Secret;
+
+/// The paced operations, in the order of [`Pacing`]'s rates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Run = 0,
+    Get,
+    Suspend,
+    Resume,
+    Terminate,
+    AuthToken,
+    List,
+}
+
+const OPS: usize = 7;
+
+/// How many control-plane calls per second this process makes, per
+/// operation (token buckets whose burst is one second's worth). Shared by
+/// every sandbox handle made with the same backend settings and the same
+/// `Pacing`. Defaults: RunMicrovm 5/s, GetMicrovm 100/s, SuspendMicrovm
+/// 2/s, ResumeMicrovm 5/s, TerminateMicrovm 10/s, CreateMicrovmAuthToken
+/// 50/s, ListMicrovms 10/s. A rate of 0 turns pacing off for that
+/// operation.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[must_use]
+pub struct Pacing {
+    per_second: [u32; OPS],
+}
+
+impl fmt::Debug for Pacing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [run, get, suspend, resume, terminate, auth, list] = self.per_second;
+        f.debug_struct("Pacing")
+            .field("run_microvm", &run)
+            .field("get_microvm", &get)
+            .field("suspend_microvm", &suspend)
+            .field("resume_microvm", &resume)
+            .field("terminate_microvm", &terminate)
+            .field("create_auth_token", &auth)
+            .field("list_microvms", &list)
+            .finish()
+    }
+}
+
+impl Default for Pacing {
+    fn default() -> Self {
+        Self {
+            per_second: [5, 100, 2, 5, 10, 50, 10],
+        }
+    }
+}
+
+impl Pacing {
+    /// The default rates.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// No pacing at all (every rate 0).
+    pub fn unlimited() -> Self {
+        Self {
+            per_second: [0; OPS],
+        }
+    }
+
+    fn set(mut self, op: Op, per_second: u32) -> Self {
+        self.per_second[op as usize] = per_second;
+        self
+    }
+
+    /// RunMicrovm calls per second (default 5).
+    pub fn run_microvm(self, per_second: u32) -> Self {
+        self.set(Op::Run, per_second)
+    }
+
+    /// GetMicrovm calls per second (default 100).
+    pub fn get_microvm(self, per_second: u32) -> Self {
+        self.set(Op::Get, per_second)
+    }
+
+    /// SuspendMicrovm calls per second (default 2).
+    pub fn suspend_microvm(self, per_second: u32) -> Self {
+        self.set(Op::Suspend, per_second)
+    }
+
+    /// ResumeMicrovm calls per second (default 5).
+    pub fn resume_microvm(self, per_second: u32) -> Self {
+        self.set(Op::Resume, per_second)
+    }
+
+    /// TerminateMicrovm calls per second (default 10).
+    pub fn terminate_microvm(self, per_second: u32) -> Self {
+        self.set(Op::Terminate, per_second)
+    }
+
+    /// CreateMicrovmAuthToken calls per second (default 50).
+    pub fn create_auth_token(self, per_second: u32) -> Self {
+        self.set(Op::AuthToken, per_second)
+    }
+
+    /// ListMicrovms calls per second (default 10).
+    pub fn list_microvms(self, per_second: u32) -> Self {
+        self.set(Op::List, per_second)
+    }
+}
+
+/// One token bucket: `rate` tokens per second, at most `rate` stored.
+#[derive(Debug)]
+struct Bucket {
+    rate: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl Bucket {
+    fn new(per_second: u32) -> Option<Self> {
+        (per_second > 0).then(|| Self {
+            rate: f64::from(per_second),
+            state: Mutex::new((f64::from(per_second), Instant::now())),
+        })
+    }
+
+    /// Takes a token, waiting for it when the bucket is empty. A token is
+    /// reserved before the wait, so that waiters are served in turn.
+    async fn take(&self) {
+        let wait = {
+            let mut state = self
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let now = Instant::now();
+            let (tokens, last) = *state;
+            let refilled = (tokens + now.saturating_duration_since(last).as_secs_f64() * self.rate)
+                .min(self.rate);
+            let left = refilled - 1.0;
+            *state = (left, now);
+            if left >= 0.0 {
+                Duration::ZERO
+            } else {
+                Duration::from_secs_f64(-left / self.rate)
+            }
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// The buckets of one client configuration.
+#[derive(Debug)]
+pub(crate) struct Buckets {
+    buckets: [Option<Bucket>; OPS],
+}
+
+impl Buckets {
+    fn new(pacing: Pacing) -> Self {
+        Self {
+            buckets: pacing.per_second.map(Bucket::new),
+        }
+    }
+
+    async fn take(&self, op: Op) {
+        if let Some(bucket) = &self.buckets[op as usize] {
+            bucket.take().await;
+        }
+    }
+
+    /// The buckets every handle of the configuration `key` shares (made
+    /// on first use, forgotten once no handle holds them). `None` for a
+    /// key makes buckets of their own.
+    pub(crate) fn shared(key: Option<String>, pacing: Pacing) -> Arc<Self> {
+        type Registry = Mutex<HashMap<(String, Pacing), Weak<Buckets>>>;
+        static REGISTRY: OnceLock<Registry> = OnceLock::new();
+        let Some(key) = key else {
+            return Arc::new(Self::new(pacing));
+        };
+        let mut registry = REGISTRY
+            .get_or_init(Registry::default)
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        registry.retain(|_, buckets| buckets.strong_count() > 0);
+        let entry = (key, pacing);
+        if let Some(buckets) = registry.get(&entry).and_then(Weak::upgrade) {
+            return buckets;
+        }
+        let buckets = Arc::new(Self::new(pacing));
+        registry.insert(entry, Arc::downgrade(&buckets));
+        buckets
+    }
+}
+
+/// A control plane whose calls are paced.
+pub(crate) struct Paced<C> {
+    inner: C,
+    buckets: Arc<Buckets>,
+}
+
+impl<C: fmt::Debug> fmt::Debug for Paced<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Paced")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: ControlPlane> Paced<C> {
+    pub(crate) fn new(inner: C, buckets: Arc<Buckets>) -> Self {
+        Self { inner, buckets }
+    }
+}
+
+impl<C: ControlPlane> ControlPlane for Paced<C> {
+    fn run_microvm(&self, request: RunRequest) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
+        async move {
+            self.buckets.take(Op::Run).await;
+            self.inner.run_microvm(request).await
+        }
+        .boxed()
+    }
+
+    fn get_microvm(&self, id: String) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
+        async move {
+            self.buckets.take(Op::Get).await;
+            self.inner.get_microvm(id).await
+        }
+        .boxed()
+    }
+
+    fn terminate_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
+        async move {
+            self.buckets.take(Op::Terminate).await;
+            self.inner.terminate_microvm(id).await
+        }
+        .boxed()
+    }
+
+    fn create_auth_token(
+        &self,
+        request: AuthTokenRequest,
+    ) -> BoxFuture<'_, Result<Secret, SandboxError>> {
+        async move {
+            self.buckets.take(Op::AuthToken).await;
+            self.inner.create_auth_token(request).await
+        }
+        .boxed()
+    }
+
+    fn suspend_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
+        async move {
+            self.buckets.take(Op::Suspend).await;
+            self.inner.suspend_microvm(id).await
+        }
+        .boxed()
+    }
+
+    fn resume_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
+        async move {
+            self.buckets.take(Op::Resume).await;
+            self.inner.resume_microvm(id).await
+        }
+        .boxed()
+    }
+
+    fn list_microvms(&self, request: ListRequest) -> BoxFuture<'_, Result<ListPage, SandboxError>> {
+        async move {
+            self.buckets.take(Op::List).await;
+            self.inner.list_microvms(request).await
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_bucket_serves_its_burst_at_once_then_its_rate() {
+        let bucket = Bucket::new(20).unwrap();
+        let start = Instant::now();
+        for _ in 0..20 {
+            bucket.take().await;
+        }
+        assert!(start.elapsed() < Duration::from_millis(200));
+        for _ in 0..10 {
+            bucket.take().await;
+        }
+        // 10 more at 20/s: half a second (less whatever refilled meanwhile).
+        assert!(
+            start.elapsed() >= Duration::from_millis(400),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(Bucket::new(0).is_none(), "0 turns pacing off");
+    }
+
+    #[test]
+    fn buckets_are_shared_per_key_and_pacing() {
+        let a = Buckets::shared(Some("k".into()), Pacing::default());
+        let b = Buckets::shared(Some("k".into()), Pacing::default());
+        assert!(Arc::ptr_eq(&a, &b));
+        let other = Buckets::shared(Some("k".into()), Pacing::default().get_microvm(7));
+        assert!(!Arc::ptr_eq(&a, &other));
+        let own = Buckets::shared(None, Pacing::default());
+        assert!(!Arc::ptr_eq(&a, &own));
+        assert_eq!(
+            format!("{:?}", Pacing::default()),
+            "Pacing { run_microvm: 5, get_microvm: 100, suspend_microvm: 2, resume_microvm: 5, terminate_microvm: 10, create_auth_token: 50, list_microvms: 10 }"
+        );
+    }
+}

@@ -1,0 +1,248 @@
+//! The reconnect contract (wire contract 2.7; docs/architecture.md,
+//! "Reconnect"): after a reconnectable failure (a reset, a proxy
+//! 429/502/503/504, the phase gate, an in-stream `suspending` end) the
+//! sandbox's one poller asks the control plane where the MicroVM stands and
+//! polls Health with jittered backoff until it is back, it is known gone,
+//! or `reconnect_timeout` (the policy's `reconnect` budget) runs out.
+//!
+//! The control plane is reached through a [`StateCheck`] closure that the
+//! sandbox module builds, so this module knows no AWS type.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::time::Instant;
+
+use super::AgentConn;
+use crate::backoff::Schedule;
+use crate::error::{Backoff, ErrorKind, SandboxError};
+
+/// How often the poller asks the control plane (2.7: every 5 s).
+const STATE_CHECK_EVERY: Duration = Duration::from_secs(5);
+/// The first checks come sooner (after 0.25 s, then 1 s in all): the
+/// control plane may still say RUNNING for a moment after the cut of a
+/// MicroVM that is going away.
+const EARLY_CHECKS: [Duration; 2] = [Duration::from_millis(250), Duration::from_millis(750)];
+/// Bounds of one Health probe's deadline.
+const MIN_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The budget when the policy sets none.
+const DEFAULT_BUDGET: Duration = Duration::from_secs(60);
+
+/// What the control plane says about the MicroVM, as the poller needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VmCheck {
+    /// RUNNING.
+    Running,
+    /// SUSPENDING or SUSPENDED; `auto_resume` when traffic wakes it;
+    /// `paused_here` when this handle's `pause()` asked for it (and no
+    /// resume followed): a stream it cut sleeps until a resume instead of
+    /// waking the VM.
+    Suspended {
+        auto_resume: bool,
+        paused_here: bool,
+    },
+    /// TERMINATING or TERMINATED; `max_duration` when its maximum duration
+    /// ended it.
+    Ending { max_duration: bool },
+    /// Anything else (PENDING after a resume, unknown states).
+    Other,
+}
+
+/// Asks the control plane for the MicroVM's state (GetMicrovm).
+pub(crate) type StateCheck =
+    Arc<dyn Fn() -> BoxFuture<'static, Result<VmCheck, SandboxError>> + Send + Sync>;
+
+/// Why the connection was cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cut {
+    /// A reset, a proxy 429/502/503/504, or the `terminating` phase gate.
+    Transport,
+    /// The `suspending` phase gate or an in-stream `suspending` end: back
+    /// only with a new resume generation (or RUNNING read after the cut).
+    Suspending,
+    /// The connection could not be established (nothing was sent).
+    NotEstablished,
+}
+
+/// The reconnect state of one sandbox: one poller at a time, and an epoch
+/// that says whether the connection came back since a caller's failure.
+pub(crate) struct Reconnector {
+    sandbox_id: String,
+    check: StateCheck,
+    backoff: Backoff,
+    poller: tokio::sync::Mutex<()>,
+    /// +1 each time the sandbox is found back.
+    epoch: AtomicU64,
+    /// The agent's resume generation when last seen ready.
+    generation: AtomicU64,
+}
+
+impl fmt::Debug for Reconnector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reconnector")
+            .field("sandbox_id", &self.sandbox_id)
+            .field("epoch", &self.epoch.load(Ordering::SeqCst))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Remedy of a sandbox suspended without auto-resume.
+const CALL_RESUME: &str = "call resume() on the handle, then retry";
+
+impl Reconnector {
+    pub(crate) fn new(
+        sandbox_id: String,
+        check: StateCheck,
+        backoff: Backoff,
+        resume_generation: u64,
+    ) -> Self {
+        Self {
+            sandbox_id,
+            check,
+            backoff,
+            poller: tokio::sync::Mutex::new(()),
+            epoch: AtomicU64::new(0),
+            generation: AtomicU64::new(resume_generation),
+        }
+    }
+
+    /// The epoch to pass to [`Reconnector::await_back`] for a call about
+    /// to be made.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Records the generation a resume (or a connect) saw.
+    pub(crate) fn set_generation(&self, generation: u64) {
+        self.generation.store(generation, Ordering::SeqCst);
+    }
+
+    /// Waits until the sandbox is back after a cut seen by a call made at
+    /// `seen_epoch`. Only one caller polls; the others wait for it and
+    /// return at once when it found the sandbox back.
+    ///
+    /// # Errors
+    /// `SandboxNotFound` (terminated), `SandboxLifetime` (its maximum
+    /// duration ended it), `SandboxState` (suspended without auto-resume:
+    /// call resume()), `Sandbox { connection_lost }` after the budget (the
+    /// probes in `meta().attempts()`, the time waited in the message).
+    pub(crate) async fn await_back(
+        &self,
+        conn: &AgentConn,
+        seen_epoch: u64,
+        cut: Cut,
+        feature: &str,
+    ) -> Result<(), SandboxError> {
+        let _poller = self.poller.lock().await;
+        if self.epoch() != seen_epoch {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let budget = self.backoff.total_budget.unwrap_or(DEFAULT_BUDGET);
+        let deadline = start + budget;
+        // The deadline ends the wait, not the schedule.
+        let mut pauses = Schedule::new(&Backoff {
+            total_budget: None,
+            max_attempts: None,
+            ..self.backoff
+        });
+        let old_generation = self.generation.load(Ordering::SeqCst);
+        let mut running_after_cut = false;
+        // A stream cut by this handle's own pause sleeps (GetMicrovm only)
+        // until the sandbox runs again: probing Health would wake it.
+        let mut sleeping = false;
+        let mut last_check: Option<Instant> = None;
+        let mut probes: u32 = 0;
+        let mut checks: u32 = 0;
+        // When the next control-plane check is due (the first: at once).
+        let check_due = |last: Option<Instant>, checks: u32| match last {
+            None => start,
+            Some(at) => {
+                at + usize::try_from(checks)
+                    .ok()
+                    .and_then(|n| EARLY_CHECKS.get(n.wrapping_sub(1)))
+                    .copied()
+                    .unwrap_or(STATE_CHECK_EVERY)
+            }
+        };
+        tracing::debug!(target: "rayito::reconnect", sandbox_id = %self.sandbox_id, ?cut, feature, "connection cut; polling");
+        loop {
+            // The first check is at once: a sandbox that is gone is
+            // reported within one GetMicrovm round trip.
+            if Instant::now() >= check_due(last_check, checks) {
+                last_check = Some(Instant::now());
+                checks = checks.saturating_add(1);
+                sleeping = false;
+                match (self.check)().await {
+                    Ok(VmCheck::Running) => running_after_cut = true,
+                    Ok(VmCheck::Ending { max_duration: true }) => {
+                        return Err(SandboxError::lifetime_reached(&self.sandbox_id));
+                    }
+                    Ok(VmCheck::Ending { .. }) => {
+                        return Err(SandboxError::sandbox_not_found(&self.sandbox_id));
+                    }
+                    Err(err) if err.kind() == ErrorKind::SandboxNotFound => {
+                        return Err(SandboxError::sandbox_not_found(&self.sandbox_id));
+                    }
+                    Ok(VmCheck::Suspended {
+                        paused_here: true, ..
+                    }) if cut == Cut::Suspending => sleeping = true,
+                    Ok(VmCheck::Suspended {
+                        auto_resume: false, ..
+                    }) => {
+                        return Err(SandboxError::sandbox_state("suspended", CALL_RESUME));
+                    }
+                    // Health decides; a control plane that does not answer
+                    // does not end the wait.
+                    Ok(VmCheck::Suspended { .. } | VmCheck::Other) | Err(_) => {}
+                }
+            }
+            if sleeping {
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                if remaining.is_zero() {
+                    return Err(SandboxError::reconnect_gave_up(
+                        feature,
+                        start.elapsed(),
+                        probes,
+                    ));
+                }
+                tokio::time::sleep_until(check_due(last_check, checks).min(deadline)).await;
+                continue;
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            probes = probes.saturating_add(1);
+            let probe_timeout = remaining.clamp(MIN_PROBE_TIMEOUT, MAX_PROBE_TIMEOUT);
+            if let Ok(health) = conn.probe_health(probe_timeout).await {
+                let new_generation = health.resume_generation != old_generation;
+                if health.agent_ready
+                    && health.kernel_ready
+                    && (cut != Cut::Suspending || new_generation || running_after_cut)
+                {
+                    self.generation
+                        .store(health.resume_generation, Ordering::SeqCst);
+                    self.epoch.fetch_add(1, Ordering::SeqCst);
+                    tracing::debug!(target: "rayito::reconnect", sandbox_id = %self.sandbox_id, probes, "sandbox back");
+                    return Ok(());
+                }
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(SandboxError::reconnect_gave_up(
+                    feature,
+                    start.elapsed(),
+                    probes,
+                ));
+            }
+            // Never sleep past the next control-plane check.
+            let pause = pauses.next(None).unwrap_or(self.backoff.max_delay);
+            let until = (Instant::now() + pause)
+                .min(check_due(last_check, checks))
+                .min(deadline);
+            tokio::time::sleep_until(until).await;
+        }
+    }
+}
