@@ -45,6 +45,7 @@ pub use rayito::{
     FilesystemEventKind, Logs, OutputMessage, ProcessInfo, PtyHandle, PtyOptions, PtySize,
     SandboxError, SandboxHost, SandboxInfo, Secret, WatchHandle,
 };
-pub use sandbox::{CommandOpts, Commands, RunCodeOpts, Sandbox};
+pub use rayito::{ListQuery as SandboxQuery, SandboxList as SandboxPaginator, SandboxSummary};
+pub use sandbox::{CommandOpts, Commands, ConnectOpts, OnResume, RunCodeOpts, Sandbox};
 pub use unimplemented::{DOC, Missing};
 pub use warnings::CompatWarning;

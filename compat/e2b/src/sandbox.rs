@@ -35,16 +35,10 @@ impl Sandbox {
         refuse_missing(&opts)?;
         let warnings = Warnings::default();
         warn_ignored(&opts, &warnings);
-        let mut builder = rayito::Sandbox::builder()
+        let mut builder = builder_for(&opts.backend)
             .timeout(opts.timeout.unwrap_or(DEFAULT_SANDBOX_TIMEOUT))
             .envs(opts.envs.clone())
             .metadata(opts.metadata.clone());
-        builder = match &opts.backend {
-            Backend::FromEnv => builder,
-            #[cfg(feature = "local")]
-            Backend::Local => builder.local(),
-            Backend::Aws(aws) => builder.aws(aws.clone()),
-        };
         if let Some(template) = &opts.template {
             builder = builder.template(template.clone());
         }
@@ -64,9 +58,62 @@ impl Sandbox {
         Ok(Sandbox { inner, warnings })
     }
 
+    /// `Sandbox.connect(sandbox_id)`: reattaches to a sandbox, resuming it
+    /// when it is paused. Lambda MicroVMs needs the sandbox's access token
+    /// (from [`Sandbox::access_token`]) where E2B used its API key.
+    ///
+    /// # Errors
+    /// `Unimplemented` (`connect(on_resume=reboot)`) before any call;
+    /// otherwise what `rayito::SandboxBuilder::connect` returns.
+    pub async fn connect(
+        sandbox_id: &str,
+        access_token: impl Into<rayito::Secret>,
+        opts: ConnectOpts,
+    ) -> Result<Sandbox, SandboxError> {
+        if opts.on_resume == OnResume::Reboot {
+            return Err(Missing::ConnectReboot.error());
+        }
+        let inner = builder_for(&opts.backend)
+            .connect(sandbox_id, access_token)
+            .await?;
+        Ok(Sandbox {
+            inner,
+            warnings: Warnings::default(),
+        })
+    }
+
+    /// `Sandbox.kill(sandbox_id)`: false when it was already gone.
+    ///
+    /// # Errors
+    /// What `rayito::SandboxBuilder::kill_by_id` returns.
+    pub async fn kill_by_id(sandbox_id: &str, opts: ConnectOpts) -> Result<bool, SandboxError> {
+        builder_for(&opts.backend).kill_by_id(sandbox_id).await
+    }
+
+    /// `Sandbox.get_info(sandbox_id)`.
+    ///
+    /// # Errors
+    /// What `rayito::SandboxBuilder::get_info_by_id` returns.
+    pub async fn get_info_by_id(
+        sandbox_id: &str,
+        opts: ConnectOpts,
+    ) -> Result<SandboxInfo, SandboxError> {
+        builder_for(&opts.backend).get_info_by_id(sandbox_id).await
+    }
+
+    /// `Sandbox.list(query)`: a paginated stream of sandbox summaries.
+    pub fn list(query: rayito::ListQuery, opts: ConnectOpts) -> rayito::SandboxList {
+        builder_for(&opts.backend).list(query)
+    }
+
     /// `sandbox_id`.
     pub fn sandbox_id(&self) -> &str {
         self.inner.id()
+    }
+
+    /// The access token [`Sandbox::connect`] needs to reattach later.
+    pub fn access_token(&self) -> &rayito::Secret {
+        self.inner.access_token()
     }
 
     /// The SDK's own handle, for everything beyond E2B's surface.
@@ -215,21 +262,18 @@ impl Sandbox {
         Err(Missing::CreateSnapshot.error())
     }
 
-    /// `pause(keep_memory=..)`: `keep_memory = Some(false)` is not available.
+    /// `pause(keep_memory=..)`: suspends the sandbox (memory and disk are
+    /// always kept); [`Sandbox::connect`] resumes it.
     ///
     /// # Errors
     /// `Unimplemented { feature: "pause(keep_memory=false)" }` for
-    /// `Some(false)`; otherwise `Unimplemented { feature: "pause" }` until the
-    /// SDK's pause lands (no call is made either way).
+    /// `Some(false)`, before any call; otherwise what
+    /// `rayito::Sandbox::pause` returns.
     pub async fn pause(&self, keep_memory: Option<bool>) -> Result<bool, SandboxError> {
         if keep_memory == Some(false) {
             return Err(Missing::PauseWithoutMemory.error());
         }
-        Err(SandboxError::unimplemented(
-            "pause",
-            "this version of rayito-e2b has no pause yet",
-            Some(crate::unimplemented::DOC),
-        ))
+        self.inner.pause().await
     }
 
     /// `get_mcp_url()`: not available.
@@ -261,6 +305,36 @@ impl Sandbox {
             self.warnings.warn("retries", reason::ON_HANDLE);
         }
     }
+}
+
+/// The SDK builder for a backend choice.
+fn builder_for(backend: &Backend) -> rayito::SandboxBuilder {
+    let builder = rayito::Sandbox::builder();
+    match backend {
+        Backend::FromEnv => builder,
+        #[cfg(feature = "local")]
+        Backend::Local => builder.local(),
+        Backend::Aws(aws) => builder.aws(aws.clone()),
+    }
+}
+
+/// `Sandbox.connect(..)` and the by-id class methods' options.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOpts {
+    /// `on_resume`: `Reboot` is `Unimplemented`.
+    pub on_resume: OnResume,
+    /// rayito only: where the sandbox runs.
+    pub backend: Backend,
+}
+
+/// `on_resume=`: what a resumed sandbox gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnResume {
+    /// Its memory and disk as they were (the only choice on Lambda MicroVMs).
+    #[default]
+    Restore,
+    /// A fresh boot: not available.
+    Reboot,
 }
 
 /// The languages with a kernel (the SDK's agent serves these).

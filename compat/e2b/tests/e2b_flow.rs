@@ -376,3 +376,92 @@ fn e2b_defaults_differ_from_the_sdk_where_documented() {
         Duration::from_secs(300)
     );
 }
+
+/// Connect by id (resuming a paused sandbox), list by metadata, kill by id:
+/// E2B's class methods over the SDK's by-id calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_connect_list_and_kill_by_id() {
+    use futures_util::StreamExt;
+
+    let marker = format!("e2b-{}", std::process::id());
+    let sbx = Sandbox::create(SandboxOpts {
+        metadata: BTreeMap::from([("suite".to_owned(), marker.clone())]),
+        ..local()
+    })
+    .await
+    .expect("create");
+    let id = sbx.sandbox_id().to_owned();
+    let token = sbx.access_token().clone();
+    sbx.run_code("kept = 41", RunCodeOpts::new())
+        .await
+        .expect("state");
+
+    let refused = sbx
+        .pause(Some(false))
+        .await
+        .expect_err("memory is always kept");
+    assert!(
+        matches!(&refused, rayito::SandboxError::Unimplemented { feature, .. } if &**feature == "pause(keep_memory=false)")
+    );
+    assert!(sbx.pause(None).await.expect("pause"), "it was running");
+
+    let reboot = Sandbox::connect(
+        &id,
+        token.clone(),
+        rayito_e2b::ConnectOpts {
+            on_resume: rayito_e2b::OnResume::Reboot,
+            backend: Backend::Local,
+        },
+    )
+    .await
+    .expect_err("no reboot");
+    assert!(
+        matches!(&reboot, rayito::SandboxError::Unimplemented { feature, .. } if &**feature == "connect(on_resume=reboot)")
+    );
+
+    let back = Sandbox::connect(
+        &id,
+        token,
+        rayito_e2b::ConnectOpts {
+            backend: Backend::Local,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("connect resumes the paused sandbox");
+    let kept = back
+        .run_code("kept + 1", RunCodeOpts::new())
+        .await
+        .expect("memory kept");
+    assert_eq!(kept.text(), Some("42"));
+
+    let listed: Vec<_> = Sandbox::list(
+        rayito_e2b::SandboxQuery::new().metadata([("suite", marker.as_str())]),
+        rayito_e2b::ConnectOpts {
+            backend: Backend::Local,
+            ..Default::default()
+        },
+    )
+    .collect()
+    .await;
+    let ids: Vec<String> = listed
+        .into_iter()
+        .map(|s| s.expect("a listed sandbox").sandbox_id)
+        .collect();
+    assert_eq!(ids, vec![id.clone()]);
+
+    let opts = rayito_e2b::ConnectOpts {
+        backend: Backend::Local,
+        ..Default::default()
+    };
+    assert!(
+        Sandbox::kill_by_id(&id, opts.clone())
+            .await
+            .expect("kill by id")
+    );
+    let info = Sandbox::get_info_by_id(&id, opts).await;
+    match info {
+        Ok(info) => assert_ne!(info.state, rayito::SandboxState::Running),
+        Err(e) => assert!(is_instance(&e, E2bClass::SandboxNotFoundException), "{e}"),
+    }
+}
