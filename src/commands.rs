@@ -4,17 +4,19 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::SandboxError;
 use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end_event};
+use crate::error::{GrpcCode, SandboxError};
 use crate::pb;
 use crate::pb::process_event::Event;
 use crate::sandbox::Sandbox;
+use crate::transport::{AgentConn, AgentStream};
 
 /// Default command timeout, when the caller sets none.
 const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// The client stream deadline is the command timeout plus this, so that the
-/// agent's own EndEvent wins the race.
-const STREAM_SLACK: Duration = Duration::from_secs(5);
+/// agent's own EndEvent wins the race: above its 5 s SIGTERM-to-SIGKILL grace
+/// with room for a loaded machine (as for code cells).
+const STREAM_SLACK: Duration = Duration::from_secs(15);
 /// Output kept per stream; the tail is kept beyond it.
 const MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
 
@@ -210,78 +212,160 @@ impl<'a> Commands<'a> {
                 ));
             }
         };
-        if let Some(data) = options.stdin.take() {
-            conn.send_input(pb::SendInputRequest { pid, data }, request_timeout)
-                .await?;
-            conn.close_stdin(pb::CloseStdinRequest { pid }, request_timeout)
-                .await?;
-        }
-
-        let mut stdout = OutputBuffer::default();
-        let mut stderr = OutputBuffer::default();
+        // Stdin is fed while the output is read: a command that reads its
+        // stdin slowly, or writes a lot before reading, never deadlocks
+        // against the SDK. The first of the two to decide ends the command.
+        let stdin_deadline = options.timeout.map(|t| t + STREAM_SLACK);
+        let feed = feed_stdin(
+            conn,
+            pid,
+            options.stdin.take(),
+            stdin_deadline,
+            request_timeout,
+        );
+        let events = read_events(&mut stream, &mut options, cmd);
+        tokio::pin!(feed, events);
+        let mut fed = false;
         loop {
-            let Some(event) = stream.message().await? else {
+            tokio::select! {
+                outcome = &mut feed, if !fed => {
+                    outcome?;
+                    fed = true;
+                }
+                outcome = &mut events => return outcome,
+            }
+        }
+    }
+}
+
+/// Stdin larger than this is sent in several `SendInput` calls, each well
+/// under the gRPC message limit.
+const STDIN_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// Writes `data` to the process's stdin in pieces, then closes it.
+///
+/// Stdin given with a command is part of the command: when the process has
+/// ended (`NotFound`) or closed its stdin (`FAILED_PRECONDITION` "stdin is
+/// not open") before reading it all, the rest is dropped, as a shell pipe
+/// drops what its reader never reads, and the command's own end decides
+/// the outcome. Any other failure is returned. Each piece may wait as long
+/// as the command may run (`deadline`, or `request_timeout` at least): the
+/// process reads it at its own pace.
+async fn feed_stdin(
+    conn: &AgentConn,
+    pid: u32,
+    data: Option<Vec<u8>>,
+    deadline: Option<Duration>,
+    request_timeout: Duration,
+) -> Result<(), SandboxError> {
+    let Some(data) = data else {
+        return Ok(());
+    };
+    let per_call = deadline.map_or(NO_STDIN_DEADLINE, |d| d.max(request_timeout));
+    let fed = async {
+        for piece in data.chunks(STDIN_CHUNK_BYTES) {
+            let request = pb::SendInputRequest {
+                pid,
+                data: piece.to_vec(),
+            };
+            conn.send_input(request, per_call).await?;
+        }
+        conn.close_stdin(pb::CloseStdinRequest { pid }, request_timeout)
+            .await
+    };
+    match fed.await {
+        Err(err) if stdin_gone(&err) => Ok(()),
+        outcome => outcome,
+    }
+}
+
+/// The per-piece bound of stdin for a command without a timeout.
+const NO_STDIN_DEADLINE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// True for the agent's answers that mean the process no longer takes
+/// stdin: it ended (NOT_FOUND) or its stdin pipe is closed
+/// (FAILED_PRECONDITION).
+fn stdin_gone(err: &SandboxError) -> bool {
+    matches!(
+        err.meta().grpc_code(),
+        Some(GrpcCode::NotFound | GrpcCode::FailedPrecondition)
+    ) && matches!(
+        err,
+        SandboxError::NotFound { .. } | SandboxError::InvalidArgument { .. }
+    )
+}
+
+/// Reads a process stream to its end event and maps it to the command's
+/// outcome.
+async fn read_events(
+    stream: &mut AgentStream<pb::ProcessEvent>,
+    options: &mut CommandOptions,
+    cmd: &str,
+) -> Result<CommandResult, SandboxError> {
+    let mut stdout = OutputBuffer::default();
+    let mut stderr = OutputBuffer::default();
+    loop {
+        let Some(event) = stream.message().await? else {
+            return Err(SandboxError::protocol_violation(
+                "commands.run",
+                "the process stream ended without an end event",
+            ));
+        };
+        match event.event {
+            Some(Event::Data(data)) => match data.output {
+                Some(pb::data_event::Output::Stdout(bytes)) => {
+                    let text = stdout.push(&bytes);
+                    if let Some(cb) = options.on_stdout.as_mut() {
+                        cb(&text);
+                    }
+                }
+                Some(pb::data_event::Output::Stderr(bytes)) => {
+                    let text = stderr.push(&bytes);
+                    if let Some(cb) = options.on_stderr.as_mut() {
+                        cb(&text);
+                    }
+                }
+                None => {}
+            },
+            Some(Event::End(end)) => {
+                let (stdout, stdout_cut) = stdout.finish();
+                let (stderr, stderr_cut) = stderr.finish();
+                let exit_code = end.exit_code;
+                let outcome = from_end_event(
+                    EndEventData {
+                        status: end.status,
+                        exit_code,
+                        signal: end.signal,
+                        error: end.error.map(|e| (e.code, e.message)),
+                    },
+                    CommandOutput {
+                        stdout,
+                        stderr,
+                        truncated: stdout_cut || stderr_cut,
+                    },
+                    cmd,
+                )?;
+                return match outcome {
+                    EndOutcome::Exited { output } => Ok(CommandResult {
+                        stdout: output.stdout,
+                        stderr: output.stderr,
+                        exit_code,
+                        truncated: output.truncated,
+                    }),
+                    // The process lives on; re-attaching after a resume
+                    // (the reconnect contract) is not implemented yet.
+                    _ => Err(SandboxError::sandbox_state(
+                        "suspending",
+                        "resume the sandbox and run the command again",
+                    )),
+                };
+            }
+            Some(Event::Keepalive(_)) | None => {}
+            Some(Event::Start(_)) => {
                 return Err(SandboxError::protocol_violation(
                     "commands.run",
-                    "the process stream ended without an end event",
+                    "the process stream sent a second start event",
                 ));
-            };
-            match event.event {
-                Some(Event::Data(data)) => match data.output {
-                    Some(pb::data_event::Output::Stdout(bytes)) => {
-                        let text = stdout.push(&bytes);
-                        if let Some(cb) = options.on_stdout.as_mut() {
-                            cb(&text);
-                        }
-                    }
-                    Some(pb::data_event::Output::Stderr(bytes)) => {
-                        let text = stderr.push(&bytes);
-                        if let Some(cb) = options.on_stderr.as_mut() {
-                            cb(&text);
-                        }
-                    }
-                    None => {}
-                },
-                Some(Event::End(end)) => {
-                    let (stdout, stdout_cut) = stdout.finish();
-                    let (stderr, stderr_cut) = stderr.finish();
-                    let exit_code = end.exit_code;
-                    let outcome = from_end_event(
-                        EndEventData {
-                            status: end.status,
-                            exit_code,
-                            signal: end.signal,
-                            error: end.error.map(|e| (e.code, e.message)),
-                        },
-                        CommandOutput {
-                            stdout,
-                            stderr,
-                            truncated: stdout_cut || stderr_cut,
-                        },
-                        cmd,
-                    )?;
-                    return match outcome {
-                        EndOutcome::Exited { output } => Ok(CommandResult {
-                            stdout: output.stdout,
-                            stderr: output.stderr,
-                            exit_code,
-                            truncated: output.truncated,
-                        }),
-                        // The process lives on; re-attaching after a resume
-                        // (the reconnect contract) is not implemented yet.
-                        _ => Err(SandboxError::sandbox_state(
-                            "suspending",
-                            "resume the sandbox and run the command again",
-                        )),
-                    };
-                }
-                Some(Event::Keepalive(_)) | None => {}
-                Some(Event::Start(_)) => {
-                    return Err(SandboxError::protocol_violation(
-                        "commands.run",
-                        "the process stream sent a second start event",
-                    ));
-                }
             }
         }
     }

@@ -78,8 +78,11 @@ async fn throttling_honours_retry_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttling_past_its_attempts_is_rate_limit_with_retry_after() {
     let emu = emulator().await;
-    emu.faults().throttle(Operation::GetMicrovm, 100, 0);
     let sbx = builder(&emu).create().await.unwrap();
+    // Counted from here: how many GetMicrovm calls create made (a slow
+    // readiness makes more) does not matter.
+    let before = emu.calls(Operation::GetMicrovm);
+    emu.faults().throttle(Operation::GetMicrovm, 100, 0);
     let err = sbx.get_info().await.unwrap_err();
     match &err {
         SandboxError::RateLimit { retry_after, .. } => {
@@ -88,7 +91,7 @@ async fn throttling_past_its_attempts_is_rate_limit_with_retry_after() {
         other => panic!("{other:?}"),
     }
     // The default policy: 5 attempts in all, and the error says so.
-    assert_eq!(emu.calls(Operation::GetMicrovm), 5);
+    assert_eq!(emu.calls(Operation::GetMicrovm) - before, 5);
     assert_eq!(err.meta().attempts(), 5);
     assert_eq!(
         err.to_string(),
@@ -136,5 +139,46 @@ async fn one_proxy_403_is_invisible_two_are_proxy_rejected() {
     // and the one after the re-mint.
     assert_eq!(err.meta().http_status(), Some(403));
     assert_eq!(err.meta().attempts(), 2);
+    assert!(sbx.kill().await.unwrap());
+}
+
+/// A really expired proxy token (the emulator's token TTL): a burst of calls
+/// all meet the proxy's 403, the SDK mints one fresh token for the whole
+/// burst and stores it, and every call succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_proxy_token_is_reminted_once_for_a_burst() {
+    const TTL: Duration = Duration::from_secs(6);
+    let emu = rayito_agent::emulator::Emulator::start(rayito_agent::emulator::EmulatorConfig {
+        auth_token_ttl: Some(TTL),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let sbx = builder(&emu).create().await.unwrap();
+    let mints = emu.calls(Operation::CreateMicrovmAuthToken);
+    // The token minted during create is now past its TTL.
+    tokio::time::sleep(TTL + Duration::from_millis(500)).await;
+
+    let burst: Vec<_> = (0..20)
+        .map(|i| {
+            let sbx = sbx.clone();
+            tokio::spawn(async move { sbx.commands().run(&format!("echo {i}")).await })
+        })
+        .collect();
+    for (i, call) in burst.into_iter().enumerate() {
+        let out = call.await.unwrap().expect("each call succeeds");
+        assert_eq!(out.stdout, format!("{i}\n"));
+    }
+    assert_eq!(
+        emu.calls(Operation::CreateMicrovmAuthToken),
+        mints + 1,
+        "one re-mint for the burst"
+    );
+    // The fresh token was stored: the next call needs no mint.
+    assert_eq!(
+        sbx.commands().run("echo again").await.unwrap().stdout,
+        "again\n"
+    );
+    assert_eq!(emu.calls(Operation::CreateMicrovmAuthToken), mints + 1);
     assert!(sbx.kill().await.unwrap());
 }

@@ -15,7 +15,7 @@ mod tokens;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -89,7 +89,8 @@ struct ConnInner {
     channel: GrpcOnly<Channel>,
     tokens: Arc<TokenStore>,
     minter: ProxyMinter,
-    /// Serialises re-mints so that a burst of 403s mints once per burst.
+    /// Serialises re-mints so that a burst of 403s mints once per burst
+    /// (see [`AgentConn::remint`]).
     remint: tokio::sync::Mutex<()>,
     closed: AtomicBool,
     policy: RetryPolicy,
@@ -221,8 +222,14 @@ impl AgentConn {
         self.inner.channel.clone()
     }
 
-    async fn remint(&self) -> Result<(), SandboxError> {
+    /// Replaces the proxy token after a 403 met by a call sent with token
+    /// generation `sent_with`. When another call replaced it meanwhile (a
+    /// burst of 403s from one expired token), the fresh one is used as is.
+    async fn remint(&self, sent_with: u64) -> Result<(), SandboxError> {
         let _guard = self.inner.remint.lock().await;
+        if self.inner.tokens.proxy_generation() != sent_with {
+            return Ok(());
+        }
         let fresh = (self.inner.minter)().await?;
         self.inner.tokens.set_proxy(fresh);
         Ok(())
@@ -252,6 +259,8 @@ impl AgentConn {
         // alone cannot say whether anything was sent).
         let last_origin = std::sync::Mutex::new(None::<Origin>);
         let remint_first = AtomicBool::new(false);
+        // The proxy-token generation the last attempt was sent with.
+        let sent_with = AtomicU64::new(self.inner.tokens.proxy_generation());
         let mut ladder = Schedule::new(&self.inner.policy.not_established);
         let mut remints_left = self.inner.policy.proxy_remint_retries;
         let set_origin = |origin: Option<Origin>| {
@@ -263,10 +272,12 @@ impl AgentConn {
             set_origin(None);
             let remint = remint_first.swap(false, Ordering::SeqCst);
             let sent = attempt();
+            let sent_with = &sent_with;
             async move {
                 if remint {
-                    self.remint().await?;
+                    self.remint(sent_with.load(Ordering::SeqCst)).await?;
                 }
+                sent_with.store(self.inner.tokens.proxy_generation(), Ordering::SeqCst);
                 let outcome = match deadline {
                     Some(limit) => match tokio::time::timeout(limit, sent).await {
                         Ok(outcome) => outcome,
