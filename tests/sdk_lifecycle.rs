@@ -186,8 +186,10 @@ async fn kill_while_a_command_and_a_cell_run() {
         .expect("the cell ends after kill")
         .unwrap()
         .expect_err("a killed cell is an error");
-    // The agent kills the command's group as the sandbox terminates: its
-    // end says SIGKILL, with what it printed.
+    // Which of two ends a caller sees is a race, both say the sandbox went
+    // away: the agent's SIGKILL of the group as it terminates (the command's
+    // end, with what it printed), or the connection closing under the
+    // stream (a `Sandbox` error), or the agent's `terminating`.
     match &cmd_err {
         SandboxError::CommandExit {
             exit_code, stdout, ..
@@ -195,16 +197,15 @@ async fn kill_while_a_command_and_a_cell_run() {
             assert_eq!(*exit_code, 137);
             assert_eq!(stdout.as_str(), "started\n");
         }
-        other => panic!("expected the SIGKILL exit, got {other:?}"),
+        SandboxError::Sandbox { .. } | SandboxError::SandboxState { .. } => {}
+        other => panic!("unexpected end of a killed command: {other:?}"),
     }
-    // The cell's stream ends as the agent goes down: terminating.
     assert!(
-        matches!(cell_err, SandboxError::SandboxState { .. }),
+        matches!(
+            cell_err,
+            SandboxError::SandboxState { .. } | SandboxError::Sandbox { .. }
+        ),
         "{cell_err:?}"
-    );
-    assert_eq!(
-        cell_err.to_string(),
-        "the sandbox is terminating (run_code); create a new sandbox"
     );
 
     // Twice: no error, and later calls fail without I/O.

@@ -182,3 +182,72 @@ async fn an_expired_proxy_token_is_reminted_once_for_a_burst() {
     assert_eq!(emu.calls(Operation::CreateMicrovmAuthToken), mints + 1);
     assert!(sbx.kill().await.unwrap());
 }
+
+/// A control plane that refuses connections: create fails at once with a
+/// retryable `Sandbox { ConnectionLost }` that says it could not connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_control_plane_is_connection_lost() {
+    // A port nobody listens on: bound, then closed.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let started = Instant::now();
+    let err = rayito::Sandbox::builder()
+        .aws(
+            rayito::AwsOptions::new()
+                .endpoint_url(format!("http://127.0.0.1:{port}"))
+                .region("us-east-1")
+                .static_credentials("AKIDTESTTESTTEST", "test-secret"),
+        )
+        .template("arn:aws:lambda:us-east-1:123456789012:microvm-image:rayito-base")
+        .create()
+        .await
+        .expect_err("nothing listens");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(
+        err.sandbox_code(),
+        Some(&rayito::error::SandboxCode::ConnectionLost),
+        "{err:?}"
+    );
+    assert!(err.is_retryable());
+    assert_eq!(
+        err.to_string(),
+        "control plane call RunMicrovm could not connect to the service; check the network, the region and the endpoint, then retry"
+    );
+}
+
+/// The agent behind a sandbox is gone (the guest crashed): a call is
+/// retried on the not-established ladder, then fails without hanging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_agent_is_retried_on_the_ladder_then_fails() {
+    let emu = emulator().await;
+    let mut policy = RetryPolicy::default();
+    policy.not_established.initial = Duration::from_millis(10);
+    policy.not_established.max_delay = Duration::from_millis(40);
+    policy.not_established.max_attempts = Some(4);
+    let sbx = builder(&emu).retry_policy(policy).create().await.unwrap();
+    assert!(emu.faults().kill_agent(sbx.id()));
+    let err = tokio::time::timeout(Duration::from_secs(120), sbx.commands().run("true"))
+        .await
+        .expect("no hang")
+        .expect_err("the agent is gone");
+    // The first call may meet the reset of the open connection.
+    let _ = err;
+    // The next one finds nothing listening: the whole ladder, then
+    // `ConnectionLost`, retryable.
+    let err = tokio::time::timeout(Duration::from_secs(120), sbx.commands().run("true"))
+        .await
+        .expect("no hang")
+        .expect_err("the agent is gone");
+    assert_eq!(
+        err.sandbox_code(),
+        Some(&rayito::error::SandboxCode::ConnectionLost),
+        "{err:?}"
+    );
+    assert_eq!(err.meta().attempts(), 4);
+    assert_eq!(
+        err.to_string(),
+        "lost the connection to the agent during commands.run: tcp connect error; retry, or check that the sandbox is still running"
+    );
+}

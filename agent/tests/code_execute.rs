@@ -371,8 +371,9 @@ async fn a_silent_cell_gets_keepalives_with_seq_zero() {
         .await
         .unwrap();
     let port = listener.local_addr().unwrap().port();
-    let code =
-        format!("import socket\nc = socket.create_connection(('127.0.0.1', {port}))\n_ = c.recv(1)\n");
+    let code = format!(
+        "import socket\nc = socket.create_connection(('127.0.0.1', {port}))\n_ = c.recv(1)\n"
+    );
     let mut stream = open(&mut s.client, cell(&code)).await.expect("open");
     let (conn, _) = tokio::time::timeout(Duration::from_secs(60), listener.accept())
         .await
