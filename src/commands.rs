@@ -108,7 +108,10 @@ impl CommandOptions {
     }
 
     /// Bytes written to the command's stdin, which is then closed (without
-    /// this, stdin is `/dev/null`).
+    /// this, stdin is `/dev/null`). They are part of the command: streamed
+    /// while its output is read (any size, in 1 MiB pieces), and a command
+    /// that ends or closes its stdin before reading them all still ends
+    /// with its own exit code, as with a shell pipe.
     #[must_use]
     pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Self {
         self.stdin = Some(data.into());
