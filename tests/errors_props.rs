@@ -242,8 +242,10 @@ proptest! {
         let streamed = stream_error(&code, &message, call);
         let _ = streamed.to_wire();
         assert_display_one_line(&streamed)?;
-        // The code chooses the kind; the message never does.
-        prop_assert_eq!(streamed.kind(), stream_error(&code, "", call).kind());
+        // The code and the exact markers (`disk_reserve`, ...) choose the
+        // kind: text after a prefix no marker has never does.
+        let prefixed = stream_error(&code, &format!("zz {message}"), call);
+        prop_assert_eq!(prefixed.kind(), stream_error(&code, "zz", call).kind());
         let end = end_event_of(status, exit_code, signal, error);
         if let Err(e) = end_event(end, CommandOutput::default(), &command) {
             let _ = e.classify();
