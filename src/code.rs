@@ -356,11 +356,42 @@ struct CellReader {
 
 impl CellReader {
     /// Sends the request and reads the `started` event.
-    async fn open(
+    ///
+    /// The request is built before the first await: the options hold
+    /// callbacks that are `Send` but not `Sync`, so a borrow of them kept
+    /// across an await would make `run_code`'s future not `Send`.
+    fn open(
         sandbox: &Sandbox,
         code: &str,
         options: &RunCodeOptions,
-    ) -> Result<Self, SandboxError> {
+    ) -> impl Future<Output = Result<Self, SandboxError>> + Send + use<> {
+        let request = Self::request(code, options);
+        let conn = sandbox.conn().clone();
+        let total = options.timeout.map(|t| t + STREAM_SLACK);
+        async move {
+            let epoch = conn.reconnect_epoch();
+            let mut stream = conn.execute(request?, total).await?;
+            match stream.message().await? {
+                Some(pb::ExecuteEvent {
+                    event: Some(Event::Started(started)),
+                    ..
+                }) => Ok(Self {
+                    stream,
+                    started_count: started.execution_count,
+                    ended: false,
+                    conn,
+                    epoch,
+                }),
+                _ => Err(SandboxError::protocol_violation(
+                    "run_code",
+                    "the execution stream did not start with a started event",
+                )),
+            }
+        }
+    }
+
+    /// The Execute request for `code` with `options`.
+    fn request(code: &str, options: &RunCodeOptions) -> Result<pb::ExecuteRequest, SandboxError> {
         if options.language.is_some() && options.context.is_some() {
             return Err(SandboxError::invalid_argument(
                 "language",
@@ -370,34 +401,13 @@ impl CellReader {
         let timeout_ms = options.timeout.map_or(0, |t| {
             u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
         });
-        let request = pb::ExecuteRequest {
+        Ok(pb::ExecuteRequest {
             context_id: options.context.clone(),
             code: code.to_owned(),
             timeout_ms,
             envs: options.envs.clone().into_iter().collect(),
             language: options.language.as_deref().map(normalise_language),
-        };
-        let conn = sandbox.conn().clone();
-        let epoch = conn.reconnect_epoch();
-        let mut stream = conn
-            .execute(request, options.timeout.map(|t| t + STREAM_SLACK))
-            .await?;
-        match stream.message().await? {
-            Some(pb::ExecuteEvent {
-                event: Some(Event::Started(started)),
-                ..
-            }) => Ok(Self {
-                stream,
-                started_count: started.execution_count,
-                ended: false,
-                conn,
-                epoch,
-            }),
-            _ => Err(SandboxError::protocol_violation(
-                "run_code",
-                "the execution stream did not start with a started event",
-            )),
-        }
+        })
     }
 
     /// The error a failed read ends the cell with: after a cut, what the

@@ -7,20 +7,21 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::SandboxError;
 use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end_event};
+use crate::error::{GrpcCode, SandboxError};
 use crate::pb;
 use crate::pb::process_event::Event;
 use crate::sandbox::Sandbox;
-use crate::transport::Cut;
+use crate::transport::{AgentConn, AgentStream, Cut};
 
 pub use self::handle::{CommandEvent, CommandHandle, ProcessInfo, ProcessKind};
 
 /// Default command timeout, when the caller sets none.
 const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// The client stream deadline is the command timeout plus this, so that the
-/// agent's own EndEvent wins the race.
-const STREAM_SLACK: Duration = Duration::from_secs(5);
+/// agent's own EndEvent wins the race: above its 5 s SIGTERM-to-SIGKILL grace
+/// with room for a loaded machine (as for code cells).
+const STREAM_SLACK: Duration = Duration::from_secs(15);
 /// Output kept per stream; the tail is kept beyond it.
 const MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
 /// The status of an `EndEvent` sent when `/suspend` closed the stream (the
@@ -122,7 +123,10 @@ impl CommandOptions {
     }
 
     /// Bytes written to the command's stdin, which is then closed (without
-    /// this, stdin is `/dev/null`).
+    /// this, stdin is `/dev/null`). They are part of the command: streamed
+    /// while its output is read (any size, in 1 MiB pieces), and a command
+    /// that ends or closes its stdin before reading them all still ends
+    /// with its own exit code, as with a shell pipe.
     #[must_use]
     pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Self {
         self.stdin = Some(data.into());
@@ -213,7 +217,7 @@ impl<'a> Commands<'a> {
         let request_timeout = self.sandbox.request_timeout();
         let total = options.timeout.map(|t| t + STREAM_SLACK);
         let stream_deadline = total.map(|t| tokio::time::Instant::now() + t);
-        let mut epoch = conn.reconnect_epoch();
+        let epoch = conn.reconnect_epoch();
         let mut stream = conn.start_process(request, total).await?;
 
         let pid = match stream.message().await? {
@@ -227,103 +231,204 @@ impl<'a> Commands<'a> {
                 ));
             }
         };
-        if let Some(data) = options.stdin.take() {
-            conn.send_input(pb::SendInputRequest { pid, data }, request_timeout)
-                .await?;
-            conn.close_stdin(pb::CloseStdinRequest { pid }, request_timeout)
-                .await?;
-        }
-
-        let mut stdout = OutputBuffer::default();
-        let mut stderr = OutputBuffer::default();
-        // The reconnect contract: after a cut (or a `suspending` end) the
-        // output is read on from the last sequence number seen, so every
-        // chunk arrives exactly once, in order.
-        let mut last_seq: Option<u64> = None;
-        let mut fruitless_resubscribes = 0;
+        // Stdin is fed while the output is read: a command that reads its
+        // stdin slowly, or writes a lot before reading, never deadlocks
+        // against the SDK. The first of the two to decide ends the command.
+        let feed = feed_stdin(conn, pid, options.stdin.take(), total, request_timeout);
+        let events = read_events(
+            conn,
+            Subscription {
+                stream,
+                pid,
+                epoch,
+                deadline: stream_deadline,
+            },
+            &mut options,
+            cmd,
+        );
+        tokio::pin!(feed, events);
+        let mut fed = false;
         loop {
-            let (cut, err) = match stream.message().await {
-                Ok(Some(pb::ProcessEvent {
-                    event: Some(Event::End(end)),
-                })) if end.status == SUSPENDING => (
-                    Cut::Suspending,
-                    SandboxError::sandbox_state(
-                        "suspending",
-                        "resume the sandbox and run the command again",
-                    ),
-                ),
-                Ok(Some(pb::ProcessEvent { event })) => {
-                    match event {
-                        Some(Event::Data(data)) => {
-                            if last_seq.is_some_and(|seen| data.seq <= seen) {
-                                continue;
-                            }
-                            last_seq = Some(data.seq);
-                            fruitless_resubscribes = 0;
-                            match data.output {
-                                Some(pb::data_event::Output::Stdout(bytes)) => {
-                                    let text = stdout.push(&bytes);
-                                    if let Some(cb) = options.on_stdout.as_mut() {
-                                        cb(&text);
-                                    }
-                                }
-                                Some(pb::data_event::Output::Stderr(bytes)) => {
-                                    let text = stderr.push(&bytes);
-                                    if let Some(cb) = options.on_stderr.as_mut() {
-                                        cb(&text);
-                                    }
-                                }
-                                None => {}
-                            }
-                        }
-                        Some(Event::End(end)) => return finish(end, stdout, stderr, cmd),
-                        Some(Event::Keepalive(_)) | None => {}
-                        Some(Event::Start(_)) => {
-                            return Err(SandboxError::protocol_violation(
-                                "commands.run",
-                                "the process stream sent a second start event",
-                            ));
-                        }
-                    }
-                    continue;
+            tokio::select! {
+                outcome = &mut feed, if !fed => {
+                    outcome?;
+                    fed = true;
                 }
-                Ok(None) => {
-                    return Err(SandboxError::protocol_violation(
-                        "commands.run",
-                        "the process stream ended without an end event",
-                    ));
-                }
-                Err(err) => match stream.cut() {
-                    Some(cut) => (cut, err),
-                    None => return Err(err),
-                },
-            };
-            fruitless_resubscribes += 1;
-            if fruitless_resubscribes > MAX_FRUITLESS_RESUBSCRIBES
-                || !conn.reconnect(epoch, cut, "commands.run").await?
-            {
-                return Err(err);
-            }
-            epoch = conn.reconnect_epoch();
-            let remaining = stream_deadline
-                .map(|deadline| deadline.saturating_duration_since(tokio::time::Instant::now()));
-            let from_seq = last_seq.map_or(0, |seq| seq + 1);
-            stream = conn
-                .connect_process(pb::ConnectRequest { pid, from_seq }, remaining)
-                .await?;
-            match stream.message().await? {
-                Some(pb::ProcessEvent {
-                    event: Some(Event::Start(start)),
-                }) if start.pid == pid => {}
-                _ => {
-                    return Err(SandboxError::protocol_violation(
-                        "commands.run",
-                        "the process stream did not start with a start event",
-                    ));
-                }
+                outcome = &mut events => return outcome,
             }
         }
     }
+}
+
+/// A command's output stream and what re-subscribing to it needs.
+struct Subscription {
+    stream: AgentStream<pb::ProcessEvent>,
+    pid: u32,
+    /// The reconnect epoch the stream was opened in.
+    epoch: Option<u64>,
+    /// When the whole command stream must end.
+    deadline: Option<tokio::time::Instant>,
+}
+
+/// Reads a process stream to its end event and maps it to the command's
+/// outcome, following the reconnect contract: after a cut (or a
+/// `suspending` end) the output is read on from the last sequence number
+/// seen, so every chunk arrives exactly once, in order.
+async fn read_events(
+    conn: &AgentConn,
+    sub: Subscription,
+    options: &mut CommandOptions,
+    cmd: &str,
+) -> Result<CommandResult, SandboxError> {
+    let Subscription {
+        mut stream,
+        pid,
+        mut epoch,
+        deadline,
+    } = sub;
+    let mut stdout = OutputBuffer::default();
+    let mut stderr = OutputBuffer::default();
+    let mut last_seq: Option<u64> = None;
+    let mut fruitless_resubscribes = 0;
+    loop {
+        let (cut, err) = match stream.message().await {
+            Ok(Some(pb::ProcessEvent {
+                event: Some(Event::End(end)),
+            })) if end.status == SUSPENDING => (
+                Cut::Suspending,
+                SandboxError::sandbox_state(
+                    "suspending",
+                    "resume the sandbox and run the command again",
+                ),
+            ),
+            Ok(Some(pb::ProcessEvent { event })) => {
+                match event {
+                    Some(Event::Data(data)) => {
+                        if last_seq.is_some_and(|seen| data.seq <= seen) {
+                            continue;
+                        }
+                        last_seq = Some(data.seq);
+                        fruitless_resubscribes = 0;
+                        match data.output {
+                            Some(pb::data_event::Output::Stdout(bytes)) => {
+                                let text = stdout.push(&bytes);
+                                if let Some(cb) = options.on_stdout.as_mut() {
+                                    cb(&text);
+                                }
+                            }
+                            Some(pb::data_event::Output::Stderr(bytes)) => {
+                                let text = stderr.push(&bytes);
+                                if let Some(cb) = options.on_stderr.as_mut() {
+                                    cb(&text);
+                                }
+                            }
+                            None => {}
+                        }
+                    }
+                    Some(Event::End(end)) => return finish(end, stdout, stderr, cmd),
+                    Some(Event::Keepalive(_)) | None => {}
+                    Some(Event::Start(_)) => {
+                        return Err(SandboxError::protocol_violation(
+                            "commands.run",
+                            "the process stream sent a second start event",
+                        ));
+                    }
+                }
+                continue;
+            }
+            Ok(None) => {
+                return Err(SandboxError::protocol_violation(
+                    "commands.run",
+                    "the process stream ended without an end event",
+                ));
+            }
+            Err(err) => match stream.cut() {
+                Some(cut) => (cut, err),
+                None => return Err(err),
+            },
+        };
+        fruitless_resubscribes += 1;
+        if fruitless_resubscribes > MAX_FRUITLESS_RESUBSCRIBES
+            || !conn.reconnect(epoch, cut, "commands.run").await?
+        {
+            return Err(err);
+        }
+        epoch = conn.reconnect_epoch();
+        let remaining = deadline
+            .map(|deadline| deadline.saturating_duration_since(tokio::time::Instant::now()));
+        let from_seq = last_seq.map_or(0, |seq| seq + 1);
+        stream = conn
+            .connect_process(pb::ConnectRequest { pid, from_seq }, remaining)
+            .await?;
+        match stream.message().await? {
+            Some(pb::ProcessEvent {
+                event: Some(Event::Start(start)),
+            }) if start.pid == pid => {}
+            _ => {
+                return Err(SandboxError::protocol_violation(
+                    "commands.run",
+                    "the process stream did not start with a start event",
+                ));
+            }
+        }
+    }
+}
+
+/// Stdin larger than this is sent in several `SendInput` calls, each well
+/// under the gRPC message limit.
+const STDIN_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// Writes `data` to the process's stdin in pieces, then closes it.
+///
+/// Stdin given with a command is part of the command: when the process has
+/// ended (`NotFound`) or closed its stdin (`FAILED_PRECONDITION` "stdin is
+/// not open") before reading it all, the rest is dropped, as a shell pipe
+/// drops what its reader never reads, and the command's own end decides
+/// the outcome. Any other failure is returned. Each piece may wait as long
+/// as the command may run (`deadline`, or `request_timeout` at least): the
+/// process reads it at its own pace.
+async fn feed_stdin(
+    conn: &AgentConn,
+    pid: u32,
+    data: Option<Vec<u8>>,
+    deadline: Option<Duration>,
+    request_timeout: Duration,
+) -> Result<(), SandboxError> {
+    let Some(data) = data else {
+        return Ok(());
+    };
+    let per_call = deadline.map_or(NO_STDIN_DEADLINE, |d| d.max(request_timeout));
+    let fed = async {
+        for piece in data.chunks(STDIN_CHUNK_BYTES) {
+            let request = pb::SendInputRequest {
+                pid,
+                data: piece.to_vec(),
+            };
+            conn.send_input(request, per_call).await?;
+        }
+        conn.close_stdin(pb::CloseStdinRequest { pid }, request_timeout)
+            .await
+    };
+    match fed.await {
+        Err(err) if stdin_gone(&err) => Ok(()),
+        outcome => outcome,
+    }
+}
+
+/// The per-piece bound of stdin for a command without a timeout.
+const NO_STDIN_DEADLINE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// True for the agent's answers that mean the process no longer takes
+/// stdin: it ended (NOT_FOUND) or its stdin pipe is closed
+/// (FAILED_PRECONDITION).
+fn stdin_gone(err: &SandboxError) -> bool {
+    matches!(
+        err.meta().grpc_code(),
+        Some(GrpcCode::NotFound | GrpcCode::FailedPrecondition)
+    ) && matches!(
+        err,
+        SandboxError::NotFound { .. } | SandboxError::InvalidArgument { .. }
+    )
 }
 
 /// The result of a command from its `EndEvent`.

@@ -131,7 +131,22 @@ mod tests {
 
     #[test]
     fn digest_is_of_the_bytes_not_the_string() {
-        // sha256 of the empty input, a fixed vector.
+        // The token "AAAA..." (22 chars) decodes to 16 zero bytes. The
+        // payload carries sha256 of those bytes (a fixed vector), which
+        // differs from sha256 of the 22-character string.
+        let token = Secret::new("A".repeat(22));
+        let bytes = decode_access_token(&token).unwrap();
+        assert_eq!(bytes, [0u8; 16]);
+        assert_eq!(
+            token_sha256_hex(&bytes),
+            "374708fff7719dd5979ec875d56cd2286f6d3cf7ec317a3b25632aab28ec37bb"
+        );
+        assert_ne!(
+            token_sha256_hex(token.expose().as_bytes()),
+            token_sha256_hex(&bytes)
+        );
+        // The empty input, the standard vector: the hex is lowercase and
+        // full width.
         assert_eq!(
             token_sha256_hex(b""),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

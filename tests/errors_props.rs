@@ -14,6 +14,24 @@ use rayito::test_util::{
 
 /// The most characters of server text an error keeps (docs/errors.md).
 const MAX_KEPT_CHARS: usize = 2_048;
+/// The longest Display: kept server text plus the longest template around it.
+const MAX_DISPLAY_CHARS: usize = MAX_KEPT_CHARS + 512;
+
+/// Display is one line and bounded, whatever the server or guest sent.
+fn assert_display_one_line(e: &SandboxError) -> Result<(), TestCaseError> {
+    let text = e.to_string();
+    prop_assert!(
+        !text.contains('\n') && !text.contains('\r'),
+        "two lines: {:?}",
+        text
+    );
+    prop_assert!(
+        text.chars().count() <= MAX_DISPLAY_CHARS,
+        "{} chars",
+        text.chars().count()
+    );
+    Ok(())
+}
 
 fn end_event_of(
     status: String,
@@ -160,22 +178,32 @@ proptest! {
         run in any::<bool>(),
     ) {
         let operation = if run { "RunMicrovm" } else { "GetMicrovm" };
-        let mut f = match no_response {
-            None => AwsError::new(operation),
-            Some(0) => AwsError::timed_out(operation),
-            Some(1) => AwsError::connect_failed(operation),
-            Some(_) => AwsError::no_response(operation),
+        let make = |message: Option<&str>, request_id: Option<&str>| {
+            let mut f = match no_response {
+                None => AwsError::new(operation),
+                Some(0) => AwsError::timed_out(operation),
+                Some(1) => AwsError::connect_failed(operation),
+                Some(_) => AwsError::no_response(operation),
+            };
+            if let Some(code) = &code { f = f.code(code.clone()); }
+            if let Some(message) = message { f = f.message(message); }
+            if let Some(status) = status { f = f.http_status(status); }
+            if let Some((s, n)) = retry { f = f.retry_after(Duration::new(s, n)); }
+            if let Some(quota) = &quota { f = f.quota_code(quota.clone()); }
+            if let Some(id) = request_id { f = f.request_id(id); }
+            f
         };
-        if let Some(code) = code { f = f.code(code); }
-        if let Some(message) = message { f = f.message(message); }
-        if let Some(status) = status { f = f.http_status(status); }
-        if let Some((s, n)) = retry { f = f.retry_after(Duration::new(s, n)); }
-        if let Some(quota) = quota { f = f.quota_code(quota); }
-        if let Some(id) = request_id { f = f.request_id(id); }
+        let f = make(message.as_deref(), request_id.as_deref());
         let _ = format!("{f:?}");
         let e = f.build();
-        let _ = (e.to_string(), format!("{e:?}"), e.classify(), e.to_wire());
+        let _ = (format!("{e:?}"), e.classify(), e.to_wire());
         prop_assert!(e.meta().server_message().is_none_or(|m| m.chars().count() <= MAX_KEPT_CHARS));
+        assert_display_one_line(&e)?;
+        // What a failure is, and whether it is retried, never depends on
+        // the text AWS sent with it.
+        let quiet = make(None, None).build();
+        prop_assert_eq!(e.kind(), quiet.kind());
+        prop_assert_eq!(e.is_retryable(), quiet.is_retryable());
         let _ = aws_no_credentials(&e.to_string());
     }
 
@@ -186,8 +214,18 @@ proptest! {
         } else {
             transport_failure(TransportFailure::Reset { code }, &message, call)
         };
-        let _ = (e.to_string(), format!("{e:?}"), e.classify().to_json(), e.to_wire());
-        let _ = proxy_answer(status, call).to_string();
+        let _ = (format!("{e:?}"), e.classify().to_json(), e.to_wire());
+        assert_display_one_line(&e)?;
+        // Text after a prefix no marker starts with never changes the kind:
+        // only the status code and the exact markers choose it.
+        if has_status {
+            let prefixed = agent_status(code, &format!("zz {message}"), call);
+            prop_assert_eq!(prefixed.kind(), agent_status(code, "zz", call).kind());
+            prop_assert!(!prefixed.is_retryable() || agent_status(code, "", call).is_retryable());
+        }
+        let proxy = proxy_answer(status, call);
+        assert_display_one_line(&proxy)?;
+        prop_assert_eq!(proxy.meta().http_status(), Some(status));
     }
 
     #[test]
@@ -201,10 +239,17 @@ proptest! {
         error in proptest::option::of((stream_code(), remote_text())),
         command in ".{0,60}",
     ) {
-        let _ = stream_error(&code, &message, call).to_wire();
+        let streamed = stream_error(&code, &message, call);
+        let _ = streamed.to_wire();
+        assert_display_one_line(&streamed)?;
+        // The code and the exact markers (`disk_reserve`, ...) choose the
+        // kind: text after a prefix no marker has never does.
+        let prefixed = stream_error(&code, &format!("zz {message}"), call);
+        prop_assert_eq!(prefixed.kind(), stream_error(&code, "zz", call).kind());
         let end = end_event_of(status, exit_code, signal, error);
         if let Err(e) = end_event(end, CommandOutput::default(), &command) {
-            let _ = (e.to_string(), e.classify());
+            let _ = e.classify();
+            assert_display_one_line(&e)?;
         }
     }
 

@@ -68,6 +68,14 @@ async fn invalid_arguments_are_refused_before_any_io() {
 
     let big = "x".repeat(5_000);
     let err = builder(&emu).env("BIG", big).create().await.unwrap_err();
+    // The payload per the wire contract: compact JSON with sorted keys, the
+    // token as 64 hex digits.
+    let payload_chars = r#"{"envs":{"BIG":""#.len()
+        + 5_000
+        + r#""},"token_sha256":""#.len()
+        + 64
+        + r#"","user":"user","v":1,"workdir":"/home/user"}"#.len();
+    assert_eq!(payload_chars, 5_144);
     assert_eq!(
         err.to_string(),
         "invalid envs: the run payload is 5,144 characters, above the limit of 4,096; pass fewer or shorter envs and metadata"

@@ -98,11 +98,13 @@ async fn streaming_failures_are_the_same_errors_as_whole_calls() {
         "invalid path: the path is not a regular file; pass the path of a file"
     );
 
-    // The agent refuses `..` before it writes anything.
+    // The agent refuses `..` before it writes anything: resolved, this path
+    // would name a file the user may write.
+    sbx.files().make_dir("/home/user/sub").await.unwrap();
     let err = sbx
         .files()
         .write_stream(
-            "/home/user/../etc/x",
+            "/home/user/sub/../escaped.txt",
             futures_util::stream::iter([b"data".to_vec()]),
         )
         .await
@@ -115,7 +117,9 @@ async fn streaming_failures_are_the_same_errors_as_whole_calls() {
         err.to_string(),
         "the agent refused an argument of files.write: invalid path; fix the value before retrying"
     );
-    assert!(!sbx.files().exists("/home/user/x").await.unwrap());
+    assert!(!sbx.files().exists("/home/user/escaped.txt").await.unwrap());
+    let listed = sbx.commands().run("ls -A /home/user").await.unwrap();
+    assert!(!listed.stdout.contains("escaped"), "{}", listed.stdout);
 
     // The disk reserve stops a streamed write like a whole one.
     assert!(emulator.faults().set_disk_reserve(sbx.id(), u64::MAX));

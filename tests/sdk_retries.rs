@@ -80,8 +80,11 @@ async fn throttling_honours_retry_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttling_past_its_attempts_is_rate_limit_with_retry_after() {
     let emu = emulator().await;
-    emu.faults().throttle(Operation::GetMicrovm, 100, 0);
     let sbx = builder(&emu).create().await.unwrap();
+    // Counted from here: how many GetMicrovm calls create made (a slow
+    // readiness makes more) does not matter.
+    let before = emu.calls(Operation::GetMicrovm);
+    emu.faults().throttle(Operation::GetMicrovm, 100, 0);
     let err = sbx.get_info().await.unwrap_err();
     match &err {
         SandboxError::RateLimit { retry_after, .. } => {
@@ -90,7 +93,7 @@ async fn throttling_past_its_attempts_is_rate_limit_with_retry_after() {
         other => panic!("{other:?}"),
     }
     // The default policy: 5 attempts in all, and the error says so.
-    assert_eq!(emu.calls(Operation::GetMicrovm), 5);
+    assert_eq!(emu.calls(Operation::GetMicrovm) - before, 5);
     assert_eq!(err.meta().attempts(), 5);
     assert_eq!(
         err.to_string(),
@@ -139,4 +142,114 @@ async fn one_proxy_403_is_invisible_two_are_proxy_rejected() {
     assert_eq!(err.meta().http_status(), Some(403));
     assert_eq!(err.meta().attempts(), 2);
     assert!(sbx.kill().await.unwrap());
+}
+
+/// A really expired proxy token (the emulator's token TTL): a burst of calls
+/// all meet the proxy's 403, the SDK mints one fresh token for the whole
+/// burst and stores it, and every call succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_proxy_token_is_reminted_once_for_a_burst() {
+    const TTL: Duration = Duration::from_secs(6);
+    let emu = rayito_agent::emulator::Emulator::start(rayito_agent::emulator::EmulatorConfig {
+        auth_token_ttl: Some(TTL),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let sbx = builder(&emu).create().await.unwrap();
+    let mints = emu.calls(Operation::CreateMicrovmAuthToken);
+    // The token minted during create is now past its TTL.
+    tokio::time::sleep(TTL + Duration::from_millis(500)).await;
+
+    let burst: Vec<_> = (0..20)
+        .map(|i| {
+            let sbx = sbx.clone();
+            tokio::spawn(async move { sbx.commands().run(&format!("echo {i}")).await })
+        })
+        .collect();
+    for (i, call) in burst.into_iter().enumerate() {
+        let out = call.await.unwrap().expect("each call succeeds");
+        assert_eq!(out.stdout, format!("{i}\n"));
+    }
+    assert_eq!(
+        emu.calls(Operation::CreateMicrovmAuthToken),
+        mints + 1,
+        "one re-mint for the burst"
+    );
+    // The fresh token was stored: the next call needs no mint.
+    assert_eq!(
+        sbx.commands().run("echo again").await.unwrap().stdout,
+        "again\n"
+    );
+    assert_eq!(emu.calls(Operation::CreateMicrovmAuthToken), mints + 1);
+    assert!(sbx.kill().await.unwrap());
+}
+
+/// A control plane that refuses connections: create fails at once with a
+/// retryable `Sandbox { ConnectionLost }` that says it could not connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_control_plane_is_connection_lost() {
+    // A port nobody listens on: bound, then closed.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let started = Instant::now();
+    let err = rayito::Sandbox::builder()
+        .aws(
+            rayito::AwsOptions::new()
+                .endpoint_url(format!("http://127.0.0.1:{port}"))
+                .region("us-east-1")
+                .static_credentials("AKIDTESTTESTTEST", "test-secret"),
+        )
+        .template("arn:aws:lambda:us-east-1:123456789012:microvm-image:rayito-base")
+        .create()
+        .await
+        .expect_err("nothing listens");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(
+        err.sandbox_code(),
+        Some(&rayito::error::SandboxCode::ConnectionLost),
+        "{err:?}"
+    );
+    assert!(err.is_retryable());
+    assert_eq!(
+        err.to_string(),
+        "control plane call RunMicrovm could not connect to the service; check the network, the region and the endpoint, then retry"
+    );
+}
+
+/// The agent behind a sandbox is gone (the guest crashed): a call is
+/// retried on the not-established ladder, then fails without hanging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_agent_is_retried_on_the_ladder_then_fails() {
+    let emu = emulator().await;
+    let mut policy = RetryPolicy::default();
+    policy.not_established.initial = Duration::from_millis(10);
+    policy.not_established.max_delay = Duration::from_millis(40);
+    policy.not_established.max_attempts = Some(4);
+    let sbx = builder(&emu).retry_policy(policy).create().await.unwrap();
+    assert!(emu.faults().kill_agent(sbx.id()));
+    let err = tokio::time::timeout(Duration::from_secs(120), sbx.commands().run("true"))
+        .await
+        .expect("no hang")
+        .expect_err("the agent is gone");
+    // The first call may meet the reset of the open connection.
+    let _ = err;
+    // The next one finds nothing listening: the whole ladder, then
+    // `ConnectionLost`, retryable.
+    let err = tokio::time::timeout(Duration::from_secs(120), sbx.commands().run("true"))
+        .await
+        .expect("no hang")
+        .expect_err("the agent is gone");
+    assert_eq!(
+        err.sandbox_code(),
+        Some(&rayito::error::SandboxCode::ConnectionLost),
+        "{err:?}"
+    );
+    assert_eq!(err.meta().attempts(), 4);
+    assert_eq!(
+        err.to_string(),
+        "lost the connection to the agent during commands.run: tcp connect error; retry, or check that the sandbox is still running"
+    );
 }

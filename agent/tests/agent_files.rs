@@ -458,15 +458,39 @@ async fn suspend_gates_read_and_write_and_aborts_a_live_write() {
             .write(tokio_stream::wrappers::ReceiverStream::new(rx))
             .await
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The write is live once the agent opened its `.rayito-tmp-*` sibling:
+    // the suspend below then aborts it (a gate at open would not create it).
+    let temp_of_keep = || {
+        std::fs::read_dir(t.host_path("/home/user"))
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(".rayito-tmp-"))
+    };
+    let live_by = std::time::Instant::now() + Duration::from_secs(60);
+    while !temp_of_keep() {
+        assert!(
+            std::time::Instant::now() < live_by,
+            "the write never started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     t.hook("suspend", None).await;
-    let err = tokio::time::timeout(Duration::from_secs(5), call)
+    let err = tokio::time::timeout(Duration::from_secs(30), call)
         .await
         .unwrap()
         .unwrap()
         .unwrap_err();
     assert_status(&err, Code::Unavailable, "suspending");
     drop(tx);
+    // Aborted, not finished: its temp file is gone and nothing was renamed.
+    let cleaned_by = std::time::Instant::now() + Duration::from_secs(30);
+    while temp_of_keep() {
+        assert!(
+            std::time::Instant::now() < cleaned_by,
+            "the aborted write left its temp file"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let err = read(&t, "/home/user/keep").await.unwrap_err();
     assert_status(&err, Code::Unavailable, "suspending");
     let err = write(&t, file_messages("/home/user/other", b"x", None))

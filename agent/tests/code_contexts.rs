@@ -237,14 +237,43 @@ async fn bash_keeps_cwd_and_variables_between_cells() {
 async fn bash_output_streams_and_stdin_is_empty() {
     let mut s = serve().await;
     let id = create_ok(&mut s, create("bash")).await;
-    let run = run_ok(
+    // The cell prints, then waits for the test on a TCP connection: its
+    // first line can only arrive before the end if output streams.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut stream = open(
         &mut s.client,
-        cell_in(&id, "for i in 1 2 3; do echo $i; sleep 0.3; done\ncat"),
+        cell_in(
+            &id,
+            &format!("echo 1\nexec 3<>/dev/tcp/127.0.0.1/{port}\nread -r -u 3 line\necho \"2 $line\"\nexec 3<&-\ncat"),
+        ),
     )
-    .await;
-    assert_eq!(run.stdout(), "1\n2\n3\n");
-    let chunks = run.kinds().iter().filter(|k| **k == "stdout").count();
-    assert_eq!(chunks, 3);
+    .await
+    .expect("open");
+    let first = loop {
+        let event = tokio::time::timeout(Duration::from_secs(60), stream.message())
+            .await
+            .expect("an event within 60 s")
+            .expect("stream ok")
+            .expect("the stream goes on");
+        if let Some(Event::Stdout(chunk)) = event.event {
+            break chunk.text;
+        }
+    };
+    assert_eq!(first, "1\n");
+    let (mut conn, _) = tokio::time::timeout(Duration::from_secs(60), listener.accept())
+        .await
+        .expect("the cell connects")
+        .unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut conn, b"go\n")
+        .await
+        .unwrap();
+    let rest = collect(stream).await;
+    assert!(rest.status.is_none(), "{:?}", rest.status);
+    // `cat` read an empty stdin: nothing after the second line.
+    assert_eq!(rest.stdout(), "2 go\n");
 }
 
 #[tokio::test]
@@ -473,7 +502,7 @@ async fn phase_ends_live_stream(phase: Phase, code: Code, message: &str) {
     let second = stream.message().await.expect("ok").expect("stdout");
     assert!(matches!(second.event, Some(Event::Stdout(_))));
     s.phase.set(phase);
-    let run = tokio::time::timeout(Duration::from_secs(5), collect(stream))
+    let run = tokio::time::timeout(Duration::from_secs(30), collect(stream))
         .await
         .expect("the stream ended promptly");
     assert!(

@@ -86,35 +86,64 @@ async fn a_syntax_error_is_reported_without_a_traceback_into_the_driver() {
     );
 }
 
+/// Reads events until the first stdout chunk; returns them all.
+async fn until_stdout(
+    stream: &mut tonic::Streaming<pb::ExecuteEvent>,
+) -> Vec<(Instant, pb::ExecuteEvent)> {
+    let mut seen = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(60), stream.message())
+            .await
+            .expect("an event within 60 s")
+            .expect("stream ok")
+            .expect("the stream goes on");
+        let is_stdout = matches!(event.event, Some(Event::Stdout(_)));
+        seen.push((Instant::now(), event));
+        if is_stdout {
+            return seen;
+        }
+    }
+}
+
 #[tokio::test]
 async fn stdout_streams_as_produced() {
     let mut s = serve().await;
-    let code = "import time\nfor i in range(3):\n    print(i)\n    time.sleep(0.4)\n";
-    let run = run_ok(&mut s.client, cell(code)).await;
-    assert_eq!(
-        run.kinds(),
-        ["started", "stdout", "stdout", "stdout", "end"]
-    );
-    let chunks: Vec<(Instant, &pb::OutputChunk)> = run
+    // The cell prints a port, then blocks until the test connects to it:
+    // the first chunk can only arrive before the end if output streams.
+    let code = "import socket, time\nsrv = socket.socket()\nsrv.bind(('127.0.0.1', 0))\nsrv.listen()\nprint(srv.getsockname()[1])\nsrv.accept()[0].close()\nprint('after')\n";
+    let mut stream = open(&mut s.client, cell(code)).await.expect("open");
+    let mut events = until_stdout(&mut stream).await;
+    let Some(Event::Stdout(first)) = &events.last().expect("stdout").1.event else {
+        unreachable!()
+    };
+    let port: u16 = first.text.trim().parse().expect("a port");
+    std::net::TcpStream::connect(("127.0.0.1", port)).expect("the cell listens");
+    let rest = collect(stream).await;
+    assert!(rest.status.is_none(), "{:?}", rest.status);
+    events.extend(rest.events);
+    let run = code_support::Run {
+        events,
+        status: None,
+    };
+    assert_eq!(run.kinds(), ["started", "stdout", "stdout", "end"]);
+    let texts: Vec<String> = run
         .events
         .iter()
-        .filter_map(|(at, e)| match &e.event {
-            Some(Event::Stdout(c)) => Some((*at, c)),
+        .filter_map(|(_, e)| match &e.event {
+            Some(Event::Stdout(c)) => Some(c.text.clone()),
             _ => None,
         })
         .collect();
-    let texts: Vec<&str> = chunks.iter().map(|(_, c)| c.text.as_str()).collect();
-    assert_eq!(texts, ["0\n", "1\n", "2\n"]);
-    assert!(
-        chunks
-            .windows(2)
-            .all(|w| w[0].1.timestamp_unix_ns < w[1].1.timestamp_unix_ns)
-    );
-    // Arrival times prove streaming: each chunk reached the client ~0.4 s
-    // after the previous one, not all at the end.
-    let end_at = run.events.last().expect("end").0;
-    assert!(end_at - chunks[0].0 >= Duration::from_millis(1000));
-    assert!(chunks[1].0 - chunks[0].0 >= Duration::from_millis(300));
+    assert_eq!(texts, [format!("{port}\n"), "after\n".to_owned()]);
+    let stamps: Vec<i64> = run
+        .events
+        .iter()
+        .filter_map(|(_, e)| match &e.event {
+            Some(Event::Stdout(c)) => Some(c.timestamp_unix_ns),
+            _ => None,
+        })
+        .collect();
+    assert!(stamps[0] < stamps[1]);
 }
 
 #[tokio::test]
@@ -215,7 +244,8 @@ async fn a_timeout_interrupts_the_cell_and_keeps_the_state() {
     let began = Instant::now();
     let run = run_ok(&mut s.client, req).await;
     assert!(
-        began.elapsed() < Duration::from_secs(4),
+        // Far below the cell's 30 s sleep, far above a loaded machine's delay.
+        began.elapsed() < Duration::from_secs(20),
         "took {:?}",
         began.elapsed()
     );
@@ -243,7 +273,7 @@ async fn a_cell_that_ignores_the_interrupt_gets_its_context_restarted() {
     let run = run_ok(&mut s.client, req).await;
     let took = began.elapsed();
     assert!(
-        took >= Duration::from_secs(5) && took < Duration::from_secs(10),
+        took >= Duration::from_secs(5) && took < Duration::from_secs(30),
         "took {took:?}"
     );
     let kinds: Vec<&str> = run
@@ -289,7 +319,8 @@ async fn cancelling_the_stream_interrupts_the_cell() {
     let began = Instant::now();
     let after = run_ok(&mut s.client, cell("1 + 1")).await;
     assert!(
-        began.elapsed() < Duration::from_secs(4),
+        // Far below the cell's 30 s sleep, far above a loaded machine's delay.
+        began.elapsed() < Duration::from_secs(20),
         "took {:?}",
         began.elapsed()
     );
@@ -299,20 +330,28 @@ async fn cancelling_the_stream_interrupts_the_cell() {
 #[tokio::test]
 async fn a_second_cell_waits_for_the_first_and_output_never_mixes() {
     let mut s = serve().await;
-    let first = open(
+    let mut first = open(
         &mut s.client,
         cell("import time\nfor i in range(3):\n    print('first', i)\n    time.sleep(0.2)\ntime.time()"),
     )
     .await
     .expect("open");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The first cell is running (it printed) before the second is sent.
+    let first_events = until_stdout(&mut first).await;
     let second = open(
         &mut s.client,
         cell("import time\nprint('second')\ntime.time()"),
     )
     .await
     .expect("open");
-    let (first, second) = tokio::join!(collect(first), collect(second));
+    let (first_rest, second) = tokio::join!(collect(first), collect(second));
+    let mut events = first_events;
+    events.extend(first_rest.events);
+    let first = code_support::Run {
+        events,
+        status: first_rest.status,
+    };
+    assert!(first.status.is_none(), "{:?}", first.status);
     assert_eq!(first.stdout(), "first 0\nfirst 1\nfirst 2\n");
     assert_eq!(second.stdout(), "second\n");
     // The kernel's own clocks: the second cell began after the first ended.
@@ -326,15 +365,57 @@ async fn a_second_cell_waits_for_the_first_and_output_never_mixes() {
 #[tokio::test]
 async fn a_silent_cell_gets_keepalives_with_seq_zero() {
     let mut s = serve().await;
-    let run = run_ok(&mut s.client, cell("import time\ntime.sleep(5.6)")).await;
+    // The cell connects to the test and waits, silent, until the test hangs
+    // up, which it does once a keepalive arrived: no race with the 5 s timer.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let code = format!(
+        "import socket\nc = socket.create_connection(('127.0.0.1', {port}))\n_ = c.recv(1)\n"
+    );
+    let mut stream = open(&mut s.client, cell(&code)).await.expect("open");
+    let (conn, _) = tokio::time::timeout(Duration::from_secs(60), listener.accept())
+        .await
+        .expect("the cell connects")
+        .unwrap();
+    let mut events = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(60), stream.message())
+            .await
+            .expect("a keepalive within 60 s")
+            .expect("stream ok")
+            .expect("the stream goes on");
+        let keepalive = matches!(event.event, Some(Event::Keepalive(_)));
+        events.push((Instant::now(), event));
+        if keepalive {
+            break;
+        }
+    }
+    drop(conn);
+    let rest = collect(stream).await;
+    events.extend(rest.events);
+    let run = code_support::Run {
+        events,
+        status: rest.status,
+    };
+    assert!(run.status.is_none(), "{:?}", run.status);
     let keepalives: Vec<u64> = run
         .events
         .iter()
         .filter(|(_, e)| matches!(e.event, Some(Event::Keepalive(_))))
         .map(|(_, e)| e.seq)
         .collect();
-    assert_eq!(keepalives, [0]);
-    assert_eq!(run.kinds(), ["started", "keepalive", "end"]);
+    assert!(
+        !keepalives.is_empty() && keepalives.iter().all(|&seq| seq == 0),
+        "{keepalives:?}"
+    );
+    let kinds: Vec<&str> = run
+        .kinds()
+        .into_iter()
+        .filter(|k| *k != "keepalive")
+        .collect();
+    assert_eq!(kinds, ["started", "end"]);
     assert_eq!(run.end().expect("end").execution_count, 1);
 }
 

@@ -288,6 +288,17 @@ fn binary_in_tls_mode_prints_the_ca_path() {
         got.iter()
             .any(|l| l.starts_with("export AWS_ENDPOINT_URL_LAMBDA_MICROVMS=http://127.0.0.1:"))
     );
+    // The binary catches SIGTERM once its signal handler is installed,
+    // which may be just after it printed: wait for that (the SigCgt mask in
+    // /proc), not for luck.
+    let handled_by = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !catches_sigterm(child.id()) {
+        assert!(
+            std::time::Instant::now() < handled_by,
+            "SIGTERM never handled"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
@@ -342,4 +353,15 @@ fn which(name: &str) -> Result<std::path::PathBuf, ()> {
         .map(|d| std::path::Path::new(d).join(name))
         .find(|p| p.is_file())
         .ok_or(())
+}
+
+/// Whether process `pid` has a handler for SIGTERM (bit 14 of `SigCgt`).
+fn catches_sigterm(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            let mask = status.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
+            u64::from_str_radix(mask.trim(), 16).ok()
+        })
+        .is_some_and(|mask| mask & (1 << 14) != 0)
 }

@@ -107,12 +107,18 @@ fn binary_prints_the_environment_and_stops_on_sigterm() {
             .items()
             .is_empty()
     );
+    // SIGTERM only once the binary handles it (SigCgt in /proc).
+    let handled_by = Instant::now() + Duration::from_secs(60);
+    while !catches_sigterm(child.id()) {
+        assert!(Instant::now() < handled_by, "SIGTERM never handled");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(code) = child.try_wait().unwrap() {
             assert_eq!(code.code(), Some(0));
@@ -168,4 +174,15 @@ fn a_detached_emulator_outlives_the_runtime_that_started_it() {
         );
     });
     drop(emulator);
+}
+
+/// Whether process `pid` has a handler for SIGTERM (bit 14 of `SigCgt`).
+fn catches_sigterm(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            let mask = status.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
+            u64::from_str_radix(mask.trim(), 16).ok()
+        })
+        .is_some_and(|mask| mask & (1 << 14) != 0)
 }

@@ -376,19 +376,3 @@ impl SandboxError {
         self.kind().info()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn size_and_auto_traits_are_pinned() {
-        fn assert_send_sync<T: Send + Sync + 'static>() {}
-        assert_send_sync::<SandboxError>();
-        assert!(
-            std::mem::size_of::<SandboxError>() <= 64,
-            "SandboxError is {} bytes",
-            std::mem::size_of::<SandboxError>()
-        );
-    }
-}

@@ -365,15 +365,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn grouping_is_en_us() {
-        assert_eq!(grouped(0), "0");
-        assert_eq!(grouped(999), "999");
-        assert_eq!(grouped(4_096), "4,096");
-        assert_eq!(grouped(28_800), "28,800");
-        assert_eq!(grouped(1_234_567), "1,234,567");
-    }
-
-    #[test]
     fn default_plan_has_no_lifecycle_and_the_default_idle_policy() {
         let plan = CreateOptions::default().plan().unwrap();
         assert_eq!(plan.max_duration_secs, 3_600);

@@ -17,7 +17,7 @@ mod tokens;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -99,7 +99,8 @@ struct ConnInner {
     channel: GrpcOnly<Channel>,
     tokens: Arc<TokenStore>,
     minter: ProxyMinter,
-    /// Serialises re-mints so that a burst of 403s mints once per burst.
+    /// Serialises re-mints so that a burst of 403s mints once per burst
+    /// (see [`AgentConn::remint`]).
     remint: tokio::sync::Mutex<()>,
     closed: AtomicBool,
     policy: RetryPolicy,
@@ -308,6 +309,19 @@ impl AgentConn {
         Ok(())
     }
 
+    /// Replaces the proxy token after a 403 met by a call sent with token
+    /// generation `sent_with`. When another call replaced it meanwhile (a
+    /// burst of 403s from one expired token), the fresh one is used as is.
+    async fn remint_after(&self, sent_with: u64) -> Result<(), SandboxError> {
+        let _guard = self.inner.remint.lock().await;
+        if self.inner.tokens.proxy_generation() != sent_with {
+            return Ok(());
+        }
+        let fresh = (self.inner.minter)().await?;
+        self.inner.tokens.set_proxy(fresh);
+        Ok(())
+    }
+
     /// Runs one RPC with the transport's retries, through the SDK's one
     /// backoff driver: a proxy 403 re-mints the proxy token and retries
     /// (once by default; the next 403 is `Authentication { proxy_rejected:
@@ -384,6 +398,8 @@ impl AgentConn {
         // alone cannot say whether anything was sent).
         let last_origin = std::sync::Mutex::new(None::<Origin>);
         let remint_first = AtomicBool::new(false);
+        // The proxy-token generation the last attempt was sent with.
+        let sent_with = AtomicU64::new(self.inner.tokens.proxy_generation());
         let mut ladder = Schedule::new(&self.inner.policy.not_established);
         let mut remints_left = self.inner.policy.proxy_remint_retries;
         let set_origin = |origin: Option<Origin>| {
@@ -401,10 +417,12 @@ impl AgentConn {
             set_cut(None);
             let remint = remint_first.swap(false, Ordering::SeqCst);
             let sent = attempt();
+            let sent_with = &sent_with;
             async move {
                 if remint {
-                    self.remint().await?;
+                    self.remint_after(sent_with.load(Ordering::SeqCst)).await?;
                 }
+                sent_with.store(self.inner.tokens.proxy_generation(), Ordering::SeqCst);
                 let outcome = match deadline {
                     Some(limit) => match tokio::time::timeout(limit, sent).await {
                         Ok(outcome) => outcome,

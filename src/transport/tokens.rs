@@ -4,6 +4,7 @@
 //! Rotation swaps an `Arc` behind a lock; the channel is never rebuilt, and the
 //! interceptor reads the current value on each call (docs/architecture.md, "Calls on the agent").
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use tonic::metadata::{AsciiMetadataValue, MetadataValue};
@@ -31,12 +32,16 @@ struct Tokens {
 #[derive(Debug)]
 pub(crate) struct TokenStore {
     current: RwLock<Arc<Tokens>>,
+    /// Bumped by every proxy-token replacement: a call that met a 403 re-mints
+    /// only when no other call replaced the token since it was sent.
+    proxy_generation: AtomicU64,
 }
 
 impl TokenStore {
     pub(crate) fn new(proxy: Option<Secret>, access: Option<Secret>) -> Self {
         Self {
             current: RwLock::new(Arc::new(Tokens { proxy, access })),
+            proxy_generation: AtomicU64::new(0),
         }
     }
 
@@ -58,6 +63,12 @@ impl TokenStore {
             proxy: Some(proxy),
             access,
         });
+        self.proxy_generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How many times the proxy token was replaced.
+    pub(crate) fn proxy_generation(&self) -> u64 {
+        self.proxy_generation.load(Ordering::SeqCst)
     }
 }
 
