@@ -186,10 +186,11 @@ async fn kill_while_a_command_and_a_cell_run() {
         .expect("the cell ends after kill")
         .unwrap()
         .expect_err("a killed cell is an error");
-    // Which of two ends a caller sees is a race, both say the sandbox went
-    // away: the agent's SIGKILL of the group as it terminates (the command's
-    // end, with what it printed), or the connection closing under the
-    // stream (a `Sandbox` error), or the agent's `terminating`.
+    // Which end a caller sees is a race, each says the sandbox went away:
+    // the agent's SIGKILL of the group as it terminates (the command's end,
+    // with what it printed), the agent's `terminating`, the connection
+    // closing under the stream (a `Sandbox` error), or, once the reconnect
+    // contract looked at the control plane after that cut, `SandboxNotFound`.
     match &cmd_err {
         SandboxError::CommandExit {
             exit_code, stdout, ..
@@ -197,13 +198,17 @@ async fn kill_while_a_command_and_a_cell_run() {
             assert_eq!(*exit_code, 137);
             assert_eq!(stdout.as_str(), "started\n");
         }
-        SandboxError::Sandbox { .. } | SandboxError::SandboxState { .. } => {}
+        SandboxError::Sandbox { .. }
+        | SandboxError::SandboxState { .. }
+        | SandboxError::SandboxNotFound { .. } => {}
         other => panic!("unexpected end of a killed command: {other:?}"),
     }
     assert!(
         matches!(
             cell_err,
-            SandboxError::SandboxState { .. } | SandboxError::Sandbox { .. }
+            SandboxError::SandboxState { .. }
+                | SandboxError::Sandbox { .. }
+                | SandboxError::SandboxNotFound { .. }
         ),
         "{cell_err:?}"
     );
