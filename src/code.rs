@@ -236,7 +236,8 @@ impl RunCodeOptions {
 
     /// The cell's timeout (default 300 s); the agent interrupts the cell then
     /// and reports `ExecutionTimeout` in [`Execution::error`].
-    /// `Duration::ZERO` means no limit, like [`RunCodeOptions::no_timeout`].
+    /// `Duration::ZERO` means no limit, like [`RunCodeOptions::no_timeout`];
+    /// so does a timeout above 28,800 s (no sandbox lives that long).
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = (!timeout.is_zero()).then_some(timeout);
@@ -295,7 +296,8 @@ pub struct CodeContext {
     pub id: String,
     /// Its language.
     pub language: String,
-    /// Its working directory, when one was given.
+    /// Its working directory, when one was given (a relative one is made
+    /// absolute under `/home/user`).
     pub cwd: Option<String>,
 }
 
@@ -305,13 +307,17 @@ pub(crate) async fn create_context(
     language: Option<&str>,
     cwd: Option<&str>,
 ) -> Result<CodeContext, SandboxError> {
+    if let Some(language) = language {
+        crate::checks::language(language)?;
+    }
+    let cwd = crate::checks::context_cwd(cwd)?;
     let language = language.map_or_else(|| "python".to_owned(), normalise_language);
     let response = sandbox
         .conn()
         .create_context(
             pb::CreateContextRequest {
                 language: language.clone(),
-                cwd: cwd.map(str::to_owned),
+                cwd: cwd.clone(),
                 envs: Default::default(),
             },
             CONTEXT_TIMEOUT,
@@ -320,7 +326,7 @@ pub(crate) async fn create_context(
     Ok(CodeContext {
         id: response.context_id,
         language,
-        cwd: cwd.map(str::to_owned),
+        cwd,
     })
 }
 
@@ -329,6 +335,7 @@ pub(crate) async fn remove_context(
     sandbox: &Sandbox,
     context_id: &str,
 ) -> Result<(), SandboxError> {
+    crate::checks::context_id(context_id)?;
     sandbox
         .conn()
         .destroy_context(
@@ -387,21 +394,29 @@ struct CellReader {
 }
 
 impl CellReader {
-    /// Sends the request and reads the `started` event.
-    async fn open(
-        sandbox: &Sandbox,
+    /// Checks the cell and its options (no I/O) and builds its request and
+    /// the client's deadline over the whole stream. Nothing borrowed from the
+    /// options is held across an await, so the futures stay `Send` (the
+    /// callbacks are `Send` but not `Sync`).
+    fn request(
         code: &str,
         options: &RunCodeOptions,
-    ) -> Result<Self, SandboxError> {
+    ) -> Result<(pb::ExecuteRequest, Option<Duration>), SandboxError> {
         if options.language.is_some() && options.context.is_some() {
             return Err(SandboxError::invalid_argument(
                 "language",
                 "language and context cannot both be given; pass one of them",
             ));
         }
-        let timeout_ms = options.timeout.map_or(0, |t| {
-            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
-        });
+        crate::checks::code(code)?;
+        crate::checks::envs(&options.envs)?;
+        if let Some(context) = &options.context {
+            crate::checks::context_id(context)?;
+        }
+        if let Some(language) = &options.language {
+            crate::checks::language(language)?;
+        }
+        let (timeout_ms, total) = crate::checks::operation_timeout(options.timeout, STREAM_SLACK);
         let request = pb::ExecuteRequest {
             context_id: options.context.clone(),
             code: code.to_owned(),
@@ -409,10 +424,16 @@ impl CellReader {
             envs: options.envs.clone().into_iter().collect(),
             language: options.language.as_deref().map(normalise_language),
         };
-        let mut stream = sandbox
-            .conn()
-            .execute(request, options.timeout.map(|t| t + STREAM_SLACK))
-            .await?;
+        Ok((request, total))
+    }
+
+    /// Sends the request and reads the `started` event.
+    async fn open(
+        sandbox: &Sandbox,
+        request: pb::ExecuteRequest,
+        total: Option<Duration>,
+    ) -> Result<Self, SandboxError> {
+        let mut stream = sandbox.conn().execute(request, total).await?;
         match stream.message().await? {
             Some(pb::ExecuteEvent {
                 event: Some(Event::Started(started)),
@@ -488,7 +509,8 @@ pub(crate) async fn run_code(
     code: &str,
     mut options: RunCodeOptions,
 ) -> Result<Execution, SandboxError> {
-    let mut reader = CellReader::open(sandbox, code, &options).await?;
+    let (request, total) = CellReader::request(code, &options)?;
+    let mut reader = CellReader::open(sandbox, request, total).await?;
     let mut execution = Execution {
         execution_count: Some(reader.started_count),
         ..Execution::default()
@@ -532,7 +554,9 @@ pub(crate) async fn run_code_stream(
     code: &str,
     options: RunCodeOptions,
 ) -> Result<ExecutionEvents, SandboxError> {
-    let reader = CellReader::open(sandbox, code, &options).await?;
+    let (request, total) = CellReader::request(code, &options)?;
+    drop(options);
+    let reader = CellReader::open(sandbox, request, total).await?;
     let stream = futures_util::stream::unfold(Some(reader), |state| async move {
         let mut reader = state?;
         match reader.next().await {

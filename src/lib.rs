@@ -3,6 +3,7 @@
 
 pub mod error;
 
+mod checks;
 mod code;
 mod commands;
 mod control;

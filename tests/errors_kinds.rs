@@ -87,6 +87,7 @@ const CLASSIFY: &[(&str, bool, bool)] = &[
     ("protocol_violation", false, false),
     ("output_truncated", false, true),
     ("internal", false, false),
+    ("permission_denied", false, false),
 ];
 
 #[test]
@@ -170,6 +171,7 @@ fn golden_code_lists() {
             "protocol_violation",
             "output_truncated",
             "internal",
+            "permission_denied",
         ]
     );
     assert_eq!(

@@ -15,12 +15,66 @@ use futures_util::future::BoxFuture;
 use lmv::config::retry::RetryConfig;
 use lmv::config::{Credentials, ProvideCredentials as _, Region};
 use lmv::types::{IdlePolicy, Logging, LoggingDisabled, PortSpecification};
+use tracing::instrument::WithSubscriber as _;
 
 use super::failure::map_sdk_error;
 use super::{AuthTokenRequest, ControlPlane, Microvm, RunRequest, SandboxState};
 use crate::error::SandboxError;
-use crate::error::map::aws::no_credentials;
+use crate::error::map::aws::{no_credentials, profile_not_found};
 use crate::secret::Secret;
+
+/// Runs anything of the AWS SDK with tracing silenced. At TRACE,
+/// `aws-smithy-runtime` logs whole requests and responses (the proxy token
+/// of CreateMicrovmAuthToken in clear, the access key id in signing lines)
+/// and the credential chain logs what it found: no subscriber may see that.
+/// The SDK's own events ([`control_event`]) say what happened instead.
+fn silenced<F: std::future::Future>(future: F) -> tracing::instrument::WithDispatch<F> {
+    future.with_subscriber(tracing::Dispatch::none())
+}
+
+/// The SDK's own, redacted event for one control-plane call: the operation,
+/// the MicroVM and the outcome's kind, never a token or a credential.
+fn control_event<T>(operation: &'static str, microvm: &str, outcome: &Result<T, SandboxError>) {
+    match outcome {
+        Ok(_) => tracing::debug!(
+            target: "rayito::control",
+            operation,
+            microvm_id = microvm,
+            "control-plane call succeeded"
+        ),
+        Err(err) => tracing::debug!(
+            target: "rayito::control",
+            operation,
+            microvm_id = microvm,
+            kind = err.kind().as_str(),
+            "control-plane call failed"
+        ),
+    }
+}
+
+/// The profile the caller named (`AwsOptions::profile`, else `AWS_PROFILE`),
+/// when it is in neither AWS file. `default` is never reported: without any
+/// file it legitimately does not exist.
+async fn missing_profile(settings: &AwsSettings) -> Option<String> {
+    use aws_runtime::env_config::file::EnvConfigFiles;
+    use aws_types::os_shim_internal::{Env, Fs};
+    let name = settings
+        .profile
+        .clone()
+        .or_else(|| std::env::var("AWS_PROFILE").ok())
+        .filter(|name| !name.is_empty() && name != "default")?;
+    let loaded = silenced(aws_config::profile::load(
+        &Fs::real(),
+        &Env::real(),
+        &EnvConfigFiles::default(),
+        Some(name.clone().into()),
+    ))
+    .await;
+    match loaded {
+        Ok(set) if set.get_profile(&name).is_some() => None,
+        _ => Some(name),
+    }
+}
 
 /// Connect timeout of control-plane calls (wire-contract 3.7).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -93,7 +147,10 @@ impl AwsControlPlane {
                 "rayito-static",
             ));
         }
-        let config = loader.load().await;
+        if let Some(profile) = missing_profile(settings).await {
+            return Err(profile_not_found(&profile));
+        }
+        let config = silenced(loader.load()).await;
         if config.region().is_none() {
             return Err(no_credentials("no AWS region is configured"));
         }
@@ -102,7 +159,7 @@ impl AwsControlPlane {
         };
         // The chain caches what it found; this only proves something is there.
         // Its error text can name files and profiles, so it is not kept.
-        if provider.provide_credentials().await.is_err() {
+        if silenced(provider.provide_credentials()).await.is_err() {
             return Err(no_credentials("no AWS credentials were found"));
         }
         Ok(Self {
@@ -164,10 +221,15 @@ impl ControlPlane for AwsControlPlane {
             if let Some(role) = request.execution_role_arn {
                 call = call.execution_role_arn(role);
             }
-            let out = call
-                .send()
+            let out = silenced(call.send())
                 .await
-                .map_err(|e| map_sdk_error("RunMicrovm", &e))?;
+                .map_err(|e| map_sdk_error("RunMicrovm", &e));
+            control_event(
+                "RunMicrovm",
+                out.as_ref().map_or("", |o| o.microvm_id()),
+                &out,
+            );
+            let out = out?;
             Ok(Microvm {
                 id: out.microvm_id().to_owned(),
                 state: SandboxState::from(out.state().as_str()),
@@ -187,13 +249,11 @@ impl ControlPlane for AwsControlPlane {
 
     fn get_microvm(&self, id: String) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
         async move {
-            let out = self
-                .client
-                .get_microvm()
-                .microvm_identifier(id)
-                .send()
+            let out = silenced(self.client.get_microvm().microvm_identifier(&id).send())
                 .await
-                .map_err(|e| map_sdk_error("GetMicrovm", &e))?;
+                .map_err(|e| map_sdk_error("GetMicrovm", &e));
+            control_event("GetMicrovm", &id, &out);
+            let out = out?;
             Ok(Microvm {
                 id: out.microvm_id().to_owned(),
                 state: SandboxState::from(out.state().as_str()),
@@ -213,13 +273,17 @@ impl ControlPlane for AwsControlPlane {
 
     fn terminate_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
         async move {
-            self.client
-                .terminate_microvm()
-                .microvm_identifier(id)
-                .send()
-                .await
-                .map_err(|e| map_sdk_error("TerminateMicrovm", &e))?;
-            Ok(())
+            let out = silenced(
+                self.client
+                    .terminate_microvm()
+                    .microvm_identifier(&id)
+                    .send(),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| map_sdk_error("TerminateMicrovm", &e));
+            control_event("TerminateMicrovm", &id, &out);
+            out
         }
         .boxed()
     }
@@ -230,24 +294,29 @@ impl ControlPlane for AwsControlPlane {
     ) -> BoxFuture<'_, Result<Secret, SandboxError>> {
         async move {
             let minutes = i32::try_from(request.expiration.as_secs() / 60).unwrap_or(60);
+            let id = request.microvm_id;
             let mut call = self
                 .client
                 .create_microvm_auth_token()
-                .microvm_identifier(request.microvm_id)
+                .microvm_identifier(&id)
                 .expiration_in_minutes(minutes.max(1));
             for port in request.ports {
                 call = call.allowed_ports(PortSpecification::Port(i32::from(port)));
             }
-            let out = call
-                .send()
+            // The output holds the proxy token: only a silenced SDK may see it.
+            let out = silenced(call.send())
                 .await
-                .map_err(|e| map_sdk_error("CreateMicrovmAuthToken", &e))?;
-            pick_proxy_token(out.auth_token()).ok_or_else(|| {
-                SandboxError::protocol_violation(
-                    "create",
-                    "CreateMicrovmAuthToken answered without a proxy token",
-                )
-            })
+                .map_err(|e| map_sdk_error("CreateMicrovmAuthToken", &e))
+                .and_then(|out| {
+                    pick_proxy_token(out.auth_token()).ok_or_else(|| {
+                        SandboxError::protocol_violation(
+                            "create",
+                            "CreateMicrovmAuthToken answered without a proxy token",
+                        )
+                    })
+                });
+            control_event("CreateMicrovmAuthToken", &id, &out);
+            out
         }
         .boxed()
     }

@@ -109,7 +109,7 @@ impl Budget {
             )
         });
         if let Some(budget) = self.backoff.total_budget
-            && self.started.elapsed() + delay > budget
+            && self.started.elapsed().saturating_add(delay) > budget
         {
             return None;
         }
@@ -161,7 +161,8 @@ fn jittered(delay: Duration, percent: u8) -> Duration {
     }
     let spread = f64::from(percent.min(100)) / 100.0;
     let factor = 1.0 - spread + rand::random::<f64>() * 2.0 * spread;
-    delay.mul_f64(factor)
+    // `mul_f64` panics past `Duration::MAX` (a caller's huge max_delay).
+    Duration::try_from_secs_f64(delay.as_secs_f64() * factor).unwrap_or(delay)
 }
 
 impl<C: ControlPlane> ControlPlane for Retrying<C> {

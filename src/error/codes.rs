@@ -136,6 +136,9 @@ code_list! {
         OutputTruncated => "output_truncated",
         /// An invariant of the SDK or agent broke.
         Internal => "internal",
+        /// The sandbox's user may not use a path (or cwd, or run as a user)
+        /// the caller passed; the caller's credentials are fine.
+        PermissionDenied => "permission_denied",
     }
 }
 

@@ -74,6 +74,7 @@ fn corpus() -> Vec<SandboxError> {
         }
     }
     out.push(no_credentials("x"));
+    out.push(super::map::aws::profile_not_found("dev"));
 
     let texts = [
         "",
@@ -93,6 +94,7 @@ fn corpus() -> Vec<SandboxError> {
         CallContext::new("commands.run"),
         CallContext::filesystem("files.read"),
         CallContext::new("commands.run").cancelled_by_caller(),
+        CallContext::new("connect"),
     ];
     for code in GrpcCode::ALL {
         for text in texts {
@@ -169,6 +171,14 @@ fn corpus() -> Vec<SandboxError> {
         SandboxError::timeout(TimeoutScope::StateWait, "f", d),
         SandboxError::unimplemented("f", "r", None),
         SandboxError::lifecycle_unsupported("f", "r"),
+        SandboxError::lifecycle_unmanaged(),
+        SandboxError::closed().kill_failed("m"),
+        super::map::grpc::proxy_rejected_without_remint(GrpcFailure::new(
+            GrpcCode::PermissionDenied,
+            "",
+            false,
+            calls[0],
+        )),
     ]);
     out
 }
@@ -184,7 +194,11 @@ fn every_message_comes_from_a_template_and_every_template_is_used() {
         assert!(!m.contains('{'), "unfilled placeholder in {m:?}");
     }
     // The unimplemented reason is a fragment used inside sdk.unimplemented.
-    for t in ALL.iter().filter(|t| t.id != "grpc.unimplemented_reason") {
+    let fragments = [
+        "grpc.unimplemented_reason",
+        "sdk.lifecycle_unmanaged_reason",
+    ];
+    for t in ALL.iter().filter(|t| !fragments.contains(&t.id)) {
         assert!(
             messages.iter().any(|m| matches(t, m)),
             "template {} is never produced",

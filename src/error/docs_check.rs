@@ -155,6 +155,8 @@ fn every_placeholder_is_a_documented_name() {
         "sandbox_id",
         "remedy",
         "see",
+        "role",
+        "profile",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

@@ -63,7 +63,9 @@ impl SandboxBuilder {
         self
     }
 
-    /// The sandbox's lifetime (default 1 h, at most 8 h).
+    /// The sandbox's lifetime (default 1 h, at most 8 h; `create` refuses a
+    /// longer one with `SandboxLifetime`, a zero one with `InvalidArgument`,
+    /// before any I/O; a fraction of a second counts as a whole second).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.options.timeout = timeout;
         self
@@ -112,13 +114,17 @@ impl SandboxBuilder {
         self
     }
 
-    /// How long to wait for the agent to become ready (default 90 s).
+    /// How long to wait for the agent to become ready (default 90 s; zero is
+    /// refused before any I/O; a duration too large to add to the clock,
+    /// like `Duration::MAX`, means no limit).
     pub fn ready_timeout(mut self, ready_timeout: Duration) -> Self {
         self.options.ready_timeout = ready_timeout;
         self
     }
 
-    /// Deadline of unary agent calls (default 60 s).
+    /// Deadline of unary agent calls (default 60 s; zero is refused before
+    /// any I/O; a duration too large to add to the clock, like
+    /// `Duration::MAX`, means no limit).
     pub fn request_timeout(mut self, request_timeout: Duration) -> Self {
         self.options.request_timeout = request_timeout;
         self
@@ -246,7 +252,7 @@ impl SandboxBuilder {
                 return Err(err);
             }
         };
-        wait_ready(
+        let health = wait_ready(
             &conn,
             control.as_ref(),
             &vm.id,
@@ -262,6 +268,7 @@ impl SandboxBuilder {
                 control,
                 conn,
                 request_timeout: self.options.request_timeout,
+                managed_lifecycle: super::managed_lifecycle(&health),
             }),
         })
     }
@@ -303,7 +310,7 @@ impl SandboxBuilder {
             minter,
             self.retry_policy,
         )?;
-        wait_ready(
+        let health = wait_ready(
             &conn,
             control.as_ref(),
             &vm.id,
@@ -321,6 +328,7 @@ impl SandboxBuilder {
                 control,
                 conn,
                 request_timeout: self.options.request_timeout,
+                managed_lifecycle: super::managed_lifecycle(&health),
             }),
         })
     }

@@ -26,6 +26,9 @@ use crate::transport::{AgentConn, ConnectRetry, ProxyMinter};
 
 /// Lifetime of a proxy token (the AWS maximum).
 const PROXY_TOKEN_TTL: Duration = Duration::from_secs(60 * 60);
+/// The agent's FAILED_PRECONDITION text for `SetTimeout` without a managed
+/// lifecycle (wire-contract 3.6).
+const LIFECYCLE_UNMANAGED: &str = "lifecycle_unmanaged";
 /// Longest time `is_running` waits for Health.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -47,6 +50,18 @@ struct Inner {
     control: Arc<dyn ControlPlane>,
     conn: AgentConn,
     request_timeout: Duration,
+    /// Whether the agent runs a managed lifecycle (its Health said so when
+    /// the handle was made); `None` when the agent did not say.
+    managed_lifecycle: Option<bool>,
+}
+
+/// What a ready Health says about the lifecycle: `Some(false)` for an
+/// UNMANAGED phase, `None` when the agent sent no lifecycle.
+fn managed_lifecycle(health: &pb::HealthResponse) -> Option<bool> {
+    health
+        .lifecycle
+        .as_ref()
+        .map(|l| l.phase != pb::LifecyclePhase::Unmanaged as i32)
 }
 
 impl fmt::Debug for Sandbox {
@@ -195,24 +210,44 @@ impl Sandbox {
         crate::code::remove_context(self, context_id).await
     }
 
-    /// Terminates the sandbox. Returns `false` when it was not found (already
-    /// gone). Later calls on this handle (and its clones) fail with
+    /// Terminates the sandbox. Returns `false` when it was already gone (not
+    /// found, already terminating or terminated, or this handle was already
+    /// killed), `true` when this call terminated it. After either, later
+    /// calls on this handle (and its clones) fail with
     /// `Sandbox { code: Closed }` without any I/O.
     ///
     /// # Errors
     /// Control-plane failures other than not-found (`Authentication`,
-    /// `RateLimit` after retries, `Sandbox { code: ServiceError }`, ...).
+    /// `RateLimit` after retries, `Sandbox { code: ServiceError }`, ...),
+    /// with the same variant and a message saying that the MicroVM may still
+    /// be running: the handle stays usable and `kill` can be called again.
     pub async fn kill(&self) -> Result<bool, SandboxError> {
-        let outcome = self
-            .inner
-            .control
-            .terminate_microvm(self.inner.id.clone())
-            .await;
-        self.inner.conn.close();
-        match outcome {
-            Ok(()) => Ok(true),
-            Err(err) if err.kind() == ErrorKind::SandboxNotFound => Ok(false),
+        if self.inner.conn.is_closed() {
+            return Ok(false);
+        }
+        let id = &self.inner.id;
+        // TerminateMicrovm is idempotent (it succeeds on a terminated
+        // MicroVM), so only GetMicrovm can tell that it was already gone.
+        let outcome = match self.inner.control.get_microvm(id.clone()).await {
+            Ok(vm) if vm.state.is_terminal() => Ok(false),
+            Ok(_) => self
+                .inner
+                .control
+                .terminate_microvm(id.clone())
+                .await
+                .map(|()| true),
             Err(err) => Err(err),
+        };
+        match outcome {
+            Ok(killed) => {
+                self.inner.conn.close();
+                Ok(killed)
+            }
+            Err(err) if err.kind() == ErrorKind::SandboxNotFound => {
+                self.inner.conn.close();
+                Ok(false)
+            }
+            Err(err) => Err(err.kill_failed(id)),
         }
     }
 
@@ -221,9 +256,10 @@ impl Sandbox {
     /// [`SandboxBuilder::max_lifetime`] or [`SandboxBuilder::on_timeout`].
     ///
     /// # Errors
-    /// `SandboxLifetime` above 28,800 s; `InvalidArgument` below 1 s, beyond
-    /// the sandbox's cap, or without a managed lifecycle; `Timeout { scope:
-    /// Sandbox }` when the deadline already passed.
+    /// `SandboxLifetime` above 28,800 s; `InvalidArgument` below 1 s or
+    /// beyond the sandbox's cap; `LifecycleUnsupported` (naming the builder
+    /// calls that enable it) when the sandbox has no managed lifecycle;
+    /// `Timeout { scope: Sandbox }` when the deadline already passed.
     pub async fn set_timeout(&self, timeout: Duration) -> Result<(), SandboxError> {
         if timeout.as_secs() > MAX_DURATION_SECS {
             return Err(SandboxError::sandbox_lifetime(
@@ -238,15 +274,30 @@ impl Sandbox {
                 "sandbox timeout must be at least 1 s; pass a positive timeout",
             ));
         }
+        if self.inner.managed_lifecycle == Some(false) {
+            return Err(SandboxError::lifecycle_unmanaged());
+        }
         let request = pb::SetTimeoutRequest {
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
             mode: pb::TimeoutMode::Exact as i32,
         };
-        self.inner
+        match self
+            .inner
             .conn
             .set_timeout(request, self.inner.request_timeout)
             .await
-            .map(|_| ())
+        {
+            Ok(_) => Ok(()),
+            // The agent's exact token (wire-contract 3.6), for an agent whose
+            // Health did not say.
+            Err(err)
+                if err.kind() == ErrorKind::InvalidArgument
+                    && err.meta().server_message() == Some(LIFECYCLE_UNMANAGED) =>
+            {
+                Err(SandboxError::lifecycle_unmanaged())
+            }
+            Err(err) => Err(err),
+        }
     }
 
     /// True when the agent answers Health and says it is ready to serve

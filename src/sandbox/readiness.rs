@@ -39,6 +39,13 @@ fn not_yet(err: &SandboxError) -> bool {
     )
 }
 
+/// Time left until `deadline`; `None` is no deadline.
+fn remaining_until(deadline: Option<Instant>) -> Duration {
+    deadline.map_or(Duration::MAX, |d| {
+        d.saturating_duration_since(Instant::now())
+    })
+}
+
 /// Waits until the agent is ready.
 ///
 /// # Errors
@@ -53,11 +60,12 @@ pub(crate) async fn wait_ready(
     on_failure: OnNotReady,
 ) -> Result<pb::HealthResponse, SandboxError> {
     let start = Instant::now();
-    let deadline = start + ready_timeout;
+    // A ready_timeout too large to add to the clock means no limit.
+    let deadline = start.checked_add(ready_timeout);
     let mut pause = FIRST_PAUSE;
     let mut last_state_check = start;
     loop {
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        let remaining = remaining_until(deadline);
         if remaining.is_zero() {
             break;
         }
@@ -85,7 +93,7 @@ pub(crate) async fn wait_ready(
                 ));
             }
         }
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        let remaining = remaining_until(deadline);
         tokio::time::sleep(pause.min(remaining)).await;
         pause = (pause * 2).min(MAX_PAUSE);
     }

@@ -26,6 +26,7 @@ pub(crate) use self::tokens::{AGENT_PORT, HOOKS_PORT};
 use self::tokens::{AuthInterceptor, TokenStore};
 use crate::error::map::grpc::{
     CallContext, from_grpc, is_not_established, is_proxy_rejection, proxy_rejected,
+    proxy_rejected_without_remint,
 };
 use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::Secret;
@@ -203,7 +204,11 @@ impl AgentConn {
             let failure = status::failure(&status, ctx);
             if is_proxy_rejection(&failure) {
                 if remints >= self.inner.policy.proxy_remint_retries {
-                    return Err(proxy_rejected(failure));
+                    return Err(if remints == 0 {
+                        proxy_rejected_without_remint(failure)
+                    } else {
+                        proxy_rejected(failure)
+                    });
                 }
                 remints += 1;
                 tracing::info!(
@@ -258,7 +263,7 @@ impl AgentConn {
             Err(status) => {
                 let failure = status::failure(&status, ctx);
                 if is_proxy_rejection(&failure) {
-                    Err(proxy_rejected(failure))
+                    Err(proxy_rejected_without_remint(failure))
                 } else {
                     Err(from_grpc(failure))
                 }
@@ -283,7 +288,8 @@ impl AgentConn {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<Response<Streaming<T>>, Status>>,
     {
-        let deadline = total.map(|d| Instant::now() + d);
+        // A total too large to add to the clock means no deadline.
+        let deadline = total.and_then(|d| Instant::now().checked_add(d));
         let (first, inner) = self
             .call(ctx, total, ConnectRetry::Ladder, || {
                 let opening = open();

@@ -134,6 +134,10 @@ pub fn from_stream_error(code: &str, message: &str, call: CallContext) -> Sandbo
         "not_found" => SandboxError::NotFound {
             meta: with(m::GRPC_NOT_FOUND, &[]),
         },
+        "permission_denied" if call.filesystem => SandboxError::sandbox_with(
+            SandboxCode::PermissionDenied,
+            with(m::GRPC_PATH_DENIED, &[("role", "path")]),
+        ),
         "permission_denied" => SandboxError::Authentication {
             proxy_rejected: false,
             meta: with(m::GRPC_PERMISSION_DENIED, &[]),

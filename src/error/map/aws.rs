@@ -229,3 +229,14 @@ pub fn no_credentials(detail: &str) -> SandboxError {
         ),
     }
 }
+
+/// `Authentication`: the AWS profile the caller named (`AwsOptions::profile`
+/// or `AWS_PROFILE`) is in neither AWS file, so nothing it would configure
+/// (region, credentials) exists.
+pub fn profile_not_found(profile: &str) -> SandboxError {
+    let profile = sanitize_remote_text(profile, 128);
+    SandboxError::Authentication {
+        proxy_rejected: false,
+        meta: meta(m::AWS_PROFILE_NOT_FOUND, &[("profile", &profile)]),
+    }
+}

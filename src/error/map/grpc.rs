@@ -227,6 +227,28 @@ pub fn proxy_rejected(f: GrpcFailure) -> SandboxError {
     }
 }
 
+/// `Authentication{proxy_rejected: true}` for a proxy 403 that was not
+/// retried with a fresh token (a call that cannot be replayed, or a retry
+/// policy without re-mints): the message does not claim a re-mint.
+pub fn proxy_rejected_without_remint(f: GrpcFailure) -> SandboxError {
+    let feature = f.call.feature;
+    let mut err = proxy_rejected(f);
+    err.meta_mut().message = m::GRPC_PROXY_REJECTED_ONCE.render(&[("feature", feature)]);
+    err
+}
+
+/// What the sandbox's user was refused on a call that takes a path, a cwd
+/// or a user: the role of that argument, `None` for other calls.
+fn denied_role(call: CallContext) -> Option<&'static str> {
+    match call.feature {
+        "files.rename" => Some("source or destination path"),
+        _ if call.filesystem => Some("path"),
+        "commands.run" => Some("cwd or user"),
+        "code.create_context" => Some("cwd"),
+        _ => None,
+    }
+}
+
 /// Maps an HTTP status the proxy answered without `grpc-status` (403, 429,
 /// 502, 503, 504 ...) once the SDK's retries for it are spent.
 pub fn from_proxy_status(status: u16, call: CallContext) -> SandboxError {
@@ -314,6 +336,12 @@ pub fn from_grpc(f: GrpcFailure) -> SandboxError {
             meta: with(m::GRPC_UNAUTHENTICATED, &[]),
         },
         GrpcCode::PermissionDenied if !f.has_grpc_status => proxy_rejected(f),
+        GrpcCode::PermissionDenied if let Some(role) = denied_role(f.call) => {
+            SandboxError::sandbox_with(
+                SandboxCode::PermissionDenied,
+                with(m::GRPC_PATH_DENIED, &[("role", role)]),
+            )
+        }
         GrpcCode::PermissionDenied => SandboxError::Authentication {
             proxy_rejected: false,
             meta: with(m::GRPC_PERMISSION_DENIED, &[]),
