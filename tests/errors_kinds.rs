@@ -88,6 +88,7 @@ const CLASSIFY: &[(&str, bool, bool)] = &[
     ("output_truncated", false, true),
     ("internal", false, false),
     ("permission_denied", false, false),
+    ("kernel_failed", false, false),
 ];
 
 #[test]
@@ -172,6 +173,7 @@ fn golden_code_lists() {
             "output_truncated",
             "internal",
             "permission_denied",
+            "kernel_failed",
         ]
     );
     assert_eq!(

@@ -388,3 +388,33 @@ async fn a_missing_aws_profile_says_so() {
         .unwrap();
     assert!(sbx.kill().await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kernel_that_cannot_start_fails_create_at_once() {
+    let emu = emulator().await;
+    let started = std::time::Instant::now();
+    let err = builder(&emu)
+        .env("PATH", "/nonexistent")
+        .ready_timeout(Duration::from_secs(120))
+        .create()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.sandbox_code(),
+        Some(&SandboxCode::KernelFailed),
+        "{err:?}"
+    );
+    assert!(!err.is_retryable());
+    assert_eq!(
+        err.to_string(),
+        "the code kernel of the sandbox could not start: python3 was not found on the sandbox's PATH; check the image and the envs given to the builder (a PATH override can hide the interpreter)"
+    );
+    // Not after the whole ready_timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    // The useless MicroVM was terminated.
+    assert_eq!(emu.calls(Operation::TerminateMicrovm), 1);
+}

@@ -30,4 +30,4 @@ mod state;
 pub mod token;
 
 pub use agent::{Agent, AgentConfig};
-pub use health::AGENT_VERSION;
+pub use health::{AGENT_VERSION, KERNEL_FAILURE_HEADER};

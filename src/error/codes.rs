@@ -139,6 +139,9 @@ code_list! {
         /// The sandbox's user may not use a path (or cwd, or run as a user)
         /// the caller passed; the caller's credentials are fine.
         PermissionDenied => "permission_denied",
+        /// The agent runs but its code kernel cannot start (for example an
+        /// `envs` PATH override hides the interpreter); waiting cannot help.
+        KernelFailed => "kernel_failed",
     }
 }
 

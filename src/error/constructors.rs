@@ -201,6 +201,17 @@ impl SandboxError {
         }
     }
 
+    /// `Sandbox{kernel_failed}`: the agent said (Health's
+    /// `rayito-kernel-failure` header) that its kernel cannot start.
+    /// `reason` is the agent's text, cleaned and bounded.
+    pub(crate) fn kernel_failed(reason: &str) -> Self {
+        let reason = super::map::redact::sanitize_remote_text(reason, 256);
+        Self::sandbox_with(
+            SandboxCode::KernelFailed,
+            meta(m::SDK_KERNEL_FAILED, &[("reason", &reason)]),
+        )
+    }
+
     /// `LifecycleUnsupported`: `set_timeout` on a sandbox created without a
     /// managed lifecycle.
     pub(crate) fn lifecycle_unmanaged() -> Self {

@@ -172,6 +172,7 @@ fn corpus() -> Vec<SandboxError> {
         SandboxError::unimplemented("f", "r", None),
         SandboxError::lifecycle_unsupported("f", "r"),
         SandboxError::lifecycle_unmanaged(),
+        SandboxError::kernel_failed("python3 was not found on the sandbox's PATH"),
         SandboxError::closed().kill_failed("m"),
         super::map::grpc::proxy_rejected_without_remint(GrpcFailure::new(
             GrpcCode::PermissionDenied,

@@ -275,6 +275,11 @@ impl ErrorInfo {
                 false,
                 "the sandbox's user may not use a path, cwd or user the caller passed",
             ),
+            SandboxCode::KernelFailed => (
+                false,
+                false,
+                "the agent runs but its code kernel cannot start; waiting cannot help",
+            ),
             SandboxCode::Unknown(_) => return None,
         };
         Some(ErrorInfo {

@@ -139,6 +139,8 @@ templates! {
         "internal error in {feature}: {what}; please report this";
     SDK_AGENT_VM_LOST = "sdk.agent_vm_lost" =>
         "the MicroVM behind the sandbox disappeared during {feature}; create a new sandbox";
+    SDK_KERNEL_FAILED = "sdk.kernel_failed" =>
+        "the code kernel of the sandbox could not start: {reason}; check the image and the envs given to the builder (a PATH override can hide the interpreter)";
     SDK_NOT_READY = "sdk.not_ready" =>
         "the sandbox was not ready within {waited} (state {state}){detail}; raise ready_timeout or check the image";
     SDK_LIFETIME = "sdk.lifetime" =>

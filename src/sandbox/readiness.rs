@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use crate::control::{ControlPlane, SandboxState};
 use crate::error::{GrpcCode, SandboxError};
 use crate::pb;
-use crate::transport::{AgentConn, ConnectRetry};
+use crate::transport::AgentConn;
 
 const FIRST_PAUSE: Duration = Duration::from_millis(250);
 const MAX_PAUSE: Duration = Duration::from_secs(2);
@@ -50,7 +50,8 @@ fn remaining_until(deadline: Option<Instant>) -> Duration {
 ///
 /// # Errors
 /// `SandboxNotReady { state, state_reason }` when `ready_timeout` passes or
-/// the MicroVM ends first; any other Health failure as mapped (after which
+/// the MicroVM ends first; `Sandbox { code: KernelFailed }` at once when the
+/// agent says its kernel cannot start; any other Health failure as mapped (after which
 /// the MicroVM is terminated when `on_failure` says so).
 pub(crate) async fn wait_ready(
     conn: &AgentConn,
@@ -70,8 +71,16 @@ pub(crate) async fn wait_ready(
             break;
         }
         let probe_timeout = remaining.clamp(MIN_PROBE_TIMEOUT, MAX_PROBE_TIMEOUT);
-        match conn.health(probe_timeout, ConnectRetry::Never).await {
-            Ok(health) if is_ready(&health) => return Ok(health),
+        match conn.health_with_kernel_failure(probe_timeout).await {
+            Ok((health, _)) if is_ready(&health) => return Ok(health),
+            // The agent runs the sandbox but says its kernel cannot start:
+            // waiting longer cannot help.
+            Ok((health, Some(reason))) if health.agent_ready && !health.sandbox_id.is_empty() => {
+                if on_failure == OnNotReady::Terminate {
+                    let _ = control.terminate_microvm(microvm_id.to_owned()).await;
+                }
+                return Err(SandboxError::kernel_failed(&reason));
+            }
             Ok(_) => {}
             Err(err) if not_yet(&err) => {}
             Err(err) => {

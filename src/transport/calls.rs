@@ -13,6 +13,9 @@ use crate::pb::health_service_client::HealthServiceClient;
 use crate::pb::lifecycle_service_client::LifecycleServiceClient;
 use crate::pb::process_service_client::ProcessServiceClient;
 
+/// Health's response header naming why the agent's kernel could not start.
+const KERNEL_FAILURE_HEADER: &str = "rayito-kernel-failure";
+
 macro_rules! client {
     ($conn:expr, $client:ident) => {
         $client::with_interceptor($conn.channel(), $conn.interceptor())
@@ -36,6 +39,34 @@ impl AgentConn {
             || {
                 let mut client = client!(self, HealthServiceClient);
                 async move { client.health(pb::HealthRequest {}).await }
+            },
+        )
+        .await
+    }
+
+    /// `HealthService/Health` for the readiness wait: the response and the
+    /// agent's `rayito-kernel-failure` header (why its kernel could not
+    /// start), which ends the wait at once. Never retried on connect (the
+    /// wait has its own schedule).
+    pub(crate) async fn health_with_kernel_failure(
+        &self,
+        timeout: Duration,
+    ) -> Result<(pb::HealthResponse, Option<String>), SandboxError> {
+        self.call(
+            CallContext::new("health"),
+            Some(timeout),
+            ConnectRetry::Never,
+            || {
+                let mut client = client!(self, HealthServiceClient);
+                async move {
+                    let response = client.health(pb::HealthRequest {}).await?;
+                    let failure = response
+                        .metadata()
+                        .get(KERNEL_FAILURE_HEADER)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    Ok(tonic::Response::new((response.into_inner(), failure)))
+                }
             },
         )
         .await
