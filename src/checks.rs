@@ -62,6 +62,8 @@ reasons! {
         "the code is larger than the agent's limit of 1 MiB for one cell; split it into smaller cells";
     CONTEXT_ID_BAD = "context_id" =>
         "the context id is empty or contains a NUL character; pass the id create_code_context returned";
+    ENDPOINT_URL_BAD = "endpoint_url" =>
+        "the endpoint URL must be an absolute http:// or https:// URL with a host; pass the endpoint's URL";
     LANGUAGE_BAD = "language" =>
         "the language name is empty or contains a NUL character; pass python, bash, javascript or typescript";
 }
@@ -187,6 +189,20 @@ pub(crate) fn language(language: &str) -> Result<(), SandboxError> {
         return Err(refuse(LANGUAGE_BAD));
     }
     Ok(())
+}
+
+/// An endpoint override: an absolute `http`/`https` URL with a host (the
+/// AWS SDK panics on an empty one).
+pub(crate) fn endpoint_url(url: &str) -> Result<(), SandboxError> {
+    let ok = url.parse::<http::Uri>().is_ok_and(|uri| {
+        matches!(uri.scheme_str(), Some("http" | "https"))
+            && uri.host().is_some_and(|h| !h.is_empty())
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(refuse(ENDPOINT_URL_BAD))
+    }
 }
 
 /// A command or cell timeout as the agent gets it, and the client's

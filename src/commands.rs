@@ -15,6 +15,8 @@ const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// The client stream deadline is the command timeout plus this, so that the
 /// agent's own EndEvent wins the race.
 const STREAM_SLACK: Duration = Duration::from_secs(5);
+/// Largest piece of stdin sent in one SendInput.
+const STDIN_CHUNK_BYTES: usize = 1024 * 1024;
 /// Output kept per stream; the tail is kept beyond it.
 const MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
 
@@ -214,8 +216,13 @@ impl<'a> Commands<'a> {
             }
         };
         if let Some(data) = options.stdin.take() {
-            conn.send_input(pb::SendInputRequest { pid, data }, request_timeout)
-                .await?;
+            // In pieces: one message of any size would hit the gRPC message
+            // limit and come back as a misleading status.
+            for piece in data.chunks(STDIN_CHUNK_BYTES) {
+                let data = piece.to_vec();
+                conn.send_input(pb::SendInputRequest { pid, data }, request_timeout)
+                    .await?;
+            }
             conn.close_stdin(pb::CloseStdinRequest { pid }, request_timeout)
                 .await?;
         }

@@ -164,7 +164,13 @@ fn unauthenticated_and_permission_denied_are_authentication() {
         e.to_string(),
         "the agent refused the access token (commands.run); connect to the sandbox again to get a valid token"
     );
-    let e = map(GrpcCode::PermissionDenied, "root not allowed");
+    // On a call that takes no path, cwd or user, the caller was refused.
+    let e = from_grpc(GrpcFailure::new(
+        GrpcCode::PermissionDenied,
+        "not allowed",
+        true,
+        CallContext::new("connect"),
+    ));
     assert!(matches!(
         e,
         SandboxError::Authentication {
@@ -174,9 +180,53 @@ fn unauthenticated_and_permission_denied_are_authentication() {
     ));
     assert_eq!(
         e.to_string(),
-        "the agent denied permission for commands.run: root not allowed; use an allowed user or path"
+        "the agent denied permission for connect: not allowed; use an allowed user or path"
     );
     assert!(!is_proxy_rejection(&agent(GrpcCode::PermissionDenied, "x")));
+}
+
+#[test]
+fn permission_denied_on_a_path_cwd_or_user_is_the_sandbox_users() {
+    // The sandbox's user was refused, not the caller's credentials; the
+    // message names the role of the refused argument.
+    let cases = [
+        (
+            CallContext::new("commands.run"),
+            "running as root is not allowed",
+            "the sandbox's user may not use the cwd or user given to commands.run: running as root is not allowed; pass a cwd or user that user may use (its home is /home/user)",
+        ),
+        (
+            CallContext::filesystem("files.write"),
+            "path not allowed",
+            "the sandbox's user may not use the path given to files.write: path not allowed; pass a path that user may use (its home is /home/user)",
+        ),
+        (
+            CallContext::filesystem("files.rename"),
+            "path not allowed",
+            "the sandbox's user may not use the source or destination path given to files.rename: path not allowed; pass a source or destination path that user may use (its home is /home/user)",
+        ),
+        (
+            CallContext::new("code.create_context"),
+            "path not allowed",
+            "the sandbox's user may not use the cwd given to code.create_context: path not allowed; pass a cwd that user may use (its home is /home/user)",
+        ),
+    ];
+    for (call, text, message) in cases {
+        let e = from_grpc(GrpcFailure::new(
+            GrpcCode::PermissionDenied,
+            text,
+            true,
+            call,
+        ));
+        assert_eq!(
+            e.sandbox_code(),
+            Some(&SandboxCode::PermissionDenied),
+            "{e:?}"
+        );
+        assert!(!e.is_retryable());
+        assert_eq!(e.to_string(), message);
+        assert_kept(&e, GrpcCode::PermissionDenied, text);
+    }
 }
 
 #[test]

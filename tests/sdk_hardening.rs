@@ -418,3 +418,40 @@ async fn a_kernel_that_cannot_start_fails_create_at_once() {
     // The useless MicroVM was terminated.
     assert_eq!(emu.calls(Operation::TerminateMicrovm), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_stdin_is_sent_in_pieces() {
+    let emu = emulator().await;
+    let sbx = sandbox(&emu).await;
+    // Above the 64 MiB gRPC message limit: one message used to fail with
+    // OUT_OF_RANGE, read as "the requested output is no longer kept".
+    let out = sbx
+        .commands()
+        .run_with("wc -c", CommandOptions::new().stdin(vec![b'x'; 65 << 20]))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.trim(), "68157440");
+    assert!(sbx.kill().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_endpoint_url_is_an_error_not_a_panic() {
+    // An empty one panicked inside the AWS SDK ("URL was unset").
+    for url in ["not a url", "", "http://[::1", "ftp://x", "/path"] {
+        let err = Sandbox::builder()
+            .aws(
+                AwsOptions::new()
+                    .endpoint_url(url)
+                    .region("us-east-1")
+                    .static_credentials("AKIDTEST", "secret"),
+            )
+            .template("arn:aws:lambda:us-east-1:0:microvm-image:x")
+            .create()
+            .await
+            .unwrap_err();
+        assert!(
+            !err.is_retryable() || err.kind() == ErrorKind::Sandbox,
+            "{err:?}"
+        );
+    }
+}

@@ -133,6 +133,7 @@ impl AwsControlPlane {
             loader = loader.region(Region::new(region.clone()));
         }
         if let Some(url) = &settings.endpoint_url {
+            crate::checks::endpoint_url(url)?;
             loader = loader.endpoint_url(url.clone());
         }
         if let Some(profile) = &settings.profile {

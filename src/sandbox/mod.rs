@@ -154,6 +154,9 @@ impl Sandbox {
     /// A kernel exception is data in [`Execution::error`], not an `Err`.
     ///
     /// # Errors
+    /// `InvalidArgument` before any I/O, naming the argument: `code` above
+    /// the agent's 1 MiB cell limit, `envs` (an empty name, `=` in a name, a
+    /// NUL), `language`/`context_id` (empty or a NUL, or both given).
     /// Transport and agent failures: `Timeout` (request), `Sandbox`
     /// (`kernel_not_ready`, `connection_lost`, `closed`, ...), `InvalidArgument`
     /// when the agent refuses the request, `Authentication`.
@@ -189,11 +192,14 @@ impl Sandbox {
     }
 
     /// Creates a code context (its own kernel and state); `language`
-    /// defaults to `python`.
+    /// defaults to `python`; a relative `cwd` is relative to `/home/user`.
     ///
     /// # Errors
     /// `RateLimit` above 8 contexts; `Unimplemented` for a language the image
-    /// lacks; `InvalidArgument` (bad cwd); transport failures.
+    /// lacks; `InvalidArgument` (`cwd` empty or with a NUL, `language` empty
+    /// or with a NUL, before any I/O; a cwd the agent refuses);
+    /// `Sandbox { code: PermissionDenied }` for a cwd the sandbox user may
+    /// not use; transport failures.
     pub async fn create_code_context(
         &self,
         language: Option<&str>,
