@@ -14,12 +14,12 @@ use crate::pb::execute_event::Event;
 use crate::sandbox::Sandbox;
 use crate::transport::AgentStream;
 
-/// Default cell timeout (wire-contract 3.7).
+/// Default cell timeout, when the caller sets none.
 const DEFAULT_CODE_TIMEOUT: Duration = Duration::from_secs(300);
 /// The client stream deadline is the cell timeout plus this, so that the
 /// agent's own timeout handling (interrupt, then restart) is seen.
 const STREAM_SLACK: Duration = Duration::from_secs(15);
-/// Creating a context starts a kernel (wire-contract 3.7).
+/// Creating a context starts a kernel: it gets this long.
 const CONTEXT_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// One chunk of output of a cell (a chunk is not a line).

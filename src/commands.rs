@@ -10,7 +10,7 @@ use crate::pb;
 use crate::pb::process_event::Event;
 use crate::sandbox::Sandbox;
 
-/// Default command timeout (wire-contract 3.7).
+/// Default command timeout, when the caller sets none.
 const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// The client stream deadline is the command timeout plus this, so that the
 /// agent's own EndEvent wins the race.

@@ -1,8 +1,159 @@
-//! `rayito`: an async SDK for code sandboxes on AWS Lambda MicroVMs.
+//! `rayito`: an async SDK for code sandboxes on AWS Lambda MicroVMs, with an
+//! embedded local backend that runs the same agent on this machine.
+//!
+//! A [`Sandbox`] is a MicroVM running the rayito agent. Create one, run code
+//! and commands in it, move files in and out, then kill it. Every fallible
+//! call returns a [`SandboxError`]: one flat enum whose variants say what
+//! went wrong and what remains possible.
+//!
+//! # Create a sandbox
+//!
+//! [`Sandbox::create`] takes its backend from `RAYITO_BACKEND` (AWS when
+//! unset) and its image from `RAYITO_TEMPLATE`; [`Sandbox::builder`] sets
+//! everything in code. Dropping the handle does not stop the MicroVM: call
+//! [`Sandbox::kill`].
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use rayito::Sandbox;
+//!
+//! # async fn tour() -> Result<(), rayito::SandboxError> {
+//! let sandbox = Sandbox::builder()
+//!     .template("arn:aws:lambda:us-east-1:123456789012:microvm-image:rayito-base")
+//!     .timeout(Duration::from_secs(600))
+//!     .env("GREETING", "hello")
+//!     .create()
+//!     .await?;
+//! println!("sandbox {} is ready", sandbox.id());
+//! // Keep the id and the access token to reconnect later.
+//! let again = Sandbox::connect(sandbox.id(), sandbox.access_token().clone()).await?;
+//! again.kill().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Run code
+//!
+//! [`Sandbox::run_code`] runs a cell in a Python kernel whose state lives
+//! on between cells. An exception raised by the code is data
+//! ([`Execution::error`]), not an `Err`.
+//!
+//! ```no_run
+//! # async fn tour(sandbox: rayito::Sandbox) -> Result<(), rayito::SandboxError> {
+//! sandbox.run_code("x = 21").await?;
+//! let execution = sandbox.run_code("print('doubling'); x * 2").await?;
+//! assert_eq!(execution.text(), Some("42"));
+//! print!("{}", execution.logs.stdout.concat());
+//! if let Some(error) = &execution.error {
+//!     eprintln!("the cell raised {}: {}", error.name, error.value);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Run commands
+//!
+//! [`Commands::run`] waits for the command and returns its output; a
+//! non-zero exit is [`SandboxError::CommandExit`], which carries the output.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use rayito::CommandOptions;
+//!
+//! # async fn tour(sandbox: rayito::Sandbox) -> Result<(), rayito::SandboxError> {
+//! let listing = sandbox.commands().run("ls -la /home/user").await?;
+//! println!("{}", listing.stdout);
+//!
+//! let options = CommandOptions::new()
+//!     .cwd("/tmp")
+//!     .timeout(Duration::from_secs(30))
+//!     .on_stdout(|chunk| print!("{chunk}"));
+//! sandbox.commands().run_with("make test", options).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Files
+//!
+//! [`Files`] reads and writes the sandbox's filesystem; a missing path is
+//! [`SandboxError::FileNotFound`].
+//!
+//! ```no_run
+//! # async fn tour(sandbox: rayito::Sandbox) -> Result<(), rayito::SandboxError> {
+//! let files = sandbox.files();
+//! files.write("/home/user/data.csv", "a,b\n1,2\n").await?;
+//! let text = files.read_to_string("/home/user/data.csv").await?;
+//! for entry in files.list("/home/user").await? {
+//!     println!("{} ({} bytes)", entry.path, entry.size);
+//! }
+//! # let _ = text;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Match errors
+//!
+//! Match on the variant to decide what to do; [`SandboxError::is_retryable`]
+//! and [`SandboxError::classify`] say the same as data, and
+//! [`SandboxError::meta`] holds what the server said (redacted) and how
+//! many attempts the SDK made. The full table is in `docs/errors.md`.
+//!
+//! ```no_run
+//! use rayito::SandboxError;
+//! use rayito::error::TimeoutScope;
+//!
+//! # async fn tour(sandbox: rayito::Sandbox) -> Result<(), SandboxError> {
+//! match sandbox.commands().run("python3 train.py").await {
+//!     Ok(result) => println!("{}", result.stdout),
+//!     Err(SandboxError::CommandExit { exit_code, stderr, .. }) => {
+//!         eprintln!("exited with {exit_code}: {}", &*stderr);
+//!     }
+//!     Err(SandboxError::Timeout { scope: TimeoutScope::Command, .. }) => {
+//!         eprintln!("raise the command timeout");
+//!     }
+//!     Err(err) if err.is_retryable() => {
+//!         eprintln!("try again later ({} attempts so far): {err}", err.meta().attempts());
+//!     }
+//!     Err(err) => return Err(err),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Choose a backend
+//!
+//! AWS is the default: credentials and region come from the usual chain
+//! (environment, profiles, SSO, instance roles) unless [`AwsOptions`] sets
+//! them. The local backend runs the agent on this machine with best-effort
+//! isolation (no AWS account needed; a warning is logged when it starts):
+//! choose it with [`SandboxBuilder::local`] or `RAYITO_BACKEND=local`.
+//!
+//! ```no_run
+//! use rayito::{AwsOptions, Sandbox};
+//!
+//! # async fn tour() -> Result<(), rayito::SandboxError> {
+//! let on_aws = Sandbox::builder()
+//!     .aws(AwsOptions::new().region("us-east-1").profile("sandboxes"))
+//!     .template("arn:aws:lambda:us-east-1:123456789012:microvm-image:rayito-base")
+//!     .create()
+//!     .await?;
+//! let on_this_machine = Sandbox::builder().local().create().await?;
+//! # let _ = (on_aws, on_this_machine);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Cargo features
+//!
+//! - `test-util`: `rayito::test_util` builds the exact errors the SDK returns for
+//!   each kind of failure, for your own tests.
 #![deny(missing_docs)]
 
 pub mod error;
+#[cfg(feature = "test-util")]
+pub mod test_util;
 
+mod backoff;
 mod checks;
 mod code;
 mod commands;
@@ -14,6 +165,8 @@ mod local;
 #[path = "local/disabled.rs"]
 mod local;
 mod sandbox;
+#[cfg(test)]
+mod seam_tests;
 mod secret;
 mod transport;
 

@@ -1,12 +1,14 @@
 //! Secret values (access tokens, proxy tokens) that must never be printed.
 //!
-//! `Secret` has no `Display`, and its `Debug` prints a fixed placeholder, so a
-//! token that ends up inside a struct that derives `Debug` (or a `tracing`
-//! field) cannot leak. Reading the value is an explicit call to
-//! [`Secret::expose`].
+//! `Secret` wraps `secrecy`'s `SecretString` (zeroed on drop): it has no
+//! `Display`, and its `Debug` prints a fixed placeholder, so a token that
+//! ends up inside a struct that derives `Debug` (or a `tracing` field)
+//! cannot leak. Reading the value is an explicit call to [`Secret::expose`].
 
 use std::fmt;
 use std::sync::Arc;
+
+use secrecy::{ExposeSecret as _, SecretString};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -17,20 +19,34 @@ use sha2::{Digest as _, Sha256};
 ///
 /// Cheap to clone (the value is shared). `Debug` prints `Secret(***)`; there is
 /// no `Display`. Call [`Secret::expose`] to read it, and only where it is sent.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(Arc<str>);
+#[derive(Clone)]
+pub struct Secret(Arc<SecretString>);
 
 impl Secret {
     /// Wraps a value.
     pub fn new(value: impl Into<String>) -> Self {
-        Self(Arc::from(value.into()))
+        Self(Arc::new(SecretString::from(value.into())))
     }
 
     /// The secret value. Never log it or put it into an error.
     pub fn expose(&self) -> &str {
-        &self.0
+        self.0.expose_secret()
     }
 }
+
+/// Compared in constant time, so that a comparison cannot tell how much of
+/// a token was right.
+impl PartialEq for Secret {
+    fn eq(&self, other: &Self) -> bool {
+        use subtle::ConstantTimeEq as _;
+        self.expose()
+            .as_bytes()
+            .ct_eq(other.expose().as_bytes())
+            .into()
+    }
+}
+
+impl Eq for Secret {}
 
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -50,7 +66,7 @@ impl From<&str> for Secret {
     }
 }
 
-/// Number of random bytes in a generated access token (wire-contract 2.4).
+/// Number of random bytes in a generated access token (docs/architecture.md, "One create, step by step").
 const ACCESS_TOKEN_BYTES: usize = 32;
 /// The agent refuses tokens that decode to fewer bytes than this.
 const ACCESS_TOKEN_MIN_BYTES: usize = 16;

@@ -5,10 +5,11 @@
 use std::error::Error as _;
 use std::time::Duration;
 
-use rayito::error::map::agent::{CommandOutput, EndEventData, from_end_event, from_stream_error};
-use rayito::error::map::aws::{AwsFailure, from_aws, no_credentials};
-use rayito::error::map::grpc::{CallContext, GrpcFailure, from_grpc};
 use rayito::error::{GrpcCode, SandboxError};
+use rayito::test_util::{
+    AwsError, Call, CommandOutput, EndEvent, TransportFailure, agent_status, aws_no_credentials,
+    end_event, proxy_answer, stream_error, transport_failure,
+};
 
 /// 32 bytes, base64url without padding: the shape of the access token.
 const ACCESS_TOKEN: &str = "cAnArYaCcEsStOkEnQwErTyUiOpAsDfGhJkLzXcVbN";
@@ -54,12 +55,23 @@ fn leaky_texts() -> Vec<String> {
     ]
 }
 
+fn source_chain(e: &SandboxError) -> String {
+    let mut texts = Vec::new();
+    let mut next = e.source();
+    while let Some(source) = next {
+        texts.push(source.to_string());
+        next = source.source();
+    }
+    texts.join(" | ")
+}
+
 fn assert_clean(e: &SandboxError, input: &str) {
     let shown = [
         e.to_string(),
         format!("{e:?}"),
         e.to_wire_string(),
-        e.source().map(ToString::to_string).unwrap_or_default(),
+        // The whole source chain: the summary, then the redacted cause.
+        source_chain(e),
         e.classify().to_json().to_string(),
     ];
     for text in shown {
@@ -74,49 +86,55 @@ fn assert_clean(e: &SandboxError, input: &str) {
 
 #[test]
 fn no_mapper_lets_a_secret_through() {
-    let call = CallContext::new("commands.run");
+    let call = Call::new("commands.run");
     for text in leaky_texts() {
-        let mut f = AwsFailure::new("RunMicrovm");
-        f.code = Some("AccessDeniedException".into());
-        f.message = Some(text.clone());
-        f.request_id = Some(text.clone());
-        f.quota_code = Some(text.clone());
+        let mut f = AwsError::new("RunMicrovm");
+        f = f.code("AccessDeniedException");
+        f = f.message(text.clone());
+        f = f.request_id(text.clone());
+        f = f.quota_code(text.clone());
         assert!(!format!("{f:?}").contains(ACCESS_TOKEN));
-        assert_clean(&from_aws(f), &text);
+        assert_clean(&f.build(), &text);
 
-        let mut f = AwsFailure::new("GetMicrovm");
-        f.code = Some("ServiceQuotaExceededException".into());
-        f.quota_code = Some(text.clone());
-        f.message = Some(text.clone());
-        assert_clean(&from_aws(f), &text);
+        let mut f = AwsError::new("GetMicrovm");
+        f = f.code("ServiceQuotaExceededException");
+        f = f.quota_code(text.clone());
+        f = f.message(text.clone());
+        assert_clean(&f.build(), &text);
 
-        assert_clean(&no_credentials(&text), &text);
+        assert_clean(&aws_no_credentials(&text), &text);
         for code in GrpcCode::ALL {
-            for has_status in [true, false] {
-                let f = GrpcFailure::new(*code, text.clone(), has_status, call);
-                for secret in secrets() {
-                    assert!(!format!("{f:?}").contains(secret));
-                }
-                assert_clean(&from_grpc(f), &text);
-            }
+            assert_clean(&agent_status(*code, &text, call), &text);
+            let reset = TransportFailure::Reset { code: *code };
+            assert_clean(&transport_failure(reset, &text, call), &text);
         }
+        assert_clean(
+            &transport_failure(TransportFailure::NotEstablished, &text, call),
+            &text,
+        );
+        assert_clean(&proxy_answer(403, call), &text);
+        assert_clean(
+            &AwsError::connect_failed("GetMicrovm")
+                .cause(text.clone())
+                .build(),
+            &text,
+        );
         for code in ["not_found", "resource_exhausted", "weird", "unimplemented"] {
-            assert_clean(&from_stream_error(code, &text, call), &text);
+            assert_clean(&stream_error(code, &text, call), &text);
         }
-        let end = EndEventData {
-            status: "weird".into(),
-            exit_code: 1,
-            signal: None,
-            error: Some(("invalid_argument".into(), text.clone())),
-        };
-        let err = from_end_event(end, CommandOutput::default(), "ls").unwrap_err();
+        let end = EndEvent::new("weird", 1).error("invalid_argument", text.clone());
+        let err = end_event(end, CommandOutput::default(), "ls").unwrap_err();
         assert_clean(&err, &text);
         assert_clean(
             &SandboxError::connection_lost("commands.run", Some(&text)),
             &text,
         );
         assert_clean(
-            &SandboxError::not_ready(Some(&text), Some(&text), Duration::from_secs(1)),
+            &SandboxError::not_ready(
+                Some(rayito::SandboxState::from(text.as_str())),
+                Some(&text),
+                Duration::from_secs(1),
+            ),
             &text,
         );
         assert_clean(&SandboxError::sandbox_not_found(&text), &text);
@@ -126,19 +144,10 @@ fn no_mapper_lets_a_secret_through() {
 #[test]
 fn a_command_line_with_secrets_never_reaches_the_message() {
     let command = format!("TOKEN={ACCESS_TOKEN} curl -H 'x-access-token: {ACCESS_TOKEN}' http://x");
-    let end = EndEventData {
-        status: "exited".into(),
-        exit_code: 7,
-        signal: None,
-        error: None,
-    };
-    let out = CommandOutput {
-        stdout: ACCESS_TOKEN.into(),
-        stderr: ACCESS_TOKEN.into(),
-        truncated: false,
-    };
+    let end = EndEvent::new("exited", 7);
+    let out = CommandOutput::new(ACCESS_TOKEN, ACCESS_TOKEN, false);
     assert!(!format!("{out:?}").contains(ACCESS_TOKEN));
-    let err = from_end_event(end, out, &command).unwrap_err();
+    let err = end_event(end, out, &command).unwrap_err();
     assert_eq!(
         err.to_string(),
         "command curl exited with code 7; its stdout and stderr are in the error"

@@ -130,7 +130,7 @@ fn classify_uses_the_code_row_for_a_bare_sandbox_error() {
             "kind": "connection_lost",
             "retryable": true,
             "retry_with_larger_limits": false,
-            "summary": "the agent or the control plane stopped answering (reset, refused, proxy 502/503/504 after the reconnect budget)",
+            "summary": "the agent or the control plane stopped answering (a reset, a connection never established once its retries are spent, proxy 429/502/503/504)",
         })
     );
     let e = SandboxError::closed();
@@ -223,10 +223,10 @@ fn size_send_sync_are_pinned() {
 
 #[test]
 fn retry_after_is_exposed() {
-    let mut f = rayito::error::map::aws::AwsFailure::new("RunMicrovm");
-    f.code = Some("ThrottlingException".to_owned());
-    f.retry_after = Some(Duration::from_millis(1_500));
-    let e = rayito::error::map::aws::from_aws(f);
+    let mut f = rayito::test_util::AwsError::new("RunMicrovm");
+    f = f.code("ThrottlingException".to_owned());
+    f = f.retry_after(Duration::from_millis(1_500));
+    let e = f.build();
     assert_eq!(e.retry_after(), Some(Duration::from_millis(1_500)));
     assert_eq!(
         e.to_string(),
@@ -237,12 +237,12 @@ fn retry_after_is_exposed() {
 #[test]
 fn source_is_a_sanitized_summary() {
     use std::error::Error as _;
-    let mut f = rayito::error::map::aws::AwsFailure::new("RunMicrovm");
-    f.code = Some("ThrottlingException".to_owned());
-    f.http_status = Some(429);
-    f.request_id = Some("req-123".to_owned());
-    f.message = Some("Signature=0123456789abcdef0123456789abcdef".to_owned());
-    let e = rayito::error::map::aws::from_aws(f).with_attempts(5);
+    let mut f = rayito::test_util::AwsError::new("RunMicrovm");
+    f = f.code("ThrottlingException".to_owned());
+    f = f.http_status(429);
+    f = f.request_id("req-123".to_owned());
+    f = f.message("Signature=0123456789abcdef0123456789abcdef".to_owned());
+    let e = f.build().with_attempts(5);
     let source = e.source().expect("every error has its summary as source");
     assert_eq!(
         source.to_string(),
@@ -250,21 +250,20 @@ fn source_is_a_sanitized_summary() {
     );
     assert!(source.source().is_none());
 
-    let e = rayito::error::map::agent::from_stream_error(
+    let e = rayito::test_util::stream_error(
         "resource_exhausted",
         "disk_full",
-        rayito::error::map::grpc::CallContext::new("files.write"),
+        rayito::test_util::Call::new("files.write"),
     );
     assert_eq!(
         e.source().map(ToString::to_string).as_deref(),
         Some("agent reason resource_exhausted, 1 attempt")
     );
-    let e = rayito::error::map::grpc::from_grpc(rayito::error::map::grpc::GrpcFailure::new(
+    let e = rayito::test_util::agent_status(
         rayito::error::GrpcCode::Unavailable,
         "suspending",
-        true,
-        rayito::error::map::grpc::CallContext::new("commands.run"),
-    ));
+        rayito::test_util::Call::new("commands.run"),
+    );
     assert_eq!(
         e.source().map(ToString::to_string).as_deref(),
         Some("grpc UNAVAILABLE, 1 attempt")
@@ -276,4 +275,19 @@ fn source_is_a_sanitized_summary() {
             .as_deref(),
         Some("no server answer, 0 attempts")
     );
+
+    // A failure of the transport keeps its redacted text as the cause,
+    // one link further: what anyhow/eyre print as the last "Caused by".
+    let e = rayito::test_util::transport_failure(
+        rayito::test_util::TransportFailure::NotEstablished,
+        "tcp connect error: Connection refused, x-access-token: abc123",
+        rayito::test_util::Call::new("health"),
+    );
+    let summary = e.source().expect("summary");
+    let cause = summary.source().expect("cause");
+    assert_eq!(
+        cause.to_string(),
+        "tcp connect error: Connection refused, x-access-token: [redacted]"
+    );
+    assert!(cause.source().is_none());
 }

@@ -1,31 +1,23 @@
 //! In-stream agent failures: every `StreamError` code and every `EndEvent`
-//! status (wire-contract 1.5 and 1.8), each with variant, fields and the
+//! status (docs/errors.md, "From the agent"), through the `test-util`
+//! entry points, each with variant, fields and the
 //! exact message.
 
-use rayito::error::map::agent::{
-    CommandOutput, EndEventData, EndOutcome, from_end_event, from_stream_error,
-};
-use rayito::error::map::grpc::CallContext;
 use rayito::error::{CommandExitStatus, ErrorKind, SandboxCode, SandboxError, TimeoutScope};
+use rayito::test_util::{
+    Call as CallContext, CommandOutput, EndEvent, EndOutcome, end_event as from_end_event,
+    stream_error as from_stream_error,
+};
 
 const RUN: CallContext = CallContext::new("commands.run");
 const WATCH: CallContext = CallContext::filesystem("files.watch_dir");
 
 fn output() -> CommandOutput {
-    CommandOutput {
-        stdout: "out".to_owned(),
-        stderr: "err".to_owned(),
-        truncated: true,
-    }
+    CommandOutput::new("out", "err", true)
 }
 
-fn end(status: &str, exit_code: i32) -> EndEventData {
-    EndEventData {
-        status: status.to_owned(),
-        exit_code,
-        signal: None,
-        error: None,
-    }
+fn end(status: &str, exit_code: i32) -> EndEvent {
+    EndEvent::new(status, exit_code)
 }
 
 #[test]
@@ -86,6 +78,13 @@ fn stream_error_codes() {
             RUN,
             ErrorKind::Unimplemented,
             "feature commands.run is not available: the agent in this image does not implement it; publish an image with a newer agent",
+        ),
+        (
+            "unimplemented",
+            "language typescript needs node, which is not installed on this host",
+            RUN,
+            ErrorKind::Unimplemented,
+            "feature commands.run is not available: language typescript needs node, which is not installed on this host",
         ),
         (
             "resource_exhausted",
@@ -173,15 +172,15 @@ fn stream_error_fields() {
 #[test]
 fn exit_zero_is_success_and_hands_the_output_back() {
     let out = from_end_event(end("exited", 0), output(), "python3 -c 'print(1)'");
-    assert_eq!(out, Ok(EndOutcome::Exited { output: output() }));
+    assert_eq!(out, Ok(EndOutcome::Exited));
 }
 
 #[test]
 fn suspending_is_not_final() {
     let mut e = end("suspending", 0);
-    e.error = Some(("suspending".to_owned(), "suspending".to_owned()));
+    e = e.error("suspending".to_owned(), "suspending".to_owned());
     let out = from_end_event(e, output(), "sleep 100");
-    assert_eq!(out, Ok(EndOutcome::Suspended { output: output() }));
+    assert_eq!(out, Ok(EndOutcome::Suspended));
 }
 
 #[test]
@@ -215,7 +214,7 @@ fn non_zero_exit_is_command_exit_with_output() {
 #[test]
 fn signaled_is_command_exit() {
     let mut e = end("signaled", 137);
-    e.signal = Some(9);
+    e = e.signal(9);
     let err = from_end_event(e, output(), "./run.sh").unwrap_err();
     assert!(matches!(
         err,
@@ -238,12 +237,9 @@ fn signaled_is_command_exit() {
 
 #[test]
 fn timeout_is_a_command_timeout() {
-    let e = EndEventData {
-        status: "timeout".to_owned(),
-        exit_code: 137,
-        signal: Some(9),
-        error: Some(("deadline_exceeded".to_owned(), "deadline".to_owned())),
-    };
+    let e = EndEvent::new("timeout", 137)
+        .signal(9)
+        .error("deadline_exceeded", "deadline");
     let err = from_end_event(e, output(), "sleep 10").unwrap_err();
     assert!(matches!(
         err,
@@ -262,7 +258,7 @@ fn timeout_is_a_command_timeout() {
 #[test]
 fn sandbox_timeout_is_terminal() {
     let mut e = end("sandbox_timeout", 0);
-    e.error = Some(("sandbox_timeout".to_owned(), "sandbox_timeout".to_owned()));
+    e = e.error("sandbox_timeout".to_owned(), "sandbox_timeout".to_owned());
     let err = from_end_event(e, output(), "sleep 10").unwrap_err();
     assert!(matches!(
         err,
@@ -290,7 +286,7 @@ fn output_truncated_is_a_sandbox_error() {
 #[test]
 fn other_statuses_go_through_the_stream_error_table() {
     let mut e = end("weird", 1);
-    e.error = Some(("resource_exhausted".to_owned(), "disk_full".to_owned()));
+    e = e.error("resource_exhausted".to_owned(), "disk_full".to_owned());
     let err = from_end_event(e, output(), "dd").unwrap_err();
     assert!(matches!(err, SandboxError::DiskFull { .. }));
 
@@ -308,7 +304,7 @@ fn other_statuses_go_through_the_stream_error_table() {
     );
     assert_eq!(
         from_end_event(end("weird", 0), output(), "dd"),
-        Ok(EndOutcome::Exited { output: output() })
+        Ok(EndOutcome::Exited)
     );
 }
 

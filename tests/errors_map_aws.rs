@@ -1,20 +1,22 @@
-//! The AWS control-plane table (errors.md 3.1): every code it names, no
+//! The AWS control-plane table (docs/errors.md, "From AWS"): every code it names, no
 //! response, and an unknown code, each with variant, fields and the exact
 //! message.
 
 use std::time::Duration;
 
-use rayito::error::map::aws::{
-    AwsFailure, NoResponse, from_aws, no_credentials, sanitize_aws_code,
-};
+use rayito::test_util::{AwsError, aws_no_credentials};
+
+fn build(f: AwsError) -> SandboxError {
+    f.build()
+}
 use rayito::error::{ErrorKind, SandboxCode, SandboxError, TimeoutScope};
 
-fn failure(operation: &'static str, code: &str, status: u16) -> AwsFailure {
-    let mut f = AwsFailure::new(operation);
-    f.code = Some(code.to_owned());
-    f.http_status = Some(status);
-    f.message = Some("server says no".to_owned());
-    f.request_id = Some("req-123".to_owned());
+fn failure(operation: &'static str, code: &str, status: u16) -> AwsError {
+    let mut f = AwsError::new(operation);
+    f = f.code(code);
+    f = f.http_status(status);
+    f = f.message("server says no".to_owned());
+    f = f.request_id("req-123".to_owned());
     f
 }
 
@@ -30,7 +32,7 @@ fn assert_meta(e: &SandboxError, code: &str, status: u16) {
 
 #[test]
 fn resource_not_found_is_sandbox_not_found_and_mentions_the_image_on_run() {
-    let e = from_aws(failure("GetMicrovm", "ResourceNotFoundException", 404));
+    let e = build(failure("GetMicrovm", "ResourceNotFoundException", 404));
     assert!(matches!(e, SandboxError::SandboxNotFound { .. }));
     assert_eq!(
         e.to_string(),
@@ -39,7 +41,7 @@ fn resource_not_found_is_sandbox_not_found_and_mentions_the_image_on_run() {
     assert_meta(&e, "ResourceNotFoundException", 404);
     assert!(e.is_not_found() && e.is_sandbox_error() && !e.is_retryable());
 
-    let e = from_aws(failure("RunMicrovm", "ResourceNotFoundException", 404));
+    let e = build(failure("RunMicrovm", "ResourceNotFoundException", 404));
     assert!(matches!(e, SandboxError::SandboxNotFound { .. }));
     assert_eq!(
         e.to_string(),
@@ -50,7 +52,7 @@ fn resource_not_found_is_sandbox_not_found_and_mentions_the_image_on_run() {
 #[test]
 fn validation_codes_are_invalid_argument() {
     for code in ["ValidationException", "InvalidParameterValueException"] {
-        let e = from_aws(failure("RunMicrovm", code, 400));
+        let e = build(failure("RunMicrovm", code, 400));
         assert!(
             matches!(e, SandboxError::InvalidArgument { argument: None, .. }),
             "{code}"
@@ -74,7 +76,7 @@ fn every_credential_code_is_authentication() {
         "InvalidClientTokenId",
         "MissingAuthenticationToken",
     ] {
-        let e = from_aws(failure("RunMicrovm", code, 403));
+        let e = build(failure("RunMicrovm", code, 403));
         assert!(
             matches!(
                 e,
@@ -100,8 +102,8 @@ fn every_credential_code_is_authentication() {
 fn throttling_is_rate_limit_with_retry_after() {
     for code in ["ThrottlingException", "TooManyRequestsException"] {
         let mut f = failure("RunMicrovm", code, 429);
-        f.retry_after = Some(Duration::from_secs(2));
-        let e = from_aws(f);
+        f = f.retry_after(Duration::from_secs(2));
+        let e = build(f);
         assert!(matches!(
             e,
             SandboxError::RateLimit { retry_after: Some(d), .. } if d == Duration::from_secs(2)
@@ -114,7 +116,7 @@ fn throttling_is_rate_limit_with_retry_after() {
         assert_meta(&e, code, 429);
         assert!(e.is_retryable());
     }
-    let e = from_aws(failure("ListMicrovms", "ThrottlingException", 429));
+    let e = build(failure("ListMicrovms", "ThrottlingException", 429));
     assert!(matches!(
         e,
         SandboxError::RateLimit {
@@ -131,7 +133,7 @@ fn throttling_is_rate_limit_with_retry_after() {
 #[test]
 fn conflicts_are_sandbox_state() {
     for code in ["ConflictException", "ResourceConflictException"] {
-        let e = from_aws(failure("SuspendMicrovm", code, 409));
+        let e = build(failure("SuspendMicrovm", code, 409));
         assert!(matches!(e, SandboxError::SandboxState { .. }), "{code}");
         assert_eq!(
             e.to_string(),
@@ -144,8 +146,8 @@ fn conflicts_are_sandbox_state() {
 #[test]
 fn service_quota_is_quota_exceeded_with_its_code_by_name_not_status() {
     let mut f = failure("RunMicrovm", "ServiceQuotaExceededException", 402);
-    f.quota_code = Some("L-1234ABCD".to_owned());
-    let e = from_aws(f);
+    f = f.quota_code("L-1234ABCD".to_owned());
+    let e = build(f);
     assert!(matches!(
         &e,
         SandboxError::QuotaExceeded { quota_code: Some(q), .. } if q == "L-1234ABCD"
@@ -161,7 +163,7 @@ fn service_quota_is_quota_exceeded_with_its_code_by_name_not_status() {
 
 #[test]
 fn insufficient_capacity_is_capacity_even_though_it_is_a_500() {
-    let e = from_aws(failure("RunMicrovm", "InsufficientCapacityException", 500));
+    let e = build(failure("RunMicrovm", "InsufficientCapacityException", 500));
     assert!(matches!(e, SandboxError::Capacity { code: None, .. }));
     assert_eq!(
         e.to_string(),
@@ -178,7 +180,7 @@ fn service_faults_and_any_5xx_are_service_error() {
         ("ServiceException", 500),
         ("SomethingNewException", 503),
     ] {
-        let e = from_aws(failure("GetMicrovm", code, status));
+        let e = build(failure("GetMicrovm", code, status));
         assert_eq!(e.sandbox_code(), Some(&SandboxCode::ServiceError), "{code}");
         assert_eq!(
             e.to_string(),
@@ -190,9 +192,9 @@ fn service_faults_and_any_5xx_are_service_error() {
         assert_eq!(e.classify().kind, "service_error");
         assert!(e.is_retryable());
     }
-    let mut f = AwsFailure::new("GetMicrovm");
-    f.http_status = Some(502);
-    let e = from_aws(f);
+    let mut f = AwsError::new("GetMicrovm");
+    f = f.http_status(502);
+    let e = build(f);
     assert_eq!(e.sandbox_code(), Some(&SandboxCode::ServiceError));
     assert_eq!(
         e.to_string(),
@@ -202,9 +204,8 @@ fn service_faults_and_any_5xx_are_service_error() {
 
 #[test]
 fn no_response_is_connection_lost_or_a_request_timeout() {
-    let mut f = AwsFailure::new("RunMicrovm");
-    f.no_response = Some(NoResponse::Timeout);
-    let e = from_aws(f);
+    let f = AwsError::timed_out("RunMicrovm");
+    let e = build(f);
     assert!(matches!(
         e,
         SandboxError::Timeout {
@@ -218,9 +219,8 @@ fn no_response_is_connection_lost_or_a_request_timeout() {
     );
     assert_eq!(e.meta().http_status(), None);
 
-    let mut f = AwsFailure::new("RunMicrovm");
-    f.no_response = Some(NoResponse::Connect);
-    let e = from_aws(f);
+    let f = AwsError::connect_failed("RunMicrovm");
+    let e = build(f);
     assert_eq!(e.sandbox_code(), Some(&SandboxCode::ConnectionLost));
     assert_eq!(
         e.to_string(),
@@ -228,9 +228,8 @@ fn no_response_is_connection_lost_or_a_request_timeout() {
     );
     assert!(e.is_retryable());
 
-    let mut f = AwsFailure::new("GetMicrovm");
-    f.no_response = Some(NoResponse::Other);
-    let e = from_aws(f);
+    let f = AwsError::no_response("GetMicrovm");
+    let e = build(f);
     assert_eq!(e.sandbox_code(), Some(&SandboxCode::ConnectionLost));
     assert_eq!(
         e.to_string(),
@@ -240,7 +239,7 @@ fn no_response_is_connection_lost_or_a_request_timeout() {
 
 #[test]
 fn an_unknown_code_keeps_its_metadata() {
-    let e = from_aws(failure("GetMicrovm", "BrandNewException", 418));
+    let e = build(failure("GetMicrovm", "BrandNewException", 418));
     assert!(matches!(e, SandboxError::Sandbox { code: None, .. }));
     assert_eq!(
         e.to_string(),
@@ -250,7 +249,7 @@ fn an_unknown_code_keeps_its_metadata() {
     assert_eq!(e.kind(), ErrorKind::Sandbox);
     assert!(!e.is_retryable());
 
-    let e = from_aws(AwsFailure::new("GetMicrovm"));
+    let e = build(AwsError::new("GetMicrovm"));
     assert_eq!(
         e.to_string(),
         "control plane call GetMicrovm failed (no error code); the SDK does not retry this failure"
@@ -259,11 +258,11 @@ fn an_unknown_code_keeps_its_metadata() {
 
 #[test]
 fn codes_are_sanitized_as_the_aws_json_protocol_says() {
-    assert_eq!(
-        sanitize_aws_code("aws.foo#ConflictException:http://internal.amazon.com/"),
-        "ConflictException"
+    let e = build(
+        AwsError::new("GetMicrovm").code("aws.foo#ConflictException:http://internal.amazon.com/"),
     );
-    let e = from_aws(failure(
+    assert_eq!(e.meta().aws_code(), Some("ConflictException"));
+    let e = build(failure(
         "ResumeMicrovm",
         "com.amazon#ConflictException:http://x",
         409,
@@ -274,7 +273,7 @@ fn codes_are_sanitized_as_the_aws_json_protocol_says() {
 
 #[test]
 fn no_credentials_says_how_to_configure_aws_or_go_local() {
-    let e = no_credentials("no providers in chain provided credentials");
+    let e = aws_no_credentials("no providers in chain provided credentials");
     assert!(matches!(
         e,
         SandboxError::Authentication {
@@ -287,7 +286,7 @@ fn no_credentials_says_how_to_configure_aws_or_go_local() {
         "no AWS credentials or region found: no providers in chain provided credentials; configure AWS (environment variables, a profile or an instance role) or choose the local backend with RAYITO_BACKEND=local or Sandbox::builder().local()"
     );
     assert_eq!(
-        no_credentials("").to_string(),
+        aws_no_credentials("").to_string(),
         "no AWS credentials or region found; configure AWS (environment variables, a profile or an instance role) or choose the local backend with RAYITO_BACKEND=local or Sandbox::builder().local()"
     );
 }
@@ -298,12 +297,12 @@ fn aws_secrets_never_reach_display_debug_or_wire() {
     let key_id = "AKIAIOSFODNN7EXAMPLE";
     let token = "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQDcanary";
     let mut f = failure("RunMicrovm", "SignatureDoesNotMatch", 403);
-    f.message = Some(format!(
+    f = f.message(format!(
         "Signature={secret_sig} Credential={key_id}/20250101 x-amz-security-token:\n{token}\n\
          The Canonical String for this request should have been 'POST\n/x\nhost:y'"
     ));
     let debug_of_failure = format!("{f:?}");
-    let e = from_aws(f);
+    let e = build(f);
     for shown in [
         e.to_string(),
         format!("{e:?}"),

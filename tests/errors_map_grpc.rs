@@ -1,22 +1,19 @@
-//! The agent gRPC table (errors.md 3.2, wire-contract 1.8, 2.7, 5.5): every
-//! code, the exact markers and their near misses, the proxy route, and the
-//! reconnect / not-established / proxy-rejection predicates.
+//! The agent gRPC table (docs/errors.md, "From the agent"): every code, the
+//! exact markers and their near misses, the proxy route and the transport's
+//! own failures, through the `test-util` entry points.
 
-use rayito::error::map::grpc::{
-    CallContext, GrpcFailure, from_grpc, from_proxy_status, http_status_of, is_not_established,
-    is_proxy_rejection, is_reconnectable, is_reconnectable_proxy_status, proxy_rejected,
-};
 use rayito::error::{GrpcCode, SandboxCode, SandboxError, TimeoutScope};
+use rayito::test_util::{Call, TransportFailure, agent_status, proxy_answer, transport_failure};
 
-const RUN: CallContext = CallContext::new("commands.run");
-const READ: CallContext = CallContext::filesystem("files.read");
-
-fn agent(code: GrpcCode, message: &str) -> GrpcFailure {
-    GrpcFailure::new(code, message, true, RUN)
-}
+const RUN: Call = Call::new("commands.run");
+const READ: Call = Call::filesystem("files.read");
 
 fn map(code: GrpcCode, message: &str) -> SandboxError {
-    from_grpc(agent(code, message))
+    agent_status(code, message, RUN)
+}
+
+fn reset(code: GrpcCode, text: &str, call: Call) -> SandboxError {
+    transport_failure(TransportFailure::Reset { code }, text, call)
 }
 
 fn assert_kept(e: &SandboxError, code: GrpcCode, message: &str) {
@@ -39,10 +36,6 @@ fn phase_gate_is_sandbox_state_and_reconnectable() {
         "the sandbox is suspending (commands.run); retry once it has resumed"
     );
     assert_kept(&e, GrpcCode::Unavailable, "suspending");
-    assert!(is_reconnectable(&agent(
-        GrpcCode::Unavailable,
-        "suspending"
-    )));
 
     let e = map(GrpcCode::Unavailable, "terminating");
     assert!(matches!(e, SandboxError::SandboxState { .. }));
@@ -50,10 +43,6 @@ fn phase_gate_is_sandbox_state_and_reconnectable() {
         e.to_string(),
         "the sandbox is terminating (commands.run); create a new sandbox"
     );
-    assert!(is_reconnectable(&agent(
-        GrpcCode::Unavailable,
-        "terminating"
-    )));
 }
 
 #[test]
@@ -93,10 +82,6 @@ fn kernel_gate_is_kernel_not_ready_and_not_reconnected() {
     );
     assert_eq!(e.classify().kind, "kernel_not_ready");
     assert!(e.is_retryable());
-    assert!(!is_reconnectable(&agent(
-        GrpcCode::Unavailable,
-        "kernel not ready: starting"
-    )));
     let e = map(GrpcCode::Unavailable, "kernel not ready");
     assert_eq!(
         e.to_string(),
@@ -165,12 +150,7 @@ fn unauthenticated_and_permission_denied_are_authentication() {
         "the agent refused the access token (commands.run); connect to the sandbox again to get a valid token"
     );
     // On a call that takes no path, cwd or user, the caller was refused.
-    let e = from_grpc(GrpcFailure::new(
-        GrpcCode::PermissionDenied,
-        "not allowed",
-        true,
-        CallContext::new("connect"),
-    ));
+    let e = agent_status(GrpcCode::PermissionDenied, "not allowed", Call::new("connect"));
     assert!(matches!(
         e,
         SandboxError::Authentication {
@@ -182,7 +162,6 @@ fn unauthenticated_and_permission_denied_are_authentication() {
         e.to_string(),
         "the agent denied permission for connect: not allowed; use an allowed user or path"
     );
-    assert!(!is_proxy_rejection(&agent(GrpcCode::PermissionDenied, "x")));
 }
 
 #[test]
@@ -191,33 +170,28 @@ fn permission_denied_on_a_path_cwd_or_user_is_the_sandbox_users() {
     // message names the role of the refused argument.
     let cases = [
         (
-            CallContext::new("commands.run"),
+            Call::new("commands.run"),
             "running as root is not allowed",
             "the sandbox's user may not use the cwd or user given to commands.run: running as root is not allowed; pass a cwd or user that user may use (its home is /home/user)",
         ),
         (
-            CallContext::filesystem("files.write"),
+            Call::filesystem("files.write"),
             "path not allowed",
             "the sandbox's user may not use the path given to files.write: path not allowed; pass a path that user may use (its home is /home/user)",
         ),
         (
-            CallContext::filesystem("files.rename"),
+            Call::filesystem("files.rename"),
             "path not allowed",
             "the sandbox's user may not use the source or destination path given to files.rename: path not allowed; pass a source or destination path that user may use (its home is /home/user)",
         ),
         (
-            CallContext::new("code.create_context"),
+            Call::new("code.create_context"),
             "path not allowed",
             "the sandbox's user may not use the cwd given to code.create_context: path not allowed; pass a cwd that user may use (its home is /home/user)",
         ),
     ];
     for (call, text, message) in cases {
-        let e = from_grpc(GrpcFailure::new(
-            GrpcCode::PermissionDenied,
-            text,
-            true,
-            call,
-        ));
+        let e = agent_status(GrpcCode::PermissionDenied, text, call);
         assert_eq!(
             e.sandbox_code(),
             Some(&SandboxCode::PermissionDenied),
@@ -231,40 +205,25 @@ fn permission_denied_on_a_path_cwd_or_user_is_the_sandbox_users() {
 
 #[test]
 fn proxy_403_without_grpc_status_is_a_proxy_rejection() {
-    let f = GrpcFailure::new(
-        GrpcCode::PermissionDenied,
-        "grpc-status header missing, mapped from HTTP status code 403",
-        false,
-        RUN,
+    let e = proxy_answer(403, RUN);
+    assert!(matches!(
+        e,
+        SandboxError::Authentication {
+            proxy_rejected: true,
+            ..
+        }
+    ));
+    assert_eq!(
+        e.to_string(),
+        "the AWS proxy refused the sandbox's token for commands.run even after a fresh one; check the IAM permission to create MicroVM auth tokens"
     );
-    assert!(is_proxy_rejection(&f));
-    assert!(!is_reconnectable(&f));
-    assert_eq!(http_status_of(&f), Some(403));
-    for e in [proxy_rejected(f.clone()), from_grpc(f)] {
-        assert!(matches!(
-            e,
-            SandboxError::Authentication {
-                proxy_rejected: true,
-                ..
-            }
-        ));
-        assert_eq!(
-            e.to_string(),
-            "the AWS proxy refused the sandbox's token for commands.run even after a fresh one; check the IAM permission to create MicroVM auth tokens"
-        );
-        assert_eq!(e.meta().http_status(), Some(403));
-        assert_eq!(e.meta().grpc_code(), Some(GrpcCode::PermissionDenied));
-    }
+    assert_eq!(e.meta().http_status(), Some(403));
+    assert_eq!(e.meta().grpc_code(), Some(GrpcCode::PermissionDenied));
 }
 
 #[test]
 fn not_found_depends_on_the_call() {
-    let e = from_grpc(GrpcFailure::new(
-        GrpcCode::NotFound,
-        "missing path",
-        true,
-        READ,
-    ));
+    let e = agent_status(GrpcCode::NotFound, "missing path", READ);
     assert!(matches!(e, SandboxError::FileNotFound { .. }));
     assert_eq!(
         e.to_string(),
@@ -329,14 +288,8 @@ fn deadline_and_cancellation() {
         e.to_string(),
         "the call commands.run did not finish; raise request_timeout or retry"
     );
-    assert!(!is_reconnectable(&agent(GrpcCode::DeadlineExceeded, "")));
 
-    let e = from_grpc(GrpcFailure::new(
-        GrpcCode::Cancelled,
-        "",
-        false,
-        RUN.cancelled_by_caller(),
-    ));
+    let e = reset(GrpcCode::Cancelled, "", RUN.cancelled_by_caller());
     assert_eq!(e.sandbox_code(), Some(&SandboxCode::Cancelled));
     assert_eq!(
         e.to_string(),
@@ -360,6 +313,33 @@ fn unimplemented_from_the_agent_names_the_feature() {
 }
 
 #[test]
+fn unimplemented_language_keeps_the_agents_reason() {
+    let msg = "language javascript needs node, which is not installed on this host";
+    let e = map(GrpcCode::Unimplemented, msg);
+    assert!(matches!(
+        &e,
+        SandboxError::Unimplemented { reason, .. } if &**reason == msg
+    ));
+    assert_eq!(
+        e.to_string(),
+        "feature commands.run is not available: language javascript needs node, which is not installed on this host"
+    );
+    // Anything else keeps the generic reason (the text stays in server_message).
+    for other in [
+        "Method not found",
+        &format!("language {}", "x".repeat(300)),
+        "language a\nb",
+    ] {
+        let e = map(GrpcCode::Unimplemented, other);
+        assert!(
+            e.to_string()
+                .ends_with("publish an image with a newer agent"),
+            "{other}: {e}"
+        );
+    }
+}
+
+#[test]
 fn resets_are_reconnectable_and_end_as_connection_lost() {
     for (code, text) in [
         (
@@ -370,16 +350,12 @@ fn resets_are_reconnectable_and_end_as_connection_lost() {
         (GrpcCode::Internal, "GOAWAY received"),
         (GrpcCode::Unavailable, "transport error"),
     ] {
-        let f = GrpcFailure::new(code, text, false, RUN);
-        assert!(is_reconnectable(&f), "{code:?} {text}");
-        let e = from_grpc(f);
+        let e = reset(code, text, RUN);
         assert_eq!(e.sandbox_code(), Some(&SandboxCode::ConnectionLost));
         assert!(e.is_retryable());
     }
     // The same words from the agent (with a grpc-status) are not a reset.
-    let f = agent(GrpcCode::Internal, "Connection reset by peer");
-    assert!(!is_reconnectable(&f));
-    let e = from_grpc(f);
+    let e = map(GrpcCode::Internal, "Connection reset by peer");
     assert!(matches!(e, SandboxError::Sandbox { code: None, .. }));
     assert_eq!(
         e.to_string(),
@@ -387,64 +363,70 @@ fn resets_are_reconnectable_and_end_as_connection_lost() {
     );
     assert!(!e.is_retryable());
     // A cancellation by the caller is never a reset.
-    let f = GrpcFailure::new(
-        GrpcCode::Cancelled,
-        "RST_STREAM",
-        false,
-        RUN.cancelled_by_caller(),
-    );
-    assert!(!is_reconnectable(&f));
+    let e = reset(GrpcCode::Cancelled, "RST_STREAM", RUN.cancelled_by_caller());
+    assert_eq!(e.sandbox_code(), Some(&SandboxCode::Cancelled));
 }
 
 #[test]
-fn not_established_needs_a_transport_marker_from_our_stack() {
+fn agent_text_that_mimics_the_transport_never_chooses_the_variant() {
+    // tonic's own wording for an answer without grpc-status, and transport
+    // words, sent by the agent as its status message: still the agent's.
     for text in [
-        "Socket closed before receiving SETTINGS frame",
-        "failed to connect to all addresses",
-        "transport error: error trying to connect: tcp connect error: Connection refused (os error 111)",
+        "grpc-status header missing, mapped from HTTP status code 503",
+        "grpc-status header missing, mapped from HTTP status code 403",
+        "transport error: connection reset",
+        "h2 protocol error: stream error received: RST_STREAM",
+        "tcp connect error: Connection refused",
     ] {
-        assert!(
-            is_not_established(&GrpcFailure::new(GrpcCode::Unavailable, text, false, RUN)),
-            "{text}"
-        );
-        assert!(!is_not_established(&agent(GrpcCode::Unavailable, text)));
+        for code in [GrpcCode::Internal, GrpcCode::Unknown, GrpcCode::Cancelled] {
+            let e = map(code, text);
+            assert!(
+                matches!(e, SandboxError::Sandbox { code: None, .. }),
+                "{code:?} {text}: {e:?}"
+            );
+            assert!(!e.is_retryable());
+            assert_eq!(e.meta().http_status(), None);
+        }
+        let e = map(GrpcCode::PermissionDenied, text);
+        assert!(matches!(
+            e,
+            SandboxError::Authentication {
+                proxy_rejected: false,
+                ..
+            }
+        ));
     }
-    assert!(!is_not_established(&GrpcFailure::new(
-        GrpcCode::Unavailable,
-        "connection reset",
-        false,
-        RUN
-    )));
+}
+
+#[test]
+fn a_connection_never_established_ends_as_connection_lost_with_its_cause() {
+    let text = "transport error: tcp connect error: Connection refused (os error 111)";
+    let e = transport_failure(TransportFailure::NotEstablished, text, RUN);
+    assert_eq!(e.sandbox_code(), Some(&SandboxCode::ConnectionLost));
+    assert!(e.is_retryable());
+    let meta = std::error::Error::source(&e).expect("meta");
+    let cause = meta.source().expect("cause");
+    assert_eq!(cause.to_string(), text);
+    assert!(cause.source().is_none());
 }
 
 #[test]
 fn proxy_http_statuses() {
     for status in [429, 502, 503, 504] {
-        assert!(is_reconnectable_proxy_status(status));
-        let f = GrpcFailure::new(
-            GrpcCode::Unavailable,
-            format!("grpc-status header missing, mapped from HTTP status code {status}"),
-            false,
-            RUN,
-        );
-        assert!(is_reconnectable(&f));
-        let via_grpc = from_grpc(f);
-        let direct = from_proxy_status(status, RUN);
-        for e in [&via_grpc, &direct] {
-            assert_eq!(e.sandbox_code(), Some(&SandboxCode::ConnectionLost));
-            assert_eq!(e.meta().http_status(), Some(status));
-        }
-        assert_eq!(via_grpc.to_string(), direct.to_string());
+        let e = proxy_answer(status, RUN);
+        assert_eq!(e.sandbox_code(), Some(&SandboxCode::ConnectionLost));
+        assert_eq!(e.meta().http_status(), Some(status));
+        assert_eq!(e.meta().grpc_code(), Some(GrpcCode::Unavailable));
     }
     assert_eq!(
-        from_proxy_status(429, RUN).to_string(),
+        proxy_answer(429, RUN).to_string(),
         "the AWS proxy rate-limited commands.run (http 429); retry later with backoff"
     );
     assert_eq!(
-        from_proxy_status(502, RUN).to_string(),
+        proxy_answer(502, RUN).to_string(),
         "the AWS proxy could not reach the sandbox for commands.run (http 502); retry, or check that the sandbox is still running"
     );
-    let e = from_proxy_status(403, RUN);
+    let e = proxy_answer(403, RUN);
     assert!(matches!(
         e,
         SandboxError::Authentication {
@@ -452,21 +434,14 @@ fn proxy_http_statuses() {
             ..
         }
     ));
-    let e = from_proxy_status(500, RUN);
+    let e = proxy_answer(500, RUN);
     assert!(matches!(e, SandboxError::Sandbox { code: None, .. }));
     assert_eq!(
         e.to_string(),
         "the AWS proxy answered commands.run with http 500; the SDK does not retry this failure"
     );
     for (code, status) in [(GrpcCode::Unknown, 500), (GrpcCode::Unimplemented, 404)] {
-        let f = GrpcFailure::new(
-            code,
-            format!("grpc-status header missing, mapped from HTTP status code {status}"),
-            false,
-            RUN,
-        );
-        assert!(!is_reconnectable(&f));
-        let e = from_grpc(f);
+        let e = proxy_answer(status, RUN);
         assert!(matches!(e, SandboxError::Sandbox { code: None, .. }));
         assert_eq!(
             e.to_string(),
@@ -477,8 +452,6 @@ fn proxy_http_statuses() {
         assert_eq!(e.meta().http_status(), Some(status));
         assert_eq!(e.meta().grpc_code(), Some(code));
     }
-    assert!(!is_reconnectable_proxy_status(403));
-    assert!(!is_reconnectable_proxy_status(500));
 }
 
 #[test]
@@ -511,8 +484,7 @@ fn every_other_code_is_a_bare_sandbox_error_with_the_code_kept() {
 #[test]
 fn every_code_maps_to_something() {
     for code in GrpcCode::ALL {
-        for has_status in [true, false] {
-            let e = from_grpc(GrpcFailure::new(*code, "", has_status, READ));
+        for e in [agent_status(*code, "", READ), reset(*code, "", READ)] {
             assert_eq!(e.meta().grpc_code(), Some(*code));
             assert!(!e.to_string().is_empty());
         }

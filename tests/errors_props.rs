@@ -6,13 +6,30 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use rayito::error::map::agent::{CommandOutput, EndEventData, from_end_event, from_stream_error};
-use rayito::error::map::aws::{AwsFailure, NoResponse, from_aws, no_credentials};
-use rayito::error::map::grpc::{
-    CallContext, GrpcFailure, from_grpc, from_proxy_status, is_not_established, is_proxy_rejection,
-    is_reconnectable,
+use rayito::test_util::{
+    AwsError, Call as CallContext, CommandOutput, EndEvent, TransportFailure, agent_status,
+    aws_no_credentials, end_event, proxy_answer, redact as redact_aws_text, stream_error,
+    transport_failure,
 };
-use rayito::error::map::redact::{MAX_KEPT_CHARS, redact_aws_text};
+
+/// The most characters of server text an error keeps (docs/errors.md).
+const MAX_KEPT_CHARS: usize = 2_048;
+
+fn end_event_of(
+    status: String,
+    exit_code: i32,
+    signal: Option<i32>,
+    error: Option<(String, String)>,
+) -> EndEvent {
+    let mut end = EndEvent::new(status, exit_code);
+    if let Some(signal) = signal {
+        end = end.signal(signal);
+    }
+    if let Some((code, message)) = error {
+        end = end.error(code, message);
+    }
+    end
+}
 use rayito::error::{
     CapacityCode, CommandExitStatus, GrpcCode, SandboxCode, SandboxError, TimeoutScope,
 };
@@ -139,31 +156,38 @@ proptest! {
         retry in proptest::option::of((any::<u64>(), 0u32..1_000_000_000)),
         quota in proptest::option::of(remote_text()),
         request_id in proptest::option::of(remote_text()),
-        no_response in proptest::option::of(proptest::sample::select(vec![NoResponse::Timeout, NoResponse::Connect, NoResponse::Other])),
+        no_response in proptest::option::of(0u8..3),
         run in any::<bool>(),
     ) {
-        let mut f = AwsFailure::new(if run { "RunMicrovm" } else { "GetMicrovm" });
-        f.code = code;
-        f.message = message;
-        f.http_status = status;
-        f.retry_after = retry.map(|(s, n)| Duration::new(s, n));
-        f.quota_code = quota;
-        f.request_id = request_id;
-        f.no_response = no_response;
+        let operation = if run { "RunMicrovm" } else { "GetMicrovm" };
+        let mut f = match no_response {
+            None => AwsError::new(operation),
+            Some(0) => AwsError::timed_out(operation),
+            Some(1) => AwsError::connect_failed(operation),
+            Some(_) => AwsError::no_response(operation),
+        };
+        if let Some(code) = code { f = f.code(code); }
+        if let Some(message) = message { f = f.message(message); }
+        if let Some(status) = status { f = f.http_status(status); }
+        if let Some((s, n)) = retry { f = f.retry_after(Duration::new(s, n)); }
+        if let Some(quota) = quota { f = f.quota_code(quota); }
+        if let Some(id) = request_id { f = f.request_id(id); }
         let _ = format!("{f:?}");
-        let e = from_aws(f);
+        let e = f.build();
         let _ = (e.to_string(), format!("{e:?}"), e.classify(), e.to_wire());
         prop_assert!(e.meta().server_message().is_none_or(|m| m.chars().count() <= MAX_KEPT_CHARS));
-        let _ = no_credentials(&e.to_string());
+        let _ = aws_no_credentials(&e.to_string());
     }
 
     #[test]
     fn grpc_mapping_never_panics(code in grpc_code(), message in remote_text(), has_status in any::<bool>(), call in call(), status in any::<u16>()) {
-        let f = GrpcFailure::new(code, message, has_status, call);
-        let _ = (is_reconnectable(&f), is_not_established(&f), is_proxy_rejection(&f));
-        let e = from_grpc(f);
+        let e = if has_status {
+            agent_status(code, &message, call)
+        } else {
+            transport_failure(TransportFailure::Reset { code }, &message, call)
+        };
         let _ = (e.to_string(), format!("{e:?}"), e.classify().to_json(), e.to_wire());
-        let _ = from_proxy_status(status, call).to_string();
+        let _ = proxy_answer(status, call).to_string();
     }
 
     #[test]
@@ -177,9 +201,9 @@ proptest! {
         error in proptest::option::of((stream_code(), remote_text())),
         command in ".{0,60}",
     ) {
-        let _ = from_stream_error(&code, &message, call).to_wire();
-        let end = EndEventData { status, exit_code, signal, error };
-        if let Err(e) = from_end_event(end, CommandOutput::default(), &command) {
+        let _ = stream_error(&code, &message, call).to_wire();
+        let end = end_event_of(status, exit_code, signal, error);
+        if let Err(e) = end_event(end, CommandOutput::default(), &command) {
             let _ = (e.to_string(), e.classify());
         }
     }
@@ -198,17 +222,18 @@ proptest! {
     /// retryable than the status code alone would.
     #[test]
     fn guest_text_never_makes_a_grpc_status_retryable(code in grpc_code(), message in remote_text(), call in call()) {
-        let with_text = from_grpc(GrpcFailure::new(code, message.clone(), true, call));
-        let neutral = from_grpc(GrpcFailure::new(code, "", true, call));
+        let with_text = agent_status(code, &message, call);
+        let neutral = agent_status(code, "", call);
         prop_assert!(!with_text.is_retryable() || neutral.is_retryable(),
             "{:?} {:?} became retryable", code, message);
-        prop_assert!(!is_not_established(&GrpcFailure::new(code, message, true, call)));
+        // Nor does it choose the variant of a transport failure.
+        prop_assert_eq!(with_text.meta().http_status(), None);
     }
 
     #[test]
     fn guest_text_never_makes_a_stream_error_retryable(code in stream_code(), message in remote_text(), call in call()) {
-        let with_text = from_stream_error(&code, &message, call);
-        let neutral = from_stream_error(&code, "", call);
+        let with_text = stream_error(&code, &message, call);
+        let neutral = stream_error(&code, "", call);
         prop_assert!(!with_text.is_retryable() || neutral.is_retryable());
         // Only the agent's two environmental codes are ever retryable.
         if with_text.is_retryable() {
@@ -222,8 +247,8 @@ proptest! {
         exit_code in any::<i32>(),
         error in proptest::option::of((stream_code(), remote_text())),
     ) {
-        let end = EndEventData { status, exit_code, signal: None, error: error.clone() };
-        if let Err(e) = from_end_event(end, CommandOutput::default(), "x") && e.is_retryable() {
+        let end = end_event_of(status, exit_code, None, error.clone());
+        if let Err(e) = end_event(end, CommandOutput::default(), "x") && e.is_retryable() {
             let code = error.map(|(c, _)| c).unwrap_or_default();
             prop_assert!(code == "resource_exhausted" || code == "suspending", "{}", code);
         }

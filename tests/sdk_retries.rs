@@ -33,7 +33,9 @@ async fn capacity_twice_then_success_reuses_one_client_token() {
     let tokens = emu.run_client_tokens();
     assert_eq!(tokens.len(), 3);
     let first = tokens[0].clone().expect("a client token is sent");
-    assert_eq!(first.len(), 32);
+    // A real version-4 UUID, the same on every attempt.
+    let uuid = uuid::Uuid::parse_str(&first).expect("a UUID");
+    assert_eq!(uuid.get_version(), Some(uuid::Version::Random));
     assert!(tokens.iter().all(|t| t.as_deref() == Some(first.as_str())));
     assert!(sbx.kill().await.unwrap());
 }
@@ -85,8 +87,9 @@ async fn throttling_past_its_attempts_is_rate_limit_with_retry_after() {
         }
         other => panic!("{other:?}"),
     }
-    // The default policy: 5 attempts in all.
+    // The default policy: 5 attempts in all, and the error says so.
     assert_eq!(emu.calls(Operation::GetMicrovm), 5);
+    assert_eq!(err.meta().attempts(), 5);
     assert_eq!(
         err.to_string(),
         "control plane call GetMicrovm was throttled: Rate exceeded; retry after 0 s"
@@ -129,5 +132,9 @@ async fn one_proxy_403_is_invisible_two_are_proxy_rejected() {
         err.to_string(),
         "the AWS proxy refused the sandbox's token for commands.run even after a fresh one; check the IAM permission to create MicroVM auth tokens"
     );
+    // Classified by type (an HTTP 403 without grpc-status): the first try
+    // and the one after the re-mint.
+    assert_eq!(err.meta().http_status(), Some(403));
+    assert_eq!(err.meta().attempts(), 2);
     assert!(sbx.kill().await.unwrap());
 }

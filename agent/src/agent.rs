@@ -92,6 +92,10 @@ impl Agent {
         require_loopback(config.grpc_addr)?;
         require_loopback(config.hooks_addr)?;
         let env = SandboxEnv::new(&config.root)?;
+        if config.remove_root_on_drop {
+            // Also when this process ends without dropping the agent.
+            SandboxEnv::remove_at_exit(&config.root);
+        }
         let grpc = TcpListener::bind(config.grpc_addr).await?;
         let hooks = TcpListener::bind(config.hooks_addr).await?;
         let grpc_addr = grpc.local_addr()?;
@@ -215,6 +219,19 @@ impl Agent {
         self.shared.expire(true);
     }
 
+    /// Resolves once the logical deadline has passed in kill mode (or
+    /// [`Agent::expire_deadline_now`] forced it without a lifecycle block):
+    /// where the real agent exits with status 124, which makes AWS end the
+    /// MicroVM. The local agent keeps answering `sandbox_timeout`; its owner
+    /// decides what to do.
+    ///
+    /// The future does not borrow the agent; it resolves to `false` if the
+    /// agent is dropped first.
+    pub fn deadline_exit(&self) -> impl std::future::Future<Output = bool> + Send + use<> {
+        let mut rx = self.shared.deadline_exit.subscribe();
+        async move { rx.wait_for(|exited| *exited).await.is_ok() }
+    }
+
     /// Resolves once `/terminate` (or [`Agent::shutdown`]) has finished.
     pub async fn terminated(&self) {
         let mut rx = self.shared.terminated.subscribe();
@@ -229,7 +246,15 @@ impl Drop for Agent {
             task.abort();
         }
         if let Some(root) = self.root_to_remove.take() {
-            // Best effort; a child may still hold a file for a moment.
+            // The killed processes die within milliseconds; one still
+            // writing would make the removal fail half-way. Bounded wait.
+            for _ in 0..100 {
+                if !self.shared.env.has_processes() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            // Best effort; the exit cleanup retries when the process ends.
             let _ = std::fs::remove_dir_all(root);
         }
     }

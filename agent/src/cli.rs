@@ -1,55 +1,109 @@
-//! `rayito-agent serve`: one agent for one sandbox, until SIGTERM/SIGINT or
-//! `/terminate`.
+//! The `rayito-agent` command line (clap): `serve` runs one agent for one
+//! sandbox, until SIGTERM/SIGINT or `/terminate`; `emulator` runs the
+//! MicroVMs emulator ([`crate::emulator::cli`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Args, Parser, Subcommand};
+
 use crate::agent::{Agent, AgentConfig};
+use crate::emulator::cli::EmulatorArgs;
 
-const USAGE: &str = "usage: rayito-agent serve [--grpc-addr 127.0.0.1:8080] [--hooks-addr 127.0.0.1:9000] [--root DIR]";
-
-/// Parses `serve`'s flags (everything after the subcommand).
-fn parse(args: &[String]) -> Result<AgentConfig, String> {
-    let mut config = AgentConfig {
-        grpc_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
-        hooks_addr: SocketAddr::from(([127, 0, 0, 1], 9000)),
-        ..AgentConfig::default()
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let value = it
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
-        match flag.as_str() {
-            "--grpc-addr" => {
-                config.grpc_addr = value
-                    .parse()
-                    .map_err(|_| format!("bad --grpc-addr\n{USAGE}"))?
-            }
-            "--hooks-addr" => {
-                config.hooks_addr = value
-                    .parse()
-                    .map_err(|_| format!("bad --hooks-addr\n{USAGE}"))?
-            }
-            "--root" => {
-                config.root = PathBuf::from(value);
-                config.remove_root_on_drop = false;
-            }
-            _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
-        }
-    }
-    Ok(config)
+/// The whole command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "rayito-agent",
+    version,
+    about = "The rayito.v1 agent and a local emulator of the Lambda MicroVMs API"
+)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
 }
 
-/// Runs `serve` with its flags; returns the process exit code.
-pub fn serve(args: &[String]) -> i32 {
-    let config = match parse(args) {
-        Ok(c) => c,
-        Err(msg) => {
-            eprintln!("{msg}");
-            return 2;
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve one agent (gRPC h2c and hooks) until SIGTERM, Ctrl-C or `/terminate`.
+    Serve(ServeArgs),
+    /// Serve the Lambda MicroVMs emulator until SIGTERM or Ctrl-C.
+    Emulator(EmulatorArgs),
+}
+
+/// `rayito-agent serve`'s flags.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// gRPC (h2c) address; loopback only.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub grpc_addr: SocketAddr,
+    /// Hooks (HTTP/1.1) address; loopback only.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9000")]
+    pub hooks_addr: SocketAddr,
+    /// Sandbox root directory, kept at exit (default: a fresh temporary one,
+    /// removed at exit).
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// The agent configuration these flags describe.
+    pub fn config(&self) -> AgentConfig {
+        let mut config = AgentConfig {
+            grpc_addr: self.grpc_addr,
+            hooks_addr: self.hooks_addr,
+            ..AgentConfig::default()
+        };
+        if let Some(root) = &self.root {
+            config.root = root.clone();
+            config.remove_root_on_drop = false;
         }
-    };
+        config
+    }
+}
+
+/// Parses `args` (the program name first); on failure returns the exit code
+/// after printing the message: 0 for `--help`/`--version`, 2 for bad
+/// arguments (an unknown flag is reported as `unknown flag <flag>`).
+pub fn parse<I, T>(args: I) -> Result<Cli, i32>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    Cli::try_parse_from(args).map_err(|err| {
+        let unknown = match (err.kind(), err.get(ContextKind::InvalidArg)) {
+            (ErrorKind::UnknownArgument, Some(ContextValue::String(flag))) => Some(flag.clone()),
+            _ => None,
+        };
+        match unknown {
+            Some(flag) => {
+                let usage = err
+                    .get(ContextKind::Usage)
+                    .map(|u| u.to_string())
+                    .unwrap_or_default();
+                eprintln!("unknown flag {flag}\n{usage}");
+            }
+            None => {
+                let _ = err.print();
+            }
+        }
+        err.exit_code()
+    })
+}
+
+/// Runs a parsed command line; returns the process exit code.
+pub fn run(cli: Cli) -> i32 {
+    match cli.command {
+        Command::Serve(args) => serve(&args),
+        Command::Emulator(args) => crate::emulator::cli::run(args),
+    }
+}
+
+/// Runs `serve`; returns the process exit code.
+pub fn serve(args: &ServeArgs) -> i32 {
+    let config = args.config();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -89,4 +143,45 @@ pub fn serve(args: &[String]) -> i32 {
         agent.shutdown().await;
         0
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_ok(line: &str) -> Cli {
+        Cli::try_parse_from(line.split_whitespace()).unwrap()
+    }
+
+    #[test]
+    fn serve_flags_and_defaults() {
+        let Command::Serve(args) = parse_ok("rayito-agent serve").command else {
+            panic!("serve")
+        };
+        assert_eq!(args.grpc_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(args.hooks_addr.to_string(), "127.0.0.1:9000");
+        assert!(args.config().remove_root_on_drop);
+        let Command::Serve(args) =
+            parse_ok("rayito-agent serve --grpc-addr 127.0.0.1:0 --root /tmp/x").command
+        else {
+            panic!("serve")
+        };
+        assert_eq!(args.grpc_addr.to_string(), "127.0.0.1:0");
+        let config = args.config();
+        assert_eq!(config.root, PathBuf::from("/tmp/x"));
+        assert!(!config.remove_root_on_drop);
+    }
+
+    #[test]
+    fn bad_arguments_exit_2() {
+        assert_eq!(
+            parse(["rayito-agent", "serve", "--nope", "x"]).unwrap_err(),
+            2
+        );
+        assert_eq!(
+            parse(["rayito-agent", "serve", "--grpc-addr", "nope"]).unwrap_err(),
+            2
+        );
+        assert_eq!(parse(["rayito-agent"]).unwrap_err(), 2);
+    }
 }

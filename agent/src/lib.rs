@@ -11,6 +11,7 @@
 pub use rayito_proto::v1 as pb;
 
 pub mod agent;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod code;
 #[cfg(feature = "emulator")]
@@ -27,6 +28,7 @@ mod process;
 pub mod sandbox;
 mod server;
 mod state;
+mod text;
 pub mod token;
 
 pub use agent::{Agent, AgentConfig};

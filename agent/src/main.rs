@@ -1,5 +1,5 @@
-//! The `rayito-agent` binary: `serve` runs one agent; other subcommands
-//! (the emulator) plug in below.
+//! The `rayito-agent` binary: `serve` runs one agent, `emulator` runs the
+//! MicroVMs emulator (see `rayito-agent --help`).
 
 fn main() {
     tracing_subscriber::fmt()
@@ -9,16 +9,9 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args: Vec<String> = std::env::args().collect();
-    let rest = args.get(2..).unwrap_or_default();
-    let code = match args.get(1).map(String::as_str) {
-        Some("serve") => rayito_agent::cli::serve(rest),
-        // --- other subcommands (the emulator helper adds `emulator` here) ---
-        Some("emulator") => rayito_agent::emulator::cli::run(rest),
-        _ => {
-            eprintln!("usage: rayito-agent serve [--grpc-addr A] [--hooks-addr A] [--root DIR]");
-            2
-        }
+    let code = match rayito_agent::cli::parse(std::env::args_os()) {
+        Ok(cli) => rayito_agent::cli::run(cli),
+        Err(code) => code,
     };
     std::process::exit(code);
 }

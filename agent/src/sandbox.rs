@@ -1,14 +1,22 @@
 //! The sandbox's view of the machine: where its files live on the host, and
 //! how its processes are started (clean environment, own process group,
-//! limits, and namespaces where the machine allows them).
+//! limits, its cgroup, namespaces and an unprivileged uid where the machine
+//! allows them; see `crate::isolation`).
 //!
 //! Every child of the agent (commands, kernels) is started through
 //! [`SandboxEnv::command`], and every guest path used by a file RPC goes
-//! through [`SandboxEnv::to_host`], so both see the same tree.
+//! through [`SandboxEnv::to_host`], so both see the same tree; file RPCs act
+//! as the sandbox's uid ([`SandboxEnv::as_user`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+use rustix::process::{Pid, Signal};
+
+use crate::isolation::cgroup::SandboxCgroup;
+use crate::isolation::user::HostIds;
+use crate::isolation::{self, ChildSetup, Support};
 
 /// The guest's home directory, as commands and kernels see it.
 pub const GUEST_HOME: &str = "/home/user";
@@ -36,8 +44,12 @@ struct Inner {
     root: PathBuf,
     /// The value of [`SANDBOX_MARKER`] in every child of this sandbox.
     marker: String,
-    /// Whether children get the mount namespace (see `crate::isolation`).
-    isolated: bool,
+    /// What the host allows (see `crate::isolation`).
+    support: Support,
+    /// The unprivileged host uid/gid of the sandbox's processes (agent as root).
+    ids: Option<HostIds>,
+    /// Holds every process of the sandbox, where the host has cgroup v2.
+    cgroup: Option<SandboxCgroup>,
     defaults: Mutex<BTreeMap<String, String>>,
     run_options: Mutex<RunOptions>,
     pgids: Mutex<Vec<i32>>,
@@ -48,7 +60,9 @@ impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SandboxEnv")
             .field("root", &self.root)
-            .field("isolated", &self.isolated)
+            .field("support", &self.support)
+            .field("ids", &self.ids)
+            .field("cgroup", &self.cgroup)
             .field(
                 "default_env_count",
                 &self.defaults.lock().map(|d| d.len()).unwrap_or(0),
@@ -57,8 +71,19 @@ impl std::fmt::Debug for Inner {
     }
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The cgroup's own drop kills what is left in it; the rest (no
+        // cgroup on this host) goes through the process groups and marker.
+        if self.cgroup.is_none() {
+            self.kill_groups_and_marked();
+        }
+    }
+}
+
 /// The environment variable that marks every process of a sandbox, so that
-/// terminate finds processes that left their process group (`setsid`).
+/// terminate finds processes that left their process group (`setsid`) on a
+/// host without cgroup v2.
 pub const SANDBOX_MARKER: &str = "RAYITO_SANDBOX";
 
 /// Per-sandbox options from the run payload.
@@ -70,18 +95,40 @@ struct RunOptions {
     cpu_seconds: Option<u64>,
 }
 
+/// How a sandbox contains and runs its processes on this host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Containment {
+    /// Every process is in the sandbox's own cgroup v2, killed as a whole.
+    pub cgroup: bool,
+    /// Children get their own mount namespace (`/home/user`, `/tmp`).
+    pub mount_namespace: bool,
+    /// Children run under an unprivileged host uid (the agent is root).
+    pub unprivileged_uid: Option<u32>,
+    /// Children see themselves as uid 1000 `user` through a user namespace.
+    pub user_namespace: bool,
+}
+
 impl SandboxEnv {
     /// A sandbox rooted at `root` (a host directory); creates `home/user`
-    /// and `tmp` below it.
+    /// and `tmp` below it (owned by the sandbox's uid when the agent is
+    /// root) and the sandbox's cgroup where the host has cgroup v2.
+    ///
+    /// # Errors
+    /// The directories cannot be created or given to the sandbox's uid.
     pub fn new(root: &Path) -> std::io::Result<Self> {
-        std::fs::create_dir_all(root.join("home/user"))?;
-        std::fs::create_dir_all(root.join("tmp"))?;
-        let isolated = crate::isolation::available();
+        let support = isolation::support();
+        let ids = support.switch_uid.then(HostIds::pick);
+        isolation::prepare_root(root, ids, support.user_ns)?;
+        let marker = format!("{:016x}", rand::random::<u64>());
+        let cgroup = SandboxCgroup::create(&format!("sandbox-{marker}"));
         Ok(Self {
             inner: Arc::new(Inner {
                 root: root.to_path_buf(),
-                marker: format!("{:016x}", rand::random::<u64>()),
-                isolated,
+                marker,
+                support,
+                ids,
+                cgroup,
                 defaults: Mutex::new(BTreeMap::new()),
                 run_options: Mutex::new(RunOptions::default()),
                 pgids: Mutex::new(Vec::new()),
@@ -89,9 +136,25 @@ impl SandboxEnv {
         })
     }
 
+    /// Removes `dir` when this process ends, however it ends, if it still
+    /// exists then (for roots the agent created and owns).
+    pub fn remove_at_exit(dir: &Path) {
+        isolation::exit_cleanup::remove_dir_at_exit(dir);
+    }
+
     /// The sandbox's root directory on the host.
     pub fn root(&self) -> &Path {
         &self.inner.root
+    }
+
+    /// How this sandbox's processes are contained on this host.
+    pub fn containment(&self) -> Containment {
+        Containment {
+            cgroup: self.inner.cgroup.is_some(),
+            mount_namespace: self.inner.support.mount_ns,
+            unprivileged_uid: self.inner.ids.map(|i| i.uid),
+            user_namespace: self.inner.ids.is_some() && self.inner.support.user_ns,
+        }
     }
 
     /// Sets the default environment of every later process (the run payload's `envs`).
@@ -110,7 +173,7 @@ impl SandboxEnv {
     /// Whether children run in their own mount namespace, where
     /// `/home/user` and `/tmp` are the sandbox's (else HOME is the host path).
     pub fn is_isolated(&self) -> bool {
-        self.inner.isolated
+        self.inner.support.mount_ns
     }
 
     /// The host path behind a guest path (absolute, already validated).
@@ -118,9 +181,20 @@ impl SandboxEnv {
         self.inner.root.join(guest.trim_start_matches('/'))
     }
 
+    /// Runs `f` (synchronous: no `.await` inside) with this thread's
+    /// file-system uid and gid set to the sandbox's, when the agent switches
+    /// uids: the file RPCs then can do nothing the sandbox user could not
+    /// (a path that sandbox code swapped for a symlink between a check and
+    /// its use leads nowhere the user cannot already write), and what they
+    /// create belongs to that user, so commands and kernels can rewrite it.
+    pub fn as_user<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _guard = self.inner.ids.map(crate::isolation::user::FsIdsGuard::set);
+        f()
+    }
+
     /// A command for `spec`, with the sandbox's environment, its own process
-    /// group and the sandbox limits. The caller spawns it and then calls
-    /// [`SandboxEnv::track`] with its pid.
+    /// group, the sandbox limits, its cgroup, namespaces and uid. The caller
+    /// spawns it and then calls [`SandboxEnv::track`] with its pid.
     pub fn command(&self, spec: &SpawnSpec) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&spec.program);
         cmd.args(&spec.args);
@@ -129,12 +203,16 @@ impl SandboxEnv {
             "PATH",
             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         );
-        if self.inner.isolated {
+        if self.inner.support.mount_ns {
             cmd.env("HOME", GUEST_HOME);
         } else {
             cmd.env("HOME", self.to_host(GUEST_HOME));
         }
         cmd.env("LANG", "C.UTF-8");
+        if self.inner.ids.is_some() {
+            cmd.env("USER", "user");
+            cmd.env("LOGNAME", "user");
+        }
         for (k, v) in self.inner.defaults.lock().expect("defaults lock").iter() {
             cmd.env(k, v);
         }
@@ -156,23 +234,34 @@ impl SandboxEnv {
         cmd.current_dir(self.to_host(cwd));
         cmd.process_group(0);
         cmd.kill_on_drop(true);
-        let cpu_seconds = options.cpu_seconds;
-        // Prepared before fork: nothing may allocate in the child.
-        let plan = if self.inner.isolated {
-            crate::isolation::MountPlan::new(&self.inner.root, cwd).ok()
-        } else {
-            None
-        };
+        // Prepared before fork: nothing may allocate in the child. A setup
+        // that cannot be prepared fails the spawn rather than running the
+        // child less contained.
+        let cgroup_procs = self
+            .inner
+            .cgroup
+            .as_ref()
+            .map(SandboxCgroup::procs)
+            .transpose();
+        let setup = cgroup_procs.and_then(|procs| {
+            ChildSetup::new(
+                &self.inner.root,
+                cwd,
+                self.inner.support,
+                self.inner.ids,
+                procs,
+                options.cpu_seconds,
+            )
+        });
         // SAFETY: the closure runs in the forked child before exec and only
-        // makes async-signal-safe syscalls (setrlimit, unshare, mount, mkdir,
-        // chdir) on memory prepared before the fork.
+        // makes async-signal-safe syscalls (setrlimit, write, unshare,
+        // mount, mkdir, chdir, set*id, prctl, open) on memory prepared
+        // before the fork (`ChildSetup::apply`); a failed preparation is
+        // reported with an error built from its kind, which does not allocate.
         unsafe {
-            cmd.pre_exec(move || {
-                apply_limits(cpu_seconds)?;
-                if let Some(plan) = &plan {
-                    plan.apply()?;
-                }
-                Ok(())
+            cmd.pre_exec(move || match &setup {
+                Ok(setup) => setup.apply(),
+                Err(e) => Err(std::io::Error::from(e.kind())),
             });
         }
         cmd
@@ -197,28 +286,44 @@ impl SandboxEnv {
             .retain(|p| *p != pid as i32);
     }
 
-    /// Kills every tracked process group with SIGKILL, then every process
-    /// that still carries this sandbox's marker (one that left its group).
+    /// Kills every process of the sandbox with SIGKILL: its whole cgroup
+    /// where there is one, and every tracked process group and every process
+    /// that still carries this sandbox's marker in any case.
     pub fn kill_all(&self) {
-        let pgids = std::mem::take(&mut *self.inner.pgids.lock().expect("pgids lock"));
-        for pgid in pgids {
-            // SAFETY: kill(2) with a negative pid signals a process group; it
-            // takes no pointers and cannot violate memory safety.
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
+        if let Some(cgroup) = &self.inner.cgroup {
+            cgroup.kill();
+        }
+        self.inner.kill_groups_and_marked();
+    }
+
+    /// Whether any process of the sandbox is still running, as far as the
+    /// agent can tell (its cgroup where there is one, else its tracked
+    /// groups and marked processes).
+    pub fn has_processes(&self) -> bool {
+        match &self.inner.cgroup {
+            Some(cgroup) => cgroup.populated(),
+            None => {
+                !self.inner.pgids.lock().expect("pgids lock").is_empty()
+                    || !self.inner.marked_pids().is_empty()
             }
         }
-        for pid in self.marked_pids() {
-            // SAFETY: as above, a plain kill(2) of one pid.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-            }
+    }
+}
+
+impl Inner {
+    fn kill_groups_and_marked(&self) {
+        let pgids = std::mem::take(&mut *self.pgids.lock().unwrap_or_else(|p| p.into_inner()));
+        for pgid in pgids.into_iter().filter_map(Pid::from_raw) {
+            let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+        }
+        for pid in self.marked_pids().into_iter().filter_map(Pid::from_raw) {
+            let _ = rustix::process::kill_process(pid, Signal::KILL);
         }
     }
 
     /// Pids whose environment carries this sandbox's marker.
     fn marked_pids(&self) -> Vec<i32> {
-        let needle = format!("{SANDBOX_MARKER}={}", self.inner.marker);
+        let needle = format!("{SANDBOX_MARKER}={}", self.marker);
         let Ok(dir) = std::fs::read_dir("/proc") else {
             return Vec::new();
         };
@@ -231,31 +336,4 @@ impl SandboxEnv {
             })
             .collect()
     }
-}
-
-/// Sets one resource limit (soft and hard) in the current process.
-fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
-    let limit = libc::rlimit {
-        rlim_cur: value as libc::rlim_t,
-        rlim_max: value as libc::rlim_t,
-    };
-    // SAFETY: setrlimit(2) reads the struct we pass by pointer; it lives on
-    // this stack frame for the whole call.
-    let rc = unsafe { libc::setrlimit(resource, &limit) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// The sandbox limits every child gets: no core dumps, 1024 descriptors, and
-/// the payload's CPU-time limit. Runs between fork and exec.
-fn apply_limits(cpu_seconds: Option<u64>) -> std::io::Result<()> {
-    set_limit(libc::RLIMIT_CORE, 0)?;
-    set_limit(libc::RLIMIT_NOFILE, 1024)?;
-    if let Some(secs) = cpu_seconds {
-        set_limit(libc::RLIMIT_CPU, secs)?;
-    }
-    Ok(())
 }

@@ -51,6 +51,9 @@ pub(crate) struct Shared {
     pub disk_reserve: AtomicU64,
     pub serve: watch::Sender<ServeState>,
     pub terminated: watch::Sender<bool>,
+    /// Set when the deadline passed in kill mode: the moment the real
+    /// agent exits with status 124 (the emulator then ends the MicroVM).
+    pub deadline_exit: watch::Sender<bool>,
 }
 
 /// The `/run` hook's answer body.
@@ -66,6 +69,7 @@ impl Shared {
         let code = CodeServiceImpl::new(env.clone(), phase.clone());
         let (serve, _) = watch::channel(ServeState::Serving);
         let (terminated, _) = watch::channel(false);
+        let (deadline_exit, _) = watch::channel(false);
         Self {
             processes: ProcessTable::new(env.clone(), phase.clone()),
             env,
@@ -78,6 +82,7 @@ impl Shared {
             suspended: AtomicBool::new(false),
             hook_anomalies: AtomicU64::new(0),
             disk_reserve: AtomicU64::new(disk_reserve),
+            deadline_exit,
             serve,
             terminated,
         }
@@ -192,6 +197,7 @@ impl Shared {
         }
         if action == OnTimeout::Kill {
             self.kill_everything();
+            self.deadline_exit.send_replace(true);
         }
     }
 

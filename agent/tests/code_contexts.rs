@@ -308,7 +308,7 @@ async fn execute_refusals() {
     assert_eq!(status.code(), Code::Unimplemented);
     assert_eq!(
         status.message(),
-        "language ruby is not installed in this image; use python or bash"
+        "language ruby is not installed in this image; use python, bash, javascript or typescript"
     );
 
     let mut odd = cell("1");
@@ -367,7 +367,7 @@ async fn context_refusals() {
     assert_eq!(status.code(), Code::Unimplemented);
     assert_eq!(
         status.message(),
-        "language cobol is not installed in this image; use python or bash"
+        "language cobol is not installed in this image; use python, bash, javascript or typescript"
     );
 
     let mut rel = create("python");

@@ -1,7 +1,7 @@
 //! The AWS adapter of the control-plane port, over `aws-sdk-lambdamicrovms`.
 //!
 //! The client's own retries are off (`RetryConfig::disabled()`): one layer,
-//! [`super::retry`], decides every retry (errors.md 5), so attempts never
+//! [`super::retry`], decides every retry (docs/errors.md, "Retries"), so attempts never
 //! multiply.
 
 use std::fmt;
@@ -76,9 +76,9 @@ async fn missing_profile(settings: &AwsSettings) -> Option<String> {
     }
 }
 
-/// Connect timeout of control-plane calls (wire-contract 3.7).
+/// Connect timeout of control-plane calls.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Read timeout of control-plane calls (wire-contract 3.7).
+/// Read timeout of control-plane calls.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How to reach the control plane; every field optional (the aws-config chain
@@ -327,7 +327,7 @@ impl ControlPlane for AwsControlPlane {
 const PROXY_TOKEN_KEY: &str = "X-aws-proxy-auth";
 
 /// That key, else a case-insensitive match, else the single value
-/// (wire-contract 2.3).
+/// (docs/architecture.md).
 fn pick_proxy_token(map: &std::collections::HashMap<String, String>) -> Option<Secret> {
     if let Some(value) = map.get(PROXY_TOKEN_KEY) {
         return Some(Secret::new(value.clone()));

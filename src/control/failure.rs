@@ -7,18 +7,19 @@
 use std::time::Duration;
 
 use aws_sdk_lambdamicrovms::config::http::HttpResponse;
-use aws_sdk_lambdamicrovms::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_lambdamicrovms::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 
 use crate::error::SandboxError;
 use crate::error::map::aws::{AwsFailure, NoResponse, from_aws, sanitize_aws_code};
 
-/// Maps any operation's `SdkError` to a `SandboxError` (errors.md 3.1).
+/// Maps any operation's `SdkError` to a `SandboxError` (docs/errors.md,
+/// "From AWS").
 pub(super) fn map_sdk_error<E>(
     operation: &'static str,
     err: &SdkError<E, HttpResponse>,
 ) -> SandboxError
 where
-    E: ProvideErrorMetadata,
+    E: ProvideErrorMetadata + std::error::Error + 'static,
 {
     from_aws(extract(operation, err))
 }
@@ -26,7 +27,7 @@ where
 /// The facts of an `SdkError`, without the raw response.
 pub(super) fn extract<E>(operation: &'static str, err: &SdkError<E, HttpResponse>) -> AwsFailure
 where
-    E: ProvideErrorMetadata,
+    E: ProvideErrorMetadata + std::error::Error + 'static,
 {
     let mut failure = AwsFailure::new(operation);
     match err {
@@ -52,6 +53,11 @@ where
         // Building the request failed before anything was sent (e.g. a missing
         // region or credentials): no response either.
         _ => failure.no_response = Some(NoResponse::Other),
+    }
+    if failure.no_response.is_some() {
+        // The chain of a failure without a response (DNS, TLS, timeouts)
+        // becomes the error's cause, redacted by the mapper.
+        failure.cause = Some(DisplayErrorContext(err).to_string());
     }
     failure
 }

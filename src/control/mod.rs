@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use futures_util::future::BoxFuture;
 
-use crate::error::SandboxError;
+use crate::error::{SandboxError, UnknownValue};
 use crate::secret::Secret;
 
 /// The state of a MicroVM as the control plane reports it.
@@ -33,8 +33,10 @@ pub enum SandboxState {
     Terminating,
     /// Terminated.
     Terminated,
-    /// A state this SDK does not know yet (the original token is kept).
-    Unknown(String),
+    /// A state this SDK does not know yet. The token is kept, and only
+    /// parsing can produce it (see [`UnknownValue`]): match newer states
+    /// with a guard on [`SandboxState::as_str`].
+    Unknown(UnknownValue),
 }
 
 impl SandboxState {
@@ -47,7 +49,7 @@ impl SandboxState {
             Self::Suspended => "SUSPENDED",
             Self::Terminating => "TERMINATING",
             Self::Terminated => "TERMINATED",
-            Self::Unknown(other) => other,
+            Self::Unknown(other) => other.as_str(),
         }
     }
 
@@ -66,7 +68,7 @@ impl From<&str> for SandboxState {
             "SUSPENDED" => Self::Suspended,
             "TERMINATING" => Self::Terminating,
             "TERMINATED" => Self::Terminated,
-            other => Self::Unknown(other.to_owned()),
+            other => Self::Unknown(UnknownValue::new(other)),
         }
     }
 }
@@ -138,7 +140,7 @@ pub(crate) struct AuthTokenRequest {
 
 /// The control-plane operations the SDK uses.
 ///
-/// Implementations return `SandboxError`s already mapped (errors.md 3.1); the
+/// Implementations return `SandboxError`s already mapped (docs/errors.md, "From AWS"); the
 /// retry layer ([`retry::Retrying`]) sits on top of any implementation.
 pub(crate) trait ControlPlane: Send + Sync + fmt::Debug {
     /// RunMicrovm.
@@ -152,4 +154,23 @@ pub(crate) trait ControlPlane: Send + Sync + fmt::Debug {
         &self,
         request: AuthTokenRequest,
     ) -> BoxFuture<'_, Result<Secret, SandboxError>>;
+}
+
+/// A shared control plane is one too (the retry layer wraps injected ones).
+impl ControlPlane for std::sync::Arc<dyn ControlPlane> {
+    fn run_microvm(&self, request: RunRequest) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
+        (**self).run_microvm(request)
+    }
+    fn get_microvm(&self, id: String) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
+        (**self).get_microvm(id)
+    }
+    fn terminate_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
+        (**self).terminate_microvm(id)
+    }
+    fn create_auth_token(
+        &self,
+        request: AuthTokenRequest,
+    ) -> BoxFuture<'_, Result<Secret, SandboxError>> {
+        (**self).create_auth_token(request)
+    }
 }

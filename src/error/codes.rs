@@ -28,7 +28,7 @@ use std::fmt;
 pub struct UnknownValue(Box<String>);
 
 impl UnknownValue {
-    fn new(token: &str) -> Self {
+    pub(crate) fn new(token: &str) -> Self {
         Self(Box::new(token.to_owned()))
     }
 

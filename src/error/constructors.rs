@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::codes::{SandboxCode, TimeoutScope};
 use super::messages::{self as m, Template};
 use super::{ErrorMeta, SandboxError};
+use crate::SandboxState;
 
 pub(crate) fn meta(template: Template, args: &[(&str, &str)]) -> Box<ErrorMeta> {
     Box::new(ErrorMeta::new(template.render(args)))
@@ -63,7 +64,7 @@ impl SandboxError {
     }
 
     /// `Sandbox{connection_lost}`: the agent stopped answering and the
-    /// reconnect budget is spent. `detail` is transport text (never a token).
+    /// transport's retries are spent. `detail` is transport text (never a token).
     pub fn connection_lost(feature: &str, detail: Option<&str>) -> Self {
         let detail = detail.map(|d| super::map::redact::sanitize_remote_text(d, 512));
         Self::sandbox_with(
@@ -87,13 +88,29 @@ impl SandboxError {
     }
 
     /// `SandboxNotReady`: the agent did not become ready within `waited`.
-    pub fn not_ready(state: Option<&str>, state_reason: Option<&str>, waited: Duration) -> Self {
+    ///
+    /// `state` is the MicroVM state last seen, `state_reason` the control
+    /// plane's reason for it (redacted before it is kept).
+    pub fn not_ready(
+        state: Option<SandboxState>,
+        state_reason: Option<&str>,
+        waited: Duration,
+    ) -> Self {
         let clean = |s: &str| super::map::redact::sanitize_remote_text(s, 256);
-        let state = state.map(clean).filter(|s| !s.is_empty());
+        // A state the SDK does not know is server text: kept redacted.
+        let state = state
+            .map(|s| match s {
+                SandboxState::Unknown(raw) => SandboxState::from(clean(raw.as_str()).as_str()),
+                known => known,
+            })
+            .filter(|s| !s.as_str().is_empty());
+        let shown = state
+            .as_ref()
+            .map_or_else(|| "unknown".to_owned(), |s| clean(s.as_str()));
         let state_reason = state_reason.map(clean).filter(|s| !s.is_empty());
         let text = m::SDK_NOT_READY.render(&[
             ("waited", &m::duration(waited)),
-            ("state", state.as_deref().unwrap_or("unknown")),
+            ("state", &shown),
             ("detail", &m::detail(state_reason.as_deref())),
         ]);
         Self::SandboxNotReady {
@@ -280,7 +297,7 @@ mod tests {
             ),
             (
                 SandboxError::not_ready(
-                    Some("PENDING"),
+                    Some(SandboxState::Pending),
                     Some("restoring snapshot"),
                     Duration::from_secs(90),
                 ),
@@ -372,10 +389,20 @@ mod tests {
             &e,
             SandboxError::InvalidArgument { argument: Some(a), .. } if a == "envs"
         ));
-        let e = SandboxError::not_ready(Some("PENDING"), None, Duration::from_secs(1));
+        let e = SandboxError::not_ready(Some(SandboxState::Pending), None, Duration::from_secs(1));
         assert!(matches!(
             &e,
-            SandboxError::SandboxNotReady { state: Some(s), state_reason: None, .. } if s == "PENDING"
+            SandboxError::SandboxNotReady {
+                state: Some(SandboxState::Pending),
+                state_reason: None,
+                ..
+            }
+        ));
+        let e = SandboxError::not_ready(Some(SandboxState::from("FROZEN")), None, Duration::ZERO);
+        assert!(matches!(
+            &e,
+            SandboxError::SandboxNotReady { state: Some(SandboxState::Unknown(v)), .. }
+                if v.as_str() == "FROZEN"
         ));
         assert_eq!(
             SandboxError::closed().sandbox_code(),

@@ -9,7 +9,7 @@ use super::SandboxError;
 use super::codes::{GrpcCode, TimeoutScope};
 use super::map::agent::{CommandOutput, EndEventData, from_end_event, from_stream_error};
 use super::map::aws::{AwsFailure, NoResponse, from_aws, no_credentials};
-use super::map::grpc::{CallContext, GrpcFailure, from_grpc, from_proxy_status};
+use super::map::grpc::{CallContext, GrpcFailure, Origin, from_grpc, from_proxy_status};
 use super::messages::{ALL, Template};
 
 /// Whether `message` can be `template` with some values for its placeholders.
@@ -98,15 +98,18 @@ fn corpus() -> Vec<SandboxError> {
     ];
     for code in GrpcCode::ALL {
         for text in texts {
-            for has_status in [true, false] {
+            for origin in [Origin::Agent, Origin::Reset, Origin::NotEstablished] {
                 for call in calls {
-                    out.push(from_grpc(GrpcFailure::new(*code, text, has_status, call)));
+                    out.push(from_grpc(GrpcFailure::new(*code, text, origin, call)));
                 }
             }
         }
     }
     for status in [403, 429, 502, 500] {
         out.push(from_proxy_status(status, calls[0]));
+        out.push(from_grpc(GrpcFailure::http_without_grpc_status(
+            status, calls[0],
+        )));
     }
     let stream_codes = [
         "not_found",
@@ -174,11 +177,8 @@ fn corpus() -> Vec<SandboxError> {
         SandboxError::lifecycle_unmanaged(),
         SandboxError::kernel_failed("python3 was not found on the sandbox's PATH"),
         SandboxError::closed().kill_failed("m"),
-        super::map::grpc::proxy_rejected_without_remint(GrpcFailure::new(
-            GrpcCode::PermissionDenied,
-            "",
-            false,
-            calls[0],
+        super::map::grpc::proxy_rejected_without_remint(GrpcFailure::http_without_grpc_status(
+            403, calls[0],
         )),
     ]);
     out

@@ -37,7 +37,8 @@ fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
-/// The E2B class a Python user would have caught (e2b-compat.md).
+/// The E2B class a Python user would have caught (the kind table of
+/// docs/errors.md).
 fn e2b_class(kind: ErrorKind) -> &'static str {
     match kind {
         ErrorKind::Sandbox => "SandboxException",

@@ -248,7 +248,7 @@ impl ErrorInfo {
             SandboxCode::ConnectionLost => (
                 true,
                 false,
-                "the agent or the control plane stopped answering (reset, refused, proxy 502/503/504 after the reconnect budget)",
+                "the agent or the control plane stopped answering (a reset, a connection never established once its retries are spent, proxy 429/502/503/504)",
             ),
             SandboxCode::ServiceError => (
                 true,

@@ -25,6 +25,9 @@ pub struct ErrorMeta {
     pub(crate) request_id: Option<String>,
     pub(crate) reason: Option<String>,
     pub(crate) attempts: u32,
+    /// The redacted text of the failure behind this one (a transport
+    /// error, a dispatch failure), when there was one.
+    pub(crate) cause: Option<RedactedCause>,
 }
 
 impl ErrorMeta {
@@ -156,7 +159,36 @@ impl std::fmt::Display for ErrorMeta {
     }
 }
 
-impl std::error::Error for ErrorMeta {}
+impl std::error::Error for ErrorMeta {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause
+            .as_ref()
+            .map(|cause| cause as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// The failure that caused an error, as an opaque error whose `Display` is
+/// its redacted text: the last "Caused by" line of an `anyhow`/`eyre`
+/// report. It has no source of its own: the raw error stays inside the SDK.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RedactedCause(String);
+
+impl RedactedCause {
+    /// Redacts `text` (one line, at most 512 characters); `None` when
+    /// nothing is left.
+    pub(crate) fn new(text: &str) -> Option<Self> {
+        let clean = sanitize_remote_text(text, 512);
+        (!clean.is_empty()).then_some(Self(clean))
+    }
+}
+
+impl std::fmt::Display for RedactedCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RedactedCause {}
 
 fn non_empty(text: String) -> Option<String> {
     if text.is_empty() { None } else { Some(text) }

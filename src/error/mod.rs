@@ -1,7 +1,8 @@
 //! The error contract: one flat [`SandboxError`], a kind graph
 //! ([`ErrorKind`]), a classification ([`ErrorInfo`]), closed code lists, a
-//! wire form, the retry policy as data, and the pure functions that map
-//! AWS, gRPC and agent failures to variants ([`map`]).
+//! wire form, and the retry policy as data. The functions that map AWS,
+//! gRPC and agent failures to variants are private; the `test-util`
+//! feature reaches them through `rayito::test_util`.
 //!
 //! Match on variants to decide what to do:
 //!
@@ -25,7 +26,7 @@ mod coverage_check;
 #[cfg(test)]
 mod docs_check;
 mod kind;
-pub mod map;
+pub(crate) mod map;
 mod messages;
 mod meta;
 mod retry;
@@ -39,6 +40,7 @@ pub use codes::{
     UnknownValue,
 };
 pub use kind::{ErrorInfo, ErrorKind};
+pub(crate) use messages::group;
 pub use meta::ErrorMeta;
 pub use retry::{Backoff, RetryPolicy};
 pub use wire::WireError;
@@ -115,8 +117,8 @@ pub enum SandboxError {
     #[error("{}", meta.message)]
     #[non_exhaustive]
     SandboxNotReady {
-        /// The MicroVM state last seen (e.g. `PENDING`), when known.
-        state: Option<String>,
+        /// The MicroVM state last seen (e.g. `Pending`), when known.
+        state: Option<crate::SandboxState>,
         /// The reason the control plane gave for that state, when known.
         state_reason: Option<String>,
         /// Shared metadata; also the error's `source()`, a sanitized summary.

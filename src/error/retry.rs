@@ -1,4 +1,4 @@
-//! The SDK's one retry policy, as data (errors.md section 5).
+//! The SDK's one retry policy, as data (docs/errors.md, "Retries").
 //!
 //! The AWS SDK's own retries are off; the SDK's transport and control
 //! layers read these numbers, so attempts never multiply.
@@ -50,7 +50,7 @@ impl Backoff {
 }
 
 /// Every retry decision of the SDK, as data. `Default` is the documented
-/// policy (errors.md section 5).
+/// policy (docs/errors.md, "Retries").
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -69,9 +69,10 @@ pub struct RetryPolicy {
     /// 0.25, 0.5, 1, 2, 4 s (6 attempts in all).
     pub not_established: Backoff,
     /// The reconnect contract: poll Health from 0.5 s doubling to 4 s with
-    /// ±25 % jitter for `reconnect_timeout` (60 s).
+    /// ±25 % jitter for 60 s. Not read yet: the SDK does not reconnect.
     pub reconnect: Backoff,
-    /// After a reconnect, a unary call is retried this many times (1).
+    /// After a reconnect, a unary call is retried this many times (1). Not
+    /// read yet: the SDK does not reconnect.
     pub reconnect_unary_retries: u32,
 }
 

@@ -67,7 +67,10 @@ impl SandboxError {
                 state_reason,
                 ..
             } => {
-                put("state", opt_str(state.as_deref()));
+                put(
+                    "state",
+                    opt_str(state.as_ref().map(crate::SandboxState::as_str)),
+                );
                 put("state_reason", opt_str(state_reason.as_deref()));
             }
             Self::CommandExit {
@@ -187,7 +190,7 @@ impl SandboxError {
             ErrorKind::FileNotFound => Self::FileNotFound { meta },
             ErrorKind::SandboxNotFound => Self::SandboxNotFound { meta },
             ErrorKind::SandboxNotReady => Self::SandboxNotReady {
-                state: opt_string(f, "state")?,
+                state: opt_string(f, "state")?.map(|s| crate::SandboxState::from(s.as_str())),
                 state_reason: opt_string(f, "state_reason")?,
                 meta,
             },
@@ -369,6 +372,7 @@ mod tests {
                         request_id: req,
                         reason,
                         attempts,
+                        cause: None,
                     })
                 },
             )
@@ -397,7 +401,7 @@ mod tests {
             meta().prop_map(|meta| SandboxError::SandboxNotFound { meta }),
             (opt_text(), opt_text(), meta()).prop_map(|(state, state_reason, meta)| {
                 SandboxError::SandboxNotReady {
-                    state,
+                    state: state.map(|s| crate::SandboxState::from(s.as_str())),
                     state_reason,
                     meta,
                 }

@@ -23,6 +23,11 @@ impl LocalBackend {
     }
 
     /// Unreachable: there is no `LocalBackend` to call it on.
+    pub(crate) fn ca_pem(&self) -> Option<&str> {
+        match *self {}
+    }
+
+    /// Unreachable: there is no `LocalBackend` to call it on.
     pub(crate) fn image_arn(&self, _name: &str) -> String {
         match *self {}
     }
@@ -33,7 +38,7 @@ pub(crate) const NOT_BUILT: &str = "this build of rayito has no local backend; e
 
 /// # Errors
 /// Always `Unimplemented { feature: "local_backend" }`.
-pub(crate) async fn backend() -> Result<LocalBackend, SandboxError> {
+pub(crate) async fn backend(_tls: bool) -> Result<LocalBackend, SandboxError> {
     Err(SandboxError::unimplemented(
         "local_backend",
         NOT_BUILT,
@@ -47,7 +52,7 @@ mod tests {
 
     #[tokio::test]
     async fn choosing_the_local_backend_names_the_missing_feature() {
-        let err = super::backend()
+        let err = super::backend(false)
             .await
             .expect_err("no local backend in this build");
         assert!(matches!(

@@ -6,10 +6,19 @@
 //! best-effort isolation. The emulator runs on its own thread and tokio
 //! runtime, so it outlives whichever runtime first asked for it (each
 //! `#[tokio::test]` has its own).
+//!
+//! The TLS mode (`Sandbox::builder().local_tls()`) is a second emulator,
+//! started on its first use, whose sandboxes are dialled as on AWS (TLS on
+//! port 443 of a loopback address of their own) and verified against its CA.
+//!
+//! Nothing outlives the process: the emulator's directory and every sandbox
+//! process are removed and killed when it ends, however it ends (see
+//! `rayito_agent::sandbox::SandboxEnv::remove_at_exit`).
 
 use std::sync::OnceLock;
 
 use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use rayito_agent::sandbox::SandboxEnv;
 
 use crate::error::SandboxError;
 
@@ -25,6 +34,8 @@ pub(crate) struct LocalBackend {
     region: String,
     /// ARN prefix of images: `arn:aws:lambda:<region>:<account>:microvm-image:`.
     image_arn_prefix: String,
+    /// TLS mode: the emulator's CA certificate (PEM).
+    ca_pem: Option<String>,
 }
 
 impl LocalBackend {
@@ -38,6 +49,11 @@ impl LocalBackend {
         &self.region
     }
 
+    /// The CA certificate (PEM) of the TLS mode; `None` in plain mode.
+    pub(crate) fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
     /// The ARN of an image the emulator knows by `name`.
     pub(crate) fn image_arn(&self, name: &str) -> String {
         format!("{}{name}", self.image_arn_prefix)
@@ -45,23 +61,29 @@ impl LocalBackend {
 }
 
 static LOCAL: OnceLock<Result<LocalBackend, String>> = OnceLock::new();
+static LOCAL_TLS: OnceLock<Result<LocalBackend, String>> = OnceLock::new();
 
-/// The process-wide local backend, started on first call.
+/// The process-wide local backend (`tls`: the one in TLS mode), started on
+/// first call.
 ///
 /// # Errors
-/// `Sandbox` (no code) when the emulator could not start.
-pub(crate) async fn backend() -> Result<LocalBackend, SandboxError> {
+/// `Sandbox` (no code) when the emulator could not start (in TLS mode, also
+/// when port 443 cannot be bound; the log line says why).
+pub(crate) async fn backend(tls: bool) -> Result<LocalBackend, SandboxError> {
     // Starting blocks a thread for a few milliseconds; do it off the caller's
     // runtime worker.
-    let started = tokio::task::spawn_blocking(|| LOCAL.get_or_init(start).clone())
-        .await
-        .map_err(|_| SandboxError::internal("local", "the local backend could not start"))?;
+    let started = tokio::task::spawn_blocking(move || {
+        let cell = if tls { &LOCAL_TLS } else { &LOCAL };
+        cell.get_or_init(|| start(tls)).clone()
+    })
+    .await
+    .map_err(|_| SandboxError::internal("local", "the local backend could not start"))?;
     started.map_err(|_| SandboxError::internal("local", "the local backend could not start"))
 }
 
 /// Starts the emulator on a dedicated thread that keeps it alive, and waits
 /// until it answers. The `Err` string is for the one warning log line only.
-fn start() -> Result<LocalBackend, String> {
+fn start(tls: bool) -> Result<LocalBackend, String> {
     let (tx, rx) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name("rayito-local".into())
@@ -78,14 +100,27 @@ fn start() -> Result<LocalBackend, String> {
                     return;
                 }
             };
+            // The emulator lives until the process ends, and is never dropped
+            // (a static): its directory goes with the process however it ends.
+            let config = EmulatorConfig {
+                root: std::env::temp_dir().join(format!(
+                    "rayito-emulator-{}-{:016x}",
+                    std::process::id(),
+                    rand::random::<u64>()
+                )),
+                tls,
+                ..EmulatorConfig::default()
+            };
+            SandboxEnv::remove_at_exit(&config.root);
             runtime.block_on(async move {
-                match Emulator::start(EmulatorConfig::default()).await {
+                match Emulator::start(config).await {
                     Ok(emulator) => {
                         let arn = emulator.image_arn("");
                         let backend = LocalBackend {
                             endpoint_url: emulator.endpoint_url(),
                             region: region_of(&arn),
                             image_arn_prefix: arn,
+                            ca_pem: emulator.ca_pem().map(str::to_owned),
                         };
                         let _ = tx.send(Ok(backend));
                         // Kept for the life of the process.

@@ -10,6 +10,7 @@ use crate::control::retry::Retrying;
 use crate::error::{RetryPolicy, SandboxError};
 use crate::local;
 use crate::secret::Secret;
+use crate::transport::{AgentConn, InjectedAgent, ProxyMinter};
 
 /// The environment variable that picks the backend when the code does not:
 /// `local` or `aws`.
@@ -22,11 +23,16 @@ pub const TEMPLATE_ENV: &str = "RAYITO_TEMPLATE";
 #[derive(Clone, Default)]
 pub struct AwsOptions {
     settings: AwsSettings,
+    /// Extra trusted CA certificates (PEM) for the sandboxes' TLS endpoints.
+    root_certificates: Vec<String>,
 }
 
 impl fmt::Debug for AwsOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.settings.fmt(f)
+        f.debug_struct("AwsOptions")
+            .field("settings", &self.settings)
+            .field("root_certificates", &self.root_certificates.len())
+            .finish()
     }
 }
 
@@ -67,6 +73,15 @@ impl AwsOptions {
         self.settings.static_credentials = Some((access_key_id.into(), secret_access_key.into()));
         self
     }
+
+    /// Trusts one more CA certificate (PEM), besides the system roots, when
+    /// dialling sandboxes over TLS: for an emulator in TLS mode (its
+    /// `ca.pem`) or a TLS-intercepting proxy. May be called several times.
+    #[must_use]
+    pub fn add_root_certificate_pem(mut self, pem: impl Into<String>) -> Self {
+        self.root_certificates.push(pem.into());
+        self
+    }
 }
 
 /// The backend a builder was given.
@@ -75,7 +90,17 @@ pub(crate) enum BackendChoice {
     /// Nothing chosen in code: `RAYITO_BACKEND`, else AWS.
     FromEnv,
     Local,
+    /// The local backend in TLS mode.
+    #[cfg_attr(not(feature = "local"), allow(dead_code))]
+    LocalTls,
     Aws(AwsOptions),
+    /// A control plane (and optionally an agent) handed in by the SDK's own
+    /// tests: the seam for tests that spawn no process.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Injected {
+        control: Arc<dyn ControlPlane>,
+        agent: Option<InjectedAgent>,
+    },
 }
 
 /// A resolved backend: the control plane (with the retry layer) and how to
@@ -86,6 +111,10 @@ pub(crate) struct ResolvedBackend {
     /// `Some` on the local backend: bare image names become its ARNs, and
     /// its default image is used when no template is given.
     pub local: Option<local::LocalBackend>,
+    /// Extra CA certificates (PEM) trusted when dialling sandboxes over TLS.
+    pub root_certificates: Vec<String>,
+    /// An agent to use instead of dialling the endpoint (tests only).
+    pub agent: Option<InjectedAgent>,
 }
 
 impl fmt::Debug for ResolvedBackend {
@@ -122,12 +151,15 @@ impl BackendChoice {
             other => other.clone(),
         };
         match choice {
-            Self::Local => {
-                let backend = local::backend().await?;
+            Self::Local | Self::LocalTls => {
+                let tls = matches!(choice, Self::LocalTls);
+                let backend = local::backend(tls).await?;
                 let control = AwsControlPlane::hermetic(backend.endpoint_url(), backend.region());
                 Ok(ResolvedBackend {
                     control: Arc::new(Retrying::new(control, *policy)),
+                    root_certificates: backend.ca_pem().into_iter().map(str::to_owned).collect(),
                     local: Some(backend),
+                    agent: None,
                 })
             }
             Self::Aws(options) => {
@@ -135,8 +167,16 @@ impl BackendChoice {
                 Ok(ResolvedBackend {
                     control: Arc::new(Retrying::new(control, *policy)),
                     local: None,
+                    root_certificates: options.root_certificates.clone(),
+                    agent: None,
                 })
             }
+            Self::Injected { control, agent } => Ok(ResolvedBackend {
+                control: Arc::new(Retrying::new(control, *policy)),
+                local: None,
+                root_certificates: Vec::new(),
+                agent,
+            }),
             Self::FromEnv => Err(SandboxError::internal(
                 "create",
                 "the backend was not resolved",
@@ -146,6 +186,37 @@ impl BackendChoice {
 }
 
 impl ResolvedBackend {
+    /// The connection to the agent of a MicroVM at `endpoint`.
+    ///
+    /// # Errors
+    /// `Sandbox { code: ProtocolViolation }` when the endpoint cannot be parsed.
+    pub(crate) fn open_agent(
+        &self,
+        endpoint: &str,
+        proxy_token: Secret,
+        access_token: Secret,
+        minter: ProxyMinter,
+        policy: RetryPolicy,
+    ) -> Result<AgentConn, SandboxError> {
+        match &self.agent {
+            Some(agent) => Ok(AgentConn::injected(
+                agent,
+                proxy_token,
+                access_token,
+                minter,
+                policy,
+            )),
+            None => AgentConn::open(
+                endpoint,
+                proxy_token,
+                access_token,
+                minter,
+                policy,
+                &self.root_certificates,
+            ),
+        }
+    }
+
     /// The image ARN for a template (name or ARN), or the default.
     ///
     /// # Errors

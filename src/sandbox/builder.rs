@@ -3,8 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::RngCore as _;
-
 use super::backend::{AwsOptions, BackendChoice};
 use super::options::{CreateOptions, IdleChoice, IdlePolicy, OnTimeout, grouped};
 use super::payload::{MAX_PAYLOAD_CHARS, run_payload};
@@ -13,7 +11,7 @@ use super::{Inner, Sandbox, proxy_minter};
 use crate::control::{IdlePolicyParams, RunRequest};
 use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::{Secret, decode_access_token, generate_access_token, token_sha256_hex};
-use crate::transport::{AGENT_PORT, AgentConn};
+use crate::transport::AGENT_PORT;
 
 /// Options for a new sandbox (or for connecting to one). Setters never fail;
 /// everything is checked by [`SandboxBuilder::create`] before any I/O.
@@ -48,6 +46,31 @@ impl SandboxBuilder {
     #[cfg(feature = "local")]
     pub fn local(mut self) -> Self {
         self.backend = BackendChoice::Local;
+        self
+    }
+
+    /// Use the embedded local backend in TLS mode: each sandbox is dialled
+    /// as on AWS, with TLS (ALPN h2) on port 443 of a loopback address of
+    /// its own, verified against the local emulator's CA. Binding port 443
+    /// needs root or CAP_NET_BIND_SERVICE; without it `create` fails with
+    /// `Sandbox` (the local backend could not start).
+    ///
+    /// Only with the `local` cargo feature (on by default).
+    #[cfg(feature = "local")]
+    pub fn local_tls(mut self) -> Self {
+        self.backend = BackendChoice::LocalTls;
+        self
+    }
+
+    /// Use an injected control plane, and optionally an injected agent:
+    /// the seam of the SDK's fast tests (no process, no socket).
+    #[cfg(test)]
+    pub(crate) fn injected(
+        mut self,
+        control: Arc<dyn crate::control::ControlPlane>,
+        agent: Option<crate::transport::InjectedAgent>,
+    ) -> Self {
+        self.backend = BackendChoice::Injected { control, agent };
         self
     }
 
@@ -162,7 +185,7 @@ impl SandboxBuilder {
         self
     }
 
-    /// The control-plane retry policy (default: errors.md 5).
+    /// The retry policy (default: docs/errors.md, "Retries").
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry_policy = policy;
         self
@@ -228,7 +251,7 @@ impl SandboxBuilder {
             }),
             execution_role_arn: self.options.execution_role_arn.clone(),
         };
-        let control = backend.control;
+        let control = backend.control.clone();
         let vm = control.run_microvm(request).await?;
 
         let minter = proxy_minter(control.clone(), vm.id.clone(), plan.token_ports.clone());
@@ -239,7 +262,7 @@ impl SandboxBuilder {
                 return Err(err);
             }
         };
-        let conn = match AgentConn::open(
+        let conn = match backend.open_agent(
             &vm.endpoint,
             proxy_token,
             access_token.clone(),
@@ -296,14 +319,14 @@ impl SandboxBuilder {
         }
         decode_access_token(&access_token).map_err(|_| bad_token())?;
         let backend = self.backend.resolve(&self.retry_policy).await?;
-        let control = backend.control;
+        let control = backend.control.clone();
         let vm = control.get_microvm(sandbox_id.to_owned()).await?;
         if vm.state.is_terminal() {
             return Err(SandboxError::sandbox_not_found(&vm.id));
         }
         let minter = proxy_minter(control.clone(), vm.id.clone(), vec![AGENT_PORT]);
         let proxy_token = minter().await?;
-        let conn = AgentConn::open(
+        let conn = backend.open_agent(
             &vm.endpoint,
             proxy_token,
             access_token.clone(),
@@ -341,9 +364,21 @@ fn bad_token() -> SandboxError {
     )
 }
 
-/// A fresh idempotency token: 32 hex characters (a uuid4 without dashes).
+/// A fresh idempotency token: a random (version 4) UUID, hyphenated.
 fn client_token() -> String {
-    let mut bytes = [0u8; 16];
-    rand::rng().fill_bytes(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    uuid::Uuid::new_v4().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_client_token_is_a_v4_uuid() {
+        let token = client_token();
+        let parsed = uuid::Uuid::parse_str(&token).unwrap();
+        assert_eq!(parsed.get_version(), Some(uuid::Version::Random));
+        assert_eq!(token.len(), 36);
+        assert_ne!(token, client_token());
+    }
 }

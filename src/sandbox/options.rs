@@ -10,7 +10,7 @@ use crate::transport::{AGENT_PORT, HOOKS_PORT};
 
 use super::payload::LifecycleBlock;
 
-/// Default sandbox lifetime (wire-contract 3.7).
+/// Default sandbox lifetime (docs/architecture.md, "One create, step by step").
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3_600);
 /// The platform's cap on a MicroVM's duration, running and suspended.
 pub(crate) const MAX_DURATION_SECS: u64 = 28_800;
@@ -144,18 +144,9 @@ pub(crate) struct LaunchPlan {
     pub token_ports: Vec<u16>,
 }
 
-/// `28,800`: en-US digit grouping, so messages can be pinned by tests.
-pub(crate) fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
+/// `28,800`: en-US digit grouping, so messages can be pinned by tests (the
+/// error module's formatter: one for the whole SDK).
+pub(crate) use crate::error::group as grouped;
 
 /// Whole seconds, rounding a fraction up (a 0.5 s timeout is 1 s, not 0);
 /// saturating, so `Duration::MAX` is refused by the caps instead of panicking.

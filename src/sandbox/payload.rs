@@ -1,4 +1,4 @@
-//! The run-hook payload (wire-contract 3.1): compact JSON with sorted keys,
+//! The run-hook payload (docs/architecture.md, "One create, step by step"): compact JSON with sorted keys,
 //! at most 4,096 characters. It carries the access token only as
 //! `hex(sha256(token bytes))`, because AWS may log the payload.
 

@@ -1,13 +1,16 @@
-//! The readiness wait (wire-contract 3.2): Health until `agent_ready &&
-//! kernel_ready && sandbox_id != ""`, probing 0.25 s doubling to 2 s, with a
-//! GetMicrovm every 5 s to notice a MicroVM that died before it was ready.
+//! The readiness wait (docs/architecture.md, "Create"): Health until
+//! `agent_ready && kernel_ready && sandbox_id != ""`, pausing 0.25 s doubling
+//! to 2 s between probes (the SDK's one backoff driver, [`crate::backoff`]),
+//! with a GetMicrovm every 5 s to notice a MicroVM that died before it was
+//! ready.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::control::{ControlPlane, SandboxState};
-use crate::error::{GrpcCode, SandboxError};
+use crate::backoff::Schedule;
+use crate::control::ControlPlane;
+use crate::error::{Backoff, GrpcCode, SandboxError};
 use crate::pb;
 use crate::transport::AgentConn;
 
@@ -63,14 +66,18 @@ pub(crate) async fn wait_ready(
     let start = Instant::now();
     // A ready_timeout too large to add to the clock means no limit.
     let deadline = start.checked_add(ready_timeout);
-    let mut pause = FIRST_PAUSE;
+    // No attempt limit: the deadline ends the wait.
+    let mut pauses = Schedule::new(&Backoff::doubling(FIRST_PAUSE, MAX_PAUSE));
     let mut last_state_check = start;
+    // Health probes made: the attempts a `SandboxNotReady` records.
+    let mut probes: u32 = 0;
     loop {
         let remaining = remaining_until(deadline);
         if remaining.is_zero() {
             break;
         }
         let probe_timeout = remaining.clamp(MIN_PROBE_TIMEOUT, MAX_PROBE_TIMEOUT);
+        probes = probes.saturating_add(1);
         match conn.health_with_kernel_failure(probe_timeout).await {
             Ok((health, _)) if is_ready(&health) => return Ok(health),
             // The agent runs the sandbox but says its kernel cannot start:
@@ -79,7 +86,7 @@ pub(crate) async fn wait_ready(
                 if on_failure == OnNotReady::Terminate {
                     let _ = control.terminate_microvm(microvm_id.to_owned()).await;
                 }
-                return Err(SandboxError::kernel_failed(&reason));
+                return Err(SandboxError::kernel_failed(&reason).with_attempts(probes));
             }
             Ok(_) => {}
             Err(err) if not_yet(&err) => {}
@@ -96,15 +103,16 @@ pub(crate) async fn wait_ready(
                 && vm.state.is_terminal()
             {
                 return Err(SandboxError::not_ready(
-                    Some(vm.state.as_str()),
+                    Some(vm.state),
                     vm.state_reason.as_deref(),
                     start.elapsed(),
-                ));
+                )
+                .with_attempts(probes));
             }
         }
         let remaining = remaining_until(deadline);
+        let pause = pauses.next(None).unwrap_or(MAX_PAUSE);
         tokio::time::sleep(pause.min(remaining)).await;
-        pause = (pause * 2).min(MAX_PAUSE);
     }
 
     // Timed out: one GetMicrovm (errors ignored) to say where it stands.
@@ -114,9 +122,8 @@ pub(crate) async fn wait_ready(
     if on_failure == OnNotReady::Terminate && !state.as_ref().is_some_and(|s| s.is_terminal()) {
         let _ = control.terminate_microvm(microvm_id.to_owned()).await;
     }
-    Err(SandboxError::not_ready(
-        state.as_ref().map(SandboxState::as_str),
-        state_reason.as_deref(),
-        ready_timeout,
-    ))
+    Err(
+        SandboxError::not_ready(state, state_reason.as_deref(), ready_timeout)
+            .with_attempts(probes),
+    )
 }

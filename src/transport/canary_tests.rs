@@ -65,6 +65,7 @@ async fn planted_proxy_tokens_never_leak() {
         sandbox.access_token().clone(),
         minter,
         RetryPolicy::default(),
+        &[],
     )
     .unwrap();
     let err = conn

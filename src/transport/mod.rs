@@ -8,6 +8,7 @@
 mod calls;
 #[cfg(test)]
 mod canary_tests;
+mod grpc_only;
 mod status;
 mod tokens;
 
@@ -19,21 +20,24 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
-use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Response, Status, Streaming};
 
+use self::grpc_only::GrpcOnly;
 pub(crate) use self::tokens::{AGENT_PORT, HOOKS_PORT};
 use self::tokens::{AuthInterceptor, TokenStore};
+use crate::backoff::{self, Schedule};
 use crate::error::map::grpc::{
-    CallContext, from_grpc, is_not_established, is_proxy_rejection, proxy_rejected,
+    CallContext, GrpcFailure, Origin, from_grpc, is_proxy_rejection, proxy_rejected,
     proxy_rejected_without_remint,
 };
 use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::Secret;
 
-/// Largest message the SDK accepts or sends (wire-contract 2.6).
+/// Largest message the SDK accepts or sends (docs/architecture.md, "Modules
+/// and their one job").
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
-/// HTTP/2 keepalive ping interval and timeout (wire-contract 2.6).
+/// HTTP/2 keepalive ping interval and timeout (docs/architecture.md).
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -52,6 +56,30 @@ pub(crate) enum ConnectRetry {
     Never,
 }
 
+/// A channel to an agent handed to the SDK instead of dialled from the
+/// control plane's endpoint: the seam through which the SDK's fast tests
+/// run against an in-memory agent (tonic over `tokio::io::duplex`).
+// Only the SDK's tests make one.
+#[cfg_attr(not(test), allow(dead_code))]
+#[derive(Clone, Debug)]
+pub(crate) struct InjectedAgent(Channel);
+
+impl InjectedAgent {
+    /// An agent reached through `connector` (a `tower` service from `Uri`
+    /// to a connected stream); each connection attempt calls it.
+    #[cfg(test)]
+    pub(crate) fn with_connector<C>(connector: C) -> Self
+    where
+        C: tonic::codegen::Service<tonic::codegen::http::Uri> + Send + 'static,
+        C::Response: hyper::rt::Read + hyper::rt::Write + Send + Unpin,
+        C::Future: Send,
+        tonic::codegen::StdError: From<C::Error> + Send,
+    {
+        let endpoint = Endpoint::from_static("http://in-memory.invalid");
+        Self(endpoint.connect_with_connector_lazy(connector))
+    }
+}
+
 /// The connection to one sandbox's agent. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct AgentConn {
@@ -59,7 +87,7 @@ pub(crate) struct AgentConn {
 }
 
 struct ConnInner {
-    channel: Channel,
+    channel: GrpcOnly<Channel>,
     tokens: Arc<TokenStore>,
     minter: ProxyMinter,
     /// Serialises re-mints so that a burst of 403s mints once per burst.
@@ -76,36 +104,41 @@ impl fmt::Debug for AgentConn {
     }
 }
 
-/// Where to dial: h2c for a loopback endpoint (the local backend), TLS with
-/// ALPN h2 on 443 otherwise (AWS).
-fn endpoint_for(endpoint: &str) -> Result<Endpoint, SandboxError> {
+/// Where to dial: h2c for a loopback endpoint with a port (the local
+/// backend), TLS with ALPN h2 on 443 otherwise (AWS, and the local backend in
+/// TLS mode, whose endpoints are bare loopback addresses), trusting the
+/// system roots plus `root_certificates` (PEM).
+fn endpoint_for(endpoint: &str, root_certificates: &[String]) -> Result<Endpoint, SandboxError> {
     // Tolerate a scheme and a path (`https://host/x` -> `host`).
     let without_scheme = endpoint
         .strip_prefix("https://")
         .or_else(|| endpoint.strip_prefix("http://"))
         .unwrap_or(endpoint);
     let authority = without_scheme.split('/').next().unwrap_or(without_scheme);
-    let host = authority
+    let (host, has_port) = authority
         .rsplit_once(':')
-        .map_or(authority, |(host, _port)| host);
-    let loopback = host == "localhost"
-        || host == "[::1]"
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback());
+        .map_or((authority, false), |(host, _port)| (host, true));
+    let loopback = has_port
+        && (host == "localhost"
+            || host == "[::1]"
+            || host
+                .parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|ip| ip.is_loopback()));
     let bad_endpoint = || {
         SandboxError::protocol_violation("create", "the control plane returned an invalid endpoint")
     };
     let endpoint = if loopback {
         Endpoint::from_shared(format!("http://{authority}")).map_err(|_| bad_endpoint())?
     } else {
+        let tls = root_certificates.iter().fold(
+            ClientTlsConfig::new()
+                .with_native_roots()
+                .domain_name(host.to_owned()),
+            |tls, pem| tls.ca_certificate(Certificate::from_pem(pem)),
+        );
         Endpoint::from_shared(format!("https://{host}:443"))
             .map_err(|_| bad_endpoint())?
-            .tls_config(
-                ClientTlsConfig::new()
-                    .with_native_roots()
-                    .domain_name(host.to_owned()),
-            )
+            .tls_config(tls)
             .map_err(|_| bad_endpoint())?
     };
     Ok(endpoint
@@ -127,18 +160,47 @@ impl AgentConn {
         access_token: Secret,
         minter: ProxyMinter,
         policy: RetryPolicy,
+        root_certificates: &[String],
     ) -> Result<Self, SandboxError> {
-        let channel = endpoint_for(endpoint)?.connect_lazy();
-        Ok(Self {
+        let channel = endpoint_for(endpoint, root_certificates)?.connect_lazy();
+        Ok(Self::with_channel(
+            channel,
+            proxy_token,
+            access_token,
+            minter,
+            policy,
+        ))
+    }
+
+    /// A connection to an injected agent (see [`InjectedAgent`]).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn injected(
+        agent: &InjectedAgent,
+        proxy_token: Secret,
+        access_token: Secret,
+        minter: ProxyMinter,
+        policy: RetryPolicy,
+    ) -> Self {
+        Self::with_channel(agent.0.clone(), proxy_token, access_token, minter, policy)
+    }
+
+    fn with_channel(
+        channel: Channel,
+        proxy_token: Secret,
+        access_token: Secret,
+        minter: ProxyMinter,
+        policy: RetryPolicy,
+    ) -> Self {
+        Self {
             inner: Arc::new(ConnInner {
-                channel,
+                channel: GrpcOnly::new(channel),
                 tokens: Arc::new(TokenStore::new(Some(proxy_token), Some(access_token))),
                 minter,
                 remint: tokio::sync::Mutex::new(()),
                 closed: AtomicBool::new(false),
                 policy,
             }),
-        })
+        }
     }
 
     /// Marks the connection closed: later calls fail with `Sandbox{closed}`
@@ -156,7 +218,7 @@ impl AgentConn {
         AuthInterceptor::new(self.inner.tokens.clone())
     }
 
-    fn channel(&self) -> Channel {
+    fn channel(&self) -> GrpcOnly<Channel> {
         self.inner.channel.clone()
     }
 
@@ -167,11 +229,12 @@ impl AgentConn {
         Ok(())
     }
 
-    /// Runs one RPC with the transport's retries: a proxy 403 re-mints the
-    /// proxy token and retries (once by default; the next 403 is
-    /// `Authentication { proxy_rejected: true }`); a connection that was
-    /// never established is retried on the policy's ladder. `deadline`
-    /// bounds each attempt (`Timeout { scope: Request }` when it passes).
+    /// Runs one RPC with the transport's retries, through the SDK's one
+    /// backoff driver: a proxy 403 re-mints the proxy token and retries
+    /// (once by default; the next 403 is `Authentication { proxy_rejected:
+    /// true }`); a connection that was never established is retried on the
+    /// policy's ladder. `deadline` bounds each attempt (`Timeout { scope:
+    /// Request }` when it passes). The error records every attempt made.
     async fn call<T, F, Fut>(
         &self,
         ctx: CallContext,
@@ -186,63 +249,76 @@ impl AgentConn {
         if self.is_closed() {
             return Err(SandboxError::closed());
         }
-        let ladder = self.inner.policy.not_established;
-        let mut connect_retries: u32 = 0;
-        let mut remints: u32 = 0;
-        loop {
-            let outcome = match deadline {
-                Some(limit) => match tokio::time::timeout(limit, attempt()).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => return Err(from_grpc(status::deadline_failure(ctx))),
-                },
-                None => attempt().await,
-            };
-            let status = match outcome {
-                Ok(response) => return Ok(response.into_inner()),
-                Err(status) => status,
-            };
-            let failure = status::failure(&status, ctx);
-            if is_proxy_rejection(&failure) {
-                if remints >= self.inner.policy.proxy_remint_retries {
-                    return Err(if remints == 0 {
-                        proxy_rejected_without_remint(failure)
-                    } else {
-                        proxy_rejected(failure)
-                    });
+        // What the last attempt's failure was, by type (the mapped error
+        // alone cannot say whether anything was sent).
+        let last_origin = std::sync::Mutex::new(None::<Origin>);
+        let remint_first = AtomicBool::new(false);
+        // Whether a fresh proxy token was tried: the final 403 says so.
+        let reminted = AtomicBool::new(false);
+        let mut ladder = Schedule::new(&self.inner.policy.not_established);
+        let mut remints_left = self.inner.policy.proxy_remint_retries;
+        let set_origin = |origin: Option<Origin>| {
+            *last_origin
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = origin;
+        };
+        let one = || {
+            set_origin(None);
+            let remint = remint_first.swap(false, Ordering::SeqCst);
+            let sent = attempt();
+            async move {
+                if remint {
+                    self.remint().await?;
                 }
-                remints += 1;
-                tracing::info!(
-                    target: "rayito::retry",
-                    operation = ctx.feature,
-                    kind = "authentication",
-                    attempt = remints,
-                    delay_ms = 0u64,
-                    "the proxy refused the token; re-minting it and retrying"
-                );
-                self.remint().await?;
-                continue;
+                let outcome = match deadline {
+                    Some(limit) => match tokio::time::timeout(limit, sent).await {
+                        Ok(outcome) => outcome,
+                        Err(_) => return Err(from_grpc(status::deadline_failure(ctx))),
+                    },
+                    None => sent.await,
+                };
+                match outcome {
+                    Ok(response) => Ok(response.into_inner()),
+                    Err(status) => {
+                        let failure = status::failure(&status, ctx);
+                        set_origin(Some(failure.origin));
+                        Err(map_final(failure, reminted.load(Ordering::SeqCst)))
+                    }
+                }
             }
-            let may_retry_connect = connect_retry == ConnectRetry::Ladder
-                && (status::is_not_established(&status) || is_not_established(&failure))
-                && ladder
-                    .max_attempts
-                    .is_none_or(|max| connect_retries + 1 < max);
-            if may_retry_connect {
-                let delay = ladder.delay(connect_retries);
-                connect_retries += 1;
-                tracing::info!(
-                    target: "rayito::retry",
-                    operation = ctx.feature,
-                    kind = "connection_not_established",
-                    attempt = connect_retries,
-                    delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                    "the connection was not established; retrying"
-                );
-                tokio::time::sleep(delay).await;
-                continue;
+        };
+        backoff::retry(ctx.feature, one, |_err| {
+            let origin = *last_origin
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match origin {
+                Some(Origin::HttpWithoutGrpcStatus(403)) if remints_left > 0 => {
+                    remints_left -= 1;
+                    remint_first.store(true, Ordering::SeqCst);
+                    reminted.store(true, Ordering::SeqCst);
+                    Some(Duration::ZERO)
+                }
+                Some(Origin::NotEstablished) if connect_retry == ConnectRetry::Ladder => {
+                    ladder.next(None)
+                }
+                _ => None,
             }
-            return Err(from_grpc(failure));
+        })
+        .await
+    }
+}
+
+/// The error a failure ends as once no retry is left; a proxy 403 says
+/// "even after a fresh one" only when a fresh token was `reminted`.
+fn map_final(failure: GrpcFailure, reminted: bool) -> SandboxError {
+    if is_proxy_rejection(&failure) {
+        if reminted {
+            proxy_rejected(failure)
+        } else {
+            proxy_rejected_without_remint(failure)
         }
+    } else {
+        from_grpc(failure)
     }
 }
 
@@ -260,14 +336,7 @@ impl AgentConn {
         }
         match call.await {
             Ok(response) => Ok(response.into_inner()),
-            Err(status) => {
-                let failure = status::failure(&status, ctx);
-                if is_proxy_rejection(&failure) {
-                    Err(proxy_rejected_without_remint(failure))
-                } else {
-                    Err(from_grpc(failure))
-                }
-            }
+            Err(status) => Err(map_final(status::failure(&status, ctx), false)),
         }
     }
 }
@@ -344,5 +413,28 @@ impl<T> AgentStream<T> {
             None => next.await,
         };
         outcome.map_err(|status| from_grpc(status::failure(&status, self.ctx)))
+    }
+}
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::endpoint_for;
+
+    fn uri(endpoint: &str) -> String {
+        endpoint_for(endpoint, &[]).unwrap().uri().to_string()
+    }
+
+    #[test]
+    fn loopback_with_a_port_is_h2c_and_bare_hosts_are_tls_on_443() {
+        assert_eq!(uri("127.0.0.1:4000"), "http://127.0.0.1:4000/");
+        assert_eq!(uri("localhost:4000"), "http://localhost:4000/");
+        // TLS mode of the emulator: a bare loopback address, as on AWS.
+        assert_eq!(uri("127.0.0.5"), "https://127.0.0.5:443/");
+        assert_eq!(
+            uri("https://abc.lambda-microvm.us-east-1.on.aws/x"),
+            "https://abc.lambda-microvm.us-east-1.on.aws:443/"
+        );
+        let pem = "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n".to_owned();
+        assert!(endpoint_for("127.0.0.5", &[pem]).is_ok());
     }
 }

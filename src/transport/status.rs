@@ -1,57 +1,90 @@
 //! Reads a `tonic::Status` into the plain-data `GrpcFailure` that the error
-//! module maps, plus the two transport facts the mapper cannot see from
-//! text alone: whether the HTTP response carried a grpc-status at all, and
-//! whether the connection was never established (nothing was sent).
+//! module maps. The transport facts (the connection was never established,
+//! the stream was reset, the HTTP answer carried no `grpc-status`) are read
+//! from the *types* in the status's source chain, never from its text: a
+//! status message is whatever the agent (or the guest behind it) wrote.
 
-use std::error::Error as _;
+use std::error::Error;
 
 use tonic::{Code, ConnectError, Status};
 
+use super::grpc_only::NoGrpcStatus;
 use crate::error::GrpcCode;
-use crate::error::map::grpc::{CallContext, GrpcFailure};
+use crate::error::map::grpc::{CallContext, GrpcFailure, Origin};
 
-/// tonic's message for an HTTP response without `grpc-status` (for example the
-/// AWS proxy's plain 403).
-const NO_GRPC_STATUS_PREFIX: &str = "grpc-status header missing, mapped from HTTP status code ";
-
-/// The plain-data form of a status.
-///
-/// A status the client made up from a transport error has a source chain;
-/// its `Display`s are appended to the message (`: `-separated) so that the
-/// mapper can read transport markers. They describe sockets and frames,
-/// never tokens or payloads.
+/// The plain-data form of a status. A status our client made up from a
+/// transport error keeps that error's text, redacted, as the cause.
 pub(crate) fn failure(status: &Status, call: CallContext) -> GrpcFailure {
-    let mut message = status.message().to_owned();
-    let mut has_grpc_status = !message.starts_with(NO_GRPC_STATUS_PREFIX);
+    let (origin, cause) = classify(status);
+    let code = match origin {
+        // tonic makes an UNKNOWN status of our own error: the code the
+        // gRPC spec derives from the HTTP status is the real one.
+        Origin::HttpWithoutGrpcStatus(http) => {
+            return GrpcFailure::http_without_grpc_status(http, call).with_cause(cause.as_deref());
+        }
+        _ => grpc_code(status.code()),
+    };
+    GrpcFailure::new(code, status.message(), origin, call).with_cause(cause.as_deref())
+}
+
+/// Where a status came from, by the types in its source chain, and the
+/// text of that chain (`: `-separated) when there is one.
+fn classify(status: &Status) -> (Origin, Option<String>) {
+    let mut origin = None;
+    let mut texts: Vec<String> = Vec::new();
     let mut source = status.source();
     while let Some(err) = source {
-        has_grpc_status = false;
-        message.push_str(": ");
-        message.push_str(&err.to_string());
+        texts.push(err.to_string());
+        origin = origin.or_else(|| origin_of(err));
         source = err.source();
     }
-    GrpcFailure::new(grpc_code(status.code()), message, has_grpc_status, call)
+    if texts.is_empty() {
+        // No source: the server sent this status (grpc-status).
+        return (Origin::Agent, None);
+    }
+    (origin.unwrap_or(Origin::Client), Some(texts.join(": ")))
+}
+
+/// The origin one error of a chain proves, if any.
+fn origin_of(err: &(dyn Error + 'static)) -> Option<Origin> {
+    if let Some(answer) = err.downcast_ref::<NoGrpcStatus>() {
+        return Some(Origin::HttpWithoutGrpcStatus(answer.http_status));
+    }
+    if err.downcast_ref::<ConnectError>().is_some() {
+        return Some(Origin::NotEstablished);
+    }
+    if let Some(h2) = err.downcast_ref::<h2::Error>()
+        && (h2.is_reset() || h2.is_go_away() || h2.is_io() || h2.is_remote())
+    {
+        return Some(Origin::Reset);
+    }
+    if let Some(hyper) = err.downcast_ref::<hyper::Error>()
+        && (hyper.is_closed() || hyper.is_incomplete_message() || hyper.is_canceled())
+    {
+        return Some(Origin::Reset);
+    }
+    if let Some(io) = err.downcast_ref::<std::io::Error>()
+        && matches!(
+            io.kind(),
+            std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe
+                | std::io::ErrorKind::UnexpectedEof
+        )
+    {
+        return Some(Origin::Reset);
+    }
+    None
 }
 
 /// The failure for a deadline the SDK itself enforced.
 pub(crate) fn deadline_failure(call: CallContext) -> GrpcFailure {
-    GrpcFailure::new(GrpcCode::DeadlineExceeded, "deadline exceeded", false, call)
-}
-
-/// True when the connection could not be established, so the request never
-/// left the client and any RPC may be retried (wire-contract 2.7).
-pub(crate) fn is_not_established(status: &Status) -> bool {
-    if status.code() != Code::Unavailable {
-        return false;
-    }
-    let mut source = status.source();
-    while let Some(err) = source {
-        if err.downcast_ref::<ConnectError>().is_some() {
-            return true;
-        }
-        source = err.source();
-    }
-    false
+    GrpcFailure::new(
+        GrpcCode::DeadlineExceeded,
+        "deadline exceeded",
+        Origin::Deadline,
+        call,
+    )
 }
 
 /// tonic's code as ours. Exhaustive: a new tonic code fails the build here.
@@ -86,20 +119,35 @@ mod tests {
     }
 
     #[test]
-    fn proxy_403_has_no_grpc_status() {
-        let status = Status::permission_denied(
+    fn a_status_without_source_is_the_agents_whatever_its_text() {
+        for text in [
             "grpc-status header missing, mapped from HTTP status code 403",
-        );
-        let f = failure(&status, ctx());
-        assert!(!f.has_grpc_status);
-        assert_eq!(f.code, GrpcCode::PermissionDenied);
-
-        let from_agent = Status::permission_denied("path is not allowed");
-        assert!(failure(&from_agent, ctx()).has_grpc_status);
+            "transport error: connection reset",
+            "tcp connect error: Connection refused",
+        ] {
+            let f = failure(&Status::permission_denied(text), ctx());
+            assert_eq!(f.origin, Origin::Agent, "{text}");
+            assert_eq!(f.code, GrpcCode::PermissionDenied);
+            assert!(f.cause.is_none());
+        }
     }
 
     #[test]
-    fn plain_unavailable_is_not_a_connect_failure() {
-        assert!(!is_not_established(&Status::unavailable("suspending")));
+    fn a_proxy_answer_is_read_from_its_type() {
+        let status = Status::from_error(Box::new(NoGrpcStatus { http_status: 403 }));
+        let f = failure(&status, ctx());
+        assert_eq!(f.origin, Origin::HttpWithoutGrpcStatus(403));
+        assert_eq!(f.code, GrpcCode::PermissionDenied);
+        assert!(f.cause.is_some());
+    }
+
+    #[test]
+    fn an_io_reset_in_the_chain_is_a_reset() {
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        let f = failure(&Status::from_error(Box::new(io)), ctx());
+        assert_eq!(f.origin, Origin::Reset);
+        let other = std::io::Error::other("whatever");
+        let f = failure(&Status::from_error(Box::new(other)), ctx());
+        assert_eq!(f.origin, Origin::Client);
     }
 }

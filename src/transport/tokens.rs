@@ -2,7 +2,7 @@
 //! every call.
 //!
 //! Rotation swaps an `Arc` behind a lock; the channel is never rebuilt, and the
-//! interceptor reads the current value on each call (wire-contract 2.2, 6.2).
+//! interceptor reads the current value on each call (docs/architecture.md, "Calls on the agent").
 
 use std::sync::{Arc, RwLock};
 

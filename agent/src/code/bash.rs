@@ -11,8 +11,9 @@ use std::process::Stdio;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
-use super::kernel::{KernelEvent, KernelSpec, Started, Utf8Decoder};
+use super::kernel::{KernelEvent, KernelSpec, Started};
 use crate::sandbox::{SandboxEnv, SpawnSpec};
+use crate::text::Utf8Decoder;
 
 const BASH: &str = "bash";
 const READ_SIZE: usize = 32 * 1024;

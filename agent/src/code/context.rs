@@ -85,7 +85,10 @@ impl Context {
     /// cell then sees the kernel die and reports why).
     pub(crate) fn kill(&self) {
         self.live.store(false, Ordering::SeqCst);
-        signal_group(self.pgid.load(Ordering::SeqCst), libc::SIGKILL);
+        signal_group(
+            self.pgid.load(Ordering::SeqCst),
+            rustix::process::Signal::KILL,
+        );
     }
 
     /// Whether a kernel is up or being started (cells sent now run on it).

@@ -161,9 +161,13 @@ pub(crate) async fn run(
         None => true,
         Some(kernel) => kernel.has_exited(),
     };
-    if needs_start && ctx.start_kernel(&mut slot, &env).await.is_err() {
-        out.fail(Status::unavailable(messages::KERNEL_NOT_READY))
-            .await;
+    if needs_start && let Err(err) = ctx.start_kernel(&mut slot, &env).await {
+        out.fail(messages::kernel_start_status(
+            ctx.spec.language,
+            &err,
+            Status::unavailable(messages::KERNEL_NOT_READY),
+        ))
+        .await;
         return;
     }
     let Some(kernel) = slot.as_mut() else {

@@ -1,16 +1,18 @@
 //! One kernel process (the interpreter behind a context) and the events it
 //! produces while it runs a cell. The language-specific parts (how the process
-//! is started, how its output is framed) live in `python.rs` and `bash.rs`.
+//! is started, how its output is framed) live in `python.rs`, `bash.rs` and
+//! `js.rs`.
 
 use std::collections::BTreeMap;
 use std::io;
 
+use rustix::process::{Pid, Signal};
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use super::validate::Language;
-use super::{bash, python};
+use super::{bash, js, python};
 use crate::pb;
 use crate::sandbox::SandboxEnv;
 
@@ -31,7 +33,7 @@ pub(crate) enum KernelEvent {
     Error(pb::ExecutionError),
     /// Bash only: one of the two output streams reached the end-of-cell marker.
     Mark,
-    /// Python only: the driver began running the cell (an interrupt sent
+    /// Python and node only: the driver began running the cell (an interrupt sent
     /// before this could land between cells and be lost).
     Running,
     /// The cell finished and the kernel is idle again.
@@ -76,6 +78,7 @@ impl Kernel {
         let started = match spec.language {
             Language::Python => python::spawn(env, spec, tx).await?,
             Language::Bash => bash::spawn(env, spec, tx)?,
+            Language::JavaScript | Language::TypeScript => js::spawn(env, spec, tx).await?,
         };
         Ok(Kernel {
             language: spec.language,
@@ -119,7 +122,9 @@ impl Kernel {
         // Bash has no acknowledgement: SIGINT reaches it in any state.
         self.cell_running = self.language == Language::Bash;
         let bytes = match self.language {
-            Language::Python => python::request(code, envs, count)?,
+            Language::Python | Language::JavaScript | Language::TypeScript => {
+                python::request(code, envs, count)?
+            }
             Language::Bash => bash::request(code, &self.bash_end_line),
         };
         self.stdin.write_all(&bytes).await?;
@@ -150,7 +155,7 @@ impl Kernel {
                 KernelEvent::Running => {
                     self.cell_running = true;
                     if std::mem::take(&mut self.interrupt_pending) {
-                        signal_group(self.pgid, libc::SIGINT);
+                        signal_group(self.pgid, Signal::INT);
                     }
                 }
                 KernelEvent::Died => {
@@ -166,7 +171,7 @@ impl Kernel {
     /// a subprocess in the foreground stops too).
     pub(crate) fn interrupt(&mut self) {
         if self.cell_running {
-            signal_group(self.pgid, libc::SIGINT);
+            signal_group(self.pgid, Signal::INT);
         } else {
             self.interrupt_pending = true;
         }
@@ -175,19 +180,14 @@ impl Kernel {
 
 impl Drop for Kernel {
     fn drop(&mut self) {
-        signal_group(self.pgid, libc::SIGKILL);
+        signal_group(self.pgid, Signal::KILL);
     }
 }
 
 /// Sends `signal` to process group `pgid` (no-op for a non-positive id).
-pub(crate) fn signal_group(pgid: i32, signal: i32) {
-    if pgid <= 0 {
-        return;
-    }
-    // SAFETY: kill(2) with a negative pid signals a process group; it takes no
-    // pointers and cannot violate memory safety.
-    unsafe {
-        libc::kill(-pgid, signal);
+pub(crate) fn signal_group(pgid: i32, signal: Signal) {
+    if let Some(pgid) = Pid::from_raw(pgid).filter(|p| p.as_raw_nonzero().get() > 0) {
+        let _ = rustix::process::kill_process_group(pgid, signal);
     }
 }
 
@@ -198,60 +198,4 @@ pub(crate) struct Started {
     pub(crate) pgid: i32,
     pub(crate) stdin: ChildStdin,
     pub(crate) bash_end_line: String,
-}
-
-/// Incremental UTF-8 decoding of a byte stream: a character split across two
-/// reads is rebuilt, invalid bytes become U+FFFD.
-#[derive(Debug, Default)]
-pub(crate) struct Utf8Decoder {
-    pending: Vec<u8>,
-}
-
-impl Utf8Decoder {
-    /// Decodes what can be decoded, keeping an incomplete trailing character.
-    pub(crate) fn decode(&mut self, bytes: &[u8]) -> String {
-        self.pending.extend_from_slice(bytes);
-        let mut out = String::new();
-        let mut rest: &[u8] = &self.pending;
-        loop {
-            match std::str::from_utf8(rest) {
-                Ok(text) => {
-                    out.push_str(text);
-                    rest = &[];
-                    break;
-                }
-                Err(err) => {
-                    let (valid, after) = rest.split_at(err.valid_up_to());
-                    // `valid` was just checked by from_utf8, so this never falls back.
-                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
-                    match err.error_len() {
-                        Some(len) => {
-                            out.push('\u{FFFD}');
-                            rest = &after[len..];
-                        }
-                        None => {
-                            rest = after;
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        self.pending = rest.to_vec();
-        out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Utf8Decoder;
-
-    #[test]
-    fn rebuilds_split_characters() {
-        let mut dec = Utf8Decoder::default();
-        let bytes = "añb".as_bytes();
-        assert_eq!(dec.decode(&bytes[..2]), "a");
-        assert_eq!(dec.decode(&bytes[2..]), "ñb");
-        assert_eq!(dec.decode(b"\xffx"), "\u{FFFD}x");
-    }
 }

@@ -52,7 +52,37 @@ pub const REATTACH_UNIMPLEMENTED: &str =
 
 /// UNIMPLEMENTED: a well-formed language this agent has no kernel for.
 pub fn language_not_installed(language: &str) -> String {
-    format!("language {language} is not installed in this image; use python or bash")
+    format!(
+        "language {language} is not installed in this image; use python, bash, javascript or typescript"
+    )
+}
+
+/// UNIMPLEMENTED: a javascript or typescript context on a host without node
+/// on the sandbox PATH.
+pub fn node_missing(language: &str) -> String {
+    format!("language {language} needs node, which is not installed on this host")
+}
+
+/// UNIMPLEMENTED: a typescript context whose node cannot strip types.
+pub const TYPESCRIPT_NEEDS_NEWER_NODE: &str = "language typescript needs node 22.13 or newer (type stripping); the node on this host is older";
+
+/// The status for a kernel that failed to start: what is missing for
+/// node-based languages, else `otherwise`.
+pub(crate) fn kernel_start_status(
+    language: super::validate::Language,
+    err: &std::io::Error,
+    otherwise: tonic::Status,
+) -> tonic::Status {
+    use super::validate::Language;
+    match (language, err.kind()) {
+        (Language::JavaScript | Language::TypeScript, std::io::ErrorKind::NotFound) => {
+            tonic::Status::unimplemented(node_missing(language.as_str()))
+        }
+        (Language::TypeScript, std::io::ErrorKind::Unsupported) => {
+            tonic::Status::unimplemented(TYPESCRIPT_NEEDS_NEWER_NODE)
+        }
+        _ => otherwise,
+    }
 }
 
 /// `ExecutionError.name` when the timeout fired.
@@ -76,35 +106,13 @@ pub const CONTEXT_DESTROYED_VALUE: &str = "the context was destroyed during the 
 pub fn timeout_value(timeout_ms: u64) -> String {
     format!(
         "execution did not finish within its timeout of {} ms",
-        group_thousands(timeout_ms)
+        crate::text::group_thousands(timeout_ms)
     )
-}
-
-/// `1500` -> `1,500` (en-US grouping, as every rayito message).
-fn group_thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn groups_thousands_like_en_us() {
-        assert_eq!(group_thousands(0), "0");
-        assert_eq!(group_thousands(999), "999");
-        assert_eq!(group_thousands(1000), "1,000");
-        assert_eq!(group_thousands(300_000), "300,000");
-        assert_eq!(group_thousands(1_234_567), "1,234,567");
-    }
 
     #[test]
     fn timeout_value_is_pinned() {
@@ -118,7 +126,11 @@ mod tests {
     fn language_message_is_pinned() {
         assert_eq!(
             language_not_installed("ruby"),
-            "language ruby is not installed in this image; use python or bash"
+            "language ruby is not installed in this image; use python, bash, javascript or typescript"
+        );
+        assert_eq!(
+            node_missing("javascript"),
+            "language javascript needs node, which is not installed on this host"
         );
     }
 }

@@ -2,7 +2,9 @@
 //! small driver program the agent ships.
 //!
 //! - `python` contexts run `agent/python/driver.py` (one interpreter each);
-//!   `bash` contexts run one persistent shell each. Kernels are started
+//!   `bash` contexts run one persistent shell each; `javascript` and
+//!   `typescript` contexts run `agent/js/driver.js` in one `node` each, when
+//!   node is on the sandbox PATH. Kernels are started
 //!   through [`SandboxEnv::command`] so they see the same files and isolation
 //!   as commands.
 //! - One cell at a time per context: Execute holds the context's lock for the
@@ -17,6 +19,7 @@
 mod bash;
 mod context;
 mod execution;
+mod js;
 mod kernel;
 pub mod messages;
 mod python;
@@ -168,6 +171,8 @@ impl CodeServiceImpl {
         match id {
             "default" => self.shared.contexts.default_for(Language::Python),
             "default-bash" => self.shared.contexts.default_for(Language::Bash),
+            "default-javascript" => self.shared.contexts.default_for(Language::JavaScript),
+            "default-typescript" => self.shared.contexts.default_for(Language::TypeScript),
             _ => Err(Status::not_found(messages::CONTEXT_NOT_FOUND)),
         }
     }
@@ -201,12 +206,13 @@ impl pb::code_service_server::CodeService for CodeServiceImpl {
             envs: req.envs.into_iter().collect(),
         };
         let ctx = self.shared.contexts.create(spec)?;
-        if execution::ensure_kernel(&ctx, &self.shared.env)
-            .await
-            .is_err()
-        {
+        if let Err(err) = execution::ensure_kernel(&ctx, &self.shared.env).await {
             self.shared.contexts.remove(&ctx.id);
-            return Err(Status::internal(messages::KERNEL_START_FAILED));
+            return Err(messages::kernel_start_status(
+                language,
+                &err,
+                Status::internal(messages::KERNEL_START_FAILED),
+            ));
         }
         Ok(Response::new(pb::CreateContextResponse {
             context_id: ctx.id.clone(),
@@ -301,7 +307,11 @@ impl pb::code_service_server::CodeService for CodeServiceImpl {
             Err(_) if ctx.destroyed.load(Ordering::SeqCst) => {
                 Err(Status::not_found(messages::CONTEXT_NOT_FOUND))
             }
-            Err(_) => Err(Status::internal(messages::KERNEL_START_FAILED)),
+            Err(err) => Err(messages::kernel_start_status(
+                ctx.spec.language,
+                &err,
+                Status::internal(messages::KERNEL_START_FAILED),
+            )),
         }
     }
 }

@@ -13,9 +13,12 @@ use std::io;
 use std::process::Stdio;
 use std::time::Duration;
 
+use bytes::Bytes;
+use futures_util::StreamExt;
 use serde::Deserialize;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
+use tokio_util::codec::{Encoder, FramedRead, LengthDelimitedCodec};
 
 use super::kernel::{KernelEvent, KernelSpec, Started};
 use crate::pb;
@@ -36,7 +39,7 @@ const MAX_FRAME_BYTES: usize = 256 * 1024 * 1024;
 /// One frame from the driver.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case")]
-enum DriverFrame {
+pub(crate) enum DriverFrame {
     Ready,
     Running,
     Stdout {
@@ -84,24 +87,41 @@ pub(crate) async fn spawn(
         .stdin
         .take()
         .ok_or_else(|| io::Error::other("no stdin pipe"))?;
-    let mut stdout = child
+    let stdout = child
         .stdout
         .take()
         .ok_or_else(|| io::Error::other("no stdout pipe"))?;
+    let mut frames = frames(stdout);
 
-    let first = tokio::time::timeout(READY_TIMEOUT, read_frame(&mut stdout))
+    let first = tokio::time::timeout(READY_TIMEOUT, next_frame(&mut frames))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "kernel did not become ready"))??;
     if !matches!(first, DriverFrame::Ready) {
         return Err(io::Error::other("kernel broke its protocol at start"));
     }
-    tokio::spawn(pump_frames(stdout, events));
+    tokio::spawn(pump_frames(frames, events));
     Ok(Started {
         child,
         pgid: pid as i32,
         stdin,
         bash_end_line: String::new(),
     })
+}
+
+/// The codec of the driver protocol: a 4-byte big-endian length, then the
+/// body (`LengthDelimitedCodec`'s defaults), bodies capped at [`MAX_FRAME_BYTES`].
+fn codec() -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder()
+        .max_frame_length(MAX_FRAME_BYTES)
+        .new_codec()
+}
+
+/// The driver's output as a stream of frames.
+pub(crate) type Frames<R> = FramedRead<R, LengthDelimitedCodec>;
+
+/// Reads `reader` as driver frames.
+pub(crate) fn frames<R: AsyncRead>(reader: R) -> Frames<R> {
+    FramedRead::new(reader, codec())
 }
 
 /// The request frame for one cell.
@@ -117,29 +137,34 @@ pub(crate) fn request(
         "count": count,
     }))
     .map_err(io::Error::other)?;
-    let len = u32::try_from(body.len()).map_err(io::Error::other)?;
-    let mut frame = Vec::with_capacity(4 + body.len());
-    frame.extend_from_slice(&len.to_be_bytes());
-    frame.extend_from_slice(&body);
-    Ok(frame)
+    encode_frame(body)
 }
 
-async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> io::Result<DriverFrame> {
-    let mut header = [0u8; 4];
-    reader.read_exact(&mut header).await?;
-    let len = u32::from_be_bytes(header) as usize;
-    if len > MAX_FRAME_BYTES {
-        return Err(io::Error::other("kernel frame too large"));
-    }
-    let mut body = vec![0u8; len];
-    reader.read_exact(&mut body).await?;
+/// One body, length-prefixed.
+pub(crate) fn encode_frame(body: Vec<u8>) -> io::Result<Vec<u8>> {
+    let mut frame = bytes::BytesMut::with_capacity(4 + body.len());
+    codec().encode(Bytes::from(body), &mut frame)?;
+    Ok(frame.to_vec())
+}
+
+/// The next frame, decoded; end of stream is `UnexpectedEof`.
+pub(crate) async fn next_frame<R: AsyncRead + Unpin>(
+    frames: &mut Frames<R>,
+) -> io::Result<DriverFrame> {
+    let body = frames
+        .next()
+        .await
+        .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))??;
     serde_json::from_slice(&body).map_err(io::Error::other)
 }
 
 /// Turns the driver's frames into kernel events until it exits.
-async fn pump_frames<R: AsyncRead + Unpin>(mut reader: R, events: mpsc::Sender<KernelEvent>) {
+pub(crate) async fn pump_frames<R: AsyncRead + Unpin>(
+    mut frames: Frames<R>,
+    events: mpsc::Sender<KernelEvent>,
+) {
     loop {
-        let event = match read_frame(&mut reader).await {
+        let event = match next_frame(&mut frames).await {
             Ok(DriverFrame::Ready) => continue,
             Ok(DriverFrame::Running) => KernelEvent::Running,
             Ok(DriverFrame::Stdout { text }) => KernelEvent::Stdout(text),
@@ -194,4 +219,44 @@ pub(crate) fn result_from_bundle(main: bool, data: HashMap<String, String>) -> p
         *slot = Some(content);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn frames_are_a_big_endian_length_then_the_body() {
+        let frame = encode_frame(br#"{"t":"ready"}"#.to_vec()).unwrap();
+        assert_eq!(&frame[..4], &[0, 0, 0, 13]);
+        let request = request("1 + 1", &BTreeMap::new(), 3).unwrap();
+        let len = u32::from_be_bytes(request[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, request.len() - 4);
+        // Two frames back to back, split anywhere, decode as two.
+        let both = [
+            frame.clone(),
+            encode_frame(br#"{"t":"running"}"#.to_vec()).unwrap(),
+        ]
+        .concat();
+        let (a, b) = both.split_at(6);
+        let (mut writer, reader) = tokio::io::duplex(64);
+        let (a, b) = (a.to_vec(), b.to_vec());
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            writer.write_all(&a).await.unwrap();
+            tokio::task::yield_now().await;
+            writer.write_all(&b).await.unwrap();
+        });
+        let mut frames = frames(reader);
+        assert!(matches!(
+            next_frame(&mut frames).await.unwrap(),
+            DriverFrame::Ready
+        ));
+        assert!(matches!(
+            next_frame(&mut frames).await.unwrap(),
+            DriverFrame::Running
+        ));
+        let end = next_frame(&mut frames).await.unwrap_err();
+        assert_eq!(end.kind(), io::ErrorKind::UnexpectedEof);
+    }
 }

@@ -17,6 +17,11 @@ pub enum Language {
     Python,
     /// A persistent bash process driven with sentinels.
     Bash,
+    /// node with `agent/js/driver.js` (when node is on the sandbox PATH).
+    JavaScript,
+    /// node with `agent/js/driver.js`, types stripped by node itself
+    /// (node 22.13 or newer).
+    TypeScript,
 }
 
 impl Language {
@@ -25,6 +30,8 @@ impl Language {
         match self {
             Language::Python => "python",
             Language::Bash => "bash",
+            Language::JavaScript => "javascript",
+            Language::TypeScript => "typescript",
         }
     }
 
@@ -33,6 +40,8 @@ impl Language {
         match self {
             Language::Python => "default",
             Language::Bash => "default-bash",
+            Language::JavaScript => "default-javascript",
+            Language::TypeScript => "default-typescript",
         }
     }
 }
@@ -48,6 +57,8 @@ pub fn language(name: &str) -> Result<Language, Status> {
     match name.as_str() {
         "" | "python" | "python3" => return Ok(Language::Python),
         "bash" => return Ok(Language::Bash),
+        "javascript" | "js" | "node" => return Ok(Language::JavaScript),
+        "typescript" | "ts" => return Ok(Language::TypeScript),
         _ => {}
     }
     let well_formed = name.len() <= 32
@@ -124,6 +135,9 @@ mod tests {
         assert_eq!(language("").unwrap(), Language::Python);
         assert_eq!(language("Python").unwrap(), Language::Python);
         assert_eq!(language("bash").unwrap(), Language::Bash);
+        assert_eq!(language("js").unwrap(), Language::JavaScript);
+        assert_eq!(language("JavaScript").unwrap(), Language::JavaScript);
+        assert_eq!(language("ts").unwrap(), Language::TypeScript);
         let err = language("ruby").unwrap_err();
         assert_eq!(err.code(), Code::Unimplemented);
         let err = language("no such; rm -rf").unwrap_err();

@@ -2,7 +2,7 @@
 //! port: `POST /_emulator/faults` with one JSON fault (shapes in
 //! docs/local.md). No SigV4 is required. Answers 200 `{"applied": true}`,
 //! 404 for an unknown or already terminated MicroVM, 400 for a body that is
-//! not one of the shapes.
+//! not one of the shapes. `GET /_emulator/ca.pem` serves the CA of TLS mode.
 
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use axum::Json;
 use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use bytes::Bytes;
 use http::StatusCode;
 use serde::Deserialize;
@@ -65,7 +65,22 @@ fn one() -> u32 {
 }
 
 pub(crate) fn router() -> Router<Arc<Shared>> {
-    Router::new().route("/_emulator/faults", post(post_fault))
+    Router::new()
+        .route("/_emulator/faults", post(post_fault))
+        .route("/_emulator/ca.pem", get(ca_pem))
+}
+
+/// `GET /_emulator/ca.pem`: the CA of TLS mode (404 without TLS mode).
+async fn ca_pem(State(shared): State<Arc<Shared>>) -> Response {
+    match &shared.tls {
+        Some(tls) => (
+            StatusCode::OK,
+            [(http::header::CONTENT_TYPE, "application/x-pem-file")],
+            tls.ca_pem().to_owned(),
+        )
+            .into_response(),
+        None => answer(StatusCode::NOT_FOUND, "The emulator is not in TLS mode."),
+    }
 }
 
 fn answer(status: StatusCode, message: &str) -> Response {

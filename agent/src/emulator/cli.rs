@@ -1,60 +1,84 @@
 //! `rayito-agent emulator [--addr 127.0.0.1:4566] [--root DIR] [--region R]
-//! [--account-id ID] [--image NAME]...`: serves the emulator until SIGTERM or
-//! Ctrl-C, after printing the endpoint and the environment a client needs.
+//! [--account-id ID] [--image NAME]... [--tls]`: serves the emulator until
+//! SIGTERM or Ctrl-C, after printing the endpoint and the environment a
+//! client needs.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use clap::Args;
+
 use super::{Emulator, EmulatorConfig};
 
-const USAGE: &str = "usage: rayito-agent emulator [--addr 127.0.0.1:4566] [--root DIR] [--region REGION] [--account-id ID] [--image NAME]...";
-
-/// Parses `args` (after the `emulator` word).
-fn parse(args: &[String]) -> Result<EmulatorConfig, String> {
-    let mut config = EmulatorConfig {
-        addr: SocketAddr::from(([127, 0, 0, 1], 4566)),
-        ..EmulatorConfig::default()
-    };
-    let mut images = Vec::new();
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
-        match flag.as_str() {
-            "--addr" => {
-                config.addr = value()?
-                    .parse()
-                    .map_err(|_| "--addr must be IP:PORT".to_string())?;
-            }
-            "--root" => config.root = PathBuf::from(value()?),
-            "--region" => config.region = value()?,
-            "--account-id" => config.account_id = value()?,
-            "--image" => images.push(value()?),
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument {other}")),
-        }
-    }
-    if !images.is_empty() {
-        config.images = images;
-    }
-    Ok(config)
+/// `rayito-agent emulator`'s flags.
+#[derive(Debug, Args)]
+pub struct EmulatorArgs {
+    /// Control-plane address; loopback only.
+    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:4566")]
+    pub addr: SocketAddr,
+    /// Directory holding one root directory per MicroVM (default: a fresh
+    /// `rayito-emulator-*` under the temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Region of the image ARNs.
+    #[arg(long, value_name = "REGION", default_value = "us-east-1")]
+    pub region: String,
+    /// Account id of the image ARNs.
+    #[arg(long, value_name = "ID", default_value = "000000000000")]
+    pub account_id: String,
+    /// An image name RunMicrovm accepts (repeatable; default `rayito-base`).
+    #[arg(long = "image", value_name = "NAME")]
+    pub images: Vec<String>,
+    /// TLS mode, as AWS: each MicroVM's endpoint is a bare loopback address
+    /// served with TLS (ALPN h2) on port 443, certificates from a CA made at
+    /// start (needs root or CAP_NET_BIND_SERVICE).
+    #[arg(long)]
+    pub tls: bool,
 }
 
-/// The lines printed at start: the endpoint, then `export` lines for a shell.
+impl EmulatorArgs {
+    /// The emulator configuration these flags describe.
+    pub fn config(&self) -> EmulatorConfig {
+        let mut config = EmulatorConfig {
+            addr: self.addr,
+            region: self.region.clone(),
+            account_id: self.account_id.clone(),
+            tls: self.tls,
+            ..EmulatorConfig::default()
+        };
+        if let Some(root) = &self.root {
+            config.root = root.clone();
+        }
+        if !self.images.is_empty() {
+            config.images = self.images.clone();
+        }
+        config
+    }
+}
+
+/// The lines printed at start: the endpoint, then `export` lines for a
+/// shell; in TLS mode also `ca: PATH` and the variables of the recipe for
+/// unchanged AWS clients (docs/local.md).
 pub(crate) fn banner(emulator: &Emulator, region: &str, image: &str) -> String {
-    format!(
+    let url = emulator.endpoint_url();
+    let mut out = format!(
         "rayito emulator listening on {url}\n\
          export AWS_ENDPOINT_URL={url}\n\
          export AWS_ACCESS_KEY_ID=test\n\
          export AWS_SECRET_ACCESS_KEY=test\n\
          export AWS_REGION={region}\n\
          export RAYITO_TEMPLATE={arn}\n",
-        url = emulator.endpoint_url(),
         arn = emulator.image_arn(image),
-    )
+    );
+    if let Some(ca) = emulator.ca_path() {
+        let ca = ca.display();
+        out.push_str(&format!(
+            "export AWS_ENDPOINT_URL_LAMBDA_MICROVMS={url}\n\
+             export GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={ca}\n\
+             ca: {ca}\n"
+        ));
+    }
+    out
 }
 
 async fn stop_signal() {
@@ -72,10 +96,9 @@ async fn stop_signal() {
     }
 }
 
-/// Runs the `emulator` subcommand (`args` are the words after it) on its own
-/// runtime; returns the process exit code (0 after a clean stop, 2 for bad
-/// arguments, 1 when the emulator cannot start).
-pub fn run(args: &[String]) -> i32 {
+/// Runs the `emulator` subcommand on its own runtime; returns the process
+/// exit code (0 after a clean stop, 1 when the emulator cannot start).
+pub fn run(args: EmulatorArgs) -> i32 {
     match tokio::runtime::Runtime::new() {
         Ok(rt) => rt.block_on(run_async(args)),
         Err(e) => {
@@ -85,17 +108,8 @@ pub fn run(args: &[String]) -> i32 {
     }
 }
 
-async fn run_async(args: &[String]) -> i32 {
-    let config = match parse(args) {
-        Ok(c) => c,
-        Err(msg) => {
-            if !msg.is_empty() {
-                eprintln!("rayito-agent emulator: {msg}");
-            }
-            eprintln!("{USAGE}");
-            return 2;
-        }
-    };
+async fn run_async(args: EmulatorArgs) -> i32 {
+    let config = args.config();
     let region = config.region.clone();
     let image = config.images.first().cloned().unwrap_or_default();
     let emulator = match Emulator::start(config).await {
@@ -115,26 +129,37 @@ async fn run_async(args: &[String]) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
 
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
+    fn emulator_args(line: &str) -> Result<super::EmulatorArgs, clap::Error> {
+        let words = ["rayito-agent", "emulator"]
+            .into_iter()
+            .chain(line.split_whitespace());
+        Cli::try_parse_from(words).map(|cli| match cli.command {
+            Command::Emulator(args) => args,
+            Command::Serve(_) => panic!("not the emulator"),
+        })
     }
 
     #[test]
     fn parses_flags_and_refuses_unknown_ones() {
-        let c = parse(&args(
-            "--addr 127.0.0.1:5000 --region eu-west-1 --image a --image b",
-        ))
-        .unwrap();
+        let c = emulator_args("--addr 127.0.0.1:5000 --region eu-west-1 --image a --image b")
+            .unwrap()
+            .config();
         assert_eq!(c.addr.to_string(), "127.0.0.1:5000");
         assert_eq!(c.region, "eu-west-1");
         assert_eq!(c.images, ["a", "b"]);
-        assert_eq!(parse(&args("")).unwrap().addr.to_string(), "127.0.0.1:4566");
-        assert_eq!(
-            parse(&args("--bogus")).unwrap_err(),
-            "unknown argument --bogus"
-        );
-        assert_eq!(parse(&args("--addr")).unwrap_err(), "--addr needs a value");
+        assert!(!c.tls);
+        let c = emulator_args("").unwrap().config();
+        assert_eq!(c.addr.to_string(), "127.0.0.1:4566");
+        assert_eq!(c.images, ["rayito-base"]);
+        assert!(emulator_args("--tls").unwrap().config().tls);
+        let err = emulator_args("--bogus").unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::UnknownArgument);
+        let err = emulator_args("--addr").unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
+        let err = emulator_args("--addr nope").unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
     }
 }

@@ -104,6 +104,12 @@ async fn run_microvm(State(shared): State<Arc<Shared>>, headers: HeaderMap, body
     if !known {
         return Err(ApiError::image_not_found(&valid.image_arn));
     }
+    // Held until the MicroVM is registered: a second call with the same
+    // token waits here, then finds the first one's MicroVM.
+    let _token_guard = match &input.client_token {
+        Some(token) => Some(shared.lock_client_token(token).await),
+        None => None,
+    };
     if let Some(token) = &input.client_token
         && let Some((same, vm)) = shared.by_client_token(token, &raw)
     {

@@ -2,7 +2,8 @@
 //! state, as AWS drives them: `/run` after RunMicrovm (PENDING -> RUNNING, a
 //! failure -> TERMINATING -> TERMINATED), `/suspend` (SUSPENDING ->
 //! SUSPENDED), `/resume` (PENDING -> RUNNING), `/terminate` (TERMINATING ->
-//! TERMINATED, `Success.`), and the maximum duration.
+//! TERMINATED, `Success.`), the maximum duration, the kill-mode deadline
+//! (the agent "exits 124") and idle auto-suspend.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -29,6 +30,8 @@ pub(crate) const REASON_KILLED: &str = "Container Stopped with Exit Code: 137";
 /// `idlePolicy.suspendedDurationSeconds`.
 pub(crate) const REASON_SUSPENDED_TOO_LONG: &str =
     "MicroVM stayed suspended for its suspendedDurationSeconds.";
+/// stateReason when the agent's deadline passed in kill mode (rayd exits 124).
+pub(crate) const REASON_DEADLINE_EXIT: &str = "Container Stopped with Exit Code: 124";
 /// How long a terminating agent gets to finish before it is dropped.
 const TERMINATE_GRACE: Duration = Duration::from_secs(5);
 
@@ -64,13 +67,29 @@ pub(crate) async fn create(shared: &Arc<Shared>, spec: Spec) -> Result<Arc<Vm>, 
         tracing::warn!(error = %e, "emulator: cannot create a MicroVM root directory");
         ApiError::internal("The MicroVM could not be created.")
     })?;
-    let listener = TcpListener::bind(loopback0()).await.map_err(|e| {
+    let cannot_bind = |e: std::io::Error| {
         tracing::warn!(error = %e, "emulator: cannot bind a proxy listener");
         ApiError::internal("The MicroVM could not be created.")
-    })?;
+    };
+    let (listener, acceptor) = match &shared.tls {
+        Some(tls) => {
+            let (listener, ip) = super::tls::bind().await.map_err(cannot_bind)?;
+            (listener, Some(tls.acceptor(ip).map_err(cannot_bind)?))
+        }
+        None => (
+            TcpListener::bind(loopback0()).await.map_err(cannot_bind)?,
+            None,
+        ),
+    };
     let proxy_addr = listener
         .local_addr()
         .map_err(|_| ApiError::internal("The MicroVM could not be created."))?;
+    // AWS answers a bare host name; TLS mode answers the bare address.
+    let endpoint = if acceptor.is_some() {
+        proxy_addr.ip().to_string()
+    } else {
+        proxy_addr.to_string()
+    };
     let config = AgentConfig {
         root: root.clone(),
         grpc_addr: loopback0(),
@@ -85,8 +104,8 @@ pub(crate) async fn create(shared: &Arc<Shared>, spec: Spec) -> Result<Arc<Vm>, 
             return Err(ApiError::internal("The MicroVM could not be created."));
         }
     };
-    let vm = Arc::new(Vm::new(id, spec, proxy_addr, agent, root));
-    if let Some(task) = shared.spawn(proxy::serve(shared.clone(), vm.clone(), listener)) {
+    let vm = Arc::new(Vm::new(id, spec, proxy_addr, endpoint, agent, root));
+    if let Some(task) = shared.spawn(proxy::serve(shared.clone(), vm.clone(), listener, acceptor)) {
         vm.set_proxy_task(task);
     }
     Ok(vm)
@@ -120,6 +139,72 @@ pub(crate) fn start(shared: &Arc<Shared>, vm: &Arc<Vm>, payload: String) {
         tokio::time::sleep(max).await;
         if v.begin_termination(REASON_MAX_DURATION) {
             finish_termination(s, v, true).await;
+        }
+    });
+    if let Some(timer) = timer {
+        vm.add_timer(timer);
+    }
+    watch_deadline_exit(shared, vm);
+    watch_idle(shared, vm);
+}
+
+/// When the agent's deadline passes in kill mode, rayd exits 124 and AWS
+/// ends the MicroVM (about 15 s later, measured): so does the emulator,
+/// after `deadline_exit_delay`, without hooks.
+fn watch_deadline_exit(shared: &Arc<Shared>, vm: &Arc<Vm>) {
+    let Some(exited) = vm.with_agent(|a| a.deadline_exit()) else {
+        return;
+    };
+    let delay = shared.settings.deadline_exit_delay;
+    let (s, v) = (shared.clone(), vm.clone());
+    let timer = shared.spawn(async move {
+        if !exited.await {
+            return;
+        }
+        tokio::time::sleep(delay).await;
+        if v.begin_termination(REASON_DEADLINE_EXIT) {
+            finish_termination(s, v, false).await;
+        }
+    });
+    if let Some(timer) = timer {
+        vm.add_timer(timer);
+    }
+}
+
+/// With an idle policy, a RUNNING MicroVM through whose proxy no byte has
+/// passed for `maxIdleDurationSeconds` is suspended, as by SuspendMicrovm
+/// (the proxy resumes it on the next request when `autoResumeEnabled`).
+fn watch_idle(shared: &Arc<Shared>, vm: &Arc<Vm>) {
+    let Some(secs) = vm
+        .spec
+        .idle_policy
+        .as_ref()
+        .and_then(|p| p.max_idle_duration_seconds)
+    else {
+        return;
+    };
+    let idle = shared
+        .settings
+        .max_idle_override
+        .unwrap_or(Duration::from_secs(secs.max(1) as u64));
+    let (s, v) = (shared.clone(), vm.clone());
+    let timer = shared.spawn(async move {
+        loop {
+            let due = v.last_activity() + idle;
+            if std::time::Instant::now() < due {
+                tokio::time::sleep_until(due.into()).await;
+                continue;
+            }
+            match v.state() {
+                Running => {
+                    tracing::debug!(microvm = %v.id, "emulator: idle, suspending");
+                    let _ = suspend(&s, &v);
+                }
+                Terminating | Terminated => return,
+                // Not running: the idle clock starts again once it is.
+                Pending | Suspending | Suspended => {}
+            }
+            v.touch();
         }
     });
     if let Some(timer) = timer {

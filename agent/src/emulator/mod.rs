@@ -7,7 +7,7 @@
 //! plus an admin endpoint for fault injection. Each MicroVM is a local
 //! [`Agent`](crate::agent::Agent) driven through its HTTP hooks, behind its
 //! own emulated proxy listener whose address (`127.0.0.1:<port>`) is the
-//! MicroVM's `endpoint`.
+//! MicroVM's `endpoint` (in TLS mode: a bare `127.0.0.N`, TLS on port 443).
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -21,6 +21,7 @@
 
 mod admin;
 mod api_error;
+#[cfg(feature = "cli")]
 pub mod cli;
 mod control;
 mod faults;
@@ -31,6 +32,7 @@ mod model;
 mod proxy;
 mod registry;
 mod sigv4;
+pub mod tls;
 mod validate;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -71,6 +73,20 @@ pub struct EmulatorConfig {
     /// How long a lifecycle hook may take before it counts as failed
     /// (default 30 s).
     pub hook_timeout: Duration,
+    /// TLS mode (default off): every MicroVM's `endpoint` is a bare
+    /// loopback address (`127.0.0.N`) served with TLS (ALPN h2) on port 443,
+    /// with certificates from a CA generated at start (see
+    /// [`Emulator::ca_pem`]). Binding port 443 needs root or
+    /// CAP_NET_BIND_SERVICE.
+    pub tls: bool,
+    /// How long after the agent's deadline passed in kill mode (where the
+    /// real agent exits with status 124) the MicroVM is terminated with
+    /// `Container Stopped with Exit Code: 124` (default 15 s, as measured on
+    /// AWS; meanwhile calls get `sandbox_timeout`).
+    pub deadline_exit_delay: Duration,
+    /// For tests: every idle policy's `maxIdleDurationSeconds` (at least 60
+    /// by the model) counts as this long instead (default `None`).
+    pub max_idle_override: Option<Duration>,
 }
 
 impl Default for EmulatorConfig {
@@ -83,6 +99,9 @@ impl Default for EmulatorConfig {
             images: vec!["rayito-base".to_string()],
             auth_token_ttl: None,
             hook_timeout: Duration::from_secs(30),
+            tls: false,
+            deadline_exit_delay: Duration::from_secs(15),
+            max_idle_override: None,
         }
     }
 }
@@ -120,6 +139,13 @@ impl Emulator {
             ));
         }
         tokio::fs::create_dir_all(&config.root).await?;
+        let tls = if config.tls {
+            // Fail now, with a clear message, if port 443 is out of reach.
+            drop(tls::bind().await?);
+            Some(tls::Tls::new(&config.root)?)
+        } else {
+            None
+        };
         let listener = TcpListener::bind(config.addr).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared::new(
@@ -130,7 +156,10 @@ impl Emulator {
                 root: config.root,
                 auth_token_ttl: config.auth_token_ttl,
                 hook_timeout: config.hook_timeout,
+                deadline_exit_delay: config.deadline_exit_delay,
+                max_idle_override: config.max_idle_override,
             },
+            tls,
             tokio::runtime::Handle::current(),
         ));
         let router = control::router(shared.clone());
@@ -182,6 +211,18 @@ impl Emulator {
     /// `arn:aws:lambda:<region>:<account>:microvm-image:<name>`.
     pub fn image_arn(&self, name: &str) -> String {
         self.shared.settings.image_arn(name)
+    }
+
+    /// TLS mode: the CA certificate (PEM) that signs every MicroVM's
+    /// certificate; `None` without TLS mode.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.shared.tls.as_ref().map(|t| t.ca_pem())
+    }
+
+    /// TLS mode: the file the CA certificate was written to
+    /// (`<root>/ca.pem`); `None` without TLS mode.
+    pub fn ca_path(&self) -> Option<&std::path::Path> {
+        self.shared.tls.as_ref().map(|t| t.ca_path())
     }
 
     /// Fault injection.
@@ -247,13 +288,17 @@ impl Drop for Emulator {
         // off the caller's thread (both touch the disk); the root itself
         // only if nothing else is in it.
         let root = self.shared.settings.root.clone();
-        let dirs: Vec<PathBuf> = self.shared.all().iter().map(|vm| vm.root.clone()).collect();
+        let mut dirs: Vec<PathBuf> = self.shared.all().iter().map(|vm| vm.root.clone()).collect();
+        let ca_file = self.shared.tls.as_ref().map(|t| t.ca_path().to_path_buf());
         let _ = std::thread::Builder::new()
             .name("rayito-emulator-cleanup".into())
             .spawn(move || {
                 drop(agents);
-                for d in dirs {
+                for d in dirs.drain(..) {
                     let _ = std::fs::remove_dir_all(d);
+                }
+                if let Some(ca) = ca_file {
+                    let _ = std::fs::remove_file(ca);
                 }
                 let _ = std::fs::remove_dir(root);
             });

@@ -14,6 +14,11 @@
 //!   a TERMINATING one answers 502.
 //!
 //! Rejections are plain HTTP with a short text body and no grpc-status.
+//!
+//! In TLS mode the listener is port 443 of the MicroVM's own loopback
+//! address and each connection is a TLS one (ALPN h2 or http/1.1) first.
+//! Every request and every body frame in either direction counts as activity
+//! for idle auto-suspend; a silent open stream does not, as on AWS.
 
 use std::convert::Infallible;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -33,6 +38,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use super::ids;
 use super::lifecycle;
@@ -56,11 +62,14 @@ const HOP_BY_HOP: [&str; 6] = [
     "host",
 ];
 
+/// How long a client has to finish the TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Upstream HTTP clients shared by every proxy of an emulator.
 #[derive(Clone, Debug)]
 pub(crate) struct Upstream {
-    h2: Client<HttpConnector, Incoming>,
-    h1: Client<HttpConnector, Incoming>,
+    h2: Client<HttpConnector, ProxyBody>,
+    h1: Client<HttpConnector, ProxyBody>,
 }
 
 impl Upstream {
@@ -83,7 +92,12 @@ impl Upstream {
 /// Accepts connections until aborted; each connection ends when the
 /// client closes it or when the MicroVM's cut signal fires. Aborting this
 /// task drops every connection it serves.
-pub(crate) async fn serve(shared: Arc<Shared>, vm: Arc<Vm>, listener: TcpListener) {
+pub(crate) async fn serve(
+    shared: Arc<Shared>,
+    vm: Arc<Vm>,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+) {
     let mut conns = JoinSet::new();
     loop {
         let stream = match listener.accept().await {
@@ -98,14 +112,35 @@ pub(crate) async fn serve(shared: Arc<Shared>, vm: Arc<Vm>, listener: TcpListene
         while conns.try_join_next().is_some() {}
         let (shared, vm) = (shared.clone(), vm.clone());
         let mut cut = vm.cut_signal();
+        let tls = tls.clone();
         conns.spawn(async move {
             let svc = service_fn(move |req| handle(shared.clone(), vm.clone(), req));
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder.http2().timer(TokioTimer::new());
-            let conn = builder.serve_connection(TokioIo::new(stream), svc);
-            tokio::select! {
-                _ = conn => {}
-                _ = cut.changed() => {}
+            match tls {
+                None => {
+                    let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                    tokio::select! {
+                        _ = conn => {}
+                        _ = cut.changed() => {}
+                    }
+                }
+                Some(acceptor) => {
+                    let handshake =
+                        tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+                    let stream = tokio::select! {
+                        accepted = handshake => match accepted {
+                            Ok(Ok(stream)) => stream,
+                            _ => return,
+                        },
+                        _ = cut.changed() => return,
+                    };
+                    let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                    tokio::select! {
+                        _ = conn => {}
+                        _ = cut.changed() => {}
+                    }
+                }
             }
         });
     }
@@ -176,6 +211,7 @@ async fn handle(
 ) -> Result<Response<ProxyBody>, Infallible> {
     let grpc = is_grpc(&req);
     let reject = |status| plain(status, grpc);
+    vm.touch();
     if let Some(status) = shared.faults.take_proxy_status() {
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
         return Ok(reject(status));
@@ -199,6 +235,19 @@ async fn handle(
     Ok(forward(&shared, &vm, req, port, grpc).await)
 }
 
+/// `body` with every frame counted as activity of `vm`.
+fn counted<B>(vm: &Arc<Vm>, body: B) -> ProxyBody
+where
+    B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Send + Sync + 'static,
+{
+    let vm = vm.clone();
+    body.map_frame(move |frame| {
+        vm.touch();
+        frame
+    })
+    .boxed()
+}
+
 fn auto_resume(vm: &Vm) -> bool {
     vm.spec
         .idle_policy
@@ -209,7 +258,7 @@ fn auto_resume(vm: &Vm) -> bool {
 
 async fn forward(
     shared: &Shared,
-    vm: &Vm,
+    vm: &Arc<Vm>,
     req: Request<Incoming>,
     port: u16,
     grpc: bool,
@@ -260,13 +309,16 @@ async fn forward(
     } else {
         &shared.upstream.h1
     };
-    match client.request(Request::from_parts(parts, body)).await {
+    match client
+        .request(Request::from_parts(parts, counted(vm, body)))
+        .await
+    {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
             for h in HOP_BY_HOP {
                 parts.headers.remove(h);
             }
-            Response::from_parts(parts, body.boxed())
+            Response::from_parts(parts, counted(vm, body))
         }
         Err(_) => reject(StatusCode::BAD_GATEWAY),
     }

@@ -30,6 +30,8 @@ pub(crate) struct Settings {
     pub(crate) root: PathBuf,
     pub(crate) auth_token_ttl: Option<Duration>,
     pub(crate) hook_timeout: Duration,
+    pub(crate) deadline_exit_delay: Duration,
+    pub(crate) max_idle_override: Option<Duration>,
 }
 
 impl Settings {
@@ -56,8 +58,13 @@ pub(crate) struct Shared {
     pub(crate) faults: FaultState,
     pub(crate) hooks: HookClient,
     pub(crate) upstream: Upstream,
+    /// TLS mode's CA, when on.
+    pub(crate) tls: Option<super::tls::Tls>,
     vms: Mutex<Vec<Arc<Vm>>>,
     client_tokens: Mutex<HashMap<String, (Value, Arc<Vm>)>>,
+    /// One lock per clientToken in use by a RunMicrovm in flight, so that
+    /// simultaneous calls with one token create one MicroVM.
+    token_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     tokens: Mutex<HashMap<String, Grant>>,
     tasks: Mutex<Option<JoinSet<()>>>,
     /// The runtime every emulator task runs on, whoever triggers it (a
@@ -78,14 +85,20 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(settings: Settings, runtime: tokio::runtime::Handle) -> Self {
+    pub(crate) fn new(
+        settings: Settings,
+        tls: Option<super::tls::Tls>,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
         Self {
+            tls,
             hooks: HookClient::new(settings.hook_timeout),
             upstream: Upstream::new(),
             settings,
             faults: FaultState::default(),
             vms: Mutex::new(Vec::new()),
             client_tokens: Mutex::new(HashMap::new()),
+            token_locks: Mutex::new(HashMap::new()),
             tokens: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Some(JoinSet::new())),
             runtime,
@@ -184,6 +197,25 @@ impl Shared {
         self.vms.lock().expect("vms lock").push(vm);
     }
 
+    /// Serialises the RunMicrovm calls that share `token` (from the replay
+    /// check to the insert); the lock is forgotten once nobody holds it.
+    pub(crate) async fn lock_client_token(&self, token: &str) -> ClientTokenGuard<'_> {
+        let lock = self
+            .token_locks
+            .lock()
+            .expect("token locks lock")
+            .entry(token.to_string())
+            .or_default()
+            .clone();
+        let guard = lock.clone().lock_owned().await;
+        ClientTokenGuard {
+            shared: self,
+            token: token.to_string(),
+            lock,
+            _guard: guard,
+        }
+    }
+
     /// The MicroVM an earlier RunMicrovm created with this clientToken, and
     /// whether its body was the same.
     pub(crate) fn by_client_token(&self, token: &str, body: &Value) -> Option<(bool, Arc<Vm>)> {
@@ -221,6 +253,24 @@ impl Shared {
     }
 }
 
+/// Held by a RunMicrovm while it checks and uses its clientToken.
+pub(crate) struct ClientTokenGuard<'a> {
+    shared: &'a Shared,
+    token: String,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Drop for ClientTokenGuard<'_> {
+    fn drop(&mut self) {
+        let mut locks = self.shared.token_locks.lock().expect("token locks lock");
+        // Two references left (the map's and ours): nobody else waits.
+        if Arc::strong_count(&self.lock) <= 3 {
+            locks.remove(&self.token);
+        }
+    }
+}
+
 /// The mutable part of a MicroVM.
 #[derive(Clone, Debug)]
 pub(crate) struct Status {
@@ -248,6 +298,9 @@ pub(crate) struct Vm {
     pub(crate) spec: Spec,
     pub(crate) started_at: f64,
     pub(crate) proxy_addr: SocketAddr,
+    /// What GetMicrovm answers as `endpoint`: `127.0.0.1:<port>`, or the
+    /// bare address in TLS mode.
+    pub(crate) endpoint: String,
     pub(crate) grpc_addr: SocketAddr,
     pub(crate) hooks_addr: SocketAddr,
     pub(crate) root: PathBuf,
@@ -261,6 +314,8 @@ pub(crate) struct Vm {
     suspensions: std::sync::atomic::AtomicU64,
     /// Timers (maximum duration, suspended duration) to drop once terminated.
     timers: Mutex<Vec<AbortHandle>>,
+    /// When bytes last crossed the proxy (idle auto-suspend).
+    last_activity: Mutex<Instant>,
 }
 
 impl std::fmt::Debug for Vm {
@@ -278,6 +333,7 @@ impl Vm {
         id: String,
         spec: Spec,
         proxy_addr: SocketAddr,
+        endpoint: String,
         agent: Agent,
         root: PathBuf,
     ) -> Self {
@@ -286,6 +342,7 @@ impl Vm {
             spec,
             started_at: ids::epoch_seconds_now(),
             proxy_addr,
+            endpoint,
             grpc_addr: agent.grpc_addr(),
             hooks_addr: agent.hooks_addr(),
             root,
@@ -300,7 +357,18 @@ impl Vm {
             proxy_task: Mutex::new(None),
             suspensions: std::sync::atomic::AtomicU64::new(0),
             timers: Mutex::new(Vec::new()),
+            last_activity: Mutex::new(Instant::now()),
         }
+    }
+
+    /// Records traffic through the proxy (it keeps the MicroVM awake).
+    pub(crate) fn touch(&self) {
+        *self.last_activity.lock().expect("activity lock") = Instant::now();
+    }
+
+    /// When bytes last crossed the proxy.
+    pub(crate) fn last_activity(&self) -> Instant {
+        *self.last_activity.lock().expect("activity lock")
     }
 
     /// The current state.
@@ -424,7 +492,7 @@ impl Vm {
         MicrovmOut {
             microvm_id: self.id.clone(),
             state: st.state,
-            endpoint: self.proxy_addr.to_string(),
+            endpoint: self.endpoint.clone(),
             image_arn: self.spec.image_arn.clone(),
             image_version: self.spec.image_version.clone(),
             execution_role_arn: self.spec.execution_role_arn.clone(),

@@ -19,6 +19,7 @@ use self::info::{entry_info, io_status};
 use self::path::resolve;
 use crate::pb;
 use crate::phase::Phase;
+use crate::sandbox::SandboxEnv;
 use crate::state::Shared;
 
 /// Bytes per ReadResponse.
@@ -42,15 +43,20 @@ fn io(e: std::io::Error) -> Status {
     io_status(&e)
 }
 
-/// Opens a regular file for reading without following a final symlink.
+/// Opens a regular file for reading without following a final symlink, as
+/// the sandbox user.
 #[allow(clippy::result_large_err)]
-async fn open_regular(host: &std::path::Path) -> Result<tokio::fs::File, Status> {
-    let file = tokio::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(host)
-        .await
+async fn open_regular(env: &SandboxEnv, host: &std::path::Path) -> Result<tokio::fs::File, Status> {
+    let file = env
+        .as_user(|| {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(host)
+        })
         .map_err(io)?;
+    let file = tokio::fs::File::from_std(file);
     let md = file.metadata().await.map_err(io)?;
     if md.is_dir() {
         return Err(Status::invalid_argument("is a directory"));
@@ -108,7 +114,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
     ) -> Result<Response<Self::ReadStream>, Status> {
         let req = r.into_inner();
         let target = resolve(&self.shared.env, &req.path)?;
-        let mut file = open_regular(&target.host).await?;
+        let mut file = open_regular(&self.shared.env, &target.host).await?;
         let (tx, rx) = mpsc::channel(4);
         let mut phase = self.shared.phase.subscribe();
         tokio::spawn(async move {
@@ -159,7 +165,11 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::StatRequest>,
     ) -> Result<Response<pb::StatResponse>, Status> {
         let target = resolve(&self.shared.env, &r.into_inner().path)?;
-        let entry = entry_info(&target.guest, &target.host).map_err(io)?;
+        let entry = self
+            .shared
+            .env
+            .as_user(|| entry_info(&target.guest, &target.host))
+            .map_err(io)?;
         Ok(Response::new(pb::StatResponse { entry: Some(entry) }))
     }
 
@@ -169,14 +179,17 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
     ) -> Result<Response<pb::ListDirResponse>, Status> {
         let req = r.into_inner();
         let target = resolve(&self.shared.env, &req.path)?;
-        let md = std::fs::symlink_metadata(&target.host).map_err(io)?;
-        if !md.is_dir() {
-            return Err(Status::invalid_argument("not a directory"));
-        }
+        let env = self.shared.env.clone();
         let depth = req.depth.max(1);
         let entries = tokio::task::spawn_blocking(move || {
-            let mut out = Vec::new();
-            list(&target.guest, &target.host, depth, &mut out).map(|()| out)
+            env.as_user(|| {
+                let md = std::fs::symlink_metadata(&target.host).map_err(io)?;
+                if !md.is_dir() {
+                    return Err(Status::invalid_argument("not a directory"));
+                }
+                let mut out = Vec::new();
+                list(&target.guest, &target.host, depth, &mut out).map(|()| out)
+            })
         })
         .await
         .map_err(|_| Status::internal("listing failed"))??;
@@ -188,20 +201,20 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::MakeDirRequest>,
     ) -> Result<Response<pb::MakeDirResponse>, Status> {
         let target = resolve(&self.shared.env, &r.into_inner().path)?;
-        if let Ok(md) = std::fs::symlink_metadata(&target.host) {
-            return Err(if md.is_dir() {
-                Status::already_exists("directory already exists")
-            } else {
-                Status::invalid_argument("something else exists at the path")
-            });
-        }
-        tokio::fs::create_dir_all(&target.host)
-            .await
-            .map_err(|e| match e.raw_os_error() {
+        let entry = self.shared.env.as_user(|| {
+            if let Ok(md) = std::fs::symlink_metadata(&target.host) {
+                return Err(if md.is_dir() {
+                    Status::already_exists("directory already exists")
+                } else {
+                    Status::invalid_argument("something else exists at the path")
+                });
+            }
+            std::fs::create_dir_all(&target.host).map_err(|e| match e.raw_os_error() {
                 Some(libc::EEXIST) => Status::invalid_argument("not a directory"),
                 _ => io(e),
             })?;
-        let entry = entry_info(&target.guest, &target.host).map_err(io)?;
+            entry_info(&target.guest, &target.host).map_err(io)
+        })?;
         Ok(Response::new(pb::MakeDirResponse { entry: Some(entry) }))
     }
 
@@ -215,14 +228,14 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         if source.is_view_root() || destination.is_view_root() {
             return Err(Status::permission_denied("path not allowed"));
         }
-        std::fs::symlink_metadata(&source.host).map_err(io)?;
-        if let Some(parent) = destination.host.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(io)?;
-        }
-        tokio::fs::rename(&source.host, &destination.host)
-            .await
-            .map_err(io)?;
-        let entry = entry_info(&destination.guest, &destination.host).map_err(io)?;
+        let entry = self.shared.env.as_user(|| {
+            std::fs::symlink_metadata(&source.host).map_err(io)?;
+            if let Some(parent) = destination.host.parent() {
+                std::fs::create_dir_all(parent).map_err(io)?;
+            }
+            std::fs::rename(&source.host, &destination.host).map_err(io)?;
+            entry_info(&destination.guest, &destination.host).map_err(io)
+        })?;
         Ok(Response::new(pb::MoveResponse { entry: Some(entry) }))
     }
 
@@ -235,18 +248,27 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         if target.is_view_root() {
             return Err(Status::permission_denied("path not allowed"));
         }
-        let md = std::fs::symlink_metadata(&target.host).map_err(io)?;
-        let result = if !md.is_dir() {
-            tokio::fs::remove_file(&target.host).await
-        } else if req.recursive {
-            tokio::fs::remove_dir_all(&target.host).await
-        } else {
-            tokio::fs::remove_dir(&target.host).await
-        };
-        result.map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOTEMPTY) => Status::failed_precondition("directory not empty"),
-            _ => io(e),
-        })?;
+        let env = self.shared.env.clone();
+        let recursive = req.recursive;
+        // A recursive removal can take a while: off the runtime's threads.
+        tokio::task::spawn_blocking(move || {
+            env.as_user(|| {
+                let md = std::fs::symlink_metadata(&target.host).map_err(io)?;
+                let result = if !md.is_dir() {
+                    std::fs::remove_file(&target.host)
+                } else if recursive {
+                    std::fs::remove_dir_all(&target.host)
+                } else {
+                    std::fs::remove_dir(&target.host)
+                };
+                result.map_err(|e| match e.raw_os_error() {
+                    Some(libc::ENOTEMPTY) => Status::failed_precondition("directory not empty"),
+                    _ => io(e),
+                })
+            })
+        })
+        .await
+        .map_err(|_| Status::internal("removal failed"))??;
         Ok(Response::new(pb::RemoveResponse {}))
     }
 

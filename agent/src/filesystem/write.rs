@@ -2,6 +2,7 @@
 //! `.rayito-tmp-*` sibling, fsynced, chmodded and renamed over the target,
 //! so a failed or interrupted write leaves the target intact.
 
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use super::info::{entry_info, io_status};
 use super::path::{Resolved, resolve};
 use crate::pb;
 use crate::phase::Phase;
+use crate::sandbox::SandboxEnv;
 use crate::state::Shared;
 
 /// Largest chunk in one message.
@@ -31,26 +33,32 @@ struct Open {
 }
 
 impl Open {
-    async fn commit(mut self) -> Result<pb::EntryInfo, Status> {
-        let result = async {
+    async fn commit(mut self, env: &SandboxEnv) -> Result<pb::EntryInfo, Status> {
+        let synced = async {
             self.file.flush().await?;
-            self.file.sync_all().await?;
-            use std::os::unix::fs::PermissionsExt as _;
-            tokio::fs::set_permissions(&self.temp, std::fs::Permissions::from_mode(self.mode))
-                .await?;
-            tokio::fs::rename(&self.temp, &self.target.host).await
+            self.file.sync_all().await
         }
         .await;
-        if let Err(e) = result {
-            let _ = tokio::fs::remove_file(&self.temp).await;
-            return Err(io_status(&e));
-        }
-        entry_info(&self.target.guest, &self.target.host).map_err(|e| io_status(&e))
+        let (temp, target, mode) = (&self.temp, &self.target, self.mode);
+        env.as_user(|| {
+            let result = synced.and_then(|()| {
+                use std::os::unix::fs::PermissionsExt as _;
+                std::fs::set_permissions(temp, std::fs::Permissions::from_mode(mode))?;
+                std::fs::rename(temp, &target.host)
+            });
+            if let Err(e) = result {
+                let _ = std::fs::remove_file(temp);
+                return Err(io_status(&e));
+            }
+            entry_info(&target.guest, &target.host).map_err(|e| io_status(&e))
+        })
     }
 
-    async fn abort(self) {
+    fn abort(self, env: &SandboxEnv) {
         drop(self.file);
-        let _ = tokio::fs::remove_file(&self.temp).await;
+        env.as_user(|| {
+            let _ = std::fs::remove_file(&self.temp);
+        });
     }
 }
 
@@ -87,7 +95,7 @@ pub(crate) async fn write(
     match outcome {
         Ok(()) => {
             if let Some(file) = open.take() {
-                entries.push(file.commit().await?);
+                entries.push(file.commit(&shared.env).await?);
             }
             if entries.is_empty() {
                 return Err(Status::invalid_argument("no files in the stream"));
@@ -96,7 +104,7 @@ pub(crate) async fn write(
         }
         Err(status) => {
             if let Some(file) = open.take() {
-                file.abort().await;
+                file.abort(&shared.env);
             }
             // Drain a little so that the refusal reaches the client as a status.
             let _ = tokio::time::timeout(ABORT_DRAIN, async {
@@ -120,7 +128,7 @@ async fn handle(
     match msg.path {
         Some(path) => {
             if let Some(prev) = open.take() {
-                entries.push(prev.commit().await?);
+                entries.push(prev.commit(&shared.env).await?);
             }
             if !msg.metadata.is_empty() {
                 return Err(Status::failed_precondition(
@@ -169,30 +177,35 @@ async fn begin(shared: &Shared, target: Resolved, mode: u32) -> Result<Open, Sta
         .parent()
         .ok_or_else(|| Status::invalid_argument("invalid path"))?
         .to_path_buf();
-    if let Err(e) = tokio::fs::create_dir_all(&parent).await {
-        return Err(match e.raw_os_error() {
-            Some(libc::EEXIST) | Some(libc::ENOTDIR) => Status::invalid_argument("not a directory"),
-            _ => io_status(&e),
-        });
-    }
-    if let Ok(md) = tokio::fs::symlink_metadata(&target.host).await
-        && md.is_dir()
-    {
-        return Err(Status::invalid_argument("is a directory"));
-    }
     let reserve = shared.disk_reserve.load(Ordering::Relaxed);
-    let free = super::disk::available_bytes(&parent).map_err(|e| io_status(&e))?;
-    if free < reserve {
-        return Err(Status::resource_exhausted("disk_reserve"));
-    }
     let temp = parent.join(format!(".rayito-tmp-{:016x}", rand::random::<u64>()));
-    let file = tokio::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temp)
-        .await
-        .map_err(|e| io_status(&e))?;
+    // Every path-based step as the sandbox user (see SandboxEnv::as_user).
+    let file = shared.env.as_user(|| {
+        if let Err(e) = std::fs::create_dir_all(&parent) {
+            return Err(match e.raw_os_error() {
+                Some(libc::EEXIST) | Some(libc::ENOTDIR) => {
+                    Status::invalid_argument("not a directory")
+                }
+                _ => io_status(&e),
+            });
+        }
+        if let Ok(md) = std::fs::symlink_metadata(&target.host)
+            && md.is_dir()
+        {
+            return Err(Status::invalid_argument("is a directory"));
+        }
+        let free = super::disk::available_bytes(&parent).map_err(|e| io_status(&e))?;
+        if free < reserve {
+            return Err(Status::resource_exhausted("disk_reserve"));
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)
+            .map_err(|e| io_status(&e))
+    })?;
+    let file = tokio::fs::File::from_std(file);
     Ok(Open {
         target,
         temp,

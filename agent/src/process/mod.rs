@@ -92,7 +92,7 @@ impl ProcessTable {
     pub(crate) fn kill_all(&self) {
         let map = self.entries.lock().expect("process table lock");
         for entry in map.values().filter(|e| !e.has_ended()) {
-            let _ = spawn::signal_group(entry.pid, libc::SIGKILL);
+            let _ = spawn::signal_group(entry.pid, rustix::process::Signal::KILL.as_raw());
         }
     }
 

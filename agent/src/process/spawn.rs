@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
+use rustix::process::{Pid, Signal};
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tonic::Status;
 
@@ -24,15 +25,26 @@ const KILL_GRACE: Duration = Duration::from_secs(5);
 /// descendant can hold them open forever).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 
-/// Sends `signal` to the process group led by `pid`.
+/// Sends `signal` (a number from 1 to 64) to the process group led by `pid`.
 pub(crate) fn signal_group(pid: u32, signal: i32) -> std::io::Result<()> {
-    // SAFETY: kill(2) with a negative pid signals a process group; it takes
-    // no pointers.
-    let rc = unsafe { libc::kill(-(pid as i32), signal) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
+    let pgid = i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    match Signal::from_named_raw(signal) {
+        Some(signal) => Ok(rustix::process::kill_process_group(pgid, signal)?),
+        None => {
+            // rustix has no safe constructor for the real-time signals a
+            // client may send (32..=64).
+            // SAFETY: kill(2) with a negative pid signals a process group; it
+            // takes no pointers.
+            let rc = unsafe { libc::kill(-pgid.as_raw_nonzero().get(), signal) };
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        }
     }
 }
 
@@ -129,10 +141,10 @@ async fn enforce_timeout(entry: Arc<ProcessEntry>, limit: Duration) {
         return;
     }
     entry.timed_out.store(true, Ordering::Release);
-    let _ = signal_group(entry.pid, libc::SIGTERM);
+    let _ = signal_group(entry.pid, Signal::TERM.as_raw());
     tokio::time::sleep(KILL_GRACE).await;
     if !entry.has_ended() {
-        let _ = signal_group(entry.pid, libc::SIGKILL);
+        let _ = signal_group(entry.pid, Signal::KILL.as_raw());
     }
 }
 

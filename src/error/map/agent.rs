@@ -1,5 +1,5 @@
 //! In-stream agent failures: `StreamError` codes and process `EndEvent`
-//! statuses (wire-contract 1.5 and 1.8; errors.md 3.2, same targets as the
+//! statuses (docs/errors.md, "From the agent"; same targets as the
 //! gRPC table).
 //!
 //! Codes and statuses are exact tokens. The message of a `StreamError` is
@@ -155,7 +155,8 @@ pub fn from_stream_error(code: &str, message: &str, call: CallContext) -> Sandbo
             meta: with(m::GRPC_INVALID_ARGUMENT, &[]),
         },
         "unimplemented" => {
-            let reason = m::GRPC_UNIMPLEMENTED_REASON.text;
+            let reason =
+                super::grpc::language_reason(message).unwrap_or(m::GRPC_UNIMPLEMENTED_REASON.text);
             SandboxError::Unimplemented {
                 feature: feature.into(),
                 reason: reason.into(),

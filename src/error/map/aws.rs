@@ -1,4 +1,4 @@
-//! AWS control-plane failures (errors.md 3.1): by error code, never by HTTP
+//! AWS control-plane failures (docs/errors.md, "From AWS"): by error code, never by HTTP
 //! status (ServiceQuotaExceededException arrives as HTTP 402,
 //! InsufficientCapacityException as 500). The HTTP status only decides for
 //! an unknown code: any 5xx is a service error.
@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::error::codes::SandboxCode;
 use crate::error::constructors::meta;
 use crate::error::messages::{self as m, Template};
+use crate::error::meta::RedactedCause;
 use crate::error::{ErrorMeta, SandboxError, TimeoutScope};
 
 use super::redact::sanitize_remote_text;
@@ -33,6 +34,9 @@ pub struct AwsFailure {
     pub request_id: Option<String>,
     /// Set when no HTTP response arrived at all.
     pub no_response: Option<NoResponse>,
+    /// The text of the error behind the failure (e.g. the dispatch
+    /// failure), redacted before it is kept as the error's cause.
+    pub cause: Option<String>,
 }
 
 impl AwsFailure {
@@ -59,6 +63,7 @@ impl fmt::Debug for AwsFailure {
             .field("quota_code", &clean(&self.quota_code))
             .field("request_id", &clean(&self.request_id))
             .field("no_response", &self.no_response)
+            .field("cause_len", &self.cause.as_ref().map(String::len))
             .finish()
     }
 }
@@ -96,7 +101,7 @@ pub fn sanitize_aws_code(raw: &str) -> &str {
     code.trim()
 }
 
-/// Maps an AWS failure to its variant (errors.md 3.1).
+/// Maps an AWS failure to its variant (docs/errors.md, "From AWS").
 pub fn from_aws(f: AwsFailure) -> SandboxError {
     let operation = f.operation;
     let code = f
@@ -210,6 +215,7 @@ pub fn from_aws(f: AwsFailure) -> SandboxError {
         *kept = std::mem::take(kept).with_aws_code(c);
     }
     kept.http_status = f.http_status;
+    kept.cause = f.cause.as_deref().and_then(RedactedCause::new);
     if let Some(id) = &f.request_id {
         *kept = std::mem::take(kept).with_request_id(id);
     }

@@ -1,16 +1,17 @@
-//! Agent gRPC statuses (errors.md 3.2, wire-contract 1.8, 2.7, 5.5).
+//! Agent gRPC statuses (docs/errors.md, "From the agent").
 //!
 //! Rows are checked in the order of the errors.md table; the first match
 //! wins. The exact markers (`suspending`, `terminating`, `sandbox_timeout`,
 //! `disk_reserve`, `disk_full`, the `kernel not ready` prefix) are compared
-//! exactly. Transport markers (stream resets, connection not established)
-//! are only read when `has_grpc_status` is false, that is when the text
-//! comes from our own HTTP/2 stack and not from the agent, so a guest can
-//! never make a failure look retryable.
+//! exactly. Transport failures (stream resets, a connection never
+//! established, an HTTP answer without `grpc-status`) are classified by the
+//! transport from the *type* of the error ([`Origin`]), never from text, so
+//! a guest can never make a failure look like a lost connection.
 
 use crate::error::codes::{GrpcCode, SandboxCode, TimeoutScope};
 use crate::error::constructors::meta;
 use crate::error::messages::{self as m, Template};
+use crate::error::meta::RedactedCause;
 use crate::error::{ErrorMeta, SandboxError};
 
 use super::redact::sanitize_remote_text;
@@ -53,38 +54,96 @@ impl CallContext {
     }
 }
 
+/// Where a failed call's status came from, as the transport classified it
+/// by the *type* of the failure (never by its text): a message the guest
+/// sends can never choose one of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// The server sent a `grpc-status`: the agent answered.
+    Agent,
+    /// An HTTP answer without `grpc-status`: something in front of the
+    /// agent (the AWS proxy) answered with this HTTP status.
+    HttpWithoutGrpcStatus(u16),
+    /// The connection was never established (tonic's `ConnectError`):
+    /// nothing was sent, so any call may be retried.
+    NotEstablished,
+    /// Our HTTP/2 stack saw the stream or connection reset or closed (an
+    /// h2 reset or GOAWAY, a closed hyper connection, a reset socket).
+    Reset,
+    /// The SDK's own deadline passed.
+    Deadline,
+    /// Any other failure our client made up (e.g. a decode error).
+    Client,
+}
+
 /// A failed gRPC call, as plain data. Its `Debug` shows the message
 /// redacted.
 #[derive(Clone, PartialEq, Eq)]
-pub struct GrpcFailure {
+pub(crate) struct GrpcFailure {
     /// The status code.
     pub code: GrpcCode,
-    /// The status message. For a transport failure, the SDK appends the
-    /// `Display` of each source in the chain (`: `-separated), so that
-    /// transport markers can be read.
+    /// The status message (the agent's text, or our client's).
     pub message: String,
-    /// The status came from a `grpc-status` the server sent. False for a
-    /// status our client made up: transport errors, and HTTP answers without
-    /// `grpc-status` (e.g. the AWS proxy's 403).
-    pub has_grpc_status: bool,
+    /// Where the status came from.
+    pub origin: Origin,
     /// The call it happened in.
     pub call: CallContext,
+    /// The redacted text of the transport error behind the status, when
+    /// there was one; it becomes the error's cause.
+    pub cause: Option<RedactedCause>,
 }
 
 impl GrpcFailure {
-    /// A failure of `call` with `code` and `message`.
+    /// A failure of `call` with `code` and `message` from `origin`.
     pub fn new(
         code: GrpcCode,
         message: impl Into<String>,
-        has_grpc_status: bool,
+        origin: Origin,
         call: CallContext,
     ) -> Self {
         Self {
             code,
             message: message.into(),
-            has_grpc_status,
+            origin,
             call,
+            cause: None,
         }
+    }
+
+    /// The status the agent sent (with `grpc-status`).
+    pub fn agent(code: GrpcCode, message: impl Into<String>, call: CallContext) -> Self {
+        Self::new(code, message, Origin::Agent, call)
+    }
+
+    /// An HTTP answer without `grpc-status`, with the gRPC code the gRPC
+    /// spec derives from the HTTP status (as tonic does).
+    pub fn http_without_grpc_status(http_status: u16, call: CallContext) -> Self {
+        Self::new(
+            grpc_code_for_http(http_status),
+            format!("grpc-status header missing, mapped from HTTP status code {http_status}"),
+            Origin::HttpWithoutGrpcStatus(http_status),
+            call,
+        )
+    }
+
+    /// The same failure with a (redacted) cause.
+    #[must_use]
+    pub fn with_cause(mut self, cause: Option<&str>) -> Self {
+        self.cause = cause.and_then(RedactedCause::new);
+        self
+    }
+}
+
+/// The gRPC code for an HTTP status without `grpc-status`
+/// (grpc/doc/http-grpc-status-mapping.md, as tonic applies it).
+pub(crate) fn grpc_code_for_http(status: u16) -> GrpcCode {
+    match status {
+        400 => GrpcCode::Internal,
+        401 => GrpcCode::Unauthenticated,
+        403 => GrpcCode::PermissionDenied,
+        404 => GrpcCode::Unimplemented,
+        429 | 502..=504 => GrpcCode::Unavailable,
+        _ => GrpcCode::Unknown,
     }
 }
 
@@ -93,9 +152,9 @@ impl std::fmt::Debug for GrpcFailure {
         f.debug_struct("GrpcFailure")
             .field("code", &self.code)
             .field("message", &sanitize_remote_text(&self.message, 512))
-            .field("has_grpc_status", &self.has_grpc_status)
+            .field("origin", &self.origin)
             .field("call", &self.call)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -110,34 +169,6 @@ const SANDBOX_TIMEOUT: &str = "sandbox_timeout";
 const DISK_RESERVE: &str = "disk_reserve";
 const DISK_FULL: &str = "disk_full";
 
-/// Texts of a stream reset (grpcio's, as in the reference, then h2/hyper's).
-const RESET_MARKERS: &[&str] = &[
-    "RST_STREAM",
-    "GOAWAY",
-    "Received RST",
-    "Socket closed",
-    "Connection reset",
-    "Stream removed",
-    "stream error received",
-    "connection error received",
-    "connection reset",
-    "broken pipe",
-    "connection closed",
-];
-
-/// Texts of a connection that was never established (nothing was sent).
-const NOT_ESTABLISHED_MARKERS: &[&str] = &[
-    "before receiving SETTINGS frame",
-    "failed to connect to all addresses",
-    "tcp connect error",
-    "error trying to connect",
-    "Connection refused",
-    "dns error",
-];
-
-/// How tonic words an HTTP answer without `grpc-status`.
-const TONIC_HTTP_PREFIX: &str = "grpc-status header missing, mapped from HTTP status code ";
-
 fn is_phase_gate(f: &GrpcFailure) -> bool {
     f.code == GrpcCode::Unavailable && (f.message == SUSPENDING || f.message == TERMINATING)
 }
@@ -146,34 +177,23 @@ fn is_kernel_gate(f: &GrpcFailure) -> bool {
     f.code == GrpcCode::Unavailable && f.message.starts_with(KERNEL_NOT_READY)
 }
 
-fn has_transport_marker(f: &GrpcFailure, markers: &[&str]) -> bool {
-    !f.has_grpc_status && markers.iter().any(|mk| f.message.contains(mk))
-}
-
-/// The HTTP status of an answer that carried no `grpc-status`, read from
-/// tonic's message (`... mapped from HTTP status code 403`).
+/// The HTTP status of an answer that carried no `grpc-status`.
 pub fn http_status_of(f: &GrpcFailure) -> Option<u16> {
-    if f.has_grpc_status {
-        return None;
+    match f.origin {
+        Origin::HttpWithoutGrpcStatus(status) => Some(status),
+        _ => None,
     }
-    let at = f.message.find(TONIC_HTTP_PREFIX)? + TONIC_HTTP_PREFIX.len();
-    let digits: String = f.message[at..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .take(3)
-        .collect();
-    digits.parse().ok()
 }
 
 /// PERMISSION_DENIED without `grpc-status`: the AWS proxy's HTTP 403. The
 /// SDK re-mints the sandbox's proxy tokens and retries once.
 pub fn is_proxy_rejection(f: &GrpcFailure) -> bool {
-    f.code == GrpcCode::PermissionDenied && !f.has_grpc_status
+    f.origin == Origin::HttpWithoutGrpcStatus(403)
 }
 
-/// Whether the failure triggers the reconnect contract (wire-contract 1.8):
-/// the phase gate, or a stream reset (UNAVAILABLE that is not the kernel
-/// gate; INTERNAL or CANCELLED with a reset text from our own stack). Never
+/// Whether the failure means the connection to the agent was lost: the
+/// phase gate, or a stream reset (UNAVAILABLE that is not the kernel gate;
+/// INTERNAL or CANCELLED that our own stack classified as a reset). Never
 /// DEADLINE_EXCEEDED, never the kernel gate, never a proxy 403, never a
 /// cancellation by the caller.
 pub fn is_reconnectable(f: &GrpcFailure) -> bool {
@@ -186,21 +206,9 @@ pub fn is_reconnectable(f: &GrpcFailure) -> bool {
     match f.code {
         GrpcCode::Unavailable => true,
         GrpcCode::Cancelled if f.call.caller_cancelled => false,
-        GrpcCode::Internal | GrpcCode::Cancelled => has_transport_marker(f, RESET_MARKERS),
+        GrpcCode::Internal | GrpcCode::Cancelled => f.origin == Origin::Reset,
         _ => false,
     }
-}
-
-/// Whether the connection was never established, so nothing was sent and
-/// any call may be retried (wire-contract 2.7: after 0.25, 0.5, 1, 2, 4 s).
-pub fn is_not_established(f: &GrpcFailure) -> bool {
-    f.code == GrpcCode::Unavailable && has_transport_marker(f, NOT_ESTABLISHED_MARKERS)
-}
-
-/// Whether an HTTP status from the proxy (without `grpc-status`) triggers
-/// the reconnect contract: 429, 502, 503, 504.
-pub fn is_reconnectable_proxy_status(status: u16) -> bool {
-    matches!(status, 429 | 502 | 503 | 504)
 }
 
 fn kept_meta(mut meta: Box<ErrorMeta>, f: &GrpcFailure, http: Option<u16>) -> Box<ErrorMeta> {
@@ -210,6 +218,7 @@ fn kept_meta(mut meta: Box<ErrorMeta>, f: &GrpcFailure, http: Option<u16>) -> Bo
     if !f.message.is_empty() {
         *meta = std::mem::take(&mut *meta).with_server_message(&f.message);
     }
+    meta.cause = f.cause.clone();
     meta
 }
 
@@ -284,9 +293,19 @@ pub fn from_proxy_status(status: u16, call: CallContext) -> SandboxError {
     err
 }
 
-/// Maps a gRPC status to its variant (errors.md 3.2). Reconnectable
-/// failures map to `Sandbox{connection_lost}`: call this once the reconnect
-/// contract gave up. A proxy rejection maps to
+/// The agent's own reason when an UNIMPLEMENTED names a language it cannot
+/// run (`language javascript needs node, which is not installed on this
+/// host`, `language ruby is not installed in this image; ...`): a fixed text
+/// around a validated language name, more useful than the generic reason.
+/// Anything else (long, multi-line, not about a language) is not echoed.
+pub(crate) fn language_reason(msg: &str) -> Option<&str> {
+    let plain = msg.len() <= 200 && msg.chars().all(|c| c.is_ascii() && !c.is_ascii_control());
+    (plain && msg.starts_with("language ")).then_some(msg)
+}
+
+/// Maps a gRPC status to its variant (docs/errors.md, "From the agent").
+/// A lost connection maps to `Sandbox{connection_lost}`: call this once
+/// the transport's retries are spent. A proxy rejection maps to
 /// `Authentication{proxy_rejected: true}`: call this once the re-mint and
 /// retry are done.
 pub fn from_grpc(f: GrpcFailure) -> SandboxError {
@@ -335,7 +354,7 @@ pub fn from_grpc(f: GrpcFailure) -> SandboxError {
             proxy_rejected: false,
             meta: with(m::GRPC_UNAUTHENTICATED, &[]),
         },
-        GrpcCode::PermissionDenied if !f.has_grpc_status => proxy_rejected(f),
+        GrpcCode::PermissionDenied if is_proxy_rejection(&f) => proxy_rejected(f),
         GrpcCode::PermissionDenied if let Some(role) = denied_role(f.call) => {
             SandboxError::sandbox_with(
                 SandboxCode::PermissionDenied,
@@ -372,8 +391,8 @@ pub fn from_grpc(f: GrpcFailure) -> SandboxError {
         GrpcCode::Cancelled if f.call.caller_cancelled => {
             SandboxError::sandbox_with(SandboxCode::Cancelled, with(m::SDK_CANCELLED, &[]))
         }
-        GrpcCode::Unimplemented if f.has_grpc_status => {
-            let reason = m::GRPC_UNIMPLEMENTED_REASON.text;
+        GrpcCode::Unimplemented if f.origin == Origin::Agent => {
+            let reason = language_reason(msg).unwrap_or(m::GRPC_UNIMPLEMENTED_REASON.text);
             let text = m::SDK_UNIMPLEMENTED.render(&[
                 ("feature", feature),
                 ("reason", reason),

@@ -2,9 +2,9 @@
 //! status, an agent stream error or end event) into a [`SandboxError`].
 //!
 //! No I/O happens here. The SDK's control and transport layers call these at
-//! the one place where a failure enters the SDK; they are public so that the
-//! tables can be tested and read, and so that users can build realistic
-//! errors in their own tests.
+//! the one place where a failure enters the SDK. The module is private: the
+//! rows are not API. Users who need the exact errors in their own tests use
+//! the `test-util` feature ([`crate::test_util`]), which calls these.
 //!
 //! Exact strings are the agent's contract: markers are compared exactly,
 //! never searched for, and text a guest controls may appear in metadata but
@@ -13,7 +13,7 @@
 //!
 //! [`SandboxError`]: crate::SandboxError
 
-pub mod agent;
-pub mod aws;
-pub mod grpc;
-pub mod redact;
+pub(crate) mod agent;
+pub(crate) mod aws;
+pub(crate) mod grpc;
+pub(crate) mod redact;
