@@ -21,7 +21,7 @@ use crate::pb::execute_event::Event;
 use crate::phase::Phase;
 use crate::sandbox::SandboxEnv;
 
-/// Silence after which a keepalive is sent (wire-contract.md 1.3).
+/// Silence after which a keepalive is sent (docs/local.md, "What it serves").
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 /// How long an interrupted kernel has to become idle before it is restarted.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);

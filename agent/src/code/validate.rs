@@ -1,5 +1,5 @@
 //! Checks on the caller's input, each answering the exact status of the
-//! contract (wire-contract.md 5.6, Code rows).
+//! contract (docs/local.md, "Code").
 
 use std::collections::HashMap;
 

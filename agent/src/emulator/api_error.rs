@@ -1,7 +1,7 @@
 //! Control-plane errors in the restJson1 wire format the AWS SDKs parse:
 //! the model's HTTP status, `content-type: application/json`,
 //! `x-amzn-errortype: <Name>` and a body `{"__type": "<Name>", "message": ..,
-//! ..members}` (wire-contract.md §4.3, §4.4). `x-amzn-requestid` is added to
+//! ..members}` (docs/local.md, "Errors"). `x-amzn-requestid` is added to
 //! every response by the router.
 
 use axum::response::{IntoResponse, Response};

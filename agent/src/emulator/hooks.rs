@@ -1,6 +1,6 @@
 //! The emulator side of the lifecycle hooks: HTTP/1.1 POSTs to an agent's
 //! `/aws/lambda-microvms/runtime/v1/<hook>`, exactly as AWS makes them
-//! (wire-contract.md §5.8).
+//! (docs/local.md, "Hooks").
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! The local emulator of the Lambda MicroVMs control plane and its proxy
-//! (local-backend.md §2).
+//! (docs/local.md, "The MicroVMs emulator").
 //!
 //! [`Emulator::start`] serves, on one loopback port, the restJson1 API that
 //! `aws-sdk-lambdamicrovms` speaks (RunMicrovm, GetMicrovm, ListMicrovms,

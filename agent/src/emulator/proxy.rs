@@ -1,7 +1,7 @@
 //! The emulated AWS proxy in front of one MicroVM: its own loopback listener
 //! (HTTP/2 cleartext with prior knowledge, or HTTP/1.1), forwarding each
 //! request with streaming bodies and trailers both ways, after the checks
-//! the real proxy makes (wire-contract.md §5.5):
+//! the real proxy makes (docs/local.md, "The proxy"):
 //!
 //! - `x-aws-proxy-port` absent means 8080; not a port number -> 400;
 //! - `x-aws-proxy-auth` must be an unexpired token minted for this MicroVM

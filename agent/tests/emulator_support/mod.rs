@@ -1,6 +1,6 @@
 //! Shared helpers for the emulator's integration tests: an emulator on
 //! loopback, the real `aws-sdk-lambdamicrovms` client configured as in
-//! dependencies.md §3 (static credentials, retries off), and tonic clients
+//! the way the SDK builds its hermetic client (static credentials, retries off), and tonic clients
 //! that reach a MicroVM's agent through its emulated proxy.
 #![allow(dead_code)]
 
@@ -101,7 +101,7 @@ impl Harness {
     }
 }
 
-/// The SDK client exactly as dependencies.md §3 sets it up.
+/// The AWS SDK client set up as the SDK does for the local backend.
 pub fn sdk_client(endpoint_url: &str) -> lmv::Client {
     let conf = lmv::Config::builder()
         .behavior_version(BehaviorVersion::latest())

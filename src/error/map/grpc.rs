@@ -48,6 +48,7 @@ impl CallContext {
 
     /// The same call, marked as cancelled by the caller.
     #[must_use]
+    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
     pub const fn cancelled_by_caller(mut self) -> Self {
         self.caller_cancelled = true;
         self
@@ -111,6 +112,7 @@ impl GrpcFailure {
     }
 
     /// The status the agent sent (with `grpc-status`).
+    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
     pub fn agent(code: GrpcCode, message: impl Into<String>, call: CallContext) -> Self {
         Self::new(code, message, Origin::Agent, call)
     }
