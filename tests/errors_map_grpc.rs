@@ -150,7 +150,11 @@ fn unauthenticated_and_permission_denied_are_authentication() {
         "the agent refused the access token (commands.run); connect to the sandbox again to get a valid token"
     );
     // On a call that takes no path, cwd or user, the caller was refused.
-    let e = agent_status(GrpcCode::PermissionDenied, "not allowed", Call::new("connect"));
+    let e = agent_status(
+        GrpcCode::PermissionDenied,
+        "not allowed",
+        Call::new("connect"),
+    );
     assert!(matches!(
         e,
         SandboxError::Authentication {
@@ -387,7 +391,9 @@ fn agent_text_that_mimics_the_transport_never_chooses_the_variant() {
             assert!(!e.is_retryable());
             assert_eq!(e.meta().http_status(), None);
         }
-        let e = map(GrpcCode::PermissionDenied, text);
+        // On a call that takes no path, cwd or user: the agent refused the
+        // caller, never the proxy.
+        let e = agent_status(GrpcCode::PermissionDenied, text, Call::new("connect"));
         assert!(matches!(
             e,
             SandboxError::Authentication {
@@ -395,7 +401,38 @@ fn agent_text_that_mimics_the_transport_never_chooses_the_variant() {
                 ..
             }
         ));
+        let e = map(GrpcCode::PermissionDenied, text);
+        assert_eq!(e.sandbox_code(), Some(&SandboxCode::PermissionDenied));
     }
+}
+
+#[test]
+fn a_proxy_401_is_the_proxy_refusing_the_token() {
+    // tonic derives UNAUTHENTICATED from an HTTP 401; without grpc-status
+    // it is the proxy's answer, not "the agent refused the access token".
+    let e = proxy_answer(401, RUN);
+    assert!(matches!(
+        e,
+        SandboxError::Authentication {
+            proxy_rejected: true,
+            ..
+        }
+    ));
+    assert_eq!(
+        e.to_string(),
+        "the AWS proxy refused the sandbox's token for commands.run even after a fresh one; check the IAM permission to create MicroVM auth tokens"
+    );
+    assert_eq!(e.meta().http_status(), Some(401));
+    assert_eq!(e.meta().grpc_code(), Some(GrpcCode::Unauthenticated));
+    // The agent's own UNAUTHENTICATED keeps its row.
+    let e = map(GrpcCode::Unauthenticated, "bad token");
+    assert!(matches!(
+        e,
+        SandboxError::Authentication {
+            proxy_rejected: false,
+            ..
+        }
+    ));
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 mod sdk_support;
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rayito::SandboxError;
@@ -136,5 +137,121 @@ async fn one_proxy_403_is_invisible_two_are_proxy_rejected() {
     // and the one after the re-mint.
     assert_eq!(err.meta().http_status(), Some(403));
     assert_eq!(err.meta().attempts(), 2);
+    assert!(sbx.kill().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_retry_after_is_capped_per_wait() {
+    // `Retry-After: 4294967295` (136 years): the wait is capped at the
+    // rate-limit schedule's max_delay, so the retry comes at once.
+    let emu = emulator().await;
+    emu.faults().throttle(Operation::RunMicrovm, 1, u32::MAX);
+    let mut policy = RetryPolicy::default();
+    policy.rate_limit.max_delay = Duration::from_millis(200);
+    let started = Instant::now();
+    let sbx = builder(&emu)
+        .retry_policy(policy)
+        .create()
+        .await
+        .expect("the capped retry succeeds");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "waited {:?}",
+        started.elapsed()
+    );
+    assert_eq!(emu.calls(Operation::RunMicrovm), 2);
+    assert!(sbx.kill().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_retries_end_at_their_total_budget() {
+    // Retry-After 1 s on every call, no attempt limit, a 2.5 s budget: two
+    // waits fit (2 s), a third would not.
+    let emu = emulator().await;
+    emu.faults().throttle(Operation::RunMicrovm, 1_000, 1);
+    let mut policy = RetryPolicy::default();
+    policy.rate_limit.max_attempts = None;
+    policy.rate_limit.total_budget = Some(Duration::from_millis(2_500));
+    let started = Instant::now();
+    let err = builder(&emu)
+        .retry_policy(policy)
+        .create()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, SandboxError::RateLimit { retry_after: Some(d), .. } if d == Duration::from_secs(1)),
+        "{err:?}"
+    );
+    assert_eq!(emu.calls(Operation::RunMicrovm), 3);
+    assert_eq!(err.meta().attempts(), 3);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(30),
+        "{took:?}"
+    );
+}
+
+/// Captures the `rayito::retry` events of one future.
+#[derive(Clone, Default)]
+struct RetryEvents(Arc<Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RetryEvents {
+    fn on_event(
+        &self,
+        event: &tracing::Event<'_>,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        struct Fields(String);
+        impl tracing::field::Visit for Fields {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={:?} ", field.name(), value));
+            }
+        }
+        if event.metadata().target() == "rayito::retry" {
+            let mut fields = Fields(String::new());
+            event.record(&mut fields);
+            self.0.lock().unwrap().push(fields.0);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_wait_logs_each_attempt_with_the_elapsed_time() {
+    use tracing::instrument::WithSubscriber as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    let emu = emulator().await;
+    emu.faults().insufficient_capacity(3);
+    let events = RetryEvents::default();
+    let subscriber = tracing_subscriber::registry().with(events.clone());
+    let sbx = builder(&emu)
+        .retry_policy(quick_policy(Duration::from_secs(5)))
+        .create()
+        .with_subscriber(subscriber)
+        .await
+        .expect("the fourth attempt succeeds");
+    let seen = events.0.lock().unwrap().clone();
+    let capacity: Vec<&String> = seen
+        .iter()
+        .filter(|e| e.contains("operation=\"RunMicrovm\"") && e.contains("kind=\"capacity\""))
+        .collect();
+    assert_eq!(capacity.len(), 3, "{seen:?}");
+    let elapsed: Vec<u64> = capacity
+        .iter()
+        .map(|e| {
+            let at = e.find("elapsed_ms=").expect("elapsed_ms") + "elapsed_ms=".len();
+            e[at..]
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .expect("a number")
+        })
+        .collect();
+    // One event per attempt, each with the time waited so far.
+    assert!(elapsed.windows(2).all(|w| w[0] <= w[1]), "{elapsed:?}");
+    for (n, e) in capacity.iter().enumerate() {
+        assert!(e.contains(&format!("attempt={}", n + 1)), "{e}");
+    }
     assert!(sbx.kill().await.unwrap());
 }

@@ -167,7 +167,10 @@ async fn set_timeout_rules_and_messages() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
-    assert!(err.message().starts_with("timeout beyond cap; cap_unix_ms="));
+    assert!(
+        err.message()
+            .starts_with("timeout beyond cap; cap_unix_ms=")
+    );
 
     let lc = t
         .lifecycle()

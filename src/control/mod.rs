@@ -9,6 +9,8 @@ pub(crate) mod aws;
 mod failure;
 pub(crate) mod retry;
 
+pub(crate) use failure::{THROTTLING_CODES, TRANSIENT_CODES};
+
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
@@ -61,14 +63,15 @@ impl SandboxState {
 
 impl From<&str> for SandboxState {
     fn from(token: &str) -> Self {
-        match token {
+        let token = crate::error::clean_token(token);
+        match token.as_str() {
             "PENDING" => Self::Pending,
             "RUNNING" => Self::Running,
             "SUSPENDING" => Self::Suspending,
             "SUSPENDED" => Self::Suspended,
             "TERMINATING" => Self::Terminating,
             "TERMINATED" => Self::Terminated,
-            other => Self::Unknown(UnknownValue::new(other)),
+            _ => Self::Unknown(UnknownValue::new(token)),
         }
     }
 }

@@ -208,6 +208,20 @@ fn every_message_comes_from_a_template_and_every_template_is_used() {
     }
 }
 
+/// `from_wire` cleans what it reads like a mapper: the SDK's own errors are
+/// already clean, so each comes back unchanged.
+#[test]
+fn every_error_the_sdk_makes_survives_the_wire_unchanged() {
+    for e in corpus() {
+        let back = SandboxError::from_wire(&e.to_wire()).expect("own wire form parses");
+        // The redacted cause stays in this process (the wire form does
+        // not carry it).
+        let mut expected = e.clone();
+        expected.meta_mut().cause = None;
+        assert_eq!(back, expected, "{e:?}");
+    }
+}
+
 #[test]
 fn the_matcher_is_strict() {
     let t = Template {

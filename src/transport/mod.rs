@@ -28,8 +28,8 @@ pub(crate) use self::tokens::{AGENT_PORT, HOOKS_PORT};
 use self::tokens::{AuthInterceptor, TokenStore};
 use crate::backoff::{self, Schedule};
 use crate::error::map::grpc::{
-    CallContext, GrpcFailure, Origin, from_grpc, is_proxy_rejection, proxy_rejected,
-    proxy_rejected_without_remint,
+    CallContext, GrpcFailure, Origin, from_grpc, is_proxy_rejection, is_proxy_rejection_status,
+    proxy_rejected, proxy_rejected_without_remint,
 };
 use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::Secret;
@@ -254,7 +254,7 @@ impl AgentConn {
         let last_origin = std::sync::Mutex::new(None::<Origin>);
         let remint_first = AtomicBool::new(false);
         // Whether a fresh proxy token was tried: the final 403 says so.
-        let reminted = AtomicBool::new(false);
+        let reminted = &AtomicBool::new(false);
         let mut ladder = Schedule::new(&self.inner.policy.not_established);
         let mut remints_left = self.inner.policy.proxy_remint_retries;
         let set_origin = |origin: Option<Origin>| {
@@ -292,7 +292,7 @@ impl AgentConn {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             match origin {
-                Some(Origin::HttpWithoutGrpcStatus(403)) if remints_left > 0 => {
+                Some(origin) if is_proxy_rejection_status(origin) && remints_left > 0 => {
                     remints_left -= 1;
                     remint_first.store(true, Ordering::SeqCst);
                     reminted.store(true, Ordering::SeqCst);
