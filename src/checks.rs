@@ -64,6 +64,8 @@ reasons! {
         "the context id is empty or contains a NUL character; pass the id create_code_context returned";
     ENDPOINT_URL_BAD = "endpoint_url" =>
         "the endpoint URL must be an absolute http:// or https:// URL with a host; pass the endpoint's URL";
+    REGION_BAD = "region" =>
+        "the AWS region must be labels of 1 to 63 letters, digits or '-' separated by '.', not starting with '-' (like us-east-1); pass a region name";
     LANGUAGE_BAD = "language" =>
         "the language name is empty or contains a NUL character; pass python, bash, javascript or typescript";
 }
@@ -202,6 +204,25 @@ pub(crate) fn endpoint_url(url: &str) -> Result<(), SandboxError> {
         Ok(())
     } else {
         Err(refuse(ENDPOINT_URL_BAD))
+    }
+}
+
+/// An AWS region, as the AWS SDK's endpoint rules require it (a host
+/// label that may hold dots): checked here, because the AWS SDK fails such
+/// a region while building the request, which used to read as a lost
+/// connection worth retrying.
+pub(crate) fn region(region: &str) -> Result<(), SandboxError> {
+    let label_ok = |label: &str| {
+        (1..=63).contains(&label.len())
+            && !label.starts_with('-')
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    if region.split('.').all(label_ok) {
+        Ok(())
+    } else {
+        Err(refuse(REGION_BAD))
     }
 }
 

@@ -449,9 +449,40 @@ async fn a_malformed_endpoint_url_is_an_error_not_a_panic() {
             .create()
             .await
             .unwrap_err();
-        assert!(
-            !err.is_retryable() || err.kind() == ErrorKind::Sandbox,
-            "{err:?}"
+        assert_eq!(argument(&err), Some("endpoint_url"), "{url}: {err:?}");
+        assert_eq!(
+            err.to_string(),
+            "invalid endpoint_url: the endpoint URL must be an absolute http:// or https:// URL with a host; pass the endpoint's URL"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_region_is_refused_before_any_call() {
+    // The AWS SDK fails such a region while building the request, which
+    // used to read as "got no response from the service; retry it".
+    let emu = emulator().await;
+    for region in ["", "us east 1", "-us-east-1", "us-east-1.", "é", "a\0b"] {
+        let err = Sandbox::builder()
+            .aws(aws(&emu).region(region))
+            .template(emu.image_arn("rayito-base"))
+            .create()
+            .await
+            .unwrap_err();
+        assert_eq!(argument(&err), Some("region"), "{region:?}: {err:?}");
+        assert!(!err.is_retryable());
+        assert_eq!(
+            err.to_string(),
+            "invalid region: the AWS region must be labels of 1 to 63 letters, digits or '-' separated by '.', not starting with '-' (like us-east-1); pass a region name"
+        );
+    }
+    assert_eq!(emu.calls(Operation::RunMicrovm), 0);
+    // A valid region still works.
+    let sbx = Sandbox::builder()
+        .aws(aws(&emu).region("us-east-1"))
+        .template(emu.image_arn("rayito-base"))
+        .create()
+        .await
+        .unwrap();
+    assert!(sbx.kill().await.unwrap());
 }

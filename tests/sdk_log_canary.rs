@@ -6,7 +6,8 @@
 //! One test per binary: it installs the process-wide TRACE subscriber that
 //! captures every event and span of every target, then runs create,
 //! commands, code, files, a proxy-token re-mint (an injected proxy 403),
-//! connect and kill with recognisable credentials, and looks for each.
+//! connect and kill with recognisable credentials (a session token
+//! included), and looks for each.
 
 mod sdk_support;
 
@@ -23,6 +24,8 @@ const ACCESS_CANARY: &str = "CANARYaccessTOKENcanaryACCESStokenCANARY0Ak";
 /// The AWS access key id and secret key of the static credentials.
 const KEY_ID_CANARY: &str = "AKIDCANARYKEYIDxyzw";
 const SECRET_CANARY: &str = "CanarySecretAccessKeyValue0123456789abcd";
+/// The session token of the (temporary) static credentials.
+const SESSION_CANARY: &str = "CanarySessionTokenIQoJb3JpZ2luX2VjEJrCANARYsessionTOKEN0123";
 
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
@@ -53,7 +56,8 @@ async fn no_secret_reaches_any_subscriber() {
     let aws = AwsOptions::new()
         .endpoint_url(emu.endpoint_url())
         .region("us-east-1")
-        .static_credentials(KEY_ID_CANARY, SECRET_CANARY);
+        .static_credentials(KEY_ID_CANARY, SECRET_CANARY)
+        .session_token(SESSION_CANARY);
     let sbx = Sandbox::builder()
         .aws(aws.clone())
         .template(emu.image_arn("rayito-base"))
@@ -120,6 +124,7 @@ async fn no_secret_reaches_any_subscriber() {
         ACCESS_CANARY.to_owned(),
         KEY_ID_CANARY.to_owned(),
         SECRET_CANARY.to_owned(),
+        SESSION_CANARY.to_owned(),
     ];
     canaries.extend(proxy_tokens);
     for canary in &canaries {

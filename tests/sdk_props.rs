@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use rayito::error::SandboxCode;
+use rayito::error::{Backoff, RetryPolicy, SandboxCode};
 use rayito::{
     AwsOptions, CommandOptions, ErrorKind, IdlePolicy, OnTimeout, RunCodeOptions, Sandbox,
     SandboxError, WriteEntry,
@@ -94,6 +94,56 @@ struct BuilderInput {
     metadata: Vec<(String, String)>,
     ports: Vec<u16>,
     template: String,
+    region: String,
+    policy: RetryPolicy,
+}
+
+/// Any backoff: the driver must take every value without a panic.
+fn any_backoff() -> impl Strategy<Value = Backoff> {
+    (
+        any_duration(),
+        any_duration(),
+        any::<u32>(),
+        any::<u8>(),
+        proptest::option::of(any::<u32>()),
+        proptest::option::of(any_duration()),
+    )
+        .prop_map(
+            |(initial, max_delay, multiplier, jitter, attempts, budget)| {
+                let mut b = Backoff::doubling(initial, max_delay);
+                b.multiplier = multiplier;
+                b.jitter_percent = jitter;
+                b.max_attempts = attempts;
+                b.total_budget = budget;
+                b
+            },
+        )
+}
+
+fn any_policy() -> impl Strategy<Value = RetryPolicy> {
+    (
+        any_backoff(),
+        any_backoff(),
+        any_backoff(),
+        any_backoff(),
+        any::<u32>(),
+    )
+        .prop_map(
+            |(capacity, rate_limit, service_error, not_established, remints)| {
+                let mut p = RetryPolicy::default();
+                p.capacity = capacity;
+                p.rate_limit = rate_limit;
+                p.service_error = service_error;
+                // The connect ladder waits for real on every refused connection
+                // of the counting endpoint: keep it short.
+                p.not_established = not_established;
+                p.not_established.max_attempts = Some(2);
+                p.not_established.initial = Duration::ZERO;
+                p.not_established.max_delay = Duration::ZERO;
+                p.proxy_remint_retries = remints;
+                p
+            },
+        )
 }
 
 /// Mostly plausible values, so that both refusals and accepted options
@@ -119,6 +169,8 @@ fn builder_input() -> impl Strategy<Value = BuilderInput> {
         proptest::collection::vec((mostly_text(), mostly_text()), 0..3),
         proptest::collection::vec(any::<u16>(), 0..2),
         mostly_text(),
+        prop_oneof![3 => Just("us-east-1".to_owned()), 1 => any_text()],
+        any_policy(),
     )
         .prop_map(
             |(
@@ -132,6 +184,8 @@ fn builder_input() -> impl Strategy<Value = BuilderInput> {
                 metadata,
                 ports,
                 template,
+                region,
+                policy,
             )| {
                 BuilderInput {
                     timeout,
@@ -144,6 +198,8 @@ fn builder_input() -> impl Strategy<Value = BuilderInput> {
                     metadata,
                     ports,
                     template,
+                    region,
+                    policy,
                 }
             },
         )
@@ -161,7 +217,7 @@ fn builder_options_never_panic_and_refuse_before_io() {
             .aws(
                 AwsOptions::new()
                     .endpoint_url(endpoint.clone())
-                    .region("us-east-1")
+                    .region(input.region.clone())
                     .static_credentials("AKIDPROPTEST", "secret"),
             )
             .template(format!("arn:aws:lambda:us-east-1:0:microvm-image:{}", input.template))
@@ -170,7 +226,8 @@ fn builder_options_never_panic_and_refuse_before_io() {
             .request_timeout(input.request)
             .envs(input.envs.clone())
             .metadata(input.metadata.clone())
-            .allowed_ports(input.ports.clone());
+            .allowed_ports(input.ports.clone())
+            .retry_policy(input.policy);
         if let Some(cap) = input.max_lifetime {
             builder = builder.max_lifetime(cap);
         }

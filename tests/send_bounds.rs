@@ -42,6 +42,26 @@ fn sandbox_futures_are_send(sbx: &Sandbox) {
     assert_send(&sbx.get_info());
 }
 
+/// The local backends build the same `Sandbox`; their builders' futures
+/// are checked too (a backend's state must not make them lose `Send`).
+#[cfg(feature = "local")]
+#[allow(dead_code)]
+fn local_backend_futures_are_send() {
+    assert_send_static(&SandboxBuilder::new().local().create());
+    assert_send_static(&SandboxBuilder::new().local_tls().create());
+    assert_send_static(&SandboxBuilder::new().local().connect("microvm-1", "token"));
+    assert_send_static(
+        &SandboxBuilder::new()
+            .local_tls()
+            .connect("microvm-1", "token"),
+    );
+    assert_send_static(
+        &SandboxBuilder::new()
+            .aws(rayito::AwsOptions::new().region("us-east-1"))
+            .create(),
+    );
+}
+
 #[allow(dead_code)]
 fn command_futures_are_send(sbx: &Sandbox) {
     let commands = sbx.commands();

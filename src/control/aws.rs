@@ -90,6 +90,8 @@ pub(crate) struct AwsSettings {
     pub profile: Option<String>,
     /// Static credentials (access key id, secret access key).
     pub static_credentials: Option<(String, Secret)>,
+    /// The session token of temporary static credentials.
+    pub session_token: Option<Secret>,
 }
 
 impl fmt::Debug for AwsSettings {
@@ -99,6 +101,7 @@ impl fmt::Debug for AwsSettings {
             .field("endpoint_url", &self.endpoint_url)
             .field("profile", &self.profile)
             .field("static_credentials", &self.static_credentials.is_some())
+            .field("session_token", &self.session_token.is_some())
             .finish()
     }
 }
@@ -130,6 +133,7 @@ impl AwsControlPlane {
                     .build(),
             );
         if let Some(region) = &settings.region {
+            crate::checks::region(region)?;
             loader = loader.region(Region::new(region.clone()));
         }
         if let Some(url) = &settings.endpoint_url {
@@ -143,7 +147,10 @@ impl AwsControlPlane {
             loader = loader.credentials_provider(Credentials::new(
                 key_id.clone(),
                 secret.expose().to_owned(),
-                None,
+                settings
+                    .session_token
+                    .as_ref()
+                    .map(|token| token.expose().to_owned()),
                 None,
                 "rayito-static",
             ));
@@ -152,9 +159,11 @@ impl AwsControlPlane {
             return Err(profile_not_found(&profile));
         }
         let config = silenced(loader.load()).await;
-        if config.region().is_none() {
+        let Some(region) = config.region() else {
             return Err(no_credentials("no AWS region is configured"));
-        }
+        };
+        // A region from the environment or a profile follows the same rule.
+        crate::checks::region(region.as_ref())?;
         let Some(provider) = config.credentials_provider() else {
             return Err(no_credentials("no AWS credentials were found"));
         };

@@ -91,6 +91,15 @@ impl CodeServiceImpl {
         };
         let env = self.shared.env.clone();
         let shared = self.shared.clone();
+        // An interpreter missing from the PATH (an envs PATH override that
+        // hides it) is known now: Health says so from its first answer,
+        // instead of "ready" until the background start fails.
+        if !env.finds_program(python::PYTHON) {
+            *shared.start_failure.lock().expect("start failure lock") =
+                Some(messages::KERNEL_NOT_ON_PATH);
+            tracing::warn!("default python kernel cannot start: python3 is not on the PATH");
+            return;
+        }
         ctx.mark_starting();
         handle.spawn(async move {
             let outcome = execution::ensure_kernel(&ctx, &env).await;
