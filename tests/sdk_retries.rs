@@ -4,7 +4,6 @@
 
 mod sdk_support;
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rayito::SandboxError;
@@ -189,69 +188,4 @@ async fn rate_limit_retries_end_at_their_total_budget() {
         took >= Duration::from_secs(2) && took < Duration::from_secs(30),
         "{took:?}"
     );
-}
-
-/// Captures the `rayito::retry` events of one future.
-#[derive(Clone, Default)]
-struct RetryEvents(Arc<Mutex<Vec<String>>>);
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RetryEvents {
-    fn on_event(
-        &self,
-        event: &tracing::Event<'_>,
-        _ctx: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        struct Fields(String);
-        impl tracing::field::Visit for Fields {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                self.0.push_str(&format!("{}={:?} ", field.name(), value));
-            }
-        }
-        if event.metadata().target() == "rayito::retry" {
-            let mut fields = Fields(String::new());
-            event.record(&mut fields);
-            self.0.lock().unwrap().push(fields.0);
-        }
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_capacity_wait_logs_each_attempt_with_the_elapsed_time() {
-    use tracing::instrument::WithSubscriber as _;
-    use tracing_subscriber::layer::SubscriberExt as _;
-
-    let emu = emulator().await;
-    emu.faults().insufficient_capacity(3);
-    let events = RetryEvents::default();
-    let subscriber = tracing_subscriber::registry().with(events.clone());
-    let sbx = builder(&emu)
-        .retry_policy(quick_policy(Duration::from_secs(5)))
-        .create()
-        .with_subscriber(subscriber)
-        .await
-        .expect("the fourth attempt succeeds");
-    let seen = events.0.lock().unwrap().clone();
-    let capacity: Vec<&String> = seen
-        .iter()
-        .filter(|e| e.contains("operation=\"RunMicrovm\"") && e.contains("kind=\"capacity\""))
-        .collect();
-    assert_eq!(capacity.len(), 3, "{seen:?}");
-    let elapsed: Vec<u64> = capacity
-        .iter()
-        .map(|e| {
-            let at = e.find("elapsed_ms=").expect("elapsed_ms") + "elapsed_ms=".len();
-            e[at..]
-                .split(' ')
-                .next()
-                .unwrap()
-                .parse()
-                .expect("a number")
-        })
-        .collect();
-    // One event per attempt, each with the time waited so far.
-    assert!(elapsed.windows(2).all(|w| w[0] <= w[1]), "{elapsed:?}");
-    for (n, e) in capacity.iter().enumerate() {
-        assert!(e.contains(&format!("attempt={}", n + 1)), "{e}");
-    }
-    assert!(sbx.kill().await.unwrap());
 }
