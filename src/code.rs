@@ -1,4 +1,7 @@
-//! `run_code`: a cell in a long-lived kernel, its output and results.
+//! `run_code`: a cell in a long-lived kernel, its output and results;
+//! context management in `contexts`.
+
+mod contexts;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,6 +16,8 @@ use crate::pb;
 use crate::pb::execute_event::Event;
 use crate::sandbox::Sandbox;
 use crate::transport::AgentStream;
+
+pub use self::contexts::CodeContextOptions;
 
 /// Default cell timeout, when the caller sets none.
 const DEFAULT_CODE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -299,52 +304,6 @@ pub struct CodeContext {
     /// Its working directory, when one was given (a relative one is made
     /// absolute under `/home/user`).
     pub cwd: Option<String>,
-}
-
-/// Creates a context (default language `python`).
-pub(crate) async fn create_context(
-    sandbox: &Sandbox,
-    language: Option<&str>,
-    cwd: Option<&str>,
-) -> Result<CodeContext, SandboxError> {
-    if let Some(language) = language {
-        crate::checks::language(language)?;
-    }
-    let cwd = crate::checks::context_cwd(cwd)?;
-    let language = language.map_or_else(|| "python".to_owned(), normalise_language);
-    let response = sandbox
-        .conn()
-        .create_context(
-            pb::CreateContextRequest {
-                language: language.clone(),
-                cwd: cwd.clone(),
-                envs: Default::default(),
-            },
-            CONTEXT_TIMEOUT,
-        )
-        .await?;
-    Ok(CodeContext {
-        id: response.context_id,
-        language,
-        cwd,
-    })
-}
-
-/// Destroys a context (the `default` one is protected).
-pub(crate) async fn remove_context(
-    sandbox: &Sandbox,
-    context_id: &str,
-) -> Result<(), SandboxError> {
-    crate::checks::context_id(context_id)?;
-    sandbox
-        .conn()
-        .destroy_context(
-            pb::DestroyContextRequest {
-                context_id: context_id.to_owned(),
-            },
-            sandbox.request_timeout(),
-        )
-        .await
 }
 
 /// One event of a running cell, in the order the kernel produced them.

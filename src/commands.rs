@@ -1,4 +1,7 @@
-//! `sandbox.commands()`: run a command to completion.
+//! `sandbox.commands()`: run a command to completion, or in the background
+//! (`handle`).
+
+mod handle;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -9,6 +12,8 @@ use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end
 use crate::pb;
 use crate::pb::process_event::Event;
 use crate::sandbox::Sandbox;
+
+pub use self::handle::{CommandEvent, CommandHandle, ProcessInfo, ProcessKind};
 
 /// Default command timeout, when the caller sets none.
 const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -34,6 +39,8 @@ pub struct CommandOptions {
     stdin: Option<Vec<u8>>,
     on_stdout: Option<OutputCallback>,
     on_stderr: Option<OutputCallback>,
+    /// Keep stdin open as a pipe (`open_stdin`, for background commands).
+    stdin_open: bool,
 }
 
 impl Default for CommandOptions {
@@ -46,6 +53,7 @@ impl Default for CommandOptions {
             stdin: None,
             on_stdout: None,
             on_stderr: None,
+            stdin_open: false,
         }
     }
 }
@@ -61,6 +69,7 @@ impl fmt::Debug for CommandOptions {
             .field("stdin_bytes", &self.stdin.as_ref().map(Vec::len))
             .field("on_stdout", &self.on_stdout.is_some())
             .field("on_stderr", &self.on_stderr.is_some())
+            .field("stdin_open", &self.stdin_open)
             .finish()
     }
 }

@@ -1,4 +1,6 @@
-//! `sandbox.files()`: the sandbox's filesystem.
+//! `sandbox.files()`: the sandbox's filesystem; directory watches in `watch`.
+
+mod watch;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -7,6 +9,8 @@ use std::time::{Duration, SystemTime};
 use crate::error::{ErrorKind, GrpcCode, SandboxError};
 use crate::pb;
 use crate::sandbox::Sandbox;
+
+pub use self::watch::{FilesystemEvent, FilesystemEventKind, WatchHandle, WatchStopper};
 
 /// Largest chunk of one Write message (the agent refuses more).
 const WRITE_CHUNK_BYTES: usize = 1024 * 1024;

@@ -91,6 +91,40 @@
 //! # }
 //! ```
 //!
+//! # Background commands, watches, terminals and ports
+//!
+//! [`Commands::spawn`] returns a [`CommandHandle`]: a stream of numbered
+//! output that survives a disconnect ([`Commands::connect_from`] reads on
+//! from a sequence number). [`Files::watch_dir`] streams a directory's
+//! changes; [`Sandbox::pty`] opens a terminal; [`Sandbox::get_host`] says
+//! how to reach a server inside the sandbox from outside.
+//!
+//! ```no_run
+//! use futures_util::StreamExt as _;
+//! use rayito::{CommandEvent, CommandOptions, PtyOptions, PtySize};
+//!
+//! # async fn tour(sandbox: rayito::Sandbox) -> Result<(), rayito::SandboxError> {
+//! let mut server = sandbox
+//!     .commands()
+//!     .spawn("python3 -u -m http.server 8000", CommandOptions::new().no_timeout())
+//!     .await?;
+//! if let Some(CommandEvent::Stdout { data, seq }) = server.next().await.transpose()? {
+//!     println!("#{seq}: {}", String::from_utf8_lossy(&data));
+//! }
+//! let host = sandbox.get_host(8000).await?;
+//! println!("GET {}/ with headers {} and {}", host.url(), "x-aws-proxy-port", "x-aws-proxy-auth");
+//!
+//! let mut changes = sandbox.files().watch_dir("/home/user", true).await?;
+//! let terminal = sandbox.pty().create(PtySize::new(80, 24), PtyOptions::new()).await?;
+//! terminal.send_input("touch /home/user/new.txt\n").await?;
+//! if let Some(change) = changes.next().await.transpose()? {
+//!     println!("{:?} {}", change.kind, change.name);
+//! }
+//! server.kill().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Match errors
 //!
 //! Match on the variant to decide what to do; [`SandboxError::is_retryable`]
@@ -164,6 +198,7 @@ mod local;
 #[cfg(not(feature = "local"))]
 #[path = "local/disabled.rs"]
 mod local;
+mod pty;
 mod sandbox;
 #[cfg(test)]
 mod seam_tests;
@@ -171,15 +206,22 @@ mod secret;
 mod transport;
 
 pub use code::{
-    CodeContext, Execution, ExecutionError, ExecutionEvent, ExecutionEvents, ExecutionResult, Logs,
-    OutputMessage, RunCodeOptions,
+    CodeContext, CodeContextOptions, Execution, ExecutionError, ExecutionEvent, ExecutionEvents,
+    ExecutionResult, Logs, OutputMessage, RunCodeOptions,
 };
-pub use commands::{CommandOptions, CommandResult, Commands, OutputCallback};
+pub use commands::{
+    CommandEvent, CommandHandle, CommandOptions, CommandResult, Commands, OutputCallback,
+    ProcessInfo, ProcessKind,
+};
 pub use error::{ErrorKind, SandboxError};
-pub use files::{EntryInfo, FileChunks, FileType, Files, WriteEntry};
+pub use files::{
+    EntryInfo, FileChunks, FileType, Files, FilesystemEvent, FilesystemEventKind, WatchHandle,
+    WatchStopper, WriteEntry,
+};
+pub use pty::{Pty, PtyExit, PtyHandle, PtyOptions, PtyOutput, PtySize};
 pub use sandbox::{
-    AwsOptions, BACKEND_ENV, IdlePolicy, OnTimeout, Sandbox, SandboxBuilder, SandboxInfo,
-    SandboxState, TEMPLATE_ENV,
+    AwsOptions, BACKEND_ENV, IdlePolicy, OnTimeout, Sandbox, SandboxBuilder, SandboxHost,
+    SandboxInfo, SandboxState, TEMPLATE_ENV,
 };
 pub use secret::Secret;
 

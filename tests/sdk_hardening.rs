@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use rayito::error::{RetryPolicy, SandboxCode};
 use rayito::{
-    AwsOptions, CommandOptions, ErrorKind, IdlePolicy, OnTimeout, RunCodeOptions, Sandbox,
-    SandboxError, WriteEntry,
+    AwsOptions, CodeContextOptions, CommandOptions, ErrorKind, IdlePolicy, OnTimeout,
+    RunCodeOptions, Sandbox, SandboxError, WriteEntry,
 };
 use rayito_agent::emulator::Operation;
 use sdk_support::{aws, builder, emulator, sandbox};
@@ -198,7 +198,9 @@ async fn arguments_are_refused_where_they_are_passed() {
             "invalid destination: the destination path is empty or contains a NUL character; pass a path, absolute or relative to /home/user",
         ),
         (
-            sbx.create_code_context(None, Some("")).await.unwrap_err(),
+            sbx.create_code_context(CodeContextOptions::new().cwd(""))
+                .await
+                .unwrap_err(),
             "cwd",
             "invalid cwd: the working directory is empty; pass a path, absolute or relative to /home/user",
         ),
@@ -220,7 +222,7 @@ async fn arguments_are_refused_where_they_are_passed() {
         .unwrap();
     assert_eq!(out.stdout, "/home/user/work/sub\n");
     let ctx = sbx
-        .create_code_context(Some("python"), Some("work"))
+        .create_code_context(CodeContextOptions::new().language("python").cwd("work"))
         .await
         .unwrap();
     assert_eq!(ctx.cwd.as_deref(), Some("/home/user/work"));

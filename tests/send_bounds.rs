@@ -8,7 +8,8 @@
 use std::time::Duration;
 
 use rayito::{
-    CommandOptions, ExecutionEvents, FileChunks, RunCodeOptions, Sandbox, SandboxBuilder,
+    CodeContextOptions, CommandHandle, CommandOptions, ExecutionEvents, FileChunks, PtyHandle,
+    PtyOptions, PtySize, RunCodeOptions, Sandbox, SandboxBuilder, SandboxHost, WatchHandle,
     WriteEntry,
 };
 
@@ -34,8 +35,11 @@ fn sandbox_futures_are_send(sbx: &Sandbox) {
     };
     assert_send(&sbx.run_code_with("1", options()));
     assert_send(&sbx.run_code_stream("1", options()));
-    assert_send(&sbx.create_code_context(Some("python"), Some("/tmp")));
+    assert_send(&sbx.create_code_context(CodeContextOptions::new().env("A", "b")));
+    assert_send(&sbx.list_code_contexts());
+    assert_send(&sbx.restart_code_context("ctx"));
     assert_send(&sbx.remove_code_context("ctx"));
+    assert_send(&sbx.get_host(8080));
     assert_send(&sbx.kill());
     assert_send(&sbx.set_timeout(Duration::from_secs(60)));
     assert_send(&sbx.is_running());
@@ -71,6 +75,37 @@ fn command_futures_are_send(sbx: &Sandbox) {
         .on_stderr(|_| {})
         .stdin("x");
     assert_send(&commands.run_with("true", options));
+    let options = CommandOptions::new().on_stdout(|_| {}).stdin("x");
+    assert_send(&commands.spawn("sleep 1", options));
+    assert_send(&commands.connect(7));
+    assert_send(&commands.connect_from(7, 1));
+    assert_send(&commands.list());
+    assert_send(&commands.kill(7));
+}
+
+/// A background command's handle, and what it offers.
+#[allow(dead_code)]
+fn command_handle_futures_are_send(handle: CommandHandle, host: SandboxHost) {
+    assert_send(&handle.kill());
+    assert_send(&handle.send_stdin(vec![1u8]));
+    assert_send(&handle.close_stdin());
+    assert_send(&host.headers());
+    assert_send_static(&handle.wait());
+}
+
+#[allow(dead_code)]
+fn pty_futures_are_send(sbx: &Sandbox, handle: PtyHandle) {
+    let pty = sbx.pty();
+    assert_send(&pty.create(PtySize::new(80, 24), PtyOptions::new()));
+    assert_send(&pty.connect(7));
+    assert_send(&pty.connect_from(7, 1));
+    assert_send(&pty.send_input(7, vec![1u8]));
+    assert_send(&pty.resize(7, PtySize::new(80, 24)));
+    assert_send(&pty.kill(7));
+    assert_send(&handle.send_input(vec![1u8]));
+    assert_send(&handle.resize(PtySize::new(80, 24)));
+    assert_send(&handle.kill());
+    assert_send_static(&handle.wait());
 }
 
 #[allow(dead_code)]
@@ -89,12 +124,22 @@ fn file_futures_are_send(sbx: &Sandbox) {
     assert_send(&files.remove("a"));
     assert_send(&files.rename("a", "b"));
     assert_send(&files.make_dir("a"));
+    assert_send(&files.watch_dir("a", true));
 }
 
 #[allow(dead_code)]
-fn streams_are_send_and_static(events: ExecutionEvents, chunks: FileChunks) {
+fn streams_are_send_and_static(
+    events: ExecutionEvents,
+    chunks: FileChunks,
+    command: CommandHandle,
+    pty: PtyHandle,
+    watch: WatchHandle,
+) {
     assert_send_static(&events);
     assert_send_static(&chunks);
+    assert_send_static(&command);
+    assert_send_static(&pty);
+    assert_send_static(&watch);
 }
 
 /// What users write: a handle moved into a spawned task.

@@ -131,6 +131,11 @@ impl Agent {
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )
+        .add_service(pb::pty_service_server::PtyServiceServer::new(
+            crate::pty::PtyServiceImpl {
+                shared: shared.clone(),
+            },
+        ))
         .prepare();
         let svc = tower::ServiceBuilder::new()
             .layer(GateLayer {

@@ -25,6 +25,7 @@ mod lifecycle;
 mod payload;
 pub mod phase;
 mod process;
+mod pty;
 pub mod sandbox;
 mod server;
 mod state;

@@ -232,6 +232,18 @@ impl SandboxEnv {
     /// group, the sandbox limits, its cgroup, namespaces and uid. The caller
     /// spawns it and then calls [`SandboxEnv::track`] with its pid.
     pub fn command(&self, spec: &SpawnSpec) -> tokio::process::Command {
+        self.build_command(spec, true)
+    }
+
+    /// As [`SandboxEnv::command`], but the child is not put in a process
+    /// group of its own, so that it can start a session (`setsid`, which a
+    /// group leader cannot): for terminals, whose shell leads its session
+    /// (and so its own process group too).
+    pub fn session_command(&self, spec: &SpawnSpec) -> tokio::process::Command {
+        self.build_command(spec, false)
+    }
+
+    fn build_command(&self, spec: &SpawnSpec, own_group: bool) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&spec.program);
         cmd.args(&spec.args);
         cmd.env_clear();
@@ -265,7 +277,9 @@ impl SandboxEnv {
             .or(options.workdir.as_deref())
             .unwrap_or(GUEST_HOME);
         cmd.current_dir(self.to_host(cwd));
-        cmd.process_group(0);
+        if own_group {
+            cmd.process_group(0);
+        }
         cmd.kill_on_drop(true);
         // Prepared before fork: nothing may allocate in the child. A setup
         // that cannot be prepared fails the spawn rather than running the

@@ -13,6 +13,7 @@ use crate::lifecycle::Lifecycle;
 use crate::payload::{self, OnTimeout};
 use crate::phase::{Phase, PhaseCell};
 use crate::process::ProcessTable;
+use crate::pty::PtyTable;
 use crate::sandbox::SandboxEnv;
 
 /// How the servers should be running.
@@ -41,6 +42,8 @@ pub(crate) struct Shared {
     pub phase: PhaseCell,
     pub code: CodeServiceImpl,
     pub processes: ProcessTable,
+    /// Terminal sessions (the PtyService; listed by Process.List too).
+    pub ptys: PtyTable,
     pub lifecycle: Lifecycle,
     pub started: Instant,
     pub run: Mutex<Option<RunInfo>>,
@@ -72,6 +75,7 @@ impl Shared {
         let (deadline_exit, _) = watch::channel(false);
         Self {
             processes: ProcessTable::new(env.clone(), phase.clone()),
+            ptys: PtyTable::new(env.clone(), phase.clone()),
             env,
             phase,
             code,

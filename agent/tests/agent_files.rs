@@ -425,19 +425,6 @@ async fn other_filesystem_rpcs_are_unimplemented() {
     let t = TestAgent::start().await;
     let err = t
         .files()
-        .watch_dir(pb::WatchDirRequest {
-            path: "/home/user".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap_err();
-    assert_status(
-        &err,
-        Code::Unimplemented,
-        "WatchDir is not implemented by the local agent",
-    );
-    let err = t
-        .files()
         .get_transfer(pb::GetTransferRequest {
             transfer_id: "t".into(),
         })

@@ -214,7 +214,7 @@ async fn terminate_resolves_terminated_and_stops_serving() {
 #[tokio::test]
 async fn unknown_services_are_unimplemented() {
     let t = TestAgent::start().await;
-    // Pty and Network are not compiled: tonic's router answers UNIMPLEMENTED.
+    // Network is not compiled: tonic's router answers UNIMPLEMENTED.
     let mut grpc = tonic::client::Grpc::new(t.channel.clone());
     grpc.ready().await.unwrap();
     let mut req = tonic::Request::new(pb::ListRequest {});

@@ -14,6 +14,7 @@ const PROTOS: &[&str] = &[
     "rayito/v1/process.proto",
     "rayito/v1/filesystem.proto",
     "rayito/v1/code.proto",
+    "rayito/v1/pty.proto",
 ];
 
 /// Where generated code refers to the messages from the client and server

@@ -21,6 +21,7 @@ fn ours() -> FileDescriptorSet {
         "rayito/v1/process.proto",
         "rayito/v1/filesystem.proto",
         "rayito/v1/code.proto",
+        "rayito/v1/pty.proto",
     ];
     let compiled =
         protox::compile(files, [env!("CARGO_MANIFEST_DIR")]).expect("our protos compile");
@@ -242,6 +243,7 @@ fn our_files_are_the_ones_the_contract_requires() {
             "rayito/v1/lifecycle.proto",
             "rayito/v1/network.proto",
             "rayito/v1/process.proto",
+            "rayito/v1/pty.proto",
         ]
     );
 }

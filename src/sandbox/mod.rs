@@ -2,6 +2,7 @@
 
 mod backend;
 mod builder;
+mod host;
 mod options;
 pub(crate) mod payload;
 mod readiness;
@@ -12,9 +13,10 @@ use std::time::{Duration, SystemTime};
 
 pub use self::backend::{AwsOptions, BACKEND_ENV, TEMPLATE_ENV};
 pub use self::builder::SandboxBuilder;
+pub use self::host::SandboxHost;
 pub(crate) use self::options::MAX_DURATION_SECS;
 pub use self::options::{IdlePolicy, OnTimeout};
-use crate::code::{CodeContext, Execution, ExecutionEvents, RunCodeOptions};
+use crate::code::{Execution, ExecutionEvents, RunCodeOptions};
 use crate::commands::Commands;
 pub use crate::control::SandboxState;
 use crate::control::{AuthTokenRequest, ControlPlane};
@@ -189,31 +191,6 @@ impl Sandbox {
         options: RunCodeOptions,
     ) -> Result<ExecutionEvents, SandboxError> {
         crate::code::run_code_stream(self, code, options).await
-    }
-
-    /// Creates a code context (its own kernel and state); `language`
-    /// defaults to `python`; a relative `cwd` is relative to `/home/user`.
-    ///
-    /// # Errors
-    /// `RateLimit` above 8 contexts; `Unimplemented` for a language the image
-    /// lacks; `InvalidArgument` (`cwd` empty or with a NUL, `language` empty
-    /// or with a NUL, before any I/O; a cwd the agent refuses);
-    /// `Sandbox { code: PermissionDenied }` for a cwd the sandbox user may
-    /// not use; transport failures.
-    pub async fn create_code_context(
-        &self,
-        language: Option<&str>,
-        cwd: Option<&str>,
-    ) -> Result<CodeContext, SandboxError> {
-        crate::code::create_context(self, language, cwd).await
-    }
-
-    /// Removes a code context.
-    ///
-    /// # Errors
-    /// `NotFound` for an unknown context; `InvalidArgument` for `default`.
-    pub async fn remove_code_context(&self, context_id: &str) -> Result<(), SandboxError> {
-        crate::code::remove_context(self, context_id).await
     }
 
     /// Terminates the sandbox. Returns `false` when it was already gone (not

@@ -399,3 +399,6 @@ impl AgentConn {
         .await
     }
 }
+
+// Background commands, watch, contexts: kept apart to ease merges.
+mod surface;

@@ -1,11 +1,13 @@
 //! `rayito.v1.FilesystemService`: Read, Write, Stat, ListDir, MakeDir,
-//! Remove and Move on the sandbox's view (`/home/user/**`, `/tmp/**`).
-//! WatchDir, Checkpoint/Restore and the S3 transfers are UNIMPLEMENTED.
+//! Remove and Move on the sandbox's view (`/home/user/**`, `/tmp/**`), and
+//! WatchDir (inotify, `watch`). Checkpoint/Restore and the S3 transfers are
+//! UNIMPLEMENTED.
 //! Status messages never echo a path or file contents.
 
 mod disk;
 mod info;
 mod path;
+mod watch;
 mod write;
 
 use std::sync::Arc;
@@ -274,9 +276,18 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
 
     async fn watch_dir(
         &self,
-        _r: Request<pb::WatchDirRequest>,
+        r: Request<pb::WatchDirRequest>,
     ) -> Result<Response<Self::WatchDirStream>, Status> {
-        Err(not_local("WatchDir"))
+        let req = r.into_inner();
+        let target = resolve(&self.shared.env, &req.path)?;
+        let rx = watch::start(
+            self.shared.env.clone(),
+            self.shared.phase.clone(),
+            target,
+            req.recursive,
+            req.include_entry,
+        )?;
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
     async fn checkpoint(
         &self,

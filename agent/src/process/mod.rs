@@ -269,8 +269,9 @@ impl pb::process_service_server::ProcessService for ProcessServiceImpl {
         &self,
         _request: Request<pb::ListRequest>,
     ) -> Result<Response<pb::ListResponse>, Status> {
-        Ok(Response::new(pb::ListResponse {
-            processes: self.shared.processes.list(),
-        }))
+        let mut processes = self.shared.processes.list();
+        processes.extend(self.shared.ptys.list());
+        processes.sort_by_key(|p| p.pid);
+        Ok(Response::new(pb::ListResponse { processes }))
     }
 }

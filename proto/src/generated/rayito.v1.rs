@@ -1229,3 +1229,84 @@ pub struct RestartContextRequest {
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct RestartContextResponse {}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PtySize {
+    #[prost(uint32, tag = "1")]
+    pub cols: u32,
+    #[prost(uint32, tag = "2")]
+    pub rows: u32,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PtyStart {
+    #[prost(message, optional, tag = "1")]
+    pub size: ::core::option::Option<PtySize>,
+    #[prost(map = "string, string", tag = "2")]
+    pub envs: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    #[prost(string, optional, tag = "3")]
+    pub cwd: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(message, optional, tag = "4")]
+    pub user: ::core::option::Option<User>,
+    #[prost(string, optional, tag = "5")]
+    pub shell: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(uint64, tag = "6")]
+    pub timeout_ms: u64,
+}
+/// `seq` numbers `data` messages only (0 on the others).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PtyServerMessage {
+    #[prost(uint64, tag = "5")]
+    pub seq: u64,
+    #[prost(oneof = "pty_server_message::Message", tags = "1, 2, 3, 4")]
+    pub message: ::core::option::Option<pty_server_message::Message>,
+}
+/// Nested message and enum types in `PtyServerMessage`.
+pub mod pty_server_message {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Message {
+        #[prost(message, tag = "1")]
+        Started(super::PtyStarted),
+        #[prost(bytes, tag = "2")]
+        Data(::prost::alloc::vec::Vec<u8>),
+        #[prost(message, tag = "3")]
+        Exited(super::PtyExited),
+        #[prost(message, tag = "4")]
+        Keepalive(super::KeepAlive),
+    }
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PtyStarted {
+    #[prost(uint32, tag = "1")]
+    pub pid: u32,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PtyExited {
+    #[prost(sint32, tag = "1")]
+    pub exit_code: i32,
+    #[prost(bool, tag = "2")]
+    pub exited: bool,
+    #[prost(string, tag = "3")]
+    pub status: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "4")]
+    pub error: ::core::option::Option<StreamError>,
+    #[prost(int32, optional, tag = "5")]
+    pub signal: ::core::option::Option<i32>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResizeRequest {
+    #[prost(uint32, tag = "1")]
+    pub pid: u32,
+    #[prost(message, optional, tag = "2")]
+    pub size: ::core::option::Option<PtySize>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResizeResponse {}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct KillPtyRequest {
+    #[prost(uint32, tag = "1")]
+    pub pid: u32,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct KillPtyResponse {}

@@ -1,0 +1,598 @@
+//! `rayito.v1.PtyService`: a shell on a pseudo-terminal. `Create` starts it
+//! and streams `started{pid}`, the terminal's output as numbered `data`
+//! messages, then one `exited`; `Connect` re-attaches from a sequence number
+//! (0: only new output) while the session lives or up to 30 s after it
+//! ended; `SendInput`, `Resize` and `Kill` are unary calls.
+//!
+//! The shell is started through [`SandboxEnv`] like any command (same
+//! isolation, cgroup and uid) but as a session leader whose controlling
+//! terminal is the pty, so job control, SIGINT from `^C` and SIGWINCH on a
+//! resize work. The last 1 MiB of output is kept per session.
+//!
+//! Status messages are short fixed English strings.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rustix::process::{Pid, Signal};
+use rustix::pty::OpenptFlags;
+use rustix::termios::Winsize;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use crate::pb;
+use crate::pb::pty_server_message::Message;
+use crate::phase::{Phase, PhaseCell};
+use crate::sandbox::{SandboxEnv, SpawnSpec};
+use crate::state::Shared;
+
+/// Output kept per session for `Connect`.
+const RING_BYTES: usize = 1024 * 1024;
+/// One data message at most this big.
+const READ_CHUNK: usize = 32 * 1024;
+/// Most live sessions at once.
+const MAX_LIVE: usize = 64;
+/// How long an ended session can still be connected to.
+const RETAIN_ENDED: Duration = Duration::from_secs(30);
+/// A silent stream gets a KeepAlive after this long.
+const KEEPALIVE_AFTER: Duration = Duration::from_secs(30);
+/// Grace between SIGTERM and SIGKILL when a session times out.
+const KILL_GRACE: Duration = Duration::from_secs(5);
+/// After the shell exits, how long the terminal may still drain.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
+/// Largest accepted terminal side.
+const MAX_SIDE: u32 = 1000;
+/// Events buffered between a subscriber task and its gRPC stream.
+const STREAM_BUFFER: usize = 64;
+
+/// The shell when the request names none.
+const DEFAULT_SHELL: &str = "/bin/bash";
+
+type Stream = ReceiverStream<Result<pb::PtyServerMessage, Status>>;
+
+/// One terminal session.
+#[derive(Debug)]
+struct Session {
+    pid: u32,
+    /// What was started (for Process.List).
+    config: pb::ProcessConfig,
+    master: AsyncFd<OwnedFd>,
+    state: Mutex<SessionState>,
+    /// Bumped on every chunk and at the end; subscribers wait on it.
+    version: watch::Sender<u64>,
+    timed_out: AtomicBool,
+    /// Serialises writers so that two inputs never interleave.
+    input: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug, Default)]
+struct SessionState {
+    chunks: VecDeque<(u64, Bytes)>,
+    kept_bytes: usize,
+    next_seq: u64,
+    end: Option<pb::PtyExited>,
+    ended_at: Option<Instant>,
+}
+
+impl Session {
+    fn push(&self, data: Bytes) {
+        let mut st = self.state.lock().expect("pty lock");
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        st.kept_bytes += data.len();
+        st.chunks.push_back((seq, data));
+        while st.kept_bytes > RING_BYTES && st.chunks.len() > 1 {
+            if let Some((_, old)) = st.chunks.pop_front() {
+                st.kept_bytes -= old.len();
+            }
+        }
+        drop(st);
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    fn finish(&self, end: pb::PtyExited) {
+        let mut st = self.state.lock().expect("pty lock");
+        if st.end.is_none() {
+            st.end = Some(end);
+            st.ended_at = Some(Instant::now());
+        }
+        drop(st);
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    fn has_ended(&self) -> bool {
+        self.state.lock().expect("pty lock").end.is_some()
+    }
+
+    /// Chunks from `from_seq` on (`None` when some were already dropped),
+    /// and the end if there is one.
+    fn since(&self, from_seq: u64) -> (Option<Vec<(u64, Bytes)>>, Option<pb::PtyExited>) {
+        let st = self.state.lock().expect("pty lock");
+        let oldest = st.chunks.front().map_or(st.next_seq, |(seq, _)| *seq);
+        let chunks = (from_seq >= oldest).then(|| {
+            st.chunks
+                .iter()
+                .filter(|(seq, _)| *seq >= from_seq)
+                .cloned()
+                .collect()
+        });
+        (chunks, st.end.clone())
+    }
+
+    fn next_seq(&self) -> u64 {
+        self.state.lock().expect("pty lock").next_seq
+    }
+
+    /// Writes all of `data` to the terminal.
+    async fn write_all(&self, mut data: &[u8]) -> std::io::Result<()> {
+        let _turn = self.input.lock().await;
+        while !data.is_empty() {
+            let mut guard = self.master.writable().await?;
+            match guard.try_io(|fd| Ok(rustix::io::write(fd.get_ref(), data)?)) {
+                Ok(Ok(n)) => data = &data[n..],
+                Ok(Err(e)) => return Err(e),
+                Err(_would_block) => continue,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Every session of one agent.
+#[derive(Debug)]
+pub(crate) struct PtyTable {
+    env: SandboxEnv,
+    phase: PhaseCell,
+    sessions: Mutex<HashMap<u32, Arc<Session>>>,
+}
+
+fn sized(size: Option<&pb::PtySize>) -> Result<Winsize, Status> {
+    let size = size.ok_or_else(|| Status::invalid_argument("invalid pty size"))?;
+    let side = |n: u32| {
+        u16::try_from(n)
+            .ok()
+            .filter(|n| (1..=MAX_SIDE).contains(&u32::from(*n)))
+    };
+    match (side(size.cols), side(size.rows)) {
+        (Some(cols), Some(rows)) => Ok(Winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        }),
+        _ => Err(Status::invalid_argument("invalid pty size")),
+    }
+}
+
+fn signal_group(pid: u32, signal: Signal) -> bool {
+    i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .is_some_and(|pgid| rustix::process::kill_process_group(pgid, signal).is_ok())
+}
+
+/// The `exited` message for an exit status (`exit_code` is 128+signal when
+/// killed).
+fn exited(status: Option<ExitStatus>, timed_out: bool) -> pb::PtyExited {
+    use std::os::unix::process::ExitStatusExt as _;
+    let (exit_code, exited, signal) = match status {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => (code, true, None),
+            (None, Some(sig)) => (128 + sig, false, Some(sig)),
+            (None, None) => (-1, false, None),
+        },
+        None => (-1, false, None),
+    };
+    if timed_out {
+        return pb::PtyExited {
+            exit_code,
+            exited: false,
+            status: "timeout".to_owned(),
+            error: Some(pb::StreamError {
+                code: "deadline_exceeded".to_owned(),
+                message: "pty timed out".to_owned(),
+            }),
+            signal,
+        };
+    }
+    pb::PtyExited {
+        exit_code,
+        exited,
+        status: if exited { "exited" } else { "signaled" }.to_owned(),
+        error: None,
+        signal,
+    }
+}
+
+fn detached(status: &str) -> pb::PtyExited {
+    pb::PtyExited {
+        exit_code: 0,
+        exited: false,
+        status: status.to_owned(),
+        error: Some(pb::StreamError {
+            code: status.to_owned(),
+            message: status.to_owned(),
+        }),
+        signal: None,
+    }
+}
+
+impl PtyTable {
+    pub(crate) fn new(env: SandboxEnv, phase: PhaseCell) -> Self {
+        Self {
+            env,
+            phase,
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn prune(map: &mut HashMap<u32, Arc<Session>>) {
+        map.retain(|_, s| {
+            s.state
+                .lock()
+                .expect("pty lock")
+                .ended_at
+                .is_none_or(|t| t.elapsed() < RETAIN_ENDED)
+        });
+    }
+
+    fn get(&self, pid: u32) -> Result<Arc<Session>, Status> {
+        let mut map = self.sessions.lock().expect("pty table lock");
+        Self::prune(&mut map);
+        map.get(&pid)
+            .cloned()
+            .ok_or_else(|| Status::not_found("pty not found"))
+    }
+
+    fn get_live(&self, pid: u32) -> Result<Arc<Session>, Status> {
+        let session = self.get(pid)?;
+        if session.has_ended() {
+            return Err(Status::not_found("pty not found"));
+        }
+        Ok(session)
+    }
+
+    #[allow(clippy::result_large_err)]
+    fn create(&self, req: pb::PtyStart) -> Result<Stream, Status> {
+        let size = sized(req.size.as_ref())?;
+        match req.user.as_ref().map(|u| u.username.as_str()) {
+            None | Some("" | "user") => {}
+            Some("root") => {
+                return Err(Status::permission_denied("running as root is not allowed"));
+            }
+            Some(_) => return Err(Status::invalid_argument("unknown user")),
+        }
+        if let Some(cwd) = &req.cwd {
+            let bad = !cwd.starts_with('/')
+                || cwd.contains('\0')
+                || cwd.split('/').any(|c| c == "..")
+                || !self.env.to_host(cwd).is_dir();
+            if bad {
+                return Err(Status::invalid_argument("invalid working directory"));
+            }
+        }
+        {
+            let mut map = self.sessions.lock().expect("pty table lock");
+            Self::prune(&mut map);
+            if map.values().filter(|s| !s.has_ended()).count() >= MAX_LIVE {
+                return Err(Status::resource_exhausted("too many pty sessions"));
+            }
+        }
+        let failed = |e: std::io::Error| {
+            tracing::warn!(error = %e, "pty start failed");
+            Status::internal("cannot start the pty")
+        };
+        let (master, slave) = open_pty(size).map_err(failed)?;
+        let mut envs: std::collections::BTreeMap<_, _> = req.envs.into_iter().collect();
+        envs.entry("TERM".to_owned())
+            .or_insert_with(|| "xterm-256color".to_owned());
+        let spec = SpawnSpec {
+            program: req
+                .shell
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| DEFAULT_SHELL.to_owned()),
+            args: vec!["-i".to_owned(), "-l".to_owned()],
+            envs,
+            cwd: req.cwd,
+        };
+        let config = pb::ProcessConfig {
+            cmd: spec.program.clone(),
+            args: spec.args.clone(),
+            envs: spec.envs.clone().into_iter().collect(),
+            cwd: spec.cwd.clone(),
+        };
+        let mut cmd = self.env.session_command(&spec);
+        let io = |fd: &OwnedFd| fd.try_clone().map(Stdio::from).map_err(failed);
+        cmd.stdin(io(&slave)?);
+        cmd.stdout(io(&slave)?);
+        cmd.stderr(io(&slave)?);
+        drop(slave);
+        // SAFETY: runs in the forked child before exec, after the sandbox's
+        // own setup; setsid(2) and ioctl(TIOCSCTTY) are async-signal-safe
+        // syscalls that take no memory from the parent. Fd 0 is the pty's
+        // slave (set as stdin above) and stays open for the call.
+        unsafe {
+            cmd.pre_exec(|| {
+                rustix::process::setsid()?;
+                rustix::process::ioctl_tiocsctty(BorrowedFd::borrow_raw(0))?;
+                Ok(())
+            });
+        }
+        cmd.kill_on_drop(false);
+        let mut child = cmd.spawn().map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
+                Status::invalid_argument("cannot execute the shell")
+            }
+            _ => failed(e),
+        })?;
+        // The slave copies the command held are closed with it: once the
+        // shell and its children are gone, reads of the master end.
+        drop(cmd);
+        let pid = child
+            .id()
+            .ok_or_else(|| Status::internal("cannot start the pty"))?;
+        self.env.track(pid);
+        // SAFETY: an OwnedFd stays open until dropped and always names the
+        // same descriptor; the AsyncFd owns it for its whole life.
+        let master =
+            unsafe { AsyncFd::register(master) }.map_err(|e| failed(std::io::Error::from(e)))?;
+        let (version, _) = watch::channel(0);
+        let session = Arc::new(Session {
+            pid,
+            config,
+            master,
+            state: Mutex::new(SessionState {
+                next_seq: 1,
+                ..SessionState::default()
+            }),
+            version,
+            timed_out: AtomicBool::new(false),
+            input: tokio::sync::Mutex::new(()),
+        });
+        self.sessions
+            .lock()
+            .expect("pty table lock")
+            .insert(pid, session.clone());
+
+        let reader = tokio::spawn(pump(session.clone()));
+        if req.timeout_ms > 0 {
+            let limit = Duration::from_millis(req.timeout_ms);
+            let session = session.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(limit).await;
+                if session.has_ended() {
+                    return;
+                }
+                session.timed_out.store(true, Ordering::Release);
+                signal_group(session.pid, Signal::HUP);
+                signal_group(session.pid, Signal::TERM);
+                tokio::time::sleep(KILL_GRACE).await;
+                if !session.has_ended() {
+                    signal_group(session.pid, Signal::KILL);
+                }
+            });
+        }
+        let env = self.env.clone();
+        let waiter = session.clone();
+        tokio::spawn(async move {
+            let status = child.wait().await;
+            let abort = reader.abort_handle();
+            if tokio::time::timeout(DRAIN_AFTER_EXIT, reader)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+            env.untrack(pid);
+            let timed_out = waiter.timed_out.load(Ordering::Acquire);
+            waiter.finish(exited(status.ok(), timed_out));
+        });
+        Ok(subscribe(session, 1, self.phase.clone()))
+    }
+
+    /// The live sessions, as Process.List shows them (kind PTY).
+    pub(crate) fn list(&self) -> Vec<pb::ProcessInfo> {
+        let mut map = self.sessions.lock().expect("pty table lock");
+        Self::prune(&mut map);
+        map.values()
+            .filter(|s| !s.has_ended())
+            .map(|s| pb::ProcessInfo {
+                pid: s.pid,
+                config: Some(s.config.clone()),
+                tag: None,
+                kind: pb::ProcessKind::Pty as i32,
+            })
+            .collect()
+    }
+
+    #[allow(clippy::result_large_err)]
+    fn connect(&self, req: pb::ConnectRequest) -> Result<Stream, Status> {
+        let session = self.get(req.pid)?;
+        let from_seq = if req.from_seq == 0 {
+            session.next_seq()
+        } else {
+            req.from_seq
+        };
+        if session.since(from_seq).0.is_none() {
+            return Err(Status::out_of_range("output already discarded"));
+        }
+        Ok(subscribe(session, from_seq, self.phase.clone()))
+    }
+}
+
+/// A pty pair: the master non-blocking, both close-on-exec, the slave sized.
+fn open_pty(size: Winsize) -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY)?;
+    rustix::pty::grantpt(&master)?;
+    rustix::pty::unlockpt(&master)?;
+    let name = rustix::pty::ptsname(&master, Vec::new())?;
+    let slave = rustix::fs::open(
+        name.as_c_str(),
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    rustix::termios::tcsetwinsize(&slave, size)?;
+    rustix::io::ioctl_fionbio(&master, true)?;
+    rustix::io::fcntl_setfd(&master, rustix::io::FdFlags::CLOEXEC)?;
+    Ok((master, slave))
+}
+
+/// Copies the terminal's output into the session until it closes (EIO once
+/// no process holds the slave).
+async fn pump(session: Arc<Session>) {
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        let Ok(mut guard) = session.master.readable().await else {
+            return;
+        };
+        match guard.try_io(|fd| Ok(rustix::io::read(fd.get_ref().as_fd(), &mut buf)?)) {
+            Ok(Ok(0)) | Ok(Err(_)) => return,
+            Ok(Ok(n)) => session.push(Bytes::copy_from_slice(&buf[..n])),
+            Err(_would_block) => {}
+        }
+    }
+}
+
+fn message(message: Message, seq: u64) -> pb::PtyServerMessage {
+    pb::PtyServerMessage {
+        message: Some(message),
+        seq,
+    }
+}
+
+/// A subscriber: `started`, output from `from_seq` on, one `exited`.
+fn subscribe(session: Arc<Session>, from_seq: u64, phase: PhaseCell) -> Stream {
+    let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+    tokio::spawn(async move {
+        let send = |m: pb::PtyServerMessage| {
+            let tx = tx.clone();
+            async move { tx.send(Ok(m)).await.is_ok() }
+        };
+        let started = Message::Started(pb::PtyStarted { pid: session.pid });
+        if !send(message(started, 0)).await {
+            return;
+        }
+        let mut version = session.version.subscribe();
+        let mut phase_rx = phase.subscribe();
+        let mut next_seq = from_seq;
+        let mut last_sent = tokio::time::Instant::now();
+        loop {
+            version.borrow_and_update();
+            phase_rx.borrow_and_update();
+            let (chunks, end) = session.since(next_seq);
+            let Some(chunks) = chunks else {
+                send(message(Message::Exited(detached("output_truncated")), 0)).await;
+                return;
+            };
+            for (seq, data) in chunks {
+                next_seq = seq + 1;
+                if !send(message(Message::Data(data.to_vec()), seq)).await {
+                    return;
+                }
+                last_sent = tokio::time::Instant::now();
+            }
+            match phase.get() {
+                Phase::Suspending => {
+                    send(message(Message::Exited(detached("suspending")), 0)).await;
+                    return;
+                }
+                Phase::Expired => {
+                    send(message(Message::Exited(detached("sandbox_timeout")), 0)).await;
+                    return;
+                }
+                Phase::Running | Phase::Terminating => {}
+            }
+            if let Some(end) = end {
+                send(message(Message::Exited(end), 0)).await;
+                return;
+            }
+            tokio::select! {
+                _ = version.changed() => {}
+                _ = phase_rx.changed() => {}
+                _ = tokio::time::sleep_until(last_sent + KEEPALIVE_AFTER) => {
+                    if !send(message(Message::Keepalive(pb::KeepAlive {}), 0)).await {
+                        return;
+                    }
+                    last_sent = tokio::time::Instant::now();
+                }
+                _ = tx.closed() => return,
+            }
+        }
+    });
+    ReceiverStream::new(rx)
+}
+
+/// `rayito.v1.PtyService`.
+#[derive(Clone, Debug)]
+pub(crate) struct PtyServiceImpl {
+    pub(crate) shared: Arc<Shared>,
+}
+
+#[tonic::async_trait]
+impl pb::pty_service_server::PtyService for PtyServiceImpl {
+    type CreateStream = Stream;
+    type ConnectStream = Stream;
+
+    async fn create(
+        &self,
+        request: Request<pb::PtyStart>,
+    ) -> Result<Response<Self::CreateStream>, Status> {
+        Ok(Response::new(
+            self.shared.ptys.create(request.into_inner())?,
+        ))
+    }
+
+    async fn connect(
+        &self,
+        request: Request<pb::ConnectRequest>,
+    ) -> Result<Response<Self::ConnectStream>, Status> {
+        Ok(Response::new(
+            self.shared.ptys.connect(request.into_inner())?,
+        ))
+    }
+
+    async fn send_input(
+        &self,
+        request: Request<pb::SendInputRequest>,
+    ) -> Result<Response<pb::SendInputResponse>, Status> {
+        let req = request.into_inner();
+        let session = self.shared.ptys.get_live(req.pid)?;
+        session
+            .write_all(&req.data)
+            .await
+            .map_err(|_| Status::failed_precondition("pty input is closed"))?;
+        Ok(Response::new(pb::SendInputResponse {}))
+    }
+
+    async fn resize(
+        &self,
+        request: Request<pb::ResizeRequest>,
+    ) -> Result<Response<pb::ResizeResponse>, Status> {
+        let req = request.into_inner();
+        let size = sized(req.size.as_ref())?;
+        let session = self.shared.ptys.get_live(req.pid)?;
+        // On the master, the kernel also sends SIGWINCH to the foreground
+        // process group.
+        rustix::termios::tcsetwinsize(session.master.get_ref(), size)
+            .map_err(|_| Status::failed_precondition("pty is closed"))?;
+        Ok(Response::new(pb::ResizeResponse {}))
+    }
+
+    async fn kill(
+        &self,
+        request: Request<pb::KillPtyRequest>,
+    ) -> Result<Response<pb::KillPtyResponse>, Status> {
+        let session = self.shared.ptys.get_live(request.into_inner().pid)?;
+        if !signal_group(session.pid, Signal::KILL) {
+            return Err(Status::not_found("pty not found"));
+        }
+        Ok(Response::new(pb::KillPtyResponse {}))
+    }
+}

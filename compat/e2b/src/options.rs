@@ -1,0 +1,199 @@
+//! Options named and shaped after E2B's keyword arguments, with E2B's
+//! defaults where they differ from the SDK's (see `docs/e2b-compat.md`).
+//! Timeouts are `Duration`s where E2B takes seconds.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use rayito::{AwsOptions, Secret};
+
+/// E2B's default sandbox lifetime (`timeout=300`).
+pub const DEFAULT_SANDBOX_TIMEOUT: Duration = Duration::from_secs(300);
+/// E2B's default command timeout (`commands.run(timeout=60)`).
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+/// E2B's default `run_code` timeout (`timeout=None` means 300 s).
+pub const DEFAULT_RUN_CODE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Where sandboxes run. E2B has no such choice; rayito does, and never
+/// picks the local backend (which runs code on this host) by itself.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub enum Backend {
+    /// `RAYITO_BACKEND` (`local` or `aws`), else AWS.
+    #[default]
+    FromEnv,
+    /// The embedded local backend (only with rayito's `local` feature).
+    #[cfg(feature = "local")]
+    Local,
+    /// AWS (or another endpoint speaking the Lambda MicroVMs API).
+    Aws(AwsOptions),
+}
+
+/// `lifecycle={"on_timeout": .., "auto_resume": ..}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Lifecycle {
+    /// What happens at `timeout`: kill (E2B's default) or pause.
+    pub on_timeout: OnTimeout,
+    /// Whether traffic wakes a paused sandbox.
+    pub auto_resume: bool,
+    /// `on_timeout={"keep_memory": false}`: not available (suspending keeps
+    /// memory and disk); `Some(false)` is `Unimplemented`.
+    pub keep_memory: Option<bool>,
+}
+
+/// `on_timeout`: `"kill"` or `"pause"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnTimeout {
+    /// Terminate the sandbox.
+    #[default]
+    Kill,
+    /// Suspend it.
+    Pause,
+}
+
+/// `network={..}`. Every field set here is `Unimplemented` on Lambda
+/// MicroVMs, named by its own feature key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Network {
+    /// `network.rules`: per-host request transforms.
+    pub rules: Vec<String>,
+    /// `network.mask_request_host`.
+    pub mask_request_host: Option<String>,
+    /// `network.allow_public_traffic`.
+    pub allow_public_traffic: bool,
+    /// `network.https_ports`.
+    pub https_ports: Vec<u16>,
+}
+
+/// `Sandbox.create(...)` keyword arguments.
+///
+/// The fields E2B needs for its own API (`api_key`, `domain`, ...) are
+/// accepted, ignored with a warning each, and deprecated so the compiler
+/// says so first.
+#[derive(Clone)]
+pub struct SandboxOpts {
+    /// `template`: an image name (local backend) or image ARN; `None` uses
+    /// `RAYITO_TEMPLATE` or the backend's default.
+    pub template: Option<String>,
+    /// `timeout`: the sandbox lifetime; `None` is E2B's 300 s.
+    pub timeout: Option<Duration>,
+    /// `metadata`.
+    pub metadata: BTreeMap<String, String>,
+    /// `envs`.
+    pub envs: BTreeMap<String, String>,
+    /// `request_timeout`: the deadline of each call of the handle.
+    pub request_timeout: Option<Duration>,
+    /// `allow_internet_access`: `Some(false)` is `Unimplemented` (no egress
+    /// control from outside the MicroVM).
+    pub allow_internet_access: Option<bool>,
+    /// `lifecycle`.
+    pub lifecycle: Option<Lifecycle>,
+    /// `network`.
+    pub network: Option<Network>,
+    /// `iam`: `Unimplemented` when set.
+    pub iam: Option<String>,
+    /// `mcp`: `Unimplemented` when set.
+    pub mcp: Option<String>,
+    /// `volume_mounts`: `Unimplemented` when not empty.
+    pub volume_mounts: BTreeMap<String, String>,
+    /// `api_key`: ignored (AWS credentials are used).
+    #[deprecated(note = "ignored on AWS: rayito uses the AWS credentials of the session")]
+    pub api_key: Option<Secret>,
+    /// `domain`: ignored.
+    #[deprecated(note = "ignored on AWS: Lambda MicroVMs assigns each sandbox its own endpoint")]
+    pub domain: Option<String>,
+    /// `debug`: ignored.
+    #[deprecated(note = "ignored on AWS: there is no local debug mode; choose Backend::Local")]
+    pub debug: bool,
+    /// `api_url`: ignored.
+    #[deprecated(note = "ignored on AWS: there is no E2B API")]
+    pub api_url: Option<String>,
+    /// `sandbox_url`: ignored.
+    #[deprecated(note = "ignored on AWS: Lambda MicroVMs assigns each sandbox its own endpoint")]
+    pub sandbox_url: Option<String>,
+    /// `validate_api_key`: ignored.
+    #[deprecated(note = "ignored on AWS: there is no api_key to validate")]
+    pub validate_api_key: bool,
+    /// `api_headers`: ignored.
+    #[deprecated(note = "ignored on AWS: there is no E2B API to send them to")]
+    pub api_headers: BTreeMap<String, String>,
+    /// `secure`: `Some(false)` is ignored (every call carries its token).
+    #[deprecated(note = "ignored on AWS: every call to a sandbox carries its access token")]
+    pub secure: Option<bool>,
+    /// `proxy`: ignored.
+    #[deprecated(note = "ignored on AWS: set HTTPS_PROXY for the AWS client")]
+    pub proxy: Option<String>,
+    /// rayito only: where sandboxes run.
+    pub backend: Backend,
+}
+
+#[allow(deprecated)]
+impl Default for SandboxOpts {
+    fn default() -> Self {
+        Self {
+            template: None,
+            timeout: None,
+            metadata: BTreeMap::new(),
+            envs: BTreeMap::new(),
+            request_timeout: None,
+            allow_internet_access: None,
+            lifecycle: None,
+            network: None,
+            iam: None,
+            mcp: None,
+            volume_mounts: BTreeMap::new(),
+            api_key: None,
+            domain: None,
+            debug: false,
+            api_url: None,
+            sandbox_url: None,
+            validate_api_key: false,
+            api_headers: BTreeMap::new(),
+            secure: None,
+            proxy: None,
+            backend: Backend::FromEnv,
+        }
+    }
+}
+
+/// Names the options that were set, never their values (`envs` values and
+/// the `api_key` are secrets; metadata may be).
+#[allow(deprecated)]
+impl fmt::Debug for SandboxOpts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SandboxOpts")
+            .field("template", &self.template)
+            .field("timeout", &self.timeout)
+            .field("metadata_keys", &self.metadata.keys().collect::<Vec<_>>())
+            .field("env_names", &self.envs.keys().collect::<Vec<_>>())
+            .field("request_timeout", &self.request_timeout)
+            .field("lifecycle", &self.lifecycle)
+            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
+            .field("backend", &self.backend)
+            .finish_non_exhaustive()
+    }
+}
+
+/// E2B's per-call `ApiParams` on calls of an already-built handle
+/// (`sbx.kill(request_timeout=..)`): each one set is ignored with a warning.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ApiParams {
+    /// `headers`.
+    pub headers: BTreeMap<String, String>,
+    /// `retries`.
+    pub retries: Option<u32>,
+    /// `request_timeout`.
+    pub request_timeout: Option<Duration>,
+}
+
+/// Names the headers that were set, never their values.
+impl fmt::Debug for ApiParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiParams")
+            .field("header_names", &self.headers.keys().collect::<Vec<_>>())
+            .field("retries", &self.retries)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
+}

@@ -1,0 +1,378 @@
+//! The E2B-shaped surface end to end: on the local backend for the flow and
+//! the warnings, and against an emulator the test owns to prove that a
+//! missing feature makes no control-plane call.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rayito::AwsOptions;
+use rayito_agent::emulator::{Emulator, EmulatorConfig, Operation};
+use rayito_e2b::exceptions::{E2bClass, is_instance};
+use rayito_e2b::{
+    ApiParams, Backend, CommandOpts, CompatWarning, Lifecycle, Missing, Network, RunCodeOpts,
+    Sandbox, SandboxOpts,
+};
+
+/// A recognisable api_key that must never appear anywhere.
+const CANARY: &str = "e2b_CANARY_4f1d9c2b7a6e5d3c";
+
+/// Everything written to a subscriber, for the canary check.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+fn local() -> SandboxOpts {
+    SandboxOpts {
+        backend: Backend::Local,
+        ..SandboxOpts::default()
+    }
+}
+
+#[allow(deprecated)]
+fn with_every_ignored_option() -> SandboxOpts {
+    SandboxOpts {
+        api_key: Some(CANARY.into()),
+        domain: Some(format!("{CANARY}.example")),
+        debug: true,
+        api_url: Some(format!("https://{CANARY}")),
+        sandbox_url: Some(format!("https://{CANARY}")),
+        validate_api_key: true,
+        api_headers: BTreeMap::from([("x-key".to_owned(), CANARY.to_owned())]),
+        secure: Some(false),
+        proxy: Some(format!("http://{CANARY}:3128")),
+        ..local()
+    }
+}
+
+fn warning(option: &'static str, reason: &'static str) -> CompatWarning {
+    CompatWarning { option, reason }
+}
+
+const ON_HANDLE: &str = "the handle's connection and control plane are already built; pass it when creating or connecting";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_ignored_option_warns_once_and_the_api_key_never_shows() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let opts = with_every_ignored_option();
+    let debug_of_opts = format!("{opts:?}");
+    let sbx = Sandbox::create(opts)
+        .await
+        .expect("create on the local backend");
+    let at_create = vec![
+        warning("api_key", "rayito uses the AWS credentials of the session"),
+        warning("api_headers", "there is no E2B API to send them to"),
+        warning(
+            "api_url",
+            "there is no E2B API; the control plane is Lambda MicroVMs in your AWS account",
+        ),
+        warning(
+            "debug",
+            "there is no local debug mode; choose the local backend instead",
+        ),
+        warning(
+            "domain",
+            "Lambda MicroVMs assigns each sandbox its own endpoint",
+        ),
+        warning(
+            "proxy",
+            "the SDK's HTTP clients do not take a proxy option; set HTTPS_PROXY for the AWS client",
+        ),
+        warning(
+            "sandbox_url",
+            "Lambda MicroVMs assigns each sandbox its own endpoint",
+        ),
+        warning(
+            "secure",
+            "every call to a sandbox carries its access token; it cannot be turned off",
+        ),
+        warning("validate_api_key", "there is no api_key to validate"),
+    ];
+    assert_eq!(sbx.compat_warnings(), at_create);
+
+    // Per-call ApiParams on a built handle: one warning each, alphabetical,
+    // and not again on the next call.
+    let params = ApiParams {
+        headers: BTreeMap::from([("authorization".to_owned(), CANARY.to_owned())]),
+        retries: Some(3),
+        request_timeout: Some(Duration::from_secs(5)),
+    };
+    let info = sbx.get_info(params.clone()).await.expect("get_info");
+    assert_eq!(info.sandbox_id, sbx.sandbox_id());
+    sbx.get_info(params.clone()).await.expect("get_info again");
+    assert!(sbx.kill(params).await.expect("kill"));
+    let mut all = at_create.clone();
+    all.extend([
+        warning("headers", ON_HANDLE),
+        warning("request_timeout", ON_HANDLE),
+        warning("retries", ON_HANDLE),
+    ]);
+    assert_eq!(sbx.compat_warnings(), all);
+
+    let logs = captured.text();
+    for w in &all {
+        let line = format!("{} ignored: {}", w.option, w.reason);
+        assert_eq!(
+            logs.matches(&line).count(),
+            1,
+            "logged once: {line}\n{logs}"
+        );
+        assert!(logs.contains("rayito::compat"), "target rayito::compat");
+    }
+    for (what, text) in [
+        ("logs", logs.as_str()),
+        ("Debug of the options", debug_of_opts.as_str()),
+        ("Debug of the handle", &format!("{sbx:?}")),
+        ("warnings", &format!("{:?}", sbx.compat_warnings())),
+    ] {
+        assert!(!text.contains(CANARY), "the api_key leaked into {what}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_e2b_style_program_runs_on_the_local_backend() {
+    let sbx = Sandbox::create(local()).await.expect("create");
+    assert!(sbx.compat_warnings().is_empty(), "nothing was ignored");
+    assert!(sbx.is_running().await);
+
+    let execution = sbx
+        .run_code("x = 20\nx + 22", RunCodeOpts::new())
+        .await
+        .expect("run_code");
+    assert_eq!(execution.text(), Some("42"));
+    let execution = sbx
+        .run_code("x * 2", RunCodeOpts::new())
+        .await
+        .expect("state kept");
+    assert_eq!(execution.text(), Some("40"));
+    let failed = sbx
+        .run_code("1 / 0", RunCodeOpts::new())
+        .await
+        .expect("a guest exception is data");
+    assert_eq!(
+        failed.error.as_ref().map(|e| e.name.as_str()),
+        Some("ZeroDivisionError")
+    );
+
+    let out = sbx
+        .commands()
+        .run_with(
+            "echo $GREETING",
+            CommandOpts::new().env("GREETING", "hello"),
+        )
+        .await
+        .expect("commands.run");
+    assert_eq!(out.stdout, "hello\n");
+    let err = sbx
+        .commands()
+        .run("exit 3")
+        .await
+        .expect_err("non-zero exit");
+    assert!(is_instance(&err, E2bClass::CommandExitException));
+    assert!(is_instance(&err, E2bClass::SandboxException));
+
+    sbx.files()
+        .write("/home/user/note.txt", b"from e2b".to_vec())
+        .await
+        .expect("files.write");
+    let cat = sbx
+        .commands()
+        .run("cat /home/user/note.txt")
+        .await
+        .expect("cat");
+    assert_eq!(cat.stdout, "from e2b");
+    let missing = sbx
+        .files()
+        .read("/home/user/nope.txt")
+        .await
+        .expect_err("missing file");
+    assert!(is_instance(&missing, E2bClass::FileNotFoundException));
+    assert!(is_instance(&missing, E2bClass::NotFoundException));
+
+    let unknown = sbx
+        .run_code("1", RunCodeOpts::new().language("r"))
+        .await
+        .expect_err("no R kernel");
+    assert!(
+        matches!(&unknown, rayito::SandboxError::Unimplemented { feature, .. } if &**feature == "language")
+    );
+    assert!(sbx.kill(ApiParams::default()).await.expect("kill"));
+}
+
+/// Each missing feature is `Unimplemented` with its key, and the emulator
+/// saw no RunMicrovm; the last row shows the same options without it do
+/// reach the emulator, so the count could have moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_feature_makes_no_control_plane_call() {
+    let emulator = Emulator::start(EmulatorConfig::default())
+        .await
+        .expect("emulator");
+    let aws = AwsOptions::new()
+        .endpoint_url(emulator.endpoint_url())
+        .region("us-east-1")
+        .static_credentials("AKIDEXAMPLE", "secret");
+    let base = || SandboxOpts {
+        backend: Backend::Aws(aws.clone()),
+        template: Some(emulator.image_arn("rayito-base")),
+        ..SandboxOpts::default()
+    };
+    let rows: Vec<(SandboxOpts, Missing)> = vec![
+        (
+            SandboxOpts {
+                lifecycle: Some(Lifecycle {
+                    keep_memory: Some(false),
+                    ..Lifecycle::default()
+                }),
+                ..base()
+            },
+            Missing::PauseWithoutMemory,
+        ),
+        (
+            SandboxOpts {
+                network: Some(Network {
+                    rules: vec!["api.example.com".into()],
+                    ..Network::default()
+                }),
+                ..base()
+            },
+            Missing::NetworkRules,
+        ),
+        (
+            SandboxOpts {
+                network: Some(Network {
+                    mask_request_host: Some("x".into()),
+                    ..Network::default()
+                }),
+                ..base()
+            },
+            Missing::NetworkMaskRequestHost,
+        ),
+        (
+            SandboxOpts {
+                network: Some(Network {
+                    allow_public_traffic: true,
+                    ..Network::default()
+                }),
+                ..base()
+            },
+            Missing::NetworkAllowPublicTraffic,
+        ),
+        (
+            SandboxOpts {
+                network: Some(Network {
+                    https_ports: vec![8443],
+                    ..Network::default()
+                }),
+                ..base()
+            },
+            Missing::NetworkHttpsPorts,
+        ),
+        (
+            SandboxOpts {
+                allow_internet_access: Some(false),
+                ..base()
+            },
+            Missing::DenyInternetAccess,
+        ),
+        (
+            SandboxOpts {
+                iam: Some("aud".into()),
+                ..base()
+            },
+            Missing::Iam,
+        ),
+        (
+            SandboxOpts {
+                mcp: Some("{}".into()),
+                ..base()
+            },
+            Missing::Mcp,
+        ),
+        (
+            SandboxOpts {
+                volume_mounts: BTreeMap::from([("/data".to_owned(), "vol".to_owned())]),
+                ..base()
+            },
+            Missing::VolumeMounts,
+        ),
+    ];
+    for (opts, missing) in rows {
+        let err = Sandbox::create(opts).await.expect_err("refused");
+        match &err {
+            rayito::SandboxError::Unimplemented {
+                feature,
+                reason,
+                doc,
+                ..
+            } => {
+                assert_eq!(&**feature, missing.key());
+                assert_eq!(&**reason, missing.reason());
+                assert_eq!(doc.as_deref(), Some("docs/e2b-compat.md"));
+            }
+            other => panic!("{missing:?}: expected Unimplemented, got {other:?}"),
+        }
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "feature {} is not available: {}; see docs/e2b-compat.md",
+                missing.key(),
+                missing.reason()
+            )
+        );
+    }
+    assert_eq!(
+        emulator.calls(Operation::RunMicrovm),
+        0,
+        "no call for any refusal"
+    );
+
+    let sbx = Sandbox::create(base())
+        .await
+        .expect("the same options without the feature");
+    assert_eq!(
+        emulator.calls(Operation::RunMicrovm),
+        1,
+        "the control row reached AWS"
+    );
+    let fork = sbx.fork().await.expect_err("no fork");
+    assert!(
+        matches!(&fork, rayito::SandboxError::Unimplemented { feature, .. } if &**feature == "fork")
+    );
+    assert!(sbx.kill(ApiParams::default()).await.expect("kill"));
+}
+
+#[test]
+fn e2b_defaults_differ_from_the_sdk_where_documented() {
+    assert_eq!(
+        rayito_e2b::DEFAULT_SANDBOX_TIMEOUT,
+        Duration::from_secs(300)
+    );
+    assert_eq!(rayito_e2b::DEFAULT_COMMAND_TIMEOUT, Duration::from_secs(60));
+    assert_eq!(
+        rayito_e2b::DEFAULT_RUN_CODE_TIMEOUT,
+        Duration::from_secs(300)
+    );
+}

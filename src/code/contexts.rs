@@ -1,0 +1,163 @@
+//! Code contexts: create (with an options struct), list, restart, remove.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::{CONTEXT_TIMEOUT, CodeContext, normalise_language};
+use crate::error::SandboxError;
+use crate::pb;
+use crate::sandbox::Sandbox;
+
+/// Options of [`Sandbox::create_code_context`].
+#[derive(Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CodeContextOptions {
+    language: Option<String>,
+    cwd: Option<String>,
+    envs: BTreeMap<String, String>,
+}
+
+// Env values may be secret: names only.
+impl fmt::Debug for CodeContextOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CodeContextOptions")
+            .field("language", &self.language)
+            .field("cwd", &self.cwd)
+            .field("envs", &self.envs.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl CodeContextOptions {
+    /// The defaults: a Python context in the sandbox's home.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The context's language: `python` (the default), `bash`,
+    /// `javascript`/`js`, `typescript`/`ts`.
+    #[must_use]
+    pub fn language(mut self, language: impl Into<String>) -> Self {
+        self.language = Some(language.into());
+        self
+    }
+
+    /// The kernel's working directory: absolute, or relative to
+    /// `/home/user` like relative file paths.
+    #[must_use]
+    pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// An environment variable the kernel starts with.
+    #[must_use]
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.envs.insert(name.into(), value.into());
+        self
+    }
+}
+
+fn context_from(info: pb::ContextInfo) -> CodeContext {
+    CodeContext {
+        id: info.context_id,
+        language: info.language,
+        cwd: Some(info.cwd).filter(|cwd| !cwd.is_empty()),
+    }
+}
+
+impl Sandbox {
+    /// Creates a code context: a kernel of its own, with its own state
+    /// (pass its id to [`crate::RunCodeOptions::context`]).
+    ///
+    /// # Errors
+    /// `RateLimit` above 8 contexts; `Unimplemented` for a language the
+    /// image lacks; `InvalidArgument` naming the argument before any I/O
+    /// (`cwd` empty or with a NUL, `envs` by the builder's rules,
+    /// `language` empty or with a NUL), or from the agent (a missing cwd);
+    /// `Sandbox { code: PermissionDenied }` for a cwd the sandbox user may
+    /// not use; transport failures.
+    pub async fn create_code_context(
+        &self,
+        options: CodeContextOptions,
+    ) -> Result<CodeContext, SandboxError> {
+        if let Some(language) = &options.language {
+            crate::checks::language(language)?;
+        }
+        crate::checks::envs(&options.envs)?;
+        let cwd = crate::checks::context_cwd(options.cwd.as_deref())?;
+        let language = options
+            .language
+            .as_deref()
+            .map_or_else(|| "python".to_owned(), normalise_language);
+        let response = self
+            .conn()
+            .create_context(
+                pb::CreateContextRequest {
+                    language: language.clone(),
+                    cwd: cwd.clone(),
+                    envs: options.envs.into_iter().collect(),
+                },
+                CONTEXT_TIMEOUT,
+            )
+            .await?;
+        // The agent's view (its language name, its cwd) when it lists the
+        // context; ours otherwise.
+        let listed = self.list_code_contexts().await.ok().and_then(|contexts| {
+            contexts
+                .into_iter()
+                .find(|context| context.id == response.context_id)
+        });
+        Ok(listed.unwrap_or(CodeContext {
+            id: response.context_id,
+            language,
+            cwd,
+        }))
+    }
+
+    /// The code contexts that exist (the default ones once used, and
+    /// those created).
+    ///
+    /// # Errors
+    /// Transport failures.
+    pub async fn list_code_contexts(&self) -> Result<Vec<CodeContext>, SandboxError> {
+        let response = self.conn().list_contexts(self.request_timeout()).await?;
+        Ok(response.contexts.into_iter().map(context_from).collect())
+    }
+
+    /// Restarts a context's kernel: its state is lost; a cell running in it
+    /// ends with the `KernelRestarted` error.
+    ///
+    /// # Errors
+    /// `NotFound` for an unknown context; `Sandbox` (`ABORTED`: a restart
+    /// is already under way); `InvalidArgument` for a malformed id;
+    /// transport failures.
+    pub async fn restart_code_context(&self, context_id: &str) -> Result<(), SandboxError> {
+        crate::checks::context_id(context_id)?;
+        self.conn()
+            .restart_context(
+                pb::RestartContextRequest {
+                    context_id: context_id.to_owned(),
+                },
+                CONTEXT_TIMEOUT,
+            )
+            .await
+    }
+
+    /// Removes a code context and stops its kernel.
+    ///
+    /// # Errors
+    /// `NotFound` for an unknown context; `InvalidArgument` for `default`
+    /// (it is protected) or a malformed id; transport failures.
+    pub async fn remove_code_context(&self, context_id: &str) -> Result<(), SandboxError> {
+        crate::checks::context_id(context_id)?;
+        self.conn()
+            .destroy_context(
+                pb::DestroyContextRequest {
+                    context_id: context_id.to_owned(),
+                },
+                self.request_timeout(),
+            )
+            .await
+    }
+}

@@ -1,0 +1,576 @@
+//! Background commands: `commands().spawn()` and `commands().connect()`
+//! return a [`CommandHandle`], a stream of the process's output with its
+//! sequence numbers that ends when the process does; `wait()` then gives
+//! the same outcome as `run`. `list()` and `kill(pid)` act on any process.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
+use std::task::{Context, Poll, ready};
+
+use futures_util::{Stream, StreamExt as _};
+
+use super::{CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, STREAM_SLACK};
+use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end_event};
+use crate::error::{ErrorKind, SandboxError};
+use crate::pb;
+use crate::pb::process_event::Event;
+use crate::sandbox::Sandbox;
+use crate::transport::AgentStream;
+
+/// SIGKILL: what `kill` sends.
+const SIGKILL: i32 = 9;
+
+/// One chunk of a background command's output, as the agent numbered it.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommandEvent {
+    /// Bytes the process wrote to stdout.
+    Stdout {
+        /// The bytes (a chunk is not a line).
+        data: Vec<u8>,
+        /// The agent's sequence number of this chunk (per process,
+        /// increasing); reconnect with [`Commands::connect_from`] at
+        /// `seq + 1` to read on after it.
+        seq: u64,
+    },
+    /// Bytes the process wrote to stderr.
+    Stderr {
+        /// The bytes (a chunk is not a line).
+        data: Vec<u8>,
+        /// The agent's sequence number of this chunk.
+        seq: u64,
+    },
+}
+
+impl CommandEvent {
+    /// The chunk's sequence number.
+    pub fn seq(&self) -> u64 {
+        match self {
+            Self::Stdout { seq, .. } | Self::Stderr { seq, .. } => *seq,
+        }
+    }
+
+    /// The chunk's bytes.
+    pub fn data(&self) -> &[u8] {
+        match self {
+            Self::Stdout { data, .. } | Self::Stderr { data, .. } => data,
+        }
+    }
+}
+
+// Output may hold anything the command printed: sizes only.
+impl fmt::Debug for CommandEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (name, data, seq) = match self {
+            Self::Stdout { data, seq } => ("Stdout", data, seq),
+            Self::Stderr { data, seq } => ("Stderr", data, seq),
+        };
+        f.debug_struct(name)
+            .field("bytes", &data.len())
+            .field("seq", seq)
+            .finish()
+    }
+}
+
+/// What kind of process [`Commands::list`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ProcessKind {
+    /// A command (started by `run` or `spawn`).
+    Command,
+    /// A terminal session.
+    Pty,
+    /// A kind this SDK does not know yet.
+    Other,
+}
+
+/// A live process in the sandbox (from [`Commands::list`]).
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessInfo {
+    /// Its process id.
+    pub pid: u32,
+    /// The program the agent started (`/bin/bash` for commands).
+    pub cmd: String,
+    /// Its arguments (`["-l", "-c", <command>]` for commands).
+    pub args: Vec<String>,
+    /// Its extra environment variables.
+    pub envs: BTreeMap<String, String>,
+    /// Its working directory, when one was given.
+    pub cwd: Option<String>,
+    /// Its tag, when one was given.
+    pub tag: Option<String>,
+    /// Command or terminal.
+    pub kind: ProcessKind,
+}
+
+// Arguments and env values may hold secrets: names and counts only.
+impl fmt::Debug for ProcessInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProcessInfo")
+            .field("pid", &self.pid)
+            .field("cmd", &self.cmd)
+            .field("args", &self.args.len())
+            .field("envs", &self.envs.keys().collect::<Vec<_>>())
+            .field("cwd", &self.cwd)
+            .field("tag", &self.tag)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl From<pb::ProcessInfo> for ProcessInfo {
+    fn from(p: pb::ProcessInfo) -> Self {
+        let config = p.config.unwrap_or_default();
+        let kind = match pb::ProcessKind::try_from(p.kind) {
+            Ok(pb::ProcessKind::Process) => ProcessKind::Command,
+            Ok(pb::ProcessKind::Pty) => ProcessKind::Pty,
+            _ => ProcessKind::Other,
+        };
+        Self {
+            pid: p.pid,
+            cmd: config.cmd,
+            args: config.args,
+            envs: config.envs.into_iter().collect(),
+            cwd: config.cwd,
+            tag: p.tag,
+            kind,
+        }
+    }
+}
+
+impl CommandOptions {
+    /// Keeps the command's stdin open as a pipe, for
+    /// [`CommandHandle::send_stdin`] until [`CommandHandle::close_stdin`]
+    /// (without this, stdin is `/dev/null`, or the bytes of
+    /// [`CommandOptions::stdin`]).
+    #[must_use]
+    pub fn open_stdin(mut self) -> Self {
+        self.stdin_open = true;
+        self
+    }
+}
+
+type RawEvents = Pin<Box<dyn Stream<Item = Result<pb::ProcessEvent, SandboxError>> + Send>>;
+
+fn raw_events(stream: AgentStream<pb::ProcessEvent>) -> RawEvents {
+    Box::pin(futures_util::stream::unfold(
+        Some(stream),
+        |state| async move {
+            let mut stream = state?;
+            match stream.message().await {
+                Ok(Some(event)) => Some((Ok(event), Some(stream))),
+                Ok(None) => None,
+                // An error ends the stream.
+                Err(err) => Some((Err(err), None)),
+            }
+        },
+    ))
+}
+
+/// A background command (from [`Commands::spawn`] or
+/// [`Commands::connect`]).
+///
+/// It is a [`Stream`] of the output it receives ([`CommandEvent`]s, in
+/// order) that ends when the process ends; [`CommandHandle::wait`] reads
+/// what is left and gives the outcome, with all the output this handle saw.
+/// [`CommandHandle::disconnect`] lets the process run on without this
+/// handle: [`Commands::connect_from`] reads it again from a sequence number.
+/// Dropping the handle disconnects too.
+pub struct CommandHandle {
+    sandbox: Sandbox,
+    pid: u32,
+    /// For messages: the command, when this handle started it.
+    command: String,
+    /// The stream and the callbacks are in mutexes only to make the handle
+    /// `Sync` (so that the futures of its `&self` methods are `Send`);
+    /// polling takes them with `get_mut`, without locking.
+    events: Mutex<RawEvents>,
+    stdout: OutputBuffer,
+    stderr: OutputBuffer,
+    on_stdout: Mutex<Option<OutputCallback>>,
+    on_stderr: Mutex<Option<OutputCallback>>,
+    last_seq: Option<u64>,
+    end: Option<pb::EndEvent>,
+    failure: Option<SandboxError>,
+}
+
+impl fmt::Debug for CommandHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CommandHandle")
+            .field("pid", &self.pid)
+            .field("last_seq", &self.last_seq)
+            .field("ended", &self.end.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CommandHandle {
+    /// Reads the stream's first event, which must be the start of `expected`
+    /// (any pid when `None`).
+    async fn open(
+        sandbox: &Sandbox,
+        mut stream: AgentStream<pb::ProcessEvent>,
+        expected: Option<u32>,
+        feature: &'static str,
+        command: String,
+        options: Option<CommandOptions>,
+    ) -> Result<Self, SandboxError> {
+        let pid = match stream.message().await? {
+            Some(pb::ProcessEvent {
+                event: Some(Event::Start(start)),
+            }) if expected.is_none_or(|pid| pid == start.pid) => start.pid,
+            _ => {
+                return Err(SandboxError::protocol_violation(
+                    feature,
+                    "the process stream did not start with the start event of the process",
+                ));
+            }
+        };
+        let (on_stdout, on_stderr) = options.map_or((None, None), |o| (o.on_stdout, o.on_stderr));
+        Ok(Self {
+            sandbox: sandbox.clone(),
+            pid,
+            command,
+            events: Mutex::new(raw_events(stream)),
+            stdout: OutputBuffer::default(),
+            stderr: OutputBuffer::default(),
+            on_stdout: Mutex::new(on_stdout),
+            on_stderr: Mutex::new(on_stderr),
+            last_seq: None,
+            end: None,
+            failure: None,
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The sequence number of the last chunk this handle received, if any.
+    pub fn last_seq(&self) -> Option<u64> {
+        self.last_seq
+    }
+
+    /// Reads the rest of the output and waits for the process to end.
+    ///
+    /// # Errors
+    /// As [`Commands::run`]: `CommandExit` on a non-zero exit (with the
+    /// output this handle saw), `Timeout { scope: Command }` when the
+    /// command's timeout stopped it, `Timeout { scope: Sandbox }`, transport
+    /// failures; `SandboxState` when the sandbox is suspending (the process
+    /// lives on: connect to it again after the resume).
+    pub async fn wait(mut self) -> Result<CommandResult, SandboxError> {
+        while let Some(event) = self.next().await {
+            event?;
+        }
+        if let Some(failure) = self.failure.take() {
+            return Err(failure);
+        }
+        let Some(end) = self.end.take() else {
+            return Err(SandboxError::protocol_violation(
+                "commands.wait",
+                "the process stream ended without an end event",
+            ));
+        };
+        let (stdout, stdout_cut) = self.stdout.finish();
+        let (stderr, stderr_cut) = self.stderr.finish();
+        let exit_code = end.exit_code;
+        let outcome = from_end_event(
+            EndEventData {
+                status: end.status,
+                exit_code,
+                signal: end.signal,
+                error: end.error.map(|e| (e.code, e.message)),
+            },
+            CommandOutput {
+                stdout,
+                stderr,
+                truncated: stdout_cut || stderr_cut,
+            },
+            &self.command,
+        )?;
+        match outcome {
+            EndOutcome::Exited { output } => Ok(CommandResult {
+                stdout: output.stdout,
+                stderr: output.stderr,
+                exit_code,
+                truncated: output.truncated,
+            }),
+            _ => Err(SandboxError::sandbox_state(
+                "suspending",
+                "the process keeps running; connect to it again after the resume",
+            )),
+        }
+    }
+
+    /// Kills the process (SIGKILL to its process group). `false` when it
+    /// had already ended.
+    ///
+    /// # Errors
+    /// Transport failures.
+    pub async fn kill(&self) -> Result<bool, SandboxError> {
+        kill_pid(&self.sandbox, self.pid).await
+    }
+
+    /// Writes bytes to the process's stdin (spawned with
+    /// [`CommandOptions::open_stdin`]).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when stdin is not open; `NotFound` when the
+    /// process has ended; transport failures.
+    pub async fn send_stdin(&self, data: impl Into<Vec<u8>>) -> Result<(), SandboxError> {
+        self.sandbox
+            .conn()
+            .send_input(
+                pb::SendInputRequest {
+                    pid: self.pid,
+                    data: data.into(),
+                },
+                self.sandbox.request_timeout(),
+            )
+            .await
+    }
+
+    /// Closes the process's stdin (it then reads end-of-file).
+    ///
+    /// # Errors
+    /// As [`CommandHandle::send_stdin`].
+    pub async fn close_stdin(&self) -> Result<(), SandboxError> {
+        self.sandbox
+            .conn()
+            .close_stdin(
+                pb::CloseStdinRequest { pid: self.pid },
+                self.sandbox.request_timeout(),
+            )
+            .await
+    }
+
+    /// Stops reading the output; the process keeps running. Returns the
+    /// last sequence number received (read on with
+    /// [`Commands::connect_from`] at that plus one).
+    pub fn disconnect(self) -> Option<u64> {
+        self.last_seq
+    }
+}
+
+impl Stream for CommandHandle {
+    type Item = Result<CommandEvent, SandboxError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if this.end.is_some() || this.failure.is_some() {
+                return Poll::Ready(None);
+            }
+            let events = this
+                .events
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner);
+            let Some(item) = ready!(events.as_mut().poll_next(cx)) else {
+                let err = SandboxError::protocol_violation(
+                    "commands.wait",
+                    "the process stream ended without an end event",
+                );
+                this.failure = Some(err.clone());
+                return Poll::Ready(Some(Err(err)));
+            };
+            let event = match item {
+                Ok(event) => event,
+                Err(err) => {
+                    this.failure = Some(err.clone());
+                    return Poll::Ready(Some(Err(err)));
+                }
+            };
+            match event.event {
+                Some(Event::Data(data)) => {
+                    this.last_seq = Some(data.seq);
+                    match data.output {
+                        Some(pb::data_event::Output::Stdout(bytes)) => {
+                            let text = this.stdout.push(&bytes);
+                            let callback = this.on_stdout.get_mut();
+                            if let Some(cb) = callback.unwrap_or_else(PoisonError::into_inner) {
+                                cb(&text);
+                            }
+                            return Poll::Ready(Some(Ok(CommandEvent::Stdout {
+                                data: bytes,
+                                seq: data.seq,
+                            })));
+                        }
+                        Some(pb::data_event::Output::Stderr(bytes)) => {
+                            let text = this.stderr.push(&bytes);
+                            let callback = this.on_stderr.get_mut();
+                            if let Some(cb) = callback.unwrap_or_else(PoisonError::into_inner) {
+                                cb(&text);
+                            }
+                            return Poll::Ready(Some(Ok(CommandEvent::Stderr {
+                                data: bytes,
+                                seq: data.seq,
+                            })));
+                        }
+                        None => {}
+                    }
+                }
+                Some(Event::End(end)) => {
+                    this.end = Some(end);
+                    return Poll::Ready(None);
+                }
+                Some(Event::Keepalive(_)) | None => {}
+                Some(Event::Start(_)) => {
+                    let err = SandboxError::protocol_violation(
+                        "commands.wait",
+                        "the process stream sent a second start event",
+                    );
+                    this.failure = Some(err.clone());
+                    return Poll::Ready(Some(Err(err)));
+                }
+            }
+        }
+    }
+}
+
+async fn kill_pid(sandbox: &Sandbox, pid: u32) -> Result<bool, SandboxError> {
+    let outcome = sandbox
+        .conn()
+        .send_signal(
+            pb::SendSignalRequest {
+                pid,
+                signal: SIGKILL,
+            },
+            sandbox.request_timeout(),
+        )
+        .await;
+    match outcome {
+        Ok(()) => Ok(true),
+        Err(err) if err.kind() == ErrorKind::NotFound => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+impl Commands<'_> {
+    /// Starts `cmd` with `bash -l -c` in the background and returns its
+    /// handle once the agent has started it. The options' timeout (60 s by
+    /// default; [`CommandOptions::no_timeout`] for a server) bounds the
+    /// process, which the agent stops then: [`CommandHandle::wait`] reports
+    /// `Timeout { scope: Command }`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the argument before any I/O (as for
+    /// [`Commands::run_with`]), or from the agent (bad cwd or user);
+    /// `RateLimit` at the agent's process limit; transport failures.
+    pub async fn spawn(
+        &self,
+        cmd: &str,
+        mut options: CommandOptions,
+    ) -> Result<CommandHandle, SandboxError> {
+        // The same checks as `run`, before any I/O; a timeout too large to
+        // add the stream's slack to is no limit, not a panic.
+        crate::checks::command(cmd)?;
+        crate::checks::envs(&options.envs)?;
+        let cwd = crate::checks::cwd(options.cwd.as_deref())?;
+        let user = crate::checks::user(options.user.as_deref())?;
+        let (timeout_ms, total) = crate::checks::operation_timeout(options.timeout, STREAM_SLACK);
+        let stdin_bytes = options.stdin.take();
+        let request = pb::StartRequest {
+            process: Some(pb::ProcessConfig {
+                cmd: "/bin/bash".to_owned(),
+                args: vec!["-l".to_owned(), "-c".to_owned(), cmd.to_owned()],
+                envs: options.envs.clone().into_iter().collect(),
+                cwd,
+            }),
+            user: user.map(|username| pb::User { username }),
+            timeout_ms,
+            stdin: options.stdin_open || stdin_bytes.is_some(),
+            tag: None,
+            kill_tree: false,
+        };
+        let stream = self.sandbox.conn().start_process(request, total).await?;
+        let handle = CommandHandle::open(
+            self.sandbox,
+            stream,
+            None,
+            "commands.spawn",
+            cmd.to_owned(),
+            Some(options),
+        )
+        .await?;
+        if let Some(data) = stdin_bytes {
+            handle.send_stdin(data).await?;
+            handle.close_stdin().await?;
+        }
+        Ok(handle)
+    }
+
+    /// Attaches to a running (or just ended) process and reads its output
+    /// from now on (the agent's `from_seq = 0`).
+    ///
+    /// # Errors
+    /// `NotFound` when no such process exists (or it ended more than 30 s
+    /// ago); transport failures.
+    pub async fn connect(&self, pid: u32) -> Result<CommandHandle, SandboxError> {
+        self.connect_at(pid, 0).await
+    }
+
+    /// Attaches to a process and reads its output from sequence number
+    /// `from_seq` on (1 is the first chunk): pass the last sequence number
+    /// received plus one to read on after a disconnect with every chunk
+    /// exactly once. A process that ended less than 30 s ago replays its
+    /// kept output and its end.
+    ///
+    /// # Errors
+    /// `NotFound` when no such process exists, or when the agent no longer
+    /// keeps that output (it keeps the last 1 MiB); transport failures.
+    pub async fn connect_from(
+        &self,
+        pid: u32,
+        from_seq: u64,
+    ) -> Result<CommandHandle, SandboxError> {
+        self.connect_at(pid, from_seq.max(1)).await
+    }
+
+    async fn connect_at(&self, pid: u32, from_seq: u64) -> Result<CommandHandle, SandboxError> {
+        let stream = self
+            .sandbox
+            .conn()
+            .connect_process(pb::ConnectRequest { pid, from_seq }, None)
+            .await?;
+        CommandHandle::open(
+            self.sandbox,
+            stream,
+            Some(pid),
+            "commands.connect",
+            String::new(),
+            None,
+        )
+        .await
+    }
+
+    /// The live processes (commands and terminals), by pid.
+    ///
+    /// # Errors
+    /// Transport failures.
+    pub async fn list(&self) -> Result<Vec<ProcessInfo>, SandboxError> {
+        let response = self
+            .sandbox
+            .conn()
+            .list_processes(self.sandbox.request_timeout())
+            .await?;
+        Ok(response
+            .processes
+            .into_iter()
+            .map(ProcessInfo::from)
+            .collect())
+    }
+
+    /// Kills a process (SIGKILL to its process group); `false` when no
+    /// such live process exists.
+    ///
+    /// # Errors
+    /// Transport failures.
+    pub async fn kill(&self, pid: u32) -> Result<bool, SandboxError> {
+        kill_pid(self.sandbox, pid).await
+    }
+}

@@ -1,0 +1,479 @@
+//! `sandbox.pty()`: interactive terminals. A [`PtyHandle`] is a stream of
+//! the terminal's output (numbered like command output) with calls to type
+//! into it, resize it and kill it; `wait()` gives how the shell ended.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt as _};
+
+use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end_event};
+use crate::error::{ErrorKind, SandboxError};
+use crate::pb;
+use crate::pb::pty_server_message::Message;
+use crate::sandbox::Sandbox;
+use crate::transport::AgentStream;
+
+/// A terminal's size in character cells (each side 1 to 1,000).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct PtySize {
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+}
+
+impl PtySize {
+    /// `cols` columns by `rows` rows.
+    pub fn new(cols: u16, rows: u16) -> Self {
+        Self { cols, rows }
+    }
+
+    fn to_pb(self) -> pb::PtySize {
+        pb::PtySize {
+            cols: u32::from(self.cols),
+            rows: u32::from(self.rows),
+        }
+    }
+}
+
+/// Options of [`Pty::create`].
+#[derive(Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PtyOptions {
+    envs: BTreeMap<String, String>,
+    cwd: Option<String>,
+    user: Option<String>,
+    shell: Option<String>,
+    timeout: Option<Duration>,
+}
+
+// Env values may be secret: names only.
+impl fmt::Debug for PtyOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PtyOptions")
+            .field("envs", &self.envs.keys().collect::<Vec<_>>())
+            .field("cwd", &self.cwd)
+            .field("user", &self.user)
+            .field("shell", &self.shell)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl PtyOptions {
+    /// The defaults: `/bin/bash` as the sandbox's user in its home,
+    /// `TERM=xterm-256color`, no time limit.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An environment variable for the shell.
+    #[must_use]
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.envs.insert(name.into(), value.into());
+        self
+    }
+
+    /// The shell's working directory (absolute).
+    #[must_use]
+    pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// The user to run as (default `user`).
+    #[must_use]
+    pub fn user(mut self, user: impl Into<String>) -> Self {
+        self.user = Some(user.into());
+        self
+    }
+
+    /// The shell to start, started with `-i -l` (default `/bin/bash`).
+    #[must_use]
+    pub fn shell(mut self, shell: impl Into<String>) -> Self {
+        self.shell = Some(shell.into());
+        self
+    }
+
+    /// Ends the session after `timeout` (the agent hangs it up, then kills
+    /// it); `Duration::ZERO` means no limit, the default.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = (!timeout.is_zero()).then_some(timeout);
+        self
+    }
+}
+
+/// Output of a terminal: bytes as the terminal wrote them (echo, prompts,
+/// escape sequences included).
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PtyOutput {
+    /// The bytes.
+    pub data: Vec<u8>,
+    /// The agent's sequence number of this chunk (reconnect with
+    /// [`Pty::connect_from`] at `seq + 1` to read on after it).
+    pub seq: u64,
+}
+
+// What a terminal shows may be anything typed into it: sizes only.
+impl fmt::Debug for PtyOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PtyOutput")
+            .field("bytes", &self.data.len())
+            .field("seq", &self.seq)
+            .finish()
+    }
+}
+
+/// How a terminal's shell ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PtyExit {
+    /// The shell's exit code (128 + the signal when killed).
+    pub exit_code: i32,
+    /// The signal that killed it, if one did.
+    pub signal: Option<i32>,
+}
+
+/// Terminals in a sandbox (a borrowed view: `sandbox.pty()`).
+#[derive(Debug, Clone, Copy)]
+pub struct Pty<'a> {
+    sandbox: &'a Sandbox,
+}
+
+impl Sandbox {
+    /// Interactive terminals in the sandbox.
+    pub fn pty(&self) -> Pty<'_> {
+        Pty { sandbox: self }
+    }
+}
+
+impl Pty<'_> {
+    /// Starts a shell on a new terminal of `size`; returns its handle once
+    /// the agent has started it.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (a side of 0 or above 1,000, a bad cwd, an unknown
+    /// user or shell); `Authentication` for root; `RateLimit` at the
+    /// agent's 64 live terminals; `Unimplemented` for an agent without
+    /// terminals; transport failures.
+    pub async fn create(
+        &self,
+        size: PtySize,
+        options: PtyOptions,
+    ) -> Result<PtyHandle, SandboxError> {
+        // The same checks as commands, before any I/O.
+        crate::checks::envs(&options.envs)?;
+        let cwd = crate::checks::cwd(options.cwd.as_deref())?;
+        let user = crate::checks::user(options.user.as_deref())?;
+        let timeout_ms = options.timeout.map_or(0, |t| {
+            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
+        });
+        let request = pb::PtyStart {
+            size: Some(size.to_pb()),
+            envs: options.envs.into_iter().collect(),
+            cwd,
+            user: user.map(|username| pb::User { username }),
+            shell: options.shell.filter(|s| !s.is_empty()),
+            timeout_ms,
+        };
+        let stream = self.sandbox.conn().pty_create(request).await?;
+        PtyHandle::open(self.sandbox, stream, None, "pty.create").await
+    }
+
+    /// Attaches to a live (or just ended) terminal, reading its output from
+    /// now on.
+    ///
+    /// # Errors
+    /// `NotFound` when no such terminal exists; transport failures.
+    pub async fn connect(&self, pid: u32) -> Result<PtyHandle, SandboxError> {
+        self.connect_at(pid, 0).await
+    }
+
+    /// Attaches to a terminal and reads its output from sequence number
+    /// `from_seq` on (1 is the first chunk; the agent keeps the last MiB).
+    ///
+    /// # Errors
+    /// `NotFound` when no such terminal exists or that output is gone;
+    /// transport failures.
+    pub async fn connect_from(&self, pid: u32, from_seq: u64) -> Result<PtyHandle, SandboxError> {
+        self.connect_at(pid, from_seq.max(1)).await
+    }
+
+    async fn connect_at(&self, pid: u32, from_seq: u64) -> Result<PtyHandle, SandboxError> {
+        let stream = self
+            .sandbox
+            .conn()
+            .pty_connect(pb::ConnectRequest { pid, from_seq })
+            .await?;
+        PtyHandle::open(self.sandbox, stream, Some(pid), "pty.connect").await
+    }
+
+    /// Types `data` into terminal `pid`.
+    ///
+    /// # Errors
+    /// `NotFound` when the terminal has ended; transport failures.
+    pub async fn send_input(&self, pid: u32, data: impl Into<Vec<u8>>) -> Result<(), SandboxError> {
+        send_input(self.sandbox, pid, data.into()).await
+    }
+
+    /// Resizes terminal `pid` (its programs get SIGWINCH).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a side of 0 or above 1,000; `NotFound` when the
+    /// terminal has ended; transport failures.
+    pub async fn resize(&self, pid: u32, size: PtySize) -> Result<(), SandboxError> {
+        resize(self.sandbox, pid, size).await
+    }
+
+    /// Kills terminal `pid`'s shell and its process group; `false` when it
+    /// had already ended.
+    ///
+    /// # Errors
+    /// Transport failures.
+    pub async fn kill(&self, pid: u32) -> Result<bool, SandboxError> {
+        kill(self.sandbox, pid).await
+    }
+}
+
+async fn send_input(sandbox: &Sandbox, pid: u32, data: Vec<u8>) -> Result<(), SandboxError> {
+    sandbox
+        .conn()
+        .pty_send_input(
+            pb::SendInputRequest { pid, data },
+            sandbox.request_timeout(),
+        )
+        .await
+}
+
+async fn resize(sandbox: &Sandbox, pid: u32, size: PtySize) -> Result<(), SandboxError> {
+    sandbox
+        .conn()
+        .pty_resize(
+            pb::ResizeRequest {
+                pid,
+                size: Some(size.to_pb()),
+            },
+            sandbox.request_timeout(),
+        )
+        .await
+}
+
+async fn kill(sandbox: &Sandbox, pid: u32) -> Result<bool, SandboxError> {
+    let outcome = sandbox
+        .conn()
+        .pty_kill(pb::KillPtyRequest { pid }, sandbox.request_timeout())
+        .await;
+    match outcome {
+        Ok(()) => Ok(true),
+        Err(err) if err.kind() == ErrorKind::NotFound => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+type RawMessages = Pin<Box<dyn Stream<Item = Result<pb::PtyServerMessage, SandboxError>> + Send>>;
+
+/// A terminal (from [`Pty::create`] or [`Pty::connect`]): a [`Stream`] of
+/// its output that ends when the shell ends; [`PtyHandle::wait`] then says
+/// how. Dropping it (or [`PtyHandle::disconnect`]) leaves the terminal
+/// running.
+pub struct PtyHandle {
+    sandbox: Sandbox,
+    pid: u32,
+    /// In a mutex only to make the handle `Sync` (so that the futures of
+    /// its `&self` methods are `Send`); polling takes it with `get_mut`.
+    messages: std::sync::Mutex<RawMessages>,
+    last_seq: Option<u64>,
+    exited: Option<pb::PtyExited>,
+    failure: Option<SandboxError>,
+}
+
+impl fmt::Debug for PtyHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PtyHandle")
+            .field("pid", &self.pid)
+            .field("last_seq", &self.last_seq)
+            .field("exited", &self.exited.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PtyHandle {
+    async fn open(
+        sandbox: &Sandbox,
+        mut stream: AgentStream<pb::PtyServerMessage>,
+        expected: Option<u32>,
+        feature: &'static str,
+    ) -> Result<Self, SandboxError> {
+        let pid = match stream.message().await? {
+            Some(pb::PtyServerMessage {
+                message: Some(Message::Started(started)),
+                ..
+            }) if expected.is_none_or(|pid| pid == started.pid) => started.pid,
+            _ => {
+                return Err(SandboxError::protocol_violation(
+                    feature,
+                    "the terminal stream did not start with the started message of the terminal",
+                ));
+            }
+        };
+        let messages = futures_util::stream::unfold(Some(stream), |state| async move {
+            let mut stream = state?;
+            match stream.message().await {
+                Ok(Some(message)) => Some((Ok(message), Some(stream))),
+                Ok(None) => None,
+                // An error ends the stream.
+                Err(err) => Some((Err(err), None)),
+            }
+        });
+        Ok(Self {
+            sandbox: sandbox.clone(),
+            pid,
+            messages: std::sync::Mutex::new(Box::pin(messages)),
+            last_seq: None,
+            exited: None,
+            failure: None,
+        })
+    }
+
+    /// The shell's process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Types `data` into the terminal (`b"ls\n"`; `b"\x03"` is Ctrl-C).
+    ///
+    /// # Errors
+    /// As [`Pty::send_input`].
+    pub async fn send_input(&self, data: impl Into<Vec<u8>>) -> Result<(), SandboxError> {
+        send_input(&self.sandbox, self.pid, data.into()).await
+    }
+
+    /// Resizes the terminal.
+    ///
+    /// # Errors
+    /// As [`Pty::resize`].
+    pub async fn resize(&self, size: PtySize) -> Result<(), SandboxError> {
+        resize(&self.sandbox, self.pid, size).await
+    }
+
+    /// Kills the shell; `false` when it had already ended.
+    ///
+    /// # Errors
+    /// Transport failures.
+    pub async fn kill(&self) -> Result<bool, SandboxError> {
+        kill(&self.sandbox, self.pid).await
+    }
+
+    /// Stops reading; the terminal keeps running. Returns the last sequence
+    /// number received.
+    pub fn disconnect(self) -> Option<u64> {
+        self.last_seq
+    }
+
+    /// Reads (and drops) the rest of the output and waits for the shell to
+    /// end; any exit code is an `Ok`.
+    ///
+    /// # Errors
+    /// `Timeout { scope: Command }` when the session's timeout ended it;
+    /// `Timeout { scope: Sandbox }`; `SandboxState` when the sandbox is
+    /// suspending (the terminal lives on); transport failures.
+    pub async fn wait(mut self) -> Result<PtyExit, SandboxError> {
+        while let Some(item) = self.next().await {
+            item?;
+        }
+        if let Some(failure) = self.failure.take() {
+            return Err(failure);
+        }
+        let Some(end) = self.exited.take() else {
+            return Err(SandboxError::protocol_violation(
+                "pty.wait",
+                "the terminal stream ended without an exited message",
+            ));
+        };
+        if matches!(end.status.as_str(), "exited" | "signaled") {
+            return Ok(PtyExit {
+                exit_code: end.exit_code,
+                signal: end.signal,
+            });
+        }
+        let outcome = from_end_event(
+            EndEventData {
+                status: end.status,
+                exit_code: end.exit_code,
+                signal: end.signal,
+                error: end.error.map(|e| (e.code, e.message)),
+            },
+            CommandOutput::default(),
+            "",
+        )?;
+        match outcome {
+            EndOutcome::Exited { .. } => Ok(PtyExit {
+                exit_code: end.exit_code,
+                signal: end.signal,
+            }),
+            _ => Err(SandboxError::sandbox_state(
+                "suspending",
+                "the terminal keeps running; connect to it again after the resume",
+            )),
+        }
+    }
+}
+
+impl Stream for PtyHandle {
+    type Item = Result<PtyOutput, SandboxError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if this.exited.is_some() || this.failure.is_some() {
+                return Poll::Ready(None);
+            }
+            let messages = this
+                .messages
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let item = ready!(messages.as_mut().poll_next(cx)).unwrap_or_else(|| {
+                Err(SandboxError::protocol_violation(
+                    "pty.wait",
+                    "the terminal stream ended without an exited message",
+                ))
+            });
+            let message = match item {
+                Ok(message) => message,
+                Err(err) => {
+                    this.failure = Some(err.clone());
+                    return Poll::Ready(Some(Err(err)));
+                }
+            };
+            match message.message {
+                Some(Message::Data(data)) => {
+                    this.last_seq = Some(message.seq);
+                    return Poll::Ready(Some(Ok(PtyOutput {
+                        data,
+                        seq: message.seq,
+                    })));
+                }
+                Some(Message::Exited(end)) => {
+                    this.exited = Some(end);
+                    return Poll::Ready(None);
+                }
+                Some(Message::Keepalive(_)) | None => {}
+                Some(Message::Started(_)) => {
+                    let err = SandboxError::protocol_violation(
+                        "pty.wait",
+                        "the terminal stream sent a second started message",
+                    );
+                    this.failure = Some(err.clone());
+                    return Poll::Ready(Some(Err(err)));
+                }
+            }
+        }
+    }
+}
