@@ -160,7 +160,7 @@ impl Pty<'_> {
     ///
     /// # Errors
     /// `InvalidArgument` (a side of 0 or above 1,000, a bad cwd, an unknown
-    /// user or shell); `Authentication` for root; `RateLimit` at the
+    /// user or shell); `Sandbox { code: PermissionDenied }` for root; `RateLimit` at the
     /// agent's 64 live terminals; `Unimplemented` for an agent without
     /// terminals; transport failures.
     pub async fn create(

@@ -488,3 +488,68 @@ async fn a_malformed_region_is_refused_before_any_call() {
         .unwrap();
     assert!(sbx.kill().await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_new_surface_checks_its_arguments_and_takes_any_duration() {
+    let emu = emulator().await;
+    let sbx = sandbox(&emu).await;
+    // `timeout + slack` panicked on Duration::MAX in commands().spawn.
+    let handle = sbx
+        .commands()
+        .spawn("echo spawned", CommandOptions::new().timeout(Duration::MAX))
+        .await
+        .unwrap();
+    assert_eq!(handle.wait().await.unwrap().stdout, "spawned\n");
+    let cases = [
+        (
+            sbx.commands()
+                .spawn("a\0b", CommandOptions::new())
+                .await
+                .map(|_| ())
+                .unwrap_err(),
+            "cmd",
+        ),
+        (
+            sbx.commands()
+                .spawn("true", CommandOptions::new().env("A=B", "v"))
+                .await
+                .map(|_| ())
+                .unwrap_err(),
+            "envs",
+        ),
+        (
+            sbx.pty()
+                .create(
+                    rayito::PtySize::new(80, 24),
+                    rayito::PtyOptions::new().cwd("a\0b"),
+                )
+                .await
+                .map(|_| ())
+                .unwrap_err(),
+            "cwd",
+        ),
+        (
+            sbx.files()
+                .watch_dir("", false)
+                .await
+                .map(|_| ())
+                .unwrap_err(),
+            "path",
+        ),
+        (
+            sbx.create_code_context(CodeContextOptions::new().env("", "v"))
+                .await
+                .map(|_| ())
+                .unwrap_err(),
+            "envs",
+        ),
+        (
+            sbx.restart_code_context("").await.unwrap_err(),
+            "context_id",
+        ),
+    ];
+    for (err, arg) in &cases {
+        assert_eq!(argument(err), Some(*arg), "{err:?}");
+    }
+    assert!(sbx.kill().await.unwrap());
+}

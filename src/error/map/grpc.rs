@@ -261,7 +261,7 @@ fn denied_role(call: CallContext) -> Option<&'static str> {
     match call.feature {
         "files.rename" => Some("source or destination path"),
         _ if call.filesystem => Some("path"),
-        "commands.run" => Some("cwd or user"),
+        "commands.run" | "pty.create" => Some("cwd or user"),
         "code.create_context" => Some("cwd"),
         _ => None,
     }
