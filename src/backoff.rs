@@ -6,29 +6,40 @@
 //! probe's pauses. A [`Backoff`] from the [`RetryPolicy`] becomes backon's
 //! [`ExponentialBuilder`] (min delay, max delay, factor, max attempts, total
 //! budget of delays); the driver adds what backon leaves to its caller
-//! through `adjust`: the server's Retry-After replaces the scheduled delay,
-//! and the documented ±`jitter_percent` spreads it. Each error that went
-//! through the driver records how many attempts were made
-//! (`meta().attempts()`), and each retry is a `tracing` event with target
-//! `rayito::retry` (operation, kind, attempt, delay), never a token.
+//! through `adjust`: the server's Retry-After replaces the scheduled delay
+//! (capped at the backoff's `max_delay`), the documented ±`jitter_percent`
+//! spreads it, and the total budget counts the delays actually waited
+//! (Retry-After included). Each error that went through the driver records
+//! how many attempts were made (`meta().attempts()`), and each retry is a
+//! `tracing` event with target `rayito::retry` (operation, kind, attempt,
+//! delay, time elapsed since the first attempt), never a token.
 //!
 //! [`RetryPolicy`]: crate::error::RetryPolicy
 
 use std::sync::Mutex;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use backon::{BackoffBuilder as _, ExponentialBackoff, ExponentialBuilder, Retryable as _};
 
 use crate::error::{Backoff, SandboxError};
 
+/// The longest delay or budget the driver works with (about 146 billion
+/// years): far beyond any real wait, and small enough that no sum of two
+/// can overflow (backon adds its delays with `+`).
+const LONGEST: Duration = Duration::from_secs(u64::MAX >> 2);
+
 /// backon's builder for `backoff` (jitter is applied by [`Schedule::next`]).
+/// Durations a caller's policy sets above [`LONGEST`] are taken as
+/// `LONGEST`, so no policy can make the driver panic.
 pub(crate) fn builder(backoff: &Backoff) -> ExponentialBuilder {
     let builder = ExponentialBuilder::default()
-        .with_min_delay(backoff.initial)
-        .with_max_delay(backoff.max_delay)
+        .with_min_delay(backoff.initial.min(LONGEST))
+        .with_max_delay(backoff.max_delay.min(LONGEST))
         // Multipliers are small integers (2 by default): exact as f32.
         .with_factor(backoff.multiplier.max(1) as f32)
-        .with_total_delay(backoff.total_budget);
+        .with_total_delay(backoff.total_budget.map(|b| b.min(LONGEST)));
     match backoff.max_attempts {
         // `max_attempts` counts the first attempt; backon counts retries.
         Some(attempts) => builder.with_max_times(attempts.saturating_sub(1) as usize),
@@ -41,6 +52,11 @@ pub(crate) fn builder(backoff: &Backoff) -> ExponentialBuilder {
 pub(crate) struct Schedule {
     delays: ExponentialBackoff,
     jitter_percent: u8,
+    /// The longest a server's Retry-After is honoured for one wait.
+    max_hint: Duration,
+    /// The total budget of delays, and what was waited so far.
+    budget: Option<Duration>,
+    waited: Duration,
 }
 
 impl Schedule {
@@ -48,15 +64,30 @@ impl Schedule {
         Self {
             delays: builder(backoff).build(),
             jitter_percent: backoff.jitter_percent,
+            max_hint: backoff.max_delay,
+            budget: backoff.total_budget,
+            waited: Duration::ZERO,
         }
     }
 
     /// The next delay, or `None` when the attempts or the budget are spent.
-    /// `hint` (a Retry-After) replaces the scheduled delay but still uses
-    /// up one retry.
+    /// `hint` (a Retry-After) replaces the scheduled delay, capped at the
+    /// backoff's `max_delay` (a peer's `Retry-After: 1000000000` must not
+    /// park the call for years), and still uses up one retry. The budget
+    /// counts every delay returned, hints included: a delay that would go
+    /// past it ends the retries instead.
     pub(crate) fn next(&mut self, hint: Option<Duration>) -> Option<Duration> {
         let scheduled = to_micros(self.delays.next()?);
-        Some(hint.unwrap_or_else(|| jittered(scheduled, self.jitter_percent)))
+        let delay = match hint {
+            Some(asked) => asked.min(self.max_hint),
+            None => jittered(scheduled, self.jitter_percent),
+        };
+        let waited = self.waited.saturating_add(delay);
+        if self.budget.is_some_and(|budget| waited > budget) {
+            return None;
+        }
+        self.waited = waited;
+        Some(delay)
     }
 }
 
@@ -75,7 +106,8 @@ pub(crate) fn jittered(delay: Duration, percent: u8) -> Duration {
     }
     let spread = f64::from(percent.min(100)) / 100.0;
     let factor = 1.0 - spread + rand::random::<f64>() * 2.0 * spread;
-    delay.mul_f64(factor)
+    // `mul_f64` panics past `Duration::MAX` (a caller's huge max_delay).
+    Duration::try_from_secs_f64(delay.as_secs_f64() * factor).unwrap_or(delay)
 }
 
 /// Runs `call` until it succeeds or `next_delay` returns `None` for its
@@ -91,6 +123,7 @@ where
     Fut: Future<Output = Result<T, SandboxError>>,
     D: FnMut(&SandboxError) -> Option<Duration>,
 {
+    let started = Instant::now();
     let attempts = Mutex::new(0u32);
     let next_delay = Mutex::new(next_delay);
     let count = || {
@@ -123,6 +156,7 @@ where
             kind = err.kind().as_str(),
             attempt,
             delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "retrying"
         );
     })
@@ -181,10 +215,41 @@ mod tests {
     #[test]
     fn retry_after_replaces_the_delay_but_uses_a_retry() {
         let mut schedule = Schedule::new(&RetryPolicy::default().service_error);
-        let hint = Some(Duration::from_secs(7));
+        let hint = Some(Duration::from_millis(700));
         assert_eq!(schedule.next(hint), hint);
         assert_eq!(schedule.next(None), Some(Duration::from_millis(400)));
         assert_eq!(schedule.next(hint), None);
+    }
+
+    #[test]
+    fn retry_after_is_capped_per_wait_and_counted_in_the_budget() {
+        let mut rate_limit = RetryPolicy::default().rate_limit;
+        rate_limit.max_attempts = None;
+        rate_limit.total_budget = Some(Duration::from_secs(25));
+        let mut schedule = Schedule::new(&rate_limit);
+        // `Retry-After: 1000000000` waits max_delay (10 s), not 31 years.
+        let years = Some(Duration::from_secs(1_000_000_000));
+        assert_eq!(schedule.next(years), Some(Duration::from_secs(10)));
+        assert_eq!(schedule.next(years), Some(Duration::from_secs(10)));
+        // A third would pass the 25 s budget: the retries end.
+        assert_eq!(schedule.next(years), None);
+    }
+
+    #[test]
+    fn no_policy_makes_the_driver_panic() {
+        let huge = Backoff {
+            multiplier: u32::MAX,
+            jitter_percent: u8::MAX,
+            max_attempts: Some(u32::MAX),
+            total_budget: Some(Duration::MAX),
+            ..Backoff::doubling(Duration::MAX, Duration::MAX)
+        };
+        let mut schedule = Schedule::new(&huge);
+        for _ in 0..10 {
+            let _ = schedule.next(None);
+            let _ = schedule.next(Some(Duration::MAX));
+        }
+        let _ = jittered(Duration::MAX, 100);
     }
 
     #[test]

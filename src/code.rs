@@ -241,7 +241,8 @@ impl RunCodeOptions {
 
     /// The cell's timeout (default 300 s); the agent interrupts the cell then
     /// and reports `ExecutionTimeout` in [`Execution::error`].
-    /// `Duration::ZERO` means no limit, like [`RunCodeOptions::no_timeout`].
+    /// `Duration::ZERO` means no limit, like [`RunCodeOptions::no_timeout`];
+    /// so does a timeout above 28,800 s (no sandbox lives that long).
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = (!timeout.is_zero()).then_some(timeout);
@@ -300,7 +301,8 @@ pub struct CodeContext {
     pub id: String,
     /// Its language.
     pub language: String,
-    /// Its working directory, when one was given.
+    /// Its working directory, when one was given (a relative one is made
+    /// absolute under `/home/user`).
     pub cwd: Option<String>,
 }
 
@@ -355,59 +357,66 @@ struct CellReader {
 }
 
 impl CellReader {
-    /// Sends the request and reads the `started` event.
-    ///
-    /// The request is built before the first await: the options hold
-    /// callbacks that are `Send` but not `Sync`, so a borrow of them kept
-    /// across an await would make `run_code`'s future not `Send`.
-    fn open(
-        sandbox: &Sandbox,
+    /// Checks the cell and its options (no I/O) and builds its request and
+    /// the client's deadline over the whole stream. Nothing borrowed from the
+    /// options is held across an await, so the futures stay `Send` (the
+    /// callbacks are `Send` but not `Sync`).
+    fn request(
         code: &str,
         options: &RunCodeOptions,
-    ) -> impl Future<Output = Result<Self, SandboxError>> + Send + use<> {
-        let request = Self::request(code, options);
-        let conn = sandbox.conn().clone();
-        let total = options.timeout.map(|t| t + STREAM_SLACK);
-        async move {
-            let epoch = conn.reconnect_epoch();
-            let mut stream = conn.execute(request?, total).await?;
-            match stream.message().await? {
-                Some(pb::ExecuteEvent {
-                    event: Some(Event::Started(started)),
-                    ..
-                }) => Ok(Self {
-                    stream,
-                    started_count: started.execution_count,
-                    ended: false,
-                    conn,
-                    epoch,
-                }),
-                _ => Err(SandboxError::protocol_violation(
-                    "run_code",
-                    "the execution stream did not start with a started event",
-                )),
-            }
-        }
-    }
-
-    /// The Execute request for `code` with `options`.
-    fn request(code: &str, options: &RunCodeOptions) -> Result<pb::ExecuteRequest, SandboxError> {
+    ) -> Result<(pb::ExecuteRequest, Option<Duration>), SandboxError> {
         if options.language.is_some() && options.context.is_some() {
             return Err(SandboxError::invalid_argument(
                 "language",
                 "language and context cannot both be given; pass one of them",
             ));
         }
-        let timeout_ms = options.timeout.map_or(0, |t| {
-            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
-        });
-        Ok(pb::ExecuteRequest {
+        crate::checks::code(code)?;
+        crate::checks::envs(&options.envs)?;
+        if let Some(context) = &options.context {
+            crate::checks::context_id(context)?;
+        }
+        if let Some(language) = &options.language {
+            crate::checks::language(language)?;
+        }
+        let (timeout_ms, total) = crate::checks::operation_timeout(options.timeout, STREAM_SLACK);
+        let request = pb::ExecuteRequest {
             context_id: options.context.clone(),
             code: code.to_owned(),
             timeout_ms,
             envs: options.envs.clone().into_iter().collect(),
             language: options.language.as_deref().map(normalise_language),
-        })
+        };
+        Ok((request, total))
+    }
+
+    /// Sends the request and reads the `started` event. It takes the
+    /// request by value: nothing borrowed from the options (whose callbacks
+    /// are `Send` but not `Sync`) lives across an await.
+    async fn open(
+        sandbox: &Sandbox,
+        request: pb::ExecuteRequest,
+        total: Option<Duration>,
+    ) -> Result<Self, SandboxError> {
+        let conn = sandbox.conn().clone();
+        let epoch = conn.reconnect_epoch();
+        let mut stream = conn.execute(request, total).await?;
+        match stream.message().await? {
+            Some(pb::ExecuteEvent {
+                event: Some(Event::Started(started)),
+                ..
+            }) => Ok(Self {
+                stream,
+                started_count: started.execution_count,
+                ended: false,
+                conn,
+                epoch,
+            }),
+            _ => Err(SandboxError::protocol_violation(
+                "run_code",
+                "the execution stream did not start with a started event",
+            )),
+        }
     }
 
     /// The error a failed read ends the cell with: after a cut, what the
@@ -487,7 +496,8 @@ pub(crate) async fn run_code(
     code: &str,
     mut options: RunCodeOptions,
 ) -> Result<Execution, SandboxError> {
-    let mut reader = CellReader::open(sandbox, code, &options).await?;
+    let (request, total) = CellReader::request(code, &options)?;
+    let mut reader = CellReader::open(sandbox, request, total).await?;
     let mut execution = Execution {
         execution_count: Some(reader.started_count),
         ..Execution::default()
@@ -531,7 +541,9 @@ pub(crate) async fn run_code_stream(
     code: &str,
     options: RunCodeOptions,
 ) -> Result<ExecutionEvents, SandboxError> {
-    let reader = CellReader::open(sandbox, code, &options).await?;
+    let (request, total) = CellReader::request(code, &options)?;
+    drop(options);
+    let reader = CellReader::open(sandbox, request, total).await?;
     let stream = futures_util::stream::unfold(Some(reader), |state| async move {
         let mut reader = state?;
         match reader.next().await {

@@ -93,7 +93,8 @@ impl CommandOptions {
         self
     }
 
-    /// The working directory (absolute).
+    /// The working directory: absolute, or relative to `/home/user` (like
+    /// relative file paths).
     #[must_use]
     pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
         self.cwd = Some(cwd.into());
@@ -108,7 +109,8 @@ impl CommandOptions {
     }
 
     /// The command's timeout (default 60 s); the agent ends it then.
-    /// `Duration::ZERO` means no limit, like [`CommandOptions::no_timeout`].
+    /// `Duration::ZERO` means no limit, like [`CommandOptions::no_timeout`];
+    /// so does a timeout above 28,800 s (no sandbox lives that long).
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = (!timeout.is_zero()).then_some(timeout);
@@ -179,7 +181,12 @@ impl<'a> Commands<'a> {
     /// `CommandExit { exit_code, stdout, stderr, .. }` on a non-zero exit;
     /// `Timeout { scope: Command }` when the agent ended it at its timeout;
     /// `Timeout { scope: Sandbox }` past the sandbox's deadline;
-    /// `InvalidArgument` (bad cwd or user); transport failures.
+    /// `InvalidArgument` before any I/O, naming the argument: `cmd` (a NUL,
+    /// or longer than the kernel's 131,071-byte limit for one argument),
+    /// `envs` (an empty name, `=` in a name, a NUL), `cwd` or `user` (a NUL);
+    /// `InvalidArgument` from the agent (a cwd that does not exist);
+    /// `Sandbox { code: PermissionDenied }` when the sandbox user may not use
+    /// the cwd or run as that user; transport failures.
     pub async fn run(&self, cmd: &str) -> Result<CommandResult, SandboxError> {
         self.run_with(cmd, CommandOptions::default()).await
     }
@@ -193,21 +200,19 @@ impl<'a> Commands<'a> {
         cmd: &str,
         mut options: CommandOptions,
     ) -> Result<CommandResult, SandboxError> {
-        let timeout_ms = options.timeout.map_or(0, |t| {
-            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
-        });
+        crate::checks::command(cmd)?;
+        crate::checks::envs(&options.envs)?;
+        let cwd = crate::checks::cwd(options.cwd.as_deref())?;
+        let user = crate::checks::user(options.user.as_deref())?;
+        let (timeout_ms, total) = crate::checks::operation_timeout(options.timeout, STREAM_SLACK);
         let request = pb::StartRequest {
             process: Some(pb::ProcessConfig {
                 cmd: "/bin/bash".to_owned(),
                 args: vec!["-l".to_owned(), "-c".to_owned(), cmd.to_owned()],
                 envs: options.envs.clone().into_iter().collect(),
-                cwd: options.cwd.clone().filter(|c| !c.is_empty()),
+                cwd,
             }),
-            user: options
-                .user
-                .clone()
-                .filter(|u| !u.is_empty())
-                .map(|username| pb::User { username }),
+            user: user.map(|username| pb::User { username }),
             timeout_ms,
             stdin: options.stdin.is_some(),
             tag: None,
@@ -215,8 +220,7 @@ impl<'a> Commands<'a> {
         };
         let conn = self.sandbox.conn();
         let request_timeout = self.sandbox.request_timeout();
-        let total = options.timeout.map(|t| t + STREAM_SLACK);
-        let stream_deadline = total.map(|t| tokio::time::Instant::now() + t);
+        let stream_deadline = total.and_then(|t| tokio::time::Instant::now().checked_add(t));
         let epoch = conn.reconnect_epoch();
         let mut stream = conn.start_process(request, total).await?;
 

@@ -115,13 +115,19 @@ impl WriteEntry {
 
 /// The sandbox's filesystem (a borrowed view: `sandbox.files()`). Relative
 /// paths are relative to `/home/user`.
+///
+/// Every path is checked before any I/O: an empty path or one holding a NUL
+/// is `InvalidArgument` naming it (`path`, `source`, `destination`), and so
+/// is a path to write that ends with `/`. A path the sandbox user may not
+/// touch is `Sandbox { code: PermissionDenied }` (not `Authentication`:
+/// the caller's credentials are fine).
 #[derive(Debug, Clone, Copy)]
 pub struct Files<'a> {
     sandbox: &'a Sandbox,
 }
 
 fn deadline_for(base: Duration, bytes: u64) -> Duration {
-    base + PER_MIB * u32::try_from(bytes / (1024 * 1024)).unwrap_or(u32::MAX)
+    crate::checks::size_deadline(base, PER_MIB, bytes)
 }
 
 impl<'a> Files<'a> {
@@ -137,7 +143,7 @@ impl<'a> Files<'a> {
     ///
     /// # Errors
     /// `FileNotFound`; `InvalidArgument` (`path`) when it is not a regular
-    /// file; `Authentication` for a denied path; transport failures.
+    /// file; `Sandbox { code: PermissionDenied }` for a path the sandbox user may not touch; transport failures.
     pub async fn read(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
         let (mut stream, size) = self.open_read(path, "files.read").await?;
         let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
@@ -213,7 +219,7 @@ impl<'a> Files<'a> {
     ///
     /// # Errors
     /// `DiskFull` (the agent's disk reserve or ENOSPC); `InvalidArgument`
-    /// (bad path); `Authentication` for a denied path; transport failures.
+    /// (bad path); `Sandbox { code: PermissionDenied }` for a path the sandbox user may not touch; transport failures.
     pub async fn write(
         &self,
         path: &str,
@@ -243,6 +249,7 @@ impl<'a> Files<'a> {
         S: futures_util::Stream<Item = Vec<u8>> + Send + 'static,
     {
         use futures_util::StreamExt as _;
+        crate::checks::file_path(path)?;
         // The first message names the file with an empty chunk; the others
         // carry only data.
         let header = pb::WriteRequest {
@@ -290,6 +297,9 @@ impl<'a> Files<'a> {
                 "files",
                 "no files to write; pass at least one file",
             ));
+        }
+        for file in &files {
+            crate::checks::file_path(&file.path)?;
         }
         let count = files.len();
         let total: usize = files.iter().map(|f| f.data.len()).sum();
@@ -347,6 +357,7 @@ impl<'a> Files<'a> {
         path: &str,
         depth: u32,
     ) -> Result<Vec<EntryInfo>, SandboxError> {
+        crate::checks::path(path)?;
         let response = self
             .sandbox
             .conn()
@@ -383,6 +394,7 @@ impl<'a> Files<'a> {
     }
 
     async fn stat(&self, path: &str, feature: &'static str) -> Result<EntryInfo, SandboxError> {
+        crate::checks::path(path)?;
         let response = self
             .sandbox
             .conn()
@@ -405,6 +417,7 @@ impl<'a> Files<'a> {
     /// # Errors
     /// `FileNotFound`; transport failures.
     pub async fn remove(&self, path: &str) -> Result<(), SandboxError> {
+        crate::checks::path(path)?;
         self.sandbox
             .conn()
             .remove(
@@ -424,6 +437,7 @@ impl<'a> Files<'a> {
     /// `FileNotFound`; `InvalidArgument` (destination conflict); transport
     /// failures.
     pub async fn rename(&self, old: &str, new: &str) -> Result<EntryInfo, SandboxError> {
+        crate::checks::rename(old, new)?;
         let response = self
             .sandbox
             .conn()
@@ -447,6 +461,7 @@ impl<'a> Files<'a> {
     /// `InvalidArgument` when something else is already there; transport
     /// failures.
     pub async fn make_dir(&self, path: &str) -> Result<bool, SandboxError> {
+        crate::checks::path(path)?;
         let outcome = self
             .sandbox
             .conn()

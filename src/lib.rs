@@ -188,6 +188,7 @@ pub mod error;
 pub mod test_util;
 
 mod backoff;
+mod checks;
 mod code;
 mod commands;
 mod control;

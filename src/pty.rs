@@ -160,7 +160,7 @@ impl Pty<'_> {
     ///
     /// # Errors
     /// `InvalidArgument` (a side of 0 or above 1,000, a bad cwd, an unknown
-    /// user or shell); `Authentication` for root; `RateLimit` at the
+    /// user or shell); `Sandbox { code: PermissionDenied }` for root; `RateLimit` at the
     /// agent's 64 live terminals; `Unimplemented` for an agent without
     /// terminals; transport failures.
     pub async fn create(
@@ -168,17 +168,18 @@ impl Pty<'_> {
         size: PtySize,
         options: PtyOptions,
     ) -> Result<PtyHandle, SandboxError> {
+        // The same checks as commands, before any I/O.
+        crate::checks::envs(&options.envs)?;
+        let cwd = crate::checks::cwd(options.cwd.as_deref())?;
+        let user = crate::checks::user(options.user.as_deref())?;
         let timeout_ms = options.timeout.map_or(0, |t| {
             u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
         });
         let request = pb::PtyStart {
             size: Some(size.to_pb()),
             envs: options.envs.into_iter().collect(),
-            cwd: options.cwd.filter(|c| !c.is_empty()),
-            user: options
-                .user
-                .filter(|u| !u.is_empty())
-                .map(|username| pb::User { username }),
+            cwd,
+            user: user.map(|username| pb::User { username }),
             shell: options.shell.filter(|s| !s.is_empty()),
             timeout_ms,
         };

@@ -545,3 +545,99 @@ async fn a_process_stream_without_a_start_event_is_a_protocol_violation() {
         "the agent broke the protocol during commands.run: the process stream did not start with a start event; the call was abandoned, report this with the image version"
     );
 }
+
+#[tokio::test]
+async fn a_proxy_401_takes_the_proxy_route() {
+    // tonic reads an HTTP 401 as UNAUTHENTICATED; it is the proxy refusing
+    // the token, not "the agent refused the access token".
+    let control = FakeControl::throttled(0);
+    let err = builder(control.clone(), Some(plain_http_peer(401)))
+        .create()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SandboxError::Authentication {
+                proxy_rejected: true,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "the AWS proxy refused the sandbox's token for health even after a fresh one; check the IAM permission to create MicroVM auth tokens"
+    );
+    assert_eq!(err.meta().http_status(), Some(401));
+    assert_eq!(control.tokens.load(Ordering::SeqCst), 2);
+    assert_eq!(err.meta().attempts(), 2);
+}
+
+/// What a hostile agent chooses: a status and an error code carrying a key
+/// id, and a 16 MiB message of `x-amz-` (the old redaction was quadratic).
+#[tokio::test]
+async fn a_hostile_agents_tokens_are_redacted_and_bounded() {
+    const KEY: &str = "AKIAIOSFODNN7EXAMPLE";
+    let start = event(agent_pb::process_event::Event::Start(
+        agent_pb::StartEvent { pid: 7 },
+    ));
+    let end = |status: String, error: Option<agent_pb::StreamError>| {
+        event(agent_pb::process_event::Event::End(agent_pb::EndEvent {
+            exit_code: 5,
+            exited: true,
+            status,
+            error,
+            signal: None,
+        }))
+    };
+    let started = std::time::Instant::now();
+    let status = format!("{KEY}_{}", "x".repeat(100_000));
+    let sandbox = sandbox_with_process(vec![start.clone(), end(status, None)]).await;
+    let err = sandbox.commands().run("true").await.unwrap_err();
+    let SandboxError::CommandExit { status, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(!status.is_known());
+    assert!(status.as_str().chars().count() <= 64, "{status:?}");
+    assert_eq!(
+        err.to_string(),
+        "command true ended with status (redacted) and exit code 5; its stdout and stderr are in the error"
+    );
+    let shown = format!("{err} {err:?} {}", err.to_wire_string());
+    assert!(
+        !shown.contains(KEY)
+            && !shown
+                .contains("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")
+    );
+    // One 100 kB token cannot be looked at whole: none of it is kept.
+    assert_eq!(err.meta().reason(), None);
+
+    let error = agent_pb::StreamError {
+        code: format!("{KEY}_code"),
+        message: "x-amz-x ".repeat(16 * 1024 * 1024 / 8),
+    };
+    let sandbox = sandbox_with_process(vec![start, end("weird".to_owned(), Some(error))]).await;
+    let err = sandbox.commands().run("true").await.unwrap_err();
+    assert!(
+        matches!(err, SandboxError::Sandbox { code: None, .. }),
+        "{err:?}"
+    );
+    let shown = format!("{err} {err:?} {}", err.to_wire_string());
+    assert!(!shown.contains(KEY), "{shown}");
+    assert!(
+        err.to_string()
+            .starts_with("the agent ended commands.run with error code (redacted)"),
+        "{err}"
+    );
+    assert!(
+        err.meta()
+            .server_message()
+            .is_some_and(|m| m.chars().count() <= 2_048)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -165,11 +165,11 @@ pub fn agent_status(code: GrpcCode, message: &str, call: Call) -> SandboxError {
 
 /// The error the SDK returns when something in front of the agent (the AWS
 /// proxy) answered `call` with HTTP `http_status` and no `grpc-status`,
-/// once the SDK's retries are spent (for 403: after re-minting the proxy
-/// token and retrying).
+/// once the SDK's retries are spent (for 401 and 403: after re-minting the
+/// proxy token and retrying).
 pub fn proxy_answer(http_status: u16, call: Call) -> SandboxError {
     let failure = GrpcFailure::http_without_grpc_status(http_status, call.0);
-    if http_status == 403 {
+    if matches!(http_status, 401 | 403) {
         proxy_rejected(failure)
     } else {
         from_grpc(failure)

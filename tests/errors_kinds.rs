@@ -87,6 +87,8 @@ const CLASSIFY: &[(&str, bool, bool)] = &[
     ("protocol_violation", false, false),
     ("output_truncated", false, true),
     ("internal", false, false),
+    ("permission_denied", false, false),
+    ("kernel_failed", false, false),
 ];
 
 #[test]
@@ -170,6 +172,8 @@ fn golden_code_lists() {
             "protocol_violation",
             "output_truncated",
             "internal",
+            "permission_denied",
+            "kernel_failed",
         ]
     );
     assert_eq!(

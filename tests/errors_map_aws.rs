@@ -67,15 +67,34 @@ fn validation_codes_are_invalid_argument() {
 
 #[test]
 fn every_credential_code_is_authentication() {
-    for code in [
-        "AccessDeniedException",
-        "ExpiredTokenException",
-        "UnrecognizedClientException",
-        "InvalidSignatureException",
-        "SignatureDoesNotMatch",
+    // Every credential and signature code, spelled with and without the
+    // `Exception` suffix (AWS services use both).
+    let bases = [
+        "AccessDenied",
+        "AuthFailure",
+        "ExpiredToken",
+        "IDPRejectedClaim",
+        "IncompleteSignature",
+        "InvalidAccessKeyId",
         "InvalidClientTokenId",
+        "InvalidIdentityToken",
+        "InvalidSignature",
+        "InvalidToken",
         "MissingAuthenticationToken",
-    ] {
+        "NotAuthorized",
+        "OptInRequired",
+        "RequestExpired",
+        "SignatureDoesNotMatch",
+        "TokenRefreshRequired",
+        "UnauthorizedOperation",
+        "Unauthorized",
+        "UnrecognizedClient",
+    ];
+    let codes: Vec<String> = bases
+        .iter()
+        .flat_map(|b| [(*b).to_owned(), format!("{b}Exception")])
+        .collect();
+    for code in codes.iter().map(String::as_str) {
         let e = build(failure("RunMicrovm", code, 403));
         assert!(
             matches!(
@@ -131,6 +150,48 @@ fn throttling_is_rate_limit_with_retry_after() {
 }
 
 #[test]
+fn every_code_of_the_aws_sdks_throttling_list_is_rate_limit() {
+    // The AWS SDK's own list, not a copy: a code it adds is covered.
+    let list = aws_runtime::retries::classifiers::THROTTLING_ERRORS;
+    assert!(list.len() >= 14, "{list:?}");
+    for code in list {
+        let e = build(failure("RunMicrovm", code, 400));
+        assert!(
+            matches!(
+                e,
+                SandboxError::RateLimit {
+                    retry_after: None,
+                    ..
+                }
+            ),
+            "{code}: {e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "control plane call RunMicrovm was throttled: server says no; retry later with backoff"
+        );
+        assert!(e.is_retryable());
+    }
+}
+
+#[test]
+fn the_aws_sdks_transient_codes_are_service_errors_whatever_the_status() {
+    let list = aws_runtime::retries::classifiers::TRANSIENT_ERRORS;
+    assert!(!list.is_empty());
+    for code in list {
+        let e = build(failure("GetMicrovm", code, 408));
+        assert_eq!(e.sandbox_code(), Some(&SandboxCode::ServiceError), "{code}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "control plane call GetMicrovm failed on the service side ({code}): server says no; retry later"
+            )
+        );
+        assert!(e.is_retryable());
+    }
+}
+
+#[test]
 fn conflicts_are_sandbox_state() {
     for code in ["ConflictException", "ResourceConflictException"] {
         let e = build(failure("SuspendMicrovm", code, 409));
@@ -178,6 +239,10 @@ fn service_faults_and_any_5xx_are_service_error() {
     for (code, status) in [
         ("InternalServerException", 500),
         ("ServiceException", 500),
+        ("InternalFailure", 500),
+        ("InternalError", 500),
+        ("ServiceUnavailable", 503),
+        ("ServiceUnavailableException", 400),
         ("SomethingNewException", 503),
     ] {
         let e = build(failure("GetMicrovm", code, status));

@@ -149,7 +149,12 @@ fn unauthenticated_and_permission_denied_are_authentication() {
         e.to_string(),
         "the agent refused the access token (commands.run); connect to the sandbox again to get a valid token"
     );
-    let e = map(GrpcCode::PermissionDenied, "root not allowed");
+    // On a call that takes no path, cwd or user, the caller was refused.
+    let e = agent_status(
+        GrpcCode::PermissionDenied,
+        "not allowed",
+        Call::new("connect"),
+    );
     assert!(matches!(
         e,
         SandboxError::Authentication {
@@ -159,8 +164,47 @@ fn unauthenticated_and_permission_denied_are_authentication() {
     ));
     assert_eq!(
         e.to_string(),
-        "the agent denied permission for commands.run: root not allowed; use an allowed user or path"
+        "the agent denied permission for connect: not allowed; use an allowed user or path"
     );
+}
+
+#[test]
+fn permission_denied_on_a_path_cwd_or_user_is_the_sandbox_users() {
+    // The sandbox's user was refused, not the caller's credentials; the
+    // message names the role of the refused argument.
+    let cases = [
+        (
+            Call::new("commands.run"),
+            "running as root is not allowed",
+            "the sandbox's user may not use the cwd or user given to commands.run: running as root is not allowed; pass a cwd or user that user may use (its home is /home/user)",
+        ),
+        (
+            Call::filesystem("files.write"),
+            "path not allowed",
+            "the sandbox's user may not use the path given to files.write: path not allowed; pass a path that user may use (its home is /home/user)",
+        ),
+        (
+            Call::filesystem("files.rename"),
+            "path not allowed",
+            "the sandbox's user may not use the source or destination path given to files.rename: path not allowed; pass a source or destination path that user may use (its home is /home/user)",
+        ),
+        (
+            Call::new("code.create_context"),
+            "path not allowed",
+            "the sandbox's user may not use the cwd given to code.create_context: path not allowed; pass a cwd that user may use (its home is /home/user)",
+        ),
+    ];
+    for (call, text, message) in cases {
+        let e = agent_status(GrpcCode::PermissionDenied, text, call);
+        assert_eq!(
+            e.sandbox_code(),
+            Some(&SandboxCode::PermissionDenied),
+            "{e:?}"
+        );
+        assert!(!e.is_retryable());
+        assert_eq!(e.to_string(), message);
+        assert_kept(&e, GrpcCode::PermissionDenied, text);
+    }
 }
 
 #[test]
@@ -352,7 +396,9 @@ fn agent_text_that_mimics_the_transport_never_chooses_the_variant() {
             assert!(!e.is_retryable());
             assert_eq!(e.meta().http_status(), None);
         }
-        let e = map(GrpcCode::PermissionDenied, text);
+        // On a call that takes no path, cwd or user: the agent refused the
+        // caller, never the proxy.
+        let e = agent_status(GrpcCode::PermissionDenied, text, Call::new("connect"));
         assert!(matches!(
             e,
             SandboxError::Authentication {
@@ -360,7 +406,38 @@ fn agent_text_that_mimics_the_transport_never_chooses_the_variant() {
                 ..
             }
         ));
+        let e = map(GrpcCode::PermissionDenied, text);
+        assert_eq!(e.sandbox_code(), Some(&SandboxCode::PermissionDenied));
     }
+}
+
+#[test]
+fn a_proxy_401_is_the_proxy_refusing_the_token() {
+    // tonic derives UNAUTHENTICATED from an HTTP 401; without grpc-status
+    // it is the proxy's answer, not "the agent refused the access token".
+    let e = proxy_answer(401, RUN);
+    assert!(matches!(
+        e,
+        SandboxError::Authentication {
+            proxy_rejected: true,
+            ..
+        }
+    ));
+    assert_eq!(
+        e.to_string(),
+        "the AWS proxy refused the sandbox's token for commands.run even after a fresh one; check the IAM permission to create MicroVM auth tokens"
+    );
+    assert_eq!(e.meta().http_status(), Some(401));
+    assert_eq!(e.meta().grpc_code(), Some(GrpcCode::Unauthenticated));
+    // The agent's own UNAUTHENTICATED keeps its row.
+    let e = map(GrpcCode::Unauthenticated, "bad token");
+    assert!(matches!(
+        e,
+        SandboxError::Authentication {
+            proxy_rejected: false,
+            ..
+        }
+    ));
 }
 
 #[test]

@@ -1,7 +1,15 @@
-//! Properties: no mapping and no `from_wire` panics on arbitrary input; no
-//! text a guest controls turns a non-retryable failure retryable; code lists
-//! round-trip any token; redaction always removes the secret shapes and
-//! always cuts at 2,048 characters.
+//! Properties, and the fuzz targets of the error contract (docs/errors.md,
+//! "Fuzzing the contract"): no mapping and no `from_wire` panics on
+//! arbitrary input; no text a guest controls turns a non-retryable failure
+//! retryable; a secret planted in any field of any mapper's input never
+//! comes out; `from_wire` cleans and bounds what it reads and never
+//! rebuilds an error more retryable than its kind; code lists clean any
+//! token; redaction always removes the secret shapes, always keeps its
+//! bound, and a second pass changes nothing.
+//!
+//! Each property runs proptest's default number of cases (256, what CI
+//! runs); `PROPTEST_CASES=100000 cargo test -p rayito --release --test
+//! errors_props` is the long fuzz run.
 
 use std::time::Duration;
 
@@ -164,7 +172,8 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    // The default reads PROPTEST_CASES (256 when unset).
+    #![proptest_config(ProptestConfig::default())]
 
     #[test]
     fn aws_mapping_never_panics(
@@ -300,16 +309,30 @@ proptest! {
     }
 
     #[test]
-    fn code_lists_round_trip_any_token(s in ".{0,40}") {
+    fn code_lists_clean_any_token(s in prop_oneof!["\\PC{0,80}", ".{0,200}", any::<String>()]) {
+        // Any token comes back cleaned: one line, at most 64 characters,
+        // and parsing it again gives the same value.
+        let v = SandboxCode::from(s.as_str());
+        prop_assert!(v.as_str().chars().count() <= 64);
+        prop_assert!(!v.as_str().chars().any(char::is_control));
+        prop_assert_eq!(&SandboxCode::from(v.as_str()), &v);
+        let v = TimeoutScope::from(s.as_str());
+        prop_assert_eq!(&TimeoutScope::from(v.as_str()), &v);
+        let v = CapacityCode::from(s.as_str());
+        prop_assert_eq!(&CapacityCode::from(v.as_str()), &v);
+        let v = CommandExitStatus::from(s.as_str());
+        prop_assert_eq!(&CommandExitStatus::from(v.as_str()), &v);
+        let v = rayito::SandboxState::from(s.as_str());
+        prop_assert_eq!(&rayito::SandboxState::from(v.as_str()), &v);
+    }
+
+    #[test]
+    fn code_lists_keep_a_clean_token_as_is(s in "[g-z_]{0,40}") {
         let v = SandboxCode::from(s.as_str());
         prop_assert_eq!(v.as_str(), s.as_str());
-        let v = TimeoutScope::from(s.as_str());
-        prop_assert_eq!(v.as_str(), s.as_str());
-        let v = CapacityCode::from(s.as_str());
-        prop_assert_eq!(v.as_str(), s.as_str());
-        let v = CommandExitStatus::from(s.as_str());
-        prop_assert_eq!(v.as_str(), s.as_str());
-        prop_assert_eq!(SandboxCode::from(s.as_str()).is_known(), SandboxCode::VALUES.contains(&s.as_str()));
+        prop_assert_eq!(v.is_known(), SandboxCode::VALUES.contains(&s.as_str()));
+        let status = CommandExitStatus::from(s.as_str());
+        prop_assert_eq!(status.as_str(), s.as_str());
     }
 
     #[test]
@@ -337,5 +360,214 @@ proptest! {
     #[test]
     fn redaction_always_cuts(text in "\\PC{0,3000}") {
         prop_assert!(redact_aws_text(&text).chars().count() <= MAX_KEPT_CHARS);
+    }
+}
+
+/// A secret in one of the shapes the redaction must catch, planted in a
+/// text as servers and guests quote it: `(text, secret)`.
+fn planted() -> impl Strategy<Value = (String, String)> {
+    let hex = "[0-9a-f]{16,64}";
+    let key = "(AKIA|ASIA|AROA|AIDA)[A-Z0-9]{16}";
+    let token = "[A-Za-z0-9+/]{20}[0-9][A-Z][a-z][A-Za-z0-9+/=]{20,120}";
+    (hex, key, token, 0usize..8).prop_map(|(hex, key, token, which)| match which {
+        0 => (hex.clone(), hex),
+        1 => (key.clone(), key),
+        2 => (format!("X-Amz-Security-Token:\n{token}\nhost: x"), token),
+        3 => (
+            format!("?X-Amz-Signature={hex}&X-Amz-Credential={key}"),
+            hex,
+        ),
+        4 => (
+            format!("Authorization: AWS4-HMAC-SHA256 Credential={key}/x"),
+            key,
+        ),
+        5 => (format!("the canonical request was '{token}'"), token),
+        6 => (format!("x-access-token:\nAuthorization:\n{token}"), token),
+        _ => (format!("{key}_status"), key),
+    })
+}
+
+/// Every text a user or a log can see of an error.
+fn everything_shown(e: &SandboxError) -> String {
+    use std::error::Error as _;
+    let mut shown = format!(
+        "{e} {e:?} {} {}",
+        e.to_wire_string(),
+        e.classify().to_json()
+    );
+    let mut next = e.source();
+    while let Some(source) = next {
+        shown.push_str(&format!(" {source} {source:?}"));
+        next = source.source();
+    }
+    shown
+}
+
+/// The kinds whose errors are retryable, and the codes of a bare
+/// `Sandbox` that are.
+const RETRYABLE_KINDS: &[&str] = &[
+    "sandbox_not_ready",
+    "sandbox_state",
+    "rate_limit",
+    "capacity",
+];
+const RETRYABLE_CODES: &[&str] = &["connection_lost", "service_error", "kernel_not_ready"];
+
+/// Secrets planted in a wire form.
+const CANARY_KEY: &str = "AKIAFUZZCANARY000000";
+const CANARY_SIGNATURE: &str = "c0ffee00deadbeef0123456789abcdef";
+
+/// A wire form as a hostile or newer sender could write it.
+fn wire_object() -> impl Strategy<Value = serde_json::Value> {
+    let kind = prop_oneof![
+        proptest::sample::select(rayito::ErrorKind::ALL.to_vec())
+            .prop_map(|k| k.as_str().to_owned()),
+        proptest::sample::select(SandboxCode::VALUES.to_vec()).prop_map(str::to_owned),
+        ".{0,30}",
+    ];
+    let code = prop_oneof![
+        proptest::sample::select(SandboxCode::VALUES.to_vec()).prop_map(str::to_owned),
+        ".{0,30}",
+    ];
+    let hostile = (remote_text(), 0usize..3).prop_map(|(text, n)| match n {
+        0 => text,
+        1 => format!("{text} {CANARY_KEY} x-amz-signature={CANARY_SIGNATURE}"),
+        _ => format!("{text}{}", "x-amz-".repeat(1_000)),
+    });
+    (
+        kind,
+        proptest::option::of(code),
+        proptest::collection::vec(hostile, 12),
+        proptest::option::of((any::<u64>(), 0u32..1_000_000_000)),
+        any::<bool>(),
+    )
+        .prop_map(|(kind, code, t, retry, flag)| {
+            serde_json::json!({
+                "kind": kind,
+                "message": t[0],
+                "code": code,
+                "scope": t[1],
+                "argument": t[2],
+                "state": t[3],
+                "state_reason": t[4],
+                "status": t[5],
+                "exit_code": 1,
+                "feature": t[6],
+                "reason": t[7],
+                "doc": t[8],
+                "quota_code": t[9],
+                "proxy_rejected": flag,
+                "retry_after": retry.map(|(secs, nanos)| serde_json::json!({"secs": secs, "nanos": nanos})),
+                "meta": {
+                    "server_message": t[10],
+                    "aws_code": t[11],
+                    "request_id": t[0],
+                    "reason": t[1],
+                    "attempts": 3,
+                },
+            })
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::default())]
+
+    /// Fuzz target: the three mappers with a secret planted in every field
+    /// a server or guest controls.
+    #[test]
+    fn no_mapper_lets_a_planted_secret_through(
+        (text, secret) in planted(),
+        before in remote_text(),
+        code in grpc_code(),
+        stream in stream_code(),
+        call in call(),
+        status in any::<u16>(),
+    ) {
+        let hostile = format!("{before} {text}");
+        let mut errors = vec![
+            AwsError::new("RunMicrovm")
+                .code(hostile.clone())
+                .message(hostile.clone())
+                .request_id(hostile.clone())
+                .http_status(status)
+                .build(),
+            AwsError::new("RunMicrovm")
+                .code("ServiceQuotaExceededException")
+                .quota_code(hostile.clone())
+                .message(hostile.clone())
+                .build(),
+            AwsError::new("GetMicrovm").code(text.clone()).build(),
+            AwsError::connect_failed("GetMicrovm").cause(hostile.clone()).build(),
+            aws_no_credentials(&hostile),
+            agent_status(code, &hostile, call),
+            agent_status(code, &text, call),
+            transport_failure(TransportFailure::Reset { code }, &hostile, call),
+            proxy_answer(status, call),
+            stream_error(&hostile, &hostile, call),
+            stream_error(&text, "", call),
+            stream_error(&stream, &hostile, call),
+        ];
+        for end in [
+            EndEvent::new(hostile.clone(), 3),
+            EndEvent::new(text.clone(), 0).error(text.clone(), hostile.clone()),
+            EndEvent::new("exited", 2),
+        ] {
+            if let Err(e) = end_event(end, CommandOutput::default(), &hostile) {
+                errors.push(e);
+            }
+        }
+        for e in &errors {
+            let shown = everything_shown(e);
+            prop_assert!(!shown.contains(&secret), "{} came out of {:?}", secret, e);
+            prop_assert!(!e.to_string().contains('\n'), "{:?}", e.to_string());
+            prop_assert!(e.to_string().chars().count() <= 2 * MAX_KEPT_CHARS);
+            for token in [e.meta().reason(), e.meta().aws_code(), e.meta().request_id()] {
+                prop_assert!(token.is_none_or(|t| t.chars().count() <= 256));
+            }
+        }
+    }
+
+    /// Fuzz target: `from_wire` on what a hostile or newer sender writes.
+    #[test]
+    fn from_wire_cleans_and_never_raises_retryability(value in wire_object()) {
+        let Ok(e) = SandboxError::from_wire(&value) else {
+            return Ok(());
+        };
+        let kind = value["kind"].as_str().unwrap_or_default();
+        if e.is_retryable() {
+            let code = value["code"].as_str().unwrap_or_default();
+            prop_assert!(
+                RETRYABLE_KINDS.contains(&kind) || (kind == "sandbox" && RETRYABLE_CODES.contains(&code)),
+                "{} / {:?} was rebuilt retryable: {:?}", kind, value["code"], e
+            );
+        }
+        if rayito::ErrorKind::from_name(kind).is_none() {
+            prop_assert!(e.sandbox_code().is_some_and(|c| !c.is_known()), "{:?}", e);
+        }
+        let shown = everything_shown(&e);
+        prop_assert!(!shown.contains(CANARY_KEY) && !shown.contains(CANARY_SIGNATURE), "{}", shown);
+        let m = e.meta();
+        prop_assert!(m.message().chars().count() <= MAX_KEPT_CHARS);
+        prop_assert!(!m.message().chars().any(char::is_control));
+        prop_assert!(m.server_message().is_none_or(|t| t.chars().count() <= MAX_KEPT_CHARS));
+        for t in [m.aws_code(), m.request_id(), m.reason()] {
+            prop_assert!(t.is_none_or(|t| t.chars().count() <= 256 && !t.chars().any(char::is_control)));
+        }
+        // What was accepted is stable: another hop changes nothing.
+        let back = SandboxError::from_wire(&e.to_wire());
+        prop_assert_eq!(back.as_ref(), Ok(&e));
+    }
+
+    /// Fuzz target: the redaction keeps no planted secret, even where the
+    /// bound cuts through it, and keeps its bound.
+    #[test]
+    fn redaction_drops_a_secret_the_bound_cuts_through(
+        (text, secret) in planted(),
+        fill in 0usize..2_100,
+    ) {
+        let hostile = format!("{} {text} tail", "y ".repeat(fill / 2));
+        let out = redact_aws_text(&hostile);
+        prop_assert!(out.chars().count() <= MAX_KEPT_CHARS);
+        prop_assert!(!out.contains(&secret[..12]), "{} left in {}", &secret[..12], out);
     }
 }

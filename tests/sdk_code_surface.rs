@@ -86,7 +86,9 @@ async fn contexts_are_created_listed_restarted_and_removed() {
         "the agent refused an argument of code.remove_context: the default context cannot be destroyed; fix the value before retrying"
     );
     let err = sbx
-        .create_code_context(CodeContextOptions::new().cwd("relative/dir"))
+        // A relative cwd is relative to /home/user (like file paths); one
+        // that climbs out of it is the agent's to refuse.
+        .create_code_context(CodeContextOptions::new().cwd("../outside"))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);

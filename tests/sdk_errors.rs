@@ -260,9 +260,9 @@ async fn errors_met_inside_a_sandbox() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_aws_setup_says_how_to_configure_or_go_local() {
-    // A region and an endpoint but no credentials anywhere: a profile that
-    // does not exist stops the chain from finding any.
+async fn a_missing_profile_says_so_instead_of_no_credentials() {
+    // A region and an endpoint, and a profile that does not exist: the
+    // message names the profile (it used to say no credentials were found).
     let err = Sandbox::builder()
         .aws(
             rayito::AwsOptions::new()
@@ -280,6 +280,6 @@ async fn no_aws_setup_says_how_to_configure_or_go_local() {
     );
     assert_eq!(
         err.to_string(),
-        "no AWS credentials or region found: no AWS credentials were found; configure AWS (environment variables, a profile or an instance role) or choose the local backend with RAYITO_BACKEND=local or Sandbox::builder().local()"
+        "the AWS profile rayito-test-profile-that-does-not-exist is not in the AWS config or credentials file; fix the profile name (AwsOptions::profile or AWS_PROFILE) or add the profile"
     );
 }

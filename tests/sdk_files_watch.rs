@@ -190,14 +190,16 @@ async fn watch_failures_are_mapped() {
         "the agent refused an argument of files.watch_dir: not a directory; fix the value before retrying"
     );
 
+    // The sandbox's user was refused, not the caller's credentials.
     let err = sbx.files().watch_dir("/etc", false).await.unwrap_err();
-    assert!(
-        matches!(err, SandboxError::Authentication { .. }),
+    assert_eq!(
+        err.sandbox_code(),
+        Some(&rayito::error::SandboxCode::PermissionDenied),
         "{err:?}"
     );
     assert_eq!(
         err.to_string(),
-        "the agent denied permission for files.watch_dir: path not allowed; use an allowed user or path"
+        "the sandbox's user may not use the path given to files.watch_dir: path not allowed; pass a path that user may use (its home is /home/user)"
     );
 }
 

@@ -176,12 +176,14 @@ async fn exit_code_timeout_and_failures() {
         .create(PtySize::new(80, 24), PtyOptions::new().user("root"))
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, SandboxError::Authentication { .. }),
+    // The sandbox's user was refused, not the caller's credentials.
+    assert_eq!(
+        err.sandbox_code(),
+        Some(&rayito::error::SandboxCode::PermissionDenied),
         "{err:?}"
     );
     assert_eq!(
         err.to_string(),
-        "the agent denied permission for pty.create: running as root is not allowed; use an allowed user or path"
+        "the sandbox's user may not use the cwd or user given to pty.create: running as root is not allowed; pass a cwd or user that user may use (its home is /home/user)"
     );
 }

@@ -254,3 +254,54 @@ async fn a_dead_agent_is_reported_gone_without_the_ladder() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_retry_after_is_capped_per_wait() {
+    // `Retry-After: 4294967295` (136 years): the wait is capped at the
+    // rate-limit schedule's max_delay, so the retry comes at once.
+    let emu = emulator().await;
+    emu.faults().throttle(Operation::RunMicrovm, 1, u32::MAX);
+    let mut policy = RetryPolicy::default();
+    policy.rate_limit.max_delay = Duration::from_millis(200);
+    let started = Instant::now();
+    let sbx = builder(&emu)
+        .retry_policy(policy)
+        .create()
+        .await
+        .expect("the capped retry succeeds");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "waited {:?}",
+        started.elapsed()
+    );
+    assert_eq!(emu.calls(Operation::RunMicrovm), 2);
+    assert!(sbx.kill().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_retries_end_at_their_total_budget() {
+    // Retry-After 1 s on every call, no attempt limit, a 2.5 s budget: two
+    // waits fit (2 s), a third would not.
+    let emu = emulator().await;
+    emu.faults().throttle(Operation::RunMicrovm, 1_000, 1);
+    let mut policy = RetryPolicy::default();
+    policy.rate_limit.max_attempts = None;
+    policy.rate_limit.total_budget = Some(Duration::from_millis(2_500));
+    let started = Instant::now();
+    let err = builder(&emu)
+        .retry_policy(policy)
+        .create()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, SandboxError::RateLimit { retry_after: Some(d), .. } if d == Duration::from_secs(1)),
+        "{err:?}"
+    );
+    assert_eq!(emu.calls(Operation::RunMicrovm), 3);
+    assert_eq!(err.meta().attempts(), 3);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(30),
+        "{took:?}"
+    );
+}

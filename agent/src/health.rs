@@ -9,6 +9,12 @@ use tonic::{Request, Response, Status};
 use crate::pb;
 use crate::state::Shared;
 
+/// Response header of Health naming why the default kernel could not start
+/// (while `kernel_ready` is false): lets a client fail at once instead of
+/// waiting out its readiness timeout. Additive: clients that do not know it
+/// ignore it.
+pub const KERNEL_FAILURE_HEADER: &str = "rayito-kernel-failure";
+
 /// The agent version Health reports (the crate version).
 pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -75,7 +81,14 @@ impl pb::health_service_server::HealthService for HealthServiceImpl {
         &self,
         _request: Request<pb::HealthRequest>,
     ) -> Result<Response<pb::HealthResponse>, Status> {
-        Ok(Response::new(self.response()))
+        let mut response = Response::new(self.response());
+        if let Some(reason) = self.shared.code.kernel_failure() {
+            response.metadata_mut().insert(
+                KERNEL_FAILURE_HEADER,
+                tonic::metadata::MetadataValue::from_static(reason),
+            );
+        }
+        Ok(response)
     }
 
     async fn metrics(

@@ -33,4 +33,4 @@ mod text;
 pub mod token;
 
 pub use agent::{Agent, AgentConfig};
-pub use health::AGENT_VERSION;
+pub use health::{AGENT_VERSION, KERNEL_FAILURE_HEADER};

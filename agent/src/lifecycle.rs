@@ -193,13 +193,14 @@ impl Lifecycle {
         }
         let now = Instant::now();
         let cap = st.cap.unwrap_or(now);
-        let wanted = now + Duration::from_millis(timeout_ms);
-        if wanted > cap {
+        // Past the clock's range is past any cap (and no panic).
+        let wanted = now.checked_add(Duration::from_millis(timeout_ms));
+        let Some(wanted) = wanted.filter(|w| *w <= cap) else {
             return Err(Status::invalid_argument(format!(
                 "timeout beyond cap; cap_unix_ms={}",
                 unix_ms(cap)
             )));
-        }
+        };
         let current = st.deadline.unwrap_or(now);
         let new_deadline = match mode {
             pb::TimeoutMode::AtLeast if !st.expired => current.max(wanted),

@@ -21,6 +21,9 @@ use crate::isolation::{self, ChildSetup, Support};
 /// The guest's home directory, as commands and kernels see it.
 pub const GUEST_HOME: &str = "/home/user";
 
+/// The PATH of every process unless the run payload's envs set another.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 /// What a child process is started with.
 #[derive(Clone, Debug, Default)]
 pub struct SpawnSpec {
@@ -192,6 +195,39 @@ impl SandboxEnv {
         f()
     }
 
+    /// Whether `program` (a bare name) is on the PATH the sandbox's
+    /// processes get (the run payload's, else the default), as exec would
+    /// look it up: an executable file of that name in one of its
+    /// directories. `true` when it cannot tell (a relative PATH entry).
+    /// Lets the code service say at once that an interpreter is missing
+    /// instead of failing its start in the background.
+    pub fn finds_program(&self, program: &str) -> bool {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = self
+            .inner
+            .defaults
+            .lock()
+            .expect("defaults lock")
+            .get("PATH")
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_PATH.to_owned());
+        path.split(':').filter(|d| !d.is_empty()).any(|dir| {
+            if !dir.starts_with('/') {
+                return true;
+            }
+            let guest = Path::new(dir).join(program);
+            // Inside the mount namespace, the home and /tmp are the sandbox's.
+            let private = [GUEST_HOME, "/tmp"].iter().any(|p| guest.starts_with(p));
+            let host = if private && self.inner.support.mount_ns {
+                self.to_host(&guest.to_string_lossy())
+            } else {
+                guest
+            };
+            std::fs::metadata(host)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    }
+
     /// A command for `spec`, with the sandbox's environment, its own process
     /// group, the sandbox limits, its cgroup, namespaces and uid. The caller
     /// spawns it and then calls [`SandboxEnv::track`] with its pid.
@@ -211,10 +247,7 @@ impl SandboxEnv {
         let mut cmd = tokio::process::Command::new(&spec.program);
         cmd.args(&spec.args);
         cmd.env_clear();
-        cmd.env(
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        );
+        cmd.env("PATH", DEFAULT_PATH);
         if self.inner.support.mount_ns {
             cmd.env("HOME", GUEST_HOME);
         } else {

@@ -173,6 +173,17 @@ async fn set_timeout_rules_and_messages() {
         .parse()
         .unwrap();
     assert!((n - cap).abs() <= 2, "{n} vs {cap}");
+    // A hostile client's u64::MAX is beyond the cap, not a panic.
+    let err = t
+        .lifecycle()
+        .set_timeout(set(u64::MAX, pb::TimeoutMode::Exact))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message()
+            .starts_with("timeout beyond cap; cap_unix_ms=")
+    );
 
     let lc = t
         .lifecycle()

@@ -236,6 +236,16 @@ async fn per_execution_envs_apply_to_one_cell_only() {
 }
 
 #[tokio::test]
+async fn a_timeout_too_large_for_the_clock_is_no_limit() {
+    // A hostile client's u64::MAX used to panic the Execute handler.
+    let mut s = serve().await;
+    let mut req = cell("1 + 1");
+    req.timeout_ms = u64::MAX;
+    let run = run_ok(&mut s.client, req).await;
+    assert_eq!(run.text().as_deref(), Some("2"));
+}
+
+#[tokio::test]
 async fn a_timeout_interrupts_the_cell_and_keeps_the_state() {
     let mut s = serve().await;
     run_ok(&mut s.client, cell("kept = 5")).await;

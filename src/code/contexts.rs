@@ -42,7 +42,8 @@ impl CodeContextOptions {
         self
     }
 
-    /// The kernel's working directory (absolute).
+    /// The kernel's working directory: absolute, or relative to
+    /// `/home/user` like relative file paths.
     #[must_use]
     pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
         self.cwd = Some(cwd.into());
@@ -71,12 +72,20 @@ impl Sandbox {
     ///
     /// # Errors
     /// `RateLimit` above 8 contexts; `Unimplemented` for a language the
-    /// image lacks; `InvalidArgument` (a relative or missing cwd, a bad env
-    /// name or language); transport failures.
+    /// image lacks; `InvalidArgument` naming the argument before any I/O
+    /// (`cwd` empty or with a NUL, `envs` by the builder's rules,
+    /// `language` empty or with a NUL), or from the agent (a missing cwd);
+    /// `Sandbox { code: PermissionDenied }` for a cwd the sandbox user may
+    /// not use; transport failures.
     pub async fn create_code_context(
         &self,
         options: CodeContextOptions,
     ) -> Result<CodeContext, SandboxError> {
+        if let Some(language) = &options.language {
+            crate::checks::language(language)?;
+        }
+        crate::checks::envs(&options.envs)?;
+        let cwd = crate::checks::context_cwd(options.cwd.as_deref())?;
         let language = options
             .language
             .as_deref()
@@ -86,7 +95,7 @@ impl Sandbox {
             .create_context(
                 pb::CreateContextRequest {
                     language: language.clone(),
-                    cwd: options.cwd.clone(),
+                    cwd: cwd.clone(),
                     envs: options.envs.into_iter().collect(),
                 },
                 CONTEXT_TIMEOUT,
@@ -102,7 +111,7 @@ impl Sandbox {
         Ok(listed.unwrap_or(CodeContext {
             id: response.context_id,
             language,
-            cwd: options.cwd,
+            cwd,
         }))
     }
 
@@ -124,6 +133,7 @@ impl Sandbox {
     /// is already under way); `InvalidArgument` for a malformed id;
     /// transport failures.
     pub async fn restart_code_context(&self, context_id: &str) -> Result<(), SandboxError> {
+        crate::checks::context_id(context_id)?;
         self.conn()
             .restart_context(
                 pb::RestartContextRequest {
@@ -140,6 +150,7 @@ impl Sandbox {
     /// `NotFound` for an unknown context; `InvalidArgument` for `default`
     /// (it is protected) or a malformed id; transport failures.
     pub async fn remove_code_context(&self, context_id: &str) -> Result<(), SandboxError> {
+        crate::checks::context_id(context_id)?;
         self.conn()
             .destroy_context(
                 pb::DestroyContextRequest {

@@ -458,39 +458,36 @@ impl Commands<'_> {
     /// `Timeout { scope: Command }`.
     ///
     /// # Errors
-    /// `InvalidArgument` (bad cwd or user); `RateLimit` at the agent's
-    /// process limit; transport failures.
+    /// `InvalidArgument` naming the argument before any I/O (as for
+    /// [`Commands::run_with`]), or from the agent (bad cwd or user);
+    /// `RateLimit` at the agent's process limit; transport failures.
     pub async fn spawn(
         &self,
         cmd: &str,
         mut options: CommandOptions,
     ) -> Result<CommandHandle, SandboxError> {
-        let timeout_ms = options.timeout.map_or(0, |t| {
-            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
-        });
+        // The same checks as `run`, before any I/O; a timeout too large to
+        // add the stream's slack to is no limit, not a panic.
+        crate::checks::command(cmd)?;
+        crate::checks::envs(&options.envs)?;
+        let cwd = crate::checks::cwd(options.cwd.as_deref())?;
+        let user = crate::checks::user(options.user.as_deref())?;
+        let (timeout_ms, total) = crate::checks::operation_timeout(options.timeout, STREAM_SLACK);
         let stdin_bytes = options.stdin.take();
         let request = pb::StartRequest {
             process: Some(pb::ProcessConfig {
                 cmd: "/bin/bash".to_owned(),
                 args: vec!["-l".to_owned(), "-c".to_owned(), cmd.to_owned()],
                 envs: options.envs.clone().into_iter().collect(),
-                cwd: options.cwd.clone().filter(|c| !c.is_empty()),
+                cwd,
             }),
-            user: options
-                .user
-                .clone()
-                .filter(|u| !u.is_empty())
-                .map(|username| pb::User { username }),
+            user: user.map(|username| pb::User { username }),
             timeout_ms,
             stdin: options.stdin_open || stdin_bytes.is_some(),
             tag: None,
             kill_tree: false,
         };
-        let stream = self
-            .sandbox
-            .conn()
-            .start_process(request, options.timeout.map(|t| t + STREAM_SLACK))
-            .await?;
+        let stream = self.sandbox.conn().start_process(request, total).await?;
         let handle = CommandHandle::open(
             self.sandbox,
             stream,

@@ -15,6 +15,7 @@ use futures_util::future::BoxFuture;
 use lmv::config::retry::RetryConfig;
 use lmv::config::{Credentials, ProvideCredentials as _, Region};
 use lmv::types::{IdlePolicy, Logging, LoggingDisabled, PortSpecification};
+use tracing::instrument::WithSubscriber as _;
 
 use super::failure::map_sdk_error;
 use super::{
@@ -22,8 +23,61 @@ use super::{
     SandboxState,
 };
 use crate::error::SandboxError;
-use crate::error::map::aws::no_credentials;
+use crate::error::map::aws::{no_credentials, profile_not_found};
 use crate::secret::Secret;
+
+/// Runs anything of the AWS SDK with tracing silenced. At TRACE,
+/// `aws-smithy-runtime` logs whole requests and responses (the proxy token
+/// of CreateMicrovmAuthToken in clear, the access key id in signing lines)
+/// and the credential chain logs what it found: no subscriber may see that.
+/// The SDK's own events ([`control_event`]) say what happened instead.
+fn silenced<F: std::future::Future>(future: F) -> tracing::instrument::WithDispatch<F> {
+    future.with_subscriber(tracing::Dispatch::none())
+}
+
+/// The SDK's own, redacted event for one control-plane call: the operation,
+/// the MicroVM and the outcome's kind, never a token or a credential.
+fn control_event<T>(operation: &'static str, microvm: &str, outcome: &Result<T, SandboxError>) {
+    match outcome {
+        Ok(_) => tracing::debug!(
+            target: "rayito::control",
+            operation,
+            microvm_id = microvm,
+            "control-plane call succeeded"
+        ),
+        Err(err) => tracing::debug!(
+            target: "rayito::control",
+            operation,
+            microvm_id = microvm,
+            kind = err.kind().as_str(),
+            "control-plane call failed"
+        ),
+    }
+}
+
+/// The profile the caller named (`AwsOptions::profile`, else `AWS_PROFILE`),
+/// when it is in neither AWS file. `default` is never reported: without any
+/// file it legitimately does not exist.
+async fn missing_profile(settings: &AwsSettings) -> Option<String> {
+    use aws_runtime::env_config::file::EnvConfigFiles;
+    use aws_types::os_shim_internal::{Env, Fs};
+    let name = settings
+        .profile
+        .clone()
+        .or_else(|| std::env::var("AWS_PROFILE").ok())
+        .filter(|name| !name.is_empty() && name != "default")?;
+    let loaded = silenced(aws_config::profile::load(
+        &Fs::real(),
+        &Env::real(),
+        &EnvConfigFiles::default(),
+        Some(name.clone().into()),
+    ))
+    .await;
+    match loaded {
+        Ok(set) if set.get_profile(&name).is_some() => None,
+        _ => Some(name),
+    }
+}
 
 /// Connect timeout of control-plane calls.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -39,6 +93,8 @@ pub(crate) struct AwsSettings {
     pub profile: Option<String>,
     /// Static credentials (access key id, secret access key).
     pub static_credentials: Option<(String, Secret)>,
+    /// The session token of temporary static credentials.
+    pub session_token: Option<Secret>,
 }
 
 impl fmt::Debug for AwsSettings {
@@ -48,6 +104,7 @@ impl fmt::Debug for AwsSettings {
             .field("endpoint_url", &self.endpoint_url)
             .field("profile", &self.profile)
             .field("static_credentials", &self.static_credentials.is_some())
+            .field("session_token", &self.session_token.is_some())
             .finish()
     }
 }
@@ -97,9 +154,11 @@ impl AwsControlPlane {
                     .build(),
             );
         if let Some(region) = &settings.region {
+            crate::checks::region(region)?;
             loader = loader.region(Region::new(region.clone()));
         }
         if let Some(url) = &settings.endpoint_url {
+            crate::checks::endpoint_url(url)?;
             loader = loader.endpoint_url(url.clone());
         }
         if let Some(profile) = &settings.profile {
@@ -109,21 +168,29 @@ impl AwsControlPlane {
             loader = loader.credentials_provider(Credentials::new(
                 key_id.clone(),
                 secret.expose().to_owned(),
-                None,
+                settings
+                    .session_token
+                    .as_ref()
+                    .map(|token| token.expose().to_owned()),
                 None,
                 "rayito-static",
             ));
         }
-        let config = loader.load().await;
-        if config.region().is_none() {
-            return Err(no_credentials("no AWS region is configured"));
+        if let Some(profile) = missing_profile(settings).await {
+            return Err(profile_not_found(&profile));
         }
+        let config = silenced(loader.load()).await;
+        let Some(region) = config.region() else {
+            return Err(no_credentials("no AWS region is configured"));
+        };
+        // A region from the environment or a profile follows the same rule.
+        crate::checks::region(region.as_ref())?;
         let Some(provider) = config.credentials_provider() else {
             return Err(no_credentials("no AWS credentials were found"));
         };
         // The chain caches what it found; this only proves something is there.
         // Its error text can name files and profiles, so it is not kept.
-        if provider.provide_credentials().await.is_err() {
+        if silenced(provider.provide_credentials()).await.is_err() {
             return Err(no_credentials("no AWS credentials were found"));
         }
         Ok(Self {
@@ -185,10 +252,15 @@ impl ControlPlane for AwsControlPlane {
             if let Some(role) = request.execution_role_arn {
                 call = call.execution_role_arn(role);
             }
-            let out = call
-                .send()
+            let out = silenced(call.send())
                 .await
-                .map_err(|e| map_sdk_error("RunMicrovm", &e))?;
+                .map_err(|e| map_sdk_error("RunMicrovm", &e));
+            control_event(
+                "RunMicrovm",
+                out.as_ref().map_or("", |o| o.microvm_id()),
+                &out,
+            );
+            let out = out?;
             Ok(Microvm {
                 id: out.microvm_id().to_owned(),
                 state: SandboxState::from(out.state().as_str()),
@@ -209,13 +281,11 @@ impl ControlPlane for AwsControlPlane {
 
     fn get_microvm(&self, id: String) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
         async move {
-            let out = self
-                .client
-                .get_microvm()
-                .microvm_identifier(id)
-                .send()
+            let out = silenced(self.client.get_microvm().microvm_identifier(&id).send())
                 .await
-                .map_err(|e| map_sdk_error("GetMicrovm", &e))?;
+                .map_err(|e| map_sdk_error("GetMicrovm", &e));
+            control_event("GetMicrovm", &id, &out);
+            let out = out?;
             Ok(Microvm {
                 id: out.microvm_id().to_owned(),
                 state: SandboxState::from(out.state().as_str()),
@@ -236,13 +306,17 @@ impl ControlPlane for AwsControlPlane {
 
     fn terminate_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
         async move {
-            self.client
-                .terminate_microvm()
-                .microvm_identifier(id)
-                .send()
-                .await
-                .map_err(|e| map_sdk_error("TerminateMicrovm", &e))?;
-            Ok(())
+            let out = silenced(
+                self.client
+                    .terminate_microvm()
+                    .microvm_identifier(&id)
+                    .send(),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| map_sdk_error("TerminateMicrovm", &e));
+            control_event("TerminateMicrovm", &id, &out);
+            out
         }
         .boxed()
     }
@@ -253,24 +327,29 @@ impl ControlPlane for AwsControlPlane {
     ) -> BoxFuture<'_, Result<Secret, SandboxError>> {
         async move {
             let minutes = i32::try_from(request.expiration.as_secs() / 60).unwrap_or(60);
+            let id = request.microvm_id;
             let mut call = self
                 .client
                 .create_microvm_auth_token()
-                .microvm_identifier(request.microvm_id)
+                .microvm_identifier(&id)
                 .expiration_in_minutes(minutes.max(1));
             for port in request.ports {
                 call = call.allowed_ports(PortSpecification::Port(i32::from(port)));
             }
-            let out = call
-                .send()
+            // The output holds the proxy token: only a silenced SDK may see it.
+            let out = silenced(call.send())
                 .await
-                .map_err(|e| map_sdk_error("CreateMicrovmAuthToken", &e))?;
-            pick_proxy_token(out.auth_token()).ok_or_else(|| {
-                SandboxError::protocol_violation(
-                    "create",
-                    "CreateMicrovmAuthToken answered without a proxy token",
-                )
-            })
+                .map_err(|e| map_sdk_error("CreateMicrovmAuthToken", &e))
+                .and_then(|out| {
+                    pick_proxy_token(out.auth_token()).ok_or_else(|| {
+                        SandboxError::protocol_violation(
+                            "create",
+                            "CreateMicrovmAuthToken answered without a proxy token",
+                        )
+                    })
+                });
+            control_event("CreateMicrovmAuthToken", &id, &out);
+            out
         }
         .boxed()
     }

@@ -12,6 +12,14 @@ use aws_sdk_lambdamicrovms::error::{DisplayErrorContext, ProvideErrorMetadata, S
 use crate::error::SandboxError;
 use crate::error::map::aws::{AwsFailure, NoResponse, from_aws, sanitize_aws_code};
 
+/// The AWS SDK's own list of throttling error codes (its retry
+/// classifier's): the error mapping reads it here, so the AWS crate stays
+/// inside `control`.
+pub(crate) const THROTTLING_CODES: &[&str] = aws_runtime::retries::classifiers::THROTTLING_ERRORS;
+
+/// The AWS SDK's own list of transient error codes (`RequestTimeout` ...).
+pub(crate) const TRANSIENT_CODES: &[&str] = aws_runtime::retries::classifiers::TRANSIENT_ERRORS;
+
 /// Maps any operation's `SdkError` to a `SandboxError` (docs/errors.md,
 /// "From AWS").
 pub(super) fn map_sdk_error<E>(

@@ -10,6 +10,8 @@ mod failure;
 pub(crate) mod pacing;
 pub(crate) mod retry;
 
+pub(crate) use failure::{THROTTLING_CODES, TRANSIENT_CODES};
+
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
@@ -62,14 +64,15 @@ impl SandboxState {
 
 impl From<&str> for SandboxState {
     fn from(token: &str) -> Self {
-        match token {
+        let token = crate::error::clean_token(token);
+        match token.as_str() {
             "PENDING" => Self::Pending,
             "RUNNING" => Self::Running,
             "SUSPENDING" => Self::Suspending,
             "SUSPENDED" => Self::Suspended,
             "TERMINATING" => Self::Terminating,
             "TERMINATED" => Self::Terminated,
-            other => Self::Unknown(UnknownValue::new(other)),
+            _ => Self::Unknown(UnknownValue::new(token)),
         }
     }
 }

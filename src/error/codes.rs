@@ -27,12 +27,25 @@ use std::fmt;
 #[allow(clippy::box_collection)]
 pub struct UnknownValue(Box<String>);
 
+/// The most characters of a token an error keeps (an agent's code or
+/// status, a state name).
+pub(crate) const MAX_TOKEN_CHARS: usize = 64;
+
+/// `token` as an error may keep it: redacted like server text, control
+/// characters as spaces, trimmed, at most [`MAX_TOKEN_CHARS`] characters.
+/// Cleaning a clean token changes nothing.
+pub(crate) fn clean_token(token: &str) -> String {
+    super::map::redact::sanitize_remote_text(token, MAX_TOKEN_CHARS)
+}
+
 impl UnknownValue {
-    pub(crate) fn new(token: &str) -> Self {
-        Self(Box::new(token.to_owned()))
+    /// Wraps a token that [`clean_token`] already cleaned.
+    pub(crate) fn new(clean: String) -> Self {
+        Self(Box::new(clean))
     }
 
-    /// The token as it was received.
+    /// The token as it was received, cleaned: redacted like server text,
+    /// on one line, at most 64 characters.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -79,10 +92,14 @@ macro_rules! code_list {
         }
 
         impl From<&str> for $name {
+            /// Parses a token; never fails. The token is cleaned first
+            /// (redacted, one line, at most 64 characters), so a code an
+            /// agent chooses can never carry a secret or a megabyte.
             fn from(token: &str) -> Self {
-                match token {
+                let token = clean_token(token);
+                match token.as_str() {
                     $( $token => Self::$variant, )+
-                    other => Self::Unknown(UnknownValue::new(other)),
+                    _ => Self::Unknown(UnknownValue::new(token)),
                 }
             }
         }
@@ -136,6 +153,27 @@ code_list! {
         OutputTruncated => "output_truncated",
         /// An invariant of the SDK or agent broke.
         Internal => "internal",
+        /// The sandbox's user may not use a path (or cwd, or run as a user)
+        /// the caller passed; the caller's credentials are fine.
+        PermissionDenied => "permission_denied",
+        /// The agent runs but its code kernel cannot start (for example an
+        /// `envs` PATH override hides the interpreter); waiting cannot help.
+        KernelFailed => "kernel_failed",
+    }
+}
+
+impl SandboxCode {
+    /// The code of an error whose kind this SDK does not know (from a newer
+    /// SDK's wire form): always `Unknown`, keeping the kind. A kind that
+    /// spells a known code (`connection_lost`) is kept as `kind:<kind>`, so
+    /// the kind string can never choose a code, and with it retryability.
+    pub(crate) fn of_unknown_kind(kind: &str) -> Self {
+        let token = clean_token(kind);
+        if Self::VALUES.contains(&token.as_str()) {
+            Self::Unknown(UnknownValue::new(format!("kind:{token}")))
+        } else {
+            Self::Unknown(UnknownValue::new(token))
+        }
     }
 }
 

@@ -245,6 +245,33 @@ impl SandboxError {
         }
     }
 
+    /// `Sandbox{kernel_failed}`: the agent said (Health's
+    /// `rayito-kernel-failure` header) that its kernel cannot start.
+    /// `reason` is the agent's text, cleaned and bounded.
+    pub(crate) fn kernel_failed(reason: &str) -> Self {
+        let reason = super::map::redact::sanitize_remote_text(reason, 256);
+        Self::sandbox_with(
+            SandboxCode::KernelFailed,
+            meta(m::SDK_KERNEL_FAILED, &[("reason", &reason)]),
+        )
+    }
+
+    /// `LifecycleUnsupported`: `set_timeout` on a sandbox created without a
+    /// managed lifecycle.
+    pub(crate) fn lifecycle_unmanaged() -> Self {
+        Self::lifecycle_unsupported("set_timeout", m::SDK_LIFECYCLE_UNMANAGED_REASON.text)
+    }
+
+    /// The same error, its message saying that a kill of `sandbox_id`
+    /// failed and the MicroVM may still be running (the variant, and so
+    /// what to do about it, is kept).
+    pub(crate) fn kill_failed(mut self, sandbox_id: &str) -> Self {
+        let meta = self.meta_mut();
+        let cause = std::mem::take(&mut meta.message);
+        meta.message = m::SDK_KILL_FAILED.render(&[("sandbox_id", sandbox_id), ("cause", &cause)]);
+        self
+    }
+
     pub(crate) fn sandbox_with(code: SandboxCode, meta: Box<ErrorMeta>) -> Self {
         Self::Sandbox {
             code: Some(code),

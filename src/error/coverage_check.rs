@@ -74,6 +74,7 @@ fn corpus() -> Vec<SandboxError> {
         }
     }
     out.push(no_credentials("x"));
+    out.push(super::map::aws::profile_not_found("dev"));
 
     let texts = [
         "",
@@ -93,6 +94,7 @@ fn corpus() -> Vec<SandboxError> {
         CallContext::new("commands.run"),
         CallContext::filesystem("files.read"),
         CallContext::new("commands.run").cancelled_by_caller(),
+        CallContext::new("connect"),
     ];
     for code in GrpcCode::ALL {
         for text in texts {
@@ -174,6 +176,12 @@ fn corpus() -> Vec<SandboxError> {
         SandboxError::timeout(TimeoutScope::StateWait, "f", d),
         SandboxError::unimplemented("f", "r", None),
         SandboxError::lifecycle_unsupported("f", "r"),
+        SandboxError::lifecycle_unmanaged(),
+        SandboxError::kernel_failed("python3 was not found on the sandbox's PATH"),
+        SandboxError::closed().kill_failed("m"),
+        super::map::grpc::proxy_rejected_without_remint(GrpcFailure::http_without_grpc_status(
+            403, calls[0],
+        )),
     ]);
     out
 }
@@ -189,12 +197,30 @@ fn every_message_comes_from_a_template_and_every_template_is_used() {
         assert!(!m.contains('{'), "unfilled placeholder in {m:?}");
     }
     // The unimplemented reason is a fragment used inside sdk.unimplemented.
-    for t in ALL.iter().filter(|t| t.id != "grpc.unimplemented_reason") {
+    let fragments = [
+        "grpc.unimplemented_reason",
+        "sdk.lifecycle_unmanaged_reason",
+    ];
+    for t in ALL.iter().filter(|t| !fragments.contains(&t.id)) {
         assert!(
             messages.iter().any(|m| matches(t, m)),
             "template {} is never produced",
             t.id
         );
+    }
+}
+
+/// `from_wire` cleans what it reads like a mapper: the SDK's own errors are
+/// already clean, so each comes back unchanged.
+#[test]
+fn every_error_the_sdk_makes_survives_the_wire_unchanged() {
+    for e in corpus() {
+        let back = SandboxError::from_wire(&e.to_wire()).expect("own wire form parses");
+        // The redacted cause stays in this process (the wire form does
+        // not carry it).
+        let mut expected = e.clone();
+        expected.meta_mut().cause = None;
+        assert_eq!(back, expected, "{e:?}");
     }
 }
 

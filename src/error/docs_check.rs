@@ -157,6 +157,8 @@ fn every_placeholder_is_a_documented_name() {
         "remedy",
         "see",
         "attempts",
+        "role",
+        "profile",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

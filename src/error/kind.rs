@@ -270,6 +270,16 @@ impl ErrorInfo {
             }
             SandboxCode::OutputTruncated => (false, true, "output exceeded the kept budget"),
             SandboxCode::Internal => (false, false, "an invariant of the SDK or agent broke"),
+            SandboxCode::PermissionDenied => (
+                false,
+                false,
+                "the sandbox's user may not use a path, cwd or user the caller passed",
+            ),
+            SandboxCode::KernelFailed => (
+                false,
+                false,
+                "the agent runs but its code kernel cannot start; waiting cannot help",
+            ),
             SandboxCode::Unknown(_) => return None,
         };
         Some(ErrorInfo {

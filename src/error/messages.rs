@@ -55,6 +55,8 @@ templates! {
         "control plane call {operation} could not connect to the service; check the network, the region and the endpoint, then retry";
     AWS_NO_RESPONSE = "aws.no_response" =>
         "control plane call {operation} got no response from the service; retry it";
+    AWS_PROFILE_NOT_FOUND = "aws.profile_not_found" =>
+        "the AWS profile {profile} is not in the AWS config or credentials file; fix the profile name (AwsOptions::profile or AWS_PROFILE) or add the profile";
     AWS_NO_CREDENTIALS = "aws.no_credentials" =>
         "no AWS credentials or region found{detail}; configure AWS (environment variables, a profile or an instance role) or choose the local backend with RAYITO_BACKEND=local or Sandbox::builder().local()";
 
@@ -74,6 +76,10 @@ templates! {
         "the agent denied permission for {feature}{detail}; use an allowed user or path";
     GRPC_PROXY_REJECTED = "grpc.proxy_rejected" =>
         "the AWS proxy refused the sandbox's token for {feature} even after a fresh one; check the IAM permission to create MicroVM auth tokens";
+    GRPC_PROXY_REJECTED_ONCE = "grpc.proxy_rejected_once" =>
+        "the AWS proxy refused the sandbox's token for {feature}, which was not retried with a fresh token (it cannot be replayed, or the retry policy allows no re-mint); retry the call, or check the IAM permission to create MicroVM auth tokens";
+    GRPC_PATH_DENIED = "grpc.path_denied" =>
+        "the sandbox's user may not use the {role} given to {feature}{detail}; pass a {role} that user may use (its home is /home/user)";
     GRPC_FILE_NOT_FOUND = "grpc.file_not_found" =>
         "file not found ({feature}){detail}; check the path";
     GRPC_NOT_FOUND = "grpc.not_found" =>
@@ -133,6 +139,8 @@ templates! {
         "internal error in {feature}: {what}; please report this";
     SDK_AGENT_VM_LOST = "sdk.agent_vm_lost" =>
         "the MicroVM behind the sandbox disappeared during {feature}; create a new sandbox";
+    SDK_KERNEL_FAILED = "sdk.kernel_failed" =>
+        "the code kernel of the sandbox could not start: {reason}; check the image and the envs given to the builder (a PATH override can hide the interpreter)";
     SDK_NOT_READY = "sdk.not_ready" =>
         "the sandbox was not ready within {waited} (state {state}){detail}; raise ready_timeout or check the image";
     SDK_LIFETIME = "sdk.lifetime" =>
@@ -149,6 +157,10 @@ templates! {
         "feature {feature} is not available: {reason}{see}";
     SDK_LIFECYCLE_UNSUPPORTED = "sdk.lifecycle_unsupported" =>
         "this sandbox cannot {feature}: {reason}";
+    SDK_LIFECYCLE_UNMANAGED_REASON = "sdk.lifecycle_unmanaged_reason" =>
+        "it was created without a managed lifecycle; create it with Sandbox::builder().max_lifetime(..) or .on_timeout(..) to make its timeout movable";
+    SDK_KILL_FAILED = "sdk.kill_failed" =>
+        "kill of sandbox {sandbox_id} failed and its MicroVM may still be running: {cause}; this handle stays usable, call kill again";
 }
 
 impl Template {

@@ -35,6 +35,7 @@ mod wire;
 use std::borrow::Cow;
 use std::time::Duration;
 
+pub(crate) use codes::clean_token;
 pub use codes::{
     CapacityCode, CapturedText, CommandExitStatus, GrpcCode, SandboxCode, TimeoutScope,
     UnknownValue,

@@ -7,7 +7,11 @@ use std::time::Duration;
 
 /// One exponential backoff: `initial`, multiplied by `multiplier` after each
 /// retry, capped at `max_delay`, with `±jitter_percent` jitter, bounded by
-/// `max_attempts` (counting the first attempt) and/or `total_budget`.
+/// `max_attempts` (counting the first attempt) and/or `total_budget`. A
+/// server's Retry-After replaces the scheduled delay, capped at
+/// `max_delay`; `total_budget` counts every delay waited, Retry-After
+/// included. Any value is accepted: durations beyond about 146 billion
+/// years are taken as that.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Backoff {
@@ -21,7 +25,7 @@ pub struct Backoff {
     pub jitter_percent: u8,
     /// At most this many attempts in all, the first one included.
     pub max_attempts: Option<u32>,
-    /// Stop retrying once this much time has passed since the first attempt.
+    /// Stop retrying once the delays waited would pass this much in all.
     pub total_budget: Option<Duration>,
 }
 
@@ -57,8 +61,9 @@ pub struct RetryPolicy {
     /// `Capacity` on RunMicrovm: 1 s doubling to 20 s, ±25 % jitter, 120 s
     /// in all; the same `clientToken` on every attempt.
     pub capacity: Backoff,
-    /// `RateLimit` from AWS: `retry_after` when given, else 0.5 s doubling
-    /// to 10 s; 5 attempts.
+    /// `RateLimit` from AWS: `retry_after` when given (at most `max_delay`
+    /// per wait), else 0.5 s doubling to 10 s; 5 attempts, 30 s of waiting
+    /// in all.
     pub rate_limit: Backoff,
     /// `Sandbox{service_error}` from AWS: 0.2 s doubling; 3 attempts.
     pub service_error: Backoff,
@@ -88,6 +93,7 @@ impl Default for RetryPolicy {
             },
             rate_limit: Backoff {
                 max_attempts: Some(5),
+                total_budget: Some(Duration::from_secs(30)),
                 ..Backoff::doubling(Duration::from_millis(500), Duration::from_secs(10))
             },
             service_error: Backoff {
@@ -158,6 +164,7 @@ mod tests {
         assert_eq!(p.rate_limit.delay(0), ms(500));
         assert_eq!(p.rate_limit.delay(10), ms(10_000));
         assert_eq!(p.rate_limit.max_attempts, Some(5));
+        assert_eq!(p.rate_limit.total_budget, Some(Duration::from_secs(30)));
         assert_eq!(p.service_error.delay(0), ms(200));
         assert_eq!(p.service_error.delay(1), ms(400));
         assert_eq!(p.service_error.max_attempts, Some(3));

@@ -12,6 +12,13 @@
 //! unknown kind (from a newer SDK) comes back as `Sandbox` with an unknown
 //! code that keeps the kind string, and with the message and metadata.
 //! Anything else malformed is a [`WireError`], never a panic.
+//!
+//! The wire form may come from anywhere (a queue another process writes),
+//! so every text is bounded and cleaned as the mappers' own output is
+//! (redacted, one line where the mapper makes one line), and nothing in it
+//! can make the error more retryable than its kind: an unknown kind is
+//! `Sandbox { code: Unknown }`, never a known code. Captured command output
+//! (`stdout`, `stderr`) is data and kept as sent.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -19,9 +26,27 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::codes::{
-    CapacityCode, CapturedText, CommandExitStatus, GrpcCode, SandboxCode, TimeoutScope,
+    CapacityCode, CapturedText, CommandExitStatus, GrpcCode, MAX_TOKEN_CHARS, SandboxCode,
+    TimeoutScope,
 };
+use super::map::redact::{MAX_KEPT_CHARS, redact_aws_text, sanitize_remote_text};
 use super::{ErrorKind, ErrorMeta, SandboxError};
+
+/// Bounds of the texts read from a wire form, the mappers' own: our
+/// message, the control plane's state reason and quota code, the fields of
+/// `Unimplemented`.
+const MAX_MESSAGE_CHARS: usize = MAX_KEPT_CHARS;
+const MAX_STATE_REASON_CHARS: usize = 256;
+const MAX_QUOTA_CODE_CHARS: usize = 128;
+const MAX_FEATURE_CHARS: usize = 128;
+const MAX_REASON_CHARS: usize = 512;
+
+/// A one-line text from the wire, cleaned like a mapper's output; `None`
+/// when nothing is left.
+fn line(text: Option<String>, max_chars: usize) -> Option<String> {
+    text.map(|t| sanitize_remote_text(&t, max_chars))
+        .filter(|t| !t.is_empty())
+}
 
 /// A value that is not a `SandboxError` in wire form. It says what was
 /// wrong, never what the input contained.
@@ -168,7 +193,7 @@ impl SandboxError {
         let meta = Box::new(read_meta(obj.get("meta"), message)?);
         let Some(kind) = ErrorKind::from_name(kind) else {
             return Ok(Self::Sandbox {
-                code: Some(SandboxCode::from(kind)),
+                code: Some(SandboxCode::of_unknown_kind(kind)),
                 meta,
             });
         };
@@ -183,15 +208,17 @@ impl SandboxError {
                 meta,
             },
             ErrorKind::InvalidArgument => Self::InvalidArgument {
-                argument: opt_string(f, "argument")?.map(Cow::Owned),
+                argument: line(opt_string(f, "argument")?, MAX_TOKEN_CHARS).map(Cow::Owned),
                 meta,
             },
             ErrorKind::NotFound => Self::NotFound { meta },
             ErrorKind::FileNotFound => Self::FileNotFound { meta },
             ErrorKind::SandboxNotFound => Self::SandboxNotFound { meta },
             ErrorKind::SandboxNotReady => Self::SandboxNotReady {
-                state: opt_string(f, "state")?.map(|s| crate::SandboxState::from(s.as_str())),
-                state_reason: opt_string(f, "state_reason")?,
+                state: opt_string(f, "state")?
+                    .map(|s| crate::SandboxState::from(s.as_str()))
+                    .filter(|s| !s.as_str().is_empty()),
+                state_reason: line(opt_string(f, "state_reason")?, MAX_STATE_REASON_CHARS),
                 meta,
             },
             ErrorKind::SandboxState => Self::SandboxState { meta },
@@ -218,7 +245,7 @@ impl SandboxError {
                 meta,
             },
             ErrorKind::QuotaExceeded => Self::QuotaExceeded {
-                quota_code: opt_string(f, "quota_code")?,
+                quota_code: line(opt_string(f, "quota_code")?, MAX_QUOTA_CODE_CHARS),
                 meta,
             },
             ErrorKind::Capacity => Self::Capacity {
@@ -226,14 +253,14 @@ impl SandboxError {
                 meta,
             },
             ErrorKind::Unimplemented => Self::Unimplemented {
-                feature: req_string(f, "feature")?.into(),
-                reason: req_string(f, "reason")?.into(),
-                doc: opt_string(f, "doc")?.map(Into::into),
+                feature: sanitize_remote_text(&req_string(f, "feature")?, MAX_FEATURE_CHARS).into(),
+                reason: sanitize_remote_text(&req_string(f, "reason")?, MAX_REASON_CHARS).into(),
+                doc: line(opt_string(f, "doc")?, MAX_REASON_CHARS).map(Into::into),
                 meta,
             },
             ErrorKind::LifecycleUnsupported => Self::LifecycleUnsupported {
-                feature: req_string(f, "feature")?.into(),
-                reason: req_string(f, "reason")?.into(),
+                feature: sanitize_remote_text(&req_string(f, "feature")?, MAX_FEATURE_CHARS).into(),
+                reason: sanitize_remote_text(&req_string(f, "reason")?, MAX_REASON_CHARS).into(),
                 meta,
             },
         })
@@ -290,17 +317,25 @@ fn read_duration(v: Option<&Value>) -> Result<Option<Duration>, WireError> {
 }
 
 fn read_meta(v: Option<&Value>, message: &str) -> Result<ErrorMeta, WireError> {
-    let mut meta = ErrorMeta::new(message);
+    let mut meta = ErrorMeta::new(sanitize_remote_text(message, MAX_MESSAGE_CHARS));
     let obj = match v {
         None | Some(Value::Null) => return Ok(meta),
         Some(Value::Object(o)) => o,
         Some(_) => return Err(WireError::new("`meta` is not an object")),
     };
-    // Kept as sent: the sender already redacted them when it built the error.
-    meta.server_message = opt_string(obj, "server_message")?;
-    meta.aws_code = opt_string(obj, "aws_code")?;
-    meta.request_id = opt_string(obj, "request_id")?;
-    meta.reason = opt_string(obj, "reason")?;
+    // Cleaned as the mappers clean them: the sender may not be this SDK.
+    meta.server_message = opt_string(obj, "server_message")?
+        .map(|t| redact_aws_text(&t))
+        .filter(|t| !t.is_empty());
+    if let Some(code) = opt_string(obj, "aws_code")? {
+        meta = meta.with_aws_code(code);
+    }
+    if let Some(id) = opt_string(obj, "request_id")? {
+        meta = meta.with_request_id(id);
+    }
+    if let Some(reason) = opt_string(obj, "reason")? {
+        meta = meta.with_reason(reason);
+    }
     meta.grpc_code = match opt_string(obj, "grpc_code")? {
         None => None,
         Some(name) => Some(
@@ -352,13 +387,23 @@ mod tests {
         proptest::option::of(text())
     }
 
+    /// A one-line text as a mapper keeps it (the SDK's own errors hold
+    /// only such texts, and `from_wire` cleans them the same way).
+    fn clean(max: usize) -> impl Strategy<Value = String> {
+        text().prop_map(move |t| sanitize_remote_text(&t, max))
+    }
+
+    fn opt_clean(max: usize) -> impl Strategy<Value = Option<String>> {
+        proptest::option::of(clean(max)).prop_map(|t| t.filter(|t| !t.is_empty()))
+    }
+
     fn meta() -> impl Strategy<Value = Box<ErrorMeta>> {
         (
-            text(),
-            opt_text(),
+            clean(MAX_MESSAGE_CHARS),
+            opt_text().prop_map(|t| t.map(|t| redact_aws_text(&t)).filter(|t| !t.is_empty())),
             proptest::option::of(proptest::sample::select(GrpcCode::ALL)),
             proptest::option::of(any::<u16>()),
-            (opt_text(), opt_text(), opt_text()),
+            (opt_clean(256), opt_clean(256), opt_clean(256)),
             any::<u32>(),
         )
             .prop_map(
@@ -392,20 +437,26 @@ mod tests {
                 scope: TimeoutScope::from(s.as_str()),
                 meta
             }),
-            (opt_text(), meta()).prop_map(|(a, meta)| SandboxError::InvalidArgument {
-                argument: a.map(Cow::Owned),
-                meta
+            (opt_clean(MAX_TOKEN_CHARS), meta()).prop_map(|(a, meta)| {
+                SandboxError::InvalidArgument {
+                    argument: a.map(Cow::Owned),
+                    meta,
+                }
             }),
             meta().prop_map(|meta| SandboxError::NotFound { meta }),
             meta().prop_map(|meta| SandboxError::FileNotFound { meta }),
             meta().prop_map(|meta| SandboxError::SandboxNotFound { meta }),
-            (opt_text(), opt_text(), meta()).prop_map(|(state, state_reason, meta)| {
-                SandboxError::SandboxNotReady {
-                    state: state.map(|s| crate::SandboxState::from(s.as_str())),
-                    state_reason,
-                    meta,
+            (opt_text(), opt_clean(MAX_STATE_REASON_CHARS), meta()).prop_map(
+                |(state, state_reason, meta)| {
+                    SandboxError::SandboxNotReady {
+                        state: state
+                            .map(|s| crate::SandboxState::from(s.as_str()))
+                            .filter(|s| !s.as_str().is_empty()),
+                        state_reason,
+                        meta,
+                    }
                 }
-            }),
+            ),
             meta().prop_map(|meta| SandboxError::SandboxState { meta }),
             meta().prop_map(|meta| SandboxError::SandboxLifetime { meta }),
             (any::<i32>(), text(), text(), text(), any::<bool>(), meta()).prop_map(
@@ -427,21 +478,27 @@ mod tests {
                     meta,
                 }
             }),
-            (opt_text(), meta())
+            (opt_clean(MAX_QUOTA_CODE_CHARS), meta())
                 .prop_map(|(quota_code, meta)| SandboxError::QuotaExceeded { quota_code, meta }),
             (opt_text(), meta()).prop_map(|(c, meta)| SandboxError::Capacity {
                 code: c.map(|c| CapacityCode::from(c.as_str())),
                 meta
             }),
-            (text(), text(), opt_text(), meta()).prop_map(|(f, r, d, meta)| {
-                SandboxError::Unimplemented {
-                    feature: f.into(),
-                    reason: r.into(),
-                    doc: d.map(Into::into),
-                    meta,
-                }
-            }),
-            (text(), text(), meta()).prop_map(|(f, r, meta)| {
+            (
+                clean(MAX_FEATURE_CHARS),
+                clean(MAX_REASON_CHARS),
+                opt_clean(MAX_REASON_CHARS),
+                meta()
+            )
+                .prop_map(|(f, r, d, meta)| {
+                    SandboxError::Unimplemented {
+                        feature: f.into(),
+                        reason: r.into(),
+                        doc: d.map(Into::into),
+                        meta,
+                    }
+                }),
+            (clean(MAX_FEATURE_CHARS), clean(MAX_REASON_CHARS), meta()).prop_map(|(f, r, meta)| {
                 SandboxError::LifecycleUnsupported {
                     feature: f.into(),
                     reason: r.into(),
@@ -506,6 +563,60 @@ mod tests {
         ));
         assert_eq!(e.to_string(), "the pool is closed");
         assert_eq!(e.meta().attempts(), 2);
+    }
+
+    #[test]
+    fn a_kind_that_spells_a_code_never_chooses_it() {
+        for code in SandboxCode::VALUES {
+            let v = json!({"kind": code, "message": "m"});
+            let e = SandboxError::from_wire(&v).expect("unknown kinds are accepted");
+            let Some(c) = e.sandbox_code() else {
+                panic!("{e:?}")
+            };
+            assert!(!c.is_known(), "{code}: {e:?}");
+            assert_eq!(c.as_str(), format!("kind:{code}"));
+            assert!(!e.is_retryable(), "{code}");
+            // And it stays so across another hop.
+            assert_eq!(SandboxError::from_wire(&e.to_wire()).as_ref(), Ok(&e));
+        }
+    }
+
+    #[test]
+    fn wire_texts_are_bounded_and_cleaned_like_a_mappers() {
+        let key = "AKIAIOSFODNN7EXAMPLE";
+        let long = format!("x-amz-{}", "y".repeat(5_000));
+        let v = json!({
+            "kind": "invalid_argument",
+            "message": format!("bad\nvalue {key} {long}"),
+            "argument": format!("arg\u{7}{key}{long}"),
+            "meta": {
+                "server_message": format!("line one\nAuthorization: {key}\n{long}"),
+                "aws_code": format!("Code {key}"),
+                "request_id": long.clone(),
+                "reason": format!("\tsome_token {key}"),
+            },
+        });
+        let e = SandboxError::from_wire(&v).expect("accepted");
+        let wire = e.to_wire_string();
+        assert!(!wire.contains(key), "{wire}");
+        assert!(!format!("{e:?} {e}").contains(key));
+        let m = e.meta();
+        assert!(!m.message().contains('\n'));
+        assert!(m.message().chars().count() <= MAX_MESSAGE_CHARS);
+        assert_eq!(
+            m.server_message(),
+            Some("line one\nAuthorization: [redacted]\n")
+        );
+        assert_eq!(m.aws_code(), Some("Code [redacted]"));
+        assert_eq!(m.reason(), Some("some_token [redacted]"));
+        assert!(m.request_id().is_none_or(|r| r.chars().count() <= 256));
+        let SandboxError::InvalidArgument {
+            argument: Some(a), ..
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        assert!(a.chars().count() <= MAX_TOKEN_CHARS && !a.contains('\u{7}'));
     }
 
     #[test]

@@ -167,13 +167,16 @@ impl Files<'_> {
     ///
     /// # Errors
     /// `FileNotFound` for a missing path; `InvalidArgument` when it is not
-    /// a directory; `Authentication` for a denied path; `RateLimit` above
+    /// a directory (or, before any I/O, an empty path or one with a NUL);
+    /// `Sandbox { code: PermissionDenied }` for a path the sandbox user may
+    /// not use; `RateLimit` above
     /// the agent's 4,096 watched directories; transport failures.
     pub async fn watch_dir(
         &self,
         path: &str,
         recursive: bool,
     ) -> Result<WatchHandle, SandboxError> {
+        crate::checks::path(path)?;
         let mut stream = self
             .sandbox
             .conn()

@@ -75,6 +75,14 @@ impl AwsOptions {
         self
     }
 
+    /// The session token of temporary static credentials (from STS, an
+    /// assumed role); only used with [`AwsOptions::static_credentials`].
+    #[must_use]
+    pub fn session_token(mut self, token: impl Into<Secret>) -> Self {
+        self.settings.session_token = Some(token.into());
+        self
+    }
+
     /// Trusts one more CA certificate (PEM), besides the system roots, when
     /// dialling sandboxes over TLS: for an emulator in TLS mode (its
     /// `ca.pem`) or a TLS-intercepting proxy. May be called several times.

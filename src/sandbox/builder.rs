@@ -93,7 +93,9 @@ impl SandboxBuilder {
         self
     }
 
-    /// The sandbox's lifetime (default 1 h, at most 8 h).
+    /// The sandbox's lifetime (default 1 h, at most 8 h; `create` refuses a
+    /// longer one with `SandboxLifetime`, a zero one with `InvalidArgument`,
+    /// before any I/O; a fraction of a second counts as a whole second).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.options.timeout = timeout;
         self
@@ -142,13 +144,17 @@ impl SandboxBuilder {
         self
     }
 
-    /// How long to wait for the agent to become ready (default 90 s).
+    /// How long to wait for the agent to become ready (default 90 s; zero is
+    /// refused before any I/O; a duration too large to add to the clock,
+    /// like `Duration::MAX`, means no limit).
     pub fn ready_timeout(mut self, ready_timeout: Duration) -> Self {
         self.options.ready_timeout = ready_timeout;
         self
     }
 
-    /// Deadline of unary agent calls (default 60 s).
+    /// Deadline of unary agent calls (default 60 s; zero is refused before
+    /// any I/O; a duration too large to add to the clock, like
+    /// `Duration::MAX`, means no limit).
     pub fn request_timeout(mut self, request_timeout: Duration) -> Self {
         self.options.request_timeout = request_timeout;
         self
@@ -315,7 +321,14 @@ impl SandboxBuilder {
         )
         .await?;
         tracing::debug!(target: "rayito::sandbox", sandbox_id = %vm.id, "sandbox ready");
-        Ok(self.handle(vm.id, access_token, control, conn, health.resume_generation))
+        Ok(self.handle(
+            vm.id,
+            access_token,
+            control,
+            conn,
+            health.resume_generation,
+            super::managed_lifecycle(&health),
+        ))
     }
 
     /// The handle of a ready sandbox, with its proxy-token refresher.
@@ -326,6 +339,7 @@ impl SandboxBuilder {
         control: Arc<dyn crate::control::ControlPlane>,
         conn: crate::transport::AgentConn,
         resume_generation: u64,
+        managed_lifecycle: Option<bool>,
     ) -> Sandbox {
         let marks = Arc::new(LifecycleMarks::new(resume_generation));
         conn.enable_reconnect(
@@ -344,6 +358,7 @@ impl SandboxBuilder {
                 ready_timeout: self.options.ready_timeout,
                 marks,
                 refresher,
+                managed_lifecycle,
             }),
         }
     }
@@ -484,7 +499,14 @@ impl SandboxBuilder {
         // Health is anonymous; this call is not, so a wrong token fails here
         // rather than on the caller's first call.
         conn.verify_access(self.options.request_timeout).await?;
-        Ok(self.handle(vm.id, access_token, control, conn, health.resume_generation))
+        Ok(self.handle(
+            vm.id,
+            access_token,
+            control,
+            conn,
+            health.resume_generation,
+            super::managed_lifecycle(&health),
+        ))
     }
 }
 

@@ -161,10 +161,19 @@ pub(crate) async fn kill(
     control: &dyn ControlPlane,
     sandbox_id: &str,
 ) -> Result<bool, SandboxError> {
-    match control.terminate_microvm(sandbox_id.to_owned()).await {
-        Ok(()) => Ok(true),
-        Err(err) if err.kind() == ErrorKind::SandboxNotFound => Ok(false),
+    // TerminateMicrovm is idempotent (it succeeds on a terminated MicroVM),
+    // so only GetMicrovm can tell that it was already gone.
+    let outcome = match control.get_microvm(sandbox_id.to_owned()).await {
+        Ok(vm) if vm.state.is_terminal() => Ok(false),
+        Ok(_) => control
+            .terminate_microvm(sandbox_id.to_owned())
+            .await
+            .map(|()| true),
         Err(err) => Err(err),
+    };
+    match outcome {
+        Err(err) if err.kind() == ErrorKind::SandboxNotFound => Ok(false),
+        other => other,
     }
 }
 

@@ -25,7 +25,7 @@ use crate::commands::Commands;
 pub use crate::control::SandboxState;
 pub use crate::control::pacing::Pacing;
 use crate::control::{AuthTokenRequest, ControlPlane};
-use crate::error::SandboxError;
+use crate::error::{ErrorKind, SandboxError};
 use crate::files::Files;
 use crate::pb;
 use crate::secret::Secret;
@@ -33,6 +33,9 @@ use crate::transport::{AgentConn, ConnectRetry, ProxyMinter, Refresher};
 
 /// Lifetime of a proxy token (the AWS maximum).
 const PROXY_TOKEN_TTL: Duration = Duration::from_secs(60 * 60);
+/// The agent's FAILED_PRECONDITION text for `SetTimeout` without a managed
+/// lifecycle (wire-contract 3.6).
+const LIFECYCLE_UNMANAGED: &str = "lifecycle_unmanaged";
 /// Longest time `is_running` waits for Health.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -62,6 +65,18 @@ struct Inner {
     /// Re-mints the proxy token in the background; stopped by `kill()` and
     /// when the last clone of the handle is dropped (with `Inner`).
     refresher: Refresher,
+    /// Whether the agent runs a managed lifecycle (its Health said so when
+    /// the handle was made); `None` when the agent did not say.
+    managed_lifecycle: Option<bool>,
+}
+
+/// What a ready Health says about the lifecycle: `Some(false)` for an
+/// UNMANAGED phase, `None` when the agent sent no lifecycle.
+fn managed_lifecycle(health: &pb::HealthResponse) -> Option<bool> {
+    health
+        .lifecycle
+        .as_ref()
+        .map(|l| l.phase != pb::LifecyclePhase::Unmanaged as i32)
 }
 
 impl fmt::Debug for Sandbox {
@@ -154,6 +169,9 @@ impl Sandbox {
     /// A kernel exception is data in [`Execution::error`], not an `Err`.
     ///
     /// # Errors
+    /// `InvalidArgument` before any I/O, naming the argument: `code` above
+    /// the agent's 1 MiB cell limit, `envs` (an empty name, `=` in a name, a
+    /// NUL), `language`/`context_id` (empty or a NUL, or both given).
     /// Transport and agent failures: `Timeout` (request), `Sandbox`
     /// (`kernel_not_ready`, `connection_lost`, `closed`, ...), `InvalidArgument`
     /// when the agent refuses the request, `Authentication`.
@@ -188,18 +206,30 @@ impl Sandbox {
         crate::code::run_code_stream(self, code, options).await
     }
 
-    /// Terminates the sandbox. Returns `false` when it was not found (already
-    /// gone). Later calls on this handle (and its clones) fail with
+    /// Terminates the sandbox. Returns `false` when it was already gone (not
+    /// found, already terminating or terminated, or this handle was already
+    /// killed), `true` when this call terminated it. After either, later
+    /// calls on this handle (and its clones) fail with
     /// `Sandbox { code: Closed }` without any I/O.
     ///
     /// # Errors
     /// Control-plane failures other than not-found (`Authentication`,
-    /// `RateLimit` after retries, `Sandbox { code: ServiceError }`, ...).
+    /// `RateLimit` after retries, `Sandbox { code: ServiceError }`, ...),
+    /// with the same variant and a message saying that the MicroVM may still
+    /// be running: the handle stays usable and `kill` can be called again.
     pub async fn kill(&self) -> Result<bool, SandboxError> {
-        let outcome = lifecycle::kill(self.inner.control.as_ref(), &self.inner.id).await;
-        self.inner.refresher.stop();
-        self.inner.conn.close();
-        outcome
+        if self.inner.conn.is_closed() {
+            return Ok(false);
+        }
+        match lifecycle::kill(self.inner.control.as_ref(), &self.inner.id).await {
+            Ok(killed) => {
+                self.inner.refresher.stop();
+                self.inner.conn.close();
+                Ok(killed)
+            }
+            // The handle stays usable: the MicroVM may still be running.
+            Err(err) => Err(err.kill_failed(&self.inner.id)),
+        }
     }
 
     /// Terminates the sandbox `sandbox_id` without a handle (AWS
@@ -305,9 +335,10 @@ impl Sandbox {
     /// [`SandboxBuilder::max_lifetime`] or [`SandboxBuilder::on_timeout`].
     ///
     /// # Errors
-    /// `SandboxLifetime` above 28,800 s; `InvalidArgument` below 1 s, beyond
-    /// the sandbox's cap, or without a managed lifecycle; `Timeout { scope:
-    /// Sandbox }` when the deadline already passed.
+    /// `SandboxLifetime` above 28,800 s; `InvalidArgument` below 1 s or
+    /// beyond the sandbox's cap; `LifecycleUnsupported` (naming the builder
+    /// calls that enable it) when the sandbox has no managed lifecycle;
+    /// `Timeout { scope: Sandbox }` when the deadline already passed.
     pub async fn set_timeout(&self, timeout: Duration) -> Result<(), SandboxError> {
         if timeout.as_secs() > MAX_DURATION_SECS {
             return Err(SandboxError::sandbox_lifetime(
@@ -322,15 +353,30 @@ impl Sandbox {
                 "sandbox timeout must be at least 1 s; pass a positive timeout",
             ));
         }
+        if self.inner.managed_lifecycle == Some(false) {
+            return Err(SandboxError::lifecycle_unmanaged());
+        }
         let request = pb::SetTimeoutRequest {
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
             mode: pb::TimeoutMode::Exact as i32,
         };
-        self.inner
+        match self
+            .inner
             .conn
             .set_timeout(request, self.inner.request_timeout)
             .await
-            .map(|_| ())
+        {
+            Ok(_) => Ok(()),
+            // The agent's exact token (wire-contract 3.6), for an agent whose
+            // Health did not say.
+            Err(err)
+                if err.kind() == ErrorKind::InvalidArgument
+                    && err.meta().server_message() == Some(LIFECYCLE_UNMANAGED) =>
+            {
+                Err(SandboxError::lifecycle_unmanaged())
+            }
+            Err(err) => Err(err),
+        }
     }
 
     /// True when the agent answers Health and says it is ready to serve

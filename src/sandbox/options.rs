@@ -148,9 +148,10 @@ pub(crate) struct LaunchPlan {
 /// error module's formatter: one for the whole SDK).
 pub(crate) use crate::error::group as grouped;
 
-/// Whole seconds, rounding a fraction up (a 0.5 s timeout is 1 s, not 0).
+/// Whole seconds, rounding a fraction up (a 0.5 s timeout is 1 s, not 0);
+/// saturating, so `Duration::MAX` is refused by the caps instead of panicking.
 fn whole_secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
 }
 
 impl CreateOptions {
@@ -208,7 +209,9 @@ impl CreateOptions {
         let (max_duration_secs, lifecycle) = if managed {
             let cap = match self.max_lifetime {
                 Some(cap) => whole_secs(cap),
-                None => (timeout + CAP_MARGIN_SECS).clamp(MIN_CAP_SECS, MAX_DURATION_SECS),
+                None => timeout
+                    .saturating_add(CAP_MARGIN_SECS)
+                    .clamp(MIN_CAP_SECS, MAX_DURATION_SECS),
             };
             if cap > MAX_DURATION_SECS {
                 return Err(SandboxError::sandbox_lifetime(

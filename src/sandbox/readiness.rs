@@ -12,7 +12,7 @@ use crate::backoff::Schedule;
 use crate::control::ControlPlane;
 use crate::error::{Backoff, GrpcCode, SandboxError};
 use crate::pb;
-use crate::transport::{AgentConn, ConnectRetry};
+use crate::transport::AgentConn;
 
 const FIRST_PAUSE: Duration = Duration::from_millis(250);
 const MAX_PAUSE: Duration = Duration::from_secs(2);
@@ -42,11 +42,19 @@ fn not_yet(err: &SandboxError) -> bool {
     )
 }
 
+/// Time left until `deadline`; `None` is no deadline.
+fn remaining_until(deadline: Option<Instant>) -> Duration {
+    deadline.map_or(Duration::MAX, |d| {
+        d.saturating_duration_since(Instant::now())
+    })
+}
+
 /// Waits until the agent is ready.
 ///
 /// # Errors
 /// `SandboxNotReady { state, state_reason }` when `ready_timeout` passes or
-/// the MicroVM ends first; any other Health failure as mapped (after which
+/// the MicroVM ends first; `Sandbox { code: KernelFailed }` at once when the
+/// agent says its kernel cannot start; any other Health failure as mapped (after which
 /// the MicroVM is terminated when `on_failure` says so).
 pub(crate) async fn wait_ready(
     conn: &AgentConn,
@@ -56,21 +64,30 @@ pub(crate) async fn wait_ready(
     on_failure: OnNotReady,
 ) -> Result<pb::HealthResponse, SandboxError> {
     let start = Instant::now();
-    let deadline = start + ready_timeout;
+    // A ready_timeout too large to add to the clock means no limit.
+    let deadline = start.checked_add(ready_timeout);
     // No attempt limit: the deadline ends the wait.
     let mut pauses = Schedule::new(&Backoff::doubling(FIRST_PAUSE, MAX_PAUSE));
     let mut last_state_check = start;
     // Health probes made: the attempts a `SandboxNotReady` records.
     let mut probes: u32 = 0;
     loop {
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        let remaining = remaining_until(deadline);
         if remaining.is_zero() {
             break;
         }
         let probe_timeout = remaining.clamp(MIN_PROBE_TIMEOUT, MAX_PROBE_TIMEOUT);
         probes = probes.saturating_add(1);
-        match conn.health(probe_timeout, ConnectRetry::Never).await {
-            Ok(health) if is_ready(&health) => return Ok(health),
+        match conn.health_with_kernel_failure(probe_timeout).await {
+            Ok((health, _)) if is_ready(&health) => return Ok(health),
+            // The agent runs the sandbox but says its kernel cannot start:
+            // waiting longer cannot help.
+            Ok((health, Some(reason))) if health.agent_ready && !health.sandbox_id.is_empty() => {
+                if on_failure == OnNotReady::Terminate {
+                    let _ = control.terminate_microvm(microvm_id.to_owned()).await;
+                }
+                return Err(SandboxError::kernel_failed(&reason).with_attempts(probes));
+            }
             Ok(_) => {}
             Err(err) if not_yet(&err) => {}
             Err(err) => {
@@ -93,7 +110,7 @@ pub(crate) async fn wait_ready(
                 .with_attempts(probes));
             }
         }
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        let remaining = remaining_until(deadline);
         let pause = pauses.next(None).unwrap_or(MAX_PAUSE);
         tokio::time::sleep(pause.min(remaining)).await;
     }

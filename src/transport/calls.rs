@@ -21,6 +21,9 @@ use crate::pb::health_service_client::HealthServiceClient;
 use crate::pb::lifecycle_service_client::LifecycleServiceClient;
 use crate::pb::process_service_client::ProcessServiceClient;
 
+/// Health's response header naming why the agent's kernel could not start.
+const KERNEL_FAILURE_HEADER: &str = "rayito-kernel-failure";
+
 /// The service every generated client runs on: the channel, the
 /// grpc-status check, and the token interceptor.
 type Svc = InterceptedService<GrpcOnly<Channel>, AuthInterceptor>;
@@ -115,6 +118,32 @@ impl AgentConn {
         )
         .await
         .map_err(|(err, _cut)| err)
+    }
+
+    /// `HealthService/Health` for the readiness wait: the response and the
+    /// agent's `rayito-kernel-failure` header (why its kernel could not
+    /// start), which ends the wait at once. Never retried on connect (the
+    /// wait has its own schedule).
+    pub(crate) async fn health_with_kernel_failure(
+        &self,
+        timeout: Duration,
+    ) -> Result<(pb::HealthResponse, Option<String>), SandboxError> {
+        self.unary(
+            CallContext::new("health"),
+            timeout,
+            ConnectRetry::Never,
+            pb::HealthRequest {},
+            |mut c: HealthServiceClient<Svc>, r| async move {
+                let response = c.health(r).await?;
+                let failure = response
+                    .metadata()
+                    .get(KERNEL_FAILURE_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                Ok(Response::new((response.into_inner(), failure)))
+            },
+        )
+        .await
     }
 
     /// `ProcessService/SendInput`.

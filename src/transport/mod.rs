@@ -33,7 +33,8 @@ pub(crate) use self::tokens::{AGENT_PORT, HOOKS_PORT};
 use self::tokens::{AuthInterceptor, TokenStore};
 use crate::backoff::{self, Schedule};
 use crate::error::map::grpc::{
-    CallContext, GrpcFailure, Origin, from_grpc, is_proxy_rejection, proxy_rejected,
+    CallContext, GrpcFailure, Origin, from_grpc, is_proxy_rejection, is_proxy_rejection_status,
+    proxy_rejected, proxy_rejected_without_remint,
 };
 use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::Secret;
@@ -400,6 +401,8 @@ impl AgentConn {
         let remint_first = AtomicBool::new(false);
         // The proxy-token generation the last attempt was sent with.
         let sent_with = AtomicU64::new(self.inner.tokens.proxy_generation());
+        // Whether a fresh proxy token was tried: the final 403 says so.
+        let reminted = &AtomicBool::new(false);
         let mut ladder = Schedule::new(&self.inner.policy.not_established);
         let mut remints_left = self.inner.policy.proxy_remint_retries;
         let set_origin = |origin: Option<Origin>| {
@@ -436,7 +439,7 @@ impl AgentConn {
                         let failure = status::failure(&status, ctx);
                         set_origin(Some(failure.origin));
                         set_cut(cut_of(&failure));
-                        Err(map_final(failure))
+                        Err(map_final(failure, reminted.load(Ordering::SeqCst)))
                     }
                 }
             }
@@ -446,9 +449,10 @@ impl AgentConn {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             match origin {
-                Some(Origin::HttpWithoutGrpcStatus(403)) if remints_left > 0 => {
+                Some(origin) if is_proxy_rejection_status(origin) && remints_left > 0 => {
                     remints_left -= 1;
                     remint_first.store(true, Ordering::SeqCst);
+                    reminted.store(true, Ordering::SeqCst);
                     Some(Duration::ZERO)
                 }
                 // With the reconnect contract on, its poller replaces the
@@ -491,10 +495,15 @@ fn cut_of(failure: &GrpcFailure) -> Option<Cut> {
     }
 }
 
-/// The error a failure ends as once no retry is left.
-fn map_final(failure: GrpcFailure) -> SandboxError {
+/// The error a failure ends as once no retry is left; a proxy 403 says
+/// "even after a fresh one" only when a fresh token was `reminted`.
+fn map_final(failure: GrpcFailure, reminted: bool) -> SandboxError {
     if is_proxy_rejection(&failure) {
-        proxy_rejected(failure)
+        if reminted {
+            proxy_rejected(failure)
+        } else {
+            proxy_rejected_without_remint(failure)
+        }
     } else {
         from_grpc(failure)
     }
@@ -514,7 +523,7 @@ impl AgentConn {
         }
         match call.await {
             Ok(response) => Ok(response.into_inner()),
-            Err(status) => Err(map_final(status::failure(&status, ctx))),
+            Err(status) => Err(map_final(status::failure(&status, ctx), false)),
         }
     }
 }
@@ -536,7 +545,8 @@ impl AgentConn {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<Response<Streaming<T>>, Status>>,
     {
-        let deadline = total.map(|d| Instant::now() + d);
+        // A total too large to add to the clock means no deadline.
+        let deadline = total.and_then(|d| Instant::now().checked_add(d));
         let (first, inner) = self
             .call(ctx, total, connect_retry, || {
                 let opening = open();

@@ -185,8 +185,11 @@ pub(crate) async fn run(
     .await;
 
     let sent = kernel.send_cell(&cell.code, &cell.envs, count).await;
-    let timeout_at =
-        (cell.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(cell.timeout_ms));
+    // A timeout too large to add to the clock (u64::MAX ms) is no limit,
+    // not a panic.
+    let timeout_at = (cell.timeout_ms > 0)
+        .then(|| Instant::now().checked_add(Duration::from_millis(cell.timeout_ms)))
+        .flatten();
     let mut timed_out = false;
     let mut interrupted = false;
     let mut kill_at: Option<Instant> = None;

@@ -35,6 +35,15 @@ pub const CONTEXT_RESTARTING: &str = "context is being restarted; retry";
 pub const KERNEL_NOT_READY: &str = "kernel not ready: the kernel failed to start";
 /// INTERNAL: CreateContext or RestartContext could not start the kernel.
 pub const KERNEL_START_FAILED: &str = "the kernel failed to start";
+/// Health's `rayito-kernel-failure` header: python3 is not on the PATH (an
+/// `envs` PATH override can hide it).
+pub const KERNEL_NOT_ON_PATH: &str = "python3 was not found on the sandbox's PATH";
+/// Health's `rayito-kernel-failure` header: the interpreter started and exited.
+pub const KERNEL_EXITED_AT_START: &str = "the python kernel exited during start-up";
+/// Health's `rayito-kernel-failure` header: the driver never said ready.
+pub const KERNEL_START_TIMED_OUT: &str = "the python kernel did not become ready in time";
+/// Health's `rayito-kernel-failure` header: any other start failure.
+pub const KERNEL_START_OTHER: &str = "the python kernel could not be started";
 /// UNAVAILABLE: the agent is shutting down its kernels.
 pub const SHUTTING_DOWN: &str = "terminating";
 /// UNIMPLEMENTED: Reattach.

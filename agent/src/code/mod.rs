@@ -60,6 +60,9 @@ struct Shared {
     phase: PhaseCell,
     contexts: Registry,
     closed: AtomicBool,
+    /// Why the default kernel's warm-up failed (a fixed text), until a
+    /// later warm-up succeeds.
+    start_failure: std::sync::Mutex<Option<&'static str>>,
 }
 
 impl CodeServiceImpl {
@@ -71,6 +74,7 @@ impl CodeServiceImpl {
                 phase,
                 contexts: Registry::default(),
                 closed: AtomicBool::new(false),
+                start_failure: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -86,9 +90,22 @@ impl CodeServiceImpl {
             return;
         };
         let env = self.shared.env.clone();
+        let shared = self.shared.clone();
+        // An interpreter missing from the PATH (an envs PATH override that
+        // hides it) is known now: Health says so from its first answer,
+        // instead of "ready" until the background start fails.
+        if !env.finds_program(python::PYTHON) {
+            *shared.start_failure.lock().expect("start failure lock") =
+                Some(messages::KERNEL_NOT_ON_PATH);
+            tracing::warn!("default python kernel cannot start: python3 is not on the PATH");
+            return;
+        }
         ctx.mark_starting();
         handle.spawn(async move {
-            if let Err(err) = execution::ensure_kernel(&ctx, &env).await {
+            let outcome = execution::ensure_kernel(&ctx, &env).await;
+            let failure = outcome.as_ref().err().map(start_failure_reason);
+            *shared.start_failure.lock().expect("start failure lock") = failure;
+            if let Err(err) = outcome {
                 tracing::warn!(error_kind = ?err.kind(), "default python kernel failed to start");
             }
         });
@@ -105,6 +122,20 @@ impl CodeServiceImpl {
             .contexts
             .get(Language::Python.default_context_id())
             .is_some_and(|ctx| ctx.is_live_or_starting())
+    }
+
+    /// Why the default kernel could not start, while it is not ready: a
+    /// fixed text from [`messages`] (Health sends it in its
+    /// `rayito-kernel-failure` header so that a client stops waiting).
+    pub fn kernel_failure(&self) -> Option<&'static str> {
+        if self.kernel_ready() {
+            return None;
+        }
+        *self
+            .shared
+            .start_failure
+            .lock()
+            .expect("start failure lock")
     }
 
     /// Stops every kernel (called at `/terminate` and on drop of the agent).
@@ -291,5 +322,18 @@ impl pb::code_service_server::CodeService for CodeServiceImpl {
                 Status::internal(messages::KERNEL_START_FAILED),
             )),
         }
+    }
+}
+
+/// The fixed text for a failed kernel start: never the error's own text,
+/// which could carry paths or environment values.
+fn start_failure_reason(err: &std::io::Error) -> &'static str {
+    match err.kind() {
+        std::io::ErrorKind::NotFound => messages::KERNEL_NOT_ON_PATH,
+        std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::BrokenPipe => {
+            messages::KERNEL_EXITED_AT_START
+        }
+        std::io::ErrorKind::TimedOut => messages::KERNEL_START_TIMED_OUT,
+        _ => messages::KERNEL_START_OTHER,
     }
 }

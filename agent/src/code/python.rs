@@ -28,7 +28,7 @@ use crate::sandbox::{SandboxEnv, SpawnSpec};
 pub(crate) const DRIVER_SOURCE: &str = include_str!("../../python/driver.py");
 
 /// The interpreter, looked up on the sandbox PATH.
-const PYTHON: &str = "python3";
+pub(crate) const PYTHON: &str = "python3";
 
 /// How long a fresh interpreter may take to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);

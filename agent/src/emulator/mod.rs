@@ -242,6 +242,12 @@ impl Emulator {
         self.shared.seen_client_tokens()
     }
 
+    /// Every proxy token this emulator minted so far, oldest first: lets a
+    /// canary test look for them in logs and errors.
+    pub fn minted_proxy_tokens(&self) -> Vec<String> {
+        self.shared.minted_tokens()
+    }
+
     /// The state of a MicroVM, if it exists.
     pub fn state(&self, microvm_id: &str) -> Option<MicrovmState> {
         self.shared.find(microvm_id).map(|vm| vm.state())

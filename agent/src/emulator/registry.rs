@@ -72,6 +72,8 @@ pub(crate) struct Shared {
     runtime: tokio::runtime::Handle,
     calls: Mutex<HashMap<Operation, u64>>,
     seen_client_tokens: Mutex<Vec<Option<String>>>,
+    /// Every proxy token minted, for canary tests (never logged).
+    minted: Mutex<Vec<String>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -102,7 +104,13 @@ impl Shared {
             runtime,
             calls: Mutex::new(HashMap::new()),
             seen_client_tokens: Mutex::new(Vec::new()),
+            minted: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Every proxy token minted so far, oldest first.
+    pub(crate) fn minted_tokens(&self) -> Vec<String> {
+        self.minted.lock().expect("minted lock").clone()
     }
 
     /// Runs `fut` as a task the emulator owns (aborted when it stops).
@@ -224,6 +232,7 @@ impl Shared {
 
     /// Stores a minted proxy token; drops expired ones on the way.
     pub(crate) fn add_token(&self, token: String, grant: Grant) {
+        self.minted.lock().expect("minted lock").push(token.clone());
         let mut map = self.tokens.lock().expect("tokens lock");
         let now = Instant::now();
         map.retain(|_, g| g.expires > now);

@@ -89,9 +89,14 @@ pub(crate) fn program_name(command: &str) -> &str {
     }
 }
 
-/// A token from the agent, safe to show: `[a-z0-9_]`, at most 64 long.
+/// A token from the agent, safe to show: `[A-Za-z0-9_]` (anything else as
+/// `?`), at most 64 long, and `(redacted)` when it holds anything the
+/// redaction would remove (a key id, a hex signature).
 fn token_for_message(token: &str) -> String {
-    let clean: String = token
+    let Some(window) = super::redact::secret_free_prefix(token) else {
+        return "(redacted)".to_owned();
+    };
+    let clean: String = window
         .chars()
         .take(64)
         .map(|c| {
@@ -134,6 +139,10 @@ pub fn from_stream_error(code: &str, message: &str, call: CallContext) -> Sandbo
         "not_found" => SandboxError::NotFound {
             meta: with(m::GRPC_NOT_FOUND, &[]),
         },
+        "permission_denied" if call.filesystem => SandboxError::sandbox_with(
+            SandboxCode::PermissionDenied,
+            with(m::GRPC_PATH_DENIED, &[("role", "path")]),
+        ),
         "permission_denied" => SandboxError::Authentication {
             proxy_rejected: false,
             meta: with(m::GRPC_PERMISSION_DENIED, &[]),

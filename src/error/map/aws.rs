@@ -80,17 +80,62 @@ pub enum NoResponse {
     Other,
 }
 
-/// Codes that mean the credentials were refused.
-const AUTH_CODES: &[&str] = &[
-    "AccessDeniedException",
-    "ExpiredTokenException",
-    "UnrecognizedClientException",
-    "InvalidSignatureException",
-    "SignatureDoesNotMatch",
+/// Codes that mean the credentials or the signature were refused, without
+/// their `Exception` suffix (AWS spells most both ways): every credential
+/// and signature code of the AWS common errors, STS and the SDK's
+/// credential providers.
+pub(crate) const AUTH_CODES: &[&str] = &[
+    "AccessDenied",
+    "AuthFailure",
+    "ExpiredToken",
+    "IDPRejectedClaim",
+    "IncompleteSignature",
+    "InvalidAccessKeyId",
     "InvalidClientTokenId",
+    "InvalidIdentityToken",
+    "InvalidSignature",
+    "InvalidToken",
     "MissingAuthenticationToken",
-    "MissingAuthenticationTokenException",
+    "NotAuthorized",
+    "OptInRequired",
+    "RequestExpired",
+    "SignatureDoesNotMatch",
+    "TokenRefreshRequired",
+    "UnauthorizedOperation",
+    "Unauthorized",
+    "UnrecognizedClient",
 ];
+
+/// Codes of an AWS fault on the service side, without their `Exception`
+/// suffix; any other code with a 5xx status is one too.
+pub(crate) const SERVICE_FAULT_CODES: &[&str] = &[
+    "InternalServer",
+    "Service",
+    "InternalFailure",
+    "InternalError",
+    "InternalServerError",
+    "ServiceUnavailable",
+];
+
+/// `code` without an `Exception` suffix.
+fn base_code(code: &str) -> &str {
+    code.strip_suffix("Exception").unwrap_or(code)
+}
+
+fn is_auth_code(code: &str) -> bool {
+    AUTH_CODES.contains(&base_code(code))
+}
+
+/// Throttling codes are the AWS SDK's own list (`aws-runtime`'s retry
+/// classifier), as are transient ones.
+fn is_throttling_code(code: &str) -> bool {
+    crate::control::THROTTLING_CODES.contains(&code)
+}
+
+fn is_service_fault_code(code: &str) -> bool {
+    SERVICE_FAULT_CODES.contains(&base_code(code))
+        || crate::control::TRANSIENT_CODES.contains(&code)
+}
 
 /// Strips what the AWS JSON protocol allows around a code: a namespace up to
 /// `#` and anything from the first `:` (`aws.foo#ConflictException:http://..`
@@ -153,11 +198,11 @@ pub fn from_aws(f: AwsFailure) -> SandboxError {
                     meta: build(m::AWS_INVALID_ARGUMENT, &[]),
                 }
             }
-            Some(c) if AUTH_CODES.contains(&c) => SandboxError::Authentication {
+            Some(c) if is_auth_code(c) => SandboxError::Authentication {
                 proxy_rejected: false,
                 meta: build(m::AWS_AUTHENTICATION, &[("aws_code", c)]),
             },
-            Some("ThrottlingException" | "TooManyRequestsException") => {
+            Some(c) if is_throttling_code(c) => {
                 let meta = match f.retry_after {
                     Some(d) => build(m::AWS_RATE_LIMIT_AFTER, &[("retry_after", &m::duration(d))]),
                     None => build(m::AWS_RATE_LIMIT, &[]),
@@ -188,9 +233,8 @@ pub fn from_aws(f: AwsFailure) -> SandboxError {
                     (None, Some(status)) => format!("http {status}"),
                     (None, None) => "no error code".to_owned(),
                 };
-                let service_fault =
-                    matches!(code, Some("InternalServerException" | "ServiceException"))
-                        || f.http_status.is_some_and(|s| (500..600).contains(&s));
+                let service_fault = code.is_some_and(is_service_fault_code)
+                    || f.http_status.is_some_and(|s| (500..600).contains(&s));
                 if service_fault {
                     SandboxError::sandbox_with(
                         SandboxCode::ServiceError,
@@ -233,5 +277,16 @@ pub fn no_credentials(detail: &str) -> SandboxError {
             m::AWS_NO_CREDENTIALS,
             &[("detail", &m::detail(Some(&detail)))],
         ),
+    }
+}
+
+/// `Authentication`: the AWS profile the caller named (`AwsOptions::profile`
+/// or `AWS_PROFILE`) is in neither AWS file, so nothing it would configure
+/// (region, credentials) exists.
+pub fn profile_not_found(profile: &str) -> SandboxError {
+    let profile = sanitize_remote_text(profile, 128);
+    SandboxError::Authentication {
+        proxy_rejected: false,
+        meta: meta(m::AWS_PROFILE_NOT_FOUND, &[("profile", &profile)]),
     }
 }

@@ -187,10 +187,17 @@ pub fn http_status_of(f: &GrpcFailure) -> Option<u16> {
     }
 }
 
-/// PERMISSION_DENIED without `grpc-status`: the AWS proxy's HTTP 403. The
-/// SDK re-mints the sandbox's proxy tokens and retries once.
+/// The AWS proxy refused the sandbox's proxy token: an HTTP 403 (or 401)
+/// without `grpc-status`. The SDK re-mints the sandbox's proxy tokens and
+/// retries once.
 pub fn is_proxy_rejection(f: &GrpcFailure) -> bool {
-    f.origin == Origin::HttpWithoutGrpcStatus(403)
+    is_proxy_rejection_status(f.origin)
+}
+
+/// Whether an origin is the proxy's refusal of the token (HTTP 401 or 403
+/// without `grpc-status`).
+pub(crate) fn is_proxy_rejection_status(origin: Origin) -> bool {
+    matches!(origin, Origin::HttpWithoutGrpcStatus(401 | 403))
 }
 
 /// Whether the failure means the connection to the agent was lost: the
@@ -239,13 +246,35 @@ pub fn proxy_rejected(f: GrpcFailure) -> SandboxError {
     }
 }
 
-/// Maps an HTTP status the proxy answered without `grpc-status` (403, 429,
-/// 502, 503, 504 ...) once the SDK's retries for it are spent.
+/// `Authentication{proxy_rejected: true}` for a proxy 403 that was not
+/// retried with a fresh token (a call that cannot be replayed, or a retry
+/// policy without re-mints): the message does not claim a re-mint.
+pub fn proxy_rejected_without_remint(f: GrpcFailure) -> SandboxError {
+    let feature = f.call.feature;
+    let mut err = proxy_rejected(f);
+    err.meta_mut().message = m::GRPC_PROXY_REJECTED_ONCE.render(&[("feature", feature)]);
+    err
+}
+
+/// What the sandbox's user was refused on a call that takes a path, a cwd
+/// or a user: the role of that argument, `None` for other calls.
+fn denied_role(call: CallContext) -> Option<&'static str> {
+    match call.feature {
+        "files.rename" => Some("source or destination path"),
+        _ if call.filesystem => Some("path"),
+        "commands.run" | "pty.create" => Some("cwd or user"),
+        "code.create_context" => Some("cwd"),
+        _ => None,
+    }
+}
+
+/// Maps an HTTP status the proxy answered without `grpc-status` (401, 403,
+/// 429, 502, 503, 504 ...) once the SDK's retries for it are spent.
 pub fn from_proxy_status(status: u16, call: CallContext) -> SandboxError {
     let feature = call.feature;
     let status_text = status.to_string();
     let mut err = match status {
-        403 => SandboxError::Authentication {
+        401 | 403 => SandboxError::Authentication {
             proxy_rejected: true,
             meta: meta(m::GRPC_PROXY_REJECTED, &[("feature", feature)]),
         },
@@ -281,7 +310,8 @@ pub fn from_proxy_status(status: u16, call: CallContext) -> SandboxError {
 /// Anything else (long, multi-line, not about a language) is not echoed.
 pub(crate) fn language_reason(msg: &str) -> Option<&str> {
     let plain = msg.len() <= 200 && msg.chars().all(|c| c.is_ascii() && !c.is_ascii_control());
-    (plain && msg.starts_with("language ")).then_some(msg)
+    let secret_free = super::redact::secret_free_prefix(msg) == Some(msg);
+    (plain && msg.starts_with("language ") && secret_free).then_some(msg)
 }
 
 /// Maps a gRPC status to its variant (docs/errors.md, "From the agent").
@@ -300,6 +330,18 @@ pub fn from_grpc(f: GrpcFailure) -> SandboxError {
         kept_meta(meta(t, &args), &f, http)
     };
     let msg = f.message.as_str();
+
+    // An HTTP answer without grpc-status came from the proxy, not the agent,
+    // whatever gRPC code tonic derived from it (401 UNAUTHENTICATED,
+    // 403 PERMISSION_DENIED, 404 UNIMPLEMENTED, 429/502-504 UNAVAILABLE,
+    // the rest UNKNOWN): the proxy route decides, never an agent row.
+    if let Some(status) = http {
+        let mut err = from_proxy_status(status, f.call);
+        let kept = err.meta_mut();
+        let message = std::mem::take(&mut kept.message);
+        *kept = *kept_meta(Box::new(ErrorMeta::new(message)), &f, http);
+        return err;
+    }
 
     match f.code {
         GrpcCode::Unavailable if msg == SUSPENDING => SandboxError::SandboxState {
@@ -335,7 +377,12 @@ pub fn from_grpc(f: GrpcFailure) -> SandboxError {
             proxy_rejected: false,
             meta: with(m::GRPC_UNAUTHENTICATED, &[]),
         },
-        GrpcCode::PermissionDenied if is_proxy_rejection(&f) => proxy_rejected(f),
+        GrpcCode::PermissionDenied if let Some(role) = denied_role(f.call) => {
+            SandboxError::sandbox_with(
+                SandboxCode::PermissionDenied,
+                with(m::GRPC_PATH_DENIED, &[("role", role)]),
+            )
+        }
         GrpcCode::PermissionDenied => SandboxError::Authentication {
             proxy_rejected: false,
             meta: with(m::GRPC_PERMISSION_DENIED, &[]),
@@ -379,16 +426,6 @@ pub fn from_grpc(f: GrpcFailure) -> SandboxError {
                 doc: None,
                 meta: kept_meta(Box::new(ErrorMeta::new(text)), &f, http),
             }
-        }
-        // An HTTP answer without grpc-status came from the proxy, not the
-        // agent (tonic maps 429/502-504 to UNAVAILABLE, 404 to
-        // UNIMPLEMENTED, the rest to UNKNOWN).
-        _ if let Some(status) = http => {
-            let mut err = from_proxy_status(status, f.call);
-            let kept = err.meta_mut();
-            let message = std::mem::take(&mut kept.message);
-            *kept = *kept_meta(Box::new(ErrorMeta::new(message)), &f, http);
-            err
         }
         _ if is_reconnectable(&f) => SandboxError::sandbox_with(
             SandboxCode::ConnectionLost,

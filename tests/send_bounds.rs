@@ -1,0 +1,217 @@
+//! Every future and stream the public API returns is `Send` (and `'static`
+//! where its inputs are owned), so it can be used in `tokio::spawn` and in
+//! web handlers. The checks are compile-time: a method whose future is not
+//! `Send` fails to build this file. The one runtime test keeps the list
+//! complete: every `pub async fn` and public stream of `src/` must be named
+//! here, so a new method cannot slip past without a check.
+
+use std::time::Duration;
+
+use rayito::{
+    CodeContextOptions, CommandHandle, CommandOptions, ExecutionEvents, FileChunks, PtyHandle,
+    PtyOptions, PtySize, RunCodeOptions, Sandbox, SandboxBuilder, SandboxHost, WatchHandle,
+    WriteEntry,
+};
+
+fn assert_send<T: Send>(_: &T) {}
+fn assert_send_static<T: Send + 'static>(_: &T) {}
+
+/// Never called: it only has to compile.
+#[allow(dead_code)]
+fn sandbox_futures_are_send(sbx: &Sandbox) {
+    assert_send_static(&Sandbox::create());
+    assert_send_static(&Sandbox::connect("microvm-1", "token"));
+    assert_send_static(&SandboxBuilder::new().create());
+    assert_send_static(&SandboxBuilder::new().connect("microvm-1", "token"));
+    assert_send(&sbx.run_code("1"));
+    // Options with callbacks (`FnMut + Send`, not `Sync`) must not make the
+    // future lose `Send`: that was the defect.
+    let options = || {
+        RunCodeOptions::new()
+            .on_stdout(|_| {})
+            .on_stderr(|_| {})
+            .on_result(|_| {})
+            .on_error(|_| {})
+    };
+    assert_send(&sbx.run_code_with("1", options()));
+    assert_send(&sbx.run_code_stream("1", options()));
+    assert_send(&sbx.create_code_context(CodeContextOptions::new().env("A", "b")));
+    assert_send(&sbx.list_code_contexts());
+    assert_send(&sbx.restart_code_context("ctx"));
+    assert_send(&sbx.remove_code_context("ctx"));
+    assert_send(&sbx.get_host(8080));
+    assert_send(&sbx.kill());
+    assert_send(&sbx.set_timeout(Duration::from_secs(60)));
+    assert_send(&sbx.is_running());
+    assert_send(&sbx.get_info());
+}
+
+/// The local backends build the same `Sandbox`; their builders' futures
+/// are checked too (a backend's state must not make them lose `Send`).
+#[cfg(feature = "local")]
+#[allow(dead_code)]
+fn local_backend_futures_are_send() {
+    assert_send_static(&SandboxBuilder::new().local().create());
+    assert_send_static(&SandboxBuilder::new().local_tls().create());
+    assert_send_static(&SandboxBuilder::new().local().connect("microvm-1", "token"));
+    assert_send_static(
+        &SandboxBuilder::new()
+            .local_tls()
+            .connect("microvm-1", "token"),
+    );
+    assert_send_static(
+        &SandboxBuilder::new()
+            .aws(rayito::AwsOptions::new().region("us-east-1"))
+            .create(),
+    );
+}
+
+#[allow(dead_code)]
+fn command_futures_are_send(sbx: &Sandbox) {
+    let commands = sbx.commands();
+    assert_send(&commands.run("true"));
+    let options = CommandOptions::new()
+        .on_stdout(|_| {})
+        .on_stderr(|_| {})
+        .stdin("x");
+    assert_send(&commands.run_with("true", options));
+    let options = CommandOptions::new().on_stdout(|_| {}).stdin("x");
+    assert_send(&commands.spawn("sleep 1", options));
+    assert_send(&commands.connect(7));
+    assert_send(&commands.connect_from(7, 1));
+    assert_send(&commands.list());
+    assert_send(&commands.kill(7));
+}
+
+/// A background command's handle, and what it offers.
+#[allow(dead_code)]
+fn command_handle_futures_are_send(handle: CommandHandle, host: SandboxHost) {
+    assert_send(&handle.kill());
+    assert_send(&handle.send_stdin(vec![1u8]));
+    assert_send(&handle.close_stdin());
+    assert_send(&host.headers());
+    assert_send_static(&handle.wait());
+}
+
+#[allow(dead_code)]
+fn pty_futures_are_send(sbx: &Sandbox, handle: PtyHandle) {
+    let pty = sbx.pty();
+    assert_send(&pty.create(PtySize::new(80, 24), PtyOptions::new()));
+    assert_send(&pty.connect(7));
+    assert_send(&pty.connect_from(7, 1));
+    assert_send(&pty.send_input(7, vec![1u8]));
+    assert_send(&pty.resize(7, PtySize::new(80, 24)));
+    assert_send(&pty.kill(7));
+    assert_send(&handle.send_input(vec![1u8]));
+    assert_send(&handle.resize(PtySize::new(80, 24)));
+    assert_send(&handle.kill());
+    assert_send_static(&handle.wait());
+}
+
+#[allow(dead_code)]
+fn file_futures_are_send(sbx: &Sandbox) {
+    let files = sbx.files();
+    assert_send(&files.read("a"));
+    assert_send(&files.read_stream("a"));
+    assert_send(&files.read_to_string("a"));
+    assert_send(&files.write("a", "x"));
+    assert_send(&files.write_stream("a", futures_util::stream::iter([vec![1u8]])));
+    assert_send(&files.write_files(vec![WriteEntry::new("a", "x")]));
+    assert_send(&files.list("a"));
+    assert_send(&files.list_with_depth("a", 2));
+    assert_send(&files.exists("a"));
+    assert_send(&files.get_info("a"));
+    assert_send(&files.remove("a"));
+    assert_send(&files.rename("a", "b"));
+    assert_send(&files.make_dir("a"));
+    assert_send(&files.watch_dir("a", true));
+}
+
+#[allow(dead_code)]
+fn streams_are_send_and_static(
+    events: ExecutionEvents,
+    chunks: FileChunks,
+    command: CommandHandle,
+    pty: PtyHandle,
+    watch: WatchHandle,
+) {
+    assert_send_static(&events);
+    assert_send_static(&chunks);
+    assert_send_static(&command);
+    assert_send_static(&pty);
+    assert_send_static(&watch);
+}
+
+/// What users write: a handle moved into a spawned task.
+#[allow(dead_code)]
+fn calls_can_be_spawned(sbx: Sandbox) {
+    drop(tokio::spawn(async move {
+        let options = RunCodeOptions::new().on_stdout(|_| {});
+        let _ = sbx.run_code_with("1", options).await;
+        let _ = sbx
+            .commands()
+            .run_with("true", CommandOptions::new().on_stdout(|_| {}))
+            .await;
+        let _ = sbx.files().read("a").await;
+        let _ = sbx.kill().await;
+    }));
+}
+
+/// The `pub async fn` names and public stream types of `src/`.
+fn public_async_items() -> Vec<String> {
+    let mut names = Vec::new();
+    let mut stack = vec![std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src"
+    ))];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("src is readable") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().and_then(|e| e.to_str()) != Some("rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            for line in text.lines() {
+                let line = line.trim_start();
+                if let Some(rest) = line.strip_prefix("pub async fn ") {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    names.push(format!(".{name}("));
+                }
+                for prefix in ["impl Stream for ", "impl futures_util::Stream for "] {
+                    if let Some(rest) = line.strip_prefix(prefix) {
+                        let name: String = rest
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect();
+                        names.push(name);
+                    }
+                }
+                assert!(
+                    !line.starts_with("pub fn") || !line.contains("-> impl"),
+                    "a public fn returns an opaque type; add it to tests/send_bounds.rs: {line}"
+                );
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn every_public_async_method_and_stream_is_checked_here() {
+    let this = include_str!("send_bounds.rs");
+    // Only the checks above count, not this test's own text.
+    let checks = &this[..this.find("/// The `pub async fn` names").expect("marker")];
+    let items = public_async_items();
+    assert!(items.len() >= 28, "the scan found too little: {items:?}");
+    for item in items {
+        let named = checks.contains(&item) || checks.contains(&item.replacen('.', "::", 1));
+        assert!(named, "{item} has no Send check in tests/send_bounds.rs");
+    }
+}
