@@ -340,12 +340,19 @@ async fn read_events(
                 }
                 continue;
             }
-            Ok(None) => {
-                return Err(SandboxError::protocol_violation(
+            // A stream that ends without its end event is what a connection
+            // cut under it looks like too (the agent died, the proxy went
+            // away): the reconnect contract decides, and re-subscribing
+            // brings the end event if the process is there. A live agent
+            // that keeps doing it runs out of re-subscriptions and is
+            // reported as breaking the protocol.
+            Ok(None) => (
+                Cut::Transport,
+                SandboxError::protocol_violation(
                     "commands.run",
                     "the process stream ended without an end event",
-                ));
-            }
+                ),
+            ),
             Err(err) => match stream.cut() {
                 Some(cut) => (cut, err),
                 None => return Err(err),

@@ -128,8 +128,12 @@ async fn set_timeout_moves_the_deadline_within_the_cap() {
         .await
         .expect_err("no managed lifecycle");
     assert!(
-        matches!(err, SandboxError::InvalidArgument { .. }),
+        matches!(&err, SandboxError::LifecycleUnsupported { feature, .. } if &**feature == "set_timeout"),
         "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "this sandbox cannot set_timeout: it was created without a managed lifecycle; create it with Sandbox::builder().max_lifetime(..) or .on_timeout(..) to make its timeout movable"
     );
     plain.kill().await.unwrap();
 }

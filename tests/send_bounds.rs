@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use rayito::{
-    CodeContextOptions, CommandHandle, CommandOptions, ExecutionEvents, FileChunks, PtyHandle,
-    PtyOptions, PtySize, RunCodeOptions, Sandbox, SandboxBuilder, SandboxHost, WatchHandle,
-    WriteEntry,
+    CodeContextOptions, CommandHandle, CommandOptions, ExecutionEvents, FileChunks, ListQuery,
+    PtyHandle, PtyOptions, PtySize, RunCodeOptions, Sandbox, SandboxBuilder, SandboxHost,
+    SandboxList, WatchHandle, WriteEntry,
 };
 
 fn assert_send<T: Send>(_: &T) {}
@@ -44,6 +44,16 @@ fn sandbox_futures_are_send(sbx: &Sandbox) {
     assert_send(&sbx.set_timeout(Duration::from_secs(60)));
     assert_send(&sbx.is_running());
     assert_send(&sbx.get_info());
+    assert_send(&sbx.pause());
+    assert_send(&sbx.resume());
+    assert_send_static(&Sandbox::kill_by_id("microvm-1"));
+    assert_send_static(&Sandbox::get_info_by_id("microvm-1"));
+    assert_send_static(&Sandbox::resume_by_id("microvm-1"));
+    assert_send_static(&SandboxBuilder::new().kill_by_id("microvm-1"));
+    assert_send_static(&SandboxBuilder::new().get_info_by_id("microvm-1"));
+    assert_send_static(&SandboxBuilder::new().resume_by_id("microvm-1"));
+    assert_send_static(&Sandbox::list(ListQuery::new()));
+    assert_send_static(&SandboxBuilder::new().list(ListQuery::new()));
 }
 
 /// The local backends build the same `Sandbox`; their builders' futures
@@ -134,7 +144,9 @@ fn streams_are_send_and_static(
     command: CommandHandle,
     pty: PtyHandle,
     watch: WatchHandle,
+    list: SandboxList,
 ) {
+    assert_send_static(&list);
     assert_send_static(&events);
     assert_send_static(&chunks);
     assert_send_static(&command);
