@@ -158,9 +158,9 @@ pub async fn run(global: Global) -> i32 {
             name: "image (RAYITO_TEMPLATE)",
             ok: false,
             detail: "no image is configured".to_owned(),
-            fix: Some(format!(
-                "set RAYITO_TEMPLATE to an image ARN (arn:aws:lambda:REGION:ACCOUNT:microvm-image:NAME) or pass --template to `rayito sandbox create`; see docs/aws.md (\"Choose an image and a region\")"
-            )),
+            fix: Some(
+                "set RAYITO_TEMPLATE to an image ARN (arn:aws:lambda:REGION:ACCOUNT:microvm-image:NAME) or pass --template to `rayito sandbox create`; see docs/aws.md (\"Choose an image and a region\")".to_owned(),
+            ),
         },
     });
     let unprovable = "RunMicrovm, TerminateMicrovm, SuspendMicrovm, ResumeMicrovm, CreateMicrovmAuthToken: no harmless call proves them; grant the policy in docs/aws.md";
