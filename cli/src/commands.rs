@@ -12,7 +12,7 @@ use rayito::{
 use serde_json::{Value, json};
 
 use crate::output::{self, EXIT_FAILURE};
-use crate::{Format, Global, cache, local};
+use crate::{Format, Global, cache, local, spinner};
 
 /// The sandbox subcommands.
 #[derive(Debug, Subcommand)]
@@ -75,6 +75,12 @@ pub enum SandboxCommand {
         /// The command and its arguments (after `--`), run by `/bin/sh -c`.
         #[arg(last = true, required = true)]
         cmd: Vec<String>,
+    },
+    /// An interactive shell on a terminal in the sandbox (resized with
+    /// yours); exits with the shell's exit code.
+    Shell {
+        /// The sandbox id.
+        id: String,
     },
     /// Runs a Python cell; prints its output, results and error.
     RunCode {
@@ -245,7 +251,7 @@ async fn dispatch(
         }
         SandboxCommand::Pause { id } => {
             let sandbox = backend.connect(&id).await?;
-            let paused = sandbox.pause().await?;
+            let paused = spinner::around(format, "pausing", sandbox.pause()).await?;
             match format {
                 Format::Json => output::json(&json!({ "sandbox_id": id, "paused": paused })),
                 Format::Text => println!("paused {id}"),
@@ -253,7 +259,7 @@ async fn dispatch(
             Ok(0)
         }
         SandboxCommand::Resume { id } => {
-            backend.builder().resume_by_id(&id).await?;
+            spinner::around(format, "resuming", backend.builder().resume_by_id(&id)).await?;
             match format {
                 Format::Json => output::json(&json!({ "sandbox_id": id, "resumed": true })),
                 Format::Text => println!("resumed {id}"),
@@ -266,6 +272,10 @@ async fn dispatch(
             timeout,
             cmd,
         } => exec(backend, format, &id, cwd, timeout, &cmd).await,
+        SandboxCommand::Shell { id } => {
+            let sandbox = backend.connect(&id).await?;
+            Ok(crate::shell::run(&sandbox).await?)
+        }
         SandboxCommand::RunCode { id, code } => run_code(backend, format, &id, &code).await,
         SandboxCommand::Files(files) => files_command(backend, format, files).await,
     }
@@ -297,7 +307,7 @@ async fn create(
     if let Some(secs) = timeout {
         builder = builder.timeout(Duration::from_secs(secs));
     }
-    let sandbox = builder.create().await?;
+    let sandbox = spinner::around(format, "creating a sandbox", builder.create()).await?;
     let token = sandbox.access_token().expose();
     if let Err(err) = cache::save_token(sandbox.id(), token) {
         // Without its token the sandbox cannot be reached again: do not

@@ -12,6 +12,8 @@ mod commands;
 mod doctor;
 mod local;
 mod output;
+mod shell;
+mod spinner;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -88,7 +90,13 @@ fn main() {
 
 fn run_async(future: impl std::future::Future<Output = i32>) -> i32 {
     match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime.block_on(future),
+        Ok(runtime) => {
+            let code = runtime.block_on(future);
+            // A read of stdin (the shell) may still block a thread: do
+            // not wait for it.
+            runtime.shutdown_background();
+            code
+        }
         Err(err) => {
             eprintln!("rayito: cannot start a runtime: {err}");
             1

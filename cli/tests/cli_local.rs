@@ -240,6 +240,56 @@ fn a_local_session_from_create_to_kill() {
     assert_eq!(v["error"]["kind"], "file_not_found");
     assert_eq!(v["error"]["retryable"], false);
 
+    // shell: the input from a pipe reaches the terminal, its output comes
+    // back, the shell's exit code passes through.
+    let mut shell = s
+        .cmd(&["sandbox", "shell", &id])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = shell.stdin.take().unwrap();
+        stdin.write_all(b"echo hi-$((6*7))\nexit 3\n").unwrap();
+    }
+    let out = shell.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("hi-42"));
+
+    // pause and resume; the files survive.
+    let paused = s.json(&["sandbox", "pause", &id, "--output", "json"]);
+    assert_eq!(paused["paused"], true);
+    let info = s.json(&["sandbox", "info", &id, "--output", "json"]);
+    assert_eq!(info["state"], "SUSPENDED");
+    let suspended = s.json(&[
+        "sandbox",
+        "list",
+        "--state",
+        "suspended",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(suspended[0]["sandbox_id"], id.as_str());
+    s.json(&["sandbox", "resume", &id, "--output", "json"]);
+    let out = s.run(&["sandbox", "exec", &id, "--", "cat /home/user/t.txt"]);
+    assert_eq!(out.stdout, b"hello");
+
+    // --show-token prints the token that was kept; without it, never.
+    let second = s.json(&["sandbox", "create", "--show-token", "--output", "json"]);
+    let second_id = second["sandbox_id"].as_str().unwrap().to_owned();
+    let kept = std::fs::read_to_string(s.token_path(&second_id)).unwrap();
+    assert_eq!(second["access_token"], kept.as_str());
+    let text = s.run(&["sandbox", "create"]);
+    let third_id = String::from_utf8_lossy(&text.stdout).trim().to_owned();
+    let third_token = std::fs::read_to_string(s.token_path(&third_id)).unwrap();
+    assert!(!String::from_utf8_lossy(&text.stdout).contains(&third_token));
+    assert!(!String::from_utf8_lossy(&text.stderr).contains(&third_token));
+    for other in [&second_id, &third_id] {
+        s.json(&["sandbox", "kill", other, "--output", "json"]);
+        assert!(!s.token_path(other).exists());
+    }
+
     // kill: the token goes with it; the sandbox is gone.
     let killed = s.json(&["sandbox", "kill", &id, "--output", "json"]);
     assert_eq!(killed["killed"], true);
