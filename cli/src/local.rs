@@ -89,6 +89,15 @@ pub fn ensure() -> io::Result<BackendState> {
     }
     let dir = state_dir();
     cache::private_dir(&dir)?;
+    // One starter at a time: a second invocation racing the first waits for
+    // the first one's daemon instead of starting its own.
+    let _lock = match StartLock::take(&dir)? {
+        Some(lock) => lock,
+        None => return wait_for_other_starter(),
+    };
+    if let Some(state) = running() {
+        return Ok(state);
+    }
     let _ = fs::remove_file(state_path());
     let log_path = dir.join("backend.log");
     let log = fs::File::create(&log_path)?;
@@ -99,6 +108,8 @@ pub fn ensure() -> io::Result<BackendState> {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
+            // It must not keep the caller's working directory busy.
+            .current_dir("/")
             // Its own process group: Ctrl-C in the terminal that started it
             // does not stop it.
             .process_group(0)
@@ -128,6 +139,64 @@ pub fn ensure() -> io::Result<BackendState> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `<cache>/local/starting`, held while a daemon is being started; removed
+/// on drop. One older than a minute is a crashed starter's and is taken over.
+struct StartLock {
+    path: PathBuf,
+}
+
+impl StartLock {
+    fn take(dir: &Path) -> io::Result<Option<StartLock>> {
+        let path = dir.join("starting");
+        for _ in 0..2 {
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(_) => return Ok(Some(StartLock { path })),
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                    let stale = fs::metadata(&path)
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age > Duration::from_secs(60));
+                    if !stale {
+                        return Ok(None);
+                    }
+                    let _ = fs::remove_file(&path);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Drop for StartLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+fn wait_for_other_starter() -> io::Result<BackendState> {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(60) {
+        if let Some(state) = running() {
+            return Ok(state);
+        }
+        if !state_dir().join("starting").exists() {
+            // The other starter gave up or finished without a daemon: try
+            // once more ourselves.
+            return running().map_or_else(ensure, Ok);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(io::Error::other(
+        "another rayito invocation is starting the local backend and it did not come up within 60 s",
+    ))
 }
 
 /// Stops the daemon (SIGTERM, then waits up to 30 s for it to end).

@@ -1,6 +1,7 @@
 //! `rayito`: sandboxes from the terminal, over the `rayito` SDK.
 //!
-//! Exit codes: 0 success; for `sandbox exec`, the command's own exit code;
+//! Exit codes (docs/cli.md): 0 success; for `sandbox exec` and `sandbox
+//! shell`, the command's own exit code;
 //! 1 a failure that will not go away by retrying (the `SandboxError` kind
 //! says why), or a Python error raised by `run-code`'s cell, or `doctor`
 //! finding something to fix; 2 a usage error; 75 (`EX_TEMPFAIL`) a
@@ -19,7 +20,17 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Sandboxes on AWS Lambda MicroVMs (or on this machine with `--local`).
 #[derive(Debug, Parser)]
-#[command(name = "rayito", version, about, long_about = None)]
+#[command(
+    name = "rayito",
+    version,
+    about,
+    long_about = None,
+    after_help = "Exit codes: 0 success; `sandbox exec` and `sandbox shell`: the command's own; \
+                  1 a failure retrying will not cure (also: run-code's cell raised, doctor found \
+                  something to fix); 2 usage; 75 a retryable failure (capacity, rate limit, a lost \
+                  connection). Access tokens are kept in $RAYITO_CACHE_DIR, else \
+                  $XDG_CACHE_HOME/rayito, else ~/.cache/rayito (mode 0600)."
+)]
 pub struct Cli {
     #[command(flatten)]
     global: Global,

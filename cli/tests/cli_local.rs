@@ -354,3 +354,65 @@ fn doctor_without_aws_configuration_names_the_fix() {
             .contains("aws configure")
     );
 }
+
+/// Posts one fault to the emulator's admin endpoint (plain HTTP/1.1).
+fn inject(endpoint_url: &str, body: &str) {
+    use std::io::{Read as _, Write as _};
+    let addr = endpoint_url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST /_emulator/faults HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[test]
+fn a_retryable_failure_exits_75_and_a_final_one_exits_1() {
+    let s = Session::new();
+    // The first --local command starts the daemon.
+    assert_eq!(
+        s.json(&["sandbox", "list", "--output", "json"]),
+        Value::Array(vec![])
+    );
+    let text = std::fs::read_to_string(s.cache.path().join("local/backend.json")).unwrap();
+    let state: Value = serde_json::from_str(&text).unwrap();
+    let endpoint = state["endpoint_url"].as_str().unwrap();
+
+    // Throttled past the SDK's retries: rate_limit, retryable, exit 75.
+    inject(
+        endpoint,
+        r#"{"fault":"throttle","operation":"GetMicrovm","count":100,"retryAfterSeconds":1}"#,
+    );
+    let out = s.run(&["sandbox", "info", "microvm-x", "--output", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "rate_limit");
+    assert_eq!(v["error"]["retryable"], true);
+    let out = s.run(&["sandbox", "info", "microvm-x"]);
+    assert_eq!(out.status.code(), Some(75));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(stderr.contains("\nkind: rate_limit ("), "{stderr}");
+    assert!(
+        stderr.contains("retryable: the same call may succeed later"),
+        "{stderr}"
+    );
+
+    // Cleared: not found is final, exit 1.
+    inject(endpoint, r#"{"fault":"clear"}"#);
+    let out = s.run(&["sandbox", "info", "microvm-x", "--output", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "sandbox_not_found");
+    assert_eq!(v["error"]["retryable"], false);
+}
