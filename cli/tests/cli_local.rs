@@ -416,3 +416,58 @@ fn a_retryable_failure_exits_75_and_a_final_one_exits_1() {
     assert_eq!(v["error"]["kind"], "sandbox_not_found");
     assert_eq!(v["error"]["retryable"], false);
 }
+
+/// The daemons serving this session's cache directory (found through
+/// /proc: their command line and environment).
+fn daemons_of(s: &Session) -> Vec<i32> {
+    let marker = format!("RAYITO_CACHE_DIR={}", s.cache.path().display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains("__local-backend")
+                && environ.split(|b| *b == 0).any(|v| v == marker.as_bytes())
+                && alive(*pid)
+        })
+        .collect()
+}
+
+#[test]
+fn racing_first_invocations_share_one_daemon_which_stops_when_idle() {
+    let s = Session::new();
+    let racers: Vec<_> = (0..3)
+        .map(|_| {
+            s.cmd(&["sandbox", "list", "--output", "json"])
+                .env("RAYITO_LOCAL_IDLE_SECS", "3")
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for racer in racers {
+        let out = racer.wait_with_output().unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+            Value::Array(vec![])
+        );
+    }
+    let daemons = daemons_of(&s);
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    assert_eq!(Some(daemons[0]), s.daemon_pid());
+
+    // Idle for 3 s: it stops by itself and removes its record.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while alive(daemons[0]) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle daemon did not stop"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(s.daemon_pid().is_none());
+    assert!(daemons_of(&s).is_empty());
+}
