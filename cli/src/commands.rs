@@ -1,0 +1,572 @@
+//! `rayito sandbox ...`: each subcommand is one or two SDK calls.
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use clap::Subcommand;
+use futures_util::StreamExt as _;
+use rayito::{
+    AwsOptions, CommandOptions, EntryInfo, ListQuery, Sandbox, SandboxBuilder, SandboxError,
+    SandboxState,
+};
+use serde_json::{Value, json};
+
+use crate::output::{self, EXIT_FAILURE};
+use crate::{Format, Global, cache, local, spinner};
+
+/// The sandbox subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Creates a sandbox and keeps its access token in the cache directory.
+    Create {
+        /// Image ARN (on the local backend also a bare image name); else
+        /// RAYITO_TEMPLATE, else (local only) `rayito-base`.
+        #[arg(long)]
+        template: Option<String>,
+        /// Seconds of life (default 3600).
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<u64>,
+        /// Metadata `key=value` (repeatable).
+        #[arg(long, value_parser = parse_pair)]
+        metadata: Vec<(String, String)>,
+        /// Also print the access token.
+        #[arg(long)]
+        show_token: bool,
+    },
+    /// Lists sandboxes (not ended ones, unless `--state` says otherwise).
+    List {
+        /// Only sandboxes with this metadata `key=value` (repeatable; RUNNING ones only).
+        #[arg(long, value_parser = parse_pair)]
+        metadata: Vec<(String, String)>,
+        /// Only sandboxes in this state (PENDING, RUNNING, SUSPENDED, ...; repeatable).
+        #[arg(long)]
+        state: Vec<String>,
+    },
+    /// What the control plane says about a sandbox.
+    Info {
+        /// The sandbox id.
+        id: String,
+    },
+    /// Terminates a sandbox and forgets its token.
+    Kill {
+        /// The sandbox id.
+        id: String,
+    },
+    /// Pauses (suspends) a sandbox.
+    Pause {
+        /// The sandbox id.
+        id: String,
+    },
+    /// Resumes a paused sandbox.
+    Resume {
+        /// The sandbox id.
+        id: String,
+    },
+    /// Runs a command, streaming its output; exits with its exit code.
+    Exec {
+        /// The sandbox id.
+        id: String,
+        /// Working directory.
+        #[arg(long)]
+        cwd: Option<String>,
+        /// Command timeout in seconds (default: none).
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<u64>,
+        /// The command and its arguments (after `--`), run by `/bin/sh -c`.
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// An interactive shell on a terminal in the sandbox (resized with
+    /// yours); exits with the shell's exit code.
+    Shell {
+        /// The sandbox id.
+        id: String,
+    },
+    /// Runs a Python cell; prints its output, results and error.
+    RunCode {
+        /// The sandbox id.
+        id: String,
+        /// The code.
+        code: String,
+    },
+    /// Moves files in and out.
+    #[command(subcommand)]
+    Files(FilesCommand),
+}
+
+/// The file subcommands.
+#[derive(Debug, Subcommand)]
+pub enum FilesCommand {
+    /// Uploads a local file.
+    Put {
+        /// The sandbox id.
+        id: String,
+        /// The file on this machine.
+        #[arg(value_name = "LOCAL_PATH")]
+        host_path: std::path::PathBuf,
+        /// Its path in the sandbox.
+        remote: String,
+    },
+    /// Downloads a file (to stdout when no local path is given).
+    Get {
+        /// The sandbox id.
+        id: String,
+        /// Its path in the sandbox.
+        remote: String,
+        /// The file on this machine.
+        #[arg(value_name = "LOCAL_PATH")]
+        host_path: Option<std::path::PathBuf>,
+    },
+    /// Lists a directory.
+    Ls {
+        /// The sandbox id.
+        id: String,
+        /// The directory in the sandbox.
+        #[arg(default_value = "/home/user")]
+        path: String,
+    },
+}
+
+fn parse_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err("expected key=value".to_owned()),
+    }
+}
+
+/// Where the commands go: AWS, or the local daemon's emulated API.
+struct Backend {
+    local: Option<local::BackendState>,
+    global: Global,
+}
+
+impl Backend {
+    fn resolve(global: &Global) -> std::io::Result<Backend> {
+        let from_env = std::env::var(rayito::BACKEND_ENV).is_ok_and(|v| v == "local");
+        let local = if global.local || from_env {
+            Some(local::ensure()?)
+        } else {
+            None
+        };
+        Ok(Backend {
+            local,
+            global: global.clone(),
+        })
+    }
+
+    fn builder(&self) -> SandboxBuilder {
+        let options = match &self.local {
+            Some(state) => AwsOptions::new()
+                .endpoint_url(&state.endpoint_url)
+                .region(&state.region)
+                .static_credentials(local::FAKE_KEY, local::FAKE_KEY),
+            None => {
+                let mut options = AwsOptions::new();
+                if let Some(region) = &self.global.region {
+                    options = options.region(region);
+                }
+                if let Some(profile) = &self.global.profile {
+                    options = options.profile(profile);
+                }
+                options
+            }
+        };
+        Sandbox::builder().aws(options)
+    }
+
+    async fn connect(&self, id: &str) -> Result<Sandbox, Failure> {
+        let Some(token) = cache::load_token(id) else {
+            return Err(Failure::Cli(format!(
+                "no access token for {id} in {}: only sandboxes created with this cache can be reached",
+                cache::dir().display()
+            )));
+        };
+        Ok(self.builder().connect(id, token).await?)
+    }
+}
+
+/// Why a subcommand failed.
+enum Failure {
+    Sdk(SandboxError),
+    Cli(String),
+}
+
+impl From<SandboxError> for Failure {
+    fn from(err: SandboxError) -> Self {
+        Failure::Sdk(err)
+    }
+}
+
+/// Runs one sandbox subcommand; returns the exit code.
+pub async fn run(global: Global, command: SandboxCommand) -> i32 {
+    let format = global.output;
+    let backend = match Backend::resolve(&global) {
+        Ok(backend) => backend,
+        Err(err) => return output::cli_error(format, &format!("the local backend: {err}")),
+    };
+    match dispatch(&backend, format, command).await {
+        Ok(code) => code,
+        Err(Failure::Sdk(err)) => output::error(format, &err),
+        Err(Failure::Cli(message)) => output::cli_error(format, &message),
+    }
+}
+
+async fn dispatch(
+    backend: &Backend,
+    format: Format,
+    command: SandboxCommand,
+) -> Result<i32, Failure> {
+    match command {
+        SandboxCommand::Create {
+            template,
+            timeout,
+            metadata,
+            show_token,
+        } => create(backend, format, template, timeout, metadata, show_token).await,
+        SandboxCommand::List { metadata, state } => list(backend, format, metadata, state).await,
+        SandboxCommand::Info { id } => {
+            let info = backend.builder().get_info_by_id(&id).await?;
+            let value = json!({
+                "sandbox_id": info.sandbox_id,
+                "state": info.state.as_str(),
+                "state_reason": info.state_reason,
+                "template": info.image_arn,
+                "template_version": info.image_version,
+                "started_at": output::unix(info.started_at),
+                "terminated_at": output::unix(info.terminated_at),
+                "max_duration_secs": info.max_duration.as_secs(),
+            });
+            print_record(format, &value);
+            Ok(0)
+        }
+        SandboxCommand::Kill { id } => {
+            let killed = backend.builder().kill_by_id(&id).await?;
+            cache::remove_token(&id);
+            match format {
+                Format::Json => output::json(&json!({ "sandbox_id": id, "killed": killed })),
+                Format::Text if killed => println!("killed {id}"),
+                Format::Text => println!("{id} was already gone"),
+            }
+            Ok(0)
+        }
+        SandboxCommand::Pause { id } => {
+            let sandbox = backend.connect(&id).await?;
+            let paused = spinner::around(format, "pausing", sandbox.pause()).await?;
+            match format {
+                Format::Json => output::json(&json!({ "sandbox_id": id, "paused": paused })),
+                Format::Text => println!("paused {id}"),
+            }
+            Ok(0)
+        }
+        SandboxCommand::Resume { id } => {
+            spinner::around(format, "resuming", backend.builder().resume_by_id(&id)).await?;
+            match format {
+                Format::Json => output::json(&json!({ "sandbox_id": id, "resumed": true })),
+                Format::Text => println!("resumed {id}"),
+            }
+            Ok(0)
+        }
+        SandboxCommand::Exec {
+            id,
+            cwd,
+            timeout,
+            cmd,
+        } => exec(backend, format, &id, cwd, timeout, &cmd).await,
+        SandboxCommand::Shell { id } => {
+            let sandbox = backend.connect(&id).await?;
+            Ok(crate::shell::run(&sandbox).await?)
+        }
+        SandboxCommand::RunCode { id, code } => run_code(backend, format, &id, &code).await,
+        SandboxCommand::Files(files) => files_command(backend, format, files).await,
+    }
+}
+
+async fn create(
+    backend: &Backend,
+    format: Format,
+    template: Option<String>,
+    timeout: Option<u64>,
+    metadata: Vec<(String, String)>,
+    show_token: bool,
+) -> Result<i32, Failure> {
+    let mut builder = backend.builder().metadata(metadata);
+    let template = match &backend.local {
+        Some(state) => Some(
+            state.image_for(
+                template
+                    .or_else(|| std::env::var(rayito::TEMPLATE_ENV).ok())
+                    .filter(|t| !t.is_empty())
+                    .as_deref(),
+            ),
+        ),
+        None => template,
+    };
+    if let Some(template) = &template {
+        builder = builder.template(template);
+    }
+    if let Some(secs) = timeout {
+        builder = builder.timeout(Duration::from_secs(secs));
+    }
+    let sandbox = spinner::around(format, "creating a sandbox", builder.create()).await?;
+    let token = sandbox.access_token().expose();
+    if let Err(err) = cache::save_token(sandbox.id(), token) {
+        // Without its token the sandbox cannot be reached again: do not
+        // leave it running.
+        let _ = sandbox.kill().await;
+        return Err(Failure::Cli(format!(
+            "could not keep the access token in {}: {err}",
+            cache::dir().display()
+        )));
+    }
+    match format {
+        Format::Json => {
+            let mut value = json!({ "sandbox_id": sandbox.id(), "template": template });
+            if show_token {
+                value["access_token"] = json!(token);
+            }
+            output::json(&value);
+        }
+        Format::Text => {
+            println!("{}", sandbox.id());
+            if show_token {
+                println!("access token: {token}");
+            }
+        }
+    }
+    Ok(0)
+}
+
+async fn list(
+    backend: &Backend,
+    format: Format,
+    metadata: Vec<(String, String)>,
+    states: Vec<String>,
+) -> Result<i32, Failure> {
+    let mut query = ListQuery::new().metadata(metadata);
+    if !states.is_empty() {
+        query = query.states(
+            states
+                .iter()
+                .map(|s| SandboxState::from(s.to_ascii_uppercase().as_str())),
+        );
+    }
+    let mut stream = backend.builder().list(query);
+    let mut rows = Vec::new();
+    while let Some(summary) = stream.next().await {
+        let summary = summary?;
+        rows.push(json!({
+            "sandbox_id": summary.sandbox_id,
+            "state": summary.state.as_str(),
+            "template": summary.template,
+            "started_at": output::unix(summary.started_at),
+            "metadata": summary.metadata,
+        }));
+    }
+    match format {
+        Format::Json => output::json(&Value::Array(rows)),
+        Format::Text => {
+            for row in &rows {
+                println!(
+                    "{}\t{}\t{}",
+                    row["sandbox_id"].as_str().unwrap_or_default(),
+                    row["state"].as_str().unwrap_or_default(),
+                    row["template"].as_str().unwrap_or_default()
+                );
+            }
+        }
+    }
+    Ok(0)
+}
+
+async fn exec(
+    backend: &Backend,
+    format: Format,
+    id: &str,
+    cwd: Option<String>,
+    timeout: Option<u64>,
+    cmd: &[String],
+) -> Result<i32, Failure> {
+    let sandbox = backend.connect(id).await?;
+    let line = cmd.join(" ");
+    let mut options = CommandOptions::new();
+    options = match timeout {
+        Some(secs) => options.timeout(Duration::from_secs(secs)),
+        None => options.no_timeout(),
+    };
+    if let Some(cwd) = cwd {
+        options = options.cwd(cwd);
+    }
+    if format == Format::Text {
+        // Streamed as it comes; the final result is then not printed again.
+        options = options
+            .on_stdout(|chunk| {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(chunk.as_bytes());
+                let _ = out.flush();
+            })
+            .on_stderr(|chunk| {
+                let mut err = std::io::stderr().lock();
+                let _ = err.write_all(chunk.as_bytes());
+                let _ = err.flush();
+            });
+    }
+    let (exit_code, stdout, stderr) = match sandbox.commands().run_with(&line, options).await {
+        Ok(result) => (result.exit_code, result.stdout, result.stderr),
+        Err(SandboxError::CommandExit {
+            exit_code,
+            stdout,
+            stderr,
+            ..
+        }) => (exit_code, String::from(&*stdout), String::from(&*stderr)),
+        Err(err) => return Err(err.into()),
+    };
+    if format == Format::Json {
+        output::json(&json!({ "exit_code": exit_code, "stdout": stdout, "stderr": stderr }));
+    }
+    Ok(exit_code)
+}
+
+async fn run_code(backend: &Backend, format: Format, id: &str, code: &str) -> Result<i32, Failure> {
+    let sandbox = backend.connect(id).await?;
+    let execution = sandbox.run_code(code).await?;
+    let results: Vec<Value> = execution
+        .results
+        .iter()
+        .map(|r| {
+            json!({
+                "is_main_result": r.is_main_result,
+                "text": r.text, "html": r.html, "markdown": r.markdown, "json": r.json,
+                "png": r.png.is_some(), "svg": r.svg.is_some(),
+            })
+        })
+        .collect();
+    let error = execution
+        .error
+        .as_ref()
+        .map(|e| json!({ "name": e.name, "value": e.value, "traceback": e.traceback }));
+    match format {
+        Format::Json => output::json(&json!({
+            "results": results,
+            "stdout": execution.logs.stdout,
+            "stderr": execution.logs.stderr,
+            "error": error,
+            "execution_count": execution.execution_count,
+        })),
+        Format::Text => {
+            print!("{}", execution.logs.stdout.concat());
+            eprint!("{}", execution.logs.stderr.concat());
+            for result in &execution.results {
+                if let Some(text) = &result.text {
+                    println!("{text}");
+                } else {
+                    println!("<a result without a text form>");
+                }
+            }
+            if let Some(e) = &execution.error {
+                if e.traceback.is_empty() {
+                    eprintln!("{}: {}", e.name, e.value);
+                } else {
+                    eprintln!("{}", e.traceback);
+                }
+            }
+        }
+    }
+    Ok(if execution.error.is_some() {
+        EXIT_FAILURE
+    } else {
+        0
+    })
+}
+
+fn entry_json(entry: &EntryInfo) -> Value {
+    json!({
+        "name": entry.name,
+        "path": entry.path,
+        "type": format!("{:?}", entry.file_type).to_lowercase(),
+        "size": entry.size,
+        "permissions": entry.permissions,
+        "modified_time": output::unix(entry.modified_time),
+    })
+}
+
+async fn files_command(
+    backend: &Backend,
+    format: Format,
+    command: FilesCommand,
+) -> Result<i32, Failure> {
+    match command {
+        FilesCommand::Put {
+            id,
+            host_path: local,
+            remote,
+        } => {
+            let data = std::fs::read(&local)
+                .map_err(|err| Failure::Cli(format!("cannot read {}: {err}", local.display())))?;
+            let sandbox = backend.connect(&id).await?;
+            let entry = sandbox.files().write(&remote, data).await?;
+            match format {
+                Format::Json => output::json(&entry_json(&entry)),
+                Format::Text => println!("{} ({} bytes)", entry.path, entry.size),
+            }
+        }
+        FilesCommand::Get {
+            id,
+            remote,
+            host_path: local,
+        } => {
+            let sandbox = backend.connect(&id).await?;
+            let data = sandbox.files().read(&remote).await?;
+            match &local {
+                Some(path) => std::fs::write(path, &data).map_err(|err| {
+                    Failure::Cli(format!("cannot write {}: {err}", path.display()))
+                })?,
+                None if format == Format::Text => {
+                    let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(&data);
+                    let _ = out.flush();
+                }
+                None => {}
+            }
+            if format == Format::Json {
+                let mut value = json!({ "path": remote, "size": data.len() });
+                if local.is_none() {
+                    value["content"] = json!(String::from_utf8_lossy(&data));
+                }
+                output::json(&value);
+            }
+        }
+        FilesCommand::Ls { id, path } => {
+            let sandbox = backend.connect(&id).await?;
+            let entries = sandbox.files().list(&path).await?;
+            match format {
+                Format::Json => {
+                    output::json(&Value::Array(entries.iter().map(entry_json).collect()))
+                }
+                Format::Text => {
+                    for e in &entries {
+                        println!("{}\t{}\t{}", e.permissions, e.size, e.path);
+                    }
+                }
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn print_record(format: Format, value: &Value) {
+    match format {
+        Format::Json => output::json(value),
+        Format::Text => {
+            if let Value::Object(map) = value {
+                for (key, v) in map {
+                    let shown = match v {
+                        Value::String(s) => s.clone(),
+                        Value::Null => "-".to_owned(),
+                        other => other.to_string(),
+                    };
+                    println!("{key}: {shown}");
+                }
+            }
+        }
+    }
+}

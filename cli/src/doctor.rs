@@ -1,0 +1,216 @@
+//! `rayito doctor`: what the SDK would use on AWS, then live checks, each
+//! with a verdict and, on failure, the fix. Exit 0 only when an AWS
+//! `create` could work.
+
+use std::path::PathBuf;
+
+use futures_util::StreamExt as _;
+use rayito::{AwsOptions, ErrorKind, ListQuery, Sandbox, SandboxError};
+use serde_json::{Value, json};
+
+use crate::output;
+use crate::{Format, Global};
+
+const POLICY_DOC: &str = "docs/aws.md (\"The IAM policy\")";
+
+/// One line of the report.
+struct Check {
+    name: &'static str,
+    ok: bool,
+    detail: String,
+    fix: Option<String>,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn aws_file(name: &str) -> Option<PathBuf> {
+    let path = match name {
+        "config" => env("AWS_CONFIG_FILE").map(PathBuf::from),
+        _ => env("AWS_SHARED_CREDENTIALS_FILE").map(PathBuf::from),
+    }
+    .or_else(|| env("HOME").map(|home| PathBuf::from(home).join(".aws").join(name)))?;
+    path.is_file().then_some(path)
+}
+
+/// Where the credential chain would find credentials first (as far as the
+/// environment and files tell; roles from instance metadata are only seen
+/// by the live check).
+fn credential_source(global: &Global) -> String {
+    if env("AWS_ACCESS_KEY_ID").is_some() {
+        return "environment (AWS_ACCESS_KEY_ID)".to_owned();
+    }
+    if env("AWS_WEB_IDENTITY_TOKEN_FILE").is_some() {
+        return "web identity (AWS_WEB_IDENTITY_TOKEN_FILE)".to_owned();
+    }
+    let profile = global
+        .profile
+        .clone()
+        .or_else(|| env("AWS_PROFILE"))
+        .unwrap_or_else(|| "default".to_owned());
+    if aws_file("credentials").is_some() || aws_file("config").is_some() {
+        return format!("profile `{profile}` in ~/.aws");
+    }
+    "none found in the environment or ~/.aws (an instance or container role may still answer)"
+        .to_owned()
+}
+
+fn region(global: &Global) -> Option<String> {
+    global
+        .region
+        .clone()
+        .or_else(|| env("AWS_REGION"))
+        .or_else(|| env("AWS_DEFAULT_REGION"))
+}
+
+fn fix_for(err: &SandboxError) -> String {
+    match err.kind() {
+        ErrorKind::Authentication => format!(
+            "configure AWS credentials and a region: `aws configure` (or `aws sso login --profile NAME` and AWS_PROFILE=NAME), or set AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION; the caller needs the IAM policy in {POLICY_DOC}"
+        ),
+        ErrorKind::RateLimit | ErrorKind::Capacity => {
+            "throttled or out of capacity: run `rayito doctor` again in a minute".to_owned()
+        }
+        _ if err.is_retryable() => {
+            "the MicroVMs API did not answer: check the network, and that the region offers Lambda MicroVMs (--region or AWS_REGION)".to_owned()
+        }
+        _ => format!("see the message above and {POLICY_DOC}"),
+    }
+}
+
+/// Runs the doctor; returns the exit code.
+pub async fn run(global: Global) -> i32 {
+    let region = region(&global);
+    let template = env(rayito::TEMPLATE_ENV);
+    let backend = env(rayito::BACKEND_ENV).unwrap_or_else(|| "aws".to_owned());
+    let credentials = credential_source(&global);
+    let mut checks = Vec::new();
+
+    let mut options = AwsOptions::new();
+    if let Some(region) = &global.region {
+        options = options.region(region);
+    }
+    if let Some(profile) = &global.profile {
+        options = options.profile(profile);
+    }
+    // ListMicrovms, one page of one: resolves credentials and the region,
+    // reaches the API and proves one permission.
+    let listed = Sandbox::builder()
+        .aws(options.clone())
+        .list(ListQuery::new().page_size(1))
+        .next()
+        .await
+        .transpose();
+    let reachable = listed.is_ok();
+    checks.push(match &listed {
+        Ok(_) => Check {
+            name: "credentials, region and lambda-microvms:ListMicrovms",
+            ok: true,
+            detail: "the MicroVMs API answered".to_owned(),
+            fix: None,
+        },
+        Err(err) => Check {
+            name: "credentials, region and lambda-microvms:ListMicrovms",
+            ok: false,
+            detail: format!("{err} (kind {})", err.classify().kind),
+            fix: Some(fix_for(err)),
+        },
+    });
+    if reachable {
+        // GetMicrovm on an id that cannot exist: not found proves the
+        // permission, access denied disproves it.
+        let probe = Sandbox::builder()
+            .aws(options)
+            .get_info_by_id("rayito-doctor-probe")
+            .await;
+        checks.push(match probe {
+            Ok(_) | Err(SandboxError::SandboxNotFound { .. }) => Check {
+                name: "lambda-microvms:GetMicrovm",
+                ok: true,
+                detail: "allowed".to_owned(),
+                fix: None,
+            },
+            Err(err) => Check {
+                name: "lambda-microvms:GetMicrovm",
+                ok: false,
+                detail: format!("{err} (kind {})", err.classify().kind),
+                fix: Some(fix_for(&err)),
+            },
+        });
+    }
+    checks.push(match &template {
+        Some(t) if t.starts_with("arn:") && t.contains(":microvm-image:") => Check {
+            name: "image (RAYITO_TEMPLATE)",
+            ok: true,
+            detail: format!(
+                "{t}; the SDK has no harmless call that proves it exists: RunMicrovm answers ResourceNotFound (kind sandbox_not_found) when it does not"
+            ),
+            fix: None,
+        },
+        Some(t) => Check {
+            name: "image (RAYITO_TEMPLATE)",
+            ok: false,
+            detail: format!("`{t}` is not a MicroVM image ARN"),
+            fix: Some("set RAYITO_TEMPLATE=arn:aws:lambda:REGION:ACCOUNT:microvm-image:NAME (or pass --template to create)".to_owned()),
+        },
+        None => Check {
+            name: "image (RAYITO_TEMPLATE)",
+            ok: false,
+            detail: "no image is configured".to_owned(),
+            fix: Some(
+                "set RAYITO_TEMPLATE to an image ARN (arn:aws:lambda:REGION:ACCOUNT:microvm-image:NAME) or pass --template to `rayito sandbox create`; see docs/aws.md (\"Choose an image and a region\")".to_owned(),
+            ),
+        },
+    });
+    let unprovable = "RunMicrovm, TerminateMicrovm, SuspendMicrovm, ResumeMicrovm, CreateMicrovmAuthToken: no harmless call proves them; grant the policy in docs/aws.md";
+    let ready = checks.iter().all(|c| c.ok);
+
+    match global.output {
+        Format::Json => output::json(&json!({
+            "backend": backend,
+            "region": region,
+            "credentials": credentials,
+            "image": template,
+            "checks": checks.iter().map(|c| json!({
+                "name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix,
+            })).collect::<Vec<Value>>(),
+            "not_checked": unprovable,
+            "ready": ready,
+        })),
+        Format::Text => {
+            println!("backend:     {backend} (the doctor checks AWS)");
+            println!(
+                "region:      {}",
+                region
+                    .as_deref()
+                    .unwrap_or("not set (--region, AWS_REGION, or the profile's region)")
+            );
+            println!("credentials: {credentials}");
+            println!(
+                "image:       {}",
+                template.as_deref().unwrap_or("not set (RAYITO_TEMPLATE)")
+            );
+            println!();
+            for c in &checks {
+                println!(
+                    "[{}] {}: {}",
+                    if c.ok { " ok " } else { "FAIL" },
+                    c.name,
+                    c.detail
+                );
+                if let Some(fix) = &c.fix {
+                    println!("       fix: {fix}");
+                }
+            }
+            println!("[ -- ] {unprovable}");
+            println!();
+            if ready {
+                println!("verdict: ready: `rayito sandbox create` can work on AWS");
+            } else {
+                println!("verdict: NOT ready: fix the failures above");
+            }
+        }
+    }
+    if ready { 0 } else { output::EXIT_FAILURE }
+}

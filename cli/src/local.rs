@@ -1,0 +1,354 @@
+//! The local backend across invocations.
+//!
+//! The SDK's embedded local backend lives inside one process, and every
+//! `rayito` invocation is a new process. So the first `--local` command
+//! starts a detached daemon (`rayito __local-backend`, this same binary)
+//! that runs the MicroVMs emulator, and records its endpoint, region, image
+//! ARN and pid in `<cache>/local/backend.json`. Every invocation then uses
+//! the SDK's AWS path against that endpoint with fake static credentials.
+//!
+//! The daemon stops on `rayito local stop`, SIGTERM or Ctrl-C, or after
+//! `RAYITO_LOCAL_IDLE_SECS` (default 1800) without a control-plane call;
+//! its sandboxes (processes on this host) and their directories go with it.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rayito_agent::emulator::{Emulator, EmulatorConfig, Operation};
+use rayito_agent::sandbox::SandboxEnv;
+use rustix::process::{Pid, Signal};
+use serde::{Deserialize, Serialize};
+
+use crate::cache;
+
+/// The daemon's idle limit in seconds, when set.
+pub const IDLE_ENV: &str = "RAYITO_LOCAL_IDLE_SECS";
+const DEFAULT_IDLE: Duration = Duration::from_secs(30 * 60);
+/// The fake credentials the AWS path signs with (the emulator checks the
+/// shape of a signature, never a key).
+pub const FAKE_KEY: &str = "rayito-local";
+
+/// What the daemon records for later invocations.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BackendState {
+    /// The daemon's process id.
+    pub pid: i32,
+    /// The emulated MicroVMs API (`http://127.0.0.1:<port>`).
+    pub endpoint_url: String,
+    /// The emulator's region.
+    pub region: String,
+    /// The ARN of its default image (`rayito-base`).
+    pub image_arn: String,
+}
+
+impl BackendState {
+    /// The image ARN for a template: ARNs as they are, bare names on the
+    /// emulator's account and region, none for the default image.
+    pub fn image_for(&self, template: Option<&str>) -> String {
+        match template {
+            Some(t) if t.starts_with("arn:") => t.to_owned(),
+            Some(name) => {
+                let prefix = self.image_arn.rsplit_once(':').map_or("", |(p, _)| p);
+                format!("{prefix}:{name}")
+            }
+            None => self.image_arn.clone(),
+        }
+    }
+}
+
+fn state_dir() -> PathBuf {
+    cache::dir().join("local")
+}
+
+fn state_path() -> PathBuf {
+    state_dir().join("backend.json")
+}
+
+fn alive(pid: i32) -> bool {
+    Pid::from_raw(pid).is_some_and(|pid| rustix::process::test_kill_process(pid).is_ok())
+}
+
+/// The running daemon's state, if one is recorded and its pid is alive.
+pub fn running() -> Option<BackendState> {
+    let text = fs::read_to_string(state_path()).ok()?;
+    let state: BackendState = serde_json::from_str(&text).ok()?;
+    alive(state.pid).then_some(state)
+}
+
+/// The running daemon, started first when there is none.
+///
+/// # Errors
+/// When the daemon cannot be spawned or does not record its state within
+/// 60 s (the message points at its log).
+pub fn ensure() -> io::Result<BackendState> {
+    if let Some(state) = running() {
+        return Ok(state);
+    }
+    let dir = state_dir();
+    cache::private_dir(&dir)?;
+    // One starter at a time: a second invocation racing the first waits for
+    // the first one's daemon instead of starting its own.
+    let _lock = match StartLock::take(&dir)? {
+        Some(lock) => lock,
+        None => return wait_for_other_starter(),
+    };
+    if let Some(state) = running() {
+        return Ok(state);
+    }
+    let _ = fs::remove_file(state_path());
+    let log_path = dir.join("backend.log");
+    let log = fs::File::create(&log_path)?;
+    let mut child = {
+        use std::os::unix::process::CommandExt as _;
+        Command::new(std::env::current_exe()?)
+            .arg("__local-backend")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            // It must not keep the caller's working directory busy.
+            .current_dir("/")
+            // Its own process group: Ctrl-C in the terminal that started it
+            // does not stop it.
+            .process_group(0)
+            .spawn()?
+    };
+    let started = Instant::now();
+    let child_pid = i32::try_from(child.id()).unwrap_or(-1);
+    loop {
+        if let Some(state) = running()
+            && state.pid == child_pid
+        {
+            return Ok(state);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(io::Error::other(format!(
+                "the local backend exited at start ({status}); see {}",
+                log_path.display()
+            )));
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io::Error::other(format!(
+                "the local backend did not start within 60 s; see {}",
+                log_path.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `<cache>/local/starting`, held while a daemon is being started; removed
+/// on drop. One older than a minute is a crashed starter's and is taken over.
+struct StartLock {
+    path: PathBuf,
+}
+
+impl StartLock {
+    fn take(dir: &Path) -> io::Result<Option<StartLock>> {
+        let path = dir.join("starting");
+        for _ in 0..2 {
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(_) => return Ok(Some(StartLock { path })),
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                    let stale = fs::metadata(&path)
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age > Duration::from_secs(60));
+                    if !stale {
+                        return Ok(None);
+                    }
+                    let _ = fs::remove_file(&path);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Drop for StartLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+fn wait_for_other_starter() -> io::Result<BackendState> {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(60) {
+        if let Some(state) = running() {
+            return Ok(state);
+        }
+        if !state_dir().join("starting").exists() {
+            // The other starter gave up or finished without a daemon: try
+            // once more ourselves.
+            return running().map_or_else(ensure, Ok);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(io::Error::other(
+        "another rayito invocation is starting the local backend and it did not come up within 60 s",
+    ))
+}
+
+/// Stops the daemon (SIGTERM, then waits up to 30 s for it to end).
+/// Returns whether one was running.
+///
+/// # Errors
+/// When it does not end in time.
+pub fn stop() -> io::Result<bool> {
+    let Some(state) = running() else {
+        let _ = fs::remove_file(state_path());
+        return Ok(false);
+    };
+    if let Some(pid) = Pid::from_raw(state.pid) {
+        let _ = rustix::process::kill_process(pid, Signal::TERM);
+    }
+    let started = Instant::now();
+    while alive(state.pid) {
+        if started.elapsed() > Duration::from_secs(30) {
+            return Err(io::Error::other(format!(
+                "the local backend (pid {}) did not stop within 30 s",
+                state.pid
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = fs::remove_file(state_path());
+    Ok(true)
+}
+
+/// The daemon itself (`rayito __local-backend`): runs the emulator until
+/// SIGTERM, Ctrl-C or the idle limit. Returns the process exit code.
+pub fn serve() -> i32 {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("rayito local backend: cannot start a runtime: {err}");
+            return 1;
+        }
+    };
+    runtime.block_on(serve_async())
+}
+
+async fn serve_async() -> i32 {
+    let idle = std::env::var(IDLE_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(DEFAULT_IDLE, Duration::from_secs);
+    let config = EmulatorConfig::default();
+    // The sandboxes' directories go with this process however it ends.
+    SandboxEnv::remove_at_exit(&config.root);
+    let emulator = match Emulator::start(config).await {
+        Ok(emulator) => emulator,
+        Err(err) => {
+            eprintln!("rayito local backend: cannot start the emulator: {err}");
+            return 1;
+        }
+    };
+    let arn = emulator.image_arn("rayito-base");
+    let state = BackendState {
+        pid: i32::try_from(std::process::id()).unwrap_or(-1),
+        endpoint_url: emulator.endpoint_url(),
+        region: arn.split(':').nth(3).unwrap_or("us-east-1").to_owned(),
+        image_arn: arn,
+    };
+    if let Err(err) = record(&state) {
+        eprintln!("rayito local backend: cannot record its state: {err}");
+        emulator.shutdown().await;
+        return 1;
+    }
+    eprintln!(
+        "rayito local backend: serving {} (pid {}); sandbox code runs on this host",
+        state.endpoint_url, state.pid
+    );
+    let stopped = stop_signal();
+    tokio::pin!(stopped);
+    let mut last_calls = 0;
+    let mut last_activity = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            () = &mut stopped => break,
+            _ = tick.tick() => {
+                let calls: u64 = Operation::ALL.iter().map(|op| emulator.calls(*op)).sum();
+                if calls != last_calls {
+                    last_calls = calls;
+                    last_activity = Instant::now();
+                } else if last_activity.elapsed() >= idle {
+                    eprintln!("rayito local backend: idle for {} s, stopping", idle.as_secs());
+                    break;
+                }
+            }
+        }
+    }
+    // Only our own record is removed (a newer daemon may have replaced it).
+    if running().is_some_and(|s| s.pid == state.pid) {
+        let _ = fs::remove_file(state_path());
+    }
+    emulator.shutdown().await;
+    0
+}
+
+fn record(state: &BackendState) -> io::Result<()> {
+    let path = state_path();
+    let tmp = path.with_extension("tmp");
+    write_private(&tmp, &serde_json::to_vec(state).map_err(io::Error::other)?)?;
+    fs::rename(tmp, path)
+}
+
+fn write_private(path: &Path, data: &[u8]) -> io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(data)
+}
+
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BackendState;
+
+    #[test]
+    fn bare_template_names_become_arns_on_the_emulator() {
+        let state = BackendState {
+            pid: 1,
+            endpoint_url: "http://127.0.0.1:1".into(),
+            region: "us-east-1".into(),
+            image_arn: "arn:aws:lambda:us-east-1:000000000000:microvm-image:rayito-base".into(),
+        };
+        assert_eq!(state.image_for(None), state.image_arn);
+        assert_eq!(
+            state.image_for(Some("other")),
+            "arn:aws:lambda:us-east-1:000000000000:microvm-image:other"
+        );
+        assert_eq!(state.image_for(Some("arn:x")), "arn:x");
+    }
+}

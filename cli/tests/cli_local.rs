@@ -1,0 +1,473 @@
+//! The `rayito` binary end to end on the local backend, run as a child
+//! process: every invocation is a new process, so this also proves the
+//! local-backend daemon is shared across invocations and stopped at the end.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// A cache directory and a temp directory of its own, and the daemon
+/// stopped (and both directories removed) however the test ends.
+struct Session {
+    cache: tempfile::TempDir,
+    tmp: tempfile::TempDir,
+}
+
+impl Session {
+    fn new() -> Session {
+        Session {
+            cache: tempfile::tempdir().expect("cache dir"),
+            tmp: tempfile::tempdir().expect("tmp dir"),
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rayito"));
+        cmd.args(args)
+            .env("RAYITO_CACHE_DIR", self.cache.path())
+            // The daemon's sandboxes live under TMPDIR: this test's own.
+            .env("TMPDIR", self.tmp.path())
+            .env("RAYITO_BACKEND", "local")
+            .env_remove("RAYITO_TEMPLATE");
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("run rayito")
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "{args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("one JSON document on stdout")
+    }
+
+    fn token_path(&self, id: &str) -> PathBuf {
+        self.cache.path().join("tokens").join(id)
+    }
+
+    fn daemon_pid(&self) -> Option<i32> {
+        let text = std::fs::read_to_string(self.cache.path().join("local/backend.json")).ok()?;
+        let state: Value = serde_json::from_str(&text).ok()?;
+        state["pid"].as_i64().and_then(|p| i32::try_from(p).ok())
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.run(&["local", "stop"]);
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+#[test]
+fn a_local_session_from_create_to_kill() {
+    let s = Session::new();
+
+    // create (JSON), with metadata; the token stays out of the output.
+    let created = s.json(&[
+        "--output",
+        "json",
+        "sandbox",
+        "create",
+        "--metadata",
+        "owner=cli-test",
+    ]);
+    let id = created["sandbox_id"].as_str().expect("an id").to_owned();
+    assert!(created.get("access_token").is_none(), "{created}");
+    let token_file = s.token_path(&id);
+    let mode = std::fs::metadata(&token_file)
+        .expect("the token file")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let daemon = s.daemon_pid().expect("the daemon recorded its pid");
+    assert!(alive(daemon));
+
+    // list: by metadata (probes the agent) and plain.
+    let listed = s.json(&[
+        "sandbox",
+        "list",
+        "--metadata",
+        "owner=cli-test",
+        "--output",
+        "json",
+    ]);
+    let rows = listed.as_array().expect("an array");
+    assert_eq!(rows.len(), 1, "{listed}");
+    assert_eq!(rows[0]["sandbox_id"], id.as_str());
+    assert_eq!(rows[0]["state"], "RUNNING");
+    assert_eq!(rows[0]["metadata"]["owner"], "cli-test");
+    let none = s.json(&[
+        "sandbox",
+        "list",
+        "--metadata",
+        "owner=nobody",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(none, Value::Array(vec![]));
+
+    // info
+    let info = s.json(&["sandbox", "info", &id, "--output", "json"]);
+    assert_eq!(info["state"], "RUNNING");
+    assert!(
+        info["template"]
+            .as_str()
+            .unwrap()
+            .ends_with(":microvm-image:rayito-base")
+    );
+
+    // exec: output streamed, the exit code passed through.
+    let out = s.run(&[
+        "sandbox",
+        "exec",
+        &id,
+        "--",
+        "echo out; echo err >&2; exit 7",
+    ]);
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n");
+    let ok = s.run(&["sandbox", "exec", &id, "--", "true"]);
+    assert_eq!(ok.status.code(), Some(0));
+    let out = s.run(&[
+        "--output",
+        "json",
+        "sandbox",
+        "exec",
+        &id,
+        "--",
+        "printf x; exit 3",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["exit_code"], 3);
+    assert_eq!(v["stdout"], "x");
+
+    // run-code: state between cells, results, and an error as data.
+    let out = s.run(&["sandbox", "run-code", &id, "x = 20"]);
+    assert!(out.status.success());
+    let out = s.run(&["sandbox", "run-code", &id, "print('doubling'); x * 2 + 2"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "doubling\n42\n");
+    let out = s.run(&["sandbox", "run-code", &id, "1/0", "--output", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["name"], "ZeroDivisionError");
+    assert_eq!(v["error"]["value"], "division by zero");
+    let out = s.run(&["sandbox", "run-code", &id, "raise ValueError('nope')"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ValueError: nope"));
+
+    // files: put, ls, get (to a file and to stdout).
+    let local_in = s.tmp.path().join("in.bin");
+    let data: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
+    std::fs::write(&local_in, &data).unwrap();
+    let put = s.json(&[
+        "sandbox",
+        "files",
+        "put",
+        &id,
+        local_in.to_str().unwrap(),
+        "/home/user/data.bin",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(put["size"], 100_000);
+    let ls = s.json(&[
+        "sandbox",
+        "files",
+        "ls",
+        &id,
+        "/home/user",
+        "--output",
+        "json",
+    ]);
+    assert!(
+        ls.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "data.bin" && e["size"] == 100_000),
+        "{ls}"
+    );
+    let local_out = s.tmp.path().join("out.bin");
+    let got = s.run(&[
+        "sandbox",
+        "files",
+        "get",
+        &id,
+        "/home/user/data.bin",
+        local_out.to_str().unwrap(),
+    ]);
+    assert!(got.status.success());
+    assert_eq!(std::fs::read(&local_out).unwrap(), data);
+    s.run(&[
+        "sandbox",
+        "exec",
+        &id,
+        "--",
+        "printf hello > /home/user/t.txt",
+    ]);
+    let got = s.run(&["sandbox", "files", "get", &id, "/home/user/t.txt"]);
+    assert_eq!(got.stdout, b"hello");
+
+    // A missing file: the SDK's message and kind, not retryable (exit 1).
+    let missing = s.run(&[
+        "sandbox",
+        "files",
+        "get",
+        &id,
+        "/home/user/missing",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(missing.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&missing.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "file_not_found");
+    assert_eq!(v["error"]["retryable"], false);
+
+    // shell: the input from a pipe reaches the terminal, its output comes
+    // back, the shell's exit code passes through.
+    let mut shell = s
+        .cmd(&["sandbox", "shell", &id])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = shell.stdin.take().unwrap();
+        stdin.write_all(b"echo hi-$((6*7))\nexit 3\n").unwrap();
+    }
+    let out = shell.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("hi-42"));
+
+    // pause and resume; the files survive.
+    let paused = s.json(&["sandbox", "pause", &id, "--output", "json"]);
+    assert_eq!(paused["paused"], true);
+    let info = s.json(&["sandbox", "info", &id, "--output", "json"]);
+    assert_eq!(info["state"], "SUSPENDED");
+    let suspended = s.json(&[
+        "sandbox",
+        "list",
+        "--state",
+        "suspended",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(suspended[0]["sandbox_id"], id.as_str());
+    s.json(&["sandbox", "resume", &id, "--output", "json"]);
+    let out = s.run(&["sandbox", "exec", &id, "--", "cat /home/user/t.txt"]);
+    assert_eq!(out.stdout, b"hello");
+
+    // --show-token prints the token that was kept; without it, never.
+    let second = s.json(&["sandbox", "create", "--show-token", "--output", "json"]);
+    let second_id = second["sandbox_id"].as_str().unwrap().to_owned();
+    let kept = std::fs::read_to_string(s.token_path(&second_id)).unwrap();
+    assert_eq!(second["access_token"], kept.as_str());
+    let text = s.run(&["sandbox", "create"]);
+    let third_id = String::from_utf8_lossy(&text.stdout).trim().to_owned();
+    let third_token = std::fs::read_to_string(s.token_path(&third_id)).unwrap();
+    assert!(!String::from_utf8_lossy(&text.stdout).contains(&third_token));
+    assert!(!String::from_utf8_lossy(&text.stderr).contains(&third_token));
+    for other in [&second_id, &third_id] {
+        s.json(&["sandbox", "kill", other, "--output", "json"]);
+        assert!(!s.token_path(other).exists());
+    }
+
+    // kill: the token goes with it; the sandbox is gone.
+    let killed = s.json(&["sandbox", "kill", &id, "--output", "json"]);
+    assert_eq!(killed["killed"], true);
+    assert!(!token_file.exists());
+    let after = s.run(&["sandbox", "exec", &id, "--", "true"]);
+    assert_eq!(after.status.code(), Some(1));
+    let info = s.run(&["sandbox", "info", "microvm-does-not-exist"]);
+    assert_eq!(info.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&info.stderr).contains("kind: sandbox_not_found"));
+
+    // stop: the daemon and its directories are gone.
+    let stopped = s.json(&["local", "stop", "--output", "json"]);
+    assert_eq!(stopped["stopped"], true);
+    assert!(!alive(daemon));
+    assert!(s.daemon_pid().is_none());
+    let left: Vec<_> = std::fs::read_dir(s.tmp.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("rayito-"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn doctor_without_aws_configuration_names_the_fix() {
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rayito"));
+    for (name, _) in std::env::vars() {
+        if name.starts_with("AWS_") || name.starts_with("RAYITO_") {
+            cmd.env_remove(name);
+        }
+    }
+    let out = cmd
+        .arg("doctor")
+        .env("HOME", home.path())
+        .env("RAYITO_CACHE_DIR", home.path().join("cache"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("[FAIL] credentials, region and lambda-microvms:ListMicrovms"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("fix: configure AWS credentials and a region"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("fix: set RAYITO_TEMPLATE"), "{stdout}");
+    assert!(stdout.contains("verdict: NOT ready"), "{stdout}");
+
+    let out = cmd.arg("--output").arg("json").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ready"], false);
+    assert_eq!(v["checks"][0]["ok"], false);
+    assert!(
+        v["checks"][0]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("aws configure")
+    );
+}
+
+/// Posts one fault to the emulator's admin endpoint (plain HTTP/1.1).
+fn inject(endpoint_url: &str, body: &str) {
+    use std::io::{Read as _, Write as _};
+    let addr = endpoint_url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST /_emulator/faults HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[test]
+fn a_retryable_failure_exits_75_and_a_final_one_exits_1() {
+    let s = Session::new();
+    // The first --local command starts the daemon.
+    assert_eq!(
+        s.json(&["sandbox", "list", "--output", "json"]),
+        Value::Array(vec![])
+    );
+    let text = std::fs::read_to_string(s.cache.path().join("local/backend.json")).unwrap();
+    let state: Value = serde_json::from_str(&text).unwrap();
+    let endpoint = state["endpoint_url"].as_str().unwrap();
+
+    // Throttled past the SDK's retries: rate_limit, retryable, exit 75.
+    inject(
+        endpoint,
+        r#"{"fault":"throttle","operation":"GetMicrovm","count":100,"retryAfterSeconds":1}"#,
+    );
+    let out = s.run(&["sandbox", "info", "microvm-x", "--output", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "rate_limit");
+    assert_eq!(v["error"]["retryable"], true);
+    let out = s.run(&["sandbox", "info", "microvm-x"]);
+    assert_eq!(out.status.code(), Some(75));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(stderr.contains("\nkind: rate_limit ("), "{stderr}");
+    assert!(
+        stderr.contains("retryable: the same call may succeed later"),
+        "{stderr}"
+    );
+
+    // Cleared: not found is final, exit 1.
+    inject(endpoint, r#"{"fault":"clear"}"#);
+    let out = s.run(&["sandbox", "info", "microvm-x", "--output", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "sandbox_not_found");
+    assert_eq!(v["error"]["retryable"], false);
+}
+
+/// The daemons serving this session's cache directory (found through
+/// /proc: their command line and environment).
+fn daemons_of(s: &Session) -> Vec<i32> {
+    let marker = format!("RAYITO_CACHE_DIR={}", s.cache.path().display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains("__local-backend")
+                && environ.split(|b| *b == 0).any(|v| v == marker.as_bytes())
+                && alive(*pid)
+        })
+        .collect()
+}
+
+#[test]
+fn racing_first_invocations_share_one_daemon_which_stops_when_idle() {
+    let s = Session::new();
+    let racers: Vec<_> = (0..3)
+        .map(|_| {
+            s.cmd(&["sandbox", "list", "--output", "json"])
+                .env("RAYITO_LOCAL_IDLE_SECS", "3")
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for racer in racers {
+        let out = racer.wait_with_output().unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+            Value::Array(vec![])
+        );
+    }
+    let daemons = daemons_of(&s);
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    assert_eq!(Some(daemons[0]), s.daemon_pid());
+
+    // Idle for 3 s: it stops by itself and removes its record.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while alive(daemons[0]) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle daemon did not stop"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(s.daemon_pid().is_none());
+    assert!(daemons_of(&s).is_empty());
+}
