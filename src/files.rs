@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
+
 use crate::error::{ErrorKind, GrpcCode, SandboxError};
 use crate::pb;
 use crate::sandbox::Sandbox;
@@ -90,7 +92,9 @@ impl From<pb::EntryInfo> for EntryInfo {
 #[derive(Clone, PartialEq, Eq)]
 pub struct WriteEntry {
     path: String,
-    data: Vec<u8>,
+    /// Held as `Bytes` so the Write messages are slices of it, and a retried
+    /// write re-sends reference-counted views instead of copying the payload.
+    data: Bytes,
 }
 
 impl fmt::Debug for WriteEntry {
@@ -108,7 +112,8 @@ impl WriteEntry {
     pub fn new(path: impl Into<String>, data: impl Into<Vec<u8>>) -> Self {
         Self {
             path: path.into(),
-            data: data.into(),
+            // Takes the Vec's buffer over; no copy.
+            data: Bytes::from(data.into()),
         }
     }
 }
@@ -124,6 +129,29 @@ impl WriteEntry {
 #[derive(Debug, Clone, Copy)]
 pub struct Files<'a> {
     sandbox: &'a Sandbox,
+}
+
+/// `data` cut into views of at most [`WRITE_CHUNK_BYTES`] (reference counted,
+/// never copied); nothing for empty data.
+fn slices(data: Bytes) -> impl Iterator<Item = Bytes> + Send {
+    let len = data.len();
+    (0..len)
+        .step_by(WRITE_CHUNK_BYTES)
+        .map(move |at| data.slice(at..(at + WRITE_CHUNK_BYTES).min(len)))
+}
+
+/// The data messages of one stream item: 1 MiB views of its buffer.
+fn data_messages(data: Bytes) -> futures_util::stream::Iter<std::vec::IntoIter<pb::WriteRequest>> {
+    let pieces: Vec<pb::WriteRequest> = slices(data)
+        .map(|piece| pb::WriteRequest {
+            path: None,
+            user: None,
+            mode: None,
+            chunk: piece,
+            metadata: Default::default(),
+        })
+        .collect();
+    futures_util::stream::iter(pieces)
 }
 
 fn deadline_for(base: Duration, bytes: u64) -> Duration {
@@ -154,7 +182,9 @@ impl<'a> Files<'a> {
     }
 
     /// Reads a regular file as a stream of chunks (at most 256 KiB each, as
-    /// the agent sends them), for files too large to hold in memory. The
+    /// the agent sends them; each a view of the received frame, not a copy),
+    /// for files too large to hold in memory: at most a few chunks are
+    /// buffered, as HTTP/2 flow control holds the agent back. The
     /// stream ends after the last chunk, or with the error that cut it;
     /// dropping it cancels the read.
     ///
@@ -233,7 +263,9 @@ impl<'a> Files<'a> {
 
     /// Writes one file from a stream of chunks the caller produces (parents
     /// are created; mode 0644), for data too large to hold in memory. Chunks
-    /// of any size are accepted (they are cut to the agent's 1 MiB limit).
+    /// of any size are accepted (they are cut to the agent's 1 MiB limit, as
+    /// views of the caller's buffer, not copies); `Vec<u8>`, `Bytes`,
+    /// `String` and `&'static [u8]` items all work.
     /// The file appears at `path` only once the stream has ended: the agent
     /// writes a temporary file and renames it.
     ///
@@ -246,7 +278,8 @@ impl<'a> Files<'a> {
     /// As [`Files::write`].
     pub async fn write_stream<S>(&self, path: &str, chunks: S) -> Result<EntryInfo, SandboxError>
     where
-        S: futures_util::Stream<Item = Vec<u8>> + Send + 'static,
+        S: futures_util::Stream + Send + 'static,
+        S::Item: Into<Bytes>,
     {
         use futures_util::StreamExt as _;
         crate::checks::file_path(path)?;
@@ -256,22 +289,13 @@ impl<'a> Files<'a> {
             path: Some(path.to_owned()),
             user: None,
             mode: None,
-            chunk: Vec::new(),
+            chunk: Bytes::new(),
             metadata: Default::default(),
         };
-        let body = chunks.flat_map(|data| {
-            let pieces: Vec<pb::WriteRequest> = data
-                .chunks(WRITE_CHUNK_BYTES)
-                .map(|piece| pb::WriteRequest {
-                    path: None,
-                    user: None,
-                    mode: None,
-                    chunk: piece.to_vec(),
-                    metadata: Default::default(),
-                })
-                .collect();
-            futures_util::stream::iter(pieces)
-        });
+        // A named function, not a closure over an opaque iterator: the
+        // future stays `Send` for any stream (a closure here trips the
+        // compiler's higher-ranked lifetime check).
+        let body = chunks.map(Into::<Bytes>::into).flat_map(data_messages);
         let messages = futures_util::stream::iter([header]).chain(body);
         let response = self.sandbox.conn().write_stream(messages).await?;
         let mut entries = response.entries.into_iter();
@@ -305,21 +329,21 @@ impl<'a> Files<'a> {
         let total: usize = files.iter().map(|f| f.data.len()).sum();
         let mut messages = Vec::new();
         for file in files {
-            let mut chunks = file.data.chunks(WRITE_CHUNK_BYTES);
+            let mut chunks = slices(file.data);
             // The first message names the file and carries its first chunk
             // (possibly empty); the rest carry only chunks.
             messages.push(pb::WriteRequest {
                 path: Some(file.path),
                 user: None,
                 mode: None,
-                chunk: chunks.next().unwrap_or_default().to_vec(),
+                chunk: chunks.next().unwrap_or_default(),
                 metadata: Default::default(),
             });
             messages.extend(chunks.map(|chunk| pb::WriteRequest {
                 path: None,
                 user: None,
                 mode: None,
-                chunk: chunk.to_vec(),
+                chunk,
                 metadata: Default::default(),
             }));
         }
@@ -484,8 +508,7 @@ impl<'a> Files<'a> {
 /// The chunks of a file being read (from [`Files::read_stream`]). Dropping it
 /// cancels the read.
 pub struct FileChunks {
-    inner:
-        std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Vec<u8>, SandboxError>> + Send>>,
+    inner: std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, SandboxError>> + Send>>,
 }
 
 impl fmt::Debug for FileChunks {
@@ -495,12 +518,36 @@ impl fmt::Debug for FileChunks {
 }
 
 impl futures_util::Stream for FileChunks {
-    type Item = Result<Vec<u8>, SandboxError>;
+    type Item = Result<Bytes, SandboxError>;
 
     fn poll_next(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
         self.inner.as_mut().poll_next(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_chunks_are_views_of_the_payload_and_clones_share_them() {
+        let data = Bytes::from(vec![7u8; 2 * WRITE_CHUNK_BYTES + 5]);
+        let base = data.as_ptr() as usize;
+        let pieces: Vec<Bytes> = slices(data.clone()).collect();
+        let lens: Vec<usize> = pieces.iter().map(Bytes::len).collect();
+        assert_eq!(lens, [WRITE_CHUNK_BYTES, WRITE_CHUNK_BYTES, 5]);
+        for (i, piece) in pieces.iter().enumerate() {
+            // A view into the caller's buffer, not a copy of it.
+            assert_eq!(piece.as_ptr() as usize, base + i * WRITE_CHUNK_BYTES);
+        }
+        // What a retry re-sends: the same bytes, not new ones.
+        let again = pieces.clone();
+        for (a, b) in pieces.iter().zip(&again) {
+            assert_eq!(a.as_ptr(), b.as_ptr());
+        }
+        assert_eq!(slices(Bytes::new()).count(), 0);
     }
 }

@@ -117,7 +117,7 @@ async fn main() {
             .enumerate()
             .map(|(i, c)| pb::WriteRequest {
                 path: (i == 0).then(|| "/home/user/bench.bin".to_owned()),
-                chunk: c.to_vec(),
+                chunk: c.to_vec().into(),
                 ..Default::default()
             })
             .collect();

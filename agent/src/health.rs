@@ -15,6 +15,11 @@ use crate::state::Shared;
 /// ignore it.
 pub const KERNEL_FAILURE_HEADER: &str = "rayito-kernel-failure";
 
+/// How long Health waits for a default kernel that is starting before it
+/// answers `kernel_ready: false`: under the SDK's shortest probe timeout
+/// (0.5 s), so a slow start costs a probe, never a failed one.
+const KERNEL_START_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
+
 /// The agent version Health reports (the crate version).
 pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -43,8 +48,9 @@ fn memory_total_bytes() -> u64 {
 }
 
 impl HealthServiceImpl {
-    fn response(&self) -> pb::HealthResponse {
+    async fn response(&self) -> pb::HealthResponse {
         let s = &self.shared;
+        let kernel_ready = s.code.kernel_ready_within(KERNEL_START_WAIT).await;
         let (sandbox_id, metadata) = match s.run.lock().expect("run lock").as_ref() {
             Some(run) => (
                 run.sandbox_id.clone(),
@@ -54,7 +60,7 @@ impl HealthServiceImpl {
         };
         pb::HealthResponse {
             agent_ready: true,
-            kernel_ready: s.code.kernel_ready(),
+            kernel_ready,
             agent_version: AGENT_VERSION.to_owned(),
             uptime_ms: s.started.elapsed().as_millis() as u64,
             sandbox_id,
@@ -81,7 +87,7 @@ impl pb::health_service_server::HealthService for HealthServiceImpl {
         &self,
         _request: Request<pb::HealthRequest>,
     ) -> Result<Response<pb::HealthResponse>, Status> {
-        let mut response = Response::new(self.response());
+        let mut response = Response::new(self.response().await);
         if let Some(reason) = self.shared.code.kernel_failure() {
             response.metadata_mut().insert(
                 KERNEL_FAILURE_HEADER,

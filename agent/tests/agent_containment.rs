@@ -270,7 +270,7 @@ async fn files_written_by_rpc_belong_to_the_sandbox_user() {
     for path in ["/home/user/deep/er/f.txt", "/tmp/made/by/rpc.txt"] {
         let msg = pb::WriteRequest {
             path: Some(path.to_owned()),
-            chunk: b"rpc\n".to_vec(),
+            chunk: b"rpc\n".to_vec().into(),
             ..Default::default()
         };
         files

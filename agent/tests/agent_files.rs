@@ -16,12 +16,12 @@ fn file_messages(path: &str, data: &[u8], mode: Option<u32>) -> Vec<pb::WriteReq
     out.push(pb::WriteRequest {
         path: Some(path.to_owned()),
         mode,
-        chunk: chunks.next().unwrap_or_default().to_vec(),
+        chunk: chunks.next().unwrap_or_default().to_vec().into(),
         ..Default::default()
     });
     for c in chunks {
         out.push(pb::WriteRequest {
-            chunk: c.to_vec(),
+            chunk: c.to_vec().into(),
             ..Default::default()
         });
     }
@@ -146,7 +146,7 @@ async fn write_errors_have_exact_messages() {
         (vec![], Code::InvalidArgument, "no files in the stream"),
         (
             vec![pb::WriteRequest {
-                chunk: b"x".to_vec(),
+                chunk: b"x".to_vec().into(),
                 ..Default::default()
             }],
             Code::InvalidArgument,
@@ -167,7 +167,7 @@ async fn write_errors_have_exact_messages() {
         (
             vec![pb::WriteRequest {
                 path: Some("/home/user/f".into()),
-                chunk: vec![0; (1 << 20) + 1],
+                chunk: vec![0; (1 << 20) + 1].into(),
                 ..Default::default()
             }],
             Code::InvalidArgument,
@@ -447,7 +447,7 @@ async fn suspend_gates_read_and_write_and_aborts_a_live_write() {
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tx.send(pb::WriteRequest {
         path: Some("/home/user/keep".into()),
-        chunk: b"new".to_vec(),
+        chunk: b"new".to_vec().into(),
         ..Default::default()
     })
     .await

@@ -100,7 +100,7 @@ async fn forwards_client_and_server_streams_of_files() {
         .enumerate()
         .map(|(i, c)| pb::WriteRequest {
             path: (i == 0).then(|| "/home/user/big.bin".to_string()),
-            chunk: c.to_vec(),
+            chunk: c.to_vec().into(),
             ..Default::default()
         })
         .collect();
@@ -488,7 +488,7 @@ async fn agent_faults_disk_deadline_and_kill() {
     assert!(faults.set_disk_reserve(&id, u64::MAX));
     let write = pb::WriteRequest {
         path: Some("/home/user/x".into()),
-        chunk: b"x".to_vec(),
+        chunk: b"x".to_vec().into(),
         ..Default::default()
     };
     let s = files(&fresh, ProxyHeaders::sdk(&token))

@@ -17,6 +17,14 @@ const PROTOS: &[&str] = &[
     "rayito/v1/pty.proto",
 ];
 
+/// Payload fields generated as `bytes::Bytes` instead of `Vec<u8>`: a file's
+/// chunks are slices of one buffer (no copy per chunk), and a retried write
+/// re-sends clones of them (a reference count each, never the bytes).
+const BYTES_FIELDS: &[&str] = &[
+    ".rayito.v1.ReadResponse.chunk",
+    ".rayito.v1.WriteRequest.chunk",
+];
+
 /// Where generated code refers to the messages from the client and server
 /// files, which are included into the same `v1` module.
 const MESSAGES_PATH: &str = "crate::v1";
@@ -59,6 +67,9 @@ fn generate(pass: &Pass, out: &Path) -> String {
         // `connect` constructor; clients are built from a Channel instead.
         .build_transport(false)
         .out_dir(out);
+    for field in BYTES_FIELDS {
+        config = config.bytes(field);
+    }
     if pass.client || pass.server {
         // Services only: the messages come from the first pass.
         config = config.extern_path(".rayito.v1", MESSAGES_PATH);

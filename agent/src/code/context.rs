@@ -32,8 +32,9 @@ pub(crate) struct Context {
     /// DestroyContext (or shutdown) removed it.
     pub(crate) destroyed: AtomicBool,
     live: AtomicBool,
-    /// A kernel is being started (an Execute sent now waits for it).
-    starting: AtomicBool,
+    /// A kernel is being started (an Execute sent now waits for it); a watch
+    /// so Health can wait for the start to end instead of polling.
+    starting: tokio::sync::watch::Sender<bool>,
 }
 
 impl Context {
@@ -46,7 +47,7 @@ impl Context {
             restarting: AtomicBool::new(false),
             destroyed: AtomicBool::new(false),
             live: AtomicBool::new(false),
-            starting: AtomicBool::new(false),
+            starting: tokio::sync::watch::Sender::new(false),
         })
     }
 
@@ -58,12 +59,19 @@ impl Context {
         env: &SandboxEnv,
     ) -> io::Result<()> {
         self.clear(slot);
-        self.starting.store(true, Ordering::SeqCst);
+        self.starting.send_replace(true);
         let started = Kernel::start(env, &self.spec).await;
-        self.starting.store(false, Ordering::SeqCst);
-        let kernel = started?;
+        let kernel = match started {
+            Ok(kernel) => kernel,
+            Err(err) => {
+                self.starting.send_replace(false);
+                return Err(err);
+            }
+        };
         self.pgid.store(kernel.pgid(), Ordering::SeqCst);
+        // Live before the start ends, so a waiter woken by the end sees it.
         self.live.store(true, Ordering::SeqCst);
+        self.starting.send_replace(false);
         if self.destroyed.load(Ordering::SeqCst) {
             // Destroyed while starting: do not leave a kernel behind.
             drop(kernel);
@@ -91,20 +99,27 @@ impl Context {
         );
     }
 
-    /// Whether a kernel is up or being started (cells sent now run on it).
-    pub(crate) fn is_live_or_starting(&self) -> bool {
-        self.live.load(Ordering::SeqCst) || self.starting.load(Ordering::SeqCst)
+    /// Whether a kernel is up and has answered (its driver said `ready`).
+    pub(crate) fn is_live(&self) -> bool {
+        self.live.load(Ordering::SeqCst)
+    }
+
+    /// Waits, at most `bound`, for a start under way to end; returns at once
+    /// when none is.
+    pub(crate) async fn start_settled(&self, bound: std::time::Duration) {
+        let mut starting = self.starting.subscribe();
+        let _ = tokio::time::timeout(bound, starting.wait_for(|s| !*s)).await;
     }
 
     /// Marks a start as under way before the task that performs it runs, so
     /// Health sees the kernel as coming up from the moment it was asked for.
     pub(crate) fn mark_starting(&self) {
-        self.starting.store(true, Ordering::SeqCst);
+        self.starting.send_replace(true);
     }
 
     /// Undoes [`Context::mark_starting`] when no start was needed after all.
     pub(crate) fn unmark_starting(&self) {
-        self.starting.store(false, Ordering::SeqCst);
+        self.starting.send_replace(false);
     }
 
     pub(crate) fn info(&self) -> pb::ContextInfo {

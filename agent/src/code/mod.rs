@@ -112,16 +112,30 @@ impl CodeServiceImpl {
     }
 
     /// Whether the default kernel is ready (Health's `kernel_ready`): true
-    /// from [`CodeServiceImpl::warm_up`] on while the interpreter is starting
-    /// or running, false before warm-up, after a failed start and after
-    /// shutdown. A cell sent while it is still starting waits for it (the
-    /// context's lock is held during the start), so "ready" means "an
-    /// Execute will run", which is what the SDK's readiness wait needs.
+    /// once its interpreter has started and answered (the driver's `ready`
+    /// frame), so a cell sent now runs without waiting for a start; false
+    /// before warm-up, while it is starting, after a failed start and after
+    /// shutdown.
     pub fn kernel_ready(&self) -> bool {
         self.shared
             .contexts
             .get(Language::Python.default_context_id())
-            .is_some_and(|ctx| ctx.is_live_or_starting())
+            .is_some_and(|ctx| ctx.is_live())
+    }
+
+    /// [`CodeServiceImpl::kernel_ready`], after waiting at most `bound` for
+    /// a start of the default kernel under way to end: Health answers when
+    /// the kernel does, so a readiness wait sees it ready on its first probe
+    /// instead of sleeping a poll interval past it.
+    pub async fn kernel_ready_within(&self, bound: std::time::Duration) -> bool {
+        if let Some(ctx) = self
+            .shared
+            .contexts
+            .get(Language::Python.default_context_id())
+        {
+            ctx.start_settled(bound).await;
+        }
+        self.kernel_ready()
     }
 
     /// Why the default kernel could not start, while it is not ready: a

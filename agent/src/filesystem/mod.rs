@@ -120,10 +120,14 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         let (tx, rx) = mpsc::channel(4);
         let mut phase = self.shared.phase.subscribe();
         tokio::spawn(async move {
-            let mut buf = vec![0u8; READ_CHUNK];
+            // Each chunk is frozen out of this buffer and handed to the
+            // encoder as is (no copy into a fresh Vec per chunk).
+            let mut buf = bytes::BytesMut::new();
             loop {
+                buf.reserve(READ_CHUNK);
+                let mut limited = (&mut file).take(READ_CHUNK as u64);
                 let n = tokio::select! {
-                    n = file.read(&mut buf) => n,
+                    n = limited.read_buf(&mut buf) => n,
                     _ = phase.changed() => {
                         let gate = *phase.borrow_and_update();
                         if matches!(gate, Phase::Suspending | Phase::Expired) {
@@ -136,8 +140,9 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
                 match n {
                     Ok(0) => return,
                     Ok(n) => {
+                        debug_assert_eq!(n, buf.len());
                         let msg = pb::ReadResponse {
-                            chunk: buf[..n].to_vec(),
+                            chunk: buf.split().freeze(),
                         };
                         if tx.send(Ok(msg)).await.is_err() {
                             return;

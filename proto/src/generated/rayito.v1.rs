@@ -571,8 +571,8 @@ pub struct ReadRequest {
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ReadResponse {
-    #[prost(bytes = "vec", tag = "1")]
-    pub chunk: ::prost::alloc::vec::Vec<u8>,
+    #[prost(bytes = "bytes", tag = "1")]
+    pub chunk: ::prost::bytes::Bytes,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct WriteRequest {
@@ -582,8 +582,8 @@ pub struct WriteRequest {
     pub user: ::core::option::Option<User>,
     #[prost(uint32, optional, tag = "3")]
     pub mode: ::core::option::Option<u32>,
-    #[prost(bytes = "vec", tag = "4")]
-    pub chunk: ::prost::alloc::vec::Vec<u8>,
+    #[prost(bytes = "bytes", tag = "4")]
+    pub chunk: ::prost::bytes::Bytes,
     #[prost(map = "string, string", tag = "5")]
     pub metadata: ::std::collections::HashMap<
         ::prost::alloc::string::String,
