@@ -42,6 +42,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     println!("mean: {}", execution.text().unwrap_or("<none>"));
 
+    // A rich result, as a DataFrame or a chart gives one: every format the
+    // object offers (`_repr_html_` here; pandas and matplotlib, where the
+    // image has them, give HTML and PNG the same way).
+    let table = sbx
+        .run_code(
+            "class Table:\n    def _repr_html_(self):\n        return '<table><tr><td>3.875</td></tr></table>'\n    def __repr__(self):\n        return 'Table(mean=3.875)'\nTable()",
+            RunCodeOpts::new(),
+        )
+        .await?;
+    if let Some(result) = table.results.first() {
+        println!("formats: {:?}", result.formats());
+        println!("html: {}", result.html.as_deref().unwrap_or("<none>"));
+    }
+
     let listing = sbx
         .commands()
         .run_with(

@@ -101,6 +101,22 @@ impl Sandbox {
         builder_for(&opts.backend).get_info_by_id(sandbox_id).await
     }
 
+    /// `Sandbox.set_timeout(sandbox_id, timeout)`: reattaches with the
+    /// sandbox's access token (Lambda MicroVMs has no account-wide key) and
+    /// moves its timeout.
+    ///
+    /// # Errors
+    /// What [`Sandbox::connect`] and `rayito::Sandbox::set_timeout` return.
+    pub async fn set_timeout_by_id(
+        sandbox_id: &str,
+        access_token: impl Into<rayito::Secret>,
+        timeout: Duration,
+        opts: ConnectOpts,
+    ) -> Result<(), SandboxError> {
+        let sandbox = Sandbox::connect(sandbox_id, access_token, opts).await?;
+        sandbox.inner.set_timeout(timeout).await
+    }
+
     /// `Sandbox.list(query)`: a paginated stream of sandbox summaries.
     pub fn list(query: rayito::ListQuery, opts: ConnectOpts) -> rayito::SandboxList {
         builder_for(&opts.backend).list(query)
