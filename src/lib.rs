@@ -222,6 +222,7 @@ pub use pty::{Pty, PtyExit, PtyHandle, PtyOptions, PtyOutput, PtySize};
 pub use sandbox::{
     AwsOptions, BACKEND_ENV, IdlePolicy, ListQuery, OnTimeout, Pacing, Sandbox, SandboxBuilder,
     SandboxHost, SandboxInfo, SandboxList, SandboxState, SandboxSummary, TEMPLATE_ENV,
+    TemplateInfo,
 };
 pub use secret::Secret;
 

@@ -41,6 +41,14 @@ fn resource_not_found_is_sandbox_not_found_and_mentions_the_image_on_run() {
     assert_meta(&e, "ResourceNotFoundException", 404);
     assert!(e.is_not_found() && e.is_sandbox_error() && !e.is_retryable());
 
+    let e = build(failure("GetMicrovmImage", "ResourceNotFoundException", 404));
+    assert!(matches!(e, SandboxError::SandboxNotFound { .. }));
+    assert_eq!(
+        e.to_string(),
+        "control plane call GetMicrovmImage found no such resource: server says no; the image is probably missing, check the image ARN or publish the image"
+    );
+    assert_meta(&e, "ResourceNotFoundException", 404);
+
     let e = build(failure("RunMicrovm", "ResourceNotFoundException", 404));
     assert!(matches!(e, SandboxError::SandboxNotFound { .. }));
     assert_eq!(

@@ -54,6 +54,7 @@ fn sandbox_futures_are_send(sbx: &Sandbox) {
     assert_send_static(&SandboxBuilder::new().resume_by_id("microvm-1"));
     assert_send_static(&Sandbox::list(ListQuery::new()));
     assert_send_static(&SandboxBuilder::new().list(ListQuery::new()));
+    assert_send_static(&SandboxBuilder::new().template_info());
 }
 
 /// The local backends build the same `Sandbox`; their builders' futures

@@ -94,6 +94,7 @@ pub async fn run(global: Global) -> i32 {
     if let Some(profile) = &global.profile {
         options = options.profile(profile);
     }
+    let image_options = options.clone();
     // ListMicrovms, one page of one: resolves credentials and the region,
     // reaches the API and proves one permission.
     let listed = Sandbox::builder()
@@ -140,14 +141,33 @@ pub async fn run(global: Global) -> i32 {
         });
     }
     checks.push(match &template {
-        Some(t) if t.starts_with("arn:") && t.contains(":microvm-image:") => Check {
-            name: "image (RAYITO_TEMPLATE)",
-            ok: true,
-            detail: format!(
-                "{t}; the SDK has no harmless call that proves it exists: RunMicrovm answers ResourceNotFound (kind sandbox_not_found) when it does not"
-            ),
-            fix: None,
-        },
+        Some(t) if t.starts_with("arn:") && t.contains(":microvm-image:") => {
+            // GetMicrovmImage: the image exists (and the caller may read it).
+            match Sandbox::builder()
+                .aws(image_options.clone())
+                .template(t.clone())
+                .template_info()
+                .await
+            {
+                Ok(info) => Check {
+                    name: "image (RAYITO_TEMPLATE) and lambda-microvms:GetMicrovmImage",
+                    ok: true,
+                    detail: format!("{} exists (state {})", info.arn, info.state),
+                    fix: None,
+                },
+                Err(err) => Check {
+                    name: "image (RAYITO_TEMPLATE) and lambda-microvms:GetMicrovmImage",
+                    ok: false,
+                    detail: format!("{err} (kind {})", err.classify().kind),
+                    fix: Some(match &err {
+                        SandboxError::SandboxNotFound { .. } => format!(
+                            "publish the image or set RAYITO_TEMPLATE to an image that exists in this account and region; `{t}` was not found"
+                        ),
+                        other => fix_for(other),
+                    }),
+                },
+            }
+        }
         Some(t) => Check {
             name: "image (RAYITO_TEMPLATE)",
             ok: false,

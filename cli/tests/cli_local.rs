@@ -471,3 +471,75 @@ fn racing_first_invocations_share_one_daemon_which_stops_when_idle() {
     assert!(s.daemon_pid().is_none());
     assert!(daemons_of(&s).is_empty());
 }
+
+/// `doctor` against a real MicroVMs endpoint (the session's local daemon,
+/// reached the way any AWS client is: endpoint, region and credentials from
+/// the environment): every live check passes, the image check included;
+/// an image the endpoint does not have fails with the fix.
+#[test]
+fn doctor_against_an_endpoint_checks_the_image() {
+    let s = Session::new();
+    assert_eq!(
+        s.json(&["sandbox", "list", "--output", "json"]),
+        Value::Array(vec![])
+    );
+    let text = std::fs::read_to_string(s.cache.path().join("local/backend.json")).unwrap();
+    let state: Value = serde_json::from_str(&text).unwrap();
+    let endpoint = state["endpoint_url"].as_str().unwrap().to_owned();
+    let image = state["image_arn"].as_str().unwrap().to_owned();
+    let home = tempfile::tempdir().unwrap();
+    let doctor = |template: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rayito"));
+        for (name, _) in std::env::vars() {
+            if name.starts_with("AWS_") || name.starts_with("RAYITO_") {
+                cmd.env_remove(name);
+            }
+        }
+        cmd.args(["doctor", "--output", "json"])
+            .env("HOME", home.path())
+            .env("RAYITO_CACHE_DIR", s.cache.path())
+            .env("AWS_ENDPOINT_URL", &endpoint)
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "AKIDDOCTORTEST00")
+            .env("AWS_SECRET_ACCESS_KEY", "doctor-secret")
+            .env("RAYITO_TEMPLATE", template)
+            .output()
+            .unwrap()
+    };
+    let out = doctor(&image);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    assert_eq!(v["ready"], true, "{v}");
+    let image_check = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"].as_str().unwrap().starts_with("image"))
+        .cloned()
+        .unwrap();
+    assert_eq!(image_check["ok"], true, "{v}");
+    assert!(
+        image_check["detail"].as_str().unwrap().contains("exists"),
+        "{v}"
+    );
+
+    let missing = image.replace(":microvm-image:rayito-base", ":microvm-image:not-published");
+    let out = doctor(&missing);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{v}");
+    let image_check = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"].as_str().unwrap().starts_with("image"))
+        .cloned()
+        .unwrap();
+    assert_eq!(image_check["ok"], false, "{v}");
+    assert!(
+        image_check["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("publish the image"),
+        "{v}"
+    );
+}

@@ -19,8 +19,8 @@ use tracing::instrument::WithSubscriber as _;
 
 use super::failure::map_sdk_error;
 use super::{
-    AuthTokenRequest, ControlPlane, ListPage, ListRequest, Microvm, MicrovmItem, RunRequest,
-    SandboxState,
+    AuthTokenRequest, ControlPlane, ImageSummary, ListPage, ListRequest, Microvm, MicrovmItem,
+    RunRequest, SandboxState,
 };
 use crate::error::SandboxError;
 use crate::error::map::aws::{no_credentials, profile_not_found};
@@ -406,6 +406,25 @@ impl ControlPlane for AwsControlPlane {
             Ok(ListPage {
                 items,
                 next_token: out.next_token().map(str::to_owned),
+            })
+        }
+        .boxed()
+    }
+
+    fn get_image(&self, image: String) -> BoxFuture<'_, Result<ImageSummary, SandboxError>> {
+        async move {
+            let out = self
+                .client
+                .get_microvm_image()
+                .image_identifier(image)
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("GetMicrovmImage", &e))?;
+            Ok(ImageSummary {
+                arn: out.image_arn().to_owned(),
+                name: out.name().to_owned(),
+                state: out.state().as_str().to_owned(),
+                latest_active_version: out.latest_active_image_version().map(str::to_owned),
             })
         }
         .boxed()

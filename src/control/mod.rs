@@ -204,6 +204,21 @@ pub(crate) trait ControlPlane: Send + Sync + fmt::Debug {
         let _ = request;
         Box::pin(async { Err(not_modelled("ListMicrovms")) })
     }
+    /// GetMicrovmImage. Fakes that do not model it answer `Unimplemented`.
+    fn get_image(&self, image: String) -> BoxFuture<'_, Result<ImageSummary, SandboxError>> {
+        let _ = image;
+        Box::pin(async { Err(not_modelled("GetMicrovmImage")) })
+    }
+}
+
+/// What GetMicrovmImage says about an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ImageSummary {
+    pub arn: String,
+    pub name: String,
+    /// The image's state as the service spells it (`ACTIVE`, ...).
+    pub state: String,
+    pub latest_active_version: Option<String>,
 }
 
 /// What a control plane that does not model an operation answers.
@@ -236,5 +251,8 @@ impl ControlPlane for std::sync::Arc<dyn ControlPlane> {
     }
     fn list_microvms(&self, request: ListRequest) -> BoxFuture<'_, Result<ListPage, SandboxError>> {
         (**self).list_microvms(request)
+    }
+    fn get_image(&self, image: String) -> BoxFuture<'_, Result<ImageSummary, SandboxError>> {
+        (**self).get_image(image)
     }
 }

@@ -13,7 +13,9 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::{AuthTokenRequest, ControlPlane, ListPage, ListRequest, Microvm, RunRequest};
+use super::{
+    AuthTokenRequest, ControlPlane, ImageSummary, ListPage, ListRequest, Microvm, RunRequest,
+};
 use crate::error::SandboxError;
 use crate::secret::Secret;
 
@@ -281,6 +283,15 @@ impl<C: ControlPlane> ControlPlane for Paced<C> {
         async move {
             self.buckets.take(Op::List).await;
             self.inner.list_microvms(request).await
+        }
+        .boxed()
+    }
+
+    fn get_image(&self, image: String) -> BoxFuture<'_, Result<ImageSummary, SandboxError>> {
+        // Read-only and rare (a doctor's check): paced with GetMicrovm.
+        async move {
+            self.buckets.take(Op::Get).await;
+            self.inner.get_image(image).await
         }
         .boxed()
     }

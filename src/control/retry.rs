@@ -10,7 +10,9 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 
-use super::{AuthTokenRequest, ControlPlane, ListPage, ListRequest, Microvm, RunRequest};
+use super::{
+    AuthTokenRequest, ControlPlane, ImageSummary, ListPage, ListRequest, Microvm, RunRequest,
+};
 use crate::backoff::{self, Schedule};
 use crate::error::{ErrorKind, RetryPolicy, SandboxCode, SandboxError};
 use crate::secret::Secret;
@@ -146,6 +148,14 @@ impl<C: ControlPlane> ControlPlane for Retrying<C> {
     fn list_microvms(&self, request: ListRequest) -> BoxFuture<'_, Result<ListPage, SandboxError>> {
         async move {
             self.retry("ListMicrovms", || self.inner.list_microvms(request.clone()))
+                .await
+        }
+        .boxed()
+    }
+
+    fn get_image(&self, image: String) -> BoxFuture<'_, Result<ImageSummary, SandboxError>> {
+        async move {
+            self.retry("GetMicrovmImage", || self.inner.get_image(image.clone()))
                 .await
         }
         .boxed()

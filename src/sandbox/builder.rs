@@ -363,6 +363,31 @@ impl SandboxBuilder {
         }
     }
 
+    /// What the control plane says about the template a `create` on this
+    /// builder would use (the `template`, else `RAYITO_TEMPLATE`, else the
+    /// local backend's default image): GetMicrovmImage, a pre-flight check
+    /// that makes no sandbox (`rayito doctor` runs it).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`template`) as [`SandboxBuilder::create`], before
+    /// any call; `SandboxNotFound` (the image is probably missing) when the
+    /// image does not exist; `Authentication` (no AWS credentials, or no
+    /// permission for `GetMicrovmImage`); other control-plane failures.
+    pub async fn template_info(self) -> Result<TemplateInfo, SandboxError> {
+        let backend = self
+            .backend
+            .resolve(&self.retry_policy, self.pacing)
+            .await?;
+        let arn = backend.image_arn(self.options.template.as_deref())?;
+        let image = backend.control.get_image(arn).await?;
+        Ok(TemplateInfo {
+            arn: image.arn,
+            name: image.name,
+            state: image.state,
+            latest_active_version: image.latest_active_version,
+        })
+    }
+
     /// Terminates the sandbox `sandbox_id` on this builder's backend,
     /// without a handle. Returns `false` when it was not found (already
     /// gone).
@@ -534,4 +559,20 @@ mod tests {
         assert_eq!(token.len(), 36);
         assert_ne!(token, client_token());
     }
+}
+
+/// What the control plane says about a template (an image): see
+/// [`SandboxBuilder::template_info`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TemplateInfo {
+    /// The image ARN.
+    pub arn: String,
+    /// The image name.
+    pub name: String,
+    /// Its state as the service spells it (`ACTIVE`, `CREATING`, `FAILED`,
+    /// ...).
+    pub state: String,
+    /// The newest version that can run sandboxes, if any.
+    pub latest_active_version: Option<String>,
 }

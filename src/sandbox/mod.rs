@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 pub use self::backend::{AwsOptions, BACKEND_ENV, TEMPLATE_ENV};
-pub use self::builder::SandboxBuilder;
+pub use self::builder::{SandboxBuilder, TemplateInfo};
 pub use self::host::SandboxHost;
 use self::lifecycle::LifecycleMarks;
 pub use self::list::{ListQuery, SandboxList, SandboxSummary};

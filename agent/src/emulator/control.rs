@@ -41,6 +41,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
             "/2025-09-09/microvms/{id}/auth-token",
             post(create_auth_token),
         )
+        .route("/2025-09-09/microvm-images/{id}", get(get_microvm_image))
         .merge(admin::router())
         .fallback(unknown_operation)
         .layer(axum::middleware::map_response(add_request_id))
@@ -161,6 +162,37 @@ async fn get_microvm(
 ) -> Reply {
     gate(&shared, &headers, Operation::GetMicrovm)?;
     ok(find(&shared, &id)?.to_out())
+}
+
+/// GetMicrovmImage: the emulator's images (by ARN or bare name) are
+/// `CREATED` with version `1`; any other is ResourceNotFoundException.
+async fn get_microvm_image(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Reply {
+    gate(&shared, &headers, Operation::GetMicrovmImage)?;
+    let s = &shared.settings;
+    let name = match validate::parse_image_arn(&id) {
+        Some(arn) if arn.region == s.region && arn.account == s.account_id => arn.name,
+        Some(_) => return Err(ApiError::image_not_found(&id)),
+        None if id.starts_with("arn:") => {
+            return Err(ApiError::validation(
+                "imageIdentifier must be an image name or a MicroVM image ARN.",
+            ));
+        }
+        None => id.clone(),
+    };
+    if !s.images.contains(&name) {
+        return Err(ApiError::image_not_found(&s.image_arn(&name)));
+    }
+    ok(serde_json::json!({
+        "imageArn": s.image_arn(&name),
+        "name": name,
+        "state": "CREATED",
+        "latestActiveImageVersion": "1",
+        "createdAt": 0,
+    }))
 }
 
 fn encode_page_token(index: usize) -> String {

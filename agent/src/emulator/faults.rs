@@ -25,11 +25,13 @@ pub enum Operation {
     ResumeMicrovm,
     /// `POST /2025-09-09/microvms/{id}/auth-token`
     CreateMicrovmAuthToken,
+    /// `GET /2025-09-09/microvm-images/{id}`
+    GetMicrovmImage,
 }
 
 impl Operation {
     /// Every operation the emulator serves.
-    pub const ALL: [Operation; 7] = [
+    pub const ALL: [Operation; 8] = [
         Operation::RunMicrovm,
         Operation::GetMicrovm,
         Operation::ListMicrovms,
@@ -37,6 +39,7 @@ impl Operation {
         Operation::SuspendMicrovm,
         Operation::ResumeMicrovm,
         Operation::CreateMicrovmAuthToken,
+        Operation::GetMicrovmImage,
     ];
 
     /// The AWS operation name, e.g. `RunMicrovm`.
@@ -49,6 +52,7 @@ impl Operation {
             Operation::SuspendMicrovm => "SuspendMicrovm",
             Operation::ResumeMicrovm => "ResumeMicrovm",
             Operation::CreateMicrovmAuthToken => "CreateMicrovmAuthToken",
+            Operation::GetMicrovmImage => "GetMicrovmImage",
         }
     }
 

@@ -184,7 +184,9 @@ pub fn from_aws(f: AwsFailure) -> SandboxError {
         }
     } else {
         match code {
-            Some("ResourceNotFoundException") if operation == "RunMicrovm" => {
+            Some("ResourceNotFoundException")
+                if operation == "RunMicrovm" || operation == "GetMicrovmImage" =>
+            {
                 SandboxError::SandboxNotFound {
                     meta: build(m::AWS_IMAGE_NOT_FOUND, &[]),
                 }
