@@ -200,24 +200,7 @@ impl<'a> Commands<'a> {
         cmd: &str,
         mut options: CommandOptions,
     ) -> Result<CommandResult, SandboxError> {
-        crate::checks::command(cmd)?;
-        crate::checks::envs(&options.envs)?;
-        let cwd = crate::checks::cwd(options.cwd.as_deref())?;
-        let user = crate::checks::user(options.user.as_deref())?;
-        let (timeout_ms, total) = crate::checks::operation_timeout(options.timeout, STREAM_SLACK);
-        let request = pb::StartRequest {
-            process: Some(pb::ProcessConfig {
-                cmd: "/bin/bash".to_owned(),
-                args: vec!["-l".to_owned(), "-c".to_owned(), cmd.to_owned()],
-                envs: options.envs.clone().into_iter().collect(),
-                cwd,
-            }),
-            user: user.map(|username| pb::User { username }),
-            timeout_ms,
-            stdin: options.stdin.is_some(),
-            tag: None,
-            kill_tree: false,
-        };
+        let (request, total) = start_request(cmd, &options, options.stdin.is_some())?;
         let conn = self.sandbox.conn();
         let request_timeout = self.sandbox.request_timeout();
         let stream_deadline = total.and_then(|t| tokio::time::Instant::now().checked_add(t));
@@ -262,6 +245,36 @@ impl<'a> Commands<'a> {
             }
         }
     }
+}
+
+/// Checks `cmd` and its options (no I/O) and builds the Start request and
+/// the client's deadline over the whole stream (the command's timeout plus
+/// [`STREAM_SLACK`]; a timeout too large to add it to is no limit, never a
+/// panic). `stdin` says whether the process gets a stdin pipe.
+pub(crate) fn start_request(
+    cmd: &str,
+    options: &CommandOptions,
+    stdin: bool,
+) -> Result<(pb::StartRequest, Option<Duration>), SandboxError> {
+    crate::checks::command(cmd)?;
+    crate::checks::envs(&options.envs)?;
+    let cwd = crate::checks::cwd(options.cwd.as_deref())?;
+    let user = crate::checks::user(options.user.as_deref())?;
+    let (timeout_ms, total) = crate::checks::operation_timeout(options.timeout, STREAM_SLACK);
+    let request = pb::StartRequest {
+        process: Some(pb::ProcessConfig {
+            cmd: "/bin/bash".to_owned(),
+            args: vec!["-l".to_owned(), "-c".to_owned(), cmd.to_owned()],
+            envs: options.envs.clone().into_iter().collect(),
+            cwd,
+        }),
+        user: user.map(|username| pb::User { username }),
+        timeout_ms,
+        stdin,
+        tag: None,
+        kill_tree: false,
+    };
+    Ok((request, total))
 }
 
 /// A command's output stream and what re-subscribing to it needs.
@@ -398,7 +411,7 @@ const STDIN_CHUNK_BYTES: usize = 1024 * 1024;
 /// the outcome. Any other failure is returned. Each piece may wait as long
 /// as the command may run (`deadline`, or `request_timeout` at least): the
 /// process reads it at its own pace.
-async fn feed_stdin(
+pub(crate) async fn feed_stdin(
     conn: &AgentConn,
     pid: u32,
     data: Option<Vec<u8>>,

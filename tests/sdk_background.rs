@@ -260,3 +260,26 @@ async fn connect_failures_are_not_found() {
     );
     assert!(chatty.kill().await.unwrap());
 }
+
+/// Stdin given to `spawn` is part of the command, as for `run`: more than a
+/// pipe holds, to a process that exits without reading it, still starts
+/// the process, and `wait()` reports the process's own exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawn_with_stdin_the_process_never_reads_ends_with_its_own_exit() {
+    let emu = emulator().await;
+    let sbx = sandbox(&emu).await;
+    let handle = sbx
+        .commands()
+        .spawn(
+            "exit 3",
+            CommandOptions::new().stdin(vec![b'x'; 3 * 1024 * 1024]),
+        )
+        .await
+        .expect("the process started; unread stdin is not an error");
+    let err = handle.wait().await.expect_err("exit 3");
+    assert!(
+        matches!(err, SandboxError::CommandExit { exit_code: 3, .. }),
+        "{err:?}"
+    );
+    assert!(sbx.kill().await.unwrap());
+}

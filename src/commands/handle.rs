@@ -11,7 +11,10 @@ use std::task::{Context, Poll, ready};
 
 use futures_util::{Stream, StreamExt as _};
 
-use super::{CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, STREAM_SLACK};
+use super::{
+    CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, feed_stdin,
+    start_request,
+};
 use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end_event};
 use crate::error::{ErrorKind, SandboxError};
 use crate::pb;
@@ -466,27 +469,10 @@ impl Commands<'_> {
         cmd: &str,
         mut options: CommandOptions,
     ) -> Result<CommandHandle, SandboxError> {
-        // The same checks as `run`, before any I/O; a timeout too large to
-        // add the stream's slack to is no limit, not a panic.
-        crate::checks::command(cmd)?;
-        crate::checks::envs(&options.envs)?;
-        let cwd = crate::checks::cwd(options.cwd.as_deref())?;
-        let user = crate::checks::user(options.user.as_deref())?;
-        let (timeout_ms, total) = crate::checks::operation_timeout(options.timeout, STREAM_SLACK);
+        // The same checks and request as `run`, before any I/O.
         let stdin_bytes = options.stdin.take();
-        let request = pb::StartRequest {
-            process: Some(pb::ProcessConfig {
-                cmd: "/bin/bash".to_owned(),
-                args: vec!["-l".to_owned(), "-c".to_owned(), cmd.to_owned()],
-                envs: options.envs.clone().into_iter().collect(),
-                cwd,
-            }),
-            user: user.map(|username| pb::User { username }),
-            timeout_ms,
-            stdin: options.stdin_open || stdin_bytes.is_some(),
-            tag: None,
-            kill_tree: false,
-        };
+        let (request, total) =
+            start_request(cmd, &options, options.stdin_open || stdin_bytes.is_some())?;
         let stream = self.sandbox.conn().start_process(request, total).await?;
         let handle = CommandHandle::open(
             self.sandbox,
@@ -497,10 +483,17 @@ impl Commands<'_> {
             Some(options),
         )
         .await?;
-        if let Some(data) = stdin_bytes {
-            handle.send_stdin(data).await?;
-            handle.close_stdin().await?;
-        }
+        // Stdin given with the command is part of it, as for `run`: sent in
+        // pieces, and a process that ended or closed its stdin first is not
+        // an error (its end decides the outcome).
+        feed_stdin(
+            self.sandbox.conn(),
+            handle.pid(),
+            stdin_bytes,
+            total,
+            self.sandbox.request_timeout(),
+        )
+        .await?;
         Ok(handle)
     }
 
