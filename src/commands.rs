@@ -12,7 +12,7 @@ use crate::error::{GrpcCode, SandboxError};
 use crate::pb;
 use crate::pb::process_event::Event;
 use crate::sandbox::Sandbox;
-use crate::transport::{AgentConn, AgentStream, Cut};
+use crate::transport::{AgentConn, AgentStream, Cut, Resubscription, Waiter};
 
 pub use self::handle::{CommandEvent, CommandHandle, ProcessInfo, ProcessKind};
 
@@ -27,9 +27,6 @@ const MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
 /// The status of an `EndEvent` sent when `/suspend` closed the stream (the
 /// process lives on).
 const SUSPENDING: &str = "suspending";
-/// Re-subscriptions in a row that bring no new output before the cut is
-/// surfaced (2.7: more than 3 consecutive reconnects).
-const MAX_FRUITLESS_RESUBSCRIBES: u32 = 3;
 
 /// A callback that sees output as it arrives (decoded as UTF-8, a character
 /// split across chunks is rebuilt).
@@ -160,7 +157,9 @@ pub struct CommandResult {
     pub stderr: String,
     /// Its exit code (0).
     pub exit_code: i32,
-    /// True when output was cut to its 64 MiB tail.
+    /// True when output is missing: cut to its 64 MiB tail, or lost
+    /// across a reconnect (the agent keeps the last 1 MiB of a process's
+    /// output; what it dropped while the connection was down is gone).
     pub truncated: bool,
 }
 
@@ -290,7 +289,9 @@ struct Subscription {
 /// Reads a process stream to its end event and maps it to the command's
 /// outcome, following the reconnect contract: after a cut (or a
 /// `suspending` end) the output is read on from the last sequence number
-/// seen, so every chunk arrives exactly once, in order.
+/// seen, so every chunk arrives exactly once, in order. When the agent no
+/// longer keeps that output, the command reads on with what comes next and
+/// its result says `truncated` (see [`resubscribe_process`]).
 async fn read_events(
     conn: &AgentConn,
     sub: Subscription,
@@ -300,13 +301,14 @@ async fn read_events(
     let Subscription {
         mut stream,
         pid,
-        mut epoch,
+        epoch,
         deadline,
     } = sub;
     let mut stdout = OutputBuffer::default();
     let mut stderr = OutputBuffer::default();
     let mut last_seq: Option<u64> = None;
-    let mut fruitless_resubscribes = 0;
+    let mut output_lost = false;
+    let mut resubscription = Resubscription::new(epoch, Waiter::Foreground, "commands.run");
     loop {
         let (cut, err) = match stream.message().await {
             Ok(Some(pb::ProcessEvent {
@@ -325,7 +327,7 @@ async fn read_events(
                             continue;
                         }
                         last_seq = Some(data.seq);
-                        fruitless_resubscribes = 0;
+                        resubscription.progressed();
                         match data.output {
                             Some(pb::data_event::Output::Stdout(bytes)) => {
                                 let text = stdout.push(&bytes);
@@ -342,7 +344,9 @@ async fn read_events(
                             None => {}
                         }
                     }
-                    Some(Event::End(end)) => return finish(end, stdout, stderr, cmd),
+                    Some(Event::End(end)) => {
+                        return finish(end, stdout, stderr, cmd, output_lost);
+                    }
                     Some(Event::Keepalive(_)) | None => {}
                     Some(Event::Start(_)) => {
                         return Err(SandboxError::protocol_violation(
@@ -371,30 +375,52 @@ async fn read_events(
                 None => return Err(err),
             },
         };
-        fruitless_resubscribes += 1;
-        if fruitless_resubscribes > MAX_FRUITLESS_RESUBSCRIBES
-            || !conn.reconnect(epoch, cut, "commands.run").await?
-        {
-            return Err(err);
-        }
-        epoch = conn.reconnect_epoch();
+        resubscription.after_cut(conn, cut, err).await?;
         let remaining = deadline
             .map(|deadline| deadline.saturating_duration_since(tokio::time::Instant::now()));
-        let from_seq = last_seq.map_or(0, |seq| seq + 1);
-        stream = conn
-            .connect_process(pb::ConnectRequest { pid, from_seq }, remaining)
-            .await?;
-        match stream.message().await? {
-            Some(pb::ProcessEvent {
-                event: Some(Event::Start(start)),
-            }) if start.pid == pid => {}
-            _ => {
-                return Err(SandboxError::protocol_violation(
-                    "commands.run",
-                    "the process stream did not start with a start event",
-                ));
-            }
+        let from_seq = last_seq.map_or(1, |seq| seq + 1);
+        let (fresh, lost) =
+            resubscribe_process(conn, pid, from_seq, remaining, "commands.run").await?;
+        stream = fresh;
+        output_lost |= lost;
+    }
+}
+
+/// Opens a process's stream again after a cut, from `from_seq` on, and
+/// checks its start event. When the agent no longer keeps that output (its
+/// 1 MiB ring moved past it: OUT_OF_RANGE), it reads on with only new
+/// output (`from_seq = 0`), as wire contract 1.5 says for the automatic
+/// re-subscription, and returns `true`: the caller marks the gap where its
+/// own caller can see it (`truncated`, `CommandEvent::OutputLost`), and a
+/// warning is logged (target `rayito::reconnect`).
+///
+/// # Errors
+/// What opening the stream met (`NotFound` when the process is gone);
+/// `Sandbox { code: ProtocolViolation }` when it does not start with the
+/// process's start event.
+pub(crate) async fn resubscribe_process(
+    conn: &AgentConn,
+    pid: u32,
+    from_seq: u64,
+    total: Option<Duration>,
+    feature: &'static str,
+) -> Result<(AgentStream<pb::ProcessEvent>, bool), SandboxError> {
+    let open = |from_seq| conn.connect_process(pb::ConnectRequest { pid, from_seq }, total);
+    let (mut stream, lost) = match open(from_seq).await {
+        Err(err) if err.meta().grpc_code() == Some(GrpcCode::OutOfRange) => {
+            tracing::warn!(target: "rayito::reconnect", pid, from_seq, feature, "output lost during a reconnect: the agent no longer keeps it; reading on from new output");
+            (open(0).await?, true)
         }
+        outcome => (outcome?, false),
+    };
+    match stream.message().await? {
+        Some(pb::ProcessEvent {
+            event: Some(Event::Start(start)),
+        }) if start.pid == pid => Ok((stream, lost)),
+        _ => Err(SandboxError::protocol_violation(
+            feature,
+            "the process stream did not start with a start event",
+        )),
     }
 }
 
@@ -461,6 +487,7 @@ fn finish(
     stdout: OutputBuffer,
     stderr: OutputBuffer,
     cmd: &str,
+    output_lost: bool,
 ) -> Result<CommandResult, SandboxError> {
     let (stdout, stdout_cut) = stdout.finish();
     let (stderr, stderr_cut) = stderr.finish();
@@ -475,7 +502,7 @@ fn finish(
         CommandOutput {
             stdout,
             stderr,
-            truncated: stdout_cut || stderr_cut,
+            truncated: stdout_cut || stderr_cut || output_lost,
         },
         cmd,
     )?;

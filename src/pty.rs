@@ -11,11 +11,11 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt as _};
 
 use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end_event};
-use crate::error::{ErrorKind, SandboxError};
+use crate::error::{ErrorKind, GrpcCode, SandboxError};
 use crate::pb;
 use crate::pb::pty_server_message::Message;
 use crate::sandbox::Sandbox;
-use crate::transport::AgentStream;
+use crate::transport::{AgentStream, Cut, Resubscription, Waiter};
 
 /// A terminal's size in character cells (each side 1 to 1,000).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -183,8 +183,9 @@ impl Pty<'_> {
             shell: options.shell.filter(|s| !s.is_empty()),
             timeout_ms,
         };
+        let epoch = self.sandbox.conn().reconnect_epoch();
         let stream = self.sandbox.conn().pty_create(request).await?;
-        PtyHandle::open(self.sandbox, stream, None, "pty.create").await
+        PtyHandle::open(self.sandbox, stream, (epoch, 1), None, "pty.create").await
     }
 
     /// Attaches to a live (or just ended) terminal, reading its output from
@@ -207,12 +208,20 @@ impl Pty<'_> {
     }
 
     async fn connect_at(&self, pid: u32, from_seq: u64) -> Result<PtyHandle, SandboxError> {
+        let epoch = self.sandbox.conn().reconnect_epoch();
         let stream = self
             .sandbox
             .conn()
             .pty_connect(pb::ConnectRequest { pid, from_seq })
             .await?;
-        PtyHandle::open(self.sandbox, stream, Some(pid), "pty.connect").await
+        PtyHandle::open(
+            self.sandbox,
+            stream,
+            (epoch, from_seq),
+            Some(pid),
+            "pty.connect",
+        )
+        .await
     }
 
     /// Types `data` into terminal `pid`.
@@ -277,12 +286,143 @@ async fn kill(sandbox: &Sandbox, pid: u32) -> Result<bool, SandboxError> {
     }
 }
 
-type RawMessages = Pin<Box<dyn Stream<Item = Result<pb::PtyServerMessage, SandboxError>> + Send>>;
+type RawMessages = Pin<Box<dyn Stream<Item = Result<Fed, SandboxError>> + Send>>;
+
+/// What a terminal's feed yields: the agent's messages, and whether output
+/// was lost before this one.
+struct Fed {
+    message: pb::PtyServerMessage,
+    lost_before: bool,
+}
+
+/// The status of an `exited` message sent when `/suspend` closed the
+/// stream (the terminal lives on).
+const SUSPENDING: &str = "suspending";
+
+/// A terminal's messages across cuts, as a background command's (see
+/// `commands::handle::Feed`): after a cut it waits, asleep while the
+/// sandbox is suspended, then `Pty.Connect`s from the next sequence number.
+struct Feed {
+    sandbox: Sandbox,
+    pid: u32,
+    stream: Option<AgentStream<pb::PtyServerMessage>>,
+    next_seq: u64,
+    resubscription: Resubscription,
+    lost: bool,
+}
+
+impl Feed {
+    async fn next(&mut self) -> Option<Result<Fed, SandboxError>> {
+        loop {
+            let stream = self.stream.as_mut()?;
+            let (cut, err) = match stream.message().await {
+                Ok(Some(pb::PtyServerMessage {
+                    message: Some(Message::Exited(end)),
+                    ..
+                })) if end.status == SUSPENDING => (
+                    Cut::Suspending,
+                    SandboxError::sandbox_state(
+                        "suspending",
+                        "the terminal keeps running; connect to it again after the resume",
+                    ),
+                ),
+                Ok(Some(message)) => {
+                    match &message.message {
+                        Some(Message::Data(_)) => {
+                            if message.seq < self.next_seq {
+                                continue;
+                            }
+                            self.next_seq = message.seq + 1;
+                            self.resubscription.progressed();
+                        }
+                        Some(Message::Exited(_)) => self.stream = None,
+                        _ => {}
+                    }
+                    let lost_before = std::mem::take(&mut self.lost);
+                    return Some(Ok(Fed {
+                        message,
+                        lost_before,
+                    }));
+                }
+                Ok(None) => (
+                    Cut::Transport,
+                    SandboxError::protocol_violation(
+                        "pty.wait",
+                        "the terminal stream ended without an exited message",
+                    ),
+                ),
+                Err(err) => match stream.cut() {
+                    Some(cut) => (cut, err),
+                    None => {
+                        self.stream = None;
+                        return Some(Err(err));
+                    }
+                },
+            };
+            self.stream = None;
+            let conn = self.sandbox.conn();
+            if let Err(err) = self.resubscription.after_cut(conn, cut, err).await {
+                return Some(Err(err));
+            }
+            match self.reopen().await {
+                Ok(stream) => self.stream = Some(stream),
+                Err(err) => return Some(Err(err)),
+            }
+        }
+    }
+
+    /// `Pty.Connect` from the next sequence number; when the agent no
+    /// longer keeps it (OUT_OF_RANGE), from new output, noting the loss.
+    async fn reopen(&mut self) -> Result<AgentStream<pb::PtyServerMessage>, SandboxError> {
+        let conn = self.sandbox.conn();
+        let pid = self.pid;
+        let mut stream = match conn
+            .pty_connect(pb::ConnectRequest {
+                pid,
+                from_seq: self.next_seq,
+            })
+            .await
+        {
+            Err(err) if err.meta().grpc_code() == Some(GrpcCode::OutOfRange) => {
+                tracing::warn!(target: "rayito::reconnect", pid, from_seq = self.next_seq, "terminal output lost during a reconnect: the agent no longer keeps it; reading on from new output");
+                self.lost = true;
+                conn.pty_connect(pb::ConnectRequest { pid, from_seq: 0 })
+                    .await?
+            }
+            outcome => outcome?,
+        };
+        match stream.message().await? {
+            Some(pb::PtyServerMessage {
+                message: Some(Message::Started(started)),
+                ..
+            }) if started.pid == pid => Ok(stream),
+            _ => Err(SandboxError::protocol_violation(
+                "pty.connect",
+                "the terminal stream did not start with the started message of the terminal",
+            )),
+        }
+    }
+
+    fn into_stream(self) -> RawMessages {
+        Box::pin(futures_util::stream::unfold(self, |mut feed| async move {
+            let item = feed.next().await?;
+            Some((item, feed))
+        }))
+    }
+}
 
 /// A terminal (from [`Pty::create`] or [`Pty::connect`]): a [`Stream`] of
 /// its output that ends when the shell ends; [`PtyHandle::wait`] then says
 /// how. Dropping it (or [`PtyHandle::disconnect`]) leaves the terminal
 /// running.
+///
+/// Like a background command's handle, it survives cuts and suspensions
+/// (wire contract 2.7): it waits until the sandbox is back, asleep while it
+/// is suspended (never waking it), and reads on with `Pty.Connect` from the
+/// last sequence number received plus one, so every chunk arrives once, in
+/// order. If the agent dropped that output meanwhile (it keeps the last
+/// MiB), it reads on with new output and [`PtyHandle::output_lost`] says
+/// so. A sandbox that ended makes its last item `SandboxNotFound`.
 pub struct PtyHandle {
     sandbox: Sandbox,
     pid: u32,
@@ -290,6 +430,7 @@ pub struct PtyHandle {
     /// its `&self` methods are `Send`); polling takes it with `get_mut`.
     messages: std::sync::Mutex<RawMessages>,
     last_seq: Option<u64>,
+    output_lost: bool,
     exited: Option<pb::PtyExited>,
     failure: Option<SandboxError>,
 }
@@ -305,9 +446,13 @@ impl fmt::Debug for PtyHandle {
 }
 
 impl PtyHandle {
+    /// Reads the stream's first message, which must be the start of
+    /// `expected` (any pid when `None`). The stream was opened in reconnect
+    /// `epoch` and reads from `from_seq` (0: only new output).
     async fn open(
         sandbox: &Sandbox,
         mut stream: AgentStream<pb::PtyServerMessage>,
+        (epoch, from_seq): (Option<u64>, u64),
         expected: Option<u32>,
         feature: &'static str,
     ) -> Result<Self, SandboxError> {
@@ -323,20 +468,20 @@ impl PtyHandle {
                 ));
             }
         };
-        let messages = futures_util::stream::unfold(Some(stream), |state| async move {
-            let mut stream = state?;
-            match stream.message().await {
-                Ok(Some(message)) => Some((Ok(message), Some(stream))),
-                Ok(None) => None,
-                // An error ends the stream.
-                Err(err) => Some((Err(err), None)),
-            }
-        });
+        let feed = Feed {
+            sandbox: sandbox.clone(),
+            pid,
+            stream: Some(stream),
+            next_seq: from_seq,
+            resubscription: Resubscription::new(epoch, Waiter::Background, feature),
+            lost: false,
+        };
         Ok(Self {
             sandbox: sandbox.clone(),
             pid,
-            messages: std::sync::Mutex::new(Box::pin(messages)),
+            messages: std::sync::Mutex::new(feed.into_stream()),
             last_seq: None,
+            output_lost: false,
             exited: None,
             failure: None,
         })
@@ -345,6 +490,13 @@ impl PtyHandle {
     /// The shell's process id.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// True once output was lost across a reconnect: the agent no longer
+    /// kept what the terminal wrote while the connection was down, and the
+    /// stream read on with new output.
+    pub fn output_lost(&self) -> bool {
+        self.output_lost
     }
 
     /// Types `data` into the terminal (`b"ls\n"`; `b"\x03"` is Ctrl-C).
@@ -446,7 +598,13 @@ impl Stream for PtyHandle {
                 ))
             });
             let message = match item {
-                Ok(message) => message,
+                Ok(Fed {
+                    message,
+                    lost_before,
+                }) => {
+                    this.output_lost |= lost_before;
+                    message
+                }
                 Err(err) => {
                     this.failure = Some(err.clone());
                     return Poll::Ready(Some(Err(err)));

@@ -13,14 +13,14 @@ use futures_util::{Stream, StreamExt as _};
 
 use super::{
     CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, feed_stdin,
-    start_request,
+    resubscribe_process, start_request,
 };
 use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end_event};
 use crate::error::{ErrorKind, SandboxError};
 use crate::pb;
 use crate::pb::process_event::Event;
 use crate::sandbox::Sandbox;
-use crate::transport::AgentStream;
+use crate::transport::{AgentStream, Cut, Resubscription, Waiter};
 
 /// SIGKILL: what `kill` sends.
 const SIGKILL: i32 = 9;
@@ -45,20 +45,33 @@ pub enum CommandEvent {
         /// The agent's sequence number of this chunk.
         seq: u64,
     },
+    /// Output was lost: the connection was cut, and by the time the
+    /// sandbox was back the agent no longer kept the output from `from_seq`
+    /// on (it keeps the last 1 MiB of each process). The stream reads on
+    /// with new output; the chunks from `from_seq` up to the next chunk's
+    /// sequence number are gone, and [`CommandHandle::wait`] reports
+    /// `truncated`.
+    OutputLost {
+        /// The first sequence number that was lost.
+        from_seq: u64,
+    },
 }
 
 impl CommandEvent {
-    /// The chunk's sequence number.
+    /// The chunk's sequence number (for [`CommandEvent::OutputLost`], the
+    /// first one lost).
     pub fn seq(&self) -> u64 {
         match self {
             Self::Stdout { seq, .. } | Self::Stderr { seq, .. } => *seq,
+            Self::OutputLost { from_seq } => *from_seq,
         }
     }
 
-    /// The chunk's bytes.
+    /// The chunk's bytes (none for [`CommandEvent::OutputLost`]).
     pub fn data(&self) -> &[u8] {
         match self {
             Self::Stdout { data, .. } | Self::Stderr { data, .. } => data,
+            Self::OutputLost { .. } => &[],
         }
     }
 }
@@ -69,6 +82,12 @@ impl fmt::Debug for CommandEvent {
         let (name, data, seq) = match self {
             Self::Stdout { data, seq } => ("Stdout", data, seq),
             Self::Stderr { data, seq } => ("Stderr", data, seq),
+            Self::OutputLost { from_seq } => {
+                return f
+                    .debug_struct("OutputLost")
+                    .field("from_seq", from_seq)
+                    .finish();
+            }
         };
         f.debug_struct(name)
             .field("bytes", &data.len())
@@ -156,21 +175,108 @@ impl CommandOptions {
     }
 }
 
-type RawEvents = Pin<Box<dyn Stream<Item = Result<pb::ProcessEvent, SandboxError>> + Send>>;
+/// What the handle's feed yields: the agent's events, and the gaps that
+/// re-subscribing could not fill.
+enum RawItem {
+    Event(pb::ProcessEvent),
+    OutputLost { from_seq: u64 },
+}
 
-fn raw_events(stream: AgentStream<pb::ProcessEvent>) -> RawEvents {
-    Box::pin(futures_util::stream::unfold(
-        Some(stream),
-        |state| async move {
-            let mut stream = state?;
-            match stream.message().await {
-                Ok(Some(event)) => Some((Ok(event), Some(stream))),
-                Ok(None) => None,
-                // An error ends the stream.
-                Err(err) => Some((Err(err), None)),
+type RawEvents = Pin<Box<dyn Stream<Item = Result<RawItem, SandboxError>> + Send>>;
+
+/// The status of an `EndEvent` sent when `/suspend` closed the stream.
+const SUSPENDING: &str = "suspending";
+
+/// A process's events across cuts: after a reconnectable cut (or a
+/// `suspending` end) it waits, asleep while the sandbox is suspended (a
+/// background stream never wakes it), then re-subscribes from the next
+/// sequence number, so every chunk arrives once, in order.
+struct Feed {
+    sandbox: Sandbox,
+    pid: u32,
+    /// `None` once the stream ended (its end event, or an error).
+    stream: Option<AgentStream<pb::ProcessEvent>>,
+    /// Where a re-subscription starts: the last seq received plus one (or
+    /// where this handle started reading, before any chunk).
+    next_seq: u64,
+    resubscription: Resubscription,
+    /// A gap to report before anything else.
+    lost_from: Option<u64>,
+}
+
+impl Feed {
+    async fn next(&mut self) -> Option<Result<RawItem, SandboxError>> {
+        loop {
+            if let Some(from_seq) = self.lost_from.take() {
+                return Some(Ok(RawItem::OutputLost { from_seq }));
             }
-        },
-    ))
+            let stream = self.stream.as_mut()?;
+            let (cut, err) = match stream.message().await {
+                Ok(Some(pb::ProcessEvent {
+                    event: Some(Event::End(end)),
+                })) if end.status == SUSPENDING => (
+                    Cut::Suspending,
+                    SandboxError::sandbox_state(
+                        "suspending",
+                        "the process keeps running; connect to it again after the resume",
+                    ),
+                ),
+                Ok(Some(event)) => {
+                    match &event.event {
+                        Some(Event::Data(data)) => {
+                            // Replayed after a re-subscription: seen already.
+                            if data.seq < self.next_seq {
+                                continue;
+                            }
+                            self.next_seq = data.seq + 1;
+                            self.resubscription.progressed();
+                        }
+                        Some(Event::End(_)) => self.stream = None,
+                        _ => {}
+                    }
+                    return Some(Ok(RawItem::Event(event)));
+                }
+                // What a cut under the stream looks like too: the reconnect
+                // contract decides (see `read_events`).
+                Ok(None) => (
+                    Cut::Transport,
+                    SandboxError::protocol_violation(
+                        "commands.wait",
+                        "the process stream ended without an end event",
+                    ),
+                ),
+                Err(err) => match stream.cut() {
+                    Some(cut) => (cut, err),
+                    None => {
+                        self.stream = None;
+                        return Some(Err(err));
+                    }
+                },
+            };
+            self.stream = None;
+            let conn = self.sandbox.conn();
+            if let Err(err) = self.resubscription.after_cut(conn, cut, err).await {
+                return Some(Err(err));
+            }
+            match resubscribe_process(conn, self.pid, self.next_seq, None, "commands.connect").await
+            {
+                Ok((stream, lost)) => {
+                    self.stream = Some(stream);
+                    if lost {
+                        self.lost_from = Some(self.next_seq);
+                    }
+                }
+                Err(err) => return Some(Err(err)),
+            }
+        }
+    }
+
+    fn into_stream(self) -> RawEvents {
+        Box::pin(futures_util::stream::unfold(self, |mut feed| async move {
+            let item = feed.next().await?;
+            Some((item, feed))
+        }))
+    }
 }
 
 /// A background command (from [`Commands::spawn`] or
@@ -182,6 +288,20 @@ fn raw_events(stream: AgentStream<pb::ProcessEvent>) -> RawEvents {
 /// [`CommandHandle::disconnect`] lets the process run on without this
 /// handle: [`Commands::connect_from`] reads it again from a sequence number.
 /// Dropping the handle disconnects too.
+///
+/// The stream survives the network and the lifecycle (wire contract 2.7):
+/// after a cut (a reset, a proxy 429/502/503/504, a suspension) it waits
+/// until the sandbox is back and reads on from the last sequence number
+/// received plus one, so every chunk arrives exactly once, in order. While
+/// the sandbox is suspended (by [`Sandbox::pause`], or idle with
+/// auto-resume) it sleeps, asking the control plane every 5 s, and never
+/// wakes it; a resume through this handle wakes it at once. If the agent
+/// dropped the output in between (it keeps the last 1 MiB), the stream
+/// yields [`CommandEvent::OutputLost`] and reads on with new output. A
+/// sandbox that ended makes the stream's last item `SandboxNotFound` (or
+/// `SandboxLifetime`), one paused by someone else without auto-resume
+/// `SandboxState`, one not back within the reconnect budget
+/// `Sandbox { connection_lost }`.
 pub struct CommandHandle {
     sandbox: Sandbox,
     pid: u32,
@@ -196,6 +316,8 @@ pub struct CommandHandle {
     on_stdout: Mutex<Option<OutputCallback>>,
     on_stderr: Mutex<Option<OutputCallback>>,
     last_seq: Option<u64>,
+    /// Set when re-subscribing after a cut could not bring all the output.
+    output_lost: bool,
     end: Option<pb::EndEvent>,
     failure: Option<SandboxError>,
 }
@@ -212,10 +334,12 @@ impl fmt::Debug for CommandHandle {
 
 impl CommandHandle {
     /// Reads the stream's first event, which must be the start of `expected`
-    /// (any pid when `None`).
+    /// (any pid when `None`). The stream was opened in reconnect `epoch` and
+    /// reads from `from_seq` (0: only new output).
     async fn open(
         sandbox: &Sandbox,
         mut stream: AgentStream<pb::ProcessEvent>,
+        (epoch, from_seq): (Option<u64>, u64),
         expected: Option<u32>,
         feature: &'static str,
         command: String,
@@ -237,12 +361,23 @@ impl CommandHandle {
             sandbox: sandbox.clone(),
             pid,
             command,
-            events: Mutex::new(raw_events(stream)),
+            events: Mutex::new(
+                Feed {
+                    sandbox: sandbox.clone(),
+                    pid,
+                    stream: Some(stream),
+                    next_seq: from_seq,
+                    resubscription: Resubscription::new(epoch, Waiter::Background, feature),
+                    lost_from: None,
+                }
+                .into_stream(),
+            ),
             stdout: OutputBuffer::default(),
             stderr: OutputBuffer::default(),
             on_stdout: Mutex::new(on_stdout),
             on_stderr: Mutex::new(on_stderr),
             last_seq: None,
+            output_lost: false,
             end: None,
             failure: None,
         })
@@ -256,6 +391,12 @@ impl CommandHandle {
     /// The sequence number of the last chunk this handle received, if any.
     pub fn last_seq(&self) -> Option<u64> {
         self.last_seq
+    }
+
+    /// True once output was lost across a reconnect (the stream yielded a
+    /// [`CommandEvent::OutputLost`]).
+    pub fn output_lost(&self) -> bool {
+        self.output_lost
     }
 
     /// Reads the rest of the output and waits for the process to end.
@@ -292,7 +433,7 @@ impl CommandHandle {
             CommandOutput {
                 stdout,
                 stderr,
-                truncated: stdout_cut || stderr_cut,
+                truncated: stdout_cut || stderr_cut || self.output_lost,
             },
             &self.command,
         )?;
@@ -382,7 +523,11 @@ impl Stream for CommandHandle {
                 return Poll::Ready(Some(Err(err)));
             };
             let event = match item {
-                Ok(event) => event,
+                Ok(RawItem::Event(event)) => event,
+                Ok(RawItem::OutputLost { from_seq }) => {
+                    this.output_lost = true;
+                    return Poll::Ready(Some(Ok(CommandEvent::OutputLost { from_seq })));
+                }
                 Err(err) => {
                     this.failure = Some(err.clone());
                     return Poll::Ready(Some(Err(err)));
@@ -473,10 +618,12 @@ impl Commands<'_> {
         let stdin_bytes = options.stdin.take();
         let (request, total) =
             start_request(cmd, &options, options.stdin_open || stdin_bytes.is_some())?;
+        let epoch = self.sandbox.conn().reconnect_epoch();
         let stream = self.sandbox.conn().start_process(request, total).await?;
         let handle = CommandHandle::open(
             self.sandbox,
             stream,
+            (epoch, 1),
             None,
             "commands.spawn",
             cmd.to_owned(),
@@ -525,6 +672,7 @@ impl Commands<'_> {
     }
 
     async fn connect_at(&self, pid: u32, from_seq: u64) -> Result<CommandHandle, SandboxError> {
+        let epoch = self.sandbox.conn().reconnect_epoch();
         let stream = self
             .sandbox
             .conn()
@@ -533,6 +681,7 @@ impl Commands<'_> {
         CommandHandle::open(
             self.sandbox,
             stream,
+            (epoch, from_seq),
             Some(pid),
             "commands.connect",
             String::new(),

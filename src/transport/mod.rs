@@ -11,6 +11,7 @@ mod canary_tests;
 mod grpc_only;
 mod reconnect;
 mod refresh;
+mod resubscribe;
 mod status;
 mod tokens;
 
@@ -29,6 +30,7 @@ use self::grpc_only::GrpcOnly;
 use self::reconnect::Reconnector;
 pub(crate) use self::reconnect::{Cut, StateCheck, VmCheck};
 pub(crate) use self::refresh::{RefreshSchedule, Refresher};
+pub(crate) use self::resubscribe::{Resubscription, Waiter};
 pub(crate) use self::tokens::{AGENT_PORT, HOOKS_PORT};
 use self::tokens::{AuthInterceptor, TokenStore};
 use crate::backoff::{self, Schedule};
@@ -280,6 +282,29 @@ impl AgentConn {
         match (self.inner.reconnector.get(), seen_epoch) {
             (Some(reconnector), Some(epoch)) => {
                 reconnector.await_back(self, epoch, cut, feature).await?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// [`AgentConn::reconnect`] for a background stream: it sleeps while
+    /// the sandbox is suspended and never wakes it (see
+    /// `Reconnector::await_back_asleep`).
+    ///
+    /// # Errors
+    /// As [`AgentConn::reconnect`].
+    pub(crate) async fn reconnect_asleep(
+        &self,
+        seen_epoch: Option<u64>,
+        cut: Cut,
+        feature: &str,
+    ) -> Result<bool, SandboxError> {
+        match (self.inner.reconnector.get(), seen_epoch) {
+            (Some(reconnector), Some(epoch)) => {
+                reconnector
+                    .await_back_asleep(self, epoch, cut, feature)
+                    .await?;
                 Ok(true)
             }
             _ => Ok(false),

@@ -79,6 +79,10 @@ pub(crate) struct Reconnector {
     epoch: AtomicU64,
     /// The agent's resume generation when last seen ready.
     generation: AtomicU64,
+    /// Woken when a resume records a new generation: background streams
+    /// asleep on a suspension read on at once instead of at their next
+    /// control-plane check.
+    resumed: tokio::sync::Notify,
 }
 
 impl fmt::Debug for Reconnector {
@@ -107,6 +111,7 @@ impl Reconnector {
             poller: tokio::sync::Mutex::new(()),
             epoch: AtomicU64::new(0),
             generation: AtomicU64::new(resume_generation),
+            resumed: tokio::sync::Notify::new(),
         }
     }
 
@@ -119,6 +124,48 @@ impl Reconnector {
     /// Records the generation a resume (or a connect) saw.
     pub(crate) fn set_generation(&self, generation: u64) {
         self.generation.store(generation, Ordering::SeqCst);
+        self.resumed.notify_waiters();
+    }
+
+    /// [`Reconnector::await_back`] for a background stream (2.7: only new
+    /// requests and foreground calls may wake a suspended MicroVM). While
+    /// the control plane says SUSPENDING or SUSPENDED, paused by this
+    /// handle or with auto-resume on, the stream sleeps: it asks the
+    /// control plane every 5 s (or at once when this handle resumes it)
+    /// and never probes the agent, which would wake it. It holds no lock
+    /// while asleep, so a foreground call may wake the sandbox meanwhile;
+    /// and the budget starts once the sandbox is no longer suspended (a
+    /// pause may last hours). Anything else is decided by `await_back`.
+    ///
+    /// # Errors
+    /// As [`Reconnector::await_back`].
+    pub(crate) async fn await_back_asleep(
+        &self,
+        conn: &AgentConn,
+        seen_epoch: u64,
+        cut: Cut,
+        feature: &str,
+    ) -> Result<(), SandboxError> {
+        loop {
+            if self.epoch() != seen_epoch {
+                return Ok(());
+            }
+            // Registered before the check, so a resume in between is seen.
+            let resumed = self.resumed.notified();
+            match (self.check)().await {
+                Ok(VmCheck::Suspended {
+                    auto_resume,
+                    paused_here,
+                }) if auto_resume || paused_here => {
+                    tracing::debug!(target: "rayito::reconnect", sandbox_id = %self.sandbox_id, feature, "suspended; the stream sleeps");
+                    tokio::select! {
+                        () = tokio::time::sleep(STATE_CHECK_EVERY) => {}
+                        () = resumed => {}
+                    }
+                }
+                _ => return self.await_back(conn, seen_epoch, cut, feature).await,
+            }
+        }
     }
 
     /// Waits until the sandbox is back after a cut seen by a call made at
