@@ -1,5 +1,6 @@
 //! `sandbox.files()`: the sandbox's filesystem; directory watches in `watch`.
 
+mod read;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -169,14 +170,22 @@ impl<'a> Files<'a> {
 
     /// Reads a regular file.
     ///
+    /// A read cut by the network or a suspension waits until the sandbox is
+    /// back (wire contract 2.7) and reads on: the file is read again and
+    /// the bytes already received are skipped, so every byte arrives once,
+    /// in order. If the file changed meanwhile (size or modification
+    /// time), the read ends with the cut's error instead.
+    ///
     /// # Errors
     /// `FileNotFound`; `InvalidArgument` (`path`) when it is not a regular
-    /// file; `Sandbox { code: PermissionDenied }` for a path the sandbox user may not touch; transport failures.
+    /// file; `Sandbox { code: PermissionDenied }` for a path the sandbox user may not touch; transport failures;
+    /// after a cut, what the reconnect found (`SandboxNotFound`,
+    /// `SandboxLifetime`, `SandboxState`, `Sandbox { connection_lost }`).
     pub async fn read(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
-        let (mut stream, size) = self.open_read(path, "files.read").await?;
+        let (mut feed, size) = self.open_read(path, "files.read").await?;
         let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        while let Some(chunk) = stream.message().await? {
-            data.extend_from_slice(&chunk.chunk);
+        while let Some(chunk) = feed.next().await {
+            data.extend_from_slice(&chunk?);
         }
         Ok(data)
     }
@@ -186,20 +195,16 @@ impl<'a> Files<'a> {
     /// for files too large to hold in memory: at most a few chunks are
     /// buffered, as HTTP/2 flow control holds the agent back. The
     /// stream ends after the last chunk, or with the error that cut it;
-    /// dropping it cancels the read.
+    /// dropping it cancels the read. A cut is survived as by
+    /// [`Files::read`]: every byte arrives once, in order.
     ///
     /// # Errors
     /// As [`Files::read`], before the first chunk or as the stream's item.
     pub async fn read_stream(&self, path: &str) -> Result<FileChunks, SandboxError> {
-        let (stream, _) = self.open_read(path, "files.read_stream").await?;
-        let chunks = futures_util::stream::unfold(Some(stream), |state| async move {
-            let mut stream = state?;
-            match stream.message().await {
-                Ok(Some(message)) => Some((Ok(message.chunk), Some(stream))),
-                Ok(None) => None,
-                // An error ends the stream.
-                Err(err) => Some((Err(err), None)),
-            }
+        let (feed, _) = self.open_read(path, "files.read_stream").await?;
+        let chunks = futures_util::stream::unfold(feed, |mut feed| async move {
+            let item = feed.next().await?;
+            Some((item, feed))
         });
         Ok(FileChunks {
             inner: Box::pin(chunks),
@@ -212,7 +217,7 @@ impl<'a> Files<'a> {
         &self,
         path: &str,
         feature: &'static str,
-    ) -> Result<(crate::transport::AgentStream<pb::ReadResponse>, u64), SandboxError> {
+    ) -> Result<(read::ReadFeed, u64), SandboxError> {
         let entry = self.stat(path, feature).await?;
         if entry.file_type != FileType::File {
             return Err(SandboxError::invalid_argument(
@@ -220,6 +225,8 @@ impl<'a> Files<'a> {
                 "the path is not a regular file; pass the path of a file",
             ));
         }
+        let total = Some(deadline_for(self.timeout(), entry.size));
+        let epoch = self.sandbox.conn().reconnect_epoch();
         let stream = self
             .sandbox
             .conn()
@@ -228,10 +235,13 @@ impl<'a> Files<'a> {
                     path: path.to_owned(),
                     user: None,
                 },
-                Some(deadline_for(self.timeout(), entry.size)),
+                total,
             )
             .await?;
-        Ok((stream, entry.size))
+        let size = entry.size;
+        let feed =
+            read::ReadFeed::new(self.sandbox, (path, feature), entry, (stream, epoch), total);
+        Ok((feed, size))
     }
 
     /// Reads a regular file as UTF-8 text.
@@ -270,7 +280,8 @@ impl<'a> Files<'a> {
     /// writes a temporary file and renames it.
     ///
     /// The stream is consumed as it is sent, so this call is never retried:
-    /// a proxy 403 ends it with `Authentication { proxy_rejected: true }`.
+    /// a proxy 403 ends it with `Authentication { proxy_rejected: true }`,
+    /// a cut with `Sandbox { connection_lost }` (the file left untouched).
     /// It has no deadline of its own (its size is unknown); wrap it in
     /// `tokio::time::timeout` to bound it.
     ///
@@ -309,6 +320,14 @@ impl<'a> Files<'a> {
     }
 
     /// Writes several files in one stream; one entry per file, in order.
+    ///
+    /// Each file is written to a temporary sibling and renamed over its
+    /// path when complete, so a file is never half-written. A write cut by
+    /// the network (a reset, a proxy 429/502/503/504) is sent again, whole,
+    /// once the sandbox is back (wire contract 2.7): writing the same bytes
+    /// twice leaves the same files. If it still fails, each file is whole
+    /// or untouched, but the files before the one being sent may have been
+    /// written.
     ///
     /// # Errors
     /// As [`Files::write`]; `InvalidArgument` (`files`) for an empty list.

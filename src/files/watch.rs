@@ -13,7 +13,8 @@ use super::Files;
 use crate::error::SandboxError;
 use crate::pb;
 use crate::pb::watch_dir_response::Event;
-use crate::transport::AgentStream;
+use crate::sandbox::Sandbox;
+use crate::transport::{AgentStream, Resubscription, Waiter};
 
 /// What happened to an entry of a watched directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -112,20 +113,43 @@ fn event_from(event: pb::FilesystemEvent) -> Option<FilesystemEvent> {
 }
 
 struct Reader {
-    stream: AgentStream<pb::WatchDirResponse>,
+    sandbox: Sandbox,
+    request: pb::WatchDirRequest,
+    /// `None` between a cut and the reissued watch.
+    stream: Option<AgentStream<pb::WatchDirResponse>>,
+    resubscription: Resubscription,
     stop: watch::Receiver<bool>,
 }
 
 impl Reader {
     /// The next event; `None` when stopped or when the agent ended the
-    /// stream.
+    /// stream. After a cut (or a suspension) the watch is reissued once the
+    /// sandbox is back.
     async fn next(&mut self) -> Option<Result<FilesystemEvent, SandboxError>> {
         loop {
             if *self.stop.borrow_and_update() {
                 return None;
             }
+            let Some(stream) = self.stream.as_mut() else {
+                // Reissue, unless stopped meanwhile (the wait may be long:
+                // asleep while the sandbox is suspended).
+                let reissued = tokio::select! {
+                    reissued = reissue(&self.sandbox, &self.request) => reissued,
+                    changed = self.stop.changed() => {
+                        if changed.is_err() {
+                            return None;
+                        }
+                        continue;
+                    }
+                };
+                match reissued {
+                    Ok(stream) => self.stream = Some(stream),
+                    Err(err) => return Some(Err(err)),
+                }
+                continue;
+            };
             let message = tokio::select! {
-                message = self.stream.message() => message,
+                message = stream.message() => message,
                 // Stopped (or every sender gone): loop to see which.
                 changed = self.stop.changed() => {
                     if changed.is_err() {
@@ -134,17 +158,19 @@ impl Reader {
                     continue;
                 }
             };
-            match message {
+            let (cut, err) = match message {
                 Ok(Some(pb::WatchDirResponse {
                     event: Some(Event::Filesystem(event)),
                 })) => {
+                    self.resubscription.progressed();
                     if let Some(event) = event_from(event) {
                         return Some(Ok(event));
                     }
+                    continue;
                 }
                 Ok(Some(pb::WatchDirResponse {
                     event: Some(Event::Keepalive(_)) | None,
-                })) => {}
+                })) => continue,
                 Ok(Some(pb::WatchDirResponse {
                     event: Some(Event::Started(_)),
                 })) => {
@@ -154,9 +180,43 @@ impl Reader {
                     )));
                 }
                 Ok(None) => return None,
-                Err(err) => return Some(Err(err)),
+                Err(err) => match stream.cut() {
+                    Some(cut) => (cut, err),
+                    None => return Some(Err(err)),
+                },
+            };
+            self.stream = None;
+            let conn = self.sandbox.conn();
+            let waited = tokio::select! {
+                waited = self.resubscription.after_cut(conn, cut, err) => waited,
+                changed = self.stop.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                    continue;
+                }
+            };
+            if let Err(err) = waited {
+                return Some(Err(err));
             }
         }
+    }
+}
+
+/// Opens the watch and checks its `started` event.
+async fn reissue(
+    sandbox: &Sandbox,
+    request: &pb::WatchDirRequest,
+) -> Result<AgentStream<pb::WatchDirResponse>, SandboxError> {
+    let mut stream = sandbox.conn().watch_dir(request.clone()).await?;
+    match stream.message().await? {
+        Some(pb::WatchDirResponse {
+            event: Some(Event::Started(_)),
+        }) => Ok(stream),
+        _ => Err(SandboxError::protocol_violation(
+            "files.watch_dir",
+            "the watch stream did not start with a started event",
+        )),
     }
 }
 
@@ -164,6 +224,13 @@ impl Files<'_> {
     /// Watches a directory (and, when `recursive`, every directory below it,
     /// including ones created later) until the returned stream is stopped
     /// or dropped. Events are named relative to `path`.
+    ///
+    /// The watch survives cuts and suspensions (wire contract 2.7): it
+    /// waits until the sandbox is back (asleep while it is suspended, never
+    /// waking it) and is then issued again. Changes made while it was cut
+    /// are lost: the agent keeps no history of a watch, so nothing that
+    /// happened between the cut and the reissued watch is reported. A
+    /// sandbox that ended makes the stream's last item `SandboxNotFound`.
     ///
     /// # Errors
     /// `FileNotFound` for a missing path; `InvalidArgument` when it is not
@@ -177,30 +244,20 @@ impl Files<'_> {
         recursive: bool,
     ) -> Result<WatchHandle, SandboxError> {
         crate::checks::path(path)?;
-        let mut stream = self
-            .sandbox
-            .conn()
-            .watch_dir(pb::WatchDirRequest {
-                path: path.to_owned(),
-                recursive,
-                user: None,
-                include_entry: false,
-            })
-            .await?;
-        match stream.message().await? {
-            Some(pb::WatchDirResponse {
-                event: Some(Event::Started(_)),
-            }) => {}
-            _ => {
-                return Err(SandboxError::protocol_violation(
-                    "files.watch_dir",
-                    "the watch stream did not start with a started event",
-                ));
-            }
-        }
+        let request = pb::WatchDirRequest {
+            path: path.to_owned(),
+            recursive,
+            user: None,
+            include_entry: false,
+        };
+        let epoch = self.sandbox.conn().reconnect_epoch();
+        let stream = reissue(self.sandbox, &request).await?;
         let (stop, stop_rx) = watch::channel(false);
         let reader = Reader {
-            stream,
+            sandbox: self.sandbox.clone(),
+            request,
+            stream: Some(stream),
+            resubscription: Resubscription::new(epoch, Waiter::Background, "files.watch_dir"),
             stop: stop_rx,
         };
         let events = futures_util::stream::unfold(Some(reader), |state| async move {
