@@ -1093,3 +1093,71 @@ async fn a_write_cut_midway_is_never_half_applied_nor_sent_twice() {
     assert_eq!(names, ["target"]);
     assert!(sbx.kill().await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pty_output_the_ring_dropped_during_a_cut_is_reported_as_lost() {
+    let emu = emulator().await;
+    let sbx = builder(&emu).create().await.unwrap();
+    let mut pty = sbx
+        .pty()
+        .create(rayito::PtySize::new(80, 24), rayito::PtyOptions::new())
+        .await
+        .unwrap();
+    let pid = pty.pid();
+    pty.send_input(
+        b"echo first-$((1+1)); while [ ! -e /tmp/flood ]; do sleep 0.05; done; head -c 3000000 /dev/zero | tr '\\0' x; echo; touch /tmp/flooded; while [ ! -e /tmp/go-on ]; do sleep 0.05; done; echo last-$((1+1))\n".to_vec(),
+    )
+    .await
+    .unwrap();
+    let mut text = String::new();
+    while !text.contains("first-2") {
+        let output = tokio::time::timeout(PATIENCE, pty.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&output.data));
+    }
+    // Cut while nobody reads; the terminal overflows the agent's ring.
+    assert!(emu.faults().cut_connections(sbx.id()));
+    sbx.files().write("/tmp/flood", "").await.unwrap();
+    let files = sbx.files();
+    until_async("the flood is written", || files.exists("/tmp/flooded")).await;
+    let (first_tx, mut first_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let reader = tokio::spawn(async move {
+        let mut text = String::new();
+        while !text.contains("last-2") {
+            let output = tokio::time::timeout(PATIENCE, pty.next())
+                .await
+                .expect("output in time")
+                .expect("the terminal is open")
+                .expect("output, not an error");
+            text.push_str(&String::from_utf8_lossy(&output.data));
+            let _ = first_tx.send(());
+        }
+        (text, pty.output_lost())
+    });
+    // Keys typed now are echoed by the terminal: new output, which shows
+    // the reader is back (from new output: the flood is gone).
+    loop {
+        sbx.pty().send_input(pid, b"z".to_vec()).await.unwrap();
+        if tokio::time::timeout(Duration::from_millis(500), first_rx.recv())
+            .await
+            .is_ok()
+        {
+            break;
+        }
+    }
+    sbx.files().write("/tmp/go-on", "").await.unwrap();
+    let (text, lost) = tokio::time::timeout(PATIENCE, reader)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(lost, "the gap is reported");
+    assert!(text.contains("last-2"));
+    assert!(
+        !text.contains("xxxx"),
+        "old output never arrives after the gap"
+    );
+    assert!(sbx.kill().await.unwrap());
+}
