@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt as _;
 use rayito::error::{RetryPolicy, SandboxCode, TimeoutScope};
 use rayito::{Execution, ExecutionEvent, RunCodeOptions, Sandbox, SandboxError};
-use rayito_agent::emulator::{Emulator, EmulatorConfig, Operation};
+use rayito_agent::emulator::{Emulator, EmulatorConfig, MicrovmState, Operation};
 use sdk_support::{builder, emulator};
 use tokio::sync::mpsc;
 
@@ -394,5 +394,104 @@ async fn an_exhausted_reconnect_budget_mid_cell_is_connection_lost_with_attempts
         "{text}"
     );
     assert!(expected_lines(100).starts_with(&seen), "{seen}");
+    assert!(sbx.kill().await.unwrap());
+}
+
+/// Waits (bounded) until the emulator says the MicroVM is `state`.
+async fn wait_state(emu: &Emulator, id: &str, state: MicrovmState) {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while emu.state(id) != Some(state) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{id} never became {state:?}"));
+}
+
+fn lifecycle_of(health: &rayito_agent::pb::HealthResponse) -> (i32, u32, u64) {
+    let l = health.lifecycle.as_ref().expect("a managed lifecycle");
+    (l.phase, l.extensions, l.timeout_ms)
+}
+
+/// After a resume (3.3) and a connect (3.4), `SetTimeout(AT_LEAST)` is sent
+/// only when the lifecycle phase asks for it: a sandbox resumed past its
+/// timeout (RESUME_GRACE) is re-opened for its own timeout; an ordinary
+/// resume leaves the timeout alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_and_connect_reopen_a_sandbox_only_past_its_timeout() {
+    use rayito_agent::pb::LifecyclePhase;
+    let emu = emulator().await;
+    let sbx = builder(&emu)
+        .on_timeout(rayito::OnTimeout::Pause)
+        .timeout(Duration::from_secs(600))
+        .max_lifetime(Duration::from_secs(3_600))
+        .create()
+        .await
+        .unwrap();
+    let id = sbx.id().to_owned();
+    let active = LifecyclePhase::Active as i32;
+
+    // An ordinary pause and resume: nothing is sent.
+    assert!(sbx.pause().await.unwrap());
+    sbx.resume().await.unwrap();
+    assert_eq!(lifecycle_of(&agent_health(&emu, &id).await), (active, 0, 600_000));
+
+    // Past its timeout every call but Health and SetTimeout is refused...
+    assert!(emu.faults().expire_deadline(&id));
+    let err = sbx.commands().run("echo refused").await.unwrap_err();
+    assert!(
+        matches!(err, SandboxError::Timeout { scope: TimeoutScope::Sandbox, .. }),
+        "{err:?}"
+    );
+    // ... and a resume after it re-opens it for its own timeout.
+    let _ = sbx.pause().await.unwrap();
+    wait_state(&emu, &id, MicrovmState::Suspended).await;
+    sbx.resume().await.unwrap();
+    assert_eq!(lifecycle_of(&agent_health(&emu, &id).await), (active, 1, 600_000));
+    let back = sbx.commands().run("echo back").await.unwrap();
+    assert_eq!(back.stdout, "back\n");
+
+    // The same through connect (its readiness probe wakes it by
+    // auto-resume, into RESUME_GRACE).
+    assert!(emu.faults().expire_deadline(&id));
+    let _ = sbx.pause().await.unwrap();
+    wait_state(&emu, &id, MicrovmState::Suspended).await;
+    let again = builder(&emu)
+        .connect(&id, sbx.access_token().clone())
+        .await
+        .expect("connect re-opens it before its first authenticated call");
+    assert_eq!(lifecycle_of(&agent_health(&emu, &id).await), (active, 2, 600_000));
+    assert_eq!(
+        again.commands().run("echo again").await.unwrap().stdout,
+        "again\n"
+    );
+    assert!(again.kill().await.unwrap());
+}
+
+/// A re-open never asks beyond the cap: with the default cap (timeout +
+/// 60 s, of which the agent keeps 60 s back) the timeout is clamped to
+/// what is left of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reopen_is_clamped_to_the_cap() {
+    use rayito_agent::pb::LifecyclePhase;
+    let emu = emulator().await;
+    let sbx = builder(&emu)
+        .on_timeout(rayito::OnTimeout::Pause)
+        .timeout(Duration::from_secs(600))
+        .create()
+        .await
+        .unwrap();
+    let id = sbx.id().to_owned();
+    assert!(emu.faults().expire_deadline(&id));
+    let _ = sbx.pause().await.unwrap();
+    wait_state(&emu, &id, MicrovmState::Suspended).await;
+    sbx.resume().await.unwrap();
+    let (phase, extensions, timeout_ms) = lifecycle_of(&agent_health(&emu, &id).await);
+    assert_eq!((phase, extensions), (LifecyclePhase::Active as i32, 1));
+    assert!(
+        (500_000..600_000).contains(&timeout_ms),
+        "{timeout_ms} ms: the cap's remainder less the margin"
+    );
+    assert_eq!(sbx.commands().run("echo ok").await.unwrap().stdout, "ok\n");
     assert!(sbx.kill().await.unwrap());
 }
