@@ -386,6 +386,12 @@ async fn an_exhausted_reconnect_budget_mid_cell_is_connection_lost_with_attempts
     assert!(info.retryable);
     assert!(err.meta().attempts() >= 2, "{}", err.meta().attempts());
     assert!(waited >= Duration::from_secs(1) && waited < Duration::from_secs(10));
+    // The poller's own wait, in the meta: the budget, give or take a probe.
+    let elapsed = err.meta().elapsed().expect("the wait is in the meta");
+    assert!(
+        elapsed >= Duration::from_secs(1) && elapsed <= waited,
+        "{elapsed:?} of {waited:?}"
+    );
     let text = err.to_string();
     assert!(
         text.starts_with(

@@ -146,9 +146,10 @@ impl SandboxError {
 
     /// `Sandbox{connection_lost}` after the reconnect contract gave up:
     /// the sandbox did not answer Health within `waited` (`attempts`
-    /// probes, also in `meta().attempts()`).
+    /// probes). Both are in the meta too: `meta().attempts()` and
+    /// `meta().elapsed()`.
     pub fn reconnect_gave_up(feature: &str, waited: Duration, attempts: u32) -> Self {
-        Self::sandbox_with(
+        let mut err = Self::sandbox_with(
             SandboxCode::ConnectionLost,
             meta(
                 m::SDK_RECONNECT_GAVE_UP,
@@ -159,7 +160,9 @@ impl SandboxError {
                 ],
             ),
         )
-        .with_attempts(attempts)
+        .with_attempts(attempts);
+        err.meta_mut().elapsed = Some(waited);
+        err
     }
 
     /// `SandboxNotFound` for a sandbox id the SDK knows is gone.
@@ -494,5 +497,37 @@ mod tests {
         // Anything else is left as mapped.
         let other = from_grpc(GrpcFailure::agent(GrpcCode::InvalidArgument, "invalid execution id", call));
         assert_eq!(other.clone().reattach_failed(), other);
+    }
+
+    /// A reconnect that gave up says how many Health probes it made and
+    /// how long it waited, in the message and in the meta (and on the wire).
+    #[test]
+    fn a_reconnect_that_gave_up_carries_attempts_and_elapsed_in_meta() {
+        let e = SandboxError::reconnect_gave_up("run_code", Duration::from_millis(1_500), 4);
+        assert!(matches!(
+            &e,
+            SandboxError::Sandbox {
+                code: Some(SandboxCode::ConnectionLost),
+                ..
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "lost the connection to the sandbox during run_code and it did not come back within 1,500 ms (4 health probes); retry later, or check that the sandbox is still running"
+        );
+        assert_eq!(e.meta().attempts(), 4);
+        assert_eq!(e.meta().elapsed(), Some(Duration::from_millis(1_500)));
+        let info = e.classify();
+        assert_eq!(info.kind, "connection_lost");
+        assert!(info.retryable);
+        assert_eq!(
+            e.to_wire()["meta"]["elapsed"],
+            serde_json::json!({"secs": 1, "nanos": 500_000_000})
+        );
+        assert_eq!(SandboxError::from_wire(&e.to_wire()).unwrap(), e);
+        assert_eq!(e.meta().to_string(), "no server answer, 4 attempts, 1500 ms");
+        // Errors that did not wait say nothing.
+        assert_eq!(SandboxError::closed().meta().elapsed(), None);
+        assert!(SandboxError::closed().to_wire()["meta"].get("elapsed").is_none());
     }
 }
