@@ -501,3 +501,70 @@ async fn a_reopen_is_clamped_to_the_cap() {
     assert_eq!(sbx.commands().run("echo ok").await.unwrap().stdout, "ok\n");
     assert!(sbx.kill().await.unwrap());
 }
+
+/// The agent dropped what the cell printed while the client was away (more
+/// than its 4 MiB log): the cell ends with `NotFound`
+/// (`sdk.cell_output_dropped`), after the lines seen before the cut, and is
+/// not run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_dropped_while_cut_is_not_found_and_the_cell_is_not_re_run() {
+    let emu = emulator().await;
+    let sbx = builder(&emu).create().await.unwrap();
+    let faults = emu.faults().clone();
+    let id = sbx.id().to_owned();
+    // 5 MiB right after the cut, while the poller meets four 502s.
+    let code = "import time\nopen('/tmp/runs', 'a').write('x')\nprint('line1', flush=True)\ntime.sleep(0.5)\nfor i in range(80):\n    print('y' * 65535, flush=True)\n'done'";
+    let (outcome, seen, _) = cell_with_fault(&sbx, code, 1, move || {
+        assert!(faults.proxy_status(4, 502));
+        assert!(faults.cut_connections(&id));
+        std::future::ready(())
+    })
+    .await;
+    let err = outcome.unwrap_err();
+    assert!(matches!(err, SandboxError::NotFound { .. }), "{err:?}");
+    let info = err.classify();
+    assert_eq!(info.kind, "not_found");
+    assert!(!info.retryable);
+    assert_eq!(
+        err.to_string(),
+        "the run_code cell ran on after the connection was cut, but the agent already dropped the output it produced meanwhile (more than its 4 MiB log); the cell was not run again, run it again if still needed"
+    );
+    assert_eq!(err.meta().server_message(), Some("execution output already discarded"));
+    assert_eq!(seen, "line1\n");
+    assert_eq!(sbx.files().read_to_string("/tmp/runs").await.unwrap(), "x");
+    assert!(sbx.kill().await.unwrap());
+}
+
+/// The client came back more than 30 s after the cell ended: the agent no
+/// longer keeps it, and the cell ends with `NotFound` (`sdk.cell_expired`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cell_expired_while_cut_is_not_found_and_not_re_run() {
+    let emu = emulator().await;
+    let sbx = builder(&emu).create().await.unwrap();
+    let faults = emu.faults().clone();
+    let id = sbx.id().to_owned();
+    let code = "import time\nopen('/tmp/runs', 'a').write('x')\nprint('line1', flush=True)\ntime.sleep(0.5)\nprint('line2', flush=True)";
+    let (outcome, seen, _) = cell_with_fault(&sbx, code, 1, move || async move {
+        // Every call through the proxy fails until the ended cell's 30 s of
+        // retention are over (the reconnect budget is 60 s).
+        assert!(faults.proxy_status(100_000, 502));
+        assert!(faults.cut_connections(&id));
+        tokio::spawn(async move {
+            tokio::time::sleep(rayito_agent::code::RETAINED_AFTER_END + Duration::from_secs(2))
+                .await;
+            faults.clear();
+        });
+    })
+    .await;
+    let err = outcome.unwrap_err();
+    assert!(matches!(err, SandboxError::NotFound { .. }), "{err:?}");
+    assert!(!err.classify().retryable);
+    assert_eq!(
+        err.to_string(),
+        "the run_code cell ran on after the connection was cut, but the agent no longer keeps it, so its output from then on is lost; the cell was not run again, run it again if still needed"
+    );
+    assert_eq!(err.meta().server_message(), Some("execution not found"));
+    assert_eq!(seen, "line1\n");
+    assert_eq!(sbx.files().read_to_string("/tmp/runs").await.unwrap(), "x");
+    assert!(sbx.kill().await.unwrap());
+}
