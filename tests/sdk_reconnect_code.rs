@@ -101,8 +101,7 @@ async fn assert_whole(
 async fn a_cut_mid_cell_is_reattached_and_never_re_run() {
     let emu = emulator().await;
     let sbx = builder(&emu).create().await.unwrap();
-    let (outcome, seen, _) =
-        cell_with_fault(&sbx, &lines_cell(40, 25), 8, cut(&emu, &sbx)).await;
+    let (outcome, seen, _) = cell_with_fault(&sbx, &lines_cell(40, 25), 8, cut(&emu, &sbx)).await;
     assert_whole(&sbx, outcome, &seen, 40, "x").await;
     assert!(sbx.kill().await.unwrap());
 }
@@ -142,10 +141,7 @@ async fn a_cut_mid_cell_stream_is_reattached_and_every_event_comes_once() {
     assert_eq!(results.len(), 1);
     assert_eq!(results[0].text.as_deref(), Some("'done'"));
     assert!(end.is_some(), "the end event came, once");
-    assert_eq!(
-        sbx.files().read_to_string("/tmp/runs").await.unwrap(),
-        "x"
-    );
+    assert_eq!(sbx.files().read_to_string("/tmp/runs").await.unwrap(), "x");
     assert!(sbx.kill().await.unwrap());
 }
 
@@ -167,7 +163,11 @@ async fn proxy_502_twice_503_and_429_mid_cell_are_waited_out() {
         .await;
         runs.push('x');
         let execution = outcome.unwrap_or_else(|e| panic!("{count} x {status}: {e}"));
-        assert_eq!(execution.logs.stdout.concat(), expected_lines(30), "{status}");
+        assert_eq!(
+            execution.logs.stdout.concat(),
+            expected_lines(30),
+            "{status}"
+        );
         assert_eq!(seen, expected_lines(30), "{status}");
         assert_eq!(execution.text(), Some("'done'"));
         assert_eq!(
@@ -319,7 +319,10 @@ async fn the_maximum_duration_reached_mid_cell_is_sandbox_lifetime() {
             sbx.id()
         )
     );
-    assert!(!seen.is_empty() && expected_lines(400).starts_with(&seen), "{seen}");
+    assert!(
+        !seen.is_empty() && expected_lines(400).starts_with(&seen),
+        "{seen}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -380,7 +383,11 @@ async fn an_exhausted_reconnect_budget_mid_cell_is_connection_lost_with_attempts
     let waited = fired_at.elapsed();
     emu.faults().clear();
     let err = outcome.unwrap_err();
-    assert_eq!(err.sandbox_code(), Some(&SandboxCode::ConnectionLost), "{err:?}");
+    assert_eq!(
+        err.sandbox_code(),
+        Some(&SandboxCode::ConnectionLost),
+        "{err:?}"
+    );
     let info = err.classify();
     assert_eq!(info.kind, "connection_lost");
     assert!(info.retryable);
@@ -440,20 +447,32 @@ async fn resume_and_connect_reopen_a_sandbox_only_past_its_timeout() {
     // An ordinary pause and resume: nothing is sent.
     assert!(sbx.pause().await.unwrap());
     sbx.resume().await.unwrap();
-    assert_eq!(lifecycle_of(&agent_health(&emu, &id).await), (active, 0, 600_000));
+    assert_eq!(
+        lifecycle_of(&agent_health(&emu, &id).await),
+        (active, 0, 600_000)
+    );
 
     // Past its timeout every call but Health and SetTimeout is refused...
     assert!(emu.faults().expire_deadline(&id));
     let err = sbx.commands().run("echo refused").await.unwrap_err();
     assert!(
-        matches!(err, SandboxError::Timeout { scope: TimeoutScope::Sandbox, .. }),
+        matches!(
+            err,
+            SandboxError::Timeout {
+                scope: TimeoutScope::Sandbox,
+                ..
+            }
+        ),
         "{err:?}"
     );
     // ... and a resume after it re-opens it for its own timeout.
     let _ = sbx.pause().await.unwrap();
     wait_state(&emu, &id, MicrovmState::Suspended).await;
     sbx.resume().await.unwrap();
-    assert_eq!(lifecycle_of(&agent_health(&emu, &id).await), (active, 1, 600_000));
+    assert_eq!(
+        lifecycle_of(&agent_health(&emu, &id).await),
+        (active, 1, 600_000)
+    );
     let back = sbx.commands().run("echo back").await.unwrap();
     assert_eq!(back.stdout, "back\n");
 
@@ -466,7 +485,10 @@ async fn resume_and_connect_reopen_a_sandbox_only_past_its_timeout() {
         .connect(&id, sbx.access_token().clone())
         .await
         .expect("connect re-opens it before its first authenticated call");
-    assert_eq!(lifecycle_of(&agent_health(&emu, &id).await), (active, 2, 600_000));
+    assert_eq!(
+        lifecycle_of(&agent_health(&emu, &id).await),
+        (active, 2, 600_000)
+    );
     assert_eq!(
         again.commands().run("echo again").await.unwrap().stdout,
         "again\n"
@@ -529,7 +551,10 @@ async fn output_dropped_while_cut_is_not_found_and_the_cell_is_not_re_run() {
         err.to_string(),
         "the run_code cell ran on after the connection was cut, but the agent already dropped the output it produced meanwhile (more than its 4 MiB log); the cell was not run again, run it again if still needed"
     );
-    assert_eq!(err.meta().server_message(), Some("execution output already discarded"));
+    assert_eq!(
+        err.meta().server_message(),
+        Some("execution output already discarded")
+    );
     assert_eq!(seen, "line1\n");
     assert_eq!(sbx.files().read_to_string("/tmp/runs").await.unwrap(), "x");
     assert!(sbx.kill().await.unwrap());

@@ -338,7 +338,11 @@ async fn cancelling_the_stream_interrupts_the_cell() {
         "took {:?}",
         began.elapsed()
     );
-    let kinds: Vec<_> = after.kinds().into_iter().filter(|k| *k != "keepalive").collect();
+    let kinds: Vec<_> = after
+        .kinds()
+        .into_iter()
+        .filter(|k| *k != "keepalive")
+        .collect();
     assert_eq!(kinds, ["started", "result", "end"]);
     assert_eq!(after.text().as_deref(), Some("2"));
 }

@@ -89,7 +89,13 @@ async fn a_cut_stream_is_read_on_from_the_last_seq_and_the_cell_is_not_rerun() {
         .into_inner();
     let rest = collect(rest).await;
     assert!(rest.status.is_none(), "{:?}", rest.status);
-    let after = numbered(&rest.events.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>());
+    let after = numbered(
+        &rest
+            .events
+            .iter()
+            .map(|(_, e)| e.clone())
+            .collect::<Vec<_>>(),
+    );
     assert_eq!(after.first().map(|e| e.seq), Some(last_seq + 1));
     let mut all = before.clone();
     all.extend(after);
@@ -97,9 +103,15 @@ async fn a_cut_stream_is_read_on_from_the_last_seq_and_the_cell_is_not_rerun() {
     let seqs: Vec<u64> = all.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     assert_eq!(stdout_of(&all), all_lines());
-    assert!(matches!(all.last().and_then(|e| e.event.as_ref()), Some(Event::End(_))));
+    assert!(matches!(
+        all.last().and_then(|e| e.event.as_ref()),
+        Some(Event::End(_))
+    ));
     let whole = Run {
-        events: all.iter().map(|e| (std::time::Instant::now(), e.clone())).collect(),
+        events: all
+            .iter()
+            .map(|e| (std::time::Instant::now(), e.clone()))
+            .collect(),
         status: None,
     };
     assert_eq!(whole.text().as_deref(), Some("'done'"));
@@ -114,7 +126,13 @@ async fn a_cut_stream_is_read_on_from_the_last_seq_and_the_cell_is_not_rerun() {
         .into_inner();
     let replay = collect(replay).await;
     assert_eq!(
-        numbered(&replay.events.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>()),
+        numbered(
+            &replay
+                .events
+                .iter()
+                .map(|(_, e)| e.clone())
+                .collect::<Vec<_>>()
+        ),
         all
     );
     // The next cell runs once (the count says the first was not re-run).
@@ -146,7 +164,12 @@ async fn a_suspend_ends_the_stream_not_the_cell_and_reattach_follows_it_to_the_e
     let status = cut.status.clone().expect("the suspend ends the stream");
     assert_eq!(status.code(), Code::Unavailable);
     assert_eq!(status.message(), "suspending");
-    before.extend(numbered(&cut.events.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>()));
+    before.extend(numbered(
+        &cut.events
+            .iter()
+            .map(|(_, e)| e.clone())
+            .collect::<Vec<_>>(),
+    ));
     assert!(!cut.kinds().contains(&"end"));
 
     // While suspending, a follower is refused in the gate's form.
@@ -170,7 +193,13 @@ async fn a_suspend_ends_the_stream_not_the_cell_and_reattach_follows_it_to_the_e
     let rest = collect(rest).await;
     assert!(rest.status.is_none(), "{:?}", rest.status);
     let mut all = before;
-    all.extend(numbered(&rest.events.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>()));
+    all.extend(numbered(
+        &rest
+            .events
+            .iter()
+            .map(|(_, e)| e.clone())
+            .collect::<Vec<_>>(),
+    ));
     let seqs: Vec<u64> = all.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     assert_eq!(stdout_of(&all), all_lines());

@@ -495,7 +495,11 @@ mod tests {
             assert_eq!(e.meta().server_message(), Some(server));
         }
         // Anything else is left as mapped.
-        let other = from_grpc(GrpcFailure::agent(GrpcCode::InvalidArgument, "invalid execution id", call));
+        let other = from_grpc(GrpcFailure::agent(
+            GrpcCode::InvalidArgument,
+            "invalid execution id",
+            call,
+        ));
         assert_eq!(other.clone().reattach_failed(), other);
     }
 
@@ -525,9 +529,16 @@ mod tests {
             serde_json::json!({"secs": 1, "nanos": 500_000_000})
         );
         assert_eq!(SandboxError::from_wire(&e.to_wire()).unwrap(), e);
-        assert_eq!(e.meta().to_string(), "no server answer, 4 attempts, 1500 ms");
+        assert_eq!(
+            e.meta().to_string(),
+            "no server answer, 4 attempts, 1500 ms"
+        );
         // Errors that did not wait say nothing.
         assert_eq!(SandboxError::closed().meta().elapsed(), None);
-        assert!(SandboxError::closed().to_wire()["meta"].get("elapsed").is_none());
+        assert!(
+            SandboxError::closed().to_wire()["meta"]
+                .get("elapsed")
+                .is_none()
+        );
     }
 }

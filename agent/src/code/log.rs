@@ -160,7 +160,9 @@ fn event_bytes(event: &pb::ExecuteEvent) -> usize {
     let texts = match &event.event {
         Some(Event::Stdout(chunk) | Event::Stderr(chunk)) => chunk.text.len(),
         Some(Event::Error(error)) => {
-            error.name.len() + error.value.len() + error.traceback.iter().map(String::len).sum::<usize>()
+            error.name.len()
+                + error.value.len()
+                + error.traceback.iter().map(String::len).sum::<usize>()
         }
         Some(Event::Result(result)) => {
             let fields = [
@@ -177,8 +179,16 @@ fn event_bytes(event: &pb::ExecuteEvent) -> usize {
                 &result.chart,
                 &result.data,
             ];
-            fields.iter().filter_map(|f| f.as_ref()).map(String::len).sum::<usize>()
-                + result.extra.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+            fields
+                .iter()
+                .filter_map(|f| f.as_ref())
+                .map(String::len)
+                .sum::<usize>()
+                + result
+                    .extra
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len())
+                    .sum::<usize>()
         }
         Some(Event::Started(started)) => started.execution_id.len(),
         Some(Event::End(_) | Event::Keepalive(_)) | None => 0,

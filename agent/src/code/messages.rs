@@ -106,8 +106,7 @@ pub const KERNEL_RESTARTED_VALUE: &str = "the context was restarted during the e
 /// Reattach stream) for [`super::DETACH_GRACE`] and it was interrupted.
 pub const DETACHED_NAME: &str = "ExecutionAborted";
 /// `ExecutionError.value` for [`DETACHED_NAME`].
-pub const DETACHED_VALUE: &str =
-    "no client followed the execution for 10 s, so it was interrupted";
+pub const DETACHED_VALUE: &str = "no client followed the execution for 10 s, so it was interrupted";
 /// `ExecutionError.name` when DestroyContext (or shutdown) ended the cell.
 pub const CONTEXT_DESTROYED_NAME: &str = "ContextDestroyed";
 /// `ExecutionError.value` for [`CONTEXT_DESTROYED_NAME`].
