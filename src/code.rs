@@ -434,7 +434,18 @@ impl CellReader {
         // A cut before `started` ends the call (the transport never sends
         // an Execute again once it may have reached the agent).
         let mut stream = conn.execute(request, total).await?;
-        match stream.message().await? {
+        // A cell waiting for its context (another cell runs there) gets
+        // keepalives before its `started`.
+        let first = loop {
+            match stream.message().await? {
+                Some(pb::ExecuteEvent {
+                    event: Some(Event::Keepalive(_)),
+                    ..
+                }) => {}
+                other => break other,
+            }
+        };
+        match first {
             Some(pb::ExecuteEvent {
                 event: Some(Event::Started(started)),
                 seq,
