@@ -15,7 +15,7 @@ use crate::error::SandboxError;
 use crate::pb;
 use crate::pb::execute_event::Event;
 use crate::sandbox::Sandbox;
-use crate::transport::{AgentConn, AgentStream};
+use crate::transport::{AgentConn, AgentStream, Cut};
 
 pub use self::contexts::CodeContextOptions;
 
@@ -26,6 +26,9 @@ const DEFAULT_CODE_TIMEOUT: Duration = Duration::from_secs(300);
 const STREAM_SLACK: Duration = Duration::from_secs(15);
 /// Creating a context starts a kernel: it gets this long.
 const CONTEXT_TIMEOUT: Duration = Duration::from_secs(90);
+/// Re-attachments in a row that bring no new event before the cut is
+/// surfaced (2.7: more than 3 consecutive reconnects).
+const MAX_FRUITLESS_REATTACHES: u32 = 3;
 
 /// One chunk of output of a cell (a chunk is not a line).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -326,7 +329,8 @@ pub enum ExecutionEvent {
 }
 
 /// The events of a running cell (from [`Sandbox::run_code_stream`]). Dropping
-/// it cancels the call, which interrupts the cell.
+/// it cancels the call: the agent interrupts a cell that nobody has followed
+/// for 10 s (the time a cut client gets to re-attach).
 pub struct ExecutionEvents {
     inner: Pin<Box<dyn Stream<Item = Result<ExecutionEvent, SandboxError>> + Send>>,
 }
@@ -345,15 +349,40 @@ impl Stream for ExecutionEvents {
     }
 }
 
-/// Reads a cell's events off the agent stream, checking their order.
+/// Reads a cell's events off the agent stream, checking their order. After
+/// a cut (once `started` was seen) it waits for the sandbox's reconnect
+/// poller and re-attaches with `Reattach(last_seq + 1)`, skipping anything
+/// it already has: every event reaches the caller once, in order. The
+/// cell itself is never sent again.
 struct CellReader {
     stream: AgentStream<pb::ExecuteEvent>,
     started_count: u64,
     ended: bool,
-    /// For the reconnect contract's verdict on a cut (the cell is never
-    /// sent again).
     conn: AgentConn,
+    /// The reconnect epoch the current stream was opened in.
     epoch: Option<u64>,
+    /// The context the cell runs in and its execution id (from `started`).
+    context_id: String,
+    execution_id: String,
+    /// The last numbered event handed over.
+    last_seq: u64,
+    /// When the whole cell's stream must end.
+    deadline: Option<tokio::time::Instant>,
+    /// Re-attachments in a row that brought no new event.
+    fruitless: u32,
+}
+
+/// The context a cell runs in, as the agent names it: the one given, else
+/// the language's default (`default` for Python).
+fn context_of(request: &pb::ExecuteRequest) -> String {
+    if let Some(id) = &request.context_id {
+        return id.clone();
+    }
+    match request.language.as_deref().unwrap_or("") {
+        "" | "python" | "python3" => "default".to_owned(),
+        "node" => "default-javascript".to_owned(),
+        other => format!("default-{other}"),
+    }
 }
 
 impl CellReader {
@@ -400,17 +429,37 @@ impl CellReader {
     ) -> Result<Self, SandboxError> {
         let conn = sandbox.conn().clone();
         let epoch = conn.reconnect_epoch();
+        let deadline = total.and_then(|d| tokio::time::Instant::now().checked_add(d));
+        let context_id = context_of(&request);
+        // A cut before `started` ends the call (the transport never sends
+        // an Execute again once it may have reached the agent).
         let mut stream = conn.execute(request, total).await?;
-        match stream.message().await? {
+        // A cell waiting for its context (another cell runs there) gets
+        // keepalives before its `started`.
+        let first = loop {
+            match stream.message().await? {
+                Some(pb::ExecuteEvent {
+                    event: Some(Event::Keepalive(_)),
+                    ..
+                }) => {}
+                other => break other,
+            }
+        };
+        match first {
             Some(pb::ExecuteEvent {
                 event: Some(Event::Started(started)),
-                ..
+                seq,
             }) => Ok(Self {
                 stream,
                 started_count: started.execution_count,
                 ended: false,
                 conn,
                 epoch,
+                context_id,
+                execution_id: started.execution_id,
+                last_seq: seq,
+                deadline,
+                fruitless: 0,
             }),
             _ => Err(SandboxError::protocol_violation(
                 "run_code",
@@ -419,18 +468,34 @@ impl CellReader {
         }
     }
 
-    /// The error a failed read ends the cell with: after a cut, what the
-    /// reconnect poller found (the sandbox gone, suspended, not back),
-    /// else the cut itself. The cell is never sent again, and the agent
-    /// cannot be re-attached to yet.
-    async fn verdict(&self, err: SandboxError) -> SandboxError {
-        match self.stream.cut() {
-            Some(cut) => match self.conn.reconnect(self.epoch, cut, "run_code").await {
-                Ok(_) => err,
-                Err(verdict) => verdict,
-            },
-            None => err,
+    /// After a cut: waits for the sandbox's reconnect poller, then
+    /// re-attaches from `last_seq + 1`. Fails with what the poller found
+    /// (`SandboxNotFound`, `SandboxLifetime`, `SandboxState`,
+    /// `Sandbox{connection_lost}`), with `err` without the reconnect
+    /// contract or after too many fruitless re-attachments, and with
+    /// `NotFound` when the agent no longer has the output since the cut.
+    async fn reattach(&mut self, cut: Cut, err: SandboxError) -> Result<(), SandboxError> {
+        self.fruitless += 1;
+        if self.fruitless > MAX_FRUITLESS_REATTACHES
+            || !self.conn.reconnect(self.epoch, cut, "run_code").await?
+        {
+            return Err(err);
         }
+        self.epoch = self.conn.reconnect_epoch();
+        let remaining = self
+            .deadline
+            .map(|deadline| deadline.saturating_duration_since(tokio::time::Instant::now()));
+        let request = pb::ReattachRequest {
+            context_id: self.context_id.clone(),
+            execution_id: self.execution_id.clone(),
+            from_seq: self.last_seq + 1,
+        };
+        self.stream = self
+            .conn
+            .reattach(request, remaining)
+            .await
+            .map_err(SandboxError::reattach_failed)?;
+        Ok(())
     }
 
     /// The next event; `None` after `End`.
@@ -439,16 +504,36 @@ impl CellReader {
             return Ok(None);
         }
         loop {
-            let message = match self.stream.message().await {
-                Ok(message) => message,
-                Err(err) => return Err(self.verdict(err).await),
+            let event = match self.stream.message().await {
+                Ok(Some(event)) => event,
+                // What a cut under the stream can look like too: the
+                // reconnect contract decides; a live agent that keeps doing
+                // it runs out of re-attachments.
+                Ok(None) => {
+                    let err = SandboxError::protocol_violation(
+                        "run_code",
+                        "the execution stream ended without an end event",
+                    );
+                    self.reattach(Cut::Transport, err).await?;
+                    continue;
+                }
+                Err(err) => match self.stream.cut() {
+                    Some(cut) => {
+                        self.reattach(cut, err).await?;
+                        continue;
+                    }
+                    None => return Err(err),
+                },
             };
-            let Some(event) = message else {
-                return Err(SandboxError::protocol_violation(
-                    "run_code",
-                    "the execution stream ended without an end event",
-                ));
-            };
+            // Keepalives carry seq 0; a replayed event was handed over
+            // before the cut.
+            if event.seq != 0 {
+                if event.seq <= self.last_seq {
+                    continue;
+                }
+                self.last_seq = event.seq;
+                self.fruitless = 0;
+            }
             let event = match event.event {
                 Some(Event::Stdout(chunk)) => ExecutionEvent::Stdout(OutputMessage {
                     line: chunk.text,

@@ -324,8 +324,10 @@ async fn connect_then_calls_on_the_reattached_handle() {
     );
 }
 
-/// Dropping a cell's stream mid-cell interrupts the cell: the next cell on
-/// the same kernel runs at once instead of after the 10-minute sleep.
+/// Dropping a cell's stream mid-cell interrupts the cell once nobody has
+/// followed it for the agent's 10 s detach grace: the next cell on the same
+/// kernel (kept alive by keepalives meanwhile) runs then, not after the
+/// 10-minute sleep.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_cell_stream_interrupts_the_cell() {
     let emulator = sdk_support::emulator().await;

@@ -304,74 +304,7 @@ fn reconnecting_futures_are_send(sbx: Sandbox) {
     });
 }
 
-const COUNTING_CELL: &str = "import time\nopen('/tmp/runs', 'a').write('x')\nfor i in range(60):\n    print(i, flush=True)\n    time.sleep(0.05)\n";
-
-/// Runs `COUNTING_CELL`, calling `fault` after its first output; the error
-/// it ends with.
-async fn cell_with_fault(sbx: &Sandbox, fault: impl FnOnce()) -> (SandboxError, Instant) {
-    use futures_util::StreamExt as _;
-    let mut events = sbx
-        .run_code_stream(COUNTING_CELL, rayito::RunCodeOptions::default())
-        .await
-        .unwrap();
-    let mut fault = Some(fault);
-    let mut fired_at = None;
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(rayito::ExecutionEvent::Stdout(_)) => {
-                if let Some(fault) = fault.take() {
-                    fired_at = Some(Instant::now());
-                    fault();
-                }
-            }
-            Ok(_) => {}
-            Err(err) => return (err, fired_at.expect("the fault fired")),
-        }
-    }
-    panic!("the cell ended without an error");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cut_mid_cell_is_never_re_run() {
-    let emu = emulator().await;
-    let sbx = builder(&emu).create().await.unwrap();
-    let faults = emu.faults().clone();
-    let id = sbx.id().to_owned();
-    let (err, _) = cell_with_fault(&sbx, move || assert!(faults.cut_connections(&id))).await;
-    assert!(
-        matches!(
-            err.sandbox_code(),
-            Some(rayito::error::SandboxCode::ConnectionLost)
-        ),
-        "{err:?}"
-    );
-    assert!(err.classify().retryable);
-    // The transport's own words (redacted) sit in the middle.
-    let text = err.to_string();
-    assert!(
-        text.starts_with("lost the connection to the agent during run_code")
-            && text.ends_with("; retry, or check that the sandbox is still running"),
-        "{text}"
-    );
-    // The sandbox is back, and the cell ran once.
-    assert_eq!(sbx.files().read_to_string("/tmp/runs").await.unwrap(), "x");
-    assert!(sbx.kill().await.unwrap());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_agent_killed_mid_cell_is_sandbox_not_found_within_a_second() {
-    let emu = emulator().await;
-    let sbx = builder(&emu).create().await.unwrap();
-    let faults = emu.faults().clone();
-    let id = sbx.id().to_owned();
-    let (err, fired_at) = cell_with_fault(&sbx, move || assert!(faults.kill_agent(&id))).await;
-    assert!(fired_at.elapsed() < Duration::from_secs(1));
-    assert!(
-        matches!(err, SandboxError::SandboxNotFound { .. }),
-        "{err:?}"
-    );
-    assert!(!err.classify().retryable);
-}
+// The run_code rows live in tests/sdk_reconnect_code.rs.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deadline_mid_command_is_a_sandbox_timeout_not_a_reconnect() {

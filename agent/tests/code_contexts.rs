@@ -377,11 +377,20 @@ async fn execute_refusals() {
         })
         .await
         .expect_err("reattach");
-    assert_eq!(status.code(), Code::Unimplemented);
-    assert_eq!(
-        status.message(),
-        "Reattach is not implemented by the local agent; run the cell again"
-    );
+    assert_eq!(status.code(), Code::NotFound);
+    assert_eq!(status.message(), "execution not found");
+
+    let status = s
+        .client
+        .reattach(pb::ReattachRequest {
+            context_id: "default".into(),
+            execution_id: "exec-zz".into(),
+            from_seq: 1,
+        })
+        .await
+        .expect_err("reattach");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(status.message(), "invalid execution id");
 }
 
 #[tokio::test]

@@ -317,6 +317,8 @@ async fn a_kernel_that_dies_is_reported_and_restarted() {
     assert_eq!(after.text().as_deref(), Some("2"));
 }
 
+/// A cancelled stream is not followed by anyone: after the detach grace
+/// (a cut client would have reattached within it) the cell is interrupted.
 #[tokio::test]
 async fn cancelling_the_stream_interrupts_the_cell() {
     let mut s = serve().await;
@@ -327,13 +329,21 @@ async fn cancelling_the_stream_interrupts_the_cell() {
     assert!(matches!(first.event, Some(Event::Started(_))));
     drop(stream);
     let began = Instant::now();
-    let after = run_ok(&mut s.client, cell("1 + 1")).await;
+    // The second cell waits for the first (keepalives meanwhile).
+    let after = code_support::run(&mut s.client, cell("1 + 1")).await;
+    assert!(after.status.is_none(), "{:?}", after.status);
     assert!(
         // Far below the cell's 30 s sleep, far above a loaded machine's delay.
-        began.elapsed() < Duration::from_secs(20),
+        began.elapsed() < Duration::from_secs(25),
         "took {:?}",
         began.elapsed()
     );
+    let kinds: Vec<_> = after
+        .kinds()
+        .into_iter()
+        .filter(|k| *k != "keepalive")
+        .collect();
+    assert_eq!(kinds, ["started", "result", "end"]);
     assert_eq!(after.text().as_deref(), Some("2"));
 }
 

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use super::codes::{SandboxCode, TimeoutScope};
+use super::codes::{GrpcCode, SandboxCode, TimeoutScope};
 use super::messages::{self as m, Template};
 use super::{ErrorMeta, SandboxError};
 use crate::SandboxState;
@@ -146,9 +146,10 @@ impl SandboxError {
 
     /// `Sandbox{connection_lost}` after the reconnect contract gave up:
     /// the sandbox did not answer Health within `waited` (`attempts`
-    /// probes, also in `meta().attempts()`).
+    /// probes). Both are in the meta too: `meta().attempts()` and
+    /// `meta().elapsed()`.
     pub fn reconnect_gave_up(feature: &str, waited: Duration, attempts: u32) -> Self {
-        Self::sandbox_with(
+        let mut err = Self::sandbox_with(
             SandboxCode::ConnectionLost,
             meta(
                 m::SDK_RECONNECT_GAVE_UP,
@@ -159,7 +160,9 @@ impl SandboxError {
                 ],
             ),
         )
-        .with_attempts(attempts)
+        .with_attempts(attempts);
+        err.meta_mut().elapsed = Some(waited);
+        err
     }
 
     /// `SandboxNotFound` for a sandbox id the SDK knows is gone.
@@ -269,6 +272,21 @@ impl SandboxError {
         let meta = self.meta_mut();
         let cause = std::mem::take(&mut meta.message);
         meta.message = m::SDK_KILL_FAILED.render(&[("sandbox_id", sandbox_id), ("cause", &cause)]);
+        self
+    }
+
+    /// The error a `run_code` Reattach failed with, after a cut: NOT_FOUND
+    /// (the agent no longer keeps the execution) and OUT_OF_RANGE (it
+    /// dropped the output since the cut) stay `NotFound` (errors.md 3.2)
+    /// with a message saying that the cell's later output is lost and the
+    /// cell was not run again; anything else is kept as it is.
+    pub(crate) fn reattach_failed(mut self) -> Self {
+        let template = match (&self, self.meta().grpc_code()) {
+            (Self::NotFound { .. }, Some(GrpcCode::NotFound)) => m::SDK_CELL_EXPIRED,
+            (Self::NotFound { .. }, Some(GrpcCode::OutOfRange)) => m::SDK_CELL_OUTPUT_DROPPED,
+            _ => return self,
+        };
+        self.meta_mut().message = template.render(&[]);
         self
     }
 
@@ -442,5 +460,85 @@ mod tests {
                 if &**feature == "fork" && &**d == "docs/e2b-compat.md"
         ));
         assert_eq!(SandboxError::closed().with_attempts(3).meta().attempts(), 3);
+    }
+
+    /// A Reattach refused after a cut: NOT_FOUND and OUT_OF_RANGE are
+    /// `NotFound` with their own message (the agent's status kept in
+    /// meta); any other failure is what the mapping made of it.
+    #[test]
+    fn reattach_failures_are_not_found_saying_the_output_is_lost() {
+        use crate::error::map::grpc::{CallContext, GrpcFailure, from_grpc};
+        let call = CallContext::new("run_code");
+        let rows: [(GrpcCode, &str, &str, &str); 2] = [
+            (
+                GrpcCode::NotFound,
+                "execution not found",
+                "not_found",
+                "the run_code cell ran on after the connection was cut, but the agent no longer keeps it, so its output from then on is lost; the cell was not run again, run it again if still needed",
+            ),
+            (
+                GrpcCode::OutOfRange,
+                "execution output already discarded",
+                "not_found",
+                "the run_code cell ran on after the connection was cut, but the agent already dropped the output it produced meanwhile (more than its 4 MiB log); the cell was not run again, run it again if still needed",
+            ),
+        ];
+        for (code, server, kind, message) in rows {
+            let e = from_grpc(GrpcFailure::agent(code, server, call)).reattach_failed();
+            assert!(matches!(e, SandboxError::NotFound { .. }), "{e:?}");
+            assert_eq!(e.to_string(), message);
+            let info = e.classify();
+            assert_eq!(info.kind, kind);
+            assert!(!info.retryable);
+            assert!(!info.retry_with_larger_limits);
+            assert_eq!(e.meta().grpc_code(), Some(code));
+            assert_eq!(e.meta().server_message(), Some(server));
+        }
+        // Anything else is left as mapped.
+        let other = from_grpc(GrpcFailure::agent(
+            GrpcCode::InvalidArgument,
+            "invalid execution id",
+            call,
+        ));
+        assert_eq!(other.clone().reattach_failed(), other);
+    }
+
+    /// A reconnect that gave up says how many Health probes it made and
+    /// how long it waited, in the message and in the meta (and on the wire).
+    #[test]
+    fn a_reconnect_that_gave_up_carries_attempts_and_elapsed_in_meta() {
+        let e = SandboxError::reconnect_gave_up("run_code", Duration::from_millis(1_500), 4);
+        assert!(matches!(
+            &e,
+            SandboxError::Sandbox {
+                code: Some(SandboxCode::ConnectionLost),
+                ..
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "lost the connection to the sandbox during run_code and it did not come back within 1,500 ms (4 health probes); retry later, or check that the sandbox is still running"
+        );
+        assert_eq!(e.meta().attempts(), 4);
+        assert_eq!(e.meta().elapsed(), Some(Duration::from_millis(1_500)));
+        let info = e.classify();
+        assert_eq!(info.kind, "connection_lost");
+        assert!(info.retryable);
+        assert_eq!(
+            e.to_wire()["meta"]["elapsed"],
+            serde_json::json!({"secs": 1, "nanos": 500_000_000})
+        );
+        assert_eq!(SandboxError::from_wire(&e.to_wire()).unwrap(), e);
+        assert_eq!(
+            e.meta().to_string(),
+            "no server answer, 4 attempts, 1500 ms"
+        );
+        // Errors that did not wait say nothing.
+        assert_eq!(SandboxError::closed().meta().elapsed(), None);
+        assert!(
+            SandboxError::closed().to_wire()["meta"]
+                .get("elapsed")
+                .is_none()
+        );
     }
 }

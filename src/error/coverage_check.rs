@@ -179,6 +179,8 @@ fn corpus() -> Vec<SandboxError> {
         SandboxError::lifecycle_unmanaged(),
         SandboxError::kernel_failed("python3 was not found on the sandbox's PATH"),
         SandboxError::closed().kill_failed("m"),
+        from_grpc(GrpcFailure::agent(GrpcCode::NotFound, "x", calls[0])).reattach_failed(),
+        from_grpc(GrpcFailure::agent(GrpcCode::OutOfRange, "x", calls[0])).reattach_failed(),
         super::map::grpc::proxy_rejected_without_remint(GrpcFailure::http_without_grpc_status(
             403, calls[0],
         )),

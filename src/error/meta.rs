@@ -25,6 +25,9 @@ pub struct ErrorMeta {
     pub(crate) request_id: Option<String>,
     pub(crate) reason: Option<String>,
     pub(crate) attempts: u32,
+    /// How long the SDK kept trying before it gave up (the reconnect
+    /// contract's wait), when it says.
+    pub(crate) elapsed: Option<std::time::Duration>,
     /// The redacted text of the failure behind this one (a transport
     /// error, a dispatch failure), when there was one.
     pub(crate) cause: Option<RedactedCause>,
@@ -81,6 +84,13 @@ impl ErrorMeta {
         self.attempts
     }
 
+    /// How long the SDK kept trying before it gave up, when it says: the
+    /// reconnect contract's wait for a `Sandbox { connection_lost }` that
+    /// ended it (with [`ErrorMeta::attempts`], its Health probes).
+    pub fn elapsed(&self) -> Option<std::time::Duration> {
+        self.elapsed
+    }
+
     /// Sets the server message; AWS-style secrets are redacted and the text
     /// is cut to 2,048 characters.
     #[must_use]
@@ -130,6 +140,13 @@ impl ErrorMeta {
         self.attempts = attempts;
         self
     }
+
+    /// Sets how long the SDK kept trying.
+    #[must_use]
+    pub fn with_elapsed(mut self, elapsed: std::time::Duration) -> Self {
+        self.elapsed = Some(elapsed);
+        self
+    }
 }
 
 impl std::fmt::Display for ErrorMeta {
@@ -155,6 +172,9 @@ impl std::fmt::Display for ErrorMeta {
         }
         let plural = if self.attempts == 1 { "" } else { "s" };
         parts.push(format!("{} attempt{plural}", self.attempts));
+        if let Some(elapsed) = self.elapsed {
+            parts.push(format!("{} ms", elapsed.as_millis()));
+        }
         f.write_str(&parts.join(", "))
     }
 }

@@ -8,6 +8,9 @@
 //!           "reason": null, "attempts": 5}}
 //! ```
 //!
+//! `meta.elapsed` (`{secs, nanos}`) is present only when the SDK measured
+//! how long it kept trying (a reconnect that gave up).
+//!
 //! Variant fields sit next to `kind`; `meta` holds the shared metadata. An
 //! unknown kind (from a newer SDK) comes back as `Sandbox` with an unknown
 //! code that keeps the kind string, and with the message and metadata.
@@ -151,18 +154,20 @@ impl SandboxError {
             | Self::DiskFull { .. } => {}
         }
         let m = self.meta();
-        obj.insert(
-            "meta".into(),
-            json!({
-                "server_message": m.server_message(),
-                "grpc_code": m.grpc_code().map(GrpcCode::as_str),
-                "http_status": m.http_status(),
-                "aws_code": m.aws_code(),
-                "request_id": m.request_id(),
-                "reason": m.reason(),
-                "attempts": m.attempts(),
-            }),
-        );
+        let mut meta = json!({
+            "server_message": m.server_message(),
+            "grpc_code": m.grpc_code().map(GrpcCode::as_str),
+            "http_status": m.http_status(),
+            "aws_code": m.aws_code(),
+            "request_id": m.request_id(),
+            "reason": m.reason(),
+            "attempts": m.attempts(),
+        });
+        // Only when the SDK says (older readers never see the key).
+        if let (Some(elapsed), Some(fields)) = (m.elapsed(), meta.as_object_mut()) {
+            fields.insert("elapsed".into(), duration_json(elapsed));
+        }
+        obj.insert("meta".into(), meta);
         Value::Object(obj)
     }
 
@@ -358,6 +363,7 @@ fn read_meta(v: Option<&Value>, message: &str) -> Result<ErrorMeta, WireError> {
             .and_then(|a| u32::try_from(a).ok())
             .ok_or(WireError::new("`meta.attempts` is not a u32"))?,
     };
+    meta.elapsed = read_duration(obj.get("elapsed"))?;
     Ok(meta)
 }
 
@@ -404,10 +410,10 @@ mod tests {
             proptest::option::of(proptest::sample::select(GrpcCode::ALL)),
             proptest::option::of(any::<u16>()),
             (opt_clean(256), opt_clean(256), opt_clean(256)),
-            any::<u32>(),
+            (any::<u32>(), proptest::option::of(duration())),
         )
             .prop_map(
-                |(message, server, grpc, http, (aws, req, reason), attempts)| {
+                |(message, server, grpc, http, (aws, req, reason), (attempts, elapsed))| {
                     Box::new(ErrorMeta {
                         message,
                         server_message: server,
@@ -417,6 +423,7 @@ mod tests {
                         request_id: req,
                         reason,
                         attempts,
+                        elapsed,
                         cause: None,
                     })
                 },

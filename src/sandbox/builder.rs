@@ -521,6 +521,9 @@ impl SandboxBuilder {
             OnNotReady::Keep,
         )
         .await?;
+        // Past its deadline (resumed into RESUME_GRACE) only Health and
+        // SetTimeout answer: re-open it first (3.4).
+        lifecycle::reopen_if_expired(&conn, &health, self.options.request_timeout).await?;
         // Health is anonymous; this call is not, so a wrong token fails here
         // rather than on the caller's first call.
         conn.verify_access(self.options.request_timeout).await?;

@@ -9,8 +9,11 @@ use tokio::time::Instant;
 
 use crate::control::{ControlPlane, SandboxState};
 use crate::error::{ErrorKind, SandboxError, TimeoutScope};
-use crate::transport::{StateCheck, VmCheck};
+use crate::pb;
+use crate::transport::{AgentConn, StateCheck, VmCheck};
 
+/// Kept below the cap when a re-open is clamped to it (clock skew).
+const CAP_MARGIN_MS: u64 = 2_000;
 /// How often a state wait polls GetMicrovm (3.3: every 0.5 s).
 const STATE_POLL: Duration = Duration::from_millis(500);
 
@@ -151,6 +154,53 @@ pub(crate) async fn request_resume(
         }
         Err(err) => Err(err),
     }
+}
+
+/// After a resume or a connect (3.3, 3.4): a sandbox resumed past its
+/// logical deadline is in RESUME_GRACE (then EXPIRED), where every call but
+/// Health and SetTimeout gets `sandbox_timeout`; it is re-opened for its
+/// own timeout with `SetTimeout(AT_LEAST)`. In any other phase (ACTIVE,
+/// UNMANAGED, an agent that sent no lifecycle) nothing is sent. Returns
+/// whether it re-opened.
+///
+/// # Errors
+/// SetTimeout's failures (e.g. `InvalidArgument` when the timeout no
+/// longer fits under the sandbox's cap).
+pub(crate) async fn reopen_if_expired(
+    conn: &AgentConn,
+    health: &pb::HealthResponse,
+    request_timeout: Duration,
+) -> Result<bool, SandboxError> {
+    let Some(state) = &health.lifecycle else {
+        return Ok(false);
+    };
+    let expired = state.phase == pb::LifecyclePhase::ResumeGrace as i32
+        || state.phase == pb::LifecyclePhase::Expired as i32;
+    if !expired || state.timeout_ms == 0 {
+        return Ok(false);
+    }
+    // Never past the cap (the agent would refuse): what is left of it,
+    // less a margin for the clocks, when that is shorter.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let timeout_ms = match u64::try_from(state.cap_unix_ms.saturating_sub(now_ms)) {
+        Ok(left) if state.cap_unix_ms > 0 => {
+            state.timeout_ms.min(left.saturating_sub(CAP_MARGIN_MS))
+        }
+        _ if state.cap_unix_ms > 0 => 0,
+        _ => state.timeout_ms,
+    };
+    if timeout_ms < 1_000 {
+        // Nothing left to re-open for: calls keep saying `sandbox_timeout`.
+        return Ok(false);
+    }
+    let request = pb::SetTimeoutRequest {
+        timeout_ms,
+        mode: pb::TimeoutMode::AtLeast as i32,
+    };
+    conn.set_timeout(request, request_timeout).await?;
+    Ok(true)
 }
 
 /// `Sandbox::kill_by_id`: TerminateMicrovm; `false` when not found.

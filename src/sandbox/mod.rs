@@ -293,7 +293,9 @@ impl Sandbox {
 
     /// Resumes the paused sandbox: ResumeMicrovm (a sandbox already running
     /// is fine), a fresh proxy token, then the readiness wait; records the
-    /// agent's new resume generation.
+    /// agent's new resume generation. A sandbox resumed past its timeout
+    /// (managed lifecycle, pause mode) is re-opened for its timeout again
+    /// (`SetTimeout` AT_LEAST); otherwise its timeout is left alone.
     ///
     /// # Errors
     /// `SandboxNotFound` when it has ended; `SandboxNotReady` when the agent
@@ -321,6 +323,7 @@ impl Sandbox {
             .conn
             .set_resume_generation(health.resume_generation);
         self.inner.marks.set_pause_pending(false);
+        lifecycle::reopen_if_expired(&self.inner.conn, &health, self.inner.request_timeout).await?;
         Ok(())
     }
 

@@ -453,6 +453,28 @@ impl AgentConn {
         )
         .await
     }
+
+    /// `CodeService/Reattach`: the events of a running (or just ended)
+    /// execution from `from_seq` on; `total` bounds the whole stream.
+    /// Idempotent (it only reads), so a cut before its first message is
+    /// sent again.
+    pub(crate) async fn reattach(
+        &self,
+        request: pb::ReattachRequest,
+        total: Option<Duration>,
+    ) -> Result<AgentStream<pb::ExecuteEvent>, SandboxError> {
+        self.open_stream(
+            CallContext::new("run_code"),
+            total,
+            ConnectRetry::Ladder,
+            || {
+                let mut client = self.client::<CodeServiceClient<Svc>>();
+                let request = request.clone();
+                async move { client.reattach(request).await }
+            },
+        )
+        .await
+    }
 }
 
 // Background commands, watch, contexts: kept apart to ease merges.

@@ -1,8 +1,10 @@
 //! One Execute call: waits for its context, runs the cell on the kernel and
 //! turns what the kernel reports into the `ExecuteEvent` stream (started
 //! first, output as produced, results, errors, then end; keepalives on
-//! silence; `seq` per execution). It also enforces the cell's timeout, the
-//! client's cancellation and the agent's phase.
+//! silence; `seq` per execution). Every numbered event is also kept in the
+//! execution's log so that a cut client can Reattach. It also enforces the
+//! cell's timeout and the agent's phase, and interrupts a cell nobody
+//! follows any more (no Execute stream, no Reattach) for [`DETACH_GRACE`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use tonic::Status;
 
 use super::context::Context;
 use super::kernel::{Kernel, KernelEvent};
+use super::log::{ExecutionLog, Executions, LOG_BYTES};
 use super::messages;
 use crate::pb;
 use crate::pb::execute_event::Event;
@@ -27,6 +30,11 @@ pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 /// Largest text of one `OutputChunk`, in bytes.
 pub const MAX_CHUNK_BYTES: usize = 64 * 1024;
+/// How long a running cell may go unfollowed (its Execute stream gone, no
+/// Reattach stream, the agent's phase open) before it is interrupted: long
+/// enough for a client cut by a reset or a proxy error to reconnect and
+/// reattach, short enough that a cancelled cell does not hold its context.
+pub const DETACH_GRACE: Duration = Duration::from_secs(10);
 
 /// The sending half of an Execute stream.
 pub(crate) type EventSender = mpsc::Sender<Result<pb::ExecuteEvent, Status>>;
@@ -46,11 +54,13 @@ struct Outbox {
     seq: u64,
     attached: bool,
     last_sent: Instant,
+    /// Where numbered events are kept for Reattach (from `started` on).
+    log: Option<Arc<ExecutionLog>>,
 }
 
 impl Outbox {
     async fn emit(&mut self, event: Event) {
-        if !self.attached {
+        if !self.attached && (self.log.is_none() || matches!(event, Event::Keepalive(_))) {
             return;
         }
         let seq = if matches!(event, Event::Keepalive(_)) {
@@ -63,6 +73,14 @@ impl Outbox {
             event: Some(event),
             seq,
         };
+        if seq > 0
+            && let Some(log) = &self.log
+        {
+            log.push(&message);
+        }
+        if !self.attached {
+            return;
+        }
         if self.tx.send(Ok(message)).await.is_err() {
             self.attached = false;
         }
@@ -107,20 +125,23 @@ enum Outcome {
     Stuck,
 }
 
-/// Runs `cell` on `ctx`, streaming into `tx`. Returns when the cell is over
-/// and the context is usable again (the client may have left long before).
+/// Runs `cell` on `ctx`, streaming into `tx` and keeping its events in
+/// `executions` for Reattach. Returns when the cell is over and the context
+/// is usable again (the client may have left long before).
 pub(crate) async fn run(
     ctx: Arc<Context>,
     env: SandboxEnv,
     cell: Cell,
     tx: EventSender,
     mut phase: watch::Receiver<Phase>,
+    executions: Arc<Executions>,
 ) {
     let mut out = Outbox {
         tx,
         seq: 0,
         attached: true,
         last_sent: Instant::now(),
+        log: None,
     };
     let gate = phase.borrow_and_update().gate_status();
     if let Some(status) = gate {
@@ -178,8 +199,14 @@ pub(crate) async fn run(
 
     kernel.count += 1;
     let count = kernel.count;
+    let execution_id = format!("exec-{:016x}", rand::random::<u64>());
+    let log = ExecutionLog::new(ctx.id.clone(), LOG_BYTES);
+    executions.insert(execution_id.clone(), log.clone());
+    // Whatever way this task ends, a follower is not left waiting.
+    let _close = CloseOnDrop(log.clone());
+    out.log = Some(log.clone());
     out.emit(Event::Started(pb::ExecutionStarted {
-        execution_id: format!("exec-{:016x}", rand::random::<u64>()),
+        execution_id,
         execution_count: count,
     }))
     .await;
@@ -193,28 +220,35 @@ pub(crate) async fn run(
     let mut timed_out = false;
     let mut interrupted = false;
     let mut kill_at: Option<Instant> = None;
-    let mut phase_detached = false;
+    let mut detached = false;
+    // Since when nobody follows the cell while the phase is open.
+    let mut unfollowed_since: Option<Instant> = None;
 
     let outcome = if sent.is_err() {
         Outcome::Died
     } else {
         loop {
-            if !out.attached && !phase_detached && !interrupted {
-                // The client cancelled the stream: interrupt the cell.
-                kernel.interrupt();
-                interrupted = true;
-                kill_at = Some(Instant::now() + INTERRUPT_GRACE);
+            // A suspend, a terminate or the deadline ends the streams, not
+            // the cell; otherwise a cell nobody follows is interrupted
+            // after the grace (a cut client reattaches well within it).
+            let followed = out.attached || log.subscribers() > 0;
+            if followed || phase.borrow().gate_status().is_some() {
+                unfollowed_since = None;
+            } else if unfollowed_since.is_none() {
+                unfollowed_since = Some(Instant::now());
             }
             let far = Instant::now() + Duration::from_secs(86_400);
+            let detach_at = unfollowed_since.map(|since| since + DETACH_GRACE);
             tokio::select! {
                 biased;
-                changed = phase.changed(), if phase_open && out.attached => match changed {
+                changed = phase.changed(), if phase_open => match changed {
                     Err(_) => phase_open = false,
                     Ok(()) => {
                         let gate = phase.borrow_and_update().gate_status();
-                        if let Some(status) = gate {
+                        if let Some(status) = gate
+                            && out.attached
+                        {
                             // The cell keeps running; only this stream ends.
-                            phase_detached = true;
                             out.fail(status).await;
                         }
                     }
@@ -237,7 +271,18 @@ pub(crate) async fn run(
                     kill_at = Some(Instant::now() + INTERRUPT_GRACE);
                 }
                 _ = sleep_until(kill_at.unwrap_or(far)), if kill_at.is_some() => break Outcome::Stuck,
+                _ = sleep_until(detach_at.unwrap_or(far)), if detach_at.is_some() && !interrupted => {
+                    if !out.attached && log.subscribers() == 0 {
+                        kernel.interrupt();
+                        interrupted = true;
+                        detached = true;
+                        kill_at = Some(Instant::now() + INTERRUPT_GRACE);
+                    }
+                    unfollowed_since = None;
+                }
                 _ = out.tx.closed(), if out.attached => out.attached = false,
+                // A follower leaving must restart the grace: look again.
+                _ = sleep_until(Instant::now() + FOLLOWER_CHECK), if !out.attached && unfollowed_since.is_none() && !interrupted => {}
                 _ = sleep_until(out.last_sent + KEEPALIVE_INTERVAL), if out.attached => {
                     out.emit(Event::Keepalive(pb::KeepAlive {})).await;
                 }
@@ -246,6 +291,10 @@ pub(crate) async fn run(
     };
 
     let mut restart = false;
+    if detached && !timed_out {
+        out.error(messages::DETACHED_NAME, messages::DETACHED_VALUE.to_owned())
+            .await;
+    }
     match outcome {
         Outcome::Done => {
             if timed_out {
@@ -307,6 +356,19 @@ pub(crate) async fn run(
     if restart && !ctx.destroyed.load(Ordering::SeqCst) {
         // Still holding the lock: the next cell runs on the fresh kernel.
         let _ = ctx.start_kernel(&mut slot, &env).await;
+    }
+}
+
+/// How often a cell whose Execute stream is gone checks whether its
+/// Reattach followers are still there.
+const FOLLOWER_CHECK: Duration = Duration::from_secs(1);
+
+/// Ends a log when its execution's task ends, however it ends.
+struct CloseOnDrop(Arc<ExecutionLog>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 

@@ -46,9 +46,15 @@ pub const KERNEL_START_TIMED_OUT: &str = "the python kernel did not become ready
 pub const KERNEL_START_OTHER: &str = "the python kernel could not be started";
 /// UNAVAILABLE: the agent is shutting down its kernels.
 pub const SHUTTING_DOWN: &str = "terminating";
-/// UNIMPLEMENTED: Reattach.
-pub const REATTACH_UNIMPLEMENTED: &str =
-    "Reattach is not implemented by the local agent; run the cell again";
+/// NOT_FOUND: Reattach to an execution the agent does not keep (unknown,
+/// of another context, or ended more than 30 s ago): its output is lost.
+pub const EXECUTION_NOT_FOUND: &str = "execution not found";
+/// OUT_OF_RANGE: Reattach from a `seq` the execution's log already dropped.
+pub const EXECUTION_OUTPUT_DISCARDED: &str = "execution output already discarded";
+/// INVALID_ARGUMENT: an execution id that is not `exec-` and 16 hex digits.
+pub const INVALID_EXECUTION_ID: &str = "invalid execution id";
+/// RESOURCE_EXHAUSTED: a ninth Reattach stream on one execution.
+pub const TOO_MANY_SUBSCRIBERS: &str = "too many subscribers";
 
 /// UNIMPLEMENTED: a well-formed language this agent has no kernel for.
 pub fn language_not_installed(language: &str) -> String {
@@ -96,6 +102,11 @@ pub const KERNEL_DIED_VALUE: &str =
 pub const KERNEL_RESTARTED_NAME: &str = "KernelRestarted";
 /// `ExecutionError.value` for [`KERNEL_RESTARTED_NAME`].
 pub const KERNEL_RESTARTED_VALUE: &str = "the context was restarted during the execution";
+/// `ExecutionError.name` when nobody followed the cell (no Execute or
+/// Reattach stream) for [`super::DETACH_GRACE`] and it was interrupted.
+pub const DETACHED_NAME: &str = "ExecutionAborted";
+/// `ExecutionError.value` for [`DETACHED_NAME`].
+pub const DETACHED_VALUE: &str = "no client followed the execution for 10 s, so it was interrupted";
 /// `ExecutionError.name` when DestroyContext (or shutdown) ended the cell.
 pub const CONTEXT_DESTROYED_NAME: &str = "ContextDestroyed";
 /// `ExecutionError.value` for [`CONTEXT_DESTROYED_NAME`].
@@ -120,6 +131,23 @@ mod tests {
             timeout_value(1500),
             "execution did not finish within its timeout of 1,500 ms"
         );
+    }
+
+    #[test]
+    fn reattach_statuses_are_pinned() {
+        assert_eq!(EXECUTION_NOT_FOUND, "execution not found");
+        assert_eq!(
+            EXECUTION_OUTPUT_DISCARDED,
+            "execution output already discarded"
+        );
+        assert_eq!(INVALID_EXECUTION_ID, "invalid execution id");
+        assert_eq!(TOO_MANY_SUBSCRIBERS, "too many subscribers");
+        assert_eq!(DETACHED_NAME, "ExecutionAborted");
+        assert_eq!(
+            DETACHED_VALUE,
+            "no client followed the execution for 10 s, so it was interrupted"
+        );
+        assert_eq!(super::super::DETACH_GRACE.as_secs(), 10);
     }
 
     #[test]

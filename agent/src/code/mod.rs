@@ -9,18 +9,29 @@
 //!   as commands.
 //! - One cell at a time per context: Execute holds the context's lock for the
 //!   whole cell, so a second Execute waits and output never mixes.
-//! - Live Execute streams follow the agent's [`PhaseCell`]: suspending ->
-//!   UNAVAILABLE `suspending`, terminating -> UNAVAILABLE `terminating`,
-//!   expired -> FAILED_PRECONDITION `sandbox_timeout`, with no `end` event.
-//!   Gating NEW calls is the agent core's job.
-//! - Reattach is not implemented (UNIMPLEMENTED): a stream ended by a suspend
-//!   loses the rest of its cell's output.
+//! - Live Execute and Reattach streams follow the agent's [`PhaseCell`]:
+//!   suspending -> UNAVAILABLE `suspending`, terminating -> UNAVAILABLE
+//!   `terminating`, expired -> FAILED_PRECONDITION `sandbox_timeout`, with
+//!   no `end` event; the cell itself runs on. Gating NEW calls is the agent
+//!   core's job.
+//! - Every execution keeps its numbered events (from `started` to `end`) in
+//!   a 4 MiB log, kept 30 s after the end (at most 32 executions), so that
+//!   `Reattach{context_id, execution_id, from_seq}` replays `seq >=
+//!   from_seq` and then follows live until the end (`from_seq = 0`: only
+//!   what comes next). An unknown, foreign or expired execution is
+//!   NOT_FOUND `execution not found`; a `from_seq` already dropped is
+//!   OUT_OF_RANGE `execution output already discarded`; a ninth follower is
+//!   RESOURCE_EXHAUSTED `too many subscribers`.
+//! - A cut Execute stream does not end its cell: a cell nobody follows
+//!   (no Execute, no Reattach stream) for [`DETACH_GRACE`] while the phase
+//!   is open is interrupted and ends with `ExecutionAborted`.
 
 mod bash;
 mod context;
 mod execution;
 mod js;
 mod kernel;
+mod log;
 pub mod messages;
 mod python;
 pub mod validate;
@@ -43,7 +54,8 @@ use execution::Cell;
 use validate::Language;
 
 pub use context::MAX_CONTEXTS;
-pub use execution::{INTERRUPT_GRACE, KEEPALIVE_INTERVAL, MAX_CHUNK_BYTES};
+pub use execution::{DETACH_GRACE, INTERRUPT_GRACE, KEEPALIVE_INTERVAL, MAX_CHUNK_BYTES};
+pub use log::{LOG_BYTES, MAX_RETAINED, MAX_SUBSCRIBERS, RETAINED_AFTER_END};
 
 /// Events buffered per Execute stream before the kernel is slowed down.
 const STREAM_BUFFER: usize = 32;
@@ -59,6 +71,8 @@ struct Shared {
     env: SandboxEnv,
     phase: PhaseCell,
     contexts: Registry,
+    /// Executions a client can Reattach to.
+    executions: Arc<log::Executions>,
     closed: AtomicBool,
     /// Why the default kernel's warm-up failed (a fixed text), until a
     /// later warm-up succeeds.
@@ -73,6 +87,7 @@ impl CodeServiceImpl {
                 env,
                 phase,
                 contexts: Registry::default(),
+                executions: Arc::default(),
                 closed: AtomicBool::new(false),
                 start_failure: std::sync::Mutex::new(None),
             }),
@@ -271,6 +286,7 @@ impl pb::code_service_server::CodeService for CodeServiceImpl {
             cell,
             tx,
             self.shared.phase.subscribe(),
+            self.shared.executions.clone(),
         ));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
@@ -279,9 +295,20 @@ impl pb::code_service_server::CodeService for CodeServiceImpl {
 
     async fn reattach(
         &self,
-        _request: Request<pb::ReattachRequest>,
+        request: Request<pb::ReattachRequest>,
     ) -> Result<Response<Self::ReattachStream>, Status> {
-        Err(Status::unimplemented(messages::REATTACH_UNIMPLEMENTED))
+        self.check_open()?;
+        let req = request.into_inner();
+        validate::context_id(&req.context_id)?;
+        validate::execution_id(&req.execution_id)?;
+        let log = self
+            .shared
+            .executions
+            .get(&req.context_id, &req.execution_id)
+            .ok_or_else(|| Status::not_found(messages::EXECUTION_NOT_FOUND))?;
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        log::follow(&log, req.from_seq, tx, self.shared.phase.subscribe())?;
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     async fn list_contexts(

@@ -89,6 +89,19 @@ pub fn context_id(id: &str) -> Result<(), Status> {
     }
 }
 
+/// An execution id as `started` gives it: `exec-` and 16 hex digits.
+#[allow(clippy::result_large_err)]
+pub fn execution_id(id: &str) -> Result<(), Status> {
+    let ok = id
+        .strip_prefix("exec-")
+        .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+    if ok {
+        Ok(())
+    } else {
+        Err(Status::invalid_argument(messages::INVALID_EXECUTION_ID))
+    }
+}
+
 /// A cell's source size.
 #[allow(clippy::result_large_err)]
 pub fn code(code: &str) -> Result<(), Status> {
