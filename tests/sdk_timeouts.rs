@@ -208,3 +208,183 @@ async fn a_sandbox_never_ready_is_not_ready_and_terminated() {
     // Nothing is left to release the stalls for; clear them anyway.
     emu.faults().clear();
 }
+
+/// AWS options pointing at `addr` with test credentials and short,
+/// distinct control-plane timeouts.
+fn aws_at(addr: std::net::SocketAddr) -> rayito::AwsOptions {
+    rayito::AwsOptions::new()
+        .endpoint_url(format!("http://{addr}"))
+        .region("us-east-1")
+        .static_credentials("AKIDTESTTESTTEST", "test-secret")
+        .connect_timeout(CONNECT_TIMEOUT)
+        .read_timeout(READ_TIMEOUT)
+}
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+const READ_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// `create` against `aws`: its error and how long it took.
+async fn failed_create(aws: rayito::AwsOptions) -> (SandboxError, Duration) {
+    let started = Instant::now();
+    let err = tokio::time::timeout(
+        Duration::from_secs(120),
+        rayito::Sandbox::builder()
+            .aws(aws)
+            .template("arn:aws:lambda:us-east-1:123456789012:microvm-image:rayito-base")
+            .create(),
+    )
+    .await
+    .expect("create ends on its own")
+    .expect_err("no control plane answers");
+    (err, started.elapsed())
+}
+
+const CONTROL_TIMEOUT_MESSAGE: &str = "control plane call RunMicrovm got no response before its deadline; retry it, or raise AwsOptions::read_timeout or connect_timeout";
+
+/// An endpoint that accepts the connection and never answers: RunMicrovm
+/// ends at the read timeout with `Timeout { Request }`, not retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_control_plane_ends_at_the_read_timeout() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(stream);
+        }
+    });
+
+    let (err, elapsed) = failed_create(aws_at(addr)).await;
+    fired_near(elapsed, READ_TIMEOUT);
+    assert!(
+        matches!(
+            err,
+            SandboxError::Timeout {
+                scope: TimeoutScope::Request,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.classify(), timeout_info());
+    assert_eq!(err.to_string(), CONTROL_TIMEOUT_MESSAGE);
+    assert_eq!(err.meta().http_status(), None);
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "one connection, one attempt: a deadline is not retried"
+    );
+    silent.abort();
+}
+
+/// An endpoint whose accept queue is full (the SYN goes unanswered):
+/// RunMicrovm ends at the connect timeout with `Timeout { Request }`, not
+/// after the operating system's minutes of SYN retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_connect_ends_at_the_connect_timeout() {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Fill the accept queue (never accepted) until a connect hangs.
+    let mut fillers = Vec::new();
+    loop {
+        match tokio::time::timeout(
+            Duration::from_millis(500),
+            tokio::net::TcpStream::connect(addr),
+        )
+        .await
+        {
+            Ok(Ok(stream)) => fillers.push(stream),
+            Ok(Err(err)) => panic!("filling the queue: {err}"),
+            Err(_) => break,
+        }
+        assert!(fillers.len() < 64, "the accept queue never filled");
+    }
+
+    let (err, elapsed) = failed_create(aws_at(addr)).await;
+    fired_near(elapsed, CONNECT_TIMEOUT);
+    // Not the default 5 s, nor the read timeout.
+    assert!(elapsed < READ_TIMEOUT, "{elapsed:?}");
+    assert!(
+        matches!(
+            err,
+            SandboxError::Timeout {
+                scope: TimeoutScope::Request,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.classify(), timeout_info());
+    assert_eq!(err.to_string(), CONTROL_TIMEOUT_MESSAGE);
+    drop((listener, fillers));
+}
+
+/// A closed port: RunMicrovm fails at once (well within the connect
+/// timeout) with a retryable `Sandbox { ConnectionLost }`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_control_plane_fails_at_once_as_connection_lost() {
+    // A port nobody listens on: bound, then closed.
+    let addr = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let (err, elapsed) = failed_create(aws_at(addr)).await;
+    assert!(
+        elapsed < CONNECT_TIMEOUT,
+        "a refused connection is not waited for: {elapsed:?}"
+    );
+    assert!(
+        matches!(
+            err,
+            SandboxError::Sandbox {
+                code: Some(rayito::error::SandboxCode::ConnectionLost),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.classify(),
+        ErrorInfo {
+            kind: "connection_lost",
+            retryable: true,
+            retry_with_larger_limits: false,
+            summary: "the agent or the control plane stopped answering (a reset, a connection never established once its retries are spent, proxy 429/502/503/504)",
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "control plane call RunMicrovm could not connect to the service; check the network, the region and the endpoint, then retry"
+    );
+    assert_eq!(err.meta().http_status(), None);
+}
+
+/// A zero control-plane timeout is refused before any call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_control_plane_timeouts_are_refused() {
+    let addr = "127.0.0.1:9".parse().unwrap();
+    for (options, argument, text) in [
+        (
+            aws_at(addr).connect_timeout(Duration::ZERO),
+            "connect_timeout",
+            "invalid connect_timeout: connect timeout must be positive; pass a positive duration",
+        ),
+        (
+            aws_at(addr).read_timeout(Duration::ZERO),
+            "read_timeout",
+            "invalid read_timeout: read timeout must be positive; pass a positive duration",
+        ),
+    ] {
+        let (err, _) = failed_create(options).await;
+        assert!(
+            matches!(&err, SandboxError::InvalidArgument { argument: Some(a), .. } if a == argument),
+            "{err:?}"
+        );
+        assert_eq!(err.to_string(), text);
+    }
+}
