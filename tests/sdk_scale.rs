@@ -244,7 +244,8 @@ async fn fifty_sandboxes_twenty_cells_each_every_output_back_and_nothing_left() 
     // Kill every sandbox at once.
     let phase = Instant::now();
     let mut kills = JoinSet::new();
-    for sbx in sandboxes.iter().cloned() {
+    for sbx in &sandboxes {
+        let sbx = sbx.clone();
         kills.spawn(async move { sbx.kill().await });
     }
     while let Some(killed) = kills.join_next().await {
