@@ -295,3 +295,19 @@ pub fn end_event(
 pub fn redact(text: &str) -> String {
     crate::error::map::redact::redact_aws_text(text)
 }
+
+/// The run payload (`runHookPayload`) that [`SandboxBuilder::create`]
+/// would send for `builder`, after the same checks and without any I/O:
+/// for the SDK's own test that parses it with the agent's parser. It holds
+/// the builder's env values; keep it out of logs.
+///
+/// # Errors
+///
+/// What `create` returns before any I/O (`SandboxLifetime`,
+/// `InvalidArgument` naming the argument).
+///
+/// [`SandboxBuilder::create`]: crate::SandboxBuilder::create
+#[doc(hidden)]
+pub fn run_hook_payload(builder: &crate::SandboxBuilder) -> Result<String, SandboxError> {
+    builder.launch().map(|(_, _, payload)| payload)
+}

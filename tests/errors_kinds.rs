@@ -8,113 +8,121 @@ use rayito::error::{
     CapacityCode, CommandExitStatus, ErrorInfo, ErrorKind, SandboxCode, SandboxError, TimeoutScope,
 };
 
-/// Golden: every kind with all its ancestors (itself excluded). A change
-/// here is a change of the public contract.
-const GOLDEN: &[(&str, &[&str])] = &[
-    ("sandbox", &[]),
-    ("timeout", &["sandbox"]),
-    ("invalid_argument", &["sandbox"]),
-    ("not_found", &["sandbox"]),
-    ("file_not_found", &["not_found", "sandbox"]),
-    ("sandbox_not_found", &["not_found", "sandbox"]),
-    ("sandbox_not_ready", &["sandbox"]),
-    ("sandbox_state", &["sandbox"]),
-    ("sandbox_lifetime", &["sandbox"]),
-    ("command_exit", &["sandbox"]),
-    ("disk_full", &["sandbox"]),
-    ("rate_limit", &["sandbox"]),
-    ("authentication", &[]),
-    ("quota_exceeded", &[]),
-    ("capacity", &[]),
-    ("unimplemented", &[]),
-    ("lifecycle_unsupported", &["unimplemented"]),
-];
+/// docs/errors.md is the one written copy of the kind, classification and
+/// code tables: `src/error/docs_check.rs` checks every cell of it against
+/// the code, and the tests here take their expected values from it (never
+/// from a second copy) to check what the public API derives from them.
+const DOC: &str = include_str!("../docs/errors.md");
+
+/// The rows of the first table at or after `heading`, as trimmed cells.
+fn table_after(heading: &str) -> Vec<Vec<String>> {
+    let start = DOC
+        .find(heading)
+        .unwrap_or_else(|| panic!("docs/errors.md has no `{heading}`"));
+    DOC[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2) // header and separator
+        .map(|l| {
+            l.trim()
+                .trim_start_matches('|')
+                .trim_end_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+/// The `code` spans of a cell, before any parenthesised remark.
+fn ticked(cell: &str) -> Vec<String> {
+    let before_remark = cell.split('(').next().unwrap_or_default();
+    before_remark
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+fn yes(cell: &str) -> bool {
+    match cell {
+        "yes" => true,
+        "no" => false,
+        other => panic!("not yes or no: {other}"),
+    }
+}
+
+/// (kind, parents) of the documented kind table.
+fn documented_kinds() -> Vec<(String, Vec<String>)> {
+    table_after("## Kinds")
+        .iter()
+        .map(|r| (ticked(&r[0])[0].clone(), ticked(&r[1])))
+        .collect()
+}
+
+/// Every ancestor of `name` by the documented parents (itself excluded).
+fn documented_ancestors(name: &str, kinds: &[(String, Vec<String>)]) -> BTreeSet<String> {
+    let parents = |n: &str| {
+        kinds
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, p)| p.clone())
+            .unwrap_or_else(|| panic!("{n} is not a documented kind"))
+    };
+    let mut found = BTreeSet::new();
+    let mut todo = parents(name);
+    while let Some(next) = todo.pop() {
+        if found.insert(next.clone()) {
+            todo.extend(parents(&next));
+        }
+    }
+    found
+}
 
 #[test]
-fn golden_kind_graph() {
+fn the_kind_graph_is_the_documented_one() {
+    let kinds = documented_kinds();
     let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
-    let golden: Vec<&str> = GOLDEN.iter().map(|(k, _)| *k).collect();
-    assert_eq!(names, golden);
-    for (name, ancestors) in GOLDEN {
+    let documented: Vec<&str> = kinds.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(names, documented);
+    for (name, _) in &kinds {
         let kind = ErrorKind::from_name(name).expect("known kind");
-        let got: BTreeSet<&str> = ErrorKind::ALL
+        let want = documented_ancestors(name, &kinds);
+        // `is` / `is_a` answer for the whole ancestry, not only parents.
+        let got: BTreeSet<String> = ErrorKind::ALL
             .iter()
             .filter(|a| **a != kind && kind.is_a(**a))
-            .map(|a| a.as_str())
+            .map(|a| a.as_str().to_owned())
             .collect();
-        let want: BTreeSet<&str> = ancestors.iter().copied().collect();
         assert_eq!(got, want, "{name}");
         assert_eq!(
             kind.outside_sandbox_root(),
-            !ancestors.contains(&"sandbox") && *name != "sandbox",
+            !want.contains("sandbox") && name != "sandbox",
             "{name}"
         );
         assert_eq!(kind.to_string(), *name);
     }
-    assert_eq!(
-        ErrorKind::FileNotFound.parents(),
-        &[ErrorKind::NotFound][..]
-    );
-    assert!(ErrorKind::Sandbox.parents().is_empty());
     assert_eq!(ErrorKind::from_name("nope"), None);
 }
 
-/// Golden: errors.md section 2 (kind, retryable, larger limits).
-const CLASSIFY: &[(&str, bool, bool)] = &[
-    ("sandbox", false, false),
-    ("timeout", false, true),
-    ("invalid_argument", false, false),
-    ("not_found", false, false),
-    ("file_not_found", false, false),
-    ("sandbox_not_found", false, false),
-    ("sandbox_not_ready", true, true),
-    ("sandbox_state", true, false),
-    ("sandbox_lifetime", false, false),
-    ("command_exit", false, false),
-    ("disk_full", false, true),
-    ("rate_limit", true, false),
-    ("authentication", false, false),
-    ("quota_exceeded", false, true),
-    ("capacity", true, false),
-    ("unimplemented", false, false),
-    ("lifecycle_unsupported", false, false),
-    ("agent_vm_lost", false, false),
-    ("kernel_not_ready", true, false),
-    ("connection_lost", true, false),
-    ("service_error", true, false),
-    ("cancelled", false, false),
-    ("closed", false, false),
-    ("protocol_violation", false, false),
-    ("output_truncated", false, true),
-    ("internal", false, false),
-    ("permission_denied", false, false),
-    ("kernel_failed", false, false),
-];
-
+/// `ErrorInfo::all()` is the documented kind rows, then the documented
+/// sandbox code rows, in order.
 #[test]
-fn golden_classification_table() {
-    let rows: Vec<(&str, bool, bool)> = ErrorInfo::all()
+fn classification_rows_are_the_documented_ones() {
+    let kinds = table_after("## Kinds")
+        .into_iter()
+        .map(|r| (ticked(&r[0])[0].clone(), yes(&r[2]), yes(&r[3])));
+    let codes = table_after("### Sandbox codes")
+        .into_iter()
+        .map(|r| (ticked(&r[0])[0].clone(), yes(&r[1]), yes(&r[2])));
+    let documented: Vec<(String, bool, bool)> = kinds.chain(codes).collect();
+    let rows: Vec<(String, bool, bool)> = ErrorInfo::all()
         .iter()
-        .map(|i| (i.kind, i.retryable, i.retry_with_larger_limits))
+        .map(|i| (i.kind.to_owned(), i.retryable, i.retry_with_larger_limits))
         .collect();
-    assert_eq!(rows, CLASSIFY);
-    let retryable: BTreeSet<&str> = ErrorInfo::all()
-        .iter()
-        .filter(|i| i.retryable)
-        .map(|i| i.kind)
-        .collect();
-    assert_eq!(
-        retryable,
-        BTreeSet::from([
-            "sandbox_not_ready",
-            "sandbox_state",
-            "rate_limit",
-            "capacity",
-            "kernel_not_ready",
-            "connection_lost",
-            "service_error",
-        ])
-    );
+    assert_eq!(rows, documented);
 }
 
 #[test]
@@ -159,29 +167,19 @@ fn predicates_follow_the_graph() {
 }
 
 #[test]
-fn golden_code_lists() {
-    assert_eq!(
-        SandboxCode::VALUES,
-        &[
-            "agent_vm_lost",
-            "kernel_not_ready",
-            "connection_lost",
-            "service_error",
-            "cancelled",
-            "closed",
-            "protocol_violation",
-            "output_truncated",
-            "internal",
-            "permission_denied",
-            "kernel_failed",
-        ]
-    );
-    assert_eq!(
-        TimeoutScope::VALUES,
-        &["request", "command", "execution", "sandbox", "state_wait"]
-    );
-    assert_eq!(CapacityCode::VALUES, &["agent_capacity"]);
-    assert_eq!(CommandExitStatus::VALUES, &["exited", "signaled"]);
+fn code_lists_are_the_documented_ones() {
+    let lists = table_after("| list | values |");
+    let documented = |list: &str| -> Vec<String> {
+        let row = lists
+            .iter()
+            .find(|r| r[0] == format!("`{list}`"))
+            .unwrap_or_else(|| panic!("docs/errors.md lists no {list}"));
+        ticked(&row[1])
+    };
+    assert_eq!(SandboxCode::VALUES, documented("SandboxCode"));
+    assert_eq!(TimeoutScope::VALUES, documented("TimeoutScope"));
+    assert_eq!(CapacityCode::VALUES, documented("CapacityCode"));
+    assert_eq!(CommandExitStatus::VALUES, documented("CommandExitStatus"));
 
     assert_eq!(SandboxCode::from("closed"), SandboxCode::Closed);
     assert_eq!(TimeoutScope::from("state_wait"), TimeoutScope::StateWait);

@@ -288,7 +288,7 @@ fn no_response_is_connection_lost_or_a_request_timeout() {
     ));
     assert_eq!(
         e.to_string(),
-        "control plane call RunMicrovm got no response before its deadline; retry it or raise request_timeout"
+        "control plane call RunMicrovm got no response before its deadline; retry it, or raise AwsOptions::read_timeout or connect_timeout"
     );
     assert_eq!(e.meta().http_status(), None);
 

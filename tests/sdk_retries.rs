@@ -185,40 +185,6 @@ async fn an_expired_proxy_token_is_reminted_once_for_a_burst() {
     assert!(sbx.kill().await.unwrap());
 }
 
-/// A control plane that refuses connections: create fails at once with a
-/// retryable `Sandbox { ConnectionLost }` that says it could not connect.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_control_plane_is_connection_lost() {
-    // A port nobody listens on: bound, then closed.
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
-    let started = Instant::now();
-    let err = rayito::Sandbox::builder()
-        .aws(
-            rayito::AwsOptions::new()
-                .endpoint_url(format!("http://127.0.0.1:{port}"))
-                .region("us-east-1")
-                .static_credentials("AKIDTESTTESTTEST", "test-secret"),
-        )
-        .template("arn:aws:lambda:us-east-1:123456789012:microvm-image:rayito-base")
-        .create()
-        .await
-        .expect_err("nothing listens");
-    assert!(started.elapsed() < Duration::from_secs(60));
-    assert_eq!(
-        err.sandbox_code(),
-        Some(&rayito::error::SandboxCode::ConnectionLost),
-        "{err:?}"
-    );
-    assert!(err.is_retryable());
-    assert_eq!(
-        err.to_string(),
-        "control plane call RunMicrovm could not connect to the service; check the network, the region and the endpoint, then retry"
-    );
-}
-
 /// The agent behind a sandbox is gone (the guest crashed): nothing listens
 /// any more, and the reconnect contract asks the control plane instead of
 /// climbing the not-established ladder: the sandbox is reported gone, at

@@ -34,3 +34,10 @@ pub mod token;
 
 pub use agent::{Agent, AgentConfig};
 pub use health::{AGENT_VERSION, KERNEL_FAILURE_HEADER};
+
+/// The agent's own run payload parser, reachable only so that the SDK's
+/// round-trip test can parse what the SDK builds; not an API.
+#[doc(hidden)]
+pub mod run_payload {
+    pub use crate::payload::{LifecyclePlan, OnTimeout, RunPayload, parse};
+}

@@ -8,7 +8,7 @@ use crate::token;
 
 /// What the agent does when the logical deadline passes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum OnTimeout {
+pub enum OnTimeout {
     /// Close streams and kill every process.
     Kill,
     /// Close streams; the SDK or the idle policy suspends the VM.
@@ -17,21 +17,31 @@ pub(crate) enum OnTimeout {
 
 /// The payload's `lifecycle` block, validated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LifecyclePlan {
+pub struct LifecyclePlan {
+    /// `timeout_s`: seconds from `/run` to the logical deadline.
     pub timeout_s: u64,
+    /// `cap_s`: the maximum duration the deadline may be moved to.
     pub cap_s: u64,
+    /// `on_timeout`.
     pub on_timeout: OnTimeout,
+    /// `auto_resume`: whether the agent reopens after a resume.
     pub auto_resume: bool,
 }
 
 /// A validated run payload. Deliberately not `Debug`-printing env values.
 #[derive(Clone, Default)]
-pub(crate) struct RunPayload {
+pub struct RunPayload {
+    /// The access token's digest.
     pub token_sha256: Option<[u8; 32]>,
+    /// The working directory of commands.
     pub workdir: Option<String>,
+    /// The sandbox's environment.
     pub envs: BTreeMap<String, String>,
+    /// The sandbox's metadata.
     pub metadata: BTreeMap<String, String>,
+    /// `limits.cpu_seconds`.
     pub cpu_seconds: Option<u64>,
+    /// The managed lifecycle, if any.
     pub lifecycle: Option<LifecyclePlan>,
 }
 
@@ -74,7 +84,7 @@ struct RawLifecycle {
 
 /// Parses a payload. `None` means invalid: the agent then runs token-less
 /// (every RPC but Health is UNAUTHENTICATED). Unknown keys are ignored.
-pub(crate) fn parse(text: &str) -> Option<RunPayload> {
+pub fn parse(text: &str) -> Option<RunPayload> {
     let raw: RawPayload = serde_json::from_str(text).ok()?;
     if raw.v != Some(1) {
         return None;

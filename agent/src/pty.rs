@@ -383,13 +383,7 @@ impl PtyTable {
         let waiter = session.clone();
         tokio::spawn(async move {
             let status = child.wait().await;
-            let abort = reader.abort_handle();
-            if tokio::time::timeout(DRAIN_AFTER_EXIT, reader)
-                .await
-                .is_err()
-            {
-                abort.abort();
-            }
+            drain_after_exit(reader, &waiter).await;
             env.untrack(pid);
             let timed_out = waiter.timed_out.load(Ordering::Acquire);
             waiter.finish(exited(status.ok(), timed_out));
@@ -456,6 +450,40 @@ async fn pump(session: Arc<Session>) {
             Ok(Ok(0)) | Ok(Err(_)) => return,
             Ok(Ok(n)) => session.push(Bytes::copy_from_slice(&buf[..n])),
             Err(_would_block) => {}
+        }
+    }
+}
+
+/// The most read from the terminal without waiting once the drain window
+/// after the exit has passed (a descendant may keep writing).
+const FINAL_DRAIN_BYTES: usize = 4 * 1024 * 1024;
+
+/// After the shell exited: the pump reads on until the terminal closes, for
+/// at most [`DRAIN_AFTER_EXIT`] (a background descendant can hold the slave
+/// open); then it is stopped and what the terminal still holds is read
+/// directly, because on a busy machine the runtime may not have reported
+/// the master readable yet, and that output would be lost.
+async fn drain_after_exit(mut reader: tokio::task::JoinHandle<()>, session: &Session) {
+    if tokio::time::timeout(DRAIN_AFTER_EXIT, &mut reader)
+        .await
+        .is_ok()
+    {
+        return;
+    }
+    reader.abort();
+    // Stopped before anything more is read here, so chunks stay in order.
+    let _ = reader.await;
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut taken = 0;
+    while taken < FINAL_DRAIN_BYTES {
+        // Non-blocking (the master is opened so): EAGAIN ends the drain,
+        // as does EIO once no process holds the slave.
+        match rustix::io::read(session.master.get_ref().as_fd(), &mut buf[..]) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                session.push(Bytes::copy_from_slice(&buf[..n]));
+                taken += n;
+            }
         }
     }
 }
@@ -594,5 +622,40 @@ impl pb::pty_service_server::PtyService for PtyServiceImpl {
             return Err(Status::not_found("pty not found"));
         }
         Ok(Response::new(pb::KillPtyResponse {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Output the terminal holds when the shell exits is kept even when
+    /// the pump never got to read it (a busy machine).
+    #[tokio::test]
+    async fn output_held_at_the_exit_is_kept_when_the_pump_never_ran() {
+        use std::io::Write as _;
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let reader = OwnedFd::from(reader);
+        rustix::io::ioctl_fionbio(&reader, true).unwrap();
+        writer.write_all(b"bye\r\n").unwrap();
+        // SAFETY: as in `create`: the AsyncFd owns the OwnedFd for its whole
+        // life, and an OwnedFd always names the same open descriptor.
+        let master = unsafe { AsyncFd::register(reader) }.unwrap();
+        let session = Session {
+            pid: 1,
+            config: pb::ProcessConfig::default(),
+            master,
+            state: Mutex::new(SessionState::default()),
+            version: watch::channel(0).0,
+            timed_out: AtomicBool::new(false),
+            input: tokio::sync::Mutex::new(()),
+        };
+        let stalled_pump = tokio::spawn(std::future::pending::<()>());
+        // The writer stays open, as a background descendant would keep it.
+        drain_after_exit(stalled_pump, &session).await;
+        let st = session.state.lock().unwrap();
+        let output: Vec<u8> = st.chunks.iter().flat_map(|(_, c)| c.to_vec()).collect();
+        assert_eq!(output, b"bye\r\n");
+        drop(writer);
     }
 }

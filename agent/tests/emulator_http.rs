@@ -238,3 +238,24 @@ async fn admin_endpoint_injects_faults() {
     assert_eq!(post(json!({"fault": "clear"})).await.0, 200);
     h.client.list_microvms().send().await.expect("cleared");
 }
+
+#[tokio::test]
+async fn admin_endpoint_accepts_proxy_stalls() {
+    let h = Harness::start().await;
+    let faults = format!("{}/_emulator/faults", h.emulator.endpoint_url());
+    let post = |v: Value| call(&faults, Method::POST, None, Some(v));
+    for fault in [
+        json!({"fault": "stallProxy", "count": 1}),
+        json!({"fault": "stallProxy", "count": 2, "path": "/rayito.v1.HealthService/Health"}),
+        json!({"fault": "stallProxy", "count": 1, "afterFrames": 3}),
+    ] {
+        let (status, _, body) = post(fault.clone()).await;
+        assert_eq!((status, body), (200, json!({"applied": true})), "{fault}");
+    }
+    let (status, _, body) = post(json!({"fault": "stallProxy", "afterFrames": 3})).await;
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (400, Some("Not a fault this emulator knows.")),
+        "count is required"
+    );
+}

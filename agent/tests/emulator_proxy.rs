@@ -530,3 +530,69 @@ async fn agent_faults_disk_deadline_and_kill() {
     assert!(!faults.kill_agent(&id), "nothing left to kill");
     assert!(!faults.set_disk_reserve(&id, 1));
 }
+
+#[tokio::test]
+async fn stall_faults_hold_requests_and_stop_streams() {
+    use rayito_agent::emulator::ProxyStall;
+    let h = Harness::start().await;
+    let (id, endpoint) = h.run_ready().await;
+    let token = h.mint(&id, &[8080]).await;
+    let ch = channel(&endpoint).await;
+    wait_ready(&ch, &token).await;
+    let faults = h.emulator.faults();
+
+    // A held request gets no answer at all; the caller's own deadline ends
+    // it, and the rule is used up.
+    faults.stall_proxy(
+        1,
+        Some("/rayito.v1.HealthService/Health"),
+        ProxyStall::Request,
+    );
+    let held = tokio::time::timeout(
+        Duration::from_secs(2),
+        health(&ch, ProxyHeaders::sdk(&token)).health(pb::HealthRequest {}),
+    )
+    .await;
+    assert!(held.is_err(), "the request was answered: {held:?}");
+    health(&ch, ProxyHeaders::sdk(&token))
+        .health(pb::HealthRequest {})
+        .await
+        .expect("one request stalled, the next is answered");
+
+    // A stream stopped after its first frame: the end event never comes,
+    // though the command ends at once, until the connections are cut.
+    faults.stall_proxy(
+        1,
+        Some("/rayito.v1.ProcessService/Start"),
+        ProxyStall::ResponseAfter { frames: 1 },
+    );
+    let mut stream = process(&ch, ProxyHeaders::sdk(&token))
+        .start(start_request("echo one; echo two"))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream
+        .message()
+        .await
+        .unwrap()
+        .expect("the first frame passes");
+    assert!(
+        matches!(first.event, Some(pb::process_event::Event::Start(_))),
+        "{first:?}"
+    );
+    loop {
+        match tokio::time::timeout(Duration::from_secs(2), stream.message()).await {
+            Err(_) => break,
+            Ok(Ok(Some(ev))) => assert!(
+                !matches!(ev.event, Some(pb::process_event::Event::End(_))),
+                "the end passed the stall: {ev:?}"
+            ),
+            Ok(other) => panic!("the stalled stream ended: {other:?}"),
+        }
+    }
+    assert!(faults.cut_connections(&id));
+    let after = tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .expect("the cut ends the stall");
+    assert!(after.is_err(), "{after:?}");
+}

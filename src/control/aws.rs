@@ -95,6 +95,10 @@ pub(crate) struct AwsSettings {
     pub static_credentials: Option<(String, Secret)>,
     /// The session token of temporary static credentials.
     pub session_token: Option<Secret>,
+    /// Connect timeout of every call (`None`: [`CONNECT_TIMEOUT`]).
+    pub connect_timeout: Option<Duration>,
+    /// Read timeout of every call (`None`: [`READ_TIMEOUT`]).
+    pub read_timeout: Option<Duration>,
 }
 
 impl fmt::Debug for AwsSettings {
@@ -105,6 +109,8 @@ impl fmt::Debug for AwsSettings {
             .field("profile", &self.profile)
             .field("static_credentials", &self.static_credentials.is_some())
             .field("session_token", &self.session_token.is_some())
+            .field("connect_timeout", &self.connect_timeout)
+            .field("read_timeout", &self.read_timeout)
             .finish()
     }
 }
@@ -145,12 +151,14 @@ impl AwsControlPlane {
     /// override) and checks that credentials and a region exist, so that a
     /// machine with no AWS setup gets one clear error before any call.
     pub(crate) async fn connect(settings: &AwsSettings) -> Result<Self, SandboxError> {
+        let connect_timeout = positive("connect_timeout", settings.connect_timeout)?;
+        let read_timeout = positive("read_timeout", settings.read_timeout)?;
         let mut loader = aws_config::defaults(BehaviorVersion::latest())
             .retry_config(RetryConfig::disabled())
             .timeout_config(
                 TimeoutConfig::builder()
-                    .connect_timeout(CONNECT_TIMEOUT)
-                    .read_timeout(READ_TIMEOUT)
+                    .connect_timeout(connect_timeout.unwrap_or(CONNECT_TIMEOUT))
+                    .read_timeout(read_timeout.unwrap_or(READ_TIMEOUT))
                     .build(),
             );
         if let Some(region) = &settings.region {
@@ -223,6 +231,23 @@ impl AwsControlPlane {
         Self {
             client: lmv::Client::from_conf(config),
         }
+    }
+}
+
+/// `value`, refused when zero (a zero timeout would fail every call).
+fn positive(
+    argument: &'static str,
+    value: Option<Duration>,
+) -> Result<Option<Duration>, SandboxError> {
+    match value {
+        Some(v) if v.is_zero() => Err(SandboxError::invalid_argument(
+            argument,
+            format!(
+                "{} must be positive; pass a positive duration",
+                argument.replace('_', " ")
+            ),
+        )),
+        other => Ok(other),
     }
 }
 

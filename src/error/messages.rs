@@ -50,7 +50,7 @@ templates! {
     AWS_OTHER = "aws.other" =>
         "control plane call {operation} failed ({cause}){detail}; the SDK does not retry this failure";
     AWS_TIMEOUT = "aws.timeout" =>
-        "control plane call {operation} got no response before its deadline; retry it or raise request_timeout";
+        "control plane call {operation} got no response before its deadline; retry it, or raise AwsOptions::read_timeout or connect_timeout";
     AWS_CONNECT = "aws.connect" =>
         "control plane call {operation} could not connect to the service; check the network, the region and the endpoint, then retry";
     AWS_NO_RESPONSE = "aws.no_response" =>

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::control::ControlPlane;
 use crate::control::aws::{AwsControlPlane, AwsSettings};
@@ -80,6 +81,27 @@ impl AwsOptions {
     #[must_use]
     pub fn session_token(mut self, token: impl Into<Secret>) -> Self {
         self.settings.session_token = Some(token.into());
+        self
+    }
+
+    /// How long a control-plane call may take to connect to the endpoint
+    /// (default 5 s, as the reference client; zero is refused before any
+    /// call). A connection that is not made in time fails the call with
+    /// `Timeout { scope: Request }`.
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// How long a control-plane call may wait for the service's answer
+    /// once connected (default 60 s, as the reference client; zero is
+    /// refused before any call). An endpoint that accepts the connection
+    /// and never answers fails the call with `Timeout { scope: Request }`
+    /// after this long, never after the operating system's own timeouts.
+    #[must_use]
+    pub fn read_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.read_timeout = Some(timeout);
         self
     }
 

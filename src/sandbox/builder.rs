@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::backend::{AwsOptions, BackendChoice};
 use super::lifecycle::{self, LifecycleMarks, check_sandbox_id};
 use super::list::{ListQuery, SandboxList};
-use super::options::{CreateOptions, IdleChoice, IdlePolicy, OnTimeout, grouped};
+use super::options::{CreateOptions, IdleChoice, IdlePolicy, LaunchPlan, OnTimeout, grouped};
 use super::payload::{MAX_PAYLOAD_CHARS, run_payload};
 use super::readiness::{OnNotReady, wait_ready};
 use super::{Inner, PROXY_TOKEN_TTL, Sandbox, SandboxInfo, proxy_minter};
@@ -236,34 +236,7 @@ impl SandboxBuilder {
     ///   `RateLimit`, `QuotaExceeded`, `Sandbox { code: ServiceError }`;
     /// - `SandboxNotReady { state, state_reason }` after `ready_timeout`.
     pub async fn create(self) -> Result<Sandbox, SandboxError> {
-        let plan = self.options.plan()?;
-        let access_token = match &self.options.access_token {
-            Some(token) => token.clone(),
-            None => generate_access_token(),
-        };
-        let token_bytes = decode_access_token(&access_token).map_err(|_| bad_token())?;
-        let payload = run_payload(
-            &token_sha256_hex(&token_bytes),
-            &self.options.envs,
-            &self.options.metadata,
-            plan.lifecycle,
-        );
-        let payload_chars = payload.chars().count();
-        if payload_chars > MAX_PAYLOAD_CHARS {
-            let argument = if self.options.metadata.is_empty() {
-                "envs"
-            } else {
-                "metadata"
-            };
-            return Err(SandboxError::invalid_argument(
-                argument,
-                format!(
-                    "the run payload is {} characters, above the limit of 4,096; pass fewer or shorter envs and metadata",
-                    grouped(u64::try_from(payload_chars).unwrap_or(u64::MAX))
-                ),
-            ));
-        }
-
+        let (plan, access_token, payload) = self.launch()?;
         let backend = self
             .backend
             .resolve(&self.retry_policy, self.pacing)
@@ -329,6 +302,39 @@ impl SandboxBuilder {
             health.resume_generation,
             super::managed_lifecycle(&health),
         ))
+    }
+
+    /// Every check `create` makes before any I/O, and what they give: the
+    /// launch plan, the access token and the run payload.
+    pub(crate) fn launch(&self) -> Result<(LaunchPlan, Secret, String), SandboxError> {
+        let plan = self.options.plan()?;
+        let access_token = match &self.options.access_token {
+            Some(token) => token.clone(),
+            None => generate_access_token(),
+        };
+        let token_bytes = decode_access_token(&access_token).map_err(|_| bad_token())?;
+        let payload = run_payload(
+            &token_sha256_hex(&token_bytes),
+            &self.options.envs,
+            &self.options.metadata,
+            plan.lifecycle,
+        );
+        let payload_chars = payload.chars().count();
+        if payload_chars > MAX_PAYLOAD_CHARS {
+            let argument = if self.options.metadata.is_empty() {
+                "envs"
+            } else {
+                "metadata"
+            };
+            return Err(SandboxError::invalid_argument(
+                argument,
+                format!(
+                    "the run payload is {} characters, above the limit of 4,096; pass fewer or shorter envs and metadata",
+                    grouped(u64::try_from(payload_chars).unwrap_or(u64::MAX))
+                ),
+            ));
+        }
+        Ok((plan, access_token, payload))
     }
 
     /// The handle of a ready sandbox, with its proxy-token refresher.

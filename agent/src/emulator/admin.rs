@@ -16,7 +16,7 @@ use http::StatusCode;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::faults::{Faults, Operation};
+use super::faults::{Faults, Operation, ProxyStall};
 use super::registry::Shared;
 
 /// One fault, as the admin endpoint accepts it.
@@ -58,6 +58,15 @@ enum FaultRequest {
         microvm_id: String,
     },
     Clear,
+    StallProxy {
+        count: u32,
+        #[serde(default)]
+        path: Option<String>,
+        /// Absent: the request is held; else the response stalls after
+        /// this many body frames.
+        #[serde(default)]
+        after_frames: Option<u32>,
+    },
 }
 
 fn one() -> u32 {
@@ -126,6 +135,17 @@ async fn post_fault(State(shared): State<Arc<Shared>>, body: Bytes) -> Response 
         FaultRequest::ExpireDeadline { microvm_id } => faults.expire_deadline(&microvm_id),
         FaultRequest::Clear => {
             faults.clear();
+            true
+        }
+        FaultRequest::StallProxy {
+            count,
+            path,
+            after_frames,
+        } => {
+            let stall = after_frames.map_or(ProxyStall::Request, |frames| {
+                ProxyStall::ResponseAfter { frames }
+            });
+            faults.stall_proxy(count, path.as_deref(), stall);
             true
         }
     };

@@ -76,6 +76,8 @@ pub(crate) struct FaultState {
     quota: AtomicU32,
     throttles: Mutex<HashMap<Operation, Throttle>>,
     proxy: Mutex<VecDeque<u16>>,
+    stalls: Mutex<Vec<StallRule>>,
+    release: StallRelease,
 }
 
 fn take_one(counter: &AtomicU32) -> bool {
@@ -109,6 +111,26 @@ impl FaultState {
     /// Consumes one pending proxy status.
     pub(crate) fn take_proxy_status(&self) -> Option<u16> {
         self.proxy.lock().expect("proxy faults lock").pop_front()
+    }
+
+    /// Consumes one pending stall that applies to a request for `path`
+    /// (the oldest rule that matches).
+    pub(crate) fn take_stall(&self, path: &str) -> Option<ProxyStall> {
+        let mut rules = self.stalls.lock().expect("stall faults lock");
+        let at = rules
+            .iter()
+            .position(|r| r.path.as_deref().is_none_or(|p| p == path))?;
+        let stall = rules[at].stall;
+        rules[at].remaining -= 1;
+        if rules[at].remaining == 0 {
+            rules.remove(at);
+        }
+        Some(stall)
+    }
+
+    /// A receiver that changes when [`Faults::clear`] releases every stall.
+    pub(crate) fn stall_release(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.release.0.subscribe()
     }
 }
 
@@ -216,6 +238,62 @@ impl Faults {
         s.quota.store(0, Ordering::SeqCst);
         s.throttles.lock().expect("throttles lock").clear();
         s.proxy.lock().expect("proxy faults lock").clear();
+        s.stalls.lock().expect("stall faults lock").clear();
+        s.release.0.send_modify(|n| *n += 1);
+    }
+
+    /// The next `n` requests through any MicroVM proxy whose path is `path`
+    /// (a gRPC method such as `/rayito.v1.FilesystemService/Stat`; `None`
+    /// matches every path) stall as `stall` says, after the proxy's own
+    /// checks passed: the caller sees no error, only silence, until its own
+    /// deadline. A stall ends when the caller gives up, when the MicroVM's
+    /// connections are cut, at [`Faults::clear`] (a held request then
+    /// answers 504), or after ten minutes. Rules are consumed oldest first.
+    pub fn stall_proxy(&self, n: u32, path: Option<&str>, stall: ProxyStall) {
+        if n == 0 {
+            return;
+        }
+        self.state()
+            .stalls
+            .lock()
+            .expect("stall faults lock")
+            .push(StallRule {
+                path: path.map(str::to_owned),
+                remaining: n,
+                stall,
+            });
+    }
+}
+
+/// How a stalled proxied request behaves (see [`Faults::stall_proxy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyStall {
+    /// The request is held: never forwarded, never answered.
+    Request,
+    /// The request is forwarded; the response's headers and its first
+    /// `frames` body frames (a gRPC message is usually one frame) pass,
+    /// then nothing more, with the stream left open.
+    ResponseAfter {
+        /// Body frames that pass before the stall.
+        frames: u32,
+    },
+}
+
+/// One pending stall rule.
+#[derive(Clone, Debug)]
+struct StallRule {
+    path: Option<String>,
+    remaining: u32,
+    stall: ProxyStall,
+}
+
+/// Wakes every stalled request at [`Faults::clear`].
+#[derive(Debug)]
+struct StallRelease(tokio::sync::watch::Sender<u64>);
+
+impl Default for StallRelease {
+    fn default() -> Self {
+        Self(tokio::sync::watch::Sender::new(0))
     }
 }
 
@@ -246,5 +324,27 @@ mod tests {
         assert_eq!(s.take_throttle(Operation::ListMicrovms), None);
         assert_eq!(s.take_throttle(Operation::GetMicrovm), Some(4));
         assert_eq!(s.take_throttle(Operation::GetMicrovm), None);
+    }
+
+    #[test]
+    fn stalls_match_their_path_and_are_consumed_oldest_first() {
+        let faults = FaultState::default();
+        let mut rules = faults.stalls.lock().unwrap();
+        rules.push(StallRule {
+            path: Some("/a".into()),
+            remaining: 1,
+            stall: ProxyStall::Request,
+        });
+        rules.push(StallRule {
+            path: None,
+            remaining: 2,
+            stall: ProxyStall::ResponseAfter { frames: 1 },
+        });
+        drop(rules);
+        let any = Some(ProxyStall::ResponseAfter { frames: 1 });
+        assert_eq!(faults.take_stall("/b"), any);
+        assert_eq!(faults.take_stall("/a"), Some(ProxyStall::Request));
+        assert_eq!(faults.take_stall("/a"), any);
+        assert_eq!(faults.take_stall("/a"), None);
     }
 }

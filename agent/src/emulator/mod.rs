@@ -47,6 +47,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
+pub use faults::ProxyStall;
 pub use faults::{Faults, Operation};
 pub use model::MicrovmState;
 
@@ -274,6 +275,13 @@ impl Emulator {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         drop(self);
+    }
+
+    /// The id of every MicroVM this emulator created, terminated ones
+    /// included, oldest first: lets a test find a MicroVM whose id the
+    /// caller never saw (a create that failed after RunMicrovm).
+    pub fn microvm_ids(&self) -> Vec<String> {
+        self.shared.all().iter().map(|vm| vm.id.clone()).collect()
     }
 }
 

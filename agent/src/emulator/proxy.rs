@@ -40,6 +40,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use super::faults::ProxyStall;
 use super::ids;
 use super::lifecycle;
 use super::model::MicrovmState;
@@ -232,7 +233,69 @@ async fn handle(
         }
         _ => return Ok(reject(StatusCode::BAD_GATEWAY)),
     }
-    Ok(forward(&shared, &vm, req, port, grpc).await)
+    match shared.faults.take_stall(req.uri().path()) {
+        None => Ok(forward(&shared, &vm, req, port, grpc).await),
+        Some(ProxyStall::Request) => {
+            stall_ends(&shared, &vm).await;
+            Ok(reject(StatusCode::GATEWAY_TIMEOUT))
+        }
+        Some(ProxyStall::ResponseAfter { frames }) => {
+            let resp = forward(&shared, &vm, req, port, grpc).await;
+            Ok(stalled_after(&shared, &vm, resp, frames))
+        }
+    }
+}
+
+/// The longest a stall fault holds anything.
+const MAX_STALL: Duration = Duration::from_secs(600);
+
+/// Resolves when a stall must end: the MicroVM's connections are cut, the
+/// faults are cleared, or [`MAX_STALL`] passed. (A caller that gives up
+/// resets its stream, and hyper drops what waits on it.)
+fn stall_ends(shared: &Shared, vm: &Vm) -> impl Future<Output = ()> + Send + 'static {
+    let mut cut = vm.cut_signal();
+    let mut release = shared.faults.stall_release();
+    async move {
+        tokio::select! {
+            _ = cut.changed() => {}
+            _ = release.changed() => {}
+            _ = tokio::time::sleep(MAX_STALL) => {}
+        }
+    }
+}
+
+/// `resp` with only its first `frames` body frames passed on, then silence
+/// until the stall ends (then the body ends without trailers). The upstream
+/// body is kept open meanwhile, so the agent sees a slow reader, not a
+/// cancelled call.
+fn stalled_after(
+    shared: &Shared,
+    vm: &Vm,
+    resp: Response<ProxyBody>,
+    frames: u32,
+) -> Response<ProxyBody> {
+    let (parts, mut body) = resp.into_parts();
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let ends = stall_ends(shared, vm);
+    tokio::spawn(async move {
+        for _ in 0..frames {
+            match body.frame().await {
+                Some(frame) => {
+                    if tx.send(frame).await.is_err() {
+                        return;
+                    }
+                }
+                None => return,
+            }
+        }
+        tokio::select! {
+            _ = ends => {}
+            _ = tx.closed() => {}
+        }
+        drop(body);
+    });
+    let body = http_body_util::StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+    Response::from_parts(parts, BodyExt::boxed(body))
 }
 
 /// `body` with every frame counted as activity of `vm`.

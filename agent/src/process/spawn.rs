@@ -1,6 +1,7 @@
 //! Starting a process: spawn through the sandbox, pump its output into the
 //! entry, enforce its timeout, and record exactly one end.
 
+use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -103,10 +104,7 @@ pub(crate) fn spawn(
     tokio::spawn(async move {
         let status = child.wait().await;
         for pump in [stdout, stderr].into_iter().flatten() {
-            let abort = pump.abort_handle();
-            if tokio::time::timeout(DRAIN_AFTER_EXIT, pump).await.is_err() {
-                abort.abort();
-            }
+            pump.finish().await;
         }
         env.untrack(pid);
         let timed_out = waiter_entry.timed_out.load(Ordering::Acquire);
@@ -115,23 +113,78 @@ pub(crate) fn spawn(
     Ok((entry, first))
 }
 
-/// Copies one pipe into the entry until EOF.
-fn pump<R>(entry: Arc<ProcessEntry>, channel: Channel, mut pipe: R) -> tokio::task::JoinHandle<()>
+/// The most a pump takes from its pipe without waiting once the process
+/// has exited and the drain window has passed: more than a pipe holds
+/// (64 KiB by default), less than a descendant writing on could make it
+/// read forever.
+const FINAL_DRAIN_BYTES: usize = 4 * 1024 * 1024;
+
+/// The task copying one pipe into the entry.
+struct Pump {
+    task: tokio::task::JoinHandle<()>,
+    exited: tokio::sync::watch::Sender<bool>,
+}
+
+impl Pump {
+    /// The process has exited: the pump reads on until EOF for at most
+    /// [`DRAIN_AFTER_EXIT`] (a background descendant can hold the pipe open
+    /// forever), then takes what the pipe still holds, and ends.
+    async fn finish(self) {
+        self.exited.send_replace(true);
+        let _ = self.task.await;
+    }
+}
+
+/// Copies one pipe into the entry until EOF, or until the process has
+/// exited and the drain window passed. Output the process wrote before it
+/// exited is never lost: the window is counted by the pump itself, and its
+/// last step reads the pipe directly, because on a busy machine the
+/// runtime may not have reported the pipe readable yet (a 200 ms abort
+/// once lost the whole output of `echo` under load).
+fn pump<R>(entry: Arc<ProcessEntry>, channel: Channel, mut pipe: R) -> Pump
 where
-    R: AsyncRead + Unpin + Send + 'static,
+    R: AsyncRead + AsFd + Unpin + Send + 'static,
 {
-    tokio::spawn(async move {
+    let (exited, mut exit_seen) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(async move {
         let mut buf = vec![0u8; READ_CHUNK];
+        let window = async {
+            // A dropped sender (the waiter gone) ends the window too.
+            let _ = exit_seen.wait_for(|exited| *exited).await;
+            tokio::time::sleep(DRAIN_AFTER_EXIT).await;
+        };
+        tokio::pin!(window);
         loop {
-            match pipe.read(&mut buf).await {
+            tokio::select! {
+                // Cancel-safe: a read that loses the race took no bytes.
+                read = pipe.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        entry.wait_for_room(n).await;
+                        entry.push(channel, Bytes::copy_from_slice(&buf[..n]));
+                    }
+                },
+                () = &mut window => break,
+            }
+        }
+        // Plain non-blocking reads until the pipe is empty (EAGAIN), at EOF,
+        // or FINAL_DRAIN_BYTES were taken.
+        if rustix::io::ioctl_fionbio(pipe.as_fd(), true).is_err() {
+            return;
+        }
+        let mut taken = 0;
+        while taken < FINAL_DRAIN_BYTES {
+            match rustix::io::read(pipe.as_fd(), &mut buf[..]) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => {
                     entry.wait_for_room(n).await;
                     entry.push(channel, Bytes::copy_from_slice(&buf[..n]));
+                    taken += n;
                 }
             }
         }
-    })
+    });
+    Pump { task, exited }
 }
 
 /// SIGTERM to the group at the timeout, SIGKILL 5 s later.
@@ -206,5 +259,67 @@ mod tests {
         let timeout = end_event(Some(ExitStatus::from_raw(9)), true);
         assert_eq!(timeout.status, "timeout");
         assert_eq!(timeout.error.unwrap().code, "deadline_exceeded");
+    }
+
+    /// A pipe whose readiness never arrives, as on a machine too busy for
+    /// the runtime to have seen it yet.
+    struct ReadinessNeverSeen(std::io::PipeReader);
+
+    impl AsyncRead for ReadinessNeverSeen {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            _: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Pending
+        }
+    }
+
+    impl AsFd for ReadinessNeverSeen {
+        fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+            self.0.as_fd()
+        }
+    }
+
+    fn output(entry: &ProcessEntry) -> Vec<u8> {
+        let chunks = entry.snapshot(1).chunks.expect("nothing dropped");
+        chunks.iter().flat_map(|c| c.data.to_vec()).collect()
+    }
+
+    #[tokio::test]
+    async fn output_written_before_the_exit_is_kept_when_readiness_lags() {
+        use std::io::Write as _;
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        writer.write_all(b"6\n").unwrap();
+        let entry = Arc::new(ProcessEntry::new(
+            1,
+            pb::ProcessConfig::default(),
+            None,
+            None,
+        ));
+        let pump = pump(entry.clone(), Channel::Stdout, ReadinessNeverSeen(reader));
+        // The writer stays open, as a background descendant would keep it.
+        pump.finish().await;
+        assert_eq!(output(&entry), b"6\n");
+        drop(writer);
+    }
+
+    #[tokio::test]
+    async fn the_pump_ends_at_eof_before_the_exit() {
+        use std::io::Write as _;
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        writer.write_all(b"all of it").unwrap();
+        drop(writer);
+        let reader =
+            tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into()).expect("a pipe");
+        let entry = Arc::new(ProcessEntry::new(
+            1,
+            pb::ProcessConfig::default(),
+            None,
+            None,
+        ));
+        let pump = pump(entry.clone(), Channel::Stdout, reader);
+        pump.task.await.unwrap();
+        assert_eq!(output(&entry), b"all of it");
     }
 }
