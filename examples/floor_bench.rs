@@ -126,9 +126,13 @@ async fn main() -> Result<(), Error> {
     let health = report("SDK Health round trip (is_running)", health_times);
     ratio("run_code / Health", code, health, "<= 2.5");
 
-    // commands.run vs a plain spawn in this process.
+    // commands.run vs a plain spawn in this process: `bash -c true` (the
+    // issue's baseline) and `bash -l -c true` with a clean environment, which
+    // is what commands.run starts (a login shell reads /etc/profile, which
+    // itself runs `id -u`: a second process).
     let mut command_times = Vec::with_capacity(rounds);
     let mut spawn_times = Vec::with_capacity(rounds);
+    let mut login_times = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let started = Instant::now();
         let result = sbx.commands().run("true").await?;
@@ -141,11 +145,32 @@ async fn main() -> Result<(), Error> {
             .status()?;
         spawn_times.push(started.elapsed());
         assert!(status.success());
+
+        let started = Instant::now();
+        let status = std::process::Command::new("/bin/bash")
+            .args(["-l", "-c", "true"])
+            .env_clear()
+            .env(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            )
+            .env("HOME", "/nonexistent")
+            .env("LANG", "C.UTF-8")
+            .status()?;
+        login_times.push(started.elapsed());
+        assert!(status.success());
     }
     println!("== command start ==");
     let command = report("SDK commands.run(\"true\")", command_times);
     let spawn = report("std::process::Command bash -c true", spawn_times);
+    let login = report("std::process::Command bash -l -c true", login_times);
     ratio("commands.run / Command", command, spawn, "<= 1.5");
+    ratio(
+        "commands.run / Command (login shell)",
+        command,
+        login,
+        "like for like",
+    );
 
     // Files: a raw tonic client through the same proxy, with its own token.
     let control = lmv::Client::from_conf(
