@@ -93,21 +93,41 @@ fn ratio(name: &str, measured: Duration, baseline: Duration, goal: &str) {
     );
 }
 
-/// CPU time of this process so far: the sum over its threads of the time
-/// on CPU in `/proc/self/task/*/schedstat` (nanoseconds; `getrusage` counts
-/// the same time but this crate forbids the `unsafe` a direct call needs,
-/// and `/proc/self/stat` only has 10 ms ticks). Threads that have ended are
-/// not counted: the runtime's workers live for the whole run.
-fn cpu_time() -> Duration {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Duration::ZERO;
-    };
-    let nanos: u64 = tasks
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
-        .sum();
-    Duration::from_nanos(nanos)
+/// Time on CPU of each thread of this process (nanoseconds, from
+/// `/proc/self/task/*/schedstat`; `getrusage` counts the same time, but this
+/// crate forbids the `unsafe` a direct call needs, and `/proc/self/stat`
+/// only has 10 ms ticks).
+#[derive(Clone)]
+struct CpuSnapshot(std::collections::HashMap<String, u64>);
+
+fn cpu_snapshot() -> CpuSnapshot {
+    let mut threads = std::collections::HashMap::new();
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            let ns = std::fs::read_to_string(task.path().join("schedstat"))
+                .ok()
+                .and_then(|stat| stat.split_whitespace().next()?.parse::<u64>().ok());
+            if let Some(ns) = ns {
+                threads.insert(task.file_name().to_string_lossy().into_owned(), ns);
+            }
+        }
+    }
+    CpuSnapshot(threads)
+}
+
+impl CpuSnapshot {
+    /// CPU spent since `self` by the threads alive now (a thread that ended
+    /// meanwhile loses its share of the window: blocking-pool threads that
+    /// idle out, which spent next to nothing).
+    fn elapsed(&self) -> Duration {
+        let now = cpu_snapshot();
+        let nanos: u64 = now
+            .0
+            .iter()
+            .map(|(tid, ns)| ns.saturating_sub(self.0.get(tid).copied().unwrap_or(0)))
+            .sum();
+        Duration::from_nanos(nanos)
+    }
 }
 
 /// A `/proc/self/status` field in KiB (`VmRSS`, `VmHWM`).
@@ -412,6 +432,7 @@ async fn files_section(sbx: &Sandbox, mut raw: RawFiles, file_rounds: usize) -> 
     let mut sdk_w = Vec::with_capacity(file_rounds);
     let mut raw_w = Vec::with_capacity(file_rounds);
     let mut fs_w = Vec::with_capacity(file_rounds);
+    let mut fs_sync_w = Vec::with_capacity(file_rounds);
     let mut sdk_r = Vec::with_capacity(file_rounds);
     let mut raw_r = Vec::with_capacity(file_rounds);
     let mut fs_r = Vec::with_capacity(file_rounds);
@@ -428,6 +449,16 @@ async fn files_section(sbx: &Sandbox, mut raw: RawFiles, file_rounds: usize) -> 
         let started = Instant::now();
         std::fs::write(&disk_path, &payload)?;
         fs_w.push(started.elapsed());
+        // The agent's Write fsyncs before its rename (wire contract): the
+        // same with std::fs, for a like-for-like disk path.
+        let started = Instant::now();
+        {
+            use std::io::Write as _;
+            let mut file = std::fs::File::create(disk_dir.path().join("floor-sync.bin"))?;
+            file.write_all(&payload)?;
+            file.sync_all()?;
+        }
+        fs_sync_w.push(started.elapsed());
 
         if round % 2 == 0 {
             sdk_r.push(sdk_read(sbx).await?);
@@ -445,6 +476,7 @@ async fn files_section(sbx: &Sandbox, mut raw: RawFiles, file_rounds: usize) -> 
     let sdk_w = report("SDK files().write", sdk_w);
     let raw_w = report("raw tonic Write, same agent and proxy", raw_w);
     let fs_w = report("std::fs::write, same filesystem", fs_w);
+    let fs_sync_w = report("std::fs write + sync_all, same filesystem", fs_sync_w);
     let sdk_r = report("SDK files().read", sdk_r);
     let raw_r = report("raw tonic Read, same agent and proxy", raw_r);
     let fs_r = report("std::fs::read, same filesystem", fs_r);
@@ -452,6 +484,12 @@ async fn files_section(sbx: &Sandbox, mut raw: RawFiles, file_rounds: usize) -> 
     ratio("SDK read / raw read", sdk_r, raw_r, "<= 1.15");
     // Throughput ratios (agent / std::fs), i.e. std::fs time / agent time.
     ratio("agent / std::fs write throughput", fs_w, raw_w, ">= 0.7");
+    ratio(
+        "agent / std::fs write+fsync throughput",
+        fs_sync_w,
+        raw_w,
+        "like for like",
+    );
     ratio("agent / std::fs read throughput", fs_r, raw_r, ">= 0.7");
     Ok(())
 }
@@ -585,7 +623,7 @@ async fn scale_section(sandboxes: usize, calls: usize) -> Result<(), Error> {
     warm.kill().await?;
 
     let rss_before = status_kib("VmRSS:");
-    let cpu_before = cpu_time();
+    let cpu_before = cpu_snapshot();
     let started = Instant::now();
     let mut handles = Vec::with_capacity(sandboxes);
     // Ten creates in flight at a time.
@@ -599,7 +637,7 @@ async fn scale_section(sandboxes: usize, calls: usize) -> Result<(), Error> {
         handles.extend(created);
     }
     let create_wall = started.elapsed();
-    let create_cpu = cpu_time() - cpu_before;
+    let create_cpu = cpu_before.elapsed();
     let rss_after = status_kib("VmRSS:");
     println!(
         "create {sandboxes}: {:.2?} wall, client CPU {:.3?} per create",
@@ -613,7 +651,7 @@ async fn scale_section(sandboxes: usize, calls: usize) -> Result<(), Error> {
         rss_after.saturating_sub(rss_before) as f64 / sandboxes as f64
     );
 
-    let cpu_before = cpu_time();
+    let cpu_before = cpu_snapshot();
     let started = Instant::now();
     let per_sandbox = futures_util::future::try_join_all(handles.iter().map(|sbx| async move {
         let mut times = Vec::with_capacity(calls);
@@ -627,7 +665,7 @@ async fn scale_section(sandboxes: usize, calls: usize) -> Result<(), Error> {
     }))
     .await?;
     let wall = started.elapsed();
-    let cpu = cpu_time() - cpu_before;
+    let cpu = cpu_before.elapsed();
     let total = sandboxes * calls;
     println!(
         "run_code x {total}: {:.2?} wall, {:.0} calls/s, client CPU {:.1?} per call",
@@ -640,21 +678,24 @@ async fn scale_section(sandboxes: usize, calls: usize) -> Result<(), Error> {
         per_sandbox.into_iter().flatten().collect(),
     );
 
-    let cpu_before = cpu_time();
+    let cpu_before = cpu_snapshot();
     let started = Instant::now();
-    let results = futures_util::future::try_join_all(
-        handles
-            .iter()
-            .map(|sbx| async move { sbx.commands().run("true").await }),
-    )
+    let commands_each = 3;
+    futures_util::future::try_join_all(handles.iter().map(|sbx| async move {
+        for _ in 0..commands_each {
+            let result = sbx.commands().run("true").await?;
+            assert_eq!(result.exit_code, 0);
+        }
+        Ok::<_, rayito::SandboxError>(())
+    }))
     .await?;
     let wall = started.elapsed();
-    let cpu = cpu_time() - cpu_before;
-    assert!(results.iter().all(|r| r.exit_code == 0));
+    let cpu = cpu_before.elapsed();
+    let commands = sandboxes * commands_each;
     println!(
-        "commands.run(\"true\") x {sandboxes}: {:.2?} wall, client CPU {:.1?} per command",
+        "commands.run(\"true\") x {commands}: {:.2?} wall, client CPU {:.1?} per command",
         wall,
-        cpu / sandboxes as u32
+        cpu / commands as u32
     );
 
     futures_util::future::try_join_all(handles.iter().map(|sbx| sbx.kill())).await?;
