@@ -297,8 +297,8 @@ impl SandboxEnv {
 
     /// Starts `spec` in its own process group, as [`SandboxEnv::command`]
     /// would, but without copying the agent's address space (see
-    /// `crate::isolation::launch`): what `ProcessService.Start` uses, where
-    /// the start time is what a caller waits for. The caller then calls
+    /// `crate::isolation::launch`): what commands and kernels use, whose
+    /// start time is what a caller waits for. The caller then calls
     /// [`SandboxEnv::track`] with its pid.
     ///
     /// # Errors
@@ -309,6 +309,8 @@ impl SandboxEnv {
         &self,
         spec: &SpawnSpec,
         stdin: launch::Stdio,
+        stdout: launch::Stdio,
+        stderr: launch::Stdio,
     ) -> std::io::Result<launch::LaunchedChild> {
         let prepared = self.prepare(spec);
         let plan = launch::LaunchPlan::new(
@@ -319,7 +321,7 @@ impl SandboxEnv {
             true,
             prepared.setup?,
         )?;
-        launch::launch(&plan, stdin, launch::Stdio::Piped, launch::Stdio::Piped)
+        launch::launch(&plan, stdin, stdout, stderr)
     }
 
     /// The environment (later entries win), the guest working directory and

@@ -133,8 +133,11 @@ impl LaunchPlan {
 #[derive(Debug)]
 pub(crate) struct LaunchedChild {
     pid: u32,
-    pidfd: AsyncFd<OwnedFd>,
+    /// Taken only by `Drop` (to reap a child that outlives its handle).
+    pidfd: Option<AsyncFd<OwnedFd>>,
     status: Option<ExitStatus>,
+    /// SIGKILL the child when the handle is dropped before it was reaped.
+    kill_on_drop: bool,
     /// The write end of the child's stdin, when piped.
     pub(crate) stdin: Option<pipe::Sender>,
     /// The read end of the child's stdout, when piped.
@@ -280,8 +283,9 @@ pub(crate) fn launch(
         .map_err(std::io::Error::from)?;
     Ok(LaunchedChild {
         pid: pid as u32,
-        pidfd,
+        pidfd: Some(pidfd),
         status: None,
+        kill_on_drop: false,
         stdin: stdin_pipe
             .map(|(_, w)| pipe::Sender::from_owned_fd(w))
             .transpose()?,
@@ -588,7 +592,13 @@ impl LaunchedChild {
         self.pid
     }
 
-    /// Waits for the child to end and reaps it.
+    /// SIGKILLs the child if the handle is dropped before it was reaped (as
+    /// `tokio::process::Command::kill_on_drop`).
+    pub(crate) fn kill_on_drop(&mut self, kill: bool) {
+        self.kill_on_drop = kill;
+    }
+
+    /// Waits for the child to end and reaps it. Cancel-safe.
     ///
     /// # Errors
     /// The pidfd cannot be polled or waited on.
@@ -596,9 +606,12 @@ impl LaunchedChild {
         if let Some(status) = self.status {
             return Ok(status);
         }
+        let Some(pidfd) = self.pidfd.as_ref() else {
+            return Err(std::io::Error::other("the child was released"));
+        };
         loop {
-            let mut ready = self.pidfd.readable().await?;
-            match reap(self.pidfd.get_ref()) {
+            let mut ready = pidfd.readable().await?;
+            match reap(pidfd.get_ref()) {
                 Ok(Some(status)) => {
                     self.status = Some(status);
                     return Ok(status);
@@ -608,6 +621,19 @@ impl LaunchedChild {
                 Err(err) => return Err(err),
             }
         }
+    }
+
+    /// The exit status if the child has ended (reaping it), else `None`.
+    ///
+    /// # Errors
+    /// The pidfd cannot be waited on.
+    pub(crate) fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        if self.status.is_none()
+            && let Some(pidfd) = self.pidfd.as_ref()
+        {
+            self.status = reap(pidfd.get_ref())?;
+        }
+        Ok(self.status)
     }
 }
 
@@ -622,10 +648,30 @@ fn reap(pidfd: &OwnedFd) -> std::io::Result<Option<ExitStatus>> {
 
 impl Drop for LaunchedChild {
     fn drop(&mut self) {
-        // Reap it if it has ended; a live child is left running (its pidfd
-        // closes), as a dropped std `Child` is.
-        if self.status.is_none() {
-            let _ = reap(self.pidfd.get_ref());
+        if self.status.is_some() {
+            return;
+        }
+        let Some(pidfd) = self.pidfd.take() else {
+            return;
+        };
+        if self.kill_on_drop {
+            let _ =
+                rustix::process::pidfd_send_signal(pidfd.get_ref(), rustix::process::Signal::KILL);
+        }
+        if !matches!(reap(pidfd.get_ref()), Ok(None)) {
+            return;
+        }
+        // Still running: reap it when it ends, so that it never stays a
+        // zombie (a command that outlives its handle, a killed kernel).
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                while let Ok(mut ready) = pidfd.readable().await {
+                    if !matches!(reap(pidfd.get_ref()), Ok(None)) {
+                        return;
+                    }
+                    ready.clear_ready();
+                }
+            });
         }
     }
 }

@@ -67,15 +67,17 @@ pub(crate) fn spawn(
     };
     // The agent reaps the child itself; dropping the handle does not kill
     // it (a background process outlives its Start stream).
-    let mut child = env.launch(spec, stdin).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
-            Status::invalid_argument("cannot execute the command")
-        }
-        _ => {
-            tracing::warn!(error = %e, "spawn failed");
-            Status::internal("cannot start the process")
-        }
-    })?;
+    let mut child = env
+        .launch(spec, stdin, Stdio::Piped, Stdio::Piped)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
+                Status::invalid_argument("cannot execute the command")
+            }
+            _ => {
+                tracing::warn!(error = %e, "spawn failed");
+                Status::internal("cannot start the process")
+            }
+        })?;
     let pid = child.id();
     env.track(pid);
     let entry = Arc::new(ProcessEntry::new(pid, config, tag, child.stdin.take()));
