@@ -186,6 +186,10 @@ fn builder_for(endpoint: &str, template: &str) -> SandboxBuilder {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Error> {
+    // Logs only when RUST_LOG asks for them (they would disturb the timing).
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+        tracing_subscriber::fmt().with_env_filter(filter).init();
+    }
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
     let file_rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);

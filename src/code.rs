@@ -26,6 +26,9 @@ const DEFAULT_CODE_TIMEOUT: Duration = Duration::from_secs(300);
 const STREAM_SLACK: Duration = Duration::from_secs(15);
 /// Creating a context starts a kernel: it gets this long.
 const CONTEXT_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long the end of an execution stream (its trailers, right behind the
+/// `End` event) is waited for once the cell has ended.
+const STREAM_END_WAIT: Duration = Duration::from_millis(250);
 
 /// One chunk of output of a cell (a chunk is not a line).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -468,6 +471,12 @@ impl CellReader {
                 }),
                 Some(Event::End(end)) => {
                     self.ended = true;
+                    // Read the stream to its end: one dropped open is reset
+                    // (RST_STREAM CANCEL) while the agent sends its trailers,
+                    // and an HTTP/2 peer closes the connection after about a
+                    // thousand such streams (a long-lived handle's next call
+                    // then fails once).
+                    let _ = tokio::time::timeout(STREAM_END_WAIT, self.stream.message()).await;
                     let count = if end.execution_count > 0 {
                         end.execution_count
                     } else {
