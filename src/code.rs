@@ -29,6 +29,9 @@ const CONTEXT_TIMEOUT: Duration = Duration::from_secs(90);
 /// Re-attachments in a row that bring no new event before the cut is
 /// surfaced (2.7: more than 3 consecutive reconnects).
 const MAX_FRUITLESS_REATTACHES: u32 = 3;
+/// How long the end of an execution stream (its trailers, right behind the
+/// `End` event) is waited for once the cell has ended.
+const STREAM_END_WAIT: Duration = Duration::from_millis(250);
 
 /// One chunk of output of a cell (a chunk is not a line).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -553,6 +556,12 @@ impl CellReader {
                 }),
                 Some(Event::End(end)) => {
                     self.ended = true;
+                    // Read the stream to its end: one dropped open is reset
+                    // (RST_STREAM CANCEL) while the agent sends its trailers,
+                    // and an HTTP/2 peer closes the connection after about a
+                    // thousand such streams (a long-lived handle's next call
+                    // then fails once).
+                    let _ = tokio::time::timeout(STREAM_END_WAIT, self.stream.message()).await;
                     let count = if end.execution_count > 0 {
                         end.execution_count
                     } else {

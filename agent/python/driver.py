@@ -21,11 +21,9 @@ Standard library only; Python 3.8 or newer.
 """
 
 import ast
-import asyncio
 import base64
 import builtins
 import codecs
-import inspect
 import io
 import json
 import linecache
@@ -36,6 +34,9 @@ import sys
 import threading
 import traceback
 import types
+
+# inspect.CO_COROUTINE, without importing inspect at start.
+_CO_COROUTINE = 0x80
 
 _READ_SIZE = 32 * 1024
 _SYNC_WAIT_S = 2.0
@@ -430,7 +431,11 @@ class _Driver(object):
 
     def _run(self, code_object, is_eval=False):
         result = eval(code_object, self.namespace)
-        if code_object.co_flags & inspect.CO_COROUTINE:
+        if code_object.co_flags & _CO_COROUTINE:
+            # Imported on the first top-level await: asyncio is about half of
+            # the driver's start (docs/performance.md).
+            import asyncio
+
             loop = asyncio.new_event_loop()
             try:
                 result = loop.run_until_complete(result)

@@ -6,27 +6,36 @@
 //! - a cgroup v2 per sandbox ([`cgroup`]): every process of the sandbox, and
 //!   every descendant whatever it does (`setsid`, `env -i`, a double fork),
 //!   stays in it, and `cgroup.kill` ends them all at once;
-//! - a mount namespace per child: a tmpfs covers `/home`, the sandbox's
-//!   `<root>/home/user` is bound at `/home/user`, `<root>/tmp` at `/tmp`, and
-//!   (when the uid is switched) a generated `/etc/passwd` and `/etc/group`
-//!   name the sandbox's user `user`;
+//! - a mount namespace per sandbox ([`SandboxMounts`]), built once when the
+//!   sandbox is created and entered by every child (`setns`): a tmpfs covers
+//!   `/home`, the sandbox's `<root>/home/user` is bound at `/home/user`,
+//!   `<root>/tmp` at `/tmp`, and (when the uid is switched) a generated
+//!   `/etc/passwd` and `/etc/group` name the sandbox's user `user`. Only root
+//!   in the agent's own user namespace can change it, which no sandbox
+//!   process is, so sharing it between a sandbox's processes gives them
+//!   nothing they did not have with one copy each (building one per child
+//!   cost a copy of the host's mount table and five mounts per command);
 //! - when the agent runs as root, an unprivileged host uid per sandbox
-//!   ([`user`]), seen inside as uid 1000 through a user namespace.
+//!   ([`user`]), seen inside as uid 1000 through a user namespace, also
+//!   built once per sandbox ([`SandboxUserNs`], owned by the agent's root,
+//!   mapping only uid and gid 1000 to the sandbox's host ids) and entered by
+//!   every child before it drops to uid 1000, which leaves it no capability.
 //!
 //! No pid namespace is used: the command would become its namespace's init,
 //! which ignores SIGTERM without a handler and would change the contract's
 //! `signaled`/`timeout` outcomes; the cgroup already holds every descendant.
 //!
-//! All of it is done with plain syscalls in the forked child (no helper
-//! binary), so the child keeps its pid: signals and exit statuses are
-//! exactly the command's.
+//! All of it is done with plain syscalls in the child between clone and
+//! exec (no helper binary, see [`launch`]), so the child keeps its pid:
+//! signals and exit statuses are exactly the command's.
 
 pub(crate) mod cgroup;
 pub(crate) mod exit_cleanup;
+pub(crate) mod launch;
 pub(crate) mod user;
 
 use std::ffi::{CStr, CString};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd as _, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -100,7 +109,23 @@ fn probe(support: Support) -> std::io::Result<bool> {
     let result = (|| {
         let ids = support.switch_uid.then(HostIds::pick);
         prepare_root(&dir, ids, support.user_ns)?;
-        let setup = ChildSetup::new(&dir, "/home/user", support, ids, None, None)?;
+        let mounts = if support.mount_ns {
+            Some(SandboxMounts::create(&dir, ids.is_some())?)
+        } else {
+            None
+        };
+        let userns = match ids {
+            Some(ids) if support.user_ns => Some(SandboxUserNs::create(ids)?),
+            _ => None,
+        };
+        let setup = ChildSetup::new(
+            "/home/user",
+            mounts.as_ref(),
+            userns.as_ref(),
+            ids,
+            None,
+            None,
+        )?;
         let mut cmd = std::process::Command::new("true");
         cmd.current_dir("/")
             .stdin(std::process::Stdio::null())
@@ -162,56 +187,126 @@ pub(crate) struct ChildSetup {
     user: Option<UserPlan>,
 }
 
-/// The mounts of a child. Sources are resolved relative to the sandbox
-/// root, made the working directory first: a working directory keeps
-/// resolving after the tmpfs over `/home` or the bind over `/tmp` hides the
-/// root's host path (a root under `/tmp`, as the default is).
+/// A sandbox's mount namespace, held by a descriptor for as long as the
+/// sandbox lives (no process has to stay in it).
+#[derive(Debug)]
+pub(crate) struct SandboxMounts {
+    ns: OwnedFd,
+}
+
+impl SandboxMounts {
+    /// Builds the namespace of the sandbox rooted at `root` (prepared by
+    /// [`prepare_root`]); `accounts` binds its generated account files.
+    ///
+    /// # Errors
+    /// The host refuses a mount namespace or one of the mounts.
+    pub(crate) fn create(root: &Path, accounts: bool) -> std::io::Result<Self> {
+        let root = cstring(root.as_os_str().as_bytes())?;
+        let ns = launch::in_shared_child(|| {
+            // SAFETY: CLONE_NEWNS gives this child (which shares no fs
+            // struct) its own mount table; its descriptor table is the
+            // agent's, so the namespace's descriptor outlives the child.
+            unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) }?;
+            build_mounts(&root, accounts)?;
+            Ok(rustix::fs::open(
+                c"/proc/thread-self/ns/mnt",
+                OFlags::RDONLY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?)
+        })?;
+        Ok(Self { ns })
+    }
+}
+
+/// A sandbox's user namespace, in which uid and gid 1000 are its host ids,
+/// held by a descriptor for as long as the sandbox lives.
+#[derive(Debug)]
+pub(crate) struct SandboxUserNs {
+    ns: OwnedFd,
+}
+
+impl SandboxUserNs {
+    /// Builds the namespace that maps [`GUEST_UID`] / [`GUEST_GID`] to `ids`.
+    ///
+    /// # Errors
+    /// The host refuses a user namespace or the maps.
+    pub(crate) fn create(ids: HostIds) -> std::io::Result<Self> {
+        let ns = launch::new_user_namespace(
+            format!("{GUEST_UID} {} 1\n", ids.uid).as_bytes(),
+            format!("{GUEST_GID} {} 1\n", ids.gid).as_bytes(),
+        )?;
+        Ok(Self { ns })
+    }
+}
+
+/// Mounts of a sandbox, in a fresh mount namespace. Sources are resolved
+/// relative to the sandbox root, made the working directory first: a
+/// working directory keeps resolving after the tmpfs over `/home` or the
+/// bind over `/tmp` hides the root's host path (a root under `/tmp`, as the
+/// default is).
+fn build_mounts(root: &CStr, accounts: bool) -> std::io::Result<()> {
+    rustix::mount::mount_change(
+        c"/",
+        MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
+    )?;
+    rustix::process::chdir(root)?;
+    rustix::mount::mount(
+        c"tmpfs",
+        c"/home",
+        c"tmpfs",
+        MountFlags::NOSUID | MountFlags::NODEV,
+        c"mode=755",
+    )?;
+    rustix::fs::mkdir(c"/home/user", Mode::from_raw_mode(0o755))?;
+    // Relative sources: below the root, the working directory.
+    rustix::mount::mount_bind_recursive(c"home/user", c"/home/user")?;
+    rustix::mount::mount_bind_recursive(c"tmp", c"/tmp")?;
+    if accounts {
+        rustix::mount::mount_bind(c"etc/passwd", c"/etc/passwd")?;
+        rustix::mount::mount_bind(c"etc/group", c"/etc/group")?;
+    }
+    Ok(())
+}
+
+/// A child enters its sandbox's mount namespace, then its working directory.
 #[derive(Debug)]
 struct MountPlan {
-    root: CString,
-    /// Bind generated account files over the host's (uid switch only).
-    accounts: bool,
+    /// The sandbox's namespace (a copy of the held descriptor, CLOEXEC).
+    ns: OwnedFd,
     cwd: CString,
 }
 
 #[derive(Debug)]
 struct UserPlan {
     ids: HostIds,
-    /// `"1000 <host uid> 1"` and the gid line, when a user namespace is used.
-    maps: Option<(CString, CString)>,
+    /// The sandbox's user namespace (a copy of the held descriptor,
+    /// CLOEXEC), when one is used.
+    ns: Option<OwnedFd>,
 }
 
 impl ChildSetup {
-    /// The setup of a child of the sandbox rooted at `root`, starting in
-    /// guest dir `cwd`.
+    /// The setup of a child of a sandbox, starting in guest dir `cwd`,
+    /// inside the sandbox's `mounts` and `userns` where it has them, as the
+    /// sandbox's `ids` where the agent switches uids.
     pub(crate) fn new(
-        root: &Path,
         cwd: &str,
-        support: Support,
+        mounts: Option<&SandboxMounts>,
+        userns: Option<&SandboxUserNs>,
         ids: Option<HostIds>,
         cgroup_procs: Option<OwnedFd>,
         cpu_seconds: Option<u64>,
     ) -> std::io::Result<Self> {
-        let mounts = if support.mount_ns {
-            Some(MountPlan {
-                root: cstring(root.as_os_str().as_bytes())?,
-                accounts: ids.is_some(),
+        let mounts = match mounts {
+            Some(mounts) => Some(MountPlan {
+                ns: mounts.ns.try_clone()?,
                 cwd: cstring(cwd.as_bytes())?,
-            })
-        } else {
-            None
+            }),
+            None => None,
         };
         let user = match ids {
             Some(ids) => Some(UserPlan {
                 ids,
-                maps: if support.user_ns {
-                    Some((
-                        cstring(format!("{GUEST_UID} {} 1\n", ids.uid).as_bytes())?,
-                        cstring(format!("{GUEST_GID} {} 1\n", ids.gid).as_bytes())?,
-                    ))
-                } else {
-                    None
-                },
+                ns: userns.map(|u| u.ns.try_clone()).transpose()?,
             }),
             None => None,
         };
@@ -223,7 +318,7 @@ impl ChildSetup {
         })
     }
 
-    /// Runs in the forked child: limits, cgroup, mounts, then the uid
+    /// Runs in the child before exec: limits, cgroup, mounts, then the uid
     /// switch (last: the mounts need root). Only async-signal-safe syscalls
     /// on memory owned by `self` or static literals.
     pub(crate) fn apply(&self) -> std::io::Result<()> {
@@ -248,29 +343,10 @@ impl ChildSetup {
 
 impl MountPlan {
     fn apply(&self) -> std::io::Result<()> {
-        // SAFETY: CLONE_NEWNS only gives this (single-threaded, just forked)
-        // child its own mount table; no file descriptor table is unshared.
-        unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) }?;
-        rustix::mount::mount_change(
-            c"/",
-            MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
+        rustix::thread::move_into_link_name_space(
+            self.ns.as_fd(),
+            Some(rustix::thread::LinkNameSpaceType::Mount),
         )?;
-        rustix::process::chdir(self.root.as_c_str())?;
-        rustix::mount::mount(
-            c"tmpfs",
-            c"/home",
-            c"tmpfs",
-            MountFlags::NOSUID | MountFlags::NODEV,
-            c"mode=755",
-        )?;
-        rustix::fs::mkdir(c"/home/user", Mode::from_raw_mode(0o755))?;
-        // Relative sources: below the root, the working directory.
-        rustix::mount::mount_bind_recursive(c"home/user", c"/home/user")?;
-        rustix::mount::mount_bind_recursive(c"tmp", c"/tmp")?;
-        if self.accounts {
-            rustix::mount::mount_bind(c"etc/passwd", c"/etc/passwd")?;
-            rustix::mount::mount_bind(c"etc/group", c"/etc/group")?;
-        }
         rustix::process::chdir(self.cwd.as_c_str())?;
         Ok(())
     }
@@ -278,35 +354,33 @@ impl MountPlan {
 
 impl UserPlan {
     fn apply(&self) -> std::io::Result<()> {
-        let (uid, gid) = (self.ids.uid(), self.ids.gid());
+        // Before entering the namespace, where setgroups is denied.
         rustix::thread::set_thread_groups(&[])?;
+        let (uid, gid) = match &self.ns {
+            Some(ns) => {
+                // Joined as root of the agent's namespace (which owns it):
+                // full capabilities inside until the uid change below.
+                rustix::thread::move_into_link_name_space(
+                    ns.as_fd(),
+                    Some(rustix::thread::LinkNameSpaceType::User),
+                )?;
+                (
+                    rustix::process::Uid::from_raw(GUEST_UID),
+                    rustix::process::Gid::from_raw(GUEST_GID),
+                )
+            }
+            None => (self.ids.uid(), self.ids.gid()),
+        };
         rustix::thread::set_thread_res_gid(gid, gid, gid)?;
+        // Every uid non-zero: the capabilities are gone.
         rustix::thread::set_thread_res_uid(uid, uid, uid)?;
         // A set-user-ID program must not give the sandbox its privileges back.
         rustix::thread::set_no_new_privs(true)?;
         // Set after the uid change, which clears it: if the agent dies, so
         // does its direct child (the cgroup takes care of the rest).
         rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
-        if let Some((uid_map, gid_map)) = &self.maps {
-            // The uid change made /proc/self root-owned; the maps are written
-            // by the process itself, which must own its /proc entries.
-            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::Dumpable)?;
-            // SAFETY: CLONE_NEWUSER only changes this single-threaded child's
-            // user namespace; no file descriptor table is unshared.
-            unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWUSER) }?;
-            write_file(c"/proc/self/setgroups", b"deny")?;
-            write_file(c"/proc/self/gid_map", gid_map.as_bytes())?;
-            write_file(c"/proc/self/uid_map", uid_map.as_bytes())?;
-        }
         Ok(())
     }
-}
-
-/// open + write + close, async-signal-safe.
-fn write_file(path: &CStr, bytes: &[u8]) -> std::io::Result<()> {
-    let fd = rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
-    rustix::io::write(&fd, bytes)?;
-    Ok(())
 }
 
 /// Sets one resource limit (soft and hard) in the current process.

@@ -16,7 +16,7 @@ use rustix::process::{Pid, Signal};
 
 use crate::isolation::cgroup::SandboxCgroup;
 use crate::isolation::user::HostIds;
-use crate::isolation::{self, ChildSetup, Support};
+use crate::isolation::{self, ChildSetup, SandboxMounts, SandboxUserNs, Support, launch};
 
 /// The guest's home directory, as commands and kernels see it.
 pub const GUEST_HOME: &str = "/home/user";
@@ -53,6 +53,10 @@ struct Inner {
     ids: Option<HostIds>,
     /// Holds every process of the sandbox, where the host has cgroup v2.
     cgroup: Option<SandboxCgroup>,
+    /// The mount namespace every child enters, where the host allows one.
+    mounts: Option<SandboxMounts>,
+    /// The user namespace every child enters (uid 1000 is `ids`), where used.
+    userns: Option<SandboxUserNs>,
     defaults: Mutex<BTreeMap<String, String>>,
     run_options: Mutex<RunOptions>,
     pgids: Mutex<Vec<i32>>,
@@ -89,6 +93,14 @@ impl Drop for Inner {
 /// host without cgroup v2.
 pub const SANDBOX_MARKER: &str = "RAYITO_SANDBOX";
 
+/// What every child of the sandbox is started with (see `SandboxEnv::prepare`).
+struct Prepared {
+    envs: BTreeMap<String, String>,
+    /// The guest working directory.
+    cwd: String,
+    setup: std::io::Result<ChildSetup>,
+}
+
 /// Per-sandbox options from the run payload.
 #[derive(Debug, Default, Clone)]
 struct RunOptions {
@@ -115,14 +127,26 @@ pub struct Containment {
 impl SandboxEnv {
     /// A sandbox rooted at `root` (a host directory); creates `home/user`
     /// and `tmp` below it (owned by the sandbox's uid when the agent is
-    /// root) and the sandbox's cgroup where the host has cgroup v2.
+    /// root), the sandbox's cgroup where the host has cgroup v2, and the
+    /// mount and user namespaces its processes enter where the host allows
+    /// them.
     ///
     /// # Errors
-    /// The directories cannot be created or given to the sandbox's uid.
+    /// The directories cannot be created or given to the sandbox's uid, or
+    /// the mount or user namespace cannot be built.
     pub fn new(root: &Path) -> std::io::Result<Self> {
         let support = isolation::support();
         let ids = support.switch_uid.then(HostIds::pick);
         isolation::prepare_root(root, ids, support.user_ns)?;
+        let mounts = if support.mount_ns {
+            Some(SandboxMounts::create(root, ids.is_some())?)
+        } else {
+            None
+        };
+        let userns = match ids {
+            Some(ids) if support.user_ns => Some(SandboxUserNs::create(ids)?),
+            _ => None,
+        };
         let marker = format!("{:016x}", rand::random::<u64>());
         let cgroup = SandboxCgroup::create(&format!("sandbox-{marker}"));
         Ok(Self {
@@ -132,6 +156,8 @@ impl SandboxEnv {
                 support,
                 ids,
                 cgroup,
+                mounts,
+                userns,
                 defaults: Mutex::new(BTreeMap::new()),
                 run_options: Mutex::new(RunOptions::default()),
                 pgids: Mutex::new(Vec::new()),
@@ -244,62 +270,17 @@ impl SandboxEnv {
     }
 
     fn build_command(&self, spec: &SpawnSpec, own_group: bool) -> tokio::process::Command {
+        let prepared = self.prepare(spec);
         let mut cmd = tokio::process::Command::new(&spec.program);
         cmd.args(&spec.args);
         cmd.env_clear();
-        cmd.env("PATH", DEFAULT_PATH);
-        if self.inner.support.mount_ns {
-            cmd.env("HOME", GUEST_HOME);
-        } else {
-            cmd.env("HOME", self.to_host(GUEST_HOME));
-        }
-        cmd.env("LANG", "C.UTF-8");
-        if self.inner.ids.is_some() {
-            cmd.env("USER", "user");
-            cmd.env("LOGNAME", "user");
-        }
-        for (k, v) in self.inner.defaults.lock().expect("defaults lock").iter() {
-            cmd.env(k, v);
-        }
-        for (k, v) in &spec.envs {
-            cmd.env(k, v);
-        }
-        cmd.env(SANDBOX_MARKER, &self.inner.marker);
-        let options = self
-            .inner
-            .run_options
-            .lock()
-            .expect("run options lock")
-            .clone();
-        let cwd = spec
-            .cwd
-            .as_deref()
-            .or(options.workdir.as_deref())
-            .unwrap_or(GUEST_HOME);
-        cmd.current_dir(self.to_host(cwd));
+        cmd.envs(&prepared.envs);
+        cmd.current_dir(self.to_host(&prepared.cwd));
         if own_group {
             cmd.process_group(0);
         }
         cmd.kill_on_drop(true);
-        // Prepared before fork: nothing may allocate in the child. A setup
-        // that cannot be prepared fails the spawn rather than running the
-        // child less contained.
-        let cgroup_procs = self
-            .inner
-            .cgroup
-            .as_ref()
-            .map(SandboxCgroup::procs)
-            .transpose();
-        let setup = cgroup_procs.and_then(|procs| {
-            ChildSetup::new(
-                &self.inner.root,
-                cwd,
-                self.inner.support,
-                self.inner.ids,
-                procs,
-                options.cpu_seconds,
-            )
-        });
+        let setup = prepared.setup;
         // SAFETY: the closure runs in the forked child before exec and only
         // makes async-signal-safe syscalls (setrlimit, write, unshare,
         // mount, mkdir, chdir, set*id, prctl, open) on memory prepared
@@ -312,6 +293,91 @@ impl SandboxEnv {
             });
         }
         cmd
+    }
+
+    /// Starts `spec` in its own process group, as [`SandboxEnv::command`]
+    /// would, but without copying the agent's address space (see
+    /// `crate::isolation::launch`): what commands and kernels use, whose
+    /// start time is what a caller waits for. The caller then calls
+    /// [`SandboxEnv::track`] with its pid.
+    ///
+    /// # Errors
+    /// The setup cannot be prepared, a string holds a NUL byte, the program
+    /// cannot be executed (`NotFound`, `PermissionDenied`) or the child's
+    /// setup fails.
+    pub(crate) fn launch(
+        &self,
+        spec: &SpawnSpec,
+        stdin: launch::Stdio,
+        stdout: launch::Stdio,
+        stderr: launch::Stdio,
+    ) -> std::io::Result<launch::LaunchedChild> {
+        let prepared = self.prepare(spec);
+        let plan = launch::LaunchPlan::new(
+            &spec.program,
+            &spec.args,
+            prepared.envs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            &self.to_host(&prepared.cwd),
+            true,
+            prepared.setup?,
+        )?;
+        launch::launch(&plan, stdin, stdout, stderr)
+    }
+
+    /// The environment (later entries win), the guest working directory and
+    /// the isolation setup of a child of this sandbox. A setup that cannot
+    /// be prepared fails the spawn rather than running the child less
+    /// contained; it is prepared before fork because nothing may allocate in
+    /// the child.
+    fn prepare(&self, spec: &SpawnSpec) -> Prepared {
+        let mut envs = BTreeMap::new();
+        envs.insert("PATH".to_owned(), DEFAULT_PATH.to_owned());
+        let home = if self.inner.support.mount_ns {
+            GUEST_HOME.to_owned()
+        } else {
+            self.to_host(GUEST_HOME).to_string_lossy().into_owned()
+        };
+        envs.insert("HOME".to_owned(), home);
+        envs.insert("LANG".to_owned(), "C.UTF-8".to_owned());
+        if self.inner.ids.is_some() {
+            envs.insert("USER".to_owned(), "user".to_owned());
+            envs.insert("LOGNAME".to_owned(), "user".to_owned());
+        }
+        for (k, v) in self.inner.defaults.lock().expect("defaults lock").iter() {
+            envs.insert(k.clone(), v.clone());
+        }
+        for (k, v) in &spec.envs {
+            envs.insert(k.clone(), v.clone());
+        }
+        envs.insert(SANDBOX_MARKER.to_owned(), self.inner.marker.clone());
+        let options = self
+            .inner
+            .run_options
+            .lock()
+            .expect("run options lock")
+            .clone();
+        let cwd = spec
+            .cwd
+            .clone()
+            .or(options.workdir)
+            .unwrap_or_else(|| GUEST_HOME.to_owned());
+        let cgroup_procs = self
+            .inner
+            .cgroup
+            .as_ref()
+            .map(SandboxCgroup::procs)
+            .transpose();
+        let setup = cgroup_procs.and_then(|procs| {
+            ChildSetup::new(
+                &cwd,
+                self.inner.mounts.as_ref(),
+                self.inner.userns.as_ref(),
+                self.inner.ids,
+                procs,
+                options.cpu_seconds,
+            )
+        });
+        Prepared { envs, cwd, setup }
     }
 
     /// Remembers a child's process group so that terminate can kill it.

@@ -371,3 +371,44 @@ async fn file_rpcs_have_the_sandbox_users_rights_not_roots() {
         .expect_err("a root-only file is not readable");
     assert_status(&err, tonic::Code::PermissionDenied, "permission denied");
 }
+
+/// The mount and user namespaces are built once per sandbox and shared by
+/// its processes (issue 13): a command still ends up with no capability at
+/// all, cannot change the mounts its siblings see, sees only uid 1000
+/// mapped, and the agent (whose memory the child borrows until exec) keeps
+/// its own dumpable setting.
+#[tokio::test]
+async fn shared_namespaces_give_a_command_no_privilege() {
+    let t = TestAgent::start().await;
+    let containment = t.agent.env().containment();
+    if switches_uid(&t).is_none() || !containment.user_namespace || !containment.mount_namespace {
+        eprintln!("SKIPPED: needs root, a mount namespace and a user namespace");
+        return;
+    }
+    let dumpable_before = rustix::process::dumpable_behavior().unwrap();
+    let o = run_bash(
+        &t,
+        "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status | awk '{print $1 $2}' | \
+         grep -v '^CapBnd'; cat /proc/self/uid_map | awk '{print $1, $3}'; \
+         mount -t tmpfs none /home/user 2>/dev/null && echo mounted || echo mount-refused; \
+         umount /tmp 2>/dev/null && echo unmounted || echo umount-refused",
+    )
+    .await;
+    let out = String::from_utf8(o.stdout.clone()).unwrap();
+    assert_eq!(
+        out,
+        "CapInh:0000000000000000\nCapPrm:0000000000000000\nCapEff:0000000000000000\n\
+         CapAmb:0000000000000000\n1000 1\nmount-refused\numount-refused\n",
+        "{o:?}"
+    );
+    // A sibling still sees the sandbox's own /tmp and home.
+    let o = run_bash(&t, "touch /tmp/sibling ~/sibling && echo ok").await;
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ok\n");
+    assert!(t.host_path("/tmp/sibling").exists());
+    assert!(t.host_path("/home/user/sibling").exists());
+    assert_eq!(
+        rustix::process::dumpable_behavior().unwrap(),
+        dumpable_before,
+        "the agent's dumpable setting survives its launches"
+    );
+}

@@ -6,12 +6,12 @@
 //! cell's output has arrived.
 
 use std::io;
-use std::process::Stdio;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
 use super::kernel::{KernelEvent, KernelSpec, Started};
+use crate::isolation::launch::Stdio;
 use crate::sandbox::{SandboxEnv, SpawnSpec};
 use crate::text::Utf8Decoder;
 
@@ -31,24 +31,24 @@ pub(crate) fn spawn(
     );
     let end_line = format!("__rayito_end_{token}");
     let marker = format!("\x1erayito-mark-{token}\x1e");
-    let mut cmd = env.command(&SpawnSpec {
-        program: BASH.to_owned(),
-        args: vec![
-            "--noprofile".to_owned(),
-            "--norc".to_owned(),
-            "-c".to_owned(),
-            wrapper(&end_line, &token),
-        ],
-        envs: spec.envs.clone(),
-        cwd: Some(spec.cwd.clone()),
-    });
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn()?;
-    let pid = child
-        .id()
-        .ok_or_else(|| io::Error::other("kernel exited at once"))?;
+    let mut child = env.launch(
+        &SpawnSpec {
+            program: BASH.to_owned(),
+            args: vec![
+                "--noprofile".to_owned(),
+                "--norc".to_owned(),
+                "-c".to_owned(),
+                wrapper(&end_line, &token),
+            ],
+            envs: spec.envs.clone(),
+            cwd: Some(spec.cwd.clone()),
+        },
+        Stdio::Piped,
+        Stdio::Piped,
+        Stdio::Piped,
+    )?;
+    child.kill_on_drop(true);
+    let pid = child.id();
     env.track(pid);
     let stdin = child
         .stdin

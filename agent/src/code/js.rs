@@ -10,7 +10,6 @@
 //! distinct errors so that the caller can say what is missing.
 
 use std::io;
-use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -19,6 +18,7 @@ use tokio::sync::mpsc;
 use super::kernel::{KernelEvent, KernelSpec, Started};
 use super::python::{self, DriverFrame};
 use super::validate::Language;
+use crate::isolation::launch::Stdio;
 use crate::sandbox::{SandboxEnv, SpawnSpec};
 use crate::text::Utf8Decoder;
 
@@ -50,25 +50,25 @@ pub(crate) async fn spawn(
     spec: &KernelSpec,
     events: mpsc::Sender<KernelEvent>,
 ) -> io::Result<Started> {
-    let mut cmd = env.command(&SpawnSpec {
-        program: SH.to_owned(),
-        args: vec![
-            "-c".to_owned(),
-            WRAPPER.to_owned(),
-            "sh".to_owned(),
-            DRIVER_SOURCE.to_owned(),
-            spec.language.as_str().to_owned(),
-        ],
-        envs: spec.envs.clone(),
-        cwd: Some(spec.cwd.clone()),
-    });
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn()?;
-    let pid = child
-        .id()
-        .ok_or_else(|| io::Error::other("kernel exited at once"))?;
+    let mut child = env.launch(
+        &SpawnSpec {
+            program: SH.to_owned(),
+            args: vec![
+                "-c".to_owned(),
+                WRAPPER.to_owned(),
+                "sh".to_owned(),
+                DRIVER_SOURCE.to_owned(),
+                spec.language.as_str().to_owned(),
+            ],
+            envs: spec.envs.clone(),
+            cwd: Some(spec.cwd.clone()),
+        },
+        Stdio::Piped,
+        Stdio::Piped,
+        Stdio::Piped,
+    )?;
+    child.kill_on_drop(true);
+    let pid = child.id();
     env.track(pid);
     let stdin = child
         .stdin

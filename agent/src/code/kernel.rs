@@ -8,7 +8,9 @@ use std::io;
 
 use rustix::process::{Pid, Signal};
 use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, ChildStdin};
+use tokio::net::unix::pipe;
+
+use crate::isolation::launch::LaunchedChild;
 use tokio::sync::mpsc;
 
 use super::validate::Language;
@@ -46,9 +48,9 @@ pub(crate) enum KernelEvent {
 #[derive(Debug)]
 pub(crate) struct Kernel {
     language: Language,
-    child: Child,
+    child: LaunchedChild,
     pgid: i32,
-    stdin: ChildStdin,
+    stdin: pipe::Sender,
     events: mpsc::Receiver<KernelEvent>,
     /// Bash: the random end-of-code line; Python: unused.
     bash_end_line: String,
@@ -194,8 +196,8 @@ pub(crate) fn signal_group(pgid: i32, signal: Signal) {
 /// What a language module hands back once its process is running.
 #[derive(Debug)]
 pub(crate) struct Started {
-    pub(crate) child: Child,
+    pub(crate) child: LaunchedChild,
     pub(crate) pgid: i32,
-    pub(crate) stdin: ChildStdin,
+    pub(crate) stdin: pipe::Sender,
     pub(crate) bash_end_line: String,
 }

@@ -10,7 +10,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::process::Stdio;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,6 +20,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{Encoder, FramedRead, LengthDelimitedCodec};
 
 use super::kernel::{KernelEvent, KernelSpec, Started};
+use crate::isolation::launch::Stdio;
 use crate::pb;
 use crate::sandbox::{SandboxEnv, SpawnSpec};
 
@@ -69,19 +69,19 @@ pub(crate) async fn spawn(
     spec: &KernelSpec,
     events: mpsc::Sender<KernelEvent>,
 ) -> io::Result<Started> {
-    let mut cmd = env.command(&SpawnSpec {
-        program: PYTHON.to_owned(),
-        args: vec!["-c".to_owned(), DRIVER_SOURCE.to_owned()],
-        envs: spec.envs.clone(),
-        cwd: Some(spec.cwd.clone()),
-    });
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn()?;
-    let pid = child
-        .id()
-        .ok_or_else(|| io::Error::other("kernel exited at once"))?;
+    let mut child = env.launch(
+        &SpawnSpec {
+            program: PYTHON.to_owned(),
+            args: vec!["-c".to_owned(), DRIVER_SOURCE.to_owned()],
+            envs: spec.envs.clone(),
+            cwd: Some(spec.cwd.clone()),
+        },
+        Stdio::Piped,
+        Stdio::Piped,
+        Stdio::Null,
+    )?;
+    child.kill_on_drop(true);
+    let pid = child.id();
     env.track(pid);
     let stdin = child
         .stdin

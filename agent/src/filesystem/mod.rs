@@ -12,7 +12,6 @@ mod write;
 
 use std::sync::Arc;
 
-use tokio::io::AsyncReadExt as _;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -116,40 +115,38 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
     ) -> Result<Response<Self::ReadStream>, Status> {
         let req = r.into_inner();
         let target = resolve(&self.shared.env, &req.path)?;
-        let mut file = open_regular(&self.shared.env, &target.host).await?;
+        let file = open_regular(&self.shared.env, &target.host).await?;
+        let mut file = file.into_std().await;
         let (tx, rx) = mpsc::channel(4);
-        let mut phase = self.shared.phase.subscribe();
-        tokio::spawn(async move {
-            // Each chunk is frozen out of this buffer and handed to the
-            // encoder as is (no copy into a fresh Vec per chunk).
+        let phase = self.shared.phase.subscribe();
+        // One blocking thread reads the whole file straight into the buffer
+        // each chunk is frozen out of (no copy through an async file's own
+        // buffer, no hop to the blocking pool per chunk); the channel keeps
+        // at most four chunks ahead of the client.
+        tokio::task::spawn_blocking(move || {
+            use std::io::Read as _;
             let mut buf = bytes::BytesMut::new();
             loop {
-                buf.reserve(READ_CHUNK);
-                let mut limited = (&mut file).take(READ_CHUNK as u64);
-                let n = tokio::select! {
-                    n = limited.read_buf(&mut buf) => n,
-                    _ = phase.changed() => {
-                        let gate = *phase.borrow_and_update();
-                        if matches!(gate, Phase::Suspending | Phase::Expired) {
-                            let _ = tx.send(Err(gate.gate_status().expect("gated"))).await;
-                            return;
-                        }
-                        continue;
-                    }
-                };
-                match n {
+                let gate = *phase.borrow();
+                if matches!(gate, Phase::Suspending | Phase::Expired) {
+                    let _ = tx.blocking_send(Err(gate.gate_status().expect("gated")));
+                    return;
+                }
+                buf.resize(READ_CHUNK, 0);
+                match file.read(&mut buf) {
                     Ok(0) => return,
                     Ok(n) => {
-                        debug_assert_eq!(n, buf.len());
+                        buf.truncate(n);
                         let msg = pb::ReadResponse {
                             chunk: buf.split().freeze(),
                         };
-                        if tx.send(Ok(msg)).await.is_err() {
+                        if tx.blocking_send(Ok(msg)).is_err() {
                             return;
                         }
                     }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) => {
-                        let _ = tx.send(Err(io(e))).await;
+                        let _ = tx.blocking_send(Err(io(e)));
                         return;
                     }
                 }

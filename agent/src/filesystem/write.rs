@@ -1,13 +1,21 @@
 //! `Write`: a client stream of one or more files. Each file is written to a
 //! `.rayito-tmp-*` sibling, fsynced, chmodded and renamed over the target,
 //! so a failed or interrupted write leaves the target intact.
+//!
+//! The bytes go to disk on one blocking thread per file, fed the received
+//! chunks as they are (`Bytes` views, no copy) through a short queue, so the
+//! disk writes overlap with receiving the next chunks; the queue bounds what
+//! is held in memory to [`QUEUED_CHUNKS`] chunks.
 
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt as _;
+use std::io::Write as _;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
 use super::info::{entry_info, io_status};
@@ -23,22 +31,77 @@ const MAX_CHUNK: usize = 1 << 20;
 const DEFAULT_MODE: u32 = 0o644;
 /// How long the rest of an aborted stream is drained.
 const ABORT_DRAIN: Duration = Duration::from_millis(200);
+/// Chunks received but not yet written, at most (each at most 1 MiB).
+const QUEUED_CHUNKS: usize = 4;
+
+/// What the writer thread of a file is told.
+enum Piece {
+    Data(Bytes),
+    /// Everything was sent: fsync and finish.
+    Commit,
+}
+
+/// The thread writing one file: it ends with the first write error, after
+/// `Commit` (with the fsync's result), or when its queue closes without one
+/// (an abort: nothing to sync).
+struct Writer {
+    queue: mpsc::Sender<Piece>,
+    done: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Writer {
+    fn start(mut file: std::fs::File) -> Self {
+        let (queue, mut pieces) = mpsc::channel(QUEUED_CHUNKS);
+        let done = tokio::task::spawn_blocking(move || {
+            while let Some(piece) = pieces.blocking_recv() {
+                match piece {
+                    Piece::Data(chunk) => file.write_all(&chunk)?,
+                    Piece::Commit => return file.sync_all(),
+                }
+            }
+            Ok(())
+        });
+        Self { queue, done }
+    }
+
+    /// Queues a chunk; a writer that stopped on an error gives it here.
+    async fn write(&mut self, chunk: Bytes) -> std::io::Result<()> {
+        if self.queue.send(Piece::Data(chunk)).await.is_err() {
+            return Err(self
+                .finish()
+                .await
+                .err()
+                .unwrap_or_else(|| std::io::Error::other("the file writer stopped")));
+        }
+        Ok(())
+    }
+
+    /// Waits for the writer's end.
+    async fn finish(&mut self) -> std::io::Result<()> {
+        (&mut self.done)
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    }
+
+    /// Writes what is queued, fsyncs, and returns the first error.
+    async fn commit(mut self) -> std::io::Result<()> {
+        // A writer that already stopped says why in `finish`.
+        let _ = self.queue.send(Piece::Commit).await;
+        self.finish().await
+    }
+}
 
 /// The file being written.
 struct Open {
     target: Resolved,
     temp: PathBuf,
-    file: tokio::fs::File,
+    file: Writer,
     mode: u32,
 }
 
 impl Open {
-    async fn commit(mut self, env: &SandboxEnv) -> Result<pb::EntryInfo, Status> {
-        let synced = async {
-            self.file.flush().await?;
-            self.file.sync_all().await
-        }
-        .await;
+    async fn commit(self, env: &SandboxEnv) -> Result<pb::EntryInfo, Status> {
+        let synced = self.file.commit().await;
         let (temp, target, mode) = (&self.temp, &self.target, self.mode);
         env.as_user(|| {
             let result = synced.and_then(|()| {
@@ -55,6 +118,7 @@ impl Open {
     }
 
     fn abort(self, env: &SandboxEnv) {
+        // Closing the queue without a commit stops the writer unsynced.
         drop(self.file);
         env.as_user(|| {
             let _ = std::fs::remove_file(&self.temp);
@@ -160,7 +224,7 @@ async fn handle(
     };
     if !msg.chunk.is_empty() {
         file.file
-            .write_all(&msg.chunk)
+            .write(msg.chunk)
             .await
             .map_err(|e| io_status(&e))?;
     }
@@ -205,7 +269,7 @@ async fn begin(shared: &Shared, target: Resolved, mode: u32) -> Result<Open, Sta
             .open(&temp)
             .map_err(|e| io_status(&e))
     })?;
-    let file = tokio::fs::File::from_std(file);
+    let file = Writer::start(file);
     Ok(Open {
         target,
         temp,

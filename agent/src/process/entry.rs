@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::process::ChildStdin;
 use tokio::sync::watch;
 
 use super::ring::{Channel, OutputRing, RING_BYTES};
@@ -28,7 +27,7 @@ pub(crate) struct ProcessEntry {
     state: Mutex<EntryState>,
     /// Bumped on every chunk and at the end; subscribers wait on it.
     version: watch::Sender<u64>,
-    pub stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    pub stdin: tokio::sync::Mutex<Option<tokio::net::unix::pipe::Sender>>,
     /// Each subscriber's next seq, by subscriber id.
     cursors: Mutex<HashMap<u64, u64>>,
     next_cursor: AtomicU64,
@@ -55,7 +54,7 @@ impl ProcessEntry {
         pid: u32,
         config: pb::ProcessConfig,
         tag: Option<String>,
-        stdin: Option<ChildStdin>,
+        stdin: Option<tokio::net::unix::pipe::Sender>,
     ) -> Self {
         let (version, _) = watch::channel(0);
         let (progress, _) = watch::channel(0);

@@ -3,7 +3,7 @@
 
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt as _;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -15,6 +15,7 @@ use tonic::Status;
 
 use super::entry::ProcessEntry;
 use super::ring::Channel;
+use crate::isolation::launch::Stdio;
 use crate::pb;
 use crate::sandbox::{SandboxEnv, SpawnSpec};
 
@@ -60,29 +61,25 @@ pub(crate) fn spawn(
     with_stdin: bool,
     timeout: Option<Duration>,
 ) -> Result<(Arc<ProcessEntry>, u64), Status> {
-    let mut cmd = env.command(spec);
-    cmd.stdin(if with_stdin {
-        Stdio::piped()
+    let stdin = if with_stdin {
+        Stdio::Piped
     } else {
-        Stdio::null()
-    });
-    cmd.stdout(Stdio::piped());
-    cmd.stderr(Stdio::piped());
-    // The agent reaps the child itself; dropping the handle must not kill it
-    // (a background process outlives its Start stream).
-    cmd.kill_on_drop(false);
-    let mut child = cmd.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
-            Status::invalid_argument("cannot execute the command")
-        }
-        _ => {
-            tracing::warn!(error = %e, "spawn failed");
-            Status::internal("cannot start the process")
-        }
-    })?;
-    let pid = child
-        .id()
-        .ok_or_else(|| Status::internal("cannot start the process"))?;
+        Stdio::Null
+    };
+    // The agent reaps the child itself; dropping the handle does not kill
+    // it (a background process outlives its Start stream).
+    let mut child = env
+        .launch(spec, stdin, Stdio::Piped, Stdio::Piped)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
+                Status::invalid_argument("cannot execute the command")
+            }
+            _ => {
+                tracing::warn!(error = %e, "spawn failed");
+                Status::internal("cannot start the process")
+            }
+        })?;
+    let pid = child.id();
     env.track(pid);
     let entry = Arc::new(ProcessEntry::new(pid, config, tag, child.stdin.take()));
     let first = entry
