@@ -345,7 +345,15 @@ async fn read_events(
                         }
                     }
                     Some(Event::End(end)) => {
-                        return finish(end, stdout, stderr, cmd, output_lost);
+                        // `suspending` ends are handled by the reconnect above.
+                        return finish(
+                            end,
+                            stdout,
+                            stderr,
+                            cmd,
+                            output_lost,
+                            "resume the sandbox and run the command again",
+                        );
                     }
                     Some(Event::Keepalive(_)) | None => {}
                     Some(Event::Start(_)) => {
@@ -481,13 +489,15 @@ fn stdin_gone(err: &SandboxError) -> bool {
     )
 }
 
-/// The result of a command from its `EndEvent`.
-fn finish(
+/// The result of a command from its `EndEvent`; a `suspending` end becomes
+/// `SandboxState` with `suspending_hint` (what the caller can do next).
+pub(crate) fn finish(
     end: pb::EndEvent,
     stdout: OutputBuffer,
     stderr: OutputBuffer,
     cmd: &str,
     output_lost: bool,
+    suspending_hint: &'static str,
 ) -> Result<CommandResult, SandboxError> {
     let (stdout, stdout_cut) = stdout.finish();
     let (stderr, stderr_cut) = stderr.finish();
@@ -513,11 +523,7 @@ fn finish(
             exit_code,
             truncated: output.truncated,
         }),
-        // `suspending` ends are handled by the caller's reconnect.
-        _ => Err(SandboxError::sandbox_state(
-            "suspending",
-            "resume the sandbox and run the command again",
-        )),
+        _ => Err(SandboxError::sandbox_state("suspending", suspending_hint)),
     }
 }
 

@@ -15,7 +15,6 @@ use super::{
     CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, feed_stdin,
     resubscribe_process, start_request,
 };
-use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end_event};
 use crate::error::{ErrorKind, SandboxError};
 use crate::pb;
 use crate::pb::process_event::Event;
@@ -420,35 +419,14 @@ impl CommandHandle {
                 "the process stream ended without an end event",
             ));
         };
-        let (stdout, stdout_cut) = self.stdout.finish();
-        let (stderr, stderr_cut) = self.stderr.finish();
-        let exit_code = end.exit_code;
-        let outcome = from_end_event(
-            EndEventData {
-                status: end.status,
-                exit_code,
-                signal: end.signal,
-                error: end.error.map(|e| (e.code, e.message)),
-            },
-            CommandOutput {
-                stdout,
-                stderr,
-                truncated: stdout_cut || stderr_cut || self.output_lost,
-            },
+        super::finish(
+            end,
+            self.stdout,
+            self.stderr,
             &self.command,
-        )?;
-        match outcome {
-            EndOutcome::Exited { output } => Ok(CommandResult {
-                stdout: output.stdout,
-                stderr: output.stderr,
-                exit_code,
-                truncated: output.truncated,
-            }),
-            _ => Err(SandboxError::sandbox_state(
-                "suspending",
-                "the process keeps running; connect to it again after the resume",
-            )),
-        }
+            self.output_lost,
+            "the process keeps running; connect to it again after the resume",
+        )
     }
 
     /// Kills the process (SIGKILL to its process group). `false` when it
