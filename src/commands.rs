@@ -590,7 +590,36 @@ impl OutputBuffer {
 
 #[cfg(test)]
 mod tests {
-    use super::OutputBuffer;
+    use super::{OutputBuffer, SUSPENDING, finish};
+    use crate::error::SandboxError;
+    use crate::pb;
+
+    /// A `suspending` end that reaches `finish` (no reconnect took it) is
+    /// `SandboxState` with the caller's hint, never a result.
+    #[test]
+    fn a_suspending_end_is_sandbox_state_with_the_hint() {
+        let end = pb::EndEvent {
+            exit_code: 0,
+            exited: false,
+            status: SUSPENDING.to_owned(),
+            error: Some(pb::StreamError {
+                code: SUSPENDING.to_owned(),
+                message: String::new(),
+            }),
+            signal: None,
+        };
+        let err = finish(
+            end,
+            OutputBuffer::default(),
+            OutputBuffer::default(),
+            "sleep 9",
+            false,
+            "the hint",
+        )
+        .unwrap_err();
+        assert!(matches!(err, SandboxError::SandboxState { .. }), "{err:?}");
+        assert_eq!(err.to_string(), "the sandbox is suspending; the hint");
+    }
 
     #[test]
     fn split_characters_are_rebuilt() {

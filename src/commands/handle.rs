@@ -184,7 +184,7 @@ enum RawItem {
 type RawEvents = Pin<Box<dyn Stream<Item = Result<RawItem, SandboxError>> + Send>>;
 
 /// The status of an `EndEvent` sent when `/suspend` closed the stream.
-const SUSPENDING: &str = "suspending";
+use super::SUSPENDING;
 
 /// A process's events across cuts: after a reconnectable cut (or a
 /// `suspending` end) it waits, asleep while the sandbox is suspended (a
