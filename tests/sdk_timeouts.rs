@@ -388,3 +388,21 @@ async fn zero_control_plane_timeouts_are_refused() {
         assert_eq!(err.to_string(), text);
     }
 }
+
+/// `Duration::MAX` as a control-plane timeout is saturated, not a panic:
+/// the call goes out and meets the closed port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_control_plane_timeouts_are_saturated() {
+    let addr = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let options = aws_at(addr)
+        .connect_timeout(Duration::MAX)
+        .read_timeout(Duration::MAX);
+    let (err, _) = failed_create(options).await;
+    assert_eq!(
+        err.to_string(),
+        "control plane call RunMicrovm could not connect to the service; check the network, the region and the endpoint, then retry"
+    );
+}

@@ -247,9 +247,14 @@ fn positive(
                 argument.replace('_', " ")
             ),
         )),
-        other => Ok(other),
+        // Saturated: the AWS runtime adds the timeout to an instant, and a
+        // caller's `Duration::MAX` must not overflow there.
+        other => Ok(other.map(|v| v.min(MAX_CONTROL_TIMEOUT))),
     }
 }
+
+/// The longest control-plane connect or read timeout taken (a day).
+const MAX_CONTROL_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 
 impl ControlPlane for AwsControlPlane {
     fn run_microvm(&self, request: RunRequest) -> BoxFuture<'_, Result<Microvm, SandboxError>> {

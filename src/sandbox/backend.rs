@@ -86,8 +86,8 @@ impl AwsOptions {
 
     /// How long a control-plane call may take to connect to the endpoint
     /// (default 5 s, as the reference client; zero is refused before any
-    /// call). A connection that is not made in time fails the call with
-    /// `Timeout { scope: Request }`.
+    /// call; longer than a day counts as a day). A connection that is not
+    /// made in time fails the call with `Timeout { scope: Request }`.
     #[must_use]
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.settings.connect_timeout = Some(timeout);
@@ -96,7 +96,8 @@ impl AwsOptions {
 
     /// How long a control-plane call may wait for the service's answer
     /// once connected (default 60 s, as the reference client; zero is
-    /// refused before any call). An endpoint that accepts the connection
+    /// refused before any call; longer than a day counts as a day). An
+    /// endpoint that accepts the connection
     /// and never answers fails the call with `Timeout { scope: Request }`
     /// after this long, never after the operating system's own timeouts.
     #[must_use]
