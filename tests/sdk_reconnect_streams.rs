@@ -419,8 +419,13 @@ where
     Fut: Future<Output = Result<bool, SandboxError>>,
 {
     let started = Instant::now();
-    while !probe().await.unwrap_or(false) {
-        assert!(started.elapsed() < PATIENCE, "never: {what}");
+    loop {
+        let last = probe().await;
+        if matches!(last, Ok(true)) {
+            return;
+        }
+        // The last answer says whether the probe failed or saw the wrong thing.
+        assert!(started.elapsed() < PATIENCE, "never: {what} (last: {last:?})");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

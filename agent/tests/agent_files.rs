@@ -502,3 +502,98 @@ async fn suspend_gates_read_and_write_and_aborts_a_live_write() {
     t.hook("resume", None).await;
     assert_eq!(read(&t, "/home/user/keep").await.unwrap(), b"old");
 }
+
+/// A loopback relay to the agent that forwards one client connection and,
+/// once the client has sent `marker`, forwards that read and closes both
+/// sides: the agent gets the marker's message and then the connection's
+/// end, with nothing after it.
+async fn relay_cut_after(
+    agent: std::net::SocketAddr,
+    marker: &'static [u8],
+) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (client, _) = listener.accept().await.unwrap();
+        let upstream = tokio::net::TcpStream::connect(agent).await.unwrap();
+        let (mut client_rx, mut client_tx) = client.into_split();
+        let (mut agent_rx, mut agent_tx) = upstream.into_split();
+        let back = tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut agent_rx, &mut client_tx).await;
+        });
+        let mut buf = vec![0u8; 1 << 16];
+        // The last bytes of the previous read: a marker may straddle two.
+        let mut tail: Vec<u8> = Vec::new();
+        loop {
+            let n = match client_rx.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if agent_tx.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+            tail.extend_from_slice(&buf[..n]);
+            if tail.windows(marker.len()).any(|w| w == marker) {
+                break;
+            }
+            let keep = tail.len().saturating_sub(marker.len());
+            tail.drain(..keep);
+        }
+        back.abort();
+        // Dropping both halves of both sockets closes the connections.
+    });
+    addr
+}
+
+/// A client that vanishes while the agent commits the first of two files
+/// leaves no temporary file: hyper drops a pending handler when its stream
+/// ends abnormally, so the cleanup cannot wait for the handler to see the
+/// error (it leaked a `.rayito-tmp-*` file on a loaded CI machine).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_cut_while_committing_leaves_no_temporary_file() {
+    let t = TestAgent::start().await;
+    for round in 0..3 {
+        let dir = format!("/home/user/cut{round}");
+        let relay = relay_cut_after(t.agent.grpc_addr(), b"/b-marker").await;
+        let files = pb::filesystem_service_client::FilesystemServiceClient::with_interceptor(
+            support::connect(relay).await,
+            t.interceptor(),
+        );
+        // 64 MiB make the first file's fsync last while the cut arrives.
+        let mut msgs = file_messages(&format!("{dir}/a"), &vec![b'a'; 64 << 20], None);
+        msgs.extend(file_messages(&format!("{dir}/b-marker"), b"b", None));
+        let (tx, rx) = tokio::sync::mpsc::channel(msgs.len());
+        for m in msgs {
+            tx.send(m).await.unwrap();
+        }
+        let mut files = files.clone();
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            files.write(tokio_stream::wrappers::ReceiverStream::new(rx)),
+        )
+        .await
+        .expect("the cut ends the call")
+        .expect_err("the cut fails the call");
+        drop(tx);
+        let host = t.host_path(&dir);
+        let temps = || {
+            std::fs::read_dir(&host)
+                .map(|d| {
+                    d.flatten()
+                        .filter(|e| e.file_name().to_string_lossy().starts_with(".rayito-tmp-"))
+                        .count()
+                })
+                .unwrap_or(0)
+        };
+        let by = std::time::Instant::now() + Duration::from_secs(30);
+        while temps() > 0 {
+            assert!(
+                std::time::Instant::now() < by,
+                "round {round}: a temporary file outlived the cut write"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!host.join("b-marker").exists(), "round {round}");
+    }
+}

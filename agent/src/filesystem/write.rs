@@ -91,38 +91,50 @@ impl Writer {
     }
 }
 
-/// The file being written.
+/// The file being written. Dropped before [`Open::commit`] renamed it (an
+/// error, an abort, or the whole handler dropped: hyper drops a pending
+/// service future when the client resets its stream, so an explicit abort
+/// path alone would leak the temporary file), it removes its temporary file.
 struct Open {
     target: Resolved,
     temp: PathBuf,
-    file: Writer,
+    /// `None` once committed.
+    writer: Option<Writer>,
     mode: u32,
+    /// Whether `temp` became the target.
+    renamed: bool,
+    env: SandboxEnv,
 }
 
 impl Open {
-    async fn commit(self, env: &SandboxEnv) -> Result<pb::EntryInfo, Status> {
-        let synced = self.file.commit().await;
+    async fn commit(mut self) -> Result<pb::EntryInfo, Status> {
+        let writer = self.writer.take().expect("a writer until the commit");
+        let synced = writer.commit().await;
         let (temp, target, mode) = (&self.temp, &self.target, self.mode);
-        env.as_user(|| {
-            let result = synced.and_then(|()| {
+        self.env
+            .as_user(|| {
                 use std::os::unix::fs::PermissionsExt as _;
+                synced?;
                 std::fs::set_permissions(temp, std::fs::Permissions::from_mode(mode))?;
                 std::fs::rename(temp, &target.host)
-            });
-            if let Err(e) = result {
-                let _ = std::fs::remove_file(temp);
-                return Err(io_status(&e));
-            }
-            entry_info(&target.guest, &target.host).map_err(|e| io_status(&e))
-        })
+            })
+            .map_err(|e| io_status(&e))?;
+        self.renamed = true;
+        self.env
+            .as_user(|| entry_info(&target.guest, &target.host))
+            .map_err(|e| io_status(&e))
     }
+}
 
-    fn abort(self, env: &SandboxEnv) {
+impl Drop for Open {
+    fn drop(&mut self) {
         // Closing the queue without a commit stops the writer unsynced.
-        drop(self.file);
-        env.as_user(|| {
-            let _ = std::fs::remove_file(&self.temp);
-        });
+        self.writer.take();
+        if !self.renamed {
+            self.env.as_user(|| {
+                let _ = std::fs::remove_file(&self.temp);
+            });
+        }
     }
 }
 
@@ -159,7 +171,7 @@ pub(crate) async fn write(
     match outcome {
         Ok(()) => {
             if let Some(file) = open.take() {
-                entries.push(file.commit(&shared.env).await?);
+                entries.push(file.commit().await?);
             }
             if entries.is_empty() {
                 return Err(Status::invalid_argument("no files in the stream"));
@@ -167,9 +179,8 @@ pub(crate) async fn write(
             Ok(pb::WriteResponse { entries })
         }
         Err(status) => {
-            if let Some(file) = open.take() {
-                file.abort(&shared.env);
-            }
+            // Removes the temporary file now, before the drain.
+            drop(open.take());
             // Drain a little so that the refusal reaches the client as a status.
             let _ = tokio::time::timeout(ABORT_DRAIN, async {
                 while let Ok(Some(_)) = stream.message().await {}
@@ -192,7 +203,7 @@ async fn handle(
     match msg.path {
         Some(path) => {
             if let Some(prev) = open.take() {
-                entries.push(prev.commit(&shared.env).await?);
+                entries.push(prev.commit().await?);
             }
             if !msg.metadata.is_empty() {
                 return Err(Status::failed_precondition(
@@ -222,11 +233,10 @@ async fn handle(
     let Some(file) = open.as_mut() else {
         return Err(Status::invalid_argument("first message has no path"));
     };
-    if !msg.chunk.is_empty() {
-        file.file
-            .write(msg.chunk)
-            .await
-            .map_err(|e| io_status(&e))?;
+    if !msg.chunk.is_empty()
+        && let Some(writer) = file.writer.as_mut()
+    {
+        writer.write(msg.chunk).await.map_err(|e| io_status(&e))?;
     }
     Ok(())
 }
@@ -269,11 +279,12 @@ async fn begin(shared: &Shared, target: Resolved, mode: u32) -> Result<Open, Sta
             .open(&temp)
             .map_err(|e| io_status(&e))
     })?;
-    let file = Writer::start(file);
     Ok(Open {
         target,
         temp,
-        file,
+        writer: Some(Writer::start(file)),
         mode,
+        renamed: false,
+        env: shared.env.clone(),
     })
 }
