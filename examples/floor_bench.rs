@@ -51,7 +51,7 @@ use futures_util::StreamExt as _;
 use lmv::config::retry::RetryConfig;
 use lmv::config::{BehaviorVersion, Credentials, Region};
 use lmv::types::PortSpecification;
-use rayito::{AwsOptions, Sandbox, SandboxBuilder};
+use rayito::{AwsOptions, CommandOptions, Sandbox, SandboxBuilder};
 use rayito_agent::emulator::{Emulator, EmulatorConfig};
 use rayito_agent::pb;
 use tonic::metadata::AsciiMetadataValue;
@@ -293,10 +293,19 @@ async fn commands_section(sbx: &Sandbox, rounds: usize) -> Result<(), Error> {
     let mut command_times = Vec::with_capacity(rounds);
     let mut spawn_times = Vec::with_capacity(rounds);
     let mut login_times = Vec::with_capacity(rounds);
+    let mut plain_times = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let started = Instant::now();
         let result = sbx.commands().run("true").await?;
         command_times.push(started.elapsed());
+        assert_eq!(result.exit_code, 0);
+
+        let started = Instant::now();
+        let result = sbx
+            .commands()
+            .run_with("true", CommandOptions::new().login_shell(false))
+            .await?;
+        plain_times.push(started.elapsed());
         assert_eq!(result.exit_code, 0);
 
         let started = Instant::now();
@@ -322,9 +331,16 @@ async fn commands_section(sbx: &Sandbox, rounds: usize) -> Result<(), Error> {
     }
     println!("== command start ==");
     let command = report("SDK commands.run(\"true\")", command_times);
+    let plain = report("SDK commands.run, login_shell(false)", plain_times);
     let spawn = report("std::process::Command bash -c true", spawn_times);
     let login = report("std::process::Command bash -l -c true", login_times);
     ratio("commands.run / Command", command, spawn, "<= 1.5");
+    ratio(
+        "commands.run no login / Command bash -c",
+        plain,
+        spawn,
+        "<= 1.5",
+    );
     ratio(
         "commands.run / Command (login shell)",
         command,

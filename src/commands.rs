@@ -44,6 +44,8 @@ pub struct CommandOptions {
     on_stderr: Option<OutputCallback>,
     /// Keep stdin open as a pipe (`open_stdin`, for background commands).
     stdin_open: bool,
+    /// `bash -l -c` (the default) or `bash -c`.
+    login_shell: bool,
 }
 
 impl Default for CommandOptions {
@@ -57,6 +59,7 @@ impl Default for CommandOptions {
             on_stdout: None,
             on_stderr: None,
             stdin_open: false,
+            login_shell: true,
         }
     }
 }
@@ -73,6 +76,7 @@ impl fmt::Debug for CommandOptions {
             .field("on_stdout", &self.on_stdout.is_some())
             .field("on_stderr", &self.on_stderr.is_some())
             .field("stdin_open", &self.stdin_open)
+            .field("login_shell", &self.login_shell)
             .finish()
     }
 }
@@ -129,6 +133,19 @@ impl CommandOptions {
     #[must_use]
     pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Self {
         self.stdin = Some(data.into());
+        self
+    }
+
+    /// Whether the command runs in a login shell: `bash -l -c <cmd>`, the
+    /// default (as in E2B), reads `/etc/profile` and `~/.profile`, which set
+    /// up `PATH` and the like; `false` runs `bash -c <cmd>`, which skips
+    /// them. That starts faster (Debian's `/etc/profile` alone runs `id -u`,
+    /// a process of its own; see `docs/performance.md`), for commands that
+    /// need nothing the profile sets: the environment is then the sandbox's
+    /// own (its default envs and this command's).
+    #[must_use]
+    pub fn login_shell(mut self, login: bool) -> Self {
+        self.login_shell = login;
         self
     }
 
@@ -263,7 +280,7 @@ pub(crate) fn start_request(
     let request = pb::StartRequest {
         process: Some(pb::ProcessConfig {
             cmd: "/bin/bash".to_owned(),
-            args: vec!["-l".to_owned(), "-c".to_owned(), cmd.to_owned()],
+            args: shell_args(cmd, options.login_shell),
             envs: options.envs.clone().into_iter().collect(),
             cwd,
         }),
@@ -274,6 +291,20 @@ pub(crate) fn start_request(
         kill_tree: false,
     };
     Ok((request, total))
+}
+
+/// The arguments of `/bin/bash` for `cmd`.
+fn shell_args(cmd: &str, login: bool) -> Vec<String> {
+    let shell = if login {
+        &["-l", "-c"][..]
+    } else {
+        &["-c"][..]
+    };
+    shell
+        .iter()
+        .map(|a| (*a).to_owned())
+        .chain(std::iter::once(cmd.to_owned()))
+        .collect()
 }
 
 /// A command's output stream and what re-subscribing to it needs.

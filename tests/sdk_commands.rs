@@ -184,6 +184,38 @@ async fn command_options_reach_the_command() {
     sbx.kill().await.unwrap();
 }
 
+/// A command is a login shell unless asked otherwise, for commands run to
+/// their end and background ones alike, and the process list shows how it
+/// was started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_is_a_login_shell_unless_asked_otherwise() {
+    let emulator = sdk_support::emulator().await;
+    let sbx = sdk_support::sandbox(&emulator).await;
+    let probe = "shopt -q login_shell && echo login || echo plain";
+    let login = sbx.commands().run(probe).await.unwrap();
+    assert_eq!(login.stdout, "login\n");
+    let plain = sbx
+        .commands()
+        .run_with(probe, CommandOptions::new().login_shell(false))
+        .await
+        .unwrap();
+    assert_eq!(plain.stdout, "plain\n");
+    let handle = sbx
+        .commands()
+        .spawn("sleep 30", CommandOptions::new().login_shell(false))
+        .await
+        .unwrap();
+    let listed = sbx.commands().list().await.unwrap();
+    let info = listed
+        .iter()
+        .find(|p| p.pid == handle.pid())
+        .expect("the background command is listed");
+    assert_eq!(info.cmd, "/bin/bash");
+    assert_eq!(info.args, ["-c", "sleep 30"]);
+    assert!(handle.kill().await.unwrap());
+    sbx.kill().await.unwrap();
+}
+
 /// A multi-byte character split across output chunks reaches `on_stdout`
 /// whole: no callback sees a replacement character.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

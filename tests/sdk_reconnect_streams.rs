@@ -425,7 +425,10 @@ where
             return;
         }
         // The last answer says whether the probe failed or saw the wrong thing.
-        assert!(started.elapsed() < PATIENCE, "never: {what} (last: {last:?})");
+        assert!(
+            started.elapsed() < PATIENCE,
+            "never: {what} (last: {last:?})"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -115,7 +115,8 @@ pub struct ProcessInfo {
     pub pid: u32,
     /// The program the agent started (`/bin/bash` for commands).
     pub cmd: String,
-    /// Its arguments (`["-l", "-c", <command>]` for commands).
+    /// Its arguments (`["-l", "-c", <command>]` for commands, `["-c",
+    /// <command>]` without a login shell).
     pub args: Vec<String>,
     /// Its extra environment variables.
     pub envs: BTreeMap<String, String>,
