@@ -29,6 +29,70 @@ async fn create_ok(s: &mut code_support::Served, req: pb::CreateContextRequest) 
 
 // ---- contexts ---------------------------------------------------------
 
+async fn context_ids(s: &code_support::Served) -> Vec<String> {
+    s.client
+        .clone()
+        .list_contexts(pb::ListContextsRequest {})
+        .await
+        .expect("list")
+        .into_inner()
+        .contexts
+        .into_iter()
+        .map(|c| c.context_id)
+        .collect()
+}
+
+/// A CreateContext the client cancels while its kernel starts leaves no
+/// context behind: hyper drops the handler then, and a context whose id
+/// nobody got would hold one of the eight slots for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_cancelled_while_its_kernel_starts_leaves_no_context() {
+    let s = serve().await;
+    let before = context_ids(&s).await;
+    for _attempt in 0..20 {
+        let mut creator = s.client.clone();
+        let call = tokio::spawn(async move { creator.create_context(create("python")).await });
+        // A new context is listed before its kernel answers: catch it then.
+        let caught = loop {
+            let new: Vec<String> = context_ids(&s)
+                .await
+                .into_iter()
+                .filter(|id| !before.contains(id))
+                .collect();
+            if call.is_finished() {
+                break None;
+            }
+            if let Some(id) = new.into_iter().next() {
+                break Some(id);
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
+        let Some(id) = caught else {
+            // The kernel was up before the poll saw it: not this case.
+            let created = call.await.unwrap().expect("create").into_inner();
+            s.client
+                .clone()
+                .destroy_context(pb::DestroyContextRequest {
+                    context_id: created.context_id,
+                })
+                .await
+                .expect("destroy");
+            continue;
+        };
+        call.abort();
+        let by = std::time::Instant::now() + Duration::from_secs(30);
+        while context_ids(&s).await.contains(&id) {
+            assert!(
+                std::time::Instant::now() < by,
+                "the cancelled context {id} is still listed"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        return;
+    }
+    panic!("no create was caught while its kernel started");
+}
+
 #[tokio::test]
 async fn create_list_use_and_destroy_a_context() {
     let mut s = serve().await;

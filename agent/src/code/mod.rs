@@ -244,14 +244,21 @@ impl pb::code_service_server::CodeService for CodeServiceImpl {
             envs: req.envs.into_iter().collect(),
         };
         let ctx = self.shared.contexts.create(spec)?;
+        // Until its kernel answers, the context goes away with the call: on
+        // an error, and when the client cancels (hyper then drops this
+        // future), since a context whose id nobody got holds a slot.
+        let unfinished = RemoveOnDrop {
+            contexts: &self.shared.contexts,
+            id: Some(ctx.id.clone()),
+        };
         if let Err(err) = execution::ensure_kernel(&ctx, &self.shared.env).await {
-            self.shared.contexts.remove(&ctx.id);
             return Err(messages::kernel_start_status(
                 language,
                 &err,
                 Status::internal(messages::KERNEL_START_FAILED),
             ));
         }
+        unfinished.keep();
         Ok(Response::new(pb::CreateContextResponse {
             context_id: ctx.id.clone(),
         }))
@@ -376,5 +383,27 @@ fn start_failure_reason(err: &std::io::Error) -> &'static str {
         }
         std::io::ErrorKind::TimedOut => messages::KERNEL_START_TIMED_OUT,
         _ => messages::KERNEL_START_OTHER,
+    }
+}
+
+/// Removes (and kills) a context being created unless [`RemoveOnDrop::keep`]
+/// is called.
+struct RemoveOnDrop<'a> {
+    contexts: &'a Registry,
+    id: Option<String>,
+}
+
+impl RemoveOnDrop<'_> {
+    /// The context is complete: it stays.
+    fn keep(mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for RemoveOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.contexts.remove(&id);
+        }
     }
 }
