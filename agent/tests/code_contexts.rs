@@ -42,6 +42,57 @@ async fn context_ids(s: &code_support::Served) -> Vec<String> {
         .collect()
 }
 
+/// A RestartContext the client cancels while the new kernel starts does
+/// not leave the context refusing later restarts ("being restarted").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_cancelled_midway_does_not_block_the_next_one() {
+    let mut s = serve().await;
+    let id = create_ok(&mut s, create("python")).await;
+    let pid_of_kernel = |run: code_support::Run| -> u32 {
+        run.results()[0]
+            .text
+            .as_deref()
+            .expect("text")
+            .parse()
+            .expect("a pid")
+    };
+    for attempt in 0..20u64 {
+        let old =
+            pid_of_kernel(run_ok(&mut s.client, cell_in(&id, "import os; os.getpid()")).await);
+        let mut restarter = s.client.clone();
+        let request = pb::RestartContextRequest {
+            context_id: id.clone(),
+        };
+        let call = tokio::spawn(async move { restarter.restart_context(request).await });
+        tokio::time::sleep(Duration::from_millis(1 + attempt)).await;
+        if call.is_finished() {
+            continue; // restarted before the cancel: not this case
+        }
+        call.abort();
+        // The agent took the restart if the old kernel died (it kills first).
+        let by = std::time::Instant::now() + Duration::from_secs(2);
+        while std::path::Path::new(&format!("/proc/{old}")).exists()
+            && std::time::Instant::now() < by
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if std::path::Path::new(&format!("/proc/{old}")).exists() {
+            continue; // the cancel came before the agent saw the call
+        }
+        s.client
+            .restart_context(pb::RestartContextRequest {
+                context_id: id.clone(),
+            })
+            .await
+            .expect("a later restart is taken");
+        let new =
+            pid_of_kernel(run_ok(&mut s.client, cell_in(&id, "import os; os.getpid()")).await);
+        assert_ne!(new, old);
+        return;
+    }
+    panic!("no restart was cancelled midway");
+}
+
 /// A CreateContext the client cancels while its kernel starts leaves no
 /// context behind: hyper drops the handler then, and a context whose id
 /// nobody got would hold one of the eight slots for good.

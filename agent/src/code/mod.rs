@@ -352,13 +352,16 @@ impl pb::code_service_server::CodeService for CodeServiceImpl {
         if ctx.restarting.swap(true, Ordering::SeqCst) {
             return Err(Status::aborted(messages::CONTEXT_RESTARTING));
         }
+        // The flag falls with this future, however it ends: a restart the
+        // client cancels (hyper drops the handler) must not leave the
+        // context refusing every later restart.
+        let _restarting = ClearOnDrop(&ctx.restarting);
         // Kill first so a running cell ends (KernelRestarted) and frees the lock.
         ctx.kill();
         let started = {
             let mut slot = ctx.kernel.lock().await;
             ctx.start_kernel(&mut slot, &self.shared.env).await
         };
-        ctx.restarting.store(false, Ordering::SeqCst);
         match started {
             Ok(()) => Ok(Response::new(pb::RestartContextResponse {})),
             Err(_) if ctx.destroyed.load(Ordering::SeqCst) => {
@@ -405,5 +408,14 @@ impl Drop for RemoveOnDrop<'_> {
         if let Some(id) = self.id.take() {
             self.contexts.remove(&id);
         }
+    }
+}
+
+/// Clears a flag when dropped.
+struct ClearOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for ClearOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
     }
 }
