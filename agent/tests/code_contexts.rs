@@ -79,12 +79,24 @@ async fn a_restart_cancelled_midway_does_not_block_the_next_one() {
         if std::path::Path::new(&format!("/proc/{old}")).exists() {
             continue; // the cancel came before the agent saw the call
         }
-        s.client
-            .restart_context(pb::RestartContextRequest {
-                context_id: id.clone(),
-            })
-            .await
-            .expect("a later restart is taken");
+        // Until the agent has seen the cancel, the restart is still under way
+        // and a second one is refused with "retry"; after it, never.
+        let by = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let next = s
+                .client
+                .restart_context(pb::RestartContextRequest {
+                    context_id: id.clone(),
+                })
+                .await;
+            match next {
+                Ok(_) => break,
+                Err(status) if status.code() == Code::Aborted && std::time::Instant::now() < by => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(status) => panic!("a later restart is refused: {status:?}"),
+            }
+        }
         let new =
             pid_of_kernel(run_ok(&mut s.client, cell_in(&id, "import os; os.getpid()")).await);
         assert_ne!(new, old);
