@@ -15,9 +15,10 @@ use crate::state::Shared;
 /// ignore it.
 pub const KERNEL_FAILURE_HEADER: &str = "rayito-kernel-failure";
 
-/// How long Health waits for a default kernel that is starting before it
-/// answers `kernel_ready: false`: under the SDK's shortest probe timeout
-/// (0.5 s), so a slow start costs a probe, never a failed one.
+/// How long Health waits, in all, for `/run` (when it has not come yet) and
+/// for a default kernel that is starting, before it answers `kernel_ready:
+/// false`: under the SDK's shortest probe timeout (0.5 s), so a slow start
+/// costs a probe, never a failed one.
 const KERNEL_START_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// The agent version Health reports (the crate version).
@@ -50,7 +51,15 @@ fn memory_total_bytes() -> u64 {
 impl HealthServiceImpl {
     async fn response(&self) -> pb::HealthResponse {
         let s = &self.shared;
-        let kernel_ready = s.code.kernel_ready_within(KERNEL_START_WAIT).await;
+        // RunMicrovm answers before `/run` is posted, so a readiness probe
+        // often comes first: it waits for the hook within the same bound,
+        // instead of answering "not yet" and costing the caller a poll
+        // interval (0.25 s) for a sandbox that is ready milliseconds later.
+        let waited = std::time::Instant::now();
+        let mut ran = s.ran.subscribe();
+        let _ = tokio::time::timeout(KERNEL_START_WAIT, ran.wait_for(|ran| *ran)).await;
+        let left = KERNEL_START_WAIT.saturating_sub(waited.elapsed());
+        let kernel_ready = s.code.kernel_ready_within(left).await;
         let (sandbox_id, metadata) = match s.run.lock().expect("run lock").as_ref() {
             Some(run) => (
                 run.sandbox_id.clone(),

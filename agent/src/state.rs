@@ -47,6 +47,9 @@ pub(crate) struct Shared {
     pub lifecycle: Lifecycle,
     pub started: Instant,
     pub run: Mutex<Option<RunInfo>>,
+    /// Set once `/run` was accepted (after the default kernel's warm-up
+    /// began): what a Health probe that came first waits for.
+    pub ran: watch::Sender<bool>,
     pub resume_generation: AtomicU64,
     /// Between an accepted `/suspend` and the next `/resume`.
     pub suspended: AtomicBool,
@@ -73,6 +76,7 @@ impl Shared {
         let (serve, _) = watch::channel(ServeState::Serving);
         let (terminated, _) = watch::channel(false);
         let (deadline_exit, _) = watch::channel(false);
+        let (ran, _) = watch::channel(false);
         Self {
             processes: ProcessTable::new(env.clone(), phase.clone()),
             ptys: PtyTable::new(env.clone(), phase.clone()),
@@ -82,6 +86,7 @@ impl Shared {
             lifecycle: Lifecycle::default(),
             started: Instant::now(),
             run: Mutex::new(None),
+            ran,
             resume_generation: AtomicU64::new(0),
             suspended: AtomicBool::new(false),
             hook_anomalies: AtomicU64::new(0),
@@ -132,6 +137,7 @@ impl Shared {
         *run = Some(info);
         drop(run);
         self.code.warm_up();
+        self.ran.send_replace(true);
         answer
     }
 

@@ -27,6 +27,38 @@ async fn health_before_run_is_anonymous_and_has_no_sandbox_id() {
     assert!(h.memory_total_bytes > 0);
 }
 
+/// A Health probe that comes before `/run` (RunMicrovm answers before the
+/// hook is posted) waits for it, at most 0.3 s in all, and answers with
+/// the sandbox id: a readiness wait then needs one probe, not a second one
+/// a poll interval later. Without a `/run` it answers "not yet" after the
+/// bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_before_run_waits_for_the_run_within_its_bound() {
+    let t = TestAgent::start_without_run().await;
+    let began = std::time::Instant::now();
+    let alone = t
+        .health()
+        .health(pb::HealthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(alone.sandbox_id, "");
+    assert!(!alone.kernel_ready);
+    assert!(
+        began.elapsed() >= std::time::Duration::from_millis(300),
+        "{:?}",
+        began.elapsed()
+    );
+    let mut probe = t.health();
+    let early = tokio::spawn(async move { probe.health(pb::HealthRequest {}).await });
+    // The probe is in the agent before the hook (it waits 0.3 s for it).
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let (status, body) = t.run(&support::payload(serde_json::json!({}))).await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    let h = early.await.unwrap().unwrap().into_inner();
+    assert_eq!(h.sandbox_id, MICROVM_ID);
+}
+
 #[tokio::test]
 async fn health_after_run_echoes_id_and_metadata() {
     let t = TestAgent::start_with(serde_json::json!({"metadata": {"team": "infra"}})).await;
