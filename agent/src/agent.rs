@@ -38,6 +38,12 @@ pub struct AgentConfig {
     /// Remove `root` when the agent stops (set by [`AgentConfig::default`],
     /// which creates a fresh temporary root).
     pub remove_root_on_drop: bool,
+    /// Start the default Python kernel at once instead of at `/run`
+    /// (default `false`): a sandbox prepared ahead of its RunMicrovm (the
+    /// emulator's warm spare) then answers its first cell without waiting
+    /// for an interpreter. `/run` keeps that kernel when the payload leaves
+    /// the environment as it was, and starts a fresh one otherwise.
+    pub prestart_kernel: bool,
 }
 
 impl Default for AgentConfig {
@@ -54,6 +60,7 @@ impl Default for AgentConfig {
             hooks_addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
             remove_root_on_drop: true,
+            prestart_kernel: false,
         }
     }
 }
@@ -101,6 +108,9 @@ impl Agent {
         let grpc_addr = grpc.local_addr()?;
         let hooks_addr = hooks.local_addr()?;
         let shared = Arc::new(Shared::new(env, config.disk_reserve_bytes));
+        if config.prestart_kernel {
+            shared.code.prestart();
+        }
 
         let routes = tonic::service::Routes::new(
             pb::health_service_server::HealthServiceServer::new(HealthServiceImpl {

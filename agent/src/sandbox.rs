@@ -199,6 +199,27 @@ impl SandboxEnv {
         };
     }
 
+    /// The value of [`SANDBOX_MARKER`] in the environment of every child
+    /// of this sandbox (how a harness finds them in `/proc`).
+    pub fn marker(&self) -> &str {
+        &self.inner.marker
+    }
+
+    /// Whether the run payload changed what a child starts with: default
+    /// envs, a working directory other than the home, or a CPU-time limit.
+    pub(crate) fn has_run_settings(&self) -> bool {
+        let options = self.inner.run_options.lock().expect("run options lock");
+        let workdir_moved = options.workdir.as_deref().is_some_and(|w| w != GUEST_HOME);
+        workdir_moved
+            || options.cpu_seconds.is_some()
+            || !self
+                .inner
+                .defaults
+                .lock()
+                .expect("defaults lock")
+                .is_empty()
+    }
+
     /// Whether children run in their own mount namespace, where
     /// `/home/user` and `/tmp` are the sandbox's (else HOME is the host path).
     pub fn is_isolated(&self) -> bool {

@@ -170,6 +170,28 @@ impl Registry {
         Ok(ctx)
     }
 
+    /// The default Python context, outside the registry: what a kernel
+    /// started before `/run` lives in until [`Registry::adopt`].
+    pub(crate) fn detached_default() -> Arc<Context> {
+        let spec = KernelSpec {
+            language: Language::Python,
+            cwd: GUEST_HOME.to_owned(),
+            envs: BTreeMap::new(),
+        };
+        Context::new(Language::Python.default_context_id().to_owned(), spec)
+    }
+
+    /// Makes a detached context the one of its id; `false` (and nothing
+    /// changed) when that id is already taken.
+    pub(crate) fn adopt(&self, ctx: Arc<Context>) -> bool {
+        let mut map = self.lock();
+        if map.contains_key(&ctx.id) {
+            return false;
+        }
+        map.insert(ctx.id.clone(), ctx);
+        true
+    }
+
     /// A new context `ctx-<12 hex>` (without a kernel yet).
     #[allow(clippy::result_large_err)]
     pub(crate) fn create(&self, spec: KernelSpec) -> Result<Arc<Context>, Status> {

@@ -77,6 +77,9 @@ struct Shared {
     /// Why the default kernel's warm-up failed (a fixed text), until a
     /// later warm-up succeeds.
     start_failure: std::sync::Mutex<Option<&'static str>>,
+    /// The default kernel started before `/run` ([`CodeServiceImpl::prestart`]),
+    /// until `/run` adopts or discards it.
+    prestarted: std::sync::Mutex<Option<Arc<Context>>>,
 }
 
 impl CodeServiceImpl {
@@ -90,17 +93,56 @@ impl CodeServiceImpl {
                 executions: Arc::default(),
                 closed: AtomicBool::new(false),
                 start_failure: std::sync::Mutex::new(None),
+                prestarted: std::sync::Mutex::new(None),
             }),
         }
     }
 
-    /// Starts the default Python context in the background (called at `/run`).
+    /// Starts the default Python kernel before `/run`, in a context of its
+    /// own that `/run` then adopts when the run payload leaves the
+    /// sandbox's environment as it was (no envs, the default working
+    /// directory, no CPU limit), so that a new sandbox's first cell does not
+    /// wait for an interpreter to start; otherwise `/run` discards it and
+    /// starts the kernel afresh. Needs a tokio runtime; without one it does
+    /// nothing.
+    pub fn prestart(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.shared.env.finds_program(python::PYTHON) {
+            return;
+        }
+        let ctx = context::Registry::detached_default();
+        ctx.mark_starting();
+        *self.shared.prestarted.lock().expect("prestarted lock") = Some(ctx.clone());
+        let env = self.shared.env.clone();
+        handle.spawn(async move {
+            // A failure here is not reported: `/run` starts the kernel again.
+            let _ = execution::ensure_kernel(&ctx, &env).await;
+        });
+    }
+
+    /// Starts the default Python context in the background (called at `/run`),
+    /// or adopts the kernel [`CodeServiceImpl::prestart`] began.
     /// Needs a tokio runtime; without one it does nothing (the context then
     /// starts on first use).
     pub fn warm_up(&self) {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        let prestarted = self
+            .shared
+            .prestarted
+            .lock()
+            .expect("prestarted lock")
+            .take();
+        if let Some(ctx) = prestarted {
+            if !self.shared.env.has_run_settings() && self.shared.contexts.adopt(ctx.clone()) {
+                // Health waits for its start like for any other.
+                return;
+            }
+            discard(&ctx);
+        }
         let Ok(ctx) = self.shared.contexts.default_for(Language::Python) else {
             return;
         };
@@ -170,6 +212,15 @@ impl CodeServiceImpl {
     /// Stops every kernel (called at `/terminate` and on drop of the agent).
     pub fn shutdown(&self) {
         self.shared.closed.store(true, Ordering::SeqCst);
+        if let Some(ctx) = self
+            .shared
+            .prestarted
+            .lock()
+            .expect("prestarted lock")
+            .take()
+        {
+            discard(&ctx);
+        }
         self.shared.contexts.destroy_all();
     }
 
@@ -418,4 +469,12 @@ impl Drop for ClearOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(false, Ordering::SeqCst);
     }
+}
+
+/// Kills a kernel started before `/run` that the run's settings make
+/// wrong. A start still under way sees `destroyed` when it ends and drops
+/// its kernel itself (see `Context::start_kernel`).
+fn discard(ctx: &Context) {
+    ctx.destroyed.store(true, Ordering::SeqCst);
+    ctx.kill();
 }
