@@ -190,6 +190,12 @@ impl Agent {
         self.hooks_addr
     }
 
+    /// Whether the kernel [`AgentConfig::prestart_kernel`] started is up
+    /// and answering (false without one, and once `/run` took it).
+    pub(crate) fn prestarted_kernel_live(&self) -> bool {
+        self.shared.code.prestarted_live()
+    }
+
     /// The sandbox's environment (root, spawning, path mapping).
     pub fn env(&self) -> &SandboxEnv {
         &self.shared.env

@@ -109,6 +109,9 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                     rand::random::<u64>()
                 )),
                 tls,
+                // A sandbox made ahead, its kernel started: a create then
+                // does not wait for an interpreter (docs/local.md).
+                warm_spare: true,
                 ..EmulatorConfig::default()
             };
             SandboxEnv::remove_at_exit(&config.root);

@@ -122,6 +122,17 @@ impl CodeServiceImpl {
         });
     }
 
+    /// Whether the kernel [`CodeServiceImpl::prestart`] began is up and
+    /// answering, `/run` not having taken it yet.
+    pub(crate) fn prestarted_live(&self) -> bool {
+        self.shared
+            .prestarted
+            .lock()
+            .expect("prestarted lock")
+            .as_ref()
+            .is_some_and(|ctx| ctx.is_live())
+    }
+
     /// Starts the default Python context in the background (called at `/run`),
     /// or adopts the kernel [`CodeServiceImpl::prestart`] began.
     /// Needs a tokio runtime; without one it does nothing (the context then

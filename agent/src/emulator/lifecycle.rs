@@ -54,13 +54,22 @@ fn hook_failure(hook: Hook, outcome: Result<http::StatusCode, HookError>) -> Str
     }
 }
 
-/// Creates a MicroVM: its root directory, its agent, its proxy listener. It
-/// starts PENDING; [`start`] then drives `/run`.
-///
-/// # Errors
-/// InternalServerException when the directory, the listener or the agent
-/// cannot be set up (the cause is logged, not sent).
-pub(crate) async fn create(shared: &Arc<Shared>, spec: Spec) -> Result<Arc<Vm>, ApiError> {
+/// A MicroVM made before its RunMicrovm: its id, root directory, proxy
+/// listener and a started agent. [`create`] turns it into a [`Vm`].
+pub(crate) struct Prepared {
+    id: String,
+    root: std::path::PathBuf,
+    listener: TcpListener,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    proxy_addr: SocketAddr,
+    endpoint: String,
+    pub(crate) agent: Agent,
+}
+
+/// Makes a MicroVM's root directory, proxy listener and agent.
+/// `prestart_kernel` starts the agent's default kernel at once (the warm
+/// spare) instead of at `/run`.
+async fn prepare(shared: &Arc<Shared>, prestart_kernel: bool) -> Result<Prepared, ApiError> {
     let id = ids::microvm_id();
     let root = shared.settings.root.join(&id);
     tokio::fs::create_dir_all(&root).await.map_err(|e| {
@@ -94,6 +103,7 @@ pub(crate) async fn create(shared: &Arc<Shared>, spec: Spec) -> Result<Arc<Vm>, 
         root: root.clone(),
         grpc_addr: loopback0(),
         hooks_addr: loopback0(),
+        prestart_kernel,
         ..AgentConfig::default()
     };
     let agent = match Agent::start(config).await {
@@ -104,11 +114,59 @@ pub(crate) async fn create(shared: &Arc<Shared>, spec: Spec) -> Result<Arc<Vm>, 
             return Err(ApiError::internal("The MicroVM could not be created."));
         }
     };
+    Ok(Prepared {
+        id,
+        root,
+        listener,
+        acceptor,
+        proxy_addr,
+        endpoint,
+        agent,
+    })
+}
+
+/// Creates a MicroVM: its root directory, its agent, its proxy listener
+/// (the warm spare's, when there is one: its kernel is already up). It
+/// starts PENDING; [`start`] then drives `/run`.
+pub(crate) async fn create(shared: &Arc<Shared>, spec: Spec) -> Result<Arc<Vm>, ApiError> {
+    let spare = shared.take_spare();
+    if shared.settings.warm_spare {
+        refill_spare(shared);
+    }
+    let prepared = match spare {
+        Some(prepared) => prepared,
+        None => prepare(shared, false).await?,
+    };
+    let Prepared {
+        id,
+        root,
+        listener,
+        acceptor,
+        proxy_addr,
+        endpoint,
+        agent,
+    } = prepared;
     let vm = Arc::new(Vm::new(id, spec, proxy_addr, endpoint, agent, root));
     if let Some(task) = shared.spawn(proxy::serve(shared.clone(), vm.clone(), listener, acceptor)) {
         vm.set_proxy_task(task);
     }
     Ok(vm)
+}
+
+/// Prepares the next warm spare in the background, unless one is ready or
+/// under way.
+pub(crate) fn refill_spare(shared: &Arc<Shared>) {
+    if !shared.begin_spare() {
+        return;
+    }
+    let s = shared.clone();
+    let spawned = shared.spawn(async move {
+        let prepared = prepare(&s, true).await.ok();
+        s.end_spare(prepared);
+    });
+    if spawned.is_none() {
+        shared.end_spare(None);
+    }
 }
 
 /// Posts `/run` in the background and arms the maximum-duration timer.

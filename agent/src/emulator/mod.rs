@@ -88,6 +88,13 @@ pub struct EmulatorConfig {
     /// For tests: every idle policy's `maxIdleDurationSeconds` (at least 60
     /// by the model) counts as this long instead (default `None`).
     pub max_idle_override: Option<Duration>,
+    /// Keep one MicroVM prepared ahead of the next RunMicrovm, its agent
+    /// running and its default Python kernel started (default `false`):
+    /// a new sandbox's first cell then does not wait for an interpreter to
+    /// start. Costs one idle agent and interpreter while the emulator runs;
+    /// a run payload that sets envs or a CPU limit gets a fresh kernel
+    /// anyway (see `AgentConfig::prestart_kernel`).
+    pub warm_spare: bool,
 }
 
 impl Default for EmulatorConfig {
@@ -103,6 +110,7 @@ impl Default for EmulatorConfig {
             tls: false,
             deadline_exit_delay: Duration::from_secs(15),
             max_idle_override: None,
+            warm_spare: false,
         }
     }
 }
@@ -159,12 +167,16 @@ impl Emulator {
                 hook_timeout: config.hook_timeout,
                 deadline_exit_delay: config.deadline_exit_delay,
                 max_idle_override: config.max_idle_override,
+                warm_spare: config.warm_spare,
             },
             tls,
             tokio::runtime::Handle::current(),
         ));
         let router = control::router(shared.clone());
         shared.spawn(serve_control(listener, router));
+        if shared.settings.warm_spare {
+            lifecycle::refill_spare(&shared);
+        }
         Ok(Emulator {
             faults: Faults {
                 shared: shared.clone(),
@@ -275,6 +287,13 @@ impl Emulator {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         drop(self);
+    }
+
+    /// Whether a warm spare is ready for the next RunMicrovm, its kernel
+    /// answering (see [`EmulatorConfig::warm_spare`]): lets a test or a
+    /// benchmark wait for it instead of guessing.
+    pub fn warm_spare_ready(&self) -> bool {
+        self.shared.spare_ready()
     }
 
     /// The id of every MicroVM this emulator created, terminated ones

@@ -32,6 +32,9 @@ pub(crate) struct Settings {
     pub(crate) hook_timeout: Duration,
     pub(crate) deadline_exit_delay: Duration,
     pub(crate) max_idle_override: Option<Duration>,
+    /// Keep one MicroVM prepared ahead, its kernel started (see
+    /// `EmulatorConfig::warm_spare`).
+    pub(crate) warm_spare: bool,
 }
 
 impl Settings {
@@ -74,6 +77,15 @@ pub(crate) struct Shared {
     seen_client_tokens: Mutex<Vec<Option<String>>>,
     /// Every proxy token minted, for canary tests (never logged).
     minted: Mutex<Vec<String>>,
+    /// The warm spare, and whether one is being prepared.
+    spare: Mutex<SpareSlot>,
+}
+
+/// The warm spare's slot.
+#[derive(Default)]
+struct SpareSlot {
+    ready: Option<super::lifecycle::Prepared>,
+    preparing: bool,
 }
 
 impl std::fmt::Debug for Shared {
@@ -105,7 +117,48 @@ impl Shared {
             calls: Mutex::new(HashMap::new()),
             seen_client_tokens: Mutex::new(Vec::new()),
             minted: Mutex::new(Vec::new()),
+            spare: Mutex::new(SpareSlot::default()),
         }
+    }
+
+    /// Whether a warm spare is ready, its kernel answering.
+    pub(crate) fn spare_ready(&self) -> bool {
+        self.spare
+            .lock()
+            .expect("spare lock")
+            .ready
+            .as_ref()
+            .is_some_and(|p| p.agent.prestarted_kernel_live())
+    }
+
+    /// The warm spare, if one is ready.
+    pub(crate) fn take_spare(&self) -> Option<super::lifecycle::Prepared> {
+        self.spare.lock().expect("spare lock").ready.take()
+    }
+
+    /// Claims the right to prepare the next spare: `false` when one is
+    /// ready or under way.
+    pub(crate) fn begin_spare(&self) -> bool {
+        let mut slot = self.spare.lock().expect("spare lock");
+        if slot.ready.is_some() || slot.preparing {
+            return false;
+        }
+        slot.preparing = true;
+        true
+    }
+
+    /// Ends a preparation with its outcome. A spare made after the
+    /// emulator stopped is killed at once.
+    pub(crate) fn end_spare(&self, prepared: Option<super::lifecycle::Prepared>) {
+        let mut slot = self.spare.lock().expect("spare lock");
+        slot.preparing = false;
+        if self.tasks.lock().expect("tasks lock").is_none() {
+            if let Some(p) = &prepared {
+                p.agent.kill();
+            }
+            return;
+        }
+        slot.ready = prepared;
     }
 
     /// Every proxy token minted so far, oldest first.
@@ -133,7 +186,11 @@ impl Shared {
         let tasks = self.tasks.lock().expect("tasks lock").take();
         drop(tasks);
         let vms = self.vms.lock().expect("vms lock").clone();
-        let agents = vms.iter().filter_map(|vm| vm.stop_now()).collect();
+        let mut agents: Vec<Agent> = vms.iter().filter_map(|vm| vm.stop_now()).collect();
+        if let Some(spare) = self.take_spare() {
+            spare.agent.kill();
+            agents.push(spare.agent);
+        }
         self.tokens.lock().expect("tokens lock").clear();
         agents
     }
