@@ -147,11 +147,12 @@ impl CodeServiceImpl {
             .lock()
             .expect("prestarted lock")
             .take();
-        if let Some(ctx) = prestarted {
-            if !self.shared.env.has_run_settings() && self.shared.contexts.adopt(ctx.clone()) {
-                // Health waits for its start like for any other.
-                return;
-            }
+        // An adopted kernel goes through the start below too: it waits for
+        // the early start to end and, should that start have failed, starts
+        // the kernel again and records why, as for any other.
+        if let Some(ctx) = prestarted
+            && (self.shared.env.has_run_settings() || !self.shared.contexts.adopt(ctx.clone()))
+        {
             discard(&ctx);
         }
         let Ok(ctx) = self.shared.contexts.default_for(Language::Python) else {
