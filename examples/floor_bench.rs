@@ -265,7 +265,11 @@ async fn create_section(endpoint: &str, template: &str, creates: usize) -> Resul
     let mut cold_times: [Vec<Duration>; 3] = Default::default();
     let mut warm_times: [Vec<Duration>; 3] = Default::default();
     for _ in 0..creates {
-        for (i, t) in create_once(endpoint, template).await?.into_iter().enumerate() {
+        for (i, t) in create_once(endpoint, template)
+            .await?
+            .into_iter()
+            .enumerate()
+        {
             cold_times[i].push(t);
         }
         let by = Instant::now() + Duration::from_secs(30);
@@ -289,7 +293,12 @@ async fn create_section(endpoint: &str, template: &str, creates: usize) -> Resul
     report("warm spare: create() to ready", created);
     report("warm spare: first run_code(\"1\")", first);
     let warm_total = report("warm spare: create-to-first-result", total);
-    ratio("create-to-first-result, warm / cold", warm_total, cold, "lower");
+    ratio(
+        "create-to-first-result, warm / cold",
+        warm_total,
+        cold,
+        "lower",
+    );
     warm.shutdown().await;
     Ok(())
 }

@@ -314,39 +314,13 @@ async fn files_written_by_rpc_belong_to_the_sandbox_user() {
     let code = "import getpass, os\n\
                 open('/home/user/deep/er/f.txt', 'a').write('py\\n')\n\
                 print(os.getuid(), getpass.getuser(), open('/home/user/deep/er/f.txt').read().split())";
-    let out = execute_stdout(&t, code).await;
+    let out = support::python_stdout(&t, code).await;
     let (uid, name) = if t.agent.env().containment().user_namespace {
         ("1000".to_owned(), "user")
     } else {
         (host_uid.to_string(), "user")
     };
     assert_eq!(out, format!("{uid} {name} ['rpc', 'cmd', 'py']\n"));
-}
-
-/// Runs one Python cell on the default context and returns its stdout.
-async fn execute_stdout(t: &TestAgent, code: &str) -> String {
-    let mut stream = t
-        .code()
-        .execute(pb::ExecuteRequest {
-            code: code.to_owned(),
-            ..Default::default()
-        })
-        .await
-        .expect("Execute")
-        .into_inner();
-    let mut out = String::new();
-    while let Some(event) = tokio::time::timeout(Duration::from_secs(60), stream.message())
-        .await
-        .expect("cell ends within 60 s")
-        .expect("stream ok")
-    {
-        match event.event {
-            Some(pb::execute_event::Event::Stdout(c)) => out.push_str(&c.text),
-            Some(pb::execute_event::Event::Error(e)) => panic!("the cell raised: {e:?}"),
-            _ => {}
-        }
-    }
-    out
 }
 
 #[tokio::test]

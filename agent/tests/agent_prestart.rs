@@ -32,32 +32,6 @@ fn started_at(pid: u32) -> f64 {
     ticks as f64 / 100.0
 }
 
-/// Runs one Python cell on the default context and returns its stdout.
-async fn stdout_of(t: &TestAgent, code: &str) -> String {
-    let mut stream = t
-        .code()
-        .execute(pb::ExecuteRequest {
-            code: code.to_owned(),
-            ..Default::default()
-        })
-        .await
-        .expect("Execute")
-        .into_inner();
-    let mut out = String::new();
-    while let Some(event) = tokio::time::timeout(Duration::from_secs(60), stream.message())
-        .await
-        .expect("cell ends within 60 s")
-        .expect("stream ok")
-    {
-        match event.event {
-            Some(pb::execute_event::Event::Stdout(c)) => out.push_str(&c.text),
-            Some(pb::execute_event::Event::Error(e)) => panic!("the cell raised: {e:?}"),
-            _ => {}
-        }
-    }
-    out
-}
-
 /// Waits until Health says the kernel is ready.
 async fn kernel_ready(t: &TestAgent) {
     let by = std::time::Instant::now() + Duration::from_secs(60);
@@ -97,7 +71,7 @@ async fn the_kernel_started_before_run_runs_the_first_cell() {
     let (status, body) = t.run(&support::payload(serde_json::json!({}))).await;
     assert_eq!((status, body.as_str()), (200, "ok"));
     kernel_ready(&t).await;
-    let pid: u32 = stdout_of(&t, "import os; print(os.getpid())")
+    let pid: u32 = support::python_stdout(&t, "import os; print(os.getpid())")
         .await
         .trim()
         .parse()
@@ -123,7 +97,7 @@ async fn a_payload_with_settings_gets_a_fresh_kernel() {
         .await;
     assert_eq!((status, body.as_str()), (200, "ok"));
     kernel_ready(&t).await;
-    let out = stdout_of(
+    let out = support::python_stdout(
         &t,
         "import os; print(os.environ.get('RAYITO_PRESTART')); print(os.getpid())",
     )

@@ -304,3 +304,29 @@ pub fn alive(pid: u32) -> bool {
         Err(_) => false,
     }
 }
+
+/// Runs one Python cell on the default context and returns its stdout.
+pub async fn python_stdout(t: &TestAgent, code: &str) -> String {
+    let mut stream = t
+        .code()
+        .execute(pb::ExecuteRequest {
+            code: code.to_owned(),
+            ..Default::default()
+        })
+        .await
+        .expect("Execute")
+        .into_inner();
+    let mut out = String::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(60), stream.message())
+        .await
+        .expect("cell ends within 60 s")
+        .expect("stream ok")
+    {
+        match event.event {
+            Some(pb::execute_event::Event::Stdout(c)) => out.push_str(&c.text),
+            Some(pb::execute_event::Event::Error(e)) => panic!("the cell raised: {e:?}"),
+            _ => {}
+        }
+    }
+    out
+}
