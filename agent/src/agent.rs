@@ -151,6 +151,7 @@ impl Agent {
             .layer(GateLayer {
                 shared: shared.clone(),
             })
+            .map_request(crate::server::cancel_is_not_the_end)
             .service(routes);
 
         let mut tasks = Vec::new();

@@ -6,6 +6,8 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use http_body_util::BodyExt as _;
+use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -76,5 +78,134 @@ pub(crate) async fn serve_grpc<S>(
         _ = graceful.shutdown() => {}
         _ = tokio::time::sleep(GRACEFUL_WAIT) => {}
         _ = serve.wait_for(|s| *s == ServeState::Abort) => {}
+    }
+}
+
+/// The message of the status a request stream that its client cancelled
+/// fails with (nobody reads it: the client is gone).
+pub(crate) const REQUEST_STREAM_CANCELLED: &str = "the client cancelled the request stream";
+
+/// The request, with its body's failures kept as failures. tonic reads a
+/// request body that fails with CANCEL (the RST_STREAM a client sends when
+/// it gives up, or a proxy when its own client vanished) as the clean end
+/// of the stream, dropping a message it had half received: a
+/// client-streaming `Write` cut that way committed a truncated file. Here
+/// such a failure stays one (ABORTED, [`REQUEST_STREAM_CANCELLED`]).
+pub(crate) fn cancel_is_not_the_end(
+    req: http::Request<Incoming>,
+) -> http::Request<UnsyncBoxBody<bytes::Bytes, tonic::Status>> {
+    req.map(|body| body.map_err(cancellation_as_failure).boxed_unsync())
+}
+
+/// A body error as the status tonic gives it, except that a cancellation
+/// becomes ABORTED instead of CANCELLED (which tonic would read as the end).
+fn cancellation_as_failure(err: hyper::Error) -> tonic::Status {
+    let status = tonic::Status::from_error(Box::new(err));
+    if status.code() == tonic::Code::Cancelled {
+        tonic::Status::aborted(REQUEST_STREAM_CANCELLED)
+    } else {
+        status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use http_body_util::BodyExt as _;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use tokio::sync::mpsc;
+
+    use super::{REQUEST_STREAM_CANCELLED, cancel_is_not_the_end};
+    use crate::pb;
+
+    /// How a request body that its client cancelled after one message ends,
+    /// read raw (`raw: true`) or through [`cancel_is_not_the_end`]: the
+    /// code and message of the failure, or `None` for a clean end.
+    async fn cancelled_body_ends(raw: bool) -> Option<(tonic::Code, String)> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (first_tx, mut first_rx) = mpsc::channel::<()>(1);
+        let (end_tx, mut end_rx) = mpsc::channel(1);
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let svc =
+                hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let (first_tx, end_tx) = (first_tx.clone(), end_tx.clone());
+                    async move {
+                        let end = if raw {
+                            let mut body = req.into_body();
+                            let _ = body.frame().await;
+                            let _ = first_tx.send(()).await;
+                            loop {
+                                match body.frame().await {
+                                    Some(Ok(_)) => {}
+                                    Some(Err(e)) => {
+                                        let s = tonic::Status::from_error(Box::new(e));
+                                        break Some((s.code(), s.message().to_owned()));
+                                    }
+                                    None => break None,
+                                }
+                            }
+                        } else {
+                            let mut body = cancel_is_not_the_end(req).into_body();
+                            let _ = body.frame().await;
+                            let _ = first_tx.send(()).await;
+                            loop {
+                                match body.frame().await {
+                                    Some(Ok(_)) => {}
+                                    Some(Err(s)) => break Some((s.code(), s.message().to_owned())),
+                                    None => break None,
+                                }
+                            }
+                        };
+                        let _ = end_tx.send(end).await;
+                        Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+                    }
+                });
+            let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(pb::WriteRequest {
+            path: Some("/home/user/f".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let mut request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+        let cancel = request.cancellation_handle();
+        let mut client = pb::filesystem_service_client::FilesystemServiceClient::new(channel);
+        let call = tokio::spawn(async move { client.write(request).await });
+        tokio::time::timeout(Duration::from_secs(30), first_rx.recv())
+            .await
+            .expect("the first message arrives");
+        cancel.cancel();
+        let end = tokio::time::timeout(Duration::from_secs(30), end_rx.recv())
+            .await
+            .expect("the body ends")
+            .expect("an outcome");
+        call.abort();
+        drop(tx);
+        end
+    }
+
+    /// tonic takes a CANCELLED body failure for the end of a request stream
+    /// (and the agent would commit a partial Write); through
+    /// `cancel_is_not_the_end` it stays a failure, with its exact message.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_request_stream_ends_in_a_failure_not_its_end() {
+        let raw = cancelled_body_ends(true).await;
+        assert_eq!(raw.map(|(code, _)| code), Some(tonic::Code::Cancelled));
+        assert_eq!(
+            cancelled_body_ends(false).await,
+            Some((tonic::Code::Aborted, REQUEST_STREAM_CANCELLED.to_owned()))
+        );
     }
 }

@@ -597,3 +597,69 @@ async fn a_write_cut_while_committing_leaves_no_temporary_file() {
         assert!(!host.join("b-marker").exists(), "round {round}");
     }
 }
+
+/// A Write its client cancels (RST_STREAM CANCEL) after a file's first
+/// message commits nothing: tonic reads a request body that fails with
+/// CANCEL as its clean end, so the agent committed what it had (an empty
+/// file here; a proxy that lost its client sends the same CANCEL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_cancelled_by_its_client_commits_nothing() {
+    let t = TestAgent::start().await;
+    // Whether the handler reads the cancel or is dropped first is a race:
+    // enough rounds to see both.
+    for round in 0..40 {
+        let dir = format!("/home/user/cancel{round}");
+        let path = format!("{dir}/target");
+        write(&t, file_messages(&path, b"old", None)).await.unwrap();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(pb::WriteRequest {
+            path: Some(path.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let mut request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+        let cancel = request.cancellation_handle();
+        let mut files = t.files();
+        let call = tokio::spawn(async move { files.write(request).await });
+        let host = t.host_path(&dir);
+        let temps = || {
+            std::fs::read_dir(&host)
+                .map(|d| {
+                    d.flatten()
+                        .filter(|e| e.file_name().to_string_lossy().starts_with(".rayito-tmp-"))
+                        .count()
+                })
+                .unwrap_or(0)
+        };
+        // The agent has the first message once its temporary file exists.
+        let by = std::time::Instant::now() + Duration::from_secs(30);
+        while temps() == 0 {
+            assert!(
+                std::time::Instant::now() < by,
+                "round {round}: the write never started"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        cancel.cancel();
+        let outcome = tokio::time::timeout(Duration::from_secs(30), call)
+            .await
+            .expect("the cancel ends the call")
+            .unwrap();
+        assert!(outcome.is_err(), "round {round}: {outcome:?}");
+        drop(tx);
+        let by = std::time::Instant::now() + Duration::from_secs(30);
+        while temps() > 0 {
+            assert!(
+                std::time::Instant::now() < by,
+                "round {round}: a temporary file outlived the cancel"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            read(&t, &path).await.unwrap(),
+            b"old",
+            "round {round}: the cancelled write was committed"
+        );
+    }
+}
