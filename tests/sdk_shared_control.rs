@@ -56,7 +56,10 @@ async fn handles_with_the_same_settings_share_one_control_plane_client() {
 
     let first = create("AKIDSHAREDCLIENT").await.unwrap();
     let after_first = connections.load(Ordering::SeqCst);
-    assert!(after_first >= 1, "the first create dialled the control plane");
+    assert!(
+        after_first >= 1,
+        "the first create dialled the control plane"
+    );
 
     // Another builder, the same settings: the first handle's client, and
     // its pooled connection.
