@@ -199,7 +199,7 @@ fn holders(path: &str, top: usize) -> Result<(), Error> {
         entry.1 += pp["ebk"].as_u64().unwrap_or(0);
     }
     let mut sites: Vec<_> = by_site.into_iter().collect();
-    sites.sort_by(|a, b| b.1.0.cmp(&a.1.0));
+    sites.sort_by_key(|site| std::cmp::Reverse(site.1.0));
     println!("live at the end of the profile: {total} bytes; the biggest holders:");
     for (site, (bytes, blocks)) in sites.into_iter().take(top) {
         println!(
