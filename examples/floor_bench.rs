@@ -690,6 +690,7 @@ async fn scale_section(sandboxes: usize, calls: usize) -> Result<(), Error> {
     warm.kill().await?;
 
     let rss_before = status_kib("VmRSS:");
+    let anon_before = status_kib("RssAnon:");
     let cpu_before = cpu_snapshot();
     let started = Instant::now();
     let mut handles = Vec::with_capacity(sandboxes);
@@ -706,6 +707,7 @@ async fn scale_section(sandboxes: usize, calls: usize) -> Result<(), Error> {
     let create_wall = started.elapsed();
     let create_cpu = cpu_before.elapsed();
     let rss_after = status_kib("VmRSS:");
+    let anon_after = status_kib("RssAnon:");
     println!(
         "create {sandboxes}: {:.2?} wall, client CPU {:.3?} per create",
         create_wall,
@@ -717,6 +719,7 @@ async fn scale_section(sandboxes: usize, calls: usize) -> Result<(), Error> {
         mib(rss_after),
         rss_after.saturating_sub(rss_before) as f64 / sandboxes as f64
     );
+    idle_handle_detail(sandboxes, anon_before, anon_after);
 
     let cpu_before = cpu_snapshot();
     let started = Instant::now();
@@ -772,4 +775,16 @@ async fn scale_section(sandboxes: usize, calls: usize) -> Result<(), Error> {
     }
     drop(external);
     Ok(())
+}
+
+/// The anonymous part of the idle handles' RSS growth (the heap and the
+/// stacks, without file pages such as code first touched by the creates),
+/// per handle; their live heap bytes and who holds them come from
+/// `examples/handle_memory.rs`, whose counting allocator would slow this
+/// bench.
+fn idle_handle_detail(sandboxes: usize, anon_before: u64, anon_after: u64) {
+    println!(
+        "idle handles: anonymous RSS {:.1} KiB per handle (live heap per handle: examples/handle_memory)",
+        anon_after.saturating_sub(anon_before) as f64 / sandboxes.max(1) as f64
+    );
 }

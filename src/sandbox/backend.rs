@@ -187,7 +187,8 @@ impl BackendChoice {
             Self::Local | Self::LocalTls => {
                 let tls = matches!(choice, Self::LocalTls);
                 let backend = local::backend(tls).await?;
-                let control = AwsControlPlane::hermetic(backend.endpoint_url(), backend.region());
+                let control =
+                    AwsControlPlane::shared_hermetic(backend.endpoint_url(), backend.region());
                 let buckets = Buckets::shared(Some(backend.endpoint_url().to_owned()), pacing);
                 Ok(ResolvedBackend {
                     control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),
@@ -197,7 +198,7 @@ impl BackendChoice {
                 })
             }
             Self::Aws(options) => {
-                let control = AwsControlPlane::connect(&options.settings).await?;
+                let control = AwsControlPlane::shared(&options.settings).await?;
                 let buckets = Buckets::shared(Some(options.settings.pacing_key()), pacing);
                 Ok(ResolvedBackend {
                     control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),

@@ -82,6 +82,11 @@ impl SandboxBuilder {
     }
 
     /// Use AWS (or another endpoint speaking the MicroVMs API).
+    ///
+    /// Handles made with equal options share one control-plane client (its
+    /// HTTPS connector and connection pool) while any of them lives; what
+    /// the options leave to the environment (credentials chain, region,
+    /// profile files) is read when that client is made.
     pub fn aws(mut self, options: AwsOptions) -> Self {
         self.backend = BackendChoice::Aws(options);
         self
