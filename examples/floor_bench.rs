@@ -16,7 +16,8 @@
 //!   `FilesystemService` client moving the same bytes through the same agent
 //!   and the same emulated proxy (the order of the two alternates every
 //!   round), and the agent's disk path (raw tonic) vs a plain `std::fs` write
-//!   / read of the same size on the same filesystem;
+//!   / read of the same size on the same filesystem, both through the proxy
+//!   and straight to the agent's gRPC address (the agent's own path);
 //! - `memory`: peak RSS growth of this process (VmHWM, reset through
 //!   `/proc/self/clear_refs` before each) for `write` of 64 MiB and for
 //!   `write_stream` / `read_stream` of 1 GiB; the agent runs in this process
@@ -61,6 +62,9 @@ use tonic::transport::{Channel, Endpoint};
 type Error = Box<dyn std::error::Error>;
 type RawFiles =
     pb::filesystem_service_client::FilesystemServiceClient<InterceptedService<Channel, ProxyAuth>>;
+/// A raw client straight to the agent's gRPC address (no proxy).
+type DirectFiles =
+    pb::filesystem_service_client::FilesystemServiceClient<InterceptedService<Channel, AgentAuth>>;
 
 const FILE_BYTES: usize = 64 * 1024 * 1024;
 const WRITE_CHUNK: usize = 1024 * 1024;
@@ -219,7 +223,8 @@ async fn main() -> Result<(), Error> {
         }
         if wants("files") {
             let raw = raw_files(&endpoint, &sbx).await?;
-            files_section(&sbx, raw, file_rounds).await?;
+            let direct = direct_files(&emulator, &sbx).await?;
+            files_section(&sbx, raw, direct, file_rounds).await?;
         }
         if wants("memory") {
             memory_section(&sbx).await?;
@@ -386,13 +391,17 @@ async fn sdk_write(sbx: &Sandbox, payload: &[u8]) -> Result<Duration, Error> {
     Ok(took)
 }
 
-async fn raw_write(raw: &mut RawFiles, payload: &Bytes) -> Result<Duration, Error> {
+async fn raw_write<I: tonic::service::Interceptor>(
+    raw: &mut pb::filesystem_service_client::FilesystemServiceClient<InterceptedService<Channel, I>>,
+    path: &str,
+    payload: &Bytes,
+) -> Result<Duration, Error> {
     let started = Instant::now();
     let pieces: Vec<pb::WriteRequest> = (0..FILE_BYTES)
         .step_by(WRITE_CHUNK)
         .enumerate()
         .map(|(i, at)| pb::WriteRequest {
-            path: (i == 0).then(|| "/home/user/raw.bin".to_owned()),
+            path: (i == 0).then(|| path.to_owned()),
             chunk: payload.slice(at..(at + WRITE_CHUNK).min(FILE_BYTES)),
             ..Default::default()
         })
@@ -409,11 +418,14 @@ async fn sdk_read(sbx: &Sandbox) -> Result<Duration, Error> {
     Ok(took)
 }
 
-async fn raw_read(raw: &mut RawFiles) -> Result<Duration, Error> {
+async fn raw_read<I: tonic::service::Interceptor>(
+    raw: &mut pb::filesystem_service_client::FilesystemServiceClient<InterceptedService<Channel, I>>,
+    path: &str,
+) -> Result<Duration, Error> {
     let started = Instant::now();
     let mut stream = raw
         .read(pb::ReadRequest {
-            path: "/home/user/raw.bin".into(),
+            path: path.into(),
             user: None,
         })
         .await?
@@ -427,7 +439,12 @@ async fn raw_read(raw: &mut RawFiles) -> Result<Duration, Error> {
     Ok(took)
 }
 
-async fn files_section(sbx: &Sandbox, mut raw: RawFiles, file_rounds: usize) -> Result<(), Error> {
+async fn files_section(
+    sbx: &Sandbox,
+    mut raw: RawFiles,
+    mut direct: DirectFiles,
+    file_rounds: usize,
+) -> Result<(), Error> {
     let payload: Vec<u8> = (0..FILE_BYTES).map(|i| (i % 251) as u8).collect();
     let payload_bytes = Bytes::from(payload.clone());
     let disk_dir = tempfile::tempdir()?;
@@ -440,14 +457,17 @@ async fn files_section(sbx: &Sandbox, mut raw: RawFiles, file_rounds: usize) -> 
     let mut sdk_r = Vec::with_capacity(file_rounds);
     let mut raw_r = Vec::with_capacity(file_rounds);
     let mut fs_r = Vec::with_capacity(file_rounds);
+    let mut direct_w = Vec::with_capacity(file_rounds);
+    let mut direct_r = Vec::with_capacity(file_rounds);
+    let raw_path = "/home/user/raw.bin";
     for round in 0..file_rounds {
         // Whoever goes first pays for the dirty pages the previous round
         // left: the order alternates.
         if round % 2 == 0 {
             sdk_w.push(sdk_write(sbx, &payload).await?);
-            raw_w.push(raw_write(&mut raw, &payload_bytes).await?);
+            raw_w.push(raw_write(&mut raw, raw_path, &payload_bytes).await?);
         } else {
-            raw_w.push(raw_write(&mut raw, &payload_bytes).await?);
+            raw_w.push(raw_write(&mut raw, raw_path, &payload_bytes).await?);
             sdk_w.push(sdk_write(sbx, &payload).await?);
         }
         let started = Instant::now();
@@ -463,18 +483,20 @@ async fn files_section(sbx: &Sandbox, mut raw: RawFiles, file_rounds: usize) -> 
             file.sync_all()?;
         }
         fs_sync_w.push(started.elapsed());
+        direct_w.push(raw_write(&mut direct, DIRECT_PATH, &payload_bytes).await?);
 
         if round % 2 == 0 {
             sdk_r.push(sdk_read(sbx).await?);
-            raw_r.push(raw_read(&mut raw).await?);
+            raw_r.push(raw_read(&mut raw, raw_path).await?);
         } else {
-            raw_r.push(raw_read(&mut raw).await?);
+            raw_r.push(raw_read(&mut raw, raw_path).await?);
             sdk_r.push(sdk_read(sbx).await?);
         }
         let started = Instant::now();
         let back = std::fs::read(&disk_path)?;
         fs_r.push(started.elapsed());
         assert_eq!(back.len(), FILE_BYTES);
+        direct_r.push(raw_read(&mut direct, DIRECT_PATH).await?);
     }
     println!("== files (64 MiB) ==");
     let sdk_w = report("SDK files().write", sdk_w);
@@ -495,6 +517,7 @@ async fn files_section(sbx: &Sandbox, mut raw: RawFiles, file_rounds: usize) -> 
         "like for like",
     );
     ratio("agent / std::fs read throughput", fs_r, raw_r, ">= 0.7");
+    direct_disk_path_report(direct_w, direct_r, fs_w, fs_sync_w, fs_r);
     Ok(())
 }
 
@@ -709,4 +732,60 @@ async fn scale_section(sandboxes: usize, calls: usize) -> Result<(), Error> {
     }
     drop(external);
     Ok(())
+}
+
+/// Where the direct client writes and reads (its own file).
+const DIRECT_PATH: &str = "/home/user/direct.bin";
+
+/// Adds the agent's access token to every direct call (no proxy headers:
+/// nothing strips them on this path).
+#[derive(Clone)]
+struct AgentAuth {
+    access: AsciiMetadataValue,
+}
+
+impl tonic::service::Interceptor for AgentAuth {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        req.metadata_mut()
+            .insert("x-access-token", self.access.clone());
+        Ok(req)
+    }
+}
+
+/// A raw tonic client straight to the sandbox's agent (the emulator's
+/// `agent_grpc_addr`): the agent's own path, without the proxy that stands
+/// for AWS's (two HTTP/2 hops become one). Default tonic settings, like
+/// the proxied raw client.
+async fn direct_files(emulator: &Emulator, sbx: &Sandbox) -> Result<DirectFiles, Error> {
+    let addr = emulator
+        .agent_grpc_addr(sbx.id())
+        .ok_or("the sandbox's agent is not running")?;
+    let access: AsciiMetadataValue = sbx.access_token().expose().parse()?;
+    let channel = Endpoint::from_shared(format!("http://{addr}"))?
+        .connect()
+        .await?;
+    Ok(
+        pb::filesystem_service_client::FilesystemServiceClient::with_interceptor(
+            channel,
+            AgentAuth { access },
+        )
+        .max_decoding_message_size(8 * 1024 * 1024),
+    )
+}
+
+/// The agent's own disk path (a raw client straight to the agent, measured
+/// in the same rounds as the `std::fs` rows) as throughput ratios.
+fn direct_disk_path_report(
+    direct_w: Vec<Duration>,
+    direct_r: Vec<Duration>,
+    fs_w: Duration,
+    fs_sync_w: Duration,
+    fs_r: Duration,
+) {
+    println!("== files: the agent's own path (raw tonic, no proxy) ==");
+    let direct_w = report("raw tonic Write, straight to the agent", direct_w);
+    let direct_r = report("raw tonic Read, straight to the agent", direct_r);
+    ratio("agent direct / std::fs write", fs_w, direct_w, ">= 0.7");
+    ratio("agent direct / std::fs write+fsync", fs_sync_w, direct_w, ">= 0.7");
+    ratio("agent direct / std::fs read", fs_r, direct_r, ">= 0.7");
 }
