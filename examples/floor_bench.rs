@@ -392,7 +392,9 @@ async fn sdk_write(sbx: &Sandbox, payload: &[u8]) -> Result<Duration, Error> {
 }
 
 async fn raw_write<I: tonic::service::Interceptor>(
-    raw: &mut pb::filesystem_service_client::FilesystemServiceClient<InterceptedService<Channel, I>>,
+    raw: &mut pb::filesystem_service_client::FilesystemServiceClient<
+        InterceptedService<Channel, I>,
+    >,
     path: &str,
     payload: &Bytes,
 ) -> Result<Duration, Error> {
@@ -419,7 +421,9 @@ async fn sdk_read(sbx: &Sandbox) -> Result<Duration, Error> {
 }
 
 async fn raw_read<I: tonic::service::Interceptor>(
-    raw: &mut pb::filesystem_service_client::FilesystemServiceClient<InterceptedService<Channel, I>>,
+    raw: &mut pb::filesystem_service_client::FilesystemServiceClient<
+        InterceptedService<Channel, I>,
+    >,
     path: &str,
 ) -> Result<Duration, Error> {
     let started = Instant::now();
@@ -786,6 +790,11 @@ fn direct_disk_path_report(
     let direct_w = report("raw tonic Write, straight to the agent", direct_w);
     let direct_r = report("raw tonic Read, straight to the agent", direct_r);
     ratio("agent direct / std::fs write", fs_w, direct_w, ">= 0.7");
-    ratio("agent direct / std::fs write+fsync", fs_sync_w, direct_w, ">= 0.7");
+    ratio(
+        "agent direct / std::fs write+fsync",
+        fs_sync_w,
+        direct_w,
+        ">= 0.7",
+    );
     ratio("agent direct / std::fs read", fs_r, direct_r, ">= 0.7");
 }
