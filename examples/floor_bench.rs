@@ -223,8 +223,9 @@ async fn main() -> Result<(), Error> {
         }
         if wants("files") {
             let raw = raw_files(&endpoint, &sbx).await?;
-            let direct = direct_files(&emulator, &sbx).await?;
-            files_section(&sbx, raw, direct, file_rounds).await?;
+            let direct = direct_files(&emulator, &sbx, None).await?;
+            let large_frames = direct_files(&emulator, &sbx, Some(DIRECT_MAX_FRAME)).await?;
+            files_section(&sbx, raw, [direct, large_frames], file_rounds).await?;
         }
         if wants("memory") {
             memory_section(&sbx).await?;
@@ -446,7 +447,7 @@ async fn raw_read<I: tonic::service::Interceptor>(
 async fn files_section(
     sbx: &Sandbox,
     mut raw: RawFiles,
-    mut direct: DirectFiles,
+    mut direct: [DirectFiles; 2],
     file_rounds: usize,
 ) -> Result<(), Error> {
     let payload: Vec<u8> = (0..FILE_BYTES).map(|i| (i % 251) as u8).collect();
@@ -461,8 +462,12 @@ async fn files_section(
     let mut sdk_r = Vec::with_capacity(file_rounds);
     let mut raw_r = Vec::with_capacity(file_rounds);
     let mut fs_r = Vec::with_capacity(file_rounds);
-    let mut direct_w = Vec::with_capacity(file_rounds);
-    let mut direct_r = Vec::with_capacity(file_rounds);
+    let mut direct_w = [Vec::new(), Vec::new()];
+    let mut direct_r = [Vec::new(), Vec::new()];
+    // CPU time of this process (client and in-process agent) per direct
+    // transfer: less sensitive to other load than the wall time.
+    let mut direct_w_cpu = [Vec::new(), Vec::new()];
+    let mut direct_r_cpu = [Vec::new(), Vec::new()];
     let raw_path = "/home/user/raw.bin";
     for round in 0..file_rounds {
         // Whoever goes first pays for the dirty pages the previous round
@@ -487,7 +492,11 @@ async fn files_section(
             file.sync_all()?;
         }
         fs_sync_w.push(started.elapsed());
-        direct_w.push(raw_write(&mut direct, DIRECT_PATH, &payload_bytes).await?);
+        for (i, client) in direct.iter_mut().enumerate() {
+            let cpu = cpu_snapshot();
+            direct_w[i].push(raw_write(client, DIRECT_PATH, &payload_bytes).await?);
+            direct_w_cpu[i].push(cpu.elapsed());
+        }
 
         if round % 2 == 0 {
             sdk_r.push(sdk_read(sbx).await?);
@@ -500,7 +509,11 @@ async fn files_section(
         let back = std::fs::read(&disk_path)?;
         fs_r.push(started.elapsed());
         assert_eq!(back.len(), FILE_BYTES);
-        direct_r.push(raw_read(&mut direct, DIRECT_PATH).await?);
+        for (i, client) in direct.iter_mut().enumerate() {
+            let cpu = cpu_snapshot();
+            direct_r[i].push(raw_read(client, DIRECT_PATH).await?);
+            direct_r_cpu[i].push(cpu.elapsed());
+        }
     }
     println!("== files (64 MiB) ==");
     let sdk_w = report("SDK files().write", sdk_w);
@@ -521,7 +534,18 @@ async fn files_section(
         "like for like",
     );
     ratio("agent / std::fs read throughput", fs_r, raw_r, ">= 0.7");
+    let [direct_w, large_w] = direct_w;
+    let [direct_r, large_r] = direct_r;
+    let [direct_w_cpu, large_w_cpu] = direct_w_cpu;
+    let [direct_r_cpu, large_r_cpu] = direct_r_cpu;
+    println!("== files: the agent's own path (raw tonic, no proxy) ==");
     direct_disk_path_report(direct_w, direct_r, fs_w, fs_sync_w, fs_r);
+    report("  CPU per Write (client + agent)", direct_w_cpu);
+    report("  CPU per Read (client + agent)", direct_r_cpu);
+    println!("== the same, client accepting 1 MiB HTTP/2 frames ==");
+    direct_disk_path_report(large_w, large_r, fs_w, fs_sync_w, fs_r);
+    report("  CPU per Write (client + agent)", large_w_cpu);
+    report("  CPU per Read (client + agent)", large_r_cpu);
     Ok(())
 }
 
@@ -738,8 +762,11 @@ async fn scale_section(sandboxes: usize, calls: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// Where the direct client writes and reads (its own file).
+/// Where the direct clients write and read (their own file).
 const DIRECT_PATH: &str = "/home/user/direct.bin";
+/// The largest HTTP/2 frame the second direct client accepts (tonic's
+/// default is h2's 16 KiB): the agent sends its Read in frames this large.
+const DIRECT_MAX_FRAME: u32 = 1024 * 1024;
 
 /// Adds the agent's access token to every direct call (no proxy headers:
 /// nothing strips them on this path).
@@ -759,13 +786,19 @@ impl tonic::service::Interceptor for AgentAuth {
 /// A raw tonic client straight to the sandbox's agent (the emulator's
 /// `agent_grpc_addr`): the agent's own path, without the proxy that stands
 /// for AWS's (two HTTP/2 hops become one). Default tonic settings, like
-/// the proxied raw client.
-async fn direct_files(emulator: &Emulator, sbx: &Sandbox) -> Result<DirectFiles, Error> {
+/// the proxied raw client, but for `max_frame` when given (the largest
+/// HTTP/2 frame the client accepts: what the agent's Read is sent in).
+async fn direct_files(
+    emulator: &Emulator,
+    sbx: &Sandbox,
+    max_frame: Option<u32>,
+) -> Result<DirectFiles, Error> {
     let addr = emulator
         .agent_grpc_addr(sbx.id())
         .ok_or("the sandbox's agent is not running")?;
     let access: AsciiMetadataValue = sbx.access_token().expose().parse()?;
     let channel = Endpoint::from_shared(format!("http://{addr}"))?
+        .max_frame_size(max_frame)
         .connect()
         .await?;
     Ok(
@@ -786,7 +819,6 @@ fn direct_disk_path_report(
     fs_sync_w: Duration,
     fs_r: Duration,
 ) {
-    println!("== files: the agent's own path (raw tonic, no proxy) ==");
     let direct_w = report("raw tonic Write, straight to the agent", direct_w);
     let direct_r = report("raw tonic Read, straight to the agent", direct_r);
     ratio("agent direct / std::fs write", fs_w, direct_w, ">= 0.7");
