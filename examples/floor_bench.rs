@@ -16,7 +16,8 @@
 //!   `FilesystemService` client moving the same bytes through the same agent
 //!   and the same emulated proxy (the order of the two alternates every
 //!   round), and the agent's disk path (raw tonic) vs a plain `std::fs` write
-//!   / read of the same size on the same filesystem;
+//!   / read of the same size on the same filesystem, both through the proxy
+//!   and straight to the agent's gRPC address (the agent's own path);
 //! - `memory`: peak RSS growth of this process (VmHWM, reset through
 //!   `/proc/self/clear_refs` before each) for `write` of 64 MiB and for
 //!   `write_stream` / `read_stream` of 1 GiB; the agent runs in this process
@@ -61,6 +62,9 @@ use tonic::transport::{Channel, Endpoint};
 type Error = Box<dyn std::error::Error>;
 type RawFiles =
     pb::filesystem_service_client::FilesystemServiceClient<InterceptedService<Channel, ProxyAuth>>;
+/// A raw client straight to the agent's gRPC address (no proxy).
+type DirectFiles =
+    pb::filesystem_service_client::FilesystemServiceClient<InterceptedService<Channel, AgentAuth>>;
 
 const FILE_BYTES: usize = 64 * 1024 * 1024;
 const WRITE_CHUNK: usize = 1024 * 1024;
@@ -219,7 +223,9 @@ async fn main() -> Result<(), Error> {
         }
         if wants("files") {
             let raw = raw_files(&endpoint, &sbx).await?;
-            files_section(&sbx, raw, file_rounds).await?;
+            let direct = direct_files(&emulator, &sbx, None).await?;
+            let large_frames = direct_files(&emulator, &sbx, Some(DIRECT_MAX_FRAME)).await?;
+            files_section(&sbx, raw, [direct, large_frames], file_rounds).await?;
         }
         if wants("memory") {
             memory_section(&sbx).await?;
@@ -449,13 +455,19 @@ async fn sdk_write(sbx: &Sandbox, payload: &[u8]) -> Result<Duration, Error> {
     Ok(took)
 }
 
-async fn raw_write(raw: &mut RawFiles, payload: &Bytes) -> Result<Duration, Error> {
+async fn raw_write<I: tonic::service::Interceptor>(
+    raw: &mut pb::filesystem_service_client::FilesystemServiceClient<
+        InterceptedService<Channel, I>,
+    >,
+    path: &str,
+    payload: &Bytes,
+) -> Result<Duration, Error> {
     let started = Instant::now();
     let pieces: Vec<pb::WriteRequest> = (0..FILE_BYTES)
         .step_by(WRITE_CHUNK)
         .enumerate()
         .map(|(i, at)| pb::WriteRequest {
-            path: (i == 0).then(|| "/home/user/raw.bin".to_owned()),
+            path: (i == 0).then(|| path.to_owned()),
             chunk: payload.slice(at..(at + WRITE_CHUNK).min(FILE_BYTES)),
             ..Default::default()
         })
@@ -472,11 +484,16 @@ async fn sdk_read(sbx: &Sandbox) -> Result<Duration, Error> {
     Ok(took)
 }
 
-async fn raw_read(raw: &mut RawFiles) -> Result<Duration, Error> {
+async fn raw_read<I: tonic::service::Interceptor>(
+    raw: &mut pb::filesystem_service_client::FilesystemServiceClient<
+        InterceptedService<Channel, I>,
+    >,
+    path: &str,
+) -> Result<Duration, Error> {
     let started = Instant::now();
     let mut stream = raw
         .read(pb::ReadRequest {
-            path: "/home/user/raw.bin".into(),
+            path: path.into(),
             user: None,
         })
         .await?
@@ -490,7 +507,12 @@ async fn raw_read(raw: &mut RawFiles) -> Result<Duration, Error> {
     Ok(took)
 }
 
-async fn files_section(sbx: &Sandbox, mut raw: RawFiles, file_rounds: usize) -> Result<(), Error> {
+async fn files_section(
+    sbx: &Sandbox,
+    mut raw: RawFiles,
+    mut direct: [DirectFiles; 2],
+    file_rounds: usize,
+) -> Result<(), Error> {
     let payload: Vec<u8> = (0..FILE_BYTES).map(|i| (i % 251) as u8).collect();
     let payload_bytes = Bytes::from(payload.clone());
     let disk_dir = tempfile::tempdir()?;
@@ -503,14 +525,21 @@ async fn files_section(sbx: &Sandbox, mut raw: RawFiles, file_rounds: usize) -> 
     let mut sdk_r = Vec::with_capacity(file_rounds);
     let mut raw_r = Vec::with_capacity(file_rounds);
     let mut fs_r = Vec::with_capacity(file_rounds);
+    let mut direct_w = [Vec::new(), Vec::new()];
+    let mut direct_r = [Vec::new(), Vec::new()];
+    // CPU time of this process (client and in-process agent) per direct
+    // transfer: less sensitive to other load than the wall time.
+    let mut direct_w_cpu = [Vec::new(), Vec::new()];
+    let mut direct_r_cpu = [Vec::new(), Vec::new()];
+    let raw_path = "/home/user/raw.bin";
     for round in 0..file_rounds {
         // Whoever goes first pays for the dirty pages the previous round
         // left: the order alternates.
         if round % 2 == 0 {
             sdk_w.push(sdk_write(sbx, &payload).await?);
-            raw_w.push(raw_write(&mut raw, &payload_bytes).await?);
+            raw_w.push(raw_write(&mut raw, raw_path, &payload_bytes).await?);
         } else {
-            raw_w.push(raw_write(&mut raw, &payload_bytes).await?);
+            raw_w.push(raw_write(&mut raw, raw_path, &payload_bytes).await?);
             sdk_w.push(sdk_write(sbx, &payload).await?);
         }
         let started = Instant::now();
@@ -526,18 +555,28 @@ async fn files_section(sbx: &Sandbox, mut raw: RawFiles, file_rounds: usize) -> 
             file.sync_all()?;
         }
         fs_sync_w.push(started.elapsed());
+        for (i, client) in direct.iter_mut().enumerate() {
+            let cpu = cpu_snapshot();
+            direct_w[i].push(raw_write(client, DIRECT_PATH, &payload_bytes).await?);
+            direct_w_cpu[i].push(cpu.elapsed());
+        }
 
         if round % 2 == 0 {
             sdk_r.push(sdk_read(sbx).await?);
-            raw_r.push(raw_read(&mut raw).await?);
+            raw_r.push(raw_read(&mut raw, raw_path).await?);
         } else {
-            raw_r.push(raw_read(&mut raw).await?);
+            raw_r.push(raw_read(&mut raw, raw_path).await?);
             sdk_r.push(sdk_read(sbx).await?);
         }
         let started = Instant::now();
         let back = std::fs::read(&disk_path)?;
         fs_r.push(started.elapsed());
         assert_eq!(back.len(), FILE_BYTES);
+        for (i, client) in direct.iter_mut().enumerate() {
+            let cpu = cpu_snapshot();
+            direct_r[i].push(raw_read(client, DIRECT_PATH).await?);
+            direct_r_cpu[i].push(cpu.elapsed());
+        }
     }
     println!("== files (64 MiB) ==");
     let sdk_w = report("SDK files().write", sdk_w);
@@ -558,6 +597,18 @@ async fn files_section(sbx: &Sandbox, mut raw: RawFiles, file_rounds: usize) -> 
         "like for like",
     );
     ratio("agent / std::fs read throughput", fs_r, raw_r, ">= 0.7");
+    let [direct_w, large_w] = direct_w;
+    let [direct_r, large_r] = direct_r;
+    let [direct_w_cpu, large_w_cpu] = direct_w_cpu;
+    let [direct_r_cpu, large_r_cpu] = direct_r_cpu;
+    println!("== files: the agent's own path (raw tonic, no proxy) ==");
+    direct_disk_path_report(direct_w, direct_r, fs_w, fs_sync_w, fs_r);
+    report("  CPU per Write (client + agent)", direct_w_cpu);
+    report("  CPU per Read (client + agent)", direct_r_cpu);
+    println!("== the same, client accepting 1 MiB HTTP/2 frames ==");
+    direct_disk_path_report(large_w, large_r, fs_w, fs_sync_w, fs_r);
+    report("  CPU per Write (client + agent)", large_w_cpu);
+    report("  CPU per Read (client + agent)", large_r_cpu);
     Ok(())
 }
 
@@ -787,4 +838,73 @@ fn idle_handle_detail(sandboxes: usize, anon_before: u64, anon_after: u64) {
         "idle handles: anonymous RSS {:.1} KiB per handle (live heap per handle: examples/handle_memory)",
         anon_after.saturating_sub(anon_before) as f64 / sandboxes.max(1) as f64
     );
+}
+
+/// Where the direct clients write and read (their own file).
+const DIRECT_PATH: &str = "/home/user/direct.bin";
+/// The largest HTTP/2 frame the second direct client accepts (tonic's
+/// default is h2's 16 KiB): the agent sends its Read in frames this large.
+const DIRECT_MAX_FRAME: u32 = 1024 * 1024;
+
+/// Adds the agent's access token to every direct call (no proxy headers:
+/// nothing strips them on this path).
+#[derive(Clone)]
+struct AgentAuth {
+    access: AsciiMetadataValue,
+}
+
+impl tonic::service::Interceptor for AgentAuth {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        req.metadata_mut()
+            .insert("x-access-token", self.access.clone());
+        Ok(req)
+    }
+}
+
+/// A raw tonic client straight to the sandbox's agent (the emulator's
+/// `agent_grpc_addr`): the agent's own path, without the proxy that stands
+/// for AWS's (two HTTP/2 hops become one). Default tonic settings, like
+/// the proxied raw client, but for `max_frame` when given (the largest
+/// HTTP/2 frame the client accepts: what the agent's Read is sent in).
+async fn direct_files(
+    emulator: &Emulator,
+    sbx: &Sandbox,
+    max_frame: Option<u32>,
+) -> Result<DirectFiles, Error> {
+    let addr = emulator
+        .agent_grpc_addr(sbx.id())
+        .ok_or("the sandbox's agent is not running")?;
+    let access: AsciiMetadataValue = sbx.access_token().expose().parse()?;
+    let channel = Endpoint::from_shared(format!("http://{addr}"))?
+        .max_frame_size(max_frame)
+        .connect()
+        .await?;
+    Ok(
+        pb::filesystem_service_client::FilesystemServiceClient::with_interceptor(
+            channel,
+            AgentAuth { access },
+        )
+        .max_decoding_message_size(8 * 1024 * 1024),
+    )
+}
+
+/// The agent's own disk path (a raw client straight to the agent, measured
+/// in the same rounds as the `std::fs` rows) as throughput ratios.
+fn direct_disk_path_report(
+    direct_w: Vec<Duration>,
+    direct_r: Vec<Duration>,
+    fs_w: Duration,
+    fs_sync_w: Duration,
+    fs_r: Duration,
+) {
+    let direct_w = report("raw tonic Write, straight to the agent", direct_w);
+    let direct_r = report("raw tonic Read, straight to the agent", direct_r);
+    ratio("agent direct / std::fs write", fs_w, direct_w, ">= 0.7");
+    ratio(
+        "agent direct / std::fs write+fsync",
+        fs_sync_w,
+        direct_w,
+        ">= 0.7",
+    );
+    ratio("agent direct / std::fs read", fs_r, direct_r, ">= 0.7");
 }

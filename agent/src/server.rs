@@ -21,6 +21,16 @@ use crate::state::ServeState;
 
 /// How long a graceful stop waits for in-flight calls before dropping them.
 const GRACEFUL_WAIT: Duration = Duration::from_secs(2);
+/// HTTP/2 receive window of one stream: a 64 MiB Write moves in 1 MiB
+/// messages, and hyper's default (1 MiB) left about one message in flight,
+/// so the client waited for a window update after each (docs/performance.md,
+/// "File transfer"). Also the most one stream can make the agent buffer.
+const STREAM_WINDOW: u32 = 4 * 1024 * 1024;
+/// HTTP/2 receive window of one connection (all its streams together).
+const CONNECTION_WINDOW: u32 = 2 * STREAM_WINDOW;
+/// Largest HTTP/2 frame a client may send: a 1 MiB Write chunk in two
+/// frames instead of 65 of hyper's default 16 KiB (less CPU per byte).
+const MAX_FRAME: u32 = 1024 * 1024;
 
 /// Serves `svc` on `listener` until `serve` leaves `Serving`.
 pub(crate) async fn serve_grpc<S>(
@@ -42,7 +52,10 @@ pub(crate) async fn serve_grpc<S>(
         .timer(TokioTimer::new())
         .keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(10))
-        .max_concurrent_streams(256);
+        .max_concurrent_streams(256)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_frame_size(MAX_FRAME);
     let graceful = GracefulShutdown::new();
     let mut conns = JoinSet::new();
     loop {

@@ -663,3 +663,50 @@ async fn a_write_cancelled_by_its_client_commits_nothing() {
         );
     }
 }
+
+/// The agent's HTTP/2 receive window lets one Write stream have 4 MiB in
+/// flight (hyper's default, 1 MiB, left about one 1 MiB message, so a large
+/// upload waited for a window update after each chunk; docs/performance.md,
+/// "File transfer"). A bare h2 client asks for 8 MiB of send capacity and
+/// gets exactly the stream window (the connection's, 8 MiB, is larger).
+#[tokio::test]
+async fn a_write_stream_may_have_four_mib_in_flight() {
+    const STREAM_WINDOW: usize = 4 * 1024 * 1024;
+    let t = TestAgent::start().await;
+    let addr = t.agent.grpc_addr();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // h2 caps a stream's capacity at its own send buffer (400 KiB by default).
+    let (client, connection) = h2::client::Builder::new()
+        .max_send_buffer_size(4 * STREAM_WINDOW)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::post(format!("http://{addr}/rayito.v1.FilesystemService/Write"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("x-access-token", support::token())
+        .body(())
+        .unwrap();
+    let (_response, mut body) = client.send_request(request, false).unwrap();
+    body.reserve_capacity(2 * STREAM_WINDOW);
+    // The capacity grows as the server's SETTINGS and WINDOW_UPDATE arrive;
+    // it stops at the window, so a quiet second means it is final.
+    let mut granted = 0;
+    while granted < STREAM_WINDOW {
+        match tokio::time::timeout(
+            Duration::from_secs(2),
+            std::future::poll_fn(|cx| body.poll_capacity(cx)),
+        )
+        .await
+        {
+            Ok(Some(Ok(capacity))) => granted = capacity,
+            Ok(other) => panic!("the stream ended: {other:?}"),
+            Err(_) => break,
+        }
+    }
+    assert_eq!(granted, STREAM_WINDOW);
+}
