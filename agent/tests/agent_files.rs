@@ -577,15 +577,7 @@ async fn a_write_cut_while_committing_leaves_no_temporary_file() {
         .expect_err("the cut fails the call");
         drop(tx);
         let host = t.host_path(&dir);
-        let temps = || {
-            std::fs::read_dir(&host)
-                .map(|d| {
-                    d.flatten()
-                        .filter(|e| e.file_name().to_string_lossy().starts_with(".rayito-tmp-"))
-                        .count()
-                })
-                .unwrap_or(0)
-        };
+        let temps = || temp_files_in(&host);
         let by = std::time::Instant::now() + Duration::from_secs(30);
         while temps() > 0 {
             assert!(
@@ -623,15 +615,7 @@ async fn a_write_cancelled_by_its_client_commits_nothing() {
         let mut files = t.files();
         let call = tokio::spawn(async move { files.write(request).await });
         let host = t.host_path(&dir);
-        let temps = || {
-            std::fs::read_dir(&host)
-                .map(|d| {
-                    d.flatten()
-                        .filter(|e| e.file_name().to_string_lossy().starts_with(".rayito-tmp-"))
-                        .count()
-                })
-                .unwrap_or(0)
-        };
+        let temps = || temp_files_in(&host);
         // The agent has the first message once its temporary file exists.
         let by = std::time::Instant::now() + Duration::from_secs(30);
         while temps() == 0 {
@@ -709,4 +693,16 @@ async fn a_write_stream_may_have_four_mib_in_flight() {
         }
     }
     assert_eq!(granted, STREAM_WINDOW);
+}
+
+/// How many `.rayito-tmp-*` files the host directory `dir` holds (0 when
+/// it does not exist).
+fn temp_files_in(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(".rayito-tmp-"))
+                .count()
+        })
+        .unwrap_or(0)
 }
