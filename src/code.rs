@@ -480,7 +480,11 @@ impl CellReader {
     async fn reattach(&mut self, cut: Cut, err: SandboxError) -> Result<(), SandboxError> {
         self.fruitless += 1;
         if self.fruitless > MAX_FRUITLESS_REATTACHES
-            || !self.conn.reconnect(self.epoch, cut, "run_code").await?
+            // The cell's deadline bounds the wait for the sandbox too.
+            || !self
+                .stream
+                .within_deadline(self.conn.reconnect(self.epoch, cut, "run_code"))
+                .await?
         {
             return Err(err);
         }

@@ -414,7 +414,10 @@ async fn read_events(
                 None => return Err(err),
             },
         };
-        resubscription.after_cut(conn, cut, err).await?;
+        // The command's deadline bounds the wait for the sandbox too.
+        stream
+            .within_deadline(resubscription.after_cut(conn, cut, err))
+            .await?;
         let remaining = deadline
             .map(|deadline| deadline.saturating_duration_since(tokio::time::Instant::now()));
         let from_seq = last_seq.map_or(1, |seq| seq + 1);

@@ -7,7 +7,7 @@ mod sdk_support;
 
 use std::time::{Duration, Instant};
 
-use rayito::error::RetryPolicy;
+use rayito::error::{RetryPolicy, TimeoutScope};
 use rayito::{CommandOptions, Sandbox, SandboxError};
 use rayito_agent::emulator::{Emulator, Operation};
 use sdk_support::{builder, emulator};
@@ -357,3 +357,57 @@ async fn concurrent_calls_cut_together_share_one_poller_and_all_succeed() {
     assert!((1..=3).contains(&checks), "{checks} GetMicrovm calls");
     assert!(sbx.kill().await.unwrap());
 }
+
+/// The command's deadline bounds the reconnect wait too: a cut after which
+/// the sandbox never answers again ends the call when the command's stream
+/// would have ended (its 1 s timeout plus the 15 s slack), with the stream
+/// deadline's `Timeout { Request }`, not after a reconnect budget of
+/// minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_deadline_bounds_the_reconnect_wait() {
+    let emu = emulator().await;
+    let mut policy = RetryPolicy::default();
+    policy.reconnect.total_budget = Some(Duration::from_secs(300));
+    let sbx = builder(&emu).retry_policy(policy).create().await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let options = CommandOptions::new()
+        .timeout(Duration::from_secs(1))
+        .on_stdout(move |_| {
+            let _ = tx.send(());
+        });
+    let started = Instant::now();
+    let commands = sbx.commands();
+    let run = commands.run_with("echo up; sleep 30", options);
+    let faults = emu.faults().clone();
+    let id = sbx.id().to_owned();
+    let fault = async move {
+        rx.recv().await.expect("the first line");
+        assert!(faults.proxy_status(100_000, 502));
+        assert!(faults.cut_connections(&id));
+    };
+    let (outcome, ()) = tokio::join!(run, fault);
+    let waited = started.elapsed();
+    emu.faults().clear();
+    let err = outcome.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SandboxError::Timeout {
+                scope: TimeoutScope::Request,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.to_string(), COMMAND_DEADLINE_MESSAGE);
+    assert!(
+        waited >= Duration::from_secs(16) && waited < Duration::from_secs(60),
+        "{waited:?}"
+    );
+    assert!(sbx.kill().await.unwrap());
+}
+
+/// The stream deadline's message (docs/errors.md, `Timeout { scope:
+/// Request }` from a gRPC deadline).
+const COMMAND_DEADLINE_MESSAGE: &str =
+    "the call commands.run did not finish; raise request_timeout or retry";

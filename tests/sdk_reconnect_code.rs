@@ -593,3 +593,57 @@ async fn a_cell_expired_while_cut_is_not_found_and_not_re_run() {
     assert_eq!(sbx.files().read_to_string("/tmp/runs").await.unwrap(), "x");
     assert!(sbx.kill().await.unwrap());
 }
+
+/// The cell's deadline bounds the reconnect wait too: a cut after which
+/// the sandbox never answers again ends `run_code` when the cell's stream
+/// would have ended (its 1 s timeout plus the 15 s slack), with the stream
+/// deadline's `Timeout { Request }`, not after a reconnect budget of
+/// minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cell_deadline_bounds_the_reconnect_wait() {
+    let emu = emulator().await;
+    let mut policy = RetryPolicy::default();
+    policy.reconnect.total_budget = Some(Duration::from_secs(300));
+    let sbx = builder(&emu).retry_policy(policy).create().await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let options = RunCodeOptions::new()
+        .timeout(Duration::from_secs(1))
+        .on_stdout(move |_| {
+            let _ = tx.send(());
+        });
+    let started = Instant::now();
+    let run = sbx.run_code_with(
+        "import time\nprint('up', flush=True)\ntime.sleep(30)",
+        options,
+    );
+    let faults = emu.faults().clone();
+    let id = sbx.id().to_owned();
+    let fault = async move {
+        rx.recv().await.expect("the first line");
+        assert!(faults.proxy_status(100_000, 502));
+        assert!(faults.cut_connections(&id));
+    };
+    let (outcome, ()) = tokio::join!(run, fault);
+    let waited = started.elapsed();
+    emu.faults().clear();
+    let err = outcome.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SandboxError::Timeout {
+                scope: TimeoutScope::Request,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "the call run_code did not finish; raise request_timeout or retry"
+    );
+    assert!(
+        waited >= Duration::from_secs(16) && waited < Duration::from_secs(60),
+        "{waited:?}"
+    );
+    assert!(sbx.kill().await.unwrap());
+}

@@ -641,6 +641,26 @@ impl<T> AgentStream<T> {
         })
     }
 
+    /// `waiting` bounded by the stream's deadline: the reconnect wait after
+    /// a cut ends when the stream would have ended (`Timeout { scope:
+    /// Request }`, as [`AgentStream::message`] reports it), not only when
+    /// the reconnect budget runs out, so a command's timeout bounds its
+    /// whole call, reconnects included.
+    ///
+    /// # Errors
+    /// What `waiting` returns, or `Timeout { scope: Request }`.
+    pub(crate) async fn within_deadline<R>(
+        &self,
+        waiting: impl Future<Output = Result<R, SandboxError>>,
+    ) -> Result<R, SandboxError> {
+        match self.deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, waiting)
+                .await
+                .unwrap_or_else(|_| Err(from_grpc(status::deadline_failure(self.ctx)))),
+            None => waiting.await,
+        }
+    }
+
     /// The cut that ended the stream (after `message` failed), if it was
     /// one the reconnect contract handles.
     pub(crate) fn cut(&self) -> Option<Cut> {
