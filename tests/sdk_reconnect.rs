@@ -7,10 +7,12 @@ mod sdk_support;
 
 use std::time::{Duration, Instant};
 
-use rayito::error::{RetryPolicy, TimeoutScope};
+use rayito::error::RetryPolicy;
 use rayito::{CommandOptions, Sandbox, SandboxError};
 use rayito_agent::emulator::{Emulator, Operation};
-use sdk_support::{builder, emulator};
+use sdk_support::{
+    assert_stream_deadline, builder, emulator, lost_for_good_on_signal, patient_builder,
+};
 use tokio::sync::mpsc;
 
 /// `n` numbered lines, one every `every_ms`.
@@ -366,48 +368,19 @@ async fn concurrent_calls_cut_together_share_one_poller_and_all_succeed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_deadline_bounds_the_reconnect_wait() {
     let emu = emulator().await;
-    let mut policy = RetryPolicy::default();
-    policy.reconnect.total_budget = Some(Duration::from_secs(300));
-    let sbx = builder(&emu).retry_policy(policy).create().await.unwrap();
-    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let sbx = patient_builder(&emu).create().await.unwrap();
+    let (signal, lost) = lost_for_good_on_signal(&emu, &sbx);
     let options = CommandOptions::new()
         .timeout(Duration::from_secs(1))
         .on_stdout(move |_| {
-            let _ = tx.send(());
+            let _ = signal.send(());
         });
     let started = Instant::now();
     let commands = sbx.commands();
-    let run = commands.run_with("echo up; sleep 30", options);
-    let faults = emu.faults().clone();
-    let id = sbx.id().to_owned();
-    let fault = async move {
-        rx.recv().await.expect("the first line");
-        assert!(faults.proxy_status(100_000, 502));
-        assert!(faults.cut_connections(&id));
-    };
-    let (outcome, ()) = tokio::join!(run, fault);
+    let (outcome, ()) = tokio::join!(commands.run_with("echo up; sleep 30", options), lost);
     let waited = started.elapsed();
     emu.faults().clear();
     let err = outcome.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            SandboxError::Timeout {
-                scope: TimeoutScope::Request,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert_eq!(err.to_string(), COMMAND_DEADLINE_MESSAGE);
-    assert!(
-        waited >= Duration::from_secs(16) && waited < Duration::from_secs(60),
-        "{waited:?}"
-    );
+    assert_stream_deadline(&err, "commands.run", Duration::from_secs(16), waited);
     assert!(sbx.kill().await.unwrap());
 }
-
-/// The stream deadline's message (docs/errors.md, `Timeout { scope:
-/// Request }` from a gRPC deadline).
-const COMMAND_DEADLINE_MESSAGE: &str =
-    "the call commands.run did not finish; raise request_timeout or retry";

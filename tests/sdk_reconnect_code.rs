@@ -12,7 +12,9 @@ use futures_util::StreamExt as _;
 use rayito::error::{RetryPolicy, SandboxCode, TimeoutScope};
 use rayito::{Execution, ExecutionEvent, RunCodeOptions, Sandbox, SandboxError};
 use rayito_agent::emulator::{Emulator, EmulatorConfig, MicrovmState, Operation};
-use sdk_support::{builder, emulator};
+use sdk_support::{
+    assert_stream_deadline, builder, emulator, lost_for_good_on_signal, patient_builder,
+};
 use tokio::sync::mpsc;
 
 /// A cell that records each run in `/tmp/runs`, prints `n` numbered lines
@@ -602,48 +604,19 @@ async fn a_cell_expired_while_cut_is_not_found_and_not_re_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cell_deadline_bounds_the_reconnect_wait() {
     let emu = emulator().await;
-    let mut policy = RetryPolicy::default();
-    policy.reconnect.total_budget = Some(Duration::from_secs(300));
-    let sbx = builder(&emu).retry_policy(policy).create().await.unwrap();
-    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let sbx = patient_builder(&emu).create().await.unwrap();
+    let (signal, lost) = lost_for_good_on_signal(&emu, &sbx);
     let options = RunCodeOptions::new()
         .timeout(Duration::from_secs(1))
         .on_stdout(move |_| {
-            let _ = tx.send(());
+            let _ = signal.send(());
         });
     let started = Instant::now();
-    let run = sbx.run_code_with(
-        "import time\nprint('up', flush=True)\ntime.sleep(30)",
-        options,
-    );
-    let faults = emu.faults().clone();
-    let id = sbx.id().to_owned();
-    let fault = async move {
-        rx.recv().await.expect("the first line");
-        assert!(faults.proxy_status(100_000, 502));
-        assert!(faults.cut_connections(&id));
-    };
-    let (outcome, ()) = tokio::join!(run, fault);
+    let cell = "import time\nprint('up', flush=True)\ntime.sleep(30)";
+    let (outcome, ()) = tokio::join!(sbx.run_code_with(cell, options), lost);
     let waited = started.elapsed();
     emu.faults().clear();
     let err = outcome.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            SandboxError::Timeout {
-                scope: TimeoutScope::Request,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert_eq!(
-        err.to_string(),
-        "the call run_code did not finish; raise request_timeout or retry"
-    );
-    assert!(
-        waited >= Duration::from_secs(16) && waited < Duration::from_secs(60),
-        "{waited:?}"
-    );
+    assert_stream_deadline(&err, "run_code", Duration::from_secs(16), waited);
     assert!(sbx.kill().await.unwrap());
 }

@@ -42,3 +42,61 @@ pub async fn sandbox(emulator: &Emulator) -> Sandbox {
         .await
         .expect("the sandbox is created")
 }
+
+/// A builder whose reconnect budget (300 s) outlasts any deadline a test
+/// sets, so that only a deadline can end a reconnect wait.
+pub fn patient_builder(emulator: &Emulator) -> SandboxBuilder {
+    let mut policy = rayito::error::RetryPolicy::default();
+    policy.reconnect.total_budget = Some(Duration::from_secs(300));
+    builder(emulator).retry_policy(policy)
+}
+
+/// A sender to call from an output callback, and a future that, at its
+/// first signal, makes the proxy answer 502 to everything and cuts the
+/// sandbox's connections: the sandbox never comes back for that handle.
+pub fn lost_for_good_on_signal(
+    emulator: &Emulator,
+    sandbox: &Sandbox,
+) -> (
+    tokio::sync::mpsc::UnboundedSender<()>,
+    impl Future<Output = ()> + Send + 'static,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let faults = emulator.faults().clone();
+    let id = sandbox.id().to_owned();
+    let fault = async move {
+        rx.recv().await.expect("the first signal");
+        assert!(faults.proxy_status(100_000, 502));
+        assert!(faults.cut_connections(&id));
+    };
+    (tx, fault)
+}
+
+/// `err` is the stream deadline's `Timeout { Request }` for `feature`, and
+/// it came at the stream's deadline (`deadline` after the call began,
+/// within a loaded machine's margin), not at a reconnect budget.
+pub fn assert_stream_deadline(
+    err: &rayito::SandboxError,
+    feature: &str,
+    deadline: Duration,
+    waited: Duration,
+) {
+    assert!(
+        matches!(
+            err,
+            rayito::SandboxError::Timeout {
+                scope: rayito::error::TimeoutScope::Request,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!("the call {feature} did not finish; raise request_timeout or retry")
+    );
+    assert!(
+        waited >= deadline && waited < deadline + Duration::from_secs(40),
+        "{waited:?}"
+    );
+}
