@@ -183,6 +183,7 @@ impl Shared {
     /// Abrupt stop: drop connections, kill processes, no hook semantics.
     pub(crate) fn abort(&self) {
         self.processes.cut();
+        self.code.cut();
         self.serve.send_replace(ServeState::Abort);
         self.kill_everything();
     }

@@ -280,6 +280,29 @@ async fn destroy_during_a_cell_ends_it_with_context_destroyed() {
     assert!(run.end().is_some());
 }
 
+/// A killed agent (`cut`, then `shutdown`, as `Agent::kill` does) sends a
+/// running cell's stream nothing more: no `ContextDestroyed`, no end, so its
+/// client sees the connection go, as when the agent's process dies. (The
+/// shutdown's events used to race the connection's drop, and the SDK once
+/// read a killed sandbox's cell as ended by `ContextDestroyed`.)
+#[tokio::test]
+async fn a_cut_then_a_shutdown_sends_a_running_cell_nothing_more() {
+    let mut s = serve().await;
+    let mut stream = open(
+        &mut s.client,
+        cell("import time\nprint('up', flush=True)\ntime.sleep(30)"),
+    )
+    .await
+    .expect("open");
+    stream.message().await.expect("ok").expect("started");
+    stream.message().await.expect("ok").expect("stdout");
+    s.service.cut();
+    s.service.shutdown();
+    let run = collect(stream).await;
+    assert!(run.kinds().is_empty(), "{:?}", run.kinds());
+    assert!(run.status.is_none(), "{:?}", run.status);
+}
+
 #[tokio::test]
 async fn at_most_eight_contexts() {
     let mut s = serve().await;

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, watch};
@@ -56,10 +56,20 @@ struct Outbox {
     last_sent: Instant,
     /// Where numbered events are kept for Reattach (from `started` on).
     log: Option<Arc<ExecutionLog>>,
+    /// Set when the agent is killed (fault injection): from then on nothing
+    /// more is sent or kept, as if the process had died, so a client sees
+    /// its stream cut, not the `ContextDestroyed` end of a graceful
+    /// shutdown racing the connection's drop.
+    cut: Arc<AtomicBool>,
 }
 
 impl Outbox {
     async fn emit(&mut self, event: Event) {
+        if self.cut.load(Ordering::SeqCst) {
+            self.attached = false;
+            self.log = None;
+            return;
+        }
         if !self.attached && (self.log.is_none() || matches!(event, Event::Keepalive(_))) {
             return;
         }
@@ -108,7 +118,7 @@ impl Outbox {
 
     /// Ends the stream with a status (no `end` event follows).
     async fn fail(&mut self, status: Status) {
-        if self.attached {
+        if self.attached && !self.cut.load(Ordering::SeqCst) {
             let _ = self.tx.send(Err(status)).await;
         }
         self.attached = false;
@@ -135,6 +145,7 @@ pub(crate) async fn run(
     tx: EventSender,
     mut phase: watch::Receiver<Phase>,
     executions: Arc<Executions>,
+    cut: Arc<AtomicBool>,
 ) {
     let mut out = Outbox {
         tx,
@@ -142,6 +153,7 @@ pub(crate) async fn run(
         attached: true,
         last_sent: Instant::now(),
         log: None,
+        cut,
     };
     let gate = phase.borrow_and_update().gate_status();
     if let Some(status) = gate {

@@ -74,6 +74,8 @@ struct Shared {
     /// Executions a client can Reattach to.
     executions: Arc<log::Executions>,
     closed: AtomicBool,
+    /// Set by [`CodeServiceImpl::cut`]: live executions send nothing more.
+    cut: Arc<AtomicBool>,
     /// Why the default kernel's warm-up failed (a fixed text), until a
     /// later warm-up succeeds.
     start_failure: std::sync::Mutex<Option<&'static str>>,
@@ -92,6 +94,7 @@ impl CodeServiceImpl {
                 contexts: Registry::default(),
                 executions: Arc::default(),
                 closed: AtomicBool::new(false),
+                cut: Arc::default(),
                 start_failure: std::sync::Mutex::new(None),
                 prestarted: std::sync::Mutex::new(None),
             }),
@@ -219,6 +222,14 @@ impl CodeServiceImpl {
             .start_failure
             .lock()
             .expect("start failure lock")
+    }
+
+    /// The agent is being killed (fault injection): live executions send
+    /// and keep nothing more, so their clients see the connection go, as
+    /// when the agent's process dies, instead of the events a shutdown
+    /// sends. Call before [`CodeServiceImpl::shutdown`].
+    pub fn cut(&self) {
+        self.shared.cut.store(true, Ordering::SeqCst);
     }
 
     /// Stops every kernel (called at `/terminate` and on drop of the agent).
@@ -357,6 +368,7 @@ impl pb::code_service_server::CodeService for CodeServiceImpl {
             tx,
             self.shared.phase.subscribe(),
             self.shared.executions.clone(),
+            self.shared.cut.clone(),
         ));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
