@@ -151,6 +151,8 @@ pub(crate) struct PtyTable {
     env: SandboxEnv,
     phase: PhaseCell,
     sessions: Mutex<HashMap<u32, Arc<Session>>>,
+    /// Set by [`PtyTable::cut`]: subscribers send nothing more.
+    cut: Arc<AtomicBool>,
 }
 
 fn sized(size: Option<&pb::PtySize>) -> Result<Winsize, Status> {
@@ -230,7 +232,16 @@ impl PtyTable {
             env,
             phase,
             sessions: Mutex::new(HashMap::new()),
+            cut: Arc::default(),
         }
+    }
+
+    /// The agent is being killed (fault injection): every subscriber stops
+    /// without another message, so its client sees the connection go, as
+    /// when the agent's process dies, not the `exited` of the shells the
+    /// kill ends racing the connection's drop.
+    pub(crate) fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
     }
 
     fn prune(map: &mut HashMap<u32, Arc<Session>>) {
@@ -388,7 +399,7 @@ impl PtyTable {
             let timed_out = waiter.timed_out.load(Ordering::Acquire);
             waiter.finish(exited(status.ok(), timed_out));
         });
-        Ok(subscribe(session, 1, self.phase.clone()))
+        Ok(subscribe(session, 1, self.phase.clone(), self.cut.clone()))
     }
 
     /// The live sessions, as Process.List shows them (kind PTY).
@@ -417,7 +428,12 @@ impl PtyTable {
         if session.since(from_seq).0.is_none() {
             return Err(Status::out_of_range("output already discarded"));
         }
-        Ok(subscribe(session, from_seq, self.phase.clone()))
+        Ok(subscribe(
+            session,
+            from_seq,
+            self.phase.clone(),
+            self.cut.clone(),
+        ))
     }
 }
 
@@ -496,7 +512,12 @@ fn message(message: Message, seq: u64) -> pb::PtyServerMessage {
 }
 
 /// A subscriber: `started`, output from `from_seq` on, one `exited`.
-fn subscribe(session: Arc<Session>, from_seq: u64, phase: PhaseCell) -> Stream {
+fn subscribe(
+    session: Arc<Session>,
+    from_seq: u64,
+    phase: PhaseCell,
+    cut: Arc<AtomicBool>,
+) -> Stream {
     let (tx, rx) = mpsc::channel(STREAM_BUFFER);
     tokio::spawn(async move {
         let send = |m: pb::PtyServerMessage| {
@@ -514,6 +535,9 @@ fn subscribe(session: Arc<Session>, from_seq: u64, phase: PhaseCell) -> Stream {
         loop {
             version.borrow_and_update();
             phase_rx.borrow_and_update();
+            if cut.load(Ordering::SeqCst) {
+                return;
+            }
             let (chunks, end) = session.since(next_seq);
             let Some(chunks) = chunks else {
                 send(message(Message::Exited(detached("output_truncated")), 0)).await;
@@ -657,5 +681,41 @@ mod tests {
         let output: Vec<u8> = st.chunks.iter().flat_map(|(_, c)| c.to_vec()).collect();
         assert_eq!(output, b"bye\r\n");
         drop(writer);
+    }
+
+    /// After `cut` (a killed agent), a subscriber whose shell the kill ends
+    /// sends nothing more: no `exited`, the stream just ends.
+    #[tokio::test]
+    async fn a_cut_table_sends_no_exit_for_a_killed_shell() {
+        use tokio_stream::StreamExt as _;
+        let root = tempfile::tempdir().unwrap();
+        let env = SandboxEnv::new(root.path()).unwrap();
+        let table = PtyTable::new(env.clone(), PhaseCell::new());
+        let mut stream = table
+            .create(pb::PtyStart {
+                size: Some(pb::PtySize { cols: 80, rows: 24 }),
+                ..Default::default()
+            })
+            .unwrap();
+        let started = stream.next().await.unwrap().unwrap();
+        let Some(Message::Started(pb::PtyStarted { pid })) = started.message else {
+            panic!("{started:?}");
+        };
+        table.cut();
+        assert!(signal_group(pid, Signal::KILL));
+        let rest = tokio::time::timeout(Duration::from_secs(30), async {
+            let mut rest = Vec::new();
+            while let Some(item) = stream.next().await {
+                rest.push(item.unwrap().message);
+            }
+            rest
+        })
+        .await
+        .expect("the stream ends");
+        assert!(
+            !rest.iter().any(|m| matches!(m, Some(Message::Exited(_)))),
+            "{rest:?}"
+        );
+        env.kill_all();
     }
 }

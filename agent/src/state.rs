@@ -184,6 +184,7 @@ impl Shared {
     pub(crate) fn abort(&self) {
         self.processes.cut();
         self.code.cut();
+        self.ptys.cut();
         self.serve.send_replace(ServeState::Abort);
         self.kill_everything();
     }
