@@ -626,6 +626,11 @@ impl Commands<'_> {
     /// Attaches to a running (or just ended) process and reads its output
     /// from now on (the agent's `from_seq = 0`).
     ///
+    /// A connection cut before the first chunk arrives attaches again from
+    /// new output: the agent numbers nothing before the first chunk, so
+    /// chunks written during the cut are neither seen nor marked as lost.
+    /// Use [`Commands::connect_from`] to read every chunk kept.
+    ///
     /// # Errors
     /// `NotFound` when no such process exists (or it ended more than 30 s
     /// ago); transport failures.
