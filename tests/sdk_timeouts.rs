@@ -104,12 +104,10 @@ async fn a_stalled_stream_ends_at_its_deadline() {
         .write("/home/user/big.bin", vec![7u8; size])
         .await
         .unwrap();
-    // 4 frames carry at least the first 256 KiB chunk and at most four
-    // chunks, 1 MiB of the 3: the proxy takes the agent's frames of up to
-    // 1 MiB, and a 256 KiB chunk is one frame unless a flow-control window
-    // splits it (the windows are 4 MiB).
+    // 40 frames carry at least the first 256 KiB chunk (h2 frames are at
+    // most 16 KiB by default) and far less than the 3 MiB.
     emu.faults()
-        .stall_proxy(1, Some(READ), ProxyStall::ResponseAfter { frames: 4 });
+        .stall_proxy(1, Some(READ), ProxyStall::ResponseAfter { frames: 40 });
 
     let deadline = request_timeout + Duration::from_secs(3);
     let started = Instant::now();

@@ -25,12 +25,12 @@ const GRACEFUL_WAIT: Duration = Duration::from_secs(2);
 /// messages, and hyper's default (1 MiB) left about one message in flight,
 /// so the client waited for a window update after each (docs/performance.md,
 /// "File transfer"). Also the most one stream can make the agent buffer.
-pub(crate) const STREAM_WINDOW: u32 = 4 * 1024 * 1024;
+const STREAM_WINDOW: u32 = 4 * 1024 * 1024;
 /// HTTP/2 receive window of one connection (all its streams together).
-pub(crate) const CONNECTION_WINDOW: u32 = 2 * STREAM_WINDOW;
+const CONNECTION_WINDOW: u32 = 2 * STREAM_WINDOW;
 /// Largest HTTP/2 frame a client may send: a 1 MiB Write chunk in two
 /// frames instead of 65 of hyper's default 16 KiB (less CPU per byte).
-pub(crate) const MAX_FRAME: u32 = 1024 * 1024;
+const MAX_FRAME: u32 = 1024 * 1024;
 
 /// Serves `svc` on `listener` until `serve` leaves `Serving`.
 pub(crate) async fn serve_grpc<S>(

@@ -45,7 +45,6 @@ use super::ids;
 use super::lifecycle;
 use super::model::MicrovmState;
 use super::registry::{Shared, Vm};
-use crate::server::{CONNECTION_WINDOW, MAX_FRAME, STREAM_WINDOW};
 
 /// The port the agent's gRPC server stands for.
 pub(crate) const APP_PORT: u16 = 8080;
@@ -85,13 +84,6 @@ impl Upstream {
             .http2_only(true)
             .http2_keep_alive_interval(Duration::from_secs(30))
             .http2_keep_alive_timeout(Duration::from_secs(10))
-            // The agent's own HTTP/2 settings on the proxy's side of it,
-            // so that a file moves through the proxy in the agent's large
-            // frames and windows instead of hyper's 16 KiB frames and
-            // 1-2 MiB windows (docs/performance.md, "File transfer").
-            .http2_initial_stream_window_size(STREAM_WINDOW)
-            .http2_initial_connection_window_size(CONNECTION_WINDOW)
-            .http2_max_frame_size(MAX_FRAME)
             .build(connector.clone());
         let h1 = Client::builder(TokioExecutor::new()).build(connector);
         Self { h2, h1 }
@@ -125,12 +117,7 @@ pub(crate) async fn serve(
         conns.spawn(async move {
             let svc = service_fn(move |req| handle(shared.clone(), vm.clone(), req));
             let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder
-                .http2()
-                .timer(TokioTimer::new())
-                .initial_stream_window_size(STREAM_WINDOW)
-                .initial_connection_window_size(CONNECTION_WINDOW)
-                .max_frame_size(MAX_FRAME);
+            builder.http2().timer(TokioTimer::new());
             match tls {
                 None => {
                     let conn = builder.serve_connection(TokioIo::new(stream), svc);
