@@ -202,6 +202,18 @@ async fn main() -> Result<(), Error> {
     let sandboxes: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100);
     let wants = |name: &str| sections.split(',').any(|s| s == name || s == "all");
 
+    // The SDK's own memory, what the goal bounds: against the emulator out
+    // of process, first, so that no buffer another section freed is reused
+    // (skipped without a built `rayito-agent`).
+    if wants("memory")
+        && let Some(external) = external_emulator()?
+    {
+        let sbx = builder_for(&external.endpoint, &external.template)
+            .create()
+            .await?;
+        memory_section(&sbx, "the SDK alone, emulator out of process").await?;
+        sbx.kill().await?;
+    }
     let local = ["create", "code", "commands", "files", "memory"]
         .iter()
         .any(|s| wants(s));
@@ -228,7 +240,7 @@ async fn main() -> Result<(), Error> {
             files_section(&sbx, raw, [direct, large_frames], file_rounds).await?;
         }
         if wants("memory") {
-            memory_section(&sbx).await?;
+            memory_section(&sbx, "SDK, agent and proxy").await?;
         }
         sbx.kill().await?;
         emulator.shutdown().await;
@@ -612,8 +624,8 @@ async fn files_section(
     Ok(())
 }
 
-async fn memory_section(sbx: &Sandbox) -> Result<(), Error> {
-    println!("== memory (peak RSS growth of this process, agent included) ==");
+async fn memory_section(sbx: &Sandbox, whose: &str) -> Result<(), Error> {
+    println!("== memory (peak RSS growth of this process: {whose}) ==");
     let data: Vec<u8> = (0..FILE_BYTES).map(|i| (i % 251) as u8).collect();
     let before = reset_peak();
     sbx.files().write("/home/user/mem.bin", data).await?;
