@@ -10,12 +10,16 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::Stream;
+use futures_util::future::BoxFuture;
+use tokio::time::Instant;
 
 use crate::error::SandboxError;
 use crate::pb;
 use crate::pb::execute_event::Event;
 use crate::sandbox::Sandbox;
-use crate::transport::{AgentConn, AgentStream, Cut};
+use crate::transport::{
+    AgentConn, Mark, Reopened, Resume, ResumableStream, Start, Step, Waiter,
+};
 
 pub use self::contexts::CodeContextOptions;
 
@@ -26,12 +30,6 @@ const DEFAULT_CODE_TIMEOUT: Duration = Duration::from_secs(300);
 const STREAM_SLACK: Duration = Duration::from_secs(15);
 /// Creating a context starts a kernel: it gets this long.
 const CONTEXT_TIMEOUT: Duration = Duration::from_secs(90);
-/// Re-attachments in a row that bring no new event before the cut is
-/// surfaced (2.7: more than 3 consecutive reconnects).
-const MAX_FRUITLESS_REATTACHES: u32 = 3;
-/// How long the end of an execution stream (its trailers, right behind the
-/// `End` event) is waited for once the cell has ended.
-const STREAM_END_WAIT: Duration = Duration::from_millis(250);
 
 /// One chunk of output of a cell (a chunk is not a line).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -358,21 +356,65 @@ impl Stream for ExecutionEvents {
 /// it already has: every event reaches the caller once, in order. The
 /// cell itself is never sent again.
 struct CellReader {
-    stream: AgentStream<pb::ExecuteEvent>,
+    stream: ResumableStream<CellResume>,
     started_count: u64,
     ended: bool,
-    conn: AgentConn,
-    /// The reconnect epoch the current stream was opened in.
-    epoch: Option<u64>,
+}
+
+/// A cell's events as a resumable stream: numbered events (keepalives
+/// carry 0), `End` last, `Reattach(context, execution, next_seq)` after a
+/// cut. The cell itself is never sent again.
+struct CellResume {
     /// The context the cell runs in and its execution id (from `started`).
     context_id: String,
     execution_id: String,
-    /// The last numbered event handed over.
-    last_seq: u64,
-    /// When the whole cell's stream must end.
-    deadline: Option<tokio::time::Instant>,
-    /// Re-attachments in a row that brought no new event.
-    fruitless: u32,
+}
+
+impl Resume for CellResume {
+    type Message = pb::ExecuteEvent;
+
+    fn mark(&self, event: &pb::ExecuteEvent) -> Mark {
+        match event.event {
+            Some(Event::End(_)) => Mark::End,
+            // Keepalives carry seq 0.
+            _ if event.seq != 0 => Mark::Numbered(event.seq),
+            _ => Mark::Other,
+        }
+    }
+
+    fn bare_end(&self) -> Option<SandboxError> {
+        Some(SandboxError::protocol_violation(
+            "run_code",
+            "the execution stream ended without an end event",
+        ))
+    }
+
+    fn suspending(&self) -> SandboxError {
+        SandboxError::sandbox_state("suspending", "run the cell again after the resume")
+    }
+
+    /// `Reattach` from `from_seq`; the agent answers NOT_FOUND when it no
+    /// longer has that output (`reattach_failed`).
+    fn reopen<'a>(
+        &'a mut self,
+        conn: &'a AgentConn,
+        from_seq: u64,
+        total: Option<Duration>,
+        _cut_error: &'a SandboxError,
+    ) -> BoxFuture<'a, Result<Reopened<pb::ExecuteEvent>, SandboxError>> {
+        Box::pin(async move {
+            let request = pb::ReattachRequest {
+                context_id: self.context_id.clone(),
+                execution_id: self.execution_id.clone(),
+                from_seq,
+            };
+            let stream = conn
+                .reattach(request, total)
+                .await
+                .map_err(SandboxError::reattach_failed)?;
+            Ok(Reopened { stream, gap: false })
+        })
+    }
 }
 
 /// The context a cell runs in, as the agent names it: the one given, else
@@ -430,9 +472,9 @@ impl CellReader {
         request: pb::ExecuteRequest,
         total: Option<Duration>,
     ) -> Result<Self, SandboxError> {
-        let conn = sandbox.conn().clone();
+        let conn = sandbox.conn();
+        let opened_at = Instant::now();
         let epoch = conn.reconnect_epoch();
-        let deadline = total.and_then(|d| tokio::time::Instant::now().checked_add(d));
         let context_id = context_of(&request);
         // A cut before `started` ends the call (the transport never sends
         // an Execute again once it may have reached the agent).
@@ -448,61 +490,32 @@ impl CellReader {
                 other => break other,
             }
         };
-        match first {
-            Some(pb::ExecuteEvent {
-                event: Some(Event::Started(started)),
-                seq,
-            }) => Ok(Self {
-                stream,
-                started_count: started.execution_count,
-                ended: false,
-                conn,
-                epoch,
-                context_id,
-                execution_id: started.execution_id,
-                last_seq: seq,
-                deadline,
-                fruitless: 0,
-            }),
-            _ => Err(SandboxError::protocol_violation(
+        let Some(pb::ExecuteEvent {
+            event: Some(Event::Started(started)),
+            seq,
+        }) = first
+        else {
+            return Err(SandboxError::protocol_violation(
                 "run_code",
                 "the execution stream did not start with a started event",
-            )),
-        }
-    }
-
-    /// After a cut: waits for the sandbox's reconnect poller, then
-    /// re-attaches from `last_seq + 1`. Fails with what the poller found
-    /// (`SandboxNotFound`, `SandboxLifetime`, `SandboxState`,
-    /// `Sandbox{connection_lost}`), with `err` without the reconnect
-    /// contract or after too many fruitless re-attachments, and with
-    /// `NotFound` when the agent no longer has the output since the cut.
-    async fn reattach(&mut self, cut: Cut, err: SandboxError) -> Result<(), SandboxError> {
-        self.fruitless += 1;
-        if self.fruitless > MAX_FRUITLESS_REATTACHES
-            // The cell's deadline bounds the wait for the sandbox too.
-            || !self
-                .stream
-                .within_deadline(self.conn.reconnect(self.epoch, cut, "run_code"))
-                .await?
-        {
-            return Err(err);
-        }
-        self.epoch = self.conn.reconnect_epoch();
-        let remaining = self
-            .deadline
-            .map(|deadline| deadline.saturating_duration_since(tokio::time::Instant::now()));
-        let request = pb::ReattachRequest {
-            context_id: self.context_id.clone(),
-            execution_id: self.execution_id.clone(),
-            from_seq: self.last_seq + 1,
+            ));
         };
-        self.stream = self
-            .conn
-            .reattach(request, remaining)
-            .await
-            .map_err(SandboxError::reattach_failed)?;
-        Ok(())
+        let start = Start {
+            epoch,
+            next_seq: seq.saturating_add(1),
+            waiter: Waiter::Foreground,
+            total,
+            feature: "run_code",
+        };
+        let resume = CellResume {
+            context_id,
+            execution_id: started.execution_id,
+        };
+        Ok(Self {
+            stream: ResumableStream::new(conn.clone(), resume, stream, start, opened_at),
+            started_count: started.execution_count,
+            ended: false,
+        })
     }
 
     /// The next event; `None` after `End`.
@@ -511,36 +524,17 @@ impl CellReader {
             return Ok(None);
         }
         loop {
-            let event = match self.stream.message().await {
-                Ok(Some(event)) => event,
-                // What a cut under the stream can look like too: the
-                // reconnect contract decides; a live agent that keeps doing
-                // it runs out of re-attachments.
-                Ok(None) => {
-                    let err = SandboxError::protocol_violation(
+            let event = match self.stream.next().await {
+                Some(Ok(Step::Message(event))) => event,
+                Some(Ok(Step::Resumed { .. })) => continue,
+                Some(Err(err)) => return Err(err),
+                None => {
+                    return Err(SandboxError::protocol_violation(
                         "run_code",
                         "the execution stream ended without an end event",
-                    );
-                    self.reattach(Cut::Transport, err).await?;
-                    continue;
+                    ));
                 }
-                Err(err) => match self.stream.cut() {
-                    Some(cut) => {
-                        self.reattach(cut, err).await?;
-                        continue;
-                    }
-                    None => return Err(err),
-                },
             };
-            // Keepalives carry seq 0; a replayed event was handed over
-            // before the cut.
-            if event.seq != 0 {
-                if event.seq <= self.last_seq {
-                    continue;
-                }
-                self.last_seq = event.seq;
-                self.fruitless = 0;
-            }
             let event = match event.event {
                 Some(Event::Stdout(chunk)) => ExecutionEvent::Stdout(OutputMessage {
                     line: chunk.text,
@@ -560,12 +554,6 @@ impl CellReader {
                 }),
                 Some(Event::End(end)) => {
                     self.ended = true;
-                    // Read the stream to its end: one dropped open is reset
-                    // (RST_STREAM CANCEL) while the agent sends its trailers,
-                    // and an HTTP/2 peer closes the connection after about a
-                    // thousand such streams (a long-lived handle's next call
-                    // then fails once).
-                    let _ = tokio::time::timeout(STREAM_END_WAIT, self.stream.message()).await;
                     let count = if end.execution_count > 0 {
                         end.execution_count
                     } else {

@@ -12,7 +12,7 @@ use crate::error::{GrpcCode, SandboxError};
 use crate::pb;
 use crate::pb::process_event::Event;
 use crate::sandbox::Sandbox;
-use crate::transport::{AgentConn, AgentStream, Cut, Resubscription, Waiter};
+use crate::transport::{AgentConn, AgentStream, Waiter};
 
 pub use self::handle::{CommandEvent, CommandHandle, ProcessInfo, ProcessKind};
 
@@ -27,6 +27,8 @@ const MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
 /// The status of an `EndEvent` sent when `/suspend` closed the stream (the
 /// process lives on).
 const SUSPENDING: &str = "suspending";
+/// What the caller of `run` can do when the sandbox suspends under it.
+const RUN_AGAIN_AFTER_RESUME: &str = "resume the sandbox and run the command again";
 
 /// A callback that sees output as it arrives (decoded as UTF-8, a character
 /// split across chunks is rebuilt).
@@ -216,40 +218,27 @@ impl<'a> Commands<'a> {
         cmd: &str,
         mut options: CommandOptions,
     ) -> Result<CommandResult, SandboxError> {
-        let (request, total) = start_request(cmd, &options, options.stdin.is_some())?;
-        let conn = self.sandbox.conn();
-        let request_timeout = self.sandbox.request_timeout();
-        let stream_deadline = total.and_then(|t| tokio::time::Instant::now().checked_add(t));
-        let epoch = conn.reconnect_epoch();
-        let mut stream = conn.start_process(request, total).await?;
-
-        let pid = match stream.message().await? {
-            Some(pb::ProcessEvent {
-                event: Some(Event::Start(start)),
-            }) => start.pid,
-            _ => {
-                return Err(SandboxError::protocol_violation(
-                    "commands.run",
-                    "the process stream did not start with a start event",
-                ));
-            }
-        };
+        let stdin = options.stdin.take();
+        let (handle, total) = self
+            .start(
+                cmd,
+                options,
+                stdin.is_some(),
+                (Waiter::Foreground, "commands.run", RUN_AGAIN_AFTER_RESUME),
+            )
+            .await?;
         // Stdin is fed while the output is read: a command that reads its
         // stdin slowly, or writes a lot before reading, never deadlocks
         // against the SDK. The first of the two to decide ends the command.
-        let feed = feed_stdin(conn, pid, options.stdin.take(), total, request_timeout);
-        let events = read_events(
-            conn,
-            Subscription {
-                stream,
-                pid,
-                epoch,
-                deadline: stream_deadline,
-            },
-            &mut options,
-            cmd,
+        let feed = feed_stdin(
+            self.sandbox.conn(),
+            handle.pid(),
+            stdin,
+            total,
+            self.sandbox.request_timeout(),
         );
-        tokio::pin!(feed, events);
+        let waited = handle.wait();
+        tokio::pin!(feed, waited);
         let mut fed = false;
         loop {
             tokio::select! {
@@ -257,7 +246,7 @@ impl<'a> Commands<'a> {
                     outcome?;
                     fed = true;
                 }
-                outcome = &mut events => return outcome,
+                outcome = &mut waited => return outcome,
             }
         }
     }
@@ -307,134 +296,12 @@ fn shell_args(cmd: &str, login: bool) -> Vec<String> {
         .collect()
 }
 
-/// A command's output stream and what re-subscribing to it needs.
-struct Subscription {
-    stream: AgentStream<pb::ProcessEvent>,
-    pid: u32,
-    /// The reconnect epoch the stream was opened in.
-    epoch: Option<u64>,
-    /// When the whole command stream must end.
-    deadline: Option<tokio::time::Instant>,
-}
-
-/// Reads a process stream to its end event and maps it to the command's
-/// outcome, following the reconnect contract: after a cut (or a
-/// `suspending` end) the output is read on from the last sequence number
-/// seen, so every chunk arrives exactly once, in order. When the agent no
-/// longer keeps that output, the command reads on with what comes next and
-/// its result says `truncated` (see [`resubscribe_process`]).
-async fn read_events(
-    conn: &AgentConn,
-    sub: Subscription,
-    options: &mut CommandOptions,
-    cmd: &str,
-) -> Result<CommandResult, SandboxError> {
-    let Subscription {
-        mut stream,
-        pid,
-        epoch,
-        deadline,
-    } = sub;
-    let mut stdout = OutputBuffer::default();
-    let mut stderr = OutputBuffer::default();
-    let mut last_seq: Option<u64> = None;
-    let mut output_lost = false;
-    let mut resubscription = Resubscription::new(epoch, Waiter::Foreground, "commands.run");
-    loop {
-        let (cut, err) = match stream.message().await {
-            Ok(Some(pb::ProcessEvent {
-                event: Some(Event::End(end)),
-            })) if end.status == SUSPENDING => (
-                Cut::Suspending,
-                SandboxError::sandbox_state(
-                    "suspending",
-                    "resume the sandbox and run the command again",
-                ),
-            ),
-            Ok(Some(pb::ProcessEvent { event })) => {
-                match event {
-                    Some(Event::Data(data)) => {
-                        if last_seq.is_some_and(|seen| data.seq <= seen) {
-                            continue;
-                        }
-                        last_seq = Some(data.seq);
-                        resubscription.progressed();
-                        match data.output {
-                            Some(pb::data_event::Output::Stdout(bytes)) => {
-                                let text = stdout.push(&bytes);
-                                if let Some(cb) = options.on_stdout.as_mut() {
-                                    cb(&text);
-                                }
-                            }
-                            Some(pb::data_event::Output::Stderr(bytes)) => {
-                                let text = stderr.push(&bytes);
-                                if let Some(cb) = options.on_stderr.as_mut() {
-                                    cb(&text);
-                                }
-                            }
-                            None => {}
-                        }
-                    }
-                    Some(Event::End(end)) => {
-                        // `suspending` ends are handled by the reconnect above.
-                        return finish(
-                            end,
-                            stdout,
-                            stderr,
-                            cmd,
-                            output_lost,
-                            "resume the sandbox and run the command again",
-                        );
-                    }
-                    Some(Event::Keepalive(_)) | None => {}
-                    Some(Event::Start(_)) => {
-                        return Err(SandboxError::protocol_violation(
-                            "commands.run",
-                            "the process stream sent a second start event",
-                        ));
-                    }
-                }
-                continue;
-            }
-            // A stream that ends without its end event is what a connection
-            // cut under it looks like too (the agent died, the proxy went
-            // away): the reconnect contract decides, and re-subscribing
-            // brings the end event if the process is there. A live agent
-            // that keeps doing it runs out of re-subscriptions and is
-            // reported as breaking the protocol.
-            Ok(None) => (
-                Cut::Transport,
-                SandboxError::protocol_violation(
-                    "commands.run",
-                    "the process stream ended without an end event",
-                ),
-            ),
-            Err(err) => match stream.cut() {
-                Some(cut) => (cut, err),
-                None => return Err(err),
-            },
-        };
-        // The command's deadline bounds the wait for the sandbox too.
-        stream
-            .within_deadline(resubscription.after_cut(conn, cut, err))
-            .await?;
-        let remaining = deadline
-            .map(|deadline| deadline.saturating_duration_since(tokio::time::Instant::now()));
-        let from_seq = last_seq.map_or(1, |seq| seq + 1);
-        let (fresh, lost) =
-            resubscribe_process(conn, pid, from_seq, remaining, "commands.run").await?;
-        stream = fresh;
-        output_lost |= lost;
-    }
-}
-
 /// Opens a process's stream again after a cut, from `from_seq` on, and
 /// checks its start event. When the agent no longer keeps that output (its
 /// 1 MiB ring moved past it: OUT_OF_RANGE), it reads on with only new
 /// output (`from_seq = 0`), as wire contract 1.5 says for the automatic
 /// re-subscription, and returns `true`: the caller marks the gap where its
-/// own caller can see it (`truncated`, `CommandEvent::OutputLost`), and a
-/// warning is logged (target `rayito::reconnect`).
+/// own caller can see it (`truncated`, `CommandEvent::OutputLost`).
 ///
 /// # Errors
 /// What opening the stream met (`NotFound` when the process is gone);
@@ -449,10 +316,7 @@ pub(crate) async fn resubscribe_process(
 ) -> Result<(AgentStream<pb::ProcessEvent>, bool), SandboxError> {
     let open = |from_seq| conn.connect_process(pb::ConnectRequest { pid, from_seq }, total);
     let (mut stream, lost) = match open(from_seq).await {
-        Err(err) if err.meta().grpc_code() == Some(GrpcCode::OutOfRange) => {
-            tracing::warn!(target: "rayito::reconnect", pid, from_seq, feature, "output lost during a reconnect: the agent no longer keeps it; reading on from new output");
-            (open(0).await?, true)
-        }
+        Err(err) if err.meta().grpc_code() == Some(GrpcCode::OutOfRange) => (open(0).await?, true),
         outcome => (outcome?, false),
     };
     match stream.message().await? {

@@ -226,6 +226,7 @@ impl<'a> Files<'a> {
             ));
         }
         let total = Some(deadline_for(self.timeout(), entry.size));
+        let opened_at = tokio::time::Instant::now();
         let epoch = self.sandbox.conn().reconnect_epoch();
         let stream = self
             .sandbox
@@ -240,7 +241,13 @@ impl<'a> Files<'a> {
             .await?;
         let size = entry.size;
         let feed =
-            read::ReadFeed::new(self.sandbox, (path, feature), entry, (stream, epoch), total);
+            read::ReadFeed::new(
+                self.sandbox,
+                (path, feature),
+                entry,
+                (stream, epoch, opened_at),
+                total,
+            );
         Ok((feed, size))
     }
 

@@ -189,6 +189,7 @@ pub mod test_util;
 
 mod backoff;
 mod checks;
+mod client;
 mod code;
 mod commands;
 mod control;
@@ -205,6 +206,7 @@ mod seam_tests;
 mod secret;
 mod transport;
 
+pub use client::{Client, ClientBuilder};
 pub use code::{
     CodeContext, CodeContextOptions, Execution, ExecutionError, ExecutionEvent, ExecutionEvents,
     ExecutionResult, Logs, OutputMessage, RunCodeOptions,

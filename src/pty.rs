@@ -8,14 +8,19 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt as _};
+use tokio::time::Instant;
 
 use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end_event};
 use crate::error::{ErrorKind, GrpcCode, SandboxError};
 use crate::pb;
 use crate::pb::pty_server_message::Message;
 use crate::sandbox::Sandbox;
-use crate::transport::{AgentStream, Cut, Resubscription, Waiter};
+use crate::transport::{
+    AgentConn, AgentStream, Mark, Reopened, Resume, ResumableStream, Start, Step, Waiter,
+};
 
 /// A terminal's size in character cells (each side 1 to 1,000).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -183,9 +188,17 @@ impl Pty<'_> {
             shell: options.shell.filter(|s| !s.is_empty()),
             timeout_ms,
         };
+        let opened_at = Instant::now();
         let epoch = self.sandbox.conn().reconnect_epoch();
         let stream = self.sandbox.conn().pty_create(request).await?;
-        PtyHandle::open(self.sandbox, stream, (epoch, 1), None, "pty.create").await
+        let start = Start {
+            epoch,
+            next_seq: 1,
+            waiter: Waiter::Background,
+            total: None,
+            feature: "pty.create",
+        };
+        PtyHandle::open(self.sandbox, stream, (start, opened_at), None).await
     }
 
     /// Attaches to a live (or just ended) terminal, reading its output from
@@ -208,20 +221,21 @@ impl Pty<'_> {
     }
 
     async fn connect_at(&self, pid: u32, from_seq: u64) -> Result<PtyHandle, SandboxError> {
+        let opened_at = Instant::now();
         let epoch = self.sandbox.conn().reconnect_epoch();
         let stream = self
             .sandbox
             .conn()
             .pty_connect(pb::ConnectRequest { pid, from_seq })
             .await?;
-        PtyHandle::open(
-            self.sandbox,
-            stream,
-            (epoch, from_seq),
-            Some(pid),
-            "pty.connect",
-        )
-        .await
+        let start = Start {
+            epoch,
+            next_seq: from_seq,
+            waiter: Waiter::Background,
+            total: None,
+            feature: "pty.connect",
+        };
+        PtyHandle::open(self.sandbox, stream, (start, opened_at), Some(pid)).await
     }
 
     /// Types `data` into terminal `pid`.
@@ -286,128 +300,75 @@ async fn kill(sandbox: &Sandbox, pid: u32) -> Result<bool, SandboxError> {
     }
 }
 
-type RawMessages = Pin<Box<dyn Stream<Item = Result<Fed, SandboxError>> + Send>>;
-
-/// What a terminal's feed yields: the agent's messages, and whether output
-/// was lost before this one.
-struct Fed {
-    message: pb::PtyServerMessage,
-    lost_before: bool,
-}
+type RawMessages = BoxStream<'static, Result<Step<pb::PtyServerMessage>, SandboxError>>;
 
 /// The status of an `exited` message sent when `/suspend` closed the
 /// stream (the terminal lives on).
 const SUSPENDING: &str = "suspending";
+/// What the caller can do when the sandbox suspends under a terminal.
+const CONNECT_AFTER_RESUME: &str = "the terminal keeps running; connect to it again after the resume";
 
-/// A terminal's messages across cuts, as a background command's (see
-/// `commands::handle::Feed`): after a cut it waits, asleep while the
-/// sandbox is suspended, then `Pty.Connect`s from the next sequence number.
-struct Feed {
-    sandbox: Sandbox,
+/// A terminal's output as a resumable stream (as a background command's):
+/// numbered data, its `exited` message last, `Pty.Connect(pid, next_seq)`
+/// after a cut.
+struct PtyResume {
     pid: u32,
-    stream: Option<AgentStream<pb::PtyServerMessage>>,
-    next_seq: u64,
-    resubscription: Resubscription,
-    lost: bool,
 }
 
-impl Feed {
-    async fn next(&mut self) -> Option<Result<Fed, SandboxError>> {
-        loop {
-            let stream = self.stream.as_mut()?;
-            let (cut, err) = match stream.message().await {
-                Ok(Some(pb::PtyServerMessage {
-                    message: Some(Message::Exited(end)),
-                    ..
-                })) if end.status == SUSPENDING => (
-                    Cut::Suspending,
-                    SandboxError::sandbox_state(
-                        "suspending",
-                        "the terminal keeps running; connect to it again after the resume",
-                    ),
+impl Resume for PtyResume {
+    type Message = pb::PtyServerMessage;
+
+    fn mark(&self, message: &pb::PtyServerMessage) -> Mark {
+        match &message.message {
+            Some(Message::Data(_)) => Mark::Numbered(message.seq),
+            Some(Message::Exited(end)) if end.status == SUSPENDING => Mark::Suspending,
+            Some(Message::Exited(_)) => Mark::End,
+            _ => Mark::Other,
+        }
+    }
+
+    fn bare_end(&self) -> Option<SandboxError> {
+        Some(SandboxError::protocol_violation(
+            "pty.wait",
+            "the terminal stream ended without an exited message",
+        ))
+    }
+
+    fn suspending(&self) -> SandboxError {
+        SandboxError::sandbox_state("suspending", CONNECT_AFTER_RESUME)
+    }
+
+    /// `Pty.Connect` from `from_seq`; when the agent no longer keeps it
+    /// (OUT_OF_RANGE), from new output, as a gap.
+    fn reopen<'a>(
+        &'a mut self,
+        conn: &'a AgentConn,
+        from_seq: u64,
+        _total: Option<Duration>,
+        _cut_error: &'a SandboxError,
+    ) -> BoxFuture<'a, Result<Reopened<pb::PtyServerMessage>, SandboxError>> {
+        Box::pin(async move {
+            let pid = self.pid;
+            let (mut stream, gap) = match conn.pty_connect(pb::ConnectRequest { pid, from_seq }).await
+            {
+                Err(err) if err.meta().grpc_code() == Some(GrpcCode::OutOfRange) => (
+                    conn.pty_connect(pb::ConnectRequest { pid, from_seq: 0 })
+                        .await?,
+                    true,
                 ),
-                Ok(Some(message)) => {
-                    match &message.message {
-                        Some(Message::Data(_)) => {
-                            if message.seq < self.next_seq {
-                                continue;
-                            }
-                            self.next_seq = message.seq + 1;
-                            self.resubscription.progressed();
-                        }
-                        Some(Message::Exited(_)) => self.stream = None,
-                        _ => {}
-                    }
-                    let lost_before = std::mem::take(&mut self.lost);
-                    return Some(Ok(Fed {
-                        message,
-                        lost_before,
-                    }));
-                }
-                Ok(None) => (
-                    Cut::Transport,
-                    SandboxError::protocol_violation(
-                        "pty.wait",
-                        "the terminal stream ended without an exited message",
-                    ),
-                ),
-                Err(err) => match stream.cut() {
-                    Some(cut) => (cut, err),
-                    None => {
-                        self.stream = None;
-                        return Some(Err(err));
-                    }
-                },
+                outcome => (outcome?, false),
             };
-            self.stream = None;
-            let conn = self.sandbox.conn();
-            if let Err(err) = self.resubscription.after_cut(conn, cut, err).await {
-                return Some(Err(err));
+            match stream.message().await? {
+                Some(pb::PtyServerMessage {
+                    message: Some(Message::Started(started)),
+                    ..
+                }) if started.pid == pid => Ok(Reopened { stream, gap }),
+                _ => Err(SandboxError::protocol_violation(
+                    "pty.connect",
+                    "the terminal stream did not start with the started message of the terminal",
+                )),
             }
-            match self.reopen().await {
-                Ok(stream) => self.stream = Some(stream),
-                Err(err) => return Some(Err(err)),
-            }
-        }
-    }
-
-    /// `Pty.Connect` from the next sequence number; when the agent no
-    /// longer keeps it (OUT_OF_RANGE), from new output, noting the loss.
-    async fn reopen(&mut self) -> Result<AgentStream<pb::PtyServerMessage>, SandboxError> {
-        let conn = self.sandbox.conn();
-        let pid = self.pid;
-        let mut stream = match conn
-            .pty_connect(pb::ConnectRequest {
-                pid,
-                from_seq: self.next_seq,
-            })
-            .await
-        {
-            Err(err) if err.meta().grpc_code() == Some(GrpcCode::OutOfRange) => {
-                tracing::warn!(target: "rayito::reconnect", pid, from_seq = self.next_seq, "terminal output lost during a reconnect: the agent no longer keeps it; reading on from new output");
-                self.lost = true;
-                conn.pty_connect(pb::ConnectRequest { pid, from_seq: 0 })
-                    .await?
-            }
-            outcome => outcome?,
-        };
-        match stream.message().await? {
-            Some(pb::PtyServerMessage {
-                message: Some(Message::Started(started)),
-                ..
-            }) if started.pid == pid => Ok(stream),
-            _ => Err(SandboxError::protocol_violation(
-                "pty.connect",
-                "the terminal stream did not start with the started message of the terminal",
-            )),
-        }
-    }
-
-    fn into_stream(self) -> RawMessages {
-        Box::pin(futures_util::stream::unfold(self, |mut feed| async move {
-            let item = feed.next().await?;
-            Some((item, feed))
-        }))
+        })
     }
 }
 
@@ -447,15 +408,15 @@ impl fmt::Debug for PtyHandle {
 
 impl PtyHandle {
     /// Reads the stream's first message, which must be the start of
-    /// `expected` (any pid when `None`). The stream was opened in reconnect
-    /// `epoch` and reads from `from_seq` (0: only new output).
+    /// `expected` (any pid when `None`); then reads the output from
+    /// `start.next_seq` on (0: only new output) across cuts.
     async fn open(
         sandbox: &Sandbox,
         mut stream: AgentStream<pb::PtyServerMessage>,
-        (epoch, from_seq): (Option<u64>, u64),
+        (start, opened_at): (Start, Instant),
         expected: Option<u32>,
-        feature: &'static str,
     ) -> Result<Self, SandboxError> {
+        let feature = start.feature;
         let pid = match stream.message().await? {
             Some(pb::PtyServerMessage {
                 message: Some(Message::Started(started)),
@@ -468,18 +429,18 @@ impl PtyHandle {
                 ));
             }
         };
-        let feed = Feed {
-            sandbox: sandbox.clone(),
-            pid,
-            stream: Some(stream),
-            next_seq: from_seq,
-            resubscription: Resubscription::new(epoch, Waiter::Background, feature),
-            lost: false,
-        };
+        let messages = ResumableStream::new(
+            sandbox.conn().clone(),
+            PtyResume { pid },
+            stream,
+            start,
+            opened_at,
+        )
+        .into_stream();
         Ok(Self {
             sandbox: sandbox.clone(),
             pid,
-            messages: std::sync::Mutex::new(feed.into_stream()),
+            messages: std::sync::Mutex::new(messages),
             last_seq: None,
             output_lost: false,
             exited: None,
@@ -572,7 +533,7 @@ impl PtyHandle {
             }),
             _ => Err(SandboxError::sandbox_state(
                 "suspending",
-                "the terminal keeps running; connect to it again after the resume",
+                CONNECT_AFTER_RESUME,
             )),
         }
     }
@@ -598,12 +559,10 @@ impl Stream for PtyHandle {
                 ))
             });
             let message = match item {
-                Ok(Fed {
-                    message,
-                    lost_before,
-                }) => {
-                    this.output_lost |= lost_before;
-                    message
+                Ok(Step::Message(message)) => message,
+                Ok(Step::Resumed { lost_from, .. }) => {
+                    this.output_lost |= lost_from.is_some();
+                    continue;
                 }
                 Err(err) => {
                     this.failure = Some(err.clone());

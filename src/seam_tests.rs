@@ -253,8 +253,8 @@ fn plain_http_peer(status: u16) -> InjectedAgent {
 }
 
 fn builder(control: Arc<FakeControl>, agent: Option<InjectedAgent>) -> SandboxBuilder {
-    Sandbox::builder()
-        .injected(control, agent)
+    crate::Client::injected(control, agent)
+        .sandbox()
         .template(IMAGE)
         .ready_timeout(Duration::from_secs(20))
 }

@@ -8,18 +8,24 @@ use std::fmt;
 use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt as _};
+use tokio::time::Instant;
 
 use super::{
-    CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, feed_stdin,
-    resubscribe_process, start_request,
+    CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, SUSPENDING,
+    feed_stdin, resubscribe_process, start_request,
 };
 use crate::error::{ErrorKind, SandboxError};
 use crate::pb;
 use crate::pb::process_event::Event;
 use crate::sandbox::Sandbox;
-use crate::transport::{AgentStream, Cut, Resubscription, Waiter};
+use crate::transport::{
+    AgentConn, AgentStream, Mark, Reopened, Resume, ResumableStream, Start, Step, Waiter,
+};
 
 /// SIGKILL: what `kill` sends.
 const SIGKILL: i32 = 9;
@@ -175,107 +181,58 @@ impl CommandOptions {
     }
 }
 
-/// What the handle's feed yields: the agent's events, and the gaps that
-/// re-subscribing could not fill.
-enum RawItem {
-    Event(pb::ProcessEvent),
-    OutputLost { from_seq: u64 },
+type RawEvents = BoxStream<'static, Result<Step<pb::ProcessEvent>, SandboxError>>;
+
+/// What the caller can do when the sandbox suspends under a background
+/// command.
+pub(crate) const CONNECT_AFTER_RESUME: &str =
+    "the process keeps running; connect to it again after the resume";
+
+/// A process's output as a resumable stream: numbered chunks, its end
+/// event last, `Process.Connect(pid, next_seq)` after a cut.
+pub(crate) struct ProcessResume {
+    pub(crate) pid: u32,
+    /// Names the call in errors (`commands.run`, `commands.wait`).
+    pub(crate) feature: &'static str,
+    /// What the caller can do after a `suspending` end.
+    pub(crate) suspending_hint: &'static str,
 }
 
-type RawEvents = Pin<Box<dyn Stream<Item = Result<RawItem, SandboxError>> + Send>>;
+impl Resume for ProcessResume {
+    type Message = pb::ProcessEvent;
 
-/// The status of an `EndEvent` sent when `/suspend` closed the stream.
-use super::SUSPENDING;
-
-/// A process's events across cuts: after a reconnectable cut (or a
-/// `suspending` end) it waits, asleep while the sandbox is suspended (a
-/// background stream never wakes it), then re-subscribes from the next
-/// sequence number, so every chunk arrives once, in order.
-struct Feed {
-    sandbox: Sandbox,
-    pid: u32,
-    /// `None` once the stream ended (its end event, or an error).
-    stream: Option<AgentStream<pb::ProcessEvent>>,
-    /// Where a re-subscription starts: the last seq received plus one (or
-    /// where this handle started reading, before any chunk).
-    next_seq: u64,
-    resubscription: Resubscription,
-    /// A gap to report before anything else.
-    lost_from: Option<u64>,
-}
-
-impl Feed {
-    async fn next(&mut self) -> Option<Result<RawItem, SandboxError>> {
-        loop {
-            if let Some(from_seq) = self.lost_from.take() {
-                return Some(Ok(RawItem::OutputLost { from_seq }));
-            }
-            let stream = self.stream.as_mut()?;
-            let (cut, err) = match stream.message().await {
-                Ok(Some(pb::ProcessEvent {
-                    event: Some(Event::End(end)),
-                })) if end.status == SUSPENDING => (
-                    Cut::Suspending,
-                    SandboxError::sandbox_state(
-                        "suspending",
-                        "the process keeps running; connect to it again after the resume",
-                    ),
-                ),
-                Ok(Some(event)) => {
-                    match &event.event {
-                        Some(Event::Data(data)) => {
-                            // Replayed after a re-subscription: seen already.
-                            if data.seq < self.next_seq {
-                                continue;
-                            }
-                            self.next_seq = data.seq + 1;
-                            self.resubscription.progressed();
-                        }
-                        Some(Event::End(_)) => self.stream = None,
-                        _ => {}
-                    }
-                    return Some(Ok(RawItem::Event(event)));
-                }
-                // What a cut under the stream looks like too: the reconnect
-                // contract decides (see `read_events`).
-                Ok(None) => (
-                    Cut::Transport,
-                    SandboxError::protocol_violation(
-                        "commands.wait",
-                        "the process stream ended without an end event",
-                    ),
-                ),
-                Err(err) => match stream.cut() {
-                    Some(cut) => (cut, err),
-                    None => {
-                        self.stream = None;
-                        return Some(Err(err));
-                    }
-                },
-            };
-            self.stream = None;
-            let conn = self.sandbox.conn();
-            if let Err(err) = self.resubscription.after_cut(conn, cut, err).await {
-                return Some(Err(err));
-            }
-            match resubscribe_process(conn, self.pid, self.next_seq, None, "commands.connect").await
-            {
-                Ok((stream, lost)) => {
-                    self.stream = Some(stream);
-                    if lost {
-                        self.lost_from = Some(self.next_seq);
-                    }
-                }
-                Err(err) => return Some(Err(err)),
-            }
+    fn mark(&self, message: &pb::ProcessEvent) -> Mark {
+        match &message.event {
+            Some(Event::Data(data)) => Mark::Numbered(data.seq),
+            Some(Event::End(end)) if end.status == SUSPENDING => Mark::Suspending,
+            Some(Event::End(_)) => Mark::End,
+            _ => Mark::Other,
         }
     }
 
-    fn into_stream(self) -> RawEvents {
-        Box::pin(futures_util::stream::unfold(self, |mut feed| async move {
-            let item = feed.next().await?;
-            Some((item, feed))
-        }))
+    fn bare_end(&self) -> Option<SandboxError> {
+        Some(SandboxError::protocol_violation(
+            self.feature,
+            "the process stream ended without an end event",
+        ))
+    }
+
+    fn suspending(&self) -> SandboxError {
+        SandboxError::sandbox_state("suspending", self.suspending_hint)
+    }
+
+    fn reopen<'a>(
+        &'a mut self,
+        conn: &'a AgentConn,
+        from_seq: u64,
+        total: Option<Duration>,
+        _cut_error: &'a SandboxError,
+    ) -> BoxFuture<'a, Result<Reopened<pb::ProcessEvent>, SandboxError>> {
+        Box::pin(async move {
+            let (stream, gap) =
+                resubscribe_process(conn, self.pid, from_seq, total, self.feature).await?;
+            Ok(Reopened { stream, gap })
+        })
     }
 }
 
@@ -320,6 +277,10 @@ pub struct CommandHandle {
     output_lost: bool,
     end: Option<pb::EndEvent>,
     failure: Option<SandboxError>,
+    /// Names the call in errors.
+    feature: &'static str,
+    /// What the caller can do when the sandbox suspends.
+    suspending_hint: &'static str,
 }
 
 impl fmt::Debug for CommandHandle {
@@ -334,44 +295,51 @@ impl fmt::Debug for CommandHandle {
 
 impl CommandHandle {
     /// Reads the stream's first event, which must be the start of `expected`
-    /// (any pid when `None`). The stream was opened in reconnect `epoch` and
-    /// reads from `from_seq` (0: only new output).
-    async fn open(
+    /// (any pid when `None`); then reads the process's output from
+    /// `start.next_seq` on (0: only new output) across cuts.
+    pub(crate) async fn open(
         sandbox: &Sandbox,
         mut stream: AgentStream<pb::ProcessEvent>,
-        (epoch, from_seq): (Option<u64>, u64),
+        (start, opened_at): (Start, Instant),
         expected: Option<u32>,
-        feature: &'static str,
-        command: String,
+        (command, suspending_hint): (String, &'static str),
         options: Option<CommandOptions>,
     ) -> Result<Self, SandboxError> {
         let pid = match stream.message().await? {
             Some(pb::ProcessEvent {
                 event: Some(Event::Start(start)),
             }) if expected.is_none_or(|pid| pid == start.pid) => start.pid,
+            _ if start.waiter == Waiter::Foreground => {
+                return Err(SandboxError::protocol_violation(
+                    start.feature,
+                    "the process stream did not start with a start event",
+                ));
+            }
             _ => {
                 return Err(SandboxError::protocol_violation(
-                    feature,
+                    start.feature,
                     "the process stream did not start with the start event of the process",
                 ));
             }
         };
         let (on_stdout, on_stderr) = options.map_or((None, None), |o| (o.on_stdout, o.on_stderr));
+        let feature = match start.waiter {
+            Waiter::Foreground => start.feature,
+            Waiter::Background => "commands.wait",
+        };
+        let resume = ProcessResume {
+            pid,
+            feature,
+            suspending_hint,
+        };
+        let events =
+            ResumableStream::new(sandbox.conn().clone(), resume, stream, start, opened_at)
+                .into_stream();
         Ok(Self {
             sandbox: sandbox.clone(),
             pid,
             command,
-            events: Mutex::new(
-                Feed {
-                    sandbox: sandbox.clone(),
-                    pid,
-                    stream: Some(stream),
-                    next_seq: from_seq,
-                    resubscription: Resubscription::new(epoch, Waiter::Background, feature),
-                    lost_from: None,
-                }
-                .into_stream(),
-            ),
+            events: Mutex::new(events),
             stdout: OutputBuffer::default(),
             stderr: OutputBuffer::default(),
             on_stdout: Mutex::new(on_stdout),
@@ -380,6 +348,8 @@ impl CommandHandle {
             output_lost: false,
             end: None,
             failure: None,
+            feature,
+            suspending_hint,
         })
     }
 
@@ -416,7 +386,7 @@ impl CommandHandle {
         }
         let Some(end) = self.end.take() else {
             return Err(SandboxError::protocol_violation(
-                "commands.wait",
+                self.feature,
                 "the process stream ended without an end event",
             ));
         };
@@ -426,7 +396,7 @@ impl CommandHandle {
             self.stderr,
             &self.command,
             self.output_lost,
-            "the process keeps running; connect to it again after the resume",
+            self.suspending_hint,
         )
     }
 
@@ -495,18 +465,22 @@ impl Stream for CommandHandle {
                 .unwrap_or_else(PoisonError::into_inner);
             let Some(item) = ready!(events.as_mut().poll_next(cx)) else {
                 let err = SandboxError::protocol_violation(
-                    "commands.wait",
+                    this.feature,
                     "the process stream ended without an end event",
                 );
                 this.failure = Some(err.clone());
                 return Poll::Ready(Some(Err(err)));
             };
             let event = match item {
-                Ok(RawItem::Event(event)) => event,
-                Ok(RawItem::OutputLost { from_seq }) => {
+                Ok(Step::Message(event)) => event,
+                Ok(Step::Resumed {
+                    lost_from: Some(from_seq),
+                    ..
+                }) => {
                     this.output_lost = true;
                     return Poll::Ready(Some(Ok(CommandEvent::OutputLost { from_seq })));
                 }
+                Ok(Step::Resumed { lost_from: None, .. }) => continue,
                 Err(err) => {
                     this.failure = Some(err.clone());
                     return Poll::Ready(Some(Err(err)));
@@ -548,7 +522,7 @@ impl Stream for CommandHandle {
                 Some(Event::Keepalive(_)) | None => {}
                 Some(Event::Start(_)) => {
                     let err = SandboxError::protocol_violation(
-                        "commands.wait",
+                        this.feature,
                         "the process stream sent a second start event",
                     );
                     this.failure = Some(err.clone());
@@ -593,22 +567,15 @@ impl Commands<'_> {
         cmd: &str,
         mut options: CommandOptions,
     ) -> Result<CommandHandle, SandboxError> {
-        // The same checks and request as `run`, before any I/O.
         let stdin_bytes = options.stdin.take();
-        let (request, total) =
-            start_request(cmd, &options, options.stdin_open || stdin_bytes.is_some())?;
-        let epoch = self.sandbox.conn().reconnect_epoch();
-        let stream = self.sandbox.conn().start_process(request, total).await?;
-        let handle = CommandHandle::open(
-            self.sandbox,
-            stream,
-            (epoch, 1),
-            None,
-            "commands.spawn",
-            cmd.to_owned(),
-            Some(options),
-        )
-        .await?;
+        let (handle, total) = self
+            .start(
+                cmd,
+                options,
+                stdin_bytes.is_some(),
+                (Waiter::Background, "commands.spawn", CONNECT_AFTER_RESUME),
+            )
+            .await?;
         // Stdin given with the command is part of it, as for `run`: sent in
         // pieces, and a process that ended or closed its stdin first is not
         // an error (its end decides the outcome).
@@ -621,6 +588,43 @@ impl Commands<'_> {
         )
         .await?;
         Ok(handle)
+    }
+
+    /// Starts `cmd` (the same checks and request for `run` and `spawn`,
+    /// before any I/O) and returns its handle, reading with `waiter`, and
+    /// the command's whole time; `stdin`: the process gets a stdin pipe
+    /// for bytes the caller feeds.
+    pub(crate) async fn start(
+        &self,
+        cmd: &str,
+        options: CommandOptions,
+        stdin: bool,
+        (waiter, feature, suspending_hint): (Waiter, &'static str, &'static str),
+    ) -> Result<(CommandHandle, Option<Duration>), SandboxError> {
+        let (request, total) = start_request(cmd, &options, options.stdin_open || stdin)?;
+        let conn = self.sandbox.conn();
+        let opened_at = Instant::now();
+        let epoch = conn.reconnect_epoch();
+        let stream = conn.start_process(request, total).await?;
+        let start = Start {
+            epoch,
+            next_seq: 1,
+            waiter,
+            // A background handle outlives the call: only the agent's own
+            // timeout ends its process.
+            total: total.filter(|_| waiter == Waiter::Foreground),
+            feature,
+        };
+        let handle = CommandHandle::open(
+            self.sandbox,
+            stream,
+            (start, opened_at),
+            None,
+            (cmd.to_owned(), suspending_hint),
+            Some(options),
+        )
+        .await?;
+        Ok((handle, total))
     }
 
     /// Attaches to a running (or just ended) process and reads its output
@@ -656,19 +660,26 @@ impl Commands<'_> {
     }
 
     async fn connect_at(&self, pid: u32, from_seq: u64) -> Result<CommandHandle, SandboxError> {
+        let opened_at = Instant::now();
         let epoch = self.sandbox.conn().reconnect_epoch();
         let stream = self
             .sandbox
             .conn()
             .attach_process(pb::ConnectRequest { pid, from_seq }, None)
             .await?;
+        let start = Start {
+            epoch,
+            next_seq: from_seq,
+            waiter: Waiter::Background,
+            total: None,
+            feature: "commands.connect",
+        };
         CommandHandle::open(
             self.sandbox,
             stream,
-            (epoch, from_seq),
+            (start, opened_at),
             Some(pid),
-            "commands.connect",
-            String::new(),
+            (String::new(), CONNECT_AFTER_RESUME),
             None,
         )
         .await

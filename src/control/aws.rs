@@ -4,9 +4,8 @@
 //! [`super::retry`], decides every retry (docs/errors.md, "Retries"), so attempts never
 //! multiply.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_config::BehaviorVersion;
@@ -118,102 +117,54 @@ impl fmt::Debug for AwsSettings {
 }
 
 impl AwsSettings {
-    /// What tells one client configuration from another for the shared
-    /// pacing buckets: region, endpoint, profile and access key id (never
-    /// the secret). Unset fields come from the same environment for every
-    /// handle of the process, so they compare equal.
-    pub(crate) fn pacing_key(&self) -> String {
-        format!(
-            "aws|{}|{}|{}|{}",
-            self.region.as_deref().unwrap_or(""),
-            self.endpoint_url.as_deref().unwrap_or(""),
-            self.profile.as_deref().unwrap_or(""),
-            self.static_credentials
-                .as_ref()
-                .map_or("", |(key_id, _)| key_id.as_str()),
-        )
-    }
-}
-
-/// What tells one control-plane client from another: every setting that
-/// shapes it. Secrets appear only as SHA-256 digests, so the registry of
-/// shared clients never holds one in clear.
-#[derive(Clone, PartialEq, Eq, Hash)]
-enum ClientKey {
-    /// [`AwsControlPlane::connect`]'s settings.
-    Configured {
-        region: Option<String>,
-        endpoint_url: Option<String>,
-        profile: Option<String>,
-        access_key_id: Option<String>,
-        secret_digest: Option<[u8; 32]>,
-        session_token_digest: Option<[u8; 32]>,
-        connect_timeout: Option<Duration>,
-        read_timeout: Option<Duration>,
-    },
-    /// [`AwsControlPlane::hermetic`]'s endpoint and region.
-    Hermetic {
-        endpoint_url: String,
-        region: String,
-    },
-}
-
-impl ClientKey {
-    fn configured(settings: &AwsSettings) -> Self {
+    /// What tells one configuration from another (the implicit clients of
+    /// the shortcuts): every setting that shapes the client, secrets only
+    /// as SHA-256 digests.
+    pub(crate) fn key(&self) -> SettingsKey {
         let digest = |secret: &Secret| -> [u8; 32] {
             use sha2::Digest as _;
             sha2::Sha256::digest(secret.expose().as_bytes()).into()
         };
-        Self::Configured {
-            region: settings.region.clone(),
-            endpoint_url: settings.endpoint_url.clone(),
-            profile: settings.profile.clone(),
-            access_key_id: settings
+        SettingsKey {
+            region: self.region.clone(),
+            endpoint_url: self.endpoint_url.clone(),
+            profile: self.profile.clone(),
+            access_key_id: self
                 .static_credentials
                 .as_ref()
                 .map(|(key_id, _)| key_id.clone()),
-            secret_digest: settings
+            secret_digest: self
                 .static_credentials
                 .as_ref()
                 .map(|(_, secret)| digest(secret)),
-            session_token_digest: settings.session_token.as_ref().map(digest),
-            connect_timeout: settings.connect_timeout,
-            read_timeout: settings.read_timeout,
+            session_token_digest: self.session_token.as_ref().map(digest),
+            connect_timeout: self.connect_timeout,
+            read_timeout: self.read_timeout,
         }
     }
 }
 
-/// The clients in use, by configuration: every handle made with the same
-/// settings shares one client (its HTTPS connector, trust roots, TLS
-/// session cache and connection pool are what an idle handle would
-/// otherwise hold on its own, about 150 KiB). A client is forgotten once
-/// no handle holds it.
-type Registry = Mutex<HashMap<ClientKey, Weak<lmv::Client>>>;
-
-fn registry() -> std::sync::MutexGuard<'static, HashMap<ClientKey, Weak<lmv::Client>>> {
-    static REGISTRY: OnceLock<Registry> = OnceLock::new();
-    REGISTRY
-        .get_or_init(Registry::default)
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// [`AwsSettings::key`]: comparable, and with no secret in clear.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct SettingsKey {
+    region: Option<String>,
+    endpoint_url: Option<String>,
+    profile: Option<String>,
+    access_key_id: Option<String>,
+    secret_digest: Option<[u8; 32]>,
+    session_token_digest: Option<[u8; 32]>,
+    connect_timeout: Option<Duration>,
+    read_timeout: Option<Duration>,
 }
 
-/// The live client registered for `key`, if any.
-fn registered(key: &ClientKey) -> Option<Arc<lmv::Client>> {
-    registry().get(key).and_then(Weak::upgrade)
-}
-
-/// Registers `client` for `key`, unless another client was registered
-/// meanwhile (concurrent first creates): then that one is returned and
-/// `client` dropped, so that the handles converge on one client.
-fn register(key: ClientKey, client: Arc<lmv::Client>) -> Arc<lmv::Client> {
-    let mut registry = registry();
-    registry.retain(|_, client| client.strong_count() > 0);
-    if let Some(live) = registry.get(&key).and_then(Weak::upgrade) {
-        return live;
+impl fmt::Debug for SettingsKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SettingsKey")
+            .field("region", &self.region)
+            .field("endpoint_url", &self.endpoint_url)
+            .field("profile", &self.profile)
+            .finish_non_exhaustive()
     }
-    registry.insert(key, Arc::downgrade(&client));
-    client
 }
 
 /// The control plane on AWS (or any endpoint speaking its API, like the
@@ -230,46 +181,6 @@ impl fmt::Debug for AwsControlPlane {
 }
 
 impl AwsControlPlane {
-    /// The client of `settings`: the one a live handle made with the same
-    /// settings already uses, else a new one ([`AwsControlPlane::connect`]).
-    /// Settings left to the environment (region, credentials chain,
-    /// profile files) are read when the client is made, as on a first
-    /// create.
-    ///
-    /// # Errors
-    /// As [`AwsControlPlane::connect`].
-    pub(crate) async fn shared(settings: &AwsSettings) -> Result<Self, SandboxError> {
-        let key = ClientKey::configured(settings);
-        if let Some(client) = registered(&key) {
-            return Ok(Self { client });
-        }
-        let made = Self::connect(settings).await?;
-        Ok(Self {
-            client: register(key, made.client),
-        })
-    }
-
-    /// [`AwsControlPlane::hermetic`], shared as [`AwsControlPlane::shared`]
-    /// shares clients.
-    pub(crate) fn shared_hermetic(endpoint_url: &str, region: &str) -> Self {
-        let key = ClientKey::Hermetic {
-            endpoint_url: endpoint_url.to_owned(),
-            region: region.to_owned(),
-        };
-        if let Some(client) = registered(&key) {
-            return Self { client };
-        }
-        Self {
-            client: register(key, Self::hermetic(endpoint_url, region).client),
-        }
-    }
-
-    /// Whether two control planes share one client.
-    #[cfg(test)]
-    pub(crate) fn shares_client_with(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.client, &other.client)
-    }
-
     /// Loads the AWS configuration (credential chain, region, endpoint
     /// override) and checks that credentials and a region exist, so that a
     /// machine with no AWS setup gets one clear error before any call.
@@ -609,7 +520,7 @@ fn pick_proxy_token(map: &std::collections::HashMap<String, String>) -> Option<S
 mod tests {
     use std::collections::HashMap;
 
-    use super::{AwsControlPlane, AwsSettings, pick_proxy_token};
+    use super::{AwsSettings, pick_proxy_token};
     use crate::secret::Secret;
 
     fn settings(secret: &str) -> AwsSettings {
@@ -621,33 +532,16 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn one_client_per_configuration_while_a_handle_holds_it() {
-        let first = AwsControlPlane::shared(&settings("one")).await.unwrap();
-        let same = AwsControlPlane::shared(&settings("one")).await.unwrap();
-        assert!(first.shares_client_with(&same));
-        // Another secret, timeout or endpoint is another client.
-        let other_secret = AwsControlPlane::shared(&settings("two")).await.unwrap();
-        assert!(!first.shares_client_with(&other_secret));
+    #[test]
+    fn the_settings_key_tells_every_setting_apart_and_shows_no_secret() {
+        let one = settings("one").key();
+        assert_eq!(one, settings("one").key());
+        assert_ne!(one, settings("two").key());
         let mut slower = settings("one");
         slower.read_timeout = Some(std::time::Duration::from_secs(7));
-        let slower = AwsControlPlane::shared(&slower).await.unwrap();
-        assert!(!first.shares_client_with(&slower));
-        let local = AwsControlPlane::shared_hermetic("http://127.0.0.1:9", "us-east-1");
-        assert!(!first.shares_client_with(&local));
-        assert!(local.shares_client_with(&AwsControlPlane::shared_hermetic(
-            "http://127.0.0.1:9",
-            "us-east-1"
-        )));
-        // The registry does not keep a client alive: once no handle holds
-        // it, it is gone, and the next handle gets a new one.
-        let weak = std::sync::Arc::downgrade(&first.client);
-        drop((first, same));
-        assert!(weak.upgrade().is_none());
-        let again = AwsControlPlane::shared(&settings("one")).await.unwrap();
-        assert!(
-            again.shares_client_with(&AwsControlPlane::shared(&settings("one")).await.unwrap())
-        );
+        assert_ne!(one, slower.key());
+        let shown = format!("{one:?}");
+        assert!(!shown.contains("one\"") && !shown.contains("AKIDSHARED"), "{shown}");
     }
 
     #[test]

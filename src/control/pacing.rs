@@ -4,9 +4,8 @@
 //! instead of meeting them as throttling. Each attempt of the retry layer
 //! takes a token (the layer sits under [`super::retry::Retrying`]).
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::FutureExt as _;
@@ -171,7 +170,8 @@ pub(crate) struct Buckets {
 }
 
 impl Buckets {
-    fn new(pacing: Pacing) -> Self {
+    /// The buckets of one client (every sandbox of that client shares them).
+    pub(crate) fn new(pacing: Pacing) -> Self {
         Self {
             buckets: pacing.per_second.map(Bucket::new),
         }
@@ -181,29 +181,6 @@ impl Buckets {
         if let Some(bucket) = &self.buckets[op as usize] {
             bucket.take().await;
         }
-    }
-
-    /// The buckets every handle of the configuration `key` shares (made
-    /// on first use, forgotten once no handle holds them). `None` for a
-    /// key makes buckets of their own.
-    pub(crate) fn shared(key: Option<String>, pacing: Pacing) -> Arc<Self> {
-        type Registry = Mutex<HashMap<(String, Pacing), Weak<Buckets>>>;
-        static REGISTRY: OnceLock<Registry> = OnceLock::new();
-        let Some(key) = key else {
-            return Arc::new(Self::new(pacing));
-        };
-        let mut registry = REGISTRY
-            .get_or_init(Registry::default)
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        registry.retain(|_, buckets| buckets.strong_count() > 0);
-        let entry = (key, pacing);
-        if let Some(buckets) = registry.get(&entry).and_then(Weak::upgrade) {
-            return buckets;
-        }
-        let buckets = Arc::new(Self::new(pacing));
-        registry.insert(entry, Arc::downgrade(&buckets));
-        buckets
     }
 }
 
@@ -322,14 +299,7 @@ mod tests {
     }
 
     #[test]
-    fn buckets_are_shared_per_key_and_pacing() {
-        let a = Buckets::shared(Some("k".into()), Pacing::default());
-        let b = Buckets::shared(Some("k".into()), Pacing::default());
-        assert!(Arc::ptr_eq(&a, &b));
-        let other = Buckets::shared(Some("k".into()), Pacing::default().get_microvm(7));
-        assert!(!Arc::ptr_eq(&a, &other));
-        let own = Buckets::shared(None, Pacing::default());
-        assert!(!Arc::ptr_eq(&a, &own));
+    fn pacing_debug_lists_every_rate() {
         assert_eq!(
             format!("{:?}", Pacing::default()),
             "Pacing { run_microvm: 5, get_microvm: 100, suspend_microvm: 2, resume_microvm: 5, terminate_microvm: 10, create_auth_token: 50, list_microvms: 10 }"

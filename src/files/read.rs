@@ -8,29 +8,76 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use tokio::time::Instant;
 
 use super::{EntryInfo, Files};
 use crate::error::SandboxError;
 use crate::pb;
 use crate::sandbox::Sandbox;
-use crate::transport::{AgentStream, Resubscription, Waiter};
+use crate::transport::{
+    AgentConn, AgentStream, Mark, Reopened, Resume, ResumableStream, Start, Step, Waiter,
+};
 
-pub(super) struct ReadFeed {
+/// A file read as a resumable stream: chunks without numbers, read again
+/// from the start after a cut (only while the file is unchanged).
+struct ReadResume {
     sandbox: Sandbox,
     path: String,
     feature: &'static str,
     /// The file as the first `Stat` saw it.
     entry: EntryInfo,
-    /// Bounds each `Read` stream.
-    total: Option<Duration>,
-    /// `None` once the read ended.
-    stream: Option<AgentStream<pb::ReadResponse>>,
+}
+
+impl Resume for ReadResume {
+    type Message = pb::ReadResponse;
+
+    fn mark(&self, _message: &pb::ReadResponse) -> Mark {
+        Mark::Progress
+    }
+
+    fn bare_end(&self) -> Option<SandboxError> {
+        None
+    }
+
+    fn suspending(&self) -> SandboxError {
+        SandboxError::sandbox_state("suspending", "read the file again after the resume")
+    }
+
+    /// `Stat`, then `Read` again; the cut's error when the file changed.
+    fn reopen<'a>(
+        &'a mut self,
+        conn: &'a AgentConn,
+        _from_seq: u64,
+        total: Option<Duration>,
+        cut_error: &'a SandboxError,
+    ) -> BoxFuture<'a, Result<Reopened<pb::ReadResponse>, SandboxError>> {
+        Box::pin(async move {
+            let now = Files::new(&self.sandbox)
+                .stat(&self.path, self.feature)
+                .await?;
+            if now.size != self.entry.size || now.modified_time != self.entry.modified_time {
+                tracing::warn!(target: "rayito::reconnect", feature = self.feature, "the file changed during a reconnect; not reading it on");
+                return Err(cut_error.clone());
+            }
+            let request = pb::ReadRequest {
+                path: self.path.clone(),
+                user: None,
+            };
+            let stream = conn.read_file(request, total).await?;
+            Ok(Reopened { stream, gap: false })
+        })
+    }
+}
+
+pub(super) struct ReadFeed {
+    stream: ResumableStream<ReadResume>,
     /// Bytes handed to the caller.
     delivered: u64,
     /// Bytes of the current stream still to skip (delivered before a cut).
     skip: u64,
-    resubscription: Resubscription,
-    /// The error of the last cut, for a re-read that cannot be used.
+    /// The error of the last cut, for a re-read shorter than what was
+    /// delivered (not the same file).
     last_cut: Option<SandboxError>,
 }
 
@@ -39,19 +86,26 @@ impl ReadFeed {
         sandbox: &Sandbox,
         (path, feature): (&str, &'static str),
         entry: EntryInfo,
-        (stream, epoch): (AgentStream<pb::ReadResponse>, Option<u64>),
+        (stream, epoch, opened_at): (AgentStream<pb::ReadResponse>, Option<u64>, Instant),
         total: Option<Duration>,
     ) -> Self {
-        Self {
+        let resume = ReadResume {
             sandbox: sandbox.clone(),
             path: path.to_owned(),
             feature,
             entry,
+        };
+        let start = Start {
+            epoch,
+            next_seq: 0,
+            waiter: Waiter::Foreground,
             total,
-            stream: Some(stream),
+            feature,
+        };
+        Self {
+            stream: ResumableStream::new(sandbox.conn().clone(), resume, stream, start, opened_at),
             delivered: 0,
             skip: 0,
-            resubscription: Resubscription::new(epoch, Waiter::Foreground, feature),
             last_cut: None,
         }
     }
@@ -59,9 +113,8 @@ impl ReadFeed {
     /// The next chunk; `None` at the end of the file.
     pub(super) async fn next(&mut self) -> Option<Result<Bytes, SandboxError>> {
         loop {
-            let stream = self.stream.as_mut()?;
-            let (cut, err) = match stream.message().await {
-                Ok(Some(message)) => {
+            match self.stream.next().await {
+                Some(Ok(Step::Message(message))) => {
                     let mut chunk = message.chunk;
                     if self.skip > 0 {
                         let seen = usize::try_from(self.skip)
@@ -73,60 +126,18 @@ impl ReadFeed {
                             continue;
                         }
                     }
-                    self.delivered += chunk.len() as u64;
-                    self.resubscription.progressed();
+                    self.delivered = self.delivered.saturating_add(chunk.len() as u64);
                     return Some(Ok(chunk));
                 }
-                Ok(None) => {
-                    self.stream = None;
-                    // Shorter than what was delivered: not the same file.
-                    if self.skip > 0 {
-                        return self.last_cut.take().map(Err);
-                    }
-                    return None;
-                }
-                Err(err) => match stream.cut() {
-                    Some(cut) => (cut, err),
-                    None => {
-                        self.stream = None;
-                        return Some(Err(err));
-                    }
-                },
-            };
-            self.stream = None;
-            self.last_cut = Some(err.clone());
-            let conn = self.sandbox.conn();
-            if let Err(err) = self.resubscription.after_cut(conn, cut, err).await {
-                return Some(Err(err));
-            }
-            match self.reopen().await {
-                Ok(Some(stream)) => {
-                    self.stream = Some(stream);
+                Some(Ok(Step::Resumed { cause, .. })) => {
                     self.skip = self.delivered;
+                    self.last_cut = Some(cause);
                 }
-                Ok(None) => return self.last_cut.take().map(Err),
-                Err(err) => return Some(Err(err)),
+                Some(Err(err)) => return Some(Err(err)),
+                // Shorter than what was delivered: not the same file.
+                None if self.skip > 0 => return self.last_cut.take().map(Err),
+                None => return None,
             }
         }
-    }
-
-    /// `Stat`, then `Read` again: `None` when the file changed.
-    async fn reopen(&self) -> Result<Option<AgentStream<pb::ReadResponse>>, SandboxError> {
-        let now = Files::new(&self.sandbox)
-            .stat(&self.path, self.feature)
-            .await?;
-        if now.size != self.entry.size || now.modified_time != self.entry.modified_time {
-            tracing::warn!(target: "rayito::reconnect", feature = self.feature, "the file changed during a reconnect; not reading it on");
-            return Ok(None);
-        }
-        let request = pb::ReadRequest {
-            path: self.path.clone(),
-            user: None,
-        };
-        self.sandbox
-            .conn()
-            .read_file(request, self.total)
-            .await
-            .map(Some)
     }
 }

@@ -5,16 +5,20 @@ use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures_util::Stream;
+use futures_util::future::BoxFuture;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::Files;
 use crate::error::SandboxError;
 use crate::pb;
 use crate::pb::watch_dir_response::Event;
-use crate::sandbox::Sandbox;
-use crate::transport::{AgentStream, Resubscription, Waiter};
+use crate::transport::{
+    AgentConn, AgentStream, Mark, Reopened, Resume, ResumableStream, Start, Step, Waiter,
+};
 
 /// What happened to an entry of a watched directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -112,12 +116,50 @@ fn event_from(event: pb::FilesystemEvent) -> Option<FilesystemEvent> {
     })
 }
 
-struct Reader {
-    sandbox: Sandbox,
+/// A watch as a resumable stream: no numbers and no history, so after a
+/// cut it is issued again and changes made meanwhile are lost.
+struct WatchResume {
     request: pb::WatchDirRequest,
-    /// `None` between a cut and the reissued watch.
-    stream: Option<AgentStream<pb::WatchDirResponse>>,
-    resubscription: Resubscription,
+}
+
+impl Resume for WatchResume {
+    type Message = pb::WatchDirResponse;
+
+    fn mark(&self, message: &pb::WatchDirResponse) -> Mark {
+        match message.event {
+            Some(Event::Filesystem(_)) => Mark::Progress,
+            _ => Mark::Other,
+        }
+    }
+
+    fn bare_end(&self) -> Option<SandboxError> {
+        None
+    }
+
+    fn suspending(&self) -> SandboxError {
+        SandboxError::sandbox_state(
+            "suspending",
+            "watch the directory again after the resume",
+        )
+    }
+
+    fn reopen<'a>(
+        &'a mut self,
+        conn: &'a AgentConn,
+        _from_seq: u64,
+        _total: Option<Duration>,
+        _cut_error: &'a SandboxError,
+    ) -> BoxFuture<'a, Result<Reopened<pb::WatchDirResponse>, SandboxError>> {
+        Box::pin(async move {
+            let stream = reissue(conn, &self.request).await?;
+            Ok(Reopened { stream, gap: false })
+        })
+    }
+}
+
+/// The watch's events until it is stopped.
+struct Reader {
+    stream: ResumableStream<WatchResume>,
     stop: watch::Receiver<bool>,
 }
 
@@ -130,26 +172,8 @@ impl Reader {
             if *self.stop.borrow_and_update() {
                 return None;
             }
-            let Some(stream) = self.stream.as_mut() else {
-                // Reissue, unless stopped meanwhile (the wait may be long:
-                // asleep while the sandbox is suspended).
-                let reissued = tokio::select! {
-                    reissued = reissue(&self.sandbox, &self.request) => reissued,
-                    changed = self.stop.changed() => {
-                        if changed.is_err() {
-                            return None;
-                        }
-                        continue;
-                    }
-                };
-                match reissued {
-                    Ok(stream) => self.stream = Some(stream),
-                    Err(err) => return Some(Err(err)),
-                }
-                continue;
-            };
-            let message = tokio::select! {
-                message = stream.message() => message,
+            let step = tokio::select! {
+                step = self.stream.next() => step?,
                 // Stopped (or every sender gone): loop to see which.
                 changed = self.stop.changed() => {
                     if changed.is_err() {
@@ -158,20 +182,15 @@ impl Reader {
                     continue;
                 }
             };
-            let (cut, err) = match message {
-                Ok(Some(pb::WatchDirResponse {
+            match step {
+                Ok(Step::Message(pb::WatchDirResponse {
                     event: Some(Event::Filesystem(event)),
                 })) => {
-                    self.resubscription.progressed();
                     if let Some(event) = event_from(event) {
                         return Some(Ok(event));
                     }
-                    continue;
                 }
-                Ok(Some(pb::WatchDirResponse {
-                    event: Some(Event::Keepalive(_)) | None,
-                })) => continue,
-                Ok(Some(pb::WatchDirResponse {
+                Ok(Step::Message(pb::WatchDirResponse {
                     event: Some(Event::Started(_)),
                 })) => {
                     return Some(Err(SandboxError::protocol_violation(
@@ -179,25 +198,8 @@ impl Reader {
                         "the watch stream sent a second started event",
                     )));
                 }
-                Ok(None) => return None,
-                Err(err) => match stream.cut() {
-                    Some(cut) => (cut, err),
-                    None => return Some(Err(err)),
-                },
-            };
-            self.stream = None;
-            let conn = self.sandbox.conn();
-            let waited = tokio::select! {
-                waited = self.resubscription.after_cut(conn, cut, err) => waited,
-                changed = self.stop.changed() => {
-                    if changed.is_err() {
-                        return None;
-                    }
-                    continue;
-                }
-            };
-            if let Err(err) = waited {
-                return Some(Err(err));
+                Ok(Step::Message(_) | Step::Resumed { .. }) => {}
+                Err(err) => return Some(Err(err)),
             }
         }
     }
@@ -205,10 +207,10 @@ impl Reader {
 
 /// Opens the watch and checks its `started` event.
 async fn reissue(
-    sandbox: &Sandbox,
+    conn: &AgentConn,
     request: &pb::WatchDirRequest,
 ) -> Result<AgentStream<pb::WatchDirResponse>, SandboxError> {
-    let mut stream = sandbox.conn().watch_dir(request.clone()).await?;
+    let mut stream = conn.watch_dir(request.clone()).await?;
     match stream.message().await? {
         Some(pb::WatchDirResponse {
             event: Some(Event::Started(_)),
@@ -250,14 +252,26 @@ impl Files<'_> {
             user: None,
             include_entry: false,
         };
-        let epoch = self.sandbox.conn().reconnect_epoch();
-        let stream = reissue(self.sandbox, &request).await?;
+        let conn = self.sandbox.conn();
+        let opened_at = Instant::now();
+        let epoch = conn.reconnect_epoch();
+        let stream = reissue(conn, &request).await?;
         let (stop, stop_rx) = watch::channel(false);
+        let start = Start {
+            epoch,
+            next_seq: 0,
+            waiter: Waiter::Background,
+            total: None,
+            feature: "files.watch_dir",
+        };
         let reader = Reader {
-            sandbox: self.sandbox.clone(),
-            request,
-            stream: Some(stream),
-            resubscription: Resubscription::new(epoch, Waiter::Background, "files.watch_dir"),
+            stream: ResumableStream::new(
+                conn.clone(),
+                WatchResume { request },
+                stream,
+                start,
+                opened_at,
+            ),
             stop: stop_rx,
         };
         let events = futures_util::stream::unfold(Some(reader), |state| async move {

@@ -117,9 +117,10 @@ impl AwsOptions {
 }
 
 /// The backend a builder was given.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) enum BackendChoice {
     /// Nothing chosen in code: `RAYITO_BACKEND`, else AWS.
+    #[default]
     FromEnv,
     Local,
     /// The local backend in TLS mode.
@@ -157,19 +158,27 @@ impl fmt::Debug for ResolvedBackend {
     }
 }
 
+/// What tells one backend configuration from another, for the implicit
+/// clients of the shortcuts: the choice `RAYITO_BACKEND` makes is read when
+/// the key is made, and secrets appear only as SHA-256 digests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BackendKey {
+    Local,
+    LocalTls,
+    Aws {
+        settings: crate::control::aws::SettingsKey,
+        root_certificates: Vec<String>,
+    },
+}
+
 impl BackendChoice {
-    /// Starts or connects the backend.
+    /// `RAYITO_BACKEND` read for [`BackendChoice::FromEnv`].
     ///
     /// # Errors
-    /// `InvalidArgument` for an unknown `RAYITO_BACKEND`; `Authentication`
-    /// when AWS has no credentials or region (the message says how to
-    /// configure AWS or choose the local backend).
-    pub(crate) async fn resolve(
-        &self,
-        policy: &RetryPolicy,
-        pacing: Pacing,
-    ) -> Result<ResolvedBackend, SandboxError> {
-        let choice = match self {
+    /// `InvalidArgument` (`backend`) for a value other than `local`, `aws`
+    /// or empty.
+    fn concrete(&self) -> Result<Self, SandboxError> {
+        Ok(match self {
             Self::FromEnv => match std::env::var(BACKEND_ENV) {
                 Ok(value) if value == "local" => Self::Local,
                 Ok(value) if value == "aws" || value.is_empty() => Self::Aws(AwsOptions::new()),
@@ -182,14 +191,47 @@ impl BackendChoice {
                 Err(_) => Self::Aws(AwsOptions::new()),
             },
             other => other.clone(),
-        };
+        })
+    }
+
+    /// The key of the implicit client for this choice (an injected choice
+    /// has none: it is never shared).
+    ///
+    /// # Errors
+    /// As [`BackendChoice::concrete`]; `Internal` for an injected choice.
+    pub(crate) fn key(&self) -> Result<BackendKey, SandboxError> {
+        match self.concrete()? {
+            Self::Local => Ok(BackendKey::Local),
+            Self::LocalTls => Ok(BackendKey::LocalTls),
+            Self::Aws(options) => Ok(BackendKey::Aws {
+                settings: options.settings.key(),
+                root_certificates: options.root_certificates,
+            }),
+            Self::FromEnv | Self::Injected { .. } => Err(SandboxError::internal(
+                "create",
+                "an injected backend has no shared client",
+            )),
+        }
+    }
+
+    /// Starts or connects the backend.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an unknown `RAYITO_BACKEND`; `Authentication`
+    /// when AWS has no credentials or region (the message says how to
+    /// configure AWS or choose the local backend).
+    pub(crate) async fn resolve(
+        &self,
+        policy: &RetryPolicy,
+        pacing: Pacing,
+    ) -> Result<ResolvedBackend, SandboxError> {
+        let choice = self.concrete()?;
         match choice {
             Self::Local | Self::LocalTls => {
                 let tls = matches!(choice, Self::LocalTls);
                 let backend = local::backend(tls).await?;
-                let control =
-                    AwsControlPlane::shared_hermetic(backend.endpoint_url(), backend.region());
-                let buckets = Buckets::shared(Some(backend.endpoint_url().to_owned()), pacing);
+                let control = AwsControlPlane::hermetic(backend.endpoint_url(), backend.region());
+                let buckets = Arc::new(Buckets::new(pacing));
                 Ok(ResolvedBackend {
                     control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),
                     root_certificates: backend.ca_pem().into_iter().map(str::to_owned).collect(),
@@ -198,8 +240,8 @@ impl BackendChoice {
                 })
             }
             Self::Aws(options) => {
-                let control = AwsControlPlane::shared(&options.settings).await?;
-                let buckets = Buckets::shared(Some(options.settings.pacing_key()), pacing);
+                let control = AwsControlPlane::connect(&options.settings).await?;
+                let buckets = Arc::new(Buckets::new(pacing));
                 Ok(ResolvedBackend {
                     control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),
                     local: None,
@@ -207,15 +249,9 @@ impl BackendChoice {
                     agent: None,
                 })
             }
-            Self::Injected { control, agent } => Ok(ResolvedBackend {
-                control: Arc::new(Retrying::new(
-                    Paced::new(control, Buckets::shared(None, pacing)),
-                    *policy,
-                )),
-                local: None,
-                root_certificates: Vec::new(),
-                agent,
-            }),
+            Self::Injected { control, agent } => {
+                Ok(ResolvedBackend::injected(control, agent, policy, pacing))
+            }
             Self::FromEnv => Err(SandboxError::internal(
                 "create",
                 "the backend was not resolved",
@@ -225,6 +261,25 @@ impl BackendChoice {
 }
 
 impl ResolvedBackend {
+    /// An injected control plane (and agent), behind the same pacing and
+    /// retry layers as a real one.
+    pub(crate) fn injected(
+        control: Arc<dyn ControlPlane>,
+        agent: Option<InjectedAgent>,
+        policy: &RetryPolicy,
+        pacing: Pacing,
+    ) -> Self {
+        Self {
+            control: Arc::new(Retrying::new(
+                Paced::new(control, Arc::new(Buckets::new(pacing))),
+                *policy,
+            )),
+            local: None,
+            root_certificates: Vec::new(),
+            agent,
+        }
+    }
+
     /// The connection to the agent of a MicroVM at `endpoint`.
     ///
     /// # Errors

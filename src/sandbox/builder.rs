@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::backend::{AwsOptions, BackendChoice};
 use super::lifecycle::{self, LifecycleMarks, check_sandbox_id};
 use super::list::{ListQuery, SandboxList};
+use crate::client::{Client, ClientSource};
 use super::options::{CreateOptions, IdleChoice, IdlePolicy, LaunchPlan, OnTimeout, grouped};
 use super::payload::{MAX_PAYLOAD_CHARS, run_payload};
 use super::readiness::{OnNotReady, wait_ready};
@@ -22,10 +23,10 @@ use crate::transport::{AGENT_PORT, RefreshSchedule, Refresher};
 #[must_use]
 pub struct SandboxBuilder {
     options: CreateOptions,
-    backend: BackendChoice,
-    retry_policy: RetryPolicy,
+    /// The client given ([`Client::sandbox`]), or the options of the
+    /// implicit one (`Sandbox::builder()`).
+    client: ClientSource,
     refresh: RefreshSchedule,
-    pacing: Pacing,
 }
 
 impl Default for SandboxBuilder {
@@ -35,24 +36,38 @@ impl Default for SandboxBuilder {
 }
 
 impl SandboxBuilder {
-    /// The defaults (see [`crate::Sandbox::create`]).
+    /// The defaults (see [`crate::Sandbox::create`]), on the implicit
+    /// client of this runtime: the backend from `RAYITO_BACKEND`.
     pub fn new() -> Self {
         Self {
             options: CreateOptions::default(),
-            backend: BackendChoice::FromEnv,
-            retry_policy: RetryPolicy::default(),
+            client: ClientSource::default(),
             refresh: RefreshSchedule::default(),
-            pacing: Pacing::default(),
+        }
+    }
+
+    /// The defaults, on `client` (what [`Client::sandbox`] returns).
+    pub(crate) fn on(client: Client) -> Self {
+        Self {
+            client: ClientSource::given(client),
+            ..Self::new()
         }
     }
 
     /// Use the embedded local backend (code runs on this machine with
     /// best-effort isolation; a warning is logged when it starts).
     ///
+    /// This and the other client settings ([`SandboxBuilder::local_tls`],
+    /// [`SandboxBuilder::aws`], [`SandboxBuilder::retry_policy`],
+    /// [`SandboxBuilder::pacing`]) pick the implicit client of those
+    /// settings in this tokio runtime (shared by the handles made with
+    /// equal settings); on a builder from [`Client::sandbox`] they start
+    /// from that client's settings and replace it.
+    ///
     /// Only with the `local` cargo feature (on by default).
     #[cfg(feature = "local")]
     pub fn local(mut self) -> Self {
-        self.backend = BackendChoice::Local;
+        *self.client.config_mut().backend_mut() = BackendChoice::Local;
         self
     }
 
@@ -65,30 +80,20 @@ impl SandboxBuilder {
     /// Only with the `local` cargo feature (on by default).
     #[cfg(feature = "local")]
     pub fn local_tls(mut self) -> Self {
-        self.backend = BackendChoice::LocalTls;
+        *self.client.config_mut().backend_mut() = BackendChoice::LocalTls;
         self
     }
 
-    /// Use an injected control plane, and optionally an injected agent:
-    /// the seam of the SDK's fast tests (no process, no socket).
-    #[cfg(test)]
-    pub(crate) fn injected(
-        mut self,
-        control: Arc<dyn crate::control::ControlPlane>,
-        agent: Option<crate::transport::InjectedAgent>,
-    ) -> Self {
-        self.backend = BackendChoice::Injected { control, agent };
-        self
-    }
 
     /// Use AWS (or another endpoint speaking the MicroVMs API).
     ///
-    /// Handles made with equal options share one control-plane client (its
-    /// HTTPS connector and connection pool) while any of them lives; what
-    /// the options leave to the environment (credentials chain, region,
-    /// profile files) is read when that client is made.
+    /// Handles made with equal options in one tokio runtime share one
+    /// implicit client (its HTTPS connector and connection pool) while any
+    /// of them lives; what the options leave to the environment
+    /// (credentials chain, region, profile files) is read when that client
+    /// is made. Build a [`Client`] to decide the sharing yourself.
     pub fn aws(mut self, options: AwsOptions) -> Self {
-        self.backend = BackendChoice::Aws(options);
+        *self.client.config_mut().backend_mut() = BackendChoice::Aws(options);
         self
     }
 
@@ -199,15 +204,16 @@ impl SandboxBuilder {
 
     /// The retry policy (default: docs/errors.md, "Retries").
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry_policy = policy;
+        let config = std::mem::take(self.client.config_mut());
+        *self.client.config_mut() = config.retry_policy(policy);
         self
     }
 
     /// Client-side pacing of control-plane calls (default: [`Pacing::new`]),
-    /// shared by every handle made with the same backend settings and the
-    /// same pacing.
+    /// shared by every handle of the client.
     pub fn pacing(mut self, pacing: Pacing) -> Self {
-        self.pacing = pacing;
+        let config = std::mem::take(self.client.config_mut());
+        *self.client.config_mut() = config.pacing(pacing);
         self
     }
 
@@ -242,10 +248,9 @@ impl SandboxBuilder {
     /// - `SandboxNotReady { state, state_reason }` after `ready_timeout`.
     pub async fn create(self) -> Result<Sandbox, SandboxError> {
         let (plan, access_token, payload) = self.launch()?;
-        let backend = self
-            .backend
-            .resolve(&self.retry_policy, self.pacing)
-            .await?;
+        let client = self.client.client().await?;
+        let backend = client.backend();
+        let policy = *client.retry_policy();
         let image_arn = backend.image_arn(self.options.template.as_deref())?;
         let request = RunRequest {
             image_arn,
@@ -282,7 +287,7 @@ impl SandboxBuilder {
             proxy_token,
             access_token.clone(),
             minter,
-            self.retry_policy,
+            policy,
         ) {
             Ok(conn) => conn,
             Err(err) => {
@@ -300,9 +305,9 @@ impl SandboxBuilder {
         .await?;
         tracing::debug!(target: "rayito::sandbox", sandbox_id = %vm.id, "sandbox ready");
         Ok(self.handle(
+            client.clone(),
             vm.id,
             access_token,
-            control,
             conn,
             health.resume_generation,
             super::managed_lifecycle(&health),
@@ -345,13 +350,14 @@ impl SandboxBuilder {
     /// The handle of a ready sandbox, with its proxy-token refresher.
     fn handle(
         &self,
+        client: Client,
         id: String,
         access_token: Secret,
-        control: Arc<dyn crate::control::ControlPlane>,
         conn: crate::transport::AgentConn,
         resume_generation: u64,
         managed_lifecycle: Option<bool>,
     ) -> Sandbox {
+        let control = client.backend().control.clone();
         let marks = Arc::new(LifecycleMarks::new(resume_generation));
         conn.enable_reconnect(
             id.clone(),
@@ -361,6 +367,7 @@ impl SandboxBuilder {
         let refresher = Refresher::spawn(conn.clone(), self.refresh);
         Sandbox {
             inner: Arc::new(Inner {
+                client,
                 id,
                 access_token,
                 control,
@@ -385,18 +392,8 @@ impl SandboxBuilder {
     /// image does not exist; `Authentication` (no AWS credentials, or no
     /// permission for `GetMicrovmImage`); other control-plane failures.
     pub async fn template_info(self) -> Result<TemplateInfo, SandboxError> {
-        let backend = self
-            .backend
-            .resolve(&self.retry_policy, self.pacing)
-            .await?;
-        let arn = backend.image_arn(self.options.template.as_deref())?;
-        let image = backend.control.get_image(arn).await?;
-        Ok(TemplateInfo {
-            arn: image.arn,
-            name: image.name,
-            state: image.state,
-            latest_active_version: image.latest_active_version,
-        })
+        let client = self.client.client().await?;
+        client.template_info(self.options.template.as_deref()).await
     }
 
     /// Terminates the sandbox `sandbox_id` on this builder's backend,
@@ -404,32 +401,21 @@ impl SandboxBuilder {
     /// gone).
     ///
     /// # Errors
-    /// `InvalidArgument` (`sandbox_id`) before any I/O; `Authentication`
-    /// (no AWS credentials or region); control-plane failures other than
-    /// not-found (`RateLimit` after retries, `Sandbox { service_error }`).
+    /// As [`Client::kill_by_id`]; the client's own failures (see
+    /// [`crate::ClientBuilder::build`]).
     pub async fn kill_by_id(self, sandbox_id: &str) -> Result<bool, SandboxError> {
         check_sandbox_id(sandbox_id)?;
-        let backend = self
-            .backend
-            .resolve(&self.retry_policy, self.pacing)
-            .await?;
-        lifecycle::kill(backend.control.as_ref(), sandbox_id).await
+        self.client.client().await?.kill_by_id(sandbox_id).await
     }
 
     /// What the control plane says about the sandbox `sandbox_id` on this
     /// builder's backend, without a handle (GetMicrovm).
     ///
     /// # Errors
-    /// `InvalidArgument` (`sandbox_id`) before any I/O; `SandboxNotFound`
-    /// when it does not exist; other control-plane failures.
+    /// As [`Client::get_info_by_id`].
     pub async fn get_info_by_id(self, sandbox_id: &str) -> Result<SandboxInfo, SandboxError> {
         check_sandbox_id(sandbox_id)?;
-        let backend = self
-            .backend
-            .resolve(&self.retry_policy, self.pacing)
-            .await?;
-        let vm = backend.control.get_microvm(sandbox_id.to_owned()).await?;
-        Ok(SandboxInfo::from_vm(vm))
+        self.client.client().await?.get_info_by_id(sandbox_id).await
     }
 
     /// Resumes the paused sandbox `sandbox_id` without a handle:
@@ -437,34 +423,20 @@ impl SandboxBuilder {
     /// ready timeout). A running sandbox is left as it is.
     ///
     /// # Errors
-    /// `InvalidArgument` (`sandbox_id`) before any I/O; `SandboxNotFound`
-    /// when it does not exist or has ended; `Timeout { scope: StateWait }`;
-    /// other control-plane failures.
+    /// As [`Client::resume_by_id_within`].
     pub async fn resume_by_id(self, sandbox_id: &str) -> Result<(), SandboxError> {
         check_sandbox_id(sandbox_id)?;
-        let backend = self
-            .backend
-            .resolve(&self.retry_policy, self.pacing)
-            .await?;
-        let control = backend.control.as_ref();
-        lifecycle::request_resume(control, sandbox_id).await?;
-        lifecycle::wait_for_state(
-            control,
-            sandbox_id,
-            &SandboxState::Running,
-            "resume",
-            self.options.ready_timeout,
-        )
-        .await
+        self.client
+            .client()
+            .await?
+            .resume_by_id_within(sandbox_id, self.options.ready_timeout)
+            .await
     }
 
-    /// The sandboxes on this builder's backend that match `query`, as a
-    /// `Stream` of summaries (ListMicrovms pages of up to 50 followed
-    /// lazily). With a metadata filter each RUNNING sandbox is probed
-    /// through its agent's Health; a probe that fails ends the stream with
-    /// that error (a sandbox is never dropped silently).
+    /// The sandboxes on this builder's backend that match `query` (see
+    /// [`Client::list`]).
     pub fn list(self, query: ListQuery) -> SandboxList {
-        super::list::list(self.backend, self.retry_policy, self.pacing, query)
+        super::list::list_from(self.client, query)
     }
 
     /// Connects to an existing sandbox: GetMicrovm, a proxy token for 8080,
@@ -484,10 +456,8 @@ impl SandboxBuilder {
         let access_token = access_token.into();
         check_sandbox_id(sandbox_id)?;
         decode_access_token(&access_token).map_err(|_| bad_token())?;
-        let backend = self
-            .backend
-            .resolve(&self.retry_policy, self.pacing)
-            .await?;
+        let client = self.client.client().await?;
+        let backend = client.backend();
         let control = backend.control.clone();
         let vm = control.get_microvm(sandbox_id.to_owned()).await?;
         if vm.state.is_terminal() {
@@ -522,7 +492,7 @@ impl SandboxBuilder {
             proxy_token,
             access_token.clone(),
             minter,
-            self.retry_policy,
+            *client.retry_policy(),
         )?;
         let health = wait_ready(
             &conn,
@@ -539,9 +509,9 @@ impl SandboxBuilder {
         // rather than on the caller's first call.
         conn.verify_access(self.options.request_timeout).await?;
         Ok(self.handle(
+            client.clone(),
             vm.id,
             access_token,
-            control,
             conn,
             health.resume_generation,
             super::managed_lifecycle(&health),

@@ -10,9 +10,9 @@ use std::time::{Duration, SystemTime};
 use futures_util::Stream;
 use futures_util::stream::BoxStream;
 
-use super::backend::{BackendChoice, ResolvedBackend};
+use super::backend::ResolvedBackend;
 use super::proxy_minter;
-use crate::control::pacing::Pacing;
+use crate::client::{Client, ClientSource};
 use crate::control::{ListRequest, MicrovmItem, SandboxState};
 use crate::error::{ErrorKind, RetryPolicy, SandboxError};
 use crate::transport::{AGENT_PORT, ConnectRetry};
@@ -164,10 +164,9 @@ impl Stream for SandboxList {
 /// Where the listing stands.
 struct Lister {
     query: ListQuery,
-    backend: Option<ResolvedBackend>,
-    choice: BackendChoice,
-    policy: RetryPolicy,
-    pacing: Pacing,
+    /// Set on the first page.
+    client: Option<Client>,
+    source: ClientSource,
     image: Option<String>,
     next_token: Option<String>,
     buffered: VecDeque<SandboxSummary>,
@@ -177,18 +176,17 @@ struct Lister {
     failed: bool,
 }
 
-pub(crate) fn list(
-    choice: BackendChoice,
-    policy: RetryPolicy,
-    pacing: Pacing,
-    query: ListQuery,
-) -> SandboxList {
+/// The listing on `client`.
+pub(crate) fn list(client: Client, query: ListQuery) -> SandboxList {
+    list_from(ClientSource::given(client), query)
+}
+
+/// The listing on the client of `source`, resolved on the first poll.
+pub(crate) fn list_from(source: ClientSource, query: ListQuery) -> SandboxList {
     let lister = Lister {
         query,
-        backend: None,
-        choice,
-        policy,
-        pacing,
+        client: None,
+        source,
         image: None,
         next_token: None,
         buffered: VecDeque::new(),
@@ -221,19 +219,20 @@ impl Lister {
     /// Reads the next page into the buffer, probing each candidate when a
     /// metadata filter is set.
     async fn fill(&mut self) -> Result<(), SandboxError> {
-        let backend = match &self.backend {
-            Some(backend) => backend.clone(),
+        let client = match &self.client {
+            Some(client) => client.clone(),
             None => {
                 self.query.check()?;
-                let backend = self.choice.resolve(&self.policy, self.pacing).await?;
+                let client = self.source.client().await?;
                 self.image = match &self.query.template {
-                    Some(template) => Some(backend.image_arn(Some(template))?),
+                    Some(template) => Some(client.backend().image_arn(Some(template))?),
                     None => None,
                 };
-                self.backend = Some(backend.clone());
-                backend
+                self.client = Some(client.clone());
+                client
             }
         };
+        let backend = client.backend();
         let request = ListRequest {
             image: self.image.clone(),
             image_version: self.query.template_version.clone(),
@@ -251,7 +250,7 @@ impl Lister {
                 self.buffered.push_back(summary(item, None));
                 continue;
             }
-            if let Some(metadata) = probe_metadata(&backend, &self.policy, &item.id).await?
+            if let Some(metadata) = probe_metadata(backend, client.retry_policy(), &item.id).await?
                 && self
                     .query
                     .metadata

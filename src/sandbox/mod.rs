@@ -1,10 +1,10 @@
 //! The sandbox handle: create, connect, kill, timeouts, info.
 
-mod backend;
+pub(crate) mod backend;
 mod builder;
 mod host;
-mod lifecycle;
-mod list;
+pub(crate) mod lifecycle;
+pub(crate) mod list;
 mod options;
 pub(crate) mod payload;
 mod readiness;
@@ -52,6 +52,8 @@ pub struct Sandbox {
 }
 
 struct Inner {
+    /// The client the handle was made with (it shares its control plane).
+    client: crate::client::Client,
     id: String,
     access_token: Secret,
     control: Arc<dyn ControlPlane>,
@@ -113,7 +115,15 @@ pub struct SandboxInfo {
 }
 
 impl Sandbox {
-    /// A builder for a new sandbox (or a connection to an existing one).
+    /// The client this handle was made with: its backend, and the control
+    /// plane it shares with every other handle of that client.
+    pub fn client(&self) -> &crate::Client {
+        &self.inner.client
+    }
+
+    /// A builder for a new sandbox (or a connection to an existing one) on
+    /// the implicit client of this tokio runtime (see [`crate::Client`] to
+    /// choose the client yourself).
     pub fn builder() -> SandboxBuilder {
         SandboxBuilder::new()
     }
@@ -428,7 +438,7 @@ impl Sandbox {
 }
 
 impl SandboxInfo {
-    fn from_vm(vm: crate::control::Microvm) -> Self {
+    pub(crate) fn from_vm(vm: crate::control::Microvm) -> Self {
         Self {
             sandbox_id: vm.id,
             state: vm.state,

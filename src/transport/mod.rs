@@ -11,7 +11,7 @@ mod canary_tests;
 mod grpc_only;
 mod reconnect;
 mod refresh;
-mod resubscribe;
+mod resumable;
 mod status;
 mod tokens;
 
@@ -30,7 +30,7 @@ use self::grpc_only::GrpcOnly;
 use self::reconnect::Reconnector;
 pub(crate) use self::reconnect::{Cut, StateCheck, VmCheck};
 pub(crate) use self::refresh::{RefreshSchedule, Refresher};
-pub(crate) use self::resubscribe::{Resubscription, Waiter};
+pub(crate) use self::resumable::{Mark, Reopened, Resume, ResumableStream, Start, Step, Waiter};
 pub(crate) use self::tokens::{AGENT_PORT, HOOKS_PORT};
 use self::tokens::{AuthInterceptor, TokenStore};
 use crate::backoff::{self, Schedule};

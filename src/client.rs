@@ -1,0 +1,461 @@
+//! `rayito::Client`: the AWS side of the SDK (its configuration, the
+//! control-plane port with its pacing and retries), built once per process
+//! or per account and cloned cheaply; and the implicit clients behind the
+//! `Sandbox::create()` / `Sandbox::builder()` shortcuts.
+//!
+//! Handles made from one client share its control-plane client (its HTTPS
+//! connector and connection pool) and its pacing buckets; two clients share
+//! nothing, whatever their options. An AWS client's pooled connections
+//! belong to the tokio runtime that opened them, so the shortcuts keep one
+//! implicit client per runtime (and per configuration), never one for the
+//! whole process.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use crate::control::pacing::Pacing;
+use crate::error::{RetryPolicy, SandboxError};
+use crate::sandbox::backend::{AwsOptions, BackendChoice, ResolvedBackend};
+use crate::sandbox::lifecycle::{self, check_sandbox_id};
+use crate::sandbox::{ListQuery, Sandbox, SandboxBuilder, SandboxInfo, SandboxList, TemplateInfo};
+use crate::secret::Secret;
+use crate::control::SandboxState;
+
+/// How long [`Client::resume_by_id`] waits for RUNNING (the default ready
+/// timeout of a sandbox).
+const RESUME_WAIT: Duration = Duration::from_secs(90);
+
+/// The SDK's entry point for everything that is not one sandbox: the
+/// backend (AWS, the local backend, or an endpoint speaking the MicroVMs
+/// API), its credentials and region, the retry policy and the client-side
+/// pacing of control-plane calls.
+///
+/// Build one per process (or per AWS account) and clone it freely (an
+/// `Arc` inside): every sandbox made through it shares its control-plane
+/// client and pacing. A client belongs to the tokio runtime it is used in:
+/// the AWS SDK's pooled connections are tied to the runtime that opened
+/// them, so build a client per runtime when you run several.
+///
+/// ```no_run
+/// use rayito::{AwsOptions, Client};
+///
+/// # async fn tour() -> Result<(), rayito::SandboxError> {
+/// let client = Client::builder()
+///     .aws(AwsOptions::new().region("us-east-1"))
+///     .build()
+///     .await?;
+/// let sandbox = client
+///     .sandbox()
+///     .template("arn:aws:lambda:us-east-1:123456789012:microvm-image:rayito-base")
+///     .create()
+///     .await?;
+/// let again = client.connect(sandbox.id(), sandbox.access_token().clone()).await?;
+/// client.kill_by_id(again.id()).await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<ClientInner>,
+}
+
+/// What a client holds.
+pub(crate) struct ClientInner {
+    pub(crate) backend: ResolvedBackend,
+    pub(crate) retry_policy: RetryPolicy,
+    /// The options it was built with: a sandbox builder made from this
+    /// client starts from them when a setter changes one.
+    pub(crate) config: ClientBuilder,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("backend", &self.inner.backend)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Options of a [`Client`]; setters never fail, [`ClientBuilder::build`]
+/// checks them.
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct ClientBuilder {
+    backend: BackendChoice,
+    retry_policy: RetryPolicy,
+    pacing: Pacing,
+}
+
+impl ClientBuilder {
+    /// The defaults: the backend from `RAYITO_BACKEND` (AWS when unset),
+    /// the default retry policy and pacing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Use the embedded local backend (code runs on this machine with
+    /// best-effort isolation; a warning is logged when it starts).
+    ///
+    /// Only with the `local` cargo feature (on by default).
+    #[cfg(feature = "local")]
+    pub fn local(mut self) -> Self {
+        self.backend = BackendChoice::Local;
+        self
+    }
+
+    /// Use the embedded local backend in TLS mode (see
+    /// [`SandboxBuilder::local_tls`]).
+    ///
+    /// Only with the `local` cargo feature (on by default).
+    #[cfg(feature = "local")]
+    pub fn local_tls(mut self) -> Self {
+        self.backend = BackendChoice::LocalTls;
+        self
+    }
+
+    /// Use AWS (or another endpoint speaking the MicroVMs API).
+    pub fn aws(mut self, options: AwsOptions) -> Self {
+        self.backend = BackendChoice::Aws(options);
+        self
+    }
+
+    /// The retry policy of every call (default: docs/errors.md, "Retries").
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry_policy = policy;
+        self
+    }
+
+    /// Client-side pacing of control-plane calls (default: [`Pacing::new`]),
+    /// shared by every sandbox of the client.
+    pub fn pacing(mut self, pacing: Pacing) -> Self {
+        self.pacing = pacing;
+        self
+    }
+
+    /// Starts or connects the backend: loads the AWS configuration and
+    /// checks that credentials and a region exist, or starts the local
+    /// backend.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an unknown `RAYITO_BACKEND` or a bad option
+    /// (a zero timeout, a malformed region or endpoint); `Authentication`
+    /// when AWS has no credentials or region (the message says how to
+    /// configure AWS or choose the local backend); `Unimplemented` for the
+    /// local backend in a build without the `local` feature; `Sandbox` when
+    /// the local backend cannot start.
+    pub async fn build(self) -> Result<Client, SandboxError> {
+        let backend = self
+            .backend
+            .resolve(&self.retry_policy, self.pacing)
+            .await?;
+        Ok(Client::from_resolved(backend, self))
+    }
+
+    /// The backend choice, to change it (a sandbox builder's setters).
+    pub(crate) fn backend_mut(&mut self) -> &mut BackendChoice {
+        &mut self.backend
+    }
+
+    /// Whether the choice is an injected one (tests): never cached.
+    fn is_injected(&self) -> bool {
+        matches!(self.backend, BackendChoice::Injected { .. })
+    }
+
+    /// What tells two implicit clients apart (see [`implicit`]).
+    fn implicit_key(&self) -> Result<ImplicitKey, SandboxError> {
+        Ok(ImplicitKey {
+            backend: self.backend.key()?,
+            retry_policy: self.retry_policy,
+            pacing: self.pacing,
+        })
+    }
+}
+
+impl Client {
+    /// A builder with the defaults (see [`ClientBuilder::new`]).
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::new()
+    }
+
+    /// A client for the backend `RAYITO_BACKEND` names (AWS when unset),
+    /// with credentials and region from the usual AWS chain.
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::build`].
+    pub async fn from_env() -> Result<Client, SandboxError> {
+        ClientBuilder::new().build().await
+    }
+
+    /// A client for the embedded local backend.
+    ///
+    /// Only with the `local` cargo feature (on by default).
+    ///
+    /// # Errors
+    /// `Sandbox` when the local backend cannot start.
+    #[cfg(feature = "local")]
+    pub async fn local() -> Result<Client, SandboxError> {
+        ClientBuilder::new().local().build().await
+    }
+
+    /// A client over an injected control plane and optionally an injected
+    /// agent: the seam of the SDK's fast tests (no process, no socket).
+    #[cfg(test)]
+    pub(crate) fn injected(
+        control: Arc<dyn crate::control::ControlPlane>,
+        agent: Option<crate::transport::InjectedAgent>,
+    ) -> Client {
+        let backend = ResolvedBackend::injected(
+            control.clone(),
+            agent.clone(),
+            &RetryPolicy::default(),
+            Pacing::default(),
+        );
+        let mut config = ClientBuilder::new();
+        config.backend = BackendChoice::Injected { control, agent };
+        Client::from_resolved(backend, config)
+    }
+
+    fn from_resolved(backend: ResolvedBackend, config: ClientBuilder) -> Client {
+        Client {
+            inner: Arc::new(ClientInner {
+                backend,
+                retry_policy: config.retry_policy,
+                config,
+            }),
+        }
+    }
+
+    /// The options the client was built with.
+    pub(crate) fn config(&self) -> &ClientBuilder {
+        &self.inner.config
+    }
+
+    pub(crate) fn backend(&self) -> &ResolvedBackend {
+        &self.inner.backend
+    }
+
+    /// The retry policy of the client's calls.
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.inner.retry_policy
+    }
+
+    /// True for a client of the embedded local backend.
+    pub fn is_local(&self) -> bool {
+        self.inner.backend.local.is_some()
+    }
+
+    /// A builder for a new sandbox on this client (or a connection to an
+    /// existing one with options): [`SandboxBuilder::create`].
+    pub fn sandbox(&self) -> SandboxBuilder {
+        SandboxBuilder::on(self.clone())
+    }
+
+    /// Connects to an existing sandbox with its access token, with the
+    /// default options (see [`SandboxBuilder::connect`] for the steps).
+    ///
+    /// # Errors
+    /// As [`SandboxBuilder::connect`].
+    pub async fn connect(
+        &self,
+        sandbox_id: &str,
+        access_token: impl Into<Secret>,
+    ) -> Result<Sandbox, SandboxError> {
+        self.sandbox().connect(sandbox_id, access_token).await
+    }
+
+    /// The sandboxes that match `query`, as a `Stream` of summaries
+    /// (ListMicrovms pages of up to 50, followed lazily). With a metadata
+    /// filter each RUNNING sandbox is probed through its agent's Health; a
+    /// probe that fails ends the stream with that error (a sandbox is never
+    /// dropped silently).
+    pub fn list(&self, query: ListQuery) -> SandboxList {
+        crate::sandbox::list::list(self.clone(), query)
+    }
+
+    /// Terminates the sandbox `sandbox_id` without a handle. Returns
+    /// `false` when it was not found (already gone).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`sandbox_id`) before any I/O; control-plane
+    /// failures other than not-found (`Authentication`, `RateLimit` after
+    /// retries, `Sandbox { service_error }`).
+    pub async fn kill_by_id(&self, sandbox_id: &str) -> Result<bool, SandboxError> {
+        check_sandbox_id(sandbox_id)?;
+        lifecycle::kill(self.inner.backend.control.as_ref(), sandbox_id).await
+    }
+
+    /// What the control plane says about the sandbox `sandbox_id`, without
+    /// a handle (GetMicrovm).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`sandbox_id`) before any I/O; `SandboxNotFound`
+    /// when it does not exist; other control-plane failures.
+    pub async fn get_info_by_id(&self, sandbox_id: &str) -> Result<SandboxInfo, SandboxError> {
+        check_sandbox_id(sandbox_id)?;
+        let vm = self
+            .inner
+            .backend
+            .control
+            .get_microvm(sandbox_id.to_owned())
+            .await?;
+        Ok(SandboxInfo::from_vm(vm))
+    }
+
+    /// Resumes the paused sandbox `sandbox_id` without a handle:
+    /// ResumeMicrovm, then GetMicrovm every 0.5 s until RUNNING (within
+    /// 90 s). A running sandbox is left as it is.
+    ///
+    /// # Errors
+    /// As [`Client::resume_by_id_within`].
+    pub async fn resume_by_id(&self, sandbox_id: &str) -> Result<(), SandboxError> {
+        self.resume_by_id_within(sandbox_id, RESUME_WAIT).await
+    }
+
+    /// [`Client::resume_by_id`], waiting at most `wait` for RUNNING.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`sandbox_id`) before any I/O; `SandboxNotFound`
+    /// when it does not exist or has ended; `Timeout { scope: StateWait }`;
+    /// other control-plane failures.
+    pub async fn resume_by_id_within(
+        &self,
+        sandbox_id: &str,
+        wait: Duration,
+    ) -> Result<(), SandboxError> {
+        check_sandbox_id(sandbox_id)?;
+        let control = self.inner.backend.control.as_ref();
+        lifecycle::request_resume(control, sandbox_id).await?;
+        lifecycle::wait_for_state(control, sandbox_id, &SandboxState::Running, "resume", wait).await
+    }
+
+    /// What the control plane says about a template (an image name on the
+    /// local backend, an image ARN; `None`: `RAYITO_TEMPLATE`, else the
+    /// local backend's default image): GetMicrovmImage, a pre-flight check
+    /// that makes no sandbox (`rayito doctor` runs it).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`template`) before any call; `SandboxNotFound`
+    /// (the image is probably missing) when the image does not exist;
+    /// `Authentication` (no permission for `GetMicrovmImage`); other
+    /// control-plane failures.
+    pub async fn template_info(&self, template: Option<&str>) -> Result<TemplateInfo, SandboxError> {
+        let arn = self.inner.backend.image_arn(template)?;
+        let image = self.inner.backend.control.get_image(arn).await?;
+        Ok(TemplateInfo {
+            arn: image.arn,
+            name: image.name,
+            state: image.state,
+            latest_active_version: image.latest_active_version,
+        })
+    }
+}
+
+/// What tells two implicit clients apart: the backend's settings (secrets
+/// only as digests), the retry policy and the pacing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ImplicitKey {
+    backend: crate::sandbox::backend::BackendKey,
+    retry_policy: RetryPolicy,
+    pacing: Pacing,
+}
+
+/// One implicit client: the runtime it was made in, its key, and the
+/// client while any handle holds it.
+struct ImplicitEntry {
+    runtime: tokio::runtime::Id,
+    key: ImplicitKey,
+    client: Weak<ClientInner>,
+}
+
+/// The implicit clients of the shortcuts, by runtime and configuration.
+static IMPLICIT: Mutex<Vec<ImplicitEntry>> = Mutex::new(Vec::new());
+
+/// The client a shortcut (`Sandbox::create()`, `Sandbox::builder()...`)
+/// uses: the live one made in this runtime with the same options, else a
+/// new one. Nothing is shared across runtimes (an AWS client's pooled
+/// connections die with the runtime that opened them), and a client is
+/// forgotten once no handle holds it.
+///
+/// # Errors
+/// As [`ClientBuilder::build`].
+pub(crate) async fn implicit(builder: &ClientBuilder) -> Result<Client, SandboxError> {
+    if builder.is_injected() {
+        return builder.clone().build().await;
+    }
+    let key = builder.implicit_key()?;
+    let runtime = tokio::runtime::Handle::try_current()
+        .map(|handle| handle.id())
+        .map_err(|_| {
+            SandboxError::internal(
+                "create",
+                "the SDK was called outside a tokio runtime; call it from a tokio runtime",
+            )
+        })?;
+    if let Some(inner) = find(runtime, &key) {
+        return Ok(Client { inner });
+    }
+    let made = builder.clone().build().await?;
+    let mut entries = IMPLICIT.lock().unwrap_or_else(PoisonError::into_inner);
+    entries.retain(|entry| entry.client.strong_count() > 0);
+    // Two first calls at once: both converge on the first one registered.
+    if let Some(inner) = entries
+        .iter()
+        .find(|entry| entry.runtime == runtime && entry.key == key)
+        .and_then(|entry| entry.client.upgrade())
+    {
+        return Ok(Client { inner });
+    }
+    entries.push(ImplicitEntry {
+        runtime,
+        key,
+        client: Arc::downgrade(&made.inner),
+    });
+    Ok(made)
+}
+
+fn find(runtime: tokio::runtime::Id, key: &ImplicitKey) -> Option<Arc<ClientInner>> {
+    IMPLICIT
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .find(|entry| entry.runtime == runtime && &entry.key == key)
+        .and_then(|entry| entry.client.upgrade())
+}
+
+/// Where a sandbox builder (or a listing) gets its client: one it was given
+/// ([`Client::sandbox`]), or else the implicit client of its options.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClientSource {
+    given: Option<Client>,
+    config: ClientBuilder,
+}
+
+impl ClientSource {
+    /// The client `client`.
+    pub(crate) fn given(client: Client) -> Self {
+        Self {
+            config: client.config().clone(),
+            given: Some(client),
+        }
+    }
+
+    /// The options to change. A given client is let go: a setter on
+    /// `client.sandbox()` means "this client's options, but", served by
+    /// the implicit client of those options.
+    pub(crate) fn config_mut(&mut self) -> &mut ClientBuilder {
+        self.given = None;
+        &mut self.config
+    }
+
+    /// The client.
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::build`].
+    pub(crate) async fn client(&self) -> Result<Client, SandboxError> {
+        match &self.given {
+            Some(client) => Ok(client.clone()),
+            None => implicit(&self.config).await,
+        }
+    }
+}
