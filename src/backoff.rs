@@ -1,71 +1,42 @@
-//! The SDK's one backoff driver, over `backon`.
+//! The SDK's one backoff driver: a plain loop over the SDK's own schedule.
 //!
 //! Every retry of the SDK goes through here: the control plane's retries
 //! (capacity, throttling, service faults), the transport's
-//! connection-not-established ladder and proxy re-mint, and the readiness
-//! probe's pauses. A [`Backoff`] from the [`RetryPolicy`] becomes backon's
-//! [`ExponentialBuilder`] (min delay, max delay, factor, max attempts, total
-//! budget of delays); the driver adds what backon leaves to its caller
-//! through `adjust`: the server's Retry-After replaces the scheduled delay
-//! (capped at the backoff's `max_delay`), the documented ±`jitter_percent`
-//! spreads it, and the total budget counts the delays actually waited
-//! (Retry-After included). Each error that went through the driver records
-//! how many attempts were made (`meta().attempts()`), and each retry is a
-//! `tracing` event with target `rayito::retry` (operation, kind, attempt,
-//! delay, time elapsed since the first attempt), never a token.
+//! connection-not-established ladder and proxy re-mint, and the pauses of
+//! the one poller (readiness and reconnect). A [`Backoff`] from the
+//! [`RetryPolicy`] gives the delays (initial, doubling by its multiplier up
+//! to its max delay, at most `max_attempts` attempts, a total budget of
+//! delays); a server's Retry-After replaces the scheduled delay (capped at
+//! the backoff's `max_delay`), the documented ±`jitter_percent` spreads it,
+//! and the total budget counts the delays actually waited (Retry-After
+//! included). Each error that went through the driver records how many
+//! attempts were made (`meta().attempts()`), and each retry is a `tracing`
+//! event with target `rayito::retry` (operation, kind, attempt, delay, time
+//! elapsed since the first attempt), never a token.
 //!
 //! [`RetryPolicy`]: crate::error::RetryPolicy
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use backon::{BackoffBuilder as _, ExponentialBackoff, ExponentialBuilder, Retryable as _};
-
 use crate::error::{Backoff, SandboxError};
-
-/// The longest delay or budget the driver works with (about 146 billion
-/// years): far beyond any real wait, and small enough that no sum of two
-/// can overflow (backon adds its delays with `+`).
-const LONGEST: Duration = Duration::from_secs(u64::MAX >> 2);
-
-/// backon's builder for `backoff` (jitter is applied by [`Schedule::next`]).
-/// Durations a caller's policy sets above [`LONGEST`] are taken as
-/// `LONGEST`, so no policy can make the driver panic.
-pub(crate) fn builder(backoff: &Backoff) -> ExponentialBuilder {
-    let builder = ExponentialBuilder::default()
-        .with_min_delay(backoff.initial.min(LONGEST))
-        .with_max_delay(backoff.max_delay.min(LONGEST))
-        // Multipliers are small integers (2 by default): exact as f32.
-        .with_factor(backoff.multiplier.max(1) as f32)
-        .with_total_delay(backoff.total_budget.map(|b| b.min(LONGEST)));
-    match backoff.max_attempts {
-        // `max_attempts` counts the first attempt; backon counts retries.
-        Some(attempts) => builder.with_max_times(attempts.saturating_sub(1) as usize),
-        None => builder.without_max_times(),
-    }
-}
 
 /// The delays one call may still wait, for one [`Backoff`].
 #[derive(Debug)]
 pub(crate) struct Schedule {
-    delays: ExponentialBackoff,
-    jitter_percent: u8,
-    /// The longest a server's Retry-After is honoured for one wait.
-    max_hint: Duration,
-    /// The total budget of delays, and what was waited so far.
-    budget: Option<Duration>,
+    backoff: Backoff,
+    /// Retries scheduled so far.
+    retries: u32,
+    /// What was waited so far, against the total budget.
     waited: Duration,
 }
 
 impl Schedule {
     pub(crate) fn new(backoff: &Backoff) -> Self {
         Self {
-            delays: builder(backoff).build(),
-            jitter_percent: backoff.jitter_percent,
-            max_hint: backoff.max_delay,
-            budget: backoff.total_budget,
+            backoff: *backoff,
+            retries: 0,
             waited: Duration::ZERO,
         }
     }
@@ -77,25 +48,26 @@ impl Schedule {
     /// counts every delay returned, hints included: a delay that would go
     /// past it ends the retries instead.
     pub(crate) fn next(&mut self, hint: Option<Duration>) -> Option<Duration> {
-        let scheduled = to_micros(self.delays.next()?);
-        let delay = match hint {
-            Some(asked) => asked.min(self.max_hint),
-            None => jittered(scheduled, self.jitter_percent),
-        };
-        let waited = self.waited.saturating_add(delay);
-        if self.budget.is_some_and(|budget| waited > budget) {
+        // `max_attempts` counts the first attempt.
+        if self
+            .backoff
+            .max_attempts
+            .is_some_and(|attempts| self.retries.saturating_add(1) >= attempts)
+        {
             return None;
         }
+        let delay = match hint {
+            Some(asked) => asked.min(self.backoff.max_delay),
+            None => jittered(self.backoff.delay(self.retries), self.backoff.jitter_percent),
+        };
+        let waited = self.waited.saturating_add(delay);
+        if self.backoff.total_budget.is_some_and(|budget| waited > budget) {
+            return None;
+        }
+        self.retries = self.retries.saturating_add(1);
         self.waited = waited;
         Some(delay)
     }
-}
-
-/// backon multiplies in `f32`: 200 ms doubled is 400.000006 ms. Delays are
-/// rounded to the microsecond so the schedule is the documented one.
-fn to_micros(delay: Duration) -> Duration {
-    let micros = (delay.as_nanos() + 500) / 1_000;
-    Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
 }
 
 /// `delay` moved by up to `percent` either way, so that many clients do not
@@ -110,13 +82,33 @@ pub(crate) fn jittered(delay: Duration, percent: u8) -> Duration {
     Duration::try_from_secs_f64(delay.as_secs_f64() * factor).unwrap_or(delay)
 }
 
+/// The `tracing` event of one retry (target `rayito::retry`): after
+/// `attempt` failed with `err`, the next comes after `delay`.
+pub(crate) fn note_retry(
+    operation: &'static str,
+    err: &SandboxError,
+    attempt: u32,
+    delay: Duration,
+    started: Instant,
+) {
+    tracing::info!(
+        target: "rayito::retry",
+        operation,
+        kind = err.kind().as_str(),
+        attempt,
+        delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+        elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "retrying"
+    );
+}
+
 /// Runs `call` until it succeeds or `next_delay` returns `None` for its
 /// error; the error returned records every attempt made. `next_delay` picks
 /// the delay before the next attempt (usually from a [`Schedule`]).
 pub(crate) async fn retry<T, F, Fut, D>(
     operation: &'static str,
     mut call: F,
-    next_delay: D,
+    mut next_delay: D,
 ) -> Result<T, SandboxError>
 where
     F: FnMut() -> Fut,
@@ -124,50 +116,24 @@ where
     D: FnMut(&SandboxError) -> Option<Duration>,
 {
     let started = Instant::now();
-    let attempts = Mutex::new(0u32);
-    let next_delay = Mutex::new(next_delay);
-    let count = || {
-        let mut n = attempts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *n += 1;
-        *n
-    };
-    let outcome = (|| {
-        count();
-        call()
-    })
-    // The schedules are chosen per error in `adjust`; this outer one only
-    // lets them run.
-    .retry(ExponentialBuilder::default().without_max_times())
-    .sleep(tokio::time::sleep)
-    .adjust(|err, _| {
-        (next_delay
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner))(err)
-    })
-    .notify(|err, delay| {
-        let attempt = *attempts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        tracing::info!(
-            target: "rayito::retry",
-            operation,
-            kind = err.kind().as_str(),
-            attempt,
-            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "retrying"
-        );
-    })
-    .await;
-    let made = *attempts
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    outcome.map_err(|err| {
-        let recorded = err.meta().attempts();
-        err.with_attempts(made.max(recorded))
-    })
+    let mut attempt: u32 = 0;
+    loop {
+        attempt = attempt.saturating_add(1);
+        let err = match call().await {
+            Ok(value) => return Ok(value),
+            Err(err) => err,
+        };
+        match next_delay(&err) {
+            Some(delay) => {
+                note_retry(operation, &err, attempt, delay, started);
+                tokio::time::sleep(delay).await;
+            }
+            None => {
+                let recorded = err.meta().attempts();
+                return Err(err.with_attempts(attempt.max(recorded)));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -263,7 +229,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_failing_n_times_reports_n_attempts() {
-        let calls = Mutex::new(0u32);
+        let calls = std::sync::Mutex::new(0u32);
         let quick = Backoff {
             max_attempts: Some(5),
             ..Backoff::doubling(Duration::from_millis(1), Duration::from_millis(1))

@@ -1,24 +1,18 @@
-//! The readiness wait (docs/architecture.md, "Create"): Health until
-//! `agent_ready && kernel_ready && sandbox_id != ""`, pausing 0.25 s doubling
-//! to 2 s between probes (the SDK's one backoff driver, [`crate::backoff`]),
-//! with a GetMicrovm every 5 s to notice a MicroVM that died before it was
-//! ready.
+//! The readiness wait (docs/architecture.md, "One create, step by step"):
+//! Health until `agent_ready && kernel_ready && sandbox_id != ""`, pausing
+//! 0.25 s doubling to 2 s between probes, with a GetMicrovm every 5 s to
+//! notice a MicroVM that died before it was ready: the SDK's one poller
+//! ([`crate::transport::Poller`]) with its first check after 5 s.
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use crate::backoff::Schedule;
 use crate::control::ControlPlane;
 use crate::error::{Backoff, GrpcCode, SandboxError};
 use crate::pb;
-use crate::transport::AgentConn;
+use crate::transport::{AgentConn, FirstCheck, Poller};
 
-const FIRST_PAUSE: Duration = Duration::from_millis(250);
-const MAX_PAUSE: Duration = Duration::from_secs(2);
-const MIN_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
-const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
-const STATE_CHECK_EVERY: Duration = Duration::from_secs(5);
+/// The pauses between readiness probes.
+const PAUSES: Backoff = Backoff::doubling(Duration::from_millis(250), Duration::from_secs(2));
 
 /// What to do with the MicroVM when it does not become ready.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,13 +36,6 @@ fn not_yet(err: &SandboxError) -> bool {
     )
 }
 
-/// Time left until `deadline`; `None` is no deadline.
-fn remaining_until(deadline: Option<Instant>) -> Duration {
-    deadline.map_or(Duration::MAX, |d| {
-        d.saturating_duration_since(Instant::now())
-    })
-}
-
 /// Waits until the agent is ready.
 ///
 /// # Errors
@@ -63,21 +50,21 @@ pub(crate) async fn wait_ready(
     ready_timeout: Duration,
     on_failure: OnNotReady,
 ) -> Result<pb::HealthResponse, SandboxError> {
-    let start = Instant::now();
     // A ready_timeout too large to add to the clock means no limit.
-    let deadline = start.checked_add(ready_timeout);
-    // No attempt limit: the deadline ends the wait.
-    let mut pauses = Schedule::new(&Backoff::doubling(FIRST_PAUSE, MAX_PAUSE));
-    let mut last_state_check = start;
-    // Health probes made: the attempts a `SandboxNotReady` records.
-    let mut probes: u32 = 0;
-    loop {
-        let remaining = remaining_until(deadline);
-        if remaining.is_zero() {
-            break;
+    let mut poller = Poller::new(&PAUSES, Some(ready_timeout), FirstCheck::Later);
+    while !poller.expired() {
+        if poller.take_check()
+            && let Ok(vm) = control.get_microvm(microvm_id.to_owned()).await
+            && vm.state.is_terminal()
+        {
+            return Err(SandboxError::not_ready(
+                Some(vm.state),
+                vm.state_reason.as_deref(),
+                poller.elapsed(),
+            )
+            .with_attempts(poller.probes()));
         }
-        let probe_timeout = remaining.clamp(MIN_PROBE_TIMEOUT, MAX_PROBE_TIMEOUT);
-        probes = probes.saturating_add(1);
+        let probe_timeout = poller.probe_timeout();
         match conn.health_with_kernel_failure(probe_timeout).await {
             Ok((health, _)) if is_ready(&health) => return Ok(health),
             // The agent runs the sandbox but says its kernel cannot start:
@@ -86,7 +73,7 @@ pub(crate) async fn wait_ready(
                 if on_failure == OnNotReady::Terminate {
                     let _ = control.terminate_microvm(microvm_id.to_owned()).await;
                 }
-                return Err(SandboxError::kernel_failed(&reason).with_attempts(probes));
+                return Err(SandboxError::kernel_failed(&reason).with_attempts(poller.probes()));
             }
             Ok(_) => {}
             Err(err) if not_yet(&err) => {}
@@ -97,23 +84,9 @@ pub(crate) async fn wait_ready(
                 return Err(err);
             }
         }
-        if last_state_check.elapsed() >= STATE_CHECK_EVERY {
-            last_state_check = Instant::now();
-            if let Ok(vm) = control.get_microvm(microvm_id.to_owned()).await
-                && vm.state.is_terminal()
-            {
-                return Err(SandboxError::not_ready(
-                    Some(vm.state),
-                    vm.state_reason.as_deref(),
-                    start.elapsed(),
-                )
-                .with_attempts(probes));
-            }
-        }
-        let remaining = remaining_until(deadline);
-        let pause = pauses.next(None).unwrap_or(MAX_PAUSE);
-        tokio::time::sleep(pause.min(remaining)).await;
+        poller.pause().await;
     }
+    let probes = poller.probes();
 
     // Timed out: one GetMicrovm (errors ignored) to say where it stands.
     let vm = control.get_microvm(microvm_id.to_owned()).await.ok();

@@ -9,6 +9,7 @@ mod calls;
 #[cfg(test)]
 mod canary_tests;
 mod grpc_only;
+mod poller;
 mod reconnect;
 mod refresh;
 mod resumable;
@@ -18,7 +19,7 @@ mod tokens;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -27,6 +28,7 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Response, Status, Streaming};
 
 use self::grpc_only::GrpcOnly;
+pub(crate) use self::poller::{FirstCheck, Poller};
 use self::reconnect::Reconnector;
 pub(crate) use self::reconnect::{Cut, StateCheck, VmCheck};
 pub(crate) use self::refresh::{RefreshSchedule, Refresher};
@@ -425,86 +427,73 @@ impl AgentConn {
         if self.is_closed() {
             return Err((SandboxError::closed(), None));
         }
-        let last_cut = std::sync::Mutex::new(None::<Cut>);
-        // What the last attempt's failure was, by type (the mapped error
-        // alone cannot say whether anything was sent).
-        let last_origin = std::sync::Mutex::new(None::<Origin>);
-        let remint_first = AtomicBool::new(false);
-        // The proxy-token generation the last attempt was sent with.
-        let sent_with = AtomicU64::new(self.inner.tokens.proxy_generation());
-        // Whether a fresh proxy token was tried: the final 403 says so.
-        let reminted = &AtomicBool::new(false);
+        let started = Instant::now();
         let mut ladder = Schedule::new(&self.inner.policy.not_established);
         let mut remints_left = self.inner.policy.proxy_remint_retries;
-        let set_origin = |origin: Option<Origin>| {
-            *last_origin
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = origin;
-        };
-        let set_cut = |cut: Option<Cut>| {
-            *last_cut
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = cut;
-        };
-        let one = || {
-            set_origin(None);
-            set_cut(None);
-            let remint = remint_first.swap(false, Ordering::SeqCst);
-            let sent = attempt();
-            let sent_with = &sent_with;
-            async move {
-                if remint {
-                    self.remint_after(sent_with.load(Ordering::SeqCst)).await?;
-                }
-                sent_with.store(self.inner.tokens.proxy_generation(), Ordering::SeqCst);
-                let outcome = match deadline {
-                    Some(limit) => match tokio::time::timeout(limit, sent).await {
-                        Ok(outcome) => outcome,
-                        Err(_) => return Err(from_grpc(status::deadline_failure(ctx))),
-                    },
-                    None => sent.await,
-                };
-                match outcome {
-                    Ok(response) => Ok(response.into_inner()),
-                    Err(status) => {
-                        let failure = status::failure(&status, ctx);
-                        set_origin(Some(failure.origin));
-                        set_cut(cut_of(&failure));
-                        Err(map_final(failure, reminted.load(Ordering::SeqCst)))
-                    }
+        // Whether the next attempt first replaces the proxy token, and
+        // whether a fresh one was tried (the final 403 says so).
+        let mut remint_first = false;
+        let mut reminted = false;
+        let mut attempts: u32 = 0;
+        // The proxy-token generation the last attempt was sent with.
+        let mut sent_with = self.inner.tokens.proxy_generation();
+        loop {
+            attempts = attempts.saturating_add(1);
+            if remint_first {
+                remint_first = false;
+                if let Err(err) = self.remint_after(sent_with).await {
+                    return Err((err.with_attempts(attempts), None));
                 }
             }
-        };
-        backoff::retry(ctx.feature, one, |_err| {
-            let origin = *last_origin
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match origin {
-                Some(origin) if is_proxy_rejection_status(origin) && remints_left > 0 => {
+            sent_with = self.inner.tokens.proxy_generation();
+            let sent = attempt();
+            let outcome = match deadline {
+                Some(limit) => match tokio::time::timeout(limit, sent).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => {
+                        let err = from_grpc(status::deadline_failure(ctx));
+                        return Err((err.with_attempts(attempts), None));
+                    }
+                },
+                None => sent.await,
+            };
+            let status = match outcome {
+                Ok(response) => return Ok(response.into_inner()),
+                Err(status) => status,
+            };
+            let failure = status::failure(&status, ctx);
+            let origin = failure.origin;
+            let cut = cut_of(&failure);
+            let err = map_final(failure, reminted);
+            let delay = match origin {
+                origin if is_proxy_rejection_status(origin) && remints_left > 0 => {
                     remints_left -= 1;
-                    remint_first.store(true, Ordering::SeqCst);
-                    reminted.store(true, Ordering::SeqCst);
+                    remint_first = true;
+                    reminted = true;
                     Some(Duration::ZERO)
                 }
                 // With the reconnect contract on, its poller replaces the
                 // ladder: it asks the control plane first, so a sandbox that
                 // is gone is not waited for.
-                Some(Origin::NotEstablished)
+                Origin::NotEstablished
                     if connect_retry != ConnectRetry::Never
                         && self.inner.reconnector.get().is_none() =>
                 {
                     ladder.next(None)
                 }
                 _ => None,
+            };
+            match delay {
+                Some(delay) => {
+                    backoff::note_retry(ctx.feature, &err, attempts, delay, started);
+                    tokio::time::sleep(delay).await;
+                }
+                None => {
+                    let recorded = err.meta().attempts();
+                    return Err((err.with_attempts(attempts.max(recorded)), cut));
+                }
             }
-        })
-        .await
-        .map_err(|err| {
-            let cut = *last_cut
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            (err, cut)
-        })
+        }
     }
 }
 

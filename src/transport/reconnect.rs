@@ -14,21 +14,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use tokio::time::Instant;
 
 use super::AgentConn;
-use crate::backoff::Schedule;
+use super::poller::{FirstCheck, Poller, STATE_CHECK_EVERY};
 use crate::error::{Backoff, ErrorKind, SandboxError};
 
-/// How often the poller asks the control plane (2.7: every 5 s).
-const STATE_CHECK_EVERY: Duration = Duration::from_secs(5);
-/// The first checks come sooner (after 0.25 s, then 1 s in all): the
-/// control plane may still say RUNNING for a moment after the cut of a
-/// MicroVM that is going away.
-const EARLY_CHECKS: [Duration; 2] = [Duration::from_millis(250), Duration::from_millis(750)];
-/// Bounds of one Health probe's deadline.
-const MIN_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
-const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The budget when the policy sets none.
 const DEFAULT_BUDGET: Duration = Duration::from_secs(60);
 
@@ -188,41 +178,21 @@ impl Reconnector {
         if self.epoch() != seen_epoch {
             return Ok(());
         }
-        let start = Instant::now();
         let budget = self.backoff.total_budget.unwrap_or(DEFAULT_BUDGET);
-        let deadline = start + budget;
-        // The deadline ends the wait, not the schedule.
-        let mut pauses = Schedule::new(&Backoff {
-            total_budget: None,
-            max_attempts: None,
-            ..self.backoff
-        });
+        let mut poller = Poller::new(&self.backoff, Some(budget), FirstCheck::AtOnce);
         let old_generation = self.generation.load(Ordering::SeqCst);
         let mut running_after_cut = false;
         // A stream cut by this handle's own pause sleeps (GetMicrovm only)
         // until the sandbox runs again: probing Health would wake it.
         let mut sleeping = false;
-        let mut last_check: Option<Instant> = None;
-        let mut probes: u32 = 0;
-        let mut checks: u32 = 0;
-        // When the next control-plane check is due (the first: at once).
-        let check_due = |last: Option<Instant>, checks: u32| match last {
-            None => start,
-            Some(at) => {
-                at + usize::try_from(checks)
-                    .ok()
-                    .and_then(|n| EARLY_CHECKS.get(n.wrapping_sub(1)))
-                    .copied()
-                    .unwrap_or(STATE_CHECK_EVERY)
-            }
+        let gave_up = |poller: &Poller| {
+            SandboxError::reconnect_gave_up(feature, poller.elapsed(), poller.probes())
         };
         tracing::debug!(target: "rayito::reconnect", sandbox_id = %self.sandbox_id, ?cut, feature, "connection cut; polling");
         loop {
             // The first check is at once: a sandbox that is gone is
             // reported within one GetMicrovm round trip.
-            if Instant::now() >= check_due(last_check, checks) {
-                last_check = Some(Instant::now());
-                checks = checks.saturating_add(1);
+            if poller.take_check() {
                 sleeping = false;
                 match (self.check)().await {
                     Ok(VmCheck::Running) => running_after_cut = true,
@@ -249,20 +219,13 @@ impl Reconnector {
                 }
             }
             if sleeping {
-                let remaining = deadline.saturating_duration_since(Instant::now());
-                if remaining.is_zero() {
-                    return Err(SandboxError::reconnect_gave_up(
-                        feature,
-                        start.elapsed(),
-                        probes,
-                    ));
+                if poller.expired() {
+                    return Err(gave_up(&poller));
                 }
-                tokio::time::sleep_until(check_due(last_check, checks).min(deadline)).await;
+                poller.sleep_until_check().await;
                 continue;
             }
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            probes = probes.saturating_add(1);
-            let probe_timeout = remaining.clamp(MIN_PROBE_TIMEOUT, MAX_PROBE_TIMEOUT);
+            let probe_timeout = poller.probe_timeout();
             if let Ok(health) = conn.probe_health(probe_timeout).await {
                 let new_generation = health.resume_generation != old_generation;
                 if health.agent_ready
@@ -272,24 +235,14 @@ impl Reconnector {
                     self.generation
                         .store(health.resume_generation, Ordering::SeqCst);
                     self.epoch.fetch_add(1, Ordering::SeqCst);
-                    tracing::debug!(target: "rayito::reconnect", sandbox_id = %self.sandbox_id, probes, "sandbox back");
+                    tracing::debug!(target: "rayito::reconnect", sandbox_id = %self.sandbox_id, probes = poller.probes(), "sandbox back");
                     return Ok(());
                 }
             }
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                return Err(SandboxError::reconnect_gave_up(
-                    feature,
-                    start.elapsed(),
-                    probes,
-                ));
+            if poller.expired() {
+                return Err(gave_up(&poller));
             }
-            // Never sleep past the next control-plane check.
-            let pause = pauses.next(None).unwrap_or(self.backoff.max_delay);
-            let until = (Instant::now() + pause)
-                .min(check_due(last_check, checks))
-                .min(deadline);
-            tokio::time::sleep_until(until).await;
+            poller.pause().await;
         }
     }
 }
