@@ -1,11 +1,14 @@
-//! Handles made with the same AWS settings share one control-plane client
-//! (issue 13, goal 5: an idle handle no longer carries an AWS client, its
-//! HTTPS connector and its connection pool of its own). Observed from
-//! outside: the emulator is reached through a TCP forwarder that counts
-//! the connections the SDK opens to it. A second handle from a builder with
-//! the same settings makes its control-plane calls on the pooled connection
-//! of the first; a handle with other credentials has a client, and so a
-//! connection, of its own.
+//! Who shares a control-plane client (issue 21): the handles of one
+//! `Client` share its AWS client (its HTTPS connector and connection pool);
+//! two clients share nothing, even with equal options; the shortcuts
+//! (`Sandbox::builder()...`) share one implicit client per tokio runtime
+//! and configuration, never one across runtimes (an AWS client's pooled
+//! connections die with the runtime that opened them: a handle that got
+//! another runtime's client failed with "runtime dropped the dispatch
+//! task").
+//!
+//! Observed from outside: the emulator is reached through a TCP forwarder
+//! that counts the connections the SDK opens to it.
 
 mod sdk_support;
 
@@ -13,8 +16,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rayito::{AwsOptions, Sandbox};
-use sdk_support::emulator;
+use rayito::{AwsOptions, Client, Sandbox};
+use rayito_agent::emulator::{Emulator, EmulatorConfig};
 use tokio::net::{TcpListener, TcpStream};
 
 /// Forwards every connection to `target`; counts them.
@@ -36,48 +39,170 @@ async fn counting_forwarder(target: SocketAddr) -> (String, Arc<AtomicUsize>) {
     (url, accepted)
 }
 
-fn options(endpoint: &str, key_id: &str) -> AwsOptions {
+fn options(endpoint: &str) -> AwsOptions {
     AwsOptions::new()
         .endpoint_url(endpoint)
         .region("us-east-1")
-        .static_credentials(key_id, "test-secret")
+        .static_credentials("AKIDSHAREDCLIENT", "test-secret")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn handles_with_the_same_settings_share_one_control_plane_client() {
-    let emulator = emulator().await;
+async fn the_handles_of_one_client_share_it_and_two_clients_share_nothing() {
+    let emulator = sdk_support::emulator().await;
     let (endpoint, connections) = counting_forwarder(emulator.addr()).await;
-    let create = |key_id: &'static str| {
-        Sandbox::builder()
-            .aws(options(&endpoint, key_id))
-            .template(emulator.image_arn("rayito-base"))
-            .create()
-    };
+    let image = emulator.image_arn("rayito-base");
+    let client = Client::builder()
+        .aws(options(&endpoint))
+        .build()
+        .await
+        .unwrap();
 
-    let first = create("AKIDSHAREDCLIENT").await.unwrap();
+    let first = client.sandbox().template(&image).create().await.unwrap();
     let after_first = connections.load(Ordering::SeqCst);
-    assert!(
-        after_first >= 1,
-        "the first create dialled the control plane"
-    );
+    assert!(after_first >= 1, "the first create dialled the control plane");
 
-    // Another builder, the same settings: the first handle's client, and
-    // its pooled connection.
-    let second = create("AKIDSHAREDCLIENT").await.unwrap();
+    // The same client: its pooled connection.
+    let second = client.sandbox().template(&image).create().await.unwrap();
+    second.get_info().await.unwrap();
+    first.get_info().await.unwrap();
+    client.get_info_by_id(first.id()).await.unwrap();
     assert_eq!(
         connections.load(Ordering::SeqCst),
         after_first,
-        "the second handle opened a control-plane connection of its own"
+        "a handle of the client opened a control-plane connection of its own"
     );
-    second.get_info().await.unwrap();
-    first.get_info().await.unwrap();
-    assert_eq!(connections.load(Ordering::SeqCst), after_first);
 
-    // Other credentials: another client, another connection.
-    let other = create("AKIDOTHERCLIENT0").await.unwrap();
+    // Another client with equal options: a connection of its own.
+    let other = Client::builder()
+        .aws(options(&endpoint))
+        .build()
+        .await
+        .unwrap();
+    other.get_info_by_id(first.id()).await.unwrap();
     assert!(connections.load(Ordering::SeqCst) > after_first);
 
+    for sandbox in [first, second] {
+        sandbox.kill().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shortcuts_share_one_implicit_client_per_runtime_and_options() {
+    let emulator = sdk_support::emulator().await;
+    let (endpoint, connections) = counting_forwarder(emulator.addr()).await;
+    let image = emulator.image_arn("rayito-base");
+    let create = |key_id: &'static str| {
+        Sandbox::builder()
+            .aws(options(&endpoint).static_credentials(key_id, "test-secret"))
+            .template(&image)
+            .create()
+    };
+    let first = create("AKIDSHAREDCLIENT").await.unwrap();
+    let after_first = connections.load(Ordering::SeqCst);
+    let second = create("AKIDSHAREDCLIENT").await.unwrap();
+    second.get_info().await.unwrap();
+    assert_eq!(connections.load(Ordering::SeqCst), after_first);
+    // Other credentials: another implicit client, another connection.
+    let other = create("AKIDOTHERCLIENT0").await.unwrap();
+    assert!(connections.load(Ordering::SeqCst) > after_first);
     for sandbox in [first, second, other] {
         sandbox.kill().await.unwrap();
     }
+}
+
+/// An emulator on a runtime of its own (a thread that outlives the test's
+/// runtimes), and the forwarder in front of it.
+fn emulator_on_its_own_thread() -> (Emulator, String, tokio::runtime::Runtime) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (emulator, endpoint) = runtime.block_on(async {
+        let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+        let (endpoint, _) = counting_forwarder(emulator.addr()).await;
+        (emulator, endpoint)
+    });
+    (emulator, endpoint, runtime)
+}
+
+/// A fresh current-thread runtime, as `#[tokio::test]` makes one per test.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_shortcut_in_a_second_runtime_never_gets_the_first_runtimes_client() {
+    let (emulator, endpoint, _emulator_runtime) = emulator_on_its_own_thread();
+    let image = emulator.image_arn("rayito-base");
+    let builder = || Sandbox::builder().aws(options(&endpoint)).template(&image);
+
+    // Runtime A makes a handle and keeps it while A ends.
+    let first_runtime = runtime();
+    let kept = first_runtime.block_on(builder().create()).unwrap();
+    drop(first_runtime);
+
+    // Runtime B, in sequence: its own implicit client (A's pooled
+    // connection died with A).
+    let second_runtime = runtime();
+    second_runtime.block_on(async {
+        let sandbox = builder().create().await.unwrap();
+        sandbox.get_info().await.unwrap();
+        assert!(sandbox.kill().await.unwrap());
+        assert!(
+            Sandbox::builder()
+                .aws(options(&endpoint))
+                .kill_by_id(kept.id())
+                .await
+                .unwrap()
+        );
+    });
+}
+
+#[test]
+fn shortcuts_in_parallel_runtimes_outlive_each_other() {
+    let (emulator, endpoint, _emulator_runtime) = emulator_on_its_own_thread();
+    let image = emulator.image_arn("rayito-base");
+    let (made_tx, made_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+
+    // Runtime A: a handle, then A waits until B made one, and ends.
+    let a = {
+        let (endpoint, image) = (endpoint.clone(), image.clone());
+        std::thread::spawn(move || {
+            let rt = runtime();
+            let sandbox = rt
+                .block_on(
+                    Sandbox::builder()
+                        .aws(options(&endpoint))
+                        .template(&image)
+                        .create(),
+                )
+                .unwrap();
+            made_rx.recv().unwrap();
+            rt.block_on(sandbox.kill()).unwrap();
+            drop(rt);
+            done_tx.send(()).unwrap();
+        })
+    };
+    // Runtime B: a handle made while A lives, used after A ended.
+    let rt = runtime();
+    let sandbox = rt
+        .block_on(
+            Sandbox::builder()
+                .aws(options(&endpoint))
+                .template(&image)
+                .create(),
+        )
+        .unwrap();
+    made_tx.send(()).unwrap();
+    done_rx.recv().unwrap();
+    a.join().unwrap();
+    rt.block_on(async {
+        sandbox.get_info().await.unwrap();
+        assert!(sandbox.kill().await.unwrap());
+    });
 }
