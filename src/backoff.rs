@@ -58,10 +58,17 @@ impl Schedule {
         }
         let delay = match hint {
             Some(asked) => asked.min(self.backoff.max_delay),
-            None => jittered(self.backoff.delay(self.retries), self.backoff.jitter_percent),
+            None => jittered(
+                self.backoff.delay(self.retries),
+                self.backoff.jitter_percent,
+            ),
         };
         let waited = self.waited.saturating_add(delay);
-        if self.backoff.total_budget.is_some_and(|budget| waited > budget) {
+        if self
+            .backoff
+            .total_budget
+            .is_some_and(|budget| waited > budget)
+        {
             return None;
         }
         self.retries = self.retries.saturating_add(1);

@@ -14,13 +14,13 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use crate::control::SandboxState;
 use crate::control::pacing::Pacing;
 use crate::error::{RetryPolicy, SandboxError};
 use crate::sandbox::backend::{AwsOptions, BackendChoice, ResolvedBackend};
 use crate::sandbox::lifecycle::{self, check_sandbox_id};
 use crate::sandbox::{ListQuery, Sandbox, SandboxBuilder, SandboxInfo, SandboxList, TemplateInfo};
 use crate::secret::Secret;
-use crate::control::SandboxState;
 
 /// How long [`Client::resume_by_id`] waits for RUNNING (the default ready
 /// timeout of a sandbox).
@@ -240,6 +240,13 @@ impl Client {
         &self.inner.retry_policy
     }
 
+    /// The AWS region the client's calls go to (given in [`AwsOptions`],
+    /// else found by the AWS chain: environment, profile, instance
+    /// metadata); the local backend's own region for it.
+    pub fn region(&self) -> Option<&str> {
+        self.inner.backend.region.as_deref()
+    }
+
     /// True for a client of the embedded local backend.
     pub fn is_local(&self) -> bool {
         self.inner.backend.local.is_some()
@@ -339,7 +346,10 @@ impl Client {
     /// (the image is probably missing) when the image does not exist;
     /// `Authentication` (no permission for `GetMicrovmImage`); other
     /// control-plane failures.
-    pub async fn template_info(&self, template: Option<&str>) -> Result<TemplateInfo, SandboxError> {
+    pub async fn template_info(
+        &self,
+        template: Option<&str>,
+    ) -> Result<TemplateInfo, SandboxError> {
         let arn = self.inner.backend.image_arn(template)?;
         let image = self.inner.backend.control.get_image(arn).await?;
         Ok(TemplateInfo {

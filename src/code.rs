@@ -2,6 +2,7 @@
 //! context management in `contexts`.
 
 mod contexts;
+mod view;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,11 +18,10 @@ use crate::error::SandboxError;
 use crate::pb;
 use crate::pb::execute_event::Event;
 use crate::sandbox::Sandbox;
-use crate::transport::{
-    AgentConn, Mark, Reopened, Resume, ResumableStream, Start, Step, Waiter,
-};
+use crate::transport::{AgentConn, Mark, Reopened, ResumableStream, Resume, Start, Step, Waiter};
 
 pub use self::contexts::CodeContextOptions;
+pub use self::view::Code;
 
 /// Default cell timeout, when the caller sets none.
 const DEFAULT_CODE_TIMEOUT: Duration = Duration::from_secs(300);

@@ -314,7 +314,8 @@ pub(crate) async fn resubscribe_process(
     total: Option<Duration>,
     feature: &'static str,
 ) -> Result<(AgentStream<pb::ProcessEvent>, bool), SandboxError> {
-    let open = |from_seq| conn.connect_process(pb::ConnectRequest { pid, from_seq }, total);
+    let open =
+        |from_seq| conn.connect_process(pb::ConnectRequest { pid, from_seq }, total, feature);
     let (mut stream, lost) = match open(from_seq).await {
         Err(err) if err.meta().grpc_code() == Some(GrpcCode::OutOfRange) => (open(0).await?, true),
         outcome => (outcome?, false),

@@ -240,14 +240,13 @@ impl<'a> Files<'a> {
             )
             .await?;
         let size = entry.size;
-        let feed =
-            read::ReadFeed::new(
-                self.sandbox,
-                (path, feature),
-                entry,
-                (stream, epoch, opened_at),
-                total,
-            );
+        let feed = read::ReadFeed::new(
+            self.sandbox,
+            (path, feature),
+            entry,
+            (stream, epoch, opened_at),
+            total,
+        );
         Ok((feed, size))
     }
 

@@ -208,8 +208,8 @@ mod transport;
 
 pub use client::{Client, ClientBuilder};
 pub use code::{
-    CodeContext, CodeContextOptions, Execution, ExecutionError, ExecutionEvent, ExecutionEvents,
-    ExecutionResult, Logs, OutputMessage, RunCodeOptions,
+    Code, CodeContext, CodeContextOptions, Execution, ExecutionError, ExecutionEvent,
+    ExecutionEvents, ExecutionResult, Logs, OutputMessage, RunCodeOptions,
 };
 pub use commands::{
     CommandEvent, CommandHandle, CommandOptions, CommandResult, Commands, OutputCallback,

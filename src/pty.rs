@@ -19,7 +19,7 @@ use crate::pb;
 use crate::pb::pty_server_message::Message;
 use crate::sandbox::Sandbox;
 use crate::transport::{
-    AgentConn, AgentStream, Mark, Reopened, Resume, ResumableStream, Start, Step, Waiter,
+    AgentConn, AgentStream, Mark, Reopened, ResumableStream, Resume, Start, Step, Waiter,
 };
 
 /// A terminal's size in character cells (each side 1 to 1,000).
@@ -306,7 +306,8 @@ type RawMessages = BoxStream<'static, Result<Step<pb::PtyServerMessage>, Sandbox
 /// stream (the terminal lives on).
 const SUSPENDING: &str = "suspending";
 /// What the caller can do when the sandbox suspends under a terminal.
-const CONNECT_AFTER_RESUME: &str = "the terminal keeps running; connect to it again after the resume";
+const CONNECT_AFTER_RESUME: &str =
+    "the terminal keeps running; connect to it again after the resume";
 
 /// A terminal's output as a resumable stream (as a background command's):
 /// numbered data, its `exited` message last, `Pty.Connect(pid, next_seq)`
@@ -349,15 +350,15 @@ impl Resume for PtyResume {
     ) -> BoxFuture<'a, Result<Reopened<pb::PtyServerMessage>, SandboxError>> {
         Box::pin(async move {
             let pid = self.pid;
-            let (mut stream, gap) = match conn.pty_connect(pb::ConnectRequest { pid, from_seq }).await
-            {
-                Err(err) if err.meta().grpc_code() == Some(GrpcCode::OutOfRange) => (
-                    conn.pty_connect(pb::ConnectRequest { pid, from_seq: 0 })
-                        .await?,
-                    true,
-                ),
-                outcome => (outcome?, false),
-            };
+            let (mut stream, gap) =
+                match conn.pty_connect(pb::ConnectRequest { pid, from_seq }).await {
+                    Err(err) if err.meta().grpc_code() == Some(GrpcCode::OutOfRange) => (
+                        conn.pty_connect(pb::ConnectRequest { pid, from_seq: 0 })
+                            .await?,
+                        true,
+                    ),
+                    outcome => (outcome?, false),
+                };
             match stream.message().await? {
                 Some(pb::PtyServerMessage {
                     message: Some(Message::Started(started)),

@@ -238,3 +238,53 @@ async fn per_cell_envs_timeout_and_the_error_callback() {
     assert_eq!(timed_out.error.expect("timeout").name, "ExecutionTimeout");
     assert_eq!(sbx.run_code("6 * 7").await.unwrap().text(), Some("42"));
 }
+
+/// `sandbox.code()` is a view like `commands()` and `files()`: the same
+/// kernel and contexts as the `run_code` shortcuts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_code_view_runs_cells_and_manages_contexts() {
+    use futures_util::StreamExt as _;
+    let emu = emulator().await;
+    let sbx = sandbox(&emu).await;
+    let code = sbx.code();
+    code.run("x = 20").await.unwrap();
+    // The view and the shortcut share the default context.
+    assert_eq!(sbx.run_code("x + 1").await.unwrap().text(), Some("21"));
+    let out = code
+        .run_with("print('hi'); x * 2", RunCodeOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(out.text(), Some("40"));
+    assert_eq!(out.logs.stdout.concat(), "hi\n");
+    let mut events = code.stream("x - 1", RunCodeOptions::new()).await.unwrap();
+    let mut last = None;
+    while let Some(event) = events.next().await {
+        last = Some(event.unwrap());
+    }
+    assert!(
+        matches!(last, Some(rayito::ExecutionEvent::End { .. })),
+        "{last:?}"
+    );
+    let ctx = code
+        .create_context(CodeContextOptions::new())
+        .await
+        .unwrap();
+    assert!(
+        code.contexts()
+            .await
+            .unwrap()
+            .iter()
+            .any(|c| c.id == ctx.id)
+    );
+    code.restart_context(&ctx.id).await.unwrap();
+    code.remove_context(&ctx.id).await.unwrap();
+    assert!(
+        !code
+            .contexts()
+            .await
+            .unwrap()
+            .iter()
+            .any(|c| c.id == ctx.id)
+    );
+    sbx.kill().await.unwrap();
+}

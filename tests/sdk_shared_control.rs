@@ -59,7 +59,10 @@ async fn the_handles_of_one_client_share_it_and_two_clients_share_nothing() {
 
     let first = client.sandbox().template(&image).create().await.unwrap();
     let after_first = connections.load(Ordering::SeqCst);
-    assert!(after_first >= 1, "the first create dialled the control plane");
+    assert!(
+        after_first >= 1,
+        "the first create dialled the control plane"
+    );
 
     // The same client: its pooled connection.
     let second = client.sandbox().template(&image).create().await.unwrap();

@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use rayito::{
-    CodeContextOptions, CommandHandle, CommandOptions, ExecutionEvents, FileChunks, ListQuery,
-    PtyHandle, PtyOptions, PtySize, RunCodeOptions, Sandbox, SandboxBuilder, SandboxHost,
-    SandboxList, WatchHandle, WriteEntry,
+    Client, ClientBuilder, CodeContextOptions, CommandHandle, CommandOptions, ExecutionEvents,
+    FileChunks, ListQuery, PtyHandle, PtyOptions, PtySize, RunCodeOptions, Sandbox, SandboxBuilder,
+    SandboxHost, SandboxList, WatchHandle, WriteEntry,
 };
 
 fn assert_send<T: Send>(_: &T) {}
@@ -75,6 +75,36 @@ fn local_backend_futures_are_send() {
             .aws(rayito::AwsOptions::new().region("us-east-1"))
             .create(),
     );
+}
+
+/// The client's calls, and the code view's.
+#[allow(dead_code)]
+fn client_and_code_futures_are_send(client: &Client, sbx: &Sandbox) {
+    assert_send_static(&Client::from_env());
+    assert_send_static(&ClientBuilder::new().build());
+    assert_send_static(&client.sandbox().create());
+    assert_send(&client.connect("microvm-1", "token"));
+    assert_send(&client.kill_by_id("microvm-1"));
+    assert_send(&client.get_info_by_id("microvm-1"));
+    assert_send(&client.resume_by_id("microvm-1"));
+    assert_send(&client.resume_by_id_within("microvm-1", Duration::from_secs(1)));
+    assert_send(&client.template_info(None));
+    assert_send_static(&client.list(ListQuery::new()));
+    let code = sbx.code();
+    assert_send(&code.run("1"));
+    assert_send(&code.run_with("1", RunCodeOptions::new().on_stdout(|_| {})));
+    assert_send(&code.stream("1", RunCodeOptions::new()));
+    assert_send(&code.create_context(CodeContextOptions::new()));
+    assert_send(&code.contexts());
+    assert_send(&code.restart_context("ctx"));
+    assert_send(&code.remove_context("ctx"));
+}
+
+#[cfg(feature = "local")]
+#[allow(dead_code)]
+fn local_client_futures_are_send() {
+    assert_send_static(&Client::local());
+    assert_send_static(&ClientBuilder::new().local().build());
 }
 
 #[allow(dead_code)]

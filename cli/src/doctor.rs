@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use futures_util::StreamExt as _;
-use rayito::{AwsOptions, ErrorKind, ListQuery, Sandbox, SandboxError};
+use rayito::{AwsOptions, Client, ErrorKind, ListQuery, SandboxError};
 use serde_json::{Value, json};
 
 use crate::output;
@@ -94,15 +94,22 @@ pub async fn run(global: Global) -> i32 {
     if let Some(profile) = &global.profile {
         options = options.profile(profile);
     }
-    let image_options = options.clone();
-    // ListMicrovms, one page of one: resolves credentials and the region,
-    // reaches the API and proves one permission.
-    let listed = Sandbox::builder()
-        .aws(options.clone())
-        .list(ListQuery::new().page_size(1))
-        .next()
-        .await
-        .transpose();
+    // The SDK resolves credentials and the region (a profile's region
+    // included); ListMicrovms, one page of one, then reaches the API and
+    // proves one permission.
+    let client = Client::builder().aws(options).build().await;
+    let region = match &client {
+        Ok(client) => client.region().map(str::to_owned),
+        Err(_) => region,
+    };
+    let listed = match &client {
+        Ok(client) => client
+            .list(ListQuery::new().page_size(1))
+            .next()
+            .await
+            .transpose(),
+        Err(err) => Err(err.clone()),
+    };
     let reachable = listed.is_ok();
     checks.push(match &listed {
         Ok(_) => Check {
@@ -118,15 +125,21 @@ pub async fn run(global: Global) -> i32 {
             fix: Some(fix_for(err)),
         },
     });
-    if reachable {
-        // GetMicrovm on an id that cannot exist: not found proves the
-        // permission, access denied disproves it.
-        let probe = Sandbox::builder()
-            .aws(options)
-            .get_info_by_id("rayito-doctor-probe")
-            .await;
+    if let (true, Ok(client)) = (reachable, &client) {
+        // GetMicrovm on an id that cannot exist: any answer about the id
+        // (not found, or the service refusing its form) proves the
+        // permission; access denied disproves it.
+        let probe = match client.get_info_by_id("rayito-doctor-probe").await {
+            Err(err)
+                if matches!(err, SandboxError::SandboxNotFound { .. })
+                    || err.meta().aws_code() == Some("ValidationException") =>
+            {
+                Ok(())
+            }
+            other => other.map(|_| ()),
+        };
         checks.push(match probe {
-            Ok(_) | Err(SandboxError::SandboxNotFound { .. }) => Check {
+            Ok(()) => Check {
                 name: "lambda-microvms:GetMicrovm",
                 ok: true,
                 detail: "allowed".to_owned(),
@@ -143,12 +156,11 @@ pub async fn run(global: Global) -> i32 {
     checks.push(match &template {
         Some(t) if t.starts_with("arn:") && t.contains(":microvm-image:") => {
             // GetMicrovmImage: the image exists (and the caller may read it).
-            match Sandbox::builder()
-                .aws(image_options.clone())
-                .template(t.clone())
-                .template_info()
-                .await
-            {
+            let info = match &client {
+                Ok(client) => client.template_info(Some(t)).await,
+                Err(err) => Err(err.clone()),
+            };
+            match info {
                 Ok(info) => Check {
                     name: "image (RAYITO_TEMPLATE) and lambda-microvms:GetMicrovmImage",
                     ok: true,

@@ -16,15 +16,15 @@ use futures_util::{Stream, StreamExt as _};
 use tokio::time::Instant;
 
 use super::{
-    CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, SUSPENDING,
-    feed_stdin, resubscribe_process, start_request,
+    CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, SUSPENDING, feed_stdin,
+    resubscribe_process, start_request,
 };
 use crate::error::{ErrorKind, SandboxError};
 use crate::pb;
 use crate::pb::process_event::Event;
 use crate::sandbox::Sandbox;
 use crate::transport::{
-    AgentConn, AgentStream, Mark, Reopened, Resume, ResumableStream, Start, Step, Waiter,
+    AgentConn, AgentStream, Mark, Reopened, ResumableStream, Resume, Start, Step, Waiter,
 };
 
 /// SIGKILL: what `kill` sends.
@@ -332,9 +332,8 @@ impl CommandHandle {
             feature,
             suspending_hint,
         };
-        let events =
-            ResumableStream::new(sandbox.conn().clone(), resume, stream, start, opened_at)
-                .into_stream();
+        let events = ResumableStream::new(sandbox.conn().clone(), resume, stream, start, opened_at)
+            .into_stream();
         Ok(Self {
             sandbox: sandbox.clone(),
             pid,
@@ -480,7 +479,9 @@ impl Stream for CommandHandle {
                     this.output_lost = true;
                     return Poll::Ready(Some(Ok(CommandEvent::OutputLost { from_seq })));
                 }
-                Ok(Step::Resumed { lost_from: None, .. }) => continue,
+                Ok(Step::Resumed {
+                    lost_from: None, ..
+                }) => continue,
                 Err(err) => {
                     this.failure = Some(err.clone());
                     return Poll::Ready(Some(Err(err)));
@@ -665,7 +666,11 @@ impl Commands<'_> {
         let stream = self
             .sandbox
             .conn()
-            .attach_process(pb::ConnectRequest { pid, from_seq }, None)
+            .connect_process(
+                pb::ConnectRequest { pid, from_seq },
+                None,
+                "commands.connect",
+            )
             .await?;
         let start = Start {
             epoch,

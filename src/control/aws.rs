@@ -172,6 +172,8 @@ impl fmt::Debug for SettingsKey {
 #[derive(Clone)]
 pub(crate) struct AwsControlPlane {
     client: Arc<lmv::Client>,
+    /// The region the client signs for (given, or from the chain).
+    region: String,
 }
 
 impl fmt::Debug for AwsControlPlane {
@@ -237,7 +239,13 @@ impl AwsControlPlane {
         }
         Ok(Self {
             client: Arc::new(lmv::Client::new(&config)),
+            region: region.to_string(),
         })
+    }
+
+    /// The region the client signs for.
+    pub(crate) fn region(&self) -> &str {
+        &self.region
     }
 
     /// A client for the embedded emulator: fixed endpoint, region and static
@@ -264,6 +272,7 @@ impl AwsControlPlane {
             .build();
         Self {
             client: Arc::new(lmv::Client::from_conf(config)),
+            region: region.to_owned(),
         }
     }
 }
@@ -541,7 +550,10 @@ mod tests {
         slower.read_timeout = Some(std::time::Duration::from_secs(7));
         assert_ne!(one, slower.key());
         let shown = format!("{one:?}");
-        assert!(!shown.contains("one\"") && !shown.contains("AKIDSHARED"), "{shown}");
+        assert!(
+            !shown.contains("one\"") && !shown.contains("AKIDSHARED"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::error::SandboxError;
 use crate::pb;
 use crate::sandbox::Sandbox;
 use crate::transport::{
-    AgentConn, AgentStream, Mark, Reopened, Resume, ResumableStream, Start, Step, Waiter,
+    AgentConn, AgentStream, Mark, Reopened, ResumableStream, Resume, Start, Step, Waiter,
 };
 
 /// A file read as a resumable stream: chunks without numbers, read again

@@ -17,7 +17,7 @@ use crate::error::SandboxError;
 use crate::pb;
 use crate::pb::watch_dir_response::Event;
 use crate::transport::{
-    AgentConn, AgentStream, Mark, Reopened, Resume, ResumableStream, Start, Step, Waiter,
+    AgentConn, AgentStream, Mark, Reopened, ResumableStream, Resume, Start, Step, Waiter,
 };
 
 /// What happened to an entry of a watched directory.
@@ -137,10 +137,7 @@ impl Resume for WatchResume {
     }
 
     fn suspending(&self) -> SandboxError {
-        SandboxError::sandbox_state(
-            "suspending",
-            "watch the directory again after the resume",
-        )
+        SandboxError::sandbox_state("suspending", "watch the directory again after the resume")
     }
 
     fn reopen<'a>(

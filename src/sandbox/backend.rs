@@ -146,6 +146,8 @@ pub(crate) struct ResolvedBackend {
     pub local: Option<local::LocalBackend>,
     /// Extra CA certificates (PEM) trusted when dialling sandboxes over TLS.
     pub root_certificates: Vec<String>,
+    /// The region of the control plane (`None` for an injected one).
+    pub region: Option<String>,
     /// An agent to use instead of dialling the endpoint (tests only).
     pub agent: Option<InjectedAgent>,
 }
@@ -233,6 +235,7 @@ impl BackendChoice {
                 let control = AwsControlPlane::hermetic(backend.endpoint_url(), backend.region());
                 let buckets = Arc::new(Buckets::new(pacing));
                 Ok(ResolvedBackend {
+                    region: Some(control.region().to_owned()),
                     control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),
                     root_certificates: backend.ca_pem().into_iter().map(str::to_owned).collect(),
                     local: Some(backend),
@@ -243,6 +246,7 @@ impl BackendChoice {
                 let control = AwsControlPlane::connect(&options.settings).await?;
                 let buckets = Arc::new(Buckets::new(pacing));
                 Ok(ResolvedBackend {
+                    region: Some(control.region().to_owned()),
                     control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),
                     local: None,
                     root_certificates: options.root_certificates.clone(),
@@ -276,6 +280,7 @@ impl ResolvedBackend {
             )),
             local: None,
             root_certificates: Vec::new(),
+            region: None,
             agent,
         }
     }

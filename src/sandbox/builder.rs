@@ -6,11 +6,11 @@ use std::time::Duration;
 use super::backend::{AwsOptions, BackendChoice};
 use super::lifecycle::{self, LifecycleMarks, check_sandbox_id};
 use super::list::{ListQuery, SandboxList};
-use crate::client::{Client, ClientSource};
 use super::options::{CreateOptions, IdleChoice, IdlePolicy, LaunchPlan, OnTimeout, grouped};
 use super::payload::{MAX_PAYLOAD_CHARS, run_payload};
 use super::readiness::{OnNotReady, wait_ready};
 use super::{Inner, PROXY_TOKEN_TTL, Sandbox, SandboxInfo, proxy_minter};
+use crate::client::{Client, ClientSource};
 use crate::control::pacing::Pacing;
 use crate::control::{IdlePolicyParams, RunRequest, SandboxState};
 use crate::error::{RetryPolicy, SandboxError};
@@ -83,7 +83,6 @@ impl SandboxBuilder {
         *self.client.config_mut().backend_mut() = BackendChoice::LocalTls;
         self
     }
-
 
     /// Use AWS (or another endpoint speaking the MicroVMs API).
     ///

@@ -174,6 +174,12 @@ impl Sandbox {
         Files::new(self)
     }
 
+    /// Code cells and their contexts (`run_code` is a shortcut of
+    /// `code().run`).
+    pub fn code(&self) -> crate::Code<'_> {
+        crate::Code::new(self)
+    }
+
     /// Runs a code cell in the default Python context.
     ///
     /// A kernel exception is data in [`Execution::error`], not an `Err`.

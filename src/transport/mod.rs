@@ -32,7 +32,7 @@ pub(crate) use self::poller::{FirstCheck, Poller};
 use self::reconnect::Reconnector;
 pub(crate) use self::reconnect::{Cut, StateCheck, VmCheck};
 pub(crate) use self::refresh::{RefreshSchedule, Refresher};
-pub(crate) use self::resumable::{Mark, Reopened, Resume, ResumableStream, Start, Step, Waiter};
+pub(crate) use self::resumable::{Mark, Reopened, ResumableStream, Resume, Start, Step, Waiter};
 pub(crate) use self::tokens::{AGENT_PORT, HOOKS_PORT};
 use self::tokens::{AuthInterceptor, TokenStore};
 use crate::backoff::{self, Schedule};

@@ -104,8 +104,7 @@ impl Poller {
     /// 5 s); the probe is counted.
     pub(crate) fn probe_timeout(&mut self) -> Duration {
         self.probes = self.probes.saturating_add(1);
-        self.remaining()
-            .clamp(MIN_PROBE_TIMEOUT, MAX_PROBE_TIMEOUT)
+        self.remaining().clamp(MIN_PROBE_TIMEOUT, MAX_PROBE_TIMEOUT)
     }
 
     /// Time left until the deadline (`Duration::MAX` without one).

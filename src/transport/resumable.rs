@@ -280,12 +280,15 @@ impl<R: Resume> ResumableStream<R> {
 
     /// The steps as a `Stream` that ends after the first error.
     pub(crate) fn into_stream(self) -> BoxStream<'static, Result<Step<R::Message>, SandboxError>> {
-        Box::pin(futures_util::stream::unfold(Some(self), |state| async move {
-            let mut stream = state?;
-            match stream.next().await? {
-                Ok(step) => Some((Ok(step), Some(stream))),
-                Err(err) => Some((Err(err), None)),
-            }
-        }))
+        Box::pin(futures_util::stream::unfold(
+            Some(self),
+            |state| async move {
+                let mut stream = state?;
+                match stream.next().await? {
+                    Ok(step) => Some((Ok(step), Some(stream))),
+                    Err(err) => Some((Err(err), None)),
+                }
+            },
+        ))
     }
 }
