@@ -119,8 +119,33 @@ impl ExecutionResult {
     }
 }
 
-impl From<pb::ExecutionResult> for ExecutionResult {
-    fn from(r: pb::ExecutionResult) -> Self {
+impl ExecutionResult {
+    /// Bytes of its representations.
+    fn size(&self) -> usize {
+        [
+            &self.text,
+            &self.html,
+            &self.markdown,
+            &self.latex,
+            &self.json,
+            &self.javascript,
+            &self.png,
+            &self.jpeg,
+            &self.svg,
+            &self.pdf,
+            &self.chart,
+            &self.data,
+        ]
+        .into_iter()
+        .flatten()
+        .map(String::len)
+        .chain(self.extra.iter().map(|(k, v)| k.len() + v.len()))
+        .fold(0usize, usize::saturating_add)
+    }
+
+    /// The result the agent sent (a private conversion: no generated type
+    /// in the public API).
+    fn from_pb(r: pb::ExecutionResult) -> Self {
         Self {
             is_main_result: r.is_main_result,
             text: r.text,
@@ -162,6 +187,11 @@ pub struct Execution {
     pub error: Option<ExecutionError>,
     /// The kernel's execution counter after this cell.
     pub execution_count: Option<u64>,
+    /// True when output was dropped to stay within the SDK's budget: the
+    /// oldest log chunks beyond 64 MiB per stream, and display results
+    /// beyond 64 MiB in all (the main result is always kept). Stream the
+    /// cell ([`crate::Code::stream`]) to see everything.
+    pub truncated: bool,
 }
 
 impl Execution {
@@ -546,7 +576,9 @@ impl CellReader {
                     timestamp_ns: chunk.timestamp_unix_ns,
                     error: true,
                 }),
-                Some(Event::Result(result)) => ExecutionEvent::Result(Box::new(result.into())),
+                Some(Event::Result(result)) => {
+                    ExecutionEvent::Result(Box::new(ExecutionResult::from_pb(result)))
+                }
                 Some(Event::Error(error)) => ExecutionEvent::Error(ExecutionError {
                     name: error.name,
                     value: error.value,
@@ -576,6 +608,34 @@ impl CellReader {
     }
 }
 
+/// What a collected cell may keep: per log stream, and for its display
+/// results (docs: [`Execution::truncated`]).
+const MAX_KEPT_BYTES: usize = 64 * 1024 * 1024;
+
+/// The tail of one log stream a collected cell keeps: its newest chunks
+/// within [`MAX_KEPT_BYTES`] (the oldest dropped whole, never shifting the
+/// rest).
+#[derive(Debug, Default)]
+struct LogTail {
+    lines: std::collections::VecDeque<String>,
+    bytes: usize,
+    dropped: bool,
+}
+
+impl LogTail {
+    fn push(&mut self, line: String) {
+        self.bytes = self.bytes.saturating_add(line.len());
+        self.lines.push_back(line);
+        // The newest chunk is always kept, whatever its size.
+        while self.bytes > MAX_KEPT_BYTES && self.lines.len() > 1 {
+            if let Some(oldest) = self.lines.pop_front() {
+                self.bytes -= oldest.len();
+                self.dropped = true;
+            }
+        }
+    }
+}
+
 /// Runs one cell and collects everything it produced.
 pub(crate) async fn run_code(
     sandbox: &Sandbox,
@@ -588,25 +648,33 @@ pub(crate) async fn run_code(
         execution_count: Some(reader.started_count),
         ..Execution::default()
     };
+    let (mut stdout, mut stderr) = (LogTail::default(), LogTail::default());
+    let (mut result_bytes, mut results_dropped) = (0usize, false);
     while let Some(event) = reader.next().await? {
         match event {
             ExecutionEvent::Stdout(message) => {
                 if let Some(cb) = options.on_stdout.as_mut() {
                     cb(&message);
                 }
-                execution.logs.stdout.push(message.line);
+                stdout.push(message.line);
             }
             ExecutionEvent::Stderr(message) => {
                 if let Some(cb) = options.on_stderr.as_mut() {
                     cb(&message);
                 }
-                execution.logs.stderr.push(message.line);
+                stderr.push(message.line);
             }
             ExecutionEvent::Result(result) => {
                 if let Some(cb) = options.on_result.as_mut() {
                     cb(&result);
                 }
-                execution.results.push(*result);
+                let size = result.size();
+                if result.is_main_result || result_bytes.saturating_add(size) <= MAX_KEPT_BYTES {
+                    result_bytes = result_bytes.saturating_add(size);
+                    execution.results.push(*result);
+                } else {
+                    results_dropped = true;
+                }
             }
             ExecutionEvent::Error(error) => {
                 if let Some(cb) = options.on_error.as_mut() {
@@ -617,6 +685,9 @@ pub(crate) async fn run_code(
             ExecutionEvent::End { execution_count } => execution.execution_count = execution_count,
         }
     }
+    execution.truncated = results_dropped || stdout.dropped || stderr.dropped;
+    execution.logs.stdout = stdout.lines.into();
+    execution.logs.stderr = stderr.lines.into();
     Ok(execution)
 }
 

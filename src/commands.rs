@@ -427,63 +427,96 @@ pub(crate) fn finish(
 }
 
 /// Decodes a byte stream as UTF-8 incrementally (a character split across
-/// chunks is rebuilt; invalid bytes become U+FFFD) and keeps the last 64 MiB.
+/// chunks is rebuilt; invalid bytes become U+FFFD) and keeps the last
+/// 64 MiB. Linear in the output: the decoder moves a cursor over each chunk
+/// (never drains a buffer byte by byte), and the kept text is a ring of
+/// chunks whose oldest are dropped whole (never copying the tail).
 #[derive(Debug, Default)]
 pub(crate) struct OutputBuffer {
+    /// An incomplete character at the end of the last chunk (at most 3
+    /// bytes).
     pending: Vec<u8>,
-    text: String,
+    /// The kept text, oldest chunk first, and its length in bytes.
+    chunks: std::collections::VecDeque<String>,
+    kept: usize,
     truncated: bool,
 }
 
 impl OutputBuffer {
     /// Adds a chunk; returns the text it completed.
     pub(crate) fn push(&mut self, bytes: &[u8]) -> String {
-        self.pending.extend_from_slice(bytes);
-        let mut out = String::new();
+        let joined;
+        let mut rest: &[u8] = if self.pending.is_empty() {
+            bytes
+        } else {
+            joined = [std::mem::take(&mut self.pending).as_slice(), bytes].concat();
+            &joined
+        };
+        let mut out = String::with_capacity(rest.len());
         loop {
-            match std::str::from_utf8(&self.pending) {
+            match std::str::from_utf8(rest) {
                 Ok(valid) => {
                     out.push_str(valid);
-                    self.pending.clear();
                     break;
                 }
                 Err(err) => {
-                    let valid_up_to = err.valid_up_to();
-                    out.push_str(
-                        std::str::from_utf8(&self.pending[..valid_up_to]).unwrap_or_default(),
-                    );
+                    let (valid, after) = rest.split_at(err.valid_up_to());
+                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
                     match err.error_len() {
                         // An incomplete character at the end: wait for more.
                         None => {
-                            self.pending.drain(..valid_up_to);
+                            self.pending = after.to_vec();
                             break;
                         }
                         Some(bad) => {
                             out.push(char::REPLACEMENT_CHARACTER);
-                            self.pending.drain(..valid_up_to + bad);
+                            rest = &after[bad..];
                         }
                     }
                 }
             }
         }
-        self.text.push_str(&out);
-        if self.text.len() > MAX_OUTPUT_BYTES {
-            let mut cut = self.text.len() - MAX_OUTPUT_BYTES;
-            while !self.text.is_char_boundary(cut) {
+        self.keep(&out);
+        out
+    }
+
+    /// Keeps `text`, dropping the oldest text past [`MAX_OUTPUT_BYTES`].
+    fn keep(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.chunks.push_back(text.to_owned());
+        self.kept += text.len();
+        while self.kept > MAX_OUTPUT_BYTES {
+            let Some(oldest) = self.chunks.front_mut() else {
+                break;
+            };
+            let excess = self.kept - MAX_OUTPUT_BYTES;
+            self.truncated = true;
+            if oldest.len() <= excess {
+                self.kept -= oldest.len();
+                self.chunks.pop_front();
+                continue;
+            }
+            let mut cut = excess;
+            while !oldest.is_char_boundary(cut) {
                 cut += 1;
             }
-            self.text.drain(..cut);
-            self.truncated = true;
+            oldest.drain(..cut);
+            self.kept -= cut;
         }
-        out
     }
 
     /// The text, with a dangling partial character as U+FFFD.
     pub(crate) fn finish(mut self) -> (String, bool) {
         if !self.pending.is_empty() {
-            self.text.push(char::REPLACEMENT_CHARACTER);
+            self.keep("\u{fffd}");
         }
-        (self.text, self.truncated)
+        let mut text = String::with_capacity(self.kept);
+        for chunk in self.chunks {
+            text.push_str(&chunk);
+        }
+        (text, self.truncated)
     }
 }
 
@@ -528,6 +561,38 @@ mod tests {
         assert_eq!(buf.push(&bytes[1..3]), "é");
         assert_eq!(buf.push(&bytes[3..]), "€");
         assert_eq!(buf.finish(), ("é€".to_owned(), false));
+    }
+
+    /// One 1 MiB chunk of invalid bytes: linear (the old decoder drained
+    /// one byte per loop, about a minute for this chunk).
+    #[test]
+    fn a_chunk_of_invalid_bytes_decodes_in_linear_time() {
+        let started = std::time::Instant::now();
+        let mut buf = OutputBuffer::default();
+        let text = buf.push(&vec![0xff; 1 << 20]);
+        assert_eq!(text.chars().count(), 1 << 20);
+        assert!(text.chars().all(|c| c == '\u{fffd}'));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    /// Past 64 MiB the oldest text goes and the newest stays, a chunk at a
+    /// time.
+    #[test]
+    fn the_kept_text_is_the_tail_past_the_budget() {
+        let mut buf = OutputBuffer::default();
+        let mib = vec![b'a'; 1 << 20];
+        for _ in 0..70 {
+            buf.push(&mib);
+        }
+        buf.push("é-the end".as_bytes());
+        let (text, truncated) = buf.finish();
+        assert!(truncated);
+        assert_eq!(text.len(), super::MAX_OUTPUT_BYTES);
+        assert!(text.ends_with("é-the end"));
     }
 
     #[test]

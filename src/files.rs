@@ -183,9 +183,26 @@ impl<'a> Files<'a> {
     /// `SandboxLifetime`, `SandboxState`, `Sandbox { connection_lost }`).
     pub async fn read(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
         let (mut feed, size) = self.open_read(path, "files.read").await?;
-        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        // The size is the agent's word (and a sparse file's is anything):
+        // it is only a hint. Memory is reserved as the bytes come, and a
+        // file this process cannot hold is refused, never an abort.
+        let fits = |bytes: u64| {
+            usize::try_from(bytes)
+                .ok()
+                .is_some_and(|bytes| Vec::<u8>::new().try_reserve_exact(bytes).is_ok())
+        };
+        if !fits(size) {
+            return Err(too_large_to_hold(size));
+        }
+        let mut data = Vec::new();
+        let _ = data.try_reserve_exact(usize::try_from(size.min(MAX_READ_PREALLOC)).unwrap_or(0));
         while let Some(chunk) = feed.next().await {
-            data.extend_from_slice(&chunk?);
+            let chunk = chunk?;
+            if data.try_reserve(chunk.len()).is_err() {
+                let held = u64::try_from(data.len()).unwrap_or(u64::MAX);
+                return Err(too_large_to_hold(held.saturating_add(chunk.len() as u64)));
+            }
+            data.extend_from_slice(&chunk);
         }
         Ok(data)
     }
@@ -575,4 +592,18 @@ mod tests {
         }
         assert_eq!(slices(Bytes::new()).count(), 0);
     }
+}
+
+/// The most [`Files::read`] reserves before the first byte arrives.
+const MAX_READ_PREALLOC: u64 = 64 * 1024 * 1024;
+
+/// A file larger than this process can hold in memory.
+fn too_large_to_hold(size: u64) -> SandboxError {
+    SandboxError::invalid_argument(
+        "path",
+        format!(
+            "the file is {} bytes, more than this process can hold in memory; read it with files().read_stream",
+            crate::error::group(size)
+        ),
+    )
 }

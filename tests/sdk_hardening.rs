@@ -553,3 +553,96 @@ async fn the_new_surface_checks_its_arguments_and_takes_any_duration() {
     }
     assert!(sbx.kill().await.unwrap());
 }
+
+/// A sparse file far larger than memory (issue 22: `truncate -s 8T` then
+/// `files().read` aborted the host program with "memory allocation of
+/// 8796093022208 bytes failed"): refused with the size, the stream offered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_larger_than_memory_is_refused_with_its_size_never_an_abort() {
+    let emu = emulator().await;
+    let sbx = sandbox(&emu).await;
+    // The largest size the filesystem under the sandbox takes.
+    let made = sbx
+        .commands()
+        .run("for s in 8T 4T 1T 256G; do truncate -s $s /home/user/huge 2>/dev/null && echo $s && break; done")
+        .await
+        .unwrap();
+    let size = match made.stdout.trim() {
+        "8T" => 8u64 << 40,
+        "4T" => 4 << 40,
+        "1T" => 1 << 40,
+        "256G" => 256 << 30,
+        other => panic!("no sparse file could be made: {other:?}"),
+    };
+    let err = sbx.files().read("/home/user/huge").await.unwrap_err();
+    assert_eq!(argument(&err), Some("path"), "{err:?}");
+    let grouped = size
+        .to_string()
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "invalid argument path: the file is {grouped} bytes, more than this process can hold in memory; read it with files().read_stream"
+        )
+    );
+    // The stream still reads it, chunk by chunk.
+    use futures_util::StreamExt as _;
+    let mut chunks = sbx.files().read_stream("/home/user/huge").await.unwrap();
+    let first = chunks.next().await.unwrap().unwrap();
+    assert!(!first.is_empty() && first.iter().all(|b| *b == 0));
+    drop(chunks);
+    sbx.kill().await.unwrap();
+}
+
+/// A cell writing more than the SDK keeps: the tail of its output, and
+/// `truncated` says so (issue 22: 256 MiB of stdout grew the SDK's peak RSS
+/// by 467 MiB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cell_writing_more_than_the_budget_keeps_the_tail_and_says_truncated() {
+    let emu = emulator().await;
+    let sbx = sandbox(&emu).await;
+    let cell = "import sys\nblock = 'x' * (1 << 20) + '\\n'\nfor i in range(72):\n    sys.stdout.write(block)\nsys.stdout.write('the end\\n')\nsys.stdout.flush()\n42";
+    let execution = sbx
+        .run_code_with(
+            cell,
+            RunCodeOptions::new().timeout(Duration::from_secs(240)),
+        )
+        .await
+        .unwrap();
+    assert!(execution.truncated);
+    let kept: usize = execution.logs.stdout.iter().map(String::len).sum();
+    assert!(kept <= 64 << 20, "{kept}");
+    assert!(kept >= 60 << 20, "the tail is kept, not dropped: {kept}");
+    assert!(execution.logs.stdout.concat().ends_with("the end\n"));
+    assert_eq!(execution.text(), Some("42"));
+    // Under the budget nothing is dropped.
+    let small = sbx.run_code("print('hi')").await.unwrap();
+    assert!(!small.truncated);
+    sbx.kill().await.unwrap();
+}
+
+/// A state wait given `Duration::MAX` (through `ready_timeout`) waits
+/// without a limit instead of overflowing the clock (`Instant + Duration`
+/// panicked in `wait_for_state`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_and_resume_with_an_unbounded_ready_timeout_never_panic() {
+    let emu = emulator().await;
+    let sbx = builder(&emu)
+        .ready_timeout(Duration::MAX)
+        .create()
+        .await
+        .unwrap();
+    assert!(sbx.pause().await.unwrap());
+    sbx.resume().await.unwrap();
+    sbx.client()
+        .resume_by_id_within(sbx.id(), Duration::MAX)
+        .await
+        .unwrap();
+    assert_eq!(sbx.commands().run("echo ok").await.unwrap().stdout, "ok\n");
+    sbx.kill().await.unwrap();
+}

@@ -149,8 +149,10 @@ impl fmt::Debug for ProcessInfo {
     }
 }
 
-impl From<pb::ProcessInfo> for ProcessInfo {
-    fn from(p: pb::ProcessInfo) -> Self {
+impl ProcessInfo {
+    /// The process the agent listed (a private conversion: no generated
+    /// type in the public API).
+    fn from_pb(p: pb::ProcessInfo) -> Self {
         let config = p.config.unwrap_or_default();
         let kind = match pb::ProcessKind::try_from(p.kind) {
             Ok(pb::ProcessKind::Process) => ProcessKind::Command,
@@ -703,7 +705,7 @@ impl Commands<'_> {
         Ok(response
             .processes
             .into_iter()
-            .map(ProcessInfo::from)
+            .map(ProcessInfo::from_pb)
             .collect())
     }
 

@@ -66,7 +66,9 @@ pub(crate) async fn wait_for_state(
     feature: &str,
     timeout: Duration,
 ) -> Result<(), SandboxError> {
-    let deadline = Instant::now() + timeout;
+    // A timeout too large to add to the clock (a caller's `Duration::MAX`)
+    // means no limit, never a panic.
+    let deadline = Instant::now().checked_add(timeout);
     loop {
         let vm = control.get_microvm(sandbox_id.to_owned()).await?;
         if &vm.state == target {
@@ -75,7 +77,7 @@ pub(crate) async fn wait_for_state(
         if vm.state.is_terminal() {
             return Err(SandboxError::sandbox_not_found(sandbox_id));
         }
-        if Instant::now() + STATE_POLL > deadline {
+        if deadline.is_some_and(|deadline| Instant::now() + STATE_POLL > deadline) {
             return Err(SandboxError::timeout(
                 TimeoutScope::StateWait,
                 feature,
