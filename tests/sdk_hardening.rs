@@ -587,7 +587,7 @@ async fn a_file_larger_than_memory_is_refused_with_its_size_never_an_abort() {
     assert_eq!(
         err.to_string(),
         format!(
-            "invalid argument path: the file is {grouped} bytes, more than this process can hold in memory; read it with files().read_stream"
+            "invalid path: the file is {grouped} bytes, more than this process can hold in memory; read it with files().read_stream"
         )
     );
     // The stream still reads it, chunk by chunk.
