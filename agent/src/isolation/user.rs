@@ -1,10 +1,10 @@
 //! The account sandbox code runs under when the agent runs as root.
 //!
-//! Each sandbox gets its own host uid and gid (the same number), picked at
-//! random in [`HOST_ID_BASE`]`..`[`HOST_ID_BASE`]` + 2^24`: above every
-//! range distributions and systemd allocate (regular users stop near 60,000,
-//! systemd-nspawn's container ranges at 0x6FFFFFFF) and below 2^31, so no
-//! host account and no other sandbox shares it. Such a uid owns nothing on
+//! Each sandbox gets its own host uid and gid (the same number), leased
+//! from [`HOST_ID_BASE`]`..`[`HOST_ID_BASE`]` + 2^24` (see [`super::uids`]):
+//! above every range distributions and systemd allocate (regular users stop
+//! near 60,000, systemd-nspawn's container ranges at 0x6FFFFFFF) and below
+//! 2^31, so no host account and no other live sandbox shares it. Such a uid owns nothing on
 //! the host but the sandbox's own home and tmp, cannot signal another
 //! sandbox's processes, and cannot write a root-owned file.
 //!
@@ -17,8 +17,8 @@ use std::path::Path;
 
 /// The first host uid (and gid) sandboxes may get.
 pub(crate) const HOST_ID_BASE: u32 = 0x7800_0000;
-/// How many host ids sandboxes pick from.
-const HOST_ID_SPAN: u32 = 1 << 24;
+/// How many host ids sandboxes are given from.
+pub(crate) const HOST_ID_SPAN: u32 = 1 << 24;
 
 /// The uid of the sandbox's user, as sandbox code sees it (the contract's).
 pub(crate) const GUEST_UID: u32 = 1000;
@@ -33,12 +33,6 @@ pub(crate) struct HostIds {
 }
 
 impl HostIds {
-    /// A fresh random pair in the sandbox range.
-    pub(crate) fn pick() -> Self {
-        let id = HOST_ID_BASE + rand::random::<u32>() % HOST_ID_SPAN;
-        Self { uid: id, gid: id }
-    }
-
     pub(crate) fn uid(self) -> rustix::process::Uid {
         rustix::process::Uid::from_raw(self.uid)
     }
@@ -53,20 +47,31 @@ impl HostIds {
     }
 }
 
-/// While alive, this thread's file-system uid and gid are a sandbox's: path
-/// lookups, permission checks and the owner of what is created are the
-/// sandbox user's, and CAP_DAC_OVERRIDE and friends are off (the kernel drops
-/// them for a non-zero fsuid). Restores the previous ids on drop. Must not be
-/// held across an `.await` (the task could move to another thread): take it
-/// only inside synchronous code, as [`crate::sandbox::SandboxEnv::as_user`] does.
+/// While alive, this thread's file-system uid and gid are a sandbox's and it
+/// has no supplementary group: path lookups, permission checks and the
+/// owner of what is created are the sandbox user's, and CAP_DAC_OVERRIDE and
+/// friends are off (the kernel drops them for a non-zero fsuid). Without
+/// dropping the groups, the thread would keep root's (or the agent's user's)
+/// supplementary groups and read what they may read. Restores the previous
+/// ids and groups on drop. Must not be held across an `.await` (the task
+/// could move to another thread): take it only inside synchronous code, as
+/// [`crate::sandbox::SandboxEnv::as_user`] does.
 #[derive(Debug)]
 pub(crate) struct FsIdsGuard {
     previous_uid: libc::uid_t,
     previous_gid: libc::gid_t,
+    /// The thread's supplementary groups before, `None` when they could
+    /// not be read (then they were not changed either).
+    previous_groups: Option<Vec<rustix::process::Gid>>,
 }
 
 impl FsIdsGuard {
     pub(crate) fn set(ids: HostIds) -> Self {
+        // set_thread_groups is the raw syscall: it changes this thread only
+        // (libc's setgroups would change every thread of the process).
+        let previous_groups = rustix::process::getgroups()
+            .ok()
+            .filter(|_| rustix::thread::set_thread_groups(&[]).is_ok());
         // rustix has no setfsuid/setfsgid.
         // SAFETY: setfsgid(2)/setfsuid(2) take integers and change only the
         // calling thread's file-system ids; they return the previous ones.
@@ -79,6 +84,7 @@ impl FsIdsGuard {
         Self {
             previous_uid,
             previous_gid,
+            previous_groups,
         }
     }
 }
@@ -89,6 +95,9 @@ impl Drop for FsIdsGuard {
         unsafe {
             libc::setfsuid(self.previous_uid);
             libc::setfsgid(self.previous_gid);
+        }
+        if let Some(groups) = &self.previous_groups {
+            let _ = rustix::thread::set_thread_groups(groups);
         }
     }
 }
@@ -114,16 +123,6 @@ pub(crate) fn account_files(ids: HostIds, user_ns: bool) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn host_ids_stay_in_their_range() {
-        for _ in 0..1000 {
-            let ids = HostIds::pick();
-            assert!((HOST_ID_BASE..HOST_ID_BASE + HOST_ID_SPAN).contains(&ids.uid));
-            assert_eq!(ids.uid, ids.gid);
-            assert!(ids.uid < 1 << 31);
-        }
-    }
 
     #[test]
     fn account_files_name_the_user() {
