@@ -280,7 +280,7 @@ impl PtyTable {
             }
             Some(_) => return Err(Status::invalid_argument("unknown user")),
         }
-        if let Some(cwd) = &req.cwd {
+        if let Some(cwd) = req.cwd.as_deref().or(self.env.moved_workdir().as_deref()) {
             // The file calls' rules, checked as the sandbox's user.
             crate::filesystem::check_working_dir(&self.env, cwd)
                 .map_err(|refusal| refusal.status("invalid working directory"))?;

@@ -293,6 +293,13 @@ impl SandboxEnv {
         &self.inner.marker
     }
 
+    /// The run payload's default working directory when it is not the home
+    /// (the home itself cannot be swapped by the guest: its parent is root's).
+    pub(crate) fn moved_workdir(&self) -> Option<String> {
+        let options = self.inner.run_options.lock().expect("run options lock");
+        options.workdir.clone().filter(|w| w != GUEST_HOME)
+    }
+
     /// Whether the run payload changed what a child starts with: default
     /// envs, a working directory other than the home, or a CPU-time limit.
     pub(crate) fn has_run_settings(&self) -> bool {

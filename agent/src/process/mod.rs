@@ -106,7 +106,11 @@ impl ProcessTable {
         if let Some(user) = &req.user {
             check_user(&user.username)?;
         }
-        if let Some(cwd) = &config.cwd {
+        if let Some(cwd) = config
+            .cwd
+            .as_deref()
+            .or(self.env.moved_workdir().as_deref())
+        {
             self.check_cwd(cwd)?;
         }
         let spec = SpawnSpec {
