@@ -60,8 +60,45 @@ function writeAll(buf) {
   }
 }
 
+// The agent refuses a frame larger than this (MAX_FRAME_BYTES in
+// python.rs) and takes the kernel for dead: output is sent in pieces of at
+// most TEXT_PIECE characters (6 bytes each at worst once escaped), other
+// frames that would be larger are shrunk.
+const MAX_FRAME_BYTES = 32 * 1024 * 1024;
+const TEXT_PIECE = 1024 * 1024;
+const SHRUNK_ERROR_CHARS = 1024 * 1024;
+
+function shrunk(message) {
+  if (message.t === 'result') {
+    return {
+      t: 'result',
+      main: message.main,
+      data: { 'rayito/omitted': Object.keys(message.data || {}).sort().join(',') },
+    };
+  }
+  if (message.t === 'error') {
+    const lines = message.traceback || [];
+    return {
+      t: 'error',
+      name: message.name,
+      value: String(message.value || '').slice(0, SHRUNK_ERROR_CHARS),
+      traceback: lines.slice(-100).map((l) => String(l).slice(0, 4096)),
+    };
+  }
+  return message;
+}
+
 function send(message) {
-  const body = Buffer.from(JSON.stringify(message), 'utf8');
+  if ((message.t === 'stdout' || message.t === 'stderr') && message.text.length > TEXT_PIECE) {
+    for (let at = 0; at < message.text.length; at += TEXT_PIECE) {
+      send({ t: message.t, text: message.text.slice(at, at + TEXT_PIECE) });
+    }
+    return;
+  }
+  let body = Buffer.from(JSON.stringify(message), 'utf8');
+  if (body.length > MAX_FRAME_BYTES) {
+    body = Buffer.from(JSON.stringify(shrunk(message)), 'utf8');
+  }
   const head = Buffer.alloc(4);
   head.writeUInt32BE(body.length, 0);
   writeAll(Buffer.concat([head, body]));

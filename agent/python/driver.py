@@ -43,6 +43,38 @@ _SYNC_WAIT_S = 2.0
 _CELL_PREFIX = "<cell-"
 # A mime value larger than this is dropped and named under "rayito/omitted".
 _MAX_VALUE_CHARS = 8 * 1024 * 1024
+# The agent refuses a frame larger than this (MAX_FRAME_BYTES in python.rs)
+# and takes the kernel for dead: a frame that would be larger is shrunk.
+_MAX_FRAME_BYTES = 32 * 1024 * 1024
+# What is kept of an error's value and traceback when its frame is shrunk.
+_SHRUNK_ERROR_CHARS = 1024 * 1024
+
+
+def _shrunk(message):
+    """A frame's message made small enough for the agent's cap."""
+    kind = message.get("t")
+    if kind == "result":
+        data = message.get("data", {})
+        return {
+            "t": "result",
+            "main": message.get("main", False),
+            "data": {"rayito/omitted": ",".join(sorted(data))},
+        }
+    if kind == "error":
+        value = message.get("value", "")[:_SHRUNK_ERROR_CHARS]
+        lines = message.get("traceback", [])
+        kept = []
+        size = 0
+        for line in reversed(lines):
+            size += len(line)
+            if size > _SHRUNK_ERROR_CHARS:
+                break
+            kept.append(line)
+        kept.reverse()
+        return {"t": "error", "name": message.get("name", ""), "value": value, "traceback": kept}
+    if kind in ("stdout", "stderr"):
+        return {"t": kind, "text": message.get("text", "")[:_SHRUNK_ERROR_CHARS]}
+    return message
 
 
 class _Protocol(object):
@@ -55,6 +87,8 @@ class _Protocol(object):
 
     def send(self, message):
         body = json.dumps(message, ensure_ascii=False).encode("utf-8", "replace")
+        if len(body) > _MAX_FRAME_BYTES:
+            body = json.dumps(_shrunk(message), ensure_ascii=False).encode("utf-8", "replace")
         data = struct.pack(">I", len(body)) + body
         with self._lock:
             view = memoryview(data)

@@ -16,7 +16,7 @@ use crate::health::HealthServiceImpl;
 use crate::lifecycle::LifecycleServiceImpl;
 use crate::pb;
 use crate::process::ProcessServiceImpl;
-use crate::sandbox::SandboxEnv;
+use crate::sandbox::{SandboxEnv, SandboxLimits};
 use crate::state::{ServeState, Shared};
 
 /// Free space a `Write` must leave on the destination filesystem by default.
@@ -44,6 +44,11 @@ pub struct AgentConfig {
     /// for an interpreter. `/run` keeps that kernel when the payload leaves
     /// the environment as it was, and starts a fresh one otherwise.
     pub prestart_kernel: bool,
+    /// Limits on what the sandbox's processes use together (default
+    /// [`SandboxLimits::default`]: 512 processes and threads, 2,048 MiB).
+    /// The run payload cannot set them (its `limits` carry only
+    /// `cpu_seconds` in the wire contract).
+    pub limits: SandboxLimits,
 }
 
 impl Default for AgentConfig {
@@ -61,13 +66,13 @@ impl Default for AgentConfig {
             disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
             remove_root_on_drop: true,
             prestart_kernel: false,
+            limits: SandboxLimits::default(),
         }
     }
 }
 
 /// A running agent: its gRPC and hooks servers and every process of its
 /// sandbox. Dropping it stops everything without blocking.
-#[derive(Debug)]
 pub struct Agent {
     shared: Arc<Shared>,
     grpc_addr: SocketAddr,
@@ -76,6 +81,20 @@ pub struct Agent {
     tasks: Vec<JoinHandle<()>>,
     deadline_timer: Option<JoinHandle<()>>,
     root_to_remove: Option<PathBuf>,
+}
+
+// Written by hand: the shared state holds live commands' environments and
+// output, kernels' code and the run payload's values, none of which may
+// reach a log through `{:?}`.
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("grpc_addr", &self.grpc_addr)
+            .field("hooks_addr", &self.hooks_addr)
+            .field("root", &self.shared.env.root())
+            .field("phase", &self.shared.phase.get())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Refuses anything but a loopback address: the agent never listens elsewhere.
@@ -98,7 +117,7 @@ impl Agent {
     pub async fn start(config: AgentConfig) -> std::io::Result<Agent> {
         require_loopback(config.grpc_addr)?;
         require_loopback(config.hooks_addr)?;
-        let env = SandboxEnv::new(&config.root)?;
+        let env = SandboxEnv::with_limits(&config.root, &config.limits)?;
         if config.remove_root_on_drop {
             // Also when this process ends without dropping the agent.
             SandboxEnv::remove_at_exit(&config.root);

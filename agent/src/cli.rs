@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::agent::{Agent, AgentConfig};
 use crate::emulator::cli::EmulatorArgs;
+use crate::sandbox::{DEFAULT_MEMORY_MAX_BYTES, DEFAULT_PIDS_MAX, SandboxLimits};
 
 /// The whole command line.
 #[derive(Debug, Parser)]
@@ -46,6 +47,33 @@ pub struct ServeArgs {
     /// removed at exit).
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+    /// The sandbox's limits.
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// The limits of a sandbox (`serve`) or of each MicroVM (`emulator`).
+#[derive(Clone, Copy, Debug, Args)]
+pub struct LimitArgs {
+    /// Most processes and threads of one sandbox at once (its cgroup's
+    /// pids.max); 0 for no limit.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PIDS_MAX)]
+    pub pids_max: u64,
+    /// Most memory of one sandbox, in MiB (its cgroup's memory.max, no
+    /// swap); 0 for no limit.
+    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_MAX_BYTES >> 20)]
+    pub memory_max_mib: u64,
+}
+
+impl LimitArgs {
+    /// The limits these flags describe.
+    pub fn limits(&self) -> SandboxLimits {
+        SandboxLimits {
+            pids_max: (self.pids_max > 0).then_some(self.pids_max),
+            memory_max_bytes: (self.memory_max_mib > 0)
+                .then(|| self.memory_max_mib.saturating_mul(1024 * 1024)),
+        }
+    }
 }
 
 impl ServeArgs {
@@ -54,6 +82,7 @@ impl ServeArgs {
         let mut config = AgentConfig {
             grpc_addr: self.grpc_addr,
             hooks_addr: self.hooks_addr,
+            limits: self.limits.limits(),
             ..AgentConfig::default()
         };
         if let Some(root) = &self.root {

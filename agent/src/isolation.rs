@@ -32,6 +32,7 @@
 pub(crate) mod cgroup;
 pub(crate) mod exit_cleanup;
 pub(crate) mod launch;
+pub(crate) mod uids;
 pub(crate) mod user;
 
 use std::ffi::{CStr, CString};
@@ -44,7 +45,13 @@ use rustix::fs::{Mode, OFlags};
 use rustix::mount::{MountFlags, MountPropagationFlags};
 use rustix::process::{Resource, Rlimit};
 
+use self::uids::UidLease;
 use self::user::{GUEST_GID, GUEST_UID, HostIds};
+
+/// The file-creation mask of every sandbox process: what it creates is its
+/// own alone (its group is the sandbox's own gid, so 027 would share nothing
+/// either, but 077 says so without needing that argument).
+pub(crate) const CHILD_UMASK: u32 = 0o077;
 
 /// What this host allows, probed once per process.
 #[derive(Clone, Copy, Debug)]
@@ -107,7 +114,8 @@ fn probe(support: Support) -> std::io::Result<bool> {
         rand::random::<u32>()
     ));
     let result = (|| {
-        let ids = support.switch_uid.then(HostIds::pick);
+        let lease = support.switch_uid.then(UidLease::allocate).transpose()?;
+        let ids = lease.as_ref().map(UidLease::ids);
         prepare_root(&dir, ids, support.user_ns)?;
         let mounts = if support.mount_ns {
             Some(SandboxMounts::create(&dir, ids.is_some())?)
@@ -118,17 +126,21 @@ fn probe(support: Support) -> std::io::Result<bool> {
             Some(ids) if support.user_ns => Some(SandboxUserNs::create(ids)?),
             _ => None,
         };
+        let cwd = if support.mount_ns {
+            std::path::PathBuf::from("/home/user")
+        } else {
+            dir.join("home/user")
+        };
         let setup = ChildSetup::new(
-            "/home/user",
+            &cwd,
             mounts.as_ref(),
             userns.as_ref(),
             ids,
-            None,
+            Vec::new(),
             None,
         )?;
         let mut cmd = std::process::Command::new("true");
-        cmd.current_dir("/")
-            .stdin(std::process::Stdio::null())
+        cmd.stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         // SAFETY: the closure only makes async-signal-safe syscalls on memory
@@ -147,29 +159,118 @@ fn probe(support: Support) -> std::io::Result<bool> {
 }
 
 /// Creates `home/user`, `tmp` and (with a uid switch) `etc/passwd`,
-/// `etc/group` below a sandbox root, owned as the sandbox's processes need.
+/// `etc/group` below a sandbox root, owned and protected as the sandbox's
+/// processes need and no more: with a uid switch the root and `home` are
+/// root's 0711 (the sandbox's uid traverses them, nobody lists them),
+/// `home/user` and `tmp` the sandbox's 0700; without one, all are 0700.
+/// Then checks that the sandbox's uid can reach its home through the
+/// host's directories above the root (the file calls run as that uid).
+///
+/// # Errors
+/// A directory cannot be created or given its owner and mode, or a
+/// directory above the root keeps the sandbox's uid out (the error names it).
 pub(crate) fn prepare_root(
     root: &Path,
     ids: Option<HostIds>,
     user_ns: bool,
 ) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    };
     std::fs::create_dir_all(root.join("home/user"))?;
     std::fs::create_dir_all(root.join("tmp"))?;
-    if let Some(ids) = ids {
-        use std::os::unix::fs::PermissionsExt as _;
-        // Without a mount namespace HOME is reached through the root: let
-        // the sandbox's uid traverse it (but not list it).
-        let root_mode = std::fs::metadata(root)?.permissions().mode() & 0o7777;
-        std::fs::set_permissions(root, std::fs::Permissions::from_mode(root_mode | 0o711))?;
-        for dir in ["home", "home/user", "tmp"] {
-            ids.chown(&root.join(dir))?;
+    let Some(ids) = ids else {
+        for dir in ["", "home", "home/user", "tmp"] {
+            mode(&root.join(dir), 0o700)?;
         }
-        std::fs::create_dir_all(root.join("etc"))?;
-        let (passwd, group) = user::account_files(ids, user_ns);
-        std::fs::write(root.join("etc/passwd"), passwd)?;
-        std::fs::write(root.join("etc/group"), group)?;
+        return Ok(());
+    };
+    mode(root, 0o711)?;
+    mode(&root.join("home"), 0o711)?;
+    for dir in ["home/user", "tmp"] {
+        ids.chown(&root.join(dir))?;
+        mode(&root.join(dir), 0o700)?;
+    }
+    std::fs::create_dir_all(root.join("etc"))?;
+    mode(&root.join("etc"), 0o711)?;
+    let (passwd, group) = user::account_files(ids, user_ns);
+    std::fs::write(root.join("etc/passwd"), passwd)?;
+    std::fs::write(root.join("etc/group"), group)?;
+    for file in ["etc/passwd", "etc/group"] {
+        mode(&root.join(file), 0o644)?;
+    }
+    check_traversable(&root.join("home/user"), ids)
+}
+
+/// Checks that `ids` (a sandbox's uid, without supplementary groups) can
+/// search every directory of `path`, `path` included; else names the first
+/// one that keeps that uid out, so that the error blames the host's layout,
+/// not a caller's path.
+///
+/// # Errors
+/// `PermissionDenied` naming the first directory the uid cannot search.
+pub(crate) fn check_traversable(path: &Path, ids: HostIds) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut prefix = std::path::PathBuf::new();
+    for component in path.components() {
+        prefix.push(component);
+        let Ok(md) = std::fs::metadata(&prefix) else {
+            continue;
+        };
+        if !md.is_dir() {
+            continue;
+        }
+        // `<dir>/.` is looked up only by a process that may search `<dir>`.
+        let searched = {
+            let _guard = user::FsIdsGuard::set(ids);
+            std::fs::symlink_metadata(prefix.join("."))
+        };
+        match searched {
+            Err(err) if err.raw_os_error() == Some(libc::EACCES) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "sandbox processes and file calls run as an unprivileged uid, which \
+                         cannot traverse {} (mode {:04o}) on the way to {}; let every user \
+                         traverse it (chmod o+x) or choose a root below directories every \
+                         user may traverse, such as /tmp",
+                        prefix.display(),
+                        md.permissions().mode() & 0o7777,
+                        path.display()
+                    ),
+                ));
+            }
+            _ => {}
+        }
     }
     Ok(())
+}
+
+/// Makes `dir`, a directory that will hold sandbox roots (the emulator's
+/// root), traversable by sandbox uids without letting them list it (adds
+/// the execute bits: `mktemp -d` makes 0700), and checks that the host's
+/// directories above it let them through too.
+///
+/// # Errors
+/// The mode cannot be changed, or a directory above keeps sandbox uids
+/// out (the error names it).
+pub(crate) fn open_for_sandboxes(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    if !support().switch_uid {
+        return Ok(());
+    }
+    let mode = std::fs::metadata(dir)?.permissions().mode() & 0o7777;
+    if mode & 0o011 != 0o011 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o011))?;
+    }
+    // No sandbox is given this uid (it is below the range), and no sandbox
+    // uid owns anything above a root: it stands for all of them.
+    let any_sandbox = HostIds {
+        uid: user::HOST_ID_BASE - 1,
+        gid: user::HOST_ID_BASE - 1,
+    };
+    check_traversable(dir, any_sandbox)
 }
 
 fn cstring(bytes: &[u8]) -> std::io::Result<CString> {
@@ -181,10 +282,15 @@ fn cstring(bytes: &[u8]) -> std::io::Result<CString> {
 #[derive(Debug)]
 pub(crate) struct ChildSetup {
     cpu_seconds: Option<u64>,
-    /// `cgroup.procs` of the sandbox's cgroup, opened by the agent.
-    cgroup_procs: Option<OwnedFd>,
+    /// `cgroup.procs` of each of the sandbox's cgroups (the v2 one, and v1
+    /// ones that carry its limits where the host has them), opened by the
+    /// agent.
+    cgroup_procs: Vec<OwnedFd>,
     mounts: Option<MountPlan>,
     user: Option<UserPlan>,
+    /// The working directory, entered last, as the sandbox's user: a guest
+    /// path inside the mount namespace, else the host path.
+    cwd: CString,
 }
 
 /// A sandbox's mount namespace, held by a descriptor for as long as the
@@ -268,12 +374,11 @@ fn build_mounts(root: &CStr, accounts: bool) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A child enters its sandbox's mount namespace, then its working directory.
+/// A child enters its sandbox's mount namespace.
 #[derive(Debug)]
 struct MountPlan {
     /// The sandbox's namespace (a copy of the held descriptor, CLOEXEC).
     ns: OwnedFd,
-    cwd: CString,
 }
 
 #[derive(Debug)]
@@ -285,21 +390,21 @@ struct UserPlan {
 }
 
 impl ChildSetup {
-    /// The setup of a child of a sandbox, starting in guest dir `cwd`,
-    /// inside the sandbox's `mounts` and `userns` where it has them, as the
-    /// sandbox's `ids` where the agent switches uids.
+    /// The setup of a child of a sandbox, starting in `cwd` (a guest path
+    /// with `mounts`, else a host path), inside the sandbox's `mounts` and
+    /// `userns` where it has them, as the sandbox's `ids` where the agent
+    /// switches uids, joining every cgroup of `cgroup_procs`.
     pub(crate) fn new(
-        cwd: &str,
+        cwd: &Path,
         mounts: Option<&SandboxMounts>,
         userns: Option<&SandboxUserNs>,
         ids: Option<HostIds>,
-        cgroup_procs: Option<OwnedFd>,
+        cgroup_procs: Vec<OwnedFd>,
         cpu_seconds: Option<u64>,
     ) -> std::io::Result<Self> {
         let mounts = match mounts {
             Some(mounts) => Some(MountPlan {
                 ns: mounts.ns.try_clone()?,
-                cwd: cstring(cwd.as_bytes())?,
             }),
             None => None,
         };
@@ -315,19 +420,23 @@ impl ChildSetup {
             cgroup_procs,
             mounts,
             user,
+            cwd: cstring(cwd.as_os_str().as_bytes())?,
         })
     }
 
-    /// Runs in the child before exec: limits, cgroup, mounts, then the uid
-    /// switch (last: the mounts need root). Only async-signal-safe syscalls
-    /// on memory owned by `self` or static literals.
+    /// Runs in the child before exec: limits, cgroups, mounts, the uid
+    /// switch (the mounts need root), and only then the working directory:
+    /// a guest path is only ever entered as the sandbox's user, so a guest
+    /// symlink (to `/proc/<pid>/root/...` of another sandbox, say) leads
+    /// nowhere that user could not go. Only async-signal-safe syscalls on
+    /// memory owned by `self` or static literals.
     pub(crate) fn apply(&self) -> std::io::Result<()> {
         set_limit(Resource::Core, 0)?;
         set_limit(Resource::Nofile, 1024)?;
         if let Some(secs) = self.cpu_seconds {
             set_limit(Resource::Cpu, secs)?;
         }
-        if let Some(procs) = &self.cgroup_procs {
+        for procs in &self.cgroup_procs {
             // "0" moves the writing process (this child) into the cgroup.
             rustix::io::write(procs, b"0")?;
         }
@@ -337,17 +446,20 @@ impl ChildSetup {
         if let Some(user) = &self.user {
             user.apply()?;
         }
+        rustix::process::umask(Mode::from_raw_mode(CHILD_UMASK));
+        rustix::process::chdir(self.cwd.as_c_str())?;
         Ok(())
     }
 }
 
 impl MountPlan {
     fn apply(&self) -> std::io::Result<()> {
+        // Also moves the working directory to the namespace's root: nothing
+        // of the agent's own working directory stays reachable.
         rustix::thread::move_into_link_name_space(
             self.ns.as_fd(),
             Some(rustix::thread::LinkNameSpaceType::Mount),
         )?;
-        rustix::process::chdir(self.cwd.as_c_str())?;
         Ok(())
     }
 }

@@ -34,6 +34,7 @@ pub mod token;
 
 pub use agent::{Agent, AgentConfig};
 pub use health::{AGENT_VERSION, KERNEL_FAILURE_HEADER};
+pub use sandbox::SandboxLimits;
 
 /// The agent's own run payload parser, reachable only so that the SDK's
 /// round-trip test can parse what the SDK builds; not an API.

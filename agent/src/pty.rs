@@ -280,14 +280,10 @@ impl PtyTable {
             }
             Some(_) => return Err(Status::invalid_argument("unknown user")),
         }
-        if let Some(cwd) = &req.cwd {
-            let bad = !cwd.starts_with('/')
-                || cwd.contains('\0')
-                || cwd.split('/').any(|c| c == "..")
-                || !self.env.to_host(cwd).is_dir();
-            if bad {
-                return Err(Status::invalid_argument("invalid working directory"));
-            }
+        if let Some(cwd) = req.cwd.as_deref().or(self.env.moved_workdir().as_deref()) {
+            // The file calls' rules, checked as the sandbox's user.
+            crate::filesystem::check_working_dir(&self.env, cwd)
+                .map_err(|refusal| refusal.status("invalid working directory"))?;
         }
         {
             let mut map = self.sessions.lock().expect("pty table lock");
@@ -337,6 +333,7 @@ impl PtyTable {
             });
         }
         cmd.kill_on_drop(false);
+        let oom_kills_before = self.env.oom_kills();
         let mut child = cmd.spawn().map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
                 Status::invalid_argument("cannot execute the shell")
@@ -393,11 +390,15 @@ impl PtyTable {
         let env = self.env.clone();
         let waiter = session.clone();
         tokio::spawn(async move {
-            let status = child.wait().await;
+            let status = child.wait().await.ok();
             drain_after_exit(reader, &waiter).await;
             env.untrack(pid);
             let timed_out = waiter.timed_out.load(Ordering::Acquire);
-            waiter.finish(exited(status.ok(), timed_out));
+            let mut end = exited(status, timed_out);
+            if !timed_out && crate::process::killed_for_memory(&env, status, oom_kills_before) {
+                end.error = Some(crate::process::out_of_memory(&env));
+            }
+            waiter.finish(end);
         });
         Ok(subscribe(session, 1, self.phase.clone(), self.cut.clone()))
     }
@@ -437,9 +438,12 @@ impl PtyTable {
     }
 }
 
-/// A pty pair: the master non-blocking, both close-on-exec, the slave sized.
+/// A pty pair: the master non-blocking, both close-on-exec from their
+/// first instant (a child another thread starts meanwhile must not inherit
+/// either: the master of a terminal is its keyboard), the slave sized.
 fn open_pty(size: Winsize) -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY)?;
+    let master =
+        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
     rustix::pty::grantpt(&master)?;
     rustix::pty::unlockpt(&master)?;
     let name = rustix::pty::ptsname(&master, Vec::new())?;
@@ -450,7 +454,6 @@ fn open_pty(size: Winsize) -> std::io::Result<(OwnedFd, OwnedFd)> {
     )?;
     rustix::termios::tcsetwinsize(&slave, size)?;
     rustix::io::ioctl_fionbio(&master, true)?;
-    rustix::io::fcntl_setfd(&master, rustix::io::FdFlags::CLOEXEC)?;
     Ok((master, slave))
 }
 

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use rustix::process::{Pid, Signal};
 
 use crate::isolation::cgroup::SandboxCgroup;
+use crate::isolation::uids::UidLease;
 use crate::isolation::user::HostIds;
 use crate::isolation::{self, ChildSetup, SandboxMounts, SandboxUserNs, Support, launch};
 
@@ -24,8 +25,49 @@ pub const GUEST_HOME: &str = "/home/user";
 /// The PATH of every process unless the run payload's envs set another.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// The default [`SandboxLimits::pids_max`]: what the reference agent's
+/// `RLIMIT_NPROC` gives the sandbox's user (every process and thread of the
+/// sandbox counts).
+pub const DEFAULT_PIDS_MAX: u64 = 512;
+/// The default [`SandboxLimits::memory_max_bytes`]: 2,048 MiB, the memory of
+/// the reference's default image.
+pub const DEFAULT_MEMORY_MAX_BYTES: u64 = 2048 * 1024 * 1024;
+
+/// Limits on everything a sandbox's processes use together, carried by its
+/// cgroup (see `crate::isolation::cgroup`). `None` is no limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// Most processes and threads at once (`pids.max`): a fork past it
+    /// fails with EAGAIN in the sandbox.
+    pub pids_max: Option<u64>,
+    /// Most memory, in bytes (`memory.max`, no swap): past it the kernel's
+    /// out-of-memory killer ends a process of the sandbox, whose end then
+    /// says so.
+    pub memory_max_bytes: Option<u64>,
+}
+
+impl Default for SandboxLimits {
+    /// [`DEFAULT_PIDS_MAX`] and [`DEFAULT_MEMORY_MAX_BYTES`].
+    fn default() -> Self {
+        Self {
+            pids_max: Some(DEFAULT_PIDS_MAX),
+            memory_max_bytes: Some(DEFAULT_MEMORY_MAX_BYTES),
+        }
+    }
+}
+
+impl SandboxLimits {
+    /// No limit at all.
+    pub fn unlimited() -> Self {
+        Self {
+            pids_max: None,
+            memory_max_bytes: None,
+        }
+    }
+}
+
 /// What a child process is started with.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct SpawnSpec {
     /// Program to run (looked up on the sandbox PATH).
     pub program: String,
@@ -35,6 +77,19 @@ pub struct SpawnSpec {
     pub envs: BTreeMap<String, String>,
     /// Working directory as a guest path; `None` is the home.
     pub cwd: Option<String>,
+}
+
+// Env values and arguments may be secrets: Debug shows the program, the
+// argument count and the env names only.
+impl std::fmt::Debug for SpawnSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpawnSpec")
+            .field("program", &self.program)
+            .field("arg_count", &self.args.len())
+            .field("env_names", &self.envs.keys().collect::<Vec<_>>())
+            .field("cwd", &self.cwd)
+            .finish()
+    }
 }
 
 /// Shared by every service of one agent. Cheap to clone.
@@ -51,6 +106,8 @@ struct Inner {
     support: Support,
     /// The unprivileged host uid/gid of the sandbox's processes (agent as root).
     ids: Option<HostIds>,
+    /// Keeps `ids` from every other sandbox on the host while this one lives.
+    _lease: Option<UidLease>,
     /// Holds every process of the sandbox, where the host has cgroup v2.
     cgroup: Option<SandboxCgroup>,
     /// The mount namespace every child enters, where the host allows one.
@@ -96,8 +153,6 @@ pub const SANDBOX_MARKER: &str = "RAYITO_SANDBOX";
 /// What every child of the sandbox is started with (see `SandboxEnv::prepare`).
 struct Prepared {
     envs: BTreeMap<String, String>,
-    /// The guest working directory.
-    cwd: String,
     setup: std::io::Result<ChildSetup>,
 }
 
@@ -122,6 +177,9 @@ pub struct Containment {
     pub unprivileged_uid: Option<u32>,
     /// Children see themselves as uid 1000 `user` through a user namespace.
     pub user_namespace: bool,
+    /// The limits in force on the sandbox's cgroup (a limit the host cannot
+    /// carry, or without a cgroup, is `None`).
+    pub limits: SandboxLimits,
 }
 
 impl SandboxEnv {
@@ -132,11 +190,21 @@ impl SandboxEnv {
     /// them.
     ///
     /// # Errors
-    /// The directories cannot be created or given to the sandbox's uid, or
-    /// the mount or user namespace cannot be built.
+    /// The directories cannot be created or given to the sandbox's uid, the
+    /// host's directories above the root keep that uid out, no uid is free,
+    /// or the mount or user namespace cannot be built.
     pub fn new(root: &Path) -> std::io::Result<Self> {
+        Self::with_limits(root, &SandboxLimits::default())
+    }
+
+    /// As [`SandboxEnv::new`], with `limits` on the sandbox's cgroup.
+    ///
+    /// # Errors
+    /// As [`SandboxEnv::new`].
+    pub fn with_limits(root: &Path, limits: &SandboxLimits) -> std::io::Result<Self> {
         let support = isolation::support();
-        let ids = support.switch_uid.then(HostIds::pick);
+        let lease = support.switch_uid.then(UidLease::allocate).transpose()?;
+        let ids = lease.as_ref().map(UidLease::ids);
         isolation::prepare_root(root, ids, support.user_ns)?;
         let mounts = if support.mount_ns {
             Some(SandboxMounts::create(root, ids.is_some())?)
@@ -148,13 +216,14 @@ impl SandboxEnv {
             _ => None,
         };
         let marker = format!("{:016x}", rand::random::<u64>());
-        let cgroup = SandboxCgroup::create(&format!("sandbox-{marker}"));
+        let cgroup = SandboxCgroup::create(&format!("sandbox-{marker}"), limits);
         Ok(Self {
             inner: Arc::new(Inner {
                 root: root.to_path_buf(),
                 marker,
                 support,
                 ids,
+                _lease: lease,
                 cgroup,
                 mounts,
                 userns,
@@ -183,7 +252,26 @@ impl SandboxEnv {
             mount_namespace: self.inner.support.mount_ns,
             unprivileged_uid: self.inner.ids.map(|i| i.uid),
             user_namespace: self.inner.ids.is_some() && self.inner.support.user_ns,
+            limits: self
+                .inner
+                .cgroup
+                .as_ref()
+                .map_or_else(SandboxLimits::unlimited, SandboxCgroup::limits),
         }
+    }
+
+    /// How many of the sandbox's processes the kernel ended so far for
+    /// going over its memory limit (0 without one).
+    pub(crate) fn oom_kills(&self) -> u64 {
+        self.inner
+            .cgroup
+            .as_ref()
+            .map_or(0, SandboxCgroup::oom_kills)
+    }
+
+    /// The memory limit in force, in bytes.
+    pub(crate) fn memory_max_bytes(&self) -> Option<u64> {
+        self.containment().limits.memory_max_bytes
     }
 
     /// Sets the default environment of every later process (the run payload's `envs`).
@@ -203,6 +291,13 @@ impl SandboxEnv {
     /// of this sandbox (how a harness finds them in `/proc`).
     pub fn marker(&self) -> &str {
         &self.inner.marker
+    }
+
+    /// The run payload's default working directory when it is not the home
+    /// (the home itself cannot be swapped by the guest: its parent is root's).
+    pub(crate) fn moved_workdir(&self) -> Option<String> {
+        let options = self.inner.run_options.lock().expect("run options lock");
+        options.workdir.clone().filter(|w| w != GUEST_HOME)
     }
 
     /// Whether the run payload changed what a child starts with: default
@@ -296,15 +391,16 @@ impl SandboxEnv {
         cmd.args(&spec.args);
         cmd.env_clear();
         cmd.envs(&prepared.envs);
-        cmd.current_dir(self.to_host(&prepared.cwd));
+        // No `current_dir`: the child would enter it as root, before the
+        // setup; the setup enters it last, as the sandbox's user.
         if own_group {
             cmd.process_group(0);
         }
         cmd.kill_on_drop(true);
         let setup = prepared.setup;
         // SAFETY: the closure runs in the forked child before exec and only
-        // makes async-signal-safe syscalls (setrlimit, write, unshare,
-        // mount, mkdir, chdir, set*id, prctl, open) on memory prepared
+        // makes async-signal-safe syscalls (setrlimit, write, setns, umask,
+        // chdir, set*id, prctl) on memory prepared
         // before the fork (`ChildSetup::apply`); a failed preparation is
         // reported with an error built from its kind, which does not allocate.
         unsafe {
@@ -338,7 +434,6 @@ impl SandboxEnv {
             &spec.program,
             &spec.args,
             prepared.envs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            &self.to_host(&prepared.cwd),
             true,
             prepared.setup?,
         )?;
@@ -386,11 +481,16 @@ impl SandboxEnv {
             .inner
             .cgroup
             .as_ref()
-            .map(SandboxCgroup::procs)
-            .transpose();
+            .map_or_else(|| Ok(Vec::new()), SandboxCgroup::procs);
+        // Inside the mount namespace the guest path itself; else its host path.
+        let child_cwd = if self.inner.support.mount_ns {
+            PathBuf::from(&cwd)
+        } else {
+            self.to_host(&cwd)
+        };
         let setup = cgroup_procs.and_then(|procs| {
             ChildSetup::new(
-                &cwd,
+                &child_cwd,
                 self.inner.mounts.as_ref(),
                 self.inner.userns.as_ref(),
                 self.inner.ids,
@@ -398,7 +498,7 @@ impl SandboxEnv {
                 options.cpu_seconds,
             )
         });
-        Prepared { envs, cwd, setup }
+        Prepared { envs, setup }
     }
 
     /// Remembers a child's process group so that terminate can kill it.

@@ -487,3 +487,41 @@ async fn a_value_above_8_mib_is_omitted_and_named() {
         Some("text/plain")
     );
 }
+
+/// A cell can write to the driver's own protocol descriptor: a forged
+/// frame header announcing more than the 32 MiB cap ends the kernel at once
+/// (the agent neither waits for nor reserves the announced 200 MiB), and
+/// the next cell runs in a fresh kernel.
+#[tokio::test]
+async fn a_forged_frame_past_the_cap_ends_the_kernel_at_once() {
+    let mut s = serve().await;
+    let forge = "import gc, os, struct\n\
+                 proto = [o for o in gc.get_objects() if type(o).__name__ == '_Protocol'][0]\n\
+                 os.write(proto._out, struct.pack('>I', 200 << 20) + b'{')\n";
+    let started = Instant::now();
+    let stream = open(&mut s.client, cell(forge)).await.expect("Execute");
+    let run = tokio::time::timeout(Duration::from_secs(20), collect(stream))
+        .await
+        .expect("the forged frame ended the cell within 20 s");
+    assert!(run.status.is_none(), "{:?}", run.status);
+    let errors = run.errors();
+    assert_eq!(errors.len(), 1, "{:?}", run.kinds());
+    assert_eq!(errors[0].name, "KernelDied");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let after = run_ok(&mut s.client, cell("1 + 1")).await;
+    assert_eq!(after.text().as_deref(), Some("2"));
+}
+
+/// A frame that would pass the cap is shrunk by the driver, not refused:
+/// an exception whose message is 40 MiB arrives cut to 1 MiB characters.
+#[tokio::test]
+async fn an_error_larger_than_a_frame_arrives_shrunk() {
+    let mut s = serve().await;
+    let run = run_ok(&mut s.client, cell("raise ValueError('x' * (40 << 20))")).await;
+    let errors = run.errors();
+    assert_eq!(errors.len(), 1, "{:?}", run.kinds());
+    assert_eq!(errors[0].name, "ValueError");
+    assert_eq!(errors[0].value.len(), 1 << 20);
+    let after = run_ok(&mut s.client, cell("1 + 1")).await;
+    assert_eq!(after.text().as_deref(), Some("2"));
+}

@@ -755,3 +755,85 @@ async fn suspended_duration_of_the_idle_policy_is_enforced() {
         .unwrap();
     assert_eq!(*got.state(), MicrovmState::Running);
 }
+
+/// Whether sandbox processes run under their own uid here (the agent is
+/// root); prints a skip otherwise.
+fn switches_uids(test: &str) -> bool {
+    let root = rustix::process::geteuid().is_root();
+    if !root {
+        eprintln!("SKIPPED: {test}: needs root (sandboxes get their own uid)");
+    }
+    root
+}
+
+/// `--root $(mktemp -d)`: a 0700 directory of root's. The emulator opens it
+/// to 0711 (traversed, not listed), so that the sandbox's uid reaches its
+/// home and file writes work as commands do; before, every write failed
+/// with `permission denied`, blamed on the caller's path.
+#[tokio::test]
+async fn a_root_made_by_mktemp_serves_file_writes() {
+    use std::os::unix::fs::PermissionsExt as _;
+    if !switches_uids("a_root_made_by_mktemp_serves_file_writes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // What `mktemp -d` makes.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let h = Harness::start_with(EmulatorConfig {
+        root: dir.path().to_path_buf(),
+        ..EmulatorConfig::default()
+    })
+    .await;
+    assert_eq!(
+        std::fs::metadata(dir.path()).unwrap().permissions().mode() & 0o7777,
+        0o711
+    );
+    let (id, endpoint) = h.run_ready().await;
+    let token = h.mint(&id, &[8080]).await;
+    let ch = channel(&endpoint).await;
+    wait_ready(&ch, &token).await;
+    let written = files(&ch, ProxyHeaders::sdk(&token))
+        .write(tokio_stream::iter(vec![rayito_agent::pb::WriteRequest {
+            path: Some("/home/user/written".to_owned()),
+            chunk: b"hello".to_vec().into(),
+            ..Default::default()
+        }]))
+        .await
+        .expect("a file write as the sandbox's user")
+        .into_inner();
+    assert_eq!(written.entries[0].path, "/home/user/written");
+    assert_eq!(
+        std::fs::read(dir.path().join(&id).join("home/user/written")).unwrap(),
+        b"hello"
+    );
+}
+
+/// A root below a directory sandbox uids cannot traverse (and which is not
+/// the emulator's to open) is refused at start, naming that directory.
+#[tokio::test]
+async fn a_root_below_a_closed_directory_is_refused_at_start() {
+    if !switches_uids("a_root_below_a_closed_directory_is_refused_at_start") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    let closed = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(closed.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let root = closed.path().join("emulator");
+    let err = rayito_agent::emulator::Emulator::start(EmulatorConfig {
+        root: root.clone(),
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect_err("a root sandboxes cannot reach");
+    assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "sandbox processes and file calls run as an unprivileged uid, which cannot \
+             traverse {} (mode 0700) on the way to {}; let every user traverse it (chmod \
+             o+x) or choose a root below directories every user may traverse, such as /tmp",
+            closed.path().display(),
+            root.display()
+        )
+    );
+}

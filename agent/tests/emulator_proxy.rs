@@ -287,6 +287,12 @@ async fn expired_tokens_are_refused() {
         health_err(&ch, ProxyHeaders::sdk(&token)).await,
         (Code::PermissionDenied, missing_status(403))
     );
+    // The emulator does not keep expired tokens: neither its grants nor
+    // its list of minted tokens grow with every token ever minted.
+    assert!(!h.emulator.minted_proxy_tokens().contains(&token));
+    let fresh = h.mint(&id, &[8080]).await;
+    assert_eq!(h.emulator.minted_proxy_tokens(), vec![fresh]);
+    assert_eq!(h.emulator.proxy_grant_count(), 1);
 }
 
 /// A plain HTTP/1.1 server on loopback that records the headers it receives.

@@ -304,9 +304,9 @@ impl pb::code_service_server::CodeService for CodeServiceImpl {
         let cwd = match req.cwd.filter(|c| !c.is_empty()) {
             Some(cwd) => {
                 validate::cwd(&cwd)?;
-                if !self.shared.env.to_host(&cwd).is_dir() {
-                    return Err(Status::invalid_argument(messages::CWD_NOT_DIRECTORY));
-                }
+                // The file calls' rules, checked as the sandbox's user.
+                crate::filesystem::check_working_dir(&self.shared.env, &cwd)
+                    .map_err(|refusal| refusal.status(messages::CWD_NOT_DIRECTORY))?;
                 cwd
             }
             None => crate::sandbox::GUEST_HOME.to_owned(),

@@ -33,8 +33,15 @@ pub(crate) const PYTHON: &str = "python3";
 /// How long a fresh interpreter may take to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Frames larger than this are a protocol error (results are capped well below).
-const MAX_FRAME_BYTES: usize = 256 * 1024 * 1024;
+/// Frames larger than this are a protocol error: the kernel is taken for
+/// dead. A cell can write to the driver's protocol descriptor itself, so a
+/// frame's length is hostile: it is checked against this cap before any
+/// byte of the body is waited for, and nothing is reserved from it (the
+/// buffer grows with what arrives). 32 MiB holds every frame the drivers
+/// send: they split output, cap each mime value at 8 MiB and shrink a
+/// result or error frame that would be larger (`_MAX_FRAME_BYTES` in
+/// `driver.py`, `MAX_FRAME_BYTES` in `driver.js`).
+pub(crate) const MAX_FRAME_BYTES: usize = 32 * 1024 * 1024;
 
 /// One frame from the driver.
 #[derive(Debug, Deserialize)]
@@ -110,18 +117,50 @@ pub(crate) async fn spawn(
 
 /// The codec of the driver protocol: a 4-byte big-endian length, then the
 /// body (`LengthDelimitedCodec`'s defaults), bodies capped at [`MAX_FRAME_BYTES`].
+/// Used to encode requests; frames from the driver are read by
+/// [`FrameDecoder`].
 fn codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder()
         .max_frame_length(MAX_FRAME_BYTES)
         .new_codec()
 }
 
+/// Reads the driver's frames: a 4-byte big-endian length checked against
+/// [`MAX_FRAME_BYTES`] at once, then the body, without reserving room for
+/// the announced length (`LengthDelimitedCodec` reserves it: a forged
+/// header would make the agent allocate the cap per kernel).
+#[derive(Debug, Default)]
+pub(crate) struct FrameDecoder;
+
+impl tokio_util::codec::Decoder for FrameDecoder {
+    type Item = bytes::BytesMut;
+    type Error = io::Error;
+
+    fn decode(&mut self, src: &mut bytes::BytesMut) -> io::Result<Option<bytes::BytesMut>> {
+        let Some(head) = src.first_chunk::<4>() else {
+            return Ok(None);
+        };
+        let len = u32::from_be_bytes(*head) as usize;
+        if len > MAX_FRAME_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a frame from the kernel driver is larger than the 32 MiB cap",
+            ));
+        }
+        if src.len() - 4 < len {
+            return Ok(None);
+        }
+        bytes::Buf::advance(src, 4);
+        Ok(Some(src.split_to(len)))
+    }
+}
+
 /// The driver's output as a stream of frames.
-pub(crate) type Frames<R> = FramedRead<R, LengthDelimitedCodec>;
+pub(crate) type Frames<R> = FramedRead<R, FrameDecoder>;
 
 /// Reads `reader` as driver frames.
 pub(crate) fn frames<R: AsyncRead>(reader: R) -> Frames<R> {
-    FramedRead::new(reader, codec())
+    FramedRead::new(reader, FrameDecoder)
 }
 
 /// The request frame for one cell.

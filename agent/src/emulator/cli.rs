@@ -1,7 +1,7 @@
 //! `rayito-agent emulator [--addr 127.0.0.1:4566] [--root DIR] [--region R]
-//! [--account-id ID] [--image NAME]... [--tls]`: serves the emulator until
-//! SIGTERM or Ctrl-C, after printing the endpoint and the environment a
-//! client needs.
+//! [--account-id ID] [--image NAME]... [--tls] [--pids-max N] [--memory-max-mib MIB]`:
+//! serves the emulator until SIGTERM or Ctrl-C, after printing the endpoint
+//! and the environment a client needs.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -34,6 +34,9 @@ pub struct EmulatorArgs {
     /// start (needs root or CAP_NET_BIND_SERVICE).
     #[arg(long)]
     pub tls: bool,
+    /// Each MicroVM's limits.
+    #[command(flatten)]
+    pub limits: crate::cli::LimitArgs,
 }
 
 impl EmulatorArgs {
@@ -44,6 +47,7 @@ impl EmulatorArgs {
             region: self.region.clone(),
             account_id: self.account_id.clone(),
             tls: self.tls,
+            sandbox_limits: self.limits.limits(),
             ..EmulatorConfig::default()
         };
         if let Some(root) = &self.root {

@@ -53,6 +53,8 @@ pub use model::MicrovmState;
 
 use registry::{Settings, Shared};
 
+use crate::sandbox::SandboxLimits;
+
 /// How the emulator is set up. Build it with `..Default::default()`.
 #[derive(Clone, Debug)]
 pub struct EmulatorConfig {
@@ -95,6 +97,10 @@ pub struct EmulatorConfig {
     /// a run payload that sets envs or a CPU limit gets a fresh kernel
     /// anyway (see `AgentConfig::prestart_kernel`).
     pub warm_spare: bool,
+    /// Limits on what each MicroVM's processes use together (default
+    /// [`SandboxLimits::default`]: 512 processes and threads, 2,048 MiB; see
+    /// `AgentConfig::limits`).
+    pub sandbox_limits: SandboxLimits,
 }
 
 impl Default for EmulatorConfig {
@@ -111,6 +117,7 @@ impl Default for EmulatorConfig {
             deadline_exit_delay: Duration::from_secs(15),
             max_idle_override: None,
             warm_spare: false,
+            sandbox_limits: SandboxLimits::default(),
         }
     }
 }
@@ -138,8 +145,10 @@ impl Emulator {
     /// Creates the root directory, binds the control plane and starts serving.
     ///
     /// # Errors
-    /// `InvalidInput` when `config.addr` is not a loopback address; any I/O
-    /// error from creating the root directory or binding the port.
+    /// `InvalidInput` when `config.addr` is not a loopback address;
+    /// `PermissionDenied` when sandbox uids could not traverse a directory
+    /// above the root (the error names it); any I/O error from creating the
+    /// root directory or binding the port.
     pub async fn start(config: EmulatorConfig) -> std::io::Result<Emulator> {
         if !config.addr.ip().is_loopback() {
             return Err(std::io::Error::new(
@@ -147,7 +156,18 @@ impl Emulator {
                 "the emulator binds loopback addresses only",
             ));
         }
+        let created = !tokio::fs::try_exists(&config.root).await.unwrap_or(false);
         tokio::fs::create_dir_all(&config.root).await?;
+        if created {
+            // Its own root: traversable, not listable, by other users.
+            use std::os::unix::fs::PermissionsExt as _;
+            tokio::fs::set_permissions(&config.root, std::fs::Permissions::from_mode(0o711))
+                .await?;
+        }
+        // Sandbox file calls run as the sandbox's uid, which must reach each
+        // MicroVM's root below this one: say so now rather than fail every
+        // write later (`mktemp -d` makes 0700: that is opened up to 0711).
+        crate::isolation::open_for_sandboxes(&config.root)?;
         let tls = if config.tls {
             // Fail now, with a clear message, if port 443 is out of reach.
             drop(tls::bind().await?);
@@ -168,6 +188,7 @@ impl Emulator {
                 deadline_exit_delay: config.deadline_exit_delay,
                 max_idle_override: config.max_idle_override,
                 warm_spare: config.warm_spare,
+                sandbox_limits: config.sandbox_limits,
             },
             tls,
             tokio::runtime::Handle::current(),
@@ -255,10 +276,18 @@ impl Emulator {
         self.shared.seen_client_tokens()
     }
 
-    /// Every proxy token this emulator minted so far, oldest first: lets a
-    /// canary test look for them in logs and errors.
+    /// Every proxy token this emulator minted that has not expired yet
+    /// (the emulator forgets expired ones), oldest first: lets a canary
+    /// test look for them in logs and errors.
     pub fn minted_proxy_tokens(&self) -> Vec<String> {
         self.shared.minted_tokens()
+    }
+
+    /// How many proxy grants the emulator holds (a test checks that expired
+    /// ones are dropped).
+    #[doc(hidden)]
+    pub fn proxy_grant_count(&self) -> usize {
+        self.shared.grant_count()
     }
 
     /// The state of a MicroVM, if it exists.

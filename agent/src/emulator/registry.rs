@@ -35,6 +35,8 @@ pub(crate) struct Settings {
     /// Keep one MicroVM prepared ahead, its kernel started (see
     /// `EmulatorConfig::warm_spare`).
     pub(crate) warm_spare: bool,
+    /// Each MicroVM's limits (`EmulatorConfig::sandbox_limits`).
+    pub(crate) sandbox_limits: crate::sandbox::SandboxLimits,
 }
 
 impl Settings {
@@ -75,8 +77,9 @@ pub(crate) struct Shared {
     runtime: tokio::runtime::Handle,
     calls: Mutex<HashMap<Operation, u64>>,
     seen_client_tokens: Mutex<Vec<Option<String>>>,
-    /// Every proxy token minted, for canary tests (never logged).
-    minted: Mutex<Vec<String>>,
+    /// Every proxy token minted that has not expired, with its expiry, for
+    /// canary tests (never logged); expired ones are dropped.
+    minted: Mutex<Vec<(String, Instant)>>,
     /// The warm spare, and whether one is being prepared.
     spare: Mutex<SpareSlot>,
 }
@@ -161,9 +164,12 @@ impl Shared {
         slot.ready = prepared;
     }
 
-    /// Every proxy token minted so far, oldest first.
+    /// Every proxy token minted that has not expired, oldest first.
     pub(crate) fn minted_tokens(&self) -> Vec<String> {
-        self.minted.lock().expect("minted lock").clone()
+        let now = Instant::now();
+        let mut minted = self.minted.lock().expect("minted lock");
+        minted.retain(|(_, expires)| *expires > now);
+        minted.iter().map(|(token, _)| token.clone()).collect()
     }
 
     /// Runs `fut` as a task the emulator owns (aborted when it stops).
@@ -287,21 +293,41 @@ impl Shared {
         guard.as_ref().map(f)
     }
 
-    /// Stores a minted proxy token; drops expired ones on the way.
+    /// Stores a minted proxy token; drops expired ones on the way (from
+    /// the grants and from the canary list alike: neither grows with every
+    /// token ever minted).
     pub(crate) fn add_token(&self, token: String, grant: Grant) {
-        self.minted.lock().expect("minted lock").push(token.clone());
-        let mut map = self.tokens.lock().expect("tokens lock");
         let now = Instant::now();
+        {
+            let mut minted = self.minted.lock().expect("minted lock");
+            minted.retain(|(_, expires)| *expires > now);
+            minted.push((token.clone(), grant.expires));
+        }
+        let mut map = self.tokens.lock().expect("tokens lock");
         map.retain(|_, g| g.expires > now);
         map.insert(token, grant);
     }
 
-    /// The grant behind a token, if the token was minted here.
+    /// The grant behind a token, if the token was minted here and has not
+    /// expired (an expired one is forgotten on the way).
     pub(crate) fn grant(&self, token: &str) -> Option<Grant> {
-        self.tokens.lock().expect("tokens lock").get(token).cloned()
+        let mut map = self.tokens.lock().expect("tokens lock");
+        let grant = map.get(token)?;
+        if grant.expires <= Instant::now() {
+            map.remove(token);
+            return None;
+        }
+        Some(grant.clone())
     }
 
-    /// Forgets every token of a MicroVM (it terminated).
+    /// How many grants the emulator holds (expired ones not yet dropped
+    /// included).
+    pub(crate) fn grant_count(&self) -> usize {
+        self.tokens.lock().expect("tokens lock").len()
+    }
+
+    /// Forgets every token of a MicroVM (it terminated). The canary list
+    /// keeps them until they expire (a test looks for them after a kill).
     pub(crate) fn revoke_tokens(&self, microvm_id: &str) {
         self.tokens
             .lock()

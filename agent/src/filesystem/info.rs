@@ -74,6 +74,13 @@ pub(crate) fn permissions(md: &Metadata) -> String {
     s
 }
 
+/// Milliseconds since the epoch of a file time, saturated: a filesystem
+/// such as tmpfs keeps any 64-bit second count a guest sets (`touch -d`,
+/// `os.utime`), which times 1000 would overflow.
+fn unix_ms(secs: i64, nanos: i64) -> i64 {
+    secs.saturating_mul(1000).saturating_add(nanos / 1_000_000)
+}
+
 /// The EntryInfo of `host` (not following a final symlink), named by `guest`.
 pub(crate) fn entry_info(guest: &str, host: &Path) -> Result<pb::EntryInfo, std::io::Error> {
     let md = std::fs::symlink_metadata(host)?;
@@ -94,7 +101,7 @@ pub(crate) fn entry_info(guest: &str, host: &Path) -> Result<pb::EntryInfo, std:
         permissions: permissions(&md),
         owner: name_of(md.uid(), "/etc/passwd"),
         group: name_of(md.gid(), "/etc/group"),
-        modified_time_unix_ms: md.mtime() * 1000 + md.mtime_nsec() / 1_000_000,
+        modified_time_unix_ms: unix_ms(md.mtime(), md.mtime_nsec()),
         symlink_target,
         metadata: Default::default(),
     })

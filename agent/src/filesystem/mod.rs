@@ -17,6 +17,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use self::info::{entry_info, io_status};
+pub(crate) use self::path::check_working_dir;
 use self::path::resolve;
 use crate::pb;
 use crate::phase::Phase;

@@ -70,19 +70,27 @@ pub(crate) fn resolve(env: &SandboxEnv, raw: &str) -> Result<Resolved, Status> {
         return Err(Status::not_found("path not found"));
     }
     let host = env.to_host(&guest);
-    check_inside(env, &host)?;
+    // As the sandbox's user: the symlinks followed are the guest's, and
+    // root never follows one (to `/proc/<pid>/root` of another sandbox, say).
+    env.as_user(|| check_inside(env, &host))?;
     Ok(Resolved { guest, host })
+}
+
+/// The view roots' host paths, canonicalised.
+fn view_roots(env: &SandboxEnv) -> Vec<PathBuf> {
+    VIEW_ROOTS
+        .iter()
+        .filter_map(|r| env.to_host(r).canonicalize().ok())
+        .collect()
 }
 
 /// The deepest existing ancestor of `host` (the path itself excluded: a
 /// final symlink is never followed by these checks), canonicalised, must lie
 /// inside one of the view roots, so a symlinked directory cannot lead out.
+/// Runs as the sandbox's user (see [`resolve`]).
 #[allow(clippy::result_large_err)]
 fn check_inside(env: &SandboxEnv, host: &Path) -> Result<(), Status> {
-    let roots: Vec<PathBuf> = VIEW_ROOTS
-        .iter()
-        .filter_map(|r| env.to_host(r).canonicalize().ok())
-        .collect();
+    let roots = view_roots(env);
     let mut ancestor = host.parent();
     while let Some(dir) = ancestor {
         if let Ok(real) = dir.canonicalize() {
@@ -98,6 +106,66 @@ fn check_inside(env: &SandboxEnv, host: &Path) -> Result<(), Status> {
         ancestor = dir.parent();
     }
     Err(Status::permission_denied("path not allowed"))
+}
+
+/// Why a working directory (of a command, a terminal or a code context) is
+/// refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CwdRefusal {
+    /// Not an absolute clean path, outside the view, missing, or not a
+    /// directory.
+    Invalid,
+    /// A system path, or a symlinked directory leading out of the view.
+    NotAllowed,
+    /// A directory (or a link on the way) the sandbox's user may not use.
+    Denied,
+}
+
+impl CwdRefusal {
+    /// The status of a refused working directory; `invalid` is what the
+    /// caller answers for [`CwdRefusal::Invalid`].
+    pub(crate) fn status(self, invalid: &str) -> Status {
+        match self {
+            CwdRefusal::Invalid => Status::invalid_argument(invalid),
+            CwdRefusal::NotAllowed => Status::permission_denied("path not allowed"),
+            CwdRefusal::Denied => Status::permission_denied("permission denied"),
+        }
+    }
+}
+
+/// Checks a working directory with the file calls' rules, as the sandbox's
+/// user: a guest path in the view (`/home/user/**`, `/tmp/**`) that
+/// resolves, through the guest's symlinks, to a directory still inside it.
+/// The child enters it again as that user (see `crate::isolation`), so this
+/// check is for a clear answer, not the protection.
+pub(crate) fn check_working_dir(env: &SandboxEnv, cwd: &str) -> Result<(), CwdRefusal> {
+    if !cwd.starts_with('/') || cwd.contains('\0') || cwd.split('/').any(|c| c == "..") {
+        return Err(CwdRefusal::Invalid);
+    }
+    let resolved = resolve(env, cwd).map_err(|status| match status.code() {
+        tonic::Code::PermissionDenied => CwdRefusal::NotAllowed,
+        _ => CwdRefusal::Invalid,
+    })?;
+    env.as_user(|| {
+        let denied_or_invalid = |e: std::io::Error| match e.raw_os_error() {
+            Some(libc::EACCES | libc::EPERM) => CwdRefusal::Denied,
+            _ => CwdRefusal::Invalid,
+        };
+        let real = resolved.host.canonicalize().map_err(denied_or_invalid)?;
+        if !view_roots(env).iter().any(|r| real.starts_with(r)) {
+            return Err(CwdRefusal::NotAllowed);
+        }
+        if !std::fs::metadata(&real)
+            .map_err(denied_or_invalid)?
+            .is_dir()
+        {
+            return Err(CwdRefusal::Invalid);
+        }
+        // `<dir>/.` resolves only for a user who may enter `<dir>`.
+        std::fs::symlink_metadata(real.join("."))
+            .map(|_| ())
+            .map_err(denied_or_invalid)
+    })
 }
 
 #[cfg(test)]

@@ -7,8 +7,20 @@
 //! Layout: `<the agent's own cgroup>/rayito-<pid>-<random>/<sandbox>`. The
 //! per-process parent is handed to the exit cleanup, which kills and removes
 //! it when the process ends in any way (see [`super::exit_cleanup`]).
+//!
+//! Limits ([`SandboxLimits`]): `pids.max` and `memory.max` (with
+//! `memory.swap.max` 0) on the sandbox's cgroup where the v2 tree has the
+//! `pids` and `memory` controllers (the agent enables them for its parent
+//! when it may). On a hybrid host, whose v2 tree has no controllers (they
+//! are bound to v1 hierarchies), the sandbox also gets a cgroup of the same
+//! name in the v1 `pids` and `memory` hierarchies (below the agent's own
+//! cgroup there), carrying `pids.max` and `memory.limit_in_bytes` /
+//! `memory.memsw.limit_in_bytes`; every child joins all of them. A limit
+//! neither tree can carry is not applied (one warning).
 
 use std::io::Write as _;
+
+use crate::sandbox::SandboxLimits;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -37,14 +49,22 @@ fn process_parent() -> Option<&'static Path> {
         .as_deref()
 }
 
+/// The name of this process's parent cgroup, the same in every tree.
+fn process_parent_name() -> &'static str {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| {
+        format!(
+            "rayito-{}-{:08x}",
+            std::process::id(),
+            rand::random::<u32>()
+        )
+    })
+}
+
 fn create_process_parent() -> std::io::Result<PathBuf> {
     let own = own_cgroup_dir()?;
     sweep_stale(&own);
-    let dir = own.join(format!(
-        "rayito-{}-{:08x}",
-        std::process::id(),
-        rand::random::<u32>()
-    ));
+    let dir = own.join(process_parent_name());
     std::fs::create_dir(&dir)?;
     if !dir.join("cgroup.kill").exists() {
         let _ = std::fs::remove_dir(&dir);
@@ -54,7 +74,107 @@ fn create_process_parent() -> std::io::Result<PathBuf> {
         ));
     }
     super::exit_cleanup::kill_cgroup_at_exit(&dir);
+    // Controllers for the sandboxes' limits: the own cgroup hands them to
+    // the parent (refused when it holds processes and is not the root:
+    // then whatever it already hands down is used), the parent to the
+    // sandboxes.
+    for controller in ["+pids", "+memory"] {
+        let _ = std::fs::write(own.join("cgroup.subtree_control"), controller);
+        let _ = std::fs::write(dir.join("cgroup.subtree_control"), controller);
+    }
     Ok(dir)
+}
+
+/// The v2 controllers the sandboxes' cgroups have.
+fn v2_controllers(parent: &Path) -> Vec<String> {
+    std::fs::read_to_string(parent.join("cgroup.subtree_control"))
+        .map(|s| s.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// This process's parent cgroup in the v1 hierarchy of `controller`
+/// (`pids` or `memory`), created on first use, if the host has one.
+fn v1_process_parent(controller: &'static str) -> Option<&'static Path> {
+    static PIDS: OnceLock<Option<PathBuf>> = OnceLock::new();
+    static MEMORY: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let cell = match controller {
+        "pids" => &PIDS,
+        _ => &MEMORY,
+    };
+    cell.get_or_init(|| {
+        let own = own_v1_cgroup_dir(controller).ok()?;
+        sweep_stale(&own);
+        let dir = own.join(process_parent_name());
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(_) => return None,
+        }
+        super::exit_cleanup::remove_v1_cgroup_at_exit(&dir);
+        Some(dir)
+    })
+    .as_deref()
+}
+
+/// The host directory of this process's cgroup in the v1 hierarchy of
+/// `controller`.
+fn own_v1_cgroup_dir(controller: &str) -> std::io::Result<PathBuf> {
+    let not_found = || std::io::Error::from(std::io::ErrorKind::NotFound);
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup")?;
+    // `id:controller,controller:path`
+    let own = cgroups
+        .lines()
+        .find_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let _id = fields.next()?;
+            let controllers = fields.next()?;
+            let path = fields.next()?;
+            controllers
+                .split(',')
+                .any(|c| c == controller)
+                .then_some(path)
+        })
+        .ok_or_else(not_found)?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let (mount_root, mount_point) = mountinfo
+        .lines()
+        .find_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let mut right = right.split_whitespace();
+            if right.next()? != "cgroup" {
+                return None;
+            }
+            let options = right.nth(1)?;
+            if !options.split(',').any(|o| o == controller) {
+                return None;
+            }
+            let mut fields = left.split_whitespace();
+            Some((fields.nth(3)?.to_owned(), fields.next()?.to_owned()))
+        })
+        .ok_or_else(not_found)?;
+    let relative = own
+        .strip_prefix(mount_root.trim_end_matches('/'))
+        .unwrap_or(own)
+        .trim_start_matches('/');
+    Ok(Path::new(&unescape_mount_path(&mount_point)).join(relative))
+}
+
+/// Logs once that a limit cannot be applied on this host.
+fn warn_unbounded(what: &'static str) {
+    static PIDS: std::sync::Once = std::sync::Once::new();
+    static MEMORY: std::sync::Once = std::sync::Once::new();
+    let once = if what == "pids" { &PIDS } else { &MEMORY };
+    once.call_once(|| {
+        tracing::warn!(
+            "neither the cgroup v2 tree nor a v1 hierarchy offers the {what} controller: \
+             the sandboxes' {} is not bounded",
+            if what == "pids" {
+                "process count"
+            } else {
+                "memory"
+            }
+        );
+    });
 }
 
 /// Kills and removes the parents left by processes that ended without their
@@ -143,34 +263,140 @@ fn unescape_mount_path(raw: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A sandbox's cgroup. Dropping it kills its processes and removes it.
+/// A sandbox's cgroup (and its v1 companions carrying the limits on a
+/// hybrid host). Dropping it kills its processes and removes them all.
 #[derive(Debug)]
 pub(crate) struct SandboxCgroup {
     dir: PathBuf,
+    /// The v1 cgroups of the same sandbox (`pids`, `memory`), if used.
+    v1: Vec<PathBuf>,
+    /// Where the out-of-memory kills are counted: `memory.events` (v2) or
+    /// `memory.oom_control` (v1), when a memory limit is set.
+    oom_counter: Option<PathBuf>,
+    /// The limits in force.
+    applied: SandboxLimits,
 }
 
 impl SandboxCgroup {
-    /// A new cgroup named `name` under this process's parent, or `None`
-    /// where the host has none (the warning was logged once).
-    pub(crate) fn create(name: &str) -> Option<Self> {
-        let dir = process_parent()?.join(name);
-        match std::fs::create_dir(&dir) {
-            Ok(()) => Some(Self { dir }),
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot create a sandbox cgroup");
-                None
+    /// A new cgroup named `name` under this process's parent, with `limits`
+    /// where the host can carry them, or `None` where the host has no
+    /// cgroup v2 (the warning was logged once).
+    pub(crate) fn create(name: &str, limits: &SandboxLimits) -> Option<Self> {
+        let parent = process_parent()?;
+        let dir = parent.join(name);
+        if let Err(err) = std::fs::create_dir(&dir) {
+            tracing::warn!(error = %err, "cannot create a sandbox cgroup");
+            return None;
+        }
+        let mut cgroup = Self {
+            dir,
+            v1: Vec::new(),
+            oom_counter: None,
+            applied: SandboxLimits::unlimited(),
+        };
+        let v2 = v2_controllers(parent);
+        if let Some(max) = limits.pids_max {
+            let applied = if v2.iter().any(|c| c == "pids") {
+                std::fs::write(cgroup.dir.join("pids.max"), max.to_string()).is_ok()
+            } else {
+                cgroup.limit_v1("pids", name, &[("pids.max", max)])
+            };
+            if applied {
+                cgroup.applied.pids_max = Some(max);
+            } else {
+                warn_unbounded("pids");
             }
         }
+        if let Some(max) = limits.memory_max_bytes {
+            let applied = if v2.iter().any(|c| c == "memory") {
+                let set = std::fs::write(cgroup.dir.join("memory.max"), max.to_string()).is_ok();
+                // Nothing swapped out: the limit is the sandbox's memory.
+                let _ = std::fs::write(cgroup.dir.join("memory.swap.max"), "0");
+                if set {
+                    cgroup.oom_counter = Some(cgroup.dir.join("memory.events"));
+                }
+                set
+            } else {
+                let set = cgroup.limit_v1(
+                    "memory",
+                    name,
+                    &[
+                        ("memory.limit_in_bytes", max),
+                        ("memory.memsw.limit_in_bytes", max),
+                    ],
+                );
+                if set && let Some(dir) = cgroup.v1.last() {
+                    cgroup.oom_counter = Some(dir.join("memory.oom_control"));
+                }
+                set
+            };
+            if applied {
+                cgroup.applied.memory_max_bytes = Some(max);
+            } else {
+                warn_unbounded("memory");
+            }
+        }
+        Some(cgroup)
     }
 
-    /// `cgroup.procs`, opened for a child to join with (before fork).
-    pub(crate) fn procs(&self) -> std::io::Result<OwnedFd> {
-        let fd = rustix::fs::open(
-            self.dir.join("cgroup.procs"),
-            OFlags::WRONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        Ok(fd)
+    /// Creates the sandbox's cgroup in the v1 hierarchy of `controller` and
+    /// writes `files` there; `true` when the first file was written (the
+    /// others, e.g. `memory.memsw.*` without swap accounting, are optional).
+    fn limit_v1(&mut self, controller: &'static str, name: &str, files: &[(&str, u64)]) -> bool {
+        let Some(parent) = v1_process_parent(controller) else {
+            return false;
+        };
+        let dir = parent.join(name);
+        if std::fs::create_dir(&dir).is_err() {
+            return false;
+        }
+        let mut first = true;
+        for (file, value) in files {
+            let written = std::fs::write(dir.join(file), value.to_string()).is_ok();
+            if first && !written {
+                let _ = std::fs::remove_dir(&dir);
+                return false;
+            }
+            first = false;
+        }
+        self.v1.push(dir);
+        true
+    }
+
+    /// The limits in force on this cgroup.
+    pub(crate) fn limits(&self) -> SandboxLimits {
+        self.applied
+    }
+
+    /// `cgroup.procs` of every cgroup of the sandbox, opened for a child to
+    /// join them with (before fork).
+    pub(crate) fn procs(&self) -> std::io::Result<Vec<OwnedFd>> {
+        std::iter::once(&self.dir)
+            .chain(&self.v1)
+            .map(|dir| {
+                Ok(rustix::fs::open(
+                    dir.join("cgroup.procs"),
+                    OFlags::WRONLY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )?)
+            })
+            .collect()
+    }
+
+    /// How many processes of the sandbox the kernel ended for going over
+    /// its memory limit so far (0 without a memory limit).
+    pub(crate) fn oom_kills(&self) -> u64 {
+        let Some(counter) = &self.oom_counter else {
+            return 0;
+        };
+        std::fs::read_to_string(counter)
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix("oom_kill "))
+                    .and_then(|n| n.trim().parse().ok())
+            })
+            .unwrap_or(0)
     }
 
     /// SIGKILLs every process in the cgroup (returns at once; they die
@@ -197,10 +423,12 @@ impl Drop for SandboxCgroup {
     fn drop(&mut self) {
         self.kill();
         // The killed processes leave within milliseconds; wait a little for
-        // the directory to become removable, and otherwise leave it to the
-        // exit cleanup (which removes the whole parent).
+        // the directories to become removable, and otherwise leave them to
+        // the exit cleanup (which removes the whole parents).
         for _ in 0..20 {
+            self.v1.retain(|dir| std::fs::remove_dir(dir).is_err());
             if std::fs::remove_dir(&self.dir).is_ok() {
+                self.v1.retain(|dir| std::fs::remove_dir(dir).is_err());
                 return;
             }
             std::thread::sleep(Duration::from_millis(5));

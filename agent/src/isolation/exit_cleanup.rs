@@ -26,14 +26,19 @@ use std::path::Path;
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
-/// The watcher: collects `c <cgroup>` and `d <dir>` lines until EOF, then
-/// cleans up. Waits at most ~5 s for the cgroup to empty.
+/// The watcher: collects `c <cgroup>`, `v <cgroup v1 dir>` and `d <dir>`
+/// lines until EOF, then cleans up. Waits at most ~5 s for the cgroup to
+/// empty (its processes are also those of the v1 cgroups, which have no
+/// `cgroup.kill`: they are removed once empty).
 const WATCHER: &str = r#"trap '' INT TERM HUP QUIT
 cg=
+v1=
 set --
 while IFS= read -r line; do
   case "$line" in
     "c "*) cg=${line#c } ;;
+    "v "*) v1="$v1
+${line#v }" ;;
     "d "*) set -- "$@" "${line#d }" ;;
   esac
 done
@@ -49,6 +54,13 @@ if [ -n "$cg" ] && [ -d "$cg" ]; then
   done
   rmdir "$cg" 2>/dev/null
 fi
+printf '%s\n' "$v1" | while IFS= read -r dir; do
+  [ -n "$dir" ] && [ -d "$dir" ] || continue
+  for sub in "$dir"/*/; do
+    [ -d "$sub" ] && rmdir "$sub" 2>/dev/null
+  done
+  rmdir "$dir" 2>/dev/null
+done
 if [ $# -gt 0 ]; then
   rm -rf -- "$@"
 fi
@@ -139,6 +151,12 @@ pub(crate) fn remove_dir_at_exit(dir: &Path) {
 /// them when this process ends.
 pub(crate) fn kill_cgroup_at_exit(dir: &Path) {
     send('c', dir);
+}
+
+/// Removes the cgroup v1 directory `dir` and its children (emptied by the
+/// kill of the v2 cgroup) when this process ends.
+pub(crate) fn remove_v1_cgroup_at_exit(dir: &Path) {
+    send('v', dir);
 }
 
 #[cfg(test)]

@@ -20,15 +20,19 @@
 //! - a failure before `execve` is left in memory both share (an errno) and
 //!   the child exits with 127; the caller then reaps it and gets the error;
 //! - a uid change in the child marks the shared memory not dumpable (the
-//!   kernel does that on every change of the effective uid), so the agent
-//!   puts its own setting back after each launch; the child itself needs
-//!   no `/proc/self` file (its namespaces were built once per sandbox);
+//!   kernel does that on every change of the effective uid), and it stays
+//!   so: the agent never sets it back, because another launch's child may
+//!   at that moment be between its uid change and its `execve`, running as
+//!   the sandbox's uid in the agent's memory, and a dumpable memory would
+//!   let a process of that uid open it (`/proc/<pid>/mem`). An agent that
+//!   switches uids runs as root, which a non-dumpable mark costs nothing;
+//!   the child itself needs no `/proc/self` file (its namespaces were built
+//!   once per sandbox);
 //! - the child is reaped through a pidfd (`CLONE_PIDFD`), so its exit status
 //!   and its pid are exactly the command's, as with `fork`.
 
 use std::ffi::{CString, c_int, c_void};
 use std::os::fd::{AsFd as _, AsRawFd as _, IntoRawFd as _, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::process::ExitStatus;
@@ -62,9 +66,6 @@ pub(crate) struct LaunchPlan {
     candidates: Vec<CString>,
     argv: Vec<CString>,
     envp: Vec<CString>,
-    /// Host working directory, entered before the setup (which may enter
-    /// the guest one).
-    cwd: CString,
     own_group: bool,
     setup: ChildSetup,
 }
@@ -79,8 +80,8 @@ fn cstring(bytes: &[u8]) -> std::io::Result<CString> {
 
 impl LaunchPlan {
     /// A plan to run `program` with `args` and exactly `envs` (the PATH
-    /// among them finds a bare program name), from host directory `cwd`,
-    /// in its own process group when `own_group`.
+    /// among them finds a bare program name), in its own process group when
+    /// `own_group`; `setup` enters the working directory.
     ///
     /// # Errors
     /// `InvalidInput` when a string holds a NUL byte.
@@ -88,7 +89,6 @@ impl LaunchPlan {
         program: &str,
         args: &[String],
         envs: impl IntoIterator<Item = (&'a str, &'a str)>,
-        cwd: &Path,
         own_group: bool,
         setup: ChildSetup,
     ) -> std::io::Result<Self> {
@@ -122,7 +122,6 @@ impl LaunchPlan {
             candidates,
             argv,
             envp,
-            cwd: cstring(cwd.as_os_str().as_bytes())?,
             own_group,
             setup,
         })
@@ -163,13 +162,6 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
         .map(|s| s.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect()
-}
-
-/// The agent's own dumpable setting, as it was before its first launch.
-fn agent_dumpable() -> Option<rustix::process::DumpableBehavior> {
-    static DUMPABLE: std::sync::OnceLock<Option<rustix::process::DumpableBehavior>> =
-        std::sync::OnceLock::new();
-    *DUMPABLE.get_or_init(|| rustix::process::dumpable_behavior().ok())
 }
 
 /// Starts `plan` (must be called within a tokio runtime: the pipes and the
@@ -229,7 +221,6 @@ pub(crate) fn launch(
         ],
         error: 0,
     };
-    let dumpable = agent_dumpable();
     let mut stack = vec![0u8; CHILD_STACK];
     // The ABI wants a 16-byte aligned stack pointer; the stack grows down.
     let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
@@ -258,12 +249,8 @@ pub(crate) fn launch(
         (pid, clone_error)
     };
     drop(stack);
-    // The child's uid change marked the memory it shares with the agent
-    // not dumpable (the kernel does that on every change of the effective
-    // uid): give the agent its own setting back.
-    if let Some(dumpable) = dumpable {
-        let _ = rustix::process::set_dumpable_behavior(dumpable);
-    }
+    // A uid change in the child left the memory not dumpable: it stays so
+    // (see the module's comment).
     if pid < 0 {
         return Err(clone_error);
     }
@@ -482,8 +469,8 @@ pub(crate) fn new_user_namespace(uid_map: &[u8], gid_map: &[u8]) -> std::io::Res
     result
 }
 
-/// The child: signals, stdio, group, working directory, the sandbox setup,
-/// then `execve`. On failure, leaves the errno in `args.error` and exits 127.
+/// The child: signals, stdio, group, the sandbox setup (which ends in the
+/// working directory), then `execve`. On failure, leaves the errno in `args.error` and exits 127.
 extern "C" fn child_main(arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the `ChildArgs` of the suspended `launch` frame.
     let args = unsafe { &mut *arg.cast::<ChildArgs<'_>>() };
@@ -511,8 +498,8 @@ fn errno() -> c_int {
 /// Only in the child of [`launch`]: makes async-signal-safe calls on memory
 /// prepared before the clone.
 unsafe fn prepare_and_exec(args: &ChildArgs<'_>) -> c_int {
-    // SAFETY (whole body): sigaction, sigprocmask, dup2, fcntl, setpgid,
-    // chdir and execve are async-signal-safe and take pointers to memory
+    // SAFETY (whole body): sigaction, sigprocmask, dup2, fcntl, setpgid
+    // and execve are async-signal-safe and take pointers to memory
     // that outlives this call.
     unsafe {
         // No handler of the agent may run here: caught signals go back to
@@ -551,9 +538,6 @@ unsafe fn prepare_and_exec(args: &ChildArgs<'_>) -> c_int {
             }
         }
         if args.plan.own_group && libc::setpgid(0, 0) != 0 {
-            return errno();
-        }
-        if libc::chdir(args.plan.cwd.as_ptr()) != 0 {
             return errno();
         }
         if let Err(err) = args.plan.setup.apply() {

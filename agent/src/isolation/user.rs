@@ -1,10 +1,10 @@
 //! The account sandbox code runs under when the agent runs as root.
 //!
-//! Each sandbox gets its own host uid and gid (the same number), picked at
-//! random in [`HOST_ID_BASE`]`..`[`HOST_ID_BASE`]` + 2^24`: above every
-//! range distributions and systemd allocate (regular users stop near 60,000,
-//! systemd-nspawn's container ranges at 0x6FFFFFFF) and below 2^31, so no
-//! host account and no other sandbox shares it. Such a uid owns nothing on
+//! Each sandbox gets its own host uid and gid (the same number), leased
+//! from [`HOST_ID_BASE`]`..`[`HOST_ID_BASE`]` + 2^24` (see [`super::uids`]):
+//! above every range distributions and systemd allocate (regular users stop
+//! near 60,000, systemd-nspawn's container ranges at 0x6FFFFFFF) and below
+//! 2^31, so no host account and no other live sandbox shares it. Such a uid owns nothing on
 //! the host but the sandbox's own home and tmp, cannot signal another
 //! sandbox's processes, and cannot write a root-owned file.
 //!
@@ -17,8 +17,8 @@ use std::path::Path;
 
 /// The first host uid (and gid) sandboxes may get.
 pub(crate) const HOST_ID_BASE: u32 = 0x7800_0000;
-/// How many host ids sandboxes pick from.
-const HOST_ID_SPAN: u32 = 1 << 24;
+/// How many host ids sandboxes are given from.
+pub(crate) const HOST_ID_SPAN: u32 = 1 << 24;
 
 /// The uid of the sandbox's user, as sandbox code sees it (the contract's).
 pub(crate) const GUEST_UID: u32 = 1000;
@@ -33,12 +33,6 @@ pub(crate) struct HostIds {
 }
 
 impl HostIds {
-    /// A fresh random pair in the sandbox range.
-    pub(crate) fn pick() -> Self {
-        let id = HOST_ID_BASE + rand::random::<u32>() % HOST_ID_SPAN;
-        Self { uid: id, gid: id }
-    }
-
     pub(crate) fn uid(self) -> rustix::process::Uid {
         rustix::process::Uid::from_raw(self.uid)
     }
@@ -53,42 +47,78 @@ impl HostIds {
     }
 }
 
-/// While alive, this thread's file-system uid and gid are a sandbox's: path
-/// lookups, permission checks and the owner of what is created are the
-/// sandbox user's, and CAP_DAC_OVERRIDE and friends are off (the kernel drops
-/// them for a non-zero fsuid). Restores the previous ids on drop. Must not be
-/// held across an `.await` (the task could move to another thread): take it
-/// only inside synchronous code, as [`crate::sandbox::SandboxEnv::as_user`] does.
+/// While alive, this thread's effective (and so file-system) uid and gid
+/// are a sandbox's and it has no supplementary group: path lookups,
+/// permission checks and the owner of what is created are the sandbox
+/// user's, and the thread has no effective capability (the kernel clears
+/// them when the effective uid leaves 0, and gives them back from the
+/// permitted set when it returns; the real and saved uids stay the
+/// agent's, so nothing of the sandbox may signal or trace the thread).
+///
+/// Changing only the file-system uid is not enough: the thread would keep
+/// root's supplementary groups, CAP_SYS_PTRACE, and, with an effective uid
+/// of 0, every capability in each sandbox's user namespace (which root
+/// owns), with which a lookup follows `/proc/<pid>/root` and
+/// `/proc/<pid>/cwd` of another sandbox's processes.
+///
+/// Restores the previous ids and groups on drop. Must not be held across
+/// an `.await` (the task could move to another thread): take it only
+/// inside synchronous code, as [`crate::sandbox::SandboxEnv::as_user`] does.
 #[derive(Debug)]
 pub(crate) struct FsIdsGuard {
-    previous_uid: libc::uid_t,
-    previous_gid: libc::gid_t,
+    previous_euid: libc::uid_t,
+    previous_egid: libc::gid_t,
+    /// The thread's supplementary groups before, `None` when they could
+    /// not be read (then they were not changed either).
+    previous_groups: Option<Vec<rustix::process::Gid>>,
+}
+
+/// setresuid/setresgid on this thread alone, changing only the effective
+/// id (-1 leaves the real and saved ones). libc's wrappers would change
+/// every thread of the process, as POSIX asks; rustix has no call that
+/// changes one id alone.
+fn set_thread_effective_ids(uid: Option<libc::uid_t>, gid: Option<libc::gid_t>) {
+    const KEEP: libc::c_long = -1;
+    // SAFETY: the raw setresgid/setresuid syscalls take integers only and
+    // change the calling thread's credentials; a failure leaves them as
+    // they were (checked by the caller through geteuid where it matters).
+    unsafe {
+        if let Some(gid) = gid {
+            libc::syscall(libc::SYS_setresgid, KEEP, libc::c_long::from(gid), KEEP);
+        }
+        if let Some(uid) = uid {
+            libc::syscall(libc::SYS_setresuid, KEEP, libc::c_long::from(uid), KEEP);
+        }
+    }
 }
 
 impl FsIdsGuard {
     pub(crate) fn set(ids: HostIds) -> Self {
-        // rustix has no setfsuid/setfsgid.
-        // SAFETY: setfsgid(2)/setfsuid(2) take integers and change only the
-        // calling thread's file-system ids; they return the previous ones.
-        let (previous_gid, previous_uid) = unsafe {
-            (
-                libc::setfsgid(ids.gid) as u32,
-                libc::setfsuid(ids.uid) as u32,
-            )
-        };
+        let previous_euid = rustix::process::geteuid().as_raw();
+        let previous_egid = rustix::process::getegid().as_raw();
+        // The raw syscall: this thread only (libc's setgroups would change
+        // every thread of the process). Before the uid change, which takes
+        // CAP_SETGID away.
+        let previous_groups = rustix::process::getgroups()
+            .ok()
+            .filter(|_| rustix::thread::set_thread_groups(&[]).is_ok());
+        set_thread_effective_ids(Some(ids.uid), Some(ids.gid));
         Self {
-            previous_uid,
-            previous_gid,
+            previous_euid,
+            previous_egid,
+            previous_groups,
         }
     }
 }
 
 impl Drop for FsIdsGuard {
     fn drop(&mut self) {
-        // SAFETY: as in `set`; uid first, so that the gid change is allowed.
-        unsafe {
-            libc::setfsuid(self.previous_uid);
-            libc::setfsgid(self.previous_gid);
+        // The uid first: back to 0, the thread has its capabilities again,
+        // which the gid and the groups need.
+        set_thread_effective_ids(Some(self.previous_euid), None);
+        set_thread_effective_ids(None, Some(self.previous_egid));
+        if let Some(groups) = &self.previous_groups {
+            let _ = rustix::thread::set_thread_groups(groups);
         }
     }
 }
@@ -114,16 +144,6 @@ pub(crate) fn account_files(ids: HostIds, user_ns: bool) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn host_ids_stay_in_their_range() {
-        for _ in 0..1000 {
-            let ids = HostIds::pick();
-            assert!((HOST_ID_BASE..HOST_ID_BASE + HOST_ID_SPAN).contains(&ids.uid));
-            assert_eq!(ids.uid, ids.gid);
-            assert!(ids.uid < 1 << 31);
-        }
-    }
 
     #[test]
     fn account_files_name_the_user() {

@@ -17,6 +17,7 @@ use tokio::io::AsyncWriteExt as _;
 use tonic::{Request, Response, Status};
 
 use self::entry::ProcessEntry;
+pub(crate) use self::spawn::{killed_for_memory, out_of_memory};
 use self::stream::EventStream;
 use crate::pb;
 use crate::phase::PhaseCell;
@@ -105,7 +106,11 @@ impl ProcessTable {
         if let Some(user) = &req.user {
             check_user(&user.username)?;
         }
-        if let Some(cwd) = &config.cwd {
+        if let Some(cwd) = config
+            .cwd
+            .as_deref()
+            .or(self.env.moved_workdir().as_deref())
+        {
             self.check_cwd(cwd)?;
         }
         let spec = SpawnSpec {
@@ -132,16 +137,11 @@ impl ProcessTable {
         ))
     }
 
+    /// The file calls' rules, checked as the sandbox's user.
     #[allow(clippy::result_large_err)]
     fn check_cwd(&self, cwd: &str) -> Result<(), Status> {
-        let invalid = || Status::invalid_argument("invalid working directory");
-        if !cwd.starts_with('/') || cwd.contains('\0') || cwd.split('/').any(|c| c == "..") {
-            return Err(invalid());
-        }
-        if !self.env.to_host(cwd).is_dir() {
-            return Err(invalid());
-        }
-        Ok(())
+        crate::filesystem::check_working_dir(&self.env, cwd)
+            .map_err(|refusal| refusal.status("invalid working directory"))
     }
 
     #[allow(clippy::result_large_err)]

@@ -68,6 +68,7 @@ pub(crate) fn spawn(
     };
     // The agent reaps the child itself; dropping the handle does not kill
     // it (a background process outlives its Start stream).
+    let oom_kills_before = env.oom_kills();
     let mut child = env
         .launch(spec, stdin, Stdio::Piped, Stdio::Piped)
         .map_err(|e| match e.kind() {
@@ -99,13 +100,17 @@ pub(crate) fn spawn(
     let env = env.clone();
     let waiter_entry = entry.clone();
     tokio::spawn(async move {
-        let status = child.wait().await;
+        let status = child.wait().await.ok();
         for pump in [stdout, stderr].into_iter().flatten() {
             pump.finish().await;
         }
         env.untrack(pid);
         let timed_out = waiter_entry.timed_out.load(Ordering::Acquire);
-        waiter_entry.finish(end_event(status.ok(), timed_out));
+        let mut end = end_event(status, timed_out);
+        if !timed_out && killed_for_memory(&env, status, oom_kills_before) {
+            end.error = Some(out_of_memory(&env));
+        }
+        waiter_entry.finish(end);
     });
     Ok((entry, first))
 }
@@ -195,6 +200,34 @@ async fn enforce_timeout(entry: Arc<ProcessEntry>, limit: Duration) {
     tokio::time::sleep(KILL_GRACE).await;
     if !entry.has_ended() {
         let _ = signal_group(entry.pid, Signal::KILL.as_raw());
+    }
+}
+
+/// Whether a process that ended with `status` was ended by the kernel's
+/// out-of-memory killer: SIGKILL while the sandbox's count of such kills
+/// rose past `oom_kills_before` (counted per sandbox, so a SIGKILL sent by
+/// hand while another of its processes was killed for memory reads as one
+/// too).
+pub(crate) fn killed_for_memory(
+    env: &SandboxEnv,
+    status: Option<ExitStatus>,
+    oom_kills_before: u64,
+) -> bool {
+    status.and_then(|s| s.signal()) == Some(libc::SIGKILL) && env.oom_kills() > oom_kills_before
+}
+
+/// The `StreamError` of a process the kernel ended for the sandbox's memory.
+pub(crate) fn out_of_memory(env: &SandboxEnv) -> pb::StreamError {
+    let limit = env
+        .memory_max_bytes()
+        .map(|bytes| format!(" ({} MiB)", crate::text::group_thousands(bytes >> 20)))
+        .unwrap_or_default();
+    pb::StreamError {
+        code: "resource_exhausted".to_owned(),
+        message: format!(
+            "the sandbox reached its memory limit{limit} and the kernel ended the process; \
+             use less memory, or give the sandbox a higher limit"
+        ),
     }
 }
 
