@@ -154,6 +154,33 @@
 //! # }
 //! ```
 //!
+//! # One client per service
+//!
+//! A [`Client`] owns the AWS side (configuration, credentials, region, the
+//! retry policy and pacing of control-plane calls); every sandbox made from
+//! it shares its control-plane client. The `Sandbox::create()` /
+//! `Sandbox::builder()` shortcuts use an implicit client per tokio runtime.
+//!
+//! ```no_run
+//! use rayito::{AwsOptions, Client};
+//!
+//! # async fn tour() -> Result<(), rayito::SandboxError> {
+//! let client = Client::builder()
+//!     .aws(AwsOptions::new().region("us-east-1"))
+//!     .build()
+//!     .await?;
+//! let sandbox = client
+//!     .sandbox()
+//!     .template("arn:aws:lambda:us-east-1:123456789012:microvm-image:rayito-base")
+//!     .create()
+//!     .await?;
+//! let execution = sandbox.code().run("1 + 1").await?;
+//! assert_eq!(execution.text(), Some("2"));
+//! client.kill_by_id(sandbox.id()).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Choose a backend
 //!
 //! AWS is the default: credentials and region come from the usual chain
