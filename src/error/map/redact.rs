@@ -296,6 +296,21 @@ fn redact_named_values(text: &str) -> String {
         if let Some(name_len) = names.name_at(i)
             && let Some((start, end)) = value_after(bytes, i + name_len)
         {
+            // A value running to the end of its line may swallow the next
+            // secret name (`x-access-token: a X-Amz-Security-Token:` then
+            // the token on the next line): the redaction then runs to the
+            // end of that name's value too.
+            let mut end = end;
+            let mut j = start;
+            while j < end {
+                if let Some(inner_len) = names.name_at(j)
+                    && let Some((_, inner_end)) = value_after(bytes, j + inner_len)
+                    && inner_end > end
+                {
+                    end = inner_end;
+                }
+                j += 1;
+            }
             // Every index here sits next to an ASCII byte: char boundaries.
             out.push_str(&text[copied..start]);
             out.push_str(REDACTED);
@@ -344,14 +359,25 @@ fn redact_alnum_runs(text: &str) -> String {
         |b| b.is_ascii_alphanumeric(),
         |run| {
             let hex = run.len() >= 16 && run.bytes().all(|b| b.is_ascii_hexdigit());
-            let key_id = run.len() >= 16
-                && KEY_ID_PREFIXES.iter().any(|p| run.starts_with(p))
-                && run
-                    .bytes()
-                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
-            hex || key_id
+            hex || holds_key_id(run)
         },
     )
+}
+
+/// Whether an alphanumeric run holds an access key id: a prefix followed by
+/// upper-case letters and digits, 16 characters in all at least, anywhere
+/// in the run (a key id glued to a word is still one).
+fn holds_key_id(run: &str) -> bool {
+    let bytes = run.as_bytes();
+    KEY_ID_PREFIXES.iter().any(|prefix| {
+        run.match_indices(prefix).any(|(at, _)| {
+            bytes[at..]
+                .iter()
+                .take_while(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+                .count()
+                >= 16
+        })
+    })
 }
 
 /// Long opaque tokens (session tokens, JWEs, base64 secrets) even without a
@@ -369,6 +395,40 @@ fn redact_opaque_runs(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 22: a header whose value runs to the end of its line swallowed
+    /// the next header's name, and that header's value on the next line was
+    /// kept; a key id glued to a word was kept.
+    #[test]
+    fn a_swallowed_header_name_still_redacts_its_value_and_glued_key_ids_go() {
+        let text = "x-access-token: a X-Amz-Security-Token:\nFQoGZXIvYXdzsecretvalue\nhost: h";
+        let out = redact_aws_text(text);
+        assert!(!out.contains("FQoGZXIvYXdzsecretvalue"), "{out}");
+        assert!(out.ends_with("\nhost: h"), "{out}");
+        let out = redact_aws_text("the key keyAKIAIOSFODNN7EXAMPLE was refused");
+        assert_eq!(out, "the key [redacted] was refused");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_secret_survives_either_shape(
+            before in "[ -~]{0,40}",
+            filler in "[a-z ]{0,12}",
+            secret in "[a-z0-9]{12,30}",
+            word in "[a-z]{1,8}",
+            key in "[A-Z0-9]{16}",
+            after in "[ -~]{0,40}",
+        ) {
+            let swallowed = format!(
+                "{before}\nx-access-token: {filler} X-Amz-Security-Token:\n{secret}\n{after}"
+            );
+            let out = redact_aws_text(&swallowed);
+            proptest::prop_assert!(!out.contains(&secret), "{}", out);
+            let glued = format!("{before} {word}AKIA{key} {after}");
+            let out = redact_aws_text(&glued);
+            proptest::prop_assert!(!out.contains(&format!("AKIA{key}")), "{}", out);
+        }
+    }
 
     #[test]
     fn cuts_canonical_request_and_string_to_sign_tails() {
