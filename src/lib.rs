@@ -203,6 +203,7 @@ mod sandbox;
 #[cfg(test)]
 mod seam_tests;
 mod secret;
+mod state;
 mod transport;
 
 pub use code::{

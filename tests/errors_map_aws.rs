@@ -379,7 +379,7 @@ fn aws_secrets_never_reach_display_debug_or_wire() {
     for shown in [
         e.to_string(),
         format!("{e:?}"),
-        e.to_wire_string(),
+        e.to_wire(),
         debug_of_failure,
     ] {
         for secret in [secret_sig, key_id, token, "host:y"] {

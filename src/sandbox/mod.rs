@@ -22,13 +22,13 @@ pub(crate) use self::options::MAX_DURATION_SECS;
 pub use self::options::{IdlePolicy, OnTimeout};
 use crate::code::{Execution, ExecutionEvents, RunCodeOptions};
 use crate::commands::Commands;
-pub use crate::control::SandboxState;
 pub use crate::control::pacing::Pacing;
 use crate::control::{AuthTokenRequest, ControlPlane};
 use crate::error::{ErrorKind, SandboxError};
 use crate::files::Files;
 use crate::pb;
 use crate::secret::Secret;
+pub use crate::state::SandboxState;
 use crate::transport::{AgentConn, ConnectRetry, ProxyMinter, Refresher};
 
 /// Lifetime of a proxy token (the AWS maximum).

@@ -163,8 +163,8 @@ pub fn from_stream_error(code: &str, message: &str, call: CallContext) -> Sandbo
             let reason =
                 super::grpc::language_reason(message).unwrap_or(m::GRPC_UNIMPLEMENTED_REASON.text);
             SandboxError::Unimplemented {
-                feature: feature.into(),
-                reason: reason.into(),
+                feature: crate::error::wire::clean_feature(feature),
+                reason: crate::error::wire::clean_reason(reason),
                 doc: None,
                 meta: with(m::SDK_UNIMPLEMENTED, &[("reason", reason), ("see", "")]),
             }

@@ -126,15 +126,36 @@ fn is_auth_code(code: &str) -> bool {
     AUTH_CODES.contains(&base_code(code))
 }
 
-/// Throttling codes are the AWS SDK's own list (`aws-runtime`'s retry
-/// classifier), as are transient ones.
+/// The AWS SDK's own throttling codes (the retry classifier of
+/// `aws-runtime`), as data here so that the error module needs no AWS
+/// crate; a test of the control-plane adapter pins them to the AWS SDK's
+/// list, so an upgrade that changes it fails there.
+pub(crate) const THROTTLING_CODES: &[&str] = &[
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestThrottledException",
+    "TooManyRequestsException",
+    "ProvisionedThroughputExceededException",
+    "TransactionInProgressException",
+    "RequestLimitExceeded",
+    "BandwidthLimitExceeded",
+    "LimitExceededException",
+    "RequestThrottled",
+    "SlowDown",
+    "PriorRequestNotComplete",
+    "EC2ThrottledException",
+];
+
+/// The AWS SDK's own transient codes (pinned like [`THROTTLING_CODES`]).
+pub(crate) const TRANSIENT_CODES: &[&str] = &["RequestTimeout", "RequestTimeoutException"];
+
 fn is_throttling_code(code: &str) -> bool {
-    crate::control::THROTTLING_CODES.contains(&code)
+    THROTTLING_CODES.contains(&code)
 }
 
 fn is_service_fault_code(code: &str) -> bool {
-    SERVICE_FAULT_CODES.contains(&base_code(code))
-        || crate::control::TRANSIENT_CODES.contains(&code)
+    SERVICE_FAULT_CODES.contains(&base_code(code)) || TRANSIENT_CODES.contains(&code)
 }
 
 /// Strips what the AWS JSON protocol allows around a code: a namespace up to

@@ -252,7 +252,8 @@ pub fn proxy_rejected(f: GrpcFailure) -> SandboxError {
 pub fn proxy_rejected_without_remint(f: GrpcFailure) -> SandboxError {
     let feature = f.call.feature;
     let mut err = proxy_rejected(f);
-    err.meta_mut().message = m::GRPC_PROXY_REJECTED_ONCE.render(&[("feature", feature)]);
+    err.meta_mut()
+        .set_message(&m::GRPC_PROXY_REJECTED_ONCE.render(&[("feature", feature)]));
     err
 }
 
@@ -421,8 +422,8 @@ pub fn from_grpc(f: GrpcFailure) -> SandboxError {
                 ("see", ""),
             ]);
             SandboxError::Unimplemented {
-                feature: feature.into(),
-                reason: reason.into(),
+                feature: crate::error::wire::clean_feature(feature),
+                reason: crate::error::wire::clean_reason(reason),
                 doc: None,
                 meta: kept_meta(Box::new(ErrorMeta::new(text)), &f, http),
             }
