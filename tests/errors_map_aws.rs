@@ -1,4 +1,5 @@
-//! The AWS control-plane table (docs/errors.md, "From AWS"): every code it names, no
+//! The AWS control-plane table (docs/errors.md, "AWS control plane, by error
+//! code, never by HTTP status"): every code it names, no
 //! response, and an unknown code, each with variant, fields and the exact
 //! message.
 

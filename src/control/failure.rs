@@ -13,7 +13,7 @@ use crate::error::SandboxError;
 use crate::error::map::aws::{AwsFailure, NoResponse, from_aws, sanitize_aws_code};
 
 /// Maps any operation's `SdkError` to a `SandboxError` (docs/errors.md,
-/// "From AWS").
+/// "AWS control plane, by error code, never by HTTP status").
 pub(super) fn map_sdk_error<E>(
     operation: &'static str,
     err: &SdkError<E, HttpResponse>,

@@ -113,8 +113,8 @@ pub(crate) struct AuthTokenRequest {
 
 /// The control-plane operations the SDK uses.
 ///
-/// Implementations return `SandboxError`s already mapped (docs/errors.md, "From AWS"); the
-/// retry layer ([`retry::Retrying`]) sits on top of any implementation.
+/// Implementations return `SandboxError`s already mapped (docs/errors.md,
+/// "AWS control plane, by error code, never by HTTP status"); the retry layer ([`retry::Retrying`]) sits on top of any implementation.
 pub(crate) trait ControlPlane: Send + Sync + fmt::Debug {
     /// RunMicrovm.
     fn run_microvm(&self, request: RunRequest) -> BoxFuture<'_, Result<Microvm, SandboxError>>;

@@ -35,7 +35,7 @@ use crate::transport::{AgentConn, ConnectRetry, ProxyMinter, Refresher};
 const PROXY_TOKEN_TTL: Duration = Duration::from_secs(60 * 60);
 /// The agent's FAILED_PRECONDITION text for `SetTimeout` without a managed
 /// lifecycle (wire-contract 3.6).
-const LIFECYCLE_UNMANAGED: &str = "lifecycle_unmanaged";
+use rayito_proto::tokens::detail::LIFECYCLE_UNMANAGED;
 /// Longest time `is_running` waits for Health.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -1,5 +1,6 @@
-//! AWS control-plane failures (docs/errors.md, "From AWS"): by error code, never by HTTP
-//! status (ServiceQuotaExceededException arrives as HTTP 402,
+//! AWS control-plane failures (docs/errors.md,
+//! "AWS control plane, by error code, never by HTTP status"): by error
+//! code, never by HTTP status (ServiceQuotaExceededException arrives as HTTP 402,
 //! InsufficientCapacityException as 500). The HTTP status only decides for
 //! an unknown code: any 5xx is a service error.
 
@@ -167,7 +168,8 @@ pub fn sanitize_aws_code(raw: &str) -> &str {
     code.trim()
 }
 
-/// Maps an AWS failure to its variant (docs/errors.md, "From AWS").
+/// Maps an AWS failure to its variant (docs/errors.md, "AWS control plane,
+/// by error code, never by HTTP status").
 pub fn from_aws(f: AwsFailure) -> SandboxError {
     let operation = f.operation;
     let code = f
