@@ -18,8 +18,8 @@
 //! Anything else malformed is a [`WireError`], never a panic.
 //!
 //! The form is written and read through private serde mirrors of the
-//! error ([`WireOut`], [`Head`], the per-kind field structs and
-//! [`WireMeta`]), so the JSON escaping and the field types are serde's,
+//! error (`WireOut`, `Head`, the per-kind field structs and
+//! `WireMeta`), so the JSON escaping and the field types are serde's,
 //! never hand-written.
 //!
 //! The wire form may come from anywhere (a queue another process writes),
