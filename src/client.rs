@@ -14,13 +14,13 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use crate::control::SandboxState;
 use crate::control::pacing::Pacing;
 use crate::error::{RetryPolicy, SandboxError};
 use crate::sandbox::backend::{AwsOptions, BackendChoice, ResolvedBackend};
 use crate::sandbox::lifecycle::{self, check_sandbox_id};
 use crate::sandbox::{ListQuery, Sandbox, SandboxBuilder, SandboxInfo, SandboxList, TemplateInfo};
 use crate::secret::Secret;
+use crate::state::SandboxState;
 
 /// How long [`Client::resume_by_id`] waits for RUNNING (the default ready
 /// timeout of a sandbox).

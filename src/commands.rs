@@ -26,7 +26,7 @@ const STREAM_SLACK: Duration = Duration::from_secs(15);
 const MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
 /// The status of an `EndEvent` sent when `/suspend` closed the stream (the
 /// process lives on).
-const SUSPENDING: &str = "suspending";
+const SUSPENDING: &str = rayito_proto::tokens::end_status::SUSPENDING;
 /// What the caller of `run` can do when the sandbox suspends under it.
 const RUN_AGAIN_AFTER_RESUME: &str = "resume the sandbox and run the command again";
 

@@ -62,30 +62,30 @@ pub struct EntryInfo {
     pub metadata: BTreeMap<String, String>,
 }
 
-impl From<pb::EntryInfo> for EntryInfo {
-    fn from(e: pb::EntryInfo) -> Self {
-        let file_type = match pb::FileType::try_from(e.r#type) {
-            Ok(pb::FileType::File) => FileType::File,
-            Ok(pb::FileType::Directory) => FileType::Directory,
-            Ok(pb::FileType::Symlink) => FileType::Symlink,
-            _ => FileType::Other,
-        };
-        let modified_time = u64::try_from(e.modified_time_unix_ms)
-            .ok()
-            .and_then(|ms| SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
-        Self {
-            name: e.name,
-            path: e.path,
-            file_type,
-            size: e.size,
-            mode: e.mode,
-            permissions: e.permissions,
-            owner: e.owner,
-            group: e.group,
-            modified_time,
-            symlink_target: e.symlink_target,
-            metadata: e.metadata.into_iter().collect(),
-        }
+/// The SDK's view of a generated `EntryInfo` (a private conversion: no
+/// generated type appears in the public API, not even in a `From` impl).
+fn entry_info(e: pb::EntryInfo) -> EntryInfo {
+    let file_type = match pb::FileType::try_from(e.r#type) {
+        Ok(pb::FileType::File) => FileType::File,
+        Ok(pb::FileType::Directory) => FileType::Directory,
+        Ok(pb::FileType::Symlink) => FileType::Symlink,
+        _ => FileType::Other,
+    };
+    let modified_time = u64::try_from(e.modified_time_unix_ms)
+        .ok()
+        .and_then(|ms| SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
+    EntryInfo {
+        name: e.name,
+        path: e.path,
+        file_type,
+        size: e.size,
+        mode: e.mode,
+        permissions: e.permissions,
+        owner: e.owner,
+        group: e.group,
+        modified_time,
+        symlink_target: e.symlink_target,
+        metadata: e.metadata.into_iter().collect(),
     }
 }
 
@@ -334,7 +334,7 @@ impl<'a> Files<'a> {
         let response = self.sandbox.conn().write_stream(messages).await?;
         let mut entries = response.entries.into_iter();
         match (entries.next(), entries.next()) {
-            (Some(entry), None) => Ok(EntryInfo::from(entry)),
+            (Some(entry), None) => Ok(entry_info(entry)),
             _ => Err(SandboxError::protocol_violation(
                 "files.write",
                 "the write answered a different number of entries than files sent",
@@ -403,7 +403,7 @@ impl<'a> Files<'a> {
                 "the write answered a different number of entries than files sent",
             ));
         }
-        Ok(response.entries.into_iter().map(EntryInfo::from).collect())
+        Ok(response.entries.into_iter().map(entry_info).collect())
     }
 
     /// Lists a directory (one level).
@@ -436,7 +436,7 @@ impl<'a> Files<'a> {
                 self.timeout(),
             )
             .await?;
-        Ok(response.entries.into_iter().map(EntryInfo::from).collect())
+        Ok(response.entries.into_iter().map(entry_info).collect())
     }
 
     /// Whether something exists at `path`.
@@ -473,7 +473,7 @@ impl<'a> Files<'a> {
                 self.timeout(),
             )
             .await?;
-        response.entry.map(EntryInfo::from).ok_or_else(|| {
+        response.entry.map(entry_info).ok_or_else(|| {
             SandboxError::protocol_violation("files.get_info", "stat answered no entry")
         })
     }
@@ -516,7 +516,7 @@ impl<'a> Files<'a> {
                 self.timeout(),
             )
             .await?;
-        response.entry.map(EntryInfo::from).ok_or_else(|| {
+        response.entry.map(entry_info).ok_or_else(|| {
             SandboxError::protocol_violation("files.rename", "move answered no entry")
         })
     }

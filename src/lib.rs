@@ -231,6 +231,7 @@ mod sandbox;
 #[cfg(test)]
 mod seam_tests;
 mod secret;
+mod state;
 mod transport;
 
 pub use client::{Client, ClientBuilder};

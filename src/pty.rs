@@ -21,6 +21,7 @@ use crate::sandbox::Sandbox;
 use crate::transport::{
     AgentConn, AgentStream, Mark, Reopened, ResumableStream, Resume, Start, Step, Waiter,
 };
+use rayito_proto::tokens::end_status;
 
 /// A terminal's size in character cells (each side 1 to 1,000).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -304,7 +305,7 @@ type RawMessages = BoxStream<'static, Result<Step<pb::PtyServerMessage>, Sandbox
 
 /// The status of an `exited` message sent when `/suspend` closed the
 /// stream (the terminal lives on).
-const SUSPENDING: &str = "suspending";
+const SUSPENDING: &str = end_status::SUSPENDING;
 /// What the caller can do when the sandbox suspends under a terminal.
 const CONNECT_AFTER_RESUME: &str =
     "the terminal keeps running; connect to it again after the resume";
@@ -511,7 +512,10 @@ impl PtyHandle {
                 "the terminal stream ended without an exited message",
             ));
         };
-        if matches!(end.status.as_str(), "exited" | "signaled") {
+        if matches!(
+            end.status.as_str(),
+            end_status::EXITED | end_status::SIGNALED
+        ) {
             return Ok(PtyExit {
                 exit_code: end.exit_code,
                 signal: end.signal,

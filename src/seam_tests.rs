@@ -16,10 +16,11 @@ use rayito_agent::pb::health_service_server::{HealthService, HealthServiceServer
 use rayito_agent::pb::process_service_server::{ProcessService, ProcessServiceServer};
 use tonic::{Request, Response, Status};
 
-use crate::control::{AuthTokenRequest, ControlPlane, Microvm, RunRequest, SandboxState};
+use crate::control::{AuthTokenRequest, ControlPlane, Microvm, RunRequest};
 use crate::error::map::aws::{AwsFailure, from_aws};
 use crate::error::{Backoff, ErrorKind, RetryPolicy, SandboxCode, SandboxError};
 use crate::secret::Secret;
+use crate::state::SandboxState;
 use crate::transport::{AgentConn, ConnectRetry, InjectedAgent};
 use crate::{Sandbox, SandboxBuilder};
 
@@ -604,7 +605,7 @@ async fn a_hostile_agents_tokens_are_redacted_and_bounded() {
         err.to_string(),
         "command true ended with status (redacted) and exit code 5; its stdout and stderr are in the error"
     );
-    let shown = format!("{err} {err:?} {}", err.to_wire_string());
+    let shown = format!("{err} {err:?} {}", err.to_wire());
     assert!(
         !shown.contains(KEY)
             && !shown
@@ -623,7 +624,7 @@ async fn a_hostile_agents_tokens_are_redacted_and_bounded() {
         matches!(err, SandboxError::Sandbox { code: None, .. }),
         "{err:?}"
     );
-    let shown = format!("{err} {err:?} {}", err.to_wire_string());
+    let shown = format!("{err} {err:?} {}", err.to_wire());
     assert!(!shown.contains(KEY), "{shown}");
     assert!(
         err.to_string()

@@ -69,10 +69,10 @@ fn assert_clean(e: &SandboxError, input: &str) {
     let shown = [
         e.to_string(),
         format!("{e:?}"),
-        e.to_wire_string(),
+        e.to_wire(),
         // The whole source chain: the summary, then the redacted cause.
         source_chain(e),
-        e.classify().to_json().to_string(),
+        e.classify().to_json(),
     ];
     for text in shown {
         for secret in secrets() {

@@ -1,5 +1,6 @@
 //! In-stream agent failures: every `StreamError` code and every `EndEvent`
-//! status (docs/errors.md, "From the agent"), through the `test-util`
+//! status (docs/errors.md, "In-stream `StreamError.code`"; docs/errors.md,
+//! "Process `EndEvent.status`"), through the `test-util`
 //! entry points, each with variant, fields and the
 //! exact message.
 

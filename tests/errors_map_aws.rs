@@ -1,4 +1,5 @@
-//! The AWS control-plane table (docs/errors.md, "From AWS"): every code it names, no
+//! The AWS control-plane table (docs/errors.md, "AWS control plane, by error
+//! code, never by HTTP status"): every code it names, no
 //! response, and an unknown code, each with variant, fields and the exact
 //! message.
 
@@ -379,7 +380,7 @@ fn aws_secrets_never_reach_display_debug_or_wire() {
     for shown in [
         e.to_string(),
         format!("{e:?}"),
-        e.to_wire_string(),
+        e.to_wire(),
         debug_of_failure,
     ] {
         for secret in [secret_sig, key_id, token, "host:y"] {

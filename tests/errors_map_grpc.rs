@@ -1,4 +1,5 @@
-//! The agent gRPC table (docs/errors.md, "From the agent"): every code, the
+//! The agent gRPC table (docs/errors.md, "Agent gRPC status, first match
+//! wins"): every code, the
 //! exact markers and their near misses, the proxy route and the transport's
 //! own failures, through the `test-util` entry points.
 

@@ -41,6 +41,16 @@ fn assert_display_one_line(e: &SandboxError) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// `from_wire(to_wire(e))` is `e`, through the text and through serde.
+fn assert_round_trips(e: &SandboxError) -> Result<(), TestCaseError> {
+    let wire = e.to_wire();
+    let back = SandboxError::from_wire(&wire);
+    prop_assert_eq!(back.as_ref(), Ok(e), "{}", wire);
+    let via_serde: Result<SandboxError, _> = serde_json::from_str(&wire);
+    prop_assert_eq!(via_serde.as_ref().ok(), Some(e));
+    Ok(())
+}
+
 fn end_event_of(
     status: String,
     exit_code: i32,
@@ -56,16 +66,19 @@ fn end_event_of(
     }
     end
 }
+use rayito::SandboxState;
 use rayito::error::{
     CapacityCode, CommandExitStatus, GrpcCode, SandboxCode, SandboxError, TimeoutScope,
 };
 
-/// Text a server or guest could send: arbitrary unicode, the exact markers,
-/// and near misses.
+/// Text a server or guest could send: arbitrary unicode (several lines and
+/// control characters included), the exact markers, and near misses.
 fn remote_text() -> impl Strategy<Value = String> {
     prop_oneof![
         ".{0,80}",
         "\\PC{0,300}",
+        "(?s).{0,120}",
+        Just("line one\nline \"two\" \\ back\r\n\ttab \u{1b}[31m".to_owned()),
         proptest::sample::select(vec![
             "suspending",
             "terminating",
@@ -205,7 +218,8 @@ proptest! {
         let f = make(message.as_deref(), request_id.as_deref());
         let _ = format!("{f:?}");
         let e = f.build();
-        let _ = (format!("{e:?}"), e.classify(), e.to_wire());
+        let _ = (format!("{e:?}"), e.classify());
+        assert_round_trips(&e)?;
         prop_assert!(e.meta().server_message().is_none_or(|m| m.chars().count() <= MAX_KEPT_CHARS));
         assert_display_one_line(&e)?;
         // What a failure is, and whether it is retried, never depends on
@@ -223,7 +237,8 @@ proptest! {
         } else {
             transport_failure(TransportFailure::Reset { code }, &message, call)
         };
-        let _ = (format!("{e:?}"), e.classify().to_json(), e.to_wire());
+        let _ = (format!("{e:?}"), e.classify().to_json());
+        assert_round_trips(&e)?;
         assert_display_one_line(&e)?;
         // Text after a prefix no marker starts with never changes the kind:
         // only the status code and the exact markers choose it.
@@ -233,6 +248,7 @@ proptest! {
             prop_assert!(!prefixed.is_retryable() || agent_status(code, "", call).is_retryable());
         }
         let proxy = proxy_answer(status, call);
+        assert_round_trips(&proxy)?;
         assert_display_one_line(&proxy)?;
         prop_assert_eq!(proxy.meta().http_status(), Some(status));
     }
@@ -249,7 +265,7 @@ proptest! {
         command in ".{0,60}",
     ) {
         let streamed = stream_error(&code, &message, call);
-        let _ = streamed.to_wire();
+        assert_round_trips(&streamed)?;
         assert_display_one_line(&streamed)?;
         // The code and the exact markers (`disk_reserve`, ...) choose the
         // kind: text after a prefix no marker has never does.
@@ -258,18 +274,63 @@ proptest! {
         let end = end_event_of(status, exit_code, signal, error);
         if let Err(e) = end_event(end, CommandOutput::default(), &command) {
             let _ = e.classify();
+            assert_round_trips(&e)?;
             assert_display_one_line(&e)?;
         }
     }
 
     #[test]
     fn from_wire_never_panics(value in json_value(), text in ".{0,200}") {
-        if let Ok(e) = SandboxError::from_wire(&value) {
+        if let Ok(e) = SandboxError::from_wire(&value.to_string()) {
             // Whatever is accepted round-trips.
-            let back = SandboxError::from_wire(&e.to_wire());
-            prop_assert_eq!(back.as_ref(), Ok(&e));
+            assert_round_trips(&e)?;
         }
-        let _ = SandboxError::from_wire_str(&text);
+        let _ = SandboxError::from_wire(&text);
+    }
+
+    /// Every public constructor, fed hostile text (several lines, control
+    /// characters, secrets, over-long names), builds an error that the
+    /// wire form rebuilds unchanged.
+    #[test]
+    fn every_constructed_error_survives_the_wire(
+        a in remote_text(),
+        b in remote_text(),
+        c in remote_text(),
+        secs in any::<u64>(),
+        nanos in 0u32..1_000_000_000,
+        attempts in any::<u32>(),
+        scope in proptest::sample::select(vec!["request", "command", "execution", "sandbox", "state_wait", "other"]),
+        has_doc in any::<bool>(),
+    ) {
+        // The `&'static str` arguments are names and fixed texts of the
+        // caller's code; leaked here so that they can be hostile too.
+        let name: &'static str = Box::leak(a.clone().into_boxed_str());
+        let fixed: &'static str = Box::leak(b.clone().into_boxed_str());
+        let waited = Duration::new(secs, nanos);
+        let errors = [
+            SandboxError::invalid_argument(name, &b),
+            SandboxError::closed(),
+            SandboxError::cancelled(&a),
+            SandboxError::protocol_violation(&a, fixed),
+            SandboxError::internal(&a, fixed),
+            SandboxError::connection_lost(&a, Some(&b)),
+            SandboxError::connection_lost(&a, None),
+            SandboxError::agent_vm_lost(&a),
+            SandboxError::not_ready(Some(SandboxState::from(a.as_str())), Some(&b), waited),
+            SandboxError::not_ready(None, None, waited),
+            SandboxError::sandbox_lifetime(name, waited, Duration::from_secs(28_800)),
+            SandboxError::lifetime_reached(&a),
+            SandboxError::reconnect_gave_up(&a, waited, attempts),
+            SandboxError::sandbox_not_found(&a),
+            SandboxError::sandbox_state(name, fixed),
+            SandboxError::timeout(TimeoutScope::from(scope), &a, Some(waited)),
+            SandboxError::unimplemented(a.clone(), b.clone(), has_doc.then_some(c.as_str())),
+            SandboxError::lifecycle_unsupported(a.clone(), c.clone()),
+        ];
+        for e in &errors {
+            assert_round_trips(e)?;
+            assert_display_one_line(e)?;
+        }
     }
 
     /// The message of an agent status can only make a failure less
@@ -390,11 +451,7 @@ fn planted() -> impl Strategy<Value = (String, String)> {
 /// Every text a user or a log can see of an error.
 fn everything_shown(e: &SandboxError) -> String {
     use std::error::Error as _;
-    let mut shown = format!(
-        "{e} {e:?} {} {}",
-        e.to_wire_string(),
-        e.classify().to_json()
-    );
+    let mut shown = format!("{e} {e:?} {} {}", e.to_wire(), e.classify().to_json());
     let mut next = e.source();
     while let Some(source) = next {
         shown.push_str(&format!(" {source} {source:?}"));
@@ -530,7 +587,7 @@ proptest! {
     /// Fuzz target: `from_wire` on what a hostile or newer sender writes.
     #[test]
     fn from_wire_cleans_and_never_raises_retryability(value in wire_object()) {
-        let Ok(e) = SandboxError::from_wire(&value) else {
+        let Ok(e) = SandboxError::from_wire(&value.to_string()) else {
             return Ok(());
         };
         let kind = value["kind"].as_str().unwrap_or_default();
@@ -554,8 +611,7 @@ proptest! {
             prop_assert!(t.is_none_or(|t| t.chars().count() <= 256 && !t.chars().any(char::is_control)));
         }
         // What was accepted is stable: another hop changes nothing.
-        let back = SandboxError::from_wire(&e.to_wire());
-        prop_assert_eq!(back.as_ref(), Ok(&e));
+        assert_round_trips(&e)?;
     }
 
     /// Fuzz target: the redaction keeps no planted secret, even where the

@@ -58,7 +58,7 @@ fn assert_clean(what: &str, text: &str) {
 fn check(err: &SandboxError, errors_seen: &mut usize) {
     assert_clean("Display", &err.to_string());
     assert_clean("Debug", &format!("{err:?}"));
-    assert_clean("wire form", &err.to_wire_string());
+    assert_clean("wire form", &err.to_wire());
     let mut source = std::error::Error::source(err);
     while let Some(s) = source {
         assert_clean("source", &format!("{s} {s:?}"));

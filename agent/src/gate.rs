@@ -14,6 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use hyper::body::Body as HttpBody;
+use rayito_proto::tokens::detail;
 use tonic::Status;
 use tower::{Layer, Service};
 
@@ -81,7 +82,7 @@ impl<S> GateService<S> {
         match self.shared.phase.get() {
             Phase::Running => None,
             Phase::Expired if path != SET_TIMEOUT_PATH => {
-                Some(Status::failed_precondition("sandbox_timeout"))
+                Some(Status::failed_precondition(detail::SANDBOX_TIMEOUT))
             }
             Phase::Expired => None,
             phase @ (Phase::Suspending | Phase::Terminating) => {

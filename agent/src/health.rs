@@ -13,7 +13,7 @@ use crate::state::Shared;
 /// (while `kernel_ready` is false): lets a client fail at once instead of
 /// waiting out its readiness timeout. Additive: clients that do not know it
 /// ignore it.
-pub const KERNEL_FAILURE_HEADER: &str = "rayito-kernel-failure";
+pub const KERNEL_FAILURE_HEADER: &str = rayito_proto::tokens::header::KERNEL_FAILURE;
 
 /// How long Health waits, in all, for `/run` (when it has not come yet) and
 /// for a default kernel that is starting, before it answers `kernel_ready:

@@ -7,6 +7,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rayito_proto::tokens::detail;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tonic::{Request, Response, Status};
@@ -174,12 +175,12 @@ impl Lifecycle {
         let mut st = self.state.lock().expect("lifecycle lock");
         let Some(plan) = st.plan else {
             if st.forced {
-                return Err(Status::failed_precondition("sandbox_timeout"));
+                return Err(Status::failed_precondition(detail::SANDBOX_TIMEOUT));
             }
-            return Err(Status::failed_precondition("lifecycle_unmanaged"));
+            return Err(Status::failed_precondition(detail::LIFECYCLE_UNMANAGED));
         };
         if st.expired && plan.on_timeout == OnTimeout::Kill {
-            return Err(Status::failed_precondition("sandbox_timeout"));
+            return Err(Status::failed_precondition(detail::SANDBOX_TIMEOUT));
         }
         let mode = pb::TimeoutMode::try_from(mode).unwrap_or(pb::TimeoutMode::Unspecified);
         if mode == pb::TimeoutMode::Unspecified {

@@ -1,6 +1,7 @@
 //! The agent's phase, watched by every live stream so that a suspend, a
 //! terminate or the logical deadline can end it in its schema's form.
 
+use rayito_proto::tokens::{detail, phase};
 use tokio::sync::watch;
 
 /// Where the agent is in its life. New streams are refused outside `Running`.
@@ -21,9 +22,9 @@ impl Phase {
     pub fn gate_message(self) -> Option<&'static str> {
         match self {
             Phase::Running => None,
-            Phase::Suspending => Some("suspending"),
-            Phase::Terminating => Some("terminating"),
-            Phase::Expired => Some("sandbox_timeout"),
+            Phase::Suspending => Some(phase::SUSPENDING),
+            Phase::Terminating => Some(phase::TERMINATING),
+            Phase::Expired => Some(detail::SANDBOX_TIMEOUT),
         }
     }
 
@@ -31,9 +32,9 @@ impl Phase {
     pub fn gate_status(self) -> Option<tonic::Status> {
         match self {
             Phase::Running => None,
-            Phase::Suspending => Some(tonic::Status::unavailable("suspending")),
-            Phase::Terminating => Some(tonic::Status::unavailable("terminating")),
-            Phase::Expired => Some(tonic::Status::failed_precondition("sandbox_timeout")),
+            Phase::Suspending => Some(tonic::Status::unavailable(phase::SUSPENDING)),
+            Phase::Terminating => Some(tonic::Status::unavailable(phase::TERMINATING)),
+            Phase::Expired => Some(tonic::Status::failed_precondition(detail::SANDBOX_TIMEOUT)),
         }
     }
 }

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use rayito_proto::tokens::{end_status, stream_code};
 use rustix::process::{Pid, Signal};
 use rustix::pty::OpenptFlags;
 use rustix::termios::Winsize;
@@ -196,9 +197,9 @@ fn exited(status: Option<ExitStatus>, timed_out: bool) -> pb::PtyExited {
         return pb::PtyExited {
             exit_code,
             exited: false,
-            status: "timeout".to_owned(),
+            status: end_status::TIMEOUT.to_owned(),
             error: Some(pb::StreamError {
-                code: "deadline_exceeded".to_owned(),
+                code: stream_code::DEADLINE_EXCEEDED.to_owned(),
                 message: "pty timed out".to_owned(),
             }),
             signal,
@@ -207,7 +208,12 @@ fn exited(status: Option<ExitStatus>, timed_out: bool) -> pb::PtyExited {
     pb::PtyExited {
         exit_code,
         exited,
-        status: if exited { "exited" } else { "signaled" }.to_owned(),
+        status: if exited {
+            end_status::EXITED
+        } else {
+            end_status::SIGNALED
+        }
+        .to_owned(),
         error: None,
         signal,
     }
@@ -543,7 +549,11 @@ fn subscribe(
             }
             let (chunks, end) = session.since(next_seq);
             let Some(chunks) = chunks else {
-                send(message(Message::Exited(detached("output_truncated")), 0)).await;
+                send(message(
+                    Message::Exited(detached(end_status::OUTPUT_TRUNCATED)),
+                    0,
+                ))
+                .await;
                 return;
             };
             for (seq, data) in chunks {
@@ -555,11 +565,19 @@ fn subscribe(
             }
             match phase.get() {
                 Phase::Suspending => {
-                    send(message(Message::Exited(detached("suspending")), 0)).await;
+                    send(message(
+                        Message::Exited(detached(end_status::SUSPENDING)),
+                        0,
+                    ))
+                    .await;
                     return;
                 }
                 Phase::Expired => {
-                    send(message(Message::Exited(detached("sandbox_timeout")), 0)).await;
+                    send(message(
+                        Message::Exited(detached(end_status::SANDBOX_TIMEOUT)),
+                        0,
+                    ))
+                    .await;
                     return;
                 }
                 Phase::Running | Phase::Terminating => {}

@@ -24,7 +24,7 @@ const GRACEFUL_WAIT: Duration = Duration::from_secs(2);
 /// HTTP/2 receive window of one stream: a 64 MiB Write moves in 1 MiB
 /// messages, and hyper's default (1 MiB) left about one message in flight,
 /// so the client waited for a window update after each (docs/performance.md,
-/// "File transfer"). Also the most one stream can make the agent buffer.
+/// "Files: the agent's own path (session 4)"). Also the most one stream can make the agent buffer.
 const STREAM_WINDOW: u32 = 4 * 1024 * 1024;
 /// HTTP/2 receive window of one connection (all its streams together).
 const CONNECTION_WINDOW: u32 = 2 * STREAM_WINDOW;

@@ -7,7 +7,7 @@ use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
 /// Name of the metadata key that carries the access token.
-pub const ACCESS_TOKEN_HEADER: &str = "x-access-token";
+pub const ACCESS_TOKEN_HEADER: &str = rayito_proto::tokens::header::ACCESS_TOKEN;
 
 /// Why a call was refused; each variant has one fixed English message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

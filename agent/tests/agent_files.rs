@@ -651,7 +651,7 @@ async fn a_write_cancelled_by_its_client_commits_nothing() {
 /// The agent's HTTP/2 receive window lets one Write stream have 4 MiB in
 /// flight (hyper's default, 1 MiB, left about one 1 MiB message, so a large
 /// upload waited for a window update after each chunk; docs/performance.md,
-/// "File transfer"). A bare h2 client asks for 8 MiB of send capacity and
+/// "Files: the agent's own path (session 4)"). A bare h2 client asks for 8 MiB of send capacity and
 /// gets exactly the stream window (the connection's, 8 MiB, is larger).
 #[tokio::test]
 async fn a_write_stream_may_have_four_mib_in_flight() {

@@ -191,7 +191,7 @@ pub async fn run(global: Global) -> i32 {
             ok: false,
             detail: "no image is configured".to_owned(),
             fix: Some(
-                "set RAYITO_TEMPLATE to an image ARN (arn:aws:lambda:REGION:ACCOUNT:microvm-image:NAME) or pass --template to `rayito sandbox create`; see docs/aws.md (\"Choose an image and a region\")".to_owned(),
+                "set RAYITO_TEMPLATE to an image ARN (arn:aws:lambda:REGION:ACCOUNT:microvm-image:NAME) or pass --template to `rayito sandbox create`; see docs/aws.md (\"Choosing an image and a region\")".to_owned(),
             ),
         },
     });

@@ -9,11 +9,17 @@
 //! build script and needs no protobuf compiler; `tests/generated.rs` fails when
 //! it is stale.
 //!
+//! [`tokens`] holds the text tokens of the contract that the `.proto` files
+//! cannot type (status details, stream codes, end statuses, header names),
+//! hand-written and shared by the SDK and the agent.
+//!
 //! Features: `client` (default) adds the `*_client` modules, `server` the
 //! `*_server` modules. Messages are always present.
 //!
 //! This crate is an implementation detail of `rayito` and `rayito-agent`: the
 //! SDK never exposes these types in its public API.
+
+pub mod tokens;
 
 /// Messages, clients and servers of the `rayito.v1` package.
 #[allow(

@@ -21,11 +21,12 @@ use tracing::instrument::WithSubscriber as _;
 use super::failure::map_sdk_error;
 use super::{
     AuthTokenRequest, ControlPlane, ImageSummary, ListPage, ListRequest, Microvm, MicrovmItem,
-    RunRequest, SandboxState,
+    RunRequest,
 };
 use crate::error::SandboxError;
 use crate::error::map::aws::{no_credentials, profile_not_found};
 use crate::secret::Secret;
+use crate::state::SandboxState;
 
 /// Runs anything of the AWS SDK with tracing silenced. At TRACE,
 /// `aws-smithy-runtime` logs whole requests and responses (the proxy token

@@ -12,16 +12,8 @@ use aws_sdk_lambdamicrovms::error::{DisplayErrorContext, ProvideErrorMetadata, S
 use crate::error::SandboxError;
 use crate::error::map::aws::{AwsFailure, NoResponse, from_aws, sanitize_aws_code};
 
-/// The AWS SDK's own list of throttling error codes (its retry
-/// classifier's): the error mapping reads it here, so the AWS crate stays
-/// inside `control`.
-pub(crate) const THROTTLING_CODES: &[&str] = aws_runtime::retries::classifiers::THROTTLING_ERRORS;
-
-/// The AWS SDK's own list of transient error codes (`RequestTimeout` ...).
-pub(crate) const TRANSIENT_CODES: &[&str] = aws_runtime::retries::classifiers::TRANSIENT_ERRORS;
-
 /// Maps any operation's `SdkError` to a `SandboxError` (docs/errors.md,
-/// "From AWS").
+/// "AWS control plane, by error code, never by HTTP status").
 pub(super) fn map_sdk_error<E>(
     operation: &'static str,
     err: &SdkError<E, HttpResponse>,
@@ -106,5 +98,24 @@ fn fill_from_response(failure: &mut AwsFailure, raw: &HttpResponse) {
                 .and_then(|v| v.as_str())
                 .map(|code| sanitize_aws_code(code).to_owned());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::map::aws::{THROTTLING_CODES, TRANSIENT_CODES};
+
+    /// The error mapping keeps its own copy of the AWS SDK's code lists
+    /// (it knows no AWS crate); an AWS SDK that changes them fails here.
+    #[test]
+    fn the_error_mapping_uses_the_aws_sdks_own_code_lists() {
+        assert_eq!(
+            THROTTLING_CODES,
+            aws_runtime::retries::classifiers::THROTTLING_ERRORS
+        );
+        assert_eq!(
+            TRANSIENT_CODES,
+            aws_runtime::retries::classifiers::TRANSIENT_ERRORS
+        );
     }
 }

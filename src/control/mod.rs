@@ -10,78 +10,14 @@ mod failure;
 pub(crate) mod pacing;
 pub(crate) mod retry;
 
-pub(crate) use failure::{THROTTLING_CODES, TRANSIENT_CODES};
-
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use futures_util::future::BoxFuture;
 
-use crate::error::{SandboxError, UnknownValue};
+use crate::error::SandboxError;
 use crate::secret::Secret;
-
-/// The state of a MicroVM as the control plane reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SandboxState {
-    /// Starting; the agent has not accepted the run hook yet.
-    Pending,
-    /// Running.
-    Running,
-    /// Being suspended.
-    Suspending,
-    /// Suspended (paused).
-    Suspended,
-    /// Being terminated.
-    Terminating,
-    /// Terminated.
-    Terminated,
-    /// A state this SDK does not know yet. The token is kept, and only
-    /// parsing can produce it (see [`UnknownValue`]): match newer states
-    /// with a guard on [`SandboxState::as_str`].
-    Unknown(UnknownValue),
-}
-
-impl SandboxState {
-    /// The control plane's token (`RUNNING`, ...).
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Pending => "PENDING",
-            Self::Running => "RUNNING",
-            Self::Suspending => "SUSPENDING",
-            Self::Suspended => "SUSPENDED",
-            Self::Terminating => "TERMINATING",
-            Self::Terminated => "TERMINATED",
-            Self::Unknown(other) => other.as_str(),
-        }
-    }
-
-    /// True for `TERMINATING` and `TERMINATED`.
-    pub fn is_terminal(&self) -> bool {
-        matches!(self, Self::Terminating | Self::Terminated)
-    }
-}
-
-impl From<&str> for SandboxState {
-    fn from(token: &str) -> Self {
-        let token = crate::error::clean_token(token);
-        match token.as_str() {
-            "PENDING" => Self::Pending,
-            "RUNNING" => Self::Running,
-            "SUSPENDING" => Self::Suspending,
-            "SUSPENDED" => Self::Suspended,
-            "TERMINATING" => Self::Terminating,
-            "TERMINATED" => Self::Terminated,
-            _ => Self::Unknown(UnknownValue::new(token)),
-        }
-    }
-}
-
-impl fmt::Display for SandboxState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::state::SandboxState;
 
 /// The platform idle policy sent with RunMicrovm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,8 +111,8 @@ pub(crate) struct AuthTokenRequest {
 
 /// The control-plane operations the SDK uses.
 ///
-/// Implementations return `SandboxError`s already mapped (docs/errors.md, "From AWS"); the
-/// retry layer ([`retry::Retrying`]) sits on top of any implementation.
+/// Implementations return `SandboxError`s already mapped (docs/errors.md,
+/// "AWS control plane, by error code, never by HTTP status"); the retry layer ([`retry::Retrying`]) sits on top of any implementation.
 pub(crate) trait ControlPlane: Send + Sync + fmt::Debug {
     /// RunMicrovm.
     fn run_microvm(&self, request: RunRequest) -> BoxFuture<'_, Result<Microvm, SandboxError>>;

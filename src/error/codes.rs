@@ -393,3 +393,18 @@ impl PartialEq<&str> for CapturedText {
         self.as_str() == *other
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rayito_proto::tokens::end_status;
+
+    use super::CommandExitStatus;
+
+    /// The statuses a `CommandExit` keeps are the agent's end statuses
+    /// (spelled as literals above because the list is a `match`).
+    #[test]
+    fn command_exit_statuses_are_the_agents_end_statuses() {
+        assert_eq!(CommandExitStatus::Exited.as_str(), end_status::EXITED);
+        assert_eq!(CommandExitStatus::Signaled.as_str(), end_status::SIGNALED);
+    }
+}

@@ -6,10 +6,11 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use super::codes::{GrpcCode, SandboxCode, TimeoutScope};
+use super::codes::{GrpcCode, MAX_TOKEN_CHARS, SandboxCode, TimeoutScope};
 use super::messages::{self as m, Template};
+use super::wire::{MAX_REASON_CHARS, clean_feature, clean_reason, line};
 use super::{ErrorMeta, SandboxError};
-use crate::SandboxState;
+use crate::state::SandboxState;
 
 pub(crate) fn meta(template: Template, args: &[(&str, &str)]) -> Box<ErrorMeta> {
     Box::new(ErrorMeta::new(template.render(args)))
@@ -21,8 +22,17 @@ impl SandboxError {
     /// `reason` is our own text (what is wrong, what is allowed); it must not
     /// quote the value when the value could be a secret.
     pub fn invalid_argument(argument: &'static str, reason: impl AsRef<str>) -> Self {
+        // Kept as the wire form keeps a name (a name that is already a
+        // clean token, as every name of the SDK is, stays borrowed).
+        let name = line(Some(argument), MAX_TOKEN_CHARS).map(|clean| {
+            if clean == argument {
+                Cow::Borrowed(argument)
+            } else {
+                Cow::Owned(clean)
+            }
+        });
         Self::InvalidArgument {
-            argument: Some(Cow::Borrowed(argument)),
+            argument: name,
             meta: meta(
                 m::SDK_INVALID_ARGUMENT,
                 &[("argument", argument), ("reason", reason.as_ref())],
@@ -215,9 +225,12 @@ impl SandboxError {
         reason: impl Into<Box<str>>,
         doc: Option<&str>,
     ) -> Self {
-        let feature = feature.into();
-        let reason = reason.into();
-        let see = doc.map_or_else(String::new, |d| format!("; see {d}"));
+        let feature = clean_feature(&feature.into());
+        let reason = clean_reason(&reason.into());
+        let doc = line(doc, MAX_REASON_CHARS);
+        let see = doc
+            .as_ref()
+            .map_or_else(String::new, |d| format!("; see {d}"));
         let text = m::SDK_UNIMPLEMENTED.render(&[
             ("feature", &feature),
             ("reason", &reason),
@@ -237,8 +250,8 @@ impl SandboxError {
         feature: impl Into<Box<str>>,
         reason: impl Into<Box<str>>,
     ) -> Self {
-        let feature = feature.into();
-        let reason = reason.into();
+        let feature = clean_feature(&feature.into());
+        let reason = clean_reason(&reason.into());
         let text =
             m::SDK_LIFECYCLE_UNSUPPORTED.render(&[("feature", &feature), ("reason", &reason)]);
         Self::LifecycleUnsupported {
@@ -271,7 +284,9 @@ impl SandboxError {
     pub(crate) fn kill_failed(mut self, sandbox_id: &str) -> Self {
         let meta = self.meta_mut();
         let cause = std::mem::take(&mut meta.message);
-        meta.message = m::SDK_KILL_FAILED.render(&[("sandbox_id", sandbox_id), ("cause", &cause)]);
+        meta.set_message(
+            &m::SDK_KILL_FAILED.render(&[("sandbox_id", sandbox_id), ("cause", &cause)]),
+        );
         self
     }
 
@@ -286,7 +301,7 @@ impl SandboxError {
             (Self::NotFound { .. }, Some(GrpcCode::OutOfRange)) => m::SDK_CELL_OUTPUT_DROPPED,
             _ => return self,
         };
-        self.meta_mut().message = template.render(&[]);
+        self.meta_mut().set_message(&template.render(&[]));
         self
     }
 
@@ -524,8 +539,9 @@ mod tests {
         let info = e.classify();
         assert_eq!(info.kind, "connection_lost");
         assert!(info.retryable);
+        let wire: serde_json::Value = serde_json::from_str(&e.to_wire()).unwrap();
         assert_eq!(
-            e.to_wire()["meta"]["elapsed"],
+            wire["meta"]["elapsed"],
             serde_json::json!({"secs": 1, "nanos": 500_000_000})
         );
         assert_eq!(SandboxError::from_wire(&e.to_wire()).unwrap(), e);
@@ -535,10 +551,8 @@ mod tests {
         );
         // Errors that did not wait say nothing.
         assert_eq!(SandboxError::closed().meta().elapsed(), None);
-        assert!(
-            SandboxError::closed().to_wire()["meta"]
-                .get("elapsed")
-                .is_none()
-        );
+        let wire: serde_json::Value =
+            serde_json::from_str(&SandboxError::closed().to_wire()).unwrap();
+        assert!(wire["meta"].get("elapsed").is_none());
     }
 }

@@ -232,14 +232,11 @@ pub struct ErrorInfo {
 }
 
 impl ErrorInfo {
-    /// The JSON object `{kind, retryable, retry_with_larger_limits, summary}`.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "kind": self.kind,
-            "retryable": self.retryable,
-            "retry_with_larger_limits": self.retry_with_larger_limits,
-            "summary": self.summary,
-        })
+    /// The JSON object `{kind, retryable, retry_with_larger_limits, summary}`,
+    /// as text (the same as serializing the struct with serde).
+    pub fn to_json(&self) -> String {
+        // Two strings and two booleans: writing them cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
     }
 
     /// The classification of a known sandbox code, `None` for an unknown one.

@@ -1,7 +1,7 @@
 //! Metadata shared by every error variant.
 
 use super::codes::GrpcCode;
-use super::map::redact::{redact_aws_text, sanitize_remote_text};
+use super::map::redact::{MAX_KEPT_CHARS, redact_aws_text, sanitize_remote_text};
 
 /// Facts about a failure that every variant carries: our message, and what
 /// the server said (its message, gRPC code, HTTP status, AWS error code,
@@ -35,11 +35,21 @@ pub struct ErrorMeta {
 
 impl ErrorMeta {
     /// Metadata with our message only (useful to build errors in tests).
-    pub fn new(message: impl Into<String>) -> Self {
+    ///
+    /// The message is kept as every message is: on one line (control
+    /// characters become spaces), redacted, trimmed, at most 2,048
+    /// characters. So `Display` is always one line, and the wire form,
+    /// which cleans what it reads the same way, rebuilds the same error.
+    pub fn new(message: impl AsRef<str>) -> Self {
         Self {
-            message: message.into(),
+            message: clean_message(message.as_ref()),
             ..Self::default()
         }
+    }
+
+    /// Replaces our message, cleaned as [`ErrorMeta::new`] cleans it.
+    pub(crate) fn set_message(&mut self, message: &str) {
+        self.message = clean_message(message);
     }
 
     /// Our message: what failed, then what remains possible. This is the
@@ -202,6 +212,13 @@ impl RedactedCause {
     }
 }
 
+impl RedactedCause {
+    /// The redacted text.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 impl std::fmt::Display for RedactedCause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -209,6 +226,11 @@ impl std::fmt::Display for RedactedCause {
 }
 
 impl std::error::Error for RedactedCause {}
+
+/// A message as every error keeps it (see [`ErrorMeta::new`]).
+fn clean_message(text: &str) -> String {
+    sanitize_remote_text(text, MAX_KEPT_CHARS)
+}
 
 fn non_empty(text: String) -> Option<String> {
     if text.is_empty() { None } else { Some(text) }

@@ -119,7 +119,7 @@ pub enum SandboxError {
     #[non_exhaustive]
     SandboxNotReady {
         /// The MicroVM state last seen (e.g. `Pending`), when known.
-        state: Option<crate::SandboxState>,
+        state: Option<crate::state::SandboxState>,
         /// The reason the control plane gave for that state, when known.
         state_reason: Option<String>,
         /// Shared metadata; also the error's `source()`, a sanitized summary.

@@ -1,4 +1,4 @@
-//! The wire form: a JSON object that rebuilds the same error in another
+//! The wire form: a JSON text that rebuilds the same error in another
 //! process (a job queue, an RPC).
 //!
 //! ```json
@@ -9,46 +9,68 @@
 //! ```
 //!
 //! `meta.elapsed` (`{secs, nanos}`) is present only when the SDK measured
-//! how long it kept trying (a reconnect that gave up).
+//! how long it kept trying (a reconnect that gave up), `meta.cause` only
+//! when a lower-level failure caused the error (its redacted text).
 //!
 //! Variant fields sit next to `kind`; `meta` holds the shared metadata. An
 //! unknown kind (from a newer SDK) comes back as `Sandbox` with an unknown
 //! code that keeps the kind string, and with the message and metadata.
 //! Anything else malformed is a [`WireError`], never a panic.
 //!
+//! The form is written and read through private serde mirrors of the
+//! error (`WireOut`, `Head`, the per-kind field structs and
+//! `WireMeta`), so the JSON escaping and the field types are serde's,
+//! never hand-written.
+//!
 //! The wire form may come from anywhere (a queue another process writes),
 //! so every text is bounded and cleaned as the mappers' own output is
 //! (redacted, one line where the mapper makes one line), and nothing in it
 //! can make the error more retryable than its kind: an unknown kind is
 //! `Sandbox { code: Unknown }`, never a known code. Captured command output
-//! (`stdout`, `stderr`) is data and kept as sent.
+//! (`stdout`, `stderr`) is data and kept as sent. Every error the SDK
+//! builds is already in that clean form, so `from_wire(&e.to_wire())` is
+//! `e` again.
 
 use std::borrow::Cow;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::codes::{
     CapacityCode, CapturedText, CommandExitStatus, GrpcCode, MAX_TOKEN_CHARS, SandboxCode,
     TimeoutScope,
 };
 use super::map::redact::{MAX_KEPT_CHARS, redact_aws_text, sanitize_remote_text};
+use super::meta::RedactedCause;
 use super::{ErrorKind, ErrorMeta, SandboxError};
 
 /// Bounds of the texts read from a wire form, the mappers' own: our
 /// message, the control plane's state reason and quota code, the fields of
 /// `Unimplemented`.
-const MAX_MESSAGE_CHARS: usize = MAX_KEPT_CHARS;
-const MAX_STATE_REASON_CHARS: usize = 256;
-const MAX_QUOTA_CODE_CHARS: usize = 128;
-const MAX_FEATURE_CHARS: usize = 128;
-const MAX_REASON_CHARS: usize = 512;
+pub(crate) const MAX_MESSAGE_CHARS: usize = MAX_KEPT_CHARS;
+pub(crate) const MAX_STATE_REASON_CHARS: usize = 256;
+pub(crate) const MAX_QUOTA_CODE_CHARS: usize = 128;
+pub(crate) const MAX_FEATURE_CHARS: usize = 128;
+pub(crate) const MAX_REASON_CHARS: usize = 512;
 
 /// A one-line text from the wire, cleaned like a mapper's output; `None`
 /// when nothing is left.
-fn line(text: Option<String>, max_chars: usize) -> Option<String> {
-    text.map(|t| sanitize_remote_text(&t, max_chars))
+pub(crate) fn line(text: Option<&str>, max_chars: usize) -> Option<String> {
+    text.map(|t| sanitize_remote_text(t, max_chars))
         .filter(|t| !t.is_empty())
+}
+
+/// The `feature` of `Unimplemented` / `LifecycleUnsupported` as the wire
+/// form keeps it.
+pub(crate) fn clean_feature(text: &str) -> Box<str> {
+    sanitize_remote_text(text, MAX_FEATURE_CHARS).into()
+}
+
+/// The `reason` of `Unimplemented` / `LifecycleUnsupported` as the wire
+/// form keeps it.
+pub(crate) fn clean_reason(text: &str) -> Box<str> {
+    sanitize_remote_text(text, MAX_REASON_CHARS).into()
 }
 
 /// A value that is not a `SandboxError` in wire form. It says what was
@@ -65,318 +87,461 @@ impl WireError {
     }
 }
 
-type Fields<'a> = &'a Map<String, Value>;
-
-fn opt_str(v: Option<&str>) -> Value {
-    v.map_or(Value::Null, |s| Value::String(s.to_owned()))
+/// Maps a serde failure to a [`WireError`] that quotes nothing: serde's
+/// own message may repeat the value it refused.
+fn refused(reason: &'static str) -> impl FnOnce(serde_json::Error) -> WireError {
+    move |_| WireError::new(reason)
 }
 
-fn duration_json(d: Duration) -> Value {
-    json!({"secs": d.as_secs(), "nanos": d.subsec_nanos()})
+/// A `Duration` as `{secs, nanos}` (serde's own shape for it, with
+/// `nanos` checked below one second on the way in).
+#[derive(Serialize, Deserialize)]
+struct WireDuration {
+    secs: u64,
+    nanos: u32,
 }
 
-impl SandboxError {
-    /// The wire form of this error (a JSON object).
-    pub fn to_wire(&self) -> Value {
-        let mut obj = Map::new();
-        obj.insert("kind".into(), self.kind().as_str().into());
-        obj.insert("message".into(), self.meta().message().into());
-        let mut put = |k: &str, v: Value| {
-            obj.insert(k.to_owned(), v);
-        };
-        match self {
-            Self::Sandbox { code, .. } => {
-                put("code", opt_str(code.as_ref().map(SandboxCode::as_str)))
+impl From<Duration> for WireDuration {
+    fn from(d: Duration) -> Self {
+        Self {
+            secs: d.as_secs(),
+            nanos: d.subsec_nanos(),
+        }
+    }
+}
+
+impl WireDuration {
+    fn read(this: Option<Self>) -> Result<Option<Duration>, WireError> {
+        match this {
+            None => Ok(None),
+            Some(Self { secs, nanos }) if nanos < 1_000_000_000 => {
+                Ok(Some(Duration::new(secs, nanos)))
             }
-            Self::Timeout { scope, .. } => put("scope", scope.as_str().into()),
-            Self::InvalidArgument { argument, .. } => put("argument", opt_str(argument.as_deref())),
-            Self::SandboxNotReady {
+            Some(_) => Err(WireError::new("a duration is not {secs, nanos}")),
+        }
+    }
+}
+
+/// The mirror of [`ErrorMeta`]. Every key is written (as `null` when
+/// empty) except `elapsed` and `cause`, which older readers never saw.
+#[derive(Serialize, Deserialize, Default)]
+struct WireMeta<'a> {
+    #[serde(borrow)]
+    server_message: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    grpc_code: Option<Cow<'a, str>>,
+    http_status: Option<u16>,
+    #[serde(borrow)]
+    aws_code: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    request_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    reason: Option<Cow<'a, str>>,
+    attempts: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elapsed: Option<WireDuration>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    cause: Option<Cow<'a, str>>,
+}
+
+impl<'a> WireMeta<'a> {
+    fn of(m: &'a ErrorMeta) -> Self {
+        Self {
+            server_message: m.server_message().map(Cow::Borrowed),
+            grpc_code: m.grpc_code().map(|c| Cow::Borrowed(c.as_str())),
+            http_status: m.http_status(),
+            aws_code: m.aws_code().map(Cow::Borrowed),
+            request_id: m.request_id().map(Cow::Borrowed),
+            reason: m.reason().map(Cow::Borrowed),
+            attempts: Some(m.attempts()),
+            elapsed: m.elapsed().map(WireDuration::from),
+            cause: m.cause.as_ref().map(|c| Cow::Borrowed(c.as_str())),
+        }
+    }
+
+    /// The metadata, each text cleaned as the mappers clean it: the sender
+    /// may not be this SDK.
+    fn read(self, message: &str) -> Result<ErrorMeta, WireError> {
+        let mut meta = ErrorMeta::new(message);
+        meta.server_message = self
+            .server_message
+            .map(|t| redact_aws_text(&t))
+            .filter(|t| !t.is_empty());
+        if let Some(code) = self.aws_code {
+            meta = meta.with_aws_code(code);
+        }
+        if let Some(id) = self.request_id {
+            meta = meta.with_request_id(id);
+        }
+        if let Some(reason) = self.reason {
+            meta = meta.with_reason(reason);
+        }
+        meta.grpc_code = match self.grpc_code {
+            None => None,
+            Some(name) => Some(
+                GrpcCode::from_name(&name)
+                    .ok_or(WireError::new("`meta.grpc_code` is not a gRPC code"))?,
+            ),
+        };
+        meta.http_status = self.http_status;
+        meta.attempts = self.attempts.unwrap_or(0);
+        meta.elapsed = WireDuration::read(self.elapsed)?;
+        meta.cause = self.cause.and_then(|c| RedactedCause::new(&c));
+        Ok(meta)
+    }
+}
+
+/// `kind` and `message`, read first: the kind decides which fields follow.
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    message: Cow<'a, str>,
+}
+
+/// `meta`, read on its own so that its failure says so.
+#[derive(Deserialize)]
+struct MetaField<'a> {
+    #[serde(borrow)]
+    meta: Option<WireMeta<'a>>,
+}
+
+/// `code` of `sandbox` and `capacity`.
+#[derive(Serialize, Deserialize)]
+struct CodeFields<'a> {
+    #[serde(borrow)]
+    code: Option<Cow<'a, str>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct TimeoutFields<'a> {
+    #[serde(borrow)]
+    scope: Cow<'a, str>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct InvalidArgumentFields<'a> {
+    #[serde(borrow)]
+    argument: Option<Cow<'a, str>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct NotReadyFields<'a> {
+    #[serde(borrow)]
+    state: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    state_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CommandExitFields<'a> {
+    exit_code: i32,
+    #[serde(borrow)]
+    stdout: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    stderr: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    status: Cow<'a, str>,
+    truncated: Option<bool>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct RateLimitFields {
+    retry_after: Option<WireDuration>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct AuthenticationFields {
+    proxy_rejected: Option<bool>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct QuotaFields<'a> {
+    #[serde(borrow)]
+    quota_code: Option<Cow<'a, str>>,
+}
+
+/// `feature`, `reason` and (for `unimplemented`) `doc`.
+#[derive(Serialize, Deserialize)]
+struct FeatureFields<'a> {
+    #[serde(borrow)]
+    feature: Cow<'a, str>,
+    #[serde(borrow)]
+    reason: Cow<'a, str>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    doc: Option<Option<Cow<'a, str>>>,
+}
+
+/// The fields of one variant, written next to `kind`.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum VariantFields<'a> {
+    None,
+    Code(CodeFields<'a>),
+    Timeout(TimeoutFields<'a>),
+    InvalidArgument(InvalidArgumentFields<'a>),
+    NotReady(NotReadyFields<'a>),
+    CommandExit(CommandExitFields<'a>),
+    RateLimit(RateLimitFields),
+    Authentication(AuthenticationFields),
+    Quota(QuotaFields<'a>),
+    Feature(FeatureFields<'a>),
+}
+
+/// The mirror of a whole error, as it is written.
+#[derive(Serialize)]
+struct WireOut<'a> {
+    kind: &'static str,
+    message: &'a str,
+    #[serde(flatten)]
+    fields: VariantFields<'a>,
+    meta: WireMeta<'a>,
+}
+
+fn borrowed(text: Option<&str>) -> Option<Cow<'_, str>> {
+    text.map(Cow::Borrowed)
+}
+
+impl<'a> WireOut<'a> {
+    fn of(e: &'a SandboxError) -> Self {
+        use VariantFields as F;
+        let fields = match e {
+            SandboxError::Sandbox { code, .. } => F::Code(CodeFields {
+                code: borrowed(code.as_ref().map(SandboxCode::as_str)),
+            }),
+            SandboxError::Timeout { scope, .. } => F::Timeout(TimeoutFields {
+                scope: Cow::Borrowed(scope.as_str()),
+            }),
+            SandboxError::InvalidArgument { argument, .. } => {
+                F::InvalidArgument(InvalidArgumentFields {
+                    argument: borrowed(argument.as_deref()),
+                })
+            }
+            SandboxError::SandboxNotReady {
                 state,
                 state_reason,
                 ..
-            } => {
-                put(
-                    "state",
-                    opt_str(state.as_ref().map(crate::SandboxState::as_str)),
-                );
-                put("state_reason", opt_str(state_reason.as_deref()));
-            }
-            Self::CommandExit {
+            } => F::NotReady(NotReadyFields {
+                state: borrowed(state.as_ref().map(crate::state::SandboxState::as_str)),
+                state_reason: borrowed(state_reason.as_deref()),
+            }),
+            SandboxError::CommandExit {
                 exit_code,
                 stdout,
                 stderr,
                 status,
                 truncated,
                 ..
-            } => {
-                put("exit_code", (*exit_code).into());
-                put("stdout", stdout.as_str().into());
-                put("stderr", stderr.as_str().into());
-                put("status", status.as_str().into());
-                put("truncated", (*truncated).into());
+            } => F::CommandExit(CommandExitFields {
+                exit_code: *exit_code,
+                stdout: Some(Cow::Borrowed(stdout.as_str())),
+                stderr: Some(Cow::Borrowed(stderr.as_str())),
+                status: Cow::Borrowed(status.as_str()),
+                truncated: Some(*truncated),
+            }),
+            SandboxError::RateLimit { retry_after, .. } => F::RateLimit(RateLimitFields {
+                retry_after: retry_after.map(WireDuration::from),
+            }),
+            SandboxError::Authentication { proxy_rejected, .. } => {
+                F::Authentication(AuthenticationFields {
+                    proxy_rejected: Some(*proxy_rejected),
+                })
             }
-            Self::RateLimit { retry_after, .. } => {
-                put(
-                    "retry_after",
-                    retry_after.map_or(Value::Null, duration_json),
-                );
-            }
-            Self::Authentication { proxy_rejected, .. } => {
-                put("proxy_rejected", (*proxy_rejected).into());
-            }
-            Self::QuotaExceeded { quota_code, .. } => {
-                put("quota_code", opt_str(quota_code.as_deref()))
-            }
-            Self::Capacity { code, .. } => {
-                put("code", opt_str(code.as_ref().map(CapacityCode::as_str)))
-            }
-            Self::Unimplemented {
+            SandboxError::QuotaExceeded { quota_code, .. } => F::Quota(QuotaFields {
+                quota_code: borrowed(quota_code.as_deref()),
+            }),
+            SandboxError::Capacity { code, .. } => F::Code(CodeFields {
+                code: borrowed(code.as_ref().map(CapacityCode::as_str)),
+            }),
+            SandboxError::Unimplemented {
                 feature,
                 reason,
                 doc,
                 ..
-            } => {
-                put("feature", (**feature).into());
-                put("reason", (**reason).into());
-                put("doc", opt_str(doc.as_deref()));
-            }
-            Self::LifecycleUnsupported {
+            } => F::Feature(FeatureFields {
+                feature: Cow::Borrowed(feature),
+                reason: Cow::Borrowed(reason),
+                doc: Some(borrowed(doc.as_deref())),
+            }),
+            SandboxError::LifecycleUnsupported {
                 feature, reason, ..
-            } => {
-                put("feature", (**feature).into());
-                put("reason", (**reason).into());
-            }
-            Self::NotFound { .. }
-            | Self::FileNotFound { .. }
-            | Self::SandboxNotFound { .. }
-            | Self::SandboxState { .. }
-            | Self::SandboxLifetime { .. }
-            | Self::DiskFull { .. } => {}
+            } => F::Feature(FeatureFields {
+                feature: Cow::Borrowed(feature),
+                reason: Cow::Borrowed(reason),
+                doc: None,
+            }),
+            SandboxError::NotFound { .. }
+            | SandboxError::FileNotFound { .. }
+            | SandboxError::SandboxNotFound { .. }
+            | SandboxError::SandboxState { .. }
+            | SandboxError::SandboxLifetime { .. }
+            | SandboxError::DiskFull { .. } => F::None,
+        };
+        Self {
+            kind: e.kind().as_str(),
+            message: e.meta().message(),
+            fields,
+            meta: WireMeta::of(e.meta()),
         }
-        let m = self.meta();
-        let mut meta = json!({
-            "server_message": m.server_message(),
-            "grpc_code": m.grpc_code().map(GrpcCode::as_str),
-            "http_status": m.http_status(),
-            "aws_code": m.aws_code(),
-            "request_id": m.request_id(),
-            "reason": m.reason(),
-            "attempts": m.attempts(),
-        });
-        // Only when the SDK says (older readers never see the key).
-        if let (Some(elapsed), Some(fields)) = (m.elapsed(), meta.as_object_mut()) {
-            fields.insert("elapsed".into(), duration_json(elapsed));
-        }
-        obj.insert("meta".into(), meta);
-        Value::Object(obj)
     }
+}
 
-    /// The wire form as a JSON string.
-    pub fn to_wire_string(&self) -> String {
-        self.to_wire().to_string()
+/// The fields of `kind`, read from the whole object (other keys ignored).
+fn fields<'a, T: Deserialize<'a>>(value: &'a Value) -> Result<T, WireError> {
+    T::deserialize(value).map_err(refused(
+        "a field of the kind is missing or has the wrong type",
+    ))
+}
+
+/// Rebuilds an error from a parsed wire form.
+fn read(value: &Value) -> Result<SandboxError, WireError> {
+    if !value.is_object() {
+        return Err(WireError::new("not a JSON object"));
+    }
+    let head = Head::deserialize(value)
+        .map_err(refused("`kind` or `message` is missing or not a string"))?;
+    let message = sanitize_remote_text(&head.message, MAX_MESSAGE_CHARS);
+    let meta = MetaField::deserialize(value)
+        .map_err(refused("`meta` is not an object of the documented fields"))?
+        .meta
+        .unwrap_or_default()
+        .read(&message)?;
+    let meta = Box::new(meta);
+    let Some(kind) = ErrorKind::from_name(&head.kind) else {
+        return Ok(SandboxError::Sandbox {
+            code: Some(SandboxCode::of_unknown_kind(&head.kind)),
+            meta,
+        });
+    };
+    Ok(match kind {
+        ErrorKind::Sandbox => {
+            let f: CodeFields<'_> = fields(value)?;
+            SandboxError::Sandbox {
+                code: f.code.map(|c| SandboxCode::from(&*c)),
+                meta,
+            }
+        }
+        ErrorKind::Timeout => {
+            let f: TimeoutFields<'_> = fields(value)?;
+            SandboxError::Timeout {
+                scope: TimeoutScope::from(&*f.scope),
+                meta,
+            }
+        }
+        ErrorKind::InvalidArgument => {
+            let f: InvalidArgumentFields<'_> = fields(value)?;
+            SandboxError::InvalidArgument {
+                argument: line(f.argument.as_deref(), MAX_TOKEN_CHARS).map(Cow::Owned),
+                meta,
+            }
+        }
+        ErrorKind::NotFound => SandboxError::NotFound { meta },
+        ErrorKind::FileNotFound => SandboxError::FileNotFound { meta },
+        ErrorKind::SandboxNotFound => SandboxError::SandboxNotFound { meta },
+        ErrorKind::SandboxNotReady => {
+            let f: NotReadyFields<'_> = fields(value)?;
+            SandboxError::SandboxNotReady {
+                state: f
+                    .state
+                    .map(|s| crate::state::SandboxState::from(&*s))
+                    .filter(|s| !s.as_str().is_empty()),
+                state_reason: line(f.state_reason.as_deref(), MAX_STATE_REASON_CHARS),
+                meta,
+            }
+        }
+        ErrorKind::SandboxState => SandboxError::SandboxState { meta },
+        ErrorKind::SandboxLifetime => SandboxError::SandboxLifetime { meta },
+        ErrorKind::CommandExit => {
+            let f: CommandExitFields<'_> = fields(value)?;
+            SandboxError::CommandExit {
+                exit_code: f.exit_code,
+                stdout: CapturedText::new(f.stdout.unwrap_or_default()),
+                stderr: CapturedText::new(f.stderr.unwrap_or_default()),
+                status: CommandExitStatus::from(&*f.status),
+                truncated: f.truncated.unwrap_or(false),
+                meta,
+            }
+        }
+        ErrorKind::DiskFull => SandboxError::DiskFull { meta },
+        ErrorKind::RateLimit => {
+            let f: RateLimitFields = fields(value)?;
+            SandboxError::RateLimit {
+                retry_after: WireDuration::read(f.retry_after)?,
+                meta,
+            }
+        }
+        ErrorKind::Authentication => {
+            let f: AuthenticationFields = fields(value)?;
+            SandboxError::Authentication {
+                proxy_rejected: f.proxy_rejected.unwrap_or(false),
+                meta,
+            }
+        }
+        ErrorKind::QuotaExceeded => {
+            let f: QuotaFields<'_> = fields(value)?;
+            SandboxError::QuotaExceeded {
+                quota_code: line(f.quota_code.as_deref(), MAX_QUOTA_CODE_CHARS),
+                meta,
+            }
+        }
+        ErrorKind::Capacity => {
+            let f: CodeFields<'_> = fields(value)?;
+            SandboxError::Capacity {
+                code: f.code.map(|c| CapacityCode::from(&*c)),
+                meta,
+            }
+        }
+        ErrorKind::Unimplemented => {
+            let f: FeatureFields<'_> = fields(value)?;
+            SandboxError::Unimplemented {
+                feature: clean_feature(&f.feature),
+                reason: clean_reason(&f.reason),
+                doc: line(f.doc.flatten().as_deref(), MAX_REASON_CHARS).map(Into::into),
+                meta,
+            }
+        }
+        ErrorKind::LifecycleUnsupported => {
+            let f: FeatureFields<'_> = fields(value)?;
+            SandboxError::LifecycleUnsupported {
+                feature: clean_feature(&f.feature),
+                reason: clean_reason(&f.reason),
+                meta,
+            }
+        }
+    })
+}
+
+impl SandboxError {
+    /// The wire form of this error: a JSON object, as text.
+    pub fn to_wire(&self) -> String {
+        // Only strings, numbers and booleans: writing to a string cannot fail.
+        serde_json::to_string(&WireOut::of(self)).unwrap_or_default()
     }
 
     /// Rebuilds an error from its wire form.
     ///
     /// # Errors
     ///
-    /// [`WireError`] when the value is not an object, lacks `kind` or
-    /// `message`, or a field has the wrong type. An unknown kind is not an
-    /// error: it becomes `Sandbox` with an unknown code.
-    pub fn from_wire(value: &Value) -> Result<Self, WireError> {
-        let obj = value
-            .as_object()
-            .ok_or(WireError::new("not a JSON object"))?;
-        let kind = obj
-            .get("kind")
-            .and_then(Value::as_str)
-            .ok_or(WireError::new("`kind` is missing or not a string"))?;
-        let message = obj
-            .get("message")
-            .and_then(Value::as_str)
-            .ok_or(WireError::new("`message` is missing or not a string"))?;
-        let meta = Box::new(read_meta(obj.get("meta"), message)?);
-        let Some(kind) = ErrorKind::from_name(kind) else {
-            return Ok(Self::Sandbox {
-                code: Some(SandboxCode::of_unknown_kind(kind)),
-                meta,
-            });
-        };
-        let f = obj;
-        Ok(match kind {
-            ErrorKind::Sandbox => Self::Sandbox {
-                code: opt_string(f, "code")?.map(|c| SandboxCode::from(c.as_str())),
-                meta,
-            },
-            ErrorKind::Timeout => Self::Timeout {
-                scope: TimeoutScope::from(req_string(f, "scope")?.as_str()),
-                meta,
-            },
-            ErrorKind::InvalidArgument => Self::InvalidArgument {
-                argument: line(opt_string(f, "argument")?, MAX_TOKEN_CHARS).map(Cow::Owned),
-                meta,
-            },
-            ErrorKind::NotFound => Self::NotFound { meta },
-            ErrorKind::FileNotFound => Self::FileNotFound { meta },
-            ErrorKind::SandboxNotFound => Self::SandboxNotFound { meta },
-            ErrorKind::SandboxNotReady => Self::SandboxNotReady {
-                state: opt_string(f, "state")?
-                    .map(|s| crate::SandboxState::from(s.as_str()))
-                    .filter(|s| !s.as_str().is_empty()),
-                state_reason: line(opt_string(f, "state_reason")?, MAX_STATE_REASON_CHARS),
-                meta,
-            },
-            ErrorKind::SandboxState => Self::SandboxState { meta },
-            ErrorKind::SandboxLifetime => Self::SandboxLifetime { meta },
-            ErrorKind::CommandExit => Self::CommandExit {
-                exit_code: f
-                    .get("exit_code")
-                    .and_then(Value::as_i64)
-                    .and_then(|c| i32::try_from(c).ok())
-                    .ok_or(WireError::new("`exit_code` is missing or not an i32"))?,
-                stdout: CapturedText::new(opt_string(f, "stdout")?.unwrap_or_default()),
-                stderr: CapturedText::new(opt_string(f, "stderr")?.unwrap_or_default()),
-                status: CommandExitStatus::from(req_string(f, "status")?.as_str()),
-                truncated: opt_bool(f, "truncated")?.unwrap_or(false),
-                meta,
-            },
-            ErrorKind::DiskFull => Self::DiskFull { meta },
-            ErrorKind::RateLimit => Self::RateLimit {
-                retry_after: read_duration(f.get("retry_after"))?,
-                meta,
-            },
-            ErrorKind::Authentication => Self::Authentication {
-                proxy_rejected: opt_bool(f, "proxy_rejected")?.unwrap_or(false),
-                meta,
-            },
-            ErrorKind::QuotaExceeded => Self::QuotaExceeded {
-                quota_code: line(opt_string(f, "quota_code")?, MAX_QUOTA_CODE_CHARS),
-                meta,
-            },
-            ErrorKind::Capacity => Self::Capacity {
-                code: opt_string(f, "code")?.map(|c| CapacityCode::from(c.as_str())),
-                meta,
-            },
-            ErrorKind::Unimplemented => Self::Unimplemented {
-                feature: sanitize_remote_text(&req_string(f, "feature")?, MAX_FEATURE_CHARS).into(),
-                reason: sanitize_remote_text(&req_string(f, "reason")?, MAX_REASON_CHARS).into(),
-                doc: line(opt_string(f, "doc")?, MAX_REASON_CHARS).map(Into::into),
-                meta,
-            },
-            ErrorKind::LifecycleUnsupported => Self::LifecycleUnsupported {
-                feature: sanitize_remote_text(&req_string(f, "feature")?, MAX_FEATURE_CHARS).into(),
-                reason: sanitize_remote_text(&req_string(f, "reason")?, MAX_REASON_CHARS).into(),
-                meta,
-            },
-        })
-    }
-
-    /// Rebuilds an error from its wire form as a JSON string.
-    ///
-    /// # Errors
-    ///
-    /// [`WireError`] when the text is not JSON or not a valid wire form.
-    pub fn from_wire_str(text: &str) -> Result<Self, WireError> {
-        let value: Value =
-            serde_json::from_str(text).map_err(|_| WireError::new("not valid JSON"))?;
-        Self::from_wire(&value)
+    /// [`WireError`] when the text is not JSON, not an object, lacks
+    /// `kind` or `message`, or a field has the wrong type. An unknown kind
+    /// is not an error: it becomes `Sandbox` with an unknown code.
+    pub fn from_wire(text: &str) -> Result<Self, WireError> {
+        let value: Value = serde_json::from_str(text).map_err(refused("not valid JSON"))?;
+        read(&value)
     }
 }
 
-fn opt_string(f: Fields<'_>, key: &'static str) -> Result<Option<String>, WireError> {
-    match f.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(WireError::new("a text field is not a string")),
-    }
-}
-
-fn req_string(f: Fields<'_>, key: &'static str) -> Result<String, WireError> {
-    opt_string(f, key)?.ok_or(WireError::new("a required text field is missing"))
-}
-
-fn opt_bool(f: Fields<'_>, key: &'static str) -> Result<Option<bool>, WireError> {
-    match f.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(WireError::new("a flag is not a boolean")),
-    }
-}
-
-fn read_duration(v: Option<&Value>) -> Result<Option<Duration>, WireError> {
-    let bad = || WireError::new("a duration is not {secs, nanos}");
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Object(o)) => {
-            let secs = o.get("secs").and_then(Value::as_u64).ok_or_else(bad)?;
-            let nanos = o
-                .get("nanos")
-                .and_then(Value::as_u64)
-                .and_then(|n| u32::try_from(n).ok())
-                .filter(|n| *n < 1_000_000_000)
-                .ok_or_else(bad)?;
-            Ok(Some(Duration::new(secs, nanos)))
-        }
-        Some(_) => Err(bad()),
-    }
-}
-
-fn read_meta(v: Option<&Value>, message: &str) -> Result<ErrorMeta, WireError> {
-    let mut meta = ErrorMeta::new(sanitize_remote_text(message, MAX_MESSAGE_CHARS));
-    let obj = match v {
-        None | Some(Value::Null) => return Ok(meta),
-        Some(Value::Object(o)) => o,
-        Some(_) => return Err(WireError::new("`meta` is not an object")),
-    };
-    // Cleaned as the mappers clean them: the sender may not be this SDK.
-    meta.server_message = opt_string(obj, "server_message")?
-        .map(|t| redact_aws_text(&t))
-        .filter(|t| !t.is_empty());
-    if let Some(code) = opt_string(obj, "aws_code")? {
-        meta = meta.with_aws_code(code);
-    }
-    if let Some(id) = opt_string(obj, "request_id")? {
-        meta = meta.with_request_id(id);
-    }
-    if let Some(reason) = opt_string(obj, "reason")? {
-        meta = meta.with_reason(reason);
-    }
-    meta.grpc_code = match opt_string(obj, "grpc_code")? {
-        None => None,
-        Some(name) => Some(
-            GrpcCode::from_name(&name)
-                .ok_or(WireError::new("`meta.grpc_code` is not a gRPC code"))?,
-        ),
-    };
-    meta.http_status = match obj.get("http_status") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .and_then(|s| u16::try_from(s).ok())
-                .ok_or(WireError::new("`meta.http_status` is not a u16"))?,
-        ),
-    };
-    meta.attempts = match obj.get("attempts") {
-        None | Some(Value::Null) => 0,
-        Some(v) => v
-            .as_u64()
-            .and_then(|a| u32::try_from(a).ok())
-            .ok_or(WireError::new("`meta.attempts` is not a u32"))?,
-    };
-    meta.elapsed = read_duration(obj.get("elapsed"))?;
-    Ok(meta)
-}
-
-impl serde::Serialize for SandboxError {
+impl Serialize for SandboxError {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.to_wire().serialize(s)
+        WireOut::of(self).serialize(s)
     }
 }
 
-impl<'de> serde::Deserialize<'de> for SandboxError {
+impl<'de> Deserialize<'de> for SandboxError {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = Value::deserialize(d)?;
-        Self::from_wire(&value).map_err(serde::de::Error::custom)
+        read(&value).map_err(serde::de::Error::custom)
     }
 }
 
@@ -384,6 +549,7 @@ impl<'de> serde::Deserialize<'de> for SandboxError {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use serde_json::json;
 
     fn text() -> impl Strategy<Value = String> {
         prop_oneof![Just(String::new()), ".{0,40}", "[a-z_]{1,12}"]
@@ -403,17 +569,40 @@ mod tests {
         proptest::option::of(clean(max)).prop_map(|t| t.filter(|t| !t.is_empty()))
     }
 
+    /// Server text as a server sends it: several lines, control
+    /// characters, quotes and backslashes included.
+    fn server_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            text(),
+            "(?s).{0,60}",
+            "[a-z \\x00-\\x1f\"\\\\\u{7f}\u{2028}]{0,40}",
+            Just("line one\nline two\r\n\ttabbed \u{1b}[31m".to_owned()),
+        ]
+    }
+
     fn meta() -> impl Strategy<Value = Box<ErrorMeta>> {
         (
-            clean(MAX_MESSAGE_CHARS),
-            opt_text().prop_map(|t| t.map(|t| redact_aws_text(&t)).filter(|t| !t.is_empty())),
+            (
+                clean(MAX_MESSAGE_CHARS),
+                proptest::option::of(server_text())
+                    .prop_map(|t| t.and_then(|t| RedactedCause::new(&t))),
+            ),
+            proptest::option::of(server_text())
+                .prop_map(|t| t.map(|t| redact_aws_text(&t)).filter(|t| !t.is_empty())),
             proptest::option::of(proptest::sample::select(GrpcCode::ALL)),
             proptest::option::of(any::<u16>()),
             (opt_clean(256), opt_clean(256), opt_clean(256)),
             (any::<u32>(), proptest::option::of(duration())),
         )
             .prop_map(
-                |(message, server, grpc, http, (aws, req, reason), (attempts, elapsed))| {
+                |(
+                    (message, cause),
+                    server,
+                    grpc,
+                    http,
+                    (aws, req, reason),
+                    (attempts, elapsed),
+                )| {
                     Box::new(ErrorMeta {
                         message,
                         server_message: server,
@@ -424,7 +613,7 @@ mod tests {
                         reason,
                         attempts,
                         elapsed,
-                        cause: None,
+                        cause,
                     })
                 },
             )
@@ -457,7 +646,7 @@ mod tests {
                 |(state, state_reason, meta)| {
                     SandboxError::SandboxNotReady {
                         state: state
-                            .map(|s| crate::SandboxState::from(s.as_str()))
+                            .map(|s| crate::state::SandboxState::from(s.as_str()))
                             .filter(|s| !s.as_str().is_empty()),
                         state_reason,
                         meta,
@@ -522,8 +711,6 @@ mod tests {
         fn wire_round_trips_every_variant(e in any_error()) {
             let back = SandboxError::from_wire(&e.to_wire()).expect("own wire form parses");
             prop_assert_eq!(&back, &e);
-            let back = SandboxError::from_wire_str(&e.to_wire_string()).expect("string form parses");
-            prop_assert_eq!(&back, &e);
             let via_serde: SandboxError =
                 serde_json::from_str(&serde_json::to_string(&e).expect("serializes")).expect("deserializes");
             prop_assert_eq!(via_serde, e);
@@ -555,15 +742,33 @@ mod tests {
             }),
         };
         assert_eq!(
-            e.to_wire_string(),
-            r#"{"kind":"rate_limit","message":"m","meta":{"attempts":5,"aws_code":"ThrottlingException","grpc_code":null,"http_status":429,"reason":null,"request_id":null,"server_message":null},"retry_after":{"nanos":500000000,"secs":2}}"#
+            e.to_wire(),
+            r#"{"kind":"rate_limit","message":"m","retry_after":{"secs":2,"nanos":500000000},"meta":{"server_message":null,"grpc_code":null,"http_status":429,"aws_code":"ThrottlingException","request_id":null,"reason":null,"attempts":5}}"#
         );
+    }
+
+    #[test]
+    fn a_multi_line_server_message_and_a_cause_survive_the_wire() {
+        let mut meta = ErrorMeta::new("m")
+            .with_server_message("line one\nline \"two\" \\ back\r\n\ttab \u{1}\u{2028}");
+        meta.cause = RedactedCause::new("dns error: failed to lookup\naddress");
+        let e = SandboxError::sandbox_with(SandboxCode::ConnectionLost, Box::new(meta));
+        let wire = e.to_wire();
+        assert!(
+            wire.contains(r#""cause":"dns error: failed to lookup address"}"#),
+            "{wire}"
+        );
+        assert!(
+            wire.contains("\"server_message\":\"line one\\nline \\\"two\\\" \\\\ back\\r\\n\\ttab \\u0001\u{2028}\""),
+            "{wire}"
+        );
+        assert_eq!(SandboxError::from_wire(&wire), Ok(e));
     }
 
     #[test]
     fn unknown_kinds_come_back_as_sandbox_with_the_kind_kept() {
         let v = json!({"kind": "pool_closed", "message": "the pool is closed", "meta": {"attempts": 2}});
-        let e = SandboxError::from_wire(&v).expect("unknown kinds are accepted");
+        let e = SandboxError::from_wire(&v.to_string()).expect("unknown kinds are accepted");
         assert!(matches!(
             &e,
             SandboxError::Sandbox { code: Some(c), .. } if c.as_str() == "pool_closed" && !c.is_known()
@@ -576,7 +781,7 @@ mod tests {
     fn a_kind_that_spells_a_code_never_chooses_it() {
         for code in SandboxCode::VALUES {
             let v = json!({"kind": code, "message": "m"});
-            let e = SandboxError::from_wire(&v).expect("unknown kinds are accepted");
+            let e = SandboxError::from_wire(&v.to_string()).expect("unknown kinds are accepted");
             let Some(c) = e.sandbox_code() else {
                 panic!("{e:?}")
             };
@@ -603,8 +808,8 @@ mod tests {
                 "reason": format!("\tsome_token {key}"),
             },
         });
-        let e = SandboxError::from_wire(&v).expect("accepted");
-        let wire = e.to_wire_string();
+        let e = SandboxError::from_wire(&v.to_string()).expect("accepted");
+        let wire = e.to_wire();
         assert!(!wire.contains(key), "{wire}");
         assert!(!format!("{e:?} {e}").contains(key));
         let m = e.meta();
@@ -647,7 +852,7 @@ mod tests {
             json!({"kind": "unimplemented", "message": "m", "feature": "f"}),
         ];
         for v in cases {
-            let err = SandboxError::from_wire(&v).expect_err(&v.to_string());
+            let err = SandboxError::from_wire(&v.to_string()).expect_err(&v.to_string());
             assert!(
                 err.to_string()
                     .starts_with("not a rayito error in wire form: ")
@@ -655,7 +860,7 @@ mod tests {
             assert!(!err.to_string().contains("NOPE"));
         }
         assert_eq!(
-            SandboxError::from_wire_str("{not json")
+            SandboxError::from_wire("{not json")
                 .unwrap_err()
                 .to_string(),
             "not a rayito error in wire form: not valid JSON"

@@ -12,9 +12,10 @@ use super::readiness::{OnNotReady, wait_ready};
 use super::{Inner, PROXY_TOKEN_TTL, Sandbox, SandboxInfo, proxy_minter};
 use crate::client::{Client, ClientSource};
 use crate::control::pacing::Pacing;
-use crate::control::{IdlePolicyParams, RunRequest, SandboxState};
+use crate::control::{IdlePolicyParams, RunRequest};
 use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::{Secret, decode_access_token, generate_access_token, token_sha256_hex};
+use crate::state::SandboxState;
 use crate::transport::{AGENT_PORT, RefreshSchedule, Refresher};
 
 /// Options for a new sandbox (or for connecting to one). Setters never fail;

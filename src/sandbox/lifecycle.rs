@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::control::{ControlPlane, SandboxState};
+use crate::control::ControlPlane;
 use crate::error::{ErrorKind, SandboxError, TimeoutScope};
 use crate::pb;
+use crate::state::SandboxState;
 use crate::transport::{AgentConn, StateCheck, VmCheck};
 
 /// Kept below the cap when a re-open is clamped to it (clock skew).

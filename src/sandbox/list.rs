@@ -13,8 +13,9 @@ use futures_util::stream::BoxStream;
 use super::backend::ResolvedBackend;
 use super::proxy_minter;
 use crate::client::{Client, ClientSource};
-use crate::control::{ListRequest, MicrovmItem, SandboxState};
+use crate::control::{ListRequest, MicrovmItem};
 use crate::error::{ErrorKind, RetryPolicy, SandboxError};
+use crate::state::SandboxState;
 use crate::transport::{AGENT_PORT, ConnectRetry};
 
 /// The largest ListMicrovms page (and the default).

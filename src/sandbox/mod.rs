@@ -22,20 +22,20 @@ pub(crate) use self::options::MAX_DURATION_SECS;
 pub use self::options::{IdlePolicy, OnTimeout};
 use crate::code::{Execution, ExecutionEvents, RunCodeOptions};
 use crate::commands::Commands;
-pub use crate::control::SandboxState;
 pub use crate::control::pacing::Pacing;
 use crate::control::{AuthTokenRequest, ControlPlane};
 use crate::error::{ErrorKind, SandboxError};
 use crate::files::Files;
 use crate::pb;
 use crate::secret::Secret;
+pub use crate::state::SandboxState;
 use crate::transport::{AgentConn, ConnectRetry, ProxyMinter, Refresher};
 
 /// Lifetime of a proxy token (the AWS maximum).
 const PROXY_TOKEN_TTL: Duration = Duration::from_secs(60 * 60);
 /// The agent's FAILED_PRECONDITION text for `SetTimeout` without a managed
 /// lifecycle (wire-contract 3.6).
-const LIFECYCLE_UNMANAGED: &str = "lifecycle_unmanaged";
+use rayito_proto::tokens::detail::LIFECYCLE_UNMANAGED;
 /// Longest time `is_running` waits for Health.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -85,7 +85,7 @@ async fn planted_proxy_tokens_never_leak() {
     let texts = [
         err.to_string(),
         format!("{err:?}"),
-        err.to_wire_string(),
+        err.to_wire(),
         String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned(),
     ];
     for text in texts {

@@ -52,7 +52,7 @@ const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest HTTP/2 frame the SDK accepts (h2's default is 16 KiB): a Read's
 /// 256 KiB messages arrive in one frame each instead of seventeen, which cut
 /// the CPU of a 64 MiB read straight from an agent by about a fifth
-/// (docs/performance.md, "Files: the agent's own path").
+/// (docs/performance.md, "Files: the agent's own path (session 4)").
 const MAX_FRAME_BYTES: u32 = 1024 * 1024;
 
 /// Mints a fresh proxy token for the sandbox (CreateMicrovmAuthToken); the
@@ -506,8 +506,8 @@ fn cut_of(failure: &GrpcFailure) -> Option<Cut> {
         Origin::NotEstablished => Some(Cut::NotEstablished),
         Origin::Agent if failure.code == crate::error::GrpcCode::Unavailable => {
             match failure.message.as_str() {
-                "suspending" => Some(Cut::Suspending),
-                "terminating" => Some(Cut::Transport),
+                rayito_proto::tokens::phase::SUSPENDING => Some(Cut::Suspending),
+                rayito_proto::tokens::phase::TERMINATING => Some(Cut::Transport),
                 _ => None,
             }
         }

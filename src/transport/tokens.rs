@@ -113,7 +113,10 @@ impl Interceptor for AuthInterceptor {
             AsciiMetadataValue::from_static("true"),
         );
         if let Some(access) = &tokens.access {
-            metadata.insert("x-access-token", secret_value(access)?);
+            metadata.insert(
+                rayito_proto::tokens::header::ACCESS_TOKEN,
+                secret_value(access)?,
+            );
         }
         Ok(request)
     }

@@ -45,7 +45,7 @@ pub const KERNEL_START_TIMED_OUT: &str = "the python kernel did not become ready
 /// Health's `rayito-kernel-failure` header: any other start failure.
 pub const KERNEL_START_OTHER: &str = "the python kernel could not be started";
 /// UNAVAILABLE: the agent is shutting down its kernels.
-pub const SHUTTING_DOWN: &str = "terminating";
+pub const SHUTTING_DOWN: &str = rayito_proto::tokens::phase::TERMINATING;
 /// NOT_FOUND: Reattach to an execution the agent does not keep (unknown,
 /// of another context, or ended more than 30 s ago): its output is lost.
 pub const EXECUTION_NOT_FOUND: &str = "execution not found";
@@ -130,6 +130,14 @@ mod tests {
         assert_eq!(
             timeout_value(1500),
             "execution did not finish within its timeout of 1,500 ms"
+        );
+    }
+
+    /// The SDK tells the kernel gate by this prefix (the contract's token).
+    #[test]
+    fn kernel_not_ready_carries_the_kernel_gate_prefix() {
+        assert!(
+            KERNEL_NOT_READY.starts_with(rayito_proto::tokens::detail::KERNEL_NOT_READY_PREFIX)
         );
     }
 

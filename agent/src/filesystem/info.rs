@@ -5,6 +5,7 @@ use std::fs::Metadata;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
 
+use rayito_proto::tokens::detail;
 use tonic::Status;
 
 use crate::pb;
@@ -14,7 +15,7 @@ pub(crate) fn io_status(e: &std::io::Error) -> Status {
     match e.raw_os_error() {
         Some(libc::ENOENT) => Status::not_found("path not found"),
         Some(libc::EACCES) | Some(libc::EPERM) => Status::permission_denied("permission denied"),
-        Some(libc::ENOSPC) | Some(libc::EDQUOT) => Status::resource_exhausted("disk_full"),
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => Status::resource_exhausted(detail::DISK_FULL),
         Some(libc::ENOTDIR) => Status::invalid_argument("not a directory"),
         Some(libc::EISDIR) => Status::invalid_argument("is a directory"),
         Some(libc::ELOOP) => Status::invalid_argument("is a symlink"),

@@ -15,6 +15,7 @@ use std::time::Duration;
 use std::io::Write as _;
 
 use bytes::Bytes;
+use rayito_proto::tokens::detail;
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
@@ -315,7 +316,7 @@ async fn begin(shared: &Shared, target: Resolved, mode: u32) -> Result<Open, Sta
         }
         let free = super::disk::available_bytes(&parent).map_err(|e| io_status(&e))?;
         if free < reserve {
-            return Err(Status::resource_exhausted("disk_reserve"));
+            return Err(Status::resource_exhausted(detail::DISK_RESERVE));
         }
         std::fs::OpenOptions::new()
             .write(true)

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
+use rayito_proto::tokens::{end_status, stream_code};
 use rustix::process::{Pid, Signal};
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tonic::Status;
@@ -245,15 +246,19 @@ pub(crate) fn end_event(status: Option<ExitStatus>, timed_out: bool) -> pb::EndE
         return pb::EndEvent {
             exit_code,
             exited: false,
-            status: "timeout".to_owned(),
+            status: end_status::TIMEOUT.to_owned(),
             error: Some(pb::StreamError {
-                code: "deadline_exceeded".to_owned(),
+                code: stream_code::DEADLINE_EXCEEDED.to_owned(),
                 message: "process timed out".to_owned(),
             }),
             signal,
         };
     }
-    let status = if exited { "exited" } else { "signaled" };
+    let status = if exited {
+        end_status::EXITED
+    } else {
+        end_status::SIGNALED
+    };
     pb::EndEvent {
         exit_code,
         exited,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use rayito_proto::tokens::{detail, end_status, phase};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
@@ -93,7 +94,10 @@ async fn run(
         let chunks = match snap.chunks {
             Ok(c) => c,
             Err(_) => {
-                let end = detached_end("output_truncated", "output dropped before it was read");
+                let end = detached_end(
+                    end_status::OUTPUT_TRUNCATED,
+                    "output dropped before it was read",
+                );
                 send(Event::End(end)).await;
                 return;
             }
@@ -116,13 +120,17 @@ async fn run(
         }
         match phase.get() {
             Phase::Suspending => {
-                send(Event::End(detached_end("suspending", "suspending"))).await;
+                send(Event::End(detached_end(
+                    end_status::SUSPENDING,
+                    phase::SUSPENDING,
+                )))
+                .await;
                 return;
             }
             Phase::Expired => {
                 send(Event::End(detached_end(
-                    "sandbox_timeout",
-                    "sandbox_timeout",
+                    end_status::SANDBOX_TIMEOUT,
+                    detail::SANDBOX_TIMEOUT,
                 )))
                 .await;
                 return;

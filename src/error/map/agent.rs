@@ -1,6 +1,6 @@
 //! In-stream agent failures: `StreamError` codes and process `EndEvent`
-//! statuses (docs/errors.md, "From the agent"; same targets as the
-//! gRPC table).
+//! statuses (docs/errors.md, "In-stream `StreamError.code`"; docs/errors.md,
+//! "Process `EndEvent.status`"; same targets as the gRPC table).
 //!
 //! Codes and statuses are exact tokens. The message of a `StreamError` is
 //! kept (redacted) in the metadata and shown after our text, but only the
@@ -10,6 +10,8 @@ use crate::error::codes::{CapturedText, CommandExitStatus, SandboxCode, TimeoutS
 use crate::error::constructors::meta;
 use crate::error::messages::{self as m, Template};
 use crate::error::{ErrorMeta, SandboxError};
+
+use rayito_proto::tokens::{detail, end_status, stream_code};
 
 use super::grpc::CallContext;
 use super::redact::sanitize_remote_text;
@@ -133,60 +135,64 @@ pub fn from_stream_error(code: &str, message: &str, call: CallContext) -> Sandbo
         kept(*meta(t, &args), code, message)
     };
     match code {
-        "not_found" if call.filesystem => SandboxError::FileNotFound {
+        stream_code::NOT_FOUND if call.filesystem => SandboxError::FileNotFound {
             meta: with(m::GRPC_FILE_NOT_FOUND, &[]),
         },
-        "not_found" => SandboxError::NotFound {
+        stream_code::NOT_FOUND => SandboxError::NotFound {
             meta: with(m::GRPC_NOT_FOUND, &[]),
         },
-        "permission_denied" if call.filesystem => SandboxError::sandbox_with(
+        stream_code::PERMISSION_DENIED if call.filesystem => SandboxError::sandbox_with(
             SandboxCode::PermissionDenied,
             with(m::GRPC_PATH_DENIED, &[("role", "path")]),
         ),
-        "permission_denied" => SandboxError::Authentication {
+        stream_code::PERMISSION_DENIED => SandboxError::Authentication {
             proxy_rejected: false,
             meta: with(m::GRPC_PERMISSION_DENIED, &[]),
         },
-        "deadline_exceeded" => SandboxError::Timeout {
+        stream_code::DEADLINE_EXCEEDED => SandboxError::Timeout {
             scope: TimeoutScope::Request,
             meta: with(m::TIMEOUT_REQUEST, &[("within", "")]),
         },
-        "sandbox_timeout" => SandboxError::Timeout {
+        stream_code::SANDBOX_TIMEOUT => SandboxError::Timeout {
             scope: TimeoutScope::Sandbox,
             meta: with(m::GRPC_SANDBOX_TIMEOUT, &[]),
         },
-        "invalid_argument" | "failed_precondition" => SandboxError::InvalidArgument {
-            argument: None,
-            meta: with(m::GRPC_INVALID_ARGUMENT, &[]),
-        },
-        "unimplemented" => {
+        stream_code::INVALID_ARGUMENT | stream_code::FAILED_PRECONDITION => {
+            SandboxError::InvalidArgument {
+                argument: None,
+                meta: with(m::GRPC_INVALID_ARGUMENT, &[]),
+            }
+        }
+        stream_code::UNIMPLEMENTED => {
             let reason =
                 super::grpc::language_reason(message).unwrap_or(m::GRPC_UNIMPLEMENTED_REASON.text);
             SandboxError::Unimplemented {
-                feature: feature.into(),
-                reason: reason.into(),
+                feature: crate::error::wire::clean_feature(feature),
+                reason: crate::error::wire::clean_reason(reason),
                 doc: None,
                 meta: with(m::SDK_UNIMPLEMENTED, &[("reason", reason), ("see", "")]),
             }
         }
-        "resource_exhausted" if message == "disk_reserve" => SandboxError::DiskFull {
-            meta: with(m::GRPC_DISK_RESERVE, &[]),
-        },
-        "resource_exhausted" if message == "disk_full" => SandboxError::DiskFull {
+        stream_code::RESOURCE_EXHAUSTED if message == detail::DISK_RESERVE => {
+            SandboxError::DiskFull {
+                meta: with(m::GRPC_DISK_RESERVE, &[]),
+            }
+        }
+        stream_code::RESOURCE_EXHAUSTED if message == detail::DISK_FULL => SandboxError::DiskFull {
             meta: with(m::GRPC_DISK_FULL, &[]),
         },
-        "resource_exhausted" => SandboxError::RateLimit {
+        stream_code::RESOURCE_EXHAUSTED => SandboxError::RateLimit {
             retry_after: None,
             meta: with(m::GRPC_RATE_LIMIT, &[]),
         },
-        "suspending" => SandboxError::SandboxState {
+        stream_code::SUSPENDING => SandboxError::SandboxState {
             meta: with(m::GRPC_SUSPENDING, &[]),
         },
-        "output_truncated" => SandboxError::sandbox_with(
+        stream_code::OUTPUT_TRUNCATED => SandboxError::sandbox_with(
             SandboxCode::OutputTruncated,
             with(m::END_OUTPUT_TRUNCATED, &[("program", feature)]),
         ),
-        "cancelled" if call.caller_cancelled => {
+        stream_code::CANCELLED if call.caller_cancelled => {
             SandboxError::sandbox_with(SandboxCode::Cancelled, with(m::SDK_CANCELLED, &[]))
         }
         other => SandboxError::Sandbox {
@@ -233,21 +239,21 @@ pub fn from_end_event(
     };
 
     match status {
-        "suspending" => Ok(EndOutcome::Suspended { output }),
-        "timeout" => Err(SandboxError::Timeout {
+        end_status::SUSPENDING => Ok(EndOutcome::Suspended { output }),
+        end_status::TIMEOUT => Err(SandboxError::Timeout {
             scope: TimeoutScope::Command,
             meta: plain(m::END_TIMEOUT, &[("program", program)]),
         }),
-        "sandbox_timeout" => Err(SandboxError::Timeout {
+        end_status::SANDBOX_TIMEOUT => Err(SandboxError::Timeout {
             scope: TimeoutScope::Sandbox,
             meta: plain(m::GRPC_SANDBOX_TIMEOUT, &[("feature", &feature_name)]),
         }),
-        "output_truncated" => Err(SandboxError::sandbox_with(
+        end_status::OUTPUT_TRUNCATED => Err(SandboxError::sandbox_with(
             SandboxCode::OutputTruncated,
             plain(m::END_OUTPUT_TRUNCATED, &[("program", program)]),
         )),
-        "exited" if end.exit_code == 0 => Ok(EndOutcome::Exited { output }),
-        "exited" => Err(command_exit(
+        end_status::EXITED if end.exit_code == 0 => Ok(EndOutcome::Exited { output }),
+        end_status::EXITED => Err(command_exit(
             CommandExitStatus::Exited,
             plain(
                 m::END_EXITED,
@@ -255,7 +261,7 @@ pub fn from_end_event(
             ),
             output,
         )),
-        "signaled" => {
+        end_status::SIGNALED => {
             let signal = end
                 .signal
                 .or_else(|| (end.exit_code > 128).then(|| end.exit_code - 128))

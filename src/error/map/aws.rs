@@ -1,5 +1,6 @@
-//! AWS control-plane failures (docs/errors.md, "From AWS"): by error code, never by HTTP
-//! status (ServiceQuotaExceededException arrives as HTTP 402,
+//! AWS control-plane failures (docs/errors.md,
+//! "AWS control plane, by error code, never by HTTP status"): by error
+//! code, never by HTTP status (ServiceQuotaExceededException arrives as HTTP 402,
 //! InsufficientCapacityException as 500). The HTTP status only decides for
 //! an unknown code: any 5xx is a service error.
 
@@ -126,15 +127,36 @@ fn is_auth_code(code: &str) -> bool {
     AUTH_CODES.contains(&base_code(code))
 }
 
-/// Throttling codes are the AWS SDK's own list (`aws-runtime`'s retry
-/// classifier), as are transient ones.
+/// The AWS SDK's own throttling codes (the retry classifier of
+/// `aws-runtime`), as data here so that the error module needs no AWS
+/// crate; a test of the control-plane adapter pins them to the AWS SDK's
+/// list, so an upgrade that changes it fails there.
+pub(crate) const THROTTLING_CODES: &[&str] = &[
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestThrottledException",
+    "TooManyRequestsException",
+    "ProvisionedThroughputExceededException",
+    "TransactionInProgressException",
+    "RequestLimitExceeded",
+    "BandwidthLimitExceeded",
+    "LimitExceededException",
+    "RequestThrottled",
+    "SlowDown",
+    "PriorRequestNotComplete",
+    "EC2ThrottledException",
+];
+
+/// The AWS SDK's own transient codes (pinned like [`THROTTLING_CODES`]).
+pub(crate) const TRANSIENT_CODES: &[&str] = &["RequestTimeout", "RequestTimeoutException"];
+
 fn is_throttling_code(code: &str) -> bool {
-    crate::control::THROTTLING_CODES.contains(&code)
+    THROTTLING_CODES.contains(&code)
 }
 
 fn is_service_fault_code(code: &str) -> bool {
-    SERVICE_FAULT_CODES.contains(&base_code(code))
-        || crate::control::TRANSIENT_CODES.contains(&code)
+    SERVICE_FAULT_CODES.contains(&base_code(code)) || TRANSIENT_CODES.contains(&code)
 }
 
 /// Strips what the AWS JSON protocol allows around a code: a namespace up to
@@ -146,7 +168,8 @@ pub fn sanitize_aws_code(raw: &str) -> &str {
     code.trim()
 }
 
-/// Maps an AWS failure to its variant (docs/errors.md, "From AWS").
+/// Maps an AWS failure to its variant (docs/errors.md, "AWS control plane,
+/// by error code, never by HTTP status").
 pub fn from_aws(f: AwsFailure) -> SandboxError {
     let operation = f.operation;
     let code = f

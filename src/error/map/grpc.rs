@@ -1,4 +1,4 @@
-//! Agent gRPC statuses (docs/errors.md, "From the agent").
+//! Agent gRPC statuses (docs/errors.md, "Agent gRPC status, first match wins").
 //!
 //! Rows are checked in the order of the errors.md table; the first match
 //! wins. The exact markers (`suspending`, `terminating`, `sandbox_timeout`,
@@ -160,16 +160,12 @@ impl std::fmt::Debug for GrpcFailure {
     }
 }
 
-/// Phase gate markers (exact).
-const SUSPENDING: &str = "suspending";
-const TERMINATING: &str = "terminating";
-/// Kernel gate prefix.
-const KERNEL_NOT_READY: &str = "kernel not ready";
-/// Logical deadline gate (exact).
-const SANDBOX_TIMEOUT: &str = "sandbox_timeout";
-/// Disk markers (exact).
-const DISK_RESERVE: &str = "disk_reserve";
-const DISK_FULL: &str = "disk_full";
+// The agent's exact status details (the phase gate, the kernel gate's
+// prefix, the logical deadline, the disk markers): the contract's tokens.
+use rayito_proto::tokens::detail::{
+    DISK_FULL, DISK_RESERVE, KERNEL_NOT_READY_PREFIX as KERNEL_NOT_READY, SANDBOX_TIMEOUT,
+};
+use rayito_proto::tokens::phase::{SUSPENDING, TERMINATING};
 
 fn is_phase_gate(f: &GrpcFailure) -> bool {
     f.code == GrpcCode::Unavailable && (f.message == SUSPENDING || f.message == TERMINATING)
@@ -252,7 +248,8 @@ pub fn proxy_rejected(f: GrpcFailure) -> SandboxError {
 pub fn proxy_rejected_without_remint(f: GrpcFailure) -> SandboxError {
     let feature = f.call.feature;
     let mut err = proxy_rejected(f);
-    err.meta_mut().message = m::GRPC_PROXY_REJECTED_ONCE.render(&[("feature", feature)]);
+    err.meta_mut()
+        .set_message(&m::GRPC_PROXY_REJECTED_ONCE.render(&[("feature", feature)]));
     err
 }
 
@@ -314,7 +311,8 @@ pub(crate) fn language_reason(msg: &str) -> Option<&str> {
     (plain && msg.starts_with("language ") && secret_free).then_some(msg)
 }
 
-/// Maps a gRPC status to its variant (docs/errors.md, "From the agent").
+/// Maps a gRPC status to its variant (docs/errors.md, "Agent gRPC status,
+/// first match wins").
 /// A lost connection maps to `Sandbox{connection_lost}`: call this once
 /// the transport's retries are spent. A proxy rejection maps to
 /// `Authentication{proxy_rejected: true}`: call this once the re-mint and
@@ -421,8 +419,8 @@ pub fn from_grpc(f: GrpcFailure) -> SandboxError {
                 ("see", ""),
             ]);
             SandboxError::Unimplemented {
-                feature: feature.into(),
-                reason: reason.into(),
+                feature: crate::error::wire::clean_feature(feature),
+                reason: crate::error::wire::clean_reason(reason),
                 doc: None,
                 meta: kept_meta(Box::new(ErrorMeta::new(text)), &f, http),
             }

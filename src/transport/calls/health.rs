@@ -12,7 +12,7 @@ use crate::pb::health_service_client::HealthServiceClient;
 use crate::transport::{AgentConn, ConnectRetry};
 
 /// Health's response header naming why the agent's kernel could not start.
-const KERNEL_FAILURE_HEADER: &str = "rayito-kernel-failure";
+const KERNEL_FAILURE_HEADER: &str = rayito_proto::tokens::header::KERNEL_FAILURE;
 
 impl AgentConn {
     /// `HealthService/Health`. `connect_retry` is `Never` for the readiness
