@@ -15,6 +15,7 @@ mod sdk_support;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use rayito::{AwsOptions, Client, Sandbox};
 use rayito_agent::emulator::{Emulator, EmulatorConfig};
@@ -39,11 +40,9 @@ async fn counting_forwarder(target: SocketAddr) -> (String, Arc<AtomicUsize>) {
     (url, accepted)
 }
 
-fn options(endpoint: &str) -> AwsOptions {
-    AwsOptions::new()
-        .endpoint_url(endpoint)
-        .region("us-east-1")
-        .static_credentials("AKIDSHAREDCLIENT", "test-secret")
+/// The emulator's options, reached through `endpoint` (the forwarder).
+fn options(emulator: &Emulator, endpoint: &str) -> AwsOptions {
+    sdk_support::aws(emulator).endpoint_url(endpoint)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,7 +51,7 @@ async fn the_handles_of_one_client_share_it_and_two_clients_share_nothing() {
     let (endpoint, connections) = counting_forwarder(emulator.addr()).await;
     let image = emulator.image_arn("rayito-base");
     let client = Client::builder()
-        .aws(options(&endpoint))
+        .aws(options(&emulator, &endpoint))
         .build()
         .await
         .unwrap();
@@ -77,7 +76,7 @@ async fn the_handles_of_one_client_share_it_and_two_clients_share_nothing() {
 
     // Another client with equal options: a connection of its own.
     let other = Client::builder()
-        .aws(options(&endpoint))
+        .aws(options(&emulator, &endpoint))
         .build()
         .await
         .unwrap();
@@ -94,19 +93,19 @@ async fn the_shortcuts_share_one_implicit_client_per_runtime_and_options() {
     let emulator = sdk_support::emulator().await;
     let (endpoint, connections) = counting_forwarder(emulator.addr()).await;
     let image = emulator.image_arn("rayito-base");
-    let create = |key_id: &'static str| {
+    let create = |read_timeout: u64| {
         Sandbox::builder()
-            .aws(options(&endpoint).static_credentials(key_id, "test-secret"))
+            .aws(options(&emulator, &endpoint).read_timeout(Duration::from_secs(read_timeout)))
             .template(&image)
             .create()
     };
-    let first = create("AKIDSHAREDCLIENT").await.unwrap();
+    let first = create(60).await.unwrap();
     let after_first = connections.load(Ordering::SeqCst);
-    let second = create("AKIDSHAREDCLIENT").await.unwrap();
+    let second = create(60).await.unwrap();
     second.get_info().await.unwrap();
     assert_eq!(connections.load(Ordering::SeqCst), after_first);
-    // Other credentials: another implicit client, another connection.
-    let other = create("AKIDOTHERCLIENT0").await.unwrap();
+    // Another setting: another implicit client, another connection.
+    let other = create(61).await.unwrap();
     assert!(connections.load(Ordering::SeqCst) > after_first);
     for sandbox in [first, second, other] {
         sandbox.kill().await.unwrap();
@@ -141,7 +140,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn a_shortcut_in_a_second_runtime_never_gets_the_first_runtimes_client() {
     let (emulator, endpoint, _emulator_runtime) = emulator_on_its_own_thread();
     let image = emulator.image_arn("rayito-base");
-    let builder = || Sandbox::builder().aws(options(&endpoint)).template(&image);
+    let builder = || Sandbox::builder().aws(options(&emulator, &endpoint)).template(&image);
 
     // Runtime A makes a handle and keeps it while A ends.
     let first_runtime = runtime();
@@ -157,7 +156,7 @@ fn a_shortcut_in_a_second_runtime_never_gets_the_first_runtimes_client() {
         assert!(sandbox.kill().await.unwrap());
         assert!(
             Sandbox::builder()
-                .aws(options(&endpoint))
+                .aws(options(&emulator, &endpoint))
                 .kill_by_id(kept.id())
                 .await
                 .unwrap()
@@ -173,14 +172,15 @@ fn shortcuts_in_parallel_runtimes_outlive_each_other() {
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
 
     // Runtime A: a handle, then A waits until B made one, and ends.
+    let opts = options(&emulator, &endpoint);
     let a = {
-        let (endpoint, image) = (endpoint.clone(), image.clone());
+        let (opts, image) = (opts.clone(), image.clone());
         std::thread::spawn(move || {
             let rt = runtime();
             let sandbox = rt
                 .block_on(
                     Sandbox::builder()
-                        .aws(options(&endpoint))
+                        .aws(opts)
                         .template(&image)
                         .create(),
                 )
@@ -196,7 +196,7 @@ fn shortcuts_in_parallel_runtimes_outlive_each_other() {
     let sandbox = rt
         .block_on(
             Sandbox::builder()
-                .aws(options(&endpoint))
+                .aws(opts)
                 .template(&image)
                 .create(),
         )
