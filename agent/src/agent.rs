@@ -44,6 +44,11 @@ pub struct AgentConfig {
     /// for an interpreter. `/run` keeps that kernel when the payload leaves
     /// the environment as it was, and starts a fresh one otherwise.
     pub prestart_kernel: bool,
+    /// Put the sandbox in its own cgroup v2 where the host has a writable
+    /// one (default `true`). `false` contains it the way a host without
+    /// cgroup v2 does (process groups and the `RAYITO_SANDBOX` marker): how
+    /// the tests exercise that fallback on a host that has cgroup v2.
+    pub cgroup: bool,
 }
 
 impl Default for AgentConfig {
@@ -61,6 +66,7 @@ impl Default for AgentConfig {
             disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
             remove_root_on_drop: true,
             prestart_kernel: false,
+            cgroup: true,
         }
     }
 }
@@ -98,7 +104,7 @@ impl Agent {
     pub async fn start(config: AgentConfig) -> std::io::Result<Agent> {
         require_loopback(config.grpc_addr)?;
         require_loopback(config.hooks_addr)?;
-        let env = SandboxEnv::new(&config.root)?;
+        let env = SandboxEnv::create(&config.root, config.cgroup)?;
         if config.remove_root_on_drop {
             // Also when this process ends without dropping the agent.
             SandboxEnv::remove_at_exit(&config.root);

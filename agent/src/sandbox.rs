@@ -135,6 +135,13 @@ impl SandboxEnv {
     /// The directories cannot be created or given to the sandbox's uid, or
     /// the mount or user namespace cannot be built.
     pub fn new(root: &Path) -> std::io::Result<Self> {
+        Self::create(root, true)
+    }
+
+    /// As [`SandboxEnv::new`], without a cgroup when `cgroup` is `false`
+    /// (the fallback of a host without cgroup v2; see
+    /// `AgentConfig::cgroup`).
+    pub(crate) fn create(root: &Path, cgroup: bool) -> std::io::Result<Self> {
         let support = isolation::support();
         let ids = support.switch_uid.then(HostIds::pick);
         isolation::prepare_root(root, ids, support.user_ns)?;
@@ -148,7 +155,9 @@ impl SandboxEnv {
             _ => None,
         };
         let marker = format!("{:016x}", rand::random::<u64>());
-        let cgroup = SandboxCgroup::create(&format!("sandbox-{marker}"));
+        let cgroup = cgroup
+            .then(|| SandboxCgroup::create(&format!("sandbox-{marker}")))
+            .flatten();
         Ok(Self {
             inner: Arc::new(Inner {
                 root: root.to_path_buf(),
