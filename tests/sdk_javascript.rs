@@ -2,6 +2,8 @@
 //! node when it is on the host, and `Unimplemented` naming what is missing
 //! when it is not (produced by giving the sandbox a PATH without node).
 
+mod skip_support;
+
 use rayito::{RunCodeOptions, Sandbox, SandboxError};
 
 fn node_on_sandbox_path() -> bool {
@@ -18,10 +20,9 @@ fn node_on_sandbox_path() -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn javascript_runs_through_node_with_state() {
     if !node_on_sandbox_path() {
-        eprintln!("node not on the sandbox PATH: node path skipped");
+        skip_support::skip("node not on the sandbox PATH (.ci/install-test-deps installs it)");
         return;
     }
-    eprintln!("node found: running javascript through the SDK");
     let sbx = Sandbox::builder().local().create().await.unwrap();
     let js = || RunCodeOptions::new().language("js");
     let first = sbx

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use rayito::Sandbox;
 use rayito_agent::emulator::MicrovmState;
+use sdk_support::skip::skip;
 use sdk_support::{builder, emulator};
 use tokio::task::JoinSet;
 
@@ -222,7 +223,7 @@ async fn fifty_sandboxes_twenty_cells_each_every_output_back_and_nothing_left() 
         .filter(|uid| *uid != 0)
         .collect();
     if uids.is_empty() {
-        println!("SKIPPED the uid check: the sandboxes run as root on this host");
+        skip("the uid check: the sandboxes run as root on this host");
     }
     let mount = cgroup2_mount();
     let cgroups: BTreeSet<PathBuf> = before
@@ -233,7 +234,7 @@ async fn fifty_sandboxes_twenty_cells_each_every_output_back_and_nothing_left() 
         .filter_map(|c| Some(mount.as_ref()?.join(c.trim_start_matches('/'))))
         .collect();
     if cgroups.is_empty() {
-        println!("SKIPPED the cgroup check: the sandboxes run without cgroup v2 on this host");
+        skip("the cgroup check: the sandboxes run without cgroup v2 on this host");
     } else {
         assert!(
             cgroups.iter().all(|dir| !cgroup_pids(dir).is_empty()),

@@ -49,6 +49,11 @@ pub struct AgentConfig {
     /// The run payload cannot set them (its `limits` carry only
     /// `cpu_seconds` in the wire contract).
     pub limits: SandboxLimits,
+    /// Put the sandbox in its own cgroup v2 where the host has a writable
+    /// one (default `true`). `false` contains it the way a host without
+    /// cgroup v2 does (process groups and the `RAYITO_SANDBOX` marker): how
+    /// the tests exercise that fallback on a host that has cgroup v2.
+    pub cgroup: bool,
 }
 
 impl Default for AgentConfig {
@@ -67,6 +72,7 @@ impl Default for AgentConfig {
             remove_root_on_drop: true,
             prestart_kernel: false,
             limits: SandboxLimits::default(),
+            cgroup: true,
         }
     }
 }
@@ -117,7 +123,7 @@ impl Agent {
     pub async fn start(config: AgentConfig) -> std::io::Result<Agent> {
         require_loopback(config.grpc_addr)?;
         require_loopback(config.hooks_addr)?;
-        let env = SandboxEnv::with_limits(&config.root, &config.limits)?;
+        let env = SandboxEnv::create(&config.root, &config.limits, config.cgroup)?;
         if config.remove_root_on_drop {
             // Also when this process ends without dropping the agent.
             SandboxEnv::remove_at_exit(&config.root);

@@ -202,6 +202,17 @@ impl SandboxEnv {
     /// # Errors
     /// As [`SandboxEnv::new`].
     pub fn with_limits(root: &Path, limits: &SandboxLimits) -> std::io::Result<Self> {
+        Self::create(root, limits, true)
+    }
+
+    /// As [`SandboxEnv::with_limits`], without a cgroup when `cgroup` is
+    /// `false` (the fallback of a host without cgroup v2; see
+    /// `AgentConfig::cgroup`).
+    pub(crate) fn create(
+        root: &Path,
+        limits: &SandboxLimits,
+        cgroup: bool,
+    ) -> std::io::Result<Self> {
         let support = isolation::support();
         let lease = support.switch_uid.then(UidLease::allocate).transpose()?;
         let ids = lease.as_ref().map(UidLease::ids);
@@ -216,7 +227,9 @@ impl SandboxEnv {
             _ => None,
         };
         let marker = format!("{:016x}", rand::random::<u64>());
-        let cgroup = SandboxCgroup::create(&format!("sandbox-{marker}"), limits);
+        let cgroup = cgroup
+            .then(|| SandboxCgroup::create(&format!("sandbox-{marker}"), limits))
+            .flatten();
         Ok(Self {
             inner: Arc::new(Inner {
                 root: root.to_path_buf(),

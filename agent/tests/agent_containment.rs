@@ -3,9 +3,12 @@
 //! run as host root.
 //!
 //! These tests need what CI has (root, a writable cgroup v2, user
-//! namespaces). Where the host lacks one, the test says so on stderr
-//! ("SKIPPED: ...") and returns.
+//! namespaces). Where the host lacks one, the test prints
+//! `SKIPPED: <test>: <reason>` and returns (fails under
+//! `RAYITO_TEST_STRICT=1`, as in CI).
 
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip_support;
 mod support;
 
 use std::time::Duration;
@@ -73,11 +76,11 @@ async fn wait_for_sleepers(token: &str, n: usize) -> Vec<(u32, String)> {
     }
 }
 
-/// Skips (with a visible message) where the host has no cgroup v2.
+/// Skips (see `skip_support`) where the host has no cgroup v2.
 fn has_cgroup(t: &TestAgent) -> bool {
     let ok = t.agent.env().containment().cgroup;
     if !ok {
-        eprintln!("SKIPPED: needs a writable cgroup v2 with cgroup.kill (root on Linux 5.14+)");
+        skip_support::skip("needs a writable cgroup v2 with cgroup.kill (root on Linux 5.14+)");
     }
     ok
 }
@@ -174,12 +177,12 @@ async fn a_kernel_background_process_does_not_survive_terminate() {
     assert_none_survive(&token, "/terminate (kernel)").await;
 }
 
-/// Skips (with a visible message) unless the agent switches uids here.
+/// Skips (see `skip_support`) unless the agent switches uids here.
 fn switches_uid(t: &TestAgent) -> Option<u32> {
     let uid = t.agent.env().containment().unprivileged_uid;
     if uid.is_none() {
-        eprintln!(
-            "SKIPPED: needs the agent to run as root (sandbox code then drops to another uid)"
+        skip_support::skip(
+            "needs the agent to run as root (sandbox code then drops to another uid)",
         );
     }
     uid
@@ -205,7 +208,9 @@ async fn sandbox_code_runs_as_user_1000_not_host_root() {
     if containment.user_namespace {
         assert_eq!(rest, ["1000", "1000", "user", "/home/user|user"], "{o:?}");
     } else {
-        eprintln!("SKIPPED (part): no user namespace, the sandbox sees its host uid");
+        skip_support::skip(
+            "uid 1000 inside is not checked: no user namespace, the sandbox sees its host uid",
+        );
         assert_eq!(rest[0], host_uid.to_string());
     }
     // The host sees the unprivileged uid, on processes and on files.
@@ -318,6 +323,9 @@ async fn files_written_by_rpc_belong_to_the_sandbox_user() {
     let (uid, name) = if t.agent.env().containment().user_namespace {
         ("1000".to_owned(), "user")
     } else {
+        skip_support::skip(
+            "the kernel's uid 1000 is not checked: no user namespace, it sees its host uid",
+        );
         (host_uid.to_string(), "user")
     };
     assert_eq!(out, format!("{uid} {name} ['rpc', 'cmd', 'py']\n"));
@@ -355,8 +363,11 @@ async fn file_rpcs_have_the_sandbox_users_rights_not_roots() {
 async fn shared_namespaces_give_a_command_no_privilege() {
     let t = TestAgent::start().await;
     let containment = t.agent.env().containment();
-    if switches_uid(&t).is_none() || !containment.user_namespace || !containment.mount_namespace {
-        eprintln!("SKIPPED: needs root, a mount namespace and a user namespace");
+    if containment.unprivileged_uid.is_none()
+        || !containment.user_namespace
+        || !containment.mount_namespace
+    {
+        skip_support::skip("needs root, a mount namespace and a user namespace");
         return;
     }
     let dumpable_before = rustix::process::dumpable_behavior().unwrap();
@@ -385,4 +396,112 @@ async fn shared_namespaces_give_a_command_no_privilege() {
         dumpable_before,
         "the agent's dumpable setting survives its launches"
     );
+}
+
+// The fallback of a host without cgroup v2 (process groups and the
+// RAYITO_SANDBOX marker), forced on this host with `AgentConfig::cgroup`.
+
+/// An agent contained without a cgroup, after `/run`.
+async fn fallback_agent() -> TestAgent {
+    let t = TestAgent::start_config(rayito_agent::AgentConfig {
+        cgroup: false,
+        ..Default::default()
+    })
+    .await;
+    let (status, body) = t.run(&payload(serde_json::json!({}))).await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    assert!(
+        !t.agent.env().containment().cgroup,
+        "AgentConfig::cgroup = false gives no cgroup"
+    );
+    t
+}
+
+/// What the fallback contains: every escape that stays in the process
+/// group of a command that still runs (`env -i`, `env -u`), and every one
+/// that keeps the marker, wherever it goes (`setsid`, `nohup`, a double
+/// fork, all three at once). The command itself sleeps as `sleep <token>0`
+/// until the sandbox ends. Returns the token and the open stream (the
+/// command stays live while it is held).
+async fn start_fallback_escapes(t: &TestAgent) -> (String, tonic::Streaming<pb::ProcessEvent>) {
+    let token = token();
+    let q = ">/dev/null 2>&1 </dev/null";
+    let script = format!(
+        "env -i sleep {token}1 {q} &\n\
+         env -u RAYITO_SANDBOX sleep {token}2 {q} &\n\
+         setsid sleep {token}3 {q} &\n\
+         nohup sleep {token}4 {q} &\n\
+         ( (sleep {token}5 {q} &) & )\n\
+         setsid nohup sh -c '(sleep {token}6 {q} &) &' {q} &\n\
+         echo started\n\
+         sleep {token}0"
+    );
+    let mut stream = t
+        .process()
+        .start(bash(&script))
+        .await
+        .expect("Start")
+        .into_inner();
+    let Event::Start(_) = next_event(&mut stream).await else {
+        panic!("the command starts")
+    };
+    let running = wait_for_sleepers(&token, 7).await;
+    assert_eq!(running.len(), 7, "every escape runs: {running:?}");
+    (token, stream)
+}
+
+#[tokio::test]
+async fn without_a_cgroup_no_contained_escape_survives_terminate() {
+    let t = fallback_agent().await;
+    let (token, _live) = start_fallback_escapes(&t).await;
+    assert_eq!(t.hook("terminate", None).await.0, 200);
+    assert_none_survive(&token, "/terminate without a cgroup").await;
+}
+
+#[tokio::test]
+async fn without_a_cgroup_no_contained_escape_survives_kill() {
+    let t = fallback_agent().await;
+    let (token, _live) = start_fallback_escapes(&t).await;
+    t.agent.kill();
+    assert_none_survive(&token, "Agent::kill without a cgroup").await;
+}
+
+#[tokio::test]
+async fn without_a_cgroup_no_contained_escape_survives_drop() {
+    let t = fallback_agent().await;
+    let (token, live) = start_fallback_escapes(&t).await;
+    drop(t);
+    drop(live);
+    assert_none_survive(&token, "dropping the agent without a cgroup").await;
+}
+
+#[tokio::test]
+async fn without_a_cgroup_no_contained_escape_survives_a_kill_mode_deadline() {
+    let t = fallback_agent().await;
+    let (token, _live) = start_fallback_escapes(&t).await;
+    t.agent.expire_deadline_now();
+    assert_none_survive(&token, "the kill-mode deadline without a cgroup").await;
+}
+
+/// Once the command that started them has ended (its process group is no
+/// longer tracked), the marker alone finds what left the group.
+#[tokio::test]
+async fn without_a_cgroup_the_marker_finds_escapes_of_an_ended_command() {
+    let t = fallback_agent().await;
+    let token = token();
+    let q = ">/dev/null 2>&1 </dev/null";
+    let o = run_bash(
+        &t,
+        &format!(
+            "setsid sleep {token}3 {q} &\n\
+             nohup setsid sleep {token}4 {q} &\n\
+             ( (setsid sleep {token}5 {q} &) & )\n\
+             echo started"
+        ),
+    )
+    .await;
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "started\n");
+    assert_eq!(wait_for_sleepers(&token, 3).await.len(), 3);
+    assert_eq!(t.hook("terminate", None).await.0, 200);
+    assert_none_survive(&token, "/terminate without a cgroup (ended command)").await;
 }

@@ -1,5 +1,7 @@
 //! ProcessService through a real tonic client over loopback.
 
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip_support;
 mod support;
 
 use std::time::Duration;
@@ -56,8 +58,8 @@ async fn clean_environment_home_and_limits() {
     // /home/user exists for the command only inside its mount namespace
     // (root); elsewhere HOME and the cwd are the sandbox root's host paths.
     if !t.agent.env().containment().mount_namespace {
-        eprintln!(
-            "SKIPPED (part) clean_environment_home_and_limits: no mount namespace (needs root), HOME is a host path"
+        skip_support::skip(
+            "HOME and the cwd /home/user are not checked: no mount namespace (needs root), HOME is a host path",
         );
         assert_eq!(
             lines[0].split_once('|').map(|(_, rest)| rest),
@@ -479,9 +481,9 @@ async fn at_most_256_live_processes() {
     if let Some(headroom) = pids_headroom()
         && headroom < 256 + 64
     {
-        eprintln!(
-            "SKIPPED at_most_256_live_processes: this host allows only {headroom} more processes (pids limit); it needs 320"
-        );
+        skip_support::skip(format!(
+            "this host allows only {headroom} more processes (pids limit); it needs 320"
+        ));
         return;
     }
     let t = TestAgent::start().await;

@@ -3,10 +3,13 @@
 //! ExecutionError, timeouts, streaming output; and the exact error when node
 //! is missing, produced by pointing a context's PATH away from node.
 //!
-//! The node tests run only where node is on the sandbox PATH (they print
-//! which way they went); the missing-node tests always run.
+//! The node tests run only where node is on the sandbox PATH (elsewhere
+//! they print `SKIPPED: <test>: <reason>`, and fail under
+//! `RAYITO_TEST_STRICT=1`); the missing-node tests always run.
 
 mod code_support;
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip_support;
 
 use std::time::Duration;
 
@@ -44,18 +47,17 @@ fn js(code: &str) -> pb::ExecuteRequest {
     }
 }
 
+/// Whether node is on the sandbox PATH; skips (see `skip_support`) when not.
 fn has_node() -> bool {
-    match node_version() {
-        Some(v) => {
-            eprintln!("node {v} found: running the node path");
-            true
-        }
-        None => {
-            eprintln!("node not found on the sandbox PATH: skipping the node path");
-            false
-        }
+    let found = node_version().is_some();
+    if !found {
+        skip_support::skip(NO_NODE);
     }
+    found
 }
+
+/// Why a node test skips.
+const NO_NODE: &str = "node not found on the sandbox PATH (.ci/install-test-deps installs it)";
 
 #[tokio::test]
 async fn javascript_keeps_state_and_returns_the_last_expression() {
@@ -241,7 +243,7 @@ async fn javascript_without_node_is_unimplemented_and_says_so() {
 #[tokio::test]
 async fn typescript_runs_where_node_strips_types_else_says_why() {
     let Some(version) = node_version() else {
-        eprintln!("node not found: the missing-node test covers typescript");
+        skip_support::skip(NO_NODE);
         return;
     };
     let mut s = serve().await;

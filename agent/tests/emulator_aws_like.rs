@@ -5,6 +5,8 @@
 //! written to a file).
 
 mod emulator_support;
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip_support;
 
 use std::io::{BufRead as _, BufReader};
 use std::net::Ipv4Addr;
@@ -310,7 +312,9 @@ fn tls_mode_without_the_right_to_bind_443_says_what_is_needed() {
     // Run the binary without CAP_NET_BIND_SERVICE (as root, dropping it
     // from the bounding set) so that binding 443 fails for real.
     let Ok(setpriv) = which("setpriv") else {
-        eprintln!("setpriv not found: cannot drop the capability; skipped");
+        skip_support::skip(
+            "setpriv not found (util-linux; .ci/install-test-deps installs it): cannot drop the capability",
+        );
         return;
     };
     let out = Command::new(setpriv)
@@ -326,7 +330,7 @@ fn tls_mode_without_the_right_to_bind_443_says_what_is_needed() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.status.code() == Some(0) || stderr.contains("setpriv:") {
-        eprintln!("could not drop the capability here ({stderr}); skipped");
+        skip_support::skip(format!("could not drop the capability here: {stderr}"));
         return;
     }
     assert_eq!(out.status.code(), Some(1), "{stderr}");

@@ -5,6 +5,10 @@
 
 #![allow(dead_code)]
 
+pub mod moto;
+#[path = "../skip_support/mod.rs"]
+pub mod skip;
+
 use std::time::Duration;
 
 use rayito::{AwsOptions, Sandbox, SandboxBuilder};
