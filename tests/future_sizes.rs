@@ -23,10 +23,9 @@ const BUDGET: usize = 4 * 1024;
 fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
     let size = |name, n| (name, n);
     macro_rules! of {
-        ($name:literal, $future:expr) => {{
-            let future = $future;
-            size($name, std::mem::size_of_val(&future))
-        }};
+        ($name:literal, $future:expr) => {
+            size($name, std::mem::size_of_val(&$future))
+        };
     }
     vec![
         of!("Sandbox::create", Sandbox::create()),
