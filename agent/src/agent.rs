@@ -44,6 +44,11 @@ pub struct AgentConfig {
     /// for an interpreter. `/run` keeps that kernel when the payload leaves
     /// the environment as it was, and starts a fresh one otherwise.
     pub prestart_kernel: bool,
+    /// The secret every hook request must carry (default `None`: hooks
+    /// are open, as on a MicroVM, where only AWS reaches them). The
+    /// emulator sets one, because on a host sandbox code can reach the
+    /// hooks port (see [`crate::hooks::HooksToken`]).
+    pub hooks_token: Option<crate::hooks::HooksToken>,
 }
 
 impl Default for AgentConfig {
@@ -61,6 +66,7 @@ impl Default for AgentConfig {
             disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
             remove_root_on_drop: true,
             prestart_kernel: false,
+            hooks_token: None,
         }
     }
 }
@@ -161,7 +167,7 @@ impl Agent {
             shared.serve.subscribe(),
         )));
         let mut stop = shared.serve.subscribe();
-        let router = crate::hooks::router(shared.clone());
+        let router = crate::hooks::router(shared.clone(), config.hooks_token.clone());
         tasks.push(tokio::spawn(async move {
             let _ = axum::serve(hooks, router)
                 .with_graceful_shutdown(async move {

@@ -104,6 +104,7 @@ async fn prepare(shared: &Arc<Shared>, prestart_kernel: bool) -> Result<Prepared
         grpc_addr: loopback0(),
         hooks_addr: loopback0(),
         prestart_kernel,
+        hooks_token: Some(shared.hooks.token().clone()),
         ..AgentConfig::default()
     };
     let agent = match Agent::start(config).await {

@@ -20,6 +20,7 @@ use super::model::{IdlePolicy, MicrovmItem, MicrovmOut, MicrovmState};
 use super::proxy::Upstream;
 use super::validate::PortSet;
 use crate::agent::Agent;
+use crate::hooks::HooksToken;
 
 /// What the emulator was configured with, as the handlers need it.
 #[derive(Clone, Debug)]
@@ -35,6 +36,10 @@ pub(crate) struct Settings {
     /// Keep one MicroVM prepared ahead, its kernel started (see
     /// `EmulatorConfig::warm_spare`).
     pub(crate) warm_spare: bool,
+    /// The control plane's own address: the only `Host` it answers.
+    pub(crate) control_addr: SocketAddr,
+    /// The access keys control-plane calls must be signed with.
+    pub(crate) access_keys: Vec<super::AccessKey>,
 }
 
 impl Settings {
@@ -104,7 +109,7 @@ impl Shared {
     ) -> Self {
         Self {
             tls,
-            hooks: HookClient::new(settings.hook_timeout),
+            hooks: HookClient::new(settings.hook_timeout, HooksToken::generate()),
             upstream: Upstream::new(),
             settings,
             faults: FaultState::default(),
