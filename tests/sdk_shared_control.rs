@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayito::{AwsOptions, Sandbox};
-use sdk_support::emulator;
+use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig};
 use tokio::net::{TcpListener, TcpStream};
 
 /// Forwards every connection to `target`; counts them.
@@ -45,7 +45,14 @@ fn options(endpoint: &str, key_id: &str) -> AwsOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handles_with_the_same_settings_share_one_control_plane_client() {
-    let emulator = emulator().await;
+    let emulator = Emulator::start(EmulatorConfig {
+        access_keys: ["AKIDSHAREDCLIENT", "AKIDOTHERCLIENT0"]
+            .map(|id| AccessKey::new(id, "test-secret"))
+            .to_vec(),
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("the emulator starts");
     let (endpoint, connections) = counting_forwarder(emulator.addr()).await;
     let create = |key_id: &'static str| {
         Sandbox::builder()

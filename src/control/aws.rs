@@ -250,8 +250,13 @@ impl AwsControlPlane {
     }
 
     /// [`AwsControlPlane::hermetic`], shared as [`AwsControlPlane::shared`]
-    /// shares clients.
-    pub(crate) fn shared_hermetic(endpoint_url: &str, region: &str) -> Self {
+    /// shares clients (the endpoint names one emulator, hence its key).
+    pub(crate) fn shared_hermetic(
+        endpoint_url: &str,
+        region: &str,
+        access_key_id: &str,
+        secret_access_key: &Secret,
+    ) -> Self {
         let key = ClientKey::Hermetic {
             endpoint_url: endpoint_url.to_owned(),
             region: region.to_owned(),
@@ -260,7 +265,10 @@ impl AwsControlPlane {
             return Self { client };
         }
         Self {
-            client: register(key, Self::hermetic(endpoint_url, region).client),
+            client: register(
+                key,
+                Self::hermetic(endpoint_url, region, access_key_id, secret_access_key).client,
+            ),
         }
     }
 
@@ -329,15 +337,21 @@ impl AwsControlPlane {
         })
     }
 
-    /// A client for the embedded emulator: fixed endpoint, region and static
-    /// credentials, reading nothing from the environment or profiles.
-    pub(crate) fn hermetic(endpoint_url: &str, region: &str) -> Self {
+    /// A client for the embedded emulator: fixed endpoint, region and the
+    /// emulator's own access key, reading nothing from the environment or
+    /// profiles.
+    pub(crate) fn hermetic(
+        endpoint_url: &str,
+        region: &str,
+        access_key_id: &str,
+        secret_access_key: &Secret,
+    ) -> Self {
         let config = lmv::Config::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(region.to_owned()))
             .credentials_provider(Credentials::new(
-                "rayito-local",
-                "rayito-local",
+                access_key_id,
+                secret_access_key.expose(),
                 None,
                 None,
                 "rayito-local",
@@ -633,11 +647,15 @@ mod tests {
         slower.read_timeout = Some(std::time::Duration::from_secs(7));
         let slower = AwsControlPlane::shared(&slower).await.unwrap();
         assert!(!first.shares_client_with(&slower));
-        let local = AwsControlPlane::shared_hermetic("http://127.0.0.1:9", "us-east-1");
+        let key = Secret::new("local-secret");
+        let local =
+            AwsControlPlane::shared_hermetic("http://127.0.0.1:9", "us-east-1", "AKIDLOCAL", &key);
         assert!(!first.shares_client_with(&local));
         assert!(local.shares_client_with(&AwsControlPlane::shared_hermetic(
             "http://127.0.0.1:9",
-            "us-east-1"
+            "us-east-1",
+            "AKIDLOCAL",
+            &key
         )));
         // The registry does not keep a client alive: once no handle holds
         // it, it is gone, and the next handle gets a new one.

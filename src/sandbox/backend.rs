@@ -187,8 +187,12 @@ impl BackendChoice {
             Self::Local | Self::LocalTls => {
                 let tls = matches!(choice, Self::LocalTls);
                 let backend = local::backend(tls).await?;
-                let control =
-                    AwsControlPlane::shared_hermetic(backend.endpoint_url(), backend.region());
+                let control = AwsControlPlane::shared_hermetic(
+                    backend.endpoint_url(),
+                    backend.region(),
+                    backend.access_key_id(),
+                    backend.secret_access_key(),
+                );
                 let buckets = Buckets::shared(Some(backend.endpoint_url().to_owned()), pacing);
                 Ok(ResolvedBackend {
                     control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),
