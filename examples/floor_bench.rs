@@ -53,7 +53,7 @@ use lmv::config::retry::RetryConfig;
 use lmv::config::{BehaviorVersion, Credentials, Region};
 use lmv::types::PortSpecification;
 use rayito::{AwsOptions, CommandOptions, Pacing, Sandbox, SandboxBuilder};
-use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig};
 use rayito_agent::pb;
 use tonic::metadata::AsciiMetadataValue;
 use tonic::service::interceptor::InterceptedService;
@@ -177,6 +177,15 @@ impl tonic::service::Interceptor for ProxyAuth {
     }
 }
 
+/// An emulator configuration accepting the benchmarks' fixed access key
+/// (`AKIDBENCH` / `bench`).
+fn bench_config() -> EmulatorConfig {
+    EmulatorConfig {
+        access_keys: vec![AccessKey::new("AKIDBENCH", "bench")],
+        ..EmulatorConfig::default()
+    }
+}
+
 fn builder_for(endpoint: &str, template: &str) -> SandboxBuilder {
     Sandbox::builder()
         .aws(
@@ -218,7 +227,7 @@ async fn main() -> Result<(), Error> {
         .iter()
         .any(|s| wants(s));
     if local {
-        let emulator = Emulator::start(EmulatorConfig::default()).await?;
+        let emulator = Emulator::start(bench_config()).await?;
         let endpoint = emulator.endpoint_url();
         let template = emulator.image_arn("rayito-base");
         if wants("create") {
@@ -276,7 +285,7 @@ async fn create_once(endpoint: &str, template: &str) -> Result<[Duration; 3], Er
 async fn create_section(endpoint: &str, template: &str, creates: usize) -> Result<(), Error> {
     let warm = Emulator::start(EmulatorConfig {
         warm_spare: true,
-        ..EmulatorConfig::default()
+        ..bench_config()
     })
     .await?;
     let (warm_endpoint, warm_template) = (warm.endpoint_url(), warm.image_arn("rayito-base"));
@@ -701,6 +710,9 @@ fn external_emulator() -> Result<Option<ExternalEmulator>, Error> {
     }
     let mut child = std::process::Command::new(&bin)
         .args(["emulator", "--addr", "127.0.0.1:0"])
+        // The key `builder_for` signs with.
+        .env("RAYITO_EMULATOR_ACCESS_KEY_ID", "AKIDBENCH")
+        .env("RAYITO_EMULATOR_SECRET_ACCESS_KEY", "bench")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()?;
@@ -731,7 +743,7 @@ async fn scale_section(sandboxes: usize, calls: usize) -> Result<(), Error> {
     let external = external_emulator()?;
     let in_process = match &external {
         Some(_) => None,
-        None => Some(Emulator::start(EmulatorConfig::default()).await?),
+        None => Some(Emulator::start(bench_config()).await?),
     };
     let (endpoint, template) = match (&external, &in_process) {
         (Some(e), _) => (e.endpoint.clone(), e.template.clone()),

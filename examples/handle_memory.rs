@@ -95,6 +95,9 @@ fn external_emulator() -> Result<ExternalEmulator, Error> {
     }
     let mut child = std::process::Command::new(&bin)
         .args(["emulator", "--addr", "127.0.0.1:0"])
+        // The key `builder_for` signs with.
+        .env("RAYITO_EMULATOR_ACCESS_KEY_ID", "AKIDBENCH")
+        .env("RAYITO_EMULATOR_SECRET_ACCESS_KEY", "bench")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()?;

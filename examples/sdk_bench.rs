@@ -13,7 +13,7 @@ use lmv::config::retry::RetryConfig;
 use lmv::config::{BehaviorVersion, Credentials, Region};
 use lmv::types::PortSpecification;
 use rayito::{AwsOptions, Sandbox};
-use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig};
 use rayito_agent::pb;
 use tonic::metadata::AsciiMetadataValue;
 use tonic::transport::Endpoint;
@@ -42,7 +42,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let creates: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
     let round_trips: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
 
-    let emulator = Emulator::start(EmulatorConfig::default()).await?;
+    let emulator = Emulator::start(EmulatorConfig {
+        access_keys: vec![AccessKey::new("AKIDBENCH", "bench")],
+        ..EmulatorConfig::default()
+    })
+    .await?;
     let builder = || {
         Sandbox::builder()
             .aws(

@@ -16,8 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rayito::{AwsOptions, CommandOptions, RunCodeOptions, Sandbox};
-use rayito_agent::emulator::Operation;
-use sdk_support::emulator;
+use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig, Operation};
 
 /// The sandbox access token (32 bytes, canonical base64url).
 const ACCESS_CANARY: &str = "CANARYaccessTOKENcanaryACCESStokenCANARY0Ak";
@@ -52,7 +51,15 @@ async fn no_secret_reaches_any_subscriber() {
         .finish();
     tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
 
-    let emu = emulator().await;
+    // The emulator accepts the canary key (and session token) only.
+    let emu = Emulator::start(EmulatorConfig {
+        access_keys: vec![
+            AccessKey::new(KEY_ID_CANARY, SECRET_CANARY).with_session_token(SESSION_CANARY),
+        ],
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("the emulator starts");
     let aws = AwsOptions::new()
         .endpoint_url(emu.endpoint_url())
         .region("us-east-1")

@@ -13,13 +13,20 @@ use rayito_agent::emulator::{Emulator, EmulatorConfig};
 use rayito_agent::pb;
 use tonic::metadata::AsciiMetadataValue;
 
-fn client(url: &str) -> lmv::Client {
+fn client(emulator: &Emulator) -> lmv::Client {
+    let key = emulator.access_key();
     lmv::Client::from_conf(
         lmv::Config::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new("test", "test", None, None, "bench"))
-            .endpoint_url(url)
+            .credentials_provider(Credentials::new(
+                key.id.clone(),
+                key.secret.clone(),
+                None,
+                None,
+                "bench",
+            ))
+            .endpoint_url(emulator.endpoint_url())
             .retry_config(RetryConfig::disabled())
             .build(),
     )
@@ -80,7 +87,7 @@ async fn main() {
         let emulator = Emulator::start(EmulatorConfig::default())
             .await
             .expect("start");
-        client(&emulator.endpoint_url())
+        client(&emulator)
             .list_microvms()
             .send()
             .await
@@ -92,7 +99,7 @@ async fn main() {
     let emulator = Emulator::start(EmulatorConfig::default())
         .await
         .expect("start");
-    let sdk = client(&emulator.endpoint_url());
+    let sdk = client(&emulator);
     let image = emulator.image_arn("rayito-base");
     let payload = r#"{"v":1,"token_sha256":"0000000000000000000000000000000000000000000000000000000000000000"}"#;
     let (mut run_api, mut run_ready) = (Vec::new(), Vec::new());

@@ -54,6 +54,11 @@ pub struct AgentConfig {
     /// cgroup v2 does (process groups and the `RAYITO_SANDBOX` marker): how
     /// the tests exercise that fallback on a host that has cgroup v2.
     pub cgroup: bool,
+    /// The secret every hook request must carry (default `None`: hooks
+    /// are open, as on a MicroVM, where only AWS reaches them). The
+    /// emulator sets one, because on a host sandbox code can reach the
+    /// hooks port (see [`crate::hooks::HooksToken`]).
+    pub hooks_token: Option<crate::hooks::HooksToken>,
 }
 
 impl Default for AgentConfig {
@@ -73,6 +78,7 @@ impl Default for AgentConfig {
             prestart_kernel: false,
             limits: SandboxLimits::default(),
             cgroup: true,
+            hooks_token: None,
         }
     }
 }
@@ -186,7 +192,7 @@ impl Agent {
             shared.serve.subscribe(),
         )));
         let mut stop = shared.serve.subscribe();
-        let router = crate::hooks::router(shared.clone());
+        let router = crate::hooks::router(shared.clone(), config.hooks_token.clone());
         tasks.push(tokio::spawn(async move {
             let _ = axum::serve(hooks, router)
                 .with_graceful_shutdown(async move {

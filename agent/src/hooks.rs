@@ -1,15 +1,26 @@
 //! The lifecycle hooks server (HTTP/1.1, its own port), driven exactly as AWS
 //! drives the real agent: `POST /aws/lambda-microvms/runtime/v1/<hook>`.
 //! Every hook answers 200; the body says what happened.
+//!
+//! With [`AgentConfig::hooks_token`](crate::agent::AgentConfig::hooks_token)
+//! set (the emulator sets it), a hook runs only for a request carrying
+//! `Authorization: Bearer <token>`; any other answers 403 `forbidden`. On
+//! the host, sandbox code shares the agent's loopback, and without the
+//! token it could suspend or terminate the sandbox, or `/run` a sandbox
+//! prepared ahead with a payload of its own (installing its own access
+//! token). On a MicroVM only AWS reaches the hooks port.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse as _, Response};
 use axum::routing::post;
 use bytes::Buf as _;
+use http::StatusCode;
 use http_body_util::{BodyExt as _, Full};
 use serde::Deserialize;
 
@@ -17,6 +28,39 @@ use crate::state::Shared;
 
 /// The path prefix of every hook.
 pub const HOOK_PREFIX: &str = "/aws/lambda-microvms/runtime/v1/";
+
+/// The secret a hook request must carry as `Authorization: Bearer <token>`.
+/// `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HooksToken(String);
+
+impl HooksToken {
+    /// A fresh random token (32 random bytes, base64url).
+    pub fn generate() -> Self {
+        use base64::Engine as _;
+        let bytes: [u8; 32] = rand::random();
+        Self(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+    }
+
+    /// The `Authorization` header value that carries this token.
+    pub fn header_value(&self) -> String {
+        format!("Bearer {}", self.0)
+    }
+
+    /// Whether `header` (an `Authorization` value) carries this token,
+    /// compared in constant time.
+    fn admits(&self, header: Option<&http::HeaderValue>) -> bool {
+        use subtle::ConstantTimeEq as _;
+        let expected = self.header_value();
+        header.is_some_and(|got| bool::from(got.as_bytes().ct_eq(expected.as_bytes())))
+    }
+}
+
+impl std::fmt::Debug for HooksToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HooksToken(***)")
+    }
+}
 
 /// The body of `/run`.
 #[derive(Deserialize)]
@@ -26,16 +70,37 @@ struct RunBody {
     run_hook_payload: Option<String>,
 }
 
-/// The hooks router of one agent.
-pub(crate) fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
+/// The hooks router of one agent; with a `token`, only requests carrying it
+/// reach a hook.
+pub(crate) fn router(shared: Arc<Shared>, token: Option<HooksToken>) -> Router {
+    let router = Router::new()
         .route(&format!("{HOOK_PREFIX}run"), post(run))
         .route(&format!("{HOOK_PREFIX}suspend"), post(suspend))
         .route(&format!("{HOOK_PREFIX}resume"), post(resume))
         .route(&format!("{HOOK_PREFIX}terminate"), post(terminate))
         .route(&format!("{HOOK_PREFIX}ready"), post(ok))
         .route(&format!("{HOOK_PREFIX}validate"), post(ok))
-        .with_state(shared)
+        .with_state(shared);
+    match token {
+        Some(token) => router.layer(axum::middleware::from_fn(
+            move |req: Request, next: Next| {
+                let admitted = token.admits(req.headers().get(http::header::AUTHORIZATION));
+                async move {
+                    if admitted {
+                        next.run(req).await
+                    } else {
+                        forbidden()
+                    }
+                }
+            },
+        )),
+        None => router,
+    }
+}
+
+/// A hook request without the agent's token.
+fn forbidden() -> Response {
+    (StatusCode::FORBIDDEN, "forbidden").into_response()
 }
 
 async fn run(State(shared): State<Arc<Shared>>, body: Bytes) -> &'static str {
@@ -75,6 +140,19 @@ pub async fn post_hook(
     hook: &str,
     body: Option<String>,
 ) -> std::io::Result<(u16, String)> {
+    post_hook_with(addr, hook, body, None).await
+}
+
+/// [`post_hook`] carrying `token` (see [`HooksToken`]).
+///
+/// # Errors
+/// Connection or protocol failures talking to the hooks server.
+pub async fn post_hook_with(
+    addr: SocketAddr,
+    hook: &str,
+    body: Option<String>,
+    token: Option<&HooksToken>,
+) -> std::io::Result<(u16, String)> {
     let stream = tokio::net::TcpStream::connect(addr).await?;
     let io = hyper_util::rt::TokioIo::new(stream);
     let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
@@ -87,6 +165,9 @@ pub async fn post_hook(
         .header(http::header::HOST, addr.to_string());
     if body.is_some() {
         req = req.header(http::header::CONTENT_TYPE, "application/json");
+    }
+    if let Some(token) = token {
+        req = req.header(http::header::AUTHORIZATION, token.header_value());
     }
     let req = req
         .body(Full::new(Bytes::from(body.unwrap_or_default())))

@@ -292,3 +292,66 @@ async fn agent_refuses_non_loopback_addresses() {
     let err = rayito_agent::Agent::start(config).await.unwrap_err();
     assert_eq!(err.to_string(), "the agent only binds loopback addresses");
 }
+
+/// With a hooks token (the emulator sets one), a hook without it is
+/// refused and does nothing: sandbox code on the host, which shares the
+/// agent's loopback, can neither suspend nor terminate the sandbox nor
+/// `/run` a sandbox prepared ahead with a payload of its own.
+#[tokio::test]
+async fn hooks_need_the_token_when_one_is_set() {
+    use rayito_agent::hooks::{HooksToken, post_hook, post_hook_with};
+    let token = HooksToken::generate();
+    let t = TestAgent::start_config(rayito_agent::AgentConfig {
+        hooks_token: Some(token.clone()),
+        ..rayito_agent::AgentConfig::default()
+    })
+    .await;
+    let addr = t.agent.hooks_addr();
+    let attacker_run =
+        rayito_agent::hooks::run_body("microvm-attacker", &support::payload(serde_json::json!({})));
+    let stranger = HooksToken::generate();
+    for hook in ["run", "validate", "ready", "suspend", "resume", "terminate"] {
+        let body = (hook == "run").then(|| attacker_run.clone());
+        let refused = (403, "forbidden".to_owned());
+        assert_eq!(
+            post_hook(addr, hook, body.clone()).await.unwrap(),
+            refused,
+            "{hook}"
+        );
+        assert_eq!(
+            post_hook_with(addr, hook, body, Some(&stranger))
+                .await
+                .unwrap(),
+            refused,
+            "{hook} with another token"
+        );
+    }
+    // Nothing ran: no sandbox id, and the real /run is the first.
+    let health = |t: &TestAgent| {
+        let mut client = t.health();
+        async move {
+            client
+                .health(pb::HealthRequest {})
+                .await
+                .unwrap()
+                .into_inner()
+        }
+    };
+    assert_eq!(health(&t).await.sandbox_id, "");
+    let run = rayito_agent::hooks::run_body(MICROVM_ID, &support::payload(serde_json::json!({})));
+    assert_eq!(
+        post_hook_with(addr, "run", Some(run), Some(&token))
+            .await
+            .unwrap(),
+        (200, "ok".to_owned())
+    );
+    assert_eq!(health(&t).await.sandbox_id, MICROVM_ID);
+    assert_eq!(
+        post_hook_with(addr, "validate", None, Some(&token))
+            .await
+            .unwrap(),
+        (200, "ok".to_owned())
+    );
+    // The token never shows in Debug.
+    assert_eq!(format!("{token:?}"), "HooksToken(***)");
+}

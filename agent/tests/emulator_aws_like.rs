@@ -254,9 +254,11 @@ async fn tls_mode_serves_bare_endpoints_on_443_with_the_emulator_ca() {
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
     let mut raw = String::new();
     s.read_to_string(&mut raw).await.unwrap();
     let (head, body) = raw.split_once("\r\n\r\n").unwrap();
@@ -274,7 +276,7 @@ fn binary_in_tls_mode_prints_the_ca_path() {
         .expect("binary starts");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut got = Vec::new();
-    for _ in 0..9 {
+    for _ in 0..11 {
         got.push(lines.next().expect("a line").expect("utf-8"));
     }
     let ca_line = got

@@ -1,6 +1,7 @@
 //! The control plane's wire format seen by a plain HTTP client: the SigV4
-//! gate, error headers and bodies, request ids, unknown routes, and the
-//! admin fault endpoint.
+//! gate (signatures verified with the emulator's key, refused as AWS
+//! refuses them), the Host check, error headers and bodies, request ids,
+//! unknown routes, and the admin fault endpoint (signed too).
 
 mod emulator_support;
 
@@ -10,24 +11,63 @@ use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use rayito_agent::emulator::{MicrovmState, Operation};
+use rayito_agent::emulator::{AccessKey, MicrovmState, Operation};
 use serde_json::{Value, json};
 
-const SIGNED: &str = "AWS4-HMAC-SHA256 Credential=test/20261130/us-east-1/lambda/aws4_request, SignedHeaders=host;x-amz-date, Signature=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+/// A SigV4 header of the right shape whose signature is made up.
+const FORGED: &str = "AWS4-HMAC-SHA256 Credential=test/20261130/us-east-1/lambda/aws4_request, SignedHeaders=host;x-amz-date, Signature=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// How a request is authenticated.
+#[derive(Clone, Copy)]
+enum Auth<'a> {
+    None,
+    /// This `Authorization` value, nothing else.
+    Raw(&'a str),
+    /// Signed with this key.
+    Key(&'a AccessKey),
+}
 
 /// One request; returns status, headers and JSON body (Null when empty).
 async fn call(
     url: &str,
     method: Method,
-    auth: Option<&str>,
+    auth: Auth<'_>,
     body: Option<Value>,
 ) -> (u16, http::HeaderMap, Value) {
+    call_with(url, method, auth, body, &[]).await
+}
+
+/// [`call`] with extra headers (which win over the signature's).
+async fn call_with(
+    url: &str,
+    method: Method,
+    auth: Auth<'_>,
+    body: Option<Value>,
+    extra: &[(&str, &str)],
+) -> (u16, http::HeaderMap, Value) {
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let mut req = Request::builder().method(method).uri(url);
-    if let Some(a) = auth {
-        req = req.header("authorization", a);
-    }
     let bytes = body.map(|b| b.to_string()).unwrap_or_default();
+    let mut req = Request::builder().method(method.clone()).uri(url);
+    match auth {
+        Auth::None => {}
+        Auth::Raw(a) => req = req.header("authorization", a),
+        Auth::Key(key) => {
+            for (name, value) in key
+                .sign(method.as_str(), url, bytes.as_bytes(), "us-east-1")
+                .unwrap()
+            {
+                req = req.header(name, value);
+            }
+        }
+    }
+    if let Some(headers) = req.headers_mut() {
+        for (name, value) in extra {
+            headers.insert(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+    }
     let resp = client
         .request(req.body(Full::new(Bytes::from(bytes))).unwrap())
         .await
@@ -47,7 +87,7 @@ async fn call(
 async fn unsigned_and_malformed_signatures_are_refused() {
     let h = Harness::start().await;
     let url = format!("{}/2025-09-09/microvms", h.emulator.endpoint_url());
-    let (status, headers, body) = call(&url, Method::GET, None, None).await;
+    let (status, headers, body) = call(&url, Method::GET, Auth::None, None).await;
     assert_eq!(status, 403);
     assert_eq!(
         headers["x-amzn-errortype"],
@@ -60,7 +100,7 @@ async fn unsigned_and_malformed_signatures_are_refused() {
         json!({"__type": "MissingAuthenticationTokenException", "message": "Missing Authentication Token"})
     );
 
-    let (status, headers, body) = call(&url, Method::GET, Some("Bearer abc"), None).await;
+    let (status, headers, body) = call(&url, Method::GET, Auth::Raw("Bearer abc"), None).await;
     assert_eq!(status, 403);
     assert_eq!(headers["x-amzn-errortype"], "IncompleteSignatureException");
     assert_eq!(
@@ -68,12 +108,155 @@ async fn unsigned_and_malformed_signatures_are_refused() {
         "Authorization header requires 'Credential', 'SignedHeaders' and 'Signature' parameters of an AWS4-HMAC-SHA256 signature."
     );
 
-    let (status, headers, body) = call(&url, Method::GET, Some(SIGNED), None).await;
+    let key = h.emulator.access_key();
+    let (status, headers, body) = call(&url, Method::GET, Auth::Key(key), None).await;
     assert_eq!(status, 200);
     assert_eq!(headers["content-type"], "application/json");
     assert_eq!(headers["x-amzn-requestid"].len(), 36);
     assert_eq!(body, json!({"items": []}));
     assert_eq!(h.emulator.calls(Operation::ListMicrovms), 3);
+}
+
+/// Each way a signature can be wrong gets AWS's error: 403 with its code
+/// and message. The emulator used to accept any well-shaped header.
+#[tokio::test]
+async fn forged_and_wrong_signatures_are_refused_as_aws_refuses_them() {
+    let h = Harness::start().await;
+    let url = format!("{}/2025-09-09/microvms", h.emulator.endpoint_url());
+    let key = h.emulator.access_key().clone();
+    let refused = |(status, headers, body): (u16, http::HeaderMap, Value)| {
+        assert_eq!(status, 403, "{body}");
+        assert_eq!(
+            headers["x-amzn-errortype"],
+            body["__type"].as_str().unwrap()
+        );
+        (
+            body["__type"].as_str().unwrap().to_owned(),
+            body["message"].as_str().unwrap().to_owned(),
+        )
+    };
+
+    // A well-shaped header with a made-up signature and no date.
+    let (code, message) = refused(call(&url, Method::GET, Auth::Raw(FORGED), None).await);
+    assert_eq!(code, "IncompleteSignatureException");
+    assert_eq!(
+        message,
+        "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."
+    );
+    // A real signature with a key the emulator does not hold.
+    let stranger = AccessKey::new("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY");
+    assert_eq!(
+        refused(call(&url, Method::GET, Auth::Key(&stranger), None).await),
+        (
+            "UnrecognizedClientException".to_owned(),
+            "The security token included in the request is invalid.".to_owned()
+        )
+    );
+    // The emulator's key id with another secret.
+    let wrong = AccessKey::new(key.id.clone(), "not-the-secret");
+    let mismatch = (
+        "InvalidSignatureException".to_owned(),
+        "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.".to_owned(),
+    );
+    assert_eq!(
+        refused(call(&url, Method::GET, Auth::Key(&wrong), None).await),
+        mismatch
+    );
+    // A signed request whose query was changed afterwards.
+    let signed = key
+        .sign("GET", &format!("{url}?maxResults=1"), b"", "us-east-1")
+        .unwrap();
+    let headers: Vec<(&str, &str)> = signed
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        refused(
+            call_with(
+                &format!("{url}?maxResults=2"),
+                Method::GET,
+                Auth::None,
+                None,
+                &headers
+            )
+            .await
+        ),
+        mismatch
+    );
+    // A signature of a day ago (replayed).
+    let (code, message) = refused(
+        call_with(
+            &url,
+            Method::GET,
+            Auth::Key(&key),
+            None,
+            &[("x-amz-date", "20200101T000000Z")],
+        )
+        .await,
+    );
+    assert_eq!(code, "InvalidSignatureException");
+    assert!(
+        message.starts_with("Signature expired: 20200101T000000Z is now earlier than "),
+        "{message}"
+    );
+    // A session token the key does not have.
+    assert_eq!(
+        refused(
+            call(
+                &url,
+                Method::GET,
+                Auth::Key(&key.clone().with_session_token("tok")),
+                None
+            )
+            .await
+        )
+        .0,
+        "UnrecognizedClientException"
+    );
+    // Nothing was listed, and every call counted.
+    assert_eq!(h.emulator.calls(Operation::ListMicrovms), 6);
+}
+
+/// A request naming another host (a web page whose DNS name was rebound to
+/// 127.0.0.1) is refused before anything runs, signed or not.
+#[tokio::test]
+async fn a_foreign_host_is_refused() {
+    let h = Harness::start().await;
+    let base = h.emulator.endpoint_url();
+    let key = h.emulator.access_key();
+    let own = h.emulator.addr().to_string();
+    for path in [
+        "/2025-09-09/microvms",
+        "/_emulator/faults",
+        "/_emulator/ca.pem",
+    ] {
+        let (status, headers, body) = call_with(
+            &format!("{base}{path}"),
+            Method::GET,
+            Auth::Key(key),
+            None,
+            &[("host", "rebound.example:4566")],
+        )
+        .await;
+        assert_eq!(status, 403, "{path}");
+        assert_eq!(headers["x-amzn-errortype"], "AccessDeniedException");
+        assert_eq!(
+            body["message"],
+            format!("The Host header must name this emulator ({own}).")
+        );
+    }
+    assert_eq!(h.emulator.calls(Operation::ListMicrovms), 0);
+    // `localhost` names it too.
+    let (status, _, _) = call_with(
+        &format!("{base}/2025-09-09/microvms"),
+        Method::GET,
+        Auth::None,
+        None,
+        &[("host", &format!("localhost:{}", h.emulator.addr().port()))],
+    )
+    .await;
+    assert_eq!(status, 403, "unsigned, but past the Host check");
+    assert_eq!(h.emulator.calls(Operation::ListMicrovms), 1);
 }
 
 #[tokio::test]
@@ -83,7 +266,7 @@ async fn error_bodies_and_unknown_routes() {
     let (status, headers, body) = call(
         &format!("{base}/2025-09-09/microvms"),
         Method::POST,
-        Some(SIGNED),
+        Auth::Key(h.emulator.access_key()),
         Some(json!({"imageIdentifier": "x"})),
     )
     .await;
@@ -97,7 +280,7 @@ async fn error_bodies_and_unknown_routes() {
     let (status, _, body) = call(
         &format!("{base}/2025-09-09/microvms"),
         Method::POST,
-        Some(SIGNED),
+        Auth::Key(h.emulator.access_key()),
         None,
     )
     .await;
@@ -110,7 +293,7 @@ async fn error_bodies_and_unknown_routes() {
     let (status, _, body) = call(
         &format!("{base}/2025-09-09/microvms/microvm-x"),
         Method::GET,
-        Some(SIGNED),
+        Auth::Key(h.emulator.access_key()),
         None,
     )
     .await;
@@ -123,7 +306,7 @@ async fn error_bodies_and_unknown_routes() {
     let (status, headers, body) = call(
         &format!("{base}/2025-09-09/nothing"),
         Method::GET,
-        Some(SIGNED),
+        Auth::Key(h.emulator.access_key()),
         None,
     )
     .await;
@@ -134,7 +317,7 @@ async fn error_bodies_and_unknown_routes() {
     let (status, _, body) = call(
         &format!("{base}/2025-09-09/microvms"),
         Method::POST,
-        Some(SIGNED),
+        Auth::Key(h.emulator.access_key()),
         Some(json!({"imageIdentifier": 5})),
     )
     .await;
@@ -148,7 +331,26 @@ async fn error_bodies_and_unknown_routes() {
 async fn admin_endpoint_injects_faults() {
     let h = Harness::start().await;
     let faults = format!("{}/_emulator/faults", h.emulator.endpoint_url());
-    let post = |v: Value| call(&faults, Method::POST, None, Some(v));
+    let key = h.emulator.access_key();
+    let post = |v: Value| call(&faults, Method::POST, Auth::Key(key), Some(v));
+
+    // Unsigned, forged or signed with another key: refused, nothing applied.
+    let stranger = AccessKey::generate();
+    for auth in [Auth::None, Auth::Raw(FORGED), Auth::Key(&stranger)] {
+        let (status, _, _) = call(
+            &faults,
+            Method::POST,
+            auth,
+            Some(json!({"fault": "throttle", "operation": "ListMicrovms", "count": 1})),
+        )
+        .await;
+        assert_eq!(status, 403);
+    }
+    h.client
+        .list_microvms()
+        .send()
+        .await
+        .expect("no throttle was applied");
 
     assert_eq!(
         post(json!({"fault": "insufficientCapacity", "count": 1}))
@@ -243,7 +445,8 @@ async fn admin_endpoint_injects_faults() {
 async fn admin_endpoint_accepts_proxy_stalls() {
     let h = Harness::start().await;
     let faults = format!("{}/_emulator/faults", h.emulator.endpoint_url());
-    let post = |v: Value| call(&faults, Method::POST, None, Some(v));
+    let key = h.emulator.access_key();
+    let post = |v: Value| call(&faults, Method::POST, Auth::Key(key), Some(v));
     for fault in [
         json!({"fault": "stallProxy", "count": 1}),
         json!({"fault": "stallProxy", "count": 2, "path": "/rayito.v1.HealthService/Health"}),

@@ -78,7 +78,7 @@ fn binary_prints_the_environment_and_stops_on_sigterm() {
         .expect("binary starts");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut got = Vec::new();
-    for _ in 0..6 {
+    for _ in 0..8 {
         got.push(lines.next().expect("a line").expect("utf-8"));
     }
     let url = got[0]
@@ -86,19 +86,29 @@ fn binary_prints_the_environment_and_stops_on_sigterm() {
         .expect("first line")
         .to_string();
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let key_id = got[1]
+        .strip_prefix("aws_access_key_id: ")
+        .expect("the key id line")
+        .to_string();
+    let secret = got[2]
+        .strip_prefix("aws_secret_access_key: ")
+        .expect("the secret line")
+        .to_string();
+    assert!(key_id.starts_with("AKIA") && key_id.len() == 20, "{key_id}");
+    assert_eq!(secret.len(), 40, "a generated secret");
     assert_eq!(
-        got[1..],
+        got[3..],
         [
             format!("export AWS_ENDPOINT_URL={url}"),
-            "export AWS_ACCESS_KEY_ID=test".to_string(),
-            "export AWS_SECRET_ACCESS_KEY=test".to_string(),
+            format!("export AWS_ACCESS_KEY_ID={key_id}"),
+            format!("export AWS_SECRET_ACCESS_KEY={secret}"),
             "export AWS_REGION=eu-west-1".to_string(),
             "export RAYITO_TEMPLATE=arn:aws:lambda:eu-west-1:000000000000:microvm-image:rayito-base".to_string(),
         ]
     );
     let rt = tokio::runtime::Runtime::new().unwrap();
     let listed = rt.block_on(async {
-        let client = sdk_client(&url);
+        let client = sdk_client_at(&url, &key_id, &secret);
         client.list_microvms().send().await
     });
     assert!(
@@ -107,6 +117,13 @@ fn binary_prints_the_environment_and_stops_on_sigterm() {
             .items()
             .is_empty()
     );
+    // Any other key is refused, as AWS refuses it.
+    let refused = rt.block_on(async {
+        let client = sdk_client_at(&url, &key_id, "not-the-secret");
+        client.list_microvms().send().await
+    });
+    let (status, code, _) = err_parts(&refused.expect_err("a wrong secret is refused"));
+    assert_eq!((status, code.as_str()), (403, "InvalidSignatureException"));
     // SIGTERM only once the binary handles it (SigCgt in /proc).
     let handled_by = Instant::now() + Duration::from_secs(60);
     while !catches_sigterm(child.id()) {
@@ -151,7 +168,7 @@ fn a_detached_emulator_outlives_the_runtime_that_started_it() {
     drop(first);
 
     let second = tokio::runtime::Runtime::new().unwrap();
-    let client = sdk_client(&emulator.endpoint_url());
+    let client = sdk_client(&emulator);
     let id = second.block_on(async {
         let out = client
             .run_microvm()

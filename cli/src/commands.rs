@@ -159,7 +159,7 @@ impl Backend {
             Some(state) => AwsOptions::new()
                 .endpoint_url(&state.endpoint_url)
                 .region(&state.region)
-                .static_credentials(local::FAKE_KEY, local::FAKE_KEY),
+                .static_credentials(&state.access_key_id, state.secret_access_key.as_str()),
             None => {
                 let mut options = AwsOptions::new();
                 if let Some(region) = &self.global.region {

@@ -4,8 +4,11 @@
 //! `rayito` invocation is a new process. So the first `--local` command
 //! starts a detached daemon (`rayito __local-backend`, this same binary)
 //! that runs the MicroVMs emulator, and records its endpoint, region, image
-//! ARN and pid in `<cache>/local/backend.json`. Every invocation then uses
-//! the SDK's AWS path against that endpoint with fake static credentials.
+//! ARN, pid and the access key the emulator generated in
+//! `<cache>/local/backend.json` (0600, in a 0700 directory). Every
+//! invocation then uses the SDK's AWS path against that endpoint, signing
+//! with that key: the emulator refuses any other, so sandbox code on this
+//! host cannot drive it.
 //!
 //! The daemon stops on `rayito local stop`, SIGTERM or Ctrl-C, or after
 //! `RAYITO_LOCAL_IDLE_SECS` (default 1800) without a control-plane call;
@@ -27,12 +30,8 @@ use crate::cache;
 /// The daemon's idle limit in seconds, when set.
 pub const IDLE_ENV: &str = "RAYITO_LOCAL_IDLE_SECS";
 const DEFAULT_IDLE: Duration = Duration::from_secs(30 * 60);
-/// The fake credentials the AWS path signs with (the emulator checks the
-/// shape of a signature, never a key).
-pub const FAKE_KEY: &str = "rayito-local";
-
 /// What the daemon records for later invocations.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 pub struct BackendState {
     /// The daemon's process id.
     pub pid: i32,
@@ -42,6 +41,22 @@ pub struct BackendState {
     pub region: String,
     /// The ARN of its default image (`rayito-base`).
     pub image_arn: String,
+    /// The access key id the emulator accepts.
+    pub access_key_id: String,
+    /// That key's secret.
+    pub secret_access_key: String,
+}
+
+impl std::fmt::Debug for BackendState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendState")
+            .field("pid", &self.pid)
+            .field("endpoint_url", &self.endpoint_url)
+            .field("region", &self.region)
+            .field("image_arn", &self.image_arn)
+            .field("access_key_id", &self.access_key_id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl BackendState {
@@ -260,6 +275,8 @@ async fn serve_async() -> i32 {
         endpoint_url: emulator.endpoint_url(),
         region: arn.split(':').nth(3).unwrap_or("us-east-1").to_owned(),
         image_arn: arn,
+        access_key_id: emulator.access_key().id.clone(),
+        secret_access_key: emulator.access_key().secret.clone(),
     };
     if let Err(err) = record(&state) {
         eprintln!("rayito local backend: cannot record its state: {err}");
@@ -343,6 +360,8 @@ mod tests {
             endpoint_url: "http://127.0.0.1:1".into(),
             region: "us-east-1".into(),
             image_arn: "arn:aws:lambda:us-east-1:000000000000:microvm-image:rayito-base".into(),
+            access_key_id: "AKIDTEST".into(),
+            secret_access_key: "secret".into(),
         };
         assert_eq!(state.image_for(None), state.image_arn);
         assert_eq!(

@@ -355,14 +355,32 @@ fn doctor_without_aws_configuration_names_the_fix() {
     );
 }
 
-/// Posts one fault to the emulator's admin endpoint (plain HTTP/1.1).
-fn inject(endpoint_url: &str, body: &str) {
+/// Posts one fault to the emulator's admin endpoint (plain HTTP/1.1),
+/// signed with the key the daemon recorded in `state` (backend.json).
+fn inject(state: &Value, body: &str) {
     use std::io::{Read as _, Write as _};
+    let endpoint_url = state["endpoint_url"].as_str().unwrap();
+    let key = rayito_agent::emulator::AccessKey::new(
+        state["access_key_id"].as_str().unwrap(),
+        state["secret_access_key"].as_str().unwrap(),
+    );
+    let url = format!("{endpoint_url}/_emulator/faults");
+    let signature: String = key
+        .sign(
+            "POST",
+            &url,
+            body.as_bytes(),
+            state["region"].as_str().unwrap(),
+        )
+        .unwrap()
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     let addr = endpoint_url.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     write!(
         stream,
-        "POST /_emulator/faults HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "POST /_emulator/faults HTTP/1.1\r\nhost: {addr}\r\n{signature}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -381,11 +399,9 @@ fn a_retryable_failure_exits_75_and_a_final_one_exits_1() {
     );
     let text = std::fs::read_to_string(s.cache.path().join("local/backend.json")).unwrap();
     let state: Value = serde_json::from_str(&text).unwrap();
-    let endpoint = state["endpoint_url"].as_str().unwrap();
-
     // Throttled past the SDK's retries: rate_limit, retryable, exit 75.
     inject(
-        endpoint,
+        &state,
         r#"{"fault":"throttle","operation":"GetMicrovm","count":100,"retryAfterSeconds":1}"#,
     );
     let out = s.run(&["sandbox", "info", "microvm-x", "--output", "json"]);
@@ -409,7 +425,7 @@ fn a_retryable_failure_exits_75_and_a_final_one_exits_1() {
     );
 
     // Cleared: not found is final, exit 1.
-    inject(endpoint, r#"{"fault":"clear"}"#);
+    inject(&state, r#"{"fault":"clear"}"#);
     let out = s.run(&["sandbox", "info", "microvm-x", "--output", "json"]);
     assert_eq!(out.status.code(), Some(1));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -474,8 +490,9 @@ fn racing_first_invocations_share_one_daemon_which_stops_when_idle() {
 
 /// `doctor` against a real MicroVMs endpoint (the session's local daemon,
 /// reached the way any AWS client is: endpoint, region and credentials from
-/// the environment): every live check passes, the image check included;
-/// an image the endpoint does not have fails with the fix.
+/// the environment, here the key the daemon recorded): every live check
+/// passes, the image check included; an image the endpoint does not have
+/// fails with the fix.
 #[test]
 fn doctor_against_an_endpoint_checks_the_image() {
     let s = Session::new();
@@ -487,8 +504,10 @@ fn doctor_against_an_endpoint_checks_the_image() {
     let state: Value = serde_json::from_str(&text).unwrap();
     let endpoint = state["endpoint_url"].as_str().unwrap().to_owned();
     let image = state["image_arn"].as_str().unwrap().to_owned();
+    let key_id = state["access_key_id"].as_str().unwrap().to_owned();
+    let secret = state["secret_access_key"].as_str().unwrap().to_owned();
     let home = tempfile::tempdir().unwrap();
-    let doctor = |template: &str| {
+    let doctor_as = |template: &str, key_id: &str| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_rayito"));
         for (name, _) in std::env::vars() {
             if name.starts_with("AWS_") || name.starts_with("RAYITO_") {
@@ -500,12 +519,24 @@ fn doctor_against_an_endpoint_checks_the_image() {
             .env("RAYITO_CACHE_DIR", s.cache.path())
             .env("AWS_ENDPOINT_URL", &endpoint)
             .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "AKIDDOCTORTEST00")
-            .env("AWS_SECRET_ACCESS_KEY", "doctor-secret")
+            .env("AWS_ACCESS_KEY_ID", key_id)
+            .env("AWS_SECRET_ACCESS_KEY", &secret)
             .env("RAYITO_TEMPLATE", template)
             .output()
             .unwrap()
     };
+    let doctor = |template: &str| doctor_as(template, &key_id);
+    // Another key id: the daemon's emulator refuses it, as AWS would.
+    let out = doctor_as(&image, "AKIDDOCTORTEST00");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{v}");
+    assert!(
+        v["checks"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("(UnrecognizedClientException)"),
+        "{v}"
+    );
     let out = doctor(&image);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{v}");

@@ -249,15 +249,21 @@ impl AwsControlPlane {
         &self.region
     }
 
-    /// A client for the embedded emulator: fixed endpoint, region and static
-    /// credentials, reading nothing from the environment or profiles.
-    pub(crate) fn hermetic(endpoint_url: &str, region: &str) -> Self {
+    /// A client for the embedded emulator: fixed endpoint, region and the
+    /// emulator's own access key, reading nothing from the environment or
+    /// profiles.
+    pub(crate) fn hermetic(
+        endpoint_url: &str,
+        region: &str,
+        access_key_id: &str,
+        secret_access_key: &Secret,
+    ) -> Self {
         let config = lmv::Config::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(region.to_owned()))
             .credentials_provider(Credentials::new(
-                "rayito-local",
-                "rayito-local",
+                access_key_id,
+                secret_access_key.expose(),
                 None,
                 None,
                 "rayito-local",

@@ -21,6 +21,7 @@ use rayito_agent::emulator::{Emulator, EmulatorConfig};
 use rayito_agent::sandbox::SandboxEnv;
 
 use crate::error::SandboxError;
+use crate::secret::Secret;
 
 /// The image the local backend uses when no template is given.
 pub(crate) const DEFAULT_IMAGE: &str = "rayito-base";
@@ -36,6 +37,11 @@ pub(crate) struct LocalBackend {
     image_arn_prefix: String,
     /// TLS mode: the emulator's CA certificate (PEM).
     ca_pem: Option<String>,
+    /// The access key id the emulator generated: it refuses calls signed
+    /// with any other, so sandbox code on this host cannot drive it.
+    access_key_id: String,
+    /// That key's secret.
+    secret_access_key: Secret,
 }
 
 impl LocalBackend {
@@ -52,6 +58,16 @@ impl LocalBackend {
     /// The CA certificate (PEM) of the TLS mode; `None` in plain mode.
     pub(crate) fn ca_pem(&self) -> Option<&str> {
         self.ca_pem.as_deref()
+    }
+
+    /// The access key id control-plane calls are signed with.
+    pub(crate) fn access_key_id(&self) -> &str {
+        &self.access_key_id
+    }
+
+    /// The secret of [`LocalBackend::access_key_id`].
+    pub(crate) fn secret_access_key(&self) -> &Secret {
+        &self.secret_access_key
     }
 
     /// The ARN of an image the emulator knows by `name`.
@@ -119,11 +135,14 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                 match Emulator::start(config).await {
                     Ok(emulator) => {
                         let arn = emulator.image_arn("");
+                        let key = emulator.access_key();
                         let backend = LocalBackend {
                             endpoint_url: emulator.endpoint_url(),
                             region: region_of(&arn),
                             image_arn_prefix: arn,
                             ca_pem: emulator.ca_pem().map(str::to_owned),
+                            access_key_id: key.id.clone(),
+                            secret_access_key: Secret::new(key.secret.clone()),
                         };
                         let _ = tx.send(Ok(backend));
                         // Kept for the life of the process.

@@ -232,7 +232,12 @@ impl BackendChoice {
             Self::Local | Self::LocalTls => {
                 let tls = matches!(choice, Self::LocalTls);
                 let backend = local::backend(tls).await?;
-                let control = AwsControlPlane::hermetic(backend.endpoint_url(), backend.region());
+                let control = AwsControlPlane::hermetic(
+                    backend.endpoint_url(),
+                    backend.region(),
+                    backend.access_key_id(),
+                    backend.secret_access_key(),
+                );
                 let buckets = Arc::new(Buckets::new(pacing));
                 Ok(ResolvedBackend {
                     region: Some(control.region().to_owned()),

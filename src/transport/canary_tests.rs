@@ -49,13 +49,21 @@ async fn planted_proxy_tokens_never_leak() {
             AwsOptions::new()
                 .endpoint_url(emulator.endpoint_url())
                 .region("us-east-1")
-                .static_credentials("AKIDTEST", "test"),
+                .static_credentials(
+                    emulator.access_key().id.clone(),
+                    emulator.access_key().secret.clone(),
+                ),
         )
         .template(emulator.image_arn("rayito-base"))
         .create()
         .await
         .unwrap();
-    let control = AwsControlPlane::hermetic(&emulator.endpoint_url(), "us-east-1");
+    let control = AwsControlPlane::hermetic(
+        &emulator.endpoint_url(),
+        "us-east-1",
+        &emulator.access_key().id,
+        &Secret::new(emulator.access_key().secret.clone()),
+    );
     let vm = control.get_microvm(sandbox.id().to_owned()).await.unwrap();
 
     let minter: ProxyMinter = Arc::new(|| Box::pin(async { Ok(Secret::new(PROXY_CANARY_2)) }));

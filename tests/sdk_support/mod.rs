@@ -21,7 +21,7 @@ pub async fn emulator() -> Emulator {
         .expect("the emulator starts")
 }
 
-/// A builder pointed at `emulator` with static test credentials and its
+/// A builder pointed at `emulator` with its access key and its
 /// `rayito-base` image.
 pub fn builder(emulator: &Emulator) -> SandboxBuilder {
     Sandbox::builder()
@@ -36,7 +36,10 @@ pub fn aws(emulator: &Emulator) -> AwsOptions {
     AwsOptions::new()
         .endpoint_url(emulator.endpoint_url())
         .region("us-east-1")
-        .static_credentials("AKIDTESTTESTTEST", "test-secret")
+        .static_credentials(
+            emulator.access_key().id.clone(),
+            emulator.access_key().secret.clone(),
+        )
 }
 
 /// A sandbox on `emulator`.

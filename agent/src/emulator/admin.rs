@@ -1,14 +1,17 @@
 //! The admin endpoint for fault injection over HTTP, on the control-plane
 //! port: `POST /_emulator/faults` with one JSON fault (shapes in
-//! docs/local.md). No SigV4 is required. Answers 200 `{"applied": true}`,
-//! 404 for an unknown or already terminated MicroVM, 400 for a body that is
-//! not one of the shapes. `GET /_emulator/ca.pem` serves the CA of TLS mode.
+//! docs/local.md), SigV4-signed with one of the emulator's access keys like
+//! any control-plane call (refused as they are otherwise: faults can kill
+//! any MicroVM). Answers 200 `{"applied": true}`, 404 for an unknown or
+//! already terminated MicroVM, 400 for a body that is not one of the
+//! shapes. `GET /_emulator/ca.pem` serves the CA of TLS mode (public, no
+//! signature needed).
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
@@ -17,6 +20,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::faults::{Faults, Operation, ProxyStall};
+use super::guard::Signed;
 use super::registry::Shared;
 
 /// One fault, as the admin endpoint accepts it.
@@ -96,7 +100,14 @@ fn answer(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({ "message": message }))).into_response()
 }
 
-async fn post_fault(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+async fn post_fault(
+    State(shared): State<Arc<Shared>>,
+    Extension(signed): Extension<Signed>,
+    body: Bytes,
+) -> Response {
+    if let Err(refused) = signed.check() {
+        return refused.into_response();
+    }
     let Ok(req) = serde_json::from_slice::<FaultRequest>(&body) else {
         return answer(StatusCode::BAD_REQUEST, "Not a fault this emulator knows.");
     };

@@ -134,6 +134,58 @@ impl ApiError {
         )
     }
 
+    /// 403 IncompleteSignatureException: a SigV4 header without a usable
+    /// `X-Amz-Date` (the emulator takes no `Date` header, but says what AWS says).
+    pub(crate) fn missing_date() -> Self {
+        Self::new(
+            "IncompleteSignatureException",
+            StatusCode::FORBIDDEN,
+            "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.",
+        )
+    }
+
+    /// 403 UnrecognizedClientException: a key id the emulator does not hold,
+    /// or a session token that is not the key's.
+    pub(crate) fn unrecognized_client() -> Self {
+        Self::new(
+            "UnrecognizedClientException",
+            StatusCode::FORBIDDEN,
+            "The security token included in the request is invalid.",
+        )
+    }
+
+    /// 403 InvalidSignatureException with AWS's text for a signature that
+    /// does not match.
+    pub(crate) fn signature_mismatch() -> Self {
+        Self::invalid_signature(
+            "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.",
+        )
+    }
+
+    /// 403 InvalidSignatureException (a wrong scope, an expired date).
+    pub(crate) fn invalid_signature(message: impl Into<String>) -> Self {
+        Self::new("InvalidSignatureException", StatusCode::FORBIDDEN, message)
+    }
+
+    /// 403 AccessDeniedException for a request whose `Host` is not the
+    /// emulator's own address (a DNS-rebinding page, a mistyped proxy).
+    pub(crate) fn foreign_host(own: &str) -> Self {
+        Self::new(
+            "AccessDeniedException",
+            StatusCode::FORBIDDEN,
+            format!("The Host header must name this emulator ({own})."),
+        )
+    }
+
+    /// 413 RequestEntityTooLargeException: a body above what any operation takes.
+    pub(crate) fn too_large(limit: usize) -> Self {
+        Self::new(
+            "RequestEntityTooLargeException",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("Request must be smaller than {limit} bytes."),
+        )
+    }
+
     /// 500 InternalServerException (an emulator-side failure, e.g. an agent that
     /// could not start).
     pub(crate) fn internal(message: impl Into<String>) -> Self {

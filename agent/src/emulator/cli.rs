@@ -1,14 +1,27 @@
 //! `rayito-agent emulator [--addr 127.0.0.1:4566] [--root DIR] [--region R]
-//! [--account-id ID] [--image NAME]... [--tls] [--pids-max N] [--memory-max-mib MIB]`:
-//! serves the emulator until SIGTERM or Ctrl-C, after printing the endpoint
-//! and the environment a client needs.
+//! [--account-id ID] [--image NAME]... [--tls] [--pids-max N] [--memory-max-mib MIB]
+//! [--access-key-id ID]`: serves the emulator until SIGTERM or Ctrl-C, after
+//! printing the endpoint, the access key it accepts and the environment a
+//! client needs.
+//!
+//! The access key is generated at start unless a fixed one is given: its id
+//! with `--access-key-id` (or `RAYITO_EMULATOR_ACCESS_KEY_ID`), its secret
+//! with `RAYITO_EMULATOR_SECRET_ACCESS_KEY` (or `--secret-access-key`, which
+//! other local users can read in the process list). Not the `AWS_*`
+//! variables: a shell holding real AWS keys would hand them to the emulator,
+//! which prints what it accepts.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{Emulator, EmulatorConfig};
+use super::{AccessKey, Emulator, EmulatorConfig};
+
+/// The environment variable of a fixed access key id.
+pub const ACCESS_KEY_ID_ENV: &str = "RAYITO_EMULATOR_ACCESS_KEY_ID";
+/// The environment variable of a fixed secret access key.
+pub const SECRET_ACCESS_KEY_ENV: &str = "RAYITO_EMULATOR_SECRET_ACCESS_KEY";
 
 /// `rayito-agent emulator`'s flags.
 #[derive(Debug, Args)]
@@ -37,10 +50,52 @@ pub struct EmulatorArgs {
     /// Each MicroVM's limits.
     #[command(flatten)]
     pub limits: crate::cli::LimitArgs,
+    /// A fixed access key id to accept (default: one generated at start;
+    /// also `RAYITO_EMULATOR_ACCESS_KEY_ID`). Needs its secret.
+    #[arg(long, value_name = "ID")]
+    pub access_key_id: Option<String>,
+    /// The secret of `--access-key-id` (prefer
+    /// `RAYITO_EMULATOR_SECRET_ACCESS_KEY`: a flag shows in the process list).
+    #[arg(long, value_name = "SECRET")]
+    pub secret_access_key: Option<String>,
 }
 
 impl EmulatorArgs {
-    /// The emulator configuration these flags describe.
+    /// The emulator configuration these flags and `env` (the process
+    /// environment, or a stand-in) describe.
+    ///
+    /// # Errors
+    /// A message when only one of the access key id and its secret is given,
+    /// or either is empty.
+    pub fn config_from(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<EmulatorConfig, String> {
+        let mut config = self.config();
+        let id = self
+            .access_key_id
+            .clone()
+            .or_else(|| env(ACCESS_KEY_ID_ENV));
+        let secret = self
+            .secret_access_key
+            .clone()
+            .or_else(|| env(SECRET_ACCESS_KEY_ENV));
+        match (id, secret) {
+            (None, None) => {}
+            (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => {
+                config.access_keys = vec![AccessKey::new(id, secret)];
+            }
+            _ => {
+                return Err(format!(
+                    "a fixed access key needs both an id (--access-key-id or {ACCESS_KEY_ID_ENV}) and a secret ({SECRET_ACCESS_KEY_ENV} or --secret-access-key), neither empty; give both or neither (then one is generated)"
+                ));
+            }
+        }
+        Ok(config)
+    }
+
+    /// The emulator configuration these flags describe, with a generated
+    /// access key (see [`EmulatorArgs::config_from`] for fixed ones).
     pub fn config(&self) -> EmulatorConfig {
         let mut config = EmulatorConfig {
             addr: self.addr,
@@ -60,18 +115,24 @@ impl EmulatorArgs {
     }
 }
 
-/// The lines printed at start: the endpoint, then `export` lines for a
-/// shell; in TLS mode also `ca: PATH` and the variables of the recipe for
-/// unchanged AWS clients (docs/local.md).
+/// The lines printed at start: the endpoint, the access key it accepts
+/// (`aws_access_key_id: ...`, `aws_secret_access_key: ...`), then `export`
+/// lines for a shell; in TLS mode also `ca: PATH` and the variables of the
+/// recipe for unchanged AWS clients (docs/local.md).
 pub(crate) fn banner(emulator: &Emulator, region: &str, image: &str) -> String {
     let url = emulator.endpoint_url();
+    let key = emulator.access_key();
     let mut out = format!(
         "rayito emulator listening on {url}\n\
+         aws_access_key_id: {id}\n\
+         aws_secret_access_key: {secret}\n\
          export AWS_ENDPOINT_URL={url}\n\
-         export AWS_ACCESS_KEY_ID=test\n\
-         export AWS_SECRET_ACCESS_KEY=test\n\
+         export AWS_ACCESS_KEY_ID={id}\n\
+         export AWS_SECRET_ACCESS_KEY={secret}\n\
          export AWS_REGION={region}\n\
          export RAYITO_TEMPLATE={arn}\n",
+        id = key.id,
+        secret = key.secret,
         arn = emulator.image_arn(image),
     );
     if let Some(ca) = emulator.ca_path() {
@@ -113,7 +174,13 @@ pub fn run(args: EmulatorArgs) -> i32 {
 }
 
 async fn run_async(args: EmulatorArgs) -> i32 {
-    let config = args.config();
+    let config = match args.config_from(|name| std::env::var(name).ok()) {
+        Ok(config) => config,
+        Err(message) => {
+            eprintln!("rayito-agent emulator: {message}");
+            return 2;
+        }
+    };
     let region = config.region.clone();
     let image = config.images.first().cloned().unwrap_or_default();
     let emulator = match Emulator::start(config).await {
@@ -165,5 +232,48 @@ mod tests {
         assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
         let err = emulator_args("--addr nope").unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn access_keys_are_generated_or_fixed_by_flag_or_environment() {
+        let none = |_: &str| None;
+        let a = emulator_args("").unwrap().config_from(none).unwrap();
+        let b = emulator_args("").unwrap().config_from(none).unwrap();
+        assert_eq!(a.access_keys.len(), 1);
+        assert_ne!(a.access_keys, b.access_keys, "each start generates its own");
+
+        let c = emulator_args("--access-key-id AKIDFLAG --secret-access-key s3cret")
+            .unwrap()
+            .config_from(none)
+            .unwrap();
+        assert_eq!(c.access_keys, [super::AccessKey::new("AKIDFLAG", "s3cret")]);
+
+        let env = |name: &str| match name {
+            super::ACCESS_KEY_ID_ENV => Some("AKIDENV".to_owned()),
+            super::SECRET_ACCESS_KEY_ENV => Some("envsecret".to_owned()),
+            _ => None,
+        };
+        let d = emulator_args("").unwrap().config_from(env).unwrap();
+        assert_eq!(
+            d.access_keys,
+            [super::AccessKey::new("AKIDENV", "envsecret")]
+        );
+        // A flag wins over the environment.
+        let e = emulator_args("--access-key-id AKIDFLAG")
+            .unwrap()
+            .config_from(env)
+            .unwrap();
+        assert_eq!(
+            e.access_keys,
+            [super::AccessKey::new("AKIDFLAG", "envsecret")]
+        );
+
+        for half in ["--access-key-id AKIDFLAG", "--secret-access-key s3cret"] {
+            let err = emulator_args(half).unwrap().config_from(none).unwrap_err();
+            assert_eq!(
+                err,
+                "a fixed access key needs both an id (--access-key-id or RAYITO_EMULATOR_ACCESS_KEY_ID) and a secret (RAYITO_EMULATOR_SECRET_ACCESS_KEY or --secret-access-key), neither empty; give both or neither (then one is generated)"
+            );
+        }
     }
 }

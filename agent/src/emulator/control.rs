@@ -1,24 +1,26 @@
 //! The control plane: the restJson1 routes of `lambda-microvms` 2025-09-09
-//! that the SDK uses, on axum. Every call passes the SigV4 gate, then any
-//! injected throttle, then validation, then the operation.
+//! that the SDK uses, on axum. Every request passes the guard (its `Host`,
+//! its SigV4 signature); every call is then counted, refused if the
+//! signature was, then any injected throttle, validation and the operation.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderValue, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::admin;
 use super::api_error::ApiError;
 use super::faults::Operation;
+use super::guard::{self, Signed};
 use super::ids;
 use super::lifecycle;
 use super::model::{AuthTokenInput, ListMicrovmsOut, ListMicrovmsQuery, RunMicrovmInput};
@@ -44,6 +46,10 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/2025-09-09/microvm-images/{id}", get(get_microvm_image))
         .merge(admin::router())
         .fallback(unknown_operation)
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            guard::guard,
+        ))
         .layer(axum::middleware::map_response(add_request_id))
         .with_state(shared)
 }
@@ -60,10 +66,11 @@ async fn unknown_operation() -> ApiError {
     ApiError::unknown_operation()
 }
 
-/// Counts the call, checks the SigV4 header, applies an injected throttle.
-fn gate(shared: &Shared, headers: &HeaderMap, op: Operation) -> Result<(), ApiError> {
+/// Counts the call, refuses it if its signature was, applies an injected
+/// throttle.
+fn gate(shared: &Shared, signed: &Signed, op: Operation) -> Result<(), ApiError> {
     shared.count_call(op);
-    super::sigv4::check(headers)?;
+    signed.check()?;
     match shared.faults.take_throttle(op) {
         Some(secs) => Err(ApiError::throttling(secs)),
         None => Ok(()),
@@ -93,8 +100,12 @@ fn find(shared: &Shared, id: &str) -> Result<Arc<Vm>, ApiError> {
         .ok_or_else(|| ApiError::microvm_not_found(id))
 }
 
-async fn run_microvm(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Reply {
-    gate(&shared, &headers, Operation::RunMicrovm)?;
+async fn run_microvm(
+    State(shared): State<Arc<Shared>>,
+    Extension(signed): Extension<Signed>,
+    body: Bytes,
+) -> Reply {
+    gate(&shared, &signed, Operation::RunMicrovm)?;
     let (input, raw): (RunMicrovmInput, Value) = parse_body(&body)?;
     shared.record_client_token(input.client_token.clone());
     let valid = validate::run_microvm(&input)?;
@@ -157,10 +168,10 @@ async fn run_microvm(State(shared): State<Arc<Shared>>, headers: HeaderMap, body
 
 async fn get_microvm(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    Extension(signed): Extension<Signed>,
     Path(id): Path<String>,
 ) -> Reply {
-    gate(&shared, &headers, Operation::GetMicrovm)?;
+    gate(&shared, &signed, Operation::GetMicrovm)?;
     ok(find(&shared, &id)?.to_out())
 }
 
@@ -168,10 +179,10 @@ async fn get_microvm(
 /// `CREATED` with version `1`; any other is ResourceNotFoundException.
 async fn get_microvm_image(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    Extension(signed): Extension<Signed>,
     Path(id): Path<String>,
 ) -> Reply {
-    gate(&shared, &headers, Operation::GetMicrovmImage)?;
+    gate(&shared, &signed, Operation::GetMicrovmImage)?;
     let s = &shared.settings;
     let name = match validate::parse_image_arn(&id) {
         Some(arn) if arn.region == s.region && arn.account == s.account_id => arn.name,
@@ -207,10 +218,10 @@ fn decode_page_token(token: &str) -> Option<usize> {
 
 async fn list_microvms(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    Extension(signed): Extension<Signed>,
     Query(query): Query<ListMicrovmsQuery>,
 ) -> Reply {
-    gate(&shared, &headers, Operation::ListMicrovms)?;
+    gate(&shared, &signed, Operation::ListMicrovms)?;
     let q = validate::list_microvms(&query, decode_page_token)?;
     let matching: Vec<Arc<Vm>> = shared
         .all()
@@ -237,10 +248,10 @@ async fn list_microvms(
 
 async fn terminate_microvm(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    Extension(signed): Extension<Signed>,
     Path(id): Path<String>,
 ) -> Reply {
-    gate(&shared, &headers, Operation::TerminateMicrovm)?;
+    gate(&shared, &signed, Operation::TerminateMicrovm)?;
     let vm = find(&shared, &id)?;
     lifecycle::terminate(&shared, &vm);
     ok(json!({}))
@@ -248,10 +259,10 @@ async fn terminate_microvm(
 
 async fn suspend_microvm(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    Extension(signed): Extension<Signed>,
     Path(id): Path<String>,
 ) -> Reply {
-    gate(&shared, &headers, Operation::SuspendMicrovm)?;
+    gate(&shared, &signed, Operation::SuspendMicrovm)?;
     let vm = find(&shared, &id)?;
     lifecycle::suspend(&shared, &vm)?;
     ok(json!({}))
@@ -259,10 +270,10 @@ async fn suspend_microvm(
 
 async fn resume_microvm(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    Extension(signed): Extension<Signed>,
     Path(id): Path<String>,
 ) -> Reply {
-    gate(&shared, &headers, Operation::ResumeMicrovm)?;
+    gate(&shared, &signed, Operation::ResumeMicrovm)?;
     let vm = find(&shared, &id)?;
     lifecycle::resume(&shared, &vm).await?;
     ok(json!({}))
@@ -270,11 +281,11 @@ async fn resume_microvm(
 
 async fn create_auth_token(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    Extension(signed): Extension<Signed>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Reply {
-    gate(&shared, &headers, Operation::CreateMicrovmAuthToken)?;
+    gate(&shared, &signed, Operation::CreateMicrovmAuthToken)?;
     let vm = find(&shared, &id)?;
     let (input, _): (AuthTokenInput, Value) = parse_body(&body)?;
     let valid = validate::auth_token(&input)?;

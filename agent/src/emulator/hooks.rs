@@ -1,6 +1,8 @@
 //! The emulator side of the lifecycle hooks: HTTP/1.1 POSTs to an agent's
-//! `/aws/lambda-microvms/runtime/v1/<hook>`, exactly as AWS makes them
-//! (docs/local.md, "Hooks").
+//! `/aws/lambda-microvms/runtime/v1/<hook>`, as AWS makes them
+//! (docs/local.md, "Hooks"), plus the emulator's hooks token, which every
+//! agent it starts requires (sandbox code on the host could reach the
+//! hooks port otherwise).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -11,6 +13,8 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+
+use crate::hooks::HooksToken;
 
 /// A lifecycle hook of the agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,16 +60,26 @@ pub(crate) enum HookError {
 pub(crate) struct HookClient {
     client: Client<HttpConnector, Full<Bytes>>,
     timeout: Duration,
+    token: HooksToken,
 }
 
 impl HookClient {
-    pub(crate) fn new(timeout: Duration) -> Self {
+    pub(crate) fn new(timeout: Duration, token: HooksToken) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let client = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(0)
             .build(connector);
-        Self { client, timeout }
+        Self {
+            client,
+            timeout,
+            token,
+        }
+    }
+
+    /// The token the agents this client drives must require.
+    pub(crate) fn token(&self) -> &HooksToken {
+        &self.token
     }
 
     /// POSTs `hook` with an optional JSON body; answers the HTTP status. The
@@ -78,7 +92,8 @@ impl HookClient {
     ) -> Result<StatusCode, HookError> {
         let mut req = Request::builder()
             .method(Method::POST)
-            .uri(format!("http://{addr}{}", hook.path()));
+            .uri(format!("http://{addr}{}", hook.path()))
+            .header(header::AUTHORIZATION, self.token.header_value());
         if json.is_some() {
             req = req.header(header::CONTENT_TYPE, "application/json");
         }

@@ -105,6 +105,7 @@ async fn prepare(shared: &Arc<Shared>, prestart_kernel: bool) -> Result<Prepared
         hooks_addr: loopback0(),
         prestart_kernel,
         limits: shared.settings.sandbox_limits,
+        hooks_token: Some(shared.hooks.token().clone()),
         ..AgentConfig::default()
     };
     let agent = match Agent::start(config).await {

@@ -4,7 +4,11 @@
 //! [`Emulator::start`] serves, on one loopback port, the restJson1 API that
 //! `aws-sdk-lambdamicrovms` speaks (RunMicrovm, GetMicrovm, ListMicrovms,
 //! TerminateMicrovm, SuspendMicrovm, ResumeMicrovm, CreateMicrovmAuthToken)
-//! plus an admin endpoint for fault injection. Each MicroVM is a local
+//! plus an admin endpoint for fault injection. Every call must be
+//! SigV4-signed with one of its access keys ([`Emulator::access_key`]: one
+//! generated at start unless [`EmulatorConfig::access_keys`] says
+//! otherwise), as on AWS, so that sandbox code on the same host cannot
+//! drive it. Each MicroVM is a local
 //! [`Agent`](crate::agent::Agent) driven through its HTTP hooks, behind its
 //! own emulated proxy listener whose address (`127.0.0.1:<port>`) is the
 //! MicroVM's `endpoint` (in TLS mode: a bare `127.0.0.N`, TLS on port 443).
@@ -14,17 +18,20 @@
 //! use rayito_agent::emulator::{Emulator, EmulatorConfig};
 //! let emulator = Emulator::start(EmulatorConfig::default()).await?;
 //! println!("AWS_ENDPOINT_URL={}", emulator.endpoint_url());
+//! let key = emulator.access_key(); // sign with key.id and key.secret
 //! println!("RAYITO_TEMPLATE={}", emulator.image_arn("rayito-base"));
 //! emulator.shutdown().await;
 //! # Ok(()) }
 //! ```
 
+mod access_key;
 mod admin;
 mod api_error;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod control;
 mod faults;
+mod guard;
 mod hooks;
 mod ids;
 mod lifecycle;
@@ -47,6 +54,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
+pub use access_key::AccessKey;
 pub use faults::ProxyStall;
 pub use faults::{Faults, Operation};
 pub use model::MicrovmState;
@@ -101,6 +109,11 @@ pub struct EmulatorConfig {
     /// [`SandboxLimits::default`]: 512 processes and threads, 2,048 MiB; see
     /// `AgentConfig::limits`).
     pub sandbox_limits: SandboxLimits,
+    /// The access keys control-plane calls may be signed with (default:
+    /// one fresh random key, [`AccessKey::generate`]). Give fixed ones for
+    /// clients configured ahead; a call signed with any other key is
+    /// refused (UnrecognizedClientException).
+    pub access_keys: Vec<AccessKey>,
 }
 
 impl Default for EmulatorConfig {
@@ -118,6 +131,7 @@ impl Default for EmulatorConfig {
             max_idle_override: None,
             warm_spare: false,
             sandbox_limits: SandboxLimits::default(),
+            access_keys: vec![AccessKey::generate()],
         }
     }
 }
@@ -145,15 +159,21 @@ impl Emulator {
     /// Creates the root directory, binds the control plane and starts serving.
     ///
     /// # Errors
-    /// `InvalidInput` when `config.addr` is not a loopback address;
-    /// `PermissionDenied` when sandbox uids could not traverse a directory
-    /// above the root (the error names it); any I/O error from creating the
-    /// root directory or binding the port.
+    /// `InvalidInput` when `config.addr` is not a loopback address or
+    /// `config.access_keys` is empty; `PermissionDenied` when sandbox uids
+    /// could not traverse a directory above the root (the error names it);
+    /// any I/O error from creating the root directory or binding the port.
     pub async fn start(config: EmulatorConfig) -> std::io::Result<Emulator> {
         if !config.addr.ip().is_loopback() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 "the emulator binds loopback addresses only",
+            ));
+        }
+        if config.access_keys.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the emulator needs at least one access key; leave access_keys at its default to get a generated one",
             ));
         }
         let created = !tokio::fs::try_exists(&config.root).await.unwrap_or(false);
@@ -189,6 +209,8 @@ impl Emulator {
                 max_idle_override: config.max_idle_override,
                 warm_spare: config.warm_spare,
                 sandbox_limits: config.sandbox_limits,
+                control_addr: addr,
+                access_keys: config.access_keys,
             },
             tls,
             tokio::runtime::Handle::current(),
@@ -240,6 +262,14 @@ impl Emulator {
     /// The control-plane address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The access key control-plane calls are signed with (the first of
+    /// [`EmulatorConfig::access_keys`]; a generated one by default): hand
+    /// it to the client, e.g. as static credentials.
+    pub fn access_key(&self) -> &AccessKey {
+        // `start` refuses an empty list.
+        &self.shared.settings.access_keys[0]
     }
 
     /// `arn:aws:lambda:<region>:<account>:microvm-image:<name>`.

@@ -20,6 +20,7 @@ use super::model::{IdlePolicy, MicrovmItem, MicrovmOut, MicrovmState};
 use super::proxy::Upstream;
 use super::validate::PortSet;
 use crate::agent::Agent;
+use crate::hooks::HooksToken;
 
 /// What the emulator was configured with, as the handlers need it.
 #[derive(Clone, Debug)]
@@ -37,6 +38,10 @@ pub(crate) struct Settings {
     pub(crate) warm_spare: bool,
     /// Each MicroVM's limits (`EmulatorConfig::sandbox_limits`).
     pub(crate) sandbox_limits: crate::sandbox::SandboxLimits,
+    /// The control plane's own address: the only `Host` it answers.
+    pub(crate) control_addr: SocketAddr,
+    /// The access keys control-plane calls must be signed with.
+    pub(crate) access_keys: Vec<super::AccessKey>,
 }
 
 impl Settings {
@@ -107,7 +112,7 @@ impl Shared {
     ) -> Self {
         Self {
             tls,
-            hooks: HookClient::new(settings.hook_timeout),
+            hooks: HookClient::new(settings.hook_timeout, HooksToken::generate()),
             upstream: Upstream::new(),
             settings,
             faults: FaultState::default(),

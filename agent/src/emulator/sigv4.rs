@@ -1,32 +1,206 @@
-//! The SigV4 gate. The emulator has no secret keys, so it cannot verify a
-//! signature; it checks what it can: an `Authorization` header is present
-//! (else 403 MissingAuthenticationTokenException, as AWS answers unsigned
-//! calls) and has the AWS4-HMAC-SHA256 shape with a five-part Credential
-//! scope, SignedHeaders and a 64-hex-digit Signature (else 403
-//! IncompleteSignatureException). Any access key and secret are accepted.
+//! The SigV4 gate: every control-plane call must be signed with one of the
+//! emulator's access keys, and is refused as AWS (Lambda's frontend) refuses
+//! it otherwise, all with HTTP 403:
+//!
+//! - no `Authorization` header: MissingAuthenticationTokenException;
+//! - a header that is not an AWS4-HMAC-SHA256 one with a five-part
+//!   Credential scope, SignedHeaders and a 64-hex-digit Signature, or no
+//!   `X-Amz-Date`: IncompleteSignatureException;
+//! - a key id the emulator does not hold, or a session token that is not
+//!   the key's: UnrecognizedClientException;
+//! - a scope for another service, a date more than 5 minutes away from the
+//!   emulator's clock (Lambda's window, as its "Signature expired" messages
+//!   say), or a signature that differs from the one the emulator computes:
+//!   InvalidSignatureException.
+//!
+//! The signature is computed again with `aws-sigv4` (the signer of the AWS
+//! SDKs) over the request as received, with the headers the caller listed
+//! in SignedHeaders, and compared in constant time.
 
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_sigv4::http_request::{
+    SessionTokenMode, SignableBody, SignableRequest, SigningSettings, sign,
+};
+use aws_sigv4::sign::v4;
 use http::HeaderMap;
-use http::header::AUTHORIZATION;
+use http::header::{AUTHORIZATION, HOST};
+use subtle::ConstantTimeEq as _;
 
+use super::access_key::AccessKey;
 use super::api_error::ApiError;
 
-/// Checks the presence and shape of the SigV4 `Authorization` header.
-pub(crate) fn check(headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(value) = headers.get(AUTHORIZATION) else {
+/// How far a request's `X-Amz-Date` may be from the emulator's clock.
+const MAX_SKEW: Duration = Duration::from_secs(5 * 60);
+
+/// The signing name of the `lambda-microvms` API.
+const SERVICE: &str = "lambda";
+
+const X_AMZ_DATE: &str = "x-amz-date";
+const X_AMZ_SECURITY_TOKEN: &str = "x-amz-security-token";
+
+/// The parts of a received request the signature covers.
+#[derive(Debug)]
+pub(crate) struct Received<'a> {
+    pub(crate) method: &'a str,
+    /// The host the request named (`Host`, or the HTTP/2 authority).
+    pub(crate) host: &'a str,
+    /// The path and query, as received.
+    pub(crate) path_and_query: &'a str,
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) body: &'a [u8],
+}
+
+/// The fields of an `Authorization: AWS4-HMAC-SHA256 ...` header.
+#[derive(Debug, PartialEq)]
+struct Authorization<'a> {
+    key_id: &'a str,
+    region: &'a str,
+    service: &'a str,
+    signed_headers: Vec<&'a str>,
+    signature: &'a str,
+}
+
+/// Checks that `request` is signed with one of `keys`, at a date within
+/// [`MAX_SKEW`] of `now`.
+pub(crate) fn verify(
+    keys: &[AccessKey],
+    request: &Received<'_>,
+    now: SystemTime,
+) -> Result<(), ApiError> {
+    let Some(value) = request.headers.get(AUTHORIZATION) else {
         return Err(ApiError::missing_authentication());
     };
-    let ok = value.to_str().ok().is_some_and(well_formed);
-    if ok {
+    let auth = value
+        .to_str()
+        .ok()
+        .and_then(parse_authorization)
+        .ok_or_else(ApiError::incomplete_signature)?;
+    let date = request
+        .headers
+        .get(X_AMZ_DATE)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(ApiError::missing_date)?;
+    let signed_at = parse_amz_date(date).ok_or_else(ApiError::missing_date)?;
+    let key = keys
+        .iter()
+        .find(|k| k.id == auth.key_id)
+        .ok_or_else(ApiError::unrecognized_client)?;
+    let token = match request.headers.get(X_AMZ_SECURITY_TOKEN) {
+        Some(v) => Some(v.to_str().map_err(|_| ApiError::unrecognized_client())?),
+        None => None,
+    };
+    let token_ok = match (key.session_token.as_deref(), token) {
+        (None, None) => true,
+        (Some(expected), Some(got)) => bool::from(expected.as_bytes().ct_eq(got.as_bytes())),
+        _ => false,
+    };
+    if !token_ok {
+        return Err(ApiError::unrecognized_client());
+    }
+    if auth.service != SERVICE {
+        return Err(ApiError::invalid_signature(format!(
+            "Credential should be scoped to correct service: '{SERVICE}'."
+        )));
+    }
+    check_skew(signed_at, now)?;
+    let expected = signature(key, &auth, token, signed_at, request)
+        .ok_or_else(ApiError::signature_mismatch)?;
+    if bool::from(expected.as_bytes().ct_eq(auth.signature.as_bytes())) {
         Ok(())
     } else {
-        Err(ApiError::incomplete_signature())
+        Err(ApiError::signature_mismatch())
     }
 }
 
-fn well_formed(v: &str) -> bool {
-    let Some(rest) = v.strip_prefix("AWS4-HMAC-SHA256 ") else {
-        return false;
+/// The signature `key` gives `request`, signed at `signed_at` over the
+/// headers `auth` lists; `None` when the request cannot be signed at all
+/// (a header that is not text, a URI the signer refuses).
+fn signature(
+    key: &AccessKey,
+    auth: &Authorization<'_>,
+    token: Option<&str>,
+    signed_at: SystemTime,
+    request: &Received<'_>,
+) -> Option<String> {
+    let identity = aws_credential_types::Credentials::new(
+        key.id.clone(),
+        key.secret.clone(),
+        token.map(str::to_owned),
+        None,
+        "rayito-emulator",
+    )
+    .into();
+    let mut settings = SigningSettings::default();
+    // Sign exactly what the caller listed, nothing the signer would skip.
+    settings.excluded_headers = None;
+    settings.session_token_mode = if auth.signed_headers.contains(&X_AMZ_SECURITY_TOKEN) {
+        SessionTokenMode::Include
+    } else {
+        SessionTokenMode::Exclude
     };
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region(auth.region)
+        .name(auth.service)
+        .time(signed_at)
+        .settings(settings)
+        .build()
+        .ok()?
+        .into();
+    // The signer adds the date and the token itself, and the host from the
+    // URI when the caller sent no `Host` (HTTP/2).
+    let mut headers = Vec::new();
+    for name in &auth.signed_headers {
+        if matches!(*name, X_AMZ_DATE | X_AMZ_SECURITY_TOKEN) {
+            continue;
+        }
+        for value in request.headers.get_all(*name) {
+            headers.push((*name, value.to_str().ok()?));
+        }
+        if *name == HOST.as_str() && !request.headers.contains_key(HOST) {
+            headers.push((*name, request.host));
+        }
+    }
+    let uri = format!("http://{}{}", request.host, request.path_and_query);
+    let signable = SignableRequest::new(
+        request.method,
+        uri,
+        headers.into_iter(),
+        SignableBody::Bytes(request.body),
+    )
+    .ok()?;
+    let (_, signature) = sign(signable, &params).ok()?.into_parts();
+    Some(signature)
+}
+
+/// Refuses a date more than [`MAX_SKEW`] before or after `now`, with
+/// Lambda's messages.
+fn check_skew(signed_at: SystemTime, now: SystemTime) -> Result<(), ApiError> {
+    let earliest = now.checked_sub(MAX_SKEW).unwrap_or(UNIX_EPOCH);
+    let latest = now.checked_add(MAX_SKEW).unwrap_or(now);
+    let minutes = MAX_SKEW.as_secs() / 60;
+    if signed_at < earliest {
+        return Err(ApiError::invalid_signature(format!(
+            "Signature expired: {} is now earlier than {} ({} - {minutes} min.)",
+            format_amz_date(signed_at),
+            format_amz_date(earliest),
+            format_amz_date(now),
+        )));
+    }
+    if signed_at > latest {
+        return Err(ApiError::invalid_signature(format!(
+            "Signature not yet current: {} is still later than {} ({} + {minutes} min.)",
+            format_amz_date(signed_at),
+            format_amz_date(latest),
+            format_amz_date(now),
+        )));
+    }
+    Ok(())
+}
+
+fn parse_authorization(v: &str) -> Option<Authorization<'_>> {
+    let rest = v.strip_prefix("AWS4-HMAC-SHA256 ")?;
     let mut credential = None;
     let mut signed_headers = None;
     let mut signature = None;
@@ -40,47 +214,315 @@ fn well_formed(v: &str) -> bool {
             signature = Some(s);
         }
     }
-    let scope_ok = credential.is_some_and(|c| {
-        let parts: Vec<&str> = c.split('/').collect();
-        parts.len() == 5 && parts.iter().all(|p| !p.is_empty()) && parts[4] == "aws4_request"
-    });
-    let headers_ok = signed_headers.is_some_and(|h| !h.is_empty());
-    let signature_ok =
-        signature.is_some_and(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()));
-    scope_ok && headers_ok && signature_ok
+    let scope: Vec<&str> = credential?.split('/').collect();
+    let [key_id, date, region, service, terminator] = scope[..] else {
+        return None;
+    };
+    let scope_ok = [key_id, date, region, service]
+        .iter()
+        .all(|p| !p.is_empty())
+        && terminator == "aws4_request";
+    let signed_headers: Vec<&str> = signed_headers?.split(';').collect();
+    let headers_ok = signed_headers.iter().all(|h| !h.is_empty());
+    let signature = signature?;
+    let signature_ok = signature.len() == 64 && signature.bytes().all(|b| b.is_ascii_hexdigit());
+    (scope_ok && headers_ok && signature_ok).then_some(Authorization {
+        key_id,
+        region,
+        service,
+        signed_headers,
+        signature,
+    })
+}
+
+/// `YYYYMMDD'T'HHMMSS'Z'` (ISO 8601 basic, UTC), as SigV4 writes dates.
+fn parse_amz_date(v: &str) -> Option<SystemTime> {
+    let b = v.as_bytes();
+    if b.len() != 16 || b[8] != b'T' || b[15] != b'Z' {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| -> Option<u32> {
+        let s = v.get(range)?;
+        s.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| s.parse().ok())?
+    };
+    let (year, month, day) = (num(0..4)?, num(4..6)?, num(6..8)?);
+    let (hour, minute, second) = (num(9..11)?, num(11..13)?, num(13..15)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return None;
+    }
+    let days = days_from_civil(i64::from(year), month, day);
+    let secs = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second);
+    Some(UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
+}
+
+fn format_amz_date(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX / 2));
+    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+    let rem = secs.rem_euclid(86_400);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+/// algorithm).
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The inverse of [`days_from_civil`].
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn headers(v: Option<&str>) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        if let Some(v) = v {
-            h.insert(AUTHORIZATION, v.parse().unwrap());
+    /// Signs a request as an AWS SDK does, with `aws-sigv4`.
+    fn signed_headers(key: &AccessKey, at: SystemTime, body: &[u8]) -> HeaderMap {
+        let identity = aws_credential_types::Credentials::new(
+            key.id.clone(),
+            key.secret.clone(),
+            key.session_token.clone(),
+            None,
+            "test",
+        )
+        .into();
+        let params = v4::SigningParams::builder()
+            .identity(&identity)
+            .region("us-east-1")
+            .name("lambda")
+            .time(at)
+            .settings(SigningSettings::default())
+            .build()
+            .unwrap()
+            .into();
+        let mut req = http::Request::builder()
+            .method("POST")
+            .uri("http://127.0.0.1:4566/2025-09-09/microvms?maxResults=5")
+            .header("host", "127.0.0.1:4566")
+            .header("content-type", "application/json")
+            .body(body.to_vec())
+            .unwrap();
+        let signable = SignableRequest::new(
+            "POST",
+            req.uri().to_string(),
+            req.headers()
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.to_str().unwrap())),
+            SignableBody::Bytes(body),
+        )
+        .unwrap();
+        let (instructions, _) = sign(signable, &params).unwrap().into_parts();
+        instructions.apply_to_request_http1x(&mut req);
+        req.headers().clone()
+    }
+
+    fn received<'a>(headers: &'a HeaderMap, body: &'a [u8]) -> Received<'a> {
+        Received {
+            method: "POST",
+            host: "127.0.0.1:4566",
+            path_and_query: "/2025-09-09/microvms?maxResults=5",
+            headers,
+            body,
         }
-        h
+    }
+
+    fn name(r: Result<(), ApiError>) -> &'static str {
+        r.err().map_or("ok", |e| e.name)
     }
 
     #[test]
-    fn presence_and_shape_are_checked() {
-        let good = format!(
-            "AWS4-HMAC-SHA256 Credential=AKID/20261130/us-east-1/lambda/aws4_request, SignedHeaders=host;x-amz-date, Signature={}",
-            "ab".repeat(32)
-        );
-        assert!(check(&headers(Some(&good))).is_ok());
+    fn a_request_signed_with_the_key_passes_and_any_change_fails() {
+        let key = AccessKey::generate();
+        let now = SystemTime::now();
+        let body = br#"{"imageIdentifier":"x"}"#;
+        let headers = signed_headers(&key, now, body);
         assert_eq!(
-            check(&headers(None)).unwrap_err().name,
+            name(verify(
+                std::slice::from_ref(&key),
+                &received(&headers, body),
+                now
+            )),
+            "ok"
+        );
+        // Another body, another path, another method, another secret.
+        let keys = std::slice::from_ref(&key);
+        let other_body = br#"{"imageIdentifier":"y"}"#;
+        assert_eq!(
+            name(verify(keys, &received(&headers, other_body), now)),
+            "InvalidSignatureException"
+        );
+        let mut r = received(&headers, body);
+        r.path_and_query = "/2025-09-09/microvms?maxResults=6";
+        assert_eq!(name(verify(keys, &r, now)), "InvalidSignatureException");
+        let mut r = received(&headers, body);
+        r.method = "GET";
+        assert_eq!(name(verify(keys, &r, now)), "InvalidSignatureException");
+        let wrong_secret = AccessKey::new(key.id.clone(), "not-the-secret");
+        assert_eq!(
+            name(verify(&[wrong_secret], &received(&headers, body), now)),
+            "InvalidSignatureException"
+        );
+        // A key the emulator does not hold.
+        assert_eq!(
+            name(verify(
+                &[AccessKey::generate()],
+                &received(&headers, body),
+                now
+            )),
+            "UnrecognizedClientException"
+        );
+    }
+
+    #[test]
+    fn session_tokens_must_be_the_keys() {
+        let key = AccessKey::generate().with_session_token("session-1");
+        let now = SystemTime::now();
+        let headers = signed_headers(&key, now, b"");
+        let check = |k: &AccessKey| {
+            name(verify(
+                std::slice::from_ref(k),
+                &received(&headers, b""),
+                now,
+            ))
+        };
+        assert_eq!(check(&key), "ok");
+        assert_eq!(
+            check(&key.clone().with_session_token("session-2")),
+            "UnrecognizedClientException"
+        );
+        let mut permanent = key.clone();
+        permanent.session_token = None;
+        assert_eq!(check(&permanent), "UnrecognizedClientException");
+    }
+
+    #[test]
+    fn dates_outside_five_minutes_are_refused_with_lambdas_messages() {
+        let key = AccessKey::generate();
+        let now = UNIX_EPOCH + Duration::from_secs(1_780_000_000);
+        let keys = std::slice::from_ref(&key);
+        let at = |offset: i64| {
+            if offset < 0 {
+                now - Duration::from_secs(offset.unsigned_abs())
+            } else {
+                now + Duration::from_secs(offset.unsigned_abs())
+            }
+        };
+        for ok in [-299, 0, 299] {
+            let headers = signed_headers(&key, at(ok), b"");
+            assert_eq!(name(verify(keys, &received(&headers, b""), now)), "ok");
+        }
+        let headers = signed_headers(&key, at(-301), b"");
+        let err = verify(keys, &received(&headers, b""), now).unwrap_err();
+        assert_eq!(err.name, "InvalidSignatureException");
+        assert_eq!(err.status, http::StatusCode::FORBIDDEN);
+        assert_eq!(
+            err.message,
+            "Signature expired: 20260528T202139Z is now earlier than 20260528T202140Z (20260528T202640Z - 5 min.)"
+        );
+        let headers = signed_headers(&key, at(301), b"");
+        let err = verify(keys, &received(&headers, b""), now).unwrap_err();
+        assert_eq!(
+            err.message,
+            "Signature not yet current: 20260528T203141Z is still later than 20260528T203140Z (20260528T202640Z + 5 min.)"
+        );
+    }
+
+    #[test]
+    fn presence_and_shape_are_checked_first() {
+        let key = AccessKey::generate();
+        let keys = std::slice::from_ref(&key);
+        let now = SystemTime::now();
+        let mut h = HeaderMap::new();
+        assert_eq!(
+            name(verify(keys, &received(&h, b""), now)),
             "MissingAuthenticationTokenException"
         );
         for bad in [
             "Bearer x",
             "AWS4-HMAC-SHA256 Credential=AKID/x/aws4_request, SignedHeaders=host, Signature=00",
         ] {
+            h.insert(AUTHORIZATION, bad.parse().unwrap());
             assert_eq!(
-                check(&headers(Some(bad))).unwrap_err().name,
+                name(verify(keys, &received(&h, b""), now)),
                 "IncompleteSignatureException"
             );
+        }
+        // Well shaped, no date.
+        let mut h = signed_headers(&key, now, b"");
+        h.remove(X_AMZ_DATE);
+        let err = verify(keys, &received(&h, b""), now).unwrap_err();
+        assert_eq!(err.name, "IncompleteSignatureException");
+        assert_eq!(
+            err.message,
+            "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."
+        );
+    }
+
+    #[test]
+    fn another_service_is_refused() {
+        let key = AccessKey::generate();
+        let now = SystemTime::now();
+        let mut h = signed_headers(&key, now, b"");
+        let auth = h[AUTHORIZATION]
+            .to_str()
+            .unwrap()
+            .replace("/lambda/", "/s3/");
+        h.insert(AUTHORIZATION, auth.parse().unwrap());
+        let err = verify(std::slice::from_ref(&key), &received(&h, b""), now).unwrap_err();
+        assert_eq!(
+            (err.name, err.message.as_str()),
+            (
+                "InvalidSignatureException",
+                "Credential should be scoped to correct service: 'lambda'."
+            )
+        );
+    }
+
+    #[test]
+    fn dates_round_trip() {
+        for secs in [0u64, 951_782_400, 1_780_000_000, 4_102_444_799] {
+            let t = UNIX_EPOCH + Duration::from_secs(secs);
+            assert_eq!(parse_amz_date(&format_amz_date(t)), Some(t), "{secs}");
+        }
+        assert_eq!(format_amz_date(UNIX_EPOCH), "19700101T000000Z");
+        for bad in [
+            "",
+            "20260101T000000",
+            "2026010lT000000Z",
+            "20261301T000000Z",
+            "+0260101T000000Z",
+        ] {
+            assert_eq!(parse_amz_date(bad), None, "{bad}");
         }
     }
 }

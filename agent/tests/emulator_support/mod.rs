@@ -51,7 +51,7 @@ impl Harness {
 
     pub async fn start_with(config: EmulatorConfig) -> Self {
         let emulator = Emulator::start(config).await.expect("emulator starts");
-        let client = sdk_client(&emulator.endpoint_url());
+        let client = sdk_client(&emulator);
         Harness { emulator, client }
     }
 
@@ -101,12 +101,19 @@ impl Harness {
     }
 }
 
-/// The AWS SDK client set up as the SDK does for the local backend.
-pub fn sdk_client(endpoint_url: &str) -> lmv::Client {
+/// The AWS SDK client set up as the SDK does for the local backend, with
+/// the emulator's access key.
+pub fn sdk_client(emulator: &Emulator) -> lmv::Client {
+    let key = emulator.access_key();
+    sdk_client_at(&emulator.endpoint_url(), &key.id, &key.secret)
+}
+
+/// [`sdk_client`] for an emulator known by its URL and key.
+pub fn sdk_client_at(endpoint_url: &str, key_id: &str, secret: &str) -> lmv::Client {
     let conf = lmv::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "static-test"))
+        .credentials_provider(Credentials::new(key_id, secret, None, None, "static-test"))
         .endpoint_url(endpoint_url)
         .retry_config(RetryConfig::disabled())
         .build();

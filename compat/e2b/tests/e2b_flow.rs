@@ -233,7 +233,10 @@ async fn a_missing_feature_makes_no_control_plane_call() {
     let aws = AwsOptions::new()
         .endpoint_url(emulator.endpoint_url())
         .region("us-east-1")
-        .static_credentials("AKIDEXAMPLE", "secret");
+        .static_credentials(
+            emulator.access_key().id.clone(),
+            emulator.access_key().secret.clone(),
+        );
     let base = || SandboxOpts {
         backend: Backend::Aws(aws.clone()),
         template: Some(emulator.image_arn("rayito-base")),
