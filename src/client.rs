@@ -145,11 +145,13 @@ impl ClientBuilder {
     /// local backend in a build without the `local` feature; `Sandbox` when
     /// the local backend cannot start.
     pub async fn build(self) -> Result<Client, SandboxError> {
-        let backend = self
-            .backend
-            .resolve(&self.retry_policy, self.pacing)
-            .await?;
-        Ok(Client::from_resolved(backend, self))
+        boxed!(Result<Client, SandboxError>, {
+            let backend = self
+                .backend
+                .resolve(&self.retry_policy, self.pacing)
+                .await?;
+            Ok(Client::from_resolved(backend, self))
+        })
     }
 
     /// The backend choice, to change it (a sandbox builder's setters).
@@ -245,6 +247,12 @@ impl Client {
     /// metadata); the local backend's own region for it.
     pub fn region(&self) -> Option<&str> {
         self.inner.backend.region.as_deref()
+    }
+
+    /// True when `self` and `other` are clones of one client: they share its
+    /// control-plane client (connections) and its pacing.
+    pub fn is_same(&self, other: &Client) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// True for a client of the embedded local backend.

@@ -218,37 +218,39 @@ impl<'a> Commands<'a> {
         cmd: &str,
         mut options: CommandOptions,
     ) -> Result<CommandResult, SandboxError> {
-        let stdin = options.stdin.take();
-        let (handle, total) = self
-            .start(
-                cmd,
-                options,
-                stdin.is_some(),
-                (Waiter::Foreground, "commands.run", RUN_AGAIN_AFTER_RESUME),
-            )
-            .await?;
-        // Stdin is fed while the output is read: a command that reads its
-        // stdin slowly, or writes a lot before reading, never deadlocks
-        // against the SDK. The first of the two to decide ends the command.
-        let feed = feed_stdin(
-            self.sandbox.conn(),
-            handle.pid(),
-            stdin,
-            total,
-            self.sandbox.request_timeout(),
-        );
-        let waited = handle.wait();
-        tokio::pin!(feed, waited);
-        let mut fed = false;
-        loop {
-            tokio::select! {
-                outcome = &mut feed, if !fed => {
-                    outcome?;
-                    fed = true;
+        boxed!(Result<CommandResult, SandboxError>, {
+            let stdin = options.stdin.take();
+            let (handle, total) = self
+                .start(
+                    cmd,
+                    options,
+                    stdin.is_some(),
+                    (Waiter::Foreground, "commands.run", RUN_AGAIN_AFTER_RESUME),
+                )
+                .await?;
+            // Stdin is fed while the output is read: a command that reads its
+            // stdin slowly, or writes a lot before reading, never deadlocks
+            // against the SDK. The first of the two to decide ends the command.
+            let feed = feed_stdin(
+                self.sandbox.conn(),
+                handle.pid(),
+                stdin,
+                total,
+                self.sandbox.request_timeout(),
+            );
+            let waited = handle.wait();
+            tokio::pin!(feed, waited);
+            let mut fed = false;
+            loop {
+                tokio::select! {
+                    outcome = &mut feed, if !fed => {
+                        outcome?;
+                        fed = true;
+                    }
+                    outcome = &mut waited => return outcome,
                 }
-                outcome = &mut waited => return outcome,
             }
-        }
+        })
     }
 }
 

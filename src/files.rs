@@ -182,29 +182,32 @@ impl<'a> Files<'a> {
     /// after a cut, what the reconnect found (`SandboxNotFound`,
     /// `SandboxLifetime`, `SandboxState`, `Sandbox { connection_lost }`).
     pub async fn read(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
-        let (mut feed, size) = self.open_read(path, "files.read").await?;
-        // The size is the agent's word (and a sparse file's is anything):
-        // it is only a hint. Memory is reserved as the bytes come, and a
-        // file this process cannot hold is refused, never an abort.
-        let fits = |bytes: u64| {
-            usize::try_from(bytes)
-                .ok()
-                .is_some_and(|bytes| Vec::<u8>::new().try_reserve_exact(bytes).is_ok())
-        };
-        if !fits(size) {
-            return Err(too_large_to_hold(size));
-        }
-        let mut data = Vec::new();
-        let _ = data.try_reserve_exact(usize::try_from(size.min(MAX_READ_PREALLOC)).unwrap_or(0));
-        while let Some(chunk) = feed.next().await {
-            let chunk = chunk?;
-            if data.try_reserve(chunk.len()).is_err() {
-                let held = u64::try_from(data.len()).unwrap_or(u64::MAX);
-                return Err(too_large_to_hold(held.saturating_add(chunk.len() as u64)));
+        boxed!(Result<Vec<u8>, SandboxError>, {
+            let (mut feed, size) = self.open_read(path, "files.read").await?;
+            // The size is the agent's word (and a sparse file's is anything):
+            // it is only a hint. Memory is reserved as the bytes come, and a
+            // file this process cannot hold is refused, never an abort.
+            let fits = |bytes: u64| {
+                usize::try_from(bytes)
+                    .ok()
+                    .is_some_and(|bytes| Vec::<u8>::new().try_reserve_exact(bytes).is_ok())
+            };
+            if !fits(size) {
+                return Err(too_large_to_hold(size));
             }
-            data.extend_from_slice(&chunk);
-        }
-        Ok(data)
+            let mut data = Vec::new();
+            let _ =
+                data.try_reserve_exact(usize::try_from(size.min(MAX_READ_PREALLOC)).unwrap_or(0));
+            while let Some(chunk) = feed.next().await {
+                let chunk = chunk?;
+                if data.try_reserve(chunk.len()).is_err() {
+                    let held = u64::try_from(data.len()).unwrap_or(u64::MAX);
+                    return Err(too_large_to_hold(held.saturating_add(chunk.len() as u64)));
+                }
+                data.extend_from_slice(&chunk);
+            }
+            Ok(data)
+        })
     }
 
     /// Reads a regular file as a stream of chunks (at most 256 KiB each, as
@@ -218,13 +221,15 @@ impl<'a> Files<'a> {
     /// # Errors
     /// As [`Files::read`], before the first chunk or as the stream's item.
     pub async fn read_stream(&self, path: &str) -> Result<FileChunks, SandboxError> {
-        let (feed, _) = self.open_read(path, "files.read_stream").await?;
-        let chunks = futures_util::stream::unfold(feed, |mut feed| async move {
-            let item = feed.next().await?;
-            Some((item, feed))
-        });
-        Ok(FileChunks {
-            inner: Box::pin(chunks),
+        boxed!(Result<FileChunks, SandboxError>, {
+            let (feed, _) = self.open_read(path, "files.read_stream").await?;
+            let chunks = futures_util::stream::unfold(feed, |mut feed| async move {
+                let item = feed.next().await?;
+                Some((item, feed))
+            });
+            Ok(FileChunks {
+                inner: Box::pin(chunks),
+            })
         })
     }
 

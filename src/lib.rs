@@ -210,6 +210,21 @@
 //!   each kind of failure, for your own tests.
 #![deny(missing_docs)]
 
+/// Runs `body` (a block returning `$output`) as a boxed future: a public
+/// future then holds its arguments and one pointer, while its state lives
+/// on the heap. Futures are stored inline in their callers' futures, so an
+/// unboxed SDK call of 16 KiB grew every caller by as much (a debug build
+/// awaiting many calls in `main` overflowed its stack); `tests/future_sizes.rs`
+/// pins the budget. The type also checks that the future is `Send`.
+macro_rules! boxed {
+    ($output:ty, $body:block) => {{
+        let future: std::pin::Pin<
+            Box<dyn std::future::Future<Output = $output> + Send + '_>,
+        > = Box::pin(async move $body);
+        future.await
+    }};
+}
+
 pub mod error;
 #[cfg(feature = "test-util")]
 pub mod test_util;

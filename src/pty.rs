@@ -174,32 +174,34 @@ impl Pty<'_> {
         size: PtySize,
         options: PtyOptions,
     ) -> Result<PtyHandle, SandboxError> {
-        // The same checks as commands, before any I/O.
-        crate::checks::envs(&options.envs)?;
-        let cwd = crate::checks::cwd(options.cwd.as_deref())?;
-        let user = crate::checks::user(options.user.as_deref())?;
-        let timeout_ms = options.timeout.map_or(0, |t| {
-            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
-        });
-        let request = pb::PtyStart {
-            size: Some(size.to_pb()),
-            envs: options.envs.into_iter().collect(),
-            cwd,
-            user: user.map(|username| pb::User { username }),
-            shell: options.shell.filter(|s| !s.is_empty()),
-            timeout_ms,
-        };
-        let opened_at = Instant::now();
-        let epoch = self.sandbox.conn().reconnect_epoch();
-        let stream = self.sandbox.conn().pty_create(request).await?;
-        let start = Start {
-            epoch,
-            next_seq: 1,
-            waiter: Waiter::Background,
-            total: None,
-            feature: "pty.create",
-        };
-        PtyHandle::open(self.sandbox, stream, (start, opened_at), None).await
+        boxed!(Result<PtyHandle, SandboxError>, {
+            // The same checks as commands, before any I/O.
+            crate::checks::envs(&options.envs)?;
+            let cwd = crate::checks::cwd(options.cwd.as_deref())?;
+            let user = crate::checks::user(options.user.as_deref())?;
+            let timeout_ms = options.timeout.map_or(0, |t| {
+                u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
+            });
+            let request = pb::PtyStart {
+                size: Some(size.to_pb()),
+                envs: options.envs.into_iter().collect(),
+                cwd,
+                user: user.map(|username| pb::User { username }),
+                shell: options.shell.filter(|s| !s.is_empty()),
+                timeout_ms,
+            };
+            let opened_at = Instant::now();
+            let epoch = self.sandbox.conn().reconnect_epoch();
+            let stream = self.sandbox.conn().pty_create(request).await?;
+            let start = Start {
+                epoch,
+                next_seq: 1,
+                waiter: Waiter::Background,
+                total: None,
+                feature: "pty.create",
+            };
+            PtyHandle::open(self.sandbox, stream, (start, opened_at), None).await
+        })
     }
 
     /// Attaches to a live (or just ended) terminal, reading its output from

@@ -236,6 +236,28 @@ fn signaled_is_command_exit() {
     );
 }
 
+/// The agent's OOM kill at the sandbox's memory limit: still
+/// `CommandExit { Signaled }`, with a message that says which limit.
+#[test]
+fn a_kill_at_the_memory_limit_says_so() {
+    let e = end("signaled", 137)
+        .signal(9)
+        .error("resource_exhausted", "the sandbox reached its memory limit");
+    let err = from_end_event(e, output(), "python3 big.py").unwrap_err();
+    assert!(matches!(
+        err,
+        SandboxError::CommandExit {
+            exit_code: 137,
+            status: CommandExitStatus::Signaled,
+            ..
+        }
+    ));
+    assert_eq!(
+        err.to_string(),
+        "command python3 was killed by signal 9 at the sandbox's memory limit (exit code 137); use less memory or give the sandbox a higher limit; its stdout and stderr are in the error"
+    );
+}
+
 #[test]
 fn timeout_is_a_command_timeout() {
     let e = EndEvent::new("timeout", 137)

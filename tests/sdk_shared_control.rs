@@ -91,7 +91,7 @@ async fn the_handles_of_one_client_share_it_and_two_clients_share_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shortcuts_share_one_implicit_client_per_runtime_and_options() {
     let emulator = sdk_support::emulator().await;
-    let (endpoint, connections) = counting_forwarder(emulator.addr()).await;
+    let (endpoint, _connections) = counting_forwarder(emulator.addr()).await;
     let image = emulator.image_arn("rayito-base");
     let create = |read_timeout: u64| {
         Sandbox::builder()
@@ -100,13 +100,19 @@ async fn the_shortcuts_share_one_implicit_client_per_runtime_and_options() {
             .create()
     };
     let first = create(60).await.unwrap();
-    let after_first = connections.load(Ordering::SeqCst);
     let second = create(60).await.unwrap();
     second.get_info().await.unwrap();
-    assert_eq!(connections.load(Ordering::SeqCst), after_first);
-    // Another setting: another implicit client, another connection.
+    assert!(first.client().is_same(second.client()));
+    // Another setting: another implicit client.
     let other = create(61).await.unwrap();
-    assert!(connections.load(Ordering::SeqCst) > after_first);
+    assert!(!other.client().is_same(first.client()));
+    // A client built by hand is never an implicit one.
+    let built = Client::builder()
+        .aws(options(&emulator, &endpoint).read_timeout(Duration::from_secs(60)))
+        .build()
+        .await
+        .unwrap();
+    assert!(!built.is_same(first.client()));
     for sandbox in [first, second, other] {
         sandbox.kill().await.unwrap();
     }
@@ -156,6 +162,7 @@ fn a_shortcut_in_a_second_runtime_never_gets_the_first_runtimes_client() {
     let second_runtime = runtime();
     second_runtime.block_on(async {
         let sandbox = builder().create().await.unwrap();
+        assert!(!sandbox.client().is_same(kept.client()));
         sandbox.get_info().await.unwrap();
         assert!(sandbox.kill().await.unwrap());
         assert!(

@@ -25,7 +25,9 @@ impl<'a> Code<'a> {
     /// # Errors
     /// As [`Sandbox::run_code`].
     pub async fn run(&self, code: &str) -> Result<Execution, SandboxError> {
-        super::run_code(self.sandbox, code, RunCodeOptions::default()).await
+        boxed!(Result<Execution, SandboxError>, {
+            super::run_code(self.sandbox, code, RunCodeOptions::default()).await
+        })
     }
 
     /// Runs a cell with options (language or context, envs, timeout,
@@ -38,7 +40,9 @@ impl<'a> Code<'a> {
         code: &str,
         options: RunCodeOptions,
     ) -> Result<Execution, SandboxError> {
-        super::run_code(self.sandbox, code, options).await
+        boxed!(Result<Execution, SandboxError>, {
+            super::run_code(self.sandbox, code, options).await
+        })
     }
 
     /// Runs a cell and streams its events as they come (the last one is
@@ -53,7 +57,9 @@ impl<'a> Code<'a> {
         code: &str,
         options: RunCodeOptions,
     ) -> Result<ExecutionEvents, SandboxError> {
-        super::run_code_stream(self.sandbox, code, options).await
+        boxed!(Result<ExecutionEvents, SandboxError>, {
+            super::run_code_stream(self.sandbox, code, options).await
+        })
     }
 
     /// Creates a context: a kernel of its own (see

@@ -570,27 +570,29 @@ impl Commands<'_> {
         cmd: &str,
         mut options: CommandOptions,
     ) -> Result<CommandHandle, SandboxError> {
-        let stdin_bytes = options.stdin.take();
-        let (handle, total) = self
-            .start(
-                cmd,
-                options,
-                stdin_bytes.is_some(),
-                (Waiter::Background, "commands.spawn", CONNECT_AFTER_RESUME),
+        boxed!(Result<CommandHandle, SandboxError>, {
+            let stdin_bytes = options.stdin.take();
+            let (handle, total) = self
+                .start(
+                    cmd,
+                    options,
+                    stdin_bytes.is_some(),
+                    (Waiter::Background, "commands.spawn", CONNECT_AFTER_RESUME),
+                )
+                .await?;
+            // Stdin given with the command is part of it, as for `run`: sent in
+            // pieces, and a process that ended or closed its stdin first is not
+            // an error (its end decides the outcome).
+            feed_stdin(
+                self.sandbox.conn(),
+                handle.pid(),
+                stdin_bytes,
+                total,
+                self.sandbox.request_timeout(),
             )
             .await?;
-        // Stdin given with the command is part of it, as for `run`: sent in
-        // pieces, and a process that ended or closed its stdin first is not
-        // an error (its end decides the outcome).
-        feed_stdin(
-            self.sandbox.conn(),
-            handle.pid(),
-            stdin_bytes,
-            total,
-            self.sandbox.request_timeout(),
-        )
-        .await?;
-        Ok(handle)
+            Ok(handle)
+        })
     }
 
     /// Starts `cmd` (the same checks and request for `run` and `spawn`,

@@ -242,47 +242,49 @@ impl Files<'_> {
         path: &str,
         recursive: bool,
     ) -> Result<WatchHandle, SandboxError> {
-        crate::checks::path(path)?;
-        let request = pb::WatchDirRequest {
-            path: path.to_owned(),
-            recursive,
-            user: None,
-            include_entry: false,
-        };
-        let conn = self.sandbox.conn();
-        let opened_at = Instant::now();
-        let epoch = conn.reconnect_epoch();
-        let stream = reissue(conn, &request).await?;
-        let (stop, stop_rx) = watch::channel(false);
-        let start = Start {
-            epoch,
-            next_seq: 0,
-            waiter: Waiter::Background,
-            total: None,
-            feature: "files.watch_dir",
-        };
-        let reader = Reader {
-            stream: ResumableStream::new(
-                conn.clone(),
-                WatchResume { request },
-                stream,
-                start,
-                opened_at,
-            ),
-            stop: stop_rx,
-        };
-        let events = futures_util::stream::unfold(Some(reader), |state| async move {
-            let mut reader = state?;
-            match reader.next().await {
-                Some(Ok(event)) => Some((Ok(event), Some(reader))),
-                // An error ends the stream.
-                Some(Err(err)) => Some((Err(err), None)),
-                None => None,
-            }
-        });
-        Ok(WatchHandle {
-            inner: Box::pin(events),
-            stop: Arc::new(stop),
+        boxed!(Result<WatchHandle, SandboxError>, {
+            crate::checks::path(path)?;
+            let request = pb::WatchDirRequest {
+                path: path.to_owned(),
+                recursive,
+                user: None,
+                include_entry: false,
+            };
+            let conn = self.sandbox.conn();
+            let opened_at = Instant::now();
+            let epoch = conn.reconnect_epoch();
+            let stream = reissue(conn, &request).await?;
+            let (stop, stop_rx) = watch::channel(false);
+            let start = Start {
+                epoch,
+                next_seq: 0,
+                waiter: Waiter::Background,
+                total: None,
+                feature: "files.watch_dir",
+            };
+            let reader = Reader {
+                stream: ResumableStream::new(
+                    conn.clone(),
+                    WatchResume { request },
+                    stream,
+                    start,
+                    opened_at,
+                ),
+                stop: stop_rx,
+            };
+            let events = futures_util::stream::unfold(Some(reader), |state| async move {
+                let mut reader = state?;
+                match reader.next().await {
+                    Some(Ok(event)) => Some((Ok(event), Some(reader))),
+                    // An error ends the stream.
+                    Some(Err(err)) => Some((Err(err), None)),
+                    None => None,
+                }
+            });
+            Ok(WatchHandle {
+                inner: Box::pin(events),
+                stop: Arc::new(stop),
+            })
         })
     }
 }

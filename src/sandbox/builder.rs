@@ -125,12 +125,19 @@ impl SandboxBuilder {
     }
 
     /// One environment variable of every process and kernel.
+    ///
+    /// The value travels in RunMicrovm's run payload (a field AWS marks
+    /// sensitive, handed to the MicroVM as data of the create call): keep
+    /// secrets out of it and pass them per call (`CommandOptions::env`,
+    /// `RunCodeOptions::env`), over the agent's TLS connection instead
+    /// (docs/aws.md, "Where a sandbox's environment values travel").
     pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.options.envs.insert(name.into(), value.into());
         self
     }
 
-    /// Environment variables of every process and kernel.
+    /// Environment variables of every process and kernel (see
+    /// [`SandboxBuilder::env`] for where their values travel).
     pub fn envs<K, V>(mut self, envs: impl IntoIterator<Item = (K, V)>) -> Self
     where
         K: Into<String>,
@@ -247,71 +254,73 @@ impl SandboxBuilder {
     ///   `RateLimit`, `QuotaExceeded`, `Sandbox { code: ServiceError }`;
     /// - `SandboxNotReady { state, state_reason }` after `ready_timeout`.
     pub async fn create(self) -> Result<Sandbox, SandboxError> {
-        let (plan, access_token, payload) = self.launch()?;
-        let client = self.client.client().await?;
-        let backend = client.backend();
-        let policy = *client.retry_policy();
-        let image_arn = backend.image_arn(self.options.template.as_deref())?;
-        let request = RunRequest {
-            image_arn,
-            max_duration_seconds: i32::try_from(plan.max_duration_secs).unwrap_or(i32::MAX),
-            run_hook_payload: payload,
-            client_token: client_token(),
-            idle_policy: plan.idle_policy.map(|(max_idle, suspended, auto_resume)| {
-                IdlePolicyParams {
-                    max_idle_seconds: i32::try_from(max_idle).unwrap_or(i32::MAX),
-                    suspended_seconds: i32::try_from(suspended).unwrap_or(i32::MAX),
-                    auto_resume,
-                }
-            }),
-            execution_role_arn: self.options.execution_role_arn.clone(),
-        };
-        let control = backend.control.clone();
-        let vm = control.run_microvm(request).await?;
+        boxed!(Result<Sandbox, SandboxError>, {
+            let (plan, access_token, payload) = self.launch()?;
+            let client = self.client.client().await?;
+            let backend = client.backend();
+            let policy = *client.retry_policy();
+            let image_arn = backend.image_arn(self.options.template.as_deref())?;
+            let request = RunRequest {
+                image_arn,
+                max_duration_seconds: i32::try_from(plan.max_duration_secs).unwrap_or(i32::MAX),
+                run_hook_payload: payload,
+                client_token: client_token(),
+                idle_policy: plan.idle_policy.map(|(max_idle, suspended, auto_resume)| {
+                    IdlePolicyParams {
+                        max_idle_seconds: i32::try_from(max_idle).unwrap_or(i32::MAX),
+                        suspended_seconds: i32::try_from(suspended).unwrap_or(i32::MAX),
+                        auto_resume,
+                    }
+                }),
+                execution_role_arn: self.options.execution_role_arn.clone(),
+            };
+            let control = backend.control.clone();
+            let vm = control.run_microvm(request).await?;
 
-        let minter = proxy_minter(
-            control.clone(),
-            vm.id.clone(),
-            plan.token_ports.clone(),
-            PROXY_TOKEN_TTL,
-        );
-        let proxy_token = match minter().await {
-            Ok(token) => token,
-            Err(err) => {
-                let _ = control.terminate_microvm(vm.id.clone()).await;
-                return Err(err);
-            }
-        };
-        let conn = match backend.open_agent(
-            &vm.endpoint,
-            proxy_token,
-            access_token.clone(),
-            minter,
-            policy,
-        ) {
-            Ok(conn) => conn,
-            Err(err) => {
-                let _ = control.terminate_microvm(vm.id.clone()).await;
-                return Err(err);
-            }
-        };
-        let health = wait_ready(
-            &conn,
-            control.as_ref(),
-            &vm.id,
-            self.options.ready_timeout,
-            OnNotReady::Terminate,
-        )
-        .await?;
-        tracing::debug!(target: "rayito::sandbox", sandbox_id = %vm.id, "sandbox ready");
-        Ok(self.handle(
-            client.clone(),
-            vm.id,
-            access_token,
-            conn,
-            health.resume_generation,
-            super::managed_lifecycle(&health),
-        ))
+            let minter = proxy_minter(
+                control.clone(),
+                vm.id.clone(),
+                plan.token_ports.clone(),
+                PROXY_TOKEN_TTL,
+            );
+            let proxy_token = match minter().await {
+                Ok(token) => token,
+                Err(err) => {
+                    let _ = control.terminate_microvm(vm.id.clone()).await;
+                    return Err(err);
+                }
+            };
+            let conn = match backend.open_agent(
+                &vm.endpoint,
+                proxy_token,
+                access_token.clone(),
+                minter,
+                policy,
+            ) {
+                Ok(conn) => conn,
+                Err(err) => {
+                    let _ = control.terminate_microvm(vm.id.clone()).await;
+                    return Err(err);
+                }
+            };
+            let health = wait_ready(
+                &conn,
+                control.as_ref(),
+                &vm.id,
+                self.options.ready_timeout,
+                OnNotReady::Terminate,
+            )
+            .await?;
+            tracing::debug!(target: "rayito::sandbox", sandbox_id = %vm.id, "sandbox ready");
+            Ok(self.handle(
+                client.clone(),
+                vm.id,
+                access_token,
+                conn,
+                health.resume_generation,
+                super::managed_lifecycle(&health),
+            ))
+        })
     }
 
     /// Every check `create` makes before any I/O, and what they give: the
@@ -392,8 +401,10 @@ impl SandboxBuilder {
     /// image does not exist; `Authentication` (no AWS credentials, or no
     /// permission for `GetMicrovmImage`); other control-plane failures.
     pub async fn template_info(self) -> Result<TemplateInfo, SandboxError> {
-        let client = self.client.client().await?;
-        client.template_info(self.options.template.as_deref()).await
+        boxed!(Result<TemplateInfo, SandboxError>, {
+            let client = self.client.client().await?;
+            client.template_info(self.options.template.as_deref()).await
+        })
     }
 
     /// Terminates the sandbox `sandbox_id` on this builder's backend,
@@ -453,69 +464,72 @@ impl SandboxBuilder {
         sandbox_id: &str,
         access_token: impl Into<Secret>,
     ) -> Result<Sandbox, SandboxError> {
-        let access_token = access_token.into();
-        check_sandbox_id(sandbox_id)?;
-        decode_access_token(&access_token).map_err(|_| bad_token())?;
-        let client = self.client.client().await?;
-        let backend = client.backend();
-        let control = backend.control.clone();
-        let vm = control.get_microvm(sandbox_id.to_owned()).await?;
-        if vm.state.is_terminal() {
-            return Err(SandboxError::sandbox_not_found(&vm.id));
-        }
-        // A suspended sandbox without auto-resume is resumed first (3.4);
-        // with auto-resume the readiness probe wakes it. One that is still
-        // suspending is waited for, then resumed.
-        if !vm.auto_resume && matches!(vm.state, SandboxState::Suspending | SandboxState::Suspended)
-        {
-            if vm.state == SandboxState::Suspending {
-                lifecycle::wait_for_state(
-                    control.as_ref(),
-                    &vm.id,
-                    &SandboxState::Suspended,
-                    "connect",
-                    self.options.ready_timeout,
-                )
-                .await?;
+        // Converted before the boxed part: `impl Into` need not be `Send`.
+        let access_token: Secret = access_token.into();
+        boxed!(Result<Sandbox, SandboxError>, {
+            check_sandbox_id(sandbox_id)?;
+            decode_access_token(&access_token).map_err(|_| bad_token())?;
+            let client = self.client.client().await?;
+            let backend = client.backend();
+            let control = backend.control.clone();
+            let vm = control.get_microvm(sandbox_id.to_owned()).await?;
+            if vm.state.is_terminal() {
+                return Err(SandboxError::sandbox_not_found(&vm.id));
             }
-            lifecycle::request_resume(control.as_ref(), &vm.id).await?;
-        }
-        let minter = proxy_minter(
-            control.clone(),
-            vm.id.clone(),
-            vec![AGENT_PORT],
-            PROXY_TOKEN_TTL,
-        );
-        let proxy_token = minter().await?;
-        let conn = backend.open_agent(
-            &vm.endpoint,
-            proxy_token,
-            access_token.clone(),
-            minter,
-            *client.retry_policy(),
-        )?;
-        let health = wait_ready(
-            &conn,
-            control.as_ref(),
-            &vm.id,
-            self.options.ready_timeout,
-            OnNotReady::Keep,
-        )
-        .await?;
-        // Past its deadline (resumed into RESUME_GRACE) only Health and
-        // SetTimeout answer: re-open it first (3.4).
-        lifecycle::reopen_if_expired(&conn, &health, self.options.request_timeout).await?;
-        // Health is anonymous; this call is not, so a wrong token fails here
-        // rather than on the caller's first call.
-        conn.verify_access(self.options.request_timeout).await?;
-        Ok(self.handle(
-            client.clone(),
-            vm.id,
-            access_token,
-            conn,
-            health.resume_generation,
-            super::managed_lifecycle(&health),
-        ))
+            // A suspended sandbox without auto-resume is resumed first (3.4);
+            // with auto-resume the readiness probe wakes it. One that is still
+            // suspending is waited for, then resumed.
+            if !vm.auto_resume && matches!(vm.state, SandboxState::Suspending | SandboxState::Suspended)
+            {
+                if vm.state == SandboxState::Suspending {
+                    lifecycle::wait_for_state(
+                        control.as_ref(),
+                        &vm.id,
+                        &SandboxState::Suspended,
+                        "connect",
+                        self.options.ready_timeout,
+                    )
+                    .await?;
+                }
+                lifecycle::request_resume(control.as_ref(), &vm.id).await?;
+            }
+            let minter = proxy_minter(
+                control.clone(),
+                vm.id.clone(),
+                vec![AGENT_PORT],
+                PROXY_TOKEN_TTL,
+            );
+            let proxy_token = minter().await?;
+            let conn = backend.open_agent(
+                &vm.endpoint,
+                proxy_token,
+                access_token.clone(),
+                minter,
+                *client.retry_policy(),
+            )?;
+            let health = wait_ready(
+                &conn,
+                control.as_ref(),
+                &vm.id,
+                self.options.ready_timeout,
+                OnNotReady::Keep,
+            )
+            .await?;
+            // Past its deadline (resumed into RESUME_GRACE) only Health and
+            // SetTimeout answer: re-open it first (3.4).
+            lifecycle::reopen_if_expired(&conn, &health, self.options.request_timeout).await?;
+            // Health is anonymous; this call is not, so a wrong token fails here
+            // rather than on the caller's first call.
+            conn.verify_access(self.options.request_timeout).await?;
+            Ok(self.handle(
+                client.clone(),
+                vm.id,
+                access_token,
+                conn,
+                health.resume_generation,
+                super::managed_lifecycle(&health),
+            ))
+        })
     }
 }
 

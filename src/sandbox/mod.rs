@@ -192,7 +192,9 @@ impl Sandbox {
     /// (`kernel_not_ready`, `connection_lost`, `closed`, ...), `InvalidArgument`
     /// when the agent refuses the request, `Authentication`.
     pub async fn run_code(&self, code: &str) -> Result<Execution, SandboxError> {
-        crate::code::run_code(self, code, RunCodeOptions::default()).await
+        boxed!(Result<Execution, SandboxError>, {
+            crate::code::run_code(self, code, RunCodeOptions::default()).await
+        })
     }
 
     /// Runs a code cell with options (language or context, envs, timeout,
@@ -205,7 +207,9 @@ impl Sandbox {
         code: &str,
         options: RunCodeOptions,
     ) -> Result<Execution, SandboxError> {
-        crate::code::run_code(self, code, options).await
+        boxed!(Result<Execution, SandboxError>, {
+            crate::code::run_code(self, code, options).await
+        })
     }
 
     /// Runs a code cell and streams its events as they come (the last one
@@ -219,7 +223,9 @@ impl Sandbox {
         code: &str,
         options: RunCodeOptions,
     ) -> Result<ExecutionEvents, SandboxError> {
-        crate::code::run_code_stream(self, code, options).await
+        boxed!(Result<ExecutionEvents, SandboxError>, {
+            crate::code::run_code_stream(self, code, options).await
+        })
     }
 
     /// Terminates the sandbox. Returns `false` when it was already gone (not

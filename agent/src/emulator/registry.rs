@@ -71,7 +71,10 @@ pub(crate) struct Shared {
     /// TLS mode's CA, when on.
     pub(crate) tls: Option<super::tls::Tls>,
     vms: Mutex<Vec<Arc<Vm>>>,
-    client_tokens: Mutex<HashMap<String, (Value, Arc<Vm>)>>,
+    /// By clientToken: a SHA-256 digest of the RunMicrovm body it came with
+    /// (never the body: it carries the run payload, environment values
+    /// included) and its MicroVM.
+    client_tokens: Mutex<HashMap<String, ([u8; 32], Arc<Vm>)>>,
     /// One lock per clientToken in use by a RunMicrovm in flight, so that
     /// simultaneous calls with one token create one MicroVM.
     token_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -260,7 +263,7 @@ impl Shared {
             self.client_tokens
                 .lock()
                 .expect("client tokens lock")
-                .insert(token, (body, vm.clone()));
+                .insert(token, (body_digest(&body), vm.clone()));
         }
         self.vms.lock().expect("vms lock").push(vm);
     }
@@ -287,8 +290,9 @@ impl Shared {
     /// The MicroVM an earlier RunMicrovm created with this clientToken, and
     /// whether its body was the same.
     pub(crate) fn by_client_token(&self, token: &str, body: &Value) -> Option<(bool, Arc<Vm>)> {
+        let digest = body_digest(body);
         let map = self.client_tokens.lock().expect("client tokens lock");
-        map.get(token).map(|(b, vm)| (b == body, vm.clone()))
+        map.get(token).map(|(b, vm)| (*b == digest, vm.clone()))
     }
 
     /// Runs `f` on the MicroVM's agent, if it has a live one.
@@ -605,4 +609,11 @@ impl Vm {
             started_at: self.started_at,
         }
     }
+}
+
+/// The digest two RunMicrovm bodies are compared by (serde_json writes a
+/// `Value`'s object keys sorted, so equal bodies give equal digests).
+fn body_digest(body: &Value) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(serde_json::to_vec(body).unwrap_or_default()).into()
 }

@@ -266,10 +266,16 @@ pub fn from_end_event(
                 .signal
                 .or_else(|| (end.exit_code > 128).then(|| end.exit_code - 128))
                 .map_or_else(|| "unknown".to_owned(), |s| s.to_string());
+            // The agent says why when the sandbox's memory limit ended it
+            // (a stream error `resource_exhausted` on the end event).
+            let template = match &end.error {
+                Some((code, _)) if code == stream_code::RESOURCE_EXHAUSTED => m::END_MEMORY_LIMIT,
+                _ => m::END_SIGNALED,
+            };
             Err(command_exit(
                 CommandExitStatus::Signaled,
                 plain(
-                    m::END_SIGNALED,
+                    template,
                     &[
                         ("program", program),
                         ("signal", &signal),
