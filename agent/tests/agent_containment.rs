@@ -505,3 +505,57 @@ async fn without_a_cgroup_the_marker_finds_escapes_of_an_ended_command() {
     assert_eq!(t.hook("terminate", None).await.0, 200);
     assert_none_survive(&token, "/terminate without a cgroup (ended command)").await;
 }
+
+/// SIGKILL from the client to one command (the SDK's `kill`) ends what the
+/// command moved out of its process group too (its own cgroup), and
+/// nothing of another command; its background processes otherwise outlive
+/// it (a command that ended keeps what it started in the background).
+#[tokio::test]
+async fn sigkill_to_a_command_ends_what_left_its_process_group() {
+    let t = TestAgent::start().await;
+    if !has_cgroup(&t) {
+        return;
+    }
+    let token = token();
+    let q = ">/dev/null 2>&1 </dev/null";
+    let mut command = t
+        .process()
+        .start(bash(&format!(
+            "setsid sleep {token}1 {q} &\n\
+             ( (sleep {token}2 {q} &) & )\n\
+             env -i setsid nohup sh -c '(sleep {token}3 {q} &) &' {q} &\n\
+             sleep {token}0"
+        )))
+        .await
+        .expect("Start")
+        .into_inner();
+    let Event::Start(started) = next_event(&mut command).await else {
+        panic!("the command starts")
+    };
+    // A command that ended, whose background process lives on.
+    let o = run_bash(&t, &format!("setsid sleep {token}8 {q} &")).await;
+    assert_eq!(o.end.map(|e| e.exit_code), Some(0));
+    let _bystander = t
+        .process()
+        .start(bash(&format!("sleep {token}9")))
+        .await
+        .expect("Start");
+    assert_eq!(wait_for_sleepers(&token, 6).await.len(), 6);
+    t.process()
+        .send_signal(pb::SendSignalRequest {
+            pid: started.pid,
+            signal: 9,
+        })
+        .await
+        .expect("SendSignal");
+    let left = wait_for_sleepers(&token, 2).await;
+    let mut names: Vec<String> = left.into_iter().map(|(_, cmd)| cmd).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [format!("sleep {token}8 "), format!("sleep {token}9 ")],
+        "only the other commands' processes are left"
+    );
+    assert_eq!(t.hook("terminate", None).await.0, 200);
+    assert_none_survive(&token, "/terminate").await;
+}

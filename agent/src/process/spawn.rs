@@ -70,8 +70,8 @@ pub(crate) fn spawn(
     // The agent reaps the child itself; dropping the handle does not kill
     // it (a background process outlives its Start stream).
     let oom_kills_before = env.oom_kills();
-    let mut child = env
-        .launch(spec, stdin, Stdio::Piped, Stdio::Piped)
+    let (mut child, cgroup) = env
+        .launch_command(spec, stdin, Stdio::Piped, Stdio::Piped)
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
                 Status::invalid_argument("cannot execute the command")
@@ -83,7 +83,7 @@ pub(crate) fn spawn(
         })?;
     let pid = child.id();
     env.track(pid);
-    let entry = Arc::new(ProcessEntry::new(pid, config, tag, child.stdin.take()));
+    let entry = Arc::new(ProcessEntry::new(pid, config, tag, child.stdin.take()).in_cgroup(cgroup));
     let first = entry
         .attach(1)
         .expect("a new process has free subscriber slots");
