@@ -32,8 +32,14 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
         of!("Sandbox::create", Sandbox::create()),
         of!("Sandbox::connect", Sandbox::connect("microvm-1", "token")),
         of!("SandboxBuilder::create", SandboxBuilder::new().create()),
-        of!("SandboxBuilder::connect", SandboxBuilder::new().connect("m", "t")),
-        of!("SandboxBuilder::template_info", SandboxBuilder::new().template_info()),
+        of!(
+            "SandboxBuilder::connect",
+            SandboxBuilder::new().connect("m", "t")
+        ),
+        of!(
+            "SandboxBuilder::template_info",
+            SandboxBuilder::new().template_info()
+        ),
         of!("Client::from_env", Client::from_env()),
         of!("ClientBuilder::build", ClientBuilder::new().build()),
         of!("Client::connect", client.connect("m", "t")),
@@ -42,24 +48,45 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
         of!("Client::resume_by_id", client.resume_by_id("m")),
         of!("Client::template_info", client.template_info(None)),
         of!("run_code", sbx.run_code("1")),
-        of!("run_code_with", sbx.run_code_with("1", RunCodeOptions::new())),
-        of!("run_code_stream", sbx.run_code_stream("1", RunCodeOptions::new())),
+        of!(
+            "run_code_with",
+            sbx.run_code_with("1", RunCodeOptions::new())
+        ),
+        of!(
+            "run_code_stream",
+            sbx.run_code_stream("1", RunCodeOptions::new())
+        ),
         of!("code().run", sbx.code().run("1")),
-        of!("create_code_context", sbx.create_code_context(CodeContextOptions::new())),
+        of!(
+            "create_code_context",
+            sbx.create_code_context(CodeContextOptions::new())
+        ),
         of!("list_code_contexts", sbx.list_code_contexts()),
         of!("commands().run", sbx.commands().run("true")),
-        of!("commands().run_with", sbx.commands().run_with("true", CommandOptions::new())),
-        of!("commands().spawn", sbx.commands().spawn("true", CommandOptions::new())),
+        of!(
+            "commands().run_with",
+            sbx.commands().run_with("true", CommandOptions::new())
+        ),
+        of!(
+            "commands().spawn",
+            sbx.commands().spawn("true", CommandOptions::new())
+        ),
         of!("commands().connect", sbx.commands().connect(7)),
         of!("commands().list", sbx.commands().list()),
         of!("commands().kill", sbx.commands().kill(7)),
         of!("files().read", sbx.files().read("a")),
         of!("files().read_stream", sbx.files().read_stream("a")),
         of!("files().write", sbx.files().write("a", "x")),
-        of!("files().write_files", sbx.files().write_files(vec![WriteEntry::new("a", "x")])),
+        of!(
+            "files().write_files",
+            sbx.files().write_files(vec![WriteEntry::new("a", "x")])
+        ),
         of!("files().list", sbx.files().list("a")),
         of!("files().watch_dir", sbx.files().watch_dir("a", true)),
-        of!("pty().create", sbx.pty().create(PtySize::new(80, 24), PtyOptions::new())),
+        of!(
+            "pty().create",
+            sbx.pty().create(PtySize::new(80, 24), PtyOptions::new())
+        ),
         of!("get_host", sbx.get_host(8080)),
         of!("kill", sbx.kill()),
         of!("set_timeout", sbx.set_timeout(Duration::from_secs(60))),

@@ -140,7 +140,11 @@ fn runtime() -> tokio::runtime::Runtime {
 fn a_shortcut_in_a_second_runtime_never_gets_the_first_runtimes_client() {
     let (emulator, endpoint, _emulator_runtime) = emulator_on_its_own_thread();
     let image = emulator.image_arn("rayito-base");
-    let builder = || Sandbox::builder().aws(options(&emulator, &endpoint)).template(&image);
+    let builder = || {
+        Sandbox::builder()
+            .aws(options(&emulator, &endpoint))
+            .template(&image)
+    };
 
     // Runtime A makes a handle and keeps it while A ends.
     let first_runtime = runtime();
@@ -178,12 +182,7 @@ fn shortcuts_in_parallel_runtimes_outlive_each_other() {
         std::thread::spawn(move || {
             let rt = runtime();
             let sandbox = rt
-                .block_on(
-                    Sandbox::builder()
-                        .aws(opts)
-                        .template(&image)
-                        .create(),
-                )
+                .block_on(Sandbox::builder().aws(opts).template(&image).create())
                 .unwrap();
             made_rx.recv().unwrap();
             rt.block_on(sandbox.kill()).unwrap();
@@ -194,12 +193,7 @@ fn shortcuts_in_parallel_runtimes_outlive_each_other() {
     // Runtime B: a handle made while A lives, used after A ended.
     let rt = runtime();
     let sandbox = rt
-        .block_on(
-            Sandbox::builder()
-                .aws(opts)
-                .template(&image)
-                .create(),
-        )
+        .block_on(Sandbox::builder().aws(opts).template(&image).create())
         .unwrap();
     made_tx.send(()).unwrap();
     done_rx.recv().unwrap();
