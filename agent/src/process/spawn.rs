@@ -112,6 +112,11 @@ pub(crate) fn spawn(
             end.error = Some(out_of_memory(&env));
         }
         waiter_entry.finish(end);
+        // Nothing of the command left in the background: its cgroup goes now
+        // (else with the entry or the sandbox).
+        if let Some(cgroup) = &waiter_entry.cgroup {
+            cgroup.remove_if_empty();
+        }
     });
     Ok((entry, first))
 }
@@ -190,7 +195,12 @@ where
     Pump { task, exited }
 }
 
-/// SIGTERM to the group at the timeout, SIGKILL 5 s later.
+/// SIGTERM to the group at the timeout; 5 s later SIGKILL to the group if
+/// the process still runs, and to whatever the command started that still
+/// runs in its cgroup, where it has one (what moved out of its process
+/// group, `setsid` or a double fork, which the SIGTERM did not reach): a
+/// command that timed out is ended whole, even when its first process
+/// obeyed the SIGTERM.
 async fn enforce_timeout(entry: Arc<ProcessEntry>, limit: Duration) {
     tokio::time::sleep(limit).await;
     if entry.has_ended() {
@@ -201,6 +211,9 @@ async fn enforce_timeout(entry: Arc<ProcessEntry>, limit: Duration) {
     tokio::time::sleep(KILL_GRACE).await;
     if !entry.has_ended() {
         let _ = signal_group(entry.pid, Signal::KILL.as_raw());
+    }
+    if let Some(cgroup) = &entry.cgroup {
+        cgroup.kill();
     }
 }
 
