@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use rustix::process::{Pid, Signal};
 
-use crate::isolation::cgroup::SandboxCgroup;
+use crate::isolation::cgroup::{CommandCgroup, SandboxCgroup};
 use crate::isolation::uids::UidLease;
 use crate::isolation::user::HostIds;
 use crate::isolation::{self, ChildSetup, SandboxMounts, SandboxUserNs, Support, launch};
@@ -399,7 +399,7 @@ impl SandboxEnv {
     }
 
     fn build_command(&self, spec: &SpawnSpec, own_group: bool) -> tokio::process::Command {
-        let prepared = self.prepare(spec);
+        let prepared = self.prepare(spec, None);
         let mut cmd = tokio::process::Command::new(&spec.program);
         cmd.args(&spec.args);
         cmd.env_clear();
@@ -442,7 +442,37 @@ impl SandboxEnv {
         stdout: launch::Stdio,
         stderr: launch::Stdio,
     ) -> std::io::Result<launch::LaunchedChild> {
-        let prepared = self.prepare(spec);
+        self.launch_in(spec, stdin, stdout, stderr, None)
+    }
+
+    /// As [`SandboxEnv::launch`], in a cgroup of the command's own inside
+    /// the sandbox's where the sandbox has one: killing it ends everything
+    /// the command started, wherever that moved itself (what the process
+    /// service's SIGKILL and timeout of one command use).
+    ///
+    /// # Errors
+    /// As [`SandboxEnv::launch`].
+    pub(crate) fn launch_command(
+        &self,
+        spec: &SpawnSpec,
+        stdin: launch::Stdio,
+        stdout: launch::Stdio,
+        stderr: launch::Stdio,
+    ) -> std::io::Result<(launch::LaunchedChild, Option<CommandCgroup>)> {
+        let cgroup = self.inner.cgroup.as_ref().and_then(SandboxCgroup::command);
+        let child = self.launch_in(spec, stdin, stdout, stderr, cgroup.as_ref())?;
+        Ok((child, cgroup))
+    }
+
+    fn launch_in(
+        &self,
+        spec: &SpawnSpec,
+        stdin: launch::Stdio,
+        stdout: launch::Stdio,
+        stderr: launch::Stdio,
+        cgroup: Option<&CommandCgroup>,
+    ) -> std::io::Result<launch::LaunchedChild> {
+        let prepared = self.prepare(spec, cgroup);
         let plan = launch::LaunchPlan::new(
             &spec.program,
             &spec.args,
@@ -454,11 +484,12 @@ impl SandboxEnv {
     }
 
     /// The environment (later entries win), the guest working directory and
-    /// the isolation setup of a child of this sandbox. A setup that cannot
-    /// be prepared fails the spawn rather than running the child less
-    /// contained; it is prepared before fork because nothing may allocate in
-    /// the child.
-    fn prepare(&self, spec: &SpawnSpec) -> Prepared {
+    /// the isolation setup of a child of this sandbox (joining the
+    /// sandbox's cgroups, with `cgroup` in place of its v2 one when given).
+    /// A setup that cannot be prepared fails the spawn rather than running
+    /// the child less contained; it is prepared before fork because nothing
+    /// may allocate in the child.
+    fn prepare(&self, spec: &SpawnSpec, cgroup: Option<&CommandCgroup>) -> Prepared {
         let mut envs = BTreeMap::new();
         envs.insert("PATH".to_owned(), DEFAULT_PATH.to_owned());
         let home = if self.inner.support.mount_ns {
@@ -494,7 +525,7 @@ impl SandboxEnv {
             .inner
             .cgroup
             .as_ref()
-            .map_or_else(|| Ok(Vec::new()), SandboxCgroup::procs);
+            .map_or_else(|| Ok(Vec::new()), |sandbox| sandbox.procs(cgroup));
         // Inside the mount namespace the guest path itself; else its host path.
         let child_cwd = if self.inner.support.mount_ns {
             PathBuf::from(&cwd)

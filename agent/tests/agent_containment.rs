@@ -505,3 +505,191 @@ async fn without_a_cgroup_the_marker_finds_escapes_of_an_ended_command() {
     assert_eq!(t.hook("terminate", None).await.0, 200);
     assert_none_survive(&token, "/terminate without a cgroup (ended command)").await;
 }
+
+/// SIGKILL from the client to one command (the SDK's `kill`) ends what the
+/// command moved out of its process group too (its own cgroup), and
+/// nothing of another command; its background processes otherwise outlive
+/// it (a command that ended keeps what it started in the background).
+#[tokio::test]
+async fn sigkill_to_a_command_ends_what_left_its_process_group() {
+    let t = TestAgent::start().await;
+    if !has_cgroup(&t) {
+        return;
+    }
+    let token = token();
+    let q = ">/dev/null 2>&1 </dev/null";
+    let mut command = t
+        .process()
+        .start(bash(&format!(
+            "setsid sleep {token}1 {q} &\n\
+             ( (sleep {token}2 {q} &) & )\n\
+             env -i setsid nohup sh -c '(sleep {token}3 {q} &) &' {q} &\n\
+             sleep {token}0"
+        )))
+        .await
+        .expect("Start")
+        .into_inner();
+    let Event::Start(started) = next_event(&mut command).await else {
+        panic!("the command starts")
+    };
+    // A command that ended, whose background process lives on.
+    let o = run_bash(&t, &format!("setsid sleep {token}8 {q} &")).await;
+    assert_eq!(o.end.map(|e| e.exit_code), Some(0));
+    let _bystander = t
+        .process()
+        .start(bash(&format!("sleep {token}9")))
+        .await
+        .expect("Start");
+    assert_eq!(wait_for_sleepers(&token, 6).await.len(), 6);
+    t.process()
+        .send_signal(pb::SendSignalRequest {
+            pid: started.pid,
+            signal: 9,
+        })
+        .await
+        .expect("SendSignal");
+    let left = wait_for_sleepers(&token, 2).await;
+    let mut names: Vec<String> = left.into_iter().map(|(_, cmd)| cmd).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [format!("sleep {token}8 "), format!("sleep {token}9 ")],
+        "only the other commands' processes are left"
+    );
+    assert_eq!(t.hook("terminate", None).await.0, 200);
+    assert_none_survive(&token, "/terminate").await;
+}
+
+/// The host directory of the cgroup v2 path `path` (as `/proc/<pid>/cgroup`
+/// gives it, for a process in the root cgroup namespace).
+fn cgroup2_dir(path: &str) -> std::path::PathBuf {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let mount_point = mountinfo
+        .lines()
+        .find_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            (right.split_whitespace().next()? == "cgroup2")
+                .then(|| left.split_whitespace().nth(4).map(str::to_owned))?
+        })
+        .expect("a cgroup2 mount");
+    std::path::Path::new(&mount_point).join(path.trim_start_matches('/'))
+}
+
+/// A command runs in a v2 cgroup of its own inside its sandbox's, and in
+/// the sandbox's own cgroup of every v1 hierarchy the sandbox uses (where
+/// its limits are on a hybrid host); once it ended with nothing left in
+/// the background, its cgroup is removed.
+#[tokio::test]
+async fn a_command_has_its_own_cgroup_inside_its_sandboxs() {
+    let t = TestAgent::start().await;
+    if !has_cgroup(&t) {
+        return;
+    }
+    let o = run_bash(&t, "cat /proc/self/cgroup").await;
+    assert_eq!(o.end.map(|e| e.exit_code), Some(0));
+    let cgroups = String::from_utf8(o.stdout).expect("utf-8");
+    let v2 = cgroups
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .expect("a cgroup v2 line");
+    let (sandbox, command) = v2.rsplit_once('/').expect("a nested cgroup");
+    assert!(
+        command.starts_with("command-")
+            && sandbox.rsplit('/').next().unwrap().starts_with("sandbox-"),
+        "the command's v2 cgroup is its own, inside the sandbox's: {cgroups}"
+    );
+    let sandbox_name = sandbox.rsplit('/').next().unwrap();
+    for line in cgroups.lines().filter(|l| !l.starts_with("0::")) {
+        assert!(
+            !line.contains("command-"),
+            "no v1 cgroup of the command's own: {cgroups}"
+        );
+        if line.contains("/rayito-") {
+            assert!(
+                line.ends_with(&format!("/{sandbox_name}")),
+                "a v1 cgroup of the agent's is the sandbox's: {cgroups}"
+            );
+        }
+    }
+    let limits = t.agent.env().containment().limits;
+    let v2_controllers = std::fs::read_to_string(cgroup2_dir(sandbox).join("cgroup.controllers"))
+        .expect("the sandbox's cgroup.controllers");
+    if limits.pids_max.is_some() && !v2_controllers.split_whitespace().any(|c| c == "pids") {
+        assert!(
+            cgroups.lines().any(|l| l
+                .split(':')
+                .nth(1)
+                .is_some_and(|c| c.split(',').any(|c| c == "pids"))
+                && l.ends_with(&format!("/{sandbox_name}"))),
+            "the sandbox's pids limit is in v1, and the command is in it: {cgroups}"
+        );
+    }
+    let dir = cgroup2_dir(v2);
+    let gone_by = std::time::Instant::now() + Duration::from_secs(10);
+    while dir.exists() {
+        assert!(
+            std::time::Instant::now() < gone_by,
+            "the ended command's empty cgroup {} is left",
+            dir.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        cgroup2_dir(sandbox).exists(),
+        "the sandbox's cgroup stays while the sandbox lives"
+    );
+}
+
+/// A command that times out is ended whole: 5 s after the SIGTERM to its
+/// process group (which its first process obeys, and a double fork inside
+/// the group too), what it moved out of the group (`setsid`) and what
+/// ignores SIGTERM in the group are SIGKILLed through its cgroup, though
+/// its first process has ended; other commands' processes are left alone.
+#[tokio::test]
+async fn a_timeout_ends_what_left_the_process_group() {
+    let t = TestAgent::start().await;
+    if !has_cgroup(&t) {
+        return;
+    }
+    let token = token();
+    let q = ">/dev/null 2>&1 </dev/null";
+    // A command that ended, whose background process lives on, and one
+    // that runs.
+    let o = run_bash(&t, &format!("setsid sleep {token}8 {q} &")).await;
+    assert_eq!(o.end.map(|e| e.exit_code), Some(0));
+    let _bystander = t
+        .process()
+        .start(bash(&format!("sleep {token}9")))
+        .await
+        .expect("Start");
+    let mut req = bash(&format!(
+        "setsid sleep {token}1 {q} &\n\
+         ( (sleep {token}2 {q} &) & )\n\
+         env -i setsid nohup sh -c '(sleep {token}3 {q} &) &' {q} &\n\
+         (trap '' TERM; exec sleep {token}4 {q}) &\n\
+         sleep {token}0"
+    ));
+    // Long enough for every process to start on a loaded machine.
+    req.timeout_ms = 4_000;
+    let started = std::time::Instant::now();
+    let stream = t.process().start(req).await.expect("Start").into_inner();
+    assert_eq!(wait_for_sleepers(&token, 7).await.len(), 7);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "every process started before the timeout"
+    );
+    let o = outcome(&collect_events(stream).await);
+    let end = o.end.expect("an end");
+    assert_eq!(end.status, "timeout");
+    assert_eq!(end.signal, Some(15), "the command obeyed the SIGTERM");
+    let left = wait_for_sleepers(&token, 2).await;
+    let mut names: Vec<String> = left.into_iter().map(|(_, cmd)| cmd).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [format!("sleep {token}8 "), format!("sleep {token}9 ")],
+        "only the other commands' processes are left"
+    );
+    assert_eq!(t.hook("terminate", None).await.0, 200);
+    assert_none_survive(&token, "/terminate").await;
+}

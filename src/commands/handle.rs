@@ -401,8 +401,9 @@ impl CommandHandle {
         )
     }
 
-    /// Kills the process (SIGKILL to its process group). `false` when it
-    /// had already ended.
+    /// Kills the process (SIGKILL to its process group and, where the
+    /// sandbox's agent has cgroup v2, to every process it started, whatever
+    /// left the group). `false` when it had already ended.
     ///
     /// # Errors
     /// Transport failures.
@@ -711,8 +712,9 @@ impl Commands<'_> {
             .collect())
     }
 
-    /// Kills a process (SIGKILL to its process group); `false` when no
-    /// such live process exists.
+    /// Kills a process (SIGKILL to its process group and, where the
+    /// sandbox's agent has cgroup v2, to every process it started, whatever
+    /// left the group); `false` when no such live process exists.
     ///
     /// # Errors
     /// Transport failures.

@@ -4,7 +4,10 @@
 //! where the agent is root), whatever it does with its session, process
 //! group or environment, and `cgroup.kill` SIGKILLs every member at once.
 //!
-//! Layout: `<the agent's own cgroup>/rayito-<pid>-<random>/<sandbox>`. The
+//! Layout: `<the agent's own cgroup>/rayito-<pid>-<random>/<sandbox>`, and
+//! `<sandbox>/command-<random>` for each command the process service starts,
+//! so that killing one command ends everything it started, wherever that
+//! moved itself (the sandbox's `cgroup.kill` still reaches them all). The
 //! per-process parent is handed to the exit cleanup, which kills and removes
 //! it when the process ends in any way (see [`super::exit_cleanup`]).
 //!
@@ -17,6 +20,11 @@
 //! cgroup there), carrying `pids.max` and `memory.limit_in_bytes` /
 //! `memory.memsw.limit_in_bytes`; every child joins all of them. A limit
 //! neither tree can carry is not applied (one warning).
+//!
+//! A command's cgroup exists in the v2 tree only: it is there for its
+//! `cgroup.kill` (v1 has none), and the limits are the sandbox's, whose
+//! cgroups contain it (v2 counts a child's processes and memory in its
+//! parent's). A command joins its own v2 cgroup and the sandbox's v1 ones.
 
 use std::io::Write as _;
 
@@ -201,6 +209,7 @@ fn sweep_stale(own: &Path) {
                 })
                 .unwrap_or_default();
             for child in &children {
+                remove_children(child);
                 let _ = std::fs::remove_dir(child);
             }
             if std::fs::remove_dir(&parent).is_ok() {
@@ -368,18 +377,30 @@ impl SandboxCgroup {
         self.applied
     }
 
+    /// A cgroup of its own for one command, inside this one's v2 cgroup,
+    /// or `None` (logged) when it cannot be created: the command then runs
+    /// in the sandbox's cgroup.
+    pub(crate) fn command(&self) -> Option<CommandCgroup> {
+        let dir = self
+            .dir
+            .join(format!("command-{:016x}", rand::random::<u64>()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => Some(CommandCgroup { dir }),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot create a command cgroup");
+                None
+            }
+        }
+    }
+
     /// `cgroup.procs` of every cgroup of the sandbox, opened for a child to
-    /// join them with (before fork).
-    pub(crate) fn procs(&self) -> std::io::Result<Vec<OwnedFd>> {
-        std::iter::once(&self.dir)
+    /// join them with (before fork); with `command`, its v2 cgroup instead
+    /// of the sandbox's (the v1 ones stay the sandbox's).
+    pub(crate) fn procs(&self, command: Option<&CommandCgroup>) -> std::io::Result<Vec<OwnedFd>> {
+        let v2 = command.map_or(&self.dir, |c| &c.dir);
+        std::iter::once(v2)
             .chain(&self.v1)
-            .map(|dir| {
-                Ok(rustix::fs::open(
-                    dir.join("cgroup.procs"),
-                    OFlags::WRONLY | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )?)
-            })
+            .map(|dir| open_procs(dir))
             .collect()
     }
 
@@ -399,14 +420,10 @@ impl SandboxCgroup {
             .unwrap_or(0)
     }
 
-    /// SIGKILLs every process in the cgroup (returns at once; they die
-    /// asynchronously).
+    /// SIGKILLs every process in the cgroup and its command cgroups
+    /// (returns at once; they die asynchronously).
     pub(crate) fn kill(&self) {
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .open(self.dir.join("cgroup.kill"))
-            .and_then(|mut f| f.write_all(b"1"));
-        if let Err(err) = written {
+        if let Err(err) = kill_members(&self.dir) {
             tracing::warn!(error = %err, "cgroup.kill failed");
         }
     }
@@ -427,11 +444,79 @@ impl Drop for SandboxCgroup {
         // the exit cleanup (which removes the whole parents).
         for _ in 0..20 {
             self.v1.retain(|dir| std::fs::remove_dir(dir).is_err());
+            remove_children(&self.dir);
             if std::fs::remove_dir(&self.dir).is_ok() {
                 self.v1.retain(|dir| std::fs::remove_dir(dir).is_err());
                 return;
             }
             std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// One command's v2 cgroup inside its sandbox's: killing it ends every
+/// process the command started, whatever it did to its session, process
+/// group or environment. Dropping it does not kill: what the command left
+/// running in the background lives as long as the sandbox, as elsewhere;
+/// the directory is removed when it is empty (see
+/// [`CommandCgroup::remove_if_empty`]), else with the sandbox's.
+#[derive(Debug)]
+pub(crate) struct CommandCgroup {
+    dir: PathBuf,
+}
+
+impl CommandCgroup {
+    /// SIGKILLs every process of the command (returns at once; they die
+    /// asynchronously).
+    pub(crate) fn kill(&self) {
+        match kill_members(&self.dir) {
+            // Removed once empty: nothing of the command is left to kill.
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => tracing::warn!(error = %err, "cgroup.kill of a command failed"),
+            Ok(()) => {}
+        }
+    }
+
+    /// Removes the directory if no process is left in it (the kernel
+    /// refuses otherwise); a later [`CommandCgroup::kill`] then has nothing
+    /// to do.
+    pub(crate) fn remove_if_empty(&self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+impl Drop for CommandCgroup {
+    fn drop(&mut self) {
+        self.remove_if_empty();
+    }
+}
+
+/// `cgroup.procs` of `dir`, opened for a child to join with (before fork).
+fn open_procs(dir: &Path) -> std::io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        dir.join("cgroup.procs"),
+        OFlags::WRONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// Writes `cgroup.kill` of `dir` (the kernel kills its descendants too).
+fn kill_members(dir: &Path) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.kill"))
+        .and_then(|mut f| f.write_all(b"1"))
+}
+
+/// Removes the child cgroups of `dir` that are empty (the command cgroups
+/// of a sandbox).
+fn remove_children(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir(entry.path());
         }
     }
 }

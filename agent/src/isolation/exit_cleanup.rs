@@ -49,7 +49,7 @@ if [ -n "$cg" ] && [ -d "$cg" ]; then
     sleep 0.05
     i=$((i + 1))
   done
-  for sub in "$cg"/*/; do
+  for sub in "$cg"/*/*/ "$cg"/*/; do
     [ -d "$sub" ] && rmdir "$sub" 2>/dev/null
   done
   rmdir "$cg" 2>/dev/null

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use super::ring::{Channel, OutputRing, RING_BYTES};
+use crate::isolation::cgroup::CommandCgroup;
 use crate::pb;
 
 /// Most subscribers (Start stream included) one process may have.
@@ -34,6 +35,9 @@ pub(crate) struct ProcessEntry {
     /// Bumped whenever a subscriber reads or leaves; the pumps wait on it.
     progress: watch::Sender<u64>,
     pub timed_out: AtomicBool,
+    /// The command's own cgroup, where the sandbox has one: SIGKILL from
+    /// the client kills it whole.
+    pub cgroup: Option<CommandCgroup>,
 }
 
 #[derive(Debug)]
@@ -73,7 +77,15 @@ impl ProcessEntry {
             next_cursor: AtomicU64::new(0),
             progress,
             timed_out: AtomicBool::new(false),
+            cgroup: None,
         }
+    }
+
+    /// The entry of a command running in `cgroup` (see
+    /// `SandboxEnv::launch_command`).
+    pub(crate) fn in_cgroup(mut self, cgroup: Option<CommandCgroup>) -> Self {
+        self.cgroup = cgroup;
+        self
     }
 
     /// Records a chunk of output.

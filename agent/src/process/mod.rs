@@ -260,8 +260,15 @@ impl pb::process_service_server::ProcessService for ProcessServiceImpl {
             return Err(Status::invalid_argument("signal must be between 1 and 64"));
         }
         let entry = self.shared.processes.get_live(req.pid)?;
-        spawn::signal_group(entry.pid, req.signal)
-            .map_err(|_| Status::not_found("process not found"))?;
+        let sent = spawn::signal_group(entry.pid, req.signal);
+        // SIGKILL ends the whole command: what it moved out of its process
+        // group (`setsid`, a double fork) too.
+        if req.signal == libc::SIGKILL
+            && let Some(cgroup) = &entry.cgroup
+        {
+            cgroup.kill();
+        }
+        sent.map_err(|_| Status::not_found("process not found"))?;
         Ok(Response::new(pb::SendSignalResponse {}))
     }
 

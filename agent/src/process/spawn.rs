@@ -70,8 +70,8 @@ pub(crate) fn spawn(
     // The agent reaps the child itself; dropping the handle does not kill
     // it (a background process outlives its Start stream).
     let oom_kills_before = env.oom_kills();
-    let mut child = env
-        .launch(spec, stdin, Stdio::Piped, Stdio::Piped)
+    let (mut child, cgroup) = env
+        .launch_command(spec, stdin, Stdio::Piped, Stdio::Piped)
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
                 Status::invalid_argument("cannot execute the command")
@@ -83,7 +83,7 @@ pub(crate) fn spawn(
         })?;
     let pid = child.id();
     env.track(pid);
-    let entry = Arc::new(ProcessEntry::new(pid, config, tag, child.stdin.take()));
+    let entry = Arc::new(ProcessEntry::new(pid, config, tag, child.stdin.take()).in_cgroup(cgroup));
     let first = entry
         .attach(1)
         .expect("a new process has free subscriber slots");
@@ -112,6 +112,11 @@ pub(crate) fn spawn(
             end.error = Some(out_of_memory(&env));
         }
         waiter_entry.finish(end);
+        // Nothing of the command left in the background: its cgroup goes now
+        // (else with the entry or the sandbox).
+        if let Some(cgroup) = &waiter_entry.cgroup {
+            cgroup.remove_if_empty();
+        }
     });
     Ok((entry, first))
 }
@@ -190,7 +195,12 @@ where
     Pump { task, exited }
 }
 
-/// SIGTERM to the group at the timeout, SIGKILL 5 s later.
+/// SIGTERM to the group at the timeout; 5 s later SIGKILL to the group if
+/// the process still runs, and to whatever the command started that still
+/// runs in its cgroup, where it has one (what moved out of its process
+/// group, `setsid` or a double fork, which the SIGTERM did not reach): a
+/// command that timed out is ended whole, even when its first process
+/// obeyed the SIGTERM.
 async fn enforce_timeout(entry: Arc<ProcessEntry>, limit: Duration) {
     tokio::time::sleep(limit).await;
     if entry.has_ended() {
@@ -201,6 +211,9 @@ async fn enforce_timeout(entry: Arc<ProcessEntry>, limit: Duration) {
     tokio::time::sleep(KILL_GRACE).await;
     if !entry.has_ended() {
         let _ = signal_group(entry.pid, Signal::KILL.as_raw());
+    }
+    if let Some(cgroup) = &entry.cgroup {
+        cgroup.kill();
     }
 }
 
