@@ -50,6 +50,11 @@ pub struct ServeArgs {
     /// The sandbox's limits.
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// Directory of the image's template files (`template.json`,
+    /// `template-env.json`); an image built from a template passes
+    /// `/etc/rayito`. Default: no template.
+    #[arg(long, value_name = "DIR")]
+    pub template_dir: Option<PathBuf>,
 }
 
 /// The limits of a sandbox (`serve`) or of each MicroVM (`emulator`).
@@ -83,6 +88,7 @@ impl ServeArgs {
             grpc_addr: self.grpc_addr,
             hooks_addr: self.hooks_addr,
             limits: self.limits.limits(),
+            template_dir: self.template_dir.clone(),
             ..AgentConfig::default()
         };
         if let Some(root) = &self.root {
