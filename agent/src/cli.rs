@@ -205,6 +205,16 @@ mod tests {
         let config = args.config();
         assert_eq!(config.root, PathBuf::from("/tmp/x"));
         assert!(!config.remove_root_on_drop);
+        assert_eq!(config.template_dir, None);
+        let Command::Serve(args) =
+            parse_ok("rayito-agent serve --template-dir /etc/rayito").command
+        else {
+            panic!("serve")
+        };
+        assert_eq!(
+            args.config().template_dir,
+            Some(PathBuf::from(crate::template::IMAGE_TEMPLATE_DIR))
+        );
     }
 
     #[test]

@@ -387,3 +387,56 @@ async fn a_refused_template_fails_ready_with_500_and_runs_nothing() {
         );
     }
 }
+
+/// A kernel started before `/run` (the emulator's warm spare) has the
+/// image's envs too: they are installed before anything starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prestarted_kernel_has_the_image_env() {
+    let dir = template_dir(None, Some(json!({"IMAGE_VAR": "from-image"})));
+    let t = TestAgent::start_config(AgentConfig {
+        template_dir: Some(dir.path().to_path_buf()),
+        prestart_kernel: true,
+        ..AgentConfig::default()
+    })
+    .await;
+    let (status, body) = t.run(&payload(json!({}))).await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    let printed = python_stdout(&t, "import os; print(os.environ['IMAGE_VAR'])").await;
+    assert_eq!(printed, "from-image\n");
+}
+
+/// `/terminate` kills the start command, and the ready check stops: no
+/// try of it starts after the sandbox's processes were killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminate_ends_the_start_command_and_its_ready_check() {
+    let dir = template_dir(
+        Some(json!({
+            "start_cmd": "sleep 60",
+            // Each try lives long enough to be seen.
+            "ready_cmd": "sleep 0.3; false",
+            "ready_poll": {"interval_seconds": 0.05, "timeout_seconds": 30},
+        })),
+        None,
+    );
+    let t = start_agent(dir.path()).await;
+    assert_eq!(ready(&t).await, (503, READY_WAITING.to_owned()));
+    assert!(t.agent.env().has_processes());
+    assert_eq!(t.hook("terminate", None).await, (200, "ok".to_owned()));
+    // Several intervals of the ready check pass; nothing comes back.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut quiet_since = None;
+    loop {
+        if t.agent.env().has_processes() {
+            quiet_since = None;
+        } else if quiet_since.get_or_insert_with(Instant::now).elapsed()
+            > Duration::from_millis(500)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sandbox still has processes after terminate"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
