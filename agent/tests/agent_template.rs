@@ -361,6 +361,17 @@ async fn a_refused_template_fails_ready_with_500_and_runs_nothing() {
             },
             "template-env.json: version must be \"rayito.template-env/1\"",
         ),
+        (
+            |dir: &Path| {
+                write(
+                    dir,
+                    TEMPLATE_FILE,
+                    r#"{"version":"rayito.template/1","start_cmd":"touch /tmp/ran","workdir":"/no/such/dir"}"#,
+                )
+            },
+            "the template's start command could not start (cannot execute the command); \
+             check its program and working directory",
+        ),
     ];
     for (make, reason) in cases {
         let dir = tempfile::tempdir().expect("tempdir");
