@@ -59,6 +59,13 @@ pub struct AgentConfig {
     /// emulator sets one, because on a host sandbox code can reach the
     /// hooks port (see [`crate::hooks::HooksToken`]).
     pub hooks_token: Option<crate::hooks::HooksToken>,
+    /// The directory holding the image's template files, `template.json`
+    /// and `template-env.json` (see [`crate::template`]), read once when
+    /// the agent starts; `None` (the default) reads none, as for an image
+    /// without a template. A real image keeps them in
+    /// [`IMAGE_TEMPLATE_DIR`](crate::template::IMAGE_TEMPLATE_DIR) (`/etc/rayito`); the local backend passes the
+    /// directory of the image layer that holds them.
+    pub template_dir: Option<PathBuf>,
 }
 
 impl Default for AgentConfig {
@@ -79,6 +86,7 @@ impl Default for AgentConfig {
             limits: SandboxLimits::default(),
             cgroup: true,
             hooks_token: None,
+            template_dir: None,
         }
     }
 }
@@ -138,7 +146,22 @@ impl Agent {
         let hooks = TcpListener::bind(config.hooks_addr).await?;
         let grpc_addr = grpc.local_addr()?;
         let hooks_addr = hooks.local_addr()?;
+        // Before anything starts in the sandbox: the image's envs are every
+        // process's, the pre-started kernel's included.
+        let template = config.template_dir.as_deref().map(crate::template::load);
+        if let Some(Ok(files)) = &template {
+            env.set_template_envs(files.envs.clone());
+        }
         let shared = Arc::new(Shared::new(env, config.disk_reserve_bytes));
+        match template {
+            None => {}
+            Some(Err(reason)) => shared.template.fail(reason),
+            Some(Ok(files)) => {
+                if let Some(start) = files.start {
+                    crate::template::start(&shared, start);
+                }
+            }
+        }
         if config.prestart_kernel {
             shared.code.prestart();
         }

@@ -50,6 +50,11 @@ pub struct ServeArgs {
     /// The sandbox's limits.
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// Directory of the image's template files (`template.json`,
+    /// `template-env.json`); an image built from a template passes
+    /// `/etc/rayito`. Default: no template.
+    #[arg(long, value_name = "DIR")]
+    pub template_dir: Option<PathBuf>,
 }
 
 /// The limits of a sandbox (`serve`) or of each MicroVM (`emulator`).
@@ -83,6 +88,7 @@ impl ServeArgs {
             grpc_addr: self.grpc_addr,
             hooks_addr: self.hooks_addr,
             limits: self.limits.limits(),
+            template_dir: self.template_dir.clone(),
             ..AgentConfig::default()
         };
         if let Some(root) = &self.root {
@@ -199,6 +205,16 @@ mod tests {
         let config = args.config();
         assert_eq!(config.root, PathBuf::from("/tmp/x"));
         assert!(!config.remove_root_on_drop);
+        assert_eq!(config.template_dir, None);
+        let Command::Serve(args) =
+            parse_ok("rayito-agent serve --template-dir /etc/rayito").command
+        else {
+            panic!("serve")
+        };
+        assert_eq!(
+            args.config().template_dir,
+            Some(PathBuf::from(crate::template::IMAGE_TEMPLATE_DIR))
+        );
     }
 
     #[test]

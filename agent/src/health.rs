@@ -68,7 +68,10 @@ impl HealthServiceImpl {
             None => (String::new(), Default::default()),
         };
         pb::HealthResponse {
-            agent_ready: true,
+            // Not ready while the template's ready check runs: on AWS the
+            // sandbox is restored from a snapshot taken after `/ready`
+            // passed, so no client ever sees the start command not ready.
+            agent_ready: !s.template.is_pending(),
             kernel_ready,
             agent_version: AGENT_VERSION.to_owned(),
             uptime_ms: s.started.elapsed().as_millis() as u64,
@@ -85,7 +88,10 @@ impl HealthServiceImpl {
                 .map(|n| n.get() as u32)
                 .unwrap_or(1),
             memory_total_bytes: memory_total_bytes(),
-            features: Some(pb::AgentFeatures::default()),
+            features: Some(pb::AgentFeatures {
+                template_start: true,
+                ..pb::AgentFeatures::default()
+            }),
         }
     }
 }

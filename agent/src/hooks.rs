@@ -1,6 +1,8 @@
 //! The lifecycle hooks server (HTTP/1.1, its own port), driven exactly as AWS
 //! drives the real agent: `POST /aws/lambda-microvms/runtime/v1/<hook>`.
-//! Every hook answers 200; the body says what happened.
+//! Every hook answers 200 (the body says what happened) except `/ready`
+//! while the image's template is not ready: 503 while its ready command
+//! has not passed yet, 500 once it failed (see `crate::template`).
 //!
 //! With [`AgentConfig::hooks_token`](crate::agent::AgentConfig::hooks_token)
 //! set (the emulator sets it), a hook runs only for a request carrying
@@ -78,7 +80,7 @@ pub(crate) fn router(shared: Arc<Shared>, token: Option<HooksToken>) -> Router {
         .route(&format!("{HOOK_PREFIX}suspend"), post(suspend))
         .route(&format!("{HOOK_PREFIX}resume"), post(resume))
         .route(&format!("{HOOK_PREFIX}terminate"), post(terminate))
-        .route(&format!("{HOOK_PREFIX}ready"), post(ok))
+        .route(&format!("{HOOK_PREFIX}ready"), post(ready))
         .route(&format!("{HOOK_PREFIX}validate"), post(ok))
         .with_state(shared);
     match token {
@@ -123,6 +125,10 @@ async fn resume(State(shared): State<Arc<Shared>>) -> &'static str {
 async fn terminate(State(shared): State<Arc<Shared>>) -> &'static str {
     shared.on_terminate();
     "ok"
+}
+
+async fn ready(State(shared): State<Arc<Shared>>) -> (StatusCode, String) {
+    shared.template.ready_answer()
 }
 
 async fn ok() -> &'static str {

@@ -29,6 +29,7 @@ mod pty;
 pub mod sandbox;
 mod server;
 mod state;
+pub mod template;
 mod text;
 pub mod token;
 

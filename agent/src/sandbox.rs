@@ -114,6 +114,9 @@ struct Inner {
     mounts: Option<SandboxMounts>,
     /// The user namespace every child enters (uid 1000 is `ids`), where used.
     userns: Option<SandboxUserNs>,
+    /// The image's environment (`template-env.json`), under the payload's.
+    template_envs: Mutex<BTreeMap<String, String>>,
+    /// The run payload's `envs`.
     defaults: Mutex<BTreeMap<String, String>>,
     run_options: Mutex<RunOptions>,
     pgids: Mutex<Vec<i32>>,
@@ -130,6 +133,10 @@ impl std::fmt::Debug for Inner {
             .field(
                 "default_env_count",
                 &self.defaults.lock().map(|d| d.len()).unwrap_or(0),
+            )
+            .field(
+                "template_env_count",
+                &self.template_envs.lock().map(|d| d.len()).unwrap_or(0),
             )
             .finish_non_exhaustive()
     }
@@ -240,6 +247,7 @@ impl SandboxEnv {
                 cgroup,
                 mounts,
                 userns,
+                template_envs: Mutex::new(BTreeMap::new()),
                 defaults: Mutex::new(BTreeMap::new()),
                 run_options: Mutex::new(RunOptions::default()),
                 pgids: Mutex::new(Vec::new()),
@@ -285,6 +293,13 @@ impl SandboxEnv {
     /// The memory limit in force, in bytes.
     pub(crate) fn memory_max_bytes(&self) -> Option<u64> {
         self.containment().limits.memory_max_bytes
+    }
+
+    /// Sets the image's environment (its template's `template-env.json`):
+    /// every later process gets it, under the run payload's `envs` and the
+    /// call's own.
+    pub fn set_template_envs(&self, envs: BTreeMap<String, String>) {
+        *self.inner.template_envs.lock().expect("template envs lock") = envs;
     }
 
     /// Sets the default environment of every later process (the run payload's `envs`).
@@ -351,20 +366,26 @@ impl SandboxEnv {
     }
 
     /// Whether `program` (a bare name) is on the PATH the sandbox's
-    /// processes get (the run payload's, else the default), as exec would
+    /// processes get (the run payload's, else the image's, else the
+    /// default), as exec would
     /// look it up: an executable file of that name in one of its
     /// directories. `true` when it cannot tell (a relative PATH entry).
     /// Lets the code service say at once that an interpreter is missing
     /// instead of failing its start in the background.
     pub fn finds_program(&self, program: &str) -> bool {
         use std::os::unix::fs::PermissionsExt as _;
-        let path = self
+        let payload_path = self
             .inner
             .defaults
             .lock()
             .expect("defaults lock")
             .get("PATH")
-            .cloned()
+            .cloned();
+        let path = payload_path
+            .or_else(|| {
+                let template = self.inner.template_envs.lock().expect("template envs lock");
+                template.get("PATH").cloned()
+            })
             .unwrap_or_else(|| DEFAULT_PATH.to_owned());
         path.split(':').filter(|d| !d.is_empty()).any(|dir| {
             if !dir.starts_with('/') {
@@ -483,12 +504,13 @@ impl SandboxEnv {
         launch::launch(&plan, stdin, stdout, stderr)
     }
 
-    /// The environment (later entries win), the guest working directory and
-    /// the isolation setup of a child of this sandbox (joining the
-    /// sandbox's cgroups, with `cgroup` in place of its v2 one when given).
-    /// A setup that cannot be prepared fails the spawn rather than running
-    /// the child less contained; it is prepared before fork because nothing
-    /// may allocate in the child.
+    /// The environment (later entries win: the base below, the image's
+    /// template envs, the run payload's envs, the call's envs, the sandbox
+    /// marker), the guest working directory and the isolation setup of a
+    /// child of this sandbox (joining the sandbox's cgroups, with `cgroup`
+    /// in place of its v2 one when given). A setup that cannot be prepared
+    /// fails the spawn rather than running the child less contained; it is
+    /// prepared before fork because nothing may allocate in the child.
     fn prepare(&self, spec: &SpawnSpec, cgroup: Option<&CommandCgroup>) -> Prepared {
         let mut envs = BTreeMap::new();
         envs.insert("PATH".to_owned(), DEFAULT_PATH.to_owned());
@@ -502,6 +524,15 @@ impl SandboxEnv {
         if self.inner.ids.is_some() {
             envs.insert("USER".to_owned(), "user".to_owned());
             envs.insert("LOGNAME".to_owned(), "user".to_owned());
+        }
+        for (k, v) in self
+            .inner
+            .template_envs
+            .lock()
+            .expect("template envs lock")
+            .iter()
+        {
+            envs.insert(k.clone(), v.clone());
         }
         for (k, v) in self.inner.defaults.lock().expect("defaults lock").iter() {
             envs.insert(k.clone(), v.clone());

@@ -15,6 +15,7 @@ use crate::phase::{Phase, PhaseCell};
 use crate::process::ProcessTable;
 use crate::pty::PtyTable;
 use crate::sandbox::SandboxEnv;
+use crate::template::TemplateGate;
 
 /// How the servers should be running.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +46,8 @@ pub(crate) struct Shared {
     /// Terminal sessions (the PtyService; listed by Process.List too).
     pub ptys: PtyTable,
     pub lifecycle: Lifecycle,
+    /// The image's template readiness (what `/ready` answers).
+    pub template: TemplateGate,
     pub started: Instant,
     pub run: Mutex<Option<RunInfo>>,
     /// Set once `/run` was accepted (after the default kernel's warm-up
@@ -84,6 +87,7 @@ impl Shared {
             phase,
             code,
             lifecycle: Lifecycle::default(),
+            template: TemplateGate::default(),
             started: Instant::now(),
             run: Mutex::new(None),
             ran,

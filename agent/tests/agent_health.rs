@@ -22,7 +22,13 @@ async fn health_before_run_is_anonymous_and_has_no_sandbox_id() {
     let lc = h.lifecycle.expect("lifecycle present");
     assert_eq!(lc.phase, pb::LifecyclePhase::Unmanaged as i32);
     let features = h.features.expect("features present");
-    assert_eq!(features, pb::AgentFeatures::default());
+    assert_eq!(
+        features,
+        pb::AgentFeatures {
+            template_start: true,
+            ..pb::AgentFeatures::default()
+        }
+    );
     assert!(h.cpu_count >= 1);
     assert!(h.memory_total_bytes > 0);
 }

@@ -114,6 +114,11 @@ impl ProcessEntry {
         self.state.lock().expect("entry lock").end.is_some()
     }
 
+    /// How the process ended, if it has.
+    pub(crate) fn end(&self) -> Option<pb::EndEvent> {
+        self.state.lock().expect("entry lock").end.clone()
+    }
+
     /// When the process ended, if it has.
     pub(crate) fn ended_at(&self) -> Option<Instant> {
         self.state.lock().expect("entry lock").ended_at

@@ -17,7 +17,7 @@ use tokio::io::AsyncWriteExt as _;
 use tonic::{Request, Response, Status};
 
 use self::entry::ProcessEntry;
-pub(crate) use self::spawn::{killed_for_memory, out_of_memory};
+pub(crate) use self::spawn::{killed_for_memory, out_of_memory, signal_group};
 use self::stream::EventStream;
 use crate::pb;
 use crate::phase::PhaseCell;
@@ -30,6 +30,22 @@ const MAX_LIVE: usize = 256;
 const MAX_FINISHED: usize = 256;
 /// How long a finished process can still be connected to.
 const RETAIN_FINISHED: Duration = Duration::from_secs(30);
+
+/// A process the agent started on its own (the template's start command):
+/// listed and connectable like any other, its end readable by the agent.
+#[derive(Clone, Debug)]
+pub(crate) struct ManagedProcess(Arc<ProcessEntry>);
+
+impl ManagedProcess {
+    pub(crate) fn pid(&self) -> u32 {
+        self.0.pid
+    }
+
+    /// How it ended, once it has.
+    pub(crate) fn end(&self) -> Option<pb::EndEvent> {
+        self.0.end()
+    }
+}
 
 /// Every process the agent started, live or recently finished.
 #[derive(Debug)]
@@ -135,6 +151,29 @@ impl ProcessTable {
             self.phase.clone(),
             self.cut.clone(),
         ))
+    }
+
+    /// Starts a process of the agent's own, with `tag` and no stream
+    /// reading it: its output goes to its ring like any process's (the
+    /// last 1 MiB, for `Connect`), without holding the process back.
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn start_managed(
+        &self,
+        spec: &SpawnSpec,
+        tag: &str,
+    ) -> Result<ManagedProcess, Status> {
+        let config = pb::ProcessConfig {
+            cmd: spec.program.clone(),
+            args: spec.args.clone(),
+            envs: spec.envs.clone().into_iter().collect(),
+            cwd: spec.cwd.clone(),
+        };
+        let mut map = self.entries.lock().expect("process table lock");
+        let (entry, first) =
+            spawn::spawn(&self.env, spec, config, Some(tag.to_owned()), false, None)?;
+        entry.detach(first);
+        map.insert(entry.pid, entry.clone());
+        Ok(ManagedProcess(entry))
     }
 
     /// The file calls' rules, checked as the sandbox's user.
