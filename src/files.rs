@@ -575,6 +575,20 @@ impl futures_util::Stream for FileChunks {
     }
 }
 
+/// The most [`Files::read`] reserves before the first byte arrives.
+const MAX_READ_PREALLOC: u64 = 64 * 1024 * 1024;
+
+/// A file larger than this process can hold in memory.
+fn too_large_to_hold(size: u64) -> SandboxError {
+    SandboxError::invalid_argument(
+        "path",
+        format!(
+            "the file is {} bytes, more than this process can hold in memory; read it with files().read_stream",
+            crate::error::group(size)
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,18 +611,4 @@ mod tests {
         }
         assert_eq!(slices(Bytes::new()).count(), 0);
     }
-}
-
-/// The most [`Files::read`] reserves before the first byte arrives.
-const MAX_READ_PREALLOC: u64 = 64 * 1024 * 1024;
-
-/// A file larger than this process can hold in memory.
-fn too_large_to_hold(size: u64) -> SandboxError {
-    SandboxError::invalid_argument(
-        "path",
-        format!(
-            "the file is {} bytes, more than this process can hold in memory; read it with files().read_stream",
-            crate::error::group(size)
-        ),
-    )
 }

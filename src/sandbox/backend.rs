@@ -168,7 +168,7 @@ pub(crate) enum BackendKey {
     Local,
     LocalTls,
     Aws {
-        settings: crate::control::aws::SettingsKey,
+        settings: Box<crate::control::aws::SettingsKey>,
         root_certificates: Vec<String>,
     },
 }
@@ -206,7 +206,7 @@ impl BackendChoice {
             Self::Local => Ok(BackendKey::Local),
             Self::LocalTls => Ok(BackendKey::LocalTls),
             Self::Aws(options) => Ok(BackendKey::Aws {
-                settings: options.settings.key(),
+                settings: Box::new(options.settings.key()),
                 root_certificates: options.root_certificates,
             }),
             Self::FromEnv | Self::Injected { .. } => Err(SandboxError::internal(

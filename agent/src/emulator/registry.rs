@@ -74,7 +74,7 @@ pub(crate) struct Shared {
     /// By clientToken: a SHA-256 digest of the RunMicrovm body it came with
     /// (never the body: it carries the run payload, environment values
     /// included) and its MicroVM.
-    client_tokens: Mutex<HashMap<String, ([u8; 32], Arc<Vm>)>>,
+    client_tokens: Mutex<HashMap<String, (BodyDigest, Arc<Vm>)>>,
     /// One lock per clientToken in use by a RunMicrovm in flight, so that
     /// simultaneous calls with one token create one MicroVM.
     token_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -611,9 +611,12 @@ impl Vm {
     }
 }
 
+/// A SHA-256 digest of a RunMicrovm body.
+type BodyDigest = [u8; 32];
+
 /// The digest two RunMicrovm bodies are compared by (serde_json writes a
 /// `Value`'s object keys sorted, so equal bodies give equal digests).
-fn body_digest(body: &Value) -> [u8; 32] {
+fn body_digest(body: &Value) -> BodyDigest {
     use sha2::Digest as _;
     sha2::Sha256::digest(serde_json::to_vec(body).unwrap_or_default()).into()
 }
