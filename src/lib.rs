@@ -208,9 +208,14 @@
 //!
 //! - `test-util`: `rayito::test_util` builds the exact errors the SDK returns for
 //!   each kind of failure, for your own tests.
+//! - `templates`: `rayito::template` describes a sandbox image in Rust and
+//!   compiles it to a Dockerfile layer, the agent's JSON files and a
+//!   deterministic build artifact (off by default).
 #![deny(missing_docs)]
 
 pub mod error;
+#[cfg(feature = "templates")]
+pub mod template;
 #[cfg(feature = "test-util")]
 pub mod test_util;
 
