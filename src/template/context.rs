@@ -382,6 +382,56 @@ mod tests {
         }
     }
 
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn secret_looking_files_are_copied_with_one_warning_per_pattern() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "app/.env", "TOKEN=CANARYsecretVALUE");
+        write(root, "app/.git/config", "x");
+        write(root, "app/.git/HEAD", "x");
+        write(root, "app/tls/server.pem", "x");
+        write(root, "app/main.py", "x");
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let files = tracing::subscriber::with_default(subscriber, || {
+            gathered(&Template::new().copy("app", "/app"), root).unwrap()
+        });
+        assert_eq!(files.len(), 5, "{files:?}");
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let warnings: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
+        assert_eq!(warnings.len(), 3, "{log}");
+        assert!(
+            warnings[0].contains("pattern=\"**/.env\"") && warnings[0].contains("path=app/.env"),
+            "{log}"
+        );
+        assert!(
+            warnings[1].contains("**/.git") && warnings[1].contains("files=2"),
+            "{log}"
+        );
+        assert!(
+            warnings[2].contains("**/*.pem") && warnings[2].contains("path=app/tls/server.pem"),
+            "{log}"
+        );
+        assert!(!log.contains("CANARYsecretVALUE"), "{log}");
+    }
+
     #[test]
     fn reads_refuse_a_file_swapped_after_the_walk() {
         let dir = tempfile::tempdir().unwrap();
