@@ -208,6 +208,9 @@
 //!
 //! - `test-util`: `rayito::test_util` builds the exact errors the SDK returns for
 //!   each kind of failure, for your own tests.
+//! - `templates`: `rayito::template` describes a sandbox image in Rust and
+//!   compiles it to a Dockerfile layer, the agent's JSON files and a
+//!   deterministic build artifact (off by default).
 #![deny(missing_docs)]
 
 /// Runs `body` (a block returning `$output`) as a boxed future: a public
@@ -226,6 +229,8 @@ macro_rules! boxed {
 }
 
 pub mod error;
+#[cfg(feature = "templates")]
+pub mod template;
 #[cfg(feature = "test-util")]
 pub mod test_util;
 

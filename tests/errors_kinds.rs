@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use rayito::error::{
-    CapacityCode, CommandExitStatus, ErrorInfo, ErrorKind, SandboxCode, SandboxError, TimeoutScope,
+    BuildReason, CapacityCode, CommandExitStatus, ErrorInfo, ErrorKind, SandboxCode, SandboxError,
+    TimeoutScope,
 };
 
 /// docs/errors.md is the one written copy of the kind, classification and
@@ -163,6 +164,11 @@ fn predicates_follow_the_graph() {
     assert!(!e.is_sandbox_error());
     let e = SandboxError::timeout(TimeoutScope::Execution, "run_code", None);
     assert!(e.is_timeout() && e.is_sandbox_error());
+    let e = SandboxError::build_quota(10);
+    assert!(e.is(ErrorKind::Build) && e.is_sandbox_error() && !e.is_retryable());
+    assert_eq!(e.classify().kind, "build");
+    let e = SandboxError::template_name("it holds a :tag");
+    assert!(e.is(ErrorKind::Template) && e.is_sandbox_error() && !e.is_not_found());
     assert_eq!(e.retry_after(), None);
 }
 
@@ -180,6 +186,12 @@ fn code_lists_are_the_documented_ones() {
     assert_eq!(TimeoutScope::VALUES, documented("TimeoutScope"));
     assert_eq!(CapacityCode::VALUES, documented("CapacityCode"));
     assert_eq!(CommandExitStatus::VALUES, documented("CommandExitStatus"));
+    assert_eq!(BuildReason::VALUES, documented("BuildReason"));
+    assert_eq!(
+        BuildReason::from("context_path_outside"),
+        BuildReason::ContextPathOutside
+    );
+    assert_eq!(BuildReason::from("new_reason").as_str(), "new_reason");
 
     assert_eq!(SandboxCode::from("closed"), SandboxCode::Closed);
     assert_eq!(TimeoutScope::from("state_wait"), TimeoutScope::StateWait);

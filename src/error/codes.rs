@@ -212,6 +212,34 @@ code_list! {
     }
 }
 
+code_list! {
+    /// Why a [`SandboxError::Build`](crate::SandboxError::Build) failed,
+    /// when it is not (only) a failed step.
+    BuildReason {
+        /// The SDK's 10-slot build guard was full, or AWS answered
+        /// `ServiceQuotaExceededException` (10 concurrent builds per account).
+        BuildQuota => "build_quota",
+        /// AWS refused the image create or update for another reason.
+        AwsError => "aws_error",
+        /// The built image's ready hook answered HTTP 4xx.
+        ReadyClientError => "ready_client_error",
+        /// The built image's ready hook answered HTTP 5xx.
+        ReadyServerError => "ready_server_error",
+        /// The build did not settle in time (it continues on the service).
+        BuildTimeout => "build_timeout",
+        /// The base image's Dockerfile has no `CMD` / `ENTRYPOINT` line.
+        BaseImageMissingEntrypoint => "base_image_missing_entrypoint",
+        /// The base image's code artifact is not an `s3://` URI.
+        BaseImageNotS3 => "base_image_not_s3",
+        /// The base image's code artifact is missing from S3.
+        BaseImageMissingArtifact => "base_image_missing_artifact",
+        /// A `copy` source resolves outside the build context.
+        ContextPathOutside => "context_path_outside",
+        /// A `copy` source does not exist in the build context.
+        ContextPathMissing => "context_path_missing",
+    }
+}
+
 /// A gRPC status code, our own copy so that no `tonic` type appears in the
 /// public API. All 17 codes of the gRPC specification.
 #[non_exhaustive]

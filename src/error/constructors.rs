@@ -6,7 +6,9 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use super::codes::{GrpcCode, MAX_TOKEN_CHARS, SandboxCode, TimeoutScope};
+use super::codes::{
+    BuildReason, CapturedText, GrpcCode, MAX_TOKEN_CHARS, SandboxCode, TimeoutScope,
+};
 use super::messages::{self as m, Template};
 use super::wire::{MAX_REASON_CHARS, clean_feature, clean_reason, line};
 use super::{ErrorMeta, SandboxError};
@@ -305,6 +307,148 @@ impl SandboxError {
         self
     }
 
+    /// `Build` without a failed step: only `reason` says why.
+    fn build_because(reason: BuildReason, meta: Box<ErrorMeta>) -> Self {
+        Self::Build {
+            reason: Some(reason),
+            step: None,
+            command: None,
+            exit_code: None,
+            log_tail: CapturedText::default(),
+            meta,
+        }
+    }
+
+    /// `Build`: step `step` of the build failed (BuildKit's `[step/n]`),
+    /// running `command`, with `exit_code` when the log says it;
+    /// `log_tail` is the end of the build log. Neither the command nor
+    /// the log is in the message: they may hold anything the step printed.
+    pub fn build_step_failed(
+        step: u32,
+        command: Option<&str>,
+        exit_code: Option<i32>,
+        log_tail: impl Into<String>,
+    ) -> Self {
+        let exit = exit_code.map_or_else(String::new, |c| {
+            format!(" with exit code {}", m::group_i64(i64::from(c)))
+        });
+        Self::Build {
+            reason: None,
+            step: Some(step),
+            command: command.map(CapturedText::new),
+            exit_code,
+            log_tail: CapturedText::new(log_tail),
+            meta: meta(
+                m::BUILD_STEP_FAILED,
+                &[("step", &m::group(u64::from(step))), ("exit", &exit)],
+            ),
+        }
+    }
+
+    /// `Build`: the build failed and its log names no failed step.
+    /// `detail` is our own text (never the service's raw state reason).
+    pub fn build_failed(detail: Option<&'static str>, log_tail: impl Into<String>) -> Self {
+        Self::Build {
+            reason: None,
+            step: None,
+            command: None,
+            exit_code: None,
+            log_tail: CapturedText::new(log_tail),
+            meta: meta(m::BUILD_FAILED, &[("detail", &m::detail(detail))]),
+        }
+    }
+
+    /// `Build { build_quota }`: `limit` builds are already running.
+    pub fn build_quota(limit: u32) -> Self {
+        Self::build_because(
+            BuildReason::BuildQuota,
+            meta(m::BUILD_QUOTA, &[("limit", &m::group(u64::from(limit)))]),
+        )
+    }
+
+    /// `Build { ready_server_error | ready_client_error }`: the built
+    /// image's ready hook answered HTTP 5xx (`server_error`) or 4xx.
+    pub fn build_ready_failed(server_error: bool) -> Self {
+        let (reason, status) = if server_error {
+            (BuildReason::ReadyServerError, "5xx")
+        } else {
+            (BuildReason::ReadyClientError, "4xx")
+        };
+        Self::build_because(reason, meta(m::BUILD_READY, &[("status", status)]))
+    }
+
+    /// `Build { build_timeout }`: the build did not settle within `waited`.
+    pub fn build_timeout(waited: Duration) -> Self {
+        Self::build_because(
+            BuildReason::BuildTimeout,
+            meta(m::BUILD_TIMEOUT, &[("waited", &m::duration(waited))]),
+        )
+    }
+
+    /// `Build { base_image_missing_entrypoint }`: the base Dockerfile has
+    /// no `CMD` / `ENTRYPOINT` line to put the template's layer before.
+    pub fn base_image_missing_entrypoint() -> Self {
+        Self::build_because(
+            BuildReason::BaseImageMissingEntrypoint,
+            meta(m::BUILD_BASE_MISSING_ENTRYPOINT, &[]),
+        )
+    }
+
+    /// `Build { base_image_not_s3 }`: the base image's artifact is not in S3.
+    pub fn base_image_not_s3() -> Self {
+        Self::build_because(BuildReason::BaseImageNotS3, meta(m::BUILD_BASE_NOT_S3, &[]))
+    }
+
+    /// `Build { base_image_missing_artifact }`: the base image's artifact
+    /// is gone.
+    pub fn base_image_missing_artifact() -> Self {
+        Self::build_because(
+            BuildReason::BaseImageMissingArtifact,
+            meta(m::BUILD_BASE_MISSING_ARTIFACT, &[]),
+        )
+    }
+
+    /// `Build { context_path_outside }`: the source of the template's
+    /// `step`-th step (a `copy`, counted from 1) lies outside the build
+    /// context. The path is not in the message.
+    pub fn context_path_outside(step: usize) -> Self {
+        Self::build_because(
+            BuildReason::ContextPathOutside,
+            meta(
+                m::BUILD_CONTEXT_OUTSIDE,
+                &[("step", &m::group(step as u64))],
+            ),
+        )
+    }
+
+    /// `Build { context_path_missing }`: the source of the template's
+    /// `step`-th step (a `copy`, counted from 1) does not exist in the
+    /// build context, or `.dockerignore` excludes it.
+    pub fn context_path_missing(step: usize) -> Self {
+        Self::build_because(
+            BuildReason::ContextPathMissing,
+            meta(
+                m::BUILD_CONTEXT_MISSING,
+                &[("step", &m::group(step as u64))],
+            ),
+        )
+    }
+
+    /// `Template`: a template name was refused; `reason` is our own text
+    /// (it never quotes the name).
+    pub fn template_name(reason: &'static str) -> Self {
+        Self::Template {
+            meta: meta(m::TEMPLATE_NAME, &[("reason", reason)]),
+        }
+    }
+
+    /// `Template`: the image's agent is too old for templates.
+    pub fn template_too_old() -> Self {
+        Self::Template {
+            meta: meta(m::TEMPLATE_TOO_OLD, &[]),
+        }
+    }
+
     pub(crate) fn sandbox_with(code: SandboxCode, meta: Box<ErrorMeta>) -> Self {
         Self::Sandbox {
             code: Some(code),
@@ -435,11 +579,118 @@ mod tests {
                 SandboxError::lifecycle_unsupported("pause", "the image has no suspend hook"),
                 "this sandbox cannot pause: the image has no suspend hook",
             ),
+            (
+                SandboxError::build_step_failed(3, Some("RUN exit 3"), Some(3), "tail"),
+                "template build step 3 failed with exit code 3; fix that step (its command and the end of the build log are in the error)",
+            ),
+            (
+                SandboxError::build_step_failed(12, None, None, ""),
+                "template build step 12 failed; fix that step (its command and the end of the build log are in the error)",
+            ),
+            (
+                SandboxError::build_failed(None, ""),
+                "template build failed; the end of the build log is in the error",
+            ),
+            (
+                SandboxError::build_quota(10),
+                "too many template builds are running at once (at most 10); wait for one to finish, then build again",
+            ),
+            (
+                SandboxError::build_ready_failed(true),
+                "the built image did not become ready: its ready hook answered HTTP 5xx; check the start command and its ready check, then build again",
+            ),
+            (
+                SandboxError::build_ready_failed(false),
+                "the built image did not become ready: its ready hook answered HTTP 4xx; check the start command and its ready check, then build again",
+            ),
+            (
+                SandboxError::build_timeout(Duration::from_secs(1_800)),
+                "the template build did not settle within 1,800 s; it goes on in the service, read its status later or wait longer",
+            ),
+            (
+                SandboxError::base_image_missing_entrypoint(),
+                "the base image's Dockerfile has no CMD or ENTRYPOINT line to start the agent; use a base image whose Dockerfile ends by starting rayd",
+            ),
+            (
+                SandboxError::base_image_not_s3(),
+                "the base image's code artifact is not an s3:// location; publish the base image from an S3 artifact",
+            ),
+            (
+                SandboxError::base_image_missing_artifact(),
+                "the base image's code artifact is missing; publish the base image again",
+            ),
+            (
+                SandboxError::context_path_outside(2),
+                "the source of copy step 2 lies outside the build context; copy only paths under the context directory",
+            ),
+            (
+                SandboxError::context_path_missing(1),
+                "the source of copy step 1 does not exist in the build context or .dockerignore excludes it; fix the path or the .dockerignore",
+            ),
+            (
+                SandboxError::template_name("it holds a :tag"),
+                "invalid template name: it holds a :tag; use 1 to 64 of A-Z, a-z, 0-9, _ and - (no :tag), or an image ARN",
+            ),
+            (
+                SandboxError::template_too_old(),
+                "the agent in this image is too old for templates (it reports no template_start feature); build the template again on a current base image",
+            ),
         ];
         for (err, expected) in cases {
             assert_eq!(err.to_string(), expected, "{:?}", err.kind());
             assert_eq!(err.meta().attempts(), 0);
         }
+    }
+
+    #[test]
+    fn build_errors_keep_their_fields_and_reasons() {
+        let e = SandboxError::build_step_failed(3, Some("RUN exit 3"), Some(3), "a\nb");
+        let SandboxError::Build {
+            reason: None,
+            step: Some(3),
+            command: Some(command),
+            exit_code: Some(3),
+            log_tail,
+            ..
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!(command.as_str(), "RUN exit 3");
+        assert_eq!(log_tail.as_str(), "a\nb");
+        // Debug shows lengths, never the command or the log.
+        assert!(!format!("{e:?}").contains("exit 3"), "{e:?}");
+        let reason = |e: SandboxError| match e {
+            SandboxError::Build { reason, .. } => reason,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            reason(SandboxError::build_quota(10)),
+            Some(BuildReason::BuildQuota)
+        );
+        assert_eq!(
+            reason(SandboxError::build_ready_failed(true)),
+            Some(BuildReason::ReadyServerError)
+        );
+        assert_eq!(
+            reason(SandboxError::build_ready_failed(false)),
+            Some(BuildReason::ReadyClientError)
+        );
+        assert_eq!(
+            reason(SandboxError::context_path_outside(1)),
+            Some(BuildReason::ContextPathOutside)
+        );
+        assert_eq!(
+            reason(SandboxError::context_path_missing(1)),
+            Some(BuildReason::ContextPathMissing)
+        );
+        assert_eq!(
+            reason(SandboxError::base_image_missing_entrypoint()),
+            Some(BuildReason::BaseImageMissingEntrypoint)
+        );
+        let t = SandboxError::template_too_old();
+        assert!(t.is_sandbox_error() && !t.is_retryable());
+        assert_eq!(t.kind().as_str(), "template");
     }
 
     #[test]

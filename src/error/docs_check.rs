@@ -57,6 +57,8 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         ErrorKind::QuotaExceeded => "QuotaExceededException",
         ErrorKind::Capacity => "ServiceBusyException",
         ErrorKind::Unimplemented | ErrorKind::LifecycleUnsupported => "UnimplementedError",
+        ErrorKind::Build => "BuildException",
+        ErrorKind::Template => "TemplateException",
     }
 }
 
@@ -159,6 +161,9 @@ fn every_placeholder_is_a_documented_name() {
         "attempts",
         "role",
         "profile",
+        "step",
+        "exit",
+        "limit",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

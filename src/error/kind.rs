@@ -48,6 +48,11 @@ pub enum ErrorKind {
     Unimplemented,
     /// `lifecycle_unsupported`: a lifecycle operation this sandbox cannot do.
     LifecycleUnsupported,
+    /// `build`: a template or image build failed.
+    Build,
+    /// `template`: an invalid template name or tag, or an image too old
+    /// for templates.
+    Template,
 }
 
 impl ErrorKind {
@@ -70,6 +75,8 @@ impl ErrorKind {
         Self::Capacity,
         Self::Unimplemented,
         Self::LifecycleUnsupported,
+        Self::Build,
+        Self::Template,
     ];
 
     /// The stable string of the kind, e.g. `file_not_found`.
@@ -92,6 +99,8 @@ impl ErrorKind {
             Self::Capacity => "capacity",
             Self::Unimplemented => "unimplemented",
             Self::LifecycleUnsupported => "lifecycle_unsupported",
+            Self::Build => "build",
+            Self::Template => "template",
         }
     }
 
@@ -116,7 +125,9 @@ impl ErrorKind {
             | Self::SandboxLifetime
             | Self::CommandExit
             | Self::DiskFull
-            | Self::RateLimit => &[Self::Sandbox],
+            | Self::RateLimit
+            | Self::Build
+            | Self::Template => &[Self::Sandbox],
             Self::FileNotFound | Self::SandboxNotFound => &[Self::NotFound],
             Self::LifecycleUnsupported => &[Self::Unimplemented],
         }
@@ -194,6 +205,16 @@ impl ErrorKind {
             Self::Unimplemented | Self::LifecycleUnsupported => {
                 (false, false, "this sandbox or image cannot do it")
             }
+            Self::Build => (
+                false,
+                false,
+                "a template or image build failed; `reason` or the failed step says why",
+            ),
+            Self::Template => (
+                false,
+                false,
+                "an invalid template name or tag, or an image too old for templates",
+            ),
         };
         ErrorInfo {
             kind: self.as_str(),

@@ -167,6 +167,32 @@ templates! {
         "the run_code cell ran on after the connection was cut, but the agent no longer keeps it, so its output from then on is lost; the cell was not run again, run it again if still needed";
     SDK_CELL_OUTPUT_DROPPED = "sdk.cell_output_dropped" =>
         "the run_code cell ran on after the connection was cut, but the agent already dropped the output it produced meanwhile (more than its 4 MiB log); the cell was not run again, run it again if still needed";
+
+    BUILD_STEP_FAILED = "build.step_failed" =>
+        "template build step {step} failed{exit}; fix that step (its command and the end of the build log are in the error)";
+    BUILD_FAILED = "build.failed" =>
+        "template build failed{detail}; the end of the build log is in the error";
+    BUILD_QUOTA = "build.quota" =>
+        "too many template builds are running at once (at most {limit}); wait for one to finish, then build again";
+    BUILD_READY = "build.ready" =>
+        "the built image did not become ready: its ready hook answered HTTP {status}; check the start command and its ready check, then build again";
+    BUILD_TIMEOUT = "build.timeout" =>
+        "the template build did not settle within {waited}; it goes on in the service, read its status later or wait longer";
+    BUILD_BASE_MISSING_ENTRYPOINT = "build.base_image_missing_entrypoint" =>
+        "the base image's Dockerfile has no CMD or ENTRYPOINT line to start the agent; use a base image whose Dockerfile ends by starting rayd";
+    BUILD_BASE_NOT_S3 = "build.base_image_not_s3" =>
+        "the base image's code artifact is not an s3:// location; publish the base image from an S3 artifact";
+    BUILD_BASE_MISSING_ARTIFACT = "build.base_image_missing_artifact" =>
+        "the base image's code artifact is missing; publish the base image again";
+    BUILD_CONTEXT_OUTSIDE = "build.context_path_outside" =>
+        "the source of copy step {step} lies outside the build context; copy only paths under the context directory";
+    BUILD_CONTEXT_MISSING = "build.context_path_missing" =>
+        "the source of copy step {step} does not exist in the build context or .dockerignore excludes it; fix the path or the .dockerignore";
+
+    TEMPLATE_NAME = "template.name" =>
+        "invalid template name: {reason}; use 1 to 64 of A-Z, a-z, 0-9, _ and - (no :tag), or an image ARN";
+    TEMPLATE_TOO_OLD = "template.too_old" =>
+        "the agent in this image is too old for templates (it reports no template_start feature); build the template again on a current base image";
 }
 
 impl Template {

@@ -37,8 +37,8 @@ use std::time::Duration;
 
 pub(crate) use codes::clean_token;
 pub use codes::{
-    CapacityCode, CapturedText, CommandExitStatus, GrpcCode, SandboxCode, TimeoutScope,
-    UnknownValue,
+    BuildReason, CapacityCode, CapturedText, CommandExitStatus, GrpcCode, SandboxCode,
+    TimeoutScope, UnknownValue,
 };
 pub use kind::{ErrorInfo, ErrorKind};
 pub(crate) use messages::group;
@@ -238,6 +238,36 @@ pub enum SandboxError {
         #[source]
         meta: Box<ErrorMeta>,
     },
+    /// `build`: a template or image build failed. With a failed step:
+    /// which one, its command, its exit code and the end of its log.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Build {
+        /// Why, when the failure is not a failed step (or also is one).
+        reason: Option<BuildReason>,
+        /// The failed step, counted from 1 (BuildKit's `[k/n]`), when known.
+        step: Option<u32>,
+        /// The failed step's instruction (e.g. `RUN make`), when known.
+        /// Captured text: its `Debug` prints only the length.
+        command: Option<CapturedText>,
+        /// The failed step's exit code, when the log says it.
+        exit_code: Option<i32>,
+        /// The last lines of the build log (at most 20); empty when there
+        /// was no log.
+        log_tail: CapturedText,
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
+    /// `template`: an invalid template name or tag, or an image too old
+    /// for templates.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Template {
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
 }
 
 impl SandboxError {
@@ -261,6 +291,8 @@ impl SandboxError {
             Self::Capacity { .. } => ErrorKind::Capacity,
             Self::Unimplemented { .. } => ErrorKind::Unimplemented,
             Self::LifecycleUnsupported { .. } => ErrorKind::LifecycleUnsupported,
+            Self::Build { .. } => ErrorKind::Build,
+            Self::Template { .. } => ErrorKind::Template,
         }
     }
 
@@ -283,7 +315,9 @@ impl SandboxError {
             | Self::QuotaExceeded { meta, .. }
             | Self::Capacity { meta, .. }
             | Self::Unimplemented { meta, .. }
-            | Self::LifecycleUnsupported { meta, .. } => meta,
+            | Self::LifecycleUnsupported { meta, .. }
+            | Self::Build { meta, .. }
+            | Self::Template { meta } => meta,
         }
     }
 
@@ -306,7 +340,9 @@ impl SandboxError {
             | Self::QuotaExceeded { meta, .. }
             | Self::Capacity { meta, .. }
             | Self::Unimplemented { meta, .. }
-            | Self::LifecycleUnsupported { meta, .. } => meta,
+            | Self::LifecycleUnsupported { meta, .. }
+            | Self::Build { meta, .. }
+            | Self::Template { meta } => meta,
         }
     }
 

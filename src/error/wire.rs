@@ -38,8 +38,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::codes::{
-    CapacityCode, CapturedText, CommandExitStatus, GrpcCode, MAX_TOKEN_CHARS, SandboxCode,
-    TimeoutScope,
+    BuildReason, CapacityCode, CapturedText, CommandExitStatus, GrpcCode, MAX_TOKEN_CHARS,
+    SandboxCode, TimeoutScope,
 };
 use super::map::redact::{MAX_KEPT_CHARS, redact_aws_text, sanitize_remote_text};
 use super::meta::RedactedCause;
@@ -273,6 +273,20 @@ struct FeatureFields<'a> {
     doc: Option<Option<Cow<'a, str>>>,
 }
 
+/// The fields of `build`. `command` and `log_tail` are captured text,
+/// kept as sent like a command's output.
+#[derive(Serialize, Deserialize)]
+struct BuildFields<'a> {
+    #[serde(borrow)]
+    reason: Option<Cow<'a, str>>,
+    step: Option<u32>,
+    #[serde(borrow)]
+    command: Option<Cow<'a, str>>,
+    exit_code: Option<i32>,
+    #[serde(borrow)]
+    log_tail: Option<Cow<'a, str>>,
+}
+
 /// The fields of one variant, written next to `kind`.
 #[derive(Serialize)]
 #[serde(untagged)]
@@ -287,6 +301,7 @@ enum VariantFields<'a> {
     Authentication(AuthenticationFields),
     Quota(QuotaFields<'a>),
     Feature(FeatureFields<'a>),
+    Build(BuildFields<'a>),
 }
 
 /// The mirror of a whole error, as it is written.
@@ -371,12 +386,27 @@ impl<'a> WireOut<'a> {
                 reason: Cow::Borrowed(reason),
                 doc: None,
             }),
+            SandboxError::Build {
+                reason,
+                step,
+                command,
+                exit_code,
+                log_tail,
+                ..
+            } => F::Build(BuildFields {
+                reason: borrowed(reason.as_ref().map(BuildReason::as_str)),
+                step: *step,
+                command: borrowed(command.as_deref()),
+                exit_code: *exit_code,
+                log_tail: Some(Cow::Borrowed(log_tail.as_str())),
+            }),
             SandboxError::NotFound { .. }
             | SandboxError::FileNotFound { .. }
             | SandboxError::SandboxNotFound { .. }
             | SandboxError::SandboxState { .. }
             | SandboxError::SandboxLifetime { .. }
-            | SandboxError::DiskFull { .. } => F::None,
+            | SandboxError::DiskFull { .. }
+            | SandboxError::Template { .. } => F::None,
         };
         Self {
             kind: e.kind().as_str(),
@@ -509,6 +539,18 @@ fn read(value: &Value) -> Result<SandboxError, WireError> {
                 meta,
             }
         }
+        ErrorKind::Build => {
+            let f: BuildFields<'_> = fields(value)?;
+            SandboxError::Build {
+                reason: f.reason.map(|r| BuildReason::from(&*r)),
+                step: f.step,
+                command: f.command.map(|c| CapturedText::new(c.into_owned())),
+                exit_code: f.exit_code,
+                log_tail: CapturedText::new(f.log_tail.unwrap_or_default()),
+                meta,
+            }
+        }
+        ErrorKind::Template => SandboxError::Template { meta },
     })
 }
 
@@ -701,6 +743,25 @@ mod tests {
                     meta,
                 }
             }),
+            (
+                opt_text(),
+                proptest::option::of(any::<u32>()),
+                opt_text(),
+                proptest::option::of(any::<i32>()),
+                text(),
+                meta()
+            )
+                .prop_map(|(r, step, command, exit_code, tail, meta)| {
+                    SandboxError::Build {
+                        reason: r.map(|r| BuildReason::from(r.as_str())),
+                        step,
+                        command: command.map(CapturedText::new),
+                        exit_code,
+                        log_tail: CapturedText::new(tail),
+                        meta,
+                    }
+                }),
+            meta().prop_map(|meta| SandboxError::Template { meta }),
         ]
     }
 

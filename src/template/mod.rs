@@ -1,0 +1,63 @@
+//! Templates: a sandbox image described in Rust (cargo feature
+//! `templates`).
+//!
+//! A [`Template`] is a base image plus steps (copy, run, package
+//! installs, environment, working directory, user) and a start command
+//! with a ready check. It compiles to:
+//!
+//! - a Dockerfile layer ([`Template::to_dockerfile`]), composed before the
+//!   base image's `CMD` ([`Template::to_dockerfile_over`]);
+//! - the agent's `template.json` and `template-env.json`
+//!   ([`Template::template_json`], [`Template::template_env_json`]);
+//! - a stable JSON form of the template itself, the one the CLI reads
+//!   ([`Template::to_json`], [`Template::from_json`]);
+//! - the deterministic build artifact with its content-addressed key
+//!   ([`Template::pack`], [`Artifact`]), with the build context filtered by
+//!   `.dockerignore` with Docker's semantics ([`DockerIgnore`]).
+//!
+//! A failed build's BuildKit log is read by [`parse_build_log`].
+//! Building an image from the artifact is not in this version of the SDK;
+//! see `docs/templates.md`.
+//!
+//! ```
+//! use rayito::template::{ReadyCmd, StartCmd, Template};
+//!
+//! # fn main() -> Result<(), rayito::SandboxError> {
+//! let template = Template::new()
+//!     .run_cmd("mkdir -p /srv/www && echo hello > /srv/www/index.html")
+//!     .set_envs([("GREETING", "hello")])
+//!     .set_start_cmd(
+//!         StartCmd::new("python3 -m http.server 8000 --directory /srv/www")
+//!             .ready(ReadyCmd::port(8000)),
+//!     );
+//! let json = template.to_json()?;
+//! assert_eq!(Template::from_json(&json)?, template);
+//! # Ok(())
+//! # }
+//! ```
+
+mod agent_files;
+mod artifact;
+mod builder;
+mod buildkit;
+mod context;
+mod dockerfile;
+mod dockerignore;
+mod json_text;
+mod name;
+mod ready;
+mod shell;
+mod spec_json;
+mod step;
+mod validate;
+
+pub use agent_files::{TEMPLATE_ENV_JSON_VERSION, TEMPLATE_JSON_VERSION};
+pub use artifact::Artifact;
+pub use builder::{DEFAULT_BASE_IMAGE, Template};
+pub use buildkit::{BuildLogFailure, LOG_TAIL_LINES, parse_build_log};
+pub use dockerfile::{LAYER_BEGIN, LAYER_END};
+pub use dockerignore::DockerIgnore;
+pub use name::check_template_name;
+pub use ready::{DEFAULT_READY_TIMEOUT, READY_POLL_INTERVAL, ReadyCmd};
+pub use spec_json::TEMPLATE_SPEC_VERSION;
+pub use step::{DEFAULT_START_USER, StartCmd};
