@@ -31,6 +31,16 @@ impl LocalBackend {
     pub(crate) fn image_arn(&self, _name: &str) -> String {
         match *self {}
     }
+
+    /// Unreachable: there is no `LocalBackend` to call it on.
+    pub(crate) fn access_key_id(&self) -> &str {
+        match *self {}
+    }
+
+    /// Unreachable: there is no `LocalBackend` to call it on.
+    pub(crate) fn secret_access_key(&self) -> &crate::secret::Secret {
+        match *self {}
+    }
 }
 
 /// The reason `backend()` gives, pinned by a test.
