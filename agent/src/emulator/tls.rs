@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, CidrSubnet, DnType, ExtendedKeyUsagePurpose,
+    GeneralSubtree, IsCa, Issuer, KeyPair, KeyUsagePurpose, NameConstraints, SanType,
 };
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -66,7 +66,22 @@ impl Tls {
     /// Generates the CA and writes its PEM to `<root>/ca.pem`.
     pub(crate) fn new(root: &Path) -> io::Result<Tls> {
         let mut params = CertificateParams::new(Vec::<String>::new()).map_err(other)?;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        // A client that trusts this CA trusts it for the loopback addresses
+        // the emulator serves and nothing else: a leaked CA key cannot sign
+        // for a real host (IPv4 127/8, IPv6 ::1; DNS names only under
+        // `.invalid`, which no real host has).
+        params.name_constraints = Some(NameConstraints {
+            permitted_subtrees: vec![
+                GeneralSubtree::IpAddress(CidrSubnet::V4([127, 0, 0, 0], [255, 0, 0, 0])),
+                GeneralSubtree::IpAddress(CidrSubnet::V6(
+                    std::net::Ipv6Addr::LOCALHOST.octets(),
+                    [0xff; 16],
+                )),
+                GeneralSubtree::DnsName("invalid".to_owned()),
+            ],
+            excluded_subtrees: Vec::new(),
+        });
         params
             .distinguished_name
             .push(DnType::CommonName, "rayito emulator CA");
@@ -170,6 +185,57 @@ mod tests {
         assert_eq!(candidate(252), Ipv4Addr::new(127, 0, 0, 254));
         assert_eq!(candidate(253), Ipv4Addr::new(127, 0, 1, 2));
         assert!((0..100_000).all(|n| candidate(n).is_loopback()));
+    }
+
+    #[test]
+    fn the_ca_signs_for_loopback_only() {
+        use tokio_rustls::rustls::client::WebPkiServerVerifier;
+        use tokio_rustls::rustls::client::danger::ServerCertVerifier as _;
+        use tokio_rustls::rustls::pki_types::{ServerName, UnixTime};
+        let dir = tempfile::tempdir().unwrap();
+        let tls = Tls::new(dir.path()).unwrap();
+        let leaf = |name: SanType| {
+            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.subject_alt_names = vec![name];
+            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+            let key = KeyPair::generate().unwrap();
+            params.signed_by(&key, &tls.issuer).unwrap().der().clone()
+        };
+        let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+        roots.add(tls.ca_der.clone()).unwrap();
+        let provider = Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
+        let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .unwrap();
+        let verify = |cert: CertificateDer<'static>, name: ServerName<'static>| {
+            verifier.verify_server_cert(&cert, &[], &name, &[], UnixTime::now())
+        };
+        let loopback = Ipv4Addr::new(127, 0, 0, 7);
+        assert!(
+            verify(
+                leaf(SanType::IpAddress(loopback.into())),
+                ServerName::IpAddress(loopback.into())
+            )
+            .is_ok()
+        );
+        // A certificate this CA signs for a real host is refused: the name
+        // is outside the CA's constraints.
+        let public = Ipv4Addr::new(93, 184, 215, 14);
+        assert!(
+            verify(
+                leaf(SanType::IpAddress(public.into())),
+                ServerName::IpAddress(public.into())
+            )
+            .is_err()
+        );
+        let host = ServerName::try_from("example.com").unwrap();
+        assert!(
+            verify(
+                leaf(SanType::DnsName("example.com".try_into().unwrap())),
+                host
+            )
+            .is_err()
+        );
     }
 
     #[test]
