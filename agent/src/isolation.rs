@@ -32,6 +32,7 @@
 pub(crate) mod cgroup;
 pub(crate) mod exit_cleanup;
 pub(crate) mod launch;
+pub(crate) mod sockets;
 pub(crate) mod uids;
 pub(crate) mod user;
 

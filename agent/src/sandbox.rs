@@ -605,6 +605,34 @@ impl SandboxEnv {
         self.inner.kill_groups_and_marked();
     }
 
+    /// Whether a process of this sandbox listens on TCP `port` (its cgroup's
+    /// members where it has one, else its marked processes): what the
+    /// emulated proxy forwards a port other than the agent's to.
+    pub fn listens_on(&self, port: u16) -> bool {
+        let inodes = crate::isolation::sockets::listening_inodes(port);
+        if inodes.is_empty() {
+            return false;
+        }
+        let member = format!("/sandbox-{}", self.inner.marker);
+        // A process cannot leave its cgroup; the marker it can clear.
+        let marked: Option<std::collections::HashSet<i32>> = self
+            .inner
+            .cgroup
+            .is_none()
+            .then(|| self.inner.marked_pids().into_iter().collect());
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return false;
+        };
+        dir.flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| match &marked {
+                None => std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                    .is_ok_and(|groups| groups.lines().any(|l| l.contains(&member))),
+                Some(marked) => marked.contains(pid),
+            })
+            .any(|pid| crate::isolation::sockets::holds_any(pid, &inodes))
+    }
+
     /// Whether any process of the sandbox is still running, as far as the
     /// agent can tell (its cgroup where there is one, else its tracked
     /// groups and marked processes).

@@ -320,19 +320,45 @@ async fn header_recorder() -> (u16, Arc<Mutex<Vec<http::HeaderMap>>>) {
     (port, seen)
 }
 
-#[tokio::test]
-async fn strips_every_proxy_header_and_adds_a_request_id() {
-    let h = Harness::start().await;
-    let (id, endpoint) = h.run_ready().await;
-    let (port, seen) = header_recorder().await;
-    let token = h.mint(&id, &[i32::from(port)]).await;
+/// A server inside the sandbox on `port`, answering each GET with the
+/// request's headers as a JSON object (names lower-cased).
+fn header_echo(port: u16) -> String {
+    format!(
+        r#"exec python3 -c '
+import http.server, json
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({{k.lower(): v for k, v in self.headers.items()}}).encode()
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", {port}), H).serve_forever()
+'"#
+    )
+}
+
+/// A free loopback port (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// GET `/anything` through the proxy to `port` with `token` and extra
+/// headers; the status and body.
+async fn get_through(endpoint: &str, token: &str, port: u16) -> (u16, Bytes) {
     let client = Client::builder(TokioExecutor::new())
         .http2_only(true)
         .build_http::<Empty<Bytes>>();
     let resp = client
         .request(
             Request::get(format!("http://{endpoint}/anything"))
-                .header("x-aws-proxy-auth", &token)
+                .header("x-aws-proxy-auth", token)
                 .header("x-aws-proxy-port", port.to_string())
                 .header("x-aws-proxy-something-else", "1")
                 .header("x-access-token", "kept")
@@ -341,19 +367,61 @@ async fn strips_every_proxy_header_and_adds_a_request_id() {
         )
         .await
         .unwrap();
-    assert_eq!(resp.status(), 200);
-    assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "seen");
-    let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), 1);
-    let headers = &seen[0];
-    let leaked: Vec<&str> = headers
+    let status = resp.status().as_u16();
+    (status, resp.into_body().collect().await.unwrap().to_bytes())
+}
+
+#[tokio::test]
+async fn strips_every_proxy_header_and_adds_a_request_id() {
+    let h = Harness::start().await;
+    let (id, endpoint) = h.run_ready().await;
+    let port = free_port();
+    let token = h.mint(&id, &[8080, i32::from(port)]).await;
+    let ch = channel(&endpoint).await;
+    wait_ready(&ch, &token).await;
+    let _server = process(&ch, ProxyHeaders::sdk(&token))
+        .start(start_request(&header_echo(port)))
+        .await
+        .expect("Start")
+        .into_inner();
+    // The server takes a moment to listen: 502 until then.
+    let mut answer = get_through(&endpoint, &token, port).await;
+    for _ in 0..100 {
+        if answer.0 == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        answer = get_through(&endpoint, &token, port).await;
+    }
+    assert_eq!(answer.0, 200);
+    let headers: std::collections::BTreeMap<String, String> =
+        serde_json::from_slice(&answer.1).unwrap();
+    let leaked: Vec<&String> = headers
         .keys()
-        .map(|k| k.as_str())
         .filter(|k| k.starts_with("x-aws-proxy-"))
         .collect();
     assert!(leaked.is_empty(), "leaked {leaked:?}");
     assert_eq!(headers["x-access-token"], "kept");
     assert_eq!(headers["x-amzn-requestid"].len(), 36);
+}
+
+/// Issue 22: the emulated proxy forwarded any port a token covered to the
+/// host's loopback, so a token for a port reached whatever listened there
+/// (another sandbox's server, a host service). Only the MicroVM's own
+/// sandbox's servers are reached now; anything else is a 502 and the host
+/// server sees nothing.
+#[tokio::test]
+async fn a_port_served_by_the_host_not_the_sandbox_is_never_reached() {
+    let h = Harness::start().await;
+    let (id, endpoint) = h.run_ready().await;
+    let (port, seen) = header_recorder().await;
+    let token = h.mint(&id, &[i32::from(port)]).await;
+    let (status, _) = get_through(&endpoint, &token, port).await;
+    assert_eq!(status, 502);
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "the host server was reached"
+    );
 }
 
 #[tokio::test]

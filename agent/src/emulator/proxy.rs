@@ -336,6 +336,15 @@ async fn forward(
     let (target, h2) = if port == APP_PORT {
         (vm.grpc_addr, true)
     } else {
+        // Only a server of this MicroVM's own sandbox: the host's loopback
+        // also holds other sandboxes' servers and host services. Anything
+        // else answers as a port nobody listens on.
+        let own = shared
+            .with_agent(&vm.id, |agent| agent.env().listens_on(port))
+            .unwrap_or(false);
+        if !own {
+            return reject(StatusCode::BAD_GATEWAY);
+        }
         (SocketAddr::from((Ipv4Addr::LOCALHOST, port)), force_h2)
     };
     let stripped: Vec<HeaderName> = parts
