@@ -141,7 +141,11 @@ fn corpus() -> Vec<SandboxError> {
         "odd",
     ] {
         for exit_code in [0, 1] {
-            for error in [None, Some(("deadline_exceeded".to_owned(), String::new()))] {
+            for error in [
+                None,
+                Some(("deadline_exceeded".to_owned(), String::new())),
+                Some(("resource_exhausted".to_owned(), String::new())),
+            ] {
                 let end = EndEventData {
                     status: status.into(),
                     exit_code,
