@@ -66,6 +66,11 @@ pub struct AgentConfig {
     /// [`IMAGE_TEMPLATE_DIR`](crate::template::IMAGE_TEMPLATE_DIR) (`/etc/rayito`); the local backend passes the
     /// directory of the image layer that holds them.
     pub template_dir: Option<PathBuf>,
+    /// The image layer the sandbox runs on (the local backend's built
+    /// template: an overlayfs upper directory kept by the emulator),
+    /// mounted read-only over the host's root in the sandbox's mount
+    /// namespace; `None` (the default): the host's root as it is.
+    pub image_layer: Option<PathBuf>,
 }
 
 impl Default for AgentConfig {
@@ -87,6 +92,7 @@ impl Default for AgentConfig {
             cgroup: true,
             hooks_token: None,
             template_dir: None,
+            image_layer: None,
         }
     }
 }

@@ -27,6 +27,8 @@
 mod access_key;
 mod admin;
 mod api_error;
+#[allow(dead_code)] // used by the image API, landing in parts
+mod build;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod control;
@@ -35,7 +37,11 @@ mod guard;
 mod hooks;
 mod ids;
 mod lifecycle;
+#[allow(dead_code)] // used by the image API, landing in parts
+mod logs;
 mod model;
+#[allow(dead_code)] // used by the image API, landing in parts
+mod objects;
 mod proxy;
 mod registry;
 mod sigv4;

@@ -90,6 +90,12 @@ pub(crate) struct Shared {
     minted: Mutex<Vec<(String, Instant)>>,
     /// The warm spare, and whether one is being prepared.
     spare: Mutex<SpareSlot>,
+    /// The files behind the S3 endpoint (`<root>/s3`).
+    #[allow(dead_code)] // used by the image API, landing in parts
+    pub(crate) objects: super::objects::ObjectStore,
+    /// The CloudWatch Logs groups (build logs).
+    #[allow(dead_code)] // used by the image API, landing in parts
+    pub(crate) logs: super::logs::LogStore,
 }
 
 /// The warm spare's slot.
@@ -114,6 +120,8 @@ impl Shared {
         runtime: tokio::runtime::Handle,
     ) -> Self {
         Self {
+            objects: super::objects::ObjectStore::new(settings.root.join("s3")),
+            logs: super::logs::LogStore::default(),
             tls,
             hooks: HookClient::new(settings.hook_timeout, HooksToken::generate()),
             upstream: Upstream::new(),
