@@ -67,6 +67,10 @@ pub(crate) struct ClientInner {
     /// The options it was built with: a sandbox builder made from this
     /// client starts from them when a setter changes one.
     pub(crate) config: ClientBuilder,
+    /// The template clients (S3, CloudWatch Logs, STS, images), made on
+    /// first use.
+    #[cfg(feature = "templates")]
+    templates: tokio::sync::OnceCell<Arc<crate::template::TemplateServices>>,
 }
 
 impl fmt::Debug for Client {
@@ -224,8 +228,45 @@ impl Client {
                 backend,
                 retry_policy: config.retry_policy,
                 config,
+                #[cfg(feature = "templates")]
+                templates: tokio::sync::OnceCell::new(),
             }),
         }
+    }
+
+    /// The template clients of this client, made on first use.
+    #[cfg(feature = "templates")]
+    pub(crate) async fn template_services(
+        &self,
+    ) -> Result<Arc<crate::template::TemplateServices>, SandboxError> {
+        self.inner
+            .templates
+            .get_or_try_init(|| async {
+                crate::template::TemplateServices::new(self).map(Arc::new)
+            })
+            .await
+            .cloned()
+    }
+
+    /// The image ARN a sandbox of `template` starts from (see
+    /// `ResolvedBackend::image_arn`); with the `templates` feature, a
+    /// name on AWS resolves in the caller's account (STS, once).
+    pub(crate) async fn image_arn(&self, template: Option<&str>) -> Result<String, SandboxError> {
+        #[cfg(feature = "templates")]
+        {
+            let name = template
+                .map(str::to_owned)
+                .or_else(|| std::env::var(crate::sandbox::backend::TEMPLATE_ENV).ok())
+                .filter(|t| !t.is_empty() && !t.starts_with("arn:"));
+            if let Some(name) = name
+                && self.inner.backend.local.is_none()
+                && self.inner.backend.sdk_config.is_some()
+            {
+                crate::template::check_template_name(&name)?;
+                return self.template_services().await?.image_arn(&name).await;
+            }
+        }
+        self.inner.backend.image_arn(template)
     }
 
     /// The options the client was built with.
@@ -358,7 +399,7 @@ impl Client {
         &self,
         template: Option<&str>,
     ) -> Result<TemplateInfo, SandboxError> {
-        let arn = self.inner.backend.image_arn(template)?;
+        let arn = self.image_arn(template).await?;
         let image = self.inner.backend.control.get_image(arn).await?;
         Ok(TemplateInfo {
             arn: image.arn,

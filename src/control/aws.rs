@@ -175,6 +175,9 @@ pub(crate) struct AwsControlPlane {
     client: Arc<lmv::Client>,
     /// The region the client signs for (given, or from the chain).
     region: String,
+    /// The loaded configuration, for the clients of the other services a
+    /// feature needs (S3, CloudWatch Logs, STS: built from it on demand).
+    sdk_config: aws_types::SdkConfig,
 }
 
 impl fmt::Debug for AwsControlPlane {
@@ -241,7 +244,14 @@ impl AwsControlPlane {
         Ok(Self {
             client: Arc::new(lmv::Client::new(&config)),
             region: region.to_string(),
+            sdk_config: config,
         })
+    }
+
+    /// The loaded AWS configuration (credentials, region, endpoint
+    /// override, timeouts; retries off).
+    pub(crate) fn sdk_config(&self) -> &aws_types::SdkConfig {
+        &self.sdk_config
     }
 
     /// The region the client signs for.
@@ -258,15 +268,17 @@ impl AwsControlPlane {
         access_key_id: &str,
         secret_access_key: &Secret,
     ) -> Self {
-        let config = lmv::Config::builder()
+        let sdk_config = aws_types::SdkConfig::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(region.to_owned()))
-            .credentials_provider(Credentials::new(
-                access_key_id,
-                secret_access_key.expose(),
-                None,
-                None,
-                "rayito-local",
+            .credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(
+                Credentials::new(
+                    access_key_id,
+                    secret_access_key.expose(),
+                    None,
+                    None,
+                    "rayito-local",
+                ),
             ))
             .endpoint_url(endpoint_url)
             .retry_config(RetryConfig::disabled())
@@ -278,8 +290,9 @@ impl AwsControlPlane {
             )
             .build();
         Self {
-            client: Arc::new(lmv::Client::from_conf(config)),
+            client: Arc::new(lmv::Client::new(&sdk_config)),
             region: region.to_owned(),
+            sdk_config,
         }
     }
 }
@@ -328,6 +341,9 @@ impl ControlPlane for AwsControlPlane {
                         SandboxError::internal("create", "the idle policy could not be built")
                     })?;
                 call = call.idle_policy(policy);
+            }
+            if let Some(version) = request.image_version {
+                call = call.image_version(version);
             }
             if let Some(role) = request.execution_role_arn {
                 call = call.execution_role_arn(role);

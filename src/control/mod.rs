@@ -5,8 +5,16 @@
 //! [`ControlPlane`], [`RunRequest`] and [`Microvm`]; every AWS failure is turned
 //! into a [`SandboxError`] here, through `crate::error::map::aws`.
 
+#[cfg(feature = "templates")]
+pub(crate) mod artifacts;
 pub(crate) mod aws;
+#[cfg(feature = "templates")]
+pub(crate) mod build_logs;
 mod failure;
+#[cfg(feature = "templates")]
+pub(crate) mod identity;
+#[cfg(feature = "templates")]
+pub(crate) mod images;
 pub(crate) mod pacing;
 pub(crate) mod retry;
 
@@ -31,6 +39,8 @@ pub(crate) struct IdlePolicyParams {
 #[derive(Clone)]
 pub(crate) struct RunRequest {
     pub image_arn: String,
+    /// The image version to start (`None`: the newest launchable one).
+    pub image_version: Option<String>,
     pub max_duration_seconds: i32,
     /// Compact JSON; carries only the access token's digest, but is still never
     /// logged (AWS treats it as sensitive).
@@ -45,6 +55,7 @@ impl fmt::Debug for RunRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RunRequest")
             .field("image_arn", &self.image_arn)
+            .field("image_version", &self.image_version)
             .field("max_duration_seconds", &self.max_duration_seconds)
             .field("run_hook_payload", &"<redacted>")
             .field("client_token", &self.client_token)

@@ -366,6 +366,21 @@ impl SandboxError {
         )
     }
 
+    /// `Build { aws_error }`: the image service refused the image create
+    /// or update with error `code` (its message is not kept: it may
+    /// quote the request).
+    pub fn build_rejected(code: &str) -> Self {
+        let code = crate::error::map::aws::sanitize_aws_code(code);
+        // A peer's word: only an error code's shape goes into the message.
+        let plain =
+            !code.is_empty() && code.len() <= 64 && code.bytes().all(|b| b.is_ascii_alphanumeric());
+        let code = if plain { code } else { "an unrecognised error" };
+        Self::build_because(
+            BuildReason::AwsError,
+            meta(m::BUILD_REJECTED, &[("code", code)]),
+        )
+    }
+
     /// `Build { ready_server_error | ready_client_error }`: the built
     /// image's ready hook answered HTTP 5xx (`server_error`) or 4xx.
     pub fn build_ready_failed(server_error: bool) -> Self {
@@ -439,6 +454,20 @@ impl SandboxError {
     pub fn template_name(reason: &'static str) -> Self {
         Self::Template {
             meta: meta(m::TEMPLATE_NAME, &[("reason", reason)]),
+        }
+    }
+
+    /// `NotFound`: the base image of a build has no usable version.
+    pub fn base_image_no_version() -> Self {
+        Self::NotFound {
+            meta: meta(m::TEMPLATE_BASE_NO_VERSION, &[]),
+        }
+    }
+
+    /// `NotFound`: no template (image) of that name exists.
+    pub fn template_not_found() -> Self {
+        Self::NotFound {
+            meta: meta(m::TEMPLATE_NOT_FOUND, &[]),
         }
     }
 

@@ -174,6 +174,8 @@ templates! {
         "template build failed{detail}; the end of the build log is in the error";
     BUILD_QUOTA = "build.quota" =>
         "too many template builds are running at once (at most {limit}); wait for one to finish, then build again";
+    BUILD_REJECTED = "build.rejected" =>
+        "the image service refused the template build ({code}); check the build's settings and your permissions, then build again";
     BUILD_READY = "build.ready" =>
         "the built image did not become ready: its ready hook answered HTTP {status}; check the start command and its ready check, then build again";
     BUILD_TIMEOUT = "build.timeout" =>
@@ -191,6 +193,10 @@ templates! {
 
     TEMPLATE_NAME = "template.name" =>
         "invalid template name: {reason}; use 1 to 64 of A-Z, a-z, 0-9, _ and - (no :tag), or an image ARN";
+    TEMPLATE_BASE_NO_VERSION = "template.base_no_version" =>
+        "the base image has no usable version to build on; publish the base image first, or name a version that built";
+    TEMPLATE_NOT_FOUND = "template.not_found" =>
+        "no template of that name exists in this account and region; build it first";
     TEMPLATE_TOO_OLD = "template.too_old" =>
         "the agent in this image is too old for templates (it reports no template_start feature); build the template again on a current base image";
 }

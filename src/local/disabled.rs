@@ -33,6 +33,24 @@ impl LocalBackend {
     }
 
     /// Unreachable: there is no `LocalBackend` to call it on.
+    #[allow(dead_code)] // the template build's, on the local backend
+    pub(crate) fn account_id(&self) -> &str {
+        match *self {}
+    }
+
+    /// Unreachable: there is no `LocalBackend` to call it on.
+    #[allow(dead_code)] // the template build's, on the local backend
+    pub(crate) fn s3_endpoint_url(&self) -> Option<&str> {
+        match *self {}
+    }
+
+    /// Unreachable: there is no `LocalBackend` to call it on.
+    #[allow(dead_code)] // the template build's, on the local backend
+    pub(crate) fn artifact_bucket(&self) -> String {
+        match *self {}
+    }
+
+    /// Unreachable: there is no `LocalBackend` to call it on.
     pub(crate) fn access_key_id(&self) -> &str {
         match *self {}
     }

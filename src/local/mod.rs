@@ -42,6 +42,12 @@ pub(crate) struct LocalBackend {
     access_key_id: String,
     /// That key's secret.
     secret_access_key: Secret,
+    /// The emulator's account id.
+    #[cfg_attr(not(feature = "templates"), allow(dead_code))] // template builds
+    account_id: String,
+    /// The emulator's S3 endpoint (`http://127.0.0.1:<port>`, path style).
+    #[cfg_attr(not(feature = "templates"), allow(dead_code))] // template builds
+    s3_endpoint_url: Option<String>,
 }
 
 impl LocalBackend {
@@ -73,6 +79,24 @@ impl LocalBackend {
     /// The ARN of an image the emulator knows by `name`.
     pub(crate) fn image_arn(&self, name: &str) -> String {
         format!("{}{name}", self.image_arn_prefix)
+    }
+
+    /// The emulator's account id.
+    #[cfg_attr(not(feature = "templates"), allow(dead_code))] // template builds
+    pub(crate) fn account_id(&self) -> &str {
+        &self.account_id
+    }
+
+    /// The emulator's S3 endpoint.
+    #[cfg_attr(not(feature = "templates"), allow(dead_code))] // template builds
+    pub(crate) fn s3_endpoint_url(&self) -> Option<&str> {
+        self.s3_endpoint_url.as_deref()
+    }
+
+    /// The emulator's artifact bucket.
+    #[cfg_attr(not(feature = "templates"), allow(dead_code))] // template builds
+    pub(crate) fn artifact_bucket(&self) -> String {
+        format!("rayito-artifacts-{}-{}", self.account_id, self.region)
     }
 }
 
@@ -139,6 +163,8 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                         let backend = LocalBackend {
                             endpoint_url: emulator.endpoint_url(),
                             region: region_of(&arn),
+                            account_id: arn.split(':').nth(4).unwrap_or_default().to_owned(),
+                            s3_endpoint_url: None,
                             image_arn_prefix: arn,
                             ca_pem: emulator.ca_pem().map(str::to_owned),
                             access_key_id: key.id.clone(),

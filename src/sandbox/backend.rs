@@ -150,6 +150,10 @@ pub(crate) struct ResolvedBackend {
     pub region: Option<String>,
     /// An agent to use instead of dialling the endpoint (tests only).
     pub agent: Option<InjectedAgent>,
+    /// The AWS configuration the control plane was built from (`None` for
+    /// an injected one): what the clients of other services start from.
+    #[cfg_attr(not(feature = "templates"), allow(dead_code))] // template builds
+    pub sdk_config: Option<aws_types::SdkConfig>,
 }
 
 impl fmt::Debug for ResolvedBackend {
@@ -241,6 +245,7 @@ impl BackendChoice {
                 let buckets = Arc::new(Buckets::new(pacing));
                 Ok(ResolvedBackend {
                     region: Some(control.region().to_owned()),
+                    sdk_config: Some(control.sdk_config().clone()),
                     control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),
                     root_certificates: backend.ca_pem().into_iter().map(str::to_owned).collect(),
                     local: Some(backend),
@@ -252,6 +257,7 @@ impl BackendChoice {
                 let buckets = Arc::new(Buckets::new(pacing));
                 Ok(ResolvedBackend {
                     region: Some(control.region().to_owned()),
+                    sdk_config: Some(control.sdk_config().clone()),
                     control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),
                     local: None,
                     root_certificates: options.root_certificates.clone(),
@@ -287,6 +293,7 @@ impl ResolvedBackend {
             root_certificates: Vec::new(),
             region: None,
             agent,
+            sdk_config: None,
         }
     }
 

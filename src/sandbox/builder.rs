@@ -103,6 +103,13 @@ impl SandboxBuilder {
         self
     }
 
+    /// The template's version to start (default: its newest launchable
+    /// one).
+    pub fn template_version(mut self, version: u32) -> Self {
+        self.options.template_version = Some(version);
+        self
+    }
+
     /// The sandbox's lifetime (default 1 h, at most 8 h; `create` refuses a
     /// longer one with `SandboxLifetime`, a zero one with `InvalidArgument`,
     /// before any I/O; a fraction of a second counts as a whole second).
@@ -259,9 +266,10 @@ impl SandboxBuilder {
             let client = self.client.client().await?;
             let backend = client.backend();
             let policy = *client.retry_policy();
-            let image_arn = backend.image_arn(self.options.template.as_deref())?;
+            let image_arn = client.image_arn(self.options.template.as_deref()).await?;
             let request = RunRequest {
                 image_arn,
+                image_version: self.options.template_version.map(|v| v.to_string()),
                 max_duration_seconds: i32::try_from(plan.max_duration_secs).unwrap_or(i32::MAX),
                 run_hook_payload: payload,
                 client_token: client_token(),

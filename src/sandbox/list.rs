@@ -226,7 +226,7 @@ impl Lister {
                 self.query.check()?;
                 let client = self.source.client().await?;
                 self.image = match &self.query.template {
-                    Some(template) => Some(client.backend().image_arn(Some(template))?),
+                    Some(template) => Some(client.image_arn(Some(template)).await?),
                     None => None,
                 };
                 self.client = Some(client.clone());

@@ -80,6 +80,7 @@ pub(crate) enum IdleChoice {
 #[derive(Clone)]
 pub(crate) struct CreateOptions {
     pub template: Option<String>,
+    pub template_version: Option<u32>,
     pub timeout: Duration,
     pub max_lifetime: Option<Duration>,
     pub on_timeout: Option<OnTimeout>,
@@ -97,6 +98,7 @@ impl Default for CreateOptions {
     fn default() -> Self {
         Self {
             template: None,
+            template_version: None,
             timeout: DEFAULT_TIMEOUT,
             max_lifetime: None,
             on_timeout: None,
@@ -117,6 +119,7 @@ impl fmt::Debug for CreateOptions {
         // Env values may be secrets: only their names are shown.
         f.debug_struct("CreateOptions")
             .field("template", &self.template)
+            .field("template_version", &self.template_version)
             .field("timeout", &self.timeout)
             .field("max_lifetime", &self.max_lifetime)
             .field("on_timeout", &self.on_timeout)

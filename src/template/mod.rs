@@ -16,8 +16,8 @@
 //!   `.dockerignore` with Docker's semantics ([`DockerIgnore`]).
 //!
 //! A failed build's BuildKit log is read by [`parse_build_log`].
-//! Building an image from the artifact is not in this version of the SDK;
-//! see `docs/templates.md`.
+//! [`Client::templates`](crate::Client::templates) builds templates into
+//! images ([`Templates::build`]) on AWS and on the local backend.
 //!
 //! ```
 //! use rayito::template::{ReadyCmd, StartCmd, Template};
@@ -38,6 +38,7 @@
 
 mod agent_files;
 mod artifact;
+mod build;
 mod builder;
 mod buildkit;
 mod context;
@@ -53,6 +54,12 @@ mod validate;
 
 pub use agent_files::{TEMPLATE_ENV_JSON_VERSION, TEMPLATE_JSON_VERSION};
 pub use artifact::Artifact;
+pub(crate) use build::TemplateServices;
+pub use build::{
+    BUCKET_ENV, BuildEvent, BuildHandle, BuildInfo, BuildOptions, BuildStatus,
+    DEFAULT_BUILD_TIMEOUT, DEFAULT_MEMORY_MIB, MEMORY_SIZES_MIB, ProgressFn, TemplateSummary,
+    Templates,
+};
 pub use builder::{DEFAULT_BASE_IMAGE, Template};
 pub use buildkit::{BuildLogFailure, LOG_TAIL_LINES, parse_build_log};
 pub use dockerfile::{LAYER_BEGIN, LAYER_END};

@@ -1,0 +1,173 @@
+//! Code artifacts in S3 (feature `templates`): upload only if absent, read
+//! a base image's artifact, always with the caller's account as the
+//! expected bucket owner (a bucket name someone else took is never written
+//! to or read from).
+
+use aws_sdk_s3 as s3;
+use bytes::Bytes;
+
+use super::failure::{extract, map_sdk_error};
+use crate::error::SandboxError;
+
+/// An `s3://bucket/key` URI split, `None` for anything else.
+pub(crate) fn parse_s3_uri(uri: &str) -> Option<(&str, &str)> {
+    let rest = uri.strip_prefix("s3://")?;
+    let (bucket, key) = rest.split_once('/')?;
+    (!bucket.is_empty() && !key.is_empty()).then_some((bucket, key))
+}
+
+/// The artifact store over one S3 client.
+#[derive(Clone, Debug)]
+pub(crate) struct ArtifactStore {
+    client: s3::Client,
+    /// The account every bucket must belong to.
+    owner: String,
+}
+
+impl ArtifactStore {
+    /// The store over `config`; `endpoint` overrides S3's (the local
+    /// backend's, path style).
+    pub(crate) fn new(
+        config: &aws_types::SdkConfig,
+        endpoint: Option<&str>,
+        owner: String,
+    ) -> Self {
+        let mut builder = s3::config::Builder::from(config);
+        if let Some(endpoint) = endpoint {
+            builder = builder.endpoint_url(endpoint).force_path_style(true);
+        }
+        Self {
+            client: s3::Client::from_conf(builder.build()),
+            owner,
+        }
+    }
+
+    /// Whether the object exists. 403 counts as absent: without
+    /// `s3:ListBucket` S3 answers 403 for a missing key, and a real denial
+    /// shows at the upload.
+    ///
+    /// # Errors
+    /// Any other failure, mapped.
+    pub(crate) async fn exists(&self, bucket: &str, key: &str) -> Result<bool, SandboxError> {
+        let result = self
+            .client
+            .head_object()
+            .bucket(bucket)
+            .key(key)
+            .expected_bucket_owner(&self.owner)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                let failure = extract("HeadObject", &e);
+                let absent = matches!(failure.http_status, Some(403 | 404))
+                    || matches!(
+                        failure.code.as_deref(),
+                        Some("NoSuchKey" | "NotFound" | "404" | "403")
+                    );
+                if absent {
+                    Ok(false)
+                } else {
+                    Err(map_sdk_error("HeadObject", &e))
+                }
+            }
+        }
+    }
+
+    /// Uploads the object.
+    ///
+    /// # Errors
+    /// The upload failed (mapped: a denial is `Authentication`).
+    pub(crate) async fn put(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Bytes,
+    ) -> Result<(), SandboxError> {
+        self.client
+            .put_object()
+            .bucket(bucket)
+            .key(key)
+            .expected_bucket_owner(&self.owner)
+            .content_type("application/zip")
+            .body(body.into())
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("PutObject", &e))?;
+        Ok(())
+    }
+
+    /// The object's bytes, `None` when it does not exist; refused past
+    /// `max_bytes` (the peer's length is never trusted to size a buffer).
+    ///
+    /// # Errors
+    /// Any other failure, mapped; an object larger than `max_bytes`.
+    pub(crate) async fn get(
+        &self,
+        bucket: &str,
+        key: &str,
+        max_bytes: usize,
+    ) -> Result<Option<Bytes>, SandboxError> {
+        let result = self
+            .client
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .expected_bucket_owner(&self.owner)
+            .send()
+            .await;
+        let out = match result {
+            Ok(out) => out,
+            Err(e) => {
+                let failure = extract("GetObject", &e);
+                if failure.http_status == Some(404)
+                    || matches!(failure.code.as_deref(), Some("NoSuchKey" | "NotFound"))
+                {
+                    return Ok(None);
+                }
+                return Err(map_sdk_error("GetObject", &e));
+            }
+        };
+        let too_large = || {
+            SandboxError::internal(
+                "template build",
+                "the base image's code artifact is larger than a template build reads",
+            )
+        };
+        if out
+            .content_length
+            .is_some_and(|n| usize::try_from(n).map_or(true, |n| n > max_bytes))
+        {
+            return Err(too_large());
+        }
+        let mut body = out.body;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|_| {
+                SandboxError::internal(
+                    "template build",
+                    "reading the base image's code artifact was cut",
+                )
+            })?;
+            if bytes.len().saturating_add(chunk.len()) > max_bytes {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(Some(Bytes::from(bytes)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_s3_uri;
+
+    #[test]
+    fn only_s3_uris_with_a_bucket_and_a_key_parse() {
+        assert_eq!(parse_s3_uri("s3://b/k/x.zip"), Some(("b", "k/x.zip")));
+        for bad in ["https://b/k", "s3://b", "s3://b/", "s3:///k", ""] {
+            assert_eq!(parse_s3_uri(bad), None, "{bad}");
+        }
+    }
+}

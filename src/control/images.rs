@@ -1,0 +1,461 @@
+//! The image side of the MicroVMs API (feature `templates`): what a
+//! template build reads and submits, as plain data over the AWS types.
+//!
+//! Every AWS failure is mapped here; Create/Update failures become
+//! [`SandboxError::Build`] (`build_quota` for the account's concurrent-build
+//! quota, `aws_error` otherwise), as a build's caller expects one kind.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_lambdamicrovms as lmv;
+use lmv::types::{Capability, CodeArtifact, CpuConfiguration, Hooks, Logging, Resources};
+
+use super::failure::{extract, map_sdk_error};
+use crate::error::SandboxError;
+
+/// The account-wide concurrent-build quota of MicroVM images.
+pub(crate) const BUILD_QUOTA: u32 = 10;
+
+/// The most versions read when looking for one to reuse (the newest first).
+const MAX_VERSIONS_READ: usize = 500;
+
+/// A version's configuration: what Create/Update send and versions echo.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct ImageConfig {
+    pub base_image_arn: String,
+    pub base_image_version: Option<String>,
+    pub build_role_arn: String,
+    pub code_artifact: Option<CodeArtifact>,
+    pub logging: Option<Logging>,
+    pub egress_network_connectors: Option<Vec<String>>,
+    pub cpu_configurations: Option<Vec<CpuConfiguration>>,
+    pub resources: Option<Vec<Resources>>,
+    pub additional_os_capabilities: Option<Vec<Capability>>,
+    pub hooks: Option<Hooks>,
+    /// `None` in list items, which never carry it.
+    pub environment_variables: Option<BTreeMap<String, String>>,
+}
+
+/// Copies the configuration fields every image/version shape shares.
+macro_rules! config_of {
+    ($out:expr) => {{
+        let out = $out;
+        ImageConfig {
+            base_image_arn: out.base_image_arn.clone(),
+            base_image_version: out.base_image_version.clone(),
+            build_role_arn: out.build_role_arn.clone(),
+            code_artifact: out.code_artifact.clone(),
+            logging: out.logging.clone(),
+            egress_network_connectors: out.egress_network_connectors.clone(),
+            cpu_configurations: out.cpu_configurations.clone(),
+            resources: out.resources.clone(),
+            additional_os_capabilities: out.additional_os_capabilities.clone(),
+            hooks: out.hooks.clone(),
+            environment_variables: out
+                .environment_variables
+                .as_ref()
+                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+        }
+    }};
+}
+
+impl ImageConfig {
+    /// The code artifact's URI.
+    pub(crate) fn artifact_uri(&self) -> Option<&str> {
+        self.code_artifact
+            .as_ref()
+            .and_then(|a| a.as_uri().ok())
+            .map(String::as_str)
+    }
+
+    /// Whether a version echoing `echo` was built from this configuration,
+    /// the environment aside (list items never carry it): every key equal,
+    /// the base version compared as a number (`1` equals the echoed `1.0`),
+    /// absent lists equal to empty ones.
+    pub(crate) fn matches_except_env(&self, echo: &ImageConfig) -> bool {
+        fn list<T: PartialEq>(a: &Option<Vec<T>>, b: &Option<Vec<T>>) -> bool {
+            a.as_deref().unwrap_or_default() == b.as_deref().unwrap_or_default()
+        }
+        self.base_image_arn == echo.base_image_arn
+            && same_major(
+                self.base_image_version.as_deref(),
+                echo.base_image_version.as_deref(),
+            )
+            && self.build_role_arn == echo.build_role_arn
+            && self.code_artifact == echo.code_artifact
+            && self.logging == echo.logging
+            && list(
+                &self.egress_network_connectors,
+                &echo.egress_network_connectors,
+            )
+            && list(&self.cpu_configurations, &echo.cpu_configurations)
+            && list(&self.resources, &echo.resources)
+            && list(
+                &self.additional_os_capabilities,
+                &echo.additional_os_capabilities,
+            )
+            && self.hooks == echo.hooks
+    }
+
+    /// Whether the environments are the same (absent equals empty).
+    pub(crate) fn same_env(&self, other: &ImageConfig) -> bool {
+        let empty = BTreeMap::new();
+        self.environment_variables.as_ref().unwrap_or(&empty)
+            == other.environment_variables.as_ref().unwrap_or(&empty)
+    }
+}
+
+/// Two base versions equal as numbers (`1` and `1.0`); both absent equal.
+fn same_major(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => match (a.parse::<f64>(), b.parse::<f64>()) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => a == b,
+        },
+        _ => false,
+    }
+}
+
+/// The base version to send: an integral echo (`1.0`) as the integer, as
+/// the API refuses anything but a single major number.
+pub(crate) fn major_version(version: &str) -> String {
+    match version.parse::<f64>() {
+        Ok(v) if v.fract() == 0.0 && (0.0..1e9).contains(&v) => format!("{}", v as u64),
+        _ => version.to_owned(),
+    }
+}
+
+/// An image.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ImageInfo {
+    pub arn: String,
+    pub name: String,
+    pub state: String,
+    pub latest_active_version: Option<String>,
+    pub latest_failed_version: Option<String>,
+}
+
+/// One version of an image.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct VersionInfo {
+    pub arn: String,
+    pub version: String,
+    pub state: String,
+    pub status: String,
+    /// The service's words: never put into an error message.
+    pub state_reason: Option<String>,
+    /// Seconds since the epoch.
+    pub created_at: f64,
+    pub config: ImageConfig,
+}
+
+impl VersionInfo {
+    /// SUCCESSFUL and ACTIVE.
+    pub(crate) fn is_usable(&self) -> bool {
+        self.state == "SUCCESSFUL" && self.status == "ACTIVE"
+    }
+}
+
+/// What Create/Update answered: the image and the new version.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Submitted {
+    pub arn: String,
+    pub version: String,
+}
+
+/// The image operations, over one client.
+#[derive(Clone, Debug)]
+pub(crate) struct ImageApi {
+    client: lmv::Client,
+}
+
+fn secs(t: &lmv::primitives::DateTime) -> f64 {
+    t.as_secs_f64()
+}
+
+impl ImageApi {
+    /// The operations over a client built from `config`.
+    pub(crate) fn new(config: &aws_types::SdkConfig) -> Self {
+        Self {
+            client: lmv::Client::new(config),
+        }
+    }
+
+    /// GetMicrovmImage; `None` when the image does not exist.
+    ///
+    /// # Errors
+    /// Any other failure, mapped.
+    pub(crate) async fn get_image(&self, id: &str) -> Result<Option<ImageInfo>, SandboxError> {
+        match self
+            .client
+            .get_microvm_image()
+            .image_identifier(id)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(Some(ImageInfo {
+                arn: out.image_arn,
+                name: out.name,
+                state: out.state.as_str().to_owned(),
+                latest_active_version: out.latest_active_image_version,
+                latest_failed_version: out.latest_failed_image_version,
+            })),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(map_sdk_error("GetMicrovmImage", &e)),
+        }
+    }
+
+    /// GetMicrovmImageVersion (with the environment).
+    ///
+    /// # Errors
+    /// `NotFound` for a missing image or version; any other failure, mapped.
+    pub(crate) async fn get_version(
+        &self,
+        id: &str,
+        version: &str,
+    ) -> Result<VersionInfo, SandboxError> {
+        let out = self
+            .client
+            .get_microvm_image_version()
+            .image_identifier(id)
+            .image_version(version)
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("GetMicrovmImageVersion", &e))?;
+        Ok(VersionInfo {
+            config: config_of!(&out),
+            arn: out.image_arn,
+            version: out.image_version,
+            state: out.state.as_str().to_owned(),
+            status: out.status.as_str().to_owned(),
+            state_reason: out.state_reason,
+            created_at: secs(&out.created_at),
+        })
+    }
+
+    /// Every version (at most [`MAX_VERSIONS_READ`]), newest first; their
+    /// configurations carry no environment.
+    ///
+    /// # Errors
+    /// Any failure, mapped.
+    pub(crate) async fn list_versions(&self, id: &str) -> Result<Vec<VersionInfo>, SandboxError> {
+        let mut versions = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let out = self
+                .client
+                .list_microvm_image_versions()
+                .image_identifier(id)
+                .max_results(50)
+                .set_next_token(next.take())
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("ListMicrovmImageVersions", &e))?;
+            for item in &out.items {
+                versions.push(VersionInfo {
+                    config: ImageConfig {
+                        environment_variables: None,
+                        ..config_of!(item)
+                    },
+                    arn: item.image_arn.clone(),
+                    version: item.image_version.clone(),
+                    state: item.state.as_str().to_owned(),
+                    status: item.status.as_str().to_owned(),
+                    state_reason: item.state_reason.clone(),
+                    created_at: secs(&item.created_at),
+                });
+            }
+            match out.next_token {
+                Some(token) if !token.is_empty() && versions.len() < MAX_VERSIONS_READ => {
+                    next = Some(token);
+                }
+                _ => break,
+            }
+        }
+        versions.sort_by(|a, b| b.created_at.total_cmp(&a.created_at));
+        Ok(versions)
+    }
+
+    /// Every image whose name contains `filter` (all without one).
+    ///
+    /// # Errors
+    /// Any failure, mapped.
+    pub(crate) async fn list_images(
+        &self,
+        filter: Option<&str>,
+    ) -> Result<Vec<ImageInfo>, SandboxError> {
+        let mut images = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let out = self
+                .client
+                .list_microvm_images()
+                .set_name_filter(filter.map(str::to_owned))
+                .set_next_token(next.take())
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("ListMicrovmImages", &e))?;
+            images.extend(out.items.into_iter().map(|i| ImageInfo {
+                arn: i.image_arn,
+                name: i.name,
+                state: i.state.as_str().to_owned(),
+                latest_active_version: i.latest_active_image_version,
+                latest_failed_version: i.latest_failed_image_version,
+            }));
+            match out.next_token {
+                Some(token) if !token.is_empty() && images.len() < MAX_VERSIONS_READ => {
+                    next = Some(token);
+                }
+                _ => break,
+            }
+        }
+        Ok(images)
+    }
+
+    /// CreateMicrovmImage (`existing` false) or UpdateMicrovmImage of
+    /// `id` (true): a new version building `config`.
+    ///
+    /// # Errors
+    /// `Build { build_quota }` when the account's builds are all running,
+    /// `Build { aws_error }` for another refusal, a mapped transport error
+    /// when no answer came.
+    pub(crate) async fn submit(
+        &self,
+        existing: bool,
+        id: &str,
+        config: &ImageConfig,
+        description: &str,
+    ) -> Result<Submitted, SandboxError> {
+        let env = config
+            .environment_variables
+            .as_ref()
+            .filter(|m| !m.is_empty())
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+        let base_version = config.base_image_version.as_deref().map(major_version);
+        if existing {
+            let out = self
+                .client
+                .update_microvm_image()
+                .image_identifier(id)
+                .base_image_arn(&config.base_image_arn)
+                .set_base_image_version(base_version)
+                .build_role_arn(&config.build_role_arn)
+                .description(description)
+                .set_code_artifact(config.code_artifact.clone())
+                .set_logging(config.logging.clone())
+                .set_egress_network_connectors(config.egress_network_connectors.clone())
+                .set_cpu_configurations(config.cpu_configurations.clone())
+                .set_resources(config.resources.clone())
+                .set_additional_os_capabilities(config.additional_os_capabilities.clone())
+                .set_hooks(config.hooks.clone())
+                .set_environment_variables(env)
+                .send()
+                .await
+                .map_err(|e| submit_error("UpdateMicrovmImage", &e))?;
+            Ok(Submitted {
+                arn: out.image_arn,
+                version: out.image_version,
+            })
+        } else {
+            let out = self
+                .client
+                .create_microvm_image()
+                .name(id)
+                .base_image_arn(&config.base_image_arn)
+                .set_base_image_version(base_version)
+                .build_role_arn(&config.build_role_arn)
+                .description(description)
+                .set_code_artifact(config.code_artifact.clone())
+                .set_logging(config.logging.clone())
+                .set_egress_network_connectors(config.egress_network_connectors.clone())
+                .set_cpu_configurations(config.cpu_configurations.clone())
+                .set_resources(config.resources.clone())
+                .set_additional_os_capabilities(config.additional_os_capabilities.clone())
+                .set_hooks(config.hooks.clone())
+                .set_environment_variables(env)
+                .send()
+                .await
+                .map_err(|e| submit_error("CreateMicrovmImage", &e))?;
+            Ok(Submitted {
+                arn: out.image_arn,
+                version: out.image_version,
+            })
+        }
+    }
+}
+
+type SdkErr<E> = lmv::error::SdkError<E, lmv::config::http::HttpResponse>;
+
+/// ResourceNotFoundException, by code.
+fn is_not_found<E>(err: &SdkErr<E>) -> bool
+where
+    E: lmv::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    extract("GetMicrovmImage", err).code.as_deref() == Some("ResourceNotFoundException")
+}
+
+/// A Create/Update failure: the quota, another refusal, or no answer.
+fn submit_error<E>(operation: &'static str, err: &SdkErr<E>) -> SandboxError
+where
+    E: lmv::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let failure = extract(operation, err);
+    match failure.code.as_deref() {
+        Some("ServiceQuotaExceededException") => SandboxError::build_quota(BUILD_QUOTA),
+        Some(code) => SandboxError::build_rejected(code),
+        None => map_sdk_error(operation, err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_versions_compare_as_numbers_and_resend_as_integers() {
+        assert!(same_major(Some("1"), Some("1.0")));
+        assert!(!same_major(Some("1"), Some("2.0")));
+        assert!(!same_major(Some("1"), None));
+        assert!(same_major(None, None));
+        assert_eq!(major_version("1.0"), "1");
+        assert_eq!(major_version("12"), "12");
+        assert_eq!(major_version("1.5"), "1.5");
+        assert_eq!(major_version("latest"), "latest");
+    }
+
+    #[test]
+    fn reuse_ignores_only_the_environment_and_empty_lists() {
+        let desired = ImageConfig {
+            base_image_arn: "arn:aws:lambda:us-east-1:aws:microvm-image:al2023-1".into(),
+            base_image_version: Some("1".into()),
+            build_role_arn: "arn:aws:iam::000000000000:role/r".into(),
+            resources: Some(vec![
+                Resources::builder()
+                    .minimum_memory_in_mib(2048)
+                    .build()
+                    .unwrap(),
+            ]),
+            environment_variables: Some(BTreeMap::from([("A".into(), "1".into())])),
+            ..ImageConfig::default()
+        };
+        let echo = ImageConfig {
+            base_image_version: Some("1.0".into()),
+            environment_variables: None,
+            egress_network_connectors: Some(Vec::new()),
+            ..desired.clone()
+        };
+        assert!(desired.matches_except_env(&echo));
+        assert!(!desired.same_env(&echo));
+        let other_memory = ImageConfig {
+            resources: Some(vec![
+                Resources::builder()
+                    .minimum_memory_in_mib(4096)
+                    .build()
+                    .unwrap(),
+            ]),
+            ..echo.clone()
+        };
+        assert!(!desired.matches_except_env(&other_memory));
+    }
+}

@@ -1,0 +1,200 @@
+//! What a build is told: [`BuildOptions`], and what it reports as it goes:
+//! [`BuildEvent`].
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::SandboxError;
+
+/// The memory sizes an image can have, in MiB.
+pub const MEMORY_SIZES_MIB: [u32; 5] = [512, 1024, 2048, 4096, 8192];
+/// The memory of a template's image unless told otherwise (MiB).
+pub const DEFAULT_MEMORY_MIB: u32 = 2048;
+/// How long [`Templates::build`](super::Templates::build) waits for the
+/// build to settle unless told otherwise (30 minutes).
+pub const DEFAULT_BUILD_TIMEOUT: Duration = Duration::from_secs(1800);
+/// The environment variable naming the S3 bucket of build artifacts.
+pub const BUCKET_ENV: &str = "RAYITO_BUCKET";
+
+/// Called with each [`BuildEvent`] as the build goes.
+pub type ProgressFn = Arc<dyn Fn(&BuildEvent) + Send + Sync>;
+
+/// How to build a template; `Default` is the usual build.
+#[derive(Clone)]
+pub struct BuildOptions {
+    /// The image's memory in MiB: one of [`MEMORY_SIZES_MIB`]
+    /// (default [`DEFAULT_MEMORY_MIB`]).
+    pub memory_mib: u32,
+    /// Build even when an identical version exists (as does
+    /// [`Template::skip_cache`](crate::template::Template::skip_cache)).
+    pub force: bool,
+    /// How long [`Templates::build`](super::Templates::build) waits for the
+    /// build to settle (default [`DEFAULT_BUILD_TIMEOUT`]); past it the
+    /// build goes on in the service.
+    pub timeout: Duration,
+    /// The base image's version (default: the template's, else the newest
+    /// usable one).
+    pub base_image_version: Option<u32>,
+    /// The directory `copy` sources are relative to (default: the current
+    /// directory).
+    pub context_dir: Option<PathBuf>,
+    /// The S3 bucket of the build artifact (default: `RAYITO_BUCKET`; the
+    /// local backend has its own).
+    pub bucket: Option<String>,
+    /// How often the build's state is read while waiting (default: 10 s
+    /// on AWS, 200 ms on the local backend).
+    pub poll_interval: Option<Duration>,
+    /// Called with each [`BuildEvent`].
+    pub on_event: Option<ProgressFn>,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        Self {
+            memory_mib: DEFAULT_MEMORY_MIB,
+            force: false,
+            timeout: DEFAULT_BUILD_TIMEOUT,
+            base_image_version: None,
+            context_dir: None,
+            bucket: None,
+            poll_interval: None,
+            on_event: None,
+        }
+    }
+}
+
+impl fmt::Debug for BuildOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BuildOptions")
+            .field("memory_mib", &self.memory_mib)
+            .field("force", &self.force)
+            .field("timeout", &self.timeout)
+            .field("base_image_version", &self.base_image_version)
+            .field("context_dir", &self.context_dir.is_some())
+            .field("bucket", &self.bucket.is_some())
+            .field("poll_interval", &self.poll_interval)
+            .field("on_event", &self.on_event.is_some())
+            .finish()
+    }
+}
+
+impl BuildOptions {
+    /// Sets [`BuildOptions::on_event`].
+    pub fn on_event(mut self, f: impl Fn(&BuildEvent) + Send + Sync + 'static) -> Self {
+        self.on_event = Some(Arc::new(f));
+        self
+    }
+
+    /// Checks every option before any call.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the option.
+    pub(crate) fn check(&self) -> Result<(), SandboxError> {
+        if !MEMORY_SIZES_MIB.contains(&self.memory_mib) {
+            return Err(SandboxError::invalid_argument(
+                "memory_mib",
+                "an image's memory must be 512, 1024, 2048, 4096 or 8192 MiB; pass one of them",
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err(SandboxError::invalid_argument(
+                "timeout",
+                "must be positive; pass how long to wait for the build",
+            ));
+        }
+        if self.poll_interval.is_some_and(|p| p.is_zero()) {
+            return Err(SandboxError::invalid_argument(
+                "poll_interval",
+                "must be positive; pass how often to read the build's state",
+            ));
+        }
+        if let Some(bucket) = &self.bucket {
+            check_bucket(bucket)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn emit(&self, event: BuildEvent) {
+        tracing::info!(target: "rayito::template", event = %event, "template build");
+        if let Some(f) = &self.on_event {
+            f(&event);
+        }
+    }
+}
+
+/// An S3 bucket name's shape (3 to 63 of `a-z`, `0-9`, `.`, `-`).
+pub(crate) fn check_bucket(bucket: &str) -> Result<(), SandboxError> {
+    let ok = (3..=63).contains(&bucket.len())
+        && bucket
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(SandboxError::invalid_argument(
+            "bucket",
+            "an S3 bucket name is 3 to 63 of a-z, 0-9, '.' and '-'; pass the artifact bucket's name",
+        ))
+    }
+}
+
+/// What a build reports as it goes.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum BuildEvent {
+    /// The artifact is packed: its size, and the first 12 hex digits of
+    /// its SHA-256 (what identifies it).
+    Packed {
+        /// The zip's size in bytes.
+        bytes: u64,
+        /// The first 12 hex digits of its SHA-256.
+        digest: String,
+    },
+    /// The artifact was uploaded (`true`) or was already there (`false`).
+    Uploaded(bool),
+    /// An identical version exists and is used: no build.
+    Reused {
+        /// The version used.
+        version: String,
+    },
+    /// The build was submitted as a new version.
+    Submitted {
+        /// The new version.
+        version: String,
+    },
+    /// The build's state, read while waiting.
+    State {
+        /// The image's state (`CREATING`, `UPDATED`, ...).
+        image: String,
+        /// The version's state (`PENDING`, `IN_PROGRESS`, ...).
+        version: String,
+        /// How long the wait has lasted.
+        elapsed: Duration,
+    },
+    /// A line of the build log (read when the build failed).
+    Log(String),
+}
+
+impl fmt::Display for BuildEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Packed { bytes, digest } => write!(f, "packed {bytes} bytes ({digest})"),
+            Self::Uploaded(true) => f.write_str("artifact uploaded"),
+            Self::Uploaded(false) => f.write_str("artifact already uploaded"),
+            Self::Reused { version } => write!(f, "reusing version {version}"),
+            Self::Submitted { version } => write!(f, "building version {version}"),
+            Self::State {
+                image,
+                version,
+                elapsed,
+            } => write!(
+                f,
+                "image {image}, version {version} ({}s)",
+                elapsed.as_secs()
+            ),
+            Self::Log(_) => f.write_str("build log line"),
+        }
+    }
+}
