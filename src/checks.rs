@@ -64,6 +64,8 @@ reasons! {
         "the context id is empty or contains a NUL character; pass the id create_code_context returned";
     ENDPOINT_URL_BAD = "endpoint_url" =>
         "the endpoint URL must be an absolute http:// or https:// URL with a host; pass the endpoint's URL";
+    S3_ENDPOINT_URL_BAD = "s3_endpoint_url" =>
+        "the S3 endpoint URL must be an absolute http:// or https:// URL with a host; pass the S3 endpoint's URL";
     REGION_BAD = "region" =>
         "the AWS region must be labels of 1 to 63 letters, digits or '-' separated by '.', not starting with '-' (like us-east-1); pass a region name";
     LANGUAGE_BAD = "language" =>
@@ -196,15 +198,29 @@ pub(crate) fn language(language: &str) -> Result<(), SandboxError> {
 /// An endpoint override: an absolute `http`/`https` URL with a host (the
 /// AWS SDK panics on an empty one).
 pub(crate) fn endpoint_url(url: &str) -> Result<(), SandboxError> {
-    let ok = url.parse::<http::Uri>().is_ok_and(|uri| {
-        matches!(uri.scheme_str(), Some("http" | "https"))
-            && uri.host().is_some_and(|h| !h.is_empty())
-    });
-    if ok {
+    if is_endpoint_url(url) {
         Ok(())
     } else {
         Err(refuse(ENDPOINT_URL_BAD))
     }
+}
+
+/// The same rule for S3's endpoint ([`AwsOptions::s3_endpoint_url`]).
+///
+/// [`AwsOptions::s3_endpoint_url`]: crate::AwsOptions::s3_endpoint_url
+pub(crate) fn s3_endpoint_url(url: &str) -> Result<(), SandboxError> {
+    if is_endpoint_url(url) {
+        Ok(())
+    } else {
+        Err(refuse(S3_ENDPOINT_URL_BAD))
+    }
+}
+
+fn is_endpoint_url(url: &str) -> bool {
+    url.parse::<http::Uri>().is_ok_and(|uri| {
+        matches!(uri.scheme_str(), Some("http" | "https"))
+            && uri.host().is_some_and(|h| !h.is_empty())
+    })
 }
 
 /// An AWS region, as the AWS SDK's endpoint rules require it (a host

@@ -460,6 +460,29 @@ async fn a_malformed_endpoint_url_is_an_error_not_a_panic() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_s3_endpoint_is_refused_before_any_call() {
+    for url in ["", "not a url", "ftp://127.0.0.1:1", "/relative"] {
+        let err = Sandbox::builder()
+            .aws(
+                AwsOptions::new()
+                    .endpoint_url("http://127.0.0.1:1")
+                    .s3_endpoint_url(url)
+                    .region("us-east-1")
+                    .static_credentials("AKIDTEST", "secret"),
+            )
+            .template("arn:aws:lambda:us-east-1:0:microvm-image:x")
+            .create()
+            .await
+            .unwrap_err();
+        assert_eq!(argument(&err), Some("s3_endpoint_url"), "{url}: {err:?}");
+        assert_eq!(
+            err.to_string(),
+            "invalid s3_endpoint_url: the S3 endpoint URL must be an absolute http:// or https:// URL with a host; pass the S3 endpoint's URL"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_region_is_refused_before_any_call() {
     // The AWS SDK fails such a region while building the request, which
     // used to read as "got no response from the service; retry it".

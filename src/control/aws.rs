@@ -92,6 +92,9 @@ const READ_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) struct AwsSettings {
     pub region: Option<String>,
     pub endpoint_url: Option<String>,
+    /// S3's endpoint, path style (template builds; `None`: S3's own, or
+    /// `endpoint_url` when that is set).
+    pub s3_endpoint_url: Option<String>,
     pub profile: Option<String>,
     /// Static credentials (access key id, secret access key).
     pub static_credentials: Option<(String, Secret)>,
@@ -108,6 +111,7 @@ impl fmt::Debug for AwsSettings {
         f.debug_struct("AwsSettings")
             .field("region", &self.region)
             .field("endpoint_url", &self.endpoint_url)
+            .field("s3_endpoint_url", &self.s3_endpoint_url)
             .field("profile", &self.profile)
             .field("static_credentials", &self.static_credentials.is_some())
             .field("session_token", &self.session_token.is_some())
@@ -129,6 +133,7 @@ impl AwsSettings {
         SettingsKey {
             region: self.region.clone(),
             endpoint_url: self.endpoint_url.clone(),
+            s3_endpoint_url: self.s3_endpoint_url.clone(),
             profile: self.profile.clone(),
             access_key_id: self
                 .static_credentials
@@ -150,6 +155,7 @@ impl AwsSettings {
 pub(crate) struct SettingsKey {
     region: Option<String>,
     endpoint_url: Option<String>,
+    s3_endpoint_url: Option<String>,
     profile: Option<String>,
     access_key_id: Option<String>,
     secret_digest: Option<[u8; 32]>,
@@ -208,6 +214,9 @@ impl AwsControlPlane {
         if let Some(url) = &settings.endpoint_url {
             crate::checks::endpoint_url(url)?;
             loader = loader.endpoint_url(url.clone());
+        }
+        if let Some(url) = &settings.s3_endpoint_url {
+            crate::checks::s3_endpoint_url(url)?;
         }
         if let Some(profile) = &settings.profile {
             loader = loader.profile_name(profile.clone());

@@ -84,6 +84,15 @@ impl AwsOptions {
         self
     }
 
+    /// S3's endpoint for template builds (path-style requests), e.g. an
+    /// emulator's or a gateway's; by default S3's own, or the
+    /// [`AwsOptions::endpoint_url`] when one is set.
+    #[must_use]
+    pub fn s3_endpoint_url(mut self, url: impl Into<String>) -> Self {
+        self.settings.s3_endpoint_url = Some(url.into());
+        self
+    }
+
     /// How long a control-plane call may take to connect to the endpoint
     /// (default 5 s, as the reference client; zero is refused before any
     /// call; longer than a day counts as a day). A connection that is not
@@ -154,6 +163,10 @@ pub(crate) struct ResolvedBackend {
     /// an injected one): what the clients of other services start from.
     #[cfg_attr(not(feature = "templates"), allow(dead_code))] // template builds
     pub sdk_config: Option<aws_types::SdkConfig>,
+    /// S3's endpoint override (path style), from the options or the
+    /// local backend.
+    #[cfg_attr(not(feature = "templates"), allow(dead_code))] // template builds
+    pub s3_endpoint_url: Option<String>,
 }
 
 impl fmt::Debug for ResolvedBackend {
@@ -246,6 +259,7 @@ impl BackendChoice {
                 Ok(ResolvedBackend {
                     region: Some(control.region().to_owned()),
                     sdk_config: Some(control.sdk_config().clone()),
+                    s3_endpoint_url: backend.s3_endpoint_url().map(str::to_owned),
                     control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),
                     root_certificates: backend.ca_pem().into_iter().map(str::to_owned).collect(),
                     local: Some(backend),
@@ -258,6 +272,11 @@ impl BackendChoice {
                 Ok(ResolvedBackend {
                     region: Some(control.region().to_owned()),
                     sdk_config: Some(control.sdk_config().clone()),
+                    s3_endpoint_url: options
+                        .settings
+                        .s3_endpoint_url
+                        .clone()
+                        .or_else(|| options.settings.endpoint_url.clone()),
                     control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),
                     local: None,
                     root_certificates: options.root_certificates.clone(),
@@ -294,6 +313,7 @@ impl ResolvedBackend {
             region: None,
             agent,
             sdk_config: None,
+            s3_endpoint_url: None,
         }
     }
 

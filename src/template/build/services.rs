@@ -22,6 +22,8 @@ pub(crate) struct TemplateServices {
     local: Option<LocalFacts>,
     identity: Identity,
     region: String,
+    /// S3's endpoint override (path style).
+    s3_endpoint: Option<String>,
     artifacts: tokio::sync::OnceCell<ArtifactStore>,
 }
 
@@ -29,7 +31,6 @@ pub(crate) struct TemplateServices {
 struct LocalFacts {
     account: String,
     bucket: String,
-    s3_endpoint: Option<String>,
 }
 
 impl TemplateServices {
@@ -50,13 +51,13 @@ impl TemplateServices {
         let local = backend.local.as_ref().map(|l| LocalFacts {
             account: l.account_id().to_owned(),
             bucket: l.artifact_bucket(),
-            s3_endpoint: l.s3_endpoint_url().map(str::to_owned),
         });
         Ok(Self {
             images: ImageApi::new(&sdk_config),
             logs: BuildLogs::new(&sdk_config),
             identity: Identity::new(&sdk_config),
             region: backend.region.clone().unwrap_or_default(),
+            s3_endpoint: backend.s3_endpoint_url.clone(),
             local,
             sdk_config,
             artifacts: tokio::sync::OnceCell::new(),
@@ -129,16 +130,14 @@ impl TemplateServices {
         self.artifacts
             .get_or_try_init(|| async {
                 let (account, _) = self.account().await?;
-                let endpoint = match &self.local {
-                    Some(local) => Some(local.s3_endpoint.clone().ok_or_else(|| {
-                        SandboxError::unimplemented(
-                            "templates",
-                            "this local backend serves no S3 endpoint",
-                            Some("docs/templates.md"),
-                        )
-                    })?),
-                    None => None,
-                };
+                let endpoint = self.s3_endpoint.clone();
+                if self.local.is_some() && endpoint.is_none() {
+                    return Err(SandboxError::unimplemented(
+                        "templates",
+                        "this local backend serves no S3 endpoint",
+                        Some("docs/templates.md"),
+                    ));
+                }
                 Ok(ArtifactStore::new(
                     &self.sdk_config,
                     endpoint.as_deref(),
