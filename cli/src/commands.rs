@@ -135,13 +135,13 @@ fn parse_pair(text: &str) -> Result<(String, String), String> {
 }
 
 /// Where the commands go: AWS, or the local daemon's emulated API.
-struct Backend {
-    local: Option<local::BackendState>,
+pub(crate) struct Backend {
+    pub(crate) local: Option<local::BackendState>,
     global: Global,
 }
 
 impl Backend {
-    fn resolve(global: &Global) -> std::io::Result<Backend> {
+    pub(crate) fn resolve(global: &Global) -> std::io::Result<Backend> {
         let from_env = std::env::var(rayito::BACKEND_ENV).is_ok_and(|v| v == "local");
         let local = if global.local || from_env {
             Some(local::ensure()?)
@@ -155,11 +155,29 @@ impl Backend {
     }
 
     fn builder(&self) -> SandboxBuilder {
-        let options = match &self.local {
-            Some(state) => AwsOptions::new()
-                .endpoint_url(&state.endpoint_url)
-                .region(&state.region)
-                .static_credentials(&state.access_key_id, state.secret_access_key.as_str()),
+        Sandbox::builder().aws(self.aws_options())
+    }
+
+    /// A client of this backend.
+    pub(crate) async fn client(&self) -> Result<rayito::Client, SandboxError> {
+        rayito::Client::builder()
+            .aws(self.aws_options())
+            .build()
+            .await
+    }
+
+    fn aws_options(&self) -> AwsOptions {
+        match &self.local {
+            Some(state) => {
+                let mut options = AwsOptions::new()
+                    .endpoint_url(&state.endpoint_url)
+                    .region(&state.region)
+                    .static_credentials(&state.access_key_id, state.secret_access_key.as_str());
+                if let Some(s3) = &state.s3_endpoint_url {
+                    options = options.s3_endpoint_url(s3);
+                }
+                options
+            }
             None => {
                 let mut options = AwsOptions::new();
                 if let Some(region) = &self.global.region {
@@ -170,8 +188,7 @@ impl Backend {
                 }
                 options
             }
-        };
-        Sandbox::builder().aws(options)
+        }
     }
 
     async fn connect(&self, id: &str) -> Result<Sandbox, Failure> {
@@ -186,7 +203,7 @@ impl Backend {
 }
 
 /// Why a subcommand failed.
-enum Failure {
+pub(crate) enum Failure {
     Sdk(SandboxError),
     Cli(String),
 }

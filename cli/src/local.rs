@@ -45,6 +45,12 @@ pub struct BackendState {
     pub access_key_id: String,
     /// That key's secret.
     pub secret_access_key: String,
+    /// The emulator's S3 endpoint (template artifacts).
+    #[serde(default)]
+    pub s3_endpoint_url: Option<String>,
+    /// The emulator's artifact bucket.
+    #[serde(default)]
+    pub artifact_bucket: Option<String>,
 }
 
 impl std::fmt::Debug for BackendState {
@@ -277,6 +283,9 @@ async fn serve_async() -> i32 {
         image_arn: arn,
         access_key_id: emulator.access_key().id.clone(),
         secret_access_key: emulator.access_key().secret.clone(),
+        // Filled in when the emulator serves S3 (template builds).
+        s3_endpoint_url: None,
+        artifact_bucket: None,
     };
     if let Err(err) = record(&state) {
         eprintln!("rayito local backend: cannot record its state: {err}");
@@ -362,6 +371,8 @@ mod tests {
             image_arn: "arn:aws:lambda:us-east-1:000000000000:microvm-image:rayito-base".into(),
             access_key_id: "AKIDTEST".into(),
             secret_access_key: "secret".into(),
+            s3_endpoint_url: None,
+            artifact_bucket: None,
         };
         assert_eq!(state.image_for(None), state.image_arn);
         assert_eq!(

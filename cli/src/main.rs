@@ -15,6 +15,7 @@ mod local;
 mod output;
 mod shell;
 mod spinner;
+mod template;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -70,6 +71,9 @@ enum Top {
     /// Create, inspect, use and kill sandboxes.
     #[command(subcommand)]
     Sandbox(commands::SandboxCommand),
+    /// Build templates into images, and read their builds.
+    #[command(subcommand)]
+    Template(template::TemplateCommand),
     /// What the SDK would use on AWS, and whether a `create` could work there.
     Doctor,
     /// The local-backend daemon that `--local` starts.
@@ -95,6 +99,7 @@ fn main() {
         Top::Local(command) => local_command(&command, cli.global.output),
         Top::Doctor => run_async(doctor::run(cli.global)),
         Top::Sandbox(command) => run_async(commands::run(cli.global, command)),
+        Top::Template(command) => run_async(template::run(cli.global, command)),
     };
     std::process::exit(code);
 }

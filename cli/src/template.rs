@@ -1,0 +1,289 @@
+//! `rayito template ...`: build a template described in a JSON or TOML
+//! file (the SDK's stable JSON form, `Template::to_json`), and read the
+//! builds' status, logs and list.
+
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Subcommand;
+use indicatif::{ProgressBar, ProgressStyle};
+use rayito::SandboxError;
+use rayito::template::{BuildEvent, BuildOptions, BuildStatus, Template};
+use serde_json::json;
+
+use crate::commands::{Backend, Failure};
+use crate::output;
+use crate::{Format, Global};
+
+/// The template subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TemplateCommand {
+    /// Builds the template FILE (JSON, or TOML with the same fields) as
+    /// the image NAME, or reuses an identical version.
+    Build {
+        /// The template: `.json` or `.toml` (the JSON form
+        /// `Template::to_json` writes).
+        file: PathBuf,
+        /// The template's name (1 to 64 of A-Z, a-z, 0-9, _ and -).
+        #[arg(long)]
+        name: String,
+        /// The image's memory in MiB (512, 1024, 2048, 4096 or 8192).
+        #[arg(long, default_value_t = 2048)]
+        memory_mb: u32,
+        /// Build even when an identical version exists.
+        #[arg(long)]
+        force: bool,
+        /// Seconds to wait for the build (default 1800).
+        #[arg(long, value_name = "SECS", default_value_t = 1800)]
+        timeout: u64,
+        /// The artifact bucket (else RAYITO_BUCKET; the local backend has
+        /// its own).
+        #[arg(long)]
+        bucket: Option<String>,
+        /// The directory `copy` sources are relative to (default: the
+        /// template file's directory).
+        #[arg(long)]
+        context: Option<PathBuf>,
+    },
+    /// The state of a template's newest version (or VERSION).
+    Status {
+        /// The template's name.
+        name: String,
+        /// A version (default: the newest).
+        #[arg(long)]
+        version: Option<String>,
+    },
+    /// The last lines of a template's newest build log.
+    Logs {
+        /// The template's name.
+        name: String,
+        /// How many lines.
+        #[arg(long, default_value_t = 500)]
+        limit: usize,
+    },
+    /// The account's templates.
+    List {
+        /// Only names containing this.
+        #[arg(long)]
+        filter: Option<String>,
+    },
+}
+
+/// Runs one template subcommand; returns the exit code.
+pub async fn run(global: Global, command: TemplateCommand) -> i32 {
+    let format = global.output;
+    let backend = match Backend::resolve(&global) {
+        Ok(backend) => backend,
+        Err(err) => return output::cli_error(format, &format!("the local backend: {err}")),
+    };
+    match dispatch(&backend, format, command).await {
+        Ok(code) => code,
+        Err(Failure::Sdk(err)) => output::error(format, &err),
+        Err(Failure::Cli(message)) => output::cli_error(format, &message),
+    }
+}
+
+/// Reads a template file: JSON, or TOML turned into the same JSON.
+fn read_template(path: &Path) -> Result<Template, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::Cli(format!("cannot read {}: {e}", path.display())))?;
+    let json = if path.extension().is_some_and(|e| e == "toml") {
+        let value: toml::Value = toml::from_str(&text)
+            .map_err(|e| Failure::Cli(format!("{} is not TOML: {e}", path.display())))?;
+        serde_json::to_string(&value)
+            .map_err(|e| Failure::Cli(format!("{}: {e}", path.display())))?
+    } else {
+        text
+    };
+    Ok(Template::from_json(&json)?)
+}
+
+async fn dispatch(
+    backend: &Backend,
+    format: Format,
+    command: TemplateCommand,
+) -> Result<i32, Failure> {
+    let client = backend.client().await?;
+    let templates = client.templates();
+    match command {
+        TemplateCommand::Build {
+            file,
+            name,
+            memory_mb,
+            force,
+            timeout,
+            bucket,
+            context,
+        } => {
+            let template = read_template(&file)?;
+            let context = context.unwrap_or_else(|| {
+                file.parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+            });
+            let bucket = bucket.or_else(|| {
+                backend
+                    .local
+                    .as_ref()
+                    .and_then(|state| state.artifact_bucket.clone())
+            });
+            build(
+                &templates,
+                format,
+                &template,
+                &name,
+                BuildOptions {
+                    memory_mib: memory_mb,
+                    force,
+                    timeout: Duration::from_secs(timeout),
+                    bucket,
+                    context_dir: Some(context),
+                    ..BuildOptions::default()
+                },
+            )
+            .await
+        }
+        TemplateCommand::Status { name, version } => {
+            let (version, status) = templates.version_status(&name, version.as_deref()).await?;
+            let status = match status {
+                BuildStatus::InProgress => "IN_PROGRESS",
+                BuildStatus::Succeeded => "SUCCESSFUL",
+                BuildStatus::Failed => "FAILED",
+                _ => "UNKNOWN",
+            };
+            match format {
+                Format::Json => output::json(&json!({
+                    "name": name, "version": version, "status": status,
+                })),
+                Format::Text => println!("{name} version {version}: {status}"),
+            }
+            Ok(0)
+        }
+        TemplateCommand::Logs { name, limit } => {
+            let lines = templates.logs(&name, limit).await?;
+            match format {
+                Format::Json => output::json(&json!({ "name": name, "lines": lines })),
+                Format::Text => {
+                    for line in lines {
+                        println!("{line}");
+                    }
+                }
+            }
+            Ok(0)
+        }
+        TemplateCommand::List { filter } => {
+            let list = templates.list(filter.as_deref()).await?;
+            match format {
+                Format::Json => output::json(&json!({
+                    "templates": list.iter().map(|t| json!({
+                        "name": t.name,
+                        "template_id": t.template_id,
+                        "state": t.state,
+                        "latest_version": t.latest_version,
+                    })).collect::<Vec<_>>(),
+                })),
+                Format::Text => {
+                    for t in &list {
+                        println!(
+                            "{:<32} {:<14} {}",
+                            t.name,
+                            t.state,
+                            t.latest_version.as_deref().unwrap_or("-")
+                        );
+                    }
+                }
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// Builds with a progress line (text output on a terminal); on failure the
+/// build log's lines go to stderr before the error.
+async fn build(
+    templates: &rayito::template::Templates,
+    format: Format,
+    template: &Template,
+    name: &str,
+    options: BuildOptions,
+) -> Result<i32, Failure> {
+    let bar = (format == Format::Text && std::io::stderr().is_terminal()).then(|| {
+        let bar = ProgressBar::new_spinner();
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+            bar.set_style(style);
+        }
+        bar.set_message(format!("building {name}"));
+        bar.enable_steady_tick(Duration::from_millis(100));
+        bar
+    });
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    let progress = bar.clone();
+    let lines = log.clone();
+    let options = options.on_event(move |event| match event {
+        BuildEvent::Log(line) => lines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(line.clone()),
+        other => {
+            if let Some(bar) = &progress {
+                bar.set_message(other.to_string());
+            }
+        }
+    });
+    let outcome = templates.build(template, name, options).await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    match outcome {
+        Ok(info) => {
+            match format {
+                Format::Json => output::json(&json!({
+                    "template_id": info.template_id,
+                    "build_id": info.build_id,
+                    "alias": info.alias,
+                    "version": info.version,
+                    "reused": info.reused,
+                    "artifact_uploaded": info.artifact_uploaded,
+                    "build_seconds": info.duration.as_secs_f64(),
+                })),
+                Format::Text => {
+                    let how = if info.reused { "reused" } else { "built" };
+                    println!(
+                        "{how} {} version {} in {:.1}s",
+                        info.alias,
+                        info.version,
+                        info.duration.as_secs_f64()
+                    );
+                    println!("RAYITO_TEMPLATE={}", info.template_id);
+                }
+            }
+            Ok(0)
+        }
+        Err(err) => {
+            if format == Format::Text {
+                print_failure_log(&err, &log.lock().unwrap_or_else(|p| p.into_inner()));
+            }
+            Err(Failure::Sdk(err))
+        }
+    }
+}
+
+/// The build log of a failed build on stderr (the failed step's lines
+/// first come from the error's own log tail when no log was read).
+fn print_failure_log(err: &SandboxError, lines: &[String]) {
+    let tail: Vec<&str> = match err {
+        SandboxError::Build { log_tail, .. } if lines.is_empty() => {
+            log_tail.as_str().lines().collect()
+        }
+        _ => lines.iter().map(String::as_str).collect(),
+    };
+    if tail.is_empty() {
+        return;
+    }
+    eprintln!("build log:");
+    for line in tail {
+        eprintln!("  {line}");
+    }
+}
