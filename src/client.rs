@@ -252,21 +252,41 @@ impl Client {
     /// `ResolvedBackend::image_arn`); with the `templates` feature, a
     /// name on AWS resolves in the caller's account (STS, once).
     pub(crate) async fn image_arn(&self, template: Option<&str>) -> Result<String, SandboxError> {
+        // Boxed: STS and the template clients live in this future, and it
+        // sits inside create's and template_info's.
         #[cfg(feature = "templates")]
+        {
+            let resolved = Box::pin(self.image_arn_by_name(template));
+            if let Some(resolved) = resolved.await {
+                return resolved;
+            }
+        }
+        self.inner.backend.image_arn(template)
+    }
+
+    /// An image name on AWS resolved in the caller's account; `None` when
+    /// `template` is not such a name.
+    #[cfg(feature = "templates")]
+    async fn image_arn_by_name(
+        &self,
+        template: Option<&str>,
+    ) -> Option<Result<String, SandboxError>> {
         {
             let name = template
                 .map(str::to_owned)
                 .or_else(|| std::env::var(crate::sandbox::backend::TEMPLATE_ENV).ok())
                 .filter(|t| !t.is_empty() && !t.starts_with("arn:"));
-            if let Some(name) = name
-                && self.inner.backend.local.is_none()
-                && self.inner.backend.sdk_config.is_some()
-            {
-                crate::template::check_template_name(&name)?;
-                return self.template_services().await?.image_arn(&name).await;
+            let name = name.filter(|_| {
+                self.inner.backend.local.is_none() && self.inner.backend.sdk_config.is_some()
+            })?;
+            if let Err(e) = crate::template::check_template_name(&name) {
+                return Some(Err(e));
             }
+            Some(match self.template_services().await {
+                Ok(services) => services.image_arn(&name).await,
+                Err(e) => Err(e),
+            })
         }
-        self.inner.backend.image_arn(template)
     }
 
     /// The options the client was built with.

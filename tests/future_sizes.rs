@@ -10,10 +10,20 @@ mod sdk_support;
 
 use std::time::Duration;
 
+use rayito::template::{BuildHandle, BuildOptions, Template};
 use rayito::{
     Client, ClientBuilder, CodeContextOptions, CommandOptions, ListQuery, PtyOptions, PtySize,
     RunCodeOptions, Sandbox, SandboxBuilder, WriteEntry,
 };
+
+/// A handle to read (never used: only the futures' sizes are looked at).
+fn templates_handle() -> BuildHandle {
+    BuildHandle::new(
+        "arn:aws:lambda:us-east-1:000000000000:microvm-image:t",
+        "1",
+        "t",
+    )
+}
 
 /// The most bytes one public future may take, in any build.
 const BUDGET: usize = 4 * 1024;
@@ -21,6 +31,9 @@ const BUDGET: usize = 4 * 1024;
 /// Sizes of futures built (never polled) on a handle that is never used:
 /// only `size_of_val` looks at them.
 fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
+    let templates = client.templates();
+    let template = Template::new();
+    let handle = templates_handle();
     let size = |name, n| (name, n);
     macro_rules! of {
         ($name:literal, $future:expr) => {
@@ -94,6 +107,30 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
         of!("is_running", sbx.is_running()),
         of!("get_info", sbx.get_info()),
         of!("list (a stream)", sbx.client().list(ListQuery::new())),
+        of!(
+            "templates().build",
+            templates.build(&template, "t", BuildOptions::default())
+        ),
+        of!(
+            "templates().build_in_background",
+            templates.build_in_background(&template, "t", BuildOptions::default())
+        ),
+        of!("templates().status", templates.status(&handle)),
+        of!(
+            "templates().wait",
+            templates.wait(&handle, BuildOptions::default())
+        ),
+        of!("templates().logs", templates.logs("t", 1)),
+        of!("templates().exists", templates.exists("t")),
+        of!("templates().list", templates.list(None)),
+        of!(
+            "templates().version_status",
+            templates.version_status("t", None)
+        ),
+        of!(
+            "SandboxBuilder::template_version().create",
+            SandboxBuilder::new().template_version(1).create()
+        ),
     ]
 }
 

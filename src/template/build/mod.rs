@@ -57,6 +57,23 @@ pub struct BuildHandle {
     pub name: String,
 }
 
+impl BuildHandle {
+    /// A handle to a build known by its image ARN, version and name (kept
+    /// from an earlier [`Templates::build_in_background`], in another
+    /// process say).
+    pub fn new(
+        template_id: impl Into<String>,
+        version: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        Self {
+            template_id: template_id.into(),
+            version: version.into(),
+            name: name.into(),
+        }
+    }
+}
+
 /// Where a build stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
