@@ -625,6 +625,22 @@ mod tests {
                 "too many template builds are running at once (at most 10); wait for one to finish, then build again",
             ),
             (
+                SandboxError::build_rejected("ValidationException"),
+                "the image service refused the template build (ValidationException); check the build's settings and your permissions, then build again",
+            ),
+            (
+                SandboxError::build_rejected("Bad code <with> text"),
+                "the image service refused the template build (an unrecognised error); check the build's settings and your permissions, then build again",
+            ),
+            (
+                SandboxError::base_image_no_version(),
+                "the base image has no usable version to build on; publish the base image first, or name a version that built",
+            ),
+            (
+                SandboxError::template_not_found(),
+                "no template of that name exists in this account and region; build it first",
+            ),
+            (
                 SandboxError::build_ready_failed(true),
                 "the built image did not become ready: its ready hook answered HTTP 5xx; check the start command and its ready check, then build again",
             ),
@@ -697,6 +713,18 @@ mod tests {
             reason(SandboxError::build_quota(10)),
             Some(BuildReason::BuildQuota)
         );
+        assert_eq!(
+            reason(SandboxError::build_rejected("AccessDeniedException")),
+            Some(BuildReason::AwsError)
+        );
+        assert!(matches!(
+            SandboxError::base_image_no_version(),
+            SandboxError::NotFound { .. }
+        ));
+        assert!(matches!(
+            SandboxError::template_not_found(),
+            SandboxError::NotFound { .. }
+        ));
         assert_eq!(
             reason(SandboxError::build_ready_failed(true)),
             Some(BuildReason::ReadyServerError)
