@@ -3,8 +3,9 @@
 //!
 //! [`Emulator::start`] serves, on one loopback port, the restJson1 API that
 //! `aws-sdk-lambdamicrovms` speaks (RunMicrovm, GetMicrovm, ListMicrovms,
-//! TerminateMicrovm, SuspendMicrovm, ResumeMicrovm, CreateMicrovmAuthToken)
-//! plus an admin endpoint for fault injection. Every call must be
+//! TerminateMicrovm, SuspendMicrovm, ResumeMicrovm, CreateMicrovmAuthToken,
+//! and the MicroVM image API: images, versions, their builds) plus an admin
+//! endpoint for fault injection. Every call must be
 //! SigV4-signed with one of its access keys ([`Emulator::access_key`]: one
 //! generated at start unless [`EmulatorConfig::access_keys`] says
 //! otherwise), as on AWS, so that sandbox code on the same host cannot

@@ -41,8 +41,18 @@ pub(crate) enum UnzipError {
 /// [`UnzipError`] for an archive that breaks a rule; `dest` may then hold
 /// part of it.
 pub(crate) fn unpack(zip: &[u8], dest: &Path) -> Result<(), UnzipError> {
+    unpack_within(zip, dest, MAX_ENTRIES, MAX_BYTES)
+}
+
+/// [`unpack`] with its bounds given (tests use small ones).
+fn unpack_within(
+    zip: &[u8],
+    dest: &Path,
+    max_entries: usize,
+    max_bytes: u64,
+) -> Result<(), UnzipError> {
     let mut archive = ZipArchive::new(Cursor::new(zip)).map_err(|_| UnzipError::NotZip)?;
-    if archive.len() > MAX_ENTRIES {
+    if archive.len() > max_entries {
         return Err(UnzipError::TooManyEntries);
     }
     std::fs::create_dir_all(dest).map_err(|_| UnzipError::Io)?;
@@ -74,7 +84,7 @@ pub(crate) fn unpack(zip: &[u8], dest: &Path) -> Result<(), UnzipError> {
             .create_new(true)
             .open(&path)
             .map_err(|_| UnzipError::Io)?;
-        let left = MAX_BYTES - total;
+        let left = max_bytes.saturating_sub(total);
         let mut limited = (&mut entry).take(left.saturating_add(1));
         let written = std::io::copy(&mut limited, &mut out).map_err(|_| UnzipError::NotZip)?;
         if written > left {
@@ -146,5 +156,20 @@ mod tests {
             Err(UnzipError::Symlink)
         );
         assert!(!dir.path().join("escape").exists());
+    }
+
+    #[test]
+    fn bounds_count_entries_and_written_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let three = zip_of(&[("Dockerfile", b"12345"), ("a", b"12345"), ("b", b"1")]);
+        assert_eq!(
+            unpack_within(&three, &dir.path().join("n"), 2, 1 << 20),
+            Err(UnzipError::TooManyEntries)
+        );
+        assert_eq!(
+            unpack_within(&three, &dir.path().join("s"), 10, 10),
+            Err(UnzipError::TooLarge)
+        );
+        assert_eq!(unpack_within(&three, &dir.path().join("ok"), 3, 11), Ok(()));
     }
 }
