@@ -1037,4 +1037,15 @@ async fn run_microvm_needs_a_launchable_version() {
         .expect("RunMicrovm, newest version");
     assert_eq!(out.image_version(), "1.0");
     wait_state(&h.client, out.microvm_id(), MicrovmState::Running).await;
+    // ListMicrovms takes the version as `1` or `1.0`.
+    for (version, count) in [("1", 2), ("1.0", 2), ("2", 0)] {
+        let list = h
+            .client
+            .list_microvms()
+            .image_version(version)
+            .send()
+            .await
+            .expect("ListMicrovms");
+        assert_eq!(list.items().len(), count, "{version}");
+    }
 }

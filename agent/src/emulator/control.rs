@@ -198,10 +198,12 @@ async fn list_microvms(
         .filter(|vm| {
             q.image_identifier.as_deref().is_none_or(|i| {
                 vm.spec.image_arn == i || vm.spec.image_arn.rsplit(':').next() == Some(i)
-            }) && q
-                .image_version
-                .as_deref()
-                .is_none_or(|v| vm.spec.image_version == v)
+            }) && q.image_version.as_deref().is_none_or(|v| {
+                // `1` and `1.0` name one version.
+                vm.spec.image_version == v
+                    || images::parse_version(v)
+                        .is_some_and(|n| images::parse_version(&vm.spec.image_version) == Some(n))
+            })
         })
         .collect();
     let end = (q.start + q.max_results).min(matching.len());

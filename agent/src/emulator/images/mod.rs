@@ -656,9 +656,19 @@ mod tests {
             "ValidationException"
         );
         r.start_build("img", 1);
-        r.finish_build("img", 1, Outcome::Succeeded { layer: None });
+        let layer = Some(PathBuf::from("/x/images/img/1/layer"));
+        r.finish_build(
+            "img",
+            1,
+            Outcome::Succeeded {
+                layer: layer.clone(),
+            },
+        );
         assert_eq!(r.image_view("img", ARN).unwrap()["state"], "CREATED");
-        assert_eq!(r.launch_target("img", ARN, None).unwrap().version, 1);
+        assert_eq!(
+            r.launch_target("img", ARN, Some("1.0")).unwrap(),
+            LaunchTarget { version: 1, layer }
+        );
         let (_, n) = r.update("img", ARN, config()).unwrap();
         assert_eq!(n, 2);
         assert_eq!(
