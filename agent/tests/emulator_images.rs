@@ -366,6 +366,37 @@ async fn a_build_goes_pending_in_progress_failed_with_its_reason_and_logs() {
 }
 
 #[tokio::test]
+async fn a_build_unpacks_its_artifact_under_the_version_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let h = Harness::start_with(rayito_agent::emulator::EmulatorConfig {
+        root: root.path().join("emu"),
+        ..Default::default()
+    })
+    .await;
+    let uri = base_uri(&h).await;
+    create(&h, "unpacked", &uri).send().await.unwrap();
+    // Today's build body fails after the artifact was unpacked for it.
+    let v = wait_version(&h, "unpacked", "1", MicrovmImageVersionState::Failed).await;
+    assert_eq!(v.state_reason(), Some(STUB_REASON));
+    let dockerfile = root
+        .path()
+        .join("emu/images/unpacked/1/artifact/Dockerfile");
+    let text = std::fs::read_to_string(&dockerfile).expect("the unpacked Dockerfile");
+    assert!(
+        text.trim_end().ends_with("CMD [\"/opt/rayito/rayd\"]"),
+        "{text}"
+    );
+    // Deleting the image removes its files.
+    h.client
+        .delete_microvm_image()
+        .image_identifier("unpacked")
+        .send()
+        .await
+        .unwrap();
+    assert!(!root.path().join("emu/images/unpacked").exists());
+}
+
+#[tokio::test]
 async fn artifacts_that_are_not_in_the_store_fail_the_build_with_a_plain_reason() {
     let h = Harness::start().await;
     let bucket = h.emulator.artifact_bucket();
