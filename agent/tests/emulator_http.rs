@@ -442,6 +442,53 @@ async fn admin_endpoint_injects_faults() {
 }
 
 #[tokio::test]
+async fn admin_endpoint_holds_and_releases_image_builds() {
+    use aws_sdk_lambdamicrovms::types::{CodeArtifact, MicrovmImageVersionState};
+    let h = Harness::start().await;
+    let faults = format!("{}/_emulator/faults", h.emulator.endpoint_url());
+    let key = h.emulator.access_key();
+    let post = |v: Value| call(&faults, Method::POST, Auth::Key(key), Some(v));
+    let state = || async {
+        h.client
+            .get_microvm_image_version()
+            .image_identifier("held")
+            .image_version("1")
+            .send()
+            .await
+            .expect("GetMicrovmImageVersion")
+            .state()
+            .clone()
+    };
+    assert_eq!(
+        post(json!({"fault": "holdBuilds", "hold": true})).await.0,
+        200
+    );
+    h.client
+        .create_microvm_image()
+        .name("held")
+        .base_image_arn("arn:aws:lambda:us-east-1:aws:microvm-image:al2023-1")
+        .build_role_arn("arn:aws:iam::000000000000:role/rayito-m0-build-us-east-1")
+        .code_artifact(CodeArtifact::Uri("s3://nowhere/a.zip".into()))
+        .send()
+        .await
+        .expect("CreateMicrovmImage");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while state().await != MicrovmImageVersionState::InProgress {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(state().await, MicrovmImageVersionState::InProgress, "held");
+    assert_eq!(post(json!({"fault": "clear"})).await.0, 200);
+    while state().await != MicrovmImageVersionState::Failed {
+        assert!(std::time::Instant::now() < deadline, "released by clear");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (status, _, _) = post(json!({"fault": "holdBuilds"})).await;
+    assert_eq!(status, 400, "hold is required");
+}
+
+#[tokio::test]
 async fn admin_endpoint_accepts_proxy_stalls() {
     let h = Harness::start().await;
     let faults = format!("{}/_emulator/faults", h.emulator.endpoint_url());

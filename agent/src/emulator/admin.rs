@@ -62,6 +62,9 @@ enum FaultRequest {
         microvm_id: String,
     },
     Clear,
+    HoldBuilds {
+        hold: bool,
+    },
     StallProxy {
         count: u32,
         #[serde(default)]
@@ -144,6 +147,10 @@ async fn post_fault(
             faults.set_disk_reserve(&microvm_id, bytes)
         }
         FaultRequest::ExpireDeadline { microvm_id } => faults.expire_deadline(&microvm_id),
+        FaultRequest::HoldBuilds { hold } => {
+            faults.hold_builds(hold);
+            true
+        }
         FaultRequest::Clear => {
             faults.clear();
             true

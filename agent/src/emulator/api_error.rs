@@ -66,6 +66,22 @@ impl ApiError {
         .member("resourceId", json!(arn))
     }
 
+    /// 404 ResourceNotFoundException for another resource (an image
+    /// version, a build).
+    pub(crate) fn not_found(resource_type: &str, id: &str, message: impl Into<String>) -> Self {
+        Self::new("ResourceNotFoundException", StatusCode::NOT_FOUND, message)
+            .member("resourceType", json!(resource_type))
+            .member("resourceId", json!(id))
+    }
+
+    /// 409 ConflictException about a MicroVM image (a name in use, a build
+    /// in flight).
+    pub(crate) fn image_conflict(arn: &str, message: impl Into<String>) -> Self {
+        Self::new("ConflictException", StatusCode::CONFLICT, message)
+            .member("resourceType", json!("MicrovmImage"))
+            .member("resourceId", json!(arn))
+    }
+
     /// 409 ConflictException about a MicroVM in the wrong state.
     pub(crate) fn conflict(id: &str, message: impl Into<String>) -> Self {
         Self::new("ConflictException", StatusCode::CONFLICT, message)

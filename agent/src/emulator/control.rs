@@ -22,12 +22,13 @@ use super::api_error::ApiError;
 use super::faults::Operation;
 use super::guard::{self, Signed};
 use super::ids;
+use super::images;
 use super::lifecycle;
 use super::model::{AuthTokenInput, ListMicrovmsOut, ListMicrovmsQuery, RunMicrovmInput};
 use super::registry::{Grant, Shared, Spec, Vm};
 use super::validate;
 
-type Reply = Result<Response, ApiError>;
+pub(crate) type Reply = Result<Response, ApiError>;
 
 /// The control-plane router (plus the admin routes under `/_emulator`).
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
@@ -43,7 +44,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
             "/2025-09-09/microvms/{id}/auth-token",
             post(create_auth_token),
         )
-        .route("/2025-09-09/microvm-images/{id}", get(get_microvm_image))
+        .merge(images::routes::router())
         .merge(admin::router())
         .fallback(unknown_operation)
         .layer(axum::middleware::from_fn_with_state(
@@ -68,7 +69,7 @@ async fn unknown_operation() -> ApiError {
 
 /// Counts the call, refuses it if its signature was, applies an injected
 /// throttle.
-fn gate(shared: &Shared, signed: &Signed, op: Operation) -> Result<(), ApiError> {
+pub(crate) fn gate(shared: &Shared, signed: &Signed, op: Operation) -> Result<(), ApiError> {
     shared.count_call(op);
     signed.check()?;
     match shared.faults.take_throttle(op) {
@@ -78,7 +79,7 @@ fn gate(shared: &Shared, signed: &Signed, op: Operation) -> Result<(), ApiError>
 }
 
 /// Parses a JSON body (empty = `{}`) leniently into `T`, keeping the raw value.
-fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<(T, Value), ApiError> {
+pub(crate) fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<(T, Value), ApiError> {
     let value: Value = if body.is_empty() {
         json!({})
     } else {
@@ -89,7 +90,7 @@ fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<(T, Value), ApiError>
     Ok((typed, value))
 }
 
-fn ok(value: impl serde::Serialize) -> Reply {
+pub(crate) fn ok(value: impl serde::Serialize) -> Reply {
     Ok((StatusCode::OK, Json(value)).into_response())
 }
 
@@ -110,12 +111,14 @@ async fn run_microvm(
     shared.record_client_token(input.client_token.clone());
     let valid = validate::run_microvm(&input)?;
     let s = &shared.settings;
-    let known = valid.image.region == s.region
-        && valid.image.account == s.account_id
-        && s.images.contains(&valid.image.name);
-    if !known {
+    if valid.image.region != s.region || valid.image.account != s.account_id {
         return Err(ApiError::image_not_found(&valid.image_arn));
     }
+    let target = shared.images.launch_target(
+        &valid.image.name,
+        &valid.image_arn,
+        input.image_version.as_deref(),
+    )?;
     // Held until the MicroVM is registered: a second call with the same
     // token waits here, then finds the first one's MicroVM.
     let _token_guard = match &input.client_token {
@@ -146,10 +149,7 @@ async fn run_microvm(
     );
     let spec = Spec {
         image_arn: valid.image_arn.clone(),
-        image_version: input
-            .image_version
-            .clone()
-            .unwrap_or_else(|| "1.0".to_string()),
+        image_version: format!("{}.0", target.version),
         execution_role_arn: input.execution_role_arn.clone(),
         idle_policy: input.idle_policy.clone(),
         kms_key_identifier: input.kms_key_identifier.clone(),
@@ -160,7 +160,7 @@ async fn run_microvm(
         egress: input.egress_network_connectors.clone().unwrap_or_default(),
         max_duration_seconds: valid.max_duration_seconds,
     };
-    let vm = lifecycle::create(&shared, spec).await?;
+    let vm = lifecycle::create(&shared, spec, target.layer).await?;
     shared.insert(vm.clone(), input.client_token.clone().map(|t| (t, raw)));
     lifecycle::start(&shared, &vm, valid.payload);
     ok(vm.to_out())
@@ -175,42 +175,11 @@ async fn get_microvm(
     ok(find(&shared, &id)?.to_out())
 }
 
-/// GetMicrovmImage: the emulator's images (by ARN or bare name) are
-/// `CREATED` with version `1`; any other is ResourceNotFoundException.
-async fn get_microvm_image(
-    State(shared): State<Arc<Shared>>,
-    Extension(signed): Extension<Signed>,
-    Path(id): Path<String>,
-) -> Reply {
-    gate(&shared, &signed, Operation::GetMicrovmImage)?;
-    let s = &shared.settings;
-    let name = match validate::parse_image_arn(&id) {
-        Some(arn) if arn.region == s.region && arn.account == s.account_id => arn.name,
-        Some(_) => return Err(ApiError::image_not_found(&id)),
-        None if id.starts_with("arn:") => {
-            return Err(ApiError::validation(
-                "imageIdentifier must be an image name or a MicroVM image ARN.",
-            ));
-        }
-        None => id.clone(),
-    };
-    if !s.images.contains(&name) {
-        return Err(ApiError::image_not_found(&s.image_arn(&name)));
-    }
-    ok(serde_json::json!({
-        "imageArn": s.image_arn(&name),
-        "name": name,
-        "state": "CREATED",
-        "latestActiveImageVersion": "1",
-        "createdAt": 0,
-    }))
-}
-
-fn encode_page_token(index: usize) -> String {
+pub(crate) fn encode_page_token(index: usize) -> String {
     URL_SAFE_NO_PAD.encode(format!("rayito-emulator-page:{index}"))
 }
 
-fn decode_page_token(token: &str) -> Option<usize> {
+pub(crate) fn decode_page_token(token: &str) -> Option<usize> {
     let raw = URL_SAFE_NO_PAD.decode(token).ok()?;
     let text = String::from_utf8(raw).ok()?;
     text.strip_prefix("rayito-emulator-page:")?.parse().ok()
@@ -229,10 +198,12 @@ async fn list_microvms(
         .filter(|vm| {
             q.image_identifier.as_deref().is_none_or(|i| {
                 vm.spec.image_arn == i || vm.spec.image_arn.rsplit(':').next() == Some(i)
-            }) && q
-                .image_version
-                .as_deref()
-                .is_none_or(|v| vm.spec.image_version == v)
+            }) && q.image_version.as_deref().is_none_or(|v| {
+                // `1` and `1.0` name one version.
+                vm.spec.image_version == v
+                    || images::parse_version(v)
+                        .is_some_and(|n| images::parse_version(&vm.spec.image_version) == Some(n))
+            })
         })
         .collect();
     let end = (q.start + q.max_results).min(matching.len());

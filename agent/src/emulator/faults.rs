@@ -27,11 +27,33 @@ pub enum Operation {
     CreateMicrovmAuthToken,
     /// `GET /2025-09-09/microvm-images/{id}`
     GetMicrovmImage,
+    /// `POST /2025-09-09/microvm-images`
+    CreateMicrovmImage,
+    /// `PUT /2025-09-09/microvm-images/{id}`
+    UpdateMicrovmImage,
+    /// `GET /2025-09-09/microvm-images`
+    ListMicrovmImages,
+    /// `DELETE /2025-09-09/microvm-images/{id}`
+    DeleteMicrovmImage,
+    /// `GET /2025-09-09/microvm-images/{id}/versions/{version}`
+    GetMicrovmImageVersion,
+    /// `GET /2025-09-09/microvm-images/{id}/versions`
+    ListMicrovmImageVersions,
+    /// `PATCH /2025-09-09/microvm-images/{id}/versions/{version}`
+    UpdateMicrovmImageVersion,
+    /// `DELETE /2025-09-09/microvm-images/{id}/versions/{version}`
+    DeleteMicrovmImageVersion,
+    /// `GET /2025-09-09/microvm-images/{id}/versions/{version}/builds`
+    ListMicrovmImageBuilds,
+    /// `GET /2025-09-09/microvm-images/{id}/versions/{version}/builds/{buildId}`
+    GetMicrovmImageBuild,
+    /// `GET /2025-09-09/managed-microvm-images/{id}/versions`
+    ListManagedMicrovmImageVersions,
 }
 
 impl Operation {
     /// Every operation the emulator serves.
-    pub const ALL: [Operation; 8] = [
+    pub const ALL: [Operation; 19] = [
         Operation::RunMicrovm,
         Operation::GetMicrovm,
         Operation::ListMicrovms,
@@ -40,6 +62,17 @@ impl Operation {
         Operation::ResumeMicrovm,
         Operation::CreateMicrovmAuthToken,
         Operation::GetMicrovmImage,
+        Operation::CreateMicrovmImage,
+        Operation::UpdateMicrovmImage,
+        Operation::ListMicrovmImages,
+        Operation::DeleteMicrovmImage,
+        Operation::GetMicrovmImageVersion,
+        Operation::ListMicrovmImageVersions,
+        Operation::UpdateMicrovmImageVersion,
+        Operation::DeleteMicrovmImageVersion,
+        Operation::ListMicrovmImageBuilds,
+        Operation::GetMicrovmImageBuild,
+        Operation::ListManagedMicrovmImageVersions,
     ];
 
     /// The AWS operation name, e.g. `RunMicrovm`.
@@ -53,6 +86,17 @@ impl Operation {
             Operation::ResumeMicrovm => "ResumeMicrovm",
             Operation::CreateMicrovmAuthToken => "CreateMicrovmAuthToken",
             Operation::GetMicrovmImage => "GetMicrovmImage",
+            Operation::CreateMicrovmImage => "CreateMicrovmImage",
+            Operation::UpdateMicrovmImage => "UpdateMicrovmImage",
+            Operation::ListMicrovmImages => "ListMicrovmImages",
+            Operation::DeleteMicrovmImage => "DeleteMicrovmImage",
+            Operation::GetMicrovmImageVersion => "GetMicrovmImageVersion",
+            Operation::ListMicrovmImageVersions => "ListMicrovmImageVersions",
+            Operation::UpdateMicrovmImageVersion => "UpdateMicrovmImageVersion",
+            Operation::DeleteMicrovmImageVersion => "DeleteMicrovmImageVersion",
+            Operation::ListMicrovmImageBuilds => "ListMicrovmImageBuilds",
+            Operation::GetMicrovmImageBuild => "GetMicrovmImageBuild",
+            Operation::ListManagedMicrovmImageVersions => "ListManagedMicrovmImageVersions",
         }
     }
 
@@ -78,6 +122,7 @@ pub(crate) struct FaultState {
     proxy: Mutex<VecDeque<u16>>,
     stalls: Mutex<Vec<StallRule>>,
     release: StallRelease,
+    builds: BuildHold,
 }
 
 fn take_one(counter: &AtomicU32) -> bool {
@@ -126,6 +171,12 @@ impl FaultState {
             rules.remove(at);
         }
         Some(stall)
+    }
+
+    /// Returns once image builds are not held ([`Faults::hold_builds`]).
+    pub(crate) async fn builds_released(&self) {
+        let mut rx = self.builds.0.subscribe();
+        let _ = rx.wait_for(|held| !*held).await;
     }
 
     /// A receiver that changes when [`Faults::clear`] releases every stall.
@@ -240,6 +291,15 @@ impl Faults {
         s.proxy.lock().expect("proxy faults lock").clear();
         s.stalls.lock().expect("stall faults lock").clear();
         s.release.0.send_modify(|n| *n += 1);
+        s.builds.0.send_replace(false);
+    }
+
+    /// Holds image builds (`true`): every build started, or already
+    /// waiting, stays IN_PROGRESS before it reads its code artifact, until
+    /// `hold_builds(false)` (or [`Faults::clear`]) releases them all. Lets
+    /// a test see the states in flight and fill the build quota.
+    pub fn hold_builds(&self, hold: bool) {
+        self.state().builds.0.send_replace(hold);
     }
 
     /// The next `n` requests through any MicroVM proxy whose path is `path`
@@ -285,6 +345,16 @@ struct StallRule {
     path: Option<String>,
     remaining: u32,
     stall: ProxyStall,
+}
+
+/// Whether image builds are held.
+#[derive(Debug)]
+struct BuildHold(tokio::sync::watch::Sender<bool>);
+
+impl Default for BuildHold {
+    fn default() -> Self {
+        Self(tokio::sync::watch::Sender::new(false))
+    }
 }
 
 /// Wakes every stalled request at [`Faults::clear`].

@@ -68,8 +68,13 @@ pub(crate) struct Prepared {
 
 /// Makes a MicroVM's root directory, proxy listener and agent.
 /// `prestart_kernel` starts the agent's default kernel at once (the warm
-/// spare) instead of at `/run`.
-async fn prepare(shared: &Arc<Shared>, prestart_kernel: bool) -> Result<Prepared, ApiError> {
+/// spare) instead of at `/run`. `layer`: the image version's layer, which
+/// the sandbox runs on (`None`: the host's root as it is).
+async fn prepare(
+    shared: &Arc<Shared>,
+    prestart_kernel: bool,
+    layer: Option<std::path::PathBuf>,
+) -> Result<Prepared, ApiError> {
     let id = ids::microvm_id();
     let root = shared.settings.root.join(&id);
     tokio::fs::create_dir_all(&root).await.map_err(|e| {
@@ -99,8 +104,21 @@ async fn prepare(shared: &Arc<Shared>, prestart_kernel: bool) -> Result<Prepared
     } else {
         proxy_addr.to_string()
     };
+    // A template's files, when its build left them in the layer.
+    let template_dir = match &layer {
+        Some(layer) => {
+            let dir = layer.join("etc/rayito");
+            tokio::fs::try_exists(&dir)
+                .await
+                .unwrap_or(false)
+                .then_some(dir)
+        }
+        None => None,
+    };
     let config = AgentConfig {
         root: root.clone(),
+        image_layer: layer,
+        template_dir,
         grpc_addr: loopback0(),
         hooks_addr: loopback0(),
         prestart_kernel,
@@ -129,15 +147,24 @@ async fn prepare(shared: &Arc<Shared>, prestart_kernel: bool) -> Result<Prepared
 
 /// Creates a MicroVM: its root directory, its agent, its proxy listener
 /// (the warm spare's, when there is one: its kernel is already up). It
-/// starts PENDING; [`start`] then drives `/run`.
-pub(crate) async fn create(shared: &Arc<Shared>, spec: Spec) -> Result<Arc<Vm>, ApiError> {
-    let spare = shared.take_spare();
+/// starts PENDING; [`start`] then drives `/run`. The warm spare runs on
+/// the host's root: a version with a `layer` gets an agent of its own.
+pub(crate) async fn create(
+    shared: &Arc<Shared>,
+    spec: Spec,
+    layer: Option<std::path::PathBuf>,
+) -> Result<Arc<Vm>, ApiError> {
+    let spare = if layer.is_none() {
+        shared.take_spare()
+    } else {
+        None
+    };
     if shared.settings.warm_spare {
         refill_spare(shared);
     }
     let prepared = match spare {
         Some(prepared) => prepared,
-        None => prepare(shared, false).await?,
+        None => prepare(shared, false, layer).await?,
     };
     let Prepared {
         id,
@@ -163,7 +190,7 @@ pub(crate) fn refill_spare(shared: &Arc<Shared>) {
     }
     let s = shared.clone();
     let spawned = shared.spawn(async move {
-        let prepared = prepare(&s, true).await.ok();
+        let prepared = prepare(&s, true, None).await.ok();
         s.end_spare(prepared);
     });
     if spawned.is_none() {

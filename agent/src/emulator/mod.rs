@@ -3,8 +3,9 @@
 //!
 //! [`Emulator::start`] serves, on one loopback port, the restJson1 API that
 //! `aws-sdk-lambdamicrovms` speaks (RunMicrovm, GetMicrovm, ListMicrovms,
-//! TerminateMicrovm, SuspendMicrovm, ResumeMicrovm, CreateMicrovmAuthToken)
-//! plus an admin endpoint for fault injection. Every call must be
+//! TerminateMicrovm, SuspendMicrovm, ResumeMicrovm, CreateMicrovmAuthToken,
+//! and the MicroVM image API: images, versions, their builds) plus an admin
+//! endpoint for fault injection. Every call must be
 //! SigV4-signed with one of its access keys ([`Emulator::access_key`]: one
 //! generated at start unless [`EmulatorConfig::access_keys`] says
 //! otherwise), as on AWS, so that sandbox code on the same host cannot
@@ -27,7 +28,7 @@
 mod access_key;
 mod admin;
 mod api_error;
-#[allow(dead_code)] // used by the image API, landing in parts
+#[allow(dead_code)] // the build body lands in parts: today's stub reads nothing
 mod build;
 #[cfg(feature = "cli")]
 pub mod cli;
@@ -36,11 +37,12 @@ mod faults;
 mod guard;
 mod hooks;
 mod ids;
+mod images;
 mod lifecycle;
-#[allow(dead_code)] // used by the image API, landing in parts
+#[allow(dead_code)] // the Logs endpoint, landing in parts, reads the rest
 mod logs;
 mod model;
-#[allow(dead_code)] // used by the image API, landing in parts
+#[allow(dead_code)] // the S3 endpoint, landing in parts, uses the rest
 mod objects;
 mod proxy;
 mod registry;
@@ -81,8 +83,11 @@ pub struct EmulatorConfig {
     pub region: String,
     /// Account id in image ARNs (default `000000000000`).
     pub account_id: String,
-    /// Image names that exist (default `["rayito-base"]`); RunMicrovm with an
-    /// ARN of any other name answers ResourceNotFoundException.
+    /// Image names seeded at start (default `["rayito-base"]`;
+    /// `rayito-base` is seeded anyway): each has version 1 SUCCESSFUL and
+    /// ACTIVE, which runs on the host as it is. Other images exist once
+    /// created through the image API (CreateMicrovmImage); RunMicrovm with
+    /// an ARN of an unknown name answers ResourceNotFoundException.
     pub images: Vec<String>,
     /// For tests: every minted proxy token lives this long instead of its
     /// `expirationInMinutes` (default `None`).
@@ -168,7 +173,8 @@ impl Emulator {
     /// `InvalidInput` when `config.addr` is not a loopback address or
     /// `config.access_keys` is empty; `PermissionDenied` when sandbox uids
     /// could not traverse a directory above the root (the error names it);
-    /// any I/O error from creating the root directory or binding the port.
+    /// any I/O error from creating the root directory, binding the port or
+    /// writing the seeded images' code artifact.
     pub async fn start(config: EmulatorConfig) -> std::io::Result<Emulator> {
         if !config.addr.ip().is_loopback() {
             return Err(std::io::Error::new(
@@ -221,6 +227,7 @@ impl Emulator {
             tls,
             tokio::runtime::Handle::current(),
         ));
+        images::seed(&shared).await?;
         let router = control::router(shared.clone());
         shared.spawn(serve_control(listener, router));
         if shared.settings.warm_spare {
@@ -281,6 +288,33 @@ impl Emulator {
     /// `arn:aws:lambda:<region>:<account>:microvm-image:<name>`.
     pub fn image_arn(&self, name: &str) -> String {
         self.shared.settings.image_arn(name)
+    }
+
+    /// The account id in ARNs ([`EmulatorConfig::account_id`]).
+    pub fn account_id(&self) -> &str {
+        &self.shared.settings.account_id
+    }
+
+    /// The artifact bucket of the emulator's S3 store,
+    /// `rayito-artifacts-<account>-<region>` (created at start, holding the
+    /// seeded images' code artifact).
+    pub fn artifact_bucket(&self) -> String {
+        self.shared.settings.artifact_bucket()
+    }
+
+    /// The lines of every build log stream of `image` (log group
+    /// `/rayito/<image>`), by stream name, oldest line first: lets a test
+    /// read build logs without a CloudWatch Logs client.
+    #[doc(hidden)]
+    pub fn build_log_lines(&self, image: &str) -> Vec<(String, Vec<String>)> {
+        self.shared
+            .logs
+            .streams(&format!("/rayito/{image}"))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(name, _)| name.contains("]build-"))
+            .map(|(name, stream)| (name, stream.events.into_iter().map(|e| e.message).collect()))
+            .collect()
     }
 
     /// TLS mode: the CA certificate (PEM) that signs every MicroVM's
@@ -381,6 +415,9 @@ impl Drop for Emulator {
         // only if nothing else is in it.
         let root = self.shared.settings.root.clone();
         let mut dirs: Vec<PathBuf> = self.shared.all().iter().map(|vm| vm.root.clone()).collect();
+        // The image layers and the object store are the emulator's too.
+        dirs.push(root.join("images"));
+        dirs.push(root.join("s3"));
         let ca_file = self.shared.tls.as_ref().map(|t| t.ca_path().to_path_buf());
         let _ = std::thread::Builder::new()
             .name("rayito-emulator-cleanup".into())

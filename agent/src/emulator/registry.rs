@@ -52,6 +52,12 @@ impl Settings {
             self.region, self.account_id, name
         )
     }
+
+    /// The artifact bucket, as the `rayito-m0-artifacts` stack names it:
+    /// `rayito-artifacts-<account>-<region>`.
+    pub(crate) fn artifact_bucket(&self) -> String {
+        format!("rayito-artifacts-{}-{}", self.account_id, self.region)
+    }
 }
 
 /// A proxy token: which MicroVM, which ports, until when.
@@ -91,11 +97,11 @@ pub(crate) struct Shared {
     /// The warm spare, and whether one is being prepared.
     spare: Mutex<SpareSlot>,
     /// The files behind the S3 endpoint (`<root>/s3`).
-    #[allow(dead_code)] // used by the image API, landing in parts
     pub(crate) objects: super::objects::ObjectStore,
     /// The CloudWatch Logs groups (build logs).
-    #[allow(dead_code)] // used by the image API, landing in parts
     pub(crate) logs: super::logs::LogStore,
+    /// The MicroVM images and their versions.
+    pub(crate) images: super::images::ImageRegistry,
 }
 
 /// The warm spare's slot.
@@ -122,6 +128,7 @@ impl Shared {
         Self {
             objects: super::objects::ObjectStore::new(settings.root.join("s3")),
             logs: super::logs::LogStore::default(),
+            images: super::images::ImageRegistry::default(),
             tls,
             hooks: HookClient::new(settings.hook_timeout, HooksToken::generate()),
             upstream: Upstream::new(),

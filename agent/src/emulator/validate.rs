@@ -23,20 +23,20 @@ pub(crate) const MAX_PAGE: usize = 50;
 
 /// Model-constraint failures of one request.
 #[derive(Default, Debug)]
-struct Violations(Vec<String>);
+pub(crate) struct Violations(Vec<String>);
 
 impl Violations {
-    fn add(&mut self, member: &str, rule: impl std::fmt::Display) {
+    pub(crate) fn add(&mut self, member: &str, rule: impl std::fmt::Display) {
         self.0.push(format!(
             "Value at '{member}' failed to satisfy constraint: {rule}"
         ));
     }
 
-    fn not_null(&mut self, member: &str) {
+    pub(crate) fn not_null(&mut self, member: &str) {
         self.add(member, "Member must not be null");
     }
 
-    fn length(&mut self, member: &str, len: usize, min: usize, max: usize) {
+    pub(crate) fn length(&mut self, member: &str, len: usize, min: usize, max: usize) {
         if len < min {
             self.add(
                 member,
@@ -50,7 +50,7 @@ impl Violations {
         }
     }
 
-    fn range(&mut self, member: &str, value: i64, min: i64, max: Option<i64>) {
+    pub(crate) fn range(&mut self, member: &str, value: i64, min: i64, max: Option<i64>) {
         if value < min {
             self.add(
                 member,
@@ -64,7 +64,7 @@ impl Violations {
         }
     }
 
-    fn finish(self) -> Result<(), ApiError> {
+    pub(crate) fn finish(self) -> Result<(), ApiError> {
         match self.0.len() {
             0 => Ok(()),
             1 => Err(ApiError::validation(format!(
@@ -213,6 +213,35 @@ pub(crate) struct ValidList {
     pub(crate) start: usize,
     pub(crate) image_identifier: Option<String>,
     pub(crate) image_version: Option<String>,
+}
+
+/// Validates a list operation's `maxResults` (1 to 50, default 50) and
+/// `nextToken`; `decode_token` turns a token into the index to start at.
+/// Returns (page size, start index).
+pub(crate) fn page(
+    max_results: Option<&str>,
+    next_token: Option<&str>,
+    decode_token: impl Fn(&str) -> Option<usize>,
+) -> Result<(usize, usize), ApiError> {
+    let mut v = Violations::default();
+    let mut size = MAX_PAGE;
+    if let Some(raw) = max_results {
+        match raw.parse::<i64>() {
+            Ok(n) => {
+                v.range("maxResults", n, 1, Some(MAX_PAGE as i64));
+                size = n.clamp(1, MAX_PAGE as i64) as usize;
+            }
+            Err(_) => v.add("maxResults", "Member must be an integer"),
+        }
+    }
+    v.finish()?;
+    let start = match next_token {
+        None => 0,
+        Some(t) => {
+            decode_token(t).ok_or_else(|| ApiError::validation("Invalid pagination token."))?
+        }
+    };
+    Ok((size, start))
 }
 
 /// Validates a ListMicrovms query; `decode_token` turns a `nextToken` into
