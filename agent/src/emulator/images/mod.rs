@@ -5,8 +5,8 @@
 //! States follow the model: a version is PENDING when submitted,
 //! IN_PROGRESS while its build runs, then SUCCESSFUL or FAILED; its image
 //! goes CREATING/UPDATING, then CREATED/UPDATED or CREATE_FAILED/
-//! UPDATE_FAILED. A version is launchable when its image is CREATED or
-//! UPDATED and the version is SUCCESSFUL and ACTIVE.
+//! UPDATE_FAILED. A version runs (RunMicrovm) when it is SUCCESSFUL and
+//! ACTIVE, whatever later builds of its image did.
 
 mod build;
 pub(crate) mod config;
@@ -53,10 +53,6 @@ impl ImageState {
             ImageState::Updated => "UPDATED",
             ImageState::UpdateFailed => "UPDATE_FAILED",
         }
-    }
-
-    fn launchable(self) -> bool {
-        matches!(self, ImageState::Created | ImageState::Updated)
     }
 }
 
@@ -189,8 +185,13 @@ impl Image {
         self.versions.values().any(|v| v.state.in_flight())
     }
 
+    /// Whether RunMicrovm runs `v`: SUCCESSFUL and ACTIVE. The image's own
+    /// state does not matter here: an update in flight, or one that
+    /// failed, leaves the versions built before it running (the build
+    /// gate's stricter rule, image CREATED/UPDATED too, is the SDK's, for
+    /// the version it just built).
     fn launchable(&self, v: &Version) -> bool {
-        self.state.launchable() && v.state == VersionState::Successful && v.active
+        v.state == VersionState::Successful && v.active
     }
 
     /// GetMicrovmImage's answer (also a `MicrovmImageSummary`).
