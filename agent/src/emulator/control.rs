@@ -23,6 +23,7 @@ use super::faults::Operation;
 use super::guard::{self, Signed};
 use super::ids;
 use super::lifecycle;
+use super::logs_api;
 use super::model::{AuthTokenInput, ListMicrovmsOut, ListMicrovmsQuery, RunMicrovmInput};
 use super::registry::{Grant, Shared, Spec, Vm};
 use super::validate;
@@ -44,6 +45,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
             post(create_auth_token),
         )
         .route("/2025-09-09/microvm-images/{id}", get(get_microvm_image))
+        .route("/", post(logs_api::handle))
         .merge(admin::router())
         .fallback(unknown_operation)
         .layer(axum::middleware::from_fn_with_state(

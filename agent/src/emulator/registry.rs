@@ -42,6 +42,8 @@ pub(crate) struct Settings {
     pub(crate) control_addr: SocketAddr,
     /// The access keys control-plane calls must be signed with.
     pub(crate) access_keys: Vec<super::AccessKey>,
+    /// The S3 endpoint's address.
+    pub(crate) s3_addr: SocketAddr,
 }
 
 impl Settings {
@@ -51,6 +53,12 @@ impl Settings {
             "arn:aws:lambda:{}:{}:microvm-image:{}",
             self.region, self.account_id, name
         )
+    }
+
+    /// The bucket code artifacts are uploaded to,
+    /// `rayito-artifacts-<account>-<region>` (created at start).
+    pub(crate) fn artifact_bucket(&self) -> String {
+        format!("rayito-artifacts-{}-{}", self.account_id, self.region)
     }
 }
 
@@ -91,10 +99,8 @@ pub(crate) struct Shared {
     /// The warm spare, and whether one is being prepared.
     spare: Mutex<SpareSlot>,
     /// The files behind the S3 endpoint (`<root>/s3`).
-    #[allow(dead_code)] // used by the image API, landing in parts
     pub(crate) objects: super::objects::ObjectStore,
     /// The CloudWatch Logs groups (build logs).
-    #[allow(dead_code)] // used by the image API, landing in parts
     pub(crate) logs: super::logs::LogStore,
 }
 
@@ -120,7 +126,7 @@ impl Shared {
         runtime: tokio::runtime::Handle,
     ) -> Self {
         Self {
-            objects: super::objects::ObjectStore::new(settings.root.join("s3")),
+            objects: super::objects::ObjectStore::under(&settings.root),
             logs: super::logs::LogStore::default(),
             tls,
             hooks: HookClient::new(settings.hook_timeout, HooksToken::generate()),
