@@ -689,3 +689,135 @@ async fn keys_a_file_system_cannot_hold_are_refused_and_other_operations_are_not
         (501, "NotImplemented")
     );
 }
+
+#[tokio::test]
+async fn the_endpoint_stops_with_the_emulator_and_objects_stay_in_a_root_of_the_callers() {
+    let root = tempfile::tempdir().unwrap();
+    let emu = Emulator::start(EmulatorConfig {
+        root: root.path().to_path_buf(),
+        ..EmulatorConfig::default()
+    })
+    .await
+    .unwrap();
+    let bucket = emu.artifact_bucket();
+    client(&emu)
+        .put_object()
+        .bucket(&bucket)
+        .key("kept/object")
+        .body(ByteStream::from_static(b"kept"))
+        .send()
+        .await
+        .unwrap();
+    let addr = emu
+        .s3_endpoint_url()
+        .trim_start_matches("http://")
+        .to_owned();
+    drop(emu);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while tokio::net::TcpStream::connect(&addr).await.is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the S3 port still accepts after drop"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The caller's root keeps its objects, where a later emulator finds them.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let path = root.path().join("s3").join(&bucket).join("kept/object");
+    assert_eq!(std::fs::read(&path).unwrap(), b"kept");
+    let again = Emulator::start(EmulatorConfig {
+        root: root.path().to_path_buf(),
+        ..EmulatorConfig::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        again
+            .get_object_directly(&bucket, "kept/object")
+            .await
+            .unwrap(),
+        Some(b"kept".to_vec())
+    );
+}
+
+/// Every event and span field recorded by any thread, as text.
+static CAPTURED: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+struct Capture;
+
+struct Fields;
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        let mut out = CAPTURED.lock().unwrap_or_else(|p| p.into_inner());
+        out.push_str(&format!("{}={value:?}\n", field.name()));
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, attrs: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        attrs.record(&mut Fields);
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+        values.record(&mut Fields);
+    }
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        event.record(&mut Fields);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[tokio::test]
+async fn no_signature_token_or_secret_reaches_the_log_even_at_debug_level() {
+    // The whole test binary logs everything from here on.
+    let _ = tracing::subscriber::set_global_default(Capture);
+    tracing::debug!(marker = "the capture works");
+    let key = AccessKey::generate().with_session_token("canary-session-token-7f3a");
+    let emu = Emulator::start(EmulatorConfig {
+        access_keys: vec![key.clone()],
+        ..EmulatorConfig::default()
+    })
+    .await
+    .unwrap();
+    let s3 = client_with(&emu, &key);
+    let bucket = emu.artifact_bucket();
+    s3.put_object()
+        .bucket(&bucket)
+        .key("canary")
+        .body(ByteStream::from_static(b"canary-object-bytes"))
+        .send()
+        .await
+        .unwrap();
+    s3.get_object()
+        .bucket(&bucket)
+        .key("canary")
+        .send()
+        .await
+        .unwrap();
+    let mut wrong = key.clone();
+    wrong.secret = "canary-wrong-secret".to_owned();
+    client_with(&emu, &wrong)
+        .get_object()
+        .bucket(&bucket)
+        .key("canary")
+        .send()
+        .await
+        .expect_err("a wrong secret");
+    let captured = CAPTURED.lock().unwrap().clone();
+    assert!(captured.contains("the capture works"), "{captured}");
+    for secret in [
+        "canary-session-token-7f3a",
+        key.secret.as_str(),
+        "canary-wrong-secret",
+        "Signature=",
+        "canary-object-bytes",
+    ] {
+        assert!(!captured.contains(secret), "{secret} logged:\n{captured}");
+    }
+}

@@ -107,10 +107,11 @@ impl S3Endpoint {
                     // s3s logs whole requests (their Authorization and
                     // x-amz-security-token headers, presigned URLs) at
                     // debug level, and errors with their sources: none of
-                    // it may reach the application's log.
+                    // it may reach the application's log. (`none` is not
+                    // registered with the callsites: no per-request cost.)
                     service
                         .call(req.map(s3s::Body::from))
-                        .with_subscriber(tracing::subscriber::NoSubscriber::default())
+                        .with_subscriber(tracing::Dispatch::none())
                         .await
                 }
             });
