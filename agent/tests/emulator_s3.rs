@@ -721,6 +721,13 @@ async fn the_endpoint_stops_with_the_emulator_and_objects_stay_in_a_root_of_the_
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Closed to other users (sandboxes run as other uids).
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(root.path().join("s3"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700, "{mode:o}");
     // The caller's root keeps its objects, where a later emulator finds them.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let path = root.path().join("s3").join(&bucket).join("kept/object");

@@ -42,7 +42,7 @@ pub(crate) struct S3Endpoint {
 
 impl S3Endpoint {
     /// Binds an ephemeral port on `ip` (a loopback address) and prepares
-    /// the service over `objects`, whose root it creates.
+    /// the service over `objects`, whose root it creates (mode 0700).
     ///
     /// # Errors
     /// The root cannot be created or the port bound.
@@ -53,6 +53,10 @@ impl S3Endpoint {
         account_id: &str,
     ) -> std::io::Result<S3Endpoint> {
         tokio::fs::create_dir_all(objects.root()).await?;
+        // The emulator's own: sandbox users on this host must not read
+        // (or plant) what only signed requests may.
+        use std::os::unix::fs::PermissionsExt as _;
+        tokio::fs::set_permissions(objects.root(), std::fs::Permissions::from_mode(0o700)).await?;
         let fs = s3s_fs::FileSystem::new(objects.root())
             .map_err(|e| std::io::Error::other(format!("cannot open the object store: {e:?}")))?;
         let mut builder = S3ServiceBuilder::new(bucket::Buckets::new(
