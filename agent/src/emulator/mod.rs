@@ -21,6 +21,7 @@
 //! use rayito_agent::emulator::{Emulator, EmulatorConfig};
 //! let emulator = Emulator::start(EmulatorConfig::default()).await?;
 //! println!("AWS_ENDPOINT_URL={}", emulator.endpoint_url());
+//! println!("AWS_ENDPOINT_URL_S3={}", emulator.s3_endpoint_url());
 //! let key = emulator.access_key(); // sign with key.id and key.secret
 //! println!("RAYITO_TEMPLATE={}", emulator.image_arn("rayito-base"));
 //! emulator.shutdown().await;
