@@ -386,6 +386,24 @@ async fn missing_objects_and_buckets_are_404() {
         .await
         .expect_err("no bucket");
     assert_eq!(parts(&err).0, 404);
+    // A put does not create the bucket.
+    let err = s3
+        .put_object()
+        .bucket("no-such-bucket")
+        .key("k")
+        .body(ByteStream::from_static(b"x"))
+        .send()
+        .await
+        .expect_err("no bucket");
+    assert_eq!(
+        (parts(&err).0, parts(&err).1.as_str()),
+        (404, "NoSuchBucket")
+    );
+    s3.head_bucket()
+        .bucket("no-such-bucket")
+        .send()
+        .await
+        .expect_err("still no bucket");
 }
 
 #[tokio::test]

@@ -8,6 +8,8 @@
 //!   PutObject 400 InvalidArgument, HeadObject/GetObject 404 NoSuchKey,
 //!   DeleteObject 204 (nothing is there);
 //! - a "directory" (the common prefix of other keys) is no object: 404;
+//! - PutObject into a missing bucket: 404 NoSuchBucket (s3s-fs would
+//!   create the bucket);
 //! - CreateBucket on an existing bucket: 409 BucketAlreadyOwnedByYou (every
 //!   bucket is the emulator's account's);
 //! - DeleteObject removes the object's sidecar files too;
@@ -58,19 +60,24 @@ impl Buckets {
     /// other keys) or a key no file can hold. s3s-fs tells neither apart
     /// on GetObject and serves a directory as an object.
     async fn check_object(&self, bucket: &str, key: &str) -> S3Result<()> {
-        let is = |path: std::path::PathBuf, dir: bool| async move {
-            tokio::fs::metadata(&path)
-                .await
-                .is_ok_and(|m| if dir { m.is_dir() } else { m.is_file() })
-        };
-        let bucket_dir = self.objects.root().join(bucket);
-        if !is(bucket_dir.clone(), true).await {
-            return Err(s3_message(S3Error::new(S3ErrorCode::NoSuchBucket)));
-        }
-        if !storable_key(key) || !is(bucket_dir.join(key), false).await {
+        self.check_bucket(bucket).await?;
+        let path = self.objects.root().join(bucket).join(key);
+        let is_file = tokio::fs::metadata(&path).await.is_ok_and(|m| m.is_file());
+        if !storable_key(key) || !is_file {
             return Err(no_such_key());
         }
         Ok(())
+    }
+
+    /// Refuses a missing bucket (NoSuchBucket): s3s-fs's PutObject would
+    /// create its directory.
+    async fn check_bucket(&self, bucket: &str) -> S3Result<()> {
+        let dir = self.objects.root().join(bucket);
+        if tokio::fs::metadata(&dir).await.is_ok_and(|m| m.is_dir()) {
+            Ok(())
+        } else {
+            Err(s3_message(S3Error::new(S3ErrorCode::NoSuchBucket)))
+        }
     }
 }
 
@@ -158,6 +165,7 @@ impl S3 for Buckets {
                 "the emulator stores objects as files: a key with an empty, \".\" or \"..\" segment cannot be stored; use another key",
             ));
         }
+        self.check_bucket(&req.input.bucket).await?;
         self.fs.put_object(req).await.map_err(s3_message)
     }
 
