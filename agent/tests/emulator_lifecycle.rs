@@ -78,7 +78,7 @@ fn binary_prints_the_environment_and_stops_on_sigterm() {
         .expect("binary starts");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut got = Vec::new();
-    for _ in 0..8 {
+    for _ in 0..9 {
         got.push(lines.next().expect("a line").expect("utf-8"));
     }
     let url = got[0]
@@ -104,7 +104,17 @@ fn binary_prints_the_environment_and_stops_on_sigterm() {
             format!("export AWS_SECRET_ACCESS_KEY={secret}"),
             "export AWS_REGION=eu-west-1".to_string(),
             "export RAYITO_TEMPLATE=arn:aws:lambda:eu-west-1:000000000000:microvm-image:rayito-base".to_string(),
+            got[8].clone(),
         ]
+    );
+    let s3_url = got[8]
+        .strip_prefix("export AWS_ENDPOINT_URL_S3=http://127.0.0.1:")
+        .expect("the S3 endpoint line");
+    assert!(s3_url.parse::<u16>().is_ok(), "{s3_url}");
+    assert_ne!(
+        format!("http://127.0.0.1:{s3_url}"),
+        url,
+        "a port of its own"
     );
     let rt = tokio::runtime::Runtime::new().unwrap();
     let listed = rt.block_on(async {

@@ -283,9 +283,8 @@ async fn serve_async() -> i32 {
         image_arn: arn,
         access_key_id: emulator.access_key().id.clone(),
         secret_access_key: emulator.access_key().secret.clone(),
-        // Filled in when the emulator serves S3 (template builds).
-        s3_endpoint_url: None,
-        artifact_bucket: None,
+        s3_endpoint_url: Some(emulator.s3_endpoint_url()),
+        artifact_bucket: Some(emulator.artifact_bucket()),
     };
     if let Err(err) = record(&state) {
         eprintln!("rayito local backend: cannot record its state: {err}");

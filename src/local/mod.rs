@@ -163,8 +163,8 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                         let backend = LocalBackend {
                             endpoint_url: emulator.endpoint_url(),
                             region: region_of(&arn),
-                            account_id: arn.split(':').nth(4).unwrap_or_default().to_owned(),
-                            s3_endpoint_url: None,
+                            account_id: emulator.account_id().to_owned(),
+                            s3_endpoint_url: Some(emulator.s3_endpoint_url()),
                             image_arn_prefix: arn,
                             ca_pem: emulator.ca_pem().map(str::to_owned),
                             access_key_id: key.id.clone(),

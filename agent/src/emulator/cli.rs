@@ -117,7 +117,8 @@ impl EmulatorArgs {
 
 /// The lines printed at start: the endpoint, the access key it accepts
 /// (`aws_access_key_id: ...`, `aws_secret_access_key: ...`), then `export`
-/// lines for a shell; in TLS mode also `ca: PATH` and the variables of the
+/// lines for a shell (the S3 endpoint last, as `AWS_ENDPOINT_URL_S3`, which
+/// AWS SDKs read for S3 alone); in TLS mode also `ca: PATH` and the variables of the
 /// recipe for unchanged AWS clients (docs/local.md).
 pub(crate) fn banner(emulator: &Emulator, region: &str, image: &str) -> String {
     let url = emulator.endpoint_url();
@@ -130,10 +131,12 @@ pub(crate) fn banner(emulator: &Emulator, region: &str, image: &str) -> String {
          export AWS_ACCESS_KEY_ID={id}\n\
          export AWS_SECRET_ACCESS_KEY={secret}\n\
          export AWS_REGION={region}\n\
-         export RAYITO_TEMPLATE={arn}\n",
+         export RAYITO_TEMPLATE={arn}\n\
+         export AWS_ENDPOINT_URL_S3={s3}\n",
         id = key.id,
         secret = key.secret,
         arn = emulator.image_arn(image),
+        s3 = emulator.s3_endpoint_url(),
     );
     if let Some(ca) = emulator.ca_path() {
         let ca = ca.display();

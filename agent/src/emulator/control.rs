@@ -24,6 +24,7 @@ use super::guard::{self, Signed};
 use super::ids;
 use super::images;
 use super::lifecycle;
+use super::logs_api;
 use super::model::{AuthTokenInput, ListMicrovmsOut, ListMicrovmsQuery, RunMicrovmInput};
 use super::registry::{Grant, Shared, Spec, Vm};
 use super::validate;
@@ -45,6 +46,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
             post(create_auth_token),
         )
         .merge(images::routes::router())
+        .route("/", post(logs_api::handle))
         .merge(admin::router())
         .fallback(unknown_operation)
         .layer(axum::middleware::from_fn_with_state(

@@ -5,8 +5,10 @@
 //! only the emulator's own: a local port forwarder keeps working, and a
 //! page served from another loopback port could name the emulator's
 //! anyway; the signature is what keeps such a page out.) Then its SigV4
-//! signature is checked ([`super::sigv4`]), and the verdict ([`Signed`])
-//! handed to the handler, which counts the call before acting on it.
+//! signature is checked ([`super::sigv4`]; scoped to `logs` for a
+//! CloudWatch Logs call, to `lambda` otherwise), and the verdict
+//! ([`Signed`]) handed to the handler, which counts the call before acting
+//! on it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -62,7 +64,22 @@ pub(crate) async fn guard(State(shared): State<Arc<Shared>>, req: Request, next:
         headers: &parts.headers,
         body: &bytes,
     };
-    let verdict = sigv4::verify(&shared.settings.access_keys, &received, SystemTime::now());
+    let service = if super::logs_api::is_logs_call(&parts.method, &parts.uri, &parts.headers) {
+        sigv4::LOGS
+    } else if parts.method == axum::http::Method::POST
+        && parts.uri.path() == "/"
+        && super::sts::is_get_caller_identity(&bytes)
+    {
+        sigv4::STS
+    } else {
+        sigv4::LAMBDA
+    };
+    let verdict = sigv4::verify(
+        &shared.settings.access_keys,
+        service,
+        &received,
+        SystemTime::now(),
+    );
     let mut req = Request::from_parts(parts, Body::from(bytes));
     req.extensions_mut().insert(Signed(verdict));
     next.run(req).await
@@ -70,7 +87,7 @@ pub(crate) async fn guard(State(shared): State<Arc<Shared>>, req: Request, next:
 
 /// Whether `host` (a `Host` value) is a loopback address or `localhost`,
 /// with a port.
-fn is_loopback_host(host: &str) -> bool {
+pub(crate) fn is_loopback_host(host: &str) -> bool {
     if let Ok(addr) = host.parse::<SocketAddr>() {
         return addr.ip().is_loopback();
     }

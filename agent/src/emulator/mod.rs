@@ -4,8 +4,12 @@
 //! [`Emulator::start`] serves, on one loopback port, the restJson1 API that
 //! `aws-sdk-lambdamicrovms` speaks (RunMicrovm, GetMicrovm, ListMicrovms,
 //! TerminateMicrovm, SuspendMicrovm, ResumeMicrovm, CreateMicrovmAuthToken,
-//! and the MicroVM image API: images, versions, their builds) plus an admin
-//! endpoint for fault injection. Every call must be
+//! and the MicroVM image API: images, versions, their builds), the read
+//! side of CloudWatch Logs (DescribeLogStreams, GetLogEvents), STS
+//! GetCallerIdentity and an admin endpoint for fault injection; on a
+//! second loopback port, an S3 endpoint ([`Emulator::s3_endpoint_url`])
+//! over the emulator's object store, where code artifacts travel. Every
+//! call must be
 //! SigV4-signed with one of its access keys ([`Emulator::access_key`]: one
 //! generated at start unless [`EmulatorConfig::access_keys`] says
 //! otherwise), as on AWS, so that sandbox code on the same host cannot
@@ -19,6 +23,7 @@
 //! use rayito_agent::emulator::{Emulator, EmulatorConfig};
 //! let emulator = Emulator::start(EmulatorConfig::default()).await?;
 //! println!("AWS_ENDPOINT_URL={}", emulator.endpoint_url());
+//! println!("AWS_ENDPOINT_URL_S3={}", emulator.s3_endpoint_url());
 //! let key = emulator.access_key(); // sign with key.id and key.secret
 //! println!("RAYITO_TEMPLATE={}", emulator.image_arn("rayito-base"));
 //! emulator.shutdown().await;
@@ -39,14 +44,15 @@ mod hooks;
 mod ids;
 mod images;
 mod lifecycle;
-#[allow(dead_code)] // the Logs endpoint, landing in parts, reads the rest
 mod logs;
+mod logs_api;
 mod model;
-#[allow(dead_code)] // the S3 endpoint, landing in parts, uses the rest
 mod objects;
 mod proxy;
 mod registry;
+mod s3;
 mod sigv4;
+mod sts;
 pub mod tls;
 mod validate;
 
@@ -156,6 +162,9 @@ pub struct Emulator {
     addr: SocketAddr,
     /// Set by [`Emulator::start_detached`]: the emulator's own runtime.
     runtime: Option<tokio::runtime::Runtime>,
+    /// Whether `start` created the root directory: its object store then
+    /// goes with the emulator.
+    owns_root: bool,
 }
 
 impl std::fmt::Debug for Emulator {
@@ -209,6 +218,14 @@ impl Emulator {
         };
         let listener = TcpListener::bind(config.addr).await?;
         let addr = listener.local_addr()?;
+        let s3 = s3::S3Endpoint::bind(
+            addr.ip(),
+            &objects::ObjectStore::under(&config.root),
+            &config.access_keys,
+            &config.account_id,
+        )
+        .await?;
+        let s3_addr = s3.local_addr()?;
         let shared = Arc::new(Shared::new(
             Settings {
                 region: config.region,
@@ -223,13 +240,16 @@ impl Emulator {
                 sandbox_limits: config.sandbox_limits,
                 control_addr: addr,
                 access_keys: config.access_keys,
+                s3_addr,
             },
             tls,
             tokio::runtime::Handle::current(),
         ));
+        // The artifact bucket, and the seeded images' artifacts in it.
         images::seed(&shared).await?;
         let router = control::router(shared.clone());
         shared.spawn(serve_control(listener, router));
+        shared.spawn(s3.serve());
         if shared.settings.warm_spare {
             lifecycle::refill_spare(&shared);
         }
@@ -240,6 +260,7 @@ impl Emulator {
             shared,
             addr,
             runtime: None,
+            owns_root: created,
         })
     }
 
@@ -277,6 +298,58 @@ impl Emulator {
         self.addr
     }
 
+    /// The S3 endpoint's URL, e.g. `http://127.0.0.1:4567`: the
+    /// `endpoint_url` of an S3 client, with path-style addressing
+    /// (`force_path_style`) and the emulator's access key. Objects live
+    /// under `<root>/s3/<bucket>/<key>`.
+    pub fn s3_endpoint_url(&self) -> String {
+        format!("http://{}", self.shared.settings.s3_addr)
+    }
+
+    /// The bucket code artifacts are uploaded to,
+    /// `rayito-artifacts-<account>-<region>`, created at start.
+    pub fn artifact_bucket(&self) -> String {
+        self.shared.settings.artifact_bucket()
+    }
+
+    /// For tests: writes an object as the emulator itself does (straight
+    /// into its object store, not through S3).
+    ///
+    /// # Errors
+    /// No such bucket, a key the store cannot hold, or the write fails.
+    #[doc(hidden)]
+    pub async fn put_object_directly(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Vec<u8>,
+    ) -> std::io::Result<()> {
+        self.shared.objects.put(bucket, key, body.into()).await
+    }
+
+    /// For tests: reads an object as the emulator itself does; `None`
+    /// when it does not exist.
+    ///
+    /// # Errors
+    /// Reading fails for another reason than absence.
+    #[doc(hidden)]
+    pub async fn get_object_directly(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> std::io::Result<Option<Vec<u8>>> {
+        let bytes = self.shared.objects.get(bucket, key).await?;
+        Ok(bytes.map(|b| b.to_vec()))
+    }
+
+    /// For tests: appends lines to a CloudWatch Logs stream as a build
+    /// does (each stamped with the current time), creating the group and
+    /// the stream as needed.
+    #[doc(hidden)]
+    pub fn append_log_lines(&self, group: &str, stream: &str, lines: Vec<String>) {
+        self.shared.logs.append(group, stream, lines);
+    }
+
     /// The access key control-plane calls are signed with (the first of
     /// [`EmulatorConfig::access_keys`]; a generated one by default): hand
     /// it to the client, e.g. as static credentials.
@@ -293,13 +366,6 @@ impl Emulator {
     /// The account id in ARNs ([`EmulatorConfig::account_id`]).
     pub fn account_id(&self) -> &str {
         &self.shared.settings.account_id
-    }
-
-    /// The artifact bucket of the emulator's S3 store,
-    /// `rayito-artifacts-<account>-<region>` (created at start, holding the
-    /// seeded images' code artifact).
-    pub fn artifact_bucket(&self) -> String {
-        self.shared.settings.artifact_bucket()
     }
 
     /// The lines of every build log stream of `image` (log group
@@ -419,6 +485,11 @@ impl Drop for Emulator {
         dirs.push(root.join("images"));
         dirs.push(root.join("s3"));
         let ca_file = self.shared.tls.as_ref().map(|t| t.ca_path().to_path_buf());
+        // A root of the caller's keeps its objects (a later emulator on it
+        // finds them, as a bucket would); a root of its own goes whole.
+        let objects = self
+            .owns_root
+            .then(|| self.shared.objects.root().to_path_buf());
         let _ = std::thread::Builder::new()
             .name("rayito-emulator-cleanup".into())
             .spawn(move || {
@@ -428,6 +499,9 @@ impl Drop for Emulator {
                 }
                 if let Some(ca) = ca_file {
                     let _ = std::fs::remove_file(ca);
+                }
+                if let Some(objects) = objects {
+                    let _ = std::fs::remove_dir_all(objects);
                 }
                 let _ = std::fs::remove_dir(root);
             });

@@ -42,6 +42,8 @@ pub(crate) struct Settings {
     pub(crate) control_addr: SocketAddr,
     /// The access keys control-plane calls must be signed with.
     pub(crate) access_keys: Vec<super::AccessKey>,
+    /// The S3 endpoint's address.
+    pub(crate) s3_addr: SocketAddr,
 }
 
 impl Settings {
@@ -126,7 +128,7 @@ impl Shared {
         runtime: tokio::runtime::Handle,
     ) -> Self {
         Self {
-            objects: super::objects::ObjectStore::new(settings.root.join("s3")),
+            objects: super::objects::ObjectStore::under(&settings.root),
             logs: super::logs::LogStore::default(),
             images: super::images::ImageRegistry::default(),
             tls,

@@ -34,7 +34,13 @@ use super::api_error::ApiError;
 const MAX_SKEW: Duration = Duration::from_secs(5 * 60);
 
 /// The signing name of the `lambda-microvms` API.
-const SERVICE: &str = "lambda";
+pub(crate) const LAMBDA: &str = "lambda";
+
+/// The signing name of CloudWatch Logs (served on the same port).
+pub(crate) const LOGS: &str = "logs";
+
+/// The signing name of STS (GetCallerIdentity, served on the same port).
+pub(crate) const STS: &str = "sts";
 
 const X_AMZ_DATE: &str = "x-amz-date";
 const X_AMZ_SECURITY_TOKEN: &str = "x-amz-security-token";
@@ -61,10 +67,12 @@ struct Authorization<'a> {
     signature: &'a str,
 }
 
-/// Checks that `request` is signed with one of `keys`, at a date within
-/// [`MAX_SKEW`] of `now`.
+/// Checks that `request` is signed with one of `keys` for `service` (a
+/// signing name: [`LAMBDA`], [`LOGS`]), at a date within [`MAX_SKEW`] of
+/// `now`.
 pub(crate) fn verify(
     keys: &[AccessKey],
+    service: &str,
     request: &Received<'_>,
     now: SystemTime,
 ) -> Result<(), ApiError> {
@@ -98,9 +106,9 @@ pub(crate) fn verify(
     if !token_ok {
         return Err(ApiError::unrecognized_client());
     }
-    if auth.service != SERVICE {
+    if auth.service != service {
         return Err(ApiError::invalid_signature(format!(
-            "Credential should be scoped to correct service: '{SERVICE}'."
+            "Credential should be scoped to correct service: '{service}'."
         )));
     }
     check_skew(signed_at, now)?;
@@ -369,6 +377,7 @@ mod tests {
         assert_eq!(
             name(verify(
                 std::slice::from_ref(&key),
+                LAMBDA,
                 &received(&headers, body),
                 now
             )),
@@ -378,24 +387,36 @@ mod tests {
         let keys = std::slice::from_ref(&key);
         let other_body = br#"{"imageIdentifier":"y"}"#;
         assert_eq!(
-            name(verify(keys, &received(&headers, other_body), now)),
+            name(verify(keys, LAMBDA, &received(&headers, other_body), now)),
             "InvalidSignatureException"
         );
         let mut r = received(&headers, body);
         r.path_and_query = "/2025-09-09/microvms?maxResults=6";
-        assert_eq!(name(verify(keys, &r, now)), "InvalidSignatureException");
+        assert_eq!(
+            name(verify(keys, LAMBDA, &r, now)),
+            "InvalidSignatureException"
+        );
         let mut r = received(&headers, body);
         r.method = "GET";
-        assert_eq!(name(verify(keys, &r, now)), "InvalidSignatureException");
+        assert_eq!(
+            name(verify(keys, LAMBDA, &r, now)),
+            "InvalidSignatureException"
+        );
         let wrong_secret = AccessKey::new(key.id.clone(), "not-the-secret");
         assert_eq!(
-            name(verify(&[wrong_secret], &received(&headers, body), now)),
+            name(verify(
+                &[wrong_secret],
+                LAMBDA,
+                &received(&headers, body),
+                now
+            )),
             "InvalidSignatureException"
         );
         // A key the emulator does not hold.
         assert_eq!(
             name(verify(
                 &[AccessKey::generate()],
+                LAMBDA,
                 &received(&headers, body),
                 now
             )),
@@ -411,6 +432,7 @@ mod tests {
         let check = |k: &AccessKey| {
             name(verify(
                 std::slice::from_ref(k),
+                LAMBDA,
                 &received(&headers, b""),
                 now,
             ))
@@ -439,10 +461,13 @@ mod tests {
         };
         for ok in [-299, 0, 299] {
             let headers = signed_headers(&key, at(ok), b"");
-            assert_eq!(name(verify(keys, &received(&headers, b""), now)), "ok");
+            assert_eq!(
+                name(verify(keys, LAMBDA, &received(&headers, b""), now)),
+                "ok"
+            );
         }
         let headers = signed_headers(&key, at(-301), b"");
-        let err = verify(keys, &received(&headers, b""), now).unwrap_err();
+        let err = verify(keys, LAMBDA, &received(&headers, b""), now).unwrap_err();
         assert_eq!(err.name, "InvalidSignatureException");
         assert_eq!(err.status, http::StatusCode::FORBIDDEN);
         assert_eq!(
@@ -450,7 +475,7 @@ mod tests {
             "Signature expired: 20260528T202139Z is now earlier than 20260528T202140Z (20260528T202640Z - 5 min.)"
         );
         let headers = signed_headers(&key, at(301), b"");
-        let err = verify(keys, &received(&headers, b""), now).unwrap_err();
+        let err = verify(keys, LAMBDA, &received(&headers, b""), now).unwrap_err();
         assert_eq!(
             err.message,
             "Signature not yet current: 20260528T203141Z is still later than 20260528T203140Z (20260528T202640Z + 5 min.)"
@@ -464,7 +489,7 @@ mod tests {
         let now = SystemTime::now();
         let mut h = HeaderMap::new();
         assert_eq!(
-            name(verify(keys, &received(&h, b""), now)),
+            name(verify(keys, LAMBDA, &received(&h, b""), now)),
             "MissingAuthenticationTokenException"
         );
         for bad in [
@@ -473,14 +498,14 @@ mod tests {
         ] {
             h.insert(AUTHORIZATION, bad.parse().unwrap());
             assert_eq!(
-                name(verify(keys, &received(&h, b""), now)),
+                name(verify(keys, LAMBDA, &received(&h, b""), now)),
                 "IncompleteSignatureException"
             );
         }
         // Well shaped, no date.
         let mut h = signed_headers(&key, now, b"");
         h.remove(X_AMZ_DATE);
-        let err = verify(keys, &received(&h, b""), now).unwrap_err();
+        let err = verify(keys, LAMBDA, &received(&h, b""), now).unwrap_err();
         assert_eq!(err.name, "IncompleteSignatureException");
         assert_eq!(
             err.message,
@@ -498,13 +523,20 @@ mod tests {
             .unwrap()
             .replace("/lambda/", "/s3/");
         h.insert(AUTHORIZATION, auth.parse().unwrap());
-        let err = verify(std::slice::from_ref(&key), &received(&h, b""), now).unwrap_err();
+        let err = verify(std::slice::from_ref(&key), LAMBDA, &received(&h, b""), now).unwrap_err();
         assert_eq!(
             (err.name, err.message.as_str()),
             (
                 "InvalidSignatureException",
                 "Credential should be scoped to correct service: 'lambda'."
             )
+        );
+        // A call to CloudWatch Logs must be scoped to `logs`.
+        let h = signed_headers(&key, now, b"");
+        let err = verify(std::slice::from_ref(&key), LOGS, &received(&h, b""), now).unwrap_err();
+        assert_eq!(
+            err.message,
+            "Credential should be scoped to correct service: 'logs'."
         );
     }
 

@@ -7,7 +7,18 @@ pub(crate) fn is_get_caller_identity(body: &[u8]) -> bool {
     let Ok(text) = std::str::from_utf8(body) else {
         return false;
     };
-    text.split('&').any(|pair| pair == "Action=GetCallerIdentity")
+    text.split('&')
+        .any(|pair| pair == "Action=GetCallerIdentity")
+}
+
+/// The GetCallerIdentity response (`text/xml`).
+pub(crate) fn answer(account: &str) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    (
+        [(axum::http::header::CONTENT_TYPE, "text/xml")],
+        get_caller_identity_xml(account, &super::ids::uuid_v4()),
+    )
+        .into_response()
 }
 
 /// The XML answer for the emulator's one identity.
@@ -33,7 +44,9 @@ mod tests {
         assert!(is_get_caller_identity(
             b"Action=GetCallerIdentity&Version=2011-06-15"
         ));
-        assert!(!is_get_caller_identity(b"Action=AssumeRole&Version=2011-06-15"));
+        assert!(!is_get_caller_identity(
+            b"Action=AssumeRole&Version=2011-06-15"
+        ));
         assert!(!is_get_caller_identity(b"\xff"));
     }
 }

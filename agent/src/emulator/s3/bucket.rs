@@ -1,0 +1,187 @@
+//! The S3 operations the emulator serves, over s3s-fs, with what S3 does
+//! and s3s-fs does not:
+//!
+//! - `x-amz-expected-bucket-owner` naming another account than the
+//!   emulator's: 403 AccessDenied, before anything is read or written;
+//! - a key the file system cannot hold (an empty, `.` or `..` segment,
+//!   e.g. a trailing `/`):
+//!   PutObject 400 InvalidArgument, HeadObject/GetObject 404 NoSuchKey,
+//!   DeleteObject 204 (nothing is there);
+//! - a "directory" (the common prefix of other keys) is no object: 404;
+//! - PutObject into a missing bucket: 404 NoSuchBucket (s3s-fs would
+//!   create the bucket);
+//! - CreateBucket on an existing bucket: 409 BucketAlreadyOwnedByYou (every
+//!   bucket is the emulator's account's);
+//! - DeleteObject removes the object's sidecar files too;
+//! - S3's messages on NoSuchKey, NoSuchBucket and AccessDenied.
+//!
+//! Operations: CreateBucket, HeadBucket, ListObjectsV2, HeadObject,
+//! GetObject, PutObject, DeleteObject. Any other answers 501
+//! NotImplemented.
+
+use s3s::dto::{
+    CreateBucketInput, CreateBucketOutput, DeleteObjectInput, DeleteObjectOutput, GetObjectInput,
+    GetObjectOutput, HeadBucketInput, HeadBucketOutput, HeadObjectInput, HeadObjectOutput,
+    ListObjectsV2Input, ListObjectsV2Output, PutObjectInput, PutObjectOutput,
+};
+use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+
+use crate::emulator::objects::{ObjectStore, storable_key};
+
+/// The emulator's buckets: s3s-fs over the object store's root.
+pub(super) struct Buckets {
+    fs: s3s_fs::FileSystem,
+    objects: ObjectStore,
+    account_id: String,
+}
+
+impl Buckets {
+    pub(super) fn new(fs: s3s_fs::FileSystem, objects: ObjectStore, account_id: String) -> Self {
+        Self {
+            fs,
+            objects,
+            account_id,
+        }
+    }
+
+    /// S3 refuses a request whose expected bucket owner is another
+    /// account, whether or not the bucket exists.
+    fn check_owner(&self, expected: Option<&str>) -> S3Result<()> {
+        match expected {
+            Some(owner) if owner != self.account_id => {
+                Err(s3_message(S3Error::new(S3ErrorCode::AccessDenied)))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses, as S3 does, a missing bucket (NoSuchBucket) or a key that
+    /// names no stored object (NoSuchKey): absent, a directory (a prefix of
+    /// other keys) or a key no file can hold. s3s-fs tells neither apart
+    /// on GetObject and serves a directory as an object.
+    async fn check_object(&self, bucket: &str, key: &str) -> S3Result<()> {
+        self.check_bucket(bucket).await?;
+        let path = self.objects.root().join(bucket).join(key);
+        let is_file = tokio::fs::metadata(&path).await.is_ok_and(|m| m.is_file());
+        if !storable_key(key) || !is_file {
+            return Err(no_such_key());
+        }
+        Ok(())
+    }
+
+    /// Refuses a missing bucket (NoSuchBucket): s3s-fs's PutObject would
+    /// create its directory.
+    async fn check_bucket(&self, bucket: &str) -> S3Result<()> {
+        let dir = self.objects.root().join(bucket);
+        if tokio::fs::metadata(&dir).await.is_ok_and(|m| m.is_dir()) {
+            Ok(())
+        } else {
+            Err(s3_message(S3Error::new(S3ErrorCode::NoSuchBucket)))
+        }
+    }
+}
+
+/// S3's message for the codes an operation here answers with when s3s-fs
+/// gave none.
+fn s3_message(mut err: S3Error) -> S3Error {
+    if err.message().is_none() {
+        let message = match err.code() {
+            S3ErrorCode::NoSuchKey => Some("The specified key does not exist."),
+            S3ErrorCode::NoSuchBucket => Some("The specified bucket does not exist"),
+            S3ErrorCode::AccessDenied => Some("Access Denied"),
+            _ => None,
+        };
+        if let Some(message) = message {
+            err.set_message(message);
+        }
+    }
+    err
+}
+
+fn no_such_key() -> S3Error {
+    s3_message(S3Error::new(S3ErrorCode::NoSuchKey))
+}
+
+#[async_trait::async_trait]
+impl S3 for Buckets {
+    async fn create_bucket(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> S3Result<S3Response<CreateBucketOutput>> {
+        self.fs.create_bucket(req).await.map_err(|err| {
+            if *err.code() == S3ErrorCode::BucketAlreadyExists {
+                S3Error::with_message(
+                    S3ErrorCode::BucketAlreadyOwnedByYou,
+                    "Your previous request to create the named bucket succeeded and you already own it.",
+                )
+            } else {
+                s3_message(err)
+            }
+        })
+    }
+
+    async fn head_bucket(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> S3Result<S3Response<HeadBucketOutput>> {
+        self.check_owner(req.input.expected_bucket_owner.as_deref())?;
+        self.fs.head_bucket(req).await.map_err(s3_message)
+    }
+
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> S3Result<S3Response<ListObjectsV2Output>> {
+        self.check_owner(req.input.expected_bucket_owner.as_deref())?;
+        self.fs.list_objects_v2(req).await.map_err(s3_message)
+    }
+
+    async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        self.check_owner(req.input.expected_bucket_owner.as_deref())?;
+        self.check_object(&req.input.bucket, &req.input.key).await?;
+        self.fs.head_object(req).await.map_err(s3_message)
+    }
+
+    async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        self.check_owner(req.input.expected_bucket_owner.as_deref())?;
+        self.check_object(&req.input.bucket, &req.input.key).await?;
+        self.fs.get_object(req).await.map_err(s3_message)
+    }
+
+    async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        self.check_owner(req.input.expected_bucket_owner.as_deref())?;
+        if !storable_key(&req.input.key) {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidArgument,
+                "the emulator stores objects as files: a key with an empty, \".\" or \"..\" segment cannot be stored; use another key",
+            ));
+        }
+        self.check_bucket(&req.input.bucket).await?;
+        self.fs.put_object(req).await.map_err(s3_message)
+    }
+
+    async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        self.check_owner(req.input.expected_bucket_owner.as_deref())?;
+        if !storable_key(&req.input.key) {
+            return Ok(S3Response::new(DeleteObjectOutput::default()));
+        }
+        let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
+        let out = self.fs.delete_object(req).await.map_err(s3_message)?;
+        // s3s-fs leaves them behind; a later object of the same key gets
+        // its own.
+        let _ = self.objects.remove_sidecars(&bucket, &key).await;
+        Ok(out)
+    }
+}
