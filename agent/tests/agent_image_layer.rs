@@ -1,0 +1,219 @@
+//! Sandboxes on an image layer (`AgentConfig::image_layer`, what the local
+//! backend's built templates run on): the sandbox's mount namespace shows
+//! the host's root with the layer over it, read-only. Real kernel mounts
+//! throughout (overlayfs, binds, `pivot_root`); a hand-made layer in the
+//! shape overlayfs leaves an upper directory (whiteouts are character
+//! devices 0:0).
+//!
+//! The tests need root with mount namespaces; elsewhere they print
+//! `SKIPPED: <test>: <reason>` (a failure under `RAYITO_TEST_STRICT=1`).
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use rayito_agent::{Agent, AgentConfig};
+use support::{TestAgent, payload, run_bash};
+
+/// Whether the host can run these tests; prints the skip otherwise.
+fn supported(test: &str) -> bool {
+    let root = rustix_is_root();
+    let overlay = std::fs::read_to_string("/proc/filesystems")
+        .is_ok_and(|fs| fs.lines().any(|l| l.ends_with("\toverlay")));
+    if root && overlay {
+        return true;
+    }
+    let reason = if root {
+        "needs overlayfs"
+    } else {
+        "needs root (mount namespaces, overlayfs)"
+    };
+    assert!(
+        std::env::var_os("RAYITO_TEST_STRICT").is_none(),
+        "{test}: {reason} (RAYITO_TEST_STRICT forbids skipping)"
+    );
+    eprintln!("SKIPPED: {test}: {reason}");
+    false
+}
+
+fn rustix_is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A host directory under `/opt` holding `kept` and `gone`, removed on drop.
+struct HostDir(PathBuf);
+
+impl HostDir {
+    fn new() -> Self {
+        let dir = PathBuf::from(format!(
+            "/opt/rayito-layer-test-{}-{:08x}",
+            std::process::id(),
+            rand_u32()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("kept"), "host kept\n").unwrap();
+        std::fs::write(dir.join("gone"), "host gone\n").unwrap();
+        Self(dir)
+    }
+
+    fn name(&self) -> String {
+        self.0.file_name().unwrap().to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for HostDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn rand_u32() -> u32 {
+    rand::random()
+}
+
+/// A layer with `/opt/x/file` (in a directory everyone may write, so that
+/// only read-only-ness can refuse a write), an executable
+/// `/usr/local/bin/rayito-layer-tool`, a new top-level `/app/file`, a file
+/// in the home, and a whiteout of the host's `<host>/gone`.
+fn make_layer(host: &HostDir) -> tempfile::TempDir {
+    let layer = tempfile::tempdir().unwrap();
+    let l = layer.path();
+    std::fs::create_dir_all(l.join("opt/x")).unwrap();
+    std::fs::write(l.join("opt/x/file"), "from the layer\n").unwrap();
+    std::fs::set_permissions(l.join("opt/x"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::create_dir_all(l.join("usr/local/bin")).unwrap();
+    let tool = l.join("usr/local/bin/rayito-layer-tool");
+    std::fs::write(&tool, "#!/bin/sh\necho tool ran as $(id -u)\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(l.join("app")).unwrap();
+    std::fs::write(l.join("app/file"), "app file\n").unwrap();
+    std::fs::create_dir_all(l.join("home/user/sub")).unwrap();
+    std::fs::write(l.join("home/user/sub/welcome.txt"), "welcome\n").unwrap();
+    let hidden = l.join("opt").join(host.name());
+    std::fs::create_dir_all(&hidden).unwrap();
+    let whiteout =
+        std::ffi::CString::new(hidden.join("gone").to_string_lossy().as_bytes()).unwrap();
+    // SAFETY: mknod on a NUL-terminated path we own.
+    let rc = unsafe { libc::mknod(whiteout.as_ptr(), libc::S_IFCHR, 0) };
+    assert_eq!(
+        rc,
+        0,
+        "mknod a whiteout: {}",
+        std::io::Error::last_os_error()
+    );
+    // The layer's directories must be traversable by the sandbox's uid.
+    std::fs::set_permissions(l, std::fs::Permissions::from_mode(0o755)).unwrap();
+    layer
+}
+
+async fn start_on(layer: &Path) -> TestAgent {
+    let t = TestAgent::start_config(AgentConfig {
+        image_layer: Some(layer.to_path_buf()),
+        ..AgentConfig::default()
+    })
+    .await;
+    let (status, body) = t.run(&payload(serde_json::json!({}))).await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    t
+}
+
+async fn sh(t: &TestAgent, script: &str) -> String {
+    let outcome = run_bash(t, script).await;
+    let text = String::from_utf8_lossy(&outcome.stdout).into_owned();
+    let end = outcome.end.expect("the command ended");
+    assert_eq!(
+        end.exit_code,
+        0,
+        "{script}: {text} {}",
+        String::from_utf8_lossy(&outcome.stderr)
+    );
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_sees_the_layer_over_the_host_read_only() {
+    let test = "a_sandbox_sees_the_layer_over_the_host_read_only";
+    if !supported(test) {
+        return;
+    }
+    let host = HostDir::new();
+    let layer = make_layer(&host);
+    let t = start_on(layer.path()).await;
+    assert_eq!(run_bash(&t, "true").await.end.unwrap().exit_code, 0);
+    let hidden = format!("/opt/{}", host.name());
+    let out = sh(
+        &t,
+        &format!(
+            "cat /opt/x/file /app/file; rayito-layer-tool; /usr/local/bin/rayito-layer-tool; \
+             cat {hidden}/kept; test -e {hidden}/gone && echo gone-present || echo gone-absent; \
+             cat /home/user/sub/welcome.txt; stat -c %u /home/user/sub/welcome.txt; \
+             test -x /bin/sh && echo host-shell; cat /etc/hostname >/dev/null && echo host-etc"
+        ),
+    )
+    .await;
+    assert_eq!(
+        out,
+        format!(
+            "from the layer\napp file\ntool ran as 1000\ntool ran as 1000\nhost kept\n\
+             gone-absent\nwelcome\n1000\nhost-shell\nhost-etc\n"
+        ),
+    );
+    // Read-only: /opt/x is 0777 in the layer, so only the mount refuses.
+    for target in ["/opt/x/new", "/app/new", "/usr/local/bin/new"] {
+        let outcome = run_bash(&t, &format!("echo x > {target}")).await;
+        let err = String::from_utf8_lossy(&outcome.stderr).into_owned();
+        assert_ne!(outcome.end.unwrap().exit_code, 0, "{target}");
+        assert!(err.contains("Read-only file system"), "{target}: {err}");
+    }
+    // The home and /tmp stay the sandbox's own and writable.
+    sh(&t, "echo mine > /home/user/sub/mine && echo t > /tmp/t").await;
+    assert!(t.host_path("/home/user/sub/mine").exists());
+    // The host's root is untouched.
+    assert!(host.0.join("gone").exists());
+    assert!(!Path::new("/app/file").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sandboxes_share_one_layer() {
+    let test = "two_sandboxes_share_one_layer";
+    if !supported(test) {
+        return;
+    }
+    let host = HostDir::new();
+    let layer = make_layer(&host);
+    let a = start_on(layer.path()).await;
+    let b = start_on(layer.path()).await;
+    sh(&a, "echo a > /home/user/sub/welcome.txt").await;
+    assert_eq!(
+        sh(&a, "cat /opt/x/file /home/user/sub/welcome.txt").await,
+        "from the layer\na\n"
+    );
+    assert_eq!(
+        sh(&b, "cat /opt/x/file /home/user/sub/welcome.txt").await,
+        "from the layer\nwelcome\n"
+    );
+    drop(a);
+    assert_eq!(sh(&b, "cat /app/file").await, "app file\n");
+    // The layer's own home is a template, never written.
+    assert_eq!(
+        std::fs::read_to_string(layer.path().join("home/user/sub/welcome.txt")).unwrap(),
+        "welcome\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_layer_fails_the_start() {
+    let test = "a_missing_layer_fails_the_start";
+    if !supported(test) {
+        return;
+    }
+    let err = Agent::start(AgentConfig {
+        image_layer: Some(PathBuf::from("/nonexistent/rayito-layer")),
+        ..AgentConfig::default()
+    })
+    .await
+    .expect_err("no layer, no sandbox");
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+}
