@@ -293,6 +293,8 @@ pub(crate) struct ChildSetup {
     /// The working directory, entered last, as the sandbox's user: a guest
     /// path inside the mount namespace, else the host path.
     cwd: CString,
+    /// The file-creation mask ([`CHILD_UMASK`] unless set otherwise).
+    umask: u32,
 }
 
 /// A sandbox's mount namespace, held by a descriptor for as long as the
@@ -335,7 +337,6 @@ impl SandboxMounts {
     /// Holds `ns`, a mount namespace built elsewhere (a local build's),
     /// for children to enter as a sandbox's.
     #[cfg(feature = "emulator")]
-    #[allow(dead_code)] // used by the local build (next commit)
     pub(crate) fn from_namespace(ns: OwnedFd) -> Self {
         Self { ns }
     }
@@ -482,7 +483,16 @@ impl ChildSetup {
             mounts,
             user,
             cwd: cstring(cwd.as_os_str().as_bytes())?,
+            umask: CHILD_UMASK,
         })
+    }
+
+    /// The same setup with another file-creation mask (a local build's
+    /// steps make an image every user reads: Docker's 022).
+    #[cfg(feature = "emulator")]
+    pub(crate) fn with_umask(mut self, umask: u32) -> Self {
+        self.umask = umask;
+        self
     }
 
     /// Runs in the child before exec: limits, cgroups, mounts, the uid
@@ -507,7 +517,7 @@ impl ChildSetup {
         if let Some(user) = &self.user {
             user.apply()?;
         }
-        rustix::process::umask(Mode::from_raw_mode(CHILD_UMASK));
+        rustix::process::umask(Mode::from_raw_mode(self.umask));
         rustix::process::chdir(self.cwd.as_c_str())?;
         Ok(())
     }
