@@ -160,6 +160,8 @@ async fn a_sandbox_sees_the_layer_over_the_host_read_only() {
              gone-absent\nwelcome\n1000\nhost-shell\nhost-etc\n"
         ),
     );
+    // The code service's look-up of programs sees the layer too.
+    assert!(t.agent.env().finds_program("rayito-layer-tool"));
     // Read-only: /opt/x is 0777 in the layer, so only the mount refuses.
     for target in ["/opt/x/new", "/app/new", "/usr/local/bin/new"] {
         let outcome = run_bash(&t, &format!("echo x > {target}")).await;

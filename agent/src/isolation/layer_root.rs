@@ -228,7 +228,13 @@ impl LayerRoot {
                     read_only,
                 } => {
                     mkdir(target)?;
-                    bind(source, target, *recursive, *read_only)?;
+                    let bound = bind(source, target, *recursive, *read_only);
+                    // A host directory that cannot be bound (an automount
+                    // point, say) stays an empty directory rather than
+                    // failing the sandbox; the layer's own must be there.
+                    if *read_only {
+                        bound?;
+                    }
                 }
                 Entry::BindFile { source, read_only } => {
                     drop(rustix::fs::open(

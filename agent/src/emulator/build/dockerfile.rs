@@ -173,7 +173,7 @@ fn instruction(line: &str, number: usize, base: bool) -> Result<Option<Step>, Pa
         "CMD" | "ENTRYPOINT" | "LABEL" | "ARG" | "EXPOSE" | "VOLUME" | "STOPSIGNAL"
         | "HEALTHCHECK" | "MAINTAINER" => return Ok(None),
         // The base image's own settings: the host stands for them.
-        "ENV" | "USER" | "WORKDIR" if base => return Ok(None),
+        "ENV" | "USER" if base => return Ok(None),
         "COPY" => copy(rest).map_err(error)?,
         "RUN" => Instruction::Run {
             argv: run_argv(rest).map_err(error)?,
@@ -188,21 +188,11 @@ fn instruction(line: &str, number: usize, base: bool) -> Result<Option<Step>, Pa
         }
         _ => return Err(error(format!("unknown instruction: {word}"))),
     };
-    if base && !matches!(instruction, Instruction::From) && !is_layer_step(&instruction) {
-        return Ok(None);
-    }
     Ok(Some(Step {
         instruction,
         text: format!("{keyword} {rest}").trim_end().to_owned(),
         base,
     }))
-}
-
-fn is_layer_step(instruction: &Instruction) -> bool {
-    matches!(
-        instruction,
-        Instruction::Copy { .. } | Instruction::Run { .. }
-    )
 }
 
 /// `COPY` in JSON form (`["a", "b", "/dest"]`, what the template layer

@@ -172,11 +172,22 @@ async fn a_build_runs_its_steps_and_a_sandbox_sees_the_result() {
             "RUN id -un > /srv/shared/who\n",
             "USER root\n",
             "RUN rm /srv/app/b.txt {}/gone\n",
+            "COPY [\"__rayito_template.json\", \"/etc/rayito/template.json\"]\n",
         ), host.0.display()),
         &[
             ("__rayito_context/app/a.txt", "a\n"),
             ("__rayito_context/app/b.txt", "b\n"),
             ("__rayito_context/hello.txt", "hello\n"),
+            // The ready command passes only where the layer is seen.
+            ("__rayito_template.json", &format!("{:#}\n", serde_json::json!({
+                "version": "rayito.template/1",
+                "start_cmd": "sleep 600",
+                "ready_cmd": "test -f /srv/app/a.txt && test ! -e /srv/app/b.txt",
+                "user": "1000",
+                "workdir": null,
+                "envs": {},
+                "ready_poll": {"interval_seconds": 0.1, "timeout_seconds": 5},
+            }))),
         ],
         Duration::from_secs(120),
     )
@@ -191,15 +202,15 @@ async fn a_build_runs_its_steps_and_a_sandbox_sees_the_result() {
     assert!(!layer.parent().unwrap().join("merged").exists());
     let lines: Vec<String> = built.lines.iter().map(|l| untimed(l)).collect();
     for want in [
-        "#2 [1/9] FROM public.ecr.aws/amazonlinux/amazonlinux:2023",
+        "#2 [1/10] FROM public.ecr.aws/amazonlinux/amazonlinux:2023",
         "#2 CACHED",
-        "#3 [2/9] COPY rayd /usr/local/bin/rayd",
-        "#4 [3/9] COPY [\"__rayito_context/app\", \"/srv/app\"]",
-        "#6 [5/9] WORKDIR /srv/work",
-        "#7 [6/9] RUN echo \"$GREETING\" > greeting && pwd > where && ls /srv/app > listing && echo step-output",
+        "#3 [2/10] COPY rayd /usr/local/bin/rayd",
+        "#4 [3/10] COPY [\"__rayito_context/app\", \"/srv/app\"]",
+        "#6 [5/10] WORKDIR /srv/work",
+        "#7 [6/10] RUN echo \"$GREETING\" > greeting && pwd > where && ls /srv/app > listing && echo step-output",
         "#7 T step-output",
-        format!("#10 [9/9] RUN rm /srv/app/b.txt {}/gone", host.0.display()).as_str(),
-        "#11 exporting to image",
+        format!("#10 [9/10] RUN rm /srv/app/b.txt {}/gone", host.0.display()).as_str(),
+        "#12 exporting to image",
     ] {
         assert!(
             lines.iter().any(|l| l == want),
