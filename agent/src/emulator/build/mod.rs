@@ -108,7 +108,11 @@ pub(crate) async fn run_within(build: LocalBuild, steps_within: Duration) -> Bui
     let work = build.version_dir.join("work");
     let merged = build.version_dir.join("merged");
     for dir in [&layer, &work, &merged] {
-        if let Err(err) = std::fs::create_dir_all(dir) {
+        // The upper directory's own mode is the image root's: the host
+        // root's, whatever the emulator's umask.
+        let made = std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::set_permissions(dir, std::fs::metadata("/")?.permissions()));
+        if let Err(err) = made {
             let reason = format!(
                 "Image build failed: the version's directories cannot be created ({})",
                 err.kind()

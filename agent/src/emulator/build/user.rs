@@ -6,6 +6,10 @@ use std::os::fd::OwnedFd;
 
 use super::image;
 
+/// The base image's account name and its uid (and gid).
+const BASE_USER: &str = "user";
+const BASE_UID: u32 = 1000;
+
 /// The largest account file read.
 const MAX_ACCOUNT_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
@@ -71,6 +75,13 @@ fn lookup(spec: &str, passwd: &str, group: &str) -> Result<RunAs, String> {
             gid: 0,
             home: "/".to_owned(),
         },
+        // The base image's account (the one every sandbox runs as), which
+        // the host stands for even where it has no such account.
+        (None, None) if user == BASE_USER => RunAs {
+            uid: BASE_UID,
+            gid: BASE_UID,
+            home: "/home/user".to_owned(),
+        },
         (None, None) => {
             return Err(format!(
                 "unable to find user {user}: no matching entries in passwd file"
@@ -124,6 +135,15 @@ mod tests {
         );
         assert_eq!(ok("user:staff").gid, 50);
         assert_eq!(ok("user:7").gid, 7);
+        // Where the image's files lack the base image's `user`, it is 1000.
+        assert_eq!(
+            lookup("user", "root:x:0:0:root:/root:/bin/bash\n", "").unwrap(),
+            RunAs {
+                uid: 1000,
+                gid: 1000,
+                home: "/home/user".to_owned()
+            }
+        );
         assert_eq!(
             lookup("nobody2", PASSWD, GROUP).unwrap_err(),
             "unable to find user nobody2: no matching entries in passwd file"
