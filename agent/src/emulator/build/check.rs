@@ -28,7 +28,10 @@ pub(crate) async fn check(layer: &Path, hook_timeout: Duration) -> Result<(), St
     let token = HooksToken::generate();
     let config = AgentConfig {
         image_layer: Some(layer.to_path_buf()),
-        template_dir: template_dir.is_dir().then_some(template_dir),
+        // A real directory of the layer, never a symlink a step planted.
+        template_dir: std::fs::symlink_metadata(&template_dir)
+            .is_ok_and(|m| m.is_dir())
+            .then_some(template_dir),
         hooks_token: Some(token.clone()),
         ..AgentConfig::default()
     };

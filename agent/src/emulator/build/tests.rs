@@ -32,6 +32,16 @@ struct Built {
 /// Writes the artifact (`files` relative to it, then the Dockerfile) and
 /// runs the build with the steps' deadline `within`.
 async fn build(layer_text: &str, files: &[(&str, &str)], within: Duration) -> Built {
+    build_with(layer_text, files, within, Duration::from_secs(30)).await
+}
+
+/// [`build`] with the hooks' timeout `hook_timeout`.
+async fn build_with(
+    layer_text: &str,
+    files: &[(&str, &str)],
+    within: Duration,
+    hook_timeout: Duration,
+) -> Built {
     let dirs = tempfile::tempdir().expect("tempdir");
     // Sandboxes on the layer run as an unprivileged uid: let it through.
     std::fs::set_permissions(
@@ -54,7 +64,7 @@ async fn build(layer_text: &str, files: &[(&str, &str)], within: Duration) -> Bu
         LocalBuild {
             artifact_dir: artifact,
             version_dir: version,
-            hook_timeout: Duration::from_secs(30),
+            hook_timeout,
             log: tx,
         },
         within,
@@ -363,6 +373,70 @@ async fn a_step_past_the_deadline_is_killed_and_fails_the_build() {
     );
     assert!(built.lines.iter().any(|l| l
         == "#4 ERROR: process \"/bin/sh -c sleep 600\" did not complete before the build's deadline"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_check_still_waiting_at_the_hook_timeout_fails_the_build() {
+    let test = "a_ready_check_still_waiting_at_the_hook_timeout_fails_the_build";
+    let template = serde_json::json!({
+        "version": "rayito.template/1",
+        "start_cmd": "sleep 600",
+        "ready_cmd": "exit 1",
+        "user": "1000",
+        "workdir": null,
+        "envs": {},
+        "ready_poll": {"interval_seconds": 0.1, "timeout_seconds": 60},
+    });
+    let started = std::time::Instant::now();
+    let built = build_with(
+        "COPY [\"__rayito_template.json\", \"/etc/rayito/template.json\"]\n",
+        &[("__rayito_template.json", &format!("{template:#}\n"))],
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+    )
+    .await;
+    if cannot_build(test, &built) {
+        return;
+    }
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(
+        built.result,
+        BuildResult::Failed {
+            state_reason: "Ready hook check failed: waiting for the template's ready command \
+                           (HTTP 503) response"
+                .to_owned()
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_builds_at_once_keep_their_own_layers() {
+    let test = "two_builds_at_once_keep_their_own_layers";
+    let (one, two) = tokio::join!(
+        build(
+            "RUN mkdir -p /srv/t && echo one > /srv/t/which && sleep 0.3\n",
+            &[],
+            Duration::from_secs(120)
+        ),
+        build(
+            "RUN mkdir -p /srv/t && echo two > /srv/t/which && sleep 0.3\n",
+            &[],
+            Duration::from_secs(120)
+        ),
+    );
+    if cannot_build(test, &one) || cannot_build(test, &two) {
+        return;
+    }
+    for (built, want) in [(&one, "one\n"), (&two, "two\n")] {
+        let BuildResult::Succeeded { layer } = &built.result else {
+            panic!("{:?}", built.result);
+        };
+        assert_eq!(
+            std::fs::read_to_string(layer.join("srv/t/which")).unwrap(),
+            want
+        );
+    }
+    assert!(!Path::new("/srv/t/which").exists());
 }
 
 #[test]
