@@ -282,10 +282,13 @@ async fn execute(
 fn apply_metadata(state: &mut State, instruction: &Instruction) {
     match instruction {
         Instruction::Env(pairs) => {
-            for (key, word) in pairs {
-                let value = word.expand(&state.env);
-                state.env.insert(key.clone(), value);
-            }
+            // Every value sees the variables as they were before the line
+            // (Docker's `ENV abc=bye def=$abc` gives def the old abc).
+            let values: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(key, word)| (key.clone(), word.expand(&state.env)))
+                .collect();
+            state.env.extend(values);
         }
         Instruction::User(word) => state.user = word.expand(&state.env),
         _ => {}
@@ -347,3 +350,27 @@ async fn run_step(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod unit_tests {
+    use super::*;
+
+    #[test]
+    fn env_values_see_the_variables_before_their_line() {
+        let mut state = State {
+            env: BTreeMap::new(),
+            workdir: "/".to_owned(),
+            user: "root".to_owned(),
+        };
+        for line in ["ENV abc=hello", "ENV abc=bye def=$abc", "USER ${abc}"] {
+            let steps = dockerfile::parse(line).unwrap();
+            apply_metadata(&mut state, &steps[0].instruction);
+        }
+        assert_eq!(state.env["abc"], "bye");
+        assert_eq!(state.env["def"], "hello");
+        assert_eq!(state.user, "bye");
+        assert_eq!(workdir_path("/srv", "a/b"), "/srv/a/b");
+        assert_eq!(workdir_path("/", "a"), "/a");
+        assert_eq!(workdir_path("/srv", "/x"), "/x");
+    }
+}
