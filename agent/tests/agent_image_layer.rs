@@ -205,6 +205,78 @@ async fn two_sandboxes_share_one_layer() {
     );
 }
 
+/// Top-level host directories, removed on drop.
+struct TopLevel(Vec<PathBuf>);
+
+impl Drop for TopLevel {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// A top-level whiteout hides a host directory; a top-level opaque
+/// directory replaces the host's; a top-level file and symlink of the
+/// layer show as they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_level_whiteouts_and_opaque_directories_hide_the_host() {
+    let test = "top_level_whiteouts_and_opaque_directories_hide_the_host";
+    if !supported(test) {
+        return;
+    }
+    let tag = format!("{}-{:08x}", std::process::id(), rand_u32());
+    let gone = PathBuf::from(format!("/rayito-layer-gone-{tag}"));
+    let opaque = PathBuf::from(format!("/rayito-layer-opaque-{tag}"));
+    let _cleanup = TopLevel(vec![gone.clone(), opaque.clone()]);
+    for dir in [&gone, &opaque] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("host"), "host\n").unwrap();
+    }
+    let layer = tempfile::tempdir().unwrap();
+    let l = layer.path();
+    std::fs::set_permissions(l, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let c = |p: &Path| std::ffi::CString::new(p.to_string_lossy().as_bytes()).unwrap();
+    let whiteout = c(&l.join(gone.strip_prefix("/").unwrap()));
+    // SAFETY: mknod and lsetxattr on NUL-terminated paths we own.
+    unsafe {
+        assert_eq!(libc::mknod(whiteout.as_ptr(), libc::S_IFCHR, 0), 0);
+    }
+    let layer_opaque = l.join(opaque.strip_prefix("/").unwrap());
+    std::fs::create_dir(&layer_opaque).unwrap();
+    std::fs::write(layer_opaque.join("new"), "new\n").unwrap();
+    let opaque_c = c(&layer_opaque);
+    // SAFETY: as above; the value is a 1-byte buffer we own.
+    let rc = unsafe {
+        libc::lsetxattr(
+            opaque_c.as_ptr(),
+            c"trusted.overlay.opaque".as_ptr(),
+            b"y".as_ptr().cast(),
+            1,
+            0,
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    std::fs::write(l.join(format!("rayito-layer-file-{tag}")), "file\n").unwrap();
+    std::os::unix::fs::symlink(
+        opaque.strip_prefix("/").unwrap(),
+        l.join(format!("rayito-layer-link-{tag}")),
+    )
+    .unwrap();
+    let t = start_on(l).await;
+    let out = sh(
+        &t,
+        &format!(
+            "test -e {gone} && echo gone-present || echo gone-absent; ls {opaque}; \
+             cat /rayito-layer-file-{tag} /rayito-layer-link-{tag}/new",
+            gone = gone.display(),
+            opaque = opaque.display(),
+        ),
+    )
+    .await;
+    assert_eq!(out, "gone-absent\nnew\nfile\nnew\n");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_layer_fails_the_start() {
     let test = "a_missing_layer_fails_the_start";
