@@ -4,6 +4,10 @@
 //! failed `RUN` BuildKit's error block, whose lines the SDK reads (step,
 //! command, exit code; see `rayito::template::parse_build_log`).
 //!
+//! BuildKit's blank lines between vertices are left out: a log event is
+//! never empty (CloudWatch refuses empty messages), and the SDK keeps only
+//! the last 20 lines of a failed build.
+//!
 //! Output is peer data: each line is cut at [`MAX_LINE_BYTES`], and after
 //! [`MAX_OUTPUT_LINES`] lines of output in one build the rest is dropped
 //! with one notice.
@@ -82,7 +86,6 @@ impl BuildLog {
     /// Ends a vertex the base image stands for.
     pub(crate) fn cached(&mut self, v: Vertex) {
         self.line(format!("#{} CACHED", v.number));
-        self.line(String::new());
     }
 
     /// Ends a vertex that succeeded.
@@ -92,7 +95,6 @@ impl BuildLog {
             v.number,
             v.started.elapsed().as_secs_f64()
         ));
-        self.line(String::new());
     }
 
     /// A line the step printed (bytes, cut and made UTF-8).
@@ -202,10 +204,8 @@ mod tests {
                 "#1 [internal] load build definition from Dockerfile",
                 "#1 transferring dockerfile: 120B done",
                 "#1 DONE T",
-                "",
                 "#2 [1/3] FROM public.ecr.aws/amazonlinux/amazonlinux:2023",
                 "#2 CACHED",
-                "",
                 "#3 [2/3] RUN echo hi; exit 3",
                 "#3 T hi",
                 "#3 ERROR: process \"/bin/sh -c echo hi; exit 3\" did not complete successfully: exit code: 3",
