@@ -10,7 +10,9 @@
 //!   sandbox is created and entered by every child (`setns`): a tmpfs covers
 //!   `/home`, the sandbox's `<root>/home/user` is bound at `/home/user`,
 //!   `<root>/tmp` at `/tmp`, and (when the uid is switched) a generated
-//!   `/etc/passwd` and `/etc/group` name the sandbox's user `user`. Only root
+//!   `/etc/passwd` and `/etc/group` name the sandbox's user `user`; on an
+//!   image layer, its root is the host's with the layer over it, read-only
+//!   ([`layer_root`]). Only root
 //!   in the agent's own user namespace can change it, which no sandbox
 //!   process is, so sharing it between a sandbox's processes gives them
 //!   nothing they did not have with one copy each (building one per child
@@ -317,7 +319,9 @@ impl SandboxMounts {
         accounts: bool,
         layer: Option<&layer_root::LayerRoot>,
     ) -> std::io::Result<Self> {
-        let targets = MountTargets::new(root, layer.is_some())?;
+        // Absolute: the layer's targets are below it, reached after chdir.
+        let root = std::path::absolute(root)?;
+        let targets = MountTargets::new(&root, layer.is_some())?;
         let root = cstring(root.as_os_str().as_bytes())?;
         let ns = launch::in_shared_child(|| {
             // SAFETY: CLONE_NEWNS gives this child (which shares no fs

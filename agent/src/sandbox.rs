@@ -239,7 +239,7 @@ impl SandboxEnv {
                     crate::isolation::layer_root::NO_MOUNT_NAMESPACE,
                 ));
             }
-            Some(layer) => Some((layer, LayerRoot::plan(layer, root)?)),
+            Some(layer) => Some((layer, LayerRoot::plan(layer, &std::path::absolute(root)?)?)),
         };
         let lease = support.switch_uid.then(UidLease::allocate).transpose()?;
         let ids = lease.as_ref().map(UidLease::ids);
