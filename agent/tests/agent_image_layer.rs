@@ -8,6 +8,8 @@
 //! The tests need root with mount namespaces; elsewhere they print
 //! `SKIPPED: <test>: <reason>` (a failure under `RAYITO_TEST_STRICT=1`).
 
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip_support;
 mod support;
 
 use std::os::unix::fs::PermissionsExt as _;
@@ -16,8 +18,8 @@ use std::path::{Path, PathBuf};
 use rayito_agent::{Agent, AgentConfig};
 use support::{TestAgent, payload, run_bash};
 
-/// Whether the host can run these tests; prints the skip otherwise.
-fn supported(test: &str) -> bool {
+/// Whether the host can run these tests; records the skip otherwise.
+fn supported() -> bool {
     let root = rustix_is_root();
     let overlay = std::fs::read_to_string("/proc/filesystems")
         .is_ok_and(|fs| fs.lines().any(|l| l.ends_with("\toverlay")));
@@ -29,11 +31,7 @@ fn supported(test: &str) -> bool {
     } else {
         "needs root (mount namespaces, overlayfs)"
     };
-    assert!(
-        std::env::var_os("RAYITO_TEST_STRICT").is_none(),
-        "{test}: {reason} (RAYITO_TEST_STRICT forbids skipping)"
-    );
-    eprintln!("SKIPPED: {test}: {reason}");
+    skip_support::skip(reason);
     false
 }
 
@@ -134,8 +132,7 @@ async fn sh(t: &TestAgent, script: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandbox_sees_the_layer_over_the_host_read_only() {
-    let test = "a_sandbox_sees_the_layer_over_the_host_read_only";
-    if !supported(test) {
+    if !supported() {
         return;
     }
     let host = HostDir::new();
@@ -179,8 +176,7 @@ async fn a_sandbox_sees_the_layer_over_the_host_read_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_sandboxes_share_one_layer() {
-    let test = "two_sandboxes_share_one_layer";
-    if !supported(test) {
+    if !supported() {
         return;
     }
     let host = HostDir::new();
@@ -221,8 +217,7 @@ impl Drop for TopLevel {
 /// layer show as they are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn top_level_whiteouts_and_opaque_directories_hide_the_host() {
-    let test = "top_level_whiteouts_and_opaque_directories_hide_the_host";
-    if !supported(test) {
+    if !supported() {
         return;
     }
     let tag = format!("{}-{:08x}", std::process::id(), rand_u32());
@@ -279,8 +274,7 @@ async fn top_level_whiteouts_and_opaque_directories_hide_the_host() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_layer_fails_the_start() {
-    let test = "a_missing_layer_fails_the_start";
-    if !supported(test) {
+    if !supported() {
         return;
     }
     let err = Agent::start(AgentConfig {

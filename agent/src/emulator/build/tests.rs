@@ -9,6 +9,9 @@ use std::time::Duration;
 use super::*;
 use crate::sandbox::SpawnSpec;
 
+#[path = "../../../../tests/skip_support/mod.rs"]
+mod skip_support;
+
 /// The synthetic base image's lines and the layer's markers, as the SDK
 /// composes them.
 fn dockerfile(layer: &str) -> String {
@@ -81,15 +84,11 @@ async fn build_with(
     }
 }
 
-/// Whether the build could not run on this host (prints the skip).
-fn cannot_build(test: &str, built: &Built) -> bool {
+/// Whether the build could not run on this host (records the skip).
+fn cannot_build(built: &Built) -> bool {
     match &built.result {
         BuildResult::Failed { state_reason } if state_reason.starts_with(HOST_CANNOT_BUILD) => {
-            assert!(
-                std::env::var_os("RAYITO_TEST_STRICT").is_none(),
-                "{test}: {state_reason} (RAYITO_TEST_STRICT forbids skipping)"
-            );
-            eprintln!("SKIPPED: {test}: {state_reason}");
+            skip_support::skip(state_reason);
             true
         }
         _ => false,
@@ -168,7 +167,6 @@ use crate::isolation::launch::Stdio as launch_stdio;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_build_runs_its_steps_and_a_sandbox_sees_the_result() {
-    let test = "a_build_runs_its_steps_and_a_sandbox_sees_the_result";
     let host = HostDir::new();
     let built = build(
         &format!(concat!(
@@ -202,7 +200,7 @@ async fn a_build_runs_its_steps_and_a_sandbox_sees_the_result() {
         Duration::from_secs(120),
     )
     .await;
-    if cannot_build(test, &built) {
+    if cannot_build(&built) {
         return;
     }
     let BuildResult::Succeeded { layer } = &built.result else {
@@ -279,14 +277,13 @@ async fn a_build_runs_its_steps_and_a_sandbox_sees_the_result() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_run_names_its_step_command_and_exit_code() {
-    let test = "a_failing_run_names_its_step_command_and_exit_code";
     let built = build(
         "RUN echo fine\nRUN echo before; exit 3\nRUN echo never\n",
         &[],
         Duration::from_secs(120),
     )
     .await;
-    if cannot_build(test, &built) {
+    if cannot_build(&built) {
         return;
     }
     assert_eq!(
@@ -325,7 +322,6 @@ async fn a_failing_run_names_its_step_command_and_exit_code() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ready_command_that_fails_fails_the_build_with_the_ready_reason() {
-    let test = "a_ready_command_that_fails_fails_the_build_with_the_ready_reason";
     let template = serde_json::json!({
         "version": "rayito.template/1",
         "start_cmd": "sleep 600",
@@ -341,7 +337,7 @@ async fn a_ready_command_that_fails_fails_the_build_with_the_ready_reason() {
         Duration::from_secs(120),
     )
     .await;
-    if cannot_build(test, &built) {
+    if cannot_build(&built) {
         return;
     }
     assert_eq!(
@@ -356,10 +352,9 @@ async fn a_ready_command_that_fails_fails_the_build_with_the_ready_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_past_the_deadline_is_killed_and_fails_the_build() {
-    let test = "a_step_past_the_deadline_is_killed_and_fails_the_build";
     let started = std::time::Instant::now();
     let built = build("RUN sleep 600\n", &[], Duration::from_secs(1)).await;
-    if cannot_build(test, &built) {
+    if cannot_build(&built) {
         return;
     }
     assert!(started.elapsed() < Duration::from_secs(30));
@@ -377,7 +372,6 @@ async fn a_step_past_the_deadline_is_killed_and_fails_the_build() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ready_check_still_waiting_at_the_hook_timeout_fails_the_build() {
-    let test = "a_ready_check_still_waiting_at_the_hook_timeout_fails_the_build";
     let template = serde_json::json!({
         "version": "rayito.template/1",
         "start_cmd": "sleep 600",
@@ -395,7 +389,7 @@ async fn a_ready_check_still_waiting_at_the_hook_timeout_fails_the_build() {
         Duration::from_secs(1),
     )
     .await;
-    if cannot_build(test, &built) {
+    if cannot_build(&built) {
         return;
     }
     assert!(started.elapsed() < Duration::from_secs(30));
@@ -411,7 +405,6 @@ async fn a_ready_check_still_waiting_at_the_hook_timeout_fails_the_build() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_builds_at_once_keep_their_own_layers() {
-    let test = "two_builds_at_once_keep_their_own_layers";
     let (one, two) = tokio::join!(
         build(
             "RUN mkdir -p /srv/t && echo one > /srv/t/which && sleep 0.3\n",
@@ -424,7 +417,7 @@ async fn two_builds_at_once_keep_their_own_layers() {
             Duration::from_secs(120)
         ),
     );
-    if cannot_build(test, &one) || cannot_build(test, &two) {
+    if cannot_build(&one) || cannot_build(&two) {
         return;
     }
     for (built, want) in [(&one, "one\n"), (&two, "two\n")] {
