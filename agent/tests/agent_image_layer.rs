@@ -76,7 +76,12 @@ fn rand_u32() -> u32 {
 /// `/usr/local/bin/rayito-layer-tool`, a new top-level `/app/file`, a file
 /// in the home, and a whiteout of the host's `<host>/gone`.
 fn make_layer(host: &HostDir) -> tempfile::TempDir {
-    let layer = tempfile::tempdir().unwrap();
+    make_layer_in(host, &std::env::temp_dir())
+}
+
+/// [`make_layer`] in a directory of `parent`.
+fn make_layer_in(host: &HostDir, parent: &Path) -> tempfile::TempDir {
+    let layer = tempfile::tempdir_in(parent).unwrap();
     let l = layer.path();
     std::fs::create_dir_all(l.join("opt/x")).unwrap();
     std::fs::write(l.join("opt/x/file"), "from the layer\n").unwrap();
@@ -199,6 +204,39 @@ async fn two_sandboxes_share_one_layer() {
         std::fs::read_to_string(layer.path().join("home/user/sub/welcome.txt")).unwrap(),
         "welcome\n"
     );
+}
+
+/// A layer kept below a host directory it also changes (an emulator
+/// root under `/opt`, say): that directory cannot be a lower layer beside
+/// the layer (ELOOP), so it is rebuilt entry by entry, and the layer's
+/// files there still show.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layer_below_a_directory_it_changes_still_shows_there() {
+    if !supported() {
+        return;
+    }
+    let host = HostDir::new();
+    let store = HostDir::new();
+    let layer = make_layer_in(&host, &store.0);
+    std::fs::set_permissions(&store.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t = start_on(layer.path()).await;
+    let hidden = format!("/opt/{}", host.name());
+    let out = sh(
+        &t,
+        &format!(
+            "cat /opt/x/file {hidden}/kept; test -e {hidden}/gone || echo gone-absent; \
+             cat {}/kept; stat -c %a /opt",
+            store.0.display()
+        ),
+    )
+    .await;
+    let mode = std::fs::metadata("/opt").unwrap().permissions().mode() & 0o7777;
+    assert_eq!(
+        out,
+        format!("from the layer\nhost kept\ngone-absent\nhost kept\n{mode:o}\n")
+    );
+    let outcome = run_bash(&t, "echo x > /opt/x/new").await;
+    assert!(String::from_utf8_lossy(&outcome.stderr).contains("Read-only file system"));
 }
 
 /// Top-level host directories, removed on drop.

@@ -21,9 +21,11 @@
 //!
 //! `/proc`, `/sys` and `/dev` are always the host's (a layer never holds
 //! them: the build bound them too), `/tmp` and `/home` are left empty for
-//! the sandbox's own mounts; a host directory that holds the layer itself
-//! cannot be a lower layer beside it and stays the host's. Whiteouts and
-//! opaque directories deeper in the layer are overlayfs's own business.
+//! the sandbox's own mounts. A host directory that holds the layer itself
+//! cannot be a lower layer beside it: it becomes a directory of the new
+//! root whose entries follow the same table, down the layer's own path.
+//! Whiteouts and opaque directories deeper in the layer are overlayfs's
+//! own business.
 //!
 //! The plan is computed before the namespace's child starts (it reads
 //! directories and allocates); the child only makes the syscalls.
@@ -60,8 +62,10 @@ enum Entry {
         recursive: bool,
         read_only: bool,
     },
-    /// An empty directory (a mount point for the sandbox's own mounts).
-    EmptyDir,
+    /// A directory of the new root with `mode`: a mount point for the
+    /// sandbox's own mounts, or a host directory that holds the layer,
+    /// whose entries follow.
+    Dir { mode: u32 },
     /// An empty file with `source` bound on it.
     BindFile { source: CString, read_only: bool },
     /// A symlink to `target`.
@@ -133,75 +137,8 @@ impl LayerRoot {
     /// NUL byte.
     pub(crate) fn plan(layer: &Path, staging: &Path) -> std::io::Result<Self> {
         let layer = layer.canonicalize()?;
-        let mut names = std::collections::BTreeSet::new();
-        for dir in [Path::new("/"), layer.as_path()] {
-            for entry in std::fs::read_dir(dir)? {
-                names.insert(entry?.file_name());
-            }
-        }
         let mut entries = Vec::new();
-        for name in names {
-            let host_path = Path::new("/").join(&name);
-            let layer_path = layer.join(&name);
-            let target = cstring(staging.join(&name).as_os_str().as_bytes())?;
-            let name = name.to_string_lossy();
-            let host = kind_of(&host_path);
-            let own = if SANDBOX_OWN.contains(&name.as_ref()) || HOST_ONLY.contains(&name.as_ref())
-            {
-                None
-            } else {
-                kind_of(&layer_path)
-            };
-            let host_bind = |recursive| -> std::io::Result<Entry> {
-                Ok(Entry::BindDir {
-                    source: cstring(host_path.as_os_str().as_bytes())?,
-                    recursive,
-                    read_only: false,
-                })
-            };
-            let entry = match (own, host) {
-                _ if SANDBOX_OWN.contains(&name.as_ref()) => Entry::EmptyDir,
-                (Some(Kind::Whiteout), _) => continue,
-                (Some(Kind::Symlink(target)), _) | (None, Some(Kind::Symlink(target))) => {
-                    Entry::Symlink {
-                        target: cstring(target.as_os_str().as_bytes())?,
-                    }
-                }
-                (Some(Kind::Dir), Some(Kind::Dir)) if layer.starts_with(&host_path) => {
-                    tracing::warn!(
-                        directory = %host_path.display(),
-                        "the image layer lies in this directory, which therefore shows the \
-                         host's content only"
-                    );
-                    host_bind(true)?
-                }
-                (Some(Kind::Dir), Some(Kind::Dir)) if !is_opaque(&layer_path) => {
-                    let mut options = b"lowerdir=".to_vec();
-                    options.extend(overlay_path(&layer_path));
-                    options.push(b':');
-                    options.extend(overlay_path(&host_path));
-                    Entry::Overlay {
-                        options: cstring(&options)?,
-                    }
-                }
-                (Some(Kind::Dir), _) => Entry::BindDir {
-                    source: cstring(layer_path.as_os_str().as_bytes())?,
-                    recursive: false,
-                    read_only: true,
-                },
-                (Some(Kind::File), _) => Entry::BindFile {
-                    source: cstring(layer_path.as_os_str().as_bytes())?,
-                    read_only: true,
-                },
-                (None, Some(Kind::Dir)) => host_bind(true)?,
-                (None, Some(Kind::File)) => Entry::BindFile {
-                    source: cstring(host_path.as_os_str().as_bytes())?,
-                    read_only: false,
-                },
-                (None, Some(Kind::Whiteout) | None) => continue,
-            };
-            entries.push((target, entry));
-        }
+        plan_dir(&layer, Path::new("/"), &layer, staging, &mut entries)?;
         Ok(Self { entries })
     }
 
@@ -211,7 +148,11 @@ impl LayerRoot {
     pub(crate) fn apply(&self) -> std::io::Result<()> {
         for (target, entry) in &self.entries {
             match entry {
-                Entry::EmptyDir => mkdir(target)?,
+                Entry::Dir { mode } => {
+                    mkdir(target)?;
+                    // The mode asked, whatever the umask.
+                    rustix::fs::chmod(target.as_c_str(), Mode::from_raw_mode(*mode))?;
+                }
                 Entry::Overlay { options } => {
                     mkdir(target)?;
                     rustix::mount::mount(
@@ -253,6 +194,99 @@ impl LayerRoot {
         }
         Ok(())
     }
+}
+
+/// The names in `dir`, none when it does not exist.
+fn names(dir: &Path) -> std::io::Result<Vec<std::ffi::OsString>> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => entries.map(|e| Ok(e?.file_name())).collect(),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Plans the entries of `host_dir` (a host directory) and `layer_dir` (the
+/// same directory in `layer`) below `target_dir`. A host directory that
+/// holds the layer itself cannot be a lower layer beside it (the kernel's
+/// ELOOP again): it becomes a directory of the new root whose entries are
+/// planned one by one, down the layer's own path.
+fn plan_dir(
+    layer: &Path,
+    host_dir: &Path,
+    layer_dir: &Path,
+    target_dir: &Path,
+    entries: &mut Vec<(CString, Entry)>,
+) -> std::io::Result<()> {
+    let top = host_dir == Path::new("/");
+    let mut all = std::collections::BTreeSet::new();
+    all.extend(names(host_dir)?);
+    all.extend(names(layer_dir)?);
+    for name in all {
+        let host_path = host_dir.join(&name);
+        let layer_path = layer_dir.join(&name);
+        let target_path = target_dir.join(&name);
+        let target = cstring(target_path.as_os_str().as_bytes())?;
+        let name = name.to_string_lossy();
+        let sandbox_own = top && SANDBOX_OWN.contains(&name.as_ref());
+        let host_only = top && HOST_ONLY.contains(&name.as_ref());
+        let host = kind_of(&host_path);
+        let own = if sandbox_own || host_only {
+            None
+        } else {
+            kind_of(&layer_path)
+        };
+        let host_bind = || -> std::io::Result<Entry> {
+            Ok(Entry::BindDir {
+                source: cstring(host_path.as_os_str().as_bytes())?,
+                recursive: true,
+                read_only: false,
+            })
+        };
+        let entry = match (own, host) {
+            _ if sandbox_own => Entry::Dir { mode: 0o755 },
+            (Some(Kind::Whiteout), _) => continue,
+            (Some(Kind::Symlink(target)), _) | (None, Some(Kind::Symlink(target))) => {
+                Entry::Symlink {
+                    target: cstring(target.as_os_str().as_bytes())?,
+                }
+            }
+            (Some(Kind::Dir), Some(Kind::Dir))
+                if layer.starts_with(&host_path) && !is_opaque(&layer_path) =>
+            {
+                use std::os::unix::fs::PermissionsExt as _;
+                let mode = std::fs::metadata(&host_path)?.permissions().mode() & 0o7777;
+                entries.push((target, Entry::Dir { mode }));
+                plan_dir(layer, &host_path, &layer_path, &target_path, entries)?;
+                continue;
+            }
+            (Some(Kind::Dir), Some(Kind::Dir)) if !is_opaque(&layer_path) => {
+                let mut options = b"lowerdir=".to_vec();
+                options.extend(overlay_path(&layer_path));
+                options.push(b':');
+                options.extend(overlay_path(&host_path));
+                Entry::Overlay {
+                    options: cstring(&options)?,
+                }
+            }
+            (Some(Kind::Dir), _) => Entry::BindDir {
+                source: cstring(layer_path.as_os_str().as_bytes())?,
+                recursive: false,
+                read_only: true,
+            },
+            (Some(Kind::File), _) => Entry::BindFile {
+                source: cstring(layer_path.as_os_str().as_bytes())?,
+                read_only: true,
+            },
+            (None, Some(Kind::Dir)) => host_bind()?,
+            (None, Some(Kind::File)) => Entry::BindFile {
+                source: cstring(host_path.as_os_str().as_bytes())?,
+                read_only: false,
+            },
+            (None, Some(Kind::Whiteout) | None) => continue,
+        };
+        entries.push((target, entry));
+    }
+    Ok(())
 }
 
 fn mkdir(path: &CString) -> std::io::Result<()> {
@@ -435,8 +469,8 @@ mod tests {
                 ..
             })
         ));
-        assert!(matches!(find("home"), Some(Entry::EmptyDir)));
-        assert!(matches!(find("tmp"), Some(Entry::EmptyDir)));
+        assert!(matches!(find("home"), Some(Entry::Dir { mode: 0o755 })));
+        assert!(matches!(find("tmp"), Some(Entry::Dir { mode: 0o755 })));
         assert!(
             matches!(find("newlink"), Some(Entry::Symlink { target }) if target.as_bytes() == b"usr/lib")
         );
