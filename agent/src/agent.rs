@@ -139,11 +139,18 @@ impl Agent {
     /// Creates the sandbox root, binds both servers and starts serving.
     ///
     /// # Errors
-    /// A non-loopback address, a root that cannot be created, or a bind failure.
+    /// A non-loopback address, a root that cannot be created, or a bind
+    /// failure; with [`AgentConfig::image_layer`], a host without mount
+    /// namespaces or a layer that cannot be mounted.
     pub async fn start(config: AgentConfig) -> std::io::Result<Agent> {
         require_loopback(config.grpc_addr)?;
         require_loopback(config.hooks_addr)?;
-        let env = SandboxEnv::create(&config.root, &config.limits, config.cgroup)?;
+        let env = SandboxEnv::create(
+            &config.root,
+            &config.limits,
+            config.cgroup,
+            config.image_layer.as_deref(),
+        )?;
         if config.remove_root_on_drop {
             // Also when this process ends without dropping the agent.
             SandboxEnv::remove_at_exit(&config.root);

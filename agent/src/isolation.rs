@@ -10,7 +10,9 @@
 //!   sandbox is created and entered by every child (`setns`): a tmpfs covers
 //!   `/home`, the sandbox's `<root>/home/user` is bound at `/home/user`,
 //!   `<root>/tmp` at `/tmp`, and (when the uid is switched) a generated
-//!   `/etc/passwd` and `/etc/group` name the sandbox's user `user`. Only root
+//!   `/etc/passwd` and `/etc/group` name the sandbox's user `user`; on an
+//!   image layer, its root is the host's with the layer over it, read-only
+//!   ([`layer_root`]). Only root
 //!   in the agent's own user namespace can change it, which no sandbox
 //!   process is, so sharing it between a sandbox's processes gives them
 //!   nothing they did not have with one copy each (building one per child
@@ -32,6 +34,7 @@
 pub(crate) mod cgroup;
 pub(crate) mod exit_cleanup;
 pub(crate) mod launch;
+pub(crate) mod layer_root;
 pub(crate) mod sockets;
 pub(crate) mod uids;
 pub(crate) mod user;
@@ -119,7 +122,7 @@ fn probe(support: Support) -> std::io::Result<bool> {
         let ids = lease.as_ref().map(UidLease::ids);
         prepare_root(&dir, ids, support.user_ns)?;
         let mounts = if support.mount_ns {
-            Some(SandboxMounts::create(&dir, ids.is_some())?)
+            Some(SandboxMounts::create(&dir, ids.is_some(), None)?)
         } else {
             None
         };
@@ -292,6 +295,8 @@ pub(crate) struct ChildSetup {
     /// The working directory, entered last, as the sandbox's user: a guest
     /// path inside the mount namespace, else the host path.
     cwd: CString,
+    /// The file-creation mask ([`CHILD_UMASK`] unless set otherwise).
+    umask: u32,
 }
 
 /// A sandbox's mount namespace, held by a descriptor for as long as the
@@ -303,18 +308,27 @@ pub(crate) struct SandboxMounts {
 
 impl SandboxMounts {
     /// Builds the namespace of the sandbox rooted at `root` (prepared by
-    /// [`prepare_root`]); `accounts` binds its generated account files.
+    /// [`prepare_root`]); `accounts` binds its generated account files;
+    /// with `layer`, the namespace's root is the host's with the image
+    /// layer over it (see [`layer_root`]).
     ///
     /// # Errors
     /// The host refuses a mount namespace or one of the mounts.
-    pub(crate) fn create(root: &Path, accounts: bool) -> std::io::Result<Self> {
+    pub(crate) fn create(
+        root: &Path,
+        accounts: bool,
+        layer: Option<&layer_root::LayerRoot>,
+    ) -> std::io::Result<Self> {
+        // Absolute: the layer's targets are below it, reached after chdir.
+        let root = std::path::absolute(root)?;
+        let targets = MountTargets::new(&root, layer.is_some())?;
         let root = cstring(root.as_os_str().as_bytes())?;
         let ns = launch::in_shared_child(|| {
             // SAFETY: CLONE_NEWNS gives this child (which shares no fs
             // struct) its own mount table; its descriptor table is the
             // agent's, so the namespace's descriptor outlives the child.
             unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) }?;
-            build_mounts(&root, accounts)?;
+            build_mounts(&root, accounts, layer, &targets)?;
             Ok(rustix::fs::open(
                 c"/proc/thread-self/ns/mnt",
                 OFlags::RDONLY | OFlags::CLOEXEC,
@@ -322,6 +336,44 @@ impl SandboxMounts {
             )?)
         })?;
         Ok(Self { ns })
+    }
+
+    /// Holds `ns`, a mount namespace built elsewhere (a local build's),
+    /// for children to enter as a sandbox's.
+    #[cfg(feature = "emulator")]
+    pub(crate) fn from_namespace(ns: OwnedFd) -> Self {
+        Self { ns }
+    }
+}
+
+/// Where a sandbox's own mounts go: the guest paths themselves, or below
+/// the staging root of a sandbox on an image layer (the root the
+/// namespace pivots into once they are made).
+#[derive(Debug)]
+struct MountTargets {
+    home: CString,
+    home_user: CString,
+    tmp: CString,
+    passwd: CString,
+    group: CString,
+}
+
+impl MountTargets {
+    fn new(root: &Path, staged: bool) -> std::io::Result<Self> {
+        let path = |guest: &str| {
+            if staged {
+                cstring(root.join(guest).as_os_str().as_bytes())
+            } else {
+                cstring(format!("/{guest}").as_bytes())
+            }
+        };
+        Ok(Self {
+            home: path("home")?,
+            home_user: path("home/user")?,
+            tmp: path("tmp")?,
+            passwd: path("etc/passwd")?,
+            group: path("etc/group")?,
+        })
     }
 }
 
@@ -350,27 +402,40 @@ impl SandboxUserNs {
 /// relative to the sandbox root, made the working directory first: a
 /// working directory keeps resolving after the tmpfs over `/home` or the
 /// bind over `/tmp` hides the root's host path (a root under `/tmp`, as the
-/// default is).
-fn build_mounts(root: &CStr, accounts: bool) -> std::io::Result<()> {
+/// default is), and after the staging tmpfs of an image layer's root covers
+/// the sandbox root itself.
+fn build_mounts(
+    root: &CStr,
+    accounts: bool,
+    layer: Option<&layer_root::LayerRoot>,
+    targets: &MountTargets,
+) -> std::io::Result<()> {
     rustix::mount::mount_change(
         c"/",
         MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
     )?;
     rustix::process::chdir(root)?;
+    if let Some(layer) = layer {
+        layer_root::mount_staging(root)?;
+        layer.apply()?;
+    }
     rustix::mount::mount(
         c"tmpfs",
-        c"/home",
+        targets.home.as_c_str(),
         c"tmpfs",
         MountFlags::NOSUID | MountFlags::NODEV,
         c"mode=755",
     )?;
-    rustix::fs::mkdir(c"/home/user", Mode::from_raw_mode(0o755))?;
+    rustix::fs::mkdir(targets.home_user.as_c_str(), Mode::from_raw_mode(0o755))?;
     // Relative sources: below the root, the working directory.
-    rustix::mount::mount_bind_recursive(c"home/user", c"/home/user")?;
-    rustix::mount::mount_bind_recursive(c"tmp", c"/tmp")?;
+    rustix::mount::mount_bind_recursive(c"home/user", targets.home_user.as_c_str())?;
+    rustix::mount::mount_bind_recursive(c"tmp", targets.tmp.as_c_str())?;
     if accounts {
-        rustix::mount::mount_bind(c"etc/passwd", c"/etc/passwd")?;
-        rustix::mount::mount_bind(c"etc/group", c"/etc/group")?;
+        rustix::mount::mount_bind(c"etc/passwd", targets.passwd.as_c_str())?;
+        rustix::mount::mount_bind(c"etc/group", targets.group.as_c_str())?;
+    }
+    if layer.is_some() {
+        layer_root::enter_staging(root)?;
     }
     Ok(())
 }
@@ -422,7 +487,16 @@ impl ChildSetup {
             mounts,
             user,
             cwd: cstring(cwd.as_os_str().as_bytes())?,
+            umask: CHILD_UMASK,
         })
+    }
+
+    /// The same setup with another file-creation mask (a local build's
+    /// steps make an image every user reads: Docker's 022).
+    #[cfg(feature = "emulator")]
+    pub(crate) fn with_umask(mut self, umask: u32) -> Self {
+        self.umask = umask;
+        self
     }
 
     /// Runs in the child before exec: limits, cgroups, mounts, the uid
@@ -447,7 +521,7 @@ impl ChildSetup {
         if let Some(user) = &self.user {
             user.apply()?;
         }
-        rustix::process::umask(Mode::from_raw_mode(CHILD_UMASK));
+        rustix::process::umask(Mode::from_raw_mode(self.umask));
         rustix::process::chdir(self.cwd.as_c_str())?;
         Ok(())
     }

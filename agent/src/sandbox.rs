@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use rustix::process::{Pid, Signal};
 
 use crate::isolation::cgroup::{CommandCgroup, SandboxCgroup};
+use crate::isolation::layer_root::LayerRoot;
 use crate::isolation::uids::UidLease;
 use crate::isolation::user::HostIds;
 use crate::isolation::{self, ChildSetup, SandboxMounts, SandboxUserNs, Support, launch};
@@ -114,6 +115,8 @@ struct Inner {
     mounts: Option<SandboxMounts>,
     /// The user namespace every child enters (uid 1000 is `ids`), where used.
     userns: Option<SandboxUserNs>,
+    /// The image layer over the host's root in the mount namespace, if any.
+    image_layer: Option<PathBuf>,
     /// The image's environment (`template-env.json`), under the payload's.
     template_envs: Mutex<BTreeMap<String, String>>,
     /// The run payload's `envs`.
@@ -209,23 +212,48 @@ impl SandboxEnv {
     /// # Errors
     /// As [`SandboxEnv::new`].
     pub fn with_limits(root: &Path, limits: &SandboxLimits) -> std::io::Result<Self> {
-        Self::create(root, limits, true)
+        Self::create(root, limits, true, None)
     }
 
     /// As [`SandboxEnv::with_limits`], without a cgroup when `cgroup` is
     /// `false` (the fallback of a host without cgroup v2; see
-    /// `AgentConfig::cgroup`).
+    /// `AgentConfig::cgroup`), on `image_layer` when given (see
+    /// `AgentConfig::image_layer`).
+    ///
+    /// # Errors
+    /// As [`SandboxEnv::new`]; with an image layer, also a host without
+    /// mount namespaces (the sandbox would run on the bare host root) and
+    /// a layer that cannot be read or mounted.
     pub(crate) fn create(
         root: &Path,
         limits: &SandboxLimits,
         cgroup: bool,
+        image_layer: Option<&Path>,
     ) -> std::io::Result<Self> {
         let support = isolation::support();
+        let layer = match image_layer {
+            None => None,
+            Some(_) if !support.mount_ns => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    crate::isolation::layer_root::NO_MOUNT_NAMESPACE,
+                ));
+            }
+            Some(layer) => Some((layer, LayerRoot::plan(layer, &std::path::absolute(root)?)?)),
+        };
         let lease = support.switch_uid.then(UidLease::allocate).transpose()?;
         let ids = lease.as_ref().map(UidLease::ids);
         isolation::prepare_root(root, ids, support.user_ns)?;
+        if let Some((layer, _)) = &layer {
+            // The home is the sandbox's own: the image's content is a copy.
+            crate::isolation::layer_root::copy_home(layer, &root.join("home/user"), ids)?;
+        }
         let mounts = if support.mount_ns {
-            Some(SandboxMounts::create(root, ids.is_some())?)
+            Some(SandboxMounts::create(
+                root,
+                ids.is_some(),
+                layer.as_ref().map(|(_, plan)| plan),
+            )?)
         } else {
             None
         };
@@ -247,6 +275,7 @@ impl SandboxEnv {
                 cgroup,
                 mounts,
                 userns,
+                image_layer: image_layer.map(Path::to_path_buf),
                 template_envs: Mutex::new(BTreeMap::new()),
                 defaults: Mutex::new(BTreeMap::new()),
                 run_options: Mutex::new(RunOptions::default()),
@@ -394,13 +423,24 @@ impl SandboxEnv {
             let guest = Path::new(dir).join(program);
             // Inside the mount namespace, the home and /tmp are the sandbox's.
             let private = [GUEST_HOME, "/tmp"].iter().any(|p| guest.starts_with(p));
-            let host = if private && self.inner.support.mount_ns {
-                self.to_host(&guest.to_string_lossy())
-            } else {
-                guest
+            let executable = |p: &Path| {
+                std::fs::metadata(p)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
             };
-            std::fs::metadata(host)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            if private && self.inner.support.mount_ns {
+                return executable(&self.to_host(&guest.to_string_lossy()));
+            }
+            // On an image layer, what the layer holds (or hides) first.
+            if let Some(layer) = &self.inner.image_layer {
+                match crate::isolation::layer_root::layer_entry(layer, &guest) {
+                    Some(true) => {
+                        return executable(&layer.join(guest.strip_prefix("/").unwrap_or(&guest)));
+                    }
+                    Some(false) => return false,
+                    None => {}
+                }
+            }
+            executable(&guest)
         })
     }
 
