@@ -33,7 +33,6 @@
 mod access_key;
 mod admin;
 mod api_error;
-#[allow(dead_code)] // the build body lands in parts: today's stub reads nothing
 mod build;
 #[cfg(feature = "cli")]
 pub mod cli;
