@@ -101,9 +101,9 @@ pub(crate) async fn wait(
     }
 }
 
-/// The error of a settled, not launchable build: the failed step the log
-/// names, else the ready hook's status class, else a failure with the
-/// log's tail. The service's own reason is never quoted.
+/// The error of a settled, not launchable build: the ready hook's status
+/// class when the version's reason names one, else the failed step the
+/// log names, else a failure with the log's tail. The service's own reason is never quoted.
 pub(crate) async fn failure(
     services: &TemplateServices,
     name: &str,
@@ -118,16 +118,18 @@ pub(crate) async fn failure(
     for line in &lines {
         options.emit(BuildEvent::Log(line.clone()));
     }
-    let parsed = parse_build_log(&lines);
-    if parsed.step.is_some() {
-        return parsed.into_error();
-    }
+    // The ready hook's verdict first (5xx before 4xx): a build whose steps
+    // all ran has step lines in its log too.
     let reason = gate.version.state_reason.as_deref().unwrap_or_default();
     if reason.contains("HTTP 5") {
         return SandboxError::build_ready_failed(true);
     }
     if reason.contains("HTTP 4") {
         return SandboxError::build_ready_failed(false);
+    }
+    let parsed = parse_build_log(&lines);
+    if parsed.step.is_some() {
+        return parsed.into_error();
     }
     if gate.version.state == "SUCCESSFUL" {
         // Built, but not launchable (inactive, or the image failed).
