@@ -8,6 +8,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip_support;
+
 /// A cache directory and a temp directory of its own, and the daemon
 /// stopped (and both directories removed) however the test ends.
 struct Session {
@@ -573,4 +576,132 @@ fn doctor_against_an_endpoint_checks_the_image() {
             .starts_with("publish the image"),
         "{v}"
     );
+}
+
+/// Why this host cannot build templates locally, if it cannot.
+fn cannot_build() -> Option<&'static str> {
+    if !rustix::process::geteuid().is_root() {
+        return Some("local template builds need root (overlayfs mounts)");
+    }
+    let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    if !filesystems
+        .lines()
+        .any(|l| l.trim_end().ends_with("overlay"))
+    {
+        return Some("local template builds need overlayfs");
+    }
+    None
+}
+
+#[test]
+fn a_template_file_builds_on_the_local_daemon_and_a_sandbox_starts_from_it() {
+    if let Some(reason) = cannot_build() {
+        skip_support::skip(reason);
+        return;
+    }
+    let s = Session::new();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("site")).unwrap();
+    std::fs::write(dir.path().join("site/page.txt"), "from the cli\n").unwrap();
+    let spec = dir.path().join("site.toml");
+    std::fs::write(
+        &spec,
+        r#"version = "rayito.template-spec/1"
+
+[base]
+name = "rayito-base"
+
+[[steps]]
+kind = "copy"
+src = "site"
+dst = "/srv/cli"
+
+[[steps]]
+kind = "run"
+cmd = "echo built > /srv/cli/built.txt"
+"#,
+    )
+    .unwrap();
+    let spec = spec.to_str().unwrap();
+    let built = s.json(&[
+        "template", "build", spec, "--name", "cli-site", "--output", "json",
+    ]);
+    assert_eq!(built["alias"], "cli-site");
+    assert_eq!(built["reused"], false);
+    assert_eq!(built["artifact_uploaded"], true);
+    let version = built["version"].as_str().unwrap().to_owned();
+    let again = s.json(&[
+        "template", "build", spec, "--name", "cli-site", "--output", "json",
+    ]);
+    assert_eq!(again["reused"], true);
+    assert_eq!(again["artifact_uploaded"], false);
+    assert_eq!(again["version"], version.as_str());
+
+    let status = s.json(&["template", "status", "cli-site", "--output", "json"]);
+    assert_eq!(status["status"], "SUCCESSFUL");
+    assert_eq!(status["version"], version.as_str());
+    let listed = s.json(&["template", "list", "--filter", "cli-", "--output", "json"]);
+    let names: Vec<&str> = listed["templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["cli-site"]);
+    let logs = s.json(&["template", "logs", "cli-site", "--output", "json"]);
+    assert!(
+        logs["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().is_some_and(|l| l.contains("RUN echo built"))),
+        "{logs}"
+    );
+
+    let created = s.json(&[
+        "sandbox",
+        "create",
+        "--template",
+        "cli-site",
+        "--output",
+        "json",
+    ]);
+    let id = created["sandbox_id"].as_str().unwrap().to_owned();
+    let out = s.run(&[
+        "sandbox",
+        "exec",
+        &id,
+        "--",
+        "cat /srv/cli/page.txt /srv/cli/built.txt",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "from the cli\nbuilt\n"
+    );
+    s.run(&["sandbox", "kill", &id]);
+
+    // A failing step: exit 1, the build log then the error on stderr.
+    let failing = dir.path().join("fails.json");
+    std::fs::write(
+        &failing,
+        r#"{"version": "rayito.template-spec/1", "base": {"name": "rayito-base"},
+            "steps": [{"kind": "run", "cmd": "echo about-to-fail; exit 3"}]}"#,
+    )
+    .unwrap();
+    let out = s.run(&[
+        "template",
+        "build",
+        failing.to_str().unwrap(),
+        "--name",
+        "cli-fails",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("build log:"), "{stderr}");
+    assert!(stderr.contains("about-to-fail"), "{stderr}");
+    assert!(
+        stderr.contains("error: template build step 2 failed with exit code 3"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("kind: build"), "{stderr}");
 }
