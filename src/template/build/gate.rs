@@ -76,14 +76,20 @@ pub(crate) async fn wait(
     } else {
         Duration::from_secs(10)
     });
+    // Each change of state is reported once, not every read.
+    let mut last: Option<(String, String)> = None;
     loop {
         match read(services, arn, version).await {
             Ok(gate) => {
-                options.emit(BuildEvent::State {
-                    image: gate.image.state.clone(),
-                    version: gate.version.state.clone(),
-                    elapsed: started.elapsed(),
-                });
+                let now = (gate.image.state.clone(), gate.version.state.clone());
+                if last.as_ref() != Some(&now) {
+                    options.emit(BuildEvent::State {
+                        image: now.0.clone(),
+                        version: now.1.clone(),
+                        elapsed: started.elapsed(),
+                    });
+                    last = Some(now);
+                }
                 if gate.settled() {
                     return Ok(gate);
                 }

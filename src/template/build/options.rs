@@ -164,7 +164,7 @@ pub enum BuildEvent {
         /// The new version.
         version: String,
     },
-    /// The build's state, read while waiting.
+    /// The build's state, read while waiting (once per change).
     State {
         /// The image's state (`CREATING`, `UPDATED`, ...).
         image: String,
