@@ -15,6 +15,9 @@ use crate::process::ManagedProcess;
 use crate::sandbox::{SandboxEnv, SpawnSpec};
 use crate::state::{ServeState, Shared};
 
+/// The first pause between two tries of the ready command.
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+
 /// The least time one try of the ready command gets, even at the
 /// deadline: a try started at the deadline must be able to finish.
 const MIN_ATTEMPT: Duration = Duration::from_secs(1);
@@ -97,6 +100,10 @@ impl ReadyCheck {
 
     async fn poll(&self) {
         let deadline = Instant::now() + self.poll.timeout;
+        // The first pauses are short (50 ms doubling up to the interval): a
+        // server that starts in 100 ms is not left waiting a whole interval
+        // (the interval is the longest pause between tries, not the only).
+        let mut pause = FIRST_PAUSE.min(self.poll.interval);
         loop {
             let limit = deadline
                 .saturating_duration_since(Instant::now())
@@ -121,7 +128,8 @@ impl ReadyCheck {
                 self.gate.fail(self.timed_out());
                 return;
             }
-            tokio::time::sleep_until((now + self.poll.interval).min(deadline)).await;
+            tokio::time::sleep_until((now + pause).min(deadline)).await;
+            pause = (pause * 2).min(self.poll.interval);
         }
     }
 
