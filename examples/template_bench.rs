@@ -7,7 +7,11 @@
 //!    new version);
 //! 2. create-to-first-result from the template's image against the base
 //!    image in the same run, alternating, `N` rounds each (the first
-//!    result: `commands().run("true")`, then `run_code("1 + 1")`).
+//!    result: `commands().run("true")`, then `run_code("1 + 1")`): the same
+//!    layer without a start command (what mounting the layer costs), and
+//!    with it (a sandbox is ready once its start command's ready check
+//!    passed: on the local backend the start command starts with the
+//!    sandbox, there being no memory snapshot).
 //!
 //! ```text
 //! cargo run --release --example template_bench --features templates [-- ROUNDS]
@@ -98,16 +102,16 @@ async fn main() -> Result<(), SandboxError> {
     setup().map_err(|_| {
         SandboxError::invalid_argument("context_dir", "cannot write the benchmark's build context")
     })?;
-    let template = Template::new()
+    let plain = Template::new()
         .copy("wheels", "/opt/wheels")
         .pip_install_with(["rayito-bench-pkg"], "--no-index --find-links /opt/wheels")
-        .copy("site", "/srv/bench")
-        .set_start_cmd(
-            StartCmd::new(format!(
-                "python3 -m http.server {PORT} --bind 127.0.0.1 --directory /srv/bench"
-            ))
-            .ready(ReadyCmd::port(PORT)),
-        );
+        .copy("site", "/srv/bench");
+    let template = plain.clone().set_start_cmd(
+        StartCmd::new(format!(
+            "python3 -m http.server {PORT} --bind 127.0.0.1 --directory /srv/bench"
+        ))
+        .ready(ReadyCmd::port(PORT)),
+    );
     let name = format!("bench-{:08x}", std::process::id());
     let options = || BuildOptions {
         context_dir: Some(context.clone()),
@@ -136,24 +140,40 @@ async fn main() -> Result<(), SandboxError> {
         again.version
     );
 
-    // Warm both paths once, then alternate.
-    first_result(&client, "rayito-base").await?;
-    first_result(&client, &name).await?;
-    let (mut base_cmd, mut base_cell, mut tpl_cmd, mut tpl_cell) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let (c, r) = first_result(&client, "rayito-base").await?;
-        base_cmd.push(c);
-        base_cell.push(r);
-        let (c, r) = first_result(&client, &name).await?;
-        tpl_cmd.push(c);
-        tpl_cell.push(r);
+    let plain_name = format!("{name}-plain");
+    client
+        .templates()
+        .build(&plain, &plain_name, options())
+        .await?;
+    // The wheel is installed in the image.
+    let sandbox = client.sandbox().template(&plain_name).create().await?;
+    let out = sandbox
+        .commands()
+        .run("python3 -c 'import rayito_bench_pkg as p; print(p.VALUE)'")
+        .await?;
+    assert_eq!(out.stdout, "42\n");
+    sandbox.kill().await?;
+
+    // Warm every path once, then alternate.
+    let images = ["rayito-base", plain_name.as_str(), name.as_str()];
+    for image in images {
+        first_result(&client, image).await?;
     }
-    let (bc, br, tc, tr) = (
-        median(base_cmd),
-        median(base_cell),
-        median(tpl_cmd),
-        median(tpl_cell),
+    let mut commands: [Vec<Duration>; 3] = Default::default();
+    let mut cells: [Vec<Duration>; 3] = Default::default();
+    for _ in 0..rounds {
+        for (i, image) in images.iter().enumerate() {
+            let (c, r) = first_result(&client, image).await?;
+            commands[i].push(c);
+            cells[i].push(r);
+        }
+    }
+    let [bc, pc, tc] = commands.map(median);
+    let [br, pr, tr] = cells.map(median);
+    println!(
+        "layer without a start command: first command {pc:?} ({:.2}x base), first cell {pr:?} ({:.2}x base)",
+        pc.as_secs_f64() / bc.as_secs_f64(),
+        pr.as_secs_f64() / br.as_secs_f64()
     );
     println!(
         "create to first command, median of {rounds}: base {bc:?}, template {tc:?} ({:.2}x)",

@@ -14,21 +14,6 @@ use rayito::error::BuildReason;
 use rayito::template::{BuildEvent, BuildOptions, BuildStatus, ReadyCmd, StartCmd, Template};
 use rayito::{Client, SandboxError};
 
-/// Why this host cannot build locally, if it cannot (root and overlayfs).
-fn cannot_build() -> Option<&'static str> {
-    if !rustix::process::geteuid().is_root() {
-        return Some("local template builds need root (overlayfs mounts)");
-    }
-    let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
-    if !filesystems
-        .lines()
-        .any(|l| l.trim_end().ends_with("overlay"))
-    {
-        return Some("local template builds need overlayfs");
-    }
-    None
-}
-
 /// A name no other test (or earlier run) uses.
 fn unique(prefix: &str) -> String {
     format!("{prefix}-{:08x}", rand_u32())
@@ -66,7 +51,7 @@ fn options(dir: &Path) -> BuildOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_builds_and_its_sandboxes_see_its_files_env_and_server_then_a_rebuild_reuses() {
-    if let Some(reason) = cannot_build() {
+    if let Some(reason) = skip_support::local_builds_unavailable() {
         skip_support::skip(reason);
         return;
     }
@@ -210,7 +195,7 @@ async fn a_template_builds_and_its_sandboxes_see_its_files_env_and_server_then_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_step_names_the_step_its_command_exit_code_and_log_tail() {
-    if let Some(reason) = cannot_build() {
+    if let Some(reason) = skip_support::local_builds_unavailable() {
         skip_support::skip(reason);
         return;
     }
@@ -267,7 +252,7 @@ async fn a_failing_step_names_the_step_its_command_exit_code_and_log_tail() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ready_check_that_never_passes_fails_the_build_with_the_ready_reason() {
-    if let Some(reason) = cannot_build() {
+    if let Some(reason) = skip_support::local_builds_unavailable() {
         skip_support::skip(reason);
         return;
     }
@@ -301,7 +286,7 @@ async fn a_ready_check_that_never_passes_fails_the_build_with_the_ready_reason()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_templates_build_at_once() {
-    if let Some(reason) = cannot_build() {
+    if let Some(reason) = skip_support::local_builds_unavailable() {
         skip_support::skip(reason);
         return;
     }
@@ -327,7 +312,7 @@ async fn two_templates_build_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_build_has_a_handle_a_status_and_a_wait() {
-    if let Some(reason) = cannot_build() {
+    if let Some(reason) = skip_support::local_builds_unavailable() {
         skip_support::skip(reason);
         return;
     }

@@ -6,8 +6,6 @@
 //! since the guard is process-wide.
 
 mod sdk_support;
-#[path = "skip_support/mod.rs"]
-mod skip_support;
 
 use std::time::{Duration, Instant};
 
@@ -15,20 +13,6 @@ use rayito::error::BuildReason;
 use rayito::template::{BuildOptions, BuildStatus, Template, Templates};
 use rayito::{Client, SandboxError};
 use rayito_agent::emulator::{Emulator, Operation};
-
-fn cannot_build() -> Option<&'static str> {
-    if !rustix::process::geteuid().is_root() {
-        return Some("local template builds need root (overlayfs mounts)");
-    }
-    let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
-    if !filesystems
-        .lines()
-        .any(|l| l.trim_end().ends_with("overlay"))
-    {
-        return Some("local template builds need overlayfs");
-    }
-    None
-}
 
 fn options(emu: &Emulator, dir: &std::path::Path) -> BuildOptions {
     BuildOptions {
@@ -61,8 +45,8 @@ async fn creates_reach(emu: &Emulator, n: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_eleventh_concurrent_build_gets_build_quota_from_the_service_and_from_the_guard() {
-    if let Some(reason) = cannot_build() {
-        skip_support::skip(reason);
+    if let Some(reason) = sdk_support::skip::local_builds_unavailable() {
+        sdk_support::skip::skip(reason);
         return;
     }
     let emu = sdk_support::emulator().await;

@@ -71,6 +71,12 @@ pub struct AgentConfig {
     /// mounted read-only over the host's root in the sandbox's mount
     /// namespace; `None` (the default): the host's root as it is.
     pub image_layer: Option<PathBuf>,
+    /// Start the template's start command at `/run` instead of at once:
+    /// the local backend's MicroVMs made ahead (warm spares) run it only
+    /// once a sandbox is theirs, so that two agents on one image never run
+    /// it at the same time on one host. An image build's check (which
+    /// asks `/ready`) starts it at once, as AWS does before its snapshot.
+    pub defer_template_start: bool,
 }
 
 impl Default for AgentConfig {
@@ -93,6 +99,7 @@ impl Default for AgentConfig {
             hooks_token: None,
             template_dir: None,
             image_layer: None,
+            defer_template_start: false,
         }
     }
 }
@@ -171,7 +178,14 @@ impl Agent {
             Some(Err(reason)) => shared.template.fail(reason),
             Some(Ok(files)) => {
                 if let Some(start) = files.start {
-                    crate::template::start(&shared, start);
+                    if config.defer_template_start {
+                        *shared
+                            .deferred_start
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner()) = Some(start);
+                    } else {
+                        crate::template::start(&shared, start);
+                    }
                 }
             }
         }

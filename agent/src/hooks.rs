@@ -106,6 +106,14 @@ fn forbidden() -> Response {
 }
 
 async fn run(State(shared): State<Arc<Shared>>, body: Bytes) -> &'static str {
+    let deferred = shared
+        .deferred_start
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
+    if let Some(start) = deferred {
+        crate::template::start(&shared, start);
+    }
     match serde_json::from_slice::<RunBody>(&body) {
         Ok(b) => shared.on_run(&b.microvm_id, b.run_hook_payload.as_deref()),
         Err(_) => shared.on_run("", None),

@@ -49,6 +49,9 @@ pub(crate) struct Shared {
     /// The image's template readiness (what `/ready` answers).
     pub template: TemplateGate,
     pub started: Instant,
+    /// The template's start command, when it waits for `/run`
+    /// (`AgentConfig::defer_template_start`).
+    pub deferred_start: Mutex<Option<crate::template::StartSpec>>,
     pub run: Mutex<Option<RunInfo>>,
     /// Set once `/run` was accepted (after the default kernel's warm-up
     /// began): what a Health probe that came first waits for.
@@ -89,6 +92,7 @@ impl Shared {
             lifecycle: Lifecycle::default(),
             template: TemplateGate::default(),
             started: Instant::now(),
+            deferred_start: Mutex::new(None),
             run: Mutex::new(None),
             ran,
             resume_generation: AtomicU64::new(0),

@@ -451,3 +451,60 @@ async fn terminate_ends_the_start_command_and_its_ready_check() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// An agent made ahead (the emulator's warm spare of an image) runs the
+/// image's start command only once `/run` makes the sandbox someone's, so
+/// that a spare never holds what the start command takes (a port).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_start_command_waits_for_run() {
+    let dir = template_dir(
+        Some(json!({
+            "start_cmd": "touch /tmp/started; exec sleep 600",
+            "ready_cmd": "test -e /tmp/started",
+            "ready_poll": {"interval_seconds": 0.1, "timeout_seconds": 30},
+        })),
+        None,
+    );
+    let t = TestAgent::start_config(AgentConfig {
+        template_dir: Some(dir.path().to_path_buf()),
+        defer_template_start: true,
+        ..AgentConfig::default()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let marker = t.host_path("/tmp/started");
+    assert!(!marker.exists(), "the start command ran before /run");
+
+    let (status, body) = t.run(&payload(json!({}))).await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    assert_eq!(
+        ready_settled(&t, Duration::from_secs(30)).await,
+        (200, "ok".to_owned())
+    );
+    assert!(marker.exists(), "the start command ran at /run");
+    let listed = t
+        .process()
+        .list(pb::ListRequest {})
+        .await
+        .expect("List")
+        .into_inner()
+        .processes;
+    let started = listed
+        .iter()
+        .filter(|p| p.tag.as_deref() == Some(TEMPLATE_START_TAG))
+        .count();
+    assert_eq!(started, 1, "{listed:?}");
+    // A second /run (a retried hook) starts nothing more.
+    let _ = t.run(&payload(json!({}))).await;
+    let again = t
+        .process()
+        .list(pb::ListRequest {})
+        .await
+        .expect("List")
+        .into_inner()
+        .processes
+        .iter()
+        .filter(|p| p.tag.as_deref() == Some(TEMPLATE_START_TAG))
+        .count();
+    assert_eq!(again, 1);
+}

@@ -578,24 +578,9 @@ fn doctor_against_an_endpoint_checks_the_image() {
     );
 }
 
-/// Why this host cannot build templates locally, if it cannot.
-fn cannot_build() -> Option<&'static str> {
-    if !rustix::process::geteuid().is_root() {
-        return Some("local template builds need root (overlayfs mounts)");
-    }
-    let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
-    if !filesystems
-        .lines()
-        .any(|l| l.trim_end().ends_with("overlay"))
-    {
-        return Some("local template builds need overlayfs");
-    }
-    None
-}
-
 #[test]
 fn a_template_file_builds_on_the_local_daemon_and_a_sandbox_starts_from_it() {
-    if let Some(reason) = cannot_build() {
+    if let Some(reason) = skip_support::local_builds_unavailable() {
         skip_support::skip(reason);
         return;
     }

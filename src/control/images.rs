@@ -368,55 +368,38 @@ impl ImageApi {
             .filter(|m| !m.is_empty())
             .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
         let base_version = config.base_image_version.as_deref().map(major_version);
-        if existing {
-            let out = self
-                .client
-                .update_microvm_image()
-                .image_identifier(id)
-                .base_image_arn(&config.base_image_arn)
-                .set_base_image_version(base_version)
-                .build_role_arn(&config.build_role_arn)
-                .description(description)
-                .set_code_artifact(config.code_artifact.clone())
-                .set_logging(config.logging.clone())
-                .set_egress_network_connectors(config.egress_network_connectors.clone())
-                .set_cpu_configurations(config.cpu_configurations.clone())
-                .set_resources(config.resources.clone())
-                .set_additional_os_capabilities(config.additional_os_capabilities.clone())
-                .set_hooks(config.hooks.clone())
-                .set_environment_variables(env)
+        // Create and Update take the same members: one list of them.
+        macro_rules! with_config {
+            ($call:expr) => {
+                $call
+                    .base_image_arn(&config.base_image_arn)
+                    .set_base_image_version(base_version)
+                    .build_role_arn(&config.build_role_arn)
+                    .description(description)
+                    .set_code_artifact(config.code_artifact.clone())
+                    .set_logging(config.logging.clone())
+                    .set_egress_network_connectors(config.egress_network_connectors.clone())
+                    .set_cpu_configurations(config.cpu_configurations.clone())
+                    .set_resources(config.resources.clone())
+                    .set_additional_os_capabilities(config.additional_os_capabilities.clone())
+                    .set_hooks(config.hooks.clone())
+                    .set_environment_variables(env)
+            };
+        }
+        let (arn, version) = if existing {
+            let out = with_config!(self.client.update_microvm_image().image_identifier(id))
                 .send()
                 .await
                 .map_err(|e| submit_error("UpdateMicrovmImage", &e))?;
-            Ok(Submitted {
-                arn: out.image_arn,
-                version: out.image_version,
-            })
+            (out.image_arn, out.image_version)
         } else {
-            let out = self
-                .client
-                .create_microvm_image()
-                .name(id)
-                .base_image_arn(&config.base_image_arn)
-                .set_base_image_version(base_version)
-                .build_role_arn(&config.build_role_arn)
-                .description(description)
-                .set_code_artifact(config.code_artifact.clone())
-                .set_logging(config.logging.clone())
-                .set_egress_network_connectors(config.egress_network_connectors.clone())
-                .set_cpu_configurations(config.cpu_configurations.clone())
-                .set_resources(config.resources.clone())
-                .set_additional_os_capabilities(config.additional_os_capabilities.clone())
-                .set_hooks(config.hooks.clone())
-                .set_environment_variables(env)
+            let out = with_config!(self.client.create_microvm_image().name(id))
                 .send()
                 .await
                 .map_err(|e| submit_error("CreateMicrovmImage", &e))?;
-            Ok(Submitted {
-                arn: out.image_arn,
-                version: out.image_version,
-            })
-        }
+            (out.image_arn, out.image_version)
+        };
+        Ok(Submitted { arn, version })
     }
 }
 

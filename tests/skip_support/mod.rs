@@ -65,3 +65,25 @@ pub fn skip(reason: impl std::fmt::Display) {
 pub fn strict() -> bool {
     std::env::var_os(STRICT_ENV).is_some_and(|v| v == "1")
 }
+
+/// Why this host cannot build templates on the local backend, if it cannot:
+/// local builds mount overlayfs, which needs root and the filesystem.
+pub fn local_builds_unavailable() -> Option<&'static str> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let root = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        == Some("0");
+    if !root {
+        return Some("local template builds need root (overlayfs mounts)");
+    }
+    let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    if !filesystems
+        .lines()
+        .any(|l| l.trim_end().ends_with("overlay"))
+    {
+        return Some("local template builds need overlayfs");
+    }
+    None
+}

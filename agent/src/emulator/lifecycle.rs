@@ -119,6 +119,9 @@ async fn prepare(
         root: root.clone(),
         image_layer: layer,
         template_dir,
+        // A MicroVM made ahead must not run its image's start command
+        // before a sandbox is its own (see AgentConfig).
+        defer_template_start: true,
         grpc_addr: loopback0(),
         hooks_addr: loopback0(),
         prestart_kernel,
@@ -148,19 +151,17 @@ async fn prepare(
 /// Creates a MicroVM: its root directory, its agent, its proxy listener
 /// (the warm spare's, when there is one: its kernel is already up). It
 /// starts PENDING; [`start`] then drives `/run`. The warm spare runs on
-/// the host's root: a version with a `layer` gets an agent of its own.
+/// the host's root; a version with a `layer` has spares of its own, made
+/// after its first MicroVM (its start command already running in them,
+/// as in the snapshot AWS takes after `ready`).
 pub(crate) async fn create(
     shared: &Arc<Shared>,
     spec: Spec,
     layer: Option<std::path::PathBuf>,
 ) -> Result<Arc<Vm>, ApiError> {
-    let spare = if layer.is_none() {
-        shared.take_spare()
-    } else {
-        None
-    };
+    let spare = shared.take_spare(layer.as_deref());
     if shared.settings.warm_spare {
-        refill_spare(shared);
+        refill_spare(shared, layer.clone());
     }
     let prepared = match spare {
         Some(prepared) => prepared,
@@ -184,17 +185,18 @@ pub(crate) async fn create(
 
 /// Prepares the next warm spare in the background, unless one is ready or
 /// under way.
-pub(crate) fn refill_spare(shared: &Arc<Shared>) {
-    if !shared.begin_spare() {
+pub(crate) fn refill_spare(shared: &Arc<Shared>, layer: Option<std::path::PathBuf>) {
+    if !shared.begin_spare(layer.as_deref()) {
         return;
     }
     let s = shared.clone();
+    let for_layer = layer.clone();
     let spawned = shared.spawn(async move {
-        let prepared = prepare(&s, true, None).await.ok();
-        s.end_spare(prepared);
+        let prepared = prepare(&s, true, for_layer.clone()).await.ok();
+        s.end_spare(for_layer.as_deref(), prepared);
     });
     if spawned.is_none() {
-        shared.end_spare(None);
+        shared.end_spare(layer.as_deref(), None);
     }
 }
 

@@ -250,7 +250,7 @@ impl Emulator {
         shared.spawn(serve_control(listener, router));
         shared.spawn(s3.serve());
         if shared.settings.warm_spare {
-            lifecycle::refill_spare(&shared);
+            lifecycle::refill_spare(&shared, None);
         }
         Ok(Emulator {
             faults: Faults {

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -96,8 +96,11 @@ pub(crate) struct Shared {
     /// Every proxy token minted that has not expired, with its expiry, for
     /// canary tests (never logged); expired ones are dropped.
     minted: Mutex<Vec<(String, Instant)>>,
-    /// The warm spare, and whether one is being prepared.
-    spare: Mutex<SpareSlot>,
+    /// The warm spares, one per image layer (`None`: the host's root, the
+    /// base image), and whether one is being prepared; the base image's
+    /// first, then at most [`MAX_LAYER_SPARES`] layers, the least recently
+    /// used dropped first.
+    spares: Mutex<Vec<(Option<PathBuf>, SpareSlot)>>,
     /// The files behind the S3 endpoint (`<root>/s3`).
     pub(crate) objects: super::objects::ObjectStore,
     /// The CloudWatch Logs groups (build logs).
@@ -106,7 +109,10 @@ pub(crate) struct Shared {
     pub(crate) images: super::images::ImageRegistry,
 }
 
-/// The warm spare's slot.
+/// How many image layers keep a warm spare besides the base image.
+const MAX_LAYER_SPARES: usize = 3;
+
+/// A warm spare's slot.
 #[derive(Default)]
 struct SpareSlot {
     ready: Option<super::lifecycle::Prepared>,
@@ -145,29 +151,52 @@ impl Shared {
             calls: Mutex::new(HashMap::new()),
             seen_client_tokens: Mutex::new(Vec::new()),
             minted: Mutex::new(Vec::new()),
-            spare: Mutex::new(SpareSlot::default()),
+            spares: Mutex::new(vec![(None, SpareSlot::default())]),
         }
     }
 
-    /// Whether a warm spare is ready, its kernel answering.
+    /// Whether the base image's warm spare is ready, its kernel answering.
     pub(crate) fn spare_ready(&self) -> bool {
-        self.spare
-            .lock()
-            .expect("spare lock")
+        self.spares.lock().expect("spare lock")[0]
+            .1
             .ready
             .as_ref()
             .is_some_and(|p| p.agent.prestarted_kernel_live())
     }
 
-    /// The warm spare, if one is ready.
-    pub(crate) fn take_spare(&self) -> Option<super::lifecycle::Prepared> {
-        self.spare.lock().expect("spare lock").ready.take()
+    /// The warm spare of `layer`, if one is ready.
+    pub(crate) fn take_spare(&self, layer: Option<&Path>) -> Option<super::lifecycle::Prepared> {
+        let mut spares = self.spares.lock().expect("spare lock");
+        let (_, slot) = spares.iter_mut().find(|(l, _)| l.as_deref() == layer)?;
+        slot.ready.take()
     }
 
-    /// Claims the right to prepare the next spare: `false` when one is
-    /// ready or under way.
-    pub(crate) fn begin_spare(&self) -> bool {
-        let mut slot = self.spare.lock().expect("spare lock");
+    /// Claims the right to prepare `layer`'s next spare: `false` when one
+    /// is ready or under way. A layer new to the spares takes the place of
+    /// the least recently used one past [`MAX_LAYER_SPARES`] (its spare,
+    /// if ready, is killed).
+    pub(crate) fn begin_spare(&self, layer: Option<&Path>) -> bool {
+        let mut spares = self.spares.lock().expect("spare lock");
+        let index = match spares.iter().position(|(l, _)| l.as_deref() == layer) {
+            Some(i) => i,
+            None => {
+                spares.push((layer.map(Path::to_path_buf), SpareSlot::default()));
+                spares.len() - 1
+            }
+        };
+        // Most recently used last (the base image stays first).
+        if index > 0 {
+            let entry = spares.remove(index);
+            spares.push(entry);
+        }
+        while spares.len() > MAX_LAYER_SPARES + 1 {
+            let (_, evicted) = spares.remove(1);
+            if let Some(p) = evicted.ready {
+                p.agent.kill();
+            }
+        }
+        let index = if layer.is_none() { 0 } else { spares.len() - 1 };
+        let slot = &mut spares[index].1;
         if slot.ready.is_some() || slot.preparing {
             return false;
         }
@@ -175,18 +204,43 @@ impl Shared {
         true
     }
 
-    /// Ends a preparation with its outcome. A spare made after the
-    /// emulator stopped is killed at once.
-    pub(crate) fn end_spare(&self, prepared: Option<super::lifecycle::Prepared>) {
-        let mut slot = self.spare.lock().expect("spare lock");
-        slot.preparing = false;
-        if self.tasks.lock().expect("tasks lock").is_none() {
-            if let Some(p) = &prepared {
+    /// Ends a preparation of `layer`'s spare with its outcome. A spare made
+    /// after the emulator stopped, or for a layer no longer kept, is
+    /// killed at once.
+    pub(crate) fn end_spare(
+        &self,
+        layer: Option<&Path>,
+        prepared: Option<super::lifecycle::Prepared>,
+    ) {
+        let mut spares = self.spares.lock().expect("spare lock");
+        let stopped = self.tasks.lock().expect("tasks lock").is_none();
+        match spares.iter_mut().find(|(l, _)| l.as_deref() == layer) {
+            Some((_, slot)) if !stopped => {
+                slot.preparing = false;
+                slot.ready = prepared;
+            }
+            found => {
+                if let Some((_, slot)) = found {
+                    slot.preparing = false;
+                }
+                if let Some(p) = &prepared {
+                    p.agent.kill();
+                }
+            }
+        }
+    }
+
+    /// Forgets the spares of every layer under `dir` (an image or version
+    /// being deleted), killing the ready ones.
+    pub(crate) fn discard_spares_under(&self, dir: &Path) {
+        let mut spares = self.spares.lock().expect("spare lock");
+        spares.retain(|(layer, slot)| {
+            let under = layer.as_deref().is_some_and(|l| l.starts_with(dir));
+            if under && let Some(p) = &slot.ready {
                 p.agent.kill();
             }
-            return;
-        }
-        slot.ready = prepared;
+            !under
+        });
     }
 
     /// Every proxy token minted that has not expired, oldest first.
@@ -218,9 +272,12 @@ impl Shared {
         drop(tasks);
         let vms = self.vms.lock().expect("vms lock").clone();
         let mut agents: Vec<Agent> = vms.iter().filter_map(|vm| vm.stop_now()).collect();
-        if let Some(spare) = self.take_spare() {
-            spare.agent.kill();
-            agents.push(spare.agent);
+        let spares = std::mem::take(&mut *self.spares.lock().expect("spare lock"));
+        for (_, slot) in spares {
+            if let Some(spare) = slot.ready {
+                spare.agent.kill();
+                agents.push(spare.agent);
+            }
         }
         self.tokens.lock().expect("tokens lock").clear();
         agents

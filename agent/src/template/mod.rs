@@ -17,10 +17,10 @@ mod start;
 use axum::http::StatusCode;
 use tokio::sync::watch;
 
-pub(crate) use self::files::load;
 pub use self::files::{
     IMAGE_TEMPLATE_DIR, MAX_TEMPLATE_FILE_BYTES, TEMPLATE_ENV_FILE, TEMPLATE_FILE,
 };
+pub(crate) use self::files::{StartSpec, load};
 pub(crate) use self::start::start;
 
 /// The tag of the template's start command in `Process.List`.

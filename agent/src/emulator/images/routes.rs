@@ -174,6 +174,7 @@ async fn delete_image(
     let (name, arn) = resolve(&shared, &id)?;
     shared.images.delete_image(&name, &arn)?;
     let dir = shared.settings.root.join("images").join(&name);
+    shared.discard_spares_under(&dir);
     let _ = tokio::fs::remove_dir_all(dir).await;
     ok(json!({ "imageIdentifier": arn, "state": "DELETING" }))
 }
@@ -242,7 +243,9 @@ async fn delete_version(
     gate(&shared, &signed, Operation::DeleteMicrovmImageVersion)?;
     let (name, arn) = resolve(&shared, &id)?;
     let number = shared.images.delete_version(&name, &arn, &version)?;
-    let _ = tokio::fs::remove_dir_all(build::version_dir(&shared, &name, number)).await;
+    let dir = build::version_dir(&shared, &name, number);
+    shared.discard_spares_under(&dir);
+    let _ = tokio::fs::remove_dir_all(dir).await;
     ok(json!({
         "imageIdentifier": arn,
         "imageVersion": number.to_string(),
