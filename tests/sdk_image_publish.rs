@@ -17,20 +17,6 @@ use rayito::template::{Arch, PublishOptions, pack_base_image};
 use rayito::{Client, Sandbox, SandboxError};
 use rayito_agent::emulator::{Emulator, Operation};
 
-fn cannot_build() -> Option<&'static str> {
-    if !rustix::process::geteuid().is_root() {
-        return Some("local image builds need root (overlayfs mounts)");
-    }
-    let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
-    if !filesystems
-        .lines()
-        .any(|l| l.trim_end().ends_with("overlay"))
-    {
-        return Some("local image builds need overlayfs");
-    }
-    None
-}
-
 /// The first bytes of an ELF executable for `machine` (the local build
 /// only copies `rayd`; it never runs it).
 fn elf(machine: u16) -> Vec<u8> {
@@ -98,7 +84,7 @@ fn submissions(emu: &Emulator) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_published_base_image_has_the_spec_fields_starts_sandboxes_and_is_reused() {
-    if let Some(reason) = cannot_build() {
+    if let Some(reason) = skip_support::local_builds_unavailable() {
         skip_support::skip(reason);
         return;
     }
@@ -267,7 +253,7 @@ async fn a_published_base_image_has_the_spec_fields_starts_sandboxes_and_is_reus
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_step_gives_the_build_error_and_a_wrong_arch_is_refused_before_upload() {
-    if let Some(reason) = cannot_build() {
+    if let Some(reason) = skip_support::local_builds_unavailable() {
         skip_support::skip(reason);
         return;
     }
@@ -288,11 +274,12 @@ async fn a_failing_step_gives_the_build_error_and_a_wrong_arch_is_refused_before
         matches!(&err, SandboxError::InvalidArgument { argument: Some(a), .. } if a == "agent_binary"),
         "{err:?}"
     );
-    assert!(
-        err.to_string().contains(
-            "the agent binary is built for ARM_64 but the image's architecture is X86_64"
-        ),
-        "{err}"
+    assert_eq!(
+        err.to_string(),
+        "invalid agent_binary: the agent binary is built for ARM_64 but the image's \
+         architecture is X86_64; pass a rayito-agent built for X86_64 (cargo build --release \
+         -p rayito-agent --target x86_64-unknown-linux-gnu) or choose the architecture it is \
+         built for"
     );
     assert_eq!(
         emu.get_object_directly(&emu.artifact_bucket(), &artifact.image_key())

@@ -198,7 +198,7 @@ pub fn check_agent_binary(binary: &[u8], arch: Arch) -> Result<(), SandboxError>
     Err(SandboxError::invalid_argument(
         "agent_binary",
         format!(
-            "the agent binary is built for {found} but the image's architecture is {}; pass a rayito-agent built for {} (e.g. cargo build --release -p rayito-agent --target {}) or the matching --arch",
+            "the agent binary is built for {found} but the image's architecture is {}; pass a rayito-agent built for {} (cargo build --release -p rayito-agent --target {}) or choose the architecture it is built for",
             arch.as_str(),
             arch.as_str(),
             match arch {
