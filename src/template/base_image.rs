@@ -173,7 +173,9 @@ fn elf_machine(bytes: &[u8]) -> Result<u16, &'static str> {
 }
 
 /// Checks that `binary` is an executable for `arch` (its ELF header: 64
-/// bits, little-endian, executable or position-independent, `e_machine`).
+/// bits, little-endian, executable or position-independent, `e_machine`)
+/// that needs no glibc newer than the base image's
+/// ([`BASE_GLIBC_MINOR`], from its version-needed section).
 ///
 /// # Errors
 /// `InvalidArgument` (`agent_binary`) saying what the binary is and what
@@ -189,7 +191,15 @@ pub fn check_agent_binary(binary: &[u8], arch: Arch) -> Result<(), SandboxError>
         )
     })?;
     if machine == arch.elf_machine() {
-        return Ok(());
+        return match glibc_needed(binary) {
+            Some(minor) if minor > BASE_GLIBC_MINOR => Err(SandboxError::invalid_argument(
+                "agent_binary",
+                format!(
+                    "the agent binary needs glibc 2.{minor} but the base image has glibc 2.{BASE_GLIBC_MINOR}; build it on a system with glibc 2.{BASE_GLIBC_MINOR} or older, or for a musl target"
+                ),
+            )),
+            _ => Ok(()),
+        };
     }
     let found = [Arch::Arm64, Arch::X86_64]
         .into_iter()
@@ -207,6 +217,89 @@ pub fn check_agent_binary(binary: &[u8], arch: Arch) -> Result<(), SandboxError>
             }
         ),
     ))
+}
+
+/// The newest glibc of the managed base image (Amazon Linux 2023: 2.34).
+pub const BASE_GLIBC_MINOR: u32 = 34;
+/// The most version-needed entries read from a binary (peer-sized loops
+/// stay bounded).
+const MAX_VERNEED_ENTRIES: usize = 4096;
+
+fn read_u16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(
+        b.get(at..at.checked_add(2)?)?.try_into().ok()?,
+    ))
+}
+
+fn read_u32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(
+        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+fn read_u64(b: &[u8], at: usize) -> Option<usize> {
+    let v = u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?);
+    usize::try_from(v).ok()
+}
+
+/// The newest `GLIBC_2.N` an ELF64 little-endian binary needs (its
+/// `SHT_GNU_verneed` section), `None` when it needs none (a static or
+/// musl binary) or has no readable section table.
+fn glibc_needed(b: &[u8]) -> Option<u32> {
+    const SHT_GNU_VERNEED: u32 = 0x6fff_fffe;
+    let shoff = read_u64(b, 0x28)?;
+    let shentsize = usize::from(read_u16(b, 0x3A)?);
+    let shnum = usize::from(read_u16(b, 0x3C)?);
+    if shentsize < 64 {
+        return None;
+    }
+    let section = |i: usize| shoff.checked_add(i.checked_mul(shentsize)?);
+    let mut newest: Option<u32> = None;
+    for i in 0..shnum {
+        let at = section(i)?;
+        if read_u32(b, at.checked_add(4)?)? != SHT_GNU_VERNEED {
+            continue;
+        }
+        let offset = read_u64(b, at.checked_add(24)?)?;
+        let link = usize::try_from(read_u32(b, at.checked_add(40)?)?).ok()?;
+        let entries = usize::try_from(read_u32(b, at.checked_add(44)?)?).ok()?;
+        let strtab = read_u64(b, section(link)?.checked_add(24)?)?;
+        let mut need = offset;
+        let mut read = 0usize;
+        for _ in 0..entries.min(MAX_VERNEED_ENTRIES) {
+            let count = usize::from(read_u16(b, need.checked_add(2)?)?);
+            let mut aux =
+                need.checked_add(usize::try_from(read_u32(b, need.checked_add(8)?)?).ok()?)?;
+            for _ in 0..count {
+                read += 1;
+                if read > MAX_VERNEED_ENTRIES {
+                    return newest;
+                }
+                let name_at =
+                    strtab.checked_add(usize::try_from(read_u32(b, aux.checked_add(8)?)?).ok()?)?;
+                let name = b.get(name_at..)?;
+                let name = &name[..name.iter().position(|&c| c == 0)?];
+                if let Some(minor) = name
+                    .strip_prefix(b"GLIBC_2.")
+                    .and_then(|m| std::str::from_utf8(m).ok())
+                    .and_then(|m| m.split('.').next()?.parse::<u32>().ok())
+                {
+                    newest = Some(newest.map_or(minor, |n| n.max(minor)));
+                }
+                let next = usize::try_from(read_u32(b, aux.checked_add(12)?)?).ok()?;
+                if next == 0 {
+                    break;
+                }
+                aux = aux.checked_add(next)?;
+            }
+            let next = usize::try_from(read_u32(b, need.checked_add(12)?)?).ok()?;
+            if next == 0 {
+                break;
+            }
+            need = need.checked_add(next)?;
+        }
+    }
+    newest
 }
 
 fn bad_dir(reason: String) -> SandboxError {
@@ -451,6 +544,69 @@ mod tests {
         assert_eq!("x86_64".parse::<Arch>().unwrap(), Arch::X86_64);
         assert_eq!("ARM_64".parse::<Arch>().unwrap(), Arch::Arm64);
         assert!("riscv".parse::<Arch>().is_err());
+    }
+
+    /// An ELF64 executable for aarch64 whose version-needed section asks
+    /// for `GLIBC_2.<minor>` (and `GLIBC_2.17`).
+    fn elf_needing(minor: u32) -> Vec<u8> {
+        let mut b = elf(0xB7);
+        b.resize(64, 0);
+        // Strings at 64.
+        let strtab = b.len();
+        b.extend_from_slice(b"\0libc.so.6\0GLIBC_2.17\0");
+        let late = b.len() - strtab;
+        b.extend_from_slice(format!("GLIBC_2.{minor}\0").as_bytes());
+        while !b.len().is_multiple_of(8) {
+            b.push(0);
+        }
+        // One Verneed with two Vernaux.
+        let verneed = b.len();
+        let word = |b: &mut Vec<u8>, v: u32| b.extend_from_slice(&v.to_le_bytes());
+        let half = |b: &mut Vec<u8>, v: u16| b.extend_from_slice(&v.to_le_bytes());
+        half(&mut b, 1);
+        half(&mut b, 2);
+        word(&mut b, 1);
+        word(&mut b, 16);
+        word(&mut b, 0);
+        for (name, next) in [(12u32, 16u32), (late as u32, 0)] {
+            word(&mut b, 0);
+            half(&mut b, 0);
+            half(&mut b, 0);
+            word(&mut b, name);
+            word(&mut b, next);
+        }
+        // Section headers: null, .dynstr, .gnu.version_r.
+        let shoff = b.len();
+        b.extend_from_slice(&[0; 64]);
+        for (kind, offset, link, info) in [(3u32, strtab, 0u32, 0u32), (0x6fff_fffe, verneed, 1, 1)]
+        {
+            let mut h = [0u8; 64];
+            h[4..8].copy_from_slice(&kind.to_le_bytes());
+            h[24..32].copy_from_slice(&(offset as u64).to_le_bytes());
+            h[40..44].copy_from_slice(&link.to_le_bytes());
+            h[44..48].copy_from_slice(&info.to_le_bytes());
+            b.extend_from_slice(&h);
+        }
+        b[0x28..0x30].copy_from_slice(&(shoff as u64).to_le_bytes());
+        b[0x3A..0x3C].copy_from_slice(&64u16.to_le_bytes());
+        b[0x3C..0x3E].copy_from_slice(&3u16.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn a_binary_needing_a_newer_glibc_than_the_base_is_refused() {
+        assert_eq!(glibc_needed(&elf_needing(34)), Some(34));
+        check_agent_binary(&elf_needing(34), Arch::Arm64).unwrap();
+        let err = check_agent_binary(&elf_needing(39), Arch::Arm64).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid agent_binary: the agent binary needs glibc 2.39 but the base image has glibc 2.34; build it on a system with glibc 2.34 or older, or for a musl target"
+        );
+        // The parser reads a real binary: this test program links glibc.
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert!(glibc_needed(&me).is_some_and(|m| m >= 2));
+        // No section table (a stand-in, a static binary): nothing needed.
+        assert_eq!(glibc_needed(&elf(0xB7)), None);
     }
 
     #[test]
