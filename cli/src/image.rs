@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Subcommand;
+use rayito::SandboxError;
+use rayito::error::BuildReason;
 use rayito::template::{Arch, Artifact, BuildEvent, PublishOptions, pack_base_image};
 use serde_json::json;
 
@@ -252,6 +254,7 @@ async fn dispatch(
                             "reused": info.reused,
                             "buildSeconds": info.duration.as_secs_f64(),
                             "launchable": true,
+                            "gate": "launchable",
                         })),
                         Format::Text => {
                             let how = if info.reused { "reused" } else { "built" };
@@ -263,6 +266,29 @@ async fn dispatch(
                         }
                     }
                     Ok(0)
+                }
+                Err(err @ SandboxError::Build { .. }) if format == Format::Json => {
+                    // Not launchable: the publish's JSON with the gate's
+                    // outcome and the error, exit 1.
+                    let gate = match &err {
+                        SandboxError::Build {
+                            reason: Some(BuildReason::BuildTimeout),
+                            ..
+                        } => "timeout",
+                        _ => "failed",
+                    };
+                    let info = err.classify();
+                    output::json(&json!({
+                        "imageName": image_name,
+                        "launchable": false,
+                        "gate": gate,
+                        "error": {
+                            "message": err.to_string(),
+                            "kind": info.kind,
+                            "retryable": info.retryable,
+                        },
+                    }));
+                    Ok(output::EXIT_FAILURE)
                 }
                 Err(err) => {
                     if format == Format::Text {

@@ -202,24 +202,50 @@ fn zip_is_deterministic_checks_the_arch_and_publish_builds_then_reuses() {
         "{names:?}"
     );
 
-    // A sandbox from the published image sees its layer.
-    let id = session.run(&["--local", "sandbox", "create", "--template", "cli-base"]);
-    assert!(
-        id.status.success(),
-        "{}",
-        String::from_utf8_lossy(&id.stderr)
-    );
-    let id = String::from_utf8_lossy(&id.stdout).trim().to_owned();
+    // A failing step: not launchable, exit 1, the gate's outcome in JSON.
+    let failing = work.path().join("failing");
+    std::fs::create_dir(&failing).unwrap();
+    std::fs::write(
+        failing.join("Dockerfile"),
+        "COPY rayd /opt/rayito-cli-img/rayd\nRUN exit 7\nCMD [\"/opt/rayito-cli-img/rayd\"]\n",
+    )
+    .unwrap();
+    let failing_zip = work.path().join("failing.zip");
+    session.json(&[
+        "--output",
+        "json",
+        "image",
+        "zip",
+        s(&failing),
+        s(&failing_zip),
+        "--agent-binary",
+        s(&arm),
+    ]);
     let out = session.run(&[
         "--local",
-        "sandbox",
-        "exec",
-        &id,
-        "--",
-        "cat /opt/rayito-cli-img/marker",
+        "--output",
+        "json",
+        "image",
+        "publish",
+        "--artifact",
+        s(&failing_zip),
+        "--image-name",
+        "cli-fail",
+        "--base-image-version",
+        "1",
     ]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "cli\n");
-    let _ = session.run(&["--local", "sandbox", "kill", &id]);
+    assert_eq!(out.status.code(), Some(1));
+    let failed: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(failed["launchable"], false);
+    assert_eq!(failed["gate"], "failed");
+    assert_eq!(failed["error"]["kind"], "build");
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exit code 7"),
+        "{failed}"
+    );
 
     // A version that is not a number is a usage mistake of the CLI's.
     let out = session.run(&[
