@@ -11,6 +11,7 @@
 mod cache;
 mod commands;
 mod doctor;
+mod image;
 mod local;
 mod output;
 mod shell;
@@ -74,6 +75,9 @@ enum Top {
     /// Build templates into images, and read their builds.
     #[command(subcommand)]
     Template(template::TemplateCommand),
+    /// Pack, publish and list MicroVM images (the base image with the agent).
+    #[command(subcommand)]
+    Image(image::ImageCommand),
     /// What the SDK would use on AWS, and whether a `create` could work there.
     Doctor,
     /// The local-backend daemon that `--local` starts.
@@ -100,6 +104,7 @@ fn main() {
         Top::Doctor => run_async(doctor::run(cli.global)),
         Top::Sandbox(command) => run_async(commands::run(cli.global, command)),
         Top::Template(command) => run_async(template::run(cli.global, command)),
+        Top::Image(command) => run_async(image::run(cli.global, command)),
     };
     std::process::exit(code);
 }

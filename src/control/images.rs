@@ -313,6 +313,41 @@ impl ImageApi {
         Ok(images)
     }
 
+    /// The newest version of the managed base image `id` (ListManagedMicrovmImageVersions,
+    /// the highest major number among the items).
+    ///
+    /// # Errors
+    /// `NotFound` for a managed image with no versions; any failure, mapped.
+    pub(crate) async fn latest_managed_version(&self, id: &str) -> Result<String, SandboxError> {
+        let mut newest: Option<(u64, String)> = None;
+        let mut next: Option<String> = None;
+        for _ in 0..MAX_VERSIONS_READ / 50 {
+            let out = self
+                .client
+                .list_managed_microvm_image_versions()
+                .image_identifier(id)
+                .set_next_token(next.take())
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("ListManagedMicrovmImageVersions", &e))?;
+            for item in &out.items {
+                let version = major_version(&item.image_version);
+                if let Ok(number) = version.parse::<u64>()
+                    && newest.as_ref().is_none_or(|(n, _)| number > *n)
+                {
+                    newest = Some((number, version));
+                }
+            }
+            match out.next_token {
+                Some(token) if !token.is_empty() => next = Some(token),
+                _ => break,
+            }
+        }
+        newest
+            .map(|(_, v)| v)
+            .ok_or_else(SandboxError::base_image_no_version)
+    }
+
     /// CreateMicrovmImage (`existing` false) or UpdateMicrovmImage of
     /// `id` (true): a new version building `config`.
     ///

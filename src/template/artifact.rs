@@ -28,6 +28,8 @@ const MAX_BASE_ENTRIES: usize = 10_000;
 const MAX_BASE_BYTES: u64 = 512 * 1024 * 1024;
 /// The key prefix of template artifacts in the artifact bucket.
 const KEY_PREFIX: &str = "rayito/templates/";
+/// The key prefix of base image artifacts in the artifact bucket.
+const IMAGE_KEY_PREFIX: &str = "rayito/images/";
 
 /// A packed template artifact and its SHA-256.
 #[derive(Clone, PartialEq, Eq)]
@@ -37,7 +39,8 @@ pub struct Artifact {
 }
 
 impl Artifact {
-    fn new(bytes: Vec<u8>) -> Self {
+    /// The artifact of a zip packed earlier (read back from a file, say).
+    pub fn from_zip(bytes: Vec<u8>) -> Self {
         let sha256 = Sha256::digest(&bytes).into();
         Self { bytes, sha256 }
     }
@@ -60,6 +63,12 @@ impl Artifact {
     /// The content-addressed S3 key: `rayito/templates/<sha256>.zip`.
     pub fn key(&self) -> String {
         format!("{KEY_PREFIX}{}.zip", self.sha256_hex())
+    }
+
+    /// The key of a base image's artifact (`rayito image publish`):
+    /// `rayito/images/rayd-<first 12 hex digits of the sha256>.zip`.
+    pub fn image_key(&self) -> String {
+        format!("{IMAGE_KEY_PREFIX}rayd-{}.zip", &self.sha256_hex()[..12])
     }
 }
 
@@ -122,17 +131,26 @@ pub(crate) fn read_base(zip_bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, S
     Ok(files)
 }
 
-/// The deterministic zip of `entries` (already sorted by name).
+/// The deterministic zip of `entries` (already sorted by name), all 0644.
 pub(crate) fn write_zip(entries: &BTreeMap<String, Vec<u8>>) -> Result<Vec<u8>, SandboxError> {
+    write_zip_modes(entries, |_| 0o644)
+}
+
+/// The deterministic zip of `entries` (already sorted by name), each with
+/// the permissions `mode` gives its name.
+pub(crate) fn write_zip_modes(
+    entries: &BTreeMap<String, Vec<u8>>,
+    mode: impl Fn(&str) -> u32,
+) -> Result<Vec<u8>, SandboxError> {
     let failed = |_| SandboxError::internal("template.pack", "the zip writer failed");
     let options = SimpleFileOptions::default()
         .compression_method(CompressionMethod::Deflated)
         .compression_level(Some(6))
-        .last_modified_time(DateTime::default())
-        .unix_permissions(0o644);
+        .last_modified_time(DateTime::default());
     let mut zip = ZipWriter::new(Cursor::new(Vec::new()));
     for (name, bytes) in entries {
-        zip.start_file(name.as_str(), options).map_err(failed)?;
+        zip.start_file(name.as_str(), options.unix_permissions(mode(name)))
+            .map_err(failed)?;
         zip.write_all(bytes)
             .map_err(|_| SandboxError::internal("template.pack", "the zip writer failed"))?;
     }
@@ -179,7 +197,7 @@ impl Template {
         if let Some(text) = template_env_json(spec) {
             entries.insert(TEMPLATE_ENV_JSON.0.to_owned(), text.into_bytes());
         }
-        Ok(Artifact::new(write_zip(&entries)?))
+        Ok(Artifact::from_zip(write_zip(&entries)?))
     }
 }
 

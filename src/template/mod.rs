@@ -38,6 +38,7 @@
 
 mod agent_files;
 mod artifact;
+mod base_image;
 mod build;
 mod builder;
 mod buildkit;
@@ -54,10 +55,14 @@ mod validate;
 
 pub use agent_files::{TEMPLATE_ENV_JSON_VERSION, TEMPLATE_JSON_VERSION};
 pub use artifact::Artifact;
+pub use base_image::{
+    AGENT_ENTRY, Arch, DEFAULT_DOCKERFILE, check_agent_binary, check_base_artifact, pack_base_image,
+};
 pub(crate) use build::TemplateServices;
 pub use build::{
     BUCKET_ENV, BuildEvent, BuildHandle, BuildInfo, BuildOptions, BuildStatus,
-    DEFAULT_BUILD_TIMEOUT, DEFAULT_MEMORY_MIB, MEMORY_SIZES_MIB, ProgressFn, TemplateSummary,
+    DEFAULT_BUILD_TIMEOUT, DEFAULT_MEMORY_MIB, HOOKS_PORT, ImageVersionSummary, Images,
+    MANAGED_BASE_IMAGE, MEMORY_SIZES_MIB, ProgressFn, PublishInfo, PublishOptions, TemplateSummary,
     Templates,
 };
 pub use builder::{DEFAULT_BASE_IMAGE, Template};

@@ -9,6 +9,7 @@
 mod gate;
 mod options;
 mod pipeline;
+mod publish;
 mod services;
 mod slots;
 
@@ -18,6 +19,9 @@ use std::time::{Duration, Instant};
 pub use options::{
     BUCKET_ENV, BuildEvent, BuildOptions, DEFAULT_BUILD_TIMEOUT, DEFAULT_MEMORY_MIB,
     MEMORY_SIZES_MIB, ProgressFn,
+};
+pub use publish::{
+    HOOKS_PORT, ImageVersionSummary, Images, MANAGED_BASE_IMAGE, PublishInfo, PublishOptions,
 };
 pub(crate) use services::TemplateServices;
 

@@ -193,7 +193,7 @@ pub(crate) async fn submit(
 }
 
 /// The newest usable version built from `desired`, if any.
-async fn reusable(
+pub(crate) async fn reusable(
     services: &TemplateServices,
     arn: &str,
     desired: &ImageConfig,

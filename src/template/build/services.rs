@@ -64,6 +64,11 @@ impl TemplateServices {
         })
     }
 
+    /// The region images are built in.
+    pub(crate) fn region(&self) -> &str {
+        &self.region
+    }
+
     /// Whether this is the local backend's.
     pub(crate) fn is_local(&self) -> bool {
         self.local.is_some()

@@ -1,0 +1,363 @@
+//! `rayito image`: pack the base image's artifact (`zip`), publish it as a
+//! MicroVM image (`publish`), and list images and versions (`list`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Subcommand;
+use rayito::SandboxError;
+use rayito::error::BuildReason;
+use rayito::template::{Arch, Artifact, BuildEvent, PublishOptions, pack_base_image};
+use serde_json::json;
+
+use crate::commands::{Backend, Failure};
+use crate::output;
+use crate::{Format, Global};
+
+/// The image subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ImageCommand {
+    /// Packs DIR into the base image's artifact DEST (a deterministic zip),
+    /// filling in what DIR lacks: the Dockerfile that runs the agent as
+    /// PID 1, the agent as `rayd`, the kernel driver's requirement files
+    /// and the licence files. DIR may be empty.
+    Zip {
+        /// The directory to pack.
+        dir: PathBuf,
+        /// Where to write the zip.
+        dest: PathBuf,
+        /// The agent binary to ship as `rayd` (default: DIR's `rayd`, else
+        /// the `rayito-agent` next to this `rayito`).
+        #[arg(long, value_name = "PATH")]
+        agent_binary: Option<PathBuf>,
+        /// The image's CPU architecture; the agent must be built for it.
+        #[arg(long, default_value = "ARM_64")]
+        arch: String,
+    },
+    /// Publishes a base artifact as a MicroVM image, or reuses an
+    /// identical version; prints RAYITO_TEMPLATE=<arn> (exit 1 when the
+    /// image is not launchable).
+    Publish {
+        /// The artifact (`rayito image zip`).
+        #[arg(long)]
+        artifact: PathBuf,
+        /// The artifact bucket (else RAYITO_BUCKET; the local backend has
+        /// its own).
+        #[arg(long)]
+        bucket: Option<String>,
+        /// The image's name.
+        #[arg(long, default_value = "rayito-base")]
+        image_name: String,
+        /// The managed base image's major version, or `latest`.
+        #[arg(long)]
+        base_image_version: String,
+        /// The image's memory in MiB (512, 1024, 2048, 4096 or 8192).
+        #[arg(long, default_value_t = 2048)]
+        memory_mib: u32,
+        /// Seconds to wait for the build.
+        #[arg(long, default_value_t = 1800)]
+        timeout_seconds: u64,
+        /// Build even when an identical version exists.
+        #[arg(long)]
+        force: bool,
+        /// An environment variable of the image, K=V (repeatable).
+        #[arg(long = "env", value_name = "K=V")]
+        env: Vec<String>,
+        /// The build role's ARN (default:
+        /// arn:aws:iam::<account>:role/rayito-m0-build-<region>).
+        #[arg(long)]
+        build_role_arn: Option<String>,
+        /// The image's CPU architecture.
+        #[arg(long, default_value = "ARM_64")]
+        arch: String,
+    },
+    /// The account's images, or NAME's versions newest first.
+    List {
+        /// An image's name: list its versions.
+        name: Option<String>,
+        /// Only images whose name contains this.
+        #[arg(long)]
+        name_filter: Option<String>,
+    },
+}
+
+/// Runs one image subcommand; returns the exit code.
+pub async fn run(global: Global, command: ImageCommand) -> i32 {
+    let format = global.output;
+    let outcome = match command {
+        ImageCommand::Zip {
+            dir,
+            dest,
+            agent_binary,
+            arch,
+        } => zip(format, &dir, &dest, agent_binary, &arch),
+        other => match Backend::resolve(&global) {
+            Ok(backend) => dispatch(&backend, format, other).await,
+            Err(err) => return output::cli_error(format, &format!("the local backend: {err}")),
+        },
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(Failure::Sdk(err)) => output::error(format, &err),
+        Err(Failure::Cli(message)) => output::cli_error(format, &message),
+    }
+}
+
+/// The `rayito-agent` next to the running `rayito`, if there is one.
+fn sibling_agent() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let agent = exe.parent()?.join("rayito-agent");
+    agent.is_file().then_some(agent)
+}
+
+fn zip(
+    format: Format,
+    dir: &Path,
+    dest: &Path,
+    agent_binary: Option<PathBuf>,
+    arch: &str,
+) -> Result<i32, Failure> {
+    let arch: Arch = arch.parse()?;
+    if !dir.is_dir() {
+        return Err(Failure::Cli(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    let agent_path = agent_binary.or_else(|| {
+        if dir.join(rayito::template::AGENT_ENTRY).is_file() {
+            None
+        } else {
+            sibling_agent()
+        }
+    });
+    let agent = match &agent_path {
+        Some(path) => Some(
+            std::fs::read(path)
+                .map_err(|e| Failure::Cli(format!("cannot read {}: {e}", path.display())))?,
+        ),
+        None => None,
+    };
+    let artifact = pack_base_image(dir, agent.as_deref(), arch)?;
+    std::fs::write(dest, artifact.bytes())
+        .map_err(|e| Failure::Cli(format!("cannot write {}: {e}", dest.display())))?;
+    match format {
+        Format::Json => output::json(&json!({
+            "artifact": dest.display().to_string(),
+            "sha256": artifact.sha256_hex(),
+            "key": artifact.image_key(),
+            "bytes": artifact.bytes().len(),
+            "arch": arch.as_str(),
+        })),
+        Format::Text => println!(
+            "wrote {} ({} bytes, sha256 {}, key {})",
+            dest.display(),
+            artifact.bytes().len(),
+            artifact.sha256_hex(),
+            artifact.image_key()
+        ),
+    }
+    Ok(0)
+}
+
+/// `K=V` pairs into a map (the last of a key wins).
+fn parse_env(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
+    pairs
+        .iter()
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| {
+                    Failure::Cli("--env takes K=V; put an = between the name and the value".into())
+                })
+        })
+        .collect()
+}
+
+async fn dispatch(
+    backend: &Backend,
+    format: Format,
+    command: ImageCommand,
+) -> Result<i32, Failure> {
+    let client = backend.client().await?;
+    let images = client.images();
+    match command {
+        ImageCommand::Zip {
+            dir,
+            dest,
+            agent_binary,
+            arch,
+        } => zip(format, &dir, &dest, agent_binary, &arch),
+        ImageCommand::Publish {
+            artifact,
+            bucket,
+            image_name,
+            base_image_version,
+            memory_mib,
+            timeout_seconds,
+            force,
+            env,
+            build_role_arn,
+            arch,
+        } => {
+            let base_image_version = match base_image_version.as_str() {
+                "latest" => None,
+                v => Some(v.parse::<u32>().map_err(|_| {
+                    Failure::Cli(
+                        "--base-image-version takes a major version number or latest".into(),
+                    )
+                })?),
+            };
+            let bytes = std::fs::read(&artifact)
+                .map_err(|e| Failure::Cli(format!("cannot read {}: {e}", artifact.display())))?;
+            let bucket = bucket.or_else(|| {
+                backend
+                    .local
+                    .as_ref()
+                    .and_then(|state| state.artifact_bucket.clone())
+            });
+            let mut options = PublishOptions::default();
+            options.bucket = bucket;
+            options.base_image_version = base_image_version;
+            options.memory_mib = memory_mib;
+            options.timeout = Duration::from_secs(timeout_seconds);
+            options.force = force;
+            options.env = parse_env(&env)?;
+            options.build_role_arn = build_role_arn;
+            options.arch = arch.parse()?;
+            let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+            let lines = log.clone();
+            let options = options.on_event(move |event| match event {
+                BuildEvent::Log(line) => lines
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(line.clone()),
+                other => {
+                    if format == Format::Text {
+                        eprintln!("{other}");
+                    }
+                }
+            });
+            let outcome = images
+                .publish(&Artifact::from_zip(bytes), &image_name, options)
+                .await;
+            match outcome {
+                Ok(info) => {
+                    match format {
+                        Format::Json => output::json(&json!({
+                            "imageArn": info.image_arn,
+                            "imageVersion": info.image_version,
+                            "baseImageVersion": info.base_image_version,
+                            "artifact": info.artifact,
+                            "artifactUploaded": info.artifact_uploaded,
+                            "reused": info.reused,
+                            "buildSeconds": info.duration.as_secs_f64(),
+                            "launchable": true,
+                            "gate": "launchable",
+                        })),
+                        Format::Text => {
+                            let how = if info.reused { "reused" } else { "built" };
+                            println!(
+                                "{how} {image_name} version {} over al2023-1 version {}",
+                                info.image_version, info.base_image_version
+                            );
+                            println!("RAYITO_TEMPLATE={}", info.image_arn);
+                        }
+                    }
+                    Ok(0)
+                }
+                Err(err @ SandboxError::Build { .. }) if format == Format::Json => {
+                    // Not launchable: the publish's JSON with the gate's
+                    // outcome and the error, exit 1.
+                    let gate = match &err {
+                        SandboxError::Build {
+                            reason: Some(BuildReason::BuildTimeout),
+                            ..
+                        } => "timeout",
+                        _ => "failed",
+                    };
+                    let info = err.classify();
+                    output::json(&json!({
+                        "imageName": image_name,
+                        "launchable": false,
+                        "gate": gate,
+                        "error": {
+                            "message": err.to_string(),
+                            "kind": info.kind,
+                            "retryable": info.retryable,
+                        },
+                    }));
+                    Ok(output::EXIT_FAILURE)
+                }
+                Err(err) => {
+                    if format == Format::Text {
+                        let lines = log.lock().unwrap_or_else(|p| p.into_inner());
+                        if !lines.is_empty() {
+                            eprintln!("build log:");
+                            for line in lines.iter() {
+                                eprintln!("  {line}");
+                            }
+                        }
+                    }
+                    Err(Failure::Sdk(err))
+                }
+            }
+        }
+        ImageCommand::List { name, name_filter } => {
+            match name {
+                Some(name) => {
+                    let versions = images.versions(&name).await?;
+                    match format {
+                        Format::Json => output::json(&json!({
+                            "name": name,
+                            "versions": versions.iter().map(|v| json!({
+                                "version": v.version,
+                                "state": v.state,
+                                "status": v.status,
+                                "createdAt": output::unix(Some(v.created_at)),
+                                "memoryMib": v.memory_mib,
+                                "artifact": v.artifact,
+                            })).collect::<Vec<_>>(),
+                        })),
+                        Format::Text => {
+                            for v in &versions {
+                                println!(
+                                    "{:<8} {:<12} {:<9} {}",
+                                    v.version,
+                                    v.state,
+                                    v.status,
+                                    v.artifact.as_deref().unwrap_or("-")
+                                );
+                            }
+                        }
+                    }
+                }
+                None => {
+                    let list = images.list(name_filter.as_deref()).await?;
+                    match format {
+                        Format::Json => output::json(&json!({
+                            "images": list.iter().map(|t| json!({
+                                "name": t.name,
+                                "imageArn": t.template_id,
+                                "state": t.state,
+                                "latestVersion": t.latest_version,
+                            })).collect::<Vec<_>>(),
+                        })),
+                        Format::Text => {
+                            for t in &list {
+                                println!(
+                                    "{:<32} {:<14} {}",
+                                    t.name,
+                                    t.state,
+                                    t.latest_version.as_deref().unwrap_or("-")
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+            Ok(0)
+        }
+    }
+}

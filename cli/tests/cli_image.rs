@@ -1,0 +1,267 @@
+//! `rayito image zip`, `image publish` and `image list` as a user runs
+//! them: the binary as a child process, publishing on the local daemon
+//! (the AWS path: STS, its S3 endpoint and bucket, a real local build).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip_support;
+
+/// A cache and temp directory of its own; the daemon stopped at the end.
+struct Session {
+    cache: tempfile::TempDir,
+    tmp: tempfile::TempDir,
+}
+
+impl Session {
+    fn new() -> Session {
+        Session {
+            cache: tempfile::tempdir().expect("cache dir"),
+            tmp: tempfile::tempdir().expect("tmp dir"),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_rayito"))
+            .args(args)
+            .env("RAYITO_CACHE_DIR", self.cache.path())
+            .env("TMPDIR", self.tmp.path())
+            .env_remove("RAYITO_BACKEND")
+            .env_remove("RAYITO_BUCKET")
+            .output()
+            .expect("run rayito")
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "{args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("one JSON document on stdout")
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.run(&["--local", "local", "stop"]);
+    }
+}
+
+/// The first bytes of an ELF executable for `machine` (never run: the
+/// local build only copies it).
+fn elf(machine: u16) -> Vec<u8> {
+    let mut bytes = b"\x7fELF\x02\x01\x01\x00".to_vec();
+    bytes.resize(16, 0);
+    bytes.extend_from_slice(&3u16.to_le_bytes());
+    bytes.extend_from_slice(&machine.to_le_bytes());
+    bytes.extend_from_slice(b" a stand-in for rayito-agent");
+    bytes
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 temp path")
+}
+
+#[test]
+fn zip_is_deterministic_checks_the_arch_and_publish_builds_then_reuses() {
+    let session = Session::new();
+    let work = tempfile::tempdir().unwrap();
+    let base = work.path().join("base");
+    std::fs::create_dir(&base).unwrap();
+    // Host-safe steps: the local build runs them over this host.
+    std::fs::write(
+        base.join("Dockerfile"),
+        "COPY rayd /opt/rayito-cli-img/rayd\nRUN echo cli > /opt/rayito-cli-img/marker\nCMD [\"/opt/rayito-cli-img/rayd\"]\n",
+    )
+    .unwrap();
+    let arm = work.path().join("agent-arm");
+    let x86 = work.path().join("agent-x86");
+    std::fs::write(&arm, elf(0xB7)).unwrap();
+    std::fs::write(&x86, elf(0x3E)).unwrap();
+    let one = work.path().join("one.zip");
+    let two = work.path().join("two.zip");
+
+    // Two zips of the same inputs: the same bytes, key and hash.
+    let a = session.json(&[
+        "--output",
+        "json",
+        "image",
+        "zip",
+        s(&base),
+        s(&one),
+        "--agent-binary",
+        s(&arm),
+    ]);
+    let b = session.json(&[
+        "--output",
+        "json",
+        "image",
+        "zip",
+        s(&base),
+        s(&two),
+        "--agent-binary",
+        s(&arm),
+        "--arch",
+        "ARM_64",
+    ]);
+    assert_eq!(std::fs::read(&one).unwrap(), std::fs::read(&two).unwrap());
+    assert_eq!(a["sha256"], b["sha256"]);
+    let sha = a["sha256"].as_str().unwrap();
+    assert_eq!(a["key"], format!("rayito/images/rayd-{}.zip", &sha[..12]));
+    assert_eq!(a["arch"], "ARM_64");
+
+    // An x86-64 agent for an ARM_64 image: refused, nothing written.
+    let refused = work.path().join("refused.zip");
+    let out = session.run(&[
+        "image",
+        "zip",
+        s(&base),
+        s(&refused),
+        "--agent-binary",
+        s(&x86),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).lines().next(),
+        Some(
+            "error: invalid agent_binary: the agent binary is built for X86_64 but the image's \
+             architecture is ARM_64; pass a rayito-agent built for ARM_64 (cargo build --release \
+             -p rayito-agent --target aarch64-unknown-linux-gnu) or choose the architecture it \
+             is built for"
+        )
+    );
+    assert!(!refused.exists());
+
+    if let Some(reason) = skip_support::local_builds_unavailable() {
+        skip_support::skip(reason);
+        return;
+    }
+    let publish = [
+        "--local",
+        "--output",
+        "json",
+        "image",
+        "publish",
+        "--artifact",
+        s(&one),
+        "--image-name",
+        "cli-base",
+        "--base-image-version",
+        "latest",
+    ];
+    let first = session.json(&publish);
+    assert_eq!(first["launchable"], true);
+    assert_eq!(first["imageVersion"], "1");
+    assert_eq!(first["baseImageVersion"], "1");
+    assert_eq!(first["artifactUploaded"], true);
+    assert_eq!(first["reused"], false);
+    let arn = first["imageArn"].as_str().unwrap().to_owned();
+    assert!(arn.ends_with(":microvm-image:cli-base"), "{arn}");
+    let again = session.json(&publish);
+    assert_eq!(again["reused"], true);
+    assert_eq!(again["artifactUploaded"], false);
+    assert_eq!(again["imageVersion"], "1");
+
+    // Text output: the line a shell sources.
+    let out = session.run(&[
+        "--local",
+        "image",
+        "publish",
+        "--artifact",
+        s(&one),
+        "--image-name",
+        "cli-base",
+        "--base-image-version",
+        "1",
+    ]);
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("RAYITO_TEMPLATE={arn}\n")),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let versions = session.json(&["--local", "--output", "json", "image", "list", "cli-base"]);
+    assert_eq!(versions["versions"].as_array().unwrap().len(), 1);
+    assert_eq!(versions["versions"][0]["state"], "SUCCESSFUL");
+    let images = session.json(&["--local", "--output", "json", "image", "list"]);
+    let names: Vec<&str> = images["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"cli-base") && names.contains(&"rayito-base"),
+        "{names:?}"
+    );
+
+    // A failing step: not launchable, exit 1, the gate's outcome in JSON.
+    let failing = work.path().join("failing");
+    std::fs::create_dir(&failing).unwrap();
+    std::fs::write(
+        failing.join("Dockerfile"),
+        "COPY rayd /opt/rayito-cli-img/rayd\nRUN exit 7\nCMD [\"/opt/rayito-cli-img/rayd\"]\n",
+    )
+    .unwrap();
+    let failing_zip = work.path().join("failing.zip");
+    session.json(&[
+        "--output",
+        "json",
+        "image",
+        "zip",
+        s(&failing),
+        s(&failing_zip),
+        "--agent-binary",
+        s(&arm),
+    ]);
+    let out = session.run(&[
+        "--local",
+        "--output",
+        "json",
+        "image",
+        "publish",
+        "--artifact",
+        s(&failing_zip),
+        "--image-name",
+        "cli-fail",
+        "--base-image-version",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let failed: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(failed["launchable"], false);
+    assert_eq!(failed["gate"], "failed");
+    assert_eq!(failed["error"]["kind"], "build");
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exit code 7"),
+        "{failed}"
+    );
+
+    // A version that is not a number is a usage mistake of the CLI's.
+    let out = session.run(&[
+        "--local",
+        "image",
+        "publish",
+        "--artifact",
+        s(&one),
+        "--image-name",
+        "cli-base",
+        "--base-image-version",
+        "newest",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--base-image-version takes a major version number or latest")
+    );
+}
