@@ -363,6 +363,13 @@ async fn a_refused_template_fails_ready_with_500_and_runs_nothing() {
         ),
         (
             |dir: &Path| {
+                std::os::unix::fs::symlink("/etc/hostname", dir.join(TEMPLATE_FILE))
+                    .expect("a symlink");
+            },
+            "template.json is a symbolic link; a template's files are regular files",
+        ),
+        (
+            |dir: &Path| {
                 write(
                     dir,
                     TEMPLATE_FILE,

@@ -111,17 +111,24 @@ pub(crate) fn load(dir: &Path) -> Result<TemplateFiles, String> {
 }
 
 /// The file's bytes, `None` when it does not exist. Opened non-blocking so
-/// that a FIFO in its place cannot hang the agent's start; refused when it
-/// is not a regular file or is over [`MAX_TEMPLATE_FILE_BYTES`] (counted
+/// that a FIFO in its place cannot hang the agent's start, and without
+/// following a final symbolic link; refused when it is not a regular file or is over [`MAX_TEMPLATE_FILE_BYTES`] (counted
 /// while reading, not trusted from its size).
 fn read_bounded(path: &Path, name: &str) -> Result<Option<Vec<u8>>, String> {
+    // Never through a symbolic link: a build step could point one at a
+    // file of the host, which the agent (root) would then read.
     let file = match std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
         .open(path)
     {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(format!(
+                "{name} is a symbolic link; a template's files are regular files"
+            ));
+        }
         Err(e) => return Err(format!("{name} cannot be read ({})", e.kind())),
     };
     let is_file = file
