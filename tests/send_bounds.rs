@@ -100,6 +100,28 @@ fn client_and_code_futures_are_send(client: &Client, sbx: &Sandbox) {
     assert_send(&code.remove_context("ctx"));
 }
 
+/// Template builds and image publishing (feature `templates`, which the
+/// SDK's own tests enable).
+#[allow(dead_code)]
+fn template_and_image_futures_are_send(client: &Client, artifact: &rayito::template::Artifact) {
+    use rayito::template::{BuildHandle, BuildOptions, PublishOptions, Template};
+    let templates = client.templates();
+    let template = Template::new();
+    let handle = BuildHandle::new("arn", "1", "t");
+    assert_send(&templates.build(&template, "t", BuildOptions::default()));
+    assert_send(&templates.build_in_background(&template, "t", BuildOptions::default()));
+    assert_send(&templates.status(&handle));
+    assert_send(&templates.wait(&handle, BuildOptions::default()));
+    assert_send(&templates.logs("t", 10));
+    assert_send(&templates.exists("t"));
+    assert_send(&templates.list(None));
+    assert_send(&templates.version_status("t", None));
+    let images = client.images();
+    assert_send(&images.publish(artifact, "i", PublishOptions::default()));
+    assert_send(&images.list(None));
+    assert_send(&images.versions("i"));
+}
+
 #[cfg(feature = "local")]
 #[allow(dead_code)]
 fn local_client_futures_are_send() {

@@ -17,8 +17,10 @@ use lmv::types::{
     MicrovmImageVersionState, MicrovmImageVersionStatus, MicrovmState, Resources,
 };
 
-/// The `stateReason` of today's build body (agent/src/emulator/build).
-const STUB_REASON: &str = "local builds are not available in this version of the emulator";
+/// Why a build of the seeded base artifact itself fails: its Dockerfile
+/// copies a `rayd` the seeded zip does not hold (templates compose over
+/// it, and its own lines stand for the host there).
+const FAILED_REASON: &str = "Image build failed: the Dockerfile step [1/1] did not complete successfully; see the build log";
 
 fn role(h: &Harness) -> String {
     format!(
@@ -304,7 +306,7 @@ async fn a_build_goes_pending_in_progress_failed_with_its_reason_and_logs() {
 
     h.emulator.faults().hold_builds(false);
     let v = wait_version(&h, "tpl", "1", MicrovmImageVersionState::Failed).await;
-    assert_eq!(v.state_reason(), Some(STUB_REASON));
+    assert_eq!(v.state_reason(), Some(FAILED_REASON));
     let image = h
         .client
         .get_microvm_image()
@@ -325,7 +327,7 @@ async fn a_build_goes_pending_in_progress_failed_with_its_reason_and_logs() {
         .await
         .unwrap();
     assert_eq!(*build.build_state(), BuildState::Failed);
-    assert_eq!(build.state_reason(), Some(STUB_REASON));
+    assert_eq!(build.state_reason(), Some(FAILED_REASON));
 
     let logs = h.emulator.build_log_lines("tpl");
     assert_eq!(logs.len(), 1, "{logs:?}");
@@ -337,7 +339,7 @@ async fn a_build_goes_pending_in_progress_failed_with_its_reason_and_logs() {
     );
     assert_eq!(
         lines.last().map(String::as_str),
-        Some(format!("rayito emulator: build FAILED: {STUB_REASON}").as_str())
+        Some(format!("rayito emulator: build FAILED: {FAILED_REASON}").as_str())
     );
     assert!(lines[0].contains("started"), "{lines:?}");
     assert!(
@@ -375,9 +377,9 @@ async fn a_build_unpacks_its_artifact_under_the_version_directory() {
     .await;
     let uri = base_uri(&h).await;
     create(&h, "unpacked", &uri).send().await.unwrap();
-    // Today's build body fails after the artifact was unpacked for it.
+    // The build fails (no rayd to copy) after the artifact was unpacked.
     let v = wait_version(&h, "unpacked", "1", MicrovmImageVersionState::Failed).await;
-    assert_eq!(v.state_reason(), Some(STUB_REASON));
+    assert_eq!(v.state_reason(), Some(FAILED_REASON));
     let dockerfile = root
         .path()
         .join("emu/images/unpacked/1/artifact/Dockerfile");

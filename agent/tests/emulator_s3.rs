@@ -83,6 +83,10 @@ async fn the_artifact_bucket_exists_at_start_and_objects_round_trip() {
         .send()
         .await
         .expect("the artifact bucket was created at start");
+    // What the emulator seeded there (the base image's code artifact).
+    let seeded = stored_keys(&s3, &bucket).await;
+    assert_eq!(seeded.len(), 1, "{seeded:?}");
+    assert!(seeded[0].starts_with("rayito/images/rayd-"), "{seeded:?}");
 
     // Absent first (what a build's upload checks).
     let err = s3
@@ -156,9 +160,14 @@ async fn the_artifact_bucket_exists_at_start_and_objects_round_trip() {
         .send()
         .await
         .expect("list");
-    let keys: Vec<&str> = listed.contents().iter().filter_map(|o| o.key()).collect();
+    let keys: Vec<&str> = listed
+        .contents()
+        .iter()
+        .filter_map(|o| o.key())
+        .filter(|k| !seeded.iter().any(|s| s == k))
+        .collect();
     assert_eq!(keys, ["rayito/images/rayd-0123456789ab.zip", KEY]);
-    assert_eq!(listed.key_count(), Some(2));
+    assert_eq!(listed.key_count(), Some(3));
 
     s3.delete_object()
         .bucket(&bucket)
@@ -603,8 +612,13 @@ async fn the_endpoint_and_the_emulator_read_and_write_one_store() {
         .await
         .unwrap();
     assert_eq!(etag.as_deref(), same.e_tag(), "the ETag is the bytes' MD5");
-    let listed = s3.list_objects_v2().bucket(&bucket).send().await.unwrap();
-    let keys: Vec<&str> = listed.contents().iter().filter_map(|o| o.key()).collect();
+    let keys = stored_keys(&s3, &bucket).await;
+    // Besides the base image's artifact the emulator seeded.
+    let keys: Vec<&str> = keys
+        .iter()
+        .map(String::as_str)
+        .filter(|k| !k.starts_with("rayito/images/rayd-"))
+        .collect();
     assert_eq!(keys, ["a/direct", "a/same-bytes", "a/through-s3"]);
 
     // The emulator overwrites an object put through S3: S3 then serves the
@@ -644,6 +658,7 @@ async fn keys_a_file_system_cannot_hold_are_refused_and_other_operations_are_not
     let emu = start().await;
     let s3 = client(&emu);
     let bucket = emu.artifact_bucket();
+    let before = stored_keys(&s3, &bucket).await;
     for key in ["a//b", "dir/"] {
         let err = s3
             .put_object()
@@ -663,8 +678,7 @@ async fn keys_a_file_system_cannot_hold_are_refused_and_other_operations_are_not
             "{key}"
         );
     }
-    let listed = s3.list_objects_v2().bucket(&bucket).send().await.unwrap();
-    assert!(listed.contents().is_empty(), "nothing stored");
+    assert_eq!(stored_keys(&s3, &bucket).await, before, "nothing stored");
 
     // CreateBucket: new, then again.
     s3.create_bucket()
@@ -845,4 +859,17 @@ async fn no_signature_token_or_secret_reaches_the_log_even_at_debug_level() {
     ] {
         assert!(!captured.contains(secret), "{secret} logged:\n{captured}");
     }
+}
+
+/// Every key of `bucket`, in order.
+async fn stored_keys(s3: &aws_sdk_s3::Client, bucket: &str) -> Vec<String> {
+    s3.list_objects_v2()
+        .bucket(bucket)
+        .send()
+        .await
+        .expect("list")
+        .contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_owned))
+        .collect()
 }

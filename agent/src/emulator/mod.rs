@@ -480,9 +480,8 @@ impl Drop for Emulator {
         // only if nothing else is in it.
         let root = self.shared.settings.root.clone();
         let mut dirs: Vec<PathBuf> = self.shared.all().iter().map(|vm| vm.root.clone()).collect();
-        // The image layers and the object store are the emulator's too.
+        // The image layers go with the registry that knew them (in memory).
         dirs.push(root.join("images"));
-        dirs.push(root.join("s3"));
         let ca_file = self.shared.tls.as_ref().map(|t| t.ca_path().to_path_buf());
         // A root of the caller's keeps its objects (a later emulator on it
         // finds them, as a bucket would); a root of its own goes whole.
