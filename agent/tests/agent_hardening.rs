@@ -16,6 +16,18 @@ use support::*;
 
 /// Whether the agent switched to an unprivileged uid inside a mount
 /// namespace (root on a host with namespaces); prints a skip otherwise.
+/// The tests of this binary run one at a time. Run concurrently in one
+/// process, about one run in ten aborts (SIGABRT, nothing printed) after the
+/// fork-bomb test, on this commit and on the session before it alike; alone
+/// or one at a time, never in 60 runs. Serialized here so that CI measures
+/// what each test checks, while the abort is investigated (see the closing
+/// note of session 7: agents in one process, a CLONE_VM child, cgroup v1
+/// memory ownership are the suspects).
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SERIAL.lock().await
+}
+
 fn isolated(t: &TestAgent, test: &str) -> bool {
     let c = t.agent.env().containment();
     let ok = c.unprivileged_uid.is_some() && c.mount_namespace;
@@ -50,6 +62,7 @@ async fn sleeper(t: &TestAgent) -> u32 {
 /// sandbox's files.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_working_directory_linked_into_another_sandbox_is_never_entered() {
+    let _serial = serial().await;
     let victim = TestAgent::start().await;
     if !isolated(
         &victim,
@@ -142,6 +155,7 @@ async fn a_working_directory_linked_into_another_sandbox_is_never_entered() {
 /// `invalid working directory`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn working_directories_follow_the_file_calls_rules() {
+    let _serial = serial().await;
     let t = TestAgent::start().await;
     let made = run_bash(
         &t,
@@ -191,6 +205,7 @@ async fn working_directories_follow_the_file_calls_rules() {
 /// moment, and a dumpable memory would let a sandbox process open it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_memory_stays_undumpable_once_it_switched_uids() {
+    let _serial = serial().await;
     let t = TestAgent::start().await;
     if t.agent.env().containment().unprivileged_uid.is_none() {
         eprintln!("SKIPPED: the_agent_memory_stays_undumpable_once_it_switched_uids: needs root");
@@ -211,6 +226,7 @@ async fn the_agent_memory_stays_undumpable_once_it_switched_uids() {
 /// a window a concurrent start could fall into; this test stresses it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_command_inherits_a_terminal_master() {
+    let _serial = serial().await;
     let t = TestAgent::start().await;
     let mut pty = pb::pty_service_client::PtyServiceClient::with_interceptor(
         t.channel.clone(),
@@ -261,6 +277,7 @@ async fn no_command_inherits_a_terminal_master() {
 /// alone (umask 077).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandboxs_files_are_its_own() {
+    let _serial = serial().await;
     let t = TestAgent::start().await;
     let mode = |guest: &str| {
         std::fs::metadata(t.host_path(guest))
@@ -299,6 +316,7 @@ async fn a_sandboxs_files_are_its_own() {
 /// sandbox is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sandboxes_get_distinct_uids() {
+    let _serial = serial().await;
     let agents = futures_util::future::join_all((0..6).map(|_| TestAgent::start())).await;
     let mut uids: Vec<u32> = agents
         .iter()
@@ -359,6 +377,7 @@ async fn limited_agent(test: &str) -> Option<TestAgent> {
 /// The default limits are the documented ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_limits_are_512_processes_and_2_gib() {
+    let _serial = serial().await;
     let t = TestAgent::start().await;
     let limits = t.agent.env().containment().limits;
     if limits.pids_max.is_none() {
@@ -380,6 +399,7 @@ async fn the_default_limits_are_512_processes_and_2_gib() {
 /// `pids.max` tasks: the guest counts its children and reports the errno.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_bomb_stops_at_pids_max() {
+    let _serial = serial().await;
     let Some(t) = limited_agent("a_fork_bomb_stops_at_pids_max").await else {
         return;
     };
@@ -430,6 +450,7 @@ async fn a_fork_bomb_stops_at_pids_max() {
 /// the kernel, and its end says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_over_the_limit_ends_the_process_and_says_so() {
+    let _serial = serial().await;
     let Some(t) = limited_agent("memory_over_the_limit_ends_the_process_and_says_so").await else {
         return;
     };
@@ -478,6 +499,7 @@ async fn memory_over_the_limit_ends_the_process_and_says_so() {
 /// group: a file of a group the agent's process is in stays unreadable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_calls_carry_none_of_the_agents_groups() {
+    let _serial = serial().await;
     let t = TestAgent::start().await;
     if !isolated(&t, "file_calls_carry_none_of_the_agents_groups") {
         return;
@@ -520,6 +542,7 @@ async fn file_calls_carry_none_of_the_agents_groups() {
 /// of its live commands.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agents_debug_shows_no_command_environment_or_output() {
+    let _serial = serial().await;
     let t = TestAgent::start().await;
     let mut req = bash("echo OUTPUT-CANARY-7; exec sleep 30");
     req.process
@@ -556,6 +579,7 @@ async fn an_agents_debug_shows_no_command_environment_or_output() {
 /// panicked the Stat handler of a debug build and wrapped in release).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extreme_file_times_saturate() {
+    let _serial = serial().await;
     if !rustix::process::geteuid().is_root() {
         eprintln!("SKIPPED: extreme_file_times_saturate: needs root (mounts a tmpfs)");
         return;
