@@ -18,9 +18,12 @@ pub(crate) const BUILD_QUOTA: u32 = 10;
 
 /// The most versions read when looking for one to reuse (the newest first).
 const MAX_VERSIONS_READ: usize = 500;
+/// The most pages one listing reads.
+const MAX_PAGES: usize = 20;
 
 /// A version's configuration: what Create/Update send and versions echo.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// Its `Debug` names the environment's keys, never its values.
+#[derive(Clone, Default, PartialEq)]
 pub(crate) struct ImageConfig {
     pub base_image_arn: String,
     pub base_image_version: Option<String>,
@@ -34,6 +37,25 @@ pub(crate) struct ImageConfig {
     pub hooks: Option<Hooks>,
     /// `None` in list items, which never carry it.
     pub environment_variables: Option<BTreeMap<String, String>>,
+}
+
+impl std::fmt::Debug for ImageConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImageConfig")
+            .field("base_image_arn", &self.base_image_arn)
+            .field("base_image_version", &self.base_image_version)
+            .field("build_role_arn", &self.build_role_arn)
+            .field("code_artifact", &self.code_artifact.is_some())
+            .field("resources", &self.resources)
+            .field(
+                "environment_variables",
+                &self
+                    .environment_variables
+                    .as_ref()
+                    .map(|e| e.keys().collect::<Vec<_>>()),
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 /// Copies the configuration fields every image/version shape shares.
@@ -242,7 +264,9 @@ impl ImageApi {
     pub(crate) async fn list_versions(&self, id: &str) -> Result<Vec<VersionInfo>, SandboxError> {
         let mut versions = Vec::new();
         let mut next: Option<String> = None;
-        loop {
+        // Pages are bounded too: a service that answers empty pages with a
+        // token forever must not keep this loop going.
+        for _ in 0..MAX_PAGES {
             let out = self
                 .client
                 .list_microvm_image_versions()
@@ -287,7 +311,7 @@ impl ImageApi {
     ) -> Result<Vec<ImageInfo>, SandboxError> {
         let mut images = Vec::new();
         let mut next: Option<String> = None;
-        loop {
+        for _ in 0..MAX_PAGES {
             let out = self
                 .client
                 .list_microvm_images()
@@ -440,6 +464,20 @@ mod tests {
         assert_eq!(major_version("12"), "12");
         assert_eq!(major_version("1.5"), "1.5");
         assert_eq!(major_version("latest"), "latest");
+    }
+
+    #[test]
+    fn debug_shows_environment_keys_never_values() {
+        let config = ImageConfig {
+            environment_variables: Some(BTreeMap::from([(
+                "API_KEY".into(),
+                "s3cr3t-value".into(),
+            )])),
+            ..ImageConfig::default()
+        };
+        let shown = format!("{config:?}");
+        assert!(shown.contains("API_KEY"), "{shown}");
+        assert!(!shown.contains("s3cr3t-value"), "{shown}");
     }
 
     #[test]
