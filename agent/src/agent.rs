@@ -77,6 +77,13 @@ pub struct AgentConfig {
     /// it at the same time on one host. An image build's check (which
     /// asks `/ready`) starts it at once, as AWS does before its snapshot.
     pub defer_template_start: bool,
+    /// Let the gRPC server listen on an address other than loopback
+    /// (default `false`). A MicroVM image sets it (`rayito-agent serve
+    /// --grpc-addr 0.0.0.0:8080`): the MicroVMs proxy reaches the agent over
+    /// the VM's network, and every call but Health needs the access token
+    /// whose digest only `/run` installs. The hooks never leave loopback:
+    /// they carry no token on a MicroVM, and `/run` is what installs one.
+    pub grpc_beyond_loopback: bool,
 }
 
 impl Default for AgentConfig {
@@ -100,6 +107,7 @@ impl Default for AgentConfig {
             template_dir: None,
             image_layer: None,
             defer_template_start: false,
+            grpc_beyond_loopback: false,
         }
     }
 }
@@ -130,14 +138,14 @@ impl std::fmt::Debug for Agent {
     }
 }
 
-/// Refuses anything but a loopback address: the agent never listens elsewhere.
-fn require_loopback(addr: SocketAddr) -> std::io::Result<()> {
-    if addr.ip().is_loopback() {
+/// Refuses anything but a loopback address for `server` (unless `allowed`).
+fn require_loopback(server: &str, addr: SocketAddr, allowed: bool) -> std::io::Result<()> {
+    if allowed || addr.ip().is_loopback() {
         Ok(())
     } else {
         Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
-            "the agent only binds loopback addresses",
+            format!("the agent's {server} only binds loopback addresses"),
         ))
     }
 }
@@ -146,12 +154,13 @@ impl Agent {
     /// Creates the sandbox root, binds both servers and starts serving.
     ///
     /// # Errors
-    /// A non-loopback address, a root that cannot be created, or a bind
+    /// A non-loopback address (for gRPC, unless
+    /// [`AgentConfig::grpc_beyond_loopback`]), a root that cannot be created, or a bind
     /// failure; with [`AgentConfig::image_layer`], a host without mount
     /// namespaces or a layer that cannot be mounted.
     pub async fn start(config: AgentConfig) -> std::io::Result<Agent> {
-        require_loopback(config.grpc_addr)?;
-        require_loopback(config.hooks_addr)?;
+        require_loopback("gRPC server", config.grpc_addr, config.grpc_beyond_loopback)?;
+        require_loopback("hooks server", config.hooks_addr, false)?;
         let env = SandboxEnv::create(
             &config.root,
             &config.limits,

@@ -37,10 +37,13 @@ pub enum Command {
 /// `rayito-agent serve`'s flags.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// gRPC (h2c) address; loopback only.
+    /// gRPC (h2c) address. A MicroVM image passes 0.0.0.0:8080 (the
+    /// MicroVMs proxy reaches it over the VM's network; every call but
+    /// Health needs the access token `/run` installs).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub grpc_addr: SocketAddr,
-    /// Hooks (HTTP/1.1) address; loopback only.
+    /// Hooks (HTTP/1.1) address; loopback only (AWS calls the hooks on
+    /// 127.0.0.1, and `/run` installs the access token).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9000")]
     pub hooks_addr: SocketAddr,
     /// Sandbox root directory, kept at exit (default: a fresh temporary one,
@@ -89,6 +92,7 @@ impl ServeArgs {
             hooks_addr: self.hooks_addr,
             limits: self.limits.limits(),
             template_dir: self.template_dir.clone(),
+            grpc_beyond_loopback: !self.grpc_addr.ip().is_loopback(),
             ..AgentConfig::default()
         };
         if let Some(root) = &self.root {
@@ -206,6 +210,13 @@ mod tests {
         assert_eq!(config.root, PathBuf::from("/tmp/x"));
         assert!(!config.remove_root_on_drop);
         assert_eq!(config.template_dir, None);
+        assert!(!config.grpc_beyond_loopback);
+        // A MicroVM image's command line: gRPC on every address.
+        let Command::Serve(args) = parse_ok("rayito-agent serve --grpc-addr 0.0.0.0:8080").command
+        else {
+            panic!("serve")
+        };
+        assert!(args.config().grpc_beyond_loopback);
         let Command::Serve(args) =
             parse_ok("rayito-agent serve --template-dir /etc/rayito").command
         else {

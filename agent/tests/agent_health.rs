@@ -296,7 +296,54 @@ async fn agent_refuses_non_loopback_addresses() {
         ..Default::default()
     };
     let err = rayito_agent::Agent::start(config).await.unwrap_err();
-    assert_eq!(err.to_string(), "the agent only binds loopback addresses");
+    assert_eq!(
+        err.to_string(),
+        "the agent's gRPC server only binds loopback addresses"
+    );
+    // The hooks never leave loopback, even when gRPC may: `/run` installs
+    // the access token and a MicroVM's hooks carry none.
+    let config = rayito_agent::AgentConfig {
+        hooks_addr: "0.0.0.0:0".parse().unwrap(),
+        grpc_beyond_loopback: true,
+        ..Default::default()
+    };
+    let err = rayito_agent::Agent::start(config).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the agent's hooks server only binds loopback addresses"
+    );
+}
+
+/// A MicroVM image's agent serves gRPC on every address (the MicroVMs
+/// proxy reaches it over the VM's network): before `/run` installs a token
+/// only Health answers, and afterwards a call needs the token.
+#[tokio::test]
+async fn grpc_beyond_loopback_answers_only_with_the_token() {
+    let agent = rayito_agent::Agent::start(rayito_agent::AgentConfig {
+        grpc_addr: "0.0.0.0:0".parse().unwrap(),
+        grpc_beyond_loopback: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert!(agent.grpc_addr().ip().is_unspecified());
+    let reachable = std::net::SocketAddr::from(([127, 0, 0, 1], agent.grpc_addr().port()));
+    let channel = support::connect(reachable).await;
+    let mut health = pb::health_service_client::HealthServiceClient::new(channel.clone());
+    health.health(pb::HealthRequest {}).await.unwrap();
+    let mut files = pb::filesystem_service_client::FilesystemServiceClient::new(channel);
+    let err = files
+        .stat(pb::StatRequest {
+            path: "/".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), err.message()),
+        (Code::Unauthenticated, "missing access token")
+    );
+    agent.shutdown().await;
 }
 
 /// With a hooks token (the emulator sets one), a hook without it is

@@ -39,7 +39,7 @@ COPY kernel-sidecar/ /opt/rayito/kernel-sidecar/
 COPY licenses/ /usr/share/licenses/rayito/
 RUN command -v python3 >/dev/null 2>&1 || { dnf install -y --setopt=install_weak_deps=0 python3 && dnf clean all; }
 RUN mkdir -p /etc/rayito
-CMD [\"/usr/local/bin/rayd\", \"serve\", \"--hooks-addr\", \"127.0.0.1:9000\", \"--template-dir\", \"/etc/rayito\"]
+CMD [\"/usr/local/bin/rayd\", \"serve\", \"--grpc-addr\", \"0.0.0.0:8080\", \"--hooks-addr\", \"127.0.0.1:9000\", \"--template-dir\", \"/etc/rayito\"]
 ";
 
 /// The kernel driver's requirement files, written when the directory has
