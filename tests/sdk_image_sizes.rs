@@ -12,7 +12,9 @@ use sdk_support::skip as skip_support;
 use std::time::Duration;
 
 use aws_sdk_lambdamicrovms as lmv;
-use rayito::template::{Arch, Artifact, KeepReason, PruneOptions, PublishOptions, pack_base_image};
+use rayito::template::{
+    Arch, Artifact, KeepReason, PruneOptions, PublishOptions, RefusedReason, pack_base_image,
+};
 use rayito::{Client, ErrorKind, Sandbox, Size, SizeRequest};
 use rayito_agent::emulator::{Emulator, Operation};
 
@@ -344,13 +346,21 @@ async fn prune_keeps_the_newest_and_live_versions_and_deletes_the_rest() {
     );
     assert_eq!(client.images().versions("pr").await.unwrap().len(), 4);
 
-    // For real: version 2 is ACTIVE, refused, set INACTIVE, deleted.
+    // For real: version 2 conflicts twice (the backoff waits), is
+    // refused while ACTIVE, set INACTIVE, deleted.
     prune.dry_run = false;
+    emu.faults()
+        .conflict(Operation::DeleteMicrovmImageVersion, 2);
     let patches = emu.calls(Operation::UpdateMicrovmImageVersion);
     let report = client.images().prune("pr", prune.clone()).await.unwrap();
     assert_eq!(report.deleted, ["2"]);
     assert!(report.refused.is_empty(), "{report:?}");
     assert_eq!(emu.calls(Operation::UpdateMicrovmImageVersion), patches + 1);
+    assert_eq!(
+        emu.calls(Operation::DeleteMicrovmImageVersion),
+        1 + 2 + 1 + 1,
+        "the raw one, two conflicts, the ACTIVE refusal, the delete"
+    );
     let left: Vec<String> = client
         .images()
         .versions("pr")
@@ -361,8 +371,14 @@ async fn prune_keeps_the_newest_and_live_versions_and_deletes_the_rest() {
         .collect();
     assert_eq!(left, ["4", "3", "1"]);
 
-    // Once its sandbox is gone, version 1 goes too.
+    // Once its sandbox is gone, version 1 goes too; conflicts past the
+    // backoff leave it refused first.
     sandbox.kill().await.unwrap();
+    emu.faults()
+        .conflict(Operation::DeleteMicrovmImageVersion, 3);
+    let report = client.images().prune("pr", prune.clone()).await.unwrap();
+    assert!(report.deleted.is_empty(), "{report:?}");
+    assert_eq!(report.refused, [("1".to_owned(), RefusedReason::Conflict)]);
     let report = client.images().prune("pr", prune).await.unwrap();
     assert_eq!(report.deleted, ["1"]);
     emu.shutdown().await;

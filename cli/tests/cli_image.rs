@@ -285,6 +285,8 @@ fn publish_sizes_then_image_sizes_and_a_dry_run_prune_print_their_tables() {
     std::fs::write(&agent, elf(0xB7)).unwrap();
     let zip = work.path().join("sz.zip");
     session.json(&[
+        "--output",
+        "json",
         "image",
         "zip",
         s(&base),
