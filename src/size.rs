@@ -6,6 +6,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::checks::{SIZE_TOO_LARGE, SIZE_UNKNOWN, SIZE_WITH_ARN, SIZE_ZERO, refuse};
 use crate::error::SandboxError;
 
 /// One size of the catalog: an image's memory and its vCPUs (1 vCPU per
@@ -73,20 +74,12 @@ impl Size {
     /// `InvalidArgument` (`size`) for 0 or more than 8192 MiB.
     pub fn for_memory_mib(memory_mib: u32) -> Result<Size, SandboxError> {
         if memory_mib == 0 {
-            return Err(SandboxError::invalid_argument(
-                "size",
-                "a size's memory must be at least 1 MiB; pass 512 to 8192 MiB or a size name",
-            ));
+            return Err(refuse(SIZE_ZERO));
         }
         let size = Size::ALL
             .into_iter()
             .find(|s| s.memory_mib() >= memory_mib)
-            .ok_or_else(|| {
-                SandboxError::invalid_argument(
-                    "size",
-                    "the largest size is 8gb (8192 MiB); pass at most 8192 MiB",
-                )
-            })?;
+            .ok_or_else(|| refuse(SIZE_TOO_LARGE))?;
         if size.memory_mib() != memory_mib {
             tracing::warn!(
                 target: "rayito::size",
@@ -109,10 +102,7 @@ impl Size {
             return Ok(template.to_owned());
         }
         if template.starts_with("arn:") {
-            return Err(SandboxError::invalid_argument(
-                "size",
-                "a size picks the image <template>-<size> by name, and the template is an image ARN; pass the template's name, or the sized image's ARN without a size",
-            ));
+            return Err(refuse(SIZE_WITH_ARN));
         }
         Ok(format!("{template}-{}", self.name()))
     }
@@ -132,12 +122,7 @@ impl FromStr for Size {
         Size::ALL
             .into_iter()
             .find(|size| size.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| {
-                SandboxError::invalid_argument(
-                    "size",
-                    "unknown size; pass one of 512mb, 1gb, 2gb, 4gb, 8gb",
-                )
-            })
+            .ok_or_else(|| refuse(SIZE_UNKNOWN))
     }
 }
 
