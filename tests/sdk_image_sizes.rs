@@ -212,6 +212,23 @@ async fn sizes_build_with_their_memory_are_reused_compared_and_launched_by_size(
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(err.to_string().starts_with("invalid size: "), "{err}");
     assert_eq!(emu.calls(Operation::RunMicrovm), runs);
+
+    // A size the service refuses: the baseline is still published (here
+    // reused), the size carries its error, and not all are launchable.
+    emu.faults().throttle(Operation::CreateMicrovmImage, 20, 0);
+    let mut eight = options(&emu);
+    eight.sizes = vec![Size::Gb8];
+    let partial = client.images().publish(&art, "sz", eight).await.unwrap();
+    emu.faults().clear();
+    assert!(partial.reused);
+    assert!(!partial.all_launchable());
+    let failed = &partial.sizes[0];
+    assert_eq!(
+        (failed.size, failed.image_version.as_deref()),
+        (Size::Gb8, None)
+    );
+    assert!(!failed.launchable());
+    assert!(failed.error.is_some(), "{failed:?}");
     emu.shutdown().await;
 }
 
@@ -373,7 +390,26 @@ async fn prune_keeps_the_newest_and_live_versions_and_deletes_the_rest() {
 
     // Once its sandbox is gone, version 1 goes too; conflicts past the
     // backoff leave it refused first.
+    let id = sandbox.id().to_owned();
     sandbox.kill().await.unwrap();
+    // Its MicroVM may be TERMINATING for a moment: still live.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let vm = raw
+            .get_microvm()
+            .microvm_identifier(&id)
+            .send()
+            .await
+            .unwrap();
+        if vm.state.as_str() == "TERMINATED" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the MicroVM never terminated"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     emu.faults()
         .conflict(Operation::DeleteMicrovmImageVersion, 3);
     let report = client.images().prune("pr", prune.clone()).await.unwrap();
