@@ -70,9 +70,18 @@ reasons! {
         "the AWS region must be labels of 1 to 63 letters, digits or '-' separated by '.', not starting with '-' (like us-east-1); pass a region name";
     LANGUAGE_BAD = "language" =>
         "the language name is empty or contains a NUL character; pass python, bash, javascript or typescript";
+    SIZE_UNKNOWN = "size" =>
+        "unknown size; pass one of 512mb, 1gb, 2gb, 4gb, 8gb";
+    SIZE_ZERO = "size" =>
+        "a size's memory must be at least 1 MiB; pass 512 to 8192 MiB or a size name";
+    SIZE_TOO_LARGE = "size" =>
+        "the largest size is 8gb (8192 MiB); pass at most 8192 MiB";
+    SIZE_WITH_ARN = "size" =>
+        "a size picks the image <template>-<size> by name, and the template is an image ARN; pass the template's name, or the sized image's ARN without a size";
 }
 
-fn refuse((argument, reason): (&'static str, &'static str)) -> SandboxError {
+/// The refusal of a [`REASONS`] entry.
+pub(crate) fn refuse((argument, reason): (&'static str, &'static str)) -> SandboxError {
     SandboxError::invalid_argument(argument, reason)
 }
 

@@ -251,6 +251,7 @@ mod sandbox;
 #[cfg(test)]
 mod seam_tests;
 mod secret;
+pub mod size;
 mod state;
 mod transport;
 
@@ -275,6 +276,7 @@ pub use sandbox::{
     TemplateInfo,
 };
 pub use secret::Secret;
+pub use size::{Size, SizeRequest};
 
 /// The generated `rayito.v1` clients and messages (crate `rayito-proto`);
 /// private to the SDK: no generated type appears in its public API.

@@ -120,6 +120,8 @@ fn template_and_image_futures_are_send(client: &Client, artifact: &rayito::templ
     assert_send(&images.publish(artifact, "i", PublishOptions::default()));
     assert_send(&images.list(None));
     assert_send(&images.versions("i"));
+    assert_send(&images.sizes("i"));
+    assert_send(&images.prune("i", rayito::template::PruneOptions::default()));
 }
 
 #[cfg(feature = "local")]

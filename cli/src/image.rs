@@ -1,16 +1,22 @@
 //! `rayito image`: pack the base image's artifact (`zip`), publish it as a
-//! MicroVM image (`publish`), and list images and versions (`list`).
+//! MicroVM image with its sizes (`publish`), list images and versions
+//! (`list`), where each size stands (`sizes`), and delete old versions
+//! (`prune`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Subcommand;
-use rayito::SandboxError;
 use rayito::error::BuildReason;
-use rayito::template::{Arch, Artifact, BuildEvent, PublishOptions, pack_base_image};
-use serde_json::json;
+use rayito::template::{
+    Arch, Artifact, PruneOptions, PruneReport, PublishInfo, PublishOptions, Variant,
+    pack_base_image,
+};
+use rayito::{SandboxError, Size};
+use serde_json::{Value, json};
 
+use crate::build_output::BuildOutput;
 use crate::commands::{Backend, Failure};
 use crate::output;
 use crate::{Format, Global};
@@ -46,9 +52,17 @@ pub enum ImageCommand {
         /// its own).
         #[arg(long)]
         bucket: Option<String>,
-        /// The image's name.
-        #[arg(long, default_value = "rayito-base")]
-        image_name: String,
+        /// The image's name (default: the variant's, rayito-base for full).
+        #[arg(long)]
+        image_name: Option<String>,
+        /// The artifact's variant: full, slim or poly (its markers are
+        /// checked before anything is written).
+        #[arg(long, default_value = "full")]
+        variant: String,
+        /// Sizes to publish beside the 2gb baseline, each as
+        /// <image>-<size>: 512mb, 1gb, 4gb, 8gb (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<String>,
         /// The managed base image's major version, or `latest`.
         #[arg(long)]
         base_image_version: String,
@@ -79,6 +93,33 @@ pub enum ImageCommand {
         /// Only images whose name contains this.
         #[arg(long)]
         name_filter: Option<String>,
+    },
+    /// Each size of an image: published or not, its ARN, its state, and
+    /// whether its newest version has the baseline's artifact.
+    Sizes {
+        /// The baseline image's name (default: the variant's).
+        #[arg(long)]
+        image_name: Option<String>,
+        /// The variant whose image is meant: full, slim or poly.
+        #[arg(long, default_value = "full")]
+        variant: String,
+    },
+    /// Deletes an image's old versions, oldest first: keeps the newest
+    /// launchable ones, every version MicroVMs run on and every version
+    /// building (exit 1 when the service kept one it was asked to delete).
+    Prune {
+        /// The image's name (default: rayito-base).
+        #[arg(long, default_value = "rayito-base")]
+        image_name: String,
+        /// How many launchable versions to keep.
+        #[arg(long, default_value_t = 5)]
+        keep: usize,
+        /// Only say what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
+        /// Seconds to wait for each deleted version to be gone.
+        #[arg(long, default_value_t = 600)]
+        wait_timeout: u64,
     },
 }
 
@@ -193,6 +234,8 @@ async fn dispatch(
             artifact,
             bucket,
             image_name,
+            variant,
+            sizes,
             base_image_version,
             memory_mib,
             timeout_seconds,
@@ -209,6 +252,12 @@ async fn dispatch(
                     )
                 })?),
             };
+            let variant: Variant = variant.parse()?;
+            let image_name = image_name.unwrap_or_else(|| variant.image_name().to_owned());
+            let sizes = sizes
+                .iter()
+                .map(|s| s.parse::<Size>())
+                .collect::<Result<Vec<_>, _>>()?;
             let bytes = std::fs::read(&artifact)
                 .map_err(|e| Failure::Cli(format!("cannot read {}: {e}", artifact.display())))?;
             let bucket = bucket.or_else(|| {
@@ -226,83 +275,98 @@ async fn dispatch(
             options.env = parse_env(&env)?;
             options.build_role_arn = build_role_arn;
             options.arch = arch.parse()?;
-            let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-            let lines = log.clone();
-            let options = options.on_event(move |event| match event {
-                BuildEvent::Log(line) => lines
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(line.clone()),
-                other => {
-                    if format == Format::Text {
-                        eprintln!("{other}");
-                    }
-                }
-            });
+            options.sizes = sizes;
+            options.variant = variant;
+            let progress = BuildOutput::start(format, &format!("publishing {image_name}"));
+            let options = options.on_event(progress.on_event());
             let outcome = images
                 .publish(&Artifact::from_zip(bytes), &image_name, options)
                 .await;
             match outcome {
                 Ok(info) => {
-                    match format {
-                        Format::Json => output::json(&json!({
-                            "imageArn": info.image_arn,
-                            "imageVersion": info.image_version,
-                            "baseImageVersion": info.base_image_version,
-                            "artifact": info.artifact,
-                            "artifactUploaded": info.artifact_uploaded,
-                            "reused": info.reused,
-                            "buildSeconds": info.duration.as_secs_f64(),
-                            "launchable": true,
-                            "gate": "launchable",
-                        })),
-                        Format::Text => {
-                            let how = if info.reused { "reused" } else { "built" };
-                            println!(
-                                "{how} {image_name} version {} over al2023-1 version {}",
-                                info.image_version, info.base_image_version
-                            );
-                            println!("RAYITO_TEMPLATE={}", info.image_arn);
-                        }
-                    }
-                    Ok(0)
+                    progress.finish();
+                    Ok(published(format, &image_name, &info))
                 }
                 Err(err @ SandboxError::Build { .. }) if format == Format::Json => {
+                    progress.finish();
                     // Not launchable: the publish's JSON with the gate's
                     // outcome and the error, exit 1.
-                    let gate = match &err {
-                        SandboxError::Build {
-                            reason: Some(BuildReason::BuildTimeout),
-                            ..
-                        } => "timeout",
-                        _ => "failed",
-                    };
-                    let info = err.classify();
                     output::json(&json!({
                         "imageName": image_name,
                         "launchable": false,
-                        "gate": gate,
-                        "error": {
-                            "message": err.to_string(),
-                            "kind": info.kind,
-                            "retryable": info.retryable,
-                        },
+                        "gate": gate_of(&err),
+                        "error": error_json(&err),
                     }));
                     Ok(output::EXIT_FAILURE)
                 }
                 Err(err) => {
-                    if format == Format::Text {
-                        let lines = log.lock().unwrap_or_else(|p| p.into_inner());
-                        if !lines.is_empty() {
-                            eprintln!("build log:");
-                            for line in lines.iter() {
-                                eprintln!("  {line}");
-                            }
-                        }
-                    }
+                    progress.failed(&err);
                     Err(Failure::Sdk(err))
                 }
             }
+        }
+        ImageCommand::Sizes {
+            image_name,
+            variant,
+        } => {
+            let variant: Variant = variant.parse()?;
+            let name = image_name.unwrap_or_else(|| variant.image_name().to_owned());
+            let rows = images.sizes(&name).await?;
+            match format {
+                Format::Json => output::json(&json!({
+                    "imageName": name,
+                    "sizes": rows.iter().map(|r| json!({
+                        "size": r.size.name(),
+                        "memoryMib": r.size.memory_mib(),
+                        "imageName": r.image_name,
+                        "imageArn": r.image_arn,
+                        "published": r.published,
+                        "state": r.state,
+                        "latestVersion": r.latest_version,
+                        "sameArtifact": r.same_artifact,
+                    })).collect::<Vec<_>>(),
+                })),
+                Format::Text => {
+                    println!(
+                        "{:<6} {:<32} {:<9} {:<14} {:<7} SAME_ARTIFACT",
+                        "SIZE", "IMAGE", "PUBLISHED", "STATE", "VERSION"
+                    );
+                    for r in &rows {
+                        println!(
+                            "{:<6} {:<32} {:<9} {:<14} {:<7} {}",
+                            r.size.name(),
+                            r.image_name,
+                            if r.published { "yes" } else { "no" },
+                            r.state.as_deref().unwrap_or("-"),
+                            r.latest_version.as_deref().unwrap_or("-"),
+                            match r.same_artifact {
+                                Some(true) => "yes",
+                                Some(false) => "no",
+                                None => "-",
+                            }
+                        );
+                    }
+                }
+            }
+            Ok(0)
+        }
+        ImageCommand::Prune {
+            image_name,
+            keep,
+            dry_run,
+            wait_timeout,
+        } => {
+            let mut options = PruneOptions::default();
+            options.keep = keep;
+            options.dry_run = dry_run;
+            options.wait_timeout = Duration::from_secs(wait_timeout);
+            let report = images.prune(&image_name, options).await?;
+            print_prune(format, &image_name, &report);
+            Ok(if report.refused.is_empty() {
+                0
+            } else {
+                output::EXIT_FAILURE
+            })
         }
         ImageCommand::List { name, name_filter } => {
             match name {
@@ -358,6 +422,138 @@ async fn dispatch(
                 }
             }
             Ok(0)
+        }
+    }
+}
+
+/// The gate's outcome of a failed build: `timeout` or `failed`.
+fn gate_of(err: &SandboxError) -> &'static str {
+    match err {
+        SandboxError::Build {
+            reason: Some(BuildReason::BuildTimeout),
+            ..
+        } => "timeout",
+        _ => "failed",
+    }
+}
+
+fn error_json(err: &SandboxError) -> Value {
+    let info = err.classify();
+    json!({
+        "message": err.to_string(),
+        "kind": info.kind,
+        "retryable": info.retryable,
+    })
+}
+
+/// A publish's result: the JSON document, or the lines a shell sources
+/// (`RAYITO_TEMPLATE=`, then `RAYITO_TEMPLATE_<SIZE>=` per size, only
+/// when every size is launchable). Returns the exit code: 1 unless every
+/// image is launchable.
+fn published(format: Format, image_name: &str, info: &PublishInfo) -> i32 {
+    let all = info.all_launchable();
+    match format {
+        Format::Json => {
+            let mut doc = json!({
+                "imageArn": info.image_arn,
+                "imageVersion": info.image_version,
+                "baseImageVersion": info.base_image_version,
+                "artifact": info.artifact,
+                "artifactUploaded": info.artifact_uploaded,
+                "reused": info.reused,
+                "buildSeconds": info.duration.as_secs_f64(),
+                "launchable": all,
+                "gate": if all { "launchable" } else { "failed" },
+            });
+            if !info.sizes.is_empty()
+                && let Some(obj) = doc.as_object_mut()
+            {
+                obj.insert(
+                    "sizes".into(),
+                    info.sizes
+                        .iter()
+                        .map(|s| {
+                            let mut size = json!({
+                                "size": s.size.name(),
+                                "imageName": s.image_name,
+                                "imageArn": s.image_arn,
+                                "imageVersion": s.image_version,
+                                "reused": s.reused,
+                                "launchable": s.launchable(),
+                            });
+                            if let (Some(err), Some(obj)) = (&s.error, size.as_object_mut()) {
+                                obj.insert("gate".into(), json!(gate_of(err)));
+                                obj.insert("error".into(), error_json(err));
+                            }
+                            size
+                        })
+                        .collect(),
+                );
+            }
+            output::json(&doc);
+        }
+        Format::Text => {
+            let how = if info.reused { "reused" } else { "built" };
+            println!(
+                "{how} {image_name} version {} over al2023-1 version {}",
+                info.image_version, info.base_image_version
+            );
+            for s in &info.sizes {
+                match (&s.image_version, &s.error) {
+                    (Some(version), None) => {
+                        let how = if s.reused { "reused" } else { "built" };
+                        println!("{how} {} version {version}", s.image_name);
+                    }
+                    (_, Some(err)) => eprintln!("{} is not launchable: {err}", s.image_name),
+                    (None, None) => {}
+                }
+            }
+            if all {
+                println!("RAYITO_TEMPLATE={}", info.image_arn);
+                for s in &info.sizes {
+                    println!(
+                        "RAYITO_TEMPLATE_{}={}",
+                        s.size.name().to_ascii_uppercase(),
+                        s.image_arn
+                    );
+                }
+            }
+        }
+    }
+    if all { 0 } else { output::EXIT_FAILURE }
+}
+
+/// A prune's report: what was kept and why, deleted (or would be), and
+/// what the service kept.
+fn print_prune(format: Format, image_name: &str, report: &PruneReport) {
+    match format {
+        Format::Json => output::json(&json!({
+            "imageName": image_name,
+            "imageArn": report.image_arn,
+            "dryRun": report.dry_run,
+            "kept": report.kept.iter().map(|(v, why)| json!({
+                "version": v, "reason": why.as_str(),
+            })).collect::<Vec<_>>(),
+            "deleted": report.deleted,
+            "refused": report.refused.iter().map(|(v, why)| json!({
+                "version": v, "reason": why.as_str(),
+            })).collect::<Vec<_>>(),
+        })),
+        Format::Text => {
+            for (version, why) in &report.kept {
+                println!("keep    {version} ({})", why.as_str());
+            }
+            let verb = if report.dry_run {
+                "would delete"
+            } else {
+                "deleted"
+            };
+            for version in &report.deleted {
+                println!("{verb} {version}");
+            }
+            for (version, why) in &report.refused {
+                println!("refused {version} ({})", why.as_str());
+            }
         }
     }
 }

@@ -8,6 +8,7 @@
 //! retryable failure (capacity, rate limit, a lost connection): the same
 //! call may succeed later.
 
+mod build_output;
 mod cache;
 mod commands;
 mod doctor;

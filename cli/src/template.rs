@@ -2,17 +2,14 @@
 //! file (the SDK's stable JSON form, `Template::to_json`), and read the
 //! builds' status, logs and list.
 
-use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Subcommand;
-use indicatif::{ProgressBar, ProgressStyle};
-use rayito::SandboxError;
-use rayito::template::{BuildEvent, BuildOptions, BuildStatus, Template};
+use rayito::template::{BuildOptions, BuildStatus, Template};
 use serde_json::json;
 
+use crate::build_output::BuildOutput;
 use crate::commands::{Backend, Failure};
 use crate::output;
 use crate::{Format, Global};
@@ -200,8 +197,8 @@ async fn dispatch(
     }
 }
 
-/// Builds with a progress line (text output on a terminal); on failure the
-/// build log's lines go to stderr before the error.
+/// Builds with a progress line; on failure the build log's lines go to
+/// stderr before the error.
 async fn build(
     templates: &rayito::template::Templates,
     format: Format,
@@ -209,35 +206,12 @@ async fn build(
     name: &str,
     options: BuildOptions,
 ) -> Result<i32, Failure> {
-    let bar = (format == Format::Text && std::io::stderr().is_terminal()).then(|| {
-        let bar = ProgressBar::new_spinner();
-        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
-            bar.set_style(style);
-        }
-        bar.set_message(format!("building {name}"));
-        bar.enable_steady_tick(Duration::from_millis(100));
-        bar
-    });
-    let log = Arc::new(Mutex::new(Vec::<String>::new()));
-    let progress = bar.clone();
-    let lines = log.clone();
-    let options = options.on_event(move |event| match event {
-        BuildEvent::Log(line) => lines
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(line.clone()),
-        other => {
-            if let Some(bar) = &progress {
-                bar.set_message(other.to_string());
-            }
-        }
-    });
+    let progress = BuildOutput::start(format, &format!("building {name}"));
+    let options = options.on_event(progress.on_event());
     let outcome = templates.build(template, name, options).await;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
     match outcome {
         Ok(info) => {
+            progress.finish();
             match format {
                 Format::Json => output::json(&json!({
                     "template_id": info.template_id,
@@ -262,28 +236,8 @@ async fn build(
             Ok(0)
         }
         Err(err) => {
-            if format == Format::Text {
-                print_failure_log(&err, &log.lock().unwrap_or_else(|p| p.into_inner()));
-            }
+            progress.failed(&err);
             Err(Failure::Sdk(err))
         }
-    }
-}
-
-/// The build log of a failed build on stderr (the failed step's lines
-/// first come from the error's own log tail when no log was read).
-fn print_failure_log(err: &SandboxError, lines: &[String]) {
-    let tail: Vec<&str> = match err {
-        SandboxError::Build { log_tail, .. } if lines.is_empty() => {
-            log_tail.as_str().lines().collect()
-        }
-        _ => lines.iter().map(String::as_str).collect(),
-    };
-    if tail.is_empty() {
-        return;
-    }
-    eprintln!("build log:");
-    for line in tail {
-        eprintln!("  {line}");
     }
 }

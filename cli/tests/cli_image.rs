@@ -265,3 +265,128 @@ fn zip_is_deterministic_checks_the_arch_and_publish_builds_then_reuses() {
             .contains("--base-image-version takes a major version number or latest")
     );
 }
+
+#[test]
+fn publish_sizes_then_image_sizes_and_a_dry_run_prune_print_their_tables() {
+    if let Some(reason) = skip_support::local_builds_unavailable() {
+        skip_support::skip(reason);
+        return;
+    }
+    let session = Session::new();
+    let work = tempfile::tempdir().unwrap();
+    let base = work.path().join("base");
+    std::fs::create_dir(&base).unwrap();
+    std::fs::write(
+        base.join("Dockerfile"),
+        "COPY rayd /opt/rayito-cli-sz/rayd\nCMD [\"/opt/rayito-cli-sz/rayd\"]\n",
+    )
+    .unwrap();
+    let agent = work.path().join("agent");
+    std::fs::write(&agent, elf(0xB7)).unwrap();
+    let zip = work.path().join("sz.zip");
+    session.json(&[
+        "--output",
+        "json",
+        "image",
+        "zip",
+        s(&base),
+        s(&zip),
+        "--agent-binary",
+        s(&agent),
+    ]);
+
+    // The baseline and one size; the lines a shell sources.
+    let out = session.run(&[
+        "--local",
+        "image",
+        "publish",
+        "--artifact",
+        s(&zip),
+        "--image-name",
+        "cli-sz",
+        "--base-image-version",
+        "1",
+        "--sizes",
+        "512mb",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let arn = |name: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .map(str::to_owned)
+    };
+    assert!(
+        arn("RAYITO_TEMPLATE")
+            .unwrap()
+            .ends_with(":microvm-image:cli-sz")
+    );
+    assert!(
+        arn("RAYITO_TEMPLATE_512MB")
+            .unwrap()
+            .ends_with(":microvm-image:cli-sz-512mb")
+    );
+
+    // The baseline again (forced): version 2; the size keeps version 1.
+    let forced = session.json(&[
+        "--local",
+        "--output",
+        "json",
+        "image",
+        "publish",
+        "--artifact",
+        s(&zip),
+        "--image-name",
+        "cli-sz",
+        "--base-image-version",
+        "1",
+        "--force",
+    ]);
+    assert_eq!(forced["imageVersion"], "2");
+
+    let out = session.run(&["--local", "image", "sizes", "--image-name", "cli-sz"]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "SIZE   IMAGE                            PUBLISHED STATE          VERSION SAME_ARTIFACT\n\
+         512mb  cli-sz-512mb                     yes       CREATED        1       yes\n\
+         1gb    cli-sz-1gb                       no        -              -       -\n\
+         2gb    cli-sz                           yes       UPDATED        2       -\n\
+         4gb    cli-sz-4gb                       no        -              -       -\n\
+         8gb    cli-sz-8gb                       no        -              -       -\n"
+    );
+
+    let dry = [
+        "--local",
+        "image",
+        "prune",
+        "--image-name",
+        "cli-sz",
+        "--keep",
+        "1",
+        "--dry-run",
+    ];
+    let out = session.run(&dry);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "keep    2 (newest)\nwould delete 1\n"
+    );
+    let mut json_dry = vec!["--output", "json"];
+    json_dry.extend_from_slice(&dry);
+    let report = session.json(&json_dry);
+    assert_eq!(report["dryRun"], true);
+    assert_eq!(
+        report["kept"],
+        serde_json::json!([{ "version": "2", "reason": "newest" }])
+    );
+    assert_eq!(report["deleted"], serde_json::json!(["1"]));
+    // Nothing was deleted.
+    let versions = session.json(&["--local", "--output", "json", "image", "list", "cli-sz"]);
+    assert_eq!(versions["versions"].as_array().unwrap().len(), 2);
+}

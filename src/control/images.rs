@@ -156,6 +156,8 @@ pub(crate) struct ImageInfo {
     pub state: String,
     pub latest_active_version: Option<String>,
     pub latest_failed_version: Option<String>,
+    /// Its tags (GetMicrovmImage only; listings carry none).
+    pub tags: BTreeMap<String, String>,
 }
 
 /// One version of an image.
@@ -177,6 +179,15 @@ impl VersionInfo {
     pub(crate) fn is_usable(&self) -> bool {
         self.state == "SUCCESSFUL" && self.status == "ACTIVE"
     }
+}
+
+/// Why DeleteMicrovmImageVersion refused a version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DeleteRefused {
+    /// ConflictException: it builds, or MicroVMs run on it.
+    Conflict,
+    /// ValidationException: it is ACTIVE (or another refused value).
+    Validation,
 }
 
 /// What Create/Update answered: the image and the new version.
@@ -222,6 +233,7 @@ impl ImageApi {
                 state: out.state.as_str().to_owned(),
                 latest_active_version: out.latest_active_image_version,
                 latest_failed_version: out.latest_failed_image_version,
+                tags: out.tags.unwrap_or_default().into_iter().collect(),
             })),
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(map_sdk_error("GetMicrovmImage", &e)),
@@ -326,6 +338,7 @@ impl ImageApi {
                 state: i.state.as_str().to_owned(),
                 latest_active_version: i.latest_active_image_version,
                 latest_failed_version: i.latest_failed_image_version,
+                tags: BTreeMap::new(),
             }));
             match out.next_token {
                 Some(token) if !token.is_empty() && images.len() < MAX_VERSIONS_READ => {
@@ -370,6 +383,90 @@ impl ImageApi {
         newest
             .map(|(_, v)| v)
             .ok_or_else(SandboxError::base_image_no_version)
+    }
+
+    /// Whether version `version` of image `id` still exists
+    /// (GetMicrovmImageVersion; ResourceNotFoundException means gone).
+    ///
+    /// # Errors
+    /// Any other failure, mapped.
+    pub(crate) async fn version_exists(
+        &self,
+        id: &str,
+        version: &str,
+    ) -> Result<bool, SandboxError> {
+        match self
+            .client
+            .get_microvm_image_version()
+            .image_identifier(id)
+            .image_version(version)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(map_sdk_error("GetMicrovmImageVersion", &e)),
+        }
+    }
+
+    /// UpdateMicrovmImageVersion: sets the version's status (`ACTIVE`
+    /// when `active`, else `INACTIVE`).
+    ///
+    /// # Errors
+    /// Any failure, mapped.
+    pub(crate) async fn set_version_status(
+        &self,
+        id: &str,
+        version: &str,
+        active: bool,
+    ) -> Result<(), SandboxError> {
+        let status = if active {
+            lmv::types::MicrovmImageVersionStatus::Active
+        } else {
+            lmv::types::MicrovmImageVersionStatus::Inactive
+        };
+        self.client
+            .update_microvm_image_version()
+            .image_identifier(id)
+            .image_version(version)
+            .status(status)
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("UpdateMicrovmImageVersion", &e))?;
+        Ok(())
+    }
+
+    /// DeleteMicrovmImageVersion. A version already gone counts as
+    /// deleted.
+    ///
+    /// # Errors
+    /// [`DeleteRefused`] inside `Ok(Err(..))` for the refusals a prune
+    /// handles (ConflictException, ValidationException); any other
+    /// failure, mapped.
+    pub(crate) async fn delete_version(
+        &self,
+        id: &str,
+        version: &str,
+    ) -> Result<Result<(), DeleteRefused>, SandboxError> {
+        match self
+            .client
+            .delete_microvm_image_version()
+            .image_identifier(id)
+            .image_version(version)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(Ok(())),
+            Err(e) => {
+                let failure = extract("DeleteMicrovmImageVersion", &e);
+                match failure.code.as_deref() {
+                    Some("ResourceNotFoundException") => Ok(Ok(())),
+                    Some("ConflictException") => Ok(Err(DeleteRefused::Conflict)),
+                    Some("ValidationException") => Ok(Err(DeleteRefused::Validation)),
+                    _ => Err(map_sdk_error("DeleteMicrovmImageVersion", &e)),
+                }
+            }
+        }
     }
 
     /// CreateMicrovmImage (`existing` false) or UpdateMicrovmImage of

@@ -110,6 +110,18 @@ impl SandboxBuilder {
         self
     }
 
+    /// The sandbox's size: a [`Size`](crate::Size), or
+    /// [`SizeRequest::MemoryMib`](crate::SizeRequest) that rounds up to the
+    /// next size (with a warning). The sandbox runs the image
+    /// `<template>-<size>` (`rayito image publish --sizes` builds them; the
+    /// baseline `2gb` is the template itself). `create` refuses, before any
+    /// I/O, with `InvalidArgument` (`size`) more than 8192 MiB or a template
+    /// given as an image ARN with any size but the baseline.
+    pub fn size(mut self, size: impl Into<crate::SizeRequest>) -> Self {
+        self.options.size = Some(size.into());
+        self
+    }
+
     /// The sandbox's lifetime (default 1 h, at most 8 h; `create` refuses a
     /// longer one with `SandboxLifetime`, a zero one with `InvalidArgument`,
     /// before any I/O; a fraction of a second counts as a whole second).
@@ -263,10 +275,11 @@ impl SandboxBuilder {
     pub async fn create(self) -> Result<Sandbox, SandboxError> {
         boxed!(Result<Sandbox, SandboxError>, {
             let (plan, access_token, payload) = self.launch()?;
+            let template = self.options.sized_template()?;
             let client = self.client.client().await?;
             let backend = client.backend();
             let policy = *client.retry_policy();
-            let image_arn = client.image_arn(self.options.template.as_deref()).await?;
+            let image_arn = client.image_arn(template.as_deref()).await?;
             let request = RunRequest {
                 image_arn,
                 image_version: self.options.template_version.map(|v| v.to_string()),
@@ -410,8 +423,9 @@ impl SandboxBuilder {
     /// permission for `GetMicrovmImage`); other control-plane failures.
     pub async fn template_info(self) -> Result<TemplateInfo, SandboxError> {
         boxed!(Result<TemplateInfo, SandboxError>, {
+            let template = self.options.sized_template()?;
             let client = self.client.client().await?;
-            client.template_info(self.options.template.as_deref()).await
+            client.template_info(template.as_deref()).await
         })
     }
 

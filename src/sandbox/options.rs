@@ -81,6 +81,8 @@ pub(crate) enum IdleChoice {
 pub(crate) struct CreateOptions {
     pub template: Option<String>,
     pub template_version: Option<u32>,
+    /// The size: its image is `<template>-<size>` (baseline unsuffixed).
+    pub size: Option<crate::size::SizeRequest>,
     pub timeout: Duration,
     pub max_lifetime: Option<Duration>,
     pub on_timeout: Option<OnTimeout>,
@@ -99,6 +101,7 @@ impl Default for CreateOptions {
         Self {
             template: None,
             template_version: None,
+            size: None,
             timeout: DEFAULT_TIMEOUT,
             max_lifetime: None,
             on_timeout: None,
@@ -120,6 +123,7 @@ impl fmt::Debug for CreateOptions {
         f.debug_struct("CreateOptions")
             .field("template", &self.template)
             .field("template_version", &self.template_version)
+            .field("size", &self.size)
             .field("timeout", &self.timeout)
             .field("max_lifetime", &self.max_lifetime)
             .field("on_timeout", &self.on_timeout)
@@ -132,6 +136,36 @@ impl fmt::Debug for CreateOptions {
             .field("execution_role_arn", &self.execution_role_arn)
             .field("access_token", &self.access_token)
             .finish()
+    }
+}
+
+impl CreateOptions {
+    /// The template a create runs with the size applied: the template
+    /// (else `RAYITO_TEMPLATE`, else the default image) suffixed
+    /// `-<size>`; without a size, or for the baseline, the template as
+    /// given (`None` leaves the choice to the backend).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`size`) for a size out of the catalog, or an
+    /// image ARN with a size other than the baseline.
+    pub(crate) fn sized_template(&self) -> Result<Option<String>, SandboxError> {
+        let Some(request) = self.size else {
+            return Ok(self.template.clone());
+        };
+        let size = request.resolve()?;
+        if size.is_baseline() {
+            return Ok(self.template.clone());
+        }
+        let template = self
+            .template
+            .clone()
+            .or_else(|| {
+                std::env::var(super::backend::TEMPLATE_ENV)
+                    .ok()
+                    .filter(|t| !t.is_empty())
+            })
+            .unwrap_or_else(|| crate::local::DEFAULT_IMAGE.to_owned());
+        size.image_name(&template).map(Some)
     }
 }
 
@@ -536,5 +570,48 @@ mod wire_tests {
         assert!(payload.is_ascii());
         let decoded: serde_json::Value = serde_json::from_str(&payload).unwrap();
         assert_eq!(decoded["metadata"]["who"], "é😀");
+    }
+
+    #[test]
+    fn a_size_picks_the_suffixed_image_and_refuses_an_arn() {
+        use crate::size::{Size, SizeRequest};
+        let with = |template: Option<&str>, size: Option<SizeRequest>| CreateOptions {
+            template: template.map(str::to_owned),
+            size,
+            ..CreateOptions::default()
+        };
+        let sized = |template, size| with(template, size).sized_template();
+        assert_eq!(sized(Some("py"), None).unwrap().as_deref(), Some("py"));
+        assert_eq!(
+            sized(Some("py"), Some(Size::Gb4.into()))
+                .unwrap()
+                .as_deref(),
+            Some("py-4gb")
+        );
+        assert_eq!(
+            sized(Some("py"), Some(Size::Baseline.into()))
+                .unwrap()
+                .as_deref(),
+            Some("py")
+        );
+        assert_eq!(
+            sized(Some("py"), Some(SizeRequest::MemoryMib(600)))
+                .unwrap()
+                .as_deref(),
+            Some("py-1gb")
+        );
+        let arn = "arn:aws:lambda:us-east-1:123456789012:microvm-image:py";
+        assert_eq!(sized(Some(arn), None).unwrap().as_deref(), Some(arn));
+        let refused = sized(Some(arn), Some(Size::Mb512.into())).unwrap_err();
+        assert_eq!(refused.kind(), crate::ErrorKind::InvalidArgument);
+        assert!(
+            refused.to_string().starts_with("invalid size: "),
+            "{refused}"
+        );
+        let too_big = sized(Some("py"), Some(SizeRequest::MemoryMib(9000))).unwrap_err();
+        assert!(
+            too_big.to_string().contains("at most 8192 MiB"),
+            "{too_big}"
+        );
     }
 }

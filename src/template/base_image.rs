@@ -441,6 +441,101 @@ pub fn pack_base_image(
     })?))
 }
 
+/// The marker of a slim artifact (its kernel warm-up), spec 2.1.
+pub const SLIM_MARKER: &str = "kernel-sidecar/ipython/startup/warmup_variant";
+/// The marker of a poly artifact (its extra kernels), spec 2.1.
+pub const POLY_MARKER: &str = "kernel-sidecar/kernels_variant";
+
+/// Which base image an artifact is: its image name, and the marker files
+/// `rayito image zip` writes for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Variant {
+    /// `rayito-base`: no marker.
+    #[default]
+    Full,
+    /// `rayito-base-slim`: [`SLIM_MARKER`] holds `slim\n`.
+    Slim,
+    /// `rayito-base-poly`: [`POLY_MARKER`] holds `poly\n`.
+    Poly,
+}
+
+impl Variant {
+    /// `full`, `slim` or `poly`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::Slim => "slim",
+            Self::Poly => "poly",
+        }
+    }
+
+    /// The image the variant is published as by default.
+    pub fn image_name(self) -> &'static str {
+        match self {
+            Self::Full => "rayito-base",
+            Self::Slim => "rayito-base-slim",
+            Self::Poly => "rayito-base-poly",
+        }
+    }
+
+    /// The variant an artifact's markers say it is.
+    fn of(files: &BTreeMap<String, Vec<u8>>) -> Option<Self> {
+        let slim = files.get(SLIM_MARKER).is_some_and(|m| m == b"slim\n");
+        let poly = files.get(POLY_MARKER).is_some_and(|m| m == b"poly\n");
+        match (slim, poly) {
+            (false, false) => Some(Self::Full),
+            (true, false) => Some(Self::Slim),
+            (false, true) => Some(Self::Poly),
+            (true, true) => None,
+        }
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Variant {
+    type Err = SandboxError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "full" => Ok(Self::Full),
+            "slim" => Ok(Self::Slim),
+            "poly" => Ok(Self::Poly),
+            _ => Err(SandboxError::invalid_argument(
+                "variant",
+                "unknown variant; pass full, slim or poly",
+            )),
+        }
+    }
+}
+
+/// Checks that `artifact`'s markers say it is `variant` (a slim artifact
+/// published as the full image would give every user the slim one).
+///
+/// # Errors
+/// `InvalidArgument` (`variant`) when they differ; `InvalidArgument`
+/// (`artifact`) for a zip this SDK does not read.
+pub fn check_artifact_variant(artifact: &Artifact, variant: Variant) -> Result<(), SandboxError> {
+    let files = read_base(artifact.bytes()).map_err(|_| {
+        SandboxError::invalid_argument(
+            "artifact",
+            "is not a base image artifact (a zip this SDK reads); make one with rayito image zip",
+        )
+    })?;
+    match Variant::of(&files) {
+        Some(found) if found == variant => Ok(()),
+        _ => Err(SandboxError::invalid_argument(
+            "variant",
+            "the artifact's variant markers do not match the variant asked for; pack the artifact for that variant, or pass the artifact's variant",
+        )),
+    }
+}
+
 /// Checks that `artifact` is a base image's: a zip (as the SDK reads
 /// one) whose `Dockerfile` ends by running `rayd` and whose `rayd` is an
 /// executable for `arch`.
@@ -607,6 +702,35 @@ mod tests {
         assert!(glibc_needed(&me).is_some_and(|m| m >= 2));
         // No section table (a stand-in, a static binary): nothing needed.
         assert_eq!(glibc_needed(&elf(0xB7)), None);
+    }
+
+    #[test]
+    fn the_variant_markers_must_match_the_variant_asked_for() {
+        let full = tempfile::tempdir().unwrap();
+        let slim = tempfile::tempdir().unwrap();
+        let marker = slim.path().join(SLIM_MARKER);
+        std::fs::create_dir_all(marker.parent().unwrap()).unwrap();
+        std::fs::write(&marker, "slim\n").unwrap();
+        let full = pack_base_image(full.path(), Some(&elf(0xB7)), Arch::Arm64).unwrap();
+        let slim = pack_base_image(slim.path(), Some(&elf(0xB7)), Arch::Arm64).unwrap();
+        check_artifact_variant(&full, Variant::Full).unwrap();
+        check_artifact_variant(&slim, Variant::Slim).unwrap();
+        let wrong = check_artifact_variant(&slim, Variant::Full).unwrap_err();
+        assert_eq!(
+            wrong.to_string(),
+            "invalid variant: the artifact's variant markers do not match the variant asked for; pack the artifact for that variant, or pass the artifact's variant"
+        );
+        assert!(check_artifact_variant(&full, Variant::Poly).is_err());
+        let names: Vec<&str> = [Variant::Full, Variant::Slim, Variant::Poly]
+            .iter()
+            .map(|v| v.image_name())
+            .collect();
+        assert_eq!(
+            names,
+            ["rayito-base", "rayito-base-slim", "rayito-base-poly"]
+        );
+        assert_eq!("poly".parse::<Variant>().unwrap(), Variant::Poly);
+        assert!("caps".parse::<Variant>().is_err());
     }
 
     #[test]

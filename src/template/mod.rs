@@ -56,13 +56,16 @@ mod validate;
 pub use agent_files::{TEMPLATE_ENV_JSON_VERSION, TEMPLATE_JSON_VERSION};
 pub use artifact::Artifact;
 pub use base_image::{
-    AGENT_ENTRY, Arch, DEFAULT_DOCKERFILE, check_agent_binary, check_base_artifact, pack_base_image,
+    AGENT_ENTRY, Arch, DEFAULT_DOCKERFILE, POLY_MARKER, SLIM_MARKER, Variant, check_agent_binary,
+    check_artifact_variant, check_base_artifact, pack_base_image,
 };
 pub(crate) use build::TemplateServices;
 pub use build::{
-    BUCKET_ENV, BuildEvent, BuildHandle, BuildInfo, BuildOptions, BuildStatus,
-    DEFAULT_BUILD_TIMEOUT, DEFAULT_MEMORY_MIB, HOOKS_PORT, ImageVersionSummary, Images,
-    MANAGED_BASE_IMAGE, MEMORY_SIZES_MIB, ProgressFn, PublishInfo, PublishOptions, TemplateSummary,
+    BASELINE_MEMORY_ENV, BUCKET_ENV, BuildEvent, BuildHandle, BuildInfo, BuildOptions, BuildStatus,
+    DEFAULT_BUILD_TIMEOUT, DEFAULT_MEMORY_MIB, DEFAULT_PRUNE_KEEP, DEFAULT_PRUNE_WAIT, HOOKS_PORT,
+    ImageVersionSummary, Images, KeepReason, MANAGED_BASE_IMAGE, MANAGED_BY_TAG, MEMORY_SIZES_MIB,
+    PRUNE_CONFLICT_BACKOFF, PRUNE_POLL_INTERVAL, ProgressFn, PruneOptions, PruneReport,
+    PublishInfo, PublishOptions, RefusedReason, SizePublish, SizeStatus, TemplateSummary,
     Templates,
 };
 pub use builder::{DEFAULT_BASE_IMAGE, Template};

@@ -82,6 +82,15 @@ impl ApiError {
             .member("resourceId", json!(arn))
     }
 
+    /// 409 ConflictException injected by [`super::faults::Faults::conflict`].
+    pub(crate) fn injected_conflict() -> Self {
+        Self::new(
+            "ConflictException",
+            StatusCode::CONFLICT,
+            "The resource was changed by another request; retry.",
+        )
+    }
+
     /// 409 ConflictException about a MicroVM in the wrong state.
     pub(crate) fn conflict(id: &str, message: impl Into<String>) -> Self {
         Self::new("ConflictException", StatusCode::CONFLICT, message)

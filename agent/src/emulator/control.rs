@@ -70,14 +70,17 @@ async fn unknown_operation() -> ApiError {
 }
 
 /// Counts the call, refuses it if its signature was, applies an injected
-/// throttle.
+/// throttle or conflict.
 pub(crate) fn gate(shared: &Shared, signed: &Signed, op: Operation) -> Result<(), ApiError> {
     shared.count_call(op);
     signed.check()?;
-    match shared.faults.take_throttle(op) {
-        Some(secs) => Err(ApiError::throttling(secs)),
-        None => Ok(()),
+    if let Some(secs) = shared.faults.take_throttle(op) {
+        return Err(ApiError::throttling(secs));
     }
+    if shared.faults.take_conflict(op) {
+        return Err(ApiError::injected_conflict());
+    }
+    Ok(())
 }
 
 /// Parses a JSON body (empty = `{}`) leniently into `T`, keeping the raw value.

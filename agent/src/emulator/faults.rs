@@ -119,6 +119,7 @@ pub(crate) struct FaultState {
     capacity: AtomicU32,
     quota: AtomicU32,
     throttles: Mutex<HashMap<Operation, Throttle>>,
+    conflicts: Mutex<HashMap<Operation, u32>>,
     proxy: Mutex<VecDeque<u16>>,
     stalls: Mutex<Vec<StallRule>>,
     release: StallRelease,
@@ -140,6 +141,18 @@ impl FaultState {
     /// Consumes one pending ServiceQuotaExceeded fault.
     pub(crate) fn take_quota(&self) -> bool {
         take_one(&self.quota)
+    }
+
+    /// Consumes one pending conflict of `op`.
+    pub(crate) fn take_conflict(&self, op: Operation) -> bool {
+        let mut map = self.conflicts.lock().expect("conflicts lock");
+        match map.get_mut(&op) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Consumes one pending throttle of `op`; returns its Retry-After seconds.
@@ -235,6 +248,18 @@ impl Faults {
             );
     }
 
+    /// The next `n` calls of `op` (that pass the signature check) answer
+    /// ConflictException (HTTP 409) and change nothing, as when another
+    /// caller changed the resource meanwhile (a MicroVM started on an
+    /// image version being deleted).
+    pub fn conflict(&self, op: Operation, n: u32) {
+        self.state()
+            .conflicts
+            .lock()
+            .expect("conflicts lock")
+            .insert(op, n);
+    }
+
     /// The next `n` calls through any MicroVM proxy answer a plain HTTP
     /// `status` (e.g. 403, 429, 502) with a short text body and no
     /// grpc-status, before any token check. Returns `false` (and queues
@@ -288,6 +313,7 @@ impl Faults {
         s.capacity.store(0, Ordering::SeqCst);
         s.quota.store(0, Ordering::SeqCst);
         s.throttles.lock().expect("throttles lock").clear();
+        s.conflicts.lock().expect("conflicts lock").clear();
         s.proxy.lock().expect("proxy faults lock").clear();
         s.stalls.lock().expect("stall faults lock").clear();
         s.release.0.send_modify(|n| *n += 1);

@@ -9,6 +9,7 @@
 mod gate;
 mod options;
 mod pipeline;
+mod prune;
 mod publish;
 mod services;
 mod slots;
@@ -20,8 +21,13 @@ pub use options::{
     BUCKET_ENV, BuildEvent, BuildOptions, DEFAULT_BUILD_TIMEOUT, DEFAULT_MEMORY_MIB,
     MEMORY_SIZES_MIB, ProgressFn,
 };
+pub use prune::{
+    DEFAULT_PRUNE_KEEP, DEFAULT_PRUNE_WAIT, KeepReason, PRUNE_CONFLICT_BACKOFF,
+    PRUNE_POLL_INTERVAL, PruneOptions, PruneReport, RefusedReason,
+};
 pub use publish::{
-    HOOKS_PORT, ImageVersionSummary, Images, MANAGED_BASE_IMAGE, PublishInfo, PublishOptions,
+    BASELINE_MEMORY_ENV, HOOKS_PORT, ImageVersionSummary, Images, MANAGED_BASE_IMAGE,
+    MANAGED_BY_TAG, PublishInfo, PublishOptions, SizePublish, SizeStatus,
 };
 pub(crate) use services::TemplateServices;
 

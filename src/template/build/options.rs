@@ -140,8 +140,9 @@ pub(crate) fn check_bucket(bucket: &str) -> Result<(), SandboxError> {
     }
 }
 
-/// What a build reports as it goes.
-#[derive(Clone, Debug, PartialEq)]
+/// What a build reports as it goes. Its `Debug` never shows a log line
+/// (build output may hold anything the build printed).
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub enum BuildEvent {
     /// The artifact is packed: its size, and the first 12 hex digits of
@@ -177,6 +178,35 @@ pub enum BuildEvent {
     Log(String),
 }
 
+impl fmt::Debug for BuildEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Packed { bytes, digest } => f
+                .debug_struct("Packed")
+                .field("bytes", bytes)
+                .field("digest", digest)
+                .finish(),
+            Self::Uploaded(uploaded) => f.debug_tuple("Uploaded").field(uploaded).finish(),
+            Self::Reused { version } => f.debug_struct("Reused").field("version", version).finish(),
+            Self::Submitted { version } => f
+                .debug_struct("Submitted")
+                .field("version", version)
+                .finish(),
+            Self::State {
+                image,
+                version,
+                elapsed,
+            } => f
+                .debug_struct("State")
+                .field("image", image)
+                .field("version", version)
+                .field("elapsed", elapsed)
+                .finish(),
+            Self::Log(line) => write!(f, "Log(<{} bytes>)", line.len()),
+        }
+    }
+}
+
 impl fmt::Display for BuildEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -196,5 +226,26 @@ impl fmt::Display for BuildEvent {
             ),
             Self::Log(_) => f.write_str("build log line"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_a_log_line() {
+        let event = BuildEvent::Log("#5 RUN echo AKIAEXAMPLESECRET".into());
+        assert_eq!(format!("{event:?}"), "Log(<29 bytes>)");
+        assert_eq!(event.to_string(), "build log line");
+        assert_eq!(
+            format!(
+                "{:?}",
+                BuildEvent::Submitted {
+                    version: "3".into()
+                }
+            ),
+            r#"Submitted { version: "3" }"#
+        );
     }
 }

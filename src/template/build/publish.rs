@@ -21,11 +21,13 @@ use bytes::Bytes;
 
 use super::options::{BuildEvent, BuildOptions, DEFAULT_BUILD_TIMEOUT, DEFAULT_MEMORY_MIB};
 use super::pipeline::{log_group, reusable};
+use super::prune::{PruneOptions, PruneReport};
 use super::{TemplateSummary, gate, slots};
 use crate::Client;
-use crate::control::images::ImageConfig;
+use crate::control::images::{BUILD_QUOTA, ImageConfig};
 use crate::error::SandboxError;
-use crate::template::base_image::{Arch, check_base_artifact};
+use crate::size::{BASELINE_MEMORY_MIB, Size};
+use crate::template::base_image::{Arch, Variant, check_artifact_variant, check_base_artifact};
 use crate::template::{Artifact, TemplateServices, check_template_name};
 
 /// The managed base image every base image is built over.
@@ -40,6 +42,12 @@ const RUNTIME_HOOK_SECONDS: i32 = 30;
 const TERMINATE_HOOK_SECONDS: i32 = 10;
 /// The most environment variables an image takes.
 const MAX_ENV: usize = 100;
+/// The environment variable a sized image carries: the baseline's memory
+/// (MiB), so the guest can tell its size from the baseline's.
+pub const BASELINE_MEMORY_ENV: &str = "RAYITO_BASELINE_MEMORY_MIB";
+/// The tag of an image a CloudFormation stack manages (`image publish`
+/// never writes to one).
+pub const MANAGED_BY_TAG: (&str, &str) = ("rayito:managed-by", "rayito-cdk");
 
 /// How a base image is published.
 #[derive(Clone)]
@@ -66,6 +74,14 @@ pub struct PublishOptions {
     /// How often the build's state is read (default 10 s on AWS, 200 ms
     /// on the local backend).
     pub poll_interval: Option<Duration>,
+    /// The sizes published besides the baseline, each as the image
+    /// `<name>-<size>` from the same artifact, with its memory and
+    /// `RAYITO_BASELINE_MEMORY_MIB=2048`: sizes of the catalog, not the
+    /// baseline, no duplicates, and only with `memory_mib` 2048.
+    pub sizes: Vec<Size>,
+    /// Which base image the artifact is; its markers are checked before
+    /// any call (default [`Variant::Full`]).
+    pub variant: Variant,
     /// Called with each step of the publish.
     pub on_event: Option<super::ProgressFn>,
 }
@@ -82,6 +98,8 @@ impl Default for PublishOptions {
             build_role_arn: None,
             arch: Arch::default(),
             poll_interval: None,
+            sizes: Vec::new(),
+            variant: Variant::default(),
             on_event: None,
         }
     }
@@ -100,6 +118,8 @@ impl fmt::Debug for PublishOptions {
             .field("build_role_arn", &self.build_role_arn.is_some())
             .field("arch", &self.arch)
             .field("poll_interval", &self.poll_interval)
+            .field("sizes", &self.sizes)
+            .field("variant", &self.variant)
             .field("on_event", &self.on_event.is_some())
             .finish()
     }
@@ -147,6 +167,26 @@ impl PublishOptions {
                 ));
             }
         }
+        if !self.sizes.is_empty() && self.memory_mib != BASELINE_MEMORY_MIB {
+            return Err(SandboxError::invalid_argument(
+                "sizes",
+                "sizes are published beside the 2048 MiB baseline; leave memory_mib at 2048",
+            ));
+        }
+        for (i, size) in self.sizes.iter().enumerate() {
+            if size.is_baseline() {
+                return Err(SandboxError::invalid_argument(
+                    "sizes",
+                    "2gb is the baseline, the image itself; list only the other sizes",
+                ));
+            }
+            if self.sizes[..i].contains(size) {
+                return Err(SandboxError::invalid_argument(
+                    "sizes",
+                    "a size is listed twice; list each size once",
+                ));
+            }
+        }
         if let Some(role) = &self.build_role_arn
             && !(role.starts_with("arn:") && role.contains(":iam::") && role.contains(":role/"))
         {
@@ -159,8 +199,9 @@ impl PublishOptions {
     }
 }
 
-/// What a publish gives.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What a publish gives. Its `Debug` hides the artifact's URI (it names
+/// the bucket and the key).
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PublishInfo {
     /// The image's ARN (`RAYITO_TEMPLATE`).
@@ -178,10 +219,100 @@ pub struct PublishInfo {
     pub reused: bool,
     /// How long the publish took, from the call to launchable.
     pub duration: Duration,
+    /// Each size of [`PublishOptions::sizes`], in their order.
+    pub sizes: Vec<SizePublish>,
 }
 
-/// One version of an image.
-#[derive(Clone, Debug, PartialEq)]
+impl PublishInfo {
+    /// Whether the baseline and every size are launchable.
+    pub fn all_launchable(&self) -> bool {
+        self.sizes.iter().all(SizePublish::launchable)
+    }
+}
+
+impl fmt::Debug for PublishInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PublishInfo")
+            .field("image_arn", &self.image_arn)
+            .field("image_version", &self.image_version)
+            .field("base_image_version", &self.base_image_version)
+            .field("artifact", &"<hidden>")
+            .field("artifact_uploaded", &self.artifact_uploaded)
+            .field("reused", &self.reused)
+            .field("duration", &self.duration)
+            .field("sizes", &self.sizes)
+            .finish()
+    }
+}
+
+/// Where one size of an image stands ([`Images::sizes`]). Its `Debug`
+/// hides the artifact's URI.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SizeStatus {
+    /// The size.
+    pub size: Size,
+    /// Its image's name (`<name>-<size>`; the baseline's is `<name>`).
+    pub image_name: String,
+    /// Its image's ARN (whether or not it exists).
+    pub image_arn: String,
+    /// Whether the image exists.
+    pub published: bool,
+    /// The image's state (`CREATED`, `UPDATING`, ...).
+    pub state: Option<String>,
+    /// Its newest launchable version.
+    pub latest_version: Option<String>,
+    /// The code artifact's URI of its newest version.
+    pub artifact: Option<String>,
+    /// Whether its newest version was built from the artifact of the
+    /// baseline's newest version (`None` for the baseline, or a size not
+    /// published).
+    pub same_artifact: Option<bool>,
+}
+
+impl fmt::Debug for SizeStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SizeStatus")
+            .field("size", &self.size)
+            .field("image_name", &self.image_name)
+            .field("image_arn", &self.image_arn)
+            .field("published", &self.published)
+            .field("state", &self.state)
+            .field("latest_version", &self.latest_version)
+            .field("artifact", &self.artifact.as_ref().map(|_| "<hidden>"))
+            .field("same_artifact", &self.same_artifact)
+            .finish()
+    }
+}
+
+/// One size of a publish: its image and how its build ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SizePublish {
+    /// The size.
+    pub size: Size,
+    /// Its image's name, `<name>-<size>`.
+    pub image_name: String,
+    /// Its image's ARN.
+    pub image_arn: String,
+    /// The launchable version, when it built (or was reused).
+    pub image_version: Option<String>,
+    /// An identical version existed and was used.
+    pub reused: bool,
+    /// Why it is not launchable: the build's error.
+    pub error: Option<SandboxError>,
+}
+
+impl SizePublish {
+    /// Whether this size's image is launchable.
+    pub fn launchable(&self) -> bool {
+        self.error.is_none() && self.image_version.is_some()
+    }
+}
+
+/// One version of an image. Its `Debug` hides the artifact's URI (it names
+/// the bucket and the key).
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct ImageVersionSummary {
     /// The version.
@@ -196,6 +327,19 @@ pub struct ImageVersionSummary {
     pub memory_mib: Option<u32>,
     /// Its code artifact's URI.
     pub artifact: Option<String>,
+}
+
+impl fmt::Debug for ImageVersionSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ImageVersionSummary")
+            .field("version", &self.version)
+            .field("state", &self.state)
+            .field("status", &self.status)
+            .field("created_at", &self.created_at)
+            .field("memory_mib", &self.memory_mib)
+            .field("artifact", &self.artifact.as_ref().map(|_| "<hidden>"))
+            .finish()
+    }
 }
 
 /// The MicroVM images of one [`Client`]: publishing base images and
@@ -264,6 +408,101 @@ fn hooks() -> Hooks {
         .build()
 }
 
+/// One image a publish writes: the baseline, or a size.
+struct Target {
+    size: Size,
+    name: String,
+    memory_mib: u32,
+    env: BTreeMap<String, String>,
+}
+
+/// The baseline first, then each size: `<name>-<size>`, its memory, and
+/// the options' environment plus [`BASELINE_MEMORY_ENV`].
+fn targets(name: &str, options: &PublishOptions) -> Result<Vec<Target>, SandboxError> {
+    let mut targets = vec![Target {
+        size: Size::Baseline,
+        name: name.to_owned(),
+        memory_mib: options.memory_mib,
+        env: options.env.clone(),
+    }];
+    for size in &options.sizes {
+        let sized = size.image_name(name)?;
+        check_template_name(&sized)?;
+        let mut env = options.env.clone();
+        env.insert(
+            BASELINE_MEMORY_ENV.to_owned(),
+            BASELINE_MEMORY_MIB.to_string(),
+        );
+        if env.len() > MAX_ENV {
+            return Err(SandboxError::invalid_argument(
+                "env",
+                "an image takes at most 100 environment variables, one of them RAYITO_BASELINE_MEMORY_MIB for a size; pass fewer",
+            ));
+        }
+        targets.push(Target {
+            size: *size,
+            name: sized,
+            memory_mib: size.memory_mib(),
+            env,
+        });
+    }
+    Ok(targets)
+}
+
+/// How one image's submission went.
+enum Submitted {
+    /// An identical version is used.
+    Reused(String),
+    /// A new version builds; the slot counts it until it settles.
+    Building {
+        arn: String,
+        version: String,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    },
+}
+
+/// How one image of a publish ended: its ARN, and its version and
+/// whether it was reused, or the error.
+struct Outcome {
+    arn: String,
+    result: Result<(String, bool), SandboxError>,
+}
+
+/// Reuses an identical version of `target`'s image or submits a new one.
+async fn submit_one(
+    services: &TemplateServices,
+    target: &Target,
+    arn: &str,
+    exists: bool,
+    desired: &ImageConfig,
+    options: &PublishOptions,
+    build: &BuildOptions,
+) -> Result<Submitted, SandboxError> {
+    if exists
+        && !options.force
+        && let Some(version) = reusable(services, arn, desired).await?
+    {
+        build.emit(BuildEvent::Reused {
+            version: version.clone(),
+        });
+        return Ok(Submitted::Reused(version));
+    }
+    let slot = slots::take()?;
+    let id = if exists { arn } else { target.name.as_str() };
+    let submitted = services
+        .images
+        .submit(exists, id, desired, &description(SystemTime::now()))
+        .await?;
+    build.emit(BuildEvent::Submitted {
+        version: submitted.version.clone(),
+    });
+    Ok(Submitted::Building {
+        arn: submitted.arn,
+        version: submitted.version,
+        slot,
+    })
+}
+
 impl Images {
     async fn services(&self) -> Result<Arc<TemplateServices>, SandboxError> {
         self.client.template_services().await
@@ -272,14 +511,23 @@ impl Images {
     /// Publishes `artifact` (made by
     /// [`pack_base_image`](crate::template::pack_base_image)) as the image
     /// `name` and waits until it is launchable, or reuses an identical
-    /// version at once (unless [`PublishOptions::force`]).
+    /// version at once (unless [`PublishOptions::force`]). With
+    /// [`PublishOptions::sizes`], each size is published as well, as the
+    /// image `<name>-<size>`, in waves of at most 10 submissions (the
+    /// build guard), each wave waited for before the next.
+    ///
+    /// Nothing is written (no upload, no version) when an image to write
+    /// is tagged `rayito:managed-by=rayito-cdk`.
     ///
     /// # Errors
-    /// `Template` for the name; `InvalidArgument` for an option;
-    /// `Build` when the build failed (the failed step, its command, exit
-    /// code and log tail; `build_quota`, `build_timeout`, `ready_*`,
-    /// `aws_error`); `NotFound` when the managed base image has no
-    /// version; control plane, S3 and STS failures.
+    /// `Template` for the name; `InvalidArgument` for an option, an
+    /// artifact whose variant markers differ from
+    /// [`PublishOptions::variant`], or an image a stack manages (`name`);
+    /// `Build` when the baseline's build failed (the failed step, its
+    /// command, exit code and log tail; `build_quota`, `build_timeout`,
+    /// `ready_*`, `aws_error`); a size's failure is in its
+    /// [`SizePublish::error`]; `NotFound` when the managed base image has
+    /// no version; control plane, S3 and STS failures.
     pub async fn publish(
         &self,
         artifact: &Artifact,
@@ -296,11 +544,32 @@ impl Images {
             }
             options.check()?;
             check_base_artifact(artifact, options.arch)?;
+            check_artifact_variant(artifact, options.variant)?;
+            let targets = targets(name, &options)?;
             let build = options.as_build();
             let services = self.services().await?;
             let bucket = services.bucket(&build)?;
             let (account, partition) = services.account().await?;
             let region = services.region().to_owned();
+
+            // Every image this publish writes, read first: one a stack
+            // manages stops it before any write.
+            let mut existing = Vec::with_capacity(targets.len());
+            for target in &targets {
+                let arn = services.image_arn(&target.name).await?;
+                let image = services.images.get_image(&arn).await?;
+                if image
+                    .as_ref()
+                    .is_some_and(|i| i.tags.get(MANAGED_BY_TAG.0).map(String::as_str) == Some(MANAGED_BY_TAG.1))
+                {
+                    return Err(SandboxError::invalid_argument(
+                        "name",
+                        "the image is tagged rayito:managed-by=rayito-cdk: its stack publishes it, not image publish; update the stack, or publish under another name",
+                    ));
+                }
+                existing.push((arn, image.is_some()));
+            }
+
             let managed_arn =
                 format!("arn:{partition}:lambda:{region}:aws:microvm-image:{MANAGED_BASE_IMAGE}");
             let base_version = match options.base_image_version {
@@ -326,16 +595,14 @@ impl Images {
             let uri = format!("s3://{bucket}/{key}");
 
             let internal = |what| SandboxError::internal("image publish", what);
-            let desired = ImageConfig {
+            let base = ImageConfig {
                 base_image_arn: managed_arn,
                 base_image_version: Some(base_version.clone()),
                 build_role_arn: options.build_role_arn.clone().unwrap_or_else(|| {
                     format!("arn:{partition}:iam::{account}:role/rayito-m0-build-{region}")
                 }),
                 code_artifact: Some(CodeArtifact::Uri(uri.clone())),
-                logging: Some(Logging::CloudWatch(
-                    CloudWatchLogging::builder().log_group(log_group(name)).build(),
-                )),
+                logging: None,
                 egress_network_connectors: None,
                 cpu_configurations: Some(vec![
                     CpuConfiguration::builder()
@@ -343,60 +610,189 @@ impl Images {
                         .build()
                         .map_err(|_| internal("cpu configuration"))?,
                 ]),
-                resources: Some(vec![
-                    Resources::builder()
-                        .minimum_memory_in_mib(options.memory_mib as i32)
-                        .build()
-                        .map_err(|_| internal("resources"))?,
-                ]),
+                resources: None,
                 additional_os_capabilities: None,
                 hooks: Some(hooks()),
-                environment_variables: (!options.env.is_empty()).then(|| options.env.clone()),
+                environment_variables: None,
             };
 
-            let arn = services.image_arn(name).await?;
-            let existing = services.images.get_image(&arn).await?;
-            let info = |version: String, reused: bool| PublishInfo {
-                image_arn: arn.clone(),
+            // Waves of at most BUILD_QUOTA submissions, each waited for.
+            let mut outcomes: Vec<Outcome> = Vec::with_capacity(targets.len());
+            let jobs: Vec<(&Target, &(String, bool))> = targets.iter().zip(&existing).collect();
+            for wave in jobs.chunks(BUILD_QUOTA as usize) {
+                let mut pending = Vec::new();
+                for (target, (arn, exists)) in wave {
+                    let desired = ImageConfig {
+                        logging: Some(Logging::CloudWatch(
+                            CloudWatchLogging::builder()
+                                .log_group(log_group(&target.name))
+                                .build(),
+                        )),
+                        resources: Some(vec![
+                            Resources::builder()
+                                .minimum_memory_in_mib(target.memory_mib as i32)
+                                .build()
+                                .map_err(|_| internal("resources"))?,
+                        ]),
+                        environment_variables: (!target.env.is_empty()).then(|| target.env.clone()),
+                        ..base.clone()
+                    };
+                    let submitted =
+                        submit_one(&services, target, arn, *exists, &desired, &options, &build).await;
+                    match submitted {
+                        Ok(Submitted::Reused(version)) => outcomes.push(Outcome {
+                            arn: arn.clone(),
+                            result: Ok((version, true)),
+                        }),
+                        Ok(Submitted::Building { arn, version, slot }) => {
+                            let index = outcomes.len();
+                            outcomes.push(Outcome {
+                                arn: arn.clone(),
+                                result: Ok((version.clone(), false)),
+                            });
+                            pending.push((index, target, arn, version, slot));
+                        }
+                        Err(err) if target.size.is_baseline() => return Err(err),
+                        Err(err) => outcomes.push(Outcome {
+                            arn: arn.clone(),
+                            result: Err(err),
+                        }),
+                    }
+                }
+                let waits = pending.into_iter().map(|(index, target, arn, version, slot)| {
+                    let services = &services;
+                    let build = &build;
+                    async move {
+                        let result = match gate::wait(services, &arn, &version, build).await {
+                            Ok(gate) if gate.launchable() => Ok(()),
+                            Ok(gate) => Err(gate::failure(services, &target.name, &gate, build).await),
+                            Err(err) => Err(err),
+                        };
+                        drop(slot);
+                        (index, result)
+                    }
+                });
+                for (index, result) in futures_util::future::join_all(waits).await {
+                    if let (Err(err), Some(outcome)) = (result, outcomes.get_mut(index)) {
+                        outcome.result = Err(err);
+                    }
+                }
+            }
+
+            let mut outcomes = outcomes.into_iter();
+            let baseline = outcomes
+                .next()
+                .ok_or_else(|| internal("no baseline outcome"))?;
+            let (version, reused) = baseline.result?;
+            let sizes = targets
+                .iter()
+                .skip(1)
+                .zip(outcomes)
+                .map(|(target, outcome)| {
+                    let (image_version, reused, error) = match outcome.result {
+                        Ok((version, reused)) => (Some(version), reused, None),
+                        Err(err) => (None, false, Some(err)),
+                    };
+                    SizePublish {
+                        size: target.size,
+                        image_name: target.name.clone(),
+                        image_arn: outcome.arn,
+                        image_version,
+                        reused,
+                        error,
+                    }
+                })
+                .collect();
+            Ok(PublishInfo {
+                image_arn: baseline.arn,
                 image_version: version,
-                base_image_version: base_version.clone(),
-                artifact: uri.clone(),
+                base_image_version: base_version,
+                artifact: uri,
                 artifact_uploaded: uploaded,
                 reused,
                 duration: started.elapsed(),
-            };
-            if existing.is_some()
-                && !options.force
-                && let Some(version) = reusable(&services, &arn, &desired).await?
-            {
-                build.emit(BuildEvent::Reused {
-                    version: version.clone(),
-                });
-                return Ok(info(version, true));
-            }
-            let slot = slots::take()?;
-            let id = if existing.is_some() { arn.as_str() } else { name };
-            let submitted = services
-                .images
-                .submit(
-                    existing.is_some(),
-                    id,
-                    &desired,
-                    &description(SystemTime::now()),
-                )
-                .await?;
-            build.emit(BuildEvent::Submitted {
-                version: submitted.version.clone(),
-            });
-            let gate = gate::wait(&services, &submitted.arn, &submitted.version, &build).await?;
-            drop(slot);
-            if !gate.launchable() {
-                return Err(gate::failure(&services, name, &gate, &build).await);
-            }
-            Ok(PublishInfo {
-                image_arn: submitted.arn,
-                ..info(submitted.version, false)
+                sizes,
             })
+        })
+    }
+
+    /// Prunes image `name`'s versions (a name or an ARN): keeps the
+    /// [`PruneOptions::keep`] newest launchable versions, every version
+    /// MicroVMs run on and every version still building; deletes the
+    /// others oldest first, one at a time, each waited for until gone. A
+    /// conflict waits out [`PruneOptions::conflict_backoff`]; an ACTIVE
+    /// version the service refuses to delete is set INACTIVE and deleted
+    /// again.
+    ///
+    /// # Errors
+    /// `Template` for the name; `InvalidArgument` for an option;
+    /// `NotFound` when there is no such image; control-plane failures.
+    pub async fn prune(
+        &self,
+        name: &str,
+        options: PruneOptions,
+    ) -> Result<PruneReport, SandboxError> {
+        boxed!(Result<PruneReport, SandboxError>, {
+            if !name.starts_with("arn:") {
+                check_template_name(name)?;
+            }
+            let services = self.services().await?;
+            super::prune::prune(&self.client, &services, name, &options).await
+        })
+    }
+
+    /// Where each size of image `name` stands: the baseline (`name`) and
+    /// each `<name>-<size>`, smallest first.
+    ///
+    /// # Errors
+    /// `Template` for the name; control-plane failures.
+    pub async fn sizes(&self, name: &str) -> Result<Vec<SizeStatus>, SandboxError> {
+        boxed!(Result<Vec<SizeStatus>, SandboxError>, {
+            check_template_name(name)?;
+            if name.starts_with("arn:") {
+                return Err(SandboxError::template_name(
+                    "sizes are found by the image's name; pass the name, not an ARN",
+                ));
+            }
+            let services = self.services().await?;
+            let mut rows = Vec::with_capacity(Size::ALL.len());
+            for size in Size::ALL {
+                let image_name = size.image_name(name)?;
+                let arn = services.image_arn(&image_name).await?;
+                let image = services.images.get_image(&arn).await?;
+                let newest = match &image {
+                    Some(_) => services
+                        .images
+                        .list_versions(&arn)
+                        .await?
+                        .into_iter()
+                        .next(),
+                    None => None,
+                };
+                rows.push(SizeStatus {
+                    size,
+                    image_name,
+                    published: image.is_some(),
+                    state: image.as_ref().map(|i| i.state.clone()),
+                    latest_version: image.and_then(|i| i.latest_active_version),
+                    artifact: newest
+                        .as_ref()
+                        .and_then(|v| v.config.artifact_uri().map(str::to_owned)),
+                    image_arn: arn,
+                    same_artifact: None,
+                });
+            }
+            let baseline = rows
+                .iter()
+                .find(|r| r.size.is_baseline())
+                .and_then(|r| r.artifact.clone());
+            for row in rows
+                .iter_mut()
+                .filter(|r| !r.size.is_baseline() && r.published)
+            {
+                row.same_artifact = Some(baseline.is_some() && row.artifact == baseline);
+            }
+            Ok(rows)
         })
     }
 
@@ -485,5 +881,90 @@ mod tests {
             .contains("is not an IAM role ARN")
         );
         PublishOptions::default().check().unwrap();
+    }
+
+    #[test]
+    fn debug_hides_the_artifact_uri() {
+        let uri = "s3://secret-bucket/rayito/images/rayd-0123456789ab.zip";
+        let info = PublishInfo {
+            image_arn: "arn:aws:lambda:us-east-1:000000000000:microvm-image:b".into(),
+            image_version: "1".into(),
+            base_image_version: "1".into(),
+            artifact: uri.into(),
+            artifact_uploaded: true,
+            reused: false,
+            duration: Duration::from_secs(1),
+            sizes: Vec::new(),
+        };
+        let version = ImageVersionSummary {
+            version: "1".into(),
+            state: "SUCCESSFUL".into(),
+            status: "ACTIVE".into(),
+            created_at: UNIX_EPOCH,
+            memory_mib: Some(2048),
+            artifact: Some(uri.into()),
+        };
+        let size = SizeStatus {
+            size: Size::Gb4,
+            image_name: "b-4gb".into(),
+            image_arn: "arn".into(),
+            published: true,
+            state: None,
+            latest_version: None,
+            artifact: Some(uri.into()),
+            same_artifact: Some(true),
+        };
+        for shown in [
+            format!("{info:?}"),
+            format!("{version:?}"),
+            format!("{size:?}"),
+        ] {
+            assert!(!shown.contains("secret-bucket"), "{shown}");
+            assert!(!shown.contains("rayd-0123"), "{shown}");
+            assert!(shown.contains("<hidden>"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn sizes_are_checked_before_any_call() {
+        let with = |sizes: Vec<Size>, memory_mib: u32| PublishOptions {
+            sizes,
+            memory_mib,
+            ..PublishOptions::default()
+        };
+        let bad = |o: PublishOptions| o.check().unwrap_err().to_string();
+        assert_eq!(
+            bad(with(vec![Size::Baseline], 2048)),
+            "invalid sizes: 2gb is the baseline, the image itself; list only the other sizes"
+        );
+        assert_eq!(
+            bad(with(vec![Size::Gb4, Size::Gb4], 2048)),
+            "invalid sizes: a size is listed twice; list each size once"
+        );
+        assert_eq!(
+            bad(with(vec![Size::Gb4], 4096)),
+            "invalid sizes: sizes are published beside the 2048 MiB baseline; leave memory_mib at 2048"
+        );
+        with(vec![Size::Mb512, Size::Gb8], 2048).check().unwrap();
+        let names: Vec<String> = targets("py", &with(vec![Size::Mb512, Size::Gb8], 2048))
+            .unwrap()
+            .iter()
+            .map(|t| {
+                format!(
+                    "{} {} {:?}",
+                    t.name,
+                    t.memory_mib,
+                    t.env.get(BASELINE_MEMORY_ENV)
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "py 2048 None",
+                "py-512mb 512 Some(\"2048\")",
+                "py-8gb 8192 Some(\"2048\")"
+            ]
+        );
     }
 }

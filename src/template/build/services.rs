@@ -27,10 +27,21 @@ pub(crate) struct TemplateServices {
     artifacts: tokio::sync::OnceCell<ArtifactStore>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct LocalFacts {
     account: String,
     bucket: String,
+}
+
+/// The bucket's name is never shown (names of buckets and keys stay out
+/// of Debug, logs and errors).
+impl std::fmt::Debug for LocalFacts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalFacts")
+            .field("account", &self.account)
+            .field("bucket", &"<hidden>")
+            .finish()
+    }
 }
 
 impl TemplateServices {
@@ -150,5 +161,23 @@ impl TemplateServices {
                 ))
             })
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_bucket() {
+        let facts = LocalFacts {
+            account: "000000000000".into(),
+            bucket: "secret-artifacts-bucket".into(),
+        };
+        let shown = format!("{facts:?}");
+        assert_eq!(
+            shown,
+            r#"LocalFacts { account: "000000000000", bucket: "<hidden>" }"#
+        );
     }
 }

@@ -44,6 +44,9 @@ pub(crate) struct ImageInput {
     egress_network_connectors: Option<Vec<String>>,
     description: Option<String>,
     client_token: Option<String>,
+    /// CreateMicrovmImage's tags (kept on the image, echoed by
+    /// GetMicrovmImage).
+    pub(crate) tags: Option<BTreeMap<String, String>>,
 }
 
 /// Whether `name` is a valid image name (`[a-zA-Z0-9-_]{1,64}`).

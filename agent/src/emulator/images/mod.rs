@@ -170,6 +170,8 @@ pub(crate) struct Image {
     pub(crate) updated_at: f64,
     pub(crate) versions: BTreeMap<u32, Version>,
     next_version: u32,
+    /// Its tags (CreateMicrovmImage's), echoed by GetMicrovmImage.
+    pub(crate) tags: BTreeMap<String, String>,
 }
 
 impl Image {
@@ -297,6 +299,7 @@ impl ImageRegistry {
             updated_at: now,
             versions: BTreeMap::from([(1, version)]),
             next_version: 2,
+            tags: BTreeMap::new(),
         };
         self.lock().insert(name.to_string(), image);
     }
@@ -312,6 +315,7 @@ impl ImageRegistry {
         name: &str,
         arn: &str,
         config: Map<String, Value>,
+        tags: BTreeMap<String, String>,
     ) -> Result<(Value, u32), ApiError> {
         let mut images = self.lock();
         if images.contains_key(name) {
@@ -331,6 +335,7 @@ impl ImageRegistry {
             updated_at: now,
             versions: BTreeMap::from([(1, version)]),
             next_version: 2,
+            tags,
         };
         let answer = image.submit_view(&image.versions[&1]);
         images.insert(name.to_string(), image);
@@ -391,9 +396,17 @@ impl ImageRegistry {
         f(image)
     }
 
-    /// GetMicrovmImage.
+    /// GetMicrovmImage: the summary and the image's tags.
     pub(crate) fn image_view(&self, name: &str, arn: &str) -> Result<Value, ApiError> {
-        self.read(name, arn, |i| Ok(i.view()))
+        self.read(name, arn, |i| {
+            let mut view = i.view();
+            if let Some(obj) = view.as_object_mut()
+                && !i.tags.is_empty()
+            {
+                obj.insert("tags".into(), json!(i.tags));
+            }
+            Ok(view)
+        })
     }
 
     fn version<'a>(image: &'a Image, version: &str) -> Result<&'a Version, ApiError> {
@@ -476,22 +489,34 @@ impl ImageRegistry {
         Ok(v.view(&image_arn, true))
     }
 
-    /// DeleteMicrovmImageVersion: forgets an INACTIVE, settled version.
-    /// Returns its number.
+    /// DeleteMicrovmImageVersion: forgets an INACTIVE, settled version
+    /// no MicroVM runs on (`live` says whether one does). Returns its
+    /// number.
     ///
     /// # Errors
-    /// ConflictException while it builds; ValidationException while ACTIVE.
+    /// ConflictException while it builds or MicroVMs run on it;
+    /// ValidationException while ACTIVE.
     pub(crate) fn delete_version(
         &self,
         name: &str,
         arn: &str,
         version: &str,
+        live: impl Fn(u32) -> bool,
     ) -> Result<u32, ApiError> {
         let mut images = self.lock();
         let image = images
             .get_mut(name)
             .ok_or_else(|| ApiError::image_not_found(arn))?;
         let v = Self::version(image, version)?;
+        if live(v.number) {
+            return Err(ApiError::image_conflict(
+                arn,
+                format!(
+                    "MicroVM image version {} has running MicroVMs; delete it when they have terminated.",
+                    v.number
+                ),
+            ));
+        }
         if v.state.in_flight() {
             return Err(ApiError::image_conflict(
                 arn,
@@ -650,7 +675,7 @@ mod tests {
     #[test]
     fn versions_move_through_their_states_and_gate_launches() {
         let r = ImageRegistry::default();
-        let (answer, n) = r.create("img", ARN, config()).unwrap();
+        let (answer, n) = r.create("img", ARN, config(), BTreeMap::new()).unwrap();
         assert_eq!((answer["state"].as_str(), n), (Some("CREATING"), 1));
         assert_eq!(
             r.launch_target("img", ARN, None).unwrap_err().name,
@@ -700,11 +725,14 @@ mod tests {
     fn the_eleventh_build_in_flight_exceeds_the_quota() {
         let r = ImageRegistry::default();
         for i in 0..MAX_CONCURRENT_BUILDS {
-            r.create(&format!("i{i}"), ARN, config()).unwrap();
+            r.create(&format!("i{i}"), ARN, config(), BTreeMap::new())
+                .unwrap();
         }
-        let e = r.create("over", ARN, config()).unwrap_err();
+        let e = r
+            .create("over", ARN, config(), BTreeMap::new())
+            .unwrap_err();
         assert_eq!(e.name, "ServiceQuotaExceededException");
         r.finish_build("i0", 1, Outcome::Succeeded { layer: None });
-        assert!(r.create("over", ARN, config()).is_ok());
+        assert!(r.create("over", ARN, config(), BTreeMap::new()).is_ok());
     }
 }

@@ -17,6 +17,7 @@ use super::super::api_error::ApiError;
 use super::super::control::{Reply, decode_page_token, encode_page_token, gate, ok, parse_body};
 use super::super::faults::Operation;
 use super::super::guard::Signed;
+use super::super::model::MicrovmState;
 use super::super::registry::Shared;
 use super::super::validate::{self, Violations};
 use super::config::{self, ImageInput};
@@ -123,7 +124,8 @@ async fn create_image(
     let valid = config::image_input(&input, true)?;
     let name = valid.name.unwrap_or_default();
     let arn = shared.settings.image_arn(&name);
-    let (answer, version) = shared.images.create(&name, &arn, valid.config)?;
+    let tags = input.tags.clone().unwrap_or_default();
+    let (answer, version) = shared.images.create(&name, &arn, valid.config, tags)?;
     build::spawn(&shared, name, version);
     Ok((StatusCode::CREATED, axum::Json(answer)).into_response())
 }
@@ -242,7 +244,16 @@ async fn delete_version(
 ) -> Reply {
     gate(&shared, &signed, Operation::DeleteMicrovmImageVersion)?;
     let (name, arn) = resolve(&shared, &id)?;
-    let number = shared.images.delete_version(&name, &arn, &version)?;
+    // A MicroVM not yet terminated keeps its version.
+    let vms = shared.all();
+    let live = |number: u32| {
+        vms.iter().any(|vm| {
+            vm.spec.image_arn == arn
+                && super::parse_version(&vm.spec.image_version) == Some(number)
+                && vm.state() != MicrovmState::Terminated
+        })
+    };
+    let number = shared.images.delete_version(&name, &arn, &version, live)?;
     let dir = build::version_dir(&shared, &name, number);
     shared.discard_spares_under(&dir);
     let _ = tokio::fs::remove_dir_all(dir).await;
