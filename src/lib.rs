@@ -246,6 +246,7 @@ mod local;
 #[cfg(not(feature = "local"))]
 #[path = "local/disabled.rs"]
 mod local;
+mod pool;
 mod pty;
 mod sandbox;
 #[cfg(test)]
@@ -268,6 +269,9 @@ pub use error::{ErrorKind, SandboxError};
 pub use files::{
     EntryInfo, FileChunks, FileType, Files, FilesystemEvent, FilesystemEventKind, WatchHandle,
     WatchStopper, WriteEntry,
+};
+pub use pool::{
+    POOL_DEFAULT_TIMEOUT, Pool, PoolConfig, PoolStats, PoolStore, SlotState, SlotStats, WarmupStep,
 };
 pub use pty::{Pty, PtyExit, PtyHandle, PtyOptions, PtyOutput, PtySize};
 pub use sandbox::{

@@ -34,6 +34,9 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
     let templates = client.templates();
     let template = Template::new();
     let handle = templates_handle();
+    let pool = client
+        .pool(rayito::PoolConfig::new(1))
+        .expect("a pool config");
     let size = |name, n| (name, n);
     macro_rules! of {
         ($name:literal, $future:expr) => {
@@ -131,6 +134,14 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
             "SandboxBuilder::template_version().create",
             SandboxBuilder::new().template_version(1).create()
         ),
+        of!("Pool::start", pool.start()),
+        of!("Pool::take", pool.take()),
+        of!(
+            "Pool::take_within",
+            pool.take_within(Duration::from_secs(1))
+        ),
+        of!("Pool::close", pool.close(true)),
+        of!("Pool::stats", pool.stats()),
     ]
 }
 

@@ -124,6 +124,16 @@ fn template_and_image_futures_are_send(client: &Client, artifact: &rayito::templ
     assert_send(&images.prune("i", rayito::template::PruneOptions::default()));
 }
 
+/// The pool's calls.
+#[allow(dead_code)]
+fn pool_futures_are_send(pool: &rayito::Pool) {
+    assert_send(&pool.start());
+    assert_send(&pool.take());
+    assert_send(&pool.take_within(Duration::from_secs(1)));
+    assert_send(&pool.close(true));
+    assert_send(&pool.stats());
+}
+
 #[cfg(feature = "local")]
 #[allow(dead_code)]
 fn local_client_futures_are_send() {

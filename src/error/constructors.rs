@@ -471,6 +471,20 @@ impl SandboxError {
         }
     }
 
+    /// `PoolClosed`: a take from a pool that was never started.
+    pub fn pool_not_started() -> Self {
+        Self::PoolClosed {
+            meta: meta(m::POOL_NOT_STARTED, &[]),
+        }
+    }
+
+    /// `PoolClosed`: a take from, or a start of, a closed pool.
+    pub fn pool_closed() -> Self {
+        Self::PoolClosed {
+            meta: meta(m::POOL_CLOSED, &[]),
+        }
+    }
+
     /// `Template`: the image's agent is too old for templates.
     pub fn template_too_old() -> Self {
         Self::Template {
@@ -639,6 +653,14 @@ mod tests {
             (
                 SandboxError::template_not_found(),
                 "no template of that name exists in this account and region; build it first",
+            ),
+            (
+                SandboxError::pool_not_started(),
+                "the pool is not started; call start() first, or create the sandbox without the pool",
+            ),
+            (
+                SandboxError::pool_closed(),
+                "the pool is closed; create the sandbox without the pool, or use another pool",
             ),
             (
                 SandboxError::build_ready_failed(true),

@@ -192,6 +192,8 @@ fn corpus() -> Vec<SandboxError> {
         SandboxError::build_rejected("ValidationException"),
         SandboxError::base_image_no_version(),
         SandboxError::template_not_found(),
+        SandboxError::pool_not_started(),
+        SandboxError::pool_closed(),
         SandboxError::build_ready_failed(true),
         SandboxError::build_ready_failed(false),
         SandboxError::build_timeout(Duration::from_secs(1_800)),

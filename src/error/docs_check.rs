@@ -59,6 +59,7 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         ErrorKind::Unimplemented | ErrorKind::LifecycleUnsupported => "UnimplementedError",
         ErrorKind::Build => "BuildException",
         ErrorKind::Template => "TemplateException",
+        ErrorKind::PoolClosed => "PoolClosedException",
     }
 }
 

@@ -53,6 +53,9 @@ pub enum ErrorKind {
     /// `template`: an invalid template name or tag, or an image too old
     /// for templates.
     Template,
+    /// `pool_closed`: taking from, or filling, a pool that is closed or
+    /// not started.
+    PoolClosed,
 }
 
 impl ErrorKind {
@@ -77,6 +80,7 @@ impl ErrorKind {
         Self::LifecycleUnsupported,
         Self::Build,
         Self::Template,
+        Self::PoolClosed,
     ];
 
     /// The stable string of the kind, e.g. `file_not_found`.
@@ -101,6 +105,7 @@ impl ErrorKind {
             Self::LifecycleUnsupported => "lifecycle_unsupported",
             Self::Build => "build",
             Self::Template => "template",
+            Self::PoolClosed => "pool_closed",
         }
     }
 
@@ -127,7 +132,8 @@ impl ErrorKind {
             | Self::DiskFull
             | Self::RateLimit
             | Self::Build
-            | Self::Template => &[Self::Sandbox],
+            | Self::Template
+            | Self::PoolClosed => &[Self::Sandbox],
             Self::FileNotFound | Self::SandboxNotFound => &[Self::NotFound],
             Self::LifecycleUnsupported => &[Self::Unimplemented],
         }
@@ -214,6 +220,11 @@ impl ErrorKind {
                 false,
                 false,
                 "an invalid template name or tag, or an image too old for templates",
+            ),
+            Self::PoolClosed => (
+                false,
+                false,
+                "the pool is closed or not started; start it, or create without the pool",
             ),
         };
         ErrorInfo {

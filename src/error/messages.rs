@@ -197,6 +197,10 @@ templates! {
         "the base image has no usable version to build on; publish the base image first, or name a version that built";
     TEMPLATE_NOT_FOUND = "template.not_found" =>
         "no template of that name exists in this account and region; build it first";
+    POOL_NOT_STARTED = "pool.not_started" =>
+        "the pool is not started; call start() first, or create the sandbox without the pool";
+    POOL_CLOSED = "pool.closed" =>
+        "the pool is closed; create the sandbox without the pool, or use another pool";
     TEMPLATE_TOO_OLD = "template.too_old" =>
         "the agent in this image is too old for templates (it reports no template_start feature); build the template again on a current base image";
 }

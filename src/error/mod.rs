@@ -268,6 +268,15 @@ pub enum SandboxError {
         #[source]
         meta: Box<ErrorMeta>,
     },
+    /// `pool_closed`: taking from, or filling, a pool that is closed or
+    /// not started.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    PoolClosed {
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
 }
 
 impl SandboxError {
@@ -293,6 +302,7 @@ impl SandboxError {
             Self::LifecycleUnsupported { .. } => ErrorKind::LifecycleUnsupported,
             Self::Build { .. } => ErrorKind::Build,
             Self::Template { .. } => ErrorKind::Template,
+            Self::PoolClosed { .. } => ErrorKind::PoolClosed,
         }
     }
 
@@ -317,7 +327,8 @@ impl SandboxError {
             | Self::Unimplemented { meta, .. }
             | Self::LifecycleUnsupported { meta, .. }
             | Self::Build { meta, .. }
-            | Self::Template { meta } => meta,
+            | Self::Template { meta }
+            | Self::PoolClosed { meta } => meta,
         }
     }
 
@@ -342,7 +353,8 @@ impl SandboxError {
             | Self::Unimplemented { meta, .. }
             | Self::LifecycleUnsupported { meta, .. }
             | Self::Build { meta, .. }
-            | Self::Template { meta } => meta,
+            | Self::Template { meta }
+            | Self::PoolClosed { meta } => meta,
         }
     }
 

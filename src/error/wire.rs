@@ -406,7 +406,8 @@ impl<'a> WireOut<'a> {
             | SandboxError::SandboxState { .. }
             | SandboxError::SandboxLifetime { .. }
             | SandboxError::DiskFull { .. }
-            | SandboxError::Template { .. } => F::None,
+            | SandboxError::Template { .. }
+            | SandboxError::PoolClosed { .. } => F::None,
         };
         Self {
             kind: e.kind().as_str(),
@@ -551,6 +552,7 @@ fn read(value: &Value) -> Result<SandboxError, WireError> {
             }
         }
         ErrorKind::Template => SandboxError::Template { meta },
+        ErrorKind::PoolClosed => SandboxError::PoolClosed { meta },
     })
 }
 
@@ -762,6 +764,7 @@ mod tests {
                     }
                 }),
             meta().prop_map(|meta| SandboxError::Template { meta }),
+            meta().prop_map(|meta| SandboxError::PoolClosed { meta }),
         ]
     }
 
@@ -828,11 +831,11 @@ mod tests {
 
     #[test]
     fn unknown_kinds_come_back_as_sandbox_with_the_kind_kept() {
-        let v = json!({"kind": "pool_closed", "message": "the pool is closed", "meta": {"attempts": 2}});
+        let v = json!({"kind": "kind_of_a_later_version", "message": "the pool is closed", "meta": {"attempts": 2}});
         let e = SandboxError::from_wire(&v.to_string()).expect("unknown kinds are accepted");
         assert!(matches!(
             &e,
-            SandboxError::Sandbox { code: Some(c), .. } if c.as_str() == "pool_closed" && !c.is_known()
+            SandboxError::Sandbox { code: Some(c), .. } if c.as_str() == "kind_of_a_later_version" && !c.is_known()
         ));
         assert_eq!(e.to_string(), "the pool is closed");
         assert_eq!(e.meta().attempts(), 2);

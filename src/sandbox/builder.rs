@@ -18,6 +18,28 @@ use crate::secret::{Secret, decode_access_token, generate_access_token, token_sh
 use crate::state::SandboxState;
 use crate::transport::{AGENT_PORT, RefreshSchedule, Refresher};
 
+/// What RunMicrovm answered for a new sandbox, for a pool's record.
+pub(crate) struct Launched {
+    pub id: String,
+    pub endpoint: String,
+    pub image_arn: String,
+    pub image_version: String,
+    pub started_at: std::time::SystemTime,
+    pub max_duration_secs: u64,
+    /// (max idle, suspended, auto resume) in seconds.
+    pub idle_policy: Option<(u64, u64, bool)>,
+    pub access_token: Secret,
+    pub execution_role_arn: Option<String>,
+    pub region: String,
+}
+
+/// Called with [`Launched`] by [`SandboxBuilder::create_observed`].
+pub(crate) type LaunchHook = dyn Fn(
+        Launched,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), SandboxError>> + Send>>
+    + Send
+    + Sync;
+
 /// Options for a new sandbox (or for connecting to one). Setters never fail;
 /// everything is checked by [`SandboxBuilder::create`] before any I/O.
 #[derive(Debug, Clone)]
@@ -273,6 +295,16 @@ impl SandboxBuilder {
     ///   `RateLimit`, `QuotaExceeded`, `Sandbox { code: ServiceError }`;
     /// - `SandboxNotReady { state, state_reason }` after `ready_timeout`.
     pub async fn create(self) -> Result<Sandbox, SandboxError> {
+        self.create_observed(None).await
+    }
+
+    /// [`SandboxBuilder::create`], calling `on_launch` the moment
+    /// RunMicrovm answered (a pool records its warming slot there); an
+    /// error from it terminates the MicroVM and is returned.
+    pub(crate) async fn create_observed(
+        self,
+        on_launch: Option<&LaunchHook>,
+    ) -> Result<Sandbox, SandboxError> {
         boxed!(Result<Sandbox, SandboxError>, {
             let (plan, access_token, payload) = self.launch()?;
             let template = self.options.sized_template()?;
@@ -297,6 +329,24 @@ impl SandboxBuilder {
             };
             let control = backend.control.clone();
             let vm = control.run_microvm(request).await?;
+            if let Some(hook) = on_launch {
+                let launched = Launched {
+                    id: vm.id.clone(),
+                    endpoint: vm.endpoint.clone(),
+                    image_arn: vm.image_arn.clone(),
+                    image_version: vm.image_version.clone(),
+                    started_at: vm.started_at.unwrap_or_else(std::time::SystemTime::now),
+                    max_duration_secs: plan.max_duration_secs,
+                    idle_policy: plan.idle_policy,
+                    access_token: access_token.clone(),
+                    execution_role_arn: self.options.execution_role_arn.clone(),
+                    region: client.region().unwrap_or("local").to_owned(),
+                };
+                if let Err(err) = hook(launched).await {
+                    let _ = control.terminate_microvm(vm.id.clone()).await;
+                    return Err(err);
+                }
+            }
 
             let minter = proxy_minter(
                 control.clone(),
@@ -342,6 +392,47 @@ impl SandboxBuilder {
                 super::managed_lifecycle(&health),
             ))
         })
+    }
+
+    /// This builder as a pool's: each sandbox lives `config`'s timeout,
+    /// suspends after its idle time with auto-resume, and is ready within
+    /// its ready timeout; everything checked as `create` checks it.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`on_timeout` for a managed lifecycle, which a
+    /// pool does not run; `idle_policy` for a builder without one) and
+    /// every check of `create`, before any I/O.
+    pub(crate) fn pooled(mut self, config: &crate::pool::PoolConfig) -> Result<Self, SandboxError> {
+        if self.options.max_lifetime.is_some() || self.options.on_timeout.is_some() {
+            return Err(SandboxError::invalid_argument(
+                "on_timeout",
+                "a pooled sandbox lives the pool's timeout without a managed lifecycle; drop max_lifetime and on_timeout from the builder",
+            ));
+        }
+        if self.options.idle == IdleChoice::Disabled {
+            return Err(SandboxError::invalid_argument(
+                "idle_policy",
+                "a pooled sandbox is parked suspended and resumed on take, which needs an idle policy with auto-resume; drop no_idle_policy from the builder",
+            ));
+        }
+        self.options.timeout = config.timeout;
+        self.options.idle = IdleChoice::Explicit(IdlePolicy::new(config.max_idle));
+        self.options.ready_timeout = config.ready_timeout;
+        self.launch()?;
+        Ok(self)
+    }
+
+    /// The client this builder's sandboxes are made with.
+    ///
+    /// # Errors
+    /// As [`crate::ClientBuilder::build`].
+    pub(crate) async fn resolved_client(&self) -> Result<Client, SandboxError> {
+        self.client.client().await
+    }
+
+    /// The template (image name or ARN) this builder names, if any.
+    pub(crate) fn template_name(&self) -> Option<&str> {
+        self.options.template.as_deref()
     }
 
     /// Every check `create` makes before any I/O, and what they give: the

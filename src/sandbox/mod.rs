@@ -14,9 +14,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 pub use self::backend::{AwsOptions, BACKEND_ENV, TEMPLATE_ENV};
+pub(crate) use self::builder::Launched;
 pub use self::builder::{SandboxBuilder, TemplateInfo};
 pub use self::host::SandboxHost;
 use self::lifecycle::LifecycleMarks;
+pub(crate) use self::lifecycle::{kill as terminate_by_id, request_resume};
 pub use self::list::{ListQuery, SandboxList, SandboxSummary};
 pub(crate) use self::options::MAX_DURATION_SECS;
 pub use self::options::{IdlePolicy, OnTimeout};

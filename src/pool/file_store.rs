@@ -1,0 +1,274 @@
+//! The pool file shared by the processes of one host: every operation
+//! reads, changes and rewrites the whole file under an exclusive `flock`
+//! on `<file>.lock`, so two processes never hand out one slot and never
+//! lose each other's changes.
+
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read as _, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+
+use super::slot::{decode, encode};
+use super::store::{Op, OpResult, SlotStore};
+use crate::error::SandboxError;
+
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// The pool file and its lock file.
+pub(crate) struct FileStore {
+    path: PathBuf,
+    lock: PathBuf,
+}
+
+impl FileStore {
+    pub(crate) fn new(path: PathBuf) -> Self {
+        let mut lock = path.clone().into_os_string();
+        lock.push(".lock");
+        Self {
+            path,
+            lock: lock.into(),
+        }
+    }
+}
+
+impl SlotStore for FileStore {
+    fn kind(&self) -> &'static str {
+        "file"
+    }
+
+    fn persistent(&self) -> bool {
+        true
+    }
+
+    fn apply(&self, op: Op) -> BoxFuture<'_, Result<OpResult, SandboxError>> {
+        let (path, lock) = (self.path.clone(), self.lock.clone());
+        Box::pin(async move {
+            // The lock may be held by another process: wait for it off the
+            // runtime's threads.
+            tokio::task::spawn_blocking(move || transact(&path, &lock, op))
+                .await
+                .map_err(|_| SandboxError::internal("pool store", "the file operation panicked"))?
+        })
+    }
+}
+
+/// A file problem, named by what failed and the I/O error's kind (never the
+/// path, which may name a user's directories).
+fn file_error(what: &str, err: &std::io::Error) -> SandboxError {
+    if err.raw_os_error() == Some(libc::ELOOP) {
+        return SandboxError::invalid_argument(
+            "store",
+            "the pool file or its lock is a symbolic link; point the pool at a regular file",
+        );
+    }
+    SandboxError::invalid_argument(
+        "store",
+        format!(
+            "cannot {what} the pool file ({}); check the file, its directory and their permissions",
+            err.kind()
+        ),
+    )
+}
+
+/// Opens for reading and writing, creating with mode 0600; never through a
+/// symbolic link.
+fn open_private(path: &Path, create_new: bool) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    if create_new {
+        options.create_new(true);
+    } else {
+        options.create(true);
+    }
+    options.open(path)
+}
+
+fn transact(path: &Path, lock_path: &Path, op: Op) -> Result<OpResult, SandboxError> {
+    let lock = open_private(lock_path, false).map_err(|e| file_error("lock", &e))?;
+    // Released when `lock` is closed, also if this thread unwinds.
+    lock.lock().map_err(|e| file_error("lock", &e))?;
+    let mut bytes = Vec::new();
+    match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(mut file) => {
+            file.read_to_end(&mut bytes)
+                .map_err(|e| file_error("read", &e))?;
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(file_error("read", &e)),
+    }
+    let mut slots = decode(&bytes)?;
+    let (result, changed) = op.apply(&mut slots);
+    if changed {
+        write_whole(path, &encode(&slots)).map_err(|e| file_error("write", &e))?;
+    }
+    drop(lock);
+    Ok(result)
+}
+
+/// Replaces `path` with `bytes`: a new 0600 file beside it, synced, renamed
+/// over it, then the directory synced, so a crash leaves the old file or
+/// the new one, never a mix.
+fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let mut temp_name = path.file_name().unwrap_or_default().to_os_string();
+    temp_name.push(format!(
+        ".{}.{:016x}.tmp",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    let temp = dir.join(temp_name);
+    let result = (|| {
+        let mut file = open_private(&temp, true)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)?;
+        File::open(&dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::pool::slot::tests::record;
+    use crate::pool::slot::{SlotState, StoredSlot};
+
+    #[tokio::test]
+    async fn the_file_store_keeps_the_contract() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pool.json");
+        let store = FileStore::new(path.clone());
+        crate::pool::store::contract::check(&store).await;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // No temporary file is left behind.
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["pool.json", "pool.json.lock"]);
+    }
+
+    #[tokio::test]
+    async fn a_symbolic_link_is_refused_and_nothing_is_written_through_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, b"").unwrap();
+        let path = dir.path().join("pool.json");
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let store = FileStore::new(path);
+        let slot = StoredSlot {
+            record: record("a", "img", SlotState::Ready, Duration::from_secs(60)),
+            owner: None,
+            lease_until: None,
+        };
+        let err = (&store as &dyn SlotStore)
+            .record_warming(slot)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid store: the pool file or its lock is a symbolic link; point the pool at a regular file"
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), b"");
+    }
+
+    #[tokio::test]
+    async fn a_missing_directory_names_the_io_error_not_the_path() {
+        let store = FileStore::new(PathBuf::from("/nonexistent-rayito-dir/pool.json"));
+        let err = (&store as &dyn SlotStore).list("img").await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid store: cannot lock the pool file (entity not found); check the file, its directory and their permissions"
+        );
+    }
+
+    /// The env variable that turns `claimer` into a claiming child.
+    const CLAIMER_ENV: &str = "RAYITO_POOL_RACE_FILE";
+
+    /// In a child process (re-executed test binary): claims slots from the
+    /// file until none is left, printing each id claimed.
+    #[tokio::test]
+    async fn claimer() {
+        let Some(path) = std::env::var_os(CLAIMER_ENV) else {
+            return;
+        };
+        let store = FileStore::new(PathBuf::from(path));
+        let store: &dyn SlotStore = &store;
+        let mut claimed = Vec::new();
+        while let Some(slot) = store.claim("img", SystemTime::UNIX_EPOCH).await.unwrap() {
+            claimed.push(slot.record.sandbox_id);
+        }
+        println!("CLAIMED {}", claimed.join(","));
+    }
+
+    /// N processes claim M slots of one file at once: each slot is claimed
+    /// exactly once and none is lost.
+    #[tokio::test]
+    async fn processes_racing_on_one_file_claim_each_slot_exactly_once() {
+        const PROCESSES: usize = 6;
+        const SLOTS: usize = 120;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pool.json");
+        let slots: Vec<StoredSlot> = (0..SLOTS)
+            .map(|i| StoredSlot {
+                record: record(
+                    &format!("microvm-{i:03}"),
+                    "img",
+                    SlotState::Ready,
+                    Duration::from_secs(3_600 + i as u64),
+                ),
+                owner: None,
+                lease_until: None,
+            })
+            .collect();
+        std::fs::write(&path, encode(&slots)).unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let children: Vec<_> = (0..PROCESSES)
+            .map(|_| {
+                std::process::Command::new(&exe)
+                    .args(["--exact", "pool::file_store::tests::claimer", "--nocapture"])
+                    .env(CLAIMER_ENV, &path)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut all = Vec::new();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success());
+            let text = String::from_utf8(out.stdout).unwrap();
+            let line = text
+                .lines()
+                .find_map(|l| l.strip_prefix("CLAIMED "))
+                .expect("the child reports what it claimed");
+            all.extend(line.split(',').filter(|s| !s.is_empty()).map(str::to_owned));
+        }
+        let mut sorted = all.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), all.len(), "a slot was claimed twice");
+        assert_eq!(sorted.len(), SLOTS, "a slot was lost");
+        assert!(decode(&std::fs::read(&path).unwrap()).unwrap().is_empty());
+    }
+}
