@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod moto;
+pub mod moto_seed;
 #[path = "../skip_support/mod.rs"]
 pub mod skip;
 
