@@ -7,6 +7,7 @@
 
 pub mod moto;
 pub mod moto_seed;
+pub mod recording_proxy;
 #[path = "../skip_support/mod.rs"]
 pub mod skip;
 
