@@ -5,25 +5,28 @@
 //! image our `Images::publish` made is launched by the reference SDK's
 //! `Sandbox.create(template=arn)`, which runs a command in it.
 //!
-//! Both ways are shown through what each tool builds and reuses: an
-//! image the reference published is launched by our SDK, and our publish of
-//! the same artifact reuses the reference's version (our desired
-//! configuration equals what the reference sent, field by field, as the
-//! service echoes it); an image we published is reused by the reference's
-//! publish of the same artifact (the reference's desired configuration
-//! equals ours). The reference SDK's `Sandbox.create` on our image is not
-//! run: its gRPC (grpc-core, BoringSSL) refuses the emulator's TLS
-//! certificates ("unsupported name constraint type": BoringSSL does not
-//! implement the iPAddress name constraints the emulator's CA carries), and
-//! without TLS it cannot reach a MicroVM (it dials `<endpoint>:443`).
+//! Both ways are shown through what each tool builds, reuses and
+//! launches: an image the reference published is launched by our SDK, and
+//! our publish of the same artifact reuses the reference's version (our
+//! desired configuration equals what the reference sent, as the service
+//! echoes it); an image we published is reused by the reference's publish
+//! of the same artifact (its desired configuration equals ours), and is
+//! launched by the reference SDK's `Sandbox.create`, which runs a command,
+//! a code cell and a file round trip in it.
+//!
+//! The reference SDK's gRPC goes over TLS to port 443 of the MicroVM's
+//! endpoint, so that test runs the emulator in TLS mode (root: port 443)
+//! with `tls_ip_name_constraints` off (grpc-core's BoringSSL refuses a CA
+//! that constrains iPAddress names: "unsupported name constraint type")
+//! and the reference trusts its CA through `GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`.
 //!
 //! The reference reaches the emulator the way every boto3 program can:
 //! `AWS_ENDPOINT_URL` (MicroVMs API, STS, CloudWatch Logs),
 //! `AWS_ENDPOINT_URL_S3` (the emulator's S3, path style from an AWS config
 //! file), static credentials and region in the environment, and
-//! `--build-role-arn` (no CloudFormation stack to read it from). Needs
-//! local builds; otherwise, and without the reference installed, the test
-//! prints `SKIPPED: <test>: <reason>`.
+//! `--build-role-arn` (no CloudFormation stack to read it from). The
+//! tests need local builds and the reference installed; otherwise they
+//! print `SKIPPED: <test>: <reason>`.
 
 mod sdk_support;
 
@@ -33,7 +36,7 @@ use std::time::Duration;
 
 use rayito::template::{Arch, PublishOptions, pack_base_image};
 use rayito::{Client, Sandbox};
-use rayito_agent::emulator::{Emulator, Operation};
+use rayito_agent::emulator::{Emulator, EmulatorConfig, Operation};
 use sdk_support::skip::{local_builds_unavailable, skip};
 
 /// The reference's version this test pins (the one the spec describes).
@@ -118,6 +121,9 @@ fn reference_command(emu: &Emulator, home: &Path, program: &str) -> tokio::proce
         .env("AWS_ENDPOINT_URL_S3", emu.s3_endpoint_url())
         .stdin(Stdio::null())
         .kill_on_drop(true);
+    if let Some(ca) = emu.ca_path() {
+        cmd.env("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", ca);
+    }
     cmd
 }
 
@@ -169,7 +175,7 @@ fn reference_publish(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_reference_publish_and_our_sdk_interoperate_both_ways() {
+async fn the_reference_publish_and_ours_build_images_each_other_launches_and_reuses() {
     if let Some(reason) = local_builds_unavailable() {
         skip(reason);
         return;
@@ -275,6 +281,80 @@ async fn the_reference_publish_and_our_sdk_interoperate_both_ways() {
         emu.calls(Operation::UpdateMicrovmImage),
         0,
         "nothing rebuilt"
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_sdk_launches_an_image_we_published_and_runs_in_it() {
+    if let Some(reason) = local_builds_unavailable() {
+        skip(reason);
+        return;
+    }
+    if let Some(reason) = reference_missing() {
+        skip(reason);
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        skip("the emulator's TLS mode binds port 443, where the reference dials: needs root");
+        return;
+    }
+    let emu = Emulator::start(EmulatorConfig {
+        tls: true,
+        tls_ip_name_constraints: false,
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("the emulator starts in TLS mode");
+    let home = tempfile::tempdir().unwrap();
+    let dir = base_dir("published-by-us");
+    let artifact = pack_base_image(dir.path(), Some(&arm64_elf()), Arch::Arm64).unwrap();
+    let client = Client::builder()
+        .aws(
+            sdk_support::aws(&emu)
+                .s3_endpoint_url(emu.s3_endpoint_url())
+                .add_root_certificate_pem(emu.ca_pem().unwrap().to_owned()),
+        )
+        .build()
+        .await
+        .unwrap();
+    let mut options = PublishOptions::default();
+    options.bucket = Some(emu.artifact_bucket());
+    options.poll_interval = Some(Duration::from_millis(100));
+    options.timeout = Duration::from_secs(90);
+    let info = client
+        .images()
+        .publish(&artifact, "ours-launched", options)
+        .await
+        .expect("our publish");
+    let mut launch = reference_command(&emu, home.path(), "python3");
+    launch.args([
+        "-c",
+        "import sys\n\
+         from rayito import Sandbox\n\
+         sandbox = Sandbox.create(template=sys.argv[1])\n\
+         try:\n\
+         \x20   result = sandbox.commands.run('cat /opt/rayito-img/marker')\n\
+         \x20   print('command', result.exit_code, result.stdout.strip())\n\
+         \x20   cell = sandbox.run_code('print(6 * 7)')\n\
+         \x20   print('code', ''.join(cell.logs.stdout).strip(), cell.error)\n\
+         \x20   sandbox.files.write('/tmp/interop.txt', 'round trip')\n\
+         \x20   print('file', sandbox.files.read('/tmp/interop.txt'))\n\
+         finally:\n\
+         \x20   sandbox.kill()\n",
+        &info.image_arn,
+    ]);
+    let (stdout, _) = run(launch, "Sandbox.create (the reference)").await;
+    assert_eq!(
+        stdout,
+        "command 0 published-by-us\ncode 42 None\nfile round trip\n"
+    );
+    assert!(
+        emu.microvm_ids().iter().all(|id| !matches!(
+            emu.state(id),
+            Some(rayito_agent::emulator::MicrovmState::Running)
+        )),
+        "the reference's kill terminated its MicroVM"
     );
     emu.shutdown().await;
 }
