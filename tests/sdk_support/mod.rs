@@ -6,6 +6,8 @@
 #![allow(dead_code)]
 
 pub mod moto;
+pub mod moto_seed;
+pub mod recording_proxy;
 #[path = "../skip_support/mod.rs"]
 pub mod skip;
 

@@ -75,6 +75,58 @@ impl MotoServer {
         self.port
     }
 
+    /// Calls moto's IAM (the query protocol: `Action`, `Version` and
+    /// `params` form-encoded) and returns the XML answer. Only while
+    /// authentication is off (the default, or after [`Self::relax_auth`]):
+    /// the request names IAM in an unsigned `Authorization` header, which
+    /// is how moto routes a request to a service.
+    ///
+    /// # Panics
+    /// When moto does not answer 200.
+    pub fn iam(&self, action: &str, params: &[(&str, &str)]) -> String {
+        let mut body = format!("Action={action}&Version=2010-05-08");
+        for (name, value) in params {
+            body.push('&');
+            body.push_str(name);
+            body.push('=');
+            body.push_str(&form_encode(value));
+        }
+        let (status, answer) = http_post(
+            self.port,
+            "/",
+            &[
+                (
+                    "Authorization",
+                    "AWS4-HMAC-SHA256 Credential=AKIDMOTOSETUP/20260101/us-east-1/iam/aws4_request, \
+                     SignedHeaders=host, Signature=0",
+                ),
+                ("Content-Type", "application/x-www-form-urlencoded"),
+            ],
+            body.as_bytes(),
+        )
+        .expect("moto's IAM answers");
+        assert_eq!(status, 200, "IAM {action}: {answer}");
+        answer
+    }
+
+    /// From now on moto checks every request's SigV4 signature against the
+    /// access keys its IAM issued, and the caller's IAM policies against
+    /// the action (`/moto-api/reset-auth` with a count of 0).
+    pub fn enforce_auth(&self) {
+        self.reset_auth("0");
+    }
+
+    /// Turns authentication off again (a count of infinity).
+    pub fn relax_auth(&self) {
+        self.reset_auth("inf");
+    }
+
+    fn reset_auth(&self, count: &str) {
+        let (status, answer) = http_post(self.port, "/moto-api/reset-auth", &[], count.as_bytes())
+            .expect("moto's reset-auth answers");
+        assert_eq!(status, 200, "reset-auth: {answer}");
+    }
+
     fn start_on_a_free_port(program: &PathBuf) -> Result<MotoServer, String> {
         let port = free_port();
         let log = tempfile::NamedTempFile::new().map_err(|e| format!("a log file: {e}"))?;
@@ -147,6 +199,51 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
+/// `value` form-encoded (`application/x-www-form-urlencoded`).
+fn form_encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// An XML element's text: the first `<tag>…</tag>` of `xml`.
+pub fn xml_text<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let start = xml.find(&open)? + open.len();
+    let len = xml[start..].find(&format!("</{tag}>"))?;
+    Some(&xml[start..start + len])
+}
+
+/// `POST path` on 127.0.0.1:`port` with `headers` and `body`, read as
+/// [`http_get`] reads.
+///
+/// # Errors
+/// The connection or the read fails, or the answer is not HTTP.
+pub fn http_post(
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<(u16, String)> {
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut request = head.into_bytes();
+    request.extend_from_slice(body);
+    exchange(port, &request)
+}
+
 /// `GET path` on 127.0.0.1:`port` over plain HTTP/1.1: the status code
 /// and the body (read to the end: the request asks the server to close;
 /// not decoded, so for answers with a `Content-Length`, as moto's are).
@@ -154,13 +251,17 @@ fn free_port() -> u16 {
 /// # Errors
 /// The connection or the read fails, or the answer is not HTTP.
 pub fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    exchange(port, request.as_bytes())
+}
+
+/// Sends `request` to 127.0.0.1:`port` and reads the answer to the end.
+fn exchange(port: u16, request: &[u8]) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     stream.set_write_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
-    )?;
+    stream.write_all(request)?;
     let mut answer = Vec::new();
     stream.read_to_end(&mut answer)?;
     let answer = String::from_utf8_lossy(&answer).into_owned();

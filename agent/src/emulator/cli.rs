@@ -47,6 +47,11 @@ pub struct EmulatorArgs {
     /// start (needs root or CAP_NET_BIND_SERVICE).
     #[arg(long)]
     pub tls: bool,
+    /// With `--tls`: the CA constrains DNS names only, not IP addresses,
+    /// for clients on BoringSSL (grpc-core, so the reference Python SDK),
+    /// which refuses a CA that constrains IP addresses.
+    #[arg(long, requires = "tls")]
+    pub tls_no_ip_constraints: bool,
     /// Each MicroVM's limits.
     #[command(flatten)]
     pub limits: crate::cli::LimitArgs,
@@ -102,6 +107,7 @@ impl EmulatorArgs {
             region: self.region.clone(),
             account_id: self.account_id.clone(),
             tls: self.tls,
+            tls_ip_name_constraints: !self.tls_no_ip_constraints,
             sandbox_limits: self.limits.limits(),
             ..EmulatorConfig::default()
         };
@@ -229,6 +235,18 @@ mod tests {
         assert_eq!(c.addr.to_string(), "127.0.0.1:4566");
         assert_eq!(c.images, ["rayito-base"]);
         assert!(emulator_args("--tls").unwrap().config().tls);
+        assert!(
+            emulator_args("--tls")
+                .unwrap()
+                .config()
+                .tls_ip_name_constraints
+        );
+        let bare = emulator_args("--tls --tls-no-ip-constraints")
+            .unwrap()
+            .config();
+        assert!(bare.tls && !bare.tls_ip_name_constraints);
+        let err = emulator_args("--tls-no-ip-constraints").unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
         let err = emulator_args("--bogus").unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::UnknownArgument);
         let err = emulator_args("--addr").unwrap_err();

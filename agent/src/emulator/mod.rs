@@ -106,6 +106,13 @@ pub struct EmulatorConfig {
     /// [`Emulator::ca_pem`]). Binding port 443 needs root or
     /// CAP_NET_BIND_SERVICE.
     pub tls: bool,
+    /// TLS mode: whether the CA's name constraints limit IP addresses to
+    /// loopback (default `true`) besides DNS names to `.invalid`. Turn it
+    /// off only for a client whose TLS stack refuses a CA that constrains
+    /// iPAddress names: BoringSSL, so grpc-core and the reference Python
+    /// SDK ("unsupported name constraint type"). Then a leaked CA key could
+    /// sign for any IP address (DNS names stay limited).
+    pub tls_ip_name_constraints: bool,
     /// How long after the agent's deadline passed in kill mode (where the
     /// real agent exits with status 124) the MicroVM is terminated with
     /// `Container Stopped with Exit Code: 124` (default 15 s, as measured on
@@ -143,6 +150,7 @@ impl Default for EmulatorConfig {
             auth_token_ttl: None,
             hook_timeout: Duration::from_secs(30),
             tls: false,
+            tls_ip_name_constraints: true,
             deadline_exit_delay: Duration::from_secs(15),
             max_idle_override: None,
             warm_spare: false,
@@ -211,7 +219,7 @@ impl Emulator {
         let tls = if config.tls {
             // Fail now, with a clear message, if port 443 is out of reach.
             drop(tls::bind().await?);
-            Some(tls::Tls::new(&config.root)?)
+            Some(tls::Tls::new(&config.root, config.tls_ip_name_constraints)?)
         } else {
             None
         };

@@ -63,23 +63,31 @@ fn other(err: impl std::fmt::Display) -> io::Error {
 }
 
 impl Tls {
-    /// Generates the CA and writes its PEM to `<root>/ca.pem`.
-    pub(crate) fn new(root: &Path) -> io::Result<Tls> {
+    /// Generates the CA and writes its PEM to `<root>/ca.pem`;
+    /// `constrain_ips`: see `EmulatorConfig::tls_ip_name_constraints`.
+    pub(crate) fn new(root: &Path, constrain_ips: bool) -> io::Result<Tls> {
         let mut params = CertificateParams::new(Vec::<String>::new()).map_err(other)?;
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
         // A client that trusts this CA trusts it for the loopback addresses
         // the emulator serves and nothing else: a leaked CA key cannot sign
         // for a real host (IPv4 127/8, IPv6 ::1; DNS names only under
-        // `.invalid`, which no real host has).
+        // `.invalid`, which no real host has). Without `constrain_ips`
+        // only DNS names are constrained: BoringSSL (grpc-core) refuses a
+        // chain whose CA constrains iPAddress names.
+        let mut permitted = Vec::new();
+        if constrain_ips {
+            permitted.push(GeneralSubtree::IpAddress(CidrSubnet::V4(
+                [127, 0, 0, 0],
+                [255, 0, 0, 0],
+            )));
+            permitted.push(GeneralSubtree::IpAddress(CidrSubnet::V6(
+                std::net::Ipv6Addr::LOCALHOST.octets(),
+                [0xff; 16],
+            )));
+        }
+        permitted.push(GeneralSubtree::DnsName("invalid".to_owned()));
         params.name_constraints = Some(NameConstraints {
-            permitted_subtrees: vec![
-                GeneralSubtree::IpAddress(CidrSubnet::V4([127, 0, 0, 0], [255, 0, 0, 0])),
-                GeneralSubtree::IpAddress(CidrSubnet::V6(
-                    std::net::Ipv6Addr::LOCALHOST.octets(),
-                    [0xff; 16],
-                )),
-                GeneralSubtree::DnsName("invalid".to_owned()),
-            ],
+            permitted_subtrees: permitted,
             excluded_subtrees: Vec::new(),
         });
         params
@@ -189,11 +197,24 @@ mod tests {
 
     #[test]
     fn the_ca_signs_for_loopback_only() {
+        // Without IP constraints (for BoringSSL clients) a public address
+        // passes; a DNS name outside `.invalid` never does.
+        for constrain_ips in [true, false] {
+            let (loopback_ok, public_ok, dns_ok) = ca_accepts(constrain_ips);
+            assert!(loopback_ok, "constrain_ips={constrain_ips}");
+            assert_eq!(public_ok, !constrain_ips, "constrain_ips={constrain_ips}");
+            assert!(!dns_ok, "constrain_ips={constrain_ips}");
+        }
+    }
+
+    /// Whether a verifier trusting the CA accepts leaves it signs for a
+    /// loopback address, a public address and a public DNS name.
+    fn ca_accepts(constrain_ips: bool) -> (bool, bool, bool) {
         use tokio_rustls::rustls::client::WebPkiServerVerifier;
         use tokio_rustls::rustls::client::danger::ServerCertVerifier as _;
         use tokio_rustls::rustls::pki_types::{ServerName, UnixTime};
         let dir = tempfile::tempdir().unwrap();
-        let tls = Tls::new(dir.path()).unwrap();
+        let tls = Tls::new(dir.path(), constrain_ips).unwrap();
         let leaf = |name: SanType| {
             let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
             params.subject_alt_names = vec![name];
@@ -211,31 +232,24 @@ mod tests {
             verifier.verify_server_cert(&cert, &[], &name, &[], UnixTime::now())
         };
         let loopback = Ipv4Addr::new(127, 0, 0, 7);
-        assert!(
+        let public = Ipv4Addr::new(93, 184, 215, 14);
+        (
             verify(
                 leaf(SanType::IpAddress(loopback.into())),
-                ServerName::IpAddress(loopback.into())
+                ServerName::IpAddress(loopback.into()),
             )
-            .is_ok()
-        );
-        // A certificate this CA signs for a real host is refused: the name
-        // is outside the CA's constraints.
-        let public = Ipv4Addr::new(93, 184, 215, 14);
-        assert!(
+            .is_ok(),
             verify(
                 leaf(SanType::IpAddress(public.into())),
-                ServerName::IpAddress(public.into())
+                ServerName::IpAddress(public.into()),
             )
-            .is_err()
-        );
-        let host = ServerName::try_from("example.com").unwrap();
-        assert!(
+            .is_ok(),
             verify(
                 leaf(SanType::DnsName("example.com".try_into().unwrap())),
-                host
+                ServerName::try_from("example.com").unwrap(),
             )
-            .is_err()
-        );
+            .is_ok(),
+        )
     }
 
     #[test]
