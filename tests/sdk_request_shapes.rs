@@ -120,17 +120,18 @@ async fn publish_and_template_build_send_the_spec_shapes() {
         .to_owned();
     let (img, tpl, base) = (image("shape-img"), image("shape-tpl"), image("rayito-base"));
     let expected: Vec<(&str, String)> = vec![
-        // publish: `latest` resolved, the image read (absent), Create,
-        // the gate (image, version).
-        ("GET", managed.clone()),
+        // publish: the image read first (absent; one tagged as a
+        // stack's would stop it before any write), `latest` resolved,
+        // Create, the gate (image, version).
         ("GET", img.clone()),
+        ("GET", managed.clone()),
         ("POST", "/2025-09-09/microvm-images".to_owned()),
         ("GET", img.clone()),
         ("GET", format!("{img}/versions/1")),
         // publish again, another configuration: reuse looked for in the
         // versions (at most 50 a page), then Update and the gate.
-        ("GET", managed.clone()),
         ("GET", img.clone()),
+        ("GET", managed.clone()),
         ("GET", format!("{img}/versions?maxResults=50")),
         ("PUT", img.clone()),
         ("GET", img.clone()),
