@@ -59,6 +59,7 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         ErrorKind::Unimplemented | ErrorKind::LifecycleUnsupported => "UnimplementedError",
         ErrorKind::Build => "BuildException",
         ErrorKind::Template => "TemplateException",
+        ErrorKind::Stack => "StackException",
     }
 }
 
@@ -164,6 +165,9 @@ fn every_placeholder_is_a_documented_name() {
         "step",
         "exit",
         "limit",
+        "stack",
+        "resource",
+        "output",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

@@ -53,6 +53,8 @@ pub enum ErrorKind {
     /// `template`: an invalid template name or tag, or an image too old
     /// for templates.
     Template,
+    /// `stack`: deploying or reading a CloudFormation stack failed.
+    Stack,
 }
 
 impl ErrorKind {
@@ -77,6 +79,7 @@ impl ErrorKind {
         Self::LifecycleUnsupported,
         Self::Build,
         Self::Template,
+        Self::Stack,
     ];
 
     /// The stable string of the kind, e.g. `file_not_found`.
@@ -101,6 +104,7 @@ impl ErrorKind {
             Self::LifecycleUnsupported => "lifecycle_unsupported",
             Self::Build => "build",
             Self::Template => "template",
+            Self::Stack => "stack",
         }
     }
 
@@ -127,7 +131,8 @@ impl ErrorKind {
             | Self::DiskFull
             | Self::RateLimit
             | Self::Build
-            | Self::Template => &[Self::Sandbox],
+            | Self::Template
+            | Self::Stack => &[Self::Sandbox],
             Self::FileNotFound | Self::SandboxNotFound => &[Self::NotFound],
             Self::LifecycleUnsupported => &[Self::Unimplemented],
         }
@@ -214,6 +219,11 @@ impl ErrorKind {
                 false,
                 false,
                 "an invalid template name or tag, or an image too old for templates",
+            ),
+            Self::Stack => (
+                false,
+                false,
+                "deploying or reading a CloudFormation stack failed; `code` says why",
             ),
         };
         ErrorInfo {

@@ -59,6 +59,8 @@ pub use base_image::{
     AGENT_ENTRY, Arch, DEFAULT_DOCKERFILE, check_agent_binary, check_base_artifact, pack_base_image,
 };
 pub(crate) use build::TemplateServices;
+#[cfg(feature = "setup")]
+pub(crate) use build::check_bucket;
 pub use build::{
     BUCKET_ENV, BuildEvent, BuildHandle, BuildInfo, BuildOptions, BuildStatus,
     DEFAULT_BUILD_TIMEOUT, DEFAULT_MEMORY_MIB, HOOKS_PORT, ImageVersionSummary, Images,

@@ -124,12 +124,16 @@ impl Drop for MotoServer {
     }
 }
 
-/// `target/test-deps/venv/bin/moto_server` of this workspace, else
-/// `moto_server` on the PATH.
+/// `target/test-deps/venv/bin/moto_server` of this workspace (looked
+/// for from the test's crate upwards: the CLI's tests include this file
+/// too), else `moto_server` on the PATH.
 fn moto_server_program() -> Option<PathBuf> {
-    let venv =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-deps/venv/bin/moto_server");
-    if venv.is_file() {
+    let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    if let Some(venv) = crate_dir
+        .ancestors()
+        .map(|dir| dir.join("target/test-deps/venv/bin/moto_server"))
+        .find(|p| p.is_file())
+    {
         return Some(venv);
     }
     std::env::var_os("PATH").and_then(|path| {
