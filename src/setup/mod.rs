@@ -42,6 +42,9 @@ use crate::control::stacks::{StackState, Stacks, UpdateStarted};
 use crate::error::SandboxError;
 use crate::template::TemplateServices;
 
+/// The AWS SDK's variable for CloudFormation's endpoint.
+pub const CLOUDFORMATION_ENDPOINT_ENV: &str = "AWS_ENDPOINT_URL_CLOUDFORMATION";
+
 /// How long [`Setup::apply`] waits for one stack by default.
 pub const DEFAULT_STACK_TIMEOUT: Duration = Duration::from_secs(900);
 /// How often a stack's status is read while waiting, by default.
@@ -54,8 +57,11 @@ pub struct SetupOptions {
     /// An existing artifact bucket to use instead of the artifacts stack's
     /// (`rayito setup --bucket`); it must exist and be the caller's.
     pub bucket: Option<String>,
-    /// CloudFormation's endpoint, when not AWS's (tests, emulators); the
-    /// AWS SDK's `AWS_ENDPOINT_URL_CLOUDFORMATION` also works.
+    /// CloudFormation's endpoint, when not AWS's (tests, emulators); else
+    /// `AWS_ENDPOINT_URL_CLOUDFORMATION`, which here wins over
+    /// [`AwsOptions::endpoint_url`](crate::AwsOptions::endpoint_url) (that
+    /// one names the MicroVMs API's endpoint, e.g. an emulator, which
+    /// serves no CloudFormation).
     pub cloudformation_endpoint_url: Option<String>,
     /// How long to wait for one stack (default 15 minutes).
     pub timeout: Duration,
@@ -249,10 +255,16 @@ impl Setup {
     }
 
     fn stacks(&self, services: &TemplateServices) -> Stacks {
-        Stacks::new(
-            services.sdk_config(),
-            self.options.cloudformation_endpoint_url.as_deref(),
-        )
+        let endpoint = self
+            .options
+            .cloudformation_endpoint_url
+            .clone()
+            .or_else(|| {
+                std::env::var(CLOUDFORMATION_ENDPOINT_ENV)
+                    .ok()
+                    .filter(|v| !v.is_empty())
+            });
+        Stacks::new(services.sdk_config(), endpoint.as_deref())
     }
 
     /// Reads what exists and says what [`apply`](Self::apply) would do.
