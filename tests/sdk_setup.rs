@@ -486,3 +486,276 @@ async fn with_an_existing_bucket_setup_deploys_iam_and_the_base_image_publishes_
         .unwrap();
     assert_eq!(version.build_role_arn, done.build_role_arn);
 }
+
+/// A scripted CloudFormation (the awsQuery protocol over HTTP) for the
+/// states moto never reaches: moto creates a stack's resources inside
+/// CreateStack, so a resource failing later (ROLLBACK_COMPLETE, with
+/// failed events) or a stack still changing cannot happen there. The
+/// artifacts stack is deployed with this version's template; the IAM
+/// stack is in `iam_status` (absent when `None`), and after a CreateStack
+/// goes CREATE_IN_PROGRESS then ROLLBACK_COMPLETE, with events naming
+/// BuildRole as the first failure.
+mod scripted_cloudformation {
+    use std::sync::{Arc, Mutex};
+
+    use axum::body::Bytes;
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+
+    /// CloudFormation's text in the events: it must never reach an error.
+    pub const SECRET_REASON: &str = "Resource handler returned message: s3cr3t-detail";
+
+    #[derive(Default)]
+    struct State {
+        iam_status: Option<String>,
+        polls: u32,
+    }
+
+    fn xml_escape(text: &str) -> String {
+        text.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    }
+
+    fn form(body: &[u8]) -> Vec<(String, String)> {
+        url_decode_pairs(std::str::from_utf8(body).unwrap_or_default())
+    }
+
+    fn url_decode_pairs(text: &str) -> Vec<(String, String)> {
+        text.split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(k, v)| (decode(k), decode(v)))
+            .collect()
+    }
+
+    fn decode(text: &str) -> String {
+        let bytes = text.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'%' if i + 2 < bytes.len() => {
+                    let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("00");
+                    out.push(u8::from_str_radix(hex, 16).unwrap_or(b'?'));
+                    i += 3;
+                }
+                b'+' => {
+                    out.push(b' ');
+                    i += 1;
+                }
+                b => {
+                    out.push(b);
+                    i += 1;
+                }
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    fn ok(action: &str, result: &str) -> axum::response::Response {
+        (
+            StatusCode::OK,
+            [("content-type", "text/xml")],
+            format!(
+                "<{action}Response xmlns=\"http://cloudformation.amazonaws.com/doc/2010-05-15/\">\
+                 <{action}Result>{result}</{action}Result>\
+                 <ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></{action}Response>"
+            ),
+        )
+            .into_response()
+    }
+
+    fn absent(name: &str) -> axum::response::Response {
+        (
+            StatusCode::BAD_REQUEST,
+            [("content-type", "text/xml")],
+            format!(
+                "<ErrorResponse xmlns=\"http://cloudformation.amazonaws.com/doc/2010-05-15/\">\
+                 <Error><Type>Sender</Type><Code>ValidationError</Code>\
+                 <Message>Stack with id {name} does not exist</Message></Error>\
+                 <RequestId>r</RequestId></ErrorResponse>"
+            ),
+        )
+            .into_response()
+    }
+
+    fn stack(name: &str, status: &str) -> String {
+        format!(
+            "<Stacks><member><StackName>{name}</StackName>\
+             <StackId>arn:aws:cloudformation:us-east-1:123456789012:stack/{name}/1</StackId>\
+             <CreationTime>2026-01-01T00:00:00Z</CreationTime>\
+             <StackStatus>{status}</StackStatus></member></Stacks>"
+        )
+    }
+
+    fn event(id: u32, logical: &str, status: &str, reason: &str) -> String {
+        format!(
+            "<member><StackId>arn:aws:cloudformation:us-east-1:123456789012:stack/rayito-m0-iam/1</StackId>\
+             <EventId>{id}</EventId><StackName>rayito-m0-iam</StackName>\
+             <LogicalResourceId>{logical}</LogicalResourceId>\
+             <ResourceStatus>{status}</ResourceStatus>\
+             <ResourceStatusReason>{reason}</ResourceStatusReason>\
+             <Timestamp>2026-01-01T00:00:{id:02}Z</Timestamp></member>"
+        )
+    }
+
+    async fn handle(
+        axum::extract::State(state): axum::extract::State<Arc<Mutex<State>>>,
+        body: Bytes,
+    ) -> axum::response::Response {
+        let form = form(&body);
+        let get = |key: &str| {
+            form.iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        let name = get("StackName");
+        let mut state = state.lock().unwrap();
+        match get("Action").as_str() {
+            "DescribeStacks" if name == "rayito-m0-artifacts" => {
+                ok("DescribeStacks", &stack(&name, "CREATE_COMPLETE"))
+            }
+            "DescribeStacks" => match state.iam_status.clone() {
+                None => absent(&name),
+                Some(status) => {
+                    state.polls += 1;
+                    let shown = if status == "CREATE_IN_PROGRESS" && state.polls > 2 {
+                        state.iam_status = Some("ROLLBACK_COMPLETE".into());
+                        "ROLLBACK_COMPLETE".to_owned()
+                    } else {
+                        status
+                    };
+                    ok("DescribeStacks", &stack(&name, &shown))
+                }
+            },
+            "GetTemplate" => {
+                let body = serde_json::to_string(&rayito::setup::artifacts_template()).unwrap();
+                ok(
+                    "GetTemplate",
+                    &format!("<TemplateBody>{}</TemplateBody>", xml_escape(&body)),
+                )
+            }
+            "CreateStack" => {
+                state.iam_status = Some("CREATE_IN_PROGRESS".into());
+                ok(
+                    "CreateStack",
+                    "<StackId>arn:aws:cloudformation:us-east-1:123456789012:stack/rayito-m0-iam/1</StackId>",
+                )
+            }
+            "DescribeStackEvents" => {
+                // Newest first; an older operation's failure below the
+                // start of this one must not be taken.
+                let events = [
+                    event(9, "rayito-m0-iam", "ROLLBACK_COMPLETE", ""),
+                    event(8, "ExecutionRole", "DELETE_COMPLETE", ""),
+                    event(7, "rayito-m0-iam", "ROLLBACK_IN_PROGRESS", SECRET_REASON),
+                    event(
+                        6,
+                        "ExecutionRole",
+                        "CREATE_FAILED",
+                        "Resource creation cancelled",
+                    ),
+                    event(5, "BuildRole", "CREATE_FAILED", SECRET_REASON),
+                    event(4, "ExecutionRole", "CREATE_IN_PROGRESS", ""),
+                    event(3, "BuildRole", "CREATE_IN_PROGRESS", ""),
+                    event(2, "rayito-m0-iam", "CREATE_IN_PROGRESS", "User Initiated"),
+                    event(1, "OldPolicy", "CREATE_FAILED", "an older operation"),
+                ];
+                ok(
+                    "DescribeStackEvents",
+                    &format!("<StackEvents>{}</StackEvents>", events.concat()),
+                )
+            }
+            other => (StatusCode::BAD_REQUEST, format!("unscripted {other}")).into_response(),
+        }
+    }
+
+    /// Serves the script on a loopback port with the IAM stack in
+    /// `iam_status`; the endpoint URL.
+    pub async fn start(iam_status: Option<&str>) -> String {
+        let state = Arc::new(Mutex::new(State {
+            iam_status: iam_status.map(str::to_owned),
+            polls: 0,
+        }));
+        let app = axum::Router::new()
+            .route("/", axum::routing::post(handle))
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_resource_is_named_with_its_status_and_a_blocked_or_changing_stack_is_refused() {
+    let Some(moto) = tokio::task::spawn_blocking(MotoServer::start)
+        .await
+        .unwrap()
+    else {
+        return;
+    };
+    let client = client(&moto).await;
+
+    // CreateStack, then the stack rolls back: the first failed resource
+    // of this operation, never CloudFormation's reason text.
+    let mut rolling_back = options();
+    rolling_back.cloudformation_endpoint_url = Some(scripted_cloudformation::start(None).await);
+    let setup = client.setup(rolling_back);
+    let plan = setup.plan().await.unwrap();
+    assert_eq!(
+        steps(&plan),
+        [
+            "exists stack rayito-m0-artifacts",
+            "create stack rayito-m0-iam"
+        ]
+    );
+    let err = setup.apply(&plan).await.expect_err("the stack rolls back");
+    assert!(
+        matches!(
+            &err,
+            SandboxError::Stack {
+                code: StackCode::Failed,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "stack rayito-m0-iam failed: resource BuildRole ended CREATE_FAILED; read the stack's events in CloudFormation, fix the cause, then run rayito setup --yes again"
+    );
+    let shown = format!("{err:?} {}", err.to_wire());
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+
+    // A stack CloudFormation cannot update from, and one still changing:
+    // refused at the plan, before anything is written.
+    for (status, code, message) in [
+        (
+            "ROLLBACK_COMPLETE",
+            StackCode::Blocked,
+            "stack rayito-m0-iam is ROLLBACK_COMPLETE and cannot be updated; delete the stack, then run rayito setup --yes again",
+        ),
+        (
+            "UPDATE_IN_PROGRESS",
+            StackCode::InProgress,
+            "stack rayito-m0-iam is still changing (UPDATE_IN_PROGRESS); wait until it settles, then run rayito setup --yes again",
+        ),
+    ] {
+        let mut stuck = options();
+        stuck.cloudformation_endpoint_url =
+            Some(scripted_cloudformation::start(Some(status)).await);
+        let err = client
+            .setup(stuck)
+            .plan()
+            .await
+            .expect_err("no plan over that stack");
+        assert_eq!(err.to_string(), message);
+        let SandboxError::Stack { code: got, .. } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(got, &code);
+    }
+}
