@@ -417,6 +417,10 @@ fn aarch64_elf() -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_an_existing_bucket_setup_deploys_iam_and_the_base_image_publishes_with_its_role() {
+    if let Some(reason) = sdk_support::skip::local_builds_unavailable() {
+        sdk_support::skip::skip(reason);
+        return;
+    }
     let Some(moto) = tokio::task::spawn_blocking(MotoServer::start)
         .await
         .unwrap()

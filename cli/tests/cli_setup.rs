@@ -102,6 +102,10 @@ fn s(path: &Path) -> &str {
 
 #[test]
 fn setup_plans_without_writing_then_applies_once_and_a_second_run_changes_nothing() {
+    if let Some(reason) = skip::local_builds_unavailable() {
+        skip::skip(reason);
+        return;
+    }
     let Some(moto) = MotoServer::start() else {
         return;
     };
@@ -175,4 +179,32 @@ fn setup_plans_without_writing_then_applies_once_and_a_second_run_changes_nothin
         plan.ends_with("nothing to do: this account is set up\n"),
         "{plan}"
     );
+
+    // The image setup published starts sandboxes.
+    let template = again
+        .lines()
+        .find_map(|l| l.strip_prefix("RAYITO_TEMPLATE="))
+        .expect("setup prints RAYITO_TEMPLATE")
+        .to_owned();
+    let created: Value = serde_json::from_str(&session.ok(&[
+        "--local",
+        "sandbox",
+        "create",
+        "--template",
+        &template,
+        "--output",
+        "json",
+    ]))
+    .unwrap();
+    let id = created["sandbox_id"].as_str().unwrap().to_owned();
+    let marker = session.ok(&[
+        "--local",
+        "sandbox",
+        "exec",
+        &id,
+        "--",
+        "cat /opt/rayito-cli-setup/marker",
+    ]);
+    assert_eq!(marker, "setup\n");
+    session.run(&["--local", "sandbox", "kill", &id]);
 }
