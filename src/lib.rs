@@ -229,6 +229,8 @@ macro_rules! boxed {
 }
 
 pub mod error;
+#[cfg(feature = "setup")]
+pub mod setup;
 #[cfg(feature = "templates")]
 pub mod template;
 #[cfg(feature = "test-util")]

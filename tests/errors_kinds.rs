@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rayito::error::{
     BuildReason, CapacityCode, CommandExitStatus, ErrorInfo, ErrorKind, SandboxCode, SandboxError,
-    TimeoutScope,
+    StackCode, TimeoutScope,
 };
 
 /// docs/errors.md is the one written copy of the kind, classification and
@@ -187,6 +187,8 @@ fn code_lists_are_the_documented_ones() {
     assert_eq!(CapacityCode::VALUES, documented("CapacityCode"));
     assert_eq!(CommandExitStatus::VALUES, documented("CommandExitStatus"));
     assert_eq!(BuildReason::VALUES, documented("BuildReason"));
+    assert_eq!(StackCode::VALUES, documented("StackCode"));
+    assert_eq!(StackCode::from("in_progress"), StackCode::InProgress);
     assert_eq!(
         BuildReason::from("context_path_outside"),
         BuildReason::ContextPathOutside

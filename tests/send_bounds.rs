@@ -134,6 +134,19 @@ fn pool_futures_are_send(pool: &rayito::Pool) {
     assert_send(&pool.stats());
 }
 
+/// A new account's setup (feature `setup`, which the SDK's own tests
+/// enable).
+#[allow(dead_code)]
+async fn setup_futures_are_send(client: &Client) {
+    use rayito::setup::SetupOptions;
+    let setup = client.setup(SetupOptions::default());
+    assert_send(&setup.plan());
+    let plan = setup.plan().await.unwrap();
+    assert_send(&setup.apply(&plan));
+    assert_send(&setup.outputs());
+    assert_send(&setup.bucket_exists("b"));
+}
+
 #[cfg(feature = "local")]
 #[allow(dead_code)]
 fn local_client_futures_are_send() {

@@ -1,10 +1,18 @@
 //! `rayito doctor`: what the SDK would use on AWS, then live checks, each
 //! with a verdict and, on failure, the fix. Exit 0 only when an AWS
 //! `create` could work.
+//!
+//! Publishing (`rayito setup`, `rayito image publish`) is checked too,
+//! without writing anything: the IAM stack `rayito-m0-iam` and its
+//! outputs, the artifact bucket (HeadBucket, this account's), and a
+//! launchable version of the image. Those checks have their own verdict
+//! and do not change the exit code of `rayito doctor` (a caller of images
+//! published elsewhere needs none of them); `rayito setup` requires both.
 
 use std::path::PathBuf;
 
 use futures_util::StreamExt as _;
+use rayito::setup::SetupOptions;
 use rayito::{AwsOptions, Client, ErrorKind, ListQuery, SandboxError};
 use serde_json::{Value, json};
 
@@ -81,12 +89,6 @@ fn fix_for(err: &SandboxError) -> String {
 
 /// Runs the doctor; returns the exit code.
 pub async fn run(global: Global) -> i32 {
-    let region = region(&global);
-    let template = env(rayito::TEMPLATE_ENV);
-    let backend = env(rayito::BACKEND_ENV).unwrap_or_else(|| "aws".to_owned());
-    let credentials = credential_source(&global);
-    let mut checks = Vec::new();
-
     let mut options = AwsOptions::new();
     if let Some(region) = &global.region {
         options = options.region(region);
@@ -98,6 +100,241 @@ pub async fn run(global: Global) -> i32 {
     // included); ListMicrovms, one page of one, then reaches the API and
     // proves one permission.
     let client = Client::builder().aws(options).build().await;
+    let report = report(&global, client, None, None).await;
+    report.print(global.output);
+    report.exit_code()
+}
+
+/// The checks of publishing, none of which writes.
+async fn publishing_checks(
+    client: &Client,
+    image: Option<&str>,
+    bucket: Option<String>,
+) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let setup = client.setup(SetupOptions::default());
+    let setup_fix = "run `rayito setup` to see what is missing, then `rayito setup --yes`; see docs/aws.md (\"A new account in one command\")";
+    let outputs = setup.outputs().await;
+    checks.push(match &outputs {
+        Ok(outputs) => Check {
+            name: "stack rayito-m0-iam (build role, policies) and cloudformation:DescribeStacks",
+            ok: true,
+            detail: format!(
+                "deployed; BuildRoleArn {}",
+                outputs.get("BuildRoleArn").map_or("-", String::as_str)
+            ),
+            fix: None,
+        },
+        Err(err) => Check {
+            name: "stack rayito-m0-iam (build role, policies) and cloudformation:DescribeStacks",
+            ok: false,
+            detail: format!("{err} (kind {})", err.classify().kind),
+            fix: Some(setup_fix.to_owned()),
+        },
+    });
+    let bucket = bucket
+        .or_else(|| env(rayito::template::BUCKET_ENV))
+        .or_else(|| {
+            outputs
+                .ok()
+                .and_then(|o| o.get("ArtifactBucketName").cloned())
+        });
+    checks.push(match bucket {
+        None => Check {
+            name: "artifact bucket",
+            ok: false,
+            detail: "no bucket is known (RAYITO_BUCKET, or the IAM stack's ArtifactBucketName)".to_owned(),
+            fix: Some(setup_fix.to_owned()),
+        },
+        Some(bucket) => match setup.bucket_exists(&bucket).await {
+            Ok(true) => Check {
+                name: "artifact bucket and s3:ListBucket (HeadBucket)",
+                ok: true,
+                detail: format!("{bucket} exists and is this account's"),
+                fix: None,
+            },
+            Ok(false) => Check {
+                name: "artifact bucket and s3:ListBucket (HeadBucket)",
+                ok: false,
+                detail: format!("{bucket} does not exist"),
+                fix: Some(setup_fix.to_owned()),
+            },
+            Err(err) => Check {
+                name: "artifact bucket and s3:ListBucket (HeadBucket)",
+                ok: false,
+                detail: format!("{err} (kind {})", err.classify().kind),
+                fix: Some(format!(
+                    "the bucket must be this account's and the caller needs s3:ListBucket on it (the ImagePublisherPolicy of {POLICY_DOC})"
+                )),
+            },
+        },
+    });
+    let name = "launchable image version and lambda-microvms:ListMicrovmImageVersions";
+    checks.push(match image {
+        None => Check {
+            name,
+            ok: false,
+            detail: "no image is configured".to_owned(),
+            fix: Some("run `rayito setup --yes` (it publishes rayito-base) and set RAYITO_TEMPLATE to the ARN it prints".to_owned()),
+        },
+        Some(image) => match client.images().versions(image).await {
+            Ok(versions) => match versions
+                .iter()
+                .find(|v| v.state == "SUCCESSFUL" && v.status == "ACTIVE")
+            {
+                Some(v) => Check {
+                    name,
+                    ok: true,
+                    detail: format!("version {} is SUCCESSFUL and ACTIVE", v.version),
+                    fix: None,
+                },
+                None => Check {
+                    name,
+                    ok: false,
+                    detail: format!("no version of {image} is SUCCESSFUL and ACTIVE"),
+                    fix: Some("publish it again: `rayito setup --yes` or `rayito image publish`; `rayito image list NAME` shows its versions".to_owned()),
+                },
+            },
+            Err(err) => Check {
+                name,
+                ok: false,
+                detail: format!("{err} (kind {})", err.classify().kind),
+                fix: Some(fix_for(&err)),
+            },
+        },
+    });
+    checks
+}
+
+/// What the doctor found.
+pub struct Report {
+    backend: String,
+    region: Option<String>,
+    credentials: String,
+    template: Option<String>,
+    checks: Vec<Check>,
+    publishing: Vec<Check>,
+}
+
+const UNPROVABLE: &str = "RunMicrovm, TerminateMicrovm, SuspendMicrovm, ResumeMicrovm, CreateMicrovmAuthToken: no harmless call proves them; grant the policy in docs/aws.md";
+const UNPROVABLE_PUBLISHING: &str = "CreateMicrovmImage, UpdateMicrovmImage, iam:PassRole on the build role, s3:PutObject: publishing writes, no harmless call proves them; `rayito setup --yes` and `rayito image publish` use them";
+
+fn checks_json(checks: &[Check]) -> Vec<Value> {
+    checks
+        .iter()
+        .map(|c| json!({ "name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix }))
+        .collect()
+}
+
+fn print_checks(checks: &[Check]) {
+    for c in checks {
+        println!(
+            "[{}] {}: {}",
+            if c.ok { " ok " } else { "FAIL" },
+            c.name,
+            c.detail
+        );
+        if let Some(fix) = &c.fix {
+            println!("       fix: {fix}");
+        }
+    }
+}
+
+impl Report {
+    /// Whether an AWS `create` could work.
+    pub fn ready(&self) -> bool {
+        self.checks.iter().all(|c| c.ok)
+    }
+
+    /// Whether publishing could work (as far as reads tell).
+    pub fn publishing_ready(&self) -> bool {
+        self.publishing.iter().all(|c| c.ok)
+    }
+
+    /// `rayito doctor`'s exit code: 0 when a `create` could work.
+    pub fn exit_code(&self) -> i32 {
+        if self.ready() {
+            0
+        } else {
+            output::EXIT_FAILURE
+        }
+    }
+
+    /// The report as one JSON value.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "backend": self.backend,
+            "region": self.region,
+            "credentials": self.credentials,
+            "image": self.template,
+            "checks": checks_json(&self.checks),
+            "not_checked": UNPROVABLE,
+            "ready": self.ready(),
+            "publishing": {
+                "checks": checks_json(&self.publishing),
+                "not_checked": UNPROVABLE_PUBLISHING,
+                "ready": self.publishing_ready(),
+            },
+        })
+    }
+
+    /// Prints the report in `format`.
+    pub fn print(&self, format: Format) {
+        match format {
+            Format::Json => output::json(&self.to_json()),
+            Format::Text => self.print_text(),
+        }
+    }
+
+    fn print_text(&self) {
+        println!("backend:     {} (the doctor checks AWS)", self.backend);
+        println!(
+            "region:      {}",
+            self.region
+                .as_deref()
+                .unwrap_or("not set (--region, AWS_REGION, or the profile's region)")
+        );
+        println!("credentials: {}", self.credentials);
+        println!(
+            "image:       {}",
+            self.template
+                .as_deref()
+                .unwrap_or("not set (RAYITO_TEMPLATE)")
+        );
+        println!();
+        print_checks(&self.checks);
+        println!("[ -- ] {UNPROVABLE}");
+        println!();
+        println!("publishing (rayito setup, rayito image publish; read-only checks):");
+        print_checks(&self.publishing);
+        println!("[ -- ] {UNPROVABLE_PUBLISHING}");
+        println!();
+        if self.ready() {
+            println!("verdict: ready: `rayito sandbox create` can work on AWS");
+        } else {
+            println!("verdict: NOT ready: fix the failures above");
+        }
+        if self.publishing_ready() {
+            println!("publishing: ready: the stacks, the bucket and a launchable image are there");
+        } else {
+            println!("publishing: NOT ready: fix the publishing failures above (rayito setup)");
+        }
+    }
+}
+
+/// Runs every check over `client`; `template` and `bucket` override
+/// RAYITO_TEMPLATE and RAYITO_BUCKET (setup passes what it made).
+pub async fn report(
+    global: &Global,
+    client: Result<Client, SandboxError>,
+    template: Option<String>,
+    bucket: Option<String>,
+) -> Report {
+    let region = region(global);
+    let template = template.or_else(|| env(rayito::TEMPLATE_ENV));
+    let backend = env(rayito::BACKEND_ENV).unwrap_or_else(|| "aws".to_owned());
+    let credentials = credential_source(global);
+    let mut checks = Vec::new();
     let region = match &client {
         Ok(client) => client.region().map(str::to_owned),
         Err(_) => region,
@@ -195,54 +432,21 @@ pub async fn run(global: Global) -> i32 {
             ),
         },
     });
-    let unprovable = "RunMicrovm, TerminateMicrovm, SuspendMicrovm, ResumeMicrovm, CreateMicrovmAuthToken: no harmless call proves them; grant the policy in docs/aws.md";
-    let ready = checks.iter().all(|c| c.ok);
-
-    match global.output {
-        Format::Json => output::json(&json!({
-            "backend": backend,
-            "region": region,
-            "credentials": credentials,
-            "image": template,
-            "checks": checks.iter().map(|c| json!({
-                "name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix,
-            })).collect::<Vec<Value>>(),
-            "not_checked": unprovable,
-            "ready": ready,
-        })),
-        Format::Text => {
-            println!("backend:     {backend} (the doctor checks AWS)");
-            println!(
-                "region:      {}",
-                region
-                    .as_deref()
-                    .unwrap_or("not set (--region, AWS_REGION, or the profile's region)")
-            );
-            println!("credentials: {credentials}");
-            println!(
-                "image:       {}",
-                template.as_deref().unwrap_or("not set (RAYITO_TEMPLATE)")
-            );
-            println!();
-            for c in &checks {
-                println!(
-                    "[{}] {}: {}",
-                    if c.ok { " ok " } else { "FAIL" },
-                    c.name,
-                    c.detail
-                );
-                if let Some(fix) = &c.fix {
-                    println!("       fix: {fix}");
-                }
-            }
-            println!("[ -- ] {unprovable}");
-            println!();
-            if ready {
-                println!("verdict: ready: `rayito sandbox create` can work on AWS");
-            } else {
-                println!("verdict: NOT ready: fix the failures above");
-            }
-        }
+    let publishing = match (&client, reachable) {
+        (Ok(client), true) => publishing_checks(client, template.as_deref(), bucket).await,
+        _ => vec![Check {
+            name: "publishing",
+            ok: false,
+            detail: "not checked: the MicroVMs API did not answer".to_owned(),
+            fix: Some("fix the first failure above".to_owned()),
+        }],
+    };
+    Report {
+        backend,
+        region,
+        credentials,
+        template,
+        checks,
+        publishing,
     }
-    if ready { 0 } else { output::EXIT_FAILURE }
 }

@@ -146,7 +146,7 @@ pub async fn run(global: Global, command: ImageCommand) -> i32 {
 }
 
 /// The `rayito-agent` next to the running `rayito`, if there is one.
-fn sibling_agent() -> Option<PathBuf> {
+pub(crate) fn sibling_agent() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let agent = exe.parent()?.join("rayito-agent");
     agent.is_file().then_some(agent)

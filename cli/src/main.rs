@@ -15,6 +15,7 @@ mod doctor;
 mod image;
 mod local;
 mod output;
+mod setup;
 mod shell;
 mod spinner;
 mod template;
@@ -79,8 +80,12 @@ enum Top {
     /// Pack, publish and list MicroVM images (the base image with the agent).
     #[command(subcommand)]
     Image(image::ImageCommand),
-    /// What the SDK would use on AWS, and whether a `create` could work there.
+    /// What the SDK would use on AWS, and whether a `create` could work there
+    /// (and publishing: the setup stacks, the artifact bucket, the image).
     Doctor,
+    /// Sets up a new account: the artifact bucket and IAM stacks, then the
+    /// base image rayito-base, then the doctor. A dry run unless --yes.
+    Setup(setup::SetupArgs),
     /// The local-backend daemon that `--local` starts.
     #[command(subcommand)]
     Local(LocalCommand),
@@ -106,6 +111,7 @@ fn main() {
         Top::Sandbox(command) => run_async(commands::run(cli.global, command)),
         Top::Template(command) => run_async(template::run(cli.global, command)),
         Top::Image(command) => run_async(image::run(cli.global, command)),
+        Top::Setup(args) => run_async(setup::run(cli.global, args)),
     };
     std::process::exit(code);
 }

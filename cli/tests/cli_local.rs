@@ -556,6 +556,44 @@ fn doctor_against_an_endpoint_checks_the_image() {
         image_check["detail"].as_str().unwrap().contains("exists"),
         "{v}"
     );
+    // Publishing, read-only: the image has a launchable version, but this
+    // endpoint serves no CloudFormation (no stack) and no bucket is
+    // known. Its own verdict; the exit code stays 0.
+    let publishing = &v["publishing"];
+    assert_eq!(publishing["ready"], false, "{v}");
+    let checks = publishing["checks"].as_array().unwrap();
+    let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "stack rayito-m0-iam (build role, policies) and cloudformation:DescribeStacks",
+            "artifact bucket",
+            "launchable image version and lambda-microvms:ListMicrovmImageVersions"
+        ],
+        "{v}"
+    );
+    assert_eq!(
+        checks
+            .iter()
+            .map(|c| c["ok"].as_bool().unwrap())
+            .collect::<Vec<_>>(),
+        [false, false, true],
+        "{v}"
+    );
+    assert!(
+        checks[0]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("rayito setup --yes"),
+        "{v}"
+    );
+    assert!(
+        checks[2]["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("is SUCCESSFUL and ACTIVE"),
+        "{v}"
+    );
 
     let missing = image.replace(":microvm-image:rayito-base", ":microvm-image:not-published");
     let out = doctor(&missing);

@@ -75,6 +75,36 @@ impl ArtifactStore {
         }
     }
 
+    /// Whether `bucket` exists and belongs to the caller's account
+    /// (HeadBucket with the expected owner). 404 is absent; 403 (another
+    /// account's bucket, or no permission) is an error.
+    ///
+    /// # Errors
+    /// Any failure but 404, mapped.
+    #[cfg(feature = "setup")]
+    pub(crate) async fn bucket_exists(&self, bucket: &str) -> Result<bool, SandboxError> {
+        let result = self
+            .client
+            .head_bucket()
+            .bucket(bucket)
+            .expected_bucket_owner(&self.owner)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                let failure = extract("HeadBucket", &e);
+                let absent = failure.http_status == Some(404)
+                    || matches!(failure.code.as_deref(), Some("NotFound" | "NoSuchBucket"));
+                if absent {
+                    Ok(false)
+                } else {
+                    Err(map_sdk_error("HeadBucket", &e))
+                }
+            }
+        }
+    }
+
     /// Uploads the object.
     ///
     /// # Errors

@@ -17,6 +17,8 @@ pub(crate) mod identity;
 pub(crate) mod images;
 pub(crate) mod pacing;
 pub(crate) mod retry;
+#[cfg(feature = "setup")]
+pub(crate) mod stacks;
 
 use std::fmt;
 use std::time::{Duration, SystemTime};

@@ -240,6 +240,21 @@ code_list! {
     }
 }
 
+code_list! {
+    /// Why a [`SandboxError::Stack`](crate::SandboxError::Stack) failed.
+    StackCode {
+        /// The stack is in a state CloudFormation cannot update from (a
+        /// failed create, a failed rollback); it must be deleted first.
+        Blocked => "blocked",
+        /// The stack does not exist.
+        NotFound => "not_found",
+        /// The stack is being changed by another operation.
+        InProgress => "in_progress",
+        /// CloudFormation refused the change or a resource of it failed.
+        Failed => "failed",
+    }
+}
+
 /// A gRPC status code, our own copy so that no `tonic` type appears in the
 /// public API. All 17 codes of the gRPC specification.
 #[non_exhaustive]

@@ -7,7 +7,8 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use super::codes::{
-    BuildReason, CapturedText, GrpcCode, MAX_TOKEN_CHARS, SandboxCode, TimeoutScope,
+    BuildReason, CapturedText, GrpcCode, MAX_TOKEN_CHARS, SandboxCode, StackCode, TimeoutScope,
+    clean_token,
 };
 use super::messages::{self as m, Template};
 use super::wire::{MAX_REASON_CHARS, clean_feature, clean_reason, line};
@@ -492,6 +493,98 @@ impl SandboxError {
         }
     }
 
+    fn stack(code: StackCode, meta: Box<ErrorMeta>) -> Self {
+        Self::Stack { code, meta }
+    }
+
+    /// `Stack { failed }`: a resource of stack `stack` failed; `resource`
+    /// is its logical id and `status` its CloudFormation status (e.g.
+    /// `CREATE_FAILED`). Both are cleaned as tokens; CloudFormation's
+    /// reason text is never taken.
+    pub fn stack_failed(stack: &str, resource: &str, status: &str) -> Self {
+        Self::stack(
+            StackCode::Failed,
+            meta(
+                m::STACK_FAILED,
+                &[
+                    ("stack", &clean_token(stack)),
+                    ("resource", &clean_token(resource)),
+                    ("status", &clean_token(status)),
+                ],
+            ),
+        )
+    }
+
+    /// `Stack { failed }`: CloudFormation refused `operation` (e.g.
+    /// `CreateStack`) for stack `stack` with the error code `aws_code`
+    /// (e.g. `AlreadyExistsException`); the error's text is not kept.
+    pub fn stack_refused(stack: &str, operation: &str, aws_code: &str) -> Self {
+        Self::stack(
+            StackCode::Failed,
+            meta(
+                m::STACK_REFUSED,
+                &[
+                    ("stack", &clean_token(stack)),
+                    ("operation", &clean_token(operation)),
+                    ("aws_code", &clean_token(aws_code)),
+                ],
+            ),
+        )
+    }
+
+    /// `Stack { blocked }`: stack `stack` is in `status` (e.g.
+    /// `ROLLBACK_COMPLETE`), from which CloudFormation cannot update it.
+    pub fn stack_blocked(stack: &str, status: &str) -> Self {
+        Self::stack(
+            StackCode::Blocked,
+            meta(
+                m::STACK_BLOCKED,
+                &[
+                    ("stack", &clean_token(stack)),
+                    ("status", &clean_token(status)),
+                ],
+            ),
+        )
+    }
+
+    /// `Stack { in_progress }`: stack `stack` is still changing (`status`,
+    /// e.g. `UPDATE_IN_PROGRESS`), by another operation or past the wait.
+    pub fn stack_in_progress(stack: &str, status: &str) -> Self {
+        Self::stack(
+            StackCode::InProgress,
+            meta(
+                m::STACK_IN_PROGRESS,
+                &[
+                    ("stack", &clean_token(stack)),
+                    ("status", &clean_token(status)),
+                ],
+            ),
+        )
+    }
+
+    /// `Stack { not_found }`: stack `stack` does not exist.
+    pub fn stack_not_found(stack: &str) -> Self {
+        Self::stack(
+            StackCode::NotFound,
+            meta(m::STACK_NOT_FOUND, &[("stack", &clean_token(stack))]),
+        )
+    }
+
+    /// `Stack { failed }`: stack `stack` exists but lacks the output
+    /// `output` (it was deployed by an older tool or edited by hand).
+    pub fn stack_output_missing(stack: &str, output: &str) -> Self {
+        Self::stack(
+            StackCode::Failed,
+            meta(
+                m::STACK_OUTPUT_MISSING,
+                &[
+                    ("stack", &clean_token(stack)),
+                    ("output", &clean_token(output)),
+                ],
+            ),
+        )
+    }
+
     pub(crate) fn sandbox_with(code: SandboxCode, meta: Box<ErrorMeta>) -> Self {
         Self::Sandbox {
             code: Some(code),
@@ -707,6 +800,63 @@ mod tests {
             assert_eq!(err.to_string(), expected, "{:?}", err.kind());
             assert_eq!(err.meta().attempts(), 0);
         }
+    }
+
+    #[test]
+    fn stack_errors_say_the_stack_resource_and_status_and_carry_their_code() {
+        let cases = [
+            (
+                SandboxError::stack_failed("rayito-m0-iam", "BuildRole", "CREATE_FAILED"),
+                StackCode::Failed,
+                "stack rayito-m0-iam failed: resource BuildRole ended CREATE_FAILED; read the stack's events in CloudFormation, fix the cause, then run rayito setup --yes again",
+            ),
+            (
+                SandboxError::stack_refused(
+                    "rayito-m0-iam",
+                    "CreateStack",
+                    "AlreadyExistsException",
+                ),
+                StackCode::Failed,
+                "the CloudFormation call CreateStack for stack rayito-m0-iam was refused (AlreadyExistsException); check your permissions and that no resource of that name exists outside the stack, then run rayito setup --yes again",
+            ),
+            (
+                SandboxError::stack_blocked("rayito-m0-iam", "ROLLBACK_COMPLETE"),
+                StackCode::Blocked,
+                "stack rayito-m0-iam is ROLLBACK_COMPLETE and cannot be updated; delete the stack, then run rayito setup --yes again",
+            ),
+            (
+                SandboxError::stack_in_progress("rayito-m0-iam", "UPDATE_IN_PROGRESS"),
+                StackCode::InProgress,
+                "stack rayito-m0-iam is still changing (UPDATE_IN_PROGRESS); wait until it settles, then run rayito setup --yes again",
+            ),
+            (
+                SandboxError::stack_not_found("rayito-m0-artifacts"),
+                StackCode::NotFound,
+                "stack rayito-m0-artifacts does not exist in this account and region; create it with rayito setup --yes",
+            ),
+            (
+                SandboxError::stack_output_missing("rayito-m0-iam", "BuildRoleArn"),
+                StackCode::Failed,
+                "stack rayito-m0-iam has no output BuildRoleArn; update it with rayito setup --yes",
+            ),
+        ];
+        for (err, code, message) in cases {
+            assert_eq!(err.to_string(), message);
+            assert_eq!(err.kind().as_str(), "stack");
+            assert!(err.is_sandbox_error() && !err.is_retryable());
+            let SandboxError::Stack { code: got, .. } = &err else {
+                panic!("{err:?}")
+            };
+            assert_eq!(got, &code);
+            let back = SandboxError::from_wire(&err.to_wire()).expect("wire form parses");
+            assert_eq!(back, err);
+        }
+        // A token is cleaned: no line break or megabyte gets into a message.
+        let e = SandboxError::stack_failed("s", "Bad\nResource", &"X".repeat(10_000));
+        assert!(
+            !e.to_string().contains('\n') && e.to_string().len() < 400,
+            "{e}"
+        );
     }
 
     #[test]

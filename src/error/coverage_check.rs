@@ -204,6 +204,12 @@ fn corpus() -> Vec<SandboxError> {
         SandboxError::context_path_missing(2),
         SandboxError::template_name("it holds a :tag"),
         SandboxError::template_too_old(),
+        SandboxError::stack_failed("rayito-m0-iam", "BuildRole", "CREATE_FAILED"),
+        SandboxError::stack_refused("rayito-m0-iam", "CreateStack", "AlreadyExistsException"),
+        SandboxError::stack_blocked("rayito-m0-iam", "ROLLBACK_COMPLETE"),
+        SandboxError::stack_in_progress("rayito-m0-iam", "UPDATE_IN_PROGRESS"),
+        SandboxError::stack_not_found("rayito-m0-iam"),
+        SandboxError::stack_output_missing("rayito-m0-iam", "BuildRoleArn"),
         super::map::grpc::proxy_rejected_without_remint(GrpcFailure::http_without_grpc_status(
             403, calls[0],
         )),

@@ -60,6 +60,7 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         ErrorKind::Build => "BuildException",
         ErrorKind::Template => "TemplateException",
         ErrorKind::PoolClosed => "PoolClosedException",
+        ErrorKind::Stack => "StackException",
     }
 }
 
@@ -165,6 +166,9 @@ fn every_placeholder_is_a_documented_name() {
         "step",
         "exit",
         "limit",
+        "stack",
+        "resource",
+        "output",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

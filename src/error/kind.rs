@@ -56,6 +56,8 @@ pub enum ErrorKind {
     /// `pool_closed`: taking from, or filling, a pool that is closed or
     /// not started.
     PoolClosed,
+    /// `stack`: deploying or reading a CloudFormation stack failed.
+    Stack,
 }
 
 impl ErrorKind {
@@ -81,6 +83,7 @@ impl ErrorKind {
         Self::Build,
         Self::Template,
         Self::PoolClosed,
+        Self::Stack,
     ];
 
     /// The stable string of the kind, e.g. `file_not_found`.
@@ -106,6 +109,7 @@ impl ErrorKind {
             Self::Build => "build",
             Self::Template => "template",
             Self::PoolClosed => "pool_closed",
+            Self::Stack => "stack",
         }
     }
 
@@ -133,7 +137,8 @@ impl ErrorKind {
             | Self::RateLimit
             | Self::Build
             | Self::Template
-            | Self::PoolClosed => &[Self::Sandbox],
+            | Self::PoolClosed
+            | Self::Stack => &[Self::Sandbox],
             Self::FileNotFound | Self::SandboxNotFound => &[Self::NotFound],
             Self::LifecycleUnsupported => &[Self::Unimplemented],
         }
@@ -225,6 +230,11 @@ impl ErrorKind {
                 false,
                 false,
                 "the pool is closed or not started; start it, or create without the pool",
+            ),
+            Self::Stack => (
+                false,
+                false,
+                "deploying or reading a CloudFormation stack failed; `code` says why",
             ),
         };
         ErrorInfo {

@@ -203,6 +203,19 @@ templates! {
         "the pool is closed; create the sandbox without the pool, or use another pool";
     TEMPLATE_TOO_OLD = "template.too_old" =>
         "the agent in this image is too old for templates (it reports no template_start feature); build the template again on a current base image";
+
+    STACK_FAILED = "stack.failed" =>
+        "stack {stack} failed: resource {resource} ended {status}; read the stack's events in CloudFormation, fix the cause, then run rayito setup --yes again";
+    STACK_REFUSED = "stack.refused" =>
+        "the CloudFormation call {operation} for stack {stack} was refused ({aws_code}); check your permissions and that no resource of that name exists outside the stack, then run rayito setup --yes again";
+    STACK_BLOCKED = "stack.blocked" =>
+        "stack {stack} is {status} and cannot be updated; delete the stack, then run rayito setup --yes again";
+    STACK_IN_PROGRESS = "stack.in_progress" =>
+        "stack {stack} is still changing ({status}); wait until it settles, then run rayito setup --yes again";
+    STACK_NOT_FOUND = "stack.not_found" =>
+        "stack {stack} does not exist in this account and region; create it with rayito setup --yes";
+    STACK_OUTPUT_MISSING = "stack.output_missing" =>
+        "stack {stack} has no output {output}; update it with rayito setup --yes";
 }
 
 impl Template {

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 pub(crate) use codes::clean_token;
 pub use codes::{
-    BuildReason, CapacityCode, CapturedText, CommandExitStatus, GrpcCode, SandboxCode,
+    BuildReason, CapacityCode, CapturedText, CommandExitStatus, GrpcCode, SandboxCode, StackCode,
     TimeoutScope, UnknownValue,
 };
 pub use kind::{ErrorInfo, ErrorKind};
@@ -277,6 +277,18 @@ pub enum SandboxError {
         #[source]
         meta: Box<ErrorMeta>,
     },
+    /// `stack`: deploying or reading a CloudFormation stack (`rayito
+    /// setup`) failed. The message names the stack and, for a failed
+    /// resource, its logical id and status; never CloudFormation's text.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Stack {
+        /// Why: `blocked`, `not_found`, `in_progress` or `failed`.
+        code: StackCode,
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
 }
 
 impl SandboxError {
@@ -303,6 +315,7 @@ impl SandboxError {
             Self::Build { .. } => ErrorKind::Build,
             Self::Template { .. } => ErrorKind::Template,
             Self::PoolClosed { .. } => ErrorKind::PoolClosed,
+            Self::Stack { .. } => ErrorKind::Stack,
         }
     }
 
@@ -328,7 +341,8 @@ impl SandboxError {
             | Self::LifecycleUnsupported { meta, .. }
             | Self::Build { meta, .. }
             | Self::Template { meta }
-            | Self::PoolClosed { meta } => meta,
+            | Self::PoolClosed { meta }
+            | Self::Stack { meta, .. } => meta,
         }
     }
 
@@ -354,7 +368,8 @@ impl SandboxError {
             | Self::LifecycleUnsupported { meta, .. }
             | Self::Build { meta, .. }
             | Self::Template { meta }
-            | Self::PoolClosed { meta } => meta,
+            | Self::PoolClosed { meta }
+            | Self::Stack { meta, .. } => meta,
         }
     }
 

@@ -39,7 +39,7 @@ use serde_json::Value;
 
 use super::codes::{
     BuildReason, CapacityCode, CapturedText, CommandExitStatus, GrpcCode, MAX_TOKEN_CHARS,
-    SandboxCode, TimeoutScope,
+    SandboxCode, StackCode, TimeoutScope,
 };
 use super::map::redact::{MAX_KEPT_CHARS, redact_aws_text, sanitize_remote_text};
 use super::meta::RedactedCause;
@@ -408,6 +408,9 @@ impl<'a> WireOut<'a> {
             | SandboxError::DiskFull { .. }
             | SandboxError::Template { .. }
             | SandboxError::PoolClosed { .. } => F::None,
+            SandboxError::Stack { code, .. } => F::Code(CodeFields {
+                code: Some(Cow::Borrowed(code.as_str())),
+            }),
         };
         Self {
             kind: e.kind().as_str(),
@@ -553,6 +556,13 @@ fn read(value: &Value) -> Result<SandboxError, WireError> {
         }
         ErrorKind::Template => SandboxError::Template { meta },
         ErrorKind::PoolClosed => SandboxError::PoolClosed { meta },
+        ErrorKind::Stack => {
+            let f: CodeFields<'_> = fields(value)?;
+            SandboxError::Stack {
+                code: StackCode::from(f.code.as_deref().unwrap_or_default()),
+                meta,
+            }
+        }
     })
 }
 
@@ -765,6 +775,10 @@ mod tests {
                 }),
             meta().prop_map(|meta| SandboxError::Template { meta }),
             meta().prop_map(|meta| SandboxError::PoolClosed { meta }),
+            (text(), meta()).prop_map(|(code, meta)| SandboxError::Stack {
+                code: StackCode::from(code.as_str()),
+                meta,
+            }),
         ]
     }
 

@@ -8,6 +8,9 @@
 //! also does. Where there is none, [`MotoServer::start`] skips the test
 //! (`SKIPPED: <test>: <reason>`; a failure under `RAYITO_TEST_STRICT=1`).
 
+// Shared by several test binaries, each using a part of it.
+#![allow(dead_code)]
+
 use std::io::{Read as _, Write as _};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt as _;
@@ -176,12 +179,16 @@ impl Drop for MotoServer {
     }
 }
 
-/// `target/test-deps/venv/bin/moto_server` of this workspace, else
-/// `moto_server` on the PATH.
+/// `target/test-deps/venv/bin/moto_server` of this workspace (looked
+/// for from the test's crate upwards: the CLI's tests include this file
+/// too), else `moto_server` on the PATH.
 fn moto_server_program() -> Option<PathBuf> {
-    let venv =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-deps/venv/bin/moto_server");
-    if venv.is_file() {
+    let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    if let Some(venv) = crate_dir
+        .ancestors()
+        .map(|dir| dir.join("target/test-deps/venv/bin/moto_server"))
+        .find(|p| p.is_file())
+    {
         return Some(venv);
     }
     std::env::var_os("PATH").and_then(|path| {

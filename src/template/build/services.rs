@@ -75,6 +75,12 @@ impl TemplateServices {
         })
     }
 
+    /// The AWS configuration the clients are made from.
+    #[cfg(feature = "setup")]
+    pub(crate) fn sdk_config(&self) -> &aws_types::SdkConfig {
+        &self.sdk_config
+    }
+
     /// The region images are built in.
     pub(crate) fn region(&self) -> &str {
         &self.region

@@ -1,0 +1,233 @@
+//! CloudFormation stacks (feature `setup`): the few calls `rayito setup`
+//! and `rayito doctor` make, as plain data. CloudFormation's texts (status
+//! reasons, error messages) never leave this module: failures carry the
+//! operation, the error code, a resource's logical id and its status.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_cloudformation as cfn;
+use aws_sdk_cloudformation::types::Capability;
+
+use super::failure::{extract, map_sdk_error};
+use crate::error::SandboxError;
+
+/// The most events read while looking for the failed resource (the newest
+/// first; one operation of a small stack writes a few dozen).
+const MAX_EVENT_PAGES: usize = 5;
+
+/// A stack as DescribeStacks shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct StackState {
+    /// `CREATE_COMPLETE`, `UPDATE_IN_PROGRESS`, `ROLLBACK_COMPLETE`, ...
+    pub(crate) status: String,
+    /// The stack's outputs, key to value.
+    pub(crate) outputs: BTreeMap<String, String>,
+}
+
+/// How an UpdateStack ended at the call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UpdateStarted {
+    /// An update is running: wait for it.
+    Started,
+    /// CloudFormation found nothing to change.
+    NothingToDo,
+}
+
+/// The CloudFormation client of one setup.
+#[derive(Debug)]
+pub(crate) struct Stacks {
+    client: cfn::Client,
+}
+
+impl Stacks {
+    /// The client over `config`; `endpoint` overrides CloudFormation's.
+    pub(crate) fn new(config: &aws_types::SdkConfig, endpoint: Option<&str>) -> Self {
+        let mut builder = cfn::config::Builder::from(config);
+        if let Some(endpoint) = endpoint {
+            builder = builder.endpoint_url(endpoint);
+        }
+        Self {
+            client: cfn::Client::from_conf(builder.build()),
+        }
+    }
+
+    /// The stack called `name`, `None` when it does not exist.
+    ///
+    /// # Errors
+    /// DescribeStacks failed for another reason (mapped).
+    pub(crate) async fn describe(&self, name: &str) -> Result<Option<StackState>, SandboxError> {
+        let out = match self.client.describe_stacks().stack_name(name).send().await {
+            Ok(out) => out,
+            Err(e) => {
+                let failure = extract("DescribeStacks", &e);
+                // CloudFormation says "does not exist" only as a
+                // ValidationError's text: the one place its text is read,
+                // and it is never kept.
+                let absent = failure.code.as_deref() == Some("ValidationError")
+                    && failure
+                        .message
+                        .as_deref()
+                        .is_some_and(|m| m.contains("does not exist"));
+                return if absent {
+                    Ok(None)
+                } else {
+                    Err(map_sdk_error("DescribeStacks", &e))
+                };
+            }
+        };
+        let Some(stack) = out.stacks().first() else {
+            return Ok(None);
+        };
+        let outputs = stack
+            .outputs()
+            .iter()
+            .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
+            .collect();
+        Ok(Some(StackState {
+            status: stack
+                .stack_status()
+                .map(|s| s.as_str().to_owned())
+                .unwrap_or_default(),
+            outputs,
+        }))
+    }
+
+    /// The deployed template's body, parsed as JSON (`None` when it is not
+    /// JSON, e.g. a YAML template someone deployed by hand).
+    ///
+    /// # Errors
+    /// GetTemplate failed (mapped).
+    pub(crate) async fn template(
+        &self,
+        name: &str,
+    ) -> Result<Option<serde_json::Value>, SandboxError> {
+        let out = self
+            .client
+            .get_template()
+            .stack_name(name)
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("GetTemplate", &e))?;
+        Ok(out
+            .template_body()
+            .and_then(|body| serde_json::from_str(body).ok()))
+    }
+
+    /// CreateStack with `body`, allowing named IAM resources.
+    ///
+    /// # Errors
+    /// `Stack { failed }` when CloudFormation refused it (its error code
+    /// kept); other failures mapped.
+    pub(crate) async fn create(&self, name: &str, body: &str) -> Result<(), SandboxError> {
+        self.client
+            .create_stack()
+            .stack_name(name)
+            .template_body(body)
+            .capabilities(Capability::CapabilityNamedIam)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| refused(name, "CreateStack", &e))
+    }
+
+    /// UpdateStack with `body`. "No updates are to be performed" is
+    /// [`UpdateStarted::NothingToDo`], not an error.
+    ///
+    /// # Errors
+    /// As [`create`](Self::create).
+    pub(crate) async fn update(
+        &self,
+        name: &str,
+        body: &str,
+    ) -> Result<UpdateStarted, SandboxError> {
+        match self
+            .client
+            .update_stack()
+            .stack_name(name)
+            .template_body(body)
+            .capabilities(Capability::CapabilityNamedIam)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(UpdateStarted::Started),
+            Err(e) => {
+                let failure = extract("UpdateStack", &e);
+                let nothing = failure.code.as_deref() == Some("ValidationError")
+                    && failure
+                        .message
+                        .as_deref()
+                        .is_some_and(|m| m.contains("No updates are to be performed"));
+                if nothing {
+                    Ok(UpdateStarted::NothingToDo)
+                } else {
+                    Err(refused(name, "UpdateStack", &e))
+                }
+            }
+        }
+    }
+
+    /// The first resource that failed in the stack's latest operation: its
+    /// logical id and status (e.g. `BuildRole`, `CREATE_FAILED`).
+    ///
+    /// # Errors
+    /// DescribeStackEvents failed (mapped).
+    pub(crate) async fn first_failure(
+        &self,
+        name: &str,
+    ) -> Result<Option<(String, String)>, SandboxError> {
+        let mut first = None;
+        let mut token: Option<String> = None;
+        for _ in 0..MAX_EVENT_PAGES {
+            let out = self
+                .client
+                .describe_stack_events()
+                .stack_name(name)
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("DescribeStackEvents", &e))?;
+            // Newest first: the operation began at the stack's own
+            // *_IN_PROGRESS event; the last failure seen before it is the
+            // first that happened.
+            for event in out.stack_events() {
+                let logical = event.logical_resource_id().unwrap_or_default();
+                let status = event
+                    .resource_status()
+                    .map(|s| s.as_str())
+                    .unwrap_or_default();
+                let is_stack = logical == name;
+                if is_stack && (status == "CREATE_IN_PROGRESS" || status == "UPDATE_IN_PROGRESS") {
+                    return Ok(first);
+                }
+                if !is_stack && status.ends_with("_FAILED") {
+                    first = Some((logical.to_owned(), status.to_owned()));
+                }
+            }
+            match out.next_token() {
+                Some(next) if !next.is_empty() => token = Some(next.to_owned()),
+                _ => break,
+            }
+        }
+        Ok(first)
+    }
+}
+
+/// A CreateStack / UpdateStack rejection: `Stack { failed }` with the
+/// error code when CloudFormation answered, else the general mapping (no
+/// response, throttling).
+fn refused<E>(
+    stack: &str,
+    operation: &'static str,
+    err: &aws_sdk_cloudformation::error::SdkError<E, cfn::config::http::HttpResponse>,
+) -> SandboxError
+where
+    E: aws_sdk_cloudformation::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let failure = extract(operation, err);
+    match failure.code.as_deref() {
+        Some(code) if failure.no_response.is_none() && code != "Throttling" => {
+            SandboxError::stack_refused(stack, operation, code)
+        }
+        _ => map_sdk_error(operation, err),
+    }
+}
