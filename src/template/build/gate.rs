@@ -146,3 +146,59 @@ pub(crate) async fn failure(
     }
     parsed.into_error()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::images::ImageConfig;
+
+    fn gate(image: &str, version: &str, status: &str) -> GateRead {
+        GateRead {
+            image: ImageInfo {
+                arn: "arn".into(),
+                name: "n".into(),
+                state: image.into(),
+                latest_active_version: None,
+                latest_failed_version: None,
+                tags: Default::default(),
+            },
+            version: VersionInfo {
+                arn: "arn".into(),
+                version: "1".into(),
+                state: version.into(),
+                status: status.into(),
+                state_reason: None,
+                created_at: 0.0,
+                config: ImageConfig::default(),
+            },
+        }
+    }
+
+    /// Launchable: image CREATED or UPDATED, version SUCCESSFUL and
+    /// ACTIVE. Settled: the version done and the image out of its
+    /// transition, or the version FAILED whatever the image says.
+    #[test]
+    fn launchable_and_settled_follow_the_spec_table() {
+        let rows = [
+            // image, version, status, launchable, settled
+            ("CREATED", "SUCCESSFUL", "ACTIVE", true, true),
+            ("UPDATED", "SUCCESSFUL", "ACTIVE", true, true),
+            ("UPDATED", "SUCCESSFUL", "INACTIVE", false, true),
+            ("CREATING", "SUCCESSFUL", "ACTIVE", false, false),
+            ("UPDATING", "IN_PROGRESS", "ACTIVE", false, false),
+            ("CREATING", "PENDING", "ACTIVE", false, false),
+            ("CREATE_FAILED", "SUCCESSFUL", "ACTIVE", false, true),
+            ("UPDATE_FAILED", "FAILED", "ACTIVE", false, true),
+            ("UPDATING", "FAILED", "ACTIVE", false, true),
+            ("CREATED", "DELETING", "ACTIVE", false, false),
+        ];
+        for (image, version, status, launchable, settled) in rows {
+            let g = gate(image, version, status);
+            assert_eq!(
+                (g.launchable(), g.settled()),
+                (launchable, settled),
+                "{image} / {version} / {status}"
+            );
+        }
+    }
+}
