@@ -59,9 +59,8 @@ async fn main() -> Result<(), SandboxError> {
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
 
-    let pool = builder.pool(
-        PoolConfig::new(4).warmup(WarmupStep::run("python3 -c 'import json, csv'")),
-    )?;
+    let pool = builder
+        .pool(PoolConfig::new(4).warmup(WarmupStep::run("python3 -c 'import json, csv'")))?;
     pool.start().await?;
     // Filled before the takes start.
     while pool.stats().await?.ready < 4 {

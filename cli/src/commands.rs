@@ -154,7 +154,7 @@ impl Backend {
         })
     }
 
-    fn builder(&self) -> SandboxBuilder {
+    pub(crate) fn builder(&self) -> SandboxBuilder {
         Sandbox::builder().aws(self.aws_options())
     }
 

@@ -15,6 +15,7 @@ mod doctor;
 mod image;
 mod local;
 mod output;
+mod pool;
 mod setup;
 mod shell;
 mod spinner;
@@ -80,6 +81,9 @@ enum Top {
     /// Pack, publish and list MicroVM images (the base image with the agent).
     #[command(subcommand)]
     Image(image::ImageCommand),
+    /// Fill, take from, inspect and drain a pool of suspended sandboxes.
+    #[command(subcommand)]
+    Pool(pool::PoolCommand),
     /// What the SDK would use on AWS, and whether a `create` could work there
     /// (and publishing: the setup stacks, the artifact bucket, the image).
     Doctor,
@@ -111,6 +115,7 @@ fn main() {
         Top::Sandbox(command) => run_async(commands::run(cli.global, command)),
         Top::Template(command) => run_async(template::run(cli.global, command)),
         Top::Image(command) => run_async(image::run(cli.global, command)),
+        Top::Pool(command) => run_async(pool::run(cli.global, command)),
         Top::Setup(args) => run_async(setup::run(cli.global, args)),
     };
     std::process::exit(code);

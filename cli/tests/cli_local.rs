@@ -728,3 +728,77 @@ cmd = "echo built > /srv/cli/built.txt"
     );
     assert!(stderr.contains("kind: build"), "{stderr}");
 }
+
+/// `pool start` fills a pool file in the cache from one long-running
+/// process; `pool take` (another process) hands out a parked sandbox and
+/// keeps its token like `sandbox create`; `pool stats` shows the slots
+/// without tokens; `pool drain` terminates the parked ones.
+#[test]
+fn a_pool_filled_by_one_process_serves_takes_from_others() {
+    let s = Session::new();
+    let mut filler = s
+        .cmd(&[
+            "pool", "start", "--size", "2", "--name", "cli", "--output", "json",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("pool start");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let stats = loop {
+        let stats = s.json(&["pool", "stats", "--name", "cli", "--output", "json"]);
+        if stats["ready"] == 2 {
+            break stats;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never filled: {stats}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let parked: Vec<String> = stats["slots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|slot| slot["sandbox_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!stats.to_string().contains("token"), "{stats}");
+    let file = s.cache.path().join("pools/cli.json");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let taken = s.json(&["pool", "take", "--name", "cli", "--output", "json"]);
+    let id = taken["sandbox_id"].as_str().unwrap().to_owned();
+    assert_eq!(taken["from_pool"], true, "{taken}");
+    assert!(parked.contains(&id), "{id} not in {parked:?}");
+    assert!(
+        s.token_path(&id).exists(),
+        "its token is kept like create's"
+    );
+    let out = s.run(&["sandbox", "exec", &id, "--", "echo pooled"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "pooled\n");
+
+    // SIGTERM: the filler stops, what it parked stays for takers.
+    let signalled = Command::new("kill")
+        .args(["-TERM", &filler.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    assert!(filler.wait().unwrap().success());
+    let left = s.json(&["pool", "stats", "--name", "cli", "--output", "json"]);
+    let ready = left["ready"].as_u64().unwrap();
+    assert!(ready >= 1, "{left}");
+    let drained = s.json(&["pool", "drain", "--name", "cli", "--output", "json"]);
+    assert_eq!(drained["terminated"].as_u64(), Some(ready));
+    let after = s.json(&["pool", "stats", "--name", "cli", "--output", "json"]);
+    assert_eq!(after["ready"], 0, "{after}");
+    let _ = s.run(&["sandbox", "kill", &id]);
+    let out = s.run(&["pool", "take", "--name", "../x"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("a pool name is 1 to 64 of A-Z, a-z, 0-9, - and _"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

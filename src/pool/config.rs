@@ -65,6 +65,7 @@ pub struct PoolConfig {
     pub(crate) warmup: Vec<WarmupStep>,
     pub(crate) store: PoolStore,
     pub(crate) retry_base: Duration,
+    pub(crate) filler: bool,
 }
 
 impl PoolConfig {
@@ -85,6 +86,7 @@ impl PoolConfig {
             warmup: Vec::new(),
             store: PoolStore::default(),
             retry_base: Duration::from_secs(1),
+            filler: true,
         }
     }
 
@@ -143,6 +145,15 @@ impl PoolConfig {
     /// 60 s, ±25 % jitter; reset by a sandbox parked).
     pub fn fill_retry_base(mut self, base: Duration) -> Self {
         self.retry_base = base;
+        self
+    }
+
+    /// Whether this pool fills (default `true`). `false` makes a pool
+    /// that only takes from, stats and drains its store while another
+    /// process fills it (`rayito pool take` beside a `rayito pool start`):
+    /// no filler and no sweep run in this process.
+    pub fn filler(mut self, fill: bool) -> Self {
+        self.filler = fill;
         self
     }
 

@@ -263,8 +263,10 @@ impl Pool {
                 Phase::New => *phase = Phase::Open,
             }
             drop(phase);
-            let filler = tokio::spawn(fill::run_filler(Arc::downgrade(&self.inner)));
-            *inner.filler.lock().unwrap_or_else(|p| p.into_inner()) = Some(filler);
+            if inner.config.filler {
+                let filler = tokio::spawn(fill::run_filler(Arc::downgrade(&self.inner)));
+                *inner.filler.lock().unwrap_or_else(|p| p.into_inner()) = Some(filler);
+            }
             Ok(())
         })
     }
