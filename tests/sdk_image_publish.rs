@@ -6,28 +6,18 @@
 
 mod sdk_support;
 
+use sdk_support::images::{
+    AARCH64, client, elf, microvms as raw, publish_options as options, submissions,
+};
 use sdk_support::skip as skip_support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use aws_sdk_lambdamicrovms as lmv;
 use rayito::error::BuildReason;
-use rayito::template::{Arch, PublishOptions, pack_base_image};
-use rayito::{Client, Sandbox, SandboxError};
-use rayito_agent::emulator::{Emulator, Operation};
-
-/// The first bytes of an ELF executable for `machine` (the local build
-/// only copies `rayd`; it never runs it).
-fn elf(machine: u16) -> Vec<u8> {
-    let mut bytes = b"\x7fELF\x02\x01\x01\x00".to_vec();
-    bytes.resize(16, 0);
-    bytes.extend_from_slice(&3u16.to_le_bytes());
-    bytes.extend_from_slice(&machine.to_le_bytes());
-    bytes.extend_from_slice(b" a stand-in for rayito-agent");
-    bytes
-}
-const AARCH64: u16 = 0xB7;
+use rayito::template::{Arch, pack_base_image};
+use rayito::{Sandbox, SandboxError};
+use rayito_agent::emulator::Operation;
 
 /// A base directory whose Dockerfile is cheap and host-safe: it copies
 /// the agent and the sidecar into the image layer and ends with rayd.
@@ -42,44 +32,6 @@ fn base_dir(extra_run: &str) -> tempfile::TempDir {
     );
     std::fs::write(dir.path().join("Dockerfile"), dockerfile).unwrap();
     dir
-}
-
-fn options(emu: &Emulator) -> PublishOptions {
-    let mut options = PublishOptions::default();
-    options.bucket = Some(emu.artifact_bucket());
-    options.poll_interval = Some(Duration::from_millis(50));
-    options.timeout = Duration::from_secs(60);
-    options
-}
-
-async fn client(emu: &Emulator) -> Client {
-    Client::builder()
-        .aws(sdk_support::aws(emu).s3_endpoint_url(emu.s3_endpoint_url()))
-        .build()
-        .await
-        .expect("a client on the AWS path")
-}
-
-/// A raw MicroVMs client on the emulator, to read what was sent.
-async fn raw(emu: &Emulator) -> lmv::Client {
-    let key = emu.access_key();
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new("us-east-1"))
-        .endpoint_url(emu.endpoint_url())
-        .credentials_provider(lmv::config::Credentials::new(
-            key.id.clone(),
-            key.secret.clone(),
-            None,
-            None,
-            "test",
-        ))
-        .load()
-        .await;
-    lmv::Client::new(&config)
-}
-
-fn submissions(emu: &Emulator) -> u64 {
-    emu.calls(Operation::CreateMicrovmImage) + emu.calls(Operation::UpdateMicrovmImage)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,25 +7,17 @@
 
 mod sdk_support;
 
+use sdk_support::images::{
+    AARCH64, client, elf, microvms as raw, publish_options as options, submissions,
+};
 use sdk_support::skip as skip_support;
 
 use std::time::Duration;
 
 use aws_sdk_lambdamicrovms as lmv;
-use rayito::template::{
-    Arch, Artifact, KeepReason, PruneOptions, PublishOptions, RefusedReason, pack_base_image,
-};
-use rayito::{Client, ErrorKind, Sandbox, Size, SizeRequest};
-use rayito_agent::emulator::{Emulator, Operation};
-
-fn elf_arm64() -> Vec<u8> {
-    let mut bytes = b"\x7fELF\x02\x01\x01\x00".to_vec();
-    bytes.resize(16, 0);
-    bytes.extend_from_slice(&3u16.to_le_bytes());
-    bytes.extend_from_slice(&0xB7u16.to_le_bytes());
-    bytes.extend_from_slice(b" a stand-in for rayito-agent");
-    bytes
-}
+use rayito::template::{Arch, Artifact, KeepReason, PruneOptions, RefusedReason, pack_base_image};
+use rayito::{ErrorKind, Sandbox, Size, SizeRequest};
+use rayito_agent::emulator::Operation;
 
 /// A cheap, host-safe base artifact (`tag` makes its bytes differ).
 fn artifact(tag: &str) -> Artifact {
@@ -37,45 +29,7 @@ fn artifact(tag: &str) -> Artifact {
         ),
     )
     .unwrap();
-    pack_base_image(dir.path(), Some(&elf_arm64()), Arch::Arm64).unwrap()
-}
-
-fn options(emu: &Emulator) -> PublishOptions {
-    let mut options = PublishOptions::default();
-    options.bucket = Some(emu.artifact_bucket());
-    options.poll_interval = Some(Duration::from_millis(50));
-    options.timeout = Duration::from_secs(60);
-    options
-}
-
-async fn client(emu: &Emulator) -> Client {
-    Client::builder()
-        .aws(sdk_support::aws(emu).s3_endpoint_url(emu.s3_endpoint_url()))
-        .build()
-        .await
-        .expect("a client on the AWS path")
-}
-
-/// A raw MicroVMs client on the emulator.
-async fn raw(emu: &Emulator) -> lmv::Client {
-    let key = emu.access_key();
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new("us-east-1"))
-        .endpoint_url(emu.endpoint_url())
-        .credentials_provider(lmv::config::Credentials::new(
-            key.id.clone(),
-            key.secret.clone(),
-            None,
-            None,
-            "test",
-        ))
-        .load()
-        .await;
-    lmv::Client::new(&config)
-}
-
-fn submissions(emu: &Emulator) -> u64 {
-    emu.calls(Operation::CreateMicrovmImage) + emu.calls(Operation::UpdateMicrovmImage)
+    pack_base_image(dir.path(), Some(&elf(AARCH64)), Arch::Arm64).unwrap()
 }
 
 /// A version's memory and environment, as GetMicrovmImageVersion echoes.

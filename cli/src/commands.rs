@@ -214,18 +214,30 @@ impl From<SandboxError> for Failure {
     }
 }
 
-/// Runs one sandbox subcommand; returns the exit code.
-pub async fn run(global: Global, command: SandboxCommand) -> i32 {
-    let format = global.output;
-    let backend = match Backend::resolve(&global) {
-        Ok(backend) => backend,
-        Err(err) => return output::cli_error(format, &format!("the local backend: {err}")),
-    };
-    match dispatch(&backend, format, command).await {
+/// The backend `global` names, or the exit code of the failure to reach
+/// it (printed).
+pub(crate) fn backend_or_exit(global: &Global) -> Result<Backend, i32> {
+    Backend::resolve(global)
+        .map_err(|err| output::cli_error(global.output, &format!("the local backend: {err}")))
+}
+
+/// A subcommand's exit code: its own, or its failure's (printed).
+pub(crate) fn exit_code(format: Format, outcome: Result<i32, Failure>) -> i32 {
+    match outcome {
         Ok(code) => code,
         Err(Failure::Sdk(err)) => output::error(format, &err),
         Err(Failure::Cli(message)) => output::cli_error(format, &message),
     }
+}
+
+/// Runs one sandbox subcommand; returns the exit code.
+pub async fn run(global: Global, command: SandboxCommand) -> i32 {
+    let format = global.output;
+    let backend = match backend_or_exit(&global) {
+        Ok(backend) => backend,
+        Err(code) => return code,
+    };
+    exit_code(format, dispatch(&backend, format, command).await)
 }
 
 async fn dispatch(
@@ -325,6 +337,25 @@ async fn create(
         builder = builder.timeout(Duration::from_secs(secs));
     }
     let sandbox = spinner::around(format, "creating a sandbox", builder.create()).await?;
+    keep_and_print(
+        format,
+        &sandbox,
+        show_token,
+        json!({ "template": template }),
+    )
+    .await?;
+    Ok(0)
+}
+
+/// Keeps a new sandbox's access token in the cache (killing it when that
+/// fails: it could not be reached again) and prints its id, with `fields`
+/// beside it in JSON, and its token when asked.
+pub(crate) async fn keep_and_print(
+    format: Format,
+    sandbox: &Sandbox,
+    show_token: bool,
+    fields: serde_json::Value,
+) -> Result<(), Failure> {
     let token = sandbox.access_token().expose();
     if let Err(err) = cache::save_token(sandbox.id(), token) {
         // Without its token the sandbox cannot be reached again: do not
@@ -337,7 +368,11 @@ async fn create(
     }
     match format {
         Format::Json => {
-            let mut value = json!({ "sandbox_id": sandbox.id(), "template": template });
+            let mut value = json!({ "sandbox_id": sandbox.id() });
+            if let (Some(value), serde_json::Value::Object(extra)) = (value.as_object_mut(), fields)
+            {
+                value.extend(extra);
+            }
             if show_token {
                 value["access_token"] = json!(token);
             }
@@ -350,7 +385,7 @@ async fn create(
             }
         }
     }
-    Ok(0)
+    Ok(())
 }
 
 async fn list(

@@ -133,16 +133,12 @@ pub async fn run(global: Global, command: ImageCommand) -> i32 {
             agent_binary,
             arch,
         } => zip(format, &dir, &dest, agent_binary, &arch),
-        other => match Backend::resolve(&global) {
+        other => match crate::commands::backend_or_exit(&global) {
             Ok(backend) => dispatch(&backend, format, other).await,
-            Err(err) => return output::cli_error(format, &format!("the local backend: {err}")),
+            Err(code) => return code,
         },
     };
-    match outcome {
-        Ok(code) => code,
-        Err(Failure::Sdk(err)) => output::error(format, &err),
-        Err(Failure::Cli(message)) => output::cli_error(format, &message),
-    }
+    crate::commands::exit_code(format, outcome)
 }
 
 /// The `rayito-agent` next to the running `rayito`, if there is one.

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use rayito::{Pool, PoolConfig, PoolStats, PoolStore, SandboxError, WarmupStep};
 use serde_json::json;
 
-use crate::commands::{Backend, Failure};
+use crate::commands::{Backend, Failure, keep_and_print};
 use crate::{Format, Global, cache, output};
 
 /// The pool subcommands.
@@ -124,15 +124,11 @@ async fn taker(backend: &Backend, which: &Which) -> Result<Pool, Failure> {
 /// Runs one pool subcommand; returns the exit code.
 pub async fn run(global: Global, command: PoolCommand) -> i32 {
     let format = global.output;
-    let backend = match Backend::resolve(&global) {
+    let backend = match crate::commands::backend_or_exit(&global) {
         Ok(backend) => backend,
-        Err(err) => return output::cli_error(format, &format!("the local backend: {err}")),
+        Err(code) => return code,
     };
-    match dispatch(&backend, format, command).await {
-        Ok(code) => code,
-        Err(Failure::Sdk(err)) => output::error(format, &err),
-        Err(Failure::Cli(message)) => output::cli_error(format, &message),
-    }
+    crate::commands::exit_code(format, dispatch(&backend, format, command).await)
 }
 
 async fn dispatch(backend: &Backend, format: Format, command: PoolCommand) -> Result<i32, Failure> {
@@ -168,31 +164,9 @@ async fn dispatch(backend: &Backend, format: Format, command: PoolCommand) -> Re
             let before = pool.stats().await?;
             let sandbox = pool.take_within(Duration::from_secs(wait)).await?;
             let hit = pool.stats().await?.hits > before.hits;
-            let token = sandbox.access_token().expose();
-            if let Err(err) = cache::save_token(sandbox.id(), token) {
-                let _ = sandbox.kill().await;
-                return Err(Failure::Cli(format!(
-                    "could not keep the access token in {}: {err}",
-                    cache::dir().display()
-                )));
-            }
-            match format {
-                Format::Json => {
-                    let mut value = json!({ "sandbox_id": sandbox.id(), "from_pool": hit });
-                    if show_token {
-                        value["access_token"] = json!(token);
-                    }
-                    output::json(&value);
-                }
-                Format::Text => {
-                    println!("{}", sandbox.id());
-                    if show_token {
-                        println!("access token: {token}");
-                    }
-                    if !hit {
-                        eprintln!("no parked sandbox: this one was created");
-                    }
-                }
+            keep_and_print(format, &sandbox, show_token, json!({ "from_pool": hit })).await?;
+            if format == Format::Text && !hit {
+                eprintln!("no parked sandbox: this one was created");
             }
             Ok(0)
         }

@@ -57,15 +57,11 @@ pub struct SetupArgs {
 /// Runs `rayito setup`; returns the exit code.
 pub async fn run(global: Global, args: SetupArgs) -> i32 {
     let format = global.output;
-    let backend = match Backend::resolve(&global) {
+    let backend = match crate::commands::backend_or_exit(&global) {
         Ok(backend) => backend,
-        Err(err) => return output::cli_error(format, &format!("the local backend: {err}")),
+        Err(code) => return code,
     };
-    match setup(&global, &backend, args).await {
-        Ok(code) => code,
-        Err(Failure::Sdk(err)) => output::error(format, &err),
-        Err(Failure::Cli(message)) => output::cli_error(format, &message),
-    }
+    crate::commands::exit_code(format, setup(&global, &backend, args).await)
 }
 
 /// The base image's step: `exists` when it has a launchable version,

@@ -71,15 +71,11 @@ pub enum TemplateCommand {
 /// Runs one template subcommand; returns the exit code.
 pub async fn run(global: Global, command: TemplateCommand) -> i32 {
     let format = global.output;
-    let backend = match Backend::resolve(&global) {
+    let backend = match crate::commands::backend_or_exit(&global) {
         Ok(backend) => backend,
-        Err(err) => return output::cli_error(format, &format!("the local backend: {err}")),
+        Err(code) => return code,
     };
-    match dispatch(&backend, format, command).await {
-        Ok(code) => code,
-        Err(Failure::Sdk(err)) => output::error(format, &err),
-        Err(Failure::Cli(message)) => output::cli_error(format, &message),
-    }
+    crate::commands::exit_code(format, dispatch(&backend, format, command).await)
 }
 
 /// Reads a template file: JSON, or TOML turned into the same JSON.

@@ -2,7 +2,6 @@
 //! moto seeded with an artifact bucket and the emulator's `rayito-base`
 //! artifact (so that a template build reads its base from moto).
 
-use aws_sdk_lambdamicrovms as lmv;
 use aws_sdk_s3 as s3;
 use rayito_agent::emulator::{AccessKey, Emulator};
 
@@ -27,23 +26,7 @@ pub fn s3_client(endpoint: &str, key: &AccessKey) -> s3::Client {
     s3::Client::from_conf(config)
 }
 
-/// A raw MicroVMs client on `emu`, to read what was submitted.
-pub async fn microvms(emu: &Emulator) -> lmv::Client {
-    let key = &emu.access_key();
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new("us-east-1"))
-        .endpoint_url(emu.endpoint_url())
-        .credentials_provider(lmv::config::Credentials::new(
-            key.id.clone(),
-            key.secret.clone(),
-            None,
-            None,
-            "test",
-        ))
-        .load()
-        .await;
-    lmv::Client::new(&config)
-}
+pub use super::images::microvms;
 
 /// The code artifact URI of `image` version `version` on `emu`.
 pub async fn artifact_uri(emu: &Emulator, image: &str, version: &str) -> String {
