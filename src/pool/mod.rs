@@ -16,8 +16,8 @@
 mod config;
 mod file_store;
 mod fill;
-mod slot;
-mod store;
+pub(crate) mod slot;
+pub(crate) mod store;
 mod sweep;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
