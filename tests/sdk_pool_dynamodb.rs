@@ -1,13 +1,15 @@
 //! The pool with its slots in DynamoDB (a moto server on loopback) and
 //! its sandboxes on the emulator: two pools sharing one table, as two
-//! hosts would, never hand out one sandbox twice; a missing table fails
-//! the start with the store's pinned message.
+//! hosts would, never hand out one sandbox twice; a new pool adopts what
+//! a dead host parked and reaps what it left warming; a missing table
+//! fails the start with the store's pinned message.
 
 mod sdk_support;
 
 use std::time::{Duration, Instant};
 
 use rayito::{AwsOptions, Pool, PoolConfig, PoolStats, PoolStore, SandboxError};
+use rayito_agent::emulator::MicrovmState;
 use sdk_support::moto::MotoServer;
 use sdk_support::{builder, emulator};
 
@@ -106,4 +108,101 @@ async fn a_pool_on_a_missing_table_fails_to_start() {
         err.to_string(),
         "invalid store: the pool's DynamoDB table does not exist; create it (PoolStore::create_dynamodb_table) or name another table"
     );
+}
+
+/// Puts `item` (DynamoDB JSON) into `table` on `moto`, as another host's
+/// pool process would have written it.
+fn put_item(moto: &MotoServer, table: &str, item: &str) {
+    let (status, answer) = sdk_support::moto::http_post(
+        moto.port(),
+        "/",
+        &[
+            ("X-Amz-Target", "DynamoDB_20120810.PutItem"),
+            ("Content-Type", "application/x-amz-json-1.0"),
+            (
+                "Authorization",
+                "AWS4-HMAC-SHA256 Credential=AKIDMOTOTEST/20260101/us-east-1/dynamodb/aws4_request, \
+                 SignedHeaders=host, Signature=0",
+            ),
+        ],
+        format!(r#"{{"TableName":"{table}","Item":{item}}}"#).as_bytes(),
+    )
+    .expect("moto's DynamoDB answers");
+    assert_eq!(status, 200, "PutItem: {answer}");
+}
+
+/// What a killed process on another host left in the table: its parked
+/// sandbox is adopted (handed out), its warming one is reaped once its
+/// lease ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_pool_adopts_parked_slots_and_reaps_expired_warming_ones() {
+    let Some(moto) = MotoServer::start() else {
+        return;
+    };
+    let emu = emulator().await;
+    PoolStore::create_dynamodb_table("rayito-pools", dynamodb(&moto))
+        .await
+        .unwrap();
+    let image = emu.image_arn("rayito-base");
+    let parked = builder(&emu).create().await.unwrap();
+    assert!(parked.pause().await.unwrap());
+    let warming = builder(&emu).create().await.unwrap();
+    // Expiring in about two hours from now.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let started = 1_796_083_200u64;
+    let max = now - started + 7_200;
+    let item = |sbx: &rayito::Sandbox, state: &str, extra: &str| {
+        let record = format!(
+            r#"{{"sandbox_id":"{}","access_token":"{}","endpoint":"x","template":"{image}","template_version":"1","started_at":"2026-12-01T00:00:00Z","maximum_duration_seconds":{max},"region":"us-east-1","state":"{state}","idle":{{"max_idle_seconds":300,"suspended_duration_seconds":3000,"auto_resume":true}},"execution_role_arn":null,"ingress":[],"egress":[],"parked_at":null}}"#,
+            sbx.id(),
+            sbx.access_token().expose(),
+        );
+        let record = serde_json::Value::String(record).to_string();
+        format!(
+            r#"{{"pk":{{"S":"pool#shared"}},"sk":{{"S":"slot#{}"}},"state":{{"S":"{state}"}},"image_arn":{{"S":"{image}"}},"expires_at":{{"N":"{}"}},"ttl":{{"N":"{}"}},"record":{{"S":{record}}}{extra}}}"#,
+            sbx.id(),
+            started + max,
+            started + max + 3_600,
+        )
+    };
+    put_item(&moto, "rayito-pools", &item(&parked, "ready", ""));
+    put_item(
+        &moto,
+        "rayito-pools",
+        &item(
+            &warming,
+            "warming",
+            r#","owner":{"S":"dead-host:1:0"},"lease_until":{"N":"1767225600"}"#,
+        ),
+    );
+    let pool = builder(&emu)
+        .pool(
+            config(
+                1,
+                PoolStore::dynamodb_with("rayito-pools", "shared", dynamodb(&moto)),
+            )
+            .min_remaining(Duration::from_secs(600)),
+        )
+        .unwrap();
+    pool.start().await.unwrap();
+    let stats = stats_until(&pool, "the dead owner's warming slot reaped", |s| {
+        s.lost == 1
+    })
+    .await;
+    assert!(
+        !stats.slots.iter().any(|s| s.sandbox_id == warming.id()),
+        "{stats:?}"
+    );
+    assert!(matches!(
+        emu.state(warming.id()),
+        Some(MicrovmState::Terminated) | Some(MicrovmState::Terminating) | None
+    ));
+    let taken = pool.take().await.unwrap();
+    assert_eq!(taken.id(), parked.id(), "the parked slot is adopted");
+    assert_eq!(pool.stats().await.unwrap().hits, 1);
+    taken.kill().await.unwrap();
+    pool.close(true).await.unwrap();
 }
