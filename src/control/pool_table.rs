@@ -784,6 +784,43 @@ mod tests {
         );
     }
 
+    /// The table is shared: an item of the partition that is not a slot
+    /// (another program's, or tampered with) fails the read, naming the
+    /// store, never its content.
+    #[tokio::test]
+    async fn an_item_that_is_not_a_slot_is_refused() {
+        let Some((_moto, settings)) = moto_table("foreign").await else {
+            return;
+        };
+        let client = connect(&settings).await.unwrap();
+        client
+            .put_item()
+            .table_name("foreign")
+            .item(PK, s("pool#p".into()))
+            .item(SK, s("slot#microvm-1".into()))
+            .item(STATE, s("ready".into()))
+            .item(IMAGE_ARN, s("img".into()))
+            .item(RECORD, s("{\"secret\":\"do-not-show\"}".into()))
+            .send()
+            .await
+            .unwrap();
+        let store = PoolTable::new("foreign".into(), "p".into(), settings);
+        let err = (&store as &dyn SlotStore).list("img").await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid store: the pool's DynamoDB table holds an item that is not a slot of this SDK; remove it or give the pool a table of its own"
+        );
+        // Another pool's partition is not read.
+        let other = PoolTable::new("foreign".into(), "q".into(), store.settings.clone());
+        assert!(
+            (&other as &dyn SlotStore)
+                .list("img")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
     /// A refused request maps as the control plane's failures do, naming
     /// the call and never repeating AWS's text. (moto answers a refused
     /// signature with an XML body that DynamoDB's JSON protocol cannot

@@ -9,9 +9,10 @@
 //!
 //! Claims are atomic in the pool's [`PoolStore`]: a slot is removed from
 //! the store before anything else is done with it, so two takers (tasks,
-//! processes sharing a pool file) never get the same sandbox. Warming slots
-//! carry their owner and a lease; another pool process reaps them only
-//! after the lease, when their owner must have died.
+//! processes sharing a pool file, hosts sharing a DynamoDB table) never
+//! get the same sandbox. Warming slots carry their owner and a lease;
+//! another pool process reaps them only after the lease, when their owner
+//! must have died.
 
 mod config;
 mod file_store;
