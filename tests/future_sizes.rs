@@ -142,6 +142,10 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
         ),
         of!("Pool::close", pool.close(true)),
         of!("Pool::stats", pool.stats()),
+        of!(
+            "PoolStore::create_dynamodb_table",
+            rayito::PoolStore::create_dynamodb_table("t", rayito::AwsOptions::new())
+        ),
     ]
 }
 

@@ -132,6 +132,10 @@ fn pool_futures_are_send(pool: &rayito::Pool) {
     assert_send(&pool.take_within(Duration::from_secs(1)));
     assert_send(&pool.close(true));
     assert_send(&pool.stats());
+    assert_send(&rayito::PoolStore::create_dynamodb_table(
+        "t",
+        rayito::AwsOptions::new(),
+    ));
 }
 
 /// A new account's setup (feature `setup`, which the SDK's own tests

@@ -16,6 +16,8 @@ pub(crate) mod identity;
 #[cfg(feature = "templates")]
 pub(crate) mod images;
 pub(crate) mod pacing;
+#[cfg(feature = "dynamodb")]
+pub(crate) mod pool_table;
 pub(crate) mod retry;
 #[cfg(feature = "setup")]
 pub(crate) mod stacks;

@@ -9,15 +9,16 @@
 //!
 //! Claims are atomic in the pool's [`PoolStore`]: a slot is removed from
 //! the store before anything else is done with it, so two takers (tasks,
-//! processes sharing a pool file) never get the same sandbox. Warming slots
-//! carry their owner and a lease; another pool process reaps them only
-//! after the lease, when their owner must have died.
+//! processes sharing a pool file, hosts sharing a DynamoDB table) never
+//! get the same sandbox. Warming slots carry their owner and a lease;
+//! another pool process reaps them only after the lease, when their owner
+//! must have died.
 
 mod config;
 mod file_store;
 mod fill;
-mod slot;
-mod store;
+pub(crate) mod slot;
+pub(crate) mod store;
 mod sweep;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -189,6 +189,25 @@ impl StoredSlot {
     }
 }
 
+/// One record as JSON (the shape of a pool file's slot, token included;
+/// no owner or lease): what the DynamoDB store keeps in `record`.
+#[cfg(feature = "dynamodb")]
+pub(crate) fn record_to_json(record: &SlotRecord) -> String {
+    let slot = StoredSlot {
+        record: record.clone(),
+        owner: None,
+        lease_until: None,
+    };
+    serde_json::to_string(&slot.to_json()).unwrap_or_default()
+}
+
+/// The record of [`record_to_json`]'s text; `None` when it is not one.
+#[cfg(feature = "dynamodb")]
+pub(crate) fn record_from_json(text: &str) -> Option<SlotRecord> {
+    let json: SlotJson = serde_json::from_str(text).ok()?;
+    StoredSlot::from_json(json).ok().map(|slot| slot.record)
+}
+
 /// The bytes of a pool file holding `slots`: sorted keys, two-space
 /// indent, as the reference writes it.
 pub(crate) fn encode(slots: &[StoredSlot]) -> Vec<u8> {

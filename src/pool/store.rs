@@ -11,6 +11,8 @@ use std::time::SystemTime;
 use super::file_store::FileStore;
 use super::slot::{SlotRecord, SlotState, StoredSlot};
 use crate::error::SandboxError;
+#[cfg(feature = "dynamodb")]
+use crate::sandbox::AwsOptions;
 
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
@@ -21,6 +23,8 @@ type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 
 ///   timeout).
 /// - [`PoolStore::file`]: the processes of one host share a pool file,
 ///   every change under an exclusive lock, written whole and synced.
+/// - `PoolStore::dynamodb` (cargo feature `dynamodb`): the processes of
+///   many hosts share a DynamoDB table, every change one conditional write.
 #[derive(Clone)]
 pub struct PoolStore {
     pub(crate) inner: Arc<dyn SlotStore>,
@@ -59,6 +63,63 @@ impl PoolStore {
         Self {
             inner: Arc::new(FileStore::new(path.into())),
         }
+    }
+
+    /// Slots in the DynamoDB table `table`, shared by every process on
+    /// every host that names the same table and `pool_name` (its
+    /// partition: `pk = pool#<pool_name>`). AWS is configured from the
+    /// environment and profiles, as [`AwsOptions::new`]; see
+    /// [`PoolStore::dynamodb_with`]. Nothing is called before the pool
+    /// starts; the table must exist ([`PoolStore::create_dynamodb_table`]).
+    /// docs/pool.md has the table layout and the IAM policy.
+    #[cfg(feature = "dynamodb")]
+    pub fn dynamodb(table: impl Into<String>, pool_name: impl Into<String>) -> Self {
+        Self::dynamodb_with(table, pool_name, AwsOptions::new())
+    }
+
+    /// [`PoolStore::dynamodb`] with the AWS configuration of `aws`
+    /// (region, profile, credentials, timeouts; its
+    /// [`AwsOptions::endpoint_url`] is DynamoDB's endpoint, e.g. a
+    /// DynamoDB-compatible server). The table and pool names are checked
+    /// when the pool starts (`InvalidArgument` `table` or `pool_name`,
+    /// before any call).
+    #[cfg(feature = "dynamodb")]
+    pub fn dynamodb_with(
+        table: impl Into<String>,
+        pool_name: impl Into<String>,
+        aws: AwsOptions,
+    ) -> Self {
+        Self {
+            inner: Arc::new(crate::control::pool_table::PoolTable::new(
+                table.into(),
+                pool_name.into(),
+                aws.settings().clone(),
+            )),
+        }
+    }
+
+    /// Creates the DynamoDB table `table` for pool stores: string keys
+    /// `pk` (partition) and `sk` (sort), on-demand billing, and time to
+    /// live on the attribute `ttl`. Waits until the table is active (up to
+    /// 120 s) to turn the time to live on. Answers `false`, changing
+    /// nothing, when a table of that name exists already. Needs
+    /// `dynamodb:CreateTable`, `DescribeTable` and `UpdateTimeToLive`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`table`) for a name DynamoDB refuses, before any
+    /// call, or a table that does not become active in time;
+    /// `Authentication` when AWS has no credentials or region, or refuses
+    /// them; the mapped AWS failures of the calls (their messages never
+    /// repeat AWS's text).
+    #[cfg(feature = "dynamodb")]
+    pub async fn create_dynamodb_table(
+        table: impl Into<String>,
+        aws: AwsOptions,
+    ) -> Result<bool, SandboxError> {
+        let table = table.into();
+        boxed!(Result<bool, SandboxError>, {
+            crate::control::pool_table::create_table(&table, aws.settings()).await
+        })
     }
 
     /// Whether the slots outlive this process.

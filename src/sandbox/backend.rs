@@ -39,6 +39,13 @@ impl fmt::Debug for AwsOptions {
 }
 
 impl AwsOptions {
+    /// The settings an AWS client is loaded from (the pool's DynamoDB
+    /// store loads its own).
+    #[cfg(feature = "dynamodb")]
+    pub(crate) fn settings(&self) -> &AwsSettings {
+        &self.settings
+    }
+
     /// Options filled entirely from the environment and profiles.
     pub fn new() -> Self {
         Self::default()
