@@ -60,6 +60,8 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         ErrorKind::Build => "BuildException",
         ErrorKind::Template => "TemplateException",
         ErrorKind::PoolClosed => "PoolClosedException",
+        ErrorKind::SandboxIndex => "SandboxIndexException",
+        ErrorKind::IndexWrite => "IndexWriteException",
     }
 }
 

@@ -56,6 +56,12 @@ pub enum ErrorKind {
     /// `pool_closed`: taking from, or filling, a pool that is closed or
     /// not started.
     PoolClosed,
+    /// `sandbox_index`: the optional DynamoDB metadata index failed (the
+    /// table is missing, IAM refused, keys stayed unprocessed).
+    SandboxIndex,
+    /// `index_write`: create could not write the new sandbox's row to the
+    /// index.
+    IndexWrite,
 }
 
 impl ErrorKind {
@@ -81,6 +87,8 @@ impl ErrorKind {
         Self::Build,
         Self::Template,
         Self::PoolClosed,
+        Self::SandboxIndex,
+        Self::IndexWrite,
     ];
 
     /// The stable string of the kind, e.g. `file_not_found`.
@@ -106,6 +114,8 @@ impl ErrorKind {
             Self::Build => "build",
             Self::Template => "template",
             Self::PoolClosed => "pool_closed",
+            Self::SandboxIndex => "sandbox_index",
+            Self::IndexWrite => "index_write",
         }
     }
 
@@ -133,7 +143,9 @@ impl ErrorKind {
             | Self::RateLimit
             | Self::Build
             | Self::Template
-            | Self::PoolClosed => &[Self::Sandbox],
+            | Self::PoolClosed
+            | Self::SandboxIndex => &[Self::Sandbox],
+            Self::IndexWrite => &[Self::SandboxIndex],
             Self::FileNotFound | Self::SandboxNotFound => &[Self::NotFound],
             Self::LifecycleUnsupported => &[Self::Unimplemented],
         }
@@ -225,6 +237,16 @@ impl ErrorKind {
                 false,
                 false,
                 "the pool is closed or not started; start it, or create without the pool",
+            ),
+            Self::SandboxIndex => (
+                false,
+                false,
+                "the DynamoDB metadata index failed; `aws_code` says why, and an indexed list is never returned incomplete",
+            ),
+            Self::IndexWrite => (
+                false,
+                false,
+                "create could not write the sandbox's index row; its MicroVM was terminated unless kept on failure",
             ),
         };
         ErrorInfo {

@@ -115,6 +115,18 @@ impl AwsOptions {
         self
     }
 
+    /// The settings, for the clients of other services (the DynamoDB index).
+    #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+    pub(crate) fn settings(&self) -> &AwsSettings {
+        &self.settings
+    }
+
+    /// What tells these options from others, with no secret in clear.
+    #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+    pub(crate) fn settings_key(&self) -> crate::control::aws::SettingsKey {
+        self.settings.key()
+    }
+
     /// Trusts one more CA certificate (PEM), besides the system roots, when
     /// dialling sandboxes over TLS: for an emulator in TLS mode (its
     /// `ca.pem`) or a TLS-intercepting proxy. May be called several times.
