@@ -505,7 +505,8 @@ pub(crate) async fn forget_row(
     client: &crate::client::Client,
     sandbox_id: &str,
 ) {
-    if let Err(err) = index.delete_row(client, sandbox_id).await {
+    // Boxed: DynamoDB's call future is large, and `kill` stays small.
+    if let Err(err) = Box::pin(index.delete_row(client, sandbox_id)).await {
         tracing::warn!(
             target: "rayito::index",
             sandbox_id,

@@ -4,11 +4,11 @@
 //! what the code means, and the code (a token of a checked shape) is kept in
 //! the variant and the metadata.
 
+#[cfg(feature = "dynamodb")]
+use super::aws::AwsFailure;
+use super::aws::{AUTH_CODES, SERVICE_FAULT_CODES, THROTTLING_CODES, sanitize_aws_code};
+#[cfg(feature = "dynamodb")]
 use crate::error::SandboxError;
-
-use super::aws::{
-    AUTH_CODES, AwsFailure, SERVICE_FAULT_CODES, THROTTLING_CODES, sanitize_aws_code,
-};
 
 /// What `aws_code` becomes in `UnprocessedKeys` errors (the reference's
 /// token for keys BatchGetItem left unprocessed after the retries).
@@ -23,6 +23,7 @@ pub(crate) enum WriteOutcome {
     /// It was kept, as the index asked (keep on failure).
     Kept,
     /// Terminating it failed too: it may still be running.
+    #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
     TerminateFailed,
 }
 
@@ -79,6 +80,7 @@ pub(crate) fn cause(aws_code: Option<&str>) -> (String, &'static str) {
     }
 }
 
+#[cfg(feature = "dynamodb")]
 /// Copies the facts of `failure` (code, HTTP status, request id) into the
 /// error's metadata; the AWS message is dropped.
 fn with_facts(mut err: SandboxError, failure: &AwsFailure) -> SandboxError {
@@ -94,6 +96,7 @@ fn with_facts(mut err: SandboxError, failure: &AwsFailure) -> SandboxError {
     err
 }
 
+#[cfg(feature = "dynamodb")]
 /// `SandboxIndex`: an index call (`failure.operation`) failed.
 pub(crate) fn from_failure(failure: &AwsFailure) -> SandboxError {
     let code = plain_code(failure.code.as_deref());
@@ -103,6 +106,7 @@ pub(crate) fn from_failure(failure: &AwsFailure) -> SandboxError {
     )
 }
 
+#[cfg(feature = "dynamodb")]
 /// `IndexWrite`: the row of `sandbox_id` could not be written.
 pub(crate) fn write_failed(
     failure: &AwsFailure,
