@@ -97,7 +97,9 @@ impl SandboxIndex {
     ///
     /// DynamoDB is reached with the sandbox client's own AWS configuration
     /// on AWS; with the local backend, or when [`SandboxIndex::aws`] is
-    /// set, with those options (the environment's chain by default).
+    /// set, with those options (the environment's chain by default). The
+    /// DynamoDB client is made once, on first use, and shared by clones:
+    /// without `aws`, from the first sandbox client that uses the index.
     pub fn dynamodb(table: impl Into<String>) -> Self {
         Self {
             table: table.into(),
