@@ -39,6 +39,13 @@ impl fmt::Debug for AwsOptions {
 }
 
 impl AwsOptions {
+    /// The settings an AWS client is loaded from (the pool's DynamoDB
+    /// store loads its own).
+    #[cfg(feature = "dynamodb")]
+    pub(crate) fn settings(&self) -> &AwsSettings {
+        &self.settings
+    }
+
     /// Options filled entirely from the environment and profiles.
     pub fn new() -> Self {
         Self::default()
@@ -115,14 +122,9 @@ impl AwsOptions {
         self
     }
 
-    /// The settings, for the clients of other services (the DynamoDB index).
-    #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
-    pub(crate) fn settings(&self) -> &AwsSettings {
-        &self.settings
-    }
-
-    /// What tells these options from others, with no secret in clear.
-    #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+    /// What tells these options from others, with no secret in clear
+    /// (the metadata index compares its options with it).
+    #[cfg(feature = "dynamodb")]
     pub(crate) fn settings_key(&self) -> crate::control::aws::SettingsKey {
         self.settings.key()
     }
