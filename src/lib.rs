@@ -243,6 +243,8 @@ mod code;
 mod commands;
 mod control;
 mod files;
+#[cfg(feature = "dynamodb")]
+mod index;
 #[cfg(feature = "local")]
 mod local;
 #[cfg(not(feature = "local"))]
@@ -272,6 +274,8 @@ pub use files::{
     EntryInfo, FileChunks, FileType, Files, FilesystemEvent, FilesystemEventKind, WatchHandle,
     WatchStopper, WriteEntry,
 };
+#[cfg(feature = "dynamodb")]
+pub use index::SandboxIndex;
 pub use pool::{
     POOL_DEFAULT_TIMEOUT, Pool, PoolConfig, PoolStats, PoolStore, SlotState, SlotStats, WarmupStep,
 };

@@ -25,7 +25,7 @@ where
 }
 
 /// The facts of an `SdkError`, without the raw response.
-pub(super) fn extract<E>(operation: &'static str, err: &SdkError<E, HttpResponse>) -> AwsFailure
+pub(crate) fn extract<E>(operation: &'static str, err: &SdkError<E, HttpResponse>) -> AwsFailure
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {

@@ -10,7 +10,7 @@ pub(crate) mod artifacts;
 pub(crate) mod aws;
 #[cfg(feature = "templates")]
 pub(crate) mod build_logs;
-mod failure;
+pub(crate) mod failure;
 #[cfg(feature = "templates")]
 pub(crate) mod identity;
 #[cfg(feature = "templates")]

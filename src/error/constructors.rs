@@ -10,6 +10,7 @@ use super::codes::{
     BuildReason, CapturedText, GrpcCode, MAX_TOKEN_CHARS, SandboxCode, StackCode, TimeoutScope,
     clean_token,
 };
+use super::map::index;
 use super::messages::{self as m, Template};
 use super::wire::{MAX_REASON_CHARS, clean_feature, clean_reason, line};
 use super::{ErrorMeta, SandboxError};
@@ -486,6 +487,79 @@ impl SandboxError {
         }
     }
 
+    /// `SandboxIndex`: the index call `operation` (e.g. `BatchGetItem`)
+    /// failed with the AWS error code `aws_code` (`None`: no usable answer).
+    /// The message says what the code means, never AWS's text; a code of an
+    /// unexpected shape is not kept.
+    pub fn sandbox_index(operation: &str, aws_code: Option<&str>) -> Self {
+        let code = index::plain_code(aws_code);
+        let (cause, remedy) = index::cause(aws_code);
+        let mut meta = meta(
+            m::INDEX_FAILED,
+            &[
+                ("operation", operation),
+                ("cause", &cause),
+                ("remedy", remedy),
+            ],
+        );
+        meta.aws_code = code.map(str::to_owned);
+        Self::SandboxIndex {
+            aws_code: code.map(str::to_owned),
+            meta,
+        }
+    }
+
+    /// `SandboxIndex { aws_code: "UnprocessedKeys" }`: DynamoDB still left
+    /// keys unprocessed after `attempts` attempts of `operation`, so a list
+    /// would have been incomplete.
+    pub fn index_unprocessed(operation: &str, attempts: u32) -> Self {
+        let meta = meta(
+            m::INDEX_UNPROCESSED,
+            &[
+                ("operation", operation),
+                ("attempts", &attempts.to_string()),
+            ],
+        );
+        Self::SandboxIndex {
+            aws_code: Some(index::UNPROCESSED_KEYS.to_owned()),
+            meta,
+        }
+    }
+
+    /// `IndexWrite`: create could not write the row of `sandbox_id` (AWS
+    /// error code `aws_code`, `None` without a usable answer); its MicroVM
+    /// was terminated, or `kept` (keep on failure).
+    pub fn index_write(sandbox_id: &str, aws_code: Option<&str>, kept: bool) -> Self {
+        let outcome = if kept {
+            index::WriteOutcome::Kept
+        } else {
+            index::WriteOutcome::Terminated
+        };
+        Self::index_write_with(sandbox_id, aws_code, outcome)
+    }
+
+    /// [`SandboxError::index_write`] with every outcome, including a
+    /// terminate that failed too.
+    pub(crate) fn index_write_with(
+        sandbox_id: &str,
+        aws_code: Option<&str>,
+        outcome: index::WriteOutcome,
+    ) -> Self {
+        let code = index::plain_code(aws_code);
+        let (cause, _) = index::cause(aws_code);
+        let template = match outcome {
+            index::WriteOutcome::Terminated => m::INDEX_WRITE_TERMINATED,
+            index::WriteOutcome::Kept => m::INDEX_WRITE_KEPT,
+            index::WriteOutcome::TerminateFailed => m::INDEX_WRITE_TERMINATE_FAILED,
+        };
+        let mut meta = meta(template, &[("sandbox_id", sandbox_id), ("cause", &cause)]);
+        meta.aws_code = code.map(str::to_owned);
+        Self::IndexWrite {
+            aws_code: code.map(str::to_owned),
+            meta,
+        }
+    }
+
     /// `Template`: the image's agent is too old for templates.
     pub fn template_too_old() -> Self {
         Self::Template {
@@ -596,6 +670,59 @@ impl SandboxError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Variant, fields, kind, parents, aws_code in the metadata and the
+    /// message of each index error, in one table.
+    #[test]
+    fn index_errors_are_pinned() {
+        use crate::error::ErrorKind;
+        let cases: Vec<(SandboxError, ErrorKind, Option<&str>, &str)> = vec![
+            (
+                SandboxError::sandbox_index(
+                    "BatchGetItem",
+                    Some("aws.dynamodb#ResourceNotFoundException:x"),
+                ),
+                ErrorKind::SandboxIndex,
+                Some("ResourceNotFoundException"),
+                "the sandbox index call BatchGetItem failed: the table does not exist in this region (ResourceNotFoundException); create it (SandboxIndex::create_table) or name an existing table",
+            ),
+            (
+                SandboxError::index_unprocessed("BatchGetItem", 6),
+                ErrorKind::SandboxIndex,
+                Some("UnprocessedKeys"),
+                "the sandbox index left keys unprocessed after 6 attempts of BatchGetItem, so the list would be incomplete; list again later",
+            ),
+            (
+                SandboxError::index_write("vm-1", Some("ResourceNotFoundException"), false),
+                ErrorKind::IndexWrite,
+                Some("ResourceNotFoundException"),
+                "could not write the index row of sandbox vm-1: the table does not exist in this region (ResourceNotFoundException); its MicroVM was terminated, fix the index (docs/index.md) and create the sandbox again",
+            ),
+            (
+                SandboxError::index_write("vm-1", None, true),
+                ErrorKind::IndexWrite,
+                None,
+                "could not write the index row of sandbox vm-1: no usable answer from DynamoDB; its MicroVM was kept (keep on failure) but indexed lists will not show it, kill it when done",
+            ),
+        ];
+        for (err, kind, code, message) in cases {
+            let field = match &err {
+                SandboxError::SandboxIndex { aws_code, .. }
+                | SandboxError::IndexWrite { aws_code, .. } => aws_code.clone(),
+                other => panic!("not an index variant: {other:?}"),
+            };
+            assert_eq!(err.kind(), kind);
+            assert!(err.is(ErrorKind::SandboxIndex) && err.is_sandbox_error());
+            assert_eq!(field.as_deref(), code, "{err:?}");
+            if code != Some("UnprocessedKeys") {
+                assert_eq!(err.meta().aws_code(), code);
+            }
+            assert_eq!(err.to_string(), message);
+            assert!(!err.is_retryable());
+        }
+        assert_eq!(ErrorKind::IndexWrite.parents(), &[ErrorKind::SandboxIndex]);
+        assert_eq!(ErrorKind::SandboxIndex.parents(), &[ErrorKind::Sandbox]);
+    }
 
     #[test]
     fn self_detected_messages_are_exact() {
@@ -754,6 +881,42 @@ mod tests {
             (
                 SandboxError::pool_closed(),
                 "the pool is closed; create the sandbox without the pool, or use another pool",
+            ),
+            (
+                SandboxError::sandbox_index("BatchGetItem", Some("ResourceNotFoundException")),
+                "the sandbox index call BatchGetItem failed: the table does not exist in this region (ResourceNotFoundException); create it (SandboxIndex::create_table) or name an existing table",
+            ),
+            (
+                SandboxError::sandbox_index("DeleteItem", Some("AccessDeniedException")),
+                "the sandbox index call DeleteItem failed: the AWS credentials may not use the table (AccessDeniedException); grant the IAM actions of docs/index.md on the table",
+            ),
+            (
+                SandboxError::sandbox_index("BatchGetItem", None),
+                "the sandbox index call BatchGetItem failed: no usable answer from DynamoDB; check the network, the region and the endpoint, then retry",
+            ),
+            (
+                SandboxError::index_unprocessed("BatchGetItem", 6),
+                "the sandbox index left keys unprocessed after 6 attempts of BatchGetItem, so the list would be incomplete; list again later",
+            ),
+            (
+                SandboxError::index_write("vm-1", Some("ResourceNotFoundException"), false),
+                "could not write the index row of sandbox vm-1: the table does not exist in this region (ResourceNotFoundException); its MicroVM was terminated, fix the index (docs/index.md) and create the sandbox again",
+            ),
+            (
+                SandboxError::index_write(
+                    "vm-1",
+                    Some("ProvisionedThroughputExceededException"),
+                    true,
+                ),
+                "could not write the index row of sandbox vm-1: DynamoDB throttled the call after the SDK's retries (ProvisionedThroughputExceededException); its MicroVM was kept (keep on failure) but indexed lists will not show it, kill it when done",
+            ),
+            (
+                SandboxError::index_write_with(
+                    "vm-1",
+                    Some("not a code/arn:aws:dynamodb:us-east-1:123:table/t"),
+                    index::WriteOutcome::TerminateFailed,
+                ),
+                "could not write the index row of sandbox vm-1: an unrecognised AWS error; terminating its MicroVM failed too, so it may still be running, kill it by id",
             ),
             (
                 SandboxError::build_ready_failed(true),

@@ -61,6 +61,8 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         ErrorKind::Template => "TemplateException",
         ErrorKind::PoolClosed => "PoolClosedException",
         ErrorKind::Stack => "StackException",
+        ErrorKind::SandboxIndex => "SandboxIndexException",
+        ErrorKind::IndexWrite => "IndexWriteException",
     }
 }
 

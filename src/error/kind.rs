@@ -58,6 +58,12 @@ pub enum ErrorKind {
     PoolClosed,
     /// `stack`: deploying or reading a CloudFormation stack failed.
     Stack,
+    /// `sandbox_index`: the optional DynamoDB metadata index failed (the
+    /// table is missing, IAM refused, keys stayed unprocessed).
+    SandboxIndex,
+    /// `index_write`: create could not write the new sandbox's row to the
+    /// index.
+    IndexWrite,
 }
 
 impl ErrorKind {
@@ -84,6 +90,8 @@ impl ErrorKind {
         Self::Template,
         Self::PoolClosed,
         Self::Stack,
+        Self::SandboxIndex,
+        Self::IndexWrite,
     ];
 
     /// The stable string of the kind, e.g. `file_not_found`.
@@ -110,6 +118,8 @@ impl ErrorKind {
             Self::Template => "template",
             Self::PoolClosed => "pool_closed",
             Self::Stack => "stack",
+            Self::SandboxIndex => "sandbox_index",
+            Self::IndexWrite => "index_write",
         }
     }
 
@@ -138,7 +148,9 @@ impl ErrorKind {
             | Self::Build
             | Self::Template
             | Self::PoolClosed
-            | Self::Stack => &[Self::Sandbox],
+            | Self::Stack
+            | Self::SandboxIndex => &[Self::Sandbox],
+            Self::IndexWrite => &[Self::SandboxIndex],
             Self::FileNotFound | Self::SandboxNotFound => &[Self::NotFound],
             Self::LifecycleUnsupported => &[Self::Unimplemented],
         }
@@ -235,6 +247,16 @@ impl ErrorKind {
                 false,
                 false,
                 "deploying or reading a CloudFormation stack failed; `code` says why",
+            ),
+            Self::SandboxIndex => (
+                false,
+                false,
+                "the DynamoDB metadata index failed; `aws_code` says why, and an indexed list is never returned incomplete",
+            ),
+            Self::IndexWrite => (
+                false,
+                false,
+                "create could not write the sandbox's index row; its MicroVM was terminated unless kept on failure",
             ),
         };
         ErrorInfo {

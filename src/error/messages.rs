@@ -201,6 +201,16 @@ templates! {
         "the pool is not started; call start() first, or create the sandbox without the pool";
     POOL_CLOSED = "pool.closed" =>
         "the pool is closed; create the sandbox without the pool, or use another pool";
+    INDEX_FAILED = "index.failed" =>
+        "the sandbox index call {operation} failed: {cause}; {remedy}";
+    INDEX_UNPROCESSED = "index.unprocessed" =>
+        "the sandbox index left keys unprocessed after {attempts} attempts of {operation}, so the list would be incomplete; list again later";
+    INDEX_WRITE_TERMINATED = "index.write_terminated" =>
+        "could not write the index row of sandbox {sandbox_id}: {cause}; its MicroVM was terminated, fix the index (docs/index.md) and create the sandbox again";
+    INDEX_WRITE_KEPT = "index.write_kept" =>
+        "could not write the index row of sandbox {sandbox_id}: {cause}; its MicroVM was kept (keep on failure) but indexed lists will not show it, kill it when done";
+    INDEX_WRITE_TERMINATE_FAILED = "index.write_terminate_failed" =>
+        "could not write the index row of sandbox {sandbox_id}: {cause}; terminating its MicroVM failed too, so it may still be running, kill it by id";
     TEMPLATE_TOO_OLD = "template.too_old" =>
         "the agent in this image is too old for templates (it reports no template_start feature); build the template again on a current base image";
 

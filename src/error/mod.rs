@@ -289,6 +289,34 @@ pub enum SandboxError {
         #[source]
         meta: Box<ErrorMeta>,
     },
+    /// `sandbox_index`: the optional DynamoDB metadata index failed (the
+    /// table is missing, IAM refused, keys stayed unprocessed after
+    /// retries). An indexed list never returns a silently incomplete list.
+    /// The message never repeats AWS's text.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    SandboxIndex {
+        /// The AWS error code (e.g. `ResourceNotFoundException`), or
+        /// `UnprocessedKeys` when DynamoDB left keys unprocessed after the
+        /// SDK's retries; `None` when no answer came.
+        aws_code: Option<String>,
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
+    /// `index_write` (a `sandbox_index`): create with an index could not
+    /// write the new sandbox's row. By default the MicroVM it had just
+    /// created was terminated (the message says whether it was, or was
+    /// kept on failure).
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    IndexWrite {
+        /// The AWS error code of the failed write; `None` when no answer came.
+        aws_code: Option<String>,
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
 }
 
 impl SandboxError {
@@ -316,6 +344,8 @@ impl SandboxError {
             Self::Template { .. } => ErrorKind::Template,
             Self::PoolClosed { .. } => ErrorKind::PoolClosed,
             Self::Stack { .. } => ErrorKind::Stack,
+            Self::SandboxIndex { .. } => ErrorKind::SandboxIndex,
+            Self::IndexWrite { .. } => ErrorKind::IndexWrite,
         }
     }
 
@@ -342,7 +372,9 @@ impl SandboxError {
             | Self::Build { meta, .. }
             | Self::Template { meta }
             | Self::PoolClosed { meta }
-            | Self::Stack { meta, .. } => meta,
+            | Self::Stack { meta, .. }
+            | Self::SandboxIndex { meta, .. }
+            | Self::IndexWrite { meta, .. } => meta,
         }
     }
 
@@ -369,7 +401,9 @@ impl SandboxError {
             | Self::Build { meta, .. }
             | Self::Template { meta }
             | Self::PoolClosed { meta }
-            | Self::Stack { meta, .. } => meta,
+            | Self::Stack { meta, .. }
+            | Self::SandboxIndex { meta, .. }
+            | Self::IndexWrite { meta, .. } => meta,
         }
     }
 

@@ -51,6 +51,8 @@ use super::{ErrorKind, ErrorMeta, SandboxError};
 pub(crate) const MAX_MESSAGE_CHARS: usize = MAX_KEPT_CHARS;
 pub(crate) const MAX_STATE_REASON_CHARS: usize = 256;
 pub(crate) const MAX_QUOTA_CODE_CHARS: usize = 128;
+/// The bound of an AWS error code kept as a variant field.
+pub(crate) const MAX_AWS_CODE_CHARS: usize = 128;
 pub(crate) const MAX_FEATURE_CHARS: usize = 128;
 pub(crate) const MAX_REASON_CHARS: usize = 512;
 
@@ -262,6 +264,13 @@ struct QuotaFields<'a> {
     quota_code: Option<Cow<'a, str>>,
 }
 
+/// The `aws_code` of `sandbox_index` and `index_write`.
+#[derive(Serialize, Deserialize)]
+struct IndexFields<'a> {
+    #[serde(borrow)]
+    aws_code: Option<Cow<'a, str>>,
+}
+
 /// `feature`, `reason` and (for `unimplemented`) `doc`.
 #[derive(Serialize, Deserialize)]
 struct FeatureFields<'a> {
@@ -300,6 +309,7 @@ enum VariantFields<'a> {
     RateLimit(RateLimitFields),
     Authentication(AuthenticationFields),
     Quota(QuotaFields<'a>),
+    Index(IndexFields<'a>),
     Feature(FeatureFields<'a>),
     Build(BuildFields<'a>),
 }
@@ -365,6 +375,10 @@ impl<'a> WireOut<'a> {
             }
             SandboxError::QuotaExceeded { quota_code, .. } => F::Quota(QuotaFields {
                 quota_code: borrowed(quota_code.as_deref()),
+            }),
+            SandboxError::SandboxIndex { aws_code, .. }
+            | SandboxError::IndexWrite { aws_code, .. } => F::Index(IndexFields {
+                aws_code: borrowed(aws_code.as_deref()),
             }),
             SandboxError::Capacity { code, .. } => F::Code(CodeFields {
                 code: borrowed(code.as_ref().map(CapacityCode::as_str)),
@@ -560,6 +574,20 @@ fn read(value: &Value) -> Result<SandboxError, WireError> {
             let f: CodeFields<'_> = fields(value)?;
             SandboxError::Stack {
                 code: StackCode::from(f.code.as_deref().unwrap_or_default()),
+                meta,
+            }
+        }
+        ErrorKind::SandboxIndex => {
+            let f: IndexFields<'_> = fields(value)?;
+            SandboxError::SandboxIndex {
+                aws_code: line(f.aws_code.as_deref(), MAX_AWS_CODE_CHARS),
+                meta,
+            }
+        }
+        ErrorKind::IndexWrite => {
+            let f: IndexFields<'_> = fields(value)?;
+            SandboxError::IndexWrite {
+                aws_code: line(f.aws_code.as_deref(), MAX_AWS_CODE_CHARS),
                 meta,
             }
         }
@@ -779,6 +807,10 @@ mod tests {
                 code: StackCode::from(code.as_str()),
                 meta,
             }),
+            (opt_clean(MAX_AWS_CODE_CHARS), meta())
+                .prop_map(|(aws_code, meta)| SandboxError::SandboxIndex { aws_code, meta }),
+            (opt_clean(MAX_AWS_CODE_CHARS), meta())
+                .prop_map(|(aws_code, meta)| SandboxError::IndexWrite { aws_code, meta }),
         ]
     }
 

@@ -122,6 +122,13 @@ impl AwsOptions {
         self
     }
 
+    /// What tells these options from others, with no secret in clear
+    /// (the metadata index compares its options with it).
+    #[cfg(feature = "dynamodb")]
+    pub(crate) fn settings_key(&self) -> crate::control::aws::SettingsKey {
+        self.settings.key()
+    }
+
     /// Trusts one more CA certificate (PEM), besides the system roots, when
     /// dialling sandboxes over TLS: for an emulator in TLS mode (its
     /// `ca.pem`) or a TLS-intercepting proxy. May be called several times.

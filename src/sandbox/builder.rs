@@ -50,6 +50,9 @@ pub struct SandboxBuilder {
     /// implicit one (`Sandbox::builder()`).
     client: ClientSource,
     refresh: RefreshSchedule,
+    /// The metadata index the sandbox's row goes to.
+    #[cfg(feature = "dynamodb")]
+    index: Option<crate::SandboxIndex>,
 }
 
 impl Default for SandboxBuilder {
@@ -66,6 +69,8 @@ impl SandboxBuilder {
             options: CreateOptions::default(),
             client: ClientSource::default(),
             refresh: RefreshSchedule::default(),
+            #[cfg(feature = "dynamodb")]
+            index: None,
         }
     }
 
@@ -279,6 +284,21 @@ impl SandboxBuilder {
         self
     }
 
+    /// Keeps the sandbox in a metadata index (docs/index.md): `create`
+    /// writes its row right after RunMicrovm (with its metadata, image
+    /// and start), and `kill` on the handle (or [`Self::kill_by_id`] on a
+    /// builder with the index) deletes it. When the row cannot be written,
+    /// `create` fails with `IndexWrite` and terminates the new MicroVM
+    /// first, unless the index keeps it
+    /// ([`crate::SandboxIndex::keep_on_failure`]).
+    ///
+    /// Only with the `dynamodb` cargo feature.
+    #[cfg(feature = "dynamodb")]
+    pub fn index(mut self, index: crate::SandboxIndex) -> Self {
+        self.index = Some(index);
+        self
+    }
+
     /// Creates the sandbox and waits until its agent is ready.
     ///
     /// Steps: checks (no I/O), RunMicrovm (capacity, throttling and 5xx
@@ -293,7 +313,10 @@ impl SandboxBuilder {
     ///   to configure AWS or choose the local backend; a refused token);
     /// - `SandboxNotFound` (the image does not exist), `Capacity`,
     ///   `RateLimit`, `QuotaExceeded`, `Sandbox { code: ServiceError }`;
-    /// - `SandboxNotReady { state, state_reason }` after `ready_timeout`.
+    /// - `SandboxNotReady { state, state_reason }` after `ready_timeout`;
+    /// - with an index: `InvalidArgument` (`index`) before any I/O,
+    ///   `IndexWrite { aws_code }` when the row cannot be written (the
+    ///   message says whether the MicroVM was terminated or kept).
     pub async fn create(self) -> Result<Sandbox, SandboxError> {
         self.create_observed(None).await
     }
@@ -308,7 +331,17 @@ impl SandboxBuilder {
         boxed!(Result<Sandbox, SandboxError>, {
             let (plan, access_token, payload) = self.launch()?;
             let template = self.options.sized_template()?;
+            #[cfg(feature = "dynamodb")]
+            if let Some(index) = &self.index {
+                index.check()?;
+            }
             let client = self.client.client().await?;
+            // The index's AWS configuration is loaded before RunMicrovm: a
+            // missing region or credentials never launch (and bill) a MicroVM.
+            #[cfg(feature = "dynamodb")]
+            if let Some(index) = &self.index {
+                index.ddb(Some(&client)).await?;
+            }
             let backend = client.backend();
             let policy = *client.retry_policy();
             let image_arn = client.image_arn(template.as_deref()).await?;
@@ -346,6 +379,20 @@ impl SandboxBuilder {
                     let _ = control.terminate_microvm(vm.id.clone()).await;
                     return Err(err);
                 }
+            }
+
+            #[cfg(feature = "dynamodb")]
+            if let Some(index) = &self.index {
+                let row = crate::index::Row::new(
+                    &vm.id,
+                    &vm.image_arn,
+                    &vm.image_version,
+                    vm.started_at.unwrap_or_else(std::time::SystemTime::now),
+                    plan.max_duration_secs,
+                    &self.options.metadata,
+                );
+                let terminate = control.terminate_microvm(vm.id.clone());
+                index.write_row(&client, &row, terminate).await?;
             }
 
             let minter = proxy_minter(
@@ -498,6 +545,8 @@ impl SandboxBuilder {
                 marks,
                 refresher,
                 managed_lifecycle,
+                #[cfg(feature = "dynamodb")]
+                index: self.index.clone(),
             }),
         }
     }
@@ -526,10 +575,17 @@ impl SandboxBuilder {
     ///
     /// # Errors
     /// As [`Client::kill_by_id`]; the client's own failures (see
-    /// [`crate::ClientBuilder::build`]).
+    /// [`crate::ClientBuilder::build`]). With an index, its row is deleted
+    /// after the kill (see [`crate::Sandbox::kill`]).
     pub async fn kill_by_id(self, sandbox_id: &str) -> Result<bool, SandboxError> {
         check_sandbox_id(sandbox_id)?;
-        self.client.client().await?.kill_by_id(sandbox_id).await
+        let client = self.client.client().await?;
+        let killed = client.kill_by_id(sandbox_id).await?;
+        #[cfg(feature = "dynamodb")]
+        if let Some(index) = &self.index {
+            super::forget_row(index, &client, sandbox_id).await;
+        }
+        Ok(killed)
     }
 
     /// What the control plane says about the sandbox `sandbox_id` on this

@@ -36,6 +36,8 @@ pub struct ListQuery {
     states: Option<Vec<SandboxState>>,
     metadata: BTreeMap<String, String>,
     page_size: Option<u32>,
+    #[cfg(feature = "dynamodb")]
+    index: Option<crate::SandboxIndex>,
 }
 
 impl ListQuery {
@@ -81,6 +83,32 @@ impl ListQuery {
         self
     }
 
+    /// Answers from a metadata index (docs/index.md) instead of probing:
+    /// for each ListMicrovms page, one BatchGetItem reads the rows of its
+    /// sandboxes, and only a sandbox with a row of the same image and start
+    /// whose metadata holds every pair of [`ListQuery::metadata`] is listed
+    /// (with that metadata), in any state the query asks for (suspended
+    /// ones too: nothing is probed). A sandbox created without the index
+    /// has no row and is never listed. Keys DynamoDB leaves unprocessed
+    /// are retried (5 times, 50 ms doubling to 1 s); after that the stream
+    /// ends with `SandboxIndex { aws_code: "UnprocessedKeys" }`, never with
+    /// a silently shorter list.
+    ///
+    /// Only with the `dynamodb` cargo feature.
+    #[cfg(feature = "dynamodb")]
+    pub fn index(mut self, index: crate::SandboxIndex) -> Self {
+        self.index = Some(index);
+        self
+    }
+
+    fn indexed(&self) -> bool {
+        #[cfg(feature = "dynamodb")]
+        if self.index.is_some() {
+            return true;
+        }
+        false
+    }
+
     /// How many sandboxes one ListMicrovms call asks for (1 to 50, default
     /// 50).
     pub fn page_size(mut self, page_size: u32) -> Self {
@@ -98,7 +126,12 @@ impl ListQuery {
                 "a list page holds 1 to 50 sandboxes; pass a page size in that range",
             ));
         }
+        #[cfg(feature = "dynamodb")]
+        if let Some(index) = &self.index {
+            index.check()?;
+        }
         if !self.metadata.is_empty()
+            && !self.indexed()
             && let Some(states) = &self.states
             && states.iter().any(|s| s != &SandboxState::Running)
         {
@@ -111,7 +144,7 @@ impl ListQuery {
     }
 
     fn wants(&self, state: &SandboxState) -> bool {
-        if !self.metadata.is_empty() {
+        if !self.metadata.is_empty() && !self.indexed() {
             return state == &SandboxState::Running;
         }
         match &self.states {
@@ -135,8 +168,9 @@ pub struct SandboxSummary {
     pub template_version: String,
     /// When it started.
     pub started_at: Option<SystemTime>,
-    /// Its metadata, as its agent reported it: only with a metadata filter
-    /// (`None` otherwise: reading it takes a probe per sandbox).
+    /// Its metadata, as its agent reported it (with a metadata filter) or
+    /// as its index row holds it (with an index); `None` otherwise:
+    /// reading it takes a probe per sandbox.
     pub metadata: Option<BTreeMap<String, String>>,
 }
 
@@ -243,6 +277,24 @@ impl Lister {
         let page = backend.control.list_microvms(request).await?;
         self.last_page = page.next_token.is_none();
         self.next_token = page.next_token;
+        #[cfg(feature = "dynamodb")]
+        if let Some(index) = &self.query.index {
+            let items: Vec<MicrovmItem> = page
+                .items
+                .into_iter()
+                .filter(|item| self.query.wants(&item.state))
+                .collect();
+            let ids: Vec<String> = items.iter().map(|item| item.id.clone()).collect();
+            let mut rows = index.rows(&client, &ids).await?;
+            for item in items {
+                if let Some(row) = rows.remove(&item.id)
+                    && row.matches(&item, &self.query.metadata)
+                {
+                    self.buffered.push_back(summary(item, Some(row.metadata)));
+                }
+            }
+            return Ok(());
+        }
         for item in page.items {
             if !self.query.wants(&item.state) {
                 continue;

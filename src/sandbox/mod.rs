@@ -72,6 +72,9 @@ struct Inner {
     /// Whether the agent runs a managed lifecycle (its Health said so when
     /// the handle was made); `None` when the agent did not say.
     managed_lifecycle: Option<bool>,
+    /// The metadata index holding the sandbox's row (deleted by `kill`).
+    #[cfg(feature = "dynamodb")]
+    index: Option<crate::SandboxIndex>,
 }
 
 /// What a ready Health says about the lifecycle: `Some(false)` for an
@@ -230,7 +233,11 @@ impl Sandbox {
         })
     }
 
-    /// Terminates the sandbox. Returns `false` when it was already gone (not
+    /// Terminates the sandbox. With a metadata index (the builder's
+    /// `index`), then deletes its row; a row that cannot be deleted is
+    /// logged (target `rayito::index`), not an error: the MicroVM is gone,
+    /// an indexed list never shows a terminated sandbox, and the row
+    /// expires with its TTL. Returns `false` when it was already gone (not
     /// found, already terminating or terminated, or this handle was already
     /// killed), `true` when this call terminated it. After either, later
     /// calls on this handle (and its clones) fail with
@@ -249,6 +256,10 @@ impl Sandbox {
             Ok(killed) => {
                 self.inner.refresher.stop();
                 self.inner.conn.close();
+                #[cfg(feature = "dynamodb")]
+                if let Some(index) = &self.inner.index {
+                    forget_row(index, &self.inner.client, &self.inner.id).await;
+                }
                 Ok(killed)
             }
             // The handle stays usable: the MicroVM may still be running.
@@ -483,4 +494,25 @@ fn proxy_minter(
         };
         Box::pin(async move { control.create_auth_token(request).await })
     })
+}
+
+/// Deletes the index row of a killed sandbox; a failure is logged (the
+/// MicroVM is gone, so the row can only be stale: indexed lists join rows
+/// with ListMicrovms, and the TTL removes it).
+#[cfg(feature = "dynamodb")]
+pub(crate) async fn forget_row(
+    index: &crate::SandboxIndex,
+    client: &crate::client::Client,
+    sandbox_id: &str,
+) {
+    // Boxed: DynamoDB's call future is large, and `kill` stays small.
+    if let Err(err) = Box::pin(index.delete_row(client, sandbox_id)).await {
+        tracing::warn!(
+            target: "rayito::index",
+            sandbox_id,
+            kind = err.kind().as_str(),
+            aws_code = err.meta().aws_code().unwrap_or(""),
+            "the sandbox was killed but its index row was not deleted; it expires with its TTL"
+        );
+    }
 }

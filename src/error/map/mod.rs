@@ -16,4 +16,5 @@
 pub(crate) mod agent;
 pub(crate) mod aws;
 pub(crate) mod grpc;
+pub(crate) mod index;
 pub(crate) mod redact;

@@ -1,0 +1,538 @@
+//! The optional metadata index of sandboxes: one DynamoDB row per sandbox
+//! (docs/index.md). `create` writes the row after RunMicrovm, `kill`
+//! deletes it, and a list with the index reads the rows of each
+//! ListMicrovms page in one BatchGetItem instead of probing every sandbox
+//! through its agent: so it filters suspended sandboxes by metadata too,
+//! and a sandbox without a row (created without the index) is not listed.
+//!
+//! The row holds only what never changes after the create: the id (`pk`),
+//! the image ARN and version, the start in epoch milliseconds, the
+//! metadata, the SDK that wrote it and `expires_at` (epoch seconds, the
+//! table's TTL attribute: start + maximum duration + one hour). Never the
+//! access token, environment values or the run payload. The state always
+//! comes from ListMicrovms.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, KeysAndAttributes,
+    ScalarAttributeType, TableStatus, TimeToLiveSpecification,
+};
+
+use crate::client::Client;
+use crate::control::MicrovmItem;
+use crate::control::aws::AwsControlPlane;
+use crate::control::failure::extract;
+use crate::error::SandboxError;
+use crate::error::map::index::{WriteOutcome, from_failure, write_failed};
+use crate::sandbox::AwsOptions;
+
+/// The margin a row outlives its sandbox's maximum duration by (TTL).
+const TTL_MARGIN_SECS: u64 = 3_600;
+/// Keys of one BatchGetItem (DynamoDB's limit).
+const BATCH_GET_MAX_KEYS: usize = 100;
+/// Retries of the keys BatchGetItem left unprocessed, before the list fails.
+const UNPROCESSED_RETRIES: u32 = 5;
+const UNPROCESSED_FIRST_DELAY: Duration = Duration::from_millis(50);
+const UNPROCESSED_MAX_DELAY: Duration = Duration::from_secs(1);
+/// How far a row's start may be from ListMicrovms' (clock rounding).
+const STARTED_AT_TOLERANCE_MS: u64 = 1_000;
+/// Attempts of each DynamoDB call (the AWS SDK's standard retry mode:
+/// throttling and transient faults, with backoff).
+const CALL_ATTEMPTS: u32 = 3;
+/// How long `create_table` waits for the table to become ACTIVE.
+const TABLE_ACTIVE_WITHIN: Duration = Duration::from_secs(120);
+/// Bounds of what is read from a row (a table is shared, so rows are peer
+/// data): metadata pairs, and the bytes of one key or value.
+const MAX_ROW_PAIRS: usize = 256;
+const MAX_ROW_TEXT: usize = 4_096;
+
+/// The metadata index of sandboxes in a DynamoDB table of your account
+/// (docs/index.md).
+///
+/// Set it on a builder ([`crate::SandboxBuilder::index`]: `create` writes
+/// the sandbox's row, `kill` deletes it) and on a list query
+/// ([`crate::ListQuery::index`]: the list answers from the table, and only
+/// sandboxes with a row are listed). Cheap to clone; clones share one
+/// DynamoDB client, made on first use. Making one calls nothing.
+///
+/// Only with the `dynamodb` cargo feature.
+#[derive(Clone)]
+pub struct SandboxIndex {
+    table: String,
+    aws: Option<AwsOptions>,
+    keep_on_failure: bool,
+    client: Arc<tokio::sync::OnceCell<aws_sdk_dynamodb::Client>>,
+}
+
+impl fmt::Debug for SandboxIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SandboxIndex")
+            .field("table", &self.table)
+            .field("aws", &self.aws)
+            .field("keep_on_failure", &self.keep_on_failure)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Two indexes are equal when they name the same table with the same
+/// settings.
+impl PartialEq for SandboxIndex {
+    fn eq(&self, other: &Self) -> bool {
+        self.table == other.table
+            && self.keep_on_failure == other.keep_on_failure
+            && self.aws.as_ref().map(AwsOptions::settings_key)
+                == other.aws.as_ref().map(AwsOptions::settings_key)
+    }
+}
+
+impl Eq for SandboxIndex {}
+
+impl SandboxIndex {
+    /// The index in the DynamoDB table `table` (3 to 255 of `A-Z a-z 0-9
+    /// _ . -`; checked before any call, `InvalidArgument` naming `index`).
+    ///
+    /// DynamoDB is reached with the sandbox client's own AWS configuration
+    /// on AWS; with the local backend, or when [`SandboxIndex::aws`] is
+    /// set, with those options (the environment's chain by default). The
+    /// DynamoDB client is made once, on first use, and shared by clones:
+    /// without `aws`, from the first sandbox client that uses the index.
+    pub fn dynamodb(table: impl Into<String>) -> Self {
+        Self {
+            table: table.into(),
+            aws: None,
+            keep_on_failure: false,
+            client: Arc::default(),
+        }
+    }
+
+    /// How to reach DynamoDB (region, credentials, `endpoint_url` for a
+    /// DynamoDB-compatible server), instead of the sandbox client's.
+    #[must_use]
+    pub fn aws(mut self, options: AwsOptions) -> Self {
+        self.aws = Some(options);
+        self.client = Arc::default();
+        self
+    }
+
+    /// When `create` cannot write the row it fails with `IndexWrite`
+    /// either way; by default it terminates the MicroVM it just created
+    /// first, with `keep` it leaves it running (the message names it; an
+    /// indexed list will not show it).
+    #[must_use]
+    pub fn keep_on_failure(mut self, keep: bool) -> Self {
+        self.keep_on_failure = keep;
+        self
+    }
+
+    /// The table's name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Creates the index table: key `pk` (a string), on-demand billing,
+    /// TTL on `expires_at`; waits until it is ACTIVE. Needs
+    /// `dynamodb:CreateTable`, `dynamodb:DescribeTable` and
+    /// `dynamodb:UpdateTimeToLive` (docs/index.md).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`index`) for a bad table name, before any call;
+    /// the AWS configuration's own failures (`Authentication` without
+    /// credentials or region); `SandboxIndex { aws_code }` when DynamoDB
+    /// refuses (e.g. `ResourceInUseException`: the table exists) or the
+    /// table is not ACTIVE within 120 s (`aws_code` `None`).
+    pub async fn create_table(&self) -> Result<(), SandboxError> {
+        self.check()?;
+        let ddb = self.ddb(None).await?;
+        ddb.create_table()
+            .table_name(&self.table)
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name("pk")
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .map_err(|_| SandboxError::internal("index", "a table definition"))?,
+            )
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name("pk")
+                    .key_type(KeyType::Hash)
+                    .build()
+                    .map_err(|_| SandboxError::internal("index", "a key schema"))?,
+            )
+            .billing_mode(BillingMode::PayPerRequest)
+            .send()
+            .await
+            .map_err(|e| from_failure(&extract("CreateTable", &e)))?;
+        let by = tokio::time::Instant::now() + TABLE_ACTIVE_WITHIN;
+        loop {
+            let table = ddb
+                .describe_table()
+                .table_name(&self.table)
+                .send()
+                .await
+                .map_err(|e| from_failure(&extract("DescribeTable", &e)))?;
+            if table.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
+                break;
+            }
+            if tokio::time::Instant::now() > by {
+                return Err(SandboxError::sandbox_index("DescribeTable", None));
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        ddb.update_time_to_live()
+            .table_name(&self.table)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .attribute_name("expires_at")
+                    .enabled(true)
+                    .build()
+                    .map_err(|_| SandboxError::internal("index", "a TTL specification"))?,
+            )
+            .send()
+            .await
+            .map_err(|e| from_failure(&extract("UpdateTimeToLive", &e)))?;
+        Ok(())
+    }
+
+    /// Checks what needs no I/O: the table's name.
+    pub(crate) fn check(&self) -> Result<(), SandboxError> {
+        let ok = (3..=255).contains(&self.table.len())
+            && self
+                .table
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+        if ok {
+            Ok(())
+        } else {
+            Err(SandboxError::invalid_argument(
+                "index",
+                "a DynamoDB table name is 3 to 255 of A-Z, a-z, 0-9, _, . and -; pass the index table's name",
+            ))
+        }
+    }
+
+    /// The DynamoDB client, made on first use: from [`SandboxIndex::aws`],
+    /// else from `client`'s AWS configuration when it is AWS, else from
+    /// the environment.
+    ///
+    /// # Errors
+    /// As the AWS configuration's loading (`Authentication`,
+    /// `InvalidArgument`).
+    pub(crate) async fn ddb(
+        &self,
+        client: Option<&Client>,
+    ) -> Result<&aws_sdk_dynamodb::Client, SandboxError> {
+        self.client
+            .get_or_try_init(|| async {
+                let sdk_config = match (&self.aws, client) {
+                    (None, Some(client)) if !client.is_local() => {
+                        client.backend().sdk_config.clone()
+                    }
+                    _ => None,
+                };
+                let sdk_config = match sdk_config {
+                    Some(config) => config,
+                    None => {
+                        let options = self.aws.clone().unwrap_or_default();
+                        AwsControlPlane::connect(options.settings())
+                            .await?
+                            .sdk_config()
+                            .clone()
+                    }
+                };
+                let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config)
+                    .retry_config(
+                        aws_sdk_dynamodb::config::retry::RetryConfig::standard()
+                            .with_max_attempts(CALL_ATTEMPTS),
+                    )
+                    .build();
+                Ok(aws_sdk_dynamodb::Client::from_conf(config))
+            })
+            .await
+    }
+
+    /// Writes the row of a sandbox RunMicrovm just started (never
+    /// overwriting one). On failure the MicroVM is terminated unless kept,
+    /// and the error says which.
+    pub(crate) async fn write_row(
+        &self,
+        client: &Client,
+        row: &Row,
+        terminate: impl std::future::Future<Output = Result<(), SandboxError>>,
+    ) -> Result<(), SandboxError> {
+        let ddb = self.ddb(Some(client)).await?;
+        let put = ddb
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(row.item()))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        let Err(err) = put else {
+            return Ok(());
+        };
+        let failure = extract("PutItem", &err);
+        let outcome = if self.keep_on_failure {
+            WriteOutcome::Kept
+        } else if terminate.await.is_ok() {
+            WriteOutcome::Terminated
+        } else {
+            WriteOutcome::TerminateFailed
+        };
+        Err(write_failed(&failure, &row.sandbox_id, outcome))
+    }
+
+    /// Deletes the row of `sandbox_id` (no row is fine).
+    pub(crate) async fn delete_row(
+        &self,
+        client: &Client,
+        sandbox_id: &str,
+    ) -> Result<(), SandboxError> {
+        let ddb = self.ddb(Some(client)).await?;
+        ddb.delete_item()
+            .table_name(&self.table)
+            .key("pk", AttributeValue::S(sandbox_id.to_owned()))
+            .send()
+            .await
+            .map_err(|e| from_failure(&extract("DeleteItem", &e)))?;
+        Ok(())
+    }
+
+    /// The live rows of `ids` (at most one BatchGetItem per 100 ids, keys
+    /// left unprocessed retried with a bounded backoff). Expired rows and
+    /// rows of another shape count as no row.
+    ///
+    /// # Errors
+    /// `SandboxIndex` when a call fails, or keys stay unprocessed after
+    /// the retries: never a silently incomplete answer.
+    pub(crate) async fn rows(
+        &self,
+        client: &Client,
+        ids: &[String],
+    ) -> Result<HashMap<String, Row>, SandboxError> {
+        let ddb = self.ddb(Some(client)).await?;
+        let now = epoch_secs(SystemTime::now());
+        let mut found = HashMap::new();
+        for chunk in ids.chunks(BATCH_GET_MAX_KEYS) {
+            let keys: Vec<HashMap<String, AttributeValue>> = chunk
+                .iter()
+                .map(|id| HashMap::from([("pk".to_owned(), AttributeValue::S(id.clone()))]))
+                .collect();
+            let mut request = KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .consistent_read(true)
+                .build()
+                .map_err(|_| SandboxError::internal("index", "a BatchGetItem request"))?;
+            let mut delay = UNPROCESSED_FIRST_DELAY;
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let answer = ddb
+                    .batch_get_item()
+                    .request_items(&self.table, request)
+                    .send()
+                    .await
+                    .map_err(|e| from_failure(&extract("BatchGetItem", &e)))?;
+                for item in answer
+                    .responses()
+                    .and_then(|r| r.get(&self.table))
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(row) = Row::from_item(item)
+                        && row.expires_at >= now
+                        && chunk.contains(&row.sandbox_id)
+                    {
+                        found.insert(row.sandbox_id.clone(), row);
+                    }
+                }
+                match answer
+                    .unprocessed_keys()
+                    .and_then(|u| u.get(&self.table))
+                    .filter(|k| !k.keys().is_empty())
+                {
+                    None => break,
+                    Some(_) if attempt > UNPROCESSED_RETRIES => {
+                        return Err(SandboxError::index_unprocessed("BatchGetItem", attempt));
+                    }
+                    Some(pending) => {
+                        request = pending.clone();
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(UNPROCESSED_MAX_DELAY);
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// The row of one sandbox.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Row {
+    pub sandbox_id: String,
+    pub image_arn: String,
+    pub image_version: String,
+    pub started_at_ms: u64,
+    pub metadata: BTreeMap<String, String>,
+    pub expires_at: u64,
+}
+
+/// Metadata values are the user's: only keys are shown.
+impl fmt::Debug for Row {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Row")
+            .field("sandbox_id", &self.sandbox_id)
+            .field("metadata_keys", &self.metadata.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Row {
+    /// The row of a sandbox RunMicrovm just started.
+    pub(crate) fn new(
+        sandbox_id: &str,
+        image_arn: &str,
+        image_version: &str,
+        started_at: SystemTime,
+        max_duration_secs: u64,
+        metadata: &BTreeMap<String, String>,
+    ) -> Self {
+        let started_at_ms = started_at
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        Self {
+            sandbox_id: sandbox_id.to_owned(),
+            image_arn: image_arn.to_owned(),
+            image_version: image_version.to_owned(),
+            started_at_ms,
+            metadata: metadata.clone(),
+            expires_at: (started_at_ms / 1_000)
+                .saturating_add(max_duration_secs)
+                .saturating_add(TTL_MARGIN_SECS),
+        }
+    }
+
+    fn item(&self) -> HashMap<String, AttributeValue> {
+        let metadata = self
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), AttributeValue::S(v.clone())))
+            .collect();
+        HashMap::from([
+            ("pk".to_owned(), AttributeValue::S(self.sandbox_id.clone())),
+            (
+                "image_arn".to_owned(),
+                AttributeValue::S(self.image_arn.clone()),
+            ),
+            (
+                "image_version".to_owned(),
+                AttributeValue::S(self.image_version.clone()),
+            ),
+            (
+                "started_at_ms".to_owned(),
+                AttributeValue::N(self.started_at_ms.to_string()),
+            ),
+            ("metadata".to_owned(), AttributeValue::M(metadata)),
+            (
+                "sdk".to_owned(),
+                AttributeValue::S(concat!("rs/", env!("CARGO_PKG_VERSION")).to_owned()),
+            ),
+            (
+                "expires_at".to_owned(),
+                AttributeValue::N(self.expires_at.to_string()),
+            ),
+        ])
+    }
+
+    /// A row read back, or `None` when it does not have the shape written
+    /// here (treated as no row) or exceeds the bounds.
+    fn from_item(item: &HashMap<String, AttributeValue>) -> Option<Self> {
+        let text = |name: &str| {
+            item.get(name)
+                .and_then(|v| v.as_s().ok())
+                .filter(|s| s.len() <= MAX_ROW_TEXT)
+                .cloned()
+        };
+        let number = |name: &str| item.get(name)?.as_n().ok()?.parse::<u64>().ok();
+        let pairs = item.get("metadata")?.as_m().ok()?;
+        if pairs.len() > MAX_ROW_PAIRS {
+            return None;
+        }
+        let mut metadata = BTreeMap::new();
+        for (k, v) in pairs {
+            let v = v.as_s().ok()?;
+            if k.len() > MAX_ROW_TEXT || v.len() > MAX_ROW_TEXT {
+                return None;
+            }
+            metadata.insert(k.clone(), v.clone());
+        }
+        Some(Self {
+            sandbox_id: text("pk")?,
+            image_arn: text("image_arn")?,
+            image_version: text("image_version")?,
+            started_at_ms: number("started_at_ms")?,
+            metadata,
+            expires_at: number("expires_at")?,
+        })
+    }
+
+    /// Whether this row is the one of `item` (same id and image, the same
+    /// start within a second) and holds every pair of `wanted`.
+    pub(crate) fn matches(&self, item: &MicrovmItem, wanted: &BTreeMap<String, String>) -> bool {
+        let same_start = item.started_at.is_none_or(|started| {
+            let ms = started
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            ms.abs_diff(self.started_at_ms) <= STARTED_AT_TOLERANCE_MS
+        });
+        self.sandbox_id == item.id
+            && self.image_arn == item.image_arn
+            && same_start
+            && wanted.iter().all(|(k, v)| self.metadata.get(k) == Some(v))
+    }
+}
+
+fn epoch_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_reads_back_and_a_foreign_shape_is_no_row() {
+        let metadata = BTreeMap::from([("user".to_owned(), "42".to_owned())]);
+        let row = Row::new(
+            "vm-1",
+            "arn:img",
+            "1",
+            UNIX_EPOCH + Duration::from_millis(1_700_000_000_123),
+            600,
+            &metadata,
+        );
+        assert_eq!(row.expires_at, 1_700_000_000 + 600 + 3_600);
+        assert_eq!(Row::from_item(&row.item()), Some(row.clone()));
+        let mut odd = row.item();
+        odd.insert("started_at_ms".into(), AttributeValue::S("x".into()));
+        assert_eq!(Row::from_item(&odd), None);
+        assert!(!format!("{row:?}").contains("42"));
+    }
+
+    #[test]
+    fn table_names_are_checked_before_any_call() {
+        assert!(SandboxIndex::dynamodb("rayito-sandboxes").check().is_ok());
+        for bad in ["ab", "with space", "a/b", &"x".repeat(256)] {
+            let err = SandboxIndex::dynamodb(bad).check().unwrap_err();
+            assert!(matches!(
+                &err,
+                SandboxError::InvalidArgument { argument: Some(a), .. } if a == "index"
+            ));
+        }
+    }
+}
