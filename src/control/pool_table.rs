@@ -603,7 +603,6 @@ mod skip;
 
 #[cfg(test)]
 #[path = "../../tests/sdk_support/moto.rs"]
-#[allow(dead_code)]
 mod moto;
 
 #[cfg(test)]
