@@ -138,6 +138,12 @@ fn pool_futures_are_send(pool: &rayito::Pool) {
     ));
 }
 
+/// The DynamoDB metadata index's own call (feature `dynamodb`).
+#[allow(dead_code)]
+fn index_futures_are_send(index: &rayito::SandboxIndex) {
+    assert_send(&index.create_table());
+}
+
 /// A new account's setup (feature `setup`, which the SDK's own tests
 /// enable).
 #[allow(dead_code)]
