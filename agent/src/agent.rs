@@ -84,6 +84,11 @@ pub struct AgentConfig {
     /// whose digest only `/run` installs. The hooks never leave loopback:
     /// they carry no token on a MicroVM, and `/run` is what installs one.
     pub grpc_beyond_loopback: bool,
+    /// The local S3 endpoint (the emulator's, path-style over plain HTTP)
+    /// that the S3-staged transfers' presigned URLs must name; `None`
+    /// (the default): AWS's regional virtual-hosted endpoints over HTTPS,
+    /// as on a MicroVM. The agent calls no other URL.
+    pub local_s3_endpoint: Option<SocketAddr>,
 }
 
 impl Default for AgentConfig {
@@ -108,6 +113,7 @@ impl Default for AgentConfig {
             image_layer: None,
             defer_template_start: false,
             grpc_beyond_loopback: false,
+            local_s3_endpoint: None,
         }
     }
 }
@@ -182,6 +188,11 @@ impl Agent {
             env.set_template_envs(files.envs.clone());
         }
         let shared = Arc::new(Shared::new(env, config.disk_reserve_bytes));
+        if let Some(addr) = config.local_s3_endpoint {
+            shared
+                .transfers
+                .set_endpoint(crate::transfer::S3Endpoint::Local(addr));
+        }
         match template {
             None => {}
             Some(Err(reason)) => shared.template.fail(reason),

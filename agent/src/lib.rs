@@ -32,6 +32,7 @@ mod state;
 pub mod template;
 mod text;
 pub mod token;
+mod transfer;
 
 pub use agent::{Agent, AgentConfig};
 pub use health::{AGENT_VERSION, KERNEL_FAILURE_HEADER};

@@ -61,6 +61,8 @@ pub(crate) struct Shared {
     pub suspended: AtomicBool,
     pub hook_anomalies: AtomicU64,
     pub disk_reserve: AtomicU64,
+    /// The S3-staged transfers (StartImport / StartExport).
+    pub transfers: crate::transfer::Transfers,
     pub serve: watch::Sender<ServeState>,
     pub terminated: watch::Sender<bool>,
     /// Set when the deadline passed in kill mode: the moment the real
@@ -99,6 +101,7 @@ impl Shared {
             suspended: AtomicBool::new(false),
             hook_anomalies: AtomicU64::new(0),
             disk_reserve: AtomicU64::new(disk_reserve),
+            transfers: crate::transfer::Transfers::default(),
             deadline_exit,
             serve,
             terminated,

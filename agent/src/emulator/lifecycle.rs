@@ -127,6 +127,8 @@ async fn prepare(
         prestart_kernel,
         limits: shared.settings.sandbox_limits,
         hooks_token: Some(shared.hooks.token().clone()),
+        // The transfers' presigned URLs name the emulator's S3 endpoint.
+        local_s3_endpoint: Some(shared.settings.s3_addr),
         ..AgentConfig::default()
     };
     let agent = match Agent::start(config).await {
