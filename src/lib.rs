@@ -258,6 +258,8 @@ mod seam_tests;
 mod secret;
 pub mod size;
 mod state;
+#[cfg(feature = "s3")]
+pub mod transfer;
 mod transport;
 
 pub use client::{Client, ClientBuilder};

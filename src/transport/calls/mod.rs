@@ -8,6 +8,8 @@ mod health;
 mod lifecycle;
 mod process;
 mod pty;
+#[cfg(feature = "s3")]
+mod transfer;
 
 use std::future::Future;
 use std::time::Duration;
