@@ -60,11 +60,9 @@ impl Signer {
             .ok_or_else(|| not_configured(feature))?;
         let mut builder = s3::config::Builder::from(&config)
             .region(s3::config::Region::new(region.clone()));
-        let endpoint = if backend.local.is_some() {
-            backend.s3_endpoint_url.clone()
-        } else {
-            None
-        };
+        // An endpoint override (the local backend's S3, or the options')
+        // is path style; the agent accepts it only where it was told to.
+        let endpoint = backend.s3_endpoint_url.clone();
         if let Some(url) = &endpoint {
             builder = builder.endpoint_url(url).force_path_style(true);
         }

@@ -118,6 +118,11 @@ mod tests {
             assert_eq!(head, r.as_str());
             assert!(!rest.is_empty() && !rest.contains(':'), "{rest}");
         }
+        // docs/transfers.md transcribes every message.
+        let doc = include_str!("../../../docs/transfers.md");
+        for r in Reason::ALL {
+            assert!(doc.contains(&format!("`{}`", r.message())), "{}", r.as_str());
+        }
         let codes: Vec<_> = Reason::ALL.iter().map(|r| r.code()).collect();
         assert_eq!(
             codes,
