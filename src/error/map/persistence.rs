@@ -96,7 +96,7 @@ fn invalid_argument(op: PersistenceOp) -> SandboxError {
     }
 }
 
-fn timeout(op: PersistenceOp, after: Option<Duration>) -> SandboxError {
+pub(crate) fn timeout(op: PersistenceOp, after: Option<Duration>) -> SandboxError {
     SandboxError::Timeout {
         scope: TimeoutScope::Request,
         meta: meta_of(m::PERSISTENCE_TIMEOUT, op, &[("within", &m::within(after))]),

@@ -74,11 +74,12 @@ fn message(
     code: &str,
 ) -> Box<ErrorMeta> {
     let shown_code = super::agent::token_for_message(code);
-    let template = reason.and_then(template_of).unwrap_or_else(|| match code {
+    let by_code = match code {
         stream_code::INVALID_ARGUMENT => m::TRANSFER_INVALID_ARGUMENT,
         stream_code::NOT_FOUND => m::TRANSFER_FILE_NOT_FOUND,
         _ => m::TRANSFER_OTHER,
-    });
+    };
+    let template = reason.and_then(template_of).unwrap_or(by_code);
     let mut out = meta(
         template,
         &[
@@ -112,6 +113,8 @@ pub(crate) fn staged(
 /// Maps a transfer that ended FAILED (or CANCELLED) with the agent's
 /// `error { code, message }` (spec C4). A transfer cancelled without an
 /// error passes `("cancelled", "")`.
+// Called by the transfers (h-tr) and `test_util`.
+#[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
 pub(crate) fn from_transfer_error(
     direction: TransferDirection,
     code: &str,

@@ -6,8 +6,11 @@ mod code;
 mod filesystem;
 mod health;
 mod lifecycle;
+mod persistence;
 mod process;
 mod pty;
+
+pub(crate) use self::persistence::{RawFailure, RawStream};
 
 use std::future::Future;
 use std::time::Duration;
