@@ -953,7 +953,7 @@ async fn a_multipart_upload_round_trips_and_its_parts_are_listed() {
         .map(|h| h.content_length());
     assert_eq!(err.ok().flatten(), Some(3), "still the old object");
 
-    let parts: Vec<CompletedPart> = etags
+    let completed: Vec<CompletedPart> = etags
         .iter()
         .zip(1..)
         .map(|(e, n)| CompletedPart::builder().part_number(n).e_tag(e).build())
@@ -966,7 +966,7 @@ async fn a_multipart_upload_round_trips_and_its_parts_are_listed() {
         .expected_bucket_owner(ACCOUNT)
         .multipart_upload(
             CompletedMultipartUpload::builder()
-                .set_parts(Some(parts))
+                .set_parts(Some(completed))
                 .build(),
         )
         .send()
