@@ -455,9 +455,16 @@ async fn one_operation_at_a_time_and_progress_at_most_once_a_second() {
         .filter(|(_, e)| matches!(e, pb::checkpoint_event::Event::Progress(_)))
         .map(|(at, _)| *at)
         .collect();
+    // Sent at least a second apart; received with some jitter.
     for w in progress.windows(2) {
-        assert!(w[1] - w[0] >= Duration::from_millis(900), "progress too often: {:?}", w[1] - w[0]);
+        assert!(w[1] - w[0] >= Duration::from_millis(500), "progress too often: {:?}", w[1] - w[0]);
     }
+    assert!(
+        progress.len() as u64 <= u64::from(done.duration_ms) / 1000 + 1,
+        "{} progress events in {} ms",
+        progress.len(),
+        done.duration_ms
+    );
     if done.duration_ms > 2_500 {
         assert!(!progress.is_empty(), "a long checkpoint reports progress");
     } else {
