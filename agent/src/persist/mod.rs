@@ -335,6 +335,7 @@ struct Emitter<T> {
     tx: mpsc::Sender<Result<T, Status>>,
     last_sent: Instant,
     last_progress: (u64, u64, u64),
+    last_progress_at: Option<Instant>,
 }
 
 impl<T: Events> Emitter<T> {
@@ -343,6 +344,7 @@ impl<T: Events> Emitter<T> {
             tx,
             last_sent: Instant::now(),
             last_progress: (0, 0, 0),
+            last_progress_at: None,
         }
     }
 
@@ -354,8 +356,12 @@ impl<T: Events> Emitter<T> {
 
     /// On each tick.
     async fn tick(&mut self, p: (u64, u64, u64)) -> Result<(), Failure> {
-        if p != self.last_progress {
+        let due = self
+            .last_progress_at
+            .is_none_or(|at| at.elapsed() >= PROGRESS_EVERY);
+        if p != self.last_progress && due {
             self.last_progress = p;
+            self.last_progress_at = Some(Instant::now());
             self.send(T::progress(p.0, p.1, p.2)).await
         } else if self.last_sent.elapsed() >= KEEPALIVE_AFTER {
             self.send(T::keepalive()).await

@@ -247,16 +247,20 @@ impl Bucket {
             .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
             .collect();
         let uri = req.uri().to_string();
-        let signable = SignableRequest::new(
-            req.method().as_str(),
-            uri,
-            headers.into_iter(),
-            SignableBody::Bytes(body),
-        )
-        .map_err(|_| S3Failure::Failed)?;
-        let (instructions, _) = sign(signable, &params)
-            .map_err(|_| S3Failure::Failed)?
-            .into_parts();
+        // aws-sigv4 logs the request it signs (its URL: bucket and key)
+        // and the canonical request at debug level: none of it may reach
+        // the agent's log. (`none` is not registered with the callsites.)
+        let signed = tracing::dispatcher::with_default(&tracing::Dispatch::none(), || {
+            let signable = SignableRequest::new(
+                req.method().as_str(),
+                uri,
+                headers.into_iter(),
+                SignableBody::Bytes(body),
+            )
+            .ok()?;
+            sign(signable, &params).ok()
+        });
+        let (instructions, _) = signed.ok_or(S3Failure::Failed)?.into_parts();
         instructions.apply_to_request_http1x(req);
         Ok(())
     }
