@@ -402,6 +402,13 @@ async fn restore_without_a_checkpoint_is_not_found_before_the_first_event() {
     }
     // The guard was released each time: a real checkpoint still runs.
     checkpoint_done(&checkpoint_events(&a, ckpt("p/ok", &[])).await.unwrap());
+    // Files that would not fit and leave the disk reserve: before the
+    // first event, as a Write.
+    a.agent.set_disk_reserve(u64::MAX / 4);
+    let err = restore_events(&a, rest("p/ok")).await.unwrap_err();
+    assert_status(&err, tonic::Code::ResourceExhausted, "disk_reserve");
+    a.agent.set_disk_reserve(0);
+    restore_done(&restore_events(&a, rest("p/ok")).await.unwrap());
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 //! The S3 transfers are UNIMPLEMENTED.
 //! Status messages never echo a path or file contents.
 
-mod disk;
+pub(crate) mod disk;
 mod info;
 mod path;
 mod watch;

@@ -181,6 +181,79 @@ fn parse_imds_credentials(body: &[u8]) -> Option<Creds> {
 mod tests {
     use super::*;
 
+    /// A stand-in for the instance metadata service (there is none on a
+    /// development host): IMDSv2's three calls, the token required.
+    async fn fake_imds(role_body: &'static str) -> String {
+        use axum::routing::{get, put};
+        let need_token = |headers: &http::HeaderMap| {
+            headers
+                .get("x-aws-ec2-metadata-token")
+                .is_some_and(|v| v == "tok-1")
+        };
+        let app = axum::Router::new()
+            .route(
+                "/latest/api/token",
+                put(|headers: http::HeaderMap| async move {
+                    if headers.contains_key("x-aws-ec2-metadata-token-ttl-seconds") {
+                        (http::StatusCode::OK, "tok-1")
+                    } else {
+                        (http::StatusCode::BAD_REQUEST, "")
+                    }
+                }),
+            )
+            .route(
+                "/latest/meta-data/iam/security-credentials/",
+                get(move |headers: http::HeaderMap| async move {
+                    if need_token(&headers) {
+                        (http::StatusCode::OK, "sandbox-role\n")
+                    } else {
+                        (http::StatusCode::UNAUTHORIZED, "")
+                    }
+                }),
+            )
+            .route(
+                "/latest/meta-data/iam/security-credentials/sandbox-role",
+                get(move |headers: http::HeaderMap| async move {
+                    if need_token(&headers) {
+                        (http::StatusCode::OK, role_body)
+                    } else {
+                        (http::StatusCode::UNAUTHORIZED, "")
+                    }
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        format!("http://{addr}")
+    }
+
+    #[tokio::test]
+    async fn imdsv2_gives_the_roles_credentials_with_a_session_token() {
+        let endpoint = fake_imds(
+            r#"{"Code":"Success","AccessKeyId":"ASIAEXAMPLE","SecretAccessKey":"sec","Token":"sess","Expiration":"2099-01-01T00:00:00Z"}"#,
+        )
+        .await;
+        let c = fetch(&endpoint).await.expect("credentials");
+        assert_eq!(
+            (c.id.as_str(), c.secret.as_str(), c.token.as_deref()),
+            ("ASIAEXAMPLE", "sec", Some("sess"))
+        );
+        assert!(c.fresh());
+        // A role whose answer is a failure: no credentials.
+        let endpoint = fake_imds(r#"{"Code":"Failed"}"#).await;
+        assert!(fetch(&endpoint).await.is_none());
+        // No service at all: none, quickly.
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let started = std::time::Instant::now();
+        assert!(fetch(&format!("http://{closed}")).await.is_none());
+        assert!(started.elapsed() < IMDS_TIMEOUT * 2);
+    }
+
     #[test]
     fn imds_answers_are_parsed_and_failures_refused() {
         let c = parse_imds_credentials(

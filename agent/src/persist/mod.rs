@@ -32,7 +32,7 @@ use bytes::Bytes;
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
 use http_body_util::BodyExt as _;
-use rayito_proto::tokens::stream_code;
+use rayito_proto::tokens::{detail, stream_code};
 use sha2::{Digest as _, Sha256};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -667,12 +667,14 @@ async fn upload(
 }
 
 /// Restore: checks the request, takes the guard, finds credentials, reads
-/// the manifest (NOT_FOUND without one), then streams the extraction.
+/// the manifest (NOT_FOUND without one), checks the disk, then streams the
+/// extraction.
 ///
 /// # Errors
 /// As [`checkpoint`], plus NOT_FOUND (no checkpoint), PERMISSION_DENIED
-/// (S3 refused the manifest) and INTERNAL (a manifest not understood, S3
-/// failing).
+/// (S3 refused the manifest), RESOURCE_EXHAUSTED `disk_reserve` (the
+/// files would not fit and leave the agent's disk reserve) and INTERNAL (a
+/// manifest not understood, S3 failing).
 pub(crate) async fn restore(
     shared: &crate::state::Shared,
     req: pb::RestoreRequest,
@@ -690,6 +692,14 @@ pub(crate) async fn restore(
         Err(S3Failure::Denied) => return Err(Status::permission_denied(messages::DENIED)),
         Err(S3Failure::Failed) => return Err(Status::internal(messages::S3_FAILED)),
     };
+    // The files must fit and leave the reserve a Write leaves.
+    let reserve = shared.disk_reserve.load(Ordering::Relaxed);
+    let home = shared.env.to_host(GUEST_HOME);
+    let free = crate::filesystem::disk::available_bytes(&home)
+        .map_err(|_| Status::internal(messages::EXTRACT_FAILED))?;
+    if free < reserve.saturating_add(manifest.bytes) {
+        return Err(Status::resource_exhausted(detail::DISK_RESERVE));
+    }
     let job = Job {
         env: shared.env.clone(),
         phase: shared.phase.subscribe(),
