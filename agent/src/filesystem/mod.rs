@@ -1,10 +1,10 @@
 //! `rayito.v1.FilesystemService`: Read, Write, Stat, ListDir, MakeDir,
 //! Remove and Move on the sandbox's view (`/home/user/**`, `/tmp/**`), and
-//! WatchDir (inotify, `watch`). Checkpoint/Restore and the S3 transfers are
-//! UNIMPLEMENTED.
+//! WatchDir (inotify, `watch`), Checkpoint and Restore (`crate::persist`).
+//! The S3 transfers are UNIMPLEMENTED.
 //! Status messages never echo a path or file contents.
 
-mod disk;
+pub(crate) mod disk;
 mod info;
 mod path;
 mod watch;
@@ -294,15 +294,17 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
     }
     async fn checkpoint(
         &self,
-        _r: Request<pb::CheckpointRequest>,
+        r: Request<pb::CheckpointRequest>,
     ) -> Result<Response<Self::CheckpointStream>, Status> {
-        Err(not_local("Checkpoint"))
+        let stream = crate::persist::checkpoint(&self.shared, r.into_inner()).await?;
+        Ok(Response::new(Box::pin(stream)))
     }
     async fn restore(
         &self,
-        _r: Request<pb::RestoreRequest>,
+        r: Request<pb::RestoreRequest>,
     ) -> Result<Response<Self::RestoreStream>, Status> {
-        Err(not_local("Restore"))
+        let stream = crate::persist::restore(&self.shared, r.into_inner()).await?;
+        Ok(Response::new(Box::pin(stream)))
     }
     async fn start_import(
         &self,
