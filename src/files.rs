@@ -470,7 +470,11 @@ impl<'a> Files<'a> {
         self.stat(path, "files.get_info").await
     }
 
-    pub(crate) async fn stat(&self, path: &str, feature: &'static str) -> Result<EntryInfo, SandboxError> {
+    pub(crate) async fn stat(
+        &self,
+        path: &str,
+        feature: &'static str,
+    ) -> Result<EntryInfo, SandboxError> {
         crate::checks::path(path)?;
         let response = self
             .sandbox

@@ -250,6 +250,7 @@ mod local;
 #[cfg(not(feature = "local"))]
 #[path = "local/disabled.rs"]
 mod local;
+pub mod persistence;
 mod pool;
 mod pty;
 mod sandbox;

@@ -15,6 +15,7 @@ use crate::gate::GateLayer;
 use crate::health::HealthServiceImpl;
 use crate::lifecycle::LifecycleServiceImpl;
 use crate::pb;
+use crate::persist::PersistenceAccess;
 use crate::process::ProcessServiceImpl;
 use crate::sandbox::{SandboxEnv, SandboxLimits};
 use crate::state::{ServeState, Shared};
@@ -89,6 +90,10 @@ pub struct AgentConfig {
     /// (the default): AWS's regional virtual-hosted endpoints over HTTPS,
     /// as on a MicroVM. The agent calls no other URL.
     pub local_s3_endpoint: Option<SocketAddr>,
+    /// Where Checkpoint and Restore find S3 and credentials (default
+    /// [`PersistenceAccess::Aws`]: the execution role's, as on a MicroVM).
+    /// The emulator sets [`PersistenceAccess::Local`].
+    pub persistence: PersistenceAccess,
 }
 
 impl Default for AgentConfig {
@@ -114,6 +119,7 @@ impl Default for AgentConfig {
             defer_template_start: false,
             grpc_beyond_loopback: false,
             local_s3_endpoint: None,
+            persistence: PersistenceAccess::Aws,
         }
     }
 }
@@ -193,6 +199,7 @@ impl Agent {
                 .transfers
                 .set_endpoint(crate::transfer::S3Endpoint::Local(addr));
         }
+        shared.persist.set_access(config.persistence.clone());
         match template {
             None => {}
             Some(Err(reason)) => shared.template.fail(reason),
@@ -328,6 +335,13 @@ impl Agent {
         for task in self.tasks.iter().chain(&self.deadline_timer) {
             task.abort();
         }
+    }
+
+    /// Sets where Checkpoint and Restore find S3 and credentials: the
+    /// emulator, once it knows whether the sandbox has an execution role
+    /// (a MicroVM prepared ahead does not).
+    pub fn set_persistence_access(&self, access: PersistenceAccess) {
+        self.shared.persist.set_access(access);
     }
 
     /// Changes the free space a `Write` must leave (fault injection:

@@ -23,6 +23,7 @@ pub mod hooks;
 mod isolation;
 mod lifecycle;
 mod payload;
+pub mod persist;
 pub mod phase;
 mod process;
 mod pty;

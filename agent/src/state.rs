@@ -68,6 +68,8 @@ pub(crate) struct Shared {
     /// Set when the deadline passed in kill mode: the moment the real
     /// agent exits with status 124 (the emulator then ends the MicroVM).
     pub deadline_exit: watch::Sender<bool>,
+    /// Checkpoint and Restore: the one-at-a-time guard and the access.
+    pub persist: crate::persist::Persist,
 }
 
 /// The `/run` hook's answer body.
@@ -105,6 +107,7 @@ impl Shared {
             deadline_exit,
             serve,
             terminated,
+            persist: crate::persist::Persist::default(),
         }
     }
 

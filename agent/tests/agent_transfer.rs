@@ -47,7 +47,11 @@ async fn world() -> World {
         .retry_config(RetryConfig::disabled())
         .build();
     let s3 = s3::Client::from_conf(conf);
-    s3.create_bucket().bucket(BUCKET).send().await.expect("bucket");
+    s3.create_bucket()
+        .bucket(BUCKET)
+        .send()
+        .await
+        .expect("bucket");
     let addr = emu
         .s3_endpoint_url()
         .trim_start_matches("http://")
@@ -130,7 +134,14 @@ impl World {
             .expect("put");
     }
     async fn read(&self, key: &str) -> Option<Vec<u8>> {
-        let out = self.s3.get_object().bucket(BUCKET).key(key).send().await.ok()?;
+        let out = self
+            .s3
+            .get_object()
+            .bucket(BUCKET)
+            .key(key)
+            .send()
+            .await
+            .ok()?;
         Some(out.body.collect().await.expect("body").to_vec())
     }
     async fn import_request(&self, path: &str, key: &str, wait: bool) -> pb::StartImportRequest {
@@ -170,7 +181,9 @@ impl World {
             }
         }
         assert!(
-            states.last().is_some_and(|s| s.phase >= pb::TransferPhase::Done as i32),
+            states
+                .last()
+                .is_some_and(|s| s.phase >= pb::TransferPhase::Done as i32),
             "the stream ended after a terminal phase: {states:?}"
         );
         states
@@ -186,7 +199,10 @@ fn in_ms(ms: i64) -> i64 {
 }
 
 fn sha_hex(b: &[u8]) -> String {
-    Sha256::digest(b).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(b)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn noise(len: usize, seed: u64) -> Vec<u8> {
@@ -277,7 +293,10 @@ async fn a_staged_import_checks_the_sha256_and_leaves_no_file_on_mismatch() {
     let (phase, code, message) = ending(&end);
     assert_eq!(phase, pb::TransferPhase::Failed as i32);
     assert_eq!(code, "failed_precondition");
-    assert_eq!(message, "checksum_mismatch: the bytes' sha256 is not the expected one");
+    assert_eq!(
+        message,
+        "checksum_mismatch: the bytes' sha256 is not the expected one"
+    );
     assert!(!w.agent.host_path("/home/user/bad.bin").exists());
     assert_eq!(w.read(key).await, None, "the staging object is deleted");
 
@@ -288,7 +307,10 @@ async fn a_staged_import_checks_the_sha256_and_leaves_no_file_on_mismatch() {
     let id = w.start_import(req).await.expect("accepted");
     let end = w.watch(&id).await.pop().expect("state");
     assert_eq!(end.phase, pb::TransferPhase::Done as i32, "{end:?}");
-    assert_eq!(std::fs::read(w.agent.host_path("/home/user/good.bin")).expect("file"), body);
+    assert_eq!(
+        std::fs::read(w.agent.host_path("/home/user/good.bin")).expect("file"),
+        body
+    );
 }
 
 #[tokio::test]
@@ -456,7 +478,9 @@ async fn urls_that_do_not_name_the_object_are_refused_before_any_call() {
             "a presigned URL does not name the request's object",
             Box::new(|r| {
                 if let Some(d) = r.delete.as_mut() {
-                    d.url = format!("https://{BUCKET}.s3.us-east-1.amazonaws.com/rayito-transfer/sbx/up/0006");
+                    d.url = format!(
+                        "https://{BUCKET}.s3.us-east-1.amazonaws.com/rayito-transfer/sbx/up/0006"
+                    );
                 }
             }),
         ),
@@ -469,13 +493,22 @@ async fn urls_that_do_not_name_the_object_are_refused_before_any_call() {
             }),
         ),
         ("object is required", Box::new(|r| r.object = None)),
-        ("invalid path", Box::new(|r| r.path = "a/../../etc/x".into())),
-        ("invalid expected_sha256", Box::new(|r| r.expected_sha256 = "xyz".into())),
+        (
+            "invalid path",
+            Box::new(|r| r.path = "a/../../etc/x".into()),
+        ),
+        (
+            "invalid expected_sha256",
+            Box::new(|r| r.expected_sha256 = "xyz".into()),
+        ),
         (
             "expires_at is required to wait for the object",
             Box::new(|r| r.expires_at_unix_ms = 0),
         ),
-        ("expires_at has passed", Box::new(|r| r.expires_at_unix_ms = in_ms(-1000))),
+        (
+            "expires_at has passed",
+            Box::new(|r| r.expires_at_unix_ms = in_ms(-1000)),
+        ),
         ("invalid mode", Box::new(|r| r.mode = Some(0o10000))),
     ];
     for (message, edit) in cases {
@@ -483,7 +516,10 @@ async fn urls_that_do_not_name_the_object_are_refused_before_any_call() {
         edit(&mut req);
         let e = w.start_import(req).await.expect_err(message);
         assert!(
-            matches!(e.code(), tonic::Code::InvalidArgument | tonic::Code::PermissionDenied),
+            matches!(
+                e.code(),
+                tonic::Code::InvalidArgument | tonic::Code::PermissionDenied
+            ),
             "{e:?}"
         );
         assert_eq!(e.message(), message);
@@ -517,7 +553,11 @@ async fn an_export_puts_the_file_and_reports_its_sha256() {
         .into_inner()
         .transfer_id;
     let states = w.watch(&id).await;
-    assert_eq!(states[0].bytes_total, body.len() as u64, "measured at accept");
+    assert_eq!(
+        states[0].bytes_total,
+        body.len() as u64,
+        "measured at accept"
+    );
     let end = states.last().expect("state");
     assert_eq!(end.phase, pb::TransferPhase::Done as i32, "{end:?}");
     assert_eq!(end.direction, pb::TransferDirection::Export as i32);
@@ -535,7 +575,14 @@ async fn an_export_puts_the_file_and_reports_its_sha256() {
         target: Some(pb::start_export_request::Target::Put(w.put_url(key).await)),
         ..Default::default()
     };
-    let id = w.agent.files().start_export(req).await.expect("accepted").into_inner().transfer_id;
+    let id = w
+        .agent
+        .files()
+        .start_export(req)
+        .await
+        .expect("accepted")
+        .into_inner()
+        .transfer_id;
     let end = w.watch(&id).await.pop().expect("state");
     assert_eq!(end.phase, pb::TransferPhase::Done as i32, "{end:?}");
     assert_eq!(end.sha256, sha_hex(b""));
@@ -560,7 +607,11 @@ async fn an_export_refuses_missing_files_directories_and_parts_that_do_not_fit()
         let mut files = files.clone();
         async move { files.start_export(req).await.expect_err("refused") }
     };
-    let e = export("missing", pb::start_export_request::Target::Put(put.clone())).await;
+    let e = export(
+        "missing",
+        pb::start_export_request::Target::Put(put.clone()),
+    )
+    .await;
     assert_status(&e, tonic::Code::NotFound, "path not found");
     let e = export("dir", pb::start_export_request::Target::Put(put.clone())).await;
     assert_status(&e, tonic::Code::InvalidArgument, "is a directory");
@@ -595,7 +646,14 @@ async fn a_file_that_shrinks_during_its_export_fails_as_file_shrank() {
         target: Some(pb::start_export_request::Target::Put(w.put_url(key).await)),
         ..Default::default()
     };
-    let id = w.agent.files().start_export(req).await.expect("accepted").into_inner().transfer_id;
+    let id = w
+        .agent
+        .files()
+        .start_export(req)
+        .await
+        .expect("accepted")
+        .into_inner()
+        .transfer_id;
     // Shorter at once: 256 MiB cannot have been sent yet.
     std::fs::OpenOptions::new()
         .write(true)

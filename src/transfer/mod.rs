@@ -26,10 +26,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-pub use self::staging::{DEFAULT_PREFIX, S3Staging};
 use self::sign::Signer;
+pub use self::staging::{DEFAULT_PREFIX, S3Staging};
 use crate::error::SandboxError;
-use crate::error::map::grpc::CallContext;
 use crate::files::{EntryInfo, FileType, Files, entry_info};
 use crate::pb;
 use crate::sandbox::Sandbox;
@@ -206,16 +205,19 @@ fn status(s: &pb::TransferState) -> TransferStatus {
     }
 }
 
-/// The error of a FAILED or CANCELLED state (spec C4).
-///
-/// Merge note: h-ps's C4 mapping (`Transfer` / `FileUpload` kinds) replaces
-/// this generic stream-error mapping.
-fn state_error(s: &pb::TransferState, feature: &'static str) -> SandboxError {
+/// The error of a FAILED or CANCELLED state (spec C4): `FileUpload` for an
+/// import, `Transfer` for an export, unless a more specific kind applies.
+fn state_error(s: &pb::TransferState) -> SandboxError {
+    let direction = if s.direction == pb::TransferDirection::Export as i32 {
+        crate::error::TransferDirection::Export
+    } else {
+        crate::error::TransferDirection::Import
+    };
     let (code, message) = match &s.error {
         Some(e) => (e.code.as_str(), e.message.as_str()),
-        None => ("cancelled", "cancelled: the transfer was cancelled"),
+        None => ("cancelled", ""),
     };
-    crate::error::map::agent::from_stream_error(code, message, CallContext::filesystem(feature))
+    crate::error::map::transfer::from_transfer_error(direction, code, message)
 }
 
 /// An upload URL or form, armed in the sandbox: once the object is there,
@@ -277,13 +279,21 @@ impl UploadTicket {
     /// `Timeout` once the URL expired, `DiskFull`, a file-upload error
     /// with its reason); transport failures.
     pub async fn wait(&self, timeout: Duration) -> Result<EntryInfo, SandboxError> {
-        let state = watch_to_end(&self.sandbox, &self.transfer_id, "files.upload_url.wait", timeout)
-            .await?;
+        let state = watch_to_end(
+            &self.sandbox,
+            &self.transfer_id,
+            "files.upload_url.wait",
+            timeout,
+        )
+        .await?;
         match phase(state.phase) {
             TransferPhase::Done => state.entry.map(entry_info).ok_or_else(|| {
-                SandboxError::protocol_violation("files.upload_url.wait", "a done import named no file")
+                SandboxError::protocol_violation(
+                    "files.upload_url.wait",
+                    "a done import named no file",
+                )
             }),
-            _ => Err(state_error(&state, "files.upload_url.wait")),
+            _ => Err(state_error(&state)),
         }
     }
 
@@ -296,7 +306,11 @@ impl UploadTicket {
         let s = self
             .sandbox
             .conn()
-            .get_transfer(&self.transfer_id, "files.upload_url.status", self.sandbox.request_timeout())
+            .get_transfer(
+                &self.transfer_id,
+                "files.upload_url.status",
+                self.sandbox.request_timeout(),
+            )
             .await?;
         Ok(status(&s))
     }
@@ -309,7 +323,11 @@ impl UploadTicket {
     pub async fn cancel(&self) -> Result<(), SandboxError> {
         self.sandbox
             .conn()
-            .cancel_transfer(&self.transfer_id, "files.upload_url.cancel", self.sandbox.request_timeout())
+            .cancel_transfer(
+                &self.transfer_id,
+                "files.upload_url.cancel",
+                self.sandbox.request_timeout(),
+            )
             .await
     }
 }
@@ -363,7 +381,8 @@ async fn watch_to_end(
     timeout: Duration,
 ) -> Result<pb::TransferState, SandboxError> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let timed_out = || SandboxError::timeout(crate::error::TimeoutScope::Request, feature, Some(timeout));
+    let timed_out =
+        || SandboxError::timeout(crate::error::TimeoutScope::Request, feature, Some(timeout));
     let mut reopened = 0;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -436,15 +455,28 @@ impl Files<'_> {
             (UploadMethod::Post, url, BTreeMap::new(), fields)
         } else {
             let put = signer.put(&key, lifetime, FEATURE).await?;
-            (UploadMethod::Put, put.url, put.headers.into_iter().collect(), BTreeMap::new())
+            (
+                UploadMethod::Put,
+                put.url,
+                put.headers.into_iter().collect(),
+                BTreeMap::new(),
+            )
         };
         let request = pb::StartImportRequest {
             path: path.to_owned(),
             user: None,
             mode: options.mode,
             object: Some(signer.object(&key)),
-            get: Some(signer.get(&key, lifetime + DELETE_GRACE, None, FEATURE).await?),
-            delete: Some(signer.delete(&key, lifetime + DELETE_GRACE, FEATURE).await?),
+            get: Some(
+                signer
+                    .get(&key, lifetime + DELETE_GRACE, None, FEATURE)
+                    .await?,
+            ),
+            delete: Some(
+                signer
+                    .delete(&key, lifetime + DELETE_GRACE, FEATURE)
+                    .await?,
+            ),
             wait_for_object: true,
             expires_at_unix_ms: unix_ms(expires_at),
             max_bytes,
@@ -515,10 +547,15 @@ impl Files<'_> {
         let wait = Duration::from_secs(60) + Duration::from_secs(mb);
         let state = watch_to_end(sandbox, &started.transfer_id, FEATURE, wait).await?;
         if phase(state.phase) != TransferPhase::Done {
-            return Err(state_error(&state, FEATURE));
+            return Err(state_error(&state));
         }
-        let filename = options.filename.clone().unwrap_or_else(|| entry.name.clone());
-        let attachment = staging::check_filename(&filename).is_ok().then_some(filename);
+        let filename = options
+            .filename
+            .clone()
+            .unwrap_or_else(|| entry.name.clone());
+        let attachment = staging::check_filename(&filename)
+            .is_ok()
+            .then_some(filename);
         let get = signer
             .get(&key, lifetime, attachment.as_deref(), FEATURE)
             .await?;

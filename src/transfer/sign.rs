@@ -58,8 +58,8 @@ impl Signer {
             .clone()
             .or_else(|| backend.region.clone())
             .ok_or_else(|| not_configured(feature))?;
-        let mut builder = s3::config::Builder::from(&config)
-            .region(s3::config::Region::new(region.clone()));
+        let mut builder =
+            s3::config::Builder::from(&config).region(s3::config::Region::new(region.clone()));
         // An endpoint override (the local backend's S3, or the options')
         // is path style; the agent accepts it only where it was told to.
         let endpoint = backend.s3_endpoint_url.clone();

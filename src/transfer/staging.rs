@@ -170,7 +170,9 @@ impl S3Staging {
             let (a, b) = (format!("{a}/"), format!("{b}/"));
             a.starts_with(&b) || b.starts_with(&a)
         };
-        if overlaps(&self.prefix, "rayito") || persist_prefix.is_some_and(|p| overlaps(&self.prefix, p)) {
+        if overlaps(&self.prefix, "rayito")
+            || persist_prefix.is_some_and(|p| overlaps(&self.prefix, p))
+        {
             return Err(refuse(PREFIX_RESERVED));
         }
         if let Some(region) = &self.region
@@ -178,7 +180,8 @@ impl S3Staging {
         {
             return Err(refuse(REGION_BAD));
         }
-        if self.max_expires_in < Duration::from_secs(1) || self.max_expires_in > LONGEST_EXPIRES_IN {
+        if self.max_expires_in < Duration::from_secs(1) || self.max_expires_in > LONGEST_EXPIRES_IN
+        {
             return Err(refuse(MAX_EXPIRES_IN_BAD));
         }
         if !(MIB..=5 * GIB).contains(&self.threshold_bytes) {
@@ -236,8 +239,7 @@ fn prefix_ok(p: &str) -> bool {
 fn region_ok(r: &str) -> bool {
     !r.is_empty()
         && r.len() <= 63
-        && r
-            .bytes()
+        && r.bytes()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
         && !r.starts_with('-')
 }
@@ -257,16 +259,20 @@ pub(crate) fn check_filename(name: &str) -> Result<(), SandboxError> {
         && !name
             .chars()
             .any(|c| c.is_control() || matches!(c, '/' | '\\' | '"'));
-    if ok { Ok(()) } else { Err(refuse(FILENAME_BAD)) }
+    if ok {
+        Ok(())
+    } else {
+        Err(refuse(FILENAME_BAD))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn arg(e: &SandboxError) -> Option<&'static str> {
+    fn arg(e: &SandboxError) -> Option<&str> {
         match e {
-            SandboxError::InvalidArgument { argument, .. } => *argument,
+            SandboxError::InvalidArgument { argument, .. } => argument.as_deref(),
             _ => None,
         }
     }
@@ -297,13 +303,22 @@ mod tests {
             (S3Staging::new("abc").prefix("rayito"), "prefix"),
             (S3Staging::new("abc").prefix("rayito/x"), "prefix"),
             (S3Staging::new("abc").region("US_EAST"), "region"),
-            (S3Staging::new("abc").max_expires_in(Duration::ZERO), "max_expires_in"),
+            (
+                S3Staging::new("abc").max_expires_in(Duration::ZERO),
+                "max_expires_in",
+            ),
             (
                 S3Staging::new("abc").max_expires_in(Duration::from_secs(604_801)),
                 "max_expires_in",
             ),
-            (S3Staging::new("abc").threshold_bytes((1 << 20) - 1), "threshold_bytes"),
-            (S3Staging::new("abc").threshold_bytes((5 << 30) + 1), "threshold_bytes"),
+            (
+                S3Staging::new("abc").threshold_bytes((1 << 20) - 1),
+                "threshold_bytes",
+            ),
+            (
+                S3Staging::new("abc").threshold_bytes((5 << 30) + 1),
+                "threshold_bytes",
+            ),
             (
                 S3Staging::new("abc").multipart_threshold_bytes((16 << 20) - 1),
                 "multipart_threshold_bytes",
@@ -329,10 +344,22 @@ mod tests {
     #[test]
     fn lifetimes_are_capped() {
         let s = S3Staging::new("abc").max_expires_in(Duration::from_secs(100));
-        assert_eq!(s.lifetime(Duration::from_secs(3600)).unwrap(), Duration::from_secs(100));
-        assert_eq!(s.lifetime(Duration::from_secs(5)).unwrap(), Duration::from_secs(5));
-        assert_eq!(arg(&s.lifetime(Duration::ZERO).unwrap_err()), Some("expires_in"));
+        assert_eq!(
+            s.lifetime(Duration::from_secs(3600)).unwrap(),
+            Duration::from_secs(100)
+        );
+        assert_eq!(
+            s.lifetime(Duration::from_secs(5)).unwrap(),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            arg(&s.lifetime(Duration::ZERO).unwrap_err()),
+            Some("expires_in")
+        );
         let key = s.key("sbx-1", "up");
-        assert!(key.starts_with("rayito-transfer/sbx-1/up/") && key.len() == 25 + 32, "{key}");
+        assert!(
+            key.starts_with("rayito-transfer/sbx-1/up/") && key.len() == 25 + 32,
+            "{key}"
+        );
     }
 }

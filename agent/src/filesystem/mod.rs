@@ -1,10 +1,10 @@
 //! `rayito.v1.FilesystemService`: Read, Write, Stat, ListDir, MakeDir,
 //! Remove and Move on the sandbox's view (`/home/user/**`, `/tmp/**`), and
-//! WatchDir (inotify, `watch`), and the S3-staged transfers
-//! ([`crate::transfer`]). Checkpoint/Restore are UNIMPLEMENTED.
+//! WatchDir (inotify, `watch`), Checkpoint and Restore (`crate::persist`),
+//! and the S3-staged transfers ([`crate::transfer`]).
 //! Status messages never echo a path or file contents.
 
-mod disk;
+pub(crate) mod disk;
 mod info;
 mod path;
 mod watch;
@@ -38,10 +38,6 @@ pub(crate) struct FilesystemServiceImpl {
 
 type BoxStream<T> = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<T, Status>> + Send>>;
 
-fn not_local(rpc: &str) -> Status {
-    Status::unimplemented(format!("{rpc} is not implemented by the local agent"))
-}
-
 fn io(e: std::io::Error) -> Status {
     io_status(&e)
 }
@@ -49,7 +45,10 @@ fn io(e: std::io::Error) -> Status {
 /// Opens a regular file for reading without following a final symlink, as
 /// the sandbox user.
 #[allow(clippy::result_large_err)]
-pub(crate) async fn open_regular(env: &SandboxEnv, host: &std::path::Path) -> Result<tokio::fs::File, Status> {
+pub(crate) async fn open_regular(
+    env: &SandboxEnv,
+    host: &std::path::Path,
+) -> Result<tokio::fs::File, Status> {
     let file = env
         .as_user(|| {
             use std::os::unix::fs::OpenOptionsExt as _;
@@ -295,15 +294,17 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
     }
     async fn checkpoint(
         &self,
-        _r: Request<pb::CheckpointRequest>,
+        r: Request<pb::CheckpointRequest>,
     ) -> Result<Response<Self::CheckpointStream>, Status> {
-        Err(not_local("Checkpoint"))
+        let stream = crate::persist::checkpoint(&self.shared, r.into_inner()).await?;
+        Ok(Response::new(Box::pin(stream)))
     }
     async fn restore(
         &self,
-        _r: Request<pb::RestoreRequest>,
+        r: Request<pb::RestoreRequest>,
     ) -> Result<Response<Self::RestoreStream>, Status> {
-        Err(not_local("Restore"))
+        let stream = crate::persist::restore(&self.shared, r.into_inner()).await?;
+        Ok(Response::new(Box::pin(stream)))
     }
     async fn start_import(
         &self,

@@ -118,7 +118,12 @@ pub(crate) async fn accept(
 }
 
 /// Runs the export to a terminal state.
-pub(crate) async fn run(shared: &Arc<Shared>, client: &HttpClient, entry: &Arc<Entry>, job: ExportJob) {
+pub(crate) async fn run(
+    shared: &Arc<Shared>,
+    client: &HttpClient,
+    entry: &Arc<Entry>,
+    job: ExportJob,
+) {
     let cancel = entry.cancelled().clone();
     let until = job.deadline;
     let work = export(shared, client, entry, job);
@@ -179,15 +184,14 @@ fn read_file(mut file: std::fs::File, size: u64, part_size: u64, out: mpsc::Send
         }
         hash.update(&buf);
         offset += want;
-        if out.blocking_send(Piece::Data(buf.split().freeze())).is_err() {
+        if out
+            .blocking_send(Piece::Data(buf.split().freeze()))
+            .is_err()
+        {
             return;
         }
     }
-    let sha: String = hash
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
     let _ = out.blocking_send(Piece::Done(sha));
 }
 
@@ -228,8 +232,11 @@ async fn export(
         } else {
             part_size
         };
-        let (body_tx, body_rx) = mpsc::channel::<Result<hyper::body::Frame<Bytes>, std::io::Error>>(2);
-        let body: web::Body = http_body_util::StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(body_rx)).boxed();
+        let (body_tx, body_rx) =
+            mpsc::channel::<Result<hyper::body::Frame<Bytes>, std::io::Error>>(2);
+        let body: web::Body =
+            http_body_util::StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(body_rx))
+                .boxed();
         let mut req = http::Request::new(body);
         *req.method_mut() = http::Method::PUT;
         *req.uri_mut() = presigned.uri.clone();
@@ -243,7 +250,11 @@ async fn export(
                     Some(Piece::Data(chunk)) => {
                         left = left.saturating_sub(chunk.len() as u64);
                         sent += chunk.len() as u64;
-                        if body_tx.send(Ok(hyper::body::Frame::data(chunk))).await.is_err() {
+                        if body_tx
+                            .send(Ok(hyper::body::Frame::data(chunk)))
+                            .await
+                            .is_err()
+                        {
                             return Ok(());
                         }
                         if reported.elapsed() >= PROGRESS_EVERY {

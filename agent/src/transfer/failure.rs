@@ -121,7 +121,11 @@ mod tests {
         // docs/transfers.md transcribes every message.
         let doc = include_str!("../../../docs/transfers.md");
         for r in Reason::ALL {
-            assert!(doc.contains(&format!("`{}`", r.message())), "{}", r.as_str());
+            assert!(
+                doc.contains(&format!("`{}`", r.message())),
+                "{}",
+                r.as_str()
+            );
         }
         let codes: Vec<_> = Reason::ALL.iter().map(|r| r.code()).collect();
         assert_eq!(

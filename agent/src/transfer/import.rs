@@ -19,8 +19,8 @@ use tokio::sync::mpsc;
 use tonic::Status;
 
 use super::failure::Reason;
-use super::web::{self, CallError, HttpClient};
 use super::url::{self, Checked};
+use super::web::{self, CallError, HttpClient};
 use super::{Entry, deadline};
 use crate::filesystem::{Resolved, entry_info, io_status, resolve};
 use crate::pb;
@@ -138,7 +138,12 @@ fn request(checked: &Checked, method: http::Method) -> http::Request<web::Body> 
 }
 
 /// Runs the import to a terminal state.
-pub(crate) async fn run(shared: &Arc<Shared>, client: &HttpClient, entry: &Arc<Entry>, job: ImportJob) {
+pub(crate) async fn run(
+    shared: &Arc<Shared>,
+    client: &HttpClient,
+    entry: &Arc<Entry>,
+    job: ImportJob,
+) {
     let cancel = entry.cancelled().clone();
     let work = import(shared, client, entry, &job);
     let outcome = match job.deadline {
@@ -226,7 +231,10 @@ async fn import(
         {
             Ok(resp) => {
                 if !resp.status().is_success() {
-                    tracing::info!(status = resp.status().as_u16(), "transfer: the staging object was not deleted");
+                    tracing::info!(
+                        status = resp.status().as_u16(),
+                        "transfer: the staging object was not deleted"
+                    );
                 }
                 web::drain(resp.into_body()).await;
             }
@@ -317,11 +325,7 @@ fn write_all(
         file.write_all(&chunk)?;
     }
     file.sync_all()?;
-    let sha: String = hash
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
     Ok((file, sha))
 }
 
@@ -335,7 +339,12 @@ struct Temp {
 }
 
 impl Temp {
-    fn create(env: &SandboxEnv, target: &Resolved, reserve: u64, length: u64) -> Result<Temp, Reason> {
+    fn create(
+        env: &SandboxEnv,
+        target: &Resolved,
+        reserve: u64,
+        length: u64,
+    ) -> Result<Temp, Reason> {
         let parent = target.host.parent().ok_or(Reason::DiskFull)?;
         let path = parent.join(format!(".rayito-tmp-{:016x}", rand::random::<u64>()));
         let file = env.as_user(|| {

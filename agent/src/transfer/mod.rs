@@ -12,9 +12,9 @@
 
 mod export;
 mod failure;
-mod web;
 mod import;
 mod url;
+mod web;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -252,9 +252,7 @@ pub(crate) async fn start_import(
     req: pb::StartImportRequest,
 ) -> Result<String, Status> {
     let job = import::accept(shared, req)?;
-    let (id, entry) = shared
-        .transfers
-        .admit(pb::TransferDirection::Import, 0)?;
+    let (id, entry) = shared.transfers.admit(pb::TransferDirection::Import, 0)?;
     let Some(client) = shared.transfers.client() else {
         entry.fail(failure::Reason::S3Unavailable);
         return Ok(id);

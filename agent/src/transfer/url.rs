@@ -70,7 +70,8 @@ pub(crate) fn check(
     object: &pb::S3Object,
     endpoint: S3Endpoint,
 ) -> Result<Checked, Status> {
-    let request = request.ok_or_else(|| Status::invalid_argument("a presigned request is required"))?;
+    let request =
+        request.ok_or_else(|| Status::invalid_argument("a presigned request is required"))?;
     if request.url.len() > MAX_URL_BYTES {
         return Err(Status::invalid_argument(
             "a presigned URL is longer than 8192 bytes",
@@ -133,7 +134,8 @@ pub(crate) fn check(
 /// `[::1]` for an IPv6 one).
 fn host_is(host: &str, addr: SocketAddr) -> bool {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
-    bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip == addr.ip())
+    bare.parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip == addr.ip())
 }
 
 /// `%XX` decoding of a URL path; `None` for a malformed escape.
@@ -210,14 +212,20 @@ mod tests {
             "https://my-bucket.s3.eu-west-1.amazonaws.com/rayito-transfer/sbx/up/a%20b%2Bc",
         ] {
             let e = check(Some(&req(bad)), &object(), ep).expect_err(bad);
-            assert_eq!(e.message(), "a presigned URL does not name the request's object");
+            assert_eq!(
+                e.message(),
+                "a presigned URL does not name the request's object"
+            );
         }
     }
 
     #[test]
     fn long_urls_and_bad_headers_are_refused() {
         let ep = S3Endpoint::Local("127.0.0.1:4567".parse().unwrap());
-        let long = format!("http://127.0.0.1:4567/my-bucket/k?{}", "a".repeat(MAX_URL_BYTES));
+        let long = format!(
+            "http://127.0.0.1:4567/my-bucket/k?{}",
+            "a".repeat(MAX_URL_BYTES)
+        );
         let e = check(Some(&req(&long)), &object(), ep).expect_err("too long");
         assert_eq!(e.message(), "a presigned URL is longer than 8192 bytes");
         let mut r = req("http://127.0.0.1:4567/my-bucket/rayito-transfer/sbx/up/a%20b%2Bc");

@@ -65,10 +65,7 @@ impl HttpClient {
                 hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
             }
         };
-        let connector = builder
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let connector = builder.https_or_http().enable_http1().wrap_connector(http);
         let inner = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(IDLE_TIMEOUT)
             .build(connector);

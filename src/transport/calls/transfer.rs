@@ -100,11 +100,16 @@ impl AgentConn {
         let request = pb::WatchTransferRequest {
             transfer_id: transfer_id.to_owned(),
         };
-        self.open_stream(CallContext::new(feature), total, ConnectRetry::Ladder, || {
-            let mut client = self.client::<FilesystemServiceClient<Svc>>();
-            let request = request.clone();
-            async move { client.watch_transfer(request).await }
-        })
+        self.open_stream(
+            CallContext::new(feature),
+            total,
+            ConnectRetry::Ladder,
+            || {
+                let mut client = self.client::<FilesystemServiceClient<Svc>>();
+                let request = request.clone();
+                async move { client.watch_transfer(request).await }
+            },
+        )
         .await
     }
 }
