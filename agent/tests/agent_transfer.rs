@@ -455,13 +455,16 @@ async fn sixteen_waiting_or_running_at_most_and_sixty_four_finished_kept() {
     assert_status(&e, tonic::Code::NotFound, "unknown transfer");
 }
 
+/// A change to a valid request.
+type Edit = Box<dyn Fn(&mut pb::StartImportRequest)>;
+
 #[tokio::test]
 async fn urls_that_do_not_name_the_object_are_refused_before_any_call() {
     let w = world().await;
     let key = "rayito-transfer/sbx/up/0006";
     w.put(key, b"kept".to_vec()).await;
     let other = w.get("rayito-transfer/sbx/up/other").await;
-    let cases: Vec<(&str, Box<dyn Fn(&mut pb::StartImportRequest)>)> = vec![
+    let cases: Vec<(&str, Edit)> = vec![
         (
             "a presigned URL does not name the request's object",
             Box::new(move |r| r.get = Some(other.clone())),

@@ -277,6 +277,18 @@ mod tests {
         }
     }
 
+    /// docs/transfers.md transcribes every reason.
+    #[test]
+    fn the_docs_list_every_reason() {
+        let doc = include_str!("../../docs/transfers.md");
+        for (argument, reason) in REASONS {
+            assert!(
+                doc.contains(&format!("| `{argument}` | `{reason}` |")),
+                "{argument}: {reason}"
+            );
+        }
+    }
+
     #[test]
     fn defaults_are_the_spec_s() {
         let s = S3Staging::new("my-bucket");

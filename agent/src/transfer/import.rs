@@ -259,10 +259,11 @@ async fn receive(
     response: http::Response<hyper::body::Incoming>,
     length: Option<u64>,
 ) -> Result<(pb::EntryInfo, String, u64), Reason> {
-    if let Some(len) = length {
-        if job.max_bytes > 0 && len > job.max_bytes {
-            return Err(Reason::TooLarge);
-        }
+    if let Some(len) = length
+        && job.max_bytes > 0
+        && len > job.max_bytes
+    {
+        return Err(Reason::TooLarge);
     }
     entry.update(|s| {
         s.phase = pb::TransferPhase::Running as i32;

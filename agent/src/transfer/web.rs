@@ -128,10 +128,10 @@ pub(crate) async fn next_chunk(
             None => return Ok(None),
             Some(Err(_)) => return Err(CallError::Unavailable),
             Some(Ok(frame)) => {
-                if let Ok(data) = frame.into_data() {
-                    if !data.is_empty() {
-                        return Ok(Some(data));
-                    }
+                if let Ok(data) = frame.into_data()
+                    && !data.is_empty()
+                {
+                    return Ok(Some(data));
                 }
             }
         }
