@@ -64,7 +64,7 @@ pub struct EntryInfo {
 
 /// The SDK's view of a generated `EntryInfo` (a private conversion: no
 /// generated type appears in the public API, not even in a `From` impl).
-fn entry_info(e: pb::EntryInfo) -> EntryInfo {
+pub(crate) fn entry_info(e: pb::EntryInfo) -> EntryInfo {
     let file_type = match pb::FileType::try_from(e.r#type) {
         Ok(pb::FileType::File) => FileType::File,
         Ok(pb::FileType::Directory) => FileType::Directory,
@@ -166,6 +166,12 @@ impl<'a> Files<'a> {
 
     fn timeout(&self) -> Duration {
         self.sandbox.request_timeout()
+    }
+
+    /// The sandbox of this view (the S3-staged transfers).
+    #[cfg_attr(not(feature = "s3"), allow(dead_code))]
+    pub(crate) fn sandbox(&self) -> &'a Sandbox {
+        self.sandbox
     }
 
     /// Reads a regular file.
@@ -464,7 +470,11 @@ impl<'a> Files<'a> {
         self.stat(path, "files.get_info").await
     }
 
-    async fn stat(&self, path: &str, feature: &'static str) -> Result<EntryInfo, SandboxError> {
+    pub(crate) async fn stat(
+        &self,
+        path: &str,
+        feature: &'static str,
+    ) -> Result<EntryInfo, SandboxError> {
         crate::checks::path(path)?;
         let response = self
             .sandbox

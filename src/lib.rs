@@ -250,6 +250,7 @@ mod local;
 #[cfg(not(feature = "local"))]
 #[path = "local/disabled.rs"]
 mod local;
+pub mod persistence;
 mod pool;
 mod pty;
 mod sandbox;
@@ -258,6 +259,8 @@ mod seam_tests;
 mod secret;
 pub mod size;
 mod state;
+#[cfg(feature = "s3")]
+pub mod transfer;
 mod transport;
 
 pub use client::{Client, ClientBuilder};

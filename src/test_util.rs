@@ -33,7 +33,7 @@ use std::time::Duration;
 use crate::error::map::agent::{self, CommandOutput as MapOutput, EndEventData};
 use crate::error::map::aws::{AwsFailure, NoResponse};
 use crate::error::map::grpc::{CallContext, GrpcFailure, Origin, from_grpc, proxy_rejected};
-use crate::error::{GrpcCode, SandboxError};
+use crate::error::{GrpcCode, PersistenceOp, SandboxError, TransferDirection};
 
 /// The SDK call a failure happened in: its name (`commands.run`,
 /// `files.read`, ...) and whether it works on the filesystem (then
@@ -207,6 +207,53 @@ pub fn transport_failure(failure: TransportFailure, detail: &str, call: Call) ->
 /// of `call`.
 pub fn stream_error(code: &str, message: &str, call: Call) -> SandboxError {
     agent::from_stream_error(code, message, call.0)
+}
+
+/// When a status ended a checkpoint or restore stream.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PersistenceWhen {
+    /// Before its first message (the `started` event).
+    BeforeFirstMessage,
+    /// After `started`, before `done`.
+    MidStream,
+}
+
+/// The error the SDK returns when the agent ended a checkpoint or restore
+/// with the gRPC status `code` (`grpc-status` sent) at `when`.
+pub fn persistence_status(
+    op: PersistenceOp,
+    code: GrpcCode,
+    message: &str,
+    when: PersistenceWhen,
+) -> SandboxError {
+    let failure = GrpcFailure::agent(code, message, CallContext::new(op.feature()));
+    match when {
+        PersistenceWhen::BeforeFirstMessage => {
+            crate::error::map::persistence::before_first_message(op, &failure, None)
+        }
+        PersistenceWhen::MidStream => {
+            crate::error::map::persistence::mid_stream(op, &failure, None)
+        }
+    }
+}
+
+/// The error the SDK returns for a `StreamError { code }` inside a
+/// checkpoint or restore stream (its message is never read).
+pub fn persistence_stream_error(op: PersistenceOp, code: &str) -> SandboxError {
+    crate::error::map::persistence::stream_error(op, code)
+}
+
+/// The error the SDK returns when a checkpoint or restore stream ended
+/// without `done`.
+pub fn persistence_ended_without_done(op: PersistenceOp) -> SandboxError {
+    crate::error::map::persistence::ended_without_done(op)
+}
+
+/// The error the SDK returns for an S3-staged transfer that ended failed
+/// or cancelled with the agent's `error { code, message }`.
+pub fn transfer_failure(direction: TransferDirection, code: &str, message: &str) -> SandboxError {
+    crate::error::map::transfer::from_transfer_error(direction, code, message)
 }
 
 /// A process `EndEvent`, as the agent sends it.

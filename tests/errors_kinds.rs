@@ -5,8 +5,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use rayito::error::{
-    BuildReason, CapacityCode, CommandExitStatus, ErrorInfo, ErrorKind, SandboxCode, SandboxError,
-    StackCode, TimeoutScope,
+    BuildReason, CapacityCode, CommandExitStatus, ErrorInfo, ErrorKind, PersistenceCode,
+    PersistenceOp, SandboxCode, SandboxError, StackCode, TimeoutScope, TransferCode,
+    TransferReason,
 };
 
 /// docs/errors.md is the one written copy of the kind, classification and
@@ -152,6 +153,35 @@ fn classify_uses_the_code_row_for_a_bare_sandbox_error() {
     );
 }
 
+/// A `persistence` error is retryable only when `interrupted`; a transfer
+/// only when S3 was `unavailable`; `file_upload` is a `transfer`.
+#[test]
+fn persistence_and_transfer_classify_by_code() {
+    for token in PersistenceCode::VALUES {
+        let e = SandboxError::persistence(PersistenceOp::Checkpoint, PersistenceCode::from(*token));
+        assert!(e.is(ErrorKind::Persistence) && e.is_sandbox_error());
+        assert_eq!(e.is_retryable(), *token == "interrupted", "{token}");
+        assert_eq!(e.classify().kind, "persistence");
+        assert_eq!(
+            e.persistence_code().map(PersistenceCode::as_str),
+            Some(*token)
+        );
+    }
+    let e = SandboxError::file_upload(TransferCode::Unavailable, TransferReason::S3Unavailable);
+    assert!(e.is(ErrorKind::Transfer) && e.is(ErrorKind::FileUpload) && e.is_retryable());
+    assert!(e.to_string().starts_with("s3_unavailable: "));
+    let e = SandboxError::transfer(
+        TransferCode::FailedPrecondition,
+        TransferReason::ChecksumMismatch,
+    );
+    assert!(e.is(ErrorKind::Transfer) && !e.is(ErrorKind::FileUpload) && !e.is_retryable());
+    assert_eq!(e.transfer_reason(), Some(&TransferReason::ChecksumMismatch));
+    assert_eq!(
+        e.to_string(),
+        "checksum_mismatch: the bytes of the download do not match their sha256; start the download again"
+    );
+}
+
 #[test]
 fn predicates_follow_the_graph() {
     let e = SandboxError::sandbox_not_found("m-1");
@@ -189,6 +219,14 @@ fn code_lists_are_the_documented_ones() {
     assert_eq!(BuildReason::VALUES, documented("BuildReason"));
     assert_eq!(StackCode::VALUES, documented("StackCode"));
     assert_eq!(StackCode::from("in_progress"), StackCode::InProgress);
+    assert_eq!(PersistenceCode::VALUES, documented("PersistenceCode"));
+    assert_eq!(TransferCode::VALUES, documented("TransferCode"));
+    assert_eq!(TransferReason::VALUES, documented("TransferReason"));
+    assert_eq!(TransferCode::from("unknown"), TransferCode::GrpcUnknown);
+    assert_eq!(
+        TransferReason::from("checksum_mismatch"),
+        TransferReason::ChecksumMismatch
+    );
     assert_eq!(
         BuildReason::from("context_path_outside"),
         BuildReason::ContextPathOutside

@@ -15,6 +15,7 @@ use crate::gate::GateLayer;
 use crate::health::HealthServiceImpl;
 use crate::lifecycle::LifecycleServiceImpl;
 use crate::pb;
+use crate::persist::PersistenceAccess;
 use crate::process::ProcessServiceImpl;
 use crate::sandbox::{SandboxEnv, SandboxLimits};
 use crate::state::{ServeState, Shared};
@@ -84,6 +85,15 @@ pub struct AgentConfig {
     /// whose digest only `/run` installs. The hooks never leave loopback:
     /// they carry no token on a MicroVM, and `/run` is what installs one.
     pub grpc_beyond_loopback: bool,
+    /// The local S3 endpoint (the emulator's, path-style over plain HTTP)
+    /// that the S3-staged transfers' presigned URLs must name; `None`
+    /// (the default): AWS's regional virtual-hosted endpoints over HTTPS,
+    /// as on a MicroVM. The agent calls no other URL.
+    pub local_s3_endpoint: Option<SocketAddr>,
+    /// Where Checkpoint and Restore find S3 and credentials (default
+    /// [`PersistenceAccess::Aws`]: the execution role's, as on a MicroVM).
+    /// The emulator sets [`PersistenceAccess::Local`].
+    pub persistence: PersistenceAccess,
 }
 
 impl Default for AgentConfig {
@@ -108,6 +118,8 @@ impl Default for AgentConfig {
             image_layer: None,
             defer_template_start: false,
             grpc_beyond_loopback: false,
+            local_s3_endpoint: None,
+            persistence: PersistenceAccess::Aws,
         }
     }
 }
@@ -182,6 +194,12 @@ impl Agent {
             env.set_template_envs(files.envs.clone());
         }
         let shared = Arc::new(Shared::new(env, config.disk_reserve_bytes));
+        if let Some(addr) = config.local_s3_endpoint {
+            shared
+                .transfers
+                .set_endpoint(crate::transfer::S3Endpoint::Local(addr));
+        }
+        shared.persist.set_access(config.persistence.clone());
         match template {
             None => {}
             Some(Err(reason)) => shared.template.fail(reason),
@@ -317,6 +335,13 @@ impl Agent {
         for task in self.tasks.iter().chain(&self.deadline_timer) {
             task.abort();
         }
+    }
+
+    /// Sets where Checkpoint and Restore find S3 and credentials: the
+    /// emulator, once it knows whether the sandbox has an execution role
+    /// (a MicroVM prepared ahead does not).
+    pub fn set_persistence_access(&self, access: PersistenceAccess) {
+        self.shared.persist.set_access(access);
     }
 
     /// Changes the free space a `Write` must leave (fault injection:

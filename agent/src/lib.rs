@@ -23,6 +23,7 @@ pub mod hooks;
 mod isolation;
 mod lifecycle;
 mod payload;
+pub mod persist;
 pub mod phase;
 mod process;
 mod pty;
@@ -32,6 +33,7 @@ mod state;
 pub mod template;
 mod text;
 pub mod token;
+mod transfer;
 
 pub use agent::{Agent, AgentConfig};
 pub use health::{AGENT_VERSION, KERNEL_FAILURE_HEADER};

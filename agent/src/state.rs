@@ -61,11 +61,15 @@ pub(crate) struct Shared {
     pub suspended: AtomicBool,
     pub hook_anomalies: AtomicU64,
     pub disk_reserve: AtomicU64,
+    /// The S3-staged transfers (StartImport / StartExport).
+    pub transfers: crate::transfer::Transfers,
     pub serve: watch::Sender<ServeState>,
     pub terminated: watch::Sender<bool>,
     /// Set when the deadline passed in kill mode: the moment the real
     /// agent exits with status 124 (the emulator then ends the MicroVM).
     pub deadline_exit: watch::Sender<bool>,
+    /// Checkpoint and Restore: the one-at-a-time guard and the access.
+    pub persist: crate::persist::Persist,
 }
 
 /// The `/run` hook's answer body.
@@ -99,9 +103,11 @@ impl Shared {
             suspended: AtomicBool::new(false),
             hook_anomalies: AtomicU64::new(0),
             disk_reserve: AtomicU64::new(disk_reserve),
+            transfers: crate::transfer::Transfers::default(),
             deadline_exit,
             serve,
             terminated,
+            persist: crate::persist::Persist::default(),
         }
     }
 

@@ -873,3 +873,286 @@ async fn stored_keys(s3: &aws_sdk_s3::Client, bucket: &str) -> Vec<String> {
         .filter_map(|o| o.key().map(str::to_owned))
         .collect()
 }
+
+/// Uploads `body` as part `n` of `upload`; its ETag.
+async fn put_part(s3: &s3::Client, bucket: &str, key: &str, upload: &str, n: i32, body: &[u8]) -> String {
+    s3.upload_part()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(upload)
+        .part_number(n)
+        .expected_bucket_owner(ACCOUNT)
+        .body(ByteStream::from(body.to_vec()))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("part {n}: {e:?}"))
+        .e_tag()
+        .expect("a part ETag")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_multipart_upload_round_trips_and_its_parts_are_listed() {
+    use s3::types::{CompletedMultipartUpload, CompletedPart};
+    let emu = start().await;
+    let s3 = client(&emu);
+    let bucket = emu.artifact_bucket();
+    let key = "rayito-home/sbx/home.tar.gz";
+    // An older object under the key: its checksum must not outlive it.
+    s3.put_object()
+        .bucket(&bucket)
+        .key(key)
+        .body(ByteStream::from_static(b"old"))
+        .checksum_algorithm(s3::types::ChecksumAlgorithm::Crc32)
+        .send()
+        .await
+        .unwrap();
+    let created = s3
+        .create_multipart_upload()
+        .bucket(&bucket)
+        .key(key)
+        .expected_bucket_owner(ACCOUNT)
+        .content_type("application/gzip")
+        .send()
+        .await
+        .expect("create");
+    let upload = created.upload_id().expect("an upload id").to_owned();
+    let sizes = [5 << 20, 5 << 20, 123_457];
+    let bodies: Vec<Vec<u8>> = sizes
+        .iter()
+        .zip(11..)
+        .map(|(&n, seed)| noise(n, seed))
+        .collect();
+    // Out of order, as parallel parts arrive.
+    let mut etags = vec![String::new(); 3];
+    for i in [2usize, 0, 1] {
+        let n = i32::try_from(i).unwrap() + 1;
+        etags[i] = put_part(&s3, &bucket, key, &upload, n, &bodies[i]).await;
+    }
+    let listed = s3
+        .list_parts()
+        .bucket(&bucket)
+        .key(key)
+        .upload_id(&upload)
+        .send()
+        .await
+        .expect("list parts");
+    let listed: Vec<(i32, i64)> = listed
+        .parts()
+        .iter()
+        .map(|p| (p.part_number().unwrap(), p.size().unwrap()))
+        .collect();
+    assert_eq!(listed, [(1, 5 << 20), (2, 5 << 20), (3, 123_457)]);
+    // Not yet an object.
+    let err = s3
+        .head_object()
+        .bucket(&bucket)
+        .key(key)
+        .send()
+        .await
+        .map(|h| h.content_length());
+    assert_eq!(err.ok().flatten(), Some(3), "still the old object");
+
+    let completed: Vec<CompletedPart> = etags
+        .iter()
+        .zip(1..)
+        .map(|(e, n)| CompletedPart::builder().part_number(n).e_tag(e).build())
+        .collect();
+    let done = s3
+        .complete_multipart_upload()
+        .bucket(&bucket)
+        .key(key)
+        .upload_id(&upload)
+        .expected_bucket_owner(ACCOUNT)
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .set_parts(Some(completed))
+                .build(),
+        )
+        .send()
+        .await
+        .expect("complete");
+    let etag = done.e_tag().expect("an ETag").to_owned();
+    assert!(etag.ends_with("-3\""), "{etag}: a multipart ETag");
+    let got = s3
+        .get_object()
+        .bucket(&bucket)
+        .key(key)
+        .checksum_mode(s3::types::ChecksumMode::Enabled)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(got.e_tag(), Some(etag.as_str()));
+    assert_eq!(got.checksum_crc32(), None, "no stale checksum");
+    assert_eq!(got.content_type(), Some("application/gzip"));
+    let bytes = got.body.collect().await.unwrap().into_bytes();
+    assert!(bytes.as_ref() == bodies.concat().as_slice(), "byte-identical");
+
+    // The upload is over: its id names nothing any more.
+    let err = s3
+        .upload_part()
+        .bucket(&bucket)
+        .key(key)
+        .upload_id(&upload)
+        .part_number(4)
+        .body(ByteStream::from_static(b"late"))
+        .send()
+        .await
+        .expect_err("completed");
+    assert_eq!(
+        parts(&err),
+        (
+            404,
+            "NoSuchUpload".to_owned(),
+            "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.".to_owned()
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_aborted_upload_leaves_nothing_and_upload_ids_are_tied_to_their_key() {
+    use s3::types::{CompletedMultipartUpload, CompletedPart};
+    let root = tempfile::tempdir().unwrap();
+    let emu = Emulator::start(EmulatorConfig {
+        root: root.path().to_path_buf(),
+        ..EmulatorConfig::default()
+    })
+    .await
+    .unwrap();
+    let s3 = client(&emu);
+    let bucket = emu.artifact_bucket();
+    let before = stored_keys(&s3, &bucket).await;
+    let key = "p/home.tar.gz";
+    let upload = s3
+        .create_multipart_upload()
+        .bucket(&bucket)
+        .key(key)
+        .send()
+        .await
+        .expect("create")
+        .upload_id()
+        .unwrap()
+        .to_owned();
+    put_part(&s3, &bucket, key, &upload, 1, &noise(1000, 5)).await;
+
+    // Another key, a made-up id, a malformed one: no such upload.
+    for (k, id) in [
+        ("p/other", upload.as_str()),
+        (key, "00000000-0000-4000-8000-000000000000"),
+        (key, "../../etc"),
+        (key, &upload.to_uppercase()),
+    ] {
+        let err = s3
+            .upload_part()
+            .bucket(&bucket)
+            .key(k)
+            .upload_id(id)
+            .part_number(2)
+            .body(ByteStream::from_static(b"x"))
+            .send()
+            .await
+            .expect_err(id);
+        assert_eq!((parts(&err).0, parts(&err).1.as_str()), (404, "NoSuchUpload"), "{k} {id}");
+    }
+    let err = s3
+        .upload_part()
+        .bucket(&bucket)
+        .key(key)
+        .upload_id(&upload)
+        .part_number(10_001)
+        .body(ByteStream::from_static(b"x"))
+        .send()
+        .await
+        .expect_err("part 10001");
+    assert_eq!((parts(&err).0, parts(&err).1.as_str()), (400, "InvalidArgument"));
+    // Another account's bucket owner: refused, the upload stays.
+    let err = s3
+        .abort_multipart_upload()
+        .bucket(&bucket)
+        .key(key)
+        .upload_id(&upload)
+        .expected_bucket_owner("111111111111")
+        .send()
+        .await
+        .expect_err("another owner");
+    assert_eq!(parts(&err).1, "AccessDenied");
+
+    s3.abort_multipart_upload()
+        .bucket(&bucket)
+        .key(key)
+        .upload_id(&upload)
+        .expected_bucket_owner(ACCOUNT)
+        .send()
+        .await
+        .expect("abort");
+    let err = s3
+        .complete_multipart_upload()
+        .bucket(&bucket)
+        .key(key)
+        .upload_id(&upload)
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .parts(CompletedPart::builder().part_number(1).e_tag("\"x\"").build())
+                .build(),
+        )
+        .send()
+        .await
+        .expect_err("aborted");
+    assert_eq!(parts(&err).1, "NoSuchUpload");
+    assert_eq!(stored_keys(&s3, &bucket).await, before, "nothing stored");
+    // No part file is left at the store's root.
+    let leftovers: Vec<String> = std::fs::read_dir(root.path().join("s3"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.contains(&upload))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Into a missing bucket, or onto a key no file can hold: refused at once.
+    let err = s3
+        .create_multipart_upload()
+        .bucket("no-such-bucket")
+        .key(key)
+        .send()
+        .await
+        .expect_err("no bucket");
+    assert_eq!(parts(&err).1, "NoSuchBucket");
+    let err = s3
+        .create_multipart_upload()
+        .bucket(&bucket)
+        .key("a//b")
+        .send()
+        .await
+        .expect_err("unstorable");
+    assert_eq!(parts(&err).1, "InvalidArgument");
+
+    // A small part before the last one: EntityTooSmall.
+    let upload = s3
+        .create_multipart_upload()
+        .bucket(&bucket)
+        .key(key)
+        .send()
+        .await
+        .unwrap()
+        .upload_id()
+        .unwrap()
+        .to_owned();
+    let e1 = put_part(&s3, &bucket, key, &upload, 1, b"small").await;
+    let e2 = put_part(&s3, &bucket, key, &upload, 2, b"last").await;
+    let err = s3
+        .complete_multipart_upload()
+        .bucket(&bucket)
+        .key(key)
+        .upload_id(&upload)
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .parts(CompletedPart::builder().part_number(1).e_tag(e1).build())
+                .parts(CompletedPart::builder().part_number(2).e_tag(e2).build())
+                .build(),
+        )
+        .send()
+        .await
+        .expect_err("too small");
+    assert_eq!((parts(&err).0, parts(&err).1.as_str()), (400, "EntityTooSmall"));
+    assert_eq!(stored_keys(&s3, &bucket).await, before, "nothing stored");
+}

@@ -255,6 +255,151 @@ code_list! {
     }
 }
 
+code_list! {
+    /// Why a [`SandboxError::Persistence`](crate::SandboxError::Persistence)
+    /// (a checkpoint or restore of the home directory) failed.
+    PersistenceCode {
+        /// S3 or the credentials refused the agent: the sandbox has no
+        /// execution role, or the role may not use the prefix.
+        PermissionDenied => "permission_denied",
+        /// The operation failed inside the sandbox: the network, an S3 5xx,
+        /// the archive, a checksum, a full disk.
+        Internal => "internal",
+        /// The operation could not start: another checkpoint or restore is
+        /// running in the sandbox, or the region is unknown.
+        FailedPrecondition => "failed_precondition",
+        /// The agent in this sandbox has no checkpoint / restore.
+        Unimplemented => "unimplemented",
+        /// The stream was cut (a suspend, the proxy, the connection) before
+        /// it finished; it is not resumed. The only retryable code.
+        Interrupted => "interrupted",
+        /// The agent ran out of a resource (disk reserve, memory, its
+        /// limit of concurrent operations).
+        ResourceExhausted => "resource_exhausted",
+    }
+}
+
+code_list! {
+    /// The agent's error code of an S3-staged transfer that failed or was
+    /// cancelled ([`SandboxError::Transfer`](crate::SandboxError::Transfer),
+    /// [`SandboxError::FileUpload`](crate::SandboxError::FileUpload)).
+    TransferCode {
+        /// The object or the file does not meet a condition (too large,
+        /// shrank while read, checksum mismatch).
+        FailedPrecondition => "failed_precondition",
+        /// S3 did not answer.
+        Unavailable => "unavailable",
+        /// The transfer was cancelled.
+        Cancelled => "cancelled",
+        /// The agent failed otherwise.
+        Internal => "internal",
+        /// The agent sent the code `unknown` (gRPC UNKNOWN). Not the same
+        /// as a token this SDK does not know, which is [`Self::Unknown`].
+        GrpcUnknown => "unknown",
+    }
+}
+
+code_list! {
+    /// Why an S3-staged transfer failed: the agent's reason, the text
+    /// before the colon of its failure message (a bare cancel is
+    /// `cancelled`). A reason that is not a plain token (`[a-z0-9_]`, at
+    /// most 32 characters) is kept as `unknown`, never as sent: the text
+    /// before a colon of a message without a reason could be a path or a
+    /// URL.
+    TransferReason {
+        /// The transfer's URLs or its deadline expired (`deadline_exceeded`).
+        Expired => "expired",
+        /// The object is larger than the transfer allows.
+        TooLarge => "too_large",
+        /// The file got smaller while it was being exported.
+        FileShrank => "file_shrank",
+        /// The bytes do not match their sha256.
+        ChecksumMismatch => "checksum_mismatch",
+        /// S3 refused the agent's request (`permission_denied`).
+        S3Denied => "s3_denied",
+        /// S3 did not answer (`unavailable`).
+        S3Unavailable => "s3_unavailable",
+        /// The write would eat into the sandbox's disk reserve.
+        DiskReserve => "disk_reserve",
+        /// The sandbox's disk is full.
+        DiskFull => "disk_full",
+        /// The transfer was cancelled.
+        Cancelled => "cancelled",
+    }
+}
+
+/// Which persistence operation failed (it names the operation in the
+/// message of a [`SandboxError::Persistence`](crate::SandboxError::Persistence)).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PersistenceOp {
+    /// `checkpoint`: archiving the home directory to S3.
+    Checkpoint,
+    /// `restore`: extracting a checkpoint into the home directory.
+    Restore,
+}
+
+impl PersistenceOp {
+    /// `checkpoint` or `restore`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Checkpoint => "checkpoint",
+            Self::Restore => "restore",
+        }
+    }
+
+    /// The SDK's name for the call (`persistence.checkpoint`), as other
+    /// messages name a call.
+    pub(crate) const fn feature(self) -> &'static str {
+        match self {
+            Self::Checkpoint => "persistence.checkpoint",
+            Self::Restore => "persistence.restore",
+        }
+    }
+}
+
+impl fmt::Display for PersistenceOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which way an S3-staged transfer moves bytes: it decides between
+/// [`SandboxError::FileUpload`](crate::SandboxError::FileUpload) (import)
+/// and [`SandboxError::Transfer`](crate::SandboxError::Transfer) (export).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransferDirection {
+    /// Into the sandbox: an upload ticket or a staged large write.
+    Import,
+    /// Out of the sandbox: a download link or a staged large read.
+    Export,
+}
+
+impl TransferDirection {
+    /// `import` or `export`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Import => "import",
+            Self::Export => "export",
+        }
+    }
+
+    /// The word a message uses: `upload` or `download`.
+    pub(crate) const fn noun(self) -> &'static str {
+        match self {
+            Self::Import => "upload",
+            Self::Export => "download",
+        }
+    }
+}
+
+impl fmt::Display for TransferDirection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A gRPC status code, our own copy so that no `tonic` type appears in the
 /// public API. All 17 codes of the gRPC specification.
 #[non_exhaustive]

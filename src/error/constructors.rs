@@ -7,7 +7,8 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use super::codes::{
-    BuildReason, CapturedText, GrpcCode, MAX_TOKEN_CHARS, SandboxCode, StackCode, TimeoutScope,
+    BuildReason, CapturedText, GrpcCode, MAX_TOKEN_CHARS, PersistenceCode, PersistenceOp,
+    SandboxCode, StackCode, TimeoutScope, TransferCode, TransferDirection, TransferReason,
     clean_token,
 };
 use super::map::index;
@@ -657,6 +658,25 @@ impl SandboxError {
                 ],
             ),
         )
+    }
+
+    /// `Persistence { code }`: the checkpoint or restore `op` failed with
+    /// `code`, with the message the SDK gives that code (an `interrupted`
+    /// one says the connection was cut).
+    pub fn persistence(op: PersistenceOp, code: PersistenceCode) -> Self {
+        super::map::persistence::persistence(op, code)
+    }
+
+    /// `Transfer { code, reason }`: an S3-staged export (a download link, a
+    /// large read) failed; the message is `<reason>: <sentence>`.
+    pub fn transfer(code: TransferCode, reason: TransferReason) -> Self {
+        super::map::transfer::staged(TransferDirection::Export, code, reason)
+    }
+
+    /// `FileUpload { code, reason }`: the import of an upload ticket or of
+    /// a staged large write failed; the message is `<reason>: <sentence>`.
+    pub fn file_upload(code: TransferCode, reason: TransferReason) -> Self {
+        super::map::transfer::staged(TransferDirection::Import, code, reason)
     }
 
     pub(crate) fn sandbox_with(code: SandboxCode, meta: Box<ErrorMeta>) -> Self {

@@ -224,6 +224,88 @@ fn corpus() -> Vec<SandboxError> {
             403, calls[0],
         )),
     ]);
+    out.extend(persistence_and_transfers());
+    out
+}
+
+/// The persistence (B4) and transfer (C4) tables' inputs.
+fn persistence_and_transfers() -> Vec<SandboxError> {
+    use super::codes::{PersistenceOp, TransferDirection};
+    use super::map::persistence as p;
+    use super::map::transfer::from_transfer_error;
+    let mut out = Vec::new();
+    for op in [PersistenceOp::Checkpoint, PersistenceOp::Restore] {
+        let call = CallContext::new(op.feature());
+        for code in GrpcCode::ALL {
+            for msg in ["", "suspending", "sandbox_timeout"] {
+                let f = GrpcFailure::new(*code, msg, Origin::Agent, call);
+                out.push(p::before_first_message(op, &f, None));
+                out.push(p::mid_stream(op, &f, None));
+            }
+        }
+        let f = GrpcFailure::new(GrpcCode::DeadlineExceeded, "", Origin::Deadline, call);
+        out.push(p::before_first_message(
+            op,
+            &f,
+            Some(Duration::from_secs(600)),
+        ));
+        out.push(p::before_first_message(
+            op,
+            &GrpcFailure::http_without_grpc_status(403, call),
+            None,
+        ));
+        for code in [
+            "not_found",
+            "invalid_argument",
+            "deadline_exceeded",
+            "sandbox_timeout",
+            "suspending",
+            "unimplemented",
+            "permission_denied",
+            "failed_precondition",
+            "resource_exhausted",
+            "internal",
+            "interrupted",
+            "",
+            "newer_code",
+        ] {
+            out.push(p::stream_error(op, code));
+        }
+        out.push(p::ended_without_done(op));
+        out.push(p::not_started(op));
+    }
+    for direction in [TransferDirection::Import, TransferDirection::Export] {
+        for code in [
+            "deadline_exceeded",
+            "invalid_argument",
+            "not_found",
+            "resource_exhausted",
+            "permission_denied",
+            "failed_precondition",
+            "unavailable",
+            "cancelled",
+            "internal",
+            "unknown",
+            "",
+        ] {
+            for reason in [
+                "",
+                "expired: x",
+                "too_large: x",
+                "file_shrank: x",
+                "checksum_mismatch: x",
+                "s3_denied: x",
+                "s3_unavailable: x",
+                "disk_reserve: x",
+                "disk_full: x",
+                "cancelled",
+                "newer_reason: x",
+                "/a/path: x",
+            ] {
+                out.push(from_transfer_error(direction, code, reason));
+            }
+        }
+    }
     out
 }
 

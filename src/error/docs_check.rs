@@ -63,6 +63,9 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         ErrorKind::Stack => "StackException",
         ErrorKind::SandboxIndex => "SandboxIndexException",
         ErrorKind::IndexWrite => "IndexWriteException",
+        ErrorKind::Persistence => "PersistenceException",
+        ErrorKind::Transfer => "TransferException",
+        ErrorKind::FileUpload => "FileUploadException",
     }
 }
 
@@ -121,6 +124,27 @@ fn sandbox_code_table_matches_the_code() {
 }
 
 #[test]
+fn kind_code_table_matches_the_code() {
+    let rows = table_after("### Codes that change `classify()`");
+    assert_eq!(rows.len(), super::kind::KIND_CODE_ROWS.len());
+    for (row, (kind, code, info)) in rows.iter().zip(super::kind::KIND_CODE_ROWS) {
+        assert_eq!(
+            row,
+            &[
+                format!("`{}`", kind.as_str()),
+                format!("`{code}`"),
+                yes_no(info.retryable).to_owned(),
+                yes_no(info.retry_with_larger_limits).to_owned(),
+                info.summary.to_owned(),
+            ],
+            "row of {} {code}",
+            kind.as_str()
+        );
+        assert_eq!(info.kind, kind.as_str());
+    }
+}
+
+#[test]
 fn template_table_matches_the_code() {
     let rows = table_after("## Message templates");
     let doc: Vec<(String, String)> = rows
@@ -171,6 +195,7 @@ fn every_placeholder_is_a_documented_name() {
         "stack",
         "resource",
         "output",
+        "transfer",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

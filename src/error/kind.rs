@@ -64,6 +64,13 @@ pub enum ErrorKind {
     /// `index_write`: create could not write the new sandbox's row to the
     /// index.
     IndexWrite,
+    /// `persistence`: a checkpoint or restore of the home directory failed.
+    Persistence,
+    /// `transfer`: an S3-staged transfer failed or was cancelled.
+    Transfer,
+    /// `file_upload` (a `transfer`): the import of an upload ticket or of a
+    /// staged large write failed.
+    FileUpload,
 }
 
 impl ErrorKind {
@@ -92,6 +99,9 @@ impl ErrorKind {
         Self::Stack,
         Self::SandboxIndex,
         Self::IndexWrite,
+        Self::Persistence,
+        Self::Transfer,
+        Self::FileUpload,
     ];
 
     /// The stable string of the kind, e.g. `file_not_found`.
@@ -120,6 +130,9 @@ impl ErrorKind {
             Self::Stack => "stack",
             Self::SandboxIndex => "sandbox_index",
             Self::IndexWrite => "index_write",
+            Self::Persistence => "persistence",
+            Self::Transfer => "transfer",
+            Self::FileUpload => "file_upload",
         }
     }
 
@@ -149,8 +162,11 @@ impl ErrorKind {
             | Self::Template
             | Self::PoolClosed
             | Self::Stack
-            | Self::SandboxIndex => &[Self::Sandbox],
+            | Self::SandboxIndex
+            | Self::Persistence
+            | Self::Transfer => &[Self::Sandbox],
             Self::IndexWrite => &[Self::SandboxIndex],
+            Self::FileUpload => &[Self::Transfer],
             Self::FileNotFound | Self::SandboxNotFound => &[Self::NotFound],
             Self::LifecycleUnsupported => &[Self::Unimplemented],
         }
@@ -258,6 +274,21 @@ impl ErrorKind {
                 false,
                 "create could not write the sandbox's index row; its MicroVM was terminated unless kept on failure",
             ),
+            Self::Persistence => (
+                false,
+                false,
+                "a checkpoint or restore of the home directory failed; `code` says why",
+            ),
+            Self::Transfer => (
+                false,
+                false,
+                "an S3-staged transfer failed or was cancelled; `reason` says why",
+            ),
+            Self::FileUpload => (
+                false,
+                false,
+                "the import of an upload ticket or of a staged write failed; `reason` says why",
+            ),
         };
         ErrorInfo {
             kind: self.as_str(),
@@ -351,6 +382,18 @@ impl ErrorInfo {
         })
     }
 
+    /// The classification of a kind whose `code` field changes it: a
+    /// `persistence` error with the code `interrupted` and a `transfer` or
+    /// `file_upload` error with the code `unavailable` are retryable (the
+    /// stream or S3 went away; the same work can succeed when run again).
+    /// `None` for every other pair: the kind's own row applies.
+    pub(crate) fn for_kind_code(kind: ErrorKind, code: &str) -> Option<ErrorInfo> {
+        KIND_CODE_ROWS
+            .iter()
+            .find(|(k, c, _)| *k == kind && *c == code)
+            .map(|(_, _, info)| *info)
+    }
+
     /// Every classification row: each kind, then each known sandbox code.
     pub fn all() -> Vec<ErrorInfo> {
         let kinds = ErrorKind::ALL.iter().map(|k| k.info());
@@ -360,6 +403,41 @@ impl ErrorInfo {
         kinds.chain(codes).collect()
     }
 }
+
+/// The rows of [`ErrorInfo::for_kind_code`], in documentation order
+/// (docs/errors.md, "Codes that change `classify()`").
+pub(crate) const KIND_CODE_ROWS: &[(ErrorKind, &str, ErrorInfo)] = &[
+    (
+        ErrorKind::Persistence,
+        "interrupted",
+        ErrorInfo {
+            kind: "persistence",
+            retryable: true,
+            retry_with_larger_limits: false,
+            summary: "the checkpoint or restore stream was cut before it finished (a suspend, the proxy, the connection); it was not resumed, run it again",
+        },
+    ),
+    (
+        ErrorKind::Transfer,
+        "unavailable",
+        ErrorInfo {
+            kind: "transfer",
+            retryable: true,
+            retry_with_larger_limits: false,
+            summary: "S3 did not answer the agent during the transfer; start it again later",
+        },
+    ),
+    (
+        ErrorKind::FileUpload,
+        "unavailable",
+        ErrorInfo {
+            kind: "file_upload",
+            retryable: true,
+            retry_with_larger_limits: false,
+            summary: "S3 did not answer the agent during the upload's import; upload again later",
+        },
+    ),
+];
 
 /// The `'static` token of a known code.
 fn static_code_str(code: &SandboxCode) -> Option<&'static str> {

@@ -226,6 +226,58 @@ templates! {
         "stack {stack} does not exist in this account and region; create it with rayito setup --yes";
     STACK_OUTPUT_MISSING = "stack.output_missing" =>
         "stack {stack} has no output {output}; update it with rayito setup --yes";
+
+    PERSISTENCE_PERMISSION_DENIED = "persistence.permission_denied" =>
+        "the {operation} was refused access to S3 (permission_denied): the sandbox has no execution role, or the role may not use the prefix; create the sandbox with an execution role that may (docs/persistence.md), then run it again";
+    PERSISTENCE_INTERNAL = "persistence.internal" =>
+        "the {operation} failed in the sandbox (internal: the network, S3, the archive, a checksum or the disk); run it again, and check the sandbox's free disk if it fails again";
+    PERSISTENCE_FAILED_PRECONDITION = "persistence.failed_precondition" =>
+        "the {operation} could not start (failed_precondition): another checkpoint or restore is running in this sandbox, or the region is unknown; wait for the other operation or fix the region, then run it again";
+    PERSISTENCE_UNIMPLEMENTED = "persistence.unimplemented" =>
+        "the agent in this sandbox cannot {operation} (unimplemented); create the sandbox from an image with a newer agent";
+    PERSISTENCE_INTERRUPTED = "persistence.interrupted" =>
+        "the {operation} was interrupted: {cause}; it is not resumed, run it again";
+    PERSISTENCE_RESOURCE_EXHAUSTED = "persistence.resource_exhausted" =>
+        "the {operation} ran out of a sandbox resource (resource_exhausted: the disk or the agent's limits); free disk space in the sandbox, then run it again";
+    PERSISTENCE_OTHER = "persistence.other" =>
+        "the {operation} failed with code {code}; run it again, or report it with the image version";
+    PERSISTENCE_NO_CHECKPOINT = "persistence.no_checkpoint" =>
+        "there is no checkpoint at the prefix to restore from; checkpoint first (a first life has none)";
+    PERSISTENCE_NOT_FOUND = "persistence.not_found" =>
+        "the {operation} found nothing to archive (not_found); check the user and its home directory";
+    PERSISTENCE_INVALID_ARGUMENT = "persistence.invalid_argument" =>
+        "the agent refused an argument of the {operation} (invalid_argument); check the bucket, the prefix, the region, the excludes and the user";
+    PERSISTENCE_TIMEOUT = "persistence.timeout" =>
+        "the {operation} did not finish{within}; raise its timeout and run it again";
+    PERSISTENCE_UNAUTHENTICATED = "persistence.unauthenticated" =>
+        "the agent refused the access token for the {operation}; connect to the sandbox again to get a valid token";
+    PERSISTENCE_NOT_STARTED = "persistence.not_started" =>
+        "the agent did not start the {operation} with a started event; the call was abandoned, report this with the image version";
+
+    TRANSFER_EXPIRED = "transfer.expired" =>
+        "{reason}: the {transfer} did not finish before its deadline or its URLs expired; start it again, with a longer expiry if needed";
+    TRANSFER_TOO_LARGE = "transfer.too_large" =>
+        "{reason}: the object is larger than the {transfer} allows; send a smaller file or allow more bytes (max_bytes)";
+    TRANSFER_FILE_SHRANK = "transfer.file_shrank" =>
+        "{reason}: the file got smaller while the {transfer} read it; stop writing to it, then start the {transfer} again";
+    TRANSFER_CHECKSUM_MISMATCH = "transfer.checksum_mismatch" =>
+        "{reason}: the bytes of the {transfer} do not match their sha256; start the {transfer} again";
+    TRANSFER_S3_DENIED = "transfer.s3_denied" =>
+        "{reason}: S3 refused the sandbox's request for the {transfer}; check that the URLs are unexpired and signed by credentials that may use the bucket";
+    TRANSFER_S3_UNAVAILABLE = "transfer.s3_unavailable" =>
+        "{reason}: S3 did not answer during the {transfer}; start it again later";
+    TRANSFER_DISK_RESERVE = "transfer.disk_reserve" =>
+        "{reason}: the {transfer} would use the disk space the sandbox keeps in reserve; free disk space in the sandbox or send a smaller file";
+    TRANSFER_DISK_FULL = "transfer.disk_full" =>
+        "{reason}: the sandbox's disk filled up during the {transfer}; free disk space in the sandbox, then start it again";
+    TRANSFER_CANCELLED = "transfer.cancelled" =>
+        "{reason}: the {transfer} was cancelled; start it again if still needed";
+    TRANSFER_INVALID_ARGUMENT = "transfer.invalid_argument" =>
+        "{reason}: the agent refused an argument of the {transfer}; check the path, the size limit and the URLs' expiry";
+    TRANSFER_FILE_NOT_FOUND = "transfer.file_not_found" =>
+        "{reason}: the file or object of the {transfer} does not exist; check the path, or upload the object before it expires";
+    TRANSFER_OTHER = "transfer.other" =>
+        "{reason}: the {transfer} failed (code {code}) for a reason this SDK does not know; start it again, or report it with the image version";
 }
 
 impl Template {

@@ -37,8 +37,9 @@ use std::time::Duration;
 
 pub(crate) use codes::clean_token;
 pub use codes::{
-    BuildReason, CapacityCode, CapturedText, CommandExitStatus, GrpcCode, SandboxCode, StackCode,
-    TimeoutScope, UnknownValue,
+    BuildReason, CapacityCode, CapturedText, CommandExitStatus, GrpcCode, PersistenceCode,
+    PersistenceOp, SandboxCode, StackCode, TimeoutScope, TransferCode, TransferDirection,
+    TransferReason, UnknownValue,
 };
 pub use kind::{ErrorInfo, ErrorKind};
 pub(crate) use messages::group;
@@ -317,6 +318,50 @@ pub enum SandboxError {
         #[source]
         meta: Box<ErrorMeta>,
     },
+    /// `persistence`: a checkpoint or restore of the home directory
+    /// failed. Retryable only when `code` is `interrupted` (the stream was
+    /// cut; it is never resumed, so running it again is the retry). The
+    /// message never holds a bucket, a key or a URI, nor the agent's text.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Persistence {
+        /// Why: `permission_denied`, `internal`, `failed_precondition`,
+        /// `unimplemented`, `interrupted`, `resource_exhausted`, or a newer
+        /// code of the agent.
+        code: PersistenceCode,
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
+    /// `transfer`: an S3-staged transfer (a download link, a large read)
+    /// ended failed or cancelled with no more specific kind. The message
+    /// starts with `<reason>: ` and never holds a URL, bucket, key or path.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Transfer {
+        /// The agent's error code.
+        code: TransferCode,
+        /// Why, from the closed reason set (`unknown` when the agent gave
+        /// no reason this SDK can show).
+        reason: TransferReason,
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
+    /// `file_upload` (a `transfer`): the import of an upload ticket or of
+    /// a staged large write failed. Same fields and message rules as
+    /// `transfer`.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    FileUpload {
+        /// The agent's error code.
+        code: TransferCode,
+        /// Why, from the closed reason set.
+        reason: TransferReason,
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
 }
 
 impl SandboxError {
@@ -346,6 +391,9 @@ impl SandboxError {
             Self::Stack { .. } => ErrorKind::Stack,
             Self::SandboxIndex { .. } => ErrorKind::SandboxIndex,
             Self::IndexWrite { .. } => ErrorKind::IndexWrite,
+            Self::Persistence { .. } => ErrorKind::Persistence,
+            Self::Transfer { .. } => ErrorKind::Transfer,
+            Self::FileUpload { .. } => ErrorKind::FileUpload,
         }
     }
 
@@ -374,7 +422,10 @@ impl SandboxError {
             | Self::PoolClosed { meta }
             | Self::Stack { meta, .. }
             | Self::SandboxIndex { meta, .. }
-            | Self::IndexWrite { meta, .. } => meta,
+            | Self::IndexWrite { meta, .. }
+            | Self::Persistence { meta, .. }
+            | Self::Transfer { meta, .. }
+            | Self::FileUpload { meta, .. } => meta,
         }
     }
 
@@ -403,7 +454,10 @@ impl SandboxError {
             | Self::PoolClosed { meta }
             | Self::Stack { meta, .. }
             | Self::SandboxIndex { meta, .. }
-            | Self::IndexWrite { meta, .. } => meta,
+            | Self::IndexWrite { meta, .. }
+            | Self::Persistence { meta, .. }
+            | Self::Transfer { meta, .. }
+            | Self::FileUpload { meta, .. } => meta,
         }
     }
 
@@ -458,18 +512,53 @@ impl SandboxError {
         }
     }
 
+    /// The code of a `persistence` error.
+    pub fn persistence_code(&self) -> Option<&PersistenceCode> {
+        match self {
+            Self::Persistence { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
+    /// The reason of a `transfer` or `file_upload` error.
+    pub fn transfer_reason(&self) -> Option<&TransferReason> {
+        match self {
+            Self::Transfer { reason, .. } | Self::FileUpload { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
     /// What a caller can do about this error, as data. Never panics.
     ///
     /// For a bare `sandbox` error with a known code, the row of the code is
-    /// used (`connection_lost` is retryable, `closed` is not); otherwise the
-    /// row of the kind.
+    /// used (`connection_lost` is retryable, `closed` is not); a
+    /// `persistence` error with the code `interrupted` and a `transfer` /
+    /// `file_upload` error with the code `unavailable` have their own rows
+    /// (retryable); otherwise the row of the kind.
     pub fn classify(&self) -> ErrorInfo {
-        if let Self::Sandbox {
-            code: Some(code), ..
-        } = self
-            && let Some(info) = ErrorInfo::for_sandbox_code(code)
-        {
-            return info;
+        match self {
+            Self::Sandbox {
+                code: Some(code), ..
+            } => {
+                if let Some(info) = ErrorInfo::for_sandbox_code(code) {
+                    return info;
+                }
+            }
+            Self::Persistence { code, .. } => {
+                if let Some(info) = ErrorInfo::for_kind_code(self.kind(), code.as_str())
+                    && code.is_known()
+                {
+                    return info;
+                }
+            }
+            Self::Transfer { code, .. } | Self::FileUpload { code, .. } => {
+                if let Some(info) = ErrorInfo::for_kind_code(self.kind(), code.as_str())
+                    && code.is_known()
+                {
+                    return info;
+                }
+            }
+            _ => {}
         }
         self.kind().info()
     }

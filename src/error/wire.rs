@@ -39,7 +39,7 @@ use serde_json::Value;
 
 use super::codes::{
     BuildReason, CapacityCode, CapturedText, CommandExitStatus, GrpcCode, MAX_TOKEN_CHARS,
-    SandboxCode, StackCode, TimeoutScope,
+    PersistenceCode, SandboxCode, StackCode, TimeoutScope, TransferCode, TransferReason,
 };
 use super::map::redact::{MAX_KEPT_CHARS, redact_aws_text, sanitize_remote_text};
 use super::meta::RedactedCause;
@@ -271,6 +271,15 @@ struct IndexFields<'a> {
     aws_code: Option<Cow<'a, str>>,
 }
 
+/// `code` and `reason` of `transfer` and `file_upload`.
+#[derive(Serialize, Deserialize)]
+struct TransferFields<'a> {
+    #[serde(borrow)]
+    code: Cow<'a, str>,
+    #[serde(borrow)]
+    reason: Cow<'a, str>,
+}
+
 /// `feature`, `reason` and (for `unimplemented`) `doc`.
 #[derive(Serialize, Deserialize)]
 struct FeatureFields<'a> {
@@ -310,6 +319,7 @@ enum VariantFields<'a> {
     Authentication(AuthenticationFields),
     Quota(QuotaFields<'a>),
     Index(IndexFields<'a>),
+    Transfer(TransferFields<'a>),
     Feature(FeatureFields<'a>),
     Build(BuildFields<'a>),
 }
@@ -424,6 +434,14 @@ impl<'a> WireOut<'a> {
             | SandboxError::PoolClosed { .. } => F::None,
             SandboxError::Stack { code, .. } => F::Code(CodeFields {
                 code: Some(Cow::Borrowed(code.as_str())),
+            }),
+            SandboxError::Persistence { code, .. } => F::Code(CodeFields {
+                code: Some(Cow::Borrowed(code.as_str())),
+            }),
+            SandboxError::Transfer { code, reason, .. }
+            | SandboxError::FileUpload { code, reason, .. } => F::Transfer(TransferFields {
+                code: Cow::Borrowed(code.as_str()),
+                reason: Cow::Borrowed(reason.as_str()),
             }),
         };
         Self {
@@ -588,6 +606,29 @@ fn read(value: &Value) -> Result<SandboxError, WireError> {
             let f: IndexFields<'_> = fields(value)?;
             SandboxError::IndexWrite {
                 aws_code: line(f.aws_code.as_deref(), MAX_AWS_CODE_CHARS),
+                meta,
+            }
+        }
+        ErrorKind::Persistence => {
+            let f: CodeFields<'_> = fields(value)?;
+            SandboxError::Persistence {
+                code: PersistenceCode::from(f.code.as_deref().unwrap_or_default()),
+                meta,
+            }
+        }
+        ErrorKind::Transfer => {
+            let f: TransferFields<'_> = fields(value)?;
+            SandboxError::Transfer {
+                code: TransferCode::from(&*f.code),
+                reason: TransferReason::from(&*f.reason),
+                meta,
+            }
+        }
+        ErrorKind::FileUpload => {
+            let f: TransferFields<'_> = fields(value)?;
+            SandboxError::FileUpload {
+                code: TransferCode::from(&*f.code),
+                reason: TransferReason::from(&*f.reason),
                 meta,
             }
         }
@@ -811,6 +852,22 @@ mod tests {
                 .prop_map(|(aws_code, meta)| SandboxError::SandboxIndex { aws_code, meta }),
             (opt_clean(MAX_AWS_CODE_CHARS), meta())
                 .prop_map(|(aws_code, meta)| SandboxError::IndexWrite { aws_code, meta }),
+            (text(), meta()).prop_map(|(code, meta)| SandboxError::Persistence {
+                code: PersistenceCode::from(code.as_str()),
+                meta,
+            }),
+            (text(), text(), meta()).prop_map(|(code, reason, meta)| SandboxError::Transfer {
+                code: TransferCode::from(code.as_str()),
+                reason: TransferReason::from(reason.as_str()),
+                meta,
+            }),
+            (text(), text(), meta()).prop_map(|(code, reason, meta)| {
+                SandboxError::FileUpload {
+                    code: TransferCode::from(code.as_str()),
+                    reason: TransferReason::from(reason.as_str()),
+                    meta,
+                }
+            }),
         ]
     }
 

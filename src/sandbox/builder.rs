@@ -53,6 +53,16 @@ pub struct SandboxBuilder {
     /// The metadata index the sandbox's row goes to.
     #[cfg(feature = "dynamodb")]
     index: Option<crate::SandboxIndex>,
+    /// The persistence prefix the sandbox is bound to.
+    persist: Option<PersistBinding>,
+}
+
+/// A persistence prefix given to the builder.
+#[derive(Debug, Clone)]
+struct PersistBinding {
+    prefix: crate::persistence::S3Prefix,
+    /// A failed auto-restore keeps the new sandbox instead of terminating it.
+    keep_on_failure: bool,
 }
 
 impl Default for SandboxBuilder {
@@ -71,6 +81,7 @@ impl SandboxBuilder {
             refresh: RefreshSchedule::default(),
             #[cfg(feature = "dynamodb")]
             index: None,
+            persist: None,
         }
     }
 
@@ -299,6 +310,51 @@ impl SandboxBuilder {
         self
     }
 
+    /// Binds the sandbox to a persistence prefix (docs/persistence.md):
+    /// `sbx.persistence()` checkpoints and restores there by default.
+    ///
+    /// On `create` it needs an execution role
+    /// ([`Self::execution_role_arn`]: the agent reaches S3 with it). The
+    /// name defaults to the sandbox id; only a name given here restores
+    /// automatically: `create` restores the checkpoint of that name once
+    /// the sandbox is ready. No checkpoint there (`NotFound`) is a first
+    /// life and not an error; any other failure of the restore terminates
+    /// the new sandbox and is returned, unless
+    /// [`Self::persist_keep_on_failure`]. Not with a pool.
+    ///
+    /// On `connect` it only binds, and the name is required.
+    pub fn persist(mut self, prefix: crate::persistence::S3Prefix) -> Self {
+        let keep_on_failure = self.persist.as_ref().is_some_and(|p| p.keep_on_failure);
+        self.persist = Some(PersistBinding {
+            prefix,
+            keep_on_failure,
+        });
+        self
+    }
+
+    /// Keeps a newly created sandbox whose automatic restore failed (the
+    /// error is still returned; kill the sandbox by id when done).
+    pub fn persist_keep_on_failure(mut self, keep: bool) -> Self {
+        if let Some(p) = &mut self.persist {
+            p.keep_on_failure = keep;
+        }
+        self
+    }
+
+    /// The persistence checks of `create`, before any I/O.
+    fn check_persist(&self) -> Result<(), SandboxError> {
+        let Some(p) = &self.persist else {
+            return Ok(());
+        };
+        if self.options.execution_role_arn.is_none() {
+            return Err(SandboxError::invalid_argument(
+                "persist",
+                "persistence needs an execution role (the agent reaches S3 with it); set execution_role_arn",
+            ));
+        }
+        p.prefix.clone().or_name("placeholder").validate()
+    }
+
     /// Creates the sandbox and waits until its agent is ready.
     ///
     /// Steps: checks (no I/O), RunMicrovm (capacity, throttling and 5xx
@@ -317,8 +373,18 @@ impl SandboxBuilder {
     /// - with an index: `InvalidArgument` (`index`) before any I/O,
     ///   `IndexWrite { aws_code }` when the row cannot be written (the
     ///   message says whether the MicroVM was terminated or kept).
+    ///
+    /// With [`Self::persist`]: `InvalidArgument` (`persist` without an
+    /// execution role, `bucket`, `prefix`, `name`, `region`) before any
+    /// I/O, and the automatic restore's errors (the sandbox terminated
+    /// unless kept on failure).
     pub async fn create(self) -> Result<Sandbox, SandboxError> {
-        self.create_observed(None).await
+        self.check_persist()?;
+        let Some(binding) = self.persist.clone() else {
+            return self.create_observed(None).await;
+        };
+        let sandbox = self.create_observed(None).await?;
+        auto_restore(sandbox, binding).await
     }
 
     /// [`SandboxBuilder::create`], calling `on_launch` the moment
@@ -450,6 +516,12 @@ impl SandboxBuilder {
     /// pool does not run; `idle_policy` for a builder without one) and
     /// every check of `create`, before any I/O.
     pub(crate) fn pooled(mut self, config: &crate::pool::PoolConfig) -> Result<Self, SandboxError> {
+        if self.persist.is_some() {
+            return Err(SandboxError::invalid_argument(
+                "persist",
+                "a pooled sandbox is made before anyone names it; bind a persistence prefix with persistence() calls on the taken sandbox instead",
+            ));
+        }
         if self.options.max_lifetime.is_some() || self.options.on_timeout.is_some() {
             return Err(SandboxError::invalid_argument(
                 "on_timeout",
@@ -533,6 +605,7 @@ impl SandboxBuilder {
             resume_generation,
         );
         let refresher = Refresher::spawn(conn.clone(), self.refresh);
+        let bound_id = id.clone();
         Sandbox {
             inner: Arc::new(Inner {
                 client,
@@ -547,6 +620,11 @@ impl SandboxBuilder {
                 managed_lifecycle,
                 #[cfg(feature = "dynamodb")]
                 index: self.index.clone(),
+                persist: self
+                    .persist
+                    .as_ref()
+                    .map(|p| p.prefix.clone().or_name(&bound_id)),
+                rebirth: self.persist.is_some().then(|| Box::new(self.clone())),
             }),
         }
     }
@@ -637,6 +715,15 @@ impl SandboxBuilder {
         let access_token: Secret = access_token.into();
         boxed!(Result<Sandbox, SandboxError>, {
             check_sandbox_id(sandbox_id)?;
+            if let Some(p) = &self.persist {
+                if p.prefix.name.is_none() {
+                    return Err(SandboxError::invalid_argument(
+                        "persist",
+                        "connect binds a named prefix; give the S3Prefix a name",
+                    ));
+                }
+                p.prefix.validate()?;
+            }
             decode_access_token(&access_token).map_err(|_| bad_token())?;
             let client = self.client.client().await?;
             let backend = client.backend();
@@ -742,4 +829,29 @@ pub struct TemplateInfo {
     pub state: String,
     /// The newest version that can run sandboxes, if any.
     pub latest_active_version: Option<String>,
+}
+
+/// The automatic restore of `create` with a named persistence prefix: a
+/// missing checkpoint is a first life; another failure terminates the new
+/// sandbox (unless kept on failure) and is returned.
+async fn auto_restore(sandbox: Sandbox, binding: PersistBinding) -> Result<Sandbox, SandboxError> {
+    if binding.prefix.name.is_none() {
+        return Ok(sandbox);
+    }
+    let restored = Box::pin(
+        sandbox
+            .persistence()
+            .restore(crate::persistence::RestoreOptions::default()),
+    )
+    .await;
+    match restored {
+        Ok(_) => Ok(sandbox),
+        Err(err) if err.kind() == crate::ErrorKind::NotFound => Ok(sandbox),
+        Err(err) => {
+            if !binding.keep_on_failure {
+                let _ = sandbox.kill().await;
+            }
+            Err(err)
+        }
+    }
 }

@@ -75,6 +75,11 @@ struct Inner {
     /// The metadata index holding the sandbox's row (deleted by `kill`).
     #[cfg(feature = "dynamodb")]
     index: Option<crate::SandboxIndex>,
+    /// The persistence prefix the sandbox is bound to (named).
+    persist: Option<crate::persistence::S3Prefix>,
+    /// The builder the sandbox was created with, when it was bound to a
+    /// prefix: `reincarnate` creates with it again.
+    rebirth: Option<Box<SandboxBuilder>>,
 }
 
 /// What a ready Health says about the lifecycle: `Some(false)` for an
@@ -177,6 +182,50 @@ impl Sandbox {
     /// The sandbox's filesystem.
     pub fn files(&self) -> Files<'_> {
         Files::new(self)
+    }
+
+    /// Checkpoint and restore of the home directory to S3
+    /// ([`crate::persistence`]).
+    pub fn persistence(&self) -> crate::persistence::Persistence<'_> {
+        crate::persistence::Persistence::new(self)
+    }
+
+    /// The persistence prefix the sandbox is bound to (by
+    /// [`SandboxBuilder::persist`]), with its name.
+    pub fn persist_prefix(&self) -> Option<&crate::persistence::S3Prefix> {
+        self.inner.persist.as_ref()
+    }
+
+    /// Checkpoints this sandbox to its bound prefix, creates a new one with
+    /// the same options (which restores it), and kills this one once the new
+    /// one is up. If the create fails, this sandbox survives and the error
+    /// is create's own; the checkpoint stays at [`Self::persist_prefix`]
+    /// (the location is never put into an error's message).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`persist`) when the sandbox was not created with
+    /// [`SandboxBuilder::persist`] and a name; the checkpoint's errors
+    /// (nothing else happened); create's errors (this sandbox survives).
+    pub async fn reincarnate(&self) -> Result<Sandbox, SandboxError> {
+        let (Some(prefix), Some(builder)) = (&self.inner.persist, &self.inner.rebirth) else {
+            return Err(SandboxError::invalid_argument(
+                "persist",
+                "reincarnate needs a sandbox created with SandboxBuilder::persist",
+            ));
+        };
+        Box::pin(
+            self.persistence()
+                .checkpoint(crate::persistence::CheckpointOptions::new(prefix.clone())),
+        )
+        .await?;
+        let next = (**builder).clone().persist(prefix.clone());
+        let born = Box::pin(next.create()).await?;
+        // The new one is up: the old one goes. A failed kill leaves it to
+        // its timeout; the new handle is what the caller needs.
+        if let Err(err) = self.kill().await {
+            tracing::warn!(target: "rayito::persistence", sandbox_id = %self.inner.id, kind = %err.kind(), "reincarnate: the old sandbox could not be killed");
+        }
+        Ok(born)
     }
 
     /// Code cells and their contexts (`run_code` is a shortcut of

@@ -6,6 +6,7 @@
 //! `pb` messages and `SandboxError`s; streams are [`AgentStream`]s.
 
 mod calls;
+pub(crate) use self::calls::{RawFailure, RawStream};
 #[cfg(test)]
 mod canary_tests;
 mod grpc_only;

@@ -19,6 +19,7 @@ use super::model::MicrovmState::{self, *};
 use super::proxy;
 use super::registry::{Shared, Spec, Vm};
 use crate::agent::{Agent, AgentConfig};
+use crate::persist::{LocalS3, PersistenceAccess};
 
 /// stateReason of a normal terminate.
 pub(crate) const REASON_SUCCESS: &str = "Success.";
@@ -127,6 +128,10 @@ async fn prepare(
         prestart_kernel,
         limits: shared.settings.sandbox_limits,
         hooks_token: Some(shared.hooks.token().clone()),
+        // The transfers' presigned URLs name the emulator's S3 endpoint.
+        local_s3_endpoint: Some(shared.settings.s3_addr),
+        // Never AWS's: the sandbox's role is known at RunMicrovm ([`create`]).
+        persistence: PersistenceAccess::Local(None),
         ..AgentConfig::default()
     };
     let agent = match Agent::start(config).await {
@@ -176,11 +181,31 @@ pub(crate) async fn create(
         endpoint,
         agent,
     } = prepared;
+    agent.set_persistence_access(persistence_access(shared, &spec));
     let vm = Arc::new(Vm::new(id, spec, proxy_addr, endpoint, agent, root));
     if let Some(task) = shared.spawn(proxy::serve(shared.clone(), vm.clone(), listener, acceptor)) {
         vm.set_proxy_task(task);
     }
     Ok(vm)
+}
+
+/// What a sandbox's Checkpoint and Restore use: with an execution role,
+/// the emulator's S3 endpoint and its first access key (in process, never
+/// through an environment sandbox code could read); without one, nothing
+/// (PERMISSION_DENIED, as a MicroVM without a role).
+fn persistence_access(shared: &Shared, spec: &Spec) -> PersistenceAccess {
+    if spec.execution_role_arn.is_none() {
+        return PersistenceAccess::Local(None);
+    }
+    let settings = &shared.settings;
+    let key = &settings.access_keys[0];
+    PersistenceAccess::Local(Some(LocalS3 {
+        endpoint_url: format!("http://{}", settings.s3_addr),
+        region: settings.region.clone(),
+        access_key_id: key.id.clone(),
+        secret_access_key: key.secret.clone(),
+        session_token: key.session_token.clone(),
+    }))
 }
 
 /// Prepares the next warm spare in the background, unless one is ready or

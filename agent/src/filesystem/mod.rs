@@ -1,10 +1,10 @@
 //! `rayito.v1.FilesystemService`: Read, Write, Stat, ListDir, MakeDir,
 //! Remove and Move on the sandbox's view (`/home/user/**`, `/tmp/**`), and
-//! WatchDir (inotify, `watch`). Checkpoint/Restore and the S3 transfers are
-//! UNIMPLEMENTED.
+//! WatchDir (inotify, `watch`), Checkpoint and Restore (`crate::persist`),
+//! and the S3-staged transfers ([`crate::transfer`]).
 //! Status messages never echo a path or file contents.
 
-mod disk;
+pub(crate) mod disk;
 mod info;
 mod path;
 mod watch;
@@ -16,9 +16,10 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use self::info::{entry_info, io_status};
+pub(crate) use self::disk::available_bytes;
+pub(crate) use self::info::{entry_info, io_status};
 pub(crate) use self::path::check_working_dir;
-use self::path::resolve;
+pub(crate) use self::path::{Resolved, resolve};
 use crate::pb;
 use crate::phase::Phase;
 use crate::sandbox::SandboxEnv;
@@ -37,10 +38,6 @@ pub(crate) struct FilesystemServiceImpl {
 
 type BoxStream<T> = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<T, Status>> + Send>>;
 
-fn not_local(rpc: &str) -> Status {
-    Status::unimplemented(format!("{rpc} is not implemented by the local agent"))
-}
-
 fn io(e: std::io::Error) -> Status {
     io_status(&e)
 }
@@ -48,7 +45,10 @@ fn io(e: std::io::Error) -> Status {
 /// Opens a regular file for reading without following a final symlink, as
 /// the sandbox user.
 #[allow(clippy::result_large_err)]
-async fn open_regular(env: &SandboxEnv, host: &std::path::Path) -> Result<tokio::fs::File, Status> {
+pub(crate) async fn open_regular(
+    env: &SandboxEnv,
+    host: &std::path::Path,
+) -> Result<tokio::fs::File, Status> {
     let file = env
         .as_user(|| {
             use std::os::unix::fs::OpenOptionsExt as _;
@@ -294,44 +294,50 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
     }
     async fn checkpoint(
         &self,
-        _r: Request<pb::CheckpointRequest>,
+        r: Request<pb::CheckpointRequest>,
     ) -> Result<Response<Self::CheckpointStream>, Status> {
-        Err(not_local("Checkpoint"))
+        let stream = crate::persist::checkpoint(&self.shared, r.into_inner()).await?;
+        Ok(Response::new(Box::pin(stream)))
     }
     async fn restore(
         &self,
-        _r: Request<pb::RestoreRequest>,
+        r: Request<pb::RestoreRequest>,
     ) -> Result<Response<Self::RestoreStream>, Status> {
-        Err(not_local("Restore"))
+        let stream = crate::persist::restore(&self.shared, r.into_inner()).await?;
+        Ok(Response::new(Box::pin(stream)))
     }
     async fn start_import(
         &self,
-        _r: Request<pb::StartImportRequest>,
+        r: Request<pb::StartImportRequest>,
     ) -> Result<Response<pb::StartTransferResponse>, Status> {
-        Err(not_local("StartImport"))
+        let transfer_id = crate::transfer::start_import(&self.shared, r.into_inner()).await?;
+        Ok(Response::new(pb::StartTransferResponse { transfer_id }))
     }
     async fn start_export(
         &self,
-        _r: Request<pb::StartExportRequest>,
+        r: Request<pb::StartExportRequest>,
     ) -> Result<Response<pb::StartTransferResponse>, Status> {
-        Err(not_local("StartExport"))
+        let transfer_id = crate::transfer::start_export(&self.shared, r.into_inner()).await?;
+        Ok(Response::new(pb::StartTransferResponse { transfer_id }))
     }
     async fn get_transfer(
         &self,
-        _r: Request<pb::GetTransferRequest>,
+        r: Request<pb::GetTransferRequest>,
     ) -> Result<Response<pb::TransferState>, Status> {
-        Err(not_local("GetTransfer"))
+        crate::transfer::get(&self.shared, &r.into_inner().transfer_id).map(Response::new)
     }
     async fn watch_transfer(
         &self,
-        _r: Request<pb::WatchTransferRequest>,
+        r: Request<pb::WatchTransferRequest>,
     ) -> Result<Response<Self::WatchTransferStream>, Status> {
-        Err(not_local("WatchTransfer"))
+        let rx = crate::transfer::watch(&self.shared, &r.into_inner().transfer_id)?;
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
     async fn cancel_transfer(
         &self,
-        _r: Request<pb::CancelTransferRequest>,
+        r: Request<pb::CancelTransferRequest>,
     ) -> Result<Response<pb::CancelTransferResponse>, Status> {
-        Err(not_local("CancelTransfer"))
+        crate::transfer::cancel(&self.shared, &r.into_inner().transfer_id)?;
+        Ok(Response::new(pb::CancelTransferResponse {}))
     }
 }

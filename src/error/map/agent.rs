@@ -94,7 +94,7 @@ pub(crate) fn program_name(command: &str) -> &str {
 /// A token from the agent, safe to show: `[A-Za-z0-9_]` (anything else as
 /// `?`), at most 64 long, and `(redacted)` when it holds anything the
 /// redaction would remove (a key id, a hex signature).
-fn token_for_message(token: &str) -> String {
+pub(crate) fn token_for_message(token: &str) -> String {
     let Some(window) = super::redact::secret_free_prefix(token) else {
         return "(redacted)".to_owned();
     };

@@ -17,4 +17,6 @@ pub(crate) mod agent;
 pub(crate) mod aws;
 pub(crate) mod grpc;
 pub(crate) mod index;
+pub(crate) mod persistence;
 pub(crate) mod redact;
+pub(crate) mod transfer;

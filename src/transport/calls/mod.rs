@@ -6,8 +6,13 @@ mod code;
 mod filesystem;
 mod health;
 mod lifecycle;
+mod persistence;
 mod process;
 mod pty;
+#[cfg(feature = "s3")]
+mod transfer;
+
+pub(crate) use self::persistence::{RawFailure, RawStream};
 
 use std::future::Future;
 use std::time::Duration;

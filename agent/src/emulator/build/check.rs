@@ -33,6 +33,8 @@ pub(crate) async fn check(layer: &Path, hook_timeout: Duration) -> Result<(), St
             .is_ok_and(|m| m.is_dir())
             .then_some(template_dir),
         hooks_token: Some(token.clone()),
+        // An emulator's agent never reaches AWS.
+        persistence: crate::persist::PersistenceAccess::Local(None),
         ..AgentConfig::default()
     };
     let agent = Agent::start(config).await.map_err(|err| {

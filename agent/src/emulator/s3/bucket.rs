@@ -15,14 +15,29 @@
 //! - DeleteObject removes the object's sidecar files too;
 //! - S3's messages on NoSuchKey, NoSuchBucket and AccessDenied.
 //!
+//! - an upload id that names no upload of this bucket and key (malformed,
+//!   unknown, completed, aborted, or another key's): 404 NoSuchUpload
+//!   (s3s-fs answers 400 or 403 and does not tie an upload to its key);
+//! - CompleteMultipartUpload into a missing bucket or onto a key no file
+//!   can hold is refused at CreateMultipartUpload already, and it drops the
+//!   old object's sidecars first (s3s-fs would keep its checksums beside
+//!   the new bytes).
+//!
 //! Operations: CreateBucket, HeadBucket, ListObjectsV2, HeadObject,
-//! GetObject, PutObject, DeleteObject. Any other answers 501
-//! NotImplemented.
+//! GetObject, PutObject, DeleteObject, and multipart uploads
+//! (CreateMultipartUpload, UploadPart, ListParts, CompleteMultipartUpload,
+//! AbortMultipartUpload; parts numbered 1, 2, ... without gaps, each but
+//! the last at least 5 MiB). Any other answers 501 NotImplemented.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use s3s::dto::{
-    CreateBucketInput, CreateBucketOutput, DeleteObjectInput, DeleteObjectOutput, GetObjectInput,
-    GetObjectOutput, HeadBucketInput, HeadBucketOutput, HeadObjectInput, HeadObjectOutput,
-    ListObjectsV2Input, ListObjectsV2Output, PutObjectInput, PutObjectOutput,
+    AbortMultipartUploadInput, AbortMultipartUploadOutput, CompleteMultipartUploadInput,
+    CompleteMultipartUploadOutput, CreateBucketInput, CreateBucketOutput,
+    CreateMultipartUploadInput, CreateMultipartUploadOutput, DeleteObjectInput,
+    DeleteObjectOutput, GetObjectInput, GetObjectOutput, HeadBucketInput, HeadBucketOutput,
+    HeadObjectInput, HeadObjectOutput, ListObjectsV2Input, ListObjectsV2Output, ListPartsInput,
+    ListPartsOutput, PutObjectInput, PutObjectOutput, UploadPartInput, UploadPartOutput,
 };
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
@@ -79,6 +94,52 @@ impl Buckets {
             Err(s3_message(S3Error::new(S3ErrorCode::NoSuchBucket)))
         }
     }
+}
+
+impl Buckets {
+    /// Refuses (404 NoSuchUpload) an upload id that is not a live upload
+    /// of `bucket`/`key`. s3s-fs keeps, while an upload is open, the file
+    /// `.bucket-<b64 bucket>.object-<b64 key>.upload-<id>.metadata.json`
+    /// at the root: its presence ties the id to this key. The id must be
+    /// the lowercase hyphenated UUID s3s-fs hands out, so that no other
+    /// spelling of it reaches a file name.
+    async fn check_upload(&self, bucket: &str, key: &str, upload_id: &str) -> S3Result<()> {
+        let canonical = upload_id.len() == 36
+            && upload_id.bytes().enumerate().all(|(i, b)| match i {
+                8 | 13 | 18 | 23 => b == b'-',
+                _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
+            });
+        if !canonical {
+            return Err(no_such_upload());
+        }
+        let marker = self.objects.root().join(format!(
+            ".bucket-{}.object-{}.upload-{upload_id}.metadata.json",
+            URL_SAFE_NO_PAD.encode(bucket),
+            URL_SAFE_NO_PAD.encode(key)
+        ));
+        if tokio::fs::metadata(&marker).await.is_ok_and(|m| m.is_file()) {
+            Ok(())
+        } else {
+            Err(no_such_upload())
+        }
+    }
+}
+
+/// 404 NoSuchUpload with S3's message.
+fn no_such_upload() -> S3Error {
+    S3Error::with_message(
+        S3ErrorCode::NoSuchUpload,
+        "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.",
+    )
+}
+
+/// The refusal of a key no file can hold, at PutObject and
+/// CreateMultipartUpload.
+fn unstorable_key() -> S3Error {
+    S3Error::with_message(
+        S3ErrorCode::InvalidArgument,
+        "the emulator stores objects as files: a key with an empty, \".\" or \"..\" segment cannot be stored; use another key",
+    )
 }
 
 /// S3's message for the codes an operation here answers with when s3s-fs
@@ -160,10 +221,7 @@ impl S3 for Buckets {
     ) -> S3Result<S3Response<PutObjectOutput>> {
         self.check_owner(req.input.expected_bucket_owner.as_deref())?;
         if !storable_key(&req.input.key) {
-            return Err(S3Error::with_message(
-                S3ErrorCode::InvalidArgument,
-                "the emulator stores objects as files: a key with an empty, \".\" or \"..\" segment cannot be stored; use another key",
-            ));
+            return Err(unstorable_key());
         }
         self.check_bucket(&req.input.bucket).await?;
         self.fs.put_object(req).await.map_err(s3_message)
@@ -183,5 +241,81 @@ impl S3 for Buckets {
         // its own.
         let _ = self.objects.remove_sidecars(&bucket, &key).await;
         Ok(out)
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        self.check_owner(req.input.expected_bucket_owner.as_deref())?;
+        if !storable_key(&req.input.key) {
+            return Err(unstorable_key());
+        }
+        self.check_bucket(&req.input.bucket).await?;
+        self.fs.create_multipart_upload(req).await.map_err(s3_message)
+    }
+
+    async fn upload_part(
+        &self,
+        req: S3Request<UploadPartInput>,
+    ) -> S3Result<S3Response<UploadPartOutput>> {
+        self.check_owner(req.input.expected_bucket_owner.as_deref())?;
+        let input = &req.input;
+        self.check_upload(&input.bucket, &input.key, &input.upload_id)
+            .await?;
+        if !(1..=10_000).contains(&input.part_number) {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidArgument,
+                "Part number must be an integer between 1 and 10000, inclusive",
+            ));
+        }
+        self.fs.upload_part(req).await.map_err(s3_message)
+    }
+
+    async fn list_parts(
+        &self,
+        req: S3Request<ListPartsInput>,
+    ) -> S3Result<S3Response<ListPartsOutput>> {
+        self.check_owner(req.input.expected_bucket_owner.as_deref())?;
+        let input = &req.input;
+        self.check_upload(&input.bucket, &input.key, &input.upload_id)
+            .await?;
+        let mut out = self.fs.list_parts(req).await.map_err(s3_message)?;
+        // s3s-fs lists them in directory order.
+        if let Some(parts) = out.output.parts.as_mut() {
+            parts.sort_by_key(|p| p.part_number);
+        }
+        Ok(out)
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        self.check_owner(req.input.expected_bucket_owner.as_deref())?;
+        let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
+        self.check_upload(&bucket, &key, &req.input.upload_id)
+            .await?;
+        self.check_bucket(&bucket).await?;
+        // The old object's ETag and checksums are not the new bytes'.
+        self.objects
+            .remove_sidecars(&bucket, &key)
+            .await
+            .map_err(|_| S3Error::new(S3ErrorCode::InternalError))?;
+        self.fs
+            .complete_multipart_upload(req)
+            .await
+            .map_err(s3_message)
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        self.check_owner(req.input.expected_bucket_owner.as_deref())?;
+        let input = &req.input;
+        self.check_upload(&input.bucket, &input.key, &input.upload_id)
+            .await?;
+        self.fs.abort_multipart_upload(req).await.map_err(s3_message)
     }
 }

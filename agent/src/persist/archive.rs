@@ -1,0 +1,459 @@
+//! The archive of a home directory: written as tar + gzip while walking
+//! HOME, read back into HOME without ever leaving it. Both run on a
+//! blocking thread, as the sandbox's user (`SandboxEnv::as_user`), so they
+//! can read and write nothing the user could not.
+//!
+//! Writing never follows a symlink (it is archived as a symlink); files,
+//! directories and symlinks are archived, anything else (sockets, FIFOs,
+//! devices) is skipped and counted. Always skipped: `.cache` and the
+//! Jupyter runtime directory (`.local/share/jupyter/runtime`) at the top,
+//! and every `__pycache__` and `.ipynb_checkpoints`, plus the request's
+//! excludes. A file that shrinks while it is read is padded with zeros to
+//! the size its header announced (a file written meanwhile may be archived
+//! truncated).
+//!
+//! Reading resolves every entry from a descriptor of HOME, one component
+//! at a time with `O_NOFOLLOW`: an entry whose path is absolute or holds
+//! `..`, or whose parent is a symlink (or not a directory), is skipped, as
+//! are hard links, devices and FIFOs; files and symlinks replace what is
+//! there, directories merge.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+
+/// Counters shared with the task that reports progress.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub files_done: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_moved: AtomicU64,
+    pub skipped: AtomicU64,
+}
+
+/// What a home holds, counted before archiving it.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Tally {
+    pub files: u64,
+    pub bytes: u64,
+}
+
+/// What is always left out, HOME-relative.
+const TOP_SKIPS: [&str; 2] = [".cache", ".local/share/jupyter/runtime"];
+/// What is left out wherever it is.
+const ANY_SKIPS: [&str; 2] = ["__pycache__", ".ipynb_checkpoints"];
+
+/// Whether `rel` (HOME-relative) is left out of the archive.
+pub(crate) fn skipped(rel: &Path, excludes: &[PathBuf]) -> bool {
+    TOP_SKIPS.iter().any(|s| rel == Path::new(s))
+        || rel
+            .file_name()
+            .is_some_and(|n| ANY_SKIPS.iter().any(|s| n == *s))
+        || excludes.iter().any(|e| rel == e)
+}
+
+/// Walks HOME and counts what the archive will hold (files and symlinks;
+/// the bytes of regular files).
+pub(crate) fn tally(home: &Path, excludes: &[PathBuf], stop: &AtomicBool) -> io::Result<Tally> {
+    let mut t = Tally::default();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        if stop.load(Ordering::Relaxed) {
+            return Err(io::Error::from(io::ErrorKind::Interrupted));
+        }
+        let Ok(dir) = std::fs::read_dir(home.join(&rel)) else {
+            continue;
+        };
+        for entry in dir.flatten() {
+            let child = rel.join(entry.file_name());
+            if skipped(&child, excludes) {
+                continue;
+            }
+            let Ok(md) = entry.metadata() else { continue };
+            if md.is_dir() {
+                stack.push(child);
+            } else if md.is_file() {
+                t.files += 1;
+                t.bytes = t.bytes.saturating_add(md.len());
+            } else if md.file_type().is_symlink() {
+                t.files += 1;
+            }
+        }
+    }
+    Ok(t)
+}
+
+/// Reads exactly `left` bytes of a file: zeros once the file ends early.
+struct Exact<R> {
+    inner: R,
+    left: u64,
+    eof: bool,
+    counters: Arc<Counters>,
+}
+
+impl<R: Read> Read for Exact<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.left == 0 {
+            return Ok(0);
+        }
+        let want = usize::try_from(self.left).unwrap_or(usize::MAX).min(buf.len());
+        let n = if self.eof {
+            0
+        } else {
+            self.inner.read(&mut buf[..want])?
+        };
+        let n = if n == 0 {
+            self.eof = true;
+            buf[..want].fill(0);
+            want
+        } else {
+            self.counters
+                .bytes_read
+                .fetch_add(n as u64, Ordering::Relaxed);
+            n
+        };
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Writes the archive of `home` into `out` (the gzip encoder's sink);
+/// returns the sink once the archive is complete.
+pub(crate) fn write<W: Write>(
+    home: &Path,
+    excludes: &[PathBuf],
+    out: W,
+    counters: &Arc<Counters>,
+    stop: &AtomicBool,
+) -> io::Result<W> {
+    let gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+    let mut tar = tar::Builder::new(gz);
+    tar.mode(tar::HeaderMode::Complete);
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let mut names: Vec<_> = match std::fs::read_dir(home.join(&rel)) {
+            Ok(dir) => dir.flatten().map(|e| e.file_name()).collect(),
+            Err(_) => {
+                counters.skipped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+        };
+        names.sort();
+        // Reversed onto the stack: directories are visited in name order.
+        let mut subdirs = Vec::new();
+        for name in names {
+            if stop.load(Ordering::Relaxed) {
+                return Err(io::Error::from(io::ErrorKind::Interrupted));
+            }
+            let child = rel.join(&name);
+            if skipped(&child, excludes) {
+                counters.skipped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let host = home.join(&child);
+            let Ok(md) = std::fs::symlink_metadata(&host) else {
+                counters.skipped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            let mut header = tar::Header::new_gnu();
+            header.set_mode(md.mode() & 0o7777);
+            header.set_mtime(u64::try_from(md.mtime()).unwrap_or(0));
+            header.set_uid(0);
+            header.set_gid(0);
+            let ft = md.file_type();
+            if ft.is_dir() {
+                header.set_entry_type(tar::EntryType::Directory);
+                header.set_size(0);
+                tar.append_data(&mut header, &child, io::empty())?;
+                subdirs.push(child);
+            } else if ft.is_symlink() {
+                let Ok(target) = std::fs::read_link(&host) else {
+                    counters.skipped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                header.set_entry_type(tar::EntryType::Symlink);
+                header.set_size(0);
+                tar.append_link(&mut header, &child, &target)?;
+                counters.files_done.fetch_add(1, Ordering::Relaxed);
+            } else if ft.is_file() {
+                let file = match open_nofollow(&host) {
+                    Ok(f) => f,
+                    Err(_) => {
+                        counters.skipped.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                };
+                let fmd = file.metadata()?;
+                if !fmd.is_file() {
+                    counters.skipped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                header.set_entry_type(tar::EntryType::Regular);
+                header.set_size(fmd.len());
+                header.set_mode(fmd.mode() & 0o7777);
+                let reader = Exact {
+                    inner: file,
+                    left: fmd.len(),
+                    eof: false,
+                    counters: counters.clone(),
+                };
+                tar.append_data(&mut header, &child, reader)?;
+                counters.files_done.fetch_add(1, Ordering::Relaxed);
+            } else {
+                counters.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        stack.extend(subdirs.into_iter().rev());
+    }
+    let gz = tar.into_inner()?;
+    gz.finish()
+}
+
+fn open_nofollow(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+}
+
+/// What extracting one entry did.
+#[derive(Debug, PartialEq, Eq)]
+enum Placed {
+    /// A file or symlink written (with its bytes).
+    File(u64),
+    /// A directory made or merged.
+    Dir,
+    /// Left out (hostile or unsupported).
+    Skipped,
+}
+
+/// Extracts the tar stream `input` (already un-gzipped) into the directory
+/// `home`; counts files, bytes written and skipped entries in `counters`.
+pub(crate) fn extract<R: Read>(
+    home: &Path,
+    input: R,
+    counters: &Counters,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let root = rustix::fs::open(
+        home,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut archive = tar::Archive::new(input);
+    for entry in archive.entries()? {
+        if stop.load(Ordering::Relaxed) {
+            return Err(io::Error::from(io::ErrorKind::Interrupted));
+        }
+        let mut entry = entry?;
+        match place(&root, &mut entry)? {
+            Placed::File(n) => {
+                counters.files_done.fetch_add(1, Ordering::Relaxed);
+                counters.bytes_moved.fetch_add(n, Ordering::Relaxed);
+            }
+            Placed::Dir => {}
+            Placed::Skipped => {
+                counters.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The components of an entry's path, or `None` when it may not be placed
+/// (absolute, `..`, empty).
+fn components(path: &[u8]) -> Option<Vec<&[u8]>> {
+    if path.first() == Some(&b'/') {
+        return None;
+    }
+    let parts: Vec<&[u8]> = path
+        .split(|b| *b == b'/')
+        .filter(|p| !p.is_empty() && *p != b".")
+        .collect();
+    if parts.is_empty() || parts.iter().any(|p| *p == b"..") {
+        return None;
+    }
+    Some(parts)
+}
+
+/// Whether an error means "this component is a symlink or not a directory".
+fn not_a_dir(e: &rustix::io::Errno) -> bool {
+    matches!(*e, rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR | rustix::io::Errno::MLINK)
+}
+
+fn place<R: Read>(root: &OwnedFd, entry: &mut tar::Entry<'_, R>) -> io::Result<Placed> {
+    let kind = entry.header().entry_type();
+    let path = entry.path_bytes().into_owned();
+    let Some(parts) = components(&path) else {
+        return Ok(Placed::Skipped);
+    };
+    let (name, parents) = parts.split_last().expect("non-empty");
+    let name = std::ffi::OsStr::from_bytes(name);
+    // Walk to the parent, making missing directories, never through a
+    // symlink.
+    let mut dir: Option<OwnedFd> = None;
+    for p in parents {
+        let p = std::ffi::OsStr::from_bytes(p);
+        let at = dir.as_ref().unwrap_or(root).as_fd();
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let next = match rustix::fs::openat(at, p, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => {
+                match rustix::fs::mkdirat(at, p, Mode::from_raw_mode(0o755)) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                match rustix::fs::openat(at, p, flags, Mode::empty()) {
+                    Ok(fd) => fd,
+                    Err(e) if not_a_dir(&e) => return Ok(Placed::Skipped),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(e) if not_a_dir(&e) => return Ok(Placed::Skipped),
+            Err(e) => return Err(e.into()),
+        };
+        dir = Some(next);
+    }
+    let parent = dir.as_ref().unwrap_or(root).as_fd();
+    let mode = entry.header().mode().unwrap_or(0o644) & 0o777;
+    let existing = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).ok();
+    let existing_is_dir = existing
+        .as_ref()
+        .is_some_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory);
+    match kind {
+        tar::EntryType::Directory => {
+            if existing.is_some() && !existing_is_dir {
+                rustix::fs::unlinkat(parent, name, AtFlags::empty())?;
+            }
+            if !existing_is_dir {
+                rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(mode))?;
+            }
+            let fd = rustix::fs::openat(
+                parent,
+                name,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
+            // The user must keep being able to enter and fill it.
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode | 0o700))?;
+            Ok(Placed::Dir)
+        }
+        tar::EntryType::Regular | tar::EntryType::Continuous => {
+            if existing_is_dir {
+                return Ok(Placed::Skipped);
+            }
+            if existing.is_some() {
+                rustix::fs::unlinkat(parent, name, AtFlags::empty())?;
+            }
+            let fd = rustix::fs::openat(
+                parent,
+                name,
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            )?;
+            let mut file = std::fs::File::from(fd);
+            let n = io::copy(entry, &mut file)?;
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
+            if let Ok(mtime) = entry.header().mtime() {
+                let t = rustix::fs::Timespec {
+                    tv_sec: i64::try_from(mtime).unwrap_or(0),
+                    tv_nsec: 0,
+                };
+                let _ = rustix::fs::futimens(
+                    &file,
+                    &rustix::fs::Timestamps {
+                        last_access: t,
+                        last_modification: t,
+                    },
+                );
+            }
+            Ok(Placed::File(n))
+        }
+        tar::EntryType::Symlink => {
+            let Some(target) = entry.link_name_bytes() else {
+                return Ok(Placed::Skipped);
+            };
+            let target = std::ffi::OsStr::from_bytes(&target).to_owned();
+            if existing_is_dir {
+                return Ok(Placed::Skipped);
+            }
+            if existing.is_some() {
+                rustix::fs::unlinkat(parent, name, AtFlags::empty())?;
+            }
+            rustix::fs::symlinkat(&target, parent, name)?;
+            Ok(Placed::File(0))
+        }
+        // Hard links, devices, FIFOs and the rest.
+        _ => Ok(Placed::Skipped),
+    }
+}
+
+/// Reads the chunks a channel delivers, as one stream (the downloaded
+/// archive, fed by the async side).
+pub(crate) struct ChannelReader {
+    rx: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+    current: bytes::Bytes,
+}
+
+impl ChannelReader {
+    pub(crate) fn new(rx: tokio::sync::mpsc::Receiver<bytes::Bytes>) -> Self {
+        Self {
+            rx,
+            current: bytes::Bytes::new(),
+        }
+    }
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.current.is_empty() {
+            match self.rx.blocking_recv() {
+                Some(chunk) => self.current = chunk,
+                // The sender is gone: the download ended (or failed, which
+                // the async side reports).
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current.split_to(n));
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_paths_that_leave_home_are_refused() {
+        assert_eq!(components(b"a/./b//c"), Some(vec![&b"a"[..], b"b", b"c"]));
+        for bad in [&b"/etc/passwd"[..], b"../x", b"a/../../x", b"", b".", b"./"] {
+            assert_eq!(components(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn the_always_skipped_directories_and_excludes() {
+        let ex = vec![PathBuf::from("data/big")];
+        for s in [
+            ".cache",
+            ".local/share/jupyter/runtime",
+            "x/__pycache__",
+            "__pycache__",
+            "a/b/.ipynb_checkpoints",
+            "data/big",
+        ] {
+            assert!(skipped(Path::new(s), &ex), "{s}");
+        }
+        for k in ["x/.cache", "data", "data/big2", ".local/share/jupyter"] {
+            assert!(!skipped(Path::new(k), &ex), "{k}");
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! Persistence end to end on the local backend: the emulator runs the
+//! agent, gives role-bearing sandboxes its S3 endpoint (s3s-fs) and key,
+//! and the SDK checkpoints, restores, creates with a name and
+//! reincarnates. No error carries the bucket or a key.
+
+mod sdk_support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use aws_sdk_s3 as s3;
+use rayito::error::{ErrorKind, PersistenceCode};
+use rayito::persistence::{CheckpointOptions, RestoreOptions, S3Prefix};
+use rayito::{Sandbox, SandboxBuilder, SandboxError};
+use rayito_agent::emulator::Emulator;
+
+const BUCKET: &str = "rayito-ckpt-sdk";
+const ROLE: &str = "arn:aws:iam::000000000000:role/rayito-sandbox";
+
+fn s3_client(emu: &Emulator) -> s3::Client {
+    let key = emu.access_key();
+    let conf = s3::Config::builder()
+        .behavior_version(s3::config::BehaviorVersion::latest())
+        .region(s3::config::Region::new("us-east-1"))
+        .credentials_provider(s3::config::Credentials::new(
+            &key.id,
+            &key.secret,
+            key.session_token.clone(),
+            None,
+            "test",
+        ))
+        .endpoint_url(emu.s3_endpoint_url())
+        .force_path_style(true)
+        .build();
+    s3::Client::from_conf(conf)
+}
+
+/// An emulator with the checkpoint bucket.
+async fn emulator() -> (Emulator, s3::Client) {
+    let emu = sdk_support::emulator().await;
+    let s3 = s3_client(&emu);
+    s3.create_bucket()
+        .bucket(BUCKET)
+        .send()
+        .await
+        .expect("bucket");
+    (emu, s3)
+}
+
+fn with_role(emu: &Emulator) -> SandboxBuilder {
+    sdk_support::builder(emu).execution_role_arn(ROLE)
+}
+
+/// No error of persistence may carry the bucket or a key.
+fn assert_no_location(err: &SandboxError) {
+    let all = format!("{err} {err:?} {}", err.to_wire());
+    for secret in [BUCKET, "rayito-home/", "s3://"] {
+        assert!(!all.contains(secret), "{secret} in {all}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_restores_into_another_sandbox() {
+    let (emu, s3) = emulator().await;
+    let a = with_role(&emu).create().await.expect("sandbox a");
+    a.files().write("notes/a.txt", "hello from a").await.unwrap();
+    let at = S3Prefix::new(BUCKET).name("shared");
+    let events = Arc::new(AtomicU32::new(0));
+    let seen = events.clone();
+    let done = a
+        .persistence()
+        .checkpoint(
+            CheckpointOptions::new(at.clone())
+                .exclude("scratch")
+                .on_progress(move |_| {
+                    seen.fetch_add(1, Ordering::Relaxed);
+                }),
+        )
+        .await
+        .expect("checkpoint");
+    assert!(done.files >= 1, "{done:?}");
+    assert_eq!(done.sha256.len(), 64);
+    assert!(done.archive_bytes > 0);
+    assert_eq!(
+        (done.bucket.as_str(), done.key_prefix.as_str(), done.uri.as_str()),
+        (BUCKET, "rayito-home/shared", "s3://rayito-ckpt-sdk/rayito-home/shared/")
+    );
+    // The manifest is there, written last.
+    s3.head_object()
+        .bucket(BUCKET)
+        .key("rayito-home/shared/manifest.json")
+        .send()
+        .await
+        .expect("the manifest");
+
+    let b = with_role(&emu).create().await.expect("sandbox b");
+    let restored = b
+        .persistence()
+        .restore(RestoreOptions::new(at).timeout(Duration::from_secs(120)))
+        .await
+        .expect("restore");
+    assert_eq!(restored.sha256, done.sha256);
+    assert_eq!(b.files().read("notes/a.txt").await.unwrap(), b"hello from a");
+    a.kill().await.unwrap();
+    b.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_with_a_name_restores_its_second_life() {
+    let (emu, _s3) = emulator().await;
+    let at = S3Prefix::new(BUCKET).name("alice");
+    // First life: no checkpoint yet, and that is fine.
+    let first = with_role(&emu).persist(at.clone()).create().await.expect("first life");
+    assert_eq!(
+        first.persist_prefix().and_then(S3Prefix::key_prefix).as_deref(),
+        Some("rayito-home/alice")
+    );
+    first.files().write("work/state.json", "{\"step\":3}").await.unwrap();
+    first
+        .persistence()
+        .checkpoint(CheckpointOptions::default())
+        .await
+        .expect("checkpoint to the bound prefix");
+    first.kill().await.unwrap();
+
+    let second = with_role(&emu).persist(at).create().await.expect("second life");
+    assert_eq!(
+        second.files().read("work/state.json").await.unwrap(),
+        b"{\"step\":3}"
+    );
+    second.kill().await.unwrap();
+
+    // Without a name the prefix binds to the sandbox id and nothing is
+    // restored.
+    let unnamed = with_role(&emu)
+        .persist(S3Prefix::new(BUCKET))
+        .create()
+        .await
+        .unwrap();
+    assert_eq!(
+        unnamed.persist_prefix().and_then(|p| p.name.clone()).as_deref(),
+        Some(unnamed.id())
+    );
+    unnamed.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reincarnate_moves_the_home_to_a_new_sandbox_and_kills_the_old() {
+    let (emu, _s3) = emulator().await;
+    let old = with_role(&emu)
+        .persist(S3Prefix::new(BUCKET).name("phoenix"))
+        .create()
+        .await
+        .unwrap();
+    old.files().write("keep.txt", "ashes").await.unwrap();
+    let new = old.reincarnate().await.expect("reincarnate");
+    assert_ne!(new.id(), old.id());
+    assert_eq!(new.files().read("keep.txt").await.unwrap(), b"ashes");
+    // The old handle is killed.
+    let err = old.files().read("keep.txt").await.expect_err("killed");
+    assert!(err.is_sandbox_error(), "{err:?}");
+    new.kill().await.unwrap();
+
+    // A sandbox without a bound prefix cannot.
+    let plain = sdk_support::sandbox(&emu).await;
+    let err = plain.reincarnate().await.expect_err("no prefix");
+    assert_eq!(
+        err.to_string(),
+        "invalid persist: reincarnate needs a sandbox created with SandboxBuilder::persist"
+    );
+    plain.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_execution_role_it_is_permission_denied() {
+    let (emu, _s3) = emulator().await;
+    let sbx = sdk_support::sandbox(&emu).await;
+    let err = sbx
+        .persistence()
+        .checkpoint(CheckpointOptions::new(S3Prefix::new(BUCKET).name("x")))
+        .await
+        .expect_err("no role");
+    assert!(
+        matches!(
+            &err,
+            SandboxError::Persistence {
+                code: PersistenceCode::PermissionDenied,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "the checkpoint was refused access to S3 (permission_denied): the sandbox has no execution role, or the role may not use the prefix; create the sandbox with an execution role that may (docs/persistence.md), then run it again"
+    );
+    assert!(!err.is_retryable());
+    assert_no_location(&err);
+
+    // A restore with a role but no checkpoint: NotFound.
+    let with = with_role(&emu).create().await.unwrap();
+    let err = with
+        .persistence()
+        .restore(RestoreOptions::new(S3Prefix::new(BUCKET).name("nobody")))
+        .await
+        .expect_err("no checkpoint");
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert_no_location(&err);
+
+    // create with a prefix but no role: refused before any I/O.
+    let err = sdk_support::builder(&emu)
+        .persist(S3Prefix::new(BUCKET).name("x"))
+        .create()
+        .await
+        .expect_err("no role");
+    assert_eq!(
+        err.to_string(),
+        "invalid persist: persistence needs an execution role (the agent reaches S3 with it); set execution_role_arn"
+    );
+    sbx.kill().await.unwrap();
+    with.kill().await.unwrap();
+}
+
+/// A home large enough that a checkpoint takes a while (random bytes do
+/// not compress).
+async fn big_home(sbx: &Sandbox) {
+    sbx.commands()
+        .run("head -c 67108864 /dev/urandom > $HOME/big.bin")
+        .await
+        .expect("a big file");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_operations_at_once_one_is_failed_precondition() {
+    let (emu, _s3) = emulator().await;
+    let sbx = with_role(&emu).create().await.unwrap();
+    big_home(&sbx).await;
+    let p = sbx.persistence();
+    let (one, two) = tokio::join!(
+        p.checkpoint(CheckpointOptions::new(S3Prefix::new(BUCKET).name("one"))),
+        async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            p.checkpoint(CheckpointOptions::new(S3Prefix::new(BUCKET).name("two")))
+                .await
+        }
+    );
+    one.expect("the first runs");
+    let err = two.expect_err("the second is refused");
+    assert!(
+        matches!(
+            &err,
+            SandboxError::Persistence {
+                code: PersistenceCode::FailedPrecondition,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_no_location(&err);
+    sbx.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspend_mid_checkpoint_is_interrupted_and_retryable() {
+    let (emu, _s3) = emulator().await;
+    let sbx = with_role(&emu).create().await.unwrap();
+    big_home(&sbx).await;
+    let p = sbx.persistence();
+    let (result, paused) = tokio::join!(
+        p.checkpoint(CheckpointOptions::new(S3Prefix::new(BUCKET).name("cut"))),
+        async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            sbx.pause().await
+        }
+    );
+    paused.expect("paused");
+    let err = result.expect_err("cut by the suspend");
+    assert!(
+        matches!(
+            &err,
+            SandboxError::Persistence {
+                code: PersistenceCode::Interrupted,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.is_retryable());
+    assert_no_location(&err);
+    sbx.kill().await.unwrap();
+}
