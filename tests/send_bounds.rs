@@ -46,6 +46,15 @@ fn sandbox_futures_are_send(sbx: &Sandbox) {
     assert_send(&sbx.get_info());
     assert_send(&sbx.pause());
     assert_send(&sbx.resume());
+    assert_send(
+        &sbx.persistence()
+            .checkpoint(rayito::persistence::CheckpointOptions::default().on_progress(|_| {})),
+    );
+    assert_send(
+        &sbx.persistence()
+            .restore(rayito::persistence::RestoreOptions::default()),
+    );
+    assert_send(&sbx.reincarnate());
     assert_send_static(&Sandbox::kill_by_id("microvm-1"));
     assert_send_static(&Sandbox::get_info_by_id("microvm-1"));
     assert_send_static(&Sandbox::resume_by_id("microvm-1"));
