@@ -98,6 +98,11 @@ fn client_and_code_futures_are_send(client: &Client, sbx: &Sandbox) {
     assert_send(&client.resume_by_id("microvm-1"));
     assert_send(&client.resume_by_id_within("microvm-1", Duration::from_secs(1)));
     assert_send(&client.template_info(None));
+    let at = rayito::persistence::S3Prefix::new("bkt");
+    assert_send(&rayito::persistence::list(client, &at));
+    assert_send(&rayito::persistence::delete(client, &at));
+    // The metadata index's (a pre-existing gap the scan below reports).
+    assert_send(&rayito::SandboxIndex::dynamodb("t").create_table());
     assert_send_static(&client.list(ListQuery::new()));
     let code = sbx.code();
     assert_send(&code.run("1"));

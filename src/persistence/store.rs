@@ -114,14 +114,17 @@ pub async fn list(
                 "it holds more than 100,000 objects; list a narrower prefix",
             ));
         }
-        let out = s3
-            .list_objects_v2()
-            .bucket(&at.bucket)
-            .prefix(&under)
-            .set_continuation_token(token.take())
-            .send()
-            .await
-            .map_err(|e| s3_failure("ListObjectsV2", &e))?;
+        // Boxed: the AWS SDK's send futures are large (docs/architecture.md,
+        // the 4 KiB budget of a public future).
+        let out = Box::pin(
+            s3.list_objects_v2()
+                .bucket(&at.bucket)
+                .prefix(&under)
+                .set_continuation_token(token.take())
+                .send(),
+        )
+        .await
+        .map_err(|e| s3_failure("ListObjectsV2", &e))?;
         for object in out.contents() {
             let Some(rest) = object.key().and_then(|k| k.strip_prefix(&under)) else {
                 continue;
@@ -181,12 +184,14 @@ pub async fn delete(client: &crate::Client, location: &S3Prefix) -> Result<(), S
     };
     let s3 = s3_client(client)?;
     for object in [MANIFEST_OBJECT, ARCHIVE_OBJECT] {
-        s3.delete_object()
-            .bucket(&location.bucket)
-            .key(format!("{key_prefix}/{object}"))
-            .send()
-            .await
-            .map_err(|e| s3_failure("DeleteObject", &e))?;
+        Box::pin(
+            s3.delete_object()
+                .bucket(&location.bucket)
+                .key(format!("{key_prefix}/{object}"))
+                .send(),
+        )
+        .await
+        .map_err(|e| s3_failure("DeleteObject", &e))?;
     }
     Ok(())
 }
