@@ -143,6 +143,31 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
         of!("Pool::close", pool.close(true)),
         of!("Pool::stats", pool.stats()),
         of!(
+            "persistence().checkpoint",
+            sbx.persistence()
+                .checkpoint(rayito::persistence::CheckpointOptions::default())
+        ),
+        of!(
+            "persistence().restore",
+            sbx.persistence()
+                .restore(rayito::persistence::RestoreOptions::default())
+        ),
+        of!("reincarnate", sbx.reincarnate()),
+        of!(
+            "SandboxBuilder::persist().create",
+            SandboxBuilder::new()
+                .persist(rayito::persistence::S3Prefix::new("b"))
+                .create()
+        ),
+        of!(
+            "persistence::list",
+            rayito::persistence::list(client, &rayito::persistence::S3Prefix::new("b"))
+        ),
+        of!(
+            "persistence::delete",
+            rayito::persistence::delete(client, &rayito::persistence::S3Prefix::new("b"))
+        ),
+        of!(
             "PoolStore::create_dynamodb_table",
             rayito::PoolStore::create_dynamodb_table("t", rayito::AwsOptions::new())
         ),

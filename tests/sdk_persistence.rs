@@ -64,7 +64,10 @@ fn assert_no_location(err: &SandboxError) {
 async fn a_checkpoint_restores_into_another_sandbox() {
     let (emu, s3) = emulator().await;
     let a = with_role(&emu).create().await.expect("sandbox a");
-    a.files().write("notes/a.txt", "hello from a").await.unwrap();
+    a.files()
+        .write("notes/a.txt", "hello from a")
+        .await
+        .unwrap();
     let at = S3Prefix::new(BUCKET).name("shared");
     let events = Arc::new(AtomicU32::new(0));
     let seen = events.clone();
@@ -83,8 +86,16 @@ async fn a_checkpoint_restores_into_another_sandbox() {
     assert_eq!(done.sha256.len(), 64);
     assert!(done.archive_bytes > 0);
     assert_eq!(
-        (done.bucket.as_str(), done.key_prefix.as_str(), done.uri.as_str()),
-        (BUCKET, "rayito-home/shared", "s3://rayito-ckpt-sdk/rayito-home/shared/")
+        (
+            done.bucket.as_str(),
+            done.key_prefix.as_str(),
+            done.uri.as_str()
+        ),
+        (
+            BUCKET,
+            "rayito-home/shared",
+            "s3://rayito-ckpt-sdk/rayito-home/shared/"
+        )
     );
     // The manifest is there, written last.
     s3.head_object()
@@ -101,7 +112,10 @@ async fn a_checkpoint_restores_into_another_sandbox() {
         .await
         .expect("restore");
     assert_eq!(restored.sha256, done.sha256);
-    assert_eq!(b.files().read("notes/a.txt").await.unwrap(), b"hello from a");
+    assert_eq!(
+        b.files().read("notes/a.txt").await.unwrap(),
+        b"hello from a"
+    );
     a.kill().await.unwrap();
     b.kill().await.unwrap();
 }
@@ -111,12 +125,23 @@ async fn create_with_a_name_restores_its_second_life() {
     let (emu, _s3) = emulator().await;
     let at = S3Prefix::new(BUCKET).name("alice");
     // First life: no checkpoint yet, and that is fine.
-    let first = with_role(&emu).persist(at.clone()).create().await.expect("first life");
+    let first = with_role(&emu)
+        .persist(at.clone())
+        .create()
+        .await
+        .expect("first life");
     assert_eq!(
-        first.persist_prefix().and_then(S3Prefix::key_prefix).as_deref(),
+        first
+            .persist_prefix()
+            .and_then(S3Prefix::key_prefix)
+            .as_deref(),
         Some("rayito-home/alice")
     );
-    first.files().write("work/state.json", "{\"step\":3}").await.unwrap();
+    first
+        .files()
+        .write("work/state.json", "{\"step\":3}")
+        .await
+        .unwrap();
     first
         .persistence()
         .checkpoint(CheckpointOptions::default())
@@ -124,7 +149,11 @@ async fn create_with_a_name_restores_its_second_life() {
         .expect("checkpoint to the bound prefix");
     first.kill().await.unwrap();
 
-    let second = with_role(&emu).persist(at).create().await.expect("second life");
+    let second = with_role(&emu)
+        .persist(at)
+        .create()
+        .await
+        .expect("second life");
     assert_eq!(
         second.files().read("work/state.json").await.unwrap(),
         b"{\"step\":3}"
@@ -139,7 +168,10 @@ async fn create_with_a_name_restores_its_second_life() {
         .await
         .unwrap();
     assert_eq!(
-        unnamed.persist_prefix().and_then(|p| p.name.clone()).as_deref(),
+        unnamed
+            .persist_prefix()
+            .and_then(|p| p.name.clone())
+            .as_deref(),
         Some(unnamed.id())
     );
     unnamed.kill().await.unwrap();
@@ -289,4 +321,138 @@ async fn a_suspend_mid_checkpoint_is_interrupted_and_retryable() {
     assert!(err.is_retryable());
     assert_no_location(&err);
     sbx.kill().await.unwrap();
+}
+
+/// A client whose AWS calls (S3 included) go to `endpoint`.
+async fn client_on(endpoint: &str, key_id: &str, secret: &str) -> rayito::Client {
+    rayito::Client::builder()
+        .aws(
+            rayito::AwsOptions::new()
+                .endpoint_url(endpoint)
+                .s3_endpoint_url(endpoint)
+                .region("us-east-1")
+                .static_credentials(key_id, secret),
+        )
+        .build()
+        .await
+        .expect("a client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_and_delete_checkpoints_on_the_emulators_s3() {
+    let (emu, _s3) = emulator().await;
+    let sbx = with_role(&emu).create().await.unwrap();
+    sbx.files().write("a.txt", "a").await.unwrap();
+    let at = S3Prefix::new(BUCKET).name("listed");
+    let done = sbx
+        .persistence()
+        .checkpoint(CheckpointOptions::new(at.clone()))
+        .await
+        .unwrap();
+    let key = emu.access_key();
+    let client = client_on(&emu.s3_endpoint_url(), &key.id, &key.secret).await;
+    let listed = rayito::persistence::list(&client, &S3Prefix::new(BUCKET))
+        .await
+        .expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].name, "listed");
+    assert_eq!(listed[0].key_prefix, "rayito-home/listed");
+    assert_eq!(listed[0].archive_bytes, Some(done.archive_bytes));
+    assert!(listed[0].created_at.is_some());
+    rayito::persistence::delete(&client, &at)
+        .await
+        .expect("delete");
+    assert!(
+        rayito::persistence::list(&client, &S3Prefix::new(BUCKET))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let err = sbx
+        .persistence()
+        .restore(RestoreOptions::new(at))
+        .await
+        .expect_err("deleted");
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    // delete needs a name, before any I/O.
+    let err = rayito::persistence::delete(&client, &S3Prefix::new(BUCKET))
+        .await
+        .expect_err("no name");
+    assert_eq!(
+        err.to_string(),
+        "invalid name: delete needs the checkpoint's name"
+    );
+    sbx.kill().await.unwrap();
+}
+
+/// The same calls against moto, an S3 that is not ours: only names with a
+/// manifest are checkpoints; a missing bucket is `InvalidArgument` naming
+/// `bucket`, without AWS's text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_and_delete_checkpoints_on_moto() {
+    let Some(moto) = tokio::task::spawn_blocking(sdk_support::moto::MotoServer::start)
+        .await
+        .unwrap()
+    else {
+        return;
+    };
+    let endpoint = moto.endpoint_url();
+    let conf = s3::Config::builder()
+        .behavior_version(s3::config::BehaviorVersion::latest())
+        .region(s3::config::Region::new("us-east-1"))
+        .credentials_provider(s3::config::Credentials::new(
+            "testing", "testing", None, None, "test",
+        ))
+        .endpoint_url(&endpoint)
+        .force_path_style(true)
+        .build();
+    let raw = s3::Client::from_conf(conf);
+    raw.create_bucket().bucket(BUCKET).send().await.unwrap();
+    for key in [
+        "rayito-home/a/home.tar.gz",
+        "rayito-home/a/manifest.json",
+        "rayito-home/b/home.tar.gz",
+        "rayito-home/c/manifest.json",
+        "other/d/manifest.json",
+    ] {
+        raw.put_object()
+            .bucket(BUCKET)
+            .key(key)
+            .body(s3::primitives::ByteStream::from_static(b"12345"))
+            .send()
+            .await
+            .unwrap();
+    }
+    let client = client_on(&endpoint, "testing", "testing").await;
+    let listed = rayito::persistence::list(&client, &S3Prefix::new(BUCKET))
+        .await
+        .expect("list");
+    let names: Vec<(&str, Option<u64>)> = listed
+        .iter()
+        .map(|c| (c.name.as_str(), c.archive_bytes))
+        .collect();
+    assert_eq!(names, [("a", Some(5)), ("c", None)]);
+    rayito::persistence::delete(&client, &S3Prefix::new(BUCKET).name("a"))
+        .await
+        .expect("delete");
+    let listed = rayito::persistence::list(&client, &S3Prefix::new(BUCKET))
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(
+        raw.head_object()
+            .bucket(BUCKET)
+            .key("rayito-home/a/home.tar.gz")
+            .send()
+            .await
+            .is_err()
+    );
+    let err = rayito::persistence::list(&client, &S3Prefix::new("no-such-bucket-here"))
+        .await
+        .expect_err("no bucket");
+    assert_eq!(
+        err.to_string(),
+        "invalid bucket: the bucket does not exist (NoSuchBucket); create it or name another"
+    );
+    assert_no_location(&err);
 }

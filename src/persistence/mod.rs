@@ -25,6 +25,8 @@
 //! ```
 
 mod location;
+#[cfg(feature = "s3")]
+mod store;
 
 use std::fmt;
 use std::future::Future;
@@ -32,6 +34,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use self::location::{ARCHIVE_OBJECT, DEFAULT_PREFIX, MANIFEST_OBJECT, S3Prefix};
+#[cfg(feature = "s3")]
+pub use self::store::{CheckpointEntry, delete, list};
 use crate::error::map::persistence as map;
 use crate::error::{PersistenceOp, SandboxError};
 use crate::pb;
@@ -392,7 +396,8 @@ impl<'a> Persistence<'a> {
             )
             .await
         };
-        let done = within(op, timeout, run).await?;
+        // Boxed: the tonic stream state would make the public future large.
+        let done = within(op, timeout, Box::pin(run)).await?;
         Ok(outcome(done, &at))
     }
 
@@ -451,7 +456,8 @@ impl<'a> Persistence<'a> {
             )
             .await
         };
-        let done = within(op, timeout, run).await?;
+        // Boxed: the tonic stream state would make the public future large.
+        let done = within(op, timeout, Box::pin(run)).await?;
         Ok(outcome(done, &at))
     }
 }
@@ -641,13 +647,52 @@ mod tests {
         assert!(!format!("{o:?}").contains("bkt"));
     }
 
+    /// `persist` on a builder: an execution role is required on create and
+    /// a pool refuses it, both before any I/O.
+    #[tokio::test]
+    async fn create_with_persist_needs_a_role_and_a_pool_refuses_it() {
+        let builder = || crate::Sandbox::builder().persist(S3Prefix::new("bkt").name("a"));
+        let err = builder().create().await.expect_err("no role");
+        assert_eq!(
+            err.to_string(),
+            "invalid persist: persistence needs an execution role (the agent reaches S3 with it); set execution_role_arn"
+        );
+        let err = builder()
+            .execution_role_arn("arn:aws:iam::1:role/r")
+            .persist(S3Prefix::new("Bad"))
+            .create()
+            .await
+            .expect_err("bad bucket");
+        assert_eq!(
+            err.to_string(),
+            "invalid bucket: a bucket name has only a-z, 0-9, `.` and `-`"
+        );
+        let err = builder()
+            .pool(crate::PoolConfig::new(1))
+            .expect_err("not with a pool");
+        assert_eq!(
+            err.to_string(),
+            "invalid persist: a pooled sandbox is made before anyone names it; bind a persistence prefix with persistence() calls on the taken sandbox instead"
+        );
+        let err = crate::Sandbox::builder()
+            .persist(S3Prefix::new("bkt"))
+            .connect("vm-1", "x")
+            .await
+            .expect_err("no name");
+        assert_eq!(
+            err.to_string(),
+            "invalid persist: connect binds a named prefix; give the S3Prefix a name"
+        );
+    }
+
+    /// The option and result types cross threads (the futures' `Send` is
+    /// checked in tests/send_bounds.rs).
     #[test]
-    fn the_view_and_its_futures_are_send() {
-        fn send<T: Send>(_: &T) {}
+    fn options_and_outcomes_are_send_and_sync() {
         fn sync<T: Send + Sync>() {}
         sync::<CheckpointOptions>();
         sync::<RestoreOptions>();
         sync::<PersistenceOutcome>();
-        let _ = send::<()>;
+        sync::<S3Prefix>();
     }
 }

@@ -333,7 +333,8 @@ impl SandboxBuilder {
     }
 
     /// Keeps a newly created sandbox whose automatic restore failed (the
-    /// error is still returned; kill the sandbox by id when done).
+    /// error is still returned; kill the sandbox by id when done). Call it
+    /// after [`Self::persist`]; without a prefix it does nothing.
     pub fn persist_keep_on_failure(mut self, keep: bool) -> Self {
         if let Some(p) = &mut self.persist {
             p.keep_on_failure = keep;
@@ -714,7 +715,6 @@ impl SandboxBuilder {
         // Converted before the boxed part: `impl Into` need not be `Send`.
         let access_token: Secret = access_token.into();
         boxed!(Result<Sandbox, SandboxError>, {
-            check_sandbox_id(sandbox_id)?;
             if let Some(p) = &self.persist {
                 if p.prefix.name.is_none() {
                     return Err(SandboxError::invalid_argument(
@@ -724,6 +724,7 @@ impl SandboxBuilder {
                 }
                 p.prefix.validate()?;
             }
+            check_sandbox_id(sandbox_id)?;
             decode_access_token(&access_token).map_err(|_| bad_token())?;
             let client = self.client.client().await?;
             let backend = client.backend();
