@@ -64,7 +64,11 @@ async fn emulator() -> (Emulator, s3::Client) {
     .await
     .expect("emulator starts");
     let s3 = s3_client(&emu);
-    s3.create_bucket().bucket(BUCKET).send().await.expect("bucket");
+    s3.create_bucket()
+        .bucket(BUCKET)
+        .send()
+        .await
+        .expect("bucket");
     (emu, s3)
 }
 
@@ -182,7 +186,10 @@ async fn restore_events(
 
 fn checkpoint_done(events: &[(Instant, pb::checkpoint_event::Event)]) -> pb::CheckpointDone {
     assert!(
-        matches!(events.first(), Some((_, pb::checkpoint_event::Event::Started(_)))),
+        matches!(
+            events.first(),
+            Some((_, pb::checkpoint_event::Event::Started(_)))
+        ),
         "started first: {events:?}"
     );
     match events.last() {
@@ -237,17 +244,33 @@ async fn a_checkpoint_restores_into_another_sandbox_with_content_modes_and_symli
     let (home_a, _, _) = home(&a);
     let before = snapshot(&home_a);
 
-    let events = checkpoint_events(&a, ckpt("rayito-home/first", &[])).await.unwrap();
+    let events = checkpoint_events(&a, ckpt("rayito-home/first", &[]))
+        .await
+        .unwrap();
     let done = checkpoint_done(&events);
     let files = before.values().filter(|v| v.0 != 'd').count() as u64;
     assert_eq!(done.files, files, "{done:?}");
-    assert_eq!(done.bytes_read, before.values().filter(|v| v.0 == 'f').map(|v| v.2.len() as u64).sum::<u64>());
+    assert_eq!(
+        done.bytes_read,
+        before
+            .values()
+            .filter(|v| v.0 == 'f')
+            .map(|v| v.2.len() as u64)
+            .sum::<u64>()
+    );
     assert_eq!(done.sha256.len(), 64);
-    let pb::checkpoint_event::Event::Started(started) = &events[0].1 else { unreachable!() };
-    assert_eq!((started.files, started.bytes), (done.files, done.bytes_read));
+    let pb::checkpoint_event::Event::Started(started) = &events[0].1 else {
+        unreachable!()
+    };
+    assert_eq!(
+        (started.files, started.bytes),
+        (done.files, done.bytes_read)
+    );
 
     // The archive and the manifest, as S3 holds them.
-    let archive = object(&s3, "rayito-home/first/home.tar.gz").await.expect("archive");
+    let archive = object(&s3, "rayito-home/first/home.tar.gz")
+        .await
+        .expect("archive");
     assert_eq!(archive.len() as u64, done.archive_bytes);
     let digest = {
         use sha2::Digest as _;
@@ -257,8 +280,12 @@ async fn a_checkpoint_restores_into_another_sandbox_with_content_modes_and_symli
             .collect::<String>()
     };
     assert_eq!(digest, done.sha256);
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&object(&s3, "rayito-home/first/manifest.json").await.expect("manifest")).unwrap();
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &object(&s3, "rayito-home/first/manifest.json")
+            .await
+            .expect("manifest"),
+    )
+    .unwrap();
     assert_eq!(manifest["schema"], "rayito.checkpoint/1");
     assert_eq!(manifest["sha256"], done.sha256.as_str());
     assert_eq!(manifest["archive_bytes"], done.archive_bytes);
@@ -274,8 +301,13 @@ async fn a_checkpoint_restores_into_another_sandbox_with_content_modes_and_symli
     put(&b, "only-in-b.txt", b"b", 0o644);
     let events = restore_events(&b, rest("rayito-home/first")).await.unwrap();
     let done_r = restore_done(&events);
-    let pb::restore_event::Event::Started(st) = &events[0] else { unreachable!() };
-    assert_eq!((st.archive_bytes, st.files), (done.archive_bytes, done.files));
+    let pb::restore_event::Event::Started(st) = &events[0] else {
+        unreachable!()
+    };
+    assert_eq!(
+        (st.archive_bytes, st.files),
+        (done.archive_bytes, done.files)
+    );
     assert_eq!(done_r.files, done.files);
     assert_eq!(done_r.bytes_written, done.bytes_read);
     assert_eq!(done_r.archive_bytes, done.archive_bytes);
@@ -284,8 +316,14 @@ async fn a_checkpoint_restores_into_another_sandbox_with_content_modes_and_symli
 
     let (home_b, uid_b, _) = home(&b);
     let mut after = snapshot(&home_b);
-    assert_eq!(after.remove("deep/kept.txt").map(|v| v.2), Some(b"kept".to_vec()));
-    assert_eq!(after.remove("only-in-b.txt").map(|v| v.2), Some(b"b".to_vec()));
+    assert_eq!(
+        after.remove("deep/kept.txt").map(|v| v.2),
+        Some(b"kept".to_vec())
+    );
+    assert_eq!(
+        after.remove("only-in-b.txt").map(|v| v.2),
+        Some(b"b".to_vec())
+    );
     assert_eq!(after, before, "same tree, modes and symlinks");
     // Everything restored belongs to the sandbox's user.
     for rel in ["notes.txt", "deep/a/b/c/d.bin", "deep/a", "notes-link"] {
@@ -301,18 +339,28 @@ async fn excludes_and_the_always_skipped_directories_stay_out() {
     put(&a, ".cache/pip/x", b"cache", 0o644);
     put(&a, "proj/__pycache__/m.pyc", b"pyc", 0o644);
     put(&a, "nb/.ipynb_checkpoints/n.ipynb", b"ck", 0o644);
-    put(&a, ".local/share/jupyter/runtime/kernel-1.json", b"{}", 0o644);
+    put(
+        &a,
+        ".local/share/jupyter/runtime/kernel-1.json",
+        b"{}",
+        0o644,
+    );
     put(&a, ".local/share/jupyter/kept.json", b"{}", 0o644);
     put(&a, "data/big/blob", b"big", 0o644);
     put(&a, "data/keep", b"keep", 0o644);
     put(&a, "proj/m.py", b"print(1)", 0o644);
     put(&a, "x/.cache/kept", b"not the top one", 0o644);
-    let events = checkpoint_events(&a, ckpt("p/ex", &["data/big/", "./nothing-there"])).await.unwrap();
+    let events = checkpoint_events(&a, ckpt("p/ex", &["data/big/", "./nothing-there"]))
+        .await
+        .unwrap();
     let done = checkpoint_done(&events);
     assert_eq!(done.skipped, 5, "{done:?}");
     let manifest: serde_json::Value =
         serde_json::from_slice(&object(&s3, "p/ex/manifest.json").await.unwrap()).unwrap();
-    assert_eq!(manifest["excludes"], serde_json::json!(["data/big", "nothing-there"]));
+    assert_eq!(
+        manifest["excludes"],
+        serde_json::json!(["data/big", "nothing-there"])
+    );
 
     let b = agent(local(&emu)).await;
     restore_done(&restore_events(&b, rest("p/ex")).await.unwrap());
@@ -324,7 +372,12 @@ async fn excludes_and_the_always_skipped_directories_stay_out() {
         .collect();
     assert_eq!(
         got,
-        [".local/share/jupyter/kept.json", "data/keep", "proj/m.py", "x/.cache/kept"]
+        [
+            ".local/share/jupyter/kept.json",
+            "data/keep",
+            "proj/m.py",
+            "x/.cache/kept"
+        ]
     );
 }
 
@@ -333,20 +386,47 @@ async fn bad_arguments_are_named_before_anything_happens() {
     let (emu, s3) = emulator().await;
     let a = agent(local(&emu)).await;
     let cases: Vec<(pb::CheckpointRequest, &str)> = vec![
-        (pb::CheckpointRequest { target: None, ..ckpt("p", &[]) }, "target is required"),
         (
             pb::CheckpointRequest {
-                target: Some(pb::S3Location { bucket: "Bad_Bucket".into(), key_prefix: "p".into(), region: None }),
+                target: None,
+                ..ckpt("p", &[])
+            },
+            "target is required",
+        ),
+        (
+            pb::CheckpointRequest {
+                target: Some(pb::S3Location {
+                    bucket: "Bad_Bucket".into(),
+                    key_prefix: "p".into(),
+                    region: None,
+                }),
                 ..ckpt("p", &[])
             },
             "target.bucket is not a valid S3 bucket name",
         ),
-        (ckpt("/p", &[]), "target.key_prefix is not a valid key prefix"),
-        (ckpt("p", &["ok", "../etc"]), "exclude[1] is not a directory relative to the home directory"),
-        (ckpt("p", &["/abs"]), "exclude[0] is not a directory relative to the home directory"),
-        (ckpt("p", &[""]), "exclude[0] is not a directory relative to the home directory"),
         (
-            pb::CheckpointRequest { user: Some(pb::User { username: "root".into() }), ..ckpt("p", &[]) },
+            ckpt("/p", &[]),
+            "target.key_prefix is not a valid key prefix",
+        ),
+        (
+            ckpt("p", &["ok", "../etc"]),
+            "exclude[1] is not a directory relative to the home directory",
+        ),
+        (
+            ckpt("p", &["/abs"]),
+            "exclude[0] is not a directory relative to the home directory",
+        ),
+        (
+            ckpt("p", &[""]),
+            "exclude[0] is not a directory relative to the home directory",
+        ),
+        (
+            pb::CheckpointRequest {
+                user: Some(pb::User {
+                    username: "root".into(),
+                }),
+                ..ckpt("p", &[])
+            },
             "user is unknown",
         ),
     ];
@@ -355,11 +435,29 @@ async fn bad_arguments_are_named_before_anything_happens() {
         assert_status(&err, tonic::Code::InvalidArgument, message);
     }
     let many: Vec<String> = (0..65).map(|i| format!("d{i}")).collect();
-    let err = checkpoint_events(&a, pb::CheckpointRequest { exclude: many, ..ckpt("p", &[]) })
-        .await
-        .unwrap_err();
-    assert_status(&err, tonic::Code::InvalidArgument, "exclude has more than 64 entries");
-    let err = restore_events(&a, pb::RestoreRequest { source: None, user: None }).await.unwrap_err();
+    let err = checkpoint_events(
+        &a,
+        pb::CheckpointRequest {
+            exclude: many,
+            ..ckpt("p", &[])
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_status(
+        &err,
+        tonic::Code::InvalidArgument,
+        "exclude has more than 64 entries",
+    );
+    let err = restore_events(
+        &a,
+        pb::RestoreRequest {
+            source: None,
+            user: None,
+        },
+    )
+    .await
+    .unwrap_err();
     assert_status(&err, tonic::Code::InvalidArgument, "source is required");
     // Nothing was written.
     let listed = s3.list_objects_v2().bucket(BUCKET).send().await.unwrap();
@@ -370,14 +468,20 @@ async fn bad_arguments_are_named_before_anything_happens() {
 async fn restore_without_a_checkpoint_is_not_found_before_the_first_event() {
     let (emu, _s3) = emulator().await;
     let a = agent(local(&emu)).await;
-    let err = restore_events(&a, rest("rayito-home/never")).await.unwrap_err();
+    let err = restore_events(&a, rest("rayito-home/never"))
+        .await
+        .unwrap_err();
     assert_status(&err, tonic::Code::NotFound, messages::NO_CHECKPOINT);
     assert_eq!(messages::NO_CHECKPOINT, "no checkpoint at this location");
     // A missing bucket too.
     let err = restore_events(
         &a,
         pb::RestoreRequest {
-            source: Some(pb::S3Location { bucket: "no-such-bucket".into(), key_prefix: "p".into(), region: None }),
+            source: Some(pb::S3Location {
+                bucket: "no-such-bucket".into(),
+                key_prefix: "p".into(),
+                region: None,
+            }),
             user: None,
         },
     )
@@ -388,7 +492,11 @@ async fn restore_without_a_checkpoint_is_not_found_before_the_first_event() {
     let events = checkpoint_events(
         &a,
         pb::CheckpointRequest {
-            target: Some(pb::S3Location { bucket: "no-such-bucket".into(), key_prefix: "p".into(), region: None }),
+            target: Some(pb::S3Location {
+                bucket: "no-such-bucket".into(),
+                key_prefix: "p".into(),
+                region: None,
+            }),
             ..ckpt("p", &[])
         },
     )
@@ -396,7 +504,10 @@ async fn restore_without_a_checkpoint_is_not_found_before_the_first_event() {
     .unwrap();
     match &events.last().unwrap().1 {
         pb::checkpoint_event::Event::Error(e) => {
-            assert_eq!((e.code.as_str(), e.message.as_str()), ("not_found", "the S3 bucket does not exist"));
+            assert_eq!(
+                (e.code.as_str(), e.message.as_str()),
+                ("not_found", "the S3 bucket does not exist")
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -416,26 +527,50 @@ async fn without_credentials_or_with_refused_ones_it_is_permission_denied() {
     let (emu, s3) = emulator().await;
     let a = agent(PersistenceAccess::Local(None)).await;
     let err = checkpoint_events(&a, ckpt("p", &[])).await.unwrap_err();
-    assert_status(&err, tonic::Code::PermissionDenied, messages::NO_CREDENTIALS);
-    assert_eq!(messages::NO_CREDENTIALS, "the sandbox has no credentials for S3: launch it with an execution role");
+    assert_status(
+        &err,
+        tonic::Code::PermissionDenied,
+        messages::NO_CREDENTIALS,
+    );
+    assert_eq!(
+        messages::NO_CREDENTIALS,
+        "the sandbox has no credentials for S3: launch it with an execution role"
+    );
     let err = restore_events(&a, rest("p")).await.unwrap_err();
-    assert_status(&err, tonic::Code::PermissionDenied, messages::NO_CREDENTIALS);
+    assert_status(
+        &err,
+        tonic::Code::PermissionDenied,
+        messages::NO_CREDENTIALS,
+    );
 
     // A key S3 does not know: refused by S3 itself.
-    let PersistenceAccess::Local(Some(mut wrong)) = local(&emu) else { unreachable!() };
+    let PersistenceAccess::Local(Some(mut wrong)) = local(&emu) else {
+        unreachable!()
+    };
     wrong.secret_access_key = "not-the-secret".into();
     let b = agent(PersistenceAccess::Local(Some(wrong))).await;
     let events = checkpoint_events(&b, ckpt("p", &[])).await.unwrap();
     match &events.last().unwrap().1 {
         pb::checkpoint_event::Event::Error(e) => assert_eq!(
             (e.code.as_str(), e.message.as_str()),
-            ("permission_denied", "S3 refused the request with the execution role's credentials")
+            (
+                "permission_denied",
+                "S3 refused the request with the execution role's credentials"
+            )
         ),
         other => panic!("{other:?}"),
     }
     let err = restore_events(&b, rest("p")).await.unwrap_err();
     assert_status(&err, tonic::Code::PermissionDenied, messages::DENIED);
-    assert_eq!(s3.list_objects_v2().bucket(BUCKET).send().await.unwrap().key_count(), Some(0));
+    assert_eq!(
+        s3.list_objects_v2()
+            .bucket(BUCKET)
+            .send()
+            .await
+            .unwrap()
+            .key_count(),
+        Some(0)
+    );
 }
 
 #[tokio::test]
@@ -445,10 +580,20 @@ async fn one_operation_at_a_time_and_progress_at_most_once_a_second() {
     for i in 0..3 {
         put(&a, &format!("big/{i}.bin"), &noise(8 << 20, i + 10), 0o644);
     }
-    let mut first = a.files().checkpoint(ckpt("p/big", &[])).await.unwrap().into_inner();
-    let err = checkpoint_events(&a, ckpt("p/other", &[])).await.unwrap_err();
+    let mut first = a
+        .files()
+        .checkpoint(ckpt("p/big", &[]))
+        .await
+        .unwrap()
+        .into_inner();
+    let err = checkpoint_events(&a, ckpt("p/other", &[]))
+        .await
+        .unwrap_err();
     assert_status(&err, tonic::Code::FailedPrecondition, messages::BUSY);
-    assert_eq!(messages::BUSY, "a checkpoint or restore is already running in this sandbox");
+    assert_eq!(
+        messages::BUSY,
+        "a checkpoint or restore is already running in this sandbox"
+    );
     let err = restore_events(&a, rest("p/other")).await.unwrap_err();
     assert_status(&err, tonic::Code::FailedPrecondition, messages::BUSY);
 
@@ -474,14 +619,20 @@ async fn one_operation_at_a_time_and_progress_at_most_once_a_second() {
     if done.duration_ms > 2_500 {
         assert!(!progress.is_empty(), "a long checkpoint reports progress");
     } else {
-        eprintln!("(the checkpoint took {} ms: no progress expected)", done.duration_ms);
+        eprintln!(
+            "(the checkpoint took {} ms: no progress expected)",
+            done.duration_ms
+        );
     }
     // Progress only grows.
     let mut last = (0, 0, 0);
     for (_, e) in &events {
         if let pb::checkpoint_event::Event::Progress(p) = e {
             let now = (p.files_done, p.bytes_read, p.bytes_uploaded);
-            assert!(now.0 >= last.0 && now.1 >= last.1 && now.2 >= last.2, "{now:?} after {last:?}");
+            assert!(
+                now.0 >= last.0 && now.1 >= last.1 && now.2 >= last.2,
+                "{now:?} after {last:?}"
+            );
             last = now;
         }
     }
@@ -496,9 +647,17 @@ async fn a_suspend_mid_checkpoint_ends_it_with_suspending_and_no_manifest() {
     for i in 0..4 {
         put(&a, &format!("big/{i}.bin"), &noise(8 << 20, i + 20), 0o644);
     }
-    let mut stream = a.files().checkpoint(ckpt("p/susp", &[])).await.unwrap().into_inner();
+    let mut stream = a
+        .files()
+        .checkpoint(ckpt("p/susp", &[]))
+        .await
+        .unwrap()
+        .into_inner();
     let first = stream.message().await.unwrap().unwrap().event.unwrap();
-    assert!(matches!(first, pb::checkpoint_event::Event::Started(_)), "{first:?}");
+    assert!(
+        matches!(first, pb::checkpoint_event::Event::Started(_)),
+        "{first:?}"
+    );
     let (status, _) = a.hook("suspend", None).await;
     assert_eq!(status, 200);
     let mut last = None;
@@ -516,12 +675,20 @@ async fn a_suspend_mid_checkpoint_ends_it_with_suspending_and_no_manifest() {
         ),
         other => panic!("{other:?}"),
     }
-    assert_eq!(object(&s3, "p/susp/manifest.json").await, None, "no manifest");
+    assert_eq!(
+        object(&s3, "p/susp/manifest.json").await,
+        None,
+        "no manifest"
+    );
     assert_eq!(object(&s3, "p/susp/home.tar.gz").await, None, "no archive");
     let (status, _) = a.hook("resume", None).await;
     assert_eq!(status, 200);
     // The guard is free after the resume.
-    checkpoint_done(&checkpoint_events(&a, ckpt("p/after", &["big"])).await.unwrap());
+    checkpoint_done(
+        &checkpoint_events(&a, ckpt("p/after", &["big"]))
+            .await
+            .unwrap(),
+    );
 }
 
 /// A gzipped tar of raw entries: (name bytes, type, link name, body).
@@ -550,7 +717,10 @@ fn hostile_archive(entries: &[(&[u8], tar::EntryType, &[u8], &[u8])]) -> Vec<u8>
 
 fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest as _;
-    sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+    sha2::Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 async fn plant(s3: &s3::Client, prefix: &str, archive: Vec<u8>, sha256: &str, files: u64) {
@@ -592,10 +762,25 @@ async fn a_hostile_archive_restores_nothing_outside_home() {
     let archive = hostile_archive(&[
         (b"ok.txt", tar::EntryType::Regular, b"", b"fine"),
         (escape.as_bytes(), tar::EntryType::Regular, b"", b"escaped"),
-        (b"a/../../escape2.txt", tar::EntryType::Regular, b"", b"escaped"),
-        (abs_target.as_bytes(), tar::EntryType::Regular, b"", b"absolute"),
+        (
+            b"a/../../escape2.txt",
+            tar::EntryType::Regular,
+            b"",
+            b"escaped",
+        ),
+        (
+            abs_target.as_bytes(),
+            tar::EntryType::Regular,
+            b"",
+            b"absolute",
+        ),
         (b"link", tar::EntryType::Symlink, out.as_bytes(), b""),
-        (b"link/through.txt", tar::EntryType::Regular, b"", b"through the symlink"),
+        (
+            b"link/through.txt",
+            tar::EntryType::Regular,
+            b"",
+            b"through the symlink",
+        ),
         (b"hard", tar::EntryType::Link, b"/etc/passwd", b""),
         (b"dev", tar::EntryType::Char, b"", b""),
         (b"fifo", tar::EntryType::Fifo, b"", b""),
@@ -608,12 +793,23 @@ async fn a_hostile_archive_restores_nothing_outside_home() {
     assert_eq!(done.files, 2, "ok.txt and the symlink itself: {done:?}");
     assert_eq!(done.skipped, 8, "{done:?}");
     assert_eq!(std::fs::read(home_b.join("ok.txt")).unwrap(), b"fine");
-    assert_eq!(std::fs::read_link(home_b.join("link")).unwrap(), outside.path());
-    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing outside");
+    assert_eq!(
+        std::fs::read_link(home_b.join("link")).unwrap(),
+        outside.path()
+    );
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "nothing outside"
+    );
     let parent = home_b.parent().unwrap();
     assert!(!parent.join("escape.txt").exists());
     assert!(!parent.parent().unwrap().join("escape2.txt").exists());
-    assert!(!home_b.join("hard").exists() && !home_b.join("dev").exists() && !home_b.join("fifo").exists());
+    assert!(
+        !home_b.join("hard").exists()
+            && !home_b.join("dev").exists()
+            && !home_b.join("fifo").exists()
+    );
 }
 
 #[tokio::test]
@@ -623,11 +819,17 @@ async fn an_archive_that_does_not_match_its_manifest_is_internal() {
     let archive = hostile_archive(&[(b"f.txt", tar::EntryType::Regular, b"", b"content")]);
     plant(&s3, "p/sum", archive.clone(), &"0".repeat(64), 1).await;
     let events = restore_events(&b, rest("p/sum")).await.unwrap();
-    assert!(matches!(events.first(), Some(pb::restore_event::Event::Started(_))));
+    assert!(matches!(
+        events.first(),
+        Some(pb::restore_event::Event::Started(_))
+    ));
     match events.last() {
         Some(pb::restore_event::Event::Error(e)) => assert_eq!(
             (e.code.as_str(), e.message.as_str()),
-            ("internal", "the archive does not match the sha256 in its manifest")
+            (
+                "internal",
+                "the archive does not match the sha256 in its manifest"
+            )
         ),
         other => panic!("{other:?}"),
     }
@@ -666,23 +868,45 @@ async fn the_emulator_gives_s3_access_only_to_a_sandbox_with_an_execution_role()
     let ch = emulator_support::channel(&endpoint).await;
     emulator_support::wait_ready(&ch, &token).await;
     let mut files = emulator_support::files(&ch, emulator_support::ProxyHeaders::sdk(&token));
-    let mut stream = files.checkpoint(ckpt("rayito-home/role", &[])).await.unwrap().into_inner();
+    let mut stream = files
+        .checkpoint(ckpt("rayito-home/role", &[]))
+        .await
+        .unwrap()
+        .into_inner();
     let mut last = None;
     while let Some(ev) = stream.message().await.unwrap() {
         last = ev.event;
     }
-    assert!(matches!(last, Some(pb::checkpoint_event::Event::Done(_))), "{last:?}");
-    assert!(object(&s3, "rayito-home/role/manifest.json").await.is_some());
+    assert!(
+        matches!(last, Some(pb::checkpoint_event::Event::Done(_))),
+        "{last:?}"
+    );
+    assert!(
+        object(&s3, "rayito-home/role/manifest.json")
+            .await
+            .is_some()
+    );
 
     let (without, endpoint) = h.run_ready().await;
     let token = h.mint(&without, &[8080]).await;
     let ch = emulator_support::channel(&endpoint).await;
     emulator_support::wait_ready(&ch, &token).await;
     let mut files = emulator_support::files(&ch, emulator_support::ProxyHeaders::sdk(&token));
-    let err = files.checkpoint(ckpt("rayito-home/none", &[])).await.unwrap_err();
-    assert_status(&err, tonic::Code::PermissionDenied, messages::NO_CREDENTIALS);
+    let err = files
+        .checkpoint(ckpt("rayito-home/none", &[]))
+        .await
+        .unwrap_err();
+    assert_status(
+        &err,
+        tonic::Code::PermissionDenied,
+        messages::NO_CREDENTIALS,
+    );
     let err = files.restore(rest("rayito-home/role")).await.unwrap_err();
-    assert_status(&err, tonic::Code::PermissionDenied, messages::NO_CREDENTIALS);
+    assert_status(
+        &err,
+        tonic::Code::PermissionDenied,
+        messages::NO_CREDENTIALS,
+    );
 }
 
 /// Every event and span field recorded by any thread, as text.
@@ -723,7 +947,11 @@ async fn no_bucket_key_or_secret_reaches_the_log_even_at_debug_level() {
     const CANARY_BUCKET: &str = "canary-bucket-7f3a";
     const CANARY_PREFIX: &str = "canary-prefix-91c2";
     let (emu, s3) = emulator().await;
-    s3.create_bucket().bucket(CANARY_BUCKET).send().await.unwrap();
+    s3.create_bucket()
+        .bucket(CANARY_BUCKET)
+        .send()
+        .await
+        .unwrap();
     // From here on the whole test binary logs everything; only the agent
     // uses the canary names.
     let _ = tracing::subscriber::set_global_default(Capture);
@@ -750,23 +978,45 @@ async fn no_bucket_key_or_secret_reaches_the_log_even_at_debug_level() {
     checkpoint_done(&events);
     let b = agent(local(&emu)).await;
     restore_done(
-        &restore_events(&b, pb::RestoreRequest { source: target(CANARY_PREFIX), user: None })
-            .await
-            .unwrap(),
+        &restore_events(
+            &b,
+            pb::RestoreRequest {
+                source: target(CANARY_PREFIX),
+                user: None,
+            },
+        )
+        .await
+        .unwrap(),
     );
-    let _ = restore_events(&b, pb::RestoreRequest { source: target("canary-prefix-missing"), user: None }).await;
-    let PersistenceAccess::Local(Some(mut wrong)) = local(&emu) else { unreachable!() };
+    let _ = restore_events(
+        &b,
+        pb::RestoreRequest {
+            source: target("canary-prefix-missing"),
+            user: None,
+        },
+    )
+    .await;
+    let PersistenceAccess::Local(Some(mut wrong)) = local(&emu) else {
+        unreachable!()
+    };
     wrong.secret_access_key = "canary-wrong-secret".into();
     let c = agent(PersistenceAccess::Local(Some(wrong))).await;
     let _ = checkpoint_events(
         &c,
-        pb::CheckpointRequest { target: target(CANARY_PREFIX), user: None, exclude: vec![] },
+        pb::CheckpointRequest {
+            target: target(CANARY_PREFIX),
+            user: None,
+            exclude: vec![],
+        },
     )
     .await;
     let captured = CAPTURED.lock().unwrap().clone();
     assert!(captured.contains("the capture works"), "{captured}");
     assert!(captured.contains("checkpoint done"), "{captured}");
-    assert!(captured.contains("persistence operation failed"), "{captured}");
+    assert!(
+        captured.contains("persistence operation failed"),
+        "{captured}"
+    );
     for secret in [
         CANARY_BUCKET,
         // (Other tests of this binary log their own keys through the

@@ -875,7 +875,14 @@ async fn stored_keys(s3: &aws_sdk_s3::Client, bucket: &str) -> Vec<String> {
 }
 
 /// Uploads `body` as part `n` of `upload`; its ETag.
-async fn put_part(s3: &s3::Client, bucket: &str, key: &str, upload: &str, n: i32, body: &[u8]) -> String {
+async fn put_part(
+    s3: &s3::Client,
+    bucket: &str,
+    key: &str,
+    upload: &str,
+    n: i32,
+    body: &[u8],
+) -> String {
     s3.upload_part()
         .bucket(bucket)
         .key(key)
@@ -986,7 +993,10 @@ async fn a_multipart_upload_round_trips_and_its_parts_are_listed() {
     assert_eq!(got.checksum_crc32(), None, "no stale checksum");
     assert_eq!(got.content_type(), Some("application/gzip"));
     let bytes = got.body.collect().await.unwrap().into_bytes();
-    assert!(bytes.as_ref() == bodies.concat().as_slice(), "byte-identical");
+    assert!(
+        bytes.as_ref() == bodies.concat().as_slice(),
+        "byte-identical"
+    );
 
     // The upload is over: its id names nothing any more.
     let err = s3
@@ -1052,7 +1062,11 @@ async fn an_aborted_upload_leaves_nothing_and_upload_ids_are_tied_to_their_key()
             .send()
             .await
             .expect_err(id);
-        assert_eq!((parts(&err).0, parts(&err).1.as_str()), (404, "NoSuchUpload"), "{k} {id}");
+        assert_eq!(
+            (parts(&err).0, parts(&err).1.as_str()),
+            (404, "NoSuchUpload"),
+            "{k} {id}"
+        );
     }
     let err = s3
         .upload_part()
@@ -1064,7 +1078,10 @@ async fn an_aborted_upload_leaves_nothing_and_upload_ids_are_tied_to_their_key()
         .send()
         .await
         .expect_err("part 10001");
-    assert_eq!((parts(&err).0, parts(&err).1.as_str()), (400, "InvalidArgument"));
+    assert_eq!(
+        (parts(&err).0, parts(&err).1.as_str()),
+        (400, "InvalidArgument")
+    );
     // Another account's bucket owner: refused, the upload stays.
     let err = s3
         .abort_multipart_upload()
@@ -1092,7 +1109,12 @@ async fn an_aborted_upload_leaves_nothing_and_upload_ids_are_tied_to_their_key()
         .upload_id(&upload)
         .multipart_upload(
             CompletedMultipartUpload::builder()
-                .parts(CompletedPart::builder().part_number(1).e_tag("\"x\"").build())
+                .parts(
+                    CompletedPart::builder()
+                        .part_number(1)
+                        .e_tag("\"x\"")
+                        .build(),
+                )
                 .build(),
         )
         .send()
@@ -1153,6 +1175,9 @@ async fn an_aborted_upload_leaves_nothing_and_upload_ids_are_tied_to_their_key()
         .send()
         .await
         .expect_err("too small");
-    assert_eq!((parts(&err).0, parts(&err).1.as_str()), (400, "EntityTooSmall"));
+    assert_eq!(
+        (parts(&err).0, parts(&err).1.as_str()),
+        (400, "EntityTooSmall")
+    );
     assert_eq!(stored_keys(&s3, &bucket).await, before, "nothing stored");
 }

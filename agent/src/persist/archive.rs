@@ -102,7 +102,9 @@ impl<R: Read> Read for Exact<R> {
         if self.left == 0 {
             return Ok(0);
         }
-        let want = usize::try_from(self.left).unwrap_or(usize::MAX).min(buf.len());
+        let want = usize::try_from(self.left)
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
         let n = if self.eof {
             0
         } else {
@@ -285,7 +287,10 @@ fn components(path: &[u8]) -> Option<Vec<&[u8]>> {
 
 /// Whether an error means "this component is a symlink or not a directory".
 fn not_a_dir(e: &rustix::io::Errno) -> bool {
-    matches!(*e, rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR | rustix::io::Errno::MLINK)
+    matches!(
+        *e,
+        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR | rustix::io::Errno::MLINK
+    )
 }
 
 fn place<R: Read>(root: &OwnedFd, entry: &mut tar::Entry<'_, R>) -> io::Result<Placed> {
@@ -324,9 +329,9 @@ fn place<R: Read>(root: &OwnedFd, entry: &mut tar::Entry<'_, R>) -> io::Result<P
     let parent = dir.as_ref().unwrap_or(root).as_fd();
     let mode = entry.header().mode().unwrap_or(0o644) & 0o777;
     let existing = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).ok();
-    let existing_is_dir = existing
-        .as_ref()
-        .is_some_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory);
+    let existing_is_dir = existing.as_ref().is_some_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
+    });
     match kind {
         tar::EntryType::Directory => {
             if existing.is_some() && !existing_is_dir {

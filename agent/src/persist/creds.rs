@@ -60,11 +60,15 @@ impl Creds {
 
 /// The AWS credentials of the agent's environment, if all are set.
 pub(crate) fn from_env() -> Option<Creds> {
-    let id = std::env::var("AWS_ACCESS_KEY_ID").ok().filter(|v| !v.is_empty())?;
+    let id = std::env::var("AWS_ACCESS_KEY_ID")
+        .ok()
+        .filter(|v| !v.is_empty())?;
     let secret = std::env::var("AWS_SECRET_ACCESS_KEY")
         .ok()
         .filter(|v| !v.is_empty())?;
-    let token = std::env::var("AWS_SESSION_TOKEN").ok().filter(|v| !v.is_empty());
+    let token = std::env::var("AWS_SESSION_TOKEN")
+        .ok()
+        .filter(|v| !v.is_empty());
     Some(Creds {
         id,
         secret,
@@ -84,7 +88,11 @@ impl Imds {
     /// Fresh credentials, from the cache or the metadata service; `None`
     /// when there is no service, no role or no answer in time.
     pub(crate) async fn get(&self) -> Option<Creds> {
-        if let Some(c) = self.cached.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+        if let Some(c) = self
+            .cached
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
             && c.fresh()
         {
             return Some(c.clone());
@@ -120,14 +128,25 @@ async fn fetch(endpoint: &str) -> Option<Creds> {
     .await?;
     let token = String::from_utf8(token.to_vec()).ok()?;
     let get = |path: String| {
-        http::Request::get(format!("{endpoint}/latest/meta-data/iam/security-credentials/{path}"))
-            .header("x-aws-ec2-metadata-token", token.trim())
-            .body(Full::new(Bytes::new()))
-            .ok()
+        http::Request::get(format!(
+            "{endpoint}/latest/meta-data/iam/security-credentials/{path}"
+        ))
+        .header("x-aws-ec2-metadata-token", token.trim())
+        .body(Full::new(Bytes::new()))
+        .ok()
     };
     let roles = call(&client, get(String::new())?).await?;
-    let role = std::str::from_utf8(&roles).ok()?.lines().next()?.trim().to_owned();
-    if role.is_empty() || !role.bytes().all(|b| b.is_ascii_alphanumeric() || b"+=,.@_-".contains(&b)) {
+    let role = std::str::from_utf8(&roles)
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .to_owned();
+    if role.is_empty()
+        || !role
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+=,.@_-".contains(&b))
+    {
         return None;
     }
     let body = call(&client, get(role)?).await?;
@@ -147,7 +166,10 @@ async fn call(client: &Client, req: http::Request<Full<Bytes>>) -> Option<Bytes>
             .ok()
             .map(|b| b.to_bytes())
     };
-    tokio::time::timeout(IMDS_TIMEOUT, work).await.ok().flatten()
+    tokio::time::timeout(IMDS_TIMEOUT, work)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// `{"Code":"Success","AccessKeyId":..,"SecretAccessKey":..,"Token":..,
@@ -173,7 +195,10 @@ fn parse_imds_credentials(body: &[u8]) -> Option<Creds> {
         id: a.access_key_id,
         secret: a.secret_access_key,
         token: a.token.filter(|t| !t.is_empty()),
-        expires: a.expiration.as_deref().and_then(super::time::parse_rfc3339_utc),
+        expires: a
+            .expiration
+            .as_deref()
+            .and_then(super::time::parse_rfc3339_utc),
     })
 }
 
@@ -260,10 +285,16 @@ mod tests {
             br#"{"Code":"Success","AccessKeyId":"AKIA","SecretAccessKey":"s","Token":"t","Expiration":"2030-01-02T03:04:05Z"}"#,
         )
         .unwrap();
-        assert_eq!((c.id.as_str(), c.secret.as_str(), c.token.as_deref()), ("AKIA", "s", Some("t")));
+        assert_eq!(
+            (c.id.as_str(), c.secret.as_str(), c.token.as_deref()),
+            ("AKIA", "s", Some("t"))
+        );
         assert!(c.fresh());
         assert_eq!(format!("{c:?}"), "Creds(..)");
-        assert!(parse_imds_credentials(br#"{"Code":"Failed","AccessKeyId":"a","SecretAccessKey":"s"}"#).is_none());
+        assert!(
+            parse_imds_credentials(br#"{"Code":"Failed","AccessKeyId":"a","SecretAccessKey":"s"}"#)
+                .is_none()
+        );
         assert!(parse_imds_credentials(b"not json").is_none());
         let old = parse_imds_credentials(
             br#"{"AccessKeyId":"a","SecretAccessKey":"s","Expiration":"2020-01-01T00:00:00Z"}"#,

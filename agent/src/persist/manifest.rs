@@ -73,7 +73,10 @@ mod tests {
         let back = Manifest::parse(&m.to_bytes()).unwrap();
         assert_eq!(back, m);
         let text = String::from_utf8(m.to_bytes().to_vec()).unwrap();
-        assert!(text.starts_with("{\"schema\":\"rayito.checkpoint/1\",\"sha256\":"), "{text}");
+        assert!(
+            text.starts_with("{\"schema\":\"rayito.checkpoint/1\",\"sha256\":"),
+            "{text}"
+        );
         let other = text.replace("rayito.checkpoint/1", "rayito.checkpoint/2");
         assert!(Manifest::parse(other.as_bytes()).is_none());
         let bad_hash = text.replace(&"ab".repeat(32), "zz");

@@ -167,7 +167,11 @@ impl Persist {
     /// The bucket of `loc`, with credentials: FAILED_PRECONDITION without
     /// a region on AWS, PERMISSION_DENIED without credentials.
     async fn bucket(&self, loc: &Location) -> Result<Bucket, Status> {
-        let access = self.access.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let access = self
+            .access
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let client = match self.client.get() {
             Some(c) => c.0.clone(),
             None => {
@@ -220,7 +224,9 @@ impl Persist {
 }
 
 fn env_region(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|r| validate::valid_region(r))
+    std::env::var(name)
+        .ok()
+        .filter(|r| validate::valid_region(r))
 }
 
 /// Why an operation ended without `done`.
@@ -288,11 +294,13 @@ trait Events: Send + 'static {
 
 impl Events for pb::CheckpointEvent {
     fn progress(files_done: u64, bytes_read: u64, bytes_uploaded: u64) -> Self {
-        ev_c(pb::checkpoint_event::Event::Progress(pb::CheckpointProgress {
-            files_done,
-            bytes_read,
-            bytes_uploaded,
-        }))
+        ev_c(pb::checkpoint_event::Event::Progress(
+            pb::CheckpointProgress {
+                files_done,
+                bytes_read,
+                bytes_uploaded,
+            },
+        ))
     }
     fn keepalive() -> Self {
         ev_c(pb::checkpoint_event::Event::Keepalive(pb::KeepAlive {}))
@@ -449,7 +457,9 @@ pub(crate) async fn checkpoint(
                     archive_bytes = done.archive_bytes,
                     "checkpoint done"
                 );
-                let _ = out.send(ev_c(pb::checkpoint_event::Event::Done(done))).await;
+                let _ = out
+                    .send(ev_c(pb::checkpoint_event::Event::Done(done)))
+                    .await;
             }
             Err(f) => out.fail(f, "Checkpoint").await,
         }
@@ -515,7 +525,12 @@ async fn run_checkpoint(
     tokio::pin!(gate);
 
     let tally = {
-        let (env, home, excludes, stop) = (job.env.clone(), home.clone(), excludes.clone(), stop.clone());
+        let (env, home, excludes, stop) = (
+            job.env.clone(),
+            home.clone(),
+            excludes.clone(),
+            stop.clone(),
+        );
         let task = tokio::task::spawn_blocking(move || {
             env.as_user(|| archive::tally(&home, &excludes, &stop))
         });
@@ -524,10 +539,12 @@ async fn run_checkpoint(
             r = task => r.ok().and_then(Result::ok).ok_or(internal(messages::ARCHIVE_FAILED))?,
         }
     };
-    out.send(ev_c(pb::checkpoint_event::Event::Started(pb::CheckpointStarted {
-        files: tally.files,
-        bytes: tally.bytes,
-    })))
+    out.send(ev_c(pb::checkpoint_event::Event::Started(
+        pb::CheckpointStarted {
+            files: tally.files,
+            bytes: tally.bytes,
+        },
+    )))
     .await?;
 
     let key = job.loc.archive_key();
@@ -537,7 +554,10 @@ async fn run_checkpoint(
         r = job.bucket.create_multipart(&key, "application/gzip") => r.map_err(s3_failure)?,
     };
     let counters = Arc::new(Counters::default());
-    let uploaded = upload(job, &key, &upload_id, &home, &excludes, &counters, &stop, &mut gate, out).await;
+    let uploaded = upload(
+        job, &key, &upload_id, &home, &excludes, &counters, &stop, &mut gate, out,
+    )
+    .await;
     let (parts, sha256, archive_bytes) = match uploaded {
         Ok(r) => r,
         Err(f) => {
@@ -560,7 +580,10 @@ async fn run_checkpoint(
         archive_bytes,
         files,
         bytes_read,
-        excludes.iter().map(|e| e.to_string_lossy().into_owned()).collect(),
+        excludes
+            .iter()
+            .map(|e| e.to_string_lossy().into_owned())
+            .collect(),
     );
     let manifest_key = job.loc.manifest_key();
     tokio::select! {
@@ -694,7 +717,10 @@ pub(crate) async fn restore(
     validate::user(req.user.as_ref())?;
     let busy = shared.persist.acquire()?;
     let bucket = shared.persist.bucket(&loc).await?;
-    let manifest = match bucket.get_small(&loc.manifest_key(), MAX_MANIFEST_BYTES).await {
+    let manifest = match bucket
+        .get_small(&loc.manifest_key(), MAX_MANIFEST_BYTES)
+        .await
+    {
         Ok(body) => manifest::Manifest::parse(&body)
             .ok_or_else(|| Status::internal(messages::BAD_MANIFEST))?,
         Err(S3Failure::NoSuchKey | S3Failure::NoSuchBucket) => {
@@ -745,10 +771,12 @@ async fn run_restore(
 ) -> Result<pb::RestoreDone, Failure> {
     let gate = phase_gate(job.phase.clone());
     tokio::pin!(gate);
-    out.send(ev_r(pb::restore_event::Event::Started(pb::RestoreStarted {
-        archive_bytes: manifest.archive_bytes,
-        files: manifest.files,
-    })))
+    out.send(ev_r(pb::restore_event::Event::Started(
+        pb::RestoreStarted {
+            archive_bytes: manifest.archive_bytes,
+            files: manifest.files,
+        },
+    )))
     .await?;
     let archive_key = job.loc.archive_key();
     // A length other than the manifest's is a mismatch before a byte is

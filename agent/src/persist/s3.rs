@@ -142,9 +142,15 @@ fn classify(status: StatusCode, body: &[u8]) -> S3Failure {
         .map(|(code, _)| code.trim());
     match code {
         Some(
-            "AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "InvalidToken"
-            | "ExpiredToken" | "TokenRefreshRequired" | "AllAccessDisabled"
-            | "InvalidSecurity" | "AccountProblem",
+            "AccessDenied"
+            | "InvalidAccessKeyId"
+            | "SignatureDoesNotMatch"
+            | "InvalidToken"
+            | "ExpiredToken"
+            | "TokenRefreshRequired"
+            | "AllAccessDisabled"
+            | "InvalidSecurity"
+            | "AccountProblem",
         ) => S3Failure::Denied,
         Some("NoSuchKey") => S3Failure::NoSuchKey,
         Some("NoSuchBucket") => S3Failure::NoSuchBucket,
@@ -192,7 +198,11 @@ impl Bucket {
     ) -> Result<Response<Incoming>, S3Failure> {
         let url = self.url(key, query);
         let uri: http::Uri = url.parse().map_err(|_| S3Failure::Failed)?;
-        let host = uri.authority().ok_or(S3Failure::Failed)?.as_str().to_owned();
+        let host = uri
+            .authority()
+            .ok_or(S3Failure::Failed)?
+            .as_str()
+            .to_owned();
         let mut req = Request::builder().method(method).uri(uri);
         req = req.header(http::header::HOST, &host);
         for (k, v) in headers {
@@ -287,9 +297,7 @@ impl Bucket {
 
     /// HeadObject: the object's length.
     pub(crate) async fn head_object(&self, key: &str) -> Result<u64, S3Failure> {
-        let resp = self
-            .send(Method::HEAD, key, "", &[], Bytes::new())
-            .await?;
+        let resp = self.send(Method::HEAD, key, "", &[], Bytes::new()).await?;
         content_length(&resp).ok_or(S3Failure::Failed)
     }
 
@@ -445,12 +453,21 @@ mod tests {
         let body = b"<Error><Code>NoSuchKey</Code></Error>";
         assert_eq!(classify(StatusCode::NOT_FOUND, body), S3Failure::NoSuchKey);
         let body = b"<Error><Code>NoSuchBucket</Code></Error>";
-        assert_eq!(classify(StatusCode::NOT_FOUND, body), S3Failure::NoSuchBucket);
+        assert_eq!(
+            classify(StatusCode::NOT_FOUND, body),
+            S3Failure::NoSuchBucket
+        );
         let body = b"<Error><Code>InternalError</Code></Error>";
-        assert_eq!(classify(StatusCode::INTERNAL_SERVER_ERROR, body), S3Failure::Failed);
+        assert_eq!(
+            classify(StatusCode::INTERNAL_SERVER_ERROR, body),
+            S3Failure::Failed
+        );
         assert_eq!(classify(StatusCode::FORBIDDEN, b""), S3Failure::Denied);
         assert_eq!(classify(StatusCode::NOT_FOUND, b""), S3Failure::NoSuchKey);
-        assert_eq!(classify(StatusCode::SERVICE_UNAVAILABLE, b""), S3Failure::Failed);
+        assert_eq!(
+            classify(StatusCode::SERVICE_UNAVAILABLE, b""),
+            S3Failure::Failed
+        );
     }
 
     #[test]

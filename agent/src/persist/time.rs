@@ -44,13 +44,20 @@ pub(crate) fn format_rfc3339_utc(at: SystemTime) -> String {
 /// Parses `YYYY-MM-DDTHH:MM:SS[.fff]Z` (UTC only); `None` otherwise.
 pub(crate) fn parse_rfc3339_utc(s: &str) -> Option<SystemTime> {
     let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':'
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
     {
         return None;
     }
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
         let t = s.get(r)?;
-        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok())?
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
     };
     let (y, mo, d, h, mi, se) = (
         num(0..4)?,
@@ -91,7 +98,12 @@ mod tests {
             parse_rfc3339_utc("2000-02-29T00:00:00Z"),
             Some(UNIX_EPOCH + Duration::from_secs(951_782_400))
         );
-        for bad in ["", "2026-12-01 20:44:05Z", "2026-12-01T20:44:05+01:00", "2026-13-01T00:00:00Z"] {
+        for bad in [
+            "",
+            "2026-12-01 20:44:05Z",
+            "2026-12-01T20:44:05+01:00",
+            "2026-13-01T00:00:00Z",
+        ] {
             assert_eq!(parse_rfc3339_utc(bad), None, "{bad}");
         }
     }

@@ -197,7 +197,14 @@ mod tests {
     #[test]
     fn regions_are_host_name_safe() {
         assert!(valid_region("us-east-1"));
-        for bad in ["", "US-EAST-1", "us.east", "us-east-1.evil.com", "-us", "a/b"] {
+        for bad in [
+            "",
+            "US-EAST-1",
+            "us.east",
+            "us-east-1.evil.com",
+            "-us",
+            "a/b",
+        ] {
             assert!(!valid_region(bad), "{bad}");
         }
     }

@@ -34,10 +34,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use s3s::dto::{
     AbortMultipartUploadInput, AbortMultipartUploadOutput, CompleteMultipartUploadInput,
     CompleteMultipartUploadOutput, CreateBucketInput, CreateBucketOutput,
-    CreateMultipartUploadInput, CreateMultipartUploadOutput, DeleteObjectInput,
-    DeleteObjectOutput, GetObjectInput, GetObjectOutput, HeadBucketInput, HeadBucketOutput,
-    HeadObjectInput, HeadObjectOutput, ListObjectsV2Input, ListObjectsV2Output, ListPartsInput,
-    ListPartsOutput, PutObjectInput, PutObjectOutput, UploadPartInput, UploadPartOutput,
+    CreateMultipartUploadInput, CreateMultipartUploadOutput, DeleteObjectInput, DeleteObjectOutput,
+    GetObjectInput, GetObjectOutput, HeadBucketInput, HeadBucketOutput, HeadObjectInput,
+    HeadObjectOutput, ListObjectsV2Input, ListObjectsV2Output, ListPartsInput, ListPartsOutput,
+    PutObjectInput, PutObjectOutput, UploadPartInput, UploadPartOutput,
 };
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
@@ -117,7 +117,10 @@ impl Buckets {
             URL_SAFE_NO_PAD.encode(bucket),
             URL_SAFE_NO_PAD.encode(key)
         ));
-        if tokio::fs::metadata(&marker).await.is_ok_and(|m| m.is_file()) {
+        if tokio::fs::metadata(&marker)
+            .await
+            .is_ok_and(|m| m.is_file())
+        {
             Ok(())
         } else {
             Err(no_such_upload())
@@ -252,7 +255,10 @@ impl S3 for Buckets {
             return Err(unstorable_key());
         }
         self.check_bucket(&req.input.bucket).await?;
-        self.fs.create_multipart_upload(req).await.map_err(s3_message)
+        self.fs
+            .create_multipart_upload(req)
+            .await
+            .map_err(s3_message)
     }
 
     async fn upload_part(
@@ -316,6 +322,9 @@ impl S3 for Buckets {
         let input = &req.input;
         self.check_upload(&input.bucket, &input.key, &input.upload_id)
             .await?;
-        self.fs.abort_multipart_upload(req).await.map_err(s3_message)
+        self.fs
+            .abort_multipart_upload(req)
+            .await
+            .map_err(s3_message)
     }
 }
