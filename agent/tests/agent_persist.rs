@@ -691,8 +691,11 @@ async fn a_suspend_mid_checkpoint_ends_it_with_suspending_and_no_manifest() {
     );
 }
 
-/// A gzipped tar of raw entries: (name bytes, type, link name, body).
-fn hostile_archive(entries: &[(&[u8], tar::EntryType, &[u8], &[u8])]) -> Vec<u8> {
+/// One raw tar entry: name bytes, type, link name, body.
+type RawEntry<'a> = (&'a [u8], tar::EntryType, &'a [u8], &'a [u8]);
+
+/// A gzipped tar of raw entries.
+fn hostile_archive(entries: &[RawEntry<'_>]) -> Vec<u8> {
     use std::io::Write as _;
     let mut raw = Vec::new();
     for (name, kind, link, body) in entries {
