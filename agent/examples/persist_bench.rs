@@ -218,7 +218,12 @@ async fn checkpoint(t: &TestAgent, prefix: &str) -> pb::CheckpointDone {
         user: None,
         exclude: Vec::new(),
     };
-    let mut stream = t.files().checkpoint(req).await.expect("Checkpoint").into_inner();
+    let mut stream = t
+        .files()
+        .checkpoint(req)
+        .await
+        .expect("Checkpoint")
+        .into_inner();
     let mut done = None;
     while let Some(ev) = stream.message().await.expect("checkpoint stream") {
         if let Some(pb::checkpoint_event::Event::Done(d)) = ev.event {
@@ -363,8 +368,14 @@ async fn main() {
         median(s.tar_x),
     );
     println!("median of {rounds} (MiB/s of file content):");
-    println!("  checkpoint {c:.1} vs tar czf {tc:.1}: ratio {:.2}", c / tc);
-    println!("  restore    {r:.1} vs tar xzf {tx:.1}: ratio {:.2}", r / tx);
+    println!(
+        "  checkpoint {c:.1} vs tar czf {tc:.1}: ratio {:.2}",
+        c / tc
+    );
+    println!(
+        "  restore    {r:.1} vs tar xzf {tx:.1}: ratio {:.2}",
+        r / tx
+    );
     if !s.ckpt_rss.is_empty() && !s.restore_rss.is_empty() {
         println!(
             "  peak RSS of the whole process (emulator + agents + client): checkpoint {:.0} MiB, restore {:.0} MiB",
