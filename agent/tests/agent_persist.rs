@@ -691,10 +691,10 @@ async fn a_suspend_mid_checkpoint_ends_it_with_suspending_and_no_manifest() {
     );
 }
 
-/// A gzipped tar of raw entries: (name bytes, type, link name, body).
-/// One raw tar entry: path bytes, type, link target, content.
+/// One raw tar entry: name bytes, type, link name, body.
 type RawEntry<'a> = (&'a [u8], tar::EntryType, &'a [u8], &'a [u8]);
 
+/// A gzipped tar of raw entries.
 fn hostile_archive(entries: &[RawEntry<'_>]) -> Vec<u8> {
     use std::io::Write as _;
     let mut raw = Vec::new();
@@ -889,6 +889,28 @@ async fn the_emulator_gives_s3_access_only_to_a_sandbox_with_an_execution_role()
             .await
             .is_some()
     );
+    // The key stays with the agent: sandbox code sees none of it.
+    let mut process = emulator_support::process(&ch, emulator_support::ProxyHeaders::sdk(&token));
+    let stream = process
+        .start(support::bash("env; cat /proc/self/environ"))
+        .await
+        .unwrap()
+        .into_inner();
+    let out = support::outcome(&support::collect_events(stream).await);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("HOME="), "{text}");
+    let key = h.emulator.access_key();
+    for secret in [
+        key.id.as_str(),
+        key.secret.as_str(),
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_ACCESS_KEY_ID",
+    ] {
+        assert!(
+            !text.contains(secret),
+            "{secret} in the sandbox's environment"
+        );
+    }
 
     let (without, endpoint) = h.run_ready().await;
     let token = h.mint(&without, &[8080]).await;

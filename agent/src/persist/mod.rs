@@ -56,6 +56,8 @@ const MAX_PARTS: u32 = 10_000;
 const MAX_MANIFEST_BYTES: usize = 64 * 1024;
 /// At most one progress event per this long.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+/// How long aborting a failed upload may take.
+const ABORT_TIMEOUT: Duration = Duration::from_secs(30);
 /// A keepalive after this long without an event.
 const KEEPALIVE_AFTER: Duration = Duration::from_secs(15);
 
@@ -559,7 +561,7 @@ async fn run_checkpoint(
     let (parts, sha256, archive_bytes) = match uploaded {
         Ok(r) => r,
         Err(f) => {
-            job.bucket.abort_multipart(&key, &upload_id).await;
+            abort_later(&job.bucket, key, upload_id);
             return Err(f);
         }
     };
@@ -568,7 +570,7 @@ async fn run_checkpoint(
         r = job.bucket.complete_multipart(&key, &upload_id, &parts) => r.map_err(s3_failure),
     };
     if let Err(f) = completed {
-        job.bucket.abort_multipart(&key, &upload_id).await;
+        abort_later(&job.bucket, key, upload_id);
         return Err(f);
     }
     let files = counters.files_done.load(Ordering::Relaxed);
@@ -596,6 +598,15 @@ async fn run_checkpoint(
         skipped: counters.skipped.load(Ordering::Relaxed),
         duration_ms: 0,
     })
+}
+
+/// Aborts a multipart upload in the background, bounded: the failure
+/// reaches the caller at once, and a suspended network does not hold it.
+fn abort_later(bucket: &Bucket, key: String, upload_id: String) {
+    let bucket = bucket.clone();
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(ABORT_TIMEOUT, bucket.abort_multipart(&key, &upload_id)).await;
+    });
 }
 
 type Parts = Vec<(u32, String)>;
