@@ -188,8 +188,11 @@ async fn a_new_pool_adopts_parked_slots_and_reaps_expired_warming_ones() {
         )
         .unwrap();
     pool.start().await.unwrap();
+    // The counter and the store are two reads of stats, not one
+    // transaction: wait until both show the reaped slot.
+    let warming_id = warming.id().to_owned();
     let stats = stats_until(&pool, "the dead owner's warming slot reaped", |s| {
-        s.lost == 1
+        s.lost == 1 && !s.slots.iter().any(|slot| slot.sandbox_id == warming_id)
     })
     .await;
     assert!(
