@@ -265,6 +265,27 @@ fn calls_can_be_spawned(sbx: Sandbox) {
     }));
 }
 
+/// S3-staged transfers (feature `s3`, which the SDK's own tests enable).
+#[allow(dead_code)]
+fn transfer_futures_are_send(
+    sbx: &Sandbox,
+    ticket: &rayito::transfer::UploadTicket,
+    staging: rayito::transfer::S3Staging,
+) {
+    use rayito::transfer::{DownloadUrlOptions, UploadUrlOptions};
+    assert_send(
+        &sbx.files()
+            .upload_url("p", UploadUrlOptions::new(staging.clone())),
+    );
+    assert_send(
+        &sbx.files()
+            .download_url("p", DownloadUrlOptions::new(staging)),
+    );
+    assert_send(&ticket.wait(Duration::from_secs(1)));
+    assert_send(&ticket.status());
+    assert_send(&ticket.cancel());
+}
+
 /// The `pub async fn` names and public stream types of `src/`.
 fn public_async_items() -> Vec<String> {
     let mut names = Vec::new();

@@ -421,7 +421,7 @@ async fn list_over_10000_entries_is_resource_exhausted() {
 }
 
 #[tokio::test]
-async fn other_filesystem_rpcs_are_unimplemented() {
+async fn an_unknown_transfer_is_not_found() {
     let t = TestAgent::start().await;
     let err = t
         .files()
@@ -430,11 +430,7 @@ async fn other_filesystem_rpcs_are_unimplemented() {
         })
         .await
         .unwrap_err();
-    assert_status(
-        &err,
-        Code::Unimplemented,
-        "GetTransfer is not implemented by the local agent",
-    );
+    assert_status(&err, Code::NotFound, "unknown transfer");
 }
 
 #[tokio::test]
