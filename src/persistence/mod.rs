@@ -17,7 +17,7 @@
 //!     .persistence()
 //!     .checkpoint(CheckpointOptions::new(at.clone()).exclude("data/scratch"))
 //!     .await?;
-//! println!("{} files, {} bytes archived at {}", done.files, done.archive_bytes, done.uri);
+//! println!("{} files, {} bytes archived", done.files, done.archive_bytes);
 //! // Later, in another sandbox (with an execution role that may read it):
 //! # let other = sbx.clone();
 //! other.persistence().restore(RestoreOptions::new(at)).await?;
