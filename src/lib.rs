@@ -264,6 +264,8 @@ pub mod transfer;
 mod transport;
 
 pub use client::{Client, ClientBuilder};
+#[cfg(feature = "local")]
+pub use local::LOCAL_BUCKET;
 pub use code::{
     Code, CodeContext, CodeContextOptions, Execution, ExecutionError, ExecutionEvent,
     ExecutionEvents, ExecutionResult, Logs, OutputMessage, RunCodeOptions,
