@@ -135,7 +135,18 @@ fn upload_mib() -> Result<u64, Failure> {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Failure> {
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            // Display, not Debug: the SDK's messages are written for people.
+            eprintln!("error: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Failure> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
