@@ -26,7 +26,7 @@
 //! endpoint and bucket ([`rayito::LOCAL_BUCKET`], there from the start), and
 //! any role ARN gives the sandbox the emulator's S3 key. On AWS the role
 //! and the buckets are yours: `RAYITO_EXECUTION_ROLE_ARN` (the sandbox's
-//! execution role, docs/persistence.md "IAM"), `RAYITO_PERSIST_BUCKET`
+//! execution role, docs/persistence.md, "The execution role"), `RAYITO_PERSIST_BUCKET`
 //! (checkpoints), `RAYITO_TRANSFER_BUCKET` (staging, plus the optional
 //! `RAYITO_TRANSFER_PREFIX` and `RAYITO_TRANSFER_REGION`, docs/transfers.md).
 //!
