@@ -89,7 +89,9 @@ impl Setup {
             std::env::var(name)
                 .ok()
                 .filter(|v| !v.is_empty())
-                .ok_or_else(|| format!("set {name} (see the top of examples/persistence.rs)").into())
+                .ok_or_else(|| {
+                    format!("set {name} (see the top of examples/persistence.rs)").into()
+                })
         };
         let staging = S3Staging::from_env()?
             .ok_or("set RAYITO_TRANSFER_BUCKET (see the top of examples/persistence.rs)")?;
@@ -263,7 +265,10 @@ async fn second_life(sandbox: &Sandbox, setup: &Setup, mib: u64) -> Result<(), F
 }
 
 /// A client for plain HTTP (the local backend) and HTTPS (AWS).
-fn client<B>() -> Result<Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, B>, Failure>
+fn client<B>() -> Result<
+    Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, B>,
+    Failure,
+>
 where
     B: hyper::body::Body + Send,
     B::Data: Send,

@@ -264,8 +264,6 @@ pub mod transfer;
 mod transport;
 
 pub use client::{Client, ClientBuilder};
-#[cfg(feature = "local")]
-pub use local::LOCAL_BUCKET;
 pub use code::{
     Code, CodeContext, CodeContextOptions, Execution, ExecutionError, ExecutionEvent,
     ExecutionEvents, ExecutionResult, Logs, OutputMessage, RunCodeOptions,
@@ -281,6 +279,8 @@ pub use files::{
 };
 #[cfg(feature = "dynamodb")]
 pub use index::SandboxIndex;
+#[cfg(feature = "local")]
+pub use local::LOCAL_BUCKET;
 pub use pool::{
     POOL_DEFAULT_TIMEOUT, Pool, PoolConfig, PoolStats, PoolStore, SlotState, SlotStats, WarmupStep,
 };

@@ -101,7 +101,10 @@ fn example_binary() -> PathBuf {
         build.arg("--release");
     }
     let status = build.status().expect("cargo runs");
-    assert!(status.success(), "cargo build --example persistence: {status}");
+    assert!(
+        status.success(),
+        "cargo build --example persistence: {status}"
+    );
     let binary = profile_dir.join("examples").join("persistence");
     assert!(binary.is_file(), "no example at {}", binary.display());
     binary
@@ -147,7 +150,10 @@ fn the_persistence_example_runs_on_the_local_backend() {
         );
     }
     assert!(starts("first life: sandbox microvm-").is_some(), "{stdout}");
-    assert!(starts("second life: sandbox microvm-").is_some(), "{stdout}");
+    assert!(
+        starts("second life: sandbox microvm-").is_some(),
+        "{stdout}"
+    );
     assert!(
         starts(&format!("upload: {UPLOAD_MIB} MiB sent and arrived in ")).is_some(),
         "{stdout}"
@@ -189,7 +195,10 @@ fn the_persistence_example_refuses_a_bad_flag_before_any_sandbox() {
     for (args, message) in [
         (&["--upload-mib"][..], "--upload-mib needs a number of MiB"),
         (&["--upload-mib", "0"][..], "--upload-mib must be 1 to 5120"),
-        (&["--upload-mib", "lots"][..], "--upload-mib must be 1 to 5120"),
+        (
+            &["--upload-mib", "lots"][..],
+            "--upload-mib must be 1 to 5120",
+        ),
         (
             &["--verbose"][..],
             "unknown argument \"--verbose\"; use --upload-mib N",
@@ -202,5 +211,126 @@ fn the_persistence_example_refuses_a_bad_flag_before_any_sandbox() {
         assert!(stdout.is_empty(), "{args:?}: {stdout}");
         assert_eq!(stderr.trim_end(), format!("error: {message}"), "{args:?}");
         assert!(!stderr.contains("started the local backend"), "{stderr}");
+    }
+}
+
+/// The ```json blocks of a markdown text.
+fn json_blocks(markdown: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        let trimmed = line.trim_start();
+        match &mut current {
+            None if trimmed == "```json" => current = Some(String::new()),
+            Some(_) if trimmed == "```" => out.extend(current.take()),
+            Some(block) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+/// The actions of every statement of a policy, sorted.
+fn actions(policy: &serde_json::Value) -> Vec<String> {
+    let mut out: Vec<String> = policy["Statement"]
+        .as_array()
+        .expect("statements")
+        .iter()
+        .flat_map(|s| match &s["Action"] {
+            serde_json::Value::String(a) => vec![a.clone()],
+            serde_json::Value::Array(a) => a
+                .iter()
+                .map(|v| v.as_str().expect("an action").to_owned())
+                .collect(),
+            other => panic!("Action {other}"),
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// docs/persistence.md says what the code does: its JSON parses, the
+/// execution role gets exactly what the agent uses (no DeleteObject), the
+/// manifest example has the agent's schema, and the local bucket and the
+/// example's flags and variables are the ones in the code.
+#[test]
+fn docs_persistence_md_is_in_step() {
+    let doc = include_str!("../docs/persistence.md");
+    let example = include_str!("../examples/persistence.rs");
+    let blocks: Vec<serde_json::Value> = json_blocks(doc)
+        .iter()
+        .map(|b| serde_json::from_str(b).unwrap_or_else(|e| panic!("{e}: {b}")))
+        .collect();
+    assert!(blocks.len() >= 5, "{} json blocks", blocks.len());
+    let manifest = blocks
+        .iter()
+        .find(|b| b.get("schema").is_some())
+        .expect("the manifest example");
+    assert_eq!(manifest["schema"], "rayito.checkpoint/1");
+    let mut keys: Vec<&String> = manifest.as_object().expect("an object").keys().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "archive_bytes",
+            "bytes",
+            "created_at",
+            "excludes",
+            "files",
+            "schema",
+            "sha256"
+        ]
+    );
+    let policies: Vec<&serde_json::Value> = blocks
+        .iter()
+        .filter(|b| b.get("Statement").is_some())
+        .collect();
+    // The execution role, its trust policy, the caller's two.
+    assert_eq!(policies.len(), 4, "{policies:?}");
+    assert_eq!(
+        actions(policies[0]),
+        [
+            "s3:AbortMultipartUpload",
+            "s3:GetObject",
+            "s3:ListBucket",
+            "s3:PutObject"
+        ]
+    );
+    assert_eq!(actions(policies[1]), ["sts:AssumeRole"]);
+    assert_eq!(actions(policies[2]), ["iam:PassRole"]);
+    let lifecycle = blocks
+        .iter()
+        .find(|b| b.get("Rules").is_some())
+        .expect("the lifecycle rules");
+    let prefixes: Vec<&str> = lifecycle["Rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .map(|r| r["Filter"]["Prefix"].as_str().expect("a prefix"))
+        .collect();
+    assert_eq!(
+        prefixes,
+        [
+            format!("{}/", rayito::persistence::DEFAULT_PREFIX),
+            format!("{}/", rayito::transfer::DEFAULT_PREFIX),
+        ]
+    );
+    assert!(
+        doc.contains(&format!("(`{LOCAL_BUCKET}`)")),
+        "the local bucket"
+    );
+    assert_eq!(rayito_agent::persist::PART_BYTES, 8 << 20);
+    assert!(doc.contains("multipart upload of 8 MiB parts"));
+    for needle in [
+        "--upload-mib",
+        "RAYITO_EXECUTION_ROLE_ARN",
+        "RAYITO_PERSIST_BUCKET",
+        "RAYITO_TRANSFER_BUCKET",
+    ] {
+        assert!(example.contains(needle), "{needle} not in the example");
+        assert!(doc.contains(needle), "{needle} not in docs/persistence.md");
     }
 }

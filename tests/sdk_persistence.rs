@@ -572,7 +572,10 @@ async fn a_second_operation_at_once_is_pinned() {
         }
     );
     one.expect("the first runs");
-    for (result, op) in [(two.map(|_| ()), "checkpoint"), (three.map(|_| ()), "restore")] {
+    for (result, op) in [
+        (two.map(|_| ()), "checkpoint"),
+        (three.map(|_| ()), "restore"),
+    ] {
         let err = result.expect_err("refused while the first runs");
         assert_eq!(
             shown(&err),
@@ -601,7 +604,9 @@ async fn interrupted_by_a_suspend_is_pinned() {
     big_home(&sbx).await;
     let p = sbx.persistence();
     let (result, paused) = tokio::join!(
-        p.checkpoint(CheckpointOptions::new(S3Prefix::new(BUCKET).name("pinned-cut"))),
+        p.checkpoint(CheckpointOptions::new(
+            S3Prefix::new(BUCKET).name("pinned-cut")
+        )),
         async {
             tokio::time::sleep(Duration::from_millis(300)).await;
             sbx.pause().await

@@ -171,7 +171,7 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                     Ok(emulator) => create_local_bucket(&buckets)
                         .await
                         .map(|()| emulator)
-                        .map_err(|err| format!("the bucket {LOCAL_BUCKET} could not be made: {err}")),
+                        .map_err(|err| format!("the local bucket could not be made: {err}")),
                     Err(err) => Err(err.to_string()),
                 };
                 match started {
