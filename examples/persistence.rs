@@ -14,6 +14,7 @@
 //! ```text
 //! cargo run --example persistence                          # local backend, no AWS account
 //! cargo run --example persistence -- --upload-mib 64       # a smaller upload
+//! cargo run --release --example persistence                # faster hashing
 //! RAYITO_BACKEND=aws \
 //!   RAYITO_TEMPLATE=arn:aws:lambda:us-east-1:123456789012:microvm-image:rayito-base \
 //!   RAYITO_EXECUTION_ROLE_ARN=arn:aws:iam::123456789012:role/rayito-sandbox \
@@ -29,6 +30,11 @@
 //! execution role, docs/persistence.md, "The execution role"), `RAYITO_PERSIST_BUCKET`
 //! (checkpoints), `RAYITO_TRANSFER_BUCKET` (staging, plus the optional
 //! `RAYITO_TRANSFER_PREFIX` and `RAYITO_TRANSFER_REGION`, docs/transfers.md).
+//!
+//! A debug build moves and hashes the 1 GiB in unoptimised code, several
+//! times over (here, the emulator's S3 and the agent run in this process):
+//! minutes on a small machine. Memory stays flat: the body is generated and
+//! read chunk by chunk.
 //!
 //! The example prints no URL, bucket or key: a presigned URL is a secret
 //! until it expires.

@@ -131,7 +131,7 @@ fn the_persistence_example_runs_on_the_local_backend() {
         out.status
     );
     let lines: Vec<&str> = stdout.lines().collect();
-    let has = |want: &str| lines.iter().any(|l| *l == want);
+    let has = |want: &str| lines.contains(&want);
     let starts = |want: &str| lines.iter().find(|l| l.starts_with(want)).copied();
     for want in [
         "wrote project/notes.md (28 bytes)",
