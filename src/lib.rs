@@ -279,6 +279,8 @@ pub use files::{
 };
 #[cfg(feature = "dynamodb")]
 pub use index::SandboxIndex;
+#[cfg(feature = "local")]
+pub use local::LOCAL_BUCKET;
 pub use pool::{
     POOL_DEFAULT_TIMEOUT, Pool, PoolConfig, PoolStats, PoolStore, SlotState, SlotStats, WarmupStep,
 };

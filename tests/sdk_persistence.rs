@@ -456,3 +456,212 @@ async fn list_and_delete_checkpoints_on_moto() {
     );
     assert_no_location(&err);
 }
+
+/// What a persistence failure shows its caller, field by field: the
+/// variant's code (`None` for another variant), the kind, the message, the
+/// gRPC status behind it, the stream's code token, the server's message,
+/// and whether it may be retried.
+#[derive(Debug, PartialEq, Eq)]
+struct Shown {
+    code: Option<PersistenceCode>,
+    kind: ErrorKind,
+    message: String,
+    grpc_code: Option<rayito::error::GrpcCode>,
+    reason: Option<String>,
+    server_message: Option<String>,
+    retryable: bool,
+}
+
+fn shown(err: &SandboxError) -> Shown {
+    Shown {
+        code: match err {
+            SandboxError::Persistence { code, .. } => Some(code.clone()),
+            _ => None,
+        },
+        kind: err.kind(),
+        message: err.to_string(),
+        grpc_code: err.meta().grpc_code(),
+        reason: err.meta().reason().map(str::to_owned),
+        server_message: err.meta().server_message().map(str::to_owned),
+        retryable: err.is_retryable(),
+    }
+}
+
+/// The agent's own words (agent/src/persist, mod `messages`) stay in the
+/// sandbox: an S3 failure's text can name the bucket, a key or the role,
+/// so the SDK keeps the status code and shows its own message. Checked
+/// for every message the agent has, on every error pinned below.
+fn assert_no_agent_text(err: &SandboxError) {
+    use rayito_agent::persist::messages as agent;
+    let all = format!("{err} {err:?} {}", err.to_wire());
+    for text in [
+        agent::BUSY,
+        agent::NO_REGION,
+        agent::NO_CREDENTIALS,
+        agent::DENIED,
+        agent::NO_CHECKPOINT,
+        agent::NO_BUCKET,
+        agent::NO_ARCHIVE,
+        agent::BAD_MANIFEST,
+        agent::S3_FAILED,
+        agent::ARCHIVE_FAILED,
+        agent::TOO_LARGE,
+        agent::EXTRACT_FAILED,
+        agent::CHECKSUM,
+        agent::DISK_FULL,
+    ] {
+        assert!(!all.contains(text), "the agent's {text:?} in {all}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permission_denied_without_a_role_is_pinned() {
+    use rayito::error::GrpcCode;
+    let (emu, _s3) = emulator().await;
+    let sbx = sdk_support::sandbox(&emu).await;
+    let at = S3Prefix::new(BUCKET).name("pinned");
+    let checkpoint = sbx
+        .persistence()
+        .checkpoint(CheckpointOptions::new(at.clone()))
+        .await
+        .expect_err("no role");
+    let restore = sbx
+        .persistence()
+        .restore(RestoreOptions::new(at))
+        .await
+        .expect_err("no role");
+    for (err, op) in [(&checkpoint, "checkpoint"), (&restore, "restore")] {
+        assert_eq!(
+            shown(err),
+            Shown {
+                code: Some(PersistenceCode::PermissionDenied),
+                kind: ErrorKind::Persistence,
+                message: format!(
+                    "the {op} was refused access to S3 (permission_denied): the sandbox has no execution role, or the role may not use the prefix; create the sandbox with an execution role that may (docs/persistence.md), then run it again"
+                ),
+                grpc_code: Some(GrpcCode::PermissionDenied),
+                reason: None,
+                server_message: None,
+                retryable: false,
+            }
+        );
+        assert_no_agent_text(err);
+        assert_no_location(err);
+    }
+    sbx.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_operation_at_once_is_pinned() {
+    use rayito::error::GrpcCode;
+    let (emu, _s3) = emulator().await;
+    let sbx = with_role(&emu).create().await.unwrap();
+    big_home(&sbx).await;
+    let p = sbx.persistence();
+    let (one, two, three) = tokio::join!(
+        p.checkpoint(CheckpointOptions::new(S3Prefix::new(BUCKET).name("first"))),
+        async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            p.checkpoint(CheckpointOptions::new(S3Prefix::new(BUCKET).name("second")))
+                .await
+        },
+        async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            p.restore(RestoreOptions::new(S3Prefix::new(BUCKET).name("first")))
+                .await
+        }
+    );
+    one.expect("the first runs");
+    for (result, op) in [
+        (two.map(|_| ()), "checkpoint"),
+        (three.map(|_| ()), "restore"),
+    ] {
+        let err = result.expect_err("refused while the first runs");
+        assert_eq!(
+            shown(&err),
+            Shown {
+                code: Some(PersistenceCode::FailedPrecondition),
+                kind: ErrorKind::Persistence,
+                message: format!(
+                    "the {op} could not start (failed_precondition): another checkpoint or restore is running in this sandbox, or the region is unknown; wait for the other operation or fix the region, then run it again"
+                ),
+                grpc_code: Some(GrpcCode::FailedPrecondition),
+                reason: None,
+                server_message: None,
+                retryable: false,
+            }
+        );
+        assert_no_agent_text(&err);
+        assert_no_location(&err);
+    }
+    sbx.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupted_by_a_suspend_is_pinned() {
+    let (emu, _s3) = emulator().await;
+    let sbx = with_role(&emu).create().await.unwrap();
+    big_home(&sbx).await;
+    let p = sbx.persistence();
+    let (result, paused) = tokio::join!(
+        p.checkpoint(CheckpointOptions::new(
+            S3Prefix::new(BUCKET).name("pinned-cut")
+        )),
+        async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            sbx.pause().await
+        }
+    );
+    paused.expect("paused");
+    let err = result.expect_err("cut by the suspend");
+    assert_eq!(
+        shown(&err),
+        Shown {
+            code: Some(PersistenceCode::Interrupted),
+            kind: ErrorKind::Persistence,
+            message: "the checkpoint was interrupted: the sandbox is suspending; it is not resumed, run it again".to_owned(),
+            grpc_code: None,
+            reason: Some("suspending".to_owned()),
+            server_message: None,
+            retryable: true,
+        }
+    );
+    assert_no_agent_text(&err);
+    assert_no_location(&err);
+    sbx.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_without_a_checkpoint_is_pinned() {
+    use rayito::error::GrpcCode;
+    let (emu, _s3) = emulator().await;
+    let sbx = with_role(&emu).create().await.unwrap();
+    // No checkpoint at the name, then no bucket at all: both are "nothing
+    // to restore" to the caller.
+    for at in [
+        S3Prefix::new(BUCKET).name("never-checkpointed"),
+        S3Prefix::new("rayito-no-such-bucket").name("x"),
+    ] {
+        let err = sbx
+            .persistence()
+            .restore(RestoreOptions::new(at))
+            .await
+            .expect_err("nothing to restore");
+        assert_eq!(
+            shown(&err),
+            Shown {
+                code: None,
+                kind: ErrorKind::NotFound,
+                message: "there is no checkpoint at the prefix to restore from; checkpoint first (a first life has none)".to_owned(),
+                grpc_code: Some(GrpcCode::NotFound),
+                reason: None,
+                server_message: None,
+                retryable: false,
+            }
+        );
+        assert!(matches!(err, SandboxError::NotFound { .. }), "{err:?}");
+        assert_no_agent_text(&err);
+        assert_no_location(&err);
+    }
+    sbx.kill().await.unwrap();
+}

@@ -26,6 +26,16 @@ use crate::secret::Secret;
 /// The image the local backend uses when no template is given.
 pub(crate) const DEFAULT_IMAGE: &str = "rayito-base";
 
+/// The bucket the local backend's S3 endpoint has from the start: checkpoints
+/// (`S3Prefix::new(LOCAL_BUCKET)`) and staged transfers
+/// (`S3Staging::new(LOCAL_BUCKET)`) work on `Sandbox::builder().local()` with
+/// no setup. It lives, with every object in it, as long as the process's
+/// local backend (docs/persistence.md, "The local backend").
+///
+/// The name is a valid checkpoint bucket and a valid staging bucket (a DNS
+/// name without dots).
+pub const LOCAL_BUCKET: &str = "rayito-local";
+
 /// Where the embedded emulator answers.
 #[derive(Debug, Clone)]
 pub(crate) struct LocalBackend {
@@ -155,8 +165,16 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                 ..EmulatorConfig::default()
             };
             SandboxEnv::remove_at_exit(&config.root);
+            let buckets = config.root.clone();
             runtime.block_on(async move {
-                match Emulator::start(config).await {
+                let started = match Emulator::start(config).await {
+                    Ok(emulator) => create_local_bucket(&buckets)
+                        .await
+                        .map(|()| emulator)
+                        .map_err(|err| format!("the local bucket could not be made: {err}")),
+                    Err(err) => Err(err.to_string()),
+                };
+                match started {
                     Ok(emulator) => {
                         let arn = emulator.image_arn("");
                         let key = emulator.access_key();
@@ -176,7 +194,7 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                         drop(emulator);
                     }
                     Err(err) => {
-                        let _ = tx.send(Err(err.to_string()));
+                        let _ = tx.send(Err(err));
                     }
                 }
             });
@@ -198,6 +216,14 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
         }
     }
     outcome
+}
+
+/// Makes [`LOCAL_BUCKET`] in the emulator's object store, which keeps a
+/// bucket as a directory under `<root>/s3` (`Emulator::s3_endpoint_url`'s
+/// documented layout). Done before the backend is handed out, so the first
+/// checkpoint never races it; `rayito-agent` has no public call for it.
+async fn create_local_bucket(root: &std::path::Path) -> std::io::Result<()> {
+    tokio::fs::create_dir_all(root.join("s3").join(LOCAL_BUCKET)).await
 }
 
 /// `arn:aws:lambda:<region>:...` -> `<region>`.
