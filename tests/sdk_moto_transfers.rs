@@ -26,10 +26,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use aws_sdk_s3 as s3;
-use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use rayito::error::{TransferCode, TransferReason};
 use rayito::persistence::S3Prefix;
 use rayito::transfer::{
@@ -39,7 +35,7 @@ use rayito::{ErrorKind, Sandbox, SandboxError};
 use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig};
 use sdk_support::moto::{MotoServer, xml_text};
 use sdk_support::moto_seed::s3_client;
-use sha2::{Digest as _, Sha256};
+use sdk_support::plain_http::{call, form, noise, sha256_hex};
 
 const BUCKET: &str = "sdk-moto-transfers";
 
@@ -90,74 +86,6 @@ async fn world() -> Option<World> {
 
 fn staging() -> S3Staging {
     S3Staging::new(BUCKET)
-}
-
-/// A plain HTTP request; the status, headers and body.
-async fn call(
-    method: &str,
-    url: &str,
-    headers: &[(String, String)],
-    body: Vec<u8>,
-) -> (u16, http::HeaderMap, Vec<u8>) {
-    let mut req = http::Request::builder().method(method).uri(url);
-    for (k, v) in headers {
-        req = req.header(k, v);
-    }
-    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let resp = client
-        .request(req.body(Full::new(Bytes::from(body))).expect("request"))
-        .await
-        .expect("answered");
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes()
-        .to_vec();
-    (status, headers, body)
-}
-
-/// A `multipart/form-data` body: the fields, then the file.
-fn form(fields: &std::collections::BTreeMap<String, String>, file: &[u8]) -> (String, Vec<u8>) {
-    let boundary = "rayito-moto-boundary-41d2";
-    let mut body = Vec::new();
-    for (k, v) in fields {
-        body.extend_from_slice(
-            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{v}\r\n")
-                .as_bytes(),
-        );
-    }
-    body.extend_from_slice(
-        format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"x\"\r\nContent-Type: application/octet-stream\r\n\r\n"
-        )
-        .as_bytes(),
-    );
-    body.extend_from_slice(file);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    (format!("multipart/form-data; boundary={boundary}"), body)
-}
-
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()[0]
-        })
-        .collect()
-}
-
-fn sha_hex(b: &[u8]) -> String {
-    Sha256::digest(b)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// No URL, bucket, staging key or endpoint in a text the caller may log.
@@ -220,7 +148,7 @@ async fn a_put_ticket_signed_for_moto_becomes_the_file_and_the_object_is_deleted
     let status = ticket.status().await.expect("status");
     assert_eq!(status.phase, TransferPhase::Done);
     assert_eq!(status.bytes_total, body.len() as u64);
-    assert_eq!(status.sha256.as_deref(), Some(sha_hex(&body).as_str()));
+    assert_eq!(status.sha256.as_deref(), Some(sha256_hex(&body).as_str()));
     assert!(
         staged_keys(&w).await.is_empty(),
         "the agent's presigned DELETE removed the object from moto"
@@ -341,7 +269,7 @@ async fn a_download_link_into_moto_is_fetched_plainly_as_an_attachment() {
         .await
         .expect("link");
     assert_eq!(link.size(), body.len() as u64);
-    assert_eq!(link.sha256(), sha_hex(&body));
+    assert_eq!(link.sha256(), sha256_hex(&body));
     assert!(link.url().starts_with(&w.moto.endpoint_url()));
     assert_clean(&format!("{link:?}"), &w.moto);
     // The agent's PUT made the object in moto.

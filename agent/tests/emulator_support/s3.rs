@@ -1,7 +1,8 @@
 //! The real `aws-sdk-s3` client against an emulator's S3 endpoint, as the
 //! agent's tests and benchmarks use it: path style, region `us-east-1`,
 //! signed with the emulator's key (or another), retries off so that a
-//! refusal shows at once. Included by `emulator_support` and, by path, by
+//! refusal shows at once; and the same endpoint and key as an agent's
+//! persistence access. Included by `emulator_support` and, by path, by
 //! `examples/persist_bench.rs`.
 #![allow(dead_code)]
 
@@ -9,6 +10,7 @@ use aws_sdk_s3 as s3;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use rayito_agent::emulator::{AccessKey, Emulator};
+use rayito_agent::persist::{LocalS3, PersistenceAccess};
 
 /// A client of `emu`'s S3 endpoint signing with `emu`'s access key.
 pub fn client(emu: &Emulator) -> s3::Client {
@@ -33,4 +35,17 @@ pub fn client_with(emu: &Emulator, key: &AccessKey) -> s3::Client {
         .retry_config(RetryConfig::disabled())
         .build();
     s3::Client::from_conf(conf)
+}
+
+/// The persistence access an emulator's sandbox gets: its S3 endpoint and
+/// key (`AgentConfig::persistence` of an agent the test starts itself).
+pub fn persistence_access(emu: &Emulator) -> PersistenceAccess {
+    let key = emu.access_key();
+    PersistenceAccess::Local(Some(LocalS3 {
+        endpoint_url: emu.s3_endpoint_url(),
+        region: "us-east-1".into(),
+        access_key_id: key.id.clone(),
+        secret_access_key: key.secret.clone(),
+        session_token: key.session_token.clone(),
+    }))
 }
