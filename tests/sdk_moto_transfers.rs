@@ -129,9 +129,10 @@ async fn a_put_ticket_signed_for_moto_becomes_the_file_and_the_object_is_deleted
         .expect("ticket");
     assert_eq!(ticket.method(), UploadMethod::Put);
     assert!(
-        ticket
-            .url()
-            .starts_with(&format!("{}/{BUCKET}/rayito-transfer/", w.moto.endpoint_url())),
+        ticket.url().starts_with(&format!(
+            "{}/{BUCKET}/rayito-transfer/",
+            w.moto.endpoint_url()
+        )),
         "a path-style URL into moto's staging bucket"
     );
     assert_clean(&format!("{ticket:?}"), &w.moto);
@@ -139,7 +140,12 @@ async fn a_put_ticket_signed_for_moto_becomes_the_file_and_the_object_is_deleted
     let body = noise(2 << 20, 5);
     let headers: Vec<_> = ticket.headers().clone().into_iter().collect();
     let (code, _, text) = call("PUT", ticket.url(), &headers, body.clone()).await;
-    assert_eq!(code, 200, "moto took the PUT: {}", String::from_utf8_lossy(&text));
+    assert_eq!(
+        code,
+        200,
+        "moto took the PUT: {}",
+        String::from_utf8_lossy(&text)
+    );
     let entry = ticket.wait(Duration::from_secs(60)).await.expect("done");
     assert_eq!(entry.path, "/home/user/up/put.bin");
     assert_eq!(entry.size, body.len() as u64);

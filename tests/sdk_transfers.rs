@@ -115,10 +115,7 @@ async fn a_put_ticket_used_with_plain_http_becomes_the_file() {
     assert_eq!(w.sbx.files().read("up/put.bin").await.expect("read"), body);
     let status = ticket.status().await.expect("status");
     assert_eq!(status.phase, TransferPhase::Done);
-    assert_eq!(
-        status.sha256.as_deref(),
-        Some(sha256_hex(&body).as_str())
-    );
+    assert_eq!(status.sha256.as_deref(), Some(sha256_hex(&body).as_str()));
     assert!(
         staged_keys(&w).await.is_empty(),
         "the staging object is deleted"

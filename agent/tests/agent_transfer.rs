@@ -673,14 +673,13 @@ async fn a_multipart_export_puts_every_part_and_reports_the_etags_that_complete_
     let body = noise((10 << 20) + 12_345, 23);
     std::fs::write(w.agent.host_path("/home/user/big.bin"), &body).expect("file");
     let key = "rayito-transfer/sbx/down/0005";
-    let created = w
-        .s3
-        .create_multipart_upload()
-        .bucket(BUCKET)
-        .key(key)
-        .send()
-        .await
-        .expect("a multipart upload");
+    let created =
+        w.s3.create_multipart_upload()
+            .bucket(BUCKET)
+            .key(key)
+            .send()
+            .await
+            .expect("a multipart upload");
     let upload_id = created.upload_id().expect("an upload id");
     let count = (body.len() as u64).div_ceil(part_size);
     assert_eq!(count, 3);
@@ -723,15 +722,14 @@ async fn a_multipart_export_puts_every_part_and_reports_the_etags_that_complete_
     assert_eq!(end.sha256, sha_hex(&body));
     assert_eq!(end.part_etags.len(), 3, "{:?}", end.part_etags);
     // The emulator's S3 holds three parts of the sizes the part size makes.
-    let listed = w
-        .s3
-        .list_parts()
-        .bucket(BUCKET)
-        .key(key)
-        .upload_id(upload_id)
-        .send()
-        .await
-        .expect("list parts");
+    let listed =
+        w.s3.list_parts()
+            .bucket(BUCKET)
+            .key(key)
+            .upload_id(upload_id)
+            .send()
+            .await
+            .expect("list parts");
     let seen: Vec<(i32, i64)> = listed
         .parts()
         .iter()
@@ -746,28 +744,31 @@ async fn a_multipart_export_puts_every_part_and_reports_the_etags_that_complete_
     // uploaded by this client into a second upload get the same ETags (the
     // emulator's CompleteMultipartUpload, like s3s-fs's, does not compare
     // them, so completing alone would not show a wrong one).
-    let twin = w
-        .s3
-        .create_multipart_upload()
-        .bucket(BUCKET)
-        .key("rayito-transfer/sbx/down/twin")
-        .send()
-        .await
-        .expect("a second upload");
-    let twin_id = twin.upload_id().expect("an upload id");
-    for (i, chunk) in body.chunks(part_size as usize).enumerate() {
-        let out = w
-            .s3
-            .upload_part()
+    let twin =
+        w.s3.create_multipart_upload()
             .bucket(BUCKET)
             .key("rayito-transfer/sbx/down/twin")
-            .upload_id(twin_id)
-            .part_number(i as i32 + 1)
-            .body(ByteStream::from(chunk.to_vec()))
             .send()
             .await
-            .expect("a part");
-        assert_eq!(out.e_tag(), Some(end.part_etags[i].as_str()), "part {}", i + 1);
+            .expect("a second upload");
+    let twin_id = twin.upload_id().expect("an upload id");
+    for (i, chunk) in body.chunks(part_size as usize).enumerate() {
+        let out =
+            w.s3.upload_part()
+                .bucket(BUCKET)
+                .key("rayito-transfer/sbx/down/twin")
+                .upload_id(twin_id)
+                .part_number(i as i32 + 1)
+                .body(ByteStream::from(chunk.to_vec()))
+                .send()
+                .await
+                .expect("a part");
+        assert_eq!(
+            out.e_tag(),
+            Some(end.part_etags[i].as_str()),
+            "part {}",
+            i + 1
+        );
     }
     w.s3.abort_multipart_upload()
         .bucket(BUCKET)

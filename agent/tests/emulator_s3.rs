@@ -10,8 +10,8 @@ use std::time::Duration;
 use aws_sdk_s3 as s3;
 use aws_sdk_s3::error::ProvideErrorMetadata as _;
 use aws_sdk_s3::primitives::ByteStream;
-use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig};
 use emulator_support::s3::{client, client_with};
+use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 const ACCOUNT: &str = "000000000000";
