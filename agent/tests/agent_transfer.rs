@@ -146,6 +146,16 @@ impl World {
             .await
             .map(|r| r.into_inner().transfer_id)
     }
+    /// Starts an export the agent accepts; its transfer id.
+    async fn start_export(&self, req: pb::StartExportRequest) -> String {
+        self.agent
+            .files()
+            .start_export(req)
+            .await
+            .expect("accepted")
+            .into_inner()
+            .transfer_id
+    }
     /// Watches to the terminal state; every state seen, in order.
     async fn watch(&self, id: &str) -> Vec<pb::TransferState> {
         let mut stream = self
@@ -531,14 +541,7 @@ async fn an_export_puts_the_file_and_reports_its_sha256() {
         expires_at_unix_ms: in_ms(600_000),
         ..Default::default()
     };
-    let id = w
-        .agent
-        .files()
-        .start_export(req)
-        .await
-        .expect("accepted")
-        .into_inner()
-        .transfer_id;
+    let id = w.start_export(req).await;
     let states = w.watch(&id).await;
     assert_eq!(
         states[0].bytes_total,
@@ -562,14 +565,7 @@ async fn an_export_puts_the_file_and_reports_its_sha256() {
         target: Some(pb::start_export_request::Target::Put(w.put_url(key).await)),
         ..Default::default()
     };
-    let id = w
-        .agent
-        .files()
-        .start_export(req)
-        .await
-        .expect("accepted")
-        .into_inner()
-        .transfer_id;
+    let id = w.start_export(req).await;
     let end = w.watch(&id).await.pop().expect("state");
     assert_eq!(end.phase, pb::TransferPhase::Done as i32, "{end:?}");
     assert_eq!(end.sha256, sha_hex(b""));
@@ -633,14 +629,7 @@ async fn a_file_that_shrinks_during_its_export_fails_as_file_shrank() {
         target: Some(pb::start_export_request::Target::Put(w.put_url(key).await)),
         ..Default::default()
     };
-    let id = w
-        .agent
-        .files()
-        .start_export(req)
-        .await
-        .expect("accepted")
-        .into_inner()
-        .transfer_id;
+    let id = w.start_export(req).await;
     // Shorter at once: 256 MiB cannot have been sent yet.
     std::fs::OpenOptions::new()
         .write(true)
@@ -705,14 +694,7 @@ async fn a_multipart_export_puts_every_part_and_reports_the_etags_that_complete_
         expires_at_unix_ms: in_ms(600_000),
         ..Default::default()
     };
-    let id = w
-        .agent
-        .files()
-        .start_export(req)
-        .await
-        .expect("accepted")
-        .into_inner()
-        .transfer_id;
+    let id = w.start_export(req).await;
     let states = w.watch(&id).await;
     assert_eq!(states[0].bytes_total, body.len() as u64);
     let end = states.last().expect("state");
