@@ -4,7 +4,7 @@
 //! transfer_s3_endpoint`), so the whole flow crosses moto: the SDK signs
 //! for moto, a plain HTTP client PUTs or POSTs there, the agent GETs and
 //! DELETEs there (import) or PUTs there (export), and the link is fetched
-//! from moto.
+//! from moto; URLs signed for the emulator's own S3 are refused then.
 //!
 //! What moto checks, and what it does not (moto 5, the version
 //! `.ci/install-test-deps` installs): in the mode the shared helper starts
@@ -41,8 +41,8 @@ const BUCKET: &str = "sdk-moto-transfers";
 
 struct World {
     moto: MotoServer,
-    // Kept alive: the sandbox runs in it.
-    _emu: Emulator,
+    /// The sandbox runs in it.
+    emu: Emulator,
     sbx: Sandbox,
     /// moto's S3, signed with the emulator's key (moto checks none).
     s3: s3::Client,
@@ -76,12 +76,7 @@ async fn world() -> Option<World> {
         .send()
         .await
         .expect("the staging bucket in moto");
-    Some(World {
-        moto,
-        _emu: emu,
-        sbx,
-        s3,
-    })
+    Some(World { moto, emu, sbx, s3 })
 }
 
 fn staging() -> S3Staging {
@@ -313,6 +308,42 @@ async fn a_download_link_into_moto_is_fetched_plainly_as_an_attachment() {
             .and_then(|v| v.to_str().ok()),
         Some("attachment; filename=\"r.dat\"")
     );
+}
+
+/// The option replaces the emulator's S3 for transfers, it does not add
+/// moto beside it: a handle that signs for the emulator's own S3 is
+/// refused by the agent before any call (and nothing is staged anywhere).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn urls_signed_for_the_emulators_own_s3_are_refused_by_an_agent_told_of_moto() {
+    let Some(w) = world().await else {
+        return;
+    };
+    let own = Sandbox::builder()
+        .aws(sdk_support::aws(&w.emu).s3_endpoint_url(w.emu.s3_endpoint_url()))
+        .ready_timeout(Duration::from_secs(60))
+        .request_timeout(Duration::from_secs(30))
+        .connect(w.sbx.id(), w.sbx.access_token().clone())
+        .await
+        .expect("a second handle");
+    let e = own
+        .files()
+        .upload_url("refused.bin", UploadUrlOptions::new(staging()))
+        .await
+        .expect_err("not moto's endpoint");
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e:?}");
+    assert_clean(&e.to_string(), &w.moto);
+    assert_clean(&format!("{e:?}"), &w.moto);
+    assert!(!e.to_string().contains(&w.emu.s3_endpoint_url()));
+    // The same call signed for moto is taken.
+    w.sbx
+        .files()
+        .upload_url("taken.bin", UploadUrlOptions::new(staging()))
+        .await
+        .expect("moto's endpoint")
+        .cancel()
+        .await
+        .expect("cancel");
+    assert!(staged_keys(&w).await.is_empty());
 }
 
 /// A client whose AWS calls (S3 included) go to moto, signed with `key`.
