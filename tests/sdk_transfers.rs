@@ -34,21 +34,8 @@ async fn world() -> World {
         .create()
         .await
         .expect("sandbox");
-    let key = emu.access_key();
-    let conf = s3::Config::builder()
-        .behavior_version(s3::config::BehaviorVersion::latest())
-        .region(s3::config::Region::new("us-east-1"))
-        .credentials_provider(s3::config::Credentials::new(
-            &key.id,
-            &key.secret,
-            key.session_token.clone(),
-            None,
-            "test",
-        ))
-        .endpoint_url(emu.s3_endpoint_url())
-        .force_path_style(true)
-        .build();
-    let s3 = s3::Client::from_conf(conf);
+    // The emulator's key has no session token.
+    let s3 = sdk_support::moto_seed::s3_client(&emu.s3_endpoint_url(), emu.access_key());
     s3.create_bucket()
         .bucket(BUCKET)
         .send()
