@@ -9,16 +9,12 @@ mod sdk_support;
 use std::time::Duration;
 
 use aws_sdk_s3 as s3;
-use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use rayito::transfer::{
     DownloadUrlOptions, S3Staging, TransferPhase, UploadMethod, UploadUrlOptions,
 };
 use rayito::{Sandbox, SandboxError};
 use rayito_agent::emulator::Emulator;
-use sha2::{Digest as _, Sha256};
+use sdk_support::plain_http::{call, form, noise, sha256_hex};
 
 const BUCKET: &str = "sdk-transfers";
 
@@ -38,21 +34,8 @@ async fn world() -> World {
         .create()
         .await
         .expect("sandbox");
-    let key = emu.access_key();
-    let conf = s3::Config::builder()
-        .behavior_version(s3::config::BehaviorVersion::latest())
-        .region(s3::config::Region::new("us-east-1"))
-        .credentials_provider(s3::config::Credentials::new(
-            &key.id,
-            &key.secret,
-            key.session_token.clone(),
-            None,
-            "test",
-        ))
-        .endpoint_url(emu.s3_endpoint_url())
-        .force_path_style(true)
-        .build();
-    let s3 = s3::Client::from_conf(conf);
+    // The emulator's key has no session token.
+    let s3 = sdk_support::moto_seed::s3_client(&emu.s3_endpoint_url(), emu.access_key());
     s3.create_bucket()
         .bucket(BUCKET)
         .send()
@@ -65,76 +48,12 @@ fn staging() -> S3Staging {
     S3Staging::new(BUCKET)
 }
 
-fn client() -> Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>> {
-    Client::builder(TokioExecutor::new()).build_http()
-}
-
-/// A plain HTTP request; the status, headers and body.
-async fn call(
-    method: &str,
-    url: &str,
-    headers: &[(String, String)],
-    body: Vec<u8>,
-) -> (u16, http::HeaderMap, Vec<u8>) {
-    let mut req = http::Request::builder().method(method).uri(url);
-    for (k, v) in headers {
-        req = req.header(k, v);
-    }
-    let resp = client()
-        .request(req.body(Full::new(Bytes::from(body))).expect("request"))
-        .await
-        .expect("answered");
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes()
-        .to_vec();
-    (status, headers, body)
-}
-
-/// A `multipart/form-data` body: the fields, then the file.
-fn form(fields: &std::collections::BTreeMap<String, String>, file: &[u8]) -> (String, Vec<u8>) {
-    let boundary = "rayito-test-boundary-7c1f";
-    let mut body = Vec::new();
-    for (k, v) in fields {
-        body.extend_from_slice(
-            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{v}\r\n")
-                .as_bytes(),
-        );
-    }
-    body.extend_from_slice(
-        format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"x\"\r\nContent-Type: application/octet-stream\r\n\r\n"
-        )
-        .as_bytes(),
-    );
-    body.extend_from_slice(file);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    (format!("multipart/form-data; boundary={boundary}"), body)
-}
-
 /// The argument an `InvalidArgument` names.
 fn arg(e: &SandboxError) -> Option<&str> {
     match e {
         SandboxError::InvalidArgument { argument, .. } => argument.as_deref(),
         _ => None,
     }
-}
-
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()[0]
-        })
-        .collect()
 }
 
 /// No URL, bucket or staging key in a text the caller may log.
@@ -183,11 +102,7 @@ async fn a_put_ticket_used_with_plain_http_becomes_the_file() {
     assert_eq!(w.sbx.files().read("up/put.bin").await.expect("read"), body);
     let status = ticket.status().await.expect("status");
     assert_eq!(status.phase, TransferPhase::Done);
-    let sha: String = Sha256::digest(&body)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    assert_eq!(status.sha256.as_deref(), Some(sha.as_str()));
+    assert_eq!(status.sha256.as_deref(), Some(sha256_hex(&body).as_str()));
     assert!(
         staged_keys(&w).await.is_empty(),
         "the staging object is deleted"
@@ -274,11 +189,7 @@ async fn a_download_link_is_fetched_plainly_as_an_attachment() {
         .await
         .expect("link");
     assert_eq!(link.size(), body.len() as u64);
-    let sha: String = Sha256::digest(&body)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    assert_eq!(link.sha256(), sha);
+    assert_eq!(link.sha256(), sha256_hex(&body));
     assert_clean(&format!("{link:?}"));
     let (code, headers, got) = call("GET", link.url(), &[], Vec::new()).await;
     assert_eq!(code, 200);

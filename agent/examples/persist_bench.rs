@@ -18,6 +18,8 @@
 //! Run: `cargo run --release -p rayito-agent --example persist_bench [ROUNDS]`
 //! (as root, like the agent's tests; ROUNDS defaults to 3).
 
+#[path = "../tests/emulator_support/s3.rs"]
+mod s3_support;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -27,13 +29,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use aws_sdk_s3 as s3;
-use aws_sdk_s3::config::retry::RetryConfig;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use rayito_agent::emulator::{Emulator, EmulatorConfig};
 use rayito_agent::pb;
-use rayito_agent::persist::{LocalS3, PersistenceAccess};
+use rayito_agent::persist::PersistenceAccess;
 use rayito_agent::{AgentConfig, sandbox::GUEST_HOME};
+use s3_support::persistence_access;
 use support::{TestAgent, payload};
 
 const BUCKET: &str = "rayito-bench";
@@ -42,34 +42,8 @@ const SMALL_FILES: usize = 10_000;
 const SMALL_PER_DIR: usize = 100;
 const MIB: f64 = 1024.0 * 1024.0;
 
-fn local(emu: &Emulator) -> PersistenceAccess {
-    let key = emu.access_key();
-    PersistenceAccess::Local(Some(LocalS3 {
-        endpoint_url: emu.s3_endpoint_url(),
-        region: "us-east-1".into(),
-        access_key_id: key.id.clone(),
-        secret_access_key: key.secret.clone(),
-        session_token: key.session_token.clone(),
-    }))
-}
-
 async fn create_bucket(emu: &Emulator) {
-    let key = emu.access_key();
-    let conf = s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new(
-            &key.id,
-            &key.secret,
-            key.session_token.clone(),
-            None,
-            "bench",
-        ))
-        .endpoint_url(emu.s3_endpoint_url())
-        .force_path_style(true)
-        .retry_config(RetryConfig::disabled())
-        .build();
-    s3::Client::from_conf(conf)
+    s3_support::client(emu)
         .create_bucket()
         .bucket(BUCKET)
         .send()
@@ -286,8 +260,8 @@ async fn main() {
     .await
     .expect("emulator starts");
     create_bucket(&emu).await;
-    let a = agent(local(&emu)).await;
-    let b = agent(local(&emu)).await;
+    let a = agent(persistence_access(&emu)).await;
+    let b = agent(persistence_access(&emu)).await;
     let home_a = a.host_path(GUEST_HOME);
     let home_b = b.host_path(GUEST_HOME);
     let md = std::fs::metadata(&home_a).expect("home");

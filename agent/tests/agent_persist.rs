@@ -15,46 +15,15 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use aws_sdk_s3 as s3;
-use aws_sdk_s3::config::retry::RetryConfig;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::primitives::ByteStream;
+use emulator_support::s3::persistence_access;
 use rayito_agent::emulator::{Emulator, EmulatorConfig};
 use rayito_agent::pb;
-use rayito_agent::persist::{LocalS3, PersistenceAccess, messages};
+use rayito_agent::persist::{PersistenceAccess, messages};
 use rayito_agent::{AgentConfig, sandbox::GUEST_HOME};
 use support::{TestAgent, assert_status, payload};
 
 const BUCKET: &str = "rayito-ckpt";
-
-fn s3_client(emu: &Emulator) -> s3::Client {
-    let key = emu.access_key();
-    let conf = s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new(
-            &key.id,
-            &key.secret,
-            key.session_token.clone(),
-            None,
-            "test",
-        ))
-        .endpoint_url(emu.s3_endpoint_url())
-        .force_path_style(true)
-        .retry_config(RetryConfig::disabled())
-        .build();
-    s3::Client::from_conf(conf)
-}
-
-fn local(emu: &Emulator) -> PersistenceAccess {
-    let key = emu.access_key();
-    PersistenceAccess::Local(Some(LocalS3 {
-        endpoint_url: emu.s3_endpoint_url(),
-        region: "us-east-1".into(),
-        access_key_id: key.id.clone(),
-        secret_access_key: key.secret.clone(),
-        session_token: key.session_token.clone(),
-    }))
-}
 
 async fn emulator() -> (Emulator, s3::Client) {
     let emu = Emulator::start(EmulatorConfig {
@@ -63,7 +32,7 @@ async fn emulator() -> (Emulator, s3::Client) {
     })
     .await
     .expect("emulator starts");
-    let s3 = s3_client(&emu);
+    let s3 = emulator_support::s3::client(&emu);
     s3.create_bucket()
         .bucket(BUCKET)
         .send()
@@ -232,7 +201,7 @@ async fn object(s3: &s3::Client, key: &str) -> Option<Vec<u8>> {
 #[tokio::test]
 async fn a_checkpoint_restores_into_another_sandbox_with_content_modes_and_symlinks() {
     let (emu, s3) = emulator().await;
-    let a = agent(local(&emu)).await;
+    let a = agent(persistence_access(&emu)).await;
     put(&a, "notes.txt", b"hello from the first life\n", 0o644);
     put(&a, "bin/run.sh", b"#!/bin/sh\necho hi\n", 0o755);
     put(&a, "secret/key", b"private", 0o600);
@@ -295,7 +264,7 @@ async fn a_checkpoint_restores_into_another_sandbox_with_content_modes_and_symli
     assert!(manifest["created_at"].as_str().unwrap().ends_with('Z'));
 
     // Another sandbox, with files of its own: overwritten or kept.
-    let b = agent(local(&emu)).await;
+    let b = agent(persistence_access(&emu)).await;
     put(&b, "overwritten.txt", b"old content that is longer", 0o600);
     put(&b, "deep/kept.txt", b"kept", 0o644);
     put(&b, "only-in-b.txt", b"b", 0o644);
@@ -335,7 +304,7 @@ async fn a_checkpoint_restores_into_another_sandbox_with_content_modes_and_symli
 #[tokio::test]
 async fn excludes_and_the_always_skipped_directories_stay_out() {
     let (emu, s3) = emulator().await;
-    let a = agent(local(&emu)).await;
+    let a = agent(persistence_access(&emu)).await;
     put(&a, ".cache/pip/x", b"cache", 0o644);
     put(&a, "proj/__pycache__/m.pyc", b"pyc", 0o644);
     put(&a, "nb/.ipynb_checkpoints/n.ipynb", b"ck", 0o644);
@@ -362,7 +331,7 @@ async fn excludes_and_the_always_skipped_directories_stay_out() {
         serde_json::json!(["data/big", "nothing-there"])
     );
 
-    let b = agent(local(&emu)).await;
+    let b = agent(persistence_access(&emu)).await;
     restore_done(&restore_events(&b, rest("p/ex")).await.unwrap());
     let (home_b, _, _) = home(&b);
     let got: Vec<String> = snapshot(&home_b)
@@ -384,7 +353,7 @@ async fn excludes_and_the_always_skipped_directories_stay_out() {
 #[tokio::test]
 async fn bad_arguments_are_named_before_anything_happens() {
     let (emu, s3) = emulator().await;
-    let a = agent(local(&emu)).await;
+    let a = agent(persistence_access(&emu)).await;
     let cases: Vec<(pb::CheckpointRequest, &str)> = vec![
         (
             pb::CheckpointRequest {
@@ -467,7 +436,7 @@ async fn bad_arguments_are_named_before_anything_happens() {
 #[tokio::test]
 async fn restore_without_a_checkpoint_is_not_found_before_the_first_event() {
     let (emu, _s3) = emulator().await;
-    let a = agent(local(&emu)).await;
+    let a = agent(persistence_access(&emu)).await;
     let err = restore_events(&a, rest("rayito-home/never"))
         .await
         .unwrap_err();
@@ -544,7 +513,7 @@ async fn without_credentials_or_with_refused_ones_it_is_permission_denied() {
     );
 
     // A key S3 does not know: refused by S3 itself.
-    let PersistenceAccess::Local(Some(mut wrong)) = local(&emu) else {
+    let PersistenceAccess::Local(Some(mut wrong)) = persistence_access(&emu) else {
         unreachable!()
     };
     wrong.secret_access_key = "not-the-secret".into();
@@ -576,7 +545,7 @@ async fn without_credentials_or_with_refused_ones_it_is_permission_denied() {
 #[tokio::test]
 async fn one_operation_at_a_time_and_progress_at_most_once_a_second() {
     let (emu, _s3) = emulator().await;
-    let a = agent(local(&emu)).await;
+    let a = agent(persistence_access(&emu)).await;
     for i in 0..3 {
         put(&a, &format!("big/{i}.bin"), &noise(8 << 20, i + 10), 0o644);
     }
@@ -643,7 +612,7 @@ async fn one_operation_at_a_time_and_progress_at_most_once_a_second() {
 #[tokio::test]
 async fn a_suspend_mid_checkpoint_ends_it_with_suspending_and_no_manifest() {
     let (emu, s3) = emulator().await;
-    let a = agent(local(&emu)).await;
+    let a = agent(persistence_access(&emu)).await;
     for i in 0..4 {
         put(&a, &format!("big/{i}.bin"), &noise(8 << 20, i + 20), 0o644);
     }
@@ -755,7 +724,7 @@ async fn plant(s3: &s3::Client, prefix: &str, archive: Vec<u8>, sha256: &str, fi
 #[tokio::test]
 async fn a_hostile_archive_restores_nothing_outside_home() {
     let (emu, s3) = emulator().await;
-    let b = agent(local(&emu)).await;
+    let b = agent(persistence_access(&emu)).await;
     let (home_b, _, _) = home(&b);
     let outside = tempfile::tempdir().unwrap();
     std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -818,7 +787,7 @@ async fn a_hostile_archive_restores_nothing_outside_home() {
 #[tokio::test]
 async fn an_archive_that_does_not_match_its_manifest_is_internal() {
     let (emu, s3) = emulator().await;
-    let b = agent(local(&emu)).await;
+    let b = agent(persistence_access(&emu)).await;
     let archive = hostile_archive(&[(b"f.txt", tar::EntryType::Regular, b"", b"content")]);
     plant(&s3, "p/sum", archive.clone(), &"0".repeat(64), 1).await;
     let events = restore_events(&b, rest("p/sum")).await.unwrap();
@@ -861,7 +830,7 @@ async fn an_archive_that_does_not_match_its_manifest_is_internal() {
 #[tokio::test]
 async fn the_emulator_gives_s3_access_only_to_a_sandbox_with_an_execution_role() {
     let h = emulator_support::Harness::start().await;
-    let s3 = s3_client(&h.emulator);
+    let s3 = emulator_support::s3::client(&h.emulator);
     s3.create_bucket().bucket(BUCKET).send().await.unwrap();
 
     let (with_role, endpoint) = h
@@ -981,7 +950,7 @@ async fn no_bucket_key_or_secret_reaches_the_log_even_at_debug_level() {
     // uses the canary names.
     let _ = tracing::subscriber::set_global_default(Capture);
     tracing::debug!(marker = "the capture works");
-    let a = agent(local(&emu)).await;
+    let a = agent(persistence_access(&emu)).await;
     put(&a, "canary-file.txt", b"canary-content-55aa", 0o644);
     let target = |prefix: &str| {
         Some(pb::S3Location {
@@ -1001,7 +970,7 @@ async fn no_bucket_key_or_secret_reaches_the_log_even_at_debug_level() {
     .await
     .unwrap();
     checkpoint_done(&events);
-    let b = agent(local(&emu)).await;
+    let b = agent(persistence_access(&emu)).await;
     restore_done(
         &restore_events(
             &b,
@@ -1021,7 +990,7 @@ async fn no_bucket_key_or_secret_reaches_the_log_even_at_debug_level() {
         },
     )
     .await;
-    let PersistenceAccess::Local(Some(mut wrong)) = local(&emu) else {
+    let PersistenceAccess::Local(Some(mut wrong)) = persistence_access(&emu) else {
         unreachable!()
     };
     wrong.secret_access_key = "canary-wrong-secret".into();

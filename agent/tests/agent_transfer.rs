@@ -3,13 +3,12 @@
 //! that wait for the object, exports by PUT, the checks before any I/O, the
 //! table's limits, cancel, expiry, and the reasons of failed transfers.
 
+mod emulator_support;
 mod support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_s3 as s3;
-use aws_sdk_s3::config::retry::RetryConfig;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use rayito_agent::AgentConfig;
@@ -31,22 +30,7 @@ async fn world() -> World {
     let emu = Emulator::start(EmulatorConfig::default())
         .await
         .expect("emulator starts");
-    let key = emu.access_key();
-    let conf = s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new(
-            &key.id,
-            &key.secret,
-            key.session_token.clone(),
-            None,
-            "test",
-        ))
-        .endpoint_url(emu.s3_endpoint_url())
-        .force_path_style(true)
-        .retry_config(RetryConfig::disabled())
-        .build();
-    let s3 = s3::Client::from_conf(conf);
+    let s3 = emulator_support::s3::client(&emu);
     s3.create_bucket()
         .bucket(BUCKET)
         .send()
@@ -161,6 +145,16 @@ impl World {
             .start_import(req)
             .await
             .map(|r| r.into_inner().transfer_id)
+    }
+    /// Starts an export the agent accepts; its transfer id.
+    async fn start_export(&self, req: pb::StartExportRequest) -> String {
+        self.agent
+            .files()
+            .start_export(req)
+            .await
+            .expect("accepted")
+            .into_inner()
+            .transfer_id
     }
     /// Watches to the terminal state; every state seen, in order.
     async fn watch(&self, id: &str) -> Vec<pb::TransferState> {
@@ -547,14 +541,7 @@ async fn an_export_puts_the_file_and_reports_its_sha256() {
         expires_at_unix_ms: in_ms(600_000),
         ..Default::default()
     };
-    let id = w
-        .agent
-        .files()
-        .start_export(req)
-        .await
-        .expect("accepted")
-        .into_inner()
-        .transfer_id;
+    let id = w.start_export(req).await;
     let states = w.watch(&id).await;
     assert_eq!(
         states[0].bytes_total,
@@ -578,14 +565,7 @@ async fn an_export_puts_the_file_and_reports_its_sha256() {
         target: Some(pb::start_export_request::Target::Put(w.put_url(key).await)),
         ..Default::default()
     };
-    let id = w
-        .agent
-        .files()
-        .start_export(req)
-        .await
-        .expect("accepted")
-        .into_inner()
-        .transfer_id;
+    let id = w.start_export(req).await;
     let end = w.watch(&id).await.pop().expect("state");
     assert_eq!(end.phase, pb::TransferPhase::Done as i32, "{end:?}");
     assert_eq!(end.sha256, sha_hex(b""));
@@ -649,14 +629,7 @@ async fn a_file_that_shrinks_during_its_export_fails_as_file_shrank() {
         target: Some(pb::start_export_request::Target::Put(w.put_url(key).await)),
         ..Default::default()
     };
-    let id = w
-        .agent
-        .files()
-        .start_export(req)
-        .await
-        .expect("accepted")
-        .into_inner()
-        .transfer_id;
+    let id = w.start_export(req).await;
     // Shorter at once: 256 MiB cannot have been sent yet.
     std::fs::OpenOptions::new()
         .write(true)
@@ -675,4 +648,194 @@ async fn a_file_that_shrinks_during_its_export_fails_as_file_shrank() {
     );
     assert_eq!(w.read(key).await, None, "no object was made");
     let _ = &w.emu;
+}
+
+/// A multipart export as the SDK drives one: the caller creates the
+/// multipart upload and presigns one UploadPart URL per part, the agent
+/// PUTs every part (all but the last exactly `part_size` bytes) and reports
+/// their ETags in order, and the caller completes the upload with them.
+#[tokio::test]
+async fn a_multipart_export_puts_every_part_and_reports_the_etags_that_complete_it() {
+    let w = world().await;
+    let part_size: u64 = 5 << 20;
+    // Two whole parts and a short last one.
+    let body = noise((10 << 20) + 12_345, 23);
+    std::fs::write(w.agent.host_path("/home/user/big.bin"), &body).expect("file");
+    let key = "rayito-transfer/sbx/down/0005";
+    let created =
+        w.s3.create_multipart_upload()
+            .bucket(BUCKET)
+            .key(key)
+            .send()
+            .await
+            .expect("a multipart upload");
+    let upload_id = created.upload_id().expect("an upload id");
+    let count = (body.len() as u64).div_ceil(part_size);
+    assert_eq!(count, 3);
+    let mut parts = Vec::new();
+    for number in 1..=count as i32 {
+        parts.push(presigned(
+            w.s3.upload_part()
+                .bucket(BUCKET)
+                .key(key)
+                .upload_id(upload_id)
+                .part_number(number)
+                .presigned(cfg())
+                .await
+                .expect("presigned"),
+        ));
+    }
+    let req = pb::StartExportRequest {
+        path: "big.bin".into(),
+        object: Some(object(key)),
+        target: Some(pb::start_export_request::Target::Multipart(
+            pb::PresignedMultipart { part_size, parts },
+        )),
+        expires_at_unix_ms: in_ms(600_000),
+        ..Default::default()
+    };
+    let id = w.start_export(req).await;
+    let states = w.watch(&id).await;
+    assert_eq!(states[0].bytes_total, body.len() as u64);
+    let end = states.last().expect("state");
+    assert_eq!(end.phase, pb::TransferPhase::Done as i32, "{end:?}");
+    assert_eq!(end.direction, pb::TransferDirection::Export as i32);
+    assert_eq!(end.bytes_done, body.len() as u64);
+    assert_eq!(end.sha256, sha_hex(&body));
+    assert_eq!(end.part_etags.len(), 3, "{:?}", end.part_etags);
+    // The emulator's S3 holds three parts of the sizes the part size makes.
+    let listed =
+        w.s3.list_parts()
+            .bucket(BUCKET)
+            .key(key)
+            .upload_id(upload_id)
+            .send()
+            .await
+            .expect("list parts");
+    let seen: Vec<(i32, i64)> = listed
+        .parts()
+        .iter()
+        .map(|p| (p.part_number().unwrap_or(0), p.size().unwrap_or(-1)))
+        .collect();
+    let whole = part_size as i64;
+    assert_eq!(
+        seen,
+        [(1, whole), (2, whole), (3, body.len() as i64 - 2 * whole)]
+    );
+    // Each reported ETag is the one S3 gives those bytes: the same slices
+    // uploaded by this client into a second upload get the same ETags (the
+    // emulator's CompleteMultipartUpload, like s3s-fs's, does not compare
+    // them, so completing alone would not show a wrong one).
+    let twin =
+        w.s3.create_multipart_upload()
+            .bucket(BUCKET)
+            .key("rayito-transfer/sbx/down/twin")
+            .send()
+            .await
+            .expect("a second upload");
+    let twin_id = twin.upload_id().expect("an upload id");
+    for (i, chunk) in body.chunks(part_size as usize).enumerate() {
+        let out =
+            w.s3.upload_part()
+                .bucket(BUCKET)
+                .key("rayito-transfer/sbx/down/twin")
+                .upload_id(twin_id)
+                .part_number(i as i32 + 1)
+                .body(ByteStream::from(chunk.to_vec()))
+                .send()
+                .await
+                .expect("a part");
+        assert_eq!(
+            out.e_tag(),
+            Some(end.part_etags[i].as_str()),
+            "part {}",
+            i + 1
+        );
+    }
+    w.s3.abort_multipart_upload()
+        .bucket(BUCKET)
+        .key("rayito-transfer/sbx/down/twin")
+        .upload_id(twin_id)
+        .send()
+        .await
+        .expect("aborted");
+    // Nothing is readable before the caller completes the upload.
+    assert_eq!(w.read(key).await, None);
+    let completed = s3::types::CompletedMultipartUpload::builder()
+        .set_parts(Some(
+            end.part_etags
+                .iter()
+                .enumerate()
+                .map(|(i, etag)| {
+                    s3::types::CompletedPart::builder()
+                        .part_number(i as i32 + 1)
+                        .e_tag(etag)
+                        .build()
+                })
+                .collect(),
+        ))
+        .build();
+    w.s3.complete_multipart_upload()
+        .bucket(BUCKET)
+        .key(key)
+        .upload_id(upload_id)
+        .multipart_upload(completed)
+        .send()
+        .await
+        .expect("completed with the agent's ETags");
+    let got = w.read(key).await.expect("the object");
+    assert_eq!(got.len(), body.len());
+    assert!(got == body, "the object is the file, byte for byte");
+    assert_eq!(sha_hex(&got), end.sha256);
+}
+
+/// Part lists StartExport refuses before any I/O: no part size, no parts,
+/// more than 10,000 parts, a part URL that names another object (a count
+/// the file's size does not need: the refusals test above).
+#[tokio::test]
+async fn an_export_refuses_bad_part_lists_before_any_call() {
+    let w = world().await;
+    std::fs::write(w.agent.host_path("/home/user/ten"), [0u8; 10]).expect("file");
+    let key = "rayito-transfer/sbx/down/0006";
+    let part = w.put_url(key).await;
+    let other = w.put_url("rayito-transfer/sbx/down/other").await;
+    let files = w.agent.files();
+    let export = |part_size: u64, parts: Vec<pb::PresignedRequest>| {
+        let req = pb::StartExportRequest {
+            path: "ten".into(),
+            object: Some(object(key)),
+            target: Some(pb::start_export_request::Target::Multipart(
+                pb::PresignedMultipart { part_size, parts },
+            )),
+            ..Default::default()
+        };
+        let mut files = files.clone();
+        async move { files.start_export(req).await.expect_err("refused") }
+    };
+    let e = export(0, vec![part.clone()]).await;
+    assert_status(&e, tonic::Code::InvalidArgument, "invalid multipart parts");
+    let e = export(16, Vec::new()).await;
+    assert_status(&e, tonic::Code::InvalidArgument, "invalid multipart parts");
+    // Counted before any URL is read: short stand-ins keep the message small.
+    let stub = pb::PresignedRequest {
+        url: "x".into(),
+        ..Default::default()
+    };
+    let e = export(16, vec![stub; 10_001]).await;
+    assert_status(&e, tonic::Code::InvalidArgument, "invalid multipart parts");
+    let e = export(8, vec![part.clone(), other]).await;
+    assert_status(
+        &e,
+        tonic::Code::InvalidArgument,
+        "a presigned URL does not name the request's object",
+    );
+    assert_clean(e.message(), key, "/home/user/ten");
+    // Nothing was accepted, and nothing reached S3.
+    let _ = w
+        .agent
+        .files()
+        .get_transfer(pb::GetTransferRequest::default())
+        .await
+        .expect_err("still nothing");
+    assert_eq!(w.read(key).await, None);
 }

@@ -3,39 +3,18 @@
 //! its upload use, the failures S3 answers with, and one store behind both
 //! the endpoint and the emulator's own reads and writes.
 
+mod emulator_support;
+
 use std::time::Duration;
 
 use aws_sdk_s3 as s3;
-use aws_sdk_s3::config::retry::RetryConfig;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::error::ProvideErrorMetadata as _;
 use aws_sdk_s3::primitives::ByteStream;
+use emulator_support::s3::{client, client_with};
 use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 const ACCOUNT: &str = "000000000000";
-
-fn client_with(emu: &Emulator, key: &AccessKey) -> s3::Client {
-    let conf = s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new(
-            &key.id,
-            &key.secret,
-            key.session_token.clone(),
-            None,
-            "test",
-        ))
-        .endpoint_url(emu.s3_endpoint_url())
-        .force_path_style(true)
-        .retry_config(RetryConfig::disabled())
-        .build();
-    s3::Client::from_conf(conf)
-}
-
-fn client(emu: &Emulator) -> s3::Client {
-    client_with(emu, emu.access_key())
-}
 
 async fn start() -> Emulator {
     Emulator::start(EmulatorConfig::default())

@@ -8,6 +8,7 @@
 pub mod images;
 pub mod moto;
 pub mod moto_seed;
+pub mod plain_http;
 pub mod recording_proxy;
 #[path = "../skip_support/mod.rs"]
 pub mod skip;

@@ -128,8 +128,9 @@ async fn prepare(
         prestart_kernel,
         limits: shared.settings.sandbox_limits,
         hooks_token: Some(shared.hooks.token().clone()),
-        // The transfers' presigned URLs name the emulator's S3 endpoint.
-        local_s3_endpoint: Some(shared.settings.s3_addr),
+        // The transfers' presigned URLs name the emulator's S3 endpoint
+        // (or the one `EmulatorConfig::transfer_s3_endpoint` names).
+        local_s3_endpoint: Some(shared.settings.transfer_s3_addr),
         // Never AWS's: the sandbox's role is known at RunMicrovm ([`create`]).
         persistence: PersistenceAccess::Local(None),
         ..AgentConfig::default()

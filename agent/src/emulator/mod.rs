@@ -121,6 +121,13 @@ pub struct EmulatorConfig {
     /// For tests: every idle policy's `maxIdleDurationSeconds` (at least 60
     /// by the model) counts as this long instead (default `None`).
     pub max_idle_override: Option<Duration>,
+    /// For tests: the S3 endpoint (path style over plain HTTP) that the
+    /// sandboxes' S3-staged transfers must name instead of the emulator's
+    /// own (default `None`: the emulator's), so a client that signs its
+    /// transfer URLs for another S3 (a moto server) has them accepted. The
+    /// agents call no other endpoint for transfers; checkpoints still go to
+    /// the emulator's S3.
+    pub transfer_s3_endpoint: Option<SocketAddr>,
     /// Keep one MicroVM prepared ahead of the next RunMicrovm, its agent
     /// running and its default Python kernel started (default `false`):
     /// a new sandbox's first cell then does not wait for an interpreter to
@@ -153,6 +160,7 @@ impl Default for EmulatorConfig {
             tls_ip_name_constraints: true,
             deadline_exit_delay: Duration::from_secs(15),
             max_idle_override: None,
+            transfer_s3_endpoint: None,
             warm_spare: false,
             sandbox_limits: SandboxLimits::default(),
             access_keys: vec![AccessKey::generate()],
@@ -243,6 +251,7 @@ impl Emulator {
                 hook_timeout: config.hook_timeout,
                 deadline_exit_delay: config.deadline_exit_delay,
                 max_idle_override: config.max_idle_override,
+                transfer_s3_addr: config.transfer_s3_endpoint.unwrap_or(s3_addr),
                 warm_spare: config.warm_spare,
                 sandbox_limits: config.sandbox_limits,
                 control_addr: addr,

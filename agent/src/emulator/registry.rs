@@ -33,6 +33,9 @@ pub(crate) struct Settings {
     pub(crate) hook_timeout: Duration,
     pub(crate) deadline_exit_delay: Duration,
     pub(crate) max_idle_override: Option<Duration>,
+    /// The S3 endpoint the transfers' URLs must name: the emulator's own
+    /// unless `EmulatorConfig::transfer_s3_endpoint` names another.
+    pub(crate) transfer_s3_addr: SocketAddr,
     /// Keep one MicroVM prepared ahead, its kernel started (see
     /// `EmulatorConfig::warm_spare`).
     pub(crate) warm_spare: bool,

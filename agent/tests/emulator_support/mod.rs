@@ -4,6 +4,8 @@
 //! that reach a MicroVM's agent through its emulated proxy.
 #![allow(dead_code)]
 
+pub mod s3;
+
 use std::time::{Duration, Instant};
 
 use aws_sdk_lambdamicrovms as lmv;
