@@ -923,6 +923,12 @@ async fn a_multipart_upload_round_trips_and_its_parts_are_listed() {
         .send()
         .await
         .expect("list parts");
+    let listed_etags: Vec<String> = listed
+        .parts()
+        .iter()
+        .map(|p| p.e_tag().expect("a listed part's ETag").to_owned())
+        .collect();
+    assert_eq!(listed_etags, etags, "ListParts shows UploadPart's ETags");
     let listed: Vec<(i32, i64)> = listed
         .parts()
         .iter()
@@ -1159,4 +1165,74 @@ async fn an_aborted_upload_leaves_nothing_and_upload_ids_are_tied_to_their_key()
         (400, "EntityTooSmall")
     );
     assert_eq!(stored_keys(&s3, &bucket).await, before, "nothing stored");
+}
+
+/// S3 completes only with each part's ETag as UploadPart answered it: a
+/// wrong or missing one is 400 InvalidPart and the upload stays open.
+#[tokio::test]
+async fn a_completion_with_a_wrong_part_etag_is_invalid_part() {
+    use s3::types::{CompletedMultipartUpload, CompletedPart};
+    let emu = start().await;
+    let s3 = client(&emu);
+    let bucket = emu.artifact_bucket();
+    let key = "rayito-transfer/sbx/down/etag";
+    let upload = s3
+        .create_multipart_upload()
+        .bucket(&bucket)
+        .key(key)
+        .send()
+        .await
+        .expect("create")
+        .upload_id()
+        .expect("an upload id")
+        .to_owned();
+    let first = noise(5 << 20, 21);
+    let second = noise(1000, 22);
+    let e1 = put_part(&s3, &bucket, key, &upload, 1, &first).await;
+    let e2 = put_part(&s3, &bucket, key, &upload, 2, &second).await;
+    let complete = |parts: Vec<CompletedPart>| {
+        s3.complete_multipart_upload()
+            .bucket(&bucket)
+            .key(key)
+            .upload_id(&upload)
+            .multipart_upload(
+                CompletedMultipartUpload::builder()
+                    .set_parts(Some(parts))
+                    .build(),
+            )
+            .send()
+    };
+    let part = |n: i32, e: Option<&str>| {
+        CompletedPart::builder()
+            .part_number(n)
+            .set_e_tag(e.map(str::to_owned))
+            .build()
+    };
+    // Part 2's ETag under part 1, and no ETag at all.
+    for parts in [
+        vec![part(1, Some(&e2)), part(2, Some(&e2))],
+        vec![part(1, Some(&e1)), part(2, None)],
+    ] {
+        let err = complete(parts).await.expect_err("a wrong ETag");
+        let svc = err.as_service_error().map(|e| e.meta().code());
+        assert_eq!(svc, Some(Some("InvalidPart")), "{err:?}");
+        assert_eq!(err.raw_response().map(|r| r.status().as_u16()), Some(400));
+    }
+    // Still open: the right ETags complete it.
+    complete(vec![part(1, Some(&e1)), part(2, Some(&e2))])
+        .await
+        .expect("the right ETags complete");
+    let got = s3
+        .get_object()
+        .bucket(&bucket)
+        .key(key)
+        .send()
+        .await
+        .expect("get")
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .into_bytes();
+    assert!(got.as_ref() == [first, second].concat().as_slice());
 }

@@ -23,6 +23,10 @@
 //!   old object's sidecars first (s3s-fs would keep its checksums beside
 //!   the new bytes).
 //!
+//! - every part CompleteMultipartUpload names must carry the ETag its
+//!   UploadPart answered: 400 InvalidPart otherwise (s3s-fs neither checks
+//!   nor lists part ETags); ListParts shows them.
+//!
 //! Operations: CreateBucket, HeadBucket, ListObjectsV2, HeadObject,
 //! GetObject, PutObject, DeleteObject, and multipart uploads
 //! (CreateMultipartUpload, UploadPart, ListParts, CompleteMultipartUpload,
@@ -41,13 +45,20 @@ use s3s::dto::{
 };
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
+use std::collections::{BTreeMap, HashMap};
+
 use crate::emulator::objects::{ObjectStore, storable_key};
+
+/// The ETags of the parts of open multipart uploads: upload id -> part
+/// number -> ETag (without quotes). An entry goes at complete or abort.
+type PartEtags = std::sync::Mutex<HashMap<String, BTreeMap<i32, String>>>;
 
 /// The emulator's buckets: s3s-fs over the object store's root.
 pub(super) struct Buckets {
     fs: s3s_fs::FileSystem,
     objects: ObjectStore,
     account_id: String,
+    part_etags: PartEtags,
 }
 
 impl Buckets {
@@ -56,6 +67,7 @@ impl Buckets {
             fs,
             objects,
             account_id,
+            part_etags: PartEtags::default(),
         }
     }
 
@@ -126,6 +138,43 @@ impl Buckets {
             Err(no_such_upload())
         }
     }
+}
+
+impl Buckets {
+    fn lock_etags(&self) -> std::sync::MutexGuard<'_, HashMap<String, BTreeMap<i32, String>>> {
+        // A panic while holding it left only a map of strings behind.
+        self.part_etags
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Refuses (400 InvalidPart) a completion naming a part without the
+    /// ETag its upload answered, as S3 does.
+    fn check_part_etags(&self, input: &CompleteMultipartUploadInput) -> S3Result<()> {
+        let etags = self.lock_etags();
+        let known = etags.get(&input.upload_id);
+        let parts = input
+            .multipart_upload
+            .as_ref()
+            .and_then(|m| m.parts.as_deref())
+            .unwrap_or_default();
+        for part in parts {
+            let recorded = part.part_number.and_then(|n| known.and_then(|k| k.get(&n)));
+            let given = part.e_tag.as_ref().map(|e| e.value());
+            if recorded.is_none() || recorded.map(String::as_str) != given {
+                return Err(invalid_part());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// 400 InvalidPart with S3's message.
+fn invalid_part() -> S3Error {
+    S3Error::with_message(
+        S3ErrorCode::InvalidPart,
+        "One or more of the specified parts could not be found.  The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.",
+    )
 }
 
 /// 404 NoSuchUpload with S3's message.
@@ -275,7 +324,15 @@ impl S3 for Buckets {
                 "Part number must be an integer between 1 and 10000, inclusive",
             ));
         }
-        self.fs.upload_part(req).await.map_err(s3_message)
+        let (upload_id, number) = (input.upload_id.clone(), input.part_number);
+        let out = self.fs.upload_part(req).await.map_err(s3_message)?;
+        if let Some(etag) = &out.output.e_tag {
+            self.lock_etags()
+                .entry(upload_id)
+                .or_default()
+                .insert(number, etag.value().to_owned());
+        }
+        Ok(out)
     }
 
     async fn list_parts(
@@ -286,10 +343,19 @@ impl S3 for Buckets {
         let input = &req.input;
         self.check_upload(&input.bucket, &input.key, &input.upload_id)
             .await?;
+        let req_upload_id = input.upload_id.clone();
         let mut out = self.fs.list_parts(req).await.map_err(s3_message)?;
         // s3s-fs lists them in directory order.
         if let Some(parts) = out.output.parts.as_mut() {
             parts.sort_by_key(|p| p.part_number);
+            let etags = self.lock_etags();
+            let known = etags.get(&req_upload_id);
+            for part in parts.iter_mut() {
+                let etag = part.part_number.and_then(|n| known.and_then(|k| k.get(&n)));
+                if let Some(etag) = etag {
+                    part.e_tag = Some(s3s::dto::ETag::Strong(etag.clone()));
+                }
+            }
         }
         Ok(out)
     }
@@ -303,15 +369,20 @@ impl S3 for Buckets {
         self.check_upload(&bucket, &key, &req.input.upload_id)
             .await?;
         self.check_bucket(&bucket).await?;
+        self.check_part_etags(&req.input)?;
         // The old object's ETag and checksums are not the new bytes'.
         self.objects
             .remove_sidecars(&bucket, &key)
             .await
             .map_err(|_| S3Error::new(S3ErrorCode::InternalError))?;
-        self.fs
+        let upload_id = req.input.upload_id.clone();
+        let out = self
+            .fs
             .complete_multipart_upload(req)
             .await
-            .map_err(s3_message)
+            .map_err(s3_message)?;
+        self.lock_etags().remove(&upload_id);
+        Ok(out)
     }
 
     async fn abort_multipart_upload(
@@ -322,9 +393,13 @@ impl S3 for Buckets {
         let input = &req.input;
         self.check_upload(&input.bucket, &input.key, &input.upload_id)
             .await?;
-        self.fs
+        let upload_id = input.upload_id.clone();
+        let out = self
+            .fs
             .abort_multipart_upload(req)
             .await
-            .map_err(s3_message)
+            .map_err(s3_message)?;
+        self.lock_etags().remove(&upload_id);
+        Ok(out)
     }
 }
