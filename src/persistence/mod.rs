@@ -36,6 +36,10 @@ use std::time::Duration;
 pub use self::location::{ARCHIVE_OBJECT, DEFAULT_PREFIX, MANIFEST_OBJECT, S3Prefix};
 #[cfg(feature = "s3")]
 pub use self::store::{CheckpointEntry, delete, list};
+/// Shared with the automatic transfer staging (spec C4, the SDK's own S3
+/// failures).
+#[cfg(feature = "s3")]
+pub(crate) use self::store::s3_failure;
 use crate::error::map::persistence as map;
 use crate::error::{PersistenceOp, SandboxError};
 use crate::pb;

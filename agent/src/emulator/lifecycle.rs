@@ -132,6 +132,7 @@ async fn prepare(
         local_s3_endpoint: Some(shared.settings.s3_addr),
         // Never AWS's: the sandbox's role is known at RunMicrovm ([`create`]).
         persistence: PersistenceAccess::Local(None),
+        transfers: shared.settings.agent_transfers,
         ..AgentConfig::default()
     };
     let agent = match Agent::start(config).await {
