@@ -25,6 +25,9 @@ const THRESHOLD: usize = MIB;
 
 /// The pinned message of a staging bucket that does not exist.
 const NO_SUCH_BUCKET: &str = "the bucket does not exist (NoSuchBucket); create it or name another";
+/// ... and of a bucket in another region (not producible on the emulator,
+/// whose S3 serves every region).
+const WRONG_REGION: &str = "the bucket is in another region; pass its region";
 
 fn s3_client(emu: &Emulator) -> s3::Client {
     let key = emu.access_key();
@@ -160,7 +163,13 @@ fn argument(e: &SandboxError) -> Option<&str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_byte_below_the_threshold_goes_over_grpc_and_the_threshold_through_s3() {
     // A staging bucket that does not exist: only the S3 path can fail.
-    let w = world_with(true, S3Staging::new("no-such-staging").threshold_bytes(THRESHOLD as u64)).await;
+    let w = world_with(
+        true,
+        S3Staging::new("no-such-staging")
+            .threshold_bytes(THRESHOLD as u64)
+            .multipart_threshold_bytes(16 << 20),
+    )
+    .await;
     let files = w.sbx.files();
     assert!(w.sbx.staging().is_some());
     assert_clean(&format!("{:?} {:?}", w.sbx, w.sbx.staging()));
@@ -175,7 +184,7 @@ async fn one_byte_below_the_threshold_goes_over_grpc_and_the_threshold_through_s
         .expect_err("through S3");
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
     assert_eq!(argument(&err), Some("bucket"));
-    assert!(err.to_string().contains(NO_SUCH_BUCKET), "{err}");
+    assert_eq!(err.to_string(), format!("invalid bucket: {NO_SUCH_BUCKET}"));
     assert_error_clean(&err);
     assert!(!files.exists("at.bin").await.unwrap());
 
@@ -206,7 +215,26 @@ async fn one_byte_below_the_threshold_goes_over_grpc_and_the_threshold_through_s
     let err = files.read_stream("at.bin").await.err().expect("through S3");
     assert_eq!(err.kind(), ErrorKind::Transfer, "{err}");
     assert_error_clean(&err);
+
+    // At the multipart threshold the SDK creates the multipart upload of
+    // the export itself: its own S3 call finds the bucket missing.
+    files
+        .write_files(vec![rayito::WriteEntry::new("mp.bin", noise(16 * MIB, 9))])
+        .await
+        .expect("write_files");
+    let err = files.read("mp.bin").await.expect_err("multipart export");
+    assert_eq!(argument(&err), Some("bucket"), "{err}");
+    assert_eq!(err.to_string(), format!("invalid bucket: {NO_SUCH_BUCKET}"));
+    assert_error_clean(&err);
     drop(w.emu);
+}
+
+/// docs/transfers.md transcribes the pinned message.
+#[test]
+fn the_docs_transcribe_the_staging_messages() {
+    let doc = include_str!("../docs/transfers.md");
+    assert!(doc.contains(NO_SUCH_BUCKET));
+    assert!(doc.contains(WRONG_REGION));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

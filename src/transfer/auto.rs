@@ -721,6 +721,62 @@ async fn joined(
 mod tests {
     use super::*;
 
+    fn staged(body: &'static [u8], sha256: String, size: u64) -> StagedRead {
+        StagedRead {
+            body: ByteStream::from(Bytes::from_static(body)),
+            hash: Sha256::new(),
+            sha256,
+            size,
+            got: 0,
+            deadline: Instant::now() + Duration::from_secs(30),
+            after: Duration::from_secs(30),
+            feature: "files.read",
+            cleanup: Cleanup {
+                s3: None,
+                upload_id: None,
+            },
+            ended: false,
+        }
+    }
+
+    async fn drain(mut read: StagedRead) -> Result<Vec<u8>, SandboxError> {
+        let mut out = Vec::new();
+        while let Some(chunk) = read.next().await {
+            out.extend_from_slice(&chunk?);
+        }
+        Ok(out)
+    }
+
+    /// The bytes S3 returned are checked against the agent's sha256 and
+    /// size: a flipped byte, a longer or a shorter body is
+    /// `Transfer { failed_precondition, checksum_mismatch }`.
+    #[tokio::test]
+    async fn a_body_that_does_not_match_is_a_checksum_mismatch() {
+        let good = hex(&Sha256::digest(b"hello"));
+        assert_eq!(
+            drain(staged(b"hello", good.clone(), 5)).await.unwrap(),
+            b"hello"
+        );
+        for (body, size) in [(&b"hellO"[..], 5), (b"hello!", 5), (b"hell", 5)] {
+            let e = drain(staged(body, good.clone(), size))
+                .await
+                .expect_err("mismatch");
+            match &e {
+                SandboxError::Transfer { code, reason, .. } => {
+                    assert_eq!(*code, TransferCode::FailedPrecondition);
+                    assert_eq!(*reason, TransferReason::ChecksumMismatch);
+                }
+                other => panic!("{other:?}"),
+            }
+            let doc = include_str!("../../docs/transfers.md");
+            assert!(doc.contains(&e.to_string()), "docs/transfers.md lacks {e}");
+        }
+        // After the end, nothing more.
+        let mut read = staged(b"hello", good, 5);
+        while read.next().await.is_some() {}
+        assert!(read.next().await.is_none());
+    }
+
     #[test]
     fn export_parts_are_at_least_8_mib_and_at_most_1000() {
         assert_eq!(export_part_size(40 * MIB), 8 * MIB);
