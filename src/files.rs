@@ -262,7 +262,7 @@ impl<'a> Files<'a> {
         if let Some(staged) =
             crate::transfer::auto::open_read(self.sandbox, path, entry.size, feature).await?
         {
-            return Ok((Feed::Staged(Box::new(staged)), entry.size));
+            return Ok((Feed::Staged(staged), entry.size));
         }
         let total = Some(deadline_for(self.timeout(), entry.size));
         let opened_at = tokio::time::Instant::now();
@@ -616,10 +616,14 @@ impl<'a> Files<'a> {
 
 /// Where a read's bytes come from: the agent's Read stream, or a staged
 /// object in S3.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per read, held in the read's boxed future or stream"
+)]
 enum Feed {
     Grpc(read::ReadFeed),
     #[cfg(feature = "s3")]
-    Staged(Box<crate::transfer::auto::StagedRead>),
+    Staged(crate::transfer::auto::StagedRead),
 }
 
 impl Feed {

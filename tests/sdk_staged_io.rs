@@ -190,7 +190,10 @@ async fn one_byte_below_the_threshold_goes_over_grpc_and_the_threshold_through_s
 
     // A stream always goes through S3, even a short one.
     let err = files
-        .write_stream("s.bin", futures_util::stream::iter([Bytes::from_static(b"abc")]))
+        .write_stream(
+            "s.bin",
+            futures_util::stream::iter([Bytes::from_static(b"abc")]),
+        )
         .await
         .expect_err("through S3");
     assert_eq!(argument(&err), Some("bucket"), "{err}");
@@ -212,7 +215,7 @@ async fn one_byte_below_the_threshold_goes_over_grpc_and_the_threshold_through_s
         other => panic!("{other:?}"),
     }
     assert_error_clean(&err);
-    let err = files.read_stream("at.bin").await.err().expect("through S3");
+    let err = files.read_stream("at.bin").await.expect_err("through S3");
     assert_eq!(err.kind(), ErrorKind::Transfer, "{err}");
     assert_error_clean(&err);
 
@@ -298,7 +301,10 @@ async fn read_stream_and_write_stream_are_staged() {
         .await
         .expect("small write_stream");
     assert_eq!(entry.size, 8);
-    assert_eq!(files.read_to_string("s/small.txt").await.unwrap(), "hi there");
+    assert_eq!(
+        files.read_to_string("s/small.txt").await.unwrap(),
+        "hi there"
+    );
     // An empty stream: an empty file.
     let empty = futures_util::stream::iter(Vec::<Bytes>::new());
     let entry = files.write_stream("s/empty", empty).await.expect("empty");
@@ -341,7 +347,10 @@ async fn an_agent_without_transfers_keeps_large_reads_and_writes_on_grpc() {
     }
     assert_eq!(n, data.len());
     let entry = files
-        .write_stream("old/s.bin", futures_util::stream::iter([Bytes::from(data.clone())]))
+        .write_stream(
+            "old/s.bin",
+            futures_util::stream::iter([Bytes::from(data.clone())]),
+        )
         .await
         .expect("gRPC");
     assert_eq!(entry.size, data.len() as u64);

@@ -637,6 +637,10 @@ impl SandboxBuilder {
     }
 
     /// The handle of a ready sandbox, with its proxy-token refresher.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parts of a handle, each from a different step of create or connect"
+    )]
     fn handle(
         &self,
         client: Client,

@@ -146,7 +146,11 @@ struct Cleanup {
 impl Cleanup {
     fn new(signer: &Signer, key: &str) -> Self {
         Self {
-            s3: Some((signer.client().clone(), signer.bucket.clone(), key.to_owned())),
+            s3: Some((
+                signer.client().clone(),
+                signer.bucket.clone(),
+                key.to_owned(),
+            )),
             upload_id: None,
         }
     }
@@ -196,7 +200,10 @@ async fn remove(client: s3::Client, bucket: String, key: String, upload_id: Opti
 /// The part size of a multipart export of `size` bytes: max(8 MiB,
 /// size / 1,000 rounded up to a MiB), so at most 1,000 parts.
 pub(crate) fn export_part_size(size: u64) -> u64 {
-    let per = size.div_ceil(MAX_EXPORT_PARTS).div_ceil(MIB).saturating_mul(MIB);
+    let per = size
+        .div_ceil(MAX_EXPORT_PARTS)
+        .div_ceil(MIB)
+        .saturating_mul(MIB);
     per.max(UPLOAD_PART)
 }
 
@@ -269,7 +276,18 @@ pub(crate) async fn open_read(
     let after = deadline(sandbox, size);
     let until = at(after);
     let mut cleanup = Cleanup::new(&signer, &key);
-    let exported = export(sandbox, staging, &signer, &key, path, size, feature, until, &mut cleanup).await;
+    let exported = export(
+        sandbox,
+        staging,
+        &signer,
+        &key,
+        path,
+        size,
+        feature,
+        until,
+        &mut cleanup,
+    )
+    .await;
     let (sha256, size) = match exported {
         Ok(done) => done,
         Err(e) => {
@@ -279,7 +297,14 @@ pub(crate) async fn open_read(
     };
     let got = tokio::time::timeout_at(
         until,
-        Box::pin(signer.client().get_object().bucket(&signer.bucket).key(&key).send()),
+        Box::pin(
+            signer
+                .client()
+                .get_object()
+                .bucket(&signer.bucket)
+                .key(&key)
+                .send(),
+        ),
     )
     .await;
     let body = match got {
@@ -342,7 +367,10 @@ async fn export(
         let upload_id = created
             .upload_id()
             .ok_or_else(|| {
-                SandboxError::protocol_violation(feature, "S3 created a multipart upload without an id")
+                SandboxError::protocol_violation(
+                    feature,
+                    "S3 created a multipart upload without an id",
+                )
             })?
             .to_owned();
         cleanup.upload_id = Some(upload_id.clone());
@@ -351,7 +379,11 @@ async fn export(
         let mut parts = Vec::new();
         for number in 1..=count {
             let number = i32::try_from(number).unwrap_or(i32::MAX);
-            parts.push(signer.upload_part(key, &upload_id, number, url_life, feature).await?);
+            parts.push(
+                signer
+                    .upload_part(key, &upload_id, number, url_life, feature)
+                    .await?,
+            );
         }
         multipart = Some(upload_id);
         pb::start_export_request::Target::Multipart(pb::PresignedMultipart { part_size, parts })
@@ -442,7 +474,10 @@ where
     S: Stream<Item = Bytes> + Send,
 {
     let Some(staging) = sandbox.staging() else {
-        return Err(SandboxError::internal(feature, "no staging to write through"));
+        return Err(SandboxError::internal(
+            feature,
+            "no staging to write through",
+        ));
     };
     let signer = Signer::new(sandbox, staging, feature)?;
     let key = staging.key(sandbox.id(), "up");
@@ -603,7 +638,10 @@ where
             .await
             .map_err(|e| s3_failure("CreateMultipartUpload", &e))?;
             let id = created.upload_id().ok_or_else(|| {
-                SandboxError::protocol_violation(feature, "S3 created a multipart upload without an id")
+                SandboxError::protocol_violation(
+                    feature,
+                    "S3 created a multipart upload without an id",
+                )
             })?;
             upload_id = Some(id.to_owned());
             cleanup.upload_id = upload_id.clone();
@@ -713,7 +751,10 @@ async fn joined(
         Some(task) => task
             .await
             .map_err(|_| SandboxError::internal(feature, "a part upload stopped"))?,
-        None => Err(SandboxError::internal(feature, "a part upload went missing")),
+        None => Err(SandboxError::internal(
+            feature,
+            "a part upload went missing",
+        )),
     }
 }
 
