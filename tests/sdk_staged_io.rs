@@ -60,9 +60,13 @@ fn staging() -> S3Staging {
 }
 
 async fn world_with(transfers: bool, staging: S3Staging) -> World {
+    world_in(EmulatorConfig::default(), transfers, staging).await
+}
+
+async fn world_in(config: EmulatorConfig, transfers: bool, staging: S3Staging) -> World {
     let emu = Emulator::start(EmulatorConfig {
         agent_transfers: transfers,
-        ..EmulatorConfig::default()
+        ..config
     })
     .await
     .expect("the emulator starts");
@@ -407,4 +411,87 @@ async fn a_bad_staging_is_refused_before_any_call() {
         .collect()
         .await;
     assert!(listed.is_empty(), "{listed:?}");
+}
+
+/// The staged object's file in the emulator's S3 store under `root`.
+fn staged_object_file(root: &std::path::Path) -> Option<std::path::PathBuf> {
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).ok()?.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let text = path.to_string_lossy();
+            if text.contains("/rayito-transfer/")
+                && text.contains("/down/")
+                && !text.ends_with(".json")
+            {
+                return Some(path);
+            }
+        }
+    }
+    None
+}
+
+/// A byte of the staged object flipped in S3's store while the SDK
+/// downloads it (the emulator's S3 reads the object's file as the body is
+/// sent, so the change reaches the SDK as corruption between the agent's
+/// upload and the SDK's download would): the read ends with
+/// `Transfer { failed_precondition, checksum_mismatch }`, and the staging
+/// object is deleted all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_byte_flipped_in_the_staged_object_is_a_checksum_mismatch() {
+    let root = std::env::temp_dir().join(format!("rayito-staged-io-{}", std::process::id()));
+    let config = EmulatorConfig {
+        root: root.clone(),
+        ..EmulatorConfig::default()
+    };
+    let w = world_in(config, true, staging()).await;
+    let files = w.sbx.files();
+    let data = noise(24 * MIB, 10);
+    files
+        .write_files(vec![rayito::WriteEntry::new("flip.bin", data.clone())])
+        .await
+        .expect("write_files");
+    let mut stream = files.read_stream("flip.bin").await.expect("staged read");
+    // The export is done and the GET answered: the object is in the store,
+    // and its end has not been sent yet (24 MiB, read in 4 KiB steps as
+    // the SDK takes them).
+    let object = staged_object_file(&root).expect("the staged object's file");
+    {
+        use std::io::{Seek as _, SeekFrom, Write as _};
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&object)
+            .expect("open");
+        f.seek(SeekFrom::End(-1)).expect("seek");
+        f.write_all(&[!data[data.len() - 1]]).expect("flip");
+    }
+    let mut got = 0usize;
+    let err = loop {
+        match stream.next().await {
+            Some(Ok(chunk)) => got += chunk.len(),
+            Some(Err(e)) => break e,
+            None => panic!("the read ended without noticing the flipped byte"),
+        }
+    };
+    match &err {
+        SandboxError::Transfer { code, reason, .. } => {
+            assert_eq!(*code, TransferCode::FailedPrecondition, "{err}");
+            assert_eq!(*reason, TransferReason::ChecksumMismatch, "{err}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        err.to_string(),
+        "checksum_mismatch: the bytes of the download do not match their sha256; start the download again"
+    );
+    assert_eq!(got, data.len(), "every byte arrived, one of them wrong");
+    assert_error_clean(&err);
+    assert!(stream.next().await.is_none());
+    assert_prefix_empty(&w.s3).await;
+    drop(w);
+    let _ = std::fs::remove_dir_all(&root);
 }
