@@ -39,14 +39,13 @@ pub(crate) struct FilesystemServiceImpl {
     pub(crate) transfers: bool,
 }
 
-/// What an agent without transfers answers for each of their seven RPCs.
-fn without_transfers(transfers: bool, rpc: &str) -> Result<(), Status> {
+/// What an agent without transfers answers for each of their seven RPCs:
+/// a bare UNIMPLEMENTED, as tonic answers a method its service lacks.
+fn without_transfers(transfers: bool) -> Result<(), Status> {
     if transfers {
         Ok(())
     } else {
-        Err(Status::unimplemented(format!(
-            "Method not found: rayito.v1.FilesystemService/{rpc}"
-        )))
+        Err(Status::unimplemented(""))
     }
 }
 
@@ -310,7 +309,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::CheckpointRequest>,
     ) -> Result<Response<Self::CheckpointStream>, Status> {
-        without_transfers(self.transfers, "Checkpoint")?;
+        without_transfers(self.transfers)?;
         let stream = crate::persist::checkpoint(&self.shared, r.into_inner()).await?;
         Ok(Response::new(Box::pin(stream)))
     }
@@ -318,7 +317,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::RestoreRequest>,
     ) -> Result<Response<Self::RestoreStream>, Status> {
-        without_transfers(self.transfers, "Restore")?;
+        without_transfers(self.transfers)?;
         let stream = crate::persist::restore(&self.shared, r.into_inner()).await?;
         Ok(Response::new(Box::pin(stream)))
     }
@@ -326,7 +325,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::StartImportRequest>,
     ) -> Result<Response<pb::StartTransferResponse>, Status> {
-        without_transfers(self.transfers, "StartImport")?;
+        without_transfers(self.transfers)?;
         let transfer_id = crate::transfer::start_import(&self.shared, r.into_inner()).await?;
         Ok(Response::new(pb::StartTransferResponse { transfer_id }))
     }
@@ -334,7 +333,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::StartExportRequest>,
     ) -> Result<Response<pb::StartTransferResponse>, Status> {
-        without_transfers(self.transfers, "StartExport")?;
+        without_transfers(self.transfers)?;
         let transfer_id = crate::transfer::start_export(&self.shared, r.into_inner()).await?;
         Ok(Response::new(pb::StartTransferResponse { transfer_id }))
     }
@@ -342,14 +341,14 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::GetTransferRequest>,
     ) -> Result<Response<pb::TransferState>, Status> {
-        without_transfers(self.transfers, "GetTransfer")?;
+        without_transfers(self.transfers)?;
         crate::transfer::get(&self.shared, &r.into_inner().transfer_id).map(Response::new)
     }
     async fn watch_transfer(
         &self,
         r: Request<pb::WatchTransferRequest>,
     ) -> Result<Response<Self::WatchTransferStream>, Status> {
-        without_transfers(self.transfers, "WatchTransfer")?;
+        without_transfers(self.transfers)?;
         let rx = crate::transfer::watch(&self.shared, &r.into_inner().transfer_id)?;
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
@@ -357,7 +356,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::CancelTransferRequest>,
     ) -> Result<Response<pb::CancelTransferResponse>, Status> {
-        without_transfers(self.transfers, "CancelTransfer")?;
+        without_transfers(self.transfers)?;
         crate::transfer::cancel(&self.shared, &r.into_inner().transfer_id)?;
         Ok(Response::new(pb::CancelTransferResponse {}))
     }
