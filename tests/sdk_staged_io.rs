@@ -265,6 +265,18 @@ async fn writes_and_reads_round_trip_through_s3_and_leave_nothing_behind() {
     let back = files.read("io/big.bin").await.expect("read");
     assert_eq!(sha(&back), sha(&big));
     assert_prefix_empty(&w.s3).await;
+
+    // A handle made by connect with a staging stages too.
+    let again = sdk_support::builder(&w.emu)
+        .aws(sdk_support::aws(&w.emu).s3_endpoint_url(w.emu.s3_endpoint_url()))
+        .staging(staging())
+        .connect(w.sbx.id(), w.sbx.access_token().clone())
+        .await
+        .expect("connect");
+    assert_eq!(again.staging(), Some(&staging()));
+    let back = again.files().read("io/big.bin").await.expect("read");
+    assert_eq!(sha(&back), sha(&big));
+    assert_prefix_empty(&w.s3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
