@@ -182,6 +182,11 @@ impl<'a> Files<'a> {
     /// in order. If the file changed meanwhile (size or modification
     /// time), the read ends with the cut's error instead.
     ///
+    /// With a staging (`s3` feature) and a file of at least its threshold,
+    /// the agent exports the file to S3 and the SDK downloads it, checking
+    /// its sha256 (docs/transfers.md, "Automatic staging"); a mismatch is
+    /// `Transfer { failed_precondition, checksum_mismatch }`.
+    ///
     /// # Errors
     /// `FileNotFound`; `InvalidArgument` (`path`) when it is not a regular
     /// file; `Sandbox { code: PermissionDenied }` for a path the sandbox user may not touch; transport failures;
@@ -245,13 +250,19 @@ impl<'a> Files<'a> {
         &self,
         path: &str,
         feature: &'static str,
-    ) -> Result<(read::ReadFeed, u64), SandboxError> {
+    ) -> Result<(Feed, u64), SandboxError> {
         let entry = self.stat(path, feature).await?;
         if entry.file_type != FileType::File {
             return Err(SandboxError::invalid_argument(
                 "path",
                 "the path is not a regular file; pass the path of a file",
             ));
+        }
+        #[cfg(feature = "s3")]
+        if let Some(staged) =
+            crate::transfer::auto::open_read(self.sandbox, path, entry.size, feature).await?
+        {
+            return Ok((Feed::Staged(staged), entry.size));
         }
         let total = Some(deadline_for(self.timeout(), entry.size));
         let opened_at = tokio::time::Instant::now();
@@ -275,7 +286,7 @@ impl<'a> Files<'a> {
             (stream, epoch, opened_at),
             total,
         );
-        Ok((feed, size))
+        Ok((Feed::Grpc(feed), size))
     }
 
     /// Reads a regular file as UTF-8 text.
@@ -291,14 +302,36 @@ impl<'a> Files<'a> {
 
     /// Writes one file (parents are created; mode 0644).
     ///
+    /// With a staging (`s3` feature, [`crate::SandboxBuilder::staging`])
+    /// and data of at least its threshold, the bytes go through S3
+    /// (docs/transfers.md, "Automatic staging"); an agent without
+    /// transfers gets them over gRPC as always.
+    ///
     /// # Errors
     /// `DiskFull` (the agent's disk reserve or ENOSPC); `InvalidArgument`
     /// (bad path); `Sandbox { code: PermissionDenied }` for a path the sandbox user may not touch; transport failures.
+    /// Staged: the SDK's own S3 failures (`Authentication`,
+    /// `InvalidArgument` naming `bucket` or `region`, `Sandbox { aws_code }`)
+    /// and the import's (spec C4: `FileUpload { code, reason }`, `Timeout`,
+    /// `DiskFull`).
     pub async fn write(
         &self,
         path: &str,
         data: impl Into<Vec<u8>>,
     ) -> Result<EntryInfo, SandboxError> {
+        #[cfg(feature = "s3")]
+        let data: Vec<u8> = data.into();
+        #[cfg(feature = "s3")]
+        if self.sandbox.staging().is_some() {
+            crate::checks::file_path(path)?;
+            let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
+            if crate::transfer::auto::stages_write(self.sandbox, Some(len)).await? {
+                let once = futures_util::stream::iter([Bytes::from(data)]);
+                return boxed!(Result<EntryInfo, SandboxError>, {
+                    crate::transfer::auto::write(self.sandbox, path, once, "files.write").await
+                });
+            }
+        }
         let mut entries = self.write_files(vec![WriteEntry::new(path, data)]).await?;
         entries.pop().ok_or_else(|| {
             SandboxError::protocol_violation("files.write", "the write answered no entry")
@@ -319,6 +352,12 @@ impl<'a> Files<'a> {
     /// It has no deadline of its own (its size is unknown); wrap it in
     /// `tokio::time::timeout` to bound it.
     ///
+    /// With a staging (`s3` feature) and an agent that serves transfers,
+    /// every stream goes through S3: 8 MiB parts uploaded up to 8 at once
+    /// (about 64 MiB held at most), hashed on the way, then imported by the
+    /// agent, which checks the sha256 and size (docs/transfers.md,
+    /// "Automatic staging").
+    ///
     /// # Errors
     /// As [`Files::write`].
     pub async fn write_stream<S>(&self, path: &str, chunks: S) -> Result<EntryInfo, SandboxError>
@@ -328,6 +367,15 @@ impl<'a> Files<'a> {
     {
         use futures_util::StreamExt as _;
         crate::checks::file_path(path)?;
+        #[cfg(feature = "s3")]
+        if self.sandbox.staging().is_some()
+            && crate::transfer::auto::stages_write(self.sandbox, None).await?
+        {
+            let chunks = chunks.map(Into::<Bytes>::into);
+            return boxed!(Result<EntryInfo, SandboxError>, {
+                crate::transfer::auto::write(self.sandbox, path, chunks, "files.write_stream").await
+            });
+        }
         // The first message names the file with an empty chunk; the others
         // carry only data.
         let header = pb::WriteRequest {
@@ -362,6 +410,10 @@ impl<'a> Files<'a> {
     /// twice leaves the same files. If it still fails, each file is whole
     /// or untouched, but the files before the one being sent may have been
     /// written.
+    ///
+    /// The files always travel over gRPC, whatever their size and any
+    /// staging: write a large file alone with [`Files::write`] or
+    /// [`Files::write_stream`] to stage it through S3.
     ///
     /// # Errors
     /// As [`Files::write`]; `InvalidArgument` (`files`) for an empty list.
@@ -558,6 +610,28 @@ impl<'a> Files<'a> {
             Ok(_) => Ok(true),
             Err(err) if err.meta().grpc_code() == Some(GrpcCode::AlreadyExists) => Ok(false),
             Err(err) => Err(err),
+        }
+    }
+}
+
+/// Where a read's bytes come from: the agent's Read stream, or a staged
+/// object in S3.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per read, held in the read's boxed future or stream"
+)]
+enum Feed {
+    Grpc(read::ReadFeed),
+    #[cfg(feature = "s3")]
+    Staged(crate::transfer::auto::StagedRead),
+}
+
+impl Feed {
+    async fn next(&mut self) -> Option<Result<Bytes, SandboxError>> {
+        match self {
+            Self::Grpc(feed) => feed.next().await,
+            #[cfg(feature = "s3")]
+            Self::Staged(staged) => staged.next().await,
         }
     }
 }

@@ -279,11 +279,20 @@ fn transfer_futures_are_send(
     );
     assert_send(
         &sbx.files()
-            .download_url("p", DownloadUrlOptions::new(staging)),
+            .download_url("p", DownloadUrlOptions::new(staging.clone())),
     );
     assert_send(&ticket.wait(Duration::from_secs(1)));
     assert_send(&ticket.status());
     assert_send(&ticket.cancel());
+    // Automatic staging: the builder's create and connect with a staging,
+    // and the file calls that stage (the same futures as without one).
+    assert_send(&Sandbox::builder().staging(staging.clone()).create());
+    assert_send(&Sandbox::builder().staging(staging).connect("i", "t"));
+    let files = sbx.files();
+    assert_send(&files.read("p"));
+    assert_send(&files.read_stream("p"));
+    assert_send(&files.write("p", vec![0u8; 1]));
+    assert_send(&files.write_stream("p", futures_util::stream::iter([vec![1u8]])));
 }
 
 /// The `pub async fn` names and public stream types of `src/`.

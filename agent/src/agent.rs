@@ -94,6 +94,12 @@ pub struct AgentConfig {
     /// [`PersistenceAccess::Aws`]: the execution role's, as on a MicroVM).
     /// The emulator sets [`PersistenceAccess::Local`].
     pub persistence: PersistenceAccess,
+    /// Serve the persistence and transfer RPCs (Checkpoint, Restore,
+    /// StartImport, StartExport, GetTransfer, WatchTransfer,
+    /// CancelTransfer; default `true`). `false` answers all seven
+    /// UNIMPLEMENTED, as an agent built before them: how the tests exercise
+    /// the SDK's fallback to gRPC.
+    pub transfers: bool,
 }
 
 impl Default for AgentConfig {
@@ -120,6 +126,7 @@ impl Default for AgentConfig {
             grpc_beyond_loopback: false,
             local_s3_endpoint: None,
             persistence: PersistenceAccess::Aws,
+            transfers: true,
         }
     }
 }
@@ -235,6 +242,7 @@ impl Agent {
         .add_service(
             pb::filesystem_service_server::FilesystemServiceServer::new(FilesystemServiceImpl {
                 shared: shared.clone(),
+                transfers: config.transfers,
             })
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES),

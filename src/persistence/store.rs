@@ -61,7 +61,7 @@ fn s3_client(client: &crate::Client) -> Result<s3::Client, SandboxError> {
 }
 
 /// Maps the SDK's own S3 failure; AWS's text is dropped first.
-fn s3_failure<E>(
+pub(crate) fn s3_failure<E>(
     operation: &'static str,
     err: &s3::error::SdkError<E, s3::config::http::HttpResponse>,
 ) -> SandboxError

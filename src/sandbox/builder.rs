@@ -55,6 +55,10 @@ pub struct SandboxBuilder {
     index: Option<crate::SandboxIndex>,
     /// The persistence prefix the sandbox is bound to.
     persist: Option<PersistBinding>,
+    /// Where large reads and writes are staged (`None`: from the
+    /// environment).
+    #[cfg(feature = "s3")]
+    staging: Option<crate::transfer::S3Staging>,
 }
 
 /// A persistence prefix given to the builder.
@@ -82,6 +86,8 @@ impl SandboxBuilder {
             #[cfg(feature = "dynamodb")]
             index: None,
             persist: None,
+            #[cfg(feature = "s3")]
+            staging: None,
         }
     }
 
@@ -342,6 +348,44 @@ impl SandboxBuilder {
         self
     }
 
+    /// Stages large reads and writes through S3 (docs/transfers.md,
+    /// "Automatic staging"): `files().read` and `read_stream` of a file of
+    /// at least [`S3Staging::threshold_bytes`](crate::transfer::S3Staging),
+    /// `files().write` of that much data, and every `write_stream`, move
+    /// their bytes through an object in the staging bucket instead of
+    /// gRPC. Without it, `RAYITO_TRANSFER_BUCKET` (and
+    /// `RAYITO_TRANSFER_PREFIX`, `RAYITO_TRANSFER_REGION`) turn it on when
+    /// set. An agent without transfers keeps everything on gRPC.
+    /// `create` and `connect` check every field before any call
+    /// (`InvalidArgument` naming it).
+    ///
+    /// Only with the `s3` cargo feature.
+    #[cfg(feature = "s3")]
+    pub fn staging(mut self, staging: crate::transfer::S3Staging) -> Self {
+        self.staging = Some(staging);
+        self
+    }
+
+    /// The staging of the sandbox: the builder's or the environment's,
+    /// every field checked (before any I/O).
+    #[cfg(feature = "s3")]
+    fn checked_staging(&self) -> Result<crate::transfer::auto::SandboxStaging, SandboxError> {
+        let staging = match &self.staging {
+            Some(s) => Some(s.clone()),
+            None => crate::transfer::S3Staging::from_env()?,
+        };
+        if let Some(s) = &staging {
+            // A checkpoint prefix in the same bucket must not overlap.
+            let persist = self
+                .persist
+                .as_ref()
+                .filter(|p| p.prefix.bucket == s.bucket)
+                .map(|p| p.prefix.prefix.as_str());
+            s.check(persist)?;
+        }
+        Ok(crate::transfer::auto::SandboxStaging::new(staging))
+    }
+
     /// The persistence checks of `create`, before any I/O.
     fn check_persist(&self) -> Result<(), SandboxError> {
         let Some(p) = &self.persist else {
@@ -397,6 +441,8 @@ impl SandboxBuilder {
     ) -> Result<Sandbox, SandboxError> {
         boxed!(Result<Sandbox, SandboxError>, {
             let (plan, access_token, payload) = self.launch()?;
+            #[cfg(feature = "s3")]
+            let staged = self.checked_staging()?;
             let template = self.options.sized_template()?;
             #[cfg(feature = "dynamodb")]
             if let Some(index) = &self.index {
@@ -504,6 +550,8 @@ impl SandboxBuilder {
                 conn,
                 health.resume_generation,
                 super::managed_lifecycle(&health),
+                #[cfg(feature = "s3")]
+                staged,
             ))
         })
     }
@@ -589,6 +637,10 @@ impl SandboxBuilder {
     }
 
     /// The handle of a ready sandbox, with its proxy-token refresher.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parts of a handle, each from a different step of create or connect"
+    )]
     fn handle(
         &self,
         client: Client,
@@ -597,6 +649,7 @@ impl SandboxBuilder {
         conn: crate::transport::AgentConn,
         resume_generation: u64,
         managed_lifecycle: Option<bool>,
+        #[cfg(feature = "s3")] staged: crate::transfer::auto::SandboxStaging,
     ) -> Sandbox {
         let control = client.backend().control.clone();
         let marks = Arc::new(LifecycleMarks::new(resume_generation));
@@ -626,6 +679,8 @@ impl SandboxBuilder {
                     .as_ref()
                     .map(|p| p.prefix.clone().or_name(&bound_id)),
                 rebirth: self.persist.is_some().then(|| Box::new(self.clone())),
+                #[cfg(feature = "s3")]
+                staged,
             }),
         }
     }
@@ -726,6 +781,8 @@ impl SandboxBuilder {
             }
             check_sandbox_id(sandbox_id)?;
             decode_access_token(&access_token).map_err(|_| bad_token())?;
+            #[cfg(feature = "s3")]
+            let staged = self.checked_staging()?;
             let client = self.client.client().await?;
             let backend = client.backend();
             let control = backend.control.clone();
@@ -785,6 +842,8 @@ impl SandboxBuilder {
                 conn,
                 health.resume_generation,
                 super::managed_lifecycle(&health),
+                #[cfg(feature = "s3")]
+                staged,
             ))
         })
     }

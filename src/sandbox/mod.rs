@@ -80,6 +80,10 @@ struct Inner {
     /// The builder the sandbox was created with, when it was bound to a
     /// prefix: `reincarnate` creates with it again.
     rebirth: Option<Box<SandboxBuilder>>,
+    /// The automatic S3 staging of large reads and writes, and whether the
+    /// agent serves transfers (probed once).
+    #[cfg(feature = "s3")]
+    staged: crate::transfer::auto::SandboxStaging,
 }
 
 /// What a ready Health says about the lifecycle: `Some(false)` for an
@@ -493,6 +497,19 @@ impl Sandbox {
             .get_microvm(self.inner.id.clone())
             .await?;
         Ok(SandboxInfo::from_vm(vm))
+    }
+
+    /// Where large reads and writes are staged ([`SandboxBuilder::staging`],
+    /// else `RAYITO_TRANSFER_BUCKET`); `None`: they all go over gRPC.
+    #[cfg(feature = "s3")]
+    pub fn staging(&self) -> Option<&crate::transfer::S3Staging> {
+        self.inner.staged.staging.as_ref()
+    }
+
+    /// The staging state shared by the handle's clones.
+    #[cfg(feature = "s3")]
+    pub(crate) fn staged(&self) -> &crate::transfer::auto::SandboxStaging {
+        &self.inner.staged
     }
 
     pub(crate) fn conn(&self) -> &AgentConn {

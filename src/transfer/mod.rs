@@ -19,6 +19,7 @@
 //! No error, `Debug` output or log line holds a URL, bucket, key, form
 //! field or path.
 
+pub(crate) mod auto;
 mod sign;
 mod staging;
 

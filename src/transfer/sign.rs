@@ -76,7 +76,6 @@ impl Signer {
     }
 
     /// The S3 client (the SDK's own uploads and downloads).
-    #[allow(dead_code, reason = "the automatic staging uses it")]
     pub(crate) fn client(&self) -> &s3::Client {
         &self.client
     }
@@ -119,6 +118,28 @@ impl Signer {
             .put_object()
             .bucket(&self.bucket)
             .key(key)
+            .presigned(presigning(lifetime, feature)?)
+            .await
+            .map_err(|_| presign_failed(feature))?;
+        Ok(presigned(&req))
+    }
+
+    /// One part of a multipart upload, for a multipart export.
+    pub(crate) async fn upload_part(
+        &self,
+        key: &str,
+        upload_id: &str,
+        number: i32,
+        lifetime: Duration,
+        feature: &str,
+    ) -> Result<pb::PresignedRequest, SandboxError> {
+        let req = self
+            .client
+            .upload_part()
+            .bucket(&self.bucket)
+            .key(key)
+            .upload_id(upload_id)
+            .part_number(number)
             .presigned(presigning(lifetime, feature)?)
             .await
             .map_err(|_| presign_failed(feature))?;

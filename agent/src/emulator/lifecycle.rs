@@ -133,6 +133,7 @@ async fn prepare(
         local_s3_endpoint: Some(shared.settings.transfer_s3_addr),
         // Never AWS's: the sandbox's role is known at RunMicrovm ([`create`]).
         persistence: PersistenceAccess::Local(None),
+        transfers: shared.settings.agent_transfers,
         ..AgentConfig::default()
     };
     let agent = match Agent::start(config).await {

@@ -144,6 +144,11 @@ pub struct EmulatorConfig {
     /// clients configured ahead; a call signed with any other key is
     /// refused (UnrecognizedClientException).
     pub access_keys: Vec<AccessKey>,
+    /// Whether every MicroVM's agent serves the persistence and transfer
+    /// RPCs (default `true`); `false` starts agents that answer them
+    /// UNIMPLEMENTED, as agents built before them (see
+    /// `AgentConfig::transfers`).
+    pub agent_transfers: bool,
 }
 
 impl Default for EmulatorConfig {
@@ -164,6 +169,7 @@ impl Default for EmulatorConfig {
             warm_spare: false,
             sandbox_limits: SandboxLimits::default(),
             access_keys: vec![AccessKey::generate()],
+            agent_transfers: true,
         }
     }
 }
@@ -257,6 +263,7 @@ impl Emulator {
                 control_addr: addr,
                 access_keys: config.access_keys,
                 s3_addr,
+                agent_transfers: config.agent_transfers,
             },
             tls,
             tokio::runtime::Handle::current(),

@@ -47,6 +47,8 @@ pub(crate) struct Settings {
     pub(crate) access_keys: Vec<super::AccessKey>,
     /// The S3 endpoint's address.
     pub(crate) s3_addr: SocketAddr,
+    /// Whether agents serve transfers (`EmulatorConfig::agent_transfers`).
+    pub(crate) agent_transfers: bool,
 }
 
 impl Settings {

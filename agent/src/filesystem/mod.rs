@@ -34,6 +34,19 @@ const MAX_LIST_ENTRIES: usize = 10_000;
 #[derive(Clone, Debug)]
 pub(crate) struct FilesystemServiceImpl {
     pub(crate) shared: Arc<Shared>,
+    /// Serves the persistence and transfer RPCs (`AgentConfig::transfers`);
+    /// `false` answers them UNIMPLEMENTED, as an agent built before them.
+    pub(crate) transfers: bool,
+}
+
+/// What an agent without transfers answers for each of their seven RPCs:
+/// a bare UNIMPLEMENTED, as tonic answers a method its service lacks.
+fn without_transfers(transfers: bool) -> Result<(), Status> {
+    if transfers {
+        Ok(())
+    } else {
+        Err(Status::unimplemented(""))
+    }
 }
 
 type BoxStream<T> = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<T, Status>> + Send>>;
@@ -296,6 +309,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::CheckpointRequest>,
     ) -> Result<Response<Self::CheckpointStream>, Status> {
+        without_transfers(self.transfers)?;
         let stream = crate::persist::checkpoint(&self.shared, r.into_inner()).await?;
         Ok(Response::new(Box::pin(stream)))
     }
@@ -303,6 +317,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::RestoreRequest>,
     ) -> Result<Response<Self::RestoreStream>, Status> {
+        without_transfers(self.transfers)?;
         let stream = crate::persist::restore(&self.shared, r.into_inner()).await?;
         Ok(Response::new(Box::pin(stream)))
     }
@@ -310,6 +325,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::StartImportRequest>,
     ) -> Result<Response<pb::StartTransferResponse>, Status> {
+        without_transfers(self.transfers)?;
         let transfer_id = crate::transfer::start_import(&self.shared, r.into_inner()).await?;
         Ok(Response::new(pb::StartTransferResponse { transfer_id }))
     }
@@ -317,6 +333,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::StartExportRequest>,
     ) -> Result<Response<pb::StartTransferResponse>, Status> {
+        without_transfers(self.transfers)?;
         let transfer_id = crate::transfer::start_export(&self.shared, r.into_inner()).await?;
         Ok(Response::new(pb::StartTransferResponse { transfer_id }))
     }
@@ -324,12 +341,14 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::GetTransferRequest>,
     ) -> Result<Response<pb::TransferState>, Status> {
+        without_transfers(self.transfers)?;
         crate::transfer::get(&self.shared, &r.into_inner().transfer_id).map(Response::new)
     }
     async fn watch_transfer(
         &self,
         r: Request<pb::WatchTransferRequest>,
     ) -> Result<Response<Self::WatchTransferStream>, Status> {
+        without_transfers(self.transfers)?;
         let rx = crate::transfer::watch(&self.shared, &r.into_inner().transfer_id)?;
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
@@ -337,6 +356,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::CancelTransferRequest>,
     ) -> Result<Response<pb::CancelTransferResponse>, Status> {
+        without_transfers(self.transfers)?;
         crate::transfer::cancel(&self.shared, &r.into_inner().transfer_id)?;
         Ok(Response::new(pb::CancelTransferResponse {}))
     }

@@ -1,0 +1,852 @@
+//! Automatic S3 staging of large reads and writes (spec C3, "read ≥
+//! threshold" and "write ≥ threshold or unseekable stream"): the bytes go
+//! through an object in the sandbox's staging bucket instead of gRPC. The
+//! SDK moves them with its own S3 client (the caller's credentials) and
+//! the agent with presigned URLs; both sides hash, the SDK checks, and the
+//! staging object is deleted whatever happens.
+//!
+//! An agent without transfers (the capability probe, `GetTransfer("")`
+//! answered UNIMPLEMENTED) keeps everything on gRPC.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aws_sdk_s3 as s3;
+use aws_sdk_s3::primitives::ByteStream;
+use bytes::{Bytes, BytesMut};
+use futures_util::{Stream, StreamExt as _};
+use sha2::{Digest as _, Sha256};
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+
+use super::sign::Signer;
+use super::staging::S3Staging;
+use super::{EXPORT_URL_BASE, TransferPhase, phase, state_error, unix_ms, watch_to_end};
+use crate::error::{GrpcCode, SandboxError, TransferCode, TransferReason};
+use crate::files::{EntryInfo, entry_info};
+use crate::pb;
+use crate::persistence::s3_failure;
+use crate::sandbox::Sandbox;
+
+const MIB: u64 = 1 << 20;
+/// The SDK's upload parts.
+pub(crate) const UPLOAD_PART: u64 = 8 * MIB;
+/// Parts uploaded at once, at most (and parts held in memory, about).
+const PARALLEL_PARTS: usize = 8;
+/// S3's most parts of one multipart upload.
+const MAX_UPLOAD_PARTS: u64 = 10_000;
+/// Most presigned part URLs of a multipart export.
+const MAX_EXPORT_PARTS: u64 = 1_000;
+/// Feature name of the probe.
+const PROBE: &str = "files.transfer_probe";
+
+/// A sandbox's staging and what its agent serves, shared by the handle's
+/// clones.
+#[derive(Debug, Default)]
+pub(crate) struct SandboxStaging {
+    pub(crate) staging: Option<S3Staging>,
+    /// Whether the agent serves transfers, once probed.
+    supported: OnceCell<bool>,
+}
+
+impl SandboxStaging {
+    pub(crate) fn new(staging: Option<S3Staging>) -> Self {
+        Self {
+            staging,
+            supported: OnceCell::new(),
+        }
+    }
+}
+
+/// The capability probe, once per sandbox: `GetTransfer("")` answers
+/// NOT_FOUND on an agent that serves transfers and UNIMPLEMENTED on one
+/// built before them. Another failure is returned and not cached.
+async fn supported(sandbox: &Sandbox) -> Result<bool, SandboxError> {
+    sandbox
+        .staged()
+        .supported
+        .get_or_try_init(|| async {
+            let answer = sandbox
+                .conn()
+                .get_transfer("", PROBE, sandbox.request_timeout())
+                .await;
+            match answer {
+                Ok(_) => Ok(true),
+                Err(e) => match e.meta().grpc_code() {
+                    Some(GrpcCode::NotFound) => Ok(true),
+                    Some(GrpcCode::Unimplemented) => Ok(false),
+                    _ => Err(e),
+                },
+            }
+        })
+        .await
+        .copied()
+}
+
+/// The staging to use for `size` bytes (or an unknown size): `None` keeps
+/// the call on gRPC.
+async fn staging_for(
+    sandbox: &Sandbox,
+    size: Option<u64>,
+) -> Result<Option<&S3Staging>, SandboxError> {
+    let Some(staging) = sandbox.staging() else {
+        return Ok(None);
+    };
+    if size.is_some_and(|n| n < staging.threshold_bytes) {
+        return Ok(None);
+    }
+    if supported(sandbox).await? {
+        Ok(Some(staging))
+    } else {
+        Ok(None)
+    }
+}
+
+/// The deadline of a staged read or write: the request timeout plus one
+/// second per MB (spec C3, "Deadline").
+fn deadline(sandbox: &Sandbox, size: u64) -> Duration {
+    sandbox
+        .request_timeout()
+        .saturating_add(Duration::from_secs(size / 1_000_000))
+}
+
+fn at(d: Duration) -> Instant {
+    Instant::now()
+        .checked_add(d)
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365))
+}
+
+fn hex(digest: &[u8]) -> String {
+    use std::fmt::Write as _;
+    digest.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn checksum_mismatch() -> SandboxError {
+    SandboxError::transfer(
+        TransferCode::FailedPrecondition,
+        TransferReason::ChecksumMismatch,
+    )
+}
+
+fn s3_unavailable() -> SandboxError {
+    SandboxError::transfer(TransferCode::Unavailable, TransferReason::S3Unavailable)
+}
+
+/// The staging object (and an unfinished multipart upload) to remove:
+/// at once on every end the SDK sees, and in the background when the
+/// caller drops a read midway.
+struct Cleanup {
+    s3: Option<(s3::Client, String, String)>,
+    upload_id: Option<String>,
+}
+
+impl Cleanup {
+    fn new(signer: &Signer, key: &str) -> Self {
+        Self {
+            s3: Some((
+                signer.client().clone(),
+                signer.bucket.clone(),
+                key.to_owned(),
+            )),
+            upload_id: None,
+        }
+    }
+
+    /// Deletes now; a failure is logged without AWS's text (the bucket
+    /// expires staging objects after a day).
+    async fn now(&mut self) {
+        if let Some((client, bucket, key)) = self.s3.take() {
+            remove(client, bucket, key, self.upload_id.take()).await;
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some((client, bucket, key)) = self.s3.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            let upload_id = self.upload_id.take();
+            rt.spawn(remove(client, bucket, key, upload_id));
+        }
+    }
+}
+
+async fn remove(client: s3::Client, bucket: String, key: String, upload_id: Option<String>) {
+    if let Some(id) = upload_id {
+        let aborted = Box::pin(
+            client
+                .abort_multipart_upload()
+                .bucket(&bucket)
+                .key(&key)
+                .upload_id(id)
+                .send(),
+        )
+        .await;
+        if let Err(e) = aborted {
+            let e = s3_failure("AbortMultipartUpload", &e);
+            tracing::warn!(target: "rayito::transfer", kind = %e.kind(), "a staging multipart upload could not be aborted; the bucket's lifecycle rule aborts it");
+        }
+    }
+    if let Err(e) = Box::pin(client.delete_object().bucket(&bucket).key(&key).send()).await {
+        let e = s3_failure("DeleteObject", &e);
+        tracing::warn!(target: "rayito::transfer", kind = %e.kind(), "a staging object could not be deleted; the bucket's lifecycle rule expires it");
+    }
+}
+
+/// The part size of a multipart export of `size` bytes: max(8 MiB,
+/// size / 1,000 rounded up to a MiB), so at most 1,000 parts.
+pub(crate) fn export_part_size(size: u64) -> u64 {
+    let per = size
+        .div_ceil(MAX_EXPORT_PARTS)
+        .div_ceil(MIB)
+        .saturating_mul(MIB);
+    per.max(UPLOAD_PART)
+}
+
+/// A staged read: the object's bytes as they arrive, hashed and checked
+/// against the agent's sha256 at the end.
+pub(crate) struct StagedRead {
+    body: ByteStream,
+    hash: Sha256,
+    sha256: String,
+    size: u64,
+    got: u64,
+    deadline: Instant,
+    after: Duration,
+    feature: &'static str,
+    cleanup: Cleanup,
+    ended: bool,
+}
+
+impl StagedRead {
+    /// The next chunk; `None` after the last one (checked).
+    pub(crate) async fn next(&mut self) -> Option<Result<Bytes, SandboxError>> {
+        if self.ended {
+            return None;
+        }
+        let item = tokio::time::timeout_at(self.deadline, self.body.next()).await;
+        let failure = match item {
+            Ok(Some(Ok(chunk))) => {
+                self.got = self.got.saturating_add(chunk.len() as u64);
+                if self.got <= self.size {
+                    self.hash.update(&chunk);
+                    return Some(Ok(chunk));
+                }
+                checksum_mismatch()
+            }
+            Ok(Some(Err(_))) => s3_unavailable(),
+            Ok(None) => {
+                let sha = hex(&std::mem::take(&mut self.hash).finalize());
+                if self.got == self.size && sha == self.sha256 {
+                    self.ended = true;
+                    self.cleanup.now().await;
+                    return None;
+                }
+                checksum_mismatch()
+            }
+            Err(_) => SandboxError::timeout(
+                crate::error::TimeoutScope::Request,
+                self.feature,
+                Some(self.after),
+            ),
+        };
+        self.ended = true;
+        self.cleanup.now().await;
+        Some(Err(failure))
+    }
+}
+
+/// Opens a staged read of the file at `path` (`size` bytes when stat'ed)
+/// when the sandbox stages reads that large; `None` reads over gRPC.
+pub(crate) async fn open_read(
+    sandbox: &Sandbox,
+    path: &str,
+    size: u64,
+    feature: &'static str,
+) -> Result<Option<StagedRead>, SandboxError> {
+    let Some(staging) = staging_for(sandbox, Some(size)).await? else {
+        return Ok(None);
+    };
+    let signer = Signer::new(sandbox, staging, feature)?;
+    let key = staging.key(sandbox.id(), "down");
+    let after = deadline(sandbox, size);
+    let until = at(after);
+    let mut cleanup = Cleanup::new(&signer, &key);
+    let exported = export(
+        sandbox,
+        staging,
+        &signer,
+        &key,
+        path,
+        size,
+        feature,
+        until,
+        &mut cleanup,
+    )
+    .await;
+    let (sha256, size) = match exported {
+        Ok(done) => done,
+        Err(e) => {
+            cleanup.now().await;
+            return Err(e);
+        }
+    };
+    let got = tokio::time::timeout_at(
+        until,
+        Box::pin(
+            signer
+                .client()
+                .get_object()
+                .bucket(&signer.bucket)
+                .key(&key)
+                .send(),
+        ),
+    )
+    .await;
+    let body = match got {
+        Ok(Ok(out)) => out.body,
+        Ok(Err(e)) => {
+            cleanup.now().await;
+            return Err(s3_failure("GetObject", &e));
+        }
+        Err(_) => {
+            cleanup.now().await;
+            return Err(SandboxError::timeout(
+                crate::error::TimeoutScope::Request,
+                feature,
+                Some(after),
+            ));
+        }
+    };
+    Ok(Some(StagedRead {
+        body,
+        hash: Sha256::new(),
+        sha256,
+        size,
+        got: 0,
+        deadline: until,
+        after,
+        feature,
+        cleanup,
+        ended: false,
+    }))
+}
+
+/// The export of the file to the staging object: a presigned PUT, or a
+/// multipart upload the SDK creates, presigns and completes. Returns the
+/// agent's sha256 and size.
+#[allow(clippy::too_many_arguments)]
+async fn export(
+    sandbox: &Sandbox,
+    staging: &S3Staging,
+    signer: &Signer,
+    key: &str,
+    path: &str,
+    size: u64,
+    feature: &'static str,
+    until: Instant,
+    cleanup: &mut Cleanup,
+) -> Result<(String, u64), SandboxError> {
+    let url_life = EXPORT_URL_BASE + Duration::from_secs(size / 1_000_000);
+    let client = signer.client();
+    let mut multipart = None;
+    let target = if size >= staging.multipart_threshold_bytes {
+        let created = Box::pin(
+            client
+                .create_multipart_upload()
+                .bucket(&signer.bucket)
+                .key(key)
+                .send(),
+        )
+        .await
+        .map_err(|e| s3_failure("CreateMultipartUpload", &e))?;
+        let upload_id = created
+            .upload_id()
+            .ok_or_else(|| {
+                SandboxError::protocol_violation(
+                    feature,
+                    "S3 created a multipart upload without an id",
+                )
+            })?
+            .to_owned();
+        cleanup.upload_id = Some(upload_id.clone());
+        let part_size = export_part_size(size);
+        let count = size.div_ceil(part_size).max(1);
+        let mut parts = Vec::new();
+        for number in 1..=count {
+            let number = i32::try_from(number).unwrap_or(i32::MAX);
+            parts.push(
+                signer
+                    .upload_part(key, &upload_id, number, url_life, feature)
+                    .await?,
+            );
+        }
+        multipart = Some(upload_id);
+        pb::start_export_request::Target::Multipart(pb::PresignedMultipart { part_size, parts })
+    } else {
+        pb::start_export_request::Target::Put(signer.put(key, url_life, feature).await?)
+    };
+    let request = pb::StartExportRequest {
+        path: path.to_owned(),
+        user: None,
+        object: Some(signer.object(key)),
+        target: Some(target),
+        expires_at_unix_ms: unix_ms(std::time::SystemTime::now() + url_life),
+    };
+    let started = sandbox
+        .conn()
+        .start_export(request, feature, sandbox.request_timeout())
+        .await?;
+    let left = until.saturating_duration_since(Instant::now());
+    let state = match watch_to_end(sandbox, &started.transfer_id, feature, left).await {
+        Ok(state) => state,
+        Err(e) => {
+            cancel(sandbox, &started.transfer_id, feature).await;
+            return Err(e);
+        }
+    };
+    if phase(state.phase) != TransferPhase::Done {
+        return Err(state_error(&state));
+    }
+    if let Some(upload_id) = multipart {
+        let parts: Vec<_> = state
+            .part_etags
+            .iter()
+            .enumerate()
+            .map(|(i, etag)| {
+                s3::types::CompletedPart::builder()
+                    .part_number(i32::try_from(i + 1).unwrap_or(i32::MAX))
+                    .e_tag(etag)
+                    .build()
+            })
+            .collect();
+        Box::pin(
+            client
+                .complete_multipart_upload()
+                .bucket(&signer.bucket)
+                .key(key)
+                .upload_id(&upload_id)
+                .multipart_upload(
+                    s3::types::CompletedMultipartUpload::builder()
+                        .set_parts(Some(parts))
+                        .build(),
+                )
+                .send(),
+        )
+        .await
+        .map_err(|e| s3_failure("CompleteMultipartUpload", &e))?;
+        cleanup.upload_id = None;
+    }
+    Ok((state.sha256, state.bytes_total))
+}
+
+/// Best effort: a transfer the SDK gave up on stops moving bytes.
+async fn cancel(sandbox: &Sandbox, id: &str, feature: &'static str) {
+    let _ = sandbox
+        .conn()
+        .cancel_transfer(id, feature, sandbox.request_timeout())
+        .await;
+}
+
+/// Whether a write of `len` bytes (or a stream: `None`) is staged.
+pub(crate) async fn stages_write(
+    sandbox: &Sandbox,
+    len: Option<u64>,
+) -> Result<bool, SandboxError> {
+    Ok(staging_for(sandbox, len).await?.is_some())
+}
+
+/// A staged write of `chunks` to `path`: the SDK uploads them (8 MiB
+/// parts, up to 8 at once, hashed in order), then the agent imports the
+/// object, checks its sha256 and size, and deletes it. The caller checked
+/// [`stages_write`].
+pub(crate) async fn write<S>(
+    sandbox: &Sandbox,
+    path: &str,
+    chunks: S,
+    feature: &'static str,
+) -> Result<EntryInfo, SandboxError>
+where
+    S: Stream<Item = Bytes> + Send,
+{
+    let Some(staging) = sandbox.staging() else {
+        return Err(SandboxError::internal(
+            feature,
+            "no staging to write through",
+        ));
+    };
+    let signer = Signer::new(sandbox, staging, feature)?;
+    let key = staging.key(sandbox.id(), "up");
+    let mut cleanup = Cleanup::new(&signer, &key);
+    let outcome = write_through(sandbox, &signer, &key, path, chunks, feature, &mut cleanup).await;
+    match outcome {
+        // The agent deleted the object.
+        Ok(entry) => {
+            cleanup.s3 = None;
+            Ok(entry)
+        }
+        Err(e) => {
+            cleanup.now().await;
+            Err(e)
+        }
+    }
+}
+
+async fn write_through<S>(
+    sandbox: &Sandbox,
+    signer: &Signer,
+    key: &str,
+    path: &str,
+    chunks: S,
+    feature: &'static str,
+    cleanup: &mut Cleanup,
+) -> Result<EntryInfo, SandboxError>
+where
+    S: Stream<Item = Bytes> + Send,
+{
+    let (size, sha256) = upload(signer, key, chunks, feature, cleanup).await?;
+    let after = deadline(sandbox, size);
+    let life = after.saturating_add(EXPORT_URL_BASE);
+    let request = pb::StartImportRequest {
+        path: path.to_owned(),
+        user: None,
+        mode: None,
+        object: Some(signer.object(key)),
+        get: Some(signer.get(key, life, None, feature).await?),
+        delete: Some(signer.delete(key, life, feature).await?),
+        wait_for_object: false,
+        expires_at_unix_ms: unix_ms(std::time::SystemTime::now() + life),
+        max_bytes: size,
+        expected_sha256: sha256,
+        metadata: Default::default(),
+    };
+    let started = sandbox
+        .conn()
+        .start_import(request, feature, sandbox.request_timeout())
+        .await?;
+    let state = match watch_to_end(sandbox, &started.transfer_id, feature, after).await {
+        Ok(state) => state,
+        Err(e) => {
+            cancel(sandbox, &started.transfer_id, feature).await;
+            return Err(e);
+        }
+    };
+    match phase(state.phase) {
+        TransferPhase::Done => state.entry.map(entry_info).ok_or_else(|| {
+            SandboxError::protocol_violation(feature, "a done import named no file")
+        }),
+        _ => Err(state_error(&state)),
+    }
+}
+
+/// Cuts a stream into parts of exactly [`UPLOAD_PART`] bytes (the last one
+/// shorter): views of the caller's buffers where a whole part lies in one,
+/// copies otherwise.
+struct Parts {
+    pending: BytesMut,
+    /// The rest of the current input chunk.
+    rest: Bytes,
+}
+
+impl Parts {
+    /// The next full part from `rest` and `pending`, if one is complete.
+    fn take(&mut self) -> Option<Bytes> {
+        let part = UPLOAD_PART as usize;
+        loop {
+            if self.rest.is_empty() {
+                return None;
+            }
+            if self.pending.is_empty() && self.rest.len() >= part {
+                return Some(self.rest.split_to(part));
+            }
+            let n = (part - self.pending.len()).min(self.rest.len());
+            self.pending.extend_from_slice(&self.rest.split_to(n));
+            if self.pending.len() == part {
+                return Some(self.pending.split().freeze());
+            }
+        }
+    }
+}
+
+type PartTask = tokio::task::JoinHandle<Result<(i32, Option<String>), SandboxError>>;
+
+/// Uploads the stream: one PutObject when it is shorter than a part, else
+/// a multipart upload. Returns its size and sha256 (hex).
+async fn upload<S>(
+    signer: &Signer,
+    key: &str,
+    chunks: S,
+    feature: &'static str,
+    cleanup: &mut Cleanup,
+) -> Result<(u64, String), SandboxError>
+where
+    S: Stream<Item = Bytes> + Send,
+{
+    let client = signer.client();
+    let mut chunks = std::pin::pin!(chunks);
+    let mut parts = Parts {
+        pending: BytesMut::new(),
+        rest: Bytes::new(),
+    };
+    let mut hash = Sha256::new();
+    let mut size: u64 = 0;
+    let mut upload_id: Option<String> = None;
+    let mut running: std::collections::VecDeque<PartTask> = std::collections::VecDeque::new();
+    let mut etags: BTreeMap<i32, Option<String>> = BTreeMap::new();
+    let mut number: i32 = 0;
+    // Aborts the part uploads still running when this returns early.
+    struct AbortOnDrop<'a>(&'a mut std::collections::VecDeque<PartTask>);
+    impl Drop for AbortOnDrop<'_> {
+        fn drop(&mut self) {
+            for task in self.0.iter() {
+                task.abort();
+            }
+        }
+    }
+    let guard = AbortOnDrop(&mut running);
+    let mut ended = false;
+    loop {
+        let part = match parts.take() {
+            Some(part) => Some(part),
+            None if ended => None,
+            None => match chunks.next().await {
+                Some(chunk) => {
+                    parts.rest = chunk;
+                    continue;
+                }
+                None => {
+                    ended = true;
+                    continue;
+                }
+            },
+        };
+        let Some(part) = part else { break };
+        hash.update(&part);
+        size = size.saturating_add(part.len() as u64);
+        if upload_id.is_none() {
+            let created = Box::pin(
+                client
+                    .create_multipart_upload()
+                    .bucket(&signer.bucket)
+                    .key(key)
+                    .send(),
+            )
+            .await
+            .map_err(|e| s3_failure("CreateMultipartUpload", &e))?;
+            let id = created.upload_id().ok_or_else(|| {
+                SandboxError::protocol_violation(
+                    feature,
+                    "S3 created a multipart upload without an id",
+                )
+            })?;
+            upload_id = Some(id.to_owned());
+            cleanup.upload_id = upload_id.clone();
+        }
+        number = number.saturating_add(1);
+        if u64::try_from(number).unwrap_or(u64::MAX) > MAX_UPLOAD_PARTS {
+            return Err(SandboxError::invalid_argument(
+                "chunks",
+                "the data is larger than 10,000 parts of 8 MiB; write it in several files",
+            ));
+        }
+        // At most PARALLEL_PARTS parts uploading (and held) at once.
+        while guard.0.len() >= PARALLEL_PARTS {
+            let (n, etag) = joined(guard.0.pop_front(), feature).await?;
+            etags.insert(n, etag);
+        }
+        let send = client
+            .upload_part()
+            .bucket(&signer.bucket)
+            .key(key)
+            .upload_id(upload_id.clone().unwrap_or_default())
+            .part_number(number)
+            .body(ByteStream::from(part));
+        let n = number;
+        guard.0.push_back(tokio::spawn(async move {
+            let out = Box::pin(send.send())
+                .await
+                .map_err(|e| s3_failure("UploadPart", &e))?;
+            Ok((n, out.e_tag().map(str::to_owned)))
+        }));
+    }
+    // The rest, shorter than a part.
+    let last = parts.pending.split().freeze();
+    let sha_of = |hash: Sha256| hex(&hash.finalize());
+    let Some(upload_id) = upload_id else {
+        hash.update(&last);
+        size = size.saturating_add(last.len() as u64);
+        drop(guard);
+        Box::pin(
+            client
+                .put_object()
+                .bucket(&signer.bucket)
+                .key(key)
+                .body(ByteStream::from(last))
+                .send(),
+        )
+        .await
+        .map_err(|e| s3_failure("PutObject", &e))?;
+        return Ok((size, sha_of(hash)));
+    };
+    if !last.is_empty() {
+        hash.update(&last);
+        size = size.saturating_add(last.len() as u64);
+        number = number.saturating_add(1);
+        let out = Box::pin(
+            client
+                .upload_part()
+                .bucket(&signer.bucket)
+                .key(key)
+                .upload_id(&upload_id)
+                .part_number(number)
+                .body(ByteStream::from(last))
+                .send(),
+        )
+        .await
+        .map_err(|e| s3_failure("UploadPart", &e))?;
+        etags.insert(number, out.e_tag().map(str::to_owned));
+    }
+    while let Some(task) = guard.0.pop_front() {
+        let (n, etag) = joined(Some(task), feature).await?;
+        etags.insert(n, etag);
+    }
+    drop(guard);
+    let completed: Vec<_> = etags
+        .into_iter()
+        .map(|(n, etag)| {
+            s3::types::CompletedPart::builder()
+                .part_number(n)
+                .set_e_tag(etag)
+                .build()
+        })
+        .collect();
+    Box::pin(
+        client
+            .complete_multipart_upload()
+            .bucket(&signer.bucket)
+            .key(key)
+            .upload_id(&upload_id)
+            .multipart_upload(
+                s3::types::CompletedMultipartUpload::builder()
+                    .set_parts(Some(completed))
+                    .build(),
+            )
+            .send(),
+    )
+    .await
+    .map_err(|e| s3_failure("CompleteMultipartUpload", &e))?;
+    cleanup.upload_id = None;
+    Ok((size, sha_of(hash)))
+}
+
+async fn joined(
+    task: Option<PartTask>,
+    feature: &'static str,
+) -> Result<(i32, Option<String>), SandboxError> {
+    match task {
+        Some(task) => task
+            .await
+            .map_err(|_| SandboxError::internal(feature, "a part upload stopped"))?,
+        None => Err(SandboxError::internal(
+            feature,
+            "a part upload went missing",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn staged(body: &'static [u8], sha256: String, size: u64) -> StagedRead {
+        StagedRead {
+            body: ByteStream::from(Bytes::from_static(body)),
+            hash: Sha256::new(),
+            sha256,
+            size,
+            got: 0,
+            deadline: Instant::now() + Duration::from_secs(30),
+            after: Duration::from_secs(30),
+            feature: "files.read",
+            cleanup: Cleanup {
+                s3: None,
+                upload_id: None,
+            },
+            ended: false,
+        }
+    }
+
+    async fn drain(mut read: StagedRead) -> Result<Vec<u8>, SandboxError> {
+        let mut out = Vec::new();
+        while let Some(chunk) = read.next().await {
+            out.extend_from_slice(&chunk?);
+        }
+        Ok(out)
+    }
+
+    /// The bytes S3 returned are checked against the agent's sha256 and
+    /// size: a flipped byte, a longer or a shorter body is
+    /// `Transfer { failed_precondition, checksum_mismatch }`.
+    #[tokio::test]
+    async fn a_body_that_does_not_match_is_a_checksum_mismatch() {
+        let good = hex(&Sha256::digest(b"hello"));
+        assert_eq!(
+            drain(staged(b"hello", good.clone(), 5)).await.unwrap(),
+            b"hello"
+        );
+        for (body, size) in [(&b"hellO"[..], 5), (b"hello!", 5), (b"hell", 5)] {
+            let e = drain(staged(body, good.clone(), size))
+                .await
+                .expect_err("mismatch");
+            match &e {
+                SandboxError::Transfer { code, reason, .. } => {
+                    assert_eq!(*code, TransferCode::FailedPrecondition);
+                    assert_eq!(*reason, TransferReason::ChecksumMismatch);
+                }
+                other => panic!("{other:?}"),
+            }
+            let doc = include_str!("../../docs/transfers.md");
+            assert!(doc.contains(&e.to_string()), "docs/transfers.md lacks {e}");
+        }
+        // After the end, nothing more.
+        let mut read = staged(b"hello", good, 5);
+        while read.next().await.is_some() {}
+        assert!(read.next().await.is_none());
+    }
+
+    #[test]
+    fn export_parts_are_at_least_8_mib_and_at_most_1000() {
+        assert_eq!(export_part_size(40 * MIB), 8 * MIB);
+        assert_eq!(export_part_size(8_000 * MIB), 8 * MIB);
+        assert_eq!(export_part_size(8_001 * MIB), 9 * MIB);
+        let five = 5u64 << 30;
+        let part = export_part_size(five);
+        assert!(five.div_ceil(part) <= 1_000, "{part}");
+        assert_eq!(part % MIB, 0);
+    }
+
+    #[test]
+    fn parts_are_exact_and_views_where_possible() {
+        let mut p = Parts {
+            pending: BytesMut::new(),
+            rest: Bytes::from(vec![1u8; (2 * UPLOAD_PART + 5) as usize]),
+        };
+        let base = p.rest.as_ptr() as usize;
+        let a = p.take().unwrap();
+        let b = p.take().unwrap();
+        assert_eq!(a.len() as u64, UPLOAD_PART);
+        assert_eq!(a.as_ptr() as usize, base);
+        assert_eq!(b.as_ptr() as usize, base + UPLOAD_PART as usize);
+        assert!(p.take().is_none());
+        assert_eq!(p.pending.len(), 5);
+        p.rest = Bytes::from(vec![2u8; UPLOAD_PART as usize]);
+        let c = p.take().unwrap();
+        assert_eq!(c.len() as u64, UPLOAD_PART);
+        assert_eq!(&c[..5], &[1u8; 5]);
+        assert_eq!(p.rest.len(), 5);
+    }
+}
