@@ -12,6 +12,7 @@
 //! access token, environment values or the run payload. The state always
 //! comes from ListMicrovms.
 
+use crate::quiet::Quiet as _;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
@@ -165,6 +166,7 @@ impl SandboxIndex {
             )
             .billing_mode(BillingMode::PayPerRequest)
             .send()
+            .quiet()
             .await
             .map_err(|e| from_failure(&extract("CreateTable", &e)))?;
         let by = tokio::time::Instant::now() + TABLE_ACTIVE_WITHIN;
@@ -173,6 +175,7 @@ impl SandboxIndex {
                 .describe_table()
                 .table_name(&self.table)
                 .send()
+                .quiet()
                 .await
                 .map_err(|e| from_failure(&extract("DescribeTable", &e)))?;
             if table.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
@@ -193,6 +196,7 @@ impl SandboxIndex {
                     .map_err(|_| SandboxError::internal("index", "a TTL specification"))?,
             )
             .send()
+            .quiet()
             .await
             .map_err(|e| from_failure(&extract("UpdateTimeToLive", &e)))?;
         Ok(())
@@ -271,6 +275,7 @@ impl SandboxIndex {
             .set_item(Some(row.item()))
             .condition_expression("attribute_not_exists(pk)")
             .send()
+            .quiet()
             .await;
         let Err(err) = put else {
             return Ok(());
@@ -297,6 +302,7 @@ impl SandboxIndex {
             .table_name(&self.table)
             .key("pk", AttributeValue::S(sandbox_id.to_owned()))
             .send()
+            .quiet()
             .await
             .map_err(|e| from_failure(&extract("DeleteItem", &e)))?;
         Ok(())
@@ -335,6 +341,7 @@ impl SandboxIndex {
                     .batch_get_item()
                     .request_items(&self.table, request)
                     .send()
+                    .quiet()
                     .await
                     .map_err(|e| from_failure(&extract("BatchGetItem", &e)))?;
                 for item in answer

@@ -253,6 +253,7 @@ mod local;
 pub mod persistence;
 mod pool;
 mod pty;
+mod quiet;
 mod sandbox;
 #[cfg(test)]
 mod seam_tests;

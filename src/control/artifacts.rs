@@ -3,6 +3,7 @@
 //! expected bucket owner (a bucket name someone else took is never written
 //! to or read from).
 
+use crate::quiet::Quiet as _;
 use aws_sdk_s3 as s3;
 use bytes::Bytes;
 
@@ -56,6 +57,7 @@ impl ArtifactStore {
             .key(key)
             .expected_bucket_owner(&self.owner)
             .send()
+            .quiet()
             .await;
         match result {
             Ok(_) => Ok(true),
@@ -89,6 +91,7 @@ impl ArtifactStore {
             .bucket(bucket)
             .expected_bucket_owner(&self.owner)
             .send()
+            .quiet()
             .await;
         match result {
             Ok(_) => Ok(true),
@@ -123,6 +126,7 @@ impl ArtifactStore {
             .content_type("application/zip")
             .body(body.into())
             .send()
+            .quiet()
             .await
             .map_err(|e| map_sdk_error("PutObject", &e))?;
         Ok(())
@@ -146,6 +150,7 @@ impl ArtifactStore {
             .key(key)
             .expected_bucket_owner(&self.owner)
             .send()
+            .quiet()
             .await;
         let out = match result {
             Ok(out) => out,

@@ -16,7 +16,6 @@ use futures_util::future::BoxFuture;
 use lmv::config::retry::RetryConfig;
 use lmv::config::{Credentials, ProvideCredentials as _, Region};
 use lmv::types::{IdlePolicy, Logging, LoggingDisabled, PortSpecification};
-use tracing::instrument::WithSubscriber as _;
 
 use super::failure::map_sdk_error;
 use super::{
@@ -25,16 +24,14 @@ use super::{
 };
 use crate::error::SandboxError;
 use crate::error::map::aws::{no_credentials, profile_not_found};
+use crate::quiet::Quiet as _;
 use crate::secret::Secret;
 use crate::state::SandboxState;
 
-/// Runs anything of the AWS SDK with tracing silenced. At TRACE,
-/// `aws-smithy-runtime` logs whole requests and responses (the proxy token
-/// of CreateMicrovmAuthToken in clear, the access key id in signing lines)
-/// and the credential chain logs what it found: no subscriber may see that.
-/// The SDK's own events ([`control_event`]) say what happened instead.
+/// Runs anything of the AWS SDK with tracing silenced ([`crate::quiet`]);
+/// the SDK's own events ([`control_event`]) say what happened instead.
 fn silenced<F: std::future::Future>(future: F) -> tracing::instrument::WithDispatch<F> {
-    future.with_subscriber(tracing::Dispatch::none())
+    future.quiet()
 }
 
 /// The SDK's own, redacted event for one control-plane call: the operation,

@@ -1,6 +1,7 @@
 //! Build logs from CloudWatch Logs (feature `templates`): the newest
 //! streams of an image's log group, their last events.
 
+use crate::quiet::Quiet as _;
 use aws_sdk_cloudwatchlogs as logs;
 use logs::types::OrderBy;
 
@@ -45,6 +46,7 @@ impl BuildLogs {
             .descending(true)
             .limit(streams.clamp(1, MAX_STREAMS))
             .send()
+            .quiet()
             .await;
         // No group, no permission to list: no lines (the build's own error
         // still says what failed).
@@ -63,6 +65,7 @@ impl BuildLogs {
                 .log_stream_name(name)
                 .limit(events.clamp(1, MAX_EVENTS))
                 .send()
+                .quiet()
                 .await
                 .map_err(|e| map_sdk_error("GetLogEvents", &e))?;
             lines.extend(

@@ -2,6 +2,7 @@
 //! an image name resolves to `arn:<partition>:lambda:<region>:<account>:
 //! microvm-image:<name>`, and S3 calls name the expected bucket owner.
 
+use crate::quiet::Quiet as _;
 use aws_sdk_sts as sts;
 use tokio::sync::OnceCell;
 
@@ -35,6 +36,7 @@ impl Identity {
                     .client
                     .get_caller_identity()
                     .send()
+                    .quiet()
                     .await
                     .map_err(|e| map_sdk_error("GetCallerIdentity", &e))?;
                 let account = out.account.unwrap_or_default();

@@ -5,6 +5,7 @@
 //! [`SandboxError::Build`] (`build_quota` for the account's concurrent-build
 //! quota, `aws_error` otherwise), as a build's caller expects one kind.
 
+use crate::quiet::Quiet as _;
 use std::collections::BTreeMap;
 
 use aws_sdk_lambdamicrovms as lmv;
@@ -225,6 +226,7 @@ impl ImageApi {
             .get_microvm_image()
             .image_identifier(id)
             .send()
+            .quiet()
             .await
         {
             Ok(out) => Ok(Some(ImageInfo {
@@ -255,6 +257,7 @@ impl ImageApi {
             .image_identifier(id)
             .image_version(version)
             .send()
+            .quiet()
             .await
             .map_err(|e| map_sdk_error("GetMicrovmImageVersion", &e))?;
         Ok(VersionInfo {
@@ -286,6 +289,7 @@ impl ImageApi {
                 .max_results(50)
                 .set_next_token(next.take())
                 .send()
+                .quiet()
                 .await
                 .map_err(|e| map_sdk_error("ListMicrovmImageVersions", &e))?;
             for item in &out.items {
@@ -330,6 +334,7 @@ impl ImageApi {
                 .set_name_filter(filter.map(str::to_owned))
                 .set_next_token(next.take())
                 .send()
+                .quiet()
                 .await
                 .map_err(|e| map_sdk_error("ListMicrovmImages", &e))?;
             images.extend(out.items.into_iter().map(|i| ImageInfo {
@@ -365,6 +370,7 @@ impl ImageApi {
                 .image_identifier(id)
                 .set_next_token(next.take())
                 .send()
+                .quiet()
                 .await
                 .map_err(|e| map_sdk_error("ListManagedMicrovmImageVersions", &e))?;
             for item in &out.items {
@@ -401,6 +407,7 @@ impl ImageApi {
             .image_identifier(id)
             .image_version(version)
             .send()
+            .quiet()
             .await
         {
             Ok(_) => Ok(true),
@@ -431,6 +438,7 @@ impl ImageApi {
             .image_version(version)
             .status(status)
             .send()
+            .quiet()
             .await
             .map_err(|e| map_sdk_error("UpdateMicrovmImageVersion", &e))?;
         Ok(())
@@ -454,6 +462,7 @@ impl ImageApi {
             .image_identifier(id)
             .image_version(version)
             .send()
+            .quiet()
             .await
         {
             Ok(_) => Ok(Ok(())),
@@ -510,12 +519,14 @@ impl ImageApi {
         let (arn, version) = if existing {
             let out = with_config!(self.client.update_microvm_image().image_identifier(id))
                 .send()
+                .quiet()
                 .await
                 .map_err(|e| submit_error("UpdateMicrovmImage", &e))?;
             (out.image_arn, out.image_version)
         } else {
             let out = with_config!(self.client.create_microvm_image().name(id))
                 .send()
+                .quiet()
                 .await
                 .map_err(|e| submit_error("CreateMicrovmImage", &e))?;
             (out.image_arn, out.image_version)

@@ -9,6 +9,7 @@
 //! AWS's own text; a missing table is `InvalidArgument` `store`, as an
 //! unusable pool file is.
 
+use crate::quiet::Quiet as _;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -137,6 +138,7 @@ impl PoolTable {
             .condition_expression("attribute_not_exists(#sk)")
             .expression_attribute_names("#sk", SK)
             .send()
+            .quiet()
             .await;
         match put {
             Ok(_) => Ok(OpResult::Done(true)),
@@ -191,7 +193,7 @@ impl PoolTable {
             update = update.expression_attribute_names(format!("#{name}"), name);
         }
         let expression = format!("SET {} REMOVE {}", set.join(", "), remove.join(", "));
-        match update.update_expression(expression).send().await {
+        match update.update_expression(expression).send().quiet().await {
             Ok(_) => Ok(OpResult::Done(true)),
             Err(e) if condition_failed(&e) => Ok(OpResult::Done(false)),
             Err(e) => Err(store_error("UpdateItem", &e)),
@@ -299,7 +301,7 @@ impl PoolTable {
         for (name, value) in values {
             delete = delete.expression_attribute_values(name, value);
         }
-        match delete.send().await {
+        match delete.send().quiet().await {
             Ok(out) => match out.attributes {
                 Some(item) => decode(&item).map(Some),
                 // Deleted, yet nothing returned: not DynamoDB's behaviour.
@@ -343,7 +345,11 @@ impl PoolTable {
                     .expression_attribute_values(":ready", s(SlotState::Ready.as_str().to_owned()))
                     .expression_attribute_values(":min", n(min)),
             };
-            let page = query.send().await.map_err(|e| store_error("Query", &e))?;
+            let page = query
+                .send()
+                .quiet()
+                .await
+                .map_err(|e| store_error("Query", &e))?;
             items.extend(page.items.unwrap_or_default());
             match page.last_evaluated_key {
                 Some(key) if !key.is_empty() => start = Some(key),
@@ -415,6 +421,7 @@ pub(crate) async fn create_table(
         .attribute_definitions(attribute(PK)?)
         .attribute_definitions(attribute(SK)?)
         .send()
+        .quiet()
         .await;
     match created {
         Ok(_) => {}
@@ -428,6 +435,7 @@ pub(crate) async fn create_table(
             .describe_table()
             .table_name(table)
             .send()
+            .quiet()
             .await
             .map_err(|e| store_error("DescribeTable", &e))?;
         let status = described.table.and_then(|t| t.table_status);
@@ -452,6 +460,7 @@ pub(crate) async fn create_table(
         .table_name(table)
         .time_to_live_specification(ttl)
         .send()
+        .quiet()
         .await
         .map_err(|e| store_error("UpdateTimeToLive", &e))?;
     Ok(true)
@@ -651,6 +660,7 @@ mod tests {
             .key(SK, s(sk.to_owned()))
             .consistent_read(true)
             .send()
+            .quiet()
             .await
             .unwrap()
             .item
@@ -801,6 +811,7 @@ mod tests {
             .item(IMAGE_ARN, s("img".into()))
             .item(RECORD, s("{\"secret\":\"do-not-show\"}".into()))
             .send()
+            .quiet()
             .await
             .unwrap();
         let store = PoolTable::new("foreign".into(), "p".into(), settings);

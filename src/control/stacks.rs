@@ -3,6 +3,7 @@
 //! reasons, error messages) never leave this module: failures carry the
 //! operation, the error code, a resource's logical id and its status.
 
+use crate::quiet::Quiet as _;
 use std::collections::BTreeMap;
 
 use aws_sdk_cloudformation as cfn;
@@ -56,7 +57,14 @@ impl Stacks {
     /// # Errors
     /// DescribeStacks failed for another reason (mapped).
     pub(crate) async fn describe(&self, name: &str) -> Result<Option<StackState>, SandboxError> {
-        let out = match self.client.describe_stacks().stack_name(name).send().await {
+        let out = match self
+            .client
+            .describe_stacks()
+            .stack_name(name)
+            .send()
+            .quiet()
+            .await
+        {
             Ok(out) => out,
             Err(e) => {
                 let failure = extract("DescribeStacks", &e);
@@ -106,6 +114,7 @@ impl Stacks {
             .get_template()
             .stack_name(name)
             .send()
+            .quiet()
             .await
             .map_err(|e| map_sdk_error("GetTemplate", &e))?;
         Ok(out
@@ -125,6 +134,7 @@ impl Stacks {
             .template_body(body)
             .capabilities(Capability::CapabilityNamedIam)
             .send()
+            .quiet()
             .await
             .map(|_| ())
             .map_err(|e| refused(name, "CreateStack", &e))
@@ -147,6 +157,7 @@ impl Stacks {
             .template_body(body)
             .capabilities(Capability::CapabilityNamedIam)
             .send()
+            .quiet()
             .await
         {
             Ok(_) => Ok(UpdateStarted::Started),
@@ -184,6 +195,7 @@ impl Stacks {
                 .stack_name(name)
                 .set_next_token(token.take())
                 .send()
+                .quiet()
                 .await
                 .map_err(|e| map_sdk_error("DescribeStackEvents", &e))?;
             // Newest first: the operation began at the stack's own

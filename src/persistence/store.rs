@@ -7,6 +7,7 @@
 //! `InvalidArgument` (`bucket` / `region`), anything else the control
 //! plane's mapping; AWS's error text is never kept.
 
+use crate::quiet::Quiet as _;
 use std::time::{Duration, SystemTime};
 
 use aws_sdk_s3 as s3;
@@ -121,7 +122,8 @@ pub async fn list(
                 .bucket(&at.bucket)
                 .prefix(&under)
                 .set_continuation_token(token.take())
-                .send(),
+                .send()
+                .quiet(),
         )
         .await
         .map_err(|e| s3_failure("ListObjectsV2", &e))?;
@@ -188,7 +190,8 @@ pub async fn delete(client: &crate::Client, location: &S3Prefix) -> Result<(), S
             s3.delete_object()
                 .bucket(&location.bucket)
                 .key(format!("{key_prefix}/{object}"))
-                .send(),
+                .send()
+                .quiet(),
         )
         .await
         .map_err(|e| s3_failure("DeleteObject", &e))?;

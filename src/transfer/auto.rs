@@ -8,6 +8,7 @@
 //! An agent without transfers (the capability probe, `GetTransfer("")`
 //! answered UNIMPLEMENTED) keeps everything on gRPC.
 
+use crate::quiet::Quiet as _;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -183,7 +184,8 @@ async fn remove(client: s3::Client, bucket: String, key: String, upload_id: Opti
                 .bucket(&bucket)
                 .key(&key)
                 .upload_id(id)
-                .send(),
+                .send()
+                .quiet(),
         )
         .await;
         if let Err(e) = aborted {
@@ -191,7 +193,16 @@ async fn remove(client: s3::Client, bucket: String, key: String, upload_id: Opti
             tracing::warn!(target: "rayito::transfer", kind = %e.kind(), "a staging multipart upload could not be aborted; the bucket's lifecycle rule aborts it");
         }
     }
-    if let Err(e) = Box::pin(client.delete_object().bucket(&bucket).key(&key).send()).await {
+    if let Err(e) = Box::pin(
+        client
+            .delete_object()
+            .bucket(&bucket)
+            .key(&key)
+            .send()
+            .quiet(),
+    )
+    .await
+    {
         let e = s3_failure("DeleteObject", &e);
         tracing::warn!(target: "rayito::transfer", kind = %e.kind(), "a staging object could not be deleted; the bucket's lifecycle rule expires it");
     }
@@ -303,7 +314,8 @@ pub(crate) async fn open_read(
                 .get_object()
                 .bucket(&signer.bucket)
                 .key(&key)
-                .send(),
+                .send()
+                .quiet(),
         ),
     )
     .await;
@@ -360,7 +372,8 @@ async fn export(
                 .create_multipart_upload()
                 .bucket(&signer.bucket)
                 .key(key)
-                .send(),
+                .send()
+                .quiet(),
         )
         .await
         .map_err(|e| s3_failure("CreateMultipartUpload", &e))?;
@@ -435,7 +448,8 @@ async fn export(
                         .set_parts(Some(parts))
                         .build(),
                 )
-                .send(),
+                .send()
+                .quiet(),
         )
         .await
         .map_err(|e| s3_failure("CompleteMultipartUpload", &e))?;
@@ -633,7 +647,8 @@ where
                     .create_multipart_upload()
                     .bucket(&signer.bucket)
                     .key(key)
-                    .send(),
+                    .send()
+                    .quiet(),
             )
             .await
             .map_err(|e| s3_failure("CreateMultipartUpload", &e))?;
@@ -667,7 +682,7 @@ where
             .body(ByteStream::from(part));
         let n = number;
         guard.0.push_back(tokio::spawn(async move {
-            let out = Box::pin(send.send())
+            let out = Box::pin(send.send().quiet())
                 .await
                 .map_err(|e| s3_failure("UploadPart", &e))?;
             Ok((n, out.e_tag().map(str::to_owned)))
@@ -686,7 +701,8 @@ where
                 .bucket(&signer.bucket)
                 .key(key)
                 .body(ByteStream::from(last))
-                .send(),
+                .send()
+                .quiet(),
         )
         .await
         .map_err(|e| s3_failure("PutObject", &e))?;
@@ -704,7 +720,8 @@ where
                 .upload_id(&upload_id)
                 .part_number(number)
                 .body(ByteStream::from(last))
-                .send(),
+                .send()
+                .quiet(),
         )
         .await
         .map_err(|e| s3_failure("UploadPart", &e))?;
@@ -735,7 +752,8 @@ where
                     .set_parts(Some(completed))
                     .build(),
             )
-            .send(),
+            .send()
+            .quiet(),
     )
     .await
     .map_err(|e| s3_failure("CompleteMultipartUpload", &e))?;

@@ -15,6 +15,7 @@ use base64::Engine as _;
 use super::staging::S3Staging;
 use crate::error::SandboxError;
 use crate::pb;
+use crate::quiet::Quiet as _;
 use crate::sandbox::Sandbox;
 
 /// The S3 side of one sandbox's transfers.
@@ -102,6 +103,7 @@ impl Signer {
         }
         let req = op
             .presigned(presigning(lifetime, feature)?)
+            .quiet()
             .await
             .map_err(|_| presign_failed(feature))?;
         Ok(presigned(&req))
@@ -119,6 +121,7 @@ impl Signer {
             .bucket(&self.bucket)
             .key(key)
             .presigned(presigning(lifetime, feature)?)
+            .quiet()
             .await
             .map_err(|_| presign_failed(feature))?;
         Ok(presigned(&req))
@@ -141,6 +144,7 @@ impl Signer {
             .upload_id(upload_id)
             .part_number(number)
             .presigned(presigning(lifetime, feature)?)
+            .quiet()
             .await
             .map_err(|_| presign_failed(feature))?;
         Ok(presigned(&req))
@@ -158,6 +162,7 @@ impl Signer {
             .bucket(&self.bucket)
             .key(key)
             .presigned(presigning(lifetime, feature)?)
+            .quiet()
             .await
             .map_err(|_| presign_failed(feature))?;
         Ok(presigned(&req))
@@ -177,7 +182,7 @@ impl Signer {
             .config
             .credentials_provider()
             .ok_or_else(|| not_configured(feature))?;
-        let creds = provider.provide_credentials().await.map_err(|_| {
+        let creds = provider.provide_credentials().quiet().await.map_err(|_| {
             SandboxError::internal(feature, "the AWS credentials could not be loaded")
         })?;
         let now = SystemTime::now();
