@@ -88,7 +88,7 @@ async fn no_url_bucket_key_or_path_reaches_any_subscriber_or_error() {
     let key = emu.access_key();
     // The test's own S3 client (it makes the bucket) is not under test:
     // its AWS SDK logs are kept out of the capture.
-    let s3 = sdk_support::moto_seed::s3_client(&emu.s3_endpoint_url(), &key);
+    let s3 = sdk_support::moto_seed::s3_client(&emu.s3_endpoint_url(), key);
     s3.create_bucket()
         .bucket(BUCKET)
         .send()
