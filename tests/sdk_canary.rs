@@ -7,8 +7,9 @@
 
 mod sdk_support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
+use sdk_support::captured::Captured;
+
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use rayito::{CommandOptions, SandboxError};
@@ -18,19 +19,6 @@ use sdk_support::{builder, emulator};
 const ACCESS_CANARY: &str = "CANARYaccessTOKENcanaryACCESStokenCANARY0Ak";
 /// Another canonical token, used where a wrong token is needed.
 const WRONG_CANARY: &str = "CANARYwrongTOKENcanaryWRONGtokenCANARYwr0Ak";
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 fn capture_tracing() -> Captured {
     static CAPTURED: OnceLock<Captured> = OnceLock::new();

@@ -11,8 +11,8 @@
 
 mod sdk_support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use sdk_support::captured::Captured;
+
 use std::time::Duration;
 
 use rayito::{AwsOptions, CommandOptions, RunCodeOptions, Sandbox};
@@ -25,19 +25,6 @@ const KEY_ID_CANARY: &str = "AKIDCANARYKEYIDxyzw";
 const SECRET_CANARY: &str = "CanarySecretAccessKeyValue0123456789abcd";
 /// The session token of the (temporary) static credentials.
 const SESSION_CANARY: &str = "CanarySessionTokenIQoJb3JpZ2luX2VjEJrCANARYsessionTOKEN0123";
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_reaches_any_subscriber() {

@@ -19,21 +19,7 @@ const BUCKET: &str = "rayito-ckpt-sdk";
 const ROLE: &str = "arn:aws:iam::000000000000:role/rayito-sandbox";
 
 fn s3_client(emu: &Emulator) -> s3::Client {
-    let key = emu.access_key();
-    let conf = s3::Config::builder()
-        .behavior_version(s3::config::BehaviorVersion::latest())
-        .region(s3::config::Region::new("us-east-1"))
-        .credentials_provider(s3::config::Credentials::new(
-            &key.id,
-            &key.secret,
-            key.session_token.clone(),
-            None,
-            "test",
-        ))
-        .endpoint_url(emu.s3_endpoint_url())
-        .force_path_style(true)
-        .build();
-    s3::Client::from_conf(conf)
+    sdk_support::moto_seed::s3_client(&emu.s3_endpoint_url(), emu.access_key())
 }
 
 /// An emulator with the checkpoint bucket.

@@ -8,6 +8,8 @@
 
 mod sdk_support;
 
+use sdk_support::plain_http::noise;
+
 use std::time::Duration;
 
 use aws_sdk_s3 as s3;
@@ -30,21 +32,7 @@ const NO_SUCH_BUCKET: &str = "the bucket does not exist (NoSuchBucket); create i
 const WRONG_REGION: &str = "the bucket is in another region; pass its region";
 
 fn s3_client(emu: &Emulator) -> s3::Client {
-    let key = emu.access_key();
-    let conf = s3::Config::builder()
-        .behavior_version(s3::config::BehaviorVersion::latest())
-        .region(s3::config::Region::new("us-east-1"))
-        .credentials_provider(s3::config::Credentials::new(
-            &key.id,
-            &key.secret,
-            key.session_token.clone(),
-            None,
-            "test",
-        ))
-        .endpoint_url(emu.s3_endpoint_url())
-        .force_path_style(true)
-        .build();
-    s3::Client::from_conf(conf)
+    sdk_support::moto_seed::s3_client(&emu.s3_endpoint_url(), emu.access_key())
 }
 
 struct World {
@@ -87,18 +75,6 @@ async fn world_in(config: EmulatorConfig, transfers: bool, staging: S3Staging) -
 
 async fn world() -> World {
     world_with(true, staging()).await
-}
-
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()[0]
-        })
-        .collect()
 }
 
 fn sha(data: &[u8]) -> Vec<u8> {

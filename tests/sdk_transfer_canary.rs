@@ -13,8 +13,8 @@
 
 mod sdk_support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use sdk_support::captured::Captured;
+
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
@@ -33,19 +33,6 @@ const STAGING_PREFIX: &str = "canarystagingpfx";
 const DIR: &str = "canarydirw3";
 const MISSING_BUCKET: &str = "canarymissingbucketk9";
 const MIB: usize = 1 << 20;
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// What a browser does with a URL, kept out of the capture: the test's
 /// own HTTP client is not under test.

@@ -426,33 +426,8 @@ async fn export(
         return Err(state_error(&state));
     }
     if let Some(upload_id) = multipart {
-        let parts: Vec<_> = state
-            .part_etags
-            .iter()
-            .enumerate()
-            .map(|(i, etag)| {
-                s3::types::CompletedPart::builder()
-                    .part_number(i32::try_from(i + 1).unwrap_or(i32::MAX))
-                    .e_tag(etag)
-                    .build()
-            })
-            .collect();
-        Box::pin(
-            client
-                .complete_multipart_upload()
-                .bucket(&signer.bucket)
-                .key(key)
-                .upload_id(&upload_id)
-                .multipart_upload(
-                    s3::types::CompletedMultipartUpload::builder()
-                        .set_parts(Some(parts))
-                        .build(),
-                )
-                .send()
-                .quiet(),
-        )
-        .await
-        .map_err(|e| s3_failure("CompleteMultipartUpload", &e))?;
+        let parts = (1..).zip(state.part_etags.iter().cloned().map(Some));
+        complete_upload(client, &signer.bucket, key, &upload_id, parts).await?;
         cleanup.upload_id = None;
     }
     Ok((state.sha256, state.bytes_total))
@@ -732,7 +707,20 @@ where
         etags.insert(n, etag);
     }
     drop(guard);
-    let completed: Vec<_> = etags
+    complete_upload(client, &signer.bucket, key, &upload_id, etags).await?;
+    cleanup.upload_id = None;
+    Ok((size, sha_of(hash)))
+}
+
+/// CompleteMultipartUpload with `parts` (number, ETag), in order.
+async fn complete_upload(
+    client: &s3::Client,
+    bucket: &str,
+    key: &str,
+    upload_id: &str,
+    parts: impl IntoIterator<Item = (i32, Option<String>)>,
+) -> Result<(), SandboxError> {
+    let completed: Vec<_> = parts
         .into_iter()
         .map(|(n, etag)| {
             s3::types::CompletedPart::builder()
@@ -744,9 +732,9 @@ where
     Box::pin(
         client
             .complete_multipart_upload()
-            .bucket(&signer.bucket)
+            .bucket(bucket)
             .key(key)
-            .upload_id(&upload_id)
+            .upload_id(upload_id)
             .multipart_upload(
                 s3::types::CompletedMultipartUpload::builder()
                     .set_parts(Some(completed))
@@ -756,9 +744,8 @@ where
             .quiet(),
     )
     .await
-    .map_err(|e| s3_failure("CompleteMultipartUpload", &e))?;
-    cleanup.upload_id = None;
-    Ok((size, sha_of(hash)))
+    .map(|_| ())
+    .map_err(|e| s3_failure("CompleteMultipartUpload", &e))
 }
 
 async fn joined(

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod captured;
 pub mod images;
 pub mod moto;
 pub mod moto_seed;

@@ -18,7 +18,7 @@ pub fn s3_client(endpoint: &str, key: &AccessKey) -> s3::Client {
         .credentials_provider(s3::config::Credentials::new(
             key.id.clone(),
             key.secret.clone(),
-            None,
+            key.session_token.clone(),
             None,
             "test",
         ))
