@@ -12,15 +12,15 @@
 //!    against the link's.
 //!
 //! ```text
-//! cargo run --example persistence                          # local backend, no AWS account
-//! cargo run --example persistence -- --upload-mib 64       # a smaller upload
-//! cargo run --release --example persistence                # faster hashing
+//! cargo run --example persistence --features s3                 # local backend, no AWS account
+//! cargo run --example persistence --features s3 -- --upload-mib 64  # a smaller upload
+//! cargo run --release --example persistence --features s3       # faster hashing
 //! RAYITO_BACKEND=aws \
 //!   RAYITO_TEMPLATE=arn:aws:lambda:us-east-1:123456789012:microvm-image:rayito-base \
 //!   RAYITO_EXECUTION_ROLE_ARN=arn:aws:iam::123456789012:role/rayito-sandbox \
 //!   RAYITO_PERSIST_BUCKET=my-checkpoints \
 //!   RAYITO_TRANSFER_BUCKET=my-staging \
-//!   cargo run --example persistence                        # your AWS account
+//!   cargo run --example persistence --features s3               # your AWS account
 //! ```
 //!
 //! On the local backend the checkpoints and the staged file go to its own S3
