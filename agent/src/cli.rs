@@ -103,6 +103,26 @@ impl ServeArgs {
     }
 }
 
+/// Crates whose logs name the hosts the agent connects to, capped at INFO
+/// whatever `RUST_LOG` says: hyper-util's connector logs the host at DEBUG
+/// and its pool at TRACE, and on AWS an S3-staged transfer's host is
+/// `<bucket>.s3.<region>.amazonaws.com`. No log line may hold a bucket.
+const QUIET_TARGETS: [&str; 1] = ["hyper_util"];
+
+/// The agent's log filter: `RUST_LOG` (default `info`), with
+/// [`QUIET_TARGETS`] capped at INFO.
+pub fn log_filter(rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
+    let mut filter = rust_log
+        .and_then(|spec| tracing_subscriber::EnvFilter::try_new(spec).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
+    for target in QUIET_TARGETS {
+        if let Ok(directive) = format!("{target}=info").parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
+    filter
+}
+
 /// Parses `args` (the program name first); on failure returns the exit code
 /// after printing the message: 0 for `--help`/`--version`, 2 for bad
 /// arguments (an unknown flag is reported as `unknown flag <flag>`).
@@ -182,6 +202,65 @@ pub fn serve(args: &ServeArgs) -> i32 {
         agent.shutdown().await;
         0
     })
+}
+
+#[cfg(test)]
+mod log_filter_tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// What reaches a subscriber with `log_filter(rust_log)`.
+    fn logged(rust_log: Option<&str>) -> String {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::registry()
+            .with(super::log_filter(rust_log))
+            .with(tracing_subscriber::fmt::layer().with_writer(move || writer.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::debug!(target: "hyper_util::client::legacy::connect::http", "host-at-debug");
+            tracing::trace!(target: "hyper_util::client::legacy::pool", "host-at-trace");
+            tracing::info!(target: "hyper_util::client::legacy::pool", "pool-at-info");
+            tracing::trace!(target: "rayito_agent::transfer", "agent-at-trace");
+        });
+        String::from_utf8(captured.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn hyper_util_stays_at_info_whatever_rust_log_says() {
+        for spec in [
+            Some("trace"),
+            Some("hyper_util=trace"),
+            Some("debug,hyper_util=trace"),
+        ] {
+            let log = logged(spec);
+            assert!(
+                !log.contains("host-at-debug") && !log.contains("host-at-trace"),
+                "{spec:?}: {log}"
+            );
+            assert!(log.contains("pool-at-info"), "{spec:?}: {log}");
+        }
+        assert!(
+            logged(Some("trace")).contains("agent-at-trace"),
+            "the agent's own TRACE stays"
+        );
+        let default = logged(None);
+        assert!(default.contains("pool-at-info") && !default.contains("agent-at-trace"));
+    }
 }
 
 #[cfg(test)]

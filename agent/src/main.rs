@@ -3,10 +3,9 @@
 
 fn main() {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_env_filter(rayito_agent::cli::log_filter(
+            std::env::var("RUST_LOG").ok().as_deref(),
+        ))
         .with_writer(std::io::stderr)
         .init();
     let code = match rayito_agent::cli::parse(std::env::args_os()) {
