@@ -334,3 +334,66 @@ fn docs_persistence_md_is_in_step() {
         assert!(doc.contains(needle), "{needle} not in docs/persistence.md");
     }
 }
+
+/// The child of the test below, run by it with the environment set: a
+/// sandbox on the local backend stages through `RAYITO_TRANSFER_BUCKET`
+/// without being told. Ignored in a normal run (it needs that environment).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by staging_comes_from_the_environment_when_the_builder_sets_none"]
+async fn env_staging_child() {
+    let bucket = std::env::var("RAYITO_TRANSFER_BUCKET").expect("the parent sets it");
+    let sbx = Sandbox::builder()
+        .local()
+        .create()
+        .await
+        .expect("a sandbox");
+    let staging = sbx.staging().expect("staging from the environment");
+    assert_eq!(staging.bucket, bucket);
+    assert_eq!(staging.prefix, "canary-env-prefix");
+    // Below the default threshold (8 MiB): gRPC, whatever the bucket.
+    sbx.files()
+        .write("small.bin", vec![7u8; 1 << 20])
+        .await
+        .expect("a small write over gRPC");
+    // At the threshold: through the staging, which here names a bucket
+    // the local S3 does not have unless it is LOCAL_BUCKET.
+    let written = sbx.files().write("big.bin", vec![9u8; 8 << 20]).await;
+    if bucket == LOCAL_BUCKET {
+        written.expect("a staged write into the local bucket");
+        let back = sbx.files().read("big.bin").await.expect("a staged read");
+        assert!(back.iter().all(|&b| b == 9) && back.len() == 8 << 20);
+    } else {
+        let err = written.expect_err("no such bucket");
+        assert!(
+            matches!(&err, rayito::SandboxError::InvalidArgument { argument: Some(a), .. } if a == "bucket"),
+            "{err:?}"
+        );
+    }
+    sbx.kill().await.expect("kill");
+}
+
+/// `RAYITO_TRANSFER_BUCKET` (and `_PREFIX`) give every sandbox built
+/// without `staging(..)` its staging: a child process of this binary runs
+/// `env_staging_child` with them set (the environment of a process that
+/// runs tests in parallel is not for writing), once into the local bucket
+/// (staged and read back) and once into a bucket that does not exist (the
+/// write at the threshold fails, so it went through S3).
+#[test]
+fn staging_comes_from_the_environment_when_the_builder_sets_none() {
+    for bucket in [LOCAL_BUCKET, "not-a-local-bucket"] {
+        let out = Command::new(std::env::current_exe().expect("current_exe"))
+            .args(["--ignored", "--exact", "env_staging_child", "--nocapture"])
+            .env("RAYITO_TRANSFER_BUCKET", bucket)
+            .env("RAYITO_TRANSFER_PREFIX", "canary-env-prefix")
+            .env_remove("RAYITO_TRANSFER_REGION")
+            .output()
+            .expect("the child runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{bucket}: {}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
