@@ -353,8 +353,8 @@ impl<'a> Files<'a> {
     /// `tokio::time::timeout` to bound it.
     ///
     /// With a staging (`s3` feature) and an agent that serves transfers,
-    /// every stream goes through S3: 8 MiB parts uploaded up to 8 at once
-    /// (about 64 MiB held at most), hashed on the way, then imported by the
+    /// every stream goes through S3: 8 MiB parts uploaded up to 4 at once
+    /// (about 40 MiB held at most), hashed on the way, then imported by the
     /// agent, which checks the sha256 and size (docs/transfers.md,
     /// "Automatic staging").
     ///
