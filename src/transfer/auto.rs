@@ -371,25 +371,7 @@ async fn export(
     let client = signer.client();
     let mut multipart = None;
     let target = if size >= staging.multipart_threshold_bytes {
-        let created = Box::pin(
-            client
-                .create_multipart_upload()
-                .bucket(&signer.bucket)
-                .key(key)
-                .send()
-                .quiet(),
-        )
-        .await
-        .map_err(|e| s3_failure("CreateMultipartUpload", &e))?;
-        let upload_id = created
-            .upload_id()
-            .ok_or_else(|| {
-                SandboxError::protocol_violation(
-                    feature,
-                    "S3 created a multipart upload without an id",
-                )
-            })?
-            .to_owned();
+        let upload_id = create_upload(client, &signer.bucket, key, feature).await?;
         cleanup.upload_id = Some(upload_id.clone());
         let part_size = export_part_size(size);
         let count = size.div_ceil(part_size).max(1);
@@ -621,23 +603,7 @@ where
         hash.update(&part);
         size = size.saturating_add(part.len() as u64);
         if upload_id.is_none() {
-            let created = Box::pin(
-                client
-                    .create_multipart_upload()
-                    .bucket(&signer.bucket)
-                    .key(key)
-                    .send()
-                    .quiet(),
-            )
-            .await
-            .map_err(|e| s3_failure("CreateMultipartUpload", &e))?;
-            let id = created.upload_id().ok_or_else(|| {
-                SandboxError::protocol_violation(
-                    feature,
-                    "S3 created a multipart upload without an id",
-                )
-            })?;
-            upload_id = Some(id.to_owned());
+            upload_id = Some(create_upload(client, &signer.bucket, key, feature).await?);
             cleanup.upload_id = upload_id.clone();
         }
         number = number.saturating_add(1);
@@ -714,6 +680,28 @@ where
     complete_upload(client, &signer.bucket, key, &upload_id, etags).await?;
     cleanup.upload_id = None;
     Ok((size, sha_of(hash)))
+}
+
+/// CreateMultipartUpload of `key`: its upload id.
+async fn create_upload(
+    client: &s3::Client,
+    bucket: &str,
+    key: &str,
+    feature: &'static str,
+) -> Result<String, SandboxError> {
+    let created = Box::pin(
+        client
+            .create_multipart_upload()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .quiet(),
+    )
+    .await
+    .map_err(|e| s3_failure("CreateMultipartUpload", &e))?;
+    created.upload_id().map(str::to_owned).ok_or_else(|| {
+        SandboxError::protocol_violation(feature, "S3 created a multipart upload without an id")
+    })
 }
 
 /// CompleteMultipartUpload with `parts` (number, ETag), in order.
