@@ -1,0 +1,1 @@
+//! Secrets Manager error codes a moto server cannot produce, through aws-smithy-mocks.
