@@ -346,6 +346,11 @@ impl SecretCache {
         Ok(())
     }
 
+    /// Whether `other` is this cache or a clone of it.
+    pub fn is_same(&self, other: &SecretCache) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Entries kept now (expired ones included until the next use).
     pub fn len(&self) -> usize {
         self.state().entries.len()

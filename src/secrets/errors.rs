@@ -65,7 +65,7 @@ pub(crate) fn deletion_pending() -> SandboxError {
 
 /// Whether `err` is `SecretNotFound`.
 pub(crate) fn is_secret_not_found(err: &SandboxError) -> bool {
-    err.kind() == crate::ErrorKind::NotFound
+    err.kind() == crate::ErrorKind::SandboxNotFound
 }
 
 /// Whether `failure` is CreateSecret's "a secret of this name is still
