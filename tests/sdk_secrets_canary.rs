@@ -60,13 +60,14 @@ async fn no_secret_name_or_value_reaches_any_subscriber() {
 
     let info = store.create(&name, VALUE_CANARY, &metadata).await.unwrap();
     shown.push(format!("{info:?}"));
-    shown.push(
-        store
-            .create(&name, VALUE_CANARY, &metadata)
-            .await
-            .unwrap_err()
-            .to_string(),
-    );
+    // A second create with another value: the name exists. (With the same
+    // value it is the same request again, and succeeds: the token is that
+    // of version 1.)
+    let err = store
+        .create(&name, UPDATED_CANARY, &metadata)
+        .await
+        .unwrap_err();
+    shown.push(format!("{err} {err:?}"));
     let updated = store
         .update(&name, UPDATED_CANARY, Some(&metadata))
         .await
