@@ -209,6 +209,13 @@ async fn each_aws_answer_is_pinned_and_never_repeats_aws_text() {
         if row.kind != ErrorKind::RateLimit {
             assert_eq!(err.meta().aws_code(), Some(row.code), "{}", row.code);
         }
+        // The variant's own field.
+        if row.kind == ErrorKind::Secret {
+            assert!(
+                matches!(&err, SandboxError::Secret { aws_code: Some(code), .. } if code == row.code),
+                "{err:?}"
+            );
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -221,7 +228,11 @@ async fn errors_of_a_read_for_an_environment_variable_name_it() {
         .get_for_env(&SecretRef::from(NAME), "OPENAI_API_KEY")
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("OPENAI_API_KEY"), "{err}");
+    assert_eq!(err.kind(), ErrorKind::SecretNotFound);
+    assert_eq!(
+        err.to_string(),
+        "the Secrets Manager call GetSecretValue for environment variable OPENAI_API_KEY found no such secret, or it is scheduled for deletion; check the name and the store's prefix, or create the secret"
+    );
     no_leak(&err);
     // A bad reference too, before any call.
     let err = cache(&[])
@@ -243,7 +254,10 @@ async fn errors_of_a_read_for_an_environment_variable_name_it() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Secret, "{err}");
-    assert!(err.to_string().contains("OPENAI_API_KEY"), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "the Secrets Manager call GetSecretValue for environment variable OPENAI_API_KEY returned a binary secret, not a string; store the value as a string (SecretString) to read or inject it"
+    );
     no_leak(&err);
 }
 
