@@ -258,6 +258,8 @@ mod sandbox;
 #[cfg(test)]
 mod seam_tests;
 mod secret;
+#[cfg(feature = "secrets")]
+pub mod secrets;
 pub mod size;
 mod state;
 #[cfg(feature = "s3")]

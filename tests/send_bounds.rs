@@ -295,6 +295,28 @@ fn transfer_futures_are_send(
     assert_send(&files.write_stream("p", futures_util::stream::iter([vec![1u8]])));
 }
 
+/// The secret store and cache (feature `secrets`, which the SDK's own
+/// tests enable): owned clones are spawned, so the futures are `'static`
+/// with owned inputs.
+#[allow(dead_code)]
+fn secrets_futures_are_send(store: rayito::secrets::SecretStore, cache: rayito::secrets::SecretCache) {
+    use rayito::secrets::SecretRef;
+    let metadata = std::collections::BTreeMap::new();
+    assert_send(&store.create("n", "v", &metadata));
+    assert_send(&store.update("n", "v", Some(&metadata)));
+    assert_send(&store.get_info("n"));
+    assert_send(&store.exists("n"));
+    assert_send(&store.list(10, None));
+    assert_send(&store.destroy("n"));
+    let reference = SecretRef::from("n");
+    assert_send(&cache.get(&reference));
+    assert_send(&cache.refresh(&reference));
+    assert_send_static(&async move {
+        let _ = store.destroy("n").await;
+        let _ = cache.get(&SecretRef::from("n")).await;
+    });
+}
+
 /// The `pub async fn` names and public stream types of `src/`.
 fn public_async_items() -> Vec<String> {
     let mut names = Vec::new();

@@ -167,10 +167,6 @@ impl HandleSecrets {
         &self.bound
     }
 
-    pub(crate) fn given_cache(&self) -> Option<&SecretCache> {
-        self.cache.as_ref()
-    }
-
     /// The cache: the builder's, else the process-wide cache of the
     /// client's AWS configuration (AWS backend), else one over the
     /// environment's AWS chain (the local backend has no Secrets Manager:

@@ -1,0 +1,532 @@
+//! [`SecretCache`]: reads secret values (GetSecretValue) with a TTL, one
+//! request in flight per key, and a bound on what it keeps.
+//!
+//! The key of an entry is (region, credentials identity, resolved
+//! `SecretId`, version selector): the same name read with other
+//! credentials is another entry. A hit makes no AWS call; expired entries
+//! are swept on every use; a not-found answer is never kept (a secret
+//! created a moment later is found at once). An invalidate bumps a
+//! generation counter, and a fetch that started before it does not store
+//! its answer (it still returns it to its callers).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use aws_sdk_secretsmanager as sm;
+use sm::config::ProvideCredentials as _;
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+
+use super::client::{Access, Connected};
+use super::errors::Failure;
+use super::reference::{DEFAULT_PREFIX, SecretRef, Selector, check_prefix, secret_id};
+use crate::control::failure::extract;
+use crate::error::SandboxError;
+use crate::quiet::Quiet as _;
+use crate::secret::Secret;
+
+/// The time an entry is kept unless set otherwise.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
+/// The longest TTL accepted.
+pub const MAX_TTL: Duration = Duration::from_secs(86_400);
+/// Entries kept unless set otherwise (the least recently used goes first).
+pub const DEFAULT_MAX_ENTRIES: usize = 1_024;
+/// The largest `max_entries` accepted.
+const MAX_MAX_ENTRIES: usize = 1_000_000;
+/// Process-wide caches kept by [`SecretCache::shared`] (one per region and
+/// credentials; the least recently used goes first).
+const SHARED_CACHES: usize = 32;
+
+/// How a [`SecretCache`] reaches Secrets Manager and what it keeps.
+///
+/// `Default`: the environment's region and credentials, prefix `rayito/`,
+/// TTL 300 s, at most 1,024 entries.
+#[derive(Clone)]
+pub struct SecretCacheOptions {
+    access: Access,
+    prefix: String,
+    ttl: Duration,
+    max_entries: usize,
+}
+
+impl Default for SecretCacheOptions {
+    fn default() -> Self {
+        Self {
+            access: Access::default(),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            ttl: DEFAULT_TTL,
+            max_entries: DEFAULT_MAX_ENTRIES,
+        }
+    }
+}
+
+impl fmt::Debug for SecretCacheOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SecretCacheOptions")
+            .field("access", &self.access)
+            .field("prefix_len", &self.prefix.len())
+            .field("ttl", &self.ttl)
+            .field("max_entries", &self.max_entries)
+            .finish()
+    }
+}
+
+impl SecretCacheOptions {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The region (for example `us-east-1`), instead of the environment's.
+    #[must_use]
+    pub fn region(mut self, region: impl Into<String>) -> Self {
+        self.access.region = Some(region.into());
+        self
+    }
+
+    /// A loaded AWS configuration (credentials, region, endpoint, timeouts)
+    /// to build the Secrets Manager client from.
+    #[must_use]
+    pub fn sdk_config(mut self, config: aws_types::SdkConfig) -> Self {
+        self.access.sdk_config = Some(config);
+        self
+    }
+
+    /// Another endpoint for Secrets Manager (for example a moto server).
+    #[must_use]
+    pub fn endpoint_url(mut self, url: impl Into<String>) -> Self {
+        self.access.endpoint_url = Some(url.into());
+        self
+    }
+
+    /// The prefix of names (default `rayito/`, `""` allowed); ARNs are
+    /// used as they are.
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// How long a value is kept: 1 s to 86,400 s (default 300 s).
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// At most this many entries (default 1,024; 1 to 1,000,000).
+    #[must_use]
+    pub fn max_entries(mut self, max_entries: usize) -> Self {
+        self.max_entries = max_entries;
+        self
+    }
+
+    fn check(&self) -> Result<(), SandboxError> {
+        self.access.check()?;
+        check_prefix(&self.prefix)?;
+        if self.ttl < Duration::from_secs(1) || self.ttl > MAX_TTL {
+            return Err(SandboxError::invalid_argument(
+                "ttl",
+                "a secret cache's TTL is 1 s to 86,400 s; pass a duration in that range",
+            ));
+        }
+        if !(1..=MAX_MAX_ENTRIES).contains(&self.max_entries) {
+            return Err(SandboxError::invalid_argument(
+                "max_entries",
+                "a secret cache keeps 1 to 1,000,000 entries; pass a count in that range",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Reads secret values from AWS Secrets Manager and keeps them for a TTL
+/// (docs/secrets.md).
+///
+/// Cheap to clone: clones share the entries and one client, made on first
+/// use (making a cache calls nothing). Concurrent reads of one key make one
+/// GetSecretValue call. `Debug` shows counts only.
+///
+/// Only with the `secrets` cargo feature.
+#[derive(Clone)]
+pub struct SecretCache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    options: SecretCacheOptions,
+    client: OnceCell<Connected>,
+    state: Mutex<State>,
+}
+
+/// The key of an entry.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Key {
+    region: String,
+    /// SHA-256 of the access key id (never the id itself).
+    identity: [u8; 32],
+    secret_id: String,
+    selector: Selector,
+}
+
+struct Entry {
+    value: Secret,
+    expires: Instant,
+    /// Use tick, for the LRU eviction.
+    used: u64,
+}
+
+/// One fetch of a key, shared by every reader that arrives while it runs
+/// (a failure is kept as facts: each reader names its own variable).
+type Flight = Arc<OnceCell<Result<Secret, Failure>>>;
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<Key, Entry>,
+    flights: HashMap<Key, Flight>,
+    /// Bumped by every invalidate: a fetch started under an older
+    /// generation does not store.
+    generation: u64,
+    tick: u64,
+    /// GetSecretValue calls made, for `Debug` and the tests.
+    fetches: u64,
+}
+
+impl State {
+    fn sweep(&mut self, now: Instant) {
+        self.entries.retain(|_, entry| entry.expires > now);
+    }
+}
+
+impl fmt::Debug for SecretCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (entries, in_flight) = self
+            .inner
+            .state
+            .lock()
+            .map(|state| (state.entries.len(), state.flights.len()))
+            .unwrap_or_default();
+        f.debug_struct("SecretCache")
+            .field("entries", &entries)
+            .field("in_flight", &in_flight)
+            .finish()
+    }
+}
+
+impl SecretCache {
+    /// A cache with `options`. Calls nothing; the options are checked here.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `ttl` (0 or past 86,400 s), `max_entries`,
+    /// `prefix`, `region` or `endpoint_url`.
+    pub fn new(options: SecretCacheOptions) -> Result<Self, SandboxError> {
+        options.check()?;
+        Ok(Self::unchecked(options, OnceCell::new()))
+    }
+
+    fn unchecked(options: SecretCacheOptions, client: OnceCell<Connected>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                options,
+                client,
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+
+    /// A cache over an already built client (the crate's mock tests).
+    #[cfg(test)]
+    pub(crate) fn with_client(
+        options: SecretCacheOptions,
+        client: sm::Client,
+    ) -> Result<Self, SandboxError> {
+        options.check()?;
+        let connected = Connected {
+            client,
+            credentials: None,
+        };
+        Ok(Self::unchecked(options, OnceCell::new_with(Some(connected))))
+    }
+
+    /// The process-wide cache for `config`'s region, credentials provider
+    /// and endpoint (the endpoint override, for a moto server, is
+    /// `config`'s own `endpoint_url`): the same cache for every call with
+    /// that configuration or a clone of it, default options otherwise
+    /// (prefix `rayito/`, TTL 300 s). At most 32 are kept, the least
+    /// recently used dropped first.
+    pub fn shared(config: &aws_types::SdkConfig) -> SecretCache {
+        static SHARED: OnceLock<Mutex<Vec<(SharedKey, SecretCache, u64)>>> = OnceLock::new();
+        static TICK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let key = SharedKey::of(config);
+        let tick = TICK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut caches = SHARED
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(found) = caches.iter_mut().find(|(k, _, _)| *k == key) {
+            found.2 = tick;
+            return found.1.clone();
+        }
+        if caches.len() >= SHARED_CACHES
+            && let Some(oldest) = caches
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, (_, _, used))| *used)
+                .map(|(i, _)| i)
+        {
+            caches.swap_remove(oldest);
+        }
+        let cache = Self::unchecked(
+            SecretCacheOptions::default().sdk_config(config.clone()),
+            OnceCell::new(),
+        );
+        caches.push((key, cache.clone(), tick));
+        cache
+    }
+
+    /// The prefix of names this cache reads under.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.inner.options.prefix
+    }
+
+    /// The secret's value: from the cache while its entry is fresh, else
+    /// from one GetSecretValue call shared by every concurrent reader of
+    /// the same key.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`reference`) for a bad name, ARN or selector,
+    /// before any call; `SecretNotFound` (never cached); `Secret` when AWS
+    /// refuses (the IAM action `secretsmanager:GetSecretValue` and the AWS
+    /// code, never AWS's text) or the secret holds binary data;
+    /// `RateLimit` when throttled; the AWS configuration's own failures
+    /// (`Authentication`). No error holds the value or the name.
+    pub async fn get(&self, reference: &SecretRef) -> Result<Secret, SandboxError> {
+        self.read(reference, None).await
+    }
+
+    /// [`SecretCache::get`] for a sandbox's environment variable `variable`:
+    /// its errors name the variable.
+    pub(crate) async fn get_for_env(
+        &self,
+        reference: &SecretRef,
+        variable: &str,
+    ) -> Result<Secret, SandboxError> {
+        self.read(reference, Some(variable)).await
+    }
+
+    /// Drops every cached version of `reference`'s secret and reads it
+    /// again now.
+    ///
+    /// # Errors
+    /// As [`SecretCache::get`].
+    pub async fn refresh(&self, reference: &SecretRef) -> Result<Secret, SandboxError> {
+        self.invalidate(reference.name())?;
+        self.get(reference).await
+    }
+
+    /// Drops every entry (and lets no running fetch store its answer).
+    pub fn refresh_all(&self) {
+        let mut state = self.state();
+        state.generation = state.generation.wrapping_add(1);
+        state.entries.clear();
+        state.flights.clear();
+    }
+
+    /// Drops every cached version of the secret `name` (a name relative to
+    /// the prefix, or the ARN it was read by); a read of it that is running
+    /// does not store its answer.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`name`) for a bad name or ARN.
+    pub fn invalidate(&self, name: &str) -> Result<(), SandboxError> {
+        let id = secret_id(&self.inner.options.prefix, name, "name")?;
+        let mut state = self.state();
+        state.generation = state.generation.wrapping_add(1);
+        state.entries.retain(|key, _| key.secret_id != id);
+        state.flights.retain(|key, _| key.secret_id != id);
+        Ok(())
+    }
+
+    /// Whether `other` is this cache or a clone of it.
+    pub fn is_same(&self, other: &SecretCache) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Entries kept now (expired ones included until the next use).
+    pub fn len(&self) -> usize {
+        self.state().entries.len()
+    }
+
+    /// Whether no entry is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// GetSecretValue calls this cache made so far (what a hit saves).
+    pub fn fetches(&self) -> u64 {
+        self.state().fetches
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock leaves consistent maps behind.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    async fn client(&self) -> Result<&Connected, SandboxError> {
+        self.inner
+            .client
+            .get_or_try_init(|| self.inner.options.access.client())
+            .await
+    }
+
+    async fn read(
+        &self,
+        reference: &SecretRef,
+        variable: Option<&str>,
+    ) -> Result<Secret, SandboxError> {
+        let prefix = &self.inner.options.prefix;
+        let (secret_id, selector) = match variable {
+            None => reference.resolve(prefix, "reference")?,
+            Some(variable) => reference.resolve_for_env(prefix, variable)?,
+        };
+        let connected = self.client().await?;
+        let client = &connected.client;
+        let key = Key {
+            region: client
+                .config()
+                .region()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            identity: identity(connected).await,
+            secret_id,
+            selector,
+        };
+        let (flight, generation) = {
+            let mut state = self.state();
+            let now = Instant::now();
+            state.sweep(now);
+            state.tick = state.tick.wrapping_add(1);
+            let tick = state.tick;
+            if let Some(entry) = state.entries.get_mut(&key) {
+                entry.used = tick;
+                return Ok(entry.value.clone());
+            }
+            let generation = state.generation;
+            let flight = state.flights.entry(key.clone()).or_default().clone();
+            (flight, generation)
+        };
+        let result = flight
+            .get_or_init(|| async {
+                let fetched = fetch(client, &key).await;
+                let mut state = self.state();
+                state.fetches = state.fetches.saturating_add(1);
+                if let Ok(value) = &fetched
+                    && state.generation == generation
+                {
+                    self.store(&mut state, key.clone(), value.clone());
+                }
+                fetched
+            })
+            .await
+            .clone();
+        {
+            // The flight is over: the next reader after the TTL starts a
+            // new one.
+            let mut state = self.state();
+            if state
+                .flights
+                .get(&key)
+                .is_some_and(|current| Arc::ptr_eq(current, &flight))
+            {
+                state.flights.remove(&key);
+            }
+        }
+        result.map_err(|failure| failure.into_error(variable))
+    }
+
+    fn store(&self, state: &mut State, key: Key, value: Secret) {
+        let max = self.inner.options.max_entries;
+        while state.entries.len() >= max {
+            let Some(oldest) = state
+                .entries
+                .iter()
+                .min_by_key(|(_, entry)| entry.used)
+                .map(|(key, _)| key.clone())
+            else {
+                break;
+            };
+            state.entries.remove(&oldest);
+        }
+        state.tick = state.tick.wrapping_add(1);
+        let used = state.tick;
+        state.entries.insert(
+            key,
+            Entry {
+                value,
+                expires: Instant::now() + self.inner.options.ttl,
+                used,
+            },
+        );
+    }
+}
+
+/// SHA-256 of the access key id the client signs with now (credentials
+/// can rotate under one provider); zeros when none resolve (the call then
+/// fails on its own).
+async fn identity(connected: &Connected) -> [u8; 32] {
+    use sha2::Digest as _;
+    let Some(provider) = &connected.credentials else {
+        return [0; 32];
+    };
+    match provider.provide_credentials().quiet().await {
+        Ok(credentials) => sha2::Sha256::digest(credentials.access_key_id().as_bytes()).into(),
+        Err(_) => [0; 32],
+    }
+}
+
+/// One GetSecretValue.
+async fn fetch(client: &sm::Client, key: &Key) -> Result<Secret, Failure> {
+    let request = client.get_secret_value().secret_id(&key.secret_id);
+    let request = match &key.selector {
+        Selector::Id(id) => request.version_id(id),
+        Selector::Stage(stage) => request.version_stage(stage),
+    };
+    let outcome = request.send().quiet().await;
+    let result = match outcome {
+        Ok(out) => match out.secret_string {
+            Some(value) => Ok(Secret::new(value)),
+            None => Err(Failure::NotString),
+        },
+        Err(err) => Err(Failure::Aws(extract("GetSecretValue", &err))),
+    };
+    super::event("GetSecretValue", result.is_ok());
+    result
+}
+
+/// What tells one process-wide cache from another: the region, the
+/// endpoint and the credentials provider (by identity: clones of one
+/// `SdkConfig` share it).
+#[derive(PartialEq, Eq)]
+struct SharedKey {
+    region: Option<String>,
+    endpoint_url: Option<String>,
+    provider: usize,
+}
+
+impl SharedKey {
+    fn of(config: &aws_types::SdkConfig) -> Self {
+        Self {
+            region: config.region().map(ToString::to_string),
+            endpoint_url: config.endpoint_url().map(str::to_owned),
+            provider: config.credentials_provider().map_or(0, |provider| {
+                let inner: &dyn sm::config::ProvideCredentials = provider.as_ref();
+                std::ptr::from_ref(inner).cast::<()>() as usize
+            }),
+        }
+    }
+}
