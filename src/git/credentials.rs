@@ -206,7 +206,8 @@ mod tests {
         assert_eq!(t.host, "127.0.0.1:8080");
         assert_eq!(target("HTTPS://h").unwrap().protocol, "https");
         assert_eq!(target("https://u:p@h/r"), Err(TargetError::UserInfo));
-        assert_eq!(target("ssh://git@h/r"), Err(TargetError::UserInfo));
+        // Only http(s) user info is refused: an ssh user is not a secret.
+        assert_eq!(target("ssh://git@h/r"), Err(TargetError::NotHttp));
         assert_eq!(target("git@github.com:o/r"), Err(TargetError::NotHttp));
         assert_eq!(target("git://h/r"), Err(TargetError::NotHttp));
         assert_eq!(target("https:///r"), Err(TargetError::NotHttp));
