@@ -10,7 +10,6 @@ mod classify;
 mod credentials;
 mod line;
 mod options;
-mod pending_errors;
 mod status;
 
 use crate::commands::{CommandOptions, CommandResult};
