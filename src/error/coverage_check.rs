@@ -194,6 +194,13 @@ fn corpus() -> Vec<SandboxError> {
         SandboxError::template_not_found(),
         SandboxError::pool_not_started(),
         SandboxError::pool_closed(),
+        SandboxError::secret_deletion_pending(Duration::from_secs(60)),
+        SandboxError::secret_not_string(Some("API_KEY")),
+        SandboxError::secret_not_found("DescribeSecret", None),
+        SandboxError::git_auth("clone", false),
+        SandboxError::git_auth("push", true),
+        SandboxError::git_auth_rewrite("pull"),
+        SandboxError::git_upstream("push"),
         SandboxError::sandbox_index("BatchGetItem", Some("ResourceNotFoundException")),
         SandboxError::sandbox_index("PutItem", None),
         SandboxError::index_unprocessed("BatchGetItem", 6),
@@ -225,6 +232,31 @@ fn corpus() -> Vec<SandboxError> {
         )),
     ]);
     out.extend(persistence_and_transfers());
+    out.extend(secrets());
+    out
+}
+
+/// The Secrets Manager table's inputs.
+fn secrets() -> Vec<SandboxError> {
+    use super::map::aws::AwsFailure;
+    use super::map::secrets::from_secrets_manager;
+    let mut out = Vec::new();
+    for op in ["CreateSecret", "PutSecretValue", "GetSecretValue"] {
+        for code in [
+            "ResourceNotFoundException",
+            "AccessDeniedException",
+            "ResourceExistsException",
+            "LimitExceededException",
+            "InvalidRequestException",
+        ] {
+            for variable in [None, Some("API_KEY")] {
+                let mut f = AwsFailure::new(op);
+                f.code = Some(code.to_owned());
+                f.http_status = Some(400);
+                out.push(from_secrets_manager(f, variable));
+            }
+        }
+    }
     out
 }
 

@@ -66,6 +66,10 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         ErrorKind::Persistence => "PersistenceException",
         ErrorKind::Transfer => "TransferException",
         ErrorKind::FileUpload => "FileUploadException",
+        ErrorKind::Secret => "SecretException",
+        ErrorKind::SecretNotFound => "SecretNotFoundException",
+        ErrorKind::GitAuth => "GitAuthException",
+        ErrorKind::GitUpstream => "GitUpstreamException",
     }
 }
 
@@ -196,6 +200,8 @@ fn every_placeholder_is_a_documented_name() {
         "resource",
         "output",
         "transfer",
+        "subject",
+        "action",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

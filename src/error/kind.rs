@@ -71,6 +71,17 @@ pub enum ErrorKind {
     /// `file_upload` (a `transfer`): the import of an upload ticket or of a
     /// staged large write failed.
     FileUpload,
+    /// `secret`: a Secrets Manager call of the secret store, the secret
+    /// cache or a `secrets` injection failed.
+    Secret,
+    /// `secret_not_found` (a `secret` and a `not_found`): the secret does
+    /// not exist or is scheduled for deletion.
+    SecretNotFound,
+    /// `git_auth` (an `authentication`, not a sandbox error): a git command
+    /// of the git helpers failed on credentials.
+    GitAuth,
+    /// `git_upstream`: a push or pull found no upstream branch.
+    GitUpstream,
 }
 
 impl ErrorKind {
@@ -102,6 +113,10 @@ impl ErrorKind {
         Self::Persistence,
         Self::Transfer,
         Self::FileUpload,
+        Self::Secret,
+        Self::SecretNotFound,
+        Self::GitAuth,
+        Self::GitUpstream,
     ];
 
     /// The stable string of the kind, e.g. `file_not_found`.
@@ -133,6 +148,10 @@ impl ErrorKind {
             Self::Persistence => "persistence",
             Self::Transfer => "transfer",
             Self::FileUpload => "file_upload",
+            Self::Secret => "secret",
+            Self::SecretNotFound => "secret_not_found",
+            Self::GitAuth => "git_auth",
+            Self::GitUpstream => "git_upstream",
         }
     }
 
@@ -164,7 +183,11 @@ impl ErrorKind {
             | Self::Stack
             | Self::SandboxIndex
             | Self::Persistence
-            | Self::Transfer => &[Self::Sandbox],
+            | Self::Transfer
+            | Self::Secret
+            | Self::GitUpstream => &[Self::Sandbox],
+            Self::SecretNotFound => &[Self::Secret, Self::NotFound],
+            Self::GitAuth => &[Self::Authentication],
             Self::IndexWrite => &[Self::SandboxIndex],
             Self::FileUpload => &[Self::Transfer],
             Self::FileNotFound | Self::SandboxNotFound => &[Self::NotFound],
@@ -288,6 +311,26 @@ impl ErrorKind {
                 false,
                 false,
                 "the import of an upload ticket or of a staged write failed; `reason` says why",
+            ),
+            Self::Secret => (
+                false,
+                false,
+                "a Secrets Manager call of the secret store, cache or injection failed; `aws_code` says why",
+            ),
+            Self::SecretNotFound => (
+                false,
+                false,
+                "the secret does not exist or is scheduled for deletion",
+            ),
+            Self::GitAuth => (
+                false,
+                false,
+                "git needs credentials, or the remote refused them",
+            ),
+            Self::GitUpstream => (
+                false,
+                false,
+                "push or pull found no upstream branch; name one or set it",
             ),
         };
         ErrorInfo {

@@ -278,6 +278,31 @@ templates! {
         "{reason}: the file or object of the {transfer} does not exist; check the path, or upload the object before it expires";
     TRANSFER_OTHER = "transfer.other" =>
         "{reason}: the {transfer} failed (code {code}) for a reason this SDK does not know; start it again, or report it with the image version";
+    SECRET_NOT_FOUND = "secret.not_found" =>
+        "{subject} found no such secret, or it is scheduled for deletion; check the name and the store's prefix, or create the secret";
+    SECRET_ACCESS_DENIED = "secret.access_denied" =>
+        "{subject} was refused ({aws_code}); allow the IAM action secretsmanager:{operation} to the caller, and kms:Decrypt on the key of a secret encrypted with a customer managed key";
+    SECRET_EXISTS = "secret.exists" =>
+        "{subject} found a secret of that name already; update it, or destroy it first";
+    SECRET_VERSION_CONFLICT = "secret.version_conflict" =>
+        "{subject} found the new version already written by another writer; read the secret's info and update again";
+    SECRET_LIMIT = "secret.limit_exceeded" =>
+        "{subject} hit a Secrets Manager limit ({aws_code}); write a secret at most once every 10 minutes, or delete secrets you no longer use";
+    SECRET_OTHER = "secret.other" =>
+        "{subject} failed ({aws_code}); check the request, and report it if it persists";
+    SECRET_DELETION_PENDING = "secret.deletion_pending" =>
+        "a secret of that name was still being deleted after {waited} of retries; wait a minute and create it again, or choose another name";
+    SECRET_NOT_STRING = "secret.not_string" =>
+        "{subject} returned a binary secret, not a string; store the value as a string (SecretString) to read or inject it";
+
+    GIT_AUTH = "git.auth" =>
+        "git {action} needs credentials: the remote asked for them or refused them; pass a username and a password or token";
+    GIT_AUTH_PASSWORD = "git.auth_password" =>
+        "git {action} needs a password or token: the username alone was refused; pass the password or token too";
+    GIT_AUTH_REWRITE = "git.auth_rewrite" =>
+        "git {action} did not send the credentials: the sandbox's git configuration rewrites URLs (url.*.insteadOf or pushInsteadOf), so they could reach another server; remove the rewriting, then retry";
+    GIT_UPSTREAM = "git.upstream" =>
+        "git {action} found no upstream branch; pass a remote and a branch, or set the upstream (push with set_upstream, or git branch --set-upstream-to)";
 }
 
 impl Template {

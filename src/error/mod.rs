@@ -362,6 +362,51 @@ pub enum SandboxError {
         #[source]
         meta: Box<ErrorMeta>,
     },
+    /// `secret`: a Secrets Manager call of the secret store, the secret
+    /// cache or a `secrets` injection failed. The message never holds the
+    /// value nor the secret's name (names are confidential selectors); for
+    /// an injection it names the environment variable. AWS's text is never
+    /// kept.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Secret {
+        /// The AWS error code (e.g. `AccessDeniedException`); `None` when
+        /// the failure is the SDK's own (a binary secret, a deletion that
+        /// did not finish in time).
+        aws_code: Option<String>,
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
+    /// `secret_not_found` (a `secret` and a `not_found`): the secret does
+    /// not exist or is scheduled for deletion. Never cached.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    SecretNotFound {
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
+    /// `git_auth` (an `authentication`, not a sandbox error): a git command
+    /// of the git helpers needs credentials, the remote refused them, or
+    /// the SDK would not send them to a rewritten URL. The message names
+    /// the git action, never the URL or the credentials.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    GitAuth {
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
+    /// `git_upstream`: a push or pull found no upstream branch. The message
+    /// says how to set one.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    GitUpstream {
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
 }
 
 impl SandboxError {
@@ -394,6 +439,10 @@ impl SandboxError {
             Self::Persistence { .. } => ErrorKind::Persistence,
             Self::Transfer { .. } => ErrorKind::Transfer,
             Self::FileUpload { .. } => ErrorKind::FileUpload,
+            Self::Secret { .. } => ErrorKind::Secret,
+            Self::SecretNotFound { .. } => ErrorKind::SecretNotFound,
+            Self::GitAuth { .. } => ErrorKind::GitAuth,
+            Self::GitUpstream { .. } => ErrorKind::GitUpstream,
         }
     }
 
@@ -425,7 +474,11 @@ impl SandboxError {
             | Self::IndexWrite { meta, .. }
             | Self::Persistence { meta, .. }
             | Self::Transfer { meta, .. }
-            | Self::FileUpload { meta, .. } => meta,
+            | Self::FileUpload { meta, .. }
+            | Self::Secret { meta, .. }
+            | Self::SecretNotFound { meta }
+            | Self::GitAuth { meta }
+            | Self::GitUpstream { meta } => meta,
         }
     }
 
@@ -457,7 +510,11 @@ impl SandboxError {
             | Self::IndexWrite { meta, .. }
             | Self::Persistence { meta, .. }
             | Self::Transfer { meta, .. }
-            | Self::FileUpload { meta, .. } => meta,
+            | Self::FileUpload { meta, .. }
+            | Self::Secret { meta, .. }
+            | Self::SecretNotFound { meta }
+            | Self::GitAuth { meta }
+            | Self::GitUpstream { meta } => meta,
         }
     }
 

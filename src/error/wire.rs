@@ -387,7 +387,8 @@ impl<'a> WireOut<'a> {
                 quota_code: borrowed(quota_code.as_deref()),
             }),
             SandboxError::SandboxIndex { aws_code, .. }
-            | SandboxError::IndexWrite { aws_code, .. } => F::Index(IndexFields {
+            | SandboxError::IndexWrite { aws_code, .. }
+            | SandboxError::Secret { aws_code, .. } => F::Index(IndexFields {
                 aws_code: borrowed(aws_code.as_deref()),
             }),
             SandboxError::Capacity { code, .. } => F::Code(CodeFields {
@@ -431,7 +432,11 @@ impl<'a> WireOut<'a> {
             | SandboxError::SandboxLifetime { .. }
             | SandboxError::DiskFull { .. }
             | SandboxError::Template { .. }
-            | SandboxError::PoolClosed { .. } => F::None,
+            | SandboxError::PoolClosed { .. }
+            | SandboxError::SecretNotFound { .. }
+            | SandboxError::GitAuth { .. }
+            | SandboxError::GitUpstream { .. } => F::None,
+
             SandboxError::Stack { code, .. } => F::Code(CodeFields {
                 code: Some(Cow::Borrowed(code.as_str())),
             }),
@@ -632,6 +637,16 @@ fn read(value: &Value) -> Result<SandboxError, WireError> {
                 meta,
             }
         }
+        ErrorKind::Secret => {
+            let f: IndexFields<'_> = fields(value)?;
+            SandboxError::Secret {
+                aws_code: line(f.aws_code.as_deref(), MAX_AWS_CODE_CHARS),
+                meta,
+            }
+        }
+        ErrorKind::SecretNotFound => SandboxError::SecretNotFound { meta },
+        ErrorKind::GitAuth => SandboxError::GitAuth { meta },
+        ErrorKind::GitUpstream => SandboxError::GitUpstream { meta },
     })
 }
 
@@ -868,6 +883,11 @@ mod tests {
                     meta,
                 }
             }),
+            (opt_clean(MAX_AWS_CODE_CHARS), meta())
+                .prop_map(|(aws_code, meta)| SandboxError::Secret { aws_code, meta }),
+            meta().prop_map(|meta| SandboxError::SecretNotFound { meta }),
+            meta().prop_map(|meta| SandboxError::GitAuth { meta }),
+            meta().prop_map(|meta| SandboxError::GitUpstream { meta }),
         ]
     }
 

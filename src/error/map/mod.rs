@@ -19,4 +19,5 @@ pub(crate) mod grpc;
 pub(crate) mod index;
 pub(crate) mod persistence;
 pub(crate) mod redact;
+pub(crate) mod secrets;
 pub(crate) mod transfer;
