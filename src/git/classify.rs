@@ -46,7 +46,8 @@ impl Remote {
             Self::Clone => "clone",
             Self::Push => "push",
             Self::Pull => "pull",
-            Self::RemoteAdd => "remote add",
+            // `remote add` with `fetch` fails in its fetch.
+            Self::RemoteAdd => "fetch",
         }
     }
 
@@ -171,6 +172,67 @@ mod tests {
         assert_eq!(password_forms("plain"), ["plain"]);
         assert_eq!(password_forms("p@ss w"), ["p%40ss%20w", "p@ss w"]);
         assert_eq!(percent_encode("a/é"), "a%2F%C3%A9");
+    }
+
+    /// A failed command exactly as the agent's end event makes it.
+    fn exit(stdout: &str, stderr: &str) -> SandboxError {
+        use crate::error::map::agent::{CommandOutput, EndEventData, from_end_event};
+        let end = EndEventData {
+            status: "exited".into(),
+            exit_code: 128,
+            signal: None,
+            error: None,
+        };
+        let output = CommandOutput {
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            truncated: false,
+        };
+        from_end_event(end, output, "git clone").unwrap_err()
+    }
+
+    #[test]
+    fn classified_failures_pin_variant_and_message() {
+        let auth = "fatal: Authentication failed for 'http://h/r.git/'";
+        let upstream = "fatal: The current branch topic has no upstream branch.";
+        let cases = [
+            (Remote::Clone, false, auth, ErrorKind::GitAuth,
+             "git clone needs credentials: the remote asked for them or refused them; pass a username and a password or token"),
+            (Remote::Push, true, auth, ErrorKind::GitAuth,
+             "git push needs a password or token: the username alone was refused; pass the password or token too"),
+            (Remote::RemoteAdd, false, auth, ErrorKind::GitAuth,
+             "git fetch needs credentials: the remote asked for them or refused them; pass a username and a password or token"),
+            (Remote::Push, false, upstream, ErrorKind::GitUpstream,
+             "git push found no upstream branch; pass a remote and a branch, or set the upstream (push with set_upstream, or git branch --set-upstream-to)"),
+            (Remote::Clone, false, upstream, ErrorKind::CommandExit,
+             "command git exited with code 128; its stdout and stderr are in the error"),
+        ];
+        for (op, username_only, stderr, kind, message) in cases {
+            let err = failed(exit("", stderr), Some(op), username_only, &[]);
+            assert_eq!(err.kind(), kind, "{stderr}");
+            assert_eq!(err.to_string(), message);
+            // Neither the URL nor git's text is kept in a classified error.
+            if kind != ErrorKind::CommandExit {
+                assert!(!format!("{err:?}").contains("http://h"), "{err:?}");
+            }
+        }
+        // Not a remote operation: never classified.
+        let err = failed(exit("", auth), None, false, &[]);
+        assert_eq!(err.kind(), ErrorKind::CommandExit);
+    }
+
+    #[test]
+    fn a_command_exit_loses_the_password_in_every_text() {
+        let err = exit("out hunter%232", "fatal: 'http://h/hunter#2' and hunter#2");
+        let forms = password_forms("hunter#2");
+        let secrets: Vec<&str> = forms.iter().map(String::as_str).collect();
+        let err = failed(err, Some(Remote::Clone), false, &secrets);
+        let SandboxError::CommandExit { stdout, stderr, .. } = &err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(stdout.as_str(), "out ***");
+        assert_eq!(stderr.as_str(), "fatal: 'http://h/***' and ***");
+        assert!(std::error::Error::source(&err).is_none_or(|s| !s.to_string().contains("hunter")));
     }
 
     #[test]
