@@ -58,6 +58,9 @@ async fn sandbox(test: &str) -> Option<Sandbox> {
     )
 }
 
+/// The page that transcribes the messages.
+const GIT_DOC: &str = include_str!("../docs/git.md");
+
 const AUTH_CLONE: &str = "git clone needs credentials: the remote asked for them or refused them; pass a username and a password or token";
 
 fn secret() -> Option<Secret> {
@@ -441,6 +444,13 @@ async fn every_argument_is_refused_by_name_before_any_io() {
             other => panic!("{argument}: {other:?}"),
         }
         assert_eq!(err.meta().attempts(), 0, "{err:?}");
+        // docs/git.md transcribes every refusal.
+        let message = err.to_string();
+        let generic = message.replacen(&format!("invalid {argument}:"), "invalid <argument>:", 1);
+        assert!(
+            GIT_DOC.contains(&format!("`{message}`")) || GIT_DOC.contains(&format!("`{generic}`")),
+            "docs/git.md lacks `{message}`"
+        );
     }
     // Nothing ran: no repository, no config.
     assert_eq!(sh(&sbx, "ls -a /home/user | grep -c -e '^r$' -e gitconfig || true").await, "0\n");

@@ -716,3 +716,23 @@ fn config_repo(scope: ConfigScope, path: Option<&str>) -> Result<Option<&str>, S
     }
     Ok(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/git.md transcribes the messages of the git kinds.
+    #[test]
+    fn docs_transcribe_the_git_messages() {
+        let doc = include_str!("../../docs/git.md");
+        for err in [
+            SandboxError::git_auth("{action}", false),
+            SandboxError::git_auth("{action}", true),
+            SandboxError::git_auth_rewrite("{action}"),
+            SandboxError::git_upstream("{action}"),
+        ] {
+            let message = err.to_string();
+            assert!(doc.contains(&format!("`{message}`")), "docs/git.md lacks `{message}`");
+        }
+    }
+}
