@@ -97,7 +97,10 @@ fn all_text(err: &SandboxError) -> String {
 }
 
 fn assert_no_password(text: &str, what: &str) {
-    assert!(!text.contains(PASSWORD), "the password is in {what}: {text}");
+    assert!(
+        !text.contains(PASSWORD),
+        "the password is in {what}: {text}"
+    );
     assert!(
         !text.contains("Canary-GitPass%2342%40x"),
         "the encoded password is in {what}"
@@ -122,17 +125,27 @@ async fn clone_commit_push_pull_round_trip_with_credentials() {
     assert_eq!(sh(&sbx, "cat /home/user/r/README").await, "hello\n");
     // The remote is the plain URL, and the password is nowhere in the repo.
     assert_eq!(
-        g.remote_get("/home/user/r", "origin").await.expect("remote_get"),
+        g.remote_get("/home/user/r", "origin")
+            .await
+            .expect("remote_get"),
         Some(server.url("r.git"))
     );
     let config = sh(&sbx, "cat /home/user/r/.git/config").await;
     assert_no_password(&config, ".git/config");
     assert!(!config.contains(USER), "{config}");
-    assert_eq!(sh(&sbx, "grep -rl 'Canary-GitPass' /home/user/r/.git || true").await, "");
+    assert_eq!(
+        sh(&sbx, "grep -rl 'Canary-GitPass' /home/user/r/.git || true").await,
+        ""
+    );
 
-    g.configure_user("Ann", "ann@example.com", ConfigScope::Local, Some("/home/user/r"))
-        .await
-        .expect("configure_user");
+    g.configure_user(
+        "Ann",
+        "ann@example.com",
+        ConfigScope::Local,
+        Some("/home/user/r"),
+    )
+    .await
+    .expect("configure_user");
     assert_eq!(
         g.get_config("user.email", ConfigScope::Local, Some("/home/user/r"))
             .await
@@ -140,7 +153,9 @@ async fn clone_commit_push_pull_round_trip_with_credentials() {
         Some("ann@example.com".into())
     );
     sh(&sbx, "echo two > /home/user/r/b.txt").await;
-    g.add("/home/user/r", AddOptions::default()).await.expect("add");
+    g.add("/home/user/r", AddOptions::default())
+        .await
+        .expect("add");
     g.commit("/home/user/r", "second", CommitOptions::default())
         .await
         .expect("commit");
@@ -158,14 +173,36 @@ async fn clone_commit_push_pull_round_trip_with_credentials() {
         ..PushOptions::default()
     };
     g.push("/home/user/r", push).await.expect("push");
-    assert_eq!(git(&bare, &["log", "-1", "--format=%s %an"]), "second Ann\n");
+    assert_eq!(
+        git(&bare, &["log", "-1", "--format=%s %an"]),
+        "second Ann\n"
+    );
 
     // Someone else pushes; pull (through the upstream push set) brings it.
     let other = root.path().join("other");
-    git(root.path(), &["clone", "-q", &bare.display().to_string(), &other.display().to_string()]);
+    git(
+        root.path(),
+        &[
+            "clone",
+            "-q",
+            &bare.display().to_string(),
+            &other.display().to_string(),
+        ],
+    );
     std::fs::write(other.join("c.txt"), "three\n").unwrap();
     git(&other, &["add", "c.txt"]);
-    git(&other, &["-c", "user.name=o", "-c", "user.email=o@x", "commit", "-qm", "third"]);
+    git(
+        &other,
+        &[
+            "-c",
+            "user.name=o",
+            "-c",
+            "user.email=o@x",
+            "commit",
+            "-qm",
+            "third",
+        ],
+    );
     git(&other, &["push", "-q", "origin", "main"]);
     let pull = PullOptions {
         username: Some(USER.into()),
@@ -214,7 +251,10 @@ async fn wrong_and_missing_credentials_are_git_auth() {
     };
     let err = g.clone(&url, user_only).await.expect_err("no password");
     assert_eq!(err.kind().as_str(), "git_auth", "{err:?}");
-    assert_eq!(err.to_string(), "git clone needs a password or token: the username alone was refused; pass the password or token too");
+    assert_eq!(
+        err.to_string(),
+        "git clone needs a password or token: the username alone was refused; pass the password or token too"
+    );
     assert!(!err.to_string().contains(&url));
     assert!(sbx.kill().await.expect("kill"));
 }
@@ -271,19 +311,27 @@ async fn push_and_pull_without_upstream_are_git_upstream() {
     )
     .await
     .expect("anonymous clone");
-    g.create_branch("/home/user/r", "topic").await.expect("branch");
+    g.create_branch("/home/user/r", "topic")
+        .await
+        .expect("branch");
     let push = g
         .push("/home/user/r", PushOptions::default())
         .await
         .expect_err("no upstream");
     assert_eq!(push.kind().as_str(), "git_upstream", "{push:?}");
-    assert_eq!(push.to_string(), "git push found no upstream branch; pass a remote and a branch, or set the upstream (push with set_upstream, or git branch --set-upstream-to)");
+    assert_eq!(
+        push.to_string(),
+        "git push found no upstream branch; pass a remote and a branch, or set the upstream (push with set_upstream, or git branch --set-upstream-to)"
+    );
     let pull = g
         .pull("/home/user/r", PullOptions::default())
         .await
         .expect_err("no upstream");
     assert_eq!(pull.kind().as_str(), "git_upstream", "{pull:?}");
-    assert_eq!(pull.to_string(), "git pull found no upstream branch; pass a remote and a branch, or set the upstream (push with set_upstream, or git branch --set-upstream-to)");
+    assert_eq!(
+        pull.to_string(),
+        "git pull found no upstream branch; pass a remote and a branch, or set the upstream (push with set_upstream, or git branch --set-upstream-to)"
+    );
     // With a target named, push sets the upstream, and pull works.
     let push = PushOptions {
         remote: Some("origin".into()),
@@ -307,30 +355,68 @@ async fn status_and_branches_of_a_real_repository() {
     let daemon = GitDaemon::start(root.path()).await;
     let g = sbx.git();
     let r = "/home/user/r";
-    g.clone(&daemon.url("r.git"), CloneOptions { path: Some(r.into()), ..CloneOptions::default() })
-        .await
-        .expect("clone");
+    g.clone(
+        &daemon.url("r.git"),
+        CloneOptions {
+            path: Some(r.into()),
+            ..CloneOptions::default()
+        },
+    )
+    .await
+    .expect("clone");
     g.configure_user("Ann", "ann@example.com", ConfigScope::Global, None)
         .await
         .expect("identity");
     // Behind by one (pushed elsewhere, fetched), ahead by two.
     let other = root.path().join("other");
-    git(root.path(), &["clone", "-q", &bare.display().to_string(), &other.display().to_string()]);
+    git(
+        root.path(),
+        &[
+            "clone",
+            "-q",
+            &bare.display().to_string(),
+            &other.display().to_string(),
+        ],
+    );
     std::fs::write(other.join("README"), "theirs\n").unwrap();
-    git(&other, &["-c", "user.name=o", "-c", "user.email=o@x", "commit", "-qam", "theirs"]);
+    git(
+        &other,
+        &[
+            "-c",
+            "user.name=o",
+            "-c",
+            "user.email=o@x",
+            "commit",
+            "-qam",
+            "theirs",
+        ],
+    );
     git(&other, &["push", "-q", "origin", "main"]);
     sh(&sbx, "git -C /home/user/r fetch -q").await;
     for n in ["1", "2"] {
-        g.commit(r, n, CommitOptions { allow_empty: true, ..CommitOptions::default() })
-            .await
-            .expect("commit");
+        g.commit(
+            r,
+            n,
+            CommitOptions {
+                allow_empty: true,
+                ..CommitOptions::default()
+            },
+        )
+        .await
+        .expect("commit");
     }
     sh(&sbx, "cd /home/user/r && echo mine > README && echo new > n.txt && echo s > s.txt && git add s.txt && git mv s.txt t.txt").await;
     let s = g.status(r).await.expect("status");
     assert_eq!(s.current_branch.as_deref(), Some("main"));
     assert_eq!(s.upstream.as_deref(), Some("origin/main"));
     assert_eq!((s.ahead, s.behind, s.detached), (2, 1, false));
-    let by_name = |n: &str| s.files.iter().find(|f| f.name == n).unwrap_or_else(|| panic!("{n}: {s:?}")).clone();
+    let by_name = |n: &str| {
+        s.files
+            .iter()
+            .find(|f| f.name == n)
+            .unwrap_or_else(|| panic!("{n}: {s:?}"))
+            .clone()
+    };
     assert_eq!(by_name("README").status, GitFileState::Modified);
     assert!(!by_name("README").staged);
     assert_eq!(by_name("n.txt").status, GitFileState::Untracked);
@@ -339,25 +425,52 @@ async fn status_and_branches_of_a_real_repository() {
     assert!(s.has_untracked() && s.has_staged() && !s.has_conflicts());
 
     // Restore and reset undo them.
-    g.restore(r, &["README".into()], RestoreOptions::default()).await.expect("restore");
-    g.reset(r, ResetOptions { paths: Some(vec!["t.txt".into()]), ..ResetOptions::default() })
+    g.restore(r, &["README".into()], RestoreOptions::default())
         .await
-        .expect("reset");
+        .expect("restore");
+    g.reset(
+        r,
+        ResetOptions {
+            paths: Some(vec!["t.txt".into()]),
+            ..ResetOptions::default()
+        },
+    )
+    .await
+    .expect("reset");
     let s = g.status(r).await.expect("status");
-    assert!(s.files.iter().all(|f| f.status == GitFileState::Untracked), "{s:?}");
+    assert!(
+        s.files.iter().all(|f| f.status == GitFileState::Untracked),
+        "{s:?}"
+    );
 
     // A conflict: both sides changed README.
-    sh(&sbx, "cd /home/user/r && rm -f n.txt t.txt && echo ours > README && git commit -qam ours").await;
-    let merged = sbx.commands().run("git -C /home/user/r merge origin/main").await;
+    sh(
+        &sbx,
+        "cd /home/user/r && rm -f n.txt t.txt && echo ours > README && git commit -qam ours",
+    )
+    .await;
+    let merged = sbx
+        .commands()
+        .run("git -C /home/user/r merge origin/main")
+        .await;
     assert!(merged.is_err(), "the merge conflicts");
     let s = g.status(r).await.expect("status");
     assert!(s.has_conflicts(), "{s:?}");
     let readme = s.files.iter().find(|f| f.name == "README").expect("README");
-    assert_eq!((readme.index_status, readme.working_tree_status), ('U', 'U'));
+    assert_eq!(
+        (readme.index_status, readme.working_tree_status),
+        ('U', 'U')
+    );
     assert_eq!(readme.status, GitFileState::Conflict);
-    g.reset(r, ResetOptions { mode: Some("hard".into()), ..ResetOptions::default() })
-        .await
-        .expect("reset --hard");
+    g.reset(
+        r,
+        ResetOptions {
+            mode: Some("hard".into()),
+            ..ResetOptions::default()
+        },
+    )
+    .await
+    .expect("reset --hard");
 
     // Branches: create, list, check out, delete.
     g.create_branch(r, "feature").await.expect("create");
@@ -372,30 +485,72 @@ async fn status_and_branches_of_a_real_repository() {
     assert!(s.detached && s.current_branch.is_none(), "{s:?}");
 
     // Init and remotes.
-    g.init("/home/user/fresh", InitOptions { initial_branch: Some("trunk".into()), ..InitOptions::default() })
-        .await
-        .expect("init");
+    g.init(
+        "/home/user/fresh",
+        InitOptions {
+            initial_branch: Some("trunk".into()),
+            ..InitOptions::default()
+        },
+    )
+    .await
+    .expect("init");
     assert_eq!(
-        g.status("/home/user/fresh").await.expect("status").current_branch.as_deref(),
+        g.status("/home/user/fresh")
+            .await
+            .expect("status")
+            .current_branch
+            .as_deref(),
         Some("trunk")
     );
-    assert_eq!(g.remote_get("/home/user/fresh", "origin").await.expect("get"), None);
-    g.remote_add("/home/user/fresh", "origin", &daemon.url("r.git"), RemoteAddOptions { fetch: true, ..RemoteAddOptions::default() })
-        .await
-        .expect("remote add + fetch");
-    g.remote_add("/home/user/fresh", "origin", "https://example.com/x.git", RemoteAddOptions { overwrite: true, ..RemoteAddOptions::default() })
-        .await
-        .expect("overwrite");
     assert_eq!(
-        g.remote_get("/home/user/fresh", "origin").await.expect("get").as_deref(),
+        g.remote_get("/home/user/fresh", "origin")
+            .await
+            .expect("get"),
+        None
+    );
+    g.remote_add(
+        "/home/user/fresh",
+        "origin",
+        &daemon.url("r.git"),
+        RemoteAddOptions {
+            fetch: true,
+            ..RemoteAddOptions::default()
+        },
+    )
+    .await
+    .expect("remote add + fetch");
+    g.remote_add(
+        "/home/user/fresh",
+        "origin",
+        "https://example.com/x.git",
+        RemoteAddOptions {
+            overwrite: true,
+            ..RemoteAddOptions::default()
+        },
+    )
+    .await
+    .expect("overwrite");
+    assert_eq!(
+        g.remote_get("/home/user/fresh", "origin")
+            .await
+            .expect("get")
+            .as_deref(),
         Some("https://example.com/x.git")
     );
     let dup = g
-        .remote_add("/home/user/fresh", "origin", "https://example.com/y.git", RemoteAddOptions::default())
+        .remote_add(
+            "/home/user/fresh",
+            "origin",
+            "https://example.com/y.git",
+            RemoteAddOptions::default(),
+        )
         .await
         .expect_err("exists");
     assert_eq!(dup.kind().as_str(), "command_exit");
-    assert_eq!(dup.to_string(), "command git exited with code 3; its stdout and stderr are in the error");
+    assert_eq!(
+        dup.to_string(),
+        "command git exited with code 3; its stdout and stderr are in the error"
+    );
     assert!(sbx.kill().await.expect("kill"));
 }
 
@@ -409,31 +564,212 @@ async fn every_argument_is_refused_by_name_before_any_io() {
     let pw = Secret::new("pw");
     let cases: Vec<(&str, Result<_, SandboxError>)> = vec![
         ("url", g.clone("", CloneOptions::default()).await.map(drop)),
-        ("url", g.clone("https://u:p@h/r", CloneOptions::default()).await.map(drop)),
+        (
+            "url",
+            g.clone("https://u:p@h/r", CloneOptions::default())
+                .await
+                .map(drop),
+        ),
         ("url", g.clone("git://h/r", creds()).await.map(drop)),
-        ("depth", g.clone("https://h/r", CloneOptions { depth: Some(0), ..CloneOptions::default() }).await.map(drop)),
-        ("password", g.clone("https://h/r", CloneOptions { password: Some(pw.clone()), ..CloneOptions::default() }).await.map(drop)),
-        ("dangerously_store_credentials", g.clone("https://h/r", CloneOptions { dangerously_store_credentials: true, ..CloneOptions::default() }).await.map(drop)),
-        ("branch", g.clone("https://h/r", CloneOptions { branch: Some("-x".into()), ..CloneOptions::default() }).await.map(drop)),
+        (
+            "depth",
+            g.clone(
+                "https://h/r",
+                CloneOptions {
+                    depth: Some(0),
+                    ..CloneOptions::default()
+                },
+            )
+            .await
+            .map(drop),
+        ),
+        (
+            "password",
+            g.clone(
+                "https://h/r",
+                CloneOptions {
+                    password: Some(pw.clone()),
+                    ..CloneOptions::default()
+                },
+            )
+            .await
+            .map(drop),
+        ),
+        (
+            "dangerously_store_credentials",
+            g.clone(
+                "https://h/r",
+                CloneOptions {
+                    dangerously_store_credentials: true,
+                    ..CloneOptions::default()
+                },
+            )
+            .await
+            .map(drop),
+        ),
+        (
+            "branch",
+            g.clone(
+                "https://h/r",
+                CloneOptions {
+                    branch: Some("-x".into()),
+                    ..CloneOptions::default()
+                },
+            )
+            .await
+            .map(drop),
+        ),
         ("path", g.init("", InitOptions::default()).await.map(drop)),
         ("path", g.status("-rf").await.map(drop)),
-        ("name", g.remote_add(p, "", "https://h/r", RemoteAddOptions::default()).await.map(drop)),
-        ("url", g.remote_add(p, "o", "https://t@h/r", RemoteAddOptions::default()).await.map(drop)),
-        ("files", g.add(p, AddOptions { files: Some(vec![]), all: true }).await.map(drop)),
-        ("message", g.commit(p, "a\0b", CommitOptions::default()).await.map(drop)),
-        ("mode", g.reset(p, ResetOptions { mode: Some("wipe".into()), ..ResetOptions::default() }).await.map(drop)),
-        ("paths", g.reset(p, ResetOptions { paths: Some(vec![]), ..ResetOptions::default() }).await.map(drop)),
-        ("paths", g.restore(p, &[], RestoreOptions::default()).await.map(drop)),
-        ("worktree", g.restore(p, &["a".into()], RestoreOptions { staged: Some(false), worktree: Some(false), ..RestoreOptions::default() }).await.map(drop)),
-        ("branch", g.push(p, PushOptions { branch: Some("main".into()), ..PushOptions::default() }).await.map(drop)),
-        ("password", g.push(p, PushOptions { password: Some(pw.clone()), ..PushOptions::default() }).await.map(drop)),
-        ("password", g.pull(p, PullOptions { password: Some(pw.clone()), ..PullOptions::default() }).await.map(drop)),
-        ("path", g.set_config("a.b", "c", ConfigScope::Local, None).await.map(drop)),
-        ("path", g.get_config("a.b", ConfigScope::Local, None).await.map(drop)),
-        ("key", g.get_config("", ConfigScope::Global, None).await.map(drop)),
-        ("email", g.configure_user("a", "", ConfigScope::Global, None).await.map(drop)),
-        ("password", g.dangerously_authenticate("u", &Secret::new(""), Default::default()).await.map(drop)),
-        ("protocol", g.dangerously_authenticate("u", &pw, rayito::git::AuthenticateOptions { protocol: "ftp".into(), ..Default::default() }).await.map(drop)),
+        (
+            "name",
+            g.remote_add(p, "", "https://h/r", RemoteAddOptions::default())
+                .await
+                .map(drop),
+        ),
+        (
+            "url",
+            g.remote_add(p, "o", "https://t@h/r", RemoteAddOptions::default())
+                .await
+                .map(drop),
+        ),
+        (
+            "files",
+            g.add(
+                p,
+                AddOptions {
+                    files: Some(vec![]),
+                    all: true,
+                },
+            )
+            .await
+            .map(drop),
+        ),
+        (
+            "message",
+            g.commit(p, "a\0b", CommitOptions::default())
+                .await
+                .map(drop),
+        ),
+        (
+            "mode",
+            g.reset(
+                p,
+                ResetOptions {
+                    mode: Some("wipe".into()),
+                    ..ResetOptions::default()
+                },
+            )
+            .await
+            .map(drop),
+        ),
+        (
+            "paths",
+            g.reset(
+                p,
+                ResetOptions {
+                    paths: Some(vec![]),
+                    ..ResetOptions::default()
+                },
+            )
+            .await
+            .map(drop),
+        ),
+        (
+            "paths",
+            g.restore(p, &[], RestoreOptions::default()).await.map(drop),
+        ),
+        (
+            "worktree",
+            g.restore(
+                p,
+                &["a".into()],
+                RestoreOptions {
+                    staged: Some(false),
+                    worktree: Some(false),
+                    ..RestoreOptions::default()
+                },
+            )
+            .await
+            .map(drop),
+        ),
+        (
+            "branch",
+            g.push(
+                p,
+                PushOptions {
+                    branch: Some("main".into()),
+                    ..PushOptions::default()
+                },
+            )
+            .await
+            .map(drop),
+        ),
+        (
+            "password",
+            g.push(
+                p,
+                PushOptions {
+                    password: Some(pw.clone()),
+                    ..PushOptions::default()
+                },
+            )
+            .await
+            .map(drop),
+        ),
+        (
+            "password",
+            g.pull(
+                p,
+                PullOptions {
+                    password: Some(pw.clone()),
+                    ..PullOptions::default()
+                },
+            )
+            .await
+            .map(drop),
+        ),
+        (
+            "path",
+            g.set_config("a.b", "c", ConfigScope::Local, None)
+                .await
+                .map(drop),
+        ),
+        (
+            "path",
+            g.get_config("a.b", ConfigScope::Local, None)
+                .await
+                .map(drop),
+        ),
+        (
+            "key",
+            g.get_config("", ConfigScope::Global, None).await.map(drop),
+        ),
+        (
+            "email",
+            g.configure_user("a", "", ConfigScope::Global, None)
+                .await
+                .map(drop),
+        ),
+        (
+            "password",
+            g.dangerously_authenticate("u", &Secret::new(""), Default::default())
+                .await
+                .map(drop),
+        ),
+        (
+            "protocol",
+            g.dangerously_authenticate(
+                "u",
+                &pw,
+                rayito::git::AuthenticateOptions {
+                    protocol: "ftp".into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map(drop),
+        ),
     ];
     for (argument, outcome) in cases {
         let err = outcome.expect_err(argument);
@@ -453,7 +789,14 @@ async fn every_argument_is_refused_by_name_before_any_io() {
         );
     }
     // Nothing ran: no repository, no config.
-    assert_eq!(sh(&sbx, "ls -a /home/user | grep -c -e '^r$' -e gitconfig || true").await, "0\n");
+    assert_eq!(
+        sh(
+            &sbx,
+            "ls -a /home/user | grep -c -e '^r$' -e gitconfig || true"
+        )
+        .await,
+        "0\n"
+    );
     assert!(sbx.kill().await.expect("kill"));
 }
 
@@ -470,7 +813,8 @@ fn cmdlines() -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_password_is_in_no_command_line_during_a_slow_clone_and_push() {
-    let Some(sbx) = sandbox("the_password_is_in_no_command_line_during_a_slow_clone_and_push").await
+    let Some(sbx) =
+        sandbox("the_password_is_in_no_command_line_during_a_slow_clone_and_push").await
     else {
         return;
     };
@@ -478,7 +822,9 @@ async fn the_password_is_in_no_command_line_during_a_slow_clone_and_push() {
     seed_repo(root.path(), "r.git");
     // Each answer waits 400 ms: a clone takes a couple of seconds.
     let server = GitHttp::start(root.path(), USER, PASSWORD, Duration::from_millis(400)).await;
-    let g = sbx.git().with_options(GitOptions::new().env("GIT_TRACE", "0"));
+    let g = sbx
+        .git()
+        .with_options(GitOptions::new().env("GIT_TRACE", "0"));
     let url = server.url("r.git");
 
     let watch = |stop: tokio::sync::watch::Receiver<bool>| {
@@ -486,7 +832,10 @@ async fn the_password_is_in_no_command_line_during_a_slow_clone_and_push() {
             let (mut samples, mut during) = (0u32, 0u32);
             while !*stop.borrow() {
                 for line in cmdlines() {
-                    assert!(!line.contains(PASSWORD), "a command line holds the password: {line}");
+                    assert!(
+                        !line.contains(PASSWORD),
+                        "a command line holds the password: {line}"
+                    );
                     assert!(!line.contains("Canary-GitPass"), "{line}");
                     if line.contains("remote-http") || line.contains("git -c core.hooksPath") {
                         during += 1;
@@ -505,7 +854,10 @@ async fn the_password_is_in_no_command_line_during_a_slow_clone_and_push() {
     tx.send(true).unwrap();
     let (samples, during) = watcher.await.expect("watcher");
     cloned.expect("clone");
-    assert!(during > 0, "sampled {samples} times, never during the clone");
+    assert!(
+        during > 0,
+        "sampled {samples} times, never during the clone"
+    );
 
     sh(&sbx, "cd /home/user/r && echo x > x && git add x && git -c user.name=a -c user.email=a@b commit -qm x").await;
     let (tx, rx) = tokio::sync::watch::channel(false);
@@ -527,7 +879,11 @@ async fn the_password_is_in_no_command_line_during_a_slow_clone_and_push() {
     pushed.expect("push");
     assert!(during > 0, "sampled {samples} times, never during the push");
 
-    let config = sh(&sbx, "cat /home/user/r/.git/config; cat ~/.gitconfig 2>/dev/null; ls -a ~").await;
+    let config = sh(
+        &sbx,
+        "cat /home/user/r/.git/config; cat ~/.gitconfig 2>/dev/null; ls -a ~",
+    )
+    .await;
     assert_no_password(&config, ".git/config and the home");
     assert!(!config.contains(".git-credentials"), "{config}");
     assert_no_password(&log().text(), "the tracing output");

@@ -36,7 +36,7 @@ pub(crate) enum Remote {
     Push,
     Pull,
     /// `remote add` with `fetch`.
-    RemoteAdd,
+    FetchAfterAdd,
 }
 
 impl Remote {
@@ -47,7 +47,7 @@ impl Remote {
             Self::Push => "push",
             Self::Pull => "pull",
             // `remote add` with `fetch` fails in its fetch.
-            Self::RemoteAdd => "fetch",
+            Self::FetchAfterAdd => "fetch",
         }
     }
 
@@ -129,15 +129,31 @@ mod tests {
     #[test]
     fn verdicts() {
         let cases = [
-            (Remote::Clone, "fatal: Authentication failed for 'http://x/'", Verdict::Auth),
+            (
+                Remote::Clone,
+                "fatal: Authentication failed for 'http://x/'",
+                Verdict::Auth,
+            ),
             (
                 Remote::Clone,
                 "fatal: could not read Username for 'http://x': terminal prompts disabled",
                 Verdict::Auth,
             ),
-            (Remote::Push, "remote: Invalid username or password.", Verdict::Auth),
-            (Remote::Pull, "ERROR: Permission denied to bob.", Verdict::Auth),
-            (Remote::RemoteAdd, "remote: Access denied", Verdict::Auth),
+            (
+                Remote::Push,
+                "remote: Invalid username or password.",
+                Verdict::Auth,
+            ),
+            (
+                Remote::Pull,
+                "ERROR: Permission denied to bob.",
+                Verdict::Auth,
+            ),
+            (
+                Remote::FetchAfterAdd,
+                "remote: Access denied",
+                Verdict::Auth,
+            ),
             (Remote::Push, "remote: Not authorized", Verdict::Auth),
             (
                 Remote::Push,
@@ -154,11 +170,23 @@ mod tests {
                 "Please specify which branch you want to merge with.",
                 Verdict::Upstream,
             ),
-            (Remote::Pull, "fatal: no upstream configured for branch 'x'", Verdict::Upstream),
+            (
+                Remote::Pull,
+                "fatal: no upstream configured for branch 'x'",
+                Verdict::Upstream,
+            ),
             // Upstream rules are for push and pull only.
             (Remote::Clone, "has no upstream branch", Verdict::Other),
-            (Remote::Clone, "fatal: repository 'http://x/' not found", Verdict::Other),
-            (Remote::Push, "! [rejected] main -> main (fetch first)", Verdict::Other),
+            (
+                Remote::Clone,
+                "fatal: repository 'http://x/' not found",
+                Verdict::Other,
+            ),
+            (
+                Remote::Push,
+                "! [rejected] main -> main (fetch first)",
+                Verdict::Other,
+            ),
         ];
         for (op, stderr, want) in cases {
             assert_eq!(verdict(op, "", stderr), want, "{stderr}");
@@ -196,16 +224,41 @@ mod tests {
         let auth = "fatal: Authentication failed for 'http://h/r.git/'";
         let upstream = "fatal: The current branch topic has no upstream branch.";
         let cases = [
-            (Remote::Clone, false, auth, ErrorKind::GitAuth,
-             "git clone needs credentials: the remote asked for them or refused them; pass a username and a password or token"),
-            (Remote::Push, true, auth, ErrorKind::GitAuth,
-             "git push needs a password or token: the username alone was refused; pass the password or token too"),
-            (Remote::RemoteAdd, false, auth, ErrorKind::GitAuth,
-             "git fetch needs credentials: the remote asked for them or refused them; pass a username and a password or token"),
-            (Remote::Push, false, upstream, ErrorKind::GitUpstream,
-             "git push found no upstream branch; pass a remote and a branch, or set the upstream (push with set_upstream, or git branch --set-upstream-to)"),
-            (Remote::Clone, false, upstream, ErrorKind::CommandExit,
-             "command git exited with code 128; its stdout and stderr are in the error"),
+            (
+                Remote::Clone,
+                false,
+                auth,
+                ErrorKind::GitAuth,
+                "git clone needs credentials: the remote asked for them or refused them; pass a username and a password or token",
+            ),
+            (
+                Remote::Push,
+                true,
+                auth,
+                ErrorKind::GitAuth,
+                "git push needs a password or token: the username alone was refused; pass the password or token too",
+            ),
+            (
+                Remote::FetchAfterAdd,
+                false,
+                auth,
+                ErrorKind::GitAuth,
+                "git fetch needs credentials: the remote asked for them or refused them; pass a username and a password or token",
+            ),
+            (
+                Remote::Push,
+                false,
+                upstream,
+                ErrorKind::GitUpstream,
+                "git push found no upstream branch; pass a remote and a branch, or set the upstream (push with set_upstream, or git branch --set-upstream-to)",
+            ),
+            (
+                Remote::Clone,
+                false,
+                upstream,
+                ErrorKind::CommandExit,
+                "command git exited with code 128; its stdout and stderr are in the error",
+            ),
         ];
         for (op, username_only, stderr, kind, message) in cases {
             let err = failed(exit("", stderr), Some(op), username_only, &[]);

@@ -49,21 +49,21 @@ pub(crate) fn check<'a>(
     username: Option<&'a str>,
     password: Option<&'a Secret>,
 ) -> Result<Option<Credentials<'a>>, SandboxError> {
-    if let Some(username) = username {
-        if username.is_empty() || username.contains(['\0', '\n', '\r']) {
-            return Err(SandboxError::invalid_argument(
-                "username",
-                "must be non-empty, without a NUL or a line break",
-            ));
-        }
+    if let Some(username) = username
+        && (username.is_empty() || username.contains(['\0', '\n', '\r']))
+    {
+        return Err(SandboxError::invalid_argument(
+            "username",
+            "must be non-empty, without a NUL or a line break",
+        ));
     }
-    if let Some(password) = password {
-        if password.expose().contains(['\0', '\n', '\r']) {
-            return Err(SandboxError::invalid_argument(
-                "password",
-                "must not contain a NUL or a line break",
-            ));
-        }
+    if let Some(password) = password
+        && password.expose().contains(['\0', '\n', '\r'])
+    {
+        return Err(SandboxError::invalid_argument(
+            "password",
+            "must not contain a NUL or a line break",
+        ));
     }
     match (username, password) {
         (None, Some(_)) => Err(SandboxError::invalid_argument(
@@ -104,9 +104,9 @@ pub(crate) fn target(url: &str) -> Result<Target, TargetError> {
         return Err(TargetError::UserInfo);
     }
     let valid = !authority.is_empty()
-        && authority
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'[' | b']'));
+        && authority.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'[' | b']')
+        });
     if !valid {
         return Err(TargetError::NotHttp);
     }
@@ -151,7 +151,10 @@ RAYITO_GIT_CREDENTIAL=\"$(cat)\" git -c core.hooksPath=/dev/null -c credential.h
 /// repository, local) rewrites URLs with `insteadOf` / `pushInsteadOf`.
 /// Prints `rewrite` if so; a failure of the check itself fails the command.
 pub(crate) fn rewrite_check(repo: Option<&str>) -> String {
-    let config = super::line::git(repo, &["config", "--get-regexp", r"^url\..*\.(push)?insteadof$"]);
+    let config = super::line::git(
+        repo,
+        &["config", "--get-regexp", r"^url\..*\.(push)?insteadof$"],
+    );
     format!(
         "{config} >/dev/null; s=$?; if [ $s = 0 ]; then echo rewrite; exit 0; fi; [ $s = 1 ] || exit $s"
     )
@@ -201,7 +204,10 @@ mod tests {
     #[test]
     fn targets() {
         let t = target("https://github.com/o/r.git").unwrap();
-        assert_eq!((t.protocol.as_str(), t.host.as_str()), ("https", "github.com"));
+        assert_eq!(
+            (t.protocol.as_str(), t.host.as_str()),
+            ("https", "github.com")
+        );
         let t = target("http://127.0.0.1:8080/r.git").unwrap();
         assert_eq!(t.host, "127.0.0.1:8080");
         assert_eq!(target("HTTPS://h").unwrap().protocol, "https");
@@ -233,7 +239,10 @@ mod tests {
     fn credential_refusals() {
         let pw = Secret::new("pw");
         let e = check(None, Some(&pw)).err().unwrap();
-        assert_eq!(e.to_string(), "invalid password: a password needs a username");
+        assert_eq!(
+            e.to_string(),
+            "invalid password: a password needs a username"
+        );
         let e = check(Some(""), None).err().unwrap();
         assert_eq!(
             e.to_string(),
@@ -241,7 +250,10 @@ mod tests {
         );
         let bad = Secret::new("a\nb");
         let e = check(Some("u"), Some(&bad)).err().unwrap();
-        assert_eq!(e.to_string(), "invalid password: must not contain a NUL or a line break");
+        assert_eq!(
+            e.to_string(),
+            "invalid password: must not contain a NUL or a line break"
+        );
         let c = check(Some("u"), Some(&pw)).unwrap().unwrap();
         assert_eq!(c.stdin(), b"u\npw\n");
         assert!(!c.username_only());
@@ -263,5 +275,65 @@ RAYITO_GIT_CREDENTIAL=\"$(cat)\" git -c core.hooksPath=/dev/null -c credential.h
         // The failed command's message names `git`, the first word that is
         // not an assignment.
         assert_eq!(crate::error::map::agent::program_name(&p), "git");
+    }
+}
+
+/// The helper itself, run by the host's git the way the sandbox's runs it:
+/// it answers for the expected protocol and host only, and `get` only.
+#[cfg(test)]
+mod helper_tests {
+    use super::HELPER;
+
+    /// `git credential fill` for `protocol` / `host` with the helper set up
+    /// for `https` / `h.example:8443`: its stdout, or `None` when git found
+    /// no credentials (it may not prompt).
+    fn fill(protocol: &str, host: &str, credential: &str) -> Option<String> {
+        let home = tempfile::tempdir().expect("tempdir");
+        let mut child = std::process::Command::new("git")
+            .args(["-c", "credential.helper="])
+            .arg("-c")
+            .arg(format!("credential.helper={HELPER}"))
+            .args(["credential", "fill"])
+            .env("HOME", home.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_ASKPASS", "")
+            .env("SSH_ASKPASS", "")
+            .env("RAYITO_GIT_PROTOCOL", "https")
+            .env("RAYITO_GIT_HOST", "h.example:8443")
+            .env("RAYITO_GIT_CREDENTIAL", credential)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("git runs");
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().expect("stdin");
+        write!(stdin, "protocol={protocol}\nhost={host}\n\n").expect("write");
+        drop(stdin);
+        let out = child.wait_with_output().expect("git ends");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    #[test]
+    fn answers_only_the_expected_protocol_and_host() {
+        let ok = fill("https", "h.example:8443", "bob\nto'k en$x").expect("answered");
+        assert!(ok.contains("username=bob\n"), "{ok}");
+        assert!(ok.contains("password=to'k en$x\n"), "{ok}");
+        assert_eq!(fill("https", "h.example", "bob\npw"), None, "another port");
+        assert_eq!(
+            fill("https", "evil.example:8443", "bob\npw"),
+            None,
+            "another host"
+        );
+        assert_eq!(
+            fill("http", "h.example:8443", "bob\npw"),
+            None,
+            "plain http"
+        );
+        // A username alone: git then needs a password it cannot prompt for.
+        assert_eq!(fill("https", "h.example:8443", "bob"), None);
     }
 }

@@ -37,7 +37,10 @@ pub(crate) fn git(repo: Option<&str>, args: &[&str]) -> String {
 /// them in a name, path, URL or config key). Names the argument.
 pub(crate) fn text(argument: &'static str, value: &str) -> Result<(), SandboxError> {
     if value.is_empty() {
-        return Err(SandboxError::invalid_argument(argument, "must not be empty"));
+        return Err(SandboxError::invalid_argument(
+            argument,
+            "must not be empty",
+        ));
     }
     if value.contains(['\0', '\n', '\r']) {
         return Err(SandboxError::invalid_argument(
@@ -57,7 +60,10 @@ pub(crate) fn opt_text(argument: &'static str, value: Option<&str>) -> Result<()
 /// value): only NUL is refused (it cannot travel in an argument).
 pub(crate) fn free_text(argument: &'static str, value: &str) -> Result<(), SandboxError> {
     if value.contains('\0') {
-        return Err(SandboxError::invalid_argument(argument, "must not contain a NUL"));
+        return Err(SandboxError::invalid_argument(
+            argument,
+            "must not contain a NUL",
+        ));
     }
     Ok(())
 }

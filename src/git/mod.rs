@@ -12,10 +12,10 @@ mod line;
 mod options;
 mod status;
 
+use crate::Secret;
 use crate::commands::{CommandOptions, CommandResult};
 use crate::error::SandboxError;
 use crate::sandbox::Sandbox;
-use crate::Secret;
 
 use self::classify::{Remote, failed, password_forms};
 use self::credentials::{Credentials, Target};
@@ -87,12 +87,17 @@ impl<'a> Git<'a> {
             name("branch", branch)?;
         }
         if options.depth == Some(0) {
-            return Err(SandboxError::invalid_argument("depth", "must be at least 1"));
+            return Err(SandboxError::invalid_argument(
+                "depth",
+                "must be at least 1",
+            ));
         }
         let credentials =
             credentials::check(options.username.as_deref(), options.password.as_ref())?;
         let target = credentials::check_url(url, credentials.is_some())?;
-        if options.dangerously_store_credentials && credentials.as_ref().is_none_or(|c| c.username_only()) {
+        if options.dangerously_store_credentials
+            && credentials.as_ref().is_none_or(|c| c.username_only())
+        {
             return Err(SandboxError::invalid_argument(
                 "dangerously_store_credentials",
                 "needs a username and a password",
@@ -110,17 +115,22 @@ impl<'a> Git<'a> {
         if let Some(path) = &options.path {
             args.push(path);
         }
-        let credentialed = credentials.zip(target).map(|(credentials, target)| Credentialed {
-            credentials,
-            target,
-        });
+        let credentialed = credentials
+            .zip(target)
+            .map(|(credentials, target)| Credentialed {
+                credentials,
+                target,
+            });
         let result = self
             .remote_run(Remote::Clone, None, &args, credentialed.as_ref())
             .await?;
-        if options.dangerously_store_credentials {
-            if let (Some(c), Some(password)) = (&credentialed, &options.password) {
-                self.store(&c.target, c.credentials.username, password).await?;
-            }
+        if let (true, Some(c), Some(password)) = (
+            options.dangerously_store_credentials,
+            &credentialed,
+            &options.password,
+        ) {
+            self.store(&c.target, c.credentials.username, password)
+                .await?;
         }
         Ok(result)
     }
@@ -181,7 +191,7 @@ impl<'a> Git<'a> {
         if options.fetch {
             cmd = format!("{cmd} && {}", git(Some(path), &["fetch", remote]));
         }
-        let op = options.fetch.then_some(Remote::RemoteAdd);
+        let op = options.fetch.then_some(Remote::FetchAfterAdd);
         self.run(cmd, None)
             .await
             .map_err(|err| failed(err, op, false, &[]))
@@ -192,10 +202,17 @@ impl<'a> Git<'a> {
     /// # Errors
     /// `InvalidArgument` (`path`, `name`) before any I/O; the errors of
     /// [`Commands::run`](crate::Commands::run).
-    pub async fn remote_get(&self, path: &str, remote: &str) -> Result<Option<String>, SandboxError> {
+    pub async fn remote_get(
+        &self,
+        path: &str,
+        remote: &str,
+    ) -> Result<Option<String>, SandboxError> {
         name("path", path)?;
         name("name", remote)?;
-        let cmd = format!("{} || true", git(Some(path), &["remote", "get-url", remote]));
+        let cmd = format!(
+            "{} || true",
+            git(Some(path), &["remote", "get-url", remote])
+        );
         let out = self.plain(&cmd).await?;
         Ok(non_empty(&out.stdout))
     }
@@ -234,17 +251,26 @@ impl<'a> Git<'a> {
     /// `InvalidArgument` (`path`, `branch`) before any I/O; `CommandExit`
     /// when git fails (the branch exists); the errors of
     /// [`Commands::run`](crate::Commands::run).
-    pub async fn create_branch(&self, path: &str, branch: &str) -> Result<CommandResult, SandboxError> {
+    pub async fn create_branch(
+        &self,
+        path: &str,
+        branch: &str,
+    ) -> Result<CommandResult, SandboxError> {
         name("path", path)?;
         name("branch", branch)?;
-        self.plain(&git(Some(path), &["checkout", "-b", branch])).await
+        self.plain(&git(Some(path), &["checkout", "-b", branch]))
+            .await
     }
 
     /// Checks out a branch.
     ///
     /// # Errors
     /// As [`Git::create_branch`].
-    pub async fn checkout_branch(&self, path: &str, branch: &str) -> Result<CommandResult, SandboxError> {
+    pub async fn checkout_branch(
+        &self,
+        path: &str,
+        branch: &str,
+    ) -> Result<CommandResult, SandboxError> {
         name("path", path)?;
         name("branch", branch)?;
         self.plain(&git(Some(path), &["checkout", branch])).await
@@ -264,7 +290,8 @@ impl<'a> Git<'a> {
         name("path", path)?;
         name("branch", branch)?;
         let flag = if force { "-D" } else { "-d" };
-        self.plain(&git(Some(path), &["branch", flag, branch])).await
+        self.plain(&git(Some(path), &["branch", flag, branch]))
+            .await
     }
 
     /// Stages changes (`add -- <files>`, `add -A` or `add .`).
@@ -273,7 +300,11 @@ impl<'a> Git<'a> {
     /// `InvalidArgument` (`path`, `files`: an empty list or an empty
     /// entry) before any I/O; `CommandExit`; the errors of
     /// [`Commands::run`](crate::Commands::run).
-    pub async fn add(&self, path: &str, options: AddOptions) -> Result<CommandResult, SandboxError> {
+    pub async fn add(
+        &self,
+        path: &str,
+        options: AddOptions,
+    ) -> Result<CommandResult, SandboxError> {
         name("path", path)?;
         let mut args = vec!["add"];
         match &options.files {
@@ -309,8 +340,14 @@ impl<'a> Git<'a> {
         free_text("message", message)?;
         opt_text("author_name", options.author_name.as_deref())?;
         opt_text("author_email", options.author_email.as_deref())?;
-        let name_cfg = options.author_name.as_ref().map(|n| format!("user.name={n}"));
-        let email_cfg = options.author_email.as_ref().map(|e| format!("user.email={e}"));
+        let name_cfg = options
+            .author_name
+            .as_ref()
+            .map(|n| format!("user.name={n}"));
+        let email_cfg = options
+            .author_email
+            .as_ref()
+            .map(|e| format!("user.email={e}"));
         let mut args = Vec::new();
         for cfg in [&name_cfg, &email_cfg].into_iter().flatten() {
             args.extend(["-c", cfg.as_str()]);
@@ -329,7 +366,11 @@ impl<'a> Git<'a> {
     /// `hard`, `merge`, `keep`; `target`; `paths`: an empty list or entry)
     /// before any I/O; `CommandExit`; the errors of
     /// [`Commands::run`](crate::Commands::run).
-    pub async fn reset(&self, path: &str, options: ResetOptions) -> Result<CommandResult, SandboxError> {
+    pub async fn reset(
+        &self,
+        path: &str,
+        options: ResetOptions,
+    ) -> Result<CommandResult, SandboxError> {
         name("path", path)?;
         let mode = match options.mode.as_deref() {
             Some(mode) if RESET_MODES.contains(&mode) => Some(format!("--{mode}")),
@@ -410,7 +451,11 @@ impl<'a> Git<'a> {
     /// with credentials given); `GitUpstream` (no upstream branch);
     /// `CommandExit` otherwise (the password replaced by `***`); the
     /// errors of [`Commands::run`](crate::Commands::run).
-    pub async fn push(&self, path: &str, options: PushOptions) -> Result<CommandResult, SandboxError> {
+    pub async fn push(
+        &self,
+        path: &str,
+        options: PushOptions,
+    ) -> Result<CommandResult, SandboxError> {
         name("path", path)?;
         check_target(options.remote.as_deref(), options.branch.as_deref())?;
         let credentials =
@@ -438,7 +483,11 @@ impl<'a> Git<'a> {
     ///
     /// # Errors
     /// As [`Git::push`].
-    pub async fn pull(&self, path: &str, options: PullOptions) -> Result<CommandResult, SandboxError> {
+    pub async fn pull(
+        &self,
+        path: &str,
+        options: PullOptions,
+    ) -> Result<CommandResult, SandboxError> {
         name("path", path)?;
         check_target(options.remote.as_deref(), options.branch.as_deref())?;
         let credentials =
@@ -500,7 +549,10 @@ impl<'a> Git<'a> {
     ) -> Result<Option<String>, SandboxError> {
         name("key", key)?;
         let repo = config_repo(scope, path)?;
-        let cmd = format!("{} || true", git(repo, &["config", scope.flag(), "--get", key]));
+        let cmd = format!(
+            "{} || true",
+            git(repo, &["config", scope.flag(), "--get", key])
+        );
         let out = self.plain(&cmd).await?;
         Ok(non_empty(&out.stdout))
     }
@@ -547,13 +599,21 @@ impl<'a> Git<'a> {
     ) -> Result<CommandResult, SandboxError> {
         credentials::check(Some(username), Some(password))?;
         if password.expose().is_empty() {
-            return Err(SandboxError::invalid_argument("password", "must not be empty"));
+            return Err(SandboxError::invalid_argument(
+                "password",
+                "must not be empty",
+            ));
         }
         if options.protocol != "http" && options.protocol != "https" {
-            return Err(SandboxError::invalid_argument("protocol", "must be http or https"));
+            return Err(SandboxError::invalid_argument(
+                "protocol",
+                "must be http or https",
+            ));
         }
         let target = credentials::target(&format!("{}://{}/", options.protocol, options.host))
-            .map_err(|_| SandboxError::invalid_argument("host", "must be a host name with an optional :port"))?;
+            .map_err(|_| {
+                SandboxError::invalid_argument("host", "must be a host name with an optional :port")
+            })?;
         self.store(&target, username, password).await
     }
 
@@ -651,7 +711,11 @@ impl<'a> Git<'a> {
 
     /// One foreground command with the view's options and
     /// `GIT_TERMINAL_PROMPT=0` under the caller's envs.
-    async fn run(&self, cmd: String, stdin: Option<Vec<u8>>) -> Result<CommandResult, SandboxError> {
+    async fn run(
+        &self,
+        cmd: String,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<CommandResult, SandboxError> {
         let mut options = CommandOptions::new().env("GIT_TERMINAL_PROMPT", "0");
         for (k, v) in &self.options.envs {
             options = options.env(k.clone(), v.clone());
@@ -697,7 +761,10 @@ fn check_target(remote: Option<&str>, branch: Option<&str>) -> Result<(), Sandbo
     if let Some(branch) = branch {
         name("branch", branch)?;
         if remote.is_none() {
-            return Err(SandboxError::invalid_argument("branch", "a branch needs a remote"));
+            return Err(SandboxError::invalid_argument(
+                "branch",
+                "a branch needs a remote",
+            ));
         }
     }
     Ok(())
@@ -732,7 +799,10 @@ mod tests {
             SandboxError::git_upstream("{action}"),
         ] {
             let message = err.to_string();
-            assert!(doc.contains(&format!("`{message}`")), "docs/git.md lacks `{message}`");
+            assert!(
+                doc.contains(&format!("`{message}`")),
+                "docs/git.md lacks `{message}`"
+            );
         }
     }
 }

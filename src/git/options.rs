@@ -113,7 +113,10 @@ impl fmt::Debug for CloneOptions {
             .field("depth", &self.depth)
             .field("username", &self.username.is_some())
             .field("password", &self.password.is_some())
-            .field("dangerously_store_credentials", &self.dangerously_store_credentials)
+            .field(
+                "dangerously_store_credentials",
+                &self.dangerously_store_credentials,
+            )
             .finish()
     }
 }

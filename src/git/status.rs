@@ -32,12 +32,16 @@ impl GitStatus {
 
     /// Some path is untracked.
     pub fn has_untracked(&self) -> bool {
-        self.files.iter().any(|f| f.status == GitFileState::Untracked)
+        self.files
+            .iter()
+            .any(|f| f.status == GitFileState::Untracked)
     }
 
     /// Some path is in conflict (an unfinished merge, rebase or cherry-pick).
     pub fn has_conflicts(&self) -> bool {
-        self.files.iter().any(|f| f.status == GitFileState::Conflict)
+        self.files
+            .iter()
+            .any(|f| f.status == GitFileState::Conflict)
     }
 }
 
@@ -237,10 +241,7 @@ fn split_rename(rest: &str) -> Option<(&str, &str)> {
 /// Undoes git's C-style quoting of a path (`"a\tb"`, `"\303\251"`); a
 /// plain name is returned as it is. Bad escapes are kept literally.
 fn unquote(name: &str) -> String {
-    let Some(inner) = name
-        .strip_prefix('"')
-        .and_then(|n| n.strip_suffix('"'))
-    else {
+    let Some(inner) = name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) else {
         return name.to_owned();
     };
     let mut bytes = Vec::with_capacity(inner.len());
@@ -313,11 +314,33 @@ mod tests {
 
     #[test]
     fn branch_lines() {
-        let cases: [(&str, Option<&str>, Option<&str>, u32, u32, bool); 8] = [
+        type Case<'a> = (&'a str, Option<&'a str>, Option<&'a str>, u32, u32, bool);
+        let cases: [Case<'_>; 8] = [
             ("## main", Some("main"), None, 0, 0, false),
-            ("## main...origin/main", Some("main"), Some("origin/main"), 0, 0, false),
-            ("## main...origin/main [ahead 2]", Some("main"), Some("origin/main"), 2, 0, false),
-            ("## main...origin/main [behind 3]", Some("main"), Some("origin/main"), 0, 3, false),
+            (
+                "## main...origin/main",
+                Some("main"),
+                Some("origin/main"),
+                0,
+                0,
+                false,
+            ),
+            (
+                "## main...origin/main [ahead 2]",
+                Some("main"),
+                Some("origin/main"),
+                2,
+                0,
+                false,
+            ),
+            (
+                "## main...origin/main [behind 3]",
+                Some("main"),
+                Some("origin/main"),
+                0,
+                3,
+                false,
+            ),
             (
                 "## f/x...up/f/x [ahead 1, behind 12]",
                 Some("f/x"),
@@ -326,15 +349,33 @@ mod tests {
                 12,
                 false,
             ),
-            ("## main...origin/main [gone]", Some("main"), Some("origin/main"), 0, 0, false),
-            ("## No commits yet on trunk", Some("trunk"), None, 0, 0, false),
+            (
+                "## main...origin/main [gone]",
+                Some("main"),
+                Some("origin/main"),
+                0,
+                0,
+                false,
+            ),
+            (
+                "## No commits yet on trunk",
+                Some("trunk"),
+                None,
+                0,
+                0,
+                false,
+            ),
             ("## HEAD (no branch)", None, None, 0, 0, true),
         ];
         for (line, branch, upstream, ahead, behind, detached) in cases {
             let s = parse_status(line);
             assert_eq!(s.current_branch.as_deref(), branch, "{line}");
             assert_eq!(s.upstream.as_deref(), upstream, "{line}");
-            assert_eq!((s.ahead, s.behind, s.detached), (ahead, behind, detached), "{line}");
+            assert_eq!(
+                (s.ahead, s.behind, s.detached),
+                (ahead, behind, detached),
+                "{line}"
+            );
         }
     }
 
@@ -365,13 +406,19 @@ mod tests {
             let f = &s.files[0];
             assert_eq!(f.name, "a", "{line}");
             assert_eq!(f.status, state, "{line}");
-            assert_eq!((f.index_status, f.working_tree_status, f.staged), (index, tree, staged), "{line}");
+            assert_eq!(
+                (f.index_status, f.working_tree_status, f.staged),
+                (index, tree, staged),
+                "{line}"
+            );
         }
     }
 
     #[test]
     fn renames_and_quoted_names() {
-        let s = parse_status("## main\nR  old.txt -> new.txt\nC  a -> b\n?? \"sp ace\\tx\"\nR  \"a -> b\" -> c\n?? \"\\303\\251t\\303\\251\"\n");
+        let s = parse_status(
+            "## main\nR  old.txt -> new.txt\nC  a -> b\n?? \"sp ace\\tx\"\nR  \"a -> b\" -> c\n?? \"\\303\\251t\\303\\251\"\n",
+        );
         assert_eq!(s.files.len(), 5);
         assert_eq!(s.files[0].name, "new.txt");
         assert_eq!(s.files[0].renamed_from.as_deref(), Some("old.txt"));

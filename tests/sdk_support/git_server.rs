@@ -23,8 +23,10 @@ pub fn git_program() -> Option<PathBuf> {
         .output()
         .ok()?;
     let exec = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    (out.status.success() && exec.join("git-http-backend").exists() && exec.join("git-daemon").exists())
-        .then(|| PathBuf::from("git"))
+    (out.status.success()
+        && exec.join("git-http-backend").exists()
+        && exec.join("git-daemon").exists())
+    .then(|| PathBuf::from("git"))
 }
 
 /// Runs git on the host (test set-up), panicking on failure.
@@ -141,7 +143,14 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     let body: Bytes = axum::body::to_bytes(body, 256 * 1024 * 1024)
         .await
         .unwrap_or_default();
-    cgi(&shared, &parts.method.to_string(), &parts.uri, &parts.headers, body).await
+    cgi(
+        &shared,
+        parts.method.as_ref(),
+        &parts.uri,
+        &parts.headers,
+        body,
+    )
+    .await
 }
 
 /// Runs `git http-backend` for one request.
@@ -212,9 +221,7 @@ async fn cgi(
             response = response.header(name, v);
         }
     }
-    response
-        .body(Body::from(raw[at + gap..].to_vec()))
-        .unwrap()
+    response.body(Body::from(raw[at + gap..].to_vec())).unwrap()
 }
 
 /// `git daemon` serving `root` read-write to anyone, on a free port.
@@ -248,7 +255,10 @@ impl GitDaemon {
             .spawn()
             .expect("git daemon starts");
         for _ in 0..100 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -279,12 +289,26 @@ pub fn seed_repo(root: &Path, name: &str) -> PathBuf {
     git(w, &["add", "README"]);
     git(
         w,
-        &["-c", "user.name=seed", "-c", "user.email=seed@example.com", "commit", "-qm", "first"],
+        &[
+            "-c",
+            "user.name=seed",
+            "-c",
+            "user.email=seed@example.com",
+            "commit",
+            "-qm",
+            "first",
+        ],
     );
     let bare = root.join(name);
     git(
         root,
-        &["clone", "-q", "--bare", &w.display().to_string(), &bare.display().to_string()],
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            &w.display().to_string(),
+            &bare.display().to_string(),
+        ],
     );
     git(&bare, &["config", "http.receivepack", "true"]);
     git(&bare, &["config", "daemon.receivepack", "true"]);
