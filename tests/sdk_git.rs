@@ -290,6 +290,44 @@ async fn a_planted_insteadof_sends_nothing_anywhere() {
     assert!(server.seen().is_empty(), "{:?}", server.seen());
     assert!(trap.seen().is_empty(), "{:?}", trap.seen());
     assert_no_password(&all_text(&err), "the error");
+
+    // The same for a push from a repository whose own config rewrites.
+    let r = "/home/user/p";
+    // (the global rewrite removed first)
+    sh(&sbx, "rm ~/.gitconfig").await;
+    g.init(r, InitOptions::default()).await.expect("init");
+    g.remote_add(
+        r,
+        "origin",
+        &server.url("r.git"),
+        RemoteAddOptions::default(),
+    )
+    .await
+    .expect("remote add");
+    g.set_config(
+        &format!("url.{}.pushInsteadOf", trap.url("")),
+        &server.url(""),
+        ConfigScope::Local,
+        Some(r),
+    )
+    .await
+    .expect("plant locally");
+    let push = PushOptions {
+        remote: Some("origin".into()),
+        branch: Some("main".into()),
+        username: Some(USER.into()),
+        password: secret(),
+        ..PushOptions::default()
+    };
+    let err = g.push(r, push).await.expect_err("refused");
+    assert_eq!(err.kind().as_str(), "git_auth", "{err:?}");
+    assert!(
+        err.to_string()
+            .starts_with("git push did not send the credentials"),
+        "{err}"
+    );
+    assert!(server.seen().is_empty(), "{:?}", server.seen());
+    assert!(trap.seen().is_empty(), "{:?}", trap.seen());
     assert!(sbx.kill().await.expect("kill"));
 }
 
@@ -331,6 +369,19 @@ async fn push_and_pull_without_upstream_are_git_upstream() {
     assert_eq!(
         pull.to_string(),
         "git pull found no upstream branch; pass a remote and a branch, or set the upstream (push with set_upstream, or git branch --set-upstream-to)"
+    );
+    // Credentials go to an http(s) remote only.
+    let to_daemon = PushOptions {
+        remote: Some("origin".into()),
+        branch: Some("topic".into()),
+        username: Some(USER.into()),
+        password: secret(),
+        ..PushOptions::default()
+    };
+    let err = g.push("/home/user/r", to_daemon).await.expect_err("git://");
+    assert_eq!(
+        err.to_string(),
+        "invalid username: credentials are sent only to a remote with an http:// or https:// URL without user info"
     );
     // With a target named, push sets the upstream, and pull works.
     let push = PushOptions {
