@@ -186,6 +186,12 @@ impl Sandbox {
         Commands::new(self)
     }
 
+    /// Git in the sandbox: each call one command, credentials never on a
+    /// command line (see `docs/git.md`).
+    pub fn git(&self) -> crate::git::Git<'_> {
+        crate::git::Git::new(self)
+    }
+
     /// The sandbox's filesystem.
     pub fn files(&self) -> Files<'_> {
         Files::new(self)
