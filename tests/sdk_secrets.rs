@@ -116,6 +116,11 @@ async fn store_create_update_describe_list_destroy() {
     // A second create of the name: `Secret` (exists), never the name.
     let again = store.create(name, "other", &BTreeMap::new()).await.unwrap_err();
     assert_eq!(again.kind(), ErrorKind::Secret, "{again}");
+    assert_eq!(again.meta().aws_code(), Some("ResourceExistsException"));
+    assert_eq!(
+        again.to_string(),
+        "the Secrets Manager call CreateSecret found a secret of that name already; update it, or destroy it first"
+    );
     no_leak(&again, name);
 
     // Versions 2 and 3; metadata replaced only when given.
@@ -245,7 +250,10 @@ async fn concurrent_updates_meet_a_version_conflict() {
     let err = conflict.expect("two concurrent updates met once in 30 rounds");
     assert_eq!(err.kind(), ErrorKind::Secret, "{err}");
     assert_eq!(err.meta().aws_code(), Some("ResourceExistsException"));
-    assert!(err.to_string().contains("version conflict"), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "the Secrets Manager call PutSecretValue found the new version already written by another writer; read the secret's info and update again"
+    );
     no_leak(&err, name);
 }
 
@@ -331,6 +339,11 @@ async fn not_found_is_never_cached() {
     for _ in 0..2 {
         let err = cache.get(&reference).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::SecretNotFound, "{err}");
+        assert!(err.kind().is_a(ErrorKind::NotFound) && err.kind().is_a(ErrorKind::Secret));
+        assert_eq!(
+            err.to_string(),
+            "the Secrets Manager call GetSecretValue found no such secret, or it is scheduled for deletion; check the name and the store's prefix, or create the secret"
+        );
         no_leak(&err, "canary-name-5");
     }
     assert_eq!(get_calls(&proxy), 2, "each miss asked AWS again");
@@ -344,14 +357,18 @@ async fn not_found_is_never_cached() {
     // A secret without a string value is `Secret`, never its bytes.
     raw(&moto.endpoint_url())
         .create_secret()
-        .name("rayito/binary")
+        .name("rayito/bin-canary-9")
         .secret_binary(sm::primitives::Blob::new(VALUE.as_bytes()))
         .send()
         .await
         .unwrap();
-    let err = cache.get(&SecretRef::from("binary")).await.unwrap_err();
+    let err = cache.get(&SecretRef::from("bin-canary-9")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Secret, "{err}");
-    no_leak(&err, "binary");
+    assert_eq!(
+        err.to_string(),
+        "the Secrets Manager call GetSecretValue returned a binary secret, not a string; store the value as a string (SecretString) to read or inject it"
+    );
+    no_leak(&err, "bin-canary-9");
 }
 
 /// An invalidate while a read is on the wire: the read still answers its

@@ -43,29 +43,26 @@ impl Failure {
     }
 }
 
-// TEMPORARY until main has the secret kinds: the four functions below
-// delegate to the error module's secret rows after `git merge main`.
-
-/// A Secrets Manager failure of `failure.operation`.
+/// A Secrets Manager failure of `failure.operation` (the error module's
+/// table; AWS's message is dropped there).
 pub(crate) fn from_secrets_manager(failure: AwsFailure, variable: Option<&str>) -> SandboxError {
-    let _ = variable;
-    crate::error::map::aws::from_aws(failure)
+    crate::error::map::secrets::from_secrets_manager(failure, variable)
 }
 
 /// The secret holds binary data.
 pub(crate) fn not_string(variable: Option<&str>) -> SandboxError {
-    let _ = variable;
-    SandboxError::internal("secrets", "a secret that is not a string")
+    SandboxError::secret_not_string(variable)
 }
 
-/// CreateSecret: the deletion of a secret of that name did not end in 60 s.
-pub(crate) fn deletion_pending() -> SandboxError {
-    SandboxError::internal("secrets", "deletion pending")
+/// CreateSecret: the deletion of a secret of that name did not end within
+/// the retries (`waited` in all).
+pub(crate) fn deletion_pending(waited: std::time::Duration) -> SandboxError {
+    SandboxError::secret_deletion_pending(waited)
 }
 
 /// Whether `err` is `SecretNotFound`.
 pub(crate) fn is_secret_not_found(err: &SandboxError) -> bool {
-    err.kind() == crate::ErrorKind::SandboxNotFound
+    err.kind() == crate::ErrorKind::SecretNotFound
 }
 
 /// Whether `failure` is CreateSecret's "a secret of this name is still
@@ -90,7 +87,5 @@ pub(crate) fn is_not_found(failure: &AwsFailure) -> bool {
 /// `SecretNotFound` for `operation` without an AWS error (DescribeSecret
 /// answered with a deletion date: the secret is scheduled for deletion).
 pub(crate) fn not_found(operation: &'static str) -> SandboxError {
-    let mut failure = AwsFailure::new(operation);
-    failure.code = Some("ResourceNotFoundException".to_owned());
-    from_secrets_manager(failure, None)
+    SandboxError::secret_not_found(operation, None)
 }

@@ -325,12 +325,12 @@ impl SecretStore {
                     }
                     let Some(delay) = schedule.next(None) else {
                         super::event("CreateSecret", false);
-                        return Err(super::errors::deletion_pending()
+                        return Err(super::errors::deletion_pending(started.elapsed())
                             .with_attempts(attempt));
                     };
                     note_retry(
                         "CreateSecret",
-                        &super::errors::deletion_pending(),
+                        &super::errors::deletion_pending(started.elapsed()),
                         attempt,
                         delay,
                         started,
