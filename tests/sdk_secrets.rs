@@ -13,8 +13,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use aws_sdk_secretsmanager as sm;
-use rayito::secrets::{SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions};
-use rayito::{ErrorKind, Secret, SandboxError};
+use rayito::secrets::{
+    SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions,
+};
+use rayito::{ErrorKind, SandboxError, Secret};
 use sdk_support::moto::MotoServer;
 use sdk_support::recording_proxy::RecordingProxy;
 
@@ -82,7 +84,10 @@ async fn store_create_update_describe_list_destroy() {
         .expect("create");
     assert_eq!(info.name, name);
     assert_eq!(info.version, 1);
-    assert!(info.secret_id.starts_with("arn:aws:secretsmanager:us-east-1:"));
+    assert!(
+        info.secret_id
+            .starts_with("arn:aws:secretsmanager:us-east-1:")
+    );
     assert!(format!("{info:?}").find("canary").is_none(), "{info:?}");
 
     // AWS holds the full name, the version token and the metadata in the
@@ -114,7 +119,10 @@ async fn store_create_update_describe_list_destroy() {
     assert_eq!(store.get_info(&info.secret_id).await.unwrap().version, 1);
 
     // A second create of the name: `Secret` (exists), never the name.
-    let again = store.create(name, "other", &BTreeMap::new()).await.unwrap_err();
+    let again = store
+        .create(name, "other", &BTreeMap::new())
+        .await
+        .unwrap_err();
     assert_eq!(again.kind(), ErrorKind::Secret, "{again}");
     assert_eq!(again.meta().aws_code(), Some("ResourceExistsException"));
     assert_eq!(
@@ -136,7 +144,8 @@ async fn store_create_update_describe_list_destroy() {
     assert_eq!((got.version, got.metadata), (3, meta(&[("k", "v")])));
 
     // The cache reads each version by id and by stage.
-    let cache = SecretCache::new(SecretCacheOptions::new().sdk_config(sdk_config(&endpoint))).unwrap();
+    let cache =
+        SecretCache::new(SecretCacheOptions::new().sdk_config(sdk_config(&endpoint))).unwrap();
     let current = cache.get(&SecretRef::from(name)).await.unwrap();
     assert_eq!(current.expose(), "value-3");
     let first = cache
@@ -149,7 +158,10 @@ async fn store_create_update_describe_list_destroy() {
         .await
         .unwrap();
     assert_eq!(previous.expose(), "value-2");
-    let by_arn = cache.get(&SecretRef::from(info.secret_id.as_str())).await.unwrap();
+    let by_arn = cache
+        .get(&SecretRef::from(info.secret_id.as_str()))
+        .await
+        .unwrap();
     assert_eq!(by_arn.expose(), "value-3");
 
     // A foreign version (another tool's VersionId) reads as 0 and the next
@@ -163,18 +175,27 @@ async fn store_create_update_describe_list_destroy() {
         .await
         .unwrap();
     assert_eq!(store.get_info(name).await.unwrap().version, 0);
-    assert_eq!(store.update(name, "value-4", None).await.unwrap().version, 4);
+    assert_eq!(
+        store.update(name, "value-4", None).await.unwrap().version,
+        4
+    );
 
     // List: under the prefix only, the prefix stripped; another prefix's
     // secret and an outsider are not listed.
-    store.create("crud/second", "x", &BTreeMap::new()).await.unwrap();
+    store
+        .create("crud/second", "x", &BTreeMap::new())
+        .await
+        .unwrap();
     let other = SecretStore::new(
         SecretStoreOptions::new()
             .sdk_config(sdk_config(&endpoint))
             .prefix("elsewhere/"),
     )
     .unwrap();
-    other.create("crud/third", "x", &BTreeMap::new()).await.unwrap();
+    other
+        .create("crud/third", "x", &BTreeMap::new())
+        .await
+        .unwrap();
     raw(&endpoint)
         .create_secret()
         .name("not-rayito/crud")
@@ -198,11 +219,15 @@ async fn store_create_update_describe_list_destroy() {
     assert_eq!(second_page.secrets.len(), 1);
     assert_ne!(first_page.secrets[0].name, second_page.secrets[0].name);
     // With the prefix "" everything is listed, names whole.
-    let all = SecretStore::new(SecretStoreOptions::new().sdk_config(sdk_config(&endpoint)).prefix(""))
-        .unwrap()
-        .list(100, None)
-        .await
-        .unwrap();
+    let all = SecretStore::new(
+        SecretStoreOptions::new()
+            .sdk_config(sdk_config(&endpoint))
+            .prefix(""),
+    )
+    .unwrap()
+    .list(100, None)
+    .await
+    .unwrap();
     assert_eq!(all.secrets.len(), 4);
 
     // Destroy: true, then false (no DeleteSecret for an absent secret); a
@@ -276,7 +301,10 @@ async fn the_cache_makes_one_call_for_50_concurrent_readers_and_keeps_it_for_the
     let Some(moto) = moto().await else { return };
     let proxy = RecordingProxy::start(SocketAddr::from(([127, 0, 0, 1], moto.port()))).await;
     let store = store(&moto.endpoint_url());
-    store.create("flight", VALUE, &BTreeMap::new()).await.unwrap();
+    store
+        .create("flight", VALUE, &BTreeMap::new())
+        .await
+        .unwrap();
     let cache = SecretCache::new(
         SecretCacheOptions::new()
             .sdk_config(sdk_config(&proxy.endpoint_url()))
@@ -294,9 +322,16 @@ async fn the_cache_makes_one_call_for_50_concurrent_readers_and_keeps_it_for_the
     for reader in readers {
         assert_eq!(reader.await.unwrap().unwrap().expose(), VALUE);
     }
-    assert_eq!(get_calls(&proxy), 1, "50 concurrent readers, one GetSecretValue");
+    assert_eq!(
+        get_calls(&proxy),
+        1,
+        "50 concurrent readers, one GetSecretValue"
+    );
     assert_eq!(cache.fetches(), 1);
-    assert_eq!(format!("{cache:?}"), "SecretCache { entries: 1, in_flight: 0 }");
+    assert_eq!(
+        format!("{cache:?}"),
+        "SecretCache { entries: 1, in_flight: 0 }"
+    );
 
     // A hit makes no call.
     assert_eq!(cache.get(&reference).await.unwrap().expose(), VALUE);
@@ -313,7 +348,11 @@ async fn the_cache_makes_one_call_for_50_concurrent_readers_and_keeps_it_for_the
     store.update("flight", "second", None).await.unwrap();
     assert_eq!(cache.get(&reference).await.unwrap().expose(), "second");
     assert_eq!(get_calls(&proxy), 3);
-    assert_eq!(cache.len(), 1, "the expired entry of the other selector was swept");
+    assert_eq!(
+        cache.len(),
+        1,
+        "the expired entry of the other selector was swept"
+    );
 
     // refresh reads now; invalidate drops every version; refresh_all all.
     store.update("flight", "third", None).await.unwrap();
@@ -362,7 +401,10 @@ async fn not_found_is_never_cached() {
         .send()
         .await
         .unwrap();
-    let err = cache.get(&SecretRef::from("bin-canary-9")).await.unwrap_err();
+    let err = cache
+        .get(&SecretRef::from("bin-canary-9"))
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Secret, "{err}");
     assert_eq!(
         err.to_string(),
@@ -414,7 +456,10 @@ async fn a_read_that_raced_an_invalidate_does_not_store() {
         }
         cache.refresh_all();
     }
-    assert!(raced >= 10, "only {raced} of 20 reads were caught in flight");
+    assert!(
+        raced >= 10,
+        "only {raced} of 20 reads were caught in flight"
+    );
     assert_eq!(stored_after_race, 0, "no raced read stored its answer");
 }
 
@@ -422,7 +467,9 @@ async fn a_read_that_raced_an_invalidate_does_not_store() {
 async fn arguments_are_refused_before_any_call() {
     // No server at all: an argument error comes before the client is made.
     let store = store("http://127.0.0.1:9");
-    let cache = SecretCache::new(SecretCacheOptions::new().sdk_config(sdk_config("http://127.0.0.1:9"))).unwrap();
+    let cache =
+        SecretCache::new(SecretCacheOptions::new().sdk_config(sdk_config("http://127.0.0.1:9")))
+            .unwrap();
     let cases: Vec<(SandboxError, &str)> = vec![
         (
             store.create("", VALUE, &BTreeMap::new()).await.unwrap_err(),
@@ -430,7 +477,11 @@ async fn arguments_are_refused_before_any_call() {
         ),
         (
             store
-                .create("arn:aws:secretsmanager:us-east-1:123456789012:secret:x", VALUE, &BTreeMap::new())
+                .create(
+                    "arn:aws:secretsmanager:us-east-1:123456789012:secret:x",
+                    VALUE,
+                    &BTreeMap::new(),
+                )
                 .await
                 .unwrap_err(),
             "invalid name: create takes a name under the store's prefix, not an ARN",
@@ -456,7 +507,10 @@ async fn arguments_are_refused_before_any_call() {
             "invalid next_token: a next_token is 1 to 4,096 printable ASCII characters; pass the one a page returned",
         ),
         (
-            cache.get(&SecretRef::from("bad name canary")).await.unwrap_err(),
+            cache
+                .get(&SecretRef::from("bad name canary"))
+                .await
+                .unwrap_err(),
             "invalid reference: a secret name has a character outside A-Z, a-z, 0-9 and / _ + = . @ -; pass a valid name",
         ),
         (
@@ -464,7 +518,8 @@ async fn arguments_are_refused_before_any_call() {
             "invalid ttl: a secret cache's TTL is 1 s to 86,400 s; pass a duration in that range",
         ),
         (
-            SecretCache::new(SecretCacheOptions::new().ttl(Duration::from_secs(86_401))).unwrap_err(),
+            SecretCache::new(SecretCacheOptions::new().ttl(Duration::from_secs(86_401)))
+                .unwrap_err(),
             "invalid ttl: a secret cache's TTL is 1 s to 86,400 s; pass a duration in that range",
         ),
         (
@@ -495,13 +550,20 @@ async fn shared_caches_are_one_per_configuration_at_most_32() {
     let config = sdk_config("http://127.0.0.1:9");
     let a = SecretCache::shared(&config);
     assert!(a.is_same(&SecretCache::shared(&config.clone())));
-    assert!(!a.is_same(&SecretCache::shared(&sdk_config("http://127.0.0.1:9"))),
-        "another credentials provider is another cache");
+    assert!(
+        !a.is_same(&SecretCache::shared(&sdk_config("http://127.0.0.1:9"))),
+        "another credentials provider is another cache"
+    );
     assert!(!a.is_same(&SecretCache::shared(&sdk_config("http://127.0.0.1:10"))));
     // 32 newer configurations push the least recently used one out.
-    let configs: Vec<_> = (0..32).map(|i| sdk_config(&format!("http://127.0.0.1:{}", 100 + i))).collect();
+    let configs: Vec<_> = (0..32)
+        .map(|i| sdk_config(&format!("http://127.0.0.1:{}", 100 + i)))
+        .collect();
     for config in &configs {
         SecretCache::shared(config);
     }
-    assert!(!a.is_same(&SecretCache::shared(&config)), "evicted, a new cache");
+    assert!(
+        !a.is_same(&SecretCache::shared(&config)),
+        "evicted, a new cache"
+    );
 }

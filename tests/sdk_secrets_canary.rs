@@ -11,7 +11,9 @@ mod sdk_support;
 use std::collections::BTreeMap;
 
 use aws_sdk_secretsmanager as sm;
-use rayito::secrets::{SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions};
+use rayito::secrets::{
+    SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions,
+};
 use sdk_support::captured::Captured;
 use sdk_support::moto::MotoServer;
 
@@ -58,8 +60,17 @@ async fn no_secret_name_or_value_reaches_any_subscriber() {
 
     let info = store.create(&name, VALUE_CANARY, &metadata).await.unwrap();
     shown.push(format!("{info:?}"));
-    shown.push(store.create(&name, VALUE_CANARY, &metadata).await.unwrap_err().to_string());
-    let updated = store.update(&name, UPDATED_CANARY, Some(&metadata)).await.unwrap();
+    shown.push(
+        store
+            .create(&name, VALUE_CANARY, &metadata)
+            .await
+            .unwrap_err()
+            .to_string(),
+    );
+    let updated = store
+        .update(&name, UPDATED_CANARY, Some(&metadata))
+        .await
+        .unwrap();
     shown.push(format!("{updated:?}"));
     // Twice within 600 s: the warning.
     store.update(&name, VALUE_CANARY, None).await.unwrap();
@@ -72,7 +83,8 @@ async fn no_secret_name_or_value_reaches_any_subscriber() {
     shown.push(format!("{value:?}"));
     assert_eq!(value.expose(), VALUE_CANARY);
     shown.push(format!("{:?}", cache.refresh(&reference).await.unwrap()));
-    let old = SecretRef::new(name.as_str()).version_id("rayito-secret-version-00000000000000000001");
+    let old =
+        SecretRef::new(name.as_str()).version_id("rayito-secret-version-00000000000000000001");
     shown.push(format!("{old:?}"));
     cache.get(&old).await.unwrap();
     shown.push(format!("{cache:?} {store:?}"));
@@ -97,7 +109,10 @@ async fn no_secret_name_or_value_reaches_any_subscriber() {
 
     let logged = captured.text();
     assert!(logged.contains("rayito::secrets"), "nothing captured");
-    assert!(logged.contains("updated twice within 600 s"), "no update warning");
+    assert!(
+        logged.contains("updated twice within 600 s"),
+        "no update warning"
+    );
     for canary in [NAME_CANARY, VALUE_CANARY, UPDATED_CANARY, META_CANARY] {
         for text in shown.iter().chain(std::iter::once(&logged)) {
             if let Some(at) = text.find(canary) {

@@ -15,7 +15,9 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 
 use aws_sdk_secretsmanager as sm;
-use rayito::secrets::{SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions};
+use rayito::secrets::{
+    SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions,
+};
 use rayito::{
     CodeContextOptions, CommandOptions, ErrorKind, ListQuery, PtyOptions, PtySize, RunCodeOptions,
     Sandbox, SandboxError,
@@ -47,10 +49,9 @@ async fn moto_with_secrets() -> Option<MotoServer> {
     let moto = tokio::task::spawn_blocking(MotoServer::start)
         .await
         .expect("the start task")?;
-    let store = SecretStore::new(SecretStoreOptions::new().sdk_config(sdk_config(
-        &moto.endpoint_url(),
-    )))
-    .expect("store");
+    let store =
+        SecretStore::new(SecretStoreOptions::new().sdk_config(sdk_config(&moto.endpoint_url())))
+            .expect("store");
     store
         .create(NAME, VALUE, &BTreeMap::new())
         .await
@@ -125,10 +126,7 @@ async fn bound_and_call_secrets_reach_every_process_kind() {
     // holds it (the value is in its environment only).
     let handle = sbx
         .commands()
-        .spawn(
-            "sleep 2; printf %s \"$API_KEY\"",
-            CommandOptions::new(),
-        )
+        .spawn("sleep 2; printf %s \"$API_KEY\"", CommandOptions::new())
         .await
         .expect("spawn");
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -168,7 +166,10 @@ async fn bound_and_call_secrets_reach_every_process_kind() {
     // A terminal's shell has it.
     let mut pty = sbx
         .pty()
-        .create(PtySize::new(80, 24), PtyOptions::new().secret("TERM_SECRET", OTHER_NAME))
+        .create(
+            PtySize::new(80, 24),
+            PtyOptions::new().secret("TERM_SECRET", OTHER_NAME),
+        )
         .await
         .expect("pty");
     pty.send_input("printf '<%s>' \"$TERM_SECRET\"; exit\n")
@@ -191,7 +192,9 @@ async fn bound_and_call_secrets_reach_every_process_kind() {
         .commands()
         .run_with(
             "true",
-            CommandOptions::new().env("API_KEY", "plain").secret("X", NAME),
+            CommandOptions::new()
+                .env("API_KEY", "plain")
+                .secret("X", NAME),
         )
         .await
         .unwrap_err();
@@ -207,7 +210,9 @@ async fn bound_and_call_secrets_reach_every_process_kind() {
     let err = sbx
         .run_code_with(
             "1",
-            RunCodeOptions::new().language("javascript").secret("K", NAME),
+            RunCodeOptions::new()
+                .language("javascript")
+                .secret("K", NAME),
         )
         .await
         .unwrap_err();
@@ -226,7 +231,10 @@ async fn bound_and_call_secrets_reach_every_process_kind() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::SecretNotFound, "{err:?}");
-    assert!(err.to_string().contains("environment variable MISSING_KEY"), "{err}");
+    assert!(
+        err.to_string().contains("environment variable MISSING_KEY"),
+        "{err}"
+    );
     assert!(!err.to_string().contains("no-such-secret"), "{err}");
     no_leak(&err);
     assert!(
@@ -269,7 +277,10 @@ async fn a_missing_bound_secret_launches_nothing() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::SecretNotFound, "{err:?}");
-    assert!(err.to_string().contains("environment variable DB_PASSWORD"), "{err}");
+    assert!(
+        err.to_string().contains("environment variable DB_PASSWORD"),
+        "{err}"
+    );
     assert!(!err.to_string().contains("never-created"), "{err}");
     let after = count().await;
     assert_eq!(before, after, "a sandbox was launched");
@@ -288,4 +299,48 @@ async fn a_missing_bound_secret_launches_nothing() {
         "invalid secrets: environment variable API_KEY is given both in envs and in secrets; pass it in one of them"
     );
     no_leak(&err);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_binds_its_builders_secrets_when_a_sandbox_is_taken() {
+    let Some(moto) = moto_with_secrets().await else {
+        return;
+    };
+    let pool = Sandbox::builder()
+        .local()
+        .secret("POOLED_KEY", NAME)
+        .secret_cache(cache(&moto.endpoint_url()))
+        .pool(rayito::PoolConfig::new(1))
+        .expect("pool");
+    pool.start().await.expect("start");
+    // A parked sandbox is taken (waited for), then gets the secret.
+    let sbx = pool
+        .take_within(Duration::from_secs(60))
+        .await
+        .expect("take");
+    let out = sbx
+        .commands()
+        .run("printf %s \"$POOLED_KEY\"")
+        .await
+        .expect("run");
+    assert_eq!(out.stdout, VALUE);
+    let _ = sbx.kill().await;
+
+    // A pool whose secret is missing hands out nothing and keeps its
+    // parked sandboxes.
+    let broken = Sandbox::builder()
+        .local()
+        .secret("POOLED_KEY", "inject/never-created")
+        .secret_cache(cache(&moto.endpoint_url()))
+        .pool(rayito::PoolConfig::new(1))
+        .expect("pool");
+    broken.start().await.expect("start");
+    let err = broken
+        .take_within(Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::SecretNotFound, "{err:?}");
+    no_leak(&err);
+    let _ = broken.close(true).await;
+    let _ = pool.close(true).await;
 }

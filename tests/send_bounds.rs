@@ -299,7 +299,10 @@ fn transfer_futures_are_send(
 /// tests enable): owned clones are spawned, so the futures are `'static`
 /// with owned inputs.
 #[allow(dead_code)]
-fn secrets_futures_are_send(store: rayito::secrets::SecretStore, cache: rayito::secrets::SecretCache) {
+fn secrets_futures_are_send(
+    store: rayito::secrets::SecretStore,
+    cache: rayito::secrets::SecretCache,
+) {
     use rayito::secrets::SecretRef;
     let metadata = std::collections::BTreeMap::new();
     assert_send(&store.create("n", "v", &metadata));

@@ -247,7 +247,10 @@ impl SecretCache {
             client,
             credentials: None,
         };
-        Ok(Self::unchecked(options, OnceCell::new_with(Some(connected))))
+        Ok(Self::unchecked(
+            options,
+            OnceCell::new_with(Some(connected)),
+        ))
     }
 
     /// The process-wide cache for `config`'s region, credentials provider

@@ -92,13 +92,10 @@ impl SecretEnv {
             return Ok(());
         }
         warn_once();
-        let reads = self
-            .0
-            .iter()
-            .map(|(variable, reference)| async move {
-                let value = cache.get_for_env(reference, variable).await?;
-                Ok::<_, SandboxError>((variable.clone(), value))
-            });
+        let reads = self.0.iter().map(|(variable, reference)| async move {
+            let value = cache.get_for_env(reference, variable).await?;
+            Ok::<_, SandboxError>((variable.clone(), value))
+        });
         let values = try_join_all(reads).await?;
         for (variable, value) in values {
             envs.insert(variable, value.expose().to_owned());

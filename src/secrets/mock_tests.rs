@@ -21,20 +21,24 @@ use aws_smithy_types::body::SdkBody;
 use sm::config::retry::RetryConfig;
 
 use super::{SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions};
-use crate::error::SandboxError;
 use crate::ErrorKind;
+use crate::error::SandboxError;
 
 const NAME: &str = "canary-name-mock";
 const VALUE: &str = "canary-value-mock";
 
 /// An AWS error answer: `status`, `__type` `code`, and a message that
 /// names the secret (as AWS's do).
-fn answer(status: u16, code: &'static str) -> impl Fn() -> Response<SdkBody> + Send + Sync + 'static {
+fn answer(
+    status: u16,
+    code: &'static str,
+) -> impl Fn() -> Response<SdkBody> + Send + Sync + 'static {
     move || {
         let body = format!(
             r#"{{"__type":"{code}","message":"Secrets Manager can't find rayito/{NAME} (value {VALUE})"}}"#
         );
-        let mut response = Response::new(StatusCode::try_from(status).unwrap(), SdkBody::from(body));
+        let mut response =
+            Response::new(StatusCode::try_from(status).unwrap(), SdkBody::from(body));
         response
             .headers_mut()
             .insert("x-amzn-requestid", "11111111-2222-3333-4444-555555555555");
@@ -50,7 +54,9 @@ fn client(rules: &[&Rule]) -> sm::Client {
     let config = sm::Config::builder()
         .behavior_version(sm::config::BehaviorVersion::latest())
         .region(sm::config::Region::new("us-east-1"))
-        .credentials_provider(sm::config::Credentials::new("AKIDMOCK", "mock", None, None, "mock"))
+        .credentials_provider(sm::config::Credentials::new(
+            "AKIDMOCK", "mock", None, None, "mock",
+        ))
         .http_client(create_mock_http_client())
         .interceptor(interceptor)
         // One attempt per call: the table sees each answer once.
@@ -87,7 +93,10 @@ async fn run(row: &Row) -> SandboxError {
     match row.call {
         "GetSecretValue" => {
             let rule = mock!(sm::Client::get_secret_value).then_http_response(respond);
-            cache(&[&rule]).get(&SecretRef::from(NAME)).await.unwrap_err()
+            cache(&[&rule])
+                .get(&SecretRef::from(NAME))
+                .await
+                .unwrap_err()
         }
         "CreateSecret" => {
             let rule = mock!(sm::Client::create_secret).then_http_response(respond);
@@ -296,7 +305,10 @@ async fn create_gives_up_after_60_seconds_of_deletion() {
     assert!(waited <= Duration::from_secs(60), "{waited:?}");
     assert!(waited >= Duration::from_secs(45), "{waited:?}");
     assert!(rule.num_calls() >= 8, "{}", rule.num_calls());
-    assert_eq!(err.meta().attempts(), u32::try_from(rule.num_calls()).unwrap());
+    assert_eq!(
+        err.meta().attempts(),
+        u32::try_from(rule.num_calls()).unwrap()
+    );
     assert_eq!(err.kind(), ErrorKind::Secret, "{err}");
     assert_eq!(err.to_string(), "TODO");
     no_leak(&err);

@@ -116,7 +116,9 @@ impl SecretRef {
         let id = resolve_name(prefix, &self.name)?;
         let selector = match (&self.version_id, &self.version_stage) {
             (Some(_), Some(_)) => {
-                return Err("a secret reference takes at most one of version_id and version_stage; set one");
+                return Err(
+                    "a secret reference takes at most one of version_id and version_stage; set one",
+                );
             }
             (Some(id), None) => {
                 check_version_id(id)?;
@@ -237,11 +239,15 @@ fn resolve_name(prefix: &str, name: &str) -> Result<String, &'static str> {
         return Err("a secret name is empty; pass a name or an ARN");
     }
     if !name.bytes().all(name_char) {
-        return Err("a secret name has a character outside A-Z, a-z, 0-9 and / _ + = . @ -; pass a valid name");
+        return Err(
+            "a secret name has a character outside A-Z, a-z, 0-9 and / _ + = . @ -; pass a valid name",
+        );
     }
     let full = format!("{prefix}{name}");
     if full.len() > MAX_NAME_CHARS {
-        return Err("a secret name with its prefix is longer than 512 characters; pass a shorter name");
+        return Err(
+            "a secret name with its prefix is longer than 512 characters; pass a shorter name",
+        );
     }
     refuse_webhooks(&full)?;
     Ok(full)
@@ -254,18 +260,24 @@ fn check_arn(arn: &str) -> Result<(), &'static str> {
         && arn.bytes().all(|b| name_char(b) || b == b':')
         && arn.split(':').count() >= 7;
     if !ok {
-        return Err("a secret ARN is arn:<partition>:secretsmanager:<region>:<account>:secret:<name> (at most 2,048 characters); pass a valid ARN");
+        return Err(
+            "a secret ARN is arn:<partition>:secretsmanager:<region>:<account>:secret:<name> (at most 2,048 characters); pass a valid ARN",
+        );
     }
     match arn.split_once(":secret:") {
         Some((_, name)) => refuse_webhooks(name),
-        None => Err("a secret ARN names a resource of type secret (\":secret:\"); pass a Secrets Manager secret's ARN"),
+        None => Err(
+            "a secret ARN names a resource of type secret (\":secret:\"); pass a Secrets Manager secret's ARN",
+        ),
     }
 }
 
 /// Refuses a full name under `rayito/webhooks/`.
 fn refuse_webhooks(full_name: &str) -> Result<(), &'static str> {
     if full_name.starts_with(WEBHOOKS) {
-        Err("secrets under rayito/webhooks/ belong to lifecycle events and are never read or written here")
+        Err(
+            "secrets under rayito/webhooks/ belong to lifecycle events and are never read or written here",
+        )
     } else {
         Ok(())
     }
@@ -287,7 +299,9 @@ fn check_stage(stage: &str) -> Result<(), &'static str> {
     if (1..=MAX_STAGE_CHARS).contains(&stage.len()) && stage.bytes().all(name_char) {
         Ok(())
     } else {
-        Err("a version_stage is 1 to 256 of A-Z, a-z, 0-9 and / _ + = . @ -; pass a label such as AWSCURRENT")
+        Err(
+            "a version_stage is 1 to 256 of A-Z, a-z, 0-9 and / _ + = . @ -; pass a label such as AWSCURRENT",
+        )
     }
 }
 
@@ -301,7 +315,10 @@ mod tests {
     fn debug_shows_no_name_and_no_selector_value() {
         let reference = SecretRef::new(CANARY).version_id("v-canary-id-9");
         let debug = format!("{reference:?}");
-        assert!(!debug.contains(CANARY) && !debug.contains("canary"), "{debug}");
+        assert!(
+            !debug.contains(CANARY) && !debug.contains("canary"),
+            "{debug}"
+        );
         assert_eq!(
             debug,
             "SecretRef { name_len: 16, arn: false, version_id: true, version_stage: false }"
@@ -310,7 +327,9 @@ mod tests {
 
     #[test]
     fn names_resolve_under_the_prefix_and_arns_as_they_are() {
-        let (id, selector) = SecretRef::from("api/key").resolve(DEFAULT_PREFIX, "r").unwrap();
+        let (id, selector) = SecretRef::from("api/key")
+            .resolve(DEFAULT_PREFIX, "r")
+            .unwrap();
         assert_eq!(id, "rayito/api/key");
         assert_eq!(selector, Selector::Stage("AWSCURRENT".into()));
         let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:other/key-AbCdEf";
@@ -320,14 +339,20 @@ mod tests {
             .version_stage("AWSPREVIOUS")
             .resolve("", "r")
             .unwrap();
-        assert_eq!((id.as_str(), selector), ("k", Selector::Stage("AWSPREVIOUS".into())));
+        assert_eq!(
+            (id.as_str(), selector),
+            ("k", Selector::Stage("AWSPREVIOUS".into()))
+        );
     }
 
     #[test]
     fn bad_references_are_refused_naming_the_argument_never_the_name() {
         let long = "a".repeat(506);
         let cases: Vec<(SecretRef, &str)> = vec![
-            (SecretRef::from(""), "a secret name is empty; pass a name or an ARN"),
+            (
+                SecretRef::from(""),
+                "a secret name is empty; pass a name or an ARN",
+            ),
             (
                 SecretRef::from("has space canary"),
                 "a secret name has a character outside A-Z, a-z, 0-9 and / _ + = . @ -; pass a valid name",
@@ -341,7 +366,9 @@ mod tests {
                 "secrets under rayito/webhooks/ belong to lifecycle events and are never read or written here",
             ),
             (
-                SecretRef::from("arn:aws:secretsmanager:us-east-1:123456789012:secret:rayito/webhooks/canary"),
+                SecretRef::from(
+                    "arn:aws:secretsmanager:us-east-1:123456789012:secret:rayito/webhooks/canary",
+                ),
                 "secrets under rayito/webhooks/ belong to lifecycle events and are never read or written here",
             ),
             (
@@ -349,7 +376,9 @@ mod tests {
                 "a secret ARN is arn:<partition>:secretsmanager:<region>:<account>:secret:<name> (at most 2,048 characters); pass a valid ARN",
             ),
             (
-                SecretRef::from("k").version_id("a").version_stage("AWSCURRENT"),
+                SecretRef::from("k")
+                    .version_id("a")
+                    .version_stage("AWSCURRENT"),
                 "a secret reference takes at most one of version_id and version_stage; set one",
             ),
             (
@@ -369,7 +398,11 @@ mod tests {
             assert!(!err.to_string().contains("canary"), "{err}");
         }
         // 512 characters with the prefix is the limit.
-        assert!(SecretRef::from("a".repeat(505)).resolve(DEFAULT_PREFIX, "r").is_ok());
+        assert!(
+            SecretRef::from("a".repeat(505))
+                .resolve(DEFAULT_PREFIX, "r")
+                .is_ok()
+        );
     }
 
     #[test]

@@ -13,9 +13,7 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use super::client::{Access, Connected};
-use super::errors::{
-    Failure, from_secrets_manager, is_deletion_pending, is_not_found, not_found,
-};
+use super::errors::{Failure, from_secrets_manager, is_deletion_pending, is_not_found, not_found};
 use super::reference::{DEFAULT_PREFIX, check_prefix, secret_id};
 use crate::backoff::{Schedule, note_retry};
 use crate::control::failure::extract;
@@ -255,7 +253,10 @@ impl SecretStore {
             client,
             credentials: None,
         };
-        Ok(Self::unchecked(options, OnceCell::new_with(Some(connected))))
+        Ok(Self::unchecked(
+            options,
+            OnceCell::new_with(Some(connected)),
+        ))
     }
 
     /// The store's name prefix.
@@ -617,7 +618,9 @@ pub(crate) fn version_token(version: u64) -> String {
 pub(crate) fn parse_version(token: &str) -> u64 {
     token
         .strip_prefix(VERSION_TOKEN_PREFIX)
-        .filter(|digits| digits.len() == VERSION_DIGITS && digits.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|digits| {
+            digits.len() == VERSION_DIGITS && digits.bytes().all(|b| b.is_ascii_digit())
+        })
         .and_then(|digits| digits.parse().ok())
         .unwrap_or(0)
 }
@@ -626,9 +629,11 @@ pub(crate) fn parse_version(token: &str) -> u64 {
 fn current_version(stages: Option<&HashMap<String, Vec<String>>>) -> u64 {
     stages
         .and_then(|stages| {
-            stages
-                .iter()
-                .find(|(_, labels)| labels.iter().any(|label| label == super::reference::AWSCURRENT))
+            stages.iter().find(|(_, labels)| {
+                labels
+                    .iter()
+                    .any(|label| label == super::reference::AWSCURRENT)
+            })
         })
         .map_or(0, |(id, _)| parse_version(id))
 }
@@ -692,13 +697,19 @@ mod tests {
         assert_eq!(parse_version(&version_token(u64::MAX)), u64::MAX);
         assert_eq!(parse_version("a1b2c3d4-5678-90ab-cdef-EXAMPLE11111"), 0);
         assert_eq!(parse_version("rayito-secret-version-2"), 0);
-        assert_eq!(parse_version("rayito-secret-version-99999999999999999999"), 0);
+        assert_eq!(
+            parse_version("rayito-secret-version-99999999999999999999"),
+            0
+        );
     }
 
     #[test]
     fn metadata_is_compact_key_sorted_json_and_bounded() {
-        let metadata: BTreeMap<String, String> =
-            [("b".to_owned(), "2".to_owned()), ("a".to_owned(), "1".to_owned())].into();
+        let metadata: BTreeMap<String, String> = [
+            ("b".to_owned(), "2".to_owned()),
+            ("a".to_owned(), "1".to_owned()),
+        ]
+        .into();
         let text = description(&metadata).unwrap();
         assert_eq!(text, r#"rayito:v1:{"a":"1","b":"2"}"#);
         assert_eq!(parse_metadata(Some(&text)), metadata);
