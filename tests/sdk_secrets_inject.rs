@@ -258,9 +258,11 @@ async fn a_missing_bound_secret_launches_nothing() {
         .build()
         .await
         .expect("local client");
+    // Other tests of this binary share the local backend: count only the
+    // sandboxes with this test's own metadata.
     let count = || async {
         client
-            .list(ListQuery::new())
+            .list(ListQuery::new().metadata([("test", "missing-bound-secret")]))
             .collect::<Vec<_>>()
             .await
             .into_iter()
@@ -268,9 +270,9 @@ async fn a_missing_bound_secret_launches_nothing() {
             .expect("list")
             .len()
     };
-    let before = count().await;
     let err = client
         .sandbox()
+        .metadata([("test", "missing-bound-secret")])
         .secret("DB_PASSWORD", "inject/never-created")
         .secret_cache(cache(&moto.endpoint_url()))
         .create()
@@ -282,8 +284,7 @@ async fn a_missing_bound_secret_launches_nothing() {
         "{err}"
     );
     assert!(!err.to_string().contains("never-created"), "{err}");
-    let after = count().await;
-    assert_eq!(before, after, "a sandbox was launched");
+    assert_eq!(count().await, 0, "a sandbox was launched");
 
     // A variable both bound and in the builder's envs: refused before any call.
     let err = Sandbox::builder()
@@ -343,4 +344,45 @@ async fn a_pool_binds_its_builders_secrets_when_a_sandbox_is_taken() {
     no_leak(&err);
     let _ = broken.close(true).await;
     let _ = pool.close(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_binds_the_builders_secrets_and_reads_them_first() {
+    let Some(moto) = moto_with_secrets().await else {
+        return;
+    };
+    let sbx = Sandbox::builder().local().create().await.expect("create");
+    // The creating handle has no secret; a connected one binds its builder's.
+    let out = sbx
+        .commands()
+        .run("printf '[%s]' \"${LATE_KEY:-}\"")
+        .await
+        .expect("run");
+    assert_eq!(out.stdout, "[]");
+    let connected = Sandbox::builder()
+        .local()
+        .secret("LATE_KEY", OTHER_NAME)
+        .secret_cache(cache(&moto.endpoint_url()))
+        .connect(sbx.id(), sbx.access_token().clone())
+        .await
+        .expect("connect");
+    let out = connected
+        .commands()
+        .run("printf '[%s]' \"$LATE_KEY\"")
+        .await
+        .expect("run");
+    assert_eq!(out.stdout, format!("[{OTHER_VALUE}]"));
+    // A missing secret fails connect itself (before the control plane is
+    // asked): the sandbox is untouched.
+    let err = Sandbox::builder()
+        .local()
+        .secret("LATE_KEY", "inject/never-created")
+        .secret_cache(cache(&moto.endpoint_url()))
+        .connect(sbx.id(), sbx.access_token().clone())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::SecretNotFound, "{err:?}");
+    no_leak(&err);
+    assert!(sbx.is_running().await);
+    assert!(sbx.kill().await.expect("kill"));
 }
