@@ -46,15 +46,7 @@ fn cmdlines() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_injected_secret_reaches_no_log_error_debug_or_command_line() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_target(true)
-        .with_writer(move || writer.clone())
-        .finish();
-    tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
+    let captured = Captured::install_global_trace();
 
     let Some(moto) = tokio::task::spawn_blocking(MotoServer::start)
         .await
