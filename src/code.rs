@@ -213,6 +213,9 @@ pub struct RunCodeOptions {
     context: Option<String>,
     envs: BTreeMap<String, String>,
     timeout: Option<Duration>,
+    /// Environment variables from Secrets Manager (references only).
+    #[cfg(feature = "secrets")]
+    secrets: crate::secrets::inject::SecretEnv,
     on_stdout: Option<Callback<OutputMessage>>,
     on_stderr: Option<Callback<OutputMessage>>,
     on_result: Option<Callback<ExecutionResult>>,
@@ -226,6 +229,8 @@ impl Default for RunCodeOptions {
             context: None,
             envs: BTreeMap::new(),
             timeout: Some(DEFAULT_CODE_TIMEOUT),
+            #[cfg(feature = "secrets")]
+            secrets: crate::secrets::inject::SecretEnv::default(),
             on_stdout: None,
             on_stderr: None,
             on_result: None,
@@ -249,6 +254,25 @@ impl RunCodeOptions {
     /// The defaults: the default Python context, 300 s timeout.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets the environment variable `variable` of this cell to the value of a
+    /// secret in AWS Secrets Manager, read through the sandbox's secret
+    /// cache when it starts (it overrides a secret the sandbox's builder
+    /// bound to the same variable). Python cells only: a cell of another language with secrets is refused (give the secrets to its code context instead, [`crate::CodeContextOptions::secret`]); the secrets the builder bound reach Python cells of the default context, not cells of a context (which has its own environment). The value travels only in that
+    /// environment; a variable also given to `env` is refused. See
+    /// [`crate::SandboxBuilder::secret`].
+    ///
+    /// Only with the `secrets` cargo feature.
+    #[cfg(feature = "secrets")]
+    #[must_use]
+    pub fn secret(
+        mut self,
+        variable: impl Into<String>,
+        reference: impl Into<crate::secrets::SecretRef>,
+    ) -> Self {
+        self.secrets.insert(variable.into(), reference.into());
+        self
     }
 
     /// The language's default context (`python`, `bash`, `javascript`/`js`,
@@ -636,13 +660,40 @@ impl LogTail {
     }
 }
 
+/// Injects a cell's secrets (and, for a Python cell of the default
+/// context, the handle's bound ones) into its request. A cell of another
+/// language with secrets is refused before any I/O: only the Python
+/// kernel applies a cell's environment. A cell of a context gets the
+/// call's secrets only (the context has its own environment).
+#[cfg(feature = "secrets")]
+async fn inject_cell_secrets(
+    sandbox: &Sandbox,
+    secrets: crate::secrets::inject::SecretEnv,
+    request: &mut pb::ExecuteRequest,
+) -> Result<(), SandboxError> {
+    let in_context = request.context_id.is_some();
+    let python = request.language.as_deref().is_none_or(|l| l == "python");
+    if !in_context && !python && !secrets.is_empty() {
+        return Err(SandboxError::invalid_argument(
+            "secrets",
+            "secrets reach Python cells only; give them to a code context of that language (CodeContextOptions::secret)",
+        ));
+    }
+    sandbox
+        .inject_secrets(&secrets, python && !in_context, &mut request.envs)
+        .await
+}
+
 /// Runs one cell and collects everything it produced.
 pub(crate) async fn run_code(
     sandbox: &Sandbox,
     code: &str,
     mut options: RunCodeOptions,
 ) -> Result<Execution, SandboxError> {
-    let (request, total) = CellReader::request(code, &options)?;
+    #[cfg_attr(not(feature = "secrets"), allow(unused_mut))]
+    let (mut request, total) = CellReader::request(code, &options)?;
+    #[cfg(feature = "secrets")]
+    inject_cell_secrets(sandbox, options.secrets.clone(), &mut request).await?;
     let mut reader = CellReader::open(sandbox, request, total).await?;
     let mut execution = Execution {
         execution_count: Some(reader.started_count),
@@ -698,8 +749,13 @@ pub(crate) async fn run_code_stream(
     code: &str,
     options: RunCodeOptions,
 ) -> Result<ExecutionEvents, SandboxError> {
-    let (request, total) = CellReader::request(code, &options)?;
+    #[cfg_attr(not(feature = "secrets"), allow(unused_mut))]
+    let (mut request, total) = CellReader::request(code, &options)?;
+    #[cfg(feature = "secrets")]
+    let secrets = options.secrets.clone();
     drop(options);
+    #[cfg(feature = "secrets")]
+    inject_cell_secrets(sandbox, secrets, &mut request).await?;
     let reader = CellReader::open(sandbox, request, total).await?;
     let stream = futures_util::stream::unfold(Some(reader), |state| async move {
         let mut reader = state?;

@@ -48,6 +48,9 @@ pub struct CommandOptions {
     stdin_open: bool,
     /// `bash -l -c` (the default) or `bash -c`.
     login_shell: bool,
+    /// Environment variables from Secrets Manager (references only).
+    #[cfg(feature = "secrets")]
+    secrets: crate::secrets::inject::SecretEnv,
 }
 
 impl Default for CommandOptions {
@@ -62,6 +65,8 @@ impl Default for CommandOptions {
             on_stderr: None,
             stdin_open: false,
             login_shell: true,
+            #[cfg(feature = "secrets")]
+            secrets: crate::secrets::inject::SecretEnv::default(),
         }
     }
 }
@@ -79,7 +84,7 @@ impl fmt::Debug for CommandOptions {
             .field("on_stderr", &self.on_stderr.is_some())
             .field("stdin_open", &self.stdin_open)
             .field("login_shell", &self.login_shell)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -87,6 +92,25 @@ impl CommandOptions {
     /// The defaults: 60 s timeout, the sandbox's user and working directory.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets the environment variable `variable` of this command to the
+    /// value of a secret in AWS Secrets Manager, read through the
+    /// sandbox's secret cache when the command starts (it overrides a
+    /// secret the sandbox's builder bound to the same variable). The value
+    /// travels only in the process's environment; a variable also given to
+    /// [`CommandOptions::env`] is refused. See
+    /// [`crate::SandboxBuilder::secret`].
+    ///
+    /// Only with the `secrets` cargo feature.
+    #[cfg(feature = "secrets")]
+    pub fn secret(
+        mut self,
+        variable: impl Into<String>,
+        reference: impl Into<crate::secrets::SecretRef>,
+    ) -> Self {
+        self.secrets.insert(variable.into(), reference.into());
+        self
     }
 
     /// An environment variable for this command.

@@ -243,6 +243,7 @@ mod code;
 mod commands;
 mod control;
 mod files;
+pub mod git;
 #[cfg(feature = "dynamodb")]
 mod index;
 #[cfg(feature = "local")]

@@ -56,6 +56,9 @@ pub struct PtyOptions {
     user: Option<String>,
     shell: Option<String>,
     timeout: Option<Duration>,
+    /// Environment variables from Secrets Manager (references only).
+    #[cfg(feature = "secrets")]
+    secrets: crate::secrets::inject::SecretEnv,
 }
 
 // Env values may be secret: names only.
@@ -67,7 +70,7 @@ impl fmt::Debug for PtyOptions {
             .field("user", &self.user)
             .field("shell", &self.shell)
             .field("timeout", &self.timeout)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -76,6 +79,25 @@ impl PtyOptions {
     /// `TERM=xterm-256color`, no time limit.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets the environment variable `variable` of the shell to the value of a
+    /// secret in AWS Secrets Manager, read through the sandbox's secret
+    /// cache when it starts (it overrides a secret the sandbox's builder
+    /// bound to the same variable). The value travels only in that
+    /// environment; a variable also given to `env` is refused. See
+    /// [`crate::SandboxBuilder::secret`].
+    ///
+    /// Only with the `secrets` cargo feature.
+    #[cfg(feature = "secrets")]
+    #[must_use]
+    pub fn secret(
+        mut self,
+        variable: impl Into<String>,
+        reference: impl Into<crate::secrets::SecretRef>,
+    ) -> Self {
+        self.secrets.insert(variable.into(), reference.into());
+        self
     }
 
     /// An environment variable for the shell.
@@ -182,7 +204,10 @@ impl Pty<'_> {
             let timeout_ms = options.timeout.map_or(0, |t| {
                 u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
             });
-            let request = pb::PtyStart {
+            #[cfg(feature = "secrets")]
+            let secrets = options.secrets.clone();
+            #[cfg_attr(not(feature = "secrets"), allow(unused_mut))]
+            let mut request = pb::PtyStart {
                 size: Some(size.to_pb()),
                 envs: options.envs.into_iter().collect(),
                 cwd,
@@ -190,6 +215,10 @@ impl Pty<'_> {
                 shell: options.shell.filter(|s| !s.is_empty()),
                 timeout_ms,
             };
+            #[cfg(feature = "secrets")]
+            self.sandbox
+                .inject_secrets(&secrets, true, &mut request.envs)
+                .await?;
             let opened_at = Instant::now();
             let epoch = self.sandbox.conn().reconnect_epoch();
             let stream = self.sandbox.conn().pty_create(request).await?;

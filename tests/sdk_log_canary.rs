@@ -28,15 +28,7 @@ const SESSION_CANARY: &str = "CanarySessionTokenIQoJb3JpZ2luX2VjEJrCANARYsession
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_reaches_any_subscriber() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_target(true)
-        .with_writer(move || writer.clone())
-        .finish();
-    tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
+    let captured = Captured::install_global_trace();
 
     // The emulator accepts the canary key (and session token) only.
     let emu = Emulator::start(EmulatorConfig {

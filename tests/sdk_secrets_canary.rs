@@ -35,15 +35,7 @@ fn sdk_config(endpoint: &str) -> aws_types::SdkConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_name_or_value_reaches_any_subscriber() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_target(true)
-        .with_writer(move || writer.clone())
-        .finish();
-    tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
+    let captured = Captured::install_global_trace();
 
     let Some(moto) = tokio::task::spawn_blocking(MotoServer::start)
         .await

@@ -61,15 +61,7 @@ fn keep(errors: &mut Vec<String>, e: &SandboxError) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_url_bucket_key_or_path_reaches_any_subscriber_or_error() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_target(true)
-        .with_writer(move || writer.clone())
-        .finish();
-    tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
+    let captured = Captured::install_global_trace();
 
     let emu = sdk_support::emulator().await;
     let key = emu.access_key();

@@ -320,6 +320,37 @@ fn secrets_futures_are_send(
     });
 }
 
+/// The git view's calls (each one command; credentials on stdin).
+#[allow(dead_code)]
+fn git_futures_are_send(sbx: &Sandbox) {
+    use rayito::git::{
+        AddOptions, AuthenticateOptions, CloneOptions, CommitOptions, ConfigScope, GitOptions,
+        InitOptions, PullOptions, PushOptions, RemoteAddOptions, ResetOptions, RestoreOptions,
+    };
+    let git = sbx.git().with_options(GitOptions::new().env("A", "b"));
+    let p = "/home/user/r";
+    assert_send(&git.clone("https://h/r", CloneOptions::default()));
+    assert_send(&git.init(p, InitOptions::default()));
+    assert_send(&git.remote_add(p, "o", "https://h/r", RemoteAddOptions::default()));
+    assert_send(&git.remote_get(p, "o"));
+    assert_send(&git.status(p));
+    assert_send(&git.branches(p));
+    assert_send(&git.create_branch(p, "b"));
+    assert_send(&git.checkout_branch(p, "b"));
+    assert_send(&git.delete_branch(p, "b", false));
+    assert_send(&git.add(p, AddOptions::default()));
+    assert_send(&git.commit(p, "m", CommitOptions::default()));
+    assert_send(&git.reset(p, ResetOptions::default()));
+    assert_send(&git.restore(p, &[], RestoreOptions::default()));
+    assert_send(&git.push(p, PushOptions::default()));
+    assert_send(&git.pull(p, PullOptions::default()));
+    assert_send(&git.set_config("k.k", "v", ConfigScope::Global, None));
+    assert_send(&git.get_config("k.k", ConfigScope::Global, None));
+    assert_send(&git.configure_user("n", "e", ConfigScope::Global, None));
+    let secret = rayito::Secret::new("pw");
+    assert_send(&git.dangerously_authenticate("u", &secret, AuthenticateOptions::default()));
+}
+
 /// The `pub async fn` names and public stream types of `src/`.
 fn public_async_items() -> Vec<String> {
     let mut names = Vec::new();

@@ -15,6 +15,9 @@ pub struct CodeContextOptions {
     language: Option<String>,
     cwd: Option<String>,
     envs: BTreeMap<String, String>,
+    /// Environment variables from Secrets Manager (references only).
+    #[cfg(feature = "secrets")]
+    secrets: crate::secrets::inject::SecretEnv,
 }
 
 // Env values may be secret: names only.
@@ -24,7 +27,7 @@ impl fmt::Debug for CodeContextOptions {
             .field("language", &self.language)
             .field("cwd", &self.cwd)
             .field("envs", &self.envs.keys().collect::<Vec<_>>())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -32,6 +35,25 @@ impl CodeContextOptions {
     /// The defaults: a Python context in the sandbox's home.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets the environment variable `variable` of the context's kernel to the value of a
+    /// secret in AWS Secrets Manager, read through the sandbox's secret
+    /// cache when it starts (it overrides a secret the sandbox's builder
+    /// bound to the same variable). Any language. The value travels only in that
+    /// environment; a variable also given to `env` is refused. See
+    /// [`crate::SandboxBuilder::secret`].
+    ///
+    /// Only with the `secrets` cargo feature.
+    #[cfg(feature = "secrets")]
+    #[must_use]
+    pub fn secret(
+        mut self,
+        variable: impl Into<String>,
+        reference: impl Into<crate::secrets::SecretRef>,
+    ) -> Self {
+        self.secrets.insert(variable.into(), reference.into());
+        self
     }
 
     /// The context's language: `python` (the default), `bash`,
@@ -90,13 +112,18 @@ impl Sandbox {
             .language
             .as_deref()
             .map_or_else(|| "python".to_owned(), normalise_language);
+        #[cfg_attr(not(feature = "secrets"), allow(unused_mut))]
+        let mut envs = options.envs.into_iter().collect();
+        #[cfg(feature = "secrets")]
+        self.inject_secrets(&options.secrets, true, &mut envs)
+            .await?;
         let response = self
             .conn()
             .create_context(
                 pb::CreateContextRequest {
                     language: language.clone(),
                     cwd: cwd.clone(),
-                    envs: options.envs.into_iter().collect(),
+                    envs,
                 },
                 CONTEXT_TIMEOUT,
             )

@@ -607,7 +607,14 @@ impl Commands<'_> {
         stdin: bool,
         (waiter, feature, suspending_hint): (Waiter, &'static str, &'static str),
     ) -> Result<(CommandHandle, Option<Duration>), SandboxError> {
-        let (request, total) = start_request(cmd, &options, options.stdin_open || stdin)?;
+        #[cfg_attr(not(feature = "secrets"), allow(unused_mut))]
+        let (mut request, total) = start_request(cmd, &options, options.stdin_open || stdin)?;
+        #[cfg(feature = "secrets")]
+        if let Some(process) = request.process.as_mut() {
+            self.sandbox
+                .inject_secrets(&options.secrets, true, &mut process.envs)
+                .await?;
+        }
         let conn = self.sandbox.conn();
         let opened_at = Instant::now();
         let epoch = conn.reconnect_epoch();

@@ -687,6 +687,36 @@ impl SandboxError {
     }
 }
 
+impl SandboxError {
+    /// This error with each of `secrets` (longest first, empty ones skipped)
+    /// replaced by `***` in our message and the server's message and, for a
+    /// `CommandExit`, in its stdout and stderr; the redacted cause (the
+    /// source chain) is dropped, so no unredacted text stays reachable.
+    /// The git helpers use it for a failed command that was given a
+    /// password.
+    pub(crate) fn redact_secrets(mut self, secrets: &[&str]) -> Self {
+        let mut secrets: Vec<&str> = secrets.iter().copied().filter(|s| !s.is_empty()).collect();
+        if secrets.is_empty() {
+            return self;
+        }
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        let scrub = |text: &str| {
+            secrets
+                .iter()
+                .fold(text.to_owned(), |acc, secret| acc.replace(secret, "***"))
+        };
+        if let Self::CommandExit { stdout, stderr, .. } = &mut self {
+            *stdout = super::CapturedText::new(scrub(stdout.as_str()));
+            *stderr = super::CapturedText::new(scrub(stderr.as_str()));
+        }
+        let meta = self.meta_mut();
+        meta.message = scrub(&meta.message);
+        meta.server_message = meta.server_message.as_deref().map(scrub);
+        meta.cause = None;
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -203,9 +203,11 @@ impl PoolInner {
             });
             future
         };
+        // Secrets are bound when a sandbox is taken, not while it waits.
         let sandbox = match self
             .builder
             .clone()
+            .unbound()
             .create_observed(Some(&record_slot))
             .await
         {

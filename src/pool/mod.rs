@@ -299,6 +299,9 @@ impl Pool {
             }
             let inner = &self.inner;
             let started = inner.started()?;
+            // The builder's secrets are read before a slot is claimed: a
+            // missing one must not use up (and terminate) parked sandboxes.
+            inner.builder.preflight().await?;
             let deadline = tokio::time::Instant::now() + wait;
             loop {
                 let parked = inner.slot_parked.notified();

@@ -59,6 +59,12 @@ pub struct SandboxBuilder {
     /// environment).
     #[cfg(feature = "s3")]
     staging: Option<crate::transfer::S3Staging>,
+    /// Environment variables from Secrets Manager, bound to the handle
+    /// (references only) and the cache that reads them.
+    #[cfg(feature = "secrets")]
+    secrets: crate::secrets::inject::SecretEnv,
+    #[cfg(feature = "secrets")]
+    secret_cache: Option<crate::secrets::SecretCache>,
 }
 
 /// A persistence prefix given to the builder.
@@ -88,6 +94,10 @@ impl SandboxBuilder {
             persist: None,
             #[cfg(feature = "s3")]
             staging: None,
+            #[cfg(feature = "secrets")]
+            secrets: crate::secrets::inject::SecretEnv::default(),
+            #[cfg(feature = "secrets")]
+            secret_cache: None,
         }
     }
 
@@ -366,6 +376,85 @@ impl SandboxBuilder {
         self
     }
 
+    /// Sets the environment variable `variable` of every command, terminal,
+    /// Python cell and code context of the sandbox to the value of a
+    /// secret in AWS Secrets Manager (`reference`: a name under the
+    /// cache's prefix, an ARN, or a [`crate::secrets::SecretRef`] with a
+    /// version).
+    ///
+    /// The handle keeps the reference only; the value is read through the
+    /// secret cache when each process starts and travels only in that
+    /// process's environment, never in the run payload, metadata, logs,
+    /// errors or `Debug`. `create` and `connect` read every secret once
+    /// first: a missing one fails before anything is launched. A variable
+    /// also given to [`SandboxBuilder::env`] is refused. Sandbox code can
+    /// read the values (docs/secrets.md).
+    ///
+    /// Only with the `secrets` cargo feature.
+    #[cfg(feature = "secrets")]
+    pub fn secret(
+        mut self,
+        variable: impl Into<String>,
+        reference: impl Into<crate::secrets::SecretRef>,
+    ) -> Self {
+        self.secrets.insert(variable.into(), reference.into());
+        self
+    }
+
+    /// [`SandboxBuilder::secret`] for each pair.
+    ///
+    /// Only with the `secrets` cargo feature.
+    #[cfg(feature = "secrets")]
+    pub fn secrets<K, R>(mut self, secrets: impl IntoIterator<Item = (K, R)>) -> Self
+    where
+        K: Into<String>,
+        R: Into<crate::secrets::SecretRef>,
+    {
+        for (variable, reference) in secrets {
+            self.secrets.insert(variable.into(), reference.into());
+        }
+        self
+    }
+
+    /// The cache that reads the sandbox's secrets (its region, endpoint,
+    /// prefix and TTL). Without it: the process-wide cache of the client's
+    /// AWS configuration on AWS, and one over the environment's AWS
+    /// configuration on the local backend (which has no Secrets Manager of
+    /// its own).
+    ///
+    /// Only with the `secrets` cargo feature.
+    #[cfg(feature = "secrets")]
+    pub fn secret_cache(mut self, cache: crate::secrets::SecretCache) -> Self {
+        self.secret_cache = Some(cache);
+        self
+    }
+
+    /// The secrets of the handle, checked (no I/O).
+    #[cfg(feature = "secrets")]
+    fn checked_secrets(&self) -> Result<crate::secrets::inject::HandleSecrets, SandboxError> {
+        self.secrets.check(self.secret_cache.as_ref())?;
+        // Builder envs go into the image's environment (the run payload):
+        // a secret of the same name would be shadowed or shadow it.
+        self.secrets.check_disjoint(self.options.envs.keys())?;
+        Ok(crate::secrets::inject::HandleSecrets::new(
+            self.secrets.clone(),
+            self.secret_cache.clone(),
+        ))
+    }
+
+    /// Reads every bound secret once, before anything is launched.
+    #[cfg(feature = "secrets")]
+    async fn preflight_secrets(
+        secrets: &crate::secrets::inject::HandleSecrets,
+        client: &Client,
+    ) -> Result<(), SandboxError> {
+        if secrets.bound().is_empty() {
+            return Ok(());
+        }
+        let cache = secrets.cache(client).await?;
+        secrets.bound().preflight(&cache).await
+    }
+
     /// The staging of the sandbox: the builder's or the environment's,
     /// every field checked (before any I/O).
     #[cfg(feature = "s3")]
@@ -443,12 +532,17 @@ impl SandboxBuilder {
             let (plan, access_token, payload) = self.launch()?;
             #[cfg(feature = "s3")]
             let staged = self.checked_staging()?;
+            #[cfg(feature = "secrets")]
+            let secrets = self.checked_secrets()?;
             let template = self.options.sized_template()?;
             #[cfg(feature = "dynamodb")]
             if let Some(index) = &self.index {
                 index.check()?;
             }
             let client = self.client.client().await?;
+            // A missing or unreadable secret launches nothing.
+            #[cfg(feature = "secrets")]
+            Self::preflight_secrets(&secrets, &client).await?;
             // The index's AWS configuration is loaded before RunMicrovm: a
             // missing region or credentials never launch (and bill) a MicroVM.
             #[cfg(feature = "dynamodb")]
@@ -552,6 +646,8 @@ impl SandboxBuilder {
                 super::managed_lifecycle(&health),
                 #[cfg(feature = "s3")]
                 staged,
+                #[cfg(feature = "secrets")]
+                secrets,
             ))
         })
     }
@@ -588,6 +684,36 @@ impl SandboxBuilder {
         self.options.ready_timeout = config.ready_timeout;
         self.launch()?;
         Ok(self)
+    }
+
+    /// This builder without the secrets it binds (a pool's warm sandboxes
+    /// get them when taken).
+    pub(crate) fn unbound(self) -> Self {
+        #[cfg(feature = "secrets")]
+        {
+            let mut this = self;
+            this.secrets = crate::secrets::inject::SecretEnv::default();
+            this
+        }
+        #[cfg(not(feature = "secrets"))]
+        self
+    }
+
+    /// Reads the secrets this builder binds (nothing without any): what a
+    /// pool's take checks before it claims a parked sandbox.
+    ///
+    /// # Errors
+    /// As the secrets of [`SandboxBuilder::create`].
+    pub(crate) async fn preflight(&self) -> Result<(), SandboxError> {
+        #[cfg(feature = "secrets")]
+        {
+            let secrets = self.checked_secrets()?;
+            if !secrets.bound().is_empty() {
+                let client = self.client.client().await?;
+                Self::preflight_secrets(&secrets, &client).await?;
+            }
+        }
+        Ok(())
     }
 
     /// The client this builder's sandboxes are made with.
@@ -650,6 +776,7 @@ impl SandboxBuilder {
         resume_generation: u64,
         managed_lifecycle: Option<bool>,
         #[cfg(feature = "s3")] staged: crate::transfer::auto::SandboxStaging,
+        #[cfg(feature = "secrets")] secrets: crate::secrets::inject::HandleSecrets,
     ) -> Sandbox {
         let control = client.backend().control.clone();
         let marks = Arc::new(LifecycleMarks::new(resume_generation));
@@ -681,6 +808,8 @@ impl SandboxBuilder {
                 rebirth: self.persist.is_some().then(|| Box::new(self.clone())),
                 #[cfg(feature = "s3")]
                 staged,
+                #[cfg(feature = "secrets")]
+                secrets,
             }),
         }
     }
@@ -783,7 +912,11 @@ impl SandboxBuilder {
             decode_access_token(&access_token).map_err(|_| bad_token())?;
             #[cfg(feature = "s3")]
             let staged = self.checked_staging()?;
+            #[cfg(feature = "secrets")]
+            let secrets = self.checked_secrets()?;
             let client = self.client.client().await?;
+            #[cfg(feature = "secrets")]
+            Self::preflight_secrets(&secrets, &client).await?;
             let backend = client.backend();
             let control = backend.control.clone();
             let vm = control.get_microvm(sandbox_id.to_owned()).await?;
@@ -844,6 +977,8 @@ impl SandboxBuilder {
                 super::managed_lifecycle(&health),
                 #[cfg(feature = "s3")]
                 staged,
+                #[cfg(feature = "secrets")]
+                secrets,
             ))
         })
     }

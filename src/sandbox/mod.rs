@@ -84,6 +84,9 @@ struct Inner {
     /// agent serves transfers (probed once).
     #[cfg(feature = "s3")]
     staged: crate::transfer::auto::SandboxStaging,
+    /// The secrets bound to the handle (references only) and their cache.
+    #[cfg(feature = "secrets")]
+    secrets: crate::secrets::inject::HandleSecrets,
 }
 
 /// What a ready Health says about the lifecycle: `Some(false)` for an
@@ -181,6 +184,12 @@ impl Sandbox {
     /// Commands (processes) in the sandbox.
     pub fn commands(&self) -> Commands<'_> {
         Commands::new(self)
+    }
+
+    /// Git in the sandbox: each call one command, credentials never on a
+    /// command line (see `docs/git.md`).
+    pub fn git(&self) -> crate::git::Git<'_> {
+        crate::git::Git::new(self)
     }
 
     /// The sandbox's filesystem.
@@ -514,6 +523,23 @@ impl Sandbox {
 
     pub(crate) fn conn(&self) -> &AgentConn {
         &self.inner.conn
+    }
+
+    /// Injects the handle's bound secrets (when `include_bound`) and a
+    /// call's into the environment of the process a request starts
+    /// (`envs`). Checks first (a variable also in `envs` is refused), then
+    /// reads through the cache.
+    #[cfg(feature = "secrets")]
+    pub(crate) async fn inject_secrets(
+        &self,
+        call: &crate::secrets::inject::SecretEnv,
+        include_bound: bool,
+        envs: &mut std::collections::HashMap<String, String>,
+    ) -> Result<(), SandboxError> {
+        self.inner
+            .secrets
+            .inject(&self.inner.client, call, include_bound, envs)
+            .await
     }
 
     pub(crate) fn request_timeout(&self) -> Duration {

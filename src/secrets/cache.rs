@@ -290,6 +290,11 @@ impl SecretCache {
         cache
     }
 
+    /// The prefix of names this cache reads under.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.inner.options.prefix
+    }
+
     /// The secret's value: from the cache while its entry is fresh, else
     /// from one GetSecretValue call shared by every concurrent reader of
     /// the same key.
@@ -307,8 +312,6 @@ impl SecretCache {
 
     /// [`SecretCache::get`] for a sandbox's environment variable `variable`:
     /// its errors name the variable.
-    // The sandbox injection (the lead's part of issue 27) calls it.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) async fn get_for_env(
         &self,
         reference: &SecretRef,

@@ -12,6 +12,7 @@
 mod cache;
 mod client;
 mod errors;
+pub(crate) mod inject;
 #[cfg(test)]
 mod mock_tests;
 mod reference;

@@ -9,6 +9,25 @@ use std::sync::{Arc, Mutex};
 pub struct Captured(pub Arc<Mutex<Vec<u8>>>);
 
 impl Captured {
+    /// Installs the process-wide subscriber that writes every event and
+    /// span of every target at TRACE here (one per test binary), and
+    /// returns it.
+    ///
+    /// # Panics
+    /// When the binary already has a global subscriber.
+    pub fn install_global_trace() -> Captured {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_target(true)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
+        captured
+    }
+
     /// What was written so far, as text (lossy).
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()

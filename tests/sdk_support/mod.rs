@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod captured;
+pub mod git_server;
 pub mod images;
 pub mod moto;
 pub mod moto_seed;

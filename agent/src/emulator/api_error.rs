@@ -18,7 +18,9 @@ pub(crate) struct ApiError {
     /// Human text; never carries a token, a payload or any other secret.
     pub(crate) message: String,
     /// Extra members of the shape (`resourceId`, `retryAfterSeconds`, ...).
-    pub(crate) members: Map<String, Value>,
+    /// Boxed: the error stays small (clippy's `result_large_err`) whatever
+    /// features a build unifies into serde_json's map.
+    pub(crate) members: Box<Map<String, Value>>,
     /// Sent as the `Retry-After` header (integer seconds) when set.
     pub(crate) retry_after: Option<u32>,
 }
@@ -29,7 +31,7 @@ impl ApiError {
             name,
             status,
             message: message.into(),
-            members: Map::new(),
+            members: Box::default(),
             retry_after: None,
         }
     }
@@ -235,7 +237,7 @@ impl ApiError {
         let mut obj = Map::new();
         obj.insert("__type".into(), json!(self.name));
         obj.insert("message".into(), json!(self.message));
-        for (k, v) in &self.members {
+        for (k, v) in self.members.iter() {
             obj.insert(k.clone(), v.clone());
         }
         Value::Object(obj)

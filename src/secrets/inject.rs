@@ -1,0 +1,217 @@
+//! `secrets` injection: environment variables of sandbox processes whose
+//! values are read from Secrets Manager (through a [`SecretCache`]) at the
+//! moment each process, terminal, code cell or code context starts.
+//!
+//! The handle keeps references only. A value travels in exactly one place:
+//! the agent's per-process environment field of the request that starts
+//! the process (`ProcessConfig.envs`, `PtyStart.envs`,
+//! `ExecuteRequest.envs`, `CreateContextRequest.envs`), never in the run
+//! hook payload, metadata, tags, logs, errors or `Debug`. Errors name the
+//! environment variable, never the secret's name or its value.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Once;
+
+use futures_util::future::try_join_all;
+
+use super::{SecretCache, SecretCacheOptions, SecretRef};
+use crate::error::SandboxError;
+
+/// Environment variable -> secret reference.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub(crate) struct SecretEnv(BTreeMap<String, SecretRef>);
+
+// Variable names are not secret; the references are (names are
+// confidential selectors).
+impl fmt::Debug for SecretEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
+}
+
+impl SecretEnv {
+    pub(crate) fn insert(&mut self, variable: String, reference: SecretRef) {
+        self.0.insert(variable, reference);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every variable name by the rules of `envs`, and every reference by
+    /// the cache's rules (no I/O). `InvalidArgument` (`secrets`) names the
+    /// variable.
+    pub(crate) fn check(&self, cache: Option<&SecretCache>) -> Result<(), SandboxError> {
+        for (variable, reference) in &self.0 {
+            let bad_name = variable.is_empty()
+                || variable.chars().count() > 256
+                || variable.chars().any(char::is_control)
+                || variable.contains('=');
+            if bad_name {
+                return Err(SandboxError::invalid_argument(
+                    "secrets",
+                    "an environment variable name is empty, longer than 256 characters, or holds `=` or a control character; fix the name",
+                ));
+            }
+            let prefix = cache.map_or(super::DEFAULT_PREFIX, SecretCache::prefix);
+            reference.resolve_for_env(prefix, variable)?;
+        }
+        Ok(())
+    }
+
+    /// `self` with `over`'s entries on top (a call's secrets override the
+    /// handle's on the same variable).
+    pub(crate) fn merged(&self, over: &SecretEnv) -> SecretEnv {
+        let mut out = self.clone();
+        for (k, v) in &over.0 {
+            out.0.insert(k.clone(), v.clone());
+        }
+        out
+    }
+
+    /// `InvalidArgument` (`secrets`) when a variable is also a plain env.
+    pub(crate) fn check_disjoint<'a>(
+        &self,
+        mut envs: impl Iterator<Item = &'a String>,
+    ) -> Result<(), SandboxError> {
+        match envs.find(|name| self.0.contains_key(*name)) {
+            Some(name) => Err(both(name)),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads every value (concurrently, through the cache) and adds it to
+    /// `envs`. Fails as a whole: no value is added when one read fails.
+    pub(crate) async fn resolve_into(
+        &self,
+        cache: &SecretCache,
+        envs: &mut HashMap<String, String>,
+    ) -> Result<(), SandboxError> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        warn_once();
+        let reads = self.0.iter().map(|(variable, reference)| async move {
+            let value = cache.get_for_env(reference, variable).await?;
+            Ok::<_, SandboxError>((variable.clone(), value))
+        });
+        let values = try_join_all(reads).await?;
+        for (variable, value) in values {
+            envs.insert(variable, value.expose().to_owned());
+        }
+        Ok(())
+    }
+
+    /// Reads every value once (the cache keeps them): a missing or
+    /// unreadable secret fails here, before anything is launched.
+    pub(crate) async fn preflight(&self, cache: &SecretCache) -> Result<(), SandboxError> {
+        let mut scratch = HashMap::new();
+        self.resolve_into(cache, &mut scratch).await
+    }
+}
+
+fn both(variable: &str) -> SandboxError {
+    SandboxError::invalid_argument(
+        "secrets",
+        format!(
+            "environment variable {variable} is given both in envs and in secrets; pass it in one of them"
+        ),
+    )
+}
+
+/// Sandbox code can read every injected value (its own environment, and
+/// `/proc` for the same user): said once per process.
+fn warn_once() {
+    static WARNED: Once = Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(
+            target: "rayito::secrets",
+            "secrets injected into a sandbox are readable by the code that runs in it; inject only what that code may see"
+        );
+    });
+}
+
+/// The secrets bound to a sandbox handle (from its builder) and the cache
+/// that reads them.
+#[derive(Clone, Default)]
+pub(crate) struct HandleSecrets {
+    bound: SecretEnv,
+    /// The builder's cache; else one made on first use.
+    cache: Option<SecretCache>,
+    made: std::sync::Arc<tokio::sync::OnceCell<SecretCache>>,
+}
+
+impl fmt::Debug for HandleSecrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandleSecrets")
+            .field("bound", &self.bound)
+            .field("cache", &self.cache.is_some())
+            .finish()
+    }
+}
+
+impl HandleSecrets {
+    pub(crate) fn new(bound: SecretEnv, cache: Option<SecretCache>) -> Self {
+        Self {
+            bound,
+            cache,
+            made: std::sync::Arc::default(),
+        }
+    }
+
+    pub(crate) fn bound(&self) -> &SecretEnv {
+        &self.bound
+    }
+
+    /// The cache: the builder's, else the process-wide cache of the
+    /// client's AWS configuration (AWS backend), else one over the
+    /// environment's AWS chain (the local backend has no Secrets Manager:
+    /// `AWS_ENDPOINT_URL_SECRETS_MANAGER` or the profile decide).
+    pub(crate) async fn cache(
+        &self,
+        client: &crate::client::Client,
+    ) -> Result<SecretCache, SandboxError> {
+        if let Some(cache) = &self.cache {
+            return Ok(cache.clone());
+        }
+        self.made
+            .get_or_try_init(|| async { default_cache(client) })
+            .await
+            .cloned()
+    }
+
+    /// Injects the handle's secrets and `call`'s (which win on the same
+    /// variable) into `envs`, after checking that no variable is also a
+    /// plain env of the call. `include_bound: false` leaves the handle's
+    /// out (a code cell that is not known to be Python).
+    pub(crate) async fn inject(
+        &self,
+        client: &crate::client::Client,
+        call: &SecretEnv,
+        include_bound: bool,
+        envs: &mut HashMap<String, String>,
+    ) -> Result<(), SandboxError> {
+        let merged = if include_bound {
+            self.bound.merged(call)
+        } else {
+            call.clone()
+        };
+        if merged.is_empty() {
+            return Ok(());
+        }
+        call.check(self.cache.as_ref())?;
+        merged.check_disjoint(envs.keys())?;
+        let cache = self.cache(client).await?;
+        merged.resolve_into(&cache, envs).await
+    }
+}
+
+/// The cache of a handle whose builder gave none.
+pub(crate) fn default_cache(client: &crate::client::Client) -> Result<SecretCache, SandboxError> {
+    let backend = client.backend();
+    match (&backend.local, &backend.sdk_config) {
+        (None, Some(config)) => Ok(SecretCache::shared(config)),
+        _ => SecretCache::new(SecretCacheOptions::new()),
+    }
+}

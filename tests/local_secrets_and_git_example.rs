@@ -1,0 +1,131 @@
+//! `examples/secrets_and_git.rs` run as a new user would, on the local
+//! backend against the in-test equivalents of what docs/secrets.md and
+//! docs/git.md describe: a moto server as Secrets Manager (through
+//! `AWS_ENDPOINT_URL_SECRETS_MANAGER`, the documented variable) and
+//! `git http-backend` behind Basic auth as the remote. The example must
+//! clone, commit and push with the token it kept in Secrets Manager, print
+//! no secret, leave no secret in Secrets Manager, and land its commit on
+//! the server.
+//!
+//! Needs moto and git (`.ci/install-test-deps`); prints `SKIPPED: ...`
+//! without them.
+
+mod sdk_support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use sdk_support::git_server::{GitHttp, git, git_program, seed_repo};
+use sdk_support::moto::MotoServer;
+use sdk_support::skip::skip;
+
+const USER: &str = "example-user";
+const PASSWORD: &str = "example-canary-token-6d1f0b";
+
+/// `<target>/<profile>/examples/secrets_and_git`, built now if needed (a
+/// no-op when `cargo test` already built the examples).
+fn example_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe.parent().and_then(|d| d.parent()).expect("profile dir");
+    let target = profile_dir.parent().expect("target dir");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_owned());
+    let mut build = Command::new(cargo);
+    build
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "--quiet", "--example", "secrets_and_git"])
+        .args(["--features", "local,secrets"])
+        .arg("--target-dir")
+        .arg(target);
+    if profile_dir.file_name().and_then(|n| n.to_str()) == Some("release") {
+        build.arg("--release");
+    }
+    let status = build.status().expect("cargo runs");
+    assert!(
+        status.success(),
+        "cargo build --example secrets_and_git: {status}"
+    );
+    let binary = profile_dir.join("examples").join("secrets_and_git");
+    assert!(binary.is_file(), "no example at {}", binary.display());
+    binary
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_secrets_and_git_example_clones_commits_and_pushes() {
+    if git_program().is_none() {
+        skip("needs git with http-backend (Debian's git; .ci/install-test-deps)");
+        return;
+    }
+    let Some(moto) = tokio::task::spawn_blocking(MotoServer::start)
+        .await
+        .expect("the start task")
+    else {
+        return;
+    };
+    let root = tempfile::tempdir().expect("tempdir");
+    let bare = seed_repo(root.path(), "project.git");
+    let server = GitHttp::start(root.path(), USER, PASSWORD, Duration::ZERO).await;
+    let binary = tokio::task::spawn_blocking(example_binary)
+        .await
+        .expect("the build task");
+
+    let endpoint = moto.endpoint_url();
+    let url = server.url("project.git");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(binary)
+            .env_remove("RAYITO_BACKEND")
+            .env_remove("AWS_PROFILE")
+            .env("AWS_ENDPOINT_URL_SECRETS_MANAGER", endpoint)
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLETEST")
+            .env("AWS_SECRET_ACCESS_KEY", "dummy")
+            .env("RAYITO_EXAMPLE_GIT_URL", url)
+            .env("RAYITO_EXAMPLE_GIT_USERNAME", USER)
+            .env("RAYITO_EXAMPLE_GIT_PASSWORD", PASSWORD)
+            .env("RUST_LOG", "rayito=warn")
+            .output()
+            .expect("the example runs")
+    })
+    .await
+    .expect("the run task");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the example failed:\n{stdout}\n{stderr}"
+    );
+    for text in [&stdout, &stderr] {
+        assert!(!text.contains(PASSWORD), "the token was printed");
+        assert!(!text.contains("example-key-"), "the API key was printed");
+    }
+    assert!(
+        stdout.contains("the sandbox sees API_KEY (")
+            && stdout.contains("a Python cell sees it too ("),
+        "{stdout}"
+    );
+    assert!(stdout.contains("cloned the remote repository"), "{stdout}");
+    assert!(stdout.contains("pushed a commit"), "{stdout}");
+    assert!(
+        stdout.contains("branch main, clean: true, ahead 0"),
+        "{stdout}"
+    );
+    // The commit is on the server.
+    let log = git(&bare, &["log", "--format=%s", "main"]);
+    assert_eq!(log, "Add a file from the sandbox\nfirst\n");
+    // Every request with credentials carried the right ones; the first
+    // (without) was refused.
+    assert!(server.seen().iter().any(|s| s.authorization.is_some()));
+    // The example destroyed its secrets.
+    let raw = aws_sdk_secretsmanager::Client::new(
+        &aws_types::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .region(aws_types::region::Region::new("us-east-1"))
+            .credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(
+                aws_sdk_secretsmanager::config::Credentials::new("AKID", "dummy", None, None, "t"),
+            ))
+            .endpoint_url(moto.endpoint_url())
+            .build(),
+    );
+    let listed = raw.list_secrets().send().await.expect("list");
+    assert!(listed.secret_list().is_empty(), "secrets were left behind");
+}
