@@ -262,6 +262,9 @@ impl Agent {
                 shared: shared.clone(),
             },
         ))
+        .add_service(pb::configure_service_server::ConfigureServiceServer::new(
+            crate::configure::ConfigureServiceImpl,
+        ))
         .prepare();
         let svc = tower::ServiceBuilder::new()
             .layer(GateLayer {

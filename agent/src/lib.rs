@@ -14,6 +14,7 @@ pub mod agent;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod code;
+mod configure;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 mod filesystem;
