@@ -241,6 +241,7 @@ mod checks;
 mod client;
 mod code;
 mod commands;
+mod configure;
 mod control;
 mod files;
 pub mod git;

@@ -8,9 +8,7 @@ use rayito_agent::pb;
 use support::{TestAgent, assert_status};
 use tonic::Code;
 
-fn client(
-    t: &TestAgent,
-) -> pb::configure_service_client::ConfigureServiceClient<support::Authed> {
+fn client(t: &TestAgent) -> pb::configure_service_client::ConfigureServiceClient<support::Authed> {
     pb::configure_service_client::ConfigureServiceClient::with_interceptor(
         t.channel.clone(),
         t.interceptor(),
