@@ -35,15 +35,7 @@ fn sdk_config(endpoint: &str) -> aws_types::SdkConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_name_or_value_reaches_any_subscriber() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_target(true)
-        .with_writer(move || writer.clone())
-        .finish();
-    tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
+    let captured = Captured::install_global_trace();
 
     let Some(moto) = tokio::task::spawn_blocking(MotoServer::start)
         .await
@@ -60,13 +52,14 @@ async fn no_secret_name_or_value_reaches_any_subscriber() {
 
     let info = store.create(&name, VALUE_CANARY, &metadata).await.unwrap();
     shown.push(format!("{info:?}"));
-    shown.push(
-        store
-            .create(&name, VALUE_CANARY, &metadata)
-            .await
-            .unwrap_err()
-            .to_string(),
-    );
+    // A second create with another value: the name exists. (With the same
+    // value it is the same request again, and succeeds: the token is that
+    // of version 1.)
+    let err = store
+        .create(&name, UPDATED_CANARY, &metadata)
+        .await
+        .unwrap_err();
+    shown.push(format!("{err} {err:?}"));
     let updated = store
         .update(&name, UPDATED_CANARY, Some(&metadata))
         .await

@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use aws_sdk_secretsmanager as sm;
-use sm::config::ProvideCredentials as _;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
@@ -161,7 +160,9 @@ struct Inner {
     state: Mutex<State>,
 }
 
-/// The key of an entry.
+/// The key of an entry: (region, credentials identity, resolved
+/// `SecretId`, version selector). Region and identity are those of the
+/// cache's client, resolved once when it is made.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct Key {
     region: String,
@@ -245,7 +246,7 @@ impl SecretCache {
         options.check()?;
         let connected = Connected {
             client,
-            credentials: None,
+            identity: [0; 32],
         };
         Ok(Self::unchecked(
             options,
@@ -405,7 +406,7 @@ impl SecretCache {
                 .region()
                 .map(ToString::to_string)
                 .unwrap_or_default(),
-            identity: identity(connected).await,
+            identity: connected.identity,
             secret_id,
             selector,
         };
@@ -475,20 +476,6 @@ impl SecretCache {
                 used,
             },
         );
-    }
-}
-
-/// SHA-256 of the access key id the client signs with now (credentials
-/// can rotate under one provider); zeros when none resolve (the call then
-/// fails on its own).
-async fn identity(connected: &Connected) -> [u8; 32] {
-    use sha2::Digest as _;
-    let Some(provider) = &connected.credentials else {
-        return [0; 32];
-    };
-    match provider.provide_credentials().quiet().await {
-        Ok(credentials) => sha2::Sha256::digest(credentials.access_key_id().as_bytes()).into(),
-        Err(_) => [0; 32],
     }
 }
 

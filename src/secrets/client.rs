@@ -9,6 +9,7 @@ use sm::config::retry::RetryConfig;
 
 use crate::control::aws::{AwsControlPlane, AwsSettings};
 use crate::error::SandboxError;
+use crate::quiet::Quiet as _;
 
 /// Attempts of each Secrets Manager call: the AWS SDK's standard retry mode
 /// (throttling and transient faults, with backoff). Nothing else retries
@@ -82,15 +83,30 @@ impl Access {
         }
         Ok(Connected {
             client: sm::Client::from_conf(builder.build()),
-            credentials: sdk_config.credentials_provider(),
+            identity: identity(sdk_config.credentials_provider()).await,
         })
     }
 }
 
-/// A client and the credentials provider it signs with (the client's own
-/// config does not hand its provider back).
+/// A client and the identity of the credentials it signs with.
 #[derive(Clone, Debug)]
 pub(crate) struct Connected {
     pub client: sm::Client,
-    pub credentials: Option<aws_types::sdk_config::SharedCredentialsProvider>,
+    /// SHA-256 of the access key id (never the id itself); zeros when none
+    /// resolve (the calls then fail on their own).
+    pub identity: [u8; 32],
+}
+
+/// Resolved once, when the client is made: a provider chain may call STS
+/// or SSO to answer, and a cache hit must make no call at all.
+async fn identity(provider: Option<aws_types::sdk_config::SharedCredentialsProvider>) -> [u8; 32] {
+    use sha2::Digest as _;
+    use sm::config::ProvideCredentials as _;
+    let Some(provider) = provider else {
+        return [0; 32];
+    };
+    match provider.provide_credentials().quiet().await {
+        Ok(credentials) => sha2::Sha256::digest(credentials.access_key_id().as_bytes()).into(),
+        Err(_) => [0; 32],
+    }
 }

@@ -134,63 +134,63 @@ async fn each_aws_answer_is_pinned_and_never_repeats_aws_text() {
             status: 400,
             code: "ResourceNotFoundException",
             kind: ErrorKind::SecretNotFound,
-            message: "TODO",
+            message: "the Secrets Manager call GetSecretValue found no such secret, or it is scheduled for deletion; check the name and the store's prefix, or create the secret",
         },
         Row {
             call: "GetSecretValue",
             status: 400,
             code: "ThrottlingException",
             kind: ErrorKind::RateLimit,
-            message: "TODO",
+            message: "control plane call GetSecretValue was throttled; retry later with backoff",
         },
         Row {
             call: "GetSecretValue",
             status: 400,
             code: "AccessDeniedException",
             kind: ErrorKind::Secret,
-            message: "TODO",
+            message: "the Secrets Manager call GetSecretValue was refused (AccessDeniedException); allow the IAM action secretsmanager:GetSecretValue to the caller, and kms:Decrypt on the key of a secret encrypted with a customer managed key",
         },
         Row {
             call: "DescribeSecret",
             status: 400,
             code: "AccessDeniedException",
             kind: ErrorKind::Secret,
-            message: "TODO",
+            message: "the Secrets Manager call DescribeSecret was refused (AccessDeniedException); allow the IAM action secretsmanager:DescribeSecret to the caller, and kms:Decrypt on the key of a secret encrypted with a customer managed key",
         },
         Row {
             call: "CreateSecret",
             status: 400,
             code: "ResourceExistsException",
             kind: ErrorKind::Secret,
-            message: "TODO",
+            message: "the Secrets Manager call CreateSecret found a secret of that name already; update it, or destroy it first",
         },
         Row {
             call: "PutSecretValue",
             status: 400,
             code: "ResourceExistsException",
             kind: ErrorKind::Secret,
-            message: "TODO",
+            message: "the Secrets Manager call PutSecretValue found the new version already written by another writer; read the secret's info and update again",
         },
         Row {
             call: "PutSecretValue",
             status: 400,
             code: "LimitExceededException",
             kind: ErrorKind::Secret,
-            message: "TODO",
+            message: "the Secrets Manager call PutSecretValue hit a Secrets Manager limit (LimitExceededException); write a secret at most once every 10 minutes, or delete secrets you no longer use",
         },
         Row {
             call: "CreateSecret",
             status: 400,
             code: "EncryptionFailure",
             kind: ErrorKind::Secret,
-            message: "TODO",
+            message: "the Secrets Manager call CreateSecret failed (EncryptionFailure); check the request, and report it if it persists",
         },
         Row {
             call: "GetSecretValue",
             status: 400,
             code: "DecryptionFailure",
             kind: ErrorKind::Secret,
-            message: "TODO",
+            message: "the Secrets Manager call GetSecretValue failed (DecryptionFailure); check the request, and report it if it persists",
         },
     ];
     let mut failures = Vec::new();
@@ -209,6 +209,13 @@ async fn each_aws_answer_is_pinned_and_never_repeats_aws_text() {
         if row.kind != ErrorKind::RateLimit {
             assert_eq!(err.meta().aws_code(), Some(row.code), "{}", row.code);
         }
+        // The variant's own field.
+        if row.kind == ErrorKind::Secret {
+            assert!(
+                matches!(&err, SandboxError::Secret { aws_code: Some(code), .. } if code == row.code),
+                "{err:?}"
+            );
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -221,7 +228,11 @@ async fn errors_of_a_read_for_an_environment_variable_name_it() {
         .get_for_env(&SecretRef::from(NAME), "OPENAI_API_KEY")
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("OPENAI_API_KEY"), "{err}");
+    assert_eq!(err.kind(), ErrorKind::SecretNotFound);
+    assert_eq!(
+        err.to_string(),
+        "the Secrets Manager call GetSecretValue for environment variable OPENAI_API_KEY found no such secret, or it is scheduled for deletion; check the name and the store's prefix, or create the secret"
+    );
     no_leak(&err);
     // A bad reference too, before any call.
     let err = cache(&[])
@@ -243,7 +254,10 @@ async fn errors_of_a_read_for_an_environment_variable_name_it() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Secret, "{err}");
-    assert!(err.to_string().contains("OPENAI_API_KEY"), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "the Secrets Manager call GetSecretValue for environment variable OPENAI_API_KEY returned a binary secret, not a string; store the value as a string (SecretString) to read or inject it"
+    );
     no_leak(&err);
 }
 
@@ -310,7 +324,14 @@ async fn create_gives_up_after_60_seconds_of_deletion() {
         u32::try_from(rule.num_calls()).unwrap()
     );
     assert_eq!(err.kind(), ErrorKind::Secret, "{err}");
-    assert_eq!(err.to_string(), "TODO");
+    let message = err.to_string();
+    assert!(
+        message.starts_with("a secret of that name was still being deleted after ")
+            && message.ends_with(
+                " ms of retries; wait a minute and create it again, or choose another name"
+            ),
+        "{message}"
+    );
     no_leak(&err);
 }
 

@@ -251,7 +251,7 @@ impl SecretStore {
         options.check()?;
         let connected = Connected {
             client,
-            credentials: None,
+            identity: [0; 32],
         };
         Ok(Self::unchecked(
             options,
@@ -352,8 +352,8 @@ impl SecretStore {
         })
     }
 
-    /// Writes a new version of `name`'s value (one above the highest
-    /// rayito version, which becomes `AWSCURRENT`), and replaces the metadata when
+    /// Writes a new version of `name`'s value (one past the highest rayito
+    /// version; it becomes `AWSCURRENT`), and replaces the metadata when
     /// `metadata` is given. Two updates of one secret within 600 s log a
     /// warning once (Secrets Manager allows about one write per 10 min).
     ///
