@@ -166,7 +166,13 @@ mod tests {
         let e = window(&req(-1, 0)).unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
         assert_eq!(e.message(), msg::START_BEFORE_1970);
-        assert_eq!(window(&req(0, -1)).unwrap_err().message(), msg::END_BEFORE_1970);
-        assert_eq!(window(&req(6, 5)).unwrap_err().message(), msg::START_AFTER_END);
+        assert_eq!(
+            window(&req(0, -1)).unwrap_err().message(),
+            msg::END_BEFORE_1970
+        );
+        assert_eq!(
+            window(&req(6, 5)).unwrap_err().message(),
+            msg::START_AFTER_END
+        );
     }
 }

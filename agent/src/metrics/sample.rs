@@ -115,7 +115,16 @@ fn proc_stat_mark(text: &str) -> Option<CpuMark> {
 /// when they are of different kinds or no time passed.
 pub(crate) fn cpu_between(a: CpuMark, b: CpuMark, cpus: u32) -> f64 {
     let pct = match (a, b) {
-        (CpuMark::Proc { busy: b0, total: t0 }, CpuMark::Proc { busy: b1, total: t1 }) => {
+        (
+            CpuMark::Proc {
+                busy: b0,
+                total: t0,
+            },
+            CpuMark::Proc {
+                busy: b1,
+                total: t1,
+            },
+        ) => {
             let total = t1.saturating_sub(t0);
             if total == 0 {
                 return 0.0;
@@ -194,7 +203,10 @@ pub(crate) fn disk(root: &Path) -> (u64, u64) {
     };
     let frsize = st.f_frsize;
     let total = st.f_blocks.saturating_mul(frsize);
-    let used = st.f_blocks.saturating_sub(st.f_bfree).saturating_mul(frsize);
+    let used = st
+        .f_blocks
+        .saturating_sub(st.f_bfree)
+        .saturating_mul(frsize);
     (used, total)
 }
 
