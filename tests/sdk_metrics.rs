@@ -146,7 +146,9 @@ async fn the_query_is_refused_before_any_call() {
     let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     let cases = [
         (
-            MetricsHistoryQuery::new().start(t + Duration::from_millis(1)).end(t),
+            MetricsHistoryQuery::new()
+                .start(t + Duration::from_millis(1))
+                .end(t),
             "invalid start: start must not be after end; swap them or drop one",
         ),
         (

@@ -20,7 +20,8 @@ pub(crate) mod msg {
     /// `start` after `end`.
     pub(crate) const START_AFTER_END: &str = "start must not be after end; swap them or drop one";
     /// `max_points` of 0.
-    pub(crate) const MAX_POINTS_ZERO: &str = "max_points must be at least 1; pass None for every sample";
+    pub(crate) const MAX_POINTS_ZERO: &str =
+        "max_points must be at least 1; pass None for every sample";
 }
 
 /// One reading of a sandbox's resources.
@@ -307,9 +308,15 @@ mod tests {
         let t = UNIX_EPOCH + Duration::from_secs(10);
         let r = MetricsHistoryQuery::new().start(t).end(t).max_points(3);
         let req = r.to_request().unwrap();
-        assert_eq!((req.start_unix_ms, req.end_unix_ms, req.max_points), (10_000, 10_000, 3));
+        assert_eq!(
+            (req.start_unix_ms, req.end_unix_ms, req.max_points),
+            (10_000, 10_000, 3)
+        );
         let none = MetricsHistoryQuery::default().to_request().unwrap();
-        assert_eq!((none.start_unix_ms, none.end_unix_ms, none.max_points), (0, 0, 0));
+        assert_eq!(
+            (none.start_unix_ms, none.end_unix_ms, none.max_points),
+            (0, 0, 0)
+        );
         let late = MetricsHistoryQuery::new()
             .start(t + Duration::from_millis(1))
             .end(t);
