@@ -23,6 +23,7 @@ mod health;
 pub mod hooks;
 mod isolation;
 mod lifecycle;
+mod metrics;
 mod payload;
 pub mod persist;
 pub mod phase;
