@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// The platform's limit on `runHookPayload`.
 pub(crate) const MAX_PAYLOAD_CHARS: usize = 4_096;
@@ -18,37 +18,40 @@ pub(crate) struct LifecycleBlock {
     pub auto_resume: bool,
 }
 
-/// Builds the payload. `serde_json`'s map is a `BTreeMap` (no
-/// `preserve_order` feature), so keys come out sorted.
+/// Builds the payload. Keys are sorted by construction (a `BTreeMap`
+/// serialized in key order, nested maps built from `BTreeMap`s): not by
+/// `serde_json`'s own map, which keeps insertion order as soon as anything
+/// in the build enables its `preserve_order` feature (the AWS SDK's test
+/// utilities do).
 pub(crate) fn run_payload(
     token_sha256: &str,
     envs: &BTreeMap<String, String>,
     metadata: &BTreeMap<String, String>,
     lifecycle: Option<LifecycleBlock>,
 ) -> String {
-    let mut payload = Map::new();
-    payload.insert("v".into(), json!(1));
-    payload.insert("token_sha256".into(), json!(token_sha256));
-    payload.insert("user".into(), json!("user"));
-    payload.insert("workdir".into(), json!("/home/user"));
+    let mut payload: BTreeMap<&str, Value> = BTreeMap::new();
+    payload.insert("v", json!(1));
+    payload.insert("token_sha256", json!(token_sha256));
+    payload.insert("user", json!("user"));
+    payload.insert("workdir", json!("/home/user"));
     if !envs.is_empty() {
-        payload.insert("envs".into(), json!(envs));
+        payload.insert("envs", json!(envs));
     }
     if !metadata.is_empty() {
-        payload.insert("metadata".into(), json!(metadata));
+        payload.insert("metadata", json!(metadata));
     }
     if let Some(block) = lifecycle {
-        payload.insert(
-            "lifecycle".into(),
-            json!({
-                "auto_resume": block.auto_resume,
-                "cap_s": block.cap_s,
-                "on_timeout": if block.pause { "pause" } else { "kill" },
-                "timeout_s": block.timeout_s,
-            }),
-        );
+        let on_timeout = if block.pause { "pause" } else { "kill" };
+        let lifecycle: BTreeMap<&str, Value> = BTreeMap::from([
+            ("auto_resume", json!(block.auto_resume)),
+            ("cap_s", json!(block.cap_s)),
+            ("on_timeout", json!(on_timeout)),
+            ("timeout_s", json!(block.timeout_s)),
+        ]);
+        payload.insert("lifecycle", json!(lifecycle));
     }
-    ascii_json(&Value::Object(payload).to_string())
+    // A map of strings and JSON values always serializes.
+    ascii_json(&serde_json::to_string(&payload).unwrap_or_default())
 }
 
 /// The JSON text with every non-ASCII character escaped as `\uXXXX`
