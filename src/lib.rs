@@ -241,6 +241,7 @@ mod checks;
 mod client;
 mod code;
 mod commands;
+mod configure;
 mod control;
 mod files;
 pub mod git;
@@ -290,9 +291,9 @@ pub use pool::{
 };
 pub use pty::{Pty, PtyExit, PtyHandle, PtyOptions, PtyOutput, PtySize};
 pub use sandbox::{
-    AwsOptions, BACKEND_ENV, IdlePolicy, ListQuery, OnTimeout, Pacing, Sandbox, SandboxBuilder,
-    SandboxHost, SandboxInfo, SandboxList, SandboxState, SandboxSummary, TEMPLATE_ENV,
-    TemplateInfo,
+    AwsOptions, BACKEND_ENV, IdlePolicy, ListQuery, MetricsHistoryQuery, OnTimeout, Pacing,
+    Sandbox, SandboxBuilder, SandboxHost, SandboxInfo, SandboxList, SandboxMetrics, SandboxState,
+    SandboxSummary, TEMPLATE_ENV, TemplateInfo,
 };
 pub use secret::Secret;
 pub use size::{Size, SizeRequest};

@@ -44,6 +44,8 @@ fn sandbox_futures_are_send(sbx: &Sandbox) {
     assert_send(&sbx.set_timeout(Duration::from_secs(60)));
     assert_send(&sbx.is_running());
     assert_send(&sbx.get_info());
+    assert_send(&sbx.get_metrics());
+    assert_send(&sbx.get_metrics_history(rayito::MetricsHistoryQuery::default()));
     assert_send(&sbx.pause());
     assert_send(&sbx.resume());
     assert_send(
@@ -64,6 +66,12 @@ fn sandbox_futures_are_send(sbx: &Sandbox) {
     assert_send_static(&Sandbox::list(ListQuery::new()));
     assert_send_static(&SandboxBuilder::new().list(ListQuery::new()));
     assert_send_static(&SandboxBuilder::new().template_info());
+    assert_send_static(&Sandbox::get_metrics_by_id("microvm-1", "token"));
+    assert_send_static(&SandboxBuilder::new().get_metrics_history_by_id(
+        "microvm-1",
+        "token",
+        rayito::MetricsHistoryQuery::default(),
+    ));
 }
 
 /// The local backends build the same `Sandbox`; their builders' futures

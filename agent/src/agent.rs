@@ -100,7 +100,15 @@ pub struct AgentConfig {
     /// UNIMPLEMENTED, as an agent built before them: how the tests exercise
     /// the SDK's fallback to gRPC.
     pub transfers: bool,
+    /// How often the metrics history is sampled (default `Some(5 s)`,
+    /// [`DEFAULT_METRICS_INTERVAL`]; tests shorten it). `None` answers
+    /// Metrics and MetricsHistory UNIMPLEMENTED, as an agent built before
+    /// them: how the tests exercise the SDK's `Unimplemented`.
+    pub metrics_interval: Option<std::time::Duration>,
 }
+
+/// The metrics history's default sampling interval (5 s).
+pub const DEFAULT_METRICS_INTERVAL: std::time::Duration = crate::metrics::DEFAULT_SAMPLE_INTERVAL;
 
 impl Default for AgentConfig {
     /// A fresh root under the system temp dir, both servers on 127.0.0.1:0.
@@ -127,6 +135,7 @@ impl Default for AgentConfig {
             local_s3_endpoint: None,
             persistence: PersistenceAccess::Aws,
             transfers: true,
+            metrics_interval: Some(DEFAULT_METRICS_INTERVAL),
         }
     }
 }
@@ -227,9 +236,13 @@ impl Agent {
             shared.code.prestart();
         }
 
+        let metrics = config
+            .metrics_interval
+            .map(|every| (every, Arc::new(crate::metrics::Metrics::new(&shared))));
         let routes = tonic::service::Routes::new(
             pb::health_service_server::HealthServiceServer::new(HealthServiceImpl {
                 shared: shared.clone(),
+                metrics: metrics.as_ref().map(|(_, m)| m.clone()),
             }),
         )
         .add_service(
@@ -262,6 +275,9 @@ impl Agent {
                 shared: shared.clone(),
             },
         ))
+        .add_service(pb::configure_service_server::ConfigureServiceServer::new(
+            crate::configure::ConfigureServiceImpl,
+        ))
         .prepare();
         let svc = tower::ServiceBuilder::new()
             .layer(GateLayer {
@@ -286,6 +302,9 @@ impl Agent {
                 .await;
         }));
         let deadline_timer = Some(tokio::spawn(deadline_timer(shared.clone())));
+        if let Some((every, metrics)) = metrics {
+            tasks.push(tokio::spawn(metrics.run_sampler(shared.clone(), every)));
+        }
 
         Ok(Agent {
             shared,

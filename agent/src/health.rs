@@ -1,5 +1,6 @@
 //! `rayito.v1.HealthService`: readiness and guest facts. Health is the one
-//! anonymous RPC; Metrics and MetricsHistory are not implemented locally.
+//! anonymous RPC; Metrics and MetricsHistory answer from `crate::metrics`
+//! (UNIMPLEMENTED on an agent started without metrics, as an old agent).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -28,6 +29,9 @@ pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 #[derive(Clone, Debug)]
 pub(crate) struct HealthServiceImpl {
     pub(crate) shared: Arc<Shared>,
+    /// `None`: Metrics and MetricsHistory answer UNIMPLEMENTED
+    /// (`AgentConfig::metrics_interval`).
+    pub(crate) metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 /// Total memory from /proc/meminfo (0 where it cannot be read).
@@ -116,17 +120,23 @@ impl pb::health_service_server::HealthService for HealthServiceImpl {
         &self,
         _request: Request<pb::MetricsRequest>,
     ) -> Result<Response<pb::MetricsResponse>, Status> {
-        Err(Status::unimplemented(
-            "Metrics is not implemented by the local agent",
-        ))
+        match &self.metrics {
+            Some(metrics) => Ok(Response::new(metrics.snapshot().await)),
+            None => Err(Status::unimplemented(
+                "Metrics is not implemented by this agent",
+            )),
+        }
     }
 
     async fn metrics_history(
         &self,
-        _request: Request<pb::MetricsHistoryRequest>,
+        request: Request<pb::MetricsHistoryRequest>,
     ) -> Result<Response<pb::MetricsHistoryResponse>, Status> {
-        Err(Status::unimplemented(
-            "MetricsHistory is not implemented by the local agent",
-        ))
+        match &self.metrics {
+            Some(metrics) => metrics.history(request.get_ref()).map(Response::new),
+            None => Err(Status::unimplemented(
+                "MetricsHistory is not implemented by this agent",
+            )),
+        }
     }
 }

@@ -14,6 +14,7 @@ pub mod agent;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod code;
+mod configure;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 mod filesystem;
@@ -22,6 +23,7 @@ mod health;
 pub mod hooks;
 mod isolation;
 mod lifecycle;
+mod metrics;
 mod payload;
 pub mod persist;
 pub mod phase;

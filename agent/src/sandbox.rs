@@ -319,6 +319,12 @@ impl SandboxEnv {
             .map_or(0, SandboxCgroup::oom_kills)
     }
 
+    /// The sandbox's cgroup v2 directory, where it has one (the metrics
+    /// read its `cpu.stat` and `memory.*`).
+    pub(crate) fn cgroup_dir(&self) -> Option<PathBuf> {
+        self.inner.cgroup.as_ref().map(|c| c.dir().to_path_buf())
+    }
+
     /// The memory limit in force, in bytes.
     pub(crate) fn memory_max_bytes(&self) -> Option<u64> {
         self.containment().limits.memory_max_bytes

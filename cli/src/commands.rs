@@ -47,6 +47,19 @@ pub enum SandboxCommand {
         /// The sandbox id.
         id: String,
     },
+    /// CPU, memory and disk use of a running sandbox (its agent's
+    /// sample), once or every `--interval` seconds with `--follow`.
+    Metrics {
+        /// The sandbox id.
+        id: String,
+        /// Keep printing a sample every `--interval` seconds until stopped.
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// Seconds between samples with `--follow` (1 to 3600).
+        #[arg(long, value_name = "SECS", default_value_t = 5,
+              value_parser = clap::value_parser!(u64).range(1..=3600))]
+        interval: u64,
+    },
     /// Terminates a sandbox and forgets its token.
     Kill {
         /// The sandbox id.
@@ -267,6 +280,24 @@ async fn dispatch(
             });
             print_record(format, &value);
             Ok(0)
+        }
+        SandboxCommand::Metrics {
+            id,
+            follow,
+            interval,
+        } => {
+            let sandbox = backend.connect(&id).await?;
+            loop {
+                let m = sandbox.get_metrics().await?;
+                print_record(format, &metrics_json(&id, &m));
+                if !follow {
+                    return Ok(0);
+                }
+                if format == Format::Text {
+                    println!();
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(interval)).await;
+            }
         }
         SandboxCommand::Kill { id } => {
             let killed = backend.builder().kill_by_id(&id).await?;
@@ -603,6 +634,27 @@ async fn files_command(
         }
     }
     Ok(0)
+}
+
+/// One metrics sample as a record (`mem_cache_bytes` only when the agent
+/// reports it).
+fn metrics_json(id: &str, m: &rayito::SandboxMetrics) -> Value {
+    let mut value = json!({
+        "sandbox_id": id,
+        "timestamp": output::unix(Some(m.timestamp)),
+        "cpu_count": m.cpu_count,
+        "cpu_used_pct": (m.cpu_used_pct * 10.0).round() / 10.0,
+        "mem_used_bytes": m.mem_used_bytes,
+        "mem_total_bytes": m.mem_total_bytes,
+        "disk_used_bytes": m.disk_used_bytes,
+        "disk_total_bytes": m.disk_total_bytes,
+    });
+    if m.mem_cache_bytes != 0
+        && let Value::Object(map) = &mut value
+    {
+        map.insert("mem_cache_bytes".to_owned(), json!(m.mem_cache_bytes));
+    }
+    value
 }
 
 fn print_record(format: Format, value: &Value) {

@@ -134,6 +134,22 @@ fn a_local_session_from_create_to_kill() {
             .ends_with(":microvm-image:rayito-base")
     );
 
+    // metrics: one sample of the agent's readings.
+    let m = s.json(&["sandbox", "metrics", &id, "--output", "json"]);
+    assert_eq!(m["sandbox_id"], id.as_str());
+    assert!(m["cpu_count"].as_u64().unwrap() >= 1, "{m}");
+    let (used, total) = (
+        m["mem_used_bytes"].as_u64().unwrap(),
+        m["mem_total_bytes"].as_u64().unwrap(),
+    );
+    assert!(0 < used && used < total, "{m}");
+    assert!(m["disk_total_bytes"].as_u64().unwrap() > 0, "{m}");
+    let text = s.run(&["sandbox", "metrics", &id]);
+    assert!(text.status.success());
+    assert!(String::from_utf8_lossy(&text.stdout).contains("cpu_used_pct: "));
+    let bad = s.run(&["sandbox", "metrics", &id, "--follow", "--interval", "0"]);
+    assert_eq!(bad.status.code(), Some(2), "a usage error");
+
     // exec: output streamed, the exit code passed through.
     let out = s.run(&[
         "sandbox",

@@ -15,6 +15,12 @@ const PROTOS: &[&str] = &[
     "rayito/v1/filesystem.proto",
     "rayito/v1/code.proto",
     "rayito/v1/pty.proto",
+    "rayito/v1/s3_mounts.proto",
+    "rayito/v1/efs_volumes.proto",
+    "rayito/v1/lifecycle_events.proto",
+    "rayito/v1/telemetry_export.proto",
+    "rayito/v1/secret_gateway.proto",
+    "rayito/v1/configure.proto",
 ];
 
 /// Payload fields generated as `bytes::Bytes` instead of `Vec<u8>`: a file's

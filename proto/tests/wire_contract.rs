@@ -22,6 +22,12 @@ fn ours() -> FileDescriptorSet {
         "rayito/v1/filesystem.proto",
         "rayito/v1/code.proto",
         "rayito/v1/pty.proto",
+        "rayito/v1/s3_mounts.proto",
+        "rayito/v1/efs_volumes.proto",
+        "rayito/v1/lifecycle_events.proto",
+        "rayito/v1/telemetry_export.proto",
+        "rayito/v1/secret_gateway.proto",
+        "rayito/v1/configure.proto",
     ];
     let compiled =
         protox::compile(files, [env!("CARGO_MANIFEST_DIR")]).expect("our protos compile");
@@ -237,15 +243,36 @@ fn our_files_are_the_ones_the_contract_requires() {
         [
             "rayito/v1/code.proto",
             "rayito/v1/common.proto",
+            "rayito/v1/configure.proto",
+            "rayito/v1/efs_volumes.proto",
             "rayito/v1/features.proto",
             "rayito/v1/filesystem.proto",
             "rayito/v1/health.proto",
             "rayito/v1/lifecycle.proto",
+            "rayito/v1/lifecycle_events.proto",
             "rayito/v1/network.proto",
             "rayito/v1/process.proto",
             "rayito/v1/pty.proto",
+            "rayito/v1/s3_mounts.proto",
+            "rayito/v1/secret_gateway.proto",
+            "rayito/v1/telemetry_export.proto",
         ]
     );
+}
+
+/// The reference set holds nothing we lack: all 15 files are compared.
+#[test]
+fn every_reference_file_is_ours() {
+    let ours: Vec<String> = ours().file.iter().map(|f| f.name().to_string()).collect();
+    let reference = reference();
+    let missing: Vec<&str> = reference
+        .file
+        .iter()
+        .map(|f| f.name())
+        .filter(|n| !ours.iter().any(|o| o == n))
+        .collect();
+    assert!(missing.is_empty(), "reference files we lack: {missing:?}");
+    assert_eq!(reference.file.len(), 15);
 }
 
 #[test]
@@ -265,6 +292,8 @@ fn services_are_served_under_the_reference_paths() {
         "/rayito.v1.FilesystemService/Write",
         "/rayito.v1.CodeService/Execute",
         "/rayito.v1.LifecycleService/SetTimeout",
+        "/rayito.v1.ConfigureService/Configure",
+        "/rayito.v1.ConfigureService/ConfigureStatus",
     ] {
         assert!(paths.iter().any(|x| x == p), "{p} is not served");
     }
@@ -313,6 +342,23 @@ fn the_comparison_detects_every_kind_of_drift() {
         (
             "streaming kind",
             Box::new(|s| file(s, "filesystem").service[0].method[1].client_streaming = Some(false)),
+        ),
+        (
+            "oneof membership in a section file",
+            Box::new(|s| {
+                let m = file(s, "telemetry_export")
+                    .message_type
+                    .iter_mut()
+                    .find(|m| m.name() == "TelemetryExportConfig")
+                    .expect("message in the reference");
+                for f in m.field.iter_mut().filter(|f| f.name() == "bearer") {
+                    f.oneof_index = None;
+                }
+            }),
+        ),
+        (
+            "section enum value",
+            Box::new(|s| file(s, "configure").enum_type[1].value[3].number = Some(9)),
         ),
         (
             "missing message",

@@ -201,6 +201,20 @@ fn corpus() -> Vec<SandboxError> {
         SandboxError::git_auth("push", true),
         SandboxError::git_auth_rewrite("pull"),
         SandboxError::git_upstream("push"),
+        SandboxError::configure_invalid("s3_mounts", "BadMountPath"),
+        SandboxError::configure_failed("efs_volumes", ""),
+        SandboxError::configure_unimplemented(
+            "telemetry_export",
+            super::map::configure::NotAvailable::NoFeatures,
+        ),
+        SandboxError::configure_unimplemented(
+            "secret_gateway",
+            super::map::configure::NotAvailable::SectionOff,
+        ),
+        SandboxError::configure_unimplemented(
+            "lifecycle_events",
+            super::map::configure::NotAvailable::Unsupported,
+        ),
         SandboxError::sandbox_index("BatchGetItem", Some("ResourceNotFoundException")),
         SandboxError::sandbox_index("PutItem", None),
         SandboxError::index_unprocessed("BatchGetItem", 6),
@@ -355,6 +369,9 @@ fn every_message_comes_from_a_template_and_every_template_is_used() {
     let fragments = [
         "grpc.unimplemented_reason",
         "sdk.lifecycle_unmanaged_reason",
+        "configure.no_features_reason",
+        "configure.section_off_reason",
+        "configure.unsupported_reason",
     ];
     for t in ALL.iter().filter(|t| !fragments.contains(&t.id)) {
         assert!(

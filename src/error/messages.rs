@@ -303,6 +303,17 @@ templates! {
         "git {action} did not send the credentials: the sandbox's git configuration rewrites URLs (url.*.insteadOf or pushInsteadOf), so they could reach another server; remove the rewriting, then retry";
     GIT_UPSTREAM = "git.upstream" =>
         "git {action} found no upstream branch; pass a remote and a branch, or set the upstream (push with set_upstream, or git branch --set-upstream-to)";
+
+    CONFIGURE_INVALID = "configure.invalid" =>
+        "{feature}: {cause}; the agent refused the section's settings and applied nothing of it, fix them and apply the section again";
+    CONFIGURE_FAILED = "configure.failed" =>
+        "{feature}: {cause}; the agent could not apply the section, apply it again or check the sandbox";
+    CONFIGURE_NO_FEATURES_REASON = "configure.no_features_reason" =>
+        "the agent in this image reports no optional features (needs ConfigureSandbox); publish an image with a newer agent";
+    CONFIGURE_SECTION_OFF_REASON = "configure.section_off_reason" =>
+        "the agent in this sandbox does not offer this section (its feature flag in Health is false); use an image whose agent supports it";
+    CONFIGURE_UNSUPPORTED_REASON = "configure.unsupported_reason" =>
+        "the agent in this sandbox answered that it does not support this section (UNSUPPORTED); use an image whose agent supports it";
 }
 
 impl Template {

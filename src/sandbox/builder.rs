@@ -861,6 +861,67 @@ impl SandboxBuilder {
         self.client.client().await?.get_info_by_id(sandbox_id).await
     }
 
+    /// The resources of the RUNNING sandbox `sandbox_id` now, without a
+    /// handle (see [`Sandbox::get_metrics`]): GetMicrovm, one proxy token,
+    /// then Metrics with `access_token`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`sandbox_id`, `access_token`) before any call;
+    /// `SandboxNotFound` for a terminated sandbox; `SandboxState` for one
+    /// that is not running (before any proxy token is minted);
+    /// `Unimplemented` (feature `get_metrics`) from an agent without it.
+    pub async fn get_metrics_by_id(
+        self,
+        sandbox_id: &str,
+        access_token: impl Into<Secret>,
+    ) -> Result<super::SandboxMetrics, SandboxError> {
+        let access_token: Secret = access_token.into();
+        boxed!(Result<super::SandboxMetrics, SandboxError>, {
+            check_sandbox_id(sandbox_id)?;
+            decode_access_token(&access_token).map_err(|_| bad_token())?;
+            let client = self.client.client().await?;
+            super::metrics::snapshot_by_id(
+                &client,
+                sandbox_id,
+                access_token,
+                self.options.request_timeout,
+            )
+            .await
+        })
+    }
+
+    /// The sampled history of the RUNNING sandbox `sandbox_id`, without a
+    /// handle (see [`Sandbox::get_metrics_history`]).
+    ///
+    /// # Errors
+    /// As [`Self::get_metrics_by_id`]; `InvalidArgument` for `query` (see
+    /// [`Sandbox::get_metrics_history`]) before any call; `Unimplemented`
+    /// (feature `get_metrics_history`) from an agent without it.
+    pub async fn get_metrics_history_by_id(
+        self,
+        sandbox_id: &str,
+        access_token: impl Into<Secret>,
+        query: super::MetricsHistoryQuery,
+    ) -> Result<Vec<super::SandboxMetrics>, SandboxError> {
+        let access_token: Secret = access_token.into();
+        boxed!(Result<Vec<super::SandboxMetrics>, SandboxError>, {
+            check_sandbox_id(sandbox_id)?;
+            let client_query = query;
+            // The query and token are checked before the client is built.
+            super::metrics::check_query(&client_query)?;
+            decode_access_token(&access_token).map_err(|_| bad_token())?;
+            let client = self.client.client().await?;
+            super::metrics::history_by_id(
+                &client,
+                sandbox_id,
+                access_token,
+                &client_query,
+                self.options.request_timeout,
+            )
+            .await
+        })
+    }
+
     /// Resumes the paused sandbox `sandbox_id` without a handle:
     /// ResumeMicrovm, then GetMicrovm every 0.5 s until RUNNING (within the
     /// ready timeout). A running sandbox is left as it is.
@@ -984,7 +1045,7 @@ impl SandboxBuilder {
     }
 }
 
-fn bad_token() -> SandboxError {
+pub(super) fn bad_token() -> SandboxError {
     SandboxError::invalid_argument(
         "access_token",
         "the access token must be base64url without padding and decode to at least 16 bytes; pass the token the sandbox was created with",

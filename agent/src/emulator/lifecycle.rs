@@ -134,6 +134,7 @@ async fn prepare(
         // Never AWS's: the sandbox's role is known at RunMicrovm ([`create`]).
         persistence: PersistenceAccess::Local(None),
         transfers: shared.settings.agent_transfers,
+        metrics_interval: shared.settings.agent_metrics,
         ..AgentConfig::default()
     };
     let agent = match Agent::start(config).await {

@@ -149,6 +149,10 @@ pub struct EmulatorConfig {
     /// UNIMPLEMENTED, as agents built before them (see
     /// `AgentConfig::transfers`).
     pub agent_transfers: bool,
+    /// Every MicroVM agent's metrics history interval (default `Some(5 s)`;
+    /// see `AgentConfig::metrics_interval`); `None` starts agents that answer
+    /// Metrics and MetricsHistory UNIMPLEMENTED, as agents built before them.
+    pub agent_metrics: Option<Duration>,
 }
 
 impl Default for EmulatorConfig {
@@ -170,6 +174,7 @@ impl Default for EmulatorConfig {
             sandbox_limits: SandboxLimits::default(),
             access_keys: vec![AccessKey::generate()],
             agent_transfers: true,
+            agent_metrics: Some(crate::agent::DEFAULT_METRICS_INTERVAL),
         }
     }
 }
@@ -264,6 +269,7 @@ impl Emulator {
                 access_keys: config.access_keys,
                 s3_addr,
                 agent_transfers: config.agent_transfers,
+                agent_metrics: config.agent_metrics,
             },
             tls,
             tokio::runtime::Handle::current(),

@@ -49,6 +49,8 @@ pub(crate) struct Settings {
     pub(crate) s3_addr: SocketAddr,
     /// Whether agents serve transfers (`EmulatorConfig::agent_transfers`).
     pub(crate) agent_transfers: bool,
+    /// The agents' metrics sampling (`EmulatorConfig::agent_metrics`).
+    pub(crate) agent_metrics: Option<std::time::Duration>,
 }
 
 impl Settings {

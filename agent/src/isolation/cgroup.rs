@@ -372,6 +372,11 @@ impl SandboxCgroup {
         true
     }
 
+    /// The cgroup v2 directory (what the metrics read).
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The limits in force on this cgroup.
     pub(crate) fn limits(&self) -> SandboxLimits {
         self.applied

@@ -1310,3 +1310,443 @@ pub struct KillPtyRequest {
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct KillPtyResponse {}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct S3MountsConfig {
+    #[prost(message, repeated, tag = "1")]
+    pub mounts: ::prost::alloc::vec::Vec<S3Mount>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct S3Mount {
+    #[prost(string, tag = "1")]
+    pub mount_path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub bucket: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub prefix: ::prost::alloc::string::String,
+    #[prost(bool, tag = "4")]
+    pub read_only: bool,
+    #[prost(bool, tag = "5")]
+    pub allow_overwrite: bool,
+    #[prost(bool, tag = "6")]
+    pub allow_delete: bool,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct S3MountsStatus {
+    #[prost(message, repeated, tag = "1")]
+    pub mounts: ::prost::alloc::vec::Vec<S3MountState>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct S3MountState {
+    #[prost(string, tag = "1")]
+    pub mount_path: ::prost::alloc::string::String,
+    #[prost(enumeration = "S3MountPhase", tag = "2")]
+    pub phase: i32,
+    /// A class name only, never the agent's message (it could name a bucket or key).
+    #[prost(string, tag = "3")]
+    pub error_class: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum S3MountPhase {
+    Unspecified = 0,
+    Pending = 1,
+    Mounted = 2,
+    Failed = 3,
+}
+impl S3MountPhase {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "S3_MOUNT_PHASE_UNSPECIFIED",
+            Self::Pending => "S3_MOUNT_PHASE_PENDING",
+            Self::Mounted => "S3_MOUNT_PHASE_MOUNTED",
+            Self::Failed => "S3_MOUNT_PHASE_FAILED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "S3_MOUNT_PHASE_UNSPECIFIED" => Some(Self::Unspecified),
+            "S3_MOUNT_PHASE_PENDING" => Some(Self::Pending),
+            "S3_MOUNT_PHASE_MOUNTED" => Some(Self::Mounted),
+            "S3_MOUNT_PHASE_FAILED" => Some(Self::Failed),
+            _ => None,
+        }
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct EfsVolumesConfig {
+    #[prost(message, repeated, tag = "1")]
+    pub mounts: ::prost::alloc::vec::Vec<EfsVolumeMount>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct EfsVolumeMount {
+    #[prost(string, tag = "1")]
+    pub mount_path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub file_system_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub access_point_id: ::prost::alloc::string::String,
+    #[prost(bool, tag = "4")]
+    pub read_only: bool,
+    #[prost(string, tag = "5")]
+    pub mount_target_ip: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct EfsVolumesStatus {
+    #[prost(message, repeated, tag = "1")]
+    pub volumes: ::prost::alloc::vec::Vec<EfsVolumeStatus>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct EfsVolumeStatus {
+    #[prost(string, tag = "1")]
+    pub mount_path: ::prost::alloc::string::String,
+    #[prost(enumeration = "EfsVolumeState", tag = "2")]
+    pub state: i32,
+    #[prost(string, tag = "3")]
+    pub last_error_class: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum EfsVolumeState {
+    Unspecified = 0,
+    Requested = 1,
+    Mounting = 2,
+    Mounted = 3,
+    Degraded = 4,
+    Remounting = 5,
+    Unmounted = 6,
+    Failed = 7,
+}
+impl EfsVolumeState {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "EFS_VOLUME_STATE_UNSPECIFIED",
+            Self::Requested => "EFS_VOLUME_STATE_REQUESTED",
+            Self::Mounting => "EFS_VOLUME_STATE_MOUNTING",
+            Self::Mounted => "EFS_VOLUME_STATE_MOUNTED",
+            Self::Degraded => "EFS_VOLUME_STATE_DEGRADED",
+            Self::Remounting => "EFS_VOLUME_STATE_REMOUNTING",
+            Self::Unmounted => "EFS_VOLUME_STATE_UNMOUNTED",
+            Self::Failed => "EFS_VOLUME_STATE_FAILED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "EFS_VOLUME_STATE_UNSPECIFIED" => Some(Self::Unspecified),
+            "EFS_VOLUME_STATE_REQUESTED" => Some(Self::Requested),
+            "EFS_VOLUME_STATE_MOUNTING" => Some(Self::Mounting),
+            "EFS_VOLUME_STATE_MOUNTED" => Some(Self::Mounted),
+            "EFS_VOLUME_STATE_DEGRADED" => Some(Self::Degraded),
+            "EFS_VOLUME_STATE_REMOUNTING" => Some(Self::Remounting),
+            "EFS_VOLUME_STATE_UNMOUNTED" => Some(Self::Unmounted),
+            "EFS_VOLUME_STATE_FAILED" => Some(Self::Failed),
+            _ => None,
+        }
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LifecycleEventsConfig {
+    /// Key material: never logged, never echoed in a status.
+    #[prost(bytes = "vec", tag = "1")]
+    pub sandbox_key: ::prost::alloc::vec::Vec<u8>,
+    #[prost(string, tag = "2")]
+    pub sandbox_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub image_arn: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub image_version: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LifecycleEventsStatus {
+    #[prost(uint64, tag = "1")]
+    pub emitted: u64,
+    #[prost(uint64, tag = "2")]
+    pub dropped: u64,
+    #[prost(string, tag = "3")]
+    pub last_error_class: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct TelemetryExportConfig {
+    #[prost(uint32, tag = "1")]
+    pub interval_s: u32,
+    #[prost(string, tag = "2")]
+    pub service_name: ::prost::alloc::string::String,
+    #[prost(enumeration = "TelemetryExportNameStyle", tag = "3")]
+    pub names: i32,
+    #[prost(string, tag = "6")]
+    pub image_arn: ::prost::alloc::string::String,
+    #[prost(string, tag = "7")]
+    pub image_version: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "8")]
+    pub image_memory_mib: u32,
+    /// How the exporter signs its requests.
+    #[prost(oneof = "telemetry_export_config::Auth", tags = "4, 5")]
+    pub auth: ::core::option::Option<telemetry_export_config::Auth>,
+}
+/// Nested message and enum types in `TelemetryExportConfig`.
+pub mod telemetry_export_config {
+    /// How the exporter signs its requests.
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Auth {
+        #[prost(message, tag = "4")]
+        ExecutionRole(super::TelemetryExportExecutionRoleAuth),
+        #[prost(message, tag = "5")]
+        Bearer(super::TelemetryExportBearerAuth),
+    }
+}
+/// SigV4 with the sandbox's execution role; nothing to carry.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct TelemetryExportExecutionRoleAuth {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct TelemetryExportBearerAuth {
+    /// Travels only in Configure; never logged or reported back.
+    #[prost(string, tag = "1")]
+    pub token: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct TelemetryExportStatus {
+    #[prost(uint64, tag = "1")]
+    pub exported: u64,
+    #[prost(uint64, tag = "2")]
+    pub dropped: u64,
+    #[prost(string, tag = "3")]
+    pub last_error_class: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum TelemetryExportNameStyle {
+    Unspecified = 0,
+    Rayito = 1,
+    E2b = 2,
+}
+impl TelemetryExportNameStyle {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "TELEMETRY_EXPORT_NAME_STYLE_UNSPECIFIED",
+            Self::Rayito => "TELEMETRY_EXPORT_NAME_STYLE_RAYITO",
+            Self::E2b => "TELEMETRY_EXPORT_NAME_STYLE_E2B",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "TELEMETRY_EXPORT_NAME_STYLE_UNSPECIFIED" => Some(Self::Unspecified),
+            "TELEMETRY_EXPORT_NAME_STYLE_RAYITO" => Some(Self::Rayito),
+            "TELEMETRY_EXPORT_NAME_STYLE_E2B" => Some(Self::E2b),
+            _ => None,
+        }
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SecretGatewayConfig {
+    #[prost(message, repeated, tag = "1")]
+    pub routes: ::prost::alloc::vec::Vec<SecretGatewayRoute>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SecretGatewayRoute {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub upstream: ::prost::alloc::string::String,
+    /// Header name to secret value; values are never logged or reported back.
+    #[prost(map = "string, string", tag = "3")]
+    pub headers: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    #[prost(message, repeated, tag = "4")]
+    pub allow: ::prost::alloc::vec::Vec<SecretGatewayAllowRule>,
+    #[prost(uint32, tag = "5")]
+    pub rate_per_minute: u32,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SecretGatewayAllowRule {
+    #[prost(string, tag = "1")]
+    pub method: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub path: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SecretGatewayStatus {
+    #[prost(message, repeated, tag = "1")]
+    pub routes: ::prost::alloc::vec::Vec<SecretGatewayRouteStatus>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SecretGatewayRouteStatus {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "2")]
+    pub port: u32,
+    #[prost(enumeration = "SecretGatewayRouteState", tag = "3")]
+    pub state: i32,
+    #[prost(string, tag = "4")]
+    pub last_error_class: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum SecretGatewayRouteState {
+    Unspecified = 0,
+    Listening = 1,
+    Failed = 2,
+}
+impl SecretGatewayRouteState {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "SECRET_GATEWAY_ROUTE_STATE_UNSPECIFIED",
+            Self::Listening => "SECRET_GATEWAY_ROUTE_STATE_LISTENING",
+            Self::Failed => "SECRET_GATEWAY_ROUTE_STATE_FAILED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "SECRET_GATEWAY_ROUTE_STATE_UNSPECIFIED" => Some(Self::Unspecified),
+            "SECRET_GATEWAY_ROUTE_STATE_LISTENING" => Some(Self::Listening),
+            "SECRET_GATEWAY_ROUTE_STATE_FAILED" => Some(Self::Failed),
+            _ => None,
+        }
+    }
+}
+/// A section left unset is not touched; each set one gets a SectionResult.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ConfigureRequest {
+    /// Fresh per apply (UUID hex), so a retried call is recognisable.
+    #[prost(string, tag = "1")]
+    pub request_id: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "2")]
+    pub s3_mounts: ::core::option::Option<S3MountsConfig>,
+    #[prost(message, optional, tag = "3")]
+    pub efs_volumes: ::core::option::Option<EfsVolumesConfig>,
+    #[prost(message, optional, tag = "4")]
+    pub lifecycle_events: ::core::option::Option<LifecycleEventsConfig>,
+    #[prost(message, optional, tag = "5")]
+    pub telemetry_export: ::core::option::Option<TelemetryExportConfig>,
+    #[prost(message, optional, tag = "6")]
+    pub secret_gateway: ::core::option::Option<SecretGatewayConfig>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ConfigureResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub results: ::prost::alloc::vec::Vec<SectionResult>,
+    #[prost(uint64, tag = "2")]
+    pub config_generation: u64,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SectionResult {
+    #[prost(enumeration = "ConfigSection", tag = "1")]
+    pub section: i32,
+    #[prost(enumeration = "SectionCode", tag = "2")]
+    pub code: i32,
+    /// A class name only, never free text from the agent.
+    #[prost(string, tag = "3")]
+    pub error_class: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ConfigureStatusRequest {}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ConfigureStatusResponse {
+    #[prost(message, optional, tag = "1")]
+    pub s3_mounts: ::core::option::Option<S3MountsStatus>,
+    #[prost(message, optional, tag = "2")]
+    pub efs_volumes: ::core::option::Option<EfsVolumesStatus>,
+    #[prost(message, optional, tag = "3")]
+    pub lifecycle_events: ::core::option::Option<LifecycleEventsStatus>,
+    #[prost(message, optional, tag = "4")]
+    pub telemetry_export: ::core::option::Option<TelemetryExportStatus>,
+    #[prost(message, optional, tag = "5")]
+    pub secret_gateway: ::core::option::Option<SecretGatewayStatus>,
+}
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum ConfigSection {
+    Unspecified = 0,
+    S3Mounts = 1,
+    EfsVolumes = 2,
+    LifecycleEvents = 3,
+    TelemetryExport = 4,
+    SecretGateway = 5,
+}
+impl ConfigSection {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "CONFIG_SECTION_UNSPECIFIED",
+            Self::S3Mounts => "CONFIG_SECTION_S3_MOUNTS",
+            Self::EfsVolumes => "CONFIG_SECTION_EFS_VOLUMES",
+            Self::LifecycleEvents => "CONFIG_SECTION_LIFECYCLE_EVENTS",
+            Self::TelemetryExport => "CONFIG_SECTION_TELEMETRY_EXPORT",
+            Self::SecretGateway => "CONFIG_SECTION_SECRET_GATEWAY",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "CONFIG_SECTION_UNSPECIFIED" => Some(Self::Unspecified),
+            "CONFIG_SECTION_S3_MOUNTS" => Some(Self::S3Mounts),
+            "CONFIG_SECTION_EFS_VOLUMES" => Some(Self::EfsVolumes),
+            "CONFIG_SECTION_LIFECYCLE_EVENTS" => Some(Self::LifecycleEvents),
+            "CONFIG_SECTION_TELEMETRY_EXPORT" => Some(Self::TelemetryExport),
+            "CONFIG_SECTION_SECRET_GATEWAY" => Some(Self::SecretGateway),
+            _ => None,
+        }
+    }
+}
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum SectionCode {
+    Unspecified = 0,
+    Applied = 1,
+    /// Accepted; ConfigureStatus tells when it takes effect.
+    Pending = 2,
+    Unsupported = 3,
+    Invalid = 4,
+    Failed = 5,
+}
+impl SectionCode {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "SECTION_CODE_UNSPECIFIED",
+            Self::Applied => "SECTION_CODE_APPLIED",
+            Self::Pending => "SECTION_CODE_PENDING",
+            Self::Unsupported => "SECTION_CODE_UNSUPPORTED",
+            Self::Invalid => "SECTION_CODE_INVALID",
+            Self::Failed => "SECTION_CODE_FAILED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "SECTION_CODE_UNSPECIFIED" => Some(Self::Unspecified),
+            "SECTION_CODE_APPLIED" => Some(Self::Applied),
+            "SECTION_CODE_PENDING" => Some(Self::Pending),
+            "SECTION_CODE_UNSUPPORTED" => Some(Self::Unsupported),
+            "SECTION_CODE_INVALID" => Some(Self::Invalid),
+            "SECTION_CODE_FAILED" => Some(Self::Failed),
+            _ => None,
+        }
+    }
+}

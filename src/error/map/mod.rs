@@ -15,6 +15,7 @@
 
 pub(crate) mod agent;
 pub(crate) mod aws;
+pub(crate) mod configure;
 pub(crate) mod grpc;
 pub(crate) mod index;
 pub(crate) mod persistence;

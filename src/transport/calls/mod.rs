@@ -3,6 +3,7 @@
 //! unary ones all go through [`AgentConn::unary`].
 
 mod code;
+mod configure;
 mod filesystem;
 mod health;
 mod lifecycle;
@@ -27,6 +28,7 @@ use super::{AgentConn, ConnectRetry, MAX_MESSAGE_BYTES};
 use crate::error::SandboxError;
 use crate::error::map::grpc::CallContext;
 use crate::pb::code_service_client::CodeServiceClient;
+use crate::pb::configure_service_client::ConfigureServiceClient;
 use crate::pb::filesystem_service_client::FilesystemServiceClient;
 use crate::pb::health_service_client::HealthServiceClient;
 use crate::pb::lifecycle_service_client::LifecycleServiceClient;
@@ -56,6 +58,7 @@ macro_rules! agent_clients {
 
 agent_clients!(
     CodeServiceClient,
+    ConfigureServiceClient,
     FilesystemServiceClient,
     HealthServiceClient,
     LifecycleServiceClient,

@@ -1,0 +1,130 @@
+//! ConfigureService through real gRPC: the local agent implements no section
+//! yet, so each section asked is answered UNSUPPORTED, nothing is applied,
+//! and the call needs the access token like every RPC but Health.
+
+mod support;
+
+use rayito_agent::pb;
+use support::{TestAgent, assert_status};
+use tonic::Code;
+
+fn client(t: &TestAgent) -> pb::configure_service_client::ConfigureServiceClient<support::Authed> {
+    pb::configure_service_client::ConfigureServiceClient::with_interceptor(
+        t.channel.clone(),
+        t.interceptor(),
+    )
+}
+
+/// Every section set, with contents a real agent would act on.
+fn all_sections() -> pb::ConfigureRequest {
+    pb::ConfigureRequest {
+        request_id: "0123456789abcdef0123456789abcdef".into(),
+        s3_mounts: Some(pb::S3MountsConfig {
+            mounts: vec![pb::S3Mount {
+                mount_path: "/mnt/data".into(),
+                bucket: "b".into(),
+                ..Default::default()
+            }],
+        }),
+        efs_volumes: Some(pb::EfsVolumesConfig::default()),
+        lifecycle_events: Some(pb::LifecycleEventsConfig::default()),
+        telemetry_export: Some(pb::TelemetryExportConfig {
+            interval_s: 60,
+            auth: Some(pb::telemetry_export_config::Auth::Bearer(
+                pb::TelemetryExportBearerAuth {
+                    token: "canary-token".into(),
+                },
+            )),
+            ..Default::default()
+        }),
+        secret_gateway: Some(pb::SecretGatewayConfig::default()),
+    }
+}
+
+#[tokio::test]
+async fn each_section_asked_is_unsupported_and_nothing_is_applied() {
+    let t = TestAgent::start().await;
+    let response = client(&t)
+        .configure(all_sections())
+        .await
+        .unwrap()
+        .into_inner();
+    let got: Vec<(pb::ConfigSection, pb::SectionCode, String)> = response
+        .results
+        .iter()
+        .map(|r| (r.section(), r.code(), r.error_class.clone()))
+        .collect();
+    let unsupported = |s| (s, pb::SectionCode::Unsupported, String::new());
+    assert_eq!(
+        got,
+        [
+            unsupported(pb::ConfigSection::S3Mounts),
+            unsupported(pb::ConfigSection::EfsVolumes),
+            unsupported(pb::ConfigSection::LifecycleEvents),
+            unsupported(pb::ConfigSection::TelemetryExport),
+            unsupported(pb::ConfigSection::SecretGateway),
+        ]
+    );
+    assert_eq!(response.config_generation, 0);
+
+    let status = client(&t)
+        .configure_status(pb::ConfigureStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status, pb::ConfigureStatusResponse::default());
+}
+
+#[tokio::test]
+async fn one_section_gets_one_result_and_none_gets_none() {
+    let t = TestAgent::start().await;
+    let one = client(&t)
+        .configure(pb::ConfigureRequest {
+            request_id: "r".into(),
+            secret_gateway: Some(pb::SecretGatewayConfig::default()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(one.results.len(), 1);
+    assert_eq!(one.results[0].section(), pb::ConfigSection::SecretGateway);
+    assert_eq!(one.results[0].code(), pb::SectionCode::Unsupported);
+    let none = client(&t)
+        .configure(pb::ConfigureRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(none.results.is_empty());
+}
+
+#[tokio::test]
+async fn configure_needs_the_access_token() {
+    let t = TestAgent::start().await;
+    let mut anonymous =
+        pb::configure_service_client::ConfigureServiceClient::new(t.channel.clone());
+    let err = anonymous.configure(all_sections()).await.unwrap_err();
+    assert_status(&err, Code::Unauthenticated, "missing access token");
+}
+
+#[tokio::test]
+async fn health_keeps_every_section_flag_false() {
+    let t = TestAgent::start().await;
+    let f = t
+        .health()
+        .health(pb::HealthRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .features
+        .expect("features present");
+    assert!(
+        !(f.configure
+            || f.s3_mounts
+            || f.efs_volumes
+            || f.lifecycle_events
+            || f.telemetry_export
+            || f.secret_gateway),
+        "{f:?}"
+    );
+}
