@@ -267,8 +267,8 @@ impl PoolInner {
             Ok(true) => {}
             // Reaped meanwhile (a lease ended): not ours any more.
             Ok(false) => {
-                self.counters.lost.fetch_add(1, Ordering::Relaxed);
                 self.terminate(started, &id).await;
+                self.counters.lost.fetch_add(1, Ordering::Relaxed);
                 return Err(WarmUp::Closed);
             }
             Err(_) => return Err(WarmUp::Failed),

@@ -471,9 +471,10 @@ impl PoolInner {
             } else {
                 &self.counters.failed
             };
-            counter.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(target: "rayito::pool", sandbox_id = %record.sandbox_id, kind = %err.kind(), "a parked sandbox could not be resumed");
+            // Counted after the terminate, as the sweep does.
             self.terminate(started, &record.sandbox_id).await;
+            counter.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         match self

@@ -45,8 +45,10 @@ impl PoolInner {
                 _ => &self.counters.lost,
             };
             if let Ok(Some(_)) = self.store.remove_if(&id, condition).await {
-                counter.fetch_add(1, Ordering::Relaxed);
+                // Counted once its MicroVM is told to end, so a reader of
+                // the stats never sees a reaped slot whose VM still runs.
                 self.terminate(started, &id).await;
+                counter.fetch_add(1, Ordering::Relaxed);
             }
         }
         if parked.is_empty() {
