@@ -126,11 +126,23 @@ async fn bound_and_call_secrets_reach_every_process_kind() {
     // holds it (the value is in its environment only).
     let handle = sbx
         .commands()
-        .spawn("sleep 2; printf %s \"$API_KEY\"", CommandOptions::new())
+        .spawn("sleep 3; printf %s \"$API_KEY\"", CommandOptions::new())
         .await
         .expect("spawn");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let cmdlines = all_cmdlines();
+    // Sampled once the command's own shell is on a command line, so the
+    // check below looks at the running command, not at an empty table.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let cmdlines = loop {
+        let now = all_cmdlines();
+        if now.contains("printf %s \"$API_KEY\"") {
+            break now;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the spawned command never showed up in /proc"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     for canary in [VALUE, OTHER_VALUE, NAME, OTHER_NAME] {
         assert!(!cmdlines.contains(canary), "{canary} is on a command line");
     }

@@ -82,11 +82,23 @@ async fn an_injected_secret_reaches_no_log_error_debug_or_command_line() {
     assert_eq!(out.stdout, "same\n");
     let handle = sbx
         .commands()
-        .spawn("sleep 1; test -n \"$CANARY\"", CommandOptions::new())
+        .spawn("sleep 3; test -n \"$CANARY\"", CommandOptions::new())
         .await
         .expect("spawn");
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let lines = cmdlines();
+    // Sampled once the command's own shell is on a command line, so the
+    // check looks at the running command, not at an empty table.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let lines = loop {
+        let now = cmdlines();
+        if now.contains("test -n \"$CANARY\"") {
+            break now;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the spawned command never showed up in /proc"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert!(!lines.contains(VALUE_CANARY) && !lines.contains(NAME_CANARY));
     handle.wait().await.expect("the spawned command");
     // A failing command with the secret in its environment: the error
