@@ -116,16 +116,10 @@ async fn the_secrets_and_git_example_clones_commits_and_pushes() {
     // (without) was refused.
     assert!(server.seen().iter().any(|s| s.authorization.is_some()));
     // The example destroyed its secrets.
-    let raw = aws_sdk_secretsmanager::Client::new(
-        &aws_types::SdkConfig::builder()
-            .behavior_version(aws_config::BehaviorVersion::latest())
-            .region(aws_types::region::Region::new("us-east-1"))
-            .credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(
-                aws_sdk_secretsmanager::config::Credentials::new("AKID", "dummy", None, None, "t"),
-            ))
-            .endpoint_url(moto.endpoint_url())
-            .build(),
-    );
+    let raw = aws_sdk_secretsmanager::Client::new(&sdk_support::moto::sdk_config(
+        &moto.endpoint_url(),
+        "AKID",
+    ));
     let listed = raw.list_secrets().send().await.expect("list");
     assert!(listed.secret_list().is_empty(), "secrets were left behind");
 }

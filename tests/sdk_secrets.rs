@@ -26,14 +26,7 @@ const VALUE: &str = "canary-secret-value-3b9f1c";
 /// An `SdkConfig` for `endpoint` with dummy credentials (moto checks no
 /// signature in the mode the helper starts it).
 fn sdk_config(endpoint: &str) -> aws_types::SdkConfig {
-    aws_types::SdkConfig::builder()
-        .behavior_version(aws_config::BehaviorVersion::latest())
-        .region(aws_types::region::Region::new("us-east-1"))
-        .credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(
-            sm::config::Credentials::new("AKIDSECRETSTEST", "dummy", None, None, "test"),
-        ))
-        .endpoint_url(endpoint)
-        .build()
+    sdk_support::moto::sdk_config(endpoint, "AKIDSECRETSTEST")
 }
 
 fn store(endpoint: &str) -> SecretStore {

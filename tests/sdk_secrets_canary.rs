@@ -10,7 +10,6 @@ mod sdk_support;
 
 use std::collections::BTreeMap;
 
-use aws_sdk_secretsmanager as sm;
 use rayito::secrets::{
     SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions,
 };
@@ -23,14 +22,7 @@ const UPDATED_CANARY: &str = "CanaryUpdatedValueWm3";
 const META_CANARY: &str = "CanaryMetadataVp2";
 
 fn sdk_config(endpoint: &str) -> aws_types::SdkConfig {
-    aws_types::SdkConfig::builder()
-        .behavior_version(aws_config::BehaviorVersion::latest())
-        .region(aws_types::region::Region::new("us-east-1"))
-        .credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(
-            sm::config::Credentials::new("AKIDSECRETSCANARY", "dummy", None, None, "test"),
-        ))
-        .endpoint_url(endpoint)
-        .build()
+    sdk_support::moto::sdk_config(endpoint, "AKIDSECRETSCANARY")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

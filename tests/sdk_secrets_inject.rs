@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 
-use aws_sdk_secretsmanager as sm;
 use rayito::secrets::{
     SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions,
 };
@@ -31,14 +30,7 @@ const NAME: &str = "inject/canary-name-5521";
 const OTHER_NAME: &str = "inject/canary-other-8812";
 
 fn sdk_config(endpoint: &str) -> aws_types::SdkConfig {
-    aws_types::SdkConfig::builder()
-        .behavior_version(aws_config::BehaviorVersion::latest())
-        .region(aws_types::region::Region::new("us-east-1"))
-        .credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(
-            sm::config::Credentials::new("AKIDINJECTTEST", "dummy", None, None, "test"),
-        ))
-        .endpoint_url(endpoint)
-        .build()
+    sdk_support::moto::sdk_config(endpoint, "AKIDINJECTTEST")
 }
 
 fn cache(endpoint: &str) -> SecretCache {

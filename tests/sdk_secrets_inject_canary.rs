@@ -13,7 +13,6 @@ mod sdk_support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use aws_sdk_secretsmanager as sm;
 use rayito::secrets::{SecretCache, SecretCacheOptions, SecretStore, SecretStoreOptions};
 use rayito::{CodeContextOptions, CommandOptions, PtyOptions, PtySize, RunCodeOptions, Sandbox};
 use sdk_support::captured::Captured;
@@ -23,14 +22,7 @@ const NAME_CANARY: &str = "InjectCanaryNameHv4";
 const VALUE_CANARY: &str = "InjectCanaryValueTj8";
 
 fn sdk_config(endpoint: &str) -> aws_types::SdkConfig {
-    aws_types::SdkConfig::builder()
-        .behavior_version(aws_config::BehaviorVersion::latest())
-        .region(aws_types::region::Region::new("us-east-1"))
-        .credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(
-            sm::config::Credentials::new("AKIDINJECTCANARY", "dummy", None, None, "test"),
-        ))
-        .endpoint_url(endpoint)
-        .build()
+    sdk_support::moto::sdk_config(endpoint, "AKIDINJECTCANARY")
 }
 
 fn cmdlines() -> String {
