@@ -496,7 +496,7 @@ async fn egress_options_map_onto_the_sdk_policy() {
     .await
     .expect_err("a hostname in deny_out");
     assert!(
-        matches!(&err, rayito::SandboxError::InvalidArgument { argument, .. } if &**argument == "deny_out"),
+        matches!(&err, rayito::SandboxError::InvalidArgument { argument, .. } if argument.as_deref() == Some("deny_out")),
         "{err:?}"
     );
     assert!(!err.to_string().contains("api.example.com"), "{err}");
