@@ -10,7 +10,6 @@
 //! prints `SKIPPED: <test>: <reason>` and returns.
 
 mod sdk_support;
-mod skip_support;
 
 use rayito::error::ErrorKind;
 use rayito::{ALL_TRAFFIC, EgressEnforcement, EgressProxy, NetworkPolicy, Sandbox, SandboxError};
@@ -65,7 +64,7 @@ async fn status(sbx: &Sandbox, extra: &str, url: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn egress_follows_the_policy_and_flips_at_runtime() {
     if !rustix::process::geteuid().is_root() {
-        skip_support::skip("needs root (the agent enforces egress with a network namespace)");
+        sdk_support::skip::skip("needs root (the agent enforces egress with a network namespace)");
         return;
     }
     let port = host_server().await;

@@ -114,10 +114,11 @@ async fn run(State(shared): State<Arc<Shared>>, body: Bytes) -> &'static str {
         .and_then(|b| b.run_hook_payload.as_deref())
         .and_then(crate::payload::parse)
         .is_some_and(|p| p.enforce_network);
-    if enforce && shared.run.lock().expect("run lock").is_none() {
-        if let Some((ns, envs)) = shared.egress.install(shared.serve.subscribe()) {
-            shared.env.set_network(ns, envs);
-        }
+    if enforce
+        && shared.run.lock().expect("run lock").is_none()
+        && let Some(network) = shared.egress.install(shared.serve.subscribe())
+    {
+        shared.env.set_network(network);
     }
     let deferred = shared
         .deferred_start

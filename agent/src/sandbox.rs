@@ -119,7 +119,7 @@ struct Inner {
     image_layer: Option<PathBuf>,
     /// The network namespace every later child enters, and the proxy
     /// variables it gets, once egress enforcement is installed.
-    network: Mutex<Option<(Arc<crate::egress::SandboxNetNs>, Vec<(String, String)>)>>,
+    network: Mutex<Option<crate::egress::SandboxNetwork>>,
     /// The image's environment (`template-env.json`), under the payload's.
     template_envs: Mutex<BTreeMap<String, String>>,
     /// The run payload's `envs`.
@@ -348,12 +348,8 @@ impl SandboxEnv {
 
     /// Puts every later child in the network namespace `ns` with the proxy
     /// variables `envs` (under the payload's and the call's own envs).
-    pub(crate) fn set_network(
-        &self,
-        ns: Arc<crate::egress::SandboxNetNs>,
-        envs: Vec<(String, String)>,
-    ) {
-        *self.inner.network.lock().expect("network lock") = Some((ns, envs));
+    pub(crate) fn set_network(&self, network: crate::egress::SandboxNetwork) {
+        *self.inner.network.lock().expect("network lock") = Some(network);
     }
 
     /// Sets the payload's default working directory and CPU-time limit.
@@ -587,8 +583,8 @@ impl SandboxEnv {
             envs.insert("LOGNAME".to_owned(), "user".to_owned());
         }
         let network = self.inner.network.lock().expect("network lock").clone();
-        if let Some((_, proxy_envs)) = &network {
-            for (k, v) in proxy_envs {
+        if let Some(network) = &network {
+            for (k, v) in &network.envs {
                 envs.insert(k.clone(), v.clone());
             }
         }
@@ -640,7 +636,7 @@ impl SandboxEnv {
                 options.cpu_seconds,
             )
             .and_then(|setup| match &network {
-                Some((ns, _)) => setup.with_netns(ns.fd()),
+                Some(network) => setup.with_netns(network.ns.fd()),
                 None => Ok(setup),
             })
         });

@@ -35,6 +35,14 @@ const PROXY_ENV_NAMES: [(&str, &str); 6] = [
     ("all_proxy", "socks5h"),
 ];
 
+/// What every later child of an enforced sandbox gets: the namespace to
+/// enter and the proxy variables.
+#[derive(Clone, Debug)]
+pub(crate) struct SandboxNetwork {
+    pub(crate) ns: Arc<SandboxNetNs>,
+    pub(crate) envs: Vec<(String, String)>,
+}
+
 /// What the proxy tasks share with the service.
 #[derive(Debug)]
 pub(crate) struct EgressShared {
@@ -99,7 +107,7 @@ impl Egress {
     pub(crate) fn install(
         &self,
         stop: tokio::sync::watch::Receiver<ServeState>,
-    ) -> Option<(Arc<SandboxNetNs>, Vec<(String, String)>)> {
+    ) -> Option<SandboxNetwork> {
         if !self.enabled || self.active.get().is_some() {
             return None;
         }
@@ -129,7 +137,10 @@ impl Egress {
             .iter()
             .map(|(name, scheme)| ((*name).to_owned(), format!("{scheme}://127.0.0.1:{port}")))
             .collect();
-        Some((Arc::new(ns), envs))
+        Some(SandboxNetwork {
+            ns: Arc::new(ns),
+            envs,
+        })
     }
 
     /// What Health and NetworkState report.
