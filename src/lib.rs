@@ -290,6 +290,7 @@ pub use pool::{
     POOL_DEFAULT_TIMEOUT, Pool, PoolConfig, PoolStats, PoolStore, SlotState, SlotStats, WarmupStep,
 };
 pub use pty::{Pty, PtyExit, PtyHandle, PtyOptions, PtyOutput, PtySize};
+pub use sandbox::{ALL_TRAFFIC, EgressEnforcement, EgressProxy, NetworkPolicy, NetworkState};
 pub use sandbox::{
     AwsOptions, BACKEND_ENV, IdlePolicy, ListQuery, MetricsHistoryQuery, OnTimeout, Pacing,
     Sandbox, SandboxBuilder, SandboxHost, SandboxInfo, SandboxList, SandboxMetrics, SandboxState,

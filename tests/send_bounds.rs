@@ -46,6 +46,8 @@ fn sandbox_futures_are_send(sbx: &Sandbox) {
     assert_send(&sbx.get_info());
     assert_send(&sbx.get_metrics());
     assert_send(&sbx.get_metrics_history(rayito::MetricsHistoryQuery::default()));
+    assert_send(&sbx.get_network());
+    assert_send(&sbx.update_network(rayito::NetworkPolicy::new()));
     assert_send(&sbx.pause());
     assert_send(&sbx.resume());
     assert_send(
@@ -67,6 +69,11 @@ fn sandbox_futures_are_send(sbx: &Sandbox) {
     assert_send_static(&SandboxBuilder::new().list(ListQuery::new()));
     assert_send_static(&SandboxBuilder::new().template_info());
     assert_send_static(&Sandbox::get_metrics_by_id("microvm-1", "token"));
+    assert_send_static(&Sandbox::update_network_by_id(
+        "microvm-1",
+        "token",
+        rayito::NetworkPolicy::new(),
+    ));
     assert_send_static(&SandboxBuilder::new().get_metrics_history_by_id(
         "microvm-1",
         "token",

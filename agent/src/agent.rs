@@ -105,6 +105,14 @@ pub struct AgentConfig {
     /// Metrics and MetricsHistory UNIMPLEMENTED, as an agent built before
     /// them: how the tests exercise the SDK's `Unimplemented`.
     pub metrics_interval: Option<std::time::Duration>,
+    /// Enforce an egress policy when the run payload asks for it
+    /// (`network.enforce`) and the host allows it (root, network
+    /// namespaces): the sandbox's processes get a loopback-only network
+    /// namespace and a policy-checking proxy (default `true`; see
+    /// docs/network.md). `false` reports `EGRESS_ENFORCEMENT_NONE`, as an
+    /// agent on a host that cannot enforce: how the tests exercise the
+    /// SDK's create gate.
+    pub egress: bool,
 }
 
 /// The metrics history's default sampling interval (5 s).
@@ -136,6 +144,7 @@ impl Default for AgentConfig {
             persistence: PersistenceAccess::Aws,
             transfers: true,
             metrics_interval: Some(DEFAULT_METRICS_INTERVAL),
+            egress: true,
         }
     }
 }
@@ -209,7 +218,9 @@ impl Agent {
         if let Some(Ok(files)) = &template {
             env.set_template_envs(files.envs.clone());
         }
-        let shared = Arc::new(Shared::new(env, config.disk_reserve_bytes));
+        let mut shared = Shared::new(env, config.disk_reserve_bytes);
+        shared.egress = crate::egress::Egress::new(config.egress, vec![grpc_addr, hooks_addr]);
+        let shared = Arc::new(shared);
         if let Some(addr) = config.local_s3_endpoint {
             shared
                 .transfers
@@ -277,6 +288,11 @@ impl Agent {
         ))
         .add_service(pb::configure_service_server::ConfigureServiceServer::new(
             crate::configure::ConfigureServiceImpl,
+        ))
+        .add_service(pb::network_service_server::NetworkServiceServer::new(
+            crate::egress::NetworkServiceImpl {
+                shared: shared.clone(),
+            },
         ))
         .prepare();
         let svc = tower::ServiceBuilder::new()

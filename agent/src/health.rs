@@ -87,7 +87,7 @@ impl HealthServiceImpl {
             hook_anomalies: s.hook_anomalies.load(Ordering::Relaxed),
             metadata,
             lifecycle: Some(s.lifecycle.snapshot()),
-            egress_enforcement: pb::EgressEnforcement::None as i32,
+            egress_enforcement: s.egress.enforcement() as i32,
             cpu_count: std::thread::available_parallelism()
                 .map(|n| n.get() as u32)
                 .unwrap_or(1),

@@ -106,6 +106,20 @@ fn forbidden() -> Response {
 }
 
 async fn run(State(shared): State<Arc<Shared>>, body: Bytes) -> &'static str {
+    let parsed = serde_json::from_slice::<RunBody>(&body).ok();
+    // Before anything starts in the sandbox (the deferred start command,
+    // the kernel): its network is isolated first.
+    let enforce = parsed
+        .as_ref()
+        .and_then(|b| b.run_hook_payload.as_deref())
+        .and_then(crate::payload::parse)
+        .is_some_and(|p| p.enforce_network);
+    if enforce
+        && shared.run.lock().expect("run lock").is_none()
+        && let Some(network) = shared.egress.install(shared.serve.subscribe())
+    {
+        shared.env.set_network(network);
+    }
     let deferred = shared
         .deferred_start
         .lock()
@@ -114,9 +128,9 @@ async fn run(State(shared): State<Arc<Shared>>, body: Bytes) -> &'static str {
     if let Some(start) = deferred {
         crate::template::start(&shared, start);
     }
-    match serde_json::from_slice::<RunBody>(&body) {
-        Ok(b) => shared.on_run(&b.microvm_id, b.run_hook_payload.as_deref()),
-        Err(_) => shared.on_run("", None),
+    match parsed {
+        Some(b) => shared.on_run(&b.microvm_id, b.run_hook_payload.as_deref()),
+        None => shared.on_run("", None),
     }
 }
 

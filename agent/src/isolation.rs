@@ -291,6 +291,9 @@ pub(crate) struct ChildSetup {
     /// agent.
     cgroup_procs: Vec<OwnedFd>,
     mounts: Option<MountPlan>,
+    /// The sandbox's network namespace (egress enforcement), entered
+    /// after the mounts, before the uid switch (it needs the agent's root).
+    netns: Option<OwnedFd>,
     user: Option<UserPlan>,
     /// The working directory, entered last, as the sandbox's user: a guest
     /// path inside the mount namespace, else the host path.
@@ -485,10 +488,20 @@ impl ChildSetup {
             cpu_seconds,
             cgroup_procs,
             mounts,
+            netns: None,
             user,
             cwd: cstring(cwd.as_os_str().as_bytes())?,
             umask: CHILD_UMASK,
         })
+    }
+
+    /// The same setup, entering the network namespace `ns` too.
+    ///
+    /// # Errors
+    /// The descriptor cannot be duplicated.
+    pub(crate) fn with_netns(mut self, ns: std::os::fd::BorrowedFd<'_>) -> std::io::Result<Self> {
+        self.netns = Some(ns.try_clone_to_owned()?);
+        Ok(self)
     }
 
     /// The same setup with another file-creation mask (a local build's
@@ -517,6 +530,12 @@ impl ChildSetup {
         }
         if let Some(mounts) = &self.mounts {
             mounts.apply()?;
+        }
+        if let Some(ns) = &self.netns {
+            rustix::thread::move_into_link_name_space(
+                ns.as_fd(),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )?;
         }
         if let Some(user) = &self.user {
             user.apply()?;

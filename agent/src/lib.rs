@@ -15,6 +15,7 @@ pub mod agent;
 pub mod cli;
 pub mod code;
 mod configure;
+mod egress;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 mod filesystem;

@@ -43,6 +43,9 @@ pub struct RunPayload {
     pub cpu_seconds: Option<u64>,
     /// The managed lifecycle, if any.
     pub lifecycle: Option<LifecyclePlan>,
+    /// `network.enforce`: isolate the sandbox's network and enforce an
+    /// egress policy (docs/network.md).
+    pub enforce_network: bool,
 }
 
 impl std::fmt::Debug for RunPayload {
@@ -52,6 +55,7 @@ impl std::fmt::Debug for RunPayload {
             .field("env_count", &self.envs.len())
             .field("metadata_count", &self.metadata.len())
             .field("lifecycle", &self.lifecycle)
+            .field("enforce_network", &self.enforce_network)
             .finish_non_exhaustive()
     }
 }
@@ -67,6 +71,12 @@ struct RawPayload {
     metadata: BTreeMap<String, String>,
     limits: Option<RawLimits>,
     lifecycle: Option<RawLifecycle>,
+    network: Option<RawNetwork>,
+}
+
+#[derive(Deserialize)]
+struct RawNetwork {
+    enforce: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -109,6 +119,7 @@ pub fn parse(text: &str) -> Option<RunPayload> {
         metadata: raw.metadata,
         cpu_seconds,
         lifecycle,
+        enforce_network: raw.network.and_then(|n| n.enforce).unwrap_or(false),
     })
 }
 

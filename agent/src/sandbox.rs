@@ -117,6 +117,9 @@ struct Inner {
     userns: Option<SandboxUserNs>,
     /// The image layer over the host's root in the mount namespace, if any.
     image_layer: Option<PathBuf>,
+    /// The network namespace every later child enters, and the proxy
+    /// variables it gets, once egress enforcement is installed.
+    network: Mutex<Option<crate::egress::SandboxNetwork>>,
     /// The image's environment (`template-env.json`), under the payload's.
     template_envs: Mutex<BTreeMap<String, String>>,
     /// The run payload's `envs`.
@@ -276,6 +279,7 @@ impl SandboxEnv {
                 mounts,
                 userns,
                 image_layer: image_layer.map(Path::to_path_buf),
+                network: Mutex::new(None),
                 template_envs: Mutex::new(BTreeMap::new()),
                 defaults: Mutex::new(BTreeMap::new()),
                 run_options: Mutex::new(RunOptions::default()),
@@ -342,6 +346,12 @@ impl SandboxEnv {
         *self.inner.defaults.lock().expect("defaults lock") = envs;
     }
 
+    /// Puts every later child in the network namespace `ns` with the proxy
+    /// variables `envs` (under the payload's and the call's own envs).
+    pub(crate) fn set_network(&self, network: crate::egress::SandboxNetwork) {
+        *self.inner.network.lock().expect("network lock") = Some(network);
+    }
+
     /// Sets the payload's default working directory and CPU-time limit.
     pub fn set_run_options(&self, workdir: Option<String>, cpu_seconds: Option<u64>) {
         *self.inner.run_options.lock().expect("run options lock") = RunOptions {
@@ -370,6 +380,7 @@ impl SandboxEnv {
         let workdir_moved = options.workdir.as_deref().is_some_and(|w| w != GUEST_HOME);
         workdir_moved
             || options.cpu_seconds.is_some()
+            || self.inner.network.lock().expect("network lock").is_some()
             || !self
                 .inner
                 .defaults
@@ -571,6 +582,12 @@ impl SandboxEnv {
             envs.insert("USER".to_owned(), "user".to_owned());
             envs.insert("LOGNAME".to_owned(), "user".to_owned());
         }
+        let network = self.inner.network.lock().expect("network lock").clone();
+        if let Some(network) = &network {
+            for (k, v) in &network.envs {
+                envs.insert(k.clone(), v.clone());
+            }
+        }
         for (k, v) in self
             .inner
             .template_envs
@@ -618,6 +635,10 @@ impl SandboxEnv {
                 procs,
                 options.cpu_seconds,
             )
+            .and_then(|setup| match &network {
+                Some(network) => setup.with_netns(network.ns.fd()),
+                None => Ok(setup),
+            })
         });
         Prepared { envs, setup }
     }

@@ -70,6 +70,8 @@ pub(crate) struct Shared {
     pub deadline_exit: watch::Sender<bool>,
     /// Checkpoint and Restore: the one-at-a-time guard and the access.
     pub persist: crate::persist::Persist,
+    /// Egress enforcement (`network.enforce` in the run payload).
+    pub egress: crate::egress::Egress,
 }
 
 /// The `/run` hook's answer body.
@@ -108,6 +110,7 @@ impl Shared {
             serve,
             terminated,
             persist: crate::persist::Persist::default(),
+            egress: crate::egress::Egress::new(false, Vec::new()),
         }
     }
 

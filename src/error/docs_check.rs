@@ -202,6 +202,9 @@ fn every_placeholder_is_a_documented_name() {
         "transfer",
         "subject",
         "action",
+        "list",
+        "index",
+        "field",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

@@ -314,6 +314,31 @@ templates! {
         "the agent in this sandbox does not offer this section (its feature flag in Health is false); use an image whose agent supports it";
     CONFIGURE_UNSUPPORTED_REASON = "configure.unsupported_reason" =>
         "the agent in this sandbox answered that it does not support this section (UNSUPPORTED); use an image whose agent supports it";
+
+    NETWORK_TOO_MANY = "network.too_many" =>
+        "{list} has more than 256 entries; pass at most 256";
+    NETWORK_ENTRY_EMPTY = "network.entry_empty" =>
+        "entry {index} of {list} is empty; pass an IP address, a CIDR or a hostname";
+    NETWORK_ENTRY_BAD = "network.entry_bad" =>
+        "entry {index} of {list} is not an IP address, a CIDR or a hostname; pass one of those (a hostname may start with *. and end with .)";
+    NETWORK_HOSTNAME_TOO_LONG = "network.hostname_too_long" =>
+        "entry {index} of {list} is a hostname longer than 253 characters; pass a shorter hostname";
+    NETWORK_HOSTNAME_IN_DENY = "network.hostname_in_deny" =>
+        "entry {index} of deny_out is a hostname, and deny_out takes only IP addresses and CIDRs; deny 0.0.0.0/0 and allow the hostnames you need instead";
+    NETWORK_TOO_MANY_HOSTNAMES = "network.too_many_hostnames" =>
+        "the policy has more than 64 hostname entries; pass at most 64, or use *. wildcards";
+    NETWORK_PROXY_ADDRESS = "network.proxy_address" =>
+        "the egress proxy address is empty or not host:port; pass host:port or [v6]:port";
+    NETWORK_PROXY_PASSWORD_ALONE = "network.proxy_password_alone" =>
+        "the egress proxy has a password but no username; pass both or neither";
+    NETWORK_PROXY_CREDENTIAL = "network.proxy_credential" =>
+        "the egress proxy {field} must be 1 to 255 bytes (RFC 1929); pass a {field} of that length";
+    NETWORK_NOT_ENFORCED_REASON = "network.not_enforced_reason" =>
+        "the sandbox's agent does not enforce egress policies, so the sandbox was terminated (even with keep-on-failure); create it where the agent enforces them (the local backend as root)";
+    NETWORK_LOST_REASON = "network.lost_reason" =>
+        "the sandbox's agent stopped enforcing the egress policy after UpdateNetwork, so the sandbox was terminated; create it again where the agent enforces egress policies";
+    NETWORK_PRECONDITION_REASON = "network.precondition_reason" =>
+        "the sandbox's agent cannot apply an egress policy to this sandbox (it was created without a restricting policy, or its image lacks CAP_NET_ADMIN); create the sandbox with a network policy";
 }
 
 impl Template {

@@ -27,7 +27,7 @@ mod coverage_check;
 mod docs_check;
 mod kind;
 pub(crate) mod map;
-mod messages;
+pub(crate) mod messages;
 mod meta;
 mod retry;
 mod wire;

@@ -65,6 +65,8 @@ pub struct SandboxBuilder {
     secrets: crate::secrets::inject::SecretEnv,
     #[cfg(feature = "secrets")]
     secret_cache: Option<crate::secrets::SecretCache>,
+    /// The egress policy and `allow_internet_access` (docs/network.md).
+    network: super::network::NetworkChoice,
 }
 
 /// A persistence prefix given to the builder.
@@ -98,7 +100,27 @@ impl SandboxBuilder {
             secrets: crate::secrets::inject::SecretEnv::default(),
             #[cfg(feature = "secrets")]
             secret_cache: None,
+            network: super::network::NetworkChoice::default(),
         }
+    }
+
+    /// The sandbox's egress policy (docs/network.md): checked in `create`
+    /// before any I/O; a policy that restricts (a `deny_out` entry or a
+    /// proxy) needs an agent that enforces it, else `create` terminates
+    /// the sandbox and fails `Unimplemented` (feature `network`).
+    pub fn network(mut self, policy: super::NetworkPolicy) -> Self {
+        self.network.policy = Some(policy);
+        self
+    }
+
+    /// `false` denies everything the policy's `allow_out` does not allow
+    /// (appends [`super::ALL_TRAFFIC`] to `deny_out`); an agent that cannot
+    /// enforce it makes `create` terminate the sandbox and fail
+    /// `Unimplemented` (feature `allow_internet_access=False`). `true` (the
+    /// default) adds nothing.
+    pub fn allow_internet_access(mut self, allow: bool) -> Self {
+        self.network.allow_internet_access = Some(allow);
+        self
     }
 
     /// The defaults, on `client` (what [`Client::sandbox`] returns).
@@ -530,6 +552,10 @@ impl SandboxBuilder {
     ) -> Result<Sandbox, SandboxError> {
         boxed!(Result<Sandbox, SandboxError>, {
             let (plan, access_token, payload) = self.launch()?;
+            let network = self.network.checked()?;
+            if network.is_none() {
+                self.network.note_unrestricted();
+            }
             #[cfg(feature = "s3")]
             let staged = self.checked_staging()?;
             #[cfg(feature = "secrets")]
@@ -634,6 +660,16 @@ impl SandboxBuilder {
                 &vm.id,
                 self.options.ready_timeout,
                 OnNotReady::Terminate,
+            )
+            .await?;
+            // Terminates the sandbox on failure, whatever keep-on-failure says.
+            super::network::gate(
+                network.as_ref(),
+                &health,
+                &conn,
+                control.as_ref(),
+                &vm.id,
+                self.options.request_timeout,
             )
             .await?;
             tracing::debug!(target: "rayito::sandbox", sandbox_id = %vm.id, "sandbox ready");
@@ -744,6 +780,11 @@ impl SandboxBuilder {
             &self.options.metadata,
             plan.lifecycle,
         );
+        let payload = if self.network.checked()?.is_some() {
+            super::payload::with_network_enforce(&payload)
+        } else {
+            payload
+        };
         let payload_chars = payload.chars().count();
         if payload_chars > MAX_PAYLOAD_CHARS {
             let argument = if self.options.metadata.is_empty() {
@@ -916,6 +957,39 @@ impl SandboxBuilder {
                 sandbox_id,
                 access_token,
                 &client_query,
+                self.options.request_timeout,
+            )
+            .await
+        })
+    }
+
+    /// Replaces the egress policy of the RUNNING sandbox `sandbox_id`
+    /// without a handle (see [`Sandbox::update_network`]): GetMicrovm, one
+    /// proxy token, then UpdateNetwork with `access_token`; never
+    /// terminates.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`sandbox_id`, `access_token`, `allow_out`,
+    /// `deny_out`, `egress_proxy`) before any call; `SandboxNotFound`,
+    /// `SandboxState` as [`Self::get_metrics_by_id`]; `Unimplemented`
+    /// (feature `update_network`) from an agent that cannot apply it.
+    pub async fn update_network_by_id(
+        self,
+        sandbox_id: &str,
+        access_token: impl Into<Secret>,
+        policy: super::NetworkPolicy,
+    ) -> Result<super::NetworkState, SandboxError> {
+        let access_token: Secret = access_token.into();
+        boxed!(Result<super::NetworkState, SandboxError>, {
+            check_sandbox_id(sandbox_id)?;
+            policy.check()?;
+            decode_access_token(&access_token).map_err(|_| bad_token())?;
+            let client = self.client.client().await?;
+            super::network::update_by_id(
+                &client,
+                sandbox_id,
+                access_token,
+                &policy,
                 self.options.request_timeout,
             )
             .await

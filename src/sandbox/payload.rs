@@ -54,6 +54,18 @@ pub(crate) fn run_payload(
     ascii_json(&serde_json::to_string(&payload).unwrap_or_default())
 }
 
+/// `payload` (from [`run_payload`]) with `"network":{"enforce":true}`: the
+/// agent isolates the sandbox's network before `/run` starts anything
+/// (docs/network.md). Keys stay sorted (a `BTreeMap` again).
+pub(crate) fn with_network_enforce(payload: &str) -> String {
+    let Ok(mut map) = serde_json::from_str::<BTreeMap<String, Value>>(payload) else {
+        return payload.to_owned();
+    };
+    let network: BTreeMap<&str, Value> = BTreeMap::from([("enforce", json!(true))]);
+    map.insert("network".to_owned(), json!(network));
+    ascii_json(&serde_json::to_string(&map).unwrap_or_default())
+}
+
 /// The JSON text with every non-ASCII character escaped as `\uXXXX`
 /// (UTF-16 units, lower-case hex, as Python's `json.dumps` does by
 /// default): what the reference sends, so the 4,096 limit counts the same
@@ -87,6 +99,16 @@ mod tests {
             format!(
                 "{{\"token_sha256\":\"{digest}\",\"user\":\"user\",\"v\":1,\"workdir\":\"/home/user\"}}"
             )
+        );
+    }
+
+    #[test]
+    fn the_network_block_is_sorted_in() {
+        let envs = BTreeMap::from([("Z".to_owned(), "é".to_owned())]);
+        let payload = with_network_enforce(&run_payload("00", &envs, &BTreeMap::new(), None));
+        assert_eq!(
+            payload,
+            "{\"envs\":{\"Z\":\"\\u00e9\"},\"network\":{\"enforce\":true},\"token_sha256\":\"00\",\"user\":\"user\",\"v\":1,\"workdir\":\"/home/user\"}"
         );
     }
 

@@ -6,7 +6,7 @@
 //! `pb` messages and `SandboxError`s; streams are [`AgentStream`]s.
 
 mod calls;
-pub(crate) use self::calls::{RawFailure, RawStream};
+pub(crate) use self::calls::{NetworkAnswer, RawFailure, RawStream};
 #[cfg(test)]
 mod canary_tests;
 mod grpc_only;

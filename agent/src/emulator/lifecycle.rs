@@ -135,6 +135,7 @@ async fn prepare(
         persistence: PersistenceAccess::Local(None),
         transfers: shared.settings.agent_transfers,
         metrics_interval: shared.settings.agent_metrics,
+        egress: shared.settings.agent_egress,
         ..AgentConfig::default()
     };
     let agent = match Agent::start(config).await {

@@ -153,6 +153,11 @@ pub struct EmulatorConfig {
     /// see `AgentConfig::metrics_interval`); `None` starts agents that answer
     /// Metrics and MetricsHistory UNIMPLEMENTED, as agents built before them.
     pub agent_metrics: Option<Duration>,
+    /// Whether every MicroVM's agent enforces an egress policy when its
+    /// run payload asks (default `true`; it also needs root, see
+    /// `AgentConfig::egress`); `false` starts agents that report no
+    /// enforcement, as on a host that cannot.
+    pub agent_egress: bool,
 }
 
 impl Default for EmulatorConfig {
@@ -175,6 +180,7 @@ impl Default for EmulatorConfig {
             access_keys: vec![AccessKey::generate()],
             agent_transfers: true,
             agent_metrics: Some(crate::agent::DEFAULT_METRICS_INTERVAL),
+            agent_egress: true,
         }
     }
 }
@@ -270,6 +276,7 @@ impl Emulator {
                 s3_addr,
                 agent_transfers: config.agent_transfers,
                 agent_metrics: config.agent_metrics,
+                agent_egress: config.agent_egress,
             },
             tls,
             tokio::runtime::Handle::current(),

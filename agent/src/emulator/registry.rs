@@ -51,6 +51,8 @@ pub(crate) struct Settings {
     pub(crate) agent_transfers: bool,
     /// The agents' metrics sampling (`EmulatorConfig::agent_metrics`).
     pub(crate) agent_metrics: Option<std::time::Duration>,
+    /// Whether agents enforce egress (`EmulatorConfig::agent_egress`).
+    pub(crate) agent_egress: bool,
 }
 
 impl Settings {

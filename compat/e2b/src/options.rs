@@ -52,10 +52,17 @@ pub enum OnTimeout {
     Pause,
 }
 
-/// `network={..}`. Every field set here is `Unimplemented` on Lambda
-/// MicroVMs, named by its own feature key.
+/// `network={..}`. `allow_out` and `deny_out` become the sandbox's egress
+/// policy (`rayito::NetworkPolicy`, docs/network.md); every other field
+/// set here is `Unimplemented` on Lambda MicroVMs, named by its own
+/// feature key.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Network {
+    /// `network.allow_out`: allowed destinations (IP addresses, CIDRs,
+    /// hostnames).
+    pub allow_out: Vec<String>,
+    /// `network.deny_out`: denied destinations (IP addresses, CIDRs).
+    pub deny_out: Vec<String>,
     /// `network.rules`: per-host request transforms.
     pub rules: Vec<String>,
     /// `network.mask_request_host`.
@@ -84,8 +91,11 @@ pub struct SandboxOpts {
     pub envs: BTreeMap<String, String>,
     /// `request_timeout`: the deadline of each call of the handle.
     pub request_timeout: Option<Duration>,
-    /// `allow_internet_access`: `Some(false)` is `Unimplemented` (no egress
-    /// control from outside the MicroVM).
+    /// `allow_internet_access`: `Some(false)` denies everything
+    /// `network.allow_out` does not allow (`rayito`'s
+    /// `SandboxBuilder::allow_internet_access`); an agent that cannot
+    /// enforce it makes create fail `Unimplemented` (feature
+    /// `allow_internet_access=False`), its sandbox terminated.
     pub allow_internet_access: Option<bool>,
     /// `lifecycle`.
     pub lifecycle: Option<Lifecycle>,

@@ -45,6 +45,17 @@ impl Sandbox {
         if let Some(request_timeout) = opts.request_timeout {
             builder = builder.request_timeout(request_timeout);
         }
+        let network = opts.network.clone().unwrap_or_default();
+        if !network.allow_out.is_empty() || !network.deny_out.is_empty() {
+            builder = builder.network(
+                rayito::NetworkPolicy::new()
+                    .allow_out(network.allow_out)
+                    .deny_out(network.deny_out),
+            );
+        }
+        if let Some(allow) = opts.allow_internet_access {
+            builder = builder.allow_internet_access(allow);
+        }
         let lifecycle = opts.lifecycle.unwrap_or_default();
         builder = builder.on_timeout(match lifecycle.on_timeout {
             OnTimeout::Kill => rayito::OnTimeout::Kill,
@@ -640,10 +651,6 @@ fn refuse_missing(opts: &SandboxOpts) -> Result<(), SandboxError> {
             Missing::NetworkAllowPublicTraffic,
         ),
         (!network.https_ports.is_empty(), Missing::NetworkHttpsPorts),
-        (
-            opts.allow_internet_access == Some(false),
-            Missing::DenyInternetAccess,
-        ),
         (opts.iam.is_some(), Missing::Iam),
         (opts.mcp.is_some(), Missing::Mcp),
         (!opts.volume_mounts.is_empty(), Missing::VolumeMounts),

@@ -45,8 +45,6 @@ pub enum Missing {
     VolumeMounts,
     /// A language with no kernel here (R, Java).
     Language,
-    /// `allow_internet_access=False`.
-    DenyInternetAccess,
 }
 
 impl Missing {
@@ -69,7 +67,6 @@ impl Missing {
         Self::GetSignature,
         Self::VolumeMounts,
         Self::Language,
-        Self::DenyInternetAccess,
     ];
 
     /// The stable feature key (`SandboxError::Unimplemented::feature`).
@@ -92,7 +89,6 @@ impl Missing {
             Self::GetSignature => "get_signature",
             Self::VolumeMounts => "volume_mounts",
             Self::Language => "language",
-            Self::DenyInternetAccess => "allow_internet_access=false",
         }
     }
 
@@ -119,9 +115,6 @@ impl Missing {
             Self::VolumeMounts => "there is no file data plane outside a MicroVM",
             Self::Language => {
                 "only python, bash, javascript and typescript kernels exist; R and Java are not offered"
-            }
-            Self::DenyInternetAccess => {
-                "the SDK cannot restrict a MicroVM's outbound traffic from outside it"
             }
         }
     }

@@ -295,13 +295,6 @@ async fn a_missing_feature_makes_no_control_plane_call() {
         ),
         (
             SandboxOpts {
-                allow_internet_access: Some(false),
-                ..base()
-            },
-            Missing::DenyInternetAccess,
-        ),
-        (
-            SandboxOpts {
                 iam: Some("aud".into()),
                 ..base()
             },
@@ -467,4 +460,102 @@ async fn pause_connect_list_and_kill_by_id() {
         Ok(info) => assert_ne!(info.state, rayito::SandboxState::Running),
         Err(e) => assert!(is_instance(&e, E2bClass::SandboxNotFoundException), "{e}"),
     }
+}
+
+/// `allow_internet_access=False` and `network.allow_out`/`deny_out` map
+/// onto the SDK's egress policy (docs/network.md): limits are refused
+/// before any call, and an agent that cannot enforce the policy has its
+/// sandbox terminated and create fails `Unimplemented` naming the feature.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn egress_options_map_onto_the_sdk_policy() {
+    let emulator = Emulator::start(EmulatorConfig {
+        agent_egress: false,
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("emulator");
+    let aws = AwsOptions::new()
+        .endpoint_url(emulator.endpoint_url())
+        .region("us-east-1")
+        .static_credentials(
+            emulator.access_key().id.clone(),
+            emulator.access_key().secret.clone(),
+        );
+    let base = || SandboxOpts {
+        backend: Backend::Aws(aws.clone()),
+        template: Some(emulator.image_arn("rayito-base")),
+        ..SandboxOpts::default()
+    };
+    let err = Sandbox::create(SandboxOpts {
+        network: Some(Network {
+            deny_out: vec!["api.example.com".into()],
+            ..Network::default()
+        }),
+        ..base()
+    })
+    .await
+    .expect_err("a hostname in deny_out");
+    assert!(
+        matches!(&err, rayito::SandboxError::InvalidArgument { argument, .. } if argument.as_deref() == Some("deny_out")),
+        "{err:?}"
+    );
+    assert!(!err.to_string().contains("api.example.com"), "{err}");
+    assert_eq!(
+        emulator.calls(Operation::RunMicrovm),
+        0,
+        "refused before any call"
+    );
+
+    for (opts, feature) in [
+        (
+            SandboxOpts {
+                allow_internet_access: Some(false),
+                ..base()
+            },
+            "allow_internet_access=False",
+        ),
+        (
+            SandboxOpts {
+                network: Some(Network {
+                    allow_out: vec!["10.0.0.1".into()],
+                    deny_out: vec!["0.0.0.0/0".into()],
+                    ..Network::default()
+                }),
+                ..base()
+            },
+            "network",
+        ),
+    ] {
+        let err = Sandbox::create(opts).await.expect_err("not enforced here");
+        assert!(
+            matches!(&err, rayito::SandboxError::Unimplemented { feature: f, doc, .. }
+                if &**f == feature && doc.as_deref() == Some("docs/network.md")),
+            "{err:?}"
+        );
+    }
+    assert_eq!(emulator.calls(Operation::RunMicrovm), 2);
+    for id in emulator.microvm_ids() {
+        assert!(
+            matches!(
+                emulator.state(&id),
+                Some(
+                    rayito_agent::emulator::MicrovmState::Terminated
+                        | rayito_agent::emulator::MicrovmState::Terminating
+                )
+            ),
+            "{id} is still up"
+        );
+    }
+    // An allow list alone restricts nothing: created as always.
+    let sbx = Sandbox::create(SandboxOpts {
+        allow_internet_access: Some(true),
+        network: Some(Network {
+            allow_out: vec!["10.0.0.1".into()],
+            ..Network::default()
+        }),
+        ..base()
+    })
+    .await
+    .expect("unrestricted");
+    assert!(sbx.kill(ApiParams::default()).await.expect("kill"));
 }

@@ -7,12 +7,14 @@ mod configure;
 mod filesystem;
 mod health;
 mod lifecycle;
+mod network;
 mod persistence;
 mod process;
 mod pty;
 #[cfg(feature = "s3")]
 mod transfer;
 
+pub(crate) use self::network::NetworkAnswer;
 pub(crate) use self::persistence::{RawFailure, RawStream};
 
 use std::future::Future;
@@ -32,6 +34,7 @@ use crate::pb::configure_service_client::ConfigureServiceClient;
 use crate::pb::filesystem_service_client::FilesystemServiceClient;
 use crate::pb::health_service_client::HealthServiceClient;
 use crate::pb::lifecycle_service_client::LifecycleServiceClient;
+use crate::pb::network_service_client::NetworkServiceClient;
 use crate::pb::process_service_client::ProcessServiceClient;
 use crate::pb::pty_service_client::PtyServiceClient;
 
@@ -62,6 +65,7 @@ agent_clients!(
     FilesystemServiceClient,
     HealthServiceClient,
     LifecycleServiceClient,
+    NetworkServiceClient,
     ProcessServiceClient,
     PtyServiceClient,
 );
