@@ -118,6 +118,17 @@ impl Interceptor for AuthInterceptor {
                 secret_value(access)?,
             );
         }
+        // Feature `otel`: the W3C trace context of the span the call runs
+        // under, computed per call (a retry carries the same span's).
+        #[cfg(feature = "otel")]
+        if let Some((traceparent, tracestate)) = crate::otel::trace_headers() {
+            if let Ok(value) = AsciiMetadataValue::try_from(traceparent) {
+                metadata.insert("traceparent", value);
+            }
+            if let Some(Ok(value)) = tracestate.map(AsciiMetadataValue::try_from) {
+                metadata.insert("tracestate", value);
+            }
+        }
         Ok(request)
     }
 }
