@@ -41,23 +41,28 @@ pub(crate) fn parse_traceparent(header: &str) -> Option<(&str, &str)> {
 fn request_span<B>(req: &http::Request<B>) -> tracing::Span {
     let path = req.uri().path();
     let rpc: String = path.chars().take(MAX_RPC_CHARS).collect();
-    let span = tracing::info_span!(
-        target: "rayito_agent::request",
-        "rayito.agent.request",
-        rpc = %rpc,
-        trace_id = tracing::field::Empty,
-        span_id = tracing::field::Empty,
-    );
     let parent = req
         .headers()
         .get(TRACEPARENT)
         .and_then(|v| v.to_str().ok())
         .and_then(parse_traceparent);
-    if let Some((trace_id, span_id)) = parent {
-        span.record("trace_id", trace_id);
-        span.record("span_id", span_id);
+    // Recorded when the span is made, so that its first line has them.
+    match parent {
+        Some((trace_id, span_id)) => tracing::info_span!(
+            target: "rayito_agent::request",
+            "rayito.agent.request",
+            rpc = %rpc,
+            trace_id = %trace_id,
+            span_id = %span_id,
+        ),
+        None => tracing::info_span!(
+            target: "rayito_agent::request",
+            "rayito.agent.request",
+            rpc = %rpc,
+            trace_id = tracing::field::Empty,
+            span_id = tracing::field::Empty,
+        ),
     }
-    span
 }
 
 /// The layer that runs each request in its span.

@@ -367,6 +367,43 @@ mod tests {
         assert_eq!(Name::CommandsRun.files_operation(), None);
     }
 
+    /// docs/observability.md transcribes the names and the closed set.
+    #[test]
+    fn the_doc_lists_every_name_and_attribute() {
+        let doc = include_str!("../../docs/observability.md");
+        let names = [
+            Name::SandboxCreate,
+            Name::SandboxConnect,
+            Name::SandboxKill,
+            Name::SandboxPause,
+            Name::SandboxResume,
+            Name::CommandsRun,
+            Name::CodeRun,
+            Name::FilesRead,
+            Name::FilesWrite,
+            Name::FilesWriteFiles,
+            Name::FilesList,
+            Name::FilesExists,
+            Name::FilesGetInfo,
+            Name::FilesRemove,
+            Name::FilesRename,
+            Name::FilesMakeDir,
+        ];
+        for name in names {
+            assert!(
+                doc.contains(&format!("| `{}` |", name.as_str())),
+                "{} is not in the doc's table",
+                name.as_str()
+            );
+        }
+        for key in Attr::KEYS {
+            assert!(
+                doc.contains(&format!("| `{key}` |")),
+                "{key} is not in the doc's table"
+            );
+        }
+    }
+
     #[test]
     fn a_long_name_is_cut() {
         let long = "é".repeat(500);
