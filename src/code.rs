@@ -706,9 +706,9 @@ fn code_op(sandbox: &Sandbox, options: &RunCodeOptions) -> crate::otel::Op {
         (None, Some(_)) => None,
     };
     match language {
-        Some(language) => op.with(crate::otel::Attr::Language(
-            crate::otel::Attr::name_text(language),
-        )),
+        Some(language) => op.with(crate::otel::Attr::Language(crate::otel::Attr::name_text(
+            language,
+        ))),
         None => op,
     }
 }

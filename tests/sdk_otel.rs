@@ -97,7 +97,10 @@ async fn exercise(builder: rayito::SandboxBuilder) -> String {
     assert_eq!(exit.kind(), ErrorKind::CommandExit);
     let _bg = sbx
         .commands()
-        .spawn(&format!("sleep 0.1; echo {CANARY_CMD}"), CommandOptions::new())
+        .spawn(
+            &format!("sleep 0.1; echo {CANARY_CMD}"),
+            CommandOptions::new(),
+        )
         .await
         .expect("spawn");
     // A kernel may be missing on this host: the span exists either way.
@@ -180,7 +183,10 @@ async fn operations_are_client_spans_with_the_closed_set_and_no_inputs() {
                 kv.key
             );
         }
-        assert_eq!(attr(span, "rayito.sandbox.id").as_deref(), Some(id.as_str()));
+        assert_eq!(
+            attr(span, "rayito.sandbox.id").as_deref(),
+            Some(id.as_str())
+        );
         assert_eq!(attr(span, "rayito.region").as_deref(), Some("us-east-1"));
         let op = span.name.strip_prefix("rayito.").unwrap();
         assert_eq!(attr(span, "rayito.operation").as_deref(), Some(op));
@@ -192,16 +198,29 @@ async fn operations_are_client_spans_with_the_closed_set_and_no_inputs() {
             .collect();
         for event in &span.events.events {
             texts.push(event.name.to_string());
-            texts.extend(event.attributes.iter().map(|kv| kv.value.as_str().into_owned()));
+            texts.extend(
+                event
+                    .attributes
+                    .iter()
+                    .map(|kv| kv.value.as_str().into_owned()),
+            );
         }
         if let Status::Error { description } = &span.status {
             texts.push(description.to_string());
         }
         for text in &texts {
             for canary in [CANARY_CMD, CANARY_CODE, CANARY_PATH, CANARY_ENV] {
-                assert!(!text.contains(canary), "{}: {canary} in {text:?}", span.name);
+                assert!(
+                    !text.contains(canary),
+                    "{}: {canary} in {text:?}",
+                    span.name
+                );
             }
-            assert!(!text.contains("/home/user"), "{}: a path in {text:?}", span.name);
+            assert!(
+                !text.contains("/home/user"),
+                "{}: a path in {text:?}",
+                span.name
+            );
         }
     }
 
@@ -218,10 +237,19 @@ async fn operations_are_client_spans_with_the_closed_set_and_no_inputs() {
             .any(|s| attr(s, "rayito.commands.background").as_deref() == Some("true"))
     );
     let code = named(&spans, "rayito.code.run");
-    assert_eq!(attr(code[0], "rayito.code.language").as_deref(), Some("python"));
+    assert_eq!(
+        attr(code[0], "rayito.code.language").as_deref(),
+        Some("python")
+    );
     let write_files = named(&spans, "rayito.files.write_files");
-    assert_eq!(attr(write_files[0], "rayito.files.count").as_deref(), Some("2"));
-    assert_eq!(attr(write_files[0], "rayito.files.bytes").as_deref(), Some("5"));
+    assert_eq!(
+        attr(write_files[0], "rayito.files.count").as_deref(),
+        Some("2")
+    );
+    assert_eq!(
+        attr(write_files[0], "rayito.files.bytes").as_deref(),
+        Some("5")
+    );
     assert_eq!(
         attr(write_files[0], "rayito.files.operation").as_deref(),
         Some("write_files")
@@ -230,7 +258,10 @@ async fn operations_are_client_spans_with_the_closed_set_and_no_inputs() {
     assert_eq!(attr(list[0], "rayito.files.count").as_deref(), Some("3"));
     let create = named(&spans, "rayito.sandbox.create");
     assert!(attr(create[0], "rayito.template.name").is_some());
-    assert_eq!(attr(create[0], "rayito.resume_generation").as_deref(), Some("0"));
+    assert_eq!(
+        attr(create[0], "rayito.resume_generation").as_deref(),
+        Some("0")
+    );
 
     // ERROR: the kind as the status, the type, and the exception event.
     let failed_read = named(&spans, "rayito.files.read")
@@ -362,7 +393,9 @@ impl opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::Tra
             opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
         >,
     ) -> Result<
-        tonic::Response<opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse>,
+        tonic::Response<
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse,
+        >,
         tonic::Status,
     > {
         self.0.lock().unwrap().push(request.into_inner());

@@ -30,11 +30,17 @@ pub(crate) fn parse_traceparent(header: &str) -> Option<(&str, &str)> {
         return None;
     }
     let hex = |s: &str, len: usize| {
-        s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        s.len() == len
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     };
     let nonzero = |s: &str| s.bytes().any(|b| b != b'0');
-    (hex(trace_id, 32) && hex(span_id, 16) && hex(flags, 2) && nonzero(trace_id) && nonzero(span_id))
-        .then_some((trace_id, span_id))
+    (hex(trace_id, 32)
+        && hex(span_id, 16)
+        && hex(flags, 2)
+        && nonzero(trace_id)
+        && nonzero(span_id))
+    .then_some((trace_id, span_id))
 }
 
 /// The span of one request.

@@ -24,7 +24,6 @@ use tracing::Instrument as _;
 
 use crate::error::SandboxError;
 
-
 macro_rules! names {
     ($($variant:ident => $name:literal),+ $(,)?) => {
         /// The operations that are spans, each with its span name.

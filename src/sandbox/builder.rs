@@ -1074,7 +1074,8 @@ impl SandboxBuilder {
             // A suspended sandbox without auto-resume is resumed first (3.4);
             // with auto-resume the readiness probe wakes it. One that is still
             // suspending is waited for, then resumed.
-            if !vm.auto_resume && matches!(vm.state, SandboxState::Suspending | SandboxState::Suspended)
+            if !vm.auto_resume
+                && matches!(vm.state, SandboxState::Suspending | SandboxState::Suspended)
             {
                 if vm.state == SandboxState::Suspending {
                     lifecycle::wait_for_state(
