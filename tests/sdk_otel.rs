@@ -64,7 +64,7 @@ fn log() -> &'static Captured {
     })
 }
 
-fn attr<'a>(span: &'a SpanData, key: &str) -> Option<String> {
+fn attr(span: &SpanData, key: &str) -> Option<String> {
     span.attributes
         .iter()
         .find(|kv| kv.key.as_str() == key)
