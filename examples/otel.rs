@@ -20,6 +20,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use rayito::Sandbox;
 
@@ -37,6 +38,18 @@ impl TraceService for Collector {
         Ok(tonic::Response::new(ExportTraceServiceResponse {
             partial_success: None,
         }))
+    }
+}
+
+/// An attribute's value as text.
+fn shown(value: Option<&Value>) -> String {
+    match value {
+        Some(Value::StringValue(s)) => format!("{s:?}"),
+        Some(Value::IntValue(n)) => n.to_string(),
+        Some(Value::BoolValue(b)) => b.to_string(),
+        Some(Value::DoubleValue(d)) => d.to_string(),
+        Some(other) => format!("{other:?}"),
+        None => "(none)".to_owned(),
     }
 }
 
@@ -85,10 +98,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let status = span
                         .status
                         .as_ref()
-                        .map_or(String::new(), |s| format!(" status {}", s.message));
+                        .filter(|s| !s.message.is_empty())
+                        .map_or(String::new(), |s| format!(" (ERROR: {})", s.message));
                     println!("{tracer}: {}{status}", span.name);
                     for kv in &span.attributes {
-                        println!("    {} = {:?}", kv.key, kv.value);
+                        let value = kv.value.as_ref().and_then(|v| v.value.as_ref());
+                        println!("    {} = {}", kv.key, shown(value));
                     }
                 }
             }

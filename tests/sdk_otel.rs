@@ -78,8 +78,19 @@ fn named<'a>(spans: &'a [SpanData], name: &str) -> Vec<&'a SpanData> {
 /// Runs one of each operation with canaries in its inputs; returns the
 /// sandbox id.
 async fn exercise(builder: rayito::SandboxBuilder) -> String {
-    let sbx = builder.create().await.expect("create");
-    let id = sbx.id().to_owned();
+    let first = builder
+        .clone()
+        .no_idle_policy()
+        .create()
+        .await
+        .expect("create");
+    let id = first.id().to_owned();
+    assert!(first.pause().await.expect("pause"));
+    first.resume().await.expect("resume");
+    let sbx = builder
+        .connect(&id, first.access_token().clone())
+        .await
+        .expect("connect");
     let ok = sbx
         .commands()
         .run_with(
@@ -152,6 +163,9 @@ async fn operations_are_client_spans_with_the_closed_set_and_no_inputs() {
     let names: BTreeSet<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
     for name in [
         "rayito.sandbox.create",
+        "rayito.sandbox.connect",
+        "rayito.sandbox.pause",
+        "rayito.sandbox.resume",
         "rayito.sandbox.kill",
         "rayito.commands.run",
         "rayito.code.run",
@@ -262,6 +276,16 @@ async fn operations_are_client_spans_with_the_closed_set_and_no_inputs() {
         attr(create[0], "rayito.resume_generation").as_deref(),
         Some("0")
     );
+    let resume = named(&spans, "rayito.sandbox.resume");
+    assert_eq!(
+        attr(resume[0], "rayito.resume_generation").as_deref(),
+        Some("1")
+    );
+    let connect = named(&spans, "rayito.sandbox.connect");
+    assert_eq!(
+        attr(connect[0], "rayito.resume_generation").as_deref(),
+        Some("1")
+    );
 
     // ERROR: the kind as the status, the type, and the exception event.
     let failed_read = named(&spans, "rayito.files.read")
@@ -336,6 +360,9 @@ async fn without_a_tracer_provider_they_are_tracing_spans_with_the_fields() {
             .collect()
     };
     for name in [
+        "rayito.sandbox.connect",
+        "rayito.sandbox.pause",
+        "rayito.sandbox.resume",
         "rayito.sandbox.kill",
         "rayito.commands.run",
         "rayito.code.run",
