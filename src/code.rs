@@ -688,6 +688,35 @@ async fn inject_cell_secrets(
 pub(crate) async fn run_code(
     sandbox: &Sandbox,
     code: &str,
+    options: RunCodeOptions,
+) -> Result<Execution, SandboxError> {
+    code_op(sandbox, &options)
+        .run(run_code_inner(sandbox, code, options), crate::otel::nothing)
+        .await
+}
+
+/// The span of a cell: `rayito.code.run` with its language (the default
+/// context's `python` when neither a language nor a context is given);
+/// never the code.
+fn code_op(sandbox: &Sandbox, options: &RunCodeOptions) -> crate::otel::Op {
+    let op = crate::otel::Op::new(crate::otel::Name::CodeRun).on(sandbox);
+    let language = match (&options.language, &options.context) {
+        (Some(language), _) => Some(language.as_str()),
+        (None, None) => Some("python"),
+        (None, Some(_)) => None,
+    };
+    match language {
+        Some(language) => op.with(crate::otel::Attr::Language(crate::otel::Attr::name_text(
+            language,
+        ))),
+        None => op,
+    }
+}
+
+/// [`run_code`] inside its span.
+async fn run_code_inner(
+    sandbox: &Sandbox,
+    code: &str,
     mut options: RunCodeOptions,
 ) -> Result<Execution, SandboxError> {
     #[cfg_attr(not(feature = "secrets"), allow(unused_mut))]
@@ -745,6 +774,21 @@ pub(crate) async fn run_code(
 /// Runs one cell and hands its events over as they come (callbacks in the
 /// options are not called: the stream is the callback).
 pub(crate) async fn run_code_stream(
+    sandbox: &Sandbox,
+    code: &str,
+    options: RunCodeOptions,
+) -> Result<ExecutionEvents, SandboxError> {
+    // The span covers starting the cell; the events come after it.
+    code_op(sandbox, &options)
+        .run(
+            run_code_stream_inner(sandbox, code, options),
+            crate::otel::nothing,
+        )
+        .await
+}
+
+/// [`run_code_stream`] inside its span.
+async fn run_code_stream_inner(
     sandbox: &Sandbox,
     code: &str,
     options: RunCodeOptions,

@@ -240,9 +240,26 @@ impl<'a> Commands<'a> {
     pub async fn run_with(
         &self,
         cmd: &str,
+        options: CommandOptions,
+    ) -> Result<CommandResult, SandboxError> {
+        let op = crate::otel::Op::new(crate::otel::Name::CommandsRun)
+            .on(self.sandbox)
+            .with(crate::otel::Attr::Background(false));
+        boxed!(Result<CommandResult, SandboxError>, {
+            op.run(self.run_inner(cmd, options), |result| {
+                vec![crate::otel::Attr::ExitCode(result.exit_code)]
+            })
+            .await
+        })
+    }
+
+    /// [`Self::run_with`] inside its span (never the command's text).
+    async fn run_inner(
+        &self,
+        cmd: &str,
         mut options: CommandOptions,
     ) -> Result<CommandResult, SandboxError> {
-        boxed!(Result<CommandResult, SandboxError>, {
+        {
             let stdin = options.stdin.take();
             let (handle, total) = self
                 .start(
@@ -274,7 +291,7 @@ impl<'a> Commands<'a> {
                     outcome = &mut waited => return outcome,
                 }
             }
-        })
+        }
     }
 }
 

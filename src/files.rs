@@ -168,6 +168,12 @@ impl<'a> Files<'a> {
         self.sandbox.request_timeout()
     }
 
+    /// The span of the file operation `name` on this sandbox (never its
+    /// paths).
+    fn op(&self, name: crate::otel::Name) -> crate::otel::Op {
+        crate::otel::Op::new(name).on(self.sandbox)
+    }
+
     /// The sandbox of this view (the S3-staged transfers).
     #[cfg_attr(not(feature = "s3"), allow(dead_code))]
     pub(crate) fn sandbox(&self) -> &'a Sandbox {
@@ -193,6 +199,15 @@ impl<'a> Files<'a> {
     /// after a cut, what the reconnect found (`SandboxNotFound`,
     /// `SandboxLifetime`, `SandboxState`, `Sandbox { connection_lost }`).
     pub async fn read(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
+        boxed!(Result<Vec<u8>, SandboxError>, {
+            self.op(crate::otel::Name::FilesRead)
+                .run(self.read_inner(path), |data| one_file(data.len()))
+                .await
+        })
+    }
+
+    /// Inside its span (see the public method).
+    async fn read_inner(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
         boxed!(Result<Vec<u8>, SandboxError>, {
             let (mut feed, size) = self.open_read(path, "files.read").await?;
             // The size is the agent's word (and a sparse file's is anything):
@@ -232,6 +247,18 @@ impl<'a> Files<'a> {
     /// # Errors
     /// As [`Files::read`], before the first chunk or as the stream's item.
     pub async fn read_stream(&self, path: &str) -> Result<FileChunks, SandboxError> {
+        // The span covers opening the read; the chunks come after it.
+        boxed!(Result<FileChunks, SandboxError>, {
+            self.op(crate::otel::Name::FilesRead)
+                .run(self.read_stream_inner(path), |_| {
+                    vec![crate::otel::Attr::FilesCount(1)]
+                })
+                .await
+        })
+    }
+
+    /// Inside its span (see the public method).
+    async fn read_stream_inner(&self, path: &str) -> Result<FileChunks, SandboxError> {
         boxed!(Result<FileChunks, SandboxError>, {
             let (feed, _) = self.open_read(path, "files.read_stream").await?;
             let chunks = futures_util::stream::unfold(feed, |mut feed| async move {
@@ -319,8 +346,20 @@ impl<'a> Files<'a> {
         path: &str,
         data: impl Into<Vec<u8>>,
     ) -> Result<EntryInfo, SandboxError> {
-        #[cfg(feature = "s3")]
+        // Converted before the boxed part: `impl Into` need not be `Send`.
         let data: Vec<u8> = data.into();
+        let bytes = data.len();
+        boxed!(Result<EntryInfo, SandboxError>, {
+            self.op(crate::otel::Name::FilesWrite)
+                .with(crate::otel::Attr::FilesCount(1))
+                .with(crate::otel::Attr::FilesBytes(bytes as u64))
+                .run(self.write_inner(path, data), crate::otel::nothing)
+                .await
+        })
+    }
+
+    /// Inside its span (see the public method).
+    async fn write_inner(&self, path: &str, data: Vec<u8>) -> Result<EntryInfo, SandboxError> {
         #[cfg(feature = "s3")]
         if self.sandbox.staging().is_some() {
             crate::checks::file_path(path)?;
@@ -332,7 +371,9 @@ impl<'a> Files<'a> {
                 });
             }
         }
-        let mut entries = self.write_files(vec![WriteEntry::new(path, data)]).await?;
+        let mut entries = self
+            .write_files_inner(vec![WriteEntry::new(path, data)])
+            .await?;
         entries.pop().ok_or_else(|| {
             SandboxError::protocol_violation("files.write", "the write answered no entry")
         })
@@ -361,6 +402,21 @@ impl<'a> Files<'a> {
     /// # Errors
     /// As [`Files::write`].
     pub async fn write_stream<S>(&self, path: &str, chunks: S) -> Result<EntryInfo, SandboxError>
+    where
+        S: futures_util::Stream + Send + 'static,
+        S::Item: Into<Bytes>,
+    {
+        // The bytes of a stream are not counted: the stream is the caller's.
+        boxed!(Result<EntryInfo, SandboxError>, {
+            self.op(crate::otel::Name::FilesWrite)
+                .with(crate::otel::Attr::FilesCount(1))
+                .run(self.write_stream_inner(path, chunks), crate::otel::nothing)
+                .await
+        })
+    }
+
+    /// Inside its span (see the public method).
+    async fn write_stream_inner<S>(&self, path: &str, chunks: S) -> Result<EntryInfo, SandboxError>
     where
         S: futures_util::Stream + Send + 'static,
         S::Item: Into<Bytes>,
@@ -418,6 +474,22 @@ impl<'a> Files<'a> {
     /// # Errors
     /// As [`Files::write`]; `InvalidArgument` (`files`) for an empty list.
     pub async fn write_files(
+        &self,
+        files: Vec<WriteEntry>,
+    ) -> Result<Vec<EntryInfo>, SandboxError> {
+        let count = files.len() as u64;
+        let bytes: u64 = files.iter().map(|f| f.data.len() as u64).sum();
+        boxed!(Result<Vec<EntryInfo>, SandboxError>, {
+            self.op(crate::otel::Name::FilesWriteFiles)
+                .with(crate::otel::Attr::FilesCount(count))
+                .with(crate::otel::Attr::FilesBytes(bytes))
+                .run(self.write_files_inner(files), crate::otel::nothing)
+                .await
+        })
+    }
+
+    /// Inside its span (see the public method).
+    async fn write_files_inner(
         &self,
         files: Vec<WriteEntry>,
     ) -> Result<Vec<EntryInfo>, SandboxError> {
@@ -486,6 +558,21 @@ impl<'a> Files<'a> {
         path: &str,
         depth: u32,
     ) -> Result<Vec<EntryInfo>, SandboxError> {
+        boxed!(Result<Vec<EntryInfo>, SandboxError>, {
+            self.op(crate::otel::Name::FilesList)
+                .run(self.list_with_depth_inner(path, depth), |entries| {
+                    vec![crate::otel::Attr::FilesCount(entries.len() as u64)]
+                })
+                .await
+        })
+    }
+
+    /// Inside its span (see the public method).
+    async fn list_with_depth_inner(
+        &self,
+        path: &str,
+        depth: u32,
+    ) -> Result<Vec<EntryInfo>, SandboxError> {
         crate::checks::path(path)?;
         let response = self
             .sandbox
@@ -507,6 +594,15 @@ impl<'a> Files<'a> {
     /// # Errors
     /// Failures other than not-found.
     pub async fn exists(&self, path: &str) -> Result<bool, SandboxError> {
+        boxed!(Result<bool, SandboxError>, {
+            self.op(crate::otel::Name::FilesExists)
+                .run(self.exists_inner(path), crate::otel::nothing)
+                .await
+        })
+    }
+
+    /// Inside its span (see the public method).
+    async fn exists_inner(&self, path: &str) -> Result<bool, SandboxError> {
         match self.stat(path, "files.exists").await {
             Ok(_) => Ok(true),
             Err(err) if err.kind() == ErrorKind::FileNotFound => Ok(false),
@@ -519,6 +615,15 @@ impl<'a> Files<'a> {
     /// # Errors
     /// `FileNotFound`; transport failures.
     pub async fn get_info(&self, path: &str) -> Result<EntryInfo, SandboxError> {
+        boxed!(Result<EntryInfo, SandboxError>, {
+            self.op(crate::otel::Name::FilesGetInfo)
+                .run(self.get_info_inner(path), crate::otel::nothing)
+                .await
+        })
+    }
+
+    /// Inside its span (see the public method).
+    async fn get_info_inner(&self, path: &str) -> Result<EntryInfo, SandboxError> {
         self.stat(path, "files.get_info").await
     }
 
@@ -550,6 +655,15 @@ impl<'a> Files<'a> {
     /// # Errors
     /// `FileNotFound`; transport failures.
     pub async fn remove(&self, path: &str) -> Result<(), SandboxError> {
+        boxed!(Result<(), SandboxError>, {
+            self.op(crate::otel::Name::FilesRemove)
+                .run(self.remove_inner(path), crate::otel::nothing)
+                .await
+        })
+    }
+
+    /// Inside its span (see the public method).
+    async fn remove_inner(&self, path: &str) -> Result<(), SandboxError> {
         crate::checks::path(path)?;
         self.sandbox
             .conn()
@@ -570,6 +684,15 @@ impl<'a> Files<'a> {
     /// `FileNotFound`; `InvalidArgument` (destination conflict); transport
     /// failures.
     pub async fn rename(&self, old: &str, new: &str) -> Result<EntryInfo, SandboxError> {
+        boxed!(Result<EntryInfo, SandboxError>, {
+            self.op(crate::otel::Name::FilesRename)
+                .run(self.rename_inner(old, new), crate::otel::nothing)
+                .await
+        })
+    }
+
+    /// Inside its span (see the public method).
+    async fn rename_inner(&self, old: &str, new: &str) -> Result<EntryInfo, SandboxError> {
         crate::checks::rename(old, new)?;
         let response = self
             .sandbox
@@ -594,6 +717,15 @@ impl<'a> Files<'a> {
     /// `InvalidArgument` when something else is already there; transport
     /// failures.
     pub async fn make_dir(&self, path: &str) -> Result<bool, SandboxError> {
+        boxed!(Result<bool, SandboxError>, {
+            self.op(crate::otel::Name::FilesMakeDir)
+                .run(self.make_dir_inner(path), crate::otel::nothing)
+                .await
+        })
+    }
+
+    /// Inside its span (see the public method).
+    async fn make_dir_inner(&self, path: &str) -> Result<bool, SandboxError> {
         crate::checks::path(path)?;
         let outcome = self
             .sandbox
@@ -612,6 +744,14 @@ impl<'a> Files<'a> {
             Err(err) => Err(err),
         }
     }
+}
+
+/// What a whole read adds to its span: one file and its bytes.
+fn one_file(bytes: usize) -> crate::otel::Learned {
+    vec![
+        crate::otel::Attr::FilesCount(1),
+        crate::otel::Attr::FilesBytes(bytes as u64),
+    ]
 }
 
 /// Where a read's bytes come from: the agent's Read stream, or a staged

@@ -252,6 +252,7 @@ mod local;
 #[cfg(not(feature = "local"))]
 #[path = "local/disabled.rs"]
 mod local;
+mod otel;
 pub mod persistence;
 mod pool;
 mod pty;

@@ -296,6 +296,7 @@ impl Agent {
         ))
         .prepare();
         let svc = tower::ServiceBuilder::new()
+            .layer(crate::trace_context::TraceLayer)
             .layer(GateLayer {
                 shared: shared.clone(),
             })

@@ -36,6 +36,7 @@ mod state;
 pub mod template;
 mod text;
 pub mod token;
+mod trace_context;
 mod transfer;
 
 pub use agent::{Agent, AgentConfig};

@@ -569,9 +569,25 @@ impl Commands<'_> {
     pub async fn spawn(
         &self,
         cmd: &str,
+        options: CommandOptions,
+    ) -> Result<CommandHandle, SandboxError> {
+        let op = crate::otel::Op::new(crate::otel::Name::CommandsRun)
+            .on(self.sandbox)
+            .with(crate::otel::Attr::Background(true));
+        boxed!(Result<CommandHandle, SandboxError>, {
+            op.run(self.spawn_inner(cmd, options), crate::otel::nothing)
+                .await
+        })
+    }
+
+    /// [`Self::spawn`] inside its span (never the command's text): the
+    /// span ends when the process started.
+    async fn spawn_inner(
+        &self,
+        cmd: &str,
         mut options: CommandOptions,
     ) -> Result<CommandHandle, SandboxError> {
-        boxed!(Result<CommandHandle, SandboxError>, {
+        {
             let stdin_bytes = options.stdin.take();
             let (handle, total) = self
                 .start(
@@ -593,7 +609,7 @@ impl Commands<'_> {
             )
             .await?;
             Ok(handle)
-        })
+        }
     }
 
     /// Starts `cmd` (the same checks and request for `run` and `spawn`,

@@ -67,6 +67,9 @@ pub struct SandboxBuilder {
     secret_cache: Option<crate::secrets::SecretCache>,
     /// The egress policy and `allow_internet_access` (docs/network.md).
     network: super::network::NetworkChoice,
+    /// The tracer of the operation spans (feature `otel`).
+    #[cfg(feature = "otel")]
+    tracer: Option<crate::otel::Tracer>,
 }
 
 /// A persistence prefix given to the builder.
@@ -101,6 +104,8 @@ impl SandboxBuilder {
             #[cfg(feature = "secrets")]
             secret_cache: None,
             network: super::network::NetworkChoice::default(),
+            #[cfg(feature = "otel")]
+            tracer: None,
         }
     }
 
@@ -451,6 +456,40 @@ impl SandboxBuilder {
         self
     }
 
+    /// Traces the sandbox's operations with `provider`: create, connect,
+    /// kill, pause, resume, commands, code and files are each a CLIENT span
+    /// of tracer `rayito` (with the crate's version), with the closed
+    /// attribute set of docs/observability.md, and every gRPC call to the
+    /// agent made under a span carries its W3C `traceparent`. The handle
+    /// and its clones keep the tracer; without this, no OpenTelemetry span
+    /// is made (the operations are still `tracing` spans).
+    ///
+    /// Only with the `otel` cargo feature.
+    #[cfg(feature = "otel")]
+    pub fn tracer_provider<P>(mut self, provider: &P) -> Self
+    where
+        P: opentelemetry::trace::TracerProvider,
+        P::Tracer: Send + Sync + 'static,
+        <P::Tracer as opentelemetry::trace::Tracer>::Span: Send + Sync + 'static,
+    {
+        self.tracer = Some(crate::otel::Tracer::from_provider(provider));
+        self
+    }
+
+    /// The operation `name` on this builder: its template, region and
+    /// tracer (a span's attributes; no I/O).
+    fn op(&self, name: crate::otel::Name) -> crate::otel::Op {
+        let mut op = crate::otel::Op::new(name);
+        if let Some(template) = &self.options.template {
+            op = op.with(crate::otel::Attr::TemplateName(
+                crate::otel::Attr::name_text(template),
+            ));
+        }
+        #[cfg(feature = "otel")]
+        let op = op.traced_by(self.tracer.as_ref());
+        op
+    }
+
     /// The secrets of the handle, checked (no I/O).
     #[cfg(feature = "secrets")]
     fn checked_secrets(&self) -> Result<crate::secrets::inject::HandleSecrets, SandboxError> {
@@ -535,12 +574,21 @@ impl SandboxBuilder {
     /// I/O, and the automatic restore's errors (the sandbox terminated
     /// unless kept on failure).
     pub async fn create(self) -> Result<Sandbox, SandboxError> {
-        self.check_persist()?;
-        let Some(binding) = self.persist.clone() else {
-            return self.create_observed(None).await;
-        };
-        let sandbox = self.create_observed(None).await?;
-        auto_restore(sandbox, binding).await
+        boxed!(Result<Sandbox, SandboxError>, {
+            let op = self.op(crate::otel::Name::SandboxCreate);
+            op.run(
+                async move {
+                    self.check_persist()?;
+                    let Some(binding) = self.persist.clone() else {
+                        return self.create_observed(None).await;
+                    };
+                    let sandbox = self.create_observed(None).await?;
+                    auto_restore(sandbox, binding).await
+                },
+                handle_attrs,
+            )
+            .await
+        })
     }
 
     /// [`SandboxBuilder::create`], calling `on_launch` the moment
@@ -851,6 +899,8 @@ impl SandboxBuilder {
                 staged,
                 #[cfg(feature = "secrets")]
                 secrets,
+                #[cfg(feature = "otel")]
+                tracer: self.tracer.clone(),
             }),
         }
     }
@@ -882,14 +932,24 @@ impl SandboxBuilder {
     /// [`crate::ClientBuilder::build`]). With an index, its row is deleted
     /// after the kill (see [`crate::Sandbox::kill`]).
     pub async fn kill_by_id(self, sandbox_id: &str) -> Result<bool, SandboxError> {
-        check_sandbox_id(sandbox_id)?;
-        let client = self.client.client().await?;
-        let killed = client.kill_by_id(sandbox_id).await?;
-        #[cfg(feature = "dynamodb")]
-        if let Some(index) = &self.index {
-            super::forget_row(index, &client, sandbox_id).await;
-        }
-        Ok(killed)
+        let op = self
+            .op(crate::otel::Name::SandboxKill)
+            .with(crate::otel::Attr::SandboxId(crate::otel::Attr::name_text(
+                sandbox_id,
+            )));
+        let kill = async move {
+            check_sandbox_id(sandbox_id)?;
+            let client = self.client.client().await?;
+            let killed = client.kill_by_id(sandbox_id).await?;
+            #[cfg(feature = "dynamodb")]
+            if let Some(index) = &self.index {
+                super::forget_row(index, &client, sandbox_id).await;
+            }
+            Ok(killed)
+        };
+        boxed!(Result<bool, SandboxError>, {
+            op.run(kill, crate::otel::nothing).await
+        })
     }
 
     /// What the control plane says about the sandbox `sandbox_id` on this
@@ -1003,12 +1063,22 @@ impl SandboxBuilder {
     /// # Errors
     /// As [`Client::resume_by_id_within`].
     pub async fn resume_by_id(self, sandbox_id: &str) -> Result<(), SandboxError> {
-        check_sandbox_id(sandbox_id)?;
-        self.client
-            .client()
-            .await?
-            .resume_by_id_within(sandbox_id, self.options.ready_timeout)
-            .await
+        let op = self
+            .op(crate::otel::Name::SandboxResume)
+            .with(crate::otel::Attr::SandboxId(crate::otel::Attr::name_text(
+                sandbox_id,
+            )));
+        let resume = async move {
+            check_sandbox_id(sandbox_id)?;
+            self.client
+                .client()
+                .await?
+                .resume_by_id_within(sandbox_id, self.options.ready_timeout)
+                .await
+        };
+        boxed!(Result<(), SandboxError>, {
+            op.run(resume, crate::otel::nothing).await
+        })
     }
 
     /// The sandboxes on this builder's backend that match `query` (see
@@ -1033,7 +1103,24 @@ impl SandboxBuilder {
     ) -> Result<Sandbox, SandboxError> {
         // Converted before the boxed part: `impl Into` need not be `Send`.
         let access_token: Secret = access_token.into();
+        let op = self
+            .op(crate::otel::Name::SandboxConnect)
+            .with(crate::otel::Attr::SandboxId(crate::otel::Attr::name_text(
+                sandbox_id,
+            )));
         boxed!(Result<Sandbox, SandboxError>, {
+            op.run(self.connect_inner(sandbox_id, access_token), handle_attrs)
+                .await
+        })
+    }
+
+    /// [`Self::connect`] inside its span.
+    async fn connect_inner(
+        self,
+        sandbox_id: &str,
+        access_token: Secret,
+    ) -> Result<Sandbox, SandboxError> {
+        {
             if let Some(p) = &self.persist {
                 if p.prefix.name.is_none() {
                     return Err(SandboxError::invalid_argument(
@@ -1061,7 +1148,8 @@ impl SandboxBuilder {
             // A suspended sandbox without auto-resume is resumed first (3.4);
             // with auto-resume the readiness probe wakes it. One that is still
             // suspending is waited for, then resumed.
-            if !vm.auto_resume && matches!(vm.state, SandboxState::Suspending | SandboxState::Suspended)
+            if !vm.auto_resume
+                && matches!(vm.state, SandboxState::Suspending | SandboxState::Suspended)
             {
                 if vm.state == SandboxState::Suspending {
                     lifecycle::wait_for_state(
@@ -1115,8 +1203,18 @@ impl SandboxBuilder {
                 #[cfg(feature = "secrets")]
                 secrets,
             ))
-        })
+        }
     }
+}
+
+/// What a created or connected handle adds to its span: its id, region
+/// and resume generation.
+fn handle_attrs(sandbox: &Sandbox) -> crate::otel::Learned {
+    vec![
+        crate::otel::Attr::SandboxId(sandbox.id().to_owned()),
+        crate::otel::Attr::Region(sandbox.client().region().unwrap_or("local").to_owned()),
+        crate::otel::Attr::ResumeGeneration(sandbox.resume_generation()),
+    ]
 }
 
 pub(super) fn bad_token() -> SandboxError {

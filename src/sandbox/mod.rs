@@ -91,6 +91,9 @@ struct Inner {
     /// The secrets bound to the handle (references only) and their cache.
     #[cfg(feature = "secrets")]
     secrets: crate::secrets::inject::HandleSecrets,
+    /// The tracer of the operation spans (feature `otel`).
+    #[cfg(feature = "otel")]
+    tracer: Option<crate::otel::Tracer>,
 }
 
 /// What a ready Health says about the lifecycle: `Some(false)` for an
@@ -315,6 +318,14 @@ impl Sandbox {
     /// with the same variant and a message saying that the MicroVM may still
     /// be running: the handle stays usable and `kill` can be called again.
     pub async fn kill(&self) -> Result<bool, SandboxError> {
+        let op = crate::otel::Op::new(crate::otel::Name::SandboxKill).on(self);
+        boxed!(Result<bool, SandboxError>, {
+            op.run(self.kill_inner(), crate::otel::nothing).await
+        })
+    }
+
+    /// [`Self::kill`] inside its span.
+    async fn kill_inner(&self) -> Result<bool, SandboxError> {
         if self.inner.conn.is_closed() {
             return Ok(false);
         }
@@ -380,16 +391,22 @@ impl Sandbox {
     /// when it is not SUSPENDED in time; `Sandbox { closed }` after
     /// `kill()`; control-plane failures (`RateLimit`, `Authentication`, ...).
     pub async fn pause(&self) -> Result<bool, SandboxError> {
-        if self.inner.conn.is_closed() {
-            return Err(SandboxError::closed());
-        }
-        lifecycle::pause(
-            self.inner.control.as_ref(),
-            &self.inner.id,
-            &self.inner.marks,
-            Some(self.inner.ready_timeout),
-        )
-        .await
+        let op = crate::otel::Op::new(crate::otel::Name::SandboxPause).on(self);
+        let pause = async {
+            if self.inner.conn.is_closed() {
+                return Err(SandboxError::closed());
+            }
+            lifecycle::pause(
+                self.inner.control.as_ref(),
+                &self.inner.id,
+                &self.inner.marks,
+                Some(self.inner.ready_timeout),
+            )
+            .await
+        };
+        boxed!(Result<bool, SandboxError>, {
+            op.run(pause, crate::otel::nothing).await
+        })
     }
 
     /// Resumes the paused sandbox: ResumeMicrovm (a sandbox already running
@@ -403,6 +420,17 @@ impl Sandbox {
     /// is not ready within the ready timeout (the sandbox is left alone);
     /// `Sandbox { closed }` after `kill()`; control-plane failures.
     pub async fn resume(&self) -> Result<(), SandboxError> {
+        let op = crate::otel::Op::new(crate::otel::Name::SandboxResume).on(self);
+        boxed!(Result<(), SandboxError>, {
+            op.run(self.resume_inner(), |()| {
+                vec![crate::otel::Attr::ResumeGeneration(self.resume_generation())]
+            })
+            .await
+        })
+    }
+
+    /// [`Self::resume`] inside its span.
+    async fn resume_inner(&self) -> Result<(), SandboxError> {
         if self.inner.conn.is_closed() {
             return Err(SandboxError::closed());
         }
@@ -432,6 +460,12 @@ impl Sandbox {
     /// (0 for a sandbox never resumed; +1 per resume).
     pub fn resume_generation(&self) -> u64 {
         self.inner.marks.resume_generation()
+    }
+
+    /// The tracer of the handle's operation spans (feature `otel`).
+    #[cfg(feature = "otel")]
+    pub(crate) fn tracer(&self) -> Option<&crate::otel::Tracer> {
+        self.inner.tracer.as_ref()
     }
 
     /// Moves the sandbox's logical timeout to `timeout` from now (it may

@@ -118,6 +118,17 @@ impl Interceptor for AuthInterceptor {
                 secret_value(access)?,
             );
         }
+        // Feature `otel`: the W3C trace context of the span the call runs
+        // under, computed per call (a retry carries the same span's).
+        #[cfg(feature = "otel")]
+        if let Some((traceparent, tracestate)) = crate::otel::trace_headers() {
+            if let Ok(value) = AsciiMetadataValue::try_from(traceparent) {
+                metadata.insert("traceparent", value);
+            }
+            if let Some(Ok(value)) = tracestate.map(AsciiMetadataValue::try_from) {
+                metadata.insert("tracestate", value);
+            }
+        }
         Ok(request)
     }
 }
@@ -153,5 +164,43 @@ mod tests {
         let req = interceptor.call(Request::new(())).unwrap();
         assert_eq!(req.metadata().get("x-aws-proxy-auth").unwrap(), "proxy-2");
         assert_eq!(req.metadata().get("x-access-token").unwrap(), "access-1");
+    }
+
+    /// Feature `otel`: the current span's `traceparent` and `tracestate`,
+    /// per call; nothing without a span; never `baggage` or
+    /// `grpc-trace-bin`.
+    #[cfg(feature = "otel")]
+    #[test]
+    fn a_call_under_a_span_carries_its_trace_context_only() {
+        use opentelemetry::baggage::BaggageExt as _;
+        use opentelemetry::trace::{
+            SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState,
+        };
+        let store = Arc::new(TokenStore::new(None, Some(Secret::new("access-1"))));
+        let mut interceptor = AuthInterceptor::new(store);
+        let req = interceptor.call(Request::new(())).unwrap();
+        assert!(req.metadata().get("traceparent").is_none());
+        assert!(req.metadata().get("tracestate").is_none());
+
+        let sc = SpanContext::new(
+            TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+            SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+            TraceFlags::SAMPLED,
+            true,
+            TraceState::from_key_value([("vendor", "v1")]).unwrap(),
+        );
+        let cx = opentelemetry::Context::new()
+            .with_remote_span_context(sc)
+            .with_baggage([opentelemetry::KeyValue::new("user", "secret")]);
+        let _guard = cx.attach();
+        let req = interceptor.call(Request::new(())).unwrap();
+        let md = req.metadata();
+        assert_eq!(
+            md.get("traceparent").unwrap(),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        );
+        assert_eq!(md.get("tracestate").unwrap(), "vendor=v1");
+        assert!(md.get("baggage").is_none());
+        assert!(md.get("grpc-trace-bin").is_none());
     }
 }
