@@ -245,6 +245,8 @@ mod configure;
 mod control;
 mod files;
 pub mod git;
+#[cfg(feature = "logs")]
+pub mod logs;
 #[cfg(feature = "dynamodb")]
 mod index;
 #[cfg(feature = "local")]
@@ -292,7 +294,8 @@ pub use pool::{
 pub use pty::{Pty, PtyExit, PtyHandle, PtyOptions, PtyOutput, PtySize};
 pub use sandbox::{
     AwsOptions, BACKEND_ENV, IdlePolicy, ListQuery, MetricsHistoryQuery, OnTimeout, Pacing,
-    Sandbox, SandboxBuilder, SandboxHost, SandboxInfo, SandboxList, SandboxMetrics, SandboxState,
+    Sandbox, SandboxBuilder, SandboxHost, SandboxInfo, SandboxList, SandboxLogging, SandboxMetrics,
+    SandboxState,
     SandboxSummary, TEMPLATE_ENV, TemplateInfo,
 };
 pub use secret::Secret;

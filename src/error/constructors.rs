@@ -474,6 +474,22 @@ impl SandboxError {
         }
     }
 
+    /// `NotFound`: sandbox `sandbox_id` has no log stream in `log_group`
+    /// (the group does not exist, or no stream of it is the sandbox's):
+    /// logging was disabled, the sandbox had no execution role, or it logs
+    /// to another group. Both names are cleaned like server text.
+    pub fn no_logs(sandbox_id: &str, log_group: &str) -> Self {
+        Self::NotFound {
+            meta: meta(
+                m::LOGS_NONE,
+                &[
+                    ("sandbox_id", &super::map::redact::sanitize_remote_text(sandbox_id, 256)),
+                    ("resource", &super::map::redact::sanitize_remote_text(log_group, 512)),
+                ],
+            ),
+        }
+    }
+
     /// `PoolClosed`: a take from a pool that was never started.
     pub fn pool_not_started() -> Self {
         Self::PoolClosed {
@@ -923,6 +939,10 @@ mod tests {
             (
                 SandboxError::template_not_found(),
                 "no template of that name exists in this account and region; build it first",
+            ),
+            (
+                SandboxError::no_logs("vm-1", "/rayito/py"),
+                "no logs (logging disabled, no execution role, or another group) for sandbox vm-1 in log group /rayito/py; create the sandbox with SandboxLogging::cloudwatch() and an execution role that may write there, or pass the group it logs to",
             ),
             (
                 SandboxError::pool_not_started(),

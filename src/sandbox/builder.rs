@@ -275,6 +275,14 @@ impl SandboxBuilder {
         self
     }
 
+    /// Where the sandbox's output goes (RunMicrovm `logging`, always sent;
+    /// default [`SandboxLogging::Disabled`](super::SandboxLogging::Disabled)). CloudWatch Logs needs an
+    /// execution role that may write to the group (docs/sandbox-logs.md).
+    pub fn logging(mut self, logging: super::SandboxLogging) -> Self {
+        self.options.logging = logging;
+        self
+    }
+
     /// Use this access token instead of a generated one (base64url, at least
     /// 16 bytes once decoded).
     pub fn access_token(mut self, token: impl Into<Secret>) -> Self {
@@ -535,6 +543,7 @@ impl SandboxBuilder {
             #[cfg(feature = "secrets")]
             let secrets = self.checked_secrets()?;
             let template = self.options.sized_template()?;
+            self.options.logging.check()?;
             #[cfg(feature = "dynamodb")]
             if let Some(index) = &self.index {
                 index.check()?;
@@ -552,6 +561,7 @@ impl SandboxBuilder {
             let backend = client.backend();
             let policy = *client.retry_policy();
             let image_arn = client.image_arn(template.as_deref()).await?;
+            let logging = self.options.logging.resolve(&image_arn);
             let request = RunRequest {
                 image_arn,
                 image_version: self.options.template_version.map(|v| v.to_string()),
@@ -566,6 +576,7 @@ impl SandboxBuilder {
                     }
                 }),
                 execution_role_arn: self.options.execution_role_arn.clone(),
+                logging,
             };
             let control = backend.control.clone();
             let vm = control.run_microvm(request).await?;

@@ -49,6 +49,7 @@ mod model;
 mod objects;
 mod proxy;
 mod registry;
+mod sandbox_logs;
 mod s3;
 mod sigv4;
 mod sts;
