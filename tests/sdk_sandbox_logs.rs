@@ -24,9 +24,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_sdk_cloudwatchlogs as cwl;
 use cwl::primitives::{DateTime, DateTimeFormat};
 use rayito::logs::LogsQuery;
-use rayito::{Client, SandboxError, SandboxLogging};
+use rayito::{AwsOptions, Client, Sandbox, SandboxError, SandboxLogging};
 use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig, Operation};
 use sdk_support::moto::MotoServer;
+use sdk_support::recording_proxy::RecordingProxy;
 
 /// moto's account (the emulator's too).
 const MOTO_ACCOUNT: &str = "123456789012";
@@ -59,6 +60,49 @@ fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64
+}
+
+/// RunMicrovm carries `logging` on every call: disabled by default, the
+/// default group, or the caller's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_microvm_always_sends_logging() {
+    let emu = sdk_support::emulator().await;
+    let proxy = RecordingProxy::start(emu.addr()).await;
+    let key = emu.access_key().clone();
+    let builder = || {
+        Sandbox::builder()
+            .aws(
+                AwsOptions::new()
+                    .endpoint_url(proxy.endpoint_url())
+                    .region("us-east-1")
+                    .static_credentials(key.id.clone(), key.secret.clone()),
+            )
+            .template(emu.image_arn("rayito-base"))
+            .ready_timeout(Duration::from_secs(60))
+    };
+    for builder in [
+        builder(),
+        builder().logging(SandboxLogging::cloudwatch()),
+        builder().logging(SandboxLogging::cloudwatch_group("/team/sandboxes")),
+    ] {
+        let sbx = builder.create().await.expect("a sandbox through the proxy");
+        sbx.kill().await.unwrap();
+    }
+    let sent: Vec<serde_json::Value> = proxy
+        .records()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path == "/2025-09-09/microvms")
+        .map(|r| r.json()["logging"].clone())
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            serde_json::json!({"disabled": {}}),
+            serde_json::json!({"cloudWatch": {"logGroup": BASE_GROUP}}),
+            serde_json::json!({"cloudWatch": {"logGroup": "/team/sandboxes"}}),
+        ]
+    );
+    emu.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,6 +23,7 @@ use self::lifecycle::LifecycleMarks;
 pub(crate) use self::lifecycle::{kill as terminate_by_id, request_resume};
 pub use self::list::{ListQuery, SandboxList, SandboxSummary};
 pub use self::logging::SandboxLogging;
+#[cfg(feature = "logs")]
 pub(crate) use self::logging::{check_log_group, default_log_group};
 pub use self::metrics::{MetricsHistoryQuery, SandboxMetrics};
 pub(crate) use self::options::MAX_DURATION_SECS;
