@@ -23,7 +23,7 @@ pub struct LogsArgs {
     log_group: Option<String>,
     /// The most events printed (1 to 100000; with --follow, per poll).
     #[arg(long, default_value_t = DEFAULT_LIMIT,
-          value_parser = clap::value_parser!(u64).range(1..=MAX_LIMIT as u64).map(|v| v as usize))]
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_LIMIT as u64))]
     limit: usize,
     /// Only events since: a duration back from now (`30s`, `30m`, `2h`,
     /// `1d`) or an ISO-8601 time (`2026-12-01T10:00:00Z`; without a zone,
