@@ -245,8 +245,6 @@ mod configure;
 mod control;
 mod files;
 pub mod git;
-#[cfg(feature = "logs")]
-pub mod logs;
 #[cfg(feature = "dynamodb")]
 mod index;
 #[cfg(feature = "local")]
@@ -254,6 +252,8 @@ mod local;
 #[cfg(not(feature = "local"))]
 #[path = "local/disabled.rs"]
 mod local;
+#[cfg(feature = "logs")]
+pub mod logs;
 pub mod persistence;
 mod pool;
 mod pty;
@@ -295,8 +295,7 @@ pub use pty::{Pty, PtyExit, PtyHandle, PtyOptions, PtyOutput, PtySize};
 pub use sandbox::{
     AwsOptions, BACKEND_ENV, IdlePolicy, ListQuery, MetricsHistoryQuery, OnTimeout, Pacing,
     Sandbox, SandboxBuilder, SandboxHost, SandboxInfo, SandboxList, SandboxLogging, SandboxMetrics,
-    SandboxState,
-    SandboxSummary, TEMPLATE_ENV, TemplateInfo,
+    SandboxState, SandboxSummary, TEMPLATE_ENV, TemplateInfo,
 };
 pub use secret::Secret;
 pub use size::{Size, SizeRequest};

@@ -213,8 +213,8 @@ impl LogReader {
                         stream: self.stream.clone(),
                     }
                 }));
-                let repeated = page.next_forward_token.is_none()
-                    || page.next_forward_token == self.token;
+                let repeated =
+                    page.next_forward_token.is_none() || page.next_forward_token == self.token;
                 if page.next_forward_token.is_some() {
                     self.token = page.next_forward_token;
                 }
@@ -420,9 +420,15 @@ mod tests {
     fn bad_queries_are_refused_naming_the_argument() {
         let err = LogsQuery::default().limit(0).check().unwrap_err();
         assert_eq!(err.to_string(), format!("invalid limit: {BAD_LIMIT}"));
-        let err = LogsQuery::default().limit(MAX_LIMIT + 1).check().unwrap_err();
+        let err = LogsQuery::default()
+            .limit(MAX_LIMIT + 1)
+            .check()
+            .unwrap_err();
         assert_eq!(err.to_string(), format!("invalid limit: {BAD_LIMIT}"));
-        let err = LogsQuery::default().log_group("bad group").check().unwrap_err();
+        let err = LogsQuery::default()
+            .log_group("bad group")
+            .check()
+            .unwrap_err();
         assert!(err.to_string().starts_with("invalid log_group: "), "{err}");
         let err = LogsQuery::default()
             .since(UNIX_EPOCH - Duration::from_secs(1))

@@ -393,10 +393,9 @@ fn sdk_child() {
         let started = info.started_at.unwrap();
         let v = &info.image_version;
         let expected = format!("{}[{v}]{id}", utc_day(started));
-        let messages =
-            |logs: &rayito::logs::SandboxLogs| -> Vec<String> {
-                logs.events.iter().map(|e| e.message.clone()).collect()
-            };
+        let messages = |logs: &rayito::logs::SandboxLogs| -> Vec<String> {
+            logs.events.iter().map(|e| e.message.clone()).collect()
+        };
 
         // The stream by its exact name; the decoys beside it are never read.
         let logs = client
@@ -406,8 +405,15 @@ fn sdk_child() {
         assert_eq!(logs.log_group, BASE_GROUP);
         assert_eq!(logs.stream, expected);
         assert!(!logs.used_fallback);
-        assert_eq!(messages(&logs), ["line 0", "line 1", "line 2", "line 3", "line 4"]);
-        assert!(logs.events.windows(2).all(|w| w[0].timestamp < w[1].timestamp));
+        assert_eq!(
+            messages(&logs),
+            ["line 0", "line 1", "line 2", "line 3", "line 4"]
+        );
+        assert!(
+            logs.events
+                .windows(2)
+                .all(|w| w[0].timestamp < w[1].timestamp)
+        );
 
         // limit, since.
         let logs = client

@@ -245,10 +245,22 @@ mod tests {
     #[test]
     fn since_takes_durations_and_iso_times() {
         let now = at(1_796_083_200_000);
-        assert_eq!(parse_since_at("30m", now), Ok(at(1_796_083_200_000 - 1_800_000)));
-        assert_eq!(parse_since_at("2h", now), Ok(at(1_796_083_200_000 - 7_200_000)));
-        assert_eq!(parse_since_at("1d", now), Ok(at(1_796_083_200_000 - 86_400_000)));
-        assert_eq!(parse_since_at("45s", now), Ok(at(1_796_083_200_000 - 45_000)));
+        assert_eq!(
+            parse_since_at("30m", now),
+            Ok(at(1_796_083_200_000 - 1_800_000))
+        );
+        assert_eq!(
+            parse_since_at("2h", now),
+            Ok(at(1_796_083_200_000 - 7_200_000))
+        );
+        assert_eq!(
+            parse_since_at("1d", now),
+            Ok(at(1_796_083_200_000 - 86_400_000))
+        );
+        assert_eq!(
+            parse_since_at("45s", now),
+            Ok(at(1_796_083_200_000 - 45_000))
+        );
         for (text, ms) in [
             ("2026-12-01", 1_796_083_200_000),
             ("2026-12-01T10:00", 1_796_119_200_000),
@@ -261,8 +273,18 @@ mod tests {
             assert_eq!(parse_since_at(text, now), Ok(at(ms)), "{text}");
         }
         for bad in [
-            "", "30", "m", "-5m", "30x", "2026-13-01", "2026-02-30", "2026-12-01T25:00",
-            "2026-12-01T10", "2026/12/01", "yesterday", "2026-12-01T10:00:00+2",
+            "",
+            "30",
+            "m",
+            "-5m",
+            "30x",
+            "2026-13-01",
+            "2026-02-30",
+            "2026-12-01T25:00",
+            "2026-12-01T10",
+            "2026/12/01",
+            "yesterday",
+            "2026-12-01T10:00:00+2",
             "99999999999999999999d",
         ] {
             assert!(parse_since_at(bad, now).is_err(), "{bad}");

@@ -839,7 +839,9 @@ fn sandbox_logs_on_the_local_backend() {
     );
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 1, "{stdout}");
-    let (at, message) = lines[0].split_once(' ').expect("a timestamp, then the line");
+    let (at, message) = lines[0]
+        .split_once(' ')
+        .expect("a timestamp, then the line");
     assert_eq!(at.len(), "2026-12-01T10:00:00.123Z".len(), "{at}");
     assert!(at.ends_with('Z') && at.as_bytes()[10] == b'T' && at.as_bytes()[19] == b'.');
     assert!(

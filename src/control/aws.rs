@@ -331,9 +331,9 @@ impl ControlPlane for AwsControlPlane {
             // Always explicit: RunMicrovm does not inherit the image's log group.
             let logging = match request.logging {
                 RunLogging::Disabled => Logging::Disabled(LoggingDisabled::builder().build()),
-                RunLogging::CloudWatch { log_group } => Logging::CloudWatch(
-                    CloudWatchLogging::builder().log_group(log_group).build(),
-                ),
+                RunLogging::CloudWatch { log_group } => {
+                    Logging::CloudWatch(CloudWatchLogging::builder().log_group(log_group).build())
+                }
             };
             let mut call = self
                 .client

@@ -65,7 +65,10 @@ impl LogsApi {
             .await;
         match out {
             Ok(out) => Ok(Some(stream_page(&out))),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => {
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_resource_not_found_exception()) =>
+            {
                 Ok(None)
             }
             Err(e) => Err(map_sdk_error("DescribeLogStreams", &e)),
@@ -96,7 +99,10 @@ impl LogsApi {
             .await;
         match out {
             Ok(out) => Ok(Some(stream_page(&out))),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => {
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_resource_not_found_exception()) =>
+            {
                 Ok(None)
             }
             Err(e) => Err(map_sdk_error("DescribeLogStreams", &e)),
@@ -144,7 +150,10 @@ impl LogsApi {
                     .collect(),
                 next_forward_token: out.next_forward_token().map(str::to_owned),
             })),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => {
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_resource_not_found_exception()) =>
+            {
                 Ok(None)
             }
             Err(e) => Err(map_sdk_error("GetLogEvents", &e)),
@@ -152,7 +161,9 @@ impl LogsApi {
     }
 }
 
-fn stream_page(out: &logs::operation::describe_log_streams::DescribeLogStreamsOutput) -> StreamPage {
+fn stream_page(
+    out: &logs::operation::describe_log_streams::DescribeLogStreamsOutput,
+) -> StreamPage {
     StreamPage {
         names: out
             .log_streams()

@@ -483,8 +483,14 @@ impl SandboxError {
             meta: meta(
                 m::LOGS_NONE,
                 &[
-                    ("sandbox_id", &super::map::redact::sanitize_remote_text(sandbox_id, 256)),
-                    ("resource", &super::map::redact::sanitize_remote_text(log_group, 512)),
+                    (
+                        "sandbox_id",
+                        &super::map::redact::sanitize_remote_text(sandbox_id, 256),
+                    ),
+                    (
+                        "resource",
+                        &super::map::redact::sanitize_remote_text(log_group, 512),
+                    ),
                 ],
             ),
         }
