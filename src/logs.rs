@@ -323,7 +323,7 @@ async fn resolve(
     let Some(page) = api.streams_with_prefix(group, &expected).await? else {
         return Err(SandboxError::no_logs(id, group));
     };
-    if page.names.iter().any(|n| *n == expected) {
+    if page.names.contains(&expected) {
         return Ok((expected, false));
     }
     let mut token = None;

@@ -873,9 +873,39 @@ fn sandbox_logs_on_the_local_backend() {
     let out = s.run(&["sandbox", "logs", &id, "--since", "1d", "--limit", "1"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
 
+    // --follow prints the started line, then the terminated line once the
+    // sandbox is killed, and keeps polling until stopped.
+    let mut follow = s
+        .cmd(&["sandbox", "logs", &id, "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("rayito sandbox logs --follow");
+    let stdout = follow.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let wait = std::time::Duration::from_secs(30);
+    let first = rx.recv_timeout(wait).expect("the started line");
+    assert!(first.contains(" started from rayito-base "), "{first}");
     // Killed: the terminated line follows.
     let killed = s.run(&["sandbox", "kill", &id]);
     assert!(killed.status.success());
+    let second = rx.recv_timeout(wait).expect("the terminated line");
+    assert!(
+        second.contains(&format!("rayito emulator: MicroVM {id} terminated (")),
+        "{second}"
+    );
+    assert!(follow.try_wait().unwrap().is_none(), "--follow keeps going");
+    follow.kill().unwrap();
+    follow.wait().unwrap();
     let mut text = String::new();
     for _ in 0..100 {
         text = String::from_utf8_lossy(&s.run(&["sandbox", "logs", &id]).stdout).into_owned();

@@ -1042,6 +1042,30 @@ mod tests {
     }
 
     #[test]
+    fn no_logs_is_not_found_naming_the_sandbox_and_the_group() {
+        let e = SandboxError::no_logs("vm-1", "/rayito/py");
+        let SandboxError::NotFound { meta } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(
+            meta.message,
+            "no logs (logging disabled, no execution role, or another group) for sandbox vm-1 \
+             in log group /rayito/py; create the sandbox with SandboxLogging::cloudwatch() and \
+             an execution role that may write there, or pass the group it logs to"
+        );
+        assert_eq!(e.kind(), crate::ErrorKind::NotFound);
+        let info = e.classify();
+        assert_eq!(info.kind, "not_found");
+        assert!(!info.retryable && e.is_not_found() && e.is_sandbox_error());
+        let back = SandboxError::from_wire(&e.to_wire()).expect("wire form parses");
+        assert_eq!(back, e);
+        // Names are cleaned like server text: one line, bounded.
+        let e = SandboxError::no_logs("vm\n1", &format!("/g\n{}", "x".repeat(5_000)));
+        let text = e.to_string();
+        assert!(!text.contains('\n') && text.len() < 1_000, "{text}");
+    }
+
+    #[test]
     fn stack_errors_say_the_stack_resource_and_status_and_carry_their_code() {
         let cases = [
             (
