@@ -94,8 +94,9 @@ pub(crate) struct CreateOptions {
     pub allowed_ports: Vec<u16>,
     pub execution_role_arn: Option<String>,
     pub access_token: Option<Secret>,
-    /// RunMicrovm `logging` (default disabled).
-    pub logging: super::SandboxLogging,
+    /// RunMicrovm `logging`; `None`: disabled. Boxed: the builder is held
+    /// by value in every create future (tests/future_sizes.rs).
+    pub logging: Option<Box<super::SandboxLogging>>,
 }
 
 impl Default for CreateOptions {
@@ -115,7 +116,7 @@ impl Default for CreateOptions {
             allowed_ports: Vec::new(),
             execution_role_arn: None,
             access_token: None,
-            logging: super::SandboxLogging::Disabled,
+            logging: None,
         }
     }
 }
