@@ -252,6 +252,8 @@ mod local;
 #[cfg(not(feature = "local"))]
 #[path = "local/disabled.rs"]
 mod local;
+#[cfg(feature = "logs")]
+pub mod logs;
 mod otel;
 pub mod persistence;
 mod pool;
@@ -294,8 +296,8 @@ pub use pty::{Pty, PtyExit, PtyHandle, PtyOptions, PtyOutput, PtySize};
 pub use sandbox::{ALL_TRAFFIC, EgressEnforcement, EgressProxy, NetworkPolicy, NetworkState};
 pub use sandbox::{
     AwsOptions, BACKEND_ENV, IdlePolicy, ListQuery, MetricsHistoryQuery, OnTimeout, Pacing,
-    Sandbox, SandboxBuilder, SandboxHost, SandboxInfo, SandboxList, SandboxMetrics, SandboxState,
-    SandboxSummary, TEMPLATE_ENV, TemplateInfo,
+    Sandbox, SandboxBuilder, SandboxHost, SandboxInfo, SandboxList, SandboxLogging, SandboxMetrics,
+    SandboxState, SandboxSummary, TEMPLATE_ENV, TemplateInfo,
 };
 pub use secret::Secret;
 pub use size::{Size, SizeRequest};

@@ -366,6 +366,15 @@ fn git_futures_are_send(sbx: &Sandbox) {
     assert_send(&git.dangerously_authenticate("u", &secret, AuthenticateOptions::default()));
 }
 
+/// Sandbox logs (feature `logs`, which the SDK's own tests turn on).
+#[allow(dead_code)]
+fn logs_futures_are_send(client: &Client, reader: &mut rayito::logs::LogReader) {
+    let query = rayito::logs::LogsQuery::default();
+    assert_send(&client.sandbox_logs("microvm-1", &query));
+    assert_send(&client.open_sandbox_logs("microvm-1", &query));
+    assert_send(&reader.read(10));
+}
+
 /// The `pub async fn` names and public stream types of `src/`.
 fn public_async_items() -> Vec<String> {
     let mut names = Vec::new();

@@ -32,6 +32,14 @@ pub enum SandboxCommand {
         /// Also print the access token.
         #[arg(long)]
         show_token: bool,
+        /// Send the sandbox's output to CloudWatch Logs, group
+        /// `/rayito/<template name>` (on AWS it needs an execution role);
+        /// read it with `sandbox logs`.
+        #[arg(long)]
+        logs: bool,
+        /// The CloudWatch Logs group (implies --logs).
+        #[arg(long, value_name = "GROUP")]
+        log_group: Option<String>,
     },
     /// Lists sandboxes (not ended ones, unless `--state` says otherwise).
     List {
@@ -60,6 +68,9 @@ pub enum SandboxCommand {
               value_parser = clap::value_parser!(u64).range(1..=3600))]
         interval: u64,
     },
+    /// The sandbox's CloudWatch Logs stream (created with logging on),
+    /// oldest first: `<ISO-ms-Z> <message>` lines, or JSON with --json.
+    Logs(crate::logs::LogsArgs),
     /// Terminates a sandbox and forgets its token.
     Kill {
         /// The sandbox id.
@@ -264,7 +275,23 @@ async fn dispatch(
             timeout,
             metadata,
             show_token,
-        } => create(backend, format, template, timeout, metadata, show_token).await,
+            logs,
+            log_group,
+        } => {
+            let logging = match log_group {
+                Some(group) => rayito::SandboxLogging::cloudwatch_group(group),
+                None if logs => rayito::SandboxLogging::cloudwatch(),
+                None => rayito::SandboxLogging::Disabled,
+            };
+            let options = CreateArgs {
+                template,
+                timeout,
+                metadata,
+                show_token,
+                logging,
+            };
+            create(backend, format, options).await
+        }
         SandboxCommand::List { metadata, state } => list(backend, format, metadata, state).await,
         SandboxCommand::Info { id } => {
             let info = backend.builder().get_info_by_id(&id).await?;
@@ -299,6 +326,7 @@ async fn dispatch(
                 tokio::time::sleep(std::time::Duration::from_secs(interval)).await;
             }
         }
+        SandboxCommand::Logs(args) => crate::logs::run(backend, format, args).await,
         SandboxCommand::Kill { id } => {
             let killed = backend.builder().kill_by_id(&id).await?;
             cache::remove_token(&id);
@@ -341,15 +369,24 @@ async fn dispatch(
     }
 }
 
-async fn create(
-    backend: &Backend,
-    format: Format,
+/// What `sandbox create` was given.
+struct CreateArgs {
     template: Option<String>,
     timeout: Option<u64>,
     metadata: Vec<(String, String)>,
     show_token: bool,
-) -> Result<i32, Failure> {
-    let mut builder = backend.builder().metadata(metadata);
+    logging: rayito::SandboxLogging,
+}
+
+async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i32, Failure> {
+    let CreateArgs {
+        template,
+        timeout,
+        metadata,
+        show_token,
+        logging,
+    } = args;
+    let mut builder = backend.builder().metadata(metadata).logging(logging);
     let template = match &backend.local {
         Some(state) => Some(
             state.image_for(

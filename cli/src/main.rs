@@ -14,6 +14,7 @@ mod commands;
 mod doctor;
 mod image;
 mod local;
+mod logs;
 mod output;
 mod pool;
 mod setup;

@@ -818,3 +818,133 @@ fn a_pool_filled_by_one_process_serves_takes_from_others() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `sandbox logs` on the local backend: a sandbox created with `--logs`
+/// has the emulator's lifecycle lines in its stream (text and JSON,
+/// `--limit`, `--since`); one created without has none (exit 1 with the
+/// `logs.none` message); bad arguments are usage errors.
+#[test]
+fn sandbox_logs_on_the_local_backend() {
+    let s = Session::new();
+    let created = s.json(&["--output", "json", "sandbox", "create", "--logs"]);
+    let id = created["sandbox_id"].as_str().expect("an id").to_owned();
+
+    // Text: `<ISO-ms-Z> <message>`.
+    let out = s.run(&["sandbox", "logs", &id]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    let (at, message) = lines[0]
+        .split_once(' ')
+        .expect("a timestamp, then the line");
+    assert_eq!(at.len(), "2026-12-01T10:00:00.123Z".len(), "{at}");
+    assert!(at.ends_with('Z') && at.as_bytes()[10] == b'T' && at.as_bytes()[19] == b'.');
+    assert!(
+        message.starts_with(&format!(
+            "rayito emulator: MicroVM {id} started from rayito-base version "
+        )),
+        "{message}"
+    );
+
+    // JSON lines: {timestamp, message, stream}; the stream by convention.
+    for args in [
+        vec!["sandbox", "logs", id.as_str(), "--json"],
+        vec!["--output", "json", "sandbox", "logs", id.as_str()],
+    ] {
+        let out = s.run(&args);
+        assert!(out.status.success());
+        let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+        assert_eq!(v["timestamp"], at);
+        assert_eq!(v["message"], message);
+        let stream = v["stream"].as_str().unwrap();
+        assert!(stream.ends_with(&format!("]{id}")), "{stream}");
+        assert_eq!(&stream[..10], at[..10].replace('-', "/"));
+    }
+
+    // --since in the future: nothing; --since far back and --limit 1: the line.
+    let out = s.run(&["sandbox", "logs", &id, "--since", "2999-01-01T00:00"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    let out = s.run(&["sandbox", "logs", &id, "--since", "1d", "--limit", "1"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+
+    // --follow prints the started line, then the terminated line once the
+    // sandbox is killed, and keeps polling until stopped.
+    let mut follow = s
+        .cmd(&["sandbox", "logs", &id, "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("rayito sandbox logs --follow");
+    let stdout = follow.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let wait = std::time::Duration::from_secs(30);
+    let first = rx.recv_timeout(wait).expect("the started line");
+    assert!(first.contains(" started from rayito-base "), "{first}");
+    // Killed: the terminated line follows.
+    let killed = s.run(&["sandbox", "kill", &id]);
+    assert!(killed.status.success());
+    let second = rx.recv_timeout(wait).expect("the terminated line");
+    assert!(
+        second.contains(&format!("rayito emulator: MicroVM {id} terminated (")),
+        "{second}"
+    );
+    assert!(follow.try_wait().unwrap().is_none(), "--follow keeps going");
+    follow.kill().unwrap();
+    follow.wait().unwrap();
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = String::from_utf8_lossy(&s.run(&["sandbox", "logs", &id]).stdout).into_owned();
+        if text.lines().count() == 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[1].contains(&format!("rayito emulator: MicroVM {id} terminated (")),
+        "{text}"
+    );
+    let out = s.run(&["sandbox", "logs", &id, "--limit", "1"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+
+    // Without logging: exit 1, the message naming the group.
+    let plain = s.json(&["--output", "json", "sandbox", "create"]);
+    let plain_id = plain["sandbox_id"].as_str().unwrap().to_owned();
+    let out = s.run(&["sandbox", "logs", &plain_id]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "error: no logs (logging disabled, no execution role, or another group) for sandbox \
+             {plain_id} in log group /rayito/rayito-base; "
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("kind: not_found"), "{stderr}");
+    s.run(&["sandbox", "kill", &plain_id]);
+
+    // Usage errors: exit 2.
+    for bad in [
+        vec!["sandbox", "logs", id.as_str(), "--limit", "0"],
+        vec!["sandbox", "logs", id.as_str(), "--since", "yesterday"],
+        vec!["sandbox", "logs", id.as_str(), "--since", "2026-13-01"],
+    ] {
+        assert_eq!(s.run(&bad).status.code(), Some(2), "{bad:?}");
+    }
+}

@@ -15,12 +15,12 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use lmv::config::retry::RetryConfig;
 use lmv::config::{Credentials, ProvideCredentials as _, Region};
-use lmv::types::{IdlePolicy, Logging, LoggingDisabled, PortSpecification};
+use lmv::types::{CloudWatchLogging, IdlePolicy, Logging, LoggingDisabled, PortSpecification};
 
 use super::failure::map_sdk_error;
 use super::{
     AuthTokenRequest, ControlPlane, ImageSummary, ListPage, ListRequest, Microvm, MicrovmItem,
-    RunRequest,
+    RunLogging, RunRequest,
 };
 use crate::error::SandboxError;
 use crate::error::map::aws::{no_credentials, profile_not_found};
@@ -328,6 +328,13 @@ const MAX_CONTROL_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 impl ControlPlane for AwsControlPlane {
     fn run_microvm(&self, request: RunRequest) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
         async move {
+            // Always explicit: RunMicrovm does not inherit the image's log group.
+            let logging = match request.logging {
+                RunLogging::Disabled => Logging::Disabled(LoggingDisabled::builder().build()),
+                RunLogging::CloudWatch { log_group } => {
+                    Logging::CloudWatch(CloudWatchLogging::builder().log_group(log_group).build())
+                }
+            };
             let mut call = self
                 .client
                 .run_microvm()
@@ -335,8 +342,7 @@ impl ControlPlane for AwsControlPlane {
                 .maximum_duration_in_seconds(request.max_duration_seconds)
                 .run_hook_payload(request.run_hook_payload)
                 .client_token(request.client_token)
-                // Always explicit: RunMicrovm does not inherit the image's log group.
-                .logging(Logging::Disabled(LoggingDisabled::builder().build()));
+                .logging(logging);
             if let Some(policy) = request.idle_policy {
                 let policy = IdlePolicy::builder()
                     .max_idle_duration_seconds(policy.max_idle_seconds)

@@ -22,7 +22,7 @@ impl BuildLogs {
     /// The reader over `config`.
     pub(crate) fn new(config: &aws_types::SdkConfig) -> Self {
         Self {
-            client: logs::Client::new(config),
+            client: super::cwl::client(config),
         }
     }
 

@@ -10,6 +10,8 @@ pub(crate) mod artifacts;
 pub(crate) mod aws;
 #[cfg(feature = "templates")]
 pub(crate) mod build_logs;
+#[cfg(any(feature = "templates", feature = "logs"))]
+pub(crate) mod cwl;
 pub(crate) mod failure;
 #[cfg(feature = "templates")]
 pub(crate) mod identity;
@@ -19,6 +21,8 @@ pub(crate) mod pacing;
 #[cfg(feature = "dynamodb")]
 pub(crate) mod pool_table;
 pub(crate) mod retry;
+#[cfg(feature = "logs")]
+pub(crate) mod sandbox_logs;
 #[cfg(feature = "setup")]
 pub(crate) mod stacks;
 
@@ -53,6 +57,19 @@ pub(crate) struct RunRequest {
     pub client_token: String,
     pub idle_policy: Option<IdlePolicyParams>,
     pub execution_role_arn: Option<String>,
+    /// RunMicrovm `logging`, always sent.
+    pub logging: RunLogging,
+}
+
+/// RunMicrovm's `logging`: sent explicitly on every call (the service does
+/// not inherit the image's log group).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) enum RunLogging {
+    /// `{"disabled": {}}`.
+    #[default]
+    Disabled,
+    /// `{"cloudWatch": {"logGroup": ...}}` (the service names the stream).
+    CloudWatch { log_group: String },
 }
 
 impl fmt::Debug for RunRequest {
@@ -65,6 +82,7 @@ impl fmt::Debug for RunRequest {
             .field("client_token", &self.client_token)
             .field("idle_policy", &self.idle_policy)
             .field("execution_role_arn", &self.execution_role_arn)
+            .field("logging", &self.logging)
             .finish()
     }
 }

@@ -474,6 +474,28 @@ impl SandboxError {
         }
     }
 
+    /// `NotFound`: sandbox `sandbox_id` has no log stream in `log_group`
+    /// (the group does not exist, or no stream of it is the sandbox's):
+    /// logging was disabled, the sandbox had no execution role, or it logs
+    /// to another group. Both names are cleaned like server text.
+    pub fn no_logs(sandbox_id: &str, log_group: &str) -> Self {
+        Self::NotFound {
+            meta: meta(
+                m::LOGS_NONE,
+                &[
+                    (
+                        "sandbox_id",
+                        &super::map::redact::sanitize_remote_text(sandbox_id, 256),
+                    ),
+                    (
+                        "resource",
+                        &super::map::redact::sanitize_remote_text(log_group, 512),
+                    ),
+                ],
+            ),
+        }
+    }
+
     /// `PoolClosed`: a take from a pool that was never started.
     pub fn pool_not_started() -> Self {
         Self::PoolClosed {
@@ -925,6 +947,10 @@ mod tests {
                 "no template of that name exists in this account and region; build it first",
             ),
             (
+                SandboxError::no_logs("vm-1", "/rayito/py"),
+                "no logs (logging disabled, no execution role, or another group) for sandbox vm-1 in log group /rayito/py; create the sandbox with SandboxLogging::cloudwatch() and an execution role that may write there, or pass the group it logs to",
+            ),
+            (
                 SandboxError::pool_not_started(),
                 "the pool is not started; call start() first, or create the sandbox without the pool",
             ),
@@ -1013,6 +1039,30 @@ mod tests {
             assert_eq!(err.to_string(), expected, "{:?}", err.kind());
             assert_eq!(err.meta().attempts(), 0);
         }
+    }
+
+    #[test]
+    fn no_logs_is_not_found_naming_the_sandbox_and_the_group() {
+        let e = SandboxError::no_logs("vm-1", "/rayito/py");
+        let SandboxError::NotFound { meta } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(
+            meta.message,
+            "no logs (logging disabled, no execution role, or another group) for sandbox vm-1 \
+             in log group /rayito/py; create the sandbox with SandboxLogging::cloudwatch() and \
+             an execution role that may write there, or pass the group it logs to"
+        );
+        assert_eq!(e.kind(), crate::ErrorKind::NotFound);
+        let info = e.classify();
+        assert_eq!(info.kind, "not_found");
+        assert!(!info.retryable && e.is_not_found() && e.is_sandbox_error());
+        let back = SandboxError::from_wire(&e.to_wire()).expect("wire form parses");
+        assert_eq!(back, e);
+        // Names are cleaned like server text: one line, bounded.
+        let e = SandboxError::no_logs("vm\n1", &format!("/g\n{}", "x".repeat(5_000)));
+        let text = e.to_string();
+        assert!(!text.contains('\n') && text.len() < 1_000, "{text}");
     }
 
     #[test]

@@ -192,6 +192,7 @@ fn corpus() -> Vec<SandboxError> {
         SandboxError::build_rejected("ValidationException"),
         SandboxError::base_image_no_version(),
         SandboxError::template_not_found(),
+        SandboxError::no_logs("vm-1", "/rayito/py"),
         SandboxError::pool_not_started(),
         SandboxError::pool_closed(),
         SandboxError::secret_deletion_pending(Duration::from_secs(60)),

@@ -213,6 +213,8 @@ templates! {
         "could not write the index row of sandbox {sandbox_id}: {cause}; terminating its MicroVM failed too, so it may still be running, kill it by id";
     TEMPLATE_TOO_OLD = "template.too_old" =>
         "the agent in this image is too old for templates (it reports no template_start feature); build the template again on a current base image";
+    LOGS_NONE = "logs.none" =>
+        "no logs (logging disabled, no execution role, or another group) for sandbox {sandbox_id} in log group {resource}; create the sandbox with SandboxLogging::cloudwatch() and an execution role that may write there, or pass the group it logs to";
 
     STACK_FAILED = "stack.failed" =>
         "stack {stack} failed: resource {resource} ended {status}; read the stack's events in CloudFormation, fix the cause, then run rayito setup --yes again";

@@ -12,7 +12,7 @@ use super::readiness::{OnNotReady, wait_ready};
 use super::{Inner, PROXY_TOKEN_TTL, Sandbox, SandboxInfo, proxy_minter};
 use crate::client::{Client, ClientSource};
 use crate::control::pacing::Pacing;
-use crate::control::{IdlePolicyParams, RunRequest};
+use crate::control::{IdlePolicyParams, RunLogging, RunRequest};
 use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::{Secret, decode_access_token, generate_access_token, token_sha256_hex};
 use crate::state::SandboxState;
@@ -299,6 +299,14 @@ impl SandboxBuilder {
     /// The IAM role the MicroVM runs with.
     pub fn execution_role_arn(mut self, arn: impl Into<String>) -> Self {
         self.options.execution_role_arn = Some(arn.into());
+        self
+    }
+
+    /// Where the sandbox's output goes (RunMicrovm `logging`, always sent;
+    /// default [`SandboxLogging::Disabled`](super::SandboxLogging::Disabled)). CloudWatch Logs needs an
+    /// execution role that may write to the group (docs/sandbox-logs.md).
+    pub fn logging(mut self, logging: super::SandboxLogging) -> Self {
+        self.options.logging = Some(Box::new(logging));
         self
     }
 
@@ -609,6 +617,9 @@ impl SandboxBuilder {
             #[cfg(feature = "secrets")]
             let secrets = self.checked_secrets()?;
             let template = self.options.sized_template()?;
+            if let Some(logging) = &self.options.logging {
+                logging.check()?;
+            }
             #[cfg(feature = "dynamodb")]
             if let Some(index) = &self.index {
                 index.check()?;
@@ -626,6 +637,11 @@ impl SandboxBuilder {
             let backend = client.backend();
             let policy = *client.retry_policy();
             let image_arn = client.image_arn(template.as_deref()).await?;
+            let logging = self
+                .options
+                .logging
+                .as_ref()
+                .map_or(RunLogging::Disabled, |l| l.resolve(&image_arn));
             let request = RunRequest {
                 image_arn,
                 image_version: self.options.template_version.map(|v| v.to_string()),
@@ -640,6 +656,7 @@ impl SandboxBuilder {
                     }
                 }),
                 execution_role_arn: self.options.execution_role_arn.clone(),
+                logging,
             };
             let control = backend.control.clone();
             let vm = control.run_microvm(request).await?;

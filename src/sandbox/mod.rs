@@ -5,6 +5,7 @@ mod builder;
 mod host;
 pub(crate) mod lifecycle;
 pub(crate) mod list;
+mod logging;
 mod metrics;
 mod network;
 mod options;
@@ -22,6 +23,9 @@ pub use self::host::SandboxHost;
 use self::lifecycle::LifecycleMarks;
 pub(crate) use self::lifecycle::{kill as terminate_by_id, request_resume};
 pub use self::list::{ListQuery, SandboxList, SandboxSummary};
+pub use self::logging::SandboxLogging;
+#[cfg(feature = "logs")]
+pub(crate) use self::logging::{check_log_group, default_log_group};
 pub use self::metrics::{MetricsHistoryQuery, SandboxMetrics};
 pub use self::network::{ALL_TRAFFIC, EgressEnforcement, EgressProxy, NetworkPolicy, NetworkState};
 pub(crate) use self::options::MAX_DURATION_SECS;

@@ -94,6 +94,9 @@ pub(crate) struct CreateOptions {
     pub allowed_ports: Vec<u16>,
     pub execution_role_arn: Option<String>,
     pub access_token: Option<Secret>,
+    /// RunMicrovm `logging`; `None`: disabled. Boxed: the builder is held
+    /// by value in every create future (tests/future_sizes.rs).
+    pub logging: Option<Box<super::SandboxLogging>>,
 }
 
 impl Default for CreateOptions {
@@ -113,6 +116,7 @@ impl Default for CreateOptions {
             allowed_ports: Vec::new(),
             execution_role_arn: None,
             access_token: None,
+            logging: None,
         }
     }
 }
@@ -134,6 +138,7 @@ impl fmt::Debug for CreateOptions {
             .field("idle", &self.idle)
             .field("allowed_ports", &self.allowed_ports)
             .field("execution_role_arn", &self.execution_role_arn)
+            .field("logging", &self.logging)
             .field("access_token", &self.access_token)
             .finish()
     }

@@ -164,10 +164,19 @@ async fn run_microvm(
             .unwrap_or_else(|| vec![default_ingress]),
         egress: input.egress_network_connectors.clone().unwrap_or_default(),
         max_duration_seconds: valid.max_duration_seconds,
+        log_group: super::sandbox_logs::log_group(input.logging.as_ref()),
     };
     let vm = lifecycle::create(&shared, spec, target.layer).await?;
     shared.insert(vm.clone(), input.client_token.clone().map(|t| (t, raw)));
     lifecycle::start(&shared, &vm, valid.payload);
+    super::sandbox_logs::record(
+        &shared,
+        &vm,
+        format!(
+            "rayito emulator: MicroVM {} started from {} version {}",
+            vm.id, valid.image.name, vm.spec.image_version
+        ),
+    );
     ok(vm.to_out())
 }
 

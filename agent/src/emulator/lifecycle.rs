@@ -355,6 +355,15 @@ async fn finish_termination(shared: Arc<Shared>, vm: Arc<Vm>, call_hook: bool) {
     drop(agent);
     shared.revoke_tokens(&vm.id);
     vm.mark_terminated();
+    super::sandbox_logs::record(
+        &shared,
+        &vm,
+        format!(
+            "rayito emulator: MicroVM {} terminated ({})",
+            vm.id,
+            vm.to_out().state_reason.unwrap_or_default()
+        ),
+    );
     let _ = tokio::fs::remove_dir_all(&vm.root).await;
     // Last, with no await after it: this may be running inside one of
     // those timers, and an abort takes effect at the next await.

@@ -50,6 +50,7 @@ mod objects;
 mod proxy;
 mod registry;
 mod s3;
+mod sandbox_logs;
 mod sigv4;
 mod sts;
 pub mod tls;

@@ -465,6 +465,9 @@ pub(crate) struct Spec {
     pub(crate) ingress: Vec<String>,
     pub(crate) egress: Vec<String>,
     pub(crate) max_duration_seconds: i64,
+    /// RunMicrovm `logging.cloudWatch.logGroup`: the group of the
+    /// MicroVM's log stream ([`super::sandbox_logs`]); `None` when disabled.
+    pub(crate) log_group: Option<String>,
 }
 
 /// One emulated MicroVM: an agent, its proxy, its state.

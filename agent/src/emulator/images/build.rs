@@ -31,7 +31,7 @@ pub(crate) fn version_dir(shared: &Shared, name: &str, version: u32) -> PathBuf 
 }
 
 /// `YYYY/MM/DD` of a Unix time in seconds (UTC, proleptic Gregorian).
-fn utc_date(epoch_seconds: i64) -> String {
+pub(crate) fn utc_date(epoch_seconds: i64) -> String {
     // Howard Hinnant's days-to-civil algorithm.
     let z = epoch_seconds.div_euclid(86_400) + 719_468;
     let era = z.div_euclid(146_097);

@@ -8,7 +8,7 @@
 //! UPDATE_FAILED. A version runs (RunMicrovm) when it is SUCCESSFUL and
 //! ACTIVE, whatever later builds of its image did.
 
-mod build;
+pub(crate) mod build;
 pub(crate) mod config;
 pub(crate) mod routes;
 mod seed;
