@@ -375,3 +375,47 @@ async fn every_limit_is_refused_before_any_call_without_the_entry() {
         "{debug}"
     );
 }
+
+/// A MicroVM made ahead (the local backend's warm spare) has its kernel
+/// started before the sandbox is anyone's: with a restricting policy the
+/// kernel is started again inside the sandbox's namespace, so that code
+/// cells are bounded like commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_cells_of_a_warm_spare_are_bounded_too() {
+    if !rustix::process::geteuid().is_root() {
+        sdk_support::skip::skip("needs root (the agent enforces egress with a network namespace)");
+        return;
+    }
+    let port = host_server().await;
+    let emu = Emulator::start(EmulatorConfig {
+        warm_spare: true,
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("the emulator starts");
+    for _ in 0..600 {
+        if emu.warm_spare_ready() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let sbx = sdk_support::builder(&emu)
+        .network(NetworkPolicy::new().allow_out(["127.0.0.1"]))
+        .allow_internet_access(false)
+        .create()
+        .await
+        .expect("a sandbox with a restricting policy");
+    let cell = sbx
+        .run_code(&format!(
+            "import os, socket, urllib.request\n\
+             try:\n    socket.create_connection(('127.0.0.1', {port}), 3).close(); direct = 'open'\n\
+             except OSError:\n    direct = 'closed'\n\
+             body = urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=8).read().decode()\n\
+             (direct, body, os.environ['HTTPS_PROXY'].startswith('http://127.0.0.1:'))"
+        ))
+        .await
+        .expect("run_code");
+    assert_eq!(cell.error, None, "{cell:?}");
+    assert_eq!(cell.text(), Some("('closed', 'hello from the host', True)"));
+    assert!(sbx.kill().await.expect("kill"));
+}

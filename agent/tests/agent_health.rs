@@ -271,7 +271,7 @@ async fn terminate_resolves_terminated_and_stops_serving() {
 #[tokio::test]
 async fn unknown_services_are_unimplemented() {
     let t = TestAgent::start().await;
-    // Network is not compiled: tonic's router answers UNIMPLEMENTED.
+    // A service the agent does not serve: tonic's router answers UNIMPLEMENTED.
     let mut grpc = tonic::client::Grpc::new(t.channel.clone());
     grpc.ready().await.unwrap();
     let mut req = tonic::Request::new(pb::ListRequest {});
@@ -279,14 +279,53 @@ async fn unknown_services_are_unimplemented() {
         .insert("x-access-token", support::token().parse().unwrap());
     let codec = tonic_prost::ProstCodec::<pb::ListRequest, pb::ListResponse>::default();
     let err = grpc
-        .unary(
-            req,
-            "/rayito.v1.NetworkService/GetNetwork".parse().unwrap(),
-            codec,
-        )
+        .unary(req, "/rayito.v1.NoSuchService/Call".parse().unwrap(), codec)
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::Unimplemented);
+}
+
+/// Without `network.enforce` in the run payload the agent enforces
+/// nothing: Health and GetNetwork say NONE, and UpdateNetwork is
+/// FAILED_PRECONDITION (the SDK's `Unimplemented`).
+#[tokio::test]
+async fn network_without_enforcement_is_a_precondition() {
+    let t = TestAgent::start().await;
+    let health = t
+        .health()
+        .health(pb::HealthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        health.egress_enforcement,
+        pb::EgressEnforcement::None as i32
+    );
+    let mut net = pb::network_service_client::NetworkServiceClient::with_interceptor(
+        t.channel.clone(),
+        t.interceptor(),
+    );
+    let state = net
+        .get_network(pb::GetNetworkRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(state.enforcement, pb::EgressEnforcement::None as i32);
+    assert_eq!(state.local_proxy_port, 0);
+    let err = net
+        .update_network(pb::UpdateNetworkRequest {
+            policy: Some(pb::NetworkPolicy {
+                deny_out: vec!["0.0.0.0/0".into()],
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_status(
+        &err,
+        Code::FailedPrecondition,
+        "this sandbox was started without egress enforcement (no network.enforce in its run payload, or the host cannot enforce); create it with a restricting network policy",
+    );
 }
 
 #[tokio::test]
