@@ -117,12 +117,42 @@ async fn health_ignores_a_malformed_token() {
 }
 
 #[tokio::test]
-async fn metrics_needs_the_token_and_is_unimplemented() {
+async fn metrics_needs_the_token_and_is_unimplemented_only_when_turned_off() {
     let t = TestAgent::start().await;
     let mut anon = pb::health_service_client::HealthServiceClient::new(t.channel.clone());
     let err = anon.metrics(pb::MetricsRequest {}).await.unwrap_err();
     assert_status(&err, Code::Unauthenticated, "missing access token");
-    let err = t
+    let err = anon
+        .metrics_history(pb::MetricsHistoryRequest::default())
+        .await
+        .unwrap_err();
+    assert_status(&err, Code::Unauthenticated, "missing access token");
+    // With the token, a default agent answers both.
+    let snapshot = t
+        .health_authed()
+        .metrics(pb::MetricsRequest {})
+        .await
+        .expect("metrics")
+        .into_inner();
+    assert!(
+        snapshot.cpu_count >= 1 && snapshot.mem_total_bytes > 0,
+        "{snapshot:?}"
+    );
+    t.health_authed()
+        .metrics_history(pb::MetricsHistoryRequest::default())
+        .await
+        .expect("metrics history");
+
+    // An agent started without the sampler answers UNIMPLEMENTED, the
+    // form an old agent gives and the SDK maps to `Unimplemented`.
+    let off = TestAgent::start_config(rayito_agent::AgentConfig {
+        metrics_interval: None,
+        ..rayito_agent::AgentConfig::default()
+    })
+    .await;
+    let (status, body) = off.run(&support::payload(serde_json::json!({}))).await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    let err = off
         .health_authed()
         .metrics(pb::MetricsRequest {})
         .await
@@ -130,9 +160,9 @@ async fn metrics_needs_the_token_and_is_unimplemented() {
     assert_status(
         &err,
         Code::Unimplemented,
-        "Metrics is not implemented by the local agent",
+        "Metrics is not implemented by this agent",
     );
-    let err = t
+    let err = off
         .health_authed()
         .metrics_history(pb::MetricsHistoryRequest::default())
         .await
@@ -140,7 +170,7 @@ async fn metrics_needs_the_token_and_is_unimplemented() {
     assert_status(
         &err,
         Code::Unimplemented,
-        "MetricsHistory is not implemented by the local agent",
+        "MetricsHistory is not implemented by this agent",
     );
 }
 
