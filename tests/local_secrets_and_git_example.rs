@@ -116,7 +116,7 @@ async fn the_secrets_and_git_example_clones_commits_and_pushes() {
     // (without) was refused.
     assert!(server.seen().iter().any(|s| s.authorization.is_some()));
     // The example destroyed its secrets.
-    let raw = aws_sdk_secretsmanager::Client::new(&sdk_support::moto::sdk_config(
+    let raw = aws_sdk_secretsmanager::Client::new(&sdk_support::moto_config::sdk_config(
         &moto.endpoint_url(),
         "AKID",
     ));

@@ -26,7 +26,7 @@ const VALUE: &str = "canary-secret-value-3b9f1c";
 /// An `SdkConfig` for `endpoint` with dummy credentials (moto checks no
 /// signature in the mode the helper starts it).
 fn sdk_config(endpoint: &str) -> aws_types::SdkConfig {
-    sdk_support::moto::sdk_config(endpoint, "AKIDSECRETSTEST")
+    sdk_support::moto_config::sdk_config(endpoint, "AKIDSECRETSTEST")
 }
 
 fn store(endpoint: &str) -> SecretStore {

@@ -22,7 +22,7 @@ const UPDATED_CANARY: &str = "CanaryUpdatedValueWm3";
 const META_CANARY: &str = "CanaryMetadataVp2";
 
 fn sdk_config(endpoint: &str) -> aws_types::SdkConfig {
-    sdk_support::moto::sdk_config(endpoint, "AKIDSECRETSCANARY")
+    sdk_support::moto_config::sdk_config(endpoint, "AKIDSECRETSCANARY")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

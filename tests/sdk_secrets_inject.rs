@@ -30,7 +30,7 @@ const NAME: &str = "inject/canary-name-5521";
 const OTHER_NAME: &str = "inject/canary-other-8812";
 
 fn sdk_config(endpoint: &str) -> aws_types::SdkConfig {
-    sdk_support::moto::sdk_config(endpoint, "AKIDINJECTTEST")
+    sdk_support::moto_config::sdk_config(endpoint, "AKIDINJECTTEST")
 }
 
 fn cache(endpoint: &str) -> SecretCache {

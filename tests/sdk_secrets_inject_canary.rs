@@ -22,7 +22,7 @@ const NAME_CANARY: &str = "InjectCanaryNameHv4";
 const VALUE_CANARY: &str = "InjectCanaryValueTj8";
 
 fn sdk_config(endpoint: &str) -> aws_types::SdkConfig {
-    sdk_support::moto::sdk_config(endpoint, "AKIDINJECTCANARY")
+    sdk_support::moto_config::sdk_config(endpoint, "AKIDINJECTCANARY")
 }
 
 fn cmdlines() -> String {

@@ -9,6 +9,7 @@ pub mod captured;
 pub mod git_server;
 pub mod images;
 pub mod moto;
+pub mod moto_config;
 pub mod moto_seed;
 pub mod plain_http;
 pub mod recording_proxy;
