@@ -333,8 +333,9 @@ fn summary(item: MicrovmItem, metadata: Option<BTreeMap<String, String>>) -> San
 /// ended between the list and the probe is not listed).
 ///
 /// # Errors
-/// Any failure of GetMicrovm, CreateMicrovmAuthToken or Health: a probe
-/// that fails is an error, never a silent drop.
+/// Any failure of GetMicrovm, CreateMicrovmAuthToken or Health while the
+/// sandbox still runs: a probe that fails is an error, never a silent
+/// drop.
 async fn probe_metadata(
     backend: &ResolvedBackend,
     policy: &RetryPolicy,
@@ -349,9 +350,27 @@ async fn probe_metadata(
     if vm.state.is_terminal() {
         return Ok(None);
     }
-    let minter = proxy_minter(control, vm.id.clone(), vec![AGENT_PORT], PROBE_TOKEN_TTL);
-    let proxy_token = minter().await?;
-    let conn = backend.open_anonymous_agent(&vm.endpoint, proxy_token, minter, *policy)?;
-    let health = conn.health(PROBE_TIMEOUT, ConnectRetry::Ladder).await?;
-    Ok(Some(health.metadata.into_iter().collect()))
+    let minter = proxy_minter(
+        control.clone(),
+        vm.id.clone(),
+        vec![AGENT_PORT],
+        PROBE_TOKEN_TTL,
+    );
+    let probed = async {
+        let proxy_token = minter().await?;
+        let conn = backend.open_anonymous_agent(&vm.endpoint, proxy_token, minter, *policy)?;
+        conn.health(PROBE_TIMEOUT, ConnectRetry::Ladder).await
+    }
+    .await;
+    match probed {
+        Ok(health) => Ok(Some(health.metadata.into_iter().collect())),
+        // Killed while probed (CreateMicrovmAuthToken then answers a
+        // conflict, or the agent goes away): not listed, as one that ended
+        // before the probe. Any other failure stays an error.
+        Err(err) => match control.get_microvm(sandbox_id.to_owned()).await {
+            Ok(now) if now.state.is_terminal() => Ok(None),
+            Err(gone) if gone.kind() == ErrorKind::SandboxNotFound => Ok(None),
+            _ => Err(err),
+        },
+    }
 }
