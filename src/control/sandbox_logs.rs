@@ -30,6 +30,25 @@ pub(crate) struct EventPage {
     pub next_forward_token: Option<String>,
 }
 
+/// One DescribeLogStreams page; `None` when the group does not exist.
+///
+/// # Errors
+/// Any other failure (mapped).
+async fn described(
+    request: logs::operation::describe_log_streams::builders::DescribeLogStreamsFluentBuilder,
+) -> Result<Option<StreamPage>, SandboxError> {
+    match request.send().quiet().await {
+        Ok(out) => Ok(Some(stream_page(&out))),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_not_found_exception()) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(map_sdk_error("DescribeLogStreams", &e)),
+    }
+}
+
 /// The reader over one client.
 #[derive(Clone, Debug)]
 pub(crate) struct LogsApi {
@@ -54,25 +73,14 @@ impl LogsApi {
         group: &str,
         prefix: &str,
     ) -> Result<Option<StreamPage>, SandboxError> {
-        let out = self
-            .client
-            .describe_log_streams()
-            .log_group_name(group)
-            .log_stream_name_prefix(prefix)
-            .limit(STREAMS_PER_PAGE)
-            .send()
-            .quiet()
-            .await;
-        match out {
-            Ok(out) => Ok(Some(stream_page(&out))),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_resource_not_found_exception()) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(map_sdk_error("DescribeLogStreams", &e)),
-        }
+        described(
+            self.client
+                .describe_log_streams()
+                .log_group_name(group)
+                .log_stream_name_prefix(prefix)
+                .limit(STREAMS_PER_PAGE),
+        )
+        .await
     }
 
     /// One page of `group`'s streams, the most recently written first
@@ -86,27 +94,16 @@ impl LogsApi {
         group: &str,
         next_token: Option<String>,
     ) -> Result<Option<StreamPage>, SandboxError> {
-        let out = self
-            .client
-            .describe_log_streams()
-            .log_group_name(group)
-            .order_by(OrderBy::LastEventTime)
-            .descending(true)
-            .limit(STREAMS_PER_PAGE)
-            .set_next_token(next_token)
-            .send()
-            .quiet()
-            .await;
-        match out {
-            Ok(out) => Ok(Some(stream_page(&out))),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_resource_not_found_exception()) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(map_sdk_error("DescribeLogStreams", &e)),
-        }
+        described(
+            self.client
+                .describe_log_streams()
+                .log_group_name(group)
+                .order_by(OrderBy::LastEventTime)
+                .descending(true)
+                .limit(STREAMS_PER_PAGE)
+                .set_next_token(next_token),
+        )
+        .await
     }
 
     /// One page of `stream`'s events read forward: from the head
