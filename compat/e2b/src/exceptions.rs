@@ -8,109 +8,145 @@
 
 use rayito::{ErrorKind, SandboxError};
 
-/// An E2B exception class (`e2b.exceptions`), as a value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum E2bClass {
+/// Declares [`E2bClass`]: each class with its Python name and the SDK
+/// kinds it catches (each with every kind under it).
+macro_rules! classes {
+    ($($(#[$doc:meta])* $class:ident => [$($kind:ident),*],)*) => {
+        /// An E2B exception class (`e2b.exceptions`), as a value.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum E2bClass {
+            $($(#[$doc])* $class,)*
+        }
+
+        impl E2bClass {
+            /// Every class, in the order of the table in `docs/e2b-compat.md`.
+            pub const ALL: &'static [E2bClass] = &[$(Self::$class,)*];
+
+            /// The Python class name (`NotFoundException`).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Self::$class => stringify!($class),)*
+                }
+            }
+
+            /// The SDK kinds this class catches, each with every kind under
+            /// it (empty for a class nothing here raises).
+            pub const fn kinds(self) -> &'static [ErrorKind] {
+                match self {
+                    $(Self::$class => &[$(ErrorKind::$kind),*],)*
+                }
+            }
+        }
+    };
+}
+
+classes! {
     /// `SandboxException`: every failure about a sandbox.
-    SandboxException,
-    /// `TimeoutException`.
-    TimeoutException,
+    SandboxException => [Sandbox],
+    /// `TimeoutException`, with E2B's two subclasses below it.
+    TimeoutException => [Timeout, SandboxState, SandboxNotReady],
+    /// `SandboxNotRunningException` (a `TimeoutException`): the sandbox
+    /// is suspending, resuming or terminating.
+    SandboxNotRunningException => [SandboxState],
+    /// `SandboxUnreachableException` (a `TimeoutException`): its agent
+    /// did not become ready.
+    SandboxUnreachableException => [SandboxNotReady],
     /// `InvalidArgumentException`.
-    InvalidArgumentException,
+    InvalidArgumentException => [InvalidArgument],
     /// `NotFoundException`: anything not found, files and sandboxes included.
-    NotFoundException,
+    NotFoundException => [NotFound],
     /// `FileNotFoundException`.
-    FileNotFoundException,
+    FileNotFoundException => [FileNotFound],
     /// `SandboxNotFoundException`.
-    SandboxNotFoundException,
+    SandboxNotFoundException => [SandboxNotFound],
     /// `NotEnoughSpaceException`.
-    NotEnoughSpaceException,
+    NotEnoughSpaceException => [DiskFull],
     /// `RateLimitException`.
-    RateLimitException,
+    RateLimitException => [RateLimit],
     /// `CommandExitException`.
-    CommandExitException,
+    CommandExitException => [CommandExit],
+    /// `GuestUnresponsiveException`: never raised here (a suspended
+    /// MicroVM always resumes with its memory).
+    GuestUnresponsiveException => [],
+    /// `TemplateException`: the image's agent is too old, or a template
+    /// failure.
+    TemplateException => [Template],
+    /// `GitUpstreamException`.
+    GitUpstreamException => [GitUpstream],
     /// `AuthenticationException` (not a `SandboxException`).
-    AuthenticationException,
+    AuthenticationException => [Authentication],
+    /// `GitAuthException` (an `AuthenticationException`).
+    GitAuthException => [GitAuth],
     /// `ServiceBusyException` (not a `SandboxException`): no capacity now.
-    ServiceBusyException,
-    /// `QuotaExceededException` (not a `SandboxException`).
-    QuotaExceededException,
-    /// `UnimplementedError` (not a `SandboxException`): a missing feature.
-    UnimplementedError,
+    ServiceBusyException => [Capacity],
+    /// `QuotaExceededException` (not a `SandboxException`; rayito's
+    /// own: E2B has no such class).
+    QuotaExceededException => [QuotaExceeded],
+    /// `BuildException` (not a `SandboxException`): an image build failed.
+    BuildException => [Build, FileUpload],
+    /// `FileUploadException` (a `BuildException`).
+    FileUploadException => [FileUpload],
+    /// `DockerfileSyntaxError`: never raised here (a template's
+    /// Dockerfile is refused as `InvalidArgumentException`).
+    DockerfileSyntaxError => [],
+    /// `SecretException` (not a `SandboxException` in E2B; rayito's
+    /// `secret` kind sits under `sandbox`).
+    SecretException => [Secret],
+    /// `SecretNotFoundException`.
+    SecretNotFoundException => [SecretNotFound],
+    /// `VolumeException`: never raised here (volumes are `Unimplemented`).
+    VolumeException => [],
+    /// `VolumeNotFoundException`: never raised here.
+    VolumeNotFoundException => [],
+    /// `VolumePathNotFoundException`: never raised here.
+    VolumePathNotFoundException => [],
+    /// `UnimplementedError` (rayito's own; not a `SandboxException`): a
+    /// missing feature.
+    UnimplementedError => [Unimplemented],
 }
 
 impl E2bClass {
-    /// Every class, in the order of the table in `docs/e2b-compat.md`.
-    pub const ALL: &'static [E2bClass] = &[
-        Self::SandboxException,
-        Self::TimeoutException,
-        Self::InvalidArgumentException,
-        Self::NotFoundException,
-        Self::FileNotFoundException,
-        Self::SandboxNotFoundException,
-        Self::NotEnoughSpaceException,
-        Self::RateLimitException,
-        Self::CommandExitException,
-        Self::AuthenticationException,
-        Self::ServiceBusyException,
-        Self::QuotaExceededException,
-        Self::UnimplementedError,
-    ];
-
-    /// The Python class name (`NotFoundException`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::SandboxException => "SandboxException",
-            Self::TimeoutException => "TimeoutException",
-            Self::InvalidArgumentException => "InvalidArgumentException",
-            Self::NotFoundException => "NotFoundException",
-            Self::FileNotFoundException => "FileNotFoundException",
-            Self::SandboxNotFoundException => "SandboxNotFoundException",
-            Self::NotEnoughSpaceException => "NotEnoughSpaceException",
-            Self::RateLimitException => "RateLimitException",
-            Self::CommandExitException => "CommandExitException",
-            Self::AuthenticationException => "AuthenticationException",
-            Self::ServiceBusyException => "ServiceBusyException",
-            Self::QuotaExceededException => "QuotaExceededException",
-            Self::UnimplementedError => "UnimplementedError",
+    /// The SDK kind this class is named after (its first), `None` for a
+    /// class nothing here raises.
+    pub const fn kind(self) -> Option<ErrorKind> {
+        match self.kinds() {
+            [first, ..] => Some(*first),
+            [] => None,
         }
     }
 
-    /// The SDK kind this class catches (with every kind under it).
-    pub const fn kind(self) -> ErrorKind {
-        match self {
-            Self::SandboxException => ErrorKind::Sandbox,
-            Self::TimeoutException => ErrorKind::Timeout,
-            Self::InvalidArgumentException => ErrorKind::InvalidArgument,
-            Self::NotFoundException => ErrorKind::NotFound,
-            Self::FileNotFoundException => ErrorKind::FileNotFound,
-            Self::SandboxNotFoundException => ErrorKind::SandboxNotFound,
-            Self::NotEnoughSpaceException => ErrorKind::DiskFull,
-            Self::RateLimitException => ErrorKind::RateLimit,
-            Self::CommandExitException => ErrorKind::CommandExit,
-            Self::AuthenticationException => ErrorKind::Authentication,
-            Self::ServiceBusyException => ErrorKind::Capacity,
-            Self::QuotaExceededException => ErrorKind::QuotaExceeded,
-            Self::UnimplementedError => ErrorKind::Unimplemented,
-        }
+    /// Whether E2B defines this class (false for rayito's own:
+    /// `QuotaExceededException`, `UnimplementedError`).
+    pub const fn is_e2b(self) -> bool {
+        !matches!(self, Self::QuotaExceededException | Self::UnimplementedError)
     }
 }
 
-/// `isinstance(err, class)`: true when `err`'s kind is `class`'s kind or
-/// one of its descendants.
+/// `isinstance(err, class)`: true when `err`'s kind is one of `class`'s
+/// kinds or descends from one.
 pub fn is_instance(err: &SandboxError, class: E2bClass) -> bool {
-    err.is(class.kind())
+    class.kinds().iter().any(|kind| err.is(*kind))
 }
 
-/// The most specific E2B class of `err` (the one `type(err)` would name).
+/// The most specific E2B class of `err` (the one `type(err)` would name):
+/// the class whose matching kind is deepest, the narrower class (fewer
+/// kinds) on a tie.
 pub fn class_of(err: &SandboxError) -> E2bClass {
     E2bClass::ALL
         .iter()
         .copied()
-        .filter(|class| is_instance(err, *class))
-        .max_by_key(|class| depth(class.kind()))
-        .unwrap_or(E2bClass::SandboxException)
+        .filter_map(|class| {
+            let deepest = class
+                .kinds()
+                .iter()
+                .filter(|kind| err.is(**kind))
+                .map(|kind| depth(*kind))
+                .max()?;
+            Some((class, deepest, usize::MAX - class.kinds().len()))
+        })
+        .max_by_key(|(_, deepest, narrow)| (*deepest, *narrow))
+        .map_or(E2bClass::SandboxException, |(class, _, _)| class)
 }
 
 /// How far a kind is from its root (roots are 0).

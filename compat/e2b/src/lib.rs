@@ -26,26 +26,43 @@
 //! with a stable feature key ([`Missing`]), before any call to AWS.
 #![deny(missing_docs)]
 
+mod code;
+mod commands;
 pub mod exceptions;
+mod models;
 mod options;
+mod paginator;
+mod pty;
 mod sandbox;
+mod transfer;
+mod unavailable;
 mod unimplemented;
 mod warnings;
 
 #[cfg(test)]
 mod docs_check;
 
+pub use code::RunCodeOpts;
+pub use commands::{CommandOpts, Commands};
+pub use models::{GetNewEvents, ToJson, context_from_json};
 pub use options::{
     ApiParams, Backend, DEFAULT_COMMAND_TIMEOUT, DEFAULT_RUN_CODE_TIMEOUT, DEFAULT_SANDBOX_TIMEOUT,
-    Lifecycle, Network, OnTimeout, SandboxOpts,
+    Lifecycle, Network, SandboxOpts,
 };
+pub use paginator::{ListOpts, ListOrder, SandboxPaginator};
+pub use pty::{Pty, PtyOpts};
+/// E2B's `Result` of an execution. Not renamed to `Result`: that would
+/// shadow `std::result::Result` under `use rayito_e2b::*`.
+pub use rayito::ExecutionResult;
 pub use rayito::{
     CodeContext as Context, CodeContextOptions, CommandEvent, CommandHandle, CommandResult,
-    EntryInfo, ErrorKind, Execution, ExecutionError, ExecutionResult as Result, FilesystemEvent,
-    FilesystemEventKind, Logs, OutputMessage, ProcessInfo, PtyHandle, PtyOptions, PtySize,
-    SandboxError, SandboxHost, SandboxInfo, Secret, WatchHandle,
+    EgressProxy, EntryInfo, ErrorKind, Execution, ExecutionError, FilesystemEvent,
+    FilesystemEventKind, Logs, MetricsHistoryQuery, NetworkState, OnTimeout, OutputMessage,
+    ProcessInfo, PtyHandle, PtySize, SandboxError, SandboxHost, SandboxInfo, SandboxMetrics,
+    SandboxState, Secret as SecretValue, WatchHandle,
 };
-pub use rayito::{ListQuery as SandboxQuery, SandboxList as SandboxPaginator, SandboxSummary};
-pub use sandbox::{CommandOpts, Commands, ConnectOpts, OnResume, RunCodeOpts, Sandbox};
+pub use rayito::{ListQuery as SandboxQuery, SandboxSummary};
+pub use sandbox::{ConnectOpts, E2B_DEFAULT_TEMPLATE, OnResume, PauseMode, PauseOpts, Sandbox};
+pub use unavailable::{Secret, Template, Volume};
 pub use unimplemented::{DOC, Missing};
-pub use warnings::CompatWarning;
+pub use warnings::{CompatWarning, IGNORED};

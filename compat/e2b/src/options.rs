@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use rayito::{AwsOptions, Secret};
+use rayito::{AwsOptions, EgressProxy, OnTimeout, Secret};
 
 /// E2B's default sandbox lifetime (`timeout=300`).
 pub const DEFAULT_SANDBOX_TIMEOUT: Duration = Duration::from_secs(300);
@@ -31,7 +31,7 @@ pub enum Backend {
 }
 
 /// `lifecycle={"on_timeout": .., "auto_resume": ..}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lifecycle {
     /// What happens at `timeout`: kill (E2B's default) or pause.
     pub on_timeout: OnTimeout,
@@ -42,20 +42,21 @@ pub struct Lifecycle {
     pub keep_memory: Option<bool>,
 }
 
-/// `on_timeout`: `"kill"` or `"pause"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnTimeout {
-    /// Terminate the sandbox.
-    #[default]
-    Kill,
-    /// Suspend it.
-    Pause,
+/// E2B's default: killed at the timeout, not woken by traffic.
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Self {
+            on_timeout: OnTimeout::Kill,
+            auto_resume: false,
+            keep_memory: None,
+        }
+    }
 }
 
-/// `network={..}`. `allow_out` and `deny_out` become the sandbox's egress
-/// policy (`rayito::NetworkPolicy`, docs/network.md); every other field
-/// set here is `Unimplemented` on Lambda MicroVMs, named by its own
-/// feature key.
+/// `network={..}`. `allow_out`, `deny_out` and `egress_proxy` become the
+/// sandbox's egress policy (`rayito::NetworkPolicy`, docs/network.md);
+/// every other field set here is `Unimplemented` on Lambda MicroVMs, named
+/// by its own feature key.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Network {
     /// `network.allow_out`: allowed destinations (IP addresses, CIDRs,
@@ -71,6 +72,29 @@ pub struct Network {
     pub allow_public_traffic: bool,
     /// `network.https_ports`.
     pub https_ports: Vec<u16>,
+    /// `network.egress_proxy`: the operator's SOCKS5 proxy all egress goes
+    /// through (`rayito::NetworkPolicy::egress_proxy`).
+    pub egress_proxy: Option<EgressProxy>,
+    /// `network.dns_servers`: `Unimplemented` when not empty.
+    pub dns_servers: Vec<String>,
+}
+
+impl Network {
+    /// The SDK's egress policy for the fields that have one.
+    pub(crate) fn policy(&self) -> rayito::NetworkPolicy {
+        let mut policy = rayito::NetworkPolicy::new()
+            .allow_out(self.allow_out.clone())
+            .deny_out(self.deny_out.clone());
+        if let Some(proxy) = &self.egress_proxy {
+            policy = policy.egress_proxy(proxy.clone());
+        }
+        policy
+    }
+
+    /// Whether any field with an SDK equivalent is set.
+    pub(crate) fn has_policy(&self) -> bool {
+        !self.allow_out.is_empty() || !self.deny_out.is_empty() || self.egress_proxy.is_some()
+    }
 }
 
 /// `Sandbox.create(...)` keyword arguments.
@@ -80,8 +104,11 @@ pub struct Network {
 /// says so first.
 #[derive(Clone)]
 pub struct SandboxOpts {
-    /// `template`: an image name (local backend) or image ARN; `None` uses
-    /// `RAYITO_TEMPLATE` or the backend's default.
+    /// `template`: an image name (local backend) or image ARN. `None` (and
+    /// E2B's own `code-interpreter-v1`, which exists only at E2B) use
+    /// `RAYITO_TEMPLATE`, else the local backend's `rayito-base`; on AWS
+    /// with neither, create fails `InvalidArgument` (`template`) naming
+    /// the fix before any call.
     pub template: Option<String>,
     /// `timeout`: the sandbox lifetime; `None` is E2B's 300 s.
     pub timeout: Option<Duration>,
@@ -107,6 +134,14 @@ pub struct SandboxOpts {
     pub mcp: Option<String>,
     /// `volume_mounts`: `Unimplemented` when not empty.
     pub volume_mounts: BTreeMap<String, String>,
+    /// `idempotency_key`: `Unimplemented` when set.
+    pub idempotency_key: Option<String>,
+    /// `logger`: ignored (the SDK logs through `tracing`).
+    #[deprecated(note = "ignored: the SDK emits tracing events; install a tracing subscriber")]
+    pub logger: Option<String>,
+    /// `http_version`: ignored.
+    #[deprecated(note = "ignored: the SDK chooses HTTP/2 to the agent and its AWS client's own")]
+    pub http_version: Option<String>,
     /// `api_key`: ignored (AWS credentials are used).
     #[deprecated(note = "ignored on AWS: rayito uses the AWS credentials of the session")]
     pub api_key: Option<Secret>,
@@ -153,6 +188,9 @@ impl Default for SandboxOpts {
             iam: None,
             mcp: None,
             volume_mounts: BTreeMap::new(),
+            idempotency_key: None,
+            logger: None,
+            http_version: None,
             api_key: None,
             domain: None,
             debug: false,

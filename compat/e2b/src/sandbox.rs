@@ -1,25 +1,31 @@
 //! `Sandbox`: E2B's handle over the SDK's, with E2B's names and defaults.
+//! Running code, commands and terminals live in their own modules
+//! (`code`, `commands`, `pty`); this one creates, finds and ends sandboxes.
 
 use std::time::Duration;
 
 use rayito::{
-    CodeContext, CodeContextOptions, CommandHandle, CommandOptions, CommandResult, Execution,
-    ExecutionError, ExecutionResult, Files, OutputMessage, ProcessInfo, Pty, RunCodeOptions,
-    SandboxError, SandboxHost, SandboxInfo,
+    Files, MetricsHistoryQuery, NetworkState, SandboxError, SandboxHost, SandboxInfo,
+    SandboxMetrics, SandboxState,
 };
 
-use crate::options::{
-    ApiParams, Backend, DEFAULT_COMMAND_TIMEOUT, DEFAULT_RUN_CODE_TIMEOUT, DEFAULT_SANDBOX_TIMEOUT,
-    OnTimeout, SandboxOpts,
-};
+use crate::options::{ApiParams, Backend, DEFAULT_SANDBOX_TIMEOUT, SandboxOpts};
+use crate::paginator::{ListOpts, SandboxPaginator};
 use crate::unimplemented::Missing;
 use crate::warnings::{CompatWarning, Warnings, reason};
+
+/// E2B's default template, which exists only at E2B.
+pub const E2B_DEFAULT_TEMPLATE: &str = "code-interpreter-v1";
+
+/// The fix a program without a template on AWS is told (a contract: pinned
+/// by a test, transcribed in `docs/e2b-compat.md`).
+pub(crate) const NO_TEMPLATE: &str = "no template was given and RAYITO_TEMPLATE is unset; E2B's code-interpreter-v1 exists only at E2B: build an image with `rayito template build` and pass its ARN as SandboxOpts.template or set RAYITO_TEMPLATE (the local backend needs neither)";
 
 /// A sandbox, as E2B's code-interpreter `Sandbox` is used. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
-    inner: rayito::Sandbox,
-    warnings: Warnings,
+    pub(crate) inner: rayito::Sandbox,
+    pub(crate) warnings: Warnings,
 }
 
 impl Sandbox {
@@ -30,38 +36,43 @@ impl Sandbox {
     ///
     /// # Errors
     /// `Unimplemented` for a feature Lambda MicroVMs cannot provide (see
-    /// [`Missing`]); otherwise what `rayito::SandboxBuilder::create` returns.
+    /// [`Missing`]); `InvalidArgument` (`template`) on AWS with neither a
+    /// template nor `RAYITO_TEMPLATE`; otherwise what
+    /// `rayito::SandboxBuilder::create` returns.
     pub async fn create(opts: SandboxOpts) -> Result<Sandbox, SandboxError> {
         refuse_missing(&opts)?;
         let warnings = Warnings::default();
         warn_ignored(&opts, &warnings);
+        let template = match opts.template.as_deref() {
+            Some(E2B_DEFAULT_TEMPLATE) => {
+                warnings.warn("template", reason::TEMPLATE_E2B);
+                None
+            }
+            other => other.map(str::to_owned),
+        };
+        if template.is_none() && !template_from_env() && !is_local(&opts.backend) {
+            return Err(SandboxError::invalid_argument("template", NO_TEMPLATE));
+        }
         let mut builder = builder_for(&opts.backend)
             .timeout(opts.timeout.unwrap_or(DEFAULT_SANDBOX_TIMEOUT))
             .envs(opts.envs.clone())
             .metadata(opts.metadata.clone());
-        if let Some(template) = &opts.template {
-            builder = builder.template(template.clone());
+        if let Some(template) = template {
+            builder = builder.template(template);
         }
         if let Some(request_timeout) = opts.request_timeout {
             builder = builder.request_timeout(request_timeout);
         }
         let network = opts.network.clone().unwrap_or_default();
-        if !network.allow_out.is_empty() || !network.deny_out.is_empty() {
-            builder = builder.network(
-                rayito::NetworkPolicy::new()
-                    .allow_out(network.allow_out)
-                    .deny_out(network.deny_out),
-            );
+        if network.has_policy() {
+            builder = builder.network(network.policy());
         }
         if let Some(allow) = opts.allow_internet_access {
             builder = builder.allow_internet_access(allow);
         }
         let lifecycle = opts.lifecycle.unwrap_or_default();
-        builder = builder.on_timeout(match lifecycle.on_timeout {
-            OnTimeout::Kill => rayito::OnTimeout::Kill,
-            OnTimeout::Pause => rayito::OnTimeout::Pause,
-        });
-        if !lifecycle.auto_resume && lifecycle.on_timeout == OnTimeout::Pause {
+        builder = builder.on_timeout(lifecycle.on_timeout);
+        if !lifecycle.auto_resume && lifecycle.on_timeout == rayito::OnTimeout::Pause {
             builder = builder
                 .idle_policy(rayito::IdlePolicy::new(DEFAULT_SANDBOX_TIMEOUT).auto_resume(false));
         }
@@ -69,13 +80,16 @@ impl Sandbox {
         Ok(Sandbox { inner, warnings })
     }
 
-    /// `Sandbox.connect(sandbox_id)`: reattaches to a sandbox, resuming it
-    /// when it is paused. Lambda MicroVMs needs the sandbox's access token
-    /// (from [`Sandbox::access_token`]) where E2B used its API key.
+    /// `Sandbox.connect(sandbox_id, timeout=..)`: reattaches to a sandbox,
+    /// resuming it when it is paused. Lambda MicroVMs needs the sandbox's
+    /// access token (from [`Sandbox::access_token`]) where E2B used its API
+    /// key. With `opts.timeout`, the sandbox's timeout is then set to it
+    /// (E2B only lengthens a running sandbox's; here it is set either way).
     ///
     /// # Errors
     /// `Unimplemented` (`connect(on_resume=reboot)`) before any call;
-    /// otherwise what `rayito::SandboxBuilder::connect` returns.
+    /// otherwise what `rayito::SandboxBuilder::connect` and
+    /// `rayito::Sandbox::set_timeout` return.
     pub async fn connect(
         sandbox_id: &str,
         access_token: impl Into<rayito::Secret>,
@@ -84,9 +98,13 @@ impl Sandbox {
         if opts.on_resume == OnResume::Reboot {
             return Err(Missing::ConnectReboot.error());
         }
+        let access_token = access_token.into();
         let inner = builder_for(&opts.backend)
             .connect(sandbox_id, access_token)
             .await?;
+        if let Some(timeout) = opts.timeout {
+            inner.set_timeout(timeout).await?;
+        }
         Ok(Sandbox {
             inner,
             warnings: Warnings::default(),
@@ -128,9 +146,26 @@ impl Sandbox {
         sandbox.inner.set_timeout(timeout).await
     }
 
-    /// `Sandbox.list(query)`: a paginated stream of sandbox summaries.
-    pub fn list(query: rayito::ListQuery, opts: ConnectOpts) -> rayito::SandboxList {
-        builder_for(&opts.backend).list(query)
+    /// `Sandbox.list(query, limit=, next_token=, order=)`: E2B's paginator
+    /// over the SDK's listing (running and paused sandboxes unless the
+    /// query names states, as E2B does).
+    ///
+    /// # Errors
+    /// `Unimplemented` (`list(next_token)`) when `opts.next_token` is set,
+    /// before any call.
+    pub fn list(
+        query: rayito::ListQuery,
+        opts: ListOpts,
+    ) -> Result<SandboxPaginator, SandboxError> {
+        SandboxPaginator::new(query, opts)
+    }
+
+    /// `Sandbox.delete_snapshot(snapshot_id)`: not available.
+    ///
+    /// # Errors
+    /// Always `Unimplemented { feature: "delete_snapshot" }`, with no call made.
+    pub async fn delete_snapshot(_snapshot_id: &str) -> Result<bool, SandboxError> {
+        Err(Missing::DeleteSnapshot.error())
     }
 
     /// `sandbox_id`.
@@ -143,6 +178,16 @@ impl Sandbox {
         self.inner.access_token()
     }
 
+    /// `traffic_access_token`: the token a client of the sandbox's ports
+    /// sends is a short-lived proxy token per port, read from
+    /// [`Sandbox::get_host`]'s headers; there is no single one.
+    ///
+    /// # Errors
+    /// Always `Unimplemented { feature: "traffic_access_token" }`.
+    pub fn traffic_access_token(&self) -> Result<rayito::Secret, SandboxError> {
+        Err(Missing::TrafficAccessToken.error())
+    }
+
     /// The SDK's own handle, for everything beyond E2B's surface.
     pub fn inner(&self) -> &rayito::Sandbox {
         &self.inner
@@ -153,35 +198,15 @@ impl Sandbox {
         self.warnings.all()
     }
 
-    /// `run_code(code, ...)`: E2B's `Execution`; a guest exception is data
-    /// in `Execution.error`, never an `Err`. The timeout defaults to 300 s.
-    ///
-    /// # Errors
-    /// `Unimplemented` (`language`) for R, Java or any language with no
-    /// kernel here, before any call; otherwise what `run_code_with` returns.
-    pub async fn run_code(&self, code: &str, opts: RunCodeOpts) -> Result<Execution, SandboxError> {
-        if let Some(language) = &opts.language
-            && !KERNELS.contains(&language.as_str())
-        {
-            return Err(Missing::Language.error());
-        }
-        self.warn_api_params(&opts.api);
-        self.inner.run_code_with(code, opts.into_sdk()).await
-    }
-
-    /// `commands`: E2B's view, with its 60 s default command timeout.
-    pub fn commands(&self) -> Commands<'_> {
-        Commands { sandbox: self }
-    }
-
-    /// `files`: the SDK's own view.
+    /// `files`: the SDK's own view (`read`, `write`, `write_files`, `list`,
+    /// `exists`, `get_info`, `remove`, `rename`, `make_dir`, `watch_dir`).
     pub fn files(&self) -> Files<'_> {
         self.inner.files()
     }
 
-    /// `pty`: the SDK's terminals (`create`, `send_input`, `resize`, `kill`).
-    pub fn pty(&self) -> Pty<'_> {
-        self.inner.pty()
+    /// `git`: the SDK's git view, with E2B's method names.
+    pub fn git(&self) -> rayito::git::Git<'_> {
+        self.inner.git()
     }
 
     /// `get_host(port)`: the address of a port the sandbox exposes, with the
@@ -191,50 +216,6 @@ impl Sandbox {
     /// What `rayito::Sandbox::get_host` returns.
     pub async fn get_host(&self, port: u16) -> Result<SandboxHost, SandboxError> {
         self.inner.get_host(port).await
-    }
-
-    /// `create_code_context(cwd=, language=)`.
-    ///
-    /// # Errors
-    /// `Unimplemented` (`language`) for R, Java or any language with no
-    /// kernel here, before any call; otherwise what the SDK returns.
-    pub async fn create_code_context(
-        &self,
-        options: CodeContextOptions,
-        language: Option<&str>,
-    ) -> Result<CodeContext, SandboxError> {
-        let options = match language {
-            Some(language) if !KERNELS.contains(&language) => {
-                return Err(Missing::Language.error());
-            }
-            Some(language) => options.language(language),
-            None => options,
-        };
-        self.inner.create_code_context(options).await
-    }
-
-    /// `list_code_contexts()`.
-    ///
-    /// # Errors
-    /// What the SDK returns.
-    pub async fn list_code_contexts(&self) -> Result<Vec<CodeContext>, SandboxError> {
-        self.inner.list_code_contexts().await
-    }
-
-    /// `restart_code_context(context)`.
-    ///
-    /// # Errors
-    /// What the SDK returns.
-    pub async fn restart_code_context(&self, context_id: &str) -> Result<(), SandboxError> {
-        self.inner.restart_code_context(context_id).await
-    }
-
-    /// `remove_code_context(context)`.
-    ///
-    /// # Errors
-    /// What the SDK returns.
-    pub async fn remove_code_context(&self, context_id: &str) -> Result<(), SandboxError> {
-        self.inner.remove_code_context(context_id).await
     }
 
     /// `kill()`: false when the sandbox was already gone.
@@ -273,6 +254,33 @@ impl Sandbox {
         self.inner.get_info().await
     }
 
+    /// `get_metrics(start=, end=)`: the agent's samples between `start` and
+    /// `end` (5 s apart, the last 8 h), oldest first.
+    ///
+    /// # Errors
+    /// What `rayito::Sandbox::get_metrics_history` returns.
+    pub async fn get_metrics(
+        &self,
+        query: MetricsHistoryQuery,
+    ) -> Result<Vec<SandboxMetrics>, SandboxError> {
+        self.inner.get_metrics_history(query).await
+    }
+
+    /// `update_network(network)`: replaces the sandbox's egress policy
+    /// (`allow_out`, `deny_out`, `egress_proxy`); the other fields of
+    /// [`crate::Network`] are `Unimplemented` as at create.
+    ///
+    /// # Errors
+    /// `Unimplemented` for a field with no equivalent, before any call;
+    /// otherwise what `rayito::Sandbox::update_network` returns.
+    pub async fn update_network(
+        &self,
+        network: crate::Network,
+    ) -> Result<NetworkState, SandboxError> {
+        refuse_missing_network(&network)?;
+        self.inner.update_network(network.policy()).await
+    }
+
     /// `fork()`: not available.
     ///
     /// # Errors
@@ -289,18 +297,40 @@ impl Sandbox {
         Err(Missing::CreateSnapshot.error())
     }
 
-    /// `pause(keep_memory=..)`: suspends the sandbox (memory and disk are
-    /// always kept); [`Sandbox::connect`] resumes it.
+    /// `list_snapshots()`: not available.
+    ///
+    /// # Errors
+    /// Always `Unimplemented { feature: "list_snapshots" }`, with no call made.
+    pub async fn list_snapshots(&self) -> Result<Vec<String>, SandboxError> {
+        Err(Missing::ListSnapshots.error())
+    }
+
+    /// `pause(keep_memory=, mode=, strict=)`: suspends the sandbox (memory
+    /// and disk are always kept); [`Sandbox::connect`] resumes it. False
+    /// when it was already paused.
     ///
     /// # Errors
     /// `Unimplemented { feature: "pause(keep_memory=false)" }` for
-    /// `Some(false)`, before any call; otherwise what
-    /// `rayito::Sandbox::pause` returns.
-    pub async fn pause(&self, keep_memory: Option<bool>) -> Result<bool, SandboxError> {
-        if keep_memory == Some(false) {
+    /// `keep_memory: Some(false)` or `mode: Filesystem`, before any call;
+    /// otherwise what `rayito::Sandbox::pause` returns.
+    pub async fn pause(&self, opts: PauseOpts) -> Result<bool, SandboxError> {
+        if opts.keep_memory == Some(false) || opts.mode == Some(PauseMode::Filesystem) {
             return Err(Missing::PauseWithoutMemory.error());
         }
+        if opts.strict {
+            self.warnings.warn("strict", reason::PAUSE_STRICT);
+        }
+        self.warn_api_params(&opts.api);
         self.inner.pause().await
+    }
+
+    /// `beta_pause()`: E2B's deprecated name of [`Sandbox::pause`].
+    ///
+    /// # Errors
+    /// As [`Sandbox::pause`].
+    #[deprecated(note = "E2B deprecated beta_pause: call pause")]
+    pub async fn beta_pause(&self, opts: PauseOpts) -> Result<bool, SandboxError> {
+        self.pause(opts).await
     }
 
     /// `get_mcp_url()`: not available.
@@ -311,6 +341,14 @@ impl Sandbox {
         Err(Missing::GetMcpUrl.error())
     }
 
+    /// `get_mcp_token()`: not available.
+    ///
+    /// # Errors
+    /// Always `Unimplemented { feature: "get_mcp_token" }`.
+    pub fn get_mcp_token(&self) -> Result<Option<rayito::Secret>, SandboxError> {
+        Err(Missing::GetMcpToken.error())
+    }
+
     /// `get_signature()`: not available.
     ///
     /// # Errors
@@ -319,9 +357,18 @@ impl Sandbox {
         Err(Missing::GetSignature.error())
     }
 
+    /// `sandbox_domain`, `envd_api_url`, `envd_direct_url`,
+    /// `connection_config`: E2B's endpoints; a MicroVM has none of them.
+    ///
+    /// # Errors
+    /// Always `Unimplemented { feature: "envd_endpoints" }`.
+    pub fn envd_api_url(&self) -> Result<String, SandboxError> {
+        Err(Missing::EnvdEndpoints.error())
+    }
+
     /// One warning for each `ApiParams` field set on a call of this handle,
     /// in alphabetical order as the reference does.
-    fn warn_api_params(&self, params: &ApiParams) {
+    pub(crate) fn warn_api_params(&self, params: &ApiParams) {
         if !params.headers.is_empty() {
             self.warnings.warn("headers", reason::ON_HANDLE);
         }
@@ -334,8 +381,33 @@ impl Sandbox {
     }
 }
 
+/// E2B's sandbox constants (`Sandbox.default_template`, ...).
+impl Sandbox {
+    /// `Sandbox.default_template`: E2B's; see [`SandboxOpts::template`]
+    /// for what rayito uses instead.
+    pub const DEFAULT_TEMPLATE: &'static str = E2B_DEFAULT_TEMPLATE;
+    /// `Sandbox.default_sandbox_timeout` (300 s).
+    pub const DEFAULT_SANDBOX_TIMEOUT: Duration = DEFAULT_SANDBOX_TIMEOUT;
+}
+
+/// Whether `RAYITO_TEMPLATE` names a template.
+fn template_from_env() -> bool {
+    std::env::var(rayito::TEMPLATE_ENV).is_ok_and(|v| !v.is_empty())
+}
+
+/// Whether `backend` resolves to the local backend (`RAYITO_BACKEND=local`
+/// for `FromEnv`), which has a default image.
+fn is_local(backend: &Backend) -> bool {
+    match backend {
+        Backend::FromEnv => std::env::var(rayito::BACKEND_ENV).is_ok_and(|v| v == "local"),
+        #[cfg(feature = "local")]
+        Backend::Local => true,
+        Backend::Aws(_) => false,
+    }
+}
+
 /// The SDK builder for a backend choice.
-fn builder_for(backend: &Backend) -> rayito::SandboxBuilder {
+pub(crate) fn builder_for(backend: &Backend) -> rayito::SandboxBuilder {
     let builder = rayito::Sandbox::builder();
     match backend {
         Backend::FromEnv => builder,
@@ -348,6 +420,8 @@ fn builder_for(backend: &Backend) -> rayito::SandboxBuilder {
 /// `Sandbox.connect(..)` and the by-id class methods' options.
 #[derive(Debug, Clone, Default)]
 pub struct ConnectOpts {
+    /// `timeout`: the sandbox's new timeout once connected.
+    pub timeout: Option<Duration>,
     /// `on_resume`: `Reboot` is `Unimplemented`.
     pub on_resume: OnResume,
     /// rayito only: where the sandbox runs.
@@ -364,283 +438,56 @@ pub enum OnResume {
     Reboot,
 }
 
-/// The languages with a kernel (the SDK's agent serves these).
-const KERNELS: &[&str] = &["python", "bash", "javascript", "js", "typescript", "ts"];
-
-/// `run_code` keyword arguments: `language`, `context`, `envs`, `timeout`
-/// (default 300 s; `no_timeout()` for none) and the streaming callbacks.
-#[derive(Debug, Default)]
-pub struct RunCodeOpts {
-    language: Option<String>,
-    sdk: RunCodeOptions,
-    timeout_set: bool,
-    api: ApiParams,
+/// `pause(keep_memory=, mode=, strict=)` keyword arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PauseOpts {
+    /// `keep_memory` (E2B deprecated it for `mode`): `Some(false)` is
+    /// `Unimplemented`.
+    pub keep_memory: Option<bool>,
+    /// `mode`: `Filesystem` is `Unimplemented`.
+    pub mode: Option<PauseMode>,
+    /// `strict`: ignored with a warning.
+    pub strict: bool,
+    /// `request_timeout`, `headers`, `retries`: ignored with a warning.
+    pub api: ApiParams,
 }
 
-impl RunCodeOpts {
-    /// The defaults: python, the default context, 300 s.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// `language=`.
-    #[must_use]
-    pub fn language(mut self, language: impl Into<String>) -> Self {
-        let language = language.into();
-        self.sdk = self.sdk.language(language.clone());
-        self.language = Some(language);
-        self
-    }
-
-    /// `context=` (a context id).
-    #[must_use]
-    pub fn context(mut self, context_id: impl Into<String>) -> Self {
-        self.sdk = self.sdk.context(context_id);
-        self
-    }
-
-    /// One of `envs=`.
-    #[must_use]
-    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.sdk = self.sdk.env(name, value);
-        self
-    }
-
-    /// `timeout=`.
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.sdk = self.sdk.timeout(timeout);
-        self.timeout_set = true;
-        self
-    }
-
-    /// `timeout=0`: no limit.
-    #[must_use]
-    pub fn no_timeout(mut self) -> Self {
-        self.sdk = self.sdk.no_timeout();
-        self.timeout_set = true;
-        self
-    }
-
-    /// `request_timeout=` on a call: ignored with a warning (the handle's
-    /// deadline applies; set it at create).
-    #[must_use]
-    pub fn request_timeout(mut self, request_timeout: Duration) -> Self {
-        self.api.request_timeout = Some(request_timeout);
-        self
-    }
-
-    /// `on_stdout=`.
-    #[must_use]
-    pub fn on_stdout(mut self, callback: impl FnMut(&OutputMessage) + Send + 'static) -> Self {
-        self.sdk = self.sdk.on_stdout(callback);
-        self
-    }
-
-    /// `on_stderr=`.
-    #[must_use]
-    pub fn on_stderr(mut self, callback: impl FnMut(&OutputMessage) + Send + 'static) -> Self {
-        self.sdk = self.sdk.on_stderr(callback);
-        self
-    }
-
-    /// `on_result=`.
-    #[must_use]
-    pub fn on_result(mut self, callback: impl FnMut(&ExecutionResult) + Send + 'static) -> Self {
-        self.sdk = self.sdk.on_result(callback);
-        self
-    }
-
-    /// `on_error=`.
-    #[must_use]
-    pub fn on_error(mut self, callback: impl FnMut(&ExecutionError) + Send + 'static) -> Self {
-        self.sdk = self.sdk.on_error(callback);
-        self
-    }
-
-    fn into_sdk(self) -> RunCodeOptions {
-        if self.timeout_set {
-            self.sdk
-        } else {
-            self.sdk.timeout(DEFAULT_RUN_CODE_TIMEOUT)
-        }
-    }
+/// `mode=` of `pause`: what a pause keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseMode {
+    /// Memory and filesystem (what a MicroVM suspend always keeps).
+    Full,
+    /// The filesystem only: not available.
+    Filesystem,
 }
 
-/// `sbx.commands`: E2B's view over the SDK's, with E2B's 60 s default timeout.
-#[derive(Debug, Clone, Copy)]
-pub struct Commands<'a> {
-    sandbox: &'a Sandbox,
-}
-
-impl Commands<'_> {
-    /// `commands.run(cmd)` in the foreground, with a 60 s timeout.
-    ///
-    /// # Errors
-    /// `CommandExit` on a non-zero exit (E2B's `CommandExitException`);
-    /// `Timeout { command }` after 60 s; otherwise what the SDK returns.
-    pub async fn run(&self, cmd: &str) -> Result<CommandResult, SandboxError> {
-        self.run_with(cmd, CommandOpts::new()).await
-    }
-
-    /// `commands.run(cmd, envs=.., cwd=.., user=.., timeout=.., stdin=..)`,
-    /// with E2B's 60 s timeout unless `opts` sets one.
-    ///
-    /// # Errors
-    /// As [`Commands::run`].
-    pub async fn run_with(
-        &self,
-        cmd: &str,
-        opts: CommandOpts,
-    ) -> Result<CommandResult, SandboxError> {
-        self.sandbox.warn_api_params(&opts.api);
-        let sdk = if opts.timeout_set {
-            opts.sdk
-        } else {
-            opts.sdk.timeout(DEFAULT_COMMAND_TIMEOUT)
-        };
-        self.sandbox.inner.commands().run_with(cmd, sdk).await
-    }
-}
-
-impl Commands<'_> {
-    /// `commands.run(cmd, background=True)`: a handle to a running command
-    /// (`pid`, `wait`, `kill`, `send_stdin`, `disconnect`, its output as a
-    /// stream), with E2B's 60 s timeout unless `opts` sets one.
-    ///
-    /// # Errors
-    /// What `rayito::Commands::spawn` returns.
-    pub async fn run_background(
-        &self,
-        cmd: &str,
-        opts: CommandOpts,
-    ) -> Result<CommandHandle, SandboxError> {
-        self.sandbox.warn_api_params(&opts.api);
-        let sdk = if opts.timeout_set {
-            opts.sdk
-        } else {
-            opts.sdk.timeout(DEFAULT_COMMAND_TIMEOUT)
-        };
-        self.sandbox.inner.commands().spawn(cmd, sdk).await
-    }
-
-    /// `commands.list()`.
-    ///
-    /// # Errors
-    /// What the SDK returns.
-    pub async fn list(&self) -> Result<Vec<ProcessInfo>, SandboxError> {
-        self.sandbox.inner.commands().list().await
-    }
-
-    /// `commands.kill(pid)`: false when the process was already gone.
-    ///
-    /// # Errors
-    /// What the SDK returns.
-    pub async fn kill(&self, pid: u32) -> Result<bool, SandboxError> {
-        self.sandbox.inner.commands().kill(pid).await
-    }
-
-    /// `commands.connect(pid)`: a handle to a running command (new output).
-    ///
-    /// # Errors
-    /// What the SDK returns.
-    pub async fn connect(&self, pid: u32) -> Result<CommandHandle, SandboxError> {
-        self.sandbox.inner.commands().connect(pid).await
-    }
-}
-
-/// `commands.run` keyword arguments: `envs`, `cwd`, `user`, `stdin`,
-/// `timeout` (default 60 s; `no_timeout()` for none), `on_stdout`,
-/// `on_stderr`.
-#[derive(Debug, Default)]
-pub struct CommandOpts {
-    sdk: CommandOptions,
-    timeout_set: bool,
-    api: ApiParams,
-}
-
-impl CommandOpts {
-    /// The defaults: a 60 s timeout.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// One of `envs=`.
-    #[must_use]
-    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.sdk = self.sdk.env(name, value);
-        self
-    }
-
-    /// `cwd=`.
-    #[must_use]
-    pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
-        self.sdk = self.sdk.cwd(cwd);
-        self
-    }
-
-    /// `user=`.
-    #[must_use]
-    pub fn user(mut self, user: impl Into<String>) -> Self {
-        self.sdk = self.sdk.user(user);
-        self
-    }
-
-    /// `stdin=`.
-    #[must_use]
-    pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Self {
-        self.sdk = self.sdk.stdin(data);
-        self
-    }
-
-    /// `timeout=`.
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.sdk = self.sdk.timeout(timeout);
-        self.timeout_set = true;
-        self
-    }
-
-    /// `timeout=0`: no limit.
-    #[must_use]
-    pub fn no_timeout(mut self) -> Self {
-        self.sdk = self.sdk.no_timeout();
-        self.timeout_set = true;
-        self
-    }
-
-    /// `request_timeout=` on a call: ignored with a warning.
-    #[must_use]
-    pub fn request_timeout(mut self, request_timeout: Duration) -> Self {
-        self.api.request_timeout = Some(request_timeout);
-        self
-    }
-
-    /// `on_stdout=`.
-    #[must_use]
-    pub fn on_stdout(mut self, callback: impl FnMut(&str) + Send + 'static) -> Self {
-        self.sdk = self.sdk.on_stdout(callback);
-        self
-    }
-
-    /// `on_stderr=`.
-    #[must_use]
-    pub fn on_stderr(mut self, callback: impl FnMut(&str) + Send + 'static) -> Self {
-        self.sdk = self.sdk.on_stderr(callback);
-        self
-    }
-}
+/// The states E2B lists by default: running and paused.
+pub(crate) const E2B_LISTED: [SandboxState; 2] = [SandboxState::Running, SandboxState::Suspended];
 
 /// Every feature set in `opts` that Lambda MicroVMs cannot provide, as the
 /// first `Unimplemented` (checked before any I/O).
 fn refuse_missing(opts: &SandboxOpts) -> Result<(), SandboxError> {
     let lifecycle = opts.lifecycle.unwrap_or_default();
-    let network = opts.network.clone().unwrap_or_default();
     let checks = [
         (
             lifecycle.keep_memory == Some(false),
             Missing::PauseWithoutMemory,
         ),
+        (opts.iam.is_some(), Missing::Iam),
+        (opts.mcp.is_some(), Missing::Mcp),
+        (!opts.volume_mounts.is_empty(), Missing::VolumeMounts),
+        (opts.idempotency_key.is_some(), Missing::IdempotencyKey),
+    ];
+    refuse_missing_network(&opts.network.clone().unwrap_or_default())?;
+    match checks.into_iter().find(|(set, _)| *set) {
+        Some((_, missing)) => Err(missing.error()),
+        None => Ok(()),
+    }
+}
+
+/// The first field of `network` with no equivalent, as `Unimplemented`.
+fn refuse_missing_network(network: &crate::Network) -> Result<(), SandboxError> {
+    let checks = [
         (!network.rules.is_empty(), Missing::NetworkRules),
         (
             network.mask_request_host.is_some(),
@@ -651,9 +498,7 @@ fn refuse_missing(opts: &SandboxOpts) -> Result<(), SandboxError> {
             Missing::NetworkAllowPublicTraffic,
         ),
         (!network.https_ports.is_empty(), Missing::NetworkHttpsPorts),
-        (opts.iam.is_some(), Missing::Iam),
-        (opts.mcp.is_some(), Missing::Mcp),
-        (!opts.volume_mounts.is_empty(), Missing::VolumeMounts),
+        (!network.dns_servers.is_empty(), Missing::NetworkDnsServers),
     ];
     match checks.into_iter().find(|(set, _)| *set) {
         Some((_, missing)) => Err(missing.error()),
@@ -674,6 +519,12 @@ fn warn_ignored(opts: &SandboxOpts, warnings: &Warnings) {
         (opts.api_url.is_some(), "api_url", reason::API_URL),
         (opts.debug, "debug", reason::DEBUG),
         (opts.domain.is_some(), "domain", reason::DOMAIN),
+        (
+            opts.http_version.is_some(),
+            "http_version",
+            reason::HTTP_VERSION,
+        ),
+        (opts.logger.is_some(), "logger", reason::LOGGER),
         (opts.proxy.is_some(), "proxy", reason::PROXY),
         (
             opts.sandbox_url.is_some(),

@@ -45,6 +45,27 @@ pub enum Missing {
     VolumeMounts,
     /// A language with no kernel here (R, Java).
     Language,
+    /// `network.dns_servers`.
+    NetworkDnsServers,
+    /// `idempotency_key` on create.
+    IdempotencyKey,
+    /// `traffic_access_token`.
+    TrafficAccessToken,
+    /// `sandbox_domain`, `envd_api_url`, `envd_direct_url`,
+    /// `connection_config`.
+    EnvdEndpoints,
+    /// `list(next_token=..)` and `SandboxPaginator.next_token`.
+    ListNextToken,
+    /// `upload_url` in a build without the `s3` feature.
+    UploadUrl,
+    /// `download_url` in a build without the `s3` feature.
+    DownloadUrl,
+    /// E2B's `Template` class.
+    Template,
+    /// E2B's `Volume` class.
+    Volume,
+    /// E2B's `Secret` class.
+    Secret,
 }
 
 impl Missing {
@@ -67,6 +88,16 @@ impl Missing {
         Self::GetSignature,
         Self::VolumeMounts,
         Self::Language,
+        Self::NetworkDnsServers,
+        Self::IdempotencyKey,
+        Self::TrafficAccessToken,
+        Self::EnvdEndpoints,
+        Self::ListNextToken,
+        Self::UploadUrl,
+        Self::DownloadUrl,
+        Self::Template,
+        Self::Volume,
+        Self::Secret,
     ];
 
     /// The stable feature key (`SandboxError::Unimplemented::feature`).
@@ -89,6 +120,16 @@ impl Missing {
             Self::GetSignature => "get_signature",
             Self::VolumeMounts => "volume_mounts",
             Self::Language => "language",
+            Self::NetworkDnsServers => "network.dns_servers",
+            Self::IdempotencyKey => "idempotency_key",
+            Self::TrafficAccessToken => "traffic_access_token",
+            Self::EnvdEndpoints => "envd_endpoints",
+            Self::ListNextToken => "list(next_token)",
+            Self::UploadUrl => "upload_url",
+            Self::DownloadUrl => "download_url",
+            Self::Template => "template",
+            Self::Volume => "volume",
+            Self::Secret => "secret",
         }
     }
 
@@ -112,9 +153,33 @@ impl Missing {
                 "the proxy needs a short-lived token header, so a fixed-token URL cannot work"
             }
             Self::GetSignature => "an envd signature does not authenticate at the AWS proxy",
-            Self::VolumeMounts => "there is no file data plane outside a MicroVM",
+            Self::VolumeMounts | Self::Volume => "there is no file data plane outside a MicroVM",
             Self::Language => {
                 "only python, bash, javascript and typescript kernels exist; R and Java are not offered"
+            }
+            Self::NetworkDnsServers => {
+                "the egress policy sets no DNS servers; set them in the image's /etc/resolv.conf"
+            }
+            Self::IdempotencyKey => {
+                "the SDK passes no caller key to the control plane; find an earlier create with list(metadata)"
+            }
+            Self::TrafficAccessToken => {
+                "each port has its own short-lived proxy token; read it from get_host(port)"
+            }
+            Self::EnvdEndpoints => {
+                "a MicroVM has no envd endpoint; the SDK connects to the agent through the AWS proxy"
+            }
+            Self::ListNextToken => {
+                "the SDK's listing resumes itself; keep the paginator instead of a token"
+            }
+            Self::UploadUrl | Self::DownloadUrl => {
+                "presigned URLs need S3 staging; build rayito-e2b with its s3 feature and set RAYITO_TRANSFER_BUCKET"
+            }
+            Self::Template => {
+                "E2B's build service is not mirrored; build images with rayito::template or `rayito template build`"
+            }
+            Self::Secret => {
+                "E2B's secret vault is not mirrored; keep secrets in AWS Secrets Manager (rayito::secrets)"
             }
         }
     }

@@ -37,8 +37,44 @@ pub(crate) mod reason {
         "every call to a sandbox carries its access token; it cannot be turned off";
     pub(crate) const PROXY: &str =
         "the SDK's HTTP clients do not take a proxy option; set HTTPS_PROXY for the AWS client";
+    pub(crate) const LOGGER: &str =
+        "the SDK emits tracing events; install a tracing subscriber instead";
+    pub(crate) const HTTP_VERSION: &str =
+        "the SDK chooses HTTP/2 to the agent and the AWS client's own version";
+    pub(crate) const TEMPLATE_E2B: &str = "E2B's default image exists only at E2B; RAYITO_TEMPLATE or the backend's default image is used";
+    pub(crate) const LIST_ORDER: &str =
+        "the control plane lists in its own order; sort the items by started_at";
+    pub(crate) const PAUSE_STRICT: &str =
+        "suspending a MicroVM does not ask its agent, and a suspended sandbox always resumes with its memory";
+    pub(crate) const RETAIN_OUTPUT: &str = "a handle keeps what it received until wait() returns; the agent keeps the last 1 MiB for connect_from";
+    pub(crate) const CONNECT_TIMEOUT: &str =
+        "attaching to a process has no deadline of its own; the process keeps its own timeout";
     pub(crate) const ON_HANDLE: &str = "the handle's connection and control plane are already built; pass it when creating or connecting";
 }
+
+/// Every option that can warn, with its reason, in the order of the table
+/// in `docs/e2b-compat.md`.
+pub const IGNORED: &[(&str, &str)] = &[
+    ("api_key", reason::API_KEY),
+    ("api_headers", reason::API_HEADERS),
+    ("api_url", reason::API_URL),
+    ("debug", reason::DEBUG),
+    ("domain", reason::DOMAIN),
+    ("http_version", reason::HTTP_VERSION),
+    ("logger", reason::LOGGER),
+    ("proxy", reason::PROXY),
+    ("sandbox_url", reason::SANDBOX_URL),
+    ("secure", reason::SECURE),
+    ("validate_api_key", reason::VALIDATE_API_KEY),
+    ("template", reason::TEMPLATE_E2B),
+    ("order", reason::LIST_ORDER),
+    ("strict", reason::PAUSE_STRICT),
+    ("retain_output", reason::RETAIN_OUTPUT),
+    ("timeout", reason::CONNECT_TIMEOUT),
+    ("headers", reason::ON_HANDLE),
+    ("request_timeout", reason::ON_HANDLE),
+    ("retries", reason::ON_HANDLE),
+];
 
 /// The warnings of one handle: emitted once each, kept in order.
 #[derive(Debug, Clone, Default)]

@@ -11,8 +11,8 @@ use rayito::AwsOptions;
 use rayito_agent::emulator::{Emulator, EmulatorConfig, Operation};
 use rayito_e2b::exceptions::{E2bClass, is_instance};
 use rayito_e2b::{
-    ApiParams, Backend, CommandOpts, CompatWarning, Lifecycle, Missing, Network, RunCodeOpts,
-    Sandbox, SandboxOpts,
+    ApiParams, Backend, CommandOpts, CompatWarning, Lifecycle, ListOpts, ListOrder, Missing,
+    Network, PauseMode, PauseOpts, RunCodeOpts, Sandbox, SandboxOpts,
 };
 
 /// A recognisable api_key that must never appear anywhere.
@@ -377,8 +377,6 @@ fn e2b_defaults_differ_from_the_sdk_where_documented() {
 /// E2B's class methods over the SDK's by-id calls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_connect_list_and_kill_by_id() {
-    use futures_util::StreamExt;
-
     let marker = format!("e2b-{}", std::process::id());
     let sbx = Sandbox::create(SandboxOpts {
         metadata: BTreeMap::from([("suite".to_owned(), marker.clone())]),
@@ -392,14 +390,38 @@ async fn pause_connect_list_and_kill_by_id() {
         .await
         .expect("state");
 
-    let refused = sbx
-        .pause(Some(false))
-        .await
-        .expect_err("memory is always kept");
+    for opts in [
+        PauseOpts {
+            keep_memory: Some(false),
+            ..PauseOpts::default()
+        },
+        PauseOpts {
+            mode: Some(PauseMode::Filesystem),
+            ..PauseOpts::default()
+        },
+    ] {
+        let refused = sbx.pause(opts).await.expect_err("memory is always kept");
+        assert!(
+            matches!(&refused, rayito::SandboxError::Unimplemented { feature, .. } if &**feature == "pause(keep_memory=false)")
+        );
+    }
     assert!(
-        matches!(&refused, rayito::SandboxError::Unimplemented { feature, .. } if &**feature == "pause(keep_memory=false)")
+        sbx.pause(PauseOpts {
+            mode: Some(PauseMode::Full),
+            strict: true,
+            ..PauseOpts::default()
+        })
+        .await
+        .expect("pause"),
+        "it was running"
     );
-    assert!(sbx.pause(None).await.expect("pause"), "it was running");
+    assert_eq!(
+        sbx.compat_warnings(),
+        vec![warning(
+            "strict",
+            "suspending a MicroVM does not ask its agent, and a suspended sandbox always resumes with its memory"
+        )]
+    );
 
     let reboot = Sandbox::connect(
         &id,
@@ -407,6 +429,7 @@ async fn pause_connect_list_and_kill_by_id() {
         rayito_e2b::ConnectOpts {
             on_resume: rayito_e2b::OnResume::Reboot,
             backend: Backend::Local,
+            ..Default::default()
         },
     )
     .await
@@ -419,32 +442,43 @@ async fn pause_connect_list_and_kill_by_id() {
         &id,
         token,
         rayito_e2b::ConnectOpts {
+            timeout: Some(Duration::from_secs(200)),
             backend: Backend::Local,
             ..Default::default()
         },
     )
     .await
-    .expect("connect resumes the paused sandbox");
+    .expect("connect resumes the paused sandbox and sets its timeout");
     let kept = back
         .run_code("kept + 1", RunCodeOpts::new())
         .await
         .expect("memory kept");
     assert_eq!(kept.text(), Some("42"));
 
-    let listed: Vec<_> = Sandbox::list(
+    let mut paginator = Sandbox::list(
         rayito_e2b::SandboxQuery::new().metadata([("suite", marker.as_str())]),
-        rayito_e2b::ConnectOpts {
+        ListOpts {
+            limit: Some(1),
+            order: Some(ListOrder::Desc),
             backend: Backend::Local,
             ..Default::default()
         },
     )
-    .collect()
-    .await;
-    let ids: Vec<String> = listed
-        .into_iter()
-        .map(|s| s.expect("a listed sandbox").sandbox_id)
-        .collect();
+    .expect("a list with a limit and an order");
+    let mut ids = Vec::new();
+    while paginator.has_next() {
+        let page = paginator.next_items().await.expect("a page");
+        assert!(page.len() <= 1, "limit is the page size: {}", page.len());
+        ids.extend(page.into_iter().map(|s| s.sandbox_id));
+    }
     assert_eq!(ids, vec![id.clone()]);
+    assert_eq!(
+        paginator.compat_warnings(),
+        vec![warning(
+            "order",
+            "the control plane lists in its own order; sort the items by started_at"
+        )]
+    );
 
     let opts = rayito_e2b::ConnectOpts {
         backend: Backend::Local,

@@ -1,0 +1,564 @@
+//! E2B's public surface, item by item: `e2b-surface.tsv` (extracted from
+//! E2B's own Python SDKs by `tools/extract_surface.py`) says what each item
+//! does here, and this file holds the table to the code:
+//!
+//! - every row has a defined behaviour (works, warns, or `Unimplemented`
+//!   naming a feature key that exists), and names a Rust item;
+//! - every Rust item a row names is compiled below (`surface!`), each
+//!   future checked `Send` (the shim's futures are all here);
+//! - a warning row names an option that warns; the classes E2B has and
+//!   nothing here can provide fail with their feature key at run time;
+//! - `docs/e2b-compat.md`'s coverage section is this table, rendered.
+//!
+//! Regenerate the doc section with `RAYITO_BLESS=1 cargo test -p rayito-e2b
+//! --test surface`.
+
+#![allow(deprecated, clippy::let_underscore_future, clippy::let_unit_value)]
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use rayito::git;
+use rayito_e2b::exceptions::E2bClass;
+use rayito_e2b::*;
+
+const SECOND: Duration = Duration::from_secs(1);
+const TSV: &str = include_str!("../e2b-surface.tsv");
+const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/e2b-compat.md");
+const BEGIN: &str = "<!-- generated from compat/e2b/e2b-surface.tsv";
+const END: &str = "<!-- end of generated table -->";
+
+fn assert_send<T: Send>(value: &T) -> &T {
+    value
+}
+fn assert_send_static<T: Send + 'static>(value: &T) -> &T {
+    value
+}
+
+/// Compiles each labelled expression (in a function never called) and
+/// lists the labels.
+macro_rules! surface {
+    (|$($var:ident: $ty:ty),*| { $($label:literal => $body:block)* }) => {
+        const LABELS: &[&str] = &[$($label),*];
+
+        #[allow(dead_code, unused_variables, unused_mut, unused_must_use)]
+        fn compiled($(mut $var: $ty),*) {
+            $($body)*
+        }
+    };
+}
+
+surface!(|sbx: &Sandbox,
+          handle: CommandHandle,
+          watch: WatchHandle,
+          paginator: SandboxPaginator,
+          secret: SecretValue,
+          opts: SandboxOpts,
+          api: ApiParams,
+          connect: ConnectOpts,
+          context: Context,
+          execution: Execution,
+          error: ExecutionError,
+          result: ExecutionResult,
+          lifecycle: Lifecycle,
+          list: ListOpts,
+          logs: Logs,
+          network: Network,
+          message: OutputMessage,
+          pause: PauseOpts| {
+        "ApiParams.headers" => { let _ = &api.headers; }
+        "ApiParams.request_timeout" => { let _ = &api.request_timeout; }
+        "ApiParams.retries" => { let _ = &api.retries; }
+        "CodeContextOptions::cwd" => { let _ = CodeContextOptions::new().cwd("/tmp"); }
+        "CommandHandle::close_stdin" => { let _ = assert_send(&handle.close_stdin()); }
+        "CommandHandle::disconnect" => { let _: fn(CommandHandle) -> Option<u64> = CommandHandle::disconnect; }
+        "CommandHandle::kill" => { let _ = assert_send(&handle.kill()); }
+        "CommandHandle::pid" => { let _ = handle.pid(); }
+        "CommandHandle::send_stdin" => { let _ = assert_send(&handle.send_stdin("x")); }
+        "CommandHandle::wait" => { assert_send(&handle.wait()); }
+        "CommandOpts::cwd" => { let _ = CommandOpts::new().cwd("/tmp"); }
+        "CommandOpts::env" => { let _ = CommandOpts::new().env("A", "b"); }
+        "CommandOpts::on_stderr" => { let _ = CommandOpts::new().on_stderr(|_| {}); }
+        "CommandOpts::on_stdout" => { let _ = CommandOpts::new().on_stdout(|_| {}); }
+        "CommandOpts::request_timeout" => { let _ = CommandOpts::new().request_timeout(SECOND); }
+        "CommandOpts::retain_output" => { let _ = CommandOpts::new().retain_output(false); }
+        "CommandOpts::stdin" => { let _ = CommandOpts::new().stdin(true); }
+        "CommandOpts::timeout" => { let _ = CommandOpts::new().timeout(SECOND); }
+        "CommandOpts::user" => { let _ = CommandOpts::new().user("user"); }
+        "Commands::close_stdin" => { let _ = assert_send(&sbx.commands().close_stdin(1)); }
+        "Commands::connect" => { let _ = assert_send(&sbx.commands().connect(1)); }
+        "Commands::connect_with" => { let _ = assert_send(&sbx.commands().connect_with(1, CommandOpts::new().timeout(SECOND))); }
+        "Commands::kill" => { let _ = assert_send(&sbx.commands().kill(1)); }
+        "Commands::list" => { let _ = assert_send(&sbx.commands().list()); }
+        "Commands::run" => { let _ = assert_send(&sbx.commands().run("ls")); }
+        "Commands::run_background" => { let _ = assert_send(&sbx.commands().run_background("ls", CommandOpts::new())); }
+        "Commands::run_with" => { let _ = assert_send(&sbx.commands().run_with("ls", CommandOpts::new().on_stdout(|_| {}))); }
+        "Commands::send_stdin" => { let _ = assert_send(&sbx.commands().send_stdin(1, "x")); }
+        "Commands::stream_input" => { let _ = assert_send(&sbx.commands().stream_input(1, ["a", "b"])); }
+        "ConnectOpts.on_resume" => { let _ = &connect.on_resume; }
+        "ConnectOpts.timeout" => { let _ = &connect.timeout; }
+        "Context.cwd" => { let _ = &context.cwd; }
+        "Context.id" => { let _ = &context.id; }
+        "Context.language" => { let _ = &context.language; }
+        "E2bClass::AuthenticationException" => { let _ = E2bClass::AuthenticationException; }
+        "E2bClass::BuildException" => { let _ = E2bClass::BuildException; }
+        "E2bClass::CommandExitException" => { let _ = E2bClass::CommandExitException; }
+        "E2bClass::DockerfileSyntaxError" => { let _ = E2bClass::DockerfileSyntaxError; }
+        "E2bClass::FileNotFoundException" => { let _ = E2bClass::FileNotFoundException; }
+        "E2bClass::FileUploadException" => { let _ = E2bClass::FileUploadException; }
+        "E2bClass::GitAuthException" => { let _ = E2bClass::GitAuthException; }
+        "E2bClass::GitUpstreamException" => { let _ = E2bClass::GitUpstreamException; }
+        "E2bClass::GuestUnresponsiveException" => { let _ = E2bClass::GuestUnresponsiveException; }
+        "E2bClass::InvalidArgumentException" => { let _ = E2bClass::InvalidArgumentException; }
+        "E2bClass::NotEnoughSpaceException" => { let _ = E2bClass::NotEnoughSpaceException; }
+        "E2bClass::NotFoundException" => { let _ = E2bClass::NotFoundException; }
+        "E2bClass::RateLimitException" => { let _ = E2bClass::RateLimitException; }
+        "E2bClass::SandboxException" => { let _ = E2bClass::SandboxException; }
+        "E2bClass::SandboxNotFoundException" => { let _ = E2bClass::SandboxNotFoundException; }
+        "E2bClass::SandboxNotRunningException" => { let _ = E2bClass::SandboxNotRunningException; }
+        "E2bClass::SandboxUnreachableException" => { let _ = E2bClass::SandboxUnreachableException; }
+        "E2bClass::SecretException" => { let _ = E2bClass::SecretException; }
+        "E2bClass::SecretNotFoundException" => { let _ = E2bClass::SecretNotFoundException; }
+        "E2bClass::ServiceBusyException" => { let _ = E2bClass::ServiceBusyException; }
+        "E2bClass::TemplateException" => { let _ = E2bClass::TemplateException; }
+        "E2bClass::TimeoutException" => { let _ = E2bClass::TimeoutException; }
+        "E2bClass::VolumeException" => { let _ = E2bClass::VolumeException; }
+        "E2bClass::VolumeNotFoundException" => { let _ = E2bClass::VolumeNotFoundException; }
+        "E2bClass::VolumePathNotFoundException" => { let _ = E2bClass::VolumePathNotFoundException; }
+        "Execution.error" => { let _ = &execution.error; }
+        "Execution.execution_count" => { let _ = &execution.execution_count; }
+        "Execution.logs" => { let _ = &execution.logs; }
+        "Execution.results" => { let _ = &execution.results; }
+        "Execution::text" => { let _ = execution.text(); }
+        "ExecutionError.name" => { let _ = &error.name; }
+        "ExecutionError.traceback" => { let _ = &error.traceback; }
+        "ExecutionError.value" => { let _ = &error.value; }
+        "ExecutionResult.chart" => { let _ = &result.chart; }
+        "ExecutionResult.data" => { let _ = &result.data; }
+        "ExecutionResult.extra" => { let _ = &result.extra; }
+        "ExecutionResult.html" => { let _ = &result.html; }
+        "ExecutionResult.is_main_result" => { let _ = &result.is_main_result; }
+        "ExecutionResult.javascript" => { let _ = &result.javascript; }
+        "ExecutionResult.jpeg" => { let _ = &result.jpeg; }
+        "ExecutionResult.json" => { let _ = &result.json; }
+        "ExecutionResult.latex" => { let _ = &result.latex; }
+        "ExecutionResult.markdown" => { let _ = &result.markdown; }
+        "ExecutionResult.pdf" => { let _ = &result.pdf; }
+        "ExecutionResult.png" => { let _ = &result.png; }
+        "ExecutionResult.svg" => { let _ = &result.svg; }
+        "ExecutionResult.text" => { let _ = &result.text; }
+        "ExecutionResult::formats" => { let _ = result.formats(); }
+        "Files::exists" => { let _ = assert_send(&sbx.files().exists("/tmp")); }
+        "Files::get_info" => { let _ = assert_send(&sbx.files().get_info("/tmp")); }
+        "Files::list" => { let _ = assert_send(&sbx.files().list("/tmp")); }
+        "Files::make_dir" => { let _ = assert_send(&sbx.files().make_dir("/tmp/d")); }
+        "Files::read" => { let _ = assert_send(&sbx.files().read("/tmp/f")); }
+        "Files::remove" => { let _ = assert_send(&sbx.files().remove("/tmp/f")); }
+        "Files::rename" => { let _ = assert_send(&sbx.files().rename("/tmp/f", "/tmp/g")); }
+        "Files::watch_dir" => { let _ = assert_send(&sbx.files().watch_dir("/tmp", false)); }
+        "Files::write" => { let _ = assert_send(&sbx.files().write("/tmp/f", "x")); }
+        "Files::write_files" => { let _ = assert_send(&sbx.files().write_files(Vec::new())); }
+        "GetNewEvents::get_new_events" => { let _ = watch.get_new_events(); }
+        "Git::add" => { let _ = assert_send(&sbx.git().add("/r", git::AddOptions::default())); }
+        "Git::branches" => { let _ = assert_send(&sbx.git().branches("/r")); }
+        "Git::checkout_branch" => { let _ = assert_send(&sbx.git().checkout_branch("/r", "b")); }
+        "Git::clone" => { let _ = assert_send(&sbx.git().clone("https://example.com/r.git", git::CloneOptions::default())); }
+        "Git::commit" => { let _ = assert_send(&sbx.git().commit("/r", "m", git::CommitOptions::default())); }
+        "Git::configure_user" => { let _ = assert_send(&sbx.git().configure_user("n", "e@example.com", git::ConfigScope::Global, None)); }
+        "Git::create_branch" => { let _ = assert_send(&sbx.git().create_branch("/r", "b")); }
+        "Git::dangerously_authenticate" => { let _ = assert_send(&sbx.git().dangerously_authenticate("u", &secret, git::AuthenticateOptions::default())); }
+        "Git::delete_branch" => { let _ = assert_send(&sbx.git().delete_branch("/r", "b", false)); }
+        "Git::get_config" => { let _ = assert_send(&sbx.git().get_config("user.name", git::ConfigScope::Global, None)); }
+        "Git::init" => { let _ = assert_send(&sbx.git().init("/r", git::InitOptions::default())); }
+        "Git::pull" => { let _ = assert_send(&sbx.git().pull("/r", git::PullOptions::default())); }
+        "Git::push" => { let _ = assert_send(&sbx.git().push("/r", git::PushOptions::default())); }
+        "Git::remote_add" => { let _ = assert_send(&sbx.git().remote_add("/r", "origin", "https://example.com/r.git", git::RemoteAddOptions::default())); }
+        "Git::remote_get" => { let _ = assert_send(&sbx.git().remote_get("/r", "origin")); }
+        "Git::reset" => { let _ = assert_send(&sbx.git().reset("/r", git::ResetOptions::default())); }
+        "Git::restore" => { let _ = assert_send(&sbx.git().restore("/r", &[], git::RestoreOptions::default())); }
+        "Git::set_config" => { let _ = assert_send(&sbx.git().set_config("user.name", "n", git::ConfigScope::Global, None)); }
+        "Git::status" => { let _ = assert_send(&sbx.git().status("/r")); }
+        "Lifecycle.auto_resume" => { let _ = &lifecycle.auto_resume; }
+        "Lifecycle.on_timeout" => { let _ = &lifecycle.on_timeout; }
+        "ListOpts.limit" => { let _ = &list.limit; }
+        "ListOpts.next_token" => { let _ = &list.next_token; }
+        "ListOpts.order" => { let _ = &list.order; }
+        "Logs.stderr" => { let _ = &logs.stderr; }
+        "Logs.stdout" => { let _ = &logs.stdout; }
+        "MetricsHistoryQuery::end" => { let _ = MetricsHistoryQuery::new().end(std::time::SystemTime::now()); }
+        "MetricsHistoryQuery::start" => { let _ = MetricsHistoryQuery::new().start(std::time::SystemTime::UNIX_EPOCH); }
+        "Network.allow_out" => { let _ = &network.allow_out; }
+        "Network.allow_public_traffic" => { let _ = &network.allow_public_traffic; }
+        "Network.deny_out" => { let _ = &network.deny_out; }
+        "Network.dns_servers" => { let _ = &network.dns_servers; }
+        "Network.egress_proxy" => { let _ = &network.egress_proxy; }
+        "Network.https_ports" => { let _ = &network.https_ports; }
+        "Network.mask_request_host" => { let _ = &network.mask_request_host; }
+        "Network.rules" => { let _ = &network.rules; }
+        "OutputMessage.error" => { let _ = &message.error; }
+        "OutputMessage.line" => { let _ = &message.line; }
+        "OutputMessage.timestamp_ns" => { let _ = &message.timestamp_ns; }
+        "PauseOpts.keep_memory" => { let _ = &pause.keep_memory; }
+        "PauseOpts.mode" => { let _ = &pause.mode; }
+        "PauseOpts.strict" => { let _ = &pause.strict; }
+        "Pty::connect" => { let _ = assert_send(&sbx.pty().connect(1)); }
+        "Pty::create" => { let _ = assert_send(&sbx.pty().create(PtySize::new(80, 24), PtyOpts::new())); }
+        "Pty::kill" => { let _ = assert_send(&sbx.pty().kill(1)); }
+        "Pty::resize" => { let _ = assert_send(&sbx.pty().resize(1, PtySize::new(80, 24))); }
+        "Pty::send_stdin" => { let _ = assert_send(&sbx.pty().send_stdin(1, "x")); }
+        "Pty::stream_input" => { let _ = assert_send(&sbx.pty().stream_input(1, ["a"])); }
+        "PtyOpts::cwd" => { let _ = PtyOpts::new().cwd("/tmp"); }
+        "PtyOpts::env" => { let _ = PtyOpts::new().env("A", "b"); }
+        "PtyOpts::request_timeout" => { let _ = PtyOpts::new().request_timeout(SECOND); }
+        "PtyOpts::timeout" => { let _ = PtyOpts::new().timeout(SECOND); }
+        "PtyOpts::user" => { let _ = PtyOpts::new().user("user"); }
+        "PtySize::new" => { let _ = PtySize::new(80, 24); }
+        "RunCodeOpts::context" => { let _ = RunCodeOpts::new().context("ctx"); }
+        "RunCodeOpts::env" => { let _ = RunCodeOpts::new().env("A", "b"); }
+        "RunCodeOpts::language" => { let _ = RunCodeOpts::new().language("python"); }
+        "RunCodeOpts::on_error" => { let _ = RunCodeOpts::new().on_error(|_| {}); }
+        "RunCodeOpts::on_result" => { let _ = RunCodeOpts::new().on_result(|_| {}); }
+        "RunCodeOpts::on_stderr" => { let _ = RunCodeOpts::new().on_stderr(|_| {}); }
+        "RunCodeOpts::on_stdout" => { let _ = RunCodeOpts::new().on_stdout(|_| {}); }
+        "RunCodeOpts::request_timeout" => { let _ = RunCodeOpts::new().request_timeout(SECOND); }
+        "RunCodeOpts::timeout" => { let _ = RunCodeOpts::new().timeout(SECOND); }
+        "Sandbox::DEFAULT_SANDBOX_TIMEOUT" => { let _ = Sandbox::DEFAULT_SANDBOX_TIMEOUT; }
+        "Sandbox::DEFAULT_TEMPLATE" => { let _ = Sandbox::DEFAULT_TEMPLATE; }
+        "Sandbox::beta_pause" => { let _ = assert_send(&sbx.beta_pause(PauseOpts::default())); }
+        "Sandbox::commands" => { let _ = sbx.commands(); }
+        "Sandbox::connect" => { let _ = assert_send_static(&Sandbox::connect("id", "token", ConnectOpts::default())); }
+        "Sandbox::create" => { let _ = assert_send_static(&Sandbox::create(SandboxOpts::default())); }
+        "Sandbox::create_code_context" => { let _ = assert_send(&sbx.create_code_context(CodeContextOptions::new(), Some("python"), ApiParams::default())); }
+        "Sandbox::create_snapshot" => { let _ = assert_send(&sbx.create_snapshot()); }
+        "Sandbox::delete_snapshot" => { let _ = assert_send(&Sandbox::delete_snapshot("snap")); }
+        "Sandbox::download_url" => { let _ = assert_send(&sbx.download_url("/tmp/f")); }
+        "Sandbox::envd_api_url" => { let _ = sbx.envd_api_url(); }
+        "Sandbox::files" => { let _ = sbx.files(); }
+        "Sandbox::fork" => { let _ = assert_send(&sbx.fork()); }
+        "Sandbox::get_host" => { let _ = assert_send(&sbx.get_host(8080)); }
+        "Sandbox::get_info" => { let _ = assert_send(&sbx.get_info(ApiParams::default())); }
+        "Sandbox::get_mcp_token" => { let _ = sbx.get_mcp_token(); }
+        "Sandbox::get_mcp_url" => { let _ = sbx.get_mcp_url(); }
+        "Sandbox::get_metrics" => { let _ = assert_send(&sbx.get_metrics(MetricsHistoryQuery::new())); }
+        "Sandbox::git" => { let _ = sbx.git(); }
+        "Sandbox::is_running" => { let _ = assert_send(&sbx.is_running()); }
+        "Sandbox::kill" => { let _ = assert_send(&sbx.kill(ApiParams::default())); }
+        "Sandbox::list" => { let _ = Sandbox::list(SandboxQuery::new(), ListOpts::default()); }
+        "Sandbox::list_code_contexts" => { let _ = assert_send(&sbx.list_code_contexts()); }
+        "Sandbox::list_snapshots" => { let _ = assert_send(&sbx.list_snapshots()); }
+        "Sandbox::pause" => { let _ = assert_send(&sbx.pause(PauseOpts::default())); }
+        "Sandbox::pty" => { let _ = sbx.pty(); }
+        "Sandbox::remove_code_context" => { let _ = assert_send(&sbx.remove_code_context("ctx")); }
+        "Sandbox::restart_code_context" => { let _ = assert_send(&sbx.restart_code_context("ctx")); }
+        "Sandbox::run_code" => { let _ = assert_send(&sbx.run_code("1", RunCodeOpts::new().on_stdout(|_| {}))); }
+        "Sandbox::sandbox_id" => { let _ = sbx.sandbox_id(); }
+        "Sandbox::set_timeout" => { let _ = assert_send(&sbx.set_timeout(SECOND, ApiParams::default())); }
+        "Sandbox::traffic_access_token" => { let _ = sbx.traffic_access_token(); }
+        "Sandbox::update_network" => { let _ = assert_send(&sbx.update_network(Network::default())); }
+        "Sandbox::upload_url" => { let _ = assert_send(&sbx.upload_url("/tmp/f")); }
+        "SandboxOpts.allow_internet_access" => { let _ = &opts.allow_internet_access; }
+        "SandboxOpts.api_headers" => { let _ = &opts.api_headers; }
+        "SandboxOpts.api_key" => { let _ = &opts.api_key; }
+        "SandboxOpts.api_url" => { let _ = &opts.api_url; }
+        "SandboxOpts.debug" => { let _ = &opts.debug; }
+        "SandboxOpts.domain" => { let _ = &opts.domain; }
+        "SandboxOpts.envs" => { let _ = &opts.envs; }
+        "SandboxOpts.http_version" => { let _ = &opts.http_version; }
+        "SandboxOpts.iam" => { let _ = &opts.iam; }
+        "SandboxOpts.idempotency_key" => { let _ = &opts.idempotency_key; }
+        "SandboxOpts.lifecycle" => { let _ = &opts.lifecycle; }
+        "SandboxOpts.logger" => { let _ = &opts.logger; }
+        "SandboxOpts.mcp" => { let _ = &opts.mcp; }
+        "SandboxOpts.metadata" => { let _ = &opts.metadata; }
+        "SandboxOpts.network" => { let _ = &opts.network; }
+        "SandboxOpts.proxy" => { let _ = &opts.proxy; }
+        "SandboxOpts.request_timeout" => { let _ = &opts.request_timeout; }
+        "SandboxOpts.sandbox_url" => { let _ = &opts.sandbox_url; }
+        "SandboxOpts.secure" => { let _ = &opts.secure; }
+        "SandboxOpts.template" => { let _ = &opts.template; }
+        "SandboxOpts.timeout" => { let _ = &opts.timeout; }
+        "SandboxOpts.validate_api_key" => { let _ = &opts.validate_api_key; }
+        "SandboxOpts.volume_mounts" => { let _ = &opts.volume_mounts; }
+        "SandboxPaginator::has_next" => { let _ = paginator.has_next(); }
+        "SandboxPaginator::next_items" => { let _ = assert_send(&paginator.next_items()); }
+        "SandboxPaginator::next_token" => { let _ = paginator.next_token(); }
+        "SandboxQuery::new" => { let _ = SandboxQuery::new(); }
+        "Secret::create" => { let _ = assert_send(&Secret::create("x", "x")); }
+        "Secret::destroy" => { let _ = assert_send(&Secret::destroy("x")); }
+        "Secret::exists" => { let _ = assert_send(&Secret::exists("x")); }
+        "Secret::fill" => { let _ = assert_send(&Secret::fill("x")); }
+        "Secret::get_info" => { let _ = assert_send(&Secret::get_info("x")); }
+        "Secret::iam_token" => { let _ = assert_send(&Secret::iam_token("x", "x")); }
+        "Secret::list" => { let _ = assert_send(&Secret::list()); }
+        "Secret::update" => { let _ = assert_send(&Secret::update("x", "x")); }
+        "Template::alias_exists" => { let _ = assert_send(&Template::alias_exists("x")); }
+        "Template::assign_tags" => { let _ = assert_send(&Template::assign_tags("x", "x")); }
+        "Template::build" => { let _ = assert_send(&Template::build("x", "x")); }
+        "Template::build_in_background" => { let _ = assert_send(&Template::build_in_background("x", "x")); }
+        "Template::exists" => { let _ = assert_send(&Template::exists("x")); }
+        "Template::from_alpine_image" => { let _ = assert_send(&Template::from_alpine_image("x")); }
+        "Template::from_arch_image" => { let _ = assert_send(&Template::from_arch_image("x")); }
+        "Template::from_aws_registry" => { let _ = assert_send(&Template::from_aws_registry("x", "x", "x", "x")); }
+        "Template::from_base_image" => { let _ = assert_send(&Template::from_base_image()); }
+        "Template::from_bun_image" => { let _ = assert_send(&Template::from_bun_image("x")); }
+        "Template::from_debian_image" => { let _ = assert_send(&Template::from_debian_image("x")); }
+        "Template::from_dockerfile" => { let _ = assert_send(&Template::from_dockerfile("x")); }
+        "Template::from_fedora_image" => { let _ = assert_send(&Template::from_fedora_image("x")); }
+        "Template::from_gcp_registry" => { let _ = assert_send(&Template::from_gcp_registry("x", "x")); }
+        "Template::from_image" => { let _ = assert_send(&Template::from_image("x")); }
+        "Template::from_node_image" => { let _ = assert_send(&Template::from_node_image("x")); }
+        "Template::from_python_image" => { let _ = assert_send(&Template::from_python_image("x")); }
+        "Template::from_template" => { let _ = assert_send(&Template::from_template("x")); }
+        "Template::from_ubuntu_image" => { let _ = assert_send(&Template::from_ubuntu_image("x")); }
+        "Template::get_build_status" => { let _ = assert_send(&Template::get_build_status("x")); }
+        "Template::get_tags" => { let _ = assert_send(&Template::get_tags("x")); }
+        "Template::remove_tags" => { let _ = assert_send(&Template::remove_tags("x", "x")); }
+        "Template::skip_cache" => { let _ = assert_send(&Template::skip_cache()); }
+        "Template::to_dockerfile" => { let _ = assert_send(&Template::to_dockerfile("x")); }
+        "Template::to_json" => { let _ = assert_send(&Template::to_json("x")); }
+        "ToJson::to_json" => { let _ = (execution.to_json(), logs.to_json(), error.to_json(), result.to_json()); }
+        "Volume::connect" => { let _ = assert_send(&Volume::connect("x")); }
+        "Volume::create" => { let _ = assert_send(&Volume::create("x")); }
+        "Volume::destroy" => { let _ = assert_send(&Volume::destroy("x")); }
+        "Volume::exists" => { let _ = assert_send(&Volume::exists("x")); }
+        "Volume::get_info" => { let _ = assert_send(&Volume::get_info("x")); }
+        "Volume::list" => { let _ = assert_send(&Volume::list()); }
+        "Volume::make_dir" => { let _ = assert_send(&Volume::make_dir("x")); }
+        "Volume::name" => { let _ = assert_send(&Volume::name()); }
+        "Volume::read_file" => { let _ = assert_send(&Volume::read_file("x")); }
+        "Volume::remove" => { let _ = assert_send(&Volume::remove("x")); }
+        "Volume::token" => { let _ = assert_send(&Volume::token()); }
+        "Volume::update_metadata" => { let _ = assert_send(&Volume::update_metadata("x")); }
+        "Volume::volume_id" => { let _ = assert_send(&Volume::volume_id()); }
+        "Volume::write_file" => { let _ = assert_send(&Volume::write_file("x", "x")); }
+        "WatchHandle::stop" => { let _ = watch.stop(); }
+        "context_from_json" => { let _ = context_from_json("{}"); }
+});
+
+/// One row of the table.
+struct Row<'a> {
+    item: &'a str,
+    kind: &'a str,
+    status: &'a str,
+    rayito: &'a str,
+    note: &'a str,
+}
+
+fn rows() -> Vec<Row<'static>> {
+    let mut lines = TSV.lines();
+    assert_eq!(
+        lines.next(),
+        Some("item\tkind\te2b\tstatus\trayito\tnote"),
+        "the header"
+    );
+    lines
+        .map(|line| {
+            let cells: Vec<&str> = line.split('\t').collect();
+            assert_eq!(cells.len(), 6, "six cells in {line:?}");
+            Row {
+                item: cells[0],
+                kind: cells[1],
+                status: cells[3],
+                rayito: cells[4],
+                note: cells[5],
+            }
+        })
+        .collect()
+}
+
+/// The option a warning row is about: the parameter in parentheses, else
+/// the last dotted name.
+fn option_of(item: &str) -> &str {
+    match item.split_once('(') {
+        Some((_, rest)) => rest.trim_end_matches(')'),
+        None => item.rsplit('.').next().unwrap_or(item),
+    }
+}
+
+#[test]
+fn every_e2b_item_has_a_defined_behaviour() {
+    let labels: BTreeSet<&str> = LABELS.iter().copied().collect();
+    let keys: BTreeSet<&str> = Missing::ALL.iter().map(|m| m.key()).collect();
+    let warned: BTreeSet<&str> = IGNORED.iter().map(|(o, _)| *o).collect();
+    let mut undefined = Vec::new();
+    for row in rows() {
+        let defined = match row.status.split_once(':') {
+            None if row.status == "works" => true,
+            None if row.status == "warns" => warned.contains(option_of(row.item)),
+            Some(("unimplemented", key)) => keys.contains(key),
+            _ => false,
+        };
+        if !defined || !labels.contains(row.rayito) {
+            undefined.push(format!("{} ({} -> {:?})", row.item, row.status, row.rayito));
+        }
+    }
+    assert!(
+        undefined.is_empty(),
+        "E2B items without a defined behaviour here:\n{}",
+        undefined.join("\n")
+    );
+}
+
+#[test]
+fn every_compiled_item_answers_a_row() {
+    let named: BTreeSet<&str> = rows().iter().map(|r| r.rayito).collect();
+    let stale: Vec<&&str> = LABELS.iter().filter(|l| !named.contains(**l)).collect();
+    assert!(stale.is_empty(), "compiled but named by no row: {stale:?}");
+}
+
+#[test]
+fn every_exception_class_of_e2b_is_a_class_here() {
+    let names: BTreeSet<&str> = E2bClass::ALL.iter().map(|c| c.name()).collect();
+    for row in rows().iter().filter(|r| r.kind == "exception") {
+        assert!(names.contains(row.item), "{} has no E2bClass", row.item);
+    }
+    let e2b: BTreeSet<&str> = rows()
+        .iter()
+        .filter(|r| r.kind == "exception")
+        .map(|r| r.item)
+        .collect();
+    for class in E2bClass::ALL {
+        assert_eq!(
+            class.is_e2b(),
+            e2b.contains(class.name()),
+            "{} is E2B's exactly when the table lists it",
+            class.name()
+        );
+    }
+}
+
+#[tokio::test]
+async fn e2b_classes_with_no_equivalent_fail_with_their_feature() {
+    let calls: Vec<(Result<std::convert::Infallible, SandboxError>, &str)> = vec![
+        (Secret::create("x", "x").await, "secret"),
+        (Secret::destroy("x").await, "secret"),
+        (Secret::exists("x").await, "secret"),
+        (Secret::fill("x").await, "secret"),
+        (Secret::get_info("x").await, "secret"),
+        (Secret::iam_token("x", "x").await, "iam"),
+        (Secret::list().await, "secret"),
+        (Secret::update("x", "x").await, "secret"),
+        (Template::alias_exists("x").await, "template"),
+        (Template::assign_tags("x", "x").await, "template"),
+        (Template::build("x", "x").await, "template"),
+        (Template::build_in_background("x", "x").await, "template"),
+        (Template::exists("x").await, "template"),
+        (Template::from_alpine_image("x").await, "template"),
+        (Template::from_arch_image("x").await, "template"),
+        (Template::from_aws_registry("x", "x", "x", "x").await, "template"),
+        (Template::from_base_image().await, "template"),
+        (Template::from_bun_image("x").await, "template"),
+        (Template::from_debian_image("x").await, "template"),
+        (Template::from_dockerfile("x").await, "template"),
+        (Template::from_fedora_image("x").await, "template"),
+        (Template::from_gcp_registry("x", "x").await, "template"),
+        (Template::from_image("x").await, "template"),
+        (Template::from_node_image("x").await, "template"),
+        (Template::from_python_image("x").await, "template"),
+        (Template::from_template("x").await, "template"),
+        (Template::from_ubuntu_image("x").await, "template"),
+        (Template::get_build_status("x").await, "template"),
+        (Template::get_tags("x").await, "template"),
+        (Template::remove_tags("x", "x").await, "template"),
+        (Template::skip_cache().await, "template"),
+        (Template::to_dockerfile("x").await, "template"),
+        (Template::to_json("x").await, "template"),
+        (Volume::connect("x").await, "volume"),
+        (Volume::create("x").await, "volume"),
+        (Volume::destroy("x").await, "volume"),
+        (Volume::exists("x").await, "volume"),
+        (Volume::get_info("x").await, "volume"),
+        (Volume::list().await, "volume"),
+        (Volume::make_dir("x").await, "volume"),
+        (Volume::name().await, "volume"),
+        (Volume::read_file("x").await, "volume"),
+        (Volume::remove("x").await, "volume"),
+        (Volume::token().await, "volume"),
+        (Volume::update_metadata("x").await, "volume"),
+        (Volume::volume_id().await, "volume"),
+        (Volume::write_file("x", "x").await, "volume"),
+    ];
+    let stubs = rows()
+        .iter()
+        .filter(|r| ["Template::", "Volume::", "Secret::"].iter().any(|p| r.rayito.starts_with(p)))
+        .count();
+    assert_eq!(calls.len(), stubs, "one call per Template, Volume and Secret row");
+    for (outcome, key) in calls {
+        match outcome {
+            Err(SandboxError::Unimplemented { feature, doc, .. }) => {
+                assert_eq!(&*feature, key);
+                assert_eq!(doc.as_deref(), Some(DOC_PATH));
+            }
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+}
+
+const DOC_PATH: &str = rayito_e2b::DOC;
+
+#[tokio::test]
+async fn list_refuses_a_next_token_before_any_call() {
+    let err = Sandbox::list(
+        SandboxQuery::new(),
+        ListOpts {
+            next_token: Some("page-2".into()),
+            ..ListOpts::default()
+        },
+    )
+    .expect_err("a next_token is refused");
+    assert!(matches!(
+        &err,
+        SandboxError::Unimplemented { feature, .. } if &**feature == "list(next_token)"
+    ));
+    assert!(
+        !err.to_string().contains("page-2"),
+        "the token is not echoed: {err}"
+    );
+}
+
+/// The coverage section of `docs/e2b-compat.md`, from the table.
+fn render() -> String {
+    let rows = rows();
+    let total = rows.len();
+    let count = |p: &str| rows.iter().filter(|r| r.status.starts_with(p)).count();
+    let (works, warns, missing) = (count("works"), count("warns"), count("unimplemented"));
+    let defined = works + warns + missing;
+    let mut out = format!(
+        "{BEGIN} by compat/e2b/tests/surface.rs; RAYITO_BLESS=1 rewrites it -->\n\n\
+         Of the {total} public items of E2B's Python SDKs (e2b 2.63, e2b-code-interpreter 2.11) \
+         in `compat/e2b/e2b-surface.tsv`, **{defined} have a defined behaviour ({} %)**: \
+         {works} work, {warns} warn once and are ignored (`CompatWarning`), {missing} return \
+         `Unimplemented` naming the feature. None is a compile error.\n\n\
+         | E2B item | kind | status | rayito-e2b | note |\n|---|---|---|---|---|\n",
+        defined * 100 / total
+    );
+    for row in &rows {
+        let status = match row.status.split_once(':') {
+            Some((_, key)) => format!("`Unimplemented` (`{key}`)"),
+            None => row.status.to_owned(),
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | `{}` | {} |\n",
+            row.item, row.kind, status, row.rayito, row.note
+        ));
+    }
+    out.push_str(END);
+    out
+}
+
+#[test]
+fn the_doc_states_the_coverage_of_the_table() {
+    let doc = std::fs::read_to_string(DOC).expect("docs/e2b-compat.md");
+    let start = doc.find(BEGIN).expect("the generated section's start marker");
+    let end = doc.find(END).expect("the generated section's end marker") + END.len();
+    let expected = render();
+    if std::env::var_os("RAYITO_BLESS").is_some() {
+        let updated = format!("{}{}{}", &doc[..start], expected, &doc[end..]);
+        std::fs::write(DOC, updated).expect("write docs/e2b-compat.md");
+        return;
+    }
+    assert!(
+        doc[start..end] == expected,
+        "docs/e2b-compat.md's coverage section is not the table; run RAYITO_BLESS=1 cargo test -p rayito-e2b --test surface"
+    );
+}
