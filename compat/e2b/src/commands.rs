@@ -98,7 +98,9 @@ impl Commands<'_> {
         opts: CommandOpts,
     ) -> Result<CommandHandle, SandboxError> {
         if opts.timeout_set {
-            self.sandbox.warnings.warn("timeout", reason::CONNECT_TIMEOUT);
+            self.sandbox
+                .warnings
+                .warn("timeout", reason::CONNECT_TIMEOUT);
         }
         drop(opts.into_sdk(self.sandbox));
         self.connect(pid).await

@@ -83,7 +83,8 @@ classes! {
     /// `QuotaExceededException` (not a `SandboxException`; rayito's
     /// own: E2B has no such class).
     QuotaExceededException => [QuotaExceeded],
-    /// `BuildException` (not a `SandboxException`): an image build failed.
+    /// `BuildException`: an image build failed (outside `SandboxException`
+    /// in E2B; rayito's `build` kind sits under `sandbox`).
     BuildException => [Build, FileUpload],
     /// `FileUploadException` (a `BuildException`).
     FileUploadException => [FileUpload],
@@ -119,7 +120,10 @@ impl E2bClass {
     /// Whether E2B defines this class (false for rayito's own:
     /// `QuotaExceededException`, `UnimplementedError`).
     pub const fn is_e2b(self) -> bool {
-        !matches!(self, Self::QuotaExceededException | Self::UnimplementedError)
+        !matches!(
+            self,
+            Self::QuotaExceededException | Self::UnimplementedError
+        )
     }
 }
 

@@ -5,8 +5,7 @@
 use futures_util::FutureExt as _;
 use futures_util::StreamExt as _;
 use rayito::{
-    Execution, ExecutionError, ExecutionResult, FilesystemEvent, Logs, SandboxError,
-    WatchHandle,
+    Execution, ExecutionError, ExecutionResult, FilesystemEvent, Logs, SandboxError, WatchHandle,
 };
 use serde_json::{Map, Value, json};
 

@@ -2,10 +2,10 @@
 //! and exports to (`rayito::transfer`, the SDK's `s3` feature), where E2B
 //! signs a URL of its own file API.
 
-use rayito::SandboxError;
+use crate::sandbox::Sandbox;
 #[cfg(not(feature = "s3"))]
 use crate::unimplemented::Missing;
-use crate::sandbox::Sandbox;
+use rayito::SandboxError;
 
 #[cfg(feature = "s3")]
 impl Sandbox {
@@ -23,7 +23,10 @@ impl Sandbox {
         let staging = staging(self)?;
         self.inner
             .files()
-            .upload_url(path, rayito::transfer::UploadUrlOptions::new(staging).form(true))
+            .upload_url(
+                path,
+                rayito::transfer::UploadUrlOptions::new(staging).form(true),
+            )
             .await
     }
 

@@ -44,8 +44,7 @@ pub(crate) mod reason {
     pub(crate) const TEMPLATE_E2B: &str = "E2B's default image exists only at E2B; RAYITO_TEMPLATE or the backend's default image is used";
     pub(crate) const LIST_ORDER: &str =
         "the control plane lists in its own order; sort the items by started_at";
-    pub(crate) const PAUSE_STRICT: &str =
-        "suspending a MicroVM does not ask its agent, and a suspended sandbox always resumes with its memory";
+    pub(crate) const PAUSE_STRICT: &str = "suspending a MicroVM does not ask its agent, and a suspended sandbox always resumes with its memory";
     pub(crate) const RETAIN_OUTPUT: &str = "a handle keeps what it received until wait() returns; the agent keeps the last 1 MiB for connect_from";
     pub(crate) const CONNECT_TIMEOUT: &str =
         "attaching to a process has no deadline of its own; the process keeps its own timeout";

@@ -314,6 +314,23 @@ async fn a_missing_feature_makes_no_control_plane_call() {
             },
             Missing::VolumeMounts,
         ),
+        (
+            SandboxOpts {
+                network: Some(Network {
+                    dns_servers: vec!["1.1.1.1".into()],
+                    ..Network::default()
+                }),
+                ..base()
+            },
+            Missing::NetworkDnsServers,
+        ),
+        (
+            SandboxOpts {
+                idempotency_key: Some("create-once".into()),
+                ..base()
+            },
+            Missing::IdempotencyKey,
+        ),
     ];
     for (opts, missing) in rows {
         let err = Sandbox::create(opts).await.expect_err("refused");
@@ -339,6 +356,23 @@ async fn a_missing_feature_makes_no_control_plane_call() {
             )
         );
     }
+    // No template on AWS: E2B's default does not exist here, and the error
+    // says the fix (only when the environment does not name one).
+    if std::env::var_os(rayito::TEMPLATE_ENV).is_none() {
+        let err = Sandbox::create(SandboxOpts {
+            template: None,
+            ..base()
+        })
+        .await
+        .expect_err("no template on AWS");
+        assert!(is_instance(&err, E2bClass::InvalidArgumentException));
+        assert_eq!(
+            err.to_string(),
+            "invalid template: no template was given and RAYITO_TEMPLATE is unset; \
+             E2B's code-interpreter-v1 exists only at E2B: build an image with `rayito template build` \
+             and pass its ARN as SandboxOpts.template or set RAYITO_TEMPLATE (the local backend needs neither)"
+        );
+    }
     assert_eq!(
         emulator.calls(Operation::RunMicrovm),
         0,
@@ -356,6 +390,207 @@ async fn a_missing_feature_makes_no_control_plane_call() {
     let fork = sbx.fork().await.expect_err("no fork");
     assert!(
         matches!(&fork, rayito::SandboxError::Unimplemented { feature, .. } if &**feature == "fork")
+    );
+    let key = |err: rayito::SandboxError| match err {
+        rayito::SandboxError::Unimplemented { feature, .. } => feature.to_string(),
+        other => panic!("expected Unimplemented, got {other:?}"),
+    };
+    let refused = vec![
+        key(sbx.create_snapshot().await.expect_err("snapshot")),
+        key(sbx.list_snapshots().await.expect_err("snapshots")),
+        key(Sandbox::delete_snapshot("snap-1")
+            .await
+            .expect_err("delete")),
+        key(sbx.get_mcp_url().expect_err("mcp url")),
+        key(sbx.get_mcp_token().expect_err("mcp token")),
+        key(sbx.get_signature("/f").expect_err("signature")),
+        key(sbx.traffic_access_token().expect_err("traffic token")),
+        key(sbx.envd_api_url().expect_err("envd")),
+        key(sbx
+            .update_network(Network {
+                dns_servers: vec!["1.1.1.1".into()],
+                ..Network::default()
+            })
+            .await
+            .expect_err("dns")),
+    ];
+    assert_eq!(
+        refused,
+        [
+            "create_snapshot",
+            "list_snapshots",
+            "delete_snapshot",
+            "get_mcp_url",
+            "get_mcp_token",
+            "get_signature",
+            "traffic_access_token",
+            "envd_endpoints",
+            "network.dns_servers",
+        ]
+    );
+    #[cfg(not(feature = "s3"))]
+    {
+        assert_eq!(key(sbx.upload_url("/f").await.unwrap_err()), "upload_url");
+        assert_eq!(
+            key(sbx.download_url("/f").await.unwrap_err()),
+            "download_url"
+        );
+    }
+    assert_eq!(emulator.calls(Operation::RunMicrovm), 1, "no call made");
+    assert!(sbx.kill(ApiParams::default()).await.expect("kill"));
+}
+
+/// The E2B calls added over the SDK's features, on the local backend:
+/// stdin by pid, terminals, metrics, git, watch events, JSON, the default
+/// template's name, and the per-call options that warn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2b_calls_over_the_sdk_features() {
+    use rayito_e2b::{
+        CodeContextOptions, GetNewEvents, MetricsHistoryQuery, PtyOpts, PtySize, ToJson,
+    };
+
+    let sbx = Sandbox::create(SandboxOpts {
+        template: Some(rayito_e2b::E2B_DEFAULT_TEMPLATE.to_owned()),
+        ..local()
+    })
+    .await
+    .expect("create with E2B's default template name");
+    let uses_default = warning(
+        "template",
+        "E2B's default image exists only at E2B; RAYITO_TEMPLATE or the backend's default image is used",
+    );
+    assert_eq!(sbx.compat_warnings(), vec![uses_default.clone()]);
+
+    // stdin=True, then send_stdin / close_stdin by pid.
+    let cat = sbx
+        .commands()
+        .run_background("cat", CommandOpts::new().stdin(true))
+        .await
+        .expect("cat with stdin open");
+    let pid = cat.pid();
+    sbx.commands()
+        .send_stdin(pid, "typed ")
+        .await
+        .expect("send_stdin");
+    sbx.commands()
+        .stream_input(pid, ["in ", "pieces"])
+        .await
+        .expect("stream_input");
+    sbx.commands().close_stdin(pid).await.expect("close_stdin");
+    let done = cat.wait().await.expect("cat ends at end-of-file");
+    assert_eq!(done.stdout, "typed in pieces");
+
+    // A terminal: send_stdin by pid, then kill.
+    let term = sbx
+        .pty()
+        .create(PtySize::new(80, 24), PtyOpts::new().no_timeout())
+        .await
+        .expect("pty.create");
+    sbx.pty()
+        .send_stdin(term.pid(), "echo hi\n")
+        .await
+        .expect("pty.send_stdin");
+    assert!(sbx.pty().kill(term.pid()).await.expect("pty.kill"));
+
+    // get_metrics(start, end): the agent's samples.
+    let samples = sbx
+        .get_metrics(MetricsHistoryQuery::new())
+        .await
+        .expect("get_metrics");
+    for sample in &samples {
+        assert!(sample.mem_total_bytes > 0, "{sample:?}");
+    }
+
+    // git, with E2B's method names.
+    let has_git = sbx.commands().run("command -v git").await.is_ok();
+    if has_git {
+        sbx.git()
+            .init("/home/user/repo", rayito::git::InitOptions::default())
+            .await
+            .expect("git.init");
+        let status = sbx
+            .git()
+            .status("/home/user/repo")
+            .await
+            .expect("git.status");
+        assert!(status.is_clean(), "a new repository is clean");
+    }
+
+    // watch_dir, then get_new_events without waiting.
+    let mut watch = sbx
+        .files()
+        .watch_dir("/home/user", false)
+        .await
+        .expect("watch_dir");
+    sbx.files()
+        .write("/home/user/seen.txt", "x")
+        .await
+        .expect("write");
+    let mut events = Vec::new();
+    for _ in 0..50 {
+        events.extend(watch.get_new_events().expect("events"));
+        if events.iter().any(|e| e.name == "seen.txt") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(events.iter().any(|e| e.name == "seen.txt"), "{events:?}");
+    watch.stop();
+
+    // to_json, as E2B's models serialize.
+    let execution = sbx
+        .run_code(
+            "print('out')\n40 + 2",
+            RunCodeOpts::new().request_timeout(Duration::from_secs(5)),
+        )
+        .await
+        .expect("run_code");
+    let json: serde_json::Value = serde_json::from_str(&execution.to_json()).expect("JSON");
+    assert_eq!(json["results"][0]["text"], "42");
+    assert_eq!(json["results"][0]["is_main_result"], true);
+    assert_eq!(json["logs"]["stdout"][0], "out\n");
+    assert!(json["error"].is_null());
+    let context = sbx
+        .create_code_context(
+            CodeContextOptions::new(),
+            Some("python"),
+            ApiParams {
+                retries: Some(3),
+                ..ApiParams::default()
+            },
+        )
+        .await
+        .expect("create_code_context");
+    let from_json = rayito_e2b::context_from_json(&format!(
+        r#"{{"id": "{}", "language": "python", "cwd": "/home/user"}}"#,
+        context.id
+    ))
+    .expect("from_json");
+    assert_eq!(from_json, context.id);
+
+    let ran = sbx
+        .commands()
+        .run_with(
+            "true",
+            CommandOpts::new()
+                .request_timeout(Duration::from_secs(5))
+                .retain_output(false),
+        )
+        .await
+        .expect("a command with ignored options");
+    assert_eq!(ran.exit_code, 0);
+    let on_handle = "the handle's connection and control plane are already built; pass it when creating or connecting";
+    assert_eq!(
+        sbx.compat_warnings(),
+        vec![
+            uses_default,
+            warning("request_timeout", on_handle),
+            warning("retries", on_handle),
+            warning(
+                "retain_output",
+                "a handle keeps what it received until wait() returns; the agent keeps the last 1 MiB for connect_from"
+            ),
+        ]
     );
     assert!(sbx.kill(ApiParams::default()).await.expect("kill"));
 }

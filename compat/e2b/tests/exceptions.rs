@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rayito::error::GrpcCode;
+use rayito::error::{GrpcCode, TransferCode, TransferReason};
 use rayito::test_util::{AwsError, Call, CommandOutput, EndEvent, agent_status, end_event};
 use rayito_e2b::exceptions::{E2bClass, class_of, is_instance};
 use rayito_e2b::{Missing, SandboxError};
@@ -71,6 +71,27 @@ fn samples() -> Vec<(&'static str, SandboxError)> {
                 .message("quota")
                 .build(),
         ),
+        (
+            "sandbox_state",
+            SandboxError::sandbox_state("SUSPENDING", "wait for it"),
+        ),
+        (
+            "sandbox_not_ready",
+            SandboxError::not_ready(None, None, Duration::from_secs(30)),
+        ),
+        ("build", SandboxError::build_failed(None, "")),
+        ("template", SandboxError::template_too_old()),
+        (
+            "file_upload",
+            SandboxError::file_upload(TransferCode::from("failed"), TransferReason::from("x")),
+        ),
+        ("secret", SandboxError::secret_not_string(None)),
+        (
+            "secret_not_found",
+            SandboxError::secret_not_found("secrets.get", None),
+        ),
+        ("git_auth", SandboxError::git_auth("push", false)),
+        ("git_upstream", SandboxError::git_upstream("push")),
         ("unimplemented", Missing::Fork.error()),
         (
             "lifecycle_unsupported",
@@ -101,6 +122,28 @@ fn expected(kind: &str) -> Vec<E2bClass> {
         "authentication" => vec![AuthenticationException],
         "capacity" => vec![ServiceBusyException],
         "quota_exceeded" => vec![QuotaExceededException],
+        "sandbox_state" => vec![
+            SandboxException,
+            TimeoutException,
+            SandboxNotRunningException,
+        ],
+        "sandbox_not_ready" => vec![
+            SandboxException,
+            TimeoutException,
+            SandboxUnreachableException,
+        ],
+        "build" => vec![SandboxException, BuildException],
+        "template" => vec![SandboxException, TemplateException],
+        "file_upload" => vec![SandboxException, BuildException, FileUploadException],
+        "secret" => vec![SandboxException, SecretException],
+        "secret_not_found" => vec![
+            SandboxException,
+            NotFoundException,
+            SecretException,
+            SecretNotFoundException,
+        ],
+        "git_auth" => vec![AuthenticationException, GitAuthException],
+        "git_upstream" => vec![SandboxException, GitUpstreamException],
         "unimplemented" | "lifecycle_unsupported" => vec![UnimplementedError],
         other => panic!("no row for {other}"),
     }
@@ -145,6 +188,15 @@ fn class_of_names_the_most_specific_class() {
             ("authentication", "AuthenticationException"),
             ("capacity", "ServiceBusyException"),
             ("quota_exceeded", "QuotaExceededException"),
+            ("sandbox_state", "SandboxNotRunningException"),
+            ("sandbox_not_ready", "SandboxUnreachableException"),
+            ("build", "BuildException"),
+            ("template", "TemplateException"),
+            ("file_upload", "FileUploadException"),
+            ("secret", "SecretException"),
+            ("secret_not_found", "SecretNotFoundException"),
+            ("git_auth", "GitAuthException"),
+            ("git_upstream", "GitUpstreamException"),
             ("unimplemented", "UnimplementedError"),
             ("lifecycle_unsupported", "UnimplementedError"),
         ]

@@ -445,7 +445,10 @@ async fn e2b_classes_with_no_equivalent_fail_with_their_feature() {
         (Template::exists("x").await, "template"),
         (Template::from_alpine_image("x").await, "template"),
         (Template::from_arch_image("x").await, "template"),
-        (Template::from_aws_registry("x", "x", "x", "x").await, "template"),
+        (
+            Template::from_aws_registry("x", "x", "x", "x").await,
+            "template",
+        ),
         (Template::from_base_image().await, "template"),
         (Template::from_bun_image("x").await, "template"),
         (Template::from_debian_image("x").await, "template"),
@@ -480,9 +483,17 @@ async fn e2b_classes_with_no_equivalent_fail_with_their_feature() {
     ];
     let stubs = rows()
         .iter()
-        .filter(|r| ["Template::", "Volume::", "Secret::"].iter().any(|p| r.rayito.starts_with(p)))
+        .filter(|r| {
+            ["Template::", "Volume::", "Secret::"]
+                .iter()
+                .any(|p| r.rayito.starts_with(p))
+        })
         .count();
-    assert_eq!(calls.len(), stubs, "one call per Template, Volume and Secret row");
+    assert_eq!(
+        calls.len(),
+        stubs,
+        "one call per Template, Volume and Secret row"
+    );
     for (outcome, key) in calls {
         match outcome {
             Err(SandboxError::Unimplemented { feature, doc, .. }) => {
@@ -549,7 +560,9 @@ fn render() -> String {
 #[test]
 fn the_doc_states_the_coverage_of_the_table() {
     let doc = std::fs::read_to_string(DOC).expect("docs/e2b-compat.md");
-    let start = doc.find(BEGIN).expect("the generated section's start marker");
+    let start = doc
+        .find(BEGIN)
+        .expect("the generated section's start marker");
     let end = doc.find(END).expect("the generated section's end marker") + END.len();
     let expected = render();
     if std::env::var_os("RAYITO_BLESS").is_some() {
