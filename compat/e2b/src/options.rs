@@ -171,6 +171,11 @@ pub struct SandboxOpts {
     pub proxy: Option<String>,
     /// rayito only: where sandboxes run.
     pub backend: Backend,
+    /// rayito only: the S3 staging of `upload_url` / `download_url` and of
+    /// large reads and writes (`None`: `RAYITO_TRANSFER_BUCKET`). Only with
+    /// the `s3` feature.
+    #[cfg(feature = "s3")]
+    pub staging: Option<rayito::transfer::S3Staging>,
 }
 
 #[allow(deprecated)]
@@ -201,6 +206,8 @@ impl Default for SandboxOpts {
             secure: None,
             proxy: None,
             backend: Backend::FromEnv,
+            #[cfg(feature = "s3")]
+            staging: None,
         }
     }
 }

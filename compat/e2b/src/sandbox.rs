@@ -63,6 +63,10 @@ impl Sandbox {
         if let Some(request_timeout) = opts.request_timeout {
             builder = builder.request_timeout(request_timeout);
         }
+        #[cfg(feature = "s3")]
+        if let Some(staging) = &opts.staging {
+            builder = builder.staging(staging.clone());
+        }
         let network = opts.network.clone().unwrap_or_default();
         if network.has_policy() {
             builder = builder.network(network.policy());

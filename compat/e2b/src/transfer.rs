@@ -9,9 +9,10 @@ use rayito::SandboxError;
 
 #[cfg(feature = "s3")]
 impl Sandbox {
-    /// `upload_url(path)`: a presigned POST form (E2B's upload is a
-    /// multipart POST too) whose object the agent writes to `path`. The
-    /// bucket is the handle's staging, else `RAYITO_TRANSFER_BUCKET`.
+    /// `upload_url(path)`: a presigned multipart POST, as E2B's, whose file
+    /// the agent writes to `path`. E2B gives a bare URL; the ticket also
+    /// holds the form fields to send before the file (field `file`). The bucket is the handle's
+    /// staging (`SandboxOpts::staging`), else `RAYITO_TRANSFER_BUCKET`.
     ///
     /// # Errors
     /// `InvalidArgument` (`staging`) when neither names a bucket; otherwise

@@ -41,7 +41,7 @@ macro_rules! surface {
     (|$($var:ident: $ty:ty),*| { $($label:literal => $body:block)* }) => {
         const LABELS: &[&str] = &[$($label),*];
 
-        #[allow(dead_code, unused_variables, unused_mut, unused_must_use)]
+        #[allow(dead_code, unused_variables, unused_mut, unused_must_use, clippy::too_many_arguments)]
         fn compiled($(mut $var: $ty),*) {
             $($body)*
         }
