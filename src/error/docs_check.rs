@@ -37,8 +37,9 @@ fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
-/// The E2B class a Python user would have caught (the kind table of
-/// docs/errors.md).
+/// The most specific E2B class of the kind in `rayito-e2b` (the kind table
+/// of docs/errors.md; `compat/e2b/tests/exceptions.rs` holds the same
+/// column to `rayito_e2b::exceptions::class_of`).
 fn e2b_class(kind: ErrorKind) -> &'static str {
     match kind {
         ErrorKind::Sandbox => "SandboxException",
@@ -47,24 +48,26 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         ErrorKind::NotFound => "NotFoundException",
         ErrorKind::FileNotFound => "FileNotFoundException",
         ErrorKind::SandboxNotFound => "SandboxNotFoundException",
-        ErrorKind::SandboxNotReady => "SandboxNotReadyException",
-        ErrorKind::SandboxState => "SandboxStateException",
-        ErrorKind::SandboxLifetime => "SandboxLifetimeException",
+        ErrorKind::SandboxNotReady => "SandboxUnreachableException",
+        ErrorKind::SandboxState => "SandboxNotRunningException",
+        ErrorKind::SandboxLifetime => "SandboxException",
         ErrorKind::CommandExit => "CommandExitException",
         ErrorKind::DiskFull => "NotEnoughSpaceException",
         ErrorKind::RateLimit => "RateLimitException",
         ErrorKind::Authentication => "AuthenticationException",
-        ErrorKind::QuotaExceeded => "QuotaExceededException",
+        ErrorKind::QuotaExceeded => "QuotaExceededException (rayito's)",
         ErrorKind::Capacity => "ServiceBusyException",
-        ErrorKind::Unimplemented | ErrorKind::LifecycleUnsupported => "UnimplementedError",
+        ErrorKind::Unimplemented | ErrorKind::LifecycleUnsupported => {
+            "UnimplementedError (rayito's)"
+        }
         ErrorKind::Build => "BuildException",
         ErrorKind::Template => "TemplateException",
-        ErrorKind::PoolClosed => "PoolClosedException",
-        ErrorKind::Stack => "StackException",
-        ErrorKind::SandboxIndex => "SandboxIndexException",
-        ErrorKind::IndexWrite => "IndexWriteException",
-        ErrorKind::Persistence => "PersistenceException",
-        ErrorKind::Transfer => "TransferException",
+        ErrorKind::PoolClosed => "SandboxException",
+        ErrorKind::Stack => "SandboxException",
+        ErrorKind::SandboxIndex => "SandboxException",
+        ErrorKind::IndexWrite => "SandboxException",
+        ErrorKind::Persistence => "SandboxException",
+        ErrorKind::Transfer => "SandboxException",
         ErrorKind::FileUpload => "FileUploadException",
         ErrorKind::Secret => "SecretException",
         ErrorKind::SecretNotFound => "SecretNotFoundException",

@@ -137,6 +137,12 @@ pub fn is_instance(err: &SandboxError, class: E2bClass) -> bool {
 /// the class whose matching kind is deepest, the narrower class (fewer
 /// kinds) on a tie.
 pub fn class_of(err: &SandboxError) -> E2bClass {
+    class_of_kind(err.kind())
+}
+
+/// The most specific E2B class of an error of `kind` (the last column of
+/// the kind table of `docs/errors.md`).
+pub fn class_of_kind(of: ErrorKind) -> E2bClass {
     E2bClass::ALL
         .iter()
         .copied()
@@ -144,7 +150,7 @@ pub fn class_of(err: &SandboxError) -> E2bClass {
             let deepest = class
                 .kinds()
                 .iter()
-                .filter(|kind| err.is(**kind))
+                .filter(|kind| of.is_a(**kind))
                 .map(|kind| depth(*kind))
                 .max()?;
             Some((class, deepest, usize::MAX - class.kinds().len()))

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use rayito::error::{GrpcCode, TransferCode, TransferReason};
 use rayito::test_util::{AwsError, Call, CommandOutput, EndEvent, agent_status, end_event};
-use rayito_e2b::exceptions::{E2bClass, class_of, is_instance};
+use rayito_e2b::exceptions::{E2bClass, class_of, class_of_kind, is_instance};
 use rayito_e2b::{Missing, SandboxError};
 
 /// One error of each kind, built as the SDK builds it.
@@ -228,4 +228,39 @@ fn a_timeout_sample_is_not_retryable_but_larger_limits_may_help() {
     );
     assert!(is_instance(&err, E2bClass::TimeoutException));
     assert!(err.classify().retry_with_larger_limits);
+}
+
+/// The last column of docs/errors.md's kind table is `class_of` (with
+/// rayito's own classes marked), so the doc cannot name a class E2B lacks
+/// as if it were E2B's.
+#[test]
+fn the_errors_doc_names_the_class_of_each_kind() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/errors.md"))
+        .expect("docs/errors.md");
+    let header =
+        "| kind | parents | retryable | larger limits | variant | raised for | E2B class |";
+    let table: Vec<Vec<String>> = doc
+        .split(header)
+        .nth(1)
+        .expect("the kind table")
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.split('|').map(|c| c.trim().to_owned()).collect())
+        .collect();
+    assert_eq!(
+        table.len(),
+        rayito::ErrorKind::ALL.len(),
+        "one row per kind"
+    );
+    for (row, kind) in table.iter().zip(rayito::ErrorKind::ALL) {
+        assert_eq!(row[1], format!("`{}`", kind.as_str()));
+        let class = class_of_kind(*kind);
+        let expected = if class.is_e2b() {
+            class.name().to_owned()
+        } else {
+            format!("{} (rayito's)", class.name())
+        };
+        assert_eq!(row[7], expected, "the class of {}", kind.as_str());
+    }
 }
