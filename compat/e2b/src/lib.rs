@@ -1,7 +1,9 @@
 //! `rayito-e2b`: E2B's SDK shape over the `rayito` SDK.
 //!
 //! A program written in the shape of E2B's code-interpreter SDK moves to
-//! sandboxes on AWS Lambda MicroVMs by changing its imports:
+//! sandboxes on AWS Lambda MicroVMs by changing its imports and choosing
+//! where sandboxes run (`SandboxOpts::backend`; the default reads
+//! `RAYITO_BACKEND`, else AWS, where `RAYITO_TEMPLATE` names the image):
 //!
 //! ```no_run
 //! use rayito_e2b::{RunCodeOpts, Sandbox, SandboxOpts};
@@ -19,8 +21,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! What differs, option by option and feature by feature, is in
-//! `docs/e2b-compat.md`: every E2B option that means nothing on AWS is a
+//! Every public item of E2B's surface is listed in `e2b-surface.tsv`
+//! with what it does here, and `docs/e2b-compat.md` renders that table.
+//! Every E2B option that means nothing on AWS is a
 //! [`CompatWarning`] (and a deprecation where it is a field); every E2B
 //! feature the platform cannot provide is `SandboxError::Unimplemented`
 //! with a stable feature key ([`Missing`]), before any call to AWS.

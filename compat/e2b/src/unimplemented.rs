@@ -179,7 +179,7 @@ impl Missing {
                 "E2B's build service is not mirrored; build images with rayito::template or `rayito template build`"
             }
             Self::Secret => {
-                "E2B's secret vault is not mirrored; keep secrets in AWS Secrets Manager (rayito::secrets)"
+                "E2B's secret vault is not mirrored; rayito::secrets::SecretStore (AWS Secrets Manager) has its create, update, get_info, exists, list and destroy"
             }
         }
     }

@@ -335,6 +335,20 @@ surface!(|sbx: &Sandbox,
         "context_from_json" => { let _ = context_from_json("{}"); }
 });
 
+/// The class-method forms E2B gives the same name as an instance method
+/// (`Sandbox.kill(id)`): their rows name the instance method.
+#[allow(dead_code)]
+fn by_id_futures_are_send() {
+    assert_send_static(&Sandbox::kill_by_id("id", ConnectOpts::default()));
+    assert_send_static(&Sandbox::get_info_by_id("id", ConnectOpts::default()));
+    assert_send_static(&Sandbox::set_timeout_by_id(
+        "id",
+        "token",
+        SECOND,
+        ConnectOpts::default(),
+    ));
+}
+
 /// One row of the table.
 struct Row<'a> {
     item: &'a str,
@@ -524,6 +538,39 @@ async fn list_refuses_a_next_token_before_any_call() {
     assert!(
         !err.to_string().contains("page-2"),
         "the token is not echoed: {err}"
+    );
+}
+
+/// Every `pub async fn` of the crate is checked `Send` above (the macro's
+/// `assert_send` lines), so a new one cannot slip past: the list is read
+/// from the sources, as `tests/send_bounds.rs` does for the SDK.
+#[test]
+fn every_public_future_of_the_crate_is_checked_send() {
+    let this = include_str!("surface.rs");
+    let checked: Vec<&str> = this.lines().filter(|l| l.contains("assert_send")).collect();
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+    let mut unchecked = Vec::new();
+    for entry in std::fs::read_dir(src).expect("src") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("a source file");
+        for line in text.lines() {
+            let Some(rest) = line.trim().strip_prefix("pub async fn ") else {
+                continue;
+            };
+            let name = rest.split(['(', '<']).next().unwrap_or_default();
+            if name.starts_with('$') {
+                // unavailable.rs's macro: each method it makes is a row.
+                continue;
+            }
+            let called = [format!(".{name}("), format!("::{name}(")];
+            if !checked.iter().any(|l| called.iter().any(|c| l.contains(c))) {
+                unchecked.push(format!("{}: {name}", path.display()));
+            }
+        }
+    }
+    assert!(
+        unchecked.is_empty(),
+        "futures not checked Send: {unchecked:?}"
     );
 }
 
