@@ -247,15 +247,20 @@ impl CommandOpts {
         self
     }
 
-    /// The SDK's options, with E2B's 60 s default, after warning about the
-    /// ignored ones on `sandbox`.
-    fn into_sdk(self, sandbox: &Sandbox) -> CommandOptions {
+    /// One warning on `sandbox` for each ignored option set here.
+    fn warn_ignored(&self, sandbox: &Sandbox) {
         sandbox.warn_api_params(&self.api);
         if self.discard_output {
             sandbox
                 .warnings
                 .warn("retain_output", reason::RETAIN_OUTPUT);
         }
+    }
+
+    /// The SDK's options, with E2B's 60 s default, after warning about the
+    /// ignored ones on `sandbox`.
+    fn into_sdk(self, sandbox: &Sandbox) -> CommandOptions {
+        self.warn_ignored(sandbox);
         if self.timeout_set {
             self.sdk
         } else {

@@ -480,6 +480,23 @@ async fn e2b_calls_over_the_sdk_features() {
     let done = cat.wait().await.expect("cat ends at end-of-file");
     assert_eq!(done.stdout, "typed in pieces");
 
+    // connect(pid, timeout=): attaches; the timeout is ignored with a warning.
+    let sleeper = sbx
+        .commands()
+        .run_background("sleep 30", CommandOpts::new())
+        .await
+        .expect("a background command");
+    let attached = sbx
+        .commands()
+        .connect_with(
+            sleeper.pid(),
+            CommandOpts::new().timeout(Duration::from_secs(1)),
+        )
+        .await
+        .expect("connect");
+    assert_eq!(attached.pid(), sleeper.pid());
+    assert!(sbx.commands().kill(sleeper.pid()).await.expect("kill"));
+
     // A terminal: send_stdin by pid, then kill.
     let term = sbx
         .pty()
@@ -584,6 +601,10 @@ async fn e2b_calls_over_the_sdk_features() {
         sbx.compat_warnings(),
         vec![
             uses_default,
+            warning(
+                "timeout",
+                "attaching to a process has no deadline of its own; the process keeps its own timeout"
+            ),
             warning("request_timeout", on_handle),
             warning("retries", on_handle),
             warning(
