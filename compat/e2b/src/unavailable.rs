@@ -31,9 +31,10 @@ macro_rules! unavailable {
 }
 
 unavailable!(
-    /// E2B's `Template`: its build service. Build images with
-    /// `rayito::template` (the SDK's `templates` feature) or
-    /// `rayito template build` instead.
+    /// E2B's `Template`: its build service. `rayito::template::Template`
+    /// (the SDK's `templates` feature) has E2B's builder names
+    /// (`from_image`, `from_template`, `skip_cache`, ...), and
+    /// `rayito template build` builds the image.
     Template,
     Missing::Template,
     [

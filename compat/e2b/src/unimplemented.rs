@@ -176,7 +176,7 @@ impl Missing {
                 "presigned URLs need S3 staging; build rayito-e2b with its s3 feature and set RAYITO_TRANSFER_BUCKET"
             }
             Self::Template => {
-                "E2B's build service is not mirrored; build images with rayito::template or `rayito template build`"
+                "E2B's build service is not mirrored; rayito::template::Template (the templates feature) has its builder names, and `rayito template build` builds the image"
             }
             Self::Secret => {
                 "E2B's secret vault is not mirrored; rayito::secrets::SecretStore (AWS Secrets Manager) has its create, update, get_info, exists, list and destroy"
