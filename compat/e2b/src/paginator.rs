@@ -13,7 +13,7 @@ use crate::warnings::{CompatWarning, Warnings, reason};
 const DEFAULT_LIMIT: u32 = 50;
 
 /// `Sandbox.list` keyword arguments.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct ListOpts {
     /// `limit`: sandboxes per page (1 to 50, E2B's default 50 here).
     pub limit: Option<u32>,
@@ -23,6 +23,18 @@ pub struct ListOpts {
     pub order: Option<ListOrder>,
     /// rayito only: where the sandboxes run.
     pub backend: Backend,
+}
+
+/// Says whether a `next_token` was given, never the token.
+impl std::fmt::Debug for ListOpts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListOpts")
+            .field("limit", &self.limit)
+            .field("next_token", &self.next_token.as_ref().map(|_| "***"))
+            .field("order", &self.order)
+            .field("backend", &self.backend)
+            .finish()
+    }
 }
 
 /// `order=` of `Sandbox.list`.

@@ -539,6 +539,11 @@ async fn list_refuses_a_next_token_before_any_call() {
         !err.to_string().contains("page-2"),
         "the token is not echoed: {err}"
     );
+    let opts = ListOpts {
+        next_token: Some("page-2".into()),
+        ..ListOpts::default()
+    };
+    assert!(!format!("{opts:?}").contains("page-2"), "{opts:?}");
 }
 
 /// Every `pub async fn` of the crate is checked `Send` above (the macro's
