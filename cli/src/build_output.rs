@@ -23,7 +23,7 @@ pub struct BuildOutput {
 impl BuildOutput {
     /// Starts showing a build described by `what` (`building NAME`).
     pub fn start(format: Format, what: &str) -> BuildOutput {
-        let bar = (format == Format::Text && std::io::stderr().is_terminal()).then(|| {
+        let bar = (format == Format::Text && !crate::output::quiet() && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::new_spinner();
             if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
                 bar.set_style(style);
@@ -44,7 +44,7 @@ impl BuildOutput {
     pub fn on_event(&self) -> impl Fn(&BuildEvent) + Send + Sync + 'static {
         let bar = self.bar.clone();
         let lines = self.log.clone();
-        let echo = self.format == Format::Text;
+        let echo = self.format == Format::Text && !crate::output::quiet();
         move |event| match event {
             BuildEvent::Log(line) => lines
                 .lock()
