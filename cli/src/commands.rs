@@ -40,6 +40,10 @@ pub enum SandboxCommand {
         /// The CloudWatch Logs group (implies --logs).
         #[arg(long, value_name = "GROUP")]
         log_group: Option<String>,
+        /// The egress policy to start with (`sandbox network set` can
+        /// replace it later only when it restricts something).
+        #[command(flatten)]
+        network: crate::network::PolicyArgs,
     },
     /// Lists sandboxes (not ended ones, unless `--state` says otherwise).
     List {
@@ -288,6 +292,7 @@ async fn dispatch(
             show_token,
             logs,
             log_group,
+            network,
         } => {
             let logging = match log_group {
                 Some(group) => rayito::SandboxLogging::cloudwatch_group(group),
@@ -300,6 +305,7 @@ async fn dispatch(
                 metadata,
                 show_token,
                 logging,
+                network: network.policy(),
             };
             create(backend, format, options).await
         }
@@ -393,6 +399,7 @@ struct CreateArgs {
     metadata: Vec<(String, String)>,
     show_token: bool,
     logging: rayito::SandboxLogging,
+    network: Option<rayito::NetworkPolicy>,
 }
 
 async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i32, Failure> {
@@ -402,8 +409,12 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         metadata,
         show_token,
         logging,
+        network,
     } = args;
     let mut builder = backend.builder().metadata(metadata).logging(logging);
+    if let Some(policy) = network {
+        builder = builder.network(policy);
+    }
     let template = match &backend.local {
         Some(state) => Some(
             state.image_for(

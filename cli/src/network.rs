@@ -1,7 +1,7 @@
 //! `rayito sandbox network get|set ID`: the egress policy a running
 //! sandbox's agent applies (docs/network.md), read or replaced whole.
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use rayito::{EgressEnforcement, NetworkPolicy, NetworkState};
 use serde_json::{Value, json};
 
@@ -24,17 +24,40 @@ pub enum NetworkCommand {
     Set {
         /// The sandbox id.
         id: String,
-        /// An allowed destination: IP, CIDR or hostname (`*.` for
-        /// subdomains) (repeatable).
-        #[arg(long, value_name = "DEST")]
-        allow_out: Vec<String>,
-        /// A denied destination: IP or CIDR (repeatable).
-        #[arg(long, value_name = "DEST")]
-        deny_out: Vec<String>,
-        /// Deny everything --allow-out does not allow (`--deny-out 0.0.0.0/0`).
-        #[arg(long)]
-        deny_all: bool,
+        #[command(flatten)]
+        policy: PolicyArgs,
     },
+}
+
+/// An egress policy's flags (`sandbox create` and `sandbox network set`).
+#[derive(Debug, Args)]
+pub struct PolicyArgs {
+    /// An allowed destination: IP, CIDR or hostname (`*.` for
+    /// subdomains) (repeatable).
+    #[arg(long, value_name = "DEST")]
+    allow_out: Vec<String>,
+    /// A denied destination: IP or CIDR (repeatable).
+    #[arg(long, value_name = "DEST")]
+    deny_out: Vec<String>,
+    /// Deny everything --allow-out does not allow (`--deny-out 0.0.0.0/0`).
+    #[arg(long)]
+    deny_all: bool,
+}
+
+impl PolicyArgs {
+    /// The policy the flags say (`None` when no flag was given).
+    pub fn policy(self) -> Option<NetworkPolicy> {
+        if self.allow_out.is_empty() && self.deny_out.is_empty() && !self.deny_all {
+            return None;
+        }
+        let mut policy = NetworkPolicy::new()
+            .allow_out(self.allow_out)
+            .deny_out(self.deny_out);
+        if self.deny_all {
+            policy = policy.deny_internet();
+        }
+        Some(policy)
+    }
 }
 
 fn enforcement(value: EgressEnforcement) -> &'static str {
@@ -94,16 +117,8 @@ pub(crate) async fn run(
             let sandbox = backend.connect(&id).await?;
             print(format, &id, &sandbox.get_network().await?);
         }
-        NetworkCommand::Set {
-            id,
-            allow_out,
-            deny_out,
-            deny_all,
-        } => {
-            let mut policy = NetworkPolicy::new().allow_out(allow_out).deny_out(deny_out);
-            if deny_all {
-                policy = policy.deny_internet();
-            }
+        NetworkCommand::Set { id, policy } => {
+            let policy = policy.policy().unwrap_or_default();
             // Checked before connecting: a bad entry is named first.
             policy.check()?;
             let sandbox = backend.connect(&id).await?;

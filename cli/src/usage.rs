@@ -32,7 +32,7 @@ pub fn report(err: &clap::Error, args: &[OsString]) -> i32 {
         let rendered = err.render().to_string();
         crate::output::json(&json!({
             "error": {
-                "message": first_line(&rendered),
+                "message": summary(&rendered),
                 "kind": "usage",
                 "retryable": false,
                 "invalid_argument": invalid_argument(err),
@@ -45,10 +45,12 @@ pub fn report(err: &clap::Error, args: &[OsString]) -> i32 {
     code
 }
 
-/// The rendered error's first line without clap's `error: `.
-fn first_line(rendered: &str) -> &str {
-    let line = rendered.lines().next().unwrap_or_default();
-    line.strip_prefix("error: ").unwrap_or(line)
+/// The rendered error's first paragraph on one line, without clap's
+/// `error: ` (the usage and the tip follow it).
+fn summary(rendered: &str) -> String {
+    let text = rendered.strip_prefix("error: ").unwrap_or(rendered);
+    let paragraph = text.split("\n\n").next().unwrap_or_default();
+    paragraph.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The argument clap names, when it names one.

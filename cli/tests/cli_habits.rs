@@ -108,8 +108,13 @@ fn exec_passes_arguments_as_given_and_keeps_its_codes_apart() {
     let out = s.run(&["sandbox", "exec", "microvm-unknown", "--", "true"]);
     assert_eq!(out.status.code(), Some(125));
     assert!(text(&out.stderr).starts_with("error: no access token for microvm-unknown"));
-    let out = s.run(&["sandbox", "exec", &id]);
+    let out = s.run(&["--output", "json", "sandbox", "exec", &id]);
     assert_eq!(out.status.code(), Some(125));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["error"]["message"],
+        "the following required arguments were not provided: <CMD>..."
+    );
     let out = s.run(&["sandbox", "shell"]);
     assert_eq!(out.status.code(), Some(125));
     let out = s.run(&["sandbox", "info"]);
@@ -360,23 +365,36 @@ fn quiet_leaves_only_errors_on_stderr() {
 }
 
 #[test]
-fn network_reads_the_policy_and_refuses_a_bad_entry_first() {
+fn network_policies_are_set_at_create_read_and_replaced() {
     let s = Session::new();
-    let id = s.create();
-    let out = s.run(&["--output", "json", "sandbox", "network", "set", &id, "--deny-out", "not an address"]);
+    // A bad entry is refused before any call, without the entry.
+    let out = s.run(&["--output", "json", "sandbox", "create", "--deny-out", "not an address"]);
     assert_eq!(out.status.code(), Some(1));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["error"]["kind"], "invalid_argument");
     assert!(!text(&out.stdout).contains("not an address"), "entries stay out of errors");
-    let out = s.run(&["--output", "json", "sandbox", "network", "get", &id]);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    if out.status.success() {
-        assert_eq!(v["sandbox_id"], id.as_str());
-        assert!(v["allow_out"].as_array().unwrap().is_empty(), "{v}");
-        assert!(v["enforcement"].is_string(), "{v}");
-    } else {
-        // An agent that cannot report its policy says so by name.
-        assert_eq!(v["error"]["kind"], "unimplemented", "{v}");
-    }
+
+    let id = s.ok(&["sandbox", "create", "--deny-out", "10.0.0.0/8"]).trim().to_owned();
+    let got = s.ok(&["sandbox", "network", "get", &id]);
+    assert!(got.starts_with("allow_out: -\ndeny_out: 10.0.0.0/8\negress_proxy: none\nenforcement: "), "{got}");
+    let set = s.json(&[
+        "--output", "json", "sandbox", "network", "set", &id,
+        "--allow-out", "example.com", "--allow-out", "1.1.1.1", "--deny-all",
+    ]);
+    assert_eq!(set["allow_out"], serde_json::json!(["example.com", "1.1.1.1"]));
+    assert_eq!(set["deny_out"], serde_json::json!(["0.0.0.0/0"]));
+    let got = s.json(&["--output", "json", "sandbox", "network", "get", &id]);
+    assert_eq!(got["deny_out"], serde_json::json!(["0.0.0.0/0"]));
+    assert_ne!(got["enforcement"], "none", "{got}");
+    // No flag: unrestricted again.
+    let open = s.json(&["--output", "json", "sandbox", "network", "set", &id]);
+    assert_eq!(open["deny_out"], serde_json::json!([]));
     s.ok(&["sandbox", "kill", &id]);
+
+    // A sandbox created without a policy cannot take one: the SDK says why.
+    let plain = s.create();
+    let out = s.run(&["sandbox", "network", "set", &plain, "--deny-all"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("kind: unimplemented"), "{}", text(&out.stderr));
+    s.ok(&["sandbox", "kill", &plain]);
 }
