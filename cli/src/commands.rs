@@ -147,7 +147,10 @@ impl SandboxCommand {
     /// Whether the exit code is the command's own (`exec`, `shell`): then
     /// rayito's own failures exit [`output::EXIT_OWN`].
     pub fn passes_exit_code(&self) -> bool {
-        matches!(self, SandboxCommand::Exec { .. } | SandboxCommand::Shell { .. })
+        matches!(
+            self,
+            SandboxCommand::Exec { .. } | SandboxCommand::Shell { .. }
+        )
     }
 }
 
@@ -624,7 +627,11 @@ async fn exec(
         output::json(&json!({ "exit_code": exit_code, "stdout": stdout, "stderr": stderr }));
     }
     // A code outside 0-255 (none is expected) would wrap: say failure.
-    Ok(if (0..=255).contains(&exit_code) { exit_code } else { EXIT_FAILURE })
+    Ok(if (0..=255).contains(&exit_code) {
+        exit_code
+    } else {
+        EXIT_FAILURE
+    })
 }
 
 /// `sandbox connect`: checks the sandbox can be reached with the kept

@@ -289,9 +289,18 @@ async fn get_file(
     outcome
 }
 
-/// The files and directories under `root`, relative to it ('/'-joined),
-/// directories first; symlinks and special files are noted and skipped.
-fn local_tree(root: &Path) -> Result<(Vec<String>, Vec<(String, u64)>), Failure> {
+/// What `put --recursive` uploads: paths relative to the root,
+/// '/'-joined.
+struct LocalTree {
+    /// Every directory, parents before children.
+    dirs: Vec<String>,
+    /// Every regular file and its size.
+    files: Vec<(String, u64)>,
+}
+
+/// The files and directories under `root`; symlinks and special files are
+/// noted and skipped.
+fn local_tree(root: &Path) -> Result<LocalTree, Failure> {
     let mut dirs = Vec::new();
     let mut files = Vec::new();
     let mut todo = vec![(root.to_path_buf(), String::new())];
@@ -307,8 +316,8 @@ fn local_tree(root: &Path) -> Result<(Vec<String>, Vec<(String, u64)>), Failure>
                 format!("{rel}/{name}")
             };
             let path = entry.path();
-            let meta =
-                std::fs::symlink_metadata(&path).map_err(|err| local_failure("read", &path, &err))?;
+            let meta = std::fs::symlink_metadata(&path)
+                .map_err(|err| local_failure("read", &path, &err))?;
             if meta.is_dir() {
                 dirs.push(child_rel.clone());
                 todo.push((path, child_rel));
@@ -319,7 +328,7 @@ fn local_tree(root: &Path) -> Result<(Vec<String>, Vec<(String, u64)>), Failure>
             }
         }
     }
-    Ok((dirs, files))
+    Ok(LocalTree { dirs, files })
 }
 
 fn join_remote(root: &str, rel: &str) -> String {
@@ -333,7 +342,7 @@ async fn put_tree(
     root: &Path,
     remote: &str,
 ) -> Result<i32, Failure> {
-    let (dirs, files) = local_tree(root)?;
+    let LocalTree { dirs, files } = local_tree(root)?;
     let total: u64 = files.iter().map(|(_, size)| size).sum();
     sandbox.files().make_dir(remote).await?;
     for dir in &dirs {
@@ -386,7 +395,10 @@ async fn get_tree(
         let Some(rel) = entry.path.strip_prefix(&prefix) else {
             continue;
         };
-        if rel.split('/').any(|part| part.is_empty() || part == "." || part == "..") {
+        if rel
+            .split('/')
+            .any(|part| part.is_empty() || part == "." || part == "..")
+        {
             continue;
         }
         match entry.file_type {

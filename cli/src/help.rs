@@ -208,10 +208,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         "pool start",
         "rayito pool start --size 4 --warmup \"python3 -c 'import numpy'\"",
     ),
-    (
-        "pool take",
-        "ID=$(rayito pool take --wait 30)",
-    ),
+    ("pool take", "ID=$(rayito pool take --wait 30)"),
     ("pool stats", "rayito pool stats --name web"),
     ("pool drain", "rayito pool drain --name web"),
     (
@@ -363,7 +360,10 @@ fn render(command: &clap::Command, path: &str, out: &mut String) {
                 (Some(long), None) => format!("--{long}"),
                 (None, _) => format!("<{}>", arg.get_id().as_str().to_uppercase()),
             };
-            let help = arg.get_help().map(|h| one_line(&h.to_string())).unwrap_or_default();
+            let help = arg
+                .get_help()
+                .map(|h| one_line(&h.to_string()))
+                .unwrap_or_default();
             format!("  {name}: {help}")
         })
         .collect();
@@ -434,7 +434,10 @@ mod tests {
             .expect("sandbox exec")
             .render_help()
             .to_string();
-        assert!(help.contains("Examples:\n  rayito sandbox exec ID -- ls -l"), "{help}");
+        assert!(
+            help.contains("Examples:\n  rayito sandbox exec ID -- ls -l"),
+            "{help}"
+        );
         let long = command().render_long_help().to_string();
         assert!(long.contains("Exit codes:"), "{long}");
         assert!(long.contains("RAYITO_TRANSFER_BUCKET"), "{long}");

@@ -99,11 +99,15 @@ pub async fn run(global: Global, command: SecretCommand) -> i32 {
     exit_code(format, dispatch(&global, command).await)
 }
 
-async fn store(global: &Global, args: &StoreArgs, kms: Option<&str>) -> Result<SecretStore, Failure> {
+async fn store(
+    global: &Global,
+    args: &StoreArgs,
+    kms: Option<&str>,
+) -> Result<SecretStore, Failure> {
     let mut options = SecretStoreOptions::new().prefix(&args.prefix);
     if let Some(profile) = &global.profile {
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .profile_name(profile);
+        let mut loader =
+            aws_config::defaults(aws_config::BehaviorVersion::latest()).profile_name(profile);
         if let Some(region) = &global.region {
             loader = loader.region(aws_config::Region::new(region.clone()));
         }

@@ -19,7 +19,10 @@ const VALUED_GLOBALS: [&str; 3] = ["--output", "--region", "--profile"];
 /// Prints `err` (help and version as clap does, on stdout) and returns the
 /// exit code.
 pub fn report(err: &clap::Error, args: &[OsString]) -> i32 {
-    if matches!(err.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
         let _ = err.print();
         return 0;
     }
@@ -70,7 +73,8 @@ fn words(args: &[OsString]) -> impl Iterator<Item = String> + '_ {
 fn wants_json(args: &[OsString]) -> bool {
     let words: Vec<String> = words(args).collect();
     words.iter().enumerate().any(|(i, word)| {
-        word == "--output=json" || (word == "--output" && words.get(i + 1).is_some_and(|v| v == "json"))
+        word == "--output=json"
+            || (word == "--output" && words.get(i + 1).is_some_and(|v| v == "json"))
     })
 }
 
@@ -132,7 +136,9 @@ mod tests {
     fn json_is_wanted_only_before_the_command_s_own_arguments() {
         assert!(wants_json(&args(&["--output", "json", "sandbox"])));
         assert!(wants_json(&args(&["sandbox", "list", "--output=json"])));
-        assert!(!wants_json(&args(&["sandbox", "exec", "x", "--", "--output", "json"])));
+        assert!(!wants_json(&args(&[
+            "sandbox", "exec", "x", "--", "--output", "json"
+        ])));
         assert!(!wants_json(&args(&["--output", "text"])));
     }
 }

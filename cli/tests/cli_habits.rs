@@ -81,16 +81,42 @@ fn exec_passes_arguments_as_given_and_keeps_its_codes_apart() {
     s.ok(&["sandbox", "exec", &id, "--", "touch '/home/user/a b'"]);
 
     // Several words: each passed exactly (no word splitting, no expansion).
-    let out = s.run(&["sandbox", "exec", &id, "--cwd", "/home/user", "--", "ls", "a b"]);
+    let out = s.run(&[
+        "sandbox",
+        "exec",
+        &id,
+        "--cwd",
+        "/home/user",
+        "--",
+        "ls",
+        "a b",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "a b\n");
-    let out = s.run(&["sandbox", "exec", &id, "--", "printf", "%s|", "$HOME", "it's", "", "*"]);
+    let out = s.run(&[
+        "sandbox", "exec", &id, "--", "printf", "%s|", "$HOME", "it's", "", "*",
+    ]);
     assert_eq!(text(&out.stdout), "$HOME|it's||*|");
     // One word: a bash command line, run by a login bash.
-    let out = s.run(&["sandbox", "exec", &id, "--", "echo $((6 * 7)) | tr 4 X; shopt -q login_shell && echo login"]);
+    let out = s.run(&[
+        "sandbox",
+        "exec",
+        &id,
+        "--",
+        "echo $((6 * 7)) | tr 4 X; shopt -q login_shell && echo login",
+    ]);
     assert_eq!(text(&out.stdout), "X2\nlogin\n");
     // --env reaches the command.
-    let out = s.run(&["sandbox", "exec", &id, "-e", "GREETING=hi there", "--", "printenv", "GREETING"]);
+    let out = s.run(&[
+        "sandbox",
+        "exec",
+        &id,
+        "-e",
+        "GREETING=hi there",
+        "--",
+        "printenv",
+        "GREETING",
+    ]);
     assert_eq!(text(&out.stdout), "hi there\n");
 
     // The command's code, whatever it is; 128+N for a signal.
@@ -101,9 +127,22 @@ fn exec_passes_arguments_as_given_and_keeps_its_codes_apart() {
     let out = s.run(&["sandbox", "exec", &id, "--", "kill -TERM $$"]);
     assert_eq!(out.status.code(), Some(143));
     // Past --timeout: 124, with the SDK's error.
-    let out = s.run(&["sandbox", "exec", &id, "--timeout", "1", "--", "sleep", "30"]);
+    let out = s.run(&[
+        "sandbox",
+        "exec",
+        &id,
+        "--timeout",
+        "1",
+        "--",
+        "sleep",
+        "30",
+    ]);
     assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("kind: timeout"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("kind: timeout"),
+        "{}",
+        text(&out.stderr)
+    );
     // rayito's own failures: 125, usage errors included; elsewhere 1 and 2.
     let out = s.run(&["sandbox", "exec", "microvm-unknown", "--", "true"]);
     assert_eq!(out.status.code(), Some(125));
@@ -127,7 +166,15 @@ fn exec_passes_arguments_as_given_and_keeps_its_codes_apart() {
     assert_eq!(out.status.code(), Some(125));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["exit_code"], 125);
-    let out = s.run(&["--output", "json", "sandbox", "exec", "microvm-unknown", "--", "true"]);
+    let out = s.run(&[
+        "--output",
+        "json",
+        "sandbox",
+        "exec",
+        "microvm-unknown",
+        "--",
+        "true",
+    ]);
     assert_eq!(out.status.code(), Some(125));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["error"]["kind"], "cli");
@@ -171,12 +218,24 @@ fn every_error_is_json_with_output_json() {
     let dir = s.tmp.path().join("d");
     std::fs::create_dir(&dir).unwrap();
     let id = s.create();
-    let out = s.run(&["--output", "json", "sandbox", "files", "put", &id, dir.to_str().unwrap(), "/home/user/d"]);
+    let out = s.run(&[
+        "--output",
+        "json",
+        "sandbox",
+        "files",
+        "put",
+        &id,
+        dir.to_str().unwrap(),
+        "/home/user/d",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         v["error"]["message"],
-        format!("{} is a directory: pass --recursive to upload it", dir.display())
+        format!(
+            "{} is a directory: pass --recursive to upload it",
+            dir.display()
+        )
     );
     s.ok(&["sandbox", "kill", &id]);
 }
@@ -185,10 +244,19 @@ fn every_error_is_json_with_output_json() {
 fn help_shows_examples_and_completions_load() {
     let s = Session::new();
     let help = s.ok(&["sandbox", "exec", "--help"]);
-    assert!(help.contains("Runs a command in a login bash (`bash -l -c`"), "{help}");
-    assert!(help.contains("Examples:\n  rayito sandbox exec ID -- ls -l \"my file.txt\""), "{help}");
+    assert!(
+        help.contains("Runs a command in a login bash (`bash -l -c`"),
+        "{help}"
+    );
+    assert!(
+        help.contains("Examples:\n  rayito sandbox exec ID -- ls -l \"my file.txt\""),
+        "{help}"
+    );
     let short = s.ok(&["-h"]);
-    assert!(short.contains("`rayito --help` adds exit codes and the environment."), "{short}");
+    assert!(
+        short.contains("`rayito --help` adds exit codes and the environment."),
+        "{short}"
+    );
     let long = s.ok(&["--help"]);
     assert!(long.contains("Exit codes:\n  0    success"), "{long}");
     assert!(long.contains("125"), "{long}");
@@ -208,7 +276,10 @@ fn help_shows_examples_and_completions_load() {
         .unwrap();
     assert_eq!(text(&out.stdout), "exec\n", "{}", text(&out.stderr));
     assert!(s.ok(&["completions", "zsh"]).starts_with("#compdef rayito"));
-    assert!(s.ok(&["completions", "fish"]).contains("complete -c rayito"));
+    assert!(
+        s.ok(&["completions", "fish"])
+            .contains("complete -c rayito")
+    );
     let out = s.run(&["completions", "powershell-core"]);
     assert_eq!(out.status.code(), Some(2));
 }
@@ -269,28 +340,68 @@ fn files_move_directories_and_large_files_streamed() {
     let b = pattern(&up.join("sub/b.bin"), 300_000, 2);
     let c = pattern(&up.join("sub/deeper/c"), 0, 3);
     std::os::unix::fs::symlink("a.txt", up.join("link")).unwrap();
-    let put = s.run(&["--output", "json", "sandbox", "files", "put", &id, "-r", up.to_str().unwrap(), "/home/user/tree"]);
+    let put = s.run(&[
+        "--output",
+        "json",
+        "sandbox",
+        "files",
+        "put",
+        &id,
+        "-r",
+        up.to_str().unwrap(),
+        "/home/user/tree",
+    ]);
     assert!(put.status.success(), "{}", text(&put.stderr));
     assert!(text(&put.stderr).contains("skipped") && text(&put.stderr).contains("link"));
     let v: Value = serde_json::from_slice(&put.stdout).unwrap();
     assert_eq!(v["bytes"], 300_010);
     assert_eq!(v["files"].as_array().unwrap().len(), 3, "{v}");
     assert_eq!(v["directories"], 3);
-    let listing = s.ok(&["sandbox", "exec", &id, "--cwd", "/home/user/tree", "--", "find . | sort"]);
-    assert_eq!(listing, ".\n./a.txt\n./empty\n./sub\n./sub/b.bin\n./sub/deeper\n./sub/deeper/c\n");
+    let listing = s.ok(&[
+        "sandbox",
+        "exec",
+        &id,
+        "--cwd",
+        "/home/user/tree",
+        "--",
+        "find . | sort",
+    ]);
+    assert_eq!(
+        listing,
+        ".\n./a.txt\n./empty\n./sub\n./sub/b.bin\n./sub/deeper\n./sub/deeper/c\n"
+    );
 
     let down = s.tmp.path().join("down");
-    let got = s.run(&["sandbox", "files", "get", &id, "--recursive", "/home/user/tree", down.to_str().unwrap()]);
+    let got = s.run(&[
+        "sandbox",
+        "files",
+        "get",
+        &id,
+        "--recursive",
+        "/home/user/tree",
+        down.to_str().unwrap(),
+    ]);
     assert!(got.status.success(), "{}", text(&got.stderr));
     assert_eq!(std::fs::read(down.join("a.txt")).unwrap(), a);
     assert_eq!(std::fs::read(down.join("sub/b.bin")).unwrap(), b);
     assert_eq!(std::fs::read(down.join("sub/deeper/c")).unwrap(), c);
     assert!(down.join("empty").is_dir());
-    assert!(text(&got.stdout).contains("sub/b.bin (300000 bytes)"), "{}", text(&got.stdout));
+    assert!(
+        text(&got.stdout).contains("sub/b.bin (300000 bytes)"),
+        "{}",
+        text(&got.stdout)
+    );
 
     // A failed get leaves no partial file behind.
     let missing = s.tmp.path().join("missing");
-    let out = s.run(&["sandbox", "files", "get", &id, "/home/user/nope", missing.to_str().unwrap()]);
+    let out = s.run(&[
+        "sandbox",
+        "files",
+        "get",
+        &id,
+        "/home/user/nope",
+        missing.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let left: Vec<_> = std::fs::read_dir(s.tmp.path())
         .unwrap()
@@ -314,9 +425,31 @@ fn files_move_directories_and_large_files_streamed() {
             .output()
             .unwrap()
     };
-    let out = with_bucket("no-such-bucket-rayito", &["sandbox", "files", "put", &id, small_path.to_str().unwrap(), "/home/user/small.bin"]);
+    let out = with_bucket(
+        "no-such-bucket-rayito",
+        &[
+            "sandbox",
+            "files",
+            "put",
+            &id,
+            small_path.to_str().unwrap(),
+            "/home/user/small.bin",
+        ],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let out = with_bucket("no-such-bucket-rayito", &["--output", "json", "sandbox", "files", "put", &id, big_path.to_str().unwrap(), "/home/user/big.bin"]);
+    let out = with_bucket(
+        "no-such-bucket-rayito",
+        &[
+            "--output",
+            "json",
+            "sandbox",
+            "files",
+            "put",
+            &id,
+            big_path.to_str().unwrap(),
+            "/home/user/big.bin",
+        ],
+    );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["error"]["kind"].as_str().is_some(), "{v}");
@@ -325,14 +458,42 @@ fn files_move_directories_and_large_files_streamed() {
         &std::fs::read_to_string(s.cache.path().join("local/backend.json")).unwrap(),
     )
     .unwrap();
-    let bucket = state["artifact_bucket"].as_str().expect("the daemon's bucket");
-    let out = with_bucket(bucket, &["sandbox", "files", "put", &id, big_path.to_str().unwrap(), "/home/user/big.bin"]);
+    let bucket = state["artifact_bucket"]
+        .as_str()
+        .expect("the daemon's bucket");
+    let out = with_bucket(
+        bucket,
+        &[
+            "sandbox",
+            "files",
+            "put",
+            &id,
+            big_path.to_str().unwrap(),
+            "/home/user/big.bin",
+        ],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), format!("/home/user/big.bin ({} bytes)\n", big.len()));
+    assert_eq!(
+        text(&out.stdout),
+        format!("/home/user/big.bin ({} bytes)\n", big.len())
+    );
     let back = s.tmp.path().join("big.back");
-    let out = with_bucket(bucket, &["sandbox", "files", "get", &id, "/home/user/big.bin", back.to_str().unwrap()]);
+    let out = with_bucket(
+        bucket,
+        &[
+            "sandbox",
+            "files",
+            "get",
+            &id,
+            "/home/user/big.bin",
+            back.to_str().unwrap(),
+        ],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(std::fs::read(&back).unwrap() == big, "the staged download differs");
+    assert!(
+        std::fs::read(&back).unwrap() == big,
+        "the staged download differs"
+    );
     // Streamed to stdout without a staging too.
     let out = s.run(&["sandbox", "files", "get", &id, "/home/user/big.bin"]);
     assert!(out.status.success());
@@ -347,7 +508,10 @@ fn quiet_leaves_only_errors_on_stderr() {
     // A take from an empty pool creates a sandbox and says so, unless -q.
     let out = s.run(&["pool", "take"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stderr), "no parked sandbox: this one was created\n");
+    assert_eq!(
+        text(&out.stderr),
+        "no parked sandbox: this one was created\n"
+    );
     let first = text(&out.stdout).trim().to_owned();
     let out = s.run(&["-q", "pool", "take"]);
     assert!(out.status.success());
@@ -368,20 +532,48 @@ fn quiet_leaves_only_errors_on_stderr() {
 fn network_policies_are_set_at_create_read_and_replaced() {
     let s = Session::new();
     // A bad entry is refused before any call, without the entry.
-    let out = s.run(&["--output", "json", "sandbox", "create", "--deny-out", "not an address"]);
+    let out = s.run(&[
+        "--output",
+        "json",
+        "sandbox",
+        "create",
+        "--deny-out",
+        "not an address",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["error"]["kind"], "invalid_argument");
-    assert!(!text(&out.stdout).contains("not an address"), "entries stay out of errors");
+    assert!(
+        !text(&out.stdout).contains("not an address"),
+        "entries stay out of errors"
+    );
 
-    let id = s.ok(&["sandbox", "create", "--deny-out", "10.0.0.0/8"]).trim().to_owned();
+    let id = s
+        .ok(&["sandbox", "create", "--deny-out", "10.0.0.0/8"])
+        .trim()
+        .to_owned();
     let got = s.ok(&["sandbox", "network", "get", &id]);
-    assert!(got.starts_with("allow_out: -\ndeny_out: 10.0.0.0/8\negress_proxy: none\nenforcement: "), "{got}");
+    assert!(
+        got.starts_with("allow_out: -\ndeny_out: 10.0.0.0/8\negress_proxy: none\nenforcement: "),
+        "{got}"
+    );
     let set = s.json(&[
-        "--output", "json", "sandbox", "network", "set", &id,
-        "--allow-out", "example.com", "--allow-out", "1.1.1.1", "--deny-all",
+        "--output",
+        "json",
+        "sandbox",
+        "network",
+        "set",
+        &id,
+        "--allow-out",
+        "example.com",
+        "--allow-out",
+        "1.1.1.1",
+        "--deny-all",
     ]);
-    assert_eq!(set["allow_out"], serde_json::json!(["example.com", "1.1.1.1"]));
+    assert_eq!(
+        set["allow_out"],
+        serde_json::json!(["example.com", "1.1.1.1"])
+    );
     assert_eq!(set["deny_out"], serde_json::json!(["0.0.0.0/0"]));
     let got = s.json(&["--output", "json", "sandbox", "network", "get", &id]);
     assert_eq!(got["deny_out"], serde_json::json!(["0.0.0.0/0"]));
@@ -395,6 +587,10 @@ fn network_policies_are_set_at_create_read_and_replaced() {
     let plain = s.create();
     let out = s.run(&["sandbox", "network", "set", &plain, "--deny-all"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("kind: unimplemented"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("kind: unimplemented"),
+        "{}",
+        text(&out.stderr)
+    );
     s.ok(&["sandbox", "kill", &plain]);
 }

@@ -73,10 +73,24 @@ fn secrets_are_created_from_stdin_or_a_file_and_never_printed() {
     let prefix = "cli-test/";
     let out = rayito(
         &moto,
-        &["--output", "json", "secret", "create", "--prefix", prefix, "api-key", "--metadata", "owner=ci"],
+        &[
+            "--output",
+            "json",
+            "secret",
+            "create",
+            "--prefix",
+            prefix,
+            "api-key",
+            "--metadata",
+            "owner=ci",
+        ],
         Some(VALUE),
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let created = json(&out);
     assert_eq!(created["name"], "api-key");
     assert_eq!(created["version"], 1);
@@ -85,7 +99,11 @@ fn secrets_are_created_from_stdin_or_a_file_and_never_printed() {
     // A second create of the name with another value: the SDK's error,
     // exit 1, no name in it (the same value again is idempotent: the
     // SDK's request token is the version's).
-    let out = rayito(&moto, &["secret", "create", "--prefix", prefix, "api-key"], Some("other"));
+    let out = rayito(
+        &moto,
+        &["secret", "create", "--prefix", prefix, "api-key"],
+        Some("other"),
+    );
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.starts_with("error: "), "{stderr}");
@@ -97,17 +115,42 @@ fn secrets_are_created_from_stdin_or_a_file_and_never_printed() {
     std::fs::write(&file, format!("{VALUE}-2")).unwrap();
     let out = rayito(
         &moto,
-        &["secret", "update", "--prefix", prefix, "api-key", "--from-file", file.to_str().unwrap()],
+        &[
+            "secret",
+            "update",
+            "--prefix",
+            prefix,
+            "api-key",
+            "--from-file",
+            file.to_str().unwrap(),
+        ],
         None,
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "updated api-key version 2\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "updated api-key version 2\n"
+    );
 
     // info and list show the name, version and metadata.
-    let info = json(&rayito(&moto, &["--output", "json", "secret", "info", "--prefix", prefix, "api-key"], None));
+    let info = json(&rayito(
+        &moto,
+        &[
+            "--output", "json", "secret", "info", "--prefix", prefix, "api-key",
+        ],
+        None,
+    ));
     assert_eq!(info["version"], 2);
     assert_eq!(info["metadata"]["owner"], "ci");
-    let listed = json(&rayito(&moto, &["--output", "json", "secret", "list", "--prefix", prefix], None));
+    let listed = json(&rayito(
+        &moto,
+        &["--output", "json", "secret", "list", "--prefix", prefix],
+        None,
+    ));
     let names: Vec<&str> = listed["secrets"]
         .as_array()
         .unwrap()
@@ -117,18 +160,43 @@ fn secrets_are_created_from_stdin_or_a_file_and_never_printed() {
     assert_eq!(names, ["api-key"], "{listed}");
 
     // An empty value is refused by the SDK before any call, naming `value`.
-    let out = rayito(&moto, &["--output", "json", "secret", "create", "--prefix", prefix, "empty"], Some(""));
+    let out = rayito(
+        &moto,
+        &[
+            "--output", "json", "secret", "create", "--prefix", prefix, "empty",
+        ],
+        Some(""),
+    );
     assert_eq!(out.status.code(), Some(1));
     let v = json(&out);
     assert_eq!(v["error"]["kind"], "invalid_argument");
-    assert!(v["error"]["message"].as_str().unwrap().contains("value"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("value"),
+        "{v}"
+    );
 
     // delete: true once, then false; then info is not found.
-    let out = rayito(&moto, &["secret", "delete", "--prefix", prefix, "api-key"], None);
+    let out = rayito(
+        &moto,
+        &["secret", "delete", "--prefix", prefix, "api-key"],
+        None,
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "deleted api-key\n");
-    let again = json(&rayito(&moto, &["--output", "json", "secret", "delete", "--prefix", prefix, "api-key"], None));
+    let again = json(&rayito(
+        &moto,
+        &[
+            "--output", "json", "secret", "delete", "--prefix", prefix, "api-key",
+        ],
+        None,
+    ));
     assert_eq!(again["deleted"], false);
-    let out = rayito(&moto, &["--output", "json", "secret", "info", "--prefix", prefix, "api-key"], None);
+    let out = rayito(
+        &moto,
+        &[
+            "--output", "json", "secret", "info", "--prefix", prefix, "api-key",
+        ],
+        None,
+    );
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(json(&out)["error"]["kind"], "secret_not_found");
 }

@@ -112,7 +112,17 @@ fn the_shell_on_a_real_terminal_types_resizes_and_restores() {
         status = shell_quote(&status.display().to_string()),
     );
     let started = t.tmux(&[
-        "new-session", "-d", "-s", "t", "-x", "100", "-y", "30", "sh", "-c", &script,
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "sh",
+        "-c",
+        &script,
     ]);
     assert!(started.status.success(), "{started:?}");
 
@@ -123,7 +133,11 @@ fn the_shell_on_a_real_terminal_types_resizes_and_restores() {
     // The sandbox's terminal has the window's size, and follows a resize.
     t.keys(&["stty size", "Enter"]);
     t.wait_for("30 100");
-    assert!(t.tmux(&["resize-window", "-t", "t", "-x", "120", "-y", "40"]).status.success());
+    assert!(
+        t.tmux(&["resize-window", "-t", "t", "-x", "120", "-y", "40"])
+            .status
+            .success()
+    );
     // The resize reaches rayito as SIGWINCH; give it a moment to pass on.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -147,13 +161,20 @@ fn the_shell_on_a_real_terminal_types_resizes_and_restores() {
     t.keys(&["exit 3", "Enter"]);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !status_written(&status) {
-        assert!(Instant::now() < deadline, "rayito did not end:\n{}", t.screen());
+        assert!(
+            Instant::now() < deadline,
+            "rayito did not end:\n{}",
+            t.screen()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let report = std::fs::read_to_string(&status).unwrap();
     assert!(report.starts_with("rayito-exit=3\n"), "{report}");
     let words: Vec<&str> = report.split_whitespace().collect();
-    assert!(words.contains(&"icanon") && words.contains(&"echo"), "{report}");
+    assert!(
+        words.contains(&"icanon") && words.contains(&"echo"),
+        "{report}"
+    );
 
     let killed = t.rayito(&["sandbox", "kill", &id]);
     assert!(killed.status.success());
