@@ -60,9 +60,13 @@ pub fn note(message: &str) {
     }
 }
 
-/// Prints one JSON document on stdout.
+/// Prints one JSON document on stdout (a closed stdout, `| head`, is
+/// not an error worth a panic).
 pub fn json(value: &Value) {
-    println!("{value}");
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{value}");
+    let _ = out.flush();
 }
 
 /// Seconds since the epoch, for JSON.

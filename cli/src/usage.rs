@@ -35,7 +35,7 @@ pub fn report(err: &clap::Error, args: &[OsString]) -> i32 {
         let rendered = err.render().to_string();
         crate::output::json(&json!({
             "error": {
-                "message": summary(&rendered),
+                "message": summary(err.kind(), &rendered),
                 "kind": "usage",
                 "retryable": false,
                 "invalid_argument": invalid_argument(err),
@@ -49,8 +49,16 @@ pub fn report(err: &clap::Error, args: &[OsString]) -> i32 {
 }
 
 /// The rendered error's first paragraph on one line, without clap's
-/// `error: ` (the usage and the tip follow it).
-fn summary(rendered: &str) -> String {
+/// `error: ` (the usage and the tip follow it); for a missing subcommand
+/// (clap renders the help), what is missing and the usage line.
+fn summary(kind: ErrorKind, rendered: &str) -> String {
+    if kind == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let usage = rendered
+            .lines()
+            .find_map(|line| line.strip_prefix("Usage: "))
+            .unwrap_or("rayito <COMMAND>");
+        return format!("a subcommand is required: {usage}");
+    }
     let text = rendered.strip_prefix("error: ").unwrap_or(rendered);
     let paragraph = text.split("\n\n").next().unwrap_or_default();
     paragraph.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -206,6 +206,14 @@ fn every_error_is_json_with_output_json() {
     assert_eq!(out.status.code(), Some(2));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["error"]["kind"], "usage");
+    // A missing subcommand.
+    let out = s.run(&["--output", "json", "sandbox"]);
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["error"]["message"],
+        "a subcommand is required: rayito sandbox [OPTIONS] <COMMAND>"
+    );
     // Text usage errors stay clap's, on stderr.
     let out = s.run(&["sandbox", "launch"]);
     assert_eq!(out.status.code(), Some(2));
