@@ -510,6 +510,59 @@ fn files_move_directories_and_large_files_streamed() {
     s.ok(&["sandbox", "kill", &id]);
 }
 
+/// The peak resident memory of process `pid` (`VmHWM`), in bytes.
+fn peak_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[test]
+fn a_large_put_and_get_hold_a_few_chunks_not_the_file() {
+    let s = Session::new();
+    let id = s.create();
+    const SIZE: usize = 256 << 20;
+    let file = s.tmp.path().join("large.bin");
+    std::fs::write(&file, vec![9u8; SIZE]).unwrap();
+    let back = s.tmp.path().join("large.back");
+    for args in [
+        vec![
+            "sandbox",
+            "files",
+            "put",
+            &id,
+            file.to_str().unwrap(),
+            "/home/user/large.bin",
+        ],
+        vec![
+            "sandbox",
+            "files",
+            "get",
+            &id,
+            "/home/user/large.bin",
+            back.to_str().unwrap(),
+        ],
+    ] {
+        let mut child = s.cmd(&args).stdout(Stdio::null()).spawn().unwrap();
+        // The high-water mark only grows: the last reading before the
+        // process ends is the closest to its peak.
+        let mut peak = 0;
+        while child.try_wait().unwrap().is_none() {
+            peak = peak.max(peak_rss(child.id()).unwrap_or(0));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(child.wait().unwrap().success(), "{args:?}");
+        assert!(peak > 0, "no reading of {args:?}");
+        assert!(
+            peak < (SIZE as u64) / 4,
+            "{args:?} peaked at {peak} bytes for a {SIZE}-byte file"
+        );
+    }
+    assert_eq!(std::fs::metadata(&back).unwrap().len(), SIZE as u64);
+    s.ok(&["sandbox", "kill", &id]);
+}
+
 #[test]
 fn quiet_leaves_only_errors_on_stderr() {
     let s = Session::new();

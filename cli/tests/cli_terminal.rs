@@ -183,3 +183,45 @@ fn the_shell_on_a_real_terminal_types_resizes_and_restores() {
 fn status_written(path: &Path) -> bool {
     std::fs::read_to_string(path).is_ok_and(|s| s.contains("speed") || s.lines().count() > 2)
 }
+
+#[test]
+fn files_put_shows_a_progress_bar_on_a_terminal() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        skip_support::skip("tmux is not installed (.ci/install-test-deps installs it)");
+        return;
+    }
+    let t = Tmux::new();
+    let created = t.rayito(&["sandbox", "create"]);
+    assert!(created.status.success(), "{created:?}");
+    let id = String::from_utf8(created.stdout).unwrap().trim().to_owned();
+    let file = t.tmp.path().join("big.bin");
+    std::fs::write(&file, vec![7u8; 150 << 20]).unwrap();
+    let script = format!(
+        "RAYITO_CACHE_DIR={cache} TMPDIR={tmp} RAYITO_BACKEND=local {bin} sandbox files put {id} {file} /home/user/big.bin; sleep 60",
+        cache = shell_quote(&t.cache.path().display().to_string()),
+        tmp = shell_quote(&t.tmp.path().display().to_string()),
+        bin = shell_quote(env!("CARGO_BIN_EXE_rayito")),
+        file = shell_quote(&file.display().to_string()),
+    );
+    let started = t.tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "120",
+        "-y",
+        "10",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    // The bar: the file, bytes so far of the total, a rate; then, once
+    // done, only the result line stays.
+    let bar = t.wait_for("/150.00 MiB");
+    assert!(bar.contains("big.bin") && bar.contains("MiB/s"), "{bar}");
+    let done = t.wait_for("/home/user/big.bin (157286400 bytes)");
+    assert!(!done.contains("MiB/s"), "the bar was not cleared:\n{done}");
+    assert!(t.rayito(&["sandbox", "kill", &id]).status.success());
+}
