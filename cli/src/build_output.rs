@@ -23,15 +23,17 @@ pub struct BuildOutput {
 impl BuildOutput {
     /// Starts showing a build described by `what` (`building NAME`).
     pub fn start(format: Format, what: &str) -> BuildOutput {
-        let bar = (format == Format::Text && std::io::stderr().is_terminal()).then(|| {
-            let bar = ProgressBar::new_spinner();
-            if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
-                bar.set_style(style);
-            }
-            bar.set_message(what.to_owned());
-            bar.enable_steady_tick(Duration::from_millis(100));
-            bar
-        });
+        let bar =
+            (format == Format::Text && !crate::output::quiet() && std::io::stderr().is_terminal())
+                .then(|| {
+                    let bar = ProgressBar::new_spinner();
+                    if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+                        bar.set_style(style);
+                    }
+                    bar.set_message(what.to_owned());
+                    bar.enable_steady_tick(Duration::from_millis(100));
+                    bar
+                });
         BuildOutput {
             format,
             bar,
@@ -44,7 +46,7 @@ impl BuildOutput {
     pub fn on_event(&self) -> impl Fn(&BuildEvent) + Send + Sync + 'static {
         let bar = self.bar.clone();
         let lines = self.log.clone();
-        let echo = self.format == Format::Text;
+        let echo = self.format == Format::Text && !crate::output::quiet();
         move |event| match event {
             BuildEvent::Log(line) => lines
                 .lock()

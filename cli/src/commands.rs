@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use clap::Subcommand;
 use futures_util::StreamExt as _;
+use rayito::error::TimeoutScope;
 use rayito::{
-    AwsOptions, CommandOptions, EntryInfo, ListQuery, Sandbox, SandboxBuilder, SandboxError,
-    SandboxState,
+    AwsOptions, CommandOptions, ListQuery, Sandbox, SandboxBuilder, SandboxError, SandboxState,
 };
 use serde_json::{Value, json};
 
@@ -40,6 +40,10 @@ pub enum SandboxCommand {
         /// The CloudWatch Logs group (implies --logs).
         #[arg(long, value_name = "GROUP")]
         log_group: Option<String>,
+        /// The egress policy to start with (`sandbox network set` can
+        /// replace it later only when it restricts something).
+        #[command(flatten)]
+        network: crate::network::PolicyArgs,
     },
     /// Lists sandboxes (not ended ones, unless `--state` says otherwise).
     List {
@@ -86,22 +90,33 @@ pub enum SandboxCommand {
         /// The sandbox id.
         id: String,
     },
-    /// Runs a command, streaming its output; exits with its exit code.
+    /// Runs a command in a login bash (`bash -l -c`, which reads
+    /// /etc/profile and ~/.profile), streaming its output; exits with its
+    /// exit code (rayito's own failures: 125; past --timeout: 124).
+    ///
+    /// After `--`: several words are a program and its arguments, each
+    /// passed exactly as given (quoted for bash: `ls "a b"` lists one
+    /// file); one word is a bash command line (pipes, `;`, `$VAR` work).
     Exec {
         /// The sandbox id.
         id: String,
         /// Working directory.
         #[arg(long)]
         cwd: Option<String>,
-        /// Command timeout in seconds (default: none).
+        /// Command timeout in seconds (default: none; the command then runs
+        /// as long as the sandbox).
         #[arg(long, value_name = "SECS")]
         timeout: Option<u64>,
-        /// The command and its arguments (after `--`), run by `/bin/sh -c`.
-        #[arg(last = true, required = true)]
+        /// An environment variable of the command, K=V (repeatable).
+        #[arg(long = "env", short = 'e', value_name = "K=V", value_parser = parse_pair)]
+        env: Vec<(String, String)>,
+        /// The program and its arguments, or one bash command line (after `--`).
+        #[arg(last = true, required = true, value_name = "CMD")]
         cmd: Vec<String>,
     },
-    /// An interactive shell on a terminal in the sandbox (resized with
-    /// yours); exits with the shell's exit code.
+    /// An interactive login bash on a terminal in the sandbox (resized
+    /// with yours); exits with the shell's exit code (rayito's own
+    /// failures: 125).
     Shell {
         /// The sandbox id.
         id: String,
@@ -113,45 +128,33 @@ pub enum SandboxCommand {
         /// The code.
         code: String,
     },
-    /// Moves files in and out.
+    /// Moves files and directories in and out, streamed.
     #[command(subcommand)]
-    Files(FilesCommand),
+    Files(crate::files::FilesCommand),
+    /// Prints the `export` lines that let another shell reach the
+    /// sandbox: its id, the cache holding its access token, the backend
+    /// and the AWS options given here (`eval "$(rayito sandbox connect ID)"`).
+    Connect {
+        /// The sandbox id.
+        id: String,
+    },
+    /// Reads or replaces a running sandbox's egress policy.
+    #[command(subcommand)]
+    Network(crate::network::NetworkCommand),
 }
 
-/// The file subcommands.
-#[derive(Debug, Subcommand)]
-pub enum FilesCommand {
-    /// Uploads a local file.
-    Put {
-        /// The sandbox id.
-        id: String,
-        /// The file on this machine.
-        #[arg(value_name = "LOCAL_PATH")]
-        host_path: std::path::PathBuf,
-        /// Its path in the sandbox.
-        remote: String,
-    },
-    /// Downloads a file (to stdout when no local path is given).
-    Get {
-        /// The sandbox id.
-        id: String,
-        /// Its path in the sandbox.
-        remote: String,
-        /// The file on this machine.
-        #[arg(value_name = "LOCAL_PATH")]
-        host_path: Option<std::path::PathBuf>,
-    },
-    /// Lists a directory.
-    Ls {
-        /// The sandbox id.
-        id: String,
-        /// The directory in the sandbox.
-        #[arg(default_value = "/home/user")]
-        path: String,
-    },
+impl SandboxCommand {
+    /// Whether the exit code is the command's own (`exec`, `shell`): then
+    /// rayito's own failures exit [`output::EXIT_OWN`].
+    pub fn passes_exit_code(&self) -> bool {
+        matches!(
+            self,
+            SandboxCommand::Exec { .. } | SandboxCommand::Shell { .. }
+        )
+    }
 }
 
-fn parse_pair(text: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_pair(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
         _ => Err("expected key=value".to_owned()),
@@ -215,14 +218,20 @@ impl Backend {
         }
     }
 
-    async fn connect(&self, id: &str) -> Result<Sandbox, Failure> {
+    /// A handle on the sandbox `id`, with the token kept in the cache and
+    /// the S3 staging RAYITO_TRANSFER_BUCKET configures (if any).
+    pub(crate) async fn connect(&self, id: &str) -> Result<Sandbox, Failure> {
         let Some(token) = cache::load_token(id) else {
             return Err(Failure::Cli(format!(
                 "no access token for {id} in {}: only sandboxes created with this cache can be reached",
                 cache::dir().display()
             )));
         };
-        Ok(self.builder().connect(id, token).await?)
+        let mut builder = self.builder();
+        if let Some(staging) = rayito::transfer::S3Staging::from_env()? {
+            builder = builder.staging(staging);
+        }
+        Ok(builder.connect(id, token).await?)
     }
 }
 
@@ -254,21 +263,30 @@ pub(crate) fn exit_code(format: Format, outcome: Result<i32, Failure>) -> i32 {
     }
 }
 
-/// Runs one sandbox subcommand; returns the exit code.
+/// Runs one sandbox subcommand; returns the exit code (for `exec` and
+/// `shell`, rayito's own failures are [`output::EXIT_OWN`]).
 pub async fn run(global: Global, command: SandboxCommand) -> i32 {
     let format = global.output;
-    let backend = match backend_or_exit(&global) {
-        Ok(backend) => backend,
-        Err(code) => return code,
+    let own = command.passes_exit_code();
+    let outcome = match Backend::resolve(&global) {
+        Ok(backend) => dispatch(&backend, &global, command).await,
+        Err(err) => Err(Failure::Cli(format!("the local backend: {err}"))),
     };
-    exit_code(format, dispatch(&backend, format, command).await)
+    match outcome {
+        Ok(code) => code,
+        Err(failure) => {
+            let code = exit_code(format, Err(failure));
+            if own { output::EXIT_OWN } else { code }
+        }
+    }
 }
 
 async fn dispatch(
     backend: &Backend,
-    format: Format,
+    global: &Global,
     command: SandboxCommand,
 ) -> Result<i32, Failure> {
+    let format = global.output;
     match command {
         SandboxCommand::Create {
             template,
@@ -277,6 +295,7 @@ async fn dispatch(
             show_token,
             logs,
             log_group,
+            network,
         } => {
             let logging = match log_group {
                 Some(group) => rayito::SandboxLogging::cloudwatch_group(group),
@@ -289,6 +308,7 @@ async fn dispatch(
                 metadata,
                 show_token,
                 logging,
+                network: network.policy(),
             };
             create(backend, format, options).await
         }
@@ -358,14 +378,20 @@ async fn dispatch(
             id,
             cwd,
             timeout,
+            env,
             cmd,
-        } => exec(backend, format, &id, cwd, timeout, &cmd).await,
+        } => {
+            let options = ExecArgs { cwd, timeout, env };
+            exec(backend, format, &id, options, &cmd).await
+        }
         SandboxCommand::Shell { id } => {
             let sandbox = backend.connect(&id).await?;
             Ok(crate::shell::run(&sandbox).await?)
         }
         SandboxCommand::RunCode { id, code } => run_code(backend, format, &id, &code).await,
-        SandboxCommand::Files(files) => files_command(backend, format, files).await,
+        SandboxCommand::Files(files) => crate::files::run(backend, format, files).await,
+        SandboxCommand::Connect { id } => connect(backend, global, &id).await,
+        SandboxCommand::Network(command) => crate::network::run(backend, format, command).await,
     }
 }
 
@@ -376,6 +402,7 @@ struct CreateArgs {
     metadata: Vec<(String, String)>,
     show_token: bool,
     logging: rayito::SandboxLogging,
+    network: Option<rayito::NetworkPolicy>,
 }
 
 async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i32, Failure> {
@@ -385,8 +412,12 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         metadata,
         show_token,
         logging,
+        network,
     } = args;
     let mut builder = backend.builder().metadata(metadata).logging(logging);
+    if let Some(policy) = network {
+        builder = builder.network(policy);
+    }
     let template = match &backend.local {
         Some(state) => Some(
             state.image_for(
@@ -498,23 +529,66 @@ async fn list(
     Ok(0)
 }
 
+/// `exec`'s options.
+struct ExecArgs {
+    cwd: Option<String>,
+    timeout: Option<u64>,
+    env: Vec<(String, String)>,
+}
+
+/// The bash command line of `exec`'s words: one word is a command line
+/// already; several are a program and its arguments, each single-quoted
+/// so that bash passes it exactly as given (the program too: a quoted
+/// word is never a keyword, an alias or an assignment).
+fn command_line(words: &[String]) -> String {
+    match words {
+        [line] => line.clone(),
+        words => words
+            .iter()
+            .map(|word| single_quote(word))
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+/// `word` in single quotes for bash (a `'` written as `'\''`).
+fn single_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// A value for an `export NAME=value` line: as it is when bash reads it
+/// literally, else single-quoted.
+fn shell_value(value: &str) -> String {
+    let plain = !value.is_empty()
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-+=/.,:@%".contains(&b));
+    if plain {
+        value.to_owned()
+    } else {
+        single_quote(value)
+    }
+}
+
 async fn exec(
     backend: &Backend,
     format: Format,
     id: &str,
-    cwd: Option<String>,
-    timeout: Option<u64>,
+    args: ExecArgs,
     cmd: &[String],
 ) -> Result<i32, Failure> {
     let sandbox = backend.connect(id).await?;
-    let line = cmd.join(" ");
+    let line = command_line(cmd);
     let mut options = CommandOptions::new();
-    options = match timeout {
+    options = match args.timeout {
         Some(secs) => options.timeout(Duration::from_secs(secs)),
         None => options.no_timeout(),
     };
-    if let Some(cwd) = cwd {
+    if let Some(cwd) = args.cwd {
         options = options.cwd(cwd);
+    }
+    for (name, value) in args.env {
+        options = options.env(name, value);
     }
     if format == Format::Text {
         // Streamed as it comes; the final result is then not printed again.
@@ -538,12 +612,65 @@ async fn exec(
             stderr,
             ..
         }) => (exit_code, String::from(&*stdout), String::from(&*stderr)),
+        Err(
+            err @ SandboxError::Timeout {
+                scope: TimeoutScope::Command,
+                ..
+            },
+        ) => {
+            output::error(format, &err);
+            return Ok(output::EXIT_COMMAND_TIMEOUT);
+        }
         Err(err) => return Err(err.into()),
     };
     if format == Format::Json {
         output::json(&json!({ "exit_code": exit_code, "stdout": stdout, "stderr": stderr }));
     }
-    Ok(exit_code)
+    // A code outside 0-255 (none is expected) would wrap: say failure.
+    Ok(if (0..=255).contains(&exit_code) {
+        exit_code
+    } else {
+        EXIT_FAILURE
+    })
+}
+
+/// `sandbox connect`: checks the sandbox can be reached with the kept
+/// token, then prints what another shell needs (never the token).
+async fn connect(backend: &Backend, global: &Global, id: &str) -> Result<i32, Failure> {
+    let sandbox = backend.connect(id).await?;
+    let cache_dir = std::path::absolute(cache::dir())
+        .unwrap_or_else(|_| cache::dir())
+        .display()
+        .to_string();
+    let mut env = vec![
+        ("RAYITO_SANDBOX_ID", sandbox.id().to_owned()),
+        ("RAYITO_CACHE_DIR", cache_dir),
+    ];
+    if backend.local.is_some() {
+        env.push((rayito::BACKEND_ENV, "local".to_owned()));
+    } else {
+        if let Some(region) = &global.region {
+            env.push(("AWS_REGION", region.clone()));
+        }
+        if let Some(profile) = &global.profile {
+            env.push(("AWS_PROFILE", profile.clone()));
+        }
+    }
+    match global.output {
+        Format::Json => {
+            let map: serde_json::Map<String, Value> = env
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), json!(value)))
+                .collect();
+            output::json(&json!({ "sandbox_id": sandbox.id(), "env": map }));
+        }
+        Format::Text => {
+            for (name, value) in &env {
+                println!("export {name}={}", shell_value(value));
+            }
+        }
+    }
+    Ok(0)
 }
 
 async fn run_code(backend: &Backend, format: Format, id: &str, code: &str) -> Result<i32, Failure> {
@@ -598,81 +725,6 @@ async fn run_code(backend: &Backend, format: Format, id: &str, code: &str) -> Re
     })
 }
 
-fn entry_json(entry: &EntryInfo) -> Value {
-    json!({
-        "name": entry.name,
-        "path": entry.path,
-        "type": format!("{:?}", entry.file_type).to_lowercase(),
-        "size": entry.size,
-        "permissions": entry.permissions,
-        "modified_time": output::unix(entry.modified_time),
-    })
-}
-
-async fn files_command(
-    backend: &Backend,
-    format: Format,
-    command: FilesCommand,
-) -> Result<i32, Failure> {
-    match command {
-        FilesCommand::Put {
-            id,
-            host_path: local,
-            remote,
-        } => {
-            let data = std::fs::read(&local)
-                .map_err(|err| Failure::Cli(format!("cannot read {}: {err}", local.display())))?;
-            let sandbox = backend.connect(&id).await?;
-            let entry = sandbox.files().write(&remote, data).await?;
-            match format {
-                Format::Json => output::json(&entry_json(&entry)),
-                Format::Text => println!("{} ({} bytes)", entry.path, entry.size),
-            }
-        }
-        FilesCommand::Get {
-            id,
-            remote,
-            host_path: local,
-        } => {
-            let sandbox = backend.connect(&id).await?;
-            let data = sandbox.files().read(&remote).await?;
-            match &local {
-                Some(path) => std::fs::write(path, &data).map_err(|err| {
-                    Failure::Cli(format!("cannot write {}: {err}", path.display()))
-                })?,
-                None if format == Format::Text => {
-                    let mut out = std::io::stdout().lock();
-                    let _ = out.write_all(&data);
-                    let _ = out.flush();
-                }
-                None => {}
-            }
-            if format == Format::Json {
-                let mut value = json!({ "path": remote, "size": data.len() });
-                if local.is_none() {
-                    value["content"] = json!(String::from_utf8_lossy(&data));
-                }
-                output::json(&value);
-            }
-        }
-        FilesCommand::Ls { id, path } => {
-            let sandbox = backend.connect(&id).await?;
-            let entries = sandbox.files().list(&path).await?;
-            match format {
-                Format::Json => {
-                    output::json(&Value::Array(entries.iter().map(entry_json).collect()))
-                }
-                Format::Text => {
-                    for e in &entries {
-                        println!("{}\t{}\t{}", e.permissions, e.size, e.path);
-                    }
-                }
-            }
-        }
-    }
-    Ok(0)
-}
-
 /// One metrics sample as a record (`mem_cache_bytes` only when the agent
 /// reports it).
 fn metrics_json(id: &str, m: &rayito::SandboxMetrics) -> Value {
@@ -709,5 +761,31 @@ fn print_record(format: Format, value: &Value) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(list: &[&str]) -> Vec<String> {
+        list.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn one_word_is_a_command_line_and_several_are_quoted_words() {
+        assert_eq!(command_line(&words(&["ls | wc -l"])), "ls | wc -l");
+        assert_eq!(command_line(&words(&["ls", "a b"])), "'ls' 'a b'");
+        assert_eq!(
+            command_line(&words(&["echo", "it's", "$HOME", ""])),
+            "'echo' 'it'\\''s' '$HOME' ''"
+        );
+    }
+
+    #[test]
+    fn export_values_are_quoted_only_when_bash_would_read_them() {
+        assert_eq!(shell_value("microvm-1a/b.c"), "microvm-1a/b.c");
+        assert_eq!(shell_value("/tmp/my cache"), "'/tmp/my cache'");
+        assert_eq!(shell_value(""), "''");
     }
 }

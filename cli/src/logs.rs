@@ -50,12 +50,12 @@ pub(crate) async fn run(backend: &Backend, format: Format, args: LogsArgs) -> Re
     }
     let mut reader = client.open_sandbox_logs(&args.id, &query).await?;
     if reader.used_fallback() {
-        eprintln!(
+        crate::output::note(&format!(
             "warning: no stream of sandbox {} under its expected name in {}; reading {}, the most recent stream of exactly its pattern (fallback scan)",
             args.id,
             reader.log_group(),
             reader.stream()
-        );
+        ));
     }
     let json = args.json || format == Format::Json;
     loop {

@@ -1,42 +1,39 @@
 //! `rayito`: sandboxes from the terminal, over the `rayito` SDK.
 //!
-//! Exit codes (docs/cli.md): 0 success; for `sandbox exec` and `sandbox
-//! shell`, the command's own exit code;
-//! 1 a failure that will not go away by retrying (the `SandboxError` kind
-//! says why), or a Python error raised by `run-code`'s cell, or `doctor`
-//! finding something to fix; 2 a usage error; 75 (`EX_TEMPFAIL`) a
-//! retryable failure (capacity, rate limit, a lost connection): the same
-//! call may succeed later.
+//! Exit codes (docs/cli.md, `output::EXIT_*`): 0 success; 1 a failure
+//! that will not go away by retrying (the `SandboxError` kind says why),
+//! or a Python error raised by `run-code`'s cell, or `doctor` finding
+//! something to fix; 2 a usage error; 75 (`EX_TEMPFAIL`) a retryable
+//! failure (capacity, rate limit, a lost connection). `sandbox exec` and
+//! `sandbox shell` exit with the command's own code, so their own failures
+//! (usage included) take 125 and a command timeout 124, as `docker run`
+//! and `timeout` do.
 
 mod build_output;
 mod cache;
 mod commands;
 mod doctor;
+mod files;
+mod help;
 mod image;
 mod local;
 mod logs;
+mod network;
 mod output;
 mod pool;
+mod progress;
+mod secret;
 mod setup;
 mod shell;
 mod spinner;
 mod template;
+mod usage;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, FromArgMatches as _, Parser, Subcommand, ValueEnum};
 
 /// Sandboxes on AWS Lambda MicroVMs (or on this machine with `--local`).
 #[derive(Debug, Parser)]
-#[command(
-    name = "rayito",
-    version,
-    about,
-    long_about = None,
-    after_help = "Exit codes: 0 success; `sandbox exec` and `sandbox shell`: the command's own; \
-                  1 a failure retrying will not cure (also: run-code's cell raised, doctor found \
-                  something to fix); 2 usage; 75 a retryable failure (capacity, rate limit, a lost \
-                  connection). Access tokens are kept in $RAYITO_CACHE_DIR, else \
-                  $XDG_CACHE_HOME/rayito, else ~/.cache/rayito (mode 0600)."
-)]
+#[command(name = "rayito", version)]
 pub struct Cli {
     #[command(flatten)]
     global: Global,
@@ -51,7 +48,8 @@ pub struct Global {
     /// ON THIS HOST with best-effort isolation (also `RAYITO_BACKEND=local`).
     #[arg(long, global = true)]
     local: bool,
-    /// Output format.
+    /// Output format: `json` prints one JSON document on stdout for every
+    /// result and every error (usage errors too).
     #[arg(long, global = true, value_enum, default_value_t = Format::Text)]
     output: Format,
     /// AWS region (else the usual chain: AWS_REGION, the profile).
@@ -60,6 +58,14 @@ pub struct Global {
     /// AWS profile (else AWS_PROFILE or `default`).
     #[arg(long, global = true)]
     profile: Option<String>,
+    /// More detail on stderr: the SDK's events at info (`-v`), debug
+    /// (`-vv`) or trace (`-vvv`); `RUST_LOG` overrides.
+    #[arg(short, long, global = true, action = ArgAction::Count, conflicts_with = "quiet")]
+    verbose: u8,
+    /// Less on stderr: no spinner, progress bar, note or warning; errors
+    /// still print.
+    #[arg(short, long, global = true)]
+    quiet: bool,
 }
 
 /// How results are printed.
@@ -85,6 +91,10 @@ enum Top {
     /// Fill, take from, inspect and drain a pool of suspended sandboxes.
     #[command(subcommand)]
     Pool(pool::PoolCommand),
+    /// Secrets in AWS Secrets Manager for sandboxes (values from stdin or
+    /// a file, never from the command line).
+    #[command(subcommand)]
+    Secret(secret::SecretCommand),
     /// What the SDK would use on AWS, and whether a `create` could work there
     /// (and publishing: the setup stacks, the artifact bucket, the image).
     Doctor,
@@ -94,6 +104,11 @@ enum Top {
     /// The local-backend daemon that `--local` starts.
     #[command(subcommand)]
     Local(LocalCommand),
+    /// Prints a completion script for a shell.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Runs the local-backend daemon (started by `--local`; not for direct use).
     #[command(name = "__local-backend", hide = true)]
     LocalBackend,
@@ -108,21 +123,45 @@ enum LocalCommand {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match help::command()
+        .try_get_matches_from(&args)
+        .and_then(|matches| Cli::from_arg_matches(&matches))
+    {
+        Ok(cli) => cli,
+        Err(err) => std::process::exit(usage::report(&err, &args)),
+    };
+    output::init(&cli.global);
+    let format = cli.global.output;
     let code = match cli.command {
         Top::LocalBackend => local::serve(),
-        Top::Local(command) => local_command(&command, cli.global.output),
-        Top::Doctor => run_async(doctor::run(cli.global)),
-        Top::Sandbox(command) => run_async(commands::run(cli.global, command)),
-        Top::Template(command) => run_async(template::run(cli.global, command)),
-        Top::Image(command) => run_async(image::run(cli.global, command)),
-        Top::Pool(command) => run_async(pool::run(cli.global, command)),
-        Top::Setup(args) => run_async(setup::run(cli.global, args)),
+        Top::Local(command) => local_command(&command, format),
+        Top::Completions { shell } => help::completions(shell, format),
+        Top::Doctor => run_async(format, doctor::run(cli.global)),
+        Top::Sandbox(command) => {
+            let own_failure = command.passes_exit_code().then_some(output::EXIT_OWN);
+            run_async_or(format, own_failure, commands::run(cli.global, command))
+        }
+        Top::Template(command) => run_async(format, template::run(cli.global, command)),
+        Top::Image(command) => run_async(format, image::run(cli.global, command)),
+        Top::Pool(command) => run_async(format, pool::run(cli.global, command)),
+        Top::Secret(command) => run_async(format, secret::run(cli.global, command)),
+        Top::Setup(args) => run_async(format, setup::run(cli.global, args)),
     };
     std::process::exit(code);
 }
 
-fn run_async(future: impl std::future::Future<Output = i32>) -> i32 {
+fn run_async(format: Format, future: impl std::future::Future<Output = i32>) -> i32 {
+    run_async_or(format, None, future)
+}
+
+/// Runs `future` on a new runtime; `own_failure` is the code of a failure
+/// to start one (when the command's exit code is passed through).
+fn run_async_or(
+    format: Format,
+    own_failure: Option<i32>,
+    future: impl std::future::Future<Output = i32>,
+) -> i32 {
     match tokio::runtime::Runtime::new() {
         Ok(runtime) => {
             let code = runtime.block_on(future);
@@ -132,8 +171,8 @@ fn run_async(future: impl std::future::Future<Output = i32>) -> i32 {
             code
         }
         Err(err) => {
-            eprintln!("rayito: cannot start a runtime: {err}");
-            1
+            let code = output::cli_error(format, &format!("cannot start a runtime: {err}"));
+            own_failure.unwrap_or(code)
         }
     }
 }
@@ -163,10 +202,7 @@ fn local_command(command: &LocalCommand, format: Format) -> i32 {
                 }
                 0
             }
-            Err(err) => {
-                eprintln!("rayito: {err}");
-                1
-            }
+            Err(err) => output::cli_error(format, &format!("cannot stop the local daemon: {err}")),
         },
     }
 }

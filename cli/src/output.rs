@@ -1,5 +1,7 @@
-//! Printing results and errors, and the exit codes errors map to.
+//! Printing results and errors, the exit codes errors map to, and how
+//! much goes to stderr (`-v`, `-q`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rayito::SandboxError;
@@ -11,10 +13,60 @@ use crate::Format;
 pub const EXIT_RETRYABLE: i32 = 75;
 /// Exit code of a failure that retrying will not cure.
 pub const EXIT_FAILURE: i32 = 1;
+/// Exit code of a usage error (clap's).
+pub const EXIT_USAGE: i32 = 2;
+/// Exit code of `sandbox exec` and `sandbox shell` when rayito itself
+/// failed (usage, connection, the SDK's error), whatever the kind: their
+/// other codes are the command's own (as `docker run` and `env` do).
+pub const EXIT_OWN: i32 = 125;
+/// Exit code of `sandbox exec` when the command ran past `--timeout` (as
+/// GNU `timeout` does).
+pub const EXIT_COMMAND_TIMEOUT: i32 = 124;
 
-/// Prints one JSON document on stdout.
+/// Set by `-q`: no spinner, progress bar, note or warning.
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Applies `-v`/`-q`: remembers quiet, and sends the SDK's own events
+/// (redacted by the SDK: never a token, a value or a command's text) to
+/// stderr at warn (default), info, debug or trace; `RUST_LOG` overrides.
+pub fn init(global: &crate::Global) {
+    QUIET.store(global.quiet, Ordering::Relaxed);
+    let level = match (global.quiet, global.verbose) {
+        (true, _) => "off",
+        (false, 0) => "rayito=warn",
+        (false, 1) => "rayito=info",
+        (false, 2) => "rayito=debug",
+        (false, _) => "rayito=trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(true)
+        .try_init();
+}
+
+/// Whether `-q` was given.
+pub fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// Prints a note for people on stderr (not with `-q`).
+pub fn note(message: &str) {
+    if !quiet() {
+        eprintln!("{message}");
+    }
+}
+
+/// Prints one JSON document on stdout (a closed stdout, `| head`, is
+/// not an error worth a panic).
 pub fn json(value: &Value) {
-    println!("{value}");
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{value}");
+    let _ = out.flush();
 }
 
 /// Seconds since the epoch, for JSON.

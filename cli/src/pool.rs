@@ -146,10 +146,10 @@ async fn dispatch(backend: &Backend, format: Format, command: PoolCommand) -> Re
             let pool = open(backend, &which, config)?;
             pool.start().await?;
             if format == Format::Text {
-                eprintln!(
+                crate::output::note(&format!(
                     "filling pool {} (size {size}); Ctrl-C stops the filler, parked sandboxes stay",
                     which.name
-                );
+                ));
             }
             fill_until_stopped(&pool, format).await?;
             pool.close(false).await?;
@@ -166,7 +166,7 @@ async fn dispatch(backend: &Backend, format: Format, command: PoolCommand) -> Re
             let hit = pool.stats().await?.hits > before.hits;
             keep_and_print(format, &sandbox, show_token, json!({ "from_pool": hit })).await?;
             if format == Format::Text && !hit {
-                eprintln!("no parked sandbox: this one was created");
+                crate::output::note("no parked sandbox: this one was created");
             }
             Ok(0)
         }

@@ -1,6 +1,7 @@
 //! A spinner with the elapsed time on stderr, for operations that take more
 //! than a moment (create, pause, resume, and the SDK's capacity retries
-//! inside them); only when stderr is a terminal and the output is text.
+//! inside them); only when stderr is a terminal, the output is text and
+//! `-q` was not given.
 
 use std::io::IsTerminal as _;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use crate::Format;
 
 /// Awaits `future` behind a spinner saying `message`.
 pub async fn around<T>(format: Format, message: &str, future: impl Future<Output = T>) -> T {
-    if format != Format::Text || !std::io::stderr().is_terminal() {
+    if format != Format::Text || crate::output::quiet() || !std::io::stderr().is_terminal() {
         return future.await;
     }
     let bar = ProgressBar::new_spinner();

@@ -313,8 +313,9 @@ fn a_local_session_from_create_to_kill() {
     let killed = s.json(&["sandbox", "kill", &id, "--output", "json"]);
     assert_eq!(killed["killed"], true);
     assert!(!token_file.exists());
+    // exec's own failures exit 125: its other codes are the command's.
     let after = s.run(&["sandbox", "exec", &id, "--", "true"]);
-    assert_eq!(after.status.code(), Some(1));
+    assert_eq!(after.status.code(), Some(125));
     let info = s.run(&["sandbox", "info", "microvm-does-not-exist"]);
     assert_eq!(info.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&info.stderr).contains("kind: sandbox_not_found"));

@@ -1,0 +1,470 @@
+//! What `--help` says beyond each flag: an example section for every
+//! command, the long form of `rayito --help` (exit codes, environment),
+//! completion scripts, and the command reference docs/cli.md carries
+//! (rendered from the same tree and checked by a test).
+
+#[cfg(test)]
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use clap::CommandFactory as _;
+use serde_json::json;
+
+use crate::{Cli, Format};
+
+/// `rayito --help`: what the short form leaves out.
+const LONG_ABOUT: &str = "\
+Sandboxes on AWS Lambda MicroVMs (or on this machine with `--local`).
+
+A sandbox is a MicroVM with an agent: run commands and Python cells in it,
+move files in and out, open a terminal, pause and resume it. `--local` (or
+RAYITO_BACKEND=local) runs a daemon on this host instead of calling AWS: it
+needs no account, and runs sandbox code ON THIS HOST with best-effort
+isolation.";
+
+/// The long help's closing part: exit codes and environment.
+const LONG_AFTER: &str = "\
+Exit codes:
+  0    success
+  1    a failure retrying will not cure (the error's kind says why); also
+       run-code's cell raised, doctor found something to fix
+  2    a usage error
+  75   a retryable failure (capacity, rate limit, a lost connection)
+  sandbox exec and sandbox shell exit with the command's own code (0-255;
+  128+N when signal N ended it); their own failures, usage included, exit
+  125 and a command past --timeout 124, as docker run and timeout do. A
+  command may exit 124 or 125 itself: --output json tells them apart
+  (\"exit_code\" or \"error\").
+
+Environment:
+  RAYITO_BACKEND=local     as --local
+  RAYITO_TEMPLATE          the image sandboxes start from (an image ARN)
+  RAYITO_CACHE_DIR         where access tokens and the local daemon's state
+                           are kept (else $XDG_CACHE_HOME/rayito, else
+                           ~/.cache/rayito; files of mode 0600)
+  RAYITO_TRANSFER_BUCKET   files put/get above 8 MiB go through this S3
+                           bucket (RAYITO_TRANSFER_PREFIX, _REGION)
+  RAYITO_BUCKET            the artifact bucket of template and image builds
+  AWS_REGION, AWS_PROFILE  as --region and --profile
+  RUST_LOG                 overrides -v/-q for the SDK's events";
+
+/// Examples for each command, by its path under `rayito` (`""` is
+/// `rayito` itself). A test checks that every command has some.
+const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "",
+        "rayito --local sandbox create                 # prints the new sandbox's id
+  rayito --local sandbox exec ID -- ls -l /home/user
+  rayito --local sandbox shell ID
+  rayito completions bash > ~/.local/share/bash-completion/completions/rayito",
+    ),
+    (
+        "sandbox",
+        "ID=$(rayito sandbox create)
+  rayito sandbox exec \"$ID\" -- python3 --version
+  rayito sandbox kill \"$ID\"",
+    ),
+    (
+        "sandbox create",
+        "rayito sandbox create --template arn:aws:lambda:us-east-1:123456789012:microvm-image:web
+  rayito --local sandbox create --metadata owner=me --timeout 600
+  rayito --output json sandbox create --logs     # {\"sandbox_id\":...,\"template\":...}",
+    ),
+    (
+        "sandbox list",
+        "rayito sandbox list
+  rayito sandbox list --metadata owner=me --state running --output json",
+    ),
+    (
+        "sandbox info",
+        "rayito sandbox info ID
+  rayito --output json sandbox info ID",
+    ),
+    (
+        "sandbox metrics",
+        "rayito sandbox metrics ID
+  rayito sandbox metrics ID --follow --interval 10",
+    ),
+    (
+        "sandbox logs",
+        "rayito sandbox logs ID --since 30m
+  rayito sandbox logs ID --follow --json",
+    ),
+    ("sandbox kill", "rayito sandbox kill ID"),
+    ("sandbox pause", "rayito sandbox pause ID"),
+    ("sandbox resume", "rayito sandbox resume ID"),
+    (
+        "sandbox connect",
+        "eval \"$(rayito sandbox connect ID)\"          # then, in that shell:
+  rayito sandbox exec \"$RAYITO_SANDBOX_ID\" -- uptime",
+    ),
+    (
+        "sandbox exec",
+        "rayito sandbox exec ID -- ls -l \"my file.txt\"   # arguments passed as they are
+  rayito sandbox exec ID -- 'cd /tmp && ls | wc -l'   # one argument: a bash command line
+  rayito sandbox exec ID --cwd /home/user/app --timeout 300 -- make test
+  rayito --output json sandbox exec ID -- python3 -c 'print(42)'",
+    ),
+    (
+        "sandbox shell",
+        "rayito sandbox shell ID
+  printf 'echo hi\\nexit 3\\n' | rayito sandbox shell ID   # exits 3",
+    ),
+    (
+        "sandbox run-code",
+        "rayito sandbox run-code ID 'import math; math.pi'
+  rayito --output json sandbox run-code ID 'int(\"x\")'   # exit 1, the error as data",
+    ),
+    (
+        "sandbox files",
+        "rayito sandbox files put ID data.csv /home/user/data.csv
+  rayito sandbox files get ID /home/user/out.json out.json
+  rayito sandbox files ls ID /home/user",
+    ),
+    (
+        "sandbox files put",
+        "rayito sandbox files put ID model.bin /home/user/model.bin
+  rayito sandbox files put ID --recursive ./src /home/user/src",
+    ),
+    (
+        "sandbox files get",
+        "rayito sandbox files get ID /home/user/report.csv report.csv
+  rayito sandbox files get ID /home/user/log.txt | tail
+  rayito sandbox files get ID --recursive /home/user/out ./out",
+    ),
+    (
+        "sandbox files ls",
+        "rayito sandbox files ls ID
+  rayito --output json sandbox files ls ID /tmp",
+    ),
+    (
+        "sandbox network",
+        "rayito sandbox network get ID
+  rayito sandbox network set ID --allow-out pypi.org --allow-out files.pythonhosted.org --deny-all",
+    ),
+    (
+        "sandbox network get",
+        "rayito sandbox network get ID
+  rayito --output json sandbox network get ID",
+    ),
+    (
+        "sandbox network set",
+        "rayito sandbox network set ID --deny-out 10.0.0.0/8
+  rayito sandbox network set ID --allow-out api.example.com --deny-all
+  rayito sandbox network set ID                      # unrestricted again",
+    ),
+    (
+        "template",
+        "rayito template build site.toml --name web
+  rayito template status web",
+    ),
+    (
+        "template build",
+        "rayito template build site.toml --name web
+  rayito --local template build site.json --name web --memory-mb 4096 --force",
+    ),
+    (
+        "template status",
+        "rayito template status web
+  rayito template status web --version 3",
+    ),
+    ("template logs", "rayito template logs web --limit 50"),
+    (
+        "template list",
+        "rayito template list
+  rayito template list --filter web --output json",
+    ),
+    (
+        "image",
+        "rayito image zip base/ rayito-image.zip --arch X86_64
+  rayito image publish --artifact rayito-image.zip --base-image-version latest",
+    ),
+    (
+        "image zip",
+        "rayito image zip base/ rayito-image.zip --agent-binary ./rayito-agent --arch X86_64",
+    ),
+    (
+        "image publish",
+        "rayito image publish --artifact rayito-image.zip --base-image-version latest
+  rayito image publish --artifact rayito-image.zip --base-image-version latest --sizes 512mb,4gb",
+    ),
+    (
+        "image list",
+        "rayito image list
+  rayito image list rayito-base",
+    ),
+    ("image sizes", "rayito image sizes --image-name my-base"),
+    (
+        "image prune",
+        "rayito image prune --keep 2 --dry-run
+  rayito image prune --image-name my-base --keep 3",
+    ),
+    (
+        "pool",
+        "rayito pool start --size 4 &
+  rayito pool take",
+    ),
+    (
+        "pool start",
+        "rayito pool start --size 4 --warmup \"python3 -c 'import numpy'\"",
+    ),
+    ("pool take", "ID=$(rayito pool take --wait 30)"),
+    ("pool stats", "rayito pool stats --name web"),
+    ("pool drain", "rayito pool drain --name web"),
+    (
+        "secret",
+        "printf %s \"$OPENAI_API_KEY\" | rayito secret create openai-key
+  rayito secret list",
+    ),
+    (
+        "secret create",
+        "printf %s \"$TOKEN\" | rayito secret create github-token --metadata owner=ci
+  rayito secret create db-password --from-file ./password.txt",
+    ),
+    (
+        "secret update",
+        "rayito secret update db-password --from-file ./new-password.txt",
+    ),
+    (
+        "secret info",
+        "rayito secret info db-password
+  rayito --output json secret info db-password",
+    ),
+    (
+        "secret list",
+        "rayito secret list
+  rayito secret list --limit 10 --next-token TOKEN",
+    ),
+    ("secret delete", "rayito secret delete db-password"),
+    (
+        "doctor",
+        "rayito doctor
+  rayito --region eu-west-1 --output json doctor",
+    ),
+    (
+        "setup",
+        "rayito setup                                   # the plan; nothing is written
+  rayito setup --yes --agent-binary ./rayito-agent",
+    ),
+    (
+        "local",
+        "rayito local status
+  rayito local stop",
+    ),
+    ("local status", "rayito local status --output json"),
+    ("local stop", "rayito local stop"),
+    (
+        "completions",
+        "rayito completions bash > ~/.local/share/bash-completion/completions/rayito
+  rayito completions zsh > \"${fpath[1]}/_rayito\"
+  rayito completions fish > ~/.config/fish/completions/rayito.fish",
+    ),
+];
+
+/// The examples section of the command at `path`.
+fn examples(path: &str) -> Option<String> {
+    EXAMPLES
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map(|(_, text)| format!("Examples:\n  {text}"))
+}
+
+/// Adds the examples (and, at the top, the long form) to `command` and
+/// its subcommands.
+fn decorate(command: clap::Command, path: &str) -> clap::Command {
+    let mut command = match examples(path) {
+        Some(text) => command.after_help(text),
+        None => command,
+    };
+    let names: Vec<String> = command
+        .get_subcommands()
+        .filter(|sub| !sub.is_hide_set())
+        .map(|sub| sub.get_name().to_owned())
+        .collect();
+    for name in names {
+        let sub_path = if path.is_empty() {
+            name.clone()
+        } else {
+            format!("{path} {name}")
+        };
+        command = command.mut_subcommand(&name, |sub| decorate(sub, &sub_path));
+    }
+    command
+}
+
+/// The whole command tree, as parsed and shown.
+pub fn command() -> clap::Command {
+    let root = decorate(Cli::command(), "");
+    let short_after = root
+        .get_after_help()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    root.long_about(LONG_ABOUT)
+        .after_help(format!(
+            "{short_after}\n\n`rayito --help` adds exit codes and the environment."
+        ))
+        .after_long_help(format!("{short_after}\n\n{LONG_AFTER}"))
+}
+
+/// `rayito completions SHELL`: the script on stdout (in a JSON document
+/// with `--output json`).
+pub fn completions(shell: clap_complete::Shell, format: Format) -> i32 {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command(), "rayito", &mut script);
+    match format {
+        Format::Text => {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(&script);
+            let _ = out.flush();
+        }
+        Format::Json => crate::output::json(&json!({
+            "shell": shell.to_string(),
+            "script": String::from_utf8_lossy(&script),
+        })),
+    }
+    0
+}
+
+/// The command reference of docs/cli.md: for each visible command its
+/// usage, what it does, its own options and its examples, as `--help`
+/// shows them.
+#[cfg(test)]
+pub fn reference() -> String {
+    let mut root = command();
+    root.build();
+    let mut out = String::new();
+    render(&root, "", &mut out);
+    out
+}
+
+#[cfg(test)]
+fn render(command: &clap::Command, path: &str, out: &mut String) {
+    let title = if path.is_empty() {
+        "rayito".to_owned()
+    } else {
+        format!("rayito {path}")
+    };
+    let _ = writeln!(out, "### `{title}`\n");
+    if let Some(about) = command.get_about() {
+        let _ = writeln!(out, "{}\n", one_line(&about.to_string()));
+    }
+    let usage = command.clone().render_usage().to_string();
+    let _ = writeln!(out, "```text\n{}", usage.trim_end());
+    let options: Vec<String> = command
+        .get_arguments()
+        .filter(|arg| !arg.is_hide_set() && (path.is_empty() || !arg.is_global_set()))
+        .filter(|arg| !matches!(arg.get_id().as_str(), "help" | "version"))
+        .map(|arg| {
+            let name = match (arg.get_long(), arg.get_short()) {
+                (Some(long), Some(short)) => format!("-{short}, --{long}"),
+                (Some(long), None) => format!("--{long}"),
+                (None, _) => format!("<{}>", arg.get_id().as_str().to_uppercase()),
+            };
+            let help = arg
+                .get_help()
+                .map(|h| one_line(&h.to_string()))
+                .unwrap_or_default();
+            format!("  {name}: {help}")
+        })
+        .collect();
+    if !options.is_empty() {
+        let _ = writeln!(out, "\n{}", options.join("\n"));
+    }
+    if let Some(text) = examples(path) {
+        let _ = writeln!(out, "\n{text}");
+    }
+    let _ = writeln!(out, "```\n");
+    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+        if sub.get_name() == "help" {
+            continue;
+        }
+        let sub_path = if path.is_empty() {
+            sub.get_name().to_owned()
+        } else {
+            format!("{path} {}", sub.get_name())
+        };
+        render(sub, &sub_path, out);
+    }
+}
+
+/// A help text on one line (clap wraps doc comments as written).
+#[cfg(test)]
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every visible command's path.
+    fn paths(command: &clap::Command, path: &str, out: &mut Vec<String>) {
+        out.push(path.to_owned());
+        for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let sub_path = if path.is_empty() {
+                sub.get_name().to_owned()
+            } else {
+                format!("{path} {}", sub.get_name())
+            };
+            paths(sub, &sub_path, out);
+        }
+    }
+
+    #[test]
+    fn every_command_has_examples_and_every_example_a_command() {
+        let mut all = Vec::new();
+        paths(&Cli::command(), "", &mut all);
+        let missing: Vec<_> = all.iter().filter(|p| examples(p).is_none()).collect();
+        assert!(missing.is_empty(), "commands without examples: {missing:?}");
+        let stale: Vec<_> = EXAMPLES
+            .iter()
+            .map(|(p, _)| p)
+            .filter(|p| !all.iter().any(|a| a == *p))
+            .collect();
+        assert!(stale.is_empty(), "examples of no command: {stale:?}");
+        command().debug_assert();
+    }
+
+    #[test]
+    fn the_help_of_a_command_shows_its_examples() {
+        let mut root = command();
+        let help = root
+            .find_subcommand_mut("sandbox")
+            .and_then(|s| s.find_subcommand_mut("exec"))
+            .expect("sandbox exec")
+            .render_help()
+            .to_string();
+        assert!(
+            help.contains("Examples:\n  rayito sandbox exec ID -- ls -l"),
+            "{help}"
+        );
+        let long = command().render_long_help().to_string();
+        assert!(long.contains("Exit codes:"), "{long}");
+        assert!(long.contains("RAYITO_TRANSFER_BUCKET"), "{long}");
+    }
+
+    /// docs/cli.md holds the reference between its markers, as rendered
+    /// here; `RAYITO_BLESS=1` rewrites it.
+    #[test]
+    fn docs_cli_md_holds_the_reference_of_the_help() {
+        const START: &str = "<!-- reference:start (generated from --help; RAYITO_BLESS=1 cargo test -p rayito-cli docs_cli_md rewrites it) -->\n";
+        const END: &str = "<!-- reference:end -->";
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/cli.md");
+        let doc = std::fs::read_to_string(path).expect("docs/cli.md");
+        let (Some(start), Some(end)) = (doc.find(START), doc.find(END)) else {
+            panic!("docs/cli.md lacks the reference markers");
+        };
+        let current = &doc[start + START.len()..end];
+        let wanted = format!("\n{}", reference());
+        if current != wanted {
+            if std::env::var_os("RAYITO_BLESS").is_some() {
+                let new = format!("{}{START}{wanted}{}", &doc[..start], &doc[end..]);
+                std::fs::write(path, new).expect("rewrite docs/cli.md");
+            } else {
+                panic!(
+                    "docs/cli.md's reference is not the help's: run RAYITO_BLESS=1 cargo test -p rayito-cli docs_cli_md"
+                );
+            }
+        }
+    }
+}
