@@ -30,10 +30,10 @@ pub const UNIMPLEMENTED: &str = "not supported by this sandbox";
 /// The sandbox is starting, suspending or resuming.
 pub const SANDBOX_STATE: &str = "the sandbox is busy changing state; retry shortly";
 /// The sandbox ended; the lease is forgotten.
-pub const SANDBOX_GONE: &str = "the sandbox is gone; a new sandbox will be created on the next call";
+pub const SANDBOX_GONE: &str =
+    "the sandbox is gone; a new sandbox will be created on the next call";
 /// Upload and download without a staging bucket.
-pub const NOT_CONFIGURED: &str =
-    "upload and download need a staging bucket: set RAYITO_TRANSFER_BUCKET in the server's environment";
+pub const NOT_CONFIGURED: &str = "upload and download need a staging bucket: set RAYITO_TRANSFER_BUCKET in the server's environment";
 /// Anything else (`{kind}`: the error kind).
 pub const INTERNAL: &str = "internal error ({kind}); the server's log says more";
 
@@ -139,7 +139,10 @@ impl Failure {
             SandboxError::InvalidArgument {
                 argument: Some(argument),
                 ..
-            } => (INVALID_ARGUMENT.replace("{argument}", argument.as_ref()), false),
+            } => (
+                INVALID_ARGUMENT.replace("{argument}", argument.as_ref()),
+                false,
+            ),
             SandboxError::InvalidArgument { argument: None, .. } => {
                 (INVALID_ARGUMENT_UNNAMED.to_owned(), false)
             }

@@ -88,7 +88,12 @@ pub fn authority(addr: SocketAddr) -> String {
 pub async fn serve(listen: Listen, lease: Arc<Lease>) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind((listen.ip, listen.port))
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", authority((listen.ip, listen.port).into())))?;
+        .map_err(|e| {
+            format!(
+                "cannot listen on {}: {e}",
+                authority((listen.ip, listen.port).into())
+            )
+        })?;
     let addr = listener
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;

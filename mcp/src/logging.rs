@@ -33,7 +33,10 @@ pub fn directives(level: LogLevel) -> String {
     let quiet = own.min(tracing::Level::WARN);
     let mut directives = own.as_str().to_ascii_lowercase();
     for target in QUIET_TARGETS {
-        directives.push_str(&format!(",{target}={}", quiet.as_str().to_ascii_lowercase()));
+        directives.push_str(&format!(
+            ",{target}={}",
+            quiet.as_str().to_ascii_lowercase()
+        ));
     }
     directives
 }

@@ -80,6 +80,9 @@ fn main() -> ExitCode {
         lease.shutdown().await;
         served
     });
+    // Not a plain drop: that waits for the blocking thread that reads
+    // stdin, which a client that sent SIGTERM may never close.
+    runtime.shutdown_background();
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

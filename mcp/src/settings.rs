@@ -136,16 +136,12 @@ impl Settings {
         let idle = (idle_secs > 0).then(|| Duration::from_secs(idle_secs));
         let template_version = match get(TEMPLATE_VERSION_ENV) {
             None => None,
-            Some(v) => Some(
-                v.trim()
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or(SettingError {
-                        variable: TEMPLATE_VERSION_ENV,
-                        expected: "a positive whole number",
-                    })?,
-            ),
+            Some(v) => Some(v.trim().parse::<u32>().ok().filter(|&n| n > 0).ok_or(
+                SettingError {
+                    variable: TEMPLATE_VERSION_ENV,
+                    expected: "a positive whole number",
+                },
+            )?),
         };
         let execution_role_arn = match get(EXECUTION_ROLE_ENV) {
             None => None,
@@ -195,9 +191,7 @@ mod tests {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         Settings::from_lookup(move |name| {
-            vars.iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
+            vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
         })
     }
 
@@ -235,7 +229,10 @@ mod tests {
         let s = settings(&[(TIMEOUT_ENV, "300")]).unwrap();
         assert_eq!(s.idle, None);
         // Empty means unset.
-        assert_eq!(settings(&[(TIMEOUT_ENV, "")]).unwrap().timeout.as_secs(), 3_600);
+        assert_eq!(
+            settings(&[(TIMEOUT_ENV, "")]).unwrap().timeout.as_secs(),
+            3_600
+        );
     }
 
     #[test]

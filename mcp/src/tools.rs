@@ -164,7 +164,11 @@ impl Record {
 }
 
 /// `value`, or the default, refused outside `[min, max]` before any I/O.
-fn bounded<T>(value: Option<T>, argument: &str, (default, min, max): (T, T, T)) -> Result<T, Failure>
+fn bounded<T>(
+    value: Option<T>,
+    argument: &str,
+    (default, min, max): (T, T, T),
+) -> Result<T, Failure>
 where
     T: PartialOrd + Copy + std::fmt::Display,
 {
@@ -394,10 +398,7 @@ impl SandboxTools {
             Err(e) => return Err(self.failed(&sandbox, &e, Some(&path)).await),
         };
         if info.file_type == FileType::Directory {
-            return Err(Failure::argument(
-                "path",
-                "is a directory; use list_files",
-            ));
+            return Err(Failure::argument("path", "is a directory; use list_files"));
         }
         let read = if info.size <= READ_WHOLE_BYTES {
             files.read(&path).await.map(|data| (data, 0))
@@ -459,12 +460,19 @@ impl SandboxTools {
             Err(e) => return Err(self.failed(&sandbox, &e, Some(&path)).await),
         };
         let truncated = entries.len() > MAX_LIST_ENTRIES;
-        let listed: Vec<Value> = entries.iter().take(MAX_LIST_ENTRIES).map(entry_json).collect();
+        let listed: Vec<Value> = entries
+            .iter()
+            .take(MAX_LIST_ENTRIES)
+            .map(entry_json)
+            .collect();
         let value = json!({"path": path, "entries": listed, "truncated": truncated});
         Ok(vec![json_block(&value, record)])
     }
 
-    async fn list_sandboxes_inner(&self, record: &mut Record) -> Result<Vec<ContentBlock>, Failure> {
+    async fn list_sandboxes_inner(
+        &self,
+        record: &mut Record,
+    ) -> Result<Vec<ContentBlock>, Failure> {
         let client = match self.lease.client().await {
             Ok(client) => client,
             Err(e) => return Err(Failure::of(&e, None)),

@@ -43,7 +43,10 @@ mod tests {
         let text = "é".repeat(MAX_CHARS + 7);
         let (cut, truncated) = truncate(&text);
         assert!(truncated);
-        assert_eq!(cut, format!("{}\n[7 more characters]", "é".repeat(MAX_CHARS)));
+        assert_eq!(
+            cut,
+            format!("{}\n[7 more characters]", "é".repeat(MAX_CHARS))
+        );
         let (cut, _) = truncate_to("a🦀b🦀c", 2);
         assert_eq!(cut, "a🦀\n[3 more characters]");
     }

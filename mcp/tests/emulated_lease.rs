@@ -17,7 +17,10 @@ fn env_for(emulator: &Emulator) -> Vec<(&'static str, String)> {
         ("AWS_ENDPOINT_URL", emulator.endpoint_url()),
         ("AWS_REGION", "us-east-1".to_owned()),
         ("AWS_ACCESS_KEY_ID", emulator.access_key().id.clone()),
-        ("AWS_SECRET_ACCESS_KEY", emulator.access_key().secret.clone()),
+        (
+            "AWS_SECRET_ACCESS_KEY",
+            emulator.access_key().secret.clone(),
+        ),
         ("RAYITO_TEMPLATE", emulator.image_arn("rayito-base")),
     ]
 }
@@ -79,10 +82,14 @@ async fn a_killed_lease_is_forgotten_and_the_next_call_creates_a_new_sandbox() {
     assert!(client.kill_by_id(&first).await.unwrap());
 
     assert_eq!(
-        server.error("run_command", json!({"cmd": "echo two"})).await,
+        server
+            .error("run_command", json!({"cmd": "echo two"}))
+            .await,
         "the sandbox is gone; a new sandbox will be created on the next call"
     );
-    let ran = server.json("run_command", json!({"cmd": "echo three"})).await;
+    let ran = server
+        .json("run_command", json!({"cmd": "echo three"}))
+        .await;
     assert_eq!(ran["stdout"], "three\n");
     let second = current(&server).await;
     assert_ne!(second, first);
@@ -134,5 +141,9 @@ async fn a_missing_template_is_a_sentence_and_nothing_is_created() {
         expected
     );
     server.close().await;
-    assert!(emulator.microvm_ids().is_empty(), "{:?}", emulator.microvm_ids());
+    assert!(
+        emulator.microvm_ids().is_empty(),
+        "{:?}",
+        emulator.microvm_ids()
+    );
 }

@@ -75,8 +75,14 @@ fn an_invalid_setting_exits_2_naming_the_variable() {
 #[test]
 fn refused_arguments_exit_2() {
     let cases: [(&[&str], &str); 4] = [
-        (&["--port", "9000"], "rayito-mcp: --host and --port need --http\n"),
-        (&["--host", "127.0.0.1"], "rayito-mcp: --host and --port need --http\n"),
+        (
+            &["--port", "9000"],
+            "rayito-mcp: --host and --port need --http\n",
+        ),
+        (
+            &["--host", "127.0.0.1"],
+            "rayito-mcp: --host and --port need --http\n",
+        ),
         (
             &["--http", "--host", "0.0.0.0"],
             "rayito-mcp: --host must be one address, not a wildcard (0.0.0.0 or ::): the server has no authentication\n",
@@ -166,13 +172,15 @@ async fn http_answers_only_its_own_host_and_origin() {
 
     // A rebound name, another port, another origin: refused.
     let (status, body) = initialize(&authority, &format!("evil.example:{port}"), None).await;
-    assert_eq!((status, body.as_str()), (403, "Forbidden: Host header is not allowed"));
+    assert_eq!(
+        (status, body.as_str()),
+        (403, "Forbidden: Host header is not allowed")
+    );
     let (status, _) = initialize(&authority, &format!("localhost:{port}"), None).await;
     assert_eq!(status, 403);
     let (status, _) = initialize(&authority, "127.0.0.1:1", None).await;
     assert_eq!(status, 403);
-    let (status, body) =
-        initialize(&authority, &authority, Some("http://evil.example")).await;
+    let (status, body) = initialize(&authority, &authority, Some("http://evil.example")).await;
     assert_eq!(
         (status, body.as_str()),
         (403, "Forbidden: Origin header is not allowed")

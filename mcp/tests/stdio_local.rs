@@ -152,7 +152,10 @@ async fn every_tool_over_stdio_on_the_local_backend() {
             json!({"path": "/home/user/notes/a.txt", "content": "héllo"}),
         )
         .await;
-    assert_eq!(written, json!({"path": "/home/user/notes/a.txt", "size": 6}));
+    assert_eq!(
+        written,
+        json!({"path": "/home/user/notes/a.txt", "size": 6})
+    );
     let read = server
         .json("read_file", json!({"path": "/home/user/notes/a.txt"}))
         .await;
@@ -216,7 +219,10 @@ async fn every_tool_over_stdio_on_the_local_backend() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|s| (s["sandbox_id"].as_str().unwrap(), s["current"].as_bool().unwrap()))
+            .map(|s| (
+                s["sandbox_id"].as_str().unwrap(),
+                s["current"].as_bool().unwrap()
+            ))
             .collect::<Vec<_>>(),
         [(new_id.as_str(), true)],
         "{sandboxes}"
@@ -265,7 +271,9 @@ async fn failures_reach_the_model_as_sentences() {
     );
     // A directory is not a file.
     assert_eq!(
-        server.error("read_file", json!({"path": "/home/user"})).await,
+        server
+            .error("read_file", json!({"path": "/home/user"}))
+            .await,
         "invalid argument: path: is a directory; use list_files"
     );
 
@@ -292,12 +300,18 @@ async fn failures_reach_the_model_as_sentences() {
         .await;
     assert!(refused.starts_with("invalid argument"), "{refused}");
 
-    // A missing argument is the protocol's error, not a tool's.
-    let missing = server
-        .client
-        .call_tool(rmcp::model::CallToolRequestParams::new("run_command"))
+    // A missing or mistyped argument: rmcp's own sentence, before the tool.
+    assert_eq!(
+        server.error("run_command", json!({})).await,
+        "failed to deserialize parameters: missing field `cmd`"
+    );
+    let mistyped = server
+        .error("run_command", json!({"cmd": "true", "timeout": "soon"}))
         .await;
-    assert!(missing.is_err(), "{missing:?}");
+    assert!(
+        mistyped.starts_with("failed to deserialize parameters: invalid type: string \"soon\""),
+        "{mistyped}"
+    );
 
     // Output past 100,000 characters is cut, saying how much is left.
     let ran = server
@@ -323,7 +337,10 @@ async fn the_log_holds_sizes_and_kinds_never_contents() {
         .json("run_code", json!({"code": "print('CODE-MARKER-1')"}))
         .await;
     let ran = server
-        .json("run_command", json!({"cmd": "echo COMMAND-MARKER-2; exit 4"}))
+        .json(
+            "run_command",
+            json!({"cmd": "echo COMMAND-MARKER-2; exit 4"}),
+        )
         .await;
     assert_eq!(ran["exit_code"], 4);
     server
@@ -349,7 +366,11 @@ async fn the_log_holds_sizes_and_kinds_never_contents() {
     assert!(lines[1].contains("sandbox_id="), "{}", lines[1]);
     assert!(lines[1].contains("duration_ms="), "{}", lines[1]);
     assert!(lines[2].contains("bytes_in=16"), "{}", lines[2]);
-    assert!(lines[4].contains("error_kind=\"file_not_found\""), "{}", lines[4]);
+    assert!(
+        lines[4].contains("error_kind=\"file_not_found\""),
+        "{}",
+        lines[4]
+    );
 }
 
 /// The first JSON block of docs/mcp.md that configures `mcpServers`: the

@@ -138,7 +138,11 @@ pub fn json_of(result: &CallToolResult) -> Value {
 
 /// A failed result's sentence.
 pub fn error_of(result: &CallToolResult) -> String {
-    assert_eq!(result.is_error, Some(true), "expected a tool error: {result:?}");
+    assert_eq!(
+        result.is_error,
+        Some(true),
+        "expected a tool error: {result:?}"
+    );
     assert_eq!(result.content.len(), 1, "{result:?}");
     text_of(&result.content[0]).to_owned()
 }
