@@ -47,6 +47,31 @@ pub struct Failure {
     pub kind: &'static str,
     /// The sandbox is gone: the lease must be forgotten.
     pub sandbox_gone: bool,
+    /// Codes for the log (never text): the gRPC status, the AWS error
+    /// code and the AWS request id, when the failure has them.
+    pub codes: Codes,
+}
+
+/// The codes of a failure, for the operator's log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Codes {
+    /// The agent's gRPC status code.
+    pub grpc_code: Option<&'static str>,
+    /// AWS's error code (`AccessDeniedException`).
+    pub aws_code: Option<String>,
+    /// AWS's request id.
+    pub request_id: Option<String>,
+}
+
+impl Codes {
+    fn of(err: &SandboxError) -> Codes {
+        let meta = err.meta();
+        Codes {
+            grpc_code: meta.grpc_code().map(|c| c.as_str()),
+            aws_code: meta.aws_code().map(str::to_owned),
+            request_id: meta.request_id().map(str::to_owned),
+        }
+    }
 }
 
 impl Failure {
@@ -60,6 +85,7 @@ impl Failure {
             ),
             kind: "tool_argument",
             sandbox_gone: false,
+            codes: Codes::default(),
         }
     }
 
@@ -69,6 +95,7 @@ impl Failure {
             message: NOT_CONFIGURED.to_owned(),
             kind: "not_configured",
             sandbox_gone: false,
+            codes: Codes::default(),
         }
     }
 
@@ -91,6 +118,7 @@ impl Failure {
                 message: TEMPLATE.to_owned(),
                 kind,
                 sandbox_gone: false,
+                codes: Codes::of(err),
             };
         }
         match Self::of(err, None) {
@@ -100,6 +128,7 @@ impl Failure {
                 message: CREATE.replace("{kind}", kind),
                 kind,
                 sandbox_gone: false,
+                codes: Codes::of(err),
             },
         }
     }
@@ -160,6 +189,7 @@ impl Failure {
             message,
             kind,
             sandbox_gone,
+            codes: Codes::of(err),
         }
     }
 }

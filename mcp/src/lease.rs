@@ -103,9 +103,12 @@ impl Lease {
     /// A new sandbox with the settings.
     async fn create(&self) -> Result<Sandbox, Failure> {
         let started = Instant::now();
+        // The SDK's message goes to the operator's log here: creating a
+        // sandbox involves nothing the model sent, and its messages hold
+        // no secret (docs/errors.md).
         let client = self.client().await.map_err(|e| {
             let failure = Failure::of_create(&e);
-            tracing::warn!(error_kind = failure.kind, "the client could not be made");
+            tracing::warn!(error_kind = failure.kind, error = %e, "the client could not be made");
             failure
         })?;
         let mut builder = client.sandbox().timeout(self.settings.timeout);
@@ -134,6 +137,7 @@ impl Lease {
                 let failure = Failure::of_create(&e);
                 tracing::warn!(
                     error_kind = failure.kind,
+                    error = %e,
                     duration_ms = started.elapsed().as_millis() as u64,
                     "sandbox creation failed"
                 );

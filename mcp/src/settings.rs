@@ -107,6 +107,17 @@ impl Settings {
     /// The first invalid variable.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Settings, SettingError> {
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        // Read again by the SDK when the client is made; checked here so
+        // that a typo stops the server before it speaks.
+        if let Some(backend) = get(rayito::BACKEND_ENV)
+            && backend != "local"
+            && backend != "aws"
+        {
+            return Err(SettingError {
+                variable: rayito::BACKEND_ENV,
+                expected: "local or aws (unset: aws)",
+            });
+        }
         let timeout_secs = match get(TIMEOUT_ENV) {
             None => DEFAULT_TIMEOUT_SECS,
             Some(v) => v
@@ -248,6 +259,7 @@ mod tests {
             (TEMPLATE_VERSION_ENV, "latest"),
             (EXECUTION_ROLE_ENV, "my-role"),
             (LOG_LEVEL_ENV, "TRACE"),
+            (rayito::BACKEND_ENV, "lcoal"),
         ];
         for (variable, value) in cases {
             let err = settings(&[(variable, value)]).unwrap_err();

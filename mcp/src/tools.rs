@@ -155,6 +155,9 @@ impl Record {
                     bytes_in = self.bytes_in,
                     duration_ms,
                     error_kind = failure.kind,
+                    grpc_code = failure.codes.grpc_code,
+                    aws_code = failure.codes.aws_code.as_deref(),
+                    request_id = failure.codes.request_id.as_deref(),
                     "tool call failed"
                 );
                 CallToolResult::error(vec![ContentBlock::text(failure.message)])
@@ -580,7 +583,8 @@ async fn read_prefix(
     {
         data.truncate(e.valid_up_to());
     }
-    Ok((data.clone(), size.saturating_sub(data.len() as u64)))
+    let unread = size.saturating_sub(data.len() as u64);
+    Ok((data, unread))
 }
 
 /// One `list_files` entry.

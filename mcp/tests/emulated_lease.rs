@@ -125,7 +125,14 @@ async fn a_missing_template_is_a_sentence_and_nothing_is_created() {
         server.error("run_command", json!({"cmd": "true"})).await,
         expected
     );
-    server.close().await;
+    // The operator's log says why (the SDK's message) and what kind.
+    let log = server.close().await;
+    let line = log
+        .lines()
+        .find(|l| l.contains("sandbox creation failed"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains("error_kind=\"invalid_argument\""), "{line}");
+    assert!(line.contains("set RAYITO_TEMPLATE"), "{line}");
 
     // An image the account does not have.
     let mut env = env_for(&emulator);

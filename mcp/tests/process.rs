@@ -70,6 +70,13 @@ fn an_invalid_setting_exits_2_naming_the_variable() {
         assert_eq!(code, Some(2), "{variable}: {stderr}");
         assert_eq!(stderr, message);
     }
+    // The backend too (the SDK would refuse it only at the first call).
+    let (code, stderr) = run(&[], &[("RAYITO_BACKEND", "lcoal")]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(
+        stderr,
+        "rayito-mcp: invalid RAYITO_BACKEND: local or aws (unset: aws)\n"
+    );
 }
 
 #[test]
