@@ -108,16 +108,25 @@ fn refused_arguments_exit_2() {
     assert_eq!(code, Some(2));
 }
 
-/// A POST of `initialize` to `http://<addr>/mcp` with this Host and
-/// Origin; the status and body.
-async fn initialize(addr: &str, host: &str, origin: Option<&str>) -> (u16, String) {
+/// The `initialize` request of an MCP client.
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}"#;
+
+/// A POST of `body` to `http://<addr>/mcp` with this Host, Origin and
+/// session; the status, the session id the server answers with, and the
+/// body (an event stream for a request, read until it ends).
+async fn post(
+    addr: &str,
+    host: &str,
+    origin: Option<&str>,
+    session: Option<&str>,
+    body: &str,
+) -> (u16, Option<String>, String) {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
             .await
             .unwrap();
     tokio::spawn(conn);
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}"#;
     let mut request = hyper::Request::post("/mcp")
         .header("host", host)
         .header("content-type", "application/json")
@@ -125,17 +134,31 @@ async fn initialize(addr: &str, host: &str, origin: Option<&str>) -> (u16, Strin
     if let Some(origin) = origin {
         request = request.header("origin", origin);
     }
-    let request = request.body(Full::new(Bytes::from(body))).unwrap();
+    if let Some(session) = session {
+        request = request
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-06-18");
+    }
+    let request = request
+        .body(Full::new(Bytes::from(body.to_owned())))
+        .unwrap();
     let response = sender.send_request(request).await.unwrap();
     let status = response.status().as_u16();
-    // The success answer is an event stream that stays open: read only
-    // what comes within a moment.
-    let body = tokio::time::timeout(Duration::from_secs(2), response.into_body().collect())
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body = tokio::time::timeout(Duration::from_secs(60), response.into_body().collect())
         .await
-        .ok()
-        .and_then(Result::ok)
-        .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
-        .unwrap_or_default();
+        .expect("the answer ends")
+        .unwrap()
+        .to_bytes();
+    (status, session, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// [`post`] of `initialize`: the status and body.
+async fn initialize(addr: &str, host: &str, origin: Option<&str>) -> (u16, String) {
+    let (status, _, body) = post(addr, host, origin, None, INITIALIZE).await;
     (status, body)
 }
 
@@ -199,6 +222,30 @@ async fn http_answers_only_its_own_host_and_origin() {
     )
     .await;
     assert_eq!(status, 403);
+
+    // A whole conversation over HTTP: a session, then a tool call.
+    let (status, session, _) = post(&authority, &authority, None, None, INITIALIZE).await;
+    assert_eq!(status, 200);
+    let session = session.expect("a session id");
+    let (status, _, _) = post(
+        &authority,
+        &authority,
+        None,
+        Some(&session),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await;
+    assert_eq!(status, 202);
+    let (status, _, body) = post(
+        &authority,
+        &authority,
+        Some(&own_origin),
+        Some(&session),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":{"cmd":"echo over http"}}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#"\"stdout\":\"over http\\n\""#), "{body}");
 
     // SIGTERM stops it cleanly.
     let pid = child.id().unwrap();

@@ -64,6 +64,20 @@ async fn every_tool_over_stdio_on_the_local_backend() {
         json!({"sandboxes": [], "truncated": false})
     );
 
+    // Concurrent first calls share the one sandbox they create.
+    let (a, b) = tokio::join!(
+        server.call("run_command", json!({"cmd": "echo a"})),
+        server.call("run_command", json!({"cmd": "echo b"})),
+    );
+    assert_eq!(json_of(&a)["stdout"], "a\n");
+    assert_eq!(json_of(&b)["stdout"], "b\n");
+    let sandboxes = server.json("list_sandboxes", json!({})).await;
+    assert_eq!(
+        sandboxes["sandboxes"].as_array().unwrap().len(),
+        1,
+        "{sandboxes}"
+    );
+
     // run_code: the kernel keeps state between calls.
     server.json("run_code", json!({"code": "x = 21"})).await;
     let run = server
