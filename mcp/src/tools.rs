@@ -4,24 +4,23 @@
 //! for the model (`crate::failure`).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use rayito::transfer::{DownloadUrlOptions, UploadMethod, UploadUrlOptions};
-use rayito::{
-    CommandOptions, EntryInfo, Execution, ExecutionResult, FileType, ListQuery, RunCodeOptions,
-    Sandbox, SandboxError,
-};
+use rayito::{CommandOptions, FileType, ListQuery, RunCodeOptions, Sandbox, SandboxError};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{
-    CallToolResult, ContentBlock, Implementation, ResourceContents, ServerCapabilities,
-    ServerConfig,
-};
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+mod record;
+mod shapes;
+
+use self::record::{Record, json_block};
+use self::shapes::{entry_json, execution_content};
 use crate::failure::Failure;
 use crate::lease::Lease;
 use crate::time::rfc3339;
@@ -108,64 +107,6 @@ pub struct ListFilesArgs {
     pub depth: Option<u32>,
 }
 
-/// What one call logs: sizes, never contents.
-#[derive(Debug)]
-struct Record {
-    tool: &'static str,
-    started: Instant,
-    sandbox_id: Option<String>,
-    bytes_in: usize,
-    bytes_out: usize,
-    exit_code: Option<i32>,
-}
-
-impl Record {
-    fn new(tool: &'static str, bytes_in: usize) -> Record {
-        Record {
-            tool,
-            started: Instant::now(),
-            sandbox_id: None,
-            bytes_in,
-            bytes_out: 0,
-            exit_code: None,
-        }
-    }
-
-    /// The tool's result, and its log line.
-    fn finish(self, outcome: Result<Vec<ContentBlock>, Failure>) -> CallToolResult {
-        let duration_ms = self.started.elapsed().as_millis() as u64;
-        let sandbox_id = self.sandbox_id.as_deref().unwrap_or("");
-        match outcome {
-            Ok(content) => {
-                tracing::info!(
-                    tool = self.tool,
-                    sandbox_id,
-                    bytes_in = self.bytes_in,
-                    bytes_out = self.bytes_out,
-                    exit_code = self.exit_code,
-                    duration_ms,
-                    "tool call"
-                );
-                CallToolResult::success(content)
-            }
-            Err(failure) => {
-                tracing::info!(
-                    tool = self.tool,
-                    sandbox_id,
-                    bytes_in = self.bytes_in,
-                    duration_ms,
-                    error_kind = failure.kind,
-                    grpc_code = failure.codes.grpc_code,
-                    aws_code = failure.codes.aws_code.as_deref(),
-                    request_id = failure.codes.request_id.as_deref(),
-                    "tool call failed"
-                );
-                CallToolResult::error(vec![ContentBlock::text(failure.message)])
-            }
-        }
-    }
-}
-
 /// `value`, or the default, refused outside `[min, max]` before any I/O.
 fn bounded<T>(
     value: Option<T>,
@@ -183,13 +124,6 @@ where
         ));
     }
     Ok(value)
-}
-
-/// The JSON text block every successful tool returns first.
-fn json_block(value: &Value, record: &mut Record) -> ContentBlock {
-    let text = value.to_string();
-    record.bytes_out += text.len();
-    ContentBlock::text(text)
 }
 
 impl SandboxTools {
@@ -585,112 +519,6 @@ async fn read_prefix(
     }
     let unread = size.saturating_sub(data.len() as u64);
     Ok((data, unread))
-}
-
-/// One `list_files` entry.
-fn entry_json(entry: &EntryInfo) -> Value {
-    let kind = match entry.file_type {
-        FileType::File => "file",
-        FileType::Directory => "dir",
-        FileType::Symlink => "symlink",
-        _ => "other",
-    };
-    json!({
-        "name": entry.name,
-        "path": entry.path,
-        "type": kind,
-        "size": entry.size,
-        "modified_time": entry.modified_time.map(rfc3339),
-    })
-}
-
-/// The MIME types of a result, in the contract's order.
-fn mime_types(result: &ExecutionResult) -> Vec<String> {
-    result
-        .formats()
-        .into_iter()
-        .map(|format| {
-            match format {
-                "text" => "text/plain",
-                "html" => "text/html",
-                "markdown" => "text/markdown",
-                "svg" => "image/svg+xml",
-                "png" => "image/png",
-                "jpeg" => "image/jpeg",
-                "pdf" => "application/pdf",
-                "latex" => "text/latex",
-                "javascript" => "application/javascript",
-                "json" => "application/json",
-                "data" => "e2b/data",
-                "chart" => "e2b/chart",
-                // Any other key is a MIME type already.
-                other => other,
-            }
-            .to_owned()
-        })
-        .collect()
-}
-
-/// `run_code`'s content: the JSON block, then PNG and JPEG results as
-/// images and SVG results as resources.
-fn execution_content(
-    sandbox_id: &str,
-    execution: &Execution,
-    record: &mut Record,
-) -> Vec<ContentBlock> {
-    let (text, cut_text) = match execution.text() {
-        Some(text) => {
-            let (text, cut) = truncate(text);
-            (Some(text), cut)
-        }
-        None => (None, false),
-    };
-    let (stdout, cut_out) = truncate(&execution.logs.stdout.concat());
-    let (stderr, cut_err) = truncate(&execution.logs.stderr.concat());
-    let mut cut_error = false;
-    let error = execution.error.as_ref().map(|e| {
-        let (value, cut_value) = truncate(&e.value);
-        let (traceback, cut_traceback) = truncate(&e.traceback);
-        cut_error = cut_value || cut_traceback;
-        json!({"name": e.name, "value": value, "traceback": traceback})
-    });
-    let results: Vec<Value> = execution
-        .results
-        .iter()
-        .enumerate()
-        .map(|(index, r)| json!({"index": index, "mime_types": mime_types(r)}))
-        .collect();
-    let value = json!({
-        "text": text,
-        "stdout": stdout,
-        "stderr": stderr,
-        "error": error,
-        "execution_count": execution.execution_count,
-        "results": results,
-        "truncated": execution.truncated || cut_text || cut_out || cut_err || cut_error,
-    });
-    let mut content = vec![json_block(&value, record)];
-    let count = execution
-        .execution_count
-        .map_or_else(|| "unknown".to_owned(), |c| c.to_string());
-    for (index, result) in execution.results.iter().enumerate() {
-        if let Some(png) = &result.png {
-            record.bytes_out += png.len();
-            content.push(ContentBlock::image(png.clone(), "image/png"));
-        }
-        if let Some(jpeg) = &result.jpeg {
-            record.bytes_out += jpeg.len();
-            content.push(ContentBlock::image(jpeg.clone(), "image/jpeg"));
-        }
-        if let Some(svg) = &result.svg {
-            record.bytes_out += svg.len();
-            let uri = format!("rayito://{sandbox_id}/results/{count}/{index}.svg");
-            content.push(ContentBlock::resource(
-                ResourceContents::text(svg.clone(), uri).with_mime_type("image/svg+xml"),
-            ));
-        }
-    }
-    content
 }
 
 #[tool_handler(router = self.tool_router)]
