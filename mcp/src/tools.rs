@@ -24,7 +24,7 @@ use self::shapes::{entry_json, execution_content};
 use crate::failure::Failure;
 use crate::lease::Lease;
 use crate::time::rfc3339;
-use crate::truncate::truncate;
+use crate::truncate::{prefix_chars, truncate};
 
 /// Default and bounds of `run_code`'s timeout (seconds).
 const CODE_TIMEOUT: (u64, u64, u64) = (300, 1, 3_600);
@@ -337,21 +337,24 @@ impl SandboxTools {
         if info.file_type == FileType::Directory {
             return Err(Failure::argument("path", "is a directory; use list_files"));
         }
-        let read = if info.size <= READ_WHOLE_BYTES {
-            files.read(&path).await.map(|data| (data, 0))
+        let whole = info.size <= READ_WHOLE_BYTES;
+        let read = if whole {
+            files.read(&path).await
         } else {
-            read_prefix(&sandbox, &path, info.size).await
+            read_prefix(&sandbox, &path).await
         };
-        let (data, unread) = match read {
-            Ok(read) => read,
+        let data = match read {
+            Ok(data) => data,
             Err(e) => return Err(self.failed(&sandbox, &e, Some(&path)).await),
         };
-        let (content, cut) = if unread == 0 {
+        let (content, cut) = if whole {
             truncate(&String::from_utf8_lossy(&data))
         } else {
-            let text = String::from_utf8_lossy(&data);
-            let (mut content, _) = truncate(&text);
-            content.push_str(&MORE_BYTES_SUFFIX.replace("{n}", &unread.to_string()));
+            // Part of a large file: as many characters as a text may
+            // hold, then how many bytes of the file were left out.
+            let (mut content, consumed) = prefix_chars(&data, crate::truncate::MAX_CHARS);
+            let left = info.size.saturating_sub(consumed as u64);
+            content.push_str(&MORE_BYTES_SUFFIX.replace("{n}", &left.to_string()));
             (content, true)
         };
         let value = json!({
@@ -493,12 +496,8 @@ impl SandboxTools {
 }
 
 /// The first [`READ_PREFIX_BYTES`] of a large file (the stream is dropped
-/// after them, which cancels the read), and how many bytes were left.
-async fn read_prefix(
-    sandbox: &Sandbox,
-    path: &str,
-    size: u64,
-) -> Result<(Vec<u8>, u64), SandboxError> {
+/// after them, which cancels the read).
+async fn read_prefix(sandbox: &Sandbox, path: &str) -> Result<Vec<u8>, SandboxError> {
     let mut chunks = sandbox.files().read_stream(path).await?;
     let mut data = Vec::with_capacity(READ_PREFIX_BYTES);
     while data.len() < READ_PREFIX_BYTES {
@@ -511,14 +510,7 @@ async fn read_prefix(
             None => break,
         }
     }
-    // A character cut at the end is left out rather than shown as U+FFFD.
-    if let Err(e) = std::str::from_utf8(&data)
-        && e.error_len().is_none()
-    {
-        data.truncate(e.valid_up_to());
-    }
-    let unread = size.saturating_sub(data.len() as u64);
-    Ok((data, unread))
+    Ok(data)
 }
 
 #[tool_handler(router = self.tool_router)]

@@ -26,9 +26,50 @@ pub fn truncate(text: &str) -> (String, bool) {
     truncate_to(text, MAX_CHARS)
 }
 
+/// The first `max` characters of `data` read as UTF-8 (each invalid
+/// sequence one U+FFFD, as `String::from_utf8_lossy` reads it), and how
+/// many bytes of `data` they took.
+pub fn prefix_chars(data: &[u8], max: usize) -> (String, usize) {
+    let mut text = String::new();
+    let mut chars = 0;
+    let mut consumed = 0;
+    for chunk in data.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if chars == max {
+                return (text, consumed);
+            }
+            text.push(c);
+            chars += 1;
+            consumed += c.len_utf8();
+        }
+        if !chunk.invalid().is_empty() {
+            if chars == max {
+                return (text, consumed);
+            }
+            text.push(char::REPLACEMENT_CHARACTER);
+            chars += 1;
+            consumed += chunk.invalid().len();
+        }
+    }
+    (text, consumed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefix_counts_the_bytes_it_took() {
+        assert_eq!(prefix_chars("héllo".as_bytes(), 2), ("hé".to_owned(), 3));
+        assert_eq!(
+            prefix_chars("héllo".as_bytes(), 99),
+            ("héllo".to_owned(), 6)
+        );
+        // An invalid byte is one character; a sequence cut at the end too.
+        assert_eq!(prefix_chars(b"a\xffb", 2), ("a\u{fffd}".to_owned(), 2));
+        assert_eq!(prefix_chars(b"ab\xc3", 3), ("ab\u{fffd}".to_owned(), 3));
+        assert_eq!(prefix_chars(b"", 3), (String::new(), 0));
+    }
 
     #[test]
     fn short_text_is_kept_whole() {

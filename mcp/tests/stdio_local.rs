@@ -339,6 +339,38 @@ async fn failures_reach_the_model_as_sentences() {
         ran["stdout"].as_str().unwrap(),
         format!("{}\n[10 more characters]", "é".repeat(100_000))
     );
+    // A file over 8 MiB: its first 100,000 characters, then how many of
+    // its bytes were left out.
+    let made = server
+        .json(
+            "run_command",
+            json!({"cmd": "head -c 9437184 /dev/zero | tr '\\0' a > /home/user/big.txt"}),
+        )
+        .await;
+    assert_eq!(made["exit_code"], 0, "{made}");
+    let read = server
+        .json("read_file", json!({"path": "/home/user/big.txt"}))
+        .await;
+    assert_eq!(read["size"], 9_437_184);
+    assert_eq!(read["truncated"], true);
+    assert_eq!(
+        read["content"].as_str().unwrap(),
+        format!("{}\n[9337184 more bytes]", "a".repeat(100_000))
+    );
+
+    // A directory of more than 1,000 entries lists 1,000.
+    let made = server
+        .json(
+            "run_command",
+            json!({"cmd": "mkdir -p /home/user/many && cd /home/user/many && seq 1 1001 | xargs touch"}),
+        )
+        .await;
+    assert_eq!(made["exit_code"], 0, "{made}");
+    let listed = server
+        .json("list_files", json!({"path": "/home/user/many"}))
+        .await;
+    assert_eq!(listed["entries"].as_array().unwrap().len(), 1_000);
+    assert_eq!(listed["truncated"], true);
     server.close().await;
 }
 
