@@ -324,6 +324,14 @@ mod tests {
                 "docs/mcp.md does not transcribe: {sentence}"
             );
         }
+        // The suffixes of cut texts, as the docs write them.
+        for suffix in [crate::truncate::SUFFIX, crate::tools::MORE_BYTES_SUFFIX] {
+            let written = suffix.replace('\n', "\\n").replace("{n}", "N");
+            assert!(
+                doc.contains(&format!("`{written}`")),
+                "docs/mcp.md does not transcribe: {written}"
+            );
+        }
     }
 
     #[test]
