@@ -115,8 +115,9 @@ pub async fn serve(listen: Listen, lease: Arc<Lease>) -> Result<(), String> {
         config,
     );
     let router = axum::Router::new().nest_service(MCP_PATH, service);
-    // The line a user (and the tests) read to find the server.
-    tracing::warn!("serving MCP at http://{authority}{MCP_PATH}");
+    // The line a user (and the tests) read to find the server: printed
+    // whatever the log level, as `--port 0` makes it the only way to know.
+    eprintln!("rayito-mcp: serving MCP at http://{authority}{MCP_PATH}");
     let served = axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             let signal = crate::shutdown_signal().await;
