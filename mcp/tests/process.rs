@@ -248,12 +248,7 @@ async fn http_answers_only_its_own_host_and_origin() {
     assert!(body.contains(r#"\"stdout\":\"over http\\n\""#), "{body}");
 
     // SIGTERM stops it cleanly.
-    let pid = child.id().unwrap();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    support::sigterm(child.id().unwrap());
     let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
         .await
         .expect("the server stops")

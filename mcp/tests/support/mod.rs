@@ -106,11 +106,7 @@ impl Server {
     /// Sends SIGTERM and returns everything the server wrote to stderr
     /// once it has exited.
     pub async fn terminate(self) -> String {
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &self.pid.to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success());
+        sigterm(self.pid);
         let log = tokio::time::timeout(std::time::Duration::from_secs(30), self.stderr)
             .await
             .expect("the server exits")
@@ -150,4 +146,11 @@ pub fn error_of(result: &CallToolResult) -> String {
 /// A text block's text.
 pub fn text_of(block: &ContentBlock) -> &str {
     &block.as_text().expect("a text block").text
+}
+
+/// Sends SIGTERM to the process `pid`.
+pub fn sigterm(pid: u32) {
+    let pid =
+        rustix::process::Pid::from_raw(i32::try_from(pid).expect("a pid")).expect("a non-zero pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
 }
