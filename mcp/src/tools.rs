@@ -83,7 +83,7 @@ pub struct RunCommandArgs {
 /// A path in the sandbox.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct PathArgs {
-    /// An absolute path in the sandbox (or relative to /home/user).
+    /// An absolute path in the sandbox.
     pub path: String,
 }
 
@@ -180,7 +180,8 @@ impl SandboxTools {
     }
 
     #[tool(
-        description = "Read a text file from the sandbox. Returns JSON {path, content, size, truncated}."
+        description = "Read a text file from the sandbox. Returns JSON {path, content, size, truncated}.",
+        annotations(read_only_hint = true)
     )]
     async fn read_file(
         &self,
@@ -204,7 +205,8 @@ impl SandboxTools {
     }
 
     #[tool(
-        description = "List a directory of the sandbox. Returns JSON {path, entries[{name, path, type, size, modified_time}], truncated}; type is file, dir, symlink or other."
+        description = "List a directory of the sandbox. Returns JSON {path, entries[{name, path, type, size, modified_time}], truncated}; type is file, dir, symlink or other.",
+        annotations(read_only_hint = true)
     )]
     async fn list_files(
         &self,
@@ -216,7 +218,8 @@ impl SandboxTools {
     }
 
     #[tool(
-        description = "List the sandboxes of the account (never creates one). Returns JSON {sandboxes[{sandbox_id, state, template, template_version, started_at, current}], truncated}; current marks this server's sandbox."
+        description = "List the sandboxes of the account (never creates one). Returns JSON {sandboxes[{sandbox_id, state, template, template_version, started_at, current}], truncated}; current marks this server's sandbox.",
+        annotations(read_only_hint = true)
     )]
     async fn list_sandboxes(&self) -> Result<CallToolResult, ErrorData> {
         let mut record = Record::new("list_sandboxes", 0);
@@ -225,7 +228,8 @@ impl SandboxTools {
     }
 
     #[tool(
-        description = "Kill this server's sandbox and start a fresh one (files, variables and processes are lost). Returns JSON {previous_sandbox_id, sandbox_id}."
+        description = "Kill this server's sandbox and start a fresh one (files, variables and processes are lost). Returns JSON {previous_sandbox_id, sandbox_id}.",
+        annotations(destructive_hint = true)
     )]
     async fn reset(&self) -> Result<CallToolResult, ErrorData> {
         let mut record = Record::new("reset", 0);
@@ -253,7 +257,8 @@ impl SandboxTools {
     }
 
     #[tool(
-        description = "A link to download a file of the sandbox (an HTTP GET before expires_at). Needs a staging bucket (RAYITO_TRANSFER_BUCKET). Returns JSON {path, url, size, sha256, expires_at}."
+        description = "A link to download a file of the sandbox (an HTTP GET before expires_at). Needs a staging bucket (RAYITO_TRANSFER_BUCKET). Returns JSON {path, url, size, sha256, expires_at}.",
+        annotations(read_only_hint = true)
     )]
     async fn download(
         &self,

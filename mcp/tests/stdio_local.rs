@@ -34,14 +34,18 @@ display(Shape())
 async fn every_tool_over_stdio_on_the_local_backend() {
     let server = Server::local(&[]).await;
 
-    let mut tools: Vec<String> = server
-        .client
-        .list_all_tools()
-        .await
-        .expect("tools/list")
-        .into_iter()
-        .map(|t| t.name.into_owned())
-        .collect();
+    let listed = server.client.list_all_tools().await.expect("tools/list");
+    // Hints for clients that ask before running a tool.
+    let hint = |name: &str| {
+        let tool = listed.iter().find(|t| t.name == name).unwrap();
+        let annotations = tool.annotations.clone().unwrap_or_default();
+        (annotations.read_only_hint, annotations.destructive_hint)
+    };
+    assert_eq!(hint("read_file"), (Some(true), None));
+    assert_eq!(hint("list_sandboxes"), (Some(true), None));
+    assert_eq!(hint("reset"), (None, Some(true)));
+    assert_eq!(hint("run_command"), (None, None));
+    let mut tools: Vec<String> = listed.iter().map(|t| t.name.to_string()).collect();
     tools.sort();
     assert_eq!(
         tools,
