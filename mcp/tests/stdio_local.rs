@@ -7,8 +7,8 @@ mod support;
 use serde_json::{Value, json};
 use support::{Server, json_of};
 
-/// A cell whose results are a PNG (a valid 1x1 image), an SVG, and the
-/// main result `7`.
+/// A cell whose results are a PNG (a valid 1x1 image), an SVG, a JPEG
+/// (its start and end markers), and the main result `7`.
 const IMAGES: &str = r#"
 import base64, struct, zlib
 def _chunk(kind, data):
@@ -23,9 +23,13 @@ class Dot:
 class Shape:
     def _repr_svg_(self): return '<svg xmlns="http://www.w3.org/2000/svg"/>'
     def __repr__(self): return "Shape()"
+class Photo:
+    def _repr_jpeg_(self): return b"\xff\xd8\xff\xd9"
+    def __repr__(self): return "Photo()"
 print(base64.b64encode(PNG).decode())
 display(Dot())
 display(Shape())
+display(Photo())
 7
 "#;
 
@@ -123,12 +127,13 @@ async fn every_tool_over_stdio_on_the_local_backend() {
         json!([
             {"index": 0, "mime_types": ["text/plain", "image/png"]},
             {"index": 1, "mime_types": ["text/plain", "image/svg+xml"]},
-            {"index": 2, "mime_types": ["text/plain"]},
+            {"index": 2, "mime_types": ["text/plain", "image/jpeg"]},
+            {"index": 3, "mime_types": ["text/plain"]},
         ]),
         "{run}"
     );
     let count = run["execution_count"].as_u64().unwrap();
-    assert_eq!(result.content.len(), 3, "{result:?}");
+    assert_eq!(result.content.len(), 4, "{result:?}");
     let image = result.content[1].as_image().expect("an image block");
     assert_eq!(image.mime_type, "image/png");
     assert_eq!(image.data, png_base64);
@@ -145,6 +150,9 @@ async fn every_tool_over_stdio_on_the_local_backend() {
     assert_eq!(uri, &format!("rayito://{id}/results/{count}/1.svg"));
     assert_eq!(mime_type.as_deref(), Some("image/svg+xml"));
     assert_eq!(text, r#"<svg xmlns="http://www.w3.org/2000/svg"/>"#);
+    let jpeg = result.content[3].as_image().expect("an image block");
+    assert_eq!(jpeg.mime_type, "image/jpeg");
+    assert_eq!(jpeg.data, "/9j/2Q==");
 
     // run_command: a non-zero exit is a result.
     let ran = server
