@@ -32,6 +32,7 @@ const SCANNED: &[&str] = &[
     "proto",
     "cli",
     "compat",
+    "mcp",
     "docs",
     "examples",
     "tests",
