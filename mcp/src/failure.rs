@@ -1,7 +1,8 @@
 //! What a failed tool call tells the model: one sentence per kind of
 //! failure, chosen from the SDK's error variant, never the error's own text
 //! (which may quote AWS) and never a stack. docs/mcp.md transcribes these
-//! sentences; `tests/doc_messages.rs` keeps the two in step.
+//! sentences; the unit test `the_docs_transcribe_every_sentence` keeps
+//! the two in step.
 
 use rayito::SandboxError;
 use rayito::error::{SandboxCode, TimeoutScope};
