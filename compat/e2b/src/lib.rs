@@ -37,6 +37,7 @@ mod options;
 mod paginator;
 mod pty;
 mod sandbox;
+mod secret;
 mod transfer;
 mod unavailable;
 mod unimplemented;
@@ -66,6 +67,7 @@ pub use rayito::{
 };
 pub use rayito::{ListQuery as SandboxQuery, SandboxSummary};
 pub use sandbox::{ConnectOpts, E2B_DEFAULT_TEMPLATE, OnResume, PauseMode, PauseOpts, Sandbox};
-pub use unavailable::{Secret, Template, Volume};
+pub use secret::{Secret, SecretInfo, SecretOpts, SecretPaginator};
+pub use unavailable::{Template, Volume};
 pub use unimplemented::{DOC, Missing};
 pub use warnings::{CompatWarning, IGNORED};

@@ -1,4 +1,4 @@
-//! E2B's `Template`, `Volume` and `Secret` classes: every method exists
+//! E2B's `Template` and `Volume` classes: every method exists
 //! with E2B's name and fails `Unimplemented` naming its surface, before any
 //! call. E2B's arguments are taken as one value each (any type) so a port
 //! compiles; none is read.
@@ -128,42 +128,3 @@ unavailable!(
         fn write_file(path, data);
     ]
 );
-
-unavailable!(
-    /// E2B's `Secret`: its secret vault. Keep secrets in AWS Secrets
-    /// Manager (`rayito::secrets`, the SDK's `secrets` feature) and give
-    /// them to a sandbox with `SandboxBuilder::secret` instead.
-    Secret,
-    Missing::Secret,
-    [
-        /// `Secret.create(name, value)`.
-        fn create(name, value);
-        /// `Secret.destroy(secret)`.
-        fn destroy(secret);
-        /// `Secret.exists(secret)`.
-        fn exists(secret);
-        /// `Secret.fill(secret)`.
-        fn fill(secret);
-        /// `Secret.get_info(secret)`.
-        fn get_info(secret);
-        /// `Secret.list()`.
-        fn list();
-        /// `Secret.update(secret, value)`.
-        fn update(secret, value);
-    ]
-);
-
-impl Secret {
-    /// `Secret.iam_token(audience=, token_type=)`: there are no audience
-    /// tokens.
-    ///
-    /// # Errors
-    /// Always `Unimplemented { feature: "iam" }`, with no call made.
-    #[allow(clippy::unused_async)]
-    pub async fn iam_token(
-        _audience: impl Send,
-        _token_type: impl Send,
-    ) -> Result<std::convert::Infallible, SandboxError> {
-        Err(Missing::Iam.error())
-    }
-}

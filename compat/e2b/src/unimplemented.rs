@@ -64,8 +64,10 @@ pub enum Missing {
     Template,
     /// E2B's `Volume` class.
     Volume,
-    /// E2B's `Secret` class.
+    /// E2B's `Secret` class in a build without the `secrets` feature.
     Secret,
+    /// `Secret.fill`: E2B's placeholder.
+    SecretFill,
 }
 
 impl Missing {
@@ -98,6 +100,7 @@ impl Missing {
         Self::Template,
         Self::Volume,
         Self::Secret,
+        Self::SecretFill,
     ];
 
     /// The stable feature key (`SandboxError::Unimplemented::feature`).
@@ -130,6 +133,7 @@ impl Missing {
             Self::Template => "template",
             Self::Volume => "volume",
             Self::Secret => "secret",
+            Self::SecretFill => "secret.fill",
         }
     }
 
@@ -179,7 +183,10 @@ impl Missing {
                 "E2B's build service is not mirrored; rayito::template::Template (the templates feature) has its builder names, and `rayito template build` builds the image"
             }
             Self::Secret => {
-                "E2B's secret vault is not mirrored; rayito::secrets::SecretStore (AWS Secrets Manager) has its create, update, get_info, exists, list and destroy"
+                "secrets live in AWS Secrets Manager through rayito's secret store; build rayito-e2b with its secrets feature"
+            }
+            Self::SecretFill => {
+                "nothing resolves ${e2b.secrets.<name>} placeholders; give a sandbox the secret as an environment variable with rayito's SandboxBuilder::secret"
             }
         }
     }

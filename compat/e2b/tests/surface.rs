@@ -53,6 +53,8 @@ surface!(|sbx: &Sandbox,
           watch: WatchHandle,
           paginator: SandboxPaginator,
           secret: SecretValue,
+          secret_info: SecretInfo,
+          secret_paginator: SecretPaginator,
           opts: SandboxOpts,
           api: ApiParams,
           connect: ConnectOpts,
@@ -283,14 +285,23 @@ surface!(|sbx: &Sandbox,
         "SandboxPaginator::next_items" => { let _ = assert_send(&paginator.next_items()); }
         "SandboxPaginator::next_token" => { let _ = paginator.next_token(); }
         "SandboxQuery::new" => { let _ = SandboxQuery::new(); }
-        "Secret::create" => { let _ = assert_send(&Secret::create("x", "x")); }
-        "Secret::destroy" => { let _ = assert_send(&Secret::destroy("x")); }
-        "Secret::exists" => { let _ = assert_send(&Secret::exists("x")); }
-        "Secret::fill" => { let _ = assert_send(&Secret::fill("x")); }
-        "Secret::get_info" => { let _ = assert_send(&Secret::get_info("x")); }
+        "Secret::create" => { let _ = assert_send(&Secret::create("x", "x", None, SecretOpts::default())); }
+        "Secret::destroy" => { let _ = assert_send(&Secret::destroy("x", SecretOpts::default())); }
+        "Secret::exists" => { let _ = assert_send(&Secret::exists("x", SecretOpts::default())); }
+        "Secret::fill" => { let _ = Secret::fill("x"); }
+        "Secret::get_info" => { let _ = assert_send(&Secret::get_info("x", SecretOpts::default())); }
         "Secret::iam_token" => { let _ = assert_send(&Secret::iam_token("x", "x")); }
-        "Secret::list" => { let _ = assert_send(&Secret::list()); }
-        "Secret::update" => { let _ = assert_send(&Secret::update("x", "x")); }
+        "Secret::list" => { let _ = Secret::list(Some(1), None, SecretOpts::default()); }
+        "Secret::update" => { let _ = assert_send(&Secret::update("x", SecretValue::new("x"), Some(Default::default()), SecretOpts::default())); }
+        "SecretInfo.created_at" => { let _ = &secret_info.created_at; }
+        "SecretInfo.metadata" => { let _ = &secret_info.metadata; }
+        "SecretInfo.name" => { let _ = &secret_info.name; }
+        "SecretInfo.secret_id" => { let _ = &secret_info.secret_id; }
+        "SecretInfo.updated_at" => { let _ = &secret_info.updated_at; }
+        "SecretInfo.version" => { let _ = &secret_info.version; }
+        "SecretPaginator::has_next" => { let _ = secret_paginator.has_next(); }
+        "SecretPaginator::next_items" => { let _ = assert_send(&secret_paginator.next_items()); }
+        "SecretPaginator::next_token" => { let _ = secret_paginator.next_token(); }
         "Template::alias_exists" => { let _ = assert_send(&Template::alias_exists("x")); }
         "Template::assign_tags" => { let _ = assert_send(&Template::assign_tags("x", "x")); }
         "Template::build" => { let _ = assert_send(&Template::build("x", "x")); }
@@ -444,14 +455,6 @@ fn every_exception_class_of_e2b_is_a_class_here() {
 #[tokio::test]
 async fn e2b_classes_with_no_equivalent_fail_with_their_feature() {
     let calls: Vec<(Result<std::convert::Infallible, SandboxError>, &str)> = vec![
-        (Secret::create("x", "x").await, "secret"),
-        (Secret::destroy("x").await, "secret"),
-        (Secret::exists("x").await, "secret"),
-        (Secret::fill("x").await, "secret"),
-        (Secret::get_info("x").await, "secret"),
-        (Secret::iam_token("x", "x").await, "iam"),
-        (Secret::list().await, "secret"),
-        (Secret::update("x", "x").await, "secret"),
         (Template::alias_exists("x").await, "template"),
         (Template::assign_tags("x", "x").await, "template"),
         (Template::build("x", "x").await, "template"),
@@ -498,16 +501,12 @@ async fn e2b_classes_with_no_equivalent_fail_with_their_feature() {
     let stubs = rows()
         .iter()
         .filter(|r| {
-            ["Template::", "Volume::", "Secret::"]
+            ["Template::", "Volume::"]
                 .iter()
                 .any(|p| r.rayito.starts_with(p))
         })
         .count();
-    assert_eq!(
-        calls.len(),
-        stubs,
-        "one call per Template, Volume and Secret row"
-    );
+    assert_eq!(calls.len(), stubs, "one call per Template and Volume row");
     for (outcome, key) in calls {
         match outcome {
             Err(SandboxError::Unimplemented { feature, doc, .. }) => {
@@ -520,6 +519,57 @@ async fn e2b_classes_with_no_equivalent_fail_with_their_feature() {
 }
 
 const DOC_PATH: &str = rayito_e2b::DOC;
+
+/// The pinned text of an `Unimplemented` error of `key`.
+fn unimplemented(err: &SandboxError, key: &str) {
+    match err {
+        SandboxError::Unimplemented { feature, doc, .. } => {
+            assert_eq!(&**feature, key);
+            assert_eq!(doc.as_deref(), Some(DOC_PATH));
+        }
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+/// `Secret.fill` and `iam_token` have nothing to stand on in any build.
+#[tokio::test]
+async fn secret_fill_and_iam_token_are_unimplemented() {
+    let fill = Secret::fill("openai").unwrap_err();
+    unimplemented(&fill, "secret.fill");
+    assert_eq!(
+        fill.to_string(),
+        "feature secret.fill is not available: nothing resolves ${e2b.secrets.<name>} placeholders; give a sandbox the secret as an environment variable with rayito's SandboxBuilder::secret; see docs/e2b-compat.md"
+    );
+    unimplemented(
+        &Secret::iam_token("sts.amazonaws.com", "JWT-SVID")
+            .await
+            .unwrap_err(),
+        "iam",
+    );
+}
+
+/// Without the `secrets` feature, each `Secret` call E2B has fails with
+/// the same signature, before any call, saying how to enable it.
+#[cfg(not(feature = "secrets"))]
+#[tokio::test]
+async fn without_the_secrets_feature_the_secret_class_says_how_to_enable_it() {
+    let opts = SecretOpts::default;
+    let errors = [
+        Secret::create("x", "v", None, opts()).await.unwrap_err(),
+        Secret::update("x", "v", None, opts()).await.unwrap_err(),
+        Secret::get_info("x", opts()).await.unwrap_err(),
+        Secret::exists("x", opts()).await.unwrap_err(),
+        Secret::destroy("x", opts()).await.unwrap_err(),
+        Secret::list(None, None, opts()).unwrap_err(),
+    ];
+    for err in &errors {
+        unimplemented(err, "secret");
+        assert_eq!(
+            err.to_string(),
+            "feature secret is not available: secrets live in AWS Secrets Manager through rayito's secret store; build rayito-e2b with its secrets feature; see docs/e2b-compat.md"
+        );
+    }
+}
 
 #[tokio::test]
 async fn list_refuses_a_next_token_before_any_call() {

@@ -51,6 +51,8 @@ CLASSES = [
     ("Template", e2b.Template),
     ("Volume", e2b.Volume),
     ("Secret", e2b.Secret),
+    ("SecretPaginator", e2b.SecretPaginator),
+    ("SecretInfo", e2b.SecretInfo),
 ]
 
 # Methods whose keyword arguments are items of their own (the ones a
