@@ -118,17 +118,29 @@ async fn the_secret_class_creates_describes_lists_updates_and_destroys() {
     assert_eq!(created.name, "openai");
     assert_eq!(created.version, 1);
     assert_eq!(created.metadata, meta(&[("team", "ml")]));
-    assert!(created.secret_id.starts_with("arn:aws:secretsmanager:us-east-1:"));
+    assert!(
+        created
+            .secret_id
+            .starts_with("arn:aws:secretsmanager:us-east-1:")
+    );
     assert!(created.secret_id.contains(":secret:e2b-test/openai"));
     let debug = format!("{created:?}");
     no_value(&debug);
-    assert!(!debug.contains("openai"), "the name is not in Debug: {debug}");
+    assert!(
+        !debug.contains("openai"),
+        "the name is not in Debug: {debug}"
+    );
 
-    // A second create of the name is a SecretException, not a "not found".
-    let again = Secret::create("openai", VALUE, None, opts(&moto, prefix))
+    // A second create of the name (another value: the same one is an
+    // idempotent retry) is a SecretException, not a "not found".
+    let again = Secret::create("openai", NEW_VALUE, None, opts(&moto, prefix))
         .await
         .expect_err("the name exists");
     assert_eq!(class_of(&again), E2bClass::SecretException, "{again:?}");
+    assert_eq!(
+        again.to_string(),
+        "the Secrets Manager call CreateSecret found a secret of that name already; update it, or destroy it first"
+    );
     no_value(&format!("{again} {again:?}"));
 
     // Secret.get_info(secret) by name and by ARN (E2B's secret id).
@@ -174,10 +186,23 @@ async fn the_secret_class_creates_describes_lists_updates_and_destroys() {
     while resumed.has_next() {
         pages += 1;
         assert!(pages < 20, "the listing ends");
-        names.extend(resumed.next_items().await.expect("a page").into_iter().map(|s| s.name));
+        names.extend(
+            resumed
+                .next_items()
+                .await
+                .expect("a page")
+                .into_iter()
+                .map(|s| s.name),
+        );
     }
     assert_eq!(resumed.next_token(), None);
-    assert!(resumed.next_items().await.expect("after the end").is_empty());
+    assert!(
+        resumed
+            .next_items()
+            .await
+            .expect("after the end")
+            .is_empty()
+    );
     names.sort();
     assert_eq!(names, ["b-second", "c-third", "openai"]);
     // The default limit reads all three at once.
@@ -188,14 +213,20 @@ async fn the_secret_class_creates_describes_lists_updates_and_destroys() {
     }
     assert_eq!(listed.len(), 3, "{listed:?}");
     let openai = listed.iter().find(|s| s.name == "openai").expect("listed");
-    assert_eq!((openai.version, &openai.metadata), (1, &meta(&[("team", "ml")])));
+    assert_eq!(
+        (openai.version, &openai.metadata),
+        (1, &meta(&[("team", "ml")]))
+    );
 
     // Secret.update(secret, value, metadata): version 2; metadata kept
     // when not given, replaced when given.
     let updated = Secret::update("openai", NEW_VALUE, None, opts(&moto, prefix))
         .await
         .expect("update");
-    assert_eq!((updated.version, &updated.metadata), (2, &meta(&[("team", "ml")])));
+    assert_eq!(
+        (updated.version, &updated.metadata),
+        (2, &meta(&[("team", "ml")]))
+    );
     let replaced = Secret::update(
         "openai",
         SecretValue::new(NEW_VALUE),
@@ -205,12 +236,19 @@ async fn the_secret_class_creates_describes_lists_updates_and_destroys() {
     .await
     .expect("update with metadata");
     assert_eq!(replaced.version, 3);
-    let info = Secret::get_info("openai", opts(&moto, prefix)).await.unwrap();
-    assert_eq!((info.version, &info.metadata), (3, &meta(&[("team", "infra")])));
+    let info = Secret::get_info("openai", opts(&moto, prefix))
+        .await
+        .unwrap();
+    assert_eq!(
+        (info.version, &info.metadata),
+        (3, &meta(&[("team", "infra")]))
+    );
 
     // Not found: E2B's SecretNotFoundException (a SecretException).
     for err in [
-        Secret::get_info("nope", opts(&moto, prefix)).await.unwrap_err(),
+        Secret::get_info("nope", opts(&moto, prefix))
+            .await
+            .unwrap_err(),
         Secret::update("nope", VALUE, None, opts(&moto, prefix))
             .await
             .unwrap_err(),
@@ -219,19 +257,33 @@ async fn the_secret_class_creates_describes_lists_updates_and_destroys() {
         assert!(is_instance(&err, E2bClass::SecretException));
         assert!(!is_instance(&err, E2bClass::UnimplementedError));
         no_value(&format!("{err} {err:?}"));
-        assert!(!err.to_string().contains("nope"), "the name is not echoed: {err}");
+        assert!(
+            !err.to_string().contains("nope"),
+            "the name is not echoed: {err}"
+        );
     }
 
     // Secret.destroy(secret): true, then false; then it does not exist.
-    assert!(Secret::destroy("openai", opts(&moto, prefix)).await.unwrap());
-    assert!(!Secret::destroy("openai", opts(&moto, prefix)).await.unwrap());
+    assert!(
+        Secret::destroy("openai", opts(&moto, prefix))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !Secret::destroy("openai", opts(&moto, prefix))
+            .await
+            .unwrap()
+    );
     assert!(!Secret::exists("openai", opts(&moto, prefix)).await.unwrap());
     for name in ["b-second", "c-third"] {
         assert!(Secret::destroy(name, opts(&moto, prefix)).await.unwrap());
     }
 
     let log = events.text();
-    assert!(log.contains("rayito::secrets"), "the SDK's events are seen: {log}");
+    assert!(
+        log.contains("rayito::secrets"),
+        "the SDK's events are seen: {log}"
+    );
     no_value(&log);
     let _ = std::io::stderr().flush();
 }
@@ -250,7 +302,9 @@ async fn arguments_are_refused_before_any_call() {
         "invalid limit: a page holds 1 to 100 secrets; pass a limit in that range"
     );
     assert!(Secret::list(Some(0), None, dead.clone()).is_err());
-    let empty = Secret::create("x", "", None, dead.clone()).await.unwrap_err();
+    let empty = Secret::create("x", "", None, dead.clone())
+        .await
+        .unwrap_err();
     assert_eq!(
         empty.to_string(),
         "invalid value: a secret value is empty; pass 1 to 65,536 bytes of UTF-8"
@@ -266,5 +320,8 @@ async fn arguments_are_refused_before_any_call() {
         store: SecretStoreOptions::new().prefix("bad prefix"),
     };
     let err = Secret::exists("x", prefix).await.unwrap_err();
-    assert!(is_instance(&err, E2bClass::InvalidArgumentException), "{err:?}");
+    assert!(
+        is_instance(&err, E2bClass::InvalidArgumentException),
+        "{err:?}"
+    );
 }
