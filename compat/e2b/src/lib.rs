@@ -38,6 +38,7 @@ mod paginator;
 mod pty;
 mod sandbox;
 mod secret;
+mod template;
 mod transfer;
 mod unavailable;
 mod unimplemented;
@@ -68,6 +69,7 @@ pub use rayito::{
 pub use rayito::{ListQuery as SandboxQuery, SandboxSummary};
 pub use sandbox::{ConnectOpts, E2B_DEFAULT_TEMPLATE, OnResume, PauseMode, PauseOpts, Sandbox};
 pub use secret::{Secret, SecretInfo, SecretOpts, SecretPaginator};
-pub use unavailable::{Template, Volume};
+pub use template::{BuildInfo, Template, TemplateBuildStatus, TemplateBuilder, TemplateOpts};
+pub use unavailable::Volume;
 pub use unimplemented::{DOC, Missing};
 pub use warnings::{CompatWarning, IGNORED};

@@ -60,8 +60,16 @@ pub enum Missing {
     UploadUrl,
     /// `download_url` in a build without the `s3` feature.
     DownloadUrl,
-    /// E2B's `Template` class.
+    /// E2B's `Template` class in a build without the `templates` feature.
     Template,
+    /// `Template().from_image(..)` and every start but the base image.
+    TemplateImage,
+    /// A `TemplateBuilder` step with no rayito template step.
+    TemplateStep,
+    /// `TemplateBuilder.apt_install`.
+    TemplateApt,
+    /// `Template.get_tags` / `assign_tags` / `remove_tags`, `tags=`.
+    TemplateTags,
     /// E2B's `Volume` class.
     Volume,
     /// E2B's `Secret` class in a build without the `secrets` feature.
@@ -98,6 +106,10 @@ impl Missing {
         Self::UploadUrl,
         Self::DownloadUrl,
         Self::Template,
+        Self::TemplateImage,
+        Self::TemplateStep,
+        Self::TemplateApt,
+        Self::TemplateTags,
         Self::Volume,
         Self::Secret,
         Self::SecretFill,
@@ -131,6 +143,10 @@ impl Missing {
             Self::UploadUrl => "upload_url",
             Self::DownloadUrl => "download_url",
             Self::Template => "template",
+            Self::TemplateImage => "template.from_image",
+            Self::TemplateStep => "template.step",
+            Self::TemplateApt => "template.apt_install",
+            Self::TemplateTags => "template.tags",
             Self::Volume => "volume",
             Self::Secret => "secret",
             Self::SecretFill => "secret.fill",
@@ -180,7 +196,19 @@ impl Missing {
                 "presigned URLs need S3 staging; build rayito-e2b with its s3 feature and set RAYITO_TRANSFER_BUCKET"
             }
             Self::Template => {
-                "E2B's build service is not mirrored; rayito::template::Template (the templates feature) has its builder names, and `rayito template build` builds the image"
+                "templates are built by rayito's template builds (on AWS and on the local backend); build rayito-e2b with its templates feature"
+            }
+            Self::TemplateImage => {
+                "templates are built on a rayito base image only; start with from_base_image()"
+            }
+            Self::TemplateStep => {
+                "no rayito template step does this; write it as run_cmd"
+            }
+            Self::TemplateApt => {
+                "the base image is Amazon Linux, which has no apt; use dnf_install"
+            }
+            Self::TemplateTags => {
+                "template images have versions, not tags; build another name for each tag"
             }
             Self::Secret => {
                 "secrets live in AWS Secrets Manager through rayito's secret store; build rayito-e2b with its secrets feature"

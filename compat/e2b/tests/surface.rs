@@ -54,6 +54,8 @@ surface!(|sbx: &Sandbox,
           paginator: SandboxPaginator,
           secret: SecretValue,
           secret_info: SecretInfo,
+          builder: TemplateBuilder,
+          build_info: BuildInfo,
           secret_paginator: SecretPaginator,
           opts: SandboxOpts,
           api: ApiParams,
@@ -302,31 +304,52 @@ surface!(|sbx: &Sandbox,
         "SecretPaginator::has_next" => { let _ = secret_paginator.has_next(); }
         "SecretPaginator::next_items" => { let _ = assert_send(&secret_paginator.next_items()); }
         "SecretPaginator::next_token" => { let _ = secret_paginator.next_token(); }
-        "Template::alias_exists" => { let _ = assert_send(&Template::alias_exists("x")); }
-        "Template::assign_tags" => { let _ = assert_send(&Template::assign_tags("x", "x")); }
-        "Template::build" => { let _ = assert_send(&Template::build("x", "x")); }
-        "Template::build_in_background" => { let _ = assert_send(&Template::build_in_background("x", "x")); }
-        "Template::exists" => { let _ = assert_send(&Template::exists("x")); }
-        "Template::from_alpine_image" => { let _ = assert_send(&Template::from_alpine_image("x")); }
-        "Template::from_arch_image" => { let _ = assert_send(&Template::from_arch_image("x")); }
-        "Template::from_aws_registry" => { let _ = assert_send(&Template::from_aws_registry("x", "x", "x", "x")); }
-        "Template::from_base_image" => { let _ = assert_send(&Template::from_base_image()); }
-        "Template::from_bun_image" => { let _ = assert_send(&Template::from_bun_image("x")); }
-        "Template::from_debian_image" => { let _ = assert_send(&Template::from_debian_image("x")); }
-        "Template::from_dockerfile" => { let _ = assert_send(&Template::from_dockerfile("x")); }
-        "Template::from_fedora_image" => { let _ = assert_send(&Template::from_fedora_image("x")); }
-        "Template::from_gcp_registry" => { let _ = assert_send(&Template::from_gcp_registry("x", "x")); }
-        "Template::from_image" => { let _ = assert_send(&Template::from_image("x")); }
-        "Template::from_node_image" => { let _ = assert_send(&Template::from_node_image("x")); }
-        "Template::from_python_image" => { let _ = assert_send(&Template::from_python_image("x")); }
-        "Template::from_template" => { let _ = assert_send(&Template::from_template("x")); }
-        "Template::from_ubuntu_image" => { let _ = assert_send(&Template::from_ubuntu_image("x")); }
-        "Template::get_build_status" => { let _ = assert_send(&Template::get_build_status("x")); }
-        "Template::get_tags" => { let _ = assert_send(&Template::get_tags("x")); }
-        "Template::remove_tags" => { let _ = assert_send(&Template::remove_tags("x", "x")); }
-        "Template::skip_cache" => { let _ = assert_send(&Template::skip_cache()); }
-        "Template::to_dockerfile" => { let _ = assert_send(&Template::to_dockerfile("x")); }
-        "Template::to_json" => { let _ = assert_send(&Template::to_json("x")); }
+        "Template::alias_exists" => { let _ = assert_send(&Template::alias_exists("x", TemplateOpts::default())); }
+        "Template::assign_tags" => { let _ = assert_send(&Template::assign_tags("x", &["t"], TemplateOpts::default())); }
+        "Template::build" => { let _ = assert_send(&Template::build(&builder, "x", TemplateOpts::default())); }
+        "Template::build_in_background" => { let _ = assert_send(&Template::build_in_background(&builder, "x", TemplateOpts::default())); }
+        "Template::exists" => { let _ = assert_send(&Template::exists("x", TemplateOpts::default())); }
+        "Template::get_build_status" => { let _ = assert_send(&Template::get_build_status(&build_info, TemplateOpts::default())); }
+        "Template::get_tags" => { let _ = assert_send(&Template::get_tags("x", TemplateOpts::default())); }
+        "Template::remove_tags" => { let _ = assert_send(&Template::remove_tags("x", &["t"], TemplateOpts::default())); }
+        "Template::skip_cache" => { let _: TemplateBuilder = Template::new().skip_cache().from_base_image(); }
+        "Template::to_dockerfile" => { let _ = Template::to_dockerfile(&builder); }
+        "Template::to_json" => { let _ = Template::to_json(&builder); }
+        "Template::from_alpine_image" => { let _: TemplateBuilder = Template::new().from_alpine_image("3"); }
+        "Template::from_arch_image" => { let _: TemplateBuilder = Template::new().from_arch_image("latest"); }
+        "Template::from_aws_registry" => { let _: TemplateBuilder = Template::new().from_aws_registry("i", "k", "s", "us-east-1"); }
+        "Template::from_base_image" => { let _: TemplateBuilder = Template::new().from_base_image(); }
+        "Template::from_bun_image" => { let _: TemplateBuilder = Template::new().from_bun_image("latest"); }
+        "Template::from_debian_image" => { let _: TemplateBuilder = Template::new().from_debian_image("stable"); }
+        "Template::from_dockerfile" => { let _: TemplateBuilder = Template::new().from_dockerfile("FROM x"); }
+        "Template::from_fedora_image" => { let _: TemplateBuilder = Template::new().from_fedora_image("44"); }
+        "Template::from_gcp_registry" => { let _: TemplateBuilder = Template::new().from_gcp_registry("i", "{{}}"); }
+        "Template::from_image" => { let _: TemplateBuilder = Template::new().from_image("x"); }
+        "Template::from_node_image" => { let _: TemplateBuilder = Template::new().from_node_image("lts"); }
+        "Template::from_python_image" => { let _: TemplateBuilder = Template::new().from_python_image("3"); }
+        "Template::from_template" => { let _: TemplateBuilder = Template::new().from_template("x"); }
+        "Template::from_ubuntu_image" => { let _: TemplateBuilder = Template::new().from_ubuntu_image("latest"); }
+        "TemplateBuilder::add_mcp_server" => { let _: TemplateBuilder = builder.clone().add_mcp_server("x"); }
+        "TemplateBuilder::apt_install" => { let _: TemplateBuilder = builder.clone().apt_install(&["x"]); }
+        "TemplateBuilder::beta_dev_container_prebuild" => { let _: TemplateBuilder = builder.clone().beta_dev_container_prebuild("d"); }
+        "TemplateBuilder::beta_set_dev_container_start" => { let _: TemplateBuilder = builder.clone().beta_set_dev_container_start("d"); }
+        "TemplateBuilder::bun_install" => { let _: TemplateBuilder = builder.clone().bun_install(&["x"]); }
+        "TemplateBuilder::copy" => { let _: TemplateBuilder = builder.clone().copy("a", "/b"); }
+        "TemplateBuilder::copy_items" => { let _: TemplateBuilder = builder.clone().copy_items(&[("a", "/b")]); }
+        "TemplateBuilder::git_clone" => { let _: TemplateBuilder = builder.clone().git_clone("https://example.com/r.git", "/r"); }
+        "TemplateBuilder::make_dir" => { let _: TemplateBuilder = builder.clone().make_dir("/d"); }
+        "TemplateBuilder::make_symlink" => { let _: TemplateBuilder = builder.clone().make_symlink("/a", "/b"); }
+        "TemplateBuilder::npm_install" => { let _: TemplateBuilder = builder.clone().npm_install(&["x"], false); }
+        "TemplateBuilder::pip_install" => { let _: TemplateBuilder = builder.clone().pip_install(&["x"]); }
+        "TemplateBuilder::remove" => { let _: TemplateBuilder = builder.clone().remove("/d"); }
+        "TemplateBuilder::rename" => { let _: TemplateBuilder = builder.clone().rename("/a", "/b"); }
+        "TemplateBuilder::run_cmd" => { let _: TemplateBuilder = builder.clone().run_cmd("ls"); }
+        "TemplateBuilder::set_envs" => { let _: TemplateBuilder = builder.clone().set_envs(&[("A", "b")]); }
+        "TemplateBuilder::set_ready_cmd" => { let _: TemplateBuilder = builder.clone().set_ready_cmd("true"); }
+        "TemplateBuilder::set_start_cmd" => { let _: TemplateBuilder = builder.clone().set_start_cmd("serve", "true"); }
+        "TemplateBuilder::set_user" => { let _: TemplateBuilder = builder.clone().set_user("user"); }
+        "TemplateBuilder::set_workdir" => { let _: TemplateBuilder = builder.clone().set_workdir("/w"); }
+        "TemplateBuilder::skip_cache" => { let _: TemplateBuilder = builder.clone().skip_cache(); }
         "ToJson::to_json" => { let _ = (execution.to_json(), logs.to_json(), error.to_json(), result.to_json()); }
         "Volume::connect" => { let _ = assert_send(&Volume::connect("x")); }
         "Volume::create" => { let _ = assert_send(&Volume::create("x")); }
@@ -455,34 +478,6 @@ fn every_exception_class_of_e2b_is_a_class_here() {
 #[tokio::test]
 async fn e2b_classes_with_no_equivalent_fail_with_their_feature() {
     let calls: Vec<(Result<std::convert::Infallible, SandboxError>, &str)> = vec![
-        (Template::alias_exists("x").await, "template"),
-        (Template::assign_tags("x", "x").await, "template"),
-        (Template::build("x", "x").await, "template"),
-        (Template::build_in_background("x", "x").await, "template"),
-        (Template::exists("x").await, "template"),
-        (Template::from_alpine_image("x").await, "template"),
-        (Template::from_arch_image("x").await, "template"),
-        (
-            Template::from_aws_registry("x", "x", "x", "x").await,
-            "template",
-        ),
-        (Template::from_base_image().await, "template"),
-        (Template::from_bun_image("x").await, "template"),
-        (Template::from_debian_image("x").await, "template"),
-        (Template::from_dockerfile("x").await, "template"),
-        (Template::from_fedora_image("x").await, "template"),
-        (Template::from_gcp_registry("x", "x").await, "template"),
-        (Template::from_image("x").await, "template"),
-        (Template::from_node_image("x").await, "template"),
-        (Template::from_python_image("x").await, "template"),
-        (Template::from_template("x").await, "template"),
-        (Template::from_ubuntu_image("x").await, "template"),
-        (Template::get_build_status("x").await, "template"),
-        (Template::get_tags("x").await, "template"),
-        (Template::remove_tags("x", "x").await, "template"),
-        (Template::skip_cache().await, "template"),
-        (Template::to_dockerfile("x").await, "template"),
-        (Template::to_json("x").await, "template"),
         (Volume::connect("x").await, "volume"),
         (Volume::create("x").await, "volume"),
         (Volume::destroy("x").await, "volume"),
@@ -501,12 +496,10 @@ async fn e2b_classes_with_no_equivalent_fail_with_their_feature() {
     let stubs = rows()
         .iter()
         .filter(|r| {
-            ["Template::", "Volume::"]
-                .iter()
-                .any(|p| r.rayito.starts_with(p))
+            r.rayito.starts_with("Volume::")
         })
         .count();
-    assert_eq!(calls.len(), stubs, "one call per Template and Volume row");
+    assert_eq!(calls.len(), stubs, "one call per Volume row");
     for (outcome, key) in calls {
         match outcome {
             Err(SandboxError::Unimplemented { feature, doc, .. }) => {
@@ -529,6 +522,62 @@ fn unimplemented(err: &SandboxError, key: &str) {
         }
         other => panic!("{key}: {other:?}"),
     }
+}
+
+/// Tags have nothing to stand on in any build; E2B's other starting
+/// points and steps are refused at the first consumer (with the feature,
+/// their own key; without it, `template`).
+#[tokio::test]
+async fn template_refusals_name_their_feature() {
+    let opts = TemplateOpts::default;
+    unimplemented(&Template::get_tags("x", opts()).await.unwrap_err(), "template.tags");
+    unimplemented(
+        &Template::assign_tags("x", &["v1"], opts()).await.unwrap_err(),
+        "template.tags",
+    );
+    unimplemented(
+        &Template::remove_tags("x", &["v1"], opts()).await.unwrap_err(),
+        "template.tags",
+    );
+    let featured = |key: &'static str| if cfg!(feature = "templates") { key } else { "template" };
+    let refused = [
+        (Template::new().from_image("python:3"), "template.from_image"),
+        (Template::new().from_python_image("3"), "template.from_image"),
+        (Template::new().from_template("base"), "template.from_image"),
+        (Template::new().from_dockerfile("FROM x"), "template.from_image"),
+        (Template::new().from_base_image().apt_install(&["git"]), "template.apt_install"),
+        (Template::new().from_base_image().git_clone("https://example.com/r.git", "/r"), "template.step"),
+        // The first refusal is kept: the later step neither adds nor replaces it.
+        (Template::new().from_base_image().make_dir("/d").apt_install(&["git"]), "template.step"),
+    ];
+    for (builder, key) in refused {
+        unimplemented(&Template::to_json(&builder).unwrap_err(), featured(key));
+        unimplemented(&Template::to_dockerfile(&builder).unwrap_err(), featured(key));
+        unimplemented(
+            &Template::build(&builder, "never-built", opts()).await.unwrap_err(),
+            featured(key),
+        );
+    }
+    let tagged = TemplateOpts { tags: vec!["v1".into()], ..opts() };
+    let builder = Template::new().from_base_image();
+    unimplemented(
+        &Template::build(&builder, "never-built", tagged).await.unwrap_err(),
+        featured("template.tags"),
+    );
+}
+
+/// Without the `templates` feature, the class methods say how to enable it.
+#[cfg(not(feature = "templates"))]
+#[tokio::test]
+async fn without_the_templates_feature_the_template_class_says_how_to_enable_it() {
+    let builder = Template::new().from_base_image().run_cmd("true");
+    let err = Template::exists("x", TemplateOpts::default()).await.unwrap_err();
+    unimplemented(&err, "template");
+    assert_eq!(
+        err.to_string(),
+        "feature template is not available: templates are built by rayito's template builds (on AWS and on the local backend); build rayito-e2b with its templates feature; see docs/e2b-compat.md"
+    );
+    unimplemented(&Template::to_json(&builder).unwrap_err(), "template");
 }
 
 /// `Secret.fill` and `iam_token` have nothing to stand on in any build.

@@ -27,6 +27,7 @@ from e2b.sandbox_sync.commands.command import Commands
 from e2b.sandbox_sync.commands.command_handle import CommandHandle
 from e2b.sandbox_sync.commands.pty import Pty
 from e2b.sandbox_sync.filesystem.filesystem import Filesystem
+from e2b.template.main import TemplateBuilder
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2b-surface.tsv")
 HEADER = ["item", "kind", "e2b", "status", "rayito", "note"]
@@ -49,6 +50,7 @@ CLASSES = [
     ("Context", ci.Context),
     ("OutputMessage", ci.OutputMessage),
     ("Template", e2b.Template),
+    ("TemplateBuilder", TemplateBuilder),
     ("Volume", e2b.Volume),
     ("Secret", e2b.Secret),
     ("SecretPaginator", e2b.SecretPaginator),
