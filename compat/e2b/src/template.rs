@@ -322,7 +322,9 @@ mod built {
         /// command that succeeds once the started process is ready.
         #[must_use]
         pub fn set_start_cmd(self, start_cmd: &str, ready_cmd: &str) -> Self {
-            self.step(|t| t.set_start_cmd(StartCmd::new(start_cmd).ready(ReadyCmd::custom(ready_cmd))))
+            self.step(|t| {
+                t.set_start_cmd(StartCmd::new(start_cmd).ready(ReadyCmd::custom(ready_cmd)))
+            })
         }
     }
 

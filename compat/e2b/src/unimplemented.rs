@@ -201,9 +201,7 @@ impl Missing {
             Self::TemplateImage => {
                 "templates are built on a rayito base image only; start with from_base_image()"
             }
-            Self::TemplateStep => {
-                "no rayito template step does this; write it as run_cmd"
-            }
+            Self::TemplateStep => "no rayito template step does this; write it as run_cmd",
             Self::TemplateApt => {
                 "the base image is Amazon Linux, which has no apt; use dnf_install"
             }

@@ -495,9 +495,7 @@ async fn e2b_classes_with_no_equivalent_fail_with_their_feature() {
     ];
     let stubs = rows()
         .iter()
-        .filter(|r| {
-            r.rayito.starts_with("Volume::")
-        })
+        .filter(|r| r.rayito.starts_with("Volume::"))
         .count();
     assert_eq!(calls.len(), stubs, "one call per Volume row");
     for (outcome, key) in calls {
@@ -530,38 +528,84 @@ fn unimplemented(err: &SandboxError, key: &str) {
 #[tokio::test]
 async fn template_refusals_name_their_feature() {
     let opts = TemplateOpts::default;
-    unimplemented(&Template::get_tags("x", opts()).await.unwrap_err(), "template.tags");
     unimplemented(
-        &Template::assign_tags("x", &["v1"], opts()).await.unwrap_err(),
+        &Template::get_tags("x", opts()).await.unwrap_err(),
         "template.tags",
     );
     unimplemented(
-        &Template::remove_tags("x", &["v1"], opts()).await.unwrap_err(),
+        &Template::assign_tags("x", &["v1"], opts())
+            .await
+            .unwrap_err(),
         "template.tags",
     );
-    let featured = |key: &'static str| if cfg!(feature = "templates") { key } else { "template" };
+    unimplemented(
+        &Template::remove_tags("x", &["v1"], opts())
+            .await
+            .unwrap_err(),
+        "template.tags",
+    );
+    let featured = |key: &'static str| {
+        if cfg!(feature = "templates") {
+            key
+        } else {
+            "template"
+        }
+    };
     let refused = [
-        (Template::new().from_image("python:3"), "template.from_image"),
-        (Template::new().from_python_image("3"), "template.from_image"),
+        (
+            Template::new().from_image("python:3"),
+            "template.from_image",
+        ),
+        (
+            Template::new().from_python_image("3"),
+            "template.from_image",
+        ),
         (Template::new().from_template("base"), "template.from_image"),
-        (Template::new().from_dockerfile("FROM x"), "template.from_image"),
-        (Template::new().from_base_image().apt_install(&["git"]), "template.apt_install"),
-        (Template::new().from_base_image().git_clone("https://example.com/r.git", "/r"), "template.step"),
+        (
+            Template::new().from_dockerfile("FROM x"),
+            "template.from_image",
+        ),
+        (
+            Template::new().from_base_image().apt_install(&["git"]),
+            "template.apt_install",
+        ),
+        (
+            Template::new()
+                .from_base_image()
+                .git_clone("https://example.com/r.git", "/r"),
+            "template.step",
+        ),
         // The first refusal is kept: the later step neither adds nor replaces it.
-        (Template::new().from_base_image().make_dir("/d").apt_install(&["git"]), "template.step"),
+        (
+            Template::new()
+                .from_base_image()
+                .make_dir("/d")
+                .apt_install(&["git"]),
+            "template.step",
+        ),
     ];
     for (builder, key) in refused {
         unimplemented(&Template::to_json(&builder).unwrap_err(), featured(key));
-        unimplemented(&Template::to_dockerfile(&builder).unwrap_err(), featured(key));
         unimplemented(
-            &Template::build(&builder, "never-built", opts()).await.unwrap_err(),
+            &Template::to_dockerfile(&builder).unwrap_err(),
+            featured(key),
+        );
+        unimplemented(
+            &Template::build(&builder, "never-built", opts())
+                .await
+                .unwrap_err(),
             featured(key),
         );
     }
-    let tagged = TemplateOpts { tags: vec!["v1".into()], ..opts() };
+    let tagged = TemplateOpts {
+        tags: vec!["v1".into()],
+        ..opts()
+    };
     let builder = Template::new().from_base_image();
     unimplemented(
-        &Template::build(&builder, "never-built", tagged).await.unwrap_err(),
+        &Template::build(&builder, "never-built", tagged)
+            .await
+            .unwrap_err(),
         featured("template.tags"),
     );
 }
@@ -571,7 +615,9 @@ async fn template_refusals_name_their_feature() {
 #[tokio::test]
 async fn without_the_templates_feature_the_template_class_says_how_to_enable_it() {
     let builder = Template::new().from_base_image().run_cmd("true");
-    let err = Template::exists("x", TemplateOpts::default()).await.unwrap_err();
+    let err = Template::exists("x", TemplateOpts::default())
+        .await
+        .unwrap_err();
     unimplemented(&err, "template");
     assert_eq!(
         err.to_string(),
