@@ -71,7 +71,7 @@ pub struct SecretOpts {
 
 /// E2B's `SecretPaginator`: pages of [`SecretInfo`], read with
 /// [`SecretPaginator::next_items`] while [`SecretPaginator::has_next`].
-#[derive(Debug)]
+/// `Debug` says whether a next token is held, never the token.
 pub struct SecretPaginator {
     #[cfg(feature = "secrets")]
     store: rayito::secrets::SecretStore,
@@ -84,6 +84,25 @@ pub struct SecretPaginator {
     /// Without the feature no paginator can be made.
     #[cfg(not(feature = "secrets"))]
     never: std::convert::Infallible,
+}
+
+#[cfg(feature = "secrets")]
+impl fmt::Debug for SecretPaginator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SecretPaginator")
+            .field("store", &self.store)
+            .field("limit", &self.limit)
+            .field("next_token", &self.next_token.is_some())
+            .field("has_next", &self.has_next)
+            .finish()
+    }
+}
+
+#[cfg(not(feature = "secrets"))]
+impl fmt::Debug for SecretPaginator {
+    fn fmt(&self, _: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.never {}
+    }
 }
 
 impl Secret {

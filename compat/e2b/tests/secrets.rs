@@ -180,6 +180,9 @@ async fn the_secret_class_creates_describes_lists_updates_and_destroys() {
     assert!(first.len() <= 1, "a limit of 1: {first:?}");
     let token = paginator.next_token().map(str::to_owned);
     assert!(token.is_some() && paginator.has_next(), "more pages follow");
+    // Debug says a token is held, not which.
+    let debug = format!("{paginator:?}");
+    assert!(debug.contains("next_token: true"), "{debug}");
     let mut names: Vec<String> = first.into_iter().map(|s| s.name).collect();
     let mut resumed = Secret::list(Some(1), token, opts(&moto, prefix)).expect("list from a token");
     let mut pages = 1;
