@@ -198,14 +198,6 @@ no_such_step! {
     fn copy_items(items: &[(&str, &str)]);
     /// `git_clone(url, path)`.
     fn git_clone(url: &str, path: &str);
-    /// `make_dir(path)`.
-    fn make_dir(path: &str);
-    /// `make_symlink(src, dest)`.
-    fn make_symlink(src: &str, dest: &str);
-    /// `remove(path)`.
-    fn remove(path: &str);
-    /// `rename(src, dest)`.
-    fn rename(src: &str, dest: &str);
     /// `set_ready_cmd(ready_cmd)` alone: a ready check belongs to a start
     /// command here ([`TemplateBuilder::set_start_cmd`]).
     fn set_ready_cmd(ready_cmd: &str);
@@ -326,6 +318,43 @@ mod built {
                 t.set_start_cmd(StartCmd::new(start_cmd).ready(ReadyCmd::custom(ready_cmd)))
             })
         }
+
+        /// `make_dir(path)`: `mkdir -p`, as a `run_cmd` step.
+        #[must_use]
+        pub fn make_dir(self, path: &str) -> Self {
+            self.run_cmd(&format!("mkdir -p -- {}", quoted(path)))
+        }
+
+        /// `remove(path, force, recursive)`: `rm`, as a `run_cmd` step.
+        #[must_use]
+        pub fn remove(self, path: &str, force: bool, recursive: bool) -> Self {
+            let flags = match (force, recursive) {
+                (true, true) => " -rf",
+                (true, false) => " -f",
+                (false, true) => " -r",
+                (false, false) => "",
+            };
+            self.run_cmd(&format!("rm{flags} -- {}", quoted(path)))
+        }
+
+        /// `rename(src, dest, force)`: `mv`, as a `run_cmd` step.
+        #[must_use]
+        pub fn rename(self, src: &str, dest: &str, force: bool) -> Self {
+            let flag = if force { " -f" } else { "" };
+            self.run_cmd(&format!("mv{flag} -- {} {}", quoted(src), quoted(dest)))
+        }
+
+        /// `make_symlink(src, dest, force)`: `ln -s`, as a `run_cmd` step.
+        #[must_use]
+        pub fn make_symlink(self, src: &str, dest: &str, force: bool) -> Self {
+            let flag = if force { " -f" } else { "" };
+            self.run_cmd(&format!("ln -s{flag} -- {} {}", quoted(src), quoted(dest)))
+        }
+    }
+
+    /// `arg` as one word of a POSIX shell command line.
+    fn quoted(arg: &str) -> String {
+        format!("'{}'", arg.replace('\'', r"'\''"))
     }
 
     async fn client(backend: &Backend) -> Result<Client, SandboxError> {
@@ -565,6 +594,30 @@ mod unbuilt {
         /// feature).
         #[must_use]
         pub fn set_start_cmd(self, _start_cmd: &str, _ready_cmd: &str) -> Self {
+            self
+        }
+
+        /// `make_dir(path)` (needs the `templates` feature).
+        #[must_use]
+        pub fn make_dir(self, _path: &str) -> Self {
+            self
+        }
+
+        /// `remove(path, force, recursive)` (needs the `templates` feature).
+        #[must_use]
+        pub fn remove(self, _path: &str, _force: bool, _recursive: bool) -> Self {
+            self
+        }
+
+        /// `rename(src, dest, force)` (needs the `templates` feature).
+        #[must_use]
+        pub fn rename(self, _src: &str, _dest: &str, _force: bool) -> Self {
+            self
+        }
+
+        /// `make_symlink(src, dest, force)` (needs the `templates` feature).
+        #[must_use]
+        pub fn make_symlink(self, _src: &str, _dest: &str, _force: bool) -> Self {
             self
         }
     }

@@ -338,11 +338,11 @@ surface!(|sbx: &Sandbox,
         "TemplateBuilder::copy_items" => { let _: TemplateBuilder = builder.clone().copy_items(&[("a", "/b")]); }
         "TemplateBuilder::git_clone" => { let _: TemplateBuilder = builder.clone().git_clone("https://example.com/r.git", "/r"); }
         "TemplateBuilder::make_dir" => { let _: TemplateBuilder = builder.clone().make_dir("/d"); }
-        "TemplateBuilder::make_symlink" => { let _: TemplateBuilder = builder.clone().make_symlink("/a", "/b"); }
+        "TemplateBuilder::make_symlink" => { let _: TemplateBuilder = builder.clone().make_symlink("/a", "/b", false); }
         "TemplateBuilder::npm_install" => { let _: TemplateBuilder = builder.clone().npm_install(&["x"], false); }
         "TemplateBuilder::pip_install" => { let _: TemplateBuilder = builder.clone().pip_install(&["x"]); }
-        "TemplateBuilder::remove" => { let _: TemplateBuilder = builder.clone().remove("/d"); }
-        "TemplateBuilder::rename" => { let _: TemplateBuilder = builder.clone().rename("/a", "/b"); }
+        "TemplateBuilder::remove" => { let _: TemplateBuilder = builder.clone().remove("/d", true, true); }
+        "TemplateBuilder::rename" => { let _: TemplateBuilder = builder.clone().rename("/a", "/b", false); }
         "TemplateBuilder::run_cmd" => { let _: TemplateBuilder = builder.clone().run_cmd("ls"); }
         "TemplateBuilder::set_envs" => { let _: TemplateBuilder = builder.clone().set_envs(&[("A", "b")]); }
         "TemplateBuilder::set_ready_cmd" => { let _: TemplateBuilder = builder.clone().set_ready_cmd("true"); }
@@ -579,7 +579,7 @@ async fn template_refusals_name_their_feature() {
         (
             Template::new()
                 .from_base_image()
-                .make_dir("/d")
+                .bun_install(&["x"])
                 .apt_install(&["git"]),
             "template.step",
         ),

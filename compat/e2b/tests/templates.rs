@@ -40,6 +40,11 @@ async fn an_e2b_template_chain_builds_locally_and_its_sandboxes_see_it() {
         .run_cmd("mkdir -p /srv/e2b && echo built > /srv/e2b/built.txt")
         .copy("hello.txt", "/srv/e2b/hello.txt")
         .set_envs(&[("GREETING", "hola")])
+        .make_dir("/srv/e2b/it's here")
+        .run_cmd("echo moved > /srv/e2b/old.txt && echo gone > /srv/e2b/gone.txt")
+        .rename("/srv/e2b/old.txt", "/srv/e2b/it's here/new.txt", false)
+        .make_symlink("/srv/e2b/it's here/new.txt", "/srv/e2b/link.txt", false)
+        .remove("/srv/e2b/gone.txt", true, false)
         .set_workdir("/srv/e2b");
 
     // Rendered without a build: the SDK's JSON and Dockerfile layer.
@@ -101,10 +106,13 @@ async fn an_e2b_template_chain_builds_locally_and_its_sandboxes_see_it() {
     .expect("a sandbox of the template");
     let out = sbx
         .commands()
-        .run("cat /srv/e2b/built.txt /srv/e2b/hello.txt; echo \"$GREETING\"")
+        .run("cat /srv/e2b/built.txt /srv/e2b/hello.txt; echo \"$GREETING\"; cat /srv/e2b/link.txt; ls /srv/e2b")
         .await
         .expect("the image's files and environment");
-    assert_eq!(out.stdout, "built\nhello from the context\nhola\n");
+    assert_eq!(
+        out.stdout,
+        "built\nhello from the context\nhola\nmoved\nbuilt.txt\nhello.txt\nit's here\nlink.txt\n"
+    );
     sbx.kill(ApiParams::default()).await.expect("kill");
 
     // The same template again in the background: the version is reused.
