@@ -6,68 +6,20 @@
 //! (through S3 above the staging threshold), and `sandbox network`.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
 #[path = "../../tests/skip_support/mod.rs"]
 mod skip_support;
 
-/// A cache and a temp directory of its own; the daemon stopped at the end.
-struct Session {
-    cache: tempfile::TempDir,
-    tmp: tempfile::TempDir,
-}
+#[path = "support/session.rs"]
+mod session;
+use session::Session;
 
-impl Session {
-    fn new() -> Session {
-        Session {
-            cache: tempfile::tempdir().expect("cache dir"),
-            tmp: tempfile::tempdir().expect("tmp dir"),
-        }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rayito"));
-        cmd.args(args)
-            .env("RAYITO_CACHE_DIR", self.cache.path())
-            .env("TMPDIR", self.tmp.path())
-            .env("RAYITO_BACKEND", "local")
-            .env_remove("RAYITO_TEMPLATE")
-            .env_remove("RAYITO_TRANSFER_BUCKET")
-            .env_remove("RUST_LOG");
-        cmd
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().expect("run rayito")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "{args:?} failed ({:?}): {}\n{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("UTF-8")
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        serde_json::from_str(&self.ok(args)).expect("one JSON document")
-    }
-
-    fn create(&self) -> String {
-        self.ok(&["sandbox", "create"]).trim().to_owned()
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = self.run(&["local", "stop"]);
-    }
+/// A new sandbox of the session's daemon; its id.
+fn create(s: &Session) -> String {
+    s.ok(&["sandbox", "create"]).trim().to_owned()
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -76,8 +28,8 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn exec_passes_arguments_as_given_and_keeps_its_codes_apart() {
-    let s = Session::new();
-    let id = s.create();
+    let s = Session::local();
+    let id = create(&s);
     s.ok(&["sandbox", "exec", &id, "--", "touch '/home/user/a b'"]);
 
     // Several words: each passed exactly (no word splitting, no expansion).
@@ -185,7 +137,7 @@ fn exec_passes_arguments_as_given_and_keeps_its_codes_apart() {
 
 #[test]
 fn every_error_is_json_with_output_json() {
-    let s = Session::new();
+    let s = Session::local();
     // A usage error: one document on stdout, nothing on stderr, exit 2.
     let out = s.run(&["--output", "json", "sandbox", "create", "--timeout", "soon"]);
     assert_eq!(out.status.code(), Some(2));
@@ -225,7 +177,7 @@ fn every_error_is_json_with_output_json() {
     // A CLI failure: a directory without --recursive.
     let dir = s.tmp.path().join("d");
     std::fs::create_dir(&dir).unwrap();
-    let id = s.create();
+    let id = create(&s);
     let out = s.run(&[
         "--output",
         "json",
@@ -250,7 +202,7 @@ fn every_error_is_json_with_output_json() {
 
 #[test]
 fn help_shows_examples_and_completions_load() {
-    let s = Session::new();
+    let s = Session::local();
     let help = s.ok(&["sandbox", "exec", "--help"]);
     assert!(
         help.contains("Runs a command in a login bash (`bash -l -c`"),
@@ -294,8 +246,8 @@ fn help_shows_examples_and_completions_load() {
 
 #[test]
 fn connect_prints_what_another_shell_needs() {
-    let s = Session::new();
-    let id = s.create();
+    let s = Session::local();
+    let id = create(&s);
     let lines = s.ok(&["sandbox", "connect", &id]);
     assert_eq!(
         lines,
@@ -337,8 +289,8 @@ fn pattern(path: &Path, size: usize, seed: u8) -> Vec<u8> {
 
 #[test]
 fn files_move_directories_and_large_files_streamed() {
-    let s = Session::new();
-    let id = s.create();
+    let s = Session::local();
+    let id = create(&s);
 
     // A tree up and down again: files, an empty directory, a symlink skipped.
     let up = s.tmp.path().join("up");
@@ -520,8 +472,8 @@ fn peak_rss(pid: u32) -> Option<u64> {
 
 #[test]
 fn a_large_put_and_get_hold_a_few_chunks_not_the_file() {
-    let s = Session::new();
-    let id = s.create();
+    let s = Session::local();
+    let id = create(&s);
     const SIZE: usize = 256 << 20;
     let file = s.tmp.path().join("large.bin");
     std::fs::write(&file, vec![9u8; SIZE]).unwrap();
@@ -565,7 +517,7 @@ fn a_large_put_and_get_hold_a_few_chunks_not_the_file() {
 
 #[test]
 fn quiet_leaves_only_errors_on_stderr() {
-    let s = Session::new();
+    let s = Session::local();
     // A take from an empty pool creates a sandbox and says so, unless -q.
     let out = s.run(&["pool", "take"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -591,7 +543,7 @@ fn quiet_leaves_only_errors_on_stderr() {
 
 #[test]
 fn network_policies_are_set_at_create_read_and_replaced() {
-    let s = Session::new();
+    let s = Session::local();
     // A bad entry is refused before any call, without the entry.
     let out = s.run(&[
         "--output",
@@ -645,7 +597,7 @@ fn network_policies_are_set_at_create_read_and_replaced() {
     s.ok(&["sandbox", "kill", &id]);
 
     // A sandbox created without a policy cannot take one: the SDK says why.
-    let plain = s.create();
+    let plain = create(&s);
     let out = s.run(&["sandbox", "network", "set", &plain, "--deny-all"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(

@@ -3,55 +3,15 @@
 //! (the AWS path: STS, its S3 endpoint and bucket, a real local build).
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
 #[path = "../../tests/skip_support/mod.rs"]
 mod skip_support;
 
-/// A cache and temp directory of its own; the daemon stopped at the end.
-struct Session {
-    cache: tempfile::TempDir,
-    tmp: tempfile::TempDir,
-}
-
-impl Session {
-    fn new() -> Session {
-        Session {
-            cache: tempfile::tempdir().expect("cache dir"),
-            tmp: tempfile::tempdir().expect("tmp dir"),
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_rayito"))
-            .args(args)
-            .env("RAYITO_CACHE_DIR", self.cache.path())
-            .env("TMPDIR", self.tmp.path())
-            .env_remove("RAYITO_BACKEND")
-            .env_remove("RAYITO_BUCKET")
-            .output()
-            .expect("run rayito")
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "{args:?} failed: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("one JSON document on stdout")
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = self.run(&["--local", "local", "stop"]);
-    }
-}
+#[path = "support/session.rs"]
+mod session;
+use session::Session;
 
 /// The first bytes of an ELF executable for `machine` (never run: the
 /// local build only copies it).
@@ -70,7 +30,7 @@ fn s(path: &Path) -> &str {
 
 #[test]
 fn zip_is_deterministic_checks_the_arch_and_publish_builds_then_reuses() {
-    let session = Session::new();
+    let session = Session::unset_backend();
     let work = tempfile::tempdir().unwrap();
     let base = work.path().join("base");
     std::fs::create_dir(&base).unwrap();
@@ -272,7 +232,7 @@ fn publish_sizes_then_image_sizes_and_a_dry_run_prune_print_their_tables() {
         skip_support::skip(reason);
         return;
     }
-    let session = Session::new();
+    let session = Session::unset_backend();
     let work = tempfile::tempdir().unwrap();
     let base = work.path().join("base");
     std::fs::create_dir(&base).unwrap();

@@ -4,54 +4,24 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
 #[path = "../../tests/skip_support/mod.rs"]
 mod skip_support;
 
-/// A cache directory and a temp directory of its own, and the daemon
-/// stopped (and both directories removed) however the test ends.
-struct Session {
-    cache: tempfile::TempDir,
-    tmp: tempfile::TempDir,
+#[path = "support/session.rs"]
+mod session;
+use session::Session;
+
+/// What these tests read of a session's cache.
+trait CacheFiles {
+    fn token_path(&self, id: &str) -> PathBuf;
+    fn daemon_pid(&self) -> Option<i32>;
 }
 
-impl Session {
-    fn new() -> Session {
-        Session {
-            cache: tempfile::tempdir().expect("cache dir"),
-            tmp: tempfile::tempdir().expect("tmp dir"),
-        }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rayito"));
-        cmd.args(args)
-            .env("RAYITO_CACHE_DIR", self.cache.path())
-            // The daemon's sandboxes live under TMPDIR: this test's own.
-            .env("TMPDIR", self.tmp.path())
-            .env("RAYITO_BACKEND", "local")
-            .env_remove("RAYITO_TEMPLATE");
-        cmd
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().expect("run rayito")
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "{args:?} failed: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("one JSON document on stdout")
-    }
-
+impl CacheFiles for Session {
     fn token_path(&self, id: &str) -> PathBuf {
         self.cache.path().join("tokens").join(id)
     }
@@ -60,12 +30,6 @@ impl Session {
         let text = std::fs::read_to_string(self.cache.path().join("local/backend.json")).ok()?;
         let state: Value = serde_json::from_str(&text).ok()?;
         state["pid"].as_i64().and_then(|p| i32::try_from(p).ok())
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = self.run(&["local", "stop"]);
     }
 }
 
@@ -78,7 +42,7 @@ fn alive(pid: i32) -> bool {
 
 #[test]
 fn a_local_session_from_create_to_kill() {
-    let s = Session::new();
+    let s = Session::local();
 
     // create (JSON), with metadata; the token stays out of the output.
     let created = s.json(&[
@@ -411,7 +375,7 @@ fn inject(state: &Value, body: &str) {
 
 #[test]
 fn a_retryable_failure_exits_75_and_a_final_one_exits_1() {
-    let s = Session::new();
+    let s = Session::local();
     // The first --local command starts the daemon.
     assert_eq!(
         s.json(&["sandbox", "list", "--output", "json"]),
@@ -473,7 +437,7 @@ fn daemons_of(s: &Session) -> Vec<i32> {
 
 #[test]
 fn racing_first_invocations_share_one_daemon_which_stops_when_idle() {
-    let s = Session::new();
+    let s = Session::local();
     let racers: Vec<_> = (0..3)
         .map(|_| {
             s.cmd(&["sandbox", "list", "--output", "json"])
@@ -515,7 +479,7 @@ fn racing_first_invocations_share_one_daemon_which_stops_when_idle() {
 /// fails with the fix.
 #[test]
 fn doctor_against_an_endpoint_checks_the_image() {
-    let s = Session::new();
+    let s = Session::local();
     assert_eq!(
         s.json(&["sandbox", "list", "--output", "json"]),
         Value::Array(vec![])
@@ -639,7 +603,7 @@ fn a_template_file_builds_on_the_local_daemon_and_a_sandbox_starts_from_it() {
         skip_support::skip(reason);
         return;
     }
-    let s = Session::new();
+    let s = Session::local();
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("site")).unwrap();
     std::fs::write(dir.path().join("site/page.txt"), "from the cli\n").unwrap();
@@ -752,7 +716,7 @@ cmd = "echo built > /srv/cli/built.txt"
 /// without tokens; `pool drain` terminates the parked ones.
 #[test]
 fn a_pool_filled_by_one_process_serves_takes_from_others() {
-    let s = Session::new();
+    let s = Session::local();
     let mut filler = s
         .cmd(&[
             "pool", "start", "--size", "2", "--name", "cli", "--output", "json",
@@ -826,7 +790,7 @@ fn a_pool_filled_by_one_process_serves_takes_from_others() {
 /// `logs.none` message); bad arguments are usage errors.
 #[test]
 fn sandbox_logs_on_the_local_backend() {
-    let s = Session::new();
+    let s = Session::local();
     let created = s.json(&["--output", "json", "sandbox", "create", "--logs"]);
     let id = created["sandbox_id"].as_str().expect("an id").to_owned();
 

@@ -7,7 +7,6 @@
 
 use std::io::{Read as _, Write as _};
 use std::path::Path;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
@@ -19,55 +18,9 @@ mod moto;
 
 use moto::MotoServer;
 
-/// A cache and temp directory of its own, CloudFormation on `moto`; the
-/// daemon stopped at the end.
-struct Session {
-    cache: tempfile::TempDir,
-    tmp: tempfile::TempDir,
-    cloudformation: String,
-}
-
-impl Session {
-    fn new(moto: &MotoServer) -> Session {
-        Session {
-            cache: tempfile::tempdir().expect("cache dir"),
-            tmp: tempfile::tempdir().expect("tmp dir"),
-            cloudformation: moto.endpoint_url(),
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_rayito"))
-            .args(args)
-            .env("RAYITO_CACHE_DIR", self.cache.path())
-            .env("TMPDIR", self.tmp.path())
-            .env("AWS_ENDPOINT_URL_CLOUDFORMATION", &self.cloudformation)
-            .env_remove("RAYITO_BACKEND")
-            .env_remove("RAYITO_BUCKET")
-            .env_remove("RAYITO_TEMPLATE")
-            .env_remove("AWS_ENDPOINT_URL")
-            .output()
-            .expect("run rayito")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "{args:?} failed ({:?}): {}\n{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("UTF-8 output")
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = self.run(&["--local", "local", "stop"]);
-    }
-}
+#[path = "support/session.rs"]
+mod session;
+use session::Session;
 
 /// DescribeStacks on moto through its query API (moto routes by the
 /// credential scope's service and does not check the signature).
@@ -109,7 +62,8 @@ fn setup_plans_without_writing_then_applies_once_and_a_second_run_changes_nothin
     let Some(moto) = MotoServer::start() else {
         return;
     };
-    let session = Session::new(&moto);
+    let session =
+        Session::unset_backend().env("AWS_ENDPOINT_URL_CLOUDFORMATION", moto.endpoint_url());
 
     // The dry run (the default): the plan, nothing written.
     let plan: Value =
