@@ -53,7 +53,8 @@ pub(crate) async fn check(layer: &Path, hook_timeout: Duration) -> Result<(), St
 }
 
 /// POSTs `hook` until it answers something other than 503 or
-/// `hook_timeout` passes.
+/// `hook_timeout` passes. A deadline that cuts a retry after a 503 reports
+/// that 503 (the hook did answer: it was still waiting), not "no response".
 async fn call(
     agent: &Agent,
     token: &HooksToken,
@@ -62,6 +63,13 @@ async fn call(
     hook_timeout: Duration,
 ) -> Result<(), String> {
     let deadline = Instant::now() + hook_timeout;
+    let answered = |status: u16, body: &str| {
+        format!(
+            "{title} hook check failed: {} (HTTP {status}) response",
+            detail(body)
+        )
+    };
+    let mut waiting: Option<String> = None;
     loop {
         let answer = tokio::time::timeout_at(
             deadline,
@@ -70,25 +78,24 @@ async fn call(
         .await;
         match answer {
             Ok(Ok((200, _))) => return Ok(()),
-            Ok(Ok((503, _))) if Instant::now() + RETRY_INTERVAL < deadline => {
+            Ok(Ok((503, body))) if Instant::now() + RETRY_INTERVAL < deadline => {
+                waiting = Some(body);
                 tokio::time::sleep(RETRY_INTERVAL).await;
             }
-            Ok(Ok((status, body))) => {
-                return Err(format!(
-                    "{title} hook check failed: {} (HTTP {status}) response",
-                    detail(&body)
-                ));
-            }
+            Ok(Ok((status, body))) => return Err(answered(status, &body)),
             Ok(Err(_)) => {
                 return Err(format!(
                     "{title} hook check failed: the hook could not be reached"
                 ));
             }
             Err(_) => {
-                return Err(format!(
-                    "{title} hook check failed: no response within {} seconds",
-                    hook_timeout.as_secs()
-                ));
+                return Err(match waiting {
+                    Some(body) => answered(503, &body),
+                    None => format!(
+                        "{title} hook check failed: no response within {} seconds",
+                        hook_timeout.as_secs()
+                    ),
+                });
             }
         }
     }
