@@ -207,9 +207,12 @@ async fn put_file(
         && size < staging.threshold_bytes
     {
         // Small enough to hold (at most the threshold, 1 MiB to 5 GiB as
-        // configured); the SDK sends it without S3.
+        // configured); the SDK sends it without S3. A file that grows
+        // while it is read is taken at the size it had, never more.
         let mut data = Vec::new();
-        file.read_to_end(&mut data)
+        (&mut file)
+            .take(size)
+            .read_to_end(&mut data)
             .await
             .map_err(|err| local_failure("read", host, &err))?;
         progress.add(data.len());
