@@ -41,6 +41,8 @@ pub struct CommandOptions {
     cwd: Option<String>,
     user: Option<String>,
     timeout: Option<Duration>,
+    /// The call's own request timeout (else the sandbox's).
+    pub(crate) request_timeout: Option<Duration>,
     stdin: Option<Vec<u8>>,
     on_stdout: Option<OutputCallback>,
     on_stderr: Option<OutputCallback>,
@@ -60,6 +62,7 @@ impl Default for CommandOptions {
             cwd: None,
             user: None,
             timeout: Some(DEFAULT_COMMAND_TIMEOUT),
+            request_timeout: None,
             stdin: None,
             on_stdout: None,
             on_stderr: None,
@@ -79,6 +82,7 @@ impl fmt::Debug for CommandOptions {
             .field("cwd", &self.cwd)
             .field("user", &self.user)
             .field("timeout", &self.timeout)
+            .field("request_timeout", &self.request_timeout)
             .field("stdin_bytes", &self.stdin.as_ref().map(Vec::len))
             .field("on_stdout", &self.on_stdout.is_some())
             .field("on_stderr", &self.on_stderr.is_some())
@@ -148,6 +152,19 @@ impl CommandOptions {
     #[must_use]
     pub fn no_timeout(mut self) -> Self {
         self.timeout = None;
+        self
+    }
+
+    /// This call's request timeout, instead of the sandbox's
+    /// ([`crate::SandboxBuilder::request_timeout`]): how long the SDK
+    /// waits for the agent to say the process started, and for each write
+    /// of its stdin. It never bounds the command itself (that is
+    /// [`CommandOptions::timeout`]), so a command without a timeout still
+    /// fails fast when the sandbox does not answer. Zero is refused when
+    /// the command starts (`InvalidArgument` naming `request_timeout`).
+    #[must_use]
+    pub fn request_timeout(mut self, request_timeout: Duration) -> Self {
+        self.request_timeout = Some(request_timeout);
         self
     }
 
@@ -261,6 +278,9 @@ impl<'a> Commands<'a> {
     ) -> Result<CommandResult, SandboxError> {
         {
             let stdin = options.stdin.take();
+            let request_timeout = options
+                .request_timeout
+                .unwrap_or_else(|| self.sandbox.request_timeout());
             let (handle, total) = self
                 .start(
                     cmd,
@@ -277,7 +297,7 @@ impl<'a> Commands<'a> {
                 handle.pid(),
                 stdin,
                 total,
-                self.sandbox.request_timeout(),
+                request_timeout,
             );
             let waited = handle.wait();
             tokio::pin!(feed, waited);
@@ -306,6 +326,12 @@ pub(crate) fn start_request(
 ) -> Result<(pb::StartRequest, Option<Duration>), SandboxError> {
     crate::checks::command(cmd)?;
     crate::checks::envs(&options.envs)?;
+    if options.request_timeout.is_some_and(|t| t.is_zero()) {
+        return Err(SandboxError::invalid_argument(
+            "request_timeout",
+            "request timeout must be positive; pass a positive duration",
+        ));
+    }
     let cwd = crate::checks::cwd(options.cwd.as_deref())?;
     let user = crate::checks::user(options.user.as_deref())?;
     let (timeout_ms, total) = crate::checks::operation_timeout(options.timeout, STREAM_SLACK);

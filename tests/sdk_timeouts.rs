@@ -406,3 +406,113 @@ async fn the_largest_control_plane_timeouts_are_saturated() {
         "control plane call RunMicrovm could not connect to the service; check the network, the region and the endpoint, then retry"
     );
 }
+
+/// A command's own `request_timeout` bounds the wait for the agent to start
+/// it, even with no command timeout at all (without it the stalled Start
+/// would wait forever): `Timeout { Request }` near that deadline, not the
+/// sandbox's longer request timeout; so does a git call's. Zero is refused
+/// by name before any I/O.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_without_an_answer_ends_at_the_calls_request_timeout() {
+    const START: &str = "/rayito.v1.ProcessService/Start";
+    let emu = emulator().await;
+    let sbx = builder(&emu)
+        .request_timeout(Duration::from_secs(120))
+        .create()
+        .await
+        .unwrap();
+    let per_call = Duration::from_secs(2);
+
+    emu.faults()
+        .stall_proxy(1, Some(START), ProxyStall::Request);
+    let started = Instant::now();
+    let err = sbx
+        .commands()
+        .run_with(
+            "true",
+            rayito::CommandOptions::new()
+                .no_timeout()
+                .request_timeout(per_call),
+        )
+        .await
+        .unwrap_err();
+    fired_near(started.elapsed(), per_call);
+    assert!(
+        matches!(
+            err,
+            SandboxError::Timeout {
+                scope: TimeoutScope::Request,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.classify(), timeout_info());
+    assert_eq!(
+        err.to_string(),
+        "the call commands.run did not finish; raise request_timeout or retry"
+    );
+
+    emu.faults()
+        .stall_proxy(1, Some(START), ProxyStall::Request);
+    let started = Instant::now();
+    let err = sbx
+        .git()
+        .with_options(
+            rayito::git::GitOptions::new()
+                .no_timeout()
+                .request_timeout(per_call),
+        )
+        .init("/home/user/repo", rayito::git::InitOptions::default())
+        .await
+        .unwrap_err();
+    fired_near(started.elapsed(), per_call);
+    assert!(
+        matches!(
+            err,
+            SandboxError::Timeout {
+                scope: TimeoutScope::Request,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+
+    // Refused by name, before anything is sent (the proxy is not stalled:
+    // a call that went out would succeed).
+    for err in [
+        sbx.commands()
+            .run_with(
+                "true",
+                rayito::CommandOptions::new().request_timeout(Duration::ZERO),
+            )
+            .await
+            .unwrap_err(),
+        sbx.git()
+            .with_options(rayito::git::GitOptions::new().request_timeout(Duration::ZERO))
+            .init("/home/user/repo", rayito::git::InitOptions::default())
+            .await
+            .unwrap_err(),
+    ] {
+        assert!(
+            matches!(&err, SandboxError::InvalidArgument { argument: Some(a), .. } if a == "request_timeout"),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "invalid request_timeout: request timeout must be positive; pass a positive duration"
+        );
+    }
+
+    // The stalls were one request each: the sandbox still answers.
+    let done = sbx
+        .commands()
+        .run_with(
+            "echo ok",
+            rayito::CommandOptions::new().request_timeout(per_call),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.stdout, "ok\n");
+    assert!(sbx.kill().await.unwrap());
+}

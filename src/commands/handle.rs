@@ -589,6 +589,9 @@ impl Commands<'_> {
     ) -> Result<CommandHandle, SandboxError> {
         {
             let stdin_bytes = options.stdin.take();
+            let request_timeout = options
+                .request_timeout
+                .unwrap_or_else(|| self.sandbox.request_timeout());
             let (handle, total) = self
                 .start(
                     cmd,
@@ -605,7 +608,7 @@ impl Commands<'_> {
                 handle.pid(),
                 stdin_bytes,
                 total,
-                self.sandbox.request_timeout(),
+                request_timeout,
             )
             .await?;
             Ok(handle)
@@ -634,7 +637,9 @@ impl Commands<'_> {
         let conn = self.sandbox.conn();
         let opened_at = Instant::now();
         let epoch = conn.reconnect_epoch();
-        let stream = conn.start_process(request, total).await?;
+        let stream = conn
+            .start_process(request, (total, options.request_timeout))
+            .await?;
         let start = Start {
             epoch,
             next_seq: 1,

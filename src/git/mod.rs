@@ -52,7 +52,7 @@ impl<'a> Git<'a> {
     }
 
     /// This view with `options` for each of its calls (envs, user, cwd,
-    /// timeout).
+    /// timeout, request timeout).
     #[must_use]
     pub fn with_options(mut self, options: GitOptions) -> Self {
         self.options = options;
@@ -730,6 +730,9 @@ impl<'a> Git<'a> {
             Some(t) => options.timeout(t),
             None => options.no_timeout(),
         };
+        if let Some(request_timeout) = self.options.request_timeout {
+            options = options.request_timeout(request_timeout);
+        }
         if let Some(stdin) = stdin {
             options = options.stdin(stdin);
         }

@@ -10,13 +10,15 @@ use crate::Secret;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Options of every call of a [`Git`](super::Git) view: the environment,
-/// user, working directory and timeout of the git command it runs.
+/// user, working directory, timeout and request timeout of the git command
+/// it runs.
 #[derive(Clone)]
 pub struct GitOptions {
     pub(crate) envs: BTreeMap<String, String>,
     pub(crate) user: Option<String>,
     pub(crate) cwd: Option<String>,
     pub(crate) timeout: Option<Duration>,
+    pub(crate) request_timeout: Option<Duration>,
 }
 
 impl Default for GitOptions {
@@ -26,6 +28,7 @@ impl Default for GitOptions {
             user: None,
             cwd: None,
             timeout: Some(DEFAULT_TIMEOUT),
+            request_timeout: None,
         }
     }
 }
@@ -38,6 +41,7 @@ impl fmt::Debug for GitOptions {
             .field("user", &self.user)
             .field("cwd", &self.cwd)
             .field("timeout", &self.timeout)
+            .field("request_timeout", &self.request_timeout)
             .finish()
     }
 }
@@ -82,6 +86,19 @@ impl GitOptions {
     #[must_use]
     pub fn no_timeout(mut self) -> Self {
         self.timeout = None;
+        self
+    }
+
+    /// The request timeout of each call's git command, instead of the
+    /// sandbox's: how long the SDK waits for the agent to start it and to
+    /// take its stdin (see [`CommandOptions::request_timeout`]); it never
+    /// bounds git itself. Zero is refused when a call runs
+    /// (`InvalidArgument` naming `request_timeout`).
+    ///
+    /// [`CommandOptions::request_timeout`]: crate::CommandOptions::request_timeout
+    #[must_use]
+    pub fn request_timeout(mut self, request_timeout: Duration) -> Self {
+        self.request_timeout = Some(request_timeout);
         self
     }
 }

@@ -560,6 +560,25 @@ impl AgentConn {
         ctx: CallContext,
         total: Option<Duration>,
         connect_retry: ConnectRetry,
+        open: F,
+    ) -> Result<AgentStream<T>, SandboxError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Response<Streaming<T>>, Status>>,
+    {
+        self.open_stream_within(ctx, (total, total), connect_retry, open)
+            .await
+    }
+
+    /// [`Self::open_stream`] whose opening (until the first message) has a
+    /// deadline of its own: `(total, opening)`, where `opening` is at most
+    /// `total` (the caller's per-call request timeout of a stream whose
+    /// whole may have none).
+    async fn open_stream_within<T, F, Fut>(
+        &self,
+        ctx: CallContext,
+        (total, opening): (Option<Duration>, Option<Duration>),
+        connect_retry: ConnectRetry,
         mut open: F,
     ) -> Result<AgentStream<T>, SandboxError>
     where
@@ -568,8 +587,12 @@ impl AgentConn {
     {
         // A total too large to add to the clock means no deadline.
         let deadline = total.and_then(|d| Instant::now().checked_add(d));
+        let opening = match (opening, total) {
+            (Some(o), Some(t)) => Some(o.min(t)),
+            (o, t) => o.or(t),
+        };
         let (first, inner) = self
-            .call(ctx, total, connect_retry, || {
+            .call(ctx, opening, connect_retry, || {
                 let opening = open();
                 async move {
                     let mut inner = opening.await?.into_inner();

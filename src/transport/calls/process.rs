@@ -61,15 +61,16 @@ impl AgentConn {
         .map(|_| ())
     }
 
-    /// `ProcessService/Start`; `total` bounds the whole stream.
+    /// `ProcessService/Start`; `total` bounds the whole stream, `opening`
+    /// (when set) the wait until the agent says the process started.
     pub(crate) async fn start_process(
         &self,
         request: pb::StartRequest,
-        total: Option<Duration>,
+        (total, opening): (Option<Duration>, Option<Duration>),
     ) -> Result<AgentStream<pb::ProcessEvent>, SandboxError> {
-        self.open_stream(
+        self.open_stream_within(
             CallContext::new("commands.run"),
-            total,
+            (total, opening),
             ConnectRetry::LadderNoReplay,
             || {
                 let mut client = self.client::<ProcessServiceClient<Svc>>();
