@@ -19,6 +19,7 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use super::client::{Access, Connected};
+use super::entries::Entries;
 use super::errors::Failure;
 use super::reference::{DEFAULT_PREFIX, SecretRef, Selector, check_prefix, secret_id};
 use crate::control::failure::extract;
@@ -172,33 +173,19 @@ struct Key {
     selector: Selector,
 }
 
-struct Entry {
-    value: Secret,
-    expires: Instant,
-    /// Use tick, for the LRU eviction.
-    used: u64,
-}
-
 /// One fetch of a key, shared by every reader that arrives while it runs
 /// (a failure is kept as facts: each reader names its own variable).
 type Flight = Arc<OnceCell<Result<Secret, Failure>>>;
 
 #[derive(Default)]
 struct State {
-    entries: HashMap<Key, Entry>,
+    entries: Entries<Key, Secret>,
     flights: HashMap<Key, Flight>,
     /// Bumped by every invalidate: a fetch started under an older
     /// generation does not store.
     generation: u64,
-    tick: u64,
     /// GetSecretValue calls made, for `Debug` and the tests.
     fetches: u64,
-}
-
-impl State {
-    fn sweep(&mut self, now: Instant) {
-        self.entries.retain(|_, entry| entry.expires > now);
-    }
 }
 
 impl fmt::Debug for SecretCache {
@@ -348,7 +335,7 @@ impl SecretCache {
         let id = secret_id(&self.inner.options.prefix, name, "name")?;
         let mut state = self.state();
         state.generation = state.generation.wrapping_add(1);
-        state.entries.retain(|key, _| key.secret_id != id);
+        state.entries.retain(|key| key.secret_id != id);
         state.flights.retain(|key, _| key.secret_id != id);
         Ok(())
     }
@@ -412,13 +399,9 @@ impl SecretCache {
         };
         let (flight, generation) = {
             let mut state = self.state();
-            let now = Instant::now();
-            state.sweep(now);
-            state.tick = state.tick.wrapping_add(1);
-            let tick = state.tick;
-            if let Some(entry) = state.entries.get_mut(&key) {
-                entry.used = tick;
-                return Ok(entry.value.clone());
+            state.entries.sweep(Instant::now());
+            if let Some(value) = state.entries.get(&key) {
+                return Ok(value);
             }
             let generation = state.generation;
             let flight = state.flights.entry(key.clone()).or_default().clone();
@@ -454,28 +437,11 @@ impl SecretCache {
     }
 
     fn store(&self, state: &mut State, key: Key, value: Secret) {
-        let max = self.inner.options.max_entries;
-        while state.entries.len() >= max {
-            let Some(oldest) = state
-                .entries
-                .iter()
-                .min_by_key(|(_, entry)| entry.used)
-                .map(|(key, _)| key.clone())
-            else {
-                break;
-            };
-            state.entries.remove(&oldest);
-        }
-        state.tick = state.tick.wrapping_add(1);
-        let used = state.tick;
-        state.entries.insert(
-            key,
-            Entry {
-                value,
-                expires: Instant::now() + self.inner.options.ttl,
-                used,
-            },
-        );
+        // The TTL is at most a day: adding it to the clock cannot overflow.
+        let expires = Instant::now() + self.inner.options.ttl;
+        state
+            .entries
+            .insert(key, value, expires, self.inner.options.max_entries);
     }
 }
 

@@ -11,6 +11,7 @@
 
 mod cache;
 mod client;
+mod entries;
 mod errors;
 pub(crate) mod inject;
 #[cfg(test)]
