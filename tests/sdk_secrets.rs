@@ -360,6 +360,42 @@ async fn the_cache_makes_one_call_for_50_concurrent_readers_and_keeps_it_for_the
     assert_eq!(get_calls(&proxy), 5);
 }
 
+/// A full cache drops its least recently used entry: with room for two,
+/// reading a third secret forgets the one read longest ago (read again
+/// from AWS), never the one just used.
+#[tokio::test]
+async fn a_full_cache_drops_its_least_recently_used_entry() {
+    let Some(moto) = moto().await else { return };
+    let proxy = RecordingProxy::start(SocketAddr::from(([127, 0, 0, 1], moto.port()))).await;
+    let store = store(&moto.endpoint_url());
+    for name in ["lru-a", "lru-b", "lru-c"] {
+        store.create(name, VALUE, &BTreeMap::new()).await.unwrap();
+    }
+    let cache = SecretCache::new(
+        SecretCacheOptions::new()
+            .sdk_config(sdk_config(&proxy.endpoint_url()))
+            .max_entries(2),
+    )
+    .unwrap();
+    let read = |name: &'static str| {
+        let cache = cache.clone();
+        async move { cache.get(&SecretRef::from(name)).await.unwrap() }
+    };
+    read("lru-a").await;
+    read("lru-b").await;
+    read("lru-a").await; // a hit: b is now the least recently used
+    assert_eq!(get_calls(&proxy), 2);
+    read("lru-c").await; // the cache is full: b goes
+    assert_eq!(get_calls(&proxy), 3);
+    assert_eq!(cache.len(), 2);
+    read("lru-a").await;
+    read("lru-c").await;
+    assert_eq!(get_calls(&proxy), 3, "a and c are kept");
+    read("lru-b").await;
+    assert_eq!(get_calls(&proxy), 4, "b was dropped and is read again");
+    assert_eq!(cache.len(), 2);
+}
+
 #[tokio::test]
 async fn not_found_is_never_cached() {
     let Some(moto) = moto().await else { return };
