@@ -261,9 +261,11 @@ async fn errors_of_a_read_for_an_environment_variable_name_it() {
     no_leak(&err);
 }
 
-/// moto's own message for a name still being deleted is AWS's: "You can't
-/// create this secret because a secret with this name is already
-/// scheduled for deletion."
+/// AWS's answer to a CreateSecret while a secret of that name is still
+/// being deleted. moto 5.2.5 never gives it: its CreateSecret on a name
+/// scheduled for deletion answers ResourceExistsException (or returns the
+/// old secret for the same token and value), and its forced delete is
+/// immediate, so this path is a mock.
 fn deleting() -> impl Fn() -> Response<SdkBody> + Send + Sync + 'static {
     || {
         Response::new(
