@@ -102,6 +102,11 @@ impl Commands<'_> {
                 .warnings
                 .warn("timeout", reason::CONNECT_TIMEOUT);
         }
+        if opts.request_timeout_set {
+            self.sandbox
+                .warnings
+                .warn("request_timeout", reason::ON_HANDLE);
+        }
         drop(opts.into_sdk(self.sandbox));
         self.connect(pid).await
     }
@@ -151,6 +156,9 @@ impl Commands<'_> {
 pub struct CommandOpts {
     sdk: CommandOptions,
     timeout_set: bool,
+    /// `request_timeout=` was set: it works for `run`, and is ignored with
+    /// a warning by `connect`.
+    request_timeout_set: bool,
     /// `retain_output=False` (a default of `false` keeps E2B's `True`).
     discard_output: bool,
     api: ApiParams,
@@ -217,11 +225,15 @@ impl CommandOpts {
         self
     }
 
-    /// `request_timeout=` on a call: ignored with a warning (the handle's
-    /// deadline applies; set it at create).
+    /// `request_timeout=`: for `run` (foreground or background), how long
+    /// the SDK waits for the sandbox to start the command and take its
+    /// stdin (rayito's `CommandOptions::request_timeout`; it never bounds
+    /// the command). `connect` ignores it with a warning (attaching uses
+    /// the handle's request timeout; set it at create or connect).
     #[must_use]
     pub fn request_timeout(mut self, request_timeout: Duration) -> Self {
-        self.api.request_timeout = Some(request_timeout);
+        self.sdk = self.sdk.request_timeout(request_timeout);
+        self.request_timeout_set = true;
         self
     }
 
@@ -266,5 +278,21 @@ impl CommandOpts {
         } else {
             self.sdk.timeout(DEFAULT_COMMAND_TIMEOUT)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `request_timeout=` reaches the SDK's options for `run` and is no
+    /// ignored per-call parameter any more.
+    #[test]
+    fn request_timeout_is_the_sdks_per_call_request_timeout() {
+        let opts = CommandOpts::new().request_timeout(Duration::from_secs(5));
+        assert!(opts.api.request_timeout.is_none());
+        assert!(opts.request_timeout_set);
+        let sdk = format!("{:?}", opts.sdk);
+        assert!(sdk.contains("request_timeout: Some(5s)"), "{sdk}");
     }
 }
