@@ -341,7 +341,7 @@ async fn dispatch(
                     return Ok(0);
                 }
                 if format == Format::Text {
-                    println!();
+                    outln!();
                 }
                 tokio::time::sleep(std::time::Duration::from_secs(interval)).await;
             }
@@ -352,8 +352,8 @@ async fn dispatch(
             cache::remove_token(&id);
             match format {
                 Format::Json => output::json(&json!({ "sandbox_id": id, "killed": killed })),
-                Format::Text if killed => println!("killed {id}"),
-                Format::Text => println!("{id} was already gone"),
+                Format::Text if killed => outln!("killed {id}"),
+                Format::Text => outln!("{id} was already gone"),
             }
             Ok(0)
         }
@@ -362,7 +362,7 @@ async fn dispatch(
             let paused = spinner::around(format, "pausing", sandbox.pause()).await?;
             match format {
                 Format::Json => output::json(&json!({ "sandbox_id": id, "paused": paused })),
-                Format::Text => println!("paused {id}"),
+                Format::Text => outln!("paused {id}"),
             }
             Ok(0)
         }
@@ -370,7 +370,7 @@ async fn dispatch(
             spinner::around(format, "resuming", backend.builder().resume_by_id(&id)).await?;
             match format {
                 Format::Json => output::json(&json!({ "sandbox_id": id, "resumed": true })),
-                Format::Text => println!("resumed {id}"),
+                Format::Text => outln!("resumed {id}"),
             }
             Ok(0)
         }
@@ -478,9 +478,9 @@ pub(crate) async fn keep_and_print(
             output::json(&value);
         }
         Format::Text => {
-            println!("{}", sandbox.id());
+            outln!("{}", sandbox.id());
             if show_token {
-                println!("access token: {token}");
+                outln!("access token: {token}");
             }
         }
     }
@@ -517,7 +517,7 @@ async fn list(
         Format::Json => output::json(&Value::Array(rows)),
         Format::Text => {
             for row in &rows {
-                println!(
+                outln!(
                     "{}\t{}\t{}",
                     row["sandbox_id"].as_str().unwrap_or_default(),
                     row["state"].as_str().unwrap_or_default(),
@@ -666,7 +666,7 @@ async fn connect(backend: &Backend, global: &Global, id: &str) -> Result<i32, Fa
         }
         Format::Text => {
             for (name, value) in &env {
-                println!("export {name}={}", shell_value(value));
+                outln!("export {name}={}", shell_value(value));
             }
         }
     }
@@ -700,13 +700,13 @@ async fn run_code(backend: &Backend, format: Format, id: &str, code: &str) -> Re
             "execution_count": execution.execution_count,
         })),
         Format::Text => {
-            print!("{}", execution.logs.stdout.concat());
+            out!("{}", execution.logs.stdout.concat());
             eprint!("{}", execution.logs.stderr.concat());
             for result in &execution.results {
                 if let Some(text) = &result.text {
-                    println!("{text}");
+                    outln!("{text}");
                 } else {
-                    println!("<a result without a text form>");
+                    outln!("<a result without a text form>");
                 }
             }
             if let Some(e) = &execution.error {
@@ -757,7 +757,7 @@ fn print_record(format: Format, value: &Value) {
                         Value::Null => "-".to_owned(),
                         other => other.to_string(),
                     };
-                    println!("{key}: {shown}");
+                    outln!("{key}: {shown}");
                 }
             }
         }

@@ -228,14 +228,14 @@ fn checks_json(checks: &[Check]) -> Vec<Value> {
 
 fn print_checks(checks: &[Check]) {
     for c in checks {
-        println!(
+        outln!(
             "[{}] {}: {}",
             if c.ok { " ok " } else { "FAIL" },
             c.name,
             c.detail
         );
         if let Some(fix) = &c.fix {
-            println!("       fix: {fix}");
+            outln!("       fix: {fix}");
         }
     }
 }
@@ -287,37 +287,37 @@ impl Report {
     }
 
     fn print_text(&self) {
-        println!("backend:     {} (the doctor checks AWS)", self.backend);
-        println!(
+        outln!("backend:     {} (the doctor checks AWS)", self.backend);
+        outln!(
             "region:      {}",
             self.region
                 .as_deref()
                 .unwrap_or("not set (--region, AWS_REGION, or the profile's region)")
         );
-        println!("credentials: {}", self.credentials);
-        println!(
+        outln!("credentials: {}", self.credentials);
+        outln!(
             "image:       {}",
             self.template
                 .as_deref()
                 .unwrap_or("not set (RAYITO_TEMPLATE)")
         );
-        println!();
+        outln!();
         print_checks(&self.checks);
-        println!("[ -- ] {UNPROVABLE}");
-        println!();
-        println!("publishing (rayito setup, rayito image publish; read-only checks):");
+        outln!("[ -- ] {UNPROVABLE}");
+        outln!();
+        outln!("publishing (rayito setup, rayito image publish; read-only checks):");
         print_checks(&self.publishing);
-        println!("[ -- ] {UNPROVABLE_PUBLISHING}");
-        println!();
+        outln!("[ -- ] {UNPROVABLE_PUBLISHING}");
+        outln!();
         if self.ready() {
-            println!("verdict: ready: `rayito sandbox create` can work on AWS");
+            outln!("verdict: ready: `rayito sandbox create` can work on AWS");
         } else {
-            println!("verdict: NOT ready: fix the failures above");
+            outln!("verdict: NOT ready: fix the failures above");
         }
         if self.publishing_ready() {
-            println!("publishing: ready: the stacks, the bucket and a launchable image are there");
+            outln!("publishing: ready: the stacks, the bucket and a launchable image are there");
         } else {
-            println!("publishing: NOT ready: fix the publishing failures above (rayito setup)");
+            outln!("publishing: NOT ready: fix the publishing failures above (rayito setup)");
         }
     }
 }

@@ -115,7 +115,7 @@ pub(crate) async fn run(
                 let entry = entry?;
                 match format {
                     Format::Json => output::json(&entry_json(&entry)),
-                    Format::Text => println!("{} ({} bytes)", entry.path, entry.size),
+                    Format::Text => outln!("{} ({} bytes)", entry.path, entry.size),
                 }
                 Ok(0)
             }
@@ -137,7 +137,7 @@ pub(crate) async fn run(
                     let size = size?;
                     match format {
                         Format::Json => output::json(&json!({ "path": remote, "size": size })),
-                        Format::Text => println!("{} ({size} bytes)", local.display()),
+                        Format::Text => outln!("{} ({size} bytes)", local.display()),
                     }
                     Ok(0)
                 }
@@ -175,7 +175,7 @@ pub(crate) async fn run(
                 }
                 Format::Text => {
                     for e in &entries {
-                        println!("{}\t{}\t{}", e.permissions, e.size, e.path);
+                        outln!("{}\t{}\t{}", e.permissions, e.size, e.path);
                     }
                 }
             }

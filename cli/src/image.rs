@@ -187,7 +187,7 @@ fn zip(
             "bytes": artifact.bytes().len(),
             "arch": arch.as_str(),
         })),
-        Format::Text => println!(
+        Format::Text => outln!(
             "wrote {} ({} bytes, sha256 {}, key {})",
             dest.display(),
             artifact.bytes().len(),
@@ -323,12 +323,16 @@ async fn dispatch(
                     })).collect::<Vec<_>>(),
                 })),
                 Format::Text => {
-                    println!(
+                    outln!(
                         "{:<6} {:<32} {:<9} {:<14} {:<7} SAME_ARTIFACT",
-                        "SIZE", "IMAGE", "PUBLISHED", "STATE", "VERSION"
+                        "SIZE",
+                        "IMAGE",
+                        "PUBLISHED",
+                        "STATE",
+                        "VERSION"
                     );
                     for r in &rows {
-                        println!(
+                        outln!(
                             "{:<6} {:<32} {:<9} {:<14} {:<7} {}",
                             r.size.name(),
                             r.image_name,
@@ -382,7 +386,7 @@ async fn dispatch(
                         })),
                         Format::Text => {
                             for v in &versions {
-                                println!(
+                                outln!(
                                     "{:<8} {:<12} {:<9} {}",
                                     v.version,
                                     v.state,
@@ -406,7 +410,7 @@ async fn dispatch(
                         })),
                         Format::Text => {
                             for t in &list {
-                                println!(
+                                outln!(
                                     "{:<32} {:<14} {}",
                                     t.name,
                                     t.state,
@@ -490,24 +494,25 @@ fn published(format: Format, image_name: &str, info: &PublishInfo) -> i32 {
         }
         Format::Text => {
             let how = if info.reused { "reused" } else { "built" };
-            println!(
+            outln!(
                 "{how} {image_name} version {} over al2023-1 version {}",
-                info.image_version, info.base_image_version
+                info.image_version,
+                info.base_image_version
             );
             for s in &info.sizes {
                 match (&s.image_version, &s.error) {
                     (Some(version), None) => {
                         let how = if s.reused { "reused" } else { "built" };
-                        println!("{how} {} version {version}", s.image_name);
+                        outln!("{how} {} version {version}", s.image_name);
                     }
                     (_, Some(err)) => eprintln!("{} is not launchable: {err}", s.image_name),
                     (None, None) => {}
                 }
             }
             if all {
-                println!("RAYITO_TEMPLATE={}", info.image_arn);
+                outln!("RAYITO_TEMPLATE={}", info.image_arn);
                 for s in &info.sizes {
-                    println!(
+                    outln!(
                         "RAYITO_TEMPLATE_{}={}",
                         s.size.name().to_ascii_uppercase(),
                         s.image_arn
@@ -537,7 +542,7 @@ fn print_prune(format: Format, image_name: &str, report: &PruneReport) {
         })),
         Format::Text => {
             for (version, why) in &report.kept {
-                println!("keep    {version} ({})", why.as_str());
+                outln!("keep    {version} ({})", why.as_str());
             }
             let verb = if report.dry_run {
                 "would delete"
@@ -545,10 +550,10 @@ fn print_prune(format: Format, image_name: &str, report: &PruneReport) {
                 "deleted"
             };
             for version in &report.deleted {
-                println!("{verb} {version}");
+                outln!("{verb} {version}");
             }
             for (version, why) in &report.refused {
-                println!("refused {version} ({})", why.as_str());
+                outln!("refused {version} ({})", why.as_str());
             }
         }
     }

@@ -72,12 +72,12 @@ pub(crate) async fn run(backend: &Backend, format: Format, args: LogsArgs) -> Re
 fn print_event(event: &LogEvent, json: bool) {
     let at = iso_ms(event.timestamp);
     if json {
-        println!(
+        outln!(
             "{}",
             json!({ "timestamp": at, "message": event.message, "stream": event.stream })
         );
     } else {
-        println!("{at} {}", event.message);
+        outln!("{at} {}", event.message);
     }
 }
 

@@ -9,6 +9,9 @@
 //! (usage included) take 125 and a command timeout 124, as `docker run`
 //! and `timeout` do.
 
+// First: its `outln!` / `out!` macros are used by the modules below.
+#[macro_use]
+mod output;
 mod build_output;
 mod cache;
 mod commands;
@@ -19,7 +22,6 @@ mod image;
 mod local;
 mod logs;
 mod network;
-mod output;
 mod pool;
 mod progress;
 mod secret;
@@ -184,11 +186,13 @@ fn local_command(command: &LocalCommand, format: Format) -> i32 {
             match format {
                 Format::Json => output::json(&serde_json::json!({ "running": state })),
                 Format::Text => match state {
-                    Some(s) => println!(
+                    Some(s) => outln!(
                         "running: pid {}, endpoint {}, image {}",
-                        s.pid, s.endpoint_url, s.image_arn
+                        s.pid,
+                        s.endpoint_url,
+                        s.image_arn
                     ),
-                    None => println!("not running"),
+                    None => outln!("not running"),
                 },
             }
             0
@@ -197,8 +201,8 @@ fn local_command(command: &LocalCommand, format: Format) -> i32 {
             Ok(was_running) => {
                 match format {
                     Format::Json => output::json(&serde_json::json!({ "stopped": was_running })),
-                    Format::Text if was_running => println!("stopped"),
-                    Format::Text => println!("not running"),
+                    Format::Text if was_running => outln!("stopped"),
+                    Format::Text => outln!("not running"),
                 }
                 0
             }

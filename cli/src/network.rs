@@ -91,9 +91,9 @@ fn print(format: Format, id: &str, state: &NetworkState) {
                     entries.join(" ")
                 }
             };
-            println!("allow_out: {}", list(&state.allow_out));
-            println!("deny_out: {}", list(&state.deny_out));
-            println!(
+            outln!("allow_out: {}", list(&state.allow_out));
+            outln!("deny_out: {}", list(&state.deny_out));
+            outln!(
                 "egress_proxy: {}",
                 if state.egress_proxy_configured {
                     "configured"
@@ -101,7 +101,7 @@ fn print(format: Format, id: &str, state: &NetworkState) {
                     "none"
                 }
             );
-            println!("enforcement: {}", enforcement(state.enforcement));
+            outln!("enforcement: {}", enforcement(state.enforcement));
         }
     }
 }

@@ -60,13 +60,44 @@ pub fn note(message: &str) {
     }
 }
 
-/// Prints one JSON document on stdout (a closed stdout, `| head`, is
-/// not an error worth a panic).
-pub fn json(value: &Value) {
+/// `println!` for what rayito prints on stdout, through [`write_out`]:
+/// a closed stdout ends the program instead of panicking.
+macro_rules! outln {
+    () => {
+        $crate::output::write_out(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` through [`write_out`].
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write_out(format_args!($($arg)*))
+    };
+}
+
+/// Writes `args` on stdout. A reader that went away (`rayito sandbox list
+/// | head -1`) ends rayito quietly with exit code 0: the reader asked for
+/// no more, which is no failure (`println!` would panic); any other write failure (a full disk behind `>`) ends it with
+/// [`EXIT_FAILURE`] and one line on stderr, never with output silently
+/// lost.
+pub fn write_out(args: std::fmt::Arguments<'_>) {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{value}");
-    let _ = out.flush();
+    if let Err(err) = out.write_fmt(args).and_then(|()| out.flush()) {
+        if err.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("rayito: cannot write to stdout: {err}");
+        std::process::exit(EXIT_FAILURE);
+    }
+}
+
+/// Prints one JSON document on stdout (through [`write_out`]).
+pub fn json(value: &Value) {
+    write_out(format_args!("{value}\n"));
 }
 
 /// Seconds since the epoch, for JSON.

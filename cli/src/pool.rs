@@ -181,7 +181,7 @@ async fn dispatch(backend: &Backend, format: Format, command: PoolCommand) -> Re
             pool.close(true).await?;
             match format {
                 Format::Json => output::json(&json!({ "terminated": parked })),
-                Format::Text => println!("terminated {parked} parked sandboxes"),
+                Format::Text => outln!("terminated {parked} parked sandboxes"),
             }
             Ok(0)
         }
@@ -199,7 +199,7 @@ async fn fill_until_stopped(pool: &Pool, format: Format) -> Result<(), SandboxEr
         let now = (stats.ready, stats.warming, stats.failed);
         if last != Some(now) {
             match format {
-                Format::Json => println!(
+                Format::Json => outln!(
                     "{}",
                     json!({"ready": stats.ready, "warming": stats.warming, "failed": stats.failed})
                 ),
@@ -232,9 +232,9 @@ fn print_stats(format: Format, stats: &PoolStats) {
             })).collect::<Vec<_>>(),
         })),
         Format::Text => {
-            println!("ready {} warming {}", stats.ready, stats.warming);
+            outln!("ready {} warming {}", stats.ready, stats.warming);
             for s in &stats.slots {
-                println!("{:<8} {}", s.state.as_str(), s.sandbox_id);
+                outln!("{:<8} {}", s.state.as_str(), s.sandbox_id);
             }
         }
     }

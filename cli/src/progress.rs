@@ -48,8 +48,8 @@ impl Progress {
     /// Prints `line` on stdout, above the bar when there is one.
     pub fn finish_line(&self, line: &str) {
         match &self.bar {
-            Some(bar) => bar.suspend(|| println!("{line}")),
-            None => println!("{line}"),
+            Some(bar) => bar.suspend(|| outln!("{line}")),
+            None => outln!("{line}"),
         }
     }
 

@@ -157,13 +157,13 @@ async fn dispatch(global: &Global, command: SecretCommand) -> Result<i32, Failur
             match format {
                 Format::Json => output::json(&info_json(&info)),
                 Format::Text => {
-                    println!("name: {}", info.name);
-                    println!("arn: {}", info.secret_id);
-                    println!("version: {}", info.version);
-                    println!("created_at: {}", output::unix(info.created_at));
-                    println!("updated_at: {}", output::unix(info.updated_at));
+                    outln!("name: {}", info.name);
+                    outln!("arn: {}", info.secret_id);
+                    outln!("version: {}", info.version);
+                    outln!("created_at: {}", output::unix(info.created_at));
+                    outln!("updated_at: {}", output::unix(info.updated_at));
                     for (key, value) in &info.metadata {
-                        println!("metadata {key}={value}");
+                        outln!("metadata {key}={value}");
                     }
                 }
             }
@@ -182,7 +182,7 @@ async fn dispatch(global: &Global, command: SecretCommand) -> Result<i32, Failur
                 })),
                 Format::Text => {
                     for info in &page.secrets {
-                        println!("{}\tversion {}", info.name, info.version);
+                        outln!("{}\tversion {}", info.name, info.version);
                     }
                     if let Some(token) = &page.next_token {
                         output::note(&format!("more: --next-token {token}"));
@@ -195,8 +195,8 @@ async fn dispatch(global: &Global, command: SecretCommand) -> Result<i32, Failur
             let deleted = store.destroy(&name).await?;
             match format {
                 Format::Json => output::json(&json!({ "name": name, "deleted": deleted })),
-                Format::Text if deleted => println!("deleted {name}"),
-                Format::Text => println!("{name} did not exist"),
+                Format::Text if deleted => outln!("deleted {name}"),
+                Format::Text => outln!("{name} did not exist"),
             }
         }
     }
@@ -217,7 +217,7 @@ fn info_json(info: &SecretInfo) -> Value {
 fn print_info(format: Format, verb: &str, info: &SecretInfo) {
     match format {
         Format::Json => output::json(&info_json(info)),
-        Format::Text => println!("{verb} {} version {}", info.name, info.version),
+        Format::Text => outln!("{verb} {} version {}", info.name, info.version),
     }
 }
 

@@ -165,17 +165,17 @@ async fn setup(global: &Global, backend: &Backend, args: SetupArgs) -> Result<i3
                 "steps": steps.iter().map(step_json).collect::<Vec<_>>(),
             })),
             Format::Text => {
-                println!(
+                outln!(
                     "setup of account {} in {} (dry run: nothing is written; --yes applies it)",
                     plan.account(),
                     plan.region()
                 );
                 for step in &steps {
-                    println!("  {step}");
+                    outln!("  {step}");
                 }
-                println!("artifact bucket: {}", plan.bucket());
+                outln!("artifact bucket: {}", plan.bucket());
                 if steps.iter().all(|s| s.action == StepAction::Exists) {
-                    println!("nothing to do: this account is set up");
+                    outln!("nothing to do: this account is set up");
                 }
             }
         }
@@ -187,7 +187,7 @@ async fn setup(global: &Global, backend: &Backend, args: SetupArgs) -> Result<i3
     let artifact = artifact(&args, arch)?;
     let say = |line: String| {
         if format == Format::Text {
-            println!("{line}");
+            outln!("{line}");
         }
     };
     let outcome = setup.apply(&plan).await?;
@@ -254,11 +254,11 @@ async fn setup(global: &Global, backend: &Backend, args: SetupArgs) -> Result<i3
         })),
         Format::Text => {
             if !changed {
-                println!("nothing changed: this account was already set up");
+                outln!("nothing changed: this account was already set up");
             }
-            println!("RAYITO_TEMPLATE={}", info.image_arn);
-            println!("RAYITO_BUCKET={}", outcome.bucket);
-            println!();
+            outln!("RAYITO_TEMPLATE={}", info.image_arn);
+            outln!("RAYITO_BUCKET={}", outcome.bucket);
+            outln!();
             report.print(Format::Text);
         }
     }

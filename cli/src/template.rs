@@ -150,7 +150,7 @@ async fn dispatch(
                 Format::Json => output::json(&json!({
                     "name": name, "version": version, "status": status,
                 })),
-                Format::Text => println!("{name} version {version}: {status}"),
+                Format::Text => outln!("{name} version {version}: {status}"),
             }
             Ok(0)
         }
@@ -160,7 +160,7 @@ async fn dispatch(
                 Format::Json => output::json(&json!({ "name": name, "lines": lines })),
                 Format::Text => {
                     for line in lines {
-                        println!("{line}");
+                        outln!("{line}");
                     }
                 }
             }
@@ -179,7 +179,7 @@ async fn dispatch(
                 })),
                 Format::Text => {
                     for t in &list {
-                        println!(
+                        outln!(
                             "{:<32} {:<14} {}",
                             t.name,
                             t.state,
@@ -220,13 +220,13 @@ async fn build(
                 })),
                 Format::Text => {
                     let how = if info.reused { "reused" } else { "built" };
-                    println!(
+                    outln!(
                         "{how} {} version {} in {:.1}s",
                         info.alias,
                         info.version,
                         info.duration.as_secs_f64()
                     );
-                    println!("RAYITO_TEMPLATE={}", info.template_id);
+                    outln!("RAYITO_TEMPLATE={}", info.template_id);
                 }
             }
             Ok(0)

@@ -607,3 +607,41 @@ fn network_policies_are_set_at_create_read_and_replaced() {
     );
     s.ok(&["sandbox", "kill", &plain]);
 }
+
+/// A reader that went away (`rayito ... | head -1`) ends rayito quietly:
+/// exit 0 and nothing on stderr, no panic, in text and JSON output. The
+/// pipe's read end is closed before rayito starts, so its first write to
+/// stdout fails every time.
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let s = Session::unset_backend();
+    for args in [&["doctor"][..], &["--output", "json", "doctor"][..]] {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let out = s
+            .cmd(args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run rayito");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(text(&out.stderr), "", "{args:?}");
+    }
+    // With a reader, the same command prints and keeps its own exit code.
+    let out = s.run(&["doctor"]);
+    assert!(
+        text(&out.stdout).starts_with("backend:"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "doctor finds nothing configured"
+    );
+}
