@@ -3,6 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use chrono::{DateTime, FixedOffset, NaiveDate, NaiveTime, SecondsFormat, Utc};
 use clap::Args;
 use rayito::logs::{DEFAULT_LIMIT, LogEvent, LogsQuery, MAX_LIMIT};
 use serde_json::json;
@@ -83,18 +84,7 @@ fn print_event(event: &LogEvent, json: bool) {
 
 /// `2026-12-01T10:00:00.123Z`.
 pub(crate) fn iso_ms(t: SystemTime) -> String {
-    let ms = t
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let (days, rest) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
-    let (y, m, d) = civil_from_days(days);
-    let (h, min, s, milli) = (
-        rest / 3_600_000,
-        rest / 60_000 % 60,
-        rest / 1_000 % 60,
-        rest % 1_000,
-    );
-    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{milli:03}Z")
+    DateTime::<Utc>::from(t).to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
 /// `--since`: `<n>s|m|h|d` back from now, or ISO-8601 (zone-less = UTC).
@@ -125,106 +115,56 @@ fn parse_since_at(text: &str, now: SystemTime) -> Result<SystemTime, String> {
         .ok_or_else(|| "the time is before 1970".to_owned())
 }
 
-/// Milliseconds since the epoch of `YYYY-MM-DD[THH:MM[:SS[.fff]]][Z|±HH:MM]`.
+/// Milliseconds since the epoch of `YYYY-MM-DD[THH:MM[:SS[.fff]]][Z|±HH:MM]`
+/// (`t` or a space may stand for `T`; no zone is UTC). chrono's numeric
+/// fields also take other widths and signs, so the shape is checked here
+/// and the calendar left to chrono.
 fn parse_iso_ms(text: &str) -> Option<i64> {
-    let num = |s: &str| -> Option<i64> {
-        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| s.parse().ok())
-            .flatten()
-    };
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
     let (date, time) = match text.split_once(['T', 't', ' ']) {
         Some((d, t)) => (d, Some(t)),
         None => (text, None),
     };
-    let mut parts = date.split('-');
-    let (y, m, d) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || y.len() != 4 || m.len() != 2 || d.len() != 2 {
+    let shape: Vec<&str> = date.split('-').collect();
+    if shape.len() != 3 || !digits(shape[0], 4) || !digits(shape[1], 2) || !digits(shape[2], 2) {
         return None;
     }
-    let (y, m, d) = (num(y)?, num(m)?, num(d)?);
-    if !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
-        return None;
-    }
-    let mut ms = days_from_civil(y, m, d).checked_mul(86_400_000)?;
+    let date = NaiveDate::parse_from_str(date, "%Y-%m-%d").ok()?;
     let Some(time) = time else {
-        return Some(ms);
+        return Some(date.and_time(NaiveTime::MIN).and_utc().timestamp_millis());
     };
     // The zone: `Z`, `±HH:MM`, or none (UTC).
-    let (clock, offset_ms) = if let Some(c) = time.strip_suffix(['Z', 'z']) {
-        (c, 0)
+    let (clock, zone) = if let Some(c) = time.strip_suffix(['Z', 'z']) {
+        (c, "+00:00")
     } else if let Some(at) = time.rfind(['+', '-']) {
-        let (c, zone) = time.split_at(at);
-        let sign = if zone.starts_with('-') { -1 } else { 1 };
-        let (zh, zm) = zone[1..].split_once(':')?;
-        if zh.len() != 2 || zm.len() != 2 {
-            return None;
-        }
-        let (zh, zm) = (num(zh)?, num(zm)?);
-        if zh > 23 || zm > 59 {
-            return None;
-        }
-        (c, sign * (zh * 3_600_000 + zm * 60_000))
+        time.split_at(at)
     } else {
-        (time, 0)
+        (time, "+00:00")
     };
+    let (zh, zm) = zone[1..].split_once(':')?;
+    if !digits(zh, 2) || !digits(zm, 2) {
+        return None;
+    }
+    let offset: FixedOffset = zone.parse().ok()?;
     let (hms, frac) = match clock.split_once('.') {
         Some((hms, f)) => (hms, Some(f)),
         None => (clock, None),
     };
     let fields: Vec<&str> = hms.split(':').collect();
-    if !(2..=3).contains(&fields.len()) || fields.iter().any(|f| f.len() != 2) {
+    if !(2..=3).contains(&fields.len()) || fields.iter().any(|f| !digits(f, 2)) {
         return None;
     }
-    let h = num(fields[0])?;
-    let min = num(fields[1])?;
-    let s = fields.get(2).map_or(Some(0), |f| num(f))?;
-    if h > 23 || min > 59 || s > 59 {
+    if frac.is_some_and(|f| f.is_empty() || f.len() > 9 || !digits(f, f.len())) {
         return None;
     }
-    let milli = match frac {
-        None => 0,
-        Some(f) if f.len() > 9 || num(f).is_none() => return None,
-        Some(f) => num(&format!("{f:0<3}")[..3])?,
+    let format = if fields.len() == 2 {
+        "%H:%M"
+    } else {
+        "%H:%M:%S%.f"
     };
-    ms = ms.checked_add(h * 3_600_000 + min * 60_000 + s * 1_000 + milli)?;
-    ms.checked_sub(offset_ms)
-}
-
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if is_leap(y) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The date of a day count since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+    let time = NaiveTime::parse_from_str(clock, format).ok()?;
+    let at = date.and_time(time).and_local_timezone(offset).single()?;
+    Some(at.timestamp_millis())
 }
 
 #[cfg(test)]

@@ -243,71 +243,23 @@ fn parse_authorization(v: &str) -> Option<Authorization<'_>> {
     })
 }
 
-/// `YYYYMMDD'T'HHMMSS'Z'` (ISO 8601 basic, UTC), as SigV4 writes dates.
+/// SigV4's date: `YYYYMMDD'T'HHMMSS'Z'` (ISO 8601 basic, UTC).
+const AMZ_DATE: &str = "%Y%m%dT%H%M%SZ";
+
+/// Parses an `X-Amz-Date`; `None` for anything but exactly that form.
 fn parse_amz_date(v: &str) -> Option<SystemTime> {
-    let b = v.as_bytes();
-    if b.len() != 16 || b[8] != b'T' || b[15] != b'Z' {
+    // chrono's %Y takes a sign and more digits: the form is fixed here.
+    if v.len() != 16 || !v.bytes().all(|c| c.is_ascii_alphanumeric()) {
         return None;
     }
-    let num = |range: std::ops::Range<usize>| -> Option<u32> {
-        let s = v.get(range)?;
-        s.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| s.parse().ok())?
-    };
-    let (year, month, day) = (num(0..4)?, num(4..6)?, num(6..8)?);
-    let (hour, minute, second) = (num(9..11)?, num(11..13)?, num(13..15)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 59
-    {
-        return None;
-    }
-    let days = days_from_civil(i64::from(year), month, day);
-    let secs = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second);
-    Some(UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
+    let at = chrono::NaiveDateTime::parse_from_str(v, AMZ_DATE).ok()?;
+    Some(SystemTime::from(at.and_utc()))
 }
 
 fn format_amz_date(t: SystemTime) -> String {
-    let secs = t
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX / 2));
-    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
-    let rem = secs.rem_euclid(86_400);
-    format!(
-        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
-/// algorithm).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(month);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The inverse of [`days_from_civil`].
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    chrono::DateTime::<chrono::Utc>::from(t)
+        .format(AMZ_DATE)
+        .to_string()
 }
 
 #[cfg(test)]
