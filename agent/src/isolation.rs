@@ -259,6 +259,7 @@ pub(crate) fn check_traversable(path: &Path, ids: HostIds) -> std::io::Result<()
 /// # Errors
 /// The mode cannot be changed, or a directory above keeps sandbox uids
 /// out (the error names it).
+#[cfg(feature = "emulator")] // only the emulator asks
 pub(crate) fn open_for_sandboxes(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     if !support().switch_uid {
