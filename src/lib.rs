@@ -287,8 +287,19 @@ pub use files::{
 };
 #[cfg(feature = "dynamodb")]
 pub use index::SandboxIndex;
-#[cfg(feature = "local")]
-pub use local::LOCAL_BUCKET;
+/// The bucket the local backend's S3 endpoint has from the start: checkpoints
+/// (`S3Prefix::new(LOCAL_BUCKET)`) and staged transfers
+/// (`S3Staging::new(LOCAL_BUCKET)`) work on `Sandbox::builder().local()` with
+/// no setup, and on the `rayito` CLI's local daemon. It lives, with every
+/// object in it, as long as the local backend's process
+/// (docs/persistence.md, "The local backend"). Defined without the `local`
+/// feature too: a program reaching a local backend that another process
+/// runs names it.
+///
+/// The name is a valid checkpoint bucket and a valid staging bucket (a DNS
+/// name without dots).
+pub const LOCAL_BUCKET: &str = "rayito-local";
+
 pub use pool::{
     POOL_DEFAULT_TIMEOUT, Pool, PoolConfig, PoolStats, PoolStore, SlotState, SlotStats, WarmupStep,
 };

@@ -268,6 +268,7 @@ async fn serve_async() -> i32 {
     let config = EmulatorConfig::default();
     // The sandboxes' directories go with this process however it ends.
     SandboxEnv::remove_at_exit(&config.root);
+    let root = config.root.clone();
     let emulator = match Emulator::start(config).await {
         Ok(emulator) => emulator,
         Err(err) => {
@@ -275,6 +276,15 @@ async fn serve_async() -> i32 {
             return 1;
         }
     };
+    // `rayito::LOCAL_BUCKET` exists here as on the SDK's embedded local
+    // backend (the emulator's object store keeps a bucket as a directory
+    // under `<root>/s3`), so a program reaching this daemon can persist
+    // and stage through it without making a bucket first.
+    if let Err(err) = tokio::fs::create_dir_all(root.join("s3").join(rayito::LOCAL_BUCKET)).await {
+        eprintln!("rayito local backend: cannot make its bucket: {err}");
+        emulator.shutdown().await;
+        return 1;
+    }
     let arn = emulator.image_arn("rayito-base");
     let state = BackendState {
         pid: i32::try_from(std::process::id()).unwrap_or(-1),

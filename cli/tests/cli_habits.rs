@@ -413,14 +413,9 @@ fn files_move_directories_and_large_files_streamed() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["error"]["kind"].as_str().is_some(), "{v}");
-    // The local daemon's bucket: up and down through S3, byte for byte.
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(s.cache.path().join("local/backend.json")).unwrap(),
-    )
-    .unwrap();
-    let bucket = state["artifact_bucket"]
-        .as_str()
-        .expect("the daemon's bucket");
+    // The local daemon has `rayito::LOCAL_BUCKET` from the start, as the
+    // SDK's embedded local backend: up and down through it, byte for byte.
+    let bucket = rayito::LOCAL_BUCKET;
     let out = with_bucket(
         bucket,
         &[

@@ -20,21 +20,12 @@ use std::sync::OnceLock;
 use rayito_agent::emulator::{Emulator, EmulatorConfig};
 use rayito_agent::sandbox::SandboxEnv;
 
+use crate::LOCAL_BUCKET;
 use crate::error::SandboxError;
 use crate::secret::Secret;
 
 /// The image the local backend uses when no template is given.
 pub(crate) const DEFAULT_IMAGE: &str = "rayito-base";
-
-/// The bucket the local backend's S3 endpoint has from the start: checkpoints
-/// (`S3Prefix::new(LOCAL_BUCKET)`) and staged transfers
-/// (`S3Staging::new(LOCAL_BUCKET)`) work on `Sandbox::builder().local()` with
-/// no setup. It lives, with every object in it, as long as the process's
-/// local backend (docs/persistence.md, "The local backend").
-///
-/// The name is a valid checkpoint bucket and a valid staging bucket (a DNS
-/// name without dots).
-pub const LOCAL_BUCKET: &str = "rayito-local";
 
 /// Where the embedded emulator answers.
 #[derive(Debug, Clone)]
