@@ -107,8 +107,10 @@ pub enum SandboxCommand {
         /// as long as the sandbox).
         #[arg(long, value_name = "SECS")]
         timeout: Option<u64>,
-        /// An environment variable of the command, K=V (repeatable).
-        #[arg(long = "env", short = 'e', value_name = "K=V", value_parser = parse_pair)]
+        /// An environment variable of the command, K=V, or K alone for the
+        /// value K has in rayito's own environment, which keeps it off
+        /// rayito's command line (repeatable).
+        #[arg(long = "env", short = 'e', value_name = "K[=V]", value_parser = parse_env)]
         env: Vec<(String, String)>,
         /// The program and its arguments, or one bash command line (after `--`).
         #[arg(last = true, required = true, value_name = "CMD")]
@@ -158,6 +160,29 @@ pub(crate) fn parse_pair(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
         _ => Err("expected key=value".to_owned()),
+    }
+}
+
+/// `exec -e`: `K=V`, or `K` alone for the value `K` has in rayito's own
+/// environment (as `docker run -e K` does). A secret passed that way is
+/// never on rayito's command line, which other users of the host can read
+/// in `/proc/<pid>/cmdline`. An unset `K` is refused naming it (never a
+/// value), not skipped: a typo should not run the command without it.
+pub(crate) fn parse_env(text: &str) -> Result<(String, String), String> {
+    if text.contains('=') {
+        return parse_pair(text);
+    }
+    if text.is_empty() {
+        return Err("expected K=V, or K for the value K has in rayito's environment".to_owned());
+    }
+    match std::env::var(text) {
+        Ok(value) => Ok((text.to_owned(), value)),
+        Err(std::env::VarError::NotPresent) => Err(format!(
+            "{text} is not set in rayito's environment; export it or pass {text}=VALUE"
+        )),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(format!("{text} in rayito's environment is not UTF-8"))
+        }
     }
 }
 

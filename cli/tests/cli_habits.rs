@@ -70,6 +70,49 @@ fn exec_passes_arguments_as_given_and_keeps_its_codes_apart() {
         "GREETING",
     ]);
     assert_eq!(text(&out.stdout), "hi there\n");
+    // -e K alone: the value K has in rayito's environment, never on
+    // rayito's command line; an unset K is refused by name (usage: 125).
+    let out = s
+        .cmd(&[
+            "sandbox",
+            "exec",
+            &id,
+            "-e",
+            "RAYITO_TEST_TOKEN",
+            "--",
+            "printenv",
+            "RAYITO_TEST_TOKEN",
+        ])
+        .env("RAYITO_TEST_TOKEN", "from the environment")
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        "from the environment\n",
+        "{}",
+        text(&out.stderr)
+    );
+    let out = s
+        .cmd(&[
+            "sandbox",
+            "exec",
+            &id,
+            "-e",
+            "RAYITO_TEST_UNSET",
+            "--",
+            "true",
+        ])
+        .env_remove("RAYITO_TEST_UNSET")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains(
+            "RAYITO_TEST_UNSET is not set in rayito's environment; export it or pass RAYITO_TEST_UNSET=VALUE"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
 
     // The command's code, whatever it is; 128+N for a signal.
     for code in ["0", "1", "2", "75", "255"] {
