@@ -77,9 +77,12 @@ fn the_local_bucket_is_named_and_valid_for_both_uses() {
         .expect("a staging bucket");
 }
 
-/// `<target>/<profile>/examples/persistence`, built now if needed (a no-op
-/// when `cargo test` already built the examples): the directory this test
-/// binary runs from, `<target>/<profile>/deps`, says where and which profile.
+/// `<target>/<profile>/examples/persistence`, built now if needed: the
+/// directory this test binary runs from, `<target>/<profile>/deps`, says
+/// where and which profile. Built as `cargo test --workspace` builds it
+/// (`--workspace`, the features every member asks for), so after that
+/// command it is a no-op; with `--features local,s3` instead, rayito was
+/// compiled again with another feature set, a minute of each CI run.
 fn example_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let deps = exe.parent().expect("deps dir");
@@ -93,8 +96,13 @@ fn example_binary() -> PathBuf {
     let mut build = Command::new(cargo);
     build
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet", "--example", "persistence"])
-        .args(["--features", "local,s3"])
+        .args([
+            "build",
+            "--quiet",
+            "--workspace",
+            "--example",
+            "persistence",
+        ])
         .arg("--target-dir")
         .arg(target);
     if profile == "release" {

@@ -23,8 +23,9 @@ use sdk_support::skip::skip;
 const USER: &str = "example-user";
 const PASSWORD: &str = "example-canary-token-6d1f0b";
 
-/// `<target>/<profile>/examples/secrets_and_git`, built now if needed (a
-/// no-op when `cargo test` already built the examples).
+/// `<target>/<profile>/examples/secrets_and_git`, built now if needed, as
+/// `cargo test --workspace` builds it (`--workspace`: the same features, so
+/// a no-op after that command rather than rayito compiled once more).
 fn example_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let profile_dir = exe.parent().and_then(|d| d.parent()).expect("profile dir");
@@ -33,8 +34,13 @@ fn example_binary() -> PathBuf {
     let mut build = Command::new(cargo);
     build
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet", "--example", "secrets_and_git"])
-        .args(["--features", "local,secrets"])
+        .args([
+            "build",
+            "--quiet",
+            "--workspace",
+            "--example",
+            "secrets_and_git",
+        ])
         .arg("--target-dir")
         .arg(target);
     if profile_dir.file_name().and_then(|n| n.to_str()) == Some("release") {

@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// `<target>/<profile>/examples/e2b_migration`, built now if needed (a
-/// no-op when `cargo test` already built the examples).
+/// `<target>/<profile>/examples/e2b_migration`, built now if needed, as
+/// `cargo test --workspace` builds it (`--workspace`: the same features, so
+/// a no-op after that command rather than rayito compiled once more).
 fn example_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let profile_dir = exe
@@ -18,7 +19,13 @@ fn example_binary() -> PathBuf {
     let mut build = Command::new(cargo);
     build
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet", "--example", "e2b_migration"])
+        .args([
+            "build",
+            "--quiet",
+            "--workspace",
+            "--example",
+            "e2b_migration",
+        ])
         .arg("--target-dir")
         .arg(target);
     if profile_dir.file_name().and_then(|n| n.to_str()) == Some("release") {
