@@ -30,6 +30,21 @@ fn timeout_info() -> ErrorInfo {
     }
 }
 
+/// `err` is `Timeout { scope: Request }`, classified as a timeout.
+fn assert_request_timeout(err: &SandboxError) {
+    assert!(
+        matches!(
+            err,
+            SandboxError::Timeout {
+                scope: TimeoutScope::Request,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.classify(), timeout_info());
+}
+
 /// `elapsed` is at least `deadline` (less a little clock slack) and not
 /// much later.
 fn fired_near(elapsed: Duration, deadline: Duration) {
@@ -59,17 +74,7 @@ async fn a_unary_call_without_an_answer_ends_at_request_timeout() {
     let started = Instant::now();
     let err = sbx.files().get_info("/tmp").await.unwrap_err();
     fired_near(started.elapsed(), request_timeout);
-    assert!(
-        matches!(
-            err,
-            SandboxError::Timeout {
-                scope: TimeoutScope::Request,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert_eq!(err.classify(), timeout_info());
+    assert_request_timeout(&err);
     assert_eq!(
         err.to_string(),
         "the call files.get_info did not finish; raise request_timeout or retry"
@@ -125,17 +130,7 @@ async fn a_stalled_stream_ends_at_its_deadline() {
         received > 0 && received < size,
         "the stall came mid-stream: {received} of {size} bytes"
     );
-    assert!(
-        matches!(
-            err,
-            SandboxError::Timeout {
-                scope: TimeoutScope::Request,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert_eq!(err.classify(), timeout_info());
+    assert_request_timeout(&err);
     assert_eq!(
         err.to_string(),
         "the call files.read did not finish; raise request_timeout or retry"
@@ -259,17 +254,7 @@ async fn a_silent_control_plane_ends_at_the_read_timeout() {
 
     let (err, elapsed) = failed_create(aws_at(addr)).await;
     fired_near(elapsed, READ_TIMEOUT);
-    assert!(
-        matches!(
-            err,
-            SandboxError::Timeout {
-                scope: TimeoutScope::Request,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert_eq!(err.classify(), timeout_info());
+    assert_request_timeout(&err);
     assert_eq!(err.to_string(), CONTROL_TIMEOUT_MESSAGE);
     assert_eq!(err.meta().http_status(), None);
     assert_eq!(
@@ -309,17 +294,7 @@ async fn an_unanswered_connect_ends_at_the_connect_timeout() {
     fired_near(elapsed, CONNECT_TIMEOUT);
     // Not the default 5 s, nor the read timeout.
     assert!(elapsed < READ_TIMEOUT, "{elapsed:?}");
-    assert!(
-        matches!(
-            err,
-            SandboxError::Timeout {
-                scope: TimeoutScope::Request,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert_eq!(err.classify(), timeout_info());
+    assert_request_timeout(&err);
     assert_eq!(err.to_string(), CONTROL_TIMEOUT_MESSAGE);
     drop((listener, fillers));
 }
@@ -437,17 +412,7 @@ async fn a_start_without_an_answer_ends_at_the_calls_request_timeout() {
         .await
         .unwrap_err();
     fired_near(started.elapsed(), per_call);
-    assert!(
-        matches!(
-            err,
-            SandboxError::Timeout {
-                scope: TimeoutScope::Request,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert_eq!(err.classify(), timeout_info());
+    assert_request_timeout(&err);
     assert_eq!(
         err.to_string(),
         "the call commands.run did not finish; raise request_timeout or retry"
@@ -467,16 +432,7 @@ async fn a_start_without_an_answer_ends_at_the_calls_request_timeout() {
         .await
         .unwrap_err();
     fired_near(started.elapsed(), per_call);
-    assert!(
-        matches!(
-            err,
-            SandboxError::Timeout {
-                scope: TimeoutScope::Request,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_request_timeout(&err);
 
     // Refused by name, before anything is sent (the proxy is not stalled:
     // a call that went out would succeed).
