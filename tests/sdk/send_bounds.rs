@@ -430,6 +430,9 @@ fn every_public_async_method_and_stream_is_checked_here() {
     assert!(items.len() >= 28, "the scan found too little: {items:?}");
     for item in items {
         let named = checks.contains(&item) || checks.contains(&item.replacen('.', "::", 1));
-        assert!(named, "{item} has no Send check in tests/sdk/send_bounds.rs");
+        assert!(
+            named,
+            "{item} has no Send check in tests/sdk/send_bounds.rs"
+        );
     }
 }
