@@ -217,7 +217,7 @@
 /// future then holds its arguments and one pointer, while its state lives
 /// on the heap. Futures are stored inline in their callers' futures, so an
 /// unboxed SDK call of 16 KiB grew every caller by as much (a debug build
-/// awaiting many calls in `main` overflowed its stack); `tests/future_sizes.rs`
+/// awaiting many calls in `main` overflowed its stack); `tests/sdk/future_sizes.rs`
 /// pins the budget. The type also checks that the future is `Send`.
 macro_rules! boxed {
     ($output:ty, $body:block) => {{

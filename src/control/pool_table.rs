@@ -836,7 +836,7 @@ mod tests {
     /// signature with an XML body that DynamoDB's JSON protocol cannot
     /// read, so only the HTTP status is known here; real DynamoDB's
     /// `UnrecognizedClientException` is `Authentication` by its code,
-    /// whatever the call: tests/errors_map_aws.rs.)
+    /// whatever the call: tests/sdk/errors_map_aws.rs.)
     #[tokio::test]
     async fn a_refused_request_maps_through_the_aws_mapping_without_awss_text() {
         let Some((moto, settings)) = moto_table("auth").await else {

@@ -375,7 +375,7 @@ fn every_message_comes_from_a_template_and_every_template_is_used() {
         "configure.unsupported_reason",
     ];
     // The network texts are reasons and fragments too (rendered and
-    // pinned in src/sandbox/network/ and tests/sdk_network.rs).
+    // pinned in src/sandbox/network/ and tests/sdk/network.rs).
     for t in ALL
         .iter()
         .filter(|t| !fragments.contains(&t.id) && !t.id.starts_with("network."))

@@ -690,7 +690,7 @@ mod tests {
     }
 
     /// The option and result types cross threads (the futures' `Send` is
-    /// checked in tests/send_bounds.rs).
+    /// checked in tests/sdk/send_bounds.rs).
     #[test]
     fn options_and_outcomes_are_send_and_sync() {
         fn sync<T: Send + Sync>() {}

@@ -95,7 +95,7 @@ pub(crate) struct CreateOptions {
     pub execution_role_arn: Option<String>,
     pub access_token: Option<Secret>,
     /// RunMicrovm `logging`; `None`: disabled. Boxed: the builder is held
-    /// by value in every create future (tests/future_sizes.rs).
+    /// by value in every create future (tests/sdk/future_sizes.rs).
     pub logging: Option<Box<super::SandboxLogging>>,
 }
 

@@ -1,0 +1,485 @@
+//! Automatic S3 staging of large reads and writes on the emulator
+//! (docs/transfers.md, "Automatic staging"): the threshold boundary (one
+//! byte below it goes over gRPC, at it through S3), round trips through
+//! single and multipart uploads and exports, `read_stream` and
+//! `write_stream` staged, the staging prefix empty afterwards, the checks
+//! of `staging` before any call, the fallback on agents without transfers,
+//! and no URL, bucket or key in any error or `Debug` output.
+
+use crate::sdk_support;
+
+use sdk_support::plain_http::noise;
+
+use std::time::Duration;
+
+use aws_sdk_s3 as s3;
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use rayito::error::{ErrorKind, PersistenceCode, TransferCode, TransferReason};
+use rayito::transfer::{S3Staging, UploadUrlOptions};
+use rayito::{Sandbox, SandboxError};
+use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use sha2::{Digest as _, Sha256};
+
+const BUCKET: &str = "sdk-staged-io";
+const MIB: usize = 1 << 20;
+const THRESHOLD: usize = MIB;
+
+/// The pinned message of a staging bucket that does not exist.
+const NO_SUCH_BUCKET: &str = "the bucket does not exist (NoSuchBucket); create it or name another";
+/// ... and of a bucket in another region (not producible on the emulator,
+/// whose S3 serves every region).
+const WRONG_REGION: &str = "the bucket is in another region; pass its region";
+
+fn s3_client(emu: &Emulator) -> s3::Client {
+    sdk_support::moto_seed::s3_client(&emu.s3_endpoint_url(), emu.access_key())
+}
+
+struct World {
+    emu: Emulator,
+    sbx: Sandbox,
+    s3: s3::Client,
+}
+
+fn staging() -> S3Staging {
+    S3Staging::new(BUCKET)
+        .threshold_bytes(THRESHOLD as u64)
+        .multipart_threshold_bytes(16 << 20)
+}
+
+async fn world_with(transfers: bool, staging: S3Staging) -> World {
+    world_in(EmulatorConfig::default(), transfers, staging).await
+}
+
+async fn world_in(config: EmulatorConfig, transfers: bool, staging: S3Staging) -> World {
+    let emu = Emulator::start(EmulatorConfig {
+        agent_transfers: transfers,
+        ..config
+    })
+    .await
+    .expect("the emulator starts");
+    let s3 = s3_client(&emu);
+    s3.create_bucket()
+        .bucket(BUCKET)
+        .send()
+        .await
+        .expect("bucket");
+    let sbx = sdk_support::builder(&emu)
+        .aws(sdk_support::aws(&emu).s3_endpoint_url(emu.s3_endpoint_url()))
+        .staging(staging)
+        .create()
+        .await
+        .expect("sandbox");
+    World { emu, sbx, s3 }
+}
+
+async fn world() -> World {
+    world_with(true, staging()).await
+}
+
+fn sha(data: &[u8]) -> Vec<u8> {
+    Sha256::digest(data).to_vec()
+}
+
+/// Every object and unfinished multipart upload in the bucket.
+async fn leftovers(s3: &s3::Client) -> (Vec<String>, usize) {
+    let objects = s3
+        .list_objects_v2()
+        .bucket(BUCKET)
+        .send()
+        .await
+        .expect("list")
+        .contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_owned))
+        .collect();
+    let uploads = s3
+        .list_multipart_uploads()
+        .bucket(BUCKET)
+        .send()
+        .await
+        .map(|o| o.uploads().len())
+        .unwrap_or(0);
+    (objects, uploads)
+}
+
+/// The staging objects are deleted once a read or write ended.
+async fn assert_prefix_empty(s3: &s3::Client) {
+    // A read's deletion runs as it ends; give a background one a moment.
+    for _ in 0..50 {
+        if leftovers(s3).await == (Vec::new(), 0) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("staging leftovers: {:?}", leftovers(s3).await);
+}
+
+/// No URL, bucket or staging key in a text the caller may log.
+fn assert_clean(text: &str) {
+    for secret in [
+        BUCKET,
+        "no-such-staging",
+        "rayito-transfer/",
+        "X-Amz",
+        "http://",
+        "https://",
+    ] {
+        assert!(!text.contains(secret), "{text:?} holds {secret:?}");
+    }
+}
+
+fn assert_error_clean(e: &SandboxError) {
+    assert_clean(&format!("{e} {e:?} {}", e.to_wire()));
+}
+
+fn argument(e: &SandboxError) -> Option<&str> {
+    match e {
+        SandboxError::InvalidArgument { argument, .. } => argument.as_deref(),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_byte_below_the_threshold_goes_over_grpc_and_the_threshold_through_s3() {
+    // A staging bucket that does not exist: only the S3 path can fail.
+    let w = world_with(
+        true,
+        S3Staging::new("no-such-staging")
+            .threshold_bytes(THRESHOLD as u64)
+            .multipart_threshold_bytes(16 << 20),
+    )
+    .await;
+    let files = w.sbx.files();
+    assert!(w.sbx.staging().is_some());
+    assert_clean(&format!("{:?} {:?}", w.sbx, w.sbx.staging()));
+
+    // Writes: threshold - 1 bytes over gRPC, threshold bytes through S3.
+    let below = noise(THRESHOLD - 1, 1);
+    let entry = files.write("below.bin", below.clone()).await.expect("gRPC");
+    assert_eq!(entry.size, (THRESHOLD - 1) as u64);
+    let err = files
+        .write("at.bin", noise(THRESHOLD, 2))
+        .await
+        .expect_err("through S3");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert_eq!(argument(&err), Some("bucket"));
+    assert_eq!(err.to_string(), format!("invalid bucket: {NO_SUCH_BUCKET}"));
+    assert_error_clean(&err);
+    assert!(!files.exists("at.bin").await.unwrap());
+
+    // A stream always goes through S3, even a short one.
+    let err = files
+        .write_stream(
+            "s.bin",
+            futures_util::stream::iter([Bytes::from_static(b"abc")]),
+        )
+        .await
+        .expect_err("through S3");
+    assert_eq!(argument(&err), Some("bucket"), "{err}");
+    assert_error_clean(&err);
+
+    // Reads: the file at the threshold is exported to the missing bucket,
+    // which the agent's PUT finds unavailable.
+    files
+        .write_files(vec![rayito::WriteEntry::new("at.bin", noise(THRESHOLD, 3))])
+        .await
+        .expect("write_files stays on gRPC");
+    assert_eq!(files.read("below.bin").await.expect("gRPC"), below);
+    let err = files.read("at.bin").await.expect_err("through S3");
+    match &err {
+        SandboxError::Transfer { code, reason, .. } => {
+            assert_eq!(*code, TransferCode::Unavailable, "{err}");
+            assert_eq!(*reason, TransferReason::S3Unavailable, "{err}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_error_clean(&err);
+    let err = files.read_stream("at.bin").await.expect_err("through S3");
+    assert_eq!(err.kind(), ErrorKind::Transfer, "{err}");
+    assert_error_clean(&err);
+
+    // At the multipart threshold the SDK creates the multipart upload of
+    // the export itself: its own S3 call finds the bucket missing.
+    files
+        .write_files(vec![rayito::WriteEntry::new("mp.bin", noise(16 * MIB, 9))])
+        .await
+        .expect("write_files");
+    let err = files.read("mp.bin").await.expect_err("multipart export");
+    assert_eq!(argument(&err), Some("bucket"), "{err}");
+    assert_eq!(err.to_string(), format!("invalid bucket: {NO_SUCH_BUCKET}"));
+    assert_error_clean(&err);
+    drop(w.emu);
+}
+
+/// docs/transfers.md transcribes the pinned message.
+#[test]
+fn the_docs_transcribe_the_staging_messages() {
+    let doc = include_str!("../../docs/transfers.md");
+    assert!(doc.contains(NO_SUCH_BUCKET));
+    assert!(doc.contains(WRONG_REGION));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_and_reads_round_trip_through_s3_and_leave_nothing_behind() {
+    let w = world().await;
+    let files = w.sbx.files();
+    // At the threshold: one PutObject, one PUT export.
+    let at = noise(THRESHOLD, 4);
+    let entry = files.write("io/at.bin", at.clone()).await.expect("write");
+    assert_eq!(entry.path, "/home/user/io/at.bin");
+    assert_eq!(entry.size, THRESHOLD as u64);
+    assert_eq!(entry.mode, 0o644);
+    assert_eq!(files.read("io/at.bin").await.expect("read"), at);
+    assert_prefix_empty(&w.s3).await;
+
+    // ~20 MiB: a multipart upload of three parts (8 + 8 + 4 MiB).
+    let big = noise(20 * MIB + 12_345, 5);
+    let entry = files.write("io/big.bin", big.clone()).await.expect("write");
+    assert_eq!(entry.size, big.len() as u64);
+    // Read back over gRPC (write_files's sibling: list + size) and staged.
+    let back = files.read("io/big.bin").await.expect("read");
+    assert_eq!(sha(&back), sha(&big));
+    assert_prefix_empty(&w.s3).await;
+
+    // A handle made by connect with a staging stages too.
+    let again = sdk_support::builder(&w.emu)
+        .aws(sdk_support::aws(&w.emu).s3_endpoint_url(w.emu.s3_endpoint_url()))
+        .staging(staging())
+        .connect(w.sbx.id(), w.sbx.access_token().clone())
+        .await
+        .expect("connect");
+    assert_eq!(again.staging(), Some(&staging()));
+    let back = again.files().read("io/big.bin").await.expect("read");
+    assert_eq!(sha(&back), sha(&big));
+    assert_prefix_empty(&w.s3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_above_the_multipart_threshold_is_exported_in_parts() {
+    let w = world().await;
+    let files = w.sbx.files();
+    // Written over gRPC, so only the export is staged: 40 MiB in five
+    // parts of 8 MiB (multipart_threshold 16 MiB).
+    let data = noise(40 * MIB + 7, 6);
+    files
+        .write_files(vec![rayito::WriteEntry::new("big.bin", data.clone())])
+        .await
+        .expect("write_files");
+    let back = files.read("big.bin").await.expect("read");
+    assert_eq!(back.len(), data.len());
+    assert_eq!(sha(&back), sha(&data));
+    assert_prefix_empty(&w.s3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_stream_and_write_stream_are_staged() {
+    let w = world().await;
+    let files = w.sbx.files();
+    // 17 MiB in 100 KiB chunks: three parts, the stream consumed as sent.
+    let data = noise(17 * MIB + 3, 7);
+    let chunks: Vec<Bytes> = data
+        .chunks(100 * 1024)
+        .map(Bytes::copy_from_slice)
+        .collect();
+    let entry = files
+        .write_stream("s/big.bin", futures_util::stream::iter(chunks))
+        .await
+        .expect("write_stream");
+    assert_eq!(entry.size, data.len() as u64);
+    // A short stream: one PutObject.
+    let entry = files
+        .write_stream("s/small.txt", futures_util::stream::iter(["hi ", "there"]))
+        .await
+        .expect("small write_stream");
+    assert_eq!(entry.size, 8);
+    assert_eq!(
+        files.read_to_string("s/small.txt").await.unwrap(),
+        "hi there"
+    );
+    // An empty stream: an empty file.
+    let empty = futures_util::stream::iter(Vec::<Bytes>::new());
+    let entry = files.write_stream("s/empty", empty).await.expect("empty");
+    assert_eq!(entry.size, 0);
+
+    let mut stream = files.read_stream("s/big.bin").await.expect("read_stream");
+    let mut hash = Sha256::new();
+    let (mut n, mut largest) = (0usize, 0usize);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.expect("chunk");
+        n += chunk.len();
+        largest = largest.max(chunk.len());
+        hash.update(&chunk);
+    }
+    assert_eq!(n, data.len());
+    assert_eq!(hash.finalize().to_vec(), sha(&data));
+    // Streamed, not held: no chunk near the file's size.
+    assert!(largest < 4 * MIB, "a chunk of {largest} bytes");
+    assert_prefix_empty(&w.s3).await;
+
+    // A read_stream dropped midway still leaves no object behind.
+    let mut stream = files.read_stream("s/big.bin").await.expect("read_stream");
+    let _ = stream.next().await;
+    drop(stream);
+    assert_prefix_empty(&w.s3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_without_transfers_keeps_large_reads_and_writes_on_grpc() {
+    let w = world_with(false, staging()).await;
+    let files = w.sbx.files();
+    let data = noise(3 * MIB, 8);
+    let entry = files.write("old/a.bin", data.clone()).await.expect("gRPC");
+    assert_eq!(entry.size, data.len() as u64);
+    assert_eq!(files.read("old/a.bin").await.expect("gRPC"), data);
+    let mut stream = files.read_stream("old/a.bin").await.expect("gRPC");
+    let mut n = 0;
+    while let Some(chunk) = stream.next().await {
+        n += chunk.expect("chunk").len();
+    }
+    assert_eq!(n, data.len());
+    let entry = files
+        .write_stream(
+            "old/s.bin",
+            futures_util::stream::iter([Bytes::from(data.clone())]),
+        )
+        .await
+        .expect("gRPC");
+    assert_eq!(entry.size, data.len() as u64);
+    assert_eq!(leftovers(&w.s3).await, (Vec::new(), 0), "nothing staged");
+
+    // The URL calls and persistence answer as an old agent's.
+    let err = files
+        .upload_url("old/u.bin", UploadUrlOptions::new(staging()))
+        .await
+        .expect_err("no transfers");
+    assert_eq!(err.kind(), ErrorKind::Unimplemented, "{err}");
+    assert_error_clean(&err);
+    let err = w
+        .sbx
+        .persistence()
+        .checkpoint(rayito::persistence::CheckpointOptions::new(
+            rayito::persistence::S3Prefix::new(BUCKET).name("old"),
+        ))
+        .await
+        .expect_err("no persistence");
+    match &err {
+        SandboxError::Persistence { code, .. } => {
+            assert_eq!(*code, PersistenceCode::Unimplemented, "{err}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_error_clean(&err);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_staging_is_refused_before_any_call() {
+    let emu = sdk_support::emulator().await;
+    for (bad, field) in [
+        (S3Staging::new("Bad_Bucket"), "bucket"),
+        (S3Staging::new("abc").prefix("rayito"), "prefix"),
+        (S3Staging::new("abc").threshold_bytes(1), "threshold_bytes"),
+    ] {
+        let err = sdk_support::builder(&emu)
+            .staging(bad.clone())
+            .create()
+            .await
+            .expect_err("refused");
+        assert_eq!(argument(&err), Some(field), "{err}");
+        let err = sdk_support::builder(&emu)
+            .staging(bad)
+            .connect("mvm-0123456789abcdef", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+            .await
+            .expect_err("refused");
+        assert_eq!(argument(&err), Some(field), "{err}");
+    }
+    // Nothing was launched.
+    let listed: Vec<_> = sdk_support::builder(&emu)
+        .list(rayito::ListQuery::default())
+        .collect()
+        .await;
+    assert!(listed.is_empty(), "{listed:?}");
+}
+
+/// The staged object's file in the emulator's S3 store under `root`.
+fn staged_object_file(root: &std::path::Path) -> Option<std::path::PathBuf> {
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).ok()?.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let text = path.to_string_lossy();
+            if text.contains("/rayito-transfer/")
+                && text.contains("/down/")
+                && !text.ends_with(".json")
+            {
+                return Some(path);
+            }
+        }
+    }
+    None
+}
+
+/// A byte of the staged object flipped in S3's store while the SDK
+/// downloads it (the emulator's S3 reads the object's file as the body is
+/// sent, so the change reaches the SDK as corruption between the agent's
+/// upload and the SDK's download would): the read ends with
+/// `Transfer { failed_precondition, checksum_mismatch }`, and the staging
+/// object is deleted all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_byte_flipped_in_the_staged_object_is_a_checksum_mismatch() {
+    let root = std::env::temp_dir().join(format!("rayito-staged-io-{}", std::process::id()));
+    let config = EmulatorConfig {
+        root: root.clone(),
+        ..EmulatorConfig::default()
+    };
+    let w = world_in(config, true, staging()).await;
+    let files = w.sbx.files();
+    let data = noise(24 * MIB, 10);
+    files
+        .write_files(vec![rayito::WriteEntry::new("flip.bin", data.clone())])
+        .await
+        .expect("write_files");
+    let mut stream = files.read_stream("flip.bin").await.expect("staged read");
+    // The export is done and the GET answered: the object is in the store,
+    // and its end has not been sent yet (24 MiB, read in 4 KiB steps as
+    // the SDK takes them).
+    let object = staged_object_file(&root).expect("the staged object's file");
+    {
+        use std::io::{Seek as _, SeekFrom, Write as _};
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&object)
+            .expect("open");
+        f.seek(SeekFrom::End(-1)).expect("seek");
+        f.write_all(&[!data[data.len() - 1]]).expect("flip");
+    }
+    let mut got = 0usize;
+    let err = loop {
+        match stream.next().await {
+            Some(Ok(chunk)) => got += chunk.len(),
+            Some(Err(e)) => break e,
+            None => panic!("the read ended without noticing the flipped byte"),
+        }
+    };
+    match &err {
+        SandboxError::Transfer { code, reason, .. } => {
+            assert_eq!(*code, TransferCode::FailedPrecondition, "{err}");
+            assert_eq!(*reason, TransferReason::ChecksumMismatch, "{err}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        err.to_string(),
+        "checksum_mismatch: the bytes of the download do not match their sha256; start the download again"
+    );
+    assert_eq!(got, data.len(), "every byte arrived, one of them wrong");
+    assert_error_clean(&err);
+    assert!(stream.next().await.is_none());
+    assert_prefix_empty(&w.s3).await;
+    drop(w);
+    let _ = std::fs::remove_dir_all(&root);
+}
