@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use aws_sdk_secretsmanager as sm;
@@ -208,9 +208,19 @@ pub struct SecretStore {
 struct Inner {
     options: SecretStoreOptions,
     client: OnceCell<Connected>,
-    /// When each secret (by `SecretId`) was last updated through this
-    /// store, and whether it was already warned about.
-    updates: Mutex<HashMap<String, (Instant, bool)>>,
+}
+
+/// A secret as Secrets Manager limits its writes: region, credentials
+/// identity (a hash of the access key id) and `SecretId`.
+type UpdateKey = (String, [u8; 32], String);
+
+/// When each secret was last updated in this process, through any store,
+/// and whether it was already warned about: the write limit is the
+/// secret's, whichever handle writes (E2B's `Secret` class makes a store
+/// per call).
+fn updates() -> &'static Mutex<HashMap<UpdateKey, (Instant, bool)>> {
+    static UPDATES: OnceLock<Mutex<HashMap<UpdateKey, (Instant, bool)>>> = OnceLock::new();
+    UPDATES.get_or_init(Mutex::default)
 }
 
 impl fmt::Debug for SecretStore {
@@ -234,11 +244,7 @@ impl SecretStore {
 
     fn unchecked(options: SecretStoreOptions, client: OnceCell<Connected>) -> Self {
         Self {
-            inner: Arc::new(Inner {
-                options,
-                client,
-                updates: Mutex::default(),
-            }),
+            inner: Arc::new(Inner { options, client }),
         }
     }
 
@@ -265,12 +271,15 @@ impl SecretStore {
     }
 
     async fn client(&self) -> Result<&sm::Client, SandboxError> {
-        let connected = self
-            .inner
+        Ok(&self.connected().await?.client)
+    }
+
+    /// The client with the credentials identity it resolved.
+    async fn connected(&self) -> Result<&Connected, SandboxError> {
+        self.inner
             .client
             .get_or_try_init(|| self.inner.options.access.client())
-            .await?;
-        Ok(&connected.client)
+            .await
     }
 
     /// Creates the secret `name` (under the prefix; not an ARN) with
@@ -372,8 +381,9 @@ impl SecretStore {
         let id = secret_id(self.prefix(), name, "name")?;
         check_value(&value)?;
         let description = metadata.map(description).transpose()?;
-        let client = self.client().await?;
-        self.note_update(&id);
+        let connected = self.connected().await?;
+        Self::note_update(connected, &id);
+        let client = &connected.client;
         let mut info = self.describe(client, &id).await?;
         let next = info.version_after.checked_add(1).ok_or_else(|| {
             SandboxError::internal("secrets", "the secret's version number is at its maximum")
@@ -563,16 +573,21 @@ impl SecretStore {
         })
     }
 
-    /// Remembers an update of `id`; warns (once per secret) when the last
-    /// one was less than 600 s ago.
-    fn note_update(&self, id: &str) {
+    /// Remembers an update of `id` through `connected`; warns (once per
+    /// secret) when the last one in this process was less than 600 s ago.
+    fn note_update(connected: &Connected, id: &str) {
         let now = Instant::now();
-        let mut updates = self
-            .inner
-            .updates
+        let region = connected
+            .client
+            .config()
+            .region()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let key = (region, connected.identity, id.to_owned());
+        let mut updates = updates()
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let warn = match updates.get_mut(id) {
+        let warn = match updates.get_mut(&key) {
             Some((last, warned)) => {
                 let soon = now.duration_since(*last) < UPDATE_WARN_WITHIN;
                 *last = now;
@@ -585,11 +600,11 @@ impl SecretStore {
                     && let Some(oldest) = updates
                         .iter()
                         .min_by_key(|(_, (last, _))| *last)
-                        .map(|(id, _)| id.clone())
+                        .map(|(key, _)| key.clone())
                 {
                     updates.remove(&oldest);
                 }
-                updates.insert(id.to_owned(), (now, false));
+                updates.insert(key, (now, false));
                 false
             }
         };
