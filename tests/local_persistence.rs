@@ -4,7 +4,11 @@
 //! link) runs as a user runs it, as a built binary, and passes its own
 //! checks.
 
-use std::path::{Path, PathBuf};
+#[path = "example_support/mod.rs"]
+mod example_support;
+use example_support::example_binary;
+
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -77,47 +81,6 @@ fn the_local_bucket_is_named_and_valid_for_both_uses() {
         .expect("a staging bucket");
 }
 
-/// `<target>/<profile>/examples/persistence`, built now if needed: the
-/// directory this test binary runs from, `<target>/<profile>/deps`, says
-/// where and which profile. Built as `cargo test --workspace` builds it
-/// (`--workspace`, the features every member asks for), so after that
-/// command it is a no-op; with `--features local,s3` instead, rayito was
-/// compiled again with another feature set, a minute of each CI run.
-fn example_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("deps dir");
-    let profile_dir = deps.parent().expect("profile dir");
-    let target = profile_dir.parent().expect("target dir");
-    let profile = profile_dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .expect("profile name");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_owned());
-    let mut build = Command::new(cargo);
-    build
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "build",
-            "--quiet",
-            "--workspace",
-            "--example",
-            "persistence",
-        ])
-        .arg("--target-dir")
-        .arg(target);
-    if profile == "release" {
-        build.arg("--release");
-    }
-    let status = build.status().expect("cargo runs");
-    assert!(
-        status.success(),
-        "cargo build --example persistence: {status}"
-    );
-    let binary = profile_dir.join("examples").join("persistence");
-    assert!(binary.is_file(), "no example at {}", binary.display());
-    binary
-}
-
 fn run(binary: &Path, args: &[&str]) -> Output {
     Command::new(binary)
         .args(args)
@@ -129,7 +92,7 @@ fn run(binary: &Path, args: &[&str]) -> Output {
 
 #[test]
 fn the_persistence_example_runs_on_the_local_backend() {
-    let binary = example_binary();
+    let binary = example_binary("persistence");
     let out = run(&binary, &["--upload-mib", &UPLOAD_MIB.to_string()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -199,7 +162,7 @@ fn the_persistence_example_runs_on_the_local_backend() {
 
 #[test]
 fn the_persistence_example_refuses_a_bad_flag_before_any_sandbox() {
-    let binary = example_binary();
+    let binary = example_binary("persistence");
     for (args, message) in [
         (&["--upload-mib"][..], "--upload-mib needs a number of MiB"),
         (&["--upload-mib", "0"][..], "--upload-mib must be 1 to 5120"),

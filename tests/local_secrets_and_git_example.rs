@@ -10,9 +10,12 @@
 //! Needs moto and git (`.ci/install-test-deps`); prints `SKIPPED: ...`
 //! without them.
 
+#[path = "example_support/mod.rs"]
+mod example_support;
+use example_support::example_binary;
+
 mod sdk_support;
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -22,39 +25,6 @@ use sdk_support::skip::skip;
 
 const USER: &str = "example-user";
 const PASSWORD: &str = "example-canary-token-6d1f0b";
-
-/// `<target>/<profile>/examples/secrets_and_git`, built now if needed, as
-/// `cargo test --workspace` builds it (`--workspace`: the same features, so
-/// a no-op after that command rather than rayito compiled once more).
-fn example_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let profile_dir = exe.parent().and_then(|d| d.parent()).expect("profile dir");
-    let target = profile_dir.parent().expect("target dir");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_owned());
-    let mut build = Command::new(cargo);
-    build
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "build",
-            "--quiet",
-            "--workspace",
-            "--example",
-            "secrets_and_git",
-        ])
-        .arg("--target-dir")
-        .arg(target);
-    if profile_dir.file_name().and_then(|n| n.to_str()) == Some("release") {
-        build.arg("--release");
-    }
-    let status = build.status().expect("cargo runs");
-    assert!(
-        status.success(),
-        "cargo build --example secrets_and_git: {status}"
-    );
-    let binary = profile_dir.join("examples").join("secrets_and_git");
-    assert!(binary.is_file(), "no example at {}", binary.display());
-    binary
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_secrets_and_git_example_clones_commits_and_pushes() {
@@ -71,7 +41,7 @@ async fn the_secrets_and_git_example_clones_commits_and_pushes() {
     let root = tempfile::tempdir().expect("tempdir");
     let bare = seed_repo(root.path(), "project.git");
     let server = GitHttp::start(root.path(), USER, PASSWORD, Duration::ZERO).await;
-    let binary = tokio::task::spawn_blocking(example_binary)
+    let binary = tokio::task::spawn_blocking(|| example_binary("secrets_and_git"))
         .await
         .expect("the build task");
 

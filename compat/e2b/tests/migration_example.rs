@@ -2,48 +2,17 @@
 //! the local backend and prints what E2B's prints: the logs of a cell, a
 //! chart as PNG bytes, a command's output, a file read back, a listing.
 
-use std::path::PathBuf;
-use std::process::Command;
+#[path = "../../../tests/example_support/mod.rs"]
+mod example_support;
+use example_support::example_binary;
 
-/// `<target>/<profile>/examples/e2b_migration`, built now if needed, as
-/// `cargo test --workspace` builds it (`--workspace`: the same features, so
-/// a no-op after that command rather than rayito compiled once more).
-fn example_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("profile dir");
-    let target = profile_dir.parent().expect("target dir");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut build = Command::new(cargo);
-    build
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "build",
-            "--quiet",
-            "--workspace",
-            "--example",
-            "e2b_migration",
-        ])
-        .arg("--target-dir")
-        .arg(target);
-    if profile_dir.file_name().and_then(|n| n.to_str()) == Some("release") {
-        build.arg("--release");
-    }
-    let status = build.status().expect("cargo runs");
-    assert!(
-        status.success(),
-        "cargo build --example e2b_migration: {status}"
-    );
-    profile_dir.join("examples").join("e2b_migration")
-}
+use std::process::Command;
 
 #[test]
 fn the_quickstart_runs_on_the_local_backend() {
     let tmp = std::env::temp_dir().join(format!("e2b-migration-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).expect("a temp dir");
-    let out = Command::new(example_binary())
+    let out = Command::new(example_binary("e2b_migration"))
         .env_remove("RAYITO_BACKEND")
         .env("TMPDIR", &tmp)
         .output()

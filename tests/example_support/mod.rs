@@ -1,0 +1,36 @@
+//! The binary of one of the workspace's examples, for the tests that run
+//! an example as a user would (a process of its own, its stdout read).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// `<target>/<profile>/examples/<name>`, built now if needed. The test
+/// binary runs from `<target>/<profile>/deps`, which says where and which
+/// profile. The example is built as `cargo test --workspace` builds it
+/// (`--workspace`: the features every member asks for), so after that
+/// command this is a no-op; built from one package or with `--features`, it
+/// would compile rayito once more with another feature set inside the
+/// test run.
+pub fn example_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("profile dir");
+    let target = profile_dir.parent().expect("target dir");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_owned());
+    let mut build = Command::new(cargo);
+    build
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "--quiet", "--workspace", "--example", name])
+        .arg("--target-dir")
+        .arg(target);
+    if profile_dir.file_name().and_then(|n| n.to_str()) == Some("release") {
+        build.arg("--release");
+    }
+    let status = build.status().expect("cargo runs");
+    assert!(status.success(), "cargo build --example {name}: {status}");
+    let binary = profile_dir.join("examples").join(name);
+    assert!(binary.is_file(), "no example at {}", binary.display());
+    binary
+}
