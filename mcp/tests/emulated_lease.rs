@@ -113,6 +113,20 @@ async fn sigterm_kills_the_lease() {
     assert_ended(&emulator, &id);
 }
 
+/// Ctrl-C in the terminal that started the server (SIGINT) ends it as
+/// SIGTERM does: its sandbox is killed, not left running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_kills_the_lease() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let server = server_on(&emulator).await;
+    server.json("run_command", json!({"cmd": "true"})).await;
+    let id = current(&server).await;
+    assert_eq!(emulator.state(&id), Some(MicrovmState::Running));
+    let log = server.interrupt().await;
+    assert!(log.contains("SIGINT"), "{log}");
+    assert_ended(&emulator, &id);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_template_is_a_sentence_and_nothing_is_created() {
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();

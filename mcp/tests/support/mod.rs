@@ -106,7 +106,17 @@ impl Server {
     /// Sends SIGTERM and returns everything the server wrote to stderr
     /// once it has exited.
     pub async fn terminate(self) -> String {
-        sigterm(self.pid);
+        self.stop_with(rustix::process::Signal::TERM).await
+    }
+
+    /// Sends SIGINT (Ctrl-C in the terminal that started it) and returns
+    /// everything the server wrote to stderr once it has exited.
+    pub async fn interrupt(self) -> String {
+        self.stop_with(rustix::process::Signal::INT).await
+    }
+
+    async fn stop_with(self, signal: rustix::process::Signal) -> String {
+        send(self.pid, signal);
         let log = tokio::time::timeout(std::time::Duration::from_secs(30), self.stderr)
             .await
             .expect("the server exits")
@@ -150,7 +160,12 @@ pub fn text_of(block: &ContentBlock) -> &str {
 
 /// Sends SIGTERM to the process `pid`.
 pub fn sigterm(pid: u32) {
+    send(pid, rustix::process::Signal::TERM);
+}
+
+/// Sends `signal` to the process `pid`.
+fn send(pid: u32, signal: rustix::process::Signal) {
     let pid =
         rustix::process::Pid::from_raw(i32::try_from(pid).expect("a pid")).expect("a non-zero pid");
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+    rustix::process::kill_process(pid, signal).expect("the signal is sent");
 }
