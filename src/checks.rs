@@ -22,6 +22,24 @@ pub(crate) const MAX_CODE_BYTES: usize = 1024 * 1024;
 /// above it can never fire, so it is sent as "no limit".
 pub(crate) const LONGEST_TIMEOUT: Duration = Duration::from_secs(28_800);
 
+/// A timeout the caller sets, refused when zero (it would fail every call
+/// it bounds): `InvalidArgument` naming `argument`.
+pub(crate) fn positive_duration(
+    argument: &'static str,
+    value: Duration,
+) -> Result<(), SandboxError> {
+    if value.is_zero() {
+        return Err(SandboxError::invalid_argument(
+            argument,
+            format!(
+                "{} must be positive; pass a positive duration",
+                argument.replace('_', " ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
 macro_rules! reasons {
     ($( $name:ident = $argument:literal => $text:literal; )+) => {
         $( pub(crate) const $name: (&str, &str) = ($argument, $text); )+

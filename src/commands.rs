@@ -326,11 +326,8 @@ pub(crate) fn start_request(
 ) -> Result<(pb::StartRequest, Option<Duration>), SandboxError> {
     crate::checks::command(cmd)?;
     crate::checks::envs(&options.envs)?;
-    if options.request_timeout.is_some_and(|t| t.is_zero()) {
-        return Err(SandboxError::invalid_argument(
-            "request_timeout",
-            "request timeout must be positive; pass a positive duration",
-        ));
+    if let Some(request_timeout) = options.request_timeout {
+        crate::checks::positive_duration("request_timeout", request_timeout)?;
     }
     let cwd = crate::checks::cwd(options.cwd.as_deref())?;
     let user = crate::checks::user(options.user.as_deref())?;

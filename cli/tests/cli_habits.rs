@@ -113,6 +113,31 @@ fn exec_passes_arguments_as_given_and_keeps_its_codes_apart() {
         "{}",
         text(&out.stderr)
     );
+    // A value that is not UTF-8, and an empty name: usage errors too.
+    let not_utf8 = {
+        use std::os::unix::ffi::OsStrExt as _;
+        std::ffi::OsStr::from_bytes(b"caf\xe9")
+    };
+    for (name, env, reason) in [
+        (
+            "RAYITO_TEST_LATIN1",
+            Some(not_utf8),
+            "RAYITO_TEST_LATIN1 in rayito's environment is not UTF-8",
+        ),
+        (
+            "",
+            None,
+            "expected K=V, or K for the value K has in rayito's environment",
+        ),
+    ] {
+        let mut cmd = s.cmd(&["sandbox", "exec", &id, "-e", name, "--", "true"]);
+        if let Some(value) = env {
+            cmd.env(name, value);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{name:?}");
+        assert!(text(&out.stderr).contains(reason), "{}", text(&out.stderr));
+    }
 
     // The command's code, whatever it is; 128+N for a signal.
     for code in ["0", "1", "2", "75", "255"] {
@@ -670,6 +695,23 @@ fn a_closed_stdout_ends_quietly() {
         );
         assert_eq!(text(&out.stderr), "", "{args:?}");
     }
+    // Any other write failure (a full disk behind `>`: /dev/full) is exit 1
+    // with one line on stderr, never output silently lost.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let out = s
+        .cmd(&["doctor"])
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run rayito");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "rayito: cannot write to stdout: No space left on device (os error 28)\n"
+    );
     // With a reader, the same command prints and keeps its own exit code.
     let out = s.run(&["doctor"]);
     assert!(

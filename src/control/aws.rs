@@ -308,18 +308,12 @@ fn positive(
     argument: &'static str,
     value: Option<Duration>,
 ) -> Result<Option<Duration>, SandboxError> {
-    match value {
-        Some(v) if v.is_zero() => Err(SandboxError::invalid_argument(
-            argument,
-            format!(
-                "{} must be positive; pass a positive duration",
-                argument.replace('_', " ")
-            ),
-        )),
-        // Saturated: the AWS runtime adds the timeout to an instant, and a
-        // caller's `Duration::MAX` must not overflow there.
-        other => Ok(other.map(|v| v.min(MAX_CONTROL_TIMEOUT))),
+    if let Some(v) = value {
+        crate::checks::positive_duration(argument, v)?;
     }
+    // Saturated: the AWS runtime adds the timeout to an instant, and a
+    // caller's `Duration::MAX` must not overflow there.
+    Ok(value.map(|v| v.min(MAX_CONTROL_TIMEOUT)))
 }
 
 /// The longest control-plane connect or read timeout taken (a day).

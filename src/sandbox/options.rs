@@ -229,8 +229,8 @@ impl CreateOptions {
         }
         check_map("envs", &self.envs, true)?;
         check_map("metadata", &self.metadata, false)?;
-        check_duration("ready_timeout", self.ready_timeout)?;
-        check_duration("request_timeout", self.request_timeout)?;
+        crate::checks::positive_duration("ready_timeout", self.ready_timeout)?;
+        crate::checks::positive_duration("request_timeout", self.request_timeout)?;
 
         let mut token_ports = vec![AGENT_PORT];
         for &port in &self.allowed_ports {
@@ -357,19 +357,6 @@ impl CreateOptions {
             token_ports,
         })
     }
-}
-
-fn check_duration(argument: &'static str, value: Duration) -> Result<(), SandboxError> {
-    if value.is_zero() {
-        return Err(SandboxError::invalid_argument(
-            argument,
-            format!(
-                "{} must be positive; pass a positive duration",
-                argument.replace('_', " ")
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// Env names: non-empty, no `=`, no NUL; values: no NUL. Metadata keys and

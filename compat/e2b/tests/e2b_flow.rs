@@ -490,11 +490,23 @@ async fn e2b_calls_over_the_sdk_features() {
         .commands()
         .connect_with(
             sleeper.pid(),
-            CommandOpts::new().timeout(Duration::from_secs(1)),
+            CommandOpts::new()
+                .timeout(Duration::from_secs(1))
+                .request_timeout(Duration::from_secs(5)),
         )
         .await
         .expect("connect");
     assert_eq!(attached.pid(), sleeper.pid());
+    // Attaching has no request timeout of its own: connect warns (run
+    // takes it, and warns of nothing).
+    assert!(
+        sbx.compat_warnings().contains(&warning(
+            "request_timeout",
+            "the handle's connection and control plane are already built; pass it when creating or connecting"
+        )),
+        "{:?}",
+        sbx.compat_warnings()
+    );
     assert!(sbx.commands().kill(sleeper.pid()).await.expect("kill"));
 
     // A terminal: send_stdin by pid, then kill.
