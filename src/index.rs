@@ -12,21 +12,14 @@
 //! access token, environment values or the run payload. The state always
 //! comes from ListMicrovms.
 
-use crate::quiet::Quiet as _;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, KeysAndAttributes,
-    ScalarAttributeType, TableStatus, TimeToLiveSpecification,
-};
-
+use crate::aws::dynamodb::{Attr, Conditional, Dynamo, Expression, Item, KeyRole};
 use crate::client::Client;
 use crate::control::MicrovmItem;
-use crate::control::aws::AwsControlPlane;
-use crate::control::failure::extract;
 use crate::error::SandboxError;
 use crate::error::map::index::{WriteOutcome, from_failure, write_failed};
 use crate::sandbox::AwsOptions;
@@ -66,7 +59,7 @@ pub struct SandboxIndex {
     table: String,
     aws: Option<AwsOptions>,
     keep_on_failure: bool,
-    client: Arc<tokio::sync::OnceCell<aws_sdk_dynamodb::Client>>,
+    client: Arc<tokio::sync::OnceCell<Dynamo>>,
 }
 
 impl fmt::Debug for SandboxIndex {
@@ -148,37 +141,16 @@ impl SandboxIndex {
     pub async fn create_table(&self) -> Result<(), SandboxError> {
         self.check()?;
         let ddb = self.ddb(None).await?;
-        ddb.create_table()
-            .table_name(&self.table)
-            .attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name("pk")
-                    .attribute_type(ScalarAttributeType::S)
-                    .build()
-                    .map_err(|_| SandboxError::internal("index", "a table definition"))?,
-            )
-            .key_schema(
-                KeySchemaElement::builder()
-                    .attribute_name("pk")
-                    .key_type(KeyType::Hash)
-                    .build()
-                    .map_err(|_| SandboxError::internal("index", "a key schema"))?,
-            )
-            .billing_mode(BillingMode::PayPerRequest)
-            .send()
-            .quiet()
+        ddb.create_table(&self.table, &[("pk", KeyRole::Hash)])
             .await
-            .map_err(|e| from_failure(&extract("CreateTable", &e)))?;
+            .map_err(|f| from_failure(&f))?;
         let by = tokio::time::Instant::now() + TABLE_ACTIVE_WITHIN;
         loop {
-            let table = ddb
-                .describe_table()
-                .table_name(&self.table)
-                .send()
-                .quiet()
+            let active = ddb
+                .table_active(&self.table)
                 .await
-                .map_err(|e| from_failure(&extract("DescribeTable", &e)))?;
-            if table.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
+                .map_err(|f| from_failure(&f))?;
+            if active {
                 break;
             }
             if tokio::time::Instant::now() > by {
@@ -186,19 +158,9 @@ impl SandboxIndex {
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
-        ddb.update_time_to_live()
-            .table_name(&self.table)
-            .time_to_live_specification(
-                TimeToLiveSpecification::builder()
-                    .attribute_name("expires_at")
-                    .enabled(true)
-                    .build()
-                    .map_err(|_| SandboxError::internal("index", "a TTL specification"))?,
-            )
-            .send()
-            .quiet()
+        ddb.enable_ttl(&self.table, "expires_at")
             .await
-            .map_err(|e| from_failure(&extract("UpdateTimeToLive", &e)))?;
+            .map_err(|f| from_failure(&f))?;
         Ok(())
     }
 
@@ -229,7 +191,7 @@ impl SandboxIndex {
     pub(crate) async fn ddb(
         &self,
         client: Option<&Client>,
-    ) -> Result<&aws_sdk_dynamodb::Client, SandboxError> {
+    ) -> Result<&Dynamo, SandboxError> {
         self.client
             .get_or_try_init(|| async {
                 let sdk_config = match (&self.aws, client) {
@@ -242,19 +204,10 @@ impl SandboxIndex {
                     Some(config) => config,
                     None => {
                         let options = self.aws.clone().unwrap_or_default();
-                        AwsControlPlane::connect(options.settings())
-                            .await?
-                            .sdk_config()
-                            .clone()
+                        crate::aws::config::load(options.settings()).await?.0
                     }
                 };
-                let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config)
-                    .retry_config(
-                        aws_sdk_dynamodb::config::retry::RetryConfig::standard()
-                            .with_max_attempts(CALL_ATTEMPTS),
-                    )
-                    .build();
-                Ok(aws_sdk_dynamodb::Client::from_conf(config))
+                Ok(Dynamo::new(&sdk_config, CALL_ATTEMPTS))
             })
             .await
     }
@@ -270,17 +223,19 @@ impl SandboxIndex {
     ) -> Result<(), SandboxError> {
         let ddb = self.ddb(Some(client)).await?;
         let put = ddb
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(row.item()))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .quiet()
+            .put_item(
+                &self.table,
+                row.item(),
+                Expression {
+                    condition: Some("attribute_not_exists(pk)".to_owned()),
+                    ..Expression::default()
+                },
+            )
             .await;
-        let Err(err) = put else {
-            return Ok(());
+        let failure = match put {
+            Ok(Conditional::Done(())) => return Ok(()),
+            Ok(Conditional::Failed(failure)) | Err(failure) => failure,
         };
-        let failure = extract("PutItem", &err);
         let outcome = if self.keep_on_failure {
             WriteOutcome::Kept
         } else if terminate.await.is_ok() {
@@ -298,13 +253,9 @@ impl SandboxIndex {
         sandbox_id: &str,
     ) -> Result<(), SandboxError> {
         let ddb = self.ddb(Some(client)).await?;
-        ddb.delete_item()
-            .table_name(&self.table)
-            .key("pk", AttributeValue::S(sandbox_id.to_owned()))
-            .send()
-            .quiet()
+        ddb.delete_key(&self.table, pk(sandbox_id))
             .await
-            .map_err(|e| from_failure(&extract("DeleteItem", &e)))?;
+            .map_err(|f| from_failure(&f))?;
         Ok(())
     }
 
@@ -324,32 +275,16 @@ impl SandboxIndex {
         let now = epoch_secs(SystemTime::now());
         let mut found = HashMap::new();
         for chunk in ids.chunks(BATCH_GET_MAX_KEYS) {
-            let keys: Vec<HashMap<String, AttributeValue>> = chunk
-                .iter()
-                .map(|id| HashMap::from([("pk".to_owned(), AttributeValue::S(id.clone()))]))
-                .collect();
-            let mut request = KeysAndAttributes::builder()
-                .set_keys(Some(keys))
-                .consistent_read(true)
-                .build()
-                .map_err(|_| SandboxError::internal("index", "a BatchGetItem request"))?;
+            let mut keys: Vec<Item> = chunk.iter().map(|id| pk(id)).collect();
             let mut delay = UNPROCESSED_FIRST_DELAY;
             let mut attempt = 0;
             loop {
                 attempt += 1;
                 let answer = ddb
-                    .batch_get_item()
-                    .request_items(&self.table, request)
-                    .send()
-                    .quiet()
+                    .batch_get_item(&self.table, keys)
                     .await
-                    .map_err(|e| from_failure(&extract("BatchGetItem", &e)))?;
-                for item in answer
-                    .responses()
-                    .and_then(|r| r.get(&self.table))
-                    .into_iter()
-                    .flatten()
-                {
+                    .map_err(|f| from_failure(&f))?;
+                for item in &answer.items {
                     if let Some(row) = Row::from_item(item)
                         && row.expires_at >= now
                         && chunk.contains(&row.sandbox_id)
@@ -357,25 +292,24 @@ impl SandboxIndex {
                         found.insert(row.sandbox_id.clone(), row);
                     }
                 }
-                match answer
-                    .unprocessed_keys()
-                    .and_then(|u| u.get(&self.table))
-                    .filter(|k| !k.keys().is_empty())
-                {
-                    None => break,
-                    Some(_) if attempt > UNPROCESSED_RETRIES => {
-                        return Err(SandboxError::index_unprocessed("BatchGetItem", attempt));
-                    }
-                    Some(pending) => {
-                        request = pending.clone();
-                        tokio::time::sleep(delay).await;
-                        delay = (delay * 2).min(UNPROCESSED_MAX_DELAY);
-                    }
+                if answer.unprocessed.is_empty() {
+                    break;
                 }
+                if attempt > UNPROCESSED_RETRIES {
+                    return Err(SandboxError::index_unprocessed("BatchGetItem", attempt));
+                }
+                keys = answer.unprocessed;
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(UNPROCESSED_MAX_DELAY);
             }
         }
         Ok(found)
     }
+}
+
+/// The key of `sandbox_id`'s row.
+fn pk(sandbox_id: &str) -> Item {
+    HashMap::from([("pk".to_owned(), Attr::S(sandbox_id.to_owned()))])
 }
 
 /// The row of one sandbox.
@@ -424,55 +358,55 @@ impl Row {
         }
     }
 
-    fn item(&self) -> HashMap<String, AttributeValue> {
+    fn item(&self) -> Item {
         let metadata = self
             .metadata
             .iter()
-            .map(|(k, v)| (k.clone(), AttributeValue::S(v.clone())))
+            .map(|(k, v)| (k.clone(), Attr::S(v.clone())))
             .collect();
         HashMap::from([
-            ("pk".to_owned(), AttributeValue::S(self.sandbox_id.clone())),
+            ("pk".to_owned(), Attr::S(self.sandbox_id.clone())),
             (
                 "image_arn".to_owned(),
-                AttributeValue::S(self.image_arn.clone()),
+                Attr::S(self.image_arn.clone()),
             ),
             (
                 "image_version".to_owned(),
-                AttributeValue::S(self.image_version.clone()),
+                Attr::S(self.image_version.clone()),
             ),
             (
                 "started_at_ms".to_owned(),
-                AttributeValue::N(self.started_at_ms.to_string()),
+                Attr::N(self.started_at_ms.to_string()),
             ),
-            ("metadata".to_owned(), AttributeValue::M(metadata)),
+            ("metadata".to_owned(), Attr::M(metadata)),
             (
                 "sdk".to_owned(),
-                AttributeValue::S(concat!("rs/", env!("CARGO_PKG_VERSION")).to_owned()),
+                Attr::S(concat!("rs/", env!("CARGO_PKG_VERSION")).to_owned()),
             ),
             (
                 "expires_at".to_owned(),
-                AttributeValue::N(self.expires_at.to_string()),
+                Attr::N(self.expires_at.to_string()),
             ),
         ])
     }
 
     /// A row read back, or `None` when it does not have the shape written
     /// here (treated as no row) or exceeds the bounds.
-    fn from_item(item: &HashMap<String, AttributeValue>) -> Option<Self> {
+    fn from_item(item: &Item) -> Option<Self> {
         let text = |name: &str| {
             item.get(name)
-                .and_then(|v| v.as_s().ok())
+                .and_then(Attr::as_s)
                 .filter(|s| s.len() <= MAX_ROW_TEXT)
                 .cloned()
         };
-        let number = |name: &str| item.get(name)?.as_n().ok()?.parse::<u64>().ok();
-        let pairs = item.get("metadata")?.as_m().ok()?;
+        let number = |name: &str| item.get(name)?.as_n()?.parse::<u64>().ok();
+        let pairs = item.get("metadata")?.as_m()?;
         if pairs.len() > MAX_ROW_PAIRS {
             return None;
         }
         let mut metadata = BTreeMap::new();
         for (k, v) in pairs {
-            let v = v.as_s().ok()?;
+            let v = v.as_s()?;
             if k.len() > MAX_ROW_TEXT || v.len() > MAX_ROW_TEXT {
                 return None;
             }
@@ -526,7 +460,7 @@ mod tests {
         assert_eq!(row.expires_at, 1_700_000_000 + 600 + 3_600);
         assert_eq!(Row::from_item(&row.item()), Some(row.clone()));
         let mut odd = row.item();
-        odd.insert("started_at_ms".into(), AttributeValue::S("x".into()));
+        odd.insert("started_at_ms".into(), Attr::S("x".into()));
         assert_eq!(Row::from_item(&odd), None);
         assert!(!format!("{row:?}").contains("42"));
     }

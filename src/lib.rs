@@ -236,6 +236,7 @@ pub mod template;
 #[cfg(feature = "test-util")]
 pub mod test_util;
 
+mod aws;
 mod backoff;
 mod checks;
 mod client;

@@ -30,10 +30,9 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aws_sdk_lambdamicrovms::primitives::{DateTime, DateTimeFormat};
 
 use crate::client::Client;
-use crate::control::sandbox_logs::{LogsApi, MAX_EVENTS_PER_PAGE};
+use crate::aws::cloudwatch_logs::sandbox::{LogsApi, MAX_EVENTS_PER_PAGE};
 use crate::error::SandboxError;
 use crate::sandbox::{check_log_group, default_log_group};
 
@@ -353,9 +352,7 @@ pub(crate) fn stream_name(day: &str, version: &str, id: &str) -> String {
 
 /// `YYYY/MM/DD` of `t` in UTC.
 pub(crate) fn utc_day(t: SystemTime) -> String {
-    let text = DateTime::from(t)
-        .fmt(DateTimeFormat::DateTime)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned());
+    let text = crate::aws::time::rfc3339(t);
     text.get(..10).unwrap_or("1970-01-01").replace('-', "/")
 }
 
@@ -379,11 +376,7 @@ fn is_day(day: &str) -> bool {
             .iter()
             .all(|&i| b[i].is_ascii_digit());
     shape
-        && DateTime::from_str(
-            &format!("{}T00:00:00Z", day.replace('/', "-")),
-            DateTimeFormat::DateTime,
-        )
-        .is_ok()
+        && crate::aws::time::is_rfc3339(&format!("{}T00:00:00Z", day.replace('/', "-")))
 }
 
 #[cfg(test)]

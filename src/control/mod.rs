@@ -1,30 +1,14 @@
-//! The control plane: a port (trait) with plain-data inputs and outputs, and its
-//! adapter over `aws-sdk-lambdamicrovms`.
+//! The control plane: a port (trait) with plain-data inputs and outputs,
+//! and what sits on top of any implementation of it (pacing, the retry
+//! policy).
 //!
-//! This is the only module that knows the AWS crates. Everything above it sees
-//! [`ControlPlane`], [`RunRequest`] and [`Microvm`]; every AWS failure is turned
-//! into a [`SandboxError`] here, through `crate::error::map::aws`.
+//! It knows no AWS crate: the adapter over `aws-sdk-lambdamicrovms` is in
+//! the AWS edge ([`crate::aws::microvms`]). Everything above sees
+//! [`ControlPlane`], [`RunRequest`] and [`Microvm`]; implementations return
+//! failures already mapped through `crate::error::map::aws`.
 
-#[cfg(feature = "templates")]
-pub(crate) mod artifacts;
-pub(crate) mod aws;
-#[cfg(feature = "templates")]
-pub(crate) mod build_logs;
-#[cfg(any(feature = "templates", feature = "logs"))]
-pub(crate) mod cwl;
-pub(crate) mod failure;
-#[cfg(feature = "templates")]
-pub(crate) mod identity;
-#[cfg(feature = "templates")]
-pub(crate) mod images;
 pub(crate) mod pacing;
-#[cfg(feature = "dynamodb")]
-pub(crate) mod pool_table;
 pub(crate) mod retry;
-#[cfg(feature = "logs")]
-pub(crate) mod sandbox_logs;
-#[cfg(feature = "setup")]
-pub(crate) mod stacks;
 
 use std::fmt;
 use std::time::{Duration, SystemTime};

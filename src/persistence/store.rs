@@ -7,14 +7,13 @@
 //! `InvalidArgument` (`bucket` / `region`), anything else the control
 //! plane's mapping; AWS's error text is never kept.
 
-use crate::quiet::Quiet as _;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use aws_sdk_s3 as s3;
+use crate::aws::s3::objects::Objects;
 
 use super::location::{ARCHIVE_OBJECT, MANIFEST_OBJECT, S3Prefix};
 use crate::error::SandboxError;
-use crate::error::map::aws::from_aws;
+use crate::error::map::aws::{AwsFailure, from_aws};
 
 /// The most listing pages read (1,000 keys each): a prefix with more is
 /// refused rather than listed partly.
@@ -45,7 +44,7 @@ impl std::fmt::Debug for CheckpointEntry {
     }
 }
 
-fn s3_client(client: &crate::Client) -> Result<s3::Client, SandboxError> {
+fn s3_client(client: &crate::Client) -> Result<Objects, SandboxError> {
     let backend = client.backend();
     let Some(config) = &backend.sdk_config else {
         return Err(SandboxError::unimplemented(
@@ -54,22 +53,15 @@ fn s3_client(client: &crate::Client) -> Result<s3::Client, SandboxError> {
             Some("docs/persistence.md"),
         ));
     };
-    let mut builder = s3::config::Builder::from(config);
-    if let Some(endpoint) = &backend.s3_endpoint_url {
-        builder = builder.endpoint_url(endpoint).force_path_style(true);
-    }
-    Ok(s3::Client::from_conf(builder.build()))
+    Ok(Objects::new(
+        config,
+        None,
+        backend.s3_endpoint_url.as_deref(),
+    ))
 }
 
 /// Maps the SDK's own S3 failure; AWS's text is dropped first.
-pub(crate) fn s3_failure<E>(
-    operation: &'static str,
-    err: &s3::error::SdkError<E, s3::config::http::HttpResponse>,
-) -> SandboxError
-where
-    E: s3::error::ProvideErrorMetadata + std::error::Error + 'static,
-{
-    let mut failure = crate::control::failure::extract(operation, err);
+pub(crate) fn s3_failure(mut failure: AwsFailure) -> SandboxError {
     failure.message = None;
     match failure.code.as_deref() {
         Some("NoSuchBucket") => SandboxError::invalid_argument(
@@ -115,20 +107,12 @@ pub async fn list(
                 "it holds more than 100,000 objects; list a narrower prefix",
             ));
         }
-        // Boxed: the AWS SDK's send futures are large (docs/architecture.md,
-        // the 4 KiB budget of a public future).
-        let out = Box::pin(
-            s3.list_objects_v2()
-                .bucket(&at.bucket)
-                .prefix(&under)
-                .set_continuation_token(token.take())
-                .send()
-                .quiet(),
-        )
-        .await
-        .map_err(|e| s3_failure("ListObjectsV2", &e))?;
-        for object in out.contents() {
-            let Some(rest) = object.key().and_then(|k| k.strip_prefix(&under)) else {
+        let out = s3
+            .list_page(&at.bucket, &under, token.take())
+            .await
+            .map_err(s3_failure)?;
+        for object in &out.objects {
+            let Some(rest) = object.key.as_deref().and_then(|k| k.strip_prefix(&under)) else {
                 continue;
             };
             let Some((name, file)) = rest.split_once('/') else {
@@ -138,19 +122,14 @@ pub async fn list(
                 continue;
             }
             if file == MANIFEST_OBJECT {
-                let created = object.last_modified().and_then(|t| {
-                    let secs = u64::try_from(t.secs()).ok()?;
-                    SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(secs))
-                });
-                manifests.push((name.to_owned(), created));
+                manifests.push((name.to_owned(), object.last_modified));
             } else if file == ARCHIVE_OBJECT {
-                let size = object.size().and_then(|s| u64::try_from(s).ok());
-                archives.push((name.to_owned(), size));
+                archives.push((name.to_owned(), object.size));
             }
         }
-        match out.next_continuation_token() {
-            Some(next) if out.is_truncated() == Some(true) => token = Some(next.to_owned()),
-            _ => break,
+        match out.next {
+            Some(next) => token = Some(next),
+            None => break,
         }
     }
     manifests.sort();
@@ -186,15 +165,9 @@ pub async fn delete(client: &crate::Client, location: &S3Prefix) -> Result<(), S
     };
     let s3 = s3_client(client)?;
     for object in [MANIFEST_OBJECT, ARCHIVE_OBJECT] {
-        Box::pin(
-            s3.delete_object()
-                .bucket(&location.bucket)
-                .key(format!("{key_prefix}/{object}"))
-                .send()
-                .quiet(),
-        )
-        .await
-        .map_err(|e| s3_failure("DeleteObject", &e))?;
+        s3.delete_object(&location.bucket, &format!("{key_prefix}/{object}"))
+            .await
+            .map_err(s3_failure)?;
     }
     Ok(())
 }

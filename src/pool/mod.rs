@@ -15,6 +15,8 @@
 //! must have died.
 
 mod config;
+#[cfg(feature = "dynamodb")]
+mod dynamodb_store;
 mod file_store;
 mod fill;
 pub(crate) mod slot;

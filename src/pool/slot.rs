@@ -4,7 +4,6 @@
 
 use std::time::{Duration, SystemTime};
 
-use aws_sdk_lambdamicrovms::primitives::{DateTime, DateTimeFormat};
 use serde::{Deserialize, Serialize};
 
 use crate::error::SandboxError;
@@ -126,14 +125,11 @@ struct PoolDocument {
 
 /// `2026-12-01T19:00:00Z`: ISO-8601 UTC, as the reference writes it.
 pub(crate) fn iso_utc(t: SystemTime) -> String {
-    DateTime::from(t)
-        .fmt(DateTimeFormat::DateTime)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
+    crate::aws::time::rfc3339(t)
 }
 
 fn parse_iso(text: &str) -> Option<SystemTime> {
-    let t = DateTime::from_str(text, DateTimeFormat::DateTime).ok()?;
-    SystemTime::try_from(t).ok()
+    crate::aws::time::parse_rfc3339(text)
 }
 
 fn bad_file(what: &'static str) -> SandboxError {

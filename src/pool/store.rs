@@ -90,7 +90,7 @@ impl PoolStore {
         aws: AwsOptions,
     ) -> Self {
         Self {
-            inner: Arc::new(crate::control::pool_table::PoolTable::new(
+            inner: Arc::new(super::dynamodb_store::PoolTable::new(
                 table.into(),
                 pool_name.into(),
                 aws.settings().clone(),
@@ -118,7 +118,7 @@ impl PoolStore {
     ) -> Result<bool, SandboxError> {
         let table = table.into();
         boxed!(Result<bool, SandboxError>, {
-            crate::control::pool_table::create_table(&table, aws.settings()).await
+            super::dynamodb_store::create_table(&table, aws.settings()).await
         })
     }
 

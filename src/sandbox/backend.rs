@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::control::ControlPlane;
-use crate::control::aws::{AwsControlPlane, AwsSettings};
+use crate::aws::{config::AwsSettings, microvms::AwsControlPlane};
 use crate::control::pacing::{Buckets, Paced, Pacing};
 use crate::control::retry::Retrying;
 use crate::error::{RetryPolicy, SandboxError};
@@ -49,6 +49,29 @@ impl AwsOptions {
     /// Options filled entirely from the environment and profiles.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Options over an AWS configuration you loaded yourself (for example
+    /// with `aws_config::defaults(..).load().await`): its region,
+    /// credentials provider, endpoint and timeouts are used for every
+    /// service client of the SDK (MicroVMs, S3, DynamoDB, Secrets Manager,
+    /// CloudWatch Logs, STS, CloudFormation) instead of the environment's
+    /// chain. The other options still override their part of it. Its
+    /// retry settings are not used: the SDK's own retry policy decides
+    /// (docs/errors.md, "Retries").
+    pub fn from_sdk_config(config: aws_types::SdkConfig) -> Self {
+        Self::new().sdk_config(config)
+    }
+
+    /// [`AwsOptions::from_sdk_config`] on these options: the loaded AWS
+    /// configuration to start from. A region, endpoint, static
+    /// credentials or timeouts set here override its own; a
+    /// [`profile`](AwsOptions::profile) beside it is refused
+    /// (`InvalidArgument` `profile`, when the client connects).
+    #[must_use]
+    pub fn sdk_config(mut self, config: aws_types::SdkConfig) -> Self {
+        self.settings.sdk_config = Some(config);
+        self
     }
 
     /// The region (for example `us-east-1`).
@@ -125,7 +148,7 @@ impl AwsOptions {
     /// What tells these options from others, with no secret in clear
     /// (the metadata index compares its options with it).
     #[cfg(feature = "dynamodb")]
-    pub(crate) fn settings_key(&self) -> crate::control::aws::SettingsKey {
+    pub(crate) fn settings_key(&self) -> crate::aws::config::SettingsKey {
         self.settings.key()
     }
 
@@ -199,7 +222,7 @@ pub(crate) enum BackendKey {
     Local,
     LocalTls,
     Aws {
-        settings: Box<crate::control::aws::SettingsKey>,
+        settings: Box<crate::aws::config::SettingsKey>,
         root_certificates: Vec<String>,
     },
 }

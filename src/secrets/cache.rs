@@ -14,7 +14,6 @@ use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use aws_sdk_secretsmanager as sm;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
@@ -22,9 +21,9 @@ use super::client::{Access, Connected};
 use super::entries::Entries;
 use super::errors::Failure;
 use super::reference::{DEFAULT_PREFIX, SecretRef, Selector, check_prefix, secret_id};
-use crate::control::failure::extract;
+use crate::aws::config::ConfigIdentity;
+use crate::aws::secretsmanager::{SecretsManager, Version};
 use crate::error::SandboxError;
-use crate::quiet::Quiet as _;
 use crate::secret::Secret;
 
 /// The time an entry is kept unless set otherwise.
@@ -228,13 +227,10 @@ impl SecretCache {
     #[cfg(test)]
     pub(crate) fn with_client(
         options: SecretCacheOptions,
-        client: sm::Client,
+        client: SecretsManager,
     ) -> Result<Self, SandboxError> {
         options.check()?;
-        let connected = Connected {
-            client,
-            identity: [0; 32],
-        };
+        let connected = Connected::anonymous(client);
         Ok(Self::unchecked(
             options,
             OnceCell::new_with(Some(connected)),
@@ -388,11 +384,7 @@ impl SecretCache {
         let connected = self.client().await?;
         let client = &connected.client;
         let key = Key {
-            region: client
-                .config()
-                .region()
-                .map(ToString::to_string)
-                .unwrap_or_default(),
+            region: connected.region.clone(),
             identity: connected.identity,
             secret_id,
             selector,
@@ -446,19 +438,15 @@ impl SecretCache {
 }
 
 /// One GetSecretValue.
-async fn fetch(client: &sm::Client, key: &Key) -> Result<Secret, Failure> {
-    let request = client.get_secret_value().secret_id(&key.secret_id);
-    let request = match &key.selector {
-        Selector::Id(id) => request.version_id(id),
-        Selector::Stage(stage) => request.version_stage(stage),
+async fn fetch(client: &SecretsManager, key: &Key) -> Result<Secret, Failure> {
+    let version = match &key.selector {
+        Selector::Id(id) => Version::Id(id),
+        Selector::Stage(stage) => Version::Stage(stage),
     };
-    let outcome = request.send().quiet().await;
-    let result = match outcome {
-        Ok(out) => match out.secret_string {
-            Some(value) => Ok(Secret::new(value)),
-            None => Err(Failure::NotString),
-        },
-        Err(err) => Err(Failure::Aws(extract("GetSecretValue", &err))),
+    let result = match client.get_secret_value(&key.secret_id, version).await {
+        Ok(Some(value)) => Ok(value),
+        Ok(None) => Err(Failure::NotString),
+        Err(failure) => Err(Failure::Aws(failure)),
     };
     super::event("GetSecretValue", result.is_ok());
     result
@@ -467,22 +455,4 @@ async fn fetch(client: &sm::Client, key: &Key) -> Result<Secret, Failure> {
 /// What tells one process-wide cache from another: the region, the
 /// endpoint and the credentials provider (by identity: clones of one
 /// `SdkConfig` share it).
-#[derive(PartialEq, Eq)]
-struct SharedKey {
-    region: Option<String>,
-    endpoint_url: Option<String>,
-    provider: usize,
-}
-
-impl SharedKey {
-    fn of(config: &aws_types::SdkConfig) -> Self {
-        Self {
-            region: config.region().map(ToString::to_string),
-            endpoint_url: config.endpoint_url().map(str::to_owned),
-            provider: config.credentials_provider().map_or(0, |provider| {
-                let inner: &dyn sm::config::ProvideCredentials = provider.as_ref();
-                std::ptr::from_ref(inner).cast::<()>() as usize
-            }),
-        }
-    }
-}
+type SharedKey = ConfigIdentity;

@@ -7,8 +7,6 @@ use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use aws_sdk_secretsmanager as sm;
-use sm::types::{Filter, FilterNameStringType};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
@@ -16,9 +14,8 @@ use super::client::{Access, Connected};
 use super::errors::{Failure, from_secrets_manager, is_deletion_pending, is_not_found, not_found};
 use super::reference::{DEFAULT_PREFIX, check_prefix, secret_id};
 use crate::backoff::{Schedule, note_retry};
-use crate::control::failure::extract;
+use crate::aws::secretsmanager::{Described as AwsDescribed, SecretsManager};
 use crate::error::{Backoff, SandboxError};
-use crate::quiet::Quiet as _;
 use crate::secret::Secret;
 
 /// The start of every version token the store writes.
@@ -252,13 +249,10 @@ impl SecretStore {
     #[cfg(test)]
     pub(crate) fn with_client(
         options: SecretStoreOptions,
-        client: sm::Client,
+        client: SecretsManager,
     ) -> Result<Self, SandboxError> {
         options.check()?;
-        let connected = Connected {
-            client,
-            identity: [0; 32],
-        };
+        let connected = Connected::anonymous(client);
         Ok(Self::unchecked(
             options,
             OnceCell::new_with(Some(connected)),
@@ -270,7 +264,7 @@ impl SecretStore {
         &self.inner.options.prefix
     }
 
-    async fn client(&self) -> Result<&sm::Client, SandboxError> {
+    async fn client(&self) -> Result<&SecretsManager, SandboxError> {
         Ok(&self.connected().await?.client)
     }
 
@@ -315,19 +309,18 @@ impl SecretStore {
         let mut attempt: u32 = 0;
         let out = loop {
             attempt = attempt.saturating_add(1);
-            let mut request = client
-                .create_secret()
-                .name(&id)
-                .secret_string(value.expose())
-                .client_request_token(&token)
-                .description(&description);
-            if let Some(key) = &self.inner.options.kms_key_id {
-                request = request.kms_key_id(key);
-            }
-            match request.send().quiet().await {
-                Ok(out) => break out,
-                Err(err) => {
-                    let failure = extract("CreateSecret", &err);
+            let created = client
+                .create_secret(
+                    &id,
+                    &value,
+                    &token,
+                    &description,
+                    self.inner.options.kms_key_id.as_deref(),
+                )
+                .await;
+            match created {
+                Ok(arn) => break arn,
+                Err(failure) => {
                     if !is_deletion_pending(&failure) {
                         let err = from_secrets_manager(failure, None);
                         super::event("CreateSecret", false);
@@ -352,7 +345,7 @@ impl SecretStore {
         super::event("CreateSecret", true);
         let now = SystemTime::now();
         Ok(SecretInfo {
-            secret_id: out.arn.unwrap_or_default(),
+            secret_id: out.unwrap_or_default(),
             name: name.to_owned(),
             version: 1,
             metadata: metadata.clone(),
@@ -389,25 +382,14 @@ impl SecretStore {
             SandboxError::internal("secrets", "the secret's version number is at its maximum")
         })?;
         let put = client
-            .put_secret_value()
-            .secret_id(&id)
-            .secret_string(value.expose())
-            .client_request_token(version_token(next))
-            .send()
-            .quiet()
+            .put_secret_value(&id, &value, version_token(next))
             .await;
         super::event("PutSecretValue", put.is_ok());
-        put.map_err(|err| from_secrets_manager(extract("PutSecretValue", &err), None))?;
+        put.map_err(|failure| from_secrets_manager(failure, None))?;
         if let Some(description) = description {
-            let updated = client
-                .update_secret()
-                .secret_id(&id)
-                .description(description)
-                .send()
-                .quiet()
-                .await;
+            let updated = client.update_description(&id, description).await;
             super::event("UpdateSecret", updated.is_ok());
-            updated.map_err(|err| from_secrets_manager(extract("UpdateSecret", &err), None))?;
+            updated.map_err(|failure| from_secrets_manager(failure, None))?;
             if let Some(metadata) = metadata {
                 info.info.metadata = metadata.clone();
             }
@@ -469,37 +451,30 @@ impl SecretStore {
         }
         let client = self.client().await?;
         let prefix = self.prefix();
-        let mut request = client
-            .list_secrets()
-            .include_planned_deletion(false)
-            .max_results(i32::try_from(limit).unwrap_or(100))
-            .set_next_token(next_token.map(str::to_owned));
-        if !prefix.is_empty() {
-            request = request.filters(
-                Filter::builder()
-                    .key(FilterNameStringType::Name)
-                    .values(prefix)
-                    .build(),
-            );
-        }
-        let out = request.send().quiet().await;
+        let out = client
+            .list_secrets(
+                i32::try_from(limit).unwrap_or(100),
+                next_token,
+                (!prefix.is_empty()).then_some(prefix),
+            )
+            .await;
         super::event("ListSecrets", out.is_ok());
-        let out = out.map_err(|err| from_secrets_manager(extract("ListSecrets", &err), None))?;
+        let out = out.map_err(|failure| from_secrets_manager(failure, None))?;
         let secrets = out
-            .secret_list()
+            .secrets
             .iter()
-            .filter(|entry| entry.deleted_date().is_none())
+            .filter(|entry| !entry.deleted)
             .filter_map(|entry| {
                 // The name filter matches words anywhere in the name; only
                 // names that start with the prefix are the store's.
-                let name = entry.name()?.strip_prefix(prefix)?;
+                let name = entry.name.as_deref()?.strip_prefix(prefix)?;
                 Some(SecretInfo {
-                    secret_id: entry.arn().unwrap_or_default().to_owned(),
+                    secret_id: entry.arn.clone().unwrap_or_default(),
                     name: name.to_owned(),
-                    version: current_version(entry.secret_versions_to_stages()),
-                    metadata: parse_metadata(entry.description()),
-                    created_at: entry.created_date().and_then(time),
-                    updated_at: entry.last_changed_date().and_then(time),
+                    version: current_version(entry.versions.as_ref()),
+                    metadata: parse_metadata(entry.description.as_deref()),
+                    created_at: entry.created,
+                    updated_at: entry.last_changed,
                 })
             })
             .collect();
@@ -523,18 +498,11 @@ impl SecretStore {
             Err(err) if super::errors::is_secret_not_found(&err) => return Ok(false),
             Err(err) => return Err(err),
         }
-        let out = client
-            .delete_secret()
-            .secret_id(&id)
-            .force_delete_without_recovery(true)
-            .send()
-            .quiet()
-            .await;
+        let out = client.delete_now(&id).await;
         super::event("DeleteSecret", out.is_ok());
         match out {
-            Ok(_) => Ok(true),
-            Err(err) => {
-                let failure = extract("DeleteSecret", &err);
+            Ok(()) => Ok(true),
+            Err(failure) => {
                 if is_not_found(&failure) {
                     // Deleted by someone else in between.
                     Ok(false)
@@ -547,27 +515,31 @@ impl SecretStore {
 
     /// DescribeSecret: the info and the highest rayito version of any
     /// stage. A deletion date means not found.
-    async fn describe(&self, client: &sm::Client, id: &str) -> Result<Described, SandboxError> {
-        let out = client.describe_secret().secret_id(id).send().quiet().await;
+    async fn describe(
+        &self,
+        client: &SecretsManager,
+        id: &str,
+    ) -> Result<Described, SandboxError> {
+        let out = client.describe_secret(id).await;
         super::event("DescribeSecret", out.is_ok());
-        let out = out.map_err(|err| from_secrets_manager(extract("DescribeSecret", &err), None))?;
-        if out.deleted_date().is_some() {
+        let out: AwsDescribed = out.map_err(|failure| from_secrets_manager(failure, None))?;
+        if out.deleted {
             return Err(not_found("DescribeSecret"));
         }
-        let stages = out.version_ids_to_stages();
+        let stages = out.versions.as_ref();
         let version_after = stages
             .map(|stages| stages.keys().map(|id| parse_version(id)).max().unwrap_or(0))
             .unwrap_or(0);
-        let full = out.name().unwrap_or_default();
+        let full = out.name.as_deref().unwrap_or_default();
         let name = full.strip_prefix(self.prefix()).unwrap_or(full).to_owned();
         Ok(Described {
             info: SecretInfo {
-                secret_id: out.arn().unwrap_or_default().to_owned(),
+                secret_id: out.arn.clone().unwrap_or_default(),
                 name,
                 version: current_version(stages),
-                metadata: parse_metadata(out.description()),
-                created_at: out.created_date().and_then(time),
-                updated_at: out.last_changed_date().and_then(time),
+                metadata: parse_metadata(out.description.as_deref()),
+                created_at: out.created,
+                updated_at: out.last_changed,
             },
             version_after,
         })
@@ -577,12 +549,7 @@ impl SecretStore {
     /// secret) when the last one in this process was less than 600 s ago.
     fn note_update(connected: &Connected, id: &str) {
         let now = Instant::now();
-        let region = connected
-            .client
-            .config()
-            .region()
-            .map(ToString::to_string)
-            .unwrap_or_default();
+        let region = connected.region.clone();
         let key = (region, connected.identity, id.to_owned());
         let mut updates = updates()
             .lock()
@@ -693,10 +660,6 @@ pub(crate) fn parse_metadata(description: Option<&str>) -> BTreeMap<String, Stri
         .and_then(|text| text.strip_prefix(METADATA_PREFIX))
         .and_then(|json| serde_json::from_str(json).ok())
         .unwrap_or_default()
-}
-
-fn time(date: &sm::primitives::DateTime) -> Option<SystemTime> {
-    SystemTime::try_from(*date).ok()
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ pub use templates::{
 };
 
 use crate::Client;
-use crate::control::stacks::{StackState, Stacks, UpdateStarted};
+use crate::aws::cloudformation::{StackState, Stacks, UpdateStarted};
 use crate::error::SandboxError;
 use crate::template::TemplateServices;
 

@@ -8,12 +8,9 @@
 //! An agent without transfers (the capability probe, `GetTransfer("")`
 //! answered UNIMPLEMENTED) keeps everything on gRPC.
 
-use crate::quiet::Quiet as _;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use aws_sdk_s3 as s3;
-use aws_sdk_s3::primitives::ByteStream;
 use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt as _};
 use sha2::{Digest as _, Sha256};
@@ -21,6 +18,7 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use super::sign::Signer;
+use crate::aws::s3::objects::{ObjectBody, Objects};
 use super::staging::S3Staging;
 use super::{EXPORT_URL_BASE, TransferPhase, phase, state_error, unix_ms, watch_to_end};
 use crate::error::{GrpcCode, SandboxError, TransferCode, TransferReason};
@@ -144,7 +142,7 @@ fn s3_unavailable() -> SandboxError {
 /// at once on every end the SDK sees, and in the background when the
 /// caller drops a read midway.
 struct Cleanup {
-    s3: Option<(s3::Client, String, String)>,
+    s3: Option<(Objects, String, String)>,
     upload_id: Option<String>,
 }
 
@@ -180,34 +178,16 @@ impl Drop for Cleanup {
     }
 }
 
-async fn remove(client: s3::Client, bucket: String, key: String, upload_id: Option<String>) {
+async fn remove(client: Objects, bucket: String, key: String, upload_id: Option<String>) {
     if let Some(id) = upload_id {
-        let aborted = Box::pin(
-            client
-                .abort_multipart_upload()
-                .bucket(&bucket)
-                .key(&key)
-                .upload_id(id)
-                .send()
-                .quiet(),
-        )
-        .await;
-        if let Err(e) = aborted {
-            let e = s3_failure("AbortMultipartUpload", &e);
+        let aborted = client.abort_multipart_upload(&bucket, &key, &id).await;
+        if let Err(failure) = aborted {
+            let e = s3_failure(failure);
             tracing::warn!(target: "rayito::transfer", kind = %e.kind(), "a staging multipart upload could not be aborted; the bucket's lifecycle rule aborts it");
         }
     }
-    if let Err(e) = Box::pin(
-        client
-            .delete_object()
-            .bucket(&bucket)
-            .key(&key)
-            .send()
-            .quiet(),
-    )
-    .await
-    {
-        let e = s3_failure("DeleteObject", &e);
+    if let Err(failure) = client.delete_object(&bucket, &key).await {
+        let e = s3_failure(failure);
         tracing::warn!(target: "rayito::transfer", kind = %e.kind(), "a staging object could not be deleted; the bucket's lifecycle rule expires it");
     }
 }
@@ -225,7 +205,7 @@ pub(crate) fn export_part_size(size: u64) -> u64 {
 /// A staged read: the object's bytes as they arrive, hashed and checked
 /// against the agent's sha256 at the end.
 pub(crate) struct StagedRead {
-    body: ByteStream,
+    body: ObjectBody,
     hash: Sha256,
     sha256: String,
     size: u64,
@@ -312,22 +292,14 @@ pub(crate) async fn open_read(
     };
     let got = tokio::time::timeout_at(
         until,
-        Box::pin(
-            signer
-                .client()
-                .get_object()
-                .bucket(&signer.bucket)
-                .key(&key)
-                .send()
-                .quiet(),
-        ),
+        signer.client().get_object(&signer.bucket, &key),
     )
     .await;
     let body = match got {
-        Ok(Ok(out)) => out.body,
-        Ok(Err(e)) => {
+        Ok(Ok(body)) => body,
+        Ok(Err(failure)) => {
             cleanup.now().await;
-            return Err(s3_failure("GetObject", &e));
+            return Err(s3_failure(failure));
         }
         Err(_) => {
             cleanup.now().await;
@@ -618,19 +590,15 @@ where
             let (n, etag) = joined(guard.0.pop_front(), feature).await?;
             etags.insert(n, etag);
         }
-        let send = client
-            .upload_part()
-            .bucket(&signer.bucket)
-            .key(key)
-            .upload_id(upload_id.clone().unwrap_or_default())
-            .part_number(number)
-            .body(ByteStream::from(part));
+        let (client, bucket, key) = (client.clone(), signer.bucket.clone(), key.to_owned());
+        let id = upload_id.clone().unwrap_or_default();
         let n = number;
         guard.0.push_back(tokio::spawn(async move {
-            let out = Box::pin(send.send().quiet())
+            let etag = client
+                .upload_part(&bucket, &key, &id, n, part)
                 .await
-                .map_err(|e| s3_failure("UploadPart", &e))?;
-            Ok((n, out.e_tag().map(str::to_owned)))
+                .map_err(s3_failure)?;
+            Ok((n, etag))
         }));
     }
     // The rest, shorter than a part.
@@ -640,37 +608,21 @@ where
         hash.update(&last);
         size = size.saturating_add(last.len() as u64);
         drop(guard);
-        Box::pin(
-            client
-                .put_object()
-                .bucket(&signer.bucket)
-                .key(key)
-                .body(ByteStream::from(last))
-                .send()
-                .quiet(),
-        )
-        .await
-        .map_err(|e| s3_failure("PutObject", &e))?;
+        client
+            .put_object(&signer.bucket, key, last)
+            .await
+            .map_err(s3_failure)?;
         return Ok((size, sha_of(hash)));
     };
     if !last.is_empty() {
         hash.update(&last);
         size = size.saturating_add(last.len() as u64);
         number = number.saturating_add(1);
-        let out = Box::pin(
-            client
-                .upload_part()
-                .bucket(&signer.bucket)
-                .key(key)
-                .upload_id(&upload_id)
-                .part_number(number)
-                .body(ByteStream::from(last))
-                .send()
-                .quiet(),
-        )
-        .await
-        .map_err(|e| s3_failure("UploadPart", &e))?;
-        etags.insert(number, out.e_tag().map(str::to_owned));
+        let etag = client
+            .upload_part(&signer.bucket, key, &upload_id, number, last)
+            .await
+            .map_err(s3_failure)?;
+        etags.insert(number, etag);
     }
     while let Some(task) = guard.0.pop_front() {
         let (n, etag) = joined(Some(task), feature).await?;
@@ -684,60 +636,32 @@ where
 
 /// CreateMultipartUpload of `key`: its upload id.
 async fn create_upload(
-    client: &s3::Client,
+    client: &Objects,
     bucket: &str,
     key: &str,
     feature: &'static str,
 ) -> Result<String, SandboxError> {
-    let created = Box::pin(
-        client
-            .create_multipart_upload()
-            .bucket(bucket)
-            .key(key)
-            .send()
-            .quiet(),
-    )
-    .await
-    .map_err(|e| s3_failure("CreateMultipartUpload", &e))?;
-    created.upload_id().map(str::to_owned).ok_or_else(|| {
+    let created = client
+        .create_multipart_upload(bucket, key)
+        .await
+        .map_err(s3_failure)?;
+    created.ok_or_else(|| {
         SandboxError::protocol_violation(feature, "S3 created a multipart upload without an id")
     })
 }
 
 /// CompleteMultipartUpload with `parts` (number, ETag), in order.
 async fn complete_upload(
-    client: &s3::Client,
+    client: &Objects,
     bucket: &str,
     key: &str,
     upload_id: &str,
     parts: impl IntoIterator<Item = (i32, Option<String>)>,
 ) -> Result<(), SandboxError> {
-    let completed: Vec<_> = parts
-        .into_iter()
-        .map(|(n, etag)| {
-            s3::types::CompletedPart::builder()
-                .part_number(n)
-                .set_e_tag(etag)
-                .build()
-        })
-        .collect();
-    Box::pin(
-        client
-            .complete_multipart_upload()
-            .bucket(bucket)
-            .key(key)
-            .upload_id(upload_id)
-            .multipart_upload(
-                s3::types::CompletedMultipartUpload::builder()
-                    .set_parts(Some(completed))
-                    .build(),
-            )
-            .send()
-            .quiet(),
-    )
-    .await
-    .map(|_| ())
-    .map_err(|e| s3_failure("CompleteMultipartUpload", &e))
+    client
+        .complete_multipart_upload(bucket, key, upload_id, parts)
+        .await
+        .map_err(s3_failure)
 }
 
 async fn joined(
@@ -761,7 +685,7 @@ mod tests {
 
     fn staged(body: &'static [u8], sha256: String, size: u64) -> StagedRead {
         StagedRead {
-            body: ByteStream::from(Bytes::from_static(body)),
+            body: ObjectBody::from_bytes(Bytes::from_static(body)),
             hash: Sha256::new(),
             sha256,
             size,

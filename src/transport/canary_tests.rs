@@ -11,7 +11,7 @@ use rayito_agent::emulator::{Emulator, EmulatorConfig};
 
 use super::{AgentConn, ConnectRetry, ProxyMinter};
 use crate::control::ControlPlane;
-use crate::control::aws::AwsControlPlane;
+use crate::aws::microvms::AwsControlPlane;
 use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::Secret;
 use crate::{AwsOptions, Sandbox};

@@ -49,3 +49,42 @@ fn readme_layout_lists_every_workspace_crate() {
     assert!(members.contains("proto/"), "members parsed: {members:?}");
     assert_eq!(readme_crates(), members);
 }
+
+/// The AWS SDK's crates are known only to the AWS edge (`src/aws/`): a
+/// file of `src/` outside it that names `aws_sdk_*` or `aws_smithy_*`
+/// fails here (docs/architecture.md, "The AWS edge").
+#[test]
+fn only_the_aws_edge_names_the_aws_sdk_crates() {
+    let src = root().join("src");
+    let edge = src.join("aws");
+    let mut stack = vec![src.clone()];
+    let mut leaks = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("a directory of src/") {
+            let path = entry.expect("an entry").path();
+            if path.starts_with(&edge) {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            for (n, line) in text.lines().enumerate() {
+                if line.contains("aws_sdk_") || line.contains("aws_smithy_") {
+                    let shown = path.strip_prefix(root()).unwrap_or(&path).display();
+                    leaks.push(format!("{shown}:{}: {}", n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    leaks.sort();
+    assert!(
+        leaks.is_empty(),
+        "only src/aws/ may name the AWS SDK's crates; move these calls into the edge:\n{}",
+        leaks.join("\n")
+    );
+}

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::control::images::{ImageInfo, VersionInfo};
+use crate::aws::microvms::images::{ImageInfo, VersionInfo};
 use crate::error::SandboxError;
 use crate::template::parse_build_log;
 
@@ -150,7 +150,7 @@ pub(crate) async fn failure(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::images::ImageConfig;
+    use crate::aws::microvms::images::ImageConfig;
 
     fn gate(image: &str, version: &str, status: &str) -> GateRead {
         GateRead {

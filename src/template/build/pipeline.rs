@@ -5,11 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use aws_sdk_lambdamicrovms::types::{CloudWatchLogging, CodeArtifact, Logging, Resources};
 use bytes::Bytes;
 
-use crate::control::artifacts::parse_s3_uri;
-use crate::control::images::{ImageConfig, VersionInfo};
+use crate::aws::s3::artifacts::parse_s3_uri;
+use crate::aws::microvms::images::{ImageConfig, VersionInfo};
 use crate::error::SandboxError;
 use crate::template::{Template, check_template_name};
 
@@ -130,21 +129,12 @@ pub(crate) async fn submit(
 
     // What the version must be: the base's configuration with our
     // artifact, memory and log group.
-    let desired = ImageConfig {
-        code_artifact: Some(CodeArtifact::Uri(format!("s3://{bucket}/{key}"))),
-        resources: Some(vec![
-            Resources::builder()
-                .minimum_memory_in_mib(options.memory_mib as i32)
-                .build()
-                .map_err(|_| SandboxError::internal("template build", "resources"))?,
-        ]),
-        logging: Some(Logging::CloudWatch(
-            CloudWatchLogging::builder()
-                .log_group(log_group(name))
-                .build(),
-        )),
-        ..base.config.clone()
-    };
+    let desired = base
+        .config
+        .clone()
+        .with_artifact_uri(format!("s3://{bucket}/{key}"))
+        .with_memory_mib(options.memory_mib, "template build")?
+        .with_log_group(log_group(name));
 
     let arn = services.image_arn(name).await?;
     let existing = services.images.get_image(&arn).await?;
@@ -213,10 +203,7 @@ pub(crate) async fn reusable(
         } else {
             // Absent in the list means nothing to compare against: a
             // desired empty environment matches.
-            desired.same_env(&ImageConfig {
-                environment_variables: Some(BTreeMap::new()),
-                ..ImageConfig::default()
-            })
+            desired.same_env(&ImageConfig::default().with_env(Some(BTreeMap::new())))
         };
         if same_env {
             return Ok(Some(candidate.version));

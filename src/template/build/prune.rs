@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::Client;
 use crate::control::ListRequest;
-use crate::control::images::{DeleteRefused, VersionInfo, major_version};
+use crate::aws::microvms::images::{DeleteRefused, VersionInfo, major_version};
 use crate::error::SandboxError;
 use crate::state::SandboxState;
 
@@ -291,7 +291,7 @@ pub(crate) async fn prune(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::images::ImageConfig;
+    use crate::aws::microvms::images::ImageConfig;
 
     fn version(n: u32, state: &str, status: &str) -> VersionInfo {
         VersionInfo {

@@ -13,10 +13,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use aws_sdk_lambdamicrovms::types::{
-    Architecture, CloudWatchLogging, CodeArtifact, CpuConfiguration, HookState, Hooks, Logging,
-    MicrovmHooks, MicrovmImageHooks, Resources,
-};
 use bytes::Bytes;
 
 use super::options::{BuildEvent, BuildOptions, DEFAULT_BUILD_TIMEOUT, DEFAULT_MEMORY_MIB};
@@ -24,7 +20,7 @@ use super::pipeline::{log_group, reusable};
 use super::prune::{PruneOptions, PruneReport};
 use super::{TemplateSummary, gate, slots};
 use crate::Client;
-use crate::control::images::{BUILD_QUOTA, ImageConfig};
+use crate::aws::microvms::images::{BUILD_QUOTA, HookTimes, ImageConfig};
 use crate::error::SandboxError;
 use crate::size::{BASELINE_MEMORY_MIB, Size};
 use crate::template::base_image::{Arch, Variant, check_artifact_variant, check_base_artifact};
@@ -382,30 +378,13 @@ fn description(now: SystemTime) -> String {
 }
 
 /// The hooks of every base image: all enabled, on [`HOOKS_PORT`].
-fn hooks() -> Hooks {
-    Hooks::builder()
-        .port(HOOKS_PORT)
-        .microvm_image_hooks(
-            MicrovmImageHooks::builder()
-                .ready(HookState::Enabled)
-                .ready_timeout_in_seconds(BUILD_HOOK_SECONDS)
-                .validate(HookState::Enabled)
-                .validate_timeout_in_seconds(BUILD_HOOK_SECONDS)
-                .build(),
-        )
-        .microvm_hooks(
-            MicrovmHooks::builder()
-                .run(HookState::Enabled)
-                .run_timeout_in_seconds(RUNTIME_HOOK_SECONDS)
-                .resume(HookState::Enabled)
-                .resume_timeout_in_seconds(RUNTIME_HOOK_SECONDS)
-                .suspend(HookState::Enabled)
-                .suspend_timeout_in_seconds(RUNTIME_HOOK_SECONDS)
-                .terminate(HookState::Enabled)
-                .terminate_timeout_in_seconds(TERMINATE_HOOK_SECONDS)
-                .build(),
-        )
-        .build()
+fn hooks() -> HookTimes {
+    HookTimes {
+        port: HOOKS_PORT,
+        build_seconds: BUILD_HOOK_SECONDS,
+        runtime_seconds: RUNTIME_HOOK_SECONDS,
+        terminate_seconds: TERMINATE_HOOK_SECONDS,
+    }
 }
 
 /// One image a publish writes: the baseline, or a size.
@@ -595,26 +574,16 @@ impl Images {
             let uri = format!("s3://{bucket}/{key}");
 
             let internal = |what| SandboxError::internal("image publish", what);
-            let base = ImageConfig {
-                base_image_arn: managed_arn,
-                base_image_version: Some(base_version.clone()),
-                build_role_arn: options.build_role_arn.clone().unwrap_or_else(|| {
+            let base = ImageConfig::new(
+                managed_arn,
+                Some(base_version.clone()),
+                options.build_role_arn.clone().unwrap_or_else(|| {
                     format!("arn:{partition}:iam::{account}:role/rayito-m0-build-{region}")
                 }),
-                code_artifact: Some(CodeArtifact::Uri(uri.clone())),
-                logging: None,
-                egress_network_connectors: None,
-                cpu_configurations: Some(vec![
-                    CpuConfiguration::builder()
-                        .architecture(Architecture::from(options.arch.as_str()))
-                        .build()
-                        .map_err(|_| internal("cpu configuration"))?,
-                ]),
-                resources: None,
-                additional_os_capabilities: None,
-                hooks: Some(hooks()),
-                environment_variables: None,
-            };
+            )
+            .with_artifact_uri(uri.clone())
+            .with_architecture(options.arch.as_str(), "image publish")?
+            .with_hooks(hooks());
 
             // Waves of at most BUILD_QUOTA submissions, each waited for.
             let mut outcomes: Vec<Outcome> = Vec::with_capacity(targets.len());
@@ -622,21 +591,11 @@ impl Images {
             for wave in jobs.chunks(BUILD_QUOTA as usize) {
                 let mut pending = Vec::new();
                 for (target, (arn, exists)) in wave {
-                    let desired = ImageConfig {
-                        logging: Some(Logging::CloudWatch(
-                            CloudWatchLogging::builder()
-                                .log_group(log_group(&target.name))
-                                .build(),
-                        )),
-                        resources: Some(vec![
-                            Resources::builder()
-                                .minimum_memory_in_mib(target.memory_mib as i32)
-                                .build()
-                                .map_err(|_| internal("resources"))?,
-                        ]),
-                        environment_variables: (!target.env.is_empty()).then(|| target.env.clone()),
-                        ..base.clone()
-                    };
+                    let desired = base
+                        .clone()
+                        .with_log_group(log_group(&target.name))
+                        .with_memory_mib(target.memory_mib, "image publish")?
+                        .with_env((!target.env.is_empty()).then(|| target.env.clone()));
                     let submitted =
                         submit_one(&services, target, arn, *exists, &desired, &options, &build).await;
                     match submitted {
@@ -826,12 +785,7 @@ impl Images {
                 .await?
                 .into_iter()
                 .map(|v| ImageVersionSummary {
-                    memory_mib: v
-                        .config
-                        .resources
-                        .as_deref()
-                        .and_then(|r| r.first())
-                        .and_then(|r| u32::try_from(r.minimum_memory_in_mib).ok()),
+                    memory_mib: v.config.memory_mib(),
                     artifact: v.config.artifact_uri().map(str::to_owned),
                     created_at: UNIX_EPOCH
                         + Duration::try_from_secs_f64(v.created_at).unwrap_or_default(),

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::control::images::BUILD_QUOTA;
+use crate::aws::microvms::images::BUILD_QUOTA;
 use crate::error::SandboxError;
 
 fn slots() -> &'static Arc<Semaphore> {

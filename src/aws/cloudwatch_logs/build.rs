@@ -5,7 +5,7 @@ use crate::quiet::Quiet as _;
 use aws_sdk_cloudwatchlogs as logs;
 use logs::types::OrderBy;
 
-use super::failure::map_sdk_error;
+use crate::aws::failure::map_sdk_error;
 use crate::error::SandboxError;
 
 /// The most streams and events per stream ever read.
@@ -22,7 +22,7 @@ impl BuildLogs {
     /// The reader over `config`.
     pub(crate) fn new(config: &aws_types::SdkConfig) -> Self {
         Self {
-            client: super::cwl::client(config),
+            client: super::client(config),
         }
     }
 

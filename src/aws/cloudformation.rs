@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use aws_sdk_cloudformation as cfn;
 use aws_sdk_cloudformation::types::Capability;
 
-use super::failure::{extract, map_sdk_error};
+use crate::aws::failure::{extract, map_sdk_error};
 use crate::error::SandboxError;
 
 /// The most events read while looking for the failed resource (the newest

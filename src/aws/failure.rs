@@ -14,7 +14,7 @@ use crate::error::map::aws::{AwsFailure, NoResponse, from_aws, sanitize_aws_code
 
 /// Maps any operation's `SdkError` to a `SandboxError` (docs/errors.md,
 /// "AWS control plane, by error code, never by HTTP status").
-pub(super) fn map_sdk_error<E>(
+pub(in crate::aws) fn map_sdk_error<E>(
     operation: &'static str,
     err: &SdkError<E, HttpResponse>,
 ) -> SandboxError
@@ -25,7 +25,7 @@ where
 }
 
 /// The facts of an `SdkError`, without the raw response.
-pub(crate) fn extract<E>(operation: &'static str, err: &SdkError<E, HttpResponse>) -> AwsFailure
+pub(in crate::aws) fn extract<E>(operation: &'static str, err: &SdkError<E, HttpResponse>) -> AwsFailure
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {

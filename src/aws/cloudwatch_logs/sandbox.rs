@@ -5,7 +5,7 @@
 use aws_sdk_cloudwatchlogs as logs;
 use logs::types::OrderBy;
 
-use super::failure::map_sdk_error;
+use crate::aws::failure::map_sdk_error;
 use crate::error::SandboxError;
 use crate::quiet::Quiet as _;
 
@@ -59,7 +59,7 @@ impl LogsApi {
     /// The reader over `config` (the client setup of build logs).
     pub(crate) fn new(config: &aws_types::SdkConfig) -> Self {
         Self {
-            client: super::cwl::client(config),
+            client: super::client(config),
         }
     }
 

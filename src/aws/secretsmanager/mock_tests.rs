@@ -20,7 +20,8 @@ use aws_smithy_runtime_api::http::{Response, StatusCode};
 use aws_smithy_types::body::SdkBody;
 use sm::config::retry::RetryConfig;
 
-use super::{SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions};
+use super::SecretsManager;
+use crate::secrets::{SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions};
 use crate::ErrorKind;
 use crate::error::SandboxError;
 
@@ -66,11 +67,11 @@ fn client(rules: &[&Rule]) -> sm::Client {
 }
 
 fn cache(rules: &[&Rule]) -> SecretCache {
-    SecretCache::with_client(SecretCacheOptions::new(), client(rules)).unwrap()
+    SecretCache::with_client(SecretCacheOptions::new(), SecretsManager::from_sdk(client(rules))).unwrap()
 }
 
 fn store(rules: &[&Rule]) -> SecretStore {
-    SecretStore::with_client(SecretStoreOptions::new(), client(rules)).unwrap()
+    SecretStore::with_client(SecretStoreOptions::new(), SecretsManager::from_sdk(client(rules))).unwrap()
 }
 
 fn no_leak(err: &SandboxError) {

@@ -9,9 +9,12 @@ use crate::quiet::Quiet as _;
 use std::collections::BTreeMap;
 
 use aws_sdk_lambdamicrovms as lmv;
-use lmv::types::{Capability, CodeArtifact, CpuConfiguration, Hooks, Logging, Resources};
+use lmv::types::{
+    Architecture, Capability, CloudWatchLogging, CodeArtifact, CpuConfiguration, HookState, Hooks,
+    Logging, MicrovmHooks, MicrovmImageHooks, Resources,
+};
 
-use super::failure::{extract, map_sdk_error};
+use crate::aws::failure::{extract, map_sdk_error};
 use crate::error::SandboxError;
 
 /// The account-wide concurrent-build quota of MicroVM images.
@@ -24,20 +27,36 @@ const MAX_PAGES: usize = 20;
 
 /// A version's configuration: what Create/Update send and versions echo.
 /// Its `Debug` names the environment's keys, never its values.
+///
+/// The members of AWS types are kept here; a build sets them with plain
+/// data ([`ImageConfig::with_artifact_uri`], [`ImageConfig::with_memory_mib`],
+/// ...) and copies the rest from a version it read.
 #[derive(Clone, Default, PartialEq)]
 pub(crate) struct ImageConfig {
     pub base_image_arn: String,
     pub base_image_version: Option<String>,
     pub build_role_arn: String,
-    pub code_artifact: Option<CodeArtifact>,
-    pub logging: Option<Logging>,
-    pub egress_network_connectors: Option<Vec<String>>,
-    pub cpu_configurations: Option<Vec<CpuConfiguration>>,
-    pub resources: Option<Vec<Resources>>,
-    pub additional_os_capabilities: Option<Vec<Capability>>,
-    pub hooks: Option<Hooks>,
+    code_artifact: Option<CodeArtifact>,
+    logging: Option<Logging>,
+    egress_network_connectors: Option<Vec<String>>,
+    cpu_configurations: Option<Vec<CpuConfiguration>>,
+    resources: Option<Vec<Resources>>,
+    additional_os_capabilities: Option<Vec<Capability>>,
+    hooks: Option<Hooks>,
     /// `None` in list items, which never carry it.
     pub environment_variables: Option<BTreeMap<String, String>>,
+}
+
+/// The lifecycle hooks of a base image: all enabled, on `port`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HookTimes {
+    pub port: i32,
+    /// Ready and validate.
+    pub build_seconds: i32,
+    /// Run, resume and suspend.
+    pub runtime_seconds: i32,
+    /// Terminate.
+    pub terminate_seconds: i32,
 }
 
 impl std::fmt::Debug for ImageConfig {
@@ -83,6 +102,115 @@ macro_rules! config_of {
 }
 
 impl ImageConfig {
+    /// A configuration over the base image `base_image_arn` (version
+    /// `base_image_version`), built by `build_role_arn`; nothing else set.
+    pub(crate) fn new(
+        base_image_arn: String,
+        base_image_version: Option<String>,
+        build_role_arn: String,
+    ) -> Self {
+        Self {
+            base_image_arn,
+            base_image_version,
+            build_role_arn,
+            ..Self::default()
+        }
+    }
+
+    /// The code artifact at `uri` (`s3://bucket/key`).
+    #[must_use]
+    pub(crate) fn with_artifact_uri(mut self, uri: String) -> Self {
+        self.code_artifact = Some(CodeArtifact::Uri(uri));
+        self
+    }
+
+    /// `mib` of memory.
+    ///
+    /// # Errors
+    /// `Internal` when the member does not build.
+    pub(crate) fn with_memory_mib(mut self, mib: u32, what: &'static str) -> Result<Self, SandboxError> {
+        self.resources = Some(vec![
+            Resources::builder()
+                .minimum_memory_in_mib(mib as i32)
+                .build()
+                .map_err(|_| SandboxError::internal(what, "resources"))?,
+        ]);
+        Ok(self)
+    }
+
+    /// The memory in MiB, when set.
+    pub(crate) fn memory_mib(&self) -> Option<u32> {
+        self.resources
+            .as_deref()
+            .and_then(|r| r.first())
+            .and_then(|r| u32::try_from(r.minimum_memory_in_mib).ok())
+    }
+
+    /// Build logs to the CloudWatch Logs group `group`.
+    #[must_use]
+    pub(crate) fn with_log_group(mut self, group: String) -> Self {
+        self.logging = Some(Logging::CloudWatch(
+            CloudWatchLogging::builder().log_group(group).build(),
+        ));
+        self
+    }
+
+    /// The CPU architecture (`ARM_64`, `X86_64`).
+    ///
+    /// # Errors
+    /// `Internal` when the member does not build.
+    pub(crate) fn with_architecture(
+        mut self,
+        arch: &str,
+        what: &'static str,
+    ) -> Result<Self, SandboxError> {
+        self.cpu_configurations = Some(vec![
+            CpuConfiguration::builder()
+                .architecture(Architecture::from(arch))
+                .build()
+                .map_err(|_| SandboxError::internal(what, "cpu configuration"))?,
+        ]);
+        Ok(self)
+    }
+
+    /// The lifecycle hooks, all enabled.
+    #[must_use]
+    pub(crate) fn with_hooks(mut self, times: HookTimes) -> Self {
+        self.hooks = Some(
+            Hooks::builder()
+                .port(times.port)
+                .microvm_image_hooks(
+                    MicrovmImageHooks::builder()
+                        .ready(HookState::Enabled)
+                        .ready_timeout_in_seconds(times.build_seconds)
+                        .validate(HookState::Enabled)
+                        .validate_timeout_in_seconds(times.build_seconds)
+                        .build(),
+                )
+                .microvm_hooks(
+                    MicrovmHooks::builder()
+                        .run(HookState::Enabled)
+                        .run_timeout_in_seconds(times.runtime_seconds)
+                        .resume(HookState::Enabled)
+                        .resume_timeout_in_seconds(times.runtime_seconds)
+                        .suspend(HookState::Enabled)
+                        .suspend_timeout_in_seconds(times.runtime_seconds)
+                        .terminate(HookState::Enabled)
+                        .terminate_timeout_in_seconds(times.terminate_seconds)
+                        .build(),
+                )
+                .build(),
+        );
+        self
+    }
+
+    /// The environment (`None`: not sent).
+    #[must_use]
+    pub(crate) fn with_env(mut self, env: Option<BTreeMap<String, String>>) -> Self {
+        self.environment_variables = env;
+        self
+    }
+
     /// The code artifact's URI.
     pub(crate) fn artifact_uri(&self) -> Option<&str> {
         self.code_artifact

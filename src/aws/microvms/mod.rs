@@ -1,29 +1,30 @@
-//! The AWS adapter of the control-plane port, over `aws-sdk-lambdamicrovms`.
+//! Lambda MicroVMs (`aws-sdk-lambdamicrovms`): the AWS adapter of the
+//! control-plane port ([`crate::control::ControlPlane`]), and, with
+//! feature `templates`, the image operations ([`images`]).
 //!
 //! The client's own retries are off (`RetryConfig::disabled()`): one layer,
-//! [`super::retry`], decides every retry (docs/errors.md, "Retries"), so attempts never
-//! multiply.
+//! [`crate::control::retry`], decides every retry (docs/errors.md,
+//! "Retries"), so attempts never multiply.
+
+#[cfg(feature = "templates")]
+pub(crate) mod images;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use aws_config::BehaviorVersion;
-use aws_config::timeout::TimeoutConfig;
 use aws_sdk_lambdamicrovms as lmv;
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
-use lmv::config::retry::RetryConfig;
-use lmv::config::{Credentials, ProvideCredentials as _, Region};
 use lmv::types::{CloudWatchLogging, IdlePolicy, Logging, LoggingDisabled, PortSpecification};
 
+use super::config::{self, AwsSettings};
 use super::failure::map_sdk_error;
-use super::{
+use crate::control::{
     AuthTokenRequest, ControlPlane, ImageSummary, ListPage, ListRequest, Microvm, MicrovmItem,
     RunLogging, RunRequest,
 };
 use crate::error::SandboxError;
-use crate::error::map::aws::{no_credentials, profile_not_found};
 use crate::quiet::Quiet as _;
 use crate::secret::Secret;
 use crate::state::SandboxState;
@@ -54,123 +55,6 @@ fn control_event<T>(operation: &'static str, microvm: &str, outcome: &Result<T, 
     }
 }
 
-/// The profile the caller named (`AwsOptions::profile`, else `AWS_PROFILE`),
-/// when it is in neither AWS file. `default` is never reported: without any
-/// file it legitimately does not exist.
-async fn missing_profile(settings: &AwsSettings) -> Option<String> {
-    use aws_runtime::env_config::file::EnvConfigFiles;
-    use aws_types::os_shim_internal::{Env, Fs};
-    let name = settings
-        .profile
-        .clone()
-        .or_else(|| std::env::var("AWS_PROFILE").ok())
-        .filter(|name| !name.is_empty() && name != "default")?;
-    let loaded = silenced(aws_config::profile::load(
-        &Fs::real(),
-        &Env::real(),
-        &EnvConfigFiles::default(),
-        Some(name.clone().into()),
-    ))
-    .await;
-    match loaded {
-        Ok(set) if set.get_profile(&name).is_some() => None,
-        _ => Some(name),
-    }
-}
-
-/// Connect timeout of control-plane calls.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Read timeout of control-plane calls.
-const READ_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How to reach the control plane; every field optional (the aws-config chain
-/// fills the rest from the environment and profiles).
-#[derive(Clone, Default)]
-pub(crate) struct AwsSettings {
-    pub region: Option<String>,
-    pub endpoint_url: Option<String>,
-    /// S3's endpoint, path style (template builds; `None`: S3's own, or
-    /// `endpoint_url` when that is set).
-    pub s3_endpoint_url: Option<String>,
-    pub profile: Option<String>,
-    /// Static credentials (access key id, secret access key).
-    pub static_credentials: Option<(String, Secret)>,
-    /// The session token of temporary static credentials.
-    pub session_token: Option<Secret>,
-    /// Connect timeout of every call (`None`: [`CONNECT_TIMEOUT`]).
-    pub connect_timeout: Option<Duration>,
-    /// Read timeout of every call (`None`: [`READ_TIMEOUT`]).
-    pub read_timeout: Option<Duration>,
-}
-
-impl fmt::Debug for AwsSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AwsSettings")
-            .field("region", &self.region)
-            .field("endpoint_url", &self.endpoint_url)
-            .field("s3_endpoint_url", &self.s3_endpoint_url)
-            .field("profile", &self.profile)
-            .field("static_credentials", &self.static_credentials.is_some())
-            .field("session_token", &self.session_token.is_some())
-            .field("connect_timeout", &self.connect_timeout)
-            .field("read_timeout", &self.read_timeout)
-            .finish()
-    }
-}
-
-impl AwsSettings {
-    /// What tells one configuration from another (the implicit clients of
-    /// the shortcuts): every setting that shapes the client, secrets only
-    /// as SHA-256 digests.
-    pub(crate) fn key(&self) -> SettingsKey {
-        let digest = |secret: &Secret| -> [u8; 32] {
-            use sha2::Digest as _;
-            sha2::Sha256::digest(secret.expose().as_bytes()).into()
-        };
-        SettingsKey {
-            region: self.region.clone(),
-            endpoint_url: self.endpoint_url.clone(),
-            s3_endpoint_url: self.s3_endpoint_url.clone(),
-            profile: self.profile.clone(),
-            access_key_id: self
-                .static_credentials
-                .as_ref()
-                .map(|(key_id, _)| key_id.clone()),
-            secret_digest: self
-                .static_credentials
-                .as_ref()
-                .map(|(_, secret)| digest(secret)),
-            session_token_digest: self.session_token.as_ref().map(digest),
-            connect_timeout: self.connect_timeout,
-            read_timeout: self.read_timeout,
-        }
-    }
-}
-
-/// [`AwsSettings::key`]: comparable, and with no secret in clear.
-#[derive(Clone, PartialEq, Eq)]
-pub(crate) struct SettingsKey {
-    region: Option<String>,
-    endpoint_url: Option<String>,
-    s3_endpoint_url: Option<String>,
-    profile: Option<String>,
-    access_key_id: Option<String>,
-    secret_digest: Option<[u8; 32]>,
-    session_token_digest: Option<[u8; 32]>,
-    connect_timeout: Option<Duration>,
-    read_timeout: Option<Duration>,
-}
-
-impl fmt::Debug for SettingsKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SettingsKey")
-            .field("region", &self.region)
-            .field("endpoint_url", &self.endpoint_url)
-            .field("profile", &self.profile)
-            .finish_non_exhaustive()
-    }
-}
-
 /// The control plane on AWS (or any endpoint speaking its API, like the
 /// local emulator).
 #[derive(Clone)]
@@ -190,66 +74,17 @@ impl fmt::Debug for AwsControlPlane {
 }
 
 impl AwsControlPlane {
-    /// Loads the AWS configuration (credential chain, region, endpoint
-    /// override) and checks that credentials and a region exist, so that a
-    /// machine with no AWS setup gets one clear error before any call.
+    /// Loads the AWS configuration ([`config::load`]: credentials and a
+    /// region must exist, so that a machine with no AWS setup gets one
+    /// clear error before any call) and makes the client over it.
+    ///
+    /// # Errors
+    /// As [`config::load`].
     pub(crate) async fn connect(settings: &AwsSettings) -> Result<Self, SandboxError> {
-        let connect_timeout = positive("connect_timeout", settings.connect_timeout)?;
-        let read_timeout = positive("read_timeout", settings.read_timeout)?;
-        let mut loader = aws_config::defaults(BehaviorVersion::latest())
-            .retry_config(RetryConfig::disabled())
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(connect_timeout.unwrap_or(CONNECT_TIMEOUT))
-                    .read_timeout(read_timeout.unwrap_or(READ_TIMEOUT))
-                    .build(),
-            );
-        if let Some(region) = &settings.region {
-            crate::checks::region(region)?;
-            loader = loader.region(Region::new(region.clone()));
-        }
-        if let Some(url) = &settings.endpoint_url {
-            crate::checks::endpoint_url(url)?;
-            loader = loader.endpoint_url(url.clone());
-        }
-        if let Some(url) = &settings.s3_endpoint_url {
-            crate::checks::s3_endpoint_url(url)?;
-        }
-        if let Some(profile) = &settings.profile {
-            loader = loader.profile_name(profile.clone());
-        }
-        if let Some((key_id, secret)) = &settings.static_credentials {
-            loader = loader.credentials_provider(Credentials::new(
-                key_id.clone(),
-                secret.expose().to_owned(),
-                settings
-                    .session_token
-                    .as_ref()
-                    .map(|token| token.expose().to_owned()),
-                None,
-                "rayito-static",
-            ));
-        }
-        if let Some(profile) = missing_profile(settings).await {
-            return Err(profile_not_found(&profile));
-        }
-        let config = silenced(loader.load()).await;
-        let Some(region) = config.region() else {
-            return Err(no_credentials("no AWS region is configured"));
-        };
-        // A region from the environment or a profile follows the same rule.
-        crate::checks::region(region.as_ref())?;
-        let Some(provider) = config.credentials_provider() else {
-            return Err(no_credentials("no AWS credentials were found"));
-        };
-        // The chain caches what it found; this only proves something is there.
-        // Its error text can name files and profiles, so it is not kept.
-        if silenced(provider.provide_credentials()).await.is_err() {
-            return Err(no_credentials("no AWS credentials were found"));
-        }
+        let (config, region) = config::load(settings).await?;
         Ok(Self {
             client: Arc::new(lmv::Client::new(&config)),
-            region: region.to_string(),
+            region,
             sdk_config: config,
         })
     }
@@ -265,36 +100,14 @@ impl AwsControlPlane {
         &self.region
     }
 
-    /// A client for the embedded emulator: fixed endpoint, region and the
-    /// emulator's own access key, reading nothing from the environment or
-    /// profiles.
+    /// A client for the embedded emulator ([`config::hermetic`]).
     pub(crate) fn hermetic(
         endpoint_url: &str,
         region: &str,
         access_key_id: &str,
         secret_access_key: &Secret,
     ) -> Self {
-        let sdk_config = aws_types::SdkConfig::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(region.to_owned()))
-            .credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(
-                Credentials::new(
-                    access_key_id,
-                    secret_access_key.expose(),
-                    None,
-                    None,
-                    "rayito-local",
-                ),
-            ))
-            .endpoint_url(endpoint_url)
-            .retry_config(RetryConfig::disabled())
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(CONNECT_TIMEOUT)
-                    .read_timeout(READ_TIMEOUT)
-                    .build(),
-            )
-            .build();
+        let sdk_config = config::hermetic(endpoint_url, region, access_key_id, secret_access_key);
         Self {
             client: Arc::new(lmv::Client::new(&sdk_config)),
             region: region.to_owned(),
@@ -302,22 +115,6 @@ impl AwsControlPlane {
         }
     }
 }
-
-/// `value`, refused when zero (a zero timeout would fail every call).
-fn positive(
-    argument: &'static str,
-    value: Option<Duration>,
-) -> Result<Option<Duration>, SandboxError> {
-    if let Some(v) = value {
-        crate::checks::positive_duration(argument, v)?;
-    }
-    // Saturated: the AWS runtime adds the timeout to an instant, and a
-    // caller's `Duration::MAX` must not overflow there.
-    Ok(value.map(|v| v.min(MAX_CONTROL_TIMEOUT)))
-}
-
-/// The longest control-plane connect or read timeout taken (a day).
-const MAX_CONTROL_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 
 impl ControlPlane for AwsControlPlane {
     fn run_microvm(&self, request: RunRequest) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
@@ -558,7 +355,8 @@ fn pick_proxy_token(map: &std::collections::HashMap<String, String>) -> Option<S
 mod tests {
     use std::collections::HashMap;
 
-    use super::{AwsSettings, pick_proxy_token};
+    use super::pick_proxy_token;
+    use crate::aws::config::AwsSettings;
     use crate::secret::Secret;
 
     fn settings(secret: &str) -> AwsSettings {

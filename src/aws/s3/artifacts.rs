@@ -7,7 +7,7 @@ use crate::quiet::Quiet as _;
 use aws_sdk_s3 as s3;
 use bytes::Bytes;
 
-use super::failure::{extract, map_sdk_error};
+use crate::aws::failure::{extract, map_sdk_error};
 use crate::error::SandboxError;
 
 /// An `s3://bucket/key` URI split, `None` for anything else.

@@ -6,7 +6,7 @@ use crate::quiet::Quiet as _;
 use aws_sdk_sts as sts;
 use tokio::sync::OnceCell;
 
-use super::failure::map_sdk_error;
+use crate::aws::failure::map_sdk_error;
 use crate::error::SandboxError;
 
 /// The caller's identity, asked once.

@@ -9,25 +9,17 @@
 //! AWS's own text; a missing table is `InvalidArgument` `store`, as an
 //! unusable pool file is.
 
-use crate::quiet::Quiet as _;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aws_config::retry::RetryConfig;
-use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::http::HttpResponse;
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ReturnValue,
-    ScalarAttributeType, TableStatus, TimeToLiveSpecification,
-};
-
-use super::aws::{AwsControlPlane, AwsSettings};
-use super::failure::extract;
+use crate::aws::config::AwsSettings;
+use crate::aws::dynamodb::{Attr, Conditional, Dynamo, Expression, Item, KeyRole};
 use crate::error::SandboxError;
-use crate::error::map::aws::from_aws;
+use crate::error::map::aws::{AwsFailure, from_aws};
 use crate::pool::slot::{SlotRecord, SlotState, StoredSlot, record_from_json, record_to_json};
 use crate::pool::store::{Op, OpResult, RemoveIf, SlotStore};
+
+type Client = Dynamo;
 
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
@@ -107,7 +99,7 @@ impl PoolTable {
         }
     }
 
-    fn key(&self, id: &str) -> HashMap<String, AttributeValue> {
+    fn key(&self, id: &str) -> Item {
         HashMap::from([
             (PK.to_owned(), s(self.partition())),
             (SK.to_owned(), s(format!("slot#{id}"))),
@@ -132,18 +124,20 @@ impl PoolTable {
             item.insert(LEASE_UNTIL.to_owned(), n(secs_ceil(lease)));
         }
         let put = client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#sk)")
-            .expression_attribute_names("#sk", SK)
-            .send()
-            .quiet()
+            .put_item(
+                &self.table,
+                item,
+                Expression {
+                    condition: Some("attribute_not_exists(#sk)".to_owned()),
+                    names: vec![("#sk".to_owned(), SK.to_owned())],
+                    values: Vec::new(),
+                },
+            )
             .await;
         match put {
-            Ok(_) => Ok(OpResult::Done(true)),
-            Err(e) if condition_failed(&e) => Ok(OpResult::Done(false)),
-            Err(e) => Err(store_error("PutItem", &e)),
+            Ok(Conditional::Done(())) => Ok(OpResult::Done(true)),
+            Ok(Conditional::Failed(_)) => Ok(OpResult::Done(false)),
+            Err(failure) => Err(store_error(failure)),
         }
     }
 
@@ -161,21 +155,22 @@ impl PoolTable {
             "#ttl = :ttl",
         ];
         let mut remove = vec!["#owner", "#lease_until"];
-        let mut update = client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(self.key(&record.sandbox_id)))
-            .condition_expression("#state = :warming AND #owner = :me")
-            .expression_attribute_values(":warming", s(SlotState::Warming.as_str().to_owned()))
-            .expression_attribute_values(":me", s(owner));
+        let mut update = Expression {
+            condition: Some("#state = :warming AND #owner = :me".to_owned()),
+            names: Vec::new(),
+            values: vec![
+                (
+                    ":warming".to_owned(),
+                    s(SlotState::Warming.as_str().to_owned()),
+                ),
+                (":me".to_owned(), s(owner)),
+            ],
+        };
         for (name, value) in record_attributes(&record) {
-            match name {
-                PARKED_AT => {
-                    set.push("#parked_at = :parked_at");
-                    update = update.expression_attribute_values(":parked_at", value);
-                }
-                _ => update = update.expression_attribute_values(format!(":{name}"), value),
+            if name == PARKED_AT {
+                set.push("#parked_at = :parked_at");
             }
+            update.values.push((format!(":{name}"), value));
         }
         if record.parked_at.is_none() {
             remove.push("#parked_at");
@@ -190,13 +185,21 @@ impl PoolTable {
             LEASE_UNTIL,
             PARKED_AT,
         ] {
-            update = update.expression_attribute_names(format!("#{name}"), name);
+            update.names.push((format!("#{name}"), name.to_owned()));
         }
         let expression = format!("SET {} REMOVE {}", set.join(", "), remove.join(", "));
-        match update.update_expression(expression).send().quiet().await {
-            Ok(_) => Ok(OpResult::Done(true)),
-            Err(e) if condition_failed(&e) => Ok(OpResult::Done(false)),
-            Err(e) => Err(store_error("UpdateItem", &e)),
+        match client
+            .update_item(
+                &self.table,
+                self.key(&record.sandbox_id),
+                expression,
+                update,
+            )
+            .await
+        {
+            Ok(Conditional::Done(())) => Ok(OpResult::Done(true)),
+            Ok(Conditional::Failed(_)) => Ok(OpResult::Done(false)),
+            Err(failure) => Err(store_error(failure)),
         }
     }
 
@@ -287,28 +290,25 @@ impl PoolTable {
         id: &str,
         condition: &str,
         names: &[&str],
-        values: [(&str, AttributeValue); N],
+        values: [(&str, Attr); N],
     ) -> Result<Option<StoredSlot>, SandboxError> {
-        let mut delete = client
-            .delete_item()
-            .table_name(&self.table)
-            .set_key(Some(self.key(id)))
-            .condition_expression(condition)
-            .return_values(ReturnValue::AllOld);
-        for name in names {
-            delete = delete.expression_attribute_names(format!("#{name}"), *name);
-        }
-        for (name, value) in values {
-            delete = delete.expression_attribute_values(name, value);
-        }
-        match delete.send().quiet().await {
-            Ok(out) => match out.attributes {
-                Some(item) => decode(&item).map(Some),
-                // Deleted, yet nothing returned: not DynamoDB's behaviour.
-                None => Err(bad_item()),
-            },
-            Err(e) if condition_failed(&e) => Ok(None),
-            Err(e) => Err(store_error("DeleteItem", &e)),
+        let expression = Expression {
+            condition: Some(condition.to_owned()),
+            names: names
+                .iter()
+                .map(|name| (format!("#{name}"), (*name).to_owned()))
+                .collect(),
+            values: values
+                .into_iter()
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect(),
+        };
+        match client.delete_item(&self.table, self.key(id), expression).await {
+            Ok(Conditional::Done(Some(item))) => decode(&item).map(Some),
+            // Deleted, yet nothing returned: not DynamoDB's behaviour.
+            Ok(Conditional::Done(None)) => Err(bad_item()),
+            Ok(Conditional::Failed(_)) => Ok(None),
+            Err(failure) => Err(store_error(failure)),
         }
     }
 
@@ -320,40 +320,42 @@ impl PoolTable {
         client: &Client,
         image: &str,
         ready_from: Option<u64>,
-    ) -> Result<Vec<HashMap<String, AttributeValue>>, SandboxError> {
+    ) -> Result<Vec<Item>, SandboxError> {
         let mut items = Vec::new();
-        let mut start: Option<HashMap<String, AttributeValue>> = None;
+        let mut start: Option<Item> = None;
         for _ in 0..MAX_PAGES {
-            let mut query = client
-                .query()
-                .table_name(&self.table)
-                .consistent_read(true)
-                .key_condition_expression("#pk = :pk")
-                .expression_attribute_names("#pk", PK)
-                .expression_attribute_names("#image_arn", IMAGE_ARN)
-                .expression_attribute_values(":pk", s(self.partition()))
-                .expression_attribute_values(":image", s(image.to_owned()))
-                .set_exclusive_start_key(start.take());
-            query = match ready_from {
-                None => query.filter_expression("#image_arn = :image"),
-                Some(min) => query
-                    .filter_expression(
-                        "#image_arn = :image AND #state = :ready AND #expires_at >= :min",
-                    )
-                    .expression_attribute_names("#state", STATE)
-                    .expression_attribute_names("#expires_at", EXPIRES_AT)
-                    .expression_attribute_values(":ready", s(SlotState::Ready.as_str().to_owned()))
-                    .expression_attribute_values(":min", n(min)),
+            let mut filter = Expression {
+                condition: Some("#image_arn = :image".to_owned()),
+                names: vec![
+                    ("#pk".to_owned(), PK.to_owned()),
+                    ("#image_arn".to_owned(), IMAGE_ARN.to_owned()),
+                ],
+                values: vec![
+                    (":pk".to_owned(), s(self.partition())),
+                    (":image".to_owned(), s(image.to_owned())),
+                ],
             };
-            let page = query
-                .send()
-                .quiet()
+            if let Some(min) = ready_from {
+                filter.condition = Some(
+                    "#image_arn = :image AND #state = :ready AND #expires_at >= :min".to_owned(),
+                );
+                filter.names.extend([
+                    ("#state".to_owned(), STATE.to_owned()),
+                    ("#expires_at".to_owned(), EXPIRES_AT.to_owned()),
+                ]);
+                filter.values.extend([
+                    (":ready".to_owned(), s(SlotState::Ready.as_str().to_owned())),
+                    (":min".to_owned(), n(min)),
+                ]);
+            }
+            let page = client
+                .query(&self.table, "#pk = :pk", filter, start.take())
                 .await
-                .map_err(|e| store_error("Query", &e))?;
-            items.extend(page.items.unwrap_or_default());
-            match page.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(items),
+                .map_err(store_error)?;
+            items.extend(page.items);
+            match page.last_key {
+                Some(key) => start = Some(key),
+                None => return Ok(items),
             }
         }
         Err(SandboxError::invalid_argument(
@@ -382,11 +384,8 @@ impl SlotStore for PoolTable {
 /// A DynamoDB client for `settings`: credentials and region checked as
 /// the control plane's, the SDK's standard retries on.
 async fn connect(settings: &AwsSettings) -> Result<Client, SandboxError> {
-    let control = AwsControlPlane::connect(settings).await?;
-    let config = aws_sdk_dynamodb::config::Builder::from(control.sdk_config())
-        .retry_config(RetryConfig::standard().with_max_attempts(ATTEMPTS))
-        .build();
-    Ok(Client::from_conf(config))
+    let (config, _) = crate::aws::config::load(settings).await?;
+    Ok(Dynamo::new(&config, ATTEMPTS))
 }
 
 /// Creates `table` for pool stores: string keys `pk` (hash) and `sk`
@@ -398,48 +397,20 @@ pub(crate) async fn create_table(
 ) -> Result<bool, SandboxError> {
     check_table_name(table)?;
     let client = connect(settings).await?;
-    let key = |name: &str, kind: KeyType| {
-        KeySchemaElement::builder()
-            .attribute_name(name)
-            .key_type(kind)
-            .build()
-            .map_err(|_| SandboxError::internal("pool store", "a key schema did not build"))
-    };
-    let attribute = |name: &str| {
-        AttributeDefinition::builder()
-            .attribute_name(name)
-            .attribute_type(ScalarAttributeType::S)
-            .build()
-            .map_err(|_| SandboxError::internal("pool store", "a key attribute did not build"))
-    };
-    let created = client
-        .create_table()
-        .table_name(table)
-        .billing_mode(BillingMode::PayPerRequest)
-        .key_schema(key(PK, KeyType::Hash)?)
-        .key_schema(key(SK, KeyType::Range)?)
-        .attribute_definitions(attribute(PK)?)
-        .attribute_definitions(attribute(SK)?)
-        .send()
-        .quiet()
-        .await;
-    match created {
-        Ok(_) => {}
-        Err(e) if e.code() == Some("ResourceInUseException") => return Ok(false),
-        Err(e) => return Err(store_error("CreateTable", &e)),
+    match client
+        .create_table(table, &[(PK, KeyRole::Hash), (SK, KeyRole::Range)])
+        .await
+    {
+        Ok(()) => {}
+        Err(failure) if failure.code.as_deref() == Some("ResourceInUseException") => {
+            return Ok(false);
+        }
+        Err(failure) => return Err(store_error(failure)),
     }
     // TTL can only be set on an active table.
     let by = tokio::time::Instant::now() + ACTIVE_WITHIN;
     loop {
-        let described = client
-            .describe_table()
-            .table_name(table)
-            .send()
-            .quiet()
-            .await
-            .map_err(|e| store_error("DescribeTable", &e))?;
-        let status = described.table.and_then(|t| t.table_status);
-        if status == Some(TableStatus::Active) {
+        if client.table_active(table).await.map_err(store_error)? {
             break;
         }
         if tokio::time::Instant::now() >= by {
@@ -450,19 +421,7 @@ pub(crate) async fn create_table(
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let ttl = TimeToLiveSpecification::builder()
-        .attribute_name(TTL)
-        .enabled(true)
-        .build()
-        .map_err(|_| SandboxError::internal("pool store", "a TTL specification did not build"))?;
-    client
-        .update_time_to_live()
-        .table_name(table)
-        .time_to_live_specification(ttl)
-        .send()
-        .quiet()
-        .await
-        .map_err(|e| store_error("UpdateTimeToLive", &e))?;
+    client.enable_ttl(table, TTL).await.map_err(store_error)?;
     Ok(true)
 }
 
@@ -495,20 +454,9 @@ fn check_pool_name(name: &str) -> Result<(), SandboxError> {
     }
 }
 
-/// Whether the call failed only because its condition did not hold.
-fn condition_failed<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
-    err.as_service_error()
-        .and_then(ProvideErrorMetadata::code)
-        .is_some_and(|code| code == "ConditionalCheckFailedException")
-}
-
 /// An AWS failure of a store call, mapped as the control plane's are but
 /// without AWS's text; a missing table is the store's `InvalidArgument`.
-fn store_error<E>(operation: &'static str, err: &SdkError<E, HttpResponse>) -> SandboxError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-{
-    let mut failure = extract(operation, err);
+fn store_error(mut failure: AwsFailure) -> SandboxError {
     if failure.code.as_deref() == Some("ResourceNotFoundException") {
         return SandboxError::invalid_argument(
             "store",
@@ -519,12 +467,12 @@ where
     from_aws(failure)
 }
 
-fn s(text: String) -> AttributeValue {
-    AttributeValue::S(text)
+fn s(text: String) -> Attr {
+    Attr::S(text)
 }
 
-fn n(value: u64) -> AttributeValue {
-    AttributeValue::N(value.to_string())
+fn n(value: u64) -> Attr {
+    Attr::N(value.to_string())
 }
 
 /// Seconds since the epoch, rounded down (a slot's expiry: never later
@@ -543,7 +491,7 @@ fn secs_ceil(t: SystemTime) -> u64 {
 
 /// The attributes a record sets: state, image, expiry, parked time, the
 /// record's JSON and the TTL.
-fn record_attributes(record: &SlotRecord) -> Vec<(&'static str, AttributeValue)> {
+fn record_attributes(record: &SlotRecord) -> Vec<(&'static str, Attr)> {
     let expires_at = secs_floor(record.expires_at());
     let mut attributes = vec![
         (STATE, s(record.state.as_str().to_owned())),
@@ -565,19 +513,19 @@ fn bad_item() -> SandboxError {
     )
 }
 
-fn number(item: &HashMap<String, AttributeValue>, name: &str) -> Option<u64> {
-    item.get(name)?.as_n().ok()?.parse().ok()
+fn number(item: &Item, name: &str) -> Option<u64> {
+    item.get(name)?.as_n()?.parse().ok()
 }
 
-fn slot_id(item: &HashMap<String, AttributeValue>) -> Option<&str> {
-    item.get(SK)?.as_s().ok()?.strip_prefix("slot#")
+fn slot_id(item: &Item) -> Option<&str> {
+    item.get(SK)?.as_s()?.strip_prefix("slot#")
 }
 
 /// A slot from an item (the table is shared: every item is checked).
-fn decode(item: &HashMap<String, AttributeValue>) -> Result<StoredSlot, SandboxError> {
+fn decode(item: &Item) -> Result<StoredSlot, SandboxError> {
     let text = |name: &str| {
         item.get(name)
-            .and_then(|v| v.as_s().ok())
+            .and_then(Attr::as_s)
             .map(String::as_str)
     };
     let record = text(RECORD)
@@ -650,20 +598,12 @@ mod tests {
         table: &str,
         pk: &str,
         sk: &str,
-    ) -> Option<HashMap<String, AttributeValue>> {
-        connect(settings)
-            .await
-            .unwrap()
-            .get_item()
-            .table_name(table)
-            .key(PK, s(pk.to_owned()))
-            .key(SK, s(sk.to_owned()))
-            .consistent_read(true)
-            .send()
-            .quiet()
-            .await
-            .unwrap()
-            .item
+    ) -> Option<Item> {
+        let key = HashMap::from([
+            (PK.to_owned(), s(pk.to_owned())),
+            (SK.to_owned(), s(sk.to_owned())),
+        ]);
+        connect(settings).await.unwrap().get_item(table, key).await
     }
 
     #[tokio::test]
@@ -802,16 +742,15 @@ mod tests {
             return;
         };
         let client = connect(&settings).await.unwrap();
+        let item = HashMap::from([
+            (PK.to_owned(), s("pool#p".into())),
+            (SK.to_owned(), s("slot#microvm-1".into())),
+            (STATE.to_owned(), s("ready".into())),
+            (IMAGE_ARN.to_owned(), s("img".into())),
+            (RECORD.to_owned(), s("{\"secret\":\"do-not-show\"}".into())),
+        ]);
         client
-            .put_item()
-            .table_name("foreign")
-            .item(PK, s("pool#p".into()))
-            .item(SK, s("slot#microvm-1".into()))
-            .item(STATE, s("ready".into()))
-            .item(IMAGE_ARN, s("img".into()))
-            .item(RECORD, s("{\"secret\":\"do-not-show\"}".into()))
-            .send()
-            .quiet()
+            .put_item("foreign", item, Expression::default())
             .await
             .unwrap();
         let store = PoolTable::new("foreign".into(), "p".into(), settings);
@@ -914,7 +853,7 @@ mod tests {
                 std::process::Command::new(&exe)
                     .args([
                         "--exact",
-                        "control::pool_table::tests::claimer",
+                        "pool::dynamodb_store::tests::claimer",
                         "--nocapture",
                     ])
                     .env(CLAIMER_ENV, format!("{} race", moto.endpoint_url()))

@@ -1,0 +1,42 @@
+//! The AWS edge: the only module of the crate that knows the AWS SDK crates
+//! (`aws_sdk_*`, `aws_smithy_*`). One file or folder per service, each
+//! behind the cargo feature that needs it, each a port of plain data: the
+//! features above call these functions and types, never an AWS client, and
+//! every AWS failure is turned here into plain facts ([`AwsFailure`],
+//! mapped by `crate::error::map`) or an already mapped [`SandboxError`].
+//!
+//! | service | file | feature |
+//! |---|---|---|
+//! | Lambda MicroVMs | [`microvms`] (images: [`microvms::images`]) | always (images: `templates`) |
+//! | S3 | [`s3`] | `templates` (artifacts), `s3` (checkpoints, transfers) |
+//! | DynamoDB | [`dynamodb`] | `dynamodb` |
+//! | Secrets Manager | [`secretsmanager`] | `secrets` |
+//! | CloudWatch Logs | [`cloudwatch_logs`] | `templates` (build logs), `logs` |
+//! | STS | [`sts`] | `templates` |
+//! | CloudFormation | [`cloudformation`] | `setup` |
+//!
+//! `iam` (a test module) lists the IAM action of every call made here, per feature; a
+//! test checks that list against the calls in these files and against the
+//! policies of docs/aws.md and `rayito setup`.
+//!
+//! [`AwsFailure`]: crate::error::map::aws::AwsFailure
+//! [`SandboxError`]: crate::error::SandboxError
+
+#[cfg(feature = "setup")]
+pub(crate) mod cloudformation;
+#[cfg(any(feature = "templates", feature = "logs"))]
+pub(crate) mod cloudwatch_logs;
+pub(crate) mod config;
+#[cfg(feature = "dynamodb")]
+pub(crate) mod dynamodb;
+pub(crate) mod failure;
+#[cfg(test)]
+pub(crate) mod iam;
+pub(crate) mod microvms;
+#[cfg(any(feature = "templates", feature = "s3"))]
+pub(crate) mod s3;
+#[cfg(feature = "secrets")]
+pub(crate) mod secretsmanager;
+#[cfg(feature = "templates")]
+pub(crate) mod sts;
+pub(crate) mod time;

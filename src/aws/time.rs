@@ -1,0 +1,27 @@
+//! RFC 3339 dates as the AWS SDK's date type writes and reads them (the
+//! pool file's and the log stream names' dates): the same text on both
+//! sides of the edge, without a date library of our own.
+
+use std::time::SystemTime;
+
+use aws_sdk_lambdamicrovms::primitives::{DateTime, DateTimeFormat};
+
+/// `2026-12-01T19:00:00Z` (fractions of a second when `t` has them); the
+/// epoch's text when `t` cannot be written.
+pub(crate) fn rfc3339(t: SystemTime) -> String {
+    DateTime::from(t)
+        .fmt(DateTimeFormat::DateTime)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
+}
+
+/// The time of an RFC 3339 text, `None` when it is not one (or not a date
+/// that exists).
+pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    let t = DateTime::from_str(text, DateTimeFormat::DateTime).ok()?;
+    SystemTime::try_from(t).ok()
+}
+
+/// Whether `text` is an RFC 3339 date that exists.
+pub(crate) fn is_rfc3339(text: &str) -> bool {
+    DateTime::from_str(text, DateTimeFormat::DateTime).is_ok()
+}
