@@ -188,10 +188,7 @@ impl SandboxIndex {
     /// # Errors
     /// As the AWS configuration's loading (`Authentication`,
     /// `InvalidArgument`).
-    pub(crate) async fn ddb(
-        &self,
-        client: Option<&Client>,
-    ) -> Result<&Dynamo, SandboxError> {
+    pub(crate) async fn ddb(&self, client: Option<&Client>) -> Result<&Dynamo, SandboxError> {
         self.client
             .get_or_try_init(|| async {
                 let sdk_config = match (&self.aws, client) {
@@ -366,10 +363,7 @@ impl Row {
             .collect();
         HashMap::from([
             ("pk".to_owned(), Attr::S(self.sandbox_id.clone())),
-            (
-                "image_arn".to_owned(),
-                Attr::S(self.image_arn.clone()),
-            ),
+            ("image_arn".to_owned(), Attr::S(self.image_arn.clone())),
             (
                 "image_version".to_owned(),
                 Attr::S(self.image_version.clone()),

@@ -30,9 +30,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-
-use crate::client::Client;
 use crate::aws::cloudwatch_logs::sandbox::{LogsApi, MAX_EVENTS_PER_PAGE};
+use crate::client::Client;
 use crate::error::SandboxError;
 use crate::sandbox::{check_log_group, default_log_group};
 
@@ -375,8 +374,7 @@ fn is_day(day: &str) -> bool {
         && [0, 1, 2, 3, 5, 6, 8, 9]
             .iter()
             .all(|&i| b[i].is_ascii_digit());
-    shape
-        && crate::aws::time::is_rfc3339(&format!("{}T00:00:00Z", day.replace('/', "-")))
+    shape && crate::aws::time::is_rfc3339(&format!("{}T00:00:00Z", day.replace('/', "-")))
 }
 
 #[cfg(test)]

@@ -68,7 +68,8 @@ pub(crate) struct AwsSettings {
     /// A loaded AWS configuration to start from instead of the
     /// environment's chain (`AwsOptions::sdk_config`); the fields above
     /// override its parts.
-    pub sdk_config: Option<aws_types::SdkConfig>,
+    /// Boxed: the options stay small beside the other backend choices.
+    pub sdk_config: Option<Box<aws_types::SdkConfig>>,
 }
 
 impl fmt::Debug for AwsSettings {
@@ -112,7 +113,7 @@ impl AwsSettings {
             session_token_digest: self.session_token.as_ref().map(digest),
             connect_timeout: self.connect_timeout,
             read_timeout: self.read_timeout,
-            sdk_config: self.sdk_config.as_ref().map(ConfigIdentity::of),
+            sdk_config: self.sdk_config.as_deref().map(ConfigIdentity::of),
         }
     }
 }
@@ -190,18 +191,21 @@ pub(crate) async fn load(
     if let Some(url) = &settings.s3_endpoint_url {
         crate::checks::s3_endpoint_url(url)?;
     }
-    let static_credentials = settings.static_credentials.as_ref().map(|(key_id, secret)| {
-        Credentials::new(
-            key_id.clone(),
-            secret.expose().to_owned(),
-            settings
-                .session_token
-                .as_ref()
-                .map(|token| token.expose().to_owned()),
-            None,
-            "rayito-static",
-        )
-    });
+    let static_credentials = settings
+        .static_credentials
+        .as_ref()
+        .map(|(key_id, secret)| {
+            Credentials::new(
+                key_id.clone(),
+                secret.expose().to_owned(),
+                settings
+                    .session_token
+                    .as_ref()
+                    .map(|token| token.expose().to_owned()),
+                None,
+                "rayito-static",
+            )
+        });
     let config = match &settings.sdk_config {
         Some(base) => {
             if settings.profile.is_some() {
@@ -331,4 +335,3 @@ fn positive(
 
 /// The longest control-plane connect or read timeout taken (a day).
 const MAX_CONTROL_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
-

@@ -265,7 +265,10 @@ impl Dynamo {
             .send()
             .quiet()
             .await;
-        conditional("DeleteItem", deleted.map(|out| out.attributes.map(from_sdk_item)))
+        conditional(
+            "DeleteItem",
+            deleted.map(|out| out.attributes.map(from_sdk_item)),
+        )
     }
 
     /// One consistent Query page: `key_condition` over the key, `filter`
@@ -430,7 +433,9 @@ impl Dynamo {
     }
 }
 
-/// A write's outcome: done, a failed condition, or the failure's facts.
+/// A write's outcome: done, a failed condition, or the failure's facts
+/// (returned once, to the store's mapping: never carried further).
+#[allow(clippy::result_large_err)]
 fn conditional<T, E>(
     operation: &'static str,
     outcome: Result<T, SdkError<E, HttpResponse>>,

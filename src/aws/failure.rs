@@ -25,7 +25,10 @@ where
 }
 
 /// The facts of an `SdkError`, without the raw response.
-pub(in crate::aws) fn extract<E>(operation: &'static str, err: &SdkError<E, HttpResponse>) -> AwsFailure
+pub(in crate::aws) fn extract<E>(
+    operation: &'static str,
+    err: &SdkError<E, HttpResponse>,
+) -> AwsFailure
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {

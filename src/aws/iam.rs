@@ -38,29 +38,129 @@ const fn call(
 /// Every AWS call of the SDK, by feature.
 pub(crate) const CALLS: &[Call] = &[
     // The sandboxes themselves: every build.
-    call("core", "microvms/mod.rs", "run_microvm", "lambda:RunMicrovm"),
-    call("core", "microvms/mod.rs", "get_microvm", "lambda:GetMicrovm"),
-    call("core", "microvms/mod.rs", "list_microvms", "lambda:ListMicrovms"),
-    call("core", "microvms/mod.rs", "terminate_microvm", "lambda:TerminateMicrovm"),
-    call("core", "microvms/mod.rs", "suspend_microvm", "lambda:SuspendMicrovm"),
-    call("core", "microvms/mod.rs", "resume_microvm", "lambda:ResumeMicrovm"),
-    call("core", "microvms/mod.rs", "create_microvm_auth_token", "lambda:CreateMicrovmAuthToken"),
-    call("core", "microvms/mod.rs", "get_microvm_image", "lambda:GetMicrovmImage"),
+    call(
+        "core",
+        "microvms/mod.rs",
+        "run_microvm",
+        "lambda:RunMicrovm",
+    ),
+    call(
+        "core",
+        "microvms/mod.rs",
+        "get_microvm",
+        "lambda:GetMicrovm",
+    ),
+    call(
+        "core",
+        "microvms/mod.rs",
+        "list_microvms",
+        "lambda:ListMicrovms",
+    ),
+    call(
+        "core",
+        "microvms/mod.rs",
+        "terminate_microvm",
+        "lambda:TerminateMicrovm",
+    ),
+    call(
+        "core",
+        "microvms/mod.rs",
+        "suspend_microvm",
+        "lambda:SuspendMicrovm",
+    ),
+    call(
+        "core",
+        "microvms/mod.rs",
+        "resume_microvm",
+        "lambda:ResumeMicrovm",
+    ),
+    call(
+        "core",
+        "microvms/mod.rs",
+        "create_microvm_auth_token",
+        "lambda:CreateMicrovmAuthToken",
+    ),
+    call(
+        "core",
+        "microvms/mod.rs",
+        "get_microvm_image",
+        "lambda:GetMicrovmImage",
+    ),
     // Template builds and image publishing.
-    call("templates", "microvms/images.rs", "get_microvm_image", "lambda:GetMicrovmImage"),
-    call("templates", "microvms/images.rs", "get_microvm_image_version", "lambda:GetMicrovmImageVersion"),
-    call("templates", "microvms/images.rs", "list_microvm_image_versions", "lambda:ListMicrovmImageVersions"),
-    call("templates", "microvms/images.rs", "list_microvm_images", "lambda:ListMicrovmImages"),
-    call("templates", "microvms/images.rs", "list_managed_microvm_image_versions", "lambda:ListManagedMicrovmImageVersions"),
-    call("templates", "microvms/images.rs", "update_microvm_image_version", "lambda:UpdateMicrovmImageVersion"),
-    call("templates", "microvms/images.rs", "delete_microvm_image_version", "lambda:DeleteMicrovmImageVersion"),
-    call("templates", "microvms/images.rs", "create_microvm_image", "lambda:CreateMicrovmImage"),
-    call("templates", "microvms/images.rs", "update_microvm_image", "lambda:UpdateMicrovmImage"),
-    call("templates", "s3/artifacts.rs", "head_object", "s3:GetObject"),
+    call(
+        "templates",
+        "microvms/images.rs",
+        "get_microvm_image",
+        "lambda:GetMicrovmImage",
+    ),
+    call(
+        "templates",
+        "microvms/images.rs",
+        "get_microvm_image_version",
+        "lambda:GetMicrovmImageVersion",
+    ),
+    call(
+        "templates",
+        "microvms/images.rs",
+        "list_microvm_image_versions",
+        "lambda:ListMicrovmImageVersions",
+    ),
+    call(
+        "templates",
+        "microvms/images.rs",
+        "list_microvm_images",
+        "lambda:ListMicrovmImages",
+    ),
+    call(
+        "templates",
+        "microvms/images.rs",
+        "list_managed_microvm_image_versions",
+        "lambda:ListManagedMicrovmImageVersions",
+    ),
+    call(
+        "templates",
+        "microvms/images.rs",
+        "update_microvm_image_version",
+        "lambda:UpdateMicrovmImageVersion",
+    ),
+    call(
+        "templates",
+        "microvms/images.rs",
+        "delete_microvm_image_version",
+        "lambda:DeleteMicrovmImageVersion",
+    ),
+    call(
+        "templates",
+        "microvms/images.rs",
+        "create_microvm_image",
+        "lambda:CreateMicrovmImage",
+    ),
+    call(
+        "templates",
+        "microvms/images.rs",
+        "update_microvm_image",
+        "lambda:UpdateMicrovmImage",
+    ),
+    call(
+        "templates",
+        "s3/artifacts.rs",
+        "head_object",
+        "s3:GetObject",
+    ),
     call("templates", "s3/artifacts.rs", "put_object", "s3:PutObject"),
     call("templates", "s3/artifacts.rs", "get_object", "s3:GetObject"),
-    call("templates", "cloudwatch_logs/build.rs", "describe_log_streams", "logs:DescribeLogStreams"),
-    call("templates", "cloudwatch_logs/build.rs", "get_log_events", "logs:GetLogEvents"),
+    call(
+        "templates",
+        "cloudwatch_logs/build.rs",
+        "describe_log_streams",
+        "logs:DescribeLogStreams",
+    ),
+    call(
+        "templates",
+        "cloudwatch_logs/build.rs",
+        "get_log_events",
+        "logs:GetLogEvents",
+    ),
     Call {
         feature: "templates",
         file: "sts.rs",
@@ -69,20 +169,75 @@ pub(crate) const CALLS: &[Call] = &[
     },
     // `rayito setup` and `rayito doctor`.
     call("setup", "s3/artifacts.rs", "head_bucket", "s3:ListBucket"),
-    call("setup", "cloudformation.rs", "describe_stacks", "cloudformation:DescribeStacks"),
-    call("setup", "cloudformation.rs", "get_template", "cloudformation:GetTemplate"),
-    call("setup", "cloudformation.rs", "create_stack", "cloudformation:CreateStack"),
-    call("setup", "cloudformation.rs", "update_stack", "cloudformation:UpdateStack"),
-    call("setup", "cloudformation.rs", "describe_stack_events", "cloudformation:DescribeStackEvents"),
+    call(
+        "setup",
+        "cloudformation.rs",
+        "describe_stacks",
+        "cloudformation:DescribeStacks",
+    ),
+    call(
+        "setup",
+        "cloudformation.rs",
+        "get_template",
+        "cloudformation:GetTemplate",
+    ),
+    call(
+        "setup",
+        "cloudformation.rs",
+        "create_stack",
+        "cloudformation:CreateStack",
+    ),
+    call(
+        "setup",
+        "cloudformation.rs",
+        "update_stack",
+        "cloudformation:UpdateStack",
+    ),
+    call(
+        "setup",
+        "cloudformation.rs",
+        "describe_stack_events",
+        "cloudformation:DescribeStackEvents",
+    ),
     // The pool's shared store and the metadata index.
     call("dynamodb", "dynamodb.rs", "put_item", "dynamodb:PutItem"),
-    call("dynamodb", "dynamodb.rs", "update_item", "dynamodb:UpdateItem"),
-    call("dynamodb", "dynamodb.rs", "delete_item", "dynamodb:DeleteItem"),
+    call(
+        "dynamodb",
+        "dynamodb.rs",
+        "update_item",
+        "dynamodb:UpdateItem",
+    ),
+    call(
+        "dynamodb",
+        "dynamodb.rs",
+        "delete_item",
+        "dynamodb:DeleteItem",
+    ),
     call("dynamodb", "dynamodb.rs", "query", "dynamodb:Query"),
-    call("dynamodb", "dynamodb.rs", "batch_get_item", "dynamodb:BatchGetItem"),
-    call("dynamodb", "dynamodb.rs", "create_table", "dynamodb:CreateTable"),
-    call("dynamodb", "dynamodb.rs", "describe_table", "dynamodb:DescribeTable"),
-    call("dynamodb", "dynamodb.rs", "update_time_to_live", "dynamodb:UpdateTimeToLive"),
+    call(
+        "dynamodb",
+        "dynamodb.rs",
+        "batch_get_item",
+        "dynamodb:BatchGetItem",
+    ),
+    call(
+        "dynamodb",
+        "dynamodb.rs",
+        "create_table",
+        "dynamodb:CreateTable",
+    ),
+    call(
+        "dynamodb",
+        "dynamodb.rs",
+        "describe_table",
+        "dynamodb:DescribeTable",
+    ),
+    call(
+        "dynamodb",
+        "dynamodb.rs",
+        "update_time_to_live",
+        "dynamodb:UpdateTimeToLive",
+    ),
     // Checkpoint listings and staged transfers, with the caller's
     // credentials (presigned requests are the caller's calls too: the
     // agent sends them signed by the caller).
@@ -90,25 +245,85 @@ pub(crate) const CALLS: &[Call] = &[
     call("s3", "s3/objects.rs", "delete_object", "s3:DeleteObject"),
     call("s3", "s3/objects.rs", "put_object", "s3:PutObject"),
     call("s3", "s3/objects.rs", "get_object", "s3:GetObject"),
-    call("s3", "s3/objects.rs", "create_multipart_upload", "s3:PutObject"),
+    call(
+        "s3",
+        "s3/objects.rs",
+        "create_multipart_upload",
+        "s3:PutObject",
+    ),
     call("s3", "s3/objects.rs", "upload_part", "s3:PutObject"),
-    call("s3", "s3/objects.rs", "complete_multipart_upload", "s3:PutObject"),
-    call("s3", "s3/objects.rs", "abort_multipart_upload", "s3:AbortMultipartUpload"),
+    call(
+        "s3",
+        "s3/objects.rs",
+        "complete_multipart_upload",
+        "s3:PutObject",
+    ),
+    call(
+        "s3",
+        "s3/objects.rs",
+        "abort_multipart_upload",
+        "s3:AbortMultipartUpload",
+    ),
     call("s3", "s3/presign.rs", "get_object", "s3:GetObject"),
     call("s3", "s3/presign.rs", "put_object", "s3:PutObject"),
     call("s3", "s3/presign.rs", "upload_part", "s3:PutObject"),
     call("s3", "s3/presign.rs", "delete_object", "s3:DeleteObject"),
     // Sandbox logs.
-    call("logs", "cloudwatch_logs/sandbox.rs", "describe_log_streams", "logs:DescribeLogStreams"),
-    call("logs", "cloudwatch_logs/sandbox.rs", "get_log_events", "logs:GetLogEvents"),
+    call(
+        "logs",
+        "cloudwatch_logs/sandbox.rs",
+        "describe_log_streams",
+        "logs:DescribeLogStreams",
+    ),
+    call(
+        "logs",
+        "cloudwatch_logs/sandbox.rs",
+        "get_log_events",
+        "logs:GetLogEvents",
+    ),
     // The secret store and cache.
-    call("secrets", "secretsmanager/mod.rs", "get_secret_value", "secretsmanager:GetSecretValue"),
-    call("secrets", "secretsmanager/mod.rs", "create_secret", "secretsmanager:CreateSecret"),
-    call("secrets", "secretsmanager/mod.rs", "put_secret_value", "secretsmanager:PutSecretValue"),
-    call("secrets", "secretsmanager/mod.rs", "update_secret", "secretsmanager:UpdateSecret"),
-    call("secrets", "secretsmanager/mod.rs", "describe_secret", "secretsmanager:DescribeSecret"),
-    call("secrets", "secretsmanager/mod.rs", "list_secrets", "secretsmanager:ListSecrets"),
-    call("secrets", "secretsmanager/mod.rs", "delete_secret", "secretsmanager:DeleteSecret"),
+    call(
+        "secrets",
+        "secretsmanager/mod.rs",
+        "get_secret_value",
+        "secretsmanager:GetSecretValue",
+    ),
+    call(
+        "secrets",
+        "secretsmanager/mod.rs",
+        "create_secret",
+        "secretsmanager:CreateSecret",
+    ),
+    call(
+        "secrets",
+        "secretsmanager/mod.rs",
+        "put_secret_value",
+        "secretsmanager:PutSecretValue",
+    ),
+    call(
+        "secrets",
+        "secretsmanager/mod.rs",
+        "update_secret",
+        "secretsmanager:UpdateSecret",
+    ),
+    call(
+        "secrets",
+        "secretsmanager/mod.rs",
+        "describe_secret",
+        "secretsmanager:DescribeSecret",
+    ),
+    call(
+        "secrets",
+        "secretsmanager/mod.rs",
+        "list_secrets",
+        "secretsmanager:ListSecrets",
+    ),
+    call(
+        "secrets",
+        "secretsmanager/mod.rs",
+        "delete_secret",
+        "secretsmanager:DeleteSecret",
+    ),
 ];
 
 /// What a documented policy grants beyond the SDK's calls, on purpose:
@@ -192,13 +407,25 @@ mod tests {
         ("s3/artifacts.rs", include_str!("s3/artifacts.rs")),
         ("s3/objects.rs", include_str!("s3/objects.rs")),
         ("s3/presign.rs", include_str!("s3/presign.rs")),
-        ("cloudwatch_logs/build.rs", include_str!("cloudwatch_logs/build.rs")),
-        ("cloudwatch_logs/sandbox.rs", include_str!("cloudwatch_logs/sandbox.rs")),
-        ("cloudwatch_logs/mod.rs", include_str!("cloudwatch_logs/mod.rs")),
+        (
+            "cloudwatch_logs/build.rs",
+            include_str!("cloudwatch_logs/build.rs"),
+        ),
+        (
+            "cloudwatch_logs/sandbox.rs",
+            include_str!("cloudwatch_logs/sandbox.rs"),
+        ),
+        (
+            "cloudwatch_logs/mod.rs",
+            include_str!("cloudwatch_logs/mod.rs"),
+        ),
         ("sts.rs", include_str!("sts.rs")),
         ("cloudformation.rs", include_str!("cloudformation.rs")),
         ("dynamodb.rs", include_str!("dynamodb.rs")),
-        ("secretsmanager/mod.rs", include_str!("secretsmanager/mod.rs")),
+        (
+            "secretsmanager/mod.rs",
+            include_str!("secretsmanager/mod.rs"),
+        ),
         ("config.rs", include_str!("config.rs")),
         ("failure.rs", include_str!("failure.rs")),
         ("time.rs", include_str!("time.rs")),
@@ -258,7 +485,9 @@ mod tests {
                 missing.push(format!("{file} calls {op} without a row in CALLS"));
             }
             for op in listed.difference(&called) {
-                missing.push(format!("CALLS lists {op} of {file}, which does not call it"));
+                missing.push(format!(
+                    "CALLS lists {op} of {file}, which does not call it"
+                ));
             }
         }
         for c in CALLS {
@@ -290,8 +519,7 @@ mod tests {
                     .to_string_lossy()
                     .replace('\\', "/");
                 let skipped = ["mod.rs", "iam.rs", "secretsmanager/mock_tests.rs"];
-                if !skipped.contains(&name.as_str())
-                    && !FILES.iter().any(|(file, _)| *file == name)
+                if !skipped.contains(&name.as_str()) && !FILES.iter().any(|(file, _)| *file == name)
                 {
                     unscanned.push(name);
                 }
@@ -336,10 +564,7 @@ mod tests {
     fn table() -> String {
         let mut out = String::from("| cargo feature | IAM actions the SDK needs |\n|---|---|\n");
         for feature in features() {
-            let actions: Vec<String> = actions(feature)
-                .iter()
-                .map(|a| format!("`{a}`"))
-                .collect();
+            let actions: Vec<String> = actions(feature).iter().map(|a| format!("`{a}`")).collect();
             out.push_str(&format!("| `{feature}` | {} |\n", actions.join(", ")));
         }
         out

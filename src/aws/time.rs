@@ -22,6 +22,7 @@ pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
 }
 
 /// Whether `text` is an RFC 3339 date that exists.
+#[cfg(feature = "logs")]
 pub(crate) fn is_rfc3339(text: &str) -> bool {
     DateTime::from_str(text, DateTimeFormat::DateTime).is_ok()
 }

@@ -303,7 +303,10 @@ impl PoolTable {
                 .map(|(name, value)| (name.to_owned(), value))
                 .collect(),
         };
-        match client.delete_item(&self.table, self.key(id), expression).await {
+        match client
+            .delete_item(&self.table, self.key(id), expression)
+            .await
+        {
             Ok(Conditional::Done(Some(item))) => decode(&item).map(Some),
             // Deleted, yet nothing returned: not DynamoDB's behaviour.
             Ok(Conditional::Done(None)) => Err(bad_item()),
@@ -523,11 +526,7 @@ fn slot_id(item: &Item) -> Option<&str> {
 
 /// A slot from an item (the table is shared: every item is checked).
 fn decode(item: &Item) -> Result<StoredSlot, SandboxError> {
-    let text = |name: &str| {
-        item.get(name)
-            .and_then(Attr::as_s)
-            .map(String::as_str)
-    };
+    let text = |name: &str| item.get(name).and_then(Attr::as_s).map(String::as_str);
     let record = text(RECORD)
         .and_then(record_from_json)
         .ok_or_else(bad_item)?;
@@ -593,12 +592,7 @@ mod tests {
         Some((moto, settings))
     }
 
-    async fn raw_item(
-        settings: &AwsSettings,
-        table: &str,
-        pk: &str,
-        sk: &str,
-    ) -> Option<Item> {
+    async fn raw_item(settings: &AwsSettings, table: &str, pk: &str, sk: &str) -> Option<Item> {
         let key = HashMap::from([
             (PK.to_owned(), s(pk.to_owned())),
             (SK.to_owned(), s(sk.to_owned())),

@@ -5,8 +5,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::control::ControlPlane;
 use crate::aws::{config::AwsSettings, microvms::AwsControlPlane};
+use crate::control::ControlPlane;
 use crate::control::pacing::{Buckets, Paced, Pacing};
 use crate::control::retry::Retrying;
 use crate::error::{RetryPolicy, SandboxError};
@@ -70,7 +70,7 @@ impl AwsOptions {
     /// (`InvalidArgument` `profile`, when the client connects).
     #[must_use]
     pub fn sdk_config(mut self, config: aws_types::SdkConfig) -> Self {
-        self.settings.sdk_config = Some(config);
+        self.settings.sdk_config = Some(Box::new(config));
         self
     }
 

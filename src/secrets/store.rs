@@ -13,8 +13,8 @@ use tokio::time::Instant;
 use super::client::{Access, Connected};
 use super::errors::{Failure, from_secrets_manager, is_deletion_pending, is_not_found, not_found};
 use super::reference::{DEFAULT_PREFIX, check_prefix, secret_id};
-use crate::backoff::{Schedule, note_retry};
 use crate::aws::secretsmanager::{Described as AwsDescribed, SecretsManager};
+use crate::backoff::{Schedule, note_retry};
 use crate::error::{Backoff, SandboxError};
 use crate::secret::Secret;
 
@@ -515,11 +515,7 @@ impl SecretStore {
 
     /// DescribeSecret: the info and the highest rayito version of any
     /// stage. A deletion date means not found.
-    async fn describe(
-        &self,
-        client: &SecretsManager,
-        id: &str,
-    ) -> Result<Described, SandboxError> {
+    async fn describe(&self, client: &SecretsManager, id: &str) -> Result<Described, SandboxError> {
         let out = client.describe_secret(id).await;
         super::event("DescribeSecret", out.is_ok());
         let out: AwsDescribed = out.map_err(|failure| from_secrets_manager(failure, None))?;

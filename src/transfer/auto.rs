@@ -18,9 +18,9 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use super::sign::Signer;
-use crate::aws::s3::objects::{ObjectBody, Objects};
 use super::staging::S3Staging;
 use super::{EXPORT_URL_BASE, TransferPhase, phase, state_error, unix_ms, watch_to_end};
+use crate::aws::s3::objects::{ObjectBody, Objects};
 use crate::error::{GrpcCode, SandboxError, TransferCode, TransferReason};
 use crate::files::{EntryInfo, entry_info};
 use crate::pb;
@@ -290,11 +290,8 @@ pub(crate) async fn open_read(
             return Err(e);
         }
     };
-    let got = tokio::time::timeout_at(
-        until,
-        signer.client().get_object(&signer.bucket, &key),
-    )
-    .await;
+    let got =
+        tokio::time::timeout_at(until, signer.client().get_object(&signer.bucket, &key)).await;
     let body = match got {
         Ok(Ok(body)) => body,
         Ok(Err(failure)) => {

@@ -73,12 +73,7 @@ impl Signer {
         // is path style; the agent accepts it only where it was told to.
         let endpoint = backend.s3_endpoint_url.clone();
         Ok(Self {
-            presigner: Presigner::new(
-                config,
-                region.clone(),
-                endpoint,
-                staging.bucket.clone(),
-            ),
+            presigner: Presigner::new(config, region.clone(), endpoint, staging.bucket.clone()),
             bucket: staging.bucket.clone(),
             region,
         })

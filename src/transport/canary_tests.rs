@@ -10,8 +10,8 @@ use std::time::Duration;
 use rayito_agent::emulator::{Emulator, EmulatorConfig};
 
 use super::{AgentConn, ConnectRetry, ProxyMinter};
-use crate::control::ControlPlane;
 use crate::aws::microvms::AwsControlPlane;
+use crate::control::ControlPlane;
 use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::Secret;
 use crate::{AwsOptions, Sandbox};

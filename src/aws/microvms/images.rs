@@ -128,7 +128,11 @@ impl ImageConfig {
     ///
     /// # Errors
     /// `Internal` when the member does not build.
-    pub(crate) fn with_memory_mib(mut self, mib: u32, what: &'static str) -> Result<Self, SandboxError> {
+    pub(crate) fn with_memory_mib(
+        mut self,
+        mib: u32,
+        what: &'static str,
+    ) -> Result<Self, SandboxError> {
         self.resources = Some(vec![
             Resources::builder()
                 .minimum_memory_in_mib(mib as i32)

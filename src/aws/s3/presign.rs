@@ -99,7 +99,11 @@ impl Presigner {
     ///
     /// # Errors
     /// [`PresignError::Failed`].
-    pub(crate) async fn put(&self, key: &str, lifetime: Duration) -> Result<Presigned, PresignError> {
+    pub(crate) async fn put(
+        &self,
+        key: &str,
+        lifetime: Duration,
+    ) -> Result<Presigned, PresignError> {
         let req = self
             .objects
             .sdk()

@@ -21,9 +21,9 @@ use aws_smithy_types::body::SdkBody;
 use sm::config::retry::RetryConfig;
 
 use super::SecretsManager;
-use crate::secrets::{SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions};
 use crate::ErrorKind;
 use crate::error::SandboxError;
+use crate::secrets::{SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions};
 
 const NAME: &str = "canary-name-mock";
 const VALUE: &str = "canary-value-mock";
@@ -67,11 +67,19 @@ fn client(rules: &[&Rule]) -> sm::Client {
 }
 
 fn cache(rules: &[&Rule]) -> SecretCache {
-    SecretCache::with_client(SecretCacheOptions::new(), SecretsManager::from_sdk(client(rules))).unwrap()
+    SecretCache::with_client(
+        SecretCacheOptions::new(),
+        SecretsManager::from_sdk(client(rules)),
+    )
+    .unwrap()
 }
 
 fn store(rules: &[&Rule]) -> SecretStore {
-    SecretStore::with_client(SecretStoreOptions::new(), SecretsManager::from_sdk(client(rules))).unwrap()
+    SecretStore::with_client(
+        SecretStoreOptions::new(),
+        SecretsManager::from_sdk(client(rules)),
+    )
+    .unwrap()
 }
 
 fn no_leak(err: &SandboxError) {

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 
-use crate::aws::s3::artifacts::parse_s3_uri;
 use crate::aws::microvms::images::{ImageConfig, VersionInfo};
+use crate::aws::s3::artifacts::parse_s3_uri;
 use crate::error::SandboxError;
 use crate::template::{Template, check_template_name};
 

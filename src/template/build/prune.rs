@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use crate::Client;
-use crate::control::ListRequest;
 use crate::aws::microvms::images::{DeleteRefused, VersionInfo, major_version};
+use crate::control::ListRequest;
 use crate::error::SandboxError;
 use crate::state::SandboxState;
 

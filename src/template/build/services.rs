@@ -4,10 +4,10 @@
 //! knows its own).
 
 use crate::Client;
-use crate::aws::s3::artifacts::ArtifactStore;
 use crate::aws::cloudwatch_logs::build::BuildLogs;
-use crate::aws::sts::Identity;
 use crate::aws::microvms::images::ImageApi;
+use crate::aws::s3::artifacts::ArtifactStore;
+use crate::aws::sts::Identity;
 use crate::error::SandboxError;
 
 use super::options::{BUCKET_ENV, BuildOptions, check_bucket};
