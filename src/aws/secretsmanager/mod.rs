@@ -44,11 +44,10 @@ pub(crate) struct Connected {
 impl Connected {
     /// `client` with no known identity (the crate's mock tests).
     #[cfg(test)]
-    pub(crate) fn anonymous(client: SecretsManager) -> Self {
-        let region = client.region();
+    pub(crate) fn anonymous(manager: SecretsManager) -> Self {
         Self {
-            client,
-            region,
+            region: manager.region(),
+            client: manager,
             identity: [0; 32],
         }
     }
@@ -85,12 +84,12 @@ pub(crate) async fn connect(
     if let Some(url) = endpoint_url {
         builder = builder.endpoint_url(url.to_owned());
     }
-    let client = SecretsManager {
+    let manager = SecretsManager {
         client: sm::Client::from_conf(builder.build()),
     };
     Ok(Connected {
-        region: client.region(),
-        client,
+        region: manager.region(),
+        client: manager,
         identity: identity(sdk_config.credentials_provider()).await,
     })
 }
