@@ -31,6 +31,7 @@
 mod sdk_support;
 use sdk_support::skip as skip_support;
 
+mod aws_options;
 mod background;
 mod code_surface;
 mod commands;
