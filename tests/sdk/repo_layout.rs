@@ -52,7 +52,7 @@ fn readme_layout_lists_every_workspace_crate() {
 
 /// The AWS SDK's crates are known only to the AWS edge (`src/aws/`): a
 /// file of `src/` outside it that names `aws_sdk_*` or `aws_smithy_*`
-/// fails here (docs/architecture.md, "The AWS edge").
+/// fails here (docs/architecture.md, "Modules and their one job").
 #[test]
 fn only_the_aws_edge_names_the_aws_sdk_crates() {
     let src = root().join("src");
