@@ -120,6 +120,17 @@ impl Expression {
     }
 }
 
+/// `$call` with `$expression`'s condition, names and values (the three
+/// writes take the same members).
+macro_rules! with_expression {
+    ($call:expr, $expression:expr) => {
+        $call
+            .set_condition_expression($expression.condition.clone())
+            .set_expression_attribute_names($expression.names())
+            .set_expression_attribute_values($expression.values())
+    };
+}
+
 /// A conditional write's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Conditional<T> {
@@ -201,14 +212,10 @@ impl Dynamo {
         item: Item,
         expression: Expression,
     ) -> Result<Conditional<()>, AwsFailure> {
-        let put = self
-            .client
-            .put_item()
+        let put = self.client.put_item();
+        let put = with_expression!(put, expression)
             .table_name(table)
             .set_item(Some(into_sdk_item(item)))
-            .set_condition_expression(expression.condition.clone())
-            .set_expression_attribute_names(expression.names())
-            .set_expression_attribute_values(expression.values())
             .send()
             .quiet()
             .await;
@@ -227,15 +234,11 @@ impl Dynamo {
         update: String,
         expression: Expression,
     ) -> Result<Conditional<()>, AwsFailure> {
-        let updated = self
-            .client
-            .update_item()
+        let updated = self.client.update_item();
+        let updated = with_expression!(updated, expression)
             .table_name(table)
             .set_key(Some(into_sdk_item(key)))
             .update_expression(update)
-            .set_condition_expression(expression.condition.clone())
-            .set_expression_attribute_names(expression.names())
-            .set_expression_attribute_values(expression.values())
             .send()
             .quiet()
             .await;
@@ -253,14 +256,10 @@ impl Dynamo {
         key: Item,
         expression: Expression,
     ) -> Result<Conditional<Option<Item>>, AwsFailure> {
-        let deleted = self
-            .client
-            .delete_item()
+        let deleted = self.client.delete_item();
+        let deleted = with_expression!(deleted, expression)
             .table_name(table)
             .set_key(Some(into_sdk_item(key)))
-            .set_condition_expression(expression.condition.clone())
-            .set_expression_attribute_names(expression.names())
-            .set_expression_attribute_values(expression.values())
             .return_values(ReturnValue::AllOld)
             .send()
             .quiet()

@@ -149,9 +149,7 @@ impl Signer {
             .map_err(|e| presign_error(feature, e))
     }
 
-    /// A browser-style POST form for `key`: the URL and the form fields
-    /// (the file goes last, as field `file`), with a policy limiting the
-    /// size to `[0, max_bytes]`, valid for `lifetime`.
+    /// The POST form for `key` ([`Presigner::post`]).
     pub(crate) async fn post(
         &self,
         key: &str,

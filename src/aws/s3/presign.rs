@@ -87,12 +87,7 @@ impl Presigner {
         if let Some(name) = attachment {
             op = op.response_content_disposition(format!("attachment; filename=\"{name}\""));
         }
-        let req = op
-            .presigned(presigning(lifetime)?)
-            .quiet()
-            .await
-            .map_err(|_| PresignError::Failed)?;
-        Ok(presigned(&req))
+        signed(op.presigned(presigning(lifetime)?)).await
     }
 
     /// A PUT of `key`.
@@ -104,17 +99,15 @@ impl Presigner {
         key: &str,
         lifetime: Duration,
     ) -> Result<Presigned, PresignError> {
-        let req = self
-            .objects
-            .sdk()
-            .put_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .presigned(presigning(lifetime)?)
-            .quiet()
-            .await
-            .map_err(|_| PresignError::Failed)?;
-        Ok(presigned(&req))
+        signed(
+            self.objects
+                .sdk()
+                .put_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .presigned(presigning(lifetime)?),
+        )
+        .await
     }
 
     /// UploadPart `number` of the multipart upload `upload_id` of `key`.
@@ -128,19 +121,17 @@ impl Presigner {
         number: i32,
         lifetime: Duration,
     ) -> Result<Presigned, PresignError> {
-        let req = self
-            .objects
-            .sdk()
-            .upload_part()
-            .bucket(&self.bucket)
-            .key(key)
-            .upload_id(upload_id)
-            .part_number(number)
-            .presigned(presigning(lifetime)?)
-            .quiet()
-            .await
-            .map_err(|_| PresignError::Failed)?;
-        Ok(presigned(&req))
+        signed(
+            self.objects
+                .sdk()
+                .upload_part()
+                .bucket(&self.bucket)
+                .key(key)
+                .upload_id(upload_id)
+                .part_number(number)
+                .presigned(presigning(lifetime)?),
+        )
+        .await
     }
 
     /// A DELETE of `key`.
@@ -152,17 +143,15 @@ impl Presigner {
         key: &str,
         lifetime: Duration,
     ) -> Result<Presigned, PresignError> {
-        let req = self
-            .objects
-            .sdk()
-            .delete_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .presigned(presigning(lifetime)?)
-            .quiet()
-            .await
-            .map_err(|_| PresignError::Failed)?;
-        Ok(presigned(&req))
+        signed(
+            self.objects
+                .sdk()
+                .delete_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .presigned(presigning(lifetime)?),
+        )
+        .await
     }
 
     /// A browser-style POST form for `key`: the URL and the form fields
@@ -230,6 +219,17 @@ impl Presigner {
         };
         Ok((url, fields))
     }
+}
+
+/// The presigned request `request` makes, as plain data.
+async fn signed<E>(
+    request: impl std::future::Future<Output = Result<PresignedRequest, E>>,
+) -> Result<Presigned, PresignError> {
+    request
+        .quiet()
+        .await
+        .map(|req| presigned(&req))
+        .map_err(|_| PresignError::Failed)
 }
 
 fn presigning(lifetime: Duration) -> Result<PresigningConfig, PresignError> {
