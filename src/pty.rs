@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use futures_util::Stream;
 use tokio::time::Instant;
 
-use crate::commands::process::{Decoded, ProcessCore, StreamTexts, drain, killed};
+use crate::commands::process::{Decoded, ProcessCore, Protocol, drain, killed};
 use crate::commands::{ProcessSpec, spec_setters};
 use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end_event};
 use crate::error::{GrpcCode, SandboxError};
@@ -368,7 +368,8 @@ impl fmt::Debug for PtyHandle {
 }
 
 /// The protocol violations of a terminal stream (all named `pty.wait`).
-static PTY_TEXTS: StreamTexts = StreamTexts {
+static PTY: Protocol<pb::PtyServerMessage> = Protocol {
+    started: started_pid,
     no_end: "the terminal stream ended without an exited message",
     second_start: "the terminal stream sent a second started message",
 };
@@ -396,7 +397,7 @@ impl PtyHandle {
             sandbox,
             stream,
             (start, opened_at),
-            (expected, started_pid),
+            expected,
             || {
                 SandboxError::protocol_violation(
                     feature,
@@ -404,7 +405,7 @@ impl PtyHandle {
                 )
             },
             |pid| PtyResume { pid },
-            ("pty.wait", &PTY_TEXTS),
+            ("pty.wait", &PTY),
         )
         .await?;
         Ok(Self { core })

@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use futures_util::Stream;
 use tokio::time::Instant;
 
-use super::process::{Decoded, ProcessCore, StreamTexts, drain, killed};
+use super::process::{Decoded, ProcessCore, Protocol, drain, killed};
 use super::{
     CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, SUSPENDING, feed_stdin,
     resubscribe_process, start_request,
@@ -275,7 +275,8 @@ impl fmt::Debug for CommandHandle {
 }
 
 /// The protocol violations of a process stream.
-static PROCESS_TEXTS: StreamTexts = StreamTexts {
+static PROCESS: Protocol<pb::ProcessEvent> = Protocol {
+    started: started_pid,
     no_end: "the process stream ended without an end event",
     second_start: "the process stream sent a second start event",
 };
@@ -317,10 +318,10 @@ impl CommandHandle {
             sandbox,
             stream,
             (start, opened_at),
-            (expected, started_pid),
+            expected,
             bad_start,
             resume,
-            (feature, &PROCESS_TEXTS),
+            (feature, &PROCESS),
         )
         .await?;
         Ok(Self {

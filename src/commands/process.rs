@@ -15,8 +15,11 @@ use crate::error::{ErrorKind, SandboxError};
 use crate::sandbox::Sandbox;
 use crate::transport::{AgentStream, ResumableStream, Resume, Start, Step};
 
-/// The texts of a process stream's protocol violations, per protocol.
-pub(crate) struct StreamTexts {
+/// What tells one kind of process stream from another: how its start
+/// message names the pid, and the texts of its protocol violations.
+pub(crate) struct Protocol<M> {
+    /// The pid of a start message (`None` for any other message).
+    pub(crate) started: fn(&M) -> Option<u32>,
     /// The stream ended without its end message.
     pub(crate) no_end: &'static str,
     /// A second start message came.
@@ -37,7 +40,7 @@ pub(crate) enum Decoded<T, E> {
 }
 
 /// One process's output stream and what its reading has found so far.
-pub(crate) struct ProcessCore<M, E> {
+pub(crate) struct ProcessCore<M: 'static, E> {
     sandbox: Sandbox,
     pid: u32,
     /// In a mutex only to make the handle `Sync` (so that the futures of
@@ -51,29 +54,28 @@ pub(crate) struct ProcessCore<M, E> {
     failure: Option<SandboxError>,
     /// Names the call in the stream's errors.
     feature: &'static str,
-    texts: &'static StreamTexts,
+    protocol: &'static Protocol<M>,
 }
 
 impl<M: Send + 'static, E> ProcessCore<M, E> {
-    /// Reads the stream's first message, which must be a start (`started`
-    /// gives its pid) of `expected` (any pid when `None`), else fails with
-    /// `bad_start`; then reads the output from `start.next_seq` on across
+    /// Reads the stream's first message, which must be a start of
+    /// `expected` (any pid when `None`), else fails with `bad_start`; then reads the output from `start.next_seq` on across
     /// cuts, re-subscribing with the [`Resume`] that `resume` builds for
     /// the pid.
     pub(crate) async fn open<R>(
         sandbox: &Sandbox,
         mut stream: AgentStream<M>,
         (start, opened_at): (Start, Instant),
-        (expected, started): (Option<u32>, fn(&M) -> Option<u32>),
+        expected: Option<u32>,
         bad_start: impl FnOnce() -> SandboxError,
         resume: impl FnOnce(u32) -> R,
-        (feature, texts): (&'static str, &'static StreamTexts),
+        (feature, protocol): (&'static str, &'static Protocol<M>),
     ) -> Result<Self, SandboxError>
     where
         R: Resume<Message = M> + Send + 'static,
     {
         let first = stream.message().await?;
-        let pid = match first.as_ref().and_then(started) {
+        let pid = match first.as_ref().and_then(protocol.started) {
             Some(pid) if expected.is_none_or(|want| want == pid) => pid,
             _ => return Err(bad_start()),
         };
@@ -94,12 +96,12 @@ impl<M: Send + 'static, E> ProcessCore<M, E> {
             end: None,
             failure: None,
             feature,
-            texts,
+            protocol,
         })
     }
 }
 
-impl<M, E> ProcessCore<M, E> {
+impl<M: 'static, E> ProcessCore<M, E> {
     pub(crate) fn sandbox(&self) -> &Sandbox {
         &self.sandbox
     }
@@ -149,7 +151,7 @@ impl<M, E> ProcessCore<M, E> {
                 .get_mut()
                 .unwrap_or_else(PoisonError::into_inner);
             let Some(item) = ready!(messages.as_mut().poll_next(cx)) else {
-                let err = self.violation(self.texts.no_end);
+                let err = self.violation(self.protocol.no_end);
                 return self.fail(err);
             };
             let message = match item {
@@ -176,7 +178,7 @@ impl<M, E> ProcessCore<M, E> {
                 }
                 Decoded::Skip => {}
                 Decoded::Restart => {
-                    let err = self.violation(self.texts.second_start);
+                    let err = self.violation(self.protocol.second_start);
                     return self.fail(err);
                 }
             }
@@ -191,7 +193,7 @@ impl<M, E> ProcessCore<M, E> {
         }
         self.end
             .take()
-            .ok_or_else(|| self.violation(self.texts.no_end))
+            .ok_or_else(|| self.violation(self.protocol.no_end))
     }
 }
 
