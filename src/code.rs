@@ -251,13 +251,22 @@ impl RunCodeOptions {
     }
 
     spec_setters! {
-        /// Sets the environment variable `variable` of this cell to the value of a
-        /// secret in AWS Secrets Manager, read through the sandbox's secret
-        /// cache when it starts (it overrides a secret the sandbox's builder
-        /// bound to the same variable). Python cells only: a cell of another language with secrets is refused (give the secrets to its code context instead, [`crate::CodeContextOptions::secret`]); the secrets the builder bound reach Python cells of the default context, not cells of a context (which has its own environment). The value travels only in that
-        /// environment; a variable also given to `env` is refused. See
-        /// [`crate::SandboxBuilder::secret`].
+        /// Sets the environment variable `variable` of this cell to the value
+        /// of a secret in AWS Secrets Manager. Python cells only: a cell of
+        /// another language with secrets is refused (give the secrets to its
+        /// code context instead, [`crate::CodeContextOptions::secret`]); the
+        /// secrets the builder bound reach Python cells of the default
+        /// context, not cells of a context (which has its own environment).
         secret;
+        /// An environment variable for this cell (Python contexts only).
+        env;
+        /// The cell's timeout (default 300 s); the agent interrupts the cell then
+        /// and reports `ExecutionTimeout` in [`Execution::error`].
+        /// `Duration::ZERO` means no limit, like [`RunCodeOptions::no_timeout`];
+        /// so does a timeout above 28,800 s (no sandbox lives that long).
+        timeout;
+        /// No timeout.
+        no_timeout;
     }
 
     /// The language's default context (`python`, `bash`, `javascript`/`js`,
@@ -273,18 +282,6 @@ impl RunCodeOptions {
     pub fn context(mut self, context_id: impl Into<String>) -> Self {
         self.context = Some(context_id.into());
         self
-    }
-
-    spec_setters! {
-        /// An environment variable for this cell (Python contexts only).
-        env;
-        /// The cell's timeout (default 300 s); the agent interrupts the cell then
-        /// and reports `ExecutionTimeout` in [`Execution::error`].
-        /// `Duration::ZERO` means no limit, like [`RunCodeOptions::no_timeout`];
-        /// so does a timeout above 28,800 s (no sandbox lives that long).
-        timeout;
-        /// No timeout.
-        no_timeout;
     }
 
     /// Called with each stdout chunk.

@@ -11,9 +11,8 @@ use std::time::Duration;
 use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end_event};
 use crate::error::{GrpcCode, SandboxError};
 use crate::pb;
-use crate::pb::process_event::Event;
 use crate::sandbox::Sandbox;
-use crate::transport::{AgentConn, AgentStream, Waiter};
+use crate::transport::{AgentConn, Waiter};
 
 pub(crate) use self::spec::{ProcessSpec, spec_setters};
 
@@ -91,12 +90,7 @@ impl CommandOptions {
 
     spec_setters! {
         /// Sets the environment variable `variable` of this command to the
-        /// value of a secret in AWS Secrets Manager, read through the
-        /// sandbox's secret cache when the command starts (it overrides a
-        /// secret the sandbox's builder bound to the same variable). The value
-        /// travels only in the process's environment; a variable also given to
-        /// [`CommandOptions::env`] is refused. See
-        /// [`crate::SandboxBuilder::secret`].
+        /// value of a secret in AWS Secrets Manager.
         secret;
         /// An environment variable for this command.
         env;
@@ -212,18 +206,22 @@ impl<'a> Commands<'a> {
         cmd: &str,
         options: CommandOptions,
     ) -> Result<CommandResult, SandboxError> {
-        let op = crate::otel::Op::new(crate::otel::Name::CommandsRun)
-            .on(self.sandbox)
-            .with(crate::otel::Attr::Background(false));
         boxed!(Result<CommandResult, SandboxError>, {
-            op.run(self.run_inner(cmd, options), |result| {
+            self.op(false).run(self.run_inner(cmd, options), |result| {
                 vec![crate::otel::Attr::ExitCode(result.exit_code)]
             })
             .await
         })
     }
 
-    /// [`Self::run_with`] inside its span (never the command's text).
+    /// The span of a `run` or a `spawn` (never the command's text).
+    fn op(&self, background: bool) -> crate::otel::Op {
+        crate::otel::Op::new(crate::otel::Name::CommandsRun)
+            .on(self.sandbox)
+            .with(crate::otel::Attr::Background(background))
+    }
+
+    /// [`Self::run_with`] inside its span.
     async fn run_inner(
         &self,
         cmd: &str,
@@ -301,41 +299,6 @@ fn shell_args(cmd: &str, login: bool) -> Vec<String> {
         .map(|a| (*a).to_owned())
         .chain(std::iter::once(cmd.to_owned()))
         .collect()
-}
-
-/// Opens a process's stream again after a cut, from `from_seq` on, and
-/// checks its start event. When the agent no longer keeps that output (its
-/// 1 MiB ring moved past it: OUT_OF_RANGE), it reads on with only new
-/// output (`from_seq = 0`), as wire contract 1.5 says for the automatic
-/// re-subscription, and returns `true`: the caller marks the gap where its
-/// own caller can see it (`truncated`, `CommandEvent::OutputLost`).
-///
-/// # Errors
-/// What opening the stream met (`NotFound` when the process is gone);
-/// `Sandbox { code: ProtocolViolation }` when it does not start with the
-/// process's start event.
-pub(crate) async fn resubscribe_process(
-    conn: &AgentConn,
-    pid: u32,
-    from_seq: u64,
-    total: Option<Duration>,
-    feature: &'static str,
-) -> Result<(AgentStream<pb::ProcessEvent>, bool), SandboxError> {
-    let open =
-        |from_seq| conn.connect_process(pb::ConnectRequest { pid, from_seq }, total, feature);
-    let (mut stream, lost) = match open(from_seq).await {
-        Err(err) if err.meta().grpc_code() == Some(GrpcCode::OutOfRange) => (open(0).await?, true),
-        outcome => (outcome?, false),
-    };
-    match stream.message().await? {
-        Some(pb::ProcessEvent {
-            event: Some(Event::Start(start)),
-        }) if start.pid == pid => Ok((stream, lost)),
-        _ => Err(SandboxError::protocol_violation(
-            feature,
-            "the process stream did not start with a start event",
-        )),
-    }
 }
 
 /// Stdin larger than this is sent in several `SendInput` calls, each well

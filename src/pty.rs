@@ -11,12 +11,12 @@ use tokio::time::Instant;
 
 use crate::commands::process::{Decoded, ProcessCore, Protocol, drain, killed};
 use crate::commands::{ProcessSpec, spec_setters};
+use crate::error::SandboxError;
 use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end_event};
-use crate::error::{GrpcCode, SandboxError};
 use crate::pb;
 use crate::pb::pty_server_message::Message;
 use crate::sandbox::Sandbox;
-use crate::transport::{AgentStream, Mark, Reopen, Reopened, Reopening, Resume, Start};
+use crate::transport::{AgentStream, Mark, Start};
 use rayito_proto::tokens::end_status;
 
 /// A terminal's size in character cells (each side 1 to 1,000).
@@ -70,12 +70,8 @@ impl PtyOptions {
     }
 
     spec_setters! {
-        /// Sets the environment variable `variable` of the shell to the value of a
-        /// secret in AWS Secrets Manager, read through the sandbox's secret
-        /// cache when it starts (it overrides a secret the sandbox's builder
-        /// bound to the same variable). The value travels only in that
-        /// environment; a variable also given to `env` is refused. See
-        /// [`crate::SandboxBuilder::secret`].
+        /// Sets the environment variable `variable` of the shell to the value
+        /// of a secret in AWS Secrets Manager.
         secret;
         /// An environment variable for the shell.
         env;
@@ -83,6 +79,9 @@ impl PtyOptions {
         cwd;
         /// The user to run as (default `user`).
         user;
+        /// Ends the session after `timeout` (the agent hangs it up, then kills
+        /// it); `Duration::ZERO` means no limit, the default.
+        timeout;
     }
 
     /// The shell to start, started with `-i -l` (default `/bin/bash`).
@@ -90,12 +89,6 @@ impl PtyOptions {
     pub fn shell(mut self, shell: impl Into<String>) -> Self {
         self.shell = Some(shell.into());
         self
-    }
-
-    spec_setters! {
-        /// Ends the session after `timeout` (the agent hangs it up, then kills
-        /// it); `Duration::ZERO` means no limit, the default.
-        timeout;
     }
 }
 
@@ -286,61 +279,6 @@ const SUSPENDING: &str = end_status::SUSPENDING;
 const CONNECT_AFTER_RESUME: &str =
     "the terminal keeps running; connect to it again after the resume";
 
-/// A terminal's output as a resumable stream (as a background command's):
-/// numbered data, its `exited` message last, `Pty.Connect(pid, next_seq)`
-/// after a cut.
-struct PtyResume {
-    pid: u32,
-}
-
-impl Resume for PtyResume {
-    type Message = pb::PtyServerMessage;
-
-    fn mark(&self, message: &pb::PtyServerMessage) -> Mark {
-        match &message.message {
-            Some(Message::Data(_)) => Mark::Numbered(message.seq),
-            Some(Message::Exited(end)) if end.status == SUSPENDING => Mark::Suspending,
-            Some(Message::Exited(_)) => Mark::End,
-            _ => Mark::Other,
-        }
-    }
-
-    fn bare_end(&self) -> Option<SandboxError> {
-        Some(SandboxError::protocol_violation(
-            "pty.wait",
-            "the terminal stream ended without an exited message",
-        ))
-    }
-
-    fn suspending(&self) -> SandboxError {
-        SandboxError::sandbox_state("suspending", CONNECT_AFTER_RESUME)
-    }
-
-    /// `Pty.Connect` from `from_seq`; when the agent no longer keeps it
-    /// (OUT_OF_RANGE), from new output, as a gap.
-    fn reopen<'a>(&'a mut self, at: Reopen<'a>) -> Reopening<'a, pb::PtyServerMessage> {
-        Box::pin(async move {
-            let (pid, conn, from_seq) = (self.pid, at.conn, at.from_seq);
-            let (mut stream, gap) =
-                match conn.pty_connect(pb::ConnectRequest { pid, from_seq }).await {
-                    Err(err) if err.meta().grpc_code() == Some(GrpcCode::OutOfRange) => (
-                        conn.pty_connect(pb::ConnectRequest { pid, from_seq: 0 })
-                            .await?,
-                        true,
-                    ),
-                    outcome => (outcome?, false),
-                };
-            match stream.message().await? {
-                Some(message) if started_pid(&message) == Some(pid) => Ok(Reopened { stream, gap }),
-                _ => Err(SandboxError::protocol_violation(
-                    "pty.connect",
-                    "the terminal stream did not start with the started message of the terminal",
-                )),
-            }
-        })
-    }
-}
-
 /// A terminal (from [`Pty::create`] or [`Pty::connect`]): a [`Stream`] of
 /// its output that ends when the shell ends; [`PtyHandle::wait`] then says
 /// how. Dropping it (or [`PtyHandle::disconnect`]) leaves the terminal
@@ -359,17 +297,27 @@ pub struct PtyHandle {
 
 impl fmt::Debug for PtyHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PtyHandle")
-            .field("pid", &self.core.pid())
-            .field("last_seq", &self.core.last_seq())
-            .field("exited", &self.core.ended())
-            .finish_non_exhaustive()
+        self.core.fmt_handle(f, "PtyHandle", "exited")
     }
 }
 
-/// The protocol violations of a terminal stream (all named `pty.wait`).
+/// A terminal's stream: its started message and its protocol violations
+/// (all named `pty.wait`).
 static PTY: Protocol<pb::PtyServerMessage> = Protocol {
     started: started_pid,
+    mark: |message| match &message.message {
+        Some(Message::Data(_)) => Mark::Numbered(message.seq),
+        Some(Message::Exited(end)) if end.status == SUSPENDING => Mark::Suspending,
+        Some(Message::Exited(_)) => Mark::End,
+        _ => Mark::Other,
+    },
+    connect: |conn, request, _total, _feature| Box::pin(conn.pty_connect(request)),
+    bad_restart: |_feature| {
+        SandboxError::protocol_violation(
+            "pty.connect",
+            "the terminal stream did not start with the started message of the terminal",
+        )
+    },
     no_end: "the terminal stream ended without an exited message",
     second_start: "the terminal stream sent a second started message",
 };
@@ -404,8 +352,8 @@ impl PtyHandle {
                     "the terminal stream did not start with the started message of the terminal",
                 )
             },
-            |pid| PtyResume { pid },
-            ("pty.wait", &PTY),
+            &PTY,
+            ("pty.wait", CONNECT_AFTER_RESUME),
         )
         .await?;
         Ok(Self { core })

@@ -33,13 +33,14 @@ impl CodeContextOptions {
     }
 
     spec_setters! {
-        /// Sets the environment variable `variable` of the context's kernel to the value of a
-        /// secret in AWS Secrets Manager, read through the sandbox's secret
-        /// cache when it starts (it overrides a secret the sandbox's builder
-        /// bound to the same variable). Any language. The value travels only in that
-        /// environment; a variable also given to `env` is refused. See
-        /// [`crate::SandboxBuilder::secret`].
+        /// Sets the environment variable `variable` of the context's kernel to
+        /// the value of a secret in AWS Secrets Manager (any language).
         secret;
+        /// The kernel's working directory: absolute, or relative to
+        /// `/home/user` like relative file paths.
+        cwd;
+        /// An environment variable the kernel starts with.
+        env;
     }
 
     /// The context's language: `python` (the default), `bash`,
@@ -48,14 +49,6 @@ impl CodeContextOptions {
     pub fn language(mut self, language: impl Into<String>) -> Self {
         self.language = Some(language.into());
         self
-    }
-
-    spec_setters! {
-        /// The kernel's working directory: absolute, or relative to
-        /// `/home/user` like relative file paths.
-        cwd;
-        /// An environment variable the kernel starts with.
-        env;
     }
 }
 

@@ -15,13 +15,13 @@ use tokio::time::Instant;
 use super::process::{Decoded, ProcessCore, Protocol, drain, killed};
 use super::{
     CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, SUSPENDING, feed_stdin,
-    resubscribe_process, start_request,
+    start_request,
 };
 use crate::error::SandboxError;
 use crate::pb;
 use crate::pb::process_event::Event;
 use crate::sandbox::Sandbox;
-use crate::transport::{AgentStream, Mark, Reopen, Reopened, Reopening, Resume, Start, Waiter};
+use crate::transport::{AgentStream, Mark, Start, Waiter};
 
 /// SIGKILL: what `kill` sends.
 const SIGKILL: i32 = 9;
@@ -184,48 +184,6 @@ impl CommandOptions {
 pub(crate) const CONNECT_AFTER_RESUME: &str =
     "the process keeps running; connect to it again after the resume";
 
-/// A process's output as a resumable stream: numbered chunks, its end
-/// event last, `Process.Connect(pid, next_seq)` after a cut.
-pub(crate) struct ProcessResume {
-    pub(crate) pid: u32,
-    /// Names the call in errors (`commands.run`, `commands.wait`).
-    pub(crate) feature: &'static str,
-    /// What the caller can do after a `suspending` end.
-    pub(crate) suspending_hint: &'static str,
-}
-
-impl Resume for ProcessResume {
-    type Message = pb::ProcessEvent;
-
-    fn mark(&self, message: &pb::ProcessEvent) -> Mark {
-        match &message.event {
-            Some(Event::Data(data)) => Mark::Numbered(data.seq),
-            Some(Event::End(end)) if end.status == SUSPENDING => Mark::Suspending,
-            Some(Event::End(_)) => Mark::End,
-            _ => Mark::Other,
-        }
-    }
-
-    fn bare_end(&self) -> Option<SandboxError> {
-        Some(SandboxError::protocol_violation(
-            self.feature,
-            "the process stream ended without an end event",
-        ))
-    }
-
-    fn suspending(&self) -> SandboxError {
-        SandboxError::sandbox_state("suspending", self.suspending_hint)
-    }
-
-    fn reopen<'a>(&'a mut self, at: Reopen<'a>) -> Reopening<'a, pb::ProcessEvent> {
-        Box::pin(async move {
-            let (stream, gap) =
-                resubscribe_process(at.conn, self.pid, at.from_seq, at.total, self.feature).await?;
-            Ok(Reopened { stream, gap })
-        })
-    }
-}
-
 /// A background command (from [`Commands::spawn`] or
 /// [`Commands::connect`]).
 ///
@@ -266,17 +224,28 @@ pub struct CommandHandle {
 
 impl fmt::Debug for CommandHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CommandHandle")
-            .field("pid", &self.core.pid())
-            .field("last_seq", &self.core.last_seq())
-            .field("ended", &self.core.ended())
-            .finish_non_exhaustive()
+        self.core.fmt_handle(f, "CommandHandle", "ended")
     }
 }
 
-/// The protocol violations of a process stream.
+/// A process's stream: its start event and its protocol violations.
 static PROCESS: Protocol<pb::ProcessEvent> = Protocol {
     started: started_pid,
+    mark: |event| match &event.event {
+        Some(Event::Data(data)) => Mark::Numbered(data.seq),
+        Some(Event::End(end)) if end.status == SUSPENDING => Mark::Suspending,
+        Some(Event::End(_)) => Mark::End,
+        _ => Mark::Other,
+    },
+    connect: |conn, request, total, feature| {
+        Box::pin(conn.connect_process(request, total, feature))
+    },
+    bad_restart: |feature| {
+        SandboxError::protocol_violation(
+            feature,
+            "the process stream did not start with a start event",
+        )
+    },
     no_end: "the process stream ended without an end event",
     second_start: "the process stream sent a second start event",
 };
@@ -309,19 +278,14 @@ impl CommandHandle {
                 },
             )
         };
-        let resume = |pid| ProcessResume {
-            pid,
-            feature,
-            suspending_hint,
-        };
         let core = ProcessCore::open(
             sandbox,
             stream,
             (start, opened_at),
             expected,
             bad_start,
-            resume,
-            (feature, &PROCESS),
+            &PROCESS,
+            (feature, suspending_hint),
         )
         .await?;
         Ok(Self {
@@ -506,11 +470,9 @@ impl<'a> Commands<'a> {
         cmd: &str,
         options: CommandOptions,
     ) -> Result<CommandHandle, SandboxError> {
-        let op = crate::otel::Op::new(crate::otel::Name::CommandsRun)
-            .on(self.sandbox)
-            .with(crate::otel::Attr::Background(true));
         boxed!(Result<CommandHandle, SandboxError>, {
-            op.run(self.spawn_inner(cmd, options), crate::otel::nothing)
+            self.op(true)
+                .run(self.spawn_inner(cmd, options), crate::otel::nothing)
                 .await
         })
     }

@@ -1,25 +1,49 @@
 //! What a background command's handle and a terminal's handle share: one
-//! process's numbered output read across cuts ([`ResumableStream`]), the
-//! last sequence number seen, the end (or the failure) that closed it, and
-//! the pid to kill. [`super::CommandHandle`] and [`crate::PtyHandle`] wrap a
-//! [`ProcessCore`] and add only what their protocol means by a chunk.
+//! process's numbered output read across cuts ([`ResumableStream`],
+//! re-subscribed with `Connect(pid, next_seq)`), the last sequence number
+//! seen, the end (or the failure) that closed it, and the pid to kill.
+//! [`super::CommandHandle`] and [`crate::PtyHandle`] wrap a [`ProcessCore`]
+//! with their stream's [`Protocol`] and add only what a chunk means to
+//! them.
 
+use std::fmt;
 use std::sync::{Mutex, PoisonError};
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use futures_util::Stream;
+use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use tokio::time::Instant;
 
-use crate::error::{ErrorKind, SandboxError};
+use crate::error::{ErrorKind, GrpcCode, SandboxError};
+use crate::pb;
 use crate::sandbox::Sandbox;
-use crate::transport::{AgentStream, ResumableStream, Resume, Start, Step};
+use crate::transport::{
+    AgentConn, AgentStream, Mark, Reopen, Reopened, Reopening, ResumableStream, Resume, Start, Step,
+};
+
+/// Opens a process's stream (`Connect`) for a re-subscription; errors name
+/// the feature.
+pub(crate) type ConnectFn<M> = for<'a> fn(
+    &'a AgentConn,
+    pb::ConnectRequest,
+    Option<Duration>,
+    &'static str,
+) -> BoxFuture<'a, Result<AgentStream<M>, SandboxError>>;
 
 /// What tells one kind of process stream from another: how its start
 /// message names the pid, and the texts of its protocol violations.
 pub(crate) struct Protocol<M> {
     /// The pid of a start message (`None` for any other message).
     pub(crate) started: fn(&M) -> Option<u32>,
+    /// What a message is to the resumable stream.
+    pub(crate) mark: fn(&M) -> Mark,
+    /// Opens the stream again after a cut.
+    pub(crate) connect: ConnectFn<M>,
+    /// A re-subscribed stream that does not start with the process's start
+    /// (given the stream's feature).
+    pub(crate) bad_restart: fn(&'static str) -> SandboxError,
     /// The stream ended without its end message.
     pub(crate) no_end: &'static str,
     /// A second start message came.
@@ -59,20 +83,21 @@ pub(crate) struct ProcessCore<M: 'static, E> {
 
 impl<M: Send + 'static, E> ProcessCore<M, E> {
     /// Reads the stream's first message, which must be a start of
-    /// `expected` (any pid when `None`), else fails with `bad_start`; then reads the output from `start.next_seq` on across
-    /// cuts, re-subscribing with the [`Resume`] that `resume` builds for
-    /// the pid.
-    pub(crate) async fn open<R>(
+    /// `expected` (any pid when `None`), else fails with `bad_start`; then
+    /// reads the output from `start.next_seq` on across cuts. Errors of the
+    /// stream name `feature`; `suspending_hint` says what the caller can do
+    /// when the sandbox suspends.
+    pub(crate) async fn open(
         sandbox: &Sandbox,
         mut stream: AgentStream<M>,
         (start, opened_at): (Start, Instant),
         expected: Option<u32>,
         bad_start: impl FnOnce() -> SandboxError,
-        resume: impl FnOnce(u32) -> R,
-        (feature, protocol): (&'static str, &'static Protocol<M>),
+        protocol: &'static Protocol<M>,
+        (feature, suspending_hint): (&'static str, &'static str),
     ) -> Result<Self, SandboxError>
     where
-        R: Resume<Message = M> + Send + 'static,
+        M: Sync,
     {
         let first = stream.message().await?;
         let pid = match first.as_ref().and_then(protocol.started) {
@@ -81,7 +106,12 @@ impl<M: Send + 'static, E> ProcessCore<M, E> {
         };
         let messages = ResumableStream::new(
             sandbox.conn().clone(),
-            resume(pid),
+            CoreResume {
+                protocol,
+                pid,
+                feature,
+                suspending_hint,
+            },
             stream,
             start,
             opened_at,
@@ -118,9 +148,19 @@ impl<M: 'static, E> ProcessCore<M, E> {
         self.output_lost
     }
 
-    /// True once the end message came.
-    pub(crate) fn ended(&self) -> bool {
-        self.end.is_some()
+    /// A handle's `Debug`: the pid, the last sequence number and whether
+    /// the end came (as `ended`), never the output.
+    pub(crate) fn fmt_handle(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        name: &str,
+        ended: &str,
+    ) -> fmt::Result {
+        f.debug_struct(name)
+            .field("pid", &self.pid)
+            .field("last_seq", &self.last_seq)
+            .field(ended, &self.end.is_some())
+            .finish_non_exhaustive()
     }
 
     fn violation(&self, text: &'static str) -> SandboxError {
@@ -194,6 +234,67 @@ impl<M: 'static, E> ProcessCore<M, E> {
         self.end
             .take()
             .ok_or_else(|| self.violation(self.protocol.no_end))
+    }
+}
+
+/// A process's stream read across cuts as its [`Protocol`] says.
+struct CoreResume<M: 'static> {
+    protocol: &'static Protocol<M>,
+    pid: u32,
+    /// Names the call in errors.
+    feature: &'static str,
+    /// What the caller can do after a `suspending` end.
+    suspending_hint: &'static str,
+}
+
+impl<M: Send + Sync + 'static> Resume for CoreResume<M> {
+    type Message = M;
+
+    fn mark(&self, message: &M) -> Mark {
+        (self.protocol.mark)(message)
+    }
+
+    fn bare_end(&self) -> Option<SandboxError> {
+        Some(SandboxError::protocol_violation(
+            self.feature,
+            self.protocol.no_end,
+        ))
+    }
+
+    fn suspending(&self) -> SandboxError {
+        SandboxError::sandbox_state("suspending", self.suspending_hint)
+    }
+
+    /// `Connect` from `at.from_seq`, and its start checked. When the agent
+    /// no longer keeps that output (its 1 MiB ring moved past it:
+    /// OUT_OF_RANGE), it reads on with only new output (`from_seq = 0`), as
+    /// wire contract 1.5 says for the automatic re-subscription, and
+    /// reports the gap, which the handle shows its caller (`truncated`,
+    /// `CommandEvent::OutputLost`, `output_lost`).
+    fn reopen<'a>(&'a mut self, at: Reopen<'a>) -> Reopening<'a, M> {
+        Box::pin(async move {
+            let (protocol, pid, feature) = (self.protocol, self.pid, self.feature);
+            let open = |from_seq| {
+                (protocol.connect)(
+                    at.conn,
+                    pb::ConnectRequest { pid, from_seq },
+                    at.total,
+                    feature,
+                )
+            };
+            let (mut stream, gap) = match open(at.from_seq).await {
+                Err(err) if err.meta().grpc_code() == Some(GrpcCode::OutOfRange) => {
+                    (open(0).await?, true)
+                }
+                outcome => (outcome?, false),
+            };
+            match stream.message().await? {
+                Some(message) if (protocol.started)(&message) == Some(pid) => {
+                    Ok(Reopened { stream, gap })
+                }
+                _ => Err((protocol.bad_restart)(feature)),
+            }
+        })
     }
 }
 

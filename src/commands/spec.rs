@@ -118,6 +118,12 @@ macro_rules! spec_setters {
     ($(#[$doc:meta])* secret; $($rest:tt)*) => {
         $(#[$doc])*
         ///
+        /// The value is read through the sandbox's secret cache when the
+        /// process starts (it overrides a secret the sandbox's builder bound
+        /// to the same variable) and travels only in its environment; a
+        /// variable also given to `env` is refused. See
+        /// [`crate::SandboxBuilder::secret`].
+        ///
         /// Only with the `secrets` cargo feature.
         #[cfg(feature = "secrets")]
         #[must_use]
