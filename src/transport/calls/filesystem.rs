@@ -31,6 +31,9 @@ impl AgentConn {
         /// it is stopped).
         stream fn watch_dir(pb::WatchDirRequest) -> pb::WatchDirResponse = watch_dir,
             CallContext::filesystem("files.watch_dir"), Ladder;
+        /// `FilesystemService/Stat`, for the SDK call named `feature`.
+        fn stat(pb::StatRequest, feature) -> pb::StatResponse = stat,
+            CallContext::filesystem, Ladder;
     }
 
     /// `FilesystemService/Write` with every message of the stream prepared.
@@ -47,24 +50,6 @@ impl AgentConn {
             timeout,
             ConnectRetry::Ladder,
             messages,
-            rpc,
-        )
-        .await
-    }
-
-    /// `FilesystemService/Stat`, for the SDK call named `feature`.
-    pub(crate) async fn stat(
-        &self,
-        request: pb::StatRequest,
-        feature: &'static str,
-        timeout: Duration,
-    ) -> Result<pb::StatResponse, SandboxError> {
-        let rpc = |mut c: FilesystemServiceClient<Svc>, r| async move { c.stat(r).await };
-        self.unary(
-            CallContext::filesystem(feature),
-            timeout,
-            ConnectRetry::Ladder,
-            request,
             rpc,
         )
         .await

@@ -6,7 +6,9 @@
 /// block, the client type first. Unary: `fn name(Request) -> Response =
 /// rpc, context;` takes the request and a per-attempt timeout and retries
 /// connecting on the ladder (`-> ()` drops the response); `fn name() ->
-/// Response = rpc(Request {}), context;` sends that fixed request. Server
+/// Response = rpc(Request {}), context;` sends that fixed request; `fn
+/// name(Request, feature) -> Response = rpc, context_of_feature, retry;`
+/// names the SDK call in its errors. Server
 /// streams: `stream fn name(Request, total) -> Message = rpc, context,
 /// retry;` is bounded by `total` (without `total`, by nothing).
 macro_rules! agent_calls {
@@ -45,6 +47,20 @@ macro_rules! agent_calls {
         pub(crate) async fn $name(&self, timeout: Duration) -> Result<$resp, SandboxError> {
             let rpc = |mut c: $client<Svc>, r| async move { c.$rpc(r).await };
             self.unary($ctx, timeout, ConnectRetry::Ladder, $req, rpc).await
+        }
+        agent_calls!($client $($rest)*);
+    };
+    ($client:ident $(#[$doc:meta])* fn $name:ident($req:ty, feature) -> $resp:ty = $rpc:ident, $ctx:path, $retry:ident; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub(crate) async fn $name(
+            &self,
+            request: $req,
+            feature: &'static str,
+            timeout: Duration,
+        ) -> Result<$resp, SandboxError> {
+            let rpc = |mut c: $client<Svc>, r| async move { c.$rpc(r).await };
+            self.unary($ctx(feature), timeout, ConnectRetry::$retry, request, rpc)
+                .await
         }
         agent_calls!($client $($rest)*);
     };
