@@ -51,7 +51,7 @@ impl ProcessSpec {
 /// with the docs given before its name (`env`, `cwd`, `user`, `timeout`,
 /// `no_timeout`, `request_timeout`, `secret`), in an `impl` block:
 ///
-/// ```ignore
+/// ```text
 /// impl PtyOptions {
 ///     spec_setters! {
 ///         /// An environment variable for the shell.
