@@ -11,14 +11,16 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::Stream;
-use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
+use crate::commands::{ProcessSpec, spec_setters};
 use crate::error::SandboxError;
 use crate::pb;
 use crate::pb::execute_event::Event;
 use crate::sandbox::Sandbox;
-use crate::transport::{AgentConn, Mark, Reopened, ResumableStream, Resume, Start, Step, Waiter};
+use crate::transport::{
+    Mark, Reopen, Reopened, Reopening, ResumableStream, Resume, Start, Step, Waiter,
+};
 
 pub use self::contexts::CodeContextOptions;
 pub use self::view::Code;
@@ -211,11 +213,8 @@ type Callback<T> = Box<dyn FnMut(&T) + Send>;
 pub struct RunCodeOptions {
     language: Option<String>,
     context: Option<String>,
-    envs: BTreeMap<String, String>,
-    timeout: Option<Duration>,
-    /// Environment variables from Secrets Manager (references only).
-    #[cfg(feature = "secrets")]
-    secrets: crate::secrets::inject::SecretEnv,
+    /// Env, timeout, secrets.
+    spec: ProcessSpec,
     on_stdout: Option<Callback<OutputMessage>>,
     on_stderr: Option<Callback<OutputMessage>>,
     on_result: Option<Callback<ExecutionResult>>,
@@ -227,10 +226,7 @@ impl Default for RunCodeOptions {
         Self {
             language: None,
             context: None,
-            envs: BTreeMap::new(),
-            timeout: Some(DEFAULT_CODE_TIMEOUT),
-            #[cfg(feature = "secrets")]
-            secrets: crate::secrets::inject::SecretEnv::default(),
+            spec: ProcessSpec::with_timeout(DEFAULT_CODE_TIMEOUT),
             on_stdout: None,
             on_stderr: None,
             on_result: None,
@@ -241,12 +237,10 @@ impl Default for RunCodeOptions {
 
 impl fmt::Debug for RunCodeOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RunCodeOptions")
-            .field("language", &self.language)
-            .field("context", &self.context)
-            .field("envs", &self.envs.keys().collect::<Vec<_>>())
-            .field("timeout", &self.timeout)
-            .finish_non_exhaustive()
+        let mut f = f.debug_struct("RunCodeOptions");
+        f.field("language", &self.language)
+            .field("context", &self.context);
+        self.spec.debug_fields(&mut f).finish_non_exhaustive()
     }
 }
 
@@ -256,23 +250,23 @@ impl RunCodeOptions {
         Self::default()
     }
 
-    /// Sets the environment variable `variable` of this cell to the value of a
-    /// secret in AWS Secrets Manager, read through the sandbox's secret
-    /// cache when it starts (it overrides a secret the sandbox's builder
-    /// bound to the same variable). Python cells only: a cell of another language with secrets is refused (give the secrets to its code context instead, [`crate::CodeContextOptions::secret`]); the secrets the builder bound reach Python cells of the default context, not cells of a context (which has its own environment). The value travels only in that
-    /// environment; a variable also given to `env` is refused. See
-    /// [`crate::SandboxBuilder::secret`].
-    ///
-    /// Only with the `secrets` cargo feature.
-    #[cfg(feature = "secrets")]
-    #[must_use]
-    pub fn secret(
-        mut self,
-        variable: impl Into<String>,
-        reference: impl Into<crate::secrets::SecretRef>,
-    ) -> Self {
-        self.secrets.insert(variable.into(), reference.into());
-        self
+    spec_setters! {
+        /// Sets the environment variable `variable` of this cell to the value
+        /// of a secret in AWS Secrets Manager. Python cells only: a cell of
+        /// another language with secrets is refused (give the secrets to its
+        /// code context instead, [`crate::CodeContextOptions::secret`]); the
+        /// secrets the builder bound reach Python cells of the default
+        /// context, not cells of a context (which has its own environment).
+        secret;
+        /// An environment variable for this cell (Python contexts only).
+        env;
+        /// The cell's timeout (default 300 s); the agent interrupts the cell then
+        /// and reports `ExecutionTimeout` in [`Execution::error`].
+        /// `Duration::ZERO` means no limit, like [`RunCodeOptions::no_timeout`];
+        /// so does a timeout above 28,800 s (no sandbox lives that long).
+        timeout;
+        /// No timeout.
+        no_timeout;
     }
 
     /// The language's default context (`python`, `bash`, `javascript`/`js`,
@@ -287,30 +281,6 @@ impl RunCodeOptions {
     #[must_use]
     pub fn context(mut self, context_id: impl Into<String>) -> Self {
         self.context = Some(context_id.into());
-        self
-    }
-
-    /// An environment variable for this cell (Python contexts only).
-    #[must_use]
-    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.envs.insert(name.into(), value.into());
-        self
-    }
-
-    /// The cell's timeout (default 300 s); the agent interrupts the cell then
-    /// and reports `ExecutionTimeout` in [`Execution::error`].
-    /// `Duration::ZERO` means no limit, like [`RunCodeOptions::no_timeout`];
-    /// so does a timeout above 28,800 s (no sandbox lives that long).
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = (!timeout.is_zero()).then_some(timeout);
-        self
-    }
-
-    /// No timeout.
-    #[must_use]
-    pub fn no_timeout(mut self) -> Self {
-        self.timeout = None;
         self
     }
 
@@ -449,21 +419,16 @@ impl Resume for CellResume {
 
     /// `Reattach` from `from_seq`; the agent answers NOT_FOUND when it no
     /// longer has that output (`reattach_failed`).
-    fn reopen<'a>(
-        &'a mut self,
-        conn: &'a AgentConn,
-        from_seq: u64,
-        total: Option<Duration>,
-        _cut_error: &'a SandboxError,
-    ) -> BoxFuture<'a, Result<Reopened<pb::ExecuteEvent>, SandboxError>> {
+    fn reopen<'a>(&'a mut self, at: Reopen<'a>) -> Reopening<'a, pb::ExecuteEvent> {
         Box::pin(async move {
             let request = pb::ReattachRequest {
                 context_id: self.context_id.clone(),
                 execution_id: self.execution_id.clone(),
-                from_seq,
+                from_seq: at.from_seq,
             };
-            let stream = conn
-                .reattach(request, total)
+            let stream = at
+                .conn
+                .reattach(request, at.total)
                 .await
                 .map_err(SandboxError::reattach_failed)?;
             Ok(Reopened { stream, gap: false })
@@ -500,19 +465,20 @@ impl CellReader {
             ));
         }
         crate::checks::code(code)?;
-        crate::checks::envs(&options.envs)?;
+        crate::checks::envs(&options.spec.envs)?;
         if let Some(context) = &options.context {
             crate::checks::context_id(context)?;
         }
         if let Some(language) = &options.language {
             crate::checks::language(language)?;
         }
-        let (timeout_ms, total) = crate::checks::operation_timeout(options.timeout, STREAM_SLACK);
+        let (timeout_ms, total) =
+            crate::checks::operation_timeout(options.spec.timeout, STREAM_SLACK);
         let request = pb::ExecuteRequest {
             context_id: options.context.clone(),
             code: code.to_owned(),
             timeout_ms,
-            envs: options.envs.clone().into_iter().collect(),
+            envs: options.spec.envs.clone().into_iter().collect(),
             language: options.language.as_deref().map(normalise_language),
         };
         Ok((request, total))
@@ -722,7 +688,7 @@ async fn run_code_inner(
     #[cfg_attr(not(feature = "secrets"), allow(unused_mut))]
     let (mut request, total) = CellReader::request(code, &options)?;
     #[cfg(feature = "secrets")]
-    inject_cell_secrets(sandbox, options.secrets.clone(), &mut request).await?;
+    inject_cell_secrets(sandbox, options.spec.secrets.clone(), &mut request).await?;
     let mut reader = CellReader::open(sandbox, request, total).await?;
     let mut execution = Execution {
         execution_count: Some(reader.started_count),
@@ -796,7 +762,7 @@ async fn run_code_stream_inner(
     #[cfg_attr(not(feature = "secrets"), allow(unused_mut))]
     let (mut request, total) = CellReader::request(code, &options)?;
     #[cfg(feature = "secrets")]
-    let secrets = options.secrets.clone();
+    let secrets = options.spec.secrets.clone();
     drop(options);
     #[cfg(feature = "secrets")]
     inject_cell_secrets(sandbox, secrets, &mut request).await?;

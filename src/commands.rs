@@ -2,17 +2,19 @@
 //! (`handle`).
 
 mod handle;
+pub(crate) mod process;
+pub(crate) mod spec;
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end_event};
 use crate::error::{GrpcCode, SandboxError};
 use crate::pb;
-use crate::pb::process_event::Event;
 use crate::sandbox::Sandbox;
-use crate::transport::{AgentConn, AgentStream, Waiter};
+use crate::transport::{AgentConn, Waiter};
+
+pub(crate) use self::spec::{ProcessSpec, spec_setters};
 
 pub use self::handle::{CommandEvent, CommandHandle, ProcessInfo, ProcessKind};
 
@@ -37,12 +39,8 @@ pub type OutputCallback = Box<dyn FnMut(&str) + Send>;
 /// Options of [`Commands::run_with`].
 #[non_exhaustive]
 pub struct CommandOptions {
-    envs: BTreeMap<String, String>,
-    cwd: Option<String>,
-    user: Option<String>,
-    timeout: Option<Duration>,
-    /// The call's own request timeout (else the sandbox's).
-    pub(crate) request_timeout: Option<Duration>,
+    /// Env, cwd, user, timeout, request timeout, secrets.
+    pub(crate) spec: ProcessSpec,
     stdin: Option<Vec<u8>>,
     on_stdout: Option<OutputCallback>,
     on_stderr: Option<OutputCallback>,
@@ -50,39 +48,19 @@ pub struct CommandOptions {
     stdin_open: bool,
     /// `bash -l -c` (the default) or `bash -c`.
     login_shell: bool,
-    /// Environment variables from Secrets Manager (references only).
-    #[cfg(feature = "secrets")]
-    secrets: crate::secrets::inject::SecretEnv,
 }
 
 impl Default for CommandOptions {
     fn default() -> Self {
-        Self {
-            envs: BTreeMap::new(),
-            cwd: None,
-            user: None,
-            timeout: Some(DEFAULT_COMMAND_TIMEOUT),
-            request_timeout: None,
-            stdin: None,
-            on_stdout: None,
-            on_stderr: None,
-            stdin_open: false,
-            login_shell: true,
-            #[cfg(feature = "secrets")]
-            secrets: crate::secrets::inject::SecretEnv::default(),
-        }
+        Self::with_spec(ProcessSpec::with_timeout(DEFAULT_COMMAND_TIMEOUT))
     }
 }
 
 impl fmt::Debug for CommandOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Env values and stdin may be secret: names and sizes only.
-        f.debug_struct("CommandOptions")
-            .field("envs", &self.envs.keys().collect::<Vec<_>>())
-            .field("cwd", &self.cwd)
-            .field("user", &self.user)
-            .field("timeout", &self.timeout)
-            .field("request_timeout", &self.request_timeout)
+        self.spec
+            .debug_fields(&mut f.debug_struct("CommandOptions"))
             .field("stdin_bytes", &self.stdin.as_ref().map(Vec::len))
             .field("on_stdout", &self.on_stdout.is_some())
             .field("on_stderr", &self.on_stderr.is_some())
@@ -98,74 +76,43 @@ impl CommandOptions {
         Self::default()
     }
 
-    /// Sets the environment variable `variable` of this command to the
-    /// value of a secret in AWS Secrets Manager, read through the
-    /// sandbox's secret cache when the command starts (it overrides a
-    /// secret the sandbox's builder bound to the same variable). The value
-    /// travels only in the process's environment; a variable also given to
-    /// [`CommandOptions::env`] is refused. See
-    /// [`crate::SandboxBuilder::secret`].
-    ///
-    /// Only with the `secrets` cargo feature.
-    #[cfg(feature = "secrets")]
-    pub fn secret(
-        mut self,
-        variable: impl Into<String>,
-        reference: impl Into<crate::secrets::SecretRef>,
-    ) -> Self {
-        self.secrets.insert(variable.into(), reference.into());
-        self
+    /// Options with this process part and the rest at its defaults.
+    pub(crate) fn with_spec(spec: ProcessSpec) -> Self {
+        Self {
+            spec,
+            stdin: None,
+            on_stdout: None,
+            on_stderr: None,
+            stdin_open: false,
+            login_shell: true,
+        }
     }
 
-    /// An environment variable for this command.
-    #[must_use]
-    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.envs.insert(name.into(), value.into());
-        self
-    }
-
-    /// The working directory: absolute, or relative to `/home/user` (like
-    /// relative file paths).
-    #[must_use]
-    pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
-        self.cwd = Some(cwd.into());
-        self
-    }
-
-    /// The user to run as (default `user`).
-    #[must_use]
-    pub fn user(mut self, user: impl Into<String>) -> Self {
-        self.user = Some(user.into());
-        self
-    }
-
-    /// The command's timeout (default 60 s); the agent ends it then.
-    /// `Duration::ZERO` means no limit, like [`CommandOptions::no_timeout`];
-    /// so does a timeout above 28,800 s (no sandbox lives that long).
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = (!timeout.is_zero()).then_some(timeout);
-        self
-    }
-
-    /// No timeout.
-    #[must_use]
-    pub fn no_timeout(mut self) -> Self {
-        self.timeout = None;
-        self
-    }
-
-    /// This call's request timeout, instead of the sandbox's
-    /// ([`crate::SandboxBuilder::request_timeout`]): how long the SDK
-    /// waits for the agent to say the process started, and for each write
-    /// of its stdin. It never bounds the command itself (that is
-    /// [`CommandOptions::timeout`]), so a command without a timeout still
-    /// fails fast when the sandbox does not answer. Zero is refused when
-    /// the command starts (`InvalidArgument` naming `request_timeout`).
-    #[must_use]
-    pub fn request_timeout(mut self, request_timeout: Duration) -> Self {
-        self.request_timeout = Some(request_timeout);
-        self
+    spec_setters! {
+        /// Sets the environment variable `variable` of this command to the
+        /// value of a secret in AWS Secrets Manager.
+        secret;
+        /// An environment variable for this command.
+        env;
+        /// The working directory: absolute, or relative to `/home/user` (like
+        /// relative file paths).
+        cwd;
+        /// The user to run as (default `user`).
+        user;
+        /// The command's timeout (default 60 s); the agent ends it then.
+        /// `Duration::ZERO` means no limit, like [`CommandOptions::no_timeout`];
+        /// so does a timeout above 28,800 s (no sandbox lives that long).
+        timeout;
+        /// No timeout.
+        no_timeout;
+        /// This call's request timeout, instead of the sandbox's
+        /// ([`crate::SandboxBuilder::request_timeout`]): how long the SDK
+        /// waits for the agent to say the process started, and for each write
+        /// of its stdin. It never bounds the command itself (that is
+        /// [`CommandOptions::timeout`]), so a command without a timeout still
+        /// fails fast when the sandbox does not answer. Zero is refused when
+        /// the command starts (`InvalidArgument` naming `request_timeout`).
+        request_timeout;
     }
 
     /// Bytes written to the command's stdin, which is then closed (without
@@ -259,46 +206,38 @@ impl<'a> Commands<'a> {
         cmd: &str,
         options: CommandOptions,
     ) -> Result<CommandResult, SandboxError> {
-        let op = crate::otel::Op::new(crate::otel::Name::CommandsRun)
-            .on(self.sandbox)
-            .with(crate::otel::Attr::Background(false));
         boxed!(Result<CommandResult, SandboxError>, {
-            op.run(self.run_inner(cmd, options), |result| {
+            self.op(false).run(self.run_inner(cmd, options), |result| {
                 vec![crate::otel::Attr::ExitCode(result.exit_code)]
             })
             .await
         })
     }
 
-    /// [`Self::run_with`] inside its span (never the command's text).
+    /// The span of a `run` or a `spawn` (never the command's text).
+    fn op(&self, background: bool) -> crate::otel::Op {
+        crate::otel::Op::new(crate::otel::Name::CommandsRun)
+            .on(self.sandbox)
+            .with(crate::otel::Attr::Background(background))
+    }
+
+    /// [`Self::run_with`] inside its span.
     async fn run_inner(
         &self,
         cmd: &str,
-        mut options: CommandOptions,
+        options: CommandOptions,
     ) -> Result<CommandResult, SandboxError> {
         {
-            let stdin = options.stdin.take();
-            let request_timeout = options
-                .request_timeout
-                .unwrap_or_else(|| self.sandbox.request_timeout());
-            let (handle, total) = self
+            let (handle, feed) = self
                 .start(
                     cmd,
                     options,
-                    stdin.is_some(),
                     (Waiter::Foreground, "commands.run", RUN_AGAIN_AFTER_RESUME),
                 )
                 .await?;
             // Stdin is fed while the output is read: a command that reads its
             // stdin slowly, or writes a lot before reading, never deadlocks
             // against the SDK. The first of the two to decide ends the command.
-            let feed = feed_stdin(
-                self.sandbox.conn(),
-                handle.pid(),
-                stdin,
-                total,
-                request_timeout,
-            );
             let waited = handle.wait();
             tokio::pin!(feed, waited);
             let mut fed = false;
@@ -325,18 +264,18 @@ pub(crate) fn start_request(
     stdin: bool,
 ) -> Result<(pb::StartRequest, Option<Duration>), SandboxError> {
     crate::checks::command(cmd)?;
-    crate::checks::envs(&options.envs)?;
-    if let Some(request_timeout) = options.request_timeout {
+    crate::checks::envs(&options.spec.envs)?;
+    if let Some(request_timeout) = options.spec.request_timeout {
         crate::checks::positive_duration("request_timeout", request_timeout)?;
     }
-    let cwd = crate::checks::cwd(options.cwd.as_deref())?;
-    let user = crate::checks::user(options.user.as_deref())?;
-    let (timeout_ms, total) = crate::checks::operation_timeout(options.timeout, STREAM_SLACK);
+    let cwd = crate::checks::cwd(options.spec.cwd.as_deref())?;
+    let user = crate::checks::user(options.spec.user.as_deref())?;
+    let (timeout_ms, total) = crate::checks::operation_timeout(options.spec.timeout, STREAM_SLACK);
     let request = pb::StartRequest {
         process: Some(pb::ProcessConfig {
             cmd: "/bin/bash".to_owned(),
             args: shell_args(cmd, options.login_shell),
-            envs: options.envs.clone().into_iter().collect(),
+            envs: options.spec.envs.clone().into_iter().collect(),
             cwd,
         }),
         user: user.map(|username| pb::User { username }),
@@ -360,41 +299,6 @@ fn shell_args(cmd: &str, login: bool) -> Vec<String> {
         .map(|a| (*a).to_owned())
         .chain(std::iter::once(cmd.to_owned()))
         .collect()
-}
-
-/// Opens a process's stream again after a cut, from `from_seq` on, and
-/// checks its start event. When the agent no longer keeps that output (its
-/// 1 MiB ring moved past it: OUT_OF_RANGE), it reads on with only new
-/// output (`from_seq = 0`), as wire contract 1.5 says for the automatic
-/// re-subscription, and returns `true`: the caller marks the gap where its
-/// own caller can see it (`truncated`, `CommandEvent::OutputLost`).
-///
-/// # Errors
-/// What opening the stream met (`NotFound` when the process is gone);
-/// `Sandbox { code: ProtocolViolation }` when it does not start with the
-/// process's start event.
-pub(crate) async fn resubscribe_process(
-    conn: &AgentConn,
-    pid: u32,
-    from_seq: u64,
-    total: Option<Duration>,
-    feature: &'static str,
-) -> Result<(AgentStream<pb::ProcessEvent>, bool), SandboxError> {
-    let open =
-        |from_seq| conn.connect_process(pb::ConnectRequest { pid, from_seq }, total, feature);
-    let (mut stream, lost) = match open(from_seq).await {
-        Err(err) if err.meta().grpc_code() == Some(GrpcCode::OutOfRange) => (open(0).await?, true),
-        outcome => (outcome?, false),
-    };
-    match stream.message().await? {
-        Some(pb::ProcessEvent {
-            event: Some(Event::Start(start)),
-        }) if start.pid == pid => Ok((stream, lost)),
-        _ => Err(SandboxError::protocol_violation(
-            feature,
-            "the process stream did not start with a start event",
-        )),
-    }
 }
 
 /// Stdin larger than this is sent in several `SendInput` calls, each well

@@ -2,25 +2,21 @@
 //! the terminal's output (numbered like command output) with calls to type
 //! into it, resize it and kill it; `wait()` gives how the shell ended.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
-use std::time::Duration;
+use std::task::{Context, Poll};
 
-use futures_util::future::BoxFuture;
-use futures_util::stream::BoxStream;
-use futures_util::{Stream, StreamExt as _};
+use futures_util::Stream;
 use tokio::time::Instant;
 
+use crate::commands::process::{Decoded, ProcessCore, Protocol, drain, killed};
+use crate::commands::{ProcessSpec, spec_setters};
+use crate::error::SandboxError;
 use crate::error::map::agent::{CommandOutput, EndEventData, EndOutcome, from_end_event};
-use crate::error::{ErrorKind, GrpcCode, SandboxError};
 use crate::pb;
 use crate::pb::pty_server_message::Message;
 use crate::sandbox::Sandbox;
-use crate::transport::{
-    AgentConn, AgentStream, Mark, Reopened, ResumableStream, Resume, Start, Step, Waiter,
-};
+use crate::transport::{AgentStream, Mark, Start};
 use rayito_proto::tokens::end_status;
 
 /// A terminal's size in character cells (each side 1 to 1,000).
@@ -51,25 +47,17 @@ impl PtySize {
 #[derive(Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PtyOptions {
-    envs: BTreeMap<String, String>,
-    cwd: Option<String>,
-    user: Option<String>,
+    /// Env, cwd, user, timeout, secrets.
+    spec: ProcessSpec,
     shell: Option<String>,
-    timeout: Option<Duration>,
-    /// Environment variables from Secrets Manager (references only).
-    #[cfg(feature = "secrets")]
-    secrets: crate::secrets::inject::SecretEnv,
 }
 
 // Env values may be secret: names only.
 impl fmt::Debug for PtyOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PtyOptions")
-            .field("envs", &self.envs.keys().collect::<Vec<_>>())
-            .field("cwd", &self.cwd)
-            .field("user", &self.user)
+        self.spec
+            .debug_fields(&mut f.debug_struct("PtyOptions"))
             .field("shell", &self.shell)
-            .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
@@ -81,58 +69,25 @@ impl PtyOptions {
         Self::default()
     }
 
-    /// Sets the environment variable `variable` of the shell to the value of a
-    /// secret in AWS Secrets Manager, read through the sandbox's secret
-    /// cache when it starts (it overrides a secret the sandbox's builder
-    /// bound to the same variable). The value travels only in that
-    /// environment; a variable also given to `env` is refused. See
-    /// [`crate::SandboxBuilder::secret`].
-    ///
-    /// Only with the `secrets` cargo feature.
-    #[cfg(feature = "secrets")]
-    #[must_use]
-    pub fn secret(
-        mut self,
-        variable: impl Into<String>,
-        reference: impl Into<crate::secrets::SecretRef>,
-    ) -> Self {
-        self.secrets.insert(variable.into(), reference.into());
-        self
-    }
-
-    /// An environment variable for the shell.
-    #[must_use]
-    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.envs.insert(name.into(), value.into());
-        self
-    }
-
-    /// The shell's working directory (absolute).
-    #[must_use]
-    pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
-        self.cwd = Some(cwd.into());
-        self
-    }
-
-    /// The user to run as (default `user`).
-    #[must_use]
-    pub fn user(mut self, user: impl Into<String>) -> Self {
-        self.user = Some(user.into());
-        self
+    spec_setters! {
+        /// Sets the environment variable `variable` of the shell to the value
+        /// of a secret in AWS Secrets Manager.
+        secret;
+        /// An environment variable for the shell.
+        env;
+        /// The shell's working directory (absolute).
+        cwd;
+        /// The user to run as (default `user`).
+        user;
+        /// Ends the session after `timeout` (the agent hangs it up, then kills
+        /// it); `Duration::ZERO` means no limit, the default.
+        timeout;
     }
 
     /// The shell to start, started with `-i -l` (default `/bin/bash`).
     #[must_use]
     pub fn shell(mut self, shell: impl Into<String>) -> Self {
         self.shell = Some(shell.into());
-        self
-    }
-
-    /// Ends the session after `timeout` (the agent hangs it up, then kills
-    /// it); `Duration::ZERO` means no limit, the default.
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = (!timeout.is_zero()).then_some(timeout);
         self
     }
 }
@@ -198,18 +153,18 @@ impl Pty<'_> {
     ) -> Result<PtyHandle, SandboxError> {
         boxed!(Result<PtyHandle, SandboxError>, {
             // The same checks as commands, before any I/O.
-            crate::checks::envs(&options.envs)?;
-            let cwd = crate::checks::cwd(options.cwd.as_deref())?;
-            let user = crate::checks::user(options.user.as_deref())?;
-            let timeout_ms = options.timeout.map_or(0, |t| {
+            crate::checks::envs(&options.spec.envs)?;
+            let cwd = crate::checks::cwd(options.spec.cwd.as_deref())?;
+            let user = crate::checks::user(options.spec.user.as_deref())?;
+            let timeout_ms = options.spec.timeout.map_or(0, |t| {
                 u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
             });
             #[cfg(feature = "secrets")]
-            let secrets = options.secrets.clone();
+            let secrets = options.spec.secrets.clone();
             #[cfg_attr(not(feature = "secrets"), allow(unused_mut))]
             let mut request = pb::PtyStart {
                 size: Some(size.to_pb()),
-                envs: options.envs.into_iter().collect(),
+                envs: options.spec.envs.into_iter().collect(),
                 cwd,
                 user: user.map(|username| pb::User { username }),
                 shell: options.shell.filter(|s| !s.is_empty()),
@@ -222,13 +177,7 @@ impl Pty<'_> {
             let opened_at = Instant::now();
             let epoch = self.sandbox.conn().reconnect_epoch();
             let stream = self.sandbox.conn().pty_create(request).await?;
-            let start = Start {
-                epoch,
-                next_seq: 1,
-                waiter: Waiter::Background,
-                total: None,
-                feature: "pty.create",
-            };
+            let start = Start::background(epoch, 1, "pty.create");
             PtyHandle::open(self.sandbox, stream, (start, opened_at), None).await
         })
     }
@@ -260,13 +209,7 @@ impl Pty<'_> {
             .conn()
             .pty_connect(pb::ConnectRequest { pid, from_seq })
             .await?;
-        let start = Start {
-            epoch,
-            next_seq: from_seq,
-            waiter: Waiter::Background,
-            total: None,
-            feature: "pty.connect",
-        };
+        let start = Start::background(epoch, from_seq, "pty.connect");
         PtyHandle::open(self.sandbox, stream, (start, opened_at), Some(pid)).await
     }
 
@@ -321,18 +264,13 @@ async fn resize(sandbox: &Sandbox, pid: u32, size: PtySize) -> Result<(), Sandbo
 }
 
 async fn kill(sandbox: &Sandbox, pid: u32) -> Result<bool, SandboxError> {
-    let outcome = sandbox
-        .conn()
-        .pty_kill(pb::KillPtyRequest { pid }, sandbox.request_timeout())
-        .await;
-    match outcome {
-        Ok(()) => Ok(true),
-        Err(err) if err.kind() == ErrorKind::NotFound => Ok(false),
-        Err(err) => Err(err),
-    }
+    killed(
+        sandbox
+            .conn()
+            .pty_kill(pb::KillPtyRequest { pid }, sandbox.request_timeout())
+            .await,
+    )
 }
-
-type RawMessages = BoxStream<'static, Result<Step<pb::PtyServerMessage>, SandboxError>>;
 
 /// The status of an `exited` message sent when `/suspend` closed the
 /// stream (the terminal lives on).
@@ -340,70 +278,6 @@ const SUSPENDING: &str = end_status::SUSPENDING;
 /// What the caller can do when the sandbox suspends under a terminal.
 const CONNECT_AFTER_RESUME: &str =
     "the terminal keeps running; connect to it again after the resume";
-
-/// A terminal's output as a resumable stream (as a background command's):
-/// numbered data, its `exited` message last, `Pty.Connect(pid, next_seq)`
-/// after a cut.
-struct PtyResume {
-    pid: u32,
-}
-
-impl Resume for PtyResume {
-    type Message = pb::PtyServerMessage;
-
-    fn mark(&self, message: &pb::PtyServerMessage) -> Mark {
-        match &message.message {
-            Some(Message::Data(_)) => Mark::Numbered(message.seq),
-            Some(Message::Exited(end)) if end.status == SUSPENDING => Mark::Suspending,
-            Some(Message::Exited(_)) => Mark::End,
-            _ => Mark::Other,
-        }
-    }
-
-    fn bare_end(&self) -> Option<SandboxError> {
-        Some(SandboxError::protocol_violation(
-            "pty.wait",
-            "the terminal stream ended without an exited message",
-        ))
-    }
-
-    fn suspending(&self) -> SandboxError {
-        SandboxError::sandbox_state("suspending", CONNECT_AFTER_RESUME)
-    }
-
-    /// `Pty.Connect` from `from_seq`; when the agent no longer keeps it
-    /// (OUT_OF_RANGE), from new output, as a gap.
-    fn reopen<'a>(
-        &'a mut self,
-        conn: &'a AgentConn,
-        from_seq: u64,
-        _total: Option<Duration>,
-        _cut_error: &'a SandboxError,
-    ) -> BoxFuture<'a, Result<Reopened<pb::PtyServerMessage>, SandboxError>> {
-        Box::pin(async move {
-            let pid = self.pid;
-            let (mut stream, gap) =
-                match conn.pty_connect(pb::ConnectRequest { pid, from_seq }).await {
-                    Err(err) if err.meta().grpc_code() == Some(GrpcCode::OutOfRange) => (
-                        conn.pty_connect(pb::ConnectRequest { pid, from_seq: 0 })
-                            .await?,
-                        true,
-                    ),
-                    outcome => (outcome?, false),
-                };
-            match stream.message().await? {
-                Some(pb::PtyServerMessage {
-                    message: Some(Message::Started(started)),
-                    ..
-                }) if started.pid == pid => Ok(Reopened { stream, gap }),
-                _ => Err(SandboxError::protocol_violation(
-                    "pty.connect",
-                    "the terminal stream did not start with the started message of the terminal",
-                )),
-            }
-        })
-    }
-}
 
 /// A terminal (from [`Pty::create`] or [`Pty::connect`]): a [`Stream`] of
 /// its output that ends when the shell ends; [`PtyHandle::wait`] then says
@@ -418,24 +292,41 @@ impl Resume for PtyResume {
 /// MiB), it reads on with new output and [`PtyHandle::output_lost`] says
 /// so. A sandbox that ended makes its last item `SandboxNotFound`.
 pub struct PtyHandle {
-    sandbox: Sandbox,
-    pid: u32,
-    /// In a mutex only to make the handle `Sync` (so that the futures of
-    /// its `&self` methods are `Send`); polling takes it with `get_mut`.
-    messages: std::sync::Mutex<RawMessages>,
-    last_seq: Option<u64>,
-    output_lost: bool,
-    exited: Option<pb::PtyExited>,
-    failure: Option<SandboxError>,
+    core: ProcessCore<pb::PtyServerMessage, pb::PtyExited>,
 }
 
 impl fmt::Debug for PtyHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PtyHandle")
-            .field("pid", &self.pid)
-            .field("last_seq", &self.last_seq)
-            .field("exited", &self.exited.is_some())
-            .finish_non_exhaustive()
+        self.core.fmt_handle(f, "PtyHandle", "exited")
+    }
+}
+
+/// A terminal's stream: its started message and its protocol violations
+/// (all named `pty.wait`).
+static PTY: Protocol<pb::PtyServerMessage> = Protocol {
+    started: started_pid,
+    mark: |message| match &message.message {
+        Some(Message::Data(_)) => Mark::Numbered(message.seq),
+        Some(Message::Exited(end)) if end.status == SUSPENDING => Mark::Suspending,
+        Some(Message::Exited(_)) => Mark::End,
+        _ => Mark::Other,
+    },
+    connect: |conn, request, _total, _feature| Box::pin(conn.pty_connect(request)),
+    bad_restart: |_feature| {
+        SandboxError::protocol_violation(
+            "pty.connect",
+            "the terminal stream did not start with the started message of the terminal",
+        )
+    },
+    no_end: "the terminal stream ended without an exited message",
+    second_start: "the terminal stream sent a second started message",
+};
+
+/// The pid of a terminal stream's started message.
+fn started_pid(message: &pb::PtyServerMessage) -> Option<u32> {
+    match &message.message {
+        Some(Message::Started(started)) => Some(started.pid),
+        _ => None,
     }
 }
 
@@ -445,52 +336,39 @@ impl PtyHandle {
     /// `start.next_seq` on (0: only new output) across cuts.
     async fn open(
         sandbox: &Sandbox,
-        mut stream: AgentStream<pb::PtyServerMessage>,
+        stream: AgentStream<pb::PtyServerMessage>,
         (start, opened_at): (Start, Instant),
         expected: Option<u32>,
     ) -> Result<Self, SandboxError> {
         let feature = start.feature;
-        let pid = match stream.message().await? {
-            Some(pb::PtyServerMessage {
-                message: Some(Message::Started(started)),
-                ..
-            }) if expected.is_none_or(|pid| pid == started.pid) => started.pid,
-            _ => {
-                return Err(SandboxError::protocol_violation(
+        let core = ProcessCore::open(
+            sandbox,
+            stream,
+            (start, opened_at),
+            expected,
+            || {
+                SandboxError::protocol_violation(
                     feature,
                     "the terminal stream did not start with the started message of the terminal",
-                ));
-            }
-        };
-        let messages = ResumableStream::new(
-            sandbox.conn().clone(),
-            PtyResume { pid },
-            stream,
-            start,
-            opened_at,
+                )
+            },
+            &PTY,
+            ("pty.wait", CONNECT_AFTER_RESUME),
         )
-        .into_stream();
-        Ok(Self {
-            sandbox: sandbox.clone(),
-            pid,
-            messages: std::sync::Mutex::new(messages),
-            last_seq: None,
-            output_lost: false,
-            exited: None,
-            failure: None,
-        })
+        .await?;
+        Ok(Self { core })
     }
 
     /// The shell's process id.
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.core.pid()
     }
 
     /// True once output was lost across a reconnect: the agent no longer
     /// kept what the terminal wrote while the connection was down, and the
     /// stream read on with new output.
     pub fn output_lost(&self) -> bool {
-        self.output_lost
+        self.core.output_lost()
     }
 
     /// Types `data` into the terminal (`b"ls\n"`; `b"\x03"` is Ctrl-C).
@@ -498,7 +376,7 @@ impl PtyHandle {
     /// # Errors
     /// As [`Pty::send_input`].
     pub async fn send_input(&self, data: impl Into<Vec<u8>>) -> Result<(), SandboxError> {
-        send_input(&self.sandbox, self.pid, data.into()).await
+        send_input(self.core.sandbox(), self.core.pid(), data.into()).await
     }
 
     /// Resizes the terminal.
@@ -506,7 +384,7 @@ impl PtyHandle {
     /// # Errors
     /// As [`Pty::resize`].
     pub async fn resize(&self, size: PtySize) -> Result<(), SandboxError> {
-        resize(&self.sandbox, self.pid, size).await
+        resize(self.core.sandbox(), self.core.pid(), size).await
     }
 
     /// Kills the shell; `false` when it had already ended.
@@ -514,13 +392,13 @@ impl PtyHandle {
     /// # Errors
     /// Transport failures.
     pub async fn kill(&self) -> Result<bool, SandboxError> {
-        kill(&self.sandbox, self.pid).await
+        kill(self.core.sandbox(), self.core.pid()).await
     }
 
     /// Stops reading; the terminal keeps running. Returns the last sequence
     /// number received.
     pub fn disconnect(self) -> Option<u64> {
-        self.last_seq
+        self.core.last_seq()
     }
 
     /// Reads (and drops) the rest of the output and waits for the shell to
@@ -531,18 +409,8 @@ impl PtyHandle {
     /// `Timeout { scope: Sandbox }`; `SandboxState` when the sandbox is
     /// suspending (the terminal lives on); transport failures.
     pub async fn wait(mut self) -> Result<PtyExit, SandboxError> {
-        while let Some(item) = self.next().await {
-            item?;
-        }
-        if let Some(failure) = self.failure.take() {
-            return Err(failure);
-        }
-        let Some(end) = self.exited.take() else {
-            return Err(SandboxError::protocol_violation(
-                "pty.wait",
-                "the terminal stream ended without an exited message",
-            ));
-        };
+        drain(&mut self).await?;
+        let end = self.core.take_end()?;
         if matches!(
             end.status.as_str(),
             end_status::EXITED | end_status::SIGNALED
@@ -579,54 +447,20 @@ impl Stream for PtyHandle {
     type Item = Result<PtyOutput, SandboxError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = &mut *self;
-        loop {
-            if this.exited.is_some() || this.failure.is_some() {
-                return Poll::Ready(None);
-            }
-            let messages = this
-                .messages
-                .get_mut()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let item = ready!(messages.as_mut().poll_next(cx)).unwrap_or_else(|| {
-                Err(SandboxError::protocol_violation(
-                    "pty.wait",
-                    "the terminal stream ended without an exited message",
-                ))
-            });
-            let message = match item {
-                Ok(Step::Message(message)) => message,
-                Ok(Step::Resumed { lost_from, .. }) => {
-                    this.output_lost |= lost_from.is_some();
-                    continue;
-                }
-                Err(err) => {
-                    this.failure = Some(err.clone());
-                    return Poll::Ready(Some(Err(err)));
-                }
-            };
-            match message.message {
-                Some(Message::Data(data)) => {
-                    this.last_seq = Some(message.seq);
-                    return Poll::Ready(Some(Ok(PtyOutput {
-                        data,
-                        seq: message.seq,
-                    })));
-                }
-                Some(Message::Exited(end)) => {
-                    this.exited = Some(end);
-                    return Poll::Ready(None);
-                }
-                Some(Message::Keepalive(_)) | None => {}
-                Some(Message::Started(_)) => {
-                    let err = SandboxError::protocol_violation(
-                        "pty.wait",
-                        "the terminal stream sent a second started message",
-                    );
-                    this.failure = Some(err.clone());
-                    return Poll::Ready(Some(Err(err)));
-                }
-            }
-        }
+        let decode = |message: pb::PtyServerMessage| match message.message {
+            Some(Message::Data(data)) => Decoded::Chunk(
+                message.seq,
+                Some(PtyOutput {
+                    data,
+                    seq: message.seq,
+                }),
+            ),
+            Some(Message::Exited(end)) => Decoded::End(end),
+            Some(Message::Keepalive(_)) | None => Decoded::Skip,
+            Some(Message::Started(_)) => Decoded::Restart,
+        };
+        // A gap only sets `output_lost`: a terminal's stream has no item
+        // for it.
+        self.core.poll_next(cx, decode, |_| None)
     }
 }

@@ -1,9 +1,9 @@
 //! Code contexts: create (with an options struct), list, restart, remove.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use super::{CONTEXT_TIMEOUT, CodeContext, normalise_language};
+use crate::commands::{ProcessSpec, spec_setters};
 use crate::error::SandboxError;
 use crate::pb;
 use crate::sandbox::Sandbox;
@@ -13,21 +13,16 @@ use crate::sandbox::Sandbox;
 #[non_exhaustive]
 pub struct CodeContextOptions {
     language: Option<String>,
-    cwd: Option<String>,
-    envs: BTreeMap<String, String>,
-    /// Environment variables from Secrets Manager (references only).
-    #[cfg(feature = "secrets")]
-    secrets: crate::secrets::inject::SecretEnv,
+    /// Cwd, env, secrets.
+    spec: ProcessSpec,
 }
 
 // Env values may be secret: names only.
 impl fmt::Debug for CodeContextOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CodeContextOptions")
-            .field("language", &self.language)
-            .field("cwd", &self.cwd)
-            .field("envs", &self.envs.keys().collect::<Vec<_>>())
-            .finish_non_exhaustive()
+        let mut f = f.debug_struct("CodeContextOptions");
+        f.field("language", &self.language);
+        self.spec.debug_fields(&mut f).finish_non_exhaustive()
     }
 }
 
@@ -37,23 +32,15 @@ impl CodeContextOptions {
         Self::default()
     }
 
-    /// Sets the environment variable `variable` of the context's kernel to the value of a
-    /// secret in AWS Secrets Manager, read through the sandbox's secret
-    /// cache when it starts (it overrides a secret the sandbox's builder
-    /// bound to the same variable). Any language. The value travels only in that
-    /// environment; a variable also given to `env` is refused. See
-    /// [`crate::SandboxBuilder::secret`].
-    ///
-    /// Only with the `secrets` cargo feature.
-    #[cfg(feature = "secrets")]
-    #[must_use]
-    pub fn secret(
-        mut self,
-        variable: impl Into<String>,
-        reference: impl Into<crate::secrets::SecretRef>,
-    ) -> Self {
-        self.secrets.insert(variable.into(), reference.into());
-        self
+    spec_setters! {
+        /// Sets the environment variable `variable` of the context's kernel to
+        /// the value of a secret in AWS Secrets Manager (any language).
+        secret;
+        /// The kernel's working directory: absolute, or relative to
+        /// `/home/user` like relative file paths.
+        cwd;
+        /// An environment variable the kernel starts with.
+        env;
     }
 
     /// The context's language: `python` (the default), `bash`,
@@ -61,21 +48,6 @@ impl CodeContextOptions {
     #[must_use]
     pub fn language(mut self, language: impl Into<String>) -> Self {
         self.language = Some(language.into());
-        self
-    }
-
-    /// The kernel's working directory: absolute, or relative to
-    /// `/home/user` like relative file paths.
-    #[must_use]
-    pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
-        self.cwd = Some(cwd.into());
-        self
-    }
-
-    /// An environment variable the kernel starts with.
-    #[must_use]
-    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.envs.insert(name.into(), value.into());
         self
     }
 }
@@ -106,16 +78,16 @@ impl Sandbox {
         if let Some(language) = &options.language {
             crate::checks::language(language)?;
         }
-        crate::checks::envs(&options.envs)?;
-        let cwd = crate::checks::context_cwd(options.cwd.as_deref())?;
+        crate::checks::envs(&options.spec.envs)?;
+        let cwd = crate::checks::context_cwd(options.spec.cwd.as_deref())?;
         let language = options
             .language
             .as_deref()
             .map_or_else(|| "python".to_owned(), normalise_language);
         #[cfg_attr(not(feature = "secrets"), allow(unused_mut))]
-        let mut envs = options.envs.into_iter().collect();
+        let mut envs = options.spec.envs.into_iter().collect();
         #[cfg(feature = "secrets")]
-        self.inject_secrets(&options.secrets, true, &mut envs)
+        self.inject_secrets(&options.spec.secrets, true, &mut envs)
             .await?;
         let response = self
             .conn()

@@ -7,25 +7,21 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
-use std::task::{Context, Poll, ready};
-use std::time::Duration;
+use std::task::{Context, Poll};
 
-use futures_util::future::BoxFuture;
-use futures_util::stream::BoxStream;
-use futures_util::{Stream, StreamExt as _};
+use futures_util::Stream;
 use tokio::time::Instant;
 
+use super::process::{Decoded, ProcessCore, Protocol, drain, killed};
 use super::{
     CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, SUSPENDING, feed_stdin,
-    resubscribe_process, start_request,
+    start_request,
 };
-use crate::error::{ErrorKind, SandboxError};
+use crate::error::SandboxError;
 use crate::pb;
 use crate::pb::process_event::Event;
 use crate::sandbox::Sandbox;
-use crate::transport::{
-    AgentConn, AgentStream, Mark, Reopened, ResumableStream, Resume, Start, Step, Waiter,
-};
+use crate::transport::{AgentStream, Mark, Start, Waiter};
 
 /// SIGKILL: what `kill` sends.
 const SIGKILL: i32 = 9;
@@ -183,60 +179,10 @@ impl CommandOptions {
     }
 }
 
-type RawEvents = BoxStream<'static, Result<Step<pb::ProcessEvent>, SandboxError>>;
-
 /// What the caller can do when the sandbox suspends under a background
 /// command.
 pub(crate) const CONNECT_AFTER_RESUME: &str =
     "the process keeps running; connect to it again after the resume";
-
-/// A process's output as a resumable stream: numbered chunks, its end
-/// event last, `Process.Connect(pid, next_seq)` after a cut.
-pub(crate) struct ProcessResume {
-    pub(crate) pid: u32,
-    /// Names the call in errors (`commands.run`, `commands.wait`).
-    pub(crate) feature: &'static str,
-    /// What the caller can do after a `suspending` end.
-    pub(crate) suspending_hint: &'static str,
-}
-
-impl Resume for ProcessResume {
-    type Message = pb::ProcessEvent;
-
-    fn mark(&self, message: &pb::ProcessEvent) -> Mark {
-        match &message.event {
-            Some(Event::Data(data)) => Mark::Numbered(data.seq),
-            Some(Event::End(end)) if end.status == SUSPENDING => Mark::Suspending,
-            Some(Event::End(_)) => Mark::End,
-            _ => Mark::Other,
-        }
-    }
-
-    fn bare_end(&self) -> Option<SandboxError> {
-        Some(SandboxError::protocol_violation(
-            self.feature,
-            "the process stream ended without an end event",
-        ))
-    }
-
-    fn suspending(&self) -> SandboxError {
-        SandboxError::sandbox_state("suspending", self.suspending_hint)
-    }
-
-    fn reopen<'a>(
-        &'a mut self,
-        conn: &'a AgentConn,
-        from_seq: u64,
-        total: Option<Duration>,
-        _cut_error: &'a SandboxError,
-    ) -> BoxFuture<'a, Result<Reopened<pb::ProcessEvent>, SandboxError>> {
-        Box::pin(async move {
-            let (stream, gap) =
-                resubscribe_process(conn, self.pid, from_seq, total, self.feature).await?;
-            Ok(Reopened { stream, gap })
-        })
-    }
-}
 
 /// A background command (from [`Commands::spawn`] or
 /// [`Commands::connect`]).
@@ -262,38 +208,47 @@ impl Resume for ProcessResume {
 /// `SandboxState`, one not back within the reconnect budget
 /// `Sandbox { connection_lost }`.
 pub struct CommandHandle {
-    sandbox: Sandbox,
-    pid: u32,
+    core: ProcessCore<pb::ProcessEvent, pb::EndEvent>,
     /// For messages: the command, when this handle started it.
     command: String,
-    /// The stream and the callbacks are in mutexes only to make the handle
-    /// `Sync` (so that the futures of its `&self` methods are `Send`);
-    /// polling takes them with `get_mut`, without locking.
-    events: Mutex<RawEvents>,
     stdout: OutputBuffer,
     stderr: OutputBuffer,
+    /// The callbacks are in mutexes only to make the handle `Sync` (so that
+    /// the futures of its `&self` methods are `Send`); polling takes them
+    /// with `get_mut`, without locking.
     on_stdout: Mutex<Option<OutputCallback>>,
     on_stderr: Mutex<Option<OutputCallback>>,
-    last_seq: Option<u64>,
-    /// Set when re-subscribing after a cut could not bring all the output.
-    output_lost: bool,
-    end: Option<pb::EndEvent>,
-    failure: Option<SandboxError>,
-    /// Names the call in errors.
-    feature: &'static str,
     /// What the caller can do when the sandbox suspends.
     suspending_hint: &'static str,
 }
 
 impl fmt::Debug for CommandHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CommandHandle")
-            .field("pid", &self.pid)
-            .field("last_seq", &self.last_seq)
-            .field("ended", &self.end.is_some())
-            .finish_non_exhaustive()
+        self.core.fmt_handle(f, "CommandHandle", "ended")
     }
 }
+
+/// A process's stream: its start event and its protocol violations.
+static PROCESS: Protocol<pb::ProcessEvent> = Protocol {
+    started: started_pid,
+    mark: |event| match &event.event {
+        Some(Event::Data(data)) => Mark::Numbered(data.seq),
+        Some(Event::End(end)) if end.status == SUSPENDING => Mark::Suspending,
+        Some(Event::End(_)) => Mark::End,
+        _ => Mark::Other,
+    },
+    connect: |conn, request, total, feature| {
+        Box::pin(conn.connect_process(request, total, feature))
+    },
+    bad_restart: |feature| {
+        SandboxError::protocol_violation(
+            feature,
+            "the process stream did not start with a start event",
+        )
+    },
+    no_end: "the process stream ended without an end event",
+    second_start: "the process stream sent a second start event",
+};
 
 impl CommandHandle {
     /// Reads the stream's first event, which must be the start of `expected`
@@ -301,73 +256,63 @@ impl CommandHandle {
     /// `start.next_seq` on (0: only new output) across cuts.
     pub(crate) async fn open(
         sandbox: &Sandbox,
-        mut stream: AgentStream<pb::ProcessEvent>,
+        stream: AgentStream<pb::ProcessEvent>,
         (start, opened_at): (Start, Instant),
         expected: Option<u32>,
         (command, suspending_hint): (String, &'static str),
         options: Option<CommandOptions>,
     ) -> Result<Self, SandboxError> {
-        let pid = match stream.message().await? {
-            Some(pb::ProcessEvent {
-                event: Some(Event::Start(start)),
-            }) if expected.is_none_or(|pid| pid == start.pid) => start.pid,
-            _ if start.waiter == Waiter::Foreground => {
-                return Err(SandboxError::protocol_violation(
-                    start.feature,
-                    "the process stream did not start with a start event",
-                ));
-            }
-            _ => {
-                return Err(SandboxError::protocol_violation(
-                    start.feature,
-                    "the process stream did not start with the start event of the process",
-                ));
-            }
-        };
         let (on_stdout, on_stderr) = options.map_or((None, None), |o| (o.on_stdout, o.on_stderr));
         let feature = match start.waiter {
             Waiter::Foreground => start.feature,
             Waiter::Background => "commands.wait",
         };
-        let resume = ProcessResume {
-            pid,
-            feature,
-            suspending_hint,
+        let (start_feature, waiter) = (start.feature, start.waiter);
+        let bad_start = move || {
+            SandboxError::protocol_violation(
+                start_feature,
+                if waiter == Waiter::Foreground {
+                    "the process stream did not start with a start event"
+                } else {
+                    "the process stream did not start with the start event of the process"
+                },
+            )
         };
-        let events = ResumableStream::new(sandbox.conn().clone(), resume, stream, start, opened_at)
-            .into_stream();
+        let core = ProcessCore::open(
+            sandbox,
+            stream,
+            (start, opened_at),
+            expected,
+            bad_start,
+            &PROCESS,
+            (feature, suspending_hint),
+        )
+        .await?;
         Ok(Self {
-            sandbox: sandbox.clone(),
-            pid,
+            core,
             command,
-            events: Mutex::new(events),
             stdout: OutputBuffer::default(),
             stderr: OutputBuffer::default(),
             on_stdout: Mutex::new(on_stdout),
             on_stderr: Mutex::new(on_stderr),
-            last_seq: None,
-            output_lost: false,
-            end: None,
-            failure: None,
-            feature,
             suspending_hint,
         })
     }
 
     /// The process id.
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.core.pid()
     }
 
     /// The sequence number of the last chunk this handle received, if any.
     pub fn last_seq(&self) -> Option<u64> {
-        self.last_seq
+        self.core.last_seq()
     }
 
     /// True once output was lost across a reconnect (the stream yielded a
     /// [`CommandEvent::OutputLost`]).
     pub fn output_lost(&self) -> bool {
-        self.output_lost
+        self.core.output_lost()
     }
 
     /// Reads the rest of the output and waits for the process to end.
@@ -379,24 +324,14 @@ impl CommandHandle {
     /// failures; `SandboxState` when the sandbox is suspending (the process
     /// lives on: connect to it again after the resume).
     pub async fn wait(mut self) -> Result<CommandResult, SandboxError> {
-        while let Some(event) = self.next().await {
-            event?;
-        }
-        if let Some(failure) = self.failure.take() {
-            return Err(failure);
-        }
-        let Some(end) = self.end.take() else {
-            return Err(SandboxError::protocol_violation(
-                self.feature,
-                "the process stream ended without an end event",
-            ));
-        };
+        drain(&mut self).await?;
+        let end = self.core.take_end()?;
         super::finish(
             end,
             self.stdout,
             self.stderr,
             &self.command,
-            self.output_lost,
+            self.core.output_lost(),
             self.suspending_hint,
         )
     }
@@ -408,7 +343,7 @@ impl CommandHandle {
     /// # Errors
     /// Transport failures.
     pub async fn kill(&self) -> Result<bool, SandboxError> {
-        kill_pid(&self.sandbox, self.pid).await
+        kill_pid(self.core.sandbox(), self.core.pid()).await
     }
 
     /// Writes bytes to the process's stdin (spawned with
@@ -418,14 +353,15 @@ impl CommandHandle {
     /// `InvalidArgument` when stdin is not open; `NotFound` when the
     /// process has ended; transport failures.
     pub async fn send_stdin(&self, data: impl Into<Vec<u8>>) -> Result<(), SandboxError> {
-        self.sandbox
+        let sandbox = self.core.sandbox();
+        sandbox
             .conn()
             .send_input(
                 pb::SendInputRequest {
-                    pid: self.pid,
+                    pid: self.core.pid(),
                     data: data.into(),
                 },
-                self.sandbox.request_timeout(),
+                sandbox.request_timeout(),
             )
             .await
     }
@@ -435,11 +371,14 @@ impl CommandHandle {
     /// # Errors
     /// As [`CommandHandle::send_stdin`].
     pub async fn close_stdin(&self) -> Result<(), SandboxError> {
-        self.sandbox
+        let sandbox = self.core.sandbox();
+        sandbox
             .conn()
             .close_stdin(
-                pb::CloseStdinRequest { pid: self.pid },
-                self.sandbox.request_timeout(),
+                pb::CloseStdinRequest {
+                    pid: self.core.pid(),
+                },
+                sandbox.request_timeout(),
             )
             .await
     }
@@ -448,7 +387,24 @@ impl CommandHandle {
     /// last sequence number received (read on with
     /// [`Commands::connect_from`] at that plus one).
     pub fn disconnect(self) -> Option<u64> {
-        self.last_seq
+        self.core.last_seq()
+    }
+}
+
+/// The pid of a process stream's start event.
+fn started_pid(event: &pb::ProcessEvent) -> Option<u32> {
+    match &event.event {
+        Some(Event::Start(start)) => Some(start.pid),
+        _ => None,
+    }
+}
+
+/// Feeds a chunk to its buffer and its callback.
+fn seen(buffer: &mut OutputBuffer, callback: &mut Mutex<Option<OutputCallback>>, bytes: &[u8]) {
+    let text = buffer.push(bytes);
+    let callback = callback.get_mut().unwrap_or_else(PoisonError::into_inner);
+    if let Some(cb) = callback {
+        cb(&text);
     }
 }
 
@@ -457,105 +413,48 @@ impl Stream for CommandHandle {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
-        loop {
-            if this.end.is_some() || this.failure.is_some() {
-                return Poll::Ready(None);
-            }
-            let events = this
-                .events
-                .get_mut()
-                .unwrap_or_else(PoisonError::into_inner);
-            let Some(item) = ready!(events.as_mut().poll_next(cx)) else {
-                let err = SandboxError::protocol_violation(
-                    this.feature,
-                    "the process stream ended without an end event",
-                );
-                this.failure = Some(err.clone());
-                return Poll::Ready(Some(Err(err)));
-            };
-            let event = match item {
-                Ok(Step::Message(event)) => event,
-                Ok(Step::Resumed {
-                    lost_from: Some(from_seq),
-                    ..
-                }) => {
-                    this.output_lost = true;
-                    return Poll::Ready(Some(Ok(CommandEvent::OutputLost { from_seq })));
-                }
-                Ok(Step::Resumed {
-                    lost_from: None, ..
-                }) => continue,
-                Err(err) => {
-                    this.failure = Some(err.clone());
-                    return Poll::Ready(Some(Err(err)));
-                }
-            };
-            match event.event {
-                Some(Event::Data(data)) => {
-                    this.last_seq = Some(data.seq);
-                    match data.output {
-                        Some(pb::data_event::Output::Stdout(bytes)) => {
-                            let text = this.stdout.push(&bytes);
-                            let callback = this.on_stdout.get_mut();
-                            if let Some(cb) = callback.unwrap_or_else(PoisonError::into_inner) {
-                                cb(&text);
-                            }
-                            return Poll::Ready(Some(Ok(CommandEvent::Stdout {
-                                data: bytes,
-                                seq: data.seq,
-                            })));
-                        }
-                        Some(pb::data_event::Output::Stderr(bytes)) => {
-                            let text = this.stderr.push(&bytes);
-                            let callback = this.on_stderr.get_mut();
-                            if let Some(cb) = callback.unwrap_or_else(PoisonError::into_inner) {
-                                cb(&text);
-                            }
-                            return Poll::Ready(Some(Ok(CommandEvent::Stderr {
-                                data: bytes,
-                                seq: data.seq,
-                            })));
-                        }
-                        None => {}
+        let decode = |event: pb::ProcessEvent| match event.event {
+            Some(Event::Data(data)) => {
+                let seq = data.seq;
+                let item = match data.output {
+                    Some(pb::data_event::Output::Stdout(bytes)) => {
+                        seen(&mut this.stdout, &mut this.on_stdout, &bytes);
+                        Some(CommandEvent::Stdout { data: bytes, seq })
                     }
-                }
-                Some(Event::End(end)) => {
-                    this.end = Some(end);
-                    return Poll::Ready(None);
-                }
-                Some(Event::Keepalive(_)) | None => {}
-                Some(Event::Start(_)) => {
-                    let err = SandboxError::protocol_violation(
-                        this.feature,
-                        "the process stream sent a second start event",
-                    );
-                    this.failure = Some(err.clone());
-                    return Poll::Ready(Some(Err(err)));
-                }
+                    Some(pb::data_event::Output::Stderr(bytes)) => {
+                        seen(&mut this.stderr, &mut this.on_stderr, &bytes);
+                        Some(CommandEvent::Stderr { data: bytes, seq })
+                    }
+                    None => None,
+                };
+                Decoded::Chunk(seq, item)
             }
-        }
+            Some(Event::End(end)) => Decoded::End(end),
+            Some(Event::Keepalive(_)) | None => Decoded::Skip,
+            Some(Event::Start(_)) => Decoded::Restart,
+        };
+        this.core.poll_next(cx, decode, |from_seq| {
+            Some(CommandEvent::OutputLost { from_seq })
+        })
     }
 }
 
 async fn kill_pid(sandbox: &Sandbox, pid: u32) -> Result<bool, SandboxError> {
-    let outcome = sandbox
-        .conn()
-        .send_signal(
-            pb::SendSignalRequest {
-                pid,
-                signal: SIGKILL,
-            },
-            sandbox.request_timeout(),
-        )
-        .await;
-    match outcome {
-        Ok(()) => Ok(true),
-        Err(err) if err.kind() == ErrorKind::NotFound => Ok(false),
-        Err(err) => Err(err),
-    }
+    killed(
+        sandbox
+            .conn()
+            .send_signal(
+                pb::SendSignalRequest {
+                    pid,
+                    signal: SIGKILL,
+                },
+                sandbox.request_timeout(),
+            )
+            .await,
+    )
 }
 
-impl Commands<'_> {
+impl<'a> Commands<'a> {
     /// Starts `cmd` with `bash -l -c` in the background and returns its
     /// handle once the agent has started it. The options' timeout (60 s by
     /// default; [`CommandOptions::no_timeout`] for a server) bounds the
@@ -571,11 +470,9 @@ impl Commands<'_> {
         cmd: &str,
         options: CommandOptions,
     ) -> Result<CommandHandle, SandboxError> {
-        let op = crate::otel::Op::new(crate::otel::Name::CommandsRun)
-            .on(self.sandbox)
-            .with(crate::otel::Attr::Background(true));
         boxed!(Result<CommandHandle, SandboxError>, {
-            op.run(self.spawn_inner(cmd, options), crate::otel::nothing)
+            self.op(true)
+                .run(self.spawn_inner(cmd, options), crate::otel::nothing)
                 .await
         })
     }
@@ -585,60 +482,57 @@ impl Commands<'_> {
     async fn spawn_inner(
         &self,
         cmd: &str,
-        mut options: CommandOptions,
+        options: CommandOptions,
     ) -> Result<CommandHandle, SandboxError> {
-        {
-            let stdin_bytes = options.stdin.take();
-            let request_timeout = options
-                .request_timeout
-                .unwrap_or_else(|| self.sandbox.request_timeout());
-            let (handle, total) = self
-                .start(
-                    cmd,
-                    options,
-                    stdin_bytes.is_some(),
-                    (Waiter::Background, "commands.spawn", CONNECT_AFTER_RESUME),
-                )
-                .await?;
-            // Stdin given with the command is part of it, as for `run`: sent in
-            // pieces, and a process that ended or closed its stdin first is not
-            // an error (its end decides the outcome).
-            feed_stdin(
-                self.sandbox.conn(),
-                handle.pid(),
-                stdin_bytes,
-                total,
-                request_timeout,
+        let (handle, feed) = self
+            .start(
+                cmd,
+                options,
+                (Waiter::Background, "commands.spawn", CONNECT_AFTER_RESUME),
             )
             .await?;
-            Ok(handle)
-        }
+        // Stdin given with the command is part of it, as for `run`: sent in
+        // pieces, and a process that ended or closed its stdin first is not
+        // an error (its end decides the outcome).
+        feed.await?;
+        Ok(handle)
     }
 
     /// Starts `cmd` (the same checks and request for `run` and `spawn`,
     /// before any I/O) and returns its handle, reading with `waiter`, and
-    /// the command's whole time; `stdin`: the process gets a stdin pipe
-    /// for bytes the caller feeds.
+    /// the feeding of the options' stdin bytes (if any) to it, bounded by
+    /// the command's whole time.
     pub(crate) async fn start(
         &self,
         cmd: &str,
-        options: CommandOptions,
-        stdin: bool,
+        mut options: CommandOptions,
         (waiter, feature, suspending_hint): (Waiter, &'static str, &'static str),
-    ) -> Result<(CommandHandle, Option<Duration>), SandboxError> {
+    ) -> Result<
+        (
+            CommandHandle,
+            impl Future<Output = Result<(), SandboxError>> + Send + 'a,
+        ),
+        SandboxError,
+    > {
+        let stdin = options.stdin.take();
+        let request_timeout = options
+            .spec
+            .request_timeout
+            .unwrap_or_else(|| self.sandbox.request_timeout());
         #[cfg_attr(not(feature = "secrets"), allow(unused_mut))]
-        let (mut request, total) = start_request(cmd, &options, options.stdin_open || stdin)?;
+        let (mut request, total) =
+            start_request(cmd, &options, options.stdin_open || stdin.is_some())?;
         #[cfg(feature = "secrets")]
         if let Some(process) = request.process.as_mut() {
             self.sandbox
-                .inject_secrets(&options.secrets, true, &mut process.envs)
+                .inject_secrets(&options.spec.secrets, true, &mut process.envs)
                 .await?;
         }
         let conn = self.sandbox.conn();
         let opened_at = Instant::now();
         let epoch = conn.reconnect_epoch();
         let stream = conn
-            .start_process(request, (total, options.request_timeout))
+            .start_process(request, (total, options.spec.request_timeout))
             .await?;
         let start = Start {
             epoch,
@@ -658,7 +552,8 @@ impl Commands<'_> {
             Some(options),
         )
         .await?;
-        Ok((handle, total))
+        let feed = feed_stdin(conn, handle.pid(), stdin, total, request_timeout);
+        Ok((handle, feed))
     }
 
     /// Attaches to a running (or just ended) process and reads its output
@@ -705,13 +600,7 @@ impl Commands<'_> {
                 "commands.connect",
             )
             .await?;
-        let start = Start {
-            epoch,
-            next_seq: from_seq,
-            waiter: Waiter::Background,
-            total: None,
-            feature: "commands.connect",
-        };
+        let start = Start::background(epoch, from_seq, "commands.connect");
         CommandHandle::open(
             self.sandbox,
             stream,

@@ -5,15 +5,57 @@
 //! hierarchy can only change in one place, and a golden test pins it.
 
 use super::codes::SandboxCode;
+use super::{ErrorMeta, SandboxError};
 
-/// Every kind of [`SandboxError`](crate::SandboxError), fieldless.
-///
-/// Kinds form a graph (a kind may have several parents). The stable string
-/// of a kind ([`ErrorKind::as_str`]) is a public contract: kinds are only
-/// ever added, never renamed.
-#[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ErrorKind {
+/// `ErrorKind`, `ErrorKind::ALL` and the `kind()`, `meta()` and
+/// `meta_mut()` of [`SandboxError`] from one list: every variant of
+/// `SandboxError` is named as its kind and holds a `meta`. The matches are
+/// exhaustive without a `_` arm, so a variant fails to compile until it is
+/// listed here.
+macro_rules! kinds {
+    ($($(#[$doc:meta])* $kind:ident,)*) => {
+        /// Every kind of [`SandboxError`](crate::SandboxError), fieldless.
+        ///
+        /// Kinds form a graph (a kind may have several parents). The stable string
+        /// of a kind ([`ErrorKind::as_str`]) is a public contract: kinds are only
+        /// ever added, never renamed.
+        #[non_exhaustive]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum ErrorKind {
+            $($(#[$doc])* $kind,)*
+        }
+
+        impl ErrorKind {
+            /// Every kind, in declaration order.
+            pub const ALL: &'static [ErrorKind] = &[$(Self::$kind),*];
+        }
+
+        impl SandboxError {
+            /// The kind of this error.
+            pub fn kind(&self) -> ErrorKind {
+                match self {
+                    $(Self::$kind { .. } => ErrorKind::$kind,)*
+                }
+            }
+
+            /// The shared metadata.
+            pub fn meta(&self) -> &ErrorMeta {
+                match self {
+                    $(Self::$kind { meta, .. })|* => meta,
+                }
+            }
+
+            /// The shared metadata, mutable (the retry layer records attempts).
+            pub(crate) fn meta_mut(&mut self) -> &mut ErrorMeta {
+                match self {
+                    $(Self::$kind { meta, .. })|* => meta,
+                }
+            }
+        }
+    };
+}
+
+kinds! {
     /// `sandbox`: the root of every sandbox failure.
     Sandbox,
     /// `timeout`: a deadline passed.
@@ -85,40 +127,6 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// Every kind, in declaration order.
-    pub const ALL: &'static [ErrorKind] = &[
-        Self::Sandbox,
-        Self::Timeout,
-        Self::InvalidArgument,
-        Self::NotFound,
-        Self::FileNotFound,
-        Self::SandboxNotFound,
-        Self::SandboxNotReady,
-        Self::SandboxState,
-        Self::SandboxLifetime,
-        Self::CommandExit,
-        Self::DiskFull,
-        Self::RateLimit,
-        Self::Authentication,
-        Self::QuotaExceeded,
-        Self::Capacity,
-        Self::Unimplemented,
-        Self::LifecycleUnsupported,
-        Self::Build,
-        Self::Template,
-        Self::PoolClosed,
-        Self::Stack,
-        Self::SandboxIndex,
-        Self::IndexWrite,
-        Self::Persistence,
-        Self::Transfer,
-        Self::FileUpload,
-        Self::Secret,
-        Self::SecretNotFound,
-        Self::GitAuth,
-        Self::GitUpstream,
-    ];
-
     /// The stable string of the kind, e.g. `file_not_found`.
     pub const fn as_str(self) -> &'static str {
         match self {

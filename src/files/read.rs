@@ -8,7 +8,6 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::{EntryInfo, Files};
@@ -16,7 +15,7 @@ use crate::error::SandboxError;
 use crate::pb;
 use crate::sandbox::Sandbox;
 use crate::transport::{
-    AgentConn, AgentStream, Mark, Reopened, ResumableStream, Resume, Start, Step, Waiter,
+    AgentStream, Mark, Reopen, Reopened, Reopening, ResumableStream, Resume, Start, Step, Waiter,
 };
 
 /// A file read as a resumable stream: chunks without numbers, read again
@@ -45,26 +44,20 @@ impl Resume for ReadResume {
     }
 
     /// `Stat`, then `Read` again; the cut's error when the file changed.
-    fn reopen<'a>(
-        &'a mut self,
-        conn: &'a AgentConn,
-        _from_seq: u64,
-        total: Option<Duration>,
-        cut_error: &'a SandboxError,
-    ) -> BoxFuture<'a, Result<Reopened<pb::ReadResponse>, SandboxError>> {
+    fn reopen<'a>(&'a mut self, at: Reopen<'a>) -> Reopening<'a, pb::ReadResponse> {
         Box::pin(async move {
             let now = Files::new(&self.sandbox)
                 .stat(&self.path, self.feature)
                 .await?;
             if now.size != self.entry.size || now.modified_time != self.entry.modified_time {
                 tracing::warn!(target: "rayito::reconnect", feature = self.feature, "the file changed during a reconnect; not reading it on");
-                return Err(cut_error.clone());
+                return Err(at.cut_error.clone());
             }
             let request = pb::ReadRequest {
                 path: self.path.clone(),
                 user: None,
             };
-            let stream = conn.read_file(request, total).await?;
+            let stream = at.conn.read_file(request, at.total).await?;
             Ok(Reopened { stream, gap: false })
         })
     }

@@ -5,10 +5,8 @@ use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use futures_util::Stream;
-use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -17,7 +15,7 @@ use crate::error::SandboxError;
 use crate::pb;
 use crate::pb::watch_dir_response::Event;
 use crate::transport::{
-    AgentConn, AgentStream, Mark, Reopened, ResumableStream, Resume, Start, Step, Waiter,
+    AgentConn, AgentStream, Mark, Reopen, Reopened, Reopening, ResumableStream, Resume, Start, Step,
 };
 
 /// What happened to an entry of a watched directory.
@@ -140,15 +138,9 @@ impl Resume for WatchResume {
         SandboxError::sandbox_state("suspending", "watch the directory again after the resume")
     }
 
-    fn reopen<'a>(
-        &'a mut self,
-        conn: &'a AgentConn,
-        _from_seq: u64,
-        _total: Option<Duration>,
-        _cut_error: &'a SandboxError,
-    ) -> BoxFuture<'a, Result<Reopened<pb::WatchDirResponse>, SandboxError>> {
+    fn reopen<'a>(&'a mut self, at: Reopen<'a>) -> Reopening<'a, pb::WatchDirResponse> {
         Box::pin(async move {
-            let stream = reissue(conn, &self.request).await?;
+            let stream = reissue(at.conn, &self.request).await?;
             Ok(Reopened { stream, gap: false })
         })
     }
@@ -255,13 +247,7 @@ impl Files<'_> {
             let epoch = conn.reconnect_epoch();
             let stream = reissue(conn, &request).await?;
             let (stop, stop_rx) = watch::channel(false);
-            let start = Start {
-                epoch,
-                next_seq: 0,
-                waiter: Waiter::Background,
-                total: None,
-                feature: "files.watch_dir",
-            };
+            let start = Start::background(epoch, 0, "files.watch_dir");
             let reader = Reader {
                 stream: ResumableStream::new(
                     conn.clone(),

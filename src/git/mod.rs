@@ -43,6 +43,32 @@ struct Credentialed<'a> {
     target: Target,
 }
 
+/// The remote, branch and credentials of a push or pull, checked before
+/// any I/O.
+struct SyncTarget<'a> {
+    remote: Option<&'a str>,
+    branch: Option<&'a str>,
+    credentials: Option<Credentials<'a>>,
+}
+
+impl<'a> SyncTarget<'a> {
+    /// `InvalidArgument` for a bad `path`, `remote` or `branch` (a branch
+    /// without a remote), `username` or `password` (without a username).
+    fn check(
+        path: &str,
+        (remote, branch): (Option<&'a str>, Option<&'a str>),
+        (username, password): (Option<&'a str>, Option<&'a Secret>),
+    ) -> Result<Self, SandboxError> {
+        name("path", path)?;
+        check_target(remote, branch)?;
+        Ok(Self {
+            remote,
+            branch,
+            credentials: credentials::check(username, password)?,
+        })
+    }
+}
+
 impl<'a> Git<'a> {
     pub(crate) fn new(sandbox: &'a Sandbox) -> Self {
         Self {
@@ -456,25 +482,19 @@ impl<'a> Git<'a> {
         path: &str,
         options: PushOptions,
     ) -> Result<CommandResult, SandboxError> {
-        name("path", path)?;
-        check_target(options.remote.as_deref(), options.branch.as_deref())?;
-        let credentials =
-            credentials::check(options.username.as_deref(), options.password.as_ref())?;
-        let mut args = vec!["push"];
-        if options.set_upstream && options.remote.is_some() {
-            args.push("--set-upstream");
-        }
-        args.extend(options.remote.as_deref());
-        args.extend(options.branch.as_deref());
-        let credentialed = match credentials {
-            Some(credentials) => Some(
-                self.remote_target(Remote::Push, path, options.remote.as_deref(), credentials)
-                    .await?,
-            ),
-            None => None,
-        };
-        self.remote_run(Remote::Push, Some(path), &args, credentialed.as_ref())
-            .await
+        let target = SyncTarget::check(
+            path,
+            (options.remote.as_deref(), options.branch.as_deref()),
+            (options.username.as_deref(), options.password.as_ref()),
+        )?;
+        let set_upstream = options.set_upstream && options.remote.is_some();
+        self.sync(
+            Remote::Push,
+            path,
+            set_upstream.then_some("--set-upstream"),
+            target,
+        )
+        .await
     }
 
     /// Pulls (`pull [remote] [branch]`). Without a remote and branch, the
@@ -488,10 +508,11 @@ impl<'a> Git<'a> {
         path: &str,
         options: PullOptions,
     ) -> Result<CommandResult, SandboxError> {
-        name("path", path)?;
-        check_target(options.remote.as_deref(), options.branch.as_deref())?;
-        let credentials =
-            credentials::check(options.username.as_deref(), options.password.as_ref())?;
+        let target = SyncTarget::check(
+            path,
+            (options.remote.as_deref(), options.branch.as_deref()),
+            (options.username.as_deref(), options.password.as_ref()),
+        )?;
         if options.remote.is_none() {
             let probe = git(
                 Some(path),
@@ -502,17 +523,30 @@ impl<'a> Git<'a> {
                 return Err(SandboxError::git_upstream(Remote::Pull.action()));
             }
         }
-        let mut args = vec!["pull"];
-        args.extend(options.remote.as_deref());
-        args.extend(options.branch.as_deref());
-        let credentialed = match credentials {
+        self.sync(Remote::Pull, path, None, target).await
+    }
+
+    /// Push or pull (`<op> [flag] [remote] [branch]`) of a checked target,
+    /// the credentials (if any) going to the remote's host only.
+    async fn sync(
+        &self,
+        op: Remote,
+        path: &str,
+        flag: Option<&str>,
+        target: SyncTarget<'_>,
+    ) -> Result<CommandResult, SandboxError> {
+        let mut args = vec![op.action()];
+        args.extend(flag);
+        args.extend(target.remote);
+        args.extend(target.branch);
+        let credentialed = match target.credentials {
             Some(credentials) => Some(
-                self.remote_target(Remote::Pull, path, options.remote.as_deref(), credentials)
+                self.remote_target(op, path, target.remote, credentials)
                     .await?,
             ),
             None => None,
         };
-        self.remote_run(Remote::Pull, Some(path), &args, credentialed.as_ref())
+        self.remote_run(op, Some(path), &args, credentialed.as_ref())
             .await
     }
 
@@ -716,23 +750,11 @@ impl<'a> Git<'a> {
         cmd: String,
         stdin: Option<Vec<u8>>,
     ) -> Result<CommandResult, SandboxError> {
-        let mut options = CommandOptions::new().env("GIT_TERMINAL_PROMPT", "0");
-        for (k, v) in &self.options.envs {
-            options = options.env(k.clone(), v.clone());
-        }
-        if let Some(user) = &self.options.user {
-            options = options.user(user.clone());
-        }
-        if let Some(cwd) = &self.options.cwd {
-            options = options.cwd(cwd.clone());
-        }
-        options = match self.options.timeout {
-            Some(t) => options.timeout(t),
-            None => options.no_timeout(),
-        };
-        if let Some(request_timeout) = self.options.request_timeout {
-            options = options.request_timeout(request_timeout);
-        }
+        let mut spec = self.options.spec.clone();
+        spec.envs
+            .entry("GIT_TERMINAL_PROMPT".to_owned())
+            .or_insert_with(|| "0".to_owned());
+        let mut options = CommandOptions::with_spec(spec);
         if let Some(stdin) = stdin {
             options = options.stdin(stdin);
         }

@@ -1,10 +1,10 @@
 //! The option structs of the git helpers (all with `Default`).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 use crate::Secret;
+use crate::commands::{ProcessSpec, spec_setters};
 
 /// Default timeout of one git command (as for commands).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -14,21 +14,14 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// it runs.
 #[derive(Clone)]
 pub struct GitOptions {
-    pub(crate) envs: BTreeMap<String, String>,
-    pub(crate) user: Option<String>,
-    pub(crate) cwd: Option<String>,
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) request_timeout: Option<Duration>,
+    /// Env, user, cwd, timeout, request timeout (never secrets).
+    pub(crate) spec: ProcessSpec,
 }
 
 impl Default for GitOptions {
     fn default() -> Self {
         Self {
-            envs: BTreeMap::new(),
-            user: None,
-            cwd: None,
-            timeout: Some(DEFAULT_TIMEOUT),
-            request_timeout: None,
+            spec: ProcessSpec::with_timeout(DEFAULT_TIMEOUT),
         }
     }
 }
@@ -36,12 +29,8 @@ impl Default for GitOptions {
 impl fmt::Debug for GitOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Env values may be secret: names only.
-        f.debug_struct("GitOptions")
-            .field("envs", &self.envs.keys().collect::<Vec<_>>())
-            .field("user", &self.user)
-            .field("cwd", &self.cwd)
-            .field("timeout", &self.timeout)
-            .field("request_timeout", &self.request_timeout)
+        self.spec
+            .debug_fields(&mut f.debug_struct("GitOptions"))
             .finish()
     }
 }
@@ -52,54 +41,27 @@ impl GitOptions {
         Self::default()
     }
 
-    /// An environment variable for the git command (over the helpers'
-    /// `GIT_TERMINAL_PROMPT=0`: the caller wins).
-    #[must_use]
-    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.envs.insert(name.into(), value.into());
-        self
-    }
-
-    /// The user to run git as (default `user`).
-    #[must_use]
-    pub fn user(mut self, user: impl Into<String>) -> Self {
-        self.user = Some(user.into());
-        self
-    }
-
-    /// The working directory (relative paths of the calls start there).
-    #[must_use]
-    pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
-        self.cwd = Some(cwd.into());
-        self
-    }
-
-    /// The server-side timeout of the git command (default 60 s); zero
-    /// means none, as [`GitOptions::no_timeout`].
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = (!timeout.is_zero()).then_some(timeout);
-        self
-    }
-
-    /// No server-side deadline (a long clone).
-    #[must_use]
-    pub fn no_timeout(mut self) -> Self {
-        self.timeout = None;
-        self
-    }
-
-    /// The request timeout of each call's git command, instead of the
-    /// sandbox's: how long the SDK waits for the agent to start it and to
-    /// take its stdin (see [`CommandOptions::request_timeout`]); it never
-    /// bounds git itself. Zero is refused when a call runs
-    /// (`InvalidArgument` naming `request_timeout`).
-    ///
-    /// [`CommandOptions::request_timeout`]: crate::CommandOptions::request_timeout
-    #[must_use]
-    pub fn request_timeout(mut self, request_timeout: Duration) -> Self {
-        self.request_timeout = Some(request_timeout);
-        self
+    spec_setters! {
+        /// An environment variable for the git command (over the helpers'
+        /// `GIT_TERMINAL_PROMPT=0`: the caller wins).
+        env;
+        /// The user to run git as (default `user`).
+        user;
+        /// The working directory (relative paths of the calls start there).
+        cwd;
+        /// The server-side timeout of the git command (default 60 s); zero
+        /// means none, as [`GitOptions::no_timeout`].
+        timeout;
+        /// No server-side deadline (a long clone).
+        no_timeout;
+        /// The request timeout of each call's git command, instead of the
+        /// sandbox's: how long the SDK waits for the agent to start it and to
+        /// take its stdin (see [`CommandOptions::request_timeout`]); it never
+        /// bounds git itself. Zero is refused when a call runs
+        /// (`InvalidArgument` naming `request_timeout`).
+        ///
+        /// [`CommandOptions::request_timeout`]: crate::CommandOptions::request_timeout
+        request_timeout;
     }
 }
 

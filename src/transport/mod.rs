@@ -33,7 +33,9 @@ pub(crate) use self::poller::{FirstCheck, Poller};
 use self::reconnect::Reconnector;
 pub(crate) use self::reconnect::{Cut, StateCheck, VmCheck};
 pub(crate) use self::refresh::{RefreshSchedule, Refresher};
-pub(crate) use self::resumable::{Mark, Reopened, ResumableStream, Resume, Start, Step, Waiter};
+pub(crate) use self::resumable::{
+    Mark, Reopen, Reopened, Reopening, ResumableStream, Resume, Start, Step, Waiter,
+};
 pub(crate) use self::tokens::{AGENT_PORT, HOOKS_PORT};
 use self::tokens::{AuthInterceptor, TokenStore};
 use crate::backoff::{self, Schedule};
@@ -277,47 +279,32 @@ impl AgentConn {
     }
 
     /// After a cut seen by a call made at `seen_epoch`: waits until the
-    /// sandbox is back (`Ok(true)`); `Ok(false)` without reconnect.
+    /// sandbox is back (`Ok(true)`); `Ok(false)` without reconnect. A
+    /// `Background` waiter sleeps while the sandbox is suspended and never
+    /// wakes it (see `Reconnector::await_back_asleep`).
     ///
     /// # Errors
     /// As `Reconnector::await_back`: `SandboxNotFound`, `SandboxLifetime`,
     /// `SandboxState`, `Sandbox { connection_lost }`.
     pub(crate) async fn reconnect(
         &self,
+        waiter: Waiter,
         seen_epoch: Option<u64>,
         cut: Cut,
         feature: &str,
     ) -> Result<bool, SandboxError> {
-        match (self.inner.reconnector.get(), seen_epoch) {
-            (Some(reconnector), Some(epoch)) => {
-                reconnector.await_back(self, epoch, cut, feature).await?;
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    }
-
-    /// [`AgentConn::reconnect`] for a background stream: it sleeps while
-    /// the sandbox is suspended and never wakes it (see
-    /// `Reconnector::await_back_asleep`).
-    ///
-    /// # Errors
-    /// As [`AgentConn::reconnect`].
-    pub(crate) async fn reconnect_asleep(
-        &self,
-        seen_epoch: Option<u64>,
-        cut: Cut,
-        feature: &str,
-    ) -> Result<bool, SandboxError> {
-        match (self.inner.reconnector.get(), seen_epoch) {
-            (Some(reconnector), Some(epoch)) => {
+        let (Some(reconnector), Some(epoch)) = (self.inner.reconnector.get(), seen_epoch) else {
+            return Ok(false);
+        };
+        match waiter {
+            Waiter::Foreground => reconnector.await_back(self, epoch, cut, feature).await?,
+            Waiter::Background => {
                 reconnector
                     .await_back_asleep(self, epoch, cut, feature)
                     .await?;
-                Ok(true)
             }
-            _ => Ok(false),
         }
+        Ok(true)
     }
 
     /// True after [`AgentConn::close`].
@@ -396,7 +383,8 @@ impl AgentConn {
             {
                 Ok(value) => return Ok(value),
                 Err((err, Some(cut))) if epoch.is_some() => {
-                    self.reconnect(epoch, cut, ctx.feature).await?;
+                    self.reconnect(Waiter::Foreground, epoch, cut, ctx.feature)
+                        .await?;
                     // Nothing was sent: sending it again is always safe.
                     if cut == Cut::NotEstablished && fresh_connects > 0 {
                         fresh_connects -= 1;

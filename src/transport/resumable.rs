@@ -84,17 +84,23 @@ pub(crate) trait Resume: Send + 'static {
     /// The error a `suspending` end is when the sandbox does not come back.
     fn suspending(&self) -> SandboxError;
 
-    /// Opens the stream again after `cut_error`, from sequence number
-    /// `from_seq`, with `total` left of the call's deadline; checks its
-    /// opening message.
-    fn reopen<'a>(
-        &'a mut self,
-        conn: &'a AgentConn,
-        from_seq: u64,
-        total: Option<Duration>,
-        cut_error: &'a SandboxError,
-    ) -> BoxFuture<'a, Result<Reopened<Self::Message>, SandboxError>>;
+    /// Opens the stream again as `at` says; checks its opening message.
+    fn reopen<'a>(&'a mut self, at: Reopen<'a>) -> Reopening<'a, Self::Message>;
 }
+
+/// Where a cut stream is opened again.
+pub(crate) struct Reopen<'a> {
+    pub(crate) conn: &'a AgentConn,
+    /// The sequence number to ask for.
+    pub(crate) from_seq: u64,
+    /// What is left of the call's deadline.
+    pub(crate) total: Option<Duration>,
+    /// The error that cut the stream.
+    pub(crate) cut_error: &'a SandboxError,
+}
+
+/// A stream being opened again ([`Resume::reopen`]).
+pub(crate) type Reopening<'a, M> = BoxFuture<'a, Result<Reopened<M>, SandboxError>>;
 
 /// What a resumable stream yields.
 pub(crate) enum Step<M> {
@@ -150,6 +156,20 @@ pub(crate) struct Start {
     /// The whole call's time (foreground streams).
     pub(crate) total: Option<Duration>,
     pub(crate) feature: &'static str,
+}
+
+impl Start {
+    /// A background reader's start from `next_seq` (0: only new output),
+    /// with no deadline of its own; `epoch` read before the stream opened.
+    pub(crate) fn background(epoch: Option<u64>, next_seq: u64, feature: &'static str) -> Self {
+        Self {
+            epoch,
+            next_seq,
+            waiter: Waiter::Background,
+            total: None,
+            feature,
+        }
+    }
 }
 
 impl<R: Resume> ResumableStream<R> {
@@ -232,7 +252,12 @@ impl<R: Resume> ResumableStream<R> {
                 .map(|deadline| deadline.saturating_duration_since(Instant::now()));
             match self
                 .resume
-                .reopen(&self.conn, self.next_seq, total, &err)
+                .reopen(Reopen {
+                    conn: &self.conn,
+                    from_seq: self.next_seq,
+                    total,
+                    cut_error: &err,
+                })
                 .await
             {
                 Ok(Reopened { stream, gap }) => {
@@ -263,14 +288,10 @@ impl<R: Resume> ResumableStream<R> {
         if self.fruitless > MAX_FRUITLESS_RESUBSCRIBES {
             return Err(err.clone());
         }
-        let back = match self.waiter {
-            Waiter::Foreground => self.conn.reconnect(self.epoch, cut, self.feature).await?,
-            Waiter::Background => {
-                self.conn
-                    .reconnect_asleep(self.epoch, cut, self.feature)
-                    .await?
-            }
-        };
+        let back = self
+            .conn
+            .reconnect(self.waiter, self.epoch, cut, self.feature)
+            .await?;
         if !back {
             return Err(err.clone());
         }

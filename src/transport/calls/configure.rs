@@ -11,38 +11,14 @@ use crate::pb::configure_service_client::ConfigureServiceClient;
 use crate::transport::{AgentConn, ConnectRetry};
 
 impl AgentConn {
-    /// `ConfigureService/Configure`. A resend carries the same
-    /// `request_id`, so the agent can recognise it.
-    pub(crate) async fn configure(
-        &self,
-        request: pb::ConfigureRequest,
-        timeout: Duration,
-    ) -> Result<pb::ConfigureResponse, SandboxError> {
-        let rpc = |mut c: ConfigureServiceClient<Svc>, r| async move { c.configure(r).await };
-        self.unary(
-            CallContext::new("configure"),
-            timeout,
-            ConnectRetry::Ladder,
-            request,
-            rpc,
-        )
-        .await
-    }
-
-    /// `ConfigureService/ConfigureStatus`.
-    pub(crate) async fn configure_status(
-        &self,
-        timeout: Duration,
-    ) -> Result<pb::ConfigureStatusResponse, SandboxError> {
-        let rpc =
-            |mut c: ConfigureServiceClient<Svc>, r| async move { c.configure_status(r).await };
-        self.unary(
-            CallContext::new("configure_status"),
-            timeout,
-            ConnectRetry::Ladder,
-            pb::ConfigureStatusRequest {},
-            rpc,
-        )
-        .await
+    agent_calls! {
+        ConfigureServiceClient
+        /// `ConfigureService/Configure`. A resend carries the same
+        /// `request_id`, so the agent can recognise it.
+        fn configure(pb::ConfigureRequest) -> pb::ConfigureResponse = configure,
+            CallContext::new("configure");
+        /// `ConfigureService/ConfigureStatus`.
+        fn configure_status() -> pb::ConfigureStatusResponse = configure_status(pb::ConfigureStatusRequest {}),
+            CallContext::new("configure_status");
     }
 }

@@ -81,36 +81,15 @@ impl AgentConn {
 }
 
 impl AgentConn {
-    /// `HealthService/Metrics` (the agent reads CPU over 100 ms). An agent
-    /// without it answers `Unimplemented` with the feature `get_metrics`.
-    pub(crate) async fn metrics(
-        &self,
-        timeout: Duration,
-    ) -> Result<pb::MetricsResponse, SandboxError> {
-        self.unary(
-            CallContext::new("get_metrics"),
-            timeout,
-            ConnectRetry::Ladder,
-            pb::MetricsRequest {},
-            |mut c: HealthServiceClient<Svc>, r| async move { c.metrics(r).await },
-        )
-        .await
-    }
-
-    /// `HealthService/MetricsHistory`. An agent without it answers
-    /// `Unimplemented` with the feature `get_metrics_history`.
-    pub(crate) async fn metrics_history(
-        &self,
-        request: pb::MetricsHistoryRequest,
-        timeout: Duration,
-    ) -> Result<pb::MetricsHistoryResponse, SandboxError> {
-        self.unary(
-            CallContext::new("get_metrics_history"),
-            timeout,
-            ConnectRetry::Ladder,
-            request,
-            |mut c: HealthServiceClient<Svc>, r| async move { c.metrics_history(r).await },
-        )
-        .await
+    agent_calls! {
+        HealthServiceClient
+        /// `HealthService/Metrics` (the agent reads CPU over 100 ms). An agent
+        /// without it answers `Unimplemented` with the feature `get_metrics`.
+        fn metrics() -> pb::MetricsResponse = metrics(pb::MetricsRequest {}),
+            CallContext::new("get_metrics");
+        /// `HealthService/MetricsHistory`. An agent without it answers
+        /// `Unimplemented` with the feature `get_metrics_history`.
+        fn metrics_history(pb::MetricsHistoryRequest) -> pb::MetricsHistoryResponse = metrics_history,
+            CallContext::new("get_metrics_history");
     }
 }

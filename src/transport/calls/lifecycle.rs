@@ -10,20 +10,10 @@ use crate::pb::lifecycle_service_client::LifecycleServiceClient;
 use crate::transport::{AgentConn, ConnectRetry};
 
 impl AgentConn {
-    /// `LifecycleService/SetTimeout`.
-    pub(crate) async fn set_timeout(
-        &self,
-        request: pb::SetTimeoutRequest,
-        timeout: Duration,
-    ) -> Result<pb::LifecycleState, SandboxError> {
-        let rpc = |mut c: LifecycleServiceClient<Svc>, r| async move { c.set_timeout(r).await };
-        self.unary(
-            CallContext::new("set_timeout"),
-            timeout,
-            ConnectRetry::Ladder,
-            request,
-            rpc,
-        )
-        .await
+    agent_calls! {
+        LifecycleServiceClient
+        /// `LifecycleService/SetTimeout`.
+        fn set_timeout(pb::SetTimeoutRequest) -> pb::LifecycleState = set_timeout,
+            CallContext::new("set_timeout");
     }
 }

@@ -2,6 +2,88 @@
 //! each naming its feature and whether NOT_FOUND means a missing file. The
 //! unary ones all go through [`AgentConn::unary`].
 
+/// The calls of the common shapes, one entry each, in an `impl AgentConn`
+/// block, the client type first. Unary: `fn name(Request) -> Response =
+/// rpc, context;` takes the request and a per-attempt timeout and retries
+/// connecting on the ladder (`-> ()` drops the response); `fn name() ->
+/// Response = rpc(Request {}), context;` sends that fixed request; `fn
+/// name(Request, feature) -> Response = rpc, context_of_feature, retry;`
+/// names the SDK call in its errors. Server
+/// streams: `stream fn name(Request, total) -> Message = rpc, context,
+/// retry;` is bounded by `total` (without `total`, by nothing).
+macro_rules! agent_calls {
+    (@total) => { None };
+    (@total $total:ident) => { $total };
+    ($client:ident) => {};
+    ($client:ident $(#[$doc:meta])* stream fn $name:ident($req:ty $(, $total:ident)?) -> $msg:ty = $rpc:ident, $ctx:expr, $retry:ident; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub(crate) async fn $name(
+            &self,
+            request: $req,
+            $($total: Option<Duration>,)?
+        ) -> Result<AgentStream<$msg>, SandboxError> {
+            let total = agent_calls!(@total $($total)?);
+            self.open_stream($ctx, total, ConnectRetry::$retry, || {
+                let mut client = self.client::<$client<Svc>>();
+                let request = request.clone();
+                async move { client.$rpc(request).await }
+            })
+            .await
+        }
+        agent_calls!($client $($rest)*);
+    };
+    ($client:ident $(#[$doc:meta])* fn $name:ident() -> () = $rpc:ident($req:expr), $ctx:expr; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub(crate) async fn $name(&self, timeout: Duration) -> Result<(), SandboxError> {
+            let rpc = |mut c: $client<Svc>, r| async move { c.$rpc(r).await };
+            self.unary($ctx, timeout, ConnectRetry::Ladder, $req, rpc)
+                .await
+                .map(|_| ())
+        }
+        agent_calls!($client $($rest)*);
+    };
+    ($client:ident $(#[$doc:meta])* fn $name:ident() -> $resp:ty = $rpc:ident($req:expr), $ctx:expr; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub(crate) async fn $name(&self, timeout: Duration) -> Result<$resp, SandboxError> {
+            let rpc = |mut c: $client<Svc>, r| async move { c.$rpc(r).await };
+            self.unary($ctx, timeout, ConnectRetry::Ladder, $req, rpc).await
+        }
+        agent_calls!($client $($rest)*);
+    };
+    ($client:ident $(#[$doc:meta])* fn $name:ident($req:ty, feature) -> $resp:ty = $rpc:ident, $ctx:path, $retry:ident; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub(crate) async fn $name(
+            &self,
+            request: $req,
+            feature: &'static str,
+            timeout: Duration,
+        ) -> Result<$resp, SandboxError> {
+            let rpc = |mut c: $client<Svc>, r| async move { c.$rpc(r).await };
+            self.unary($ctx(feature), timeout, ConnectRetry::$retry, request, rpc)
+                .await
+        }
+        agent_calls!($client $($rest)*);
+    };
+    ($client:ident $(#[$doc:meta])* fn $name:ident($req:ty) -> () = $rpc:ident, $ctx:expr; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub(crate) async fn $name(&self, request: $req, timeout: Duration) -> Result<(), SandboxError> {
+            let rpc = |mut c: $client<Svc>, r| async move { c.$rpc(r).await };
+            self.unary($ctx, timeout, ConnectRetry::Ladder, request, rpc)
+                .await
+                .map(|_| ())
+        }
+        agent_calls!($client $($rest)*);
+    };
+    ($client:ident $(#[$doc:meta])* fn $name:ident($req:ty) -> $resp:ty = $rpc:ident, $ctx:expr; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub(crate) async fn $name(&self, request: $req, timeout: Duration) -> Result<$resp, SandboxError> {
+            let rpc = |mut c: $client<Svc>, r| async move { c.$rpc(r).await };
+            self.unary($ctx, timeout, ConnectRetry::Ladder, request, rpc).await
+        }
+        agent_calls!($client $($rest)*);
+    };
+}
+
 mod code;
 mod configure;
 mod filesystem;

@@ -10,55 +10,23 @@ use crate::pb::process_service_client::ProcessServiceClient;
 use crate::transport::{AgentConn, AgentStream, ConnectRetry};
 
 impl AgentConn {
-    /// `ProcessService/SendInput`.
-    pub(crate) async fn send_input(
-        &self,
-        request: pb::SendInputRequest,
-        timeout: Duration,
-    ) -> Result<(), SandboxError> {
-        let rpc = |mut c: ProcessServiceClient<Svc>, r| async move { c.send_input(r).await };
-        self.unary(
-            CallContext::new("commands.send_stdin"),
-            timeout,
-            ConnectRetry::Ladder,
-            request,
-            rpc,
-        )
-        .await
-        .map(|_| ())
-    }
-
-    /// `ProcessService/CloseStdin`.
-    pub(crate) async fn close_stdin(
-        &self,
-        request: pb::CloseStdinRequest,
-        timeout: Duration,
-    ) -> Result<(), SandboxError> {
-        let rpc = |mut c: ProcessServiceClient<Svc>, r| async move { c.close_stdin(r).await };
-        self.unary(
-            CallContext::new("commands.close_stdin"),
-            timeout,
-            ConnectRetry::Ladder,
-            request,
-            rpc,
-        )
-        .await
-        .map(|_| ())
-    }
-
-    /// `ProcessService/List`, used to prove an access token on connect
-    /// (Health is anonymous; this is the cheapest authenticated call).
-    pub(crate) async fn verify_access(&self, timeout: Duration) -> Result<(), SandboxError> {
-        let rpc = |mut c: ProcessServiceClient<Svc>, r| async move { c.list(r).await };
-        self.unary(
-            CallContext::new("connect"),
-            timeout,
-            ConnectRetry::Ladder,
-            pb::ListRequest {},
-            rpc,
-        )
-        .await
-        .map(|_| ())
+    agent_calls! {
+        ProcessServiceClient
+        /// `ProcessService/SendInput`.
+        fn send_input(pb::SendInputRequest) -> () = send_input,
+            CallContext::new("commands.send_stdin");
+        /// `ProcessService/CloseStdin`.
+        fn close_stdin(pb::CloseStdinRequest) -> () = close_stdin,
+            CallContext::new("commands.close_stdin");
+        /// `ProcessService/SendSignal`.
+        fn send_signal(pb::SendSignalRequest) -> () = send_signal,
+            CallContext::new("commands.kill");
+        /// `ProcessService/List`, used to prove an access token on connect
+        /// (Health is anonymous; this is the cheapest authenticated call).
+        fn verify_access() -> () = list(pb::ListRequest {}), CallContext::new("connect");
+        /// `ProcessService/List`.
+        fn list_processes() -> pb::ListResponse = list(pb::ListRequest {}),
+            CallContext::new("commands.list");
     }
 
     /// `ProcessService/Start`; `total` bounds the whole stream, `opening`
@@ -99,40 +67,6 @@ impl AgentConn {
                 let mut client = self.client::<ProcessServiceClient<Svc>>();
                 async move { client.connect(request).await }
             },
-        )
-        .await
-    }
-
-    /// `ProcessService/SendSignal`.
-    pub(crate) async fn send_signal(
-        &self,
-        request: pb::SendSignalRequest,
-        timeout: Duration,
-    ) -> Result<(), SandboxError> {
-        let rpc = |mut c: ProcessServiceClient<Svc>, r| async move { c.send_signal(r).await };
-        self.unary(
-            CallContext::new("commands.kill"),
-            timeout,
-            ConnectRetry::Ladder,
-            request,
-            rpc,
-        )
-        .await
-        .map(|_| ())
-    }
-
-    /// `ProcessService/List`.
-    pub(crate) async fn list_processes(
-        &self,
-        timeout: Duration,
-    ) -> Result<pb::ListResponse, SandboxError> {
-        let rpc = |mut c: ProcessServiceClient<Svc>, r| async move { c.list(r).await };
-        self.unary(
-            CallContext::new("commands.list"),
-            timeout,
-            ConnectRetry::Ladder,
-            pb::ListRequest {},
-            rpc,
         )
         .await
     }

@@ -11,41 +11,15 @@ use crate::pb::filesystem_service_client::FilesystemServiceClient;
 use crate::transport::{AgentConn, AgentStream, ConnectRetry};
 
 impl AgentConn {
-    /// `FilesystemService/StartImport`: never replayed after it was sent
-    /// (a second import of the same object would race the first).
-    pub(crate) async fn start_import(
-        &self,
-        request: pb::StartImportRequest,
-        feature: &'static str,
-        timeout: Duration,
-    ) -> Result<pb::StartTransferResponse, SandboxError> {
-        let rpc = |mut c: FilesystemServiceClient<Svc>, r| async move { c.start_import(r).await };
-        self.unary(
-            CallContext::filesystem(feature),
-            timeout,
-            ConnectRetry::LadderNoReplay,
-            request,
-            rpc,
-        )
-        .await
-    }
-
-    /// `FilesystemService/StartExport`.
-    pub(crate) async fn start_export(
-        &self,
-        request: pb::StartExportRequest,
-        feature: &'static str,
-        timeout: Duration,
-    ) -> Result<pb::StartTransferResponse, SandboxError> {
-        let rpc = |mut c: FilesystemServiceClient<Svc>, r| async move { c.start_export(r).await };
-        self.unary(
-            CallContext::filesystem(feature),
-            timeout,
-            ConnectRetry::LadderNoReplay,
-            request,
-            rpc,
-        )
-        .await
+    agent_calls! {
+        FilesystemServiceClient
+        /// `FilesystemService/StartImport`: never replayed after it was sent
+        /// (a second import of the same object would race the first).
+        fn start_import(pb::StartImportRequest, feature) -> pb::StartTransferResponse = start_import,
+            CallContext::filesystem, LadderNoReplay;
+        /// `FilesystemService/StartExport`.
+        fn start_export(pb::StartExportRequest, feature) -> pb::StartTransferResponse = start_export,
+            CallContext::filesystem, LadderNoReplay;
     }
 
     /// `FilesystemService/GetTransfer` (the empty id is the capability probe).
