@@ -24,6 +24,7 @@
 //! # Ok(()) }
 //! ```
 
+mod binding;
 mod location;
 #[cfg(feature = "s3")]
 mod store;
@@ -33,6 +34,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub(crate) use self::binding::Binding;
 pub use self::location::{ARCHIVE_OBJECT, DEFAULT_PREFIX, MANIFEST_OBJECT, S3Prefix};
 /// Shared with the automatic transfer staging (spec C4, the SDK's own S3
 /// failures).

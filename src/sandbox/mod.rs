@@ -26,9 +26,13 @@ pub use self::list::{ListQuery, SandboxList, SandboxSummary};
 pub use self::logging::SandboxLogging;
 #[cfg(feature = "logs")]
 pub(crate) use self::logging::{check_log_group, default_log_group};
-pub use self::metrics::{MetricsHistoryQuery, SandboxMetrics};
-pub use self::network::{ALL_TRAFFIC, EgressEnforcement, EgressProxy, NetworkPolicy, NetworkState};
-pub(crate) use self::options::MAX_DURATION_SECS;
+pub use self::metrics::{Metrics, MetricsHistoryQuery, SandboxMetrics};
+pub(crate) use self::metrics::{metrics_by_id, metrics_history_by_id};
+pub use self::network::{
+    ALL_TRAFFIC, EgressEnforcement, EgressProxy, Network, NetworkPolicy, NetworkState,
+};
+pub(crate) use self::network::network_by_id;
+pub(crate) use self::options::{DEFAULT_REQUEST_TIMEOUT, MAX_DURATION_SECS};
 pub use self::options::{IdlePolicy, OnTimeout};
 use crate::code::{Execution, ExecutionEvents, RunCodeOptions};
 use crate::commands::Commands;
@@ -80,14 +84,17 @@ struct Inner {
     /// Whether the agent runs a managed lifecycle (its Health said so when
     /// the handle was made); `None` when the agent did not say.
     managed_lifecycle: Option<bool>,
-    /// The metadata index holding the sandbox's row (deleted by `kill`).
-    #[cfg(feature = "dynamodb")]
-    index: Option<crate::SandboxIndex>,
-    /// The persistence prefix the sandbox is bound to (named).
-    persist: Option<crate::persistence::S3Prefix>,
-    /// The builder the sandbox was created with, when it was bound to a
-    /// prefix: `reincarnate` creates with it again.
-    rebirth: Option<Box<SandboxBuilder>>,
+    /// The features' state, each part a type of its feature's module (the
+    /// index and the tracer ride on `client`).
+    features: Features,
+}
+
+/// What the features keep per handle: each field's type is defined (and
+/// its code written) in the feature's own module; the core only holds it.
+struct Features {
+    /// The persistence prefix the sandbox is bound to, and the builder that
+    /// creates it again (`reincarnate`).
+    persist: Option<crate::persistence::Binding>,
     /// The automatic S3 staging of large reads and writes, and whether the
     /// agent serves transfers (probed once).
     #[cfg(feature = "s3")]
@@ -95,9 +102,6 @@ struct Inner {
     /// The secrets bound to the handle (references only) and their cache.
     #[cfg(feature = "secrets")]
     secrets: crate::secrets::inject::HandleSecrets,
-    /// The tracer of the operation spans (feature `otel`).
-    #[cfg(feature = "otel")]
-    tracer: Option<crate::otel::Tracer>,
 }
 
 /// What a ready Health says about the lifecycle: `Some(false)` for an
@@ -208,6 +212,17 @@ impl Sandbox {
         Files::new(self)
     }
 
+    /// The egress policy: read it, replace it (docs/network.md).
+    pub fn network(&self) -> Network<'_> {
+        Network::new(self)
+    }
+
+    /// The sandbox's resources: now, and the sampled history
+    /// (docs/metrics.md).
+    pub fn metrics(&self) -> Metrics<'_> {
+        Metrics::new(self)
+    }
+
     /// Checkpoint and restore of the home directory to S3
     /// ([`crate::persistence`]).
     pub fn persistence(&self) -> crate::persistence::Persistence<'_> {
@@ -217,7 +232,11 @@ impl Sandbox {
     /// The persistence prefix the sandbox is bound to (by
     /// [`SandboxBuilder::persist`]), with its name.
     pub fn persist_prefix(&self) -> Option<&crate::persistence::S3Prefix> {
-        self.inner.persist.as_ref()
+        self.inner
+            .features
+            .persist
+            .as_ref()
+            .map(crate::persistence::Binding::prefix)
     }
 
     /// Checkpoints this sandbox to its bound prefix, creates a new one with
@@ -231,25 +250,13 @@ impl Sandbox {
     /// [`SandboxBuilder::persist`] and a name; the checkpoint's errors
     /// (nothing else happened); create's errors (this sandbox survives).
     pub async fn reincarnate(&self) -> Result<Sandbox, SandboxError> {
-        let (Some(prefix), Some(builder)) = (&self.inner.persist, &self.inner.rebirth) else {
+        let Some(binding) = &self.inner.features.persist else {
             return Err(SandboxError::invalid_argument(
                 "persist",
                 "reincarnate needs a sandbox created with SandboxBuilder::persist",
             ));
         };
-        Box::pin(
-            self.persistence()
-                .checkpoint(crate::persistence::CheckpointOptions::new(prefix.clone())),
-        )
-        .await?;
-        let next = (**builder).clone().persist(prefix.clone());
-        let born = Box::pin(next.create()).await?;
-        // The new one is up: the old one goes. A failed kill leaves it to
-        // its timeout; the new handle is what the caller needs.
-        if let Err(err) = self.kill().await {
-            tracing::warn!(target: "rayito::persistence", sandbox_id = %self.inner.id, kind = %err.kind(), "reincarnate: the old sandbox could not be killed");
-        }
-        Ok(born)
+        binding.reincarnate(self).await
     }
 
     /// Code cells and their contexts (`run_code` is a shortcut of
@@ -338,7 +345,7 @@ impl Sandbox {
                 self.inner.refresher.stop();
                 self.inner.conn.close();
                 #[cfg(feature = "dynamodb")]
-                if let Some(index) = &self.inner.index {
+                if let Some(index) = &self.inner.client.features().index {
                     forget_row(index, &self.inner.client, &self.inner.id).await;
                 }
                 Ok(killed)
@@ -354,18 +361,32 @@ impl Sandbox {
     /// `Sandbox.kill(sandbox_id)`.
     ///
     /// # Errors
-    /// As [`SandboxBuilder::kill_by_id`].
+    /// As [`crate::Client::kill_by_id`]; the implicit client's failures.
     pub async fn kill_by_id(sandbox_id: &str) -> Result<bool, SandboxError> {
-        SandboxBuilder::new().kill_by_id(sandbox_id).await
+        boxed!(Result<bool, SandboxError>, {
+            lifecycle::check_sandbox_id(sandbox_id)?;
+            SandboxBuilder::new()
+                .client()
+                .await?
+                .kill_by_id(sandbox_id)
+                .await
+        })
     }
 
     /// What the control plane says about the sandbox `sandbox_id`, without
     /// a handle. E2B calls it `Sandbox.get_info(sandbox_id)`.
     ///
     /// # Errors
-    /// As [`SandboxBuilder::get_info_by_id`].
+    /// As [`crate::Client::get_info_by_id`]; the implicit client's failures.
     pub async fn get_info_by_id(sandbox_id: &str) -> Result<SandboxInfo, SandboxError> {
-        SandboxBuilder::new().get_info_by_id(sandbox_id).await
+        boxed!(Result<SandboxInfo, SandboxError>, {
+            lifecycle::check_sandbox_id(sandbox_id)?;
+            SandboxBuilder::new()
+                .client()
+                .await?
+                .get_info_by_id(sandbox_id)
+                .await
+        })
     }
 
     /// Resumes the paused sandbox `sandbox_id` without a handle and waits
@@ -373,15 +394,22 @@ impl Sandbox {
     /// `Sandbox.resume(sandbox_id)` (connect to it to use it).
     ///
     /// # Errors
-    /// As [`SandboxBuilder::resume_by_id`].
+    /// As [`crate::Client::resume_by_id`]; the implicit client's failures.
     pub async fn resume_by_id(sandbox_id: &str) -> Result<(), SandboxError> {
-        SandboxBuilder::new().resume_by_id(sandbox_id).await
+        boxed!(Result<(), SandboxError>, {
+            lifecycle::check_sandbox_id(sandbox_id)?;
+            SandboxBuilder::new()
+                .client()
+                .await?
+                .resume_by_id(sandbox_id)
+                .await
+        })
     }
 
     /// The sandboxes that match `query`, page after page (E2B:
     /// `Sandbox.list(query)`); the backend from `RAYITO_BACKEND`.
     pub fn list(query: ListQuery) -> SandboxList {
-        SandboxBuilder::new().list(query)
+        list::list_from(crate::client::ClientSource::default(), query)
     }
 
     /// Pauses (suspends) the sandbox and waits until it is SUSPENDED
@@ -469,7 +497,7 @@ impl Sandbox {
     /// The tracer of the handle's operation spans (feature `otel`).
     #[cfg(feature = "otel")]
     pub(crate) fn tracer(&self) -> Option<&crate::otel::Tracer> {
-        self.inner.tracer.as_ref()
+        self.inner.client.features().tracer.as_ref()
     }
 
     /// Moves the sandbox's logical timeout to `timeout` from now (it may
@@ -554,13 +582,13 @@ impl Sandbox {
     /// else `RAYITO_TRANSFER_BUCKET`); `None`: they all go over gRPC.
     #[cfg(feature = "s3")]
     pub fn staging(&self) -> Option<&crate::transfer::S3Staging> {
-        self.inner.staged.staging.as_ref()
+        self.inner.features.staged.staging.as_ref()
     }
 
     /// The staging state shared by the handle's clones.
     #[cfg(feature = "s3")]
     pub(crate) fn staged(&self) -> &crate::transfer::auto::SandboxStaging {
-        &self.inner.staged
+        &self.inner.features.staged
     }
 
     pub(crate) fn conn(&self) -> &AgentConn {
@@ -579,6 +607,7 @@ impl Sandbox {
         envs: &mut std::collections::HashMap<String, String>,
     ) -> Result<(), SandboxError> {
         self.inner
+            .features
             .secrets
             .inject(&self.inner.client, call, include_bound, envs)
             .await

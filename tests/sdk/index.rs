@@ -17,6 +17,7 @@ use rayito::{AwsOptions, ListQuery, SandboxError, SandboxIndex, SandboxState, Sa
 use rayito_agent::emulator::{Emulator, MicrovmState};
 use sdk_support::moto::{MotoServer, http_post};
 use sdk_support::{builder, emulator};
+use tracing_subscriber::layer::SubscriberExt as _;
 
 /// How the SDK reaches moto's DynamoDB.
 fn moto_aws(moto: &MotoServer) -> AwsOptions {
@@ -64,7 +65,7 @@ fn row(moto: &MotoServer, table: &str, id: &str) -> Option<serde_json::Value> {
 }
 
 async fn list(query: ListQuery, emu: &Emulator) -> Vec<SandboxSummary> {
-    let mut found: Vec<SandboxSummary> = builder(emu).list(query).try_collect().await.unwrap();
+    let mut found: Vec<SandboxSummary> = builder(emu).client().await.unwrap().list(query).try_collect().await.unwrap();
     found.sort_by(|a, b| a.sandbox_id.cmp(&b.sandbox_id));
     found
 }
@@ -149,11 +150,14 @@ async fn create_writes_the_row_an_indexed_list_reads_only_the_table_and_kill_del
     assert_eq!(row(&moto, "rayito-sandboxes", indexed.id()), None);
     assert!(list(wanted, &emu).await.is_empty());
 
-    // kill_by_id on a builder with the index deletes the row too; a
-    // sandbox without a row is killed all the same.
+    // kill_by_id on the client of a builder with the index deletes the
+    // row too; a sandbox without a row is killed all the same.
     assert!(
         builder(&emu)
             .index(index.clone())
+            .client()
+            .await
+            .unwrap()
             .kill_by_id(other_user.id())
             .await
             .unwrap()
@@ -162,6 +166,9 @@ async fn create_writes_the_row_an_indexed_list_reads_only_the_table_and_kill_del
     assert!(
         builder(&emu)
             .index(index.clone())
+            .client()
+            .await
+            .unwrap()
             .kill_by_id(unindexed.id())
             .await
             .unwrap()
@@ -236,7 +243,15 @@ async fn keep_on_failure_keeps_the_microvm_of_a_failed_index_write() {
         matches!(state, MicrovmState::Pending | MicrovmState::Running),
         "{state:?}"
     );
-    assert!(builder(&emu).kill_by_id(&id).await.unwrap());
+    assert!(
+        builder(&emu)
+            .client()
+            .await
+            .unwrap()
+            .kill_by_id(&id)
+            .await
+            .unwrap()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,6 +262,9 @@ async fn an_indexed_list_on_a_missing_table_fails_with_sandbox_index() {
     let emu = emulator().await;
     let sandbox = builder(&emu).create().await.unwrap();
     let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(ListQuery::new().index(index(&moto, "no-such-table")))
         .try_collect::<Vec<_>>()
         .await
@@ -263,6 +281,9 @@ async fn an_indexed_list_on_a_missing_table_fails_with_sandbox_index() {
 
     // A bad table name is refused before any call, naming the argument.
     let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(ListQuery::new().index(index(&moto, "a/b")))
         .try_collect::<Vec<_>>()
         .await
@@ -390,6 +411,9 @@ async fn keys_left_unprocessed_after_the_retries_fail_the_list_never_shorten_it(
     }))
     .await;
     let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(ListQuery::new().index(fake_index(&peer)))
         .try_collect::<Vec<_>>()
         .await
@@ -476,6 +500,9 @@ async fn a_row_that_cannot_be_deleted_does_not_fail_the_kill_and_aws_text_is_nev
     // A live sandbox, so that the list has a row to read.
     let other = builder(&emu).create().await.unwrap();
     let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(ListQuery::new().index(index))
         .try_collect::<Vec<_>>()
         .await
@@ -488,4 +515,83 @@ async fn a_row_that_cannot_be_deleted_does_not_fail_the_kill_and_aws_text_is_nev
     assert!(!everything.contains("secret"), "{everything}");
     assert_eq!(err.meta().http_status(), Some(400));
     assert!(other.kill().await.unwrap());
+}
+
+/// The `rayito.sandbox.kill` spans opened on this thread, by the sandbox
+/// id they record.
+#[derive(Clone, Default)]
+struct KillSpans(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl<S> tracing_subscriber::Layer<S> for KillSpans
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        struct SandboxId(Option<String>);
+        impl tracing::field::Visit for SandboxId {
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                if field.name() == "rayito.sandbox.id" {
+                    self.0 = Some(value.to_owned());
+                }
+            }
+            fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+        }
+        let Some(span) = ctx.span(id) else { return };
+        if span.name() != "rayito.sandbox.kill" {
+            return;
+        }
+        let mut seen = SandboxId(None);
+        values.record(&mut seen);
+        if let Some(sandbox_id) = seen.0 {
+            self.0.lock().unwrap().push(sandbox_id);
+        }
+    }
+}
+
+/// Every by-id kill is the client's: through a client with the index
+/// (`ClientBuilder::index`), through the client of a builder with one
+/// (`SandboxBuilder::client`), and through the builder's deprecated
+/// spelling, the row is deleted and a `rayito.sandbox.kill` span naming
+/// the sandbox is opened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_by_id_through_each_entry_point_deletes_the_row_in_its_span() {
+    let Some(moto) = MotoServer::start() else {
+        return;
+    };
+    let spans = KillSpans::default();
+    let _guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let emu = emulator().await;
+    let index = index(&moto, "rayito-by-id");
+    index.create_table().await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let sbx = builder(&emu).index(index.clone()).create().await.unwrap();
+        assert!(row(&moto, "rayito-by-id", sbx.id()).is_some(), "create wrote the row");
+        ids.push(sbx.id().to_owned());
+    }
+
+    let client = rayito::Client::builder()
+        .aws(sdk_support::aws(&emu))
+        .index(index.clone())
+        .build()
+        .await
+        .unwrap();
+    assert!(client.kill_by_id(&ids[0]).await.unwrap());
+    let of_builder = builder(&emu).index(index.clone()).client().await.unwrap();
+    assert!(of_builder.kill_by_id(&ids[1]).await.unwrap());
+    #[allow(deprecated)]
+    let killed = builder(&emu).index(index.clone()).kill_by_id(&ids[2]).await;
+    assert!(killed.unwrap());
+
+    for id in &ids {
+        assert_eq!(row(&moto, "rayito-by-id", id), None, "{id}: the row is deleted");
+        assert_eq!(emu.state(id).map(|s| s.is_terminal()), Some(true), "{id}");
+    }
+    let seen = spans.0.lock().unwrap().clone();
+    assert_eq!(seen, ids, "one kill span per entry point, naming its sandbox");
 }
