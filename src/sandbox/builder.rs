@@ -1017,7 +1017,9 @@ impl SandboxBuilder {
     ///
     /// # Errors
     /// As [`Client::get_metrics_history_by_id`].
-    #[deprecated(note = "use `builder.client().await?.get_metrics_history_by_id(id, token, query)`")]
+    #[deprecated(
+        note = "use `builder.client().await?.get_metrics_history_by_id(id, token, query)`"
+    )]
     pub async fn get_metrics_history_by_id(
         self,
         sandbox_id: &str,

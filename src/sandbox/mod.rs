@@ -28,10 +28,10 @@ pub use self::logging::SandboxLogging;
 pub(crate) use self::logging::{check_log_group, default_log_group};
 pub use self::metrics::{Metrics, MetricsHistoryQuery, SandboxMetrics};
 pub(crate) use self::metrics::{metrics_by_id, metrics_history_by_id};
+pub(crate) use self::network::network_by_id;
 pub use self::network::{
     ALL_TRAFFIC, EgressEnforcement, EgressProxy, Network, NetworkPolicy, NetworkState,
 };
-pub(crate) use self::network::network_by_id;
 pub(crate) use self::options::{DEFAULT_REQUEST_TIMEOUT, MAX_DURATION_SECS};
 pub use self::options::{IdlePolicy, OnTimeout};
 use crate::code::{Execution, ExecutionEvents, RunCodeOptions};

@@ -65,7 +65,14 @@ fn row(moto: &MotoServer, table: &str, id: &str) -> Option<serde_json::Value> {
 }
 
 async fn list(query: ListQuery, emu: &Emulator) -> Vec<SandboxSummary> {
-    let mut found: Vec<SandboxSummary> = builder(emu).client().await.unwrap().list(query).try_collect().await.unwrap();
+    let mut found: Vec<SandboxSummary> = builder(emu)
+        .client()
+        .await
+        .unwrap()
+        .list(query)
+        .try_collect()
+        .await
+        .unwrap();
     found.sort_by(|a, b| a.sandbox_id.cmp(&b.sandbox_id));
     found
 }
@@ -564,14 +571,18 @@ async fn a_kill_by_id_through_each_entry_point_deletes_the_row_in_its_span() {
         return;
     };
     let spans = KillSpans::default();
-    let _guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
     let emu = emulator().await;
     let index = index(&moto, "rayito-by-id");
     index.create_table().await.unwrap();
     let mut ids = Vec::new();
     for _ in 0..3 {
         let sbx = builder(&emu).index(index.clone()).create().await.unwrap();
-        assert!(row(&moto, "rayito-by-id", sbx.id()).is_some(), "create wrote the row");
+        assert!(
+            row(&moto, "rayito-by-id", sbx.id()).is_some(),
+            "create wrote the row"
+        );
         ids.push(sbx.id().to_owned());
     }
 
@@ -589,9 +600,16 @@ async fn a_kill_by_id_through_each_entry_point_deletes_the_row_in_its_span() {
     assert!(killed.unwrap());
 
     for id in &ids {
-        assert_eq!(row(&moto, "rayito-by-id", id), None, "{id}: the row is deleted");
-        assert_eq!(emu.state(id).map(|s| s.is_terminal()), Some(true), "{id}");
+        assert_eq!(
+            row(&moto, "rayito-by-id", id),
+            None,
+            "{id}: the row is deleted"
+        );
+        assert_eq!(emu.state(id).map(|s| s.is_ending()), Some(true), "{id}");
     }
     let seen = spans.0.lock().unwrap().clone();
-    assert_eq!(seen, ids, "one kill span per entry point, naming its sandbox");
+    assert_eq!(
+        seen, ids,
+        "one kill span per entry point, naming its sandbox"
+    );
 }

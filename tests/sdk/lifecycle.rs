@@ -70,26 +70,70 @@ async fn resume_by_id_waits_for_running_and_by_id_calls_need_no_handle() {
     assert!(sbx.pause().await.unwrap());
     drop(sbx);
 
-    builder(&emu).client().await.unwrap().resume_by_id(&id).await.unwrap();
+    builder(&emu)
+        .client()
+        .await
+        .unwrap()
+        .resume_by_id(&id)
+        .await
+        .unwrap();
     assert_eq!(emu.state(&id), Some(MicrovmState::Running));
-    let info = builder(&emu).client().await.unwrap().get_info_by_id(&id).await.unwrap();
+    let info = builder(&emu)
+        .client()
+        .await
+        .unwrap()
+        .get_info_by_id(&id)
+        .await
+        .unwrap();
     assert_eq!(info.state, SandboxState::Running);
     assert_eq!(info.sandbox_id, id);
 
-    assert!(builder(&emu).client().await.unwrap().kill_by_id(&id).await.unwrap());
-    let info = builder(&emu).client().await.unwrap().get_info_by_id(&id).await.unwrap();
+    assert!(
+        builder(&emu)
+            .client()
+            .await
+            .unwrap()
+            .kill_by_id(&id)
+            .await
+            .unwrap()
+    );
+    let info = builder(&emu)
+        .client()
+        .await
+        .unwrap()
+        .get_info_by_id(&id)
+        .await
+        .unwrap();
     assert!(info.state.is_terminal(), "{:?}", info.state);
-    let err = builder(&emu).client().await.unwrap().resume_by_id(&id).await.unwrap_err();
+    let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
+        .resume_by_id(&id)
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, SandboxError::SandboxNotFound { .. }),
         "{err:?}"
     );
 
     assert!(
-        !builder(&emu).client().await.unwrap().kill_by_id("microvm-nope").await.unwrap(),
+        !builder(&emu)
+            .client()
+            .await
+            .unwrap()
+            .kill_by_id("microvm-nope")
+            .await
+            .unwrap(),
         "an unknown id is not found: false"
     );
-    let err = builder(&emu).client().await.unwrap().get_info_by_id("").await.unwrap_err();
+    let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
+        .get_info_by_id("")
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "invalid sandbox_id: a sandbox id must be 1 to 256 characters; pass the id the sandbox was created with"
@@ -279,7 +323,15 @@ async fn the_refresher_re_mints_and_stops_with_the_last_handle_or_kill() {
     let after_kill = emu.calls(Operation::CreateMicrovmAuthToken);
     tokio::time::sleep(every * 10).await;
     assert_eq!(emu.calls(Operation::CreateMicrovmAuthToken), after_kill);
-    assert!(builder(&emu).client().await.unwrap().kill_by_id(&id).await.unwrap());
+    assert!(
+        builder(&emu)
+            .client()
+            .await
+            .unwrap()
+            .kill_by_id(&id)
+            .await
+            .unwrap()
+    );
 }
 
 /// Every future and stream of the lifecycle API is `Send` (compile time).

@@ -53,7 +53,8 @@ async fn a_snapshot_and_the_history() {
 
     tokio::time::sleep(INTERVAL * 8).await;
     let all = sbx
-        .metrics().history(MetricsHistoryQuery::default())
+        .metrics()
+        .history(MetricsHistoryQuery::default())
         .await
         .expect("history");
     assert!(all.len() >= 3, "{} samples", all.len());
@@ -65,7 +66,8 @@ async fn a_snapshot_and_the_history() {
     // Bounds are inclusive: a window on one sample's exact time is it.
     let one = all[1].timestamp;
     let got = sbx
-        .metrics().history(MetricsHistoryQuery::new().start(one).end(one))
+        .metrics()
+        .history(MetricsHistoryQuery::new().start(one).end(one))
         .await
         .expect("window");
     assert_eq!(got.len(), 1);
@@ -73,7 +75,8 @@ async fn a_snapshot_and_the_history() {
 
     // max_points: exactly that many, the last one the last sample's.
     let two = sbx
-        .metrics().history(
+        .metrics()
+        .history(
             MetricsHistoryQuery::new()
                 .end(all.last().unwrap().timestamp)
                 .max_points(2),
@@ -138,7 +141,8 @@ async fn an_agent_without_metrics_is_unimplemented_by_feature() {
         other => panic!("{other:?}"),
     }
     let err = sbx
-        .metrics().history(MetricsHistoryQuery::default())
+        .metrics()
+        .history(MetricsHistoryQuery::default())
         .await
         .unwrap_err();
     match &err {

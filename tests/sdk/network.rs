@@ -109,7 +109,8 @@ async fn egress_follows_the_policy_and_flips_at_runtime() {
 
     // Denied at runtime: the proxy answers 403, SOCKS5 refuses.
     let denied = sbx
-        .network().update(NetworkPolicy::new().deny_internet())
+        .network()
+        .update(NetworkPolicy::new().deny_internet())
         .await
         .expect("update_network");
     assert!(denied.allow_out.is_empty());
@@ -119,13 +120,14 @@ async fn egress_follows_the_policy_and_flips_at_runtime() {
 
     // A hostname entry (case-insensitive), resolved by the agent: the name
     // passes, the bare address does not.
-    sbx.network().update(
-        NetworkPolicy::new()
-            .allow_out(["LOCALHOST."])
-            .deny_internet(),
-    )
-    .await
-    .expect("update_network by name");
+    sbx.network()
+        .update(
+            NetworkPolicy::new()
+                .allow_out(["LOCALHOST."])
+                .deny_internet(),
+        )
+        .await
+        .expect("update_network by name");
     assert_eq!(
         status(&sbx, "", &format!("http://localhost:{port}/")).await,
         "200"
@@ -152,7 +154,8 @@ async fn egress_follows_the_policy_and_flips_at_runtime() {
 
     // The operator's proxy is not supported by the local agent yet.
     let err = sbx
-        .network().update(
+        .network()
+        .update(
             NetworkPolicy::new()
                 .deny_internet()
                 .egress_proxy(EgressProxy::new("proxy.internal:3128")),
@@ -252,7 +255,8 @@ async fn the_gate_terminates_a_sandbox_its_agent_cannot_bound() {
     assert_eq!(state.enforcement, EgressEnforcement::None);
     assert_eq!(state.local_proxy_port, None);
     let err = sbx
-        .network().update(NetworkPolicy::new().deny_internet())
+        .network()
+        .update(NetworkPolicy::new().deny_internet())
         .await
         .expect_err("no enforcement here");
     assert_eq!(

@@ -45,7 +45,10 @@ fn sandbox_futures_are_send(sbx: &Sandbox) {
     assert_send(&sbx.is_running());
     assert_send(&sbx.get_info());
     assert_send(&sbx.metrics().current());
-    assert_send(&sbx.metrics().history(rayito::MetricsHistoryQuery::default()));
+    assert_send(
+        &sbx.metrics()
+            .history(rayito::MetricsHistoryQuery::default()),
+    );
     assert_send(&sbx.network().get());
     assert_send(&sbx.network().update(rayito::NetworkPolicy::new()));
     assert_send(&sbx.pause());
