@@ -131,13 +131,18 @@ impl SandboxBuilder {
     /// The defaults, on `client` (what [`Client::sandbox`] returns).
     pub(crate) fn on(client: Client) -> Self {
         // The client's index and tracer are the builder's defaults.
-        let features = client.features().clone();
+        let crate::client::ClientFeatures {
+            #[cfg(feature = "dynamodb")]
+            index,
+            #[cfg(feature = "otel")]
+            tracer,
+        } = client.features().clone();
         Self {
             client: ClientSource::given(client),
             #[cfg(feature = "dynamodb")]
-            index: features.index,
+            index,
             #[cfg(feature = "otel")]
-            tracer: features.tracer,
+            tracer,
             ..Self::new()
         }
     }
@@ -937,15 +942,14 @@ impl SandboxBuilder {
     pub async fn client(&self) -> Result<Client, SandboxError> {
         boxed!(Result<Client, SandboxError>, {
             let client = self.client.client().await?;
-            let mut features = client.features().clone();
-            #[cfg(feature = "dynamodb")]
-            if self.index.is_some() {
-                features.index.clone_from(&self.index);
-            }
-            #[cfg(feature = "otel")]
-            if self.tracer.is_some() {
-                features.tracer.clone_from(&self.tracer);
-            }
+            // The builder's index and tracer: the given client's unless a
+            // setter changed them (`on` copied them).
+            let features = crate::client::ClientFeatures {
+                #[cfg(feature = "dynamodb")]
+                index: self.index.clone(),
+                #[cfg(feature = "otel")]
+                tracer: self.tracer.clone(),
+            };
             Ok(client.with_features(features))
         })
     }
