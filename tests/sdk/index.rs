@@ -17,7 +17,6 @@ use rayito::{AwsOptions, ListQuery, SandboxError, SandboxIndex, SandboxState, Sa
 use rayito_agent::emulator::{Emulator, MicrovmState};
 use sdk_support::moto::{MotoServer, http_post};
 use sdk_support::{builder, emulator};
-use tracing_subscriber::layer::SubscriberExt as _;
 
 /// How the SDK reaches moto's DynamoDB.
 fn moto_aws(moto: &MotoServer) -> AwsOptions {
@@ -524,55 +523,21 @@ async fn a_row_that_cannot_be_deleted_does_not_fail_the_kill_and_aws_text_is_nev
     assert!(other.kill().await.unwrap());
 }
 
-/// The `rayito.sandbox.kill` spans opened on this thread, by the sandbox
-/// id they record.
-#[derive(Clone, Default)]
-struct KillSpans(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
-
-impl<S> tracing_subscriber::Layer<S> for KillSpans
-where
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-{
-    fn on_record(
-        &self,
-        id: &tracing::span::Id,
-        values: &tracing::span::Record<'_>,
-        ctx: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        struct SandboxId(Option<String>);
-        impl tracing::field::Visit for SandboxId {
-            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-                if field.name() == "rayito.sandbox.id" {
-                    self.0 = Some(value.to_owned());
-                }
-            }
-            fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
-        }
-        let Some(span) = ctx.span(id) else { return };
-        if span.name() != "rayito.sandbox.kill" {
-            return;
-        }
-        let mut seen = SandboxId(None);
-        values.record(&mut seen);
-        if let Some(sandbox_id) = seen.0 {
-            self.0.lock().unwrap().push(sandbox_id);
-        }
-    }
-}
-
-/// Every by-id kill is the client's: through a client with the index
-/// (`ClientBuilder::index`), through the client of a builder with one
-/// (`SandboxBuilder::client`), and through the builder's deprecated
-/// spelling, the row is deleted and a `rayito.sandbox.kill` span naming
-/// the sandbox is opened.
+/// Every by-id kill is the client's: through a client with the index and
+/// a tracer (`ClientBuilder::index`, `tracer_provider`), through the client
+/// of a builder with them (`SandboxBuilder::client`), and through the
+/// builder's deprecated spelling, the row is deleted and a
+/// `rayito.sandbox.kill` span naming the sandbox is made.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_by_id_through_each_entry_point_deletes_the_row_in_its_span() {
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
     let Some(moto) = MotoServer::start() else {
         return;
     };
-    let spans = KillSpans::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
     let emu = emulator().await;
     let index = index(&moto, "rayito-by-id");
     index.create_table().await.unwrap();
@@ -589,14 +554,24 @@ async fn a_kill_by_id_through_each_entry_point_deletes_the_row_in_its_span() {
     let client = rayito::Client::builder()
         .aws(sdk_support::aws(&emu))
         .index(index.clone())
+        .tracer_provider(&provider)
         .build()
         .await
         .unwrap();
     assert!(client.kill_by_id(&ids[0]).await.unwrap());
-    let of_builder = builder(&emu).index(index.clone()).client().await.unwrap();
+    let of_builder = builder(&emu)
+        .index(index.clone())
+        .tracer_provider(&provider)
+        .client()
+        .await
+        .unwrap();
     assert!(of_builder.kill_by_id(&ids[1]).await.unwrap());
     #[allow(deprecated)]
-    let killed = builder(&emu).index(index.clone()).kill_by_id(&ids[2]).await;
+    let killed = builder(&emu)
+        .index(index.clone())
+        .tracer_provider(&provider)
+        .kill_by_id(&ids[2])
+        .await;
     assert!(killed.unwrap());
 
     for id in &ids {
@@ -607,9 +582,19 @@ async fn a_kill_by_id_through_each_entry_point_deletes_the_row_in_its_span() {
         );
         assert_eq!(emu.state(id).map(|s| s.is_ending()), Some(true), "{id}");
     }
-    let seen = spans.0.lock().unwrap().clone();
+    let spans = exporter.get_finished_spans().expect("spans");
+    let killed: Vec<String> = spans
+        .iter()
+        .filter(|span| span.name == "rayito.sandbox.kill")
+        .filter_map(|span| {
+            span.attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == "rayito.sandbox.id")
+                .map(|kv| kv.value.as_str().into_owned())
+        })
+        .collect();
     assert_eq!(
-        seen, ids,
+        killed, ids,
         "one kill span per entry point, naming its sandbox"
     );
 }
