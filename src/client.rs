@@ -398,7 +398,7 @@ impl Client {
     }
 
     /// Terminates the sandbox `sandbox_id` without a handle, in a
-    /// `rayito.sandbox.kill` span. With a metadata index ([`ClientBuilder::index`],
+    /// `rayito.sandbox.kill` span. With a metadata index (`ClientBuilder::index`,
     /// or the builder's the client came from), then deletes its row (a row
     /// that cannot be deleted is logged, as in [`Sandbox::kill`]). Returns
     /// `false` when it was not found (already gone).

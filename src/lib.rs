@@ -223,8 +223,8 @@
 //! - `setup`: `rayito::setup`, the artifact bucket and the IAM roles and
 //!   policies of a new account as two CloudFormation stacks (adds
 //!   `templates` and the CloudFormation client).
-//! - `dynamodb`: the metadata index of sandboxes ([`SandboxIndex`],
-//!   [`SandboxBuilder::index`], `ClientBuilder::index`) and the pool store
+//! - `dynamodb`: the metadata index of sandboxes (`SandboxIndex`,
+//!   `SandboxBuilder::index`, `ClientBuilder::index`) and the pool store
 //!   shared by many hosts (the DynamoDB client).
 //! - `s3`: S3 with the caller's credentials: `rayito::persistence::{list,
 //!   delete}` of checkpoints and `rayito::transfer` (upload and download

@@ -34,12 +34,9 @@ pub use self::network::{
 };
 pub(crate) use self::options::{DEFAULT_REQUEST_TIMEOUT, MAX_DURATION_SECS};
 pub use self::options::{IdlePolicy, OnTimeout};
-use crate::code::{Execution, ExecutionEvents, RunCodeOptions};
-use crate::commands::Commands;
 pub use crate::control::pacing::Pacing;
 use crate::control::{AuthTokenRequest, ControlPlane};
 use crate::error::{ErrorKind, SandboxError};
-use crate::files::Files;
 use crate::pb;
 use crate::secret::Secret;
 pub use crate::state::SandboxState;
@@ -91,17 +88,17 @@ struct Inner {
 
 /// What the features keep per handle: each field's type is defined (and
 /// its code written) in the feature's own module; the core only holds it.
-struct Features {
+pub(crate) struct Features {
     /// The persistence prefix the sandbox is bound to, and the builder that
     /// creates it again (`reincarnate`).
-    persist: Option<crate::persistence::Binding>,
+    pub(crate) persist: Option<crate::persistence::Binding>,
     /// The automatic S3 staging of large reads and writes, and whether the
     /// agent serves transfers (probed once).
     #[cfg(feature = "s3")]
-    staged: crate::transfer::auto::SandboxStaging,
+    pub(crate) staged: crate::transfer::auto::SandboxStaging,
     /// The secrets bound to the handle (references only) and their cache.
     #[cfg(feature = "secrets")]
-    secrets: crate::secrets::inject::HandleSecrets,
+    pub(crate) secrets: crate::secrets::inject::HandleSecrets,
 }
 
 /// What a ready Health says about the lifecycle: `Some(false)` for an
@@ -196,22 +193,6 @@ impl Sandbox {
         &self.inner.access_token
     }
 
-    /// Commands (processes) in the sandbox.
-    pub fn commands(&self) -> Commands<'_> {
-        Commands::new(self)
-    }
-
-    /// Git in the sandbox: each call one command, credentials never on a
-    /// command line (see `docs/git.md`).
-    pub fn git(&self) -> crate::git::Git<'_> {
-        crate::git::Git::new(self)
-    }
-
-    /// The sandbox's filesystem.
-    pub fn files(&self) -> Files<'_> {
-        Files::new(self)
-    }
-
     /// The egress policy: read it, replace it (docs/network.md).
     pub fn network(&self) -> Network<'_> {
         Network::new(self)
@@ -221,96 +202,6 @@ impl Sandbox {
     /// (docs/metrics.md).
     pub fn metrics(&self) -> Metrics<'_> {
         Metrics::new(self)
-    }
-
-    /// Checkpoint and restore of the home directory to S3
-    /// ([`crate::persistence`]).
-    pub fn persistence(&self) -> crate::persistence::Persistence<'_> {
-        crate::persistence::Persistence::new(self)
-    }
-
-    /// The persistence prefix the sandbox is bound to (by
-    /// [`SandboxBuilder::persist`]), with its name.
-    pub fn persist_prefix(&self) -> Option<&crate::persistence::S3Prefix> {
-        self.inner
-            .features
-            .persist
-            .as_ref()
-            .map(crate::persistence::Binding::prefix)
-    }
-
-    /// Checkpoints this sandbox to its bound prefix, creates a new one with
-    /// the same options (which restores it), and kills this one once the new
-    /// one is up. If the create fails, this sandbox survives and the error
-    /// is create's own; the checkpoint stays at [`Self::persist_prefix`]
-    /// (the location is never put into an error's message).
-    ///
-    /// # Errors
-    /// `InvalidArgument` (`persist`) when the sandbox was not created with
-    /// [`SandboxBuilder::persist`] and a name; the checkpoint's errors
-    /// (nothing else happened); create's errors (this sandbox survives).
-    pub async fn reincarnate(&self) -> Result<Sandbox, SandboxError> {
-        let Some(binding) = &self.inner.features.persist else {
-            return Err(SandboxError::invalid_argument(
-                "persist",
-                "reincarnate needs a sandbox created with SandboxBuilder::persist",
-            ));
-        };
-        binding.reincarnate(self).await
-    }
-
-    /// Code cells and their contexts (`run_code` is a shortcut of
-    /// `code().run`).
-    pub fn code(&self) -> crate::Code<'_> {
-        crate::Code::new(self)
-    }
-
-    /// Runs a code cell in the default Python context.
-    ///
-    /// A kernel exception is data in [`Execution::error`], not an `Err`.
-    ///
-    /// # Errors
-    /// `InvalidArgument` before any I/O, naming the argument: `code` above
-    /// the agent's 1 MiB cell limit, `envs` (an empty name, `=` in a name, a
-    /// NUL), `language`/`context_id` (empty or a NUL, or both given).
-    /// Transport and agent failures: `Timeout` (request), `Sandbox`
-    /// (`kernel_not_ready`, `connection_lost`, `closed`, ...), `InvalidArgument`
-    /// when the agent refuses the request, `Authentication`.
-    pub async fn run_code(&self, code: &str) -> Result<Execution, SandboxError> {
-        boxed!(Result<Execution, SandboxError>, {
-            crate::code::run_code(self, code, RunCodeOptions::default()).await
-        })
-    }
-
-    /// Runs a code cell with options (language or context, envs, timeout,
-    /// streaming callbacks).
-    ///
-    /// # Errors
-    /// As [`Sandbox::run_code`].
-    pub async fn run_code_with(
-        &self,
-        code: &str,
-        options: RunCodeOptions,
-    ) -> Result<Execution, SandboxError> {
-        boxed!(Result<Execution, SandboxError>, {
-            crate::code::run_code(self, code, options).await
-        })
-    }
-
-    /// Runs a code cell and streams its events as they come (the last one
-    /// is [`crate::ExecutionEvent::End`]); dropping the stream interrupts the cell.
-    ///
-    /// # Errors
-    /// As [`Sandbox::run_code`], when the cell cannot start; later failures
-    /// are the stream's last item.
-    pub async fn run_code_stream(
-        &self,
-        code: &str,
-        options: RunCodeOptions,
-    ) -> Result<ExecutionEvents, SandboxError> {
-        boxed!(Result<ExecutionEvents, SandboxError>, {
-            crate::code::run_code_stream(self, code, options).await
-        })
     }
 
     /// Terminates the sandbox. With a metadata index (the builder's
@@ -578,39 +469,14 @@ impl Sandbox {
         Ok(SandboxInfo::from_vm(vm))
     }
 
-    /// Where large reads and writes are staged ([`SandboxBuilder::staging`],
-    /// else `RAYITO_TRANSFER_BUCKET`); `None`: they all go over gRPC.
-    #[cfg(feature = "s3")]
-    pub fn staging(&self) -> Option<&crate::transfer::S3Staging> {
-        self.inner.features.staged.staging.as_ref()
-    }
-
-    /// The staging state shared by the handle's clones.
-    #[cfg(feature = "s3")]
-    pub(crate) fn staged(&self) -> &crate::transfer::auto::SandboxStaging {
-        &self.inner.features.staged
+    /// The features' state on this handle (each feature reads its own
+    /// part; the view entries live in the feature modules).
+    pub(crate) fn features(&self) -> &Features {
+        &self.inner.features
     }
 
     pub(crate) fn conn(&self) -> &AgentConn {
         &self.inner.conn
-    }
-
-    /// Injects the handle's bound secrets (when `include_bound`) and a
-    /// call's into the environment of the process a request starts
-    /// (`envs`). Checks first (a variable also in `envs` is refused), then
-    /// reads through the cache.
-    #[cfg(feature = "secrets")]
-    pub(crate) async fn inject_secrets(
-        &self,
-        call: &crate::secrets::inject::SecretEnv,
-        include_bound: bool,
-        envs: &mut std::collections::HashMap<String, String>,
-    ) -> Result<(), SandboxError> {
-        self.inner
-            .features
-            .secrets
-            .inject(&self.inner.client, call, include_bound, envs)
-            .await
     }
 
     pub(crate) fn request_timeout(&self) -> Duration {
