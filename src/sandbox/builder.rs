@@ -72,6 +72,18 @@ pub struct SandboxBuilder {
     tracer: Option<crate::otel::Tracer>,
 }
 
+/// The lifetimes a pool gives the sandboxes it makes (its config's, as
+/// plain data: the core does not know the pool).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pooled {
+    /// The MicroVM timeout.
+    pub(crate) timeout: Duration,
+    /// The idle time before a parked sandbox is suspended.
+    pub(crate) max_idle: Duration,
+    /// The readiness wait.
+    pub(crate) ready_timeout: Duration,
+}
+
 /// A persistence prefix given to the builder.
 #[derive(Debug, Clone)]
 struct PersistBinding {
@@ -772,7 +784,7 @@ impl SandboxBuilder {
     /// `InvalidArgument` (`on_timeout` for a managed lifecycle, which a
     /// pool does not run; `idle_policy` for a builder without one) and
     /// every check of `create`, before any I/O.
-    pub(crate) fn pooled(mut self, config: &crate::pool::PoolConfig) -> Result<Self, SandboxError> {
+    pub(crate) fn pooled(mut self, lifetimes: Pooled) -> Result<Self, SandboxError> {
         if self.persist.is_some() {
             return Err(SandboxError::invalid_argument(
                 "persist",
@@ -791,9 +803,9 @@ impl SandboxBuilder {
                 "a pooled sandbox is parked suspended and resumed on take, which needs an idle policy with auto-resume; drop no_idle_policy from the builder",
             ));
         }
-        self.options.timeout = config.timeout;
-        self.options.idle = IdleChoice::Explicit(IdlePolicy::new(config.max_idle));
-        self.options.ready_timeout = config.ready_timeout;
+        self.options.timeout = lifetimes.timeout;
+        self.options.idle = IdleChoice::Explicit(IdlePolicy::new(lifetimes.max_idle));
+        self.options.ready_timeout = lifetimes.ready_timeout;
         self.launch()?;
         Ok(self)
     }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 pub use self::backend::{AwsOptions, BACKEND_ENV, TEMPLATE_ENV};
-pub(crate) use self::builder::Launched;
+pub(crate) use self::builder::{Launched, Pooled};
 pub use self::builder::{SandboxBuilder, TemplateInfo};
 pub use self::host::SandboxHost;
 use self::lifecycle::LifecycleMarks;
