@@ -491,6 +491,21 @@ impl Sandbox {
     }
 }
 
+impl crate::otel::Traced for Sandbox {
+    fn sandbox_id(&self) -> &str {
+        self.id()
+    }
+
+    fn region(&self) -> Option<&str> {
+        self.client().region()
+    }
+
+    #[cfg(feature = "otel")]
+    fn tracer(&self) -> Option<&crate::otel::Tracer> {
+        Sandbox::tracer(self)
+    }
+}
+
 impl SandboxInfo {
     pub(crate) fn from_vm(vm: crate::control::Microvm) -> Self {
         Self {
