@@ -18,7 +18,10 @@ use crate::control::pacing::Pacing;
 use crate::error::{RetryPolicy, SandboxError};
 use crate::sandbox::backend::{AwsOptions, BackendChoice, ResolvedBackend};
 use crate::sandbox::lifecycle::{self, check_sandbox_id};
-use crate::sandbox::{ListQuery, Sandbox, SandboxBuilder, SandboxInfo, SandboxList, TemplateInfo};
+use crate::sandbox::{
+    DEFAULT_REQUEST_TIMEOUT, ListQuery, MetricsHistoryQuery, NetworkPolicy, NetworkState, Sandbox,
+    SandboxBuilder, SandboxInfo, SandboxList, SandboxMetrics, TemplateInfo,
+};
 use crate::secret::Secret;
 use crate::state::SandboxState;
 
@@ -58,6 +61,20 @@ const RESUME_WAIT: Duration = Duration::from_secs(90);
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<ClientInner>,
+    /// The features that ride on this client value (its index and tracer):
+    /// clones share the backend whatever these say.
+    features: ClientFeatures,
+}
+
+/// What a client carries besides its backend: the metadata index whose rows
+/// a create writes and a kill deletes, and the tracer of the operation
+/// spans. Each field's type lives in its feature's module.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClientFeatures {
+    #[cfg(feature = "dynamodb")]
+    pub(crate) index: Option<crate::index::SandboxIndex>,
+    #[cfg(feature = "otel")]
+    pub(crate) tracer: Option<crate::otel::Tracer>,
 }
 
 /// What a client holds.
@@ -89,6 +106,7 @@ pub struct ClientBuilder {
     backend: BackendChoice,
     retry_policy: RetryPolicy,
     pacing: Pacing,
+    features: ClientFeatures,
 }
 
 impl ClientBuilder {
@@ -134,6 +152,35 @@ impl ClientBuilder {
     /// shared by every sandbox of the client.
     pub fn pacing(mut self, pacing: Pacing) -> Self {
         self.pacing = pacing;
+        self
+    }
+
+    /// Keeps the sandboxes of this client in a metadata index
+    /// (docs/index.md): their creates write a row, and every kill through
+    /// the client (a handle's, [`Client::kill_by_id`]) deletes it. A
+    /// [`SandboxBuilder::index`] overrides it for that builder.
+    ///
+    /// Only with the `dynamodb` cargo feature.
+    #[cfg(feature = "dynamodb")]
+    pub fn index(mut self, index: crate::SandboxIndex) -> Self {
+        self.features.index = Some(index);
+        self
+    }
+
+    /// Sends the operation spans of this client (its by-id operations, and
+    /// the handles it makes) to an OpenTelemetry tracer from `provider`
+    /// (see [`SandboxBuilder::tracer_provider`], which overrides it for that
+    /// builder).
+    ///
+    /// Only with the `otel` cargo feature.
+    #[cfg(feature = "otel")]
+    pub fn tracer_provider<P>(mut self, provider: &P) -> Self
+    where
+        P: opentelemetry::trace::TracerProvider,
+        P::Tracer: Send + Sync + 'static,
+        <P::Tracer as opentelemetry::trace::Tracer>::Span: Send + Sync + 'static,
+    {
+        self.features.tracer = Some(crate::otel::Tracer::from_provider(provider));
         self
     }
 
@@ -224,6 +271,7 @@ impl Client {
 
     fn from_resolved(backend: ResolvedBackend, config: ClientBuilder) -> Client {
         Client {
+            features: config.features.clone(),
             inner: Arc::new(ClientInner {
                 backend,
                 retry_policy: config.retry_policy,
@@ -349,7 +397,10 @@ impl Client {
         crate::sandbox::list::list(self.clone(), query)
     }
 
-    /// Terminates the sandbox `sandbox_id` without a handle. Returns
+    /// Terminates the sandbox `sandbox_id` without a handle, in a
+    /// `rayito.sandbox.kill` span. With a metadata index (`ClientBuilder::index`,
+    /// or the builder's the client came from), then deletes its row (a row
+    /// that cannot be deleted is logged, as in [`Sandbox::kill`]). Returns
     /// `false` when it was not found (already gone).
     ///
     /// # Errors
@@ -357,8 +408,19 @@ impl Client {
     /// failures other than not-found (`Authentication`, `RateLimit` after
     /// retries, `Sandbox { service_error }`).
     pub async fn kill_by_id(&self, sandbox_id: &str) -> Result<bool, SandboxError> {
-        check_sandbox_id(sandbox_id)?;
-        lifecycle::kill(self.inner.backend.control.as_ref(), sandbox_id).await
+        let op = self.op(crate::otel::Name::SandboxKill, sandbox_id);
+        let kill = async move {
+            check_sandbox_id(sandbox_id)?;
+            let killed = lifecycle::kill(self.inner.backend.control.as_ref(), sandbox_id).await?;
+            #[cfg(feature = "dynamodb")]
+            if let Some(index) = &self.features.index {
+                crate::sandbox::forget_row(index, self, sandbox_id).await;
+            }
+            Ok(killed)
+        };
+        boxed!(Result<bool, SandboxError>, {
+            op.run(kill, crate::otel::nothing).await
+        })
     }
 
     /// What the control plane says about the sandbox `sandbox_id`, without
@@ -388,7 +450,8 @@ impl Client {
         self.resume_by_id_within(sandbox_id, RESUME_WAIT).await
     }
 
-    /// [`Client::resume_by_id`], waiting at most `wait` for RUNNING.
+    /// [`Client::resume_by_id`], waiting at most `wait` for RUNNING, in a
+    /// `rayito.sandbox.resume` span.
     ///
     /// # Errors
     /// `InvalidArgument` (`sandbox_id`) before any I/O; `SandboxNotFound`
@@ -399,10 +462,117 @@ impl Client {
         sandbox_id: &str,
         wait: Duration,
     ) -> Result<(), SandboxError> {
-        check_sandbox_id(sandbox_id)?;
-        let control = self.inner.backend.control.as_ref();
-        lifecycle::request_resume(control, sandbox_id).await?;
-        lifecycle::wait_for_state(control, sandbox_id, &SandboxState::Running, "resume", wait).await
+        let op = self.op(crate::otel::Name::SandboxResume, sandbox_id);
+        let resume = async move {
+            check_sandbox_id(sandbox_id)?;
+            let control = self.inner.backend.control.as_ref();
+            lifecycle::request_resume(control, sandbox_id).await?;
+            lifecycle::wait_for_state(control, sandbox_id, &SandboxState::Running, "resume", wait)
+                .await
+        };
+        boxed!(Result<(), SandboxError>, {
+            op.run(resume, crate::otel::nothing).await
+        })
+    }
+
+    /// The resources of the RUNNING sandbox `sandbox_id` now, without a
+    /// handle (see [`crate::Metrics::current`]): GetMicrovm, one proxy
+    /// token, then Metrics with `access_token` (60 s request timeout).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`sandbox_id`, `access_token`) before any call;
+    /// `SandboxNotFound` for a terminated sandbox; `SandboxState` for one
+    /// that is not running (before any proxy token is minted);
+    /// `Unimplemented` (feature `get_metrics`) from an agent without it.
+    pub async fn get_metrics_by_id(
+        &self,
+        sandbox_id: &str,
+        access_token: impl Into<Secret>,
+    ) -> Result<SandboxMetrics, SandboxError> {
+        let access_token: Secret = access_token.into();
+        boxed!(Result<SandboxMetrics, SandboxError>, {
+            crate::sandbox::metrics_by_id(self, sandbox_id, access_token, DEFAULT_REQUEST_TIMEOUT)
+                .await
+        })
+    }
+
+    /// The sampled history of the RUNNING sandbox `sandbox_id`, without a
+    /// handle (see [`crate::Metrics::history`]).
+    ///
+    /// # Errors
+    /// As [`Self::get_metrics_by_id`]; `InvalidArgument` for `query` (see
+    /// [`crate::Metrics::history`]) before any call; `Unimplemented`
+    /// (feature `get_metrics_history`) from an agent without it.
+    pub async fn get_metrics_history_by_id(
+        &self,
+        sandbox_id: &str,
+        access_token: impl Into<Secret>,
+        query: MetricsHistoryQuery,
+    ) -> Result<Vec<SandboxMetrics>, SandboxError> {
+        let access_token: Secret = access_token.into();
+        boxed!(Result<Vec<SandboxMetrics>, SandboxError>, {
+            crate::sandbox::metrics_history_by_id(
+                self,
+                sandbox_id,
+                access_token,
+                query,
+                DEFAULT_REQUEST_TIMEOUT,
+            )
+            .await
+        })
+    }
+
+    /// Replaces the egress policy of the RUNNING sandbox `sandbox_id`
+    /// without a handle (see [`crate::Network::update`]): GetMicrovm, one
+    /// proxy token, then UpdateNetwork with `access_token`; never
+    /// terminates.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`sandbox_id`, `access_token`, `allow_out`,
+    /// `deny_out`, `egress_proxy`) before any call; `SandboxNotFound`,
+    /// `SandboxState` as [`Self::get_metrics_by_id`]; `Unimplemented`
+    /// (feature `update_network`) from an agent that cannot apply it.
+    pub async fn update_network_by_id(
+        &self,
+        sandbox_id: &str,
+        access_token: impl Into<Secret>,
+        policy: NetworkPolicy,
+    ) -> Result<NetworkState, SandboxError> {
+        let access_token: Secret = access_token.into();
+        boxed!(Result<NetworkState, SandboxError>, {
+            crate::sandbox::network_by_id(
+                self,
+                sandbox_id,
+                access_token,
+                policy,
+                DEFAULT_REQUEST_TIMEOUT,
+            )
+            .await
+        })
+    }
+
+    /// The operation `name` on the sandbox `sandbox_id` through this client
+    /// (a span's attributes and tracer; no I/O).
+    fn op(&self, name: crate::otel::Name, sandbox_id: &str) -> crate::otel::Op {
+        let op = crate::otel::Op::new(name).with(crate::otel::Attr::SandboxId(
+            crate::otel::Attr::name_text(sandbox_id),
+        ));
+        #[cfg(feature = "otel")]
+        let op = op.traced_by(self.features.tracer.as_ref());
+        op
+    }
+
+    /// The features riding on this client (index, tracer).
+    pub(crate) fn features(&self) -> &ClientFeatures {
+        &self.features
+    }
+
+    /// This client with `features` (the backend stays shared).
+    pub(crate) fn with_features(&self, features: ClientFeatures) -> Client {
+        Client {
+            inner: self.inner.clone(),
+            features,
+        }
     }
 
     /// What the control plane says about a template (an image name on the
@@ -472,7 +642,10 @@ pub(crate) async fn implicit(builder: &ClientBuilder) -> Result<Client, SandboxE
             )
         })?;
     if let Some(inner) = find(runtime, &key) {
-        return Ok(Client { inner });
+        return Ok(Client {
+            inner,
+            features: builder.features.clone(),
+        });
     }
     let made = builder.clone().build().await?;
     let mut entries = IMPLICIT.lock().unwrap_or_else(PoisonError::into_inner);
@@ -483,7 +656,10 @@ pub(crate) async fn implicit(builder: &ClientBuilder) -> Result<Client, SandboxE
         .find(|entry| entry.runtime == runtime && entry.key == key)
         .and_then(|entry| entry.client.upgrade())
     {
-        return Ok(Client { inner });
+        return Ok(Client {
+            inner,
+            features: builder.features.clone(),
+        });
     }
     entries.push(ImplicitEntry {
         runtime,

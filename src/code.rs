@@ -781,6 +781,63 @@ async fn run_code_stream_inner(
     })
 }
 
+/// The view's entry on the sandbox core (the core does not know the feature).
+impl crate::sandbox::Sandbox {
+    /// Code cells and their contexts (`run_code` is a shortcut of
+    /// `code().run`).
+    pub fn code(&self) -> Code<'_> {
+        Code::new(self)
+    }
+
+    /// Runs a code cell in the default Python context.
+    ///
+    /// A kernel exception is data in [`Execution::error`], not an `Err`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` before any I/O, naming the argument: `code` above
+    /// the agent's 1 MiB cell limit, `envs` (an empty name, `=` in a name, a
+    /// NUL), `language`/`context_id` (empty or a NUL, or both given).
+    /// Transport and agent failures: `Timeout` (request), `Sandbox`
+    /// (`kernel_not_ready`, `connection_lost`, `closed`, ...), `InvalidArgument`
+    /// when the agent refuses the request, `Authentication`.
+    pub async fn run_code(&self, code: &str) -> Result<Execution, SandboxError> {
+        boxed!(Result<Execution, SandboxError>, {
+            run_code(self, code, RunCodeOptions::default()).await
+        })
+    }
+
+    /// Runs a code cell with options (language or context, envs, timeout,
+    /// streaming callbacks).
+    ///
+    /// # Errors
+    /// As [`Sandbox::run_code`].
+    pub async fn run_code_with(
+        &self,
+        code: &str,
+        options: RunCodeOptions,
+    ) -> Result<Execution, SandboxError> {
+        boxed!(Result<Execution, SandboxError>, {
+            run_code(self, code, options).await
+        })
+    }
+
+    /// Runs a code cell and streams its events as they come (the last one
+    /// is [`crate::ExecutionEvent::End`]); dropping the stream interrupts the cell.
+    ///
+    /// # Errors
+    /// As [`Sandbox::run_code`], when the cell cannot start; later failures
+    /// are the stream's last item.
+    pub async fn run_code_stream(
+        &self,
+        code: &str,
+        options: RunCodeOptions,
+    ) -> Result<ExecutionEvents, SandboxError> {
+        boxed!(Result<ExecutionEvents, SandboxError>, {
+            run_code_stream(self, code, options).await
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

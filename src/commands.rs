@@ -490,6 +490,14 @@ impl OutputBuffer {
     }
 }
 
+/// The view's entry on the sandbox core (the core does not know the feature).
+impl crate::sandbox::Sandbox {
+    /// Commands (processes) in the sandbox.
+    pub fn commands(&self) -> Commands<'_> {
+        Commands::new(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{OutputBuffer, SUSPENDING, finish};

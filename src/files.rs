@@ -813,6 +813,14 @@ fn too_large_to_hold(size: u64) -> SandboxError {
     )
 }
 
+/// The view's entry on the sandbox core (the core does not know the feature).
+impl crate::sandbox::Sandbox {
+    /// The sandbox's filesystem.
+    pub fn files(&self) -> Files<'_> {
+        Files::new(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

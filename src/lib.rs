@@ -206,11 +206,39 @@
 //!
 //! # Cargo features
 //!
+//! Only `local` is on by default; each other feature compiles one AWS client
+//! (or one integration) and the SDK surface that needs it, nothing else.
+//!
+//! - `local` (default): the embedded local backend
+//!   ([`SandboxBuilder::local`], `RAYITO_BACKEND=local`): the rayito agent
+//!   and an emulator of the Lambda MicroVMs API on 127.0.0.1. Sandbox code
+//!   runs on this host. `default-features = false` compiles no agent,
+//!   emulator or server stack.
 //! - `test-util`: `rayito::test_util` builds the exact errors the SDK returns for
 //!   each kind of failure, for your own tests.
 //! - `templates`: `rayito::template` describes a sandbox image in Rust and
 //!   compiles it to a Dockerfile layer, the agent's JSON files and a
-//!   deterministic build artifact (off by default).
+//!   deterministic build artifact; building one talks to S3, CloudWatch
+//!   Logs and STS (their clients, a zip writer).
+//! - `setup`: `rayito::setup`, the artifact bucket and the IAM roles and
+//!   policies of a new account as two CloudFormation stacks (adds
+//!   `templates` and the CloudFormation client).
+//! - `dynamodb`: the metadata index of sandboxes (`SandboxIndex`,
+//!   `SandboxBuilder::index`, `ClientBuilder::index`) and the pool store
+//!   shared by many hosts (the DynamoDB client).
+//! - `s3`: S3 with the caller's credentials: `rayito::persistence::{list,
+//!   delete}` of checkpoints and `rayito::transfer` (upload and download
+//!   URLs, large reads and writes staged through S3; the S3 client and the
+//!   SigV4 signer). Checkpoint and restore themselves need no feature.
+//! - `logs`: `rayito::logs`, a sandbox's CloudWatch Logs stream (the
+//!   CloudWatch Logs client).
+//! - `secrets`: `rayito::secrets`, the AWS Secrets Manager store and the
+//!   cache that injects secret values into sandboxes' environments (the
+//!   Secrets Manager client).
+//! - `otel`: OpenTelemetry (`SandboxBuilder::tracer_provider`,
+//!   `ClientBuilder::tracer_provider`): each public operation is also a
+//!   CLIENT span, and every gRPC call under an active span carries its W3C
+//!   `traceparent` (the `opentelemetry` API only).
 #![deny(missing_docs)]
 
 /// Runs `body` (a block returning `$output`) as a boxed future: a public
@@ -282,9 +310,20 @@ pub use commands::{
     ProcessInfo, ProcessKind,
 };
 pub use error::{ErrorKind, SandboxError};
+
+/// The result of every fallible SDK call.
+pub type Result<T> = std::result::Result<T, SandboxError>;
 pub use files::{
     EntryInfo, FileChunks, FileType, Files, FilesystemEvent, FilesystemEventKind, WatchHandle,
     WatchStopper, WriteEntry,
+};
+pub use git::{
+    AddOptions as GitAddOptions, AuthenticateOptions as GitAuthenticateOptions,
+    CloneOptions as GitCloneOptions, CommitOptions as GitCommitOptions,
+    ConfigScope as GitConfigScope, Git, GitBranches, GitFileState, GitFileStatus, GitOptions,
+    GitStatus, InitOptions as GitInitOptions, PullOptions as GitPullOptions,
+    PushOptions as GitPushOptions, RemoteAddOptions as GitRemoteAddOptions,
+    ResetOptions as GitResetOptions, RestoreOptions as GitRestoreOptions,
 };
 #[cfg(feature = "dynamodb")]
 pub use index::SandboxIndex;
@@ -301,15 +340,22 @@ pub use index::SandboxIndex;
 /// name without dots).
 pub const LOCAL_BUCKET: &str = "rayito-local";
 
+#[cfg(feature = "s3")]
+pub use persistence::CheckpointEntry;
+pub use persistence::{
+    CheckpointOptions, Persistence, PersistenceOutcome, RestoreOptions, S3Prefix,
+};
 pub use pool::{
     POOL_DEFAULT_TIMEOUT, Pool, PoolConfig, PoolStats, PoolStore, SlotState, SlotStats, WarmupStep,
 };
 pub use pty::{Pty, PtyExit, PtyHandle, PtyOptions, PtyOutput, PtySize};
-pub use sandbox::{ALL_TRAFFIC, EgressEnforcement, EgressProxy, NetworkPolicy, NetworkState};
 pub use sandbox::{
-    AwsOptions, BACKEND_ENV, IdlePolicy, ListQuery, MetricsHistoryQuery, OnTimeout, Pacing,
-    Sandbox, SandboxBuilder, SandboxHost, SandboxInfo, SandboxList, SandboxLogging, SandboxMetrics,
-    SandboxState, SandboxSummary, TEMPLATE_ENV, TemplateInfo,
+    ALL_TRAFFIC, EgressEnforcement, EgressProxy, Network, NetworkPolicy, NetworkState,
+};
+pub use sandbox::{
+    AwsOptions, BACKEND_ENV, IdlePolicy, ListQuery, Metrics, MetricsHistoryQuery, OnTimeout,
+    Pacing, Sandbox, SandboxBuilder, SandboxHost, SandboxInfo, SandboxList, SandboxLogging,
+    SandboxMetrics, SandboxState, SandboxSummary, TEMPLATE_ENV, TemplateInfo,
 };
 pub use secret::Secret;
 pub use size::{Size, SizeRequest};

@@ -339,7 +339,7 @@ async fn dispatch(
         }
         SandboxCommand::List { metadata, state } => list(backend, format, metadata, state).await,
         SandboxCommand::Info { id } => {
-            let info = backend.builder().get_info_by_id(&id).await?;
+            let info = backend.client().await?.get_info_by_id(&id).await?;
             let value = json!({
                 "sandbox_id": info.sandbox_id,
                 "state": info.state.as_str(),
@@ -360,7 +360,7 @@ async fn dispatch(
         } => {
             let sandbox = backend.connect(&id).await?;
             loop {
-                let m = sandbox.get_metrics().await?;
+                let m = sandbox.metrics().current().await?;
                 print_record(format, &metrics_json(&id, &m));
                 if !follow {
                     return Ok(0);
@@ -373,7 +373,7 @@ async fn dispatch(
         }
         SandboxCommand::Logs(args) => crate::logs::run(backend, format, args).await,
         SandboxCommand::Kill { id } => {
-            let killed = backend.builder().kill_by_id(&id).await?;
+            let killed = backend.client().await?.kill_by_id(&id).await?;
             cache::remove_token(&id);
             match format {
                 Format::Json => output::json(&json!({ "sandbox_id": id, "killed": killed })),
@@ -392,7 +392,8 @@ async fn dispatch(
             Ok(0)
         }
         SandboxCommand::Resume { id } => {
-            spinner::around(format, "resuming", backend.builder().resume_by_id(&id)).await?;
+            let client = backend.client().await?;
+            spinner::around(format, "resuming", client.resume_by_id(&id)).await?;
             match format {
                 Format::Json => output::json(&json!({ "sandbox_id": id, "resumed": true })),
                 Format::Text => outln!("resumed {id}"),
@@ -526,7 +527,7 @@ async fn list(
                 .map(|s| SandboxState::from(s.to_ascii_uppercase().as_str())),
         );
     }
-    let mut stream = backend.builder().list(query);
+    let mut stream = backend.client().await?.list(query);
     let mut rows = Vec::new();
     while let Some(summary) = stream.next().await {
         let summary = summary?;

@@ -115,14 +115,14 @@ pub(crate) async fn run(
     match command {
         NetworkCommand::Get { id } => {
             let sandbox = backend.connect(&id).await?;
-            print(format, &id, &sandbox.get_network().await?);
+            print(format, &id, &sandbox.network().get().await?);
         }
         NetworkCommand::Set { id, policy } => {
             let policy = policy.policy().unwrap_or_default();
             // Checked before connecting: a bad entry is named first.
             policy.check()?;
             let sandbox = backend.connect(&id).await?;
-            print(format, &id, &sandbox.update_network(policy).await?);
+            print(format, &id, &sandbox.network().update(policy).await?);
         }
     }
     Ok(0)

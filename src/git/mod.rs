@@ -809,6 +809,15 @@ fn config_repo(scope: ConfigScope, path: Option<&str>) -> Result<Option<&str>, S
     Ok(path)
 }
 
+/// The view's entry on the sandbox core (the core does not know the feature).
+impl crate::sandbox::Sandbox {
+    /// Git in the sandbox: each call one command, credentials never on a
+    /// command line (see `docs/git.md`).
+    pub fn git(&self) -> Git<'_> {
+        Git::new(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

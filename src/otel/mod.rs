@@ -216,6 +216,18 @@ impl Attr {
 /// create got, a command's exit code, the bytes read).
 pub(crate) type Learned = Vec<Attr>;
 
+/// What an operation on a handle reads from it (the sandbox core
+/// implements it; this module does not know the handle).
+pub(crate) trait Traced {
+    /// The sandbox id.
+    fn sandbox_id(&self) -> &str;
+    /// The region of its client (`None`: the local backend's).
+    fn region(&self) -> Option<&str>;
+    /// The tracer of its spans.
+    #[cfg(feature = "otel")]
+    fn tracer(&self) -> Option<&Tracer>;
+}
+
 /// A public operation about to run: its span name, the attributes known
 /// before it starts, and (feature `otel`) the tracer of its handle.
 #[derive(Debug)]
@@ -250,12 +262,10 @@ impl Op {
     }
 
     /// The operation of the handle `sandbox`: its id, region and tracer.
-    pub(crate) fn on(self, sandbox: &crate::Sandbox) -> Self {
+    pub(crate) fn on(self, sandbox: &impl Traced) -> Self {
         let this = self
-            .with(Attr::SandboxId(sandbox.id().to_owned()))
-            .with(Attr::Region(
-                sandbox.client().region().unwrap_or("local").to_owned(),
-            ));
+            .with(Attr::SandboxId(sandbox.sandbox_id().to_owned()))
+            .with(Attr::Region(sandbox.region().unwrap_or("local").to_owned()));
         #[cfg(feature = "otel")]
         let this = this.traced_by(sandbox.tracer());
         this

@@ -24,6 +24,7 @@
 //! # Ok(()) }
 //! ```
 
+mod binding;
 mod location;
 #[cfg(feature = "s3")]
 mod store;
@@ -33,6 +34,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub(crate) use self::binding::Binding;
 pub use self::location::{ARCHIVE_OBJECT, DEFAULT_PREFIX, MANIFEST_OBJECT, S3Prefix};
 /// Shared with the automatic transfer staging (spec C4, the SDK's own S3
 /// failures).
@@ -565,6 +567,41 @@ async fn drive<T>(
             // A second `started` is not an error worth failing for.
             Some(Event::Started { .. } | Event::Keepalive) => {}
         }
+    }
+}
+
+/// The persistence view and binding on the sandbox core.
+impl crate::sandbox::Sandbox {
+    /// Checkpoint and restore of the home directory to S3
+    /// ([`crate::persistence`]).
+    pub fn persistence(&self) -> Persistence<'_> {
+        Persistence::new(self)
+    }
+
+    /// The persistence prefix the sandbox is bound to (by
+    /// [`crate::SandboxBuilder::persist`]), with its name.
+    pub fn persist_prefix(&self) -> Option<&S3Prefix> {
+        self.features().persist.as_ref().map(Binding::prefix)
+    }
+
+    /// Checkpoints this sandbox to its bound prefix, creates a new one with
+    /// the same options (which restores it), and kills this one once the new
+    /// one is up. If the create fails, this sandbox survives and the error
+    /// is create's own; the checkpoint stays at [`Self::persist_prefix`]
+    /// (the location is never put into an error's message).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`persist`) when the sandbox was not created with
+    /// [`crate::SandboxBuilder::persist`] and a name; the checkpoint's errors
+    /// (nothing else happened); create's errors (this sandbox survives).
+    pub async fn reincarnate(&self) -> Result<Sandbox, SandboxError> {
+        let Some(binding) = &self.features().persist else {
+            return Err(SandboxError::invalid_argument(
+                "persist",
+                "reincarnate needs a sandbox created with SandboxBuilder::persist",
+            ));
+        };
+        binding.reincarnate(self).await
     }
 }
 

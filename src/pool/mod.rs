@@ -181,7 +181,11 @@ impl SandboxBuilder {
     /// every check of [`SandboxBuilder::create`], before any I/O.
     pub fn pool(self, config: PoolConfig) -> Result<Pool, SandboxError> {
         config.check()?;
-        let builder = self.pooled(&config)?;
+        let builder = self.pooled(crate::sandbox::Pooled {
+            timeout: config.timeout,
+            max_idle: config.max_idle,
+            ready_timeout: config.ready_timeout,
+        })?;
         let owner = format!(
             "{}:{}:{:08x}",
             hostname(),

@@ -72,6 +72,18 @@ pub struct SandboxBuilder {
     tracer: Option<crate::otel::Tracer>,
 }
 
+/// The lifetimes a pool gives the sandboxes it makes (its config's, as
+/// plain data: the core does not know the pool).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pooled {
+    /// The MicroVM timeout.
+    pub(crate) timeout: Duration,
+    /// The idle time before a parked sandbox is suspended.
+    pub(crate) max_idle: Duration,
+    /// The readiness wait.
+    pub(crate) ready_timeout: Duration,
+}
+
 /// A persistence prefix given to the builder.
 #[derive(Debug, Clone)]
 struct PersistBinding {
@@ -130,8 +142,19 @@ impl SandboxBuilder {
 
     /// The defaults, on `client` (what [`Client::sandbox`] returns).
     pub(crate) fn on(client: Client) -> Self {
+        // The client's index and tracer are the builder's defaults.
+        let crate::client::ClientFeatures {
+            #[cfg(feature = "dynamodb")]
+            index,
+            #[cfg(feature = "otel")]
+            tracer,
+        } = client.features().clone();
         Self {
             client: ClientSource::given(client),
+            #[cfg(feature = "dynamodb")]
+            index,
+            #[cfg(feature = "otel")]
+            tracer,
             ..Self::new()
         }
     }
@@ -624,7 +647,7 @@ impl SandboxBuilder {
             if let Some(index) = &self.index {
                 index.check()?;
             }
-            let client = self.client.client().await?;
+            let client = self.client().await?;
             // A missing or unreadable secret launches nothing.
             #[cfg(feature = "secrets")]
             Self::preflight_secrets(&secrets, &client).await?;
@@ -761,7 +784,7 @@ impl SandboxBuilder {
     /// `InvalidArgument` (`on_timeout` for a managed lifecycle, which a
     /// pool does not run; `idle_policy` for a builder without one) and
     /// every check of `create`, before any I/O.
-    pub(crate) fn pooled(mut self, config: &crate::pool::PoolConfig) -> Result<Self, SandboxError> {
+    pub(crate) fn pooled(mut self, lifetimes: Pooled) -> Result<Self, SandboxError> {
         if self.persist.is_some() {
             return Err(SandboxError::invalid_argument(
                 "persist",
@@ -780,9 +803,9 @@ impl SandboxBuilder {
                 "a pooled sandbox is parked suspended and resumed on take, which needs an idle policy with auto-resume; drop no_idle_policy from the builder",
             ));
         }
-        self.options.timeout = config.timeout;
-        self.options.idle = IdleChoice::Explicit(IdlePolicy::new(config.max_idle));
-        self.options.ready_timeout = config.ready_timeout;
+        self.options.timeout = lifetimes.timeout;
+        self.options.idle = IdleChoice::Explicit(IdlePolicy::new(lifetimes.max_idle));
+        self.options.ready_timeout = lifetimes.ready_timeout;
         self.launch()?;
         Ok(self)
     }
@@ -822,7 +845,7 @@ impl SandboxBuilder {
     /// # Errors
     /// As [`crate::ClientBuilder::build`].
     pub(crate) async fn resolved_client(&self) -> Result<Client, SandboxError> {
-        self.client.client().await
+        self.client().await
     }
 
     /// The template (image name or ARN) this builder names, if any.
@@ -905,89 +928,87 @@ impl SandboxBuilder {
                 marks,
                 refresher,
                 managed_lifecycle,
-                #[cfg(feature = "dynamodb")]
-                index: self.index.clone(),
-                persist: self
-                    .persist
-                    .as_ref()
-                    .map(|p| p.prefix.clone().or_name(&bound_id)),
-                rebirth: self.persist.is_some().then(|| Box::new(self.clone())),
-                #[cfg(feature = "s3")]
-                staged,
-                #[cfg(feature = "secrets")]
-                secrets,
-                #[cfg(feature = "otel")]
-                tracer: self.tracer.clone(),
+                features: super::Features {
+                    persist: self.persist.as_ref().map(|p| {
+                        crate::persistence::Binding::new(
+                            p.prefix.clone().or_name(&bound_id),
+                            Box::new(self.clone()),
+                        )
+                    }),
+                    #[cfg(feature = "s3")]
+                    staged,
+                    #[cfg(feature = "secrets")]
+                    secrets,
+                },
             }),
         }
     }
 
-    /// What the control plane says about the template a `create` on this
-    /// builder would use (the `template`, else `RAYITO_TEMPLATE`, else the
-    /// local backend's default image): GetMicrovmImage, a pre-flight check
-    /// that makes no sandbox (`rayito doctor` runs it).
+    /// The client a `create` on this builder uses: its backend (the client
+    /// given to [`Client::sandbox`], else the implicit client of the
+    /// builder's backend options), with the builder's index and tracer. The
+    /// by-id operations live there: `Sandbox::builder().local().client().await?.kill_by_id(id)`.
     ///
     /// # Errors
-    /// `InvalidArgument` (`template`) as [`SandboxBuilder::create`], before
-    /// any call; `SandboxNotFound` (the image is probably missing) when the
-    /// image does not exist; `Authentication` (no AWS credentials, or no
-    /// permission for `GetMicrovmImage`); other control-plane failures.
+    /// As [`crate::ClientBuilder::build`].
+    pub async fn client(&self) -> Result<Client, SandboxError> {
+        boxed!(Result<Client, SandboxError>, {
+            let client = self.client.client().await?;
+            // The builder's index and tracer: the given client's unless a
+            // setter changed them (`on` copied them).
+            let features = crate::client::ClientFeatures {
+                #[cfg(feature = "dynamodb")]
+                index: self.index.clone(),
+                #[cfg(feature = "otel")]
+                tracer: self.tracer.clone(),
+            };
+            Ok(client.with_features(features))
+        })
+    }
+
+    /// What the control plane says about the template a `create` on this
+    /// builder would use (see [`Client::template_info`]).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`template`) before any call; as
+    /// [`Client::template_info`].
+    #[deprecated(note = "use `builder.client().await?.template_info(template)`")]
     pub async fn template_info(self) -> Result<TemplateInfo, SandboxError> {
         boxed!(Result<TemplateInfo, SandboxError>, {
             let template = self.options.sized_template()?;
-            let client = self.client.client().await?;
+            let client = self.client().await?;
             client.template_info(template.as_deref()).await
         })
     }
 
-    /// Terminates the sandbox `sandbox_id` on this builder's backend,
-    /// without a handle. Returns `false` when it was not found (already
-    /// gone).
+    /// Deprecated spelling of [`Client::kill_by_id`] on [`Self::client`].
     ///
     /// # Errors
-    /// As [`Client::kill_by_id`]; the client's own failures (see
-    /// [`crate::ClientBuilder::build`]). With an index, its row is deleted
-    /// after the kill (see [`crate::Sandbox::kill`]).
+    /// As [`Client::kill_by_id`]; the client's own failures.
+    #[deprecated(note = "use `builder.client().await?.kill_by_id(id)`")]
     pub async fn kill_by_id(self, sandbox_id: &str) -> Result<bool, SandboxError> {
-        let op = self
-            .op(crate::otel::Name::SandboxKill)
-            .with(crate::otel::Attr::SandboxId(crate::otel::Attr::name_text(
-                sandbox_id,
-            )));
-        let kill = async move {
-            check_sandbox_id(sandbox_id)?;
-            let client = self.client.client().await?;
-            let killed = client.kill_by_id(sandbox_id).await?;
-            #[cfg(feature = "dynamodb")]
-            if let Some(index) = &self.index {
-                super::forget_row(index, &client, sandbox_id).await;
-            }
-            Ok(killed)
-        };
         boxed!(Result<bool, SandboxError>, {
-            op.run(kill, crate::otel::nothing).await
+            check_sandbox_id(sandbox_id)?;
+            self.client().await?.kill_by_id(sandbox_id).await
         })
     }
 
-    /// What the control plane says about the sandbox `sandbox_id` on this
-    /// builder's backend, without a handle (GetMicrovm).
+    /// Deprecated spelling of [`Client::get_info_by_id`] on [`Self::client`].
     ///
     /// # Errors
     /// As [`Client::get_info_by_id`].
+    #[deprecated(note = "use `builder.client().await?.get_info_by_id(id)`")]
     pub async fn get_info_by_id(self, sandbox_id: &str) -> Result<SandboxInfo, SandboxError> {
         check_sandbox_id(sandbox_id)?;
-        self.client.client().await?.get_info_by_id(sandbox_id).await
+        self.client().await?.get_info_by_id(sandbox_id).await
     }
 
-    /// The resources of the RUNNING sandbox `sandbox_id` now, without a
-    /// handle (see [`Sandbox::get_metrics`]): GetMicrovm, one proxy token,
-    /// then Metrics with `access_token`.
+    /// Deprecated spelling of [`Client::get_metrics_by_id`] on
+    /// [`Self::client`] (with this builder's request timeout).
     ///
     /// # Errors
-    /// `InvalidArgument` (`sandbox_id`, `access_token`) before any call;
-    /// `SandboxNotFound` for a terminated sandbox; `SandboxState` for one
-    /// that is not running (before any proxy token is minted);
-    /// `Unimplemented` (feature `get_metrics`) from an agent without it.
+    /// As [`Client::get_metrics_by_id`].
+    #[deprecated(note = "use `builder.client().await?.get_metrics_by_id(id, token)`")]
     pub async fn get_metrics_by_id(
         self,
         sandbox_id: &str,
@@ -995,10 +1016,9 @@ impl SandboxBuilder {
     ) -> Result<super::SandboxMetrics, SandboxError> {
         let access_token: Secret = access_token.into();
         boxed!(Result<super::SandboxMetrics, SandboxError>, {
-            check_sandbox_id(sandbox_id)?;
-            decode_access_token(&access_token).map_err(|_| bad_token())?;
-            let client = self.client.client().await?;
-            super::metrics::snapshot_by_id(
+            super::metrics::check_by_id(sandbox_id, &access_token)?;
+            let client = self.client().await?;
+            super::metrics::metrics_by_id(
                 &client,
                 sandbox_id,
                 access_token,
@@ -1008,13 +1028,14 @@ impl SandboxBuilder {
         })
     }
 
-    /// The sampled history of the RUNNING sandbox `sandbox_id`, without a
-    /// handle (see [`Sandbox::get_metrics_history`]).
+    /// Deprecated spelling of [`Client::get_metrics_history_by_id`] on
+    /// [`Self::client`] (with this builder's request timeout).
     ///
     /// # Errors
-    /// As [`Self::get_metrics_by_id`]; `InvalidArgument` for `query` (see
-    /// [`Sandbox::get_metrics_history`]) before any call; `Unimplemented`
-    /// (feature `get_metrics_history`) from an agent without it.
+    /// As [`Client::get_metrics_history_by_id`].
+    #[deprecated(
+        note = "use `builder.client().await?.get_metrics_history_by_id(id, token, query)`"
+    )]
     pub async fn get_metrics_history_by_id(
         self,
         sandbox_id: &str,
@@ -1024,32 +1045,26 @@ impl SandboxBuilder {
         let access_token: Secret = access_token.into();
         boxed!(Result<Vec<super::SandboxMetrics>, SandboxError>, {
             check_sandbox_id(sandbox_id)?;
-            let client_query = query;
-            // The query and token are checked before the client is built.
-            super::metrics::check_query(&client_query)?;
-            decode_access_token(&access_token).map_err(|_| bad_token())?;
-            let client = self.client.client().await?;
-            super::metrics::history_by_id(
+            super::metrics::check_query(&query)?;
+            super::metrics::check_by_id(sandbox_id, &access_token)?;
+            let client = self.client().await?;
+            super::metrics::metrics_history_by_id(
                 &client,
                 sandbox_id,
                 access_token,
-                &client_query,
+                query,
                 self.options.request_timeout,
             )
             .await
         })
     }
 
-    /// Replaces the egress policy of the RUNNING sandbox `sandbox_id`
-    /// without a handle (see [`Sandbox::update_network`]): GetMicrovm, one
-    /// proxy token, then UpdateNetwork with `access_token`; never
-    /// terminates.
+    /// Deprecated spelling of [`Client::update_network_by_id`] on
+    /// [`Self::client`] (with this builder's request timeout).
     ///
     /// # Errors
-    /// `InvalidArgument` (`sandbox_id`, `access_token`, `allow_out`,
-    /// `deny_out`, `egress_proxy`) before any call; `SandboxNotFound`,
-    /// `SandboxState` as [`Self::get_metrics_by_id`]; `Unimplemented`
-    /// (feature `update_network`) from an agent that cannot apply it.
+    /// As [`Client::update_network_by_id`].
+    #[deprecated(note = "use `builder.client().await?.update_network_by_id(id, token, policy)`")]
     pub async fn update_network_by_id(
         self,
         sandbox_id: &str,
@@ -1060,46 +1075,37 @@ impl SandboxBuilder {
         boxed!(Result<super::NetworkState, SandboxError>, {
             check_sandbox_id(sandbox_id)?;
             policy.check()?;
-            decode_access_token(&access_token).map_err(|_| bad_token())?;
-            let client = self.client.client().await?;
-            super::network::update_by_id(
+            super::metrics::check_by_id(sandbox_id, &access_token)?;
+            let client = self.client().await?;
+            super::network::network_by_id(
                 &client,
                 sandbox_id,
                 access_token,
-                &policy,
+                policy,
                 self.options.request_timeout,
             )
             .await
         })
     }
 
-    /// Resumes the paused sandbox `sandbox_id` without a handle:
-    /// ResumeMicrovm, then GetMicrovm every 0.5 s until RUNNING (within the
-    /// ready timeout). A running sandbox is left as it is.
+    /// Deprecated spelling of [`Client::resume_by_id_within`] on
+    /// [`Self::client`] (waiting this builder's ready timeout).
     ///
     /// # Errors
     /// As [`Client::resume_by_id_within`].
+    #[deprecated(note = "use `builder.client().await?.resume_by_id(id)`")]
     pub async fn resume_by_id(self, sandbox_id: &str) -> Result<(), SandboxError> {
-        let op = self
-            .op(crate::otel::Name::SandboxResume)
-            .with(crate::otel::Attr::SandboxId(crate::otel::Attr::name_text(
-                sandbox_id,
-            )));
-        let resume = async move {
+        boxed!(Result<(), SandboxError>, {
             check_sandbox_id(sandbox_id)?;
-            self.client
-                .client()
+            self.client()
                 .await?
                 .resume_by_id_within(sandbox_id, self.options.ready_timeout)
                 .await
-        };
-        boxed!(Result<(), SandboxError>, {
-            op.run(resume, crate::otel::nothing).await
         })
     }
 
-    /// The sandboxes on this builder's backend that match `query` (see
-    /// [`Client::list`]).
+    /// Deprecated spelling of [`Client::list`] on this builder's backend.
+    #[deprecated(note = "use `Client::list` (or `Sandbox::list`)")]
     pub fn list(self, query: ListQuery) -> SandboxList {
         super::list::list_from(self.client, query)
     }
@@ -1153,7 +1159,7 @@ impl SandboxBuilder {
             let staged = self.checked_staging()?;
             #[cfg(feature = "secrets")]
             let secrets = self.checked_secrets()?;
-            let client = self.client.client().await?;
+            let client = self.client().await?;
             #[cfg(feature = "secrets")]
             Self::preflight_secrets(&secrets, &client).await?;
             let backend = client.backend();

@@ -143,7 +143,7 @@ impl MetricsHistoryQuery {
 }
 
 /// Checks `query` (no I/O).
-pub(super) fn check_query(query: &MetricsHistoryQuery) -> Result<(), SandboxError> {
+pub(crate) fn check_query(query: &MetricsHistoryQuery) -> Result<(), SandboxError> {
     query.to_request().map(drop)
 }
 
@@ -173,16 +173,27 @@ async fn history(
         .collect())
 }
 
-impl Sandbox {
+/// The sandbox's resources (a borrowed view: `sandbox.metrics()`).
+#[derive(Debug, Clone, Copy)]
+pub struct Metrics<'a> {
+    sandbox: &'a Sandbox,
+}
+
+impl<'a> Metrics<'a> {
+    pub(crate) fn new(sandbox: &'a Sandbox) -> Self {
+        Self { sandbox }
+    }
+
     /// The sandbox's resources now: CPU over the agent's 100 ms window,
     /// memory, disk (HealthService.Metrics).
     ///
     /// # Errors
     /// `Unimplemented` (feature `get_metrics`) from an agent without
     /// metrics; the RPC's failures (`SandboxState` while suspended, ...).
-    pub async fn get_metrics(&self) -> Result<SandboxMetrics, SandboxError> {
+    pub async fn current(&self) -> Result<SandboxMetrics, SandboxError> {
+        let sandbox = self.sandbox;
         boxed!(Result<SandboxMetrics, SandboxError>, {
-            snapshot(&self.inner.conn, self.inner.request_timeout).await
+            snapshot(sandbox.conn(), sandbox.request_timeout()).await
         })
     }
 
@@ -193,43 +204,84 @@ impl Sandbox {
     /// `InvalidArgument` before any call: `start` or `end` before 1970,
     /// `start` after `end`, `max_points` 0. `Unimplemented` (feature
     /// `get_metrics_history`) from an agent without it; the RPC's failures.
+    pub async fn history(
+        &self,
+        query: MetricsHistoryQuery,
+    ) -> Result<Vec<SandboxMetrics>, SandboxError> {
+        let sandbox = self.sandbox;
+        boxed!(Result<Vec<SandboxMetrics>, SandboxError>, {
+            let request = query.to_request()?;
+            history(sandbox.conn(), request, sandbox.request_timeout()).await
+        })
+    }
+}
+
+impl Sandbox {
+    /// Deprecated spelling of [`Metrics::current`].
+    ///
+    /// # Errors
+    /// As [`Metrics::current`].
+    #[deprecated(note = "use `sandbox.metrics().current()`")]
+    pub async fn get_metrics(&self) -> Result<SandboxMetrics, SandboxError> {
+        self.metrics().current().await
+    }
+
+    /// Deprecated spelling of [`Metrics::history`].
+    ///
+    /// # Errors
+    /// As [`Metrics::history`].
+    #[deprecated(note = "use `sandbox.metrics().history(query)`")]
     pub async fn get_metrics_history(
         &self,
         query: MetricsHistoryQuery,
     ) -> Result<Vec<SandboxMetrics>, SandboxError> {
-        boxed!(Result<Vec<SandboxMetrics>, SandboxError>, {
-            let request = query.to_request()?;
-            history(&self.inner.conn, request, self.inner.request_timeout).await
-        })
+        self.metrics().history(query).await
     }
 
-    /// As [`Sandbox::get_metrics`] for the sandbox `sandbox_id`, without a
-    /// handle, on the default backend (see [`super::SandboxBuilder::get_metrics_by_id`]).
+    /// As [`Metrics::current`] for the sandbox `sandbox_id`, without a
+    /// handle, on the default backend (a shortcut of
+    /// [`Client::get_metrics_by_id`]).
     ///
     /// # Errors
-    /// As [`super::SandboxBuilder::get_metrics_by_id`].
+    /// As [`Client::get_metrics_by_id`]; the implicit client's failures.
     pub async fn get_metrics_by_id(
         sandbox_id: &str,
         access_token: impl Into<Secret>,
     ) -> Result<SandboxMetrics, SandboxError> {
-        super::SandboxBuilder::new()
-            .get_metrics_by_id(sandbox_id, access_token)
-            .await
+        let access_token: Secret = access_token.into();
+        boxed!(Result<SandboxMetrics, SandboxError>, {
+            check_by_id(sandbox_id, &access_token)?;
+            super::SandboxBuilder::new()
+                .client()
+                .await?
+                .get_metrics_by_id(sandbox_id, access_token)
+                .await
+        })
     }
 
-    /// As [`Sandbox::get_metrics_history`] for the sandbox `sandbox_id`,
-    /// without a handle, on the default backend.
+    /// As [`Metrics::history`] for the sandbox `sandbox_id`, without a
+    /// handle, on the default backend (a shortcut of
+    /// [`Client::get_metrics_history_by_id`]).
     ///
     /// # Errors
-    /// As [`super::SandboxBuilder::get_metrics_history_by_id`].
+    /// As [`Client::get_metrics_history_by_id`]; the implicit client's
+    /// failures.
     pub async fn get_metrics_history_by_id(
         sandbox_id: &str,
         access_token: impl Into<Secret>,
         query: MetricsHistoryQuery,
     ) -> Result<Vec<SandboxMetrics>, SandboxError> {
-        super::SandboxBuilder::new()
-            .get_metrics_history_by_id(sandbox_id, access_token, query)
-            .await
+        let access_token: Secret = access_token.into();
+        boxed!(Result<Vec<SandboxMetrics>, SandboxError>, {
+            super::lifecycle::check_sandbox_id(sandbox_id)?;
+            check_query(&query)?;
+            check_by_id(sandbox_id, &access_token)?;
+            super::SandboxBuilder::new()
+                .client()
+                .await?
+                .get_metrics_history_by_id(sandbox_id, access_token, query)
+                .await
+        })
     }
 }
 
@@ -275,25 +327,39 @@ pub(crate) const REMEDY_SUSPENDED: &str = "resume it first (resume_by_id)";
 /// ... of one that is not running yet.
 pub(crate) const REMEDY_PENDING: &str = "wait until it is running";
 
-/// The by-id calls' bodies (the builder's methods hold only the checks
-/// of its own options).
-pub(super) async fn snapshot_by_id(
+/// The checks of a by-id call with an access token, before any I/O (and
+/// before a shortcut builds its client).
+pub(crate) fn check_by_id(sandbox_id: &str, access_token: &Secret) -> Result<(), SandboxError> {
+    super::lifecycle::check_sandbox_id(sandbox_id)?;
+    crate::secret::decode_access_token(access_token).map_err(|_| super::builder::bad_token())?;
+    Ok(())
+}
+
+/// [`Client::get_metrics_by_id`] (and its shortcuts): checks, then
+/// the call over a connection for it.
+pub(crate) async fn metrics_by_id(
     client: &Client,
     sandbox_id: &str,
     access_token: Secret,
     timeout: Duration,
 ) -> Result<SandboxMetrics, SandboxError> {
+    check_by_id(sandbox_id, &access_token)?;
     let conn = open_running(client, sandbox_id, access_token).await?;
     snapshot(&conn, timeout).await
 }
 
-pub(super) async fn history_by_id(
+/// [`Client::get_metrics_history_by_id`] (and its shortcuts): checks
+/// (the query's first), then the call over a connection for it.
+pub(crate) async fn metrics_history_by_id(
     client: &Client,
     sandbox_id: &str,
     access_token: Secret,
-    query: &MetricsHistoryQuery,
+    query: MetricsHistoryQuery,
     timeout: Duration,
 ) -> Result<Vec<SandboxMetrics>, SandboxError> {
+    super::lifecycle::check_sandbox_id(sandbox_id)?;
+    check_query(&query)?;
+    check_by_id(sandbox_id, &access_token)?;
     let request = query.to_request()?;
     let conn = open_running(client, sandbox_id, access_token).await?;
     history(&conn, request, timeout).await

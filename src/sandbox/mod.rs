@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 pub use self::backend::{AwsOptions, BACKEND_ENV, TEMPLATE_ENV};
-pub(crate) use self::builder::Launched;
+pub(crate) use self::builder::{Launched, Pooled};
 pub use self::builder::{SandboxBuilder, TemplateInfo};
 pub use self::host::SandboxHost;
 use self::lifecycle::LifecycleMarks;
@@ -26,16 +26,17 @@ pub use self::list::{ListQuery, SandboxList, SandboxSummary};
 pub use self::logging::SandboxLogging;
 #[cfg(feature = "logs")]
 pub(crate) use self::logging::{check_log_group, default_log_group};
-pub use self::metrics::{MetricsHistoryQuery, SandboxMetrics};
-pub use self::network::{ALL_TRAFFIC, EgressEnforcement, EgressProxy, NetworkPolicy, NetworkState};
-pub(crate) use self::options::MAX_DURATION_SECS;
+pub use self::metrics::{Metrics, MetricsHistoryQuery, SandboxMetrics};
+pub(crate) use self::metrics::{metrics_by_id, metrics_history_by_id};
+pub(crate) use self::network::network_by_id;
+pub use self::network::{
+    ALL_TRAFFIC, EgressEnforcement, EgressProxy, Network, NetworkPolicy, NetworkState,
+};
+pub(crate) use self::options::{DEFAULT_REQUEST_TIMEOUT, MAX_DURATION_SECS};
 pub use self::options::{IdlePolicy, OnTimeout};
-use crate::code::{Execution, ExecutionEvents, RunCodeOptions};
-use crate::commands::Commands;
 pub use crate::control::pacing::Pacing;
 use crate::control::{AuthTokenRequest, ControlPlane};
 use crate::error::{ErrorKind, SandboxError};
-use crate::files::Files;
 use crate::pb;
 use crate::secret::Secret;
 pub use crate::state::SandboxState;
@@ -80,24 +81,24 @@ struct Inner {
     /// Whether the agent runs a managed lifecycle (its Health said so when
     /// the handle was made); `None` when the agent did not say.
     managed_lifecycle: Option<bool>,
-    /// The metadata index holding the sandbox's row (deleted by `kill`).
-    #[cfg(feature = "dynamodb")]
-    index: Option<crate::SandboxIndex>,
-    /// The persistence prefix the sandbox is bound to (named).
-    persist: Option<crate::persistence::S3Prefix>,
-    /// The builder the sandbox was created with, when it was bound to a
-    /// prefix: `reincarnate` creates with it again.
-    rebirth: Option<Box<SandboxBuilder>>,
+    /// The features' state, each part a type of its feature's module (the
+    /// index and the tracer ride on `client`).
+    features: Features,
+}
+
+/// What the features keep per handle: each field's type is defined (and
+/// its code written) in the feature's own module; the core only holds it.
+pub(crate) struct Features {
+    /// The persistence prefix the sandbox is bound to, and the builder that
+    /// creates it again (`reincarnate`).
+    pub(crate) persist: Option<crate::persistence::Binding>,
     /// The automatic S3 staging of large reads and writes, and whether the
     /// agent serves transfers (probed once).
     #[cfg(feature = "s3")]
-    staged: crate::transfer::auto::SandboxStaging,
+    pub(crate) staged: crate::transfer::auto::SandboxStaging,
     /// The secrets bound to the handle (references only) and their cache.
     #[cfg(feature = "secrets")]
-    secrets: crate::secrets::inject::HandleSecrets,
-    /// The tracer of the operation spans (feature `otel`).
-    #[cfg(feature = "otel")]
-    tracer: Option<crate::otel::Tracer>,
+    pub(crate) secrets: crate::secrets::inject::HandleSecrets,
 }
 
 /// What a ready Health says about the lifecycle: `Some(false)` for an
@@ -192,118 +193,15 @@ impl Sandbox {
         &self.inner.access_token
     }
 
-    /// Commands (processes) in the sandbox.
-    pub fn commands(&self) -> Commands<'_> {
-        Commands::new(self)
+    /// The egress policy: read it, replace it (docs/network.md).
+    pub fn network(&self) -> Network<'_> {
+        Network::new(self)
     }
 
-    /// Git in the sandbox: each call one command, credentials never on a
-    /// command line (see `docs/git.md`).
-    pub fn git(&self) -> crate::git::Git<'_> {
-        crate::git::Git::new(self)
-    }
-
-    /// The sandbox's filesystem.
-    pub fn files(&self) -> Files<'_> {
-        Files::new(self)
-    }
-
-    /// Checkpoint and restore of the home directory to S3
-    /// ([`crate::persistence`]).
-    pub fn persistence(&self) -> crate::persistence::Persistence<'_> {
-        crate::persistence::Persistence::new(self)
-    }
-
-    /// The persistence prefix the sandbox is bound to (by
-    /// [`SandboxBuilder::persist`]), with its name.
-    pub fn persist_prefix(&self) -> Option<&crate::persistence::S3Prefix> {
-        self.inner.persist.as_ref()
-    }
-
-    /// Checkpoints this sandbox to its bound prefix, creates a new one with
-    /// the same options (which restores it), and kills this one once the new
-    /// one is up. If the create fails, this sandbox survives and the error
-    /// is create's own; the checkpoint stays at [`Self::persist_prefix`]
-    /// (the location is never put into an error's message).
-    ///
-    /// # Errors
-    /// `InvalidArgument` (`persist`) when the sandbox was not created with
-    /// [`SandboxBuilder::persist`] and a name; the checkpoint's errors
-    /// (nothing else happened); create's errors (this sandbox survives).
-    pub async fn reincarnate(&self) -> Result<Sandbox, SandboxError> {
-        let (Some(prefix), Some(builder)) = (&self.inner.persist, &self.inner.rebirth) else {
-            return Err(SandboxError::invalid_argument(
-                "persist",
-                "reincarnate needs a sandbox created with SandboxBuilder::persist",
-            ));
-        };
-        Box::pin(
-            self.persistence()
-                .checkpoint(crate::persistence::CheckpointOptions::new(prefix.clone())),
-        )
-        .await?;
-        let next = (**builder).clone().persist(prefix.clone());
-        let born = Box::pin(next.create()).await?;
-        // The new one is up: the old one goes. A failed kill leaves it to
-        // its timeout; the new handle is what the caller needs.
-        if let Err(err) = self.kill().await {
-            tracing::warn!(target: "rayito::persistence", sandbox_id = %self.inner.id, kind = %err.kind(), "reincarnate: the old sandbox could not be killed");
-        }
-        Ok(born)
-    }
-
-    /// Code cells and their contexts (`run_code` is a shortcut of
-    /// `code().run`).
-    pub fn code(&self) -> crate::Code<'_> {
-        crate::Code::new(self)
-    }
-
-    /// Runs a code cell in the default Python context.
-    ///
-    /// A kernel exception is data in [`Execution::error`], not an `Err`.
-    ///
-    /// # Errors
-    /// `InvalidArgument` before any I/O, naming the argument: `code` above
-    /// the agent's 1 MiB cell limit, `envs` (an empty name, `=` in a name, a
-    /// NUL), `language`/`context_id` (empty or a NUL, or both given).
-    /// Transport and agent failures: `Timeout` (request), `Sandbox`
-    /// (`kernel_not_ready`, `connection_lost`, `closed`, ...), `InvalidArgument`
-    /// when the agent refuses the request, `Authentication`.
-    pub async fn run_code(&self, code: &str) -> Result<Execution, SandboxError> {
-        boxed!(Result<Execution, SandboxError>, {
-            crate::code::run_code(self, code, RunCodeOptions::default()).await
-        })
-    }
-
-    /// Runs a code cell with options (language or context, envs, timeout,
-    /// streaming callbacks).
-    ///
-    /// # Errors
-    /// As [`Sandbox::run_code`].
-    pub async fn run_code_with(
-        &self,
-        code: &str,
-        options: RunCodeOptions,
-    ) -> Result<Execution, SandboxError> {
-        boxed!(Result<Execution, SandboxError>, {
-            crate::code::run_code(self, code, options).await
-        })
-    }
-
-    /// Runs a code cell and streams its events as they come (the last one
-    /// is [`crate::ExecutionEvent::End`]); dropping the stream interrupts the cell.
-    ///
-    /// # Errors
-    /// As [`Sandbox::run_code`], when the cell cannot start; later failures
-    /// are the stream's last item.
-    pub async fn run_code_stream(
-        &self,
-        code: &str,
-        options: RunCodeOptions,
-    ) -> Result<ExecutionEvents, SandboxError> {
-        boxed!(Result<ExecutionEvents, SandboxError>, {
-            crate::code::run_code_stream(self, code, options).await
-        })
+    /// The sandbox's resources: now, and the sampled history
+    /// (docs/metrics.md).
+    pub fn metrics(&self) -> Metrics<'_> {
+        Metrics::new(self)
     }
 
     /// Terminates the sandbox. With a metadata index (the builder's
@@ -338,7 +236,7 @@ impl Sandbox {
                 self.inner.refresher.stop();
                 self.inner.conn.close();
                 #[cfg(feature = "dynamodb")]
-                if let Some(index) = &self.inner.index {
+                if let Some(index) = &self.inner.client.features().index {
                     forget_row(index, &self.inner.client, &self.inner.id).await;
                 }
                 Ok(killed)
@@ -354,18 +252,32 @@ impl Sandbox {
     /// `Sandbox.kill(sandbox_id)`.
     ///
     /// # Errors
-    /// As [`SandboxBuilder::kill_by_id`].
+    /// As [`crate::Client::kill_by_id`]; the implicit client's failures.
     pub async fn kill_by_id(sandbox_id: &str) -> Result<bool, SandboxError> {
-        SandboxBuilder::new().kill_by_id(sandbox_id).await
+        boxed!(Result<bool, SandboxError>, {
+            lifecycle::check_sandbox_id(sandbox_id)?;
+            SandboxBuilder::new()
+                .client()
+                .await?
+                .kill_by_id(sandbox_id)
+                .await
+        })
     }
 
     /// What the control plane says about the sandbox `sandbox_id`, without
     /// a handle. E2B calls it `Sandbox.get_info(sandbox_id)`.
     ///
     /// # Errors
-    /// As [`SandboxBuilder::get_info_by_id`].
+    /// As [`crate::Client::get_info_by_id`]; the implicit client's failures.
     pub async fn get_info_by_id(sandbox_id: &str) -> Result<SandboxInfo, SandboxError> {
-        SandboxBuilder::new().get_info_by_id(sandbox_id).await
+        boxed!(Result<SandboxInfo, SandboxError>, {
+            lifecycle::check_sandbox_id(sandbox_id)?;
+            SandboxBuilder::new()
+                .client()
+                .await?
+                .get_info_by_id(sandbox_id)
+                .await
+        })
     }
 
     /// Resumes the paused sandbox `sandbox_id` without a handle and waits
@@ -373,15 +285,22 @@ impl Sandbox {
     /// `Sandbox.resume(sandbox_id)` (connect to it to use it).
     ///
     /// # Errors
-    /// As [`SandboxBuilder::resume_by_id`].
+    /// As [`crate::Client::resume_by_id`]; the implicit client's failures.
     pub async fn resume_by_id(sandbox_id: &str) -> Result<(), SandboxError> {
-        SandboxBuilder::new().resume_by_id(sandbox_id).await
+        boxed!(Result<(), SandboxError>, {
+            lifecycle::check_sandbox_id(sandbox_id)?;
+            SandboxBuilder::new()
+                .client()
+                .await?
+                .resume_by_id(sandbox_id)
+                .await
+        })
     }
 
     /// The sandboxes that match `query`, page after page (E2B:
     /// `Sandbox.list(query)`); the backend from `RAYITO_BACKEND`.
     pub fn list(query: ListQuery) -> SandboxList {
-        SandboxBuilder::new().list(query)
+        list::list_from(crate::client::ClientSource::default(), query)
     }
 
     /// Pauses (suspends) the sandbox and waits until it is SUSPENDED
@@ -469,7 +388,7 @@ impl Sandbox {
     /// The tracer of the handle's operation spans (feature `otel`).
     #[cfg(feature = "otel")]
     pub(crate) fn tracer(&self) -> Option<&crate::otel::Tracer> {
-        self.inner.tracer.as_ref()
+        self.inner.client.features().tracer.as_ref()
     }
 
     /// Moves the sandbox's logical timeout to `timeout` from now (it may
@@ -550,38 +469,14 @@ impl Sandbox {
         Ok(SandboxInfo::from_vm(vm))
     }
 
-    /// Where large reads and writes are staged ([`SandboxBuilder::staging`],
-    /// else `RAYITO_TRANSFER_BUCKET`); `None`: they all go over gRPC.
-    #[cfg(feature = "s3")]
-    pub fn staging(&self) -> Option<&crate::transfer::S3Staging> {
-        self.inner.staged.staging.as_ref()
-    }
-
-    /// The staging state shared by the handle's clones.
-    #[cfg(feature = "s3")]
-    pub(crate) fn staged(&self) -> &crate::transfer::auto::SandboxStaging {
-        &self.inner.staged
+    /// The features' state on this handle (each feature reads its own
+    /// part; the view entries live in the feature modules).
+    pub(crate) fn features(&self) -> &Features {
+        &self.inner.features
     }
 
     pub(crate) fn conn(&self) -> &AgentConn {
         &self.inner.conn
-    }
-
-    /// Injects the handle's bound secrets (when `include_bound`) and a
-    /// call's into the environment of the process a request starts
-    /// (`envs`). Checks first (a variable also in `envs` is refused), then
-    /// reads through the cache.
-    #[cfg(feature = "secrets")]
-    pub(crate) async fn inject_secrets(
-        &self,
-        call: &crate::secrets::inject::SecretEnv,
-        include_bound: bool,
-        envs: &mut std::collections::HashMap<String, String>,
-    ) -> Result<(), SandboxError> {
-        self.inner
-            .secrets
-            .inject(&self.inner.client, call, include_bound, envs)
-            .await
     }
 
     pub(crate) fn request_timeout(&self) -> Duration {
@@ -593,6 +488,21 @@ impl Sandbox {
     #[allow(dead_code)]
     pub(crate) fn pause_pending(&self) -> bool {
         self.inner.marks.pause_pending()
+    }
+}
+
+impl crate::otel::Traced for Sandbox {
+    fn sandbox_id(&self) -> &str {
+        self.id()
+    }
+
+    fn region(&self) -> Option<&str> {
+        self.client().region()
+    }
+
+    #[cfg(feature = "otel")]
+    fn tracer(&self) -> Option<&crate::otel::Tracer> {
+        Sandbox::tracer(self)
     }
 }
 

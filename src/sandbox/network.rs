@@ -500,7 +500,17 @@ async fn update(
     }
 }
 
-impl super::Sandbox {
+/// The sandbox's egress policy (a borrowed view: `sandbox.network()`).
+#[derive(Debug, Clone, Copy)]
+pub struct Network<'a> {
+    sandbox: &'a super::Sandbox,
+}
+
+impl<'a> Network<'a> {
+    pub(crate) fn new(sandbox: &'a super::Sandbox) -> Self {
+        Self { sandbox }
+    }
+
     /// Replaces the whole egress policy at once; connections opened after
     /// the call follow the new one (open ones are kept).
     ///
@@ -510,13 +520,11 @@ impl super::Sandbox {
     /// cannot apply a policy to this sandbox (created without a restricting
     /// one, an image without CAP_NET_ADMIN) or predates NetworkService; the
     /// RPC's failures.
-    pub async fn update_network(
-        &self,
-        policy: NetworkPolicy,
-    ) -> Result<NetworkState, SandboxError> {
+    pub async fn update(&self, policy: NetworkPolicy) -> Result<NetworkState, SandboxError> {
+        let sandbox = self.sandbox;
         boxed!(Result<NetworkState, SandboxError>, {
             policy.check()?;
-            update(&self.inner.conn, &policy, self.inner.request_timeout).await
+            update(sandbox.conn(), &policy, sandbox.request_timeout()).await
         })
     }
 
@@ -526,42 +534,78 @@ impl super::Sandbox {
     /// # Errors
     /// `Unimplemented` (feature `get_network`) from an agent without
     /// NetworkService (or one that cannot report it); the RPC's failures.
-    pub async fn get_network(&self) -> Result<NetworkState, SandboxError> {
+    pub async fn get(&self) -> Result<NetworkState, SandboxError> {
+        let sandbox = self.sandbox;
         boxed!(Result<NetworkState, SandboxError>, {
-            match self.inner.conn.get_network(self.inner.request_timeout).await? {
+            match sandbox.conn().get_network(sandbox.request_timeout()).await? {
                 NetworkAnswer::State(state) => Ok(NetworkState::from_pb(state)),
                 NetworkAnswer::Precondition => Err(precondition("get_network")),
             }
         })
     }
+}
 
-    /// As [`super::Sandbox::update_network`] for the RUNNING sandbox
-    /// `sandbox_id`, without a handle, on the default backend: connects,
-    /// updates, closes; never terminates.
+impl super::Sandbox {
+    /// Deprecated spelling of [`Network::update`].
     ///
     /// # Errors
-    /// As [`super::SandboxBuilder::update_network_by_id`].
+    /// As [`Network::update`].
+    #[deprecated(note = "use `sandbox.network().update(policy)`")]
+    pub async fn update_network(
+        &self,
+        policy: NetworkPolicy,
+    ) -> Result<NetworkState, SandboxError> {
+        self.network().update(policy).await
+    }
+
+    /// Deprecated spelling of [`Network::get`].
+    ///
+    /// # Errors
+    /// As [`Network::get`].
+    #[deprecated(note = "use `sandbox.network().get()`")]
+    pub async fn get_network(&self) -> Result<NetworkState, SandboxError> {
+        self.network().get().await
+    }
+
+    /// As [`Network::update`] for the RUNNING sandbox `sandbox_id`, without
+    /// a handle, on the default backend: connects, updates, closes; never
+    /// terminates (a shortcut of [`Client::update_network_by_id`]).
+    ///
+    /// # Errors
+    /// As [`Client::update_network_by_id`]; the implicit client's failures.
     pub async fn update_network_by_id(
         sandbox_id: &str,
         access_token: impl Into<Secret>,
         policy: NetworkPolicy,
     ) -> Result<NetworkState, SandboxError> {
-        super::SandboxBuilder::new()
-            .update_network_by_id(sandbox_id, access_token, policy)
-            .await
+        let access_token: Secret = access_token.into();
+        boxed!(Result<NetworkState, SandboxError>, {
+            super::lifecycle::check_sandbox_id(sandbox_id)?;
+            policy.check()?;
+            super::metrics::check_by_id(sandbox_id, &access_token)?;
+            super::SandboxBuilder::new()
+                .client()
+                .await?
+                .update_network_by_id(sandbox_id, access_token, policy)
+                .await
+        })
     }
 }
 
-/// The by-id update's body (the builder's method holds the checks).
-pub(super) async fn update_by_id(
+/// [`Client::update_network_by_id`] (and its shortcut): checks, then
+/// the update over a connection for it.
+pub(crate) async fn network_by_id(
     client: &Client,
     sandbox_id: &str,
     access_token: Secret,
-    policy: &NetworkPolicy,
+    policy: NetworkPolicy,
     timeout: Duration,
 ) -> Result<NetworkState, SandboxError> {
+    super::lifecycle::check_sandbox_id(sandbox_id)?;
+    policy.check()?;
+    super::metrics::check_by_id(sandbox_id, &access_token)?;
     let conn = super::metrics::open_running(client, sandbox_id, access_token).await?;
-    update(&conn, policy, timeout).await
+    update(&conn, &policy, timeout).await
 }
 
 #[cfg(test)]

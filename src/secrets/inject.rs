@@ -215,3 +215,22 @@ pub(crate) fn default_cache(client: &crate::client::Client) -> Result<SecretCach
         _ => SecretCache::new(SecretCacheOptions::new()),
     }
 }
+
+/// The bound secrets on the sandbox core.
+impl crate::sandbox::Sandbox {
+    /// Injects the handle's bound secrets (when `include_bound`) and a
+    /// call's into the environment of the process a request starts
+    /// (`envs`). Checks first (a variable also in `envs` is refused), then
+    /// reads through the cache.
+    pub(crate) async fn inject_secrets(
+        &self,
+        call: &SecretEnv,
+        include_bound: bool,
+        envs: &mut std::collections::HashMap<String, String>,
+    ) -> Result<(), SandboxError> {
+        self.features()
+            .secrets
+            .inject(self.client(), call, include_bound, envs)
+            .await
+    }
+}

@@ -36,6 +36,7 @@ pub use templates::{
     ARTIFACTS_STACK, IAM_OUTPUTS, IAM_STACK, IMAGE_ARTIFACT_DAYS, IMAGE_ARTIFACT_PREFIX,
     artifacts_template, bucket_policy, build_role_name, default_bucket, iam_policies, iam_template,
 };
+use templates::{artifacts_template_value, iam_template_value};
 
 use crate::Client;
 use crate::aws::cloudformation::{StackState, Stacks, UpdateStarted};
@@ -301,7 +302,7 @@ impl Setup {
                     bucket.clone()
                 }
                 None => {
-                    let action = stack_action(&stacks, ARTIFACTS_STACK, &artifacts_template()).await?;
+                    let action = stack_action(&stacks, ARTIFACTS_STACK, &artifacts_template_value()).await?;
                     steps.push(SetupStep {
                         action,
                         target: StepTarget::Stack,
@@ -310,7 +311,7 @@ impl Setup {
                     default_bucket(&account, &region)
                 }
             };
-            let action = stack_action(&stacks, IAM_STACK, &iam_template(&bucket)).await?;
+            let action = stack_action(&stacks, IAM_STACK, &iam_template_value(&bucket)).await?;
             steps.push(SetupStep {
                 action,
                 target: StepTarget::Stack,
@@ -343,9 +344,9 @@ impl Setup {
             for step in &plan.steps {
                 if step.target == StepTarget::Stack {
                     let template = if step.name == ARTIFACTS_STACK {
-                        artifacts_template()
+                        artifacts_template_value()
                     } else {
-                        iam_template(&plan.bucket)
+                        iam_template_value(&plan.bucket)
                     };
                     let action = self
                         .deploy(&stacks, &step.name, step.action, &template)

@@ -89,7 +89,7 @@ const SANDBOX_ACTIONS: [&str; 8] = [
 
 /// The policy documents of the IAM stack, by logical id, as the stack's
 /// resources carry them (docs/aws.md transcribes each).
-pub fn iam_policies(bucket: &str) -> Vec<(&'static str, Value)> {
+pub(crate) fn iam_policy_values(bucket: &str) -> Vec<(&'static str, Value)> {
     let objects = sub(&format!("arn:${{AWS::Partition}}:s3:::{bucket}/rayito/*"));
     let bucket_arn = sub(&format!("arn:${{AWS::Partition}}:s3:::{bucket}"));
     let images =
@@ -237,8 +237,8 @@ pub fn iam_policies(bucket: &str) -> Vec<(&'static str, Value)> {
 /// role (`rayito-m0-build-<region>`), the execution role
 /// (`rayito-m0-exec-<region>`), three managed policies and the outputs
 /// [`IAM_OUTPUTS`].
-pub fn iam_template(bucket: &str) -> Value {
-    let policies: serde_json::Map<String, Value> = iam_policies(bucket)
+pub(crate) fn iam_template_value(bucket: &str) -> Value {
+    let policies: serde_json::Map<String, Value> = iam_policy_values(bucket)
         .into_iter()
         .map(|(id, doc)| (id.to_owned(), doc))
         .collect();
@@ -296,7 +296,7 @@ pub fn iam_template(bucket: &str) -> Value {
 }
 
 /// The TLS-only bucket policy of the artifact bucket.
-pub fn bucket_policy() -> Value {
+pub(crate) fn bucket_policy_value() -> Value {
     json!({
         "Version": "2012-10-17",
         "Statement": [{
@@ -316,7 +316,7 @@ pub fn bucket_policy() -> Value {
 /// The artifacts stack's template: the private, encrypted, TLS-only
 /// bucket `rayito-artifacts-<account>-<region>`, kept when the stack is
 /// deleted, whose `rayito/images/` objects expire after 7 days.
-pub fn artifacts_template() -> Value {
+pub(crate) fn artifacts_template_value() -> Value {
     json!({
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": "rayito: the artifact bucket image and template builds read (rayito setup)",
@@ -353,7 +353,7 @@ pub fn artifacts_template() -> Value {
                 "Type": "AWS::S3::BucketPolicy",
                 "Properties": {
                     "Bucket": { "Ref": "ArtifactBucket" },
-                    "PolicyDocument": bucket_policy()
+                    "PolicyDocument": bucket_policy_value()
                 }
             }
         },
@@ -364,30 +364,60 @@ pub fn artifacts_template() -> Value {
     })
 }
 
+/// The policy documents of the IAM stack, by logical id, as the stack's
+/// resources carry them (docs/aws.md transcribes each), each as JSON text
+/// (CloudFormation's `Fn::Sub` and `Fn::GetAtt` left in place).
+pub fn iam_policies(bucket: &str) -> Vec<(&'static str, String)> {
+    iam_policy_values(bucket)
+        .into_iter()
+        .map(|(id, doc)| (id, doc.to_string()))
+        .collect()
+}
+
+/// The IAM stack's template for the artifact bucket `bucket`, as JSON
+/// text: the build role (`rayito-m0-build-<region>`), the execution role
+/// (`rayito-m0-exec-<region>`), three managed policies and the outputs
+/// [`IAM_OUTPUTS`].
+pub fn iam_template(bucket: &str) -> String {
+    iam_template_value(bucket).to_string()
+}
+
+/// The TLS-only bucket policy of the artifact bucket, as JSON text.
+pub fn bucket_policy() -> String {
+    bucket_policy_value().to_string()
+}
+
+/// The artifacts stack's template, as JSON text: the private, encrypted,
+/// TLS-only bucket `rayito-artifacts-<account>-<region>`, kept when the
+/// stack is deleted, whose `rayito/images/` objects expire after 7 days.
+pub fn artifacts_template() -> String {
+    artifacts_template_value().to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_iam_template_has_the_reference_outputs_and_a_stable_fingerprint() {
-        let t = iam_template("b");
+        let t = iam_template_value("b");
         for key in IAM_OUTPUTS {
             assert!(t["Outputs"].get(key).is_some(), "{key}");
         }
-        assert_eq!(iam_template("b"), t);
+        assert_eq!(iam_template_value("b"), t);
         let fp = t["Outputs"]["TemplateFingerprint"]["Value"]
             .as_str()
             .unwrap();
         assert_eq!(fp.len(), 12);
         assert_ne!(
-            iam_template("other")["Outputs"]["TemplateFingerprint"],
+            iam_template_value("other")["Outputs"]["TemplateFingerprint"],
             t["Outputs"]["TemplateFingerprint"]
         );
     }
 
     #[test]
     fn the_bucket_expires_image_artifacts_and_is_retained() {
-        let t = artifacts_template();
+        let t = artifacts_template_value();
         let bucket = &t["Resources"]["ArtifactBucket"];
         assert_eq!(bucket["DeletionPolicy"], "Retain");
         let rule = &bucket["Properties"]["LifecycleConfiguration"]["Rules"][0];
@@ -451,13 +481,13 @@ mod docs_tests {
     /// Every document the page shows, by its marker name.
     fn documents() -> Vec<(String, Value)> {
         let bucket = default_bucket(ACCOUNT, REGION);
-        let mut docs: Vec<(String, Value)> = iam_policies(&bucket)
+        let mut docs: Vec<(String, Value)> = iam_policy_values(&bucket)
             .into_iter()
             .map(|(id, doc)| (id.to_owned(), resolve(&doc)))
             .collect();
         docs.push(("TrustPolicy".to_owned(), resolve(&lambda_trust())));
-        docs.push(("BucketPolicy".to_owned(), resolve(&bucket_policy())));
-        let bucket_props = &artifacts_template()["Resources"]["ArtifactBucket"]["Properties"];
+        docs.push(("BucketPolicy".to_owned(), resolve(&bucket_policy_value())));
+        let bucket_props = &artifacts_template_value()["Resources"]["ArtifactBucket"]["Properties"];
         // The s3api form of the lifecycle rule: `Filter` instead of the
         // template's `Prefix`, `Expiration.Days`.
         let rule = &bucket_props["LifecycleConfiguration"]["Rules"][0];

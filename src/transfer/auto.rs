@@ -676,6 +676,20 @@ async fn joined(
     }
 }
 
+/// The staging state on the sandbox core.
+impl crate::sandbox::Sandbox {
+    /// Where large reads and writes are staged ([`crate::SandboxBuilder::staging`],
+    /// else `RAYITO_TRANSFER_BUCKET`); `None`: they all go over gRPC.
+    pub fn staging(&self) -> Option<&crate::transfer::S3Staging> {
+        self.features().staged.staging.as_ref()
+    }
+
+    /// The staging state shared by the handle's clones.
+    pub(crate) fn staged(&self) -> &SandboxStaging {
+        &self.features().staged
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

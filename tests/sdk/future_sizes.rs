@@ -37,6 +37,7 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
     let pool = client
         .pool(rayito::PoolConfig::new(1))
         .expect("a pool config");
+    let builder = SandboxBuilder::new();
     let size = |name, n| (name, n);
     macro_rules! of {
         ($name:literal, $future:expr) => {
@@ -51,10 +52,7 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
             "SandboxBuilder::connect",
             SandboxBuilder::new().connect("m", "t")
         ),
-        of!(
-            "SandboxBuilder::template_info",
-            SandboxBuilder::new().template_info()
-        ),
+        of!("SandboxBuilder::client", builder.client()),
         of!("Client::from_env", Client::from_env()),
         of!("ClientBuilder::build", ClientBuilder::new().build()),
         of!("Client::connect", client.connect("m", "t")),
@@ -62,6 +60,14 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
         of!("Client::get_info_by_id", client.get_info_by_id("m")),
         of!("Client::resume_by_id", client.resume_by_id("m")),
         of!("Client::template_info", client.template_info(None)),
+        of!(
+            "Client::get_metrics_by_id",
+            client.get_metrics_by_id("m", "t")
+        ),
+        of!(
+            "Client::update_network_by_id",
+            client.update_network_by_id("m", "t", rayito::NetworkPolicy::new())
+        ),
         of!("run_code", sbx.run_code("1")),
         of!(
             "run_code_with",

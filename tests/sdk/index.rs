@@ -64,7 +64,14 @@ fn row(moto: &MotoServer, table: &str, id: &str) -> Option<serde_json::Value> {
 }
 
 async fn list(query: ListQuery, emu: &Emulator) -> Vec<SandboxSummary> {
-    let mut found: Vec<SandboxSummary> = builder(emu).list(query).try_collect().await.unwrap();
+    let mut found: Vec<SandboxSummary> = builder(emu)
+        .client()
+        .await
+        .unwrap()
+        .list(query)
+        .try_collect()
+        .await
+        .unwrap();
     found.sort_by(|a, b| a.sandbox_id.cmp(&b.sandbox_id));
     found
 }
@@ -149,11 +156,14 @@ async fn create_writes_the_row_an_indexed_list_reads_only_the_table_and_kill_del
     assert_eq!(row(&moto, "rayito-sandboxes", indexed.id()), None);
     assert!(list(wanted, &emu).await.is_empty());
 
-    // kill_by_id on a builder with the index deletes the row too; a
-    // sandbox without a row is killed all the same.
+    // kill_by_id on the client of a builder with the index deletes the
+    // row too; a sandbox without a row is killed all the same.
     assert!(
         builder(&emu)
             .index(index.clone())
+            .client()
+            .await
+            .unwrap()
             .kill_by_id(other_user.id())
             .await
             .unwrap()
@@ -162,6 +172,9 @@ async fn create_writes_the_row_an_indexed_list_reads_only_the_table_and_kill_del
     assert!(
         builder(&emu)
             .index(index.clone())
+            .client()
+            .await
+            .unwrap()
             .kill_by_id(unindexed.id())
             .await
             .unwrap()
@@ -236,7 +249,15 @@ async fn keep_on_failure_keeps_the_microvm_of_a_failed_index_write() {
         matches!(state, MicrovmState::Pending | MicrovmState::Running),
         "{state:?}"
     );
-    assert!(builder(&emu).kill_by_id(&id).await.unwrap());
+    assert!(
+        builder(&emu)
+            .client()
+            .await
+            .unwrap()
+            .kill_by_id(&id)
+            .await
+            .unwrap()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,6 +268,9 @@ async fn an_indexed_list_on_a_missing_table_fails_with_sandbox_index() {
     let emu = emulator().await;
     let sandbox = builder(&emu).create().await.unwrap();
     let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(ListQuery::new().index(index(&moto, "no-such-table")))
         .try_collect::<Vec<_>>()
         .await
@@ -263,6 +287,9 @@ async fn an_indexed_list_on_a_missing_table_fails_with_sandbox_index() {
 
     // A bad table name is refused before any call, naming the argument.
     let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(ListQuery::new().index(index(&moto, "a/b")))
         .try_collect::<Vec<_>>()
         .await
@@ -390,6 +417,9 @@ async fn keys_left_unprocessed_after_the_retries_fail_the_list_never_shorten_it(
     }))
     .await;
     let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(ListQuery::new().index(fake_index(&peer)))
         .try_collect::<Vec<_>>()
         .await
@@ -476,6 +506,9 @@ async fn a_row_that_cannot_be_deleted_does_not_fail_the_kill_and_aws_text_is_nev
     // A live sandbox, so that the list has a row to read.
     let other = builder(&emu).create().await.unwrap();
     let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(ListQuery::new().index(index))
         .try_collect::<Vec<_>>()
         .await
@@ -488,4 +521,80 @@ async fn a_row_that_cannot_be_deleted_does_not_fail_the_kill_and_aws_text_is_nev
     assert!(!everything.contains("secret"), "{everything}");
     assert_eq!(err.meta().http_status(), Some(400));
     assert!(other.kill().await.unwrap());
+}
+
+/// Every by-id kill is the client's: through a client with the index and
+/// a tracer (`ClientBuilder::index`, `tracer_provider`), through the client
+/// of a builder with them (`SandboxBuilder::client`), and through the
+/// builder's deprecated spelling, the row is deleted and a
+/// `rayito.sandbox.kill` span naming the sandbox is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_by_id_through_each_entry_point_deletes_the_row_in_its_span() {
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+    let Some(moto) = MotoServer::start() else {
+        return;
+    };
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let emu = emulator().await;
+    let index = index(&moto, "rayito-by-id");
+    index.create_table().await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let sbx = builder(&emu).index(index.clone()).create().await.unwrap();
+        assert!(
+            row(&moto, "rayito-by-id", sbx.id()).is_some(),
+            "create wrote the row"
+        );
+        ids.push(sbx.id().to_owned());
+    }
+
+    let client = rayito::Client::builder()
+        .aws(sdk_support::aws(&emu))
+        .index(index.clone())
+        .tracer_provider(&provider)
+        .build()
+        .await
+        .unwrap();
+    assert!(client.kill_by_id(&ids[0]).await.unwrap());
+    let of_builder = builder(&emu)
+        .index(index.clone())
+        .tracer_provider(&provider)
+        .client()
+        .await
+        .unwrap();
+    assert!(of_builder.kill_by_id(&ids[1]).await.unwrap());
+    #[allow(deprecated)]
+    let killed = builder(&emu)
+        .index(index.clone())
+        .tracer_provider(&provider)
+        .kill_by_id(&ids[2])
+        .await;
+    assert!(killed.unwrap());
+
+    for id in &ids {
+        assert_eq!(
+            row(&moto, "rayito-by-id", id),
+            None,
+            "{id}: the row is deleted"
+        );
+        assert_eq!(emu.state(id).map(|s| s.is_ending()), Some(true), "{id}");
+    }
+    let spans = exporter.get_finished_spans().expect("spans");
+    let killed: Vec<String> = spans
+        .iter()
+        .filter(|span| span.name == "rayito.sandbox.kill")
+        .filter_map(|span| {
+            span.attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == "rayito.sandbox.id")
+                .map(|kv| kv.value.as_str().into_owned())
+        })
+        .collect();
+    assert_eq!(
+        killed, ids,
+        "one kill span per entry point, naming its sandbox"
+    );
 }

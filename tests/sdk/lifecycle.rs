@@ -70,26 +70,70 @@ async fn resume_by_id_waits_for_running_and_by_id_calls_need_no_handle() {
     assert!(sbx.pause().await.unwrap());
     drop(sbx);
 
-    builder(&emu).resume_by_id(&id).await.unwrap();
+    builder(&emu)
+        .client()
+        .await
+        .unwrap()
+        .resume_by_id(&id)
+        .await
+        .unwrap();
     assert_eq!(emu.state(&id), Some(MicrovmState::Running));
-    let info = builder(&emu).get_info_by_id(&id).await.unwrap();
+    let info = builder(&emu)
+        .client()
+        .await
+        .unwrap()
+        .get_info_by_id(&id)
+        .await
+        .unwrap();
     assert_eq!(info.state, SandboxState::Running);
     assert_eq!(info.sandbox_id, id);
 
-    assert!(builder(&emu).kill_by_id(&id).await.unwrap());
-    let info = builder(&emu).get_info_by_id(&id).await.unwrap();
+    assert!(
+        builder(&emu)
+            .client()
+            .await
+            .unwrap()
+            .kill_by_id(&id)
+            .await
+            .unwrap()
+    );
+    let info = builder(&emu)
+        .client()
+        .await
+        .unwrap()
+        .get_info_by_id(&id)
+        .await
+        .unwrap();
     assert!(info.state.is_terminal(), "{:?}", info.state);
-    let err = builder(&emu).resume_by_id(&id).await.unwrap_err();
+    let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
+        .resume_by_id(&id)
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, SandboxError::SandboxNotFound { .. }),
         "{err:?}"
     );
 
     assert!(
-        !builder(&emu).kill_by_id("microvm-nope").await.unwrap(),
+        !builder(&emu)
+            .client()
+            .await
+            .unwrap()
+            .kill_by_id("microvm-nope")
+            .await
+            .unwrap(),
         "an unknown id is not found: false"
     );
-    let err = builder(&emu).get_info_by_id("").await.unwrap_err();
+    let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
+        .get_info_by_id("")
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "invalid sandbox_id: a sandbox id must be 1 to 256 characters; pass the id the sandbox was created with"
@@ -120,6 +164,9 @@ async fn list_with_a_metadata_filter_returns_exactly_the_matches_over_several_pa
     assert!(ended.kill().await.unwrap());
 
     let listed: Vec<_> = builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(ListQuery::new().page_size(2))
         .try_collect()
         .await
@@ -135,6 +182,9 @@ async fn list_with_a_metadata_filter_returns_exactly_the_matches_over_several_pa
 
     let before = emu.calls(Operation::ListMicrovms);
     let red: Vec<_> = builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(ListQuery::new().page_size(2).metadata([("team", "red")]))
         .try_collect()
         .await
@@ -149,6 +199,9 @@ async fn list_with_a_metadata_filter_returns_exactly_the_matches_over_several_pa
         assert_eq!(summary.state, SandboxState::Running);
     }
     let none: Vec<_> = builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(ListQuery::new().metadata([("team", "red"), ("n", "1")]))
         .try_collect()
         .await
@@ -170,6 +223,9 @@ async fn a_failed_metadata_probe_is_an_error_not_a_silent_drop() {
         .unwrap();
     assert!(emu.faults().proxy_status(1, 502));
     let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(ListQuery::new().metadata([("team", "red")]))
         .try_collect::<Vec<_>>()
         .await
@@ -187,6 +243,9 @@ async fn a_failed_metadata_probe_is_an_error_not_a_silent_drop() {
 async fn list_refuses_bad_queries_before_any_call() {
     let emu = emulator().await;
     let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(
             ListQuery::new()
                 .metadata([("team", "red")])
@@ -200,6 +259,9 @@ async fn list_refuses_bad_queries_before_any_call() {
         "invalid states: a metadata filter only considers RUNNING sandboxes (probing a suspended one would wake it); ask for RUNNING only, or drop the metadata filter"
     );
     let err = builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(ListQuery::new().page_size(51))
         .try_collect::<Vec<_>>()
         .await
@@ -261,7 +323,15 @@ async fn the_refresher_re_mints_and_stops_with_the_last_handle_or_kill() {
     let after_kill = emu.calls(Operation::CreateMicrovmAuthToken);
     tokio::time::sleep(every * 10).await;
     assert_eq!(emu.calls(Operation::CreateMicrovmAuthToken), after_kill);
-    assert!(builder(&emu).kill_by_id(&id).await.unwrap());
+    assert!(
+        builder(&emu)
+            .client()
+            .await
+            .unwrap()
+            .kill_by_id(&id)
+            .await
+            .unwrap()
+    );
 }
 
 /// Every future and stream of the lifecycle API is `Send` (compile time).
@@ -274,10 +344,7 @@ fn lifecycle_futures_and_streams_are_send(sbx: rayito::Sandbox, b: rayito::Sandb
     send(rayito::Sandbox::get_info_by_id("id"));
     send(rayito::Sandbox::resume_by_id("id"));
     send(rayito::Sandbox::list(ListQuery::new()));
-    send(b.clone().kill_by_id("id"));
-    send(b.clone().get_info_by_id("id"));
-    send(b.clone().resume_by_id("id"));
-    send(b.list(ListQuery::new()));
+    send(b.client());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

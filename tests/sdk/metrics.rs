@@ -48,12 +48,13 @@ async fn a_snapshot_and_the_history() {
         .spawn("sleep 60", rayito::CommandOptions::new())
         .await
         .expect("background");
-    let now = sbx.get_metrics().await.expect("metrics");
+    let now = sbx.metrics().current().await.expect("metrics");
     assert_sane(&now);
 
     tokio::time::sleep(INTERVAL * 8).await;
     let all = sbx
-        .get_metrics_history(MetricsHistoryQuery::default())
+        .metrics()
+        .history(MetricsHistoryQuery::default())
         .await
         .expect("history");
     assert!(all.len() >= 3, "{} samples", all.len());
@@ -65,7 +66,8 @@ async fn a_snapshot_and_the_history() {
     // Bounds are inclusive: a window on one sample's exact time is it.
     let one = all[1].timestamp;
     let got = sbx
-        .get_metrics_history(MetricsHistoryQuery::new().start(one).end(one))
+        .metrics()
+        .history(MetricsHistoryQuery::new().start(one).end(one))
         .await
         .expect("window");
     assert_eq!(got.len(), 1);
@@ -73,7 +75,8 @@ async fn a_snapshot_and_the_history() {
 
     // max_points: exactly that many, the last one the last sample's.
     let two = sbx
-        .get_metrics_history(
+        .metrics()
+        .history(
             MetricsHistoryQuery::new()
                 .end(all.last().unwrap().timestamp)
                 .max_points(2),
@@ -87,11 +90,17 @@ async fn a_snapshot_and_the_history() {
     let id = sbx.id().to_owned();
     let token = sbx.access_token().clone();
     let by_id = sdk_support::builder(&_emu)
+        .client()
+        .await
+        .unwrap()
         .get_metrics_by_id(&id, token.clone())
         .await
         .expect("by id");
     assert_sane(&by_id);
     let hist = sdk_support::builder(&_emu)
+        .client()
+        .await
+        .unwrap()
         .get_metrics_history_by_id(&id, token.clone(), MetricsHistoryQuery::new().max_points(1))
         .await
         .expect("history by id");
@@ -100,6 +109,9 @@ async fn a_snapshot_and_the_history() {
     // Paused: SandboxState before any proxy token; killed: not found.
     sbx.pause().await.expect("pause");
     let err = sdk_support::builder(&_emu)
+        .client()
+        .await
+        .unwrap()
         .get_metrics_by_id(&id, token.clone())
         .await
         .unwrap_err();
@@ -111,6 +123,9 @@ async fn a_snapshot_and_the_history() {
     sbx.resume().await.expect("resume");
     sbx.kill().await.expect("kill");
     let err = sdk_support::builder(&_emu)
+        .client()
+        .await
+        .unwrap()
         .get_metrics_by_id(&id, token)
         .await
         .unwrap_err();
@@ -120,13 +135,14 @@ async fn a_snapshot_and_the_history() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_without_metrics_is_unimplemented_by_feature() {
     let (_emu, sbx) = world(None).await;
-    let err = sbx.get_metrics().await.unwrap_err();
+    let err = sbx.metrics().current().await.unwrap_err();
     match &err {
         SandboxError::Unimplemented { feature, .. } => assert_eq!(&**feature, "get_metrics"),
         other => panic!("{other:?}"),
     }
     let err = sbx
-        .get_metrics_history(MetricsHistoryQuery::default())
+        .metrics()
+        .history(MetricsHistoryQuery::default())
         .await
         .unwrap_err();
     match &err {
@@ -172,7 +188,9 @@ async fn the_query_is_refused_before_any_call() {
     );
     for (query, text) in cases {
         let err = builder
-            .clone()
+            .client()
+            .await
+            .unwrap()
             .get_metrics_history_by_id("microvm-1", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", query)
             .await
             .unwrap_err();

@@ -77,7 +77,7 @@ async fn egress_follows_the_policy_and_flips_at_runtime() {
         .await
         .expect("a sandbox with a restricting policy");
 
-    let state = sbx.get_network().await.expect("get_network");
+    let state = sbx.network().get().await.expect("get_network");
     assert_eq!(state.enforcement, EgressEnforcement::GuestRoutesAndProxy);
     assert_eq!(state.allow_out, vec!["127.0.0.1/32".to_owned()]);
     assert_eq!(state.deny_out, vec![ALL_TRAFFIC.to_owned()]);
@@ -109,7 +109,8 @@ async fn egress_follows_the_policy_and_flips_at_runtime() {
 
     // Denied at runtime: the proxy answers 403, SOCKS5 refuses.
     let denied = sbx
-        .update_network(NetworkPolicy::new().deny_internet())
+        .network()
+        .update(NetworkPolicy::new().deny_internet())
         .await
         .expect("update_network");
     assert!(denied.allow_out.is_empty());
@@ -119,13 +120,14 @@ async fn egress_follows_the_policy_and_flips_at_runtime() {
 
     // A hostname entry (case-insensitive), resolved by the agent: the name
     // passes, the bare address does not.
-    sbx.update_network(
-        NetworkPolicy::new()
-            .allow_out(["LOCALHOST."])
-            .deny_internet(),
-    )
-    .await
-    .expect("update_network by name");
+    sbx.network()
+        .update(
+            NetworkPolicy::new()
+                .allow_out(["LOCALHOST."])
+                .deny_internet(),
+        )
+        .await
+        .expect("update_network by name");
     assert_eq!(
         status(&sbx, "", &format!("http://localhost:{port}/")).await,
         "200"
@@ -135,6 +137,9 @@ async fn egress_follows_the_policy_and_flips_at_runtime() {
     // And back, by id with the access token.
     let token = sbx.access_token().clone();
     let back = sdk_support::builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .update_network_by_id(
             sbx.id(),
             token,
@@ -149,7 +154,8 @@ async fn egress_follows_the_policy_and_flips_at_runtime() {
 
     // The operator's proxy is not supported by the local agent yet.
     let err = sbx
-        .update_network(
+        .network()
+        .update(
             NetworkPolicy::new()
                 .deny_internet()
                 .egress_proxy(EgressProxy::new("proxy.internal:3128")),
@@ -245,11 +251,12 @@ async fn the_gate_terminates_a_sandbox_its_agent_cannot_bound() {
         .create()
         .await
         .expect("nothing to enforce");
-    let state = sbx.get_network().await.expect("get_network");
+    let state = sbx.network().get().await.expect("get_network");
     assert_eq!(state.enforcement, EgressEnforcement::None);
     assert_eq!(state.local_proxy_port, None);
     let err = sbx
-        .update_network(NetworkPolicy::new().deny_internet())
+        .network()
+        .update(NetworkPolicy::new().deny_internet())
         .await
         .expect_err("no enforcement here");
     assert_eq!(
@@ -362,7 +369,9 @@ async fn every_limit_is_refused_before_any_call_without_the_entry() {
             assert!(!wire.contains(hidden), "{wire}");
         }
         let by_id = closed
-            .clone()
+            .client()
+            .await
+            .unwrap()
             .update_network_by_id("mvm-00000000000000000000000000", "dG9rZW4", policy)
             .await
             .expect_err("refused");

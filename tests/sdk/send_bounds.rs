@@ -44,10 +44,13 @@ fn sandbox_futures_are_send(sbx: &Sandbox) {
     assert_send(&sbx.set_timeout(Duration::from_secs(60)));
     assert_send(&sbx.is_running());
     assert_send(&sbx.get_info());
-    assert_send(&sbx.get_metrics());
-    assert_send(&sbx.get_metrics_history(rayito::MetricsHistoryQuery::default()));
-    assert_send(&sbx.get_network());
-    assert_send(&sbx.update_network(rayito::NetworkPolicy::new()));
+    assert_send(&sbx.metrics().current());
+    assert_send(
+        &sbx.metrics()
+            .history(rayito::MetricsHistoryQuery::default()),
+    );
+    assert_send(&sbx.network().get());
+    assert_send(&sbx.network().update(rayito::NetworkPolicy::new()));
     assert_send(&sbx.pause());
     assert_send(&sbx.resume());
     assert_send(
@@ -62,14 +65,34 @@ fn sandbox_futures_are_send(sbx: &Sandbox) {
     assert_send_static(&Sandbox::kill_by_id("microvm-1"));
     assert_send_static(&Sandbox::get_info_by_id("microvm-1"));
     assert_send_static(&Sandbox::resume_by_id("microvm-1"));
+    assert_send_static(&Sandbox::list(ListQuery::new()));
+    assert_send_static(&Sandbox::get_metrics_by_id("microvm-1", "token"));
+    assert_send_static(&Sandbox::get_metrics_history_by_id(
+        "microvm-1",
+        "token",
+        rayito::MetricsHistoryQuery::default(),
+    ));
+    assert_send_static(&Sandbox::update_network_by_id(
+        "microvm-1",
+        "token",
+        rayito::NetworkPolicy::new(),
+    ));
+}
+
+/// The deprecated spellings stay `Send` while they exist.
+#[allow(dead_code, deprecated)]
+fn deprecated_spellings_are_send(sbx: &Sandbox) {
+    assert_send(&sbx.get_metrics());
+    assert_send(&sbx.get_metrics_history(rayito::MetricsHistoryQuery::default()));
+    assert_send(&sbx.get_network());
+    assert_send(&sbx.update_network(rayito::NetworkPolicy::new()));
     assert_send_static(&SandboxBuilder::new().kill_by_id("microvm-1"));
     assert_send_static(&SandboxBuilder::new().get_info_by_id("microvm-1"));
     assert_send_static(&SandboxBuilder::new().resume_by_id("microvm-1"));
-    assert_send_static(&Sandbox::list(ListQuery::new()));
     assert_send_static(&SandboxBuilder::new().list(ListQuery::new()));
     assert_send_static(&SandboxBuilder::new().template_info());
-    assert_send_static(&Sandbox::get_metrics_by_id("microvm-1", "token"));
-    assert_send_static(&Sandbox::update_network_by_id(
+    assert_send_static(&SandboxBuilder::new().get_metrics_by_id("microvm-1", "token"));
+    assert_send_static(&SandboxBuilder::new().update_network_by_id(
         "microvm-1",
         "token",
         rayito::NetworkPolicy::new(),
@@ -113,6 +136,15 @@ fn client_and_code_futures_are_send(client: &Client, sbx: &Sandbox) {
     assert_send(&client.resume_by_id("microvm-1"));
     assert_send(&client.resume_by_id_within("microvm-1", Duration::from_secs(1)));
     assert_send(&client.template_info(None));
+    assert_send(&client.get_metrics_by_id("microvm-1", "token"));
+    assert_send(&client.get_metrics_history_by_id(
+        "microvm-1",
+        "token",
+        rayito::MetricsHistoryQuery::default(),
+    ));
+    assert_send(&client.update_network_by_id("microvm-1", "token", rayito::NetworkPolicy::new()));
+    let builder = SandboxBuilder::new();
+    assert_send(&builder.client());
     let at = rayito::persistence::S3Prefix::new("bkt");
     assert_send(&rayito::persistence::list(client, &at));
     assert_send(&rayito::persistence::delete(client, &at));

@@ -334,7 +334,8 @@ async fn apply_creates_the_stacks_with_their_resources_and_a_second_run_changes_
     // A stack deployed with another template is updated. (Only the
     // description differs: moto drops a managed policy's `Ref` output
     // once the policy itself is updated, which AWS does not.)
-    let mut older = rayito::setup::iam_template(BUCKET);
+    let mut older: serde_json::Value =
+        serde_json::from_str(&rayito::setup::iam_template(BUCKET)).unwrap();
     older["Description"] = "an older rayito".into();
     cfn.update_stack()
         .stack_name(IAM_STACK)
@@ -635,7 +636,7 @@ mod scripted_cloudformation {
                 }
             },
             "GetTemplate" => {
-                let body = serde_json::to_string(&rayito::setup::artifacts_template()).unwrap();
+                let body = rayito::setup::artifacts_template();
                 ok(
                     "GetTemplate",
                     &format!("<TemplateBody>{}</TemplateBody>", xml_escape(&body)),

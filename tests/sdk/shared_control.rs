@@ -170,6 +170,9 @@ fn a_shortcut_in_a_second_runtime_never_gets_the_first_runtimes_client() {
         assert!(
             Sandbox::builder()
                 .aws(options(&emulator, &endpoint))
+                .client()
+                .await
+                .unwrap()
                 .kill_by_id(kept.id())
                 .await
                 .unwrap()

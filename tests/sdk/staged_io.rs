@@ -395,6 +395,9 @@ async fn a_bad_staging_is_refused_before_any_call() {
     }
     // Nothing was launched.
     let listed: Vec<_> = sdk_support::builder(&emu)
+        .client()
+        .await
+        .unwrap()
         .list(rayito::ListQuery::default())
         .collect()
         .await;

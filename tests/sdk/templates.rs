@@ -1,13 +1,13 @@
-//! `SandboxBuilder::template_info`: GetMicrovmImage through the real AWS
+//! `Client::template_info`: GetMicrovmImage through the real AWS
 //! client against the local emulator, before any sandbox exists.
 
 use rayito::{Sandbox, SandboxError};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_template_exists_and_a_missing_one_says_so() {
-    let info = Sandbox::builder()
-        .local()
-        .template_info()
+    let client = Sandbox::builder().local().client().await.unwrap();
+    let info = client
+        .template_info(None)
         .await
         .expect("the local backend's default image");
     assert_eq!(info.name, "rayito-base");
@@ -19,10 +19,8 @@ async fn the_default_template_exists_and_a_missing_one_says_so() {
     assert_eq!(info.state, "CREATED");
     assert_eq!(info.latest_active_version.as_deref(), Some("1"));
 
-    let err = Sandbox::builder()
-        .local()
-        .template("no-such-image")
-        .template_info()
+    let err = client
+        .template_info(Some("no-such-image"))
         .await
         .expect_err("an image the emulator does not have");
     assert!(
@@ -40,10 +38,8 @@ async fn the_default_template_exists_and_a_missing_one_says_so() {
         "{err}"
     );
 
-    let bad = Sandbox::builder()
-        .local()
-        .template("not a name!")
-        .template_info()
+    let bad = client
+        .template_info(Some("not a name!"))
         .await
         .expect_err("refused before any call");
     assert!(

@@ -50,7 +50,11 @@ pub enum ListOrder {
 /// [`SandboxPaginator::next_items`] while [`SandboxPaginator::has_next`].
 #[derive(Debug)]
 pub struct SandboxPaginator {
-    stream: SandboxList,
+    /// The listing, once the client of the backend is built (on the first
+    /// `next_items`).
+    stream: Option<SandboxList>,
+    /// What makes it: the backend's builder and the query.
+    start: Option<(rayito::SandboxBuilder, ListQuery)>,
     limit: usize,
     done: bool,
     warnings: Warnings,
@@ -71,9 +75,9 @@ impl SandboxPaginator {
         } else {
             query
         };
-        let stream = builder_for(&opts.backend).list(query.page_size(limit));
         Ok(Self {
-            stream,
+            stream: None,
+            start: Some((builder_for(&opts.backend), query.page_size(limit))),
             limit: usize::try_from(limit).unwrap_or(usize::MAX).max(1),
             done: false,
             warnings,
@@ -101,8 +105,21 @@ impl SandboxPaginator {
     /// What the listing stream yields (the paginator then has no next).
     pub async fn next_items(&mut self) -> Result<Vec<SandboxSummary>, SandboxError> {
         let mut page = Vec::new();
+        if let Some((builder, query)) = self.start.take() {
+            match builder.client().await {
+                Ok(client) => self.stream = Some(client.list(query)),
+                Err(err) => {
+                    self.done = true;
+                    return Err(err);
+                }
+            }
+        }
         while !self.done && page.len() < self.limit {
-            match self.stream.next().await {
+            let Some(stream) = self.stream.as_mut() else {
+                self.done = true;
+                break;
+            };
+            match stream.next().await {
                 Some(Ok(item)) => page.push(item),
                 Some(Err(err)) => {
                     self.done = true;

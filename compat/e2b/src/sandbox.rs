@@ -118,20 +118,28 @@ impl Sandbox {
     /// `Sandbox.kill(sandbox_id)`: false when it was already gone.
     ///
     /// # Errors
-    /// What `rayito::SandboxBuilder::kill_by_id` returns.
+    /// What `rayito::Client::kill_by_id` returns.
     pub async fn kill_by_id(sandbox_id: &str, opts: ConnectOpts) -> Result<bool, SandboxError> {
-        builder_for(&opts.backend).kill_by_id(sandbox_id).await
+        builder_for(&opts.backend)
+            .client()
+            .await?
+            .kill_by_id(sandbox_id)
+            .await
     }
 
     /// `Sandbox.get_info(sandbox_id)`.
     ///
     /// # Errors
-    /// What `rayito::SandboxBuilder::get_info_by_id` returns.
+    /// What `rayito::Client::get_info_by_id` returns.
     pub async fn get_info_by_id(
         sandbox_id: &str,
         opts: ConnectOpts,
     ) -> Result<SandboxInfo, SandboxError> {
-        builder_for(&opts.backend).get_info_by_id(sandbox_id).await
+        builder_for(&opts.backend)
+            .client()
+            .await?
+            .get_info_by_id(sandbox_id)
+            .await
     }
 
     /// `Sandbox.set_timeout(sandbox_id, timeout)`: reattaches with the
@@ -262,12 +270,12 @@ impl Sandbox {
     /// `end` (5 s apart, the last 8 h), oldest first.
     ///
     /// # Errors
-    /// What `rayito::Sandbox::get_metrics_history` returns.
+    /// What `rayito::Metrics::history` returns.
     pub async fn get_metrics(
         &self,
         query: MetricsHistoryQuery,
     ) -> Result<Vec<SandboxMetrics>, SandboxError> {
-        self.inner.get_metrics_history(query).await
+        self.inner.metrics().history(query).await
     }
 
     /// `update_network(network)`: replaces the sandbox's egress policy
@@ -276,13 +284,13 @@ impl Sandbox {
     ///
     /// # Errors
     /// `Unimplemented` for a field with no equivalent, before any call;
-    /// otherwise what `rayito::Sandbox::update_network` returns.
+    /// otherwise what `rayito::Network::update` returns.
     pub async fn update_network(
         &self,
         network: crate::Network,
     ) -> Result<NetworkState, SandboxError> {
         refuse_missing_network(&network)?;
-        self.inner.update_network(network.policy()).await
+        self.inner.network().update(network.policy()).await
     }
 
     /// `fork()`: not available.
