@@ -53,7 +53,7 @@ use lmv::config::retry::RetryConfig;
 use lmv::config::{BehaviorVersion, Credentials, Region};
 use lmv::types::PortSpecification;
 use rayito::{AwsOptions, CommandOptions, Pacing, Sandbox, SandboxBuilder};
-use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig};
+use rayito_emulator::{AccessKey, Emulator, EmulatorConfig};
 use rayito_agent::pb;
 use tonic::metadata::AsciiMetadataValue;
 use tonic::service::interceptor::InterceptedService;

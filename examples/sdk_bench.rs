@@ -13,7 +13,7 @@ use lmv::config::retry::RetryConfig;
 use lmv::config::{BehaviorVersion, Credentials, Region};
 use lmv::types::PortSpecification;
 use rayito::{AwsOptions, Sandbox};
-use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig};
+use rayito_emulator::{AccessKey, Emulator, EmulatorConfig};
 use rayito_agent::pb;
 use tonic::metadata::AsciiMetadataValue;
 use tonic::transport::Endpoint;

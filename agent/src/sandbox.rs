@@ -513,7 +513,7 @@ impl SandboxEnv {
     /// The setup cannot be prepared, a string holds a NUL byte, the program
     /// cannot be executed (`NotFound`, `PermissionDenied`) or the child's
     /// setup fails.
-    pub(crate) fn launch(
+    pub fn launch(
         &self,
         spec: &SpawnSpec,
         stdin: launch::Stdio,

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rayito_agent::emulator::{Emulator, EmulatorConfig, Operation};
+use rayito_emulator::{Emulator, EmulatorConfig, Operation};
 use rayito_agent::sandbox::SandboxEnv;
 use rustix::process::{Pid, Signal};
 use serde::{Deserialize, Serialize};

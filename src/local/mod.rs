@@ -17,7 +17,7 @@
 
 use std::sync::OnceLock;
 
-use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use rayito_emulator::{Emulator, EmulatorConfig};
 use rayito_agent::sandbox::SandboxEnv;
 
 use crate::LOCAL_BUCKET;

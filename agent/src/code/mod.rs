@@ -127,7 +127,6 @@ impl CodeServiceImpl {
 
     /// Whether the kernel [`CodeServiceImpl::prestart`] began is up and
     /// answering, `/run` not having taken it yet.
-    #[cfg(feature = "emulator")] // only the emulator asks
     pub(crate) fn prestarted_live(&self) -> bool {
         self.shared
             .prestarted

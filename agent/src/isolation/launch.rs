@@ -51,7 +51,7 @@ const CHILD_STACK: usize = 256 * 1024;
 
 /// Where one of the child's standard streams goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Stdio {
+pub enum Stdio {
     /// `/dev/null`.
     Null,
     /// A pipe whose other end the agent keeps.
@@ -60,7 +60,7 @@ pub(crate) enum Stdio {
 
 /// Everything a child needs, prepared (and validated) before the clone.
 #[derive(Debug)]
-pub(crate) struct LaunchPlan {
+pub struct LaunchPlan {
     /// Where `execve` is tried, in order: the program itself when it names a
     /// path, else each PATH directory joined with it (as `execvp` would).
     candidates: Vec<CString>,
@@ -85,7 +85,7 @@ impl LaunchPlan {
     ///
     /// # Errors
     /// `InvalidInput` when a string holds a NUL byte.
-    pub(crate) fn new<'a>(
+    pub fn new<'a>(
         program: &str,
         args: &[String],
         envs: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -130,7 +130,7 @@ impl LaunchPlan {
 
 /// A child started by [`launch`]; reaped by [`LaunchedChild::wait`].
 #[derive(Debug)]
-pub(crate) struct LaunchedChild {
+pub struct LaunchedChild {
     pid: u32,
     /// Taken only by `Drop` (to reap a child that outlives its handle).
     pidfd: Option<AsyncFd<OwnedFd>>,
@@ -138,11 +138,11 @@ pub(crate) struct LaunchedChild {
     /// SIGKILL the child when the handle is dropped before it was reaped.
     kill_on_drop: bool,
     /// The write end of the child's stdin, when piped.
-    pub(crate) stdin: Option<pipe::Sender>,
+    pub stdin: Option<pipe::Sender>,
     /// The read end of the child's stdout, when piped.
-    pub(crate) stdout: Option<pipe::Receiver>,
+    pub stdout: Option<pipe::Receiver>,
     /// The read end of the child's stderr, when piped.
-    pub(crate) stderr: Option<pipe::Receiver>,
+    pub stderr: Option<pipe::Receiver>,
 }
 
 /// What the child reads (all prepared before the clone) and where it leaves
@@ -171,7 +171,7 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
 /// The pipes or the clone fail, or the child fails before `execve` (its
 /// errno: `NotFound` or `PermissionDenied` for a program that cannot be
 /// executed, the setup's error otherwise).
-pub(crate) fn launch(
+pub fn launch(
     plan: &LaunchPlan,
     stdin: Stdio,
     stdout: Stdio,
@@ -298,7 +298,7 @@ pub(crate) fn launch(
 ///
 /// # Errors
 /// The clone fails or `f` does (its errno).
-pub(crate) fn in_shared_child<F>(f: F) -> std::io::Result<OwnedFd>
+pub fn in_shared_child<F>(f: F) -> std::io::Result<OwnedFd>
 where
     F: Fn() -> std::io::Result<OwnedFd>,
 {
@@ -572,13 +572,13 @@ fn exit_status(status: WaitIdStatus) -> ExitStatus {
 
 impl LaunchedChild {
     /// The child's pid (it leads its own process group when asked).
-    pub(crate) fn id(&self) -> u32 {
+    pub fn id(&self) -> u32 {
         self.pid
     }
 
     /// SIGKILLs the child if the handle is dropped before it was reaped (as
     /// `tokio::process::Command::kill_on_drop`).
-    pub(crate) fn kill_on_drop(&mut self, kill: bool) {
+    pub fn kill_on_drop(&mut self, kill: bool) {
         self.kill_on_drop = kill;
     }
 
@@ -586,7 +586,7 @@ impl LaunchedChild {
     ///
     /// # Errors
     /// The pidfd cannot be polled or waited on.
-    pub(crate) async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
         if let Some(status) = self.status {
             return Ok(status);
         }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rayito::AwsOptions;
-use rayito_agent::emulator::{Emulator, EmulatorConfig, Operation};
+use rayito_emulator::{Emulator, EmulatorConfig, Operation};
 use rayito_e2b::exceptions::{E2bClass, is_instance};
 use rayito_e2b::{
     ApiParams, Backend, CommandOpts, CompatWarning, Lifecycle, ListOpts, ListOrder, Missing,
@@ -841,8 +841,8 @@ async fn egress_options_map_onto_the_sdk_policy() {
             matches!(
                 emulator.state(&id),
                 Some(
-                    rayito_agent::emulator::MicrovmState::Terminated
-                        | rayito_agent::emulator::MicrovmState::Terminating
+                    rayito_emulator::MicrovmState::Terminated
+                        | rayito_emulator::MicrovmState::Terminating
                 )
             ),
             "{id} is still up"
