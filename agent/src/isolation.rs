@@ -382,7 +382,7 @@ impl MountTargets {
 /// A sandbox's user namespace, in which uid and gid 1000 are its host ids,
 /// held by a descriptor for as long as the sandbox lives.
 #[derive(Debug)]
-pub(crate) struct SandboxUserNs {
+pub struct SandboxUserNs {
     ns: OwnedFd,
 }
 

@@ -56,9 +56,9 @@ pub mod run_payload {
 /// the emulator, and nothing else may use it.
 #[doc(hidden)]
 pub mod for_emulator {
-    pub use crate::isolation::cgroup::SandboxCgroup;
+    pub use crate::isolation::cgroup::{CommandCgroup, SandboxCgroup};
     pub use crate::isolation::launch::{LaunchPlan, LaunchedChild, Stdio, in_shared_child, launch};
     pub use crate::isolation::layer_root::enter_staging;
     pub use crate::isolation::user::HostIds;
-    pub use crate::isolation::{ChildSetup, SandboxMounts, open_for_sandboxes};
+    pub use crate::isolation::{ChildSetup, SandboxMounts, SandboxUserNs, open_for_sandboxes};
 }

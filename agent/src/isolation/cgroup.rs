@@ -466,7 +466,7 @@ impl Drop for SandboxCgroup {
 /// the directory is removed when it is empty (see
 /// [`CommandCgroup::remove_if_empty`]), else with the sandbox's.
 #[derive(Debug)]
-pub(crate) struct CommandCgroup {
+pub struct CommandCgroup {
     dir: PathBuf,
 }
 
