@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use aws_sdk_lambdamicrovms as lmv;
 use lmv::config::{BehaviorVersion, Credentials, Region, retry::RetryConfig};
 use lmv::types::PortSpecification;
-use rayito_emulator::{Emulator, EmulatorConfig};
 use rayito_agent::pb;
+use rayito_emulator::{Emulator, EmulatorConfig};
 use tonic::metadata::AsciiMetadataValue;
 
 fn client(emulator: &Emulator) -> lmv::Client {

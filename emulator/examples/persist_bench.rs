@@ -29,10 +29,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rayito_emulator::{Emulator, EmulatorConfig};
 use rayito_agent::pb;
 use rayito_agent::persist::PersistenceAccess;
 use rayito_agent::{AgentConfig, sandbox::GUEST_HOME};
+use rayito_emulator::{Emulator, EmulatorConfig};
 use s3_support::persistence_access;
 use support::{TestAgent, payload};
 

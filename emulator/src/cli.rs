@@ -218,7 +218,9 @@ mod tests {
     use clap::Parser;
 
     fn emulator_args(line: &str) -> Result<super::EmulatorArgs, clap::Error> {
-        let words = ["rayito-emulator"].into_iter().chain(line.split_whitespace());
+        let words = ["rayito-emulator"]
+            .into_iter()
+            .chain(line.split_whitespace());
         super::EmulatorArgs::try_parse_from(words)
     }
 

@@ -18,10 +18,10 @@ use std::time::Instant;
 use aws_sdk_s3 as s3;
 use aws_sdk_s3::primitives::ByteStream;
 use emulator_support::s3::persistence_access;
-use rayito_emulator::{Emulator, EmulatorConfig};
 use rayito_agent::pb;
 use rayito_agent::persist::{PersistenceAccess, messages};
 use rayito_agent::{AgentConfig, sandbox::GUEST_HOME};
+use rayito_emulator::{Emulator, EmulatorConfig};
 use support::{TestAgent, assert_status, payload};
 
 const BUCKET: &str = "rayito-ckpt";

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_lambdamicrovms::types::{IdlePolicy, MicrovmState};
 use emulator_support::*;
-use rayito_emulator::EmulatorConfig;
 use rayito_agent::pb;
+use rayito_emulator::EmulatorConfig;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 fn idle_policy(auto_resume: bool) -> IdlePolicy {

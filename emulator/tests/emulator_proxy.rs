@@ -16,8 +16,8 @@ use http::{Request, Response};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rayito_emulator::EmulatorConfig;
 use rayito_agent::pb;
+use rayito_emulator::EmulatorConfig;
 use tonic::Code;
 
 fn start_request(script: &str) -> pb::StartRequest {

@@ -350,10 +350,9 @@ async fn the_reference_sdk_launches_an_image_we_published_and_runs_in_it() {
         "command 0 published-by-us\ncode 42 None\nfile round trip\n"
     );
     assert!(
-        emu.microvm_ids().iter().all(|id| !matches!(
-            emu.state(id),
-            Some(rayito_emulator::MicrovmState::Running)
-        )),
+        emu.microvm_ids()
+            .iter()
+            .all(|id| !matches!(emu.state(id), Some(rayito_emulator::MicrovmState::Running))),
         "the reference's kill terminated its MicroVM"
     );
     emu.shutdown().await;

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io;
 
-use rustix::process::{Pid, Signal};
+use rustix::process::Signal;
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 
@@ -186,10 +186,11 @@ impl Drop for Kernel {
     }
 }
 
-/// Sends `signal` to process group `pgid` (no-op for a non-positive id).
+/// Sends `signal` to process group `pgid` (no-op for a non-positive id),
+/// as the process service signals a command's group.
 pub(crate) fn signal_group(pgid: i32, signal: Signal) {
-    if let Some(pgid) = Pid::from_raw(pgid).filter(|p| p.as_raw_nonzero().get() > 0) {
-        let _ = rustix::process::kill_process_group(pgid, signal);
+    if let Ok(pgid) = u32::try_from(pgid) {
+        let _ = crate::process::signal_group(pgid, signal.as_raw());
     }
 }
 

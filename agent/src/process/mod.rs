@@ -17,7 +17,9 @@ use tokio::io::AsyncWriteExt as _;
 use tonic::{Request, Response, Status};
 
 use self::entry::ProcessEntry;
-pub(crate) use self::spawn::{killed_for_memory, out_of_memory, signal_group};
+pub(crate) use self::spawn::{
+    Timed, check_start, enforce_timeout, final_end, signal_group, start_failed,
+};
 use self::stream::EventStream;
 use crate::pb;
 use crate::phase::PhaseCell;
@@ -119,16 +121,11 @@ impl ProcessTable {
         if config.cmd.is_empty() {
             return Err(Status::invalid_argument("empty command"));
         }
-        if let Some(user) = &req.user {
-            check_user(&user.username)?;
-        }
-        if let Some(cwd) = config
-            .cwd
-            .as_deref()
-            .or(self.env.moved_workdir().as_deref())
-        {
-            self.check_cwd(cwd)?;
-        }
+        check_start(
+            &self.env,
+            req.user.as_ref().map(|u| u.username.as_str()),
+            config.cwd.as_deref(),
+        )?;
         let spec = SpawnSpec {
             program: config.cmd.clone(),
             args: config.args.clone(),
@@ -176,13 +173,6 @@ impl ProcessTable {
         Ok(ManagedProcess(entry))
     }
 
-    /// The file calls' rules, checked as the sandbox's user.
-    #[allow(clippy::result_large_err)]
-    fn check_cwd(&self, cwd: &str) -> Result<(), Status> {
-        crate::filesystem::check_working_dir(&self.env, cwd)
-            .map_err(|refusal| refusal.status("invalid working directory"))
-    }
-
     #[allow(clippy::result_large_err)]
     fn connect(&self, req: pb::ConnectRequest) -> Result<EventStream, Status> {
         let entry = self.get(req.pid)?;
@@ -221,16 +211,6 @@ impl ProcessTable {
             .collect();
         out.sort_by_key(|p| p.pid);
         out
-    }
-}
-
-/// The local agent has one account, `user`; root and others are refused.
-#[allow(clippy::result_large_err)]
-fn check_user(username: &str) -> Result<(), Status> {
-    match username {
-        "" | "user" => Ok(()),
-        "root" => Err(Status::permission_denied("running as root is not allowed")),
-        _ => Err(Status::invalid_argument("unknown user")),
     }
 }
 

@@ -15,9 +15,9 @@ use super::log::{BuildLog, Vertex};
 use super::namespace::BuildNamespace;
 use super::user::RunAs;
 use rayito_agent::for_emulator::ChildSetup;
+use rayito_agent::for_emulator::HostIds;
 use rayito_agent::for_emulator::SandboxCgroup;
 use rayito_agent::for_emulator::{LaunchPlan, Stdio, launch};
-use rayito_agent::for_emulator::HostIds;
 
 /// The PATH of a step whose `ENV` sets none (Docker's default).
 pub(crate) const DEFAULT_PATH: &str =

@@ -9,8 +9,8 @@
 use aws_sdk_s3 as s3;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
-use rayito_emulator::{AccessKey, Emulator};
 use rayito_agent::persist::{LocalS3, PersistenceAccess};
+use rayito_emulator::{AccessKey, Emulator};
 
 /// A client of `emu`'s S3 endpoint signing with `emu`'s access key.
 pub fn client(emu: &Emulator) -> s3::Client {
