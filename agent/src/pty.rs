@@ -238,20 +238,14 @@ impl PtyTable {
         });
     }
 
+    #[allow(clippy::result_large_err)]
     fn get(&self, pid: u32) -> Result<Arc<Session>, Status> {
-        let mut map = self.sessions.lock().expect("pty table lock");
-        Self::prune(&mut map);
-        map.get(&pid)
-            .cloned()
-            .ok_or_else(|| Status::not_found("pty not found"))
+        crate::process::lookup(&self.sessions, Self::prune, pid, false, "pty")
     }
 
+    #[allow(clippy::result_large_err)]
     fn get_live(&self, pid: u32) -> Result<Arc<Session>, Status> {
-        let session = self.get(pid)?;
-        if session.has_ended() {
-            return Err(Status::not_found("pty not found"));
-        }
-        Ok(session)
+        crate::process::lookup(&self.sessions, Self::prune, pid, true, "pty")
     }
 
     #[allow(clippy::result_large_err)]

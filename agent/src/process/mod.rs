@@ -18,7 +18,7 @@ use tonic::{Request, Response, Status};
 
 use self::entry::ProcessEntry;
 pub(crate) use self::spawn::{
-    Timed, check_start, enforce_timeout, final_end, signal_group, start_failed,
+    Timed, check_start, enforce_timeout, final_end, lookup, signal_group, start_failed,
 };
 use self::stream::EventStream;
 use crate::pb;
@@ -85,21 +85,16 @@ impl ProcessTable {
         }
     }
 
+    /// A process, running or recently finished.
+    #[allow(clippy::result_large_err)]
     fn get(&self, pid: u32) -> Result<Arc<ProcessEntry>, Status> {
-        let mut map = self.entries.lock().expect("process table lock");
-        Self::prune(&mut map);
-        map.get(&pid)
-            .cloned()
-            .ok_or_else(|| Status::not_found("process not found"))
+        lookup(&self.entries, Self::prune, pid, false, "process")
     }
 
     /// A live process (ended ones are NOT_FOUND for signals and stdin).
+    #[allow(clippy::result_large_err)]
     fn get_live(&self, pid: u32) -> Result<Arc<ProcessEntry>, Status> {
-        let entry = self.get(pid)?;
-        if entry.has_ended() {
-            return Err(Status::not_found("process not found"));
-        }
-        Ok(entry)
+        lookup(&self.entries, Self::prune, pid, true, "process")
     }
 
     /// Marks the agent as abruptly stopped (before its processes are killed).

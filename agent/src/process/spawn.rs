@@ -224,6 +224,26 @@ where
     Pump { task, exited }
 }
 
+/// The entry of `pid` in `table` (a command's or a terminal's), after
+/// `prune` dropped what is kept no longer: `<what> not found` when there is
+/// none, or when `live` asks for a running one and it has ended (signals,
+/// input and resizes reach running ones only).
+#[allow(clippy::result_large_err)]
+pub(crate) fn lookup<T: Timed>(
+    table: &std::sync::Mutex<std::collections::HashMap<u32, Arc<T>>>,
+    prune: fn(&mut std::collections::HashMap<u32, Arc<T>>),
+    pid: u32,
+    live: bool,
+    what: &str,
+) -> Result<Arc<T>, Status> {
+    let mut map = table.lock().expect("process table lock");
+    prune(&mut map);
+    map.get(&pid)
+        .filter(|found| !(live && found.has_ended()))
+        .cloned()
+        .ok_or_else(|| Status::not_found(format!("{what} not found")))
+}
+
 /// What a timeout ends: a command's entry or a terminal's session.
 pub(crate) trait Timed: Send + Sync + 'static {
     /// The leader of its process group.
