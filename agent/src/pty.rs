@@ -17,7 +17,7 @@ use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd as _, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use rayito_proto::tokens::end_status;
@@ -77,8 +77,7 @@ struct SessionState {
     chunks: VecDeque<(u64, Bytes)>,
     kept_bytes: usize,
     next_seq: u64,
-    end: Option<pb::PtyExited>,
-    ended_at: Option<Instant>,
+    ending: crate::process::Ending<pb::PtyExited>,
 }
 
 impl Session {
@@ -98,17 +97,12 @@ impl Session {
     }
 
     fn finish(&self, end: pb::PtyExited) {
-        let mut st = self.state.lock().expect("pty lock");
-        if st.end.is_none() {
-            st.end = Some(end);
-            st.ended_at = Some(Instant::now());
-        }
-        drop(st);
+        self.state.lock().expect("pty lock").ending.record(end);
         self.version.send_modify(|v| *v += 1);
     }
 
     fn has_ended(&self) -> bool {
-        self.state.lock().expect("pty lock").end.is_some()
+        self.state.lock().expect("pty lock").ending.has_ended()
     }
 
     /// Chunks from `from_seq` on (`None` when some were already dropped),
@@ -123,7 +117,7 @@ impl Session {
                 .cloned()
                 .collect()
         });
-        (chunks, st.end.clone())
+        (chunks, st.ending.end())
     }
 
     fn next_seq(&self) -> u64 {
@@ -186,14 +180,11 @@ fn exited(end: pb::EndEvent) -> pb::PtyExited {
 }
 
 impl crate::process::Timed for Session {
-    fn pid(&self) -> u32 {
-        self.pid
+    fn leader(&self) -> (u32, &AtomicBool) {
+        (self.pid, &self.timed_out)
     }
     fn has_ended(&self) -> bool {
         Session::has_ended(self)
-    }
-    fn mark_timed_out(&self) {
-        self.timed_out.store(true, Ordering::Release);
     }
 }
 
@@ -233,7 +224,8 @@ impl PtyTable {
             s.state
                 .lock()
                 .expect("pty lock")
-                .ended_at
+                .ending
+                .at()
                 .is_none_or(|t| t.elapsed() < RETAIN_ENDED)
         });
     }

@@ -3,6 +3,7 @@
 //! Status messages are short fixed English strings: they never echo a
 //! command, a path or an env value.
 
+mod ending;
 mod entry;
 mod ring;
 mod spawn;
@@ -16,6 +17,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt as _;
 use tonic::{Request, Response, Status};
 
+pub(crate) use self::ending::Ending;
 use self::entry::ProcessEntry;
 pub(crate) use self::spawn::{
     Timed, check_start, enforce_timeout, final_end, lookup, signal_group, start_failed,

@@ -8,7 +8,7 @@ use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::ExitStatus;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -246,25 +246,21 @@ pub(crate) fn lookup<T: Timed>(
 
 /// What a timeout ends: a command's entry or a terminal's session.
 pub(crate) trait Timed: Send + Sync + 'static {
-    /// The leader of its process group.
-    fn pid(&self) -> u32;
+    /// The leader of its process group, and the flag that says its end
+    /// came from its timeout (set before the first signal).
+    fn leader(&self) -> (u32, &AtomicBool);
     /// Whether it has ended (its end recorded).
     fn has_ended(&self) -> bool;
-    /// Marks it as ended by its timeout (its end says so).
-    fn mark_timed_out(&self);
     /// After the SIGKILL: ends what moved out of the process group.
     fn kill_rest(&self) {}
 }
 
 impl Timed for ProcessEntry {
-    fn pid(&self) -> u32 {
-        self.pid
+    fn leader(&self) -> (u32, &AtomicBool) {
+        (self.pid, &self.timed_out)
     }
     fn has_ended(&self) -> bool {
         ProcessEntry::has_ended(self)
-    }
-    fn mark_timed_out(&self) {
-        self.timed_out.store(true, Ordering::Release);
     }
     /// Whatever the command started that still runs in its cgroup, where it
     /// has one (what moved out of its process group, `setsid` or a double
@@ -285,13 +281,14 @@ pub(crate) async fn enforce_timeout<T: Timed>(target: Arc<T>, limit: Duration, f
     if target.has_ended() {
         return;
     }
-    target.mark_timed_out();
+    let (pid, timed_out) = target.leader();
+    timed_out.store(true, Ordering::Release);
     for signal in first {
-        let _ = signal_group(target.pid(), signal.as_raw());
+        let _ = signal_group(pid, signal.as_raw());
     }
     tokio::time::sleep(KILL_GRACE).await;
     if !target.has_ended() {
-        let _ = signal_group(target.pid(), Signal::KILL.as_raw());
+        let _ = signal_group(pid, Signal::KILL.as_raw());
     }
     target.kill_rest();
 }
