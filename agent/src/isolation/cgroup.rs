@@ -188,16 +188,7 @@ fn warn_unbounded(what: &'static str) {
 /// Kills and removes the parents left by processes that ended without their
 /// exit cleanup (`rayito-<pid>-<hex>` whose pid no longer runs).
 fn sweep_stale(own: &Path) {
-    let Ok(entries) = std::fs::read_dir(own) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if !super::exit_cleanup::owner_is_gone(name, "rayito-") {
-            continue;
-        }
-        let parent = entry.path();
+    for parent in super::exit_cleanup::stale_entries(own, &["rayito-"]) {
         let _ = std::fs::write(parent.join("cgroup.kill"), b"1");
         for _ in 0..100 {
             let children: Vec<PathBuf> = std::fs::read_dir(&parent)
