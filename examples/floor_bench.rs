@@ -27,13 +27,13 @@
 //!   the SDK's memory per idle handle (RSS growth over N handles / N) and the
 //!   client's CPU per operation (`getrusage`) for create, `run_code` and
 //!   command start. The emulator runs out of process for this section
-//!   (`rayito-agent emulator`, found next to this example's directory or at
-//!   `$RAYITO_AGENT_BIN`), so the memory and CPU are the client's alone;
+//!   (`rayito-emulator`, found next to this example's directory or at
+//!   `$RAYITO_EMULATOR_BIN`), so the memory and CPU are the client's alone;
 //!   without the binary it runs in process and says so.
 //!
 //! ```text
 //! cargo build --release -p rayito --example floor_bench
-//! cargo build --release -p rayito-agent --bin rayito-agent
+//! cargo build --release -p rayito-emulator --bin rayito-emulator
 //! ./target/release/examples/floor_bench [rounds] [file_rounds] [creates] [sections] [sandboxes]
 //! ```
 //!
@@ -53,8 +53,8 @@ use lmv::config::retry::RetryConfig;
 use lmv::config::{BehaviorVersion, Credentials, Region};
 use lmv::types::PortSpecification;
 use rayito::{AwsOptions, CommandOptions, Pacing, Sandbox, SandboxBuilder};
-use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig};
 use rayito_agent::pb;
+use rayito_emulator::{AccessKey, Emulator, EmulatorConfig};
 use tonic::metadata::AsciiMetadataValue;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
@@ -213,7 +213,7 @@ async fn main() -> Result<(), Error> {
 
     // The SDK's own memory, what the goal bounds: against the emulator out
     // of process, first, so that no buffer another section freed is reused
-    // (skipped without a built `rayito-agent`).
+    // (skipped without a built `rayito-emulator`).
     if wants("memory")
         && let Some(external) = external_emulator()?
     {
@@ -676,7 +676,7 @@ async fn memory_section(sbx: &Sandbox, whose: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// `rayito-agent emulator` on a free port, out of this process.
+/// `rayito-emulator` on a free port, out of this process.
 struct ExternalEmulator {
     child: std::process::Child,
     endpoint: String,
@@ -695,12 +695,12 @@ impl Drop for ExternalEmulator {
 
 fn external_emulator() -> Result<Option<ExternalEmulator>, Error> {
     use std::io::BufRead as _;
-    let bin = match std::env::var_os("RAYITO_AGENT_BIN") {
+    let bin = match std::env::var_os("RAYITO_EMULATOR_BIN") {
         Some(bin) => PathBuf::from(bin),
         None => {
             let exe = std::env::current_exe()?;
             match exe.parent().and_then(|p| p.parent()) {
-                Some(dir) => dir.join("rayito-agent"),
+                Some(dir) => dir.join("rayito-emulator"),
                 None => return Ok(None),
             }
         }
@@ -709,7 +709,7 @@ fn external_emulator() -> Result<Option<ExternalEmulator>, Error> {
         return Ok(None);
     }
     let mut child = std::process::Command::new(&bin)
-        .args(["emulator", "--addr", "127.0.0.1:0"])
+        .args(["--addr", "127.0.0.1:0"])
         // The key `builder_for` signs with.
         .env("RAYITO_EMULATOR_ACCESS_KEY_ID", "AKIDBENCH")
         .env("RAYITO_EMULATOR_SECRET_ACCESS_KEY", "bench")

@@ -2,8 +2,8 @@
 //! handle, counted by dhat's allocator, and the call sites that hold them.
 //!
 //! N handles (first argument, default 100) are created from this process
-//! against an emulator running out of process (`rayito-agent emulator`,
-//! found next to this example's directory or at `$RAYITO_AGENT_BIN`), each
+//! against an emulator running out of process (`rayito-emulator`,
+//! found next to this example's directory or at `$RAYITO_EMULATOR_BIN`), each
 //! from its own builder as the `scale` section of `floor_bench` does. The
 //! heap is counted from just before the first create to just after the last
 //! one (the handles all alive and idle); blocks allocated earlier (the
@@ -16,7 +16,7 @@
 //!
 //! ```text
 //! cargo build --release -p rayito --example handle_memory
-//! cargo build --release -p rayito-agent --bin rayito-agent
+//! cargo build --release -p rayito-emulator --bin rayito-emulator
 //! ./target/release/examples/handle_memory [handles] [top]
 //! ```
 //!
@@ -76,25 +76,25 @@ impl Drop for ExternalEmulator {
 
 fn external_emulator() -> Result<ExternalEmulator, Error> {
     use std::io::BufRead as _;
-    let bin = match std::env::var_os("RAYITO_AGENT_BIN") {
+    let bin = match std::env::var_os("RAYITO_EMULATOR_BIN") {
         Some(bin) => PathBuf::from(bin),
         None => {
             let exe = std::env::current_exe()?;
             exe.parent()
                 .and_then(|p| p.parent())
-                .ok_or("no directory for rayito-agent")?
-                .join("rayito-agent")
+                .ok_or("no directory for rayito-emulator")?
+                .join("rayito-emulator")
         }
     };
     if !bin.is_file() {
         return Err(format!(
-            "{} not found: build it (cargo build --release -p rayito-agent --bin rayito-agent) or set RAYITO_AGENT_BIN",
+            "{} not found: build it (cargo build --release -p rayito-emulator --bin rayito-emulator) or set RAYITO_EMULATOR_BIN",
             bin.display()
         )
         .into());
     }
     let mut child = std::process::Command::new(&bin)
-        .args(["emulator", "--addr", "127.0.0.1:0"])
+        .args(["--addr", "127.0.0.1:0"])
         // The key `builder_for` signs with.
         .env("RAYITO_EMULATOR_ACCESS_KEY_ID", "AKIDBENCH")
         .env("RAYITO_EMULATOR_SECRET_ACCESS_KEY", "bench")

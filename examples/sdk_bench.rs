@@ -13,8 +13,8 @@ use lmv::config::retry::RetryConfig;
 use lmv::config::{BehaviorVersion, Credentials, Region};
 use lmv::types::PortSpecification;
 use rayito::{AwsOptions, Sandbox};
-use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig};
 use rayito_agent::pb;
+use rayito_emulator::{AccessKey, Emulator, EmulatorConfig};
 use tonic::metadata::AsciiMetadataValue;
 use tonic::transport::Endpoint;
 

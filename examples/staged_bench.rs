@@ -22,7 +22,7 @@ use bytes::Bytes;
 use futures_util::StreamExt as _;
 use rayito::transfer::S3Staging;
 use rayito::{AwsOptions, Sandbox};
-use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use rayito_emulator::{Emulator, EmulatorConfig};
 
 const BUCKET: &str = "staged-bench";
 const MIB: u64 = 1 << 20;

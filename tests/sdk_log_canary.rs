@@ -16,7 +16,7 @@ use sdk_support::captured::Captured;
 use std::time::Duration;
 
 use rayito::{AwsOptions, CommandOptions, RunCodeOptions, Sandbox};
-use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig, Operation};
+use rayito_emulator::{AccessKey, Emulator, EmulatorConfig, Operation};
 
 /// The sandbox access token (32 bytes, canonical base64url).
 const ACCESS_CANARY: &str = "CANARYaccessTOKENcanaryACCESStokenCANARY0Ak";

@@ -24,7 +24,7 @@ use aws_sdk_cloudwatchlogs as cwl;
 use rayito::error::BuildReason;
 use rayito::template::{BuildEvent, BuildOptions, Template};
 use rayito::{AwsOptions, Client, SandboxError};
-use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig};
+use rayito_emulator::{AccessKey, Emulator, EmulatorConfig};
 use sdk_support::moto::MotoServer;
 use sdk_support::moto_seed::{BUCKET, s3_client, seed_moto};
 

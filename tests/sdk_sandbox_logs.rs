@@ -25,7 +25,7 @@ use aws_sdk_cloudwatchlogs as cwl;
 use cwl::primitives::{DateTime, DateTimeFormat};
 use rayito::logs::LogsQuery;
 use rayito::{AwsOptions, Client, Sandbox, SandboxError, SandboxLogging};
-use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig, Operation};
+use rayito_emulator::{AccessKey, Emulator, EmulatorConfig, Operation};
 use sdk_support::moto::MotoServer;
 use sdk_support::recording_proxy::RecordingProxy;
 

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rayito::Sandbox;
-use rayito_agent::emulator::MicrovmState;
+use rayito_emulator::MicrovmState;
 use sdk_support::skip::skip;
 use sdk_support::{builder, emulator};
 use tokio::task::JoinSet;

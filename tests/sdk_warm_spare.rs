@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use rayito::Sandbox;
-use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use rayito_emulator::{Emulator, EmulatorConfig};
 
 /// Seconds since boot, as `/proc/uptime` says.
 fn uptime() -> f64 {

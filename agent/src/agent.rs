@@ -345,8 +345,7 @@ impl Agent {
 
     /// Whether the kernel [`AgentConfig::prestart_kernel`] started is up
     /// and answering (false without one, and once `/run` took it).
-    #[cfg(feature = "emulator")] // only the emulator asks
-    pub(crate) fn prestarted_kernel_live(&self) -> bool {
+    pub fn prestarted_kernel_live(&self) -> bool {
         self.shared.code.prestarted_live()
     }
 

@@ -1,6 +1,7 @@
 //! The `rayito-agent` command line (clap): `serve` runs one agent for one
-//! sandbox, until SIGTERM/SIGINT or `/terminate`; `emulator` runs the
-//! MicroVMs emulator ([`crate::emulator::cli`]).
+//! sandbox, until SIGTERM/SIGINT or `/terminate`. (The MicroVMs emulator is
+//! its own binary, `rayito-emulator`, in crate `rayito-emulator`; it reuses
+//! [`LimitArgs`] and [`log_filter`].)
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,7 +10,6 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, Parser, Subcommand};
 
 use crate::agent::{Agent, AgentConfig};
-use crate::emulator::cli::EmulatorArgs;
 use crate::sandbox::{DEFAULT_MEMORY_MAX_BYTES, DEFAULT_PIDS_MAX, SandboxLimits};
 
 /// The whole command line.
@@ -17,7 +17,7 @@ use crate::sandbox::{DEFAULT_MEMORY_MAX_BYTES, DEFAULT_PIDS_MAX, SandboxLimits};
 #[command(
     name = "rayito-agent",
     version,
-    about = "The rayito.v1 agent and a local emulator of the Lambda MicroVMs API"
+    about = "The rayito.v1 agent: the server of one sandbox"
 )]
 pub struct Cli {
     /// What to run.
@@ -30,8 +30,6 @@ pub struct Cli {
 pub enum Command {
     /// Serve one agent (gRPC h2c and hooks) until SIGTERM, Ctrl-C or `/terminate`.
     Serve(ServeArgs),
-    /// Serve the Lambda MicroVMs emulator until SIGTERM or Ctrl-C.
-    Emulator(EmulatorArgs),
 }
 
 /// `rayito-agent serve`'s flags.
@@ -60,7 +58,7 @@ pub struct ServeArgs {
     pub template_dir: Option<PathBuf>,
 }
 
-/// The limits of a sandbox (`serve`) or of each MicroVM (`emulator`).
+/// The limits of a sandbox (`serve`) or of each MicroVM (`rayito-emulator`).
 #[derive(Clone, Copy, Debug, Args)]
 pub struct LimitArgs {
     /// Most processes and threads of one sandbox at once (its cgroup's
@@ -131,7 +129,18 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    Cli::try_parse_from(args).map_err(|err| {
+    parse_as(args)
+}
+
+/// [`parse`] for another command line `P` (the `rayito-emulator` binary's),
+/// with the same messages and exit codes.
+pub fn parse_as<P, I, T>(args: I) -> Result<P, i32>
+where
+    P: Parser,
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    P::try_parse_from(args).map_err(|err| {
         let unknown = match (err.kind(), err.get(ContextKind::InvalidArg)) {
             (ErrorKind::UnknownArgument, Some(ContextValue::String(flag))) => Some(flag.clone()),
             _ => None,
@@ -156,7 +165,6 @@ where
 pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Serve(args) => serve(&args),
-        Command::Emulator(args) => crate::emulator::cli::run(args),
     }
 }
 
@@ -273,17 +281,12 @@ mod tests {
 
     #[test]
     fn serve_flags_and_defaults() {
-        let Command::Serve(args) = parse_ok("rayito-agent serve").command else {
-            panic!("serve")
-        };
+        let Command::Serve(args) = parse_ok("rayito-agent serve").command;
         assert_eq!(args.grpc_addr.to_string(), "127.0.0.1:8080");
         assert_eq!(args.hooks_addr.to_string(), "127.0.0.1:9000");
         assert!(args.config().remove_root_on_drop);
         let Command::Serve(args) =
-            parse_ok("rayito-agent serve --grpc-addr 127.0.0.1:0 --root /tmp/x").command
-        else {
-            panic!("serve")
-        };
+            parse_ok("rayito-agent serve --grpc-addr 127.0.0.1:0 --root /tmp/x").command;
         assert_eq!(args.grpc_addr.to_string(), "127.0.0.1:0");
         let config = args.config();
         assert_eq!(config.root, PathBuf::from("/tmp/x"));
@@ -291,16 +294,10 @@ mod tests {
         assert_eq!(config.template_dir, None);
         assert!(!config.grpc_beyond_loopback);
         // A MicroVM image's command line: gRPC on every address.
-        let Command::Serve(args) = parse_ok("rayito-agent serve --grpc-addr 0.0.0.0:8080").command
-        else {
-            panic!("serve")
-        };
+        let Command::Serve(args) = parse_ok("rayito-agent serve --grpc-addr 0.0.0.0:8080").command;
         assert!(args.config().grpc_beyond_loopback);
         let Command::Serve(args) =
-            parse_ok("rayito-agent serve --template-dir /etc/rayito").command
-        else {
-            panic!("serve")
-        };
+            parse_ok("rayito-agent serve --template-dir /etc/rayito").command;
         assert_eq!(
             args.config().template_dir,
             Some(PathBuf::from(crate::template::IMAGE_TEMPLATE_DIR))

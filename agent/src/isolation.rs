@@ -259,8 +259,7 @@ pub(crate) fn check_traversable(path: &Path, ids: HostIds) -> std::io::Result<()
 /// # Errors
 /// The mode cannot be changed, or a directory above keeps sandbox uids
 /// out (the error names it).
-#[cfg(feature = "emulator")] // only the emulator asks
-pub(crate) fn open_for_sandboxes(dir: &Path) -> std::io::Result<()> {
+pub fn open_for_sandboxes(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     if !support().switch_uid {
         return Ok(());
@@ -285,7 +284,7 @@ fn cstring(bytes: &[u8]) -> std::io::Result<CString> {
 /// Everything a child does between fork and exec, prepared before the fork
 /// (nothing may allocate in the child).
 #[derive(Debug)]
-pub(crate) struct ChildSetup {
+pub struct ChildSetup {
     cpu_seconds: Option<u64>,
     /// `cgroup.procs` of each of the sandbox's cgroups (the v2 one, and v1
     /// ones that carry its limits where the host has them), opened by the
@@ -306,7 +305,7 @@ pub(crate) struct ChildSetup {
 /// A sandbox's mount namespace, held by a descriptor for as long as the
 /// sandbox lives (no process has to stay in it).
 #[derive(Debug)]
-pub(crate) struct SandboxMounts {
+pub struct SandboxMounts {
     ns: OwnedFd,
 }
 
@@ -344,8 +343,7 @@ impl SandboxMounts {
 
     /// Holds `ns`, a mount namespace built elsewhere (a local build's),
     /// for children to enter as a sandbox's.
-    #[cfg(feature = "emulator")]
-    pub(crate) fn from_namespace(ns: OwnedFd) -> Self {
+    pub fn from_namespace(ns: OwnedFd) -> Self {
         Self { ns }
     }
 }
@@ -384,7 +382,7 @@ impl MountTargets {
 /// A sandbox's user namespace, in which uid and gid 1000 are its host ids,
 /// held by a descriptor for as long as the sandbox lives.
 #[derive(Debug)]
-pub(crate) struct SandboxUserNs {
+pub struct SandboxUserNs {
     ns: OwnedFd,
 }
 
@@ -464,7 +462,7 @@ impl ChildSetup {
     /// with `mounts`, else a host path), inside the sandbox's `mounts` and
     /// `userns` where it has them, as the sandbox's `ids` where the agent
     /// switches uids, joining every cgroup of `cgroup_procs`.
-    pub(crate) fn new(
+    pub fn new(
         cwd: &Path,
         mounts: Option<&SandboxMounts>,
         userns: Option<&SandboxUserNs>,
@@ -507,8 +505,7 @@ impl ChildSetup {
 
     /// The same setup with another file-creation mask (a local build's
     /// steps make an image every user reads: Docker's 022).
-    #[cfg(feature = "emulator")]
-    pub(crate) fn with_umask(mut self, umask: u32) -> Self {
+    pub fn with_umask(mut self, umask: u32) -> Self {
         self.umask = umask;
         self
     }

@@ -1,9 +1,10 @@
 //! `rayito-agent`: a second implementation of the `rayito.v1` agent contract,
-//! and a local emulator of the Lambda MicroVMs control plane and its proxy.
+//! the server a sandbox image runs as PID 1.
 //!
-//! The SDK embeds both as its local backend; the binary serves them on their own.
 //! Start an agent with [`agent::Agent::start`] and drive it through its hooks
-//! ([`hooks::post_hook`]) exactly as AWS does.
+//! ([`hooks::post_hook`]) exactly as AWS does. The local emulator of the
+//! Lambda MicroVMs API (crate `rayito-emulator`) runs one such agent per
+//! MicroVM; the SDK's `local` feature embeds it.
 
 /// The `rayito.v1` messages, clients and servers (crate `rayito-proto`).
 /// Public so that tests and other clients of the contract can use them; the
@@ -16,8 +17,6 @@ pub mod cli;
 pub mod code;
 mod configure;
 mod egress;
-#[cfg(feature = "emulator")]
-pub mod emulator;
 mod filesystem;
 mod gate;
 mod health;
@@ -48,4 +47,18 @@ pub use sandbox::SandboxLimits;
 #[doc(hidden)]
 pub mod run_payload {
     pub use crate::payload::{LifecyclePlan, OnTimeout, RunPayload, parse};
+}
+
+/// What the emulator (crate `rayito-emulator`) needs of the agent's
+/// internals to run a local image build's steps as a sandbox's processes:
+/// the same namespaces, uids, cgroups and launcher a sandbox gets, so that
+/// a build step sees what the sandbox will. Not an API: it changes with
+/// the emulator, and nothing else may use it.
+#[doc(hidden)]
+pub mod for_emulator {
+    pub use crate::isolation::cgroup::{CommandCgroup, SandboxCgroup};
+    pub use crate::isolation::launch::{LaunchPlan, LaunchedChild, Stdio, in_shared_child, launch};
+    pub use crate::isolation::layer_root::enter_staging;
+    pub use crate::isolation::user::HostIds;
+    pub use crate::isolation::{ChildSetup, SandboxMounts, SandboxUserNs, open_for_sandboxes};
 }

@@ -1,5 +1,5 @@
-//! The `rayito-agent` binary: `serve` runs one agent, `emulator` runs the
-//! MicroVMs emulator (see `rayito-agent --help`).
+//! The `rayito-agent` binary: `serve` runs one agent (see
+//! `rayito-agent --help`). The MicroVMs emulator is `rayito-emulator`.
 
 fn main() {
     tracing_subscriber::fmt()

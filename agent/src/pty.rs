@@ -5,22 +5,23 @@
 //! ended; `SendInput`, `Resize` and `Kill` are unary calls.
 //!
 //! The shell is started through [`SandboxEnv`] like any command (same
-//! isolation, cgroup and uid) but as a session leader whose controlling
-//! terminal is the pty, so job control, SIGINT from `^C` and SIGWINCH on a
-//! resize work. The last 1 MiB of output is kept per session.
+//! launcher, isolation, cgroup and uid; `SandboxEnv::launch_on_terminal`)
+//! but as a session leader whose controlling terminal is the pty, so job
+//! control, SIGINT from `^C` and SIGWINCH on a resize work. The start
+//! checks, the timeout's signals and the end are the process service's
+//! (`crate::process`). The last 1 MiB of output is kept per session.
 //!
 //! Status messages are short fixed English strings.
 
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
-use std::process::{ExitStatus, Stdio};
+use std::os::fd::{AsFd as _, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
-use rayito_proto::tokens::{end_status, stream_code};
-use rustix::process::{Pid, Signal};
+use rayito_proto::tokens::end_status;
+use rustix::process::Signal;
 use rustix::pty::OpenptFlags;
 use rustix::termios::Winsize;
 use tokio::io::unix::AsyncFd;
@@ -44,8 +45,6 @@ const MAX_LIVE: usize = 64;
 const RETAIN_ENDED: Duration = Duration::from_secs(30);
 /// A silent stream gets a KeepAlive after this long.
 const KEEPALIVE_AFTER: Duration = Duration::from_secs(30);
-/// Grace between SIGTERM and SIGKILL when a session times out.
-const KILL_GRACE: Duration = Duration::from_secs(5);
 /// After the shell exits, how long the terminal may still drain.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 /// Largest accepted terminal side.
@@ -78,8 +77,7 @@ struct SessionState {
     chunks: VecDeque<(u64, Bytes)>,
     kept_bytes: usize,
     next_seq: u64,
-    end: Option<pb::PtyExited>,
-    ended_at: Option<Instant>,
+    ending: crate::process::Ending<pb::PtyExited>,
 }
 
 impl Session {
@@ -99,17 +97,12 @@ impl Session {
     }
 
     fn finish(&self, end: pb::PtyExited) {
-        let mut st = self.state.lock().expect("pty lock");
-        if st.end.is_none() {
-            st.end = Some(end);
-            st.ended_at = Some(Instant::now());
-        }
-        drop(st);
+        self.state.lock().expect("pty lock").ending.record(end);
         self.version.send_modify(|v| *v += 1);
     }
 
     fn has_ended(&self) -> bool {
-        self.state.lock().expect("pty lock").end.is_some()
+        self.state.lock().expect("pty lock").ending.has_ended()
     }
 
     /// Chunks from `from_seq` on (`None` when some were already dropped),
@@ -124,7 +117,7 @@ impl Session {
                 .cloned()
                 .collect()
         });
-        (chunks, st.end.clone())
+        (chunks, st.ending.end())
     }
 
     fn next_seq(&self) -> u64 {
@@ -174,48 +167,24 @@ fn sized(size: Option<&pb::PtySize>) -> Result<Winsize, Status> {
     }
 }
 
-fn signal_group(pid: u32, signal: Signal) -> bool {
-    i32::try_from(pid)
-        .ok()
-        .and_then(Pid::from_raw)
-        .is_some_and(|pgid| rustix::process::kill_process_group(pgid, signal).is_ok())
+/// A terminal's end: a command's [`crate::process::end_event`] (the same
+/// fields).
+fn exited(end: pb::EndEvent) -> pb::PtyExited {
+    pb::PtyExited {
+        exit_code: end.exit_code,
+        exited: end.exited,
+        status: end.status,
+        error: end.error,
+        signal: end.signal,
+    }
 }
 
-/// The `exited` message for an exit status (`exit_code` is 128+signal when
-/// killed).
-fn exited(status: Option<ExitStatus>, timed_out: bool) -> pb::PtyExited {
-    use std::os::unix::process::ExitStatusExt as _;
-    let (exit_code, exited, signal) = match status {
-        Some(s) => match (s.code(), s.signal()) {
-            (Some(code), _) => (code, true, None),
-            (None, Some(sig)) => (128 + sig, false, Some(sig)),
-            (None, None) => (-1, false, None),
-        },
-        None => (-1, false, None),
-    };
-    if timed_out {
-        return pb::PtyExited {
-            exit_code,
-            exited: false,
-            status: end_status::TIMEOUT.to_owned(),
-            error: Some(pb::StreamError {
-                code: stream_code::DEADLINE_EXCEEDED.to_owned(),
-                message: "pty timed out".to_owned(),
-            }),
-            signal,
-        };
+impl crate::process::Timed for Session {
+    fn leader(&self) -> (u32, &AtomicBool) {
+        (self.pid, &self.timed_out)
     }
-    pb::PtyExited {
-        exit_code,
-        exited,
-        status: if exited {
-            end_status::EXITED
-        } else {
-            end_status::SIGNALED
-        }
-        .to_owned(),
-        error: None,
-        signal,
+    fn has_ended(&self) -> bool {
+        Session::has_ended(self)
     }
 }
 
@@ -255,42 +224,30 @@ impl PtyTable {
             s.state
                 .lock()
                 .expect("pty lock")
-                .ended_at
+                .ending
+                .at()
                 .is_none_or(|t| t.elapsed() < RETAIN_ENDED)
         });
     }
 
+    #[allow(clippy::result_large_err)]
     fn get(&self, pid: u32) -> Result<Arc<Session>, Status> {
-        let mut map = self.sessions.lock().expect("pty table lock");
-        Self::prune(&mut map);
-        map.get(&pid)
-            .cloned()
-            .ok_or_else(|| Status::not_found("pty not found"))
+        crate::process::lookup(&self.sessions, Self::prune, pid, false, "pty")
     }
 
+    #[allow(clippy::result_large_err)]
     fn get_live(&self, pid: u32) -> Result<Arc<Session>, Status> {
-        let session = self.get(pid)?;
-        if session.has_ended() {
-            return Err(Status::not_found("pty not found"));
-        }
-        Ok(session)
+        crate::process::lookup(&self.sessions, Self::prune, pid, true, "pty")
     }
 
     #[allow(clippy::result_large_err)]
     fn create(&self, req: pb::PtyStart) -> Result<Stream, Status> {
         let size = sized(req.size.as_ref())?;
-        match req.user.as_ref().map(|u| u.username.as_str()) {
-            None | Some("" | "user") => {}
-            Some("root") => {
-                return Err(Status::permission_denied("running as root is not allowed"));
-            }
-            Some(_) => return Err(Status::invalid_argument("unknown user")),
-        }
-        if let Some(cwd) = req.cwd.as_deref().or(self.env.moved_workdir().as_deref()) {
-            // The file calls' rules, checked as the sandbox's user.
-            crate::filesystem::check_working_dir(&self.env, cwd)
-                .map_err(|refusal| refusal.status("invalid working directory"))?;
-        }
+        crate::process::check_start(
+            &self.env,
+            req.user.as_ref().map(|u| u.username.as_str()),
+            req.cwd.as_deref(),
+        )?;
         {
             let mut map = self.sessions.lock().expect("pty table lock");
             Self::prune(&mut map);
@@ -298,10 +255,7 @@ impl PtyTable {
                 return Err(Status::resource_exhausted("too many pty sessions"));
             }
         }
-        let failed = |e: std::io::Error| {
-            tracing::warn!(error = %e, "pty start failed");
-            Status::internal("cannot start the pty")
-        };
+        let failed = |e: std::io::Error| crate::process::start_failed(&e, "shell", "pty");
         let (master, slave) = open_pty(size).map_err(failed)?;
         let mut envs: std::collections::BTreeMap<_, _> = req.envs.into_iter().collect();
         envs.entry("TERM".to_owned())
@@ -321,37 +275,15 @@ impl PtyTable {
             envs: spec.envs.clone().into_iter().collect(),
             cwd: spec.cwd.clone(),
         };
-        let mut cmd = self.env.session_command(&spec);
-        let io = |fd: &OwnedFd| fd.try_clone().map(Stdio::from).map_err(failed);
-        cmd.stdin(io(&slave)?);
-        cmd.stdout(io(&slave)?);
-        cmd.stderr(io(&slave)?);
-        drop(slave);
-        // SAFETY: runs in the forked child before exec, after the sandbox's
-        // own setup; setsid(2) and ioctl(TIOCSCTTY) are async-signal-safe
-        // syscalls that take no memory from the parent. Fd 0 is the pty's
-        // slave (set as stdin above) and stays open for the call.
-        unsafe {
-            cmd.pre_exec(|| {
-                rustix::process::setsid()?;
-                rustix::process::ioctl_tiocsctty(BorrowedFd::borrow_raw(0))?;
-                Ok(())
-            });
-        }
-        cmd.kill_on_drop(false);
         let oom_kills_before = self.env.oom_kills();
-        let mut child = cmd.spawn().map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
-                Status::invalid_argument("cannot execute the shell")
-            }
-            _ => failed(e),
-        })?;
-        // The slave copies the command held are closed with it: once the
-        // shell and its children are gone, reads of the master end.
-        drop(cmd);
-        let pid = child
-            .id()
-            .ok_or_else(|| Status::internal("cannot start the pty"))?;
+        let mut child = self
+            .env
+            .launch_on_terminal(&spec, slave.as_fd())
+            .map_err(failed)?;
+        // The agent's copy of the slave goes now: once the shell and its
+        // children are gone, reads of the master end.
+        drop(slave);
+        let pid = child.id();
         self.env.track(pid);
         // SAFETY: an OwnedFd stays open until dropped and always names the
         // same descriptor; the AsyncFd owns it for its whole life.
@@ -378,20 +310,11 @@ impl PtyTable {
         let reader = tokio::spawn(pump(session.clone()));
         if req.timeout_ms > 0 {
             let limit = Duration::from_millis(req.timeout_ms);
-            let session = session.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(limit).await;
-                if session.has_ended() {
-                    return;
-                }
-                session.timed_out.store(true, Ordering::Release);
-                signal_group(session.pid, Signal::HUP);
-                signal_group(session.pid, Signal::TERM);
-                tokio::time::sleep(KILL_GRACE).await;
-                if !session.has_ended() {
-                    signal_group(session.pid, Signal::KILL);
-                }
-            });
+            tokio::spawn(crate::process::enforce_timeout(
+                session.clone(),
+                limit,
+                &[Signal::HUP, Signal::TERM],
+            ));
         }
         let env = self.env.clone();
         let waiter = session.clone();
@@ -400,11 +323,8 @@ impl PtyTable {
             drain_after_exit(reader, &waiter).await;
             env.untrack(pid);
             let timed_out = waiter.timed_out.load(Ordering::Acquire);
-            let mut end = exited(status, timed_out);
-            if !timed_out && crate::process::killed_for_memory(&env, status, oom_kills_before) {
-                end.error = Some(crate::process::out_of_memory(&env));
-            }
-            waiter.finish(end);
+            let end = crate::process::final_end(&env, status, timed_out, oom_kills_before, "pty");
+            waiter.finish(exited(end));
         });
         Ok(subscribe(session, 1, self.phase.clone(), self.cut.clone()))
     }
@@ -663,7 +583,7 @@ impl pb::pty_service_server::PtyService for PtyServiceImpl {
         request: Request<pb::KillPtyRequest>,
     ) -> Result<Response<pb::KillPtyResponse>, Status> {
         let session = self.shared.ptys.get_live(request.into_inner().pid)?;
-        if !signal_group(session.pid, Signal::KILL) {
+        if crate::process::signal_group(session.pid, Signal::KILL.as_raw()).is_err() {
             return Err(Status::not_found("pty not found"));
         }
         Ok(Response::new(pb::KillPtyResponse {}))
@@ -723,7 +643,7 @@ mod tests {
             panic!("{started:?}");
         };
         table.cut();
-        assert!(signal_group(pid, Signal::KILL));
+        assert!(crate::process::signal_group(pid, Signal::KILL.as_raw()).is_ok());
         let rest = tokio::time::timeout(Duration::from_secs(30), async {
             let mut rest = Vec::new();
             while let Some(item) = stream.next().await {

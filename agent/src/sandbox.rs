@@ -3,8 +3,8 @@
 //! limits, its cgroup, namespaces and an unprivileged uid where the machine
 //! allows them; see `crate::isolation`).
 //!
-//! Every child of the agent (commands, kernels) is started through
-//! [`SandboxEnv::command`], and every guest path used by a file RPC goes
+//! Every child of the agent (commands, kernels, terminals) is started through
+//! [`SandboxEnv::launch`] (or its variants), and every guest path used by a file RPC goes
 //! through [`SandboxEnv::to_host`], so both see the same tree; file RPCs act
 //! as the sandbox's uid ([`SandboxEnv::as_user`]).
 
@@ -461,50 +461,9 @@ impl SandboxEnv {
         })
     }
 
-    /// A command for `spec`, with the sandbox's environment, its own process
-    /// group, the sandbox limits, its cgroup, namespaces and uid. The caller
-    /// spawns it and then calls [`SandboxEnv::track`] with its pid.
-    pub fn command(&self, spec: &SpawnSpec) -> tokio::process::Command {
-        self.build_command(spec, true)
-    }
-
-    /// As [`SandboxEnv::command`], but the child is not put in a process
-    /// group of its own, so that it can start a session (`setsid`, which a
-    /// group leader cannot): for terminals, whose shell leads its session
-    /// (and so its own process group too).
-    pub fn session_command(&self, spec: &SpawnSpec) -> tokio::process::Command {
-        self.build_command(spec, false)
-    }
-
-    fn build_command(&self, spec: &SpawnSpec, own_group: bool) -> tokio::process::Command {
-        let prepared = self.prepare(spec, None);
-        let mut cmd = tokio::process::Command::new(&spec.program);
-        cmd.args(&spec.args);
-        cmd.env_clear();
-        cmd.envs(&prepared.envs);
-        // No `current_dir`: the child would enter it as root, before the
-        // setup; the setup enters it last, as the sandbox's user.
-        if own_group {
-            cmd.process_group(0);
-        }
-        cmd.kill_on_drop(true);
-        let setup = prepared.setup;
-        // SAFETY: the closure runs in the forked child before exec and only
-        // makes async-signal-safe syscalls (setrlimit, write, setns, umask,
-        // chdir, set*id, prctl) on memory prepared
-        // before the fork (`ChildSetup::apply`); a failed preparation is
-        // reported with an error built from its kind, which does not allocate.
-        unsafe {
-            cmd.pre_exec(move || match &setup {
-                Ok(setup) => setup.apply(),
-                Err(e) => Err(std::io::Error::from(e.kind())),
-            });
-        }
-        cmd
-    }
-
-    /// Starts `spec` in its own process group, as [`SandboxEnv::command`]
-    /// would, but without copying the agent's address space (see
+    /// Starts `spec` with the sandbox's environment, in its own process
+    /// group, with the sandbox limits, its cgroup, namespaces and uid,
+    /// without copying the agent's address space (see
     /// `crate::isolation::launch`): what commands and kernels use, whose
     /// start time is what a caller waits for. The caller then calls
     /// [`SandboxEnv::track`] with its pid.
@@ -513,14 +472,32 @@ impl SandboxEnv {
     /// The setup cannot be prepared, a string holds a NUL byte, the program
     /// cannot be executed (`NotFound`, `PermissionDenied`) or the child's
     /// setup fails.
-    pub(crate) fn launch(
+    pub fn launch(
         &self,
         spec: &SpawnSpec,
         stdin: launch::Stdio,
         stdout: launch::Stdio,
         stderr: launch::Stdio,
     ) -> std::io::Result<launch::LaunchedChild> {
-        self.launch_in(spec, stdin, stdout, stderr, None)
+        let plan = self.plan(spec, None)?;
+        launch::launch(&plan, stdin, stdout, stderr)
+    }
+
+    /// As [`SandboxEnv::launch`], for a terminal's shell: the child leads a
+    /// session of its own whose controlling terminal is `tty` (the pty's
+    /// slave, its stdin, stdout and stderr), so job control, `^C` and
+    /// SIGWINCH on a resize work. The caller then calls
+    /// [`SandboxEnv::track`] with its pid.
+    ///
+    /// # Errors
+    /// As [`SandboxEnv::launch`].
+    pub(crate) fn launch_on_terminal(
+        &self,
+        spec: &SpawnSpec,
+        tty: std::os::fd::BorrowedFd<'_>,
+    ) -> std::io::Result<launch::LaunchedChild> {
+        let plan = self.plan(spec, None)?.on_terminal();
+        launch::launch_on_terminal(&plan, tty)
     }
 
     /// As [`SandboxEnv::launch`], in a cgroup of the command's own inside
@@ -538,27 +515,26 @@ impl SandboxEnv {
         stderr: launch::Stdio,
     ) -> std::io::Result<(launch::LaunchedChild, Option<CommandCgroup>)> {
         let cgroup = self.inner.cgroup.as_ref().and_then(SandboxCgroup::command);
-        let child = self.launch_in(spec, stdin, stdout, stderr, cgroup.as_ref())?;
+        let plan = self.plan(spec, cgroup.as_ref())?;
+        let child = launch::launch(&plan, stdin, stdout, stderr)?;
         Ok((child, cgroup))
     }
 
-    fn launch_in(
+    /// The launch plan of `spec` (see [`SandboxEnv::prepare`]), in a
+    /// process group of its own.
+    fn plan(
         &self,
         spec: &SpawnSpec,
-        stdin: launch::Stdio,
-        stdout: launch::Stdio,
-        stderr: launch::Stdio,
         cgroup: Option<&CommandCgroup>,
-    ) -> std::io::Result<launch::LaunchedChild> {
+    ) -> std::io::Result<launch::LaunchPlan> {
         let prepared = self.prepare(spec, cgroup);
-        let plan = launch::LaunchPlan::new(
+        launch::LaunchPlan::new(
             &spec.program,
             &spec.args,
             prepared.envs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             true,
             prepared.setup?,
-        )?;
-        launch::launch(&plan, stdin, stdout, stderr)
+        )
     }
 
     /// The environment (later entries win: the base below, the image's

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rayito_agent::emulator::{Emulator, EmulatorConfig, Operation};
 use rayito_agent::sandbox::SandboxEnv;
+use rayito_emulator::{Emulator, EmulatorConfig, Operation};
 use rustix::process::{Pid, Signal};
 use serde::{Deserialize, Serialize};
 

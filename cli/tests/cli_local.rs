@@ -344,7 +344,7 @@ fn doctor_without_aws_configuration_names_the_fix() {
 fn inject(state: &Value, body: &str) {
     use std::io::{Read as _, Write as _};
     let endpoint_url = state["endpoint_url"].as_str().unwrap();
-    let key = rayito_agent::emulator::AccessKey::new(
+    let key = rayito_emulator::AccessKey::new(
         state["access_key_id"].as_str().unwrap(),
         state["secret_access_key"].as_str().unwrap(),
     );

@@ -22,6 +22,7 @@ const QUIET_TARGETS: &[&str] = &[
     "hyper",
     "hyper_util",
     "rayito_agent",
+    "rayito_emulator",
     "rmcp",
     "tonic",
     "tower",

@@ -7,7 +7,7 @@
 mod support;
 
 use rayito::{AwsOptions, Client};
-use rayito_agent::emulator::{Emulator, EmulatorConfig, MicrovmState};
+use rayito_emulator::{Emulator, EmulatorConfig, MicrovmState};
 use serde_json::json;
 use support::Server;
 

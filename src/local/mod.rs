@@ -17,8 +17,8 @@
 
 use std::sync::OnceLock;
 
-use rayito_agent::emulator::{Emulator, EmulatorConfig};
 use rayito_agent::sandbox::SandboxEnv;
+use rayito_emulator::{Emulator, EmulatorConfig};
 
 use crate::LOCAL_BUCKET;
 use crate::error::SandboxError;

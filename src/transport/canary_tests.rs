@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use rayito_emulator::{Emulator, EmulatorConfig};
 
 use super::{AgentConn, ConnectRetry, ProxyMinter};
 use crate::aws::microvms::AwsControlPlane;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rayito::error::{CommandExitStatus, SandboxCode, TimeoutScope};
 use rayito::{CommandOptions, ErrorKind, Sandbox, SandboxError};
-use rayito_agent::emulator::Operation;
+use rayito_emulator::Operation;
 use sdk_support::{builder, emulator, sandbox};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

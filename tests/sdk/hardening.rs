@@ -11,7 +11,7 @@ use rayito::{
     AwsOptions, CodeContextOptions, CommandOptions, ErrorKind, IdlePolicy, OnTimeout,
     RunCodeOptions, Sandbox, SandboxError, WriteEntry,
 };
-use rayito_agent::emulator::Operation;
+use rayito_emulator::Operation;
 use sdk_support::{aws, builder, emulator, sandbox};
 
 fn argument(err: &SandboxError) -> Option<&str> {

@@ -17,7 +17,7 @@ use std::time::Duration;
 use rayito::error::BuildReason;
 use rayito::template::{Arch, pack_base_image};
 use rayito::{Sandbox, SandboxError};
-use rayito_agent::emulator::Operation;
+use rayito_emulator::Operation;
 
 /// A base directory whose Dockerfile is cheap and host-safe: it copies
 /// the agent and the sidecar into the image layer and ends with rayd.

@@ -17,7 +17,7 @@ use std::time::Duration;
 use aws_sdk_lambdamicrovms as lmv;
 use rayito::template::{Arch, Artifact, KeepReason, PruneOptions, RefusedReason, pack_base_image};
 use rayito::{ErrorKind, Sandbox, Size, SizeRequest};
-use rayito_agent::emulator::Operation;
+use rayito_emulator::Operation;
 
 /// A cheap, host-safe base artifact (`tag` makes its bytes differ).
 fn artifact(tag: &str) -> Artifact {

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use futures_util::TryStreamExt as _;
 use rayito::{AwsOptions, ListQuery, SandboxError, SandboxIndex, SandboxState, SandboxSummary};
-use rayito_agent::emulator::{Emulator, MicrovmState};
+use rayito_emulator::{Emulator, MicrovmState};
 use sdk_support::moto::{MotoServer, http_post};
 use sdk_support::{builder, emulator};
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures_util::TryStreamExt as _;
 use rayito::{ListQuery, SandboxError, SandboxState};
-use rayito_agent::emulator::{MicrovmState, Operation};
+use rayito_emulator::{MicrovmState, Operation};
 use sdk_support::{builder, emulator};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -274,7 +274,7 @@ async fn list_refuses_bad_queries_before_any_call() {
 }
 
 /// Waits until `emu` has served at least `n` CreateMicrovmAuthToken calls.
-async fn wait_for_mints(emu: &rayito_agent::emulator::Emulator, n: u64) {
+async fn wait_for_mints(emu: &rayito_emulator::Emulator, n: u64) {
     tokio::time::timeout(Duration::from_secs(30), async {
         while emu.calls(Operation::CreateMicrovmAuthToken) < n {
             tokio::time::sleep(Duration::from_millis(10)).await;

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rayito::error::ErrorKind;
 use rayito::{MetricsHistoryQuery, Sandbox, SandboxError, SandboxMetrics};
-use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use rayito_emulator::{Emulator, EmulatorConfig};
 
 /// The sampling interval of these tests' agents (5 s by default).
 const INTERVAL: Duration = Duration::from_millis(200);

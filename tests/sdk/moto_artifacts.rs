@@ -20,7 +20,7 @@ use std::time::Duration;
 use aws_sdk_s3 as s3;
 use rayito::template::{Arch, BuildEvent, BuildOptions, PublishOptions, Template, pack_base_image};
 use rayito::{AwsOptions, Client, SandboxError};
-use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig, Operation};
+use rayito_emulator::{AccessKey, Emulator, EmulatorConfig, Operation};
 use sdk_support::moto::{MotoServer, xml_text};
 use sdk_support::moto_seed::{BUCKET, artifact_uri, s3_client, seed_moto};
 

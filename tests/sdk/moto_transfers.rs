@@ -32,7 +32,7 @@ use rayito::transfer::{
     DownloadUrlOptions, S3Staging, TransferPhase, UploadMethod, UploadUrlOptions,
 };
 use rayito::{ErrorKind, Sandbox, SandboxError};
-use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig};
+use rayito_emulator::{AccessKey, Emulator, EmulatorConfig};
 use sdk_support::moto::{MotoServer, xml_text};
 use sdk_support::moto_seed::s3_client;
 use sdk_support::plain_http::{call, form, noise, sha256_hex};

@@ -13,7 +13,7 @@ use crate::sdk_support;
 
 use rayito::error::ErrorKind;
 use rayito::{ALL_TRAFFIC, EgressEnforcement, EgressProxy, NetworkPolicy, Sandbox, SandboxError};
-use rayito_agent::emulator::{Emulator, EmulatorConfig, MicrovmState};
+use rayito_emulator::{Emulator, EmulatorConfig, MicrovmState};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// A one-line HTTP server on the host's 127.0.0.1: answers every request

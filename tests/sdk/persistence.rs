@@ -13,7 +13,7 @@ use aws_sdk_s3 as s3;
 use rayito::error::{ErrorKind, PersistenceCode};
 use rayito::persistence::{CheckpointOptions, RestoreOptions, S3Prefix};
 use rayito::{Sandbox, SandboxBuilder, SandboxError};
-use rayito_agent::emulator::Emulator;
+use rayito_emulator::Emulator;
 
 const BUCKET: &str = "rayito-ckpt-sdk";
 const ROLE: &str = "arn:aws:iam::000000000000:role/rayito-sandbox";

@@ -8,7 +8,7 @@ use crate::sdk_support;
 use std::time::{Duration, Instant};
 
 use rayito::{Pool, PoolConfig, PoolStats, PoolStore, SandboxError, SandboxState, WarmupStep};
-use rayito_agent::emulator::{Emulator, MicrovmState};
+use rayito_emulator::{Emulator, MicrovmState};
 use sdk_support::{builder, emulator};
 
 /// A small, quick pool config for tests.

@@ -9,7 +9,7 @@ use crate::sdk_support;
 use std::time::{Duration, Instant};
 
 use rayito::{AwsOptions, Pool, PoolConfig, PoolStats, PoolStore, SandboxError};
-use rayito_agent::emulator::MicrovmState;
+use rayito_emulator::MicrovmState;
 use sdk_support::moto::MotoServer;
 use sdk_support::{builder, emulator};
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rayito::error::RetryPolicy;
 use rayito::{CommandOptions, Sandbox, SandboxError};
-use rayito_agent::emulator::{Emulator, Operation};
+use rayito_emulator::{Emulator, Operation};
 use sdk_support::{
     assert_stream_deadline, builder, emulator, lost_for_good_on_signal, patient_builder,
 };

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt as _;
 use rayito::error::{RetryPolicy, SandboxCode, TimeoutScope};
 use rayito::{Execution, ExecutionEvent, RunCodeOptions, Sandbox, SandboxError};
-use rayito_agent::emulator::{Emulator, EmulatorConfig, MicrovmState, Operation};
+use rayito_emulator::{Emulator, EmulatorConfig, MicrovmState, Operation};
 use sdk_support::{
     assert_stream_deadline, builder, emulator, lost_for_good_on_signal, patient_builder,
 };

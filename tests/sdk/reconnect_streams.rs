@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 use rayito::{CommandEvent, CommandHandle, CommandOptions, CommandResult, Sandbox, SandboxError};
-use rayito_agent::emulator::{Emulator, EmulatorConfig, Faults, MicrovmState, Operation};
+use rayito_emulator::{Emulator, EmulatorConfig, Faults, MicrovmState, Operation};
 use sdk_support::{builder, emulator};
 
 /// How long any one event may take on a loaded 2-core machine.

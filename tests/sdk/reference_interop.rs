@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use rayito::template::{Arch, PublishOptions, pack_base_image};
 use rayito::{Client, Sandbox};
-use rayito_agent::emulator::{Emulator, EmulatorConfig, Operation};
+use rayito_emulator::{Emulator, EmulatorConfig, Operation};
 use sdk_support::skip::{local_builds_unavailable, skip};
 
 /// The reference's version this test pins (the one the spec describes).
@@ -350,10 +350,9 @@ async fn the_reference_sdk_launches_an_image_we_published_and_runs_in_it() {
         "command 0 published-by-us\ncode 42 None\nfile round trip\n"
     );
     assert!(
-        emu.microvm_ids().iter().all(|id| !matches!(
-            emu.state(id),
-            Some(rayito_agent::emulator::MicrovmState::Running)
-        )),
+        emu.microvm_ids()
+            .iter()
+            .all(|id| !matches!(emu.state(id), Some(rayito_emulator::MicrovmState::Running))),
         "the reference's kill terminated its MicroVM"
     );
     emu.shutdown().await;

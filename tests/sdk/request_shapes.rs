@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use rayito::template::{Arch, BuildOptions, PublishOptions, Template, pack_base_image};
 use rayito::{AwsOptions, Client};
-use rayito_agent::emulator::{AccessKey, Emulator, EmulatorConfig};
+use rayito_emulator::{AccessKey, Emulator, EmulatorConfig};
 use sdk_support::recording_proxy::{Recorded, RecordingProxy};
 
 async fn emulator(key: &AccessKey) -> Emulator {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use rayito::SandboxError;
 use rayito::error::RetryPolicy;
-use rayito_agent::emulator::Operation;
+use rayito_emulator::Operation;
 use sdk_support::{builder, emulator};
 
 /// The default policy with short capacity delays, so tests run in ms.
@@ -150,7 +150,7 @@ async fn one_proxy_403_is_invisible_two_are_proxy_rejected() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_proxy_token_is_reminted_once_for_a_burst() {
     const TTL: Duration = Duration::from_secs(6);
-    let emu = rayito_agent::emulator::Emulator::start(rayito_agent::emulator::EmulatorConfig {
+    let emu = rayito_emulator::Emulator::start(rayito_emulator::EmulatorConfig {
         auth_token_ttl: Some(TTL),
         ..Default::default()
     })

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rayito::{AwsOptions, Client, Sandbox};
-use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use rayito_emulator::{Emulator, EmulatorConfig};
 use tokio::net::{TcpListener, TcpStream};
 
 /// Forwards every connection to `target`; counts them.

@@ -18,7 +18,7 @@ use futures_util::StreamExt as _;
 use rayito::error::{ErrorKind, PersistenceCode, TransferCode, TransferReason};
 use rayito::transfer::{S3Staging, UploadUrlOptions};
 use rayito::{Sandbox, SandboxError};
-use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use rayito_emulator::{Emulator, EmulatorConfig};
 use sha2::{Digest as _, Sha256};
 
 const BUCKET: &str = "sdk-staged-io";

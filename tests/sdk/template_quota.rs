@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rayito::error::BuildReason;
 use rayito::template::{BuildOptions, BuildStatus, Template, Templates};
 use rayito::{Client, SandboxError};
-use rayito_agent::emulator::{Emulator, Operation};
+use rayito_emulator::{Emulator, Operation};
 
 fn options(emu: &Emulator, dir: &std::path::Path) -> BuildOptions {
     BuildOptions {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt as _;
 use rayito::error::{ErrorInfo, GrpcCode, TimeoutScope};
 use rayito::{SandboxError, SandboxState};
-use rayito_agent::emulator::{MicrovmState, Operation, ProxyStall};
+use rayito_emulator::{MicrovmState, Operation, ProxyStall};
 use sdk_support::{builder, emulator};
 
 const STAT: &str = "/rayito.v1.FilesystemService/Stat";

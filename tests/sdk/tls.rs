@@ -9,7 +9,7 @@ use crate::sdk_support;
 use std::time::Duration;
 
 use rayito::{AwsOptions, Sandbox, SandboxError};
-use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use rayito_emulator::{Emulator, EmulatorConfig};
 
 async fn tls_emulator() -> Emulator {
     Emulator::start(EmulatorConfig {

@@ -13,7 +13,7 @@ use rayito::transfer::{
     DownloadUrlOptions, S3Staging, TransferPhase, UploadMethod, UploadUrlOptions,
 };
 use rayito::{Sandbox, SandboxError};
-use rayito_agent::emulator::Emulator;
+use rayito_emulator::Emulator;
 use sdk_support::plain_http::{call, form, noise, sha256_hex};
 
 const BUCKET: &str = "sdk-transfers";

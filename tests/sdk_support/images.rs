@@ -7,7 +7,7 @@ use std::time::Duration;
 use aws_sdk_lambdamicrovms as lmv;
 use rayito::Client;
 use rayito::template::PublishOptions;
-use rayito_agent::emulator::{Emulator, Operation};
+use rayito_emulator::{Emulator, Operation};
 
 /// `e_machine` of aarch64 in an ELF header.
 pub const AARCH64: u16 = 0xB7;

@@ -19,7 +19,7 @@ pub mod skip;
 use std::time::Duration;
 
 use rayito::{AwsOptions, Sandbox, SandboxBuilder};
-use rayito_agent::emulator::{Emulator, EmulatorConfig};
+use rayito_emulator::{Emulator, EmulatorConfig};
 
 /// A fresh emulator on loopback.
 pub async fn emulator() -> Emulator {

@@ -3,7 +3,7 @@
 //! artifact (so that a template build reads its base from moto).
 
 use aws_sdk_s3 as s3;
-use rayito_agent::emulator::{AccessKey, Emulator};
+use rayito_emulator::{AccessKey, Emulator};
 
 /// The artifact bucket made in moto.
 pub const BUCKET: &str = "rayito-moto-artifacts";

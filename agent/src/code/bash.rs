@@ -10,9 +10,9 @@ use std::io;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
-use super::kernel::{KernelEvent, KernelSpec, Started};
+use super::kernel::{self, KernelEvent, KernelSpec, Started};
 use crate::isolation::launch::Stdio;
-use crate::sandbox::{SandboxEnv, SpawnSpec};
+use crate::sandbox::SandboxEnv;
 use crate::text::Utf8Decoder;
 
 const BASH: &str = "bash";
@@ -31,39 +31,23 @@ pub(crate) fn spawn(
     );
     let end_line = format!("__rayito_end_{token}");
     let marker = format!("\x1erayito-mark-{token}\x1e");
-    let mut child = env.launch(
-        &SpawnSpec {
-            program: BASH.to_owned(),
-            args: vec![
-                "--noprofile".to_owned(),
-                "--norc".to_owned(),
-                "-c".to_owned(),
-                wrapper(&end_line, &token),
-            ],
-            envs: spec.envs.clone(),
-            cwd: Some(spec.cwd.clone()),
-        },
-        Stdio::Piped,
-        Stdio::Piped,
+    let launched = kernel::launch(
+        env,
+        spec,
+        BASH,
+        vec![
+            "--noprofile".to_owned(),
+            "--norc".to_owned(),
+            "-c".to_owned(),
+            wrapper(&end_line, &token),
+        ],
         Stdio::Piped,
     )?;
-    child.kill_on_drop(true);
-    let pid = child.id();
-    env.track(pid);
-    let stdin = child
-        .stdin
-        .take()
-        .ok_or_else(|| io::Error::other("no stdin pipe"))?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| io::Error::other("no stdout pipe"))?;
-    let stderr = child
+    let stderr = launched
         .stderr
-        .take()
         .ok_or_else(|| io::Error::other("no stderr pipe"))?;
     tokio::spawn(pump_output(
-        stdout,
+        launched.stdout,
         marker.clone().into_bytes(),
         events.clone(),
         KernelEvent::Stdout,
@@ -75,10 +59,8 @@ pub(crate) fn spawn(
         KernelEvent::Stderr,
     ));
     Ok(Started {
-        child,
-        pgid: pid as i32,
-        stdin,
         bash_end_line: end_line,
+        ..launched.started
     })
 }
 

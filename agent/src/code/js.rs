@@ -10,16 +10,15 @@
 //! distinct errors so that the caller can say what is missing.
 
 use std::io;
-use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
-use super::kernel::{KernelEvent, KernelSpec, Started};
-use super::python::{self, DriverFrame};
+use super::kernel::{self, KernelEvent, KernelSpec, Started};
+use super::python;
 use super::validate::Language;
 use crate::isolation::launch::Stdio;
-use crate::sandbox::{SandboxEnv, SpawnSpec};
+use crate::sandbox::SandboxEnv;
 use crate::text::Utf8Decoder;
 
 /// The driver program, shipped inside the agent.
@@ -27,8 +26,6 @@ pub(crate) const DRIVER_SOURCE: &str = include_str!("../../js/driver.js");
 
 /// The shell, by absolute path so that a PATH without node still finds it.
 const SH: &str = "/bin/sh";
-/// How long a fresh node may take to say it is ready.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
 const READ_SIZE: usize = 32 * 1024;
 /// `sh`'s status when `command -v node` finds nothing.
 const EXIT_NO_NODE: i32 = 127;
@@ -50,66 +47,40 @@ pub(crate) async fn spawn(
     spec: &KernelSpec,
     events: mpsc::Sender<KernelEvent>,
 ) -> io::Result<Started> {
-    let mut child = env.launch(
-        &SpawnSpec {
-            program: SH.to_owned(),
-            args: vec![
-                "-c".to_owned(),
-                WRAPPER.to_owned(),
-                "sh".to_owned(),
-                DRIVER_SOURCE.to_owned(),
-                spec.language.as_str().to_owned(),
-            ],
-            envs: spec.envs.clone(),
-            cwd: Some(spec.cwd.clone()),
-        },
-        Stdio::Piped,
-        Stdio::Piped,
+    let launched = kernel::launch(
+        env,
+        spec,
+        SH,
+        vec![
+            "-c".to_owned(),
+            WRAPPER.to_owned(),
+            "sh".to_owned(),
+            DRIVER_SOURCE.to_owned(),
+            spec.language.as_str().to_owned(),
+        ],
         Stdio::Piped,
     )?;
-    child.kill_on_drop(true);
-    let pid = child.id();
-    env.track(pid);
-    let stdin = child
-        .stdin
-        .take()
-        .ok_or_else(|| io::Error::other("no stdin pipe"))?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| io::Error::other("no stdout pipe"))?;
-    let stderr = child
+    let stderr = launched
         .stderr
-        .take()
         .ok_or_else(|| io::Error::other("no stderr pipe"))?;
-    let mut frames = python::frames(stdout);
-    let first = tokio::time::timeout(READY_TIMEOUT, python::next_frame(&mut frames))
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "kernel did not become ready"))?;
-    match first {
-        Ok(DriverFrame::Ready) => {}
-        Ok(_) => return Err(io::Error::other("kernel broke its protocol at start")),
-        Err(_) => {
-            let status = tokio::time::timeout(READY_TIMEOUT, child.wait()).await;
-            return Err(
-                match status.ok().and_then(|s| s.ok()).and_then(|s| s.code()) {
-                    Some(EXIT_NO_NODE) => io::Error::new(io::ErrorKind::NotFound, "node not found"),
-                    Some(EXIT_NO_TYPESCRIPT) if spec.language == Language::TypeScript => {
-                        io::Error::new(io::ErrorKind::Unsupported, "node cannot strip types")
-                    }
-                    _ => io::Error::other("kernel exited before it was ready"),
-                },
-            );
-        }
+    let mut started = launched.started;
+    let mut frames = python::frames(launched.stdout);
+    if python::await_ready(&mut frames).await?.is_err() {
+        // The wrapper or the driver exited: its status says why.
+        let status = tokio::time::timeout(python::READY_TIMEOUT, started.child.wait()).await;
+        return Err(
+            match status.ok().and_then(|s| s.ok()).and_then(|s| s.code()) {
+                Some(EXIT_NO_NODE) => io::Error::new(io::ErrorKind::NotFound, "node not found"),
+                Some(EXIT_NO_TYPESCRIPT) if spec.language == Language::TypeScript => {
+                    io::Error::new(io::ErrorKind::Unsupported, "node cannot strip types")
+                }
+                _ => io::Error::other("kernel exited before it was ready"),
+            },
+        );
     }
     tokio::spawn(python::pump_frames(frames, events.clone()));
     tokio::spawn(pump_stderr(stderr, events));
-    Ok(Started {
-        child,
-        pgid: pid as i32,
-        stdin,
-        bash_end_line: String::new(),
-    })
+    Ok(started)
 }
 
 /// Forwards what reaches node's fds 1 and 2 directly (a subprocess that

@@ -6,17 +6,17 @@
 use std::collections::BTreeMap;
 use std::io;
 
-use rustix::process::{Pid, Signal};
+use rustix::process::Signal;
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 
-use crate::isolation::launch::LaunchedChild;
 use tokio::sync::mpsc;
 
 use super::validate::Language;
 use super::{bash, js, python};
+use crate::isolation::launch::{LaunchedChild, Stdio};
 use crate::pb;
-use crate::sandbox::SandboxEnv;
+use crate::sandbox::{SandboxEnv, SpawnSpec};
 
 /// Events buffered between a kernel's reader tasks and the execution; when
 /// full, the kernel blocks on its next write (back-pressure from the client).
@@ -84,7 +84,7 @@ impl Kernel {
         };
         Ok(Kernel {
             language: spec.language,
-            pgid: started.pgid,
+            pgid: started.child.id() as i32,
             child: started.child,
             stdin: started.stdin,
             events,
@@ -186,18 +186,74 @@ impl Drop for Kernel {
     }
 }
 
-/// Sends `signal` to process group `pgid` (no-op for a non-positive id).
+/// Sends `signal` to process group `pgid` (no-op for a non-positive id),
+/// as the process service signals a command's group.
 pub(crate) fn signal_group(pgid: i32, signal: Signal) {
-    if let Some(pgid) = Pid::from_raw(pgid).filter(|p| p.as_raw_nonzero().get() > 0) {
-        let _ = rustix::process::kill_process_group(pgid, signal);
+    if let Ok(pgid) = u32::try_from(pgid) {
+        let _ = crate::process::signal_group(pgid, signal.as_raw());
     }
 }
 
-/// What a language module hands back once its process is running.
+/// What a language module hands back once its process is running (and,
+/// for the drivers, ready).
 #[derive(Debug)]
 pub(crate) struct Started {
     pub(crate) child: LaunchedChild,
-    pub(crate) pgid: i32,
+    /// Where the cells go.
     pub(crate) stdin: pipe::Sender,
+    /// Bash: the random end-of-code line; the drivers: empty.
     pub(crate) bash_end_line: String,
+}
+
+/// A kernel process [`launch`] started: what the language module keeps
+/// ([`Started`]) and the output pipes its readers take.
+#[derive(Debug)]
+pub(crate) struct Launched {
+    pub(crate) started: Started,
+    pub(crate) stdout: pipe::Receiver,
+    /// Piped only when asked for.
+    pub(crate) stderr: Option<pipe::Receiver>,
+}
+
+/// Starts `program args` as the kernel of `spec`, the part every language
+/// shares: through the sandbox (the isolation of commands, in a process
+/// group of its own, killed with its handle), with the context's envs and
+/// cwd, tracked as one of the sandbox's processes, stdin and stdout piped,
+/// stderr as `stderr` says.
+///
+/// # Errors
+/// The launch fails (`NotFound` for a program not on the sandbox PATH).
+pub(crate) fn launch(
+    env: &SandboxEnv,
+    spec: &KernelSpec,
+    program: &str,
+    args: Vec<String>,
+    stderr: Stdio,
+) -> io::Result<Launched> {
+    let spawn = SpawnSpec {
+        program: program.to_owned(),
+        args,
+        envs: spec.envs.clone(),
+        cwd: Some(spec.cwd.clone()),
+    };
+    let want_stderr = stderr == Stdio::Piped;
+    let mut child = env.launch(&spawn, Stdio::Piped, Stdio::Piped, stderr)?;
+    child.kill_on_drop(true);
+    env.track(child.id());
+    let no_pipe = || io::Error::other("a kernel pipe is missing");
+    let stdin = child.stdin.take().ok_or_else(no_pipe)?;
+    let stdout = child.stdout.take().ok_or_else(no_pipe)?;
+    let stderr = child.stderr.take();
+    if want_stderr && stderr.is_none() {
+        return Err(no_pipe());
+    }
+    Ok(Launched {
+        started: Started {
+            child,
+            stdin,
+            bash_end_line: String::new(),
+        },
+        stdout,
+        stderr,
+    })
 }

@@ -5,7 +5,7 @@
 //!   `bash` contexts run one persistent shell each; `javascript` and
 //!   `typescript` contexts run `agent/js/driver.js` in one `node` each, when
 //!   node is on the sandbox PATH. Kernels are started
-//!   through [`SandboxEnv::command`] so they see the same files and isolation
+//!   through [`SandboxEnv::launch`] (`kernel::launch`) so they see the same files and isolation
 //!   as commands.
 //! - One cell at a time per context: Execute holds the context's lock for the
 //!   whole cell, so a second Execute waits and output never mixes.
@@ -127,7 +127,6 @@ impl CodeServiceImpl {
 
     /// Whether the kernel [`CodeServiceImpl::prestart`] began is up and
     /// answering, `/run` not having taken it yet.
-    #[cfg(feature = "emulator")] // only the emulator asks
     pub(crate) fn prestarted_live(&self) -> bool {
         self.shared
             .prestarted

@@ -19,10 +19,10 @@ use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 use tokio_util::codec::{Encoder, FramedRead, LengthDelimitedCodec};
 
-use super::kernel::{KernelEvent, KernelSpec, Started};
+use super::kernel::{self, KernelEvent, KernelSpec, Started};
 use crate::isolation::launch::Stdio;
 use crate::pb;
-use crate::sandbox::{SandboxEnv, SpawnSpec};
+use crate::sandbox::SandboxEnv;
 
 /// The driver program, shipped inside the agent.
 pub(crate) const DRIVER_SOURCE: &str = include_str!("../../python/driver.py");
@@ -30,8 +30,9 @@ pub(crate) const DRIVER_SOURCE: &str = include_str!("../../python/driver.py");
 /// The interpreter, looked up on the sandbox PATH.
 pub(crate) const PYTHON: &str = "python3";
 
-/// How long a fresh interpreter may take to say it is ready.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a fresh interpreter (python3 or node) may take to say it is
+/// ready.
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Frames larger than this are a protocol error: the kernel is taken for
 /// dead. A cell can write to the driver's protocol descriptor itself, so a
@@ -76,43 +77,35 @@ pub(crate) async fn spawn(
     spec: &KernelSpec,
     events: mpsc::Sender<KernelEvent>,
 ) -> io::Result<Started> {
-    let mut child = env.launch(
-        &SpawnSpec {
-            program: PYTHON.to_owned(),
-            args: vec!["-c".to_owned(), DRIVER_SOURCE.to_owned()],
-            envs: spec.envs.clone(),
-            cwd: Some(spec.cwd.clone()),
-        },
-        Stdio::Piped,
-        Stdio::Piped,
+    let launched = kernel::launch(
+        env,
+        spec,
+        PYTHON,
+        vec!["-c".to_owned(), DRIVER_SOURCE.to_owned()],
         Stdio::Null,
     )?;
-    child.kill_on_drop(true);
-    let pid = child.id();
-    env.track(pid);
-    let stdin = child
-        .stdin
-        .take()
-        .ok_or_else(|| io::Error::other("no stdin pipe"))?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| io::Error::other("no stdout pipe"))?;
-    let mut frames = frames(stdout);
-
-    let first = tokio::time::timeout(READY_TIMEOUT, next_frame(&mut frames))
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "kernel did not become ready"))??;
-    if !matches!(first, DriverFrame::Ready) {
-        return Err(io::Error::other("kernel broke its protocol at start"));
-    }
+    let mut frames = frames(launched.stdout);
+    await_ready(&mut frames).await??;
     tokio::spawn(pump_frames(frames, events));
-    Ok(Started {
-        child,
-        pgid: pid as i32,
-        stdin,
-        bash_end_line: String::new(),
-    })
+    Ok(launched.started)
+}
+
+/// Waits for a driver's `ready` frame (the Python driver's, or the node
+/// driver's, which speaks the same frames): `Ok(Ok(()))` once it came,
+/// `Ok(Err(_))` when the driver's output ended or broke first (it died: the
+/// caller may ask how), `Err` when another frame came first or none within
+/// [`READY_TIMEOUT`].
+pub(crate) async fn await_ready<R: AsyncRead + Unpin>(
+    frames: &mut Frames<R>,
+) -> io::Result<io::Result<()>> {
+    let first = tokio::time::timeout(READY_TIMEOUT, next_frame(frames))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "kernel did not become ready"))?;
+    match first {
+        Ok(DriverFrame::Ready) => Ok(Ok(())),
+        Ok(_) => Err(io::Error::other("kernel broke its protocol at start")),
+        Err(err) => Ok(Err(err)),
+    }
 }
 
 /// The codec of the driver protocol: a 4-byte big-endian length, then the

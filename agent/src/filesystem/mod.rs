@@ -20,6 +20,7 @@ pub(crate) use self::disk::available_bytes;
 pub(crate) use self::info::{entry_info, io_status};
 pub(crate) use self::path::check_working_dir;
 pub(crate) use self::path::{Resolved, resolve};
+pub(crate) use self::write::owner_and_mode;
 use crate::pb;
 use crate::phase::Phase;
 use crate::sandbox::SandboxEnv;

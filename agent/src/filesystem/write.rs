@@ -30,6 +30,21 @@ use crate::state::Shared;
 const MAX_CHUNK: usize = 1 << 20;
 /// Mode of a new file when the first message gives none.
 const DEFAULT_MODE: u32 = 0o644;
+
+/// The mode of a file a call writes (a write, an import), after its
+/// owner's check: the local agent has one account, `user` (any other is
+/// refused); the mode is the default when unset, at most 0o7777.
+#[allow(clippy::result_large_err)]
+pub(crate) fn owner_and_mode(username: Option<&str>, mode: Option<u32>) -> Result<u32, Status> {
+    if !matches!(username, None | Some("" | "user")) {
+        return Err(Status::invalid_argument("unknown user"));
+    }
+    let mode = mode.unwrap_or(DEFAULT_MODE);
+    if mode > 0o7777 {
+        return Err(Status::invalid_argument("invalid mode"));
+    }
+    Ok(mode)
+}
 /// How long the rest of an aborted stream is drained.
 const ABORT_DRAIN: Duration = Duration::from_millis(200);
 /// Chunks received but not yet written, at most (each at most 1 MiB).
@@ -256,15 +271,7 @@ async fn handle(
                     "file metadata is not supported by the local agent",
                 ));
             }
-            if let Some(user) = &msg.user
-                && !matches!(user.username.as_str(), "" | "user")
-            {
-                return Err(Status::invalid_argument("unknown user"));
-            }
-            let mode = msg.mode.unwrap_or(DEFAULT_MODE);
-            if mode > 0o7777 {
-                return Err(Status::invalid_argument("invalid mode"));
-            }
+            let mode = owner_and_mode(msg.user.as_ref().map(|u| u.username.as_str()), msg.mode)?;
             let target = resolve(&shared.env, &path)?;
             *open = Some(begin(shared, target, mode).await?);
         }

@@ -188,16 +188,7 @@ fn warn_unbounded(what: &'static str) {
 /// Kills and removes the parents left by processes that ended without their
 /// exit cleanup (`rayito-<pid>-<hex>` whose pid no longer runs).
 fn sweep_stale(own: &Path) {
-    let Ok(entries) = std::fs::read_dir(own) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if !super::exit_cleanup::owner_is_gone(name, "rayito-") {
-            continue;
-        }
-        let parent = entry.path();
+    for parent in super::exit_cleanup::stale_entries(own, &["rayito-"]) {
         let _ = std::fs::write(parent.join("cgroup.kill"), b"1");
         for _ in 0..100 {
             let children: Vec<PathBuf> = std::fs::read_dir(&parent)
@@ -275,7 +266,7 @@ fn unescape_mount_path(raw: &str) -> String {
 /// A sandbox's cgroup (and its v1 companions carrying the limits on a
 /// hybrid host). Dropping it kills its processes and removes them all.
 #[derive(Debug)]
-pub(crate) struct SandboxCgroup {
+pub struct SandboxCgroup {
     dir: PathBuf,
     /// The v1 cgroups of the same sandbox (`pids`, `memory`), if used.
     v1: Vec<PathBuf>,
@@ -290,7 +281,7 @@ impl SandboxCgroup {
     /// A new cgroup named `name` under this process's parent, with `limits`
     /// where the host can carry them, or `None` where the host has no
     /// cgroup v2 (the warning was logged once).
-    pub(crate) fn create(name: &str, limits: &SandboxLimits) -> Option<Self> {
+    pub fn create(name: &str, limits: &SandboxLimits) -> Option<Self> {
         let parent = process_parent()?;
         let dir = parent.join(name);
         if let Err(err) = std::fs::create_dir(&dir) {
@@ -401,7 +392,7 @@ impl SandboxCgroup {
     /// `cgroup.procs` of every cgroup of the sandbox, opened for a child to
     /// join them with (before fork); with `command`, its v2 cgroup instead
     /// of the sandbox's (the v1 ones stay the sandbox's).
-    pub(crate) fn procs(&self, command: Option<&CommandCgroup>) -> std::io::Result<Vec<OwnedFd>> {
+    pub fn procs(&self, command: Option<&CommandCgroup>) -> std::io::Result<Vec<OwnedFd>> {
         let v2 = command.map_or(&self.dir, |c| &c.dir);
         std::iter::once(v2)
             .chain(&self.v1)
@@ -427,14 +418,14 @@ impl SandboxCgroup {
 
     /// SIGKILLs every process in the cgroup and its command cgroups
     /// (returns at once; they die asynchronously).
-    pub(crate) fn kill(&self) {
+    pub fn kill(&self) {
         if let Err(err) = kill_members(&self.dir) {
             tracing::warn!(error = %err, "cgroup.kill failed");
         }
     }
 
     /// Whether any process is still in the cgroup.
-    pub(crate) fn populated(&self) -> bool {
+    pub fn populated(&self) -> bool {
         std::fs::read_to_string(self.dir.join("cgroup.events"))
             .map(|events| events.lines().any(|l| l == "populated 1"))
             .unwrap_or(false)
@@ -466,7 +457,7 @@ impl Drop for SandboxCgroup {
 /// the directory is removed when it is empty (see
 /// [`CommandCgroup::remove_if_empty`]), else with the sandbox's.
 #[derive(Debug)]
-pub(crate) struct CommandCgroup {
+pub struct CommandCgroup {
     dir: PathBuf,
 }
 

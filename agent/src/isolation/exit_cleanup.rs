@@ -113,7 +113,7 @@ fn send(kind: char, path: &Path) {
 }
 
 /// Whether `name` is `<prefix><pid>-<hex>` for a pid that no longer runs.
-pub(crate) fn owner_is_gone(name: &str, prefix: &str) -> bool {
+fn owner_is_gone(name: &str, prefix: &str) -> bool {
     let Some(rest) = name.strip_prefix(prefix) else {
         return false;
     };
@@ -130,16 +130,28 @@ pub(crate) fn owner_is_gone(name: &str, prefix: &str) -> bool {
 /// Removes the sandbox directories of processes that ended without their
 /// watcher's cleanup.
 fn sweep_stale_dirs(temp: &Path) {
-    let Ok(entries) = std::fs::read_dir(temp) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if owner_is_gone(name, "rayito-agent-") || owner_is_gone(name, "rayito-emulator-") {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
+    for dir in stale_entries(temp, &["rayito-agent-", "rayito-emulator-"]) {
+        let _ = std::fs::remove_dir_all(dir);
     }
+}
+
+/// The entries of `dir` named `<prefix><pid>-<hex>`, for one of
+/// `prefixes`, whose pid no longer runs: what a process that ended without
+/// its cleanup left.
+pub(crate) fn stale_entries(dir: &Path, prefixes: &[&str]) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .is_some_and(|name| prefixes.iter().any(|p| owner_is_gone(name, p)))
+        })
+        .map(|entry| entry.path())
+        .collect()
 }
 
 /// Removes `dir` (recursively) when this process ends, if it still exists.

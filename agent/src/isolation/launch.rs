@@ -51,7 +51,7 @@ const CHILD_STACK: usize = 256 * 1024;
 
 /// Where one of the child's standard streams goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Stdio {
+pub enum Stdio {
     /// `/dev/null`.
     Null,
     /// A pipe whose other end the agent keeps.
@@ -60,13 +60,16 @@ pub(crate) enum Stdio {
 
 /// Everything a child needs, prepared (and validated) before the clone.
 #[derive(Debug)]
-pub(crate) struct LaunchPlan {
+pub struct LaunchPlan {
     /// Where `execve` is tried, in order: the program itself when it names a
     /// path, else each PATH directory joined with it (as `execvp` would).
     candidates: Vec<CString>,
     argv: Vec<CString>,
     envp: Vec<CString>,
     own_group: bool,
+    /// The child leads a new session whose controlling terminal is its
+    /// stdin (a pty's shell): `setsid` and `TIOCSCTTY` after the setup.
+    terminal: bool,
     setup: ChildSetup,
 }
 
@@ -85,7 +88,7 @@ impl LaunchPlan {
     ///
     /// # Errors
     /// `InvalidInput` when a string holds a NUL byte.
-    pub(crate) fn new<'a>(
+    pub fn new<'a>(
         program: &str,
         args: &[String],
         envs: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -123,14 +126,25 @@ impl LaunchPlan {
             argv,
             envp,
             own_group,
+            terminal: false,
             setup,
         })
+    }
+
+    /// The same plan for a terminal's shell: the child leads a session of
+    /// its own (so also its own process group: no `setpgid`, which would
+    /// make `setsid` fail) whose controlling terminal is its stdin, so job
+    /// control, `^C` and SIGWINCH work. Start it with [`launch_on_terminal`].
+    pub fn on_terminal(mut self) -> Self {
+        self.own_group = false;
+        self.terminal = true;
+        self
     }
 }
 
 /// A child started by [`launch`]; reaped by [`LaunchedChild::wait`].
 #[derive(Debug)]
-pub(crate) struct LaunchedChild {
+pub struct LaunchedChild {
     pid: u32,
     /// Taken only by `Drop` (to reap a child that outlives its handle).
     pidfd: Option<AsyncFd<OwnedFd>>,
@@ -138,11 +152,11 @@ pub(crate) struct LaunchedChild {
     /// SIGKILL the child when the handle is dropped before it was reaped.
     kill_on_drop: bool,
     /// The write end of the child's stdin, when piped.
-    pub(crate) stdin: Option<pipe::Sender>,
+    pub stdin: Option<pipe::Sender>,
     /// The read end of the child's stdout, when piped.
-    pub(crate) stdout: Option<pipe::Receiver>,
+    pub stdout: Option<pipe::Receiver>,
     /// The read end of the child's stderr, when piped.
-    pub(crate) stderr: Option<pipe::Receiver>,
+    pub stderr: Option<pipe::Receiver>,
 }
 
 /// What the child reads (all prepared before the clone) and where it leaves
@@ -171,7 +185,7 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
 /// The pipes or the clone fail, or the child fails before `execve` (its
 /// errno: `NotFound` or `PermissionDenied` for a program that cannot be
 /// executed, the setup's error otherwise).
-pub(crate) fn launch(
+pub fn launch(
     plan: &LaunchPlan,
     stdin: Stdio,
     stdout: Stdio,
@@ -206,6 +220,61 @@ pub(crate) fn launch(
         }
         None => devnull.as_raw_fd(),
     };
+    let stdio = [
+        child_fd(&stdin_pipe, true),
+        child_fd(&stdout_pipe, false),
+        child_fd(&stderr_pipe, false),
+    ];
+    let (pid, pidfd) = clone_and_exec(plan, stdio)?;
+    Ok(LaunchedChild {
+        pid,
+        pidfd: Some(pidfd),
+        status: None,
+        kill_on_drop: false,
+        stdin: stdin_pipe
+            .map(|(_, w)| pipe::Sender::from_owned_fd(w))
+            .transpose()?,
+        stdout: stdout_pipe
+            .map(|(r, _)| pipe::Receiver::from_owned_fd(r))
+            .transpose()?,
+        stderr: stderr_pipe
+            .map(|(r, _)| pipe::Receiver::from_owned_fd(r))
+            .transpose()?,
+    })
+}
+
+/// Starts `plan` (made with [`LaunchPlan::on_terminal`]) with `tty`, a
+/// terminal's slave side, as its stdin, stdout and stderr (must be called
+/// within a tokio runtime: the pidfd is registered with it). The child
+/// holds the only copies the launch makes: once it and its children are
+/// gone (and the caller dropped `tty`), reads of the master end.
+///
+/// # Errors
+/// As [`launch`].
+pub fn launch_on_terminal(
+    plan: &LaunchPlan,
+    tty: std::os::fd::BorrowedFd<'_>,
+) -> std::io::Result<LaunchedChild> {
+    let fd = tty.as_raw_fd();
+    let (pid, pidfd) = clone_and_exec(plan, [fd, fd, fd])?;
+    Ok(LaunchedChild {
+        pid,
+        pidfd: Some(pidfd),
+        status: None,
+        kill_on_drop: false,
+        stdin: None,
+        stdout: None,
+        stderr: None,
+    })
+}
+
+/// Clones the child of `plan` with `stdio` as its descriptors 0..2 and
+/// waits until it called `execve` (or failed before: its errno, the child
+/// reaped); the child's pid and pidfd.
+fn clone_and_exec(
+    plan: &LaunchPlan,
+    stdio: [RawFd; 3],
+) -> std::io::Result<(u32, AsyncFd<OwnedFd>)> {
     let candidates = null_terminated(&plan.candidates);
     let argv = null_terminated(&plan.argv);
     let envp = null_terminated(&plan.envp);
@@ -214,11 +283,7 @@ pub(crate) fn launch(
         candidates: &candidates[..plan.candidates.len()],
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
-        stdio: [
-            child_fd(&stdin_pipe, true),
-            child_fd(&stdout_pipe, false),
-            child_fd(&stderr_pipe, false),
-        ],
+        stdio,
         error: 0,
     };
     let mut stack = vec![0u8; CHILD_STACK];
@@ -268,21 +333,7 @@ pub(crate) fn launch(
     // descriptor) for as long as the AsyncFd lives.
     let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }
         .map_err(std::io::Error::from)?;
-    Ok(LaunchedChild {
-        pid: pid as u32,
-        pidfd: Some(pidfd),
-        status: None,
-        kill_on_drop: false,
-        stdin: stdin_pipe
-            .map(|(_, w)| pipe::Sender::from_owned_fd(w))
-            .transpose()?,
-        stdout: stdout_pipe
-            .map(|(r, _)| pipe::Receiver::from_owned_fd(r))
-            .transpose()?,
-        stderr: stderr_pipe
-            .map(|(r, _)| pipe::Receiver::from_owned_fd(r))
-            .transpose()?,
-    })
+    Ok((pid as u32, pidfd))
 }
 
 /// Runs `f` in a child that shares the agent's memory and descriptor table
@@ -298,7 +349,7 @@ pub(crate) fn launch(
 ///
 /// # Errors
 /// The clone fails or `f` does (its errno).
-pub(crate) fn in_shared_child<F>(f: F) -> std::io::Result<OwnedFd>
+pub fn in_shared_child<F>(f: F) -> std::io::Result<OwnedFd>
 where
     F: Fn() -> std::io::Result<OwnedFd>,
 {
@@ -498,8 +549,8 @@ fn errno() -> c_int {
 /// Only in the child of [`launch`]: makes async-signal-safe calls on memory
 /// prepared before the clone.
 unsafe fn prepare_and_exec(args: &ChildArgs<'_>) -> c_int {
-    // SAFETY (whole body): sigaction, sigprocmask, dup2, fcntl, setpgid
-    // and execve are async-signal-safe and take pointers to memory
+    // SAFETY (whole body): sigaction, sigprocmask, dup2, fcntl, setpgid,
+    // setsid, ioctl and execve are async-signal-safe and take pointers to memory
     // that outlives this call.
     unsafe {
         // No handler of the agent may run here: caught signals go back to
@@ -543,6 +594,12 @@ unsafe fn prepare_and_exec(args: &ChildArgs<'_>) -> c_int {
         if let Err(err) = args.plan.setup.apply() {
             return err.raw_os_error().unwrap_or(libc::EIO);
         }
+        // A terminal's shell: a session of its own, its stdin (the pty's
+        // slave) its controlling terminal; after the setup, as the
+        // sandbox's user, like the rest of what the shell does.
+        if args.plan.terminal && (libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0) {
+            return errno();
+        }
         // As execvp: a missing candidate moves on to the next; a denied one
         // is remembered; anything else stops.
         let mut error = libc::ENOENT;
@@ -572,13 +629,13 @@ fn exit_status(status: WaitIdStatus) -> ExitStatus {
 
 impl LaunchedChild {
     /// The child's pid (it leads its own process group when asked).
-    pub(crate) fn id(&self) -> u32 {
+    pub fn id(&self) -> u32 {
         self.pid
     }
 
     /// SIGKILLs the child if the handle is dropped before it was reaped (as
     /// `tokio::process::Command::kill_on_drop`).
-    pub(crate) fn kill_on_drop(&mut self, kill: bool) {
+    pub fn kill_on_drop(&mut self, kill: bool) {
         self.kill_on_drop = kill;
     }
 
@@ -586,7 +643,7 @@ impl LaunchedChild {
     ///
     /// # Errors
     /// The pidfd cannot be polled or waited on.
-    pub(crate) async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
         if let Some(status) = self.status {
             return Ok(status);
         }

@@ -333,7 +333,7 @@ pub(crate) fn mount_staging(staging: &std::ffi::CStr) -> std::io::Result<()> {
 /// Makes `staging` the namespace's root: the old root is stacked on it
 /// (`pivot_root(".", ".")`) and detached, so nothing of the host's root
 /// stays reachable but what was bound into the new one.
-pub(crate) fn enter_staging(staging: &std::ffi::CStr) -> std::io::Result<()> {
+pub fn enter_staging(staging: &std::ffi::CStr) -> std::io::Result<()> {
     rustix::process::chdir(staging)?;
     rustix::process::pivot_root(c".", c".")?;
     rustix::mount::unmount(c".", UnmountFlags::DETACH)?;

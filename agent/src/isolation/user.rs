@@ -27,9 +27,11 @@ pub(crate) const GUEST_GID: u32 = 1000;
 
 /// A sandbox's unprivileged host uid and gid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct HostIds {
-    pub(crate) uid: u32,
-    pub(crate) gid: u32,
+pub struct HostIds {
+    /// The uid.
+    pub uid: u32,
+    /// The gid.
+    pub gid: u32,
 }
 
 impl HostIds {

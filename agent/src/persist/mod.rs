@@ -286,10 +286,17 @@ impl Drop for StopOnDrop {
 }
 
 /// The events of one RPC's stream.
-trait Events: Send + 'static {
+trait Events: Sized + Send + 'static {
     fn progress(files_done: u64, bytes_a: u64, bytes_b: u64) -> Self;
     fn keepalive() -> Self;
-    fn error(code: &str, message: &str) -> Self;
+    /// The event carrying `error`.
+    fn stream_error(error: pb::StreamError) -> Self;
+    fn error(code: &str, message: &str) -> Self {
+        Self::stream_error(pb::StreamError {
+            code: code.to_owned(),
+            message: message.to_owned(),
+        })
+    }
 }
 
 impl Events for pb::CheckpointEvent {
@@ -305,11 +312,8 @@ impl Events for pb::CheckpointEvent {
     fn keepalive() -> Self {
         ev_c(pb::checkpoint_event::Event::Keepalive(pb::KeepAlive {}))
     }
-    fn error(code: &str, message: &str) -> Self {
-        ev_c(pb::checkpoint_event::Event::Error(pb::StreamError {
-            code: code.to_owned(),
-            message: message.to_owned(),
-        }))
+    fn stream_error(error: pb::StreamError) -> Self {
+        ev_c(pb::checkpoint_event::Event::Error(error))
     }
 }
 
@@ -323,11 +327,8 @@ impl Events for pb::RestoreEvent {
     fn keepalive() -> Self {
         ev_r(pb::restore_event::Event::Keepalive(pb::KeepAlive {}))
     }
-    fn error(code: &str, message: &str) -> Self {
-        ev_r(pb::restore_event::Event::Error(pb::StreamError {
-            code: code.to_owned(),
-            message: message.to_owned(),
-        }))
+    fn stream_error(error: pb::StreamError) -> Self {
+        ev_r(pb::restore_event::Event::Error(error))
     }
 }
 

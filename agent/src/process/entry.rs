@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::watch;
 
+use super::Ending;
 use super::ring::{Channel, OutputRing, RING_BYTES};
 use crate::isolation::cgroup::CommandCgroup;
 use crate::pb;
@@ -43,8 +44,7 @@ pub(crate) struct ProcessEntry {
 #[derive(Debug)]
 struct EntryState {
     ring: OutputRing,
-    end: Option<pb::EndEvent>,
-    ended_at: Option<Instant>,
+    ending: Ending<pb::EndEvent>,
 }
 
 /// What a subscriber sees at one moment.
@@ -68,8 +68,7 @@ impl ProcessEntry {
             tag,
             state: Mutex::new(EntryState {
                 ring: OutputRing::new(RING_BYTES),
-                end: None,
-                ended_at: None,
+                ending: Ending::default(),
             }),
             version,
             stdin: tokio::sync::Mutex::new(stdin),
@@ -100,28 +99,23 @@ impl ProcessEntry {
 
     /// Records the end (once).
     pub(crate) fn finish(&self, end: pb::EndEvent) {
-        let mut st = self.state.lock().expect("entry lock");
-        if st.end.is_none() {
-            st.end = Some(end);
-            st.ended_at = Some(Instant::now());
-        }
-        drop(st);
+        self.state.lock().expect("entry lock").ending.record(end);
         self.version.send_modify(|v| *v += 1);
     }
 
     /// Whether the process has ended.
     pub(crate) fn has_ended(&self) -> bool {
-        self.state.lock().expect("entry lock").end.is_some()
+        self.state.lock().expect("entry lock").ending.has_ended()
     }
 
     /// How the process ended, if it has.
     pub(crate) fn end(&self) -> Option<pb::EndEvent> {
-        self.state.lock().expect("entry lock").end.clone()
+        self.state.lock().expect("entry lock").ending.end()
     }
 
     /// When the process ended, if it has.
     pub(crate) fn ended_at(&self) -> Option<Instant> {
-        self.state.lock().expect("entry lock").ended_at
+        self.state.lock().expect("entry lock").ending.at()
     }
 
     /// Output from `from_seq` on, and the end if there is one.
@@ -129,7 +123,7 @@ impl ProcessEntry {
         let st = self.state.lock().expect("entry lock");
         Snapshot {
             chunks: st.ring.since(from_seq),
-            end: st.end.clone(),
+            end: st.ending.end(),
         }
     }
 

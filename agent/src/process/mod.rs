@@ -3,6 +3,7 @@
 //! Status messages are short fixed English strings: they never echo a
 //! command, a path or an env value.
 
+mod ending;
 mod entry;
 mod ring;
 mod spawn;
@@ -16,8 +17,11 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt as _;
 use tonic::{Request, Response, Status};
 
+pub(crate) use self::ending::Ending;
 use self::entry::ProcessEntry;
-pub(crate) use self::spawn::{killed_for_memory, out_of_memory, signal_group};
+pub(crate) use self::spawn::{
+    Timed, check_start, enforce_timeout, final_end, lookup, signal_group, start_failed,
+};
 use self::stream::EventStream;
 use crate::pb;
 use crate::phase::PhaseCell;
@@ -83,21 +87,16 @@ impl ProcessTable {
         }
     }
 
+    /// A process, running or recently finished.
+    #[allow(clippy::result_large_err)]
     fn get(&self, pid: u32) -> Result<Arc<ProcessEntry>, Status> {
-        let mut map = self.entries.lock().expect("process table lock");
-        Self::prune(&mut map);
-        map.get(&pid)
-            .cloned()
-            .ok_or_else(|| Status::not_found("process not found"))
+        lookup(&self.entries, Self::prune, pid, false, "process")
     }
 
     /// A live process (ended ones are NOT_FOUND for signals and stdin).
+    #[allow(clippy::result_large_err)]
     fn get_live(&self, pid: u32) -> Result<Arc<ProcessEntry>, Status> {
-        let entry = self.get(pid)?;
-        if entry.has_ended() {
-            return Err(Status::not_found("process not found"));
-        }
-        Ok(entry)
+        lookup(&self.entries, Self::prune, pid, true, "process")
     }
 
     /// Marks the agent as abruptly stopped (before its processes are killed).
@@ -119,16 +118,11 @@ impl ProcessTable {
         if config.cmd.is_empty() {
             return Err(Status::invalid_argument("empty command"));
         }
-        if let Some(user) = &req.user {
-            check_user(&user.username)?;
-        }
-        if let Some(cwd) = config
-            .cwd
-            .as_deref()
-            .or(self.env.moved_workdir().as_deref())
-        {
-            self.check_cwd(cwd)?;
-        }
+        check_start(
+            &self.env,
+            req.user.as_ref().map(|u| u.username.as_str()),
+            config.cwd.as_deref(),
+        )?;
         let spec = SpawnSpec {
             program: config.cmd.clone(),
             args: config.args.clone(),
@@ -176,13 +170,6 @@ impl ProcessTable {
         Ok(ManagedProcess(entry))
     }
 
-    /// The file calls' rules, checked as the sandbox's user.
-    #[allow(clippy::result_large_err)]
-    fn check_cwd(&self, cwd: &str) -> Result<(), Status> {
-        crate::filesystem::check_working_dir(&self.env, cwd)
-            .map_err(|refusal| refusal.status("invalid working directory"))
-    }
-
     #[allow(clippy::result_large_err)]
     fn connect(&self, req: pb::ConnectRequest) -> Result<EventStream, Status> {
         let entry = self.get(req.pid)?;
@@ -221,16 +208,6 @@ impl ProcessTable {
             .collect();
         out.sort_by_key(|p| p.pid);
         out
-    }
-}
-
-/// The local agent has one account, `user`; root and others are refused.
-#[allow(clippy::result_large_err)]
-fn check_user(username: &str) -> Result<(), Status> {
-    match username {
-        "" | "user" => Ok(()),
-        "root" => Err(Status::permission_denied("running as root is not allowed")),
-        _ => Err(Status::invalid_argument("unknown user")),
     }
 }
 

@@ -1,11 +1,14 @@
 //! Starting a process: spawn through the sandbox, pump its output into the
-//! entry, enforce its timeout, and record exactly one end.
+//! entry, enforce its timeout, and record exactly one end. The parts a
+//! terminal's shell shares with a command (`crate::pty`) are here too: the
+//! start checks, a start failure's status, the timeout's signals and the
+//! end (exit status, timeout, out-of-memory kill).
 
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::ExitStatus;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -27,6 +30,43 @@ const KILL_GRACE: Duration = Duration::from_secs(5);
 /// After the process exits, how long its pipes may still drain (a background
 /// descendant can hold them open forever).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
+
+/// Refuses a start whose user or working directory a sandbox cannot have:
+/// the local agent has one account, `user` (root and others are refused);
+/// the working directory (`cwd`, else the one the template moved to)
+/// follows the file calls' rules, checked as the sandbox's user.
+#[allow(clippy::result_large_err)]
+pub(crate) fn check_start(
+    env: &SandboxEnv,
+    user: Option<&str>,
+    cwd: Option<&str>,
+) -> Result<(), Status> {
+    match user {
+        None | Some("" | "user") => {}
+        Some("root") => return Err(Status::permission_denied("running as root is not allowed")),
+        Some(_) => return Err(Status::invalid_argument("unknown user")),
+    }
+    if let Some(cwd) = cwd.or(env.moved_workdir().as_deref()) {
+        crate::filesystem::check_working_dir(env, cwd)
+            .map_err(|refusal| refusal.status("invalid working directory"))?;
+    }
+    Ok(())
+}
+
+/// The status of a start that failed with `e`: a program that cannot be
+/// executed is the caller's (`cannot execute the <program>`), anything
+/// else the agent's (`cannot start the <what>`, logged).
+pub(crate) fn start_failed(e: &std::io::Error, program: &str, what: &str) -> Status {
+    match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
+            Status::invalid_argument(format!("cannot execute the {program}"))
+        }
+        _ => {
+            tracing::warn!(error = %e, "{what} start failed");
+            Status::internal(format!("cannot start the {what}"))
+        }
+    }
+}
 
 /// Sends `signal` (a number from 1 to 64) to the process group led by `pid`.
 pub(crate) fn signal_group(pid: u32, signal: i32) -> std::io::Result<()> {
@@ -72,15 +112,7 @@ pub(crate) fn spawn(
     let oom_kills_before = env.oom_kills();
     let (mut child, cgroup) = env
         .launch_command(spec, stdin, Stdio::Piped, Stdio::Piped)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
-                Status::invalid_argument("cannot execute the command")
-            }
-            _ => {
-                tracing::warn!(error = %e, "spawn failed");
-                Status::internal("cannot start the process")
-            }
-        })?;
+        .map_err(|e| start_failed(&e, "command", "process"))?;
     let pid = child.id();
     env.track(pid);
     let entry = Arc::new(ProcessEntry::new(pid, config, tag, child.stdin.take()).in_cgroup(cgroup));
@@ -96,7 +128,7 @@ pub(crate) fn spawn(
         .take()
         .map(|s| pump(entry.clone(), Channel::Stderr, s));
     if let Some(limit) = timeout {
-        tokio::spawn(enforce_timeout(entry.clone(), limit));
+        tokio::spawn(enforce_timeout(entry.clone(), limit, &[Signal::TERM]));
     }
     let env = env.clone();
     let waiter_entry = entry.clone();
@@ -107,10 +139,7 @@ pub(crate) fn spawn(
         }
         env.untrack(pid);
         let timed_out = waiter_entry.timed_out.load(Ordering::Acquire);
-        let mut end = end_event(status, timed_out);
-        if !timed_out && killed_for_memory(&env, status, oom_kills_before) {
-            end.error = Some(out_of_memory(&env));
-        }
+        let end = final_end(&env, status, timed_out, oom_kills_before, "process");
         waiter_entry.finish(end);
         // Nothing of the command left in the background: its cgroup goes now
         // (else with the entry or the sandbox).
@@ -195,26 +224,90 @@ where
     Pump { task, exited }
 }
 
-/// SIGTERM to the group at the timeout; 5 s later SIGKILL to the group if
-/// the process still runs, and to whatever the command started that still
-/// runs in its cgroup, where it has one (what moved out of its process
-/// group, `setsid` or a double fork, which the SIGTERM did not reach): a
-/// command that timed out is ended whole, even when its first process
-/// obeyed the SIGTERM.
-async fn enforce_timeout(entry: Arc<ProcessEntry>, limit: Duration) {
+/// The entry of `pid` in `table` (a command's or a terminal's), after
+/// `prune` dropped what is kept no longer: `<what> not found` when there is
+/// none, or when `live` asks for a running one and it has ended (signals,
+/// input and resizes reach running ones only).
+#[allow(clippy::result_large_err)]
+pub(crate) fn lookup<T: Timed>(
+    table: &std::sync::Mutex<std::collections::HashMap<u32, Arc<T>>>,
+    prune: fn(&mut std::collections::HashMap<u32, Arc<T>>),
+    pid: u32,
+    live: bool,
+    what: &str,
+) -> Result<Arc<T>, Status> {
+    let mut map = table.lock().expect("process table lock");
+    prune(&mut map);
+    map.get(&pid)
+        .filter(|found| !(live && found.has_ended()))
+        .cloned()
+        .ok_or_else(|| Status::not_found(format!("{what} not found")))
+}
+
+/// What a timeout ends: a command's entry or a terminal's session.
+pub(crate) trait Timed: Send + Sync + 'static {
+    /// The leader of its process group, and the flag that says its end
+    /// came from its timeout (set before the first signal).
+    fn leader(&self) -> (u32, &AtomicBool);
+    /// Whether it has ended (its end recorded).
+    fn has_ended(&self) -> bool;
+    /// After the SIGKILL: ends what moved out of the process group.
+    fn kill_rest(&self) {}
+}
+
+impl Timed for ProcessEntry {
+    fn leader(&self) -> (u32, &AtomicBool) {
+        (self.pid, &self.timed_out)
+    }
+    fn has_ended(&self) -> bool {
+        ProcessEntry::has_ended(self)
+    }
+    /// Whatever the command started that still runs in its cgroup, where it
+    /// has one (what moved out of its process group, `setsid` or a double
+    /// fork, which the SIGTERM did not reach): a command that timed out is
+    /// ended whole, even when its first process obeyed the SIGTERM.
+    fn kill_rest(&self) {
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.kill();
+        }
+    }
+}
+
+/// At the timeout, `first` (in order) to the group; [`KILL_GRACE`] later
+/// SIGKILL to the group if the process still runs, then
+/// [`Timed::kill_rest`].
+pub(crate) async fn enforce_timeout<T: Timed>(target: Arc<T>, limit: Duration, first: &[Signal]) {
     tokio::time::sleep(limit).await;
-    if entry.has_ended() {
+    if target.has_ended() {
         return;
     }
-    entry.timed_out.store(true, Ordering::Release);
-    let _ = signal_group(entry.pid, Signal::TERM.as_raw());
+    let (pid, timed_out) = target.leader();
+    timed_out.store(true, Ordering::Release);
+    for signal in first {
+        let _ = signal_group(pid, signal.as_raw());
+    }
     tokio::time::sleep(KILL_GRACE).await;
-    if !entry.has_ended() {
-        let _ = signal_group(entry.pid, Signal::KILL.as_raw());
+    if !target.has_ended() {
+        let _ = signal_group(pid, Signal::KILL.as_raw());
     }
-    if let Some(cgroup) = &entry.cgroup {
-        cgroup.kill();
+    target.kill_rest();
+}
+
+/// The end of a process `what` (`process`, `pty`) that ended with
+/// `status`: its [`end_event`], with the out-of-memory error when the
+/// kernel ended it for the sandbox's memory (see [`killed_for_memory`]).
+pub(crate) fn final_end(
+    env: &SandboxEnv,
+    status: Option<ExitStatus>,
+    timed_out: bool,
+    oom_kills_before: u64,
+    what: &str,
+) -> pb::EndEvent {
+    let mut end = end_event(status, timed_out, what);
+    if !timed_out && killed_for_memory(env, status, oom_kills_before) {
+        end.error = Some(out_of_memory(env));
     }
+    end
 }
 
 /// Whether a process that ended with `status` was ended by the kernel's
@@ -245,8 +338,9 @@ pub(crate) fn out_of_memory(env: &SandboxEnv) -> pb::StreamError {
     }
 }
 
-/// The EndEvent for an exit status (`exit_code` is 128+signal when killed).
-pub(crate) fn end_event(status: Option<ExitStatus>, timed_out: bool) -> pb::EndEvent {
+/// The EndEvent for an exit status (`exit_code` is 128+signal when killed)
+/// of a process `what` (`process`, `pty`: the timeout's message names it).
+pub(crate) fn end_event(status: Option<ExitStatus>, timed_out: bool, what: &str) -> pb::EndEvent {
     let (exit_code, exited, signal) = match status {
         Some(s) => match (s.code(), s.signal()) {
             (Some(code), _) => (code, true, None),
@@ -262,7 +356,7 @@ pub(crate) fn end_event(status: Option<ExitStatus>, timed_out: bool) -> pb::EndE
             status: end_status::TIMEOUT.to_owned(),
             error: Some(pb::StreamError {
                 code: stream_code::DEADLINE_EXCEEDED.to_owned(),
-                message: "process timed out".to_owned(),
+                message: format!("{what} timed out"),
             }),
             signal,
         };
@@ -287,14 +381,14 @@ mod tests {
 
     #[test]
     fn end_event_shapes() {
-        let ok = end_event(Some(ExitStatus::from_raw(0)), false);
+        let ok = end_event(Some(ExitStatus::from_raw(0)), false, "process");
         assert_eq!(
             (ok.exit_code, ok.exited, ok.status.as_str()),
             (0, true, "exited")
         );
-        let three = end_event(Some(ExitStatus::from_raw(3 << 8)), false);
+        let three = end_event(Some(ExitStatus::from_raw(3 << 8)), false, "process");
         assert_eq!(three.exit_code, 3);
-        let killed = end_event(Some(ExitStatus::from_raw(9)), false);
+        let killed = end_event(Some(ExitStatus::from_raw(9)), false, "process");
         assert_eq!(
             (
                 killed.exit_code,
@@ -304,9 +398,13 @@ mod tests {
             ),
             (137, false, "signaled", Some(9))
         );
-        let timeout = end_event(Some(ExitStatus::from_raw(9)), true);
+        let timeout = end_event(Some(ExitStatus::from_raw(9)), true, "pty");
         assert_eq!(timeout.status, "timeout");
-        assert_eq!(timeout.error.unwrap().code, "deadline_exceeded");
+        let error = timeout.error.unwrap();
+        assert_eq!(
+            (error.code.as_str(), error.message.as_str()),
+            ("deadline_exceeded", "pty timed out")
+        );
     }
 
     /// A pipe whose readiness never arrives, as on a machine too busy for

@@ -27,8 +27,6 @@ use crate::pb;
 use crate::sandbox::SandboxEnv;
 use crate::state::Shared;
 
-/// Mode of the file when the request gives none.
-const DEFAULT_MODE: u32 = 0o644;
 /// Polling cadence: every second for the first ten minutes, then every 5 s.
 const FAST_POLL: Duration = Duration::from_secs(1);
 const FAST_POLL_FOR: Duration = Duration::from_secs(600);
@@ -60,15 +58,10 @@ pub(crate) fn accept(shared: &Shared, req: pb::StartImportRequest) -> Result<Imp
     if target.is_view_root() {
         return Err(Status::invalid_argument("is a directory"));
     }
-    if let Some(user) = &req.user
-        && !matches!(user.username.as_str(), "" | "user")
-    {
-        return Err(Status::invalid_argument("unknown user"));
-    }
-    let mode = req.mode.unwrap_or(DEFAULT_MODE);
-    if mode > 0o7777 {
-        return Err(Status::invalid_argument("invalid mode"));
-    }
+    let mode = crate::filesystem::owner_and_mode(
+        req.user.as_ref().map(|u| u.username.as_str()),
+        req.mode,
+    )?;
     if !req.metadata.is_empty() {
         return Err(Status::failed_precondition(
             "file metadata is not supported by the local agent",

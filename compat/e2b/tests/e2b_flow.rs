@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rayito::AwsOptions;
-use rayito_agent::emulator::{Emulator, EmulatorConfig, Operation};
 use rayito_e2b::exceptions::{E2bClass, is_instance};
 use rayito_e2b::{
     ApiParams, Backend, CommandOpts, CompatWarning, Lifecycle, ListOpts, ListOrder, Missing,
     Network, PauseMode, PauseOpts, RunCodeOpts, Sandbox, SandboxOpts,
 };
+use rayito_emulator::{Emulator, EmulatorConfig, Operation};
 
 /// A recognisable api_key that must never appear anywhere.
 const CANARY: &str = "e2b_CANARY_4f1d9c2b7a6e5d3c";
@@ -841,8 +841,8 @@ async fn egress_options_map_onto_the_sdk_policy() {
             matches!(
                 emulator.state(&id),
                 Some(
-                    rayito_agent::emulator::MicrovmState::Terminated
-                        | rayito_agent::emulator::MicrovmState::Terminating
+                    rayito_emulator::MicrovmState::Terminated
+                        | rayito_emulator::MicrovmState::Terminating
                 )
             ),
             "{id} is still up"
