@@ -105,13 +105,8 @@ pub struct PtyOutput {
 }
 
 // What a terminal shows may be anything typed into it: sizes only.
-impl fmt::Debug for PtyOutput {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PtyOutput")
-            .field("bytes", &self.data.len())
-            .field("seq", &self.seq)
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    PtyOutput |o| bytes = o.data.len(), seq
 }
 
 /// How a terminal's shell ended.

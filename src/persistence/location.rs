@@ -3,8 +3,6 @@
 //! (a bucket or a prefix is not a secret, but it is never put into an
 //! error either, by the persistence rule).
 
-use std::fmt;
-
 use crate::error::SandboxError;
 
 /// The default prefix, the reference IAM template's (`rayito-home`; the
@@ -45,15 +43,9 @@ pub struct S3Prefix {
 
 // Debug prints the shape only: bucket and key never go to logs (the same
 // rule as errors).
-impl fmt::Debug for S3Prefix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("S3Prefix")
-            .field("bucket_len", &self.bucket.len())
-            .field("prefix_len", &self.prefix.len())
-            .field("named", &self.name.is_some())
-            .field("region", &self.region)
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    S3Prefix |o| bucket_len = o.bucket.len(), prefix_len = o.prefix.len(),
+    named = o.name.is_some(), region
 }
 
 impl S3Prefix {

@@ -61,15 +61,8 @@ impl Default for SecretCacheOptions {
     }
 }
 
-impl fmt::Debug for SecretCacheOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SecretCacheOptions")
-            .field("access", &self.access)
-            .field("prefix_len", &self.prefix.len())
-            .field("ttl", &self.ttl)
-            .field("max_entries", &self.max_entries)
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    SecretCacheOptions |o| access, prefix_len = o.prefix.len(), ttl, max_entries
 }
 
 impl SecretCacheOptions {

@@ -2,8 +2,6 @@
 //! `SdkConfig`, and an endpoint override (a moto server in the tests). The
 //! client is made on first use; nothing here calls AWS before that.
 
-use std::fmt;
-
 pub(crate) use crate::aws::secretsmanager::Connected;
 use crate::error::SandboxError;
 
@@ -16,14 +14,8 @@ pub(crate) struct Access {
     pub endpoint_url: Option<String>,
 }
 
-impl fmt::Debug for Access {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Access")
-            .field("region", &self.region)
-            .field("sdk_config", &self.sdk_config.is_some())
-            .field("endpoint_url", &self.endpoint_url.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    Access |o| region, sdk_config = o.sdk_config.is_some(), endpoint_url = o.endpoint_url.is_some()
 }
 
 impl Access {

@@ -152,17 +152,11 @@ impl From<&SecretRef> for SecretRef {
     }
 }
 
-/// Lengths and which selector is set, never the name or the selector's
-/// value.
-impl fmt::Debug for SecretRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SecretRef")
-            .field("name_len", &self.name.len())
-            .field("arn", &self.name.starts_with("arn:"))
-            .field("version_id", &self.version_id.is_some())
-            .field("version_stage", &self.version_stage.is_some())
-            .finish()
-    }
+// Lengths and which selector is set, never the name or the selector's
+// value.
+crate::secret::redacted_debug! {
+    SecretRef |o| name_len = o.name.len(), arn = o.name.starts_with("arn:"),
+    version_id = o.version_id.is_some(), version_stage = o.version_stage.is_some()
 }
 
 /// Which version of a secret a read asks for.

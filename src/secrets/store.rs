@@ -3,7 +3,6 @@
 //! any call; no error, `Debug` or event holds a value or a name.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -69,14 +68,8 @@ impl Default for SecretStoreOptions {
     }
 }
 
-impl fmt::Debug for SecretStoreOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SecretStoreOptions")
-            .field("access", &self.access)
-            .field("prefix_len", &self.prefix.len())
-            .field("kms_key_id", &self.kms_key_id.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    SecretStoreOptions |o| access, prefix_len = o.prefix.len(), kms_key_id = o.kms_key_id.is_some()
 }
 
 impl SecretStoreOptions {
@@ -157,18 +150,10 @@ pub struct SecretInfo {
     pub updated_at: Option<SystemTime>,
 }
 
-/// Names are confidential selectors: `Debug` shows lengths and counts.
-impl fmt::Debug for SecretInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SecretInfo")
-            .field("secret_id_len", &self.secret_id.len())
-            .field("name_len", &self.name.len())
-            .field("version", &self.version)
-            .field("metadata", &self.metadata.len())
-            .field("created_at", &self.created_at)
-            .field("updated_at", &self.updated_at)
-            .finish()
-    }
+// Names are confidential selectors: `Debug` shows lengths and counts.
+crate::secret::redacted_debug! {
+    SecretInfo |o| secret_id_len = o.secret_id.len(), name_len = o.name.len(), version,
+    metadata = o.metadata.len(), created_at, updated_at
 }
 
 /// One page of [`SecretStore::list`].
@@ -181,13 +166,8 @@ pub struct SecretPage {
     pub next_token: Option<String>,
 }
 
-impl fmt::Debug for SecretPage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SecretPage")
-            .field("secrets", &self.secrets.len())
-            .field("next_token", &self.next_token.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    SecretPage |o| secrets = o.secrets.len(), next_token = o.next_token.is_some()
 }
 
 /// Secrets in AWS Secrets Manager, under a name prefix (docs/secrets.md).
@@ -220,12 +200,8 @@ fn updates() -> &'static Mutex<HashMap<UpdateKey, (Instant, bool)>> {
     UPDATES.get_or_init(Mutex::default)
 }
 
-impl fmt::Debug for SecretStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SecretStore")
-            .field("options", &self.inner.options)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive SecretStore |o| options = o.inner.options
 }
 
 impl SecretStore {

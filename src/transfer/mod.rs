@@ -24,7 +24,6 @@ mod sign;
 mod staging;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use self::sign::Signer;
@@ -236,14 +235,8 @@ pub struct UploadTicket {
     transfer_id: String,
 }
 
-impl fmt::Debug for UploadTicket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("UploadTicket")
-            .field("method", &self.method)
-            .field("expires_at", &self.expires_at)
-            .field("transfer_id", &self.transfer_id)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive UploadTicket |o| method, expires_at, transfer_id
 }
 
 impl UploadTicket {
@@ -344,14 +337,8 @@ pub struct DownloadLink {
     expires_at: SystemTime,
 }
 
-impl fmt::Debug for DownloadLink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DownloadLink")
-            .field("size", &self.size)
-            .field("sha256", &self.sha256)
-            .field("expires_at", &self.expires_at)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive DownloadLink |o| size, sha256, expires_at
 }
 
 impl DownloadLink {
