@@ -66,39 +66,9 @@ crate::secret::redacted_debug! {
 }
 
 impl SecretCacheOptions {
-    /// The defaults.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The region (for example `us-east-1`), instead of the environment's.
-    #[must_use]
-    pub fn region(mut self, region: impl Into<String>) -> Self {
-        self.access.region = Some(region.into());
-        self
-    }
-
-    /// A loaded AWS configuration (credentials, region, endpoint, timeouts)
-    /// to build the Secrets Manager client from.
-    #[must_use]
-    pub fn sdk_config(mut self, config: aws_types::SdkConfig) -> Self {
-        self.access.sdk_config = Some(config);
-        self
-    }
-
-    /// Another endpoint for Secrets Manager (for example a moto server).
-    #[must_use]
-    pub fn endpoint_url(mut self, url: impl Into<String>) -> Self {
-        self.access.endpoint_url = Some(url.into());
-        self
-    }
-
-    /// The prefix of names (default `rayito/`, `""` allowed); ARNs are
-    /// used as they are.
-    #[must_use]
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
+    super::client::access_setters! {
+        /// The prefix of names (default `rayito/`, `""` allowed); ARNs are
+        /// used as they are.
     }
 
     /// How long a value is kept: 1 s to 86,400 s (default 300 s).

@@ -15,16 +15,7 @@ const LONGEST_EXPIRES_IN: Duration = Duration::from_secs(604_800);
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
-macro_rules! reasons {
-    ($( $name:ident = $argument:literal => $text:literal; )+) => {
-        $( pub(crate) const $name: (&str, &str) = ($argument, $text); )+
-        /// Every reason, in documentation order: (argument, reason).
-        #[cfg_attr(not(test), allow(dead_code, reason = "read by the docs test"))]
-        pub(crate) const REASONS: &[(&str, &str)] = &[$($name),+];
-    };
-}
-
-reasons! {
+crate::checks::reasons! {
     BUCKET_BAD = "bucket" =>
         "the staging bucket must be a DNS name without dots of 3 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit, not starting with xn-- nor ending with -s3alias; pass the bucket's name";
     PREFIX_BAD = "prefix" =>
