@@ -105,14 +105,12 @@ impl SandboxIndex {
         self
     }
 
-    /// When `create` cannot write the row it fails with `IndexWrite`
-    /// either way; by default it terminates the MicroVM it just created
-    /// first, with `keep` it leaves it running (the message names it; an
-    /// indexed list will not show it).
-    #[must_use]
-    pub fn keep_on_failure(mut self, keep: bool) -> Self {
-        self.keep_on_failure = keep;
-        self
+    crate::commands::spec::setters! {
+        /// When `create` cannot write the row it fails with `IndexWrite`
+        /// either way; by default it terminates the MicroVM it just created
+        /// first, with `keep` it leaves it running (the message names it; an
+        /// indexed list will not show it).
+        keep_on_failure: bool;
     }
 
     /// The table's name.

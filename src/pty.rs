@@ -84,11 +84,9 @@ impl PtyOptions {
         timeout;
     }
 
-    /// The shell to start, started with `-i -l` (default `/bin/bash`).
-    #[must_use]
-    pub fn shell(mut self, shell: impl Into<String>) -> Self {
-        self.shell = Some(shell.into());
-        self
+    crate::commands::spec::setters! {
+        /// The shell to start, started with `-i -l` (default `/bin/bash`).
+        shell: Some impl String;
     }
 }
 

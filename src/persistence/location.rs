@@ -60,25 +60,13 @@ impl S3Prefix {
         }
     }
 
-    /// The prefix above the names.
-    #[must_use]
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// The checkpoint's name.
-    #[must_use]
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// The bucket's region.
-    #[must_use]
-    pub fn region(mut self, region: impl Into<String>) -> Self {
-        self.region = Some(region.into());
-        self
+    crate::commands::spec::setters! {
+        /// The prefix above the names.
+        prefix: impl String;
+        /// The checkpoint's name.
+        name: Some impl String;
+        /// The bucket's region.
+        region: Some impl String;
     }
 
     /// The same location with `name` when it has none.

@@ -71,18 +71,11 @@ impl SecretCacheOptions {
         /// used as they are.
     }
 
-    /// How long a value is kept: 1 s to 86,400 s (default 300 s).
-    #[must_use]
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl;
-        self
-    }
-
-    /// At most this many entries (default 1,024; 1 to 1,000,000).
-    #[must_use]
-    pub fn max_entries(mut self, max_entries: usize) -> Self {
-        self.max_entries = max_entries;
-        self
+    crate::commands::spec::setters! {
+        /// How long a value is kept: 1 s to 86,400 s (default 300 s).
+        ttl: Duration;
+        /// At most this many entries (default 1,024; 1 to 1,000,000).
+        max_entries: usize;
     }
 
     fn check(&self) -> Result<(), SandboxError> {

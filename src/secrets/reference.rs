@@ -56,21 +56,14 @@ impl SecretRef {
         }
     }
 
-    /// Reads the version with this `VersionId` (for example
-    /// `rayito-secret-version-00000000000000000002`). Setting both a
-    /// version id and a version stage is refused when the reference is used.
-    #[must_use]
-    pub fn version_id(mut self, version_id: impl Into<String>) -> Self {
-        self.version_id = Some(version_id.into());
-        self
-    }
-
-    /// Reads the version holding this staging label (for example
-    /// `AWSPREVIOUS`).
-    #[must_use]
-    pub fn version_stage(mut self, version_stage: impl Into<String>) -> Self {
-        self.version_stage = Some(version_stage.into());
-        self
+    crate::commands::spec::setters! {
+        /// Reads the version with this `VersionId` (for example
+        /// `rayito-secret-version-00000000000000000002`). Setting both a
+        /// version id and a version stage is refused when the reference is used.
+        version_id: Some impl String;
+        /// Reads the version holding this staging label (for example
+        /// `AWSPREVIOUS`).
+        version_stage: Some impl String;
     }
 
     /// The name (relative to the prefix) or ARN as given. Confidential:

@@ -78,12 +78,10 @@ impl SecretStoreOptions {
         /// `A-Z a-z 0-9 / _ + = . @ -`).
     }
 
-    /// The KMS key (id, alias or ARN) new secrets are encrypted with;
-    /// readers then need `kms:Decrypt` on it.
-    #[must_use]
-    pub fn kms_key_id(mut self, key: impl Into<String>) -> Self {
-        self.kms_key_id = Some(key.into());
-        self
+    crate::commands::spec::setters! {
+        /// The KMS key (id, alias or ARN) new secrets are encrypted with;
+        /// readers then need `kms:Decrypt` on it.
+        kms_key_id: Some impl String;
     }
 
     fn check(&self) -> Result<(), SandboxError> {
