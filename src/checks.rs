@@ -40,6 +40,8 @@ pub(crate) fn positive_duration(
     Ok(())
 }
 
+/// The reasons of a validator: one `(argument, reason)` constant each, and
+/// `REASONS`, all of them in documentation order (the docs test reads it).
 macro_rules! reasons {
     ($( $name:ident = $argument:literal => $text:literal; )+) => {
         $( pub(crate) const $name: (&str, &str) = ($argument, $text); )+
@@ -48,6 +50,7 @@ macro_rules! reasons {
         pub(crate) const REASONS: &[(&str, &str)] = &[$($name),+];
     };
 }
+pub(crate) use reasons;
 
 reasons! {
     CMD_NUL = "cmd" =>

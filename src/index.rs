@@ -13,7 +13,6 @@
 //! comes from ListMicrovms.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -62,14 +61,8 @@ pub struct SandboxIndex {
     client: Arc<tokio::sync::OnceCell<Dynamo>>,
 }
 
-impl fmt::Debug for SandboxIndex {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SandboxIndex")
-            .field("table", &self.table)
-            .field("aws", &self.aws)
-            .field("keep_on_failure", &self.keep_on_failure)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive SandboxIndex |o| table, aws, keep_on_failure
 }
 
 /// Two indexes are equal when they name the same table with the same
@@ -112,14 +105,12 @@ impl SandboxIndex {
         self
     }
 
-    /// When `create` cannot write the row it fails with `IndexWrite`
-    /// either way; by default it terminates the MicroVM it just created
-    /// first, with `keep` it leaves it running (the message names it; an
-    /// indexed list will not show it).
-    #[must_use]
-    pub fn keep_on_failure(mut self, keep: bool) -> Self {
-        self.keep_on_failure = keep;
-        self
+    crate::commands::spec::setters! {
+        /// When `create` cannot write the row it fails with `IndexWrite`
+        /// either way; by default it terminates the MicroVM it just created
+        /// first, with `keep` it leaves it running (the message names it; an
+        /// indexed list will not show it).
+        keep_on_failure: bool;
     }
 
     /// The table's name.
@@ -320,14 +311,9 @@ pub(crate) struct Row {
     pub expires_at: u64,
 }
 
-/// Metadata values are the user's: only keys are shown.
-impl fmt::Debug for Row {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Row")
-            .field("sandbox_id", &self.sandbox_id)
-            .field("metadata_keys", &self.metadata.keys().collect::<Vec<_>>())
-            .finish_non_exhaustive()
-    }
+// Metadata values are the user's: only keys are shown.
+crate::secret::redacted_debug! {
+    non_exhaustive Row |o| sandbox_id, metadata_keys = o.metadata.keys().collect::<Vec<_>>()
 }
 
 impl Row {

@@ -78,25 +78,13 @@ impl Default for LogsQuery {
 }
 
 impl LogsQuery {
-    /// Reads `log_group` instead of `/rayito/<template name>`.
-    #[must_use]
-    pub fn log_group(mut self, log_group: impl Into<String>) -> Self {
-        self.log_group = Some(log_group.into());
-        self
-    }
-
-    /// Reads at most `limit` events.
-    #[must_use]
-    pub fn limit(mut self, limit: usize) -> Self {
-        self.limit = limit;
-        self
-    }
-
-    /// Reads only events at or after `since`.
-    #[must_use]
-    pub fn since(mut self, since: SystemTime) -> Self {
-        self.since = Some(since);
-        self
+    crate::commands::spec::setters! {
+        /// Reads `log_group` instead of `/rayito/<template name>`.
+        log_group: Some impl String;
+        /// Reads at most `limit` events.
+        limit: usize;
+        /// Reads only events at or after `since`.
+        since: Some SystemTime;
     }
 
     /// Refuses a bad value before any call, naming the argument.

@@ -84,11 +84,9 @@ impl PtyOptions {
         timeout;
     }
 
-    /// The shell to start, started with `-i -l` (default `/bin/bash`).
-    #[must_use]
-    pub fn shell(mut self, shell: impl Into<String>) -> Self {
-        self.shell = Some(shell.into());
-        self
+    crate::commands::spec::setters! {
+        /// The shell to start, started with `-i -l` (default `/bin/bash`).
+        shell: Some impl String;
     }
 }
 
@@ -105,13 +103,8 @@ pub struct PtyOutput {
 }
 
 // What a terminal shows may be anything typed into it: sizes only.
-impl fmt::Debug for PtyOutput {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PtyOutput")
-            .field("bytes", &self.data.len())
-            .field("seq", &self.seq)
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    PtyOutput |o| bytes = o.data.len(), seq
 }
 
 /// How a terminal's shell ended.

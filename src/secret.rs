@@ -110,6 +110,39 @@ pub(crate) fn token_sha256_hex(token_bytes: &[u8]) -> String {
     out
 }
 
+/// `impl Debug` for a struct, from the list of what it shows: a bare field
+/// name prints that field, `name = expr` prints `expr` in its place (a
+/// secret's presence, a length, a redacted form), so what a struct's `Debug`
+/// lets out reads at one glance and no field is printed by accident. `$o`
+/// names the struct inside the expressions; a leading `non_exhaustive` ends
+/// the output with `..`; `Type<T>` shows a struct generic over one `T: Debug`.
+macro_rules! redacted_debug {
+    (@value $o:ident $name:ident) => { &$o.$name };
+    (@value $o:ident $name:ident = $e:expr) => { &$e };
+    (@impl $ty:ident [$($g:ident)?] $o:ident [$($name:ident $(= $e:expr)?),+] $finish:ident) => {
+        impl<$($g: ::std::fmt::Debug)?> ::std::fmt::Debug for $ty<$($g)?> {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                let $o = self;
+                f.debug_struct(stringify!($ty))
+                    $(.field(
+                        stringify!($name),
+                        $crate::secret::redacted_debug!(@value $o $name $(= $e)?),
+                    ))+
+                    .$finish()
+            }
+        }
+    };
+    (non_exhaustive $ty:ident $(<$g:ident>)? |$o:ident| $($name:ident $(= $e:expr)?),+ $(,)?) => {
+        $crate::secret::redacted_debug!(
+            @impl $ty [$($g)?] $o [$($name $(= $e)?),+] finish_non_exhaustive
+        );
+    };
+    ($ty:ident $(<$g:ident>)? |$o:ident| $($name:ident $(= $e:expr)?),+ $(,)?) => {
+        $crate::secret::redacted_debug!(@impl $ty [$($g)?] $o [$($name $(= $e)?),+] finish);
+    };
+}
+pub(crate) use redacted_debug;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,6 @@
 //! checked once (a region and credentials must exist) so that a machine
 //! with no AWS setup gets one clear error before any call.
 
-use std::fmt;
 use std::time::Duration;
 
 use aws_config::BehaviorVersion;
@@ -72,20 +71,10 @@ pub(crate) struct AwsSettings {
     pub sdk_config: Option<Box<aws_types::SdkConfig>>,
 }
 
-impl fmt::Debug for AwsSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AwsSettings")
-            .field("region", &self.region)
-            .field("endpoint_url", &self.endpoint_url)
-            .field("s3_endpoint_url", &self.s3_endpoint_url)
-            .field("profile", &self.profile)
-            .field("static_credentials", &self.static_credentials.is_some())
-            .field("session_token", &self.session_token.is_some())
-            .field("connect_timeout", &self.connect_timeout)
-            .field("read_timeout", &self.read_timeout)
-            .field("sdk_config", &self.sdk_config.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    AwsSettings |o| region, endpoint_url, s3_endpoint_url, profile,
+    static_credentials = o.static_credentials.is_some(), session_token = o.session_token.is_some(),
+    connect_timeout, read_timeout, sdk_config = o.sdk_config.is_some()
 }
 
 impl AwsSettings {
@@ -133,14 +122,8 @@ pub(crate) struct SettingsKey {
     sdk_config: Option<ConfigIdentity>,
 }
 
-impl fmt::Debug for SettingsKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SettingsKey")
-            .field("region", &self.region)
-            .field("endpoint_url", &self.endpoint_url)
-            .field("profile", &self.profile)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive SettingsKey |o| region, endpoint_url, profile
 }
 
 /// What tells one `SdkConfig` from another without reading a secret: its

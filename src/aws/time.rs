@@ -26,3 +26,20 @@ pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
 pub(crate) fn is_rfc3339(text: &str) -> bool {
     DateTime::from_str(text, DateTimeFormat::DateTime).is_ok()
 }
+
+/// The civil date (year, month, day) of a count of days since 1970-01-01,
+/// proleptic Gregorian (Howard Hinnant's algorithm): the dates S3 policies
+/// and image descriptions write.
+#[cfg(any(feature = "templates", feature = "s3"))]
+pub(crate) fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}

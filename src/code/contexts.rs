@@ -43,12 +43,10 @@ impl CodeContextOptions {
         env;
     }
 
-    /// The context's language: `python` (the default), `bash`,
-    /// `javascript`/`js`, `typescript`/`ts`.
-    #[must_use]
-    pub fn language(mut self, language: impl Into<String>) -> Self {
-        self.language = Some(language.into());
-        self
+    crate::commands::spec::setters! {
+        /// The context's language: `python` (the default), `bash`,
+        /// `javascript`/`js`, `typescript`/`ts`.
+        language: Some impl String;
     }
 }
 

@@ -131,18 +131,9 @@ pub struct ProcessInfo {
 }
 
 // Arguments and env values may hold secrets: names and counts only.
-impl fmt::Debug for ProcessInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProcessInfo")
-            .field("pid", &self.pid)
-            .field("cmd", &self.cmd)
-            .field("args", &self.args.len())
-            .field("envs", &self.envs.keys().collect::<Vec<_>>())
-            .field("cwd", &self.cwd)
-            .field("tag", &self.tag)
-            .field("kind", &self.kind)
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    ProcessInfo |o| pid, cmd, args = o.args.len(), envs = o.envs.keys().collect::<Vec<_>>(), cwd,
+    tag, kind
 }
 
 impl ProcessInfo {

@@ -140,3 +140,48 @@ macro_rules! spec_setters {
 }
 
 pub(crate) use spec_setters;
+
+/// A builder's plain setters, one line each: `name: T` sets the field
+/// `name` to the value, `name: impl T` to `value.into()` (the argument is
+/// `impl Into<T>`), and a leading `Some` wraps either in `Some`. Each setter
+/// is `#[must_use]` and carries the doc comments written above its line.
+macro_rules! setters {
+    () => {};
+    ($(#[$doc:meta])* $name:ident: Some impl $ty:ty; $($rest:tt)*) => {
+        $(#[$doc])*
+        #[must_use]
+        pub fn $name(mut self, $name: impl Into<$ty>) -> Self {
+            self.$name = Some($name.into());
+            self
+        }
+        $crate::commands::spec::setters!($($rest)*);
+    };
+    ($(#[$doc:meta])* $name:ident: impl $ty:ty; $($rest:tt)*) => {
+        $(#[$doc])*
+        #[must_use]
+        pub fn $name(mut self, $name: impl Into<$ty>) -> Self {
+            self.$name = $name.into();
+            self
+        }
+        $crate::commands::spec::setters!($($rest)*);
+    };
+    ($(#[$doc:meta])* $name:ident: Some $ty:ty; $($rest:tt)*) => {
+        $(#[$doc])*
+        #[must_use]
+        pub fn $name(mut self, $name: $ty) -> Self {
+            self.$name = Some($name);
+            self
+        }
+        $crate::commands::spec::setters!($($rest)*);
+    };
+    ($(#[$doc:meta])* $name:ident: $ty:ty; $($rest:tt)*) => {
+        $(#[$doc])*
+        #[must_use]
+        pub fn $name(mut self, $name: $ty) -> Self {
+            self.$name = $name;
+            self
+        }
+        $crate::commands::spec::setters!($($rest)*);
+    };
+}
+pub(crate) use setters;

@@ -56,19 +56,9 @@ pub(crate) enum RunLogging {
     CloudWatch { log_group: String },
 }
 
-impl fmt::Debug for RunRequest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RunRequest")
-            .field("image_arn", &self.image_arn)
-            .field("image_version", &self.image_version)
-            .field("max_duration_seconds", &self.max_duration_seconds)
-            .field("run_hook_payload", &"<redacted>")
-            .field("client_token", &self.client_token)
-            .field("idle_policy", &self.idle_policy)
-            .field("execution_role_arn", &self.execution_role_arn)
-            .field("logging", &self.logging)
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    RunRequest |o| image_arn, image_version, max_duration_seconds, run_hook_payload = "<redacted>",
+    client_token, idle_policy, execution_role_arn, logging
 }
 
 /// A MicroVM as RunMicrovm / GetMicrovm describe it.

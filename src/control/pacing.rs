@@ -190,12 +190,8 @@ pub(crate) struct Paced<C> {
     buckets: Arc<Buckets>,
 }
 
-impl<C: fmt::Debug> fmt::Debug for Paced<C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Paced")
-            .field("inner", &self.inner)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive Paced<C> |o| inner
 }
 
 impl<C: ControlPlane> Paced<C> {

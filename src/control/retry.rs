@@ -4,7 +4,6 @@
 //! throttling honouring Retry-After, and AWS 5xx faults. The delays come
 //! from the SDK's one backoff driver ([`crate::backoff`]).
 
-use std::fmt;
 use std::time::Duration;
 
 use futures_util::FutureExt as _;
@@ -23,12 +22,8 @@ pub(crate) struct Retrying<C> {
     policy: RetryPolicy,
 }
 
-impl<C: fmt::Debug> fmt::Debug for Retrying<C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Retrying")
-            .field("inner", &self.inner)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive Retrying<C> |o| inner
 }
 
 impl<C: ControlPlane> Retrying<C> {

@@ -1,7 +1,6 @@
 //! `files().watch_dir()`: a directory's changes as a stream of typed
 //! events, stopped by dropping the stream or through a [`WatchStopper`].
 
-use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -68,12 +67,8 @@ pub struct WatchHandle {
     stop: Arc<watch::Sender<bool>>,
 }
 
-impl fmt::Debug for WatchHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WatchHandle")
-            .field("stopped", &*self.stop.borrow())
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive WatchHandle |o| stopped = *o.stop.borrow()
 }
 
 impl WatchHandle {

@@ -197,16 +197,9 @@ impl Default for PushOptions {
     }
 }
 
-impl fmt::Debug for PushOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PushOptions")
-            .field("remote", &self.remote)
-            .field("branch", &self.branch)
-            .field("set_upstream", &self.set_upstream)
-            .field("username", &self.username.is_some())
-            .field("password", &self.password.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    PushOptions |o| remote, branch, set_upstream, username = o.username.is_some(),
+    password = o.password.is_some()
 }
 
 /// Options of [`Git::pull`](super::Git::pull).
@@ -222,15 +215,9 @@ pub struct PullOptions {
     pub password: Option<Secret>,
 }
 
-impl fmt::Debug for PullOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PullOptions")
-            .field("remote", &self.remote)
-            .field("branch", &self.branch)
-            .field("username", &self.username.is_some())
-            .field("password", &self.password.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    PullOptions |o| remote, branch, username = o.username.is_some(),
+    password = o.password.is_some()
 }
 
 /// Which git config file a setting goes to.

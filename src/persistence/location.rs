@@ -3,8 +3,6 @@
 //! (a bucket or a prefix is not a secret, but it is never put into an
 //! error either, by the persistence rule).
 
-use std::fmt;
-
 use crate::error::SandboxError;
 
 /// The default prefix, the reference IAM template's (`rayito-home`; the
@@ -45,15 +43,9 @@ pub struct S3Prefix {
 
 // Debug prints the shape only: bucket and key never go to logs (the same
 // rule as errors).
-impl fmt::Debug for S3Prefix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("S3Prefix")
-            .field("bucket_len", &self.bucket.len())
-            .field("prefix_len", &self.prefix.len())
-            .field("named", &self.name.is_some())
-            .field("region", &self.region)
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    S3Prefix |o| bucket_len = o.bucket.len(), prefix_len = o.prefix.len(),
+    named = o.name.is_some(), region
 }
 
 impl S3Prefix {
@@ -68,25 +60,13 @@ impl S3Prefix {
         }
     }
 
-    /// The prefix above the names.
-    #[must_use]
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// The checkpoint's name.
-    #[must_use]
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// The bucket's region.
-    #[must_use]
-    pub fn region(mut self, region: impl Into<String>) -> Self {
-        self.region = Some(region.into());
-        self
+    crate::commands::spec::setters! {
+        /// The prefix above the names.
+        prefix: impl String;
+        /// The checkpoint's name.
+        name: Some impl String;
+        /// The bucket's region.
+        region: Some impl String;
     }
 
     /// The same location with `name` when it has none.

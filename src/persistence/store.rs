@@ -34,14 +34,8 @@ pub struct CheckpointEntry {
     pub created_at: Option<SystemTime>,
 }
 
-impl std::fmt::Debug for CheckpointEntry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CheckpointEntry")
-            .field("name_len", &self.name.len())
-            .field("archive_bytes", &self.archive_bytes)
-            .field("created_at", &self.created_at)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive CheckpointEntry |o| name_len = o.name.len(), archive_bytes, created_at
 }
 
 fn s3_client(client: &crate::Client) -> Result<Objects, SandboxError> {

@@ -41,11 +41,9 @@ impl WarmupStep {
         }
     }
 
-    /// How long a foreground step may take (default 60 s).
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
+    crate::commands::spec::setters! {
+        /// How long a foreground step may take (default 60 s).
+        timeout: Duration;
     }
 }
 

@@ -375,10 +375,6 @@ impl SlotStore for PoolTable {
         "dynamodb"
     }
 
-    fn persistent(&self) -> bool {
-        true
-    }
-
     fn apply(&self, op: Op) -> BoxFuture<'_, Result<OpResult, SandboxError>> {
         Box::pin(self.run(op))
     }

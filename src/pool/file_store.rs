@@ -36,10 +36,6 @@ impl SlotStore for FileStore {
         "file"
     }
 
-    fn persistent(&self) -> bool {
-        true
-    }
-
     fn apply(&self, op: Op) -> BoxFuture<'_, Result<OpResult, SandboxError>> {
         let (path, lock) = (self.path.clone(), self.lock.clone());
         Box::pin(async move {

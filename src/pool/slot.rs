@@ -58,17 +58,10 @@ pub(crate) struct SlotRecord {
     pub parked_at: Option<SystemTime>,
 }
 
-/// The token never shows.
-impl std::fmt::Debug for SlotRecord {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SlotRecord")
-            .field("sandbox_id", &self.sandbox_id)
-            .field("state", &self.state)
-            .field("started_at", &self.started_at)
-            .field("maximum_duration_seconds", &self.maximum_duration_seconds)
-            .field("parked_at", &self.parked_at)
-            .finish_non_exhaustive()
-    }
+// The token never shows.
+crate::secret::redacted_debug! {
+    non_exhaustive SlotRecord |o| sandbox_id, state, started_at, maximum_duration_seconds,
+    parked_at
 }
 
 impl SlotRecord {

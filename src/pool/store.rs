@@ -264,8 +264,11 @@ impl Op {
 pub(crate) trait SlotStore: Send + Sync {
     /// `memory`, `file`, ...: for Debug.
     fn kind(&self) -> &'static str;
-    /// Whether the slots outlive this process.
-    fn persistent(&self) -> bool;
+    /// Whether the slots outlive this process (every store but the
+    /// in-memory one).
+    fn persistent(&self) -> bool {
+        true
+    }
     /// Applies `op` atomically.
     fn apply(&self, op: Op) -> BoxFuture<'_, Result<OpResult, SandboxError>>;
 }

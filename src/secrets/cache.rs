@@ -61,65 +61,21 @@ impl Default for SecretCacheOptions {
     }
 }
 
-impl fmt::Debug for SecretCacheOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SecretCacheOptions")
-            .field("access", &self.access)
-            .field("prefix_len", &self.prefix.len())
-            .field("ttl", &self.ttl)
-            .field("max_entries", &self.max_entries)
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    SecretCacheOptions |o| access, prefix_len = o.prefix.len(), ttl, max_entries
 }
 
 impl SecretCacheOptions {
-    /// The defaults.
-    pub fn new() -> Self {
-        Self::default()
+    super::client::access_setters! {
+        /// The prefix of names (default `rayito/`, `""` allowed); ARNs are
+        /// used as they are.
     }
 
-    /// The region (for example `us-east-1`), instead of the environment's.
-    #[must_use]
-    pub fn region(mut self, region: impl Into<String>) -> Self {
-        self.access.region = Some(region.into());
-        self
-    }
-
-    /// A loaded AWS configuration (credentials, region, endpoint, timeouts)
-    /// to build the Secrets Manager client from.
-    #[must_use]
-    pub fn sdk_config(mut self, config: aws_types::SdkConfig) -> Self {
-        self.access.sdk_config = Some(config);
-        self
-    }
-
-    /// Another endpoint for Secrets Manager (for example a moto server).
-    #[must_use]
-    pub fn endpoint_url(mut self, url: impl Into<String>) -> Self {
-        self.access.endpoint_url = Some(url.into());
-        self
-    }
-
-    /// The prefix of names (default `rayito/`, `""` allowed); ARNs are
-    /// used as they are.
-    #[must_use]
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// How long a value is kept: 1 s to 86,400 s (default 300 s).
-    #[must_use]
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl;
-        self
-    }
-
-    /// At most this many entries (default 1,024; 1 to 1,000,000).
-    #[must_use]
-    pub fn max_entries(mut self, max_entries: usize) -> Self {
-        self.max_entries = max_entries;
-        self
+    crate::commands::spec::setters! {
+        /// How long a value is kept: 1 s to 86,400 s (default 300 s).
+        ttl: Duration;
+        /// At most this many entries (default 1,024; 1 to 1,000,000).
+        max_entries: usize;
     }
 
     fn check(&self) -> Result<(), SandboxError> {

@@ -2,8 +2,6 @@
 //! `SdkConfig`, and an endpoint override (a moto server in the tests). The
 //! client is made on first use; nothing here calls AWS before that.
 
-use std::fmt;
-
 pub(crate) use crate::aws::secretsmanager::Connected;
 use crate::error::SandboxError;
 
@@ -16,15 +14,51 @@ pub(crate) struct Access {
     pub endpoint_url: Option<String>,
 }
 
-impl fmt::Debug for Access {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Access")
-            .field("region", &self.region)
-            .field("sdk_config", &self.sdk_config.is_some())
-            .field("endpoint_url", &self.endpoint_url.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    Access |o| region, sdk_config = o.sdk_config.is_some(), endpoint_url = o.endpoint_url.is_some()
 }
+
+/// The setters both option types share: `new`, where Secrets Manager is
+/// (`region`, `sdk_config`, `endpoint_url`, all into `self.access`) and the
+/// name `prefix` (documented by the caller).
+macro_rules! access_setters {
+    ($(#[$prefix_doc:meta])*) => {
+        /// The defaults.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// The region (for example `us-east-1`), instead of the environment's.
+        #[must_use]
+        pub fn region(mut self, region: impl Into<String>) -> Self {
+            self.access.region = Some(region.into());
+            self
+        }
+
+        /// A loaded AWS configuration (credentials, region, endpoint,
+        /// timeouts) to build the Secrets Manager client from.
+        #[must_use]
+        pub fn sdk_config(mut self, config: aws_types::SdkConfig) -> Self {
+            self.access.sdk_config = Some(config);
+            self
+        }
+
+        /// Another endpoint for Secrets Manager (for example a moto server).
+        #[must_use]
+        pub fn endpoint_url(mut self, url: impl Into<String>) -> Self {
+            self.access.endpoint_url = Some(url.into());
+            self
+        }
+
+        $(#[$prefix_doc])*
+        #[must_use]
+        pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+            self.prefix = prefix.into();
+            self
+        }
+    };
+}
+pub(crate) use access_setters;
 
 impl Access {
     /// Checks what needs no I/O: the region's and the endpoint's shapes.

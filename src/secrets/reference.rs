@@ -56,21 +56,14 @@ impl SecretRef {
         }
     }
 
-    /// Reads the version with this `VersionId` (for example
-    /// `rayito-secret-version-00000000000000000002`). Setting both a
-    /// version id and a version stage is refused when the reference is used.
-    #[must_use]
-    pub fn version_id(mut self, version_id: impl Into<String>) -> Self {
-        self.version_id = Some(version_id.into());
-        self
-    }
-
-    /// Reads the version holding this staging label (for example
-    /// `AWSPREVIOUS`).
-    #[must_use]
-    pub fn version_stage(mut self, version_stage: impl Into<String>) -> Self {
-        self.version_stage = Some(version_stage.into());
-        self
+    crate::commands::spec::setters! {
+        /// Reads the version with this `VersionId` (for example
+        /// `rayito-secret-version-00000000000000000002`). Setting both a
+        /// version id and a version stage is refused when the reference is used.
+        version_id: Some impl String;
+        /// Reads the version holding this staging label (for example
+        /// `AWSPREVIOUS`).
+        version_stage: Some impl String;
     }
 
     /// The name (relative to the prefix) or ARN as given. Confidential:
@@ -152,17 +145,11 @@ impl From<&SecretRef> for SecretRef {
     }
 }
 
-/// Lengths and which selector is set, never the name or the selector's
-/// value.
-impl fmt::Debug for SecretRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SecretRef")
-            .field("name_len", &self.name.len())
-            .field("arn", &self.name.starts_with("arn:"))
-            .field("version_id", &self.version_id.is_some())
-            .field("version_stage", &self.version_stage.is_some())
-            .finish()
-    }
+// Lengths and which selector is set, never the name or the selector's
+// value.
+crate::secret::redacted_debug! {
+    SecretRef |o| name_len = o.name.len(), arn = o.name.starts_with("arn:"),
+    version_id = o.version_id.is_some(), version_stage = o.version_stage.is_some()
 }
 
 /// Which version of a secret a read asks for.

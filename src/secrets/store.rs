@@ -3,7 +3,6 @@
 //! any call; no error, `Debug` or event holds a value or a name.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -69,57 +68,20 @@ impl Default for SecretStoreOptions {
     }
 }
 
-impl fmt::Debug for SecretStoreOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SecretStoreOptions")
-            .field("access", &self.access)
-            .field("prefix_len", &self.prefix.len())
-            .field("kms_key_id", &self.kms_key_id.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    SecretStoreOptions |o| access, prefix_len = o.prefix.len(), kms_key_id = o.kms_key_id.is_some()
 }
 
 impl SecretStoreOptions {
-    /// The defaults.
-    pub fn new() -> Self {
-        Self::default()
+    super::client::access_setters! {
+        /// The prefix of names (default `rayito/`; `""` allowed; up to 512 of
+        /// `A-Z a-z 0-9 / _ + = . @ -`).
     }
 
-    /// The region (for example `us-east-1`), instead of the environment's.
-    #[must_use]
-    pub fn region(mut self, region: impl Into<String>) -> Self {
-        self.access.region = Some(region.into());
-        self
-    }
-
-    /// A loaded AWS configuration to build the Secrets Manager client from.
-    #[must_use]
-    pub fn sdk_config(mut self, config: aws_types::SdkConfig) -> Self {
-        self.access.sdk_config = Some(config);
-        self
-    }
-
-    /// Another endpoint for Secrets Manager (for example a moto server).
-    #[must_use]
-    pub fn endpoint_url(mut self, url: impl Into<String>) -> Self {
-        self.access.endpoint_url = Some(url.into());
-        self
-    }
-
-    /// The prefix of names (default `rayito/`; `""` allowed; up to 512 of
-    /// `A-Z a-z 0-9 / _ + = . @ -`).
-    #[must_use]
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// The KMS key (id, alias or ARN) new secrets are encrypted with;
-    /// readers then need `kms:Decrypt` on it.
-    #[must_use]
-    pub fn kms_key_id(mut self, key: impl Into<String>) -> Self {
-        self.kms_key_id = Some(key.into());
-        self
+    crate::commands::spec::setters! {
+        /// The KMS key (id, alias or ARN) new secrets are encrypted with;
+        /// readers then need `kms:Decrypt` on it.
+        kms_key_id: Some impl String;
     }
 
     fn check(&self) -> Result<(), SandboxError> {
@@ -157,18 +119,10 @@ pub struct SecretInfo {
     pub updated_at: Option<SystemTime>,
 }
 
-/// Names are confidential selectors: `Debug` shows lengths and counts.
-impl fmt::Debug for SecretInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SecretInfo")
-            .field("secret_id_len", &self.secret_id.len())
-            .field("name_len", &self.name.len())
-            .field("version", &self.version)
-            .field("metadata", &self.metadata.len())
-            .field("created_at", &self.created_at)
-            .field("updated_at", &self.updated_at)
-            .finish()
-    }
+// Names are confidential selectors: `Debug` shows lengths and counts.
+crate::secret::redacted_debug! {
+    SecretInfo |o| secret_id_len = o.secret_id.len(), name_len = o.name.len(), version,
+    metadata = o.metadata.len(), created_at, updated_at
 }
 
 /// One page of [`SecretStore::list`].
@@ -181,13 +135,8 @@ pub struct SecretPage {
     pub next_token: Option<String>,
 }
 
-impl fmt::Debug for SecretPage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SecretPage")
-            .field("secrets", &self.secrets.len())
-            .field("next_token", &self.next_token.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    SecretPage |o| secrets = o.secrets.len(), next_token = o.next_token.is_some()
 }
 
 /// Secrets in AWS Secrets Manager, under a name prefix (docs/secrets.md).
@@ -220,12 +169,8 @@ fn updates() -> &'static Mutex<HashMap<UpdateKey, (Instant, bool)>> {
     UPDATES.get_or_init(Mutex::default)
 }
 
-impl fmt::Debug for SecretStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SecretStore")
-            .field("options", &self.inner.options)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive SecretStore |o| options = o.inner.options
 }
 
 impl SecretStore {

@@ -72,14 +72,9 @@ impl Artifact {
     }
 }
 
-/// The bytes are not shown: only their length and hash.
-impl std::fmt::Debug for Artifact {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Artifact")
-            .field("len", &self.bytes.len())
-            .field("sha256", &self.sha256_hex())
-            .finish()
-    }
+// The bytes are not shown: only their length and hash.
+crate::secret::redacted_debug! {
+    Artifact |o| len = o.bytes.len(), sha256 = o.sha256_hex()
 }
 
 fn bad_base(reason: &'static str) -> SandboxError {

@@ -2,7 +2,6 @@
 //! start command, until it exits 0 (then `/ready` answers 200) or its
 //! timeout passes (then 500).
 
-use std::fmt;
 use std::time::Duration;
 
 use super::shell::quote;
@@ -137,14 +136,8 @@ impl ReadyCmd {
     }
 }
 
-impl fmt::Debug for ReadyCmd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ReadyCmd")
-            .field("cmd", &self.cmd)
-            .field("timeout", &self.timeout)
-            .field("invalid", &self.error.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    ReadyCmd |o| cmd, timeout, invalid = o.error.is_some()
 }
 
 #[cfg(test)]

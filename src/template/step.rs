@@ -229,18 +229,10 @@ impl From<String> for StartCmd {
     }
 }
 
-/// Environment values are never shown: `Debug` lists the names only.
-impl fmt::Debug for StartCmd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StartCmd")
-            .field("cmd", &self.cmd)
-            .field("ready", &self.ready)
-            .field("user", &self.user)
-            .field("workdir", &self.workdir)
-            .field("env_names", &self.envs.keys().collect::<Vec<_>>())
-            .field("invalid", &self.error.is_some())
-            .finish()
-    }
+// Environment values are never shown: `Debug` lists the names only.
+crate::secret::redacted_debug! {
+    StartCmd |o| cmd, ready, user, workdir, env_names = o.envs.keys().collect::<Vec<_>>(),
+    invalid = o.error.is_some()
 }
 
 #[cfg(test)]

@@ -24,7 +24,6 @@ mod sign;
 mod staging;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use self::sign::Signer;
@@ -86,32 +85,15 @@ impl UploadUrlOptions {
         }
     }
 
-    /// The URL's lifetime.
-    #[must_use]
-    pub fn expires_in(mut self, d: Duration) -> Self {
-        self.expires_in = d;
-        self
-    }
-
-    /// The largest upload accepted.
-    #[must_use]
-    pub fn max_bytes(mut self, n: u64) -> Self {
-        self.max_bytes = Some(n);
-        self
-    }
-
-    /// A POST form (`true`) or a PUT URL.
-    #[must_use]
-    pub fn form(mut self, form: bool) -> Self {
-        self.form = form;
-        self
-    }
-
-    /// The file's mode.
-    #[must_use]
-    pub fn mode(mut self, mode: u32) -> Self {
-        self.mode = Some(mode);
-        self
+    crate::commands::spec::setters! {
+        /// The URL's lifetime.
+        expires_in: Duration;
+        /// The largest upload accepted.
+        max_bytes: Some u64;
+        /// A POST form (`true`) or a PUT URL.
+        form: bool;
+        /// The file's mode.
+        mode: Some u32;
     }
 }
 
@@ -139,18 +121,11 @@ impl DownloadUrlOptions {
         }
     }
 
-    /// The link's lifetime.
-    #[must_use]
-    pub fn expires_in(mut self, d: Duration) -> Self {
-        self.expires_in = d;
-        self
-    }
-
-    /// The attachment's file name.
-    #[must_use]
-    pub fn filename(mut self, name: impl Into<String>) -> Self {
-        self.filename = Some(name.into());
-        self
+    crate::commands::spec::setters! {
+        /// The link's lifetime.
+        expires_in: Duration;
+        /// The attachment's file name.
+        filename: Some impl String;
     }
 }
 
@@ -236,14 +211,8 @@ pub struct UploadTicket {
     transfer_id: String,
 }
 
-impl fmt::Debug for UploadTicket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("UploadTicket")
-            .field("method", &self.method)
-            .field("expires_at", &self.expires_at)
-            .field("transfer_id", &self.transfer_id)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive UploadTicket |o| method, expires_at, transfer_id
 }
 
 impl UploadTicket {
@@ -344,14 +313,8 @@ pub struct DownloadLink {
     expires_at: SystemTime,
 }
 
-impl fmt::Debug for DownloadLink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DownloadLink")
-            .field("size", &self.size)
-            .field("sha256", &self.sha256)
-            .field("expires_at", &self.expires_at)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive DownloadLink |o| size, sha256, expires_at
 }
 
 impl DownloadLink {

@@ -15,16 +15,7 @@ const LONGEST_EXPIRES_IN: Duration = Duration::from_secs(604_800);
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
-macro_rules! reasons {
-    ($( $name:ident = $argument:literal => $text:literal; )+) => {
-        $( pub(crate) const $name: (&str, &str) = ($argument, $text); )+
-        /// Every reason, in documentation order: (argument, reason).
-        #[cfg_attr(not(test), allow(dead_code, reason = "read by the docs test"))]
-        pub(crate) const REASONS: &[(&str, &str)] = &[$($name),+];
-    };
-}
-
-reasons! {
+crate::checks::reasons! {
     BUCKET_BAD = "bucket" =>
         "the staging bucket must be a DNS name without dots of 3 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit, not starting with xn-- nor ending with -s3alias; pass the bucket's name";
     PREFIX_BAD = "prefix" =>
@@ -100,39 +91,17 @@ impl S3Staging {
         }
     }
 
-    /// The key prefix.
-    #[must_use]
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// The bucket's region.
-    #[must_use]
-    pub fn region(mut self, region: impl Into<String>) -> Self {
-        self.region = Some(region.into());
-        self
-    }
-
-    /// The cap on every URL's lifetime.
-    #[must_use]
-    pub fn max_expires_in(mut self, d: Duration) -> Self {
-        self.max_expires_in = d;
-        self
-    }
-
-    /// The size from which reads and writes go through S3.
-    #[must_use]
-    pub fn threshold_bytes(mut self, n: u64) -> Self {
-        self.threshold_bytes = n;
-        self
-    }
-
-    /// The size from which exports use a multipart upload.
-    #[must_use]
-    pub fn multipart_threshold_bytes(mut self, n: u64) -> Self {
-        self.multipart_threshold_bytes = n;
-        self
+    crate::commands::spec::setters! {
+        /// The key prefix.
+        prefix: impl String;
+        /// The bucket's region.
+        region: Some impl String;
+        /// The cap on every URL's lifetime.
+        max_expires_in: Duration;
+        /// The size from which reads and writes go through S3.
+        threshold_bytes: u64;
+        /// The size from which exports use a multipart upload.
+        multipart_threshold_bytes: u64;
     }
 
     /// From `RAYITO_TRANSFER_BUCKET` (absent or empty: `None`, staging

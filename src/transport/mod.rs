@@ -121,12 +121,8 @@ struct ConnInner {
     reconnector: std::sync::OnceLock<Reconnector>,
 }
 
-impl fmt::Debug for AgentConn {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AgentConn")
-            .field("closed", &self.inner.closed.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive AgentConn |o| closed = o.inner.closed.load(Ordering::Relaxed)
 }
 
 /// Where to dial: h2c for a loopback endpoint with a port (the local

@@ -8,7 +8,6 @@
 //! The control plane is reached through a [`StateCheck`] closure that the
 //! sandbox module builds, so this module knows no AWS type.
 
-use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -75,13 +74,8 @@ pub(crate) struct Reconnector {
     resumed: tokio::sync::Notify,
 }
 
-impl fmt::Debug for Reconnector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Reconnector")
-            .field("sandbox_id", &self.sandbox_id)
-            .field("epoch", &self.epoch.load(Ordering::SeqCst))
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive Reconnector |o| sandbox_id, epoch = o.epoch.load(Ordering::SeqCst)
 }
 
 /// Remedy of a sandbox suspended without auto-resume.

@@ -131,14 +131,9 @@ pub(crate) struct Described {
     pub versions: Option<HashMap<String, Vec<String>>>,
 }
 
-/// Names and descriptions are confidential: lengths only.
-impl std::fmt::Debug for Described {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Described")
-            .field("name_len", &self.name.as_ref().map(String::len))
-            .field("deleted", &self.deleted)
-            .finish_non_exhaustive()
-    }
+// Names and descriptions are confidential: lengths only.
+crate::secret::redacted_debug! {
+    non_exhaustive Described |o| name_len = o.name.as_ref().map(String::len), deleted
 }
 
 /// One ListSecrets page.

@@ -42,14 +42,8 @@ pub struct CommandOutput {
 }
 
 // Output may hold anything the command printed: lengths only.
-impl std::fmt::Debug for CommandOutput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CommandOutput")
-            .field("stdout_len", &self.stdout.len())
-            .field("stderr_len", &self.stderr.len())
-            .field("truncated", &self.truncated)
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    CommandOutput |o| stdout_len = o.stdout.len(), stderr_len = o.stderr.len(), truncated
 }
 
 /// A process stream that ended without a failure.

@@ -149,15 +149,9 @@ pub(crate) fn grpc_code_for_http(status: u16) -> GrpcCode {
     }
 }
 
-impl std::fmt::Debug for GrpcFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GrpcFailure")
-            .field("code", &self.code)
-            .field("message", &sanitize_remote_text(&self.message, 512))
-            .field("origin", &self.origin)
-            .field("call", &self.call)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive GrpcFailure |o| code, message = sanitize_remote_text(&o.message, 512), origin,
+    call
 }
 
 // The agent's exact status details (the phase gate, the kernel gate's

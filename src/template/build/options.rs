@@ -65,19 +65,10 @@ impl Default for BuildOptions {
     }
 }
 
-impl fmt::Debug for BuildOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BuildOptions")
-            .field("memory_mib", &self.memory_mib)
-            .field("force", &self.force)
-            .field("timeout", &self.timeout)
-            .field("base_image_version", &self.base_image_version)
-            .field("context_dir", &self.context_dir.is_some())
-            .field("bucket", &self.bucket.is_some())
-            .field("poll_interval", &self.poll_interval)
-            .field("on_event", &self.on_event.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    BuildOptions |o| memory_mib, force, timeout, base_image_version,
+    context_dir = o.context_dir.is_some(), bucket = o.bucket.is_some(), poll_interval,
+    on_event = o.on_event.is_some()
 }
 
 impl BuildOptions {

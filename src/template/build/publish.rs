@@ -9,7 +9,6 @@
 //! with the same gate, build guard and reuse rule as a template build.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -101,24 +100,11 @@ impl Default for PublishOptions {
     }
 }
 
-/// The environment's values are never shown: only its keys' count.
-impl fmt::Debug for PublishOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PublishOptions")
-            .field("bucket", &self.bucket.is_some())
-            .field("base_image_version", &self.base_image_version)
-            .field("memory_mib", &self.memory_mib)
-            .field("timeout", &self.timeout)
-            .field("force", &self.force)
-            .field("env", &self.env.len())
-            .field("build_role_arn", &self.build_role_arn.is_some())
-            .field("arch", &self.arch)
-            .field("poll_interval", &self.poll_interval)
-            .field("sizes", &self.sizes)
-            .field("variant", &self.variant)
-            .field("on_event", &self.on_event.is_some())
-            .finish()
-    }
+// The environment's values are never shown: only its keys' count.
+crate::secret::redacted_debug! {
+    PublishOptions |o| bucket = o.bucket.is_some(), base_image_version, memory_mib, timeout, force,
+    env = o.env.len(), build_role_arn = o.build_role_arn.is_some(), arch, poll_interval, sizes,
+    variant, on_event = o.on_event.is_some()
 }
 
 impl PublishOptions {
@@ -226,19 +212,9 @@ impl PublishInfo {
     }
 }
 
-impl fmt::Debug for PublishInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PublishInfo")
-            .field("image_arn", &self.image_arn)
-            .field("image_version", &self.image_version)
-            .field("base_image_version", &self.base_image_version)
-            .field("artifact", &"<hidden>")
-            .field("artifact_uploaded", &self.artifact_uploaded)
-            .field("reused", &self.reused)
-            .field("duration", &self.duration)
-            .field("sizes", &self.sizes)
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    PublishInfo |o| image_arn, image_version, base_image_version, artifact = "<hidden>",
+    artifact_uploaded, reused, duration, sizes
 }
 
 /// Where one size of an image stands ([`Images::sizes`]). Its `Debug`
@@ -266,19 +242,9 @@ pub struct SizeStatus {
     pub same_artifact: Option<bool>,
 }
 
-impl fmt::Debug for SizeStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SizeStatus")
-            .field("size", &self.size)
-            .field("image_name", &self.image_name)
-            .field("image_arn", &self.image_arn)
-            .field("published", &self.published)
-            .field("state", &self.state)
-            .field("latest_version", &self.latest_version)
-            .field("artifact", &self.artifact.as_ref().map(|_| "<hidden>"))
-            .field("same_artifact", &self.same_artifact)
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    SizeStatus |o| size, image_name, image_arn, published, state, latest_version,
+    artifact = o.artifact.as_ref().map(|_| "<hidden>"), same_artifact
 }
 
 /// One size of a publish: its image and how its build ended.
@@ -325,17 +291,9 @@ pub struct ImageVersionSummary {
     pub artifact: Option<String>,
 }
 
-impl fmt::Debug for ImageVersionSummary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ImageVersionSummary")
-            .field("version", &self.version)
-            .field("state", &self.state)
-            .field("status", &self.status)
-            .field("created_at", &self.created_at)
-            .field("memory_mib", &self.memory_mib)
-            .field("artifact", &self.artifact.as_ref().map(|_| "<hidden>"))
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    ImageVersionSummary |o| version, state, status, created_at, memory_mib,
+    artifact = o.artifact.as_ref().map(|_| "<hidden>")
 }
 
 /// The MicroVM images of one [`Client`]: publishing base images and
@@ -359,16 +317,7 @@ fn description(now: SystemTime) -> String {
     let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
-    // Days since 1970-01-01 to a civil date (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = crate::aws::time::civil(days);
     format!(
         "rayd {year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
         rem / 3600,

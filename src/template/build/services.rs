@@ -33,15 +33,10 @@ struct LocalFacts {
     bucket: String,
 }
 
-/// The bucket's name is never shown (names of buckets and keys stay out
-/// of Debug, logs and errors).
-impl std::fmt::Debug for LocalFacts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalFacts")
-            .field("account", &self.account)
-            .field("bucket", &"<hidden>")
-            .finish()
-    }
+// The bucket's name is never shown (names of buckets and keys stay out
+// of Debug, logs and errors).
+crate::secret::redacted_debug! {
+    LocalFacts |o| account, bucket = "<hidden>"
 }
 
 impl TemplateServices {
