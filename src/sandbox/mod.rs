@@ -2,6 +2,8 @@
 
 pub(crate) mod backend;
 mod builder;
+#[cfg(test)]
+mod canary_tests;
 mod host;
 pub(crate) mod lifecycle;
 pub(crate) mod list;
