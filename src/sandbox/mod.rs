@@ -5,6 +5,8 @@ mod builder;
 #[cfg(test)]
 mod canary_tests;
 mod host;
+#[cfg(feature = "templates")]
+pub(crate) mod image_name;
 pub(crate) mod lifecycle;
 pub(crate) mod list;
 mod logging;
