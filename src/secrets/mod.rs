@@ -14,8 +14,6 @@ mod client;
 mod entries;
 mod errors;
 pub(crate) mod inject;
-#[cfg(test)]
-mod mock_tests;
 mod reference;
 mod store;
 

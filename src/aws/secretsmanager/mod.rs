@@ -3,6 +3,9 @@
 //! make, as plain data. What a name, a version or a failure means is
 //! decided above; every failure leaves here as [`AwsFailure`] facts.
 
+#[cfg(test)]
+mod mock_tests;
+
 use std::collections::HashMap;
 use std::time::SystemTime;
 

@@ -20,8 +20,8 @@ use aws_smithy_runtime_api::http::{Response, StatusCode};
 use aws_smithy_types::body::SdkBody;
 use sm::config::retry::RetryConfig;
 
+use super::SecretsManager;
 use crate::ErrorKind;
-use crate::aws::secretsmanager::SecretsManager;
 use crate::error::SandboxError;
 use crate::secrets::{SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions};
 
