@@ -84,10 +84,14 @@ pub(crate) struct ClientInner {
     /// The options it was built with: a sandbox builder made from this
     /// client starts from them when a setter changes one.
     pub(crate) config: ClientBuilder,
-    /// The template clients (S3, CloudWatch Logs, STS, images), made on
-    /// first use.
+    /// The caller's identity (STS, asked once per client): an image name
+    /// resolves in its account, and the template clients share it.
     #[cfg(feature = "templates")]
-    templates: tokio::sync::OnceCell<Arc<crate::template::TemplateServices>>,
+    identity: std::sync::OnceLock<Arc<crate::aws::sts::Identity>>,
+    /// What a feature makes once per client (the template clients), kept
+    /// by its type so that the core never names it.
+    #[cfg(feature = "templates")]
+    feature_state: Mutex<Vec<Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 impl fmt::Debug for Client {
@@ -277,23 +281,47 @@ impl Client {
                 retry_policy: config.retry_policy,
                 config,
                 #[cfg(feature = "templates")]
-                templates: tokio::sync::OnceCell::new(),
+                identity: std::sync::OnceLock::new(),
+                #[cfg(feature = "templates")]
+                feature_state: Mutex::new(Vec::new()),
             }),
         }
     }
 
-    /// The template clients of this client, made on first use.
+    /// The feature state of type `T` of this client, made by `make` on
+    /// first use (the template clients: `Client::template_services`).
+    ///
+    /// # Errors
+    /// What `make` returns; nothing is kept then.
     #[cfg(feature = "templates")]
-    pub(crate) async fn template_services(
+    pub(crate) fn feature_state<T: std::any::Any + Send + Sync>(
         &self,
-    ) -> Result<Arc<crate::template::TemplateServices>, SandboxError> {
-        self.inner
-            .templates
-            .get_or_try_init(|| async {
-                crate::template::TemplateServices::new(self).map(Arc::new)
-            })
-            .await
-            .cloned()
+        make: impl FnOnce() -> Result<T, SandboxError>,
+    ) -> Result<Arc<T>, SandboxError> {
+        let mut held = self
+            .inner
+            .feature_state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(found) = held.iter().find_map(|s| Arc::clone(s).downcast::<T>().ok()) {
+            return Ok(found);
+        }
+        let made = Arc::new(make()?);
+        held.push(made.clone());
+        Ok(made)
+    }
+
+    /// The caller's identity over `sdk_config` (this client's), made once.
+    #[cfg(feature = "templates")]
+    pub(crate) fn identity(
+        &self,
+        sdk_config: &aws_types::SdkConfig,
+    ) -> Arc<crate::aws::sts::Identity> {
+        Arc::clone(
+            self.inner
+                .identity
+                .get_or_init(|| Arc::new(crate::aws::sts::Identity::new(sdk_config))),
+        )
     }
 
     /// The image ARN a sandbox of `template` starts from (see
@@ -324,16 +352,21 @@ impl Client {
                 .map(str::to_owned)
                 .or_else(|| std::env::var(crate::sandbox::backend::TEMPLATE_ENV).ok())
                 .filter(|t| !t.is_empty() && !t.starts_with("arn:"));
-            let name = name.filter(|_| {
-                self.inner.backend.local.is_none() && self.inner.backend.sdk_config.is_some()
-            })?;
-            if let Err(e) = crate::template::check_template_name(&name) {
+            let backend = &self.inner.backend;
+            let name = name.filter(|_| backend.local.is_none())?;
+            let sdk_config = backend.sdk_config.as_ref()?;
+            if let Err(e) = crate::sandbox::image_name::check_template_name(&name) {
                 return Some(Err(e));
             }
-            Some(match self.template_services().await {
-                Ok(services) => services.image_arn(&name).await,
-                Err(e) => Err(e),
-            })
+            let identity = self.identity(sdk_config);
+            Some(identity.account().await.map(|(account, partition)| {
+                crate::sandbox::image_name::image_arn_in(
+                    partition,
+                    backend.region.as_deref().unwrap_or_default(),
+                    account,
+                    &name,
+                )
+            }))
         }
     }
 

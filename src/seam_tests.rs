@@ -642,3 +642,18 @@ async fn a_hostile_agents_tokens_are_redacted_and_bounded() {
         started.elapsed()
     );
 }
+
+/// `persist` on a pool's builder: a pooled sandbox is made before anyone
+/// names it, so the pool refuses the prefix before any I/O. Here and not
+/// in either feature's tests: it names both.
+#[test]
+fn a_pool_refuses_persist() {
+    let err = Sandbox::builder()
+        .persist(crate::persistence::S3Prefix::new("bkt").name("a"))
+        .pool(crate::PoolConfig::new(1))
+        .expect_err("not with a pool");
+    assert_eq!(
+        err.to_string(),
+        "invalid persist: a pooled sandbox is made before anyone names it; bind a persistence prefix with persistence() calls on the taken sandbox instead"
+    );
+}

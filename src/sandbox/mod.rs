@@ -2,7 +2,11 @@
 
 pub(crate) mod backend;
 mod builder;
+#[cfg(test)]
+mod canary_tests;
 mod host;
+#[cfg(feature = "templates")]
+pub(crate) mod image_name;
 pub(crate) mod lifecycle;
 pub(crate) mod list;
 mod logging;

@@ -46,13 +46,13 @@ mod context;
 mod dockerfile;
 mod dockerignore;
 mod json_text;
-mod name;
 mod ready;
 mod shell;
 mod spec_json;
 mod step;
 mod validate;
 
+pub use crate::sandbox::image_name::check_template_name;
 pub use agent_files::{TEMPLATE_ENV_JSON_VERSION, TEMPLATE_JSON_VERSION};
 pub use artifact::Artifact;
 pub use base_image::{
@@ -74,7 +74,6 @@ pub use builder::{DEFAULT_BASE_IMAGE, Template};
 pub use buildkit::{BuildLogFailure, LOG_TAIL_LINES, parse_build_log};
 pub use dockerfile::{LAYER_BEGIN, LAYER_END};
 pub use dockerignore::DockerIgnore;
-pub use name::check_template_name;
 pub use ready::{DEFAULT_READY_TIMEOUT, READY_POLL_INTERVAL, ReadyCmd};
 pub use spec_json::TEMPLATE_SPEC_VERSION;
 pub use step::{DEFAULT_START_USER, StartCmd};

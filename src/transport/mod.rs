@@ -7,8 +7,6 @@
 
 mod calls;
 pub(crate) use self::calls::{NetworkAnswer, RawFailure, RawStream};
-#[cfg(test)]
-mod canary_tests;
 mod grpc_only;
 mod poller;
 mod reconnect;

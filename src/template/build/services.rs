@@ -3,6 +3,8 @@
 //! build logs, and the caller's account (STS on AWS; the local backend
 //! knows its own).
 
+use std::sync::Arc;
+
 use crate::Client;
 use crate::aws::cloudwatch_logs::build::BuildLogs;
 use crate::aws::microvms::images::ImageApi;
@@ -20,7 +22,8 @@ pub(crate) struct TemplateServices {
     sdk_config: aws_types::SdkConfig,
     /// The account and partition, known at once on the local backend.
     local: Option<LocalFacts>,
-    identity: Identity,
+    /// The client's (shared, so STS is asked once per client).
+    identity: std::sync::Arc<Identity>,
     region: String,
     /// S3's endpoint override (path style).
     s3_endpoint: Option<String>,
@@ -37,6 +40,17 @@ struct LocalFacts {
 // of Debug, logs and errors).
 crate::secret::redacted_debug! {
     LocalFacts |o| account, bucket = "<hidden>"
+}
+
+impl Client {
+    /// The template clients of this client, made on first use and kept
+    /// in its feature state.
+    ///
+    /// # Errors
+    /// See [`TemplateServices::new`].
+    pub(crate) async fn template_services(&self) -> Result<Arc<TemplateServices>, SandboxError> {
+        self.feature_state(|| TemplateServices::new(self))
+    }
 }
 
 impl TemplateServices {
@@ -61,7 +75,7 @@ impl TemplateServices {
         Ok(Self {
             images: ImageApi::new(&sdk_config),
             logs: BuildLogs::new(&sdk_config),
-            identity: Identity::new(&sdk_config),
+            identity: client.identity(&sdk_config),
             region: backend.region.clone().unwrap_or_default(),
             s3_endpoint: backend.s3_endpoint_url.clone(),
             local,
@@ -107,9 +121,11 @@ impl TemplateServices {
             return Ok(name.to_owned());
         }
         let (account, partition) = self.account().await?;
-        Ok(format!(
-            "arn:{partition}:lambda:{}:{account}:microvm-image:{name}",
-            self.region
+        Ok(crate::sandbox::image_name::image_arn_in(
+            &partition,
+            &self.region,
+            &account,
+            name,
         ))
     }
 

@@ -1,5 +1,6 @@
 //! Template names: what a build is called and what sandboxes are created
-//! from.
+//! from. Here in the core because a create resolves a name to its image
+//! (`Client::image_arn`); `rayito::template` re-exports the check.
 
 use crate::SandboxError;
 
@@ -35,6 +36,11 @@ pub fn check_template_name(name: &str) -> Result<(), SandboxError> {
         ));
     }
     Ok(())
+}
+
+/// The ARN of the image called `name` in `account`'s `region`.
+pub(crate) fn image_arn_in(partition: &str, region: &str, account: &str, name: &str) -> String {
+    format!("arn:{partition}:lambda:{region}:{account}:microvm-image:{name}")
 }
 
 #[cfg(test)]

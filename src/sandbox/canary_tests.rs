@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use rayito_emulator::{Emulator, EmulatorConfig};
 
-use super::{AgentConn, ConnectRetry, ProxyMinter};
 use crate::aws::microvms::AwsControlPlane;
 use crate::control::ControlPlane;
 use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::Secret;
+use crate::transport::{AgentConn, ConnectRetry, ProxyMinter};
 use crate::{AwsOptions, Sandbox};
 
 const PROXY_CANARY_1: &str = "CANARYproxyTOKENone";
