@@ -284,32 +284,15 @@ impl RunCodeOptions {
         self
     }
 
-    /// Called with each stdout chunk.
-    #[must_use]
-    pub fn on_stdout(mut self, callback: impl FnMut(&OutputMessage) + Send + 'static) -> Self {
-        self.on_stdout = Some(Box::new(callback));
-        self
-    }
-
-    /// Called with each stderr chunk.
-    #[must_use]
-    pub fn on_stderr(mut self, callback: impl FnMut(&OutputMessage) + Send + 'static) -> Self {
-        self.on_stderr = Some(Box::new(callback));
-        self
-    }
-
-    /// Called with each result.
-    #[must_use]
-    pub fn on_result(mut self, callback: impl FnMut(&ExecutionResult) + Send + 'static) -> Self {
-        self.on_result = Some(Box::new(callback));
-        self
-    }
-
-    /// Called with the kernel exception.
-    #[must_use]
-    pub fn on_error(mut self, callback: impl FnMut(&ExecutionError) + Send + 'static) -> Self {
-        self.on_error = Some(Box::new(callback));
-        self
+    crate::commands::spec::setters! {
+        /// Called with each stdout chunk.
+        on_stdout: callback(&OutputMessage);
+        /// Called with each stderr chunk.
+        on_stderr: callback(&OutputMessage);
+        /// Called with each result.
+        on_result: callback(&ExecutionResult);
+        /// Called with the kernel exception.
+        on_error: callback(&ExecutionError);
     }
 }
 

@@ -139,18 +139,11 @@ impl CommandOptions {
         self
     }
 
-    /// Called with stdout as it arrives.
-    #[must_use]
-    pub fn on_stdout(mut self, callback: impl FnMut(&str) + Send + 'static) -> Self {
-        self.on_stdout = Some(Box::new(callback));
-        self
-    }
-
-    /// Called with stderr as it arrives.
-    #[must_use]
-    pub fn on_stderr(mut self, callback: impl FnMut(&str) + Send + 'static) -> Self {
-        self.on_stderr = Some(Box::new(callback));
-        self
+    crate::commands::spec::setters! {
+        /// Called with stdout as it arrives.
+        on_stdout: callback(&str);
+        /// Called with stderr as it arrives.
+        on_stderr: callback(&str);
     }
 }
 

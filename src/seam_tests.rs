@@ -95,10 +95,11 @@ impl ControlPlane for FakeControl {
     }
 }
 
-/// The agent's Health, answering with `answer`.
+/// The agent's Health, answering with `answer` (the other seam tests'
+/// too).
 #[derive(Clone)]
-struct FakeHealth {
-    answer: Result<agent_pb::HealthResponse, (tonic::Code, &'static str)>,
+pub(crate) struct FakeHealth {
+    pub(crate) answer: Result<agent_pb::HealthResponse, (tonic::Code, &'static str)>,
 }
 
 #[tonic::async_trait]
@@ -320,13 +321,8 @@ async fn agent_text_mimicking_the_transport_is_not_a_lost_connection() {
     }
 }
 
-#[tokio::test]
-async fn a_proxy_403_is_recognised_by_type_and_reminted_once() {
-    let control = FakeControl::throttled(0);
-    let err = builder(control.clone(), Some(plain_http_peer(403)))
-        .create()
-        .await
-        .unwrap_err();
+/// Asserts `err` is the proxy refusing the sandbox's token.
+pub(crate) fn assert_proxy_rejected(err: &SandboxError) {
     assert!(
         matches!(
             err,
@@ -337,10 +333,27 @@ async fn a_proxy_403_is_recognised_by_type_and_reminted_once() {
         ),
         "{err:?}"
     );
-    assert_eq!(err.meta().http_status(), Some(403));
-    // The first token, then one re-mint; two attempts in all.
+}
+
+/// Creates a sandbox behind a plain HTTP peer answering `status` to every
+/// call, and checks the error: the proxy refusing the token, after the
+/// first token and one re-mint (two attempts in all).
+async fn refused_by_proxy(status: u16) -> SandboxError {
+    let control = FakeControl::throttled(0);
+    let err = builder(control.clone(), Some(plain_http_peer(status)))
+        .create()
+        .await
+        .unwrap_err();
+    assert_proxy_rejected(&err);
+    assert_eq!(err.meta().http_status(), Some(status));
     assert_eq!(control.tokens.load(Ordering::SeqCst), 2);
     assert_eq!(err.meta().attempts(), 2);
+    err
+}
+
+#[tokio::test]
+async fn a_proxy_403_is_recognised_by_type_and_reminted_once() {
+    let err = refused_by_proxy(403).await;
     // The cause is our transport's typed error, redacted.
     let summary = std::error::Error::source(&err).expect("summary");
     let cause = summary.source().expect("cause");
@@ -551,28 +564,11 @@ async fn a_process_stream_without_a_start_event_is_a_protocol_violation() {
 async fn a_proxy_401_takes_the_proxy_route() {
     // tonic reads an HTTP 401 as UNAUTHENTICATED; it is the proxy refusing
     // the token, not "the agent refused the access token".
-    let control = FakeControl::throttled(0);
-    let err = builder(control.clone(), Some(plain_http_peer(401)))
-        .create()
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            SandboxError::Authentication {
-                proxy_rejected: true,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    let err = refused_by_proxy(401).await;
     assert_eq!(
         err.to_string(),
         "the AWS proxy refused the sandbox's token for health even after a fresh one; check the IAM permission to create MicroVM auth tokens"
     );
-    assert_eq!(err.meta().http_status(), Some(401));
-    assert_eq!(control.tokens.load(Ordering::SeqCst), 2);
-    assert_eq!(err.meta().attempts(), 2);
 }
 
 /// What a hostile agent chooses: a status and an error code carrying a key

@@ -11,6 +11,7 @@ use aws_sdk_cloudformation::types::Capability;
 
 use crate::aws::failure::{extract, map_sdk_error};
 use crate::error::SandboxError;
+use crate::error::map::aws::AwsFailure;
 
 /// The most events read while looking for the failed resource (the newest
 /// first; one operation of a small stack writes a few dozen).
@@ -67,15 +68,7 @@ impl Stacks {
         {
             Ok(out) => out,
             Err(e) => {
-                let failure = extract("DescribeStacks", &e);
-                // CloudFormation says "does not exist" only as a
-                // ValidationError's text: the one place its text is read,
-                // and it is never kept.
-                let absent = failure.code.as_deref() == Some("ValidationError")
-                    && failure
-                        .message
-                        .as_deref()
-                        .is_some_and(|m| m.contains("does not exist"));
+                let absent = validation_says(&extract("DescribeStacks", &e), "does not exist");
                 return if absent {
                     Ok(None)
                 } else {
@@ -162,12 +155,10 @@ impl Stacks {
         {
             Ok(_) => Ok(UpdateStarted::Started),
             Err(e) => {
-                let failure = extract("UpdateStack", &e);
-                let nothing = failure.code.as_deref() == Some("ValidationError")
-                    && failure
-                        .message
-                        .as_deref()
-                        .is_some_and(|m| m.contains("No updates are to be performed"));
+                let nothing = validation_says(
+                    &extract("UpdateStack", &e),
+                    "No updates are to be performed",
+                );
                 if nothing {
                     Ok(UpdateStarted::NothingToDo)
                 } else {
@@ -227,6 +218,14 @@ impl Stacks {
 /// A CreateStack / UpdateStack rejection: `Stack { failed }` with the
 /// error code when CloudFormation answered, else the general mapping (no
 /// response, throttling).
+/// Whether CloudFormation's answer is a `ValidationError` saying `text`: it
+/// says "does not exist" and "No updates are to be performed" only so. The
+/// one place its text is read, and it is never kept.
+fn validation_says(failure: &AwsFailure, text: &str) -> bool {
+    failure.code.as_deref() == Some("ValidationError")
+        && failure.message.as_deref().is_some_and(|m| m.contains(text))
+}
+
 fn refused<E>(
     stack: &str,
     operation: &'static str,

@@ -143,45 +143,65 @@ pub(crate) use spec_setters;
 
 /// A builder's plain setters, one line each: `name: T` sets the field
 /// `name` to the value, `name: impl T` to `value.into()` (the argument is
-/// `impl Into<T>`), and a leading `Some` wraps either in `Some`. Each setter
-/// is `#[must_use]` and carries the doc comments written above its line.
+/// `impl Into<T>`), and a leading `Some` wraps either in `Some`;
+/// `name: callback(A, B)` boxes an `impl FnMut(A, B) + Send + 'static` into
+/// `Some`. Each setter
+/// is `#[must_use]` (none is after a leading `unmarked;`, for a type that is
+/// `#[must_use]` itself) and carries the doc comments written above its line.
 macro_rules! setters {
-    () => {};
-    ($(#[$doc:meta])* $name:ident: Some impl $ty:ty; $($rest:tt)*) => {
+    (@with [$($must:tt)*]) => {};
+    (@with [$($must:tt)*] $(#[$doc:meta])* $name:ident: callback($($arg:ty),*); $($rest:tt)*) => {
         $(#[$doc])*
-        #[must_use]
+        $($must)*
+        pub fn $name(mut self, callback: impl FnMut($($arg),*) + Send + 'static) -> Self {
+            self.$name = Some(Box::new(callback));
+            self
+        }
+        $crate::commands::spec::setters!(@with [$($must)*] $($rest)*);
+    };
+    (@with [$($must:tt)*] $(#[$doc:meta])* $name:ident: Some impl $ty:ty; $($rest:tt)*) => {
+        $(#[$doc])*
+        $($must)*
         pub fn $name(mut self, $name: impl Into<$ty>) -> Self {
             self.$name = Some($name.into());
             self
         }
-        $crate::commands::spec::setters!($($rest)*);
+        $crate::commands::spec::setters!(@with [$($must)*] $($rest)*);
     };
-    ($(#[$doc:meta])* $name:ident: impl $ty:ty; $($rest:tt)*) => {
+    (@with [$($must:tt)*] $(#[$doc:meta])* $name:ident: impl $ty:ty; $($rest:tt)*) => {
         $(#[$doc])*
-        #[must_use]
+        $($must)*
         pub fn $name(mut self, $name: impl Into<$ty>) -> Self {
             self.$name = $name.into();
             self
         }
-        $crate::commands::spec::setters!($($rest)*);
+        $crate::commands::spec::setters!(@with [$($must)*] $($rest)*);
     };
-    ($(#[$doc:meta])* $name:ident: Some $ty:ty; $($rest:tt)*) => {
+    (@with [$($must:tt)*] $(#[$doc:meta])* $name:ident: Some $ty:ty; $($rest:tt)*) => {
         $(#[$doc])*
-        #[must_use]
+        $($must)*
         pub fn $name(mut self, $name: $ty) -> Self {
             self.$name = Some($name);
             self
         }
-        $crate::commands::spec::setters!($($rest)*);
+        $crate::commands::spec::setters!(@with [$($must)*] $($rest)*);
     };
-    ($(#[$doc:meta])* $name:ident: $ty:ty; $($rest:tt)*) => {
+    (@with [$($must:tt)*] $(#[$doc:meta])* $name:ident: $ty:ty; $($rest:tt)*) => {
         $(#[$doc])*
-        #[must_use]
+        $($must)*
         pub fn $name(mut self, $name: $ty) -> Self {
             self.$name = $name;
             self
         }
-        $crate::commands::spec::setters!($($rest)*);
+        $crate::commands::spec::setters!(@with [$($must)*] $($rest)*);
+    };
+    // For a type that is `#[must_use]` itself: clippy refuses the attribute
+    // again on its methods.
+    (unmarked; $($setters:tt)*) => {
+        $crate::commands::spec::setters!(@with [] $($setters)*);
+    };
+    ($($setters:tt)*) => {
+        $crate::commands::spec::setters!(@with [#[must_use]] $($setters)*);
     };
 }
 pub(crate) use setters;

@@ -11,11 +11,12 @@ use futures_util::FutureExt as _;
 use hyper_util::rt::TokioIo;
 use rayito_agent::pb as agent_pb;
 use rayito_agent::pb::configure_service_server::{ConfigureService, ConfigureServiceServer};
-use rayito_agent::pb::health_service_server::{HealthService, HealthServiceServer};
+use rayito_agent::pb::health_service_server::HealthServiceServer;
 use tonic::{Request, Response, Status};
 
 use super::*;
 use crate::error::{ErrorKind, RetryPolicy, SandboxError, TimeoutScope};
+use crate::seam_tests::FakeHealth;
 use crate::secret::Secret;
 use crate::transport::InjectedAgent;
 
@@ -381,35 +382,14 @@ fn progress_of_each_section_in_a_status() {
 
 // ---- seam tests: an in-memory agent ----
 
-/// Health with the given features.
-#[derive(Clone)]
-struct Health(Option<agent_pb::AgentFeatures>);
-
-#[tonic::async_trait]
-impl HealthService for Health {
-    async fn health(
-        &self,
-        _request: Request<agent_pb::HealthRequest>,
-    ) -> Result<Response<agent_pb::HealthResponse>, Status> {
-        Ok(Response::new(agent_pb::HealthResponse {
+/// Health answering ready with the given features.
+fn health(features: Option<agent_pb::AgentFeatures>) -> FakeHealth {
+    FakeHealth {
+        answer: Ok(agent_pb::HealthResponse {
             agent_ready: true,
-            features: self.0.clone(),
+            features,
             ..Default::default()
-        }))
-    }
-
-    async fn metrics(
-        &self,
-        _request: Request<agent_pb::MetricsRequest>,
-    ) -> Result<Response<agent_pb::MetricsResponse>, Status> {
-        Err(Status::unimplemented("not in this fake"))
-    }
-
-    async fn metrics_history(
-        &self,
-        _request: Request<agent_pb::MetricsHistoryRequest>,
-    ) -> Result<Response<agent_pb::MetricsHistoryResponse>, Status> {
-        Err(Status::unimplemented("not in this fake"))
+        }),
     }
 }
 
@@ -471,7 +451,7 @@ impl ConfigureService for Configure {
     }
 }
 
-fn conn_to(health: Health, configure: Configure) -> AgentConn {
+fn conn_to(health: FakeHealth, configure: Configure) -> AgentConn {
     let connector = tower::service_fn(move |_uri| {
         let health = health.clone();
         let configure = configure.clone();
@@ -504,7 +484,7 @@ fn fast() -> ApplyOptions {
 #[tokio::test]
 async fn applied_sections_succeed_with_one_call_and_a_fresh_request_id() {
     let configure = Configure::answering(pb::SectionCode::Applied, "");
-    let conn = conn_to(Health(Some(all_on())), configure.clone());
+    let conn = conn_to(health(Some(all_on())), configure.clone());
     for s in Section::ALL {
         apply(&conn, request_for(s), fast()).await.unwrap();
     }
@@ -524,7 +504,7 @@ async fn applied_sections_succeed_with_one_call_and_a_fresh_request_id() {
 #[tokio::test]
 async fn the_gate_refuses_before_calling_configure() {
     let configure = Configure::answering(pb::SectionCode::Applied, "");
-    let conn = conn_to(Health(None), configure.clone());
+    let conn = conn_to(health(None), configure.clone());
     let err = apply(&conn, request_for(Section::SecretGateway), fast())
         .await
         .unwrap_err();
@@ -533,7 +513,7 @@ async fn the_gate_refuses_before_calling_configure() {
         "feature secret_gateway is not available: the agent in this image reports no optional features (needs ConfigureSandbox); publish an image with a newer agent; see docs/configure.md"
     );
 
-    let conn = conn_to(Health(Some(Default::default())), configure.clone());
+    let conn = conn_to(health(Some(Default::default())), configure.clone());
     let err = apply(&conn, request_for(Section::S3Mounts), fast())
         .await
         .unwrap_err();
@@ -561,7 +541,7 @@ async fn each_refusing_code_comes_back_from_a_real_call() {
         ),
     ] {
         let configure = Configure::answering(code, class);
-        let conn = conn_to(Health(Some(all_on())), configure.clone());
+        let conn = conn_to(health(Some(all_on())), configure.clone());
         let err = apply(&conn, request_for(Section::EfsVolumes), fast())
             .await
             .unwrap_err();
@@ -585,7 +565,7 @@ async fn pending_polls_status_every_quarter_second_until_settled() {
         telemetry_export: Some(Default::default()),
         ..Default::default()
     };
-    let conn = conn_to(Health(Some(all_on())), configure.clone());
+    let conn = conn_to(health(Some(all_on())), configure.clone());
     let began = std::time::Instant::now();
     apply(&conn, request_for(Section::TelemetryExport), fast())
         .await
@@ -611,7 +591,7 @@ async fn pending_then_failed_in_status_is_the_failed_error() {
         }),
         ..Default::default()
     };
-    let conn = conn_to(Health(Some(all_on())), configure.clone());
+    let conn = conn_to(health(Some(all_on())), configure.clone());
     let err = apply(&conn, request_for(Section::S3Mounts), fast())
         .await
         .unwrap_err();
@@ -626,7 +606,7 @@ async fn pending_then_failed_in_status_is_the_failed_error() {
 async fn pending_that_never_settles_times_out_within_its_bound() {
     let mut configure = Configure::answering(pb::SectionCode::Pending, "");
     configure.pending_polls = u32::MAX;
-    let conn = conn_to(Health(Some(all_on())), configure.clone());
+    let conn = conn_to(health(Some(all_on())), configure.clone());
     let options = ApplyOptions {
         pending_timeout: Duration::from_millis(600),
     };

@@ -88,43 +88,30 @@ impl PoolConfig {
         }
     }
 
-    /// Each sandbox's maximum duration (at most 28,800 s; the default).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// Idle time after which a taken sandbox suspends (auto-resume stays
-    /// on; at least 60 s, below the timeout; default 300 s).
-    pub fn max_idle(mut self, max_idle: Duration) -> Self {
-        self.max_idle = max_idle;
-        self
-    }
-
-    /// A slot with less lifetime left is not handed out but recycled (60 s
-    /// to the timeout minus 60 s; default 3,600 s).
-    pub fn min_remaining(mut self, min_remaining: Duration) -> Self {
-        self.min_remaining = min_remaining;
-        self
-    }
-
-    /// How many sandboxes warm at once (1 to 8; default 4).
-    pub fn fill_concurrency(mut self, fill_concurrency: u32) -> Self {
-        self.fill_concurrency = fill_concurrency;
-        self
-    }
-
-    /// How often parked slots are checked (at least 5 s; default 30 s).
-    pub fn sweep_interval(mut self, sweep_interval: Duration) -> Self {
-        self.sweep_interval = sweep_interval;
-        self
-    }
-
-    /// How long a new or resumed sandbox may take to be ready (default
-    /// 90 s).
-    pub fn ready_timeout(mut self, ready_timeout: Duration) -> Self {
-        self.ready_timeout = ready_timeout;
-        self
+    crate::commands::spec::setters! {
+        unmarked;
+        /// Each sandbox's maximum duration (at most 28,800 s; the default).
+        timeout: Duration;
+        /// Idle time after which a taken sandbox suspends (auto-resume stays
+        /// on; at least 60 s, below the timeout; default 300 s).
+        max_idle: Duration;
+        /// A slot with less lifetime left is not handed out but recycled (60 s
+        /// to the timeout minus 60 s; default 3,600 s).
+        min_remaining: Duration;
+        /// How many sandboxes warm at once (1 to 8; default 4).
+        fill_concurrency: u32;
+        /// How often parked slots are checked (at least 5 s; default 30 s).
+        sweep_interval: Duration;
+        /// How long a new or resumed sandbox may take to be ready (default
+        /// 90 s).
+        ready_timeout: Duration;
+        /// Where the slots are kept (default [`PoolStore::memory`]).
+        store: PoolStore;
+        /// Whether this pool fills (default `true`). `false` makes a pool
+        /// that only takes from, stats and drains its store while another
+        /// process fills it (`rayito pool take` beside a `rayito pool start`):
+        /// no filler and no sweep run in this process.
+        filler: bool;
     }
 
     /// Adds a warm-up step, run in order before a sandbox is parked.
@@ -133,25 +120,10 @@ impl PoolConfig {
         self
     }
 
-    /// Where the slots are kept (default [`PoolStore::memory`]).
-    pub fn store(mut self, store: PoolStore) -> Self {
-        self.store = store;
-        self
-    }
-
     /// The first pause after a failed warm-up (default 1 s; doubling to
     /// 60 s, ±25 % jitter; reset by a sandbox parked).
     pub fn fill_retry_base(mut self, base: Duration) -> Self {
         self.retry_base = base;
-        self
-    }
-
-    /// Whether this pool fills (default `true`). `false` makes a pool
-    /// that only takes from, stats and drains its store while another
-    /// process fills it (`rayito pool take` beside a `rayito pool start`):
-    /// no filler and no sweep run in this process.
-    pub fn filler(mut self, fill: bool) -> Self {
-        self.filler = fill;
         self
     }
 

@@ -837,37 +837,13 @@ mod tests {
             };
             assert!(store.record_warming(slot).await.unwrap());
         }
-        let exe = std::env::current_exe().unwrap();
-        let children: Vec<_> = (0..PROCESSES)
-            .map(|_| {
-                std::process::Command::new(&exe)
-                    .args([
-                        "--exact",
-                        "pool::dynamodb_store::tests::claimer",
-                        "--nocapture",
-                    ])
-                    .env(CLAIMER_ENV, format!("{} race", moto.endpoint_url()))
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        let mut all = Vec::new();
-        for child in children {
-            let out = child.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "a claimer failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let text = String::from_utf8(out.stdout).unwrap();
-            let line = text
-                .lines()
-                .find_map(|l| l.strip_prefix("CLAIMED "))
-                .expect("the child reports what it claimed");
-            all.extend(line.split(',').filter(|s| !s.is_empty()).map(str::to_owned));
-        }
+        let race = format!("{} race", moto.endpoint_url());
+        let all = crate::pool::slot::tests::race_claimers(
+            "pool::dynamodb_store::tests::claimer",
+            PROCESSES,
+            CLAIMER_ENV,
+            race.as_ref(),
+        );
         let mut sorted = all.clone();
         sorted.sort();
         sorted.dedup();

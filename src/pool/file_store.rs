@@ -238,30 +238,13 @@ mod tests {
             })
             .collect();
         std::fs::write(&path, encode(&slots)).unwrap();
-        let exe = std::env::current_exe().unwrap();
         let started = std::time::Instant::now();
-        let children: Vec<_> = (0..PROCESSES)
-            .map(|_| {
-                std::process::Command::new(&exe)
-                    .args(["--exact", "pool::file_store::tests::claimer", "--nocapture"])
-                    .env(CLAIMER_ENV, &path)
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::null())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        let mut all = Vec::new();
-        for child in children {
-            let out = child.wait_with_output().unwrap();
-            assert!(out.status.success());
-            let text = String::from_utf8(out.stdout).unwrap();
-            let line = text
-                .lines()
-                .find_map(|l| l.strip_prefix("CLAIMED "))
-                .expect("the child reports what it claimed");
-            all.extend(line.split(',').filter(|s| !s.is_empty()).map(str::to_owned));
-        }
+        let all = crate::pool::slot::tests::race_claimers(
+            "pool::file_store::tests::claimer",
+            PROCESSES,
+            CLAIMER_ENV,
+            path.as_os_str(),
+        );
         let elapsed = started.elapsed();
         println!(
             "{SLOTS} claims by {PROCESSES} processes in {:.2} s: {:.0} claims/s",

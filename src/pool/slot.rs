@@ -246,6 +246,46 @@ pub(crate) mod tests {
 
     use super::*;
 
+    /// Runs `processes` copies of the test binary's `claimer` test (the
+    /// exact path `test`), each told `env` = `value`, and returns every slot
+    /// id they report claimed (a line `CLAIMED id,id,...` each), so a store
+    /// race test can check none was claimed twice or lost.
+    pub(crate) fn race_claimers(
+        test: &str,
+        processes: usize,
+        env: &str,
+        value: &std::ffi::OsStr,
+    ) -> Vec<String> {
+        let exe = std::env::current_exe().unwrap();
+        let children: Vec<_> = (0..processes)
+            .map(|_| {
+                std::process::Command::new(&exe)
+                    .args(["--exact", test, "--nocapture"])
+                    .env(env, value)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut all = Vec::new();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "a claimer failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let text = String::from_utf8(out.stdout).unwrap();
+            let line = text
+                .lines()
+                .find_map(|l| l.strip_prefix("CLAIMED "))
+                .expect("the child reports what it claimed");
+            all.extend(line.split(',').filter(|s| !s.is_empty()).map(str::to_owned));
+        }
+        all
+    }
+
     /// A record for tests: `id`, image `image`, started `age` ago with a
     /// maximum duration of `max`.
     pub(crate) fn record(

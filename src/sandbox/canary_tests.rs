@@ -11,7 +11,7 @@ use rayito_emulator::{Emulator, EmulatorConfig};
 
 use crate::aws::microvms::AwsControlPlane;
 use crate::control::ControlPlane;
-use crate::error::{RetryPolicy, SandboxError};
+use crate::error::RetryPolicy;
 use crate::secret::Secret;
 use crate::transport::{AgentConn, ConnectRetry, ProxyMinter};
 use crate::{AwsOptions, Sandbox};
@@ -80,16 +80,7 @@ async fn planted_proxy_tokens_never_leak() {
         .health(Duration::from_secs(5), ConnectRetry::Never)
         .await
         .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            SandboxError::Authentication {
-                proxy_rejected: true,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    crate::seam_tests::assert_proxy_rejected(&err);
     let texts = [
         err.to_string(),
         format!("{err:?}"),

@@ -159,14 +159,13 @@ impl fmt::Debug for SecretCache {
 }
 
 impl SecretCache {
-    /// A cache with `options`. Calls nothing; the options are checked here.
-    ///
-    /// # Errors
-    /// `InvalidArgument` naming `ttl` (0 or past 86,400 s), `max_entries`,
-    /// `prefix`, `region` or `endpoint_url`.
-    pub fn new(options: SecretCacheOptions) -> Result<Self, SandboxError> {
-        options.check()?;
-        Ok(Self::unchecked(options, OnceCell::new()))
+    super::client::checked_new! {
+        SecretCacheOptions;
+        /// A cache with `options`. Calls nothing; the options are checked here.
+        ///
+        /// # Errors
+        /// `InvalidArgument` naming `ttl` (0 or past 86,400 s), `max_entries`,
+        /// `prefix`, `region` or `endpoint_url`.
     }
 
     fn unchecked(options: SecretCacheOptions, client: OnceCell<Connected>) -> Self {
@@ -177,20 +176,6 @@ impl SecretCache {
                 state: Mutex::new(State::default()),
             }),
         }
-    }
-
-    /// A cache over an already built client (the crate's mock tests).
-    #[cfg(test)]
-    pub(crate) fn with_client(
-        options: SecretCacheOptions,
-        client: SecretsManager,
-    ) -> Result<Self, SandboxError> {
-        options.check()?;
-        let connected = Connected::anonymous(client);
-        Ok(Self::unchecked(
-            options,
-            OnceCell::new_with(Some(connected)),
-        ))
     }
 
     /// The process-wide cache for `config`'s region, credentials provider

@@ -60,6 +60,35 @@ macro_rules! access_setters {
 }
 pub(crate) use access_setters;
 
+/// A handle's `new`, which checks the options and calls nothing, and (for
+/// the crate's mock tests) `with_client` over an already built client; both
+/// build through the type's own `unchecked(options, client_cell)`. The
+/// caller passes the options' type and `new`'s doc comment.
+macro_rules! checked_new {
+    ($options:ty; $(#[$doc:meta])*) => {
+        $(#[$doc])*
+        pub fn new(options: $options) -> Result<Self, $crate::error::SandboxError> {
+            options.check()?;
+            Ok(Self::unchecked(options, ::tokio::sync::OnceCell::new()))
+        }
+
+        /// The same over an already built client (the crate's mock tests).
+        #[cfg(test)]
+        pub(crate) fn with_client(
+            options: $options,
+            client: $crate::aws::secretsmanager::SecretsManager,
+        ) -> Result<Self, $crate::error::SandboxError> {
+            options.check()?;
+            let connected = $crate::secrets::client::Connected::anonymous(client);
+            Ok(Self::unchecked(
+                options,
+                ::tokio::sync::OnceCell::new_with(Some(connected)),
+            ))
+        }
+    };
+}
+pub(crate) use checked_new;
+
 impl Access {
     /// Checks what needs no I/O: the region's and the endpoint's shapes.
     ///

@@ -174,34 +174,19 @@ crate::secret::redacted_debug! {
 }
 
 impl SecretStore {
-    /// A store with `options`. Calls nothing; the options are checked here.
-    ///
-    /// # Errors
-    /// `InvalidArgument` naming `prefix`, `kms_key_id`, `region` or
-    /// `endpoint_url`.
-    pub fn new(options: SecretStoreOptions) -> Result<Self, SandboxError> {
-        options.check()?;
-        Ok(Self::unchecked(options, OnceCell::new()))
+    super::client::checked_new! {
+        SecretStoreOptions;
+        /// A store with `options`. Calls nothing; the options are checked here.
+        ///
+        /// # Errors
+        /// `InvalidArgument` naming `prefix`, `kms_key_id`, `region` or
+        /// `endpoint_url`.
     }
 
     fn unchecked(options: SecretStoreOptions, client: OnceCell<Connected>) -> Self {
         Self {
             inner: Arc::new(Inner { options, client }),
         }
-    }
-
-    /// A store over an already built client (the crate's mock tests).
-    #[cfg(test)]
-    pub(crate) fn with_client(
-        options: SecretStoreOptions,
-        client: SecretsManager,
-    ) -> Result<Self, SandboxError> {
-        options.check()?;
-        let connected = Connected::anonymous(client);
-        Ok(Self::unchecked(
-            options,
-            OnceCell::new_with(Some(connected)),
-        ))
     }
 
     /// The store's name prefix.

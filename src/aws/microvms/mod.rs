@@ -116,6 +116,28 @@ impl AwsControlPlane {
     }
 }
 
+/// The `Microvm` of a RunMicrovm or GetMicrovm answer: two SDK output
+/// types with the same accessors.
+macro_rules! microvm_of {
+    ($out:expr) => {{
+        let out = $out;
+        Microvm {
+            id: out.microvm_id().to_owned(),
+            state: SandboxState::from(out.state().as_str()),
+            endpoint: out.endpoint().to_owned(),
+            image_arn: out.image_arn().to_owned(),
+            image_version: out.image_version().to_owned(),
+            max_duration_seconds: out.maximum_duration_in_seconds(),
+            started_at: SystemTime::try_from(*out.started_at()).ok(),
+            terminated_at: out
+                .terminated_at()
+                .and_then(|t| SystemTime::try_from(*t).ok()),
+            state_reason: out.state_reason().map(str::to_owned),
+            auto_resume: out.idle_policy().is_some_and(|p| p.auto_resume_enabled()),
+        }
+    }};
+}
+
 impl ControlPlane for AwsControlPlane {
     fn run_microvm(&self, request: RunRequest) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
         async move {
@@ -160,20 +182,7 @@ impl ControlPlane for AwsControlPlane {
                 &out,
             );
             let out = out?;
-            Ok(Microvm {
-                id: out.microvm_id().to_owned(),
-                state: SandboxState::from(out.state().as_str()),
-                endpoint: out.endpoint().to_owned(),
-                image_arn: out.image_arn().to_owned(),
-                image_version: out.image_version().to_owned(),
-                max_duration_seconds: out.maximum_duration_in_seconds(),
-                started_at: SystemTime::try_from(*out.started_at()).ok(),
-                terminated_at: out
-                    .terminated_at()
-                    .and_then(|t| SystemTime::try_from(*t).ok()),
-                state_reason: out.state_reason().map(str::to_owned),
-                auto_resume: out.idle_policy().is_some_and(|p| p.auto_resume_enabled()),
-            })
+            Ok(microvm_of!(out))
         }
         .boxed()
     }
@@ -185,20 +194,7 @@ impl ControlPlane for AwsControlPlane {
                 .map_err(|e| map_sdk_error("GetMicrovm", &e));
             control_event("GetMicrovm", &id, &out);
             let out = out?;
-            Ok(Microvm {
-                id: out.microvm_id().to_owned(),
-                state: SandboxState::from(out.state().as_str()),
-                endpoint: out.endpoint().to_owned(),
-                image_arn: out.image_arn().to_owned(),
-                image_version: out.image_version().to_owned(),
-                max_duration_seconds: out.maximum_duration_in_seconds(),
-                started_at: SystemTime::try_from(*out.started_at()).ok(),
-                terminated_at: out
-                    .terminated_at()
-                    .and_then(|t| SystemTime::try_from(*t).ok()),
-                state_reason: out.state_reason().map(str::to_owned),
-                auto_resume: out.idle_policy().is_some_and(|p| p.auto_resume_enabled()),
-            })
+            Ok(microvm_of!(out))
         }
         .boxed()
     }
