@@ -19,12 +19,12 @@ use rayito_proto::tokens::detail;
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
+use super::FilesystemServiceImpl as Shared;
 use super::info::{entry_info, io_status};
 use super::path::{Resolved, resolve};
 use crate::pb;
 use crate::phase::Phase;
 use crate::sandbox::SandboxEnv;
-use crate::state::Shared;
 
 /// Largest chunk in one message.
 const MAX_CHUNK: usize = 1 << 20;

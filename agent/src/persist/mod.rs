@@ -43,7 +43,7 @@ use self::archive::Counters;
 use self::s3::{Bucket, Endpoint, S3Failure};
 use self::validate::Location;
 use crate::pb;
-use crate::phase::Phase;
+use crate::phase::{Phase, PhaseCell};
 use crate::sandbox::{GUEST_HOME, SandboxEnv};
 
 /// Bytes per multipart part (the last may be smaller).
@@ -129,6 +129,16 @@ impl std::fmt::Debug for LocalS3 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalS3").finish_non_exhaustive()
     }
+}
+
+/// What Checkpoint and Restore use of the agent: the guard and access, the
+/// sandbox, its phase (a gate ends the stream) and the disk reserve.
+#[derive(Debug)]
+pub(crate) struct Scope<'a> {
+    pub persist: &'a Persist,
+    pub env: &'a SandboxEnv,
+    pub phase: &'a PhaseCell,
+    pub disk_reserve: &'a AtomicU64,
 }
 
 /// One agent's persistence state: the operation guard and the access.
@@ -428,7 +438,7 @@ struct Job {
 /// INVALID_ARGUMENT (a bad argument, named), FAILED_PRECONDITION (another
 /// operation, no region), PERMISSION_DENIED (no credentials), INTERNAL.
 pub(crate) async fn checkpoint(
-    shared: &crate::state::Shared,
+    shared: &Scope<'_>,
     req: pb::CheckpointRequest,
 ) -> Result<EventStream<pb::CheckpointEvent>, Status> {
     let loc = validate::location("target", req.target.as_ref())?;
@@ -711,7 +721,7 @@ async fn upload(
 /// files would not fit and leave the agent's disk reserve) and INTERNAL (a
 /// manifest not understood, S3 failing).
 pub(crate) async fn restore(
-    shared: &crate::state::Shared,
+    shared: &Scope<'_>,
     req: pb::RestoreRequest,
 ) -> Result<EventStream<pb::RestoreEvent>, Status> {
     let loc = validate::location("source", req.source.as_ref())?;

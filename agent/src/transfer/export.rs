@@ -16,13 +16,13 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::mpsc;
 use tonic::Status;
 
+use super::Context;
 use super::failure::Reason;
 use super::url::{self, Checked};
 use super::web::{self, BodyFailed, CallError, HttpClient};
 use super::{Entry, deadline};
 use crate::filesystem::{open_regular, resolve};
 use crate::pb;
-use crate::state::Shared;
 
 /// Largest chunk read from the file.
 const CHUNK: u64 = 1 << 20;
@@ -59,7 +59,7 @@ impl ExportJob {
 
 /// Everything StartExport refuses, before any I/O on S3.
 pub(crate) async fn accept(
-    shared: &Shared,
+    shared: &Context,
     req: pb::StartExportRequest,
 ) -> Result<ExportJob, Status> {
     let target = resolve(&shared.env, &req.path)?;
@@ -118,12 +118,7 @@ pub(crate) async fn accept(
 }
 
 /// Runs the export to a terminal state.
-pub(crate) async fn run(
-    shared: &Arc<Shared>,
-    client: &HttpClient,
-    entry: &Arc<Entry>,
-    job: ExportJob,
-) {
+pub(crate) async fn run(shared: &Context, client: &HttpClient, entry: &Arc<Entry>, job: ExportJob) {
     let cancel = entry.cancelled().clone();
     let until = job.deadline;
     let work = export(shared, client, entry, job);
@@ -197,7 +192,7 @@ fn read_file(mut file: std::fs::File, size: u64, part_size: u64, out: mpsc::Send
 
 /// Sends every part; the error is the reason.
 async fn export(
-    shared: &Arc<Shared>,
+    shared: &Context,
     client: &HttpClient,
     entry: &Arc<Entry>,
     job: ExportJob,

@@ -18,6 +18,7 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::mpsc;
 use tonic::Status;
 
+use super::Context;
 use super::failure::Reason;
 use super::url::{self, Checked};
 use super::web::{self, CallError, HttpClient};
@@ -25,7 +26,6 @@ use super::{Entry, deadline};
 use crate::filesystem::{Resolved, entry_info, io_status, resolve};
 use crate::pb;
 use crate::sandbox::SandboxEnv;
-use crate::state::Shared;
 
 /// Polling cadence: every second for the first ten minutes, then every 5 s.
 const FAST_POLL: Duration = Duration::from_secs(1);
@@ -53,7 +53,7 @@ pub(crate) struct ImportJob {
 
 /// Everything StartImport refuses, before any I/O on S3.
 #[allow(clippy::result_large_err)]
-pub(crate) fn accept(shared: &Shared, req: pb::StartImportRequest) -> Result<ImportJob, Status> {
+pub(crate) fn accept(shared: &Context, req: pb::StartImportRequest) -> Result<ImportJob, Status> {
     let target = resolve(&shared.env, &req.path)?;
     if target.is_view_root() {
         return Err(Status::invalid_argument("is a directory"));
@@ -131,12 +131,7 @@ fn request(checked: &Checked, method: http::Method) -> http::Request<web::Body> 
 }
 
 /// Runs the import to a terminal state.
-pub(crate) async fn run(
-    shared: &Arc<Shared>,
-    client: &HttpClient,
-    entry: &Arc<Entry>,
-    job: ImportJob,
-) {
+pub(crate) async fn run(shared: &Context, client: &HttpClient, entry: &Arc<Entry>, job: ImportJob) {
     let cancel = entry.cancelled().clone();
     let work = import(shared, client, entry, &job);
     let outcome = match job.deadline {
@@ -160,7 +155,7 @@ pub(crate) async fn run(
 
 /// Polls, downloads, commits and deletes; the error is the reason.
 async fn import(
-    shared: &Arc<Shared>,
+    shared: &Context,
     client: &HttpClient,
     entry: &Arc<Entry>,
     job: &ImportJob,
@@ -246,7 +241,7 @@ async fn import(
 
 /// Streams the body to a temporary file and renames it over the target.
 async fn receive(
-    shared: &Arc<Shared>,
+    shared: &Context,
     entry: &Arc<Entry>,
     job: &ImportJob,
     response: http::Response<hyper::body::Incoming>,

@@ -26,7 +26,6 @@ use tonic::Status;
 
 pub(crate) use self::url::S3Endpoint;
 use crate::pb;
-use crate::state::Shared;
 
 /// Transfers waiting or running, at most.
 pub(crate) const MAX_ACTIVE: usize = 16;
@@ -113,6 +112,15 @@ impl Entry {
     fn finished_at(&self) -> Option<Instant> {
         *self.finished.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// What the transfer RPCs and their tasks use of the agent: the table, the
+/// sandbox they read and write, and the disk reserve an import leaves.
+#[derive(Clone, Debug)]
+pub(crate) struct Context {
+    pub transfers: Arc<Transfers>,
+    pub env: crate::sandbox::SandboxEnv,
+    pub disk_reserve: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The agent's transfers.
@@ -248,7 +256,7 @@ fn deadline(expires_at_unix_ms: i64) -> Option<Instant> {
 
 /// StartImport: checks everything, then starts the import.
 pub(crate) async fn start_import(
-    shared: &Arc<Shared>,
+    shared: &Context,
     req: pb::StartImportRequest,
 ) -> Result<String, Status> {
     let job = import::accept(shared, req)?;
@@ -267,7 +275,7 @@ pub(crate) async fn start_import(
 
 /// StartExport: checks everything, measures the file, starts the export.
 pub(crate) async fn start_export(
-    shared: &Arc<Shared>,
+    shared: &Context,
     req: pb::StartExportRequest,
 ) -> Result<String, Status> {
     let job = export::accept(shared, req).await?;
@@ -288,13 +296,13 @@ pub(crate) async fn start_export(
 
 /// GetTransfer.
 #[allow(clippy::result_large_err)]
-pub(crate) fn get(shared: &Shared, id: &str) -> Result<pb::TransferState, Status> {
+pub(crate) fn get(shared: &Context, id: &str) -> Result<pb::TransferState, Status> {
     Ok(shared.transfers.get(id)?.state.borrow().clone())
 }
 
 /// CancelTransfer: idempotent; a finished transfer stays as it ended.
 #[allow(clippy::result_large_err)]
-pub(crate) fn cancel(shared: &Shared, id: &str) -> Result<(), Status> {
+pub(crate) fn cancel(shared: &Context, id: &str) -> Result<(), Status> {
     let entry = shared.transfers.get(id)?;
     entry.fail(failure::Reason::Cancelled);
     entry.cancel.cancel();
@@ -307,7 +315,7 @@ pub(crate) fn cancel(shared: &Shared, id: &str) -> Result<(), Status> {
 /// phase; keepalives while nothing changes.
 #[allow(clippy::result_large_err)]
 pub(crate) fn watch(
-    shared: &Shared,
+    shared: &Context,
     id: &str,
 ) -> Result<mpsc::Receiver<Result<pb::TransferEvent, Status>>, Status> {
     let entry = shared.transfers.get(id)?;
