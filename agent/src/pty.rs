@@ -522,6 +522,12 @@ fn subscribe(
 }
 
 /// `rayito.v1.PtyService`.
+impl crate::process::AlsoListed for PtyTable {
+    fn listed(&self) -> Vec<pb::ProcessInfo> {
+        self.list()
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct PtyServiceImpl {
     pub(crate) ptys: Arc<PtyTable>,

@@ -210,12 +210,19 @@ impl ProcessTable {
     }
 }
 
+/// Sessions that Process.List reports with the processes (the terminals),
+/// behind a trait so that this module need not know the PTY table.
+pub(crate) trait AlsoListed: std::fmt::Debug + Send + Sync {
+    /// The sessions, as Process.List answers them.
+    fn listed(&self) -> Vec<pb::ProcessInfo>;
+}
+
 /// `rayito.v1.ProcessService`.
 #[derive(Clone, Debug)]
 pub(crate) struct ProcessServiceImpl {
     pub(crate) processes: Arc<ProcessTable>,
     /// Terminal sessions, listed with the processes.
-    pub(crate) ptys: Arc<crate::pty::PtyTable>,
+    pub(crate) ptys: Arc<dyn AlsoListed>,
 }
 
 #[tonic::async_trait]
@@ -294,7 +301,7 @@ impl pb::process_service_server::ProcessService for ProcessServiceImpl {
         _request: Request<pb::ListRequest>,
     ) -> Result<Response<pb::ListResponse>, Status> {
         let mut processes = self.processes.list();
-        processes.extend(self.ptys.list());
+        processes.extend(self.ptys.listed());
         processes.sort_by_key(|p| p.pid);
         Ok(Response::new(pb::ListResponse { processes }))
     }
