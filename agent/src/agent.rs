@@ -18,7 +18,8 @@ use crate::pb;
 use crate::persist::PersistenceAccess;
 use crate::process::ProcessServiceImpl;
 use crate::sandbox::{SandboxEnv, SandboxLimits};
-use crate::state::{ServeState, Shared};
+use crate::server::ServeState;
+use crate::state::Shared;
 
 /// Free space a `Write` must leave on the destination filesystem by default.
 pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 256 * 1024 * 1024;
@@ -219,7 +220,10 @@ impl Agent {
             env.set_template_envs(files.envs.clone());
         }
         let mut shared = Shared::new(env, config.disk_reserve_bytes);
-        shared.egress = crate::egress::Egress::new(config.egress, vec![grpc_addr, hooks_addr]);
+        shared.egress = Arc::new(crate::egress::Egress::new(
+            config.egress,
+            vec![grpc_addr, hooks_addr],
+        ));
         let shared = Arc::new(shared);
         if let Some(addr) = config.local_s3_endpoint {
             shared
@@ -238,7 +242,7 @@ impl Agent {
                             .lock()
                             .unwrap_or_else(|p| p.into_inner()) = Some(start);
                     } else {
-                        crate::template::start(&shared, start);
+                        shared.start_template(start);
                     }
                 }
             }
@@ -249,23 +253,36 @@ impl Agent {
 
         let metrics = config
             .metrics_interval
-            .map(|every| (every, Arc::new(crate::metrics::Metrics::new(&shared))));
+            .map(|every| (every, Arc::new(crate::metrics::Metrics::new(&shared.env))));
         let routes = tonic::service::Routes::new(
             pb::health_service_server::HealthServiceServer::new(HealthServiceImpl {
-                shared: shared.clone(),
+                run: shared.run.clone(),
+                code: shared.code.clone(),
+                template: shared.template.clone(),
+                lifecycle: shared.lifecycle.clone(),
+                egress: shared.egress.clone(),
                 metrics: metrics.as_ref().map(|(_, m)| m.clone()),
             }),
         )
         .add_service(
             pb::process_service_server::ProcessServiceServer::new(ProcessServiceImpl {
-                shared: shared.clone(),
+                processes: shared.processes.clone(),
+                ptys: shared.ptys.clone(),
             })
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )
         .add_service(
             pb::filesystem_service_server::FilesystemServiceServer::new(FilesystemServiceImpl {
-                shared: shared.clone(),
+                env: shared.env.clone(),
+                phase: shared.phase.clone(),
+                disk_reserve: shared.disk_reserve.clone(),
+                persist: shared.persist.clone(),
+                transfer: crate::transfer::Context {
+                    transfers: shared.transfers.clone(),
+                    env: shared.env.clone(),
+                    disk_reserve: shared.disk_reserve.clone(),
+                },
                 transfers: config.transfers,
             })
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -273,7 +290,8 @@ impl Agent {
         )
         .add_service(pb::lifecycle_service_server::LifecycleServiceServer::new(
             LifecycleServiceImpl {
-                shared: shared.clone(),
+                lifecycle: shared.lifecycle.clone(),
+                phase: shared.phase.clone(),
             },
         ))
         .add_service(
@@ -283,7 +301,7 @@ impl Agent {
         )
         .add_service(pb::pty_service_server::PtyServiceServer::new(
             crate::pty::PtyServiceImpl {
-                shared: shared.clone(),
+                ptys: shared.ptys.clone(),
             },
         ))
         .add_service(pb::configure_service_server::ConfigureServiceServer::new(
@@ -291,14 +309,15 @@ impl Agent {
         ))
         .add_service(pb::network_service_server::NetworkServiceServer::new(
             crate::egress::NetworkServiceImpl {
-                shared: shared.clone(),
+                egress: shared.egress.clone(),
             },
         ))
         .prepare();
         let svc = tower::ServiceBuilder::new()
             .layer(crate::trace_context::TraceLayer)
             .layer(GateLayer {
-                shared: shared.clone(),
+                run: shared.run.clone(),
+                phase: shared.phase.clone(),
             })
             .map_request(crate::server::cancel_is_not_the_end)
             .service(routes);
@@ -320,7 +339,7 @@ impl Agent {
         }));
         let deadline_timer = Some(tokio::spawn(deadline_timer(shared.clone())));
         if let Some((every, metrics)) = metrics {
-            tasks.push(tokio::spawn(metrics.run_sampler(shared.clone(), every)));
+            tasks.push(tokio::spawn(metrics.run_sampler(shared.run.clone(), every)));
         }
 
         Ok(Agent {

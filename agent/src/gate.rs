@@ -18,8 +18,8 @@ use rayito_proto::tokens::detail;
 use tonic::Status;
 use tower::{Layer, Service};
 
-use crate::phase::Phase;
-use crate::state::Shared;
+use crate::phase::{Phase, PhaseCell};
+use crate::run::RunState;
 use crate::token::{self, ACCESS_TOKEN_HEADER};
 
 /// The one anonymous RPC.
@@ -45,7 +45,9 @@ const DRAIN_MAX_TIME: Duration = Duration::from_secs(2);
 /// Builds [`GateService`]s.
 #[derive(Clone, Debug)]
 pub(crate) struct GateLayer {
-    pub(crate) shared: Arc<Shared>,
+    /// Whose token the calls must carry.
+    pub(crate) run: Arc<RunState>,
+    pub(crate) phase: PhaseCell,
 }
 
 impl<S> Layer<S> for GateLayer {
@@ -54,7 +56,8 @@ impl<S> Layer<S> for GateLayer {
     fn layer(&self, inner: S) -> Self::Service {
         GateService {
             inner,
-            shared: self.shared.clone(),
+            run: self.run.clone(),
+            phase: self.phase.clone(),
         }
     }
 }
@@ -63,7 +66,8 @@ impl<S> Layer<S> for GateLayer {
 #[derive(Clone, Debug)]
 pub(crate) struct GateService<S> {
     inner: S,
-    shared: Arc<Shared>,
+    run: Arc<RunState>,
+    phase: PhaseCell,
 }
 
 impl<S> GateService<S> {
@@ -73,13 +77,13 @@ impl<S> GateService<S> {
         if path == HEALTH_PATH {
             return None;
         }
-        let digest = self.shared.token_digest();
+        let digest = self.run.token_digest();
         if let Err(rejection) =
             token::check(req.headers().get(ACCESS_TOKEN_HEADER), digest.as_ref())
         {
             return Some(Status::unauthenticated(rejection.message()));
         }
-        match self.shared.phase.get() {
+        match self.phase.get() {
             Phase::Running => None,
             Phase::Expired if path != SET_TIMEOUT_PATH => {
                 Some(Status::failed_precondition(detail::SANDBOX_TIMEOUT))

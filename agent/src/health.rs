@@ -7,8 +7,12 @@ use std::sync::atomic::Ordering;
 
 use tonic::{Request, Response, Status};
 
+use crate::code::CodeServiceImpl;
+use crate::egress::Egress;
+use crate::lifecycle::Lifecycle;
 use crate::pb;
-use crate::state::Shared;
+use crate::run::RunState;
+use crate::template::TemplateGate;
 
 /// Response header of Health naming why the default kernel could not start
 /// (while `kernel_ready` is false): lets a client fail at once instead of
@@ -28,7 +32,13 @@ pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// `rayito.v1.HealthService`.
 #[derive(Clone, Debug)]
 pub(crate) struct HealthServiceImpl {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) run: Arc<RunState>,
+    /// The default kernel's readiness and failure.
+    pub(crate) code: CodeServiceImpl,
+    /// The image's template readiness (`agent_ready`).
+    pub(crate) template: TemplateGate,
+    pub(crate) lifecycle: Arc<Lifecycle>,
+    pub(crate) egress: Arc<Egress>,
     /// `None`: Metrics and MetricsHistory answer UNIMPLEMENTED
     /// (`AgentConfig::metrics_interval`).
     pub(crate) metrics: Option<Arc<crate::metrics::Metrics>>,
@@ -54,7 +64,7 @@ fn memory_total_bytes() -> u64 {
 
 impl HealthServiceImpl {
     async fn response(&self) -> pb::HealthResponse {
-        let s = &self.shared;
+        let s = &self.run;
         // RunMicrovm answers before `/run` is posted, so a readiness probe
         // often comes first: it waits for the hook within the same bound,
         // instead of answering "not yet" and costing the caller a poll
@@ -63,8 +73,8 @@ impl HealthServiceImpl {
         let mut ran = s.ran.subscribe();
         let _ = tokio::time::timeout(KERNEL_START_WAIT, ran.wait_for(|ran| *ran)).await;
         let left = KERNEL_START_WAIT.saturating_sub(waited.elapsed());
-        let kernel_ready = s.code.kernel_ready_within(left).await;
-        let (sandbox_id, metadata) = match s.run.lock().expect("run lock").as_ref() {
+        let kernel_ready = self.code.kernel_ready_within(left).await;
+        let (sandbox_id, metadata) = match s.info.lock().expect("run lock").as_ref() {
             Some(run) => (
                 run.sandbox_id.clone(),
                 run.metadata.clone().into_iter().collect(),
@@ -75,7 +85,7 @@ impl HealthServiceImpl {
             // Not ready while the template's ready check runs: on AWS the
             // sandbox is restored from a snapshot taken after `/ready`
             // passed, so no client ever sees the start command not ready.
-            agent_ready: !s.template.is_pending(),
+            agent_ready: !self.template.is_pending(),
             kernel_ready,
             agent_version: AGENT_VERSION.to_owned(),
             uptime_ms: s.started.elapsed().as_millis() as u64,
@@ -86,8 +96,8 @@ impl HealthServiceImpl {
             imds_blocked: false,
             hook_anomalies: s.hook_anomalies.load(Ordering::Relaxed),
             metadata,
-            lifecycle: Some(s.lifecycle.snapshot()),
-            egress_enforcement: s.egress.enforcement() as i32,
+            lifecycle: Some(self.lifecycle.snapshot()),
+            egress_enforcement: self.egress.enforcement() as i32,
             cpu_count: std::thread::available_parallelism()
                 .map(|n| n.get() as u32)
                 .unwrap_or(1),
@@ -107,7 +117,7 @@ impl pb::health_service_server::HealthService for HealthServiceImpl {
         _request: Request<pb::HealthRequest>,
     ) -> Result<Response<pb::HealthResponse>, Status> {
         let mut response = Response::new(self.response().await);
-        if let Some(reason) = self.shared.code.kernel_failure() {
+        if let Some(reason) = self.code.kernel_failure() {
             response.metadata_mut().insert(
                 KERNEL_FAILURE_HEADER,
                 tonic::metadata::MetadataValue::from_static(reason),

@@ -115,7 +115,7 @@ async fn run(State(shared): State<Arc<Shared>>, body: Bytes) -> &'static str {
         .and_then(crate::payload::parse)
         .is_some_and(|p| p.enforce_network);
     if enforce
-        && shared.run.lock().expect("run lock").is_none()
+        && shared.run.info.lock().expect("run lock").is_none()
         && let Some(network) = shared.egress.install(shared.serve.subscribe())
     {
         shared.env.set_network(network);
@@ -126,7 +126,7 @@ async fn run(State(shared): State<Arc<Shared>>, body: Bytes) -> &'static str {
         .unwrap_or_else(|p| p.into_inner())
         .take();
     if let Some(start) = deferred {
-        crate::template::start(&shared, start);
+        shared.start_template(start);
     }
     match parsed {
         Some(b) => shared.on_run(&b.microvm_id, b.run_hook_payload.as_deref()),

@@ -29,6 +29,7 @@ pub mod persist;
 pub mod phase;
 mod process;
 mod pty;
+mod run;
 pub mod sandbox;
 mod server;
 mod state;

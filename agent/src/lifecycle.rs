@@ -14,7 +14,7 @@ use tonic::{Request, Response, Status};
 
 use crate::payload::{LifecyclePlan, OnTimeout};
 use crate::pb;
-use crate::state::Shared;
+use crate::phase::{Phase, PhaseCell};
 
 /// Margin between the platform's maximum duration and the agent's cap.
 const CAP_MARGIN: Duration = Duration::from_secs(60);
@@ -222,7 +222,9 @@ impl Lifecycle {
 /// `rayito.v1.LifecycleService`.
 #[derive(Clone, Debug)]
 pub(crate) struct LifecycleServiceImpl {
-    pub(crate) shared: std::sync::Arc<Shared>,
+    pub(crate) lifecycle: std::sync::Arc<Lifecycle>,
+    /// Reopened when SetTimeout moves an expired deadline.
+    pub(crate) phase: PhaseCell,
 }
 
 #[tonic::async_trait]
@@ -232,13 +234,13 @@ impl pb::lifecycle_service_server::LifecycleService for LifecycleServiceImpl {
         request: Request<pb::SetTimeoutRequest>,
     ) -> Result<Response<pb::LifecycleState>, Status> {
         let req = request.into_inner();
-        let was_expired = self
-            .shared
-            .lifecycle
-            .set_timeout(req.timeout_ms, req.mode)?;
+        let was_expired = self.lifecycle.set_timeout(req.timeout_ms, req.mode)?;
         if was_expired {
-            self.shared.reopen_after_expiry();
+            // SetTimeout moved the deadline of an expired (pause-mode) sandbox.
+            if self.phase.get() == Phase::Expired {
+                self.phase.set(Phase::Running);
+            }
         }
-        Ok(Response::new(self.shared.lifecycle.snapshot()))
+        Ok(Response::new(self.lifecycle.snapshot()))
     }
 }

@@ -33,7 +33,6 @@ use crate::pb;
 use crate::pb::pty_server_message::Message;
 use crate::phase::{Phase, PhaseCell};
 use crate::sandbox::{SandboxEnv, SpawnSpec};
-use crate::state::Shared;
 
 /// Output kept per session for `Connect`.
 const RING_BYTES: usize = 1024 * 1024;
@@ -523,9 +522,15 @@ fn subscribe(
 }
 
 /// `rayito.v1.PtyService`.
+impl crate::process::AlsoListed for PtyTable {
+    fn listed(&self) -> Vec<pb::ProcessInfo> {
+        self.list()
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct PtyServiceImpl {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) ptys: Arc<PtyTable>,
 }
 
 #[tonic::async_trait]
@@ -537,18 +542,14 @@ impl pb::pty_service_server::PtyService for PtyServiceImpl {
         &self,
         request: Request<pb::PtyStart>,
     ) -> Result<Response<Self::CreateStream>, Status> {
-        Ok(Response::new(
-            self.shared.ptys.create(request.into_inner())?,
-        ))
+        Ok(Response::new(self.ptys.create(request.into_inner())?))
     }
 
     async fn connect(
         &self,
         request: Request<pb::ConnectRequest>,
     ) -> Result<Response<Self::ConnectStream>, Status> {
-        Ok(Response::new(
-            self.shared.ptys.connect(request.into_inner())?,
-        ))
+        Ok(Response::new(self.ptys.connect(request.into_inner())?))
     }
 
     async fn send_input(
@@ -556,7 +557,7 @@ impl pb::pty_service_server::PtyService for PtyServiceImpl {
         request: Request<pb::SendInputRequest>,
     ) -> Result<Response<pb::SendInputResponse>, Status> {
         let req = request.into_inner();
-        let session = self.shared.ptys.get_live(req.pid)?;
+        let session = self.ptys.get_live(req.pid)?;
         session
             .write_all(&req.data)
             .await
@@ -570,7 +571,7 @@ impl pb::pty_service_server::PtyService for PtyServiceImpl {
     ) -> Result<Response<pb::ResizeResponse>, Status> {
         let req = request.into_inner();
         let size = sized(req.size.as_ref())?;
-        let session = self.shared.ptys.get_live(req.pid)?;
+        let session = self.ptys.get_live(req.pid)?;
         // On the master, the kernel also sends SIGWINCH to the foreground
         // process group.
         rustix::termios::tcsetwinsize(session.master.get_ref(), size)
@@ -582,7 +583,7 @@ impl pb::pty_service_server::PtyService for PtyServiceImpl {
         &self,
         request: Request<pb::KillPtyRequest>,
     ) -> Result<Response<pb::KillPtyResponse>, Status> {
-        let session = self.shared.ptys.get_live(request.into_inner().pid)?;
+        let session = self.ptys.get_live(request.into_inner().pid)?;
         if crate::process::signal_group(session.pid, Signal::KILL.as_raw()).is_err() {
             return Err(Status::not_found("pty not found"));
         }

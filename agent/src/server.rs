@@ -17,7 +17,16 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tower::Service;
 
-use crate::state::ServeState;
+/// How the servers should be running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ServeState {
+    /// Accepting and serving.
+    Serving,
+    /// Stop accepting, let in-flight answers finish, then close.
+    Graceful,
+    /// Drop every connection now.
+    Abort,
+}
 
 /// How long a graceful stop waits for in-flight calls before dropping them.
 const GRACEFUL_WAIT: Duration = Duration::from_secs(2);

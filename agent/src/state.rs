@@ -1,10 +1,9 @@
-//! State shared by every service and the hooks of one agent, and the phase
-//! transitions the hooks and the deadline drive.
+//! The whole of one agent's state, held by the hooks and the agent (which
+//! builds each service from the parts it uses), and the phase transitions
+//! the hooks and the deadline drive.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
@@ -14,27 +13,10 @@ use crate::payload::{self, OnTimeout};
 use crate::phase::{Phase, PhaseCell};
 use crate::process::ProcessTable;
 use crate::pty::PtyTable;
+use crate::run::{RunInfo, RunState};
 use crate::sandbox::SandboxEnv;
+use crate::server::ServeState;
 use crate::template::TemplateGate;
-
-/// How the servers should be running.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ServeState {
-    /// Accepting and serving.
-    Serving,
-    /// Stop accepting, let in-flight answers finish, then close.
-    Graceful,
-    /// Drop every connection now.
-    Abort,
-}
-
-/// What `/run` installed.
-#[derive(Debug, Default)]
-pub(crate) struct RunInfo {
-    pub sandbox_id: String,
-    pub metadata: BTreeMap<String, String>,
-    pub token_sha256: Option<[u8; 32]>,
-}
 
 /// One agent's shared state.
 #[derive(Debug)]
@@ -42,36 +24,29 @@ pub(crate) struct Shared {
     pub env: SandboxEnv,
     pub phase: PhaseCell,
     pub code: CodeServiceImpl,
-    pub processes: ProcessTable,
+    pub processes: Arc<ProcessTable>,
     /// Terminal sessions (the PtyService; listed by Process.List too).
-    pub ptys: PtyTable,
-    pub lifecycle: Lifecycle,
+    pub ptys: Arc<PtyTable>,
+    pub lifecycle: Arc<Lifecycle>,
     /// The image's template readiness (what `/ready` answers).
     pub template: TemplateGate,
-    pub started: Instant,
     /// The template's start command, when it waits for `/run`
     /// (`AgentConfig::defer_template_start`).
     pub deferred_start: Mutex<Option<crate::template::StartSpec>>,
-    pub run: Mutex<Option<RunInfo>>,
-    /// Set once `/run` was accepted (after the default kernel's warm-up
-    /// began): what a Health probe that came first waits for.
-    pub ran: watch::Sender<bool>,
-    pub resume_generation: AtomicU64,
-    /// Between an accepted `/suspend` and the next `/resume`.
-    pub suspended: AtomicBool,
-    pub hook_anomalies: AtomicU64,
-    pub disk_reserve: AtomicU64,
+    pub run: Arc<RunState>,
+    /// Bytes a write, import or restore leaves free on the disk.
+    pub disk_reserve: Arc<AtomicU64>,
     /// The S3-staged transfers (StartImport / StartExport).
-    pub transfers: crate::transfer::Transfers,
+    pub transfers: Arc<crate::transfer::Transfers>,
     pub serve: watch::Sender<ServeState>,
     pub terminated: watch::Sender<bool>,
     /// Set when the deadline passed in kill mode: the moment the real
     /// agent exits with status 124 (the emulator then ends the MicroVM).
     pub deadline_exit: watch::Sender<bool>,
     /// Checkpoint and Restore: the one-at-a-time guard and the access.
-    pub persist: crate::persist::Persist,
+    pub persist: Arc<crate::persist::Persist>,
     /// Egress enforcement (`network.enforce` in the run payload).
-    pub egress: crate::egress::Egress,
+    pub egress: Arc<crate::egress::Egress>,
 }
 
 /// The `/run` hook's answer body.
@@ -88,46 +63,31 @@ impl Shared {
         let (serve, _) = watch::channel(ServeState::Serving);
         let (terminated, _) = watch::channel(false);
         let (deadline_exit, _) = watch::channel(false);
-        let (ran, _) = watch::channel(false);
         Self {
-            processes: ProcessTable::new(env.clone(), phase.clone()),
-            ptys: PtyTable::new(env.clone(), phase.clone()),
+            processes: Arc::new(ProcessTable::new(env.clone(), phase.clone())),
+            ptys: Arc::new(PtyTable::new(env.clone(), phase.clone())),
             env,
             phase,
             code,
-            lifecycle: Lifecycle::default(),
+            lifecycle: Arc::default(),
             template: TemplateGate::default(),
-            started: Instant::now(),
             deferred_start: Mutex::new(None),
-            run: Mutex::new(None),
-            ran,
-            resume_generation: AtomicU64::new(0),
-            suspended: AtomicBool::new(false),
-            hook_anomalies: AtomicU64::new(0),
-            disk_reserve: AtomicU64::new(disk_reserve),
-            transfers: crate::transfer::Transfers::default(),
+            run: Arc::new(RunState::new()),
+            disk_reserve: Arc::new(AtomicU64::new(disk_reserve)),
+            transfers: Arc::default(),
             deadline_exit,
             serve,
             terminated,
-            persist: crate::persist::Persist::default(),
-            egress: crate::egress::Egress::new(false, Vec::new()),
+            persist: Arc::default(),
+            egress: Arc::new(crate::egress::Egress::new(false, Vec::new())),
         }
-    }
-
-    /// The installed token digest, if any.
-    pub(crate) fn token_digest(&self) -> Option<[u8; 32]> {
-        self.run
-            .lock()
-            .expect("run lock")
-            .as_ref()
-            .and_then(|r| r.token_sha256)
     }
 
     /// `/run`: accepted once; an invalid payload leaves the agent token-less.
     pub(crate) fn on_run(&self, microvm_id: &str, payload_text: Option<&str>) -> &'static str {
-        let mut run = self.run.lock().expect("run lock");
+        let mut run = self.run.info.lock().expect("run lock");
         if run.is_some() {
-            self.hook_anomalies.fetch_add(1, Ordering::Relaxed);
+            self.run.hook_anomalies.fetch_add(1, Ordering::Relaxed);
             return RUN_ALREADY_RAN;
         }
         let parsed = payload_text.and_then(payload::parse);
@@ -154,7 +114,7 @@ impl Shared {
         *run = Some(info);
         drop(run);
         self.code.warm_up();
-        self.ran.send_replace(true);
+        self.run.ran.send_replace(true);
         answer
     }
 
@@ -164,16 +124,18 @@ impl Shared {
         if self.phase.get() == Phase::Terminating {
             return;
         }
-        self.suspended.store(true, Ordering::SeqCst);
+        self.run.suspended.store(true, Ordering::SeqCst);
         self.phase.set(Phase::Suspending);
     }
 
     /// `/resume`: +1 generation for a resume that follows a suspend; reopen.
     pub(crate) fn on_resume(&self) {
-        if self.phase.get() == Phase::Terminating || !self.suspended.swap(false, Ordering::SeqCst) {
+        if self.phase.get() == Phase::Terminating
+            || !self.run.suspended.swap(false, Ordering::SeqCst)
+        {
             return;
         }
-        self.resume_generation.fetch_add(1, Ordering::Relaxed);
+        self.run.resume_generation.fetch_add(1, Ordering::Relaxed);
         self.lifecycle.on_resume();
         if self.lifecycle.is_expired() {
             self.phase.set(Phase::Expired);
@@ -230,10 +192,14 @@ impl Shared {
         }
     }
 
-    /// SetTimeout moved the deadline of an expired (pause-mode) sandbox.
-    pub(crate) fn reopen_after_expiry(&self) {
-        if self.phase.get() == Phase::Expired {
-            self.phase.set(Phase::Running);
-        }
+    /// Starts the template's start command (and its ready check).
+    pub(crate) fn start_template(&self, spec: crate::template::StartSpec) {
+        crate::template::start(
+            self.template.clone(),
+            &self.processes,
+            &self.env,
+            self.serve.subscribe(),
+            spec,
+        );
     }
 }

@@ -21,7 +21,7 @@ pub(crate) use self::service::NetworkServiceImpl;
 
 use self::policy::Policy;
 use crate::pb;
-use crate::state::ServeState;
+use crate::server::ServeState;
 
 /// The environment variables that point sandbox processes at the proxy
 /// (both spellings: curl reads `http_proxy` only in lower case, others

@@ -17,7 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 
 use super::EgressShared;
-use crate::state::ServeState;
+use crate::server::ServeState;
 
 /// The whole handshake (request line and headers, or the SOCKS5 greeting
 /// and request) must arrive within this.

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
+use super::Egress;
 use super::policy::Policy;
 use crate::pb;
-use crate::state::Shared;
 
 /// FAILED_PRECONDITION of UpdateNetwork on a sandbox without enforcement.
 pub(crate) const NOT_ENFORCING: &str = "this sandbox was started without egress enforcement \
@@ -18,7 +18,7 @@ pub(crate) const NO_EGRESS_PROXY: &str = "egress_proxy is not supported by this 
 /// `rayito.v1.NetworkService`.
 #[derive(Clone, Debug)]
 pub(crate) struct NetworkServiceImpl {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) egress: Arc<Egress>,
 }
 
 #[tonic::async_trait]
@@ -27,7 +27,7 @@ impl pb::network_service_server::NetworkService for NetworkServiceImpl {
         &self,
         request: Request<pb::UpdateNetworkRequest>,
     ) -> Result<Response<pb::NetworkState>, Status> {
-        let egress = &self.shared.egress;
+        let egress = &self.egress;
         let Some(active) = egress.active.get() else {
             return Err(Status::failed_precondition(NOT_ENFORCING));
         };
@@ -46,6 +46,6 @@ impl pb::network_service_server::NetworkService for NetworkServiceImpl {
         &self,
         _request: Request<pb::GetNetworkRequest>,
     ) -> Result<Response<pb::NetworkState>, Status> {
-        Ok(Response::new(self.shared.egress.state()))
+        Ok(Response::new(self.egress.state()))
     }
 }

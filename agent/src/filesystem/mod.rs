@@ -24,7 +24,6 @@ pub(crate) use self::write::owner_and_mode;
 use crate::pb;
 use crate::phase::Phase;
 use crate::sandbox::SandboxEnv;
-use crate::state::Shared;
 
 /// Bytes per ReadResponse.
 const READ_CHUNK: usize = 256 * 1024;
@@ -34,10 +33,29 @@ const MAX_LIST_ENTRIES: usize = 10_000;
 /// `rayito.v1.FilesystemService`.
 #[derive(Clone, Debug)]
 pub(crate) struct FilesystemServiceImpl {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) env: SandboxEnv,
+    pub(crate) phase: crate::phase::PhaseCell,
+    /// Bytes a Write leaves free on the disk.
+    pub(crate) disk_reserve: Arc<std::sync::atomic::AtomicU64>,
+    /// Checkpoint and Restore: the one-at-a-time guard and the access.
+    pub(crate) persist: Arc<crate::persist::Persist>,
+    /// The S3-staged transfers and what they write with.
+    pub(crate) transfer: crate::transfer::Context,
     /// Serves the persistence and transfer RPCs (`AgentConfig::transfers`);
     /// `false` answers them UNIMPLEMENTED, as an agent built before them.
     pub(crate) transfers: bool,
+}
+
+impl FilesystemServiceImpl {
+    /// What Checkpoint and Restore use of this service's state.
+    fn persist_scope(&self) -> crate::persist::Scope<'_> {
+        crate::persist::Scope {
+            persist: &self.persist,
+            env: &self.env,
+            phase: &self.phase,
+            disk_reserve: &self.disk_reserve,
+        }
+    }
 }
 
 /// What an agent without transfers answers for each of their seven RPCs:
@@ -129,11 +147,11 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::ReadRequest>,
     ) -> Result<Response<Self::ReadStream>, Status> {
         let req = r.into_inner();
-        let target = resolve(&self.shared.env, &req.path)?;
-        let file = open_regular(&self.shared.env, &target.host).await?;
+        let target = resolve(&self.env, &req.path)?;
+        let file = open_regular(&self.env, &target.host).await?;
         let mut file = file.into_std().await;
         let (tx, rx) = mpsc::channel(4);
-        let phase = self.shared.phase.subscribe();
+        let phase = self.phase.subscribe();
         // One blocking thread reads the whole file straight into the buffer
         // each chunk is frozen out of (no copy through an async file's own
         // buffer, no hop to the blocking pool per chunk); the channel keeps
@@ -174,18 +192,15 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<Streaming<pb::WriteRequest>>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        write::write(&self.shared, r.into_inner())
-            .await
-            .map(Response::new)
+        write::write(self, r.into_inner()).await.map(Response::new)
     }
 
     async fn stat(
         &self,
         r: Request<pb::StatRequest>,
     ) -> Result<Response<pb::StatResponse>, Status> {
-        let target = resolve(&self.shared.env, &r.into_inner().path)?;
+        let target = resolve(&self.env, &r.into_inner().path)?;
         let entry = self
-            .shared
             .env
             .as_user(|| entry_info(&target.guest, &target.host))
             .map_err(io)?;
@@ -197,8 +212,8 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::ListDirRequest>,
     ) -> Result<Response<pb::ListDirResponse>, Status> {
         let req = r.into_inner();
-        let target = resolve(&self.shared.env, &req.path)?;
-        let env = self.shared.env.clone();
+        let target = resolve(&self.env, &req.path)?;
+        let env = self.env.clone();
         let depth = req.depth.max(1);
         let entries = tokio::task::spawn_blocking(move || {
             env.as_user(|| {
@@ -219,8 +234,8 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::MakeDirRequest>,
     ) -> Result<Response<pb::MakeDirResponse>, Status> {
-        let target = resolve(&self.shared.env, &r.into_inner().path)?;
-        let entry = self.shared.env.as_user(|| {
+        let target = resolve(&self.env, &r.into_inner().path)?;
+        let entry = self.env.as_user(|| {
             if let Ok(md) = std::fs::symlink_metadata(&target.host) {
                 return Err(if md.is_dir() {
                     Status::already_exists("directory already exists")
@@ -242,12 +257,12 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::MoveRequest>,
     ) -> Result<Response<pb::MoveResponse>, Status> {
         let req = r.into_inner();
-        let source = resolve(&self.shared.env, &req.source)?;
-        let destination = resolve(&self.shared.env, &req.destination)?;
+        let source = resolve(&self.env, &req.source)?;
+        let destination = resolve(&self.env, &req.destination)?;
         if source.is_view_root() || destination.is_view_root() {
             return Err(Status::permission_denied("path not allowed"));
         }
-        let entry = self.shared.env.as_user(|| {
+        let entry = self.env.as_user(|| {
             std::fs::symlink_metadata(&source.host).map_err(io)?;
             if let Some(parent) = destination.host.parent() {
                 std::fs::create_dir_all(parent).map_err(io)?;
@@ -263,11 +278,11 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::RemoveRequest>,
     ) -> Result<Response<pb::RemoveResponse>, Status> {
         let req = r.into_inner();
-        let target = resolve(&self.shared.env, &req.path)?;
+        let target = resolve(&self.env, &req.path)?;
         if target.is_view_root() {
             return Err(Status::permission_denied("path not allowed"));
         }
-        let env = self.shared.env.clone();
+        let env = self.env.clone();
         let recursive = req.recursive;
         // A recursive removal can take a while: off the runtime's threads.
         tokio::task::spawn_blocking(move || {
@@ -296,10 +311,10 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::WatchDirRequest>,
     ) -> Result<Response<Self::WatchDirStream>, Status> {
         let req = r.into_inner();
-        let target = resolve(&self.shared.env, &req.path)?;
+        let target = resolve(&self.env, &req.path)?;
         let rx = watch::start(
-            self.shared.env.clone(),
-            self.shared.phase.clone(),
+            self.env.clone(),
+            self.phase.clone(),
             target,
             req.recursive,
             req.include_entry,
@@ -311,7 +326,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::CheckpointRequest>,
     ) -> Result<Response<Self::CheckpointStream>, Status> {
         without_transfers(self.transfers)?;
-        let stream = crate::persist::checkpoint(&self.shared, r.into_inner()).await?;
+        let stream = crate::persist::checkpoint(&self.persist_scope(), r.into_inner()).await?;
         Ok(Response::new(Box::pin(stream)))
     }
     async fn restore(
@@ -319,7 +334,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::RestoreRequest>,
     ) -> Result<Response<Self::RestoreStream>, Status> {
         without_transfers(self.transfers)?;
-        let stream = crate::persist::restore(&self.shared, r.into_inner()).await?;
+        let stream = crate::persist::restore(&self.persist_scope(), r.into_inner()).await?;
         Ok(Response::new(Box::pin(stream)))
     }
     async fn start_import(
@@ -327,7 +342,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::StartImportRequest>,
     ) -> Result<Response<pb::StartTransferResponse>, Status> {
         without_transfers(self.transfers)?;
-        let transfer_id = crate::transfer::start_import(&self.shared, r.into_inner()).await?;
+        let transfer_id = crate::transfer::start_import(&self.transfer, r.into_inner()).await?;
         Ok(Response::new(pb::StartTransferResponse { transfer_id }))
     }
     async fn start_export(
@@ -335,7 +350,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::StartExportRequest>,
     ) -> Result<Response<pb::StartTransferResponse>, Status> {
         without_transfers(self.transfers)?;
-        let transfer_id = crate::transfer::start_export(&self.shared, r.into_inner()).await?;
+        let transfer_id = crate::transfer::start_export(&self.transfer, r.into_inner()).await?;
         Ok(Response::new(pb::StartTransferResponse { transfer_id }))
     }
     async fn get_transfer(
@@ -343,14 +358,14 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::GetTransferRequest>,
     ) -> Result<Response<pb::TransferState>, Status> {
         without_transfers(self.transfers)?;
-        crate::transfer::get(&self.shared, &r.into_inner().transfer_id).map(Response::new)
+        crate::transfer::get(&self.transfer, &r.into_inner().transfer_id).map(Response::new)
     }
     async fn watch_transfer(
         &self,
         r: Request<pb::WatchTransferRequest>,
     ) -> Result<Response<Self::WatchTransferStream>, Status> {
         without_transfers(self.transfers)?;
-        let rx = crate::transfer::watch(&self.shared, &r.into_inner().transfer_id)?;
+        let rx = crate::transfer::watch(&self.transfer, &r.into_inner().transfer_id)?;
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
     async fn cancel_transfer(
@@ -358,7 +373,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::CancelTransferRequest>,
     ) -> Result<Response<pb::CancelTransferResponse>, Status> {
         without_transfers(self.transfers)?;
-        crate::transfer::cancel(&self.shared, &r.into_inner().transfer_id)?;
+        crate::transfer::cancel(&self.transfer, &r.into_inner().transfer_id)?;
         Ok(Response::new(pb::CancelTransferResponse {}))
     }
 }

@@ -19,12 +19,12 @@ use rayito_proto::tokens::detail;
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
+use super::FilesystemServiceImpl;
 use super::info::{entry_info, io_status};
 use super::path::{Resolved, resolve};
 use crate::pb;
 use crate::phase::Phase;
 use crate::sandbox::SandboxEnv;
-use crate::state::Shared;
 
 /// Largest chunk in one message.
 const MAX_CHUNK: usize = 1 << 20;
@@ -201,10 +201,10 @@ impl Drop for Open {
 
 /// Runs one Write stream to its response.
 pub(crate) async fn write(
-    shared: &Shared,
+    service: &FilesystemServiceImpl,
     mut stream: Streaming<pb::WriteRequest>,
 ) -> Result<pb::WriteResponse, Status> {
-    let mut phase = shared.phase.subscribe();
+    let mut phase = service.phase.subscribe();
     let mut open: Option<Open> = None;
     let mut entries = Vec::new();
     let outcome: Result<(), Status> = loop {
@@ -225,7 +225,7 @@ pub(crate) async fn write(
             Ok(None) => break Ok(()),
             Err(status) => break Err(status),
         };
-        if let Err(e) = handle(shared, msg, &mut open, &mut entries).await {
+        if let Err(e) = handle(service, msg, &mut open, &mut entries).await {
             break Err(e);
         }
     };
@@ -253,7 +253,7 @@ pub(crate) async fn write(
 }
 
 async fn handle(
-    shared: &Shared,
+    service: &FilesystemServiceImpl,
     msg: pb::WriteRequest,
     open: &mut Option<Open>,
     entries: &mut Vec<pb::EntryInfo>,
@@ -272,8 +272,8 @@ async fn handle(
                 ));
             }
             let mode = owner_and_mode(msg.user.as_ref().map(|u| u.username.as_str()), msg.mode)?;
-            let target = resolve(&shared.env, &path)?;
-            *open = Some(begin(shared, target, mode).await?);
+            let target = resolve(&service.env, &path)?;
+            *open = Some(begin(service, target, mode).await?);
         }
         None => {
             if msg.mode.is_some() || msg.user.is_some() || !msg.metadata.is_empty() {
@@ -295,7 +295,11 @@ async fn handle(
 }
 
 /// Creates parents, checks the reserve and opens the temp file.
-async fn begin(shared: &Shared, target: Resolved, mode: u32) -> Result<Open, Status> {
+async fn begin(
+    service: &FilesystemServiceImpl,
+    target: Resolved,
+    mode: u32,
+) -> Result<Open, Status> {
     if target.is_view_root() {
         return Err(Status::invalid_argument("is a directory"));
     }
@@ -304,10 +308,10 @@ async fn begin(shared: &Shared, target: Resolved, mode: u32) -> Result<Open, Sta
         .parent()
         .ok_or_else(|| Status::invalid_argument("invalid path"))?
         .to_path_buf();
-    let reserve = shared.disk_reserve.load(Ordering::Relaxed);
+    let reserve = service.disk_reserve.load(Ordering::Relaxed);
     let temp = parent.join(format!(".rayito-tmp-{:016x}", rand::random::<u64>()));
     // Every path-based step as the sandbox user (see SandboxEnv::as_user).
-    let file = shared.env.as_user(|| {
+    let file = service.env.as_user(|| {
         if let Err(e) = std::fs::create_dir_all(&parent) {
             return Err(match e.raw_os_error() {
                 Some(libc::EEXIST) | Some(libc::ENOTDIR) => {
@@ -338,7 +342,7 @@ async fn begin(shared: &Shared, target: Resolved, mode: u32) -> Result<Open, Sta
         writer: Some(Writer::start(file)),
         mode,
         renamed: false,
-        env: shared.env.clone(),
+        env: service.env.clone(),
     })
 }
 

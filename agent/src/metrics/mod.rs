@@ -12,7 +12,8 @@ use std::time::Duration;
 use tonic::Status;
 
 use crate::pb;
-use crate::state::Shared;
+use crate::run::RunState;
+use crate::sandbox::SandboxEnv;
 use ring::Ring;
 use sample::{CpuMark, Sources};
 
@@ -40,12 +41,12 @@ pub(crate) struct Metrics {
 }
 
 impl Metrics {
-    /// Metrics of the sandbox of `shared`.
-    pub(crate) fn new(shared: &Shared) -> Self {
+    /// Metrics of the sandbox of `env`.
+    pub(crate) fn new(env: &SandboxEnv) -> Self {
         Self {
             sources: Sources {
-                cgroup: shared.env.cgroup_dir(),
-                root: shared.env.root().to_path_buf(),
+                cgroup: env.cgroup_dir(),
+                root: env.root().to_path_buf(),
             },
             ring: Mutex::new(Ring::default()),
         }
@@ -93,7 +94,7 @@ impl Metrics {
     /// drop); skips the ticks while `shared` is suspended, and measures the
     /// first CPU after one over a fresh 100 ms window rather than across
     /// the suspension.
-    pub(crate) async fn run_sampler(self: Arc<Self>, shared: Arc<Shared>, interval: Duration) {
+    pub(crate) async fn run_sampler(self: Arc<Self>, run: Arc<RunState>, interval: Duration) {
         let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(10)));
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut previous: Option<CpuMark> = sample::cpu_mark(&self.sources);
@@ -101,7 +102,7 @@ impl Metrics {
         ticker.tick().await;
         loop {
             ticker.tick().await;
-            if shared.suspended.load(std::sync::atomic::Ordering::SeqCst) {
+            if run.suspended.load(std::sync::atomic::Ordering::SeqCst) {
                 previous = None;
                 continue;
             }

@@ -43,7 +43,7 @@ use self::archive::Counters;
 use self::s3::{Bucket, Endpoint, S3Failure};
 use self::validate::Location;
 use crate::pb;
-use crate::phase::Phase;
+use crate::phase::{Phase, PhaseCell};
 use crate::sandbox::{GUEST_HOME, SandboxEnv};
 
 /// Bytes per multipart part (the last may be smaller).
@@ -129,6 +129,16 @@ impl std::fmt::Debug for LocalS3 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalS3").finish_non_exhaustive()
     }
+}
+
+/// What Checkpoint and Restore use of the agent: the guard and access, the
+/// sandbox, its phase (a gate ends the stream) and the disk reserve.
+#[derive(Debug)]
+pub(crate) struct Scope<'a> {
+    pub persist: &'a Persist,
+    pub env: &'a SandboxEnv,
+    pub phase: &'a PhaseCell,
+    pub disk_reserve: &'a AtomicU64,
 }
 
 /// One agent's persistence state: the operation guard and the access.
@@ -428,17 +438,17 @@ struct Job {
 /// INVALID_ARGUMENT (a bad argument, named), FAILED_PRECONDITION (another
 /// operation, no region), PERMISSION_DENIED (no credentials), INTERNAL.
 pub(crate) async fn checkpoint(
-    shared: &crate::state::Shared,
+    scope: &Scope<'_>,
     req: pb::CheckpointRequest,
 ) -> Result<EventStream<pb::CheckpointEvent>, Status> {
     let loc = validate::location("target", req.target.as_ref())?;
     validate::user(req.user.as_ref())?;
     let excludes = validate::excludes(&req.exclude)?;
-    let busy = shared.persist.acquire()?;
-    let bucket = shared.persist.bucket(&loc).await?;
+    let busy = scope.persist.acquire()?;
+    let bucket = scope.persist.bucket(&loc).await?;
     let job = Job {
-        env: shared.env.clone(),
-        phase: shared.phase.subscribe(),
+        env: scope.env.clone(),
+        phase: scope.phase.subscribe(),
         bucket,
         loc,
         _busy: busy,
@@ -711,13 +721,13 @@ async fn upload(
 /// files would not fit and leave the agent's disk reserve) and INTERNAL (a
 /// manifest not understood, S3 failing).
 pub(crate) async fn restore(
-    shared: &crate::state::Shared,
+    scope: &Scope<'_>,
     req: pb::RestoreRequest,
 ) -> Result<EventStream<pb::RestoreEvent>, Status> {
     let loc = validate::location("source", req.source.as_ref())?;
     validate::user(req.user.as_ref())?;
-    let busy = shared.persist.acquire()?;
-    let bucket = shared.persist.bucket(&loc).await?;
+    let busy = scope.persist.acquire()?;
+    let bucket = scope.persist.bucket(&loc).await?;
     let manifest = match bucket
         .get_small(&loc.manifest_key(), MAX_MANIFEST_BYTES)
         .await
@@ -731,16 +741,16 @@ pub(crate) async fn restore(
         Err(S3Failure::Failed) => return Err(Status::internal(messages::S3_FAILED)),
     };
     // The files must fit and leave the reserve a Write leaves.
-    let reserve = shared.disk_reserve.load(Ordering::Relaxed);
-    let home = shared.env.to_host(GUEST_HOME);
+    let reserve = scope.disk_reserve.load(Ordering::Relaxed);
+    let home = scope.env.to_host(GUEST_HOME);
     let free = crate::filesystem::disk::available_bytes(&home)
         .map_err(|_| Status::internal(messages::EXTRACT_FAILED))?;
     if free < reserve.saturating_add(manifest.bytes) {
         return Err(Status::resource_exhausted(detail::DISK_RESERVE));
     }
     let job = Job {
-        env: shared.env.clone(),
-        phase: shared.phase.subscribe(),
+        env: scope.env.clone(),
+        phase: scope.phase.subscribe(),
         bucket,
         loc,
         _busy: busy,

@@ -26,7 +26,6 @@ use self::stream::EventStream;
 use crate::pb;
 use crate::phase::PhaseCell;
 use crate::sandbox::{SandboxEnv, SpawnSpec};
-use crate::state::Shared;
 
 /// Most live processes at once.
 const MAX_LIVE: usize = 256;
@@ -211,10 +210,19 @@ impl ProcessTable {
     }
 }
 
+/// Sessions that Process.List reports with the processes (the terminals),
+/// behind a trait so that this module need not know the PTY table.
+pub(crate) trait AlsoListed: std::fmt::Debug + Send + Sync {
+    /// The sessions, as Process.List answers them.
+    fn listed(&self) -> Vec<pb::ProcessInfo>;
+}
+
 /// `rayito.v1.ProcessService`.
 #[derive(Clone, Debug)]
 pub(crate) struct ProcessServiceImpl {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) processes: Arc<ProcessTable>,
+    /// Terminal sessions, listed with the processes.
+    pub(crate) ptys: Arc<dyn AlsoListed>,
 }
 
 #[tonic::async_trait]
@@ -226,7 +234,7 @@ impl pb::process_service_server::ProcessService for ProcessServiceImpl {
         &self,
         request: Request<pb::StartRequest>,
     ) -> Result<Response<Self::StartStream>, Status> {
-        let stream = self.shared.processes.start(request.into_inner())?;
+        let stream = self.processes.start(request.into_inner())?;
         Ok(Response::new(stream))
     }
 
@@ -234,7 +242,7 @@ impl pb::process_service_server::ProcessService for ProcessServiceImpl {
         &self,
         request: Request<pb::ConnectRequest>,
     ) -> Result<Response<Self::ConnectStream>, Status> {
-        let stream = self.shared.processes.connect(request.into_inner())?;
+        let stream = self.processes.connect(request.into_inner())?;
         Ok(Response::new(stream))
     }
 
@@ -243,7 +251,7 @@ impl pb::process_service_server::ProcessService for ProcessServiceImpl {
         request: Request<pb::SendInputRequest>,
     ) -> Result<Response<pb::SendInputResponse>, Status> {
         let req = request.into_inner();
-        let entry = self.shared.processes.get_live(req.pid)?;
+        let entry = self.processes.get_live(req.pid)?;
         let mut stdin = entry.stdin.lock().await;
         let pipe = stdin
             .as_mut()
@@ -259,7 +267,7 @@ impl pb::process_service_server::ProcessService for ProcessServiceImpl {
         &self,
         request: Request<pb::CloseStdinRequest>,
     ) -> Result<Response<pb::CloseStdinResponse>, Status> {
-        let entry = self.shared.processes.get_live(request.into_inner().pid)?;
+        let entry = self.processes.get_live(request.into_inner().pid)?;
         let closed = entry.stdin.lock().await.take();
         if closed.is_none() {
             return Err(Status::failed_precondition("stdin is not open"));
@@ -275,7 +283,7 @@ impl pb::process_service_server::ProcessService for ProcessServiceImpl {
         if !(1..=64).contains(&req.signal) {
             return Err(Status::invalid_argument("signal must be between 1 and 64"));
         }
-        let entry = self.shared.processes.get_live(req.pid)?;
+        let entry = self.processes.get_live(req.pid)?;
         let sent = spawn::signal_group(entry.pid, req.signal);
         // SIGKILL ends the whole command: what it moved out of its process
         // group (`setsid`, a double fork) too.
@@ -292,8 +300,8 @@ impl pb::process_service_server::ProcessService for ProcessServiceImpl {
         &self,
         _request: Request<pb::ListRequest>,
     ) -> Result<Response<pb::ListResponse>, Status> {
-        let mut processes = self.shared.processes.list();
-        processes.extend(self.shared.ptys.list());
+        let mut processes = self.processes.list();
+        processes.extend(self.ptys.listed());
         processes.sort_by_key(|p| p.pid);
         Ok(Response::new(pb::ListResponse { processes }))
     }

@@ -12,8 +12,9 @@ use super::files::{ReadyPoll, StartSpec};
 use super::{Readiness, TEMPLATE_START_TAG, TemplateGate};
 use crate::isolation::launch::Stdio;
 use crate::process::ManagedProcess;
+use crate::process::ProcessTable;
 use crate::sandbox::{SandboxEnv, SpawnSpec};
-use crate::state::{ServeState, Shared};
+use crate::server::ServeState;
 
 /// The first pause between two tries of the ready command.
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
@@ -48,11 +49,14 @@ fn shell(cmd: &str, spec: &StartSpec) -> SpawnSpec {
 /// the background; sets the gate's first state. Called once, when the
 /// agent starts (before it answers any hook, as the snapshot AWS takes
 /// after `/ready` holds the running command).
-pub(crate) fn start(shared: &Shared, spec: StartSpec) {
-    let gate = shared.template.clone();
-    let process = match shared
-        .processes
-        .start_managed(&shell(&spec.start_cmd, &spec), TEMPLATE_START_TAG)
+pub(crate) fn start(
+    gate: TemplateGate,
+    processes: &ProcessTable,
+    env: &SandboxEnv,
+    serve: watch::Receiver<ServeState>,
+    spec: StartSpec,
+) {
+    let process = match processes.start_managed(&shell(&spec.start_cmd, &spec), TEMPLATE_START_TAG)
     {
         Ok(process) => process,
         Err(status) => {
@@ -71,13 +75,13 @@ pub(crate) fn start(shared: &Shared, spec: StartSpec) {
     };
     gate.set(Readiness::Pending);
     let check = ReadyCheck {
-        env: shared.env.clone(),
+        env: env.clone(),
         spec: shell(ready_cmd, &spec),
         poll: spec.poll,
         gate,
         process,
     };
-    tokio::spawn(check.run(shared.serve.subscribe()));
+    tokio::spawn(check.run(serve));
 }
 
 /// The ready command's polling.

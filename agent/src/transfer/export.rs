@@ -16,13 +16,13 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::mpsc;
 use tonic::Status;
 
+use super::Context;
 use super::failure::Reason;
 use super::url::{self, Checked};
 use super::web::{self, BodyFailed, CallError, HttpClient};
 use super::{Entry, deadline};
 use crate::filesystem::{open_regular, resolve};
 use crate::pb;
-use crate::state::Shared;
 
 /// Largest chunk read from the file.
 const CHUNK: u64 = 1 << 20;
@@ -59,17 +59,17 @@ impl ExportJob {
 
 /// Everything StartExport refuses, before any I/O on S3.
 pub(crate) async fn accept(
-    shared: &Shared,
+    ctx: &Context,
     req: pb::StartExportRequest,
 ) -> Result<ExportJob, Status> {
-    let target = resolve(&shared.env, &req.path)?;
+    let target = resolve(&ctx.env, &req.path)?;
     if let Some(user) = &req.user
         && !matches!(user.username.as_str(), "" | "user")
     {
         return Err(Status::invalid_argument("unknown user"));
     }
     let object = url::check_object(req.object.as_ref())?;
-    let endpoint = shared.transfers.endpoint();
+    let endpoint = ctx.transfers.endpoint();
     let deadline = deadline(req.expires_at_unix_ms);
     if deadline.is_some_and(|d| d <= Instant::now()) {
         return Err(Status::invalid_argument("expires_at has passed"));
@@ -94,7 +94,7 @@ pub(crate) async fn accept(
         }
         None => return Err(Status::invalid_argument("a presigned target is required")),
     };
-    let file = open_regular(&shared.env, &target.host).await?;
+    let file = open_regular(&ctx.env, &target.host).await?;
     let size = file
         .metadata()
         .await
@@ -118,15 +118,10 @@ pub(crate) async fn accept(
 }
 
 /// Runs the export to a terminal state.
-pub(crate) async fn run(
-    shared: &Arc<Shared>,
-    client: &HttpClient,
-    entry: &Arc<Entry>,
-    job: ExportJob,
-) {
+pub(crate) async fn run(ctx: &Context, client: &HttpClient, entry: &Arc<Entry>, job: ExportJob) {
     let cancel = entry.cancelled().clone();
     let until = job.deadline;
-    let work = export(shared, client, entry, job);
+    let work = export(ctx, client, entry, job);
     let outcome = match until {
         Some(d) => tokio::select! {
             r = work => r,
@@ -197,12 +192,12 @@ fn read_file(mut file: std::fs::File, size: u64, part_size: u64, out: mpsc::Send
 
 /// Sends every part; the error is the reason.
 async fn export(
-    shared: &Arc<Shared>,
+    ctx: &Context,
     client: &HttpClient,
     entry: &Arc<Entry>,
     job: ExportJob,
 ) -> Result<(), Reason> {
-    let _permit = shared
+    let _permit = ctx
         .transfers
         .moving
         .clone()

@@ -18,6 +18,7 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::mpsc;
 use tonic::Status;
 
+use super::Context;
 use super::failure::Reason;
 use super::url::{self, Checked};
 use super::web::{self, CallError, HttpClient};
@@ -25,7 +26,6 @@ use super::{Entry, deadline};
 use crate::filesystem::{Resolved, entry_info, io_status, resolve};
 use crate::pb;
 use crate::sandbox::SandboxEnv;
-use crate::state::Shared;
 
 /// Polling cadence: every second for the first ten minutes, then every 5 s.
 const FAST_POLL: Duration = Duration::from_secs(1);
@@ -53,8 +53,8 @@ pub(crate) struct ImportJob {
 
 /// Everything StartImport refuses, before any I/O on S3.
 #[allow(clippy::result_large_err)]
-pub(crate) fn accept(shared: &Shared, req: pb::StartImportRequest) -> Result<ImportJob, Status> {
-    let target = resolve(&shared.env, &req.path)?;
+pub(crate) fn accept(ctx: &Context, req: pb::StartImportRequest) -> Result<ImportJob, Status> {
+    let target = resolve(&ctx.env, &req.path)?;
     if target.is_view_root() {
         return Err(Status::invalid_argument("is a directory"));
     }
@@ -86,7 +86,7 @@ pub(crate) fn accept(shared: &Shared, req: pb::StartImportRequest) -> Result<Imp
         return Err(Status::invalid_argument("expires_at has passed"));
     }
     let object = url::check_object(req.object.as_ref())?;
-    let endpoint = shared.transfers.endpoint();
+    let endpoint = ctx.transfers.endpoint();
     let get = url::check(req.get.as_ref(), object, endpoint)?;
     let delete = match &req.delete {
         Some(d) => Some(url::check(Some(d), object, endpoint)?),
@@ -99,7 +99,7 @@ pub(crate) fn accept(shared: &Shared, req: pb::StartImportRequest) -> Result<Imp
         .parent()
         .ok_or_else(|| Status::invalid_argument("invalid path"))?
         .to_path_buf();
-    shared.env.as_user(|| {
+    ctx.env.as_user(|| {
         if let Ok(md) = std::fs::symlink_metadata(&target.host)
             && md.is_dir()
         {
@@ -131,14 +131,9 @@ fn request(checked: &Checked, method: http::Method) -> http::Request<web::Body> 
 }
 
 /// Runs the import to a terminal state.
-pub(crate) async fn run(
-    shared: &Arc<Shared>,
-    client: &HttpClient,
-    entry: &Arc<Entry>,
-    job: ImportJob,
-) {
+pub(crate) async fn run(ctx: &Context, client: &HttpClient, entry: &Arc<Entry>, job: ImportJob) {
     let cancel = entry.cancelled().clone();
-    let work = import(shared, client, entry, &job);
+    let work = import(ctx, client, entry, &job);
     let outcome = match job.deadline {
         Some(d) => tokio::select! {
             r = work => r,
@@ -160,7 +155,7 @@ pub(crate) async fn run(
 
 /// Polls, downloads, commits and deletes; the error is the reason.
 async fn import(
-    shared: &Arc<Shared>,
+    ctx: &Context,
     client: &HttpClient,
     entry: &Arc<Entry>,
     job: &ImportJob,
@@ -168,7 +163,7 @@ async fn import(
     let started = Instant::now();
     let mut failures = 0u32;
     let (response, _permit) = loop {
-        let permit = shared
+        let permit = ctx
             .transfers
             .moving
             .clone()
@@ -214,7 +209,7 @@ async fn import(
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let result = receive(shared, entry, job, response, length).await;
+    let result = receive(ctx, entry, job, response, length).await;
     // The staging object goes once it was read (a bad object is no use
     // either); a failed delete leaves it to the bucket's lifecycle rule.
     if let Some(delete) = &job.delete {
@@ -246,7 +241,7 @@ async fn import(
 
 /// Streams the body to a temporary file and renames it over the target.
 async fn receive(
-    shared: &Arc<Shared>,
+    ctx: &Context,
     entry: &Arc<Entry>,
     job: &ImportJob,
     response: http::Response<hyper::body::Incoming>,
@@ -262,8 +257,8 @@ async fn receive(
         s.phase = pb::TransferPhase::Running as i32;
         s.bytes_total = length.unwrap_or(0);
     });
-    let reserve = shared.disk_reserve.load(Ordering::Relaxed);
-    let mut temp = Temp::create(&shared.env, &job.target, reserve, length.unwrap_or(0))?;
+    let reserve = ctx.disk_reserve.load(Ordering::Relaxed);
+    let mut temp = Temp::create(&ctx.env, &job.target, reserve, length.unwrap_or(0))?;
     let file = temp.file.take().ok_or(Reason::DiskFull)?;
     let (queue, chunks) = mpsc::channel::<Bytes>(QUEUED_CHUNKS);
     let writer = tokio::task::spawn_blocking(move || write_all(file, chunks));

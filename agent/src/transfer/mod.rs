@@ -26,7 +26,6 @@ use tonic::Status;
 
 pub(crate) use self::url::S3Endpoint;
 use crate::pb;
-use crate::state::Shared;
 
 /// Transfers waiting or running, at most.
 pub(crate) const MAX_ACTIVE: usize = 16;
@@ -113,6 +112,15 @@ impl Entry {
     fn finished_at(&self) -> Option<Instant> {
         *self.finished.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// What the transfer RPCs and their tasks use of the agent: the table, the
+/// sandbox they read and write, and the disk reserve an import leaves.
+#[derive(Clone, Debug)]
+pub(crate) struct Context {
+    pub transfers: Arc<Transfers>,
+    pub env: crate::sandbox::SandboxEnv,
+    pub disk_reserve: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The agent's transfers.
@@ -248,57 +256,57 @@ fn deadline(expires_at_unix_ms: i64) -> Option<Instant> {
 
 /// StartImport: checks everything, then starts the import.
 pub(crate) async fn start_import(
-    shared: &Arc<Shared>,
+    ctx: &Context,
     req: pb::StartImportRequest,
 ) -> Result<String, Status> {
-    let job = import::accept(shared, req)?;
-    let (id, entry) = shared.transfers.admit(pb::TransferDirection::Import, 0)?;
-    let Some(client) = shared.transfers.client() else {
+    let job = import::accept(ctx, req)?;
+    let (id, entry) = ctx.transfers.admit(pb::TransferDirection::Import, 0)?;
+    let Some(client) = ctx.transfers.client() else {
         entry.fail(failure::Reason::S3Unavailable);
         return Ok(id);
     };
-    let shared = shared.clone();
+    let ctx = ctx.clone();
     tokio::spawn(async move {
-        import::run(&shared, &client, &entry, job).await;
-        shared.transfers.tidy();
+        import::run(&ctx, &client, &entry, job).await;
+        ctx.transfers.tidy();
     });
     Ok(id)
 }
 
 /// StartExport: checks everything, measures the file, starts the export.
 pub(crate) async fn start_export(
-    shared: &Arc<Shared>,
+    ctx: &Context,
     req: pb::StartExportRequest,
 ) -> Result<String, Status> {
-    let job = export::accept(shared, req).await?;
-    let (id, entry) = shared
+    let job = export::accept(ctx, req).await?;
+    let (id, entry) = ctx
         .transfers
         .admit(pb::TransferDirection::Export, job.size())?;
-    let Some(client) = shared.transfers.client() else {
+    let Some(client) = ctx.transfers.client() else {
         entry.fail(failure::Reason::S3Unavailable);
         return Ok(id);
     };
-    let shared = shared.clone();
+    let ctx = ctx.clone();
     tokio::spawn(async move {
-        export::run(&shared, &client, &entry, job).await;
-        shared.transfers.tidy();
+        export::run(&ctx, &client, &entry, job).await;
+        ctx.transfers.tidy();
     });
     Ok(id)
 }
 
 /// GetTransfer.
 #[allow(clippy::result_large_err)]
-pub(crate) fn get(shared: &Shared, id: &str) -> Result<pb::TransferState, Status> {
-    Ok(shared.transfers.get(id)?.state.borrow().clone())
+pub(crate) fn get(ctx: &Context, id: &str) -> Result<pb::TransferState, Status> {
+    Ok(ctx.transfers.get(id)?.state.borrow().clone())
 }
 
 /// CancelTransfer: idempotent; a finished transfer stays as it ended.
 #[allow(clippy::result_large_err)]
-pub(crate) fn cancel(shared: &Shared, id: &str) -> Result<(), Status> {
-    let entry = shared.transfers.get(id)?;
+pub(crate) fn cancel(ctx: &Context, id: &str) -> Result<(), Status> {
+    let entry = ctx.transfers.get(id)?;
     entry.fail(failure::Reason::Cancelled);
     entry.cancel.cancel();
-    shared.transfers.tidy();
+    ctx.transfers.tidy();
     Ok(())
 }
 
@@ -307,10 +315,10 @@ pub(crate) fn cancel(shared: &Shared, id: &str) -> Result<(), Status> {
 /// phase; keepalives while nothing changes.
 #[allow(clippy::result_large_err)]
 pub(crate) fn watch(
-    shared: &Shared,
+    ctx: &Context,
     id: &str,
 ) -> Result<mpsc::Receiver<Result<pb::TransferEvent, Status>>, Status> {
-    let entry = shared.transfers.get(id)?;
+    let entry = ctx.transfers.get(id)?;
     let mut rx = entry.state.subscribe();
     let (tx, out) = mpsc::channel(4);
     tokio::spawn(async move {
