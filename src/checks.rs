@@ -50,6 +50,9 @@ macro_rules! reasons {
         pub(crate) const REASONS: &[(&str, &str)] = &[$($name),+];
     };
 }
+// Used by path from transfer/staging.rs (feature `s3`); a build without
+// it uses the macro only here, by its textual scope.
+#[cfg_attr(not(feature = "s3"), allow(unused_imports))]
 pub(crate) use reasons;
 
 reasons! {
