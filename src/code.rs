@@ -284,7 +284,7 @@ impl RunCodeOptions {
         self
     }
 
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         /// Called with each stdout chunk.
         on_stdout: callback(&OutputMessage);
         /// Called with each stderr chunk.

@@ -139,7 +139,7 @@ impl CommandOptions {
         self
     }
 
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         /// Called with stdout as it arrives.
         on_stdout: callback(&str);
         /// Called with stderr as it arrives.

@@ -105,7 +105,7 @@ impl SandboxIndex {
         self
     }
 
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         /// When `create` cannot write the row it fails with `IndexWrite`
         /// either way; by default it terminates the MicroVM it just created
         /// first, with `keep` it leaves it running (the message names it; an

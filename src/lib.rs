@@ -294,6 +294,7 @@ mod seam_tests;
 mod secret;
 #[cfg(feature = "secrets")]
 pub mod secrets;
+mod setters;
 pub mod size;
 mod state;
 #[cfg(feature = "s3")]

@@ -78,7 +78,7 @@ impl Default for LogsQuery {
 }
 
 impl LogsQuery {
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         /// Reads `log_group` instead of `/rayito/<template name>`.
         log_group: Some impl String;
         /// Reads at most `limit` events.

@@ -84,7 +84,7 @@ impl PtyOptions {
         timeout;
     }
 
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         /// The shell to start, started with `-i -l` (default `/bin/bash`).
         shell: Some impl String;
     }

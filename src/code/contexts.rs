@@ -43,7 +43,7 @@ impl CodeContextOptions {
         env;
     }
 
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         /// The context's language: `python` (the default), `bash`,
         /// `javascript`/`js`, `typescript`/`ts`.
         language: Some impl String;

@@ -60,7 +60,7 @@ impl S3Prefix {
         }
     }
 
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         /// The prefix above the names.
         prefix: impl String;
         /// The checkpoint's name.

@@ -41,7 +41,7 @@ impl WarmupStep {
         }
     }
 
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         /// How long a foreground step may take (default 60 s).
         timeout: Duration;
     }
@@ -88,7 +88,7 @@ impl PoolConfig {
         }
     }
 
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         unmarked;
         /// Each sandbox's maximum duration (at most 28,800 s; the default).
         timeout: Duration;

@@ -71,7 +71,7 @@ impl SecretCacheOptions {
         /// used as they are.
     }
 
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         /// How long a value is kept: 1 s to 86,400 s (default 300 s).
         ttl: Duration;
         /// At most this many entries (default 1,024; 1 to 1,000,000).

@@ -56,7 +56,7 @@ impl SecretRef {
         }
     }
 
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         /// Reads the version with this `VersionId` (for example
         /// `rayito-secret-version-00000000000000000002`). Setting both a
         /// version id and a version stage is refused when the reference is used.

@@ -78,7 +78,7 @@ impl SecretStoreOptions {
         /// `A-Z a-z 0-9 / _ + = . @ -`).
     }
 
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         /// The KMS key (id, alias or ARN) new secrets are encrypted with;
         /// readers then need `kms:Decrypt` on it.
         kms_key_id: Some impl String;

@@ -85,7 +85,7 @@ impl UploadUrlOptions {
         }
     }
 
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         /// The URL's lifetime.
         expires_in: Duration;
         /// The largest upload accepted.
@@ -121,7 +121,7 @@ impl DownloadUrlOptions {
         }
     }
 
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         /// The link's lifetime.
         expires_in: Duration;
         /// The attachment's file name.

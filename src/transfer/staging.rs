@@ -91,7 +91,7 @@ impl S3Staging {
         }
     }
 
-    crate::commands::spec::setters! {
+    crate::setters::setters! {
         /// The key prefix.
         prefix: impl String;
         /// The bucket's region.

@@ -1,0 +1,68 @@
+//! A builder's plain setters written once (`setters!`), for every option
+//! type of the crate. A leaf module: the rooms that use it point at nothing
+//! else through it.
+
+/// A builder's plain setters, one line each: `name: T` sets the field
+/// `name` to the value, `name: impl T` to `value.into()` (the argument is
+/// `impl Into<T>`), and a leading `Some` wraps either in `Some`;
+/// `name: callback(A, B)` boxes an `impl FnMut(A, B) + Send + 'static` into
+/// `Some`. Each setter
+/// is `#[must_use]` (none is after a leading `unmarked;`, for a type that is
+/// `#[must_use]` itself) and carries the doc comments written above its line.
+macro_rules! setters {
+    (@with [$($must:tt)*]) => {};
+    (@with [$($must:tt)*] $(#[$doc:meta])* $name:ident: callback($($arg:ty),*); $($rest:tt)*) => {
+        $(#[$doc])*
+        $($must)*
+        pub fn $name(mut self, callback: impl FnMut($($arg),*) + Send + 'static) -> Self {
+            self.$name = Some(Box::new(callback));
+            self
+        }
+        $crate::setters::setters!(@with [$($must)*] $($rest)*);
+    };
+    (@with [$($must:tt)*] $(#[$doc:meta])* $name:ident: Some impl $ty:ty; $($rest:tt)*) => {
+        $(#[$doc])*
+        $($must)*
+        pub fn $name(mut self, $name: impl Into<$ty>) -> Self {
+            self.$name = Some($name.into());
+            self
+        }
+        $crate::setters::setters!(@with [$($must)*] $($rest)*);
+    };
+    (@with [$($must:tt)*] $(#[$doc:meta])* $name:ident: impl $ty:ty; $($rest:tt)*) => {
+        $(#[$doc])*
+        $($must)*
+        pub fn $name(mut self, $name: impl Into<$ty>) -> Self {
+            self.$name = $name.into();
+            self
+        }
+        $crate::setters::setters!(@with [$($must)*] $($rest)*);
+    };
+    (@with [$($must:tt)*] $(#[$doc:meta])* $name:ident: Some $ty:ty; $($rest:tt)*) => {
+        $(#[$doc])*
+        $($must)*
+        pub fn $name(mut self, $name: $ty) -> Self {
+            self.$name = Some($name);
+            self
+        }
+        $crate::setters::setters!(@with [$($must)*] $($rest)*);
+    };
+    (@with [$($must:tt)*] $(#[$doc:meta])* $name:ident: $ty:ty; $($rest:tt)*) => {
+        $(#[$doc])*
+        $($must)*
+        pub fn $name(mut self, $name: $ty) -> Self {
+            self.$name = $name;
+            self
+        }
+        $crate::setters::setters!(@with [$($must)*] $($rest)*);
+    };
+    // For a type that is `#[must_use]` itself: clippy refuses the attribute
+    // again on its methods.
+    (unmarked; $($setters:tt)*) => {
+        $crate::setters::setters!(@with [] $($setters)*);
+    };
+    ($($setters:tt)*) => {
+        $crate::setters::setters!(@with [#[must_use]] $($setters)*);
+    };
+}
+pub(crate) use setters;
