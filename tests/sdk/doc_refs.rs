@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    crate::sdk_support::repo_root()
 }
 
 /// The directories and files scanned, relative to the repository root.

@@ -44,7 +44,7 @@ const REFERENCE_VERSION: &str = "0.17.1";
 
 /// The venv `.ci/install-test-deps` installs the reference into.
 fn venv() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-deps/venv")
+    crate::sdk_support::repo_root().join("target/test-deps/venv")
 }
 
 /// Why the reference cannot run here, if it cannot.

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    crate::sdk_support::repo_root()
 }
 
 /// The `members = [..]` list of the workspace manifest, as directories with a

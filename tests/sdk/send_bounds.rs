@@ -106,7 +106,6 @@ fn deprecated_spellings_are_send(sbx: &Sandbox) {
 
 /// The local backends build the same `Sandbox`; their builders' futures
 /// are checked too (a backend's state must not make them lose `Send`).
-#[cfg(feature = "local")]
 #[allow(dead_code)]
 fn local_backend_futures_are_send() {
     assert_send_static(&SandboxBuilder::new().local().create());
@@ -212,7 +211,6 @@ async fn setup_futures_are_send(client: &Client) {
     assert_send(&setup.bucket_exists("b"));
 }
 
-#[cfg(feature = "local")]
 #[allow(dead_code)]
 fn local_client_futures_are_send() {
     assert_send_static(&Client::local());
@@ -410,10 +408,7 @@ fn logs_futures_are_send(client: &Client, reader: &mut rayito::logs::LogReader) 
 /// The `pub async fn` names and public stream types of `src/`.
 fn public_async_items() -> Vec<String> {
     let mut names = Vec::new();
-    let mut stack = vec![std::path::PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/src"
-    ))];
+    let mut stack = vec![crate::sdk_support::repo_root().join("src")];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).expect("src is readable") {
             let path = entry.expect("an entry").path();

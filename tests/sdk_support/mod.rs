@@ -16,6 +16,7 @@ pub mod recording_proxy;
 #[path = "../skip_support/mod.rs"]
 pub mod skip;
 
+use std::path::Path;
 use std::time::Duration;
 
 use rayito::{AwsOptions, Sandbox, SandboxBuilder};
@@ -26,6 +27,15 @@ pub async fn emulator() -> Emulator {
     Emulator::start(EmulatorConfig::default())
         .await
         .expect("the emulator starts")
+}
+
+/// The repository's root: the parent of this package (`tests/`, package
+/// `rayito-tests`).
+#[allow(dead_code)]
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the repository")
 }
 
 /// A builder pointed at `emulator` with its access key and its

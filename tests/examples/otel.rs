@@ -2,7 +2,7 @@
 //! to a collector in this process (docs/observability.md).
 //!
 //! ```text
-//! cargo run --example otel --features otel     # local backend, no AWS account
+//! cargo run -p rayito-tests --example otel     # local backend, no AWS account
 //! ```
 //!
 //! The collector is a bare OTLP trace receiver on 127.0.0.1 that prints

@@ -16,7 +16,7 @@
 //!    made ahead is ready, as for creates that are not back to back.
 //!
 //! ```text
-//! cargo run --release --example template_bench --features templates [-- ROUNDS]
+//! cargo run --release -p rayito-tests --example template_bench [-- ROUNDS]
 //! ```
 
 use std::io::Write as _;

@@ -32,7 +32,7 @@
 //!   without the binary it runs in process and says so.
 //!
 //! ```text
-//! cargo build --release -p rayito --example floor_bench
+//! cargo build --release -p rayito-tests --example floor_bench
 //! cargo build --release -p rayito-emulator --bin rayito-emulator
 //! ./target/release/examples/floor_bench [rounds] [file_rounds] [creates] [sections] [sandboxes]
 //! ```
@@ -855,11 +855,11 @@ async fn scale_section(sandboxes: usize, calls: usize) -> Result<(), Error> {
 /// The anonymous part of the idle handles' RSS growth (the heap and the
 /// stacks, without file pages such as code first touched by the creates),
 /// per handle; their live heap bytes and who holds them come from
-/// `examples/handle_memory.rs`, whose counting allocator would slow this
+/// `tests/examples/handle_memory.rs`, whose counting allocator would slow this
 /// bench.
 fn idle_handle_detail(sandboxes: usize, anon_before: u64, anon_after: u64) {
     println!(
-        "idle handles: anonymous RSS {:.1} KiB per handle (live heap per handle: examples/handle_memory)",
+        "idle handles: anonymous RSS {:.1} KiB per handle (live heap per handle: tests/examples/handle_memory)",
         anon_after.saturating_sub(anon_before) as f64 / sandboxes.max(1) as f64
     );
 }

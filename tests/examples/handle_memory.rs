@@ -15,7 +15,7 @@
 //! (view it with dhat's `dh_view.html`).
 //!
 //! ```text
-//! cargo build --release -p rayito --example handle_memory
+//! cargo build --release -p rayito-tests --example handle_memory
 //! cargo build --release -p rayito-emulator --bin rayito-emulator
 //! ./target/release/examples/handle_memory [handles] [top]
 //! ```

@@ -4,7 +4,7 @@
 //! server, in the same run, with each side's peak RSS growth.
 //!
 //! ```sh
-//! cargo run --release --example staged_bench --features local,s3 -- 1024
+//! cargo run --release -p rayito-tests --example staged_bench -- 1024
 //! ```
 //!
 //! Each measured step runs in a child process of its own (this program

@@ -3,7 +3,7 @@
 //! through the same emulated proxy, in the same run.
 //!
 //! ```text
-//! cargo run --release --example sdk_bench [creates] [round_trips]
+//! cargo run --release -p rayito-tests --example sdk_bench [creates] [round_trips]
 //! ```
 
 use std::time::{Duration, Instant};
