@@ -338,10 +338,15 @@ const TEST_PIDS_MAX: u64 = 32;
 const TEST_MEMORY_MAX: u64 = 64 << 20;
 
 async fn limited_agent(test: &str) -> Option<TestAgent> {
+    limited_agent_with(test, TEST_MEMORY_MAX).await
+}
+
+/// A sandbox of [`TEST_PIDS_MAX`] processes and `memory_max` bytes.
+async fn limited_agent_with(test: &str, memory_max: u64) -> Option<TestAgent> {
     let t = TestAgent::start_config(AgentConfig {
         limits: SandboxLimits {
             pids_max: Some(TEST_PIDS_MAX),
-            memory_max_bytes: Some(TEST_MEMORY_MAX),
+            memory_max_bytes: Some(memory_max),
         },
         ..AgentConfig::default()
     })
@@ -472,6 +477,109 @@ async fn memory_over_the_limit_ends_the_process_and_says_so() {
     let o = run_bash(&t, "kill -9 $$").await;
     let end = o.end.unwrap();
     assert_eq!((end.signal, end.error), (Some(9), None));
+}
+
+/// One process hosts several sandboxes, as the local backend does (the
+/// emulator and every sandbox's agent): while one sandbox fork-bombs
+/// without end and another allocates past its memory limit, the process
+/// lives on and a third (and the bomber itself) keeps answering commands.
+/// Each offender gets what docs/local.md documents: the bomb's forks fail
+/// with EAGAIN inside its sandbox, and the allocating process ends
+/// `signaled`, signal 9, with the `resource_exhausted` memory-limit error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_process_outlives_a_fork_bomb_and_an_out_of_memory_next_door() {
+    let test = "one_process_outlives_a_fork_bomb_and_an_out_of_memory_next_door";
+    // The bomb's processes (Python's memory, copied as they write to it)
+    // get room, so that only its process count stops it.
+    let (Some(bomber), Some(hog)) =
+        tokio::join!(limited_agent_with(test, 1 << 30), limited_agent(test))
+    else {
+        return;
+    };
+    let bystander = TestAgent::start().await;
+
+    // Every process of the bomb forks until the sandbox is full and keeps
+    // trying for two seconds, counting its EAGAINs; the first one reports
+    // the count of its own.
+    let bomb = "import os, time\n\
+                first = os.getpid()\n\
+                end = time.time() + 2\n\
+                eagain = 0\n\
+                while time.time() < end:\n\
+                \x20   try:\n\
+                \x20       os.fork()\n\
+                \x20   except OSError as e:\n\
+                \x20       eagain += e.errno == 11\n\
+                \x20       time.sleep(0.01)\n\
+                if os.getpid() == first:\n\
+                \x20   print('eagain', eagain > 0, flush=True)\n\
+                \x20   os.killpg(0, 9)\n\
+                os._exit(0)\n";
+    let python = |code: &str| pb::StartRequest {
+        process: Some(pb::ProcessConfig {
+            cmd: "python3".to_owned(),
+            args: vec!["-c".to_owned(), code.to_owned()],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let bombing = bomber
+        .process()
+        .start(python(bomb))
+        .await
+        .unwrap()
+        .into_inner();
+    let bombed = tokio::spawn(collect_events(bombing));
+    let hogging = hog
+        .process()
+        .start(python("b = b'x' * (256 << 20)\nprint('survived')"))
+        .await
+        .unwrap()
+        .into_inner();
+    let hogged = tokio::spawn(collect_events(hogging));
+
+    // Round trips meanwhile: the bystander, and the bomber's own agent (a
+    // command started into a full sandbox still starts; only its forks fail).
+    let started = std::time::Instant::now();
+    let mut round_trips = 0;
+    while started.elapsed() < std::time::Duration::from_millis(2500) {
+        let o = run_bash(&bystander, "echo alive").await;
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "alive\n");
+        round_trips += 1;
+    }
+    assert!(round_trips > 1, "{round_trips} round trips");
+    let o = run_bash(&bomber, "echo alive").await;
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "alive\n");
+
+    let bombed = outcome(&bombed.await.unwrap());
+    assert_eq!(
+        String::from_utf8_lossy(&bombed.stdout),
+        "eagain True\n",
+        "{:?}",
+        String::from_utf8_lossy(&bombed.stderr)
+    );
+    let hogged = outcome(&hogged.await.unwrap());
+    assert_eq!(String::from_utf8_lossy(&hogged.stdout), "");
+    let end = hogged.end.unwrap();
+    assert_eq!(
+        (end.exit_code, end.exited, end.status.as_str(), end.signal),
+        (137, false, "signaled", Some(9))
+    );
+    assert_eq!(
+        end.error.map(|e| (e.code, e.message)),
+        Some((
+            "resource_exhausted".to_owned(),
+            "the sandbox reached its memory limit (64 MiB) and the kernel ended the process; \
+             use less memory, or give the sandbox a higher limit"
+                .to_owned()
+        ))
+    );
+    // Both offenders' agents still answer, and so does the bystander.
+    for t in [&bomber, &hog, &bystander] {
+        let o = run_bash(t, "echo still").await;
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "still\n");
+    }
+    bomber.agent.env().kill_all();
 }
 
 /// File calls run with the sandbox's file-system ids and no supplementary
