@@ -431,35 +431,30 @@ async fn a_fork_bomb_stops_at_pids_max() {
     assert_eq!(errno, libc::EAGAIN.to_string(), "{out}");
 }
 
-/// A process that takes more memory than the sandbox's limit is ended by
-/// the kernel, and its end says why.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_over_the_limit_ends_the_process_and_says_so() {
-    let Some(t) = limited_agent("memory_over_the_limit_ends_the_process_and_says_so").await else {
-        return;
-    };
-    let o = outcome(
-        &collect_events(
-            t.process()
-                .start(pb::StartRequest {
-                    process: Some(pb::ProcessConfig {
-                        cmd: "python3".to_owned(),
-                        args: vec![
-                            "-c".to_owned(),
-                            "b = b'x' * (256 << 20)\nprint('survived')".to_owned(),
-                        ],
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                })
-                .await
-                .unwrap()
-                .into_inner(),
-        )
-        .await,
-    );
+/// Python taking four times [`TEST_MEMORY_MAX`].
+const OVER_THE_LIMIT: &str = "b = b'x' * (256 << 20)\nprint('survived')";
+
+/// A command running `python3 -c code`.
+fn python(code: &str) -> pb::StartRequest {
+    let mut req = bash(code);
+    req.process.as_mut().unwrap().cmd = "python3".to_owned();
+    req
+}
+
+/// Starts `req` in `t`'s sandbox and gathers its events in a task.
+async fn start_gathering(
+    t: &TestAgent,
+    req: pb::StartRequest,
+) -> tokio::task::JoinHandle<Vec<Event>> {
+    let stream = t.process().start(req).await.unwrap().into_inner();
+    tokio::spawn(collect_events(stream))
+}
+
+/// `o` printed nothing and ended as docs/local.md says a process the
+/// kernel killed at the sandbox's memory limit ([`TEST_MEMORY_MAX`]) ends.
+fn assert_ended_at_the_memory_limit(o: &Outcome) {
     assert_eq!(String::from_utf8_lossy(&o.stdout), "");
-    let end = o.end.unwrap();
+    let end = o.end.clone().unwrap();
     assert_eq!(
         (end.exit_code, end.exited, end.status.as_str(), end.signal),
         (137, false, "signaled", Some(9))
@@ -473,6 +468,26 @@ async fn memory_over_the_limit_ends_the_process_and_says_so() {
                 .to_owned(),
         })
     );
+}
+
+/// A process that takes more memory than the sandbox's limit is ended by
+/// the kernel, and its end says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_over_the_limit_ends_the_process_and_says_so() {
+    let Some(t) = limited_agent("memory_over_the_limit_ends_the_process_and_says_so").await else {
+        return;
+    };
+    let o = outcome(
+        &collect_events(
+            t.process()
+                .start(python(OVER_THE_LIMIT))
+                .await
+                .unwrap()
+                .into_inner(),
+        )
+        .await,
+    );
+    assert_ended_at_the_memory_limit(&o);
     // A process killed by hand is not blamed on memory.
     let o = run_bash(&t, "kill -9 $$").await;
     let end = o.end.unwrap();
@@ -515,28 +530,8 @@ async fn one_process_outlives_a_fork_bomb_and_an_out_of_memory_next_door() {
                 \x20   print('eagain', eagain > 0, flush=True)\n\
                 \x20   os.killpg(0, 9)\n\
                 os._exit(0)\n";
-    let python = |code: &str| pb::StartRequest {
-        process: Some(pb::ProcessConfig {
-            cmd: "python3".to_owned(),
-            args: vec!["-c".to_owned(), code.to_owned()],
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let bombing = bomber
-        .process()
-        .start(python(bomb))
-        .await
-        .unwrap()
-        .into_inner();
-    let bombed = tokio::spawn(collect_events(bombing));
-    let hogging = hog
-        .process()
-        .start(python("b = b'x' * (256 << 20)\nprint('survived')"))
-        .await
-        .unwrap()
-        .into_inner();
-    let hogged = tokio::spawn(collect_events(hogging));
+    let bombed = start_gathering(&bomber, python(bomb)).await;
+    let hogged = start_gathering(&hog, python(OVER_THE_LIMIT)).await;
 
     // Round trips meanwhile: the bystander, and the bomber's own agent (a
     // command started into a full sandbox still starts; only its forks fail).
@@ -559,21 +554,7 @@ async fn one_process_outlives_a_fork_bomb_and_an_out_of_memory_next_door() {
         String::from_utf8_lossy(&bombed.stderr)
     );
     let hogged = outcome(&hogged.await.unwrap());
-    assert_eq!(String::from_utf8_lossy(&hogged.stdout), "");
-    let end = hogged.end.unwrap();
-    assert_eq!(
-        (end.exit_code, end.exited, end.status.as_str(), end.signal),
-        (137, false, "signaled", Some(9))
-    );
-    assert_eq!(
-        end.error.map(|e| (e.code, e.message)),
-        Some((
-            "resource_exhausted".to_owned(),
-            "the sandbox reached its memory limit (64 MiB) and the kernel ended the process; \
-             use less memory, or give the sandbox a higher limit"
-                .to_owned()
-        ))
-    );
+    assert_ended_at_the_memory_limit(&hogged);
     // Both offenders' agents still answer, and so does the bystander.
     for t in [&bomber, &hog, &bystander] {
         let o = run_bash(t, "echo still").await;
