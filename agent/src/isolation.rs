@@ -35,6 +35,7 @@ pub(crate) mod cgroup;
 pub(crate) mod exit_cleanup;
 pub(crate) mod launch;
 pub(crate) mod layer_root;
+pub(crate) mod marker;
 pub(crate) mod sockets;
 pub(crate) mod uids;
 pub(crate) mod user;

@@ -690,54 +690,17 @@ impl SandboxEnv {
     }
 }
 
-/// How many times the marker scan runs at most when the sandbox is killed
-/// without a cgroup.
-const MARKER_PASSES: usize = 5;
-/// The pause between two marker scans: long enough for an exec or a fork
-/// in flight to finish.
-const MARKER_PASS_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
-
 impl Inner {
     fn kill_groups_and_marked(&self) {
         let pgids = std::mem::take(&mut *self.pgids.lock().unwrap_or_else(|p| p.into_inner()));
         for pgid in pgids.into_iter().filter_map(Pid::from_raw) {
             let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
         }
-        // A process in the middle of an exec shows no environment for a
-        // moment (its new memory has none yet), and one that forked
-        // between the scan and the kill is not in it: scan again after a
-        // short pause, at least twice, until a pass finds nothing.
-        for pass in 0..MARKER_PASSES {
-            let marked: Vec<Pid> = self
-                .marked_pids()
-                .into_iter()
-                .filter_map(Pid::from_raw)
-                .collect();
-            if marked.is_empty() && pass > 0 {
-                break;
-            }
-            for pid in marked {
-                let _ = rustix::process::kill_process(pid, Signal::KILL);
-            }
-            if pass + 1 < MARKER_PASSES {
-                std::thread::sleep(MARKER_PASS_PAUSE);
-            }
-        }
+        isolation::marker::Needle::new(&self.marker).kill_marked();
     }
 
     /// Pids whose environment carries this sandbox's marker.
     fn marked_pids(&self) -> Vec<i32> {
-        let needle = format!("{SANDBOX_MARKER}={}", self.marker);
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return Vec::new();
-        };
-        dir.flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/environ"))
-                    .map(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
-                    .unwrap_or(false)
-            })
-            .collect()
+        isolation::marker::Needle::new(&self.marker).marked_pids()
     }
 }

@@ -63,11 +63,25 @@ impl HostIds {
 /// owns), with which a lookup follows `/proc/<pid>/root` and
 /// `/proc/<pid>/cwd` of another sandbox's processes.
 ///
-/// Restores the previous ids and groups on drop. Must not be held across
+/// The thread keeps CAP_SETUID and CAP_SETGID effective meanwhile (they
+/// grant no file access): glibc applies a process-wide `setgroups`,
+/// `setuid`, `setgid` (and their kin) of the embedding program to every
+/// thread by signalling each to make the syscall itself, and aborts the
+/// whole process (SIGABRT, nothing printed) when it succeeds in one thread
+/// and fails in another. A thread of this guard without those capabilities
+/// was such a thread: the `agent_hardening` tests aborted about one run in
+/// ten, when a test's `setgroups` met another test's file call. With them,
+/// the call succeeds here as everywhere; the rest of the file call then
+/// runs with the ids the program just gave itself, which [`Drop`] keeps.
+///
+/// Restores the previous ids and groups on drop, unless the process
+/// changed them meanwhile. Must not be held across
 /// an `.await` (the task could move to another thread): take it only
 /// inside synchronous code, as [`crate::sandbox::SandboxEnv::as_user`] does.
 #[derive(Debug)]
 pub(crate) struct FsIdsGuard {
+    /// The ids set, to tell whether the process changed them meanwhile.
+    ids: HostIds,
     previous_euid: libc::uid_t,
     previous_egid: libc::gid_t,
     /// The thread's supplementary groups before, `None` when they could
@@ -105,7 +119,9 @@ impl FsIdsGuard {
             .ok()
             .filter(|_| rustix::thread::set_thread_groups(&[]).is_ok());
         set_thread_effective_ids(Some(ids.uid), Some(ids.gid));
+        keep_id_capabilities();
         Self {
+            ids,
             previous_euid,
             previous_egid,
             previous_groups,
@@ -113,13 +129,33 @@ impl FsIdsGuard {
     }
 }
 
+/// Raises CAP_SETUID and CAP_SETGID in this thread's effective set again
+/// (the kernel cleared it when the effective uid left 0; the permitted set
+/// keeps them while the real uid is 0): see [`FsIdsGuard`] for why.
+fn keep_id_capabilities() {
+    use rustix::thread::CapabilitySet;
+    if let Ok(mut sets) = rustix::thread::capabilities(None) {
+        sets.effective = sets.permitted & (CapabilitySet::SETUID | CapabilitySet::SETGID);
+        let _ = rustix::thread::set_capabilities(None, sets);
+    }
+}
+
 impl Drop for FsIdsGuard {
     fn drop(&mut self) {
+        // Ids other than the guard's were set by the program for every
+        // thread (see the type's comment): this thread keeps them too.
+        let euid = rustix::process::geteuid().as_raw();
+        let egid = rustix::process::getegid().as_raw();
+        let groups_changed = rustix::process::getgroups().map_or(true, |g| !g.is_empty());
         // The uid first: back to 0, the thread has its capabilities again,
         // which the gid and the groups need.
-        set_thread_effective_ids(Some(self.previous_euid), None);
-        set_thread_effective_ids(None, Some(self.previous_egid));
-        if let Some(groups) = &self.previous_groups {
+        if euid == self.ids.uid {
+            set_thread_effective_ids(Some(self.previous_euid), None);
+        }
+        if egid == self.ids.gid {
+            set_thread_effective_ids(None, Some(self.previous_egid));
+        }
+        if let Some(groups) = self.previous_groups.as_ref().filter(|_| !groups_changed) {
             let _ = rustix::thread::set_thread_groups(groups);
         }
     }
