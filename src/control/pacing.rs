@@ -12,24 +12,10 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::{
-    AuthTokenRequest, ControlPlane, ImageSummary, ListPage, ListRequest, Microvm, RunRequest,
-};
+use super::layer::{Call, Layer, Layered, Operation as Op};
 use crate::error::SandboxError;
-use crate::secret::Secret;
 
-/// The paced operations, in the order of [`Pacing`]'s rates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Run = 0,
-    Get,
-    Suspend,
-    Resume,
-    Terminate,
-    AuthToken,
-    List,
-}
-
+/// The paced operations: every one but GetMicrovmImage (paced with GetMicrovm).
 const OPS: usize = 7;
 
 /// How many control-plane calls per second this process makes, per
@@ -178,6 +164,8 @@ impl Buckets {
     }
 
     async fn take(&self, op: Op) {
+        // Read-only and rare (a doctor's check): paced with GetMicrovm.
+        let op = if op == Op::GetImage { Op::Get } else { op };
         if let Some(bucket) = &self.buckets[op as usize] {
             bucket.take().await;
         }
@@ -185,86 +173,26 @@ impl Buckets {
 }
 
 /// A control plane whose calls are paced.
-pub(crate) struct Paced<C> {
-    inner: C,
-    buckets: Arc<Buckets>,
-}
+pub(crate) type Paced<C> = Layered<Arc<Buckets>, C>;
 
-crate::secret::redacted_debug! {
-    non_exhaustive Paced<C> |o| inner
-}
-
-impl<C: ControlPlane> Paced<C> {
+impl<C: super::ControlPlane> Paced<C> {
     pub(crate) fn new(inner: C, buckets: Arc<Buckets>) -> Self {
-        Self { inner, buckets }
+        Layered::under(buckets, inner)
     }
 }
 
-impl<C: ControlPlane> ControlPlane for Paced<C> {
-    fn run_microvm(&self, request: RunRequest) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
-        async move {
-            self.buckets.take(Op::Run).await;
-            self.inner.run_microvm(request).await
-        }
-        .boxed()
-    }
+/// Each call takes a token of its operation's bucket first.
+impl Layer for Arc<Buckets> {
+    const NAME: &'static str = "Paced";
 
-    fn get_microvm(&self, id: String) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
+    fn around<'a, T: Send + 'a>(
+        &'a self,
+        operation: Op,
+        mut call: Call<'a, T>,
+    ) -> BoxFuture<'a, Result<T, SandboxError>> {
         async move {
-            self.buckets.take(Op::Get).await;
-            self.inner.get_microvm(id).await
-        }
-        .boxed()
-    }
-
-    fn terminate_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
-        async move {
-            self.buckets.take(Op::Terminate).await;
-            self.inner.terminate_microvm(id).await
-        }
-        .boxed()
-    }
-
-    fn create_auth_token(
-        &self,
-        request: AuthTokenRequest,
-    ) -> BoxFuture<'_, Result<Secret, SandboxError>> {
-        async move {
-            self.buckets.take(Op::AuthToken).await;
-            self.inner.create_auth_token(request).await
-        }
-        .boxed()
-    }
-
-    fn suspend_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
-        async move {
-            self.buckets.take(Op::Suspend).await;
-            self.inner.suspend_microvm(id).await
-        }
-        .boxed()
-    }
-
-    fn resume_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
-        async move {
-            self.buckets.take(Op::Resume).await;
-            self.inner.resume_microvm(id).await
-        }
-        .boxed()
-    }
-
-    fn list_microvms(&self, request: ListRequest) -> BoxFuture<'_, Result<ListPage, SandboxError>> {
-        async move {
-            self.buckets.take(Op::List).await;
-            self.inner.list_microvms(request).await
-        }
-        .boxed()
-    }
-
-    fn get_image(&self, image: String) -> BoxFuture<'_, Result<ImageSummary, SandboxError>> {
-        // Read-only and rare (a doctor's check): paced with GetMicrovm.
-        async move {
-            self.buckets.take(Op::Get).await;
-            self.inner.get_image(image).await
+            self.take(operation).await;
+            call().await
         }
         .boxed()
     }
