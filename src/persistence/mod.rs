@@ -29,7 +29,6 @@ mod location;
 #[cfg(feature = "s3")]
 mod store;
 
-use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,18 +105,9 @@ pub struct PersistenceOutcome {
 
 // The location is the caller's data, but Debug output ends up in logs:
 // sizes and counts only.
-impl fmt::Debug for PersistenceOutcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PersistenceOutcome")
-            .field("files", &self.files)
-            .field("bytes_read", &self.bytes_read)
-            .field("bytes_written", &self.bytes_written)
-            .field("archive_bytes", &self.archive_bytes)
-            .field("sha256", &self.sha256)
-            .field("skipped", &self.skipped)
-            .field("duration", &self.duration)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive PersistenceOutcome |o| files, bytes_read, bytes_written, archive_bytes, sha256,
+    skipped, duration
 }
 
 /// Options of a checkpoint.
@@ -141,16 +131,9 @@ pub struct CheckpointOptions {
     pub on_progress: Option<ProgressFn>,
 }
 
-impl fmt::Debug for CheckpointOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CheckpointOptions")
-            .field("target", &self.target)
-            .field("excludes", &self.exclude.len())
-            .field("timeout", &self.timeout)
-            .field("user", &self.user.is_some())
-            .field("on_progress", &self.on_progress.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    CheckpointOptions |o| target, excludes = o.exclude.len(), timeout, user = o.user.is_some(),
+    on_progress = o.on_progress.is_some()
 }
 
 impl CheckpointOptions {
@@ -168,22 +151,14 @@ impl CheckpointOptions {
         self
     }
 
-    /// The deadline of the whole operation.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-
-    /// Whose home to archive.
-    pub fn user(mut self, user: impl Into<String>) -> Self {
-        self.user = Some(user.into());
-        self
-    }
-
-    /// A progress callback.
-    pub fn on_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
-        self.on_progress = Some(Arc::new(f));
-        self
+    crate::setters::setters! {
+        unmarked;
+        /// The deadline of the whole operation.
+        timeout: Some Duration;
+        /// Whose home to archive.
+        user: Some impl String;
+        /// A progress callback.
+        on_progress: shared callback(Progress);
     }
 }
 
@@ -203,15 +178,9 @@ pub struct RestoreOptions {
     pub on_progress: Option<ProgressFn>,
 }
 
-impl fmt::Debug for RestoreOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RestoreOptions")
-            .field("source", &self.source)
-            .field("timeout", &self.timeout)
-            .field("user", &self.user.is_some())
-            .field("on_progress", &self.on_progress.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    RestoreOptions |o| source, timeout, user = o.user.is_some(),
+    on_progress = o.on_progress.is_some()
 }
 
 impl RestoreOptions {
@@ -223,22 +192,14 @@ impl RestoreOptions {
         }
     }
 
-    /// The deadline of the whole operation.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-
-    /// Whose home to restore into.
-    pub fn user(mut self, user: impl Into<String>) -> Self {
-        self.user = Some(user.into());
-        self
-    }
-
-    /// A progress callback.
-    pub fn on_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
-        self.on_progress = Some(Arc::new(f));
-        self
+    crate::setters::setters! {
+        unmarked;
+        /// The deadline of the whole operation.
+        timeout: Some Duration;
+        /// Whose home to restore into.
+        user: Some impl String;
+        /// A progress callback.
+        on_progress: shared callback(Progress);
     }
 }
 
