@@ -30,6 +30,7 @@ mod location;
 mod store;
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -330,42 +331,34 @@ impl<'a> Persistence<'a> {
             exclude: options.exclude,
         };
         let conn = self.sandbox.conn();
-        let progress = options.on_progress;
-        let run = async {
-            let opened = conn.checkpoint(request).await;
-            drive(
-                op,
-                opened,
-                timeout,
-                |event| match event.event {
-                    Some(pb::checkpoint_event::Event::Started(s)) => {
-                        Event::Started { files: s.files }
-                    }
-                    Some(pb::checkpoint_event::Event::Progress(p)) => Event::Progress(Progress {
-                        files_done: p.files_done,
-                        bytes_read: p.bytes_read,
-                        bytes_uploaded: p.bytes_uploaded,
-                        ..Progress::default()
-                    }),
-                    Some(pb::checkpoint_event::Event::Done(d)) => Event::Done(Done {
-                        files: d.files,
-                        bytes_read: d.bytes_read,
-                        bytes_written: 0,
-                        archive_bytes: d.archive_bytes,
-                        sha256: d.sha256,
-                        skipped: d.skipped,
-                        duration_ms: d.duration_ms,
-                    }),
-                    Some(pb::checkpoint_event::Event::Error(e)) => Event::Error(e.code),
-                    Some(pb::checkpoint_event::Event::Keepalive(_)) | None => Event::Keepalive,
-                },
-                progress.as_deref(),
-            )
-            .await
-        };
-        // Boxed: the tonic stream state would make the public future large.
-        let done = within(op, timeout, Box::pin(run)).await?;
-        Ok(outcome(done, &at))
+        let open = || conn.checkpoint(request);
+        let done = run(
+            op,
+            timeout,
+            open,
+            options.on_progress,
+            |event| match event.event {
+                Some(pb::checkpoint_event::Event::Started(s)) => Event::Started { files: s.files },
+                Some(pb::checkpoint_event::Event::Progress(p)) => Event::Progress(Progress {
+                    files_done: p.files_done,
+                    bytes_read: p.bytes_read,
+                    bytes_uploaded: p.bytes_uploaded,
+                    ..Progress::default()
+                }),
+                Some(pb::checkpoint_event::Event::Done(d)) => Event::Done(Done {
+                    files: d.files,
+                    bytes_read: d.bytes_read,
+                    bytes_written: 0,
+                    archive_bytes: d.archive_bytes,
+                    sha256: d.sha256,
+                    skipped: d.skipped,
+                    duration_ms: d.duration_ms,
+                }),
+                Some(pb::checkpoint_event::Event::Error(e)) => Event::Error(e.code),
+                Some(pb::checkpoint_event::Event::Keepalive(_)) | None => Event::Keepalive,
+            },
+        );
+        Ok(outcome(done.await?, &at))
     }
 
     /// Extracts a checkpoint into the home directory (overwriting files,
@@ -393,39 +386,33 @@ impl<'a> Persistence<'a> {
             user: options.user.map(|username| pb::User { username }),
         };
         let conn = self.sandbox.conn();
-        let progress = options.on_progress;
-        let run = async {
-            let opened = conn.restore(request).await;
-            drive(
-                op,
-                opened,
-                timeout,
-                |event| match event.event {
-                    Some(pb::restore_event::Event::Started(s)) => Event::Started { files: s.files },
-                    Some(pb::restore_event::Event::Progress(p)) => Event::Progress(Progress {
-                        files_done: p.files_done,
-                        bytes_downloaded: p.bytes_downloaded,
-                        ..Progress::default()
-                    }),
-                    Some(pb::restore_event::Event::Done(d)) => Event::Done(Done {
-                        files: d.files,
-                        bytes_read: 0,
-                        bytes_written: d.bytes_written,
-                        archive_bytes: d.archive_bytes,
-                        sha256: d.sha256,
-                        skipped: d.skipped,
-                        duration_ms: d.duration_ms,
-                    }),
-                    Some(pb::restore_event::Event::Error(e)) => Event::Error(e.code),
-                    Some(pb::restore_event::Event::Keepalive(_)) | None => Event::Keepalive,
-                },
-                progress.as_deref(),
-            )
-            .await
-        };
-        // Boxed: the tonic stream state would make the public future large.
-        let done = within(op, timeout, Box::pin(run)).await?;
-        Ok(outcome(done, &at))
+        let open = || conn.restore(request);
+        let done = run(
+            op,
+            timeout,
+            open,
+            options.on_progress,
+            |event| match event.event {
+                Some(pb::restore_event::Event::Started(s)) => Event::Started { files: s.files },
+                Some(pb::restore_event::Event::Progress(p)) => Event::Progress(Progress {
+                    files_done: p.files_done,
+                    bytes_downloaded: p.bytes_downloaded,
+                    ..Progress::default()
+                }),
+                Some(pb::restore_event::Event::Done(d)) => Event::Done(Done {
+                    files: d.files,
+                    bytes_read: 0,
+                    bytes_written: d.bytes_written,
+                    archive_bytes: d.archive_bytes,
+                    sha256: d.sha256,
+                    skipped: d.skipped,
+                    duration_ms: d.duration_ms,
+                }),
+                Some(pb::restore_event::Event::Error(e)) => Event::Error(e.code),
+                Some(pb::restore_event::Event::Keepalive(_)) | None => Event::Keepalive,
+            },
+        );
+        Ok(outcome(done.await?, &at))
     }
 }
 
@@ -472,6 +459,25 @@ fn outcome(done: Done, at: &S3Prefix) -> PersistenceOutcome {
         key_prefix: at.key_prefix().unwrap_or_default(),
         uri: at.uri().unwrap_or_default(),
     }
+}
+
+/// Opens the stream with `open` and [`drive`]s it, the whole operation
+/// bounded by `timeout`. Boxed: the tonic stream state would make the
+/// public futures large.
+fn run<'a, T, O>(
+    op: PersistenceOp,
+    timeout: Duration,
+    open: impl FnOnce() -> O + Send + 'a,
+    on_progress: Option<ProgressFn>,
+    read: impl Fn(T) -> Event + Send + 'a,
+) -> Pin<Box<dyn Future<Output = Result<Done, SandboxError>> + Send + 'a>>
+where
+    T: Send + 'a,
+    O: Future<Output = Result<(Option<T>, RawStream<T>), RawFailure>> + Send + 'a,
+{
+    Box::pin(within(op, timeout, async move {
+        drive(op, open().await, timeout, read, on_progress.as_deref()).await
+    }))
 }
 
 /// Bounds the whole operation by `timeout`.
