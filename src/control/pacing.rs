@@ -31,21 +31,6 @@ pub struct Pacing {
     per_second: [u32; OPS],
 }
 
-impl fmt::Debug for Pacing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let [run, get, suspend, resume, terminate, auth, list] = self.per_second;
-        f.debug_struct("Pacing")
-            .field("run_microvm", &run)
-            .field("get_microvm", &get)
-            .field("suspend_microvm", &suspend)
-            .field("resume_microvm", &resume)
-            .field("terminate_microvm", &terminate)
-            .field("create_auth_token", &auth)
-            .field("list_microvms", &list)
-            .finish()
-    }
-}
-
 impl Default for Pacing {
     fn default() -> Self {
         Self {
@@ -71,41 +56,45 @@ impl Pacing {
         self.per_second[op as usize] = per_second;
         self
     }
+}
 
+/// The rate setters, and `Debug` with the same names, from one list.
+macro_rules! rates {
+    ($($(#[$doc:meta])* $name:ident: $op:ident;)+) => {
+        impl Pacing {
+            $(
+                $(#[$doc])*
+                pub fn $name(self, per_second: u32) -> Self {
+                    self.set(Op::$op, per_second)
+                }
+            )+
+        }
+
+        impl fmt::Debug for Pacing {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct("Pacing")
+                    $(.field(stringify!($name), &self.per_second[Op::$op as usize]))+
+                    .finish()
+            }
+        }
+    };
+}
+
+rates! {
     /// RunMicrovm calls per second (default 5).
-    pub fn run_microvm(self, per_second: u32) -> Self {
-        self.set(Op::Run, per_second)
-    }
-
+    run_microvm: Run;
     /// GetMicrovm calls per second (default 100).
-    pub fn get_microvm(self, per_second: u32) -> Self {
-        self.set(Op::Get, per_second)
-    }
-
+    get_microvm: Get;
     /// SuspendMicrovm calls per second (default 2).
-    pub fn suspend_microvm(self, per_second: u32) -> Self {
-        self.set(Op::Suspend, per_second)
-    }
-
+    suspend_microvm: Suspend;
     /// ResumeMicrovm calls per second (default 5).
-    pub fn resume_microvm(self, per_second: u32) -> Self {
-        self.set(Op::Resume, per_second)
-    }
-
+    resume_microvm: Resume;
     /// TerminateMicrovm calls per second (default 10).
-    pub fn terminate_microvm(self, per_second: u32) -> Self {
-        self.set(Op::Terminate, per_second)
-    }
-
+    terminate_microvm: Terminate;
     /// CreateMicrovmAuthToken calls per second (default 50).
-    pub fn create_auth_token(self, per_second: u32) -> Self {
-        self.set(Op::AuthToken, per_second)
-    }
-
+    create_auth_token: AuthToken;
     /// ListMicrovms calls per second (default 10).
-    pub fn list_microvms(self, per_second: u32) -> Self {
-        self.set(Op::List, per_second)
-    }
+    list_microvms: List;
 }
 
 /// One token bucket: `rate` tokens per second, at most `rate` stored.
