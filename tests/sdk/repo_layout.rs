@@ -301,10 +301,12 @@ impl<'ast> syn::visit::Visit<'ast> for BuildsSandboxError {
     }
 
     fn visit_expr_call(&mut self, expr: &'ast syn::ExprCall) {
-        if let syn::Expr::Path(func) = &*expr.func {
-            if let Some(variant) = self.variant(&func.path) {
-                self.found.push(format!("{variant}(..)"));
-            }
+        if let syn::Expr::Path(func) = &*expr.func
+            && let Some(variant) = self.variant(&func.path)
+        {
+            self.found.push(format!("{variant}(..)"));
+        } else {
+            self.visit_expr(&expr.func);
         }
         for arg in &expr.args {
             self.visit_expr(arg);
