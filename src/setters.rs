@@ -6,7 +6,8 @@
 /// `name` to the value, `name: impl T` to `value.into()` (the argument is
 /// `impl Into<T>`), and a leading `Some` wraps either in `Some`;
 /// `name: callback(A, B)` boxes an `impl FnMut(A, B) + Send + 'static` into
-/// `Some`. Each setter
+/// `Some`, and `name: shared callback(A)` puts an `impl Fn(A) + Send + Sync +
+/// 'static` in `Some(Arc)`. Each setter
 /// is `#[must_use]` (none is after a leading `unmarked;`, for a type that is
 /// `#[must_use]` itself) and carries the doc comments written above its line.
 macro_rules! setters {
@@ -16,6 +17,15 @@ macro_rules! setters {
         $($must)*
         pub fn $name(mut self, callback: impl FnMut($($arg),*) + Send + 'static) -> Self {
             self.$name = Some(Box::new(callback));
+            self
+        }
+        $crate::setters::setters!(@with [$($must)*] $($rest)*);
+    };
+    (@with [$($must:tt)*] $(#[$doc:meta])* $name:ident: shared callback($($arg:ty),*); $($rest:tt)*) => {
+        $(#[$doc])*
+        $($must)*
+        pub fn $name(mut self, callback: impl Fn($($arg),*) + Send + Sync + 'static) -> Self {
+            self.$name = Some(::std::sync::Arc::new(callback));
             self
         }
         $crate::setters::setters!(@with [$($must)*] $($rest)*);

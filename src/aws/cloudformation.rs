@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use aws_sdk_cloudformation as cfn;
 use aws_sdk_cloudformation::types::Capability;
 
-use crate::aws::failure::{extract, map_sdk_error};
+use crate::aws::failure::{OperationError, SdkFailure, extract, map_sdk_error};
 use crate::error::SandboxError;
 use crate::error::map::aws::AwsFailure;
 
@@ -226,14 +226,11 @@ fn validation_says(failure: &AwsFailure, text: &str) -> bool {
         && failure.message.as_deref().is_some_and(|m| m.contains(text))
 }
 
-fn refused<E>(
+fn refused<E: OperationError>(
     stack: &str,
     operation: &'static str,
-    err: &aws_sdk_cloudformation::error::SdkError<E, cfn::config::http::HttpResponse>,
-) -> SandboxError
-where
-    E: aws_sdk_cloudformation::error::ProvideErrorMetadata + std::error::Error + 'static,
-{
+    err: &SdkFailure<E>,
+) -> SandboxError {
     let failure = extract(operation, err);
     match failure.code.as_deref() {
         Some(code) if failure.no_response.is_none() && code != "Throttling" => {

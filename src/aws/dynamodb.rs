@@ -10,15 +10,14 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb as ddb;
-use ddb::config::http::HttpResponse;
 use ddb::config::retry::RetryConfig;
-use ddb::error::{ProvideErrorMetadata, SdkError};
+use ddb::error::ProvideErrorMetadata;
 use ddb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, KeysAndAttributes,
     ReturnValue, ScalarAttributeType, TableStatus, TimeToLiveSpecification,
 };
 
-use crate::aws::failure::extract;
+use crate::aws::failure::{OperationError, SdkFailure, extract};
 use crate::error::map::aws::AwsFailure;
 use crate::quiet::Quiet as _;
 
@@ -435,13 +434,10 @@ impl Dynamo {
 /// A write's outcome: done, a failed condition, or the failure's facts
 /// (returned once, to the store's mapping: never carried further).
 #[allow(clippy::result_large_err)]
-fn conditional<T, E>(
+fn conditional<T, E: OperationError>(
     operation: &'static str,
-    outcome: Result<T, SdkError<E, HttpResponse>>,
-) -> Result<Conditional<T>, AwsFailure>
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-{
+    outcome: Result<T, SdkFailure<E>>,
+) -> Result<Conditional<T>, AwsFailure> {
     match outcome {
         Ok(value) => Ok(Conditional::Done(value)),
         Err(e)

@@ -12,26 +12,32 @@ use aws_sdk_lambdamicrovms::error::{DisplayErrorContext, ProvideErrorMetadata, S
 use crate::error::SandboxError;
 use crate::error::map::aws::{AwsFailure, NoResponse, from_aws, sanitize_aws_code};
 
+/// The error of an operation of any AWS SDK client: its code and message
+/// (the bound of every mapper of the edge).
+pub(in crate::aws) trait OperationError:
+    ProvideErrorMetadata + std::error::Error + 'static
+{
+}
+
+impl<E: ProvideErrorMetadata + std::error::Error + 'static> OperationError for E {}
+
+/// The failure of a call of any AWS SDK client whose operation error is `E`.
+pub(in crate::aws) type SdkFailure<E> = SdkError<E, HttpResponse>;
+
 /// Maps any operation's `SdkError` to a `SandboxError` (docs/errors.md,
 /// "AWS control plane, by error code, never by HTTP status").
-pub(in crate::aws) fn map_sdk_error<E>(
+pub(in crate::aws) fn map_sdk_error<E: OperationError>(
     operation: &'static str,
-    err: &SdkError<E, HttpResponse>,
-) -> SandboxError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-{
+    err: &SdkFailure<E>,
+) -> SandboxError {
     from_aws(extract(operation, err))
 }
 
 /// The facts of an `SdkError`, without the raw response.
-pub(in crate::aws) fn extract<E>(
+pub(in crate::aws) fn extract<E: OperationError>(
     operation: &'static str,
-    err: &SdkError<E, HttpResponse>,
-) -> AwsFailure
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-{
+    err: &SdkFailure<E>,
+) -> AwsFailure {
     let mut failure = AwsFailure::new(operation);
     match err {
         SdkError::ServiceError(service) => {

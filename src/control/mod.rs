@@ -7,6 +7,7 @@
 //! [`ControlPlane`], [`RunRequest`] and [`Microvm`]; implementations return
 //! failures already mapped through `crate::error::map::aws`.
 
+pub(crate) mod layer;
 pub(crate) mod pacing;
 pub(crate) mod retry;
 

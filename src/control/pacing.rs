@@ -12,24 +12,10 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::{
-    AuthTokenRequest, ControlPlane, ImageSummary, ListPage, ListRequest, Microvm, RunRequest,
-};
+use super::layer::{Call, Layer, Layered, Operation as Op};
 use crate::error::SandboxError;
-use crate::secret::Secret;
 
-/// The paced operations, in the order of [`Pacing`]'s rates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Run = 0,
-    Get,
-    Suspend,
-    Resume,
-    Terminate,
-    AuthToken,
-    List,
-}
-
+/// The paced operations: every one but GetMicrovmImage (paced with GetMicrovm).
 const OPS: usize = 7;
 
 /// How many control-plane calls per second this process makes, per
@@ -43,21 +29,6 @@ const OPS: usize = 7;
 #[must_use]
 pub struct Pacing {
     per_second: [u32; OPS],
-}
-
-impl fmt::Debug for Pacing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let [run, get, suspend, resume, terminate, auth, list] = self.per_second;
-        f.debug_struct("Pacing")
-            .field("run_microvm", &run)
-            .field("get_microvm", &get)
-            .field("suspend_microvm", &suspend)
-            .field("resume_microvm", &resume)
-            .field("terminate_microvm", &terminate)
-            .field("create_auth_token", &auth)
-            .field("list_microvms", &list)
-            .finish()
-    }
 }
 
 impl Default for Pacing {
@@ -85,41 +56,45 @@ impl Pacing {
         self.per_second[op as usize] = per_second;
         self
     }
+}
 
+/// The rate setters, and `Debug` with the same names, from one list.
+macro_rules! rates {
+    ($($(#[$doc:meta])* $name:ident: $op:ident;)+) => {
+        impl Pacing {
+            $(
+                $(#[$doc])*
+                pub fn $name(self, per_second: u32) -> Self {
+                    self.set(Op::$op, per_second)
+                }
+            )+
+        }
+
+        impl fmt::Debug for Pacing {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct("Pacing")
+                    $(.field(stringify!($name), &self.per_second[Op::$op as usize]))+
+                    .finish()
+            }
+        }
+    };
+}
+
+rates! {
     /// RunMicrovm calls per second (default 5).
-    pub fn run_microvm(self, per_second: u32) -> Self {
-        self.set(Op::Run, per_second)
-    }
-
+    run_microvm: Run;
     /// GetMicrovm calls per second (default 100).
-    pub fn get_microvm(self, per_second: u32) -> Self {
-        self.set(Op::Get, per_second)
-    }
-
+    get_microvm: Get;
     /// SuspendMicrovm calls per second (default 2).
-    pub fn suspend_microvm(self, per_second: u32) -> Self {
-        self.set(Op::Suspend, per_second)
-    }
-
+    suspend_microvm: Suspend;
     /// ResumeMicrovm calls per second (default 5).
-    pub fn resume_microvm(self, per_second: u32) -> Self {
-        self.set(Op::Resume, per_second)
-    }
-
+    resume_microvm: Resume;
     /// TerminateMicrovm calls per second (default 10).
-    pub fn terminate_microvm(self, per_second: u32) -> Self {
-        self.set(Op::Terminate, per_second)
-    }
-
+    terminate_microvm: Terminate;
     /// CreateMicrovmAuthToken calls per second (default 50).
-    pub fn create_auth_token(self, per_second: u32) -> Self {
-        self.set(Op::AuthToken, per_second)
-    }
-
+    create_auth_token: AuthToken;
     /// ListMicrovms calls per second (default 10).
-    pub fn list_microvms(self, per_second: u32) -> Self {
-        self.set(Op::List, per_second)
-    }
+    list_microvms: List;
 }
 
 /// One token bucket: `rate` tokens per second, at most `rate` stored.
@@ -178,6 +153,8 @@ impl Buckets {
     }
 
     async fn take(&self, op: Op) {
+        // Read-only and rare (a doctor's check): paced with GetMicrovm.
+        let op = if op == Op::GetImage { Op::Get } else { op };
         if let Some(bucket) = &self.buckets[op as usize] {
             bucket.take().await;
         }
@@ -185,86 +162,26 @@ impl Buckets {
 }
 
 /// A control plane whose calls are paced.
-pub(crate) struct Paced<C> {
-    inner: C,
-    buckets: Arc<Buckets>,
-}
+pub(crate) type Paced<C> = Layered<Arc<Buckets>, C>;
 
-crate::secret::redacted_debug! {
-    non_exhaustive Paced<C> |o| inner
-}
-
-impl<C: ControlPlane> Paced<C> {
+impl<C: super::ControlPlane> Paced<C> {
     pub(crate) fn new(inner: C, buckets: Arc<Buckets>) -> Self {
-        Self { inner, buckets }
+        Layered::under(buckets, inner)
     }
 }
 
-impl<C: ControlPlane> ControlPlane for Paced<C> {
-    fn run_microvm(&self, request: RunRequest) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
-        async move {
-            self.buckets.take(Op::Run).await;
-            self.inner.run_microvm(request).await
-        }
-        .boxed()
-    }
+/// Each call takes a token of its operation's bucket first.
+impl Layer for Arc<Buckets> {
+    const NAME: &'static str = "Paced";
 
-    fn get_microvm(&self, id: String) -> BoxFuture<'_, Result<Microvm, SandboxError>> {
+    fn around<'a, T: Send + 'a>(
+        &'a self,
+        operation: Op,
+        mut call: Call<'a, T>,
+    ) -> BoxFuture<'a, Result<T, SandboxError>> {
         async move {
-            self.buckets.take(Op::Get).await;
-            self.inner.get_microvm(id).await
-        }
-        .boxed()
-    }
-
-    fn terminate_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
-        async move {
-            self.buckets.take(Op::Terminate).await;
-            self.inner.terminate_microvm(id).await
-        }
-        .boxed()
-    }
-
-    fn create_auth_token(
-        &self,
-        request: AuthTokenRequest,
-    ) -> BoxFuture<'_, Result<Secret, SandboxError>> {
-        async move {
-            self.buckets.take(Op::AuthToken).await;
-            self.inner.create_auth_token(request).await
-        }
-        .boxed()
-    }
-
-    fn suspend_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
-        async move {
-            self.buckets.take(Op::Suspend).await;
-            self.inner.suspend_microvm(id).await
-        }
-        .boxed()
-    }
-
-    fn resume_microvm(&self, id: String) -> BoxFuture<'_, Result<(), SandboxError>> {
-        async move {
-            self.buckets.take(Op::Resume).await;
-            self.inner.resume_microvm(id).await
-        }
-        .boxed()
-    }
-
-    fn list_microvms(&self, request: ListRequest) -> BoxFuture<'_, Result<ListPage, SandboxError>> {
-        async move {
-            self.buckets.take(Op::List).await;
-            self.inner.list_microvms(request).await
-        }
-        .boxed()
-    }
-
-    fn get_image(&self, image: String) -> BoxFuture<'_, Result<ImageSummary, SandboxError>> {
-        // Read-only and rare (a doctor's check): paced with GetMicrovm.
-        async move {
-            self.buckets.take(Op::Get).await;
-            self.inner.get_image(image).await
+            self.take(operation).await;
+            call().await
         }
         .boxed()
     }

@@ -109,10 +109,22 @@ pub(crate) fn trace_headers() -> Option<(String, Option<String>)> {
     Some((traceparent, (!state.is_empty()).then_some(state)))
 }
 
+/// The tests' remote parent: sampled, with trace state `vendor=v1`; its
+/// `traceparent` is `00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`.
+#[cfg(test)]
+pub(crate) fn remote_parent() -> opentelemetry::trace::SpanContext {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+    SpanContext::new(
+        TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+        SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+        TraceFlags::SAMPLED,
+        true,
+        TraceState::from_key_value([("vendor", "v1")]).unwrap(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
-    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
-
     use super::*;
 
     #[test]
@@ -122,14 +134,9 @@ mod tests {
 
     #[test]
     fn the_header_of_a_remote_parent() {
-        let sc = SpanContext::new(
-            TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
-            SpanId::from_hex("00f067aa0ba902b7").unwrap(),
-            TraceFlags::SAMPLED,
-            true,
-            TraceState::from_key_value([("vendor", "v1")]).unwrap(),
-        );
-        let _guard = Context::new().with_remote_span_context(sc).attach();
+        let _guard = Context::new()
+            .with_remote_span_context(remote_parent())
+            .attach();
         assert_eq!(
             trace_headers(),
             Some((

@@ -15,6 +15,8 @@
 
 #[cfg(feature = "otel")]
 mod bridge;
+#[cfg(all(test, feature = "otel"))]
+pub(crate) use self::bridge::remote_parent;
 #[cfg(feature = "otel")]
 pub(crate) use self::bridge::{Tracer, trace_headers};
 

@@ -29,8 +29,8 @@ mod location;
 #[cfg(feature = "s3")]
 mod store;
 
-use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -106,18 +106,9 @@ pub struct PersistenceOutcome {
 
 // The location is the caller's data, but Debug output ends up in logs:
 // sizes and counts only.
-impl fmt::Debug for PersistenceOutcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PersistenceOutcome")
-            .field("files", &self.files)
-            .field("bytes_read", &self.bytes_read)
-            .field("bytes_written", &self.bytes_written)
-            .field("archive_bytes", &self.archive_bytes)
-            .field("sha256", &self.sha256)
-            .field("skipped", &self.skipped)
-            .field("duration", &self.duration)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive PersistenceOutcome |o| files, bytes_read, bytes_written, archive_bytes, sha256,
+    skipped, duration
 }
 
 /// Options of a checkpoint.
@@ -141,16 +132,9 @@ pub struct CheckpointOptions {
     pub on_progress: Option<ProgressFn>,
 }
 
-impl fmt::Debug for CheckpointOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CheckpointOptions")
-            .field("target", &self.target)
-            .field("excludes", &self.exclude.len())
-            .field("timeout", &self.timeout)
-            .field("user", &self.user.is_some())
-            .field("on_progress", &self.on_progress.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    CheckpointOptions |o| target, excludes = o.exclude.len(), timeout, user = o.user.is_some(),
+    on_progress = o.on_progress.is_some()
 }
 
 impl CheckpointOptions {
@@ -168,22 +152,14 @@ impl CheckpointOptions {
         self
     }
 
-    /// The deadline of the whole operation.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-
-    /// Whose home to archive.
-    pub fn user(mut self, user: impl Into<String>) -> Self {
-        self.user = Some(user.into());
-        self
-    }
-
-    /// A progress callback.
-    pub fn on_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
-        self.on_progress = Some(Arc::new(f));
-        self
+    crate::setters::setters! {
+        unmarked;
+        /// The deadline of the whole operation.
+        timeout: Some Duration;
+        /// Whose home to archive.
+        user: Some impl String;
+        /// A progress callback.
+        on_progress: shared callback(Progress);
     }
 }
 
@@ -203,15 +179,9 @@ pub struct RestoreOptions {
     pub on_progress: Option<ProgressFn>,
 }
 
-impl fmt::Debug for RestoreOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RestoreOptions")
-            .field("source", &self.source)
-            .field("timeout", &self.timeout)
-            .field("user", &self.user.is_some())
-            .field("on_progress", &self.on_progress.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    RestoreOptions |o| source, timeout, user = o.user.is_some(),
+    on_progress = o.on_progress.is_some()
 }
 
 impl RestoreOptions {
@@ -223,22 +193,14 @@ impl RestoreOptions {
         }
     }
 
-    /// The deadline of the whole operation.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-
-    /// Whose home to restore into.
-    pub fn user(mut self, user: impl Into<String>) -> Self {
-        self.user = Some(user.into());
-        self
-    }
-
-    /// A progress callback.
-    pub fn on_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
-        self.on_progress = Some(Arc::new(f));
-        self
+    crate::setters::setters! {
+        unmarked;
+        /// The deadline of the whole operation.
+        timeout: Some Duration;
+        /// Whose home to restore into.
+        user: Some impl String;
+        /// A progress callback.
+        on_progress: shared callback(Progress);
     }
 }
 
@@ -369,42 +331,34 @@ impl<'a> Persistence<'a> {
             exclude: options.exclude,
         };
         let conn = self.sandbox.conn();
-        let progress = options.on_progress;
-        let run = async {
-            let opened = conn.checkpoint(request).await;
-            drive(
-                op,
-                opened,
-                timeout,
-                |event| match event.event {
-                    Some(pb::checkpoint_event::Event::Started(s)) => {
-                        Event::Started { files: s.files }
-                    }
-                    Some(pb::checkpoint_event::Event::Progress(p)) => Event::Progress(Progress {
-                        files_done: p.files_done,
-                        bytes_read: p.bytes_read,
-                        bytes_uploaded: p.bytes_uploaded,
-                        ..Progress::default()
-                    }),
-                    Some(pb::checkpoint_event::Event::Done(d)) => Event::Done(Done {
-                        files: d.files,
-                        bytes_read: d.bytes_read,
-                        bytes_written: 0,
-                        archive_bytes: d.archive_bytes,
-                        sha256: d.sha256,
-                        skipped: d.skipped,
-                        duration_ms: d.duration_ms,
-                    }),
-                    Some(pb::checkpoint_event::Event::Error(e)) => Event::Error(e.code),
-                    Some(pb::checkpoint_event::Event::Keepalive(_)) | None => Event::Keepalive,
-                },
-                progress.as_deref(),
-            )
-            .await
-        };
-        // Boxed: the tonic stream state would make the public future large.
-        let done = within(op, timeout, Box::pin(run)).await?;
-        Ok(outcome(done, &at))
+        let open = || conn.checkpoint(request);
+        let done = run(
+            op,
+            timeout,
+            open,
+            options.on_progress,
+            |event| match event.event {
+                Some(pb::checkpoint_event::Event::Started(s)) => Event::Started { files: s.files },
+                Some(pb::checkpoint_event::Event::Progress(p)) => Event::Progress(Progress {
+                    files_done: p.files_done,
+                    bytes_read: p.bytes_read,
+                    bytes_uploaded: p.bytes_uploaded,
+                    ..Progress::default()
+                }),
+                Some(pb::checkpoint_event::Event::Done(d)) => Event::Done(Done {
+                    files: d.files,
+                    bytes_read: d.bytes_read,
+                    bytes_written: 0,
+                    archive_bytes: d.archive_bytes,
+                    sha256: d.sha256,
+                    skipped: d.skipped,
+                    duration_ms: d.duration_ms,
+                }),
+                Some(pb::checkpoint_event::Event::Error(e)) => Event::Error(e.code),
+                Some(pb::checkpoint_event::Event::Keepalive(_)) | None => Event::Keepalive,
+            },
+        );
+        Ok(outcome(done.await?, &at))
     }
 
     /// Extracts a checkpoint into the home directory (overwriting files,
@@ -432,39 +386,33 @@ impl<'a> Persistence<'a> {
             user: options.user.map(|username| pb::User { username }),
         };
         let conn = self.sandbox.conn();
-        let progress = options.on_progress;
-        let run = async {
-            let opened = conn.restore(request).await;
-            drive(
-                op,
-                opened,
-                timeout,
-                |event| match event.event {
-                    Some(pb::restore_event::Event::Started(s)) => Event::Started { files: s.files },
-                    Some(pb::restore_event::Event::Progress(p)) => Event::Progress(Progress {
-                        files_done: p.files_done,
-                        bytes_downloaded: p.bytes_downloaded,
-                        ..Progress::default()
-                    }),
-                    Some(pb::restore_event::Event::Done(d)) => Event::Done(Done {
-                        files: d.files,
-                        bytes_read: 0,
-                        bytes_written: d.bytes_written,
-                        archive_bytes: d.archive_bytes,
-                        sha256: d.sha256,
-                        skipped: d.skipped,
-                        duration_ms: d.duration_ms,
-                    }),
-                    Some(pb::restore_event::Event::Error(e)) => Event::Error(e.code),
-                    Some(pb::restore_event::Event::Keepalive(_)) | None => Event::Keepalive,
-                },
-                progress.as_deref(),
-            )
-            .await
-        };
-        // Boxed: the tonic stream state would make the public future large.
-        let done = within(op, timeout, Box::pin(run)).await?;
-        Ok(outcome(done, &at))
+        let open = || conn.restore(request);
+        let done = run(
+            op,
+            timeout,
+            open,
+            options.on_progress,
+            |event| match event.event {
+                Some(pb::restore_event::Event::Started(s)) => Event::Started { files: s.files },
+                Some(pb::restore_event::Event::Progress(p)) => Event::Progress(Progress {
+                    files_done: p.files_done,
+                    bytes_downloaded: p.bytes_downloaded,
+                    ..Progress::default()
+                }),
+                Some(pb::restore_event::Event::Done(d)) => Event::Done(Done {
+                    files: d.files,
+                    bytes_read: 0,
+                    bytes_written: d.bytes_written,
+                    archive_bytes: d.archive_bytes,
+                    sha256: d.sha256,
+                    skipped: d.skipped,
+                    duration_ms: d.duration_ms,
+                }),
+                Some(pb::restore_event::Event::Error(e)) => Event::Error(e.code),
+                Some(pb::restore_event::Event::Keepalive(_)) | None => Event::Keepalive,
+            },
+        );
+        Ok(outcome(done.await?, &at))
     }
 }
 
@@ -511,6 +459,25 @@ fn outcome(done: Done, at: &S3Prefix) -> PersistenceOutcome {
         key_prefix: at.key_prefix().unwrap_or_default(),
         uri: at.uri().unwrap_or_default(),
     }
+}
+
+/// Opens the stream with `open` and [`drive`]s it, the whole operation
+/// bounded by `timeout`. Boxed: the tonic stream state would make the
+/// public futures large.
+fn run<'a, T, O>(
+    op: PersistenceOp,
+    timeout: Duration,
+    open: impl FnOnce() -> O + Send + 'a,
+    on_progress: Option<ProgressFn>,
+    read: impl Fn(T) -> Event + Send + 'a,
+) -> Pin<Box<dyn Future<Output = Result<Done, SandboxError>> + Send + 'a>>
+where
+    T: Send + 'a,
+    O: Future<Output = Result<(Option<T>, RawStream<T>), RawFailure>> + Send + 'a,
+{
+    Box::pin(within(op, timeout, async move {
+        drive(op, open().await, timeout, read, on_progress.as_deref()).await
+    }))
 }
 
 /// Bounds the whole operation by `timeout`.

@@ -17,7 +17,7 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
-use super::sign::Signer;
+use super::sign::{Request, Signer};
 use super::staging::S3Staging;
 use super::{EXPORT_URL_BASE, TransferPhase, phase, state_error, unix_ms, watch_to_end};
 use crate::aws::s3::objects::{ObjectBody, Objects};
@@ -349,14 +349,24 @@ async fn export(
             let number = i32::try_from(number).unwrap_or(i32::MAX);
             parts.push(
                 signer
-                    .upload_part(key, &upload_id, number, url_life, feature)
+                    .sign(
+                        key,
+                        Request::UploadPart {
+                            upload_id: &upload_id,
+                            number,
+                        },
+                        url_life,
+                        feature,
+                    )
                     .await?,
             );
         }
         multipart = Some(upload_id);
         pb::start_export_request::Target::Multipart(pb::PresignedMultipart { part_size, parts })
     } else {
-        pb::start_export_request::Target::Put(signer.put(key, url_life, feature).await?)
+        pb::start_export_request::Target::Put(
+            signer.sign(key, Request::Put, url_life, feature).await?,
+        )
     };
     let request = pb::StartExportRequest {
         path: path.to_owned(),
@@ -460,8 +470,12 @@ where
         user: None,
         mode: None,
         object: Some(signer.object(key)),
-        get: Some(signer.get(key, life, None, feature).await?),
-        delete: Some(signer.delete(key, life, feature).await?),
+        get: Some(
+            signer
+                .sign(key, Request::Get { attachment: None }, life, feature)
+                .await?,
+        ),
+        delete: Some(signer.sign(key, Request::Delete, life, feature).await?),
         wait_for_object: false,
         expires_at_unix_ms: unix_ms(std::time::SystemTime::now() + life),
         max_bytes: size,

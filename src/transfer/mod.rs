@@ -26,7 +26,7 @@ mod staging;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use self::sign::Signer;
+use self::sign::{Request, Signer};
 pub use self::staging::{DEFAULT_PREFIX, S3Staging};
 use crate::error::SandboxError;
 use crate::files::{EntryInfo, FileType, Files, entry_info};
@@ -418,7 +418,7 @@ impl Files<'_> {
             let (url, fields) = signer.post(&key, lifetime, max_bytes, FEATURE).await?;
             (UploadMethod::Post, url, BTreeMap::new(), fields)
         } else {
-            let put = signer.put(&key, lifetime, FEATURE).await?;
+            let put = signer.sign(&key, Request::Put, lifetime, FEATURE).await?;
             (
                 UploadMethod::Put,
                 put.url,
@@ -433,12 +433,17 @@ impl Files<'_> {
             object: Some(signer.object(&key)),
             get: Some(
                 signer
-                    .get(&key, lifetime + DELETE_GRACE, None, FEATURE)
+                    .sign(
+                        &key,
+                        Request::Get { attachment: None },
+                        lifetime + DELETE_GRACE,
+                        FEATURE,
+                    )
                     .await?,
             ),
             delete: Some(
                 signer
-                    .delete(&key, lifetime + DELETE_GRACE, FEATURE)
+                    .sign(&key, Request::Delete, lifetime + DELETE_GRACE, FEATURE)
                     .await?,
             ),
             wait_for_object: true,
@@ -500,7 +505,9 @@ impl Files<'_> {
             user: None,
             object: Some(signer.object(&key)),
             target: Some(pb::start_export_request::Target::Put(
-                signer.put(&key, export_life, FEATURE).await?,
+                signer
+                    .sign(&key, Request::Put, export_life, FEATURE)
+                    .await?,
             )),
             expires_at_unix_ms: unix_ms(SystemTime::now() + export_life),
         };
@@ -520,8 +527,9 @@ impl Files<'_> {
         let attachment = staging::check_filename(&filename)
             .is_ok()
             .then_some(filename);
+        let attachment = attachment.as_deref();
         let get = signer
-            .get(&key, lifetime, attachment.as_deref(), FEATURE)
+            .sign(&key, Request::Get { attachment }, lifetime, FEATURE)
             .await?;
         Ok(DownloadLink {
             url: get.url,

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use super::staging::S3Staging;
 use crate::aws::s3::objects::Objects;
-use crate::aws::s3::presign::{PresignError, Presigned, Presigner};
+pub(crate) use crate::aws::s3::presign::Request;
+use crate::aws::s3::presign::{PresignError, Presigner};
 use crate::error::SandboxError;
 use crate::pb;
 use crate::sandbox::Sandbox;
@@ -42,13 +43,6 @@ fn presign_error(feature: &str, err: PresignError) -> SandboxError {
             SandboxError::internal(feature, "the AWS credentials could not be loaded")
         }
         PresignError::Failed => presign_failed(feature),
-    }
-}
-
-fn request(presigned: Presigned) -> pb::PresignedRequest {
-    pb::PresignedRequest {
-        url: presigned.url,
-        headers: presigned.headers.into_iter().collect(),
     }
 }
 
@@ -93,59 +87,21 @@ impl Signer {
         }
     }
 
-    pub(crate) async fn get(
+    /// The presigned `request` of `key`, valid for `lifetime`.
+    pub(crate) async fn sign(
         &self,
         key: &str,
-        lifetime: Duration,
-        attachment: Option<&str>,
-        feature: &str,
-    ) -> Result<pb::PresignedRequest, SandboxError> {
-        self.presigner
-            .get(key, lifetime, attachment)
-            .await
-            .map(request)
-            .map_err(|e| presign_error(feature, e))
-    }
-
-    pub(crate) async fn put(
-        &self,
-        key: &str,
+        request: Request<'_>,
         lifetime: Duration,
         feature: &str,
     ) -> Result<pb::PresignedRequest, SandboxError> {
         self.presigner
-            .put(key, lifetime)
+            .presign(key, request, lifetime)
             .await
-            .map(request)
-            .map_err(|e| presign_error(feature, e))
-    }
-
-    /// One part of a multipart upload, for a multipart export.
-    pub(crate) async fn upload_part(
-        &self,
-        key: &str,
-        upload_id: &str,
-        number: i32,
-        lifetime: Duration,
-        feature: &str,
-    ) -> Result<pb::PresignedRequest, SandboxError> {
-        self.presigner
-            .upload_part(key, upload_id, number, lifetime)
-            .await
-            .map(request)
-            .map_err(|e| presign_error(feature, e))
-    }
-
-    pub(crate) async fn delete(
-        &self,
-        key: &str,
-        lifetime: Duration,
-        feature: &str,
-    ) -> Result<pb::PresignedRequest, SandboxError> {
-        self.presigner
-            .delete(key, lifetime)
-            .await
-            .map(request)
+            .map(|presigned| pb::PresignedRequest {
+                url: presigned.url,
+                headers: presigned.headers.into_iter().collect(),
+            })
             .map_err(|e| presign_error(feature, e))
     }
 

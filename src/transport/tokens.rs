@@ -173,24 +173,15 @@ mod tests {
     #[test]
     fn a_call_under_a_span_carries_its_trace_context_only() {
         use opentelemetry::baggage::BaggageExt as _;
-        use opentelemetry::trace::{
-            SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState,
-        };
+        use opentelemetry::trace::TraceContextExt as _;
         let store = Arc::new(TokenStore::new(None, Some(Secret::new("access-1"))));
         let mut interceptor = AuthInterceptor::new(store);
         let req = interceptor.call(Request::new(())).unwrap();
         assert!(req.metadata().get("traceparent").is_none());
         assert!(req.metadata().get("tracestate").is_none());
 
-        let sc = SpanContext::new(
-            TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
-            SpanId::from_hex("00f067aa0ba902b7").unwrap(),
-            TraceFlags::SAMPLED,
-            true,
-            TraceState::from_key_value([("vendor", "v1")]).unwrap(),
-        );
         let cx = opentelemetry::Context::new()
-            .with_remote_span_context(sc)
+            .with_remote_span_context(crate::otel::remote_parent())
             .with_baggage([opentelemetry::KeyValue::new("user", "secret")]);
         let _guard = cx.attach();
         let req = interceptor.call(Request::new(())).unwrap();

@@ -14,7 +14,7 @@ use lmv::types::{
     Logging, MicrovmHooks, MicrovmImageHooks, Resources,
 };
 
-use crate::aws::failure::{extract, map_sdk_error};
+use crate::aws::failure::{OperationError, SdkFailure, extract, map_sdk_error};
 use crate::error::SandboxError;
 
 /// The account-wide concurrent-build quota of MicroVM images.
@@ -667,21 +667,13 @@ impl ImageApi {
     }
 }
 
-type SdkErr<E> = lmv::error::SdkError<E, lmv::config::http::HttpResponse>;
-
 /// ResourceNotFoundException, by code.
-fn is_not_found<E>(err: &SdkErr<E>) -> bool
-where
-    E: lmv::error::ProvideErrorMetadata + std::error::Error + 'static,
-{
+fn is_not_found<E: OperationError>(err: &SdkFailure<E>) -> bool {
     extract("GetMicrovmImage", err).code.as_deref() == Some("ResourceNotFoundException")
 }
 
 /// A Create/Update failure: the quota, another refusal, or no answer.
-fn submit_error<E>(operation: &'static str, err: &SdkErr<E>) -> SandboxError
-where
-    E: lmv::error::ProvideErrorMetadata + std::error::Error + 'static,
-{
+fn submit_error<E: OperationError>(operation: &'static str, err: &SdkFailure<E>) -> SandboxError {
     let failure = extract(operation, err);
     match failure.code.as_deref() {
         Some("ServiceQuotaExceededException") => SandboxError::build_quota(BUILD_QUOTA),

@@ -34,6 +34,19 @@ pub(crate) enum PresignError {
     Failed,
 }
 
+/// Which request of an object to presign.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Request<'a> {
+    /// A GET, as an attachment named `attachment` when given.
+    Get { attachment: Option<&'a str> },
+    /// A PUT.
+    Put,
+    /// UploadPart `number` of the multipart upload `upload_id`.
+    UploadPart { upload_id: &'a str, number: i32 },
+    /// A DELETE.
+    Delete,
+}
+
 /// The presigner of one bucket, over the client of [`Objects`].
 #[derive(Clone, Debug)]
 pub(crate) struct Presigner {
@@ -68,90 +81,58 @@ impl Presigner {
         &self.objects
     }
 
-    /// A GET of `key`, as an attachment named `attachment` when given.
+    /// The request `request` of `key`, valid for `lifetime`.
     ///
     /// # Errors
     /// [`PresignError::Failed`].
-    pub(crate) async fn get(
+    pub(crate) async fn presign(
         &self,
         key: &str,
+        request: Request<'_>,
         lifetime: Duration,
-        attachment: Option<&str>,
     ) -> Result<Presigned, PresignError> {
-        let mut op = self
-            .objects
-            .sdk()
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key);
-        if let Some(name) = attachment {
-            op = op.response_content_disposition(format!("attachment; filename=\"{name}\""));
+        let config = presigning(lifetime)?;
+        let client = self.objects.sdk();
+        let bucket = &self.bucket;
+        match request {
+            Request::Get { attachment } => {
+                let mut op = client.get_object().bucket(bucket).key(key);
+                if let Some(name) = attachment {
+                    op =
+                        op.response_content_disposition(format!("attachment; filename=\"{name}\""));
+                }
+                signed(op.presigned(config)).await
+            }
+            Request::Put => {
+                signed(
+                    client
+                        .put_object()
+                        .bucket(bucket)
+                        .key(key)
+                        .presigned(config),
+                )
+                .await
+            }
+            Request::UploadPart { upload_id, number } => {
+                let op = client.upload_part().bucket(bucket).key(key);
+                signed(
+                    op.upload_id(upload_id)
+                        .part_number(number)
+                        .presigned(config),
+                )
+                .await
+            }
+            Request::Delete => {
+                signed(
+                    client
+                        .delete_object()
+                        .bucket(bucket)
+                        .key(key)
+                        .presigned(config),
+                )
+                .await
+            }
         }
-        signed(op.presigned(presigning(lifetime)?)).await
-    }
-
-    /// A PUT of `key`.
-    ///
-    /// # Errors
-    /// [`PresignError::Failed`].
-    pub(crate) async fn put(
-        &self,
-        key: &str,
-        lifetime: Duration,
-    ) -> Result<Presigned, PresignError> {
-        signed(
-            self.objects
-                .sdk()
-                .put_object()
-                .bucket(&self.bucket)
-                .key(key)
-                .presigned(presigning(lifetime)?),
-        )
-        .await
-    }
-
-    /// UploadPart `number` of the multipart upload `upload_id` of `key`.
-    ///
-    /// # Errors
-    /// [`PresignError::Failed`].
-    pub(crate) async fn upload_part(
-        &self,
-        key: &str,
-        upload_id: &str,
-        number: i32,
-        lifetime: Duration,
-    ) -> Result<Presigned, PresignError> {
-        signed(
-            self.objects
-                .sdk()
-                .upload_part()
-                .bucket(&self.bucket)
-                .key(key)
-                .upload_id(upload_id)
-                .part_number(number)
-                .presigned(presigning(lifetime)?),
-        )
-        .await
-    }
-
-    /// A DELETE of `key`.
-    ///
-    /// # Errors
-    /// [`PresignError::Failed`].
-    pub(crate) async fn delete(
-        &self,
-        key: &str,
-        lifetime: Duration,
-    ) -> Result<Presigned, PresignError> {
-        signed(
-            self.objects
-                .sdk()
-                .delete_object()
-                .bucket(&self.bucket)
-                .key(key)
-                .presigned(presigning(lifetime)?),
-        )
-        .await
     }
 
     /// A browser-style POST form for `key`: the URL and the form fields

@@ -72,10 +72,9 @@ crate::secret::redacted_debug! {
 }
 
 impl BuildOptions {
-    /// Sets [`BuildOptions::on_event`].
-    pub fn on_event(mut self, f: impl Fn(&BuildEvent) + Send + Sync + 'static) -> Self {
-        self.on_event = Some(Arc::new(f));
-        self
+    crate::setters::setters! {
+        /// Sets [`BuildOptions::on_event`].
+        on_event: shared callback(&BuildEvent);
     }
 
     /// Checks every option before any call.

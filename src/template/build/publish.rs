@@ -108,10 +108,9 @@ crate::secret::redacted_debug! {
 }
 
 impl PublishOptions {
-    /// Calls `f` with each step of the publish.
-    pub fn on_event(mut self, f: impl Fn(&BuildEvent) + Send + Sync + 'static) -> Self {
-        self.on_event = Some(Arc::new(f));
-        self
+    crate::setters::setters! {
+        /// Calls the callback with each step of the publish.
+        on_event: shared callback(&BuildEvent);
     }
 
     /// The build options the shared gate and checks read.

@@ -10,10 +10,20 @@
 /// name(Request, feature) -> Response = rpc, context_of_feature, retry;`
 /// names the SDK call in its errors. Server
 /// streams: `stream fn name(Request, total) -> Message = rpc, context,
-/// retry;` is bounded by `total` (without `total`, by nothing).
+/// retry;` is bounded by `total` (without `total`, by nothing); `raw fn
+/// name(Request) -> Message = rpc, context;` opens a stream whose failures
+/// come back raw (the persistence streams).
 macro_rules! agent_calls {
     (@total) => { None };
     (@total $total:ident) => { $total };
+    // The opener of a stream: a fresh client and the request, on each call.
+    (@open $this:ident $request:ident $client:ident $rpc:ident) => {
+        || {
+            let mut client = $this.client::<$client<Svc>>();
+            let request = $request.clone();
+            async move { client.$rpc(request).await }
+        }
+    };
     ($client:ident) => {};
     ($client:ident $(#[$doc:meta])* stream fn $name:ident($req:ty $(, $total:ident)?) -> $msg:ty = $rpc:ident, $ctx:expr, $retry:ident; $($rest:tt)*) => {
         $(#[$doc])*
@@ -23,12 +33,18 @@ macro_rules! agent_calls {
             $($total: Option<Duration>,)?
         ) -> Result<AgentStream<$msg>, SandboxError> {
             let total = agent_calls!(@total $($total)?);
-            self.open_stream($ctx, total, ConnectRetry::$retry, || {
-                let mut client = self.client::<$client<Svc>>();
-                let request = request.clone();
-                async move { client.$rpc(request).await }
-            })
-            .await
+            let open = agent_calls!(@open self request $client $rpc);
+            self.open_stream($ctx, total, ConnectRetry::$retry, open).await
+        }
+        agent_calls!($client $($rest)*);
+    };
+    ($client:ident $(#[$doc:meta])* raw fn $name:ident($req:ty) -> $msg:ty = $rpc:ident, $ctx:expr; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub(crate) async fn $name(
+            &self,
+            request: $req,
+        ) -> Result<(Option<$msg>, RawStream<$msg>), RawFailure> {
+            self.open_raw($ctx, agent_calls!(@open self request $client $rpc)).await
         }
         agent_calls!($client $($rest)*);
     };

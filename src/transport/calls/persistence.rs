@@ -52,30 +52,14 @@ impl<T> RawStream<T> {
 }
 
 impl AgentConn {
-    /// Opens `Checkpoint`; the first message (or the end) comes with it.
-    pub(crate) async fn checkpoint(
-        &self,
-        request: pb::CheckpointRequest,
-    ) -> Result<(Option<pb::CheckpointEvent>, RawStream<pb::CheckpointEvent>), RawFailure> {
-        self.open_raw(CallContext::new("persistence.checkpoint"), || {
-            let mut client = self.client::<FilesystemServiceClient<Svc>>();
-            let request = request.clone();
-            async move { client.checkpoint(request).await }
-        })
-        .await
-    }
-
-    /// Opens `Restore`; the first message (or the end) comes with it.
-    pub(crate) async fn restore(
-        &self,
-        request: pb::RestoreRequest,
-    ) -> Result<(Option<pb::RestoreEvent>, RawStream<pb::RestoreEvent>), RawFailure> {
-        self.open_raw(CallContext::new("persistence.restore"), || {
-            let mut client = self.client::<FilesystemServiceClient<Svc>>();
-            let request = request.clone();
-            async move { client.restore(request).await }
-        })
-        .await
+    agent_calls! {
+        FilesystemServiceClient
+        /// Opens `Checkpoint`; the first message (or the end) comes with it.
+        raw fn checkpoint(pb::CheckpointRequest) -> pb::CheckpointEvent = checkpoint,
+            CallContext::new("persistence.checkpoint");
+        /// Opens `Restore`; the first message (or the end) comes with it.
+        raw fn restore(pb::RestoreRequest) -> pb::RestoreEvent = restore,
+            CallContext::new("persistence.restore");
     }
 
     async fn open_raw<T, F, Fut>(

@@ -23,22 +23,8 @@ impl AgentConn {
         /// ends; the agent enforces the session's own timeout).
         stream fn pty_create(pb::PtyStart) -> pb::PtyServerMessage = create,
             CallContext::new("pty.create"), LadderNoReplay;
-    }
-
-    /// `PtyService/Connect`, without a deadline.
-    pub(crate) async fn pty_connect(
-        &self,
-        request: pb::ConnectRequest,
-    ) -> Result<AgentStream<pb::PtyServerMessage>, SandboxError> {
-        self.open_stream(
-            CallContext::new("pty.connect"),
-            None,
-            ConnectRetry::Ladder,
-            || {
-                let mut client = self.client::<PtyServiceClient<Svc>>();
-                async move { client.connect(request).await }
-            },
-        )
-        .await
+        /// `PtyService/Connect`, without a deadline.
+        stream fn pty_connect(pb::ConnectRequest) -> pb::PtyServerMessage = connect,
+            CallContext::new("pty.connect"), Ladder;
     }
 }
