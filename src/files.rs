@@ -272,6 +272,18 @@ impl<'a> Files<'a> {
         })
     }
 
+    /// `path` for the staging of `feature`.
+    fn file<'p>(&self, path: &'p str, feature: &'static str) -> staging::StagedFile<'p>
+    where
+        'a: 'p,
+    {
+        staging::StagedFile {
+            sandbox: self.sandbox,
+            path,
+            feature,
+        }
+    }
+
     /// Checks that `path` is a regular file, then opens its Read stream,
     /// bounded by the request timeout plus one second per MiB.
     async fn open_read(
@@ -288,7 +300,7 @@ impl<'a> Files<'a> {
         }
         if let Some(staging) = staging::of(self.sandbox)
             && let Some(staged) = staging
-                .open_read(self.sandbox, path, entry.size, feature)
+                .open_read(self.file(path, feature), entry.size)
                 .await?
         {
             return Ok((Feed::Staged(staged), entry.size));
@@ -367,7 +379,7 @@ impl<'a> Files<'a> {
             let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
             if staging.stages_write(self.sandbox, Some(len)).await? {
                 let once = Box::pin(futures_util::stream::iter([Bytes::from(data)]));
-                return staging.write(self.sandbox, path, once, "files.write").await;
+                return staging.write(self.file(path, "files.write"), once).await;
             }
         }
         let mut entries = self
@@ -427,7 +439,7 @@ impl<'a> Files<'a> {
         {
             let chunks = Box::pin(chunks.map(Into::<Bytes>::into));
             return staging
-                .write(self.sandbox, path, chunks, "files.write_stream")
+                .write(self.file(path, "files.write_stream"), chunks)
                 .await;
         }
         // The first message names the file with an empty chunk; the others

@@ -22,8 +22,7 @@ use crate::control::MicrovmItem;
 use crate::error::SandboxError;
 use crate::error::map::index::{WriteOutcome, from_failure, write_failed};
 use crate::sandbox::list::ListIndex;
-use crate::sandbox::parts::Parts;
-use crate::sandbox::steps::{NewVm, Stage, Step, StepFuture, Terminate};
+use crate::sandbox::steps::{Launch, NewVm, Stage, Step, StepFuture, Terminate};
 use crate::sandbox::{AwsOptions, ListQuery, SandboxBuilder};
 
 /// The margin a row outlives its sandbox's maximum duration by (TTL).
@@ -393,32 +392,20 @@ impl Step for Steps {
         }
     }
 
-    fn before_launch<'a>(
-        &'a self,
-        builder: &'a SandboxBuilder,
-        stage: Stage,
-        _handle: &'a Parts,
-        client: &'a Client,
-    ) -> StepFuture<'a, ()> {
+    fn before_launch<'a>(&'a self, at: Launch<'a>) -> StepFuture<'a, ()> {
         Box::pin(async move {
-            if stage == Stage::Create
-                && let Some(index) = builder.client_parts().get::<SandboxIndex>()
+            if at.stage == Stage::Create
+                && let Some(index) = at.builder.client_parts().get::<SandboxIndex>()
             {
-                index.ddb(Some(client)).await?;
+                index.ddb(Some(at.client)).await?;
             }
             Ok(())
         })
     }
 
-    fn after_launch<'a>(
-        &'a self,
-        builder: &'a SandboxBuilder,
-        client: &'a Client,
-        vm: &'a NewVm<'a>,
-        terminate: Terminate<'a>,
-    ) -> StepFuture<'a, ()> {
+    fn after_launch<'a>(&'a self, vm: &'a NewVm<'a>, end: Terminate<'a>) -> StepFuture<'a, ()> {
         Box::pin(async move {
-            let Some(index) = builder.client_parts().get::<SandboxIndex>() else {
+            let Some(index) = vm.builder.client_parts().get::<SandboxIndex>() else {
                 return Ok(());
             };
             let row = Row::new(
@@ -427,9 +414,9 @@ impl Step for Steps {
                 vm.image_version,
                 vm.started_at,
                 vm.max_duration_secs,
-                builder.metadata_pairs(),
+                vm.builder.metadata_pairs(),
             );
-            index.write_row(client, &row, terminate).await
+            index.write_row(vm.client, &row, end).await
         })
     }
 

@@ -10,7 +10,7 @@ use super::options::{CreateOptions, IdleChoice, IdlePolicy, LaunchPlan, OnTimeou
 use super::parts::Parts;
 use super::payload::{MAX_PAYLOAD_CHARS, run_payload};
 use super::readiness::{OnNotReady, wait_ready};
-use super::steps::{NewVm, Stage};
+use super::steps::{Launch, NewVm, Stage};
 use super::{Inner, PROXY_TOKEN_TTL, Sandbox, SandboxInfo, proxy_minter};
 use crate::client::{Client, ClientSource};
 use crate::control::pacing::Pacing;
@@ -379,6 +379,17 @@ impl SandboxBuilder {
         op
     }
 
+    /// Where a `create` or `connect` of this builder stands before the
+    /// launch, for the steps.
+    fn at<'a>(&'a self, stage: Stage, handle: &'a Parts, client: &'a Client) -> Launch<'a> {
+        Launch {
+            builder: self,
+            stage,
+            handle,
+            client,
+        }
+    }
+
     /// What the features' setters set on this builder.
     pub(crate) fn parts(&self) -> &Parts {
         &self.parts
@@ -493,7 +504,7 @@ impl SandboxBuilder {
             // What the features need is read before RunMicrovm: a missing
             // secret or AWS configuration never launches (and bills) a MicroVM.
             for step in &steps {
-                step.before_launch(&self, Stage::Create, &parts, &client)
+                step.before_launch(self.at(Stage::Create, &parts, &client))
                     .await?;
             }
             let backend = client.backend();
@@ -542,6 +553,8 @@ impl SandboxBuilder {
             }
 
             let new_vm = NewVm {
+                builder: &self,
+                client: &client,
                 id: &vm.id,
                 image_arn: &vm.image_arn,
                 image_version: &vm.image_version,
@@ -550,8 +563,7 @@ impl SandboxBuilder {
             };
             for step in &steps {
                 let terminate = control.terminate_microvm(vm.id.clone());
-                step.after_launch(&self, &client, &new_vm, Box::pin(terminate))
-                    .await?;
+                step.after_launch(&new_vm, Box::pin(terminate)).await?;
             }
 
             let minter = proxy_minter(
@@ -978,7 +990,7 @@ impl SandboxBuilder {
             }
             let client = self.client().await?;
             for step in &steps {
-                step.before_launch(&self, Stage::Connect, &parts, &client)
+                step.before_launch(self.at(Stage::Connect, &parts, &client))
                     .await?;
             }
             let backend = client.backend();

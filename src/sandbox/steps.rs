@@ -29,9 +29,22 @@ pub(crate) enum Stage {
     Connect,
 }
 
+/// Where a `create` or `connect` stands before anything is launched or
+/// dialled (its client resolved).
+#[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+pub(crate) struct Launch<'a> {
+    pub(crate) builder: &'a SandboxBuilder,
+    pub(crate) stage: Stage,
+    /// The parts the handle will carry (what `prepare` gave).
+    pub(crate) handle: &'a Parts,
+    pub(crate) client: &'a Client,
+}
+
 /// What RunMicrovm answered for a new sandbox, for the steps after it.
 #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
 pub(crate) struct NewVm<'a> {
+    pub(crate) builder: &'a SandboxBuilder,
+    pub(crate) client: &'a Client,
     pub(crate) id: &'a str,
     pub(crate) image_arn: &'a str,
     pub(crate) image_version: &'a str,
@@ -77,25 +90,13 @@ pub(crate) trait Step: Sync {
     }
 
     /// Before anything is launched or dialled (the client is resolved).
-    fn before_launch<'a>(
-        &'a self,
-        _builder: &'a SandboxBuilder,
-        _stage: Stage,
-        _handle: &'a Parts,
-        _client: &'a Client,
-    ) -> StepFuture<'a, ()> {
+    fn before_launch<'a>(&'a self, _at: Launch<'a>) -> StepFuture<'a, ()> {
         done()
     }
 
     /// Right after RunMicrovm answered (and a pool's hook ran); `terminate`
     /// ends the MicroVM when the step fails.
-    fn after_launch<'a>(
-        &'a self,
-        _builder: &'a SandboxBuilder,
-        _client: &'a Client,
-        _vm: &'a NewVm<'a>,
-        _terminate: Terminate<'a>,
-    ) -> StepFuture<'a, ()> {
+    fn after_launch<'a>(&'a self, _vm: &'a NewVm<'a>, _end: Terminate<'a>) -> StepFuture<'a, ()> {
         done()
     }
 

@@ -20,7 +20,7 @@ use crate::client::Client;
 use crate::error::SandboxError;
 use crate::sandbox::SandboxBuilder;
 use crate::sandbox::parts::Parts;
-use crate::sandbox::steps::{Stage, Step, StepFuture};
+use crate::sandbox::steps::{Launch, Stage, Step, StepFuture};
 pub(crate) use crate::secret::SecretEnv;
 
 /// What the secrets feature does with a process's secret references.
@@ -301,16 +301,10 @@ impl Step for Steps {
         Ok(())
     }
 
-    fn before_launch<'a>(
-        &'a self,
-        _builder: &'a SandboxBuilder,
-        _stage: Stage,
-        handle: &'a Parts,
-        client: &'a Client,
-    ) -> StepFuture<'a, ()> {
+    fn before_launch<'a>(&'a self, at: Launch<'a>) -> StepFuture<'a, ()> {
         Box::pin(async move {
-            match handle.get::<HandleSecrets>() {
-                Some(secrets) => preflight(secrets, client).await,
+            match at.handle.get::<HandleSecrets>() {
+                Some(secrets) => preflight(secrets, at.client).await,
                 None => Ok(()),
             }
         })

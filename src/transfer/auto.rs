@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt as _};
 use sha2::{Digest as _, Sha256};
 use tokio::sync::OnceCell;
@@ -23,7 +22,7 @@ use super::staging::S3Staging;
 use super::{EXPORT_URL_BASE, TransferPhase, phase, state_error, unix_ms, watch_to_end};
 use crate::aws::s3::objects::{ObjectBody, Objects};
 use crate::error::{GrpcCode, SandboxError, TransferCode, TransferReason};
-use crate::files::staging::{ChunkFeed, FileStaging, StagingHook};
+use crate::files::staging::{ChunkFeed, Chunks, Feed, FileStaging, StagedFile, StagingHook};
 use crate::files::{EntryInfo, entry_info};
 use crate::pb;
 use crate::persistence::s3_failure;
@@ -742,16 +741,10 @@ impl FileStaging for FileStager {
         sandbox.staging().is_some()
     }
 
-    fn open_read<'a>(
-        &'a self,
-        sandbox: &'a Sandbox,
-        path: &'a str,
-        size: u64,
-        feature: &'static str,
-    ) -> StepFuture<'a, Option<Box<dyn ChunkFeed>>> {
+    fn open_read<'a>(&'a self, file: StagedFile<'a>, size: u64) -> StepFuture<'a, Option<Feed>> {
         Box::pin(async move {
-            let staged = open_read(sandbox, path, size, feature).await?;
-            Ok(staged.map(|s| Box::new(s) as Box<dyn ChunkFeed>))
+            let staged = open_read(file.sandbox, file.path, size, file.feature).await?;
+            Ok(staged.map(|s| Box::new(s) as Feed))
         })
     }
 
@@ -759,14 +752,8 @@ impl FileStaging for FileStager {
         Box::pin(stages_write(sandbox, len))
     }
 
-    fn write<'a>(
-        &'a self,
-        sandbox: &'a Sandbox,
-        path: &'a str,
-        chunks: BoxStream<'static, Bytes>,
-        feature: &'static str,
-    ) -> StepFuture<'a, EntryInfo> {
-        Box::pin(write(sandbox, path, chunks, feature))
+    fn write<'a>(&'a self, file: StagedFile<'a>, chunks: Chunks) -> StepFuture<'a, EntryInfo> {
+        Box::pin(write(file.sandbox, file.path, chunks, file.feature))
     }
 }
 
