@@ -17,10 +17,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::aws::dynamodb::{Attr, Conditional, Dynamo, Expression, Item, KeyRole};
-use crate::client::Client;
 use crate::control::MicrovmItem;
 use crate::error::SandboxError;
 use crate::error::map::index::{WriteOutcome, from_failure, write_failed};
+use crate::sandbox::client::Client;
 use crate::sandbox::list::ListIndex;
 use crate::sandbox::steps::{Launch, NewVm, Stage, Step, StepFuture, Terminate};
 use crate::sandbox::{AwsOptions, ListQuery, SandboxBuilder};
@@ -315,7 +315,7 @@ impl crate::sandbox::SandboxBuilder {
 }
 
 /// The index setter of the client builder.
-impl crate::client::ClientBuilder {
+impl crate::sandbox::client::ClientBuilder {
     /// Keeps the sandboxes of this client in a metadata index
     /// (docs/index.md): their creates write a row, and every kill through
     /// the client (a handle's, [`Client::kill_by_id`]) deletes it. A

@@ -267,7 +267,6 @@ pub mod test_util;
 mod aws;
 mod backoff;
 mod checks;
-mod client;
 mod code;
 mod commands;
 mod configure;
@@ -320,7 +319,6 @@ pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
     steps
 }
 
-pub use client::{Client, ClientBuilder};
 pub use code::{
     Code, CodeContext, CodeContextOptions, Execution, ExecutionError, ExecutionEvent,
     ExecutionEvents, ExecutionResult, Logs, OutputMessage, RunCodeOptions,
@@ -330,6 +328,7 @@ pub use commands::{
     ProcessInfo, ProcessKind,
 };
 pub use error::{ErrorKind, SandboxError};
+pub use sandbox::client::{Client, ClientBuilder};
 
 /// The result of every fallible SDK call.
 pub type Result<T> = std::result::Result<T, SandboxError>;

@@ -12,10 +12,10 @@ use super::payload::{MAX_PAYLOAD_CHARS, run_payload};
 use super::readiness::{OnNotReady, wait_ready};
 use super::steps::{Launch, NewVm, Stage};
 use super::{Inner, PROXY_TOKEN_TTL, Sandbox, SandboxInfo, proxy_minter};
-use crate::client::{Client, ClientSource};
 use crate::control::pacing::Pacing;
 use crate::control::{IdlePolicyParams, RunLogging, RunRequest};
 use crate::error::{RetryPolicy, SandboxError};
+use crate::sandbox::client::{Client, ClientSource};
 use crate::secret::{Secret, decode_access_token, generate_access_token, token_sha256_hex};
 use crate::state::SandboxState;
 use crate::transport::{AGENT_PORT, RefreshSchedule, Refresher};
@@ -121,7 +121,7 @@ impl SandboxBuilder {
     /// The defaults, on `client` (what [`Client::sandbox`] returns).
     pub(crate) fn on(client: Client) -> Self {
         // The client's index and tracer are the builder's defaults.
-        let crate::client::ClientFeatures {
+        let crate::sandbox::client::ClientFeatures {
             parts: client_parts,
             #[cfg(feature = "otel")]
             tracer,
@@ -791,7 +791,7 @@ impl SandboxBuilder {
             let client = self.client.client().await?;
             // The builder's index and tracer: the given client's unless a
             // setter changed them (`on` copied them).
-            let features = crate::client::ClientFeatures {
+            let features = crate::sandbox::client::ClientFeatures {
                 parts: self.client_parts.clone(),
                 #[cfg(feature = "otel")]
                 tracer: self.tracer.clone(),

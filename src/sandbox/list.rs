@@ -16,9 +16,9 @@ use super::backend::ResolvedBackend;
 use super::parts::Part;
 use super::proxy_minter;
 use super::steps::StepFuture;
-use crate::client::{Client, ClientSource};
 use crate::control::{ListRequest, MicrovmItem};
 use crate::error::{ErrorKind, RetryPolicy, SandboxError};
+use crate::sandbox::client::{Client, ClientSource};
 use crate::state::SandboxState;
 use crate::transport::{AGENT_PORT, ConnectRetry};
 

@@ -2,6 +2,7 @@
 
 pub(crate) mod backend;
 mod builder;
+pub(crate) mod client;
 mod host;
 #[cfg(feature = "templates")]
 pub(crate) mod image_name;
@@ -68,7 +69,7 @@ pub struct Sandbox {
 
 struct Inner {
     /// The client the handle was made with (it shares its control plane).
-    client: crate::client::Client,
+    client: crate::sandbox::client::Client,
     id: String,
     access_token: Secret,
     control: Arc<dyn ControlPlane>,
@@ -289,7 +290,7 @@ impl Sandbox {
     /// The sandboxes that match `query`, page after page (E2B:
     /// `Sandbox.list(query)`); the backend from `RAYITO_BACKEND`.
     pub fn list(query: ListQuery) -> SandboxList {
-        list::list_from(crate::client::ClientSource::default(), query)
+        list::list_from(crate::sandbox::client::ClientSource::default(), query)
     }
 
     /// Pauses (suspends) the sandbox and waits until it is SUSPENDED

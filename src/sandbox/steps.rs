@@ -10,8 +10,8 @@ use std::time::SystemTime;
 
 use super::parts::Parts;
 use super::{Sandbox, SandboxBuilder};
-use crate::client::Client;
 use crate::error::SandboxError;
+use crate::sandbox::client::Client;
 
 /// A step's future.
 pub(crate) type StepFuture<'a, T> =

@@ -16,9 +16,9 @@ use std::sync::Once;
 use futures_util::future::try_join_all;
 
 use super::{SecretCache, SecretCacheOptions, SecretRef};
-use crate::client::Client;
 use crate::error::SandboxError;
 use crate::sandbox::SandboxBuilder;
+use crate::sandbox::client::Client;
 use crate::sandbox::parts::Parts;
 use crate::sandbox::steps::{Launch, Stage, Step, StepFuture};
 pub(crate) use crate::secret::SecretEnv;
@@ -156,7 +156,7 @@ impl HandleSecrets {
     /// `AWS_ENDPOINT_URL_SECRETS_MANAGER` or the profile decide).
     pub(crate) async fn cache(
         &self,
-        client: &crate::client::Client,
+        client: &crate::sandbox::client::Client,
     ) -> Result<SecretCache, SandboxError> {
         if let Some(cache) = &self.cache {
             return Ok(cache.clone());
@@ -173,7 +173,7 @@ impl HandleSecrets {
     /// out (a code cell that is not known to be Python).
     pub(crate) async fn inject(
         &self,
-        client: &crate::client::Client,
+        client: &crate::sandbox::client::Client,
         call: &SecretEnv,
         include_bound: bool,
         envs: &mut HashMap<String, String>,
@@ -194,7 +194,9 @@ impl HandleSecrets {
 }
 
 /// The cache of a handle whose builder gave none.
-pub(crate) fn default_cache(client: &crate::client::Client) -> Result<SecretCache, SandboxError> {
+pub(crate) fn default_cache(
+    client: &crate::sandbox::client::Client,
+) -> Result<SecretCache, SandboxError> {
     let backend = client.backend();
     match (&backend.local, &backend.sdk_config) {
         (None, Some(config)) => Ok(SecretCache::shared(config)),
