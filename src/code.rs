@@ -617,7 +617,7 @@ impl LogTail {
 #[cfg(feature = "secrets")]
 async fn inject_cell_secrets(
     sandbox: &Sandbox,
-    secrets: crate::secrets::inject::SecretEnv,
+    secrets: crate::secret::SecretEnv,
     request: &mut pb::ExecuteRequest,
 ) -> Result<(), SandboxError> {
     let in_context = request.context_id.is_some();

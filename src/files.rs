@@ -1,6 +1,7 @@
 //! `sandbox.files()`: the sandbox's filesystem; directory watches in `watch`.
 
 mod read;
+pub(crate) mod staging;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -271,6 +272,18 @@ impl<'a> Files<'a> {
         })
     }
 
+    /// `path` for the staging of `feature`.
+    fn file<'p>(&self, path: &'p str, feature: &'static str) -> staging::StagedFile<'p>
+    where
+        'a: 'p,
+    {
+        staging::StagedFile {
+            sandbox: self.sandbox,
+            path,
+            feature,
+        }
+    }
+
     /// Checks that `path` is a regular file, then opens its Read stream,
     /// bounded by the request timeout plus one second per MiB.
     async fn open_read(
@@ -285,9 +298,10 @@ impl<'a> Files<'a> {
                 "the path is not a regular file; pass the path of a file",
             ));
         }
-        #[cfg(feature = "s3")]
-        if let Some(staged) =
-            crate::transfer::auto::open_read(self.sandbox, path, entry.size, feature).await?
+        if let Some(staging) = staging::of(self.sandbox)
+            && let Some(staged) = staging
+                .open_read(self.file(path, feature), entry.size)
+                .await?
         {
             return Ok((Feed::Staged(staged), entry.size));
         }
@@ -360,15 +374,12 @@ impl<'a> Files<'a> {
 
     /// Inside its span (see the public method).
     async fn write_inner(&self, path: &str, data: Vec<u8>) -> Result<EntryInfo, SandboxError> {
-        #[cfg(feature = "s3")]
-        if self.sandbox.staging().is_some() {
+        if let Some(staging) = staging::of(self.sandbox) {
             crate::checks::file_path(path)?;
             let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
-            if crate::transfer::auto::stages_write(self.sandbox, Some(len)).await? {
-                let once = futures_util::stream::iter([Bytes::from(data)]);
-                return boxed!(Result<EntryInfo, SandboxError>, {
-                    crate::transfer::auto::write(self.sandbox, path, once, "files.write").await
-                });
+            if staging.stages_write(self.sandbox, Some(len)).await? {
+                let once = Box::pin(futures_util::stream::iter([Bytes::from(data)]));
+                return staging.write(self.file(path, "files.write"), once).await;
             }
         }
         let mut entries = self
@@ -423,14 +434,13 @@ impl<'a> Files<'a> {
     {
         use futures_util::StreamExt as _;
         crate::checks::file_path(path)?;
-        #[cfg(feature = "s3")]
-        if self.sandbox.staging().is_some()
-            && crate::transfer::auto::stages_write(self.sandbox, None).await?
+        if let Some(staging) = staging::of(self.sandbox)
+            && staging.stages_write(self.sandbox, None).await?
         {
-            let chunks = chunks.map(Into::<Bytes>::into);
-            return boxed!(Result<EntryInfo, SandboxError>, {
-                crate::transfer::auto::write(self.sandbox, path, chunks, "files.write_stream").await
-            });
+            let chunks = Box::pin(chunks.map(Into::<Bytes>::into));
+            return staging
+                .write(self.file(path, "files.write_stream"), chunks)
+                .await;
         }
         // The first message names the file with an empty chunk; the others
         // carry only data.
@@ -762,16 +772,14 @@ fn one_file(bytes: usize) -> crate::otel::Learned {
 )]
 enum Feed {
     Grpc(read::ReadFeed),
-    #[cfg(feature = "s3")]
-    Staged(crate::transfer::auto::StagedRead),
+    Staged(Box<dyn staging::ChunkFeed>),
 }
 
 impl Feed {
     async fn next(&mut self) -> Option<Result<Bytes, SandboxError>> {
         match self {
             Self::Grpc(feed) => feed.next().await,
-            #[cfg(feature = "s3")]
-            Self::Staged(staged) => staged.next().await,
+            Self::Staged(staged) => staged.next().await.transpose(),
         }
     }
 }

@@ -17,11 +17,13 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::aws::dynamodb::{Attr, Conditional, Dynamo, Expression, Item, KeyRole};
-use crate::client::Client;
 use crate::control::MicrovmItem;
 use crate::error::SandboxError;
 use crate::error::map::index::{WriteOutcome, from_failure, write_failed};
-use crate::sandbox::AwsOptions;
+use crate::sandbox::client::Client;
+use crate::sandbox::list::ListIndex;
+use crate::sandbox::steps::{Launch, NewVm, Stage, Step, StepFuture, Terminate};
+use crate::sandbox::{AwsOptions, ListQuery, SandboxBuilder};
 
 /// The margin a row outlives its sandbox's maximum duration by (TTL).
 const TTL_MARGIN_SECS: u64 = 3_600;
@@ -292,6 +294,158 @@ impl SandboxIndex {
             }
         }
         Ok(found)
+    }
+}
+
+/// The index setter of the sandbox builder.
+impl crate::sandbox::SandboxBuilder {
+    /// Keeps the sandbox in a metadata index (docs/index.md): `create`
+    /// writes its row right after RunMicrovm (with its metadata, image
+    /// and start), and `kill` on the handle (or [`Self::kill_by_id`] on a
+    /// builder with the index) deletes it. When the row cannot be written,
+    /// `create` fails with `IndexWrite` and terminates the new MicroVM
+    /// first, unless the index keeps it
+    /// ([`crate::SandboxIndex::keep_on_failure`]).
+    ///
+    /// Only with the `dynamodb` cargo feature.
+    pub fn index(mut self, index: SandboxIndex) -> Self {
+        self.client_parts_mut().set(index);
+        self
+    }
+}
+
+/// The index setter of the client builder.
+impl crate::sandbox::client::ClientBuilder {
+    /// Keeps the sandboxes of this client in a metadata index
+    /// (docs/index.md): their creates write a row, and every kill through
+    /// the client (a handle's, [`Client::kill_by_id`]) deletes it. A
+    /// [`crate::SandboxBuilder::index`] overrides it for that builder.
+    ///
+    /// Only with the `dynamodb` cargo feature.
+    pub fn index(mut self, index: SandboxIndex) -> Self {
+        self.parts_mut().set(index);
+        self
+    }
+}
+
+/// The index setter of the list query.
+impl ListQuery {
+    /// Answers from a metadata index (docs/index.md) instead of probing:
+    /// for each ListMicrovms page, one BatchGetItem reads the rows of its
+    /// sandboxes, and only a sandbox with a row of the same image and start
+    /// whose metadata holds every pair of [`ListQuery::metadata`] is listed
+    /// (with that metadata), in any state the query asks for (suspended
+    /// ones too: nothing is probed). A sandbox created without the index
+    /// has no row and is never listed. Keys DynamoDB leaves unprocessed
+    /// are retried (5 times, 50 ms doubling to 1 s); after that the stream
+    /// ends with `SandboxIndex { aws_code: "UnprocessedKeys" }`, never with
+    /// a silently shorter list.
+    ///
+    /// Only with the `dynamodb` cargo feature.
+    pub fn index(self, index: SandboxIndex) -> Self {
+        self.indexed_by(index)
+    }
+}
+
+impl ListIndex for SandboxIndex {
+    fn check(&self) -> Result<(), SandboxError> {
+        SandboxIndex::check(self)
+    }
+
+    fn select<'a>(
+        &'a self,
+        client: &'a Client,
+        items: Vec<MicrovmItem>,
+        metadata: &'a BTreeMap<String, String>,
+    ) -> StepFuture<'a, Vec<(MicrovmItem, BTreeMap<String, String>)>> {
+        Box::pin(async move {
+            let ids: Vec<String> = items.iter().map(|item| item.id.clone()).collect();
+            let mut rows = self.rows(client, &ids).await?;
+            let mut selected = Vec::new();
+            for item in items {
+                if let Some(row) = rows.remove(&item.id)
+                    && row.matches(&item, metadata)
+                {
+                    selected.push((item, row.metadata));
+                }
+            }
+            Ok(selected)
+        })
+    }
+
+    fn same(&self, other: &dyn std::any::Any) -> bool {
+        other.downcast_ref::<Self>() == Some(self)
+    }
+}
+
+/// The index's part in `create` and `kill`: the table name's check, the
+/// AWS configuration loaded before RunMicrovm (a missing region or
+/// credentials never launch, and bill, a MicroVM), the row written right
+/// after it, and deleted after a kill. The index rides on the client.
+pub(crate) struct Steps;
+
+impl Step for Steps {
+    fn check_late(&self, builder: &SandboxBuilder) -> Result<(), SandboxError> {
+        match builder.client_parts().get::<SandboxIndex>() {
+            Some(index) => index.check(),
+            None => Ok(()),
+        }
+    }
+
+    fn before_launch<'a>(&'a self, at: Launch<'a>) -> StepFuture<'a, ()> {
+        Box::pin(async move {
+            if at.stage == Stage::Create
+                && let Some(index) = at.builder.client_parts().get::<SandboxIndex>()
+            {
+                index.ddb(Some(at.client)).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn after_launch<'a>(&'a self, vm: &'a NewVm<'a>, end: Terminate<'a>) -> StepFuture<'a, ()> {
+        Box::pin(async move {
+            let Some(index) = vm.builder.client_parts().get::<SandboxIndex>() else {
+                return Ok(());
+            };
+            let row = Row::new(
+                vm.id,
+                vm.image_arn,
+                vm.image_version,
+                vm.started_at,
+                vm.max_duration_secs,
+                vm.builder.metadata_pairs(),
+            );
+            index.write_row(vm.client, &row, end).await
+        })
+    }
+
+    fn after_kill<'a>(
+        &'a self,
+        client: &'a Client,
+        sandbox_id: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            if let Some(index) = client.parts().get::<SandboxIndex>() {
+                forget_row(index, client, sandbox_id).await;
+            }
+        })
+    }
+}
+
+/// Deletes the index row of a killed sandbox; a failure is logged (the
+/// MicroVM is gone, so the row can only be stale: indexed lists join rows
+/// with ListMicrovms, and the TTL removes it).
+async fn forget_row(index: &SandboxIndex, client: &Client, sandbox_id: &str) {
+    // Boxed: DynamoDB's call future is large, and `kill` stays small.
+    if let Err(err) = Box::pin(index.delete_row(client, sandbox_id)).await {
+        tracing::warn!(
+            target: "rayito::index",
+            sandbox_id,
+            kind = err.kind().as_str(),
+            aws_code = err.meta().aws_code().unwrap_or(""),
+            "the sandbox was killed but its index row was not deleted; it expires with its TTL"
+        );
     }
 }
 

@@ -267,7 +267,6 @@ pub mod test_util;
 mod aws;
 mod backoff;
 mod checks;
-mod client;
 mod code;
 mod commands;
 mod configure;
@@ -301,7 +300,25 @@ mod state;
 pub mod transfer;
 mod transport;
 
-pub use client::{Client, ClientBuilder};
+/// The features' steps in the sandbox core's `create`, `connect` and
+/// `kill`, in the order they run (persistence's checks come first, the
+/// index's write last). The crate root is the one place that wires the
+/// features to the core: the core calls these without naming them.
+pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
+    #[cfg_attr(
+        not(any(feature = "s3", feature = "secrets", feature = "dynamodb")),
+        allow(unused_mut, reason = "only persistence is built in")
+    )]
+    let mut steps: Vec<&'static dyn sandbox::steps::Step> = vec![&persistence::Steps];
+    #[cfg(feature = "s3")]
+    steps.push(&transfer::auto::Steps);
+    #[cfg(feature = "secrets")]
+    steps.push(&secrets::inject::Steps);
+    #[cfg(feature = "dynamodb")]
+    steps.push(&index::Steps);
+    steps
+}
+
 pub use code::{
     Code, CodeContext, CodeContextOptions, Execution, ExecutionError, ExecutionEvent,
     ExecutionEvents, ExecutionResult, Logs, OutputMessage, RunCodeOptions,
@@ -311,6 +328,7 @@ pub use commands::{
     ProcessInfo, ProcessKind,
 };
 pub use error::{ErrorKind, SandboxError};
+pub use sandbox::client::{Client, ClientBuilder};
 
 /// The result of every fallible SDK call.
 pub type Result<T> = std::result::Result<T, SandboxError>;

@@ -31,8 +31,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::aws::cloudwatch_logs::sandbox::{LogsApi, MAX_EVENTS_PER_PAGE};
-use crate::client::Client;
 use crate::error::SandboxError;
+use crate::sandbox::client::Client;
 use crate::sandbox::{check_log_group, default_log_group};
 
 /// The events [`Client::sandbox_logs`] reads by default.

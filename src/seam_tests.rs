@@ -4,6 +4,8 @@
 //! each test runs in milliseconds. The behaviours here also have an
 //! end-to-end test on the local backend or the emulator.
 
+mod canary;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
@@ -636,20 +638,5 @@ async fn a_hostile_agents_tokens_are_redacted_and_bounded() {
         started.elapsed() < Duration::from_secs(20),
         "{:?}",
         started.elapsed()
-    );
-}
-
-/// `persist` on a pool's builder: a pooled sandbox is made before anyone
-/// names it, so the pool refuses the prefix before any I/O. Here and not
-/// in either feature's tests: it names both.
-#[test]
-fn a_pool_refuses_persist() {
-    let err = Sandbox::builder()
-        .persist(crate::persistence::S3Prefix::new("bkt").name("a"))
-        .pool(crate::PoolConfig::new(1))
-        .expect_err("not with a pool");
-    assert_eq!(
-        err.to_string(),
-        "invalid persist: a pooled sandbox is made before anyone names it; bind a persistence prefix with persistence() calls on the taken sandbox instead"
     );
 }

@@ -143,6 +143,112 @@ macro_rules! redacted_debug {
 }
 pub(crate) use redacted_debug;
 
+/// Which secret a process reads (the secrets feature reads it; option
+/// types and the sandbox builder only carry it).
+#[cfg(feature = "secrets")]
+mod reference {
+    use std::fmt;
+
+    /// A secret to read, by name (relative to the cache's prefix) or full ARN,
+    /// with at most one of a version id or a version stage (none: the stage
+    /// `AWSCURRENT`).
+    ///
+    /// `From<&str>` and `From<String>` make a reference to the current version.
+    /// `Debug` never shows the name: names are confidential selectors.
+    ///
+    /// ```
+    /// use rayito::secrets::SecretRef;
+    /// let current = SecretRef::from("openai");
+    /// let previous = SecretRef::new("openai").version_stage("AWSPREVIOUS");
+    /// assert_ne!(current, previous);
+    /// ```
+    #[derive(Clone, PartialEq, Eq, Hash)]
+    pub struct SecretRef {
+        pub(crate) name: String,
+        pub(crate) version_id: Option<String>,
+        pub(crate) version_stage: Option<String>,
+    }
+
+    impl SecretRef {
+        /// The current version (`AWSCURRENT`) of the secret `name`: a name
+        /// relative to the prefix, or a full ARN (`arn:...`, used as is).
+        pub fn new(name: impl Into<String>) -> Self {
+            Self {
+                name: name.into(),
+                version_id: None,
+                version_stage: None,
+            }
+        }
+
+        crate::setters::setters! {
+            /// Reads the version with this `VersionId` (for example
+            /// `rayito-secret-version-00000000000000000002`). Setting both a
+            /// version id and a version stage is refused when the reference is used.
+            version_id: Some impl String;
+            /// Reads the version holding this staging label (for example
+            /// `AWSPREVIOUS`).
+            version_stage: Some impl String;
+        }
+
+        /// The name (relative to the prefix) or ARN as given. Confidential:
+        /// never log it.
+        pub fn name(&self) -> &str {
+            &self.name
+        }
+    }
+
+    impl From<&str> for SecretRef {
+        fn from(name: &str) -> Self {
+            Self::new(name)
+        }
+    }
+
+    impl From<String> for SecretRef {
+        fn from(name: String) -> Self {
+            Self::new(name)
+        }
+    }
+
+    impl From<&SecretRef> for SecretRef {
+        fn from(reference: &SecretRef) -> Self {
+            reference.clone()
+        }
+    }
+
+    // Lengths and which selector is set, never the name or the selector's
+    // value.
+    redacted_debug! {
+        SecretRef |o| name_len = o.name.len(), arn = o.name.starts_with("arn:"),
+        version_id = o.version_id.is_some(), version_stage = o.version_stage.is_some()
+    }
+
+    /// Environment variable -> secret reference.
+    #[derive(Clone, Default, PartialEq, Eq)]
+    pub(crate) struct SecretEnv(pub(crate) std::collections::BTreeMap<String, SecretRef>);
+
+    // Variable names are not secret; the references are (names are
+    // confidential selectors).
+    impl fmt::Debug for SecretEnv {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_list().entries(self.0.keys()).finish()
+        }
+    }
+
+    impl SecretEnv {
+        pub(crate) fn insert(&mut self, variable: String, reference: SecretRef) {
+            self.0.insert(variable, reference);
+        }
+
+        pub(crate) fn is_empty(&self) -> bool {
+            self.0.is_empty()
+        }
+    }
+}
+#[cfg(feature = "secrets")]
+pub(crate) use self::reference::SecretEnv;
+#[cfg(feature = "secrets")]
+pub use self::reference::SecretRef;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,9 +1,39 @@
 //! The state of a sandbox's MicroVM, as plain data shared by every layer
-//! (the control-plane adapter parses it, errors and handles carry it).
+//! (the control-plane adapter parses it, errors and handles carry it),
+//! and [`UnknownValue`], the token of a state or code this SDK does not know
+//! (`rayito::error::UnknownValue`). Parsing, which cleans the token as an
+//! error keeps it, is in `error::codes`.
 
 use std::fmt;
 
-use crate::error::{UnknownValue, clean_token};
+/// A token that is not (yet) known to this version of the SDK.
+///
+/// It can only be produced by parsing, so `Unknown("closed")` can never stand
+/// next to the known `Closed` arm with the same spelling.
+#[derive(Clone, PartialEq, Eq, Hash)]
+// A thin pointer: it keeps `CommandExitStatus` at two words, and with it
+// `SandboxError` within its 64-byte budget.
+#[allow(clippy::box_collection)]
+pub struct UnknownValue(Box<String>);
+
+impl UnknownValue {
+    /// Wraps a token that `error::codes::clean_token` already cleaned.
+    pub(crate) fn new(clean: String) -> Self {
+        Self(Box::new(clean))
+    }
+
+    /// The token as it was received, cleaned: redacted like server text,
+    /// on one line, at most 64 characters.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for UnknownValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
 
 /// The state of a MicroVM as the control plane reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -44,21 +74,6 @@ impl SandboxState {
     /// True for `TERMINATING` and `TERMINATED`.
     pub fn is_terminal(&self) -> bool {
         matches!(self, Self::Terminating | Self::Terminated)
-    }
-}
-
-impl From<&str> for SandboxState {
-    fn from(token: &str) -> Self {
-        let token = clean_token(token);
-        match token.as_str() {
-            "PENDING" => Self::Pending,
-            "RUNNING" => Self::Running,
-            "SUSPENDING" => Self::Suspending,
-            "SUSPENDED" => Self::Suspended,
-            "TERMINATING" => Self::Terminating,
-            "TERMINATED" => Self::Terminated,
-            _ => Self::Unknown(UnknownValue::new(token)),
-        }
     }
 }
 

@@ -21,7 +21,7 @@ pub(crate) struct ProcessSpec {
     pub(crate) request_timeout: Option<Duration>,
     /// Environment variables from Secrets Manager (references only).
     #[cfg(feature = "secrets")]
-    pub(crate) secrets: crate::secrets::inject::SecretEnv,
+    pub(crate) secrets: crate::secret::SecretEnv,
 }
 
 impl ProcessSpec {
@@ -130,7 +130,7 @@ macro_rules! spec_setters {
         pub fn secret(
             mut self,
             variable: impl Into<String>,
-            reference: impl Into<crate::secrets::SecretRef>,
+            reference: impl Into<crate::secret::SecretRef>,
         ) -> Self {
             self.spec.secrets.insert(variable.into(), reference.into());
             self

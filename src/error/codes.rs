@@ -17,15 +17,8 @@
 
 use std::fmt;
 
-/// A token that is not (yet) known to this version of the SDK.
-///
-/// It can only be produced by parsing, so `Unknown("closed")` can never stand
-/// next to the known `Closed` arm with the same spelling.
-#[derive(Clone, PartialEq, Eq, Hash)]
-// A thin pointer: it keeps `CommandExitStatus` at two words, and with it
-// `SandboxError` within its 64-byte budget.
-#[allow(clippy::box_collection)]
-pub struct UnknownValue(Box<String>);
+use crate::state::SandboxState;
+pub use crate::state::UnknownValue;
 
 /// The most characters of a token an error keeps (an agent's code or
 /// status, a state name).
@@ -38,22 +31,20 @@ pub(crate) fn clean_token(token: &str) -> String {
     super::map::redact::sanitize_remote_text(token, MAX_TOKEN_CHARS)
 }
 
-impl UnknownValue {
-    /// Wraps a token that [`clean_token`] already cleaned.
-    pub(crate) fn new(clean: String) -> Self {
-        Self(Box::new(clean))
-    }
-
-    /// The token as it was received, cleaned: redacted like server text,
-    /// on one line, at most 64 characters.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for UnknownValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
+/// Parsing a state keeps an unknown token cleaned as an error keeps it
+/// (here, beside the cleaning, so that `state` needs nothing of `error`).
+impl From<&str> for SandboxState {
+    fn from(token: &str) -> Self {
+        let token = clean_token(token);
+        match token.as_str() {
+            "PENDING" => Self::Pending,
+            "RUNNING" => Self::Running,
+            "SUSPENDING" => Self::Suspending,
+            "SUSPENDED" => Self::Suspended,
+            "TERMINATING" => Self::Terminating,
+            "TERMINATED" => Self::Terminated,
+            _ => Self::Unknown(UnknownValue::new(token)),
+        }
     }
 }
 

@@ -34,7 +34,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(crate) use self::binding::Binding;
+#[cfg(feature = "s3")]
+pub(crate) use self::binding::builder_prefix;
+pub(crate) use self::binding::{Binding, Steps};
 pub use self::location::{ARCHIVE_OBJECT, DEFAULT_PREFIX, MANIFEST_OBJECT, S3Prefix};
 /// Shared with the automatic transfer staging (spec C4, the SDK's own S3
 /// failures).
@@ -548,7 +550,7 @@ impl crate::sandbox::Sandbox {
     /// The persistence prefix the sandbox is bound to (by
     /// [`crate::SandboxBuilder::persist`]), with its name.
     pub fn persist_prefix(&self) -> Option<&S3Prefix> {
-        self.features().persist.as_ref().map(Binding::prefix)
+        self.parts().get::<Binding>().map(Binding::prefix)
     }
 
     /// Checkpoints this sandbox to its bound prefix, creates a new one with
@@ -562,7 +564,7 @@ impl crate::sandbox::Sandbox {
     /// [`crate::SandboxBuilder::persist`] and a name; the checkpoint's errors
     /// (nothing else happened); create's errors (this sandbox survives).
     pub async fn reincarnate(&self) -> Result<Sandbox, SandboxError> {
-        let Some(binding) = &self.features().persist else {
+        let Some(binding) = self.parts().get::<Binding>() else {
             return Err(SandboxError::invalid_argument(
                 "persist",
                 "reincarnate needs a sandbox created with SandboxBuilder::persist",

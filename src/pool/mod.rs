@@ -34,8 +34,8 @@ pub use config::{POOL_DEFAULT_TIMEOUT, PoolConfig, WarmupStep};
 pub use slot::SlotState;
 pub use store::PoolStore;
 
-use crate::client::Client;
 use crate::error::{ErrorKind, SandboxError};
+use crate::sandbox::client::Client;
 use crate::sandbox::{Sandbox, SandboxBuilder};
 use slot::StoredSlot;
 use store::{RemoveIf, SlotStore};

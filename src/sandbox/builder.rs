@@ -7,13 +7,15 @@ use super::backend::{AwsOptions, BackendChoice};
 use super::lifecycle::{self, LifecycleMarks, check_sandbox_id};
 use super::list::{ListQuery, SandboxList};
 use super::options::{CreateOptions, IdleChoice, IdlePolicy, LaunchPlan, OnTimeout, grouped};
+use super::parts::Parts;
 use super::payload::{MAX_PAYLOAD_CHARS, run_payload};
 use super::readiness::{OnNotReady, wait_ready};
+use super::steps::{Launch, NewVm, Stage};
 use super::{Inner, PROXY_TOKEN_TTL, Sandbox, SandboxInfo, proxy_minter};
-use crate::client::{Client, ClientSource};
 use crate::control::pacing::Pacing;
 use crate::control::{IdlePolicyParams, RunLogging, RunRequest};
 use crate::error::{RetryPolicy, SandboxError};
+use crate::sandbox::client::{Client, ClientSource};
 use crate::secret::{Secret, decode_access_token, generate_access_token, token_sha256_hex};
 use crate::state::SandboxState;
 use crate::transport::{AGENT_PORT, RefreshSchedule, Refresher};
@@ -50,21 +52,12 @@ pub struct SandboxBuilder {
     /// implicit one (`Sandbox::builder()`).
     client: ClientSource,
     refresh: RefreshSchedule,
-    /// The metadata index the sandbox's row goes to.
-    #[cfg(feature = "dynamodb")]
-    index: Option<crate::SandboxIndex>,
-    /// The persistence prefix the sandbox is bound to.
-    persist: Option<PersistBinding>,
-    /// Where large reads and writes are staged (`None`: from the
-    /// environment).
-    #[cfg(feature = "s3")]
-    staging: Option<crate::transfer::S3Staging>,
-    /// Environment variables from Secrets Manager, bound to the handle
-    /// (references only) and the cache that reads them.
-    #[cfg(feature = "secrets")]
-    secrets: crate::secrets::inject::SecretEnv,
-    #[cfg(feature = "secrets")]
-    secret_cache: Option<crate::secrets::SecretCache>,
+    /// What the features' setters set (a persistence prefix, the
+    /// staging, the bound secrets...), each a type of its feature.
+    parts: Parts,
+    /// What rides on the client the sandbox is made with (the metadata
+    /// index): the given client's unless a setter changed it.
+    client_parts: Parts,
     /// The egress policy and `allow_internet_access` (docs/network.md).
     network: super::network::NetworkChoice,
     /// The tracer of the operation spans (feature `otel`).
@@ -84,14 +77,6 @@ pub(crate) struct Pooled {
     pub(crate) ready_timeout: Duration,
 }
 
-/// A persistence prefix given to the builder.
-#[derive(Debug, Clone)]
-struct PersistBinding {
-    prefix: crate::persistence::S3Prefix,
-    /// A failed auto-restore keeps the new sandbox instead of terminating it.
-    keep_on_failure: bool,
-}
-
 impl Default for SandboxBuilder {
     fn default() -> Self {
         Self::new()
@@ -106,15 +91,8 @@ impl SandboxBuilder {
             options: CreateOptions::default(),
             client: ClientSource::default(),
             refresh: RefreshSchedule::default(),
-            #[cfg(feature = "dynamodb")]
-            index: None,
-            persist: None,
-            #[cfg(feature = "s3")]
-            staging: None,
-            #[cfg(feature = "secrets")]
-            secrets: crate::secrets::inject::SecretEnv::default(),
-            #[cfg(feature = "secrets")]
-            secret_cache: None,
+            parts: Parts::default(),
+            client_parts: Parts::default(),
             network: super::network::NetworkChoice::default(),
             #[cfg(feature = "otel")]
             tracer: None,
@@ -143,16 +121,14 @@ impl SandboxBuilder {
     /// The defaults, on `client` (what [`Client::sandbox`] returns).
     pub(crate) fn on(client: Client) -> Self {
         // The client's index and tracer are the builder's defaults.
-        let crate::client::ClientFeatures {
-            #[cfg(feature = "dynamodb")]
-            index,
+        let crate::sandbox::client::ClientFeatures {
+            parts: client_parts,
             #[cfg(feature = "otel")]
             tracer,
         } = client.features().clone();
         Self {
             client: ClientSource::given(client),
-            #[cfg(feature = "dynamodb")]
-            index,
+            client_parts,
             #[cfg(feature = "otel")]
             tracer,
             ..Self::new()
@@ -369,124 +345,6 @@ impl SandboxBuilder {
         self
     }
 
-    /// Keeps the sandbox in a metadata index (docs/index.md): `create`
-    /// writes its row right after RunMicrovm (with its metadata, image
-    /// and start), and `kill` on the handle (or [`Self::kill_by_id`] on a
-    /// builder with the index) deletes it. When the row cannot be written,
-    /// `create` fails with `IndexWrite` and terminates the new MicroVM
-    /// first, unless the index keeps it
-    /// ([`crate::SandboxIndex::keep_on_failure`]).
-    ///
-    /// Only with the `dynamodb` cargo feature.
-    #[cfg(feature = "dynamodb")]
-    pub fn index(mut self, index: crate::SandboxIndex) -> Self {
-        self.index = Some(index);
-        self
-    }
-
-    /// Binds the sandbox to a persistence prefix (docs/persistence.md):
-    /// `sbx.persistence()` checkpoints and restores there by default.
-    ///
-    /// On `create` it needs an execution role
-    /// ([`Self::execution_role_arn`]: the agent reaches S3 with it). The
-    /// name defaults to the sandbox id; only a name given here restores
-    /// automatically: `create` restores the checkpoint of that name once
-    /// the sandbox is ready. No checkpoint there (`NotFound`) is a first
-    /// life and not an error; any other failure of the restore terminates
-    /// the new sandbox and is returned, unless
-    /// [`Self::persist_keep_on_failure`]. Not with a pool.
-    ///
-    /// On `connect` it only binds, and the name is required.
-    pub fn persist(mut self, prefix: crate::persistence::S3Prefix) -> Self {
-        let keep_on_failure = self.persist.as_ref().is_some_and(|p| p.keep_on_failure);
-        self.persist = Some(PersistBinding {
-            prefix,
-            keep_on_failure,
-        });
-        self
-    }
-
-    /// Keeps a newly created sandbox whose automatic restore failed (the
-    /// error is still returned; kill the sandbox by id when done). Call it
-    /// after [`Self::persist`]; without a prefix it does nothing.
-    pub fn persist_keep_on_failure(mut self, keep: bool) -> Self {
-        if let Some(p) = &mut self.persist {
-            p.keep_on_failure = keep;
-        }
-        self
-    }
-
-    /// Stages large reads and writes through S3 (docs/transfers.md,
-    /// "Automatic staging"): `files().read` and `read_stream` of a file of
-    /// at least [`S3Staging::threshold_bytes`](crate::transfer::S3Staging),
-    /// `files().write` of that much data, and every `write_stream`, move
-    /// their bytes through an object in the staging bucket instead of
-    /// gRPC. Without it, `RAYITO_TRANSFER_BUCKET` (and
-    /// `RAYITO_TRANSFER_PREFIX`, `RAYITO_TRANSFER_REGION`) turn it on when
-    /// set. An agent without transfers keeps everything on gRPC.
-    /// `create` and `connect` check every field before any call
-    /// (`InvalidArgument` naming it).
-    ///
-    /// Only with the `s3` cargo feature.
-    #[cfg(feature = "s3")]
-    pub fn staging(mut self, staging: crate::transfer::S3Staging) -> Self {
-        self.staging = Some(staging);
-        self
-    }
-
-    /// Sets the environment variable `variable` of every command, terminal,
-    /// Python cell and code context of the sandbox to the value of a
-    /// secret in AWS Secrets Manager (`reference`: a name under the
-    /// cache's prefix, an ARN, or a [`crate::secrets::SecretRef`] with a
-    /// version).
-    ///
-    /// The handle keeps the reference only; the value is read through the
-    /// secret cache when each process starts and travels only in that
-    /// process's environment, never in the run payload, metadata, logs,
-    /// errors or `Debug`. `create` and `connect` read every secret once
-    /// first: a missing one fails before anything is launched. A variable
-    /// also given to [`SandboxBuilder::env`] is refused. Sandbox code can
-    /// read the values (docs/secrets.md).
-    ///
-    /// Only with the `secrets` cargo feature.
-    #[cfg(feature = "secrets")]
-    pub fn secret(
-        mut self,
-        variable: impl Into<String>,
-        reference: impl Into<crate::secrets::SecretRef>,
-    ) -> Self {
-        self.secrets.insert(variable.into(), reference.into());
-        self
-    }
-
-    /// [`SandboxBuilder::secret`] for each pair.
-    ///
-    /// Only with the `secrets` cargo feature.
-    #[cfg(feature = "secrets")]
-    pub fn secrets<K, R>(mut self, secrets: impl IntoIterator<Item = (K, R)>) -> Self
-    where
-        K: Into<String>,
-        R: Into<crate::secrets::SecretRef>,
-    {
-        for (variable, reference) in secrets {
-            self.secrets.insert(variable.into(), reference.into());
-        }
-        self
-    }
-
-    /// The cache that reads the sandbox's secrets (its region, endpoint,
-    /// prefix and TTL). Without it: the process-wide cache of the client's
-    /// AWS configuration on AWS, and one over the environment's AWS
-    /// configuration on the local backend (which has no Secrets Manager of
-    /// its own).
-    ///
-    /// Only with the `secrets` cargo feature.
-    #[cfg(feature = "secrets")]
-    pub fn secret_cache(mut self, cache: crate::secrets::SecretCache) -> Self {
-        self.secret_cache = Some(cache);
-        self
-    }
-
     /// Traces the sandbox's operations with `provider`: create, connect,
     /// kill, pause, resume, commands, code and files are each a CLIENT span
     /// of tracer `rayito` (with the crate's version), with the closed
@@ -521,64 +379,55 @@ impl SandboxBuilder {
         op
     }
 
-    /// The secrets of the handle, checked (no I/O).
-    #[cfg(feature = "secrets")]
-    fn checked_secrets(&self) -> Result<crate::secrets::inject::HandleSecrets, SandboxError> {
-        self.secrets.check(self.secret_cache.as_ref())?;
-        // Builder envs go into the image's environment (the run payload):
-        // a secret of the same name would be shadowed or shadow it.
-        self.secrets.check_disjoint(self.options.envs.keys())?;
-        Ok(crate::secrets::inject::HandleSecrets::new(
-            self.secrets.clone(),
-            self.secret_cache.clone(),
-        ))
+    /// Where a `create` or `connect` of this builder stands before the
+    /// launch, for the steps.
+    fn at<'a>(&'a self, stage: Stage, handle: &'a Parts, client: &'a Client) -> Launch<'a> {
+        Launch {
+            builder: self,
+            stage,
+            handle,
+            client,
+        }
     }
 
-    /// Reads every bound secret once, before anything is launched.
-    #[cfg(feature = "secrets")]
-    async fn preflight_secrets(
-        secrets: &crate::secrets::inject::HandleSecrets,
-        client: &Client,
-    ) -> Result<(), SandboxError> {
-        if secrets.bound().is_empty() {
-            return Ok(());
-        }
-        let cache = secrets.cache(client).await?;
-        secrets.bound().preflight(&cache).await
+    /// What the features' setters set on this builder.
+    pub(crate) fn parts(&self) -> &Parts {
+        &self.parts
     }
 
-    /// The staging of the sandbox: the builder's or the environment's,
-    /// every field checked (before any I/O).
-    #[cfg(feature = "s3")]
-    fn checked_staging(&self) -> Result<crate::transfer::auto::SandboxStaging, SandboxError> {
-        let staging = match &self.staging {
-            Some(s) => Some(s.clone()),
-            None => crate::transfer::S3Staging::from_env()?,
-        };
-        if let Some(s) = &staging {
-            // A checkpoint prefix in the same bucket must not overlap.
-            let persist = self
-                .persist
-                .as_ref()
-                .filter(|p| p.prefix.bucket == s.bucket)
-                .map(|p| p.prefix.prefix.as_str());
-            s.check(persist)?;
-        }
-        Ok(crate::transfer::auto::SandboxStaging::new(staging))
+    /// What the features' setters set on this builder, to change it.
+    pub(crate) fn parts_mut(&mut self) -> &mut Parts {
+        &mut self.parts
     }
 
-    /// The persistence checks of `create`, before any I/O.
-    fn check_persist(&self) -> Result<(), SandboxError> {
-        let Some(p) = &self.persist else {
-            return Ok(());
-        };
-        if self.options.execution_role_arn.is_none() {
-            return Err(SandboxError::invalid_argument(
-                "persist",
-                "persistence needs an execution role (the agent reaches S3 with it); set execution_role_arn",
-            ));
-        }
-        p.prefix.clone().or_name("placeholder").validate()
+    /// What rides on this builder's client (the metadata index).
+    #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+    pub(crate) fn client_parts(&self) -> &Parts {
+        &self.client_parts
+    }
+
+    /// What rides on this builder's client (the metadata index), to
+    /// change it.
+    #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+    pub(crate) fn client_parts_mut(&mut self) -> &mut Parts {
+        &mut self.client_parts
+    }
+
+    /// The names of the builder's environment variables.
+    #[cfg_attr(not(feature = "secrets"), allow(dead_code))]
+    pub(crate) fn env_names(&self) -> impl Iterator<Item = &String> {
+        self.options.envs.keys()
+    }
+
+    /// The sandbox's metadata.
+    #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+    pub(crate) fn metadata_pairs(&self) -> &std::collections::BTreeMap<String, String> {
+        &self.options.metadata
+    }
+
+    /// Whether an execution role is set.
+    pub(crate) fn has_execution_role(&self) -> bool {
+        self.options.execution_role_arn.is_some()
     }
 
     /// Creates the sandbox and waits until its agent is ready.
@@ -609,12 +458,16 @@ impl SandboxBuilder {
             let op = self.op(crate::otel::Name::SandboxCreate);
             op.run(
                 async move {
-                    self.check_persist()?;
-                    let Some(binding) = self.persist.clone() else {
-                        return self.create_observed(None).await;
-                    };
-                    let sandbox = self.create_observed(None).await?;
-                    auto_restore(sandbox, binding).await
+                    let steps = crate::feature_steps();
+                    for step in &steps {
+                        step.check_create(&self)?;
+                    }
+                    let parts = self.parts.clone();
+                    let mut sandbox = self.create_observed(None).await?;
+                    for step in &steps {
+                        sandbox = step.after_create(&parts, sandbox).await?;
+                    }
+                    Ok(sandbox)
                 },
                 handle_attrs,
             )
@@ -635,27 +488,24 @@ impl SandboxBuilder {
             if network.is_none() {
                 self.network.note_unrestricted();
             }
-            #[cfg(feature = "s3")]
-            let staged = self.checked_staging()?;
-            #[cfg(feature = "secrets")]
-            let secrets = self.checked_secrets()?;
+            let steps = crate::feature_steps();
+            let mut parts = Parts::default();
+            for step in &steps {
+                step.prepare(&self, Stage::Create, &mut parts)?;
+            }
             let template = self.options.sized_template()?;
             if let Some(logging) = &self.options.logging {
                 logging.check()?;
             }
-            #[cfg(feature = "dynamodb")]
-            if let Some(index) = &self.index {
-                index.check()?;
+            for step in &steps {
+                step.check_late(&self)?;
             }
             let client = self.client().await?;
-            // A missing or unreadable secret launches nothing.
-            #[cfg(feature = "secrets")]
-            Self::preflight_secrets(&secrets, &client).await?;
-            // The index's AWS configuration is loaded before RunMicrovm: a
-            // missing region or credentials never launch (and bill) a MicroVM.
-            #[cfg(feature = "dynamodb")]
-            if let Some(index) = &self.index {
-                index.ddb(Some(&client)).await?;
+            // What the features need is read before RunMicrovm: a missing
+            // secret or AWS configuration never launches (and bills) a MicroVM.
+            for step in &steps {
+                step.before_launch(self.at(Stage::Create, &parts, &client))
+                    .await?;
             }
             let backend = client.backend();
             let policy = *client.retry_policy();
@@ -702,18 +552,18 @@ impl SandboxBuilder {
                 }
             }
 
-            #[cfg(feature = "dynamodb")]
-            if let Some(index) = &self.index {
-                let row = crate::index::Row::new(
-                    &vm.id,
-                    &vm.image_arn,
-                    &vm.image_version,
-                    vm.started_at.unwrap_or_else(std::time::SystemTime::now),
-                    plan.max_duration_secs,
-                    &self.options.metadata,
-                );
+            let new_vm = NewVm {
+                builder: &self,
+                client: &client,
+                id: &vm.id,
+                image_arn: &vm.image_arn,
+                image_version: &vm.image_version,
+                started_at: vm.started_at.unwrap_or_else(std::time::SystemTime::now),
+                max_duration_secs: plan.max_duration_secs,
+            };
+            for step in &steps {
                 let terminate = control.terminate_microvm(vm.id.clone());
-                index.write_row(&client, &row, terminate).await?;
+                step.after_launch(&new_vm, Box::pin(terminate)).await?;
             }
 
             let minter = proxy_minter(
@@ -768,10 +618,7 @@ impl SandboxBuilder {
                 conn,
                 health.resume_generation,
                 super::managed_lifecycle(&health),
-                #[cfg(feature = "s3")]
-                staged,
-                #[cfg(feature = "secrets")]
-                secrets,
+                parts,
             ))
         })
     }
@@ -785,11 +632,8 @@ impl SandboxBuilder {
     /// pool does not run; `idle_policy` for a builder without one) and
     /// every check of `create`, before any I/O.
     pub(crate) fn pooled(mut self, lifetimes: Pooled) -> Result<Self, SandboxError> {
-        if self.persist.is_some() {
-            return Err(SandboxError::invalid_argument(
-                "persist",
-                "a pooled sandbox is made before anyone names it; bind a persistence prefix with persistence() calls on the taken sandbox instead",
-            ));
+        for step in crate::feature_steps() {
+            step.check_pooled(&self)?;
         }
         if self.options.max_lifetime.is_some() || self.options.on_timeout.is_some() {
             return Err(SandboxError::invalid_argument(
@@ -812,14 +656,10 @@ impl SandboxBuilder {
 
     /// This builder without the secrets it binds (a pool's warm sandboxes
     /// get them when taken).
-    pub(crate) fn unbound(self) -> Self {
-        #[cfg(feature = "secrets")]
-        {
-            let mut this = self;
-            this.secrets = crate::secrets::inject::SecretEnv::default();
-            this
+    pub(crate) fn unbound(mut self) -> Self {
+        for step in crate::feature_steps() {
+            step.unbind(&mut self.parts);
         }
-        #[cfg(not(feature = "secrets"))]
         self
     }
 
@@ -829,15 +669,20 @@ impl SandboxBuilder {
     /// # Errors
     /// As the secrets of [`SandboxBuilder::create`].
     pub(crate) async fn preflight(&self) -> Result<(), SandboxError> {
-        #[cfg(feature = "secrets")]
-        {
-            let secrets = self.checked_secrets()?;
-            if !secrets.bound().is_empty() {
-                let client = self.client.client().await?;
-                Self::preflight_secrets(&secrets, &client).await?;
-            }
+        for step in crate::feature_steps() {
+            step.preflight(self).await?;
         }
         Ok(())
+    }
+
+    /// The client this builder's options resolve to, without the builder's
+    /// index and tracer (what a pool's take reads secrets with).
+    #[cfg_attr(not(feature = "secrets"), allow(dead_code))]
+    ///
+    /// # Errors
+    /// As [`crate::ClientBuilder::build`].
+    pub(crate) async fn base_client(&self) -> Result<Client, SandboxError> {
+        self.client.client().await
     }
 
     /// The client this builder's sandboxes are made with.
@@ -904,8 +749,7 @@ impl SandboxBuilder {
         conn: crate::transport::AgentConn,
         resume_generation: u64,
         managed_lifecycle: Option<bool>,
-        #[cfg(feature = "s3")] staged: crate::transfer::auto::SandboxStaging,
-        #[cfg(feature = "secrets")] secrets: crate::secrets::inject::HandleSecrets,
+        mut parts: Parts,
     ) -> Sandbox {
         let control = client.backend().control.clone();
         let marks = Arc::new(LifecycleMarks::new(resume_generation));
@@ -915,7 +759,9 @@ impl SandboxBuilder {
             resume_generation,
         );
         let refresher = Refresher::spawn(conn.clone(), self.refresh);
-        let bound_id = id.clone();
+        for step in crate::feature_steps() {
+            step.bind(self, &id, &mut parts);
+        }
         Sandbox {
             inner: Arc::new(Inner {
                 client,
@@ -928,18 +774,7 @@ impl SandboxBuilder {
                 marks,
                 refresher,
                 managed_lifecycle,
-                features: super::Features {
-                    persist: self.persist.as_ref().map(|p| {
-                        crate::persistence::Binding::new(
-                            p.prefix.clone().or_name(&bound_id),
-                            Box::new(self.clone()),
-                        )
-                    }),
-                    #[cfg(feature = "s3")]
-                    staged,
-                    #[cfg(feature = "secrets")]
-                    secrets,
-                },
+                parts,
             }),
         }
     }
@@ -956,9 +791,8 @@ impl SandboxBuilder {
             let client = self.client.client().await?;
             // The builder's index and tracer: the given client's unless a
             // setter changed them (`on` copied them).
-            let features = crate::client::ClientFeatures {
-                #[cfg(feature = "dynamodb")]
-                index: self.index.clone(),
+            let features = crate::sandbox::client::ClientFeatures {
+                parts: self.client_parts.clone(),
                 #[cfg(feature = "otel")]
                 tracer: self.tracer.clone(),
             };
@@ -1144,24 +978,21 @@ impl SandboxBuilder {
         access_token: Secret,
     ) -> Result<Sandbox, SandboxError> {
         {
-            if let Some(p) = &self.persist {
-                if p.prefix.name.is_none() {
-                    return Err(SandboxError::invalid_argument(
-                        "persist",
-                        "connect binds a named prefix; give the S3Prefix a name",
-                    ));
-                }
-                p.prefix.validate()?;
+            let steps = crate::feature_steps();
+            for step in &steps {
+                step.check_connect(&self)?;
             }
             check_sandbox_id(sandbox_id)?;
             decode_access_token(&access_token).map_err(|_| bad_token())?;
-            #[cfg(feature = "s3")]
-            let staged = self.checked_staging()?;
-            #[cfg(feature = "secrets")]
-            let secrets = self.checked_secrets()?;
+            let mut parts = Parts::default();
+            for step in &steps {
+                step.prepare(&self, Stage::Connect, &mut parts)?;
+            }
             let client = self.client().await?;
-            #[cfg(feature = "secrets")]
-            Self::preflight_secrets(&secrets, &client).await?;
+            for step in &steps {
+                step.before_launch(self.at(Stage::Connect, &parts, &client))
+                    .await?;
+            }
             let backend = client.backend();
             let control = backend.control.clone();
             let vm = control.get_microvm(sandbox_id.to_owned()).await?;
@@ -1221,10 +1052,7 @@ impl SandboxBuilder {
                 conn,
                 health.resume_generation,
                 super::managed_lifecycle(&health),
-                #[cfg(feature = "s3")]
-                staged,
-                #[cfg(feature = "secrets")]
-                secrets,
+                parts,
             ))
         }
     }
@@ -1280,29 +1108,4 @@ pub struct TemplateInfo {
     pub state: String,
     /// The newest version that can run sandboxes, if any.
     pub latest_active_version: Option<String>,
-}
-
-/// The automatic restore of `create` with a named persistence prefix: a
-/// missing checkpoint is a first life; another failure terminates the new
-/// sandbox (unless kept on failure) and is returned.
-async fn auto_restore(sandbox: Sandbox, binding: PersistBinding) -> Result<Sandbox, SandboxError> {
-    if binding.prefix.name.is_none() {
-        return Ok(sandbox);
-    }
-    let restored = Box::pin(
-        sandbox
-            .persistence()
-            .restore(crate::persistence::RestoreOptions::default()),
-    )
-    .await;
-    match restored {
-        Ok(_) => Ok(sandbox),
-        Err(err) if err.kind() == crate::ErrorKind::NotFound => Ok(sandbox),
-        Err(err) => {
-            if !binding.keep_on_failure {
-                let _ = sandbox.kill().await;
-            }
-            Err(err)
-        }
-    }
 }

@@ -1,9 +1,11 @@
 //! `Sandbox::list` (wire contract 3.5): ListMicrovms pages as a `Stream` of
 //! summaries, with the metadata filter that works through Health probes.
 
+use std::any::Any;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
@@ -11,10 +13,12 @@ use futures_util::Stream;
 use futures_util::stream::BoxStream;
 
 use super::backend::ResolvedBackend;
+use super::parts::Part;
 use super::proxy_minter;
-use crate::client::{Client, ClientSource};
+use super::steps::StepFuture;
 use crate::control::{ListRequest, MicrovmItem};
 use crate::error::{ErrorKind, RetryPolicy, SandboxError};
+use crate::sandbox::client::{Client, ClientSource};
 use crate::state::SandboxState;
 use crate::transport::{AGENT_PORT, ConnectRetry};
 
@@ -36,9 +40,39 @@ pub struct ListQuery {
     states: Option<Vec<SandboxState>>,
     metadata: BTreeMap<String, String>,
     page_size: Option<u32>,
-    #[cfg(feature = "dynamodb")]
-    index: Option<crate::SandboxIndex>,
+    /// The metadata index the list reads rows from (feature `dynamodb`).
+    index: Option<Indexed>,
 }
+
+/// A metadata index a list reads rows from (the index feature's).
+pub(crate) trait ListIndex: Part {
+    /// Checks what needs no I/O.
+    fn check(&self) -> Result<(), SandboxError>;
+
+    /// Of `items`, the ones whose live row matches (same image and start,
+    /// every pair of `metadata`), each with its row's metadata.
+    fn select<'a>(
+        &'a self,
+        client: &'a Client,
+        items: Vec<MicrovmItem>,
+        metadata: &'a BTreeMap<String, String>,
+    ) -> StepFuture<'a, Vec<(MicrovmItem, BTreeMap<String, String>)>>;
+
+    /// Whether `other` is the same index (queries compare by it).
+    fn same(&self, other: &dyn Any) -> bool;
+}
+
+/// The index of a query, compared by its own equality.
+#[derive(Clone, Debug)]
+struct Indexed(Arc<dyn ListIndex>);
+
+impl PartialEq for Indexed {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.same(&*other.0 as &dyn Any)
+    }
+}
+
+impl Eq for Indexed {}
 
 impl ListQuery {
     /// Every sandbox that has not ended (TERMINATING and TERMINATED are
@@ -83,30 +117,16 @@ impl ListQuery {
         self
     }
 
-    /// Answers from a metadata index (docs/index.md) instead of probing:
-    /// for each ListMicrovms page, one BatchGetItem reads the rows of its
-    /// sandboxes, and only a sandbox with a row of the same image and start
-    /// whose metadata holds every pair of [`ListQuery::metadata`] is listed
-    /// (with that metadata), in any state the query asks for (suspended
-    /// ones too: nothing is probed). A sandbox created without the index
-    /// has no row and is never listed. Keys DynamoDB leaves unprocessed
-    /// are retried (5 times, 50 ms doubling to 1 s); after that the stream
-    /// ends with `SandboxIndex { aws_code: "UnprocessedKeys" }`, never with
-    /// a silently shorter list.
-    ///
-    /// Only with the `dynamodb` cargo feature.
-    #[cfg(feature = "dynamodb")]
-    pub fn index(mut self, index: crate::SandboxIndex) -> Self {
-        self.index = Some(index);
+    /// Answers from `index` (what the index feature's `index` setter
+    /// gives).
+    #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+    pub(crate) fn indexed_by(mut self, index: impl ListIndex) -> Self {
+        self.index = Some(Indexed(Arc::new(index)));
         self
     }
 
     fn indexed(&self) -> bool {
-        #[cfg(feature = "dynamodb")]
-        if self.index.is_some() {
-            return true;
-        }
-        false
+        self.index.is_some()
     }
 
     /// How many sandboxes one ListMicrovms call asks for (1 to 50, default
@@ -126,9 +146,8 @@ impl ListQuery {
                 "a list page holds 1 to 50 sandboxes; pass a page size in that range",
             ));
         }
-        #[cfg(feature = "dynamodb")]
         if let Some(index) = &self.index {
-            index.check()?;
+            index.0.check()?;
         }
         if !self.metadata.is_empty()
             && !self.indexed()
@@ -277,21 +296,15 @@ impl Lister {
         let page = backend.control.list_microvms(request).await?;
         self.last_page = page.next_token.is_none();
         self.next_token = page.next_token;
-        #[cfg(feature = "dynamodb")]
         if let Some(index) = &self.query.index {
             let items: Vec<MicrovmItem> = page
                 .items
                 .into_iter()
                 .filter(|item| self.query.wants(&item.state))
                 .collect();
-            let ids: Vec<String> = items.iter().map(|item| item.id.clone()).collect();
-            let mut rows = index.rows(&client, &ids).await?;
-            for item in items {
-                if let Some(row) = rows.remove(&item.id)
-                    && row.matches(&item, &self.query.metadata)
-                {
-                    self.buffered.push_back(summary(item, Some(row.metadata)));
-                }
+            let selected = index.0.select(&client, items, &self.query.metadata).await?;
+            for (item, metadata) in selected {
+                self.buffered.push_back(summary(item, Some(metadata)));
             }
             return Ok(());
         }

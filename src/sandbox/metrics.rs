@@ -5,9 +5,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{PROXY_TOKEN_TTL, Sandbox, proxy_minter};
-use crate::client::Client;
 use crate::error::SandboxError;
 use crate::pb;
+use crate::sandbox::client::Client;
 use crate::secret::Secret;
 use crate::state::SandboxState;
 use crate::transport::{AGENT_PORT, AgentConn};

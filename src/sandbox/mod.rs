@@ -2,8 +2,7 @@
 
 pub(crate) mod backend;
 mod builder;
-#[cfg(test)]
-mod canary_tests;
+pub(crate) mod client;
 mod host;
 #[cfg(feature = "templates")]
 pub(crate) mod image_name;
@@ -13,8 +12,10 @@ mod logging;
 mod metrics;
 mod network;
 mod options;
+pub(crate) mod parts;
 pub(crate) mod payload;
 mod readiness;
+pub(crate) mod steps;
 
 use std::fmt;
 use std::sync::Arc;
@@ -68,7 +69,7 @@ pub struct Sandbox {
 
 struct Inner {
     /// The client the handle was made with (it shares its control plane).
-    client: crate::client::Client,
+    client: crate::sandbox::client::Client,
     id: String,
     access_token: Secret,
     control: Arc<dyn ControlPlane>,
@@ -85,24 +86,10 @@ struct Inner {
     /// Whether the agent runs a managed lifecycle (its Health said so when
     /// the handle was made); `None` when the agent did not say.
     managed_lifecycle: Option<bool>,
-    /// The features' state, each part a type of its feature's module (the
+    /// The features' state (the persistence binding, the staging, the
+    /// bound secrets...), each part a type of its feature's module (the
     /// index and the tracer ride on `client`).
-    features: Features,
-}
-
-/// What the features keep per handle: each field's type is defined (and
-/// its code written) in the feature's own module; the core only holds it.
-pub(crate) struct Features {
-    /// The persistence prefix the sandbox is bound to, and the builder that
-    /// creates it again (`reincarnate`).
-    pub(crate) persist: Option<crate::persistence::Binding>,
-    /// The automatic S3 staging of large reads and writes, and whether the
-    /// agent serves transfers (probed once).
-    #[cfg(feature = "s3")]
-    pub(crate) staged: crate::transfer::auto::SandboxStaging,
-    /// The secrets bound to the handle (references only) and their cache.
-    #[cfg(feature = "secrets")]
-    pub(crate) secrets: crate::secrets::inject::HandleSecrets,
+    parts: self::parts::Parts,
 }
 
 /// What a ready Health says about the lifecycle: `Some(false)` for an
@@ -239,9 +226,8 @@ impl Sandbox {
             Ok(killed) => {
                 self.inner.refresher.stop();
                 self.inner.conn.close();
-                #[cfg(feature = "dynamodb")]
-                if let Some(index) = &self.inner.client.features().index {
-                    forget_row(index, &self.inner.client, &self.inner.id).await;
+                for step in crate::feature_steps() {
+                    step.after_kill(&self.inner.client, &self.inner.id).await;
                 }
                 Ok(killed)
             }
@@ -304,7 +290,7 @@ impl Sandbox {
     /// The sandboxes that match `query`, page after page (E2B:
     /// `Sandbox.list(query)`); the backend from `RAYITO_BACKEND`.
     pub fn list(query: ListQuery) -> SandboxList {
-        list::list_from(crate::client::ClientSource::default(), query)
+        list::list_from(crate::sandbox::client::ClientSource::default(), query)
     }
 
     /// Pauses (suspends) the sandbox and waits until it is SUSPENDED
@@ -475,8 +461,8 @@ impl Sandbox {
 
     /// The features' state on this handle (each feature reads its own
     /// part; the view entries live in the feature modules).
-    pub(crate) fn features(&self) -> &Features {
-        &self.inner.features
+    pub(crate) fn parts(&self) -> &self::parts::Parts {
+        &self.inner.parts
     }
 
     pub(crate) fn conn(&self) -> &AgentConn {
@@ -542,25 +528,4 @@ fn proxy_minter(
         };
         Box::pin(async move { control.create_auth_token(request).await })
     })
-}
-
-/// Deletes the index row of a killed sandbox; a failure is logged (the
-/// MicroVM is gone, so the row can only be stale: indexed lists join rows
-/// with ListMicrovms, and the TTL removes it).
-#[cfg(feature = "dynamodb")]
-pub(crate) async fn forget_row(
-    index: &crate::SandboxIndex,
-    client: &crate::client::Client,
-    sandbox_id: &str,
-) {
-    // Boxed: DynamoDB's call future is large, and `kill` stays small.
-    if let Err(err) = Box::pin(index.delete_row(client, sandbox_id)).await {
-        tracing::warn!(
-            target: "rayito::index",
-            sandbox_id,
-            kind = err.kind().as_str(),
-            aws_code = err.meta().aws_code().unwrap_or(""),
-            "the sandbox was killed but its index row was not deleted; it expires with its TTL"
-        );
-    }
 }

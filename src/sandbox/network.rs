@@ -11,11 +11,11 @@ use std::fmt;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::client::Client;
 use crate::control::ControlPlane;
 use crate::error::SandboxError;
 use crate::error::messages as m;
 use crate::pb;
+use crate::sandbox::client::Client;
 use crate::secret::Secret;
 use crate::transport::{AgentConn, NetworkAnswer};
 

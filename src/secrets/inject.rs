@@ -9,7 +9,7 @@
 //! hook payload, metadata, tags, logs, errors or `Debug`. Errors name the
 //! environment variable, never the secret's name or its value.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Once;
 
@@ -17,28 +17,14 @@ use futures_util::future::try_join_all;
 
 use super::{SecretCache, SecretCacheOptions, SecretRef};
 use crate::error::SandboxError;
+use crate::sandbox::SandboxBuilder;
+use crate::sandbox::client::Client;
+use crate::sandbox::parts::Parts;
+use crate::sandbox::steps::{Launch, Stage, Step, StepFuture};
+pub(crate) use crate::secret::SecretEnv;
 
-/// Environment variable -> secret reference.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub(crate) struct SecretEnv(BTreeMap<String, SecretRef>);
-
-// Variable names are not secret; the references are (names are
-// confidential selectors).
-impl fmt::Debug for SecretEnv {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.0.keys()).finish()
-    }
-}
-
+/// What the secrets feature does with a process's secret references.
 impl SecretEnv {
-    pub(crate) fn insert(&mut self, variable: String, reference: SecretRef) {
-        self.0.insert(variable, reference);
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// Every variable name by the rules of `envs`, and every reference by
     /// the cache's rules (no I/O). `InvalidArgument` (`secrets`) names the
     /// variable.
@@ -170,7 +156,7 @@ impl HandleSecrets {
     /// `AWS_ENDPOINT_URL_SECRETS_MANAGER` or the profile decide).
     pub(crate) async fn cache(
         &self,
-        client: &crate::client::Client,
+        client: &crate::sandbox::client::Client,
     ) -> Result<SecretCache, SandboxError> {
         if let Some(cache) = &self.cache {
             return Ok(cache.clone());
@@ -187,7 +173,7 @@ impl HandleSecrets {
     /// out (a code cell that is not known to be Python).
     pub(crate) async fn inject(
         &self,
-        client: &crate::client::Client,
+        client: &crate::sandbox::client::Client,
         call: &SecretEnv,
         include_bound: bool,
         envs: &mut HashMap<String, String>,
@@ -208,11 +194,139 @@ impl HandleSecrets {
 }
 
 /// The cache of a handle whose builder gave none.
-pub(crate) fn default_cache(client: &crate::client::Client) -> Result<SecretCache, SandboxError> {
+pub(crate) fn default_cache(
+    client: &crate::sandbox::client::Client,
+) -> Result<SecretCache, SandboxError> {
     let backend = client.backend();
     match (&backend.local, &backend.sdk_config) {
         (None, Some(config)) => Ok(SecretCache::shared(config)),
         _ => SecretCache::new(SecretCacheOptions::new()),
+    }
+}
+
+/// The secrets given to a sandbox builder (its part): environment
+/// variables from Secrets Manager, bound to the handle (references only),
+/// and the cache that reads them.
+#[derive(Debug, Clone, Default)]
+struct BuilderSecrets {
+    env: SecretEnv,
+    cache: Option<SecretCache>,
+}
+
+/// The secrets setters of the sandbox builder.
+impl SandboxBuilder {
+    /// Sets the environment variable `variable` of every command, terminal,
+    /// Python cell and code context of the sandbox to the value of a
+    /// secret in AWS Secrets Manager (`reference`: a name under the
+    /// cache's prefix, an ARN, or a [`crate::secrets::SecretRef`] with a
+    /// version).
+    ///
+    /// The handle keeps the reference only; the value is read through the
+    /// secret cache when each process starts and travels only in that
+    /// process's environment, never in the run payload, metadata, logs,
+    /// errors or `Debug`. `create` and `connect` read every secret once
+    /// first: a missing one fails before anything is launched. A variable
+    /// also given to [`SandboxBuilder::env`] is refused. Sandbox code can
+    /// read the values (docs/secrets.md).
+    ///
+    /// Only with the `secrets` cargo feature.
+    pub fn secret(mut self, variable: impl Into<String>, reference: impl Into<SecretRef>) -> Self {
+        self.parts_mut()
+            .update::<BuilderSecrets>(|s| s.env.insert(variable.into(), reference.into()));
+        self
+    }
+
+    /// [`SandboxBuilder::secret`] for each pair.
+    ///
+    /// Only with the `secrets` cargo feature.
+    pub fn secrets<K, R>(mut self, secrets: impl IntoIterator<Item = (K, R)>) -> Self
+    where
+        K: Into<String>,
+        R: Into<SecretRef>,
+    {
+        self.parts_mut().update::<BuilderSecrets>(|s| {
+            for (variable, reference) in secrets {
+                s.env.insert(variable.into(), reference.into());
+            }
+        });
+        self
+    }
+
+    /// The cache that reads the sandbox's secrets (its region, endpoint,
+    /// prefix and TTL). Without it: the process-wide cache of the client's
+    /// AWS configuration on AWS, and one over the environment's AWS
+    /// configuration on the local backend (which has no Secrets Manager of
+    /// its own).
+    ///
+    /// Only with the `secrets` cargo feature.
+    pub fn secret_cache(mut self, cache: SecretCache) -> Self {
+        self.parts_mut()
+            .update::<BuilderSecrets>(|s| s.cache = Some(cache));
+        self
+    }
+}
+
+/// The secrets of a builder's handle, checked (no I/O).
+fn checked(builder: &SandboxBuilder) -> Result<HandleSecrets, SandboxError> {
+    let given = builder.parts().get::<BuilderSecrets>();
+    let env = given.map(|s| s.env.clone()).unwrap_or_default();
+    let cache = given.and_then(|s| s.cache.clone());
+    env.check(cache.as_ref())?;
+    // Builder envs go into the image's environment (the run payload):
+    // a secret of the same name would be shadowed or shadow it.
+    env.check_disjoint(builder.env_names())?;
+    Ok(HandleSecrets::new(env, cache))
+}
+
+/// Reads every bound secret once, before anything is launched.
+async fn preflight(secrets: &HandleSecrets, client: &Client) -> Result<(), SandboxError> {
+    if secrets.bound().is_empty() {
+        return Ok(());
+    }
+    let cache = secrets.cache(client).await?;
+    secrets.bound().preflight(&cache).await
+}
+
+/// The secrets' part in `create`, `connect` and a pool's take: the checks,
+/// the preflight read (a missing or unreadable secret launches nothing),
+/// the handle's bound secrets.
+pub(crate) struct Steps;
+
+impl Step for Steps {
+    fn prepare(
+        &self,
+        builder: &SandboxBuilder,
+        _stage: Stage,
+        handle: &mut Parts,
+    ) -> Result<(), SandboxError> {
+        handle.set(checked(builder)?);
+        Ok(())
+    }
+
+    fn before_launch<'a>(&'a self, at: Launch<'a>) -> StepFuture<'a, ()> {
+        Box::pin(async move {
+            match at.handle.get::<HandleSecrets>() {
+                Some(secrets) => preflight(secrets, at.client).await,
+                None => Ok(()),
+            }
+        })
+    }
+
+    fn unbind(&self, builder: &mut Parts) {
+        if builder.get::<BuilderSecrets>().is_some() {
+            builder.update::<BuilderSecrets>(|s| s.env = SecretEnv::default());
+        }
+    }
+
+    fn preflight<'a>(&'a self, builder: &'a SandboxBuilder) -> StepFuture<'a, ()> {
+        Box::pin(async move {
+            let secrets = checked(builder)?;
+            if !secrets.bound().is_empty() {
+                let client = builder.base_client().await?;
+                preflight(&secrets, &client).await?;
+            }
+            Ok(())
+        })
     }
 }
 
@@ -228,9 +342,17 @@ impl crate::sandbox::Sandbox {
         include_bound: bool,
         envs: &mut std::collections::HashMap<String, String>,
     ) -> Result<(), SandboxError> {
-        self.features()
-            .secrets
-            .inject(self.client(), call, include_bound, envs)
-            .await
+        match self.parts().get::<HandleSecrets>() {
+            Some(secrets) => {
+                secrets
+                    .inject(self.client(), call, include_bound, envs)
+                    .await
+            }
+            None => {
+                HandleSecrets::default()
+                    .inject(self.client(), call, include_bound, envs)
+                    .await
+            }
+        }
     }
 }

@@ -14,6 +14,8 @@ mod client;
 mod entries;
 mod errors;
 pub(crate) mod inject;
+#[cfg(test)]
+mod mock_tests;
 mod reference;
 mod store;
 

@@ -8,6 +8,7 @@
 use std::fmt;
 
 use crate::error::SandboxError;
+pub use crate::secret::SecretRef;
 
 /// The name prefix of the store and the cache unless set otherwise.
 pub const DEFAULT_PREFIX: &str = "rayito/";
@@ -25,53 +26,9 @@ const MAX_VERSION_ID_CHARS: usize = 64;
 /// Secrets Manager's staging labels: 1 to 256 characters.
 const MAX_STAGE_CHARS: usize = 256;
 
-/// A secret to read, by name (relative to the cache's prefix) or full ARN,
-/// with at most one of a version id or a version stage (none: the stage
-/// `AWSCURRENT`).
-///
-/// `From<&str>` and `From<String>` make a reference to the current version.
-/// `Debug` never shows the name: names are confidential selectors.
-///
-/// ```
-/// use rayito::secrets::SecretRef;
-/// let current = SecretRef::from("openai");
-/// let previous = SecretRef::new("openai").version_stage("AWSPREVIOUS");
-/// assert_ne!(current, previous);
-/// ```
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct SecretRef {
-    name: String,
-    version_id: Option<String>,
-    version_stage: Option<String>,
-}
-
+/// What the secrets feature does with a [`SecretRef`] (the type is the
+/// core's, in `crate::secret`: option types name it).
 impl SecretRef {
-    /// The current version (`AWSCURRENT`) of the secret `name`: a name
-    /// relative to the prefix, or a full ARN (`arn:...`, used as is).
-    pub fn new(name: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            version_id: None,
-            version_stage: None,
-        }
-    }
-
-    crate::setters::setters! {
-        /// Reads the version with this `VersionId` (for example
-        /// `rayito-secret-version-00000000000000000002`). Setting both a
-        /// version id and a version stage is refused when the reference is used.
-        version_id: Some impl String;
-        /// Reads the version holding this staging label (for example
-        /// `AWSPREVIOUS`).
-        version_stage: Some impl String;
-    }
-
-    /// The name (relative to the prefix) or ARN as given. Confidential:
-    /// never log it.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Checks the reference and resolves its `SecretId` under `prefix`:
     /// the validated id and the selector (a version id, or a stage,
     /// `AWSCURRENT` by default). No I/O.
@@ -125,31 +82,6 @@ impl SecretRef {
         };
         Ok((id, selector))
     }
-}
-
-impl From<&str> for SecretRef {
-    fn from(name: &str) -> Self {
-        Self::new(name)
-    }
-}
-
-impl From<String> for SecretRef {
-    fn from(name: String) -> Self {
-        Self::new(name)
-    }
-}
-
-impl From<&SecretRef> for SecretRef {
-    fn from(reference: &SecretRef) -> Self {
-        reference.clone()
-    }
-}
-
-// Lengths and which selector is set, never the name or the selector's
-// value.
-crate::secret::redacted_debug! {
-    SecretRef |o| name_len = o.name.len(), arn = o.name.starts_with("arn:"),
-    version_id = o.version_id.is_some(), version_stage = o.version_stage.is_some()
 }
 
 /// Which version of a secret a read asks for.

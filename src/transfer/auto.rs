@@ -22,10 +22,13 @@ use super::staging::S3Staging;
 use super::{EXPORT_URL_BASE, TransferPhase, phase, state_error, unix_ms, watch_to_end};
 use crate::aws::s3::objects::{ObjectBody, Objects};
 use crate::error::{GrpcCode, SandboxError, TransferCode, TransferReason};
+use crate::files::staging::{ChunkFeed, Chunks, Feed, FileStaging, StagedFile, StagingHook};
 use crate::files::{EntryInfo, entry_info};
 use crate::pb;
 use crate::persistence::s3_failure;
 use crate::sandbox::Sandbox;
+use crate::sandbox::parts::Parts as HandleParts;
+use crate::sandbox::steps::{Stage, Step, StepFuture};
 
 const MIB: u64 = 1 << 20;
 /// The SDK's upload parts.
@@ -690,17 +693,104 @@ async fn joined(
     }
 }
 
+/// The staging given to a sandbox builder (its part).
+#[derive(Debug, Clone)]
+struct Staging(S3Staging);
+
+/// The staging setter of the sandbox builder.
+impl crate::sandbox::SandboxBuilder {
+    /// Stages large reads and writes through S3 (docs/transfers.md,
+    /// "Automatic staging"): `files().read` and `read_stream` of a file of
+    /// at least [`S3Staging::threshold_bytes`](S3Staging),
+    /// `files().write` of that much data, and every `write_stream`, move
+    /// their bytes through an object in the staging bucket instead of
+    /// gRPC. Without it, `RAYITO_TRANSFER_BUCKET` (and
+    /// `RAYITO_TRANSFER_PREFIX`, `RAYITO_TRANSFER_REGION`) turn it on when
+    /// set. An agent without transfers keeps everything on gRPC.
+    /// `create` and `connect` check every field before any call
+    /// (`InvalidArgument` naming it).
+    ///
+    /// Only with the `s3` cargo feature.
+    #[cfg(feature = "s3")]
+    pub fn staging(mut self, staging: S3Staging) -> Self {
+        self.parts_mut().set(Staging(staging));
+        self
+    }
+}
+
+/// The staging's part in `create` and `connect`: the builder's or the
+/// environment's staging, every field checked (before any I/O), on the
+/// handle.
+pub(crate) struct Steps;
+
+impl Step for Steps {
+    fn prepare(
+        &self,
+        builder: &crate::sandbox::SandboxBuilder,
+        _stage: Stage,
+        handle: &mut HandleParts,
+    ) -> Result<(), SandboxError> {
+        let staging = match builder.parts().get::<Staging>() {
+            Some(s) => Some(s.0.clone()),
+            None => S3Staging::from_env()?,
+        };
+        if let Some(s) = &staging {
+            // A checkpoint prefix in the same bucket must not overlap.
+            let persist = crate::persistence::builder_prefix(builder)
+                .filter(|p| p.bucket == s.bucket)
+                .map(|p| p.prefix.as_str());
+            s.check(persist)?;
+        }
+        handle.set(SandboxStaging::new(staging));
+        handle.set(StagingHook(Box::new(FileStager)));
+        Ok(())
+    }
+}
+
+/// The file view's staging: this module's reads and writes.
+struct FileStager;
+
+impl FileStaging for FileStager {
+    fn active(&self, sandbox: &Sandbox) -> bool {
+        sandbox.staging().is_some()
+    }
+
+    fn open_read<'a>(&'a self, file: StagedFile<'a>, size: u64) -> StepFuture<'a, Option<Feed>> {
+        Box::pin(async move {
+            let staged = open_read(file.sandbox, file.path, size, file.feature).await?;
+            Ok(staged.map(|s| Box::new(s) as Feed))
+        })
+    }
+
+    fn stages_write<'a>(&'a self, sandbox: &'a Sandbox, len: Option<u64>) -> StepFuture<'a, bool> {
+        Box::pin(stages_write(sandbox, len))
+    }
+
+    fn write<'a>(&'a self, file: StagedFile<'a>, chunks: Chunks) -> StepFuture<'a, EntryInfo> {
+        Box::pin(write(file.sandbox, file.path, chunks, file.feature))
+    }
+}
+
+impl ChunkFeed for StagedRead {
+    fn next(&mut self) -> StepFuture<'_, Option<Bytes>> {
+        Box::pin(async move { StagedRead::next(self).await.transpose() })
+    }
+}
+
 /// The staging state on the sandbox core.
 impl crate::sandbox::Sandbox {
     /// Where large reads and writes are staged ([`crate::SandboxBuilder::staging`],
     /// else `RAYITO_TRANSFER_BUCKET`); `None`: they all go over gRPC.
     pub fn staging(&self) -> Option<&crate::transfer::S3Staging> {
-        self.features().staged.staging.as_ref()
+        self.staged().staging.as_ref()
     }
 
     /// The staging state shared by the handle's clones.
     pub(crate) fn staged(&self) -> &SandboxStaging {
-        &self.features().staged
+        // Every handle gets one (the step above); none is no staging.
+        static NONE: std::sync::LazyLock<SandboxStaging> =
+            std::sync::LazyLock::new(SandboxStaging::default);
+        self.parts().get::<SandboxStaging>().unwrap_or(&NONE)
     }
 }
 

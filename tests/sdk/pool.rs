@@ -268,3 +268,18 @@ async fn a_new_process_adopts_parked_slots_and_reaps_expired_warming_ones() {
     taken.kill().await.unwrap();
     pool.close(true).await.unwrap();
 }
+
+/// `persist` on a pool's builder: a pooled sandbox is made before anyone
+/// names it, so the pool refuses the prefix before any I/O. Here and not
+/// in either feature's unit tests: it names both.
+#[test]
+fn a_pool_refuses_persist() {
+    let err = rayito::Sandbox::builder()
+        .persist(rayito::persistence::S3Prefix::new("bkt").name("a"))
+        .pool(PoolConfig::new(1))
+        .expect_err("not with a pool");
+    assert_eq!(
+        err.to_string(),
+        "invalid persist: a pooled sandbox is made before anyone names it; bind a persistence prefix with persistence() calls on the taken sandbox instead"
+    );
+}

@@ -4,7 +4,7 @@
 //! decided above; every failure leaves here as [`AwsFailure`] facts.
 
 #[cfg(test)]
-mod mock_tests;
+pub(crate) mod mock;
 
 use std::collections::HashMap;
 use std::time::SystemTime;

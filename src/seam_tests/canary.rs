@@ -80,7 +80,7 @@ async fn planted_proxy_tokens_never_leak() {
         .health(Duration::from_secs(5), ConnectRetry::Never)
         .await
         .unwrap_err();
-    crate::seam_tests::assert_proxy_rejected(&err);
+    super::assert_proxy_rejected(&err);
     let texts = [
         err.to_string(),
         format!("{err:?}"),

@@ -1,11 +1,11 @@
-//! Secrets Manager answers a local moto server cannot produce
-//! (AccessDenied, Throttling, LimitExceeded, a name still being deleted),
-//! through aws-smithy-mocks: each answer is a real HTTP error response
-//! (status, `__type` and an AWS message naming the secret) that the AWS
-//! SDK deserializes as it would AWS's own, so the code path from the wire
-//! to the `SandboxError` is the production one. The table pins variant,
-//! fields and message; the AWS message (with the name in it) never
-//! survives.
+//! What the secret store and the secret cache make of Secrets Manager
+//! answers a local moto server cannot produce (AccessDenied, Throttling,
+//! LimitExceeded, a name still being deleted): the answers are real HTTP
+//! error responses from the AWS edge's mocks
+//! (`crate::aws::secretsmanager::mock`), deserialized by the AWS SDK as
+//! AWS's own, so the code path from the wire to the `SandboxError` is the
+//! production one. The table pins variant, fields and message; the AWS
+//! message (with the name in it) never survives.
 //!
 //! Here and not in `tests/`: the store and the cache take no AWS client
 //! type in their public API, and the mocks need one (an interceptor on the
@@ -14,72 +14,17 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use aws_sdk_secretsmanager as sm;
-use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http_client, mock};
-use aws_smithy_runtime_api::http::{Response, StatusCode};
-use aws_smithy_types::body::SdkBody;
-use sm::config::retry::RetryConfig;
-
-use super::SecretsManager;
+use super::{SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions};
 use crate::ErrorKind;
+use crate::aws::secretsmanager::mock::{self, NAME, VALUE};
 use crate::error::SandboxError;
-use crate::secrets::{SecretCache, SecretCacheOptions, SecretRef, SecretStore, SecretStoreOptions};
 
-const NAME: &str = "canary-name-mock";
-const VALUE: &str = "canary-value-mock";
-
-/// An AWS error answer: `status`, `__type` `code`, and a message that
-/// names the secret (as AWS's do).
-fn answer(
-    status: u16,
-    code: &'static str,
-) -> impl Fn() -> Response<SdkBody> + Send + Sync + 'static {
-    move || {
-        let body = format!(
-            r#"{{"__type":"{code}","message":"Secrets Manager can't find rayito/{NAME} (value {VALUE})"}}"#
-        );
-        let mut response =
-            Response::new(StatusCode::try_from(status).unwrap(), SdkBody::from(body));
-        response
-            .headers_mut()
-            .insert("x-amzn-requestid", "11111111-2222-3333-4444-555555555555");
-        response
-    }
+fn cache(rules: &[&mock::Rule]) -> SecretCache {
+    SecretCache::with_client(SecretCacheOptions::new(), mock::manager(rules)).unwrap()
 }
 
-fn client(rules: &[&Rule]) -> sm::Client {
-    let mut interceptor = MockResponseInterceptor::new().rule_mode(RuleMode::Sequential);
-    for rule in rules {
-        interceptor = interceptor.with_rule(rule);
-    }
-    let config = sm::Config::builder()
-        .behavior_version(sm::config::BehaviorVersion::latest())
-        .region(sm::config::Region::new("us-east-1"))
-        .credentials_provider(sm::config::Credentials::new(
-            "AKIDMOCK", "mock", None, None, "mock",
-        ))
-        .http_client(create_mock_http_client())
-        .interceptor(interceptor)
-        // One attempt per call: the table sees each answer once.
-        .retry_config(RetryConfig::disabled())
-        .build();
-    sm::Client::from_conf(config)
-}
-
-fn cache(rules: &[&Rule]) -> SecretCache {
-    SecretCache::with_client(
-        SecretCacheOptions::new(),
-        SecretsManager::from_sdk(client(rules)),
-    )
-    .unwrap()
-}
-
-fn store(rules: &[&Rule]) -> SecretStore {
-    SecretStore::with_client(
-        SecretStoreOptions::new(),
-        SecretsManager::from_sdk(client(rules)),
-    )
-    .unwrap()
+fn store(rules: &[&mock::Rule]) -> SecretStore {
+    SecretStore::with_client(SecretStoreOptions::new(), mock::manager(rules)).unwrap()
 }
 
 fn no_leak(err: &SandboxError) {
@@ -98,39 +43,21 @@ struct Row {
 }
 
 async fn run(row: &Row) -> SandboxError {
-    let respond = answer(row.status, row.code);
+    let rule = mock::failing(row.call, row.status, row.code);
     match row.call {
-        "GetSecretValue" => {
-            let rule = mock!(sm::Client::get_secret_value).then_http_response(respond);
-            cache(&[&rule])
-                .get(&SecretRef::from(NAME))
-                .await
-                .unwrap_err()
-        }
-        "CreateSecret" => {
-            let rule = mock!(sm::Client::create_secret).then_http_response(respond);
-            store(&[&rule])
-                .create(NAME, VALUE, &BTreeMap::new())
-                .await
-                .unwrap_err()
-        }
-        "PutSecretValue" => {
-            let describe = mock!(sm::Client::describe_secret).then_output(|| {
-                sm::operation::describe_secret::DescribeSecretOutput::builder()
-                    .arn("arn:aws:secretsmanager:us-east-1:123456789012:secret:rayito/x-AbCdEf")
-                    .name("rayito/x")
-                    .build()
-            });
-            let put = mock!(sm::Client::put_secret_value).then_http_response(respond);
-            store(&[&describe, &put])
-                .update(NAME, VALUE, None)
-                .await
-                .unwrap_err()
-        }
-        "DescribeSecret" => {
-            let rule = mock!(sm::Client::describe_secret).then_http_response(respond);
-            store(&[&rule]).get_info(NAME).await.unwrap_err()
-        }
+        "GetSecretValue" => cache(&[&rule])
+            .get(&SecretRef::from(NAME))
+            .await
+            .unwrap_err(),
+        "CreateSecret" => store(&[&rule])
+            .create(NAME, VALUE, &BTreeMap::new())
+            .await
+            .unwrap_err(),
+        "PutSecretValue" => store(&[&mock::described(), &rule])
+            .update(NAME, VALUE, None)
+            .await
+            .unwrap_err(),
+        "DescribeSecret" => store(&[&rule]).get_info(NAME).await.unwrap_err(),
         other => panic!("no row for {other}"),
     }
 }
@@ -231,8 +158,7 @@ async fn each_aws_answer_is_pinned_and_never_repeats_aws_text() {
 
 #[tokio::test]
 async fn errors_of_a_read_for_an_environment_variable_name_it() {
-    let rule = mock!(sm::Client::get_secret_value)
-        .then_http_response(answer(400, "ResourceNotFoundException"));
+    let rule = mock::failing("GetSecretValue", 400, "ResourceNotFoundException");
     let err = cache(&[&rule])
         .get_for_env(&SecretRef::from(NAME), "OPENAI_API_KEY")
         .await
@@ -253,11 +179,7 @@ async fn errors_of_a_read_for_an_environment_variable_name_it() {
         "invalid secrets: the secret of environment variable OPENAI_API_KEY: a secret name has a character outside A-Z, a-z, 0-9 and / _ + = . @ -; pass a valid name"
     );
     // A secret with binary data only.
-    let binary = mock!(sm::Client::get_secret_value).then_output(|| {
-        sm::operation::get_secret_value::GetSecretValueOutput::builder()
-            .secret_binary(sm::primitives::Blob::new(VALUE.as_bytes()))
-            .build()
-    });
+    let binary = mock::binary_secret();
     let err = cache(&[&binary])
         .get_for_env(&SecretRef::from(NAME), "OPENAI_API_KEY")
         .await
@@ -270,34 +192,9 @@ async fn errors_of_a_read_for_an_environment_variable_name_it() {
     no_leak(&err);
 }
 
-/// AWS's answer to a CreateSecret while a secret of that name is still
-/// being deleted. moto 5.2.5 never gives it: its CreateSecret on a name
-/// scheduled for deletion answers ResourceExistsException (or returns the
-/// old secret for the same token and value), and its forced delete is
-/// immediate, so this path is a mock.
-fn deleting() -> impl Fn() -> Response<SdkBody> + Send + Sync + 'static {
-    || {
-        Response::new(
-            StatusCode::try_from(400).unwrap(),
-            SdkBody::from(
-                r#"{"__type":"InvalidRequestException","message":"You can't create this secret because a secret with this name is already scheduled for deletion."}"#,
-            ),
-        )
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn create_retries_while_the_name_is_being_deleted_then_succeeds() {
-    let rule = mock!(sm::Client::create_secret)
-        .sequence()
-        .http_response(deleting())
-        .times(3)
-        .output(|| {
-            sm::operation::create_secret::CreateSecretOutput::builder()
-                .arn("arn:aws:secretsmanager:us-east-1:123456789012:secret:rayito/x-AbCdEf")
-                .build()
-        })
-        .build();
+    let rule = mock::created_after_deleting(3);
     let started = tokio::time::Instant::now();
     let info = store(&[&rule])
         .create(NAME, VALUE, &BTreeMap::new())
@@ -315,11 +212,7 @@ async fn create_retries_while_the_name_is_being_deleted_then_succeeds() {
 
 #[tokio::test(start_paused = true)]
 async fn create_gives_up_after_60_seconds_of_deletion() {
-    let rule = mock!(sm::Client::create_secret)
-        .sequence()
-        .http_response(deleting())
-        .repeatedly()
-        .build();
+    let rule = mock::always_deleting();
     let started = tokio::time::Instant::now();
     let err = store(&[&rule])
         .create(NAME, VALUE, &BTreeMap::new())
@@ -349,11 +242,7 @@ async fn create_gives_up_after_60_seconds_of_deletion() {
 /// Any other refusal of CreateSecret is not retried.
 #[tokio::test(start_paused = true)]
 async fn other_invalid_requests_are_not_retried() {
-    let rule = mock!(sm::Client::create_secret)
-        .sequence()
-        .http_response(answer(400, "InvalidRequestException"))
-        .repeatedly()
-        .build();
+    let rule = mock::create_always_failing(400, "InvalidRequestException");
     let err = store(&[&rule])
         .create("x", VALUE, &BTreeMap::new())
         .await

@@ -18,6 +18,7 @@ use crate::control::pacing::Pacing;
 use crate::error::{RetryPolicy, SandboxError};
 use crate::sandbox::backend::{AwsOptions, BackendChoice, ResolvedBackend};
 use crate::sandbox::lifecycle::{self, check_sandbox_id};
+use crate::sandbox::parts::Parts;
 use crate::sandbox::{
     DEFAULT_REQUEST_TIMEOUT, ListQuery, MetricsHistoryQuery, NetworkPolicy, NetworkState, Sandbox,
     SandboxBuilder, SandboxInfo, SandboxList, SandboxMetrics, TemplateInfo,
@@ -66,13 +67,12 @@ pub struct Client {
     features: ClientFeatures,
 }
 
-/// What a client carries besides its backend: the metadata index whose rows
-/// a create writes and a kill deletes, and the tracer of the operation
-/// spans. Each field's type lives in its feature's module.
+/// What a client carries besides its backend: the features' parts (the
+/// metadata index whose rows a create writes and a kill deletes), each a
+/// type of its feature's module, and the tracer of the operation spans.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ClientFeatures {
-    #[cfg(feature = "dynamodb")]
-    pub(crate) index: Option<crate::index::SandboxIndex>,
+    pub(crate) parts: Parts,
     #[cfg(feature = "otel")]
     pub(crate) tracer: Option<crate::otel::Tracer>,
 }
@@ -159,16 +159,11 @@ impl ClientBuilder {
         self
     }
 
-    /// Keeps the sandboxes of this client in a metadata index
-    /// (docs/index.md): their creates write a row, and every kill through
-    /// the client (a handle's, [`Client::kill_by_id`]) deletes it. A
-    /// [`SandboxBuilder::index`] overrides it for that builder.
-    ///
-    /// Only with the `dynamodb` cargo feature.
-    #[cfg(feature = "dynamodb")]
-    pub fn index(mut self, index: crate::SandboxIndex) -> Self {
-        self.features.index = Some(index);
-        self
+    /// The features' parts that ride on the clients this builds (the
+    /// feature setters write them).
+    #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+    pub(crate) fn parts_mut(&mut self) -> &mut Parts {
+        &mut self.features.parts
     }
 
     /// Sends the operation spans of this client (its by-id operations, and
@@ -445,9 +440,8 @@ impl Client {
         let kill = async move {
             check_sandbox_id(sandbox_id)?;
             let killed = lifecycle::kill(self.inner.backend.control.as_ref(), sandbox_id).await?;
-            #[cfg(feature = "dynamodb")]
-            if let Some(index) = &self.features.index {
-                crate::sandbox::forget_row(index, self, sandbox_id).await;
+            for step in crate::feature_steps() {
+                step.after_kill(self, sandbox_id).await;
             }
             Ok(killed)
         };
@@ -598,6 +592,12 @@ impl Client {
     /// The features riding on this client (index, tracer).
     pub(crate) fn features(&self) -> &ClientFeatures {
         &self.features
+    }
+
+    /// The features' parts riding on this client (the metadata index).
+    #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+    pub(crate) fn parts(&self) -> &Parts {
+        &self.features.parts
     }
 
     /// This client with `features` (the backend stays shared).

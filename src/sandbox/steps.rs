@@ -1,0 +1,132 @@
+//! The steps a feature adds to `create`, `connect` and `kill`: the core
+//! calls every registered [`Step`] at its points, and each feature's step
+//! reads its own state from the builder's or the client's
+//! [`Parts`](super::parts::Parts). The crate root lists the steps
+//! ([`crate::feature_steps`]), so the core names no feature.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::SystemTime;
+
+use super::parts::Parts;
+use super::{Sandbox, SandboxBuilder};
+use crate::error::SandboxError;
+use crate::sandbox::client::Client;
+
+/// A step's future.
+pub(crate) type StepFuture<'a, T> =
+    Pin<Box<dyn Future<Output = Result<T, SandboxError>> + Send + 'a>>;
+
+/// A finished step (what a step with nothing to do at a point returns).
+pub(crate) fn done<'a>() -> StepFuture<'a, ()> {
+    Box::pin(async { Ok(()) })
+}
+
+/// Whether a handle is being created or connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    Create,
+    Connect,
+}
+
+/// Where a `create` or `connect` stands before anything is launched or
+/// dialled (its client resolved).
+#[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+pub(crate) struct Launch<'a> {
+    pub(crate) builder: &'a SandboxBuilder,
+    pub(crate) stage: Stage,
+    /// The parts the handle will carry (what `prepare` gave).
+    pub(crate) handle: &'a Parts,
+    pub(crate) client: &'a Client,
+}
+
+/// What RunMicrovm answered for a new sandbox, for the steps after it.
+#[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+pub(crate) struct NewVm<'a> {
+    pub(crate) builder: &'a SandboxBuilder,
+    pub(crate) client: &'a Client,
+    pub(crate) id: &'a str,
+    pub(crate) image_arn: &'a str,
+    pub(crate) image_version: &'a str,
+    pub(crate) started_at: SystemTime,
+    pub(crate) max_duration_secs: u64,
+}
+
+/// Terminates the new MicroVM (a step whose work failed after launch).
+pub(crate) type Terminate<'a> = StepFuture<'a, ()>;
+
+/// A feature's part in the core's operations. Every method has a default
+/// that does nothing.
+pub(crate) trait Step: Sync {
+    /// `create`'s first checks (no I/O).
+    fn check_create(&self, _builder: &SandboxBuilder) -> Result<(), SandboxError> {
+        Ok(())
+    }
+
+    /// `connect`'s first checks (no I/O).
+    fn check_connect(&self, _builder: &SandboxBuilder) -> Result<(), SandboxError> {
+        Ok(())
+    }
+
+    /// Refuses what a pool's builder may not carry.
+    fn check_pooled(&self, _builder: &SandboxBuilder) -> Result<(), SandboxError> {
+        Ok(())
+    }
+
+    /// Checks the feature's options (no I/O) and puts the state the handle
+    /// will carry into `handle`.
+    fn prepare(
+        &self,
+        _builder: &SandboxBuilder,
+        _stage: Stage,
+        _handle: &mut Parts,
+    ) -> Result<(), SandboxError> {
+        Ok(())
+    }
+
+    /// `create`'s last checks before any I/O.
+    fn check_late(&self, _builder: &SandboxBuilder) -> Result<(), SandboxError> {
+        Ok(())
+    }
+
+    /// Before anything is launched or dialled (the client is resolved).
+    fn before_launch<'a>(&'a self, _at: Launch<'a>) -> StepFuture<'a, ()> {
+        done()
+    }
+
+    /// Right after RunMicrovm answered (and a pool's hook ran); `terminate`
+    /// ends the MicroVM when the step fails.
+    fn after_launch<'a>(&'a self, _vm: &'a NewVm<'a>, _end: Terminate<'a>) -> StepFuture<'a, ()> {
+        done()
+    }
+
+    /// Adds the state that needs the sandbox id to the handle's parts.
+    fn bind(&self, _builder: &SandboxBuilder, _sandbox_id: &str, _handle: &mut Parts) {}
+
+    /// After `create` made a ready handle (its span still open).
+    fn after_create<'a>(
+        &'a self,
+        _builder: &'a Parts,
+        sandbox: Sandbox,
+    ) -> StepFuture<'a, Sandbox> {
+        Box::pin(async move { Ok(sandbox) })
+    }
+
+    /// After a kill through `client` terminated `sandbox_id` (failures are
+    /// the step's to log).
+    fn after_kill<'a>(
+        &'a self,
+        _client: &'a Client,
+        _sandbox_id: &'a str,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        Box::pin(async {})
+    }
+
+    /// Drops what a pool's warm sandboxes get only when taken.
+    fn unbind(&self, _builder: &mut Parts) {}
+
+    /// What a pool's take checks before it claims a parked sandbox.
+    fn preflight<'a>(&'a self, _builder: &'a SandboxBuilder) -> StepFuture<'a, ()> {
+        done()
+    }
+}
