@@ -23,6 +23,9 @@
 //!   itself (`local_control_surfaces`, `local_kill`, `sdk_scale`,
 //!   `sdk_secrets_inject`, `sdk_warm_spare`), which other tests' sandboxes
 //!   would add to;
+//! - it counts on a process-wide limit no other test touches
+//!   (`sdk_template_quota`: the 10 concurrent template builds of a
+//!   process);
 //! - it builds an example with cargo while it runs
 //!   (`local_secrets_and_git_example`, `local_persistence`), a load the
 //!   timing bounds of the tests here are not sized for.
@@ -81,7 +84,6 @@ mod shared_control;
 mod staged_io;
 mod template_build;
 mod template_gate;
-mod template_quota;
 mod templates;
 mod timeouts;
 mod tls;

@@ -3,9 +3,11 @@
 //! this process's 10-slot guard (the 11th `build` refused before it
 //! submits). Through the AWS path against an emulator of its own: STS for
 //! the account, its S3 endpoint, its held builds. A test binary of its own,
-//! since the guard is process-wide.
+//! since the guard is process-wide: in the `sdk` binary, another test's
+//! builds held slots of it (`cargo test` runs a binary's tests in one
+//! process).
 
-use crate::sdk_support;
+mod sdk_support;
 
 use std::time::{Duration, Instant};
 
