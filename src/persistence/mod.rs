@@ -34,14 +34,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-#[cfg(feature = "s3")]
-pub(crate) use self::binding::builder_prefix;
 pub(crate) use self::binding::{Binding, Steps};
 pub use self::location::{ARCHIVE_OBJECT, DEFAULT_PREFIX, MANIFEST_OBJECT, S3Prefix};
-/// Shared with the automatic transfer staging (spec C4, the SDK's own S3
-/// failures).
-#[cfg(feature = "s3")]
-pub(crate) use self::store::s3_failure;
 #[cfg(feature = "s3")]
 pub use self::store::{CheckpointEntry, delete, list};
 use crate::error::map::persistence as map;
