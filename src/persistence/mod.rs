@@ -683,6 +683,23 @@ mod tests {
         );
     }
 
+    /// `persist` records its prefix with the core (the transfer staging
+    /// keeps clear of it without naming persistence); a second call
+    /// replaces it.
+    #[cfg(feature = "s3")]
+    #[test]
+    fn persist_records_its_prefix_with_the_core() {
+        let builder = crate::Sandbox::builder()
+            .persist(S3Prefix::new("bkt").prefix("old"))
+            .persist(S3Prefix::new("bkt").prefix("homes").name("a"));
+        let bound = builder
+            .parts()
+            .get::<crate::sandbox::parts::S3Prefixes>()
+            .expect("recorded");
+        assert_eq!(bound.in_bucket("bkt").collect::<Vec<_>>(), ["homes"]);
+        assert_eq!(bound.in_bucket("other").count(), 0);
+    }
+
     /// The option and result types cross threads (the futures' `Send` is
     /// checked in tests/sdk/send_bounds.rs).
     #[test]

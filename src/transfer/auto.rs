@@ -831,6 +831,32 @@ mod tests {
         Ok(out)
     }
 
+    /// A prefix another feature bound in the staging's bucket (the
+    /// checkpoint prefix, which `persist` records) is refused before any
+    /// I/O; the same prefix in another bucket is not.
+    #[test]
+    fn the_staging_keeps_clear_of_a_prefix_bound_in_its_bucket() {
+        let with = |bucket: &str| {
+            let mut builder =
+                crate::Sandbox::builder().staging(S3Staging::new("abc").prefix("homes/x"));
+            builder
+                .parts_mut()
+                .update::<S3Prefixes>(|bound| bound.record("persist", bucket, "homes"));
+            builder
+        };
+        let mut handle = HandleParts::default();
+        let e = Steps
+            .prepare(&with("abc"), Stage::Create, &mut handle)
+            .expect_err("overlap");
+        assert_eq!(
+            e.to_string(),
+            "invalid prefix: the staging prefix overlaps rayito/ or the checkpoint prefix in the same bucket; pass a prefix of its own like rayito-transfer"
+        );
+        Steps
+            .prepare(&with("other"), Stage::Create, &mut handle)
+            .expect("another bucket");
+    }
+
     /// The bytes S3 returned are checked against the agent's sha256 and
     /// size: a flipped byte, a longer or a shorter body is
     /// `Transfer { failed_precondition, checksum_mismatch }`.
