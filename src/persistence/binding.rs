@@ -4,7 +4,7 @@
 
 use super::{CheckpointOptions, RestoreOptions, S3Prefix};
 use crate::error::SandboxError;
-use crate::sandbox::parts::Parts;
+use crate::sandbox::parts::{Parts, S3Prefixes};
 use crate::sandbox::steps::{Step, StepFuture};
 use crate::sandbox::{Sandbox, SandboxBuilder};
 
@@ -69,13 +69,6 @@ impl PersistOn {
     }
 }
 
-/// The persistence prefix `builder` binds (what the staging must not
-/// overlap).
-#[cfg(feature = "s3")]
-pub(crate) fn builder_prefix(builder: &SandboxBuilder) -> Option<&S3Prefix> {
-    PersistOn::of(builder).map(|(prefix, _)| prefix)
-}
-
 /// The persistence setters of the sandbox builder.
 impl SandboxBuilder {
     /// Binds the sandbox to a persistence prefix (docs/persistence.md):
@@ -92,6 +85,11 @@ impl SandboxBuilder {
     ///
     /// On `connect` it only binds, and the name is required.
     pub fn persist(mut self, prefix: S3Prefix) -> Self {
+        // Recorded with the core, for the features that must keep clear
+        // of it (the transfer staging).
+        self.parts_mut().update::<S3Prefixes>(|bound| {
+            bound.record("persist", &prefix.bucket, &prefix.prefix);
+        });
         self.parts_mut()
             .update::<PersistOn>(|on| on.prefix = Some(prefix));
         self

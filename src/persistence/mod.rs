@@ -34,14 +34,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-#[cfg(feature = "s3")]
-pub(crate) use self::binding::builder_prefix;
 pub(crate) use self::binding::{Binding, Steps};
 pub use self::location::{ARCHIVE_OBJECT, DEFAULT_PREFIX, MANIFEST_OBJECT, S3Prefix};
-/// Shared with the automatic transfer staging (spec C4, the SDK's own S3
-/// failures).
-#[cfg(feature = "s3")]
-pub(crate) use self::store::s3_failure;
 #[cfg(feature = "s3")]
 pub use self::store::{CheckpointEntry, delete, list};
 use crate::error::map::persistence as map;
@@ -687,6 +681,23 @@ mod tests {
             err.to_string(),
             "invalid persist: connect binds a named prefix; give the S3Prefix a name"
         );
+    }
+
+    /// `persist` records its prefix with the core (the transfer staging
+    /// keeps clear of it without naming persistence); a second call
+    /// replaces it.
+    #[cfg(feature = "s3")]
+    #[test]
+    fn persist_records_its_prefix_with_the_core() {
+        let builder = crate::Sandbox::builder()
+            .persist(S3Prefix::new("bkt").prefix("old"))
+            .persist(S3Prefix::new("bkt").prefix("homes").name("a"));
+        let bound = builder
+            .parts()
+            .get::<crate::sandbox::parts::S3Prefixes>()
+            .expect("recorded");
+        assert_eq!(bound.in_bucket("bkt").collect::<Vec<_>>(), ["homes"]);
+        assert_eq!(bound.in_bucket("other").count(), 0);
     }
 
     /// The option and result types cross threads (the futures' `Send` is

@@ -13,7 +13,7 @@ use crate::aws::s3::objects::Objects;
 
 use super::location::{ARCHIVE_OBJECT, MANIFEST_OBJECT, S3Prefix};
 use crate::error::SandboxError;
-use crate::error::map::aws::{AwsFailure, from_aws};
+use crate::error::map::s3::s3_failure;
 
 /// The most listing pages read (1,000 keys each): a prefix with more is
 /// refused rather than listed partly.
@@ -52,26 +52,6 @@ fn s3_client(client: &crate::Client) -> Result<Objects, SandboxError> {
         None,
         backend.s3_endpoint_url.as_deref(),
     ))
-}
-
-/// Maps the SDK's own S3 failure; AWS's text is dropped first.
-pub(crate) fn s3_failure(mut failure: AwsFailure) -> SandboxError {
-    failure.message = None;
-    match failure.code.as_deref() {
-        Some("NoSuchBucket") => SandboxError::invalid_argument(
-            "bucket",
-            "the bucket does not exist (NoSuchBucket); create it or name another",
-        ),
-        Some(
-            "PermanentRedirect"
-            | "AuthorizationHeaderMalformed"
-            | "IllegalLocationConstraintException",
-        ) => SandboxError::invalid_argument(
-            "region",
-            "the bucket is in another region; pass its region",
-        ),
-        _ => from_aws(failure),
-    }
 }
 
 /// The checkpoints under `location`'s prefix (its name is ignored), by

@@ -51,6 +51,46 @@ impl fmt::Debug for Parts {
     }
 }
 
+/// The S3 prefixes a builder's features bind, each as `(owner, bucket,
+/// key prefix)`: the core keeps them so that one feature can stay clear of
+/// another's objects without naming it (the transfer staging must not
+/// overlap the persistence prefix in the same bucket).
+#[derive(Clone, Default)]
+pub(crate) struct S3Prefixes(Vec<(&'static str, String, String)>);
+
+impl S3Prefixes {
+    /// Records `owner`'s prefix, replacing the one it recorded before.
+    pub(crate) fn record(&mut self, owner: &'static str, bucket: &str, prefix: &str) {
+        self.0.retain(|(o, _, _)| *o != owner);
+        self.0.push((owner, bucket.to_owned(), prefix.to_owned()));
+    }
+
+    /// The key prefixes recorded in `bucket`, the latest record last.
+    #[cfg(feature = "s3")]
+    pub(crate) fn in_bucket<'a>(&'a self, bucket: &'a str) -> impl Iterator<Item = &'a str> {
+        self.0
+            .iter()
+            .filter(move |(_, b, _)| b == bucket)
+            .map(|(_, _, prefix)| prefix.as_str())
+    }
+}
+
+// Buckets and keys are the caller's data and stay out of Debug (logs):
+// only who bound a prefix is shown.
+impl fmt::Debug for S3Prefixes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("S3Prefixes")
+            .field(
+                &self
+                    .0
+                    .iter()
+                    .map(|(owner, _, _)| *owner)
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +110,20 @@ mod tests {
         assert_eq!(parts.get::<u8>(), Some(&3));
         assert!(parts.get::<String>().is_none());
         assert_eq!(before.get::<u8>(), Some(&2));
+    }
+
+    #[test]
+    fn an_owner_records_one_prefix_and_debug_hides_it() {
+        let mut prefixes = S3Prefixes::default();
+        prefixes.record("a", "bkt", "one");
+        prefixes.record("b", "other", "two");
+        prefixes.record("a", "bkt", "three");
+        #[cfg(feature = "s3")]
+        {
+            assert_eq!(prefixes.in_bucket("bkt").collect::<Vec<_>>(), ["three"]);
+            assert_eq!(prefixes.in_bucket("none").count(), 0);
+        }
+        let shown = format!("{prefixes:?}");
+        assert_eq!(shown, r#"S3Prefixes(["b", "a"])"#);
     }
 }

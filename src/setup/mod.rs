@@ -40,6 +40,7 @@ use templates::{artifacts_template_value, iam_template_value};
 
 use crate::Client;
 use crate::aws::cloudformation::{StackState, Stacks, UpdateStarted};
+use crate::aws::s3::artifacts::check_bucket;
 use crate::error::SandboxError;
 use crate::template::TemplateServices;
 
@@ -279,7 +280,7 @@ impl Setup {
     pub async fn plan(&self) -> Result<SetupPlan, SandboxError> {
         boxed!(Result<SetupPlan, SandboxError>, {
             if let Some(bucket) = &self.options.bucket {
-                crate::template::check_bucket(bucket)?;
+                check_bucket(bucket)?;
             }
             let services = self.services().await?;
             let (account, _) = services.account().await?;
@@ -378,7 +379,7 @@ impl Setup {
     /// account is a 403: `Authentication`).
     pub async fn bucket_exists(&self, bucket: &str) -> Result<bool, SandboxError> {
         boxed!(Result<bool, SandboxError>, {
-            crate::template::check_bucket(bucket)?;
+            check_bucket(bucket)?;
             let services = self.services().await?;
             services.artifacts().await?.bucket_exists(bucket).await
         })

@@ -60,8 +60,6 @@ pub use base_image::{
     check_artifact_variant, check_base_artifact, pack_base_image,
 };
 pub(crate) use build::TemplateServices;
-#[cfg(feature = "setup")]
-pub(crate) use build::check_bucket;
 pub use build::{
     BASELINE_MEMORY_ENV, BUCKET_ENV, BuildEvent, BuildHandle, BuildInfo, BuildOptions, BuildStatus,
     DEFAULT_BUILD_TIMEOUT, DEFAULT_MEMORY_MIB, DEFAULT_PRUNE_KEEP, DEFAULT_PRUNE_WAIT, HOOKS_PORT,

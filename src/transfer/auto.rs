@@ -21,13 +21,13 @@ use super::sign::{Request, Signer};
 use super::staging::S3Staging;
 use super::{EXPORT_URL_BASE, TransferPhase, phase, state_error, unix_ms, watch_to_end};
 use crate::aws::s3::objects::{ObjectBody, Objects};
+use crate::error::map::s3::s3_failure;
 use crate::error::{GrpcCode, SandboxError, TransferCode, TransferReason};
 use crate::files::staging::{ChunkFeed, Chunks, Feed, FileStaging, StagedFile, StagingHook};
 use crate::files::{EntryInfo, entry_info};
 use crate::pb;
-use crate::persistence::s3_failure;
 use crate::sandbox::Sandbox;
-use crate::sandbox::parts::Parts as HandleParts;
+use crate::sandbox::parts::{Parts as HandleParts, S3Prefixes};
 use crate::sandbox::steps::{Stage, Step, StepFuture};
 
 const MIB: u64 = 1 << 20;
@@ -735,11 +735,18 @@ impl Step for Steps {
             None => S3Staging::from_env()?,
         };
         if let Some(s) = &staging {
-            // A checkpoint prefix in the same bucket must not overlap.
-            let persist = crate::persistence::builder_prefix(builder)
-                .filter(|p| p.bucket == s.bucket)
-                .map(|p| p.prefix.as_str());
-            s.check(persist)?;
+            // A prefix another feature binds in the same bucket (the
+            // checkpoint prefix) must not overlap: the first is checked
+            // with every field, in their order; any other after them.
+            let mut bound = builder
+                .parts()
+                .get::<S3Prefixes>()
+                .into_iter()
+                .flat_map(|bound| bound.in_bucket(&s.bucket));
+            s.check(bound.next())?;
+            for prefix in bound {
+                s.check(Some(prefix))?;
+            }
         }
         handle.set(SandboxStaging::new(staging));
         handle.set(StagingHook(Box::new(FileStager)));
@@ -822,6 +829,32 @@ mod tests {
             out.extend_from_slice(&chunk?);
         }
         Ok(out)
+    }
+
+    /// A prefix another feature bound in the staging's bucket (the
+    /// checkpoint prefix, which `persist` records) is refused before any
+    /// I/O; the same prefix in another bucket is not.
+    #[test]
+    fn the_staging_keeps_clear_of_a_prefix_bound_in_its_bucket() {
+        let with = |bucket: &str| {
+            let mut builder =
+                crate::Sandbox::builder().staging(S3Staging::new("abc").prefix("homes/x"));
+            builder
+                .parts_mut()
+                .update::<S3Prefixes>(|bound| bound.record("persist", bucket, "homes"));
+            builder
+        };
+        let mut handle = HandleParts::default();
+        let e = Steps
+            .prepare(&with("abc"), Stage::Create, &mut handle)
+            .expect_err("overlap");
+        assert_eq!(
+            e.to_string(),
+            "invalid prefix: the staging prefix overlaps rayito/ or the checkpoint prefix in the same bucket; pass a prefix of its own like rayito-transfer"
+        );
+        Steps
+            .prepare(&with("other"), Stage::Create, &mut handle)
+            .expect("another bucket");
     }
 
     /// The bytes S3 returned are checked against the agent's sha256 and

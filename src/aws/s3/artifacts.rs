@@ -17,6 +17,26 @@ pub(crate) fn parse_s3_uri(uri: &str) -> Option<(&str, &str)> {
     (!bucket.is_empty() && !key.is_empty()).then_some((bucket, key))
 }
 
+/// An artifact bucket's name has an S3 bucket name's shape (3 to 63 of
+/// `a-z`, `0-9`, `.`, `-`), checked before any call (templates, setup).
+///
+/// # Errors
+/// `InvalidArgument` (`bucket`) for any other name.
+pub(crate) fn check_bucket(bucket: &str) -> Result<(), SandboxError> {
+    let ok = (3..=63).contains(&bucket.len())
+        && bucket
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(SandboxError::invalid_argument(
+            "bucket",
+            "an S3 bucket name is 3 to 63 of a-z, 0-9, '.' and '-'; pass the artifact bucket's name",
+        ))
+    }
+}
+
 /// The artifact store over one S3 client.
 #[derive(Clone, Debug)]
 pub(crate) struct ArtifactStore {

@@ -20,5 +20,7 @@ pub(crate) mod grpc;
 pub(crate) mod index;
 pub(crate) mod persistence;
 pub(crate) mod redact;
+#[cfg(feature = "s3")]
+pub(crate) mod s3;
 pub(crate) mod secrets;
 pub(crate) mod transfer;

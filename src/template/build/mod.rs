@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[cfg(feature = "setup")]
-pub(crate) use options::check_bucket;
 pub use options::{
     BUCKET_ENV, BuildEvent, BuildOptions, DEFAULT_BUILD_TIMEOUT, DEFAULT_MEMORY_MIB,
     MEMORY_SIZES_MIB, ProgressFn,

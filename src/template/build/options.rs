@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::aws::s3::artifacts::check_bucket;
 use crate::error::SandboxError;
 
 /// The memory sizes an image can have, in MiB.
@@ -111,22 +112,6 @@ impl BuildOptions {
         if let Some(f) = &self.on_event {
             f(&event);
         }
-    }
-}
-
-/// An S3 bucket name's shape (3 to 63 of `a-z`, `0-9`, `.`, `-`).
-pub(crate) fn check_bucket(bucket: &str) -> Result<(), SandboxError> {
-    let ok = (3..=63).contains(&bucket.len())
-        && bucket
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(SandboxError::invalid_argument(
-            "bucket",
-            "an S3 bucket name is 3 to 63 of a-z, 0-9, '.' and '-'; pass the artifact bucket's name",
-        ))
     }
 }
 

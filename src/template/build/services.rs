@@ -8,11 +8,11 @@ use std::sync::Arc;
 use crate::Client;
 use crate::aws::cloudwatch_logs::build::BuildLogs;
 use crate::aws::microvms::images::ImageApi;
-use crate::aws::s3::artifacts::ArtifactStore;
+use crate::aws::s3::artifacts::{ArtifactStore, check_bucket};
 use crate::aws::sts::Identity;
 use crate::error::SandboxError;
 
-use super::options::{BUCKET_ENV, BuildOptions, check_bucket};
+use super::options::{BUCKET_ENV, BuildOptions};
 
 /// The template clients of one [`Client`].
 #[derive(Debug)]
