@@ -17,6 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 
 use super::EgressShared;
+use super::policy::Policy;
 use crate::server::ServeState;
 
 /// The whole handshake (request line and headers, or the SOCKS5 greeting
@@ -89,7 +90,11 @@ async fn handle(client: TcpStream, egress: &EgressShared) {
 }
 
 /// Resolves (when needed) and dials `host:port` if the current policy
-/// allows it; never the agent's own listeners.
+/// allows it; never the agent's own listeners. Every check is on the
+/// addresses dialled (a name resolved, `127.1` or `2130706433` parsed by the
+/// resolver, a mapped IPv6 address made IPv4), never on the client's
+/// spelling; and a connection that lands on the host itself is checked
+/// again once made.
 async fn dial(egress: &EgressShared, host: &Host, port: u16) -> Dialled {
     let policy = egress.policy();
     let candidates: Vec<SocketAddr> = match host {
@@ -100,12 +105,11 @@ async fn dial(egress: &EgressShared, host: &Host, port: u16) -> Dialled {
             vec![SocketAddr::new(*ip, port)]
         }
         Host::Name(name) => {
-            let by_name = policy.host_allowed(name);
             let Ok(Ok(resolved)) =
                 tokio::time::timeout(DIAL_TIMEOUT, tokio::net::lookup_host((name.as_str(), port)))
                     .await
             else {
-                return if by_name || !policy.restricts() {
+                return if policy.host_allowed(name) || !policy.restricts() {
                     Dialled::Failed
                 } else {
                     Dialled::Denied
@@ -113,7 +117,7 @@ async fn dial(egress: &EgressShared, host: &Host, port: u16) -> Dialled {
             };
             let addrs: Vec<SocketAddr> = resolved
                 .take(16)
-                .filter(|a| by_name || policy.ip_allowed(a.ip()))
+                .filter(|a| policy.resolved_allowed(name, a.ip()))
                 .collect();
             if addrs.is_empty() {
                 return Dialled::Denied;
@@ -130,11 +134,35 @@ async fn dial(egress: &EgressShared, host: &Host, port: u16) -> Dialled {
     }
     for addr in candidates {
         if let Ok(Ok(stream)) = tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(addr)).await {
+            if !landed_allowed(egress, &policy, &stream) {
+                return Dialled::Denied;
+            }
             let _ = stream.set_nodelay(true);
             return Dialled::Open(stream);
         }
     }
     Dialled::Failed
+}
+
+/// Whether a connection just made may be used: one that landed on the
+/// host itself (its peer is loopback, or the host's own address, which the
+/// kernel then also picks as the source) never reaches the agent's own
+/// ports, and reaches another port of the host's own (non-loopback)
+/// addresses only when `allow_out` names that address.
+fn landed_allowed(egress: &EgressShared, policy: &Policy, stream: &TcpStream) -> bool {
+    let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
+        return false;
+    };
+    let peer_ip = peer.ip().to_canonical();
+    let on_host = peer_ip.is_loopback() || peer_ip == local.ip().to_canonical();
+    if !on_host {
+        return true;
+    }
+    if egress.own_port(peer.port()) {
+        return false;
+    }
+    // Loopback was checked before dialling (it is default-denied).
+    peer_ip.is_loopback() || !policy.restricts() || policy.names_ip(peer_ip)
 }
 
 /// Reads exactly `buf.len()` bytes.
