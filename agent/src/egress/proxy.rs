@@ -127,7 +127,11 @@ async fn dial(egress: &EgressShared, host: &Host, port: u16) -> Dialled {
     };
     let candidates: Vec<SocketAddr> = candidates
         .into_iter()
-        .filter(|a| !egress.is_own(*a))
+        .filter(|a| {
+            let on_host = is_host_address(a.ip());
+            !(egress.is_own(*a) || on_host && egress.own_port(a.port()))
+                && !(on_host && policy.restricts() && !policy.names_ip(a.ip()))
+        })
         .collect();
     if candidates.is_empty() {
         return Dialled::Denied;
@@ -142,6 +146,16 @@ async fn dial(egress: &EgressShared, host: &Host, port: u16) -> Dialled {
         }
     }
     Dialled::Failed
+}
+
+/// Whether `ip` is one of the host's own addresses (what the kernel lets
+/// a socket bind to), so that dialling it lands on the host itself.
+/// Loopback and unspecified addresses are default-denied already.
+fn is_host_address(ip: IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    !ip.is_unspecified()
+        && !ip.is_loopback()
+        && std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
 /// Whether a connection just made may be used: one that landed on the
