@@ -309,6 +309,17 @@ mod tests {
         assert!(policy(&["1.1.1.1"], &[]).ip_allowed("127.0.0.1".parse().unwrap()));
     }
 
+    /// docs/network.md lists every default-denied range.
+    #[test]
+    fn the_docs_list_every_default_denial() {
+        let doc = include_str!("../../../docs/network.md");
+        for net in HOST_LOCAL_NETS {
+            let shown = format!("`{}`", net.trim_end_matches("/128"));
+            assert!(doc.contains(&shown), "docs/network.md lacks {shown}");
+        }
+        assert!(doc.contains(&format!("(`{}`)", super::super::NO_PROXY)));
+    }
+
     #[test]
     fn hostnames_match_case_insensitively_with_wildcards() {
         let p = policy(&["Example.COM.", "*.pypi.org"], &["0.0.0.0/0"]);
