@@ -9,7 +9,8 @@
 //! - a mount namespace per sandbox ([`SandboxMounts`]), built once when the
 //!   sandbox is created and entered by every child (`setns`): a tmpfs covers
 //!   `/home`, the sandbox's `<root>/home/user` is bound at `/home/user`,
-//!   `<root>/tmp` at `/tmp`, and (when the uid is switched) a generated
+//!   `<root>/tmp` at `/tmp`, an empty tmpfs of its own at `/dev/shm` and
+//!   `/var/tmp`, and (when the uid is switched) a generated
 //!   `/etc/passwd` and `/etc/group` name the sandbox's user `user`; on an
 //!   image layer, its root is the host's with the layer over it, read-only
 //!   ([`layer_root`]). Only root
@@ -356,6 +357,8 @@ struct MountTargets {
     home: CString,
     home_user: CString,
     tmp: CString,
+    /// `/dev/shm` and `/var/tmp`: a fresh tmpfs each (issue 41 section 4).
+    shared_tmp: [CString; 2],
     passwd: CString,
     group: CString,
 }
@@ -373,6 +376,7 @@ impl MountTargets {
             home: path("home")?,
             home_user: path("home/user")?,
             tmp: path("tmp")?,
+            shared_tmp: [path("dev/shm")?, path("var/tmp")?],
             passwd: path("etc/passwd")?,
             group: path("etc/group")?,
         })
@@ -432,6 +436,22 @@ fn build_mounts(
     // Relative sources: below the root, the working directory.
     rustix::mount::mount_bind_recursive(c"home/user", targets.home_user.as_c_str())?;
     rustix::mount::mount_bind_recursive(c"tmp", targets.tmp.as_c_str())?;
+    // The host's world-writable directories would be a channel between
+    // sandboxes and to host processes (a socket in /dev/shm): each sandbox
+    // gets empty ones of its own (its memory limit bounds what it writes).
+    // A host without one of them gives the sandbox none.
+    for target in &targets.shared_tmp {
+        match rustix::mount::mount(
+            c"tmpfs",
+            target.as_c_str(),
+            c"tmpfs",
+            MountFlags::NOSUID | MountFlags::NODEV,
+            c"mode=1777",
+        ) {
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => {}
+            other => other?,
+        }
+    }
     if accounts {
         rustix::mount::mount_bind(c"etc/passwd", targets.passwd.as_c_str())?;
         rustix::mount::mount_bind(c"etc/group", targets.group.as_c_str())?;
