@@ -9,8 +9,9 @@
 //! - a mount namespace per sandbox ([`SandboxMounts`]), built once when the
 //!   sandbox is created and entered by every child (`setns`): a tmpfs covers
 //!   `/home`, the sandbox's `<root>/home/user` is bound at `/home/user`,
-//!   `<root>/tmp` at `/tmp`, an empty tmpfs of its own at `/dev/shm` and
-//!   `/var/tmp`, and (when the uid is switched) a generated
+//!   `<root>/tmp` at `/tmp`, an empty tmpfs of its own at `/dev/shm`,
+//!   `/var/tmp` and `/run/lock`, an IPC namespace of its own (System V
+//!   IPC, POSIX message queues), and (when the uid is switched) a generated
 //!   `/etc/passwd` and `/etc/group` name the sandbox's user `user`; on an
 //!   image layer, its root is the host's with the layer over it, read-only
 //!   ([`layer_root`]). Only root
@@ -308,6 +309,9 @@ pub struct ChildSetup {
 #[derive(Debug)]
 pub struct SandboxMounts {
     ns: OwnedFd,
+    /// The sandbox's IPC namespace (System V IPC and POSIX message queues
+    /// of its own, not the host's or another sandbox's), where built.
+    ipc: Option<OwnedFd>,
 }
 
 impl SandboxMounts {
@@ -339,13 +343,23 @@ impl SandboxMounts {
                 Mode::empty(),
             )?)
         })?;
-        Ok(Self { ns })
+        let ipc = launch::in_shared_child(|| {
+            // SAFETY: CLONE_NEWIPC only changes this child's IPC namespace;
+            // the namespace's descriptor outlives it in the shared table.
+            unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWIPC) }?;
+            Ok(rustix::fs::open(
+                c"/proc/thread-self/ns/ipc",
+                OFlags::RDONLY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?)
+        })?;
+        Ok(Self { ns, ipc: Some(ipc) })
     }
 
     /// Holds `ns`, a mount namespace built elsewhere (a local build's),
     /// for children to enter as a sandbox's.
     pub fn from_namespace(ns: OwnedFd) -> Self {
-        Self { ns }
+        Self { ns, ipc: None }
     }
 }
 
@@ -357,8 +371,9 @@ struct MountTargets {
     home: CString,
     home_user: CString,
     tmp: CString,
-    /// `/dev/shm` and `/var/tmp`: a fresh tmpfs each (issue 41 section 4).
-    shared_tmp: [CString; 2],
+    /// `/dev/shm`, `/var/tmp` and `/run/lock`: a fresh tmpfs each (issue
+    /// 41 section 4).
+    shared_tmp: [CString; 3],
     passwd: CString,
     group: CString,
 }
@@ -376,7 +391,7 @@ impl MountTargets {
             home: path("home")?,
             home_user: path("home/user")?,
             tmp: path("tmp")?,
-            shared_tmp: [path("dev/shm")?, path("var/tmp")?],
+            shared_tmp: [path("dev/shm")?, path("var/tmp")?, path("run/lock")?],
             passwd: path("etc/passwd")?,
             group: path("etc/group")?,
         })
@@ -467,6 +482,8 @@ fn build_mounts(
 struct MountPlan {
     /// The sandbox's namespace (a copy of the held descriptor, CLOEXEC).
     ns: OwnedFd,
+    /// The sandbox's IPC namespace (a copy of the held descriptor).
+    ipc: Option<OwnedFd>,
 }
 
 #[derive(Debug)]
@@ -493,6 +510,10 @@ impl ChildSetup {
         let mounts = match mounts {
             Some(mounts) => Some(MountPlan {
                 ns: mounts.ns.try_clone()?,
+                ipc: match &mounts.ipc {
+                    Some(ipc) => Some(ipc.try_clone()?),
+                    None => None,
+                },
             }),
             None => None,
         };
@@ -572,6 +593,12 @@ impl MountPlan {
             self.ns.as_fd(),
             Some(rustix::thread::LinkNameSpaceType::Mount),
         )?;
+        if let Some(ipc) = &self.ipc {
+            rustix::thread::move_into_link_name_space(
+                ipc.as_fd(),
+                Some(rustix::thread::LinkNameSpaceType::InterProcessCommunication),
+            )?;
+        }
         Ok(())
     }
 }

@@ -35,7 +35,7 @@ async fn dev_shm_and_var_tmp_are_the_sandboxs_own() {
     std::fs::write(&host_file, "host").unwrap();
 
     let probe = format!(
-        "for d in /dev/shm /var/tmp; do stat -c '%n %a' $d; ls -A $d | grep -c {tag}; done; \
+        "for d in /dev/shm /var/tmp /run/lock; do stat -c '%n %a' $d; ls -A $d | grep -c {tag}; done; \
          /usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); \
          s.connect('/dev/shm/{tag}.sock'); print('reached')\" 2>/dev/null || echo unreachable; \
          echo from-a > /dev/shm/{tag}.a && echo from-a > /var/tmp/{tag}.a && echo wrote"
@@ -44,7 +44,7 @@ async fn dev_shm_and_var_tmp_are_the_sandboxs_own() {
     let stdout = String::from_utf8_lossy(&seen.stdout).into_owned();
     assert_eq!(
         stdout,
-        "/dev/shm 1777\n0\n/var/tmp 1777\n0\nunreachable\nwrote\n",
+        "/dev/shm 1777\n0\n/var/tmp 1777\n0\n/run/lock 1777\n0\nunreachable\nwrote\n",
         "{}",
         String::from_utf8_lossy(&seen.stderr)
     );
@@ -53,6 +53,20 @@ async fn dev_shm_and_var_tmp_are_the_sandboxs_own() {
     assert_eq!(String::from_utf8_lossy(&other.stdout), "0\n");
     assert!(!std::path::Path::new(&format!("/dev/shm/{tag}.a")).exists());
     assert!(!std::path::Path::new(&format!("/var/tmp/{tag}.a")).exists());
+
+    // System V IPC is the sandbox's own too: a queue a makes is a's alone.
+    let host_queues = || {
+        let out = std::process::Command::new("ipcs").arg("-q").output();
+        out.map(|o| String::from_utf8_lossy(&o.stdout).matches("\n0x").count())
+            .unwrap_or(0)
+    };
+    let before = host_queues();
+    let queues = "ipcs -q | grep -c '^0x'";
+    let made = run_bash(&a, &format!("ipcmk -Q >/dev/null; {queues}")).await;
+    assert_eq!(String::from_utf8_lossy(&made.stdout), "1\n");
+    let other = run_bash(&b, queues).await;
+    assert_eq!(String::from_utf8_lossy(&other.stdout), "0\n");
+    assert_eq!(host_queues(), before);
 
     drop(listener);
     let _ = std::fs::remove_file(&socket);
