@@ -14,11 +14,13 @@ mod support;
 #[path = "../../tests/skip_support/mod.rs"]
 mod skip_support;
 
+#[path = "../../tests/hello_server/mod.rs"]
+mod hello_server;
+
 use std::net::IpAddr;
 
 use rayito_agent::pb;
 use support::*;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// The proxy's pinned refusals: what each protocol's line reads.
 const HTTP_DENIED: &str = "403 egress denied by the sandbox's network policy";
@@ -100,36 +102,17 @@ for case in sys.argv[1].strip().split("\n"):
 /// A one-line HTTP server on the host's `0.0.0.0` (so on loopback and the
 /// host's own addresses): answers `hello from the host`.
 async fn host_server() -> u16 {
-    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let body = "hello from the host";
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(reply.as_bytes()).await;
-            });
-        }
-    });
-    port
+    hello_server::hello_server("0.0.0.0:0").await
 }
 
 /// The host's own non-loopback IPv4 address (the source of its route
 /// out), if it has one.
 fn host_address() -> Option<IpAddr> {
     let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
-    socket.connect("192.0.2.1:9").or_else(|_| socket.connect("8.8.8.8:53")).ok()?;
+    socket
+        .connect("192.0.2.1:9")
+        .or_else(|_| socket.connect("8.8.8.8:53"))
+        .ok()?;
     let ip = socket.local_addr().ok()?.ip();
     (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
 }

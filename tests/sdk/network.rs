@@ -14,38 +14,14 @@ use crate::sdk_support;
 use rayito::error::ErrorKind;
 use rayito::{ALL_TRAFFIC, EgressEnforcement, EgressProxy, NetworkPolicy, Sandbox, SandboxError};
 use rayito_emulator::{Emulator, EmulatorConfig, MicrovmState};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+#[path = "../hello_server/mod.rs"]
+mod hello_server;
 
 /// A one-line HTTP server on the host's 127.0.0.1: answers every request
 /// with `hello from the host`.
 async fn host_server() -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let body = "hello from the host";
-                let _ = stream
-                    .write_all(
-                        format!(
-                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                            body.len()
-                        )
-                        .as_bytes(),
-                    )
-                    .await;
-            });
-        }
-    });
-    port
+    hello_server::hello_server("127.0.0.1:0").await
 }
 
 /// `curl`'s HTTP status for `url` inside the sandbox (`extra` before the

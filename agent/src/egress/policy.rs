@@ -298,7 +298,10 @@ mod tests {
         assert!(named.ip_allowed("169.254.169.254".parse().unwrap()));
         // A hostname entry passes whatever it resolves to, except these;
         // `localhost` named as such opens loopback (only).
-        let names = policy(&["localhost", "evil.example", "*.localhost"], &["0.0.0.0/0"]);
+        let names = policy(
+            &["localhost", "evil.example", "*.localhost"],
+            &["0.0.0.0/0"],
+        );
         assert!(names.resolved_allowed("LOCALHOST.", "127.0.0.1".parse().unwrap()));
         assert!(names.resolved_allowed("localhost", "::1".parse().unwrap()));
         assert!(!names.resolved_allowed("localhost", "169.254.169.254".parse().unwrap()));

@@ -128,9 +128,13 @@ async fn dial(egress: &EgressShared, host: &Host, port: u16) -> Dialled {
     let candidates: Vec<SocketAddr> = candidates
         .into_iter()
         .filter(|a| {
-            let on_host = is_host_address(a.ip());
-            !(egress.is_own(*a) || on_host && egress.own_port(a.port()))
-                && !(on_host && policy.restricts() && !policy.names_ip(a.ip()))
+            if egress.is_own(*a) {
+                return false;
+            }
+            // The host's own (non-loopback) address: the agent's ports
+            // never, the rest only when `allow_out` names the address.
+            !is_host_address(a.ip())
+                || !egress.own_port(a.port()) && (!policy.restricts() || policy.names_ip(a.ip()))
         })
         .collect();
     if candidates.is_empty() {
