@@ -155,9 +155,20 @@ async fn dial(egress: &EgressShared, host: &Host, port: u16) -> Dialled {
 /// Whether `ip` is one of the host's own addresses (what the kernel lets
 /// a socket bind to), so that dialling it lands on the host itself.
 /// Loopback and unspecified addresses are default-denied already.
+/// Where the host lets a socket bind any address (`ip_nonlocal_bind`),
+/// binding tells nothing: the check after connecting (`landed_allowed`)
+/// is then the only one.
 fn is_host_address(ip: IpAddr) -> bool {
+    static NONLOCAL_BIND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let nonlocal = *NONLOCAL_BIND.get_or_init(|| {
+        ["ipv4", "ipv6"].iter().any(|family| {
+            std::fs::read_to_string(format!("/proc/sys/net/{family}/ip_nonlocal_bind"))
+                .is_ok_and(|v| v.trim() != "0")
+        })
+    });
     let ip = ip.to_canonical();
-    !ip.is_unspecified()
+    !nonlocal
+        && !ip.is_unspecified()
         && !ip.is_loopback()
         && std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
