@@ -9,7 +9,9 @@
 //! - a mount namespace per sandbox ([`SandboxMounts`]), built once when the
 //!   sandbox is created and entered by every child (`setns`): a tmpfs covers
 //!   `/home`, the sandbox's `<root>/home/user` is bound at `/home/user`,
-//!   `<root>/tmp` at `/tmp`, and (when the uid is switched) a generated
+//!   `<root>/tmp` at `/tmp`, an empty tmpfs of its own at `/dev/shm`,
+//!   `/var/tmp` and `/run/lock`, an IPC namespace of its own (System V
+//!   IPC, POSIX message queues), and (when the uid is switched) a generated
 //!   `/etc/passwd` and `/etc/group` name the sandbox's user `user`; on an
 //!   image layer, its root is the host's with the layer over it, read-only
 //!   ([`layer_root`]). Only root
@@ -308,6 +310,9 @@ pub struct ChildSetup {
 #[derive(Debug)]
 pub struct SandboxMounts {
     ns: OwnedFd,
+    /// The sandbox's IPC namespace (System V IPC and POSIX message queues
+    /// of its own, not the host's or another sandbox's), where built.
+    ipc: Option<OwnedFd>,
 }
 
 impl SandboxMounts {
@@ -339,13 +344,23 @@ impl SandboxMounts {
                 Mode::empty(),
             )?)
         })?;
-        Ok(Self { ns })
+        let ipc = launch::in_shared_child(|| {
+            // SAFETY: CLONE_NEWIPC only changes this child's IPC namespace;
+            // the namespace's descriptor outlives it in the shared table.
+            unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWIPC) }?;
+            Ok(rustix::fs::open(
+                c"/proc/thread-self/ns/ipc",
+                OFlags::RDONLY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?)
+        })?;
+        Ok(Self { ns, ipc: Some(ipc) })
     }
 
     /// Holds `ns`, a mount namespace built elsewhere (a local build's),
     /// for children to enter as a sandbox's.
     pub fn from_namespace(ns: OwnedFd) -> Self {
-        Self { ns }
+        Self { ns, ipc: None }
     }
 }
 
@@ -357,6 +372,9 @@ struct MountTargets {
     home: CString,
     home_user: CString,
     tmp: CString,
+    /// `/dev/shm`, `/var/tmp` and `/run/lock`: a fresh tmpfs each (issue
+    /// 41 section 4).
+    shared_tmp: [CString; 3],
     passwd: CString,
     group: CString,
 }
@@ -374,6 +392,7 @@ impl MountTargets {
             home: path("home")?,
             home_user: path("home/user")?,
             tmp: path("tmp")?,
+            shared_tmp: [path("dev/shm")?, path("var/tmp")?, path("run/lock")?],
             passwd: path("etc/passwd")?,
             group: path("etc/group")?,
         })
@@ -433,6 +452,22 @@ fn build_mounts(
     // Relative sources: below the root, the working directory.
     rustix::mount::mount_bind_recursive(c"home/user", targets.home_user.as_c_str())?;
     rustix::mount::mount_bind_recursive(c"tmp", targets.tmp.as_c_str())?;
+    // The host's world-writable directories would be a channel between
+    // sandboxes and to host processes (a socket in /dev/shm): each sandbox
+    // gets empty ones of its own (its memory limit bounds what it writes).
+    // A host without one of them gives the sandbox none.
+    for target in &targets.shared_tmp {
+        match rustix::mount::mount(
+            c"tmpfs",
+            target.as_c_str(),
+            c"tmpfs",
+            MountFlags::NOSUID | MountFlags::NODEV,
+            c"mode=1777",
+        ) {
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => {}
+            other => other?,
+        }
+    }
     if accounts {
         rustix::mount::mount_bind(c"etc/passwd", targets.passwd.as_c_str())?;
         rustix::mount::mount_bind(c"etc/group", targets.group.as_c_str())?;
@@ -448,6 +483,8 @@ fn build_mounts(
 struct MountPlan {
     /// The sandbox's namespace (a copy of the held descriptor, CLOEXEC).
     ns: OwnedFd,
+    /// The sandbox's IPC namespace (a copy of the held descriptor).
+    ipc: Option<OwnedFd>,
 }
 
 #[derive(Debug)]
@@ -474,6 +511,10 @@ impl ChildSetup {
         let mounts = match mounts {
             Some(mounts) => Some(MountPlan {
                 ns: mounts.ns.try_clone()?,
+                ipc: match &mounts.ipc {
+                    Some(ipc) => Some(ipc.try_clone()?),
+                    None => None,
+                },
             }),
             None => None,
         };
@@ -553,6 +594,12 @@ impl MountPlan {
             self.ns.as_fd(),
             Some(rustix::thread::LinkNameSpaceType::Mount),
         )?;
+        if let Some(ipc) = &self.ipc {
+            rustix::thread::move_into_link_name_space(
+                ipc.as_fd(),
+                Some(rustix::thread::LinkNameSpaceType::InterProcessCommunication),
+            )?;
+        }
         Ok(())
     }
 }

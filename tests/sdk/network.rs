@@ -14,47 +14,30 @@ use crate::sdk_support;
 use rayito::error::ErrorKind;
 use rayito::{ALL_TRAFFIC, EgressEnforcement, EgressProxy, NetworkPolicy, Sandbox, SandboxError};
 use rayito_emulator::{Emulator, EmulatorConfig, MicrovmState};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+#[path = "../hello_server/mod.rs"]
+mod hello_server;
 
 /// A one-line HTTP server on the host's 127.0.0.1: answers every request
 /// with `hello from the host`.
 async fn host_server() -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let body = "hello from the host";
-                let _ = stream
-                    .write_all(
-                        format!(
-                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                            body.len()
-                        )
-                        .as_bytes(),
-                    )
-                    .await;
-            });
-        }
-    });
-    port
+    hello_server::hello_server("127.0.0.1:0").await
 }
 
 /// `curl`'s HTTP status for `url` inside the sandbox (`extra` before the
-/// URL), `000` when it could not connect at all.
+/// URL), `000` when it could not connect at all. The host's server is on
+/// 127.0.0.1, which the sandbox's `NO_PROXY` keeps local: `--noproxy ''`
+/// sends it through the proxy all the same (unless `extra` says otherwise).
 async fn status(sbx: &Sandbox, extra: &str, url: &str) -> String {
+    let through = if extra.contains("--noproxy") {
+        ""
+    } else {
+        "--noproxy ''"
+    };
     let out = sbx
         .commands()
         .run(&format!(
-            "curl -s -o /dev/null -w '%{{http_code}}' --max-time 8 {extra} {url} || true"
+            "curl -s -o /dev/null -w '%{{http_code}}' --max-time 8 {through} {extra} {url} || true"
         ))
         .await
         .expect("curl runs");
@@ -85,12 +68,15 @@ async fn egress_follows_the_policy_and_flips_at_runtime() {
     let proxy_port = state.local_proxy_port.expect("the agent's proxy port");
     let env = sbx
         .commands()
-        .run("echo $HTTPS_PROXY $ALL_PROXY")
+        .run("echo $HTTPS_PROXY $ALL_PROXY $NO_PROXY $no_proxy")
         .await
         .expect("env");
     assert_eq!(
         env.stdout.trim(),
-        format!("http://127.0.0.1:{proxy_port} socks5h://127.0.0.1:{proxy_port}")
+        format!(
+            "http://127.0.0.1:{proxy_port} socks5h://127.0.0.1:{proxy_port} \
+             localhost,127.0.0.1,::1 localhost,127.0.0.1,::1"
+        )
     );
 
     // Allowed: through HTTP_PROXY (absolute form), CONNECT and SOCKS5.
@@ -100,7 +86,7 @@ async fn egress_follows_the_policy_and_flips_at_runtime() {
     assert_eq!(status(&sbx, &socks, &url).await, "200");
     let body = sbx
         .commands()
-        .run(&format!("curl -s --max-time 8 {url}"))
+        .run(&format!("curl -s --max-time 8 --noproxy '' {url}"))
         .await
         .expect("curl");
     assert_eq!(body.stdout, "hello from the host");
@@ -419,6 +405,7 @@ async fn code_cells_of_a_warm_spare_are_bounded_too() {
             "import os, socket, urllib.request\n\
              try:\n    socket.create_connection(('127.0.0.1', {port}), 3).close(); direct = 'open'\n\
              except OSError:\n    direct = 'closed'\n\
+             assert os.environ.pop('NO_PROXY') == os.environ.pop('no_proxy') == 'localhost,127.0.0.1,::1'\n\
              body = urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=8).read().decode()\n\
              (direct, body, os.environ['HTTPS_PROXY'].startswith('http://127.0.0.1:'))"
         ))

@@ -35,6 +35,11 @@ const PROXY_ENV_NAMES: [(&str, &str); 6] = [
     ("all_proxy", "socks5h"),
 ];
 
+/// What the sandbox's clients reach without the proxy (issue 41): its own
+/// loopback, so that `curl http://localhost:3000` inside the sandbox finds
+/// the sandbox's server, not the host's (the proxy would refuse it anyway).
+const NO_PROXY: &str = "localhost,127.0.0.1,::1";
+
 /// What every later child of an enforced sandbox gets: the namespace to
 /// enter and the proxy variables.
 #[derive(Clone, Debug)]
@@ -64,11 +69,23 @@ impl EgressShared {
         *self.policy.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
     }
 
+    /// Whether `addr` is one of the agent's own listeners, however spelt:
+    /// its port on any loopback or unspecified address (Linux connects
+    /// 0.0.0.0 and :: to loopback), IPv4-mapped or not, or on the exact
+    /// address it listens on. (A host address it also listens on through
+    /// 0.0.0.0 is caught once connected: `proxy::landed_allowed`.)
     fn is_own(&self, addr: SocketAddr) -> bool {
-        let addr = SocketAddr::new(addr.ip().to_canonical(), addr.port());
-        self.own.iter().any(|own| {
-            own.port() == addr.port() && (own.ip() == addr.ip() || own.ip().is_unspecified())
-        })
+        let ip = addr.ip().to_canonical();
+        self.own_port(addr.port())
+            && (ip.is_loopback()
+                || ip.is_unspecified()
+                || policy::is_host_local(ip)
+                || self.own.iter().any(|own| own.ip().to_canonical() == ip))
+    }
+
+    /// Whether `port` is the port of one of the agent's own listeners.
+    fn own_port(&self, port: u16) -> bool {
+        self.own.iter().any(|own| own.port() == port)
     }
 }
 
@@ -136,6 +153,7 @@ impl Egress {
         let envs = PROXY_ENV_NAMES
             .iter()
             .map(|(name, scheme)| ((*name).to_owned(), format!("{scheme}://127.0.0.1:{port}")))
+            .chain(["NO_PROXY", "no_proxy"].map(|name| (name.to_owned(), NO_PROXY.to_owned())))
             .collect();
         Some(SandboxNetwork {
             ns: Arc::new(ns),

@@ -7,6 +7,15 @@
 //! any other hostname is resolved by the agent and only its addresses that
 //! pass the IP rule are dialled. A policy with no deny entry is
 //! unrestricted.
+//!
+//! The proxy dials from the host's namespace, so under a restricting policy
+//! the host's own addresses are denied by default, whatever `deny_out`
+//! says (issue 41): loopback, unspecified (Linux connects it to loopback),
+//! link-local (the cloud's metadata service, which hands out the role's
+//! credentials) and the AWS metadata service's IPv6 address. Only an
+//! `allow_out` entry that names them opens them: a single address, a CIDR
+//! inside the range, or (loopback only) the hostname `localhost` itself;
+//! `0.0.0.0/0` or an allowed hostname that resolves there does not.
 
 use std::net::IpAddr;
 
@@ -18,6 +27,34 @@ pub(crate) const MAX_ENTRIES: usize = 256;
 pub(crate) const MAX_HOSTNAMES: usize = 64;
 /// The longest hostname, `*.` and a trailing dot stripped.
 const MAX_HOSTNAME_CHARS: usize = 253;
+
+/// The ranges denied by default under a restricting policy (module doc).
+const HOST_LOCAL_NETS: [&str; 8] = [
+    "127.0.0.0/8",
+    "0.0.0.0/8",
+    "169.254.0.0/16",
+    "::1/128",
+    "::/128",
+    // IPv4-compatible IPv6 (deprecated): never a remote destination.
+    "::/96",
+    "fe80::/10",
+    // The EC2 instance metadata service over IPv6.
+    "fd00:ec2::254/128",
+];
+
+/// The default-denied ranges that hold `ip` (canonical).
+fn host_local_nets(ip: IpAddr) -> impl Iterator<Item = IpNet> {
+    HOST_LOCAL_NETS
+        .iter()
+        .filter_map(|n| n.parse::<IpNet>().ok())
+        .filter(move |n| n.contains(&ip))
+}
+
+/// Whether `ip` is in a range denied by default (loopback, unspecified,
+/// link-local, metadata).
+pub(crate) fn is_host_local(ip: IpAddr) -> bool {
+    host_local_nets(ip.to_canonical()).next().is_some()
+}
 
 /// A hostname entry, lower-cased, without `*.` and the trailing dot.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -142,11 +179,49 @@ impl Policy {
         !self.deny_nets.is_empty()
     }
 
-    /// Whether the IP rule lets `ip` through.
+    /// Whether the IP rule lets `ip` through (the default denials
+    /// included).
     pub(crate) fn ip_allowed(&self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();
+        if self.restricts() && is_host_local(ip) {
+            return self.names_ip(ip);
+        }
         self.allow_nets.iter().any(|n| n.contains(&ip))
             || !self.deny_nets.iter().any(|n| n.contains(&ip))
+    }
+
+    /// Whether an `allow_out` entry names `ip` itself: a single address,
+    /// or a CIDR inside a default-denied range that holds it (so
+    /// `0.0.0.0/0` or `10.0.0.0/8` never opens loopback or metadata).
+    pub(crate) fn names_ip(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.allow_nets.iter().any(|n| {
+            n.contains(&ip)
+                && (n.prefix_len() == n.max_prefix_len()
+                    || host_local_nets(ip).any(|local| local.contains(n)))
+        })
+    }
+
+    /// Whether the proxy may dial `ip`, which `host` (as the client sent
+    /// it) resolved to: a name allowed by `allow_out` passes whatever it
+    /// resolves to, except a default-denied address, which only an entry
+    /// naming it (or, for loopback, `localhost` named as such) opens.
+    pub(crate) fn resolved_allowed(&self, host: &str, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        if self.restricts() && is_host_local(ip) {
+            return self.names_ip(ip) || (ip.is_loopback() && self.names_localhost(host));
+        }
+        self.host_allowed(host) || self.ip_allowed(ip)
+    }
+
+    /// Whether `host` is `localhost` and `allow_out` names it exactly.
+    fn names_localhost(&self, host: &str) -> bool {
+        let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+        host == "localhost"
+            && self
+                .allow_hosts
+                .iter()
+                .any(|p| !p.wildcard && p.name == "localhost")
     }
 
     /// Whether the hostname `host` (as the client sent it) is allowed by
@@ -186,6 +261,66 @@ mod tests {
         assert!(!p.ip_allowed("::ffff:127.0.0.1".parse().unwrap()));
         let allowed = policy(&["127.0.0.1"], &["0.0.0.0/0"]);
         assert!(allowed.ip_allowed("::ffff:127.0.0.1".parse().unwrap()));
+    }
+
+    /// Issue 41: loopback, unspecified and link-local are denied under
+    /// every restricting policy unless `allow_out` names them.
+    #[test]
+    fn host_local_ranges_are_denied_unless_named() {
+        let p = policy(&[], &["10.0.0.0/8"]);
+        for ip in [
+            "127.0.0.1",
+            "127.1.2.3",
+            "0.0.0.0",
+            "0.1.2.3",
+            "169.254.169.254",
+            "::1",
+            "::",
+            "::ffff:127.0.0.1",
+            "::ffff:0.0.0.0",
+            "::127.0.0.1",
+            "fe80::1",
+            "fd00:ec2::254",
+        ] {
+            assert!(!p.ip_allowed(ip.parse().unwrap()), "{ip}");
+            assert!(!p.resolved_allowed("x", ip.parse().unwrap()), "{ip}");
+        }
+        assert!(p.ip_allowed("8.8.8.8".parse().unwrap()));
+        assert!(p.ip_allowed("192.168.1.1".parse().unwrap()));
+        // Broad allows do not name them; an address or an inner CIDR does.
+        let broad = policy(&["0.0.0.0/0", "::/0"], &["0.0.0.0/0"]);
+        assert!(!broad.ip_allowed("127.0.0.1".parse().unwrap()));
+        assert!(!broad.ip_allowed("169.254.169.254".parse().unwrap()));
+        assert!(broad.ip_allowed("8.8.8.8".parse().unwrap()));
+        let named = policy(&["127.0.0.1", "169.254.0.0/16"], &["0.0.0.0/0"]);
+        assert!(named.ip_allowed("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!named.ip_allowed("127.0.0.2".parse().unwrap()));
+        assert!(named.ip_allowed("169.254.169.254".parse().unwrap()));
+        // A hostname entry passes whatever it resolves to, except these;
+        // `localhost` named as such opens loopback (only).
+        let names = policy(
+            &["localhost", "evil.example", "*.localhost"],
+            &["0.0.0.0/0"],
+        );
+        assert!(names.resolved_allowed("LOCALHOST.", "127.0.0.1".parse().unwrap()));
+        assert!(names.resolved_allowed("localhost", "::1".parse().unwrap()));
+        assert!(!names.resolved_allowed("localhost", "169.254.169.254".parse().unwrap()));
+        assert!(!names.resolved_allowed("evil.example", "127.0.0.1".parse().unwrap()));
+        assert!(!names.resolved_allowed("a.localhost", "127.0.0.1".parse().unwrap()));
+        assert!(names.resolved_allowed("evil.example", "8.8.8.8".parse().unwrap()));
+        // An unrestricted policy restricts nothing.
+        assert!(policy(&["1.1.1.1"], &[]).ip_allowed("127.0.0.1".parse().unwrap()));
+    }
+
+    /// docs/network.md lists every default-denied range.
+    #[test]
+    fn the_docs_list_every_default_denial() {
+        let doc = include_str!("../../../docs/network.md");
+        for net in HOST_LOCAL_NETS {
+            let shown = format!("`{}`", net.trim_end_matches("/128"));
+            assert!(doc.contains(&shown), "docs/network.md lacks {shown}");
+        }
+        assert!(doc.contains(&format!("(`{}`)", super::super::NO_PROXY)));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 
 use super::EgressShared;
+use super::policy::Policy;
 use crate::server::ServeState;
 
 /// The whole handshake (request line and headers, or the SOCKS5 greeting
@@ -89,7 +90,11 @@ async fn handle(client: TcpStream, egress: &EgressShared) {
 }
 
 /// Resolves (when needed) and dials `host:port` if the current policy
-/// allows it; never the agent's own listeners.
+/// allows it; never the agent's own listeners. Every check is on the
+/// addresses dialled (a name resolved, `127.1` or `2130706433` parsed by the
+/// resolver, a mapped IPv6 address made IPv4), never on the client's
+/// spelling; and a connection that lands on the host itself is checked
+/// again once made.
 async fn dial(egress: &EgressShared, host: &Host, port: u16) -> Dialled {
     let policy = egress.policy();
     let candidates: Vec<SocketAddr> = match host {
@@ -100,12 +105,11 @@ async fn dial(egress: &EgressShared, host: &Host, port: u16) -> Dialled {
             vec![SocketAddr::new(*ip, port)]
         }
         Host::Name(name) => {
-            let by_name = policy.host_allowed(name);
             let Ok(Ok(resolved)) =
                 tokio::time::timeout(DIAL_TIMEOUT, tokio::net::lookup_host((name.as_str(), port)))
                     .await
             else {
-                return if by_name || !policy.restricts() {
+                return if policy.host_allowed(name) || !policy.restricts() {
                     Dialled::Failed
                 } else {
                     Dialled::Denied
@@ -113,7 +117,7 @@ async fn dial(egress: &EgressShared, host: &Host, port: u16) -> Dialled {
             };
             let addrs: Vec<SocketAddr> = resolved
                 .take(16)
-                .filter(|a| by_name || policy.ip_allowed(a.ip()))
+                .filter(|a| policy.resolved_allowed(name, a.ip()))
                 .collect();
             if addrs.is_empty() {
                 return Dialled::Denied;
@@ -123,18 +127,71 @@ async fn dial(egress: &EgressShared, host: &Host, port: u16) -> Dialled {
     };
     let candidates: Vec<SocketAddr> = candidates
         .into_iter()
-        .filter(|a| !egress.is_own(*a))
+        .filter(|a| {
+            if egress.is_own(*a) {
+                return false;
+            }
+            // The host's own (non-loopback) address: the agent's ports
+            // never, the rest only when `allow_out` names the address.
+            !is_host_address(a.ip())
+                || !egress.own_port(a.port()) && (!policy.restricts() || policy.names_ip(a.ip()))
+        })
         .collect();
     if candidates.is_empty() {
         return Dialled::Denied;
     }
     for addr in candidates {
         if let Ok(Ok(stream)) = tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(addr)).await {
+            if !landed_allowed(egress, &policy, &stream) {
+                return Dialled::Denied;
+            }
             let _ = stream.set_nodelay(true);
             return Dialled::Open(stream);
         }
     }
     Dialled::Failed
+}
+
+/// Whether `ip` is one of the host's own addresses (what the kernel lets
+/// a socket bind to), so that dialling it lands on the host itself.
+/// Loopback and unspecified addresses are default-denied already.
+/// Where the host lets a socket bind any address (`ip_nonlocal_bind`),
+/// binding tells nothing: the check after connecting (`landed_allowed`)
+/// is then the only one.
+fn is_host_address(ip: IpAddr) -> bool {
+    static NONLOCAL_BIND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let nonlocal = *NONLOCAL_BIND.get_or_init(|| {
+        ["ipv4", "ipv6"].iter().any(|family| {
+            std::fs::read_to_string(format!("/proc/sys/net/{family}/ip_nonlocal_bind"))
+                .is_ok_and(|v| v.trim() != "0")
+        })
+    });
+    let ip = ip.to_canonical();
+    !nonlocal
+        && !ip.is_unspecified()
+        && !ip.is_loopback()
+        && std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+}
+
+/// Whether a connection just made may be used: one that landed on the
+/// host itself (its peer is loopback, or the host's own address, which the
+/// kernel then also picks as the source) never reaches the agent's own
+/// ports, and reaches another port of the host's own (non-loopback)
+/// addresses only when `allow_out` names that address.
+fn landed_allowed(egress: &EgressShared, policy: &Policy, stream: &TcpStream) -> bool {
+    let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
+        return false;
+    };
+    let peer_ip = peer.ip().to_canonical();
+    let on_host = peer_ip.is_loopback() || peer_ip == local.ip().to_canonical();
+    if !on_host {
+        return true;
+    }
+    if egress.own_port(peer.port()) {
+        return false;
+    }
+    // Loopback was checked before dialling (it is default-denied).
+    peer_ip.is_loopback() || !policy.restricts() || policy.names_ip(peer_ip)
 }
 
 /// Reads exactly `buf.len()` bytes.
