@@ -28,6 +28,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 
+use super::tar_read;
+
 /// Counters shared with the task that reports progress.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
@@ -236,26 +238,69 @@ enum Placed {
     Skipped,
 }
 
+/// Why an archive was not extracted.
+#[derive(Debug)]
+pub(crate) enum ExtractError {
+    /// The stream broke a limit or is not a tar stream (see [`tar_read`]).
+    Read(tar_read::ReadError),
+    /// Writing into HOME failed.
+    Write(io::Error),
+}
+
+impl From<tar_read::ReadError> for ExtractError {
+    fn from(e: tar_read::ReadError) -> Self {
+        Self::Read(e)
+    }
+}
+
+impl From<io::Error> for ExtractError {
+    fn from(e: io::Error) -> Self {
+        Self::Write(e)
+    }
+}
+
+/// Reads the whole tar stream `input` (already un-gzipped) within
+/// `limits` without writing anything: a stream refused here never reaches
+/// HOME. Returns the stream after its end-of-archive block.
+pub(crate) fn check<R: Read>(
+    input: R,
+    limits: tar_read::Limits,
+    stop: &AtomicBool,
+) -> Result<R, ExtractError> {
+    let mut tar = tar_read::Reader::new(input, limits);
+    while tar.next_entry()?.is_some() {
+        if stop.load(Ordering::Relaxed) {
+            return Err(io::Error::from(io::ErrorKind::Interrupted).into());
+        }
+        // Read, not skipped: a body cut short is found here too.
+        io::copy(&mut tar.body(), &mut io::sink()).map_err(tar_read::ReadError::Io)?;
+    }
+    Ok(tar.into_inner())
+}
+
 /// Extracts the tar stream `input` (already un-gzipped) into the directory
-/// `home`; counts files, bytes written and skipped entries in `counters`.
+/// `home`, within `limits`; counts files, bytes written and skipped
+/// entries in `counters`. Returns the stream after its end-of-archive
+/// block.
 pub(crate) fn extract<R: Read>(
     home: &Path,
     input: R,
+    limits: tar_read::Limits,
     counters: &Counters,
     stop: &AtomicBool,
-) -> io::Result<()> {
+) -> Result<R, ExtractError> {
     let root = rustix::fs::open(
         home,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
-    )?;
-    let mut archive = tar::Archive::new(input);
-    for entry in archive.entries()? {
+    )
+    .map_err(io::Error::from)?;
+    let mut tar = tar_read::Reader::new(input, limits);
+    while let Some(entry) = tar.next_entry()? {
         if stop.load(Ordering::Relaxed) {
-            return Err(io::Error::from(io::ErrorKind::Interrupted));
+            return Err(io::Error::from(io::ErrorKind::Interrupted).into());
         }
-        let mut entry = entry?;
-        match place(&root, &mut entry)? {
+        match place(&root, &entry, &mut tar.body())? {
             Placed::File(n) => {
                 counters.files_done.fetch_add(1, Ordering::Relaxed);
                 counters.bytes_moved.fetch_add(n, Ordering::Relaxed);
@@ -266,7 +311,7 @@ pub(crate) fn extract<R: Read>(
             }
         }
     }
-    Ok(())
+    Ok(tar.into_inner())
 }
 
 /// The components of an entry's path, or `None` when it may not be placed
@@ -293,10 +338,9 @@ fn not_a_dir(e: &rustix::io::Errno) -> bool {
     )
 }
 
-fn place<R: Read>(root: &OwnedFd, entry: &mut tar::Entry<'_, R>) -> io::Result<Placed> {
-    let kind = entry.header().entry_type();
-    let path = entry.path_bytes().into_owned();
-    let Some(parts) = components(&path) else {
+fn place(root: &OwnedFd, entry: &tar_read::Entry, body: &mut impl Read) -> io::Result<Placed> {
+    let kind = entry.kind;
+    let Some(parts) = components(&entry.path) else {
         return Ok(Placed::Skipped);
     };
     let (name, parents) = parts.split_last().expect("non-empty");
@@ -327,7 +371,7 @@ fn place<R: Read>(root: &OwnedFd, entry: &mut tar::Entry<'_, R>) -> io::Result<P
         dir = Some(next);
     }
     let parent = dir.as_ref().unwrap_or(root).as_fd();
-    let mode = entry.header().mode().unwrap_or(0o644) & 0o777;
+    let mode = entry.mode & 0o777;
     let existing = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).ok();
     let existing_is_dir = existing.as_ref().is_some_and(|st| {
         rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
@@ -364,9 +408,9 @@ fn place<R: Read>(root: &OwnedFd, entry: &mut tar::Entry<'_, R>) -> io::Result<P
                 Mode::from_raw_mode(0o600),
             )?;
             let mut file = std::fs::File::from(fd);
-            let n = io::copy(entry, &mut file)?;
+            let n = io::copy(body, &mut file)?;
             rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
-            if let Ok(mtime) = entry.header().mtime() {
+            if let Some(mtime) = entry.mtime {
                 let t = rustix::fs::Timespec {
                     tv_sec: i64::try_from(mtime).unwrap_or(0),
                     tv_nsec: 0,
@@ -382,17 +426,17 @@ fn place<R: Read>(root: &OwnedFd, entry: &mut tar::Entry<'_, R>) -> io::Result<P
             Ok(Placed::File(n))
         }
         tar::EntryType::Symlink => {
-            let Some(target) = entry.link_name_bytes() else {
+            let Some(target) = entry.link.as_deref() else {
                 return Ok(Placed::Skipped);
             };
-            let target = std::ffi::OsStr::from_bytes(&target).to_owned();
+            let target = std::ffi::OsStr::from_bytes(target);
             if existing_is_dir {
                 return Ok(Placed::Skipped);
             }
             if existing.is_some() {
                 rustix::fs::unlinkat(parent, name, AtFlags::empty())?;
             }
-            rustix::fs::symlinkat(&target, parent, name)?;
+            rustix::fs::symlinkat(target, parent, name)?;
             Ok(Placed::File(0))
         }
         // Hard links, devices, FIFOs and the rest.
