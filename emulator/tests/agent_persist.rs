@@ -806,6 +806,8 @@ async fn an_archive_that_does_not_match_its_manifest_is_internal() {
         ),
         other => panic!("{other:?}"),
     }
+    // Checked before extracting: nothing of it lands in HOME.
+    assert!(!home(&b).0.join("f.txt").exists());
     // Not gzip at all, with its true sha256: internal, extraction failed.
     let junk = noise(10_000, 9);
     plant(&s3, "p/junk", junk.clone(), &sha256_hex(&junk), 1).await;

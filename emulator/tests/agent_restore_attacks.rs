@@ -191,7 +191,7 @@ async fn restore(t: &TestAgent, prefix: &str) -> (String, String) {
     }
     match last {
         Some(pb::restore_event::Event::Error(e)) => (e.code, e.message),
-        other => panic!("{prefix}: not refused: {other:?}"),
+        other => ("not refused".into(), format!("{other:?}")),
     }
 }
 
