@@ -3,7 +3,11 @@
 //! blocking thread, as the sandbox's user (`SandboxEnv::as_user`), so they
 //! can read and write nothing the user could not.
 //!
-//! Writing never follows a symlink (it is archived as a symlink); files,
+//! Writing never follows a symlink (it is archived as a symlink): it walks
+//! from a descriptor of HOME, opening each directory one component at a
+//! time with `O_NOFOLLOW` and each name relative to its directory's
+//! descriptor, so sandbox code swapping a directory for a symlink during
+//! the walk gets nothing outside HOME into the archive. Files,
 //! directories and symlinks are archived, anything else (sockets, FIFOs,
 //! devices) is skipped and counted. Always skipped: `.cache` and the
 //! Jupyter runtime directory (`.local/share/jupyter/runtime`) at the top,
@@ -60,31 +64,81 @@ pub(crate) fn skipped(rel: &Path, excludes: &[PathBuf]) -> bool {
         || excludes.iter().any(|e| rel == e)
 }
 
+/// Flags of every directory the walkers open: never through a symlink.
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// A descriptor of HOME itself (not through a symlink).
+fn open_home(home: &Path) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(home, DIR_FLAGS, Mode::empty())?)
+}
+
+/// Opens the HOME-relative directory `rel` from `root` one component at a
+/// time with `O_NOFOLLOW`: a directory that sandbox code swapped for a
+/// symlink after it was listed fails here instead of leading the walk out
+/// of HOME.
+fn open_beneath(root: &OwnedFd, rel: &Path) -> io::Result<OwnedFd> {
+    let mut fd = rustix::fs::openat(root, ".", DIR_FLAGS, Mode::empty())?;
+    for c in rel.components() {
+        fd = rustix::fs::openat(&fd, c.as_os_str(), DIR_FLAGS, Mode::empty())?;
+    }
+    Ok(fd)
+}
+
+/// The names in the directory `dir` (not `.` and `..`), sorted.
+fn names_in(dir: &OwnedFd) -> io::Result<Vec<std::ffi::OsString>> {
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(std::ffi::OsStr::from_bytes(name).to_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// The file type of a `stat`.
+fn kind_of(st: &rustix::fs::Stat) -> rustix::fs::FileType {
+    rustix::fs::FileType::from_raw_mode(st.st_mode)
+}
+
 /// Walks HOME and counts what the archive will hold (files and symlinks;
 /// the bytes of regular files).
 pub(crate) fn tally(home: &Path, excludes: &[PathBuf], stop: &AtomicBool) -> io::Result<Tally> {
+    use rustix::fs::FileType;
+    let root = open_home(home)?;
     let mut t = Tally::default();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         if stop.load(Ordering::Relaxed) {
             return Err(io::Error::from(io::ErrorKind::Interrupted));
         }
-        let Ok(dir) = std::fs::read_dir(home.join(&rel)) else {
+        let Ok(dir) = open_beneath(&root, &rel) else {
             continue;
         };
-        for entry in dir.flatten() {
-            let child = rel.join(entry.file_name());
+        let Ok(names) = names_in(&dir) else { continue };
+        for name in names {
+            let child = rel.join(&name);
             if skipped(&child, excludes) {
                 continue;
             }
-            let Ok(md) = entry.metadata() else { continue };
-            if md.is_dir() {
-                stack.push(child);
-            } else if md.is_file() {
-                t.files += 1;
-                t.bytes = t.bytes.saturating_add(md.len());
-            } else if md.file_type().is_symlink() {
-                t.files += 1;
+            let Ok(st) = rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            match kind_of(&st) {
+                FileType::Directory => stack.push(child),
+                FileType::RegularFile => {
+                    t.files += 1;
+                    t.bytes = t
+                        .bytes
+                        .saturating_add(u64::try_from(st.st_size).unwrap_or(0));
+                }
+                FileType::Symlink => t.files += 1,
+                _ => {}
             }
         }
     }
@@ -139,16 +193,14 @@ pub(crate) fn write<W: Write>(
     let gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
     let mut tar = tar::Builder::new(gz);
     tar.mode(tar::HeaderMode::Complete);
+    let root = open_home(home)?;
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
-        let mut names: Vec<_> = match std::fs::read_dir(home.join(&rel)) {
-            Ok(dir) => dir.flatten().map(|e| e.file_name()).collect(),
-            Err(_) => {
-                counters.skipped.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
+        let listed = open_beneath(&root, &rel).and_then(|dir| Ok((names_in(&dir)?, dir)));
+        let Ok((names, dir)) = listed else {
+            counters.skipped.fetch_add(1, Ordering::Relaxed);
+            continue;
         };
-        names.sort();
         // Reversed onto the stack: directories are visited in name order.
         let mut subdirs = Vec::new();
         for name in names {
@@ -160,57 +212,14 @@ pub(crate) fn write<W: Write>(
                 counters.skipped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            let host = home.join(&child);
-            let Ok(md) = std::fs::symlink_metadata(&host) else {
-                counters.skipped.fetch_add(1, Ordering::Relaxed);
-                continue;
-            };
-            let mut header = tar::Header::new_gnu();
-            header.set_mode(md.mode() & 0o7777);
-            header.set_mtime(u64::try_from(md.mtime()).unwrap_or(0));
-            header.set_uid(0);
-            header.set_gid(0);
-            let ft = md.file_type();
-            if ft.is_dir() {
-                header.set_entry_type(tar::EntryType::Directory);
-                header.set_size(0);
-                tar.append_data(&mut header, &child, io::empty())?;
-                subdirs.push(child);
-            } else if ft.is_symlink() {
-                let Ok(target) = std::fs::read_link(&host) else {
-                    counters.skipped.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                };
-                header.set_entry_type(tar::EntryType::Symlink);
-                header.set_size(0);
-                tar.append_link(&mut header, &child, &target)?;
-                counters.files_done.fetch_add(1, Ordering::Relaxed);
-            } else if ft.is_file() {
-                let file = match open_nofollow(&host) {
-                    Ok(f) => f,
-                    Err(_) => {
-                        counters.skipped.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    }
-                };
-                let fmd = file.metadata()?;
-                if !fmd.is_file() {
-                    counters.skipped.fetch_add(1, Ordering::Relaxed);
-                    continue;
+            match append(&mut tar, &dir, &name, &child, counters)? {
+                Appended::Dir => subdirs.push(child),
+                Appended::Entry => {
+                    counters.files_done.fetch_add(1, Ordering::Relaxed);
                 }
-                header.set_entry_type(tar::EntryType::Regular);
-                header.set_size(fmd.len());
-                header.set_mode(fmd.mode() & 0o7777);
-                let reader = Exact {
-                    inner: file,
-                    left: fmd.len(),
-                    eof: false,
-                    counters: counters.clone(),
-                };
-                tar.append_data(&mut header, &child, reader)?;
-                counters.files_done.fetch_add(1, Ordering::Relaxed);
-            } else {
-                counters.skipped.fetch_add(1, Ordering::Relaxed);
+                Appended::Skipped => {
+                    counters.skipped.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         stack.extend(subdirs.into_iter().rev());
@@ -219,12 +228,75 @@ pub(crate) fn write<W: Write>(
     gz.finish()
 }
 
-fn open_nofollow(path: &Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
+/// What [`append`] did with one name.
+enum Appended {
+    /// A directory: its entry is written, its content is to be walked.
+    Dir,
+    /// A file or symlink written.
+    Entry,
+    /// Gone, unreadable or not archived (sockets, FIFOs, devices).
+    Skipped,
+}
+
+/// Appends `name` of the directory `dir` (HOME-relative `child`) to the
+/// archive, by descriptor: nothing is reached through a symlink.
+fn append<W: Write>(
+    tar: &mut tar::Builder<W>,
+    dir: &OwnedFd,
+    name: &std::ffi::OsStr,
+    child: &Path,
+    counters: &Arc<Counters>,
+) -> io::Result<Appended> {
+    use rustix::fs::FileType;
+    let Ok(st) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+        return Ok(Appended::Skipped);
+    };
+    let mut header = tar::Header::new_gnu();
+    header.set_mode(st.st_mode & 0o7777);
+    header.set_mtime(u64::try_from(st.st_mtime).unwrap_or(0));
+    header.set_uid(0);
+    header.set_gid(0);
+    match kind_of(&st) {
+        FileType::Directory => {
+            header.set_entry_type(tar::EntryType::Directory);
+            header.set_size(0);
+            tar.append_data(&mut header, child, io::empty())?;
+            Ok(Appended::Dir)
+        }
+        FileType::Symlink => {
+            let Ok(target) = rustix::fs::readlinkat(dir, name, Vec::new()) else {
+                return Ok(Appended::Skipped);
+            };
+            let target = std::ffi::OsStr::from_bytes(target.as_bytes());
+            header.set_entry_type(tar::EntryType::Symlink);
+            header.set_size(0);
+            tar.append_link(&mut header, child, target)?;
+            Ok(Appended::Entry)
+        }
+        FileType::RegularFile => {
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+            let Ok(fd) = rustix::fs::openat(dir, name, flags, Mode::empty()) else {
+                return Ok(Appended::Skipped);
+            };
+            let file = std::fs::File::from(fd);
+            let fmd = file.metadata()?;
+            if !fmd.is_file() {
+                return Ok(Appended::Skipped);
+            }
+            header.set_entry_type(tar::EntryType::Regular);
+            header.set_size(fmd.len());
+            header.set_mode(fmd.mode() & 0o7777);
+            let reader = Exact {
+                inner: file,
+                left: fmd.len(),
+                eof: false,
+                counters: counters.clone(),
+            };
+            tar.append_data(&mut header, child, reader)?;
+            Ok(Appended::Entry)
+        }
+        _ => Ok(Appended::Skipped),
+    }
 }
 
 /// What extracting one entry did.
