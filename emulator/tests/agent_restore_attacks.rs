@@ -195,6 +195,17 @@ async fn restore(t: &TestAgent, prefix: &str) -> (String, String) {
     }
 }
 
+/// A name, the archive, the sha256 and `archive_bytes` its manifest
+/// claims (else the archive's own), and the (code, message) it must end
+/// with.
+type Case = (
+    &'static str,
+    Vec<u8>,
+    Option<String>,
+    Option<u64>,
+    (&'static str, &'static str),
+);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_checkpoints_are_refused_in_bounded_memory_and_write_nothing() {
     let emu = Emulator::start(EmulatorConfig {
@@ -218,7 +229,7 @@ async fn hostile_checkpoints_are_refused_in_bounded_memory_and_write_nothing() {
     let truncated = valid[..valid.len() / 2].to_vec();
     // More than 10,000 parts of 8 MiB.
     let huge_manifest = 90_000 * (1 << 20);
-    let cases: Vec<(&str, Vec<u8>, Option<String>, Option<u64>, (&str, &str))> = vec![
+    let cases: Vec<Case> = vec![
         (
             "long-name",
             giant_extension(tar::EntryType::GNULongName),

@@ -330,7 +330,10 @@ mod tests {
         ));
     }
 
-    fn names(data: &[u8], limits: Limits) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ReadError> {
+    /// Each entry's path and body.
+    type Listing = Vec<(Vec<u8>, Vec<u8>)>;
+
+    fn names(data: &[u8], limits: Limits) -> Result<Listing, ReadError> {
         let mut r = Reader::new(data, limits);
         let mut out = Vec::new();
         while let Some(e) = r.next_entry()? {
