@@ -386,17 +386,27 @@ pub(crate) fn extract<R: Read>(
     Ok(tar.into_inner())
 }
 
+/// Longest path Linux takes (`PATH_MAX` less its NUL).
+const MAX_PATH_BYTES: usize = 4095;
+/// Longest name Linux takes (`NAME_MAX`).
+const MAX_NAME_BYTES: usize = 255;
+
 /// The components of an entry's path, or `None` when it may not be placed
-/// (absolute, `..`, empty).
+/// (absolute, `..`, empty, or longer than Linux takes: skipped, rather
+/// than failing the restore halfway).
 fn components(path: &[u8]) -> Option<Vec<&[u8]>> {
-    if path.first() == Some(&b'/') {
+    if path.first() == Some(&b'/') || path.len() > MAX_PATH_BYTES {
         return None;
     }
     let parts: Vec<&[u8]> = path
         .split(|b| *b == b'/')
         .filter(|p| !p.is_empty() && *p != b".")
         .collect();
-    if parts.is_empty() || parts.iter().any(|p| *p == b"..") {
+    if parts.is_empty()
+        || parts
+            .iter()
+            .any(|p| *p == b".." || p.len() > MAX_NAME_BYTES)
+    {
         return None;
     }
     Some(parts)
@@ -498,7 +508,11 @@ fn place(root: &OwnedFd, entry: &tar_read::Entry, body: &mut impl Read) -> io::R
             Ok(Placed::File(n))
         }
         tar::EntryType::Symlink => {
-            let Some(target) = entry.link.as_deref() else {
+            let Some(target) = entry
+                .link
+                .as_deref()
+                .filter(|t| !t.is_empty() && t.len() <= MAX_PATH_BYTES)
+            else {
                 return Ok(Placed::Skipped);
             };
             let target = std::ffi::OsStr::from_bytes(target);
@@ -558,6 +572,11 @@ mod tests {
         for bad in [&b"/etc/passwd"[..], b"../x", b"a/../../x", b"", b".", b"./"] {
             assert_eq!(components(bad), None, "{}", String::from_utf8_lossy(bad));
         }
+        // Longer than Linux takes: skipped, not an error halfway through.
+        assert_eq!(components(&[b'n'; 256]), None);
+        assert!(components(&[b'n'; 255]).is_some());
+        let deep = b"d/".repeat(2048);
+        assert_eq!(components(&deep), None);
     }
 
     #[test]
