@@ -806,6 +806,8 @@ async fn an_archive_that_does_not_match_its_manifest_is_internal() {
         ),
         other => panic!("{other:?}"),
     }
+    // Checked before extracting: nothing of it lands in HOME.
+    assert!(!home(&b).0.join("f.txt").exists());
     // Not gzip at all, with its true sha256: internal, extraction failed.
     let junk = noise(10_000, 9);
     plant(&s3, "p/junk", junk.clone(), &sha256_hex(&junk), 1).await;
@@ -1026,4 +1028,72 @@ async fn no_bucket_key_or_secret_reaches_the_log_even_at_debug_level() {
     ] {
         assert!(!captured.contains(secret), "{secret} logged:\n{captured}");
     }
+}
+
+/// Whether the gzipped tar `archive` holds `needle` anywhere.
+fn archive_holds(archive: &[u8], needle: &[u8]) -> bool {
+    use std::io::Read as _;
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(archive)
+        .read_to_end(&mut raw)
+        .unwrap();
+    raw.windows(needle.len()).any(|w| w == needle)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_swapped_for_a_symlink_mid_checkpoint_archives_nothing_outside_home() {
+    let (emu, s3) = emulator().await;
+    let a = agent(persistence_access(&emu)).await;
+    let (home_a, _, _) = home(&a);
+    // A file outside HOME that the sandbox's user may read.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = b"SECRET-OUTSIDE-HOME-0123456789";
+    std::fs::write(outside.path().join("secret.txt"), secret).unwrap();
+    std::fs::set_permissions(
+        outside.path().join("secret.txt"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    // `d` a directory and `s` a symlink out of HOME, swapped atomically
+    // over and over (as sandbox code can) while checkpoints walk HOME; the
+    // files after `d` give the walk time between listing `d` and opening it.
+    put(&a, "d/inside.txt", b"inside", 0o644);
+    for i in 0..40 {
+        put(&a, &format!("e{i:02}.bin"), &noise(64 * 1024, i), 0o644);
+    }
+    link(&a, "s", &outside.path().to_string_lossy());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, d, s) = (stop.clone(), home_a.join("d"), home_a.join("s"));
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    &d,
+                    rustix::fs::CWD,
+                    &s,
+                    rustix::fs::RenameFlags::EXCHANGE,
+                )
+                .unwrap();
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let mut leaked = 0;
+    for round in 0..12 {
+        let prefix = format!("p/swap{round}");
+        let events = checkpoint_events(&a, ckpt(&prefix, &[])).await.unwrap();
+        checkpoint_done(&events);
+        let archive = object(&s3, &format!("{prefix}/home.tar.gz")).await.unwrap();
+        if archive_holds(&archive, secret) {
+            leaked += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(swaps > 100, "the swapper ran: {swaps}");
+    assert_eq!(leaked, 0, "checkpoints holding a file from outside HOME");
 }

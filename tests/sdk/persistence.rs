@@ -495,6 +495,9 @@ fn assert_no_agent_text(err: &SandboxError) {
         agent::EXTRACT_FAILED,
         agent::CHECKSUM,
         agent::DISK_FULL,
+        agent::HEADER_TOO_LONG,
+        agent::TOO_MANY_ENTRIES,
+        agent::NO_ROOM,
     ] {
         assert!(!all.contains(text), "the agent's {text:?} in {all}");
     }

@@ -3,7 +3,11 @@
 //! blocking thread, as the sandbox's user (`SandboxEnv::as_user`), so they
 //! can read and write nothing the user could not.
 //!
-//! Writing never follows a symlink (it is archived as a symlink); files,
+//! Writing never follows a symlink (it is archived as a symlink): it walks
+//! from a descriptor of HOME, opening each directory one component at a
+//! time with `O_NOFOLLOW` and each name relative to its directory's
+//! descriptor, so sandbox code swapping a directory for a symlink during
+//! the walk gets nothing outside HOME into the archive. Files,
 //! directories and symlinks are archived, anything else (sockets, FIFOs,
 //! devices) is skipped and counted. Always skipped: `.cache` and the
 //! Jupyter runtime directory (`.local/share/jupyter/runtime`) at the top,
@@ -27,6 +31,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
+
+use super::tar_read;
 
 /// Counters shared with the task that reports progress.
 #[derive(Debug, Default)]
@@ -58,31 +64,81 @@ pub(crate) fn skipped(rel: &Path, excludes: &[PathBuf]) -> bool {
         || excludes.iter().any(|e| rel == e)
 }
 
+/// Flags of every directory the walkers open: never through a symlink.
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// A descriptor of HOME itself (not through a symlink).
+fn open_home(home: &Path) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(home, DIR_FLAGS, Mode::empty())?)
+}
+
+/// Opens the HOME-relative directory `rel` from `root` one component at a
+/// time with `O_NOFOLLOW`: a directory that sandbox code swapped for a
+/// symlink after it was listed fails here instead of leading the walk out
+/// of HOME.
+fn open_beneath(root: &OwnedFd, rel: &Path) -> io::Result<OwnedFd> {
+    let mut fd = rustix::fs::openat(root, ".", DIR_FLAGS, Mode::empty())?;
+    for c in rel.components() {
+        fd = rustix::fs::openat(&fd, c.as_os_str(), DIR_FLAGS, Mode::empty())?;
+    }
+    Ok(fd)
+}
+
+/// The names in the directory `dir` (not `.` and `..`), sorted.
+fn names_in(dir: &OwnedFd) -> io::Result<Vec<std::ffi::OsString>> {
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(std::ffi::OsStr::from_bytes(name).to_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// The file type of a `stat`.
+fn kind_of(st: &rustix::fs::Stat) -> rustix::fs::FileType {
+    rustix::fs::FileType::from_raw_mode(st.st_mode)
+}
+
 /// Walks HOME and counts what the archive will hold (files and symlinks;
 /// the bytes of regular files).
 pub(crate) fn tally(home: &Path, excludes: &[PathBuf], stop: &AtomicBool) -> io::Result<Tally> {
+    use rustix::fs::FileType;
+    let root = open_home(home)?;
     let mut t = Tally::default();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         if stop.load(Ordering::Relaxed) {
             return Err(io::Error::from(io::ErrorKind::Interrupted));
         }
-        let Ok(dir) = std::fs::read_dir(home.join(&rel)) else {
+        let Ok(dir) = open_beneath(&root, &rel) else {
             continue;
         };
-        for entry in dir.flatten() {
-            let child = rel.join(entry.file_name());
+        let Ok(names) = names_in(&dir) else { continue };
+        for name in names {
+            let child = rel.join(&name);
             if skipped(&child, excludes) {
                 continue;
             }
-            let Ok(md) = entry.metadata() else { continue };
-            if md.is_dir() {
-                stack.push(child);
-            } else if md.is_file() {
-                t.files += 1;
-                t.bytes = t.bytes.saturating_add(md.len());
-            } else if md.file_type().is_symlink() {
-                t.files += 1;
+            let Ok(st) = rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            match kind_of(&st) {
+                FileType::Directory => stack.push(child),
+                FileType::RegularFile => {
+                    t.files += 1;
+                    t.bytes = t
+                        .bytes
+                        .saturating_add(u64::try_from(st.st_size).unwrap_or(0));
+                }
+                FileType::Symlink => t.files += 1,
+                _ => {}
             }
         }
     }
@@ -137,16 +193,14 @@ pub(crate) fn write<W: Write>(
     let gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
     let mut tar = tar::Builder::new(gz);
     tar.mode(tar::HeaderMode::Complete);
+    let root = open_home(home)?;
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
-        let mut names: Vec<_> = match std::fs::read_dir(home.join(&rel)) {
-            Ok(dir) => dir.flatten().map(|e| e.file_name()).collect(),
-            Err(_) => {
-                counters.skipped.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
+        let listed = open_beneath(&root, &rel).and_then(|dir| Ok((names_in(&dir)?, dir)));
+        let Ok((names, dir)) = listed else {
+            counters.skipped.fetch_add(1, Ordering::Relaxed);
+            continue;
         };
-        names.sort();
         // Reversed onto the stack: directories are visited in name order.
         let mut subdirs = Vec::new();
         for name in names {
@@ -158,57 +212,14 @@ pub(crate) fn write<W: Write>(
                 counters.skipped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            let host = home.join(&child);
-            let Ok(md) = std::fs::symlink_metadata(&host) else {
-                counters.skipped.fetch_add(1, Ordering::Relaxed);
-                continue;
-            };
-            let mut header = tar::Header::new_gnu();
-            header.set_mode(md.mode() & 0o7777);
-            header.set_mtime(u64::try_from(md.mtime()).unwrap_or(0));
-            header.set_uid(0);
-            header.set_gid(0);
-            let ft = md.file_type();
-            if ft.is_dir() {
-                header.set_entry_type(tar::EntryType::Directory);
-                header.set_size(0);
-                tar.append_data(&mut header, &child, io::empty())?;
-                subdirs.push(child);
-            } else if ft.is_symlink() {
-                let Ok(target) = std::fs::read_link(&host) else {
-                    counters.skipped.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                };
-                header.set_entry_type(tar::EntryType::Symlink);
-                header.set_size(0);
-                tar.append_link(&mut header, &child, &target)?;
-                counters.files_done.fetch_add(1, Ordering::Relaxed);
-            } else if ft.is_file() {
-                let file = match open_nofollow(&host) {
-                    Ok(f) => f,
-                    Err(_) => {
-                        counters.skipped.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    }
-                };
-                let fmd = file.metadata()?;
-                if !fmd.is_file() {
-                    counters.skipped.fetch_add(1, Ordering::Relaxed);
-                    continue;
+            match append(&mut tar, &dir, &name, &child, counters)? {
+                Appended::Dir => subdirs.push(child),
+                Appended::Entry => {
+                    counters.files_done.fetch_add(1, Ordering::Relaxed);
                 }
-                header.set_entry_type(tar::EntryType::Regular);
-                header.set_size(fmd.len());
-                header.set_mode(fmd.mode() & 0o7777);
-                let reader = Exact {
-                    inner: file,
-                    left: fmd.len(),
-                    eof: false,
-                    counters: counters.clone(),
-                };
-                tar.append_data(&mut header, &child, reader)?;
-                counters.files_done.fetch_add(1, Ordering::Relaxed);
-            } else {
-                counters.skipped.fetch_add(1, Ordering::Relaxed);
+                Appended::Skipped => {
+                    counters.skipped.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         stack.extend(subdirs.into_iter().rev());
@@ -217,12 +228,75 @@ pub(crate) fn write<W: Write>(
     gz.finish()
 }
 
-fn open_nofollow(path: &Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
+/// What [`append`] did with one name.
+enum Appended {
+    /// A directory: its entry is written, its content is to be walked.
+    Dir,
+    /// A file or symlink written.
+    Entry,
+    /// Gone, unreadable or not archived (sockets, FIFOs, devices).
+    Skipped,
+}
+
+/// Appends `name` of the directory `dir` (HOME-relative `child`) to the
+/// archive, by descriptor: nothing is reached through a symlink.
+fn append<W: Write>(
+    tar: &mut tar::Builder<W>,
+    dir: &OwnedFd,
+    name: &std::ffi::OsStr,
+    child: &Path,
+    counters: &Arc<Counters>,
+) -> io::Result<Appended> {
+    use rustix::fs::FileType;
+    let Ok(st) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+        return Ok(Appended::Skipped);
+    };
+    let mut header = tar::Header::new_gnu();
+    header.set_mode(st.st_mode & 0o7777);
+    header.set_mtime(u64::try_from(st.st_mtime).unwrap_or(0));
+    header.set_uid(0);
+    header.set_gid(0);
+    match kind_of(&st) {
+        FileType::Directory => {
+            header.set_entry_type(tar::EntryType::Directory);
+            header.set_size(0);
+            tar.append_data(&mut header, child, io::empty())?;
+            Ok(Appended::Dir)
+        }
+        FileType::Symlink => {
+            let Ok(target) = rustix::fs::readlinkat(dir, name, Vec::new()) else {
+                return Ok(Appended::Skipped);
+            };
+            let target = std::ffi::OsStr::from_bytes(target.as_bytes());
+            header.set_entry_type(tar::EntryType::Symlink);
+            header.set_size(0);
+            tar.append_link(&mut header, child, target)?;
+            Ok(Appended::Entry)
+        }
+        FileType::RegularFile => {
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+            let Ok(fd) = rustix::fs::openat(dir, name, flags, Mode::empty()) else {
+                return Ok(Appended::Skipped);
+            };
+            let file = std::fs::File::from(fd);
+            let fmd = file.metadata()?;
+            if !fmd.is_file() {
+                return Ok(Appended::Skipped);
+            }
+            header.set_entry_type(tar::EntryType::Regular);
+            header.set_size(fmd.len());
+            header.set_mode(fmd.mode() & 0o7777);
+            let reader = Exact {
+                inner: file,
+                left: fmd.len(),
+                eof: false,
+                counters: counters.clone(),
+            };
+            tar.append_data(&mut header, child, reader)?;
+            Ok(Appended::Entry)
+        }
+        _ => Ok(Appended::Skipped),
+    }
 }
 
 /// What extracting one entry did.
@@ -236,26 +310,69 @@ enum Placed {
     Skipped,
 }
 
+/// Why an archive was not extracted.
+#[derive(Debug)]
+pub(crate) enum ExtractError {
+    /// The stream broke a limit or is not a tar stream (see [`tar_read`]).
+    Read(tar_read::ReadError),
+    /// Writing into HOME failed.
+    Write(io::Error),
+}
+
+impl From<tar_read::ReadError> for ExtractError {
+    fn from(e: tar_read::ReadError) -> Self {
+        Self::Read(e)
+    }
+}
+
+impl From<io::Error> for ExtractError {
+    fn from(e: io::Error) -> Self {
+        Self::Write(e)
+    }
+}
+
+/// Reads the whole tar stream `input` (already un-gzipped) within
+/// `limits` without writing anything: a stream refused here never reaches
+/// HOME. Returns the stream after its end-of-archive block.
+pub(crate) fn check<R: Read>(
+    input: R,
+    limits: tar_read::Limits,
+    stop: &AtomicBool,
+) -> Result<R, ExtractError> {
+    let mut tar = tar_read::Reader::new(input, limits);
+    while tar.next_entry()?.is_some() {
+        if stop.load(Ordering::Relaxed) {
+            return Err(io::Error::from(io::ErrorKind::Interrupted).into());
+        }
+        // Read, not skipped: a body cut short is found here too.
+        io::copy(&mut tar.body(), &mut io::sink()).map_err(tar_read::ReadError::Io)?;
+    }
+    Ok(tar.into_inner())
+}
+
 /// Extracts the tar stream `input` (already un-gzipped) into the directory
-/// `home`; counts files, bytes written and skipped entries in `counters`.
+/// `home`, within `limits`; counts files, bytes written and skipped
+/// entries in `counters`. Returns the stream after its end-of-archive
+/// block.
 pub(crate) fn extract<R: Read>(
     home: &Path,
     input: R,
+    limits: tar_read::Limits,
     counters: &Counters,
     stop: &AtomicBool,
-) -> io::Result<()> {
+) -> Result<R, ExtractError> {
     let root = rustix::fs::open(
         home,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
-    )?;
-    let mut archive = tar::Archive::new(input);
-    for entry in archive.entries()? {
+    )
+    .map_err(io::Error::from)?;
+    let mut tar = tar_read::Reader::new(input, limits);
+    while let Some(entry) = tar.next_entry()? {
         if stop.load(Ordering::Relaxed) {
-            return Err(io::Error::from(io::ErrorKind::Interrupted));
+            return Err(io::Error::from(io::ErrorKind::Interrupted).into());
         }
-        let mut entry = entry?;
-        match place(&root, &mut entry)? {
+        match place(&root, &entry, &mut tar.body())? {
             Placed::File(n) => {
                 counters.files_done.fetch_add(1, Ordering::Relaxed);
                 counters.bytes_moved.fetch_add(n, Ordering::Relaxed);
@@ -266,20 +383,30 @@ pub(crate) fn extract<R: Read>(
             }
         }
     }
-    Ok(())
+    Ok(tar.into_inner())
 }
 
+/// Longest path Linux takes (`PATH_MAX` less its NUL).
+const MAX_PATH_BYTES: usize = 4095;
+/// Longest name Linux takes (`NAME_MAX`).
+const MAX_NAME_BYTES: usize = 255;
+
 /// The components of an entry's path, or `None` when it may not be placed
-/// (absolute, `..`, empty).
+/// (absolute, `..`, empty, or longer than Linux takes: skipped, rather
+/// than failing the restore halfway).
 fn components(path: &[u8]) -> Option<Vec<&[u8]>> {
-    if path.first() == Some(&b'/') {
+    if path.first() == Some(&b'/') || path.len() > MAX_PATH_BYTES {
         return None;
     }
     let parts: Vec<&[u8]> = path
         .split(|b| *b == b'/')
         .filter(|p| !p.is_empty() && *p != b".")
         .collect();
-    if parts.is_empty() || parts.iter().any(|p| *p == b"..") {
+    if parts.is_empty()
+        || parts
+            .iter()
+            .any(|p| *p == b".." || p.len() > MAX_NAME_BYTES)
+    {
         return None;
     }
     Some(parts)
@@ -293,10 +420,9 @@ fn not_a_dir(e: &rustix::io::Errno) -> bool {
     )
 }
 
-fn place<R: Read>(root: &OwnedFd, entry: &mut tar::Entry<'_, R>) -> io::Result<Placed> {
-    let kind = entry.header().entry_type();
-    let path = entry.path_bytes().into_owned();
-    let Some(parts) = components(&path) else {
+fn place(root: &OwnedFd, entry: &tar_read::Entry, body: &mut impl Read) -> io::Result<Placed> {
+    let kind = entry.kind;
+    let Some(parts) = components(&entry.path) else {
         return Ok(Placed::Skipped);
     };
     let (name, parents) = parts.split_last().expect("non-empty");
@@ -327,7 +453,7 @@ fn place<R: Read>(root: &OwnedFd, entry: &mut tar::Entry<'_, R>) -> io::Result<P
         dir = Some(next);
     }
     let parent = dir.as_ref().unwrap_or(root).as_fd();
-    let mode = entry.header().mode().unwrap_or(0o644) & 0o777;
+    let mode = entry.mode & 0o777;
     let existing = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).ok();
     let existing_is_dir = existing.as_ref().is_some_and(|st| {
         rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
@@ -364,9 +490,9 @@ fn place<R: Read>(root: &OwnedFd, entry: &mut tar::Entry<'_, R>) -> io::Result<P
                 Mode::from_raw_mode(0o600),
             )?;
             let mut file = std::fs::File::from(fd);
-            let n = io::copy(entry, &mut file)?;
+            let n = io::copy(body, &mut file)?;
             rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
-            if let Ok(mtime) = entry.header().mtime() {
+            if let Some(mtime) = entry.mtime {
                 let t = rustix::fs::Timespec {
                     tv_sec: i64::try_from(mtime).unwrap_or(0),
                     tv_nsec: 0,
@@ -382,17 +508,21 @@ fn place<R: Read>(root: &OwnedFd, entry: &mut tar::Entry<'_, R>) -> io::Result<P
             Ok(Placed::File(n))
         }
         tar::EntryType::Symlink => {
-            let Some(target) = entry.link_name_bytes() else {
+            let Some(target) = entry
+                .link
+                .as_deref()
+                .filter(|t| !t.is_empty() && t.len() <= MAX_PATH_BYTES)
+            else {
                 return Ok(Placed::Skipped);
             };
-            let target = std::ffi::OsStr::from_bytes(&target).to_owned();
+            let target = std::ffi::OsStr::from_bytes(target);
             if existing_is_dir {
                 return Ok(Placed::Skipped);
             }
             if existing.is_some() {
                 rustix::fs::unlinkat(parent, name, AtFlags::empty())?;
             }
-            rustix::fs::symlinkat(&target, parent, name)?;
+            rustix::fs::symlinkat(target, parent, name)?;
             Ok(Placed::File(0))
         }
         // Hard links, devices, FIFOs and the rest.
@@ -442,6 +572,11 @@ mod tests {
         for bad in [&b"/etc/passwd"[..], b"../x", b"a/../../x", b"", b".", b"./"] {
             assert_eq!(components(bad), None, "{}", String::from_utf8_lossy(bad));
         }
+        // Longer than Linux takes: skipped, not an error halfway through.
+        assert_eq!(components(&[b'n'; 256]), None);
+        assert!(components(&[b'n'; 255]).is_some());
+        let deep = b"d/".repeat(2048);
+        assert_eq!(components(&deep), None);
     }
 
     #[test]

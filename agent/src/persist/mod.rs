@@ -19,9 +19,13 @@
 mod archive;
 mod creds;
 mod manifest;
+mod restore;
 mod s3;
+mod tar_read;
 mod time;
 mod validate;
+
+pub(crate) use restore::restore;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,8 +35,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
-use http_body_util::BodyExt as _;
-use rayito_proto::tokens::{detail, stream_code};
+use rayito_proto::tokens::stream_code;
 use sha2::{Digest as _, Sha256};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -84,10 +87,22 @@ pub mod messages {
     pub const S3_FAILED: &str = "an S3 request failed";
     /// `internal`: reading the home directory or compressing failed.
     pub const ARCHIVE_FAILED: &str = "the home directory could not be archived";
-    /// `internal`: the archive is too large for one upload.
+    /// `internal`: the archive is too large for one upload; RESOURCE_EXHAUSTED
+    /// before a restore's first event: its manifest claims a larger archive
+    /// than a checkpoint can write.
     pub const TOO_LARGE: &str = "the archive is too large for one S3 upload";
     /// `internal`: the archive could not be read or written into HOME.
     pub const EXTRACT_FAILED: &str = "the archive could not be extracted";
+    /// `internal`: an entry's GNU long name, long link or pax header is
+    /// over 64 KiB (`tar_read::MAX_EXT_BYTES`).
+    pub const HEADER_TOO_LONG: &str =
+        "an entry of the archive has a name, link or pax header over 64 KiB";
+    /// `resource_exhausted`: more than 500,000 header blocks
+    /// (`tar_read::MAX_ENTRIES`).
+    pub const TOO_MANY_ENTRIES: &str = "the archive holds more than 500000 entries";
+    /// `resource_exhausted`: the archive's entries add up to more bytes than
+    /// the disk holds beyond the agent's reserve.
+    pub const NO_ROOM: &str = "the archive's files would not fit on the sandbox's disk";
     /// `internal`: the downloaded archive does not match its manifest.
     pub const CHECKSUM: &str = "the archive does not match the sha256 in its manifest";
     /// `internal`: the disk filled up while restoring.
@@ -709,182 +724,4 @@ async fn upload(
         .ok_or(internal(messages::ARCHIVE_FAILED))?;
     parts.sort_by_key(|p| p.0);
     Ok((parts, sha256, archive_bytes))
-}
-
-/// Restore: checks the request, takes the guard, finds credentials, reads
-/// the manifest (NOT_FOUND without one), checks the disk, then streams the
-/// extraction.
-///
-/// # Errors
-/// As [`checkpoint`], plus NOT_FOUND (no checkpoint), PERMISSION_DENIED
-/// (S3 refused the manifest), RESOURCE_EXHAUSTED `disk_reserve` (the
-/// files would not fit and leave the agent's disk reserve) and INTERNAL (a
-/// manifest not understood, S3 failing).
-pub(crate) async fn restore(
-    scope: &Scope<'_>,
-    req: pb::RestoreRequest,
-) -> Result<EventStream<pb::RestoreEvent>, Status> {
-    let loc = validate::location("source", req.source.as_ref())?;
-    validate::user(req.user.as_ref())?;
-    let busy = scope.persist.acquire()?;
-    let bucket = scope.persist.bucket(&loc).await?;
-    let manifest = match bucket
-        .get_small(&loc.manifest_key(), MAX_MANIFEST_BYTES)
-        .await
-    {
-        Ok(body) => manifest::Manifest::parse(&body)
-            .ok_or_else(|| Status::internal(messages::BAD_MANIFEST))?,
-        Err(S3Failure::NoSuchKey | S3Failure::NoSuchBucket) => {
-            return Err(Status::not_found(messages::NO_CHECKPOINT));
-        }
-        Err(S3Failure::Denied) => return Err(Status::permission_denied(messages::DENIED)),
-        Err(S3Failure::Failed) => return Err(Status::internal(messages::S3_FAILED)),
-    };
-    // The files must fit and leave the reserve a Write leaves.
-    let reserve = scope.disk_reserve.load(Ordering::Relaxed);
-    let home = scope.env.to_host(GUEST_HOME);
-    let free = crate::filesystem::disk::available_bytes(&home)
-        .map_err(|_| Status::internal(messages::EXTRACT_FAILED))?;
-    if free < reserve.saturating_add(manifest.bytes) {
-        return Err(Status::resource_exhausted(detail::DISK_RESERVE));
-    }
-    let job = Job {
-        env: scope.env.clone(),
-        phase: scope.phase.subscribe(),
-        bucket,
-        loc,
-        _busy: busy,
-    };
-    let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(async move {
-        let started = Instant::now();
-        let mut out = Emitter::new(tx);
-        match run_restore(&job, &manifest, &mut out).await {
-            Ok(done) => {
-                let done = pb::RestoreDone {
-                    duration_ms: duration_ms(started),
-                    ..done
-                };
-                tracing::info!(files = done.files, "restore done");
-                let _ = out.send(ev_r(pb::restore_event::Event::Done(done))).await;
-            }
-            Err(f) => out.fail(f, "Restore").await,
-        }
-        drop(job);
-    });
-    Ok(ReceiverStream::new(rx))
-}
-
-async fn run_restore(
-    job: &Job,
-    manifest: &manifest::Manifest,
-    out: &mut Emitter<pb::RestoreEvent>,
-) -> Result<pb::RestoreDone, Failure> {
-    let gate = phase_gate(job.phase.clone());
-    tokio::pin!(gate);
-    out.send(ev_r(pb::restore_event::Event::Started(
-        pb::RestoreStarted {
-            archive_bytes: manifest.archive_bytes,
-            files: manifest.files,
-        },
-    )))
-    .await?;
-    let archive_key = job.loc.archive_key();
-    // A length other than the manifest's is a mismatch before a byte is
-    // extracted.
-    let len = tokio::select! {
-        f = &mut gate => return Err(f),
-        r = job.bucket.head_object(&archive_key) => r.map_err(s3_failure)?,
-    };
-    if len != manifest.archive_bytes {
-        return Err(internal(messages::CHECKSUM));
-    }
-    let (mut body, _) = tokio::select! {
-        f = &mut gate => return Err(f),
-        () = out.tx.closed() => return Err(Failure::Gone),
-        r = job.bucket.get_stream(&archive_key) => r.map_err(s3_failure)?,
-    };
-    let home = job.env.to_host(GUEST_HOME);
-    let stop = Arc::new(AtomicBool::new(false));
-    let _stop = StopOnDrop(stop.clone());
-    let counters = Arc::new(Counters::default());
-    let (data_tx, data_rx) = mpsc::channel::<Bytes>(4);
-    let extractor = {
-        let (env, counters, stop) = (job.env.clone(), counters.clone(), stop.clone());
-        tokio::task::spawn_blocking(move || {
-            env.as_user(|| -> std::io::Result<()> {
-                let mut gz = flate2::read::GzDecoder::new(archive::ChannelReader::new(data_rx));
-                archive::extract(&home, &mut gz, &counters, &stop)?;
-                // The rest (tar padding, gzip trailer): read, so the
-                // download is hashed whole.
-                std::io::copy(&mut gz, &mut std::io::sink())?;
-                std::io::copy(&mut gz.into_inner(), &mut std::io::sink())?;
-                Ok(())
-            })
-        })
-    };
-    let mut data_tx = Some(data_tx);
-    let mut hasher = Sha256::new();
-    let mut downloaded: u64 = 0;
-    let mut tick = progress_interval();
-    loop {
-        let frame = tokio::select! {
-            biased;
-            f = &mut gate => return Err(f),
-            () = out.tx.closed() => return Err(Failure::Gone),
-            frame = body.frame() => frame,
-            _ = tick.tick() => {
-                out.tick((counters.files_done.load(Ordering::Relaxed), downloaded, 0)).await?;
-                continue;
-            }
-        };
-        let data = match frame {
-            None => break,
-            Some(Err(_)) => return Err(internal(messages::S3_FAILED)),
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) => data,
-                Err(_) => continue,
-            },
-        };
-        downloaded = downloaded.saturating_add(data.len() as u64);
-        if downloaded > manifest.archive_bytes {
-            return Err(internal(messages::CHECKSUM));
-        }
-        hasher.update(&data);
-        // Once the extractor stopped (done early or failed), the rest is
-        // only hashed.
-        if let Some(tx) = &data_tx {
-            let sent = tokio::select! {
-                f = &mut gate => return Err(f),
-                r = tx.send(data) => r.is_ok(),
-            };
-            if !sent {
-                data_tx = None;
-            }
-        }
-    }
-    drop(data_tx);
-    let extracted = tokio::select! {
-        f = &mut gate => return Err(f),
-        r = extractor => r.unwrap_or_else(|_| Err(std::io::Error::other("extractor panicked"))),
-    };
-    let sha256 = hex(&hasher.finalize());
-    if downloaded != manifest.archive_bytes || sha256 != manifest.sha256 {
-        return Err(internal(messages::CHECKSUM));
-    }
-    if let Err(e) = extracted {
-        return Err(if e.raw_os_error() == Some(libc::ENOSPC) {
-            internal(messages::DISK_FULL)
-        } else {
-            internal(messages::EXTRACT_FAILED)
-        });
-    }
-    Ok(pb::RestoreDone {
-        files: counters.files_done.load(Ordering::Relaxed),
-        bytes_written: counters.bytes_moved.load(Ordering::Relaxed),
-        archive_bytes: downloaded,
-        sha256,
-        skipped: counters.skipped.load(Ordering::Relaxed),
-        duration_ms: 0,
-    })
 }
