@@ -338,21 +338,13 @@ impl SandboxMounts {
             // agent's, so the namespace's descriptor outlives the child.
             unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) }?;
             build_mounts(&root, accounts, layer, &targets)?;
-            Ok(rustix::fs::open(
-                c"/proc/thread-self/ns/mnt",
-                OFlags::RDONLY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?)
+            this_threads_namespace(c"/proc/thread-self/ns/mnt")
         })?;
         let ipc = launch::in_shared_child(|| {
             // SAFETY: CLONE_NEWIPC only changes this child's IPC namespace;
             // the namespace's descriptor outlives it in the shared table.
             unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWIPC) }?;
-            Ok(rustix::fs::open(
-                c"/proc/thread-self/ns/ipc",
-                OFlags::RDONLY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?)
+            this_threads_namespace(c"/proc/thread-self/ns/ipc")
         })?;
         Ok(Self { ns, ipc: Some(ipc) })
     }
@@ -362,6 +354,16 @@ impl SandboxMounts {
     pub fn from_namespace(ns: OwnedFd) -> Self {
         Self { ns, ipc: None }
     }
+}
+
+/// A descriptor of one of this thread's namespaces (`path` under
+/// `/proc/thread-self/ns/`), which children enter with `setns`.
+fn this_threads_namespace(path: &std::ffi::CStr) -> std::io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
 }
 
 /// Where a sandbox's own mounts go: the guest paths themselves, or below

@@ -31,7 +31,9 @@ pub(crate) enum Stage {
 
 /// Where a `create` or `connect` stands before anything is launched or
 /// dialled (its client resolved).
-#[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+// Each field is read by the feature named: `handle` by secrets, the rest by
+// the index (dynamodb).
+#[cfg_attr(not(all(feature = "dynamodb", feature = "secrets")), allow(dead_code))]
 pub(crate) struct Launch<'a> {
     pub(crate) builder: &'a SandboxBuilder,
     pub(crate) stage: Stage,

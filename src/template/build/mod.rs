@@ -17,7 +17,6 @@ mod slots;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[cfg(feature = "setup")]
 pub use options::{
     BUCKET_ENV, BuildEvent, BuildOptions, DEFAULT_BUILD_TIMEOUT, DEFAULT_MEMORY_MIB,
     MEMORY_SIZES_MIB, ProgressFn,
