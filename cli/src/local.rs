@@ -66,6 +66,20 @@ impl std::fmt::Debug for BackendState {
 }
 
 impl BackendState {
+    /// What `local status --output json` prints: every field but the
+    /// secret access key.
+    pub fn public_view(&self) -> serde_json::Value {
+        serde_json::json!({
+            "pid": self.pid,
+            "endpoint_url": self.endpoint_url,
+            "region": self.region,
+            "image_arn": self.image_arn,
+            "access_key_id": self.access_key_id,
+            "s3_endpoint_url": self.s3_endpoint_url,
+            "artifact_bucket": self.artifact_bucket,
+        })
+    }
+
     /// The image ARN for a template: ARNs as they are, bare names on the
     /// emulator's account and region, none for the default image.
     pub fn image_for(&self, template: Option<&str>) -> String {

@@ -184,7 +184,11 @@ fn local_command(command: &LocalCommand, format: Format) -> i32 {
         LocalCommand::Status => {
             let state = local::running();
             match format {
-                Format::Json => output::json(&serde_json::json!({ "running": state })),
+                // The emulator's secret key stays in the 0600 state file:
+                // where the daemon is, and the key's id, nothing more.
+                Format::Json => output::json(&serde_json::json!({
+                    "running": state.as_ref().map(local::BackendState::public_view)
+                })),
                 Format::Text => match state {
                     Some(s) => outln!(
                         "running: pid {}, endpoint {}, image {}",

@@ -284,6 +284,25 @@ fn a_local_session_from_create_to_kill() {
     assert_eq!(info.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&info.stderr).contains("kind: sandbox_not_found"));
 
+    // status (JSON): where the daemon runs, never the emulator's secret
+    // key, which stays in the 0600 state file.
+    let status = s.run(&["local", "status", "--output", "json"]);
+    assert_eq!(status.status.code(), Some(0));
+    let text = String::from_utf8(status.stdout).expect("UTF-8");
+    let status: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(status["running"]["pid"], daemon);
+    assert!(status["running"]["access_key_id"].is_string(), "{status}");
+    assert!(
+        status["running"].get("secret_access_key").is_none(),
+        "{status}"
+    );
+    let state = std::fs::read_to_string(s.cache.path().join("local/backend.json")).unwrap();
+    let state: Value = serde_json::from_str(&state).unwrap();
+    let secret = state["secret_access_key"]
+        .as_str()
+        .expect("the recorded key");
+    assert!(!text.contains(secret), "{text}");
+
     // stop: the daemon and its directories are gone.
     let stopped = s.json(&["local", "stop", "--output", "json"]);
     assert_eq!(stopped["stopped"], true);
