@@ -309,3 +309,23 @@ async fn hostile_checkpoints_are_refused_in_bounded_memory_and_write_nothing() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// docs/persistence.md's table of restore limits transcribes each refusal's
+/// message as the agent sends it.
+#[test]
+fn the_docs_transcribe_every_restore_refusal() {
+    let doc = include_str!("../../docs/persistence.md");
+    for message in [
+        messages::TOO_LARGE,
+        messages::CHECKSUM,
+        messages::HEADER_TOO_LONG,
+        messages::TOO_MANY_ENTRIES,
+        messages::NO_ROOM,
+        messages::EXTRACT_FAILED,
+    ] {
+        assert!(
+            doc.contains(&format!("`{message}`")),
+            "docs/persistence.md lacks `{message}`"
+        );
+    }
+}
