@@ -157,7 +157,7 @@ async fn publish_and_template_build_send_the_spec_shapes() {
         .iter()
         .map(|r| (r.method.as_str(), r.path.clone()))
         .collect();
-    assert_eq!(sent, expected);
+    assert_eq!(one_poll_per_gate(sent), expected);
     for r in &api {
         if r.method == "GET" {
             assert!(r.body.is_empty(), "{} {}: a body", r.method, r.path);
@@ -305,4 +305,28 @@ async fn publish_and_template_build_send_the_spec_shapes() {
     );
     emu.shutdown().await;
     store.shutdown().await;
+}
+
+/// The gate polls (image, version) every `poll_interval` until the build
+/// ends. The emulator fails these builds at once, but on a loaded host
+/// the first poll can still see the build running: how many polls a gate
+/// takes is timing, not shape, so repeats of a gate's pair count once.
+fn one_poll_per_gate(sent: Vec<(&str, String)>) -> Vec<(&str, String)> {
+    let mut out: Vec<(&str, String)> = Vec::with_capacity(sent.len());
+    let mut i = 0;
+    while i < sent.len() {
+        let n = out.len();
+        let gate_again = n >= 2
+            && i + 1 < sent.len()
+            && out[n - 1].0 == "GET"
+            && out[n - 1].1.contains("/versions/")
+            && sent[i..i + 2] == out[n - 2..];
+        if gate_again {
+            i += 2;
+            continue;
+        }
+        out.push(sent[i].clone());
+        i += 1;
+    }
+    out
 }
