@@ -4,7 +4,7 @@
 //! recording proxy between the client and moto (every request it forwarded,
 //! not a guess). What moto cannot produce (AccessDenied, Throttling,
 //! LimitExceeded, a name still being deleted) is in the crate's
-//! `secrets::mock_tests`, through aws-smithy-mocks.
+//! `secrets::mock_tests`, through a canned HTTP client.
 
 use crate::sdk_support;
 
