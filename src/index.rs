@@ -1,5 +1,5 @@
 //! The optional metadata index of sandboxes: one DynamoDB row per sandbox
-//! (docs/index.md). `create` writes the row after RunMicrovm, `kill`
+//! (docs/sandbox-index.md). `create` writes the row after RunMicrovm, `kill`
 //! deletes it, and a list with the index reads the rows of each
 //! ListMicrovms page in one BatchGetItem instead of probing every sandbox
 //! through its agent: so it filters suspended sandboxes by metadata too,
@@ -46,7 +46,7 @@ const MAX_ROW_PAIRS: usize = 256;
 const MAX_ROW_TEXT: usize = 4_096;
 
 /// The metadata index of sandboxes in a DynamoDB table of your account
-/// (docs/index.md).
+/// (docs/sandbox-index.md).
 ///
 /// Set it on a builder ([`crate::SandboxBuilder::index`]: `create` writes
 /// the sandbox's row, `kill` deletes it) and on a list query
@@ -123,7 +123,7 @@ impl SandboxIndex {
     /// Creates the index table: key `pk` (a string), on-demand billing,
     /// TTL on `expires_at`; waits until it is ACTIVE. Needs
     /// `dynamodb:CreateTable`, `dynamodb:DescribeTable` and
-    /// `dynamodb:UpdateTimeToLive` (docs/index.md).
+    /// `dynamodb:UpdateTimeToLive` (docs/sandbox-index.md).
     ///
     /// # Errors
     /// `InvalidArgument` (`index`) for a bad table name, before any call;
@@ -299,7 +299,7 @@ impl SandboxIndex {
 
 /// The index setter of the sandbox builder.
 impl crate::sandbox::SandboxBuilder {
-    /// Keeps the sandbox in a metadata index (docs/index.md): `create`
+    /// Keeps the sandbox in a metadata index (docs/sandbox-index.md): `create`
     /// writes its row right after RunMicrovm (with its metadata, image
     /// and start), and `kill` on the handle (or [`Self::kill_by_id`] on a
     /// builder with the index) deletes it. When the row cannot be written,
@@ -317,7 +317,7 @@ impl crate::sandbox::SandboxBuilder {
 /// The index setter of the client builder.
 impl crate::sandbox::client::ClientBuilder {
     /// Keeps the sandboxes of this client in a metadata index
-    /// (docs/index.md): their creates write a row, and every kill through
+    /// (docs/sandbox-index.md): their creates write a row, and every kill through
     /// the client (a handle's, [`Client::kill_by_id`]) deletes it. A
     /// [`crate::SandboxBuilder::index`] overrides it for that builder.
     ///
@@ -330,7 +330,7 @@ impl crate::sandbox::client::ClientBuilder {
 
 /// The index setter of the list query.
 impl ListQuery {
-    /// Answers from a metadata index (docs/index.md) instead of probing:
+    /// Answers from a metadata index (docs/sandbox-index.md) instead of probing:
     /// for each ListMicrovms page, one BatchGetItem reads the rows of its
     /// sandboxes, and only a sandbox with a row of the same image and start
     /// whose metadata holds every pair of [`ListQuery::metadata`] is listed

@@ -768,7 +768,7 @@ mod tests {
                 SandboxError::index_write("vm-1", Some("ResourceNotFoundException"), false),
                 ErrorKind::IndexWrite,
                 Some("ResourceNotFoundException"),
-                "could not write the index row of sandbox vm-1: the table does not exist in this region (ResourceNotFoundException); its MicroVM was terminated, fix the index (docs/index.md) and create the sandbox again",
+                "could not write the index row of sandbox vm-1: the table does not exist in this region (ResourceNotFoundException); its MicroVM was terminated, fix the index (docs/sandbox-index.md) and create the sandbox again",
             ),
             (
                 SandboxError::index_write("vm-1", None, true),
@@ -964,7 +964,7 @@ mod tests {
             ),
             (
                 SandboxError::sandbox_index("DeleteItem", Some("AccessDeniedException")),
-                "the sandbox index call DeleteItem failed: the AWS credentials may not use the table (AccessDeniedException); grant the IAM actions of docs/index.md on the table",
+                "the sandbox index call DeleteItem failed: the AWS credentials may not use the table (AccessDeniedException); grant the IAM actions of docs/sandbox-index.md on the table",
             ),
             (
                 SandboxError::sandbox_index("BatchGetItem", None),
@@ -976,7 +976,7 @@ mod tests {
             ),
             (
                 SandboxError::index_write("vm-1", Some("ResourceNotFoundException"), false),
-                "could not write the index row of sandbox vm-1: the table does not exist in this region (ResourceNotFoundException); its MicroVM was terminated, fix the index (docs/index.md) and create the sandbox again",
+                "could not write the index row of sandbox vm-1: the table does not exist in this region (ResourceNotFoundException); its MicroVM was terminated, fix the index (docs/sandbox-index.md) and create the sandbox again",
             ),
             (
                 SandboxError::index_write(

@@ -206,7 +206,7 @@ templates! {
     INDEX_UNPROCESSED = "index.unprocessed" =>
         "the sandbox index left keys unprocessed after {attempts} attempts of {operation}, so the list would be incomplete; list again later";
     INDEX_WRITE_TERMINATED = "index.write_terminated" =>
-        "could not write the index row of sandbox {sandbox_id}: {cause}; its MicroVM was terminated, fix the index (docs/index.md) and create the sandbox again";
+        "could not write the index row of sandbox {sandbox_id}: {cause}; its MicroVM was terminated, fix the index (docs/sandbox-index.md) and create the sandbox again";
     INDEX_WRITE_KEPT = "index.write_kept" =>
         "could not write the index row of sandbox {sandbox_id}: {cause}; its MicroVM was kept (keep on failure) but indexed lists will not show it, kill it when done";
     INDEX_WRITE_TERMINATE_FAILED = "index.write_terminate_failed" =>

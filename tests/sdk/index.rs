@@ -212,7 +212,7 @@ async fn a_missing_table_fails_create_with_index_write_and_terminates_the_microv
     assert_eq!(
         err.to_string(),
         format!(
-            "could not write the index row of sandbox {id}: the table does not exist in this region (ResourceNotFoundException); its MicroVM was terminated, fix the index (docs/index.md) and create the sandbox again"
+            "could not write the index row of sandbox {id}: the table does not exist in this region (ResourceNotFoundException); its MicroVM was terminated, fix the index (docs/sandbox-index.md) and create the sandbox again"
         )
     );
     assert_eq!(err.meta().aws_code(), Some("ResourceNotFoundException"));
@@ -515,7 +515,7 @@ async fn a_row_that_cannot_be_deleted_does_not_fail_the_kill_and_aws_text_is_nev
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the sandbox index call BatchGetItem failed: the AWS credentials may not use the table (AccessDeniedException); grant the IAM actions of docs/index.md on the table"
+        "the sandbox index call BatchGetItem failed: the AWS credentials may not use the table (AccessDeniedException); grant the IAM actions of docs/sandbox-index.md on the table"
     );
     let everything = format!("{err:?} {err} {}", err.to_wire());
     assert!(!everything.contains("secret"), "{everything}");

@@ -39,6 +39,7 @@ mod background;
 mod code_surface;
 mod commands;
 mod doc_refs;
+mod docs_index;
 mod errors;
 mod errors_canary;
 mod errors_kinds;

@@ -46,7 +46,7 @@ pub(crate) fn cause(aws_code: Option<&str>) -> (String, &'static str) {
     let Some(code) = plain_code(Some(code)) else {
         return (
             "an unrecognised AWS error".to_owned(),
-            "check the table and the IAM policy of docs/index.md",
+            "check the table and the IAM policy of docs/sandbox-index.md",
         );
     };
     let base = code.strip_suffix("Exception").unwrap_or(code);
@@ -63,7 +63,7 @@ pub(crate) fn cause(aws_code: Option<&str>) -> (String, &'static str) {
     } else if AUTH_CODES.contains(&base) || base == "AccessDenied" {
         (
             format!("the AWS credentials may not use the table ({code})"),
-            "grant the IAM actions of docs/index.md on the table",
+            "grant the IAM actions of docs/sandbox-index.md on the table",
         )
     } else if THROTTLING_CODES.contains(&code) {
         (
@@ -75,7 +75,7 @@ pub(crate) fn cause(aws_code: Option<&str>) -> (String, &'static str) {
     } else {
         (
             format!("AWS error {code}"),
-            "check the table and the IAM policy of docs/index.md",
+            "check the table and the IAM policy of docs/sandbox-index.md",
         )
     }
 }
