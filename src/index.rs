@@ -376,6 +376,10 @@ impl ListIndex for SandboxIndex {
     fn same(&self, other: &dyn std::any::Any) -> bool {
         other.downcast_ref::<Self>() == Some(self)
     }
+
+    fn name(&self) -> String {
+        self.table.clone()
+    }
 }
 
 /// The index's part in `create` and `kill`: the table name's check, the

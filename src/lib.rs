@@ -372,9 +372,9 @@ pub use sandbox::{
     ALL_TRAFFIC, EgressEnforcement, EgressProxy, Network, NetworkPolicy, NetworkState,
 };
 pub use sandbox::{
-    AwsOptions, BACKEND_ENV, IdlePolicy, ListQuery, Metrics, MetricsHistoryQuery, OnTimeout,
-    Pacing, Sandbox, SandboxBuilder, SandboxHost, SandboxInfo, SandboxList, SandboxLogging,
-    SandboxMetrics, SandboxState, SandboxSummary, TEMPLATE_ENV, TemplateInfo,
+    AwsOptions, BACKEND_ENV, IdlePolicy, ListOrder, ListQuery, Metrics, MetricsHistoryQuery,
+    OnTimeout, Pacing, Sandbox, SandboxBuilder, SandboxHost, SandboxInfo, SandboxList,
+    SandboxLogging, SandboxMetrics, SandboxState, SandboxSummary, TEMPLATE_ENV, TemplateInfo,
 };
 pub use secret::Secret;
 pub use size::{Size, SizeRequest};

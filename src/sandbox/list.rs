@@ -1,11 +1,13 @@
 //! `Sandbox::list` (wire contract 3.5): ListMicrovms pages as a `Stream` of
-//! summaries, with the metadata filter that works through Health probes.
+//! summaries, with the metadata filter that works through Health probes,
+//! `started_after`, an order, and a token that resumes a listing where it
+//! stopped (`list_token`).
 
 use std::any::Any;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
@@ -13,6 +15,7 @@ use futures_util::Stream;
 use futures_util::stream::BoxStream;
 
 use super::backend::ResolvedBackend;
+use super::list_token::{self, Cursor, Filters, Token};
 use super::parts::Part;
 use super::proxy_minter;
 use super::steps::StepFuture;
@@ -40,8 +43,32 @@ pub struct ListQuery {
     states: Option<Vec<SandboxState>>,
     metadata: BTreeMap<String, String>,
     page_size: Option<u32>,
+    started_after: Option<SystemTime>,
+    order: Option<ListOrder>,
+    /// Where to resume (a token a listing handed out).
+    resume: Option<String>,
     /// The metadata index the list reads rows from (feature `dynamodb`).
     index: Option<Indexed>,
+}
+
+/// The order of [`ListQuery::order`]: by start time, then by id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListOrder {
+    /// Oldest first.
+    Ascending,
+    /// Newest first.
+    Descending,
+}
+
+impl ListOrder {
+    /// The reference SDK's name of the order (`asc`, `desc`), which resume
+    /// tokens carry.
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Ascending => "asc",
+            Self::Descending => "desc",
+        }
+    }
 }
 
 /// A metadata index a list reads rows from (the index feature's).
@@ -60,6 +87,9 @@ pub(crate) trait ListIndex: Part {
 
     /// Whether `other` is the same index (queries compare by it).
     fn same(&self, other: &dyn Any) -> bool;
+
+    /// The index's name, which resume tokens' fingerprints cover.
+    fn name(&self) -> String;
 }
 
 /// The index of a query, compared by its own equality.
@@ -85,6 +115,31 @@ impl ListQuery {
     /// an image ARN on AWS).
     pub fn template(mut self, template: impl Into<String>) -> Self {
         self.template = Some(template.into());
+        self
+    }
+
+    /// Only sandboxes started at or after `at` (millisecond precision; the
+    /// control plane cannot filter on it, so every page is still read).
+    pub fn started_after(mut self, at: SystemTime) -> Self {
+        self.started_after = Some(at);
+        self
+    }
+
+    /// In this order of start time (then id), instead of the control
+    /// plane's. Sorting needs every sandbox: the listing reads every page
+    /// (probing with a metadata filter) before the first item.
+    pub fn order(mut self, order: ListOrder) -> Self {
+        self.order = Some(order);
+        self
+    }
+
+    /// Resumes the listing that handed out `token`
+    /// ([`SandboxList::next_token`]): the items it already gave are not
+    /// given again. The query must have the same filters and order as the
+    /// one that made the token (a token for other filters is refused), and
+    /// it works across processes and with the reference SDK's tokens.
+    pub fn next_token(mut self, token: impl Into<String>) -> Self {
+        self.resume = Some(token.into());
         self
     }
 
@@ -136,7 +191,18 @@ impl ListQuery {
         self
     }
 
-    /// Checks everything that needs no I/O.
+    /// Checks everything that needs no I/O (a listing does so on its first
+    /// poll): the page size, a metadata filter's states, an index, and a
+    /// resume token's form (whether it fits the filters needs the
+    /// template resolved).
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the option: `page_size`, `states` or
+    /// `next_token`.
+    pub fn validate(&self) -> Result<(), SandboxError> {
+        self.check()
+    }
+
     fn check(&self) -> Result<(), SandboxError> {
         if let Some(size) = self.page_size
             && !(1..=MAX_PAGE_SIZE).contains(&size)
@@ -149,6 +215,16 @@ impl ListQuery {
         if let Some(index) = &self.index {
             index.0.check()?;
         }
+        if let Some(token) = self.resume_token()?
+            && matches!(token.cursor, Cursor::Key { .. }) != self.order.is_some()
+        {
+            // The fingerprint covers the order: only a changed token
+            // carries a cursor of the other kind.
+            return Err(SandboxError::invalid_argument(
+                "next_token",
+                list_token::INVALID_TOKEN,
+            ));
+        }
         if !self.metadata.is_empty()
             && !self.indexed()
             && let Some(states) = &self.states
@@ -160,6 +236,35 @@ impl ListQuery {
             ));
         }
         Ok(())
+    }
+
+    /// The resume token, decoded (bounded before it is read).
+    fn resume_token(&self) -> Result<Option<Token>, SandboxError> {
+        self.resume.as_deref().map(list_token::decode).transpose()
+    }
+
+    /// The fingerprint of this query's filters, once the template is
+    /// resolved to `image`.
+    fn fingerprint(&self, image: Option<&str>) -> String {
+        Filters {
+            image,
+            version: self.template_version.as_deref(),
+            states: self
+                .states
+                .as_ref()
+                .map(|states| states.iter().map(SandboxState::as_str).collect()),
+            started_after_ms: self.started_after.map(|at| list_token::unix_ms(Some(at))),
+            metadata: (!self.metadata.is_empty()).then_some(&self.metadata),
+            order: self.order.map(ListOrder::as_str),
+            index: self.index.as_ref().map(|index| index.0.name()),
+        }
+        .fingerprint()
+    }
+
+    /// Whether `item` started at or after `started_after`.
+    fn started_in_time(&self, item: &MicrovmItem) -> bool {
+        self.started_after
+            .is_none_or(|at| list_token::unix_ms(item.started_at) >= list_token::unix_ms(Some(at)))
     }
 
     fn wants(&self, state: &SandboxState) -> bool {
@@ -199,6 +304,7 @@ pub struct SandboxSummary {
 #[must_use = "a stream does nothing unless polled"]
 pub struct SandboxList {
     inner: BoxStream<'static, Result<SandboxSummary, SandboxError>>,
+    progress: Arc<Mutex<Progress>>,
 }
 
 impl fmt::Debug for SandboxList {
@@ -215,6 +321,33 @@ impl Stream for SandboxList {
     }
 }
 
+impl SandboxList {
+    /// A token that resumes this listing after the last item it gave
+    /// ([`ListQuery::next_token`] on the same query): in another task,
+    /// another process, or the reference SDK. `None` when nothing is left
+    /// to resume: the listing has ended, or it has given no item yet (list
+    /// again with the same query, and the same token if it had one). The
+    /// token is opaque, at most 8,192 characters, and names no metadata
+    /// value.
+    #[must_use]
+    pub fn next_token(&self) -> Option<String> {
+        let progress = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        match (&progress.fingerprint, &progress.cursor) {
+            (Some(fingerprint), Some(cursor)) => Some(list_token::encode(fingerprint, cursor)),
+            _ => None,
+        }
+    }
+}
+
+/// What a resume token would say now: the fingerprint once the filters
+/// are resolved, and the cursor after the last item given (`None` once
+/// nothing is left).
+#[derive(Default)]
+struct Progress {
+    fingerprint: Option<String>,
+    cursor: Option<Cursor>,
+}
+
 /// Where the listing stands.
 struct Lister {
     query: ListQuery,
@@ -222,12 +355,21 @@ struct Lister {
     client: Option<Client>,
     source: ClientSource,
     image: Option<String>,
+    /// The ListMicrovms token of the next page.
     next_token: Option<String>,
+    /// The ListMicrovms token that fetched the page being served.
+    page_token: Option<String>,
+    /// Digests of the ids served from that page (a resumed page starts
+    /// with the token's, which are skipped).
+    served: BTreeSet<String>,
+    /// The next page is the one a resume token names.
+    resuming: bool,
     buffered: VecDeque<SandboxSummary>,
     /// No page left to ask for.
     last_page: bool,
     /// An error ended the stream.
     failed: bool,
+    progress: Arc<Mutex<Progress>>,
 }
 
 /// The listing on `client`.
@@ -237,15 +379,20 @@ pub(crate) fn list(client: Client, query: ListQuery) -> SandboxList {
 
 /// The listing on the client of `source`, resolved on the first poll.
 pub(crate) fn list_from(source: ClientSource, query: ListQuery) -> SandboxList {
+    let progress = Arc::new(Mutex::new(Progress::default()));
     let lister = Lister {
         query,
         client: None,
         source,
         image: None,
         next_token: None,
+        page_token: None,
+        served: BTreeSet::new(),
+        resuming: false,
         buffered: VecDeque::new(),
         last_page: false,
         failed: false,
+        progress: progress.clone(),
     };
     let stream = futures_util::stream::unfold(lister, |mut lister| async move {
         if lister.failed {
@@ -253,6 +400,7 @@ pub(crate) fn list_from(source: ClientSource, query: ListQuery) -> SandboxList {
         }
         loop {
             if let Some(item) = lister.buffered.pop_front() {
+                lister.gave(&item);
                 return Some((Ok(item), lister));
             }
             if lister.last_page {
@@ -266,54 +414,117 @@ pub(crate) fn list_from(source: ClientSource, query: ListQuery) -> SandboxList {
     });
     SandboxList {
         inner: Box::pin(stream),
+        progress,
     }
 }
 
 impl Lister {
-    /// Reads the next page into the buffer, probing each candidate when a
-    /// metadata filter is set.
+    /// Reads the next page into the buffer (every page, sorted, with an
+    /// order), probing each candidate when a metadata filter is set.
     async fn fill(&mut self) -> Result<(), SandboxError> {
         let client = match &self.client {
             Some(client) => client.clone(),
-            None => {
-                self.query.check()?;
-                let client = self.source.client().await?;
-                self.image = match &self.query.template {
-                    Some(template) => Some(client.image_arn(Some(template)).await?),
-                    None => None,
-                };
-                self.client = Some(client.clone());
-                client
-            }
+            None => self.start().await?,
         };
+        if let Some(order) = self.query.order {
+            let mut all = Vec::new();
+            while !self.last_page {
+                all.extend(self.page(&client).await?);
+            }
+            self.buffered = ordered(all, order, self.resume_key());
+        } else {
+            let page = self.page(&client).await?;
+            let skip = &self.served;
+            self.buffered.extend(
+                page.into_iter()
+                    .filter(|item| !skip.contains(&list_token::digest(&item.sandbox_id))),
+            );
+        }
+        self.note_progress(None);
+        Ok(())
+    }
+
+    /// Resolves the client and the template, and checks a resume token
+    /// against this query's filters.
+    async fn start(&mut self) -> Result<Client, SandboxError> {
+        self.query.check()?;
+        let client = self.source.client().await?;
+        self.image = match &self.query.template {
+            Some(template) => Some(client.image_arn(Some(template)).await?),
+            None => None,
+        };
+        let fingerprint = self.query.fingerprint(self.image.as_deref());
+        if let Some(token) = self.query.resume_token()? {
+            if token.fingerprint != fingerprint {
+                return Err(SandboxError::invalid_argument(
+                    "next_token",
+                    list_token::FOREIGN_TOKEN,
+                ));
+            }
+            if let Cursor::Page { aws_token, served } = token.cursor {
+                self.next_token = aws_token;
+                self.served = served;
+                self.resuming = true;
+            }
+        }
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .fingerprint = Some(fingerprint);
+        self.client = Some(client.clone());
+        Ok(client)
+    }
+
+    /// The key an ordered listing resumes after.
+    fn resume_key(&self) -> Option<(u64, String)> {
+        match self.query.resume_token() {
+            Ok(Some(Token {
+                cursor:
+                    Cursor::Key {
+                        started_ms,
+                        sandbox_id,
+                    },
+                ..
+            })) => Some((started_ms, sandbox_id)),
+            _ => None,
+        }
+    }
+
+    /// One ListMicrovms page, filtered: the summaries it contributes.
+    async fn page(&mut self, client: &Client) -> Result<Vec<SandboxSummary>, SandboxError> {
         let backend = client.backend();
+        let aws_token = self.next_token.take();
         let request = ListRequest {
             image: self.image.clone(),
             image_version: self.query.template_version.clone(),
             max_results: i32::try_from(self.query.page_size.unwrap_or(MAX_PAGE_SIZE)).unwrap_or(50),
-            next_token: self.next_token.take(),
+            next_token: aws_token.clone(),
         };
         let page = backend.control.list_microvms(request).await?;
+        if !std::mem::take(&mut self.resuming) {
+            // What was served was served from another page (a resumed
+            // page keeps the token's digests, and skips them).
+            self.served.clear();
+        }
+        self.page_token = aws_token;
         self.last_page = page.next_token.is_none();
         self.next_token = page.next_token;
+        let items: Vec<MicrovmItem> = page
+            .items
+            .into_iter()
+            .filter(|item| self.query.wants(&item.state) && self.query.started_in_time(item))
+            .collect();
         if let Some(index) = &self.query.index {
-            let items: Vec<MicrovmItem> = page
-                .items
+            let selected = index.0.select(client, items, &self.query.metadata).await?;
+            return Ok(selected
                 .into_iter()
-                .filter(|item| self.query.wants(&item.state))
-                .collect();
-            let selected = index.0.select(&client, items, &self.query.metadata).await?;
-            for (item, metadata) in selected {
-                self.buffered.push_back(summary(item, Some(metadata)));
-            }
-            return Ok(());
+                .map(|(item, metadata)| summary(item, Some(metadata)))
+                .collect());
         }
-        for item in page.items {
-            if !self.query.wants(&item.state) {
-                continue;
-            }
+        let mut summaries = Vec::new();
+        for item in items {
             if self.query.metadata.is_empty() {
-                self.buffered.push_back(summary(item, None));
+                summaries.push(summary(item, None));
                 continue;
             }
             if let Some(metadata) = probe_metadata(backend, client.retry_policy(), &item.id).await?
@@ -323,11 +534,78 @@ impl Lister {
                     .iter()
                     .all(|(k, v)| metadata.get(k) == Some(v))
             {
-                self.buffered.push_back(summary(item, Some(metadata)));
+                summaries.push(summary(item, Some(metadata)));
             }
         }
-        Ok(())
+        Ok(summaries)
     }
+
+    /// Notes that `item` was given.
+    fn gave(&mut self, item: &SandboxSummary) {
+        if self.query.order.is_none() {
+            self.served.insert(list_token::digest(&item.sandbox_id));
+        }
+        self.note_progress(Some(item));
+    }
+
+    /// Where a token would resume now: after `last` (the item just
+    /// given), or nowhere once nothing is left; otherwise (a page read,
+    /// nothing given) the cursor stands.
+    fn note_progress(&mut self, last: Option<&SandboxSummary>) {
+        let cursor = if self.buffered.is_empty() && self.last_page {
+            None
+        } else if let Some(item) = last {
+            Some(if self.query.order.is_some() {
+                Cursor::Key {
+                    started_ms: list_token::unix_ms(item.started_at),
+                    sandbox_id: item.sandbox_id.clone(),
+                }
+            } else if self.buffered.is_empty() {
+                // The page is used up: the next one, from its start.
+                Cursor::Page {
+                    aws_token: self.next_token.clone(),
+                    served: BTreeSet::new(),
+                }
+            } else {
+                Cursor::Page {
+                    aws_token: self.page_token.clone(),
+                    served: self.served.clone(),
+                }
+            })
+        } else {
+            return;
+        };
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .cursor = cursor;
+    }
+}
+
+/// `items` sorted by (start in ms, id) in `order`, after `after` if set.
+fn ordered(
+    mut items: Vec<SandboxSummary>,
+    order: ListOrder,
+    after: Option<(u64, String)>,
+) -> VecDeque<SandboxSummary> {
+    let key = |item: &SandboxSummary| {
+        (
+            list_token::unix_ms(item.started_at),
+            item.sandbox_id.clone(),
+        )
+    };
+    items.sort_by_key(key);
+    if order == ListOrder::Descending {
+        items.reverse();
+    }
+    items
+        .into_iter()
+        .filter(|item| match &after {
+            None => true,
+            Some(boundary) if order == ListOrder::Ascending => key(item) > *boundary,
+            Some(boundary) => key(item) < *boundary,
+        })
+        .collect()
 }
 
 fn summary(item: MicrovmItem, metadata: Option<BTreeMap<String, String>>) -> SandboxSummary {

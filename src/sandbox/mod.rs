@@ -8,6 +8,7 @@ mod host;
 pub(crate) mod image_name;
 pub(crate) mod lifecycle;
 pub(crate) mod list;
+mod list_token;
 mod logging;
 mod metrics;
 mod network;
@@ -27,7 +28,7 @@ pub use self::builder::{SandboxBuilder, TemplateInfo};
 pub use self::host::SandboxHost;
 use self::lifecycle::LifecycleMarks;
 pub(crate) use self::lifecycle::{kill as terminate_by_id, request_resume};
-pub use self::list::{ListQuery, SandboxList, SandboxSummary};
+pub use self::list::{ListOrder, ListQuery, SandboxList, SandboxSummary};
 pub use self::logging::SandboxLogging;
 #[cfg(feature = "logs")]
 pub(crate) use self::logging::{check_log_group, default_log_group};

@@ -56,6 +56,7 @@ mod image_sizes;
 mod index;
 mod javascript;
 mod lifecycle;
+mod list_resume;
 mod local_user;
 mod managed_lifecycle;
 mod metrics;

@@ -357,3 +357,108 @@ async fn the_reference_sdk_launches_an_image_we_published_and_runs_in_it() {
     );
     emu.shutdown().await;
 }
+
+/// A listing's resume token is the reference's format: a token the
+/// reference's paginator hands out resumes in ours, and ours in the
+/// reference's, in the control plane's order and in an order by start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_tokens_resume_across_the_two_sdks() {
+    use futures_util::{StreamExt as _, TryStreamExt as _};
+    use rayito::{ListOrder, ListQuery};
+
+    if let Some(reason) = reference_missing() {
+        skip(reason);
+        return;
+    }
+    let emu = sdk_support::emulator().await;
+    let home = tempfile::tempdir().unwrap();
+    let mut made = Vec::new();
+    for _ in 0..5 {
+        made.push(sdk_support::builder(&emu).create().await.unwrap());
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    let all: std::collections::BTreeSet<String> = made.iter().map(|s| s.id().to_owned()).collect();
+    let client = sdk_support::builder(&emu).client().await.unwrap();
+    // The reference's paginator: one page of `limit` items from `order`
+    // (or none) and the token then, or every item from a token.
+    let reference = |args: &[&str]| {
+        let mut cmd = reference_command(&emu, home.path(), "python3");
+        cmd.args([
+            "-c",
+            "import sys\n\
+             from rayito import Sandbox\n\
+             mode, order, token = sys.argv[1], sys.argv[2] or None, sys.argv[3] or None\n\
+             pages = Sandbox.paginate(limit=2, order=order, next_token=token)\n\
+             ids = []\n\
+             while pages.has_next:\n\
+             \x20   ids += [item.sandbox_id for item in pages.next_items()]\n\
+             \x20   if mode == 'one':\n\
+             \x20       break\n\
+             print(' '.join(ids))\n\
+             print(pages.next_token or '')\n",
+        ]);
+        cmd.args(args);
+        cmd
+    };
+    for (order, ours) in [
+        ("", ListQuery::new().page_size(2)),
+        ("desc", ListQuery::new().order(ListOrder::Descending)),
+    ] {
+        // Theirs first, then ours.
+        let (out, _) = run(reference(&["one", order, ""]), "paginate (the reference)").await;
+        let mut lines = out.lines();
+        let mut first: Vec<String> = lines
+            .next()
+            .unwrap()
+            .split(' ')
+            .map(str::to_owned)
+            .collect();
+        let token = lines.next().unwrap().to_owned();
+        assert_eq!(first.len(), 2, "{out}");
+        let rest: Vec<String> = client
+            .list(ours.clone().next_token(token))
+            .map_ok(|s| s.sandbox_id)
+            .try_collect()
+            .await
+            .expect("ours resumes the reference's token");
+        first.extend(rest);
+        assert_eq!(first.len(), 5, "{order}: {first:?}");
+        assert_eq!(
+            first
+                .iter()
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>(),
+            all
+        );
+        let theirs_then_ours = first;
+
+        // Ours first, then theirs.
+        let mut list = client.list(ours.clone());
+        let mut first = Vec::new();
+        for _ in 0..3 {
+            first.push(list.next().await.unwrap().unwrap().sandbox_id);
+        }
+        let token = list.next_token().expect("a token");
+        let (out, _) = run(
+            reference(&["all", order, &token]),
+            "paginate (the reference)",
+        )
+        .await;
+        first.extend(out.lines().next().unwrap().split(' ').map(str::to_owned));
+        assert_eq!(first.len(), 5, "{order}: {first:?}");
+        assert_eq!(
+            first
+                .iter()
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>(),
+            all
+        );
+        if !order.is_empty() {
+            assert_eq!(first, theirs_then_ours, "the same order on both sides");
+        }
+    }
+    for sbx in made {
+        assert!(sbx.kill().await.unwrap());
+    }
+    emu.shutdown().await;
+}

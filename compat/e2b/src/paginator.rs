@@ -6,8 +6,7 @@ use rayito::{ListQuery, SandboxError, SandboxList, SandboxSummary};
 
 use crate::options::Backend;
 use crate::sandbox::{E2B_LISTED, builder_for};
-use crate::unimplemented::Missing;
-use crate::warnings::{CompatWarning, Warnings, reason};
+use crate::warnings::{CompatWarning, Warnings};
 
 /// E2B's default page size.
 const DEFAULT_LIMIT: u32 = 50;
@@ -17,9 +16,11 @@ const DEFAULT_LIMIT: u32 = 50;
 pub struct ListOpts {
     /// `limit`: sandboxes per page (1 to 50, E2B's default 50 here).
     pub limit: Option<u32>,
-    /// `next_token`: `Unimplemented` when set (keep the paginator instead).
+    /// `next_token`: resume the listing that handed it out
+    /// ([`SandboxPaginator::next_token`], or the reference SDK's), with the
+    /// same query, limit aside.
     pub next_token: Option<String>,
-    /// `order`: ignored with a warning.
+    /// `order`: by start time, then id (every page is read first).
     pub order: Option<ListOrder>,
     /// rayito only: where the sandboxes run.
     pub backend: Backend,
@@ -48,7 +49,6 @@ pub enum ListOrder {
 
 /// E2B's `SandboxPaginator`: pages of sandboxes, read with
 /// [`SandboxPaginator::next_items`] while [`SandboxPaginator::has_next`].
-#[derive(Debug)]
 pub struct SandboxPaginator {
     /// The listing, once the client of the backend is built (on the first
     /// `next_items`).
@@ -58,26 +58,48 @@ pub struct SandboxPaginator {
     limit: usize,
     done: bool,
     warnings: Warnings,
+    /// The token the listing was asked to resume from.
+    given_token: Option<String>,
+}
+
+/// Says whether a token was given, never the token.
+impl std::fmt::Debug for SandboxPaginator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SandboxPaginator")
+            .field("limit", &self.limit)
+            .field("done", &self.done)
+            .field("given_token", &self.given_token.as_ref().map(|_| "***"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl SandboxPaginator {
     pub(crate) fn new(query: ListQuery, opts: ListOpts) -> Result<Self, SandboxError> {
-        if opts.next_token.is_some() {
-            return Err(Missing::ListNextToken.error());
-        }
         let warnings = Warnings::default();
-        if opts.order.is_some() {
-            warnings.warn("order", reason::LIST_ORDER);
-        }
         let limit = opts.limit.unwrap_or(DEFAULT_LIMIT);
-        let query = if query == ListQuery::new() {
+        let mut query = if query == ListQuery::new() {
             ListQuery::new().states(E2B_LISTED)
         } else {
             query
         };
+        if let Some(order) = opts.order {
+            query = query.order(match order {
+                ListOrder::Asc => rayito::ListOrder::Ascending,
+                ListOrder::Desc => rayito::ListOrder::Descending,
+            });
+        }
+        let given_token = opts.next_token.clone();
+        if let Some(token) = opts.next_token {
+            query = query.next_token(token);
+        }
+        // A token or limit it cannot use is refused here, before any
+        // client is built.
+        let query = query.page_size(limit);
+        query.validate()?;
         Ok(Self {
+            given_token,
             stream: None,
-            start: Some((builder_for(&opts.backend), query.page_size(limit))),
+            start: Some((builder_for(&opts.backend), query)),
             limit: usize::try_from(limit).unwrap_or(usize::MAX).max(1),
             done: false,
             warnings,
@@ -89,13 +111,19 @@ impl SandboxPaginator {
         !self.done
     }
 
-    /// `next_token`: the SDK's listing resumes itself and hands out no
-    /// token.
+    /// `next_token`: a token that resumes this listing after the items
+    /// given so far (`ListOpts.next_token`, in this or another process);
+    /// before the first page, the token it was given; `None` at the end.
     ///
     /// # Errors
-    /// Always `Unimplemented { feature: "list(next_token)" }`.
+    /// None today; the `Result` keeps E2B's shape (a property that may
+    /// raise).
     pub fn next_token(&self) -> Result<Option<String>, SandboxError> {
-        Err(Missing::ListNextToken.error())
+        Ok(match &self.stream {
+            Some(stream) if !self.done => stream.next_token(),
+            Some(_) => None,
+            None => self.given_token.clone(),
+        })
     }
 
     /// `next_items()`: up to `limit` more sandboxes; an empty page and

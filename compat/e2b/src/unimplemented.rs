@@ -54,8 +54,6 @@ pub enum Missing {
     /// `sandbox_domain`, `envd_api_url`, `envd_direct_url`,
     /// `connection_config`.
     EnvdEndpoints,
-    /// `list(next_token=..)` and `SandboxPaginator.next_token`.
-    ListNextToken,
     /// `upload_url` in a build without the `s3` feature.
     UploadUrl,
     /// `download_url` in a build without the `s3` feature.
@@ -102,7 +100,6 @@ impl Missing {
         Self::IdempotencyKey,
         Self::TrafficAccessToken,
         Self::EnvdEndpoints,
-        Self::ListNextToken,
         Self::UploadUrl,
         Self::DownloadUrl,
         Self::Template,
@@ -139,7 +136,6 @@ impl Missing {
             Self::IdempotencyKey => "idempotency_key",
             Self::TrafficAccessToken => "traffic_access_token",
             Self::EnvdEndpoints => "envd_endpoints",
-            Self::ListNextToken => "list(next_token)",
             Self::UploadUrl => "upload_url",
             Self::DownloadUrl => "download_url",
             Self::Template => "template",
@@ -188,9 +184,6 @@ impl Missing {
             }
             Self::EnvdEndpoints => {
                 "a MicroVM has no envd endpoint; the SDK connects to the agent through the AWS proxy"
-            }
-            Self::ListNextToken => {
-                "the SDK's listing resumes itself; keep the paginator instead of a token"
             }
             Self::UploadUrl | Self::DownloadUrl => {
                 "presigned URLs need S3 staging; build rayito-e2b with its s3 feature and set RAYITO_TRANSFER_BUCKET"

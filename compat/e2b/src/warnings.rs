@@ -42,8 +42,6 @@ pub(crate) mod reason {
     pub(crate) const HTTP_VERSION: &str =
         "the SDK chooses HTTP/2 to the agent and the AWS client's own version";
     pub(crate) const TEMPLATE_E2B: &str = "E2B's default image exists only at E2B; RAYITO_TEMPLATE or the backend's default image is used";
-    pub(crate) const LIST_ORDER: &str =
-        "the control plane lists in its own order; sort the items by started_at";
     pub(crate) const PAUSE_STRICT: &str = "suspending a MicroVM does not ask its agent, and a suspended sandbox always resumes with its memory";
     pub(crate) const RETAIN_OUTPUT: &str = "a handle keeps what it received until wait() returns; the agent keeps the last 1 MiB for connect_from";
     pub(crate) const CONNECT_TIMEOUT: &str =
@@ -66,7 +64,6 @@ pub const IGNORED: &[(&str, &str)] = &[
     ("secure", reason::SECURE),
     ("validate_api_key", reason::VALIDATE_API_KEY),
     ("template", reason::TEMPLATE_E2B),
-    ("order", reason::LIST_ORDER),
     ("strict", reason::PAUSE_STRICT),
     ("retain_output", reason::RETAIN_OUTPUT),
     ("timeout", reason::CONNECT_TIMEOUT),
