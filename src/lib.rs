@@ -376,6 +376,7 @@ pub use sandbox::{
     OnTimeout, Pacing, Sandbox, SandboxBuilder, SandboxHost, SandboxInfo, SandboxList,
     SandboxLogging, SandboxMetrics, SandboxState, SandboxSummary, TEMPLATE_ENV, TemplateInfo,
 };
+pub use sandbox::{LifecycleHealth, LifecyclePhase, SandboxHealth};
 pub use secret::Secret;
 pub use size::{Size, SizeRequest};
 

@@ -3,6 +3,7 @@
 pub(crate) mod backend;
 mod builder;
 pub(crate) mod client;
+mod health;
 mod host;
 #[cfg(feature = "templates")]
 pub(crate) mod image_name;
@@ -25,6 +26,7 @@ use std::time::{Duration, SystemTime};
 pub use self::backend::{AwsOptions, BACKEND_ENV, TEMPLATE_ENV};
 pub(crate) use self::builder::{Launched, Pooled};
 pub use self::builder::{SandboxBuilder, TemplateInfo};
+pub use self::health::{LifecycleHealth, LifecyclePhase, SandboxHealth};
 pub use self::host::SandboxHost;
 use self::lifecycle::LifecycleMarks;
 pub(crate) use self::lifecycle::{kill as terminate_by_id, request_resume};
@@ -444,6 +446,25 @@ impl Sandbox {
             .health(timeout, ConnectRetry::Never)
             .await
             .is_ok_and(|health| health.agent_ready)
+    }
+
+    /// What the sandbox's agent says of itself (Health): readiness, its
+    /// version and uptime, the managed lifecycle, egress enforcement, the
+    /// guest's CPUs and memory. One anonymous round trip (timeout: 5 s or
+    /// the request timeout, whichever is shorter); a suspended sandbox with
+    /// auto-resume wakes for it.
+    ///
+    /// # Errors
+    /// `Sandbox{closed}` after `kill`; the transport's errors (the agent
+    /// unreachable, the proxy refusing, the timeout).
+    pub async fn health(&self) -> Result<SandboxHealth, SandboxError> {
+        let timeout = PROBE_TIMEOUT.min(self.inner.request_timeout);
+        let health = self
+            .inner
+            .conn
+            .health(timeout, ConnectRetry::Ladder)
+            .await?;
+        Ok(SandboxHealth::from_pb(health))
     }
 
     /// What the control plane says about this sandbox (GetMicrovm).

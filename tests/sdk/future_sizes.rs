@@ -115,6 +115,7 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
         of!("resume", sbx.resume()),
         of!("is_running", sbx.is_running()),
         of!("get_info", sbx.get_info()),
+        of!("health", sbx.health()),
         of!("list (a stream)", sbx.client().list(ListQuery::new())),
         of!(
             "templates().build",

@@ -373,3 +373,55 @@ fn public_futures_are_send(sbx: &Sandbox) {
     send(sbx.get_info());
     send(sbx.is_running());
 }
+
+/// `health()` gives the agent's Health as typed values: readiness, the
+/// sandbox's own id and metadata, its managed lifecycle as the agent runs
+/// it (moved by `set_timeout`), and the guest's size; after `kill` it is
+/// `SandboxClosed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_reports_the_agent_and_the_managed_lifecycle() {
+    use rayito::{LifecyclePhase, SandboxHealth};
+
+    let emulator = sdk_support::emulator().await;
+    let sbx = sdk_support::builder(&emulator)
+        .timeout(Duration::from_secs(600))
+        .max_lifetime(Duration::from_secs(900))
+        .metadata([("team", "red")])
+        .create()
+        .await
+        .unwrap();
+    let before = std::time::SystemTime::now();
+    let health: SandboxHealth = sbx.health().await.unwrap();
+    assert!(health.agent_ready && health.kernel_ready, "{health:?}");
+    assert_eq!(health.sandbox_id, sbx.id());
+    assert_eq!(health.metadata.get("team").map(String::as_str), Some("red"));
+    assert!(!health.agent_version.is_empty());
+    assert!(
+        health.cpu_count >= 1 && health.memory_total_bytes > 0,
+        "{health:?}"
+    );
+    assert_eq!(health.resume_generation, 0);
+    let lifecycle = health.lifecycle.expect("a managed lifecycle");
+    assert_eq!(lifecycle.phase, LifecyclePhase::Active);
+    assert_eq!(lifecycle.on_timeout, OnTimeout::Kill);
+    assert_eq!(lifecycle.timeout, Duration::from_secs(600));
+    let deadline = lifecycle.deadline.expect("a deadline");
+    let left = deadline.duration_since(before).unwrap();
+    assert!(
+        left > Duration::from_secs(590) && left <= Duration::from_secs(601),
+        "{left:?}"
+    );
+    assert!(lifecycle.cap.is_some());
+
+    sbx.set_timeout(Duration::from_secs(120)).await.unwrap();
+    let moved = sbx.health().await.unwrap().lifecycle.unwrap();
+    assert_eq!(moved.timeout, Duration::from_secs(120));
+    assert!(moved.deadline.unwrap() < deadline);
+
+    assert!(sbx.kill().await.unwrap());
+    let err = sbx.health().await.expect_err("killed");
+    assert_eq!(
+        err.to_string(),
+        "the sandbox handle is closed; create a new sandbox or connect to it again"
+    );
+}

@@ -44,6 +44,7 @@ fn sandbox_futures_are_send(sbx: &Sandbox) {
     assert_send(&sbx.set_timeout(Duration::from_secs(60)));
     assert_send(&sbx.is_running());
     assert_send(&sbx.get_info());
+    assert_send(&sbx.health());
     assert_send(&sbx.metrics().current());
     assert_send(
         &sbx.metrics()
