@@ -7,9 +7,9 @@
 //! Needs git with `http-backend` and `daemon` (Debian's `git`, installed by
 //! .ci/install-test-deps); elsewhere each test prints `SKIPPED: ...`.
 
-mod sdk_support;
 #[path = "sdk_git_attacks.rs"]
 mod attacks;
+mod sdk_support;
 
 use std::sync::OnceLock;
 use std::time::Duration;

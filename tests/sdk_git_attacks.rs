@@ -72,7 +72,10 @@ fn free_port() -> u16 {
 /// The trap, started by sandbox code (with TLS when `tls`): its URL.
 async fn start_trap(sbx: &Sandbox, tls: bool) -> String {
     let port = free_port();
-    sbx.files().write("/tmp/trap.py", TRAP).await.expect("write");
+    sbx.files()
+        .write("/tmp/trap.py", TRAP)
+        .await
+        .expect("write");
     let certs = if tls {
         " /tmp/trap.crt /tmp/trap.key"
     } else {
@@ -196,7 +199,10 @@ async fn a_moved_remote_url_gets_no_credentials() {
     refused(&sbx, &server, (&pushurl, &unset), true, MOVED_PUSH).await;
     // A second URL for origin (push goes to every one of them).
     let add = format!("{r} remote set-url --add origin {evil}");
-    let one = format!("{r} config --replace-all remote.origin.url {}", server.url("r.git"));
+    let one = format!(
+        "{r} config --replace-all remote.origin.url {}",
+        server.url("r.git")
+    );
     refused(&sbx, &server, (&add, &one), true, MOVED_PUSH).await;
 
     // A push without a remote, steered by `remote.pushDefault` to a remote
@@ -293,10 +299,10 @@ async fn credentials_need_a_url_the_caller_gave() {
         .expect_err("not a fast-forward, but authenticated");
     assert_eq!(err.kind().as_str(), "command_exit", "{err:?}");
     assert!(
-        server
-            .seen()
-            .iter()
-            .any(|s| s.authorization.as_deref().is_some_and(|a| a.starts_with("Basic "))),
+        server.seen().iter().any(|s| s
+            .authorization
+            .as_deref()
+            .is_some_and(|a| a.starts_with("Basic "))),
         "the server got the credentials"
     );
     assert_no_password(&all_text(&err), "the error");
@@ -339,9 +345,17 @@ async fn proxies_tls_and_transport_keys_get_no_credentials() {
         (format!("{g} http.proxy {trap}"), unset_global, false),
         // The same scoped to the origin's URL (beats a `-c http.proxy=`).
         (format!("{r} http.{origin}.proxy {trap}"), "true", true),
-        (format!("{g} remote.origin.proxy {trap}"), unset_global, true),
+        (
+            format!("{g} remote.origin.proxy {trap}"),
+            unset_global,
+            true,
+        ),
         (format!("{g} http.sslVerify false"), unset_global, true),
-        (format!("{g} http.{origin}.sslCAInfo /tmp/ca.pem"), unset_global, true),
+        (
+            format!("{g} http.{origin}.sslCAInfo /tmp/ca.pem"),
+            unset_global,
+            true,
+        ),
         (format!("{g} http.sslCAPath /tmp"), unset_global, true),
         (format!("{g} http.sslCert /tmp/c.pem"), unset_global, true),
         (
@@ -361,7 +375,11 @@ async fn proxies_tls_and_transport_keys_get_no_credentials() {
         ),
     ];
     for (plant, unplant, push) in &variants {
-        let message = if *push { TRANSPORT_PUSH } else { TRANSPORT_PULL };
+        let message = if *push {
+            TRANSPORT_PUSH
+        } else {
+            TRANSPORT_PULL
+        };
         let unplant = if *unplant == "true" {
             format!("{r} --unset http.{origin}.proxy")
         } else {
@@ -391,7 +409,9 @@ async fn a_tls_terminating_proxy_with_ssl_verify_off_gets_no_credentials() {
         )
         .await;
     if !made.is_ok_and(|r| r.stdout == "ok\n") {
-        skip(format!("{test}: needs openssl and python3's ssl in the sandbox"));
+        skip(format!(
+            "{test}: needs openssl and python3's ssl in the sandbox"
+        ));
         assert!(sbx.kill().await.expect("kill"));
         return;
     }
@@ -403,12 +423,19 @@ async fn a_tls_terminating_proxy_with_ssl_verify_off_gets_no_credentials() {
     g.init("/home/user/r", InitOptions::default())
         .await
         .expect("init");
-    g.remote_add("/home/user/r", "origin", &origin, RemoteAddOptions::default())
-        .await
-        .expect("remote_add");
+    g.remote_add(
+        "/home/user/r",
+        "origin",
+        &origin,
+        RemoteAddOptions::default(),
+    )
+    .await
+    .expect("remote_add");
     sh(
         &sbx,
-        &format!("git config --global http.proxy {trap} && git config --global http.sslVerify false"),
+        &format!(
+            "git config --global http.proxy {trap} && git config --global http.sslVerify false"
+        ),
     )
     .await;
     let err = g
@@ -424,8 +451,7 @@ async fn a_tls_terminating_proxy_with_ssl_verify_off_gets_no_credentials() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traces_environments_profiles_and_children_never_hold_the_token() {
-    let Some(sbx) =
-        sandbox("traces_environments_profiles_and_children_never_hold_the_token").await
+    let Some(sbx) = sandbox("traces_environments_profiles_and_children_never_hold_the_token").await
     else {
         return;
     };
@@ -472,13 +498,26 @@ async fn traces_environments_profiles_and_children_never_hold_the_token() {
     let other = root.path().join("other");
     git(
         root.path(),
-        &["clone", "-q", &bare.display().to_string(), &other.display().to_string()],
+        &[
+            "clone",
+            "-q",
+            &bare.display().to_string(),
+            &other.display().to_string(),
+        ],
     );
     std::fs::write(other.join("n.txt"), "new\n").unwrap();
     git(&other, &["add", "n.txt"]);
     git(
         &other,
-        &["-c", "user.name=o", "-c", "user.email=o@x", "commit", "-qm", "n"],
+        &[
+            "-c",
+            "user.name=o",
+            "-c",
+            "user.email=o@x",
+            "commit",
+            "-qm",
+            "n",
+        ],
     );
     git(&other, &["push", "-q", "origin", "main"]);
     sbx.git()
@@ -488,7 +527,10 @@ async fn traces_environments_profiles_and_children_never_hold_the_token() {
     poller.kill().await.expect("kill the poller");
 
     assert!(
-        sh(&sbx, "cat /tmp/seen.log 2>/dev/null | wc -l").await.trim() != "0",
+        sh(&sbx, "cat /tmp/seen.log 2>/dev/null | wc -l")
+            .await
+            .trim()
+            != "0",
         "the poller never saw git-remote-http running"
     );
     let found = sh(
@@ -498,7 +540,10 @@ async fn traces_environments_profiles_and_children_never_hold_the_token() {
     )
     .await;
     assert_no_password(&found, "a trace, an environment, a child or a file");
-    assert!(!found.contains("Q2FuYXJ5LUdpdFBhc3Mj"), "base64 of the token");
+    assert!(
+        !found.contains("Q2FuYXJ5LUdpdFBhc3Mj"),
+        "base64 of the token"
+    );
     // The filter did run (the attack was live), and found nothing on 3.
     assert!(
         sh(&sbx, "test -s /tmp/child.log && echo ran || true").await == "ran\n",
@@ -536,4 +581,30 @@ async fn planted_helpers_and_askpass_get_nothing() {
     let found = sh(&sbx, "cat /tmp/helper.log 2>/dev/null || true").await;
     assert_no_password(&found, "a planted helper's log");
     assert!(sbx.kill().await.expect("kill"));
+}
+
+/// docs/git.md transcribes every refusal pinned above (with `{action}`).
+#[test]
+fn docs_transcribe_the_refusals() {
+    for message in [
+        MOVED_PUSH,
+        MOVED_PULL,
+        TRANSPORT_PUSH,
+        TRANSPORT_PULL,
+        REWRITE_PUSH,
+    ] {
+        let generic = message.replacen("git push ", "git {action} ", 1).replacen(
+            "git pull ",
+            "git {action} ",
+            1,
+        );
+        assert!(
+            GIT_DOC.contains(&format!("`{generic}`")),
+            "docs/git.md lacks `{generic}`"
+        );
+    }
+    assert!(
+        GIT_DOC.contains(&format!("`{NO_PIN}`")),
+        "docs/git.md lacks `{NO_PIN}`"
+    );
 }

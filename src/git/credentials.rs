@@ -206,7 +206,9 @@ pub(crate) struct UrlCheck<'a> {
 pub(crate) fn guard(repo: Option<&str>, url: Option<&UrlCheck<'_>>) -> String {
     let keys = |regex: &str, code: i32| {
         let config = super::line::git(repo, &["config", "--get-regexp", regex]);
-        format!("{config} >/dev/null 2>&1; s=$?; [ $s = 0 ] && exit {code}; [ $s = 1 ] || exit $s; ")
+        format!(
+            "{config} >/dev/null 2>&1; s=$?; [ $s = 0 ] && exit {code}; [ $s = 1 ] || exit $s; "
+        )
     };
     let mut out = keys(REWRITE_KEYS, EXIT_REWRITE);
     out.push_str(&keys(TRANSPORT_KEYS, EXIT_TRANSPORT));
@@ -350,8 +352,14 @@ git -c core.hooksPath=/dev/null -c credential.helper= -c '"
             }),
         );
         assert_eq!(crate::error::map::agent::program_name(&g), "git");
-        assert!(g.contains("remote' 'get-url' '--all' '--push' '--' 'origin'"), "{g}");
-        assert!(g.contains("[ \"$u\" = 'https://h/r.git' ] || exit 87"), "{g}");
+        assert!(
+            g.contains("remote' 'get-url' '--all' '--push' '--' 'origin'"),
+            "{g}"
+        );
+        assert!(
+            g.contains("[ \"$u\" = 'https://h/r.git' ] || exit 87"),
+            "{g}"
+        );
     }
 
     /// The guard's key patterns, run by the host's git against planted
@@ -401,6 +409,24 @@ git -c core.hooksPath=/dev/null -c credential.helper= -c '"
             assert!(!found(key, TRANSPORT_KEYS), "{key}");
         }
         assert!(found("url.https://h/.pushInsteadOf", REWRITE_KEYS));
+    }
+
+    /// docs/git.md transcribes the guard's patterns and the traces turned
+    /// off.
+    #[test]
+    fn docs_transcribe_the_guard() {
+        let doc = include_str!("../../docs/git.md");
+        for pattern in [REWRITE_KEYS, TRANSPORT_KEYS] {
+            assert!(
+                doc.contains(&format!("`{pattern}`")) || doc.contains(&format!("'{pattern}'")),
+                "docs/git.md lacks {pattern}"
+            );
+        }
+        for assignment in TRACES_OFF.split_whitespace() {
+            let name = assignment.split('=').next().unwrap_or("");
+            let listed = doc.contains(&format!("`{name}`")) || name.starts_with("GIT_TRACE_");
+            assert!(listed, "docs/git.md lacks {name}");
+        }
     }
 }
 
@@ -462,5 +488,32 @@ mod helper_tests {
         );
         // A username alone: git then needs a password it cannot prompt for.
         assert_eq!(fill("https", "h.example:8443", "bob"), None);
+    }
+
+    /// Two helper calls of one command share descriptor 3: the first
+    /// drains it, the second (a later child of git) gets nothing.
+    #[test]
+    fn the_first_answer_drains_the_descriptor() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let fd3 = home.path().join("fd3");
+        std::fs::write(&fd3, "bob\npw\n").expect("write");
+        let fill = "printf 'protocol=https\\nhost=h.example:8443\\n\\n' | \
+git -c credential.helper= -c \"credential.helper=$HELPER\" credential fill";
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{{ {fill}; echo --; {fill}; }} 3<\"$FD3\""))
+            .env("HELPER", HELPER)
+            .env("FD3", &fd3)
+            .env("HOME", home.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("RAYITO_GIT_PROTOCOL", "https")
+            .env("RAYITO_GIT_HOST", "h.example:8443")
+            .output()
+            .expect("sh runs");
+        let out = String::from_utf8_lossy(&out.stdout);
+        let (first, second) = out.split_once("--").expect("both ran");
+        assert!(first.contains("password=pw"), "{out}");
+        assert!(!second.contains("pw"), "{out}");
     }
 }

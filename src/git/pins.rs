@@ -42,7 +42,9 @@ pub(crate) fn clone_dir(url: &str) -> Option<String> {
 
 /// Remembers that `remote` of `repo` in sandbox `sandbox` is `url`.
 pub(crate) fn pin(sandbox: &str, repo: String, remote: &str, url: &str) {
-    let mut guard = PINS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut guard = PINS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let (counter, pins) = &mut *guard;
     *counter += 1;
     pins.insert(
@@ -63,7 +65,9 @@ pub(crate) fn pin(sandbox: &str, repo: String, remote: &str, url: &str) {
 
 /// The URL pinned for `remote` of `repo` in `sandbox`, if any.
 pub(crate) fn pinned(sandbox: &str, repo: String, remote: &str) -> Option<String> {
-    let guard = PINS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let guard = PINS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     guard
         .1
         .get(&(sandbox.to_owned(), repo, remote.to_owned()))
