@@ -387,6 +387,25 @@ async fn proxies_tls_and_transport_keys_get_no_credentials() {
         };
         refused(&sbx, &server, (plant, &unplant), *push, message).await;
     }
+    // A clone with credentials checks the same keys (global and system).
+    sh(&sbx, &format!("{g} http.{origin}.proxy {trap}")).await;
+    let err = sbx
+        .git()
+        .clone(
+            &server.url("r.git"),
+            CloneOptions {
+                path: Some("/home/user/c".into()),
+                ..creds()
+            },
+        )
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        err.to_string(),
+        TRANSPORT_PUSH.replacen("git push ", "git clone ", 1)
+    );
+    assert_trap_got_nothing(&sbx, "a clone through a proxy").await;
+    sh(&sbx, unset_global).await;
     // `pushInsteadOf` through an include is still a rewrite.
     let plant = format!(
         "printf '[url \"{trap}/\"]\\n\\tpushInsteadOf = {origin}\\n' > /tmp/inc && {g} include.path /tmp/inc"

@@ -439,22 +439,32 @@ mod helper_tests {
     /// `git credential fill` for `protocol` / `host` with the helper set up
     /// for `https` / `h.example:8443`: its stdout, or `None` when git found
     /// no credentials (it may not prompt).
-    fn fill(protocol: &str, host: &str, credential: &str) -> Option<String> {
-        let home = tempfile::tempdir().expect("tempdir");
-        let fd3 = home.path().join("fd3");
-        std::fs::write(&fd3, format!("{credential}\n")).expect("write");
-        let mut child = std::process::Command::new("sh")
-            .arg("-c")
-            .arg("exec git -c credential.helper= -c \"credential.helper=$HELPER\" credential fill 3<\"$FD3\"")
+    /// `sh -c script` with `$HELPER`, `$FD3` (a file holding `fd3`), a
+    /// clean home and the helper's expected target `https` /
+    /// `h.example:8443`.
+    fn helper_shell(home: &tempfile::TempDir, script: &str, fd3: &str) -> std::process::Command {
+        let file = home.path().join("fd3");
+        std::fs::write(&file, fd3).expect("write");
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(script)
             .env("HELPER", HELPER)
-            .env("FD3", &fd3)
+            .env("FD3", &file)
             .env("HOME", home.path())
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_ASKPASS", "")
             .env("SSH_ASKPASS", "")
             .env("RAYITO_GIT_PROTOCOL", "https")
-            .env("RAYITO_GIT_HOST", "h.example:8443")
+            .env("RAYITO_GIT_HOST", "h.example:8443");
+        cmd
+    }
+
+    fn fill(protocol: &str, host: &str, credential: &str) -> Option<String> {
+        let home = tempfile::tempdir().expect("tempdir");
+        let script = "exec git -c credential.helper= -c \"credential.helper=$HELPER\" \
+credential fill 3<\"$FD3\"";
+        let mut child = helper_shell(&home, script, &format!("{credential}\n"))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -495,20 +505,10 @@ mod helper_tests {
     #[test]
     fn the_first_answer_drains_the_descriptor() {
         let home = tempfile::tempdir().expect("tempdir");
-        let fd3 = home.path().join("fd3");
-        std::fs::write(&fd3, "bob\npw\n").expect("write");
         let fill = "printf 'protocol=https\\nhost=h.example:8443\\n\\n' | \
 git -c credential.helper= -c \"credential.helper=$HELPER\" credential fill";
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!("{{ {fill}; echo --; {fill}; }} 3<\"$FD3\""))
-            .env("HELPER", HELPER)
-            .env("FD3", &fd3)
-            .env("HOME", home.path())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("RAYITO_GIT_PROTOCOL", "https")
-            .env("RAYITO_GIT_HOST", "h.example:8443")
+        let script = format!("{{ {fill}; echo --; {fill}; }} 3<\"$FD3\"");
+        let out = helper_shell(&home, &script, "bob\npw\n")
             .output()
             .expect("sh runs");
         let out = String::from_utf8_lossy(&out.stdout);
