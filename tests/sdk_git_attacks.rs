@@ -406,6 +406,30 @@ async fn proxies_tls_and_transport_keys_get_no_credentials() {
     );
     assert_trap_got_nothing(&sbx, "a clone through a proxy").await;
     sh(&sbx, unset_global).await;
+    // A template directory whose `config` the clone copies into the new
+    // repository (read by git-remote-http after the guard ran): the
+    // credentialed clone uses no template.
+    sh(
+        &sbx,
+        &format!(
+            "mkdir -p /tmp/tpl && printf '[http]\\n\\tproxy = {trap}\\n' > /tmp/tpl/config && \
+             {g} init.templateDir /tmp/tpl"
+        ),
+    )
+    .await;
+    let cloned = sbx
+        .git()
+        .clone(
+            &server.url("r.git"),
+            CloneOptions {
+                path: Some("/home/user/t".into()),
+                ..creds()
+            },
+        )
+        .await;
+    assert_trap_got_nothing(&sbx, "a clone with a planted template").await;
+    cloned.expect("the clone goes to the server");
+    sh(&sbx, unset_global).await;
     // `pushInsteadOf` through an include is still a rewrite.
     let plant = format!(
         "printf '[url \"{trap}/\"]\\n\\tpushInsteadOf = {origin}\\n' > /tmp/inc && {g} include.path /tmp/inc"
@@ -626,4 +650,38 @@ fn docs_transcribe_the_refusals() {
         GIT_DOC.contains(&format!("`{NO_PIN}`")),
         "docs/git.md lacks `{NO_PIN}`"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submodule_with_its_own_proxy_gets_no_credentials() {
+    let Some(sbx) = sandbox("a_submodule_with_its_own_proxy_gets_no_credentials").await else {
+        return;
+    };
+    let root = root();
+    seed_repo(root.path(), "r.git");
+    let server = GitHttp::start(root.path(), USER, PASSWORD, Duration::ZERO).await;
+    let trap = start_trap(&sbx, false).await;
+    cloned(&sbx, &server).await;
+    // Sandbox code adds a submodule whose own config (which the guard of
+    // the superproject does not read) points at the pinned host through
+    // its proxy, with a commit to push, and asks push to recurse.
+    sh(
+        &sbx,
+        &format!(
+            "set -e; git init -q -b main /tmp/subsrc; cd /tmp/subsrc; echo s > s; git add s; \
+             git -c user.name=a -c user.email=a@b commit -qm s; cd /home/user/r; \
+             git -c protocol.file.allow=always submodule -q add /tmp/subsrc sub; \
+             git -c user.name=a -c user.email=a@b commit -qm sub; \
+             git -C sub config remote.origin.url {}; git -C sub config http.proxy {trap}; \
+             cd sub; echo t > t; git add t; git -c user.name=a -c user.email=a@b commit -qm t; cd ..; \
+             git add sub; git -c user.name=a -c user.email=a@b commit -qm bump; \
+             git config push.recurseSubmodules on-demand",
+            server.url("r.git")
+        ),
+    )
+    .await;
+    let pushed = sbx.git().push("/home/user/r", push_opts()).await;
+    assert_trap_got_nothing(&sbx, "a submodule's proxy").await;
+    pushed.expect("the superproject's push goes to the server");
+    assert!(sbx.kill().await.expect("kill"));
 }

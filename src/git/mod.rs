@@ -145,6 +145,12 @@ impl<'a> Git<'a> {
         }
         let depth = options.depth.map(|d| d.to_string());
         let mut args = vec!["clone"];
+        if credentials.is_some() {
+            // A template's `config` would land in the new repository after
+            // the guard ran (`init.templateDir` can name one of the
+            // sandbox's): a credentialed clone uses none.
+            args.push("--template=");
+        }
         if let Some(branch) = &options.branch {
             args.extend(["--branch", branch, "--single-branch"]);
         }
@@ -587,6 +593,12 @@ impl<'a> Git<'a> {
         };
         let mut args = vec![op.action()];
         args.extend(flag);
+        if credentialed.is_some() {
+            // A submodule's own config (`.git/modules/*/config`) is not the
+            // guard's, and `push.recurseSubmodules` pushes submodules
+            // first: a credentialed push or pull recurses into none.
+            args.push("--no-recurse-submodules");
+        }
         // With credentials, the remote checked is the remote git uses.
         match &credentialed {
             Some(Credentialed {
