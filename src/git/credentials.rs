@@ -168,12 +168,22 @@ pub(crate) fn check_url(url: &str, credentialed: bool) -> Result<Option<Target>,
 
 /// The prefix of a credentialed git command: askpass programs cleared,
 /// every trace off, the expected target exported to `git` only, hooks off,
-/// every configured helper dropped, then [`HELPER`]. The caller appends the
-/// git arguments, then [`CREDENTIAL_FD`].
-pub(crate) fn git_prefix(target: &Target) -> String {
+/// TLS verification on for the pinned `url` (scoped to the whole URL, so
+/// that no key of the sandbox's for that URL is more specific: this holds
+/// even if a key appeared after the guard ran), every configured helper
+/// dropped, then [`HELPER`]. The caller appends the git arguments, then
+/// [`CREDENTIAL_FD`].
+pub(crate) fn git_prefix(target: &Target, url: &str) -> String {
+    // `-c` splits at the first `=`: a URL holding one cannot be a key (the
+    // guard's refusal still covers it).
+    let scoped = if url.contains('=') {
+        String::new()
+    } else {
+        format!("-c {} ", quote(&format!("http.{url}.sslVerify=true")))
+    };
     format!(
         "GIT_ASKPASS= SSH_ASKPASS= {TRACES_OFF} RAYITO_GIT_PROTOCOL={} RAYITO_GIT_HOST={} \
-git -c core.hooksPath=/dev/null -c credential.helper= -c {}",
+git -c core.hooksPath=/dev/null -c http.sslVerify=true {scoped}-c credential.helper= -c {}",
         quote(&target.protocol),
         quote(&target.host),
         quote(&format!("credential.helper={HELPER}")),
@@ -333,11 +343,12 @@ mod tests {
             protocol: "https".into(),
             host: "h:8443".into(),
         };
-        let p = git_prefix(&t);
+        let p = git_prefix(&t, "https://h:8443/r.git");
         assert!(p.starts_with("GIT_ASKPASS= SSH_ASKPASS= GIT_TRACE=0 GIT_TRACE2=0 "));
         assert!(p.contains(
             " GIT_TRACE_REDACT=1 RAYITO_GIT_PROTOCOL='https' RAYITO_GIT_HOST='h:8443' \
-git -c core.hooksPath=/dev/null -c credential.helper= -c '"
+git -c core.hooksPath=/dev/null -c http.sslVerify=true \
+-c 'http.https://h:8443/r.git.sslVerify=true' -c credential.helper= -c '"
         ));
         assert!(!p.contains("RAYITO_GIT_CREDENTIAL") && !p.contains("$(cat)"));
         // The failed command's message names `git`, the first word that is

@@ -45,6 +45,8 @@ pub struct Git<'a> {
 struct Credentialed<'a> {
     credentials: Credentials<'a>,
     target: Target,
+    /// The pinned URL (`target` is its protocol and host).
+    url: String,
     /// `(remote, pinned URL)` of a push or pull.
     remote: Option<(String, String)>,
 }
@@ -166,6 +168,7 @@ impl<'a> Git<'a> {
             .map(|(credentials, target)| Credentialed {
                 credentials,
                 target,
+                url: url.to_owned(),
                 remote: None,
             });
         let result = self
@@ -781,6 +784,7 @@ impl<'a> Git<'a> {
         Ok(Credentialed {
             credentials,
             target,
+            url: pinned.clone(),
             remote: Some((remote, pinned)),
         })
     }
@@ -812,7 +816,7 @@ impl<'a> Git<'a> {
         let cmd = format!(
             "{}{}{}{}",
             credentials::guard(repo, check.as_ref()),
-            credentials::git_prefix(&c.target),
+            credentials::git_prefix(&c.target, &c.url),
             line.strip_prefix("git").unwrap_or(&line),
             credentials::CREDENTIAL_FD,
         );
