@@ -7,6 +7,8 @@
 //! Needs git with `http-backend` and `daemon` (Debian's `git`, installed by
 //! .ci/install-test-deps); elsewhere each test prints `SKIPPED: ...`.
 
+#[path = "sdk_git_attacks.rs"]
+mod attacks;
 mod sdk_support;
 
 use std::sync::OnceLock;
@@ -78,7 +80,11 @@ fn creds() -> CloneOptions {
 
 /// Runs a shell command in the sandbox, its stdout.
 async fn sh(sbx: &Sandbox, cmd: &str) -> String {
-    sbx.commands().run(cmd).await.expect(cmd).stdout
+    match sbx.commands().run(cmd).await {
+        Ok(out) => out.stdout,
+        Err(SandboxError::CommandExit { stderr, .. }) => panic!("{cmd}: {}", stderr.as_str()),
+        Err(err) => panic!("{cmd}: {err:?}"),
+    }
 }
 
 /// The error's text in every form a caller can see.

@@ -201,6 +201,8 @@ fn corpus() -> Vec<SandboxError> {
         SandboxError::git_auth("clone", false),
         SandboxError::git_auth("push", true),
         SandboxError::git_auth_rewrite("pull"),
+        SandboxError::git_auth_transport("push"),
+        SandboxError::git_auth_moved("pull"),
         SandboxError::git_upstream("push"),
         SandboxError::configure_invalid("s3_mounts", "BadMountPath"),
         SandboxError::configure_failed("efs_volumes", ""),

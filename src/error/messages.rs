@@ -303,6 +303,10 @@ templates! {
         "git {action} needs a password or token: the username alone was refused; pass the password or token too";
     GIT_AUTH_REWRITE = "git.auth_rewrite" =>
         "git {action} did not send the credentials: the sandbox's git configuration rewrites URLs (url.*.insteadOf or pushInsteadOf), so they could reach another server; remove the rewriting, then retry";
+    GIT_AUTH_TRANSPORT = "git.auth_transport" =>
+        "git {action} did not send the credentials: the sandbox's git configuration sets a proxy, TLS, header or transport setting (http.*proxy*, http.*ssl*, http.*curloptResolve, http.*extraHeader, remote.*.proxy* or remote.*.vcs), so they could reach another server or travel unchecked; remove the setting, then retry";
+    GIT_AUTH_MOVED = "git.auth_moved" =>
+        "git {action} did not send the credentials: the remote's URL in the sandbox (url or pushurl) is not the URL they are for; set it back, or pass the URL the credentials are for";
     GIT_UPSTREAM = "git.upstream" =>
         "git {action} found no upstream branch; pass a remote and a branch, or set the upstream (push with set_upstream, or git branch --set-upstream-to)";
 

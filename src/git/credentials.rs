@@ -1,9 +1,11 @@
-//! How credentials reach git without a command line: the command's stdin
-//! carries them, a fixed shell prefix reads them into one variable exported
-//! to the `git` process only, and an inline credential helper (static text,
-//! no secret in it) hands them to git only for the expected protocol and
-//! host. Nothing of them is written to `.git/config` or to any argument
-//! list (`/proc/<pid>/cmdline`).
+//! How credentials reach git without a command line or an environment: the
+//! command's stdin carries them, the shell hands that stdin to `git` as
+//! descriptor 3 (git's own stdin is `/dev/null`), and an inline credential
+//! helper (static text, no secret in it) reads them from that descriptor,
+//! once, only for the expected protocol and host. Nothing of them is written
+//! to `.git/config`, to an argument list (`/proc/<pid>/cmdline`) or to an
+//! environment (`/proc/<pid>/environ`). A guard run in the same shell just
+//! before git refuses a configuration that could send them elsewhere.
 
 use super::line::quote;
 use crate::Secret;
@@ -11,18 +13,49 @@ use crate::error::SandboxError;
 
 /// The credential helper git runs (through `sh -c`, as `f get`, `f store`,
 /// `f erase`). It answers `get` only, and only when the request's protocol
-/// and host (`host[:port]`, as git sends it) are the expected ones; the
-/// username is the first line of `RAYITO_GIT_CREDENTIAL`, the password the
-/// rest. `printf` is a shell builtin, so the values never reach an
-/// argument list. A username without a password answers the username only:
-/// git then asks for the password, which cannot be prompted for.
+/// and host (`host[:port]`, as git sends it) are the expected ones; then it
+/// reads the username and the password, one line each, from descriptor 3
+/// (the command's stdin, inherited through git and `git-remote-http(s)`):
+/// the first answer drains it, so a later process of the same command
+/// (a merge driver, a filter, a second helper call) finds nothing. `read`
+/// and `printf` are shell builtins, so the values never reach an argument
+/// list or an environment. A username without a password answers the
+/// username only: git then asks for the password, which cannot be prompted
+/// for.
 const HELPER: &str = "!f() { test \"$1\" = get || return 0; h=; p=; \
 while IFS= read -r l && test -n \"$l\"; do case \"$l\" in \
 host=*) h=${l#host=};; protocol=*) p=${l#protocol=};; esac; done; \
 test \"$p\" = \"$RAYITO_GIT_PROTOCOL\" && test \"$h\" = \"$RAYITO_GIT_HOST\" || return 0; \
-nl='\n'; c=$RAYITO_GIT_CREDENTIAL; u=${c%%\"$nl\"*}; \
-case $c in *\"$nl\"*) pw=${c#*\"$nl\"};; *) pw=;; esac; \
+IFS= read -r u <&3 || return 0; IFS= read -r pw <&3 || pw=; \
 printf 'username=%s\\n' \"$u\"; test -z \"$pw\" || printf 'password=%s\\n' \"$pw\"; }; f";
+
+/// Exit code of the guard when the config rewrites URLs (`insteadOf`).
+pub(crate) const EXIT_REWRITE: i32 = 85;
+/// Exit code of the guard when the config sets a transport key.
+pub(crate) const EXIT_TRANSPORT: i32 = 86;
+/// Exit code of the guard when the remote's URL is not the pinned one.
+pub(crate) const EXIT_MOVED: i32 = 87;
+
+/// Keys (as `git config --get-regexp` prints them: section and name
+/// lower-cased) that rewrite a URL.
+const REWRITE_KEYS: &str = r"^url\..*\.(push)?insteadof$";
+
+/// Keys that redirect or downgrade the transport, URL-scoped ones
+/// included (a URL-scoped key beats a command-line `-c`): every proxy
+/// setting, every TLS setting (`sslVerify`, `sslCAInfo`, `sslCAPath`,
+/// `sslCert`, `sslKey`, `sslVersion`, `sslBackend`...), `curloptResolve`
+/// (another address for the host), `extraHeader`, a remote's proxy and a
+/// remote's helper program (`remote.<name>.vcs`, which would get the
+/// credential helper's answers).
+const TRANSPORT_KEYS: &str = r"^(http\.(.*\.)?(proxy[a-z]*|ssl[a-z]*|curloptresolve|extraheader)|remote\..*\.(proxy[a-z]*|vcs))$";
+
+/// Every git trace a credentialed command turns off (`0` wins over the
+/// `trace2.*Target` keys of `~/.gitconfig` and `/etc/gitconfig`; an empty
+/// value would not), and the redaction of the traces kept on.
+const TRACES_OFF: &str = "GIT_TRACE=0 GIT_TRACE2=0 GIT_TRACE2_EVENT=0 GIT_TRACE2_PERF=0 \
+GIT_TRACE_CURL=0 GIT_TRACE_PACKET=0 GIT_TRACE_PACKFILE=0 GIT_TRACE_PACK_ACCESS=0 \
+GIT_TRACE_PERFORMANCE=0 GIT_TRACE_SETUP=0 GIT_TRACE_SHALLOW=0 GIT_TRACE_REFS=0 \
+GIT_TRACE_FSMONITOR=0 GIT_TRACE_REDACT=1";
 
 /// Username and optional password for one call.
 pub(crate) struct Credentials<'a> {
@@ -133,52 +166,95 @@ pub(crate) fn check_url(url: &str, credentialed: bool) -> Result<Option<Target>,
     }
 }
 
-/// The prefix of a credentialed git command: askpass programs cleared, the
-/// expected target and the credentials (read from stdin by `cat`) exported
-/// to `git` only, hooks off, every configured helper dropped, then
-/// [`HELPER`]. The caller appends the git arguments.
-pub(crate) fn git_prefix(target: &Target) -> String {
+/// The prefix of a credentialed git command: askpass programs cleared,
+/// every trace off, the expected target exported to `git` only, hooks off,
+/// TLS verification on for the pinned `url` (scoped to the whole URL, so
+/// that no key of the sandbox's for that URL is more specific: this holds
+/// even if a key appeared after the guard ran), every configured helper
+/// dropped, then [`HELPER`]. The caller appends the git arguments, then
+/// [`CREDENTIAL_FD`].
+pub(crate) fn git_prefix(target: &Target, url: &str) -> String {
+    // `-c` splits at the first `=`: a URL holding one cannot be a key (the
+    // guard's refusal still covers it).
+    let scoped = if url.contains('=') {
+        String::new()
+    } else {
+        format!("-c {} ", quote(&format!("http.{url}.sslVerify=true")))
+    };
     format!(
-        "GIT_ASKPASS= SSH_ASKPASS= RAYITO_GIT_PROTOCOL={} RAYITO_GIT_HOST={} \
-RAYITO_GIT_CREDENTIAL=\"$(cat)\" git -c core.hooksPath=/dev/null -c credential.helper= -c {}",
+        "GIT_ASKPASS= SSH_ASKPASS= {TRACES_OFF} RAYITO_GIT_PROTOCOL={} RAYITO_GIT_HOST={} \
+git -c core.hooksPath=/dev/null -c http.sslVerify=true {scoped}-c credential.helper= -c {}",
         quote(&target.protocol),
         quote(&target.host),
         quote(&format!("credential.helper={HELPER}")),
     )
 }
 
-/// The refusal check: the effective config (system, global and, with a
-/// repository, local) rewrites URLs with `insteadOf` / `pushInsteadOf`.
-/// Prints `rewrite` if so; a failure of the check itself fails the command.
-pub(crate) fn rewrite_check(repo: Option<&str>) -> String {
-    let config = super::line::git(
-        repo,
-        &["config", "--get-regexp", r"^url\..*\.(push)?insteadof$"],
-    );
-    format!(
-        "{config} >/dev/null; s=$?; if [ $s = 0 ]; then echo rewrite; exit 0; fi; [ $s = 1 ] || exit $s"
-    )
+/// The end of a credentialed git command: the command's stdin (the
+/// credentials) becomes descriptor 3, git's own stdin `/dev/null`.
+pub(crate) const CREDENTIAL_FD: &str = " 3<&0 0</dev/null";
+
+/// What the guard checks of a push or pull's remote: every URL git would
+/// use for it (`remote get-url --all`, with `--push` for a push) must be
+/// exactly the pinned one.
+pub(crate) struct UrlCheck<'a> {
+    pub(crate) remote: &'a str,
+    pub(crate) push: bool,
+    pub(crate) pinned: &'a str,
 }
 
-/// What [`rewrite_check`] and a URL lookup printed: `rewrite`, or the URL.
-pub(crate) fn rewrites(stdout: &str) -> bool {
-    stdout.lines().next() == Some("rewrite")
-}
-
-/// The remote's URL lookup after [`rewrite_check`]: the named remote, else
-/// the current branch's configured remote, else `origin`; push URLs for a
-/// push.
-pub(crate) fn url_lookup(repo: &str, remote: Option<&str>, push: bool) -> String {
-    let r = quote(repo);
-    let pick = match remote {
-        Some(remote) => format!("r={}", quote(remote)),
-        None => format!(
-            "b=$(git -C {r} symbolic-ref --short -q HEAD); \
-r=$(git -C {r} config --get \"branch.$b.remote\") || r=origin"
-        ),
+/// The guard a credentialed command runs in its own shell right before git
+/// (the first word is `git`, so a failure names `git`): it exits
+/// [`EXIT_REWRITE`] when the effective config (system, global and, with a
+/// repository, local, includes followed) rewrites URLs, [`EXIT_TRANSPORT`]
+/// when it sets a [`TRANSPORT_KEYS`] key, [`EXIT_MOVED`] when the remote's
+/// URLs are not the pinned one; a failure of a check itself fails with its
+/// own code. It prints nothing (git's answers go to `/dev/null`, the URLs
+/// into a variable compared by the shell): nothing the sandbox controls is
+/// parsed by the SDK. `GIT_SSL_NO_VERIFY` and `GIT_CURL_VERBOSE` are unset
+/// (any value, even empty, turns them on).
+pub(crate) fn guard(repo: Option<&str>, url: Option<&UrlCheck<'_>>) -> String {
+    let keys = |regex: &str, code: i32| {
+        let config = super::line::git(repo, &["config", "--get-regexp", regex]);
+        format!(
+            "{config} >/dev/null 2>&1; s=$?; [ $s = 0 ] && exit {code}; [ $s = 1 ] || exit $s; "
+        )
     };
-    let push = if push { " --push" } else { "" };
-    format!("{pick}; git -C {r} remote get-url{push} -- \"$r\"")
+    let mut out = keys(REWRITE_KEYS, EXIT_REWRITE);
+    out.push_str(&keys(TRANSPORT_KEYS, EXIT_TRANSPORT));
+    if let (Some(repo), Some(check)) = (repo, url) {
+        let mut args = vec!["remote", "get-url", "--all"];
+        if check.push {
+            args.push("--push");
+        }
+        args.extend(["--", check.remote]);
+        let lookup = super::line::git(Some(repo), &args);
+        out.push_str(&format!(
+            "u=$({lookup} 2>/dev/null) || exit {EXIT_MOVED}; [ \"$u\" = {} ] || exit {EXIT_MOVED}; ",
+            quote(check.pinned)
+        ));
+    }
+    out.push_str("unset GIT_SSL_NO_VERIFY GIT_CURL_VERBOSE; ");
+    out
+}
+
+/// The remote a push or pull without one would use: the current branch's
+/// push remote, the default push remote (push only), the branch's remote,
+/// else `origin`. Prints its name (sandbox text: the caller checks it).
+pub(crate) fn remote_lookup(repo: &str, push: bool) -> String {
+    let r = quote(repo);
+    let push_first = if push {
+        format!(
+            "git -C {r} config --get \"branch.$b.pushRemote\" || \
+git -C {r} config --get remote.pushDefault || "
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "b=$(git -C {r} symbolic-ref --short -q HEAD); {push_first}\
+git -C {r} config --get \"branch.$b.remote\" || echo origin"
+    )
 }
 
 /// `git credential approve` input for the dangerous storing calls.
@@ -267,14 +343,101 @@ mod tests {
             protocol: "https".into(),
             host: "h:8443".into(),
         };
-        let p = git_prefix(&t);
-        assert!(p.starts_with(
-            "GIT_ASKPASS= SSH_ASKPASS= RAYITO_GIT_PROTOCOL='https' RAYITO_GIT_HOST='h:8443' \
-RAYITO_GIT_CREDENTIAL=\"$(cat)\" git -c core.hooksPath=/dev/null -c credential.helper= -c '"
+        let p = git_prefix(&t, "https://h:8443/r.git");
+        assert!(p.starts_with("GIT_ASKPASS= SSH_ASKPASS= GIT_TRACE=0 GIT_TRACE2=0 "));
+        assert!(p.contains(
+            " GIT_TRACE_REDACT=1 RAYITO_GIT_PROTOCOL='https' RAYITO_GIT_HOST='h:8443' \
+git -c core.hooksPath=/dev/null -c http.sslVerify=true \
+-c 'http.https://h:8443/r.git.sslVerify=true' -c credential.helper= -c '"
         ));
+        assert!(!p.contains("RAYITO_GIT_CREDENTIAL") && !p.contains("$(cat)"));
         // The failed command's message names `git`, the first word that is
         // not an assignment.
         assert_eq!(crate::error::map::agent::program_name(&p), "git");
+        let g = guard(
+            Some("/r"),
+            Some(&UrlCheck {
+                remote: "origin",
+                push: true,
+                pinned: "https://h/r.git",
+            }),
+        );
+        assert_eq!(crate::error::map::agent::program_name(&g), "git");
+        assert!(
+            g.contains("remote' 'get-url' '--all' '--push' '--' 'origin'"),
+            "{g}"
+        );
+        assert!(
+            g.contains("[ \"$u\" = 'https://h/r.git' ] || exit 87"),
+            "{g}"
+        );
+    }
+
+    /// The guard's key patterns, run by the host's git against planted
+    /// configs: each transport key (URL-scoped or not) is found, ordinary
+    /// keys are not.
+    #[test]
+    fn the_guard_patterns_find_every_planted_key() {
+        let found = |key: &str, regex: &str| {
+            let home = tempfile::tempdir().expect("tempdir");
+            let git = |args: &[&str]| {
+                std::process::Command::new("git")
+                    .args(args)
+                    .env("HOME", home.path())
+                    .env("GIT_CONFIG_NOSYSTEM", "1")
+                    .output()
+                    .expect("git runs")
+            };
+            assert!(git(&["config", "--global", key, "x"]).status.success());
+            git(&["config", "--get-regexp", regex]).status.success()
+        };
+        for key in [
+            "http.proxy",
+            "http.https://h.example/.proxy",
+            "http.https://h.example.proxyAuthMethod",
+            "http.sslVerify",
+            "http.https://h.example/r.git.sslVerify",
+            "http.sslCAInfo",
+            "http.sslCAPath",
+            "http.sslCert",
+            "http.https://h.example.sslKey",
+            "http.curloptResolve",
+            "http.https://h.example.curloptResolve",
+            "http.extraHeader",
+            "http.https://*.example.extraHeader",
+            "remote.origin.proxy",
+            "remote.origin.vcs",
+        ] {
+            assert!(found(key, TRANSPORT_KEYS), "{key}");
+        }
+        for key in [
+            "http.postBuffer",
+            "user.name",
+            "remote.origin.url",
+            "remote.pushDefault",
+            "url.https://h/.insteadOf",
+        ] {
+            assert!(!found(key, TRANSPORT_KEYS), "{key}");
+        }
+        assert!(found("url.https://h/.pushInsteadOf", REWRITE_KEYS));
+    }
+
+    /// docs/git.md transcribes the guard's patterns and the traces turned
+    /// off.
+    #[test]
+    fn docs_transcribe_the_guard() {
+        let doc = include_str!("../../docs/git.md");
+        for pattern in [REWRITE_KEYS, TRANSPORT_KEYS] {
+            assert!(
+                doc.contains(&format!("`{pattern}`")) || doc.contains(&format!("'{pattern}'")),
+                "docs/git.md lacks {pattern}"
+            );
+        }
+        for assignment in TRACES_OFF.split_whitespace() {
+            let name = assignment.split('=').next().unwrap_or("");
+            let listed = doc.contains(&format!("`{name}`")) || name.starts_with("GIT_TRACE_");
+            assert!(listed, "docs/git.md lacks {name}");
+        }
     }
 }
 
@@ -287,21 +450,32 @@ mod helper_tests {
     /// `git credential fill` for `protocol` / `host` with the helper set up
     /// for `https` / `h.example:8443`: its stdout, or `None` when git found
     /// no credentials (it may not prompt).
-    fn fill(protocol: &str, host: &str, credential: &str) -> Option<String> {
-        let home = tempfile::tempdir().expect("tempdir");
-        let mut child = std::process::Command::new("git")
-            .args(["-c", "credential.helper="])
-            .arg("-c")
-            .arg(format!("credential.helper={HELPER}"))
-            .args(["credential", "fill"])
+    /// `sh -c script` with `$HELPER`, `$FD3` (a file holding `fd3`), a
+    /// clean home and the helper's expected target `https` /
+    /// `h.example:8443`.
+    fn helper_shell(home: &tempfile::TempDir, script: &str, fd3: &str) -> std::process::Command {
+        let file = home.path().join("fd3");
+        std::fs::write(&file, fd3).expect("write");
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(script)
+            .env("HELPER", HELPER)
+            .env("FD3", &file)
             .env("HOME", home.path())
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_ASKPASS", "")
             .env("SSH_ASKPASS", "")
             .env("RAYITO_GIT_PROTOCOL", "https")
-            .env("RAYITO_GIT_HOST", "h.example:8443")
-            .env("RAYITO_GIT_CREDENTIAL", credential)
+            .env("RAYITO_GIT_HOST", "h.example:8443");
+        cmd
+    }
+
+    fn fill(protocol: &str, host: &str, credential: &str) -> Option<String> {
+        let home = tempfile::tempdir().expect("tempdir");
+        let script = "exec git -c credential.helper= -c \"credential.helper=$HELPER\" \
+credential fill 3<\"$FD3\"";
+        let mut child = helper_shell(&home, script, &format!("{credential}\n"))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -335,5 +509,22 @@ mod helper_tests {
         );
         // A username alone: git then needs a password it cannot prompt for.
         assert_eq!(fill("https", "h.example:8443", "bob"), None);
+    }
+
+    /// Two helper calls of one command share descriptor 3: the first
+    /// drains it, the second (a later child of git) gets nothing.
+    #[test]
+    fn the_first_answer_drains_the_descriptor() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let fill = "printf 'protocol=https\\nhost=h.example:8443\\n\\n' | \
+git -c credential.helper= -c \"credential.helper=$HELPER\" credential fill";
+        let script = format!("{{ {fill}; echo --; {fill}; }} 3<\"$FD3\"");
+        let out = helper_shell(&home, &script, "bob\npw\n")
+            .output()
+            .expect("sh runs");
+        let out = String::from_utf8_lossy(&out.stdout);
+        let (first, second) = out.split_once("--").expect("both ran");
+        assert!(first.contains("password=pw"), "{out}");
+        assert!(!second.contains("pw"), "{out}");
     }
 }

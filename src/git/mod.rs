@@ -1,15 +1,17 @@
 //! `sandbox.git()`: git inside the sandbox, each call one foreground
 //! command (`commands().run_with`), every argument single-quoted.
 //!
-//! Credentials never reach a command line or `.git/config`: they travel in
-//! the command's stdin to a credential helper that answers only for the
-//! expected host (`credentials`), with hooks off and URL rewriting
-//! (`insteadOf`) refused. See `docs/git.md`.
+//! Credentials never reach a command line, an environment or `.git/config`:
+//! they travel in the command's stdin to a credential helper that answers
+//! only for the host of the URL the caller pinned (`pins`, `credentials`),
+//! with hooks and traces off, and URL rewriting, proxies, TLS overrides and
+//! a moved remote URL refused. See `docs/git.md`.
 
 mod classify;
 mod credentials;
 mod line;
 mod options;
+mod pins;
 mod status;
 
 use crate::Secret;
@@ -18,7 +20,7 @@ use crate::error::SandboxError;
 use crate::sandbox::Sandbox;
 
 use self::classify::{Remote, failed, password_forms};
-use self::credentials::{Credentials, Target};
+use self::credentials::{Credentials, Target, UrlCheck};
 use self::line::{free_text, git, name, opt_text, text};
 
 pub use self::options::{
@@ -37,10 +39,16 @@ pub struct Git<'a> {
     options: GitOptions,
 }
 
-/// A credentialed run: what to send, where to, and what to redact.
+/// A credentialed run: what to send, where to (the pinned URL's target),
+/// what to redact, and for a push or pull the remote whose URLs must be the
+/// pinned one.
 struct Credentialed<'a> {
     credentials: Credentials<'a>,
     target: Target,
+    /// The pinned URL (`target` is its protocol and host).
+    url: String,
+    /// `(remote, pinned URL)` of a push or pull.
+    remote: Option<(String, String)>,
 }
 
 /// The remote, branch and credentials of a push or pull, checked before
@@ -49,6 +57,8 @@ struct SyncTarget<'a> {
     remote: Option<&'a str>,
     branch: Option<&'a str>,
     credentials: Option<Credentials<'a>>,
+    /// The URL the credentials are for, given by the caller.
+    url: Option<&'a str>,
 }
 
 impl<'a> SyncTarget<'a> {
@@ -56,15 +66,21 @@ impl<'a> SyncTarget<'a> {
     /// without a remote), `username` or `password` (without a username).
     fn check(
         path: &str,
-        (remote, branch): (Option<&'a str>, Option<&'a str>),
+        (remote, branch, url): (Option<&'a str>, Option<&'a str>, Option<&'a str>),
         (username, password): (Option<&'a str>, Option<&'a Secret>),
     ) -> Result<Self, SandboxError> {
         name("path", path)?;
         check_target(remote, branch)?;
+        let credentials = credentials::check(username, password)?;
+        if let Some(url) = url {
+            name("url", url)?;
+            credentials::check_url(url, credentials.is_some())?;
+        }
         Ok(Self {
             remote,
             branch,
-            credentials: credentials::check(username, password)?,
+            credentials,
+            url,
         })
     }
 }
@@ -131,6 +147,12 @@ impl<'a> Git<'a> {
         }
         let depth = options.depth.map(|d| d.to_string());
         let mut args = vec!["clone"];
+        if credentials.is_some() {
+            // A template's `config` would land in the new repository after
+            // the guard ran (`init.templateDir` can name one of the
+            // sandbox's): a credentialed clone uses none.
+            args.push("--template=");
+        }
         if let Some(branch) = &options.branch {
             args.extend(["--branch", branch, "--single-branch"]);
         }
@@ -146,10 +168,17 @@ impl<'a> Git<'a> {
             .map(|(credentials, target)| Credentialed {
                 credentials,
                 target,
+                url: url.to_owned(),
+                remote: None,
             });
         let result = self
             .remote_run(Remote::Clone, None, &args, credentialed.as_ref())
             .await?;
+        // The URL the caller gave is where later credentials of this
+        // repository's `origin` may go (`pins`).
+        if let Some(dir) = options.path.clone().or_else(|| pins::clone_dir(url)) {
+            self.pin(&dir, "origin", url);
+        }
         if let (true, Some(c), Some(password)) = (
             options.dangerously_store_credentials,
             &credentialed,
@@ -218,9 +247,18 @@ impl<'a> Git<'a> {
             cmd = format!("{cmd} && {}", git(Some(path), &["fetch", remote]));
         }
         let op = options.fetch.then_some(Remote::FetchAfterAdd);
-        self.run(cmd, None)
+        let result = self
+            .run(cmd, None)
             .await
-            .map_err(|err| failed(err, op, false, &[]))
+            .map_err(|err| failed(err, op, false, &[]))?;
+        self.pin(path, remote, url);
+        Ok(result)
+    }
+
+    /// Remembers on the host that `remote` of `path` is `url` (`pins`).
+    fn pin(&self, path: &str, remote: &str, url: &str) {
+        let repo = pins::repo_key(self.options.spec.cwd.as_deref(), path);
+        pins::pin(self.sandbox.id(), repo, remote, url);
     }
 
     /// The URL of a remote, `None` when there is no such remote.
@@ -467,14 +505,20 @@ impl<'a> Git<'a> {
     }
 
     /// Pushes (`push [--set-upstream] [remote] [branch]`). With
-    /// `username` / `password`, the remote's URL must be `http(s)://` and
+    /// `username` / `password`, the credentials are for one URL: `url`, else
+    /// the one given to `clone` / `remote_add` for this path and remote in
+    /// this process (remembered on the host). It must be `http(s)://`, the
+    /// remote's URLs and push URLs in the sandbox must be exactly it, and
     /// the credentials go only to its host.
     ///
     /// # Errors
     /// `InvalidArgument` (`path`, `remote`, `branch`: a branch without a
-    /// remote, `username`, `password`: without a username) before any I/O;
-    /// `GitAuth` (credentials wanted or refused, or an `insteadOf` rewrite
-    /// with credentials given); `GitUpstream` (no upstream branch);
+    /// remote, `url`, `username`, `password`: without a username) before any
+    /// I/O; `InvalidArgument` naming `url` when credentials are given
+    /// without a URL they are for; `GitAuth` (credentials wanted or refused;
+    /// or not sent: the sandbox's config rewrites URLs, sets a proxy, TLS,
+    /// header or remote helper key, or gives the remote another URL);
+    /// `GitUpstream` (no upstream branch);
     /// `CommandExit` otherwise (the password replaced by `***`); the
     /// errors of [`Commands::run`](crate::Commands::run).
     pub async fn push(
@@ -484,7 +528,11 @@ impl<'a> Git<'a> {
     ) -> Result<CommandResult, SandboxError> {
         let target = SyncTarget::check(
             path,
-            (options.remote.as_deref(), options.branch.as_deref()),
+            (
+                options.remote.as_deref(),
+                options.branch.as_deref(),
+                options.url.as_deref(),
+            ),
             (options.username.as_deref(), options.password.as_ref()),
         )?;
         let set_upstream = options.set_upstream && options.remote.is_some();
@@ -510,7 +558,11 @@ impl<'a> Git<'a> {
     ) -> Result<CommandResult, SandboxError> {
         let target = SyncTarget::check(
             path,
-            (options.remote.as_deref(), options.branch.as_deref()),
+            (
+                options.remote.as_deref(),
+                options.branch.as_deref(),
+                options.url.as_deref(),
+            ),
             (options.username.as_deref(), options.password.as_ref()),
         )?;
         if options.remote.is_none() {
@@ -535,17 +587,30 @@ impl<'a> Git<'a> {
         flag: Option<&str>,
         target: SyncTarget<'_>,
     ) -> Result<CommandResult, SandboxError> {
-        let mut args = vec![op.action()];
-        args.extend(flag);
-        args.extend(target.remote);
-        args.extend(target.branch);
         let credentialed = match target.credentials {
             Some(credentials) => Some(
-                self.remote_target(op, path, target.remote, credentials)
+                self.remote_target(op, path, target.remote, target.url, credentials)
                     .await?,
             ),
             None => None,
         };
+        let mut args = vec![op.action()];
+        args.extend(flag);
+        if credentialed.is_some() {
+            // A submodule's own config (`.git/modules/*/config`) is not the
+            // guard's, and `push.recurseSubmodules` pushes submodules
+            // first: a credentialed push or pull recurses into none.
+            args.push("--no-recurse-submodules");
+        }
+        // With credentials, the remote checked is the remote git uses.
+        match &credentialed {
+            Some(Credentialed {
+                remote: Some((remote, _)),
+                ..
+            }) => args.push(remote),
+            _ => args.extend(target.remote),
+        }
+        args.extend(target.branch);
         self.remote_run(op, Some(path), &args, credentialed.as_ref())
             .await
     }
@@ -666,27 +731,51 @@ impl<'a> Git<'a> {
             .map_err(|err| failed(err, None, false, &secrets))
     }
 
-    /// Learns where credentials for a push / pull would go: refused when the
-    /// config rewrites URLs; else the remote's URL, which must be
-    /// `http(s)://` without user info.
+    /// Where credentials for a push / pull may go: the URL the caller gave
+    /// (`url`), else the one pinned by `clone` / `remote_add` for this
+    /// repository and remote; never what the sandbox's config says. Without
+    /// a named remote, the sandbox's choice (the branch's push remote or
+    /// remote, else `origin`) is read first, and must have a pin. The
+    /// pinned URL must be `http(s)://` without user info; the command's
+    /// guard then checks the sandbox's URLs against it.
     async fn remote_target<'c>(
         &self,
         op: Remote,
         path: &str,
         remote: Option<&str>,
+        url: Option<&str>,
         credentials: Credentials<'c>,
     ) -> Result<Credentialed<'c>, SandboxError> {
-        let cmd = format!(
-            "{}; {}",
-            credentials::rewrite_check(Some(path)),
-            credentials::url_lookup(path, remote, op == Remote::Push)
-        );
-        let out = self.plain(&cmd).await?;
-        if credentials::rewrites(&out.stdout) {
-            return Err(SandboxError::git_auth_rewrite(op.action()));
-        }
-        let url = out.stdout.trim();
-        let target = credentials::target(url).map_err(|_| {
+        let remote = match remote {
+            Some(remote) => remote.to_owned(),
+            None => {
+                let out = self
+                    .guarded(&credentials::remote_lookup(path, op == Remote::Push))
+                    .await?;
+                let chosen = out.stdout.lines().next().unwrap_or("").trim().to_owned();
+                // Sandbox text: only a plain remote name goes on.
+                name("remote", &chosen).map_err(|_| {
+                    SandboxError::invalid_argument(
+                        "remote",
+                        "the branch's remote in the sandbox is not a plain remote name; pass remote",
+                    )
+                })?;
+                chosen
+            }
+        };
+        let pinned = match url {
+            Some(url) => url.to_owned(),
+            None => {
+                let repo = pins::repo_key(self.options.spec.cwd.as_deref(), path);
+                pins::pinned(self.sandbox.id(), repo, &remote).ok_or_else(|| {
+                    SandboxError::invalid_argument(
+                        "url",
+                        "credentials go only to a URL the caller gave: pass url, or clone or remote_add this remote through this process first",
+                    )
+                })?
+            }
+        };
+        let target = credentials::target(&pinned).map_err(|_| {
             SandboxError::invalid_argument(
                 "username",
                 "credentials are sent only to a remote with an http:// or https:// URL without user info",
@@ -695,13 +784,16 @@ impl<'a> Git<'a> {
         Ok(Credentialed {
             credentials,
             target,
+            url: pinned.clone(),
+            remote: Some((remote, pinned)),
         })
     }
 
-    /// Runs a git command that talks to a remote: with credentials, after
-    /// the `insteadOf` refusal check (clone: here; push / pull: in
-    /// [`Git::remote_target`]), through the credential prefix, with the
-    /// credentials on stdin. A failure is classified.
+    /// Runs a git command that talks to a remote: with credentials, through
+    /// the guard (URL rewriting, transport keys, for a push or pull the
+    /// remote's URLs against the pinned one), then the credential prefix,
+    /// with the credentials on stdin handed to git as descriptor 3, in a
+    /// shell that reads no profile. A failure is classified.
     async fn remote_run(
         &self,
         op: Remote,
@@ -715,17 +807,18 @@ impl<'a> Git<'a> {
                 .await
                 .map_err(|err| failed(err, Some(op), false, &[]));
         };
-        if op == Remote::Clone {
-            let out = self.plain(&credentials::rewrite_check(None)).await?;
-            if credentials::rewrites(&out.stdout) {
-                return Err(SandboxError::git_auth_rewrite(op.action()));
-            }
-        }
+        let check = c.remote.as_ref().map(|(remote, pinned)| UrlCheck {
+            remote,
+            push: op == Remote::Push,
+            pinned,
+        });
         let line = git(repo, args);
         let cmd = format!(
-            "{}{}",
-            credentials::git_prefix(&c.target),
-            line.strip_prefix("git").unwrap_or(&line)
+            "{}{}{}{}",
+            credentials::guard(repo, check.as_ref()),
+            credentials::git_prefix(&c.target, &c.url),
+            line.strip_prefix("git").unwrap_or(&line),
+            credentials::CREDENTIAL_FD,
         );
         let forms = c
             .credentials
@@ -733,9 +826,23 @@ impl<'a> Git<'a> {
             .map(|p| password_forms(p.expose()))
             .unwrap_or_default();
         let secrets: Vec<&str> = forms.iter().map(String::as_str).collect();
-        self.run(cmd, Some(c.credentials.stdin()))
+        self.run_with(cmd, Some(c.credentials.stdin()), false)
             .await
-            .map_err(|err| failed(err, Some(op), c.credentials.username_only(), &secrets))
+            .map_err(|err| match &err {
+                SandboxError::CommandExit { exit_code, .. } => match *exit_code {
+                    credentials::EXIT_REWRITE => SandboxError::git_auth_rewrite(op.action()),
+                    credentials::EXIT_TRANSPORT => SandboxError::git_auth_transport(op.action()),
+                    credentials::EXIT_MOVED => SandboxError::git_auth_moved(op.action()),
+                    _ => failed(err, Some(op), c.credentials.username_only(), &secrets),
+                },
+                _ => failed(err, Some(op), c.credentials.username_only(), &secrets),
+            })
+    }
+
+    /// A command that holds no secret, in a shell that reads no profile
+    /// (its answer decides where credentials go).
+    async fn guarded(&self, cmd: &str) -> Result<CommandResult, SandboxError> {
+        self.run_with(cmd.to_owned(), None, false).await
     }
 
     /// Runs a command that holds no secret and talks to no remote.
@@ -750,11 +857,23 @@ impl<'a> Git<'a> {
         cmd: String,
         stdin: Option<Vec<u8>>,
     ) -> Result<CommandResult, SandboxError> {
+        self.run_with(cmd, stdin, true).await
+    }
+
+    /// [`Git::run`] in a login shell or not: a credentialed command reads no
+    /// profile, which sandbox code could have written (an exported
+    /// variable, a function named `git`).
+    async fn run_with(
+        &self,
+        cmd: String,
+        stdin: Option<Vec<u8>>,
+        login: bool,
+    ) -> Result<CommandResult, SandboxError> {
         let mut spec = self.options.spec.clone();
         spec.envs
             .entry("GIT_TERMINAL_PROMPT".to_owned())
             .or_insert_with(|| "0".to_owned());
-        let mut options = CommandOptions::with_spec(spec);
+        let mut options = CommandOptions::with_spec(spec).login_shell(login);
         if let Some(stdin) = stdin {
             options = options.stdin(stdin);
         }
@@ -830,6 +949,8 @@ mod tests {
             SandboxError::git_auth("{action}", false),
             SandboxError::git_auth("{action}", true),
             SandboxError::git_auth_rewrite("{action}"),
+            SandboxError::git_auth_transport("{action}"),
+            SandboxError::git_auth_moved("{action}"),
             SandboxError::git_upstream("{action}"),
         ] {
             let message = err.to_string();

@@ -183,6 +183,12 @@ pub struct PushOptions {
     pub username: Option<String>,
     /// The password or token (needs `username`).
     pub password: Option<Secret>,
+    /// The URL the credentials are for. The remote's URL (and push URL) in
+    /// the sandbox must be exactly this, or nothing is sent. Default: the
+    /// URL given to `clone` / `remote_add` for this path and remote in
+    /// this process; without either, credentials are refused
+    /// (`InvalidArgument` naming `url`).
+    pub url: Option<String>,
 }
 
 impl Default for PushOptions {
@@ -193,13 +199,14 @@ impl Default for PushOptions {
             set_upstream: true,
             username: None,
             password: None,
+            url: None,
         }
     }
 }
 
 crate::secret::redacted_debug! {
     PushOptions |o| remote, branch, set_upstream, username = o.username.is_some(),
-    password = o.password.is_some()
+    password = o.password.is_some(), url = o.url.is_some()
 }
 
 /// Options of [`Git::pull`](super::Git::pull).
@@ -213,11 +220,14 @@ pub struct PullOptions {
     pub username: Option<String>,
     /// The password or token (needs `username`).
     pub password: Option<Secret>,
+    /// The URL the credentials are for (as [`PushOptions::url`]; the
+    /// remote's fetch URL must be exactly this).
+    pub url: Option<String>,
 }
 
 crate::secret::redacted_debug! {
     PullOptions |o| remote, branch, username = o.username.is_some(),
-    password = o.password.is_some()
+    password = o.password.is_some(), url = o.url.is_some()
 }
 
 /// Which git config file a setting goes to.

@@ -157,6 +157,25 @@ impl SandboxError {
         }
     }
 
+    /// `GitAuth`: git `action` was not run with the credentials because the
+    /// sandbox's git configuration sets a key that redirects or downgrades
+    /// the transport (a proxy, a TLS setting, a resolve override, an extra
+    /// header, a remote helper).
+    pub fn git_auth_transport(action: &'static str) -> Self {
+        Self::GitAuth {
+            meta: meta(m::GIT_AUTH_TRANSPORT, &[("action", action)]),
+        }
+    }
+
+    /// `GitAuth`: git `action` was not run with the credentials because the
+    /// remote's URL (or push URL) in the sandbox is not the one the caller
+    /// pinned them to.
+    pub fn git_auth_moved(action: &'static str) -> Self {
+        Self::GitAuth {
+            meta: meta(m::GIT_AUTH_MOVED, &[("action", action)]),
+        }
+    }
+
     /// `GitUpstream`: git `action` (`push`, `pull`) found no upstream
     /// branch.
     pub fn git_upstream(action: &'static str) -> Self {
@@ -310,6 +329,18 @@ mod tests {
         assert_eq!(
             SandboxError::git_auth_rewrite("pull").to_string(),
             "git pull did not send the credentials: the sandbox's git configuration rewrites URLs (url.*.insteadOf or pushInsteadOf), so they could reach another server; remove the rewriting, then retry"
+        );
+        let e = SandboxError::git_auth_transport("push");
+        assert!(e.is(ErrorKind::Authentication) && !e.is_sandbox_error() && !e.is_retryable());
+        assert_eq!(
+            e.to_string(),
+            "git push did not send the credentials: the sandbox's git configuration sets a proxy, TLS, header or transport setting (http.*proxy*, http.*ssl*, http.*curloptResolve, http.*extraHeader, remote.*.proxy* or remote.*.vcs), so they could reach another server or travel unchecked; remove the setting, then retry"
+        );
+        let e = SandboxError::git_auth_moved("pull");
+        assert!(e.is(ErrorKind::Authentication) && !e.is_sandbox_error() && !e.is_retryable());
+        assert_eq!(
+            e.to_string(),
+            "git pull did not send the credentials: the remote's URL in the sandbox (url or pushurl) is not the URL they are for; set it back, or pass the URL the credentials are for"
         );
         let e = SandboxError::git_upstream("pull");
         assert!(e.is_sandbox_error() && !e.is(ErrorKind::Authentication));
