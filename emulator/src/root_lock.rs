@@ -132,7 +132,7 @@ mod tests {
         let other_name = make("rayito-agent-x");
         drop(take(&other_name).unwrap());
         let pruned = prune_stale_roots(temp.path());
-        assert_eq!(pruned, [dead.clone()]);
+        assert_eq!(pruned, std::slice::from_ref(&dead));
         assert!(!dead.exists());
         assert!(live.exists() && lockless.exists() && other_name.exists());
         let owner = std::fs::read_to_string(live.join(LOCK_NAME)).unwrap();
@@ -143,7 +143,7 @@ mod tests {
         // No temporary lock name is left.
         assert_eq!(std::fs::read_dir(&live).unwrap().count(), 2);
         drop(held);
-        assert_eq!(prune_stale_roots(temp.path()), [live.clone()]);
+        assert_eq!(prune_stale_roots(temp.path()), std::slice::from_ref(&live));
         if !rustix::process::geteuid().is_root() {
             println!(
                 "SKIPPED: only_roots_of_gone_owners_are_pruned (owner part): not root, cannot chown"
