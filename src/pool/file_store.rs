@@ -252,6 +252,19 @@ mod tests {
         );
     }
 
+    /// A store on a fresh directory where the pool file (`lock`: its lock)
+    /// already exists, empty, with `mode`: the directory, the store and
+    /// the planted file.
+    fn planted(lock: bool, mode: u32) -> (tempfile::TempDir, FileStore, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pool.json");
+        let store = FileStore::new(path.clone());
+        let target = if lock { store.lock.clone() } else { path };
+        std::fs::write(&target, b"").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode)).unwrap();
+        (dir, store, target)
+    }
+
     /// Issue 41: a pool file or lock of another mode or owner was used as
     /// is. A real file of each wrong mode is refused, and (as root, where
     /// the test can chown) one of another owner; nothing is read from or
@@ -291,16 +304,7 @@ mod tests {
             ),
         ];
         for (lock, mode, message) in cases {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("pool.json");
-            let store = FileStore::new(path.clone());
-            let target = if lock {
-                store.lock.clone()
-            } else {
-                path.clone()
-            };
-            std::fs::write(&target, b"").unwrap();
-            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode)).unwrap();
+            let (_dir, store, target) = planted(lock, mode);
             let err = (&store as &dyn SlotStore)
                 .record_warming(slot())
                 .await
@@ -317,16 +321,7 @@ mod tests {
             return;
         }
         for lock in [false, true] {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("pool.json");
-            let store = FileStore::new(path.clone());
-            let target = if lock {
-                store.lock.clone()
-            } else {
-                path.clone()
-            };
-            std::fs::write(&target, b"").unwrap();
-            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+            let (_dir, store, target) = planted(lock, 0o600);
             std::os::unix::fs::chown(&target, Some(65_534), Some(65_534)).unwrap();
             let err = (&store as &dyn SlotStore)
                 .record_warming(slot())
