@@ -52,6 +52,7 @@ mod model;
 mod objects;
 mod proxy;
 mod registry;
+mod root_lock;
 mod s3;
 mod sandbox_logs;
 mod sigv4;
@@ -201,6 +202,9 @@ pub struct Emulator {
     /// Whether `start` created the root directory: its object store then
     /// goes with the emulator.
     owns_root: bool,
+    /// The root's `.owner.lock`, held while the emulator lives (created
+    /// roots only).
+    root_lock: Option<std::fs::File>,
 }
 
 impl std::fmt::Debug for Emulator {
@@ -233,13 +237,26 @@ impl Emulator {
                 "the emulator needs at least one access key; leave access_keys at its default to get a generated one",
             ));
         }
+        // The roots of emulators whose process ended without removing
+        // them (SIGKILL, a watcher that was killed too): gone now.
+        let temp = std::env::temp_dir();
+        tokio::task::spawn_blocking(move || root_lock::prune_stale_roots(&temp))
+            .await
+            .map_err(std::io::Error::other)?;
         let created = !tokio::fs::try_exists(&config.root).await.unwrap_or(false);
         tokio::fs::create_dir_all(&config.root).await?;
+        let mut root_lock = None;
         if created {
             // Its own root: traversable, not listable, by other users.
             use std::os::unix::fs::PermissionsExt as _;
             tokio::fs::set_permissions(&config.root, std::fs::Permissions::from_mode(0o711))
                 .await?;
+            // Held for the emulator's life: the next start's prune tells a
+            // live root from a dead one by it.
+            root_lock = Some(root_lock::take(&config.root)?);
+            // Removed when the process ends, however it ends (a static
+            // emulator is never dropped; `std::process::exit`, SIGKILL).
+            rayito_agent::sandbox::SandboxEnv::remove_at_exit(&config.root);
         }
         // Sandbox file calls run as the sandbox's uid, which must reach each
         // MicroVM's root below this one: say so now rather than fail every
@@ -301,6 +318,7 @@ impl Emulator {
             addr,
             runtime: None,
             owns_root: created,
+            root_lock,
         })
     }
 
@@ -529,6 +547,8 @@ impl Drop for Emulator {
         let objects = self
             .owns_root
             .then(|| self.shared.objects.root().to_path_buf());
+        // Held until the root is removed, so no pruner races the cleanup.
+        let root_lock = self.root_lock.take();
         let _ = std::thread::Builder::new()
             .name("rayito-emulator-cleanup".into())
             .spawn(move || {
@@ -542,7 +562,13 @@ impl Drop for Emulator {
                 if let Some(objects) = objects {
                     let _ = std::fs::remove_dir_all(objects);
                 }
+                // The lock file, left when objects are: the root is then
+                // empty but for it.
+                if root_lock.is_some() {
+                    let _ = std::fs::remove_file(root.join(root_lock::LOCK_NAME));
+                }
                 let _ = std::fs::remove_dir(root);
+                drop(root_lock);
             });
     }
 }

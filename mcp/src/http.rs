@@ -1,9 +1,10 @@
-//! `--http`: streamable HTTP at `http://<host>:<port>/mcp`. The server
-//! has no authentication, so it listens on loopback by default, refuses a
-//! wildcard address, and accepts only requests whose `Host` is exactly
-//! `<host>:<port>` and whose `Origin`, when present, is exactly
-//! `http://<host>:<port>`: a web page on another origin, or one reached
-//! through a rebound DNS name, gets 403 (DNS rebinding).
+//! `--http`: streamable HTTP at `http://<host>:<port>/mcp`. Every request
+//! must carry the server's bearer token (crate::auth; 401 otherwise), since
+//! loopback is shared by every local user. The server listens on loopback
+//! by default, refuses a wildcard address, and accepts only requests whose
+//! `Host` is exactly `<host>:<port>` and whose `Origin`, when present, is
+//! exactly `http://<host>:<port>`: a web page on another origin, or one
+//! reached through a rebound DNS name, gets 403 (DNS rebinding).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::{Token, TokenFile};
 use crate::lease::Lease;
 use crate::tools::SandboxTools;
 
@@ -23,8 +25,7 @@ pub const MCP_PATH: &str = "/mcp";
 /// The refusal of `--host` or `--port` without `--http`.
 pub const NEEDS_HTTP: &str = "--host and --port need --http";
 /// The refusal of a wildcard `--host`.
-pub const NO_WILDCARD: &str =
-    "--host must be one address, not a wildcard (0.0.0.0 or ::): the server has no authentication";
+pub const NO_WILDCARD: &str = "--host must be one address, not a wildcard (0.0.0.0 or ::): anyone who can reach it would see the server";
 /// The refusal of a `--host` that is not an IP address.
 pub const NOT_AN_ADDRESS: &str = "--host must be an IP address (127.0.0.1, ::1, 192.0.2.10)";
 
@@ -81,11 +82,14 @@ pub fn authority(addr: SocketAddr) -> String {
     }
 }
 
-/// Serves until SIGTERM or SIGINT.
+/// Serves until SIGTERM or SIGINT. Requests must carry `token` (the
+/// user's `RAYITO_MCP_TOKEN`), or, when `None`, a token made here and
+/// written to a private file whose path is printed on stderr.
 ///
 /// # Errors
-/// The address cannot be bound, or the server failed.
-pub async fn serve(listen: Listen, lease: Arc<Lease>) -> Result<(), String> {
+/// The address cannot be bound, the token file cannot be written, or the
+/// server failed.
+pub async fn serve(listen: Listen, token: Option<Token>, lease: Arc<Lease>) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind((listen.ip, listen.port))
         .await
         .map_err(|e| {
@@ -100,9 +104,26 @@ pub async fn serve(listen: Listen, lease: Arc<Lease>) -> Result<(), String> {
     let authority = authority(addr);
     if !listen.ip.is_loopback() {
         tracing::warn!(
-            "no authentication: anyone who can reach {authority} can run code in the sandbox"
+            "not loopback: anyone who can reach {authority} can try the bearer token, and requests and the token travel in clear text"
         );
     }
+    // Held until the server stops: the file goes with it.
+    let mut token_file = None;
+    let token = match token {
+        Some(token) => token,
+        None => {
+            let token =
+                Token::random().map_err(|e| format!("cannot make the bearer token: {e}"))?;
+            let file = TokenFile::write(&std::env::temp_dir(), &token)
+                .map_err(|e| format!("cannot write the bearer token's file: {e}"))?;
+            eprintln!(
+                "rayito-mcp: the bearer token is in {} (readable only by you)",
+                file.path().display()
+            );
+            token_file = Some(file);
+            token
+        }
+    };
     let stop = CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts([authority.clone()])
@@ -114,7 +135,9 @@ pub async fn serve(listen: Listen, lease: Arc<Lease>) -> Result<(), String> {
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let router = axum::Router::new().nest_service(MCP_PATH, service);
+    let router = axum::Router::new().nest_service(MCP_PATH, service).layer(
+        axum::middleware::from_fn_with_state(token, crate::auth::require),
+    );
     // The line a user (and the tests) read to find the server: printed
     // whatever the log level, as `--port 0` makes it the only way to know.
     eprintln!("rayito-mcp: serving MCP at http://{authority}{MCP_PATH}");
@@ -125,6 +148,7 @@ pub async fn serve(listen: Listen, lease: Arc<Lease>) -> Result<(), String> {
             stop.cancel();
         })
         .await;
+    drop(token_file);
     served.map_err(|e| format!("the HTTP server failed: {e}"))
 }
 

@@ -3,6 +3,7 @@
 //! streamable HTTP on loopback. Settings come from the environment only;
 //! stdout is the protocol's, every log line goes to stderr.
 
+mod auth;
 mod failure;
 mod http;
 mod lease;
@@ -54,6 +55,17 @@ fn main() -> ExitCode {
             return ExitCode::from(USAGE);
         }
     };
+    // `--http`'s token, when the user gives one (else one is made).
+    let token = match (listen, std::env::var(auth::TOKEN_ENV)) {
+        (Some(_), Ok(value)) => match auth::Token::given(&value) {
+            Ok(token) => Some(token),
+            Err(message) => {
+                eprintln!("rayito-mcp: {message}");
+                return ExitCode::from(USAGE);
+            }
+        },
+        _ => None,
+    };
     let settings = match Settings::from_env() {
         Ok(settings) => settings,
         Err(err) => {
@@ -73,7 +85,7 @@ fn main() -> ExitCode {
     let served = runtime.block_on(async {
         let served = match listen {
             None => serve_stdio(lease.clone()).await,
-            Some(listen) => http::serve(listen, lease.clone()).await,
+            Some(listen) => http::serve(listen, token, lease.clone()).await,
         };
         // However the server stopped (stdin closed, a signal, an error),
         // its sandbox is killed.

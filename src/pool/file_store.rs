@@ -5,7 +5,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read as _, Write as _};
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use super::slot::{decode, encode};
@@ -83,8 +83,62 @@ fn open_private(path: &Path, create_new: bool) -> std::io::Result<File> {
     options.open(path)
 }
 
+/// Which file a check is about, as an error names it (never the path).
+#[derive(Clone, Copy)]
+enum Role {
+    Pool,
+    Lock,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::Pool => "the pool file",
+            Role::Lock => "the pool file's lock",
+        }
+    }
+
+    /// Why other users may not open it.
+    fn why_private(self) -> &'static str {
+        match self {
+            Role::Pool => "it holds access tokens",
+            Role::Lock => "whoever can open it can hold it",
+        }
+    }
+}
+
+/// Refuses a file this process's user does not own, or that any other user
+/// may read or write: the pool file holds access tokens, and whoever can
+/// open the lock can hold it forever or (owning it) swap the file. Checked
+/// on the open descriptor, so the file checked is the file used.
+fn check_private(file: &File, role: Role) -> Result<(), SandboxError> {
+    let meta = file.metadata().map_err(|e| file_error("check", &e))?;
+    if meta.uid() != rustix::process::geteuid().as_raw() {
+        return Err(SandboxError::invalid_argument(
+            "store",
+            format!(
+                "{} belongs to another user; the pool file and its lock must belong to the user running the pool",
+                role.name()
+            ),
+        ));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(SandboxError::invalid_argument(
+            "store",
+            format!(
+                "{} may be read or written by other users (mode {mode:04o}); {}: make it mode 0600",
+                role.name(),
+                role.why_private()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn transact(path: &Path, lock_path: &Path, op: Op) -> Result<OpResult, SandboxError> {
     let lock = open_private(lock_path, false).map_err(|e| file_error("lock", &e))?;
+    check_private(&lock, Role::Lock)?;
     // Released when `lock` is closed, also if this thread unwinds.
     lock.lock().map_err(|e| file_error("lock", &e))?;
     let mut bytes = Vec::new();
@@ -94,6 +148,7 @@ fn transact(path: &Path, lock_path: &Path, op: Op) -> Result<OpResult, SandboxEr
         .open(path)
     {
         Ok(mut file) => {
+            check_private(&file, Role::Pool)?;
             file.read_to_end(&mut bytes)
                 .map_err(|e| file_error("read", &e))?;
         }
@@ -197,6 +252,119 @@ mod tests {
         );
     }
 
+    /// A store on a fresh directory where the pool file (`lock`: its lock)
+    /// already exists, empty, with `mode`: the directory, the store and
+    /// the planted file.
+    fn planted(lock: bool, mode: u32) -> (tempfile::TempDir, FileStore, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pool.json");
+        let store = FileStore::new(path.clone());
+        let target = if lock { store.lock.clone() } else { path };
+        std::fs::write(&target, b"").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode)).unwrap();
+        (dir, store, target)
+    }
+
+    /// Issue 41: a pool file or lock of another mode or owner was used as
+    /// is. A real file of each wrong mode is refused, and (as root, where
+    /// the test can chown) one of another owner; nothing is read from or
+    /// written to it.
+    #[tokio::test]
+    async fn a_pool_file_or_lock_others_may_use_is_refused() {
+        let slot = || StoredSlot {
+            record: record("a", "img", SlotState::Ready, Duration::from_secs(60)),
+            owner: None,
+            lease_until: None,
+        };
+        let cases = [
+            (
+                false,
+                0o644,
+                "the pool file may be read or written by other users (mode 0644); it holds access tokens: make it mode 0600",
+            ),
+            (
+                false,
+                0o620,
+                "the pool file may be read or written by other users (mode 0620); it holds access tokens: make it mode 0600",
+            ),
+            (
+                false,
+                0o604,
+                "the pool file may be read or written by other users (mode 0604); it holds access tokens: make it mode 0600",
+            ),
+            (
+                true,
+                0o666,
+                "the pool file's lock may be read or written by other users (mode 0666); whoever can open it can hold it: make it mode 0600",
+            ),
+            (
+                true,
+                0o640,
+                "the pool file's lock may be read or written by other users (mode 0640); whoever can open it can hold it: make it mode 0600",
+            ),
+        ];
+        for (lock, mode, message) in cases {
+            let (_dir, store, target) = planted(lock, mode);
+            let err = (&store as &dyn SlotStore)
+                .record_warming(slot())
+                .await
+                .unwrap_err();
+            assert_eq!(err.to_string(), format!("invalid store: {message}"));
+            assert_eq!(std::fs::read(&target).unwrap(), b"");
+            let err = (&store as &dyn SlotStore).list("img").await.unwrap_err();
+            assert_eq!(err.to_string(), format!("invalid store: {message}"));
+        }
+        if !rustix::process::geteuid().is_root() {
+            println!(
+                "SKIPPED: a_pool_file_or_lock_others_may_use_is_refused (owner part): not root, cannot chown"
+            );
+            return;
+        }
+        for lock in [false, true] {
+            let (_dir, store, target) = planted(lock, 0o600);
+            std::os::unix::fs::chown(&target, Some(65_534), Some(65_534)).unwrap();
+            let err = (&store as &dyn SlotStore)
+                .record_warming(slot())
+                .await
+                .unwrap_err();
+            let role = if lock {
+                "the pool file's lock"
+            } else {
+                "the pool file"
+            };
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "invalid store: {role} belongs to another user; the pool file and its lock must belong to the user running the pool"
+                )
+            );
+            assert_eq!(std::fs::read(&target).unwrap(), b"");
+        }
+    }
+
+    /// docs/pool.md transcribes two of the refusals: kept in step.
+    #[test]
+    fn docs_pool_md_quotes_the_refusals_as_they_are() {
+        let doc = include_str!("../../docs/pool.md")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let quoted = [
+            format!(
+                "invalid store: {} may be read or written by other users (mode 0644); {}: make it mode 0600",
+                Role::Pool.name(),
+                Role::Pool.why_private()
+            ),
+            format!(
+                "invalid store: {} belongs to another user; the pool file and its lock must belong to the user running the pool",
+                Role::Lock.name()
+            ),
+        ];
+        for message in quoted {
+            assert!(doc.contains(&message), "docs/pool.md lacks `{message}`");
+        }
+    }
+
     /// The env variable that turns `claimer` into a claiming child.
     const CLAIMER_ENV: &str = "RAYITO_POOL_RACE_FILE";
 
@@ -237,7 +405,7 @@ mod tests {
                 lease_until: None,
             })
             .collect();
-        std::fs::write(&path, encode(&slots)).unwrap();
+        write_whole(&path, &encode(&slots)).unwrap();
         let started = std::time::Instant::now();
         let all = crate::pool::slot::tests::race_claimers(
             "pool::file_store::tests::claimer",

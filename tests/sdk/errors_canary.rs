@@ -22,9 +22,12 @@ const SESSION_TOKEN: &str =
     "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQCanaryCanaryCanary";
 const KEY_ID: &str = "ASIACANARY0KEY0ID000";
 const SIGNATURE: &str = "c0ffee00deadbeef0123456789abcdef0123456789abcdef0123456789abcdef";
+/// A short value no shape rule catches: only its name gives it away.
+const SHORT_SECRET: &str = "q7w8e9shortsecret";
 
-fn secrets() -> [&'static str; 6] {
+fn secrets() -> [&'static str; 7] {
     [
+        SHORT_SECRET,
         ACCESS_TOKEN,
         JWE_CIPHERTEXT,
         SECRET_KEY,
@@ -52,6 +55,19 @@ fn leaky_texts() -> Vec<String> {
         ),
         format!("The String-to-Sign should have been 'AWS4-HMAC-SHA256\n{SIGNATURE}\n{KEY_ID}'"),
         format!("Authorization: AWS4-HMAC-SHA256 Credential={KEY_ID}/x, Signature={SIGNATURE}"),
+        // Issue 41: an empty value continued on a line that looks like a
+        // header kept the secret in every mapper.
+        format!("x-access-token: a X-Amz-Security-Token:\n{SHORT_SECRET} : "),
+        // The adversarial pass: folding, tabs, CRLF, `=` on the next line,
+        // quoted and scheme-prefixed `=` values, CGI names, encoded `=`.
+        format!("X-Amz-Security-Token:\r\n\t{SHORT_SECRET}\t:\t"),
+        format!("Authorization: Bearer\r\n {SHORT_SECRET}\r\nhost: h"),
+        format!("x-access-token =\n{SHORT_SECRET}"),
+        format!("authorization=\"Bearer {SHORT_SECRET}\""),
+        format!("Authorization=Bearer {SHORT_SECRET}"),
+        format!("HTTP_AUTHORIZATION={SHORT_SECRET}"),
+        format!("?X-Amz-Security-Token%3D{SHORT_SECRET}"),
+        format!("AUTHORIZATION authorization:\nAuthorization:\n{SHORT_SECRET}: z"),
     ]
 }
 

@@ -430,7 +430,8 @@ fn planted() -> impl Strategy<Value = (String, String)> {
     let hex = "[0-9a-f]{16,64}";
     let key = "(AKIA|ASIA|AROA|AIDA)[A-Z0-9]{16}";
     let token = "[A-Za-z0-9+/]{20}[0-9][A-Z][a-z][A-Za-z0-9+/=]{20,120}";
-    (hex, key, token, 0usize..8).prop_map(|(hex, key, token, which)| match which {
+    let short = "[g-z][a-z0-9]{11,20}";
+    (hex, key, token, short, 0usize..11).prop_map(|(hex, key, token, short, which)| match which {
         0 => (hex.clone(), hex),
         1 => (key.clone(), key),
         2 => (format!("X-Amz-Security-Token:\n{token}\nhost: x"), token),
@@ -444,6 +445,18 @@ fn planted() -> impl Strategy<Value = (String, String)> {
         ),
         5 => (format!("the canonical request was '{token}'"), token),
         6 => (format!("x-access-token:\nAuthorization:\n{token}"), token),
+        // Issue 41: an empty value continued on a line that looks like a
+        // header; the secret is short and lower-case, so only its name
+        // gives it away.
+        7 => (
+            format!("x-access-token: a X-Amz-Security-Token:\n{short} : "),
+            short,
+        ),
+        8 => (
+            format!("Authorization: Bearer\r\n\t{short}\r\nhost: h"),
+            short,
+        ),
+        9 => (format!("HTTP_AUTHORIZATION=Bearer {short}"), short),
         _ => (format!("{key}_status"), key),
     })
 }

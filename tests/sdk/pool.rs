@@ -246,6 +246,9 @@ async fn a_new_process_adopts_parked_slots_and_reaps_expired_warming_ones() {
         ),
     )
     .unwrap();
+    // As the pool itself writes it: the store refuses a file other users
+    // may read (it holds access tokens).
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let pool = pool(
         &emu,
         config(1)

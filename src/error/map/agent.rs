@@ -78,7 +78,18 @@ pub(crate) fn program_name(command: &str) -> &str {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'/' | b'+' | b'-'));
     // A path can still hold a key id or a hex secret: those are not shown.
-    if safe && super::redact::redact_aws_text(word) == word {
+    // Nor is a word that is the tail of a secret assignment before it
+    // (`HTTP_AUTHORIZATION=Bearer <secret> cmd` runs `<secret>`): the text
+    // up to the word, redacted, must still end with the word.
+    // `word` is empty or a subslice of `command`.
+    let upto = || {
+        let end = (word.as_ptr() as usize).saturating_sub(command.as_ptr() as usize) + word.len();
+        command.get(..end).unwrap_or("")
+    };
+    if safe
+        && super::redact::redact_aws_text(word) == word
+        && super::redact::redact_aws_text(upto()).ends_with(word)
+    {
         word
     } else {
         "(shell)"
@@ -304,5 +315,30 @@ pub fn from_end_event(
                 output,
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::program_name;
+
+    /// The adversarial pass (issue 41): an unquoted secret assignment makes
+    /// the secret's tail the program the shell runs; it is never shown.
+    #[test]
+    fn the_program_after_a_secret_assignment_is_not_shown() {
+        assert_eq!(
+            program_name("HTTP_AUTHORIZATION=Bearer q7w8e9shortsecret"),
+            "(shell)"
+        );
+        assert_eq!(
+            program_name("x-access-token: a X-Amz-Security-Token:\nq7w8e9shortsecret : "),
+            "(shell)"
+        );
+        assert_eq!(
+            program_name("SIG=0123456789abcdef0123 python x.py"),
+            "python"
+        );
+        assert_eq!(program_name("LANG=C ls -l"), "ls");
+        assert_eq!(program_name(""), "(shell)");
     }
 }

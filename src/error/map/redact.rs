@@ -28,9 +28,11 @@ const SIGNING_TAIL_MARKERS: &[&str] = &[
     "stringtosign",
 ];
 
-/// Names whose value is secret when followed by `:` or `=`. The value is
-/// replaced together with (never after) its name, including a value that
-/// stands alone on the line after `name:`.
+/// Names whose value is secret when followed by `:` or `=` (or their
+/// URL encodings). The value is replaced together with (never after) its
+/// name, including a value that stands alone on the line after `name:`.
+/// Names are matched with `_` read as `-`, so the CGI and environment
+/// spellings (`HTTP_AUTHORIZATION`, `AWS_SESSION_TOKEN`) are covered too.
 const SECRET_NAMES: &[&str] = &[
     "x-amz-security-token",
     "security-token",
@@ -43,10 +45,21 @@ const SECRET_NAMES: &[&str] = &[
     "access-token",
     "secret-access-key",
     "secretaccesskey",
-    "aws_secret_access_key",
-    "aws_session_token",
+    "aws-secret-access-key",
+    "aws-session-token",
     "signature",
     "credential",
+];
+
+/// Authentication schemes that stand before the secret in an unquoted
+/// `name=Scheme secret` value: the value then runs over the next word too.
+const AUTH_SCHEMES: &[&str] = &[
+    "bearer",
+    "basic",
+    "digest",
+    "token",
+    "negotiate",
+    "aws4-hmac-sha256",
 ];
 
 /// Prefix of the SigV4 query parameters (`X-Amz-Signature=...`).
@@ -143,8 +156,21 @@ fn cut_signing_tail(text: &str) -> String {
     }
 }
 
+/// A byte that glues a name to the word before it (`_` is read as `-`, a
+/// separator, by the name scan).
 fn is_word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
+    b.is_ascii_alphanumeric()
+}
+
+/// `text` lower-cased with `_` read as `-`, for matching names: one byte
+/// for one byte, so indices carry over to the original.
+fn name_form(text: &str) -> Vec<u8> {
+    text.bytes()
+        .map(|b| match b {
+            b'_' => b'-',
+            b => b.to_ascii_lowercase(),
+        })
+        .collect()
 }
 
 fn is_amz_name_byte(b: u8) -> bool {
@@ -201,7 +227,7 @@ impl<'a> NameScanner<'a> {
             let end = self.amz_run_end(name_start);
             // Only the query-parameter form: headers like x-amz-date are
             // harmless and the security-token header is one of the names.
-            if end > name_start && lower.get(end) == Some(&b'=') {
+            if end > name_start && separator_at(lower, end) == Some((b'=', 1)) {
                 return Some(end - at);
             }
         }
@@ -209,84 +235,154 @@ impl<'a> NameScanner<'a> {
     }
 }
 
-/// Whether the line starting at `at` begins with a header name and `:`
-/// (`host: x`, `X-Amz-Security-Token:`): such a line is the next header,
-/// never the value of the one before it.
-fn starts_with_header(bytes: &[u8], at: usize) -> bool {
-    let name_len = bytes[at..]
-        .iter()
-        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
-        .count();
-    if name_len == 0 {
-        return false;
+/// The separator at `at` (`:` or `=`, or `%3A` / `%3D` in an encoded
+/// URL) with its length in bytes. `lower` is the name form.
+fn separator_at(lower: &[u8], at: usize) -> Option<(u8, usize)> {
+    match lower.get(at)? {
+        b @ (b':' | b'=') => Some((*b, 1)),
+        b'%' if lower[at..].starts_with(b"%3d") => Some((b'=', 3)),
+        b'%' if lower[at..].starts_with(b"%3a") => Some((b':', 3)),
+        _ => None,
     }
-    let after = bytes[at + name_len..]
-        .iter()
-        .position(|b| *b != b' ' && *b != b'\t')
-        .map(|p| at + name_len + p);
-    after.is_some_and(|i| bytes[i] == b':')
 }
 
-/// The byte range of the value after a secret name ending at `name_end`.
-fn value_after(bytes: &[u8], name_end: usize) -> Option<(usize, usize)> {
+fn is_blank(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+/// The end of the blanks from `at`.
+fn skip_blanks(bytes: &[u8], mut at: usize) -> usize {
+    while at < bytes.len() && is_blank(bytes[at]) {
+        at += 1;
+    }
+    at
+}
+
+/// Whether a secret name with its separator starts at `at` (`lower` is the
+/// name form): such a line is the next secret header, whose value its own
+/// name redacts. Any other line after an empty value (`<secret> : `
+/// included, which looks like a header) is that value.
+fn starts_with_secret_name(lower: &[u8], at: usize) -> bool {
+    let rest = &lower[at..];
+    let name_len = SECRET_NAMES
+        .iter()
+        .find(|n| rest.starts_with(n.as_bytes()))
+        .map(|n| n.len())
+        .or_else(|| {
+            rest.starts_with(AMZ_QUERY_PREFIX.as_bytes()).then(|| {
+                rest.iter()
+                    .skip(AMZ_QUERY_PREFIX.len())
+                    .take_while(|b| is_amz_name_byte(**b))
+                    .count()
+                    + AMZ_QUERY_PREFIX.len()
+            })
+        });
+    let Some(name_len) = name_len else {
+        return false;
+    };
+    let mut i = at + name_len;
+    while i < lower.len() && (is_blank(lower[i]) || lower[i] == b'"' || lower[i] == b'\'') {
+        i += 1;
+    }
+    separator_at(lower, i).is_some()
+}
+
+/// The line break at `at` (CR, LF or CRLF): the index after it.
+fn after_line_break(bytes: &[u8], at: usize) -> Option<usize> {
+    match bytes.get(at)? {
+        b'\r' if bytes.get(at + 1) == Some(&b'\n') => Some(at + 2),
+        b'\r' | b'\n' => Some(at + 1),
+        _ => None,
+    }
+}
+
+/// The end of the line that `at` is on.
+fn line_end(bytes: &[u8], at: usize) -> usize {
+    bytes[at..]
+        .iter()
+        .position(|b| *b == b'\n' || *b == b'\r')
+        .map_or(bytes.len(), |p| at + p)
+}
+
+/// The end of a value that runs to the end of its line, over folded
+/// continuation lines (a line starting with a blank continues the header
+/// before it, as HTTP/1 obs-fold does), unless such a line is the next
+/// secret header.
+fn folded_value_end(bytes: &[u8], lower: &[u8], at: usize) -> usize {
+    let mut end = line_end(bytes, at);
+    while let Some(next) = after_line_break(bytes, end) {
+        let text = skip_blanks(bytes, next);
+        if text == next || starts_with_secret_name(lower, text) {
+            break;
+        }
+        end = line_end(bytes, text);
+    }
+    end
+}
+
+/// The end of an unquoted word value after `=`.
+fn word_end(bytes: &[u8], at: usize) -> usize {
+    bytes[at..]
+        .iter()
+        .position(|b| {
+            b.is_ascii_whitespace()
+                || matches!(b, b'&' | b'"' | b'\'' | b',' | b';' | b'<' | b'>' | b')')
+        })
+        .map_or(bytes.len(), |p| at + p)
+}
+
+/// The byte range of the value after a secret name ending at `name_end`
+/// (`lower` is the name form of `bytes`).
+fn value_after(bytes: &[u8], lower: &[u8], name_end: usize) -> Option<(usize, usize)> {
     let mut i = name_end;
     while i < bytes.len() && (bytes[i] == b'"' || bytes[i] == b'\'') {
         i += 1;
     }
-    while i < bytes.len() && (bytes[i] == b' ' || bytes[i] == b'\t') {
+    i = skip_blanks(bytes, i);
+    let (sep, sep_len) = separator_at(lower, i)?;
+    i = skip_blanks(bytes, i + sep_len);
+    let quote = bytes.get(i).copied().filter(|b| *b == b'"' || *b == b'\'');
+    while i < bytes.len() && (is_blank(bytes[i]) || bytes[i] == b'"' || bytes[i] == b'\'') {
         i += 1;
     }
-    let sep = *bytes.get(i)?;
-    if sep != b':' && sep != b'=' {
-        return None;
-    }
-    i += 1;
-    while i < bytes.len() && (bytes[i] == b' ' || bytes[i] == b'\t' || bytes[i] == b'"') {
-        i += 1;
-    }
-    if sep == b':' {
-        // A value standing alone on the next line belongs to this name,
-        // unless that line is the next header: then this value is empty,
-        // and the next header's own value is redacted by its own name.
-        let mut next_line = false;
-        if bytes.get(i) == Some(&b'\r') {
-            i += 1;
-            next_line = true;
+    // A value standing alone on the next line belongs to this name, unless
+    // that line is the next secret header: then this value is empty, and
+    // the next header's own value is redacted by its own name.
+    if let Some(next) = after_line_break(bytes, i) {
+        let text = skip_blanks(bytes, next);
+        if starts_with_secret_name(lower, text) {
+            return None;
         }
-        if bytes.get(i) == Some(&b'\n') {
-            i += 1;
-            next_line = true;
-        }
-        if next_line {
-            while i < bytes.len() && (bytes[i] == b' ' || bytes[i] == b'\t') {
-                i += 1;
-            }
-            if starts_with_header(bytes, i) {
-                return None;
-            }
-        }
+        let end = folded_value_end(bytes, lower, text);
+        return (end > text).then_some((text, end));
     }
     let start = i;
     let end = if sep == b':' {
-        bytes[start..]
+        folded_value_end(bytes, lower, start)
+    } else if let Some(quote) = quote {
+        // A quoted value runs to its closing quote, spaces and all.
+        let line = line_end(bytes, start);
+        bytes[start..line]
             .iter()
-            .position(|b| *b == b'\n' || *b == b'\r')
-            .map_or(bytes.len(), |p| start + p)
+            .position(|b| *b == quote)
+            .map_or(line, |p| start + p)
     } else {
-        bytes[start..]
-            .iter()
-            .position(|b| {
-                b.is_ascii_whitespace()
-                    || matches!(b, b'&' | b'"' | b'\'' | b',' | b';' | b'<' | b'>' | b')')
-            })
-            .map_or(bytes.len(), |p| start + p)
+        let first = word_end(bytes, start);
+        let word = &lower[start..first];
+        let scheme = AUTH_SCHEMES.iter().any(|s| word == s.as_bytes());
+        let next = skip_blanks(bytes, first);
+        if scheme && next > first {
+            word_end(bytes, next)
+        } else {
+            first
+        }
     };
     (end > start).then_some((start, end))
 }
 
 fn redact_named_values(text: &str) -> String {
-    let lower = text.to_ascii_lowercase();
-    let lower = lower.as_bytes();
+    let lower = name_form(text);
+    let lower = lower.as_slice();
     let bytes = text.as_bytes();
     let mut names = NameScanner::new(lower);
     let mut out = String::with_capacity(text.len());
@@ -294,7 +390,7 @@ fn redact_named_values(text: &str) -> String {
     let mut i = 0;
     while i < lower.len() {
         if let Some(name_len) = names.name_at(i)
-            && let Some((start, end)) = value_after(bytes, i + name_len)
+            && let Some((start, end)) = value_after(bytes, lower, i + name_len)
         {
             // A value running to the end of its line may swallow the next
             // secret name (`x-access-token: a X-Amz-Security-Token:` then
@@ -304,7 +400,7 @@ fn redact_named_values(text: &str) -> String {
             let mut j = start;
             while j < end {
                 if let Some(inner_len) = names.name_at(j)
-                    && let Some((_, inner_end)) = value_after(bytes, j + inner_len)
+                    && let Some((_, inner_end)) = value_after(bytes, lower, j + inner_len)
                     && inner_end > end
                 {
                     end = inner_end;
@@ -407,6 +503,54 @@ mod tests {
         assert!(out.ends_with("\nhost: h"), "{out}");
         let out = redact_aws_text("the key keyAKIAIOSFODNN7EXAMPLE was refused");
         assert_eq!(out, "the key [redacted] was refused");
+    }
+
+    /// Issue 41: the value of a secret name that is empty on its line and
+    /// continues on the next one was kept when that next line looked like
+    /// a header (`<secret> : `); and the adversarial pass's finds: a folded
+    /// continuation line, a value after `=` on the next line, a quoted or
+    /// scheme-prefixed value after `=`, CGI-style names with underscores,
+    /// URL-encoded separators, tabs, CRLF, mixed case and repeated names.
+    #[test]
+    fn adversarial_shapes_keep_no_secret() {
+        const SECRET: &str = "q7w8e9shortsecret";
+        let shapes = [
+            "x-access-token: a X-Amz-Security-Token:\nq7w8e9shortsecret : ",
+            "X-Amz-Security-Token:\nq7w8e9shortsecret : x",
+            "X-Amz-Security-Token:\r\nq7w8e9shortsecret: x\r\nhost: h",
+            "x-access-token: a X-Amz-Security-Token:\r\n\tq7w8e9shortsecret\t:\t",
+            "x-access-token:\tBearer\r\n q7w8e9shortsecret",
+            "Authorization: Bearer\n\tq7w8e9shortsecret\nhost: h",
+            "x-access-token=\nq7w8e9shortsecret",
+            "x-access-token =\r\n  q7w8e9shortsecret : y",
+            "authorization=\"Bearer q7w8e9shortsecret\"",
+            "authorization='Basic q7w8e9shortsecret'",
+            "Authorization=Bearer q7w8e9shortsecret",
+            "HTTP_AUTHORIZATION=q7w8e9shortsecret",
+            "env X_AMZ_SECURITY_TOKEN=q7w8e9shortsecret set",
+            "AWS_SESSION_TOKEN: q7w8e9shortsecret",
+            "?X-Amz-Security-Token%3Dq7w8e9shortsecret%26x",
+            "X-Access-Token%3aq7w8e9shortsecret",
+            "AUTHORIZATION AUTHORIZATION: q7w8e9shortsecret",
+            "authorization: \nAuthorization:\nq7w8e9shortsecret: z",
+            "X-aMz-SeCuRiTy-ToKeN:\t\t\nq7w8e9shortsecret:",
+            "signature = q7w8e9shortsecret",
+            "x-access-token:\n\n q7w8e9shortsecret",
+        ];
+        for shape in shapes {
+            let out = redact_aws_text(shape);
+            assert!(!out.contains(SECRET), "{shape:?} kept it: {out:?}");
+            let out = sanitize_remote_text(shape, 512);
+            assert!(
+                !out.contains(SECRET),
+                "{shape:?} kept it (one line): {out:?}"
+            );
+        }
+        // A real next header after an empty value is still kept.
+        assert_eq!(
+            redact_aws_text("Authorization:\nX-Amz-Security-Token:\nq1w2e3r4\nhost: h"),
+            "Authorization:\nX-Amz-Security-Token:\n[redacted]\nhost: h"
+        );
     }
 
     proptest::proptest! {
