@@ -1,14 +1,10 @@
 //! `rayito sandbox ...`: each subcommand is one or two SDK calls.
 
-use std::io::Write as _;
 use std::time::Duration;
 
 use clap::Subcommand;
 use futures_util::StreamExt as _;
-use rayito::error::TimeoutScope;
-use rayito::{
-    AwsOptions, CommandOptions, ListQuery, Sandbox, SandboxBuilder, SandboxError, SandboxState,
-};
+use rayito::{AwsOptions, ListQuery, Sandbox, SandboxBuilder, SandboxError, SandboxState};
 use serde_json::{Value, json};
 
 use crate::output::{self, EXIT_FAILURE};
@@ -91,8 +87,10 @@ pub enum SandboxCommand {
         id: String,
     },
     /// Runs a command in a login bash (`bash -l -c`, which reads
-    /// /etc/profile and ~/.profile), streaming its output; exits with its
-    /// exit code (rayito's own failures: 125; past --timeout: 124).
+    /// /etc/profile and ~/.profile), streaming its output as bytes; exits
+    /// with its exit code (rayito's own failures: 125; past --timeout:
+    /// 124). SIGINT, SIGTERM and SIGHUP are passed on to it; a second one
+    /// kills it.
     ///
     /// After `--`: several words are a program and its arguments, each
     /// passed exactly as given (quoted for bash: `ls "a b"` lists one
@@ -112,6 +110,18 @@ pub enum SandboxCommand {
         /// rayito's command line (repeatable).
         #[arg(long = "env", short = 'e', value_name = "K[=V]", value_parser = parse_env)]
         env: Vec<(String, String)>,
+        /// Stream rayito's stdin to the command (else it reads /dev/null),
+        /// as `docker exec -i`.
+        #[arg(short, long)]
+        interactive: bool,
+        /// Run the command on a terminal in the sandbox (raw mode here
+        /// with -i when stdin is a terminal), as `docker exec -t`.
+        #[arg(short, long)]
+        tty: bool,
+        /// Start the command, print its pid and leave it running (its
+        /// stdin is /dev/null; nothing waits for it).
+        #[arg(short, long, conflicts_with_all = ["interactive", "tty"])]
+        detach: bool,
         /// The program and its arguments, or one bash command line (after `--`).
         #[arg(last = true, required = true, value_name = "CMD")]
         cmd: Vec<String>,
@@ -405,10 +415,21 @@ async fn dispatch(
             cwd,
             timeout,
             env,
+            interactive,
+            tty,
+            detach,
             cmd,
         } => {
-            let options = ExecArgs { cwd, timeout, env };
-            exec(backend, format, &id, options, &cmd).await
+            let args = crate::exec::ExecArgs {
+                cwd,
+                timeout,
+                env,
+                interactive,
+                tty,
+                detach,
+            };
+            let sandbox = backend.connect(&id).await?;
+            crate::exec::run(&sandbox, format, &command_line(&cmd), args).await
         }
         SandboxCommand::Shell { id } => {
             let sandbox = backend.connect(&id).await?;
@@ -555,13 +576,6 @@ async fn list(
     Ok(0)
 }
 
-/// `exec`'s options.
-struct ExecArgs {
-    cwd: Option<String>,
-    timeout: Option<u64>,
-    env: Vec<(String, String)>,
-}
-
 /// The bash command line of `exec`'s words: one word is a command line
 /// already; several are a program and its arguments, each single-quoted
 /// so that bash passes it exactly as given (the program too: a quoted
@@ -594,70 +608,6 @@ fn shell_value(value: &str) -> String {
     } else {
         single_quote(value)
     }
-}
-
-async fn exec(
-    backend: &Backend,
-    format: Format,
-    id: &str,
-    args: ExecArgs,
-    cmd: &[String],
-) -> Result<i32, Failure> {
-    let sandbox = backend.connect(id).await?;
-    let line = command_line(cmd);
-    let mut options = CommandOptions::new();
-    options = match args.timeout {
-        Some(secs) => options.timeout(Duration::from_secs(secs)),
-        None => options.no_timeout(),
-    };
-    if let Some(cwd) = args.cwd {
-        options = options.cwd(cwd);
-    }
-    for (name, value) in args.env {
-        options = options.env(name, value);
-    }
-    if format == Format::Text {
-        // Streamed as it comes; the final result is then not printed again.
-        options = options
-            .on_stdout(|chunk| {
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(chunk.as_bytes());
-                let _ = out.flush();
-            })
-            .on_stderr(|chunk| {
-                let mut err = std::io::stderr().lock();
-                let _ = err.write_all(chunk.as_bytes());
-                let _ = err.flush();
-            });
-    }
-    let (exit_code, stdout, stderr) = match sandbox.commands().run_with(&line, options).await {
-        Ok(result) => (result.exit_code, result.stdout, result.stderr),
-        Err(SandboxError::CommandExit {
-            exit_code,
-            stdout,
-            stderr,
-            ..
-        }) => (exit_code, String::from(&*stdout), String::from(&*stderr)),
-        Err(
-            err @ SandboxError::Timeout {
-                scope: TimeoutScope::Command,
-                ..
-            },
-        ) => {
-            output::error(format, &err);
-            return Ok(output::EXIT_COMMAND_TIMEOUT);
-        }
-        Err(err) => return Err(err.into()),
-    };
-    if format == Format::Json {
-        output::json(&json!({ "exit_code": exit_code, "stdout": stdout, "stderr": stderr }));
-    }
-    // A code outside 0-255 (none is expected) would wrap: say failure.
-    Ok(if (0..=255).contains(&exit_code) {
-        exit_code
-    } else {
-        EXIT_FAILURE
-    })
 }
 
 /// `sandbox connect`: checks the sandbox can be reached with the kept
