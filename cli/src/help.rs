@@ -103,7 +103,11 @@ const EXAMPLES: &[(&str, &str)] = &[
         "rayito sandbox exec ID -- ls -l \"my file.txt\"   # arguments passed as they are
   rayito sandbox exec ID -- 'cd /tmp && ls | wc -l'   # one argument: a bash command line
   rayito sandbox exec ID --cwd /home/user/app --timeout 300 -- make test
-  rayito --output json sandbox exec ID -- python3 -c 'print(42)'",
+  rayito --output json sandbox exec ID -- python3 -c 'print(42)'
+  rayito sandbox exec ID -- 'tar -czf - /home/user/out' | tar -xzf -   # bytes as they are
+  printf 'print(1+1)\\n' | rayito sandbox exec -i ID -- python3 -   # stdin streamed
+  rayito sandbox exec -it ID -- python3                # a terminal, as docker exec -it
+  rayito sandbox exec --detach ID -- 'python3 -m http.server 8000'   # prints the pid",
     ),
     (
         "sandbox shell",

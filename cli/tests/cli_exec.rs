@@ -51,8 +51,9 @@ fn dev_full() -> std::fs::File {
 }
 
 /// Whether a process whose command line matches `pattern` (a `pgrep -f`
-/// pattern that does not match itself, like `slee[p] 4242`) runs in the
-/// sandbox, asked there.
+/// pattern that does not match itself, like `^slee[p] 4242`: the `sleep`
+/// itself, not the bash that starts it, which matches before it ran a
+/// `trap`) runs in the sandbox, asked there.
 fn running(s: &Session, id: &str, pattern: &str) -> bool {
     let out = s.run(&[
         "sandbox",
@@ -121,15 +122,16 @@ fn exec_and_files_get_carry_bytes_not_text() {
     let id = create(&s);
 
     // gzip's output through a real pipe into gunzip.
-    let rayito = s
+    let mut rayito = s
         .cmd(&["sandbox", "exec", &id, "--", "echo hello | gzip -c"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("start rayito");
     let gunzip = Command::new("gunzip")
-        .stdin(rayito.stdout.expect("rayito's stdout"))
+        .stdin(rayito.stdout.take().expect("rayito's stdout"))
         .output()
         .expect("run gunzip");
+    assert_eq!(rayito.wait().expect("wait for rayito").code(), Some(0));
     assert!(gunzip.status.success(), "{}", text(&gunzip.stderr));
     assert_eq!(gunzip.stdout, b"hello\n");
 
@@ -328,7 +330,7 @@ fn signals_reach_the_command_in_the_sandbox_and_detach_leaves_it_running() {
         (Signal::TERM, marker(4243), 143),
     ] {
         let child = spawn_exec(&s, &id, &format!("sleep {seconds}"));
-        let pattern = format!("slee[p] {seconds}");
+        let pattern = format!("^slee[p] {seconds}");
         wait_running(&s, &id, &pattern, true);
         signal(&child, sig);
         assert_eq!(exit_code(child), Some(code), "{sig:?}");
@@ -337,7 +339,7 @@ fn signals_reach_the_command_in_the_sandbox_and_detach_leaves_it_running() {
 
     // A command that ignores Ctrl-C: the second one kills it.
     let seconds = marker(4244);
-    let pattern = format!("slee[p] {seconds}");
+    let pattern = format!("^slee[p] {seconds}");
     let child = spawn_exec(
         &s,
         &id,
@@ -366,7 +368,7 @@ fn signals_reach_the_command_in_the_sandbox_and_detach_leaves_it_running() {
     // --detach: the pid, at once, and the command runs on.
     let started = Instant::now();
     let seconds = marker(4245);
-    let pattern = format!("slee[p] {seconds}");
+    let pattern = format!("^slee[p] {seconds}");
     let pid = s.ok(&[
         "sandbox",
         "exec",
