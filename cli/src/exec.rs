@@ -45,6 +45,11 @@ pub(crate) async fn run(
     args: ExecArgs,
 ) -> Result<i32, Failure> {
     if args.tty {
+        if format == Format::Json {
+            return Err(Failure::Cli(
+                "exec -t writes the terminal's output as it comes: it has no JSON form (leave out -t or --output json)".to_owned(),
+            ));
+        }
         return Ok(crate::shell::exec(sandbox, line, &args).await?);
     }
     let mut options = CommandOptions::new();

@@ -454,6 +454,15 @@ fn exec_i_streams_stdin_and_exec_t_gives_a_terminal() {
         "{}",
         text(&out.stdout)
     );
+    let out = s.run(&[
+        "--output", "json", "sandbox", "exec", "-t", &id, "--", "true",
+    ]);
+    assert_eq!(out.status.code(), Some(125));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("a JSON error");
+    assert_eq!(
+        v["error"]["message"],
+        "exec -t writes the terminal's output as it comes: it has no JSON form (leave out -t or --output json)"
+    );
     let out = s.run(&["sandbox", "exec", &id, "--", "test -t 1"]);
     assert_eq!(out.status.code(), Some(1), "no terminal without -t");
     let out = piped(
