@@ -46,9 +46,10 @@ pub enum SandboxCommand {
         /// Only sandboxes with this metadata `key=value` (repeatable; RUNNING ones only).
         #[arg(long, value_parser = parse_pair)]
         metadata: Vec<(String, String)>,
-        /// Only sandboxes in this state (PENDING, RUNNING, SUSPENDED, ...; repeatable).
-        #[arg(long)]
-        state: Vec<String>,
+        /// Only sandboxes in this state (PENDING, RUNNING, SUSPENDING,
+        /// SUSPENDED, TERMINATING, TERMINATED, in any case; repeatable).
+        #[arg(long, value_parser = parse_state)]
+        state: Vec<SandboxState>,
     },
     /// What the control plane says about a sandbox.
     Info {
@@ -164,6 +165,28 @@ impl SandboxCommand {
             SandboxCommand::Exec { .. } | SandboxCommand::Shell { .. }
         )
     }
+}
+
+/// The states `list --state` knows.
+const STATES: [SandboxState; 6] = [
+    SandboxState::Pending,
+    SandboxState::Running,
+    SandboxState::Suspending,
+    SandboxState::Suspended,
+    SandboxState::Terminating,
+    SandboxState::Terminated,
+];
+
+/// `list --state`: one of [`STATES`], in any case. Anything else is
+/// refused (it would match no sandbox, and `[]` would look like none).
+fn parse_state(text: &str) -> Result<SandboxState, String> {
+    STATES
+        .into_iter()
+        .find(|state| state.as_str().eq_ignore_ascii_case(text))
+        .ok_or_else(|| {
+            let known: Vec<&str> = STATES.iter().map(SandboxState::as_str).collect();
+            format!("no such state: one of {}", known.join(", "))
+        })
 }
 
 pub(crate) fn parse_pair(text: &str) -> Result<(String, String), String> {
@@ -538,15 +561,11 @@ async fn list(
     backend: &Backend,
     format: Format,
     metadata: Vec<(String, String)>,
-    states: Vec<String>,
+    states: Vec<SandboxState>,
 ) -> Result<i32, Failure> {
     let mut query = ListQuery::new().metadata(metadata);
     if !states.is_empty() {
-        query = query.states(
-            states
-                .iter()
-                .map(|s| SandboxState::from(s.to_ascii_uppercase().as_str())),
-        );
+        query = query.states(states);
     }
     let mut stream = backend.client().await?.list(query);
     let mut rows = Vec::new();

@@ -29,6 +29,7 @@ Exit codes:
   1    a failure retrying will not cure (the error's kind says why); also
        run-code's cell raised, doctor found something to fix
   2    a usage error
+  3    local status: the daemon does not run
   75   a retryable failure (capacity, rate limit, a lost connection)
   sandbox exec and sandbox shell exit with the command's own code (0-255;
   128+N when signal N ended it); their own failures, usage included, exit

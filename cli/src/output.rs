@@ -19,6 +19,9 @@ pub const EXIT_USAGE: i32 = 2;
 /// failed (usage, connection, the SDK's error), whatever the kind: their
 /// other codes are the command's own (as `docker run` and `env` do).
 pub const EXIT_OWN: i32 = 125;
+/// Exit code of `local status` when the daemon does not run (LSB's
+/// "program is not running", as `systemctl status`): a script can test it.
+pub const EXIT_NOT_RUNNING: i32 = 3;
 /// Exit code of `sandbox exec` when the command ran past `--timeout` (as
 /// GNU `timeout` does).
 pub const EXIT_COMMAND_TIMEOUT: i32 = 124;

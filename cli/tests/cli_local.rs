@@ -315,6 +315,16 @@ fn a_local_session_from_create_to_kill() {
         .filter(|n| n.starts_with("rayito-"))
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+
+    // status when it does not run: said, and exit 3 (LSB's "not
+    // running", as `systemctl status`), so that a script can test it.
+    let status = s.run(&["local", "status"]);
+    assert_eq!(status.status.code(), Some(3));
+    assert_eq!(String::from_utf8_lossy(&status.stdout), "not running\n");
+    let status = s.run(&["local", "status", "--output", "json"]);
+    assert_eq!(status.status.code(), Some(3));
+    let status: Value = serde_json::from_slice(&status.stdout).expect("JSON");
+    assert_eq!(status, serde_json::json!({ "running": null }));
 }
 
 #[test]
