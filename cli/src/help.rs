@@ -5,7 +5,6 @@
 
 #[cfg(test)]
 use std::fmt::Write as _;
-use std::io::Write as _;
 
 use clap::CommandFactory as _;
 use serde_json::json;
@@ -318,9 +317,9 @@ pub fn completions(shell: clap_complete::Shell, format: Format) -> i32 {
     clap_complete::generate(shell, &mut command(), "rayito", &mut script);
     match format {
         Format::Text => {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(&script);
-            let _ = out.flush();
+            if let Err(err) = crate::output::write_bytes(&script) {
+                return crate::output::stdout_failed(&err);
+            }
         }
         Format::Json => crate::output::json(&json!({
             "shell": shell.to_string(),

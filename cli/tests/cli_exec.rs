@@ -251,7 +251,8 @@ fn a_stdout_that_cannot_be_written_exits_1_and_ends_the_command() {
         "--",
         "head -c 3000000 /dev/zero > /home/user/zeros",
     ]);
-    let cases: [&[&str]; 5] = [
+    let cases: [&[&str]; 6] = [
+        &["completions", "bash"],
         &["sandbox", "exec", &id, "--", "seq 100000"],
         &["sandbox", "exec", "-t", &id, "--", "seq 100000"],
         &["--output", "json", "sandbox", "exec", &id, "--", "seq 3"],
