@@ -99,30 +99,9 @@ pub enum SandboxCommand {
     Exec {
         /// The sandbox id.
         id: String,
-        /// Working directory.
-        #[arg(long)]
-        cwd: Option<String>,
-        /// Command timeout in seconds (default: none; the command then runs
-        /// as long as the sandbox).
-        #[arg(long, value_name = "SECS")]
-        timeout: Option<u64>,
-        /// An environment variable of the command, K=V, or K alone for the
-        /// value K has in rayito's own environment, which keeps it off
-        /// rayito's command line (repeatable).
-        #[arg(long = "env", short = 'e', value_name = "K[=V]", value_parser = parse_env)]
-        env: Vec<(String, String)>,
-        /// Stream rayito's stdin to the command (else it reads /dev/null),
-        /// as `docker exec -i`.
-        #[arg(short, long)]
-        interactive: bool,
-        /// Run the command on a terminal in the sandbox (raw mode here
-        /// with -i when stdin is a terminal), as `docker exec -t`.
-        #[arg(short, long)]
-        tty: bool,
-        /// Start the command, print its pid and leave it running (its
-        /// stdin is /dev/null; nothing waits for it).
-        #[arg(short, long, conflicts_with_all = ["interactive", "tty"])]
-        detach: bool,
+        /// Where and how it runs.
+        #[command(flatten)]
+        args: crate::exec::ExecArgs,
         /// The program and its arguments, or one bash command line (after `--`).
         #[arg(last = true, required = true, value_name = "CMD")]
         cmd: Vec<String>,
@@ -433,24 +412,7 @@ async fn dispatch(
             }
             Ok(0)
         }
-        SandboxCommand::Exec {
-            id,
-            cwd,
-            timeout,
-            env,
-            interactive,
-            tty,
-            detach,
-            cmd,
-        } => {
-            let args = crate::exec::ExecArgs {
-                cwd,
-                timeout,
-                env,
-                interactive,
-                tty,
-                detach,
-            };
+        SandboxCommand::Exec { id, args, cmd } => {
             let sandbox = backend.connect(&id).await?;
             crate::exec::run(&sandbox, format, &command_line(&cmd), args).await
         }

@@ -25,15 +25,31 @@ use crate::signals::Caught;
 const STDIN_CHUNK: usize = 64 * 1024;
 
 /// `exec`'s options.
+#[derive(Debug, clap::Args)]
 pub(crate) struct ExecArgs {
+    /// Working directory.
+    #[arg(long)]
     pub(crate) cwd: Option<String>,
+    /// Command timeout in seconds (default: none; the command then runs
+    /// as long as the sandbox).
+    #[arg(long, value_name = "SECS")]
     pub(crate) timeout: Option<u64>,
+    /// An environment variable of the command, K=V, or K alone for the
+    /// value K has in rayito's own environment, which keeps it off
+    /// rayito's command line (repeatable).
+    #[arg(long = "env", short = 'e', value_name = "K[=V]", value_parser = crate::commands::parse_env)]
     pub(crate) env: Vec<(String, String)>,
-    /// `-i`: rayito's stdin is the command's.
+    /// Stream rayito's stdin to the command (else it reads /dev/null),
+    /// as `docker exec -i`.
+    #[arg(short, long)]
     pub(crate) interactive: bool,
-    /// `-t`: the command runs on a terminal.
+    /// Run the command on a terminal in the sandbox (raw mode here
+    /// with -i when stdin is a terminal), as `docker exec -t`.
+    #[arg(short, long)]
     pub(crate) tty: bool,
-    /// `--detach`: start it, print its pid, leave it running.
+    /// Start the command, print its pid and leave it running (its
+    /// stdin is /dev/null; nothing waits for it).
+    #[arg(short, long, conflicts_with_all = ["interactive", "tty"])]
     pub(crate) detach: bool,
 }
 

@@ -43,6 +43,25 @@ fn noise(len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Uploads `data` to `remote` through a file of the session's temp dir.
+fn put(s: &Session, id: &str, data: &[u8], remote: &str) {
+    let local = s.tmp.path().join("upload.bin");
+    std::fs::write(&local, data).unwrap();
+    s.ok(&[
+        "sandbox",
+        "files",
+        "put",
+        id,
+        local.to_str().unwrap(),
+        remote,
+    ]);
+}
+
+/// `files get --output json` of `path`: the document.
+fn get_json(s: &Session, id: &str, path: &str) -> Value {
+    s.json(&["--output", "json", "sandbox", "files", "get", id, path])
+}
+
 fn dev_full() -> std::fs::File {
     std::fs::OpenOptions::new()
         .write(true)
@@ -149,16 +168,7 @@ fn exec_and_files_get_carry_bytes_not_text() {
 
     // 3 MB of noise: many chunks, each cut anywhere in a would-be character.
     let data = noise(3_000_000);
-    let local = s.tmp.path().join("noise.bin");
-    std::fs::write(&local, &data).unwrap();
-    s.ok(&[
-        "sandbox",
-        "files",
-        "put",
-        &id,
-        local.to_str().unwrap(),
-        "/home/user/noise.bin",
-    ]);
+    put(&s, &id, &data, "/home/user/noise.bin");
     let out = s.run(&["sandbox", "exec", &id, "--", "cat /home/user/noise.bin"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(out.stdout == data, "exec's stdout is not the file's bytes");
@@ -193,24 +203,8 @@ fn exec_and_files_get_carry_bytes_not_text() {
     assert_eq!(v["stderr"], "héllo\n");
 
     let small = &data[..1000];
-    std::fs::write(&local, small).unwrap();
-    s.ok(&[
-        "sandbox",
-        "files",
-        "put",
-        &id,
-        local.to_str().unwrap(),
-        "/home/user/small.bin",
-    ]);
-    let v = s.json(&[
-        "--output",
-        "json",
-        "sandbox",
-        "files",
-        "get",
-        &id,
-        "/home/user/small.bin",
-    ]);
+    put(&s, &id, small, "/home/user/small.bin");
+    let v = get_json(&s, &id, "/home/user/small.bin");
     assert_eq!(v["size"], 1000);
     assert_eq!(v["encoding"], "base64");
     let decoded = base64::engine::general_purpose::STANDARD
@@ -224,15 +218,7 @@ fn exec_and_files_get_carry_bytes_not_text() {
         "--",
         "printf 'a,b' > /home/user/t.csv",
     ]);
-    let v = s.json(&[
-        "--output",
-        "json",
-        "sandbox",
-        "files",
-        "get",
-        &id,
-        "/home/user/t.csv",
-    ]);
+    let v = get_json(&s, &id, "/home/user/t.csv");
     assert_eq!(
         (&v["content"], &v["encoding"]),
         (&"a,b".into(), &"utf-8".into())
