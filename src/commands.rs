@@ -1,6 +1,7 @@
 //! `sandbox.commands()`: run a command to completion, or in the background
 //! (`handle`).
 
+mod by_pid;
 mod handle;
 pub(crate) mod process;
 pub(crate) mod spec;

@@ -1,14 +1,10 @@
 //! `rayito sandbox ...`: each subcommand is one or two SDK calls.
 
-use std::io::Write as _;
 use std::time::Duration;
 
 use clap::Subcommand;
 use futures_util::StreamExt as _;
-use rayito::error::TimeoutScope;
-use rayito::{
-    AwsOptions, CommandOptions, ListQuery, Sandbox, SandboxBuilder, SandboxError, SandboxState,
-};
+use rayito::{AwsOptions, ListQuery, Sandbox, SandboxBuilder, SandboxError, SandboxState};
 use serde_json::{Value, json};
 
 use crate::output::{self, EXIT_FAILURE};
@@ -50,9 +46,10 @@ pub enum SandboxCommand {
         /// Only sandboxes with this metadata `key=value` (repeatable; RUNNING ones only).
         #[arg(long, value_parser = parse_pair)]
         metadata: Vec<(String, String)>,
-        /// Only sandboxes in this state (PENDING, RUNNING, SUSPENDED, ...; repeatable).
-        #[arg(long)]
-        state: Vec<String>,
+        /// Only sandboxes in this state (PENDING, RUNNING, SUSPENDING,
+        /// SUSPENDED, TERMINATING, TERMINATED, in any case; repeatable).
+        #[arg(long, value_parser = parse_state)]
+        state: Vec<SandboxState>,
     },
     /// What the control plane says about a sandbox.
     Info {
@@ -91,8 +88,10 @@ pub enum SandboxCommand {
         id: String,
     },
     /// Runs a command in a login bash (`bash -l -c`, which reads
-    /// /etc/profile and ~/.profile), streaming its output; exits with its
-    /// exit code (rayito's own failures: 125; past --timeout: 124).
+    /// /etc/profile and ~/.profile), streaming its output as bytes; exits
+    /// with its exit code (rayito's own failures: 125; past --timeout:
+    /// 124). SIGINT, SIGTERM and SIGHUP are passed on to it; a second one
+    /// kills it.
     ///
     /// After `--`: several words are a program and its arguments, each
     /// passed exactly as given (quoted for bash: `ls "a b"` lists one
@@ -100,18 +99,9 @@ pub enum SandboxCommand {
     Exec {
         /// The sandbox id.
         id: String,
-        /// Working directory.
-        #[arg(long)]
-        cwd: Option<String>,
-        /// Command timeout in seconds (default: none; the command then runs
-        /// as long as the sandbox).
-        #[arg(long, value_name = "SECS")]
-        timeout: Option<u64>,
-        /// An environment variable of the command, K=V, or K alone for the
-        /// value K has in rayito's own environment, which keeps it off
-        /// rayito's command line (repeatable).
-        #[arg(long = "env", short = 'e', value_name = "K[=V]", value_parser = parse_env)]
-        env: Vec<(String, String)>,
+        /// Where and how it runs.
+        #[command(flatten)]
+        args: crate::exec::ExecArgs,
         /// The program and its arguments, or one bash command line (after `--`).
         #[arg(last = true, required = true, value_name = "CMD")]
         cmd: Vec<String>,
@@ -154,6 +144,28 @@ impl SandboxCommand {
             SandboxCommand::Exec { .. } | SandboxCommand::Shell { .. }
         )
     }
+}
+
+/// The states `list --state` knows.
+const STATES: [SandboxState; 6] = [
+    SandboxState::Pending,
+    SandboxState::Running,
+    SandboxState::Suspending,
+    SandboxState::Suspended,
+    SandboxState::Terminating,
+    SandboxState::Terminated,
+];
+
+/// `list --state`: one of [`STATES`], in any case. Anything else is
+/// refused (it would match no sandbox, and `[]` would look like none).
+fn parse_state(text: &str) -> Result<SandboxState, String> {
+    STATES
+        .into_iter()
+        .find(|state| state.as_str().eq_ignore_ascii_case(text))
+        .ok_or_else(|| {
+            let known: Vec<&str> = STATES.iter().map(SandboxState::as_str).collect();
+            format!("no such state: one of {}", known.join(", "))
+        })
 }
 
 pub(crate) fn parse_pair(text: &str) -> Result<(String, String), String> {
@@ -400,15 +412,9 @@ async fn dispatch(
             }
             Ok(0)
         }
-        SandboxCommand::Exec {
-            id,
-            cwd,
-            timeout,
-            env,
-            cmd,
-        } => {
-            let options = ExecArgs { cwd, timeout, env };
-            exec(backend, format, &id, options, &cmd).await
+        SandboxCommand::Exec { id, args, cmd } => {
+            let sandbox = backend.connect(&id).await?;
+            crate::exec::run(&sandbox, format, &command_line(&cmd), args).await
         }
         SandboxCommand::Shell { id } => {
             let sandbox = backend.connect(&id).await?;
@@ -517,15 +523,11 @@ async fn list(
     backend: &Backend,
     format: Format,
     metadata: Vec<(String, String)>,
-    states: Vec<String>,
+    states: Vec<SandboxState>,
 ) -> Result<i32, Failure> {
     let mut query = ListQuery::new().metadata(metadata);
     if !states.is_empty() {
-        query = query.states(
-            states
-                .iter()
-                .map(|s| SandboxState::from(s.to_ascii_uppercase().as_str())),
-        );
+        query = query.states(states);
     }
     let mut stream = backend.client().await?.list(query);
     let mut rows = Vec::new();
@@ -553,13 +555,6 @@ async fn list(
         }
     }
     Ok(0)
-}
-
-/// `exec`'s options.
-struct ExecArgs {
-    cwd: Option<String>,
-    timeout: Option<u64>,
-    env: Vec<(String, String)>,
 }
 
 /// The bash command line of `exec`'s words: one word is a command line
@@ -594,70 +589,6 @@ fn shell_value(value: &str) -> String {
     } else {
         single_quote(value)
     }
-}
-
-async fn exec(
-    backend: &Backend,
-    format: Format,
-    id: &str,
-    args: ExecArgs,
-    cmd: &[String],
-) -> Result<i32, Failure> {
-    let sandbox = backend.connect(id).await?;
-    let line = command_line(cmd);
-    let mut options = CommandOptions::new();
-    options = match args.timeout {
-        Some(secs) => options.timeout(Duration::from_secs(secs)),
-        None => options.no_timeout(),
-    };
-    if let Some(cwd) = args.cwd {
-        options = options.cwd(cwd);
-    }
-    for (name, value) in args.env {
-        options = options.env(name, value);
-    }
-    if format == Format::Text {
-        // Streamed as it comes; the final result is then not printed again.
-        options = options
-            .on_stdout(|chunk| {
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(chunk.as_bytes());
-                let _ = out.flush();
-            })
-            .on_stderr(|chunk| {
-                let mut err = std::io::stderr().lock();
-                let _ = err.write_all(chunk.as_bytes());
-                let _ = err.flush();
-            });
-    }
-    let (exit_code, stdout, stderr) = match sandbox.commands().run_with(&line, options).await {
-        Ok(result) => (result.exit_code, result.stdout, result.stderr),
-        Err(SandboxError::CommandExit {
-            exit_code,
-            stdout,
-            stderr,
-            ..
-        }) => (exit_code, String::from(&*stdout), String::from(&*stderr)),
-        Err(
-            err @ SandboxError::Timeout {
-                scope: TimeoutScope::Command,
-                ..
-            },
-        ) => {
-            output::error(format, &err);
-            return Ok(output::EXIT_COMMAND_TIMEOUT);
-        }
-        Err(err) => return Err(err.into()),
-    };
-    if format == Format::Json {
-        output::json(&json!({ "exit_code": exit_code, "stdout": stdout, "stderr": stderr }));
-    }
-    // A code outside 0-255 (none is expected) would wrap: say failure.
-    Ok(if (0..=255).contains(&exit_code) {
-        exit_code
-    } else {
-        EXIT_FAILURE
-    })
 }
 
 /// `sandbox connect`: checks the sandbox can be reached with the kept

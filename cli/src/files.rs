@@ -3,7 +3,6 @@
 //! bar on a terminal; through S3 at or above the staging threshold when
 //! RAYITO_TRANSFER_BUCKET configures one (the SDK's automatic staging).
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -144,24 +143,24 @@ pub(crate) async fn run(
                 None if format == Format::Json => {
                     // One JSON document holds the content: it is read whole.
                     let data = sandbox.files().read(&remote).await?;
+                    let (content, encoding) = output::bytes_json(&data);
                     output::json(&json!({
                         "path": remote,
                         "size": data.len(),
-                        "content": String::from_utf8_lossy(&data),
+                        "content": content,
+                        "encoding": encoding,
                     }));
                     Ok(0)
                 }
                 None => {
                     let mut chunks = sandbox.files().read_stream(&remote).await?;
-                    let mut out = std::io::stdout().lock();
                     while let Some(chunk) = chunks.next().await {
-                        let chunk = chunk?;
-                        if out.write_all(&chunk).is_err() {
-                            // The reader went away (`| head`): stop quietly.
-                            return Ok(0);
+                        // A reader that went away (`| head`) stops it
+                        // quietly (0); any other failure is said (1).
+                        if let Err(err) = output::write_bytes(&chunk?) {
+                            return Ok(output::stdout_failed(&err));
                         }
                     }
-                    let _ = out.flush();
                     Ok(0)
                 }
             }

@@ -5,7 +5,6 @@
 
 #[cfg(test)]
 use std::fmt::Write as _;
-use std::io::Write as _;
 
 use clap::CommandFactory as _;
 use serde_json::json;
@@ -29,6 +28,7 @@ Exit codes:
   1    a failure retrying will not cure (the error's kind says why); also
        run-code's cell raised, doctor found something to fix
   2    a usage error
+  3    local status: the daemon does not run
   75   a retryable failure (capacity, rate limit, a lost connection)
   sandbox exec and sandbox shell exit with the command's own code (0-255;
   128+N when signal N ended it); their own failures, usage included, exit
@@ -103,7 +103,11 @@ const EXAMPLES: &[(&str, &str)] = &[
         "rayito sandbox exec ID -- ls -l \"my file.txt\"   # arguments passed as they are
   rayito sandbox exec ID -- 'cd /tmp && ls | wc -l'   # one argument: a bash command line
   rayito sandbox exec ID --cwd /home/user/app --timeout 300 -- make test
-  rayito --output json sandbox exec ID -- python3 -c 'print(42)'",
+  rayito --output json sandbox exec ID -- python3 -c 'print(42)'
+  rayito sandbox exec ID -- 'tar -czf - /home/user/out' | tar -xzf -   # bytes as they are
+  printf 'print(1+1)\\n' | rayito sandbox exec -i ID -- python3 -   # stdin streamed
+  rayito sandbox exec -it ID -- python3                # a terminal, as docker exec -it
+  rayito sandbox exec --detach ID -- 'python3 -m http.server 8000'   # prints the pid",
     ),
     (
         "sandbox shell",
@@ -313,9 +317,9 @@ pub fn completions(shell: clap_complete::Shell, format: Format) -> i32 {
     clap_complete::generate(shell, &mut command(), "rayito", &mut script);
     match format {
         Format::Text => {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(&script);
-            let _ = out.flush();
+            if let Err(err) = crate::output::write_bytes(&script) {
+                return crate::output::stdout_failed(&err);
+            }
         }
         Format::Json => crate::output::json(&json!({
             "shell": shell.to_string(),

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use crate::build_output::BuildOutput;
 use crate::commands::{Backend, Failure};
 use crate::output;
-use crate::{Format, Global};
+use crate::{Format, Global, local};
 
 /// The image subcommands.
 #[derive(Debug, Subcommand)]
@@ -273,6 +273,7 @@ async fn dispatch(
             options.arch = arch.parse()?;
             options.sizes = sizes;
             options.variant = variant;
+            options.poll_interval = backend.local.as_ref().map(|_| local::BUILD_POLL_INTERVAL);
             let progress = BuildOutput::start(format, &format!("publishing {image_name}"));
             let options = options.on_event(progress.on_event());
             let outcome = images

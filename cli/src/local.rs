@@ -30,6 +30,11 @@ use crate::cache;
 /// The daemon's idle limit in seconds, when set.
 pub const IDLE_ENV: &str = "RAYITO_LOCAL_IDLE_SECS";
 const DEFAULT_IDLE: Duration = Duration::from_secs(30 * 60);
+/// How often a build's state is read on the local daemon. The CLI's
+/// client reaches it as AWS (an endpoint, `AwsOptions`), so the SDK cannot
+/// tell and would read at its AWS interval, 10 s: every local build would
+/// take at least that. The daemon answers at once.
+pub const BUILD_POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// What the daemon records for later invocations.
 #[derive(Clone, Serialize, Deserialize, PartialEq)]
 pub struct BackendState {

@@ -3,7 +3,8 @@
 //! Exit codes (docs/cli.md, `output::EXIT_*`): 0 success; 1 a failure
 //! that will not go away by retrying (the `SandboxError` kind says why),
 //! or a Python error raised by `run-code`'s cell, or `doctor` finding
-//! something to fix; 2 a usage error; 75 (`EX_TEMPFAIL`) a retryable
+//! something to fix; 2 a usage error; 3 `local status` finding no
+//! daemon; 75 (`EX_TEMPFAIL`) a retryable
 //! failure (capacity, rate limit, a lost connection). `sandbox exec` and
 //! `sandbox shell` exit with the command's own code, so their own failures
 //! (usage included) take 125 and a command timeout 124, as `docker run`
@@ -16,6 +17,7 @@ mod build_output;
 mod cache;
 mod commands;
 mod doctor;
+mod exec;
 mod files;
 mod help;
 mod image;
@@ -27,6 +29,7 @@ mod progress;
 mod secret;
 mod setup;
 mod shell;
+mod signals;
 mod spinner;
 mod template;
 mod usage;
@@ -118,7 +121,7 @@ enum Top {
 
 #[derive(Debug, Subcommand)]
 enum LocalCommand {
-    /// Whether the daemon runs, and where.
+    /// Whether the daemon runs, and where (exit 3 when it does not).
     Status,
     /// Stops the daemon and every sandbox it runs.
     Stop,
@@ -189,7 +192,7 @@ fn local_command(command: &LocalCommand, format: Format) -> i32 {
                 Format::Json => output::json(&serde_json::json!({
                     "running": state.as_ref().map(local::BackendState::public_view)
                 })),
-                Format::Text => match state {
+                Format::Text => match &state {
                     Some(s) => outln!(
                         "running: pid {}, endpoint {}, image {}",
                         s.pid,
@@ -199,7 +202,11 @@ fn local_command(command: &LocalCommand, format: Format) -> i32 {
                     None => outln!("not running"),
                 },
             }
-            0
+            if state.is_some() {
+                0
+            } else {
+                output::EXIT_NOT_RUNNING
+            }
         }
         LocalCommand::Stop => match local::stop() {
             Ok(was_running) => {

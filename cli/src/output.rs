@@ -19,6 +19,9 @@ pub const EXIT_USAGE: i32 = 2;
 /// failed (usage, connection, the SDK's error), whatever the kind: their
 /// other codes are the command's own (as `docker run` and `env` do).
 pub const EXIT_OWN: i32 = 125;
+/// Exit code of `local status` when the daemon does not run (LSB's
+/// "program is not running", as `systemctl status`): a script can test it.
+pub const EXIT_NOT_RUNNING: i32 = 3;
 /// Exit code of `sandbox exec` when the command ran past `--timeout` (as
 /// GNU `timeout` does).
 pub const EXIT_COMMAND_TIMEOUT: i32 = 124;
@@ -87,12 +90,32 @@ pub fn write_out(args: std::fmt::Arguments<'_>) {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     if let Err(err) = out.write_fmt(args).and_then(|()| out.flush()) {
-        if err.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("rayito: cannot write to stdout: {err}");
-        std::process::exit(EXIT_FAILURE);
+        std::process::exit(stdout_failed(&err));
     }
+}
+
+/// Writes `bytes` on stdout as they are and flushes them (a command's
+/// output: never decoded). The caller decides what a failure ends (a
+/// command still running in the sandbox first): [`stdout_failed`] then
+/// gives the exit code.
+///
+/// # Errors
+/// The write's.
+pub fn write_bytes(bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes).and_then(|()| out.flush())
+}
+
+/// The exit code of a failed write to stdout, said on stderr unless the
+/// reader went away: 0 for a closed pipe (the reader asked for no more),
+/// else [`EXIT_FAILURE`] with `rayito: cannot write to stdout: <why>`.
+pub fn stdout_failed(err: &std::io::Error) -> i32 {
+    if err.kind() == std::io::ErrorKind::BrokenPipe {
+        return 0;
+    }
+    eprintln!("rayito: cannot write to stdout: {err}");
+    EXIT_FAILURE
 }
 
 /// Prints one JSON document on stdout (through [`write_out`]).
@@ -148,4 +171,19 @@ pub fn cli_error(format: Format, message: &str) -> i32 {
         Format::Text => eprintln!("error: {message}"),
     }
     EXIT_FAILURE
+}
+
+/// Bytes for a JSON document: the text when they are UTF-8, else their
+/// base64 (standard alphabet, padded); and which of the two it is,
+/// `"utf-8"` or `"base64"`, for the field that says so. Never decoded
+/// lossily: what the sandbox wrote is what a script gets back.
+pub fn bytes_json(bytes: &[u8]) -> (Value, &'static str) {
+    use base64::Engine as _;
+    match std::str::from_utf8(bytes) {
+        Ok(text) => (json!(text), "utf-8"),
+        Err(_) => (
+            json!(base64::engine::general_purpose::STANDARD.encode(bytes)),
+            "base64",
+        ),
+    }
 }

@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::build_output::BuildOutput;
 use crate::commands::{Backend, Failure};
 use crate::output;
-use crate::{Format, Global};
+use crate::{Format, Global, local};
 
 /// The template subcommands.
 #[derive(Debug, Subcommand)]
@@ -133,6 +133,7 @@ async fn dispatch(
                     timeout: Duration::from_secs(timeout),
                     bucket,
                     context_dir: Some(context),
+                    poll_interval: backend.local.as_ref().map(|_| local::BUILD_POLL_INTERVAL),
                     ..BuildOptions::default()
                 },
             )

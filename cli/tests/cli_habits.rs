@@ -725,3 +725,38 @@ fn a_closed_stdout_ends_quietly() {
         "doctor finds nothing configured"
     );
 }
+
+/// `sandbox list --state` takes the states there are, in any case, and
+/// refuses any other as a usage error naming them (it used to print `[]`
+/// and exit 0, as if no sandbox were in it).
+#[test]
+fn list_refuses_an_unknown_state() {
+    let s = Session::unset_backend();
+    const MESSAGE: &str = "invalid value 'weird' for '--state <STATE>': no such state: one of PENDING, RUNNING, SUSPENDING, SUSPENDED, TERMINATING, TERMINATED";
+    let out = s.run(&["--local", "sandbox", "list", "--state", "weird"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).starts_with(&format!("error: {MESSAGE}\n")),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = s.run(&[
+        "--local", "--output", "json", "sandbox", "list", "--state", "weird",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("a JSON error");
+    assert_eq!(v["error"]["kind"], "usage");
+    assert_eq!(v["error"]["message"], MESSAGE);
+    let v = s.json(&[
+        "--local",
+        "--output",
+        "json",
+        "sandbox",
+        "list",
+        "--state",
+        "running",
+        "--state",
+        "Suspended",
+    ]);
+    assert!(v.is_array(), "{v}");
+}

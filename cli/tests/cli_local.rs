@@ -315,6 +315,16 @@ fn a_local_session_from_create_to_kill() {
         .filter(|n| n.starts_with("rayito-"))
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+
+    // status when it does not run: said, and exit 3 (LSB's "not
+    // running", as `systemctl status`), so that a script can test it.
+    let status = s.run(&["local", "status"]);
+    assert_eq!(status.status.code(), Some(3));
+    assert_eq!(String::from_utf8_lossy(&status.stdout), "not running\n");
+    let status = s.run(&["local", "status", "--output", "json"]);
+    assert_eq!(status.status.code(), Some(3));
+    let status: Value = serde_json::from_slice(&status.stdout).expect("JSON");
+    assert_eq!(status, serde_json::json!({ "running": null }));
 }
 
 #[test]
@@ -931,4 +941,40 @@ fn sandbox_logs_on_the_local_backend() {
     ] {
         assert_eq!(s.run(&bad).status.code(), Some(2), "{bad:?}");
     }
+}
+
+/// A local build is read at the daemon's pace, not at the SDK's AWS
+/// interval (10 s, which the CLI's endpoint client used to get: every
+/// local build then took at least 10 s, one whose step takes nothing
+/// reporting `(10s)`).
+#[test]
+fn a_local_build_is_not_held_to_the_aws_poll_interval() {
+    if let Some(reason) = skip_support::local_builds_unavailable() {
+        skip_support::skip(reason);
+        return;
+    }
+    let s = Session::local();
+    let spec = s.tmp.path().join("tiny.toml");
+    std::fs::write(
+        &spec,
+        "version = \"rayito.template-spec/1\"\n\n[base]\nname = \"rayito-base\"\n\n\
+         [[steps]]\nkind = \"run\"\ncmd = \"true\"\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let built = s.json(&[
+        "template",
+        "build",
+        spec.to_str().unwrap(),
+        "--name",
+        "tiny",
+        "--output",
+        "json",
+    ]);
+    let took = started.elapsed();
+    assert_eq!(built["reused"], false, "{built}");
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "a build of one `true` step took {took:?}: read at the AWS interval"
+    );
 }

@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use futures_util::Stream;
 use tokio::time::Instant;
 
-use super::process::{Decoded, ProcessCore, Protocol, drain, killed};
+use super::process::{Decoded, ProcessCore, Protocol, drain};
 use super::{
     CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, SUSPENDING, feed_stdin,
     start_request,
@@ -344,16 +344,8 @@ impl CommandHandle {
     /// `InvalidArgument` when stdin is not open; `NotFound` when the
     /// process has ended; transport failures.
     pub async fn send_stdin(&self, data: impl Into<Vec<u8>>) -> Result<(), SandboxError> {
-        let sandbox = self.core.sandbox();
-        sandbox
-            .conn()
-            .send_input(
-                pb::SendInputRequest {
-                    pid: self.core.pid(),
-                    data: data.into(),
-                },
-                sandbox.request_timeout(),
-            )
+        Commands::new(self.core.sandbox())
+            .send_stdin(self.core.pid(), data)
             .await
     }
 
@@ -362,15 +354,8 @@ impl CommandHandle {
     /// # Errors
     /// As [`CommandHandle::send_stdin`].
     pub async fn close_stdin(&self) -> Result<(), SandboxError> {
-        let sandbox = self.core.sandbox();
-        sandbox
-            .conn()
-            .close_stdin(
-                pb::CloseStdinRequest {
-                    pid: self.core.pid(),
-                },
-                sandbox.request_timeout(),
-            )
+        Commands::new(self.core.sandbox())
+            .close_stdin(self.core.pid())
             .await
     }
 
@@ -431,18 +416,7 @@ impl Stream for CommandHandle {
 }
 
 async fn kill_pid(sandbox: &Sandbox, pid: u32) -> Result<bool, SandboxError> {
-    killed(
-        sandbox
-            .conn()
-            .send_signal(
-                pb::SendSignalRequest {
-                    pid,
-                    signal: SIGKILL,
-                },
-                sandbox.request_timeout(),
-            )
-            .await,
-    )
+    Commands::new(sandbox).signal(pid, SIGKILL).await
 }
 
 impl<'a> Commands<'a> {

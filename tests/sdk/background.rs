@@ -283,3 +283,49 @@ async fn spawn_with_stdin_the_process_never_reads_ends_with_its_own_exit() {
     );
     assert!(sbx.kill().await.unwrap());
 }
+
+/// `Commands::signal`, `send_stdin` and `close_stdin` act on a command by
+/// its pid while its handle is read elsewhere: SIGTERM ends it with 143
+/// (a command that traps SIGINT first says so), stdin sent by pid reaches
+/// it, a signal out of 1..=64 is refused naming `signal` before any I/O,
+/// and a process that has ended takes no signal (`false`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signal_and_stdin_by_pid() {
+    let emu = emulator().await;
+    let sbx = sandbox(&emu).await;
+    let commands = sbx.commands();
+    let mut handle = commands
+        .spawn(
+            "trap 'echo got-int' INT; echo ready; read line; echo \"read $line\"; while :; do sleep 0.1; done",
+            CommandOptions::new().no_timeout().open_stdin(),
+        )
+        .await
+        .expect("spawn");
+    let pid = handle.pid();
+    read_until(&mut handle, |t| t.contains("ready")).await;
+    let sending = commands.send_stdin(pid, b"by-pid\n".to_vec());
+    assert_send(&sending);
+    sending.await.expect("send_stdin");
+    read_until(&mut handle, |t| t.contains("read by-pid")).await;
+    let closing = commands.close_stdin(pid);
+    assert_send(&closing);
+    closing.await.expect("close_stdin");
+    let signalling = commands.signal(pid, 2);
+    assert_send(&signalling);
+    assert!(signalling.await.expect("SIGINT"));
+    read_until(&mut handle, |t| t.contains("got-int")).await;
+    assert!(commands.signal(pid, 15).await.expect("SIGTERM"));
+    match handle.wait().await.unwrap_err() {
+        SandboxError::CommandExit { exit_code, .. } => assert_eq!(exit_code, 143),
+        other => panic!("{other:?}"),
+    }
+    assert!(!commands.signal(pid, 15).await.expect("no such process"));
+    for bad in [0, 65, -1] {
+        let err = commands.signal(pid, bad).await.unwrap_err();
+        assert!(
+            matches!(&err, SandboxError::InvalidArgument { .. }),
+            "{err:?}"
+        );
+        assert_eq!(err.to_string(), "invalid signal: must be between 1 and 64");
+    }
+}
