@@ -13,6 +13,8 @@
 
 use std::io::{self, Read};
 
+use super::sparse;
+
 /// Largest GNU long name, long link, pax or GNU sparse extension accepted.
 pub(crate) const MAX_EXT_BYTES: u64 = 64 * 1024;
 /// Most header blocks (entries and their extension headers) accepted.
@@ -57,6 +59,8 @@ pub(crate) struct Entry {
     pub link: Option<Vec<u8>>,
     pub mode: u32,
     pub mtime: Option<u64>,
+    /// A GNU sparse entry's map (checked against its body's size).
+    pub sparse: Option<sparse::Map>,
 }
 
 /// A tar stream, read one entry at a time.
@@ -173,10 +177,23 @@ impl<R: Read> Reader<R> {
                 // Global pax headers change nothing this reader uses.
                 tar::EntryType::XGlobalHeader => drop(self.ext_body(size)?),
                 _ => {
-                    if kind.is_gnu_sparse() {
-                        self.sparse_extensions(&block)?;
-                    }
                     let size = pax.size.unwrap_or(size);
+                    let sparse = if kind.is_gnu_sparse() {
+                        let real_size = header
+                            .as_gnu()
+                            .and_then(|g| g.real_size().ok())
+                            .ok_or_else(|| malformed("sparse size"))?;
+                        let map = sparse::Map {
+                            segments: self.sparse_map(&block)?,
+                            real_size,
+                        };
+                        if !map.check(size) {
+                            return Err(malformed("sparse map"));
+                        }
+                        Some(map)
+                    } else {
+                        None
+                    };
                     self.data = self.data.saturating_add(size);
                     if self.data > self.limits.max_data {
                         return Err(ReadError::TooMuchData);
@@ -195,16 +212,31 @@ impl<R: Read> Reader<R> {
                             .or_else(|| header.link_name_bytes().map(|l| l.into_owned())),
                         mode: header.mode().unwrap_or(0o644),
                         mtime: pax.mtime.or_else(|| header.mtime().ok()),
+                        sparse,
                     }));
                 }
             }
         }
     }
 
-    /// Skips the extension blocks of a GNU sparse entry (counted).
-    fn sparse_extensions(&mut self, block: &[u8; BLOCK]) -> Result<(), ReadError> {
-        // `isextended` of the GNU header, then of each extension block.
-        let mut more = block[482] == 1;
+    /// The map of a GNU sparse entry: the header's entries, then those of
+    /// its extension blocks (each counted as a header block), at most
+    /// [`sparse::MAX_SEGMENTS`] of them.
+    fn sparse_map(&mut self, block: &[u8; BLOCK]) -> Result<Vec<(u64, u64)>, ReadError> {
+        let mut segments = Vec::new();
+        let take = |raw: &[u8], segments: &mut Vec<(u64, u64)>| -> Result<(), ReadError> {
+            for entry in raw.chunks(24) {
+                if let Some(s) = sparse::decode_entry(entry).map_err(|_| malformed("sparse map"))? {
+                    segments.push(s);
+                }
+            }
+            if segments.len() > sparse::MAX_SEGMENTS {
+                return Err(malformed("sparse map"));
+            }
+            Ok(())
+        };
+        take(&block[sparse::HEADER_MAP], &mut segments)?;
+        let mut more = block[sparse::HEADER_EXTENDED] == 1;
         while more {
             let mut ext = [0u8; BLOCK];
             self.inner.read_exact(&mut ext)?;
@@ -212,9 +244,12 @@ impl<R: Read> Reader<R> {
             if self.blocks > self.limits.max_entries {
                 return Err(ReadError::TooManyEntries);
             }
-            more = ext[504] == 1;
+            take(&ext[sparse::EXT_MAP], &mut segments)?;
+            more = ext[sparse::EXT_EXTENDED] == 1;
         }
-        Ok(())
+        // GNU tar ends a map with an empty range at the file's end.
+        segments.retain(|s| s.1 > 0);
+        Ok(segments)
     }
 
     /// The current entry's body (at most its size).
