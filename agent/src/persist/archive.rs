@@ -759,6 +759,7 @@ impl Read for ChannelReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt as _;
 
     #[test]
     fn entry_paths_that_leave_home_are_refused() {
@@ -788,6 +789,51 @@ mod tests {
         }
         for k in ["x/.cache", "data", "data/big2", ".local/share/jupyter"] {
             assert!(!skipped(Path::new(k), &ex), "{k}");
+        }
+    }
+
+    /// A hard-link entry links only to a file this extraction wrote:
+    /// never outside HOME, never to what was there before, never ahead of
+    /// its target.
+    #[test]
+    fn hard_links_reach_only_files_the_extraction_wrote() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("before"), b"was here").unwrap();
+        let mut b = tar::Builder::new(Vec::new());
+        let link = |b: &mut tar::Builder<Vec<u8>>, name: &str, target: &str| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Link);
+            h.set_size(0);
+            b.append_link(&mut h, name, target).unwrap();
+        };
+        link(&mut b, "early", "file");
+        let mut h = tar::Header::new_gnu();
+        h.set_size(4);
+        h.set_mode(0o600);
+        b.append_data(&mut h, "file", &b"body"[..]).unwrap();
+        link(&mut b, "ok", "file");
+        link(&mut b, "abs", "/etc/passwd");
+        link(&mut b, "up", "../file");
+        link(&mut b, "old", "before");
+        let data = b.into_inner().unwrap();
+        let limits = tar_read::Limits {
+            max_entries: 100,
+            max_data: 1 << 20,
+        };
+        let counters = Counters::default();
+        extract(
+            home.path(),
+            &data[..],
+            limits,
+            &counters,
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+        assert_eq!(counters.skipped.load(Ordering::Relaxed), 4);
+        let ino = |n: &str| std::fs::metadata(home.path().join(n)).unwrap().ino();
+        assert_eq!(ino("ok"), ino("file"));
+        for gone in ["early", "abs", "up", "old"] {
+            assert!(!home.path().join(gone).exists(), "{gone}");
         }
     }
 }

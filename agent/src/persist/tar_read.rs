@@ -494,4 +494,39 @@ mod tests {
         // No end-of-archive block: cut short.
         assert!(matches!(names(&data, ROOMY), Err(ReadError::Io(_))));
     }
+
+    /// A sparse map is peer data: one that overlaps or does not add up to
+    /// its body is refused before its body is read.
+    #[test]
+    fn a_sparse_map_that_lies_is_refused() {
+        let entry = |segments: &[(u64, u64)], stored: u64| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::GNUSparse);
+            h.set_size(stored);
+            h.set_mode(0o644);
+            let map = sparse::Map {
+                segments: segments.to_vec(),
+                real_size: 1 << 30,
+            };
+            let ext = sparse::encode(&mut h, &map);
+            h.as_old_mut().name[..1].copy_from_slice(b"s");
+            h.set_cksum();
+            let mut data = h.as_bytes().to_vec();
+            data.extend(ext);
+            data.extend(vec![7u8; stored as usize]);
+            data.extend(vec![0u8; padding(stored) as usize + 1024]);
+            data
+        };
+        let many: Vec<(u64, u64)> = (0..10).map(|i| (i * 4096, 10)).collect();
+        let got = names(&entry(&many, 100), ROOMY).unwrap();
+        assert_eq!(got[0].1, vec![7u8; 100]);
+        for (segments, stored) in [
+            (vec![(0, 10), (5, 10)], 20),
+            (vec![(0, 10)], 11),
+            (vec![(1 << 30, 10)], 10),
+        ] {
+            let err = names(&entry(&segments, stored), ROOMY).unwrap_err();
+            assert!(matches!(err, ReadError::Io(_)), "{segments:?}: {err:?}");
+        }
+    }
 }
