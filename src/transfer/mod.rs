@@ -197,7 +197,10 @@ fn state_error(s: &pb::TransferState) -> SandboxError {
 }
 
 /// An upload URL or form, armed in the sandbox: once the object is there,
-/// the agent moves it to the file and deletes it. Single use.
+/// the agent moves it to the file and deletes it. The first upload becomes
+/// the file; the URL itself stays valid until it expires (S3 takes it
+/// again; the agent deletes such an object after the expiry, see
+/// docs/transfers.md).
 ///
 /// `Debug` shows neither the URL nor the form fields.
 #[derive(Clone)]
@@ -431,7 +434,7 @@ fn unix_ms(t: SystemTime) -> i64 {
 
 impl Files<'_> {
     /// An upload URL (PUT) or form (POST) for the file at `path`: whoever
-    /// holds it uploads once, before it expires, and the agent moves the
+    /// holds it uploads before it expires, and the agent moves the first
     /// object to `path` (temp file + rename; parents created) and deletes
     /// it. The import is armed before this returns.
     ///
@@ -511,7 +514,8 @@ impl Files<'_> {
 
     /// A download link to the file at `path`: the agent uploads it to the
     /// staging bucket now, and the link (a presigned GET that saves it as
-    /// an attachment) carries its size and sha256.
+    /// an attachment) carries its size and sha256. The object stays until
+    /// [`DownloadLink::delete`] or the bucket's lifecycle rule.
     ///
     /// # Errors
     /// `FileNotFound`; `InvalidArgument` for a directory or symlink, or a
