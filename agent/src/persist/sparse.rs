@@ -23,6 +23,9 @@ use super::archive::Counters;
 pub(crate) const MAX_SEGMENTS: usize = 65_536;
 /// Largest apparent size of a sparse file (16 TiB, ext4's largest file).
 pub(crate) const MAX_REAL_SIZE: u64 = 1 << 44;
+/// The filesystem block a data range is counted in (ext4's and most
+/// others' 4 KiB).
+pub(crate) const BLOCK_BYTES: u64 = 4096;
 /// Map entries in the GNU header itself and in each extension block.
 const IN_HEADER: usize = 4;
 const PER_EXTENSION: usize = 21;
@@ -38,6 +41,15 @@ impl Map {
     /// The bytes the ranges hold.
     pub(crate) fn data_bytes(&self) -> u64 {
         self.segments.iter().map(|s| s.1).sum()
+    }
+
+    /// What writing the ranges may allocate: each rounded up to whole
+    /// blocks of [`BLOCK_BYTES`].
+    pub(crate) fn disk_bytes(&self) -> u64 {
+        self.segments
+            .iter()
+            .map(|s| s.1.div_ceil(BLOCK_BYTES).saturating_mul(BLOCK_BYTES))
+            .fold(0, u64::saturating_add)
     }
 
     /// Whether a map read from an archive is one a checkpoint could have
@@ -242,6 +254,11 @@ mod tests {
         assert!(!map(&[], MAX_REAL_SIZE + 1).check(0));
         let many: Vec<(u64, u64)> = (0..=MAX_SEGMENTS as u64).map(|i| (i * 2, 1)).collect();
         assert!(!map(&many, 1 << 40).check(many.len() as u64));
+        // One byte here and there allocates a block each.
+        assert_eq!(
+            map(&[(0, 1), (8192, 1), (16384, 4097)], 1 << 20).disk_bytes(),
+            4 * 4096
+        );
     }
 
     #[test]

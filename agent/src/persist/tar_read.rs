@@ -194,7 +194,11 @@ impl<R: Read> Reader<R> {
                     } else {
                         None
                     };
-                    self.data = self.data.saturating_add(size);
+                    // What the entry takes on disk: a sparse entry's every
+                    // range at least a filesystem block, so a map of many
+                    // one-byte ranges costs what it allocates.
+                    let cost = sparse.as_ref().map_or(size, sparse::Map::disk_bytes);
+                    self.data = self.data.saturating_add(cost);
                     if self.data > self.limits.max_data {
                         return Err(ReadError::TooMuchData);
                     }
@@ -520,6 +524,16 @@ mod tests {
         let many: Vec<(u64, u64)> = (0..10).map(|i| (i * 4096, 10)).collect();
         let got = names(&entry(&many, 100), ROOMY).unwrap();
         assert_eq!(got[0].1, vec![7u8; 100]);
+        // Ten one-block ranges of 10 bytes count as the ten blocks they
+        // allocate, not the 100 bytes they hold.
+        let tight = Limits {
+            max_data: 10 * 4096 - 1,
+            ..ROOMY
+        };
+        assert!(matches!(
+            names(&entry(&many, 100), tight),
+            Err(ReadError::TooMuchData)
+        ));
         for (segments, stored) in [
             (vec![(0, 10), (5, 10)], 20),
             (vec![(0, 10)], 11),
