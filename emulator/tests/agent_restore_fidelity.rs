@@ -181,18 +181,19 @@ fn data_ranges(path: &Path) -> Vec<u8> {
     let mut at = 0;
     while let Ok(data) = rustix::fs::seek(&f, SeekFrom::Data(at)) {
         let hole = rustix::fs::seek(&f, SeekFrom::Hole(data)).unwrap().min(len);
-        assert!(
-            hole - data <= 1 << 20,
-            "{path:?}: a data range of {} bytes",
-            hole - data
-        );
+        out.extend_from_slice(&data.to_le_bytes());
+        if hole - data > 1 << 20 {
+            // Allocated where the original has holes: named, not read.
+            out.extend_from_slice(format!("<{} allocated bytes>", hole - data).as_bytes());
+            at = hole;
+            continue;
+        }
         let mut bytes = vec![0u8; usize::try_from(hole - data).unwrap()];
         f.read_exact_at(&mut bytes, data).unwrap();
         // Trailing zeros of a block are the hole's, wherever it starts.
         while bytes.last() == Some(&0) {
             bytes.pop();
         }
-        out.extend_from_slice(&data.to_le_bytes());
         out.extend_from_slice(&bytes);
         at = hole;
     }
@@ -304,7 +305,8 @@ async fn a_restore_keeps_times_modes_hard_links_and_holes_entry_by_entry() {
     let mut expected = before.clone();
     expected.remove("pipe");
     let mut differences = Vec::new();
-    for key in expected.keys().chain(after.keys()) {
+    let keys: std::collections::BTreeSet<&String> = expected.keys().chain(after.keys()).collect();
+    for key in keys {
         if expected.get(key) != after.get(key) {
             differences.push(format!(
                 "{key}: before {:?}, after {:?}",
@@ -313,7 +315,6 @@ async fn a_restore_keeps_times_modes_hard_links_and_holes_entry_by_entry() {
             ));
         }
     }
-    differences.dedup();
     assert!(
         differences.is_empty(),
         "{} differences:\n{}",
