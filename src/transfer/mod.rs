@@ -197,7 +197,10 @@ fn state_error(s: &pb::TransferState) -> SandboxError {
 }
 
 /// An upload URL or form, armed in the sandbox: once the object is there,
-/// the agent moves it to the file and deletes it. Single use.
+/// the agent moves it to the file and deletes it. The first upload becomes
+/// the file; the URL itself stays valid until it expires (S3 takes it
+/// again; the agent deletes such an object after the expiry, see
+/// docs/transfers.md).
 ///
 /// `Debug` shows neither the URL nor the form fields.
 #[derive(Clone)]
@@ -302,16 +305,37 @@ impl UploadTicket {
     }
 }
 
-/// A download link to a file, staged in S3.
+/// A download link to a file, staged in S3. The link is valid until it
+/// expires, as often as it is used; its object stays until
+/// [`DownloadLink::delete`] or the bucket's lifecycle rule removes it.
 ///
-/// `Debug` does not show the URL.
-#[derive(Clone, PartialEq, Eq)]
+/// `Debug` does not show the URL. Two links are equal when their URL,
+/// size, sha256 and expiry are.
+#[derive(Clone)]
 pub struct DownloadLink {
     url: String,
     size: u64,
     sha256: String,
     expires_at: SystemTime,
+    staged: Staged,
 }
+
+/// Where a download link's object is, to delete it.
+#[derive(Clone)]
+struct Staged {
+    client: crate::aws::s3::objects::Objects,
+    bucket: String,
+    key: String,
+}
+
+impl PartialEq for DownloadLink {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.url, self.size, &self.sha256, self.expires_at)
+            == (&other.url, other.size, &other.sha256, other.expires_at)
+    }
+}
+
+impl Eq for DownloadLink {}
 
 crate::secret::redacted_debug! {
     non_exhaustive DownloadLink |o| size, sha256, expires_at
@@ -333,6 +357,27 @@ impl DownloadLink {
     /// When the link stops working.
     pub fn expires_at(&self) -> SystemTime {
         self.expires_at
+    }
+
+    /// Deletes the staged object now (once the recipient has it): the link
+    /// answers 404 from then on, and nothing is left in the staging
+    /// prefix. Idempotent; with the caller's credentials
+    /// (`s3:DeleteObject` on the staging prefix).
+    ///
+    /// # Errors
+    /// The S3 mapping of `docs/errors.md` (`Authentication` for refused
+    /// credentials, `InvalidArgument { bucket }` for a bucket that no
+    /// longer exists, ...); never AWS's text.
+    pub async fn delete(&self) -> Result<(), SandboxError> {
+        let Staged {
+            client,
+            bucket,
+            key,
+        } = &self.staged;
+        client
+            .delete_object(bucket, key)
+            .await
+            .map_err(crate::error::map::s3::s3_failure)
     }
 }
 
@@ -389,7 +434,7 @@ fn unix_ms(t: SystemTime) -> i64 {
 
 impl Files<'_> {
     /// An upload URL (PUT) or form (POST) for the file at `path`: whoever
-    /// holds it uploads once, before it expires, and the agent moves the
+    /// holds it uploads before it expires, and the agent moves the first
     /// object to `path` (temp file + rename; parents created) and deletes
     /// it. The import is armed before this returns.
     ///
@@ -469,7 +514,8 @@ impl Files<'_> {
 
     /// A download link to the file at `path`: the agent uploads it to the
     /// staging bucket now, and the link (a presigned GET that saves it as
-    /// an attachment) carries its size and sha256.
+    /// an attachment) carries its size and sha256. The object stays until
+    /// [`DownloadLink::delete`] or the bucket's lifecycle rule.
     ///
     /// # Errors
     /// `FileNotFound`; `InvalidArgument` for a directory or symlink, or a
@@ -536,6 +582,11 @@ impl Files<'_> {
             size: state.bytes_total,
             sha256: state.sha256,
             expires_at: SystemTime::now() + lifetime,
+            staged: Staged {
+                client: signer.client().clone(),
+                bucket: signer.bucket.clone(),
+                key,
+            },
         })
     }
 }

@@ -436,3 +436,88 @@ async fn the_sdks_own_s3_calls_refused_by_moto_map_to_authentication_and_invalid
     );
     moto.relax_auth();
 }
+
+/// The JSON object that follows `marker` in `doc` (a fenced block).
+fn json_after(doc: &str, marker: &str) -> serde_json::Value {
+    let at = doc.find(marker).expect("the marker");
+    let start = at + doc[at..].find("```json\n").expect("a json block") + 8;
+    let end = start + doc[start..].find("```").expect("the block's end");
+    serde_json::from_str(&doc[start..end]).expect("valid JSON")
+}
+
+/// The staging lifecycle rule docs/transfers.md gives is the one
+/// docs/persistence.md repeats, names the default prefix, outlives the
+/// default URL lifetime, and is taken by an S3 (moto) as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_staging_lifecycle_rule_is_one_s3_takes() {
+    use s3::types::{
+        AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, ExpirationStatus,
+        LifecycleExpiration, LifecycleRule, LifecycleRuleFilter,
+    };
+    let transfers = include_str!("../../docs/transfers.md");
+    let persistence = include_str!("../../docs/persistence.md");
+    let rule = json_after(transfers, "<!-- staging-lifecycle -->")["Rules"][0].clone();
+    let both = json_after(persistence, "## Bucket lifecycle");
+    assert!(
+        both["Rules"].as_array().unwrap().contains(&rule),
+        "docs/persistence.md repeats the staging rule: {both}"
+    );
+    let prefix = rule["Filter"]["Prefix"].as_str().unwrap();
+    assert_eq!(prefix, format!("{}/", rayito::transfer::DEFAULT_PREFIX));
+    let days = rule["Expiration"]["Days"].as_i64().unwrap();
+    let default_life = S3Staging::new("b").max_expires_in;
+    assert!(
+        Duration::from_secs(days as u64 * 86_400) > default_life,
+        "objects must outlive the default URL lifetime"
+    );
+
+    let Some(w) = world().await else {
+        return;
+    };
+    let to_rule = |r: &serde_json::Value| {
+        LifecycleRule::builder()
+            .id(r["ID"].as_str().unwrap())
+            .status(ExpirationStatus::from(r["Status"].as_str().unwrap()))
+            .filter(
+                LifecycleRuleFilter::builder()
+                    .prefix(r["Filter"]["Prefix"].as_str().unwrap())
+                    .build(),
+            )
+            .expiration(
+                LifecycleExpiration::builder()
+                    .days(r["Expiration"]["Days"].as_i64().unwrap() as i32)
+                    .build(),
+            )
+            .abort_incomplete_multipart_upload(
+                AbortIncompleteMultipartUpload::builder()
+                    .days_after_initiation(
+                        r["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"]
+                            .as_i64()
+                            .unwrap() as i32,
+                    )
+                    .build(),
+            )
+            .build()
+            .expect("a rule")
+    };
+    w.s3.put_bucket_lifecycle_configuration()
+        .bucket(BUCKET)
+        .lifecycle_configuration(
+            BucketLifecycleConfiguration::builder()
+                .rules(to_rule(&rule))
+                .build()
+                .expect("a configuration"),
+        )
+        .send()
+        .await
+        .expect("moto takes the rule");
+    let got =
+        w.s3.get_bucket_lifecycle_configuration()
+            .bucket(BUCKET)
+            .send()
+            .await
+            .expect("read back");
+    let got = &got.rules()[0];
+    assert_eq!(got.id(), rule["ID"].as_str());
+    assert_eq!(got.expiration().and_then(|e| e.days()), Some(days as i32));
+}

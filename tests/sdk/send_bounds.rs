@@ -319,6 +319,7 @@ fn calls_can_be_spawned(sbx: Sandbox) {
 fn transfer_futures_are_send(
     sbx: &Sandbox,
     ticket: &rayito::transfer::UploadTicket,
+    link: &rayito::transfer::DownloadLink,
     staging: rayito::transfer::S3Staging,
 ) {
     use rayito::transfer::{DownloadUrlOptions, UploadUrlOptions};
@@ -333,6 +334,7 @@ fn transfer_futures_are_send(
     assert_send(&ticket.wait(Duration::from_secs(1)));
     assert_send(&ticket.status());
     assert_send(&ticket.cancel());
+    assert_send(&link.delete());
     // Automatic staging: the builder's create and connect with a staging,
     // and the file calls that stage (the same futures as without one).
     assert_send(&Sandbox::builder().staging(staging.clone()).create());

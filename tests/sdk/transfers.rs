@@ -347,3 +347,79 @@ async fn bad_arguments_are_refused_before_any_call_naming_the_field() {
     assert_eq!(arg(&e), Some("filename"), "{e:?}");
     assert!(staged_keys(&w).await.is_empty());
 }
+
+/// A presigned PUT is valid until it expires, not once: a second PUT after
+/// the import is accepted by S3 (200) and its object lands in the staging
+/// prefix; the agent deletes it again a few seconds after the URL expired
+/// (issue 41, section 5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_put_to_a_used_upload_url_is_swept_after_the_url_expires() {
+    let w = world().await;
+    let ticket = w
+        .sbx
+        .files()
+        .upload_url(
+            "twice.bin",
+            UploadUrlOptions::new(staging()).expires_in(Duration::from_secs(4)),
+        )
+        .await
+        .expect("ticket");
+    let headers: Vec<_> = ticket.headers().clone().into_iter().collect();
+    let (code, _, _) = call("PUT", ticket.url(), &headers, b"first".to_vec()).await;
+    assert_eq!(code, 200);
+    ticket.wait(Duration::from_secs(30)).await.expect("done");
+    assert!(staged_keys(&w).await.is_empty(), "the import deleted it");
+    let (code, _, _) = call("PUT", ticket.url(), &headers, b"second".to_vec()).await;
+    assert_eq!(code, 200, "S3 takes a used URL until it expires");
+    assert_eq!(
+        staged_keys(&w).await.len(),
+        1,
+        "the second object is staged"
+    );
+    // Nothing moves it into the sandbox.
+    assert_eq!(
+        w.sbx.files().read("twice.bin").await.expect("read"),
+        b"first"
+    );
+    let swept = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !staged_keys(&w).await.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < swept,
+            "the second object is still staged 20 s after the URL expired"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let (code, _, _) = call("PUT", ticket.url(), &headers, b"third".to_vec()).await;
+    assert!(code >= 400, "an expired URL is refused: {code}");
+    assert!(staged_keys(&w).await.is_empty());
+}
+
+/// A download link's object stays until `DownloadLink::delete` (or the
+/// lifecycle rule): after it, the link answers 404 and the prefix is
+/// empty; a second delete is fine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_link_s_object_is_deleted_by_delete() {
+    let w = world().await;
+    w.sbx
+        .files()
+        .write("out/once.txt", b"fetch me".to_vec())
+        .await
+        .expect("write");
+    let link = w
+        .sbx
+        .files()
+        .download_url("out/once.txt", DownloadUrlOptions::new(staging()))
+        .await
+        .expect("link");
+    let (code, _, got) = call("GET", link.url(), &[], Vec::new()).await;
+    assert_eq!((code, got.as_slice()), (200, &b"fetch me"[..]));
+    let (code, _, _) = call("GET", link.url(), &[], Vec::new()).await;
+    assert_eq!(code, 200, "a link is valid until it expires, not once");
+    assert_eq!(staged_keys(&w).await.len(), 1, "staged until deleted");
+    link.delete().await.expect("delete");
+    assert!(staged_keys(&w).await.is_empty());
+    let (code, _, _) = call("GET", link.url(), &[], Vec::new()).await;
+    assert_eq!(code, 404);
+    link.delete().await.expect("idempotent");
+    assert_eq!(link.clone(), link, "equal by URL, size, sha256 and expiry");
+}

@@ -8,8 +8,11 @@
 //! time with `O_NOFOLLOW` and each name relative to its directory's
 //! descriptor, so sandbox code swapping a directory for a symlink during
 //! the walk gets nothing outside HOME into the archive. Files,
-//! directories and symlinks are archived, anything else (sockets, FIFOs,
-//! devices) is skipped and counted. Always skipped: `.cache` and the
+//! directories and symlinks are archived with their mode and mtime (in
+//! seconds), anything else (sockets, FIFOs, devices) is skipped and
+//! counted; a file's second path (same device and inode) is a hard-link
+//! entry naming its first, and a file with holes a GNU sparse entry of
+//! its data ranges only ([`sparse`]). Always skipped: `.cache` and the
 //! Jupyter runtime directory (`.local/share/jupyter/runtime`) at the top,
 //! and every `__pycache__` and `.ipynb_checkpoints`, plus the request's
 //! excludes. A file that shrinks while it is read is padded with zeros to
@@ -19,20 +22,21 @@
 //! Reading resolves every entry from a descriptor of HOME, one component
 //! at a time with `O_NOFOLLOW`: an entry whose path is absolute or holds
 //! `..`, or whose parent is a symlink (or not a directory), is skipped, as
-//! are hard links, devices and FIFOs; files and symlinks replace what is
-//! there, directories merge.
+//! are devices and FIFOs, and hard links to anything but a file this
+//! extraction wrote; files and symlinks replace what is there (with their
+//! times, a sparse file's holes kept), directories merge and get their
+//! mode and time last, once their contents are written.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
-use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 
-use super::tar_read;
+use super::{sparse, tar_read};
 
 /// Counters shared with the task that reports progress.
 #[derive(Debug, Default)]
@@ -112,6 +116,7 @@ pub(crate) fn tally(home: &Path, excludes: &[PathBuf], stop: &AtomicBool) -> io:
     use rustix::fs::FileType;
     let root = open_home(home)?;
     let mut t = Tally::default();
+    let mut links = Links::default();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         if stop.load(Ordering::Relaxed) {
@@ -133,9 +138,20 @@ pub(crate) fn tally(home: &Path, excludes: &[PathBuf], stop: &AtomicBool) -> io:
                 FileType::Directory => stack.push(child),
                 FileType::RegularFile => {
                     t.files += 1;
-                    t.bytes = t
-                        .bytes
-                        .saturating_add(u64::try_from(st.st_size).unwrap_or(0));
+                    // A second path of a file is a link in the archive,
+                    // and a sparse file's holes are not read.
+                    if links.first_path(&st, &child).is_some() {
+                        continue;
+                    }
+                    let size = u64::try_from(st.st_size).unwrap_or(0);
+                    let data = if allocated(&st) < size {
+                        open_file(&dir, &name)
+                            .and_then(|f| sparse::data_map(&f, size, allocated(&st) / 512))
+                            .map_or(size, |m| m.data_bytes())
+                    } else {
+                        size
+                    };
+                    t.bytes = t.bytes.saturating_add(data);
                 }
                 FileType::Symlink => t.files += 1,
                 _ => {}
@@ -143,6 +159,40 @@ pub(crate) fn tally(home: &Path, excludes: &[PathBuf], stop: &AtomicBool) -> io:
         }
     }
     Ok(t)
+}
+
+/// The bytes allocated to a file (its blocks, in bytes).
+fn allocated(st: &rustix::fs::Stat) -> u64 {
+    u64::try_from(st.st_blocks).unwrap_or(0).saturating_mul(512)
+}
+
+/// Opens `name` of `dir` for reading, never through a symlink (nor
+/// blocking on a FIFO swapped in).
+fn open_file(dir: &OwnedFd, name: &std::ffi::OsStr) -> Option<std::fs::File> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, name, flags, Mode::empty()).ok()?;
+    Some(std::fs::File::from(fd))
+}
+
+/// The first archived path of each file with more than one link, by
+/// device and inode: its other paths are archived as hard links to it.
+#[derive(Default)]
+struct Links(std::collections::HashMap<(u64, u64), PathBuf>);
+
+impl Links {
+    /// The path `st` was first archived under, or `None` (and `rel`
+    /// remembered as its first path when it has other links).
+    fn first_path(&mut self, st: &rustix::fs::Stat, rel: &Path) -> Option<PathBuf> {
+        if st.st_nlink < 2 {
+            return None;
+        }
+        let key = (st.st_dev, st.st_ino);
+        if let Some(first) = self.0.get(&key) {
+            return Some(first.clone());
+        }
+        self.0.insert(key, rel.to_path_buf());
+        None
+    }
 }
 
 /// Reads exactly `left` bytes of a file: zeros once the file ends early.
@@ -194,6 +244,7 @@ pub(crate) fn write<W: Write>(
     let mut tar = tar::Builder::new(gz);
     tar.mode(tar::HeaderMode::Complete);
     let root = open_home(home)?;
+    let mut links = Links::default();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         let listed = open_beneath(&root, &rel).and_then(|dir| Ok((names_in(&dir)?, dir)));
@@ -212,7 +263,7 @@ pub(crate) fn write<W: Write>(
                 counters.skipped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            match append(&mut tar, &dir, &name, &child, counters)? {
+            match append(&mut tar, &dir, &name, &child, &mut links, counters)? {
                 Appended::Dir => subdirs.push(child),
                 Appended::Entry => {
                     counters.files_done.fetch_add(1, Ordering::Relaxed);
@@ -245,6 +296,7 @@ fn append<W: Write>(
     dir: &OwnedFd,
     name: &std::ffi::OsStr,
     child: &Path,
+    links: &mut Links,
     counters: &Arc<Counters>,
 ) -> io::Result<Appended> {
     use rustix::fs::FileType;
@@ -274,21 +326,36 @@ fn append<W: Write>(
             Ok(Appended::Entry)
         }
         FileType::RegularFile => {
-            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-            let Ok(fd) = rustix::fs::openat(dir, name, flags, Mode::empty()) else {
+            let Some(file) = open_file(dir, name) else {
                 return Ok(Appended::Skipped);
             };
-            let file = std::fs::File::from(fd);
-            let fmd = file.metadata()?;
-            if !fmd.is_file() {
+            let fst = rustix::fs::fstat(&file)?;
+            if kind_of(&fst) != FileType::RegularFile {
                 return Ok(Appended::Skipped);
             }
+            header.set_mode(fst.st_mode & 0o7777);
+            if let Some(first) = links.first_path(&fst, child) {
+                header.set_entry_type(tar::EntryType::Link);
+                header.set_size(0);
+                tar.append_link(&mut header, child, first)?;
+                return Ok(Appended::Entry);
+            }
+            let size = u64::try_from(fst.st_size).unwrap_or(0);
+            if let Some(map) = sparse::data_map(&file, size, allocated(&fst) / 512) {
+                header.set_entry_type(tar::EntryType::GNUSparse);
+                header.set_size(map.data_bytes());
+                let extensions = sparse::encode(&mut header, &map);
+                let body = sparse::DataReader::new(file, map, counters.clone());
+                // The extension blocks come between the header and the
+                // data (whole blocks: the padding is the data's).
+                tar.append_data(&mut header, child, io::Cursor::new(extensions).chain(body))?;
+                return Ok(Appended::Entry);
+            }
             header.set_entry_type(tar::EntryType::Regular);
-            header.set_size(fmd.len());
-            header.set_mode(fmd.mode() & 0o7777);
+            header.set_size(size);
             let reader = Exact {
                 inner: file,
-                left: fmd.len(),
+                left: size,
                 eof: false,
                 counters: counters.clone(),
             };
@@ -368,11 +435,12 @@ pub(crate) fn extract<R: Read>(
     )
     .map_err(io::Error::from)?;
     let mut tar = tar_read::Reader::new(input, limits);
+    let mut done = Extracted::default();
     while let Some(entry) = tar.next_entry()? {
         if stop.load(Ordering::Relaxed) {
             return Err(io::Error::from(io::ErrorKind::Interrupted).into());
         }
-        match place(&root, &entry, &mut tar.body())? {
+        match place(&root, &entry, &mut tar.body(), &mut done)? {
             Placed::File(n) => {
                 counters.files_done.fetch_add(1, Ordering::Relaxed);
                 counters.bytes_moved.fetch_add(n, Ordering::Relaxed);
@@ -383,7 +451,81 @@ pub(crate) fn extract<R: Read>(
             }
         }
     }
+    done.finish_dirs(&root);
     Ok(tar.into_inner())
+}
+
+/// Most bytes of directory paths remembered for their modes and times
+/// (set once their contents are written); directories past it keep the
+/// restore's time.
+const MAX_DIR_PATH_BYTES: usize = 16 << 20;
+
+/// What an extraction remembers between entries.
+#[derive(Default)]
+struct Extracted {
+    /// The files this extraction wrote, by a digest of their path: the
+    /// only targets a hard-link entry may name.
+    files: std::collections::HashSet<[u8; 16]>,
+    /// Directories with their mode and time, set last (writing into a
+    /// directory changes its time).
+    dirs: Vec<(Vec<u8>, u32, Option<u64>)>,
+    dir_bytes: usize,
+}
+
+/// A digest of an entry's path, in components (fixed size whatever the
+/// path's length: an archive cannot make the set large).
+fn path_key(parts: &[&[u8]]) -> [u8; 16] {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    for p in parts {
+        h.update(p);
+        h.update([0]);
+    }
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&h.finalize()[..16]);
+    key
+}
+
+/// Timestamps of `mtime` (seconds) for both times.
+fn times(mtime: u64) -> rustix::fs::Timestamps {
+    let t = rustix::fs::Timespec {
+        tv_sec: i64::try_from(mtime).unwrap_or(0),
+        tv_nsec: 0,
+    };
+    rustix::fs::Timestamps {
+        last_access: t,
+        last_modification: t,
+    }
+}
+
+impl Extracted {
+    fn remember_dir(&mut self, path: &[u8], mode: u32, mtime: Option<u64>) {
+        if self.dir_bytes + path.len() <= MAX_DIR_PATH_BYTES {
+            self.dir_bytes += path.len();
+            self.dirs.push((path.to_vec(), mode, mtime));
+        }
+    }
+
+    /// Sets each directory's mode and time, deepest first (a directory
+    /// made unwritable or unsearchable no longer matters to what is
+    /// below it); best effort: a directory gone or replaced meanwhile is
+    /// passed over.
+    fn finish_dirs(&mut self, root: &OwnedFd) {
+        let depth = |p: &[u8]| p.iter().filter(|b| **b == b'/').count();
+        self.dirs.sort_by_key(|d| std::cmp::Reverse(depth(&d.0)));
+        for (path, mode, mtime) in &self.dirs {
+            let Some(parts) = components(path) else {
+                continue;
+            };
+            let Ok(fd) = open_parts(root, &parts) else {
+                continue;
+            };
+            let _ = rustix::fs::fchmod(&fd, Mode::from_raw_mode(*mode));
+            if let Some(t) = mtime {
+                let _ = rustix::fs::futimens(&fd, &times(*t));
+            }
+        }
+    }
 }
 
 /// Longest path Linux takes (`PATH_MAX` less its NUL).
@@ -412,6 +554,21 @@ fn components(path: &[u8]) -> Option<Vec<&[u8]>> {
     Some(parts)
 }
 
+/// Opens the directory `parts` beneath `root`, one component at a time
+/// with `O_NOFOLLOW` (never making one).
+fn open_parts(root: &OwnedFd, parts: &[&[u8]]) -> rustix::io::Result<OwnedFd> {
+    let mut fd = rustix::fs::openat(root, ".", DIR_FLAGS, Mode::empty())?;
+    for p in parts {
+        fd = rustix::fs::openat(
+            &fd,
+            std::ffi::OsStr::from_bytes(p),
+            DIR_FLAGS,
+            Mode::empty(),
+        )?;
+    }
+    Ok(fd)
+}
+
 /// Whether an error means "this component is a symlink or not a directory".
 fn not_a_dir(e: &rustix::io::Errno) -> bool {
     matches!(
@@ -420,7 +577,12 @@ fn not_a_dir(e: &rustix::io::Errno) -> bool {
     )
 }
 
-fn place(root: &OwnedFd, entry: &tar_read::Entry, body: &mut impl Read) -> io::Result<Placed> {
+fn place(
+    root: &OwnedFd,
+    entry: &tar_read::Entry,
+    body: &mut impl Read,
+    done: &mut Extracted,
+) -> io::Result<Placed> {
     let kind = entry.kind;
     let Some(parts) = components(&entry.path) else {
         return Ok(Placed::Skipped);
@@ -472,11 +634,13 @@ fn place(root: &OwnedFd, entry: &tar_read::Entry, body: &mut impl Read) -> io::R
                 OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                 Mode::empty(),
             )?;
-            // The user must keep being able to enter and fill it.
+            // The user must keep being able to enter and fill it; its own
+            // mode and time come last.
             rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode | 0o700))?;
+            done.remember_dir(&parts.join(&b'/'), mode, entry.mtime);
             Ok(Placed::Dir)
         }
-        tar::EntryType::Regular | tar::EntryType::Continuous => {
+        tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => {
             if existing_is_dir {
                 return Ok(Placed::Skipped);
             }
@@ -490,21 +654,15 @@ fn place(root: &OwnedFd, entry: &tar_read::Entry, body: &mut impl Read) -> io::R
                 Mode::from_raw_mode(0o600),
             )?;
             let mut file = std::fs::File::from(fd);
-            let n = io::copy(body, &mut file)?;
+            let n = match &entry.sparse {
+                Some(map) => sparse::write_into(&file, map, body)?,
+                None => io::copy(body, &mut file)?,
+            };
             rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
             if let Some(mtime) = entry.mtime {
-                let t = rustix::fs::Timespec {
-                    tv_sec: i64::try_from(mtime).unwrap_or(0),
-                    tv_nsec: 0,
-                };
-                let _ = rustix::fs::futimens(
-                    &file,
-                    &rustix::fs::Timestamps {
-                        last_access: t,
-                        last_modification: t,
-                    },
-                );
+                let _ = rustix::fs::futimens(&file, &times(mtime));
             }
+            done.files.insert(path_key(&parts));
             Ok(Placed::File(n))
         }
         tar::EntryType::Symlink => {
@@ -523,9 +681,45 @@ fn place(root: &OwnedFd, entry: &tar_read::Entry, body: &mut impl Read) -> io::R
                 rustix::fs::unlinkat(parent, name, AtFlags::empty())?;
             }
             rustix::fs::symlinkat(target, parent, name)?;
+            if let Some(mtime) = entry.mtime {
+                let _ =
+                    rustix::fs::utimensat(parent, name, &times(mtime), AtFlags::SYMLINK_NOFOLLOW);
+            }
             Ok(Placed::File(0))
         }
-        // Hard links, devices, FIFOs and the rest.
+        tar::EntryType::Link => {
+            // Only to a file this extraction wrote (so inside HOME, and
+            // never to what was there before or outside).
+            let Some(target) = entry.link.as_deref().and_then(components) else {
+                return Ok(Placed::Skipped);
+            };
+            if !done.files.contains(&path_key(&target)) || existing_is_dir {
+                return Ok(Placed::Skipped);
+            }
+            let (target_name, target_parents) = target.split_last().expect("non-empty");
+            let Ok(target_dir) = open_parts(root, target_parents) else {
+                return Ok(Placed::Skipped);
+            };
+            if existing.is_some() {
+                rustix::fs::unlinkat(parent, name, AtFlags::empty())?;
+            }
+            // Without AT_SYMLINK_FOLLOW: a symlink put there meanwhile is
+            // linked itself, never followed.
+            match rustix::fs::linkat(
+                &target_dir,
+                std::ffi::OsStr::from_bytes(target_name),
+                parent,
+                name,
+                AtFlags::empty(),
+            ) {
+                Ok(()) => {
+                    done.files.insert(path_key(&parts));
+                    Ok(Placed::File(0))
+                }
+                Err(_) => Ok(Placed::Skipped),
+            }
+        }
+        // Devices, FIFOs and the rest.
         _ => Ok(Placed::Skipped),
     }
 }
@@ -565,6 +759,7 @@ impl Read for ChannelReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt as _;
 
     #[test]
     fn entry_paths_that_leave_home_are_refused() {
@@ -594,6 +789,51 @@ mod tests {
         }
         for k in ["x/.cache", "data", "data/big2", ".local/share/jupyter"] {
             assert!(!skipped(Path::new(k), &ex), "{k}");
+        }
+    }
+
+    /// A hard-link entry links only to a file this extraction wrote:
+    /// never outside HOME, never to what was there before, never ahead of
+    /// its target.
+    #[test]
+    fn hard_links_reach_only_files_the_extraction_wrote() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("before"), b"was here").unwrap();
+        let mut b = tar::Builder::new(Vec::new());
+        let link = |b: &mut tar::Builder<Vec<u8>>, name: &str, target: &str| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Link);
+            h.set_size(0);
+            b.append_link(&mut h, name, target).unwrap();
+        };
+        link(&mut b, "early", "file");
+        let mut h = tar::Header::new_gnu();
+        h.set_size(4);
+        h.set_mode(0o600);
+        b.append_data(&mut h, "file", &b"body"[..]).unwrap();
+        link(&mut b, "ok", "file");
+        link(&mut b, "abs", "/etc/passwd");
+        link(&mut b, "up", "../file");
+        link(&mut b, "old", "before");
+        let data = b.into_inner().unwrap();
+        let limits = tar_read::Limits {
+            max_entries: 100,
+            max_data: 1 << 20,
+        };
+        let counters = Counters::default();
+        extract(
+            home.path(),
+            &data[..],
+            limits,
+            &counters,
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+        assert_eq!(counters.skipped.load(Ordering::Relaxed), 4);
+        let ino = |n: &str| std::fs::metadata(home.path().join(n)).unwrap().ino();
+        assert_eq!(ino("ok"), ino("file"));
+        for gone in ["early", "abs", "up", "old"] {
+            assert!(!home.path().join(gone).exists(), "{gone}");
         }
     }
 }

@@ -21,6 +21,7 @@ mod creds;
 mod manifest;
 mod restore;
 mod s3;
+mod sparse;
 mod tar_read;
 mod time;
 mod validate;

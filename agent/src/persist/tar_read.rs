@@ -13,6 +13,8 @@
 
 use std::io::{self, Read};
 
+use super::sparse;
+
 /// Largest GNU long name, long link, pax or GNU sparse extension accepted.
 pub(crate) const MAX_EXT_BYTES: u64 = 64 * 1024;
 /// Most header blocks (entries and their extension headers) accepted.
@@ -57,6 +59,8 @@ pub(crate) struct Entry {
     pub link: Option<Vec<u8>>,
     pub mode: u32,
     pub mtime: Option<u64>,
+    /// A GNU sparse entry's map (checked against its body's size).
+    pub sparse: Option<sparse::Map>,
 }
 
 /// A tar stream, read one entry at a time.
@@ -173,11 +177,28 @@ impl<R: Read> Reader<R> {
                 // Global pax headers change nothing this reader uses.
                 tar::EntryType::XGlobalHeader => drop(self.ext_body(size)?),
                 _ => {
-                    if kind.is_gnu_sparse() {
-                        self.sparse_extensions(&block)?;
-                    }
                     let size = pax.size.unwrap_or(size);
-                    self.data = self.data.saturating_add(size);
+                    let sparse = if kind.is_gnu_sparse() {
+                        let real_size = header
+                            .as_gnu()
+                            .and_then(|g| g.real_size().ok())
+                            .ok_or_else(|| malformed("sparse size"))?;
+                        let map = sparse::Map {
+                            segments: self.sparse_map(&block)?,
+                            real_size,
+                        };
+                        if !map.check(size) {
+                            return Err(malformed("sparse map"));
+                        }
+                        Some(map)
+                    } else {
+                        None
+                    };
+                    // What the entry takes on disk: a sparse entry's every
+                    // range at least a filesystem block, so a map of many
+                    // one-byte ranges costs what it allocates.
+                    let cost = sparse.as_ref().map_or(size, sparse::Map::disk_bytes);
+                    self.data = self.data.saturating_add(cost);
                     if self.data > self.limits.max_data {
                         return Err(ReadError::TooMuchData);
                     }
@@ -195,16 +216,31 @@ impl<R: Read> Reader<R> {
                             .or_else(|| header.link_name_bytes().map(|l| l.into_owned())),
                         mode: header.mode().unwrap_or(0o644),
                         mtime: pax.mtime.or_else(|| header.mtime().ok()),
+                        sparse,
                     }));
                 }
             }
         }
     }
 
-    /// Skips the extension blocks of a GNU sparse entry (counted).
-    fn sparse_extensions(&mut self, block: &[u8; BLOCK]) -> Result<(), ReadError> {
-        // `isextended` of the GNU header, then of each extension block.
-        let mut more = block[482] == 1;
+    /// The map of a GNU sparse entry: the header's entries, then those of
+    /// its extension blocks (each counted as a header block), at most
+    /// [`sparse::MAX_SEGMENTS`] of them.
+    fn sparse_map(&mut self, block: &[u8; BLOCK]) -> Result<Vec<(u64, u64)>, ReadError> {
+        let mut segments = Vec::new();
+        let take = |raw: &[u8], segments: &mut Vec<(u64, u64)>| -> Result<(), ReadError> {
+            for entry in raw.chunks(24) {
+                if let Some(s) = sparse::decode_entry(entry).map_err(|_| malformed("sparse map"))? {
+                    segments.push(s);
+                }
+            }
+            if segments.len() > sparse::MAX_SEGMENTS {
+                return Err(malformed("sparse map"));
+            }
+            Ok(())
+        };
+        take(&block[sparse::HEADER_MAP], &mut segments)?;
+        let mut more = block[sparse::HEADER_EXTENDED] == 1;
         while more {
             let mut ext = [0u8; BLOCK];
             self.inner.read_exact(&mut ext)?;
@@ -212,9 +248,12 @@ impl<R: Read> Reader<R> {
             if self.blocks > self.limits.max_entries {
                 return Err(ReadError::TooManyEntries);
             }
-            more = ext[504] == 1;
+            take(&ext[sparse::EXT_MAP], &mut segments)?;
+            more = ext[sparse::EXT_EXTENDED] == 1;
         }
-        Ok(())
+        // GNU tar ends a map with an empty range at the file's end.
+        segments.retain(|s| s.1 > 0);
+        Ok(segments)
     }
 
     /// The current entry's body (at most its size).
@@ -458,5 +497,50 @@ mod tests {
         assert!(matches!(names(&bad, ROOMY), Err(ReadError::Io(_))));
         // No end-of-archive block: cut short.
         assert!(matches!(names(&data, ROOMY), Err(ReadError::Io(_))));
+    }
+
+    /// A sparse map is peer data: one that overlaps or does not add up to
+    /// its body is refused before its body is read.
+    #[test]
+    fn a_sparse_map_that_lies_is_refused() {
+        let entry = |segments: &[(u64, u64)], stored: u64| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::GNUSparse);
+            h.set_size(stored);
+            h.set_mode(0o644);
+            let map = sparse::Map {
+                segments: segments.to_vec(),
+                real_size: 1 << 30,
+            };
+            let ext = sparse::encode(&mut h, &map);
+            h.as_old_mut().name[..1].copy_from_slice(b"s");
+            h.set_cksum();
+            let mut data = h.as_bytes().to_vec();
+            data.extend(ext);
+            data.extend(vec![7u8; stored as usize]);
+            data.extend(vec![0u8; padding(stored) as usize + 1024]);
+            data
+        };
+        let many: Vec<(u64, u64)> = (0..10).map(|i| (i * 4096, 10)).collect();
+        let got = names(&entry(&many, 100), ROOMY).unwrap();
+        assert_eq!(got[0].1, vec![7u8; 100]);
+        // Ten one-block ranges of 10 bytes count as the ten blocks they
+        // allocate, not the 100 bytes they hold.
+        let tight = Limits {
+            max_data: 10 * 4096 - 1,
+            ..ROOMY
+        };
+        assert!(matches!(
+            names(&entry(&many, 100), tight),
+            Err(ReadError::TooMuchData)
+        ));
+        for (segments, stored) in [
+            (vec![(0, 10), (5, 10)], 20),
+            (vec![(0, 10)], 11),
+            (vec![(1 << 30, 10)], 10),
+        ] {
+            let err = names(&entry(&segments, stored), ROOMY).unwrap_err();
+            assert!(matches!(err, ReadError::Io(_)), "{segments:?}: {err:?}");
+        }
     }
 }

@@ -13,6 +13,7 @@
 mod export;
 mod failure;
 mod import;
+mod sweep;
 mod url;
 mod web;
 
@@ -259,12 +260,24 @@ pub(crate) async fn start_import(
     ctx: &Context,
     req: pb::StartImportRequest,
 ) -> Result<String, Status> {
+    // An upload URL handed out (the import waits for its object) can be
+    // used again until it expires: its object is swept after that.
+    let sweep = match (&req.delete, req.wait_for_object) {
+        (Some(delete), true) => url::check_object(req.object.as_ref())
+            .and_then(|object| url::check(Some(delete), object, ctx.transfers.endpoint()))
+            .ok()
+            .zip(deadline(req.expires_at_unix_ms)),
+        _ => None,
+    };
     let job = import::accept(ctx, req)?;
     let (id, entry) = ctx.transfers.admit(pb::TransferDirection::Import, 0)?;
     let Some(client) = ctx.transfers.client() else {
         entry.fail(failure::Reason::S3Unavailable);
         return Ok(id);
     };
+    if let Some((delete, expiry)) = sweep {
+        sweep::after_expiry(client.clone(), delete, expiry.into());
+    }
     let ctx = ctx.clone();
     tokio::spawn(async move {
         import::run(&ctx, &client, &entry, job).await;
