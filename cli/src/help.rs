@@ -362,7 +362,12 @@ fn render(command: &clap::Command, path: &str, out: &mut String) {
             let name = match (arg.get_long(), arg.get_short()) {
                 (Some(long), Some(short)) => format!("-{short}, --{long}"),
                 (Some(long), None) => format!("--{long}"),
-                (None, _) => format!("<{}>", arg.get_id().as_str().to_uppercase()),
+                // A positional shows its value name, as the usage line
+                // does (`<LOCAL_PATH>`), else its id.
+                (None, _) => match arg.get_value_names().and_then(|names| names.first()) {
+                    Some(name) => format!("<{name}>"),
+                    None => format!("<{}>", arg.get_id().as_str().to_uppercase()),
+                },
             };
             let help = arg
                 .get_help()
