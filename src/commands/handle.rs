@@ -120,7 +120,10 @@ pub struct ProcessInfo {
     /// Its arguments (`["-l", "-c", <command>]` for commands, `["-c",
     /// <command>]` without a login shell).
     pub args: Vec<String>,
-    /// Its extra environment variables.
+    /// The names of its extra environment variables, each with an empty
+    /// value: a listing never carries a value (one may be an injected
+    /// secret, whose value travels only in the request that started the
+    /// process), whatever the agent answered.
     pub envs: BTreeMap<String, String>,
     /// Its working directory, when one was given.
     pub cwd: Option<String>,
@@ -150,7 +153,12 @@ impl ProcessInfo {
             pid: p.pid,
             cmd: config.cmd,
             args: config.args,
-            envs: config.envs.into_iter().collect(),
+            // An older agent lists the values: they are dropped here.
+            envs: config
+                .envs
+                .into_keys()
+                .map(|name| (name, String::new()))
+                .collect(),
             cwd: config.cwd,
             tag: p.tag,
             kind,
