@@ -67,6 +67,7 @@ mod persistence;
 mod pool;
 mod pool_dynamodb;
 mod ports;
+mod path_races;
 mod props;
 mod pty;
 mod quickstart;

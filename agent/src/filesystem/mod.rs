@@ -4,9 +4,11 @@
 //! and the S3-staged transfers ([`crate::transfer`]).
 //! Status messages never echo a path or file contents.
 
+pub(crate) mod beneath;
 pub(crate) mod disk;
 mod info;
 mod path;
+mod target;
 mod watch;
 mod write;
 
@@ -16,10 +18,10 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-pub(crate) use self::disk::available_bytes;
-pub(crate) use self::info::{entry_info, io_status};
+pub(crate) use self::info::{entry_info, file_entry_info, io_status};
 pub(crate) use self::path::check_working_dir;
 pub(crate) use self::path::{Resolved, resolve};
+pub(crate) use self::target::TargetDir;
 pub(crate) use self::write::owner_and_mode;
 use crate::pb;
 use crate::phase::Phase;
