@@ -151,13 +151,15 @@ impl CommandOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CommandResult {
-    /// Everything it wrote to stdout (the tail, when above 64 MiB).
+    /// Everything it wrote to stdout, decoded as UTF-8 (invalid bytes as
+    /// U+FFFD); the text of its last 64 MiB (of bytes written) when it
+    /// wrote more.
     pub stdout: String,
-    /// Everything it wrote to stderr (the tail, when above 64 MiB).
+    /// Everything it wrote to stderr, as `stdout`.
     pub stderr: String,
     /// Its exit code (0).
     pub exit_code: i32,
-    /// True when output is missing: cut to its 64 MiB tail, or lost
+    /// True when output is missing: cut to its last 64 MiB, or lost
     /// across a reconnect (the agent keeps the last 1 MiB of a process's
     /// output; what it dropped while the connection was down is gone).
     pub truncated: bool,
