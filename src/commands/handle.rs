@@ -15,8 +15,7 @@ use tokio::time::Instant;
 use super::process::{Decoded, ProcessCore, Protocol, drain, killed};
 use super::{
     CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, SUSPENDING, Utf8Decoder,
-    feed_stdin,
-    start_request,
+    feed_stdin, start_request,
 };
 use crate::error::SandboxError;
 use crate::pb;
