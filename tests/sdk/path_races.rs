@@ -105,40 +105,7 @@ async fn a_directory_swapped_for_a_symlink_mid_write_leads_nothing_out() {
     std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let emu = sdk_support::emulator().await;
     let sbx = staged_sandbox(&emu).await;
-    let swapper = format!(
-        r#"
-import os, time
-os.makedirs(os.path.expanduser("~/race/d"), exist_ok=True)
-os.chdir(os.path.expanduser("~/race"))
-open("ready", "w").close()
-i = 0
-while True:
-    i += 1
-    try:
-        os.rename("d", "d.%d" % i)
-        os.symlink({outside:?}, "d")
-        time.sleep(0.0005)
-        os.unlink("d")
-        os.rename("d.%d" % i, "d")
-    except OSError:
-        pass
-    time.sleep(0.0005)
-"#,
-        outside = outside.path().to_str().unwrap(),
-    );
-    let handle = sbx
-        .commands()
-        .spawn(
-            &format!("python3 -c '{}'", swapper.replace('\'', "'\\''")),
-            CommandOptions::new().no_timeout(),
-        )
-        .await
-        .expect("the swapper starts");
-    let started = Instant::now();
-    while !sbx.files().exists("race/ready").await.unwrap() {
-        assert!(started.elapsed() < Duration::from_secs(30), "never ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let handle = start_swapper(&sbx, outside.path()).await;
     let (mut written, mut refused) = (0u32, 0u32);
     let small = vec![b's'; 1000];
     let large = vec![b'l'; THRESHOLD];
@@ -178,6 +145,47 @@ while True:
     sbx.kill().await.unwrap();
 }
 
+/// Starts guest code that swaps `~/race/d` between a directory and a
+/// symlink to `outside` (a host path) every millisecond, and waits until
+/// it runs.
+async fn start_swapper(sbx: &Sandbox, outside: &std::path::Path) -> rayito::CommandHandle {
+    let swapper = format!(
+        r#"
+import os, time
+os.makedirs(os.path.expanduser("~/race/d"), exist_ok=True)
+os.chdir(os.path.expanduser("~/race"))
+open("ready", "w").close()
+i = 0
+while True:
+    i += 1
+    try:
+        os.rename("d", "d.%d" % i)
+        os.symlink({outside:?}, "d")
+        time.sleep(0.0005)
+        os.unlink("d")
+        os.rename("d.%d" % i, "d")
+    except OSError:
+        pass
+    time.sleep(0.0005)
+"#,
+        outside = outside.to_str().unwrap(),
+    );
+    let handle = sbx
+        .commands()
+        .spawn(
+            &format!("python3 -c '{}'", swapper.replace('\'', "'\\''")),
+            CommandOptions::new().no_timeout(),
+        )
+        .await
+        .expect("the swapper starts");
+    let started = Instant::now();
+    while !sbx.files().exists("race/ready").await.unwrap() {
+        assert!(started.elapsed() < Duration::from_secs(30), "never ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    handle
+}
+
 /// Every path under `dir`, recursively.
 fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
@@ -189,4 +197,43 @@ fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         out.push(path);
     }
     out
+}
+
+/// Guest code swaps `~/race/d` between a directory and a symlink to a host
+/// directory holding a file the sandbox's user may read, while the host
+/// program reads `~/race/d/secret`: a read gets the sandbox's own file or
+/// a refusal, never the host's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_swapped_for_a_symlink_mid_read_reads_nothing_outside() {
+    use std::os::unix::fs::PermissionsExt as _;
+    const CANARY: &str = "host-canary-3b9d71";
+    let outside = tempfile::Builder::new()
+        .prefix("rayito-race-read-")
+        .tempdir()
+        .expect("a host directory");
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, CANARY).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let emu = sdk_support::emulator().await;
+    let sbx = sdk_support::sandbox(&emu).await;
+    sbx.files()
+        .write("/home/user/race/d/secret", "inside")
+        .await
+        .expect("the sandbox's own file");
+    let handle = start_swapper(&sbx, outside.path()).await;
+    let (mut read, mut refused) = (0u32, 0u32);
+    for _ in 0..400 {
+        match sbx.files().read("/home/user/race/d/secret").await {
+            Ok(bytes) => {
+                assert_eq!(bytes, b"inside", "a read reached the host's file");
+                read += 1;
+            }
+            Err(_) => refused += 1,
+        }
+    }
+    assert!(handle.kill().await.expect("kill"));
+    assert!(refused > 0, "the race was never seen ({read} read)");
+    assert!(read > 0, "every read was refused ({refused})");
+    sbx.kill().await.unwrap();
 }

@@ -54,15 +54,16 @@ pub(crate) enum Blocked {
     Io(io::Error),
 }
 
-/// As [`open_beneath`] with [`WALK_FLAGS`], making each missing directory
-/// on the way (mode 0777 less the umask, as `create_dir_all`).
-pub(crate) fn make_beneath(root: &OwnedFd, rel: &Path) -> Result<OwnedFd, Blocked> {
+/// As [`open_beneath`] with [`WALK_FLAGS`]; with `make`, each missing
+/// directory on the way is made (mode 0777 less the umask, as
+/// `create_dir_all`).
+pub(crate) fn walk_beneath(root: &OwnedFd, rel: &Path, make: bool) -> Result<OwnedFd, Blocked> {
     let io = |e: rustix::io::Errno| Blocked::Io(e.into());
     let mut fd = rustix::fs::openat(root, ".", WALK_FLAGS, Mode::empty()).map_err(io)?;
     for c in rel.components() {
         let name = c.as_os_str();
         let opened = match rustix::fs::openat(&fd, name, WALK_FLAGS, Mode::empty()) {
-            Err(rustix::io::Errno::NOENT) => {
+            Err(rustix::io::Errno::NOENT) if make => {
                 match rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o777)) {
                     Ok(()) | Err(rustix::io::Errno::EXIST) => {}
                     Err(e) => return Err(io(e)),

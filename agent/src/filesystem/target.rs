@@ -44,14 +44,27 @@ impl TargetDir {
     /// directory`.
     #[allow(clippy::result_large_err)]
     pub(crate) fn open(env: &SandboxEnv, target: &Resolved) -> Result<Self, Status> {
+        Self::hold(env, &target.host, true)
+    }
+
+    /// Holds the directory of the existing host path `host` (of a
+    /// resolved guest path), as [`TargetDir::open`] does but making
+    /// nothing: a missing directory is NOT_FOUND `path not found`.
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn existing(env: &SandboxEnv, host: &Path) -> Result<Self, Status> {
+        Self::hold(env, host, false)
+    }
+
+    #[allow(clippy::result_large_err)]
+    fn hold(env: &SandboxEnv, host: &Path, make: bool) -> Result<Self, Status> {
         let invalid = || Status::invalid_argument("invalid path");
-        let name = target.host.file_name().ok_or_else(invalid)?.to_owned();
-        let parent = target.host.parent().ok_or_else(invalid)?;
+        let name = host.file_name().ok_or_else(invalid)?.to_owned();
+        let parent = host.parent().ok_or_else(invalid)?;
         let root_real = env.to_host("/").canonicalize().map_err(|e| io_status(&e))?;
-        let rel = view_relative(parent, &root_real)?;
+        let rel = view_relative(parent, &name, &root_real)?;
         let root = rustix::fs::open(&root_real, beneath::WALK_FLAGS, Mode::empty())
             .map_err(|e| io_status(&e.into()))?;
-        let dir = beneath::make_beneath(&root, &rel).map_err(|b| match b {
+        let dir = beneath::walk_beneath(&root, &rel, make).map_err(|b| match b {
             Blocked::Symlink => not_allowed(),
             Blocked::NotADirectory => Status::invalid_argument("not a directory"),
             Blocked::Io(e) => io_status(&e),
@@ -63,6 +76,14 @@ impl TargetDir {
     pub(crate) fn holds_dir(&self) -> bool {
         rustix::fs::statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW)
             .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory)
+    }
+
+    /// Opens the target for reading, not through a final symlink (nor
+    /// blocking on a FIFO).
+    pub(crate) fn open_file(&self) -> io::Result<std::fs::File> {
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.dir, &self.name, flags, Mode::empty())?;
+        Ok(std::fs::File::from(fd))
     }
 
     /// Bytes available to unprivileged writers on the directory's
@@ -100,9 +121,10 @@ impl TargetDir {
 
 /// `parent` (a host path) relative to the resolved sandbox root: its
 /// deepest existing ancestor resolved (the guest's symlinks followed once),
-/// the missing rest appended as is. Refused unless it lies in the view.
+/// the missing rest appended as is. Refused unless it, with `name`, lies
+/// in the view (a view root itself is read by the directory above it).
 #[allow(clippy::result_large_err)]
-fn view_relative(parent: &Path, root_real: &Path) -> Result<PathBuf, Status> {
+fn view_relative(parent: &Path, name: &OsStr, root_real: &Path) -> Result<PathBuf, Status> {
     let mut missing: Vec<&OsStr> = Vec::new();
     let mut at = parent;
     let real = loop {
@@ -119,9 +141,10 @@ fn view_relative(parent: &Path, root_real: &Path) -> Result<PathBuf, Status> {
         .map_err(|_| not_allowed())?
         .to_path_buf();
     rel.extend(missing.iter().rev());
+    let full = rel.join(name);
     if !VIEW_ROOTS
         .iter()
-        .any(|r| rel.starts_with(r.trim_start_matches('/')))
+        .any(|r| full.starts_with(r.trim_start_matches('/')))
     {
         return Err(not_allowed());
     }
