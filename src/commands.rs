@@ -3,6 +3,7 @@
 
 mod by_pid;
 mod handle;
+mod output;
 pub(crate) mod process;
 pub(crate) mod spec;
 
@@ -15,6 +16,7 @@ use crate::pb;
 use crate::sandbox::Sandbox;
 use crate::transport::{AgentConn, Waiter};
 
+pub(crate) use self::output::{OutputBuffer, Utf8Decoder};
 pub(crate) use self::spec::{ProcessSpec, spec_setters};
 
 pub use self::handle::{CommandEvent, CommandHandle, ProcessInfo, ProcessKind};
@@ -25,8 +27,6 @@ const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// agent's own EndEvent wins the race: above its 5 s SIGTERM-to-SIGKILL grace
 /// with room for a loaded machine (as for code cells).
 const STREAM_SLACK: Duration = Duration::from_secs(15);
-/// Output kept per stream; the tail is kept beyond it.
-const MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
 /// The status of an `EndEvent` sent when `/suspend` closed the stream (the
 /// process lives on).
 const SUSPENDING: &str = rayito_proto::tokens::end_status::SUSPENDING;
@@ -152,13 +152,15 @@ impl CommandOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CommandResult {
-    /// Everything it wrote to stdout (the tail, when above 64 MiB).
+    /// Everything it wrote to stdout, decoded as UTF-8 (invalid bytes as
+    /// U+FFFD); the text of its last 64 MiB (of bytes written) when it
+    /// wrote more.
     pub stdout: String,
-    /// Everything it wrote to stderr (the tail, when above 64 MiB).
+    /// Everything it wrote to stderr, as `stdout`.
     pub stderr: String,
     /// Its exit code (0).
     pub exit_code: i32,
-    /// True when output is missing: cut to its 64 MiB tail, or lost
+    /// True when output is missing: cut to its last 64 MiB, or lost
     /// across a reconnect (the agent keeps the last 1 MiB of a process's
     /// output; what it dropped while the connection was down is gone).
     pub truncated: bool,
@@ -390,100 +392,6 @@ pub(crate) fn finish(
     }
 }
 
-/// Decodes a byte stream as UTF-8 incrementally (a character split across
-/// chunks is rebuilt; invalid bytes become U+FFFD) and keeps the last
-/// 64 MiB. Linear in the output: the decoder moves a cursor over each chunk
-/// (never drains a buffer byte by byte), and the kept text is a ring of
-/// chunks whose oldest are dropped whole (never copying the tail).
-#[derive(Debug, Default)]
-pub(crate) struct OutputBuffer {
-    /// An incomplete character at the end of the last chunk (at most 3
-    /// bytes).
-    pending: Vec<u8>,
-    /// The kept text, oldest chunk first, and its length in bytes.
-    chunks: std::collections::VecDeque<String>,
-    kept: usize,
-    truncated: bool,
-}
-
-impl OutputBuffer {
-    /// Adds a chunk; returns the text it completed.
-    pub(crate) fn push(&mut self, bytes: &[u8]) -> String {
-        let joined;
-        let mut rest: &[u8] = if self.pending.is_empty() {
-            bytes
-        } else {
-            joined = [std::mem::take(&mut self.pending).as_slice(), bytes].concat();
-            &joined
-        };
-        let mut out = String::with_capacity(rest.len());
-        loop {
-            match std::str::from_utf8(rest) {
-                Ok(valid) => {
-                    out.push_str(valid);
-                    break;
-                }
-                Err(err) => {
-                    let (valid, after) = rest.split_at(err.valid_up_to());
-                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
-                    match err.error_len() {
-                        // An incomplete character at the end: wait for more.
-                        None => {
-                            self.pending = after.to_vec();
-                            break;
-                        }
-                        Some(bad) => {
-                            out.push(char::REPLACEMENT_CHARACTER);
-                            rest = &after[bad..];
-                        }
-                    }
-                }
-            }
-        }
-        self.keep(&out);
-        out
-    }
-
-    /// Keeps `text`, dropping the oldest text past [`MAX_OUTPUT_BYTES`].
-    fn keep(&mut self, text: &str) {
-        if text.is_empty() {
-            return;
-        }
-        self.chunks.push_back(text.to_owned());
-        self.kept += text.len();
-        while self.kept > MAX_OUTPUT_BYTES {
-            let Some(oldest) = self.chunks.front_mut() else {
-                break;
-            };
-            let excess = self.kept - MAX_OUTPUT_BYTES;
-            self.truncated = true;
-            if oldest.len() <= excess {
-                self.kept -= oldest.len();
-                self.chunks.pop_front();
-                continue;
-            }
-            let mut cut = excess;
-            while !oldest.is_char_boundary(cut) {
-                cut += 1;
-            }
-            oldest.drain(..cut);
-            self.kept -= cut;
-        }
-    }
-
-    /// The text, with a dangling partial character as U+FFFD.
-    pub(crate) fn finish(mut self) -> (String, bool) {
-        if !self.pending.is_empty() {
-            self.keep("\u{fffd}");
-        }
-        let mut text = String::with_capacity(self.kept);
-        for chunk in self.chunks {
-            text.push_str(&chunk);
-        }
-        (text, self.truncated)
-    }
-}
-
 /// The view's entry on the sandbox core (the core does not know the feature).
 impl crate::sandbox::Sandbox {
     /// Commands (processes) in the sandbox.
@@ -523,55 +431,5 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, SandboxError::SandboxState { .. }), "{err:?}");
         assert_eq!(err.to_string(), "the sandbox is suspending; the hint");
-    }
-
-    #[test]
-    fn split_characters_are_rebuilt() {
-        let mut buf = OutputBuffer::default();
-        let bytes = "é€".as_bytes();
-        assert_eq!(buf.push(&bytes[..1]), "");
-        assert_eq!(buf.push(&bytes[1..3]), "é");
-        assert_eq!(buf.push(&bytes[3..]), "€");
-        assert_eq!(buf.finish(), ("é€".to_owned(), false));
-    }
-
-    /// One 1 MiB chunk of invalid bytes: linear (the old decoder drained
-    /// one byte per loop, about a minute for this chunk).
-    #[test]
-    fn a_chunk_of_invalid_bytes_decodes_in_linear_time() {
-        let started = std::time::Instant::now();
-        let mut buf = OutputBuffer::default();
-        let text = buf.push(&vec![0xff; 1 << 20]);
-        assert_eq!(text.chars().count(), 1 << 20);
-        assert!(text.chars().all(|c| c == '\u{fffd}'));
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(10),
-            "{:?}",
-            started.elapsed()
-        );
-    }
-
-    /// Past 64 MiB the oldest text goes and the newest stays, a chunk at a
-    /// time.
-    #[test]
-    fn the_kept_text_is_the_tail_past_the_budget() {
-        let mut buf = OutputBuffer::default();
-        let mib = vec![b'a'; 1 << 20];
-        for _ in 0..70 {
-            buf.push(&mib);
-        }
-        buf.push("é-the end".as_bytes());
-        let (text, truncated) = buf.finish();
-        assert!(truncated);
-        assert_eq!(text.len(), super::MAX_OUTPUT_BYTES);
-        assert!(text.ends_with("é-the end"));
-    }
-
-    #[test]
-    fn invalid_bytes_become_replacement_characters() {
-        let mut buf = OutputBuffer::default();
-        assert_eq!(buf.push(b"a\xffb"), "a\u{fffd}b");
-        assert_eq!(buf.push(b"\xe2\x82"), "");
-        assert_eq!(buf.finish(), ("a\u{fffd}b\u{fffd}".to_owned(), false));
     }
 }

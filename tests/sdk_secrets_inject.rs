@@ -252,6 +252,62 @@ async fn bound_and_call_secrets_reach_every_process_kind() {
     assert!(sbx.kill().await.expect("kill"));
 }
 
+/// `commands().list()` names the injected variables of a running command
+/// and terminal but holds no value anywhere (fields and `Debug`): a value
+/// travels only in the request that starts its process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_holds_no_injected_value() {
+    let Some(moto) = moto_with_secrets().await else {
+        return;
+    };
+    let sbx = Sandbox::builder()
+        .local()
+        .secret("API_KEY", NAME)
+        .secret_cache(cache(&moto.endpoint_url()))
+        .create()
+        .await
+        .expect("create with a bound secret");
+    let handle = sbx
+        .commands()
+        .spawn(
+            "sleep 600",
+            CommandOptions::new()
+                .no_timeout()
+                .secret("CALL_KEY", OTHER_NAME),
+        )
+        .await
+        .expect("spawn");
+    let pty = sbx
+        .pty()
+        .create(
+            PtySize::new(80, 24),
+            PtyOptions::new().secret("TERM_SECRET", OTHER_NAME),
+        )
+        .await
+        .expect("pty");
+    let listed = sbx.commands().list().await.expect("list");
+    let command = listed
+        .iter()
+        .find(|p| p.pid == handle.pid())
+        .expect("the command is listed");
+    assert!(command.envs.contains_key("API_KEY"), "{command:?}");
+    assert!(command.envs.contains_key("CALL_KEY"), "{command:?}");
+    let terminal = listed
+        .iter()
+        .find(|p| p.pid == pty.pid())
+        .expect("the terminal is listed");
+    assert!(terminal.envs.contains_key("TERM_SECRET"), "{terminal:?}");
+    for info in &listed {
+        assert!(info.envs.values().all(String::is_empty), "{info:?}");
+        let shown = format!("{info:?} {:?} {:?} {:?}", info.args, info.cmd, info.cwd);
+        for canary in [VALUE, OTHER_VALUE, NAME, OTHER_NAME] {
+            assert!(!shown.contains(canary), "{canary} is in a listing");
+        }
+    }
+    assert!(handle.kill().await.expect("kill"));
+    assert!(sbx.kill().await.expect("kill"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_bound_secret_launches_nothing() {
     let Some(moto) = moto_with_secrets().await else {

@@ -291,7 +291,7 @@ impl PtyTable {
         let (version, _) = watch::channel(0);
         let session = Arc::new(Session {
             pid,
-            config,
+            config: crate::process::without_env_values(config),
             master,
             state: Mutex::new(SessionState {
                 next_seq: 1,

@@ -373,6 +373,47 @@ async fn list_shows_live_processes_with_tag() {
     assert_eq!(info.config.as_ref().unwrap().cmd, "/bin/bash");
 }
 
+/// A listing names a process's environment variables but never carries
+/// their values (one may be an injected secret), while the process itself
+/// sees the value.
+#[tokio::test]
+async fn list_names_envs_without_their_values() {
+    const VALUE: &str = "listed-canary-value-4d1c";
+    let t = TestAgent::start().await;
+    let mut req = bash("printf %s \"$SECRET_ONE\"; sleep 30");
+    req.process
+        .as_mut()
+        .unwrap()
+        .envs
+        .insert("SECRET_ONE".into(), VALUE.into());
+    let mut stream = t.process().start(req).await.unwrap().into_inner();
+    let Event::Start(s) = next_event(&mut stream).await else {
+        panic!()
+    };
+    let Event::Data(pb::DataEvent {
+        output: Some(pb::data_event::Output::Stdout(out)),
+        ..
+    }) = next_event(&mut stream).await
+    else {
+        panic!("the value reaches the process")
+    };
+    assert_eq!(out, VALUE.as_bytes());
+    let list = t
+        .process()
+        .list(pb::ListRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let info = list
+        .processes
+        .iter()
+        .find(|p| p.pid == s.pid)
+        .expect("listed");
+    let envs = &info.config.as_ref().unwrap().envs;
+    assert_eq!(envs.get("SECRET_ONE").map(String::as_str), Some(""));
+    assert!(!format!("{list:?}").contains(VALUE), "{list:?}");
+}
+
 #[tokio::test]
 async fn start_errors_have_exact_messages() {
     let t = TestAgent::start().await;

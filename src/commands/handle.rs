@@ -14,8 +14,8 @@ use tokio::time::Instant;
 
 use super::process::{Decoded, ProcessCore, Protocol, drain};
 use super::{
-    CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, SUSPENDING, feed_stdin,
-    start_request,
+    CommandOptions, CommandResult, Commands, OutputBuffer, OutputCallback, SUSPENDING, Utf8Decoder,
+    feed_stdin, start_request,
 };
 use crate::error::SandboxError;
 use crate::pb;
@@ -120,7 +120,10 @@ pub struct ProcessInfo {
     /// Its arguments (`["-l", "-c", <command>]` for commands, `["-c",
     /// <command>]` without a login shell).
     pub args: Vec<String>,
-    /// Its extra environment variables.
+    /// The names of its extra environment variables, each with an empty
+    /// value: a listing never carries a value (one may be an injected
+    /// secret, whose value travels only in the request that started the
+    /// process), whatever the agent answered.
     pub envs: BTreeMap<String, String>,
     /// Its working directory, when one was given.
     pub cwd: Option<String>,
@@ -150,7 +153,12 @@ impl ProcessInfo {
             pid: p.pid,
             cmd: config.cmd,
             args: config.args,
-            envs: config.envs.into_iter().collect(),
+            // An older agent lists the values: they are dropped here.
+            envs: config
+                .envs
+                .into_keys()
+                .map(|name| (name, String::new()))
+                .collect(),
             cwd: config.cwd,
             tag: p.tag,
             kind,
@@ -204,6 +212,10 @@ pub struct CommandHandle {
     command: String,
     stdout: OutputBuffer,
     stderr: OutputBuffer,
+    /// The callbacks' decoders (used only with a callback: the kept output
+    /// is decoded once, at the end).
+    stdout_text: Utf8Decoder,
+    stderr_text: Utf8Decoder,
     /// The callbacks are in mutexes only to make the handle `Sync` (so that
     /// the futures of its `&self` methods are `Send`); polling takes them
     /// with `get_mut`, without locking.
@@ -284,6 +296,8 @@ impl CommandHandle {
             command,
             stdout: OutputBuffer::default(),
             stderr: OutputBuffer::default(),
+            stdout_text: Utf8Decoder::default(),
+            stderr_text: Utf8Decoder::default(),
             on_stdout: Mutex::new(on_stdout),
             on_stderr: Mutex::new(on_stderr),
             suspending_hint,
@@ -375,12 +389,16 @@ fn started_pid(event: &pb::ProcessEvent) -> Option<u32> {
     }
 }
 
-/// Feeds a chunk to its buffer and its callback.
-fn seen(buffer: &mut OutputBuffer, callback: &mut Mutex<Option<OutputCallback>>, bytes: &[u8]) {
-    let text = buffer.push(bytes);
+/// Feeds a chunk to its buffer and, decoded, to its callback.
+fn seen(
+    (buffer, decoder): (&mut OutputBuffer, &mut Utf8Decoder),
+    callback: &mut Mutex<Option<OutputCallback>>,
+    bytes: &[u8],
+) {
+    buffer.push(bytes);
     let callback = callback.get_mut().unwrap_or_else(PoisonError::into_inner);
     if let Some(cb) = callback {
-        cb(&text);
+        cb(&decoder.decode(bytes));
     }
 }
 
@@ -394,11 +412,13 @@ impl Stream for CommandHandle {
                 let seq = data.seq;
                 let item = match data.output {
                     Some(pb::data_event::Output::Stdout(bytes)) => {
-                        seen(&mut this.stdout, &mut this.on_stdout, &bytes);
+                        let out = (&mut this.stdout, &mut this.stdout_text);
+                        seen(out, &mut this.on_stdout, &bytes);
                         Some(CommandEvent::Stdout { data: bytes, seq })
                     }
                     Some(pb::data_event::Output::Stderr(bytes)) => {
-                        seen(&mut this.stderr, &mut this.on_stderr, &bytes);
+                        let err = (&mut this.stderr, &mut this.stderr_text);
+                        seen(err, &mut this.on_stderr, &bytes);
                         Some(CommandEvent::Stderr { data: bytes, seq })
                     }
                     None => None,

@@ -64,6 +64,7 @@ mod moto;
 mod moto_artifacts;
 mod moto_transfers;
 mod network;
+mod path_races;
 mod payload_roundtrip;
 mod persistence;
 mod pool;

@@ -85,7 +85,6 @@ fn unix_ms(secs: i64, nanos: i64) -> i64 {
 /// The EntryInfo of `host` (not following a final symlink), named by `guest`.
 pub(crate) fn entry_info(guest: &str, host: &Path) -> Result<pb::EntryInfo, std::io::Error> {
     let md = std::fs::symlink_metadata(host)?;
-    let name = guest.rsplit('/').next().unwrap_or_default().to_owned();
     let symlink_target = if md.file_type().is_symlink() {
         std::fs::read_link(host)
             .ok()
@@ -93,17 +92,31 @@ pub(crate) fn entry_info(guest: &str, host: &Path) -> Result<pb::EntryInfo, std:
     } else {
         None
     };
-    Ok(pb::EntryInfo {
+    Ok(info_of(guest, &md, symlink_target))
+}
+
+/// The EntryInfo of the open `file`, named by `guest` (what a Write or an
+/// import just renamed into place: no path is looked up again).
+pub(crate) fn file_entry_info(
+    guest: &str,
+    file: &std::fs::File,
+) -> Result<pb::EntryInfo, std::io::Error> {
+    Ok(info_of(guest, &file.metadata()?, None))
+}
+
+fn info_of(guest: &str, md: &Metadata, symlink_target: Option<String>) -> pb::EntryInfo {
+    let name = guest.rsplit('/').next().unwrap_or_default().to_owned();
+    pb::EntryInfo {
         name,
-        r#type: file_type(&md) as i32,
+        r#type: file_type(md) as i32,
         path: guest.to_owned(),
         size: md.len(),
         mode: md.mode() & 0o7777,
-        permissions: permissions(&md),
+        permissions: permissions(md),
         owner: name_of(md.uid(), "/etc/passwd"),
         group: name_of(md.gid(), "/etc/group"),
         modified_time_unix_ms: unix_ms(md.mtime(), md.mtime_nsec()),
         symlink_target,
         metadata: Default::default(),
-    })
+    }
 }

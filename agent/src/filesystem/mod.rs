@@ -4,9 +4,11 @@
 //! and the S3-staged transfers ([`crate::transfer`]).
 //! Status messages never echo a path or file contents.
 
+pub(crate) mod beneath;
 pub(crate) mod disk;
 mod info;
 mod path;
+mod target;
 mod watch;
 mod write;
 
@@ -16,10 +18,10 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-pub(crate) use self::disk::available_bytes;
-pub(crate) use self::info::{entry_info, io_status};
+pub(crate) use self::info::{entry_info, file_entry_info, io_status};
 pub(crate) use self::path::check_working_dir;
 pub(crate) use self::path::{Resolved, resolve};
+pub(crate) use self::target::TargetDir;
 pub(crate) use self::write::owner_and_mode;
 use crate::pb;
 use crate::phase::Phase;
@@ -75,21 +77,15 @@ fn io(e: std::io::Error) -> Status {
 }
 
 /// Opens a regular file for reading without following a final symlink, as
-/// the sandbox user.
+/// the sandbox user, by descriptor from its directory ([`TargetDir`]): a
+/// directory on the way that sandbox code swapped for a symlink since the
+/// check leads nowhere outside the view.
 #[allow(clippy::result_large_err)]
 pub(crate) async fn open_regular(
     env: &SandboxEnv,
     host: &std::path::Path,
 ) -> Result<tokio::fs::File, Status> {
-    let file = env
-        .as_user(|| {
-            use std::os::unix::fs::OpenOptionsExt as _;
-            std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                .open(host)
-        })
-        .map_err(io)?;
+    let file = env.as_user(|| TargetDir::existing(env, host)?.open_file().map_err(io))?;
     let file = tokio::fs::File::from_std(file);
     let md = file.metadata().await.map_err(io)?;
     if md.is_dir() {

@@ -20,7 +20,7 @@ const DENIED: &[&str] = &[
     "/opt/rayito",
 ];
 /// The directories that exist in the sandbox's view.
-const VIEW_ROOTS: &[&str] = &[GUEST_HOME, "/tmp"];
+pub(super) const VIEW_ROOTS: &[&str] = &[GUEST_HOME, "/tmp"];
 
 fn under(path: &str, prefix: &str) -> bool {
     path == prefix

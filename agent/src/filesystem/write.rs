@@ -1,14 +1,15 @@
 //! `Write`: a client stream of one or more files. Each file is written to a
 //! `.rayito-tmp-*` sibling, fsynced, chmodded and renamed over the target,
-//! so a failed or interrupted write leaves the target intact.
+//! so a failed or interrupted write leaves the target intact. All of it
+//! happens by descriptor in the target's directory, held open from the
+//! start ([`TargetDir`]): no path is resolved again after the check.
 //!
 //! The bytes go to disk on one blocking thread per file, fed the received
 //! chunks as they are (`Bytes` views, no copy) through a short queue, so the
 //! disk writes overlap with receiving the next chunks; the queue bounds what
 //! is held in memory to [`QUEUED_CHUNKS`] chunks.
 
-use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::PathBuf;
+use std::ffi::OsString;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -20,8 +21,9 @@ use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
 use super::FilesystemServiceImpl;
-use super::info::{entry_info, io_status};
+use super::info::{file_entry_info, io_status};
 use super::path::{Resolved, resolve};
+use super::target::TargetDir;
 use crate::pb;
 use crate::phase::Phase;
 use crate::sandbox::SandboxEnv;
@@ -158,7 +160,12 @@ impl Writer {
 /// path alone would leak the temporary file), it removes its temporary file.
 struct Open {
     target: Resolved,
-    temp: PathBuf,
+    /// The target's directory, held since the check.
+    dir: TargetDir,
+    /// The temporary file's name in `dir`, and the file (a second handle:
+    /// the writer's goes with its thread), chmodded by descriptor.
+    temp: OsString,
+    file: std::fs::File,
     /// `None` once committed.
     writer: Option<Writer>,
     mode: u32,
@@ -171,19 +178,15 @@ impl Open {
     async fn commit(mut self) -> Result<pb::EntryInfo, Status> {
         let writer = self.writer.take().expect("a writer until the commit");
         let synced = writer.commit().await;
-        let (temp, target, mode) = (&self.temp, &self.target, self.mode);
+        let (dir, temp, file, mode) = (&self.dir, &self.temp, &self.file, self.mode);
         self.env
             .as_user(|| {
-                use std::os::unix::fs::PermissionsExt as _;
                 synced?;
-                std::fs::set_permissions(temp, std::fs::Permissions::from_mode(mode))?;
-                std::fs::rename(temp, &target.host)
+                dir.commit(temp, file, mode)
             })
             .map_err(|e| io_status(&e))?;
         self.renamed = true;
-        self.env
-            .as_user(|| entry_info(&target.guest, &target.host))
-            .map_err(|e| io_status(&e))
+        file_entry_info(&self.target.guest, &self.file).map_err(|e| io_status(&e))
     }
 }
 
@@ -192,9 +195,7 @@ impl Drop for Open {
         // Closing the queue without a commit stops the writer unsynced.
         self.writer.take();
         if !self.renamed {
-            self.env.as_user(|| {
-                let _ = std::fs::remove_file(&self.temp);
-            });
+            self.env.as_user(|| self.dir.remove(&self.temp));
         }
     }
 }
@@ -303,42 +304,31 @@ async fn begin(
     if target.is_view_root() {
         return Err(Status::invalid_argument("is a directory"));
     }
-    let parent = target
-        .host
-        .parent()
-        .ok_or_else(|| Status::invalid_argument("invalid path"))?
-        .to_path_buf();
     let reserve = service.disk_reserve.load(Ordering::Relaxed);
-    let temp = parent.join(format!(".rayito-tmp-{:016x}", rand::random::<u64>()));
-    // Every path-based step as the sandbox user (see SandboxEnv::as_user).
-    let file = service.env.as_user(|| {
-        if let Err(e) = std::fs::create_dir_all(&parent) {
-            return Err(match e.raw_os_error() {
-                Some(libc::EEXIST) | Some(libc::ENOTDIR) => {
-                    Status::invalid_argument("not a directory")
-                }
-                _ => io_status(&e),
-            });
-        }
-        if let Ok(md) = std::fs::symlink_metadata(&target.host)
-            && md.is_dir()
-        {
+    // Every step as the sandbox user (see SandboxEnv::as_user).
+    let (dir, temp, file, kept) = service.env.as_user(|| {
+        let dir = TargetDir::open(&service.env, &target)?;
+        if dir.holds_dir() {
             return Err(Status::invalid_argument("is a directory"));
         }
-        let free = super::disk::available_bytes(&parent).map_err(|e| io_status(&e))?;
+        let free = dir.available_bytes().map_err(|e| io_status(&e))?;
         if free < reserve {
             return Err(Status::resource_exhausted(detail::DISK_RESERVE));
         }
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)
-            .map_err(|e| io_status(&e))
+        let (file, temp) = dir.create_temp().map_err(|e| io_status(&e))?;
+        match file.try_clone() {
+            Ok(kept) => Ok((dir, temp, file, kept)),
+            Err(e) => {
+                dir.remove(&temp);
+                Err(io_status(&e))
+            }
+        }
     })?;
     Ok(Open {
         target,
+        dir,
         temp,
+        file: kept,
         writer: Some(Writer::start(file)),
         mode,
         renamed: false,

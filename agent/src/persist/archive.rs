@@ -68,28 +68,11 @@ pub(crate) fn skipped(rel: &Path, excludes: &[PathBuf]) -> bool {
         || excludes.iter().any(|e| rel == e)
 }
 
-/// Flags of every directory the walkers open: never through a symlink.
-const DIR_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC);
-
-/// A descriptor of HOME itself (not through a symlink).
-fn open_home(home: &Path) -> io::Result<OwnedFd> {
-    Ok(rustix::fs::open(home, DIR_FLAGS, Mode::empty())?)
-}
-
-/// Opens the HOME-relative directory `rel` from `root` one component at a
-/// time with `O_NOFOLLOW`: a directory that sandbox code swapped for a
-/// symlink after it was listed fails here instead of leading the walk out
-/// of HOME.
-fn open_beneath(root: &OwnedFd, rel: &Path) -> io::Result<OwnedFd> {
-    let mut fd = rustix::fs::openat(root, ".", DIR_FLAGS, Mode::empty())?;
-    for c in rel.components() {
-        fd = rustix::fs::openat(&fd, c.as_os_str(), DIR_FLAGS, Mode::empty())?;
-    }
-    Ok(fd)
-}
+// HOME itself (`open_home`) and its directories (`open_beneath`) are
+// opened with `O_NOFOLLOW` one component at a time: a directory that
+// sandbox code swapped for a symlink after it was listed fails there
+// instead of leading the walk out of HOME.
+use crate::filesystem::beneath::{open_beneath, open_dir as open_home};
 
 /// The names in the directory `dir` (not `.` and `..`), sorted.
 fn names_in(dir: &OwnedFd) -> io::Result<Vec<std::ffi::OsString>> {

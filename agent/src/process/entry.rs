@@ -64,7 +64,7 @@ impl ProcessEntry {
         let (progress, _) = watch::channel(0);
         Self {
             pid,
-            config,
+            config: super::without_env_values(config),
             tag,
             state: Mutex::new(EntryState {
                 ring: OutputRing::new(RING_BYTES),

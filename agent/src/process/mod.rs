@@ -210,6 +210,18 @@ impl ProcessTable {
     }
 }
 
+/// The config a process is remembered (and listed) by: its environment
+/// variables' names, never their values. A value may be an injected
+/// secret, which travels only in the request that starts the process
+/// (`src/secrets/inject.rs`); the reference agent's listing carries the
+/// same map, so the field stays, with each value empty.
+pub(crate) fn without_env_values(mut config: pb::ProcessConfig) -> pb::ProcessConfig {
+    for value in config.envs.values_mut() {
+        *value = String::new();
+    }
+    config
+}
+
 /// Sessions that Process.List reports with the processes (the terminals),
 /// behind a trait so that this module need not know the PTY table.
 pub(crate) trait AlsoListed: std::fmt::Debug + Send + Sync {

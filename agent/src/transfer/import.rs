@@ -4,11 +4,14 @@
 //! the object must be there. The bytes go to a `.rayito-tmp-*` sibling,
 //! counted against `max_bytes` and hashed on the way, and become the file
 //! (mode, sandbox user) by a rename only when the whole object arrived with
-//! the expected sha256; then the staging object is deleted.
+//! the expected sha256; then the staging object is deleted. The target's
+//! directory is held open from the check on ([`TargetDir`]): the temporary
+//! file is created and renamed by descriptor in it, so sandbox code
+//! swapping a directory on the way for a symlink meanwhile cannot move the
+//! write out of the sandbox's view.
 
+use std::ffi::OsString;
 use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -23,7 +26,7 @@ use super::failure::Reason;
 use super::url::{self, Checked};
 use super::web::{self, CallError, HttpClient};
 use super::{Entry, deadline};
-use crate::filesystem::{Resolved, entry_info, io_status, resolve};
+use crate::filesystem::{Resolved, TargetDir, file_entry_info, resolve};
 use crate::pb;
 use crate::sandbox::SandboxEnv;
 
@@ -42,6 +45,8 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 #[derive(Debug)]
 pub(crate) struct ImportJob {
     target: Resolved,
+    /// The target's directory, held since the check.
+    dir: TargetDir,
     mode: u32,
     get: Checked,
     delete: Option<Checked>,
@@ -93,25 +98,17 @@ pub(crate) fn accept(ctx: &Context, req: pb::StartImportRequest) -> Result<Impor
         None => None,
     };
     // The directory must be able to hold the file; it is made now, as
-    // the sandbox user.
-    let parent = target
-        .host
-        .parent()
-        .ok_or_else(|| Status::invalid_argument("invalid path"))?
-        .to_path_buf();
-    ctx.env.as_user(|| {
-        if let Ok(md) = std::fs::symlink_metadata(&target.host)
-            && md.is_dir()
-        {
+    // the sandbox user, and held until the file is in it.
+    let dir = ctx.env.as_user(|| {
+        let dir = TargetDir::open(&ctx.env, &target)?;
+        if dir.holds_dir() {
             return Err(Status::invalid_argument("is a directory"));
         }
-        std::fs::create_dir_all(&parent).map_err(|e| match e.raw_os_error() {
-            Some(libc::EEXIST) | Some(libc::ENOTDIR) => Status::invalid_argument("not a directory"),
-            _ => io_status(&e),
-        })
+        Ok(dir)
     })?;
     Ok(ImportJob {
         target,
+        dir,
         mode,
         get,
         delete,
@@ -258,7 +255,7 @@ async fn receive(
         s.bytes_total = length.unwrap_or(0);
     });
     let reserve = ctx.disk_reserve.load(Ordering::Relaxed);
-    let mut temp = Temp::create(&ctx.env, &job.target, reserve, length.unwrap_or(0))?;
+    let mut temp = Temp::create(&ctx.env, &job.dir, reserve, length.unwrap_or(0))?;
     let file = temp.file.take().ok_or(Reason::DiskFull)?;
     let (queue, chunks) = mpsc::channel::<Bytes>(QUEUED_CHUNKS);
     let writer = tokio::task::spawn_blocking(move || write_all(file, chunks));
@@ -299,7 +296,7 @@ async fn receive(
     if !job.expected_sha256.is_empty() && job.expected_sha256 != sha256 {
         return Err(Reason::ChecksumMismatch);
     }
-    let info = temp.commit(file, job.mode)?;
+    let info = temp.commit(file, job.mode, &job.target)?;
     Ok((info, sha256, received))
 }
 
@@ -319,68 +316,55 @@ fn write_all(
 }
 
 /// The temporary sibling of the target; removed unless committed.
-struct Temp {
+struct Temp<'a> {
     env: SandboxEnv,
-    target: Resolved,
-    path: PathBuf,
+    dir: &'a TargetDir,
+    name: OsString,
     file: Option<std::fs::File>,
     renamed: bool,
 }
 
-impl Temp {
+impl<'a> Temp<'a> {
     fn create(
         env: &SandboxEnv,
-        target: &Resolved,
+        dir: &'a TargetDir,
         reserve: u64,
         length: u64,
-    ) -> Result<Temp, Reason> {
-        let parent = target.host.parent().ok_or(Reason::DiskFull)?;
-        let path = parent.join(format!(".rayito-tmp-{:016x}", rand::random::<u64>()));
-        let file = env.as_user(|| {
-            std::fs::create_dir_all(parent).map_err(|_| Reason::DiskFull)?;
-            let free = crate::filesystem::available_bytes(parent).map_err(|_| Reason::DiskFull)?;
+    ) -> Result<Temp<'a>, Reason> {
+        let (file, name) = env.as_user(|| {
+            let free = dir.available_bytes().map_err(|_| Reason::DiskFull)?;
             if free < reserve.saturating_add(length) {
                 return Err(Reason::DiskReserve);
             }
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&path)
-                .map_err(|_| Reason::DiskFull)
+            dir.create_temp().map_err(|_| Reason::DiskFull)
         })?;
         Ok(Temp {
             env: env.clone(),
-            target: target.clone(),
-            path,
+            dir,
+            name,
             file: Some(file),
             renamed: false,
         })
     }
 
-    fn commit(&mut self, file: std::fs::File, mode: u32) -> Result<pb::EntryInfo, Reason> {
-        drop(file);
-        let (path, target) = (&self.path, &self.target);
+    fn commit(
+        &mut self,
+        file: std::fs::File,
+        mode: u32,
+        target: &Resolved,
+    ) -> Result<pb::EntryInfo, Reason> {
         self.env
-            .as_user(|| {
-                use std::os::unix::fs::PermissionsExt as _;
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
-                std::fs::rename(path, &target.host)
-            })
+            .as_user(|| self.dir.commit(&self.name, &file, mode))
             .map_err(|_| Reason::DiskFull)?;
         self.renamed = true;
-        self.env
-            .as_user(|| entry_info(&target.guest, &target.host))
-            .map_err(|_| Reason::DiskFull)
+        file_entry_info(&target.guest, &file).map_err(|_| Reason::DiskFull)
     }
 }
 
-impl Drop for Temp {
+impl Drop for Temp<'_> {
     fn drop(&mut self) {
         if !self.renamed {
-            self.env.as_user(|| {
-                let _ = std::fs::remove_file(&self.path);
-            });
+            self.env.as_user(|| self.dir.remove(&self.name));
         }
     }
 }
