@@ -12,7 +12,7 @@ use std::path::Path;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 /// Flags of every directory opened here: never through a symlink.
-const DIR_FLAGS: OFlags = OFlags::RDONLY
+pub(crate) const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::DIRECTORY)
     .union(OFlags::NOFOLLOW)
     .union(OFlags::CLOEXEC);

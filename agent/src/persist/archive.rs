@@ -72,7 +72,7 @@ pub(crate) fn skipped(rel: &Path, excludes: &[PathBuf]) -> bool {
 // opened with `O_NOFOLLOW` one component at a time: a directory that
 // sandbox code swapped for a symlink after it was listed fails there
 // instead of leading the walk out of HOME.
-use crate::filesystem::beneath::{open_beneath, open_dir as open_home};
+use crate::filesystem::beneath::{DIR_FLAGS, open_beneath, open_dir as open_home};
 
 /// The names in the directory `dir` (not `.` and `..`), sorted.
 fn names_in(dir: &OwnedFd) -> io::Result<Vec<std::ffi::OsString>> {
