@@ -198,3 +198,37 @@ fn the_licence_the_manifests_name_is_in_the_checkout() {
         "LICENSE is the Apache License 2.0"
     );
 }
+
+/// Every code fence of every page closes on a line of its own (a fence
+/// closed with text after it swallowed the next paragraph of docs/cli.md).
+#[test]
+fn every_code_fence_of_the_docs_closes_cleanly() {
+    let mut pages = vec!["README.md".to_owned(), "CONTRIBUTING.md".to_owned()];
+    for entry in std::fs::read_dir(root().join("docs")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".md") {
+            pages.push(format!("docs/{name}"));
+        }
+    }
+    let mut failures = Vec::new();
+    for page in pages {
+        let mut open: Option<usize> = None;
+        for (n, line) in read(&page).lines().enumerate() {
+            if !line.starts_with("```") {
+                continue;
+            }
+            match open {
+                None => open = Some(n + 1),
+                Some(_) if line.trim_end() == "```" => open = None,
+                Some(_) => failures.push(format!(
+                    "{page}:{}: a fence closes with text after it",
+                    n + 1
+                )),
+            }
+        }
+        if let Some(line) = open {
+            failures.push(format!("{page}:{line}: a fence never closes"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
