@@ -564,7 +564,15 @@ impl ChildSetup {
         set_limit(Resource::Core, 0)?;
         set_limit(Resource::Nofile, 1024)?;
         if let Some(secs) = self.cpu_seconds {
-            set_limit(Resource::Cpu, secs)?;
+            // SIGXCPU at the limit (a program may catch it to save its
+            // work), SIGKILL 5 s of CPU later.
+            rustix::process::setrlimit(
+                Resource::Cpu,
+                Rlimit {
+                    current: Some(secs),
+                    maximum: Some(secs.saturating_add(CPU_KILL_GRACE_SECS)),
+                },
+            )?;
         }
         for procs in &self.cgroup_procs {
             // "0" moves the writing process (this child) into the cgroup.
@@ -638,6 +646,9 @@ impl UserPlan {
 }
 
 /// Sets one resource limit (soft and hard) in the current process.
+/// CPU seconds between RLIMIT_CPU's SIGXCPU and its SIGKILL.
+const CPU_KILL_GRACE_SECS: u64 = 5;
+
 fn set_limit(resource: Resource, value: u64) -> std::io::Result<()> {
     rustix::process::setrlimit(
         resource,

@@ -267,6 +267,7 @@ impl PtyTable {
             args: vec!["-i".to_owned(), "-l".to_owned()],
             envs,
             cwd: req.cwd,
+            cpu_limited: true,
         };
         let config = pb::ProcessConfig {
             cmd: spec.program.clone(),

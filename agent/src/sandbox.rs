@@ -78,6 +78,10 @@ pub struct SpawnSpec {
     pub envs: BTreeMap<String, String>,
     /// Working directory as a guest path; `None` is the home.
     pub cwd: Option<String>,
+    /// Whether the run payload's CPU-time limit applies: to every command,
+    /// terminal and start command, never to a code kernel (a kernel lives
+    /// as long as its context, and its CPU time adds up across cells).
+    pub cpu_limited: bool,
 }
 
 // Env values and arguments may be secrets: Debug shows the program, the
@@ -89,6 +93,7 @@ impl std::fmt::Debug for SpawnSpec {
             .field("arg_count", &self.args.len())
             .field("env_names", &self.envs.keys().collect::<Vec<_>>())
             .field("cwd", &self.cwd)
+            .field("cpu_limited", &self.cpu_limited)
             .finish()
     }
 }
@@ -609,7 +614,7 @@ impl SandboxEnv {
                 self.inner.userns.as_ref(),
                 self.inner.ids,
                 procs,
-                options.cpu_seconds,
+                options.cpu_seconds.filter(|_| spec.cpu_limited),
             )
             .and_then(|setup| match &network {
                 Some(network) => setup.with_netns(network.ns.fd()),

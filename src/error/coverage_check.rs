@@ -140,7 +140,7 @@ fn corpus() -> Vec<SandboxError> {
         "suspending",
         "odd",
     ] {
-        for exit_code in [0, 1] {
+        for (exit_code, signal) in [(0, None), (1, None), (152, Some(24))] {
             for error in [
                 None,
                 Some(("deadline_exceeded".to_owned(), String::new())),
@@ -149,7 +149,7 @@ fn corpus() -> Vec<SandboxError> {
                 let end = EndEventData {
                     status: status.into(),
                     exit_code,
-                    signal: None,
+                    signal,
                     error,
                 };
                 if let Err(e) = from_end_event(end, CommandOutput::default(), "ls") {

@@ -115,6 +115,8 @@ templates! {
         "command {program} was killed by signal {signal} (exit code {exit_code}); its stdout and stderr are in the error";
     END_MEMORY_LIMIT = "end.memory_limit" =>
         "command {program} was killed by signal {signal} at the sandbox's memory limit (exit code {exit_code}); use less memory or give the sandbox a higher limit; its stdout and stderr are in the error";
+    END_CPU_LIMIT = "end.cpu_limit" =>
+        "command {program} was killed by signal {signal} at its CPU time limit (exit code {exit_code}); give the sandbox a higher cpu_time_limit or do less work per command; its stdout and stderr are in the error";
     END_UNKNOWN_STATUS = "end.unknown_status" =>
         "command {program} ended with status {status} and exit code {exit_code}; its stdout and stderr are in the error";
     END_TIMEOUT = "end.timeout" =>

@@ -210,6 +210,17 @@ impl SandboxBuilder {
         self
     }
 
+    /// The CPU time each command, terminal and start command of the
+    /// sandbox may use (RLIMIT_CPU, 1 s to 8 h in whole seconds): at the
+    /// limit the process gets SIGXCPU, and SIGKILL 5 s of CPU later; a
+    /// command ended so fails `CommandExit { status: Signaled }` with a
+    /// message naming the limit. Code kernels are not limited (a kernel's
+    /// CPU time adds up across cells). Checked before any call.
+    pub fn cpu_time_limit(mut self, limit: Duration) -> Self {
+        self.options.cpu_time_limit = Some(limit);
+        self
+    }
+
     /// The cap of a managed lifecycle (makes the timeout movable with
     /// [`crate::Sandbox::set_timeout`]); default `timeout + 60 s`, at least 120 s.
     pub fn max_lifetime(mut self, max_lifetime: Duration) -> Self {
@@ -717,6 +728,10 @@ impl SandboxBuilder {
             super::payload::with_network_enforce(&payload)
         } else {
             payload
+        };
+        let payload = match self.options.cpu_seconds()? {
+            Some(seconds) => super::payload::with_cpu_seconds(&payload, seconds),
+            None => payload,
         };
         let payload_chars = payload.chars().count();
         if payload_chars > MAX_PAYLOAD_CHARS {

@@ -94,6 +94,8 @@ pub(crate) struct CreateOptions {
     pub allowed_ports: Vec<u16>,
     pub execution_role_arn: Option<String>,
     pub access_token: Option<Secret>,
+    /// RLIMIT_CPU of every command and terminal (`cpu_time_limit`).
+    pub cpu_time_limit: Option<Duration>,
     /// RunMicrovm `logging`; `None`: disabled. Boxed: the builder is held
     /// by value in every create future (tests/sdk/future_sizes.rs).
     pub logging: Option<Box<super::SandboxLogging>>,
@@ -116,6 +118,7 @@ impl Default for CreateOptions {
             allowed_ports: Vec::new(),
             execution_role_arn: None,
             access_token: None,
+            cpu_time_limit: None,
             logging: None,
         }
     }
@@ -130,6 +133,7 @@ impl fmt::Debug for CreateOptions {
             .field("size", &self.size)
             .field("timeout", &self.timeout)
             .field("max_lifetime", &self.max_lifetime)
+            .field("cpu_time_limit", &self.cpu_time_limit)
             .field("on_timeout", &self.on_timeout)
             .field("envs", &self.envs.keys().collect::<Vec<_>>())
             .field("metadata", &self.metadata.keys().collect::<Vec<_>>())
@@ -212,6 +216,21 @@ impl CreateOptions {
     /// # Errors
     /// `SandboxLifetime` when the timeout or max lifetime is above 28,800 s;
     /// `InvalidArgument` naming the argument for anything else refused.
+    /// The payload's `limits.cpu_seconds`: `cpu_time_limit` checked (1 to
+    /// 28,800 whole seconds, the reference's range).
+    pub(crate) fn cpu_seconds(&self) -> Result<Option<u64>, SandboxError> {
+        let Some(limit) = self.cpu_time_limit else {
+            return Ok(None);
+        };
+        if limit.subsec_nanos() != 0 || !(1..=MAX_DURATION_SECS).contains(&limit.as_secs()) {
+            return Err(SandboxError::invalid_argument(
+                "cpu_time_limit",
+                "a CPU time limit is 1 to 28,800 whole seconds of CPU time per process",
+            ));
+        }
+        Ok(Some(limit.as_secs()))
+    }
+
     pub(crate) fn plan(&self) -> Result<LaunchPlan, SandboxError> {
         let timeout = whole_secs(self.timeout);
         if timeout > MAX_DURATION_SECS {

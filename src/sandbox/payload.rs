@@ -58,11 +58,31 @@ pub(crate) fn run_payload(
 /// agent isolates the sandbox's network before `/run` starts anything
 /// (docs/network.md). Keys stay sorted (a `BTreeMap` again).
 pub(crate) fn with_network_enforce(payload: &str) -> String {
+    with_section(
+        payload,
+        "network",
+        BTreeMap::from([("enforce", json!(true))]),
+    )
+}
+
+/// `payload` with `"limits":{"cpu_seconds":N}`: RLIMIT_CPU for every
+/// command, terminal and start command of the sandbox (never a code
+/// kernel), as the reference sends it.
+pub(crate) fn with_cpu_seconds(payload: &str, seconds: u64) -> String {
+    with_section(
+        payload,
+        "limits",
+        BTreeMap::from([("cpu_seconds", json!(seconds))]),
+    )
+}
+
+/// `payload` with the object `section` at `key`; keys stay sorted (a
+/// `BTreeMap` again).
+fn with_section(payload: &str, key: &str, section: BTreeMap<&str, Value>) -> String {
     let Ok(mut map) = serde_json::from_str::<BTreeMap<String, Value>>(payload) else {
         return payload.to_owned();
     };
-    let network: BTreeMap<&str, Value> = BTreeMap::from([("enforce", json!(true))]);
-    map.insert("network".to_owned(), json!(network));
+    map.insert(key.to_owned(), json!(section));
     ascii_json(&serde_json::to_string(&map).unwrap_or_default())
 }
 

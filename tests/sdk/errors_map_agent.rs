@@ -258,6 +258,25 @@ fn a_kill_at_the_memory_limit_says_so() {
     );
 }
 
+/// SIGXCPU: the sandbox's `cpu_time_limit` (RLIMIT_CPU) ended it.
+#[test]
+fn a_kill_at_the_cpu_time_limit_says_so() {
+    let e = end("signaled", 152).signal(24);
+    let err = from_end_event(e, output(), "python3 spin.py").unwrap_err();
+    assert!(matches!(
+        err,
+        SandboxError::CommandExit {
+            exit_code: 152,
+            status: CommandExitStatus::Signaled,
+            ..
+        }
+    ));
+    assert_eq!(
+        err.to_string(),
+        "command python3 was killed by signal 24 at its CPU time limit (exit code 152); give the sandbox a higher cpu_time_limit or do less work per command; its stdout and stderr are in the error"
+    );
+}
+
 #[test]
 fn timeout_is_a_command_timeout() {
     let e = EndEvent::new("timeout", 137)

@@ -235,6 +235,7 @@ pub(crate) fn launch(
         args,
         envs: spec.envs.clone(),
         cwd: Some(spec.cwd.clone()),
+        cpu_limited: false,
     };
     let want_stderr = stderr == Stdio::Piped;
     let mut child = env.launch(&spawn, Stdio::Piped, Stdio::Piped, stderr)?;

@@ -127,6 +127,7 @@ impl ProcessTable {
             args: config.args.clone(),
             envs: config.envs.clone().into_iter().collect(),
             cwd: config.cwd.clone(),
+            cpu_limited: true,
         };
         let timeout = (req.timeout_ms > 0).then(|| Duration::from_millis(req.timeout_ms));
         let mut map = self.entries.lock().expect("process table lock");

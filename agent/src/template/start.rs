@@ -42,6 +42,7 @@ fn shell(cmd: &str, spec: &StartSpec) -> SpawnSpec {
         args: vec!["-c".to_owned(), cmd.to_owned()],
         envs: spec.envs.clone(),
         cwd: spec.workdir.clone(),
+        cpu_limited: true,
     }
 }
 

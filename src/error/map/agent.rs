@@ -16,6 +16,9 @@ use rayito_proto::tokens::{detail, end_status, stream_code};
 use super::grpc::CallContext;
 use super::redact::sanitize_remote_text;
 
+/// Linux's SIGXCPU: a process past its RLIMIT_CPU soft limit.
+const SIGXCPU: i32 = 24;
+
 /// The fields of a process `EndEvent` the mapping reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EndEventData {
@@ -267,14 +270,18 @@ pub fn from_end_event(
             output,
         )),
         end_status::SIGNALED => {
-            let signal = end
+            let number = end
                 .signal
-                .or_else(|| (end.exit_code > 128).then(|| end.exit_code - 128))
-                .map_or_else(|| "unknown".to_owned(), |s| s.to_string());
+                .or_else(|| (end.exit_code > 128).then(|| end.exit_code - 128));
+            let signal = number.map_or_else(|| "unknown".to_owned(), |s| s.to_string());
             // The agent says why when the sandbox's memory limit ended it
             // (a stream error `resource_exhausted` on the end event).
+            // SIGXCPU: RLIMIT_CPU, which only the sandbox's
+            // `cpu_time_limit` sets (its SIGKILL 5 s later reads as any
+            // other kill).
             let template = match &end.error {
                 Some((code, _)) if code == stream_code::RESOURCE_EXHAUSTED => m::END_MEMORY_LIMIT,
+                _ if number == Some(SIGXCPU) => m::END_CPU_LIMIT,
                 _ => m::END_SIGNALED,
             };
             Err(command_exit(
