@@ -668,6 +668,7 @@ async fn an_agents_debug_shows_no_command_environment_or_output() {
         args: vec!["-c".to_owned(), "ARG-CANARY-1".to_owned()],
         envs: [("SECRET".to_owned(), "ENV-CANARY-3".to_owned())].into(),
         cwd: None,
+        cpu_limited: true,
     };
     let debug = format!("{spec:?}");
     assert!(
