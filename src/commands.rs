@@ -49,6 +49,8 @@ pub struct CommandOptions {
     stdin_open: bool,
     /// `bash -l -c` (the default) or `bash -c`.
     login_shell: bool,
+    /// A label `commands().list()` returns with the process.
+    tag: Option<String>,
 }
 
 impl Default for CommandOptions {
@@ -67,6 +69,7 @@ impl fmt::Debug for CommandOptions {
             .field("on_stderr", &self.on_stderr.is_some())
             .field("stdin_open", &self.stdin_open)
             .field("login_shell", &self.login_shell)
+            .field("tag", &self.tag)
             .finish_non_exhaustive()
     }
 }
@@ -86,7 +89,17 @@ impl CommandOptions {
             on_stderr: None,
             stdin_open: false,
             login_shell: true,
+            tag: None,
         }
+    }
+
+    /// A label for the process (1 to 256 characters, none a control
+    /// character): [`Commands::list`] returns it in [`ProcessInfo::tag`],
+    /// and [`Commands::list_tagged`] finds the processes that carry it.
+    #[must_use]
+    pub fn tag(mut self, tag: impl Into<String>) -> Self {
+        self.tag = Some(tag.into());
+        self
     }
 
     spec_setters! {
@@ -266,6 +279,9 @@ pub(crate) fn start_request(
     }
     let cwd = crate::checks::cwd(options.spec.cwd.as_deref())?;
     let user = crate::checks::user(options.spec.user.as_deref())?;
+    if let Some(tag) = &options.tag {
+        check_tag(tag)?;
+    }
     let (timeout_ms, total) = crate::checks::operation_timeout(options.spec.timeout, STREAM_SLACK);
     let request = pb::StartRequest {
         process: Some(pb::ProcessConfig {
@@ -277,10 +293,26 @@ pub(crate) fn start_request(
         user: user.map(|username| pb::User { username }),
         timeout_ms,
         stdin,
-        tag: None,
+        tag: options.tag.clone(),
         kill_tree: false,
     };
     Ok((request, total))
+}
+
+/// The longest tag, in characters.
+const MAX_TAG_CHARS: usize = 256;
+
+/// A tag is 1 to 256 characters, none a control character (it comes back
+/// in listings and may be printed).
+fn check_tag(tag: &str) -> Result<(), SandboxError> {
+    let chars = tag.chars().count();
+    if chars == 0 || chars > MAX_TAG_CHARS || tag.chars().any(char::is_control) {
+        return Err(SandboxError::invalid_argument(
+            "tag",
+            "a tag is 1 to 256 characters, none of them a control character",
+        ));
+    }
+    Ok(())
 }
 
 /// The arguments of `/bin/bash` for `cmd`.

@@ -614,6 +614,17 @@ impl<'a> Commands<'a> {
             .collect())
     }
 
+    /// The live processes started with [`crate::CommandOptions::tag`]
+    /// `tag`.
+    ///
+    /// # Errors
+    /// Transport failures.
+    pub async fn list_tagged(&self, tag: &str) -> Result<Vec<ProcessInfo>, SandboxError> {
+        let mut processes = self.list().await?;
+        processes.retain(|p| p.tag.as_deref() == Some(tag));
+        Ok(processes)
+    }
+
     /// Kills a process (SIGKILL to its process group and, where the
     /// sandbox's agent has cgroup v2, to every process it started, whatever
     /// left the group); `false` when no such live process exists.

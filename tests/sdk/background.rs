@@ -330,3 +330,65 @@ async fn signal_and_stdin_by_pid() {
         assert_eq!(err.to_string(), "invalid signal: must be between 1 and 64");
     }
 }
+
+/// A tag comes back with the process in `list()`, and `list_tagged` finds
+/// exactly the processes that carry it; a bad tag is refused before any
+/// call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_comes_back_in_listings_and_finds_its_processes() {
+    let emu = emulator().await;
+    let sbx = sandbox(&emu).await;
+    let mut tagged = Vec::new();
+    for _ in 0..2 {
+        let handle = sbx
+            .commands()
+            .spawn(
+                "sleep 600",
+                CommandOptions::new().no_timeout().tag("worker"),
+            )
+            .await
+            .expect("spawn");
+        tagged.push(handle.pid());
+    }
+    let other = sbx
+        .commands()
+        .spawn("sleep 600", CommandOptions::new().no_timeout())
+        .await
+        .expect("spawn");
+
+    let commands = sbx.commands();
+    let listing = commands.list_tagged("worker");
+    assert_send(&listing);
+    let mut found: Vec<u32> = listing.await.unwrap().iter().map(|p| p.pid).collect();
+    found.sort_unstable();
+    tagged.sort_unstable();
+    assert_eq!(found, tagged);
+    let all = sbx.commands().list().await.unwrap();
+    let untagged = all.iter().find(|p| p.pid == other.pid()).expect("listed");
+    assert_eq!(untagged.tag, None);
+    assert!(
+        all.iter()
+            .filter(|p| tagged.contains(&p.pid))
+            .all(|p| p.tag.as_deref() == Some("worker"))
+    );
+    assert!(
+        sbx.commands()
+            .list_tagged("nobody")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    for bad in [String::new(), "x".repeat(257), "a\nb".to_owned()] {
+        let err = sbx
+            .commands()
+            .spawn("true", CommandOptions::new().tag(bad))
+            .await
+            .expect_err("a bad tag");
+        assert_eq!(
+            err.to_string(),
+            "invalid tag: a tag is 1 to 256 characters, none of them a control character"
+        );
+    }
+    assert!(sbx.kill().await.unwrap());
+}

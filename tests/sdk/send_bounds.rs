@@ -232,6 +232,7 @@ fn command_futures_are_send(sbx: &Sandbox) {
     assert_send(&commands.connect(7));
     assert_send(&commands.connect_from(7, 1));
     assert_send(&commands.list());
+    assert_send(&commands.list_tagged("t"));
     assert_send(&commands.kill(7));
     assert_send(&commands.signal(7, 2));
     assert_send(&commands.send_stdin(7, vec![1u8]));
