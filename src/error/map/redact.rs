@@ -162,12 +162,23 @@ fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric()
 }
 
-/// `text` lower-cased with `_` read as `-`, for matching names: one byte
-/// for one byte, so indices carry over to the original.
+/// `text` lower-cased with `_` read as `-` after an upper-case letter or a
+/// digit, for matching names: one byte for one byte, so indices carry over
+/// to the original. The environment's and CGI's spellings
+/// (`HTTP_AUTHORIZATION`, `AWS_SESSION_TOKEN`) are upper case; a lower-case
+/// `access_token` is an argument's name in our own messages (`invalid
+/// access_token: the access token must be ...`), which must survive.
 fn name_form(text: &str) -> Vec<u8> {
-    text.bytes()
-        .map(|b| match b {
-            b'_' => b'-',
+    let bytes = text.as_bytes();
+    bytes
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| match b {
+            b'_' if i > 0
+                && (bytes[i - 1].is_ascii_uppercase() || bytes[i - 1].is_ascii_digit()) =>
+            {
+                b'-'
+            }
             b => b.to_ascii_lowercase(),
         })
         .collect()
@@ -614,6 +625,16 @@ mod tests {
         assert_eq!(
             redact_aws_text("Authorization header requires 'Credential' parameter"),
             "Authorization header requires 'Credential' parameter"
+        );
+    }
+
+    #[test]
+    fn an_argument_named_like_a_header_in_our_own_prose_survives() {
+        let ours = "invalid access_token: the access token must be base64url without padding";
+        assert_eq!(redact_aws_text(ours), ours);
+        assert_eq!(
+            redact_aws_text("HTTP_AUTHORIZATION=Bearer q7w8e9shortsecret"),
+            "HTTP_AUTHORIZATION=[redacted]"
         );
     }
 
