@@ -51,6 +51,8 @@ pub struct CommandOptions {
     login_shell: bool,
     /// A label `commands().list()` returns with the process.
     tag: Option<String>,
+    /// The most output kept per stream (default 64 MiB).
+    max_output_bytes: Option<usize>,
 }
 
 impl Default for CommandOptions {
@@ -70,6 +72,7 @@ impl fmt::Debug for CommandOptions {
             .field("stdin_open", &self.stdin_open)
             .field("login_shell", &self.login_shell)
             .field("tag", &self.tag)
+            .field("max_output_bytes", &self.max_output_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -90,7 +93,17 @@ impl CommandOptions {
             stdin_open: false,
             login_shell: true,
             tag: None,
+            max_output_bytes: None,
         }
+    }
+
+    /// The most output the result keeps of each stream, in bytes (default
+    /// 64 MiB): past it the oldest bytes are dropped and `truncated` is set;
+    /// 0 keeps nothing. Callbacks still see everything.
+    #[must_use]
+    pub fn max_output_bytes(mut self, bytes: usize) -> Self {
+        self.max_output_bytes = Some(bytes);
+        self
     }
 
     /// A label for the process (1 to 256 characters, none a control

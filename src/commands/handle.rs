@@ -265,6 +265,10 @@ impl CommandHandle {
         (command, suspending_hint): (String, &'static str),
         options: Option<CommandOptions>,
     ) -> Result<Self, SandboxError> {
+        let limit = options
+            .as_ref()
+            .and_then(|o| o.max_output_bytes)
+            .unwrap_or(super::output::MAX_OUTPUT_BYTES);
         let (on_stdout, on_stderr) = options.map_or((None, None), |o| (o.on_stdout, o.on_stderr));
         let feature = match start.waiter {
             Waiter::Foreground => start.feature,
@@ -294,8 +298,8 @@ impl CommandHandle {
         Ok(Self {
             core,
             command,
-            stdout: OutputBuffer::default(),
-            stderr: OutputBuffer::default(),
+            stdout: OutputBuffer::with_limit(limit),
+            stderr: OutputBuffer::with_limit(limit),
             stdout_text: Utf8Decoder::default(),
             stderr_text: Utf8Decoder::default(),
             on_stdout: Mutex::new(on_stdout),

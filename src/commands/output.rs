@@ -127,27 +127,45 @@ fn is_incomplete(seq: &[u8]) -> bool {
 /// decoded once by [`OutputBuffer::finish`]. Linear in the output: chunks
 /// are kept as they came and the oldest are dropped whole (only the one
 /// the limit falls in is cut).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct OutputBuffer {
     /// The kept bytes, oldest chunk first, and their count.
     chunks: VecDeque<Vec<u8>>,
     kept: usize,
     truncated: bool,
+    /// The most bytes kept (`CommandOptions::max_output_bytes`).
+    limit: usize,
+}
+
+impl Default for OutputBuffer {
+    fn default() -> Self {
+        Self::with_limit(MAX_OUTPUT_BYTES)
+    }
 }
 
 impl OutputBuffer {
-    /// Keeps a chunk, dropping the oldest bytes past [`MAX_OUTPUT_BYTES`].
+    /// A buffer keeping the last `limit` bytes (0: none).
+    pub(crate) fn with_limit(limit: usize) -> Self {
+        Self {
+            chunks: VecDeque::new(),
+            kept: 0,
+            truncated: false,
+            limit,
+        }
+    }
+
+    /// Keeps a chunk, dropping the oldest bytes past the limit.
     pub(crate) fn push(&mut self, bytes: &[u8]) {
         if bytes.is_empty() {
             return;
         }
         self.chunks.push_back(bytes.to_vec());
         self.kept += bytes.len();
-        while self.kept > MAX_OUTPUT_BYTES {
+        while self.kept > self.limit {
             let Some(oldest) = self.chunks.front_mut() else {
                 break;
             };
-            let excess = self.kept - MAX_OUTPUT_BYTES;
+            let excess = self.kept - self.limit;
             self.truncated = true;
             if oldest.len() <= excess {
                 self.kept -= oldest.len();

@@ -319,6 +319,49 @@ async fn output_above_64_mib_keeps_the_tail() {
     sbx.kill().await.unwrap();
 }
 
+/// `max_output_bytes` bounds what the result keeps of each stream (the
+/// newest bytes, `truncated` set); 0 keeps nothing; callbacks see all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_output_bytes_keeps_the_newest_bytes_and_callbacks_see_all() {
+    let emulator = sdk_support::emulator().await;
+    let sbx = sdk_support::sandbox(&emulator).await;
+    let done = sbx
+        .commands()
+        .run_with(
+            "printf abcdefghij; printf XYZ >&2",
+            CommandOptions::new().max_output_bytes(4),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.stdout, "ghij");
+    assert_eq!(done.stderr, "XYZ");
+    assert!(done.truncated);
+
+    let seen = Arc::new(Mutex::new(String::new()));
+    let sink = seen.clone();
+    let done = sbx
+        .commands()
+        .run_with(
+            "printf 'all of it'",
+            CommandOptions::new()
+                .max_output_bytes(0)
+                .on_stdout(move |s: &str| sink.lock().unwrap().push_str(s)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.stdout, "");
+    assert!(done.truncated);
+    assert_eq!(*seen.lock().unwrap(), "all of it");
+
+    let done = sbx
+        .commands()
+        .run_with("printf abcd", CommandOptions::new().max_output_bytes(4))
+        .await
+        .unwrap();
+    assert_eq!((done.stdout.as_str(), done.truncated), ("abcd", false));
+    sbx.kill().await.unwrap();
+}
+
 /// A subscriber that stops reading for longer than the agent's 30 s grace
 /// loses output: the command ends with `Sandbox { OutputTruncated }`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
