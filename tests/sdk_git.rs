@@ -11,6 +11,7 @@
 mod attacks;
 mod sdk_support;
 
+use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -58,6 +59,36 @@ async fn sandbox(test: &str) -> Option<Sandbox> {
             .await
             .expect("create on the local backend"),
     )
+}
+
+/// Someone else's push: a clone of `bare` beside it that commits `file`
+/// with `content` as `message` and pushes to main.
+fn push_from_elsewhere(root: &Path, bare: &Path, file: &str, content: &str, message: &str) {
+    let other = root.join("other");
+    git(
+        root,
+        &[
+            "clone",
+            "-q",
+            &bare.display().to_string(),
+            &other.display().to_string(),
+        ],
+    );
+    std::fs::write(other.join(file), content).unwrap();
+    git(&other, &["add", file]);
+    git(
+        &other,
+        &[
+            "-c",
+            "user.name=o",
+            "-c",
+            "user.email=o@x",
+            "commit",
+            "-qm",
+            message,
+        ],
+    );
+    git(&other, &["push", "-q", "origin", "main"]);
 }
 
 /// The page that transcribes the messages.
@@ -185,31 +216,7 @@ async fn clone_commit_push_pull_round_trip_with_credentials() {
     );
 
     // Someone else pushes; pull (through the upstream push set) brings it.
-    let other = root.path().join("other");
-    git(
-        root.path(),
-        &[
-            "clone",
-            "-q",
-            &bare.display().to_string(),
-            &other.display().to_string(),
-        ],
-    );
-    std::fs::write(other.join("c.txt"), "three\n").unwrap();
-    git(&other, &["add", "c.txt"]);
-    git(
-        &other,
-        &[
-            "-c",
-            "user.name=o",
-            "-c",
-            "user.email=o@x",
-            "commit",
-            "-qm",
-            "third",
-        ],
-    );
-    git(&other, &["push", "-q", "origin", "main"]);
+    push_from_elsewhere(root.path(), &bare, "c.txt", "three\n", "third");
     let pull = PullOptions {
         username: Some(USER.into()),
         password: secret(),
@@ -425,30 +432,7 @@ async fn status_and_branches_of_a_real_repository() {
         .await
         .expect("identity");
     // Behind by one (pushed elsewhere, fetched), ahead by two.
-    let other = root.path().join("other");
-    git(
-        root.path(),
-        &[
-            "clone",
-            "-q",
-            &bare.display().to_string(),
-            &other.display().to_string(),
-        ],
-    );
-    std::fs::write(other.join("README"), "theirs\n").unwrap();
-    git(
-        &other,
-        &[
-            "-c",
-            "user.name=o",
-            "-c",
-            "user.email=o@x",
-            "commit",
-            "-qam",
-            "theirs",
-        ],
-    );
-    git(&other, &["push", "-q", "origin", "main"]);
+    push_from_elsewhere(root.path(), &bare, "README", "theirs\n", "theirs");
     sh(&sbx, "git -C /home/user/r fetch -q").await;
     for n in ["1", "2"] {
         g.commit(

@@ -114,6 +114,17 @@ async fn assert_trap_got_nothing(sbx: &Sandbox, variant: &str) {
     );
 }
 
+/// A sandbox (`None`, after a SKIPPED line, without git), and a
+/// repository `r.git` served with the test's credentials from a temporary
+/// root (kept alive by the caller).
+async fn scene(test: &str) -> Option<(Sandbox, tempfile::TempDir, GitHttp)> {
+    let sbx = sandbox(test).await?;
+    let root = root();
+    seed_repo(root.path(), "r.git");
+    let server = GitHttp::start(root.path(), USER, PASSWORD, Duration::ZERO).await;
+    Some((sbx, root, server))
+}
+
 /// A clone of the real server at /home/user/r (pinned by the clone), with
 /// one local commit to push.
 async fn cloned(sbx: &Sandbox, server: &GitHttp) {
@@ -177,12 +188,9 @@ async fn refused(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_moved_remote_url_gets_no_credentials() {
-    let Some(sbx) = sandbox("a_moved_remote_url_gets_no_credentials").await else {
+    let Some((sbx, _root, server)) = scene("a_moved_remote_url_gets_no_credentials").await else {
         return;
     };
-    let root = root();
-    seed_repo(root.path(), "r.git");
-    let server = GitHttp::start(root.path(), USER, PASSWORD, Duration::ZERO).await;
     let trap = start_trap(&sbx, false).await;
     cloned(&sbx, &server).await;
     let evil = format!("{trap}/r.git");
@@ -244,12 +252,9 @@ async fn a_moved_remote_url_gets_no_credentials() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_need_a_url_the_caller_gave() {
-    let Some(sbx) = sandbox("credentials_need_a_url_the_caller_gave").await else {
+    let Some((sbx, _root, server)) = scene("credentials_need_a_url_the_caller_gave").await else {
         return;
     };
-    let root = root();
-    seed_repo(root.path(), "r.git");
-    let server = GitHttp::start(root.path(), USER, PASSWORD, Duration::ZERO).await;
     let trap = start_trap(&sbx, false).await;
     // A repository the SDK never saw (made by sandbox code, or before a
     // `connect` in another process), whose origin is the sandbox's.
@@ -327,12 +332,11 @@ async fn credentials_need_a_url_the_caller_gave() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxies_tls_and_transport_keys_get_no_credentials() {
-    let Some(sbx) = sandbox("proxies_tls_and_transport_keys_get_no_credentials").await else {
+    let Some((sbx, _root, server)) =
+        scene("proxies_tls_and_transport_keys_get_no_credentials").await
+    else {
         return;
     };
-    let root = root();
-    seed_repo(root.path(), "r.git");
-    let server = GitHttp::start(root.path(), USER, PASSWORD, Duration::ZERO).await;
     let trap = start_trap(&sbx, false).await;
     cloned(&sbx, &server).await;
     let origin = server.url("");
@@ -538,31 +542,7 @@ async fn traces_environments_profiles_and_children_never_hold_the_token() {
         .await
         .expect("push");
     // Someone else pushes a new file: the pull's checkout runs the filter.
-    let other = root.path().join("other");
-    git(
-        root.path(),
-        &[
-            "clone",
-            "-q",
-            &bare.display().to_string(),
-            &other.display().to_string(),
-        ],
-    );
-    std::fs::write(other.join("n.txt"), "new\n").unwrap();
-    git(&other, &["add", "n.txt"]);
-    git(
-        &other,
-        &[
-            "-c",
-            "user.name=o",
-            "-c",
-            "user.email=o@x",
-            "commit",
-            "-qm",
-            "n",
-        ],
-    );
-    git(&other, &["push", "-q", "origin", "main"]);
+    push_from_elsewhere(root.path(), &bare, "n.txt", "new\n", "n");
     sbx.git()
         .pull("/home/user/r", pull_opts())
         .await
@@ -598,12 +578,9 @@ async fn traces_environments_profiles_and_children_never_hold_the_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn planted_helpers_and_askpass_get_nothing() {
-    let Some(sbx) = sandbox("planted_helpers_and_askpass_get_nothing").await else {
+    let Some((sbx, _root, server)) = scene("planted_helpers_and_askpass_get_nothing").await else {
         return;
     };
-    let root = root();
-    seed_repo(root.path(), "r.git");
-    let server = GitHttp::start(root.path(), USER, PASSWORD, Duration::ZERO).await;
     cloned(&sbx, &server).await;
     let origin = server.url("");
     sh(
@@ -654,12 +631,11 @@ fn docs_transcribe_the_refusals() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submodule_with_its_own_proxy_gets_no_credentials() {
-    let Some(sbx) = sandbox("a_submodule_with_its_own_proxy_gets_no_credentials").await else {
+    let Some((sbx, _root, server)) =
+        scene("a_submodule_with_its_own_proxy_gets_no_credentials").await
+    else {
         return;
     };
-    let root = root();
-    seed_repo(root.path(), "r.git");
-    let server = GitHttp::start(root.path(), USER, PASSWORD, Duration::ZERO).await;
     let trap = start_trap(&sbx, false).await;
     cloned(&sbx, &server).await;
     // Sandbox code adds a submodule whose own config (which the guard of

@@ -46,9 +46,21 @@ pub struct ListQuery {
     started_after: Option<SystemTime>,
     order: Option<ListOrder>,
     /// Where to resume (a token a listing handed out).
-    resume: Option<String>,
+    resume: Option<ResumeToken>,
     /// The metadata index the list reads rows from (feature `dynamodb`).
     index: Option<Indexed>,
+}
+
+/// A resume token as a query holds it: its Debug says only its length (a
+/// token carries the image ARN and the filters' fingerprint, which a log
+/// need not repeat).
+#[derive(Clone, PartialEq, Eq)]
+struct ResumeToken(String);
+
+impl fmt::Debug for ResumeToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ResumeToken({} chars)", self.0.len())
+    }
 }
 
 /// The order of [`ListQuery::order`]: by start time, then by id.
@@ -139,7 +151,7 @@ impl ListQuery {
     /// one that made the token (a token for other filters is refused), and
     /// it works across processes and with the reference SDK's tokens.
     pub fn next_token(mut self, token: impl Into<String>) -> Self {
-        self.resume = Some(token.into());
+        self.resume = Some(ResumeToken(token.into()));
         self
     }
 
@@ -240,7 +252,10 @@ impl ListQuery {
 
     /// The resume token, decoded (bounded before it is read).
     fn resume_token(&self) -> Result<Option<Token>, SandboxError> {
-        self.resume.as_deref().map(list_token::decode).transpose()
+        self.resume
+            .as_ref()
+            .map(|token| list_token::decode(&token.0))
+            .transpose()
     }
 
     /// The fingerprint of this query's filters, once the template is

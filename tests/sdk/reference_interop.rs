@@ -375,7 +375,6 @@ async fn list_tokens_resume_across_the_two_sdks() {
     let mut made = Vec::new();
     for _ in 0..5 {
         made.push(sdk_support::builder(&emu).create().await.unwrap());
-        tokio::time::sleep(Duration::from_millis(3)).await;
     }
     let all: std::collections::BTreeSet<String> = made.iter().map(|s| s.id().to_owned()).collect();
     let client = sdk_support::builder(&emu).client().await.unwrap();
