@@ -119,26 +119,10 @@ pub(crate) async fn accept(
 
 /// Runs the export to a terminal state.
 pub(crate) async fn run(ctx: &Context, client: &HttpClient, entry: &Arc<Entry>, job: ExportJob) {
-    let cancel = entry.cancelled().clone();
-    let until = job.deadline;
-    let work = export(ctx, client, entry, job);
-    let outcome = match until {
-        Some(d) => tokio::select! {
-            r = work => r,
-            () = tokio::time::sleep_until(d.into()) => Err(Reason::Expired),
-            () = cancel.cancelled() => Err(Reason::Cancelled),
-        },
-        None => tokio::select! {
-            r = work => r,
-            () = cancel.cancelled() => Err(Reason::Cancelled),
-        },
-    };
-    if let Err(reason) = outcome {
-        if reason != Reason::Cancelled && reason != Reason::Expired {
-            tracing::info!(reason = reason.as_str(), "transfer: an export failed");
-        }
-        entry.fail(reason);
-    }
+    let deadline = job.deadline;
+    entry
+        .drive("an export", deadline, export(ctx, client, entry, job))
+        .await;
 }
 
 /// What the reading thread sends.
@@ -197,13 +181,7 @@ async fn export(
     entry: &Arc<Entry>,
     job: ExportJob,
 ) -> Result<(), Reason> {
-    let _permit = ctx
-        .transfers
-        .moving
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|_| Reason::S3Unavailable)?;
+    let _permit = ctx.transfers.moving_slot().await?;
     entry.update(|s| s.phase = pb::TransferPhase::Running as i32);
     let size = job.size;
     let multipart = matches!(job.target, Target::Parts { .. });

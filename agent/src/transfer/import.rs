@@ -129,25 +129,10 @@ fn request(checked: &Checked, method: http::Method) -> http::Request<web::Body> 
 
 /// Runs the import to a terminal state.
 pub(crate) async fn run(ctx: &Context, client: &HttpClient, entry: &Arc<Entry>, job: ImportJob) {
-    let cancel = entry.cancelled().clone();
-    let work = import(ctx, client, entry, &job);
-    let outcome = match job.deadline {
-        Some(d) => tokio::select! {
-            r = work => r,
-            () = tokio::time::sleep_until(d.into()) => Err(Reason::Expired),
-            () = cancel.cancelled() => Err(Reason::Cancelled),
-        },
-        None => tokio::select! {
-            r = work => r,
-            () = cancel.cancelled() => Err(Reason::Cancelled),
-        },
-    };
-    if let Err(reason) = outcome {
-        if reason != Reason::Cancelled && reason != Reason::Expired {
-            tracing::info!(reason = reason.as_str(), "transfer: an import failed");
-        }
-        entry.fail(reason);
-    }
+    let deadline = job.deadline;
+    entry
+        .drive("an import", deadline, import(ctx, client, entry, &job))
+        .await;
 }
 
 /// Polls, downloads, commits and deletes; the error is the reason.
@@ -160,13 +145,7 @@ async fn import(
     let started = Instant::now();
     let mut failures = 0u32;
     let (response, _permit) = loop {
-        let permit = ctx
-            .transfers
-            .moving
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Reason::S3Unavailable)?;
+        let permit = ctx.transfers.moving_slot().await?;
         let answer = client
             .send(request(&job.get, http::Method::GET), web::IDLE_TIMEOUT)
             .await;

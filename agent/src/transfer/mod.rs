@@ -106,8 +106,34 @@ impl Entry {
         });
     }
 
-    pub(crate) fn cancelled(&self) -> &CancellationToken {
-        &self.cancel
+    /// Runs a transfer's `work` until it ends, its `deadline` passes
+    /// (`Expired`) or a cancel comes (`Cancelled`), and fails the entry with
+    /// the reason unless the work itself ended it. `what` names the kind
+    /// ("an import", "an export") in the one log line a failure gets.
+    pub(crate) async fn drive(
+        &self,
+        what: &'static str,
+        deadline: Option<Instant>,
+        work: impl std::future::Future<Output = Result<(), failure::Reason>>,
+    ) {
+        let cancel = self.cancel.clone();
+        let expired = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        let outcome = tokio::select! {
+            r = work => r,
+            () = expired => Err(failure::Reason::Expired),
+            () = cancel.cancelled() => Err(failure::Reason::Cancelled),
+        };
+        if let Err(reason) = outcome {
+            if reason != failure::Reason::Cancelled && reason != failure::Reason::Expired {
+                tracing::info!(reason = reason.as_str(), "transfer: {what} failed");
+            }
+            self.fail(reason);
+        }
     }
 
     fn finished_at(&self) -> Option<Instant> {
@@ -149,6 +175,18 @@ impl Transfers {
     /// backend names its S3 endpoint); AWS's endpoints otherwise.
     pub(crate) fn set_endpoint(&self, endpoint: S3Endpoint) {
         let _ = self.endpoint.set(endpoint);
+    }
+
+    /// Waits for one of the `MAX_MOVING` slots of transfers moving bytes
+    /// (a closed semaphore, never expected, reads as S3 unavailable).
+    pub(crate) async fn moving_slot(
+        &self,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, failure::Reason> {
+        self.moving
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| failure::Reason::S3Unavailable)
     }
 
     pub(crate) fn endpoint(&self) -> S3Endpoint {
