@@ -235,10 +235,17 @@ fn timeout_script(token: &str) -> String {
 /// Runs [`timeout_script`] with a timeout (long enough for every process to
 /// start on a loaded machine) and `kill_tree`; returns the error, or `None`
 /// (after a skip) where the command has no cgroup of its own.
-async fn run_into_timeout(sbx: &Sandbox, token: &str, kill_tree: bool) -> Option<rayito::SandboxError> {
+async fn run_into_timeout(
+    sbx: &Sandbox,
+    token: &str,
+    kill_tree: bool,
+) -> Option<rayito::SandboxError> {
     let probe = sbx
         .commands()
-        .run_with("cat /proc/self/cgroup", CommandOptions::new().login_shell(false))
+        .run_with(
+            "cat /proc/self/cgroup",
+            CommandOptions::new().login_shell(false),
+        )
         .await
         .expect("cat the cgroup");
     if !probe.stdout.contains("/command-") {
@@ -276,10 +283,17 @@ async fn a_kill_tree_timeout_terms_the_whole_tree_and_ends_after_it() {
         matches!(err, rayito::SandboxError::Timeout { .. }),
         "{err:?}"
     );
-    assert_eq!(sleepers(&token), Vec::new(), "nothing runs once the end arrived");
+    assert_eq!(
+        sleepers(&token),
+        Vec::new(),
+        "nothing runs once the end arrived"
+    );
     let marker = sbx
         .commands()
-        .run_with(&format!("cat /tmp/term-{token}"), CommandOptions::new().login_shell(false))
+        .run_with(
+            &format!("cat /tmp/term-{token}"),
+            CommandOptions::new().login_shell(false),
+        )
         .await
         .expect("the escape recorded its SIGTERM");
     assert_eq!(marker.stdout, "term\n");
@@ -344,4 +358,37 @@ async fn a_kill_tree_command_that_exits_leaves_its_daemons_alone() {
     assert_eq!(running, expected, "both run on after their command ended");
     sbx.kill().await.expect("kill the sandbox");
     assert_eq!(wait_for_sleepers(&token, 0).await, Vec::new());
+}
+
+/// The agent's refusal of a `kill_tree` start where the command has no
+/// cgroup of its own (pinned in the agent's own tests too).
+const NEEDS_CGROUP: &str = "kill_tree needs a cgroup v2 with cgroup.kill (Linux 5.14+, root or a \
+     delegated subtree), which this host does not give the agent; start the command without kill_tree";
+
+/// How the SDK shows that refusal (this host has cgroups, so the status is
+/// built as the agent sends it), and docs/errors.md transcribes it.
+#[test]
+fn a_kill_tree_start_without_a_cgroup_is_refused_naming_the_option() {
+    use rayito::error::{GrpcCode, SandboxError};
+    use rayito::test_util::{Call, agent_status};
+    let e = agent_status(
+        GrpcCode::FailedPrecondition,
+        NEEDS_CGROUP,
+        Call::new("commands.run"),
+    );
+    assert!(matches!(e, SandboxError::InvalidArgument { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "the agent refused an argument of commands.run: {NEEDS_CGROUP}; fix the value before retrying"
+        )
+    );
+    let doc = std::fs::read_to_string(sdk_support::repo_root().join("docs/errors.md")).unwrap();
+    assert!(
+        doc.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .contains(NEEDS_CGROUP),
+        "docs/errors.md transcribes the refusal"
+    );
 }

@@ -522,7 +522,10 @@ impl CommandCgroup {
     /// Writes `cgroup.freeze` and, when freezing, waits (briefly, bounded)
     /// until the kernel reports the cgroup frozen.
     fn freeze(&self, frozen: bool) -> std::io::Result<()> {
-        std::fs::write(self.dir.join("cgroup.freeze"), if frozen { "1" } else { "0" })?;
+        std::fs::write(
+            self.dir.join("cgroup.freeze"),
+            if frozen { "1" } else { "0" },
+        )?;
         if frozen {
             for _ in 0..200 {
                 let events = std::fs::read_to_string(self.dir.join("cgroup.events"))?;

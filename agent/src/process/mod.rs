@@ -175,8 +175,7 @@ impl ProcessTable {
             cwd: spec.cwd.clone(),
         };
         let mut map = self.entries.lock().expect("process table lock");
-        let (entry, first) =
-            spawn::spawn(
+        let (entry, first) = spawn::spawn(
             &self.env,
             spec,
             config,
