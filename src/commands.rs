@@ -16,7 +16,7 @@ use crate::pb;
 use crate::sandbox::Sandbox;
 use crate::transport::{AgentConn, Waiter};
 
-pub(crate) use self::output::{OutputBuffer, Utf8Decoder};
+pub(crate) use self::output::{MAX_OUTPUT_BYTES, OutputBuffer, Utf8Decoder};
 pub(crate) use self::spec::{ProcessSpec, spec_setters};
 
 pub use self::handle::{CommandEvent, CommandHandle, ProcessInfo, ProcessKind};
