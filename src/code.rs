@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::Stream;
 use tokio::time::Instant;
 
-use crate::commands::{ProcessSpec, spec_setters};
+use crate::commands::{OutputBuffer, ProcessSpec, spec_setters};
 use crate::error::SandboxError;
 use crate::pb;
 use crate::pb::execute_event::Event;
@@ -190,9 +190,10 @@ pub struct Execution {
     /// The kernel's execution counter after this cell.
     pub execution_count: Option<u64>,
     /// True when output was dropped to stay within the SDK's budget: the
-    /// oldest log chunks beyond 64 MiB per stream, and display results
-    /// beyond 64 MiB in all (the main result is always kept). Stream the
-    /// cell ([`crate::Code::stream`]) to see everything.
+    /// oldest log bytes beyond [`RunCodeOptions::max_output_bytes`]
+    /// (default 64 MiB) per stream, and display results beyond 64 MiB in
+    /// all (the main result is always kept). The callbacks, and a streamed
+    /// cell ([`crate::Code::stream`]), see everything.
     pub truncated: bool,
 }
 
@@ -219,6 +220,8 @@ pub struct RunCodeOptions {
     on_stderr: Option<Callback<OutputMessage>>,
     on_result: Option<Callback<ExecutionResult>>,
     on_error: Option<Callback<ExecutionError>>,
+    /// The most log bytes kept per stream (default 64 MiB).
+    max_output_bytes: Option<usize>,
 }
 
 impl Default for RunCodeOptions {
@@ -231,6 +234,7 @@ impl Default for RunCodeOptions {
             on_stderr: None,
             on_result: None,
             on_error: None,
+            max_output_bytes: None,
         }
     }
 }
@@ -239,7 +243,8 @@ impl fmt::Debug for RunCodeOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut f = f.debug_struct("RunCodeOptions");
         f.field("language", &self.language)
-            .field("context", &self.context);
+            .field("context", &self.context)
+            .field("max_output_bytes", &self.max_output_bytes);
         self.spec.debug_fields(&mut f).finish_non_exhaustive()
     }
 }
@@ -274,6 +279,18 @@ impl RunCodeOptions {
     #[must_use]
     pub fn language(mut self, language: impl Into<String>) -> Self {
         self.language = Some(language.into());
+        self
+    }
+
+    /// The most output [`Execution::logs`] keeps of each stream, in bytes
+    /// (default 64 MiB), as [`crate::CommandOptions::max_output_bytes`]:
+    /// past it the oldest bytes are dropped (the chunk the limit falls in
+    /// is cut at a character boundary, older ones go whole) and
+    /// [`Execution::truncated`] is set; 0 keeps nothing. The callbacks
+    /// still see everything.
+    #[must_use]
+    pub fn max_output_bytes(mut self, bytes: usize) -> Self {
+        self.max_output_bytes = Some(bytes);
         self
     }
 
@@ -581,33 +598,9 @@ impl CellReader {
     }
 }
 
-/// What a collected cell may keep: per log stream, and for its display
-/// results (docs: [`Execution::truncated`]).
+/// What a collected cell may keep of its display results (docs:
+/// [`Execution::truncated`]); its logs keep `max_output_bytes` per stream.
 const MAX_KEPT_BYTES: usize = 64 * 1024 * 1024;
-
-/// The tail of one log stream a collected cell keeps: its newest chunks
-/// within [`MAX_KEPT_BYTES`] (the oldest dropped whole, never shifting the
-/// rest).
-#[derive(Debug, Default)]
-struct LogTail {
-    lines: std::collections::VecDeque<String>,
-    bytes: usize,
-    dropped: bool,
-}
-
-impl LogTail {
-    fn push(&mut self, line: String) {
-        self.bytes = self.bytes.saturating_add(line.len());
-        self.lines.push_back(line);
-        // The newest chunk is always kept, whatever its size.
-        while self.bytes > MAX_KEPT_BYTES && self.lines.len() > 1 {
-            if let Some(oldest) = self.lines.pop_front() {
-                self.bytes -= oldest.len();
-                self.dropped = true;
-            }
-        }
-    }
-}
 
 /// Injects a cell's secrets (and, for a Python cell of the default
 /// context, the handle's bound ones) into its request. A cell of another
@@ -677,7 +670,11 @@ async fn run_code_inner(
         execution_count: Some(reader.started_count),
         ..Execution::default()
     };
-    let (mut stdout, mut stderr) = (LogTail::default(), LogTail::default());
+    let limit = options
+        .max_output_bytes
+        .unwrap_or(crate::commands::MAX_OUTPUT_BYTES);
+    let mut stdout = OutputBuffer::<String>::with_limit(limit);
+    let mut stderr = OutputBuffer::<String>::with_limit(limit);
     let (mut result_bytes, mut results_dropped) = (0usize, false);
     while let Some(event) = reader.next().await? {
         match event {
@@ -685,13 +682,13 @@ async fn run_code_inner(
                 if let Some(cb) = options.on_stdout.as_mut() {
                     cb(&message);
                 }
-                stdout.push(message.line);
+                stdout.push_chunk(message.line);
             }
             ExecutionEvent::Stderr(message) => {
                 if let Some(cb) = options.on_stderr.as_mut() {
                     cb(&message);
                 }
-                stderr.push(message.line);
+                stderr.push_chunk(message.line);
             }
             ExecutionEvent::Result(result) => {
                 if let Some(cb) = options.on_result.as_mut() {
@@ -714,9 +711,11 @@ async fn run_code_inner(
             ExecutionEvent::End { execution_count } => execution.execution_count = execution_count,
         }
     }
-    execution.truncated = results_dropped || stdout.dropped || stderr.dropped;
-    execution.logs.stdout = stdout.lines.into();
-    execution.logs.stderr = stderr.lines.into();
+    let (stdout, stdout_cut) = stdout.into_chunks();
+    let (stderr, stderr_cut) = stderr.into_chunks();
+    execution.truncated = results_dropped || stdout_cut || stderr_cut;
+    execution.logs.stdout = stdout.into();
+    execution.logs.stderr = stderr.into();
     Ok(execution)
 }
 

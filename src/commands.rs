@@ -16,7 +16,7 @@ use crate::pb;
 use crate::sandbox::Sandbox;
 use crate::transport::{AgentConn, Waiter};
 
-pub(crate) use self::output::{OutputBuffer, Utf8Decoder};
+pub(crate) use self::output::{MAX_OUTPUT_BYTES, OutputBuffer, Utf8Decoder};
 pub(crate) use self::spec::{ProcessSpec, spec_setters};
 
 pub use self::handle::{CommandEvent, CommandHandle, ProcessInfo, ProcessKind};
@@ -53,6 +53,8 @@ pub struct CommandOptions {
     tag: Option<String>,
     /// The most output kept per stream (default 64 MiB).
     max_output_bytes: Option<usize>,
+    /// The timeout and `kill()` end every process the command started.
+    kill_tree: bool,
 }
 
 impl Default for CommandOptions {
@@ -73,6 +75,7 @@ impl fmt::Debug for CommandOptions {
             .field("login_shell", &self.login_shell)
             .field("tag", &self.tag)
             .field("max_output_bytes", &self.max_output_bytes)
+            .field("kill_tree", &self.kill_tree)
             .finish_non_exhaustive()
     }
 }
@@ -94,6 +97,7 @@ impl CommandOptions {
             login_shell: true,
             tag: None,
             max_output_bytes: None,
+            kill_tree: false,
         }
     }
 
@@ -103,6 +107,26 @@ impl CommandOptions {
     #[must_use]
     pub fn max_output_bytes(mut self, bytes: usize) -> Self {
         self.max_output_bytes = Some(bytes);
+        self
+    }
+
+    /// Whether the command's timeout and `kill()` end its whole process
+    /// tree (default `false`): with `true`, the timeout's SIGTERM reaches
+    /// every process the command started, also those that left its
+    /// process group (`setsid`, a double fork); 5 s later whatever is left
+    /// is frozen and killed; and the command's end (what `run` and `wait`
+    /// return) comes only once none of them is left. `kill()` freezes and
+    /// kills them all the same way. Without it the timeout's SIGTERM
+    /// reaches the process group only, and the end comes when the
+    /// command's first process ends (the rest is SIGKILLed after the
+    /// grace, or by `kill()`, as it dies). What a command leaves running
+    /// when it exits by itself is never touched. Needs the command's own
+    /// cgroup (Linux with a writable cgroup v2 and `cgroup.kill`); where
+    /// the sandbox has none, the start is refused (see
+    /// `docs/errors.md`).
+    #[must_use]
+    pub fn kill_tree(mut self, kill_tree: bool) -> Self {
+        self.kill_tree = kill_tree;
         self
     }
 
@@ -307,7 +331,7 @@ pub(crate) fn start_request(
         timeout_ms,
         stdin,
         tag: options.tag.clone(),
-        kill_tree: false,
+        kill_tree: options.kill_tree,
     };
     Ok((request, total))
 }

@@ -693,3 +693,21 @@ async fn a_timeout_ends_what_left_the_process_group() {
     assert_eq!(t.hook("terminate", None).await.0, 200);
     assert_none_survive(&token, "/terminate").await;
 }
+
+/// `kill_tree` needs the command's own cgroup: without one, the start is
+/// refused (FAILED_PRECONDITION, the message pinned) and nothing runs.
+#[tokio::test]
+async fn without_a_cgroup_a_kill_tree_start_is_refused() {
+    let t = fallback_agent().await;
+    let token = token();
+    let mut req = bash(&format!("sleep {token}1"));
+    req.kill_tree = true;
+    let status = t.process().start(req).await.expect_err("refused");
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(
+        status.message(),
+        "kill_tree needs a cgroup v2 with cgroup.kill (Linux 5.14+, root or a delegated \
+         subtree), which this host does not give the agent; start the command without kill_tree"
+    );
+    assert!(sleepers(&token).is_empty(), "nothing was started");
+}

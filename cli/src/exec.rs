@@ -47,6 +47,11 @@ pub(crate) struct ExecArgs {
     /// with -i when stdin is a terminal), as `docker exec -t`.
     #[arg(short, long)]
     pub(crate) tty: bool,
+    /// End the command's whole process tree at its timeout and when it is
+    /// killed, also what left its process group (`setsid`, a double
+    /// fork); it ends only once none of them runs.
+    #[arg(long, conflicts_with = "tty")]
+    pub(crate) kill_tree: bool,
     /// Start the command, print its pid and leave it running (its
     /// stdin is /dev/null; nothing waits for it).
     #[arg(short, long, conflicts_with_all = ["interactive", "tty"])]
@@ -68,7 +73,7 @@ pub(crate) async fn run(
         }
         return Ok(crate::shell::exec(sandbox, line, &args).await?);
     }
-    let mut options = CommandOptions::new();
+    let mut options = CommandOptions::new().kill_tree(args.kill_tree);
     options = match args.timeout {
         Some(secs) => options.timeout(Duration::from_secs(secs)),
         None => options.no_timeout(),

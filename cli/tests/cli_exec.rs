@@ -459,3 +459,40 @@ fn exec_i_streams_stdin_and_exec_t_gives_a_terminal() {
     assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
     s.ok(&["sandbox", "kill", &id]);
 }
+
+/// `exec --kill-tree`: the timeout's SIGTERM reaches what the command
+/// moved out of its process group (an escape records it), exit 124.
+#[test]
+fn kill_tree_sends_the_timeouts_sigterm_to_what_left_the_group() {
+    let s = Session::local();
+    let id = create(&s);
+    let cgroup = s.ok(&["sandbox", "exec", &id, "--", "cat /proc/self/cgroup"]);
+    if !cgroup.contains("/command-") {
+        skip_support::skip(format!(
+            "needs a writable cgroup v2 with cgroup.kill; a command is in {cgroup:?}"
+        ));
+        s.ok(&["sandbox", "kill", &id]);
+        return;
+    }
+    let q = ">/dev/null 2>&1 </dev/null";
+    let script = format!(
+        "setsid sh -c 'trap \"echo term > /tmp/term\" TERM; touch /tmp/ready; sleep 4343 & wait' {q} &\n\
+         while [ ! -f /tmp/ready ]; do sleep 0.05; done\n\
+         sleep 4344"
+    );
+    let out = s.run(&[
+        "sandbox",
+        "exec",
+        "--kill-tree",
+        "--timeout",
+        "10",
+        &id,
+        "--",
+        &script,
+    ]);
+    assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
+    assert!(!running(&s, &id, "^slee[p] 4343"), "the escape is gone");
+    let marker = s.ok(&["sandbox", "exec", &id, "--", "cat /tmp/term"]);
+    assert_eq!(marker, "term\n");
+    s.ok(&["sandbox", "kill", &id]);
+}

@@ -123,27 +123,65 @@ fn is_incomplete(seq: &[u8]) -> bool {
     matches!(std::str::from_utf8(seq), Err(e) if e.valid_up_to() == 0 && e.error_len().is_none())
 }
 
-/// The last [`MAX_OUTPUT_BYTES`] bytes of a stream, as they arrived;
-/// decoded once by [`OutputBuffer::finish`]. Linear in the output: chunks
-/// are kept as they came and the oldest are dropped whole (only the one
-/// the limit falls in is cut).
+/// The last [`MAX_OUTPUT_BYTES`] bytes of a stream (or the caller's
+/// `max_output_bytes`), as they arrived: a command's bytes, decoded once by
+/// [`OutputBuffer::finish`], or a code cell's text chunks
+/// (`OutputBuffer<String>`, taken back by [`OutputBuffer::into_chunks`]).
+/// Linear in the output: chunks are kept as they came and the oldest are
+/// dropped whole (only the one the limit falls in is cut).
 #[derive(Debug)]
-pub(crate) struct OutputBuffer {
-    /// The kept bytes, oldest chunk first, and their count.
-    chunks: VecDeque<Vec<u8>>,
+pub(crate) struct OutputBuffer<C = Vec<u8>> {
+    /// The kept chunks, oldest first, and their count of bytes.
+    chunks: VecDeque<C>,
     kept: usize,
     truncated: bool,
-    /// The most bytes kept (`CommandOptions::max_output_bytes`).
+    /// The most bytes kept (`max_output_bytes` of the options).
     limit: usize,
 }
 
-impl Default for OutputBuffer {
+/// What an [`OutputBuffer`] keeps: bytes, or text, which is only cut at a
+/// character boundary.
+pub(crate) trait Chunk {
+    /// Its size in bytes.
+    fn size(&self) -> usize;
+    /// Drops at least `bytes` bytes from its front (fewer than its size);
+    /// returns how many were dropped.
+    fn drop_front(&mut self, bytes: usize) -> usize;
+}
+
+impl Chunk for Vec<u8> {
+    fn size(&self) -> usize {
+        self.len()
+    }
+    fn drop_front(&mut self, bytes: usize) -> usize {
+        self.drain(..bytes);
+        bytes
+    }
+}
+
+impl Chunk for String {
+    fn size(&self) -> usize {
+        self.len()
+    }
+    /// Up to the next character boundary: the character the limit falls in
+    /// goes whole.
+    fn drop_front(&mut self, bytes: usize) -> usize {
+        let mut cut = bytes.min(self.len());
+        while !self.is_char_boundary(cut) {
+            cut += 1;
+        }
+        self.drain(..cut);
+        cut
+    }
+}
+
+impl<C: Chunk> Default for OutputBuffer<C> {
     fn default() -> Self {
         Self::with_limit(MAX_OUTPUT_BYTES)
     }
 }
 
-impl OutputBuffer {
+impl<C: Chunk> OutputBuffer<C> {
     /// A buffer keeping the last `limit` bytes (0: none).
     pub(crate) fn with_limit(limit: usize) -> Self {
         Self {
@@ -154,27 +192,39 @@ impl OutputBuffer {
         }
     }
 
-    /// Keeps a chunk, dropping the oldest bytes past the limit.
-    pub(crate) fn push(&mut self, bytes: &[u8]) {
-        if bytes.is_empty() {
+    /// Keeps a chunk, dropping the oldest bytes past the limit (an empty
+    /// chunk is not kept).
+    pub(crate) fn push_chunk(&mut self, chunk: C) {
+        if chunk.size() == 0 {
             return;
         }
-        self.chunks.push_back(bytes.to_vec());
-        self.kept += bytes.len();
+        self.kept += chunk.size();
+        self.chunks.push_back(chunk);
         while self.kept > self.limit {
             let Some(oldest) = self.chunks.front_mut() else {
                 break;
             };
             let excess = self.kept - self.limit;
             self.truncated = true;
-            if oldest.len() <= excess {
-                self.kept -= oldest.len();
+            if oldest.size() <= excess {
+                self.kept -= oldest.size();
                 self.chunks.pop_front();
             } else {
-                oldest.drain(..excess);
-                self.kept -= excess;
+                self.kept -= oldest.drop_front(excess);
             }
         }
+    }
+
+    /// The kept chunks, oldest first, and whether older output was dropped.
+    pub(crate) fn into_chunks(self) -> (VecDeque<C>, bool) {
+        (self.chunks, self.truncated)
+    }
+}
+
+impl OutputBuffer {
+    /// Keeps a chunk of bytes, dropping the oldest bytes past the limit.
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        self.push_chunk(bytes.to_vec());
     }
 
     /// The text (decoded in one pass; a dangling partial character is
@@ -204,6 +254,30 @@ impl OutputBuffer {
 #[cfg(test)]
 mod tests {
     use super::{MAX_OUTPUT_BYTES, OutputBuffer, Utf8Decoder};
+
+    /// Text chunks (a code cell's logs) keep their newest bytes, cut only
+    /// at a character boundary; 0 keeps nothing.
+    #[test]
+    fn text_chunks_keep_their_newest_bytes() {
+        let mut buf = OutputBuffer::<String>::with_limit(5);
+        buf.push_chunk("ab".to_owned());
+        buf.push_chunk("cé".to_owned());
+        buf.push_chunk(String::new());
+        buf.push_chunk("fg".to_owned());
+        let (chunks, truncated) = buf.into_chunks();
+        // 7 bytes ("é" is 2) past a limit of 5: the oldest chunk goes whole.
+        assert!(truncated);
+        assert_eq!(Vec::from(chunks), ["cé", "fg"]);
+        // 6 bytes past a limit of 3: the cut falls inside "€".
+        let mut buf = OutputBuffer::<String>::with_limit(3);
+        buf.push_chunk("é€x".to_owned());
+        let (chunks, truncated) = buf.into_chunks();
+        assert!(truncated);
+        assert_eq!(Vec::from(chunks), ["x"], "the cut character goes whole");
+        let mut buf = OutputBuffer::<String>::with_limit(0);
+        buf.push_chunk("a".to_owned());
+        assert_eq!(buf.into_chunks(), (Default::default(), true));
+    }
 
     fn whole(buf: OutputBuffer) -> String {
         buf.finish().0

@@ -473,6 +473,81 @@ impl CommandCgroup {
         }
     }
 
+    /// Sends `signal` to every process of the command (its `kill_tree`
+    /// timeout's SIGTERM): the cgroup is frozen first, so that the list
+    /// read is every member and none of its pids can be reused before the
+    /// signal (a frozen process neither forks nor exits), then thawed,
+    /// which delivers the signal. Returns at once.
+    pub(crate) fn signal_all(&self, signal: rustix::process::Signal) {
+        if let Err(err) = self.freeze(true) {
+            tracing::warn!(error = %err, "cannot freeze a command's cgroup to signal it");
+        }
+        for pid in self.members() {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+        let _ = self.freeze(false);
+    }
+
+    /// Freezes what is left of the command and SIGKILLs it (the end of
+    /// `kill_tree`'s grace, and its `kill()`): frozen, nothing forks away
+    /// while `cgroup.kill` runs. Returns at once.
+    pub(crate) fn freeze_and_kill(&self) {
+        match self.freeze(true) {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return,
+            Err(err) => tracing::warn!(error = %err, "cannot freeze a command's cgroup"),
+            Ok(()) => {}
+        }
+        self.kill();
+    }
+
+    /// Waits until no process is left in the command's cgroup (or it is
+    /// gone), polling `cgroup.events`, for at most `limit`; `false` when
+    /// some are still there then.
+    pub(crate) async fn wait_empty(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let populated = std::fs::read_to_string(self.dir.join("cgroup.events"))
+                .map(|events| events.lines().any(|l| l == "populated 1"))
+                .unwrap_or(false);
+            if !populated {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Writes `cgroup.freeze` and, when freezing, waits (briefly, bounded)
+    /// until the kernel reports the cgroup frozen.
+    fn freeze(&self, frozen: bool) -> std::io::Result<()> {
+        std::fs::write(
+            self.dir.join("cgroup.freeze"),
+            if frozen { "1" } else { "0" },
+        )?;
+        if frozen {
+            for _ in 0..200 {
+                let events = std::fs::read_to_string(self.dir.join("cgroup.events"))?;
+                if events.lines().any(|l| l == "frozen 1") {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok(())
+    }
+
+    /// The pids in the cgroup now.
+    fn members(&self) -> Vec<rustix::process::Pid> {
+        std::fs::read_to_string(self.dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse::<i32>().ok())
+            .filter_map(rustix::process::Pid::from_raw)
+            .collect()
+    }
+
     /// Removes the directory if no process is left in it (the kernel
     /// refuses otherwise); a later [`CommandCgroup::kill`] then has nothing
     /// to do.

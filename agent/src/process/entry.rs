@@ -39,6 +39,14 @@ pub(crate) struct ProcessEntry {
     /// The command's own cgroup, where the sandbox has one: SIGKILL from
     /// the client kills it whole.
     pub cgroup: Option<CommandCgroup>,
+    /// `StartRequest.kill_tree`: its timeout's SIGTERM reaches every
+    /// process of the command, and its end waits for all of them (see
+    /// [`super::tree`]). Only ever set with a cgroup.
+    pub kill_tree: bool,
+    /// Set (before any signal) when its timeout or a client's SIGKILL
+    /// started ending a `kill_tree` command: its end is then recorded only
+    /// once nothing of it is left.
+    pub tree_ending: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -77,6 +85,8 @@ impl ProcessEntry {
             progress,
             timed_out: AtomicBool::new(false),
             cgroup: None,
+            kill_tree: false,
+            tree_ending: AtomicBool::new(false),
         }
     }
 
@@ -84,6 +94,13 @@ impl ProcessEntry {
     /// `SandboxEnv::launch_command`).
     pub(crate) fn in_cgroup(mut self, cgroup: Option<CommandCgroup>) -> Self {
         self.cgroup = cgroup;
+        self
+    }
+
+    /// The same entry, ending its whole tree (`kill_tree`): only with a
+    /// cgroup, which the caller checked.
+    pub(crate) fn killing_tree(mut self, kill_tree: bool) -> Self {
+        self.kill_tree = kill_tree && self.cgroup.is_some();
         self
     }
 

@@ -8,6 +8,7 @@ mod entry;
 mod ring;
 mod spawn;
 mod stream;
+mod tree;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -129,13 +130,24 @@ impl ProcessTable {
             cwd: config.cwd.clone(),
             cpu_limited: true,
         };
+        if req.kill_tree && !self.env.containment().cgroup {
+            return Err(Status::failed_precondition(tree::NEEDS_CGROUP));
+        }
         let timeout = (req.timeout_ms > 0).then(|| Duration::from_millis(req.timeout_ms));
         let mut map = self.entries.lock().expect("process table lock");
         Self::prune(&mut map);
         if map.values().filter(|e| !e.has_ended()).count() >= MAX_LIVE {
             return Err(Status::resource_exhausted("too many processes"));
         }
-        let (entry, first) = spawn::spawn(&self.env, &spec, config, req.tag, req.stdin, timeout)?;
+        let (entry, first) = spawn::spawn(
+            &self.env,
+            &spec,
+            config,
+            req.tag,
+            req.stdin,
+            timeout,
+            req.kill_tree,
+        )?;
         map.insert(entry.pid, entry.clone());
         drop(map);
         Ok(stream::spawn_subscriber(
@@ -163,8 +175,15 @@ impl ProcessTable {
             cwd: spec.cwd.clone(),
         };
         let mut map = self.entries.lock().expect("process table lock");
-        let (entry, first) =
-            spawn::spawn(&self.env, spec, config, Some(tag.to_owned()), false, None)?;
+        let (entry, first) = spawn::spawn(
+            &self.env,
+            spec,
+            config,
+            Some(tag.to_owned()),
+            false,
+            None,
+            false,
+        )?;
         entry.detach(first);
         map.insert(entry.pid, entry.clone());
         Ok(ManagedProcess(entry))
@@ -297,13 +316,15 @@ impl pb::process_service_server::ProcessService for ProcessServiceImpl {
             return Err(Status::invalid_argument("signal must be between 1 and 64"));
         }
         let entry = self.processes.get_live(req.pid)?;
+        if req.signal == libc::SIGKILL && entry.kill_tree {
+            // Before any signal: the end waits for the whole tree.
+            entry.tree_ending.store(true, Ordering::Release);
+        }
         let sent = spawn::signal_group(entry.pid, req.signal);
         // SIGKILL ends the whole command: what it moved out of its process
         // group (`setsid`, a double fork) too.
-        if req.signal == libc::SIGKILL
-            && let Some(cgroup) = &entry.cgroup
-        {
-            cgroup.kill();
+        if req.signal == libc::SIGKILL {
+            entry.kill_whole();
         }
         sent.map_err(|_| Status::not_found("process not found"))?;
         Ok(Response::new(pb::SendSignalResponse {}))

@@ -26,7 +26,7 @@ use crate::sandbox::{SandboxEnv, SpawnSpec};
 /// How much one read of a pipe takes (one DataEvent at most this big).
 const READ_CHUNK: usize = 32 * 1024;
 /// Grace between SIGTERM and SIGKILL when a process times out.
-const KILL_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const KILL_GRACE: Duration = Duration::from_secs(5);
 /// After the process exits, how long its pipes may still drain (a background
 /// descendant can hold them open forever).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
@@ -101,6 +101,7 @@ pub(crate) fn spawn(
     tag: Option<String>,
     with_stdin: bool,
     timeout: Option<Duration>,
+    kill_tree: bool,
 ) -> Result<(Arc<ProcessEntry>, u64), Status> {
     let stdin = if with_stdin {
         Stdio::Piped
@@ -114,8 +115,21 @@ pub(crate) fn spawn(
         .launch_command(spec, stdin, Stdio::Piped, Stdio::Piped)
         .map_err(|e| start_failed(&e, "command", "process"))?;
     let pid = child.id();
+    if kill_tree && cgroup.is_none() {
+        // The command's own cgroup could not be made (logged): it cannot
+        // be ended whole, so it does not run.
+        let _ = signal_group(pid, Signal::KILL.as_raw());
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+        return Err(Status::failed_precondition(super::tree::NEEDS_CGROUP));
+    }
     env.track(pid);
-    let entry = Arc::new(ProcessEntry::new(pid, config, tag, child.stdin.take()).in_cgroup(cgroup));
+    let entry = Arc::new(
+        ProcessEntry::new(pid, config, tag, child.stdin.take())
+            .in_cgroup(cgroup)
+            .killing_tree(kill_tree),
+    );
     let first = entry
         .attach(1)
         .expect("a new process has free subscriber slots");
@@ -138,6 +152,7 @@ pub(crate) fn spawn(
             pump.finish().await;
         }
         env.untrack(pid);
+        waiter_entry.wait_for_tree().await;
         let timed_out = waiter_entry.timed_out.load(Ordering::Acquire);
         let end = final_end(&env, status, timed_out, oom_kills_before, "process");
         waiter_entry.finish(end);
@@ -251,6 +266,10 @@ pub(crate) trait Timed: Send + Sync + 'static {
     fn leader(&self) -> (u32, &AtomicBool);
     /// Whether it has ended (its end recorded).
     fn has_ended(&self) -> bool;
+    /// The timeout's first `signal`: to the process group.
+    fn signal_first(&self, signal: Signal) {
+        let _ = signal_group(self.leader().0, signal.as_raw());
+    }
     /// After the SIGKILL: ends what moved out of the process group.
     fn kill_rest(&self) {}
 }
@@ -262,14 +281,19 @@ impl Timed for ProcessEntry {
     fn has_ended(&self) -> bool {
         ProcessEntry::has_ended(self)
     }
+    /// With `kill_tree`, every process of the command; else its group.
+    fn signal_first(&self, signal: Signal) {
+        if !self.signal_tree(signal) {
+            let _ = signal_group(self.pid, signal.as_raw());
+        }
+    }
     /// Whatever the command started that still runs in its cgroup, where it
     /// has one (what moved out of its process group, `setsid` or a double
-    /// fork, which the SIGTERM did not reach): a command that timed out is
-    /// ended whole, even when its first process obeyed the SIGTERM.
+    /// fork, which the SIGTERM did not reach without `kill_tree`): a
+    /// command that timed out is ended whole, even when its first process
+    /// obeyed the SIGTERM.
     fn kill_rest(&self) {
-        if let Some(cgroup) = &self.cgroup {
-            cgroup.kill();
-        }
+        self.kill_rest_of_tree();
     }
 }
 
@@ -284,7 +308,7 @@ pub(crate) async fn enforce_timeout<T: Timed>(target: Arc<T>, limit: Duration, f
     let (pid, timed_out) = target.leader();
     timed_out.store(true, Ordering::Release);
     for signal in first {
-        let _ = signal_group(pid, signal.as_raw());
+        target.signal_first(*signal);
     }
     tokio::time::sleep(KILL_GRACE).await;
     if !target.has_ended() {
