@@ -320,6 +320,24 @@ impl SandboxBuilder {
         self
     }
 
+    /// Leaves the MicroVM running when `create` fails after RunMicrovm
+    /// (default `false`: it is terminated), for the caller to inspect,
+    /// connect to or kill: a proxy token that cannot be minted, an agent
+    /// or kernel that never becomes ready, an index row that cannot be
+    /// written, an automatic restore that fails. The error is returned
+    /// either way and names the kept sandbox: its message, and
+    /// [`ErrorMeta::kept_sandbox_id`](crate::error::ErrorMeta::kept_sandbox_id).
+    ///
+    /// An egress policy the agent cannot enforce still terminates the
+    /// MicroVM (a sandbox with more network than asked for is never left
+    /// running), and a MicroVM that ended by itself is gone either way. A
+    /// pool's builder refuses it (a warming slot that fails is always
+    /// terminated: nobody holds its id).
+    pub fn keep_on_failure(mut self, keep: bool) -> Self {
+        self.options.keep_on_failure = keep;
+        self
+    }
+
     /// Use this access token instead of a generated one (base64url, at least
     /// 16 bytes once decoded).
     pub fn access_token(mut self, token: impl Into<Secret>) -> Self {
@@ -436,6 +454,27 @@ impl SandboxBuilder {
         &self.options.metadata
     }
 
+    /// Whether a failed create keeps its MicroVM (`keep_on_failure`).
+    #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+    pub(crate) fn keeps_on_failure(&self) -> bool {
+        self.options.keep_on_failure
+    }
+
+    /// A failure of `create` after RunMicrovm started `id`: the MicroVM
+    /// is terminated, or kept (keep on failure) and named on the error.
+    async fn launched_failure(
+        &self,
+        control: &dyn crate::control::ControlPlane,
+        id: &str,
+        err: SandboxError,
+    ) -> SandboxError {
+        if self.options.keep_on_failure {
+            return err.kept_on_failure(id);
+        }
+        let _ = control.terminate_microvm(id.to_owned()).await;
+        err
+    }
+
     /// Whether an execution role is set.
     pub(crate) fn has_execution_role(&self) -> bool {
         self.options.execution_role_arn.is_some()
@@ -445,8 +484,10 @@ impl SandboxBuilder {
     ///
     /// Steps: checks (no I/O), RunMicrovm (capacity, throttling and 5xx
     /// retried with one clientToken), a proxy token for 8080 plus the allowed
-    /// ports, then the readiness wait. When the sandbox does not become
-    /// ready it is terminated.
+    /// ports, then the readiness wait. When a step after RunMicrovm fails
+    /// (readiness, the index row, the automatic restore) the MicroVM is
+    /// terminated, unless [`Self::keep_on_failure`] keeps it (the error
+    /// then names it: [`crate::error::ErrorMeta::kept_sandbox_id`]).
     ///
     /// # Errors
     /// - before any I/O: `SandboxLifetime` (timeout above 28,800 s),
@@ -474,9 +515,10 @@ impl SandboxBuilder {
                         step.check_create(&self)?;
                     }
                     let parts = self.parts.clone();
+                    let keep = self.options.keep_on_failure;
                     let mut sandbox = self.create_observed(None).await?;
                     for step in &steps {
-                        sandbox = step.after_create(&parts, sandbox).await?;
+                        sandbox = step.after_create(&parts, keep, sandbox).await?;
                     }
                     Ok(sandbox)
                 },
@@ -586,8 +628,7 @@ impl SandboxBuilder {
             let proxy_token = match minter().await {
                 Ok(token) => token,
                 Err(err) => {
-                    let _ = control.terminate_microvm(vm.id.clone()).await;
-                    return Err(err);
+                    return Err(self.launched_failure(control.as_ref(), &vm.id, err).await);
                 }
             };
             let conn = match backend.open_agent(
@@ -599,19 +640,31 @@ impl SandboxBuilder {
             ) {
                 Ok(conn) => conn,
                 Err(err) => {
-                    let _ = control.terminate_microvm(vm.id.clone()).await;
-                    return Err(err);
+                    return Err(self.launched_failure(control.as_ref(), &vm.id, err).await);
                 }
+            };
+            let on_not_ready = if self.options.keep_on_failure {
+                OnNotReady::Keep
+            } else {
+                OnNotReady::Terminate
             };
             let health = wait_ready(
                 &conn,
                 control.as_ref(),
                 &vm.id,
                 self.options.ready_timeout,
-                OnNotReady::Terminate,
+                on_not_ready,
             )
-            .await?;
-            // Terminates the sandbox on failure, whatever keep-on-failure says.
+            .await
+            .map_err(|err| match &err {
+                // Ended by itself: nothing is left to keep.
+                SandboxError::SandboxNotReady { state: Some(s), .. } if s.is_terminal() => err,
+                _ if self.options.keep_on_failure => err.kept_on_failure(&vm.id),
+                _ => err,
+            })?;
+            // Terminates the sandbox on failure, whatever keep_on_failure
+            // says: a sandbox with more network than asked for is never
+            // left running.
             super::network::gate(
                 network.as_ref(),
                 &health,
@@ -650,6 +703,12 @@ impl SandboxBuilder {
             return Err(SandboxError::invalid_argument(
                 "on_timeout",
                 "a pooled sandbox lives the pool's timeout without a managed lifecycle; drop max_lifetime and on_timeout from the builder",
+            ));
+        }
+        if self.options.keep_on_failure {
+            return Err(SandboxError::invalid_argument(
+                "keep_on_failure",
+                "a pool terminates a warming sandbox that fails (nobody holds its id); drop keep_on_failure from the pool's builder",
             ));
         }
         if self.options.idle == IdleChoice::Disabled {

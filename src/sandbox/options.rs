@@ -99,6 +99,8 @@ pub(crate) struct CreateOptions {
     /// RunMicrovm `logging`; `None`: disabled. Boxed: the builder is held
     /// by value in every create future (tests/sdk/future_sizes.rs).
     pub logging: Option<Box<super::SandboxLogging>>,
+    /// A failed create leaves its MicroVM running (`keep_on_failure`).
+    pub keep_on_failure: bool,
 }
 
 impl Default for CreateOptions {
@@ -120,6 +122,7 @@ impl Default for CreateOptions {
             access_token: None,
             cpu_time_limit: None,
             logging: None,
+            keep_on_failure: false,
         }
     }
 }
@@ -144,6 +147,7 @@ impl fmt::Debug for CreateOptions {
             .field("execution_role_arn", &self.execution_role_arn)
             .field("logging", &self.logging)
             .field("access_token", &self.access_token)
+            .field("keep_on_failure", &self.keep_on_failure)
             .finish()
     }
 }

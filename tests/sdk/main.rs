@@ -56,6 +56,7 @@ mod image_publish;
 mod image_sizes;
 mod index;
 mod javascript;
+mod keep_on_failure;
 mod lifecycle;
 mod list_resume;
 mod local_user;
