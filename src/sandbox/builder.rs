@@ -279,6 +279,20 @@ impl SandboxBuilder {
         self
     }
 
+    /// How long the handle waits for its sandbox to come back after a cut
+    /// (default 60 s): the budget of the reconnect contract
+    /// (docs/errors.md, "Reconnect") for streams (commands, `run_code`,
+    /// terminals, file reads), watches and the unary calls retried after a
+    /// pause, an auto-resume or a proxy 502; when it is spent the call
+    /// fails `Sandbox { connection_lost }`. The shorthand of
+    /// [`RetryPolicy::reconnect`]'s `total_budget`, for this sandbox only
+    /// (the client's policy is left as it is). Zero is refused before any
+    /// I/O.
+    pub fn reconnect_timeout(mut self, budget: Duration) -> Self {
+        self.options.reconnect_timeout = Some(budget);
+        self
+    }
+
     /// Deadline of unary agent calls (default 60 s; zero is refused before
     /// any I/O; a duration too large to add to the clock, like
     /// `Duration::MAX`, means no limit).
@@ -561,7 +575,7 @@ impl SandboxBuilder {
                     .await?;
             }
             let backend = client.backend();
-            let policy = *client.retry_policy();
+            let policy = self.options.agent_policy(client.retry_policy());
             let image_arn = client.image_arn(template.as_deref()).await?;
             let logging = self
                 .options
@@ -1058,6 +1072,7 @@ impl SandboxBuilder {
             }
             check_sandbox_id(sandbox_id)?;
             decode_access_token(&access_token).map_err(|_| bad_token())?;
+            self.options.check_reconnect_timeout()?;
             let mut parts = Parts::default();
             for step in &steps {
                 step.prepare(&self, Stage::Connect, &mut parts)?;
@@ -1103,7 +1118,7 @@ impl SandboxBuilder {
                 proxy_token,
                 access_token.clone(),
                 minter,
-                *client.retry_policy(),
+                self.options.agent_policy(client.retry_policy()),
             )?;
             let health = wait_ready(
                 &conn,
