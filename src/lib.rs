@@ -369,7 +369,8 @@ pub use pool::{
 };
 pub use pty::{Pty, PtyExit, PtyHandle, PtyOptions, PtyOutput, PtySize};
 pub use sandbox::{
-    ALL_TRAFFIC, EgressEnforcement, EgressProxy, Network, NetworkPolicy, NetworkState,
+    ALL_TRAFFIC, EgressEnforcement, EgressProxy, Network, NetworkConnector, NetworkPolicy,
+    NetworkState,
 };
 pub use sandbox::{
     AwsOptions, BACKEND_ENV, IdlePolicy, ListOrder, ListQuery, Metrics, MetricsHistoryQuery,

@@ -320,6 +320,41 @@ impl SandboxBuilder {
         self
     }
 
+    /// The ingress network connectors (RunMicrovm
+    /// `ingressNetworkConnectors`): what may reach the sandbox, managed
+    /// ([`NetworkConnector::AllIngress`](super::NetworkConnector),
+    /// `NoIngress`, `ShellIngress`, or their names as strings) or VPC
+    /// connectors of your account by ARN. At most 10; `create` refuses
+    /// more, or a value that is neither, with `InvalidArgument` (`ingress`)
+    /// before any call. Not given or empty: the image's defaults. Replaces
+    /// what an earlier call set. [`SandboxInfo::ingress`] reports them.
+    /// The local backend records and reports them but does not enforce
+    /// them (docs/local.md).
+    pub fn ingress<C: Into<super::NetworkConnector>>(
+        mut self,
+        connectors: impl IntoIterator<Item = C>,
+    ) -> Self {
+        self.options.connectors.ingress = Some(connectors.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The egress network connectors (RunMicrovm
+    /// `egressNetworkConnectors`): where the sandbox's traffic leaves,
+    /// [`NetworkConnector::InternetEgress`](super::NetworkConnector) or a
+    /// VPC connector of your account by ARN (one of your own replaces the
+    /// internet). At most 10; checked as [`Self::ingress`] (argument
+    /// `egress`). Not given or empty: the image's defaults.
+    /// [`SandboxInfo::egress`] reports them. The local backend records and
+    /// reports them but does not enforce them (docs/local.md); the egress
+    /// policy ([`Self::network`]) is enforced inside the sandbox either way.
+    pub fn egress<C: Into<super::NetworkConnector>>(
+        mut self,
+        connectors: impl IntoIterator<Item = C>,
+    ) -> Self {
+        self.options.connectors.egress = Some(connectors.into_iter().map(Into::into).collect());
+        self
+    }
+
     /// The IAM role the MicroVM runs with.
     pub fn execution_role_arn(mut self, arn: impl Into<String>) -> Self {
         self.options.execution_role_arn = Some(arn.into());
@@ -582,6 +617,12 @@ impl SandboxBuilder {
                 .logging
                 .as_ref()
                 .map_or(RunLogging::Disabled, |l| l.resolve(&image_arn));
+            // A managed connector's ARN names the region (an injected
+            // control plane, in tests, has none).
+            let (ingress, egress) = self
+                .options
+                .connectors
+                .resolved(client.region().unwrap_or("us-east-1"));
             let request = RunRequest {
                 image_arn,
                 image_version: self.options.template_version.map(|v| v.to_string()),
@@ -597,6 +638,8 @@ impl SandboxBuilder {
                 }),
                 execution_role_arn: self.options.execution_role_arn.clone(),
                 logging,
+                ingress,
+                egress,
             };
             let control = backend.control.clone();
             let vm = control.run_microvm(request).await?;

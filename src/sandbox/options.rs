@@ -104,6 +104,8 @@ pub(crate) struct CreateOptions {
     /// The reconnect budget of this sandbox's handle (`reconnect_timeout`);
     /// `None`: the client's retry policy's.
     pub reconnect_timeout: Option<Duration>,
+    /// RunMicrovm's network connectors (`ingress`, `egress`).
+    pub connectors: super::connectors::Connectors,
 }
 
 impl Default for CreateOptions {
@@ -127,6 +129,7 @@ impl Default for CreateOptions {
             logging: None,
             keep_on_failure: false,
             reconnect_timeout: None,
+            connectors: super::connectors::Connectors::default(),
         }
     }
 }
@@ -153,6 +156,7 @@ impl fmt::Debug for CreateOptions {
             .field("access_token", &self.access_token)
             .field("keep_on_failure", &self.keep_on_failure)
             .field("reconnect_timeout", &self.reconnect_timeout)
+            .field("connectors", &self.connectors)
             .finish()
     }
 }
@@ -278,6 +282,7 @@ impl CreateOptions {
         crate::checks::positive_duration("ready_timeout", self.ready_timeout)?;
         crate::checks::positive_duration("request_timeout", self.request_timeout)?;
         self.check_reconnect_timeout()?;
+        self.connectors.check()?;
 
         let mut token_ports = vec![AGENT_PORT];
         for &port in &self.allowed_ports {

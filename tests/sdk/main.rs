@@ -38,6 +38,7 @@ mod aws_options;
 mod background;
 mod code_surface;
 mod commands;
+mod connectors;
 mod cpu_limit;
 mod doc_refs;
 mod docs_index;
