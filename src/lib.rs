@@ -319,6 +319,8 @@ pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
     steps
 }
 
+/// Typed charts of `run_code` results ([`ExecutionResult::parsed_chart`]).
+pub use code::chart as charts;
 pub use code::{
     Code, CodeContext, CodeContextOptions, Execution, ExecutionError, ExecutionEvent,
     ExecutionEvents, ExecutionResult, Logs, OutputMessage, RunCodeOptions,

@@ -36,6 +36,7 @@ use sdk_support::skip as skip_support;
 
 mod aws_options;
 mod background;
+mod charts;
 mod code_surface;
 mod commands;
 mod connectors;
