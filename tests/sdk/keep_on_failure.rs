@@ -221,5 +221,9 @@ async fn a_pool_refuses_keep_on_failure() {
         err.to_string(),
         "invalid keep_on_failure: a pool terminates a warming sandbox that fails (nobody holds its id); drop keep_on_failure from the pool's builder"
     );
+    assert!(
+        include_str!("../../docs/sandbox-options.md").contains(&err.to_string()),
+        "docs/sandbox-options.md transcribes {err}"
+    );
     assert_eq!(emu.calls(Operation::RunMicrovm), 0);
 }
