@@ -1,6 +1,7 @@
 //! `run_code`: a cell in a long-lived kernel, its output and results;
 //! context management in `contexts`.
 
+pub mod chart;
 mod contexts;
 mod view;
 
@@ -87,7 +88,8 @@ pub struct ExecutionResult {
     pub svg: Option<String>,
     /// `application/pdf`, base64.
     pub pdf: Option<String>,
-    /// `e2b/chart` (JSON text).
+    /// `e2b/chart` (JSON text), as sent; [`Self::parsed_chart`] gives it
+    /// typed.
     pub chart: Option<String>,
     /// `e2b/data` (JSON text).
     pub data: Option<String>,
@@ -96,6 +98,14 @@ pub struct ExecutionResult {
 }
 
 impl ExecutionResult {
+    /// The `e2b/chart` representation as a typed chart
+    /// ([`Chart::parse`](chart::Chart::parse): never fails, `Unknown` on
+    /// anything it cannot read); `None` without one. The raw JSON stays in
+    /// [`Self::chart`].
+    pub fn parsed_chart(&self) -> Option<chart::Chart> {
+        self.chart.as_deref().map(chart::Chart::parse)
+    }
+
     /// The representations present, in the contract's order.
     pub fn formats(&self) -> Vec<&str> {
         let known = [

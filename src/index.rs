@@ -203,12 +203,14 @@ impl SandboxIndex {
     }
 
     /// Writes the row of a sandbox RunMicrovm just started (never
-    /// overwriting one). On failure the MicroVM is terminated unless kept,
-    /// and the error says which.
+    /// overwriting one). On failure the MicroVM is terminated unless kept
+    /// (by the index's `keep_on_failure` or `keep`, the builder's), and
+    /// the error says which.
     pub(crate) async fn write_row(
         &self,
         client: &Client,
         row: &Row,
+        keep: bool,
         terminate: impl std::future::Future<Output = Result<(), SandboxError>>,
     ) -> Result<(), SandboxError> {
         let ddb = self.ddb(Some(client)).await?;
@@ -226,7 +228,7 @@ impl SandboxIndex {
             Ok(Conditional::Done(())) => return Ok(()),
             Ok(Conditional::Failed(failure)) | Err(failure) => failure,
         };
-        let outcome = if self.keep_on_failure {
+        let outcome = if self.keep_on_failure || keep {
             WriteOutcome::Kept
         } else if terminate.await.is_ok() {
             WriteOutcome::Terminated
@@ -420,7 +422,9 @@ impl Step for Steps {
                 vm.max_duration_secs,
                 vm.builder.metadata_pairs(),
             );
-            index.write_row(vm.client, &row, end).await
+            index
+                .write_row(vm.client, &row, vm.builder.keeps_on_failure(), end)
+                .await
         })
     }
 

@@ -319,6 +319,8 @@ pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
     steps
 }
 
+/// Typed charts of `run_code` results ([`ExecutionResult::parsed_chart`]).
+pub use code::chart as charts;
 pub use code::{
     Code, CodeContext, CodeContextOptions, Execution, ExecutionError, ExecutionEvent,
     ExecutionEvents, ExecutionResult, Logs, OutputMessage, RunCodeOptions,
@@ -369,7 +371,8 @@ pub use pool::{
 };
 pub use pty::{Pty, PtyExit, PtyHandle, PtyOptions, PtyOutput, PtySize};
 pub use sandbox::{
-    ALL_TRAFFIC, EgressEnforcement, EgressProxy, Network, NetworkPolicy, NetworkState,
+    ALL_TRAFFIC, EgressEnforcement, EgressProxy, Network, NetworkConnector, NetworkPolicy,
+    NetworkState,
 };
 pub use sandbox::{
     AwsOptions, BACKEND_ENV, IdlePolicy, ListOrder, ListQuery, Metrics, MetricsHistoryQuery,

@@ -58,6 +58,8 @@ impl FakeControl {
             terminated_at: None,
             state_reason: None,
             auto_resume: false,
+            ingress: Vec::new(),
+            egress: Vec::new(),
         }
     }
 }

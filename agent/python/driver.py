@@ -43,6 +43,9 @@ _SYNC_WAIT_S = 2.0
 _CELL_PREFIX = "<cell-"
 # A mime value larger than this is dropped and named under "rayito/omitted".
 _MAX_VALUE_CHARS = 8 * 1024 * 1024
+# Mime types whose content is a JSON document (a dict is sent as JSON text,
+# never as its Python repr): E2B's chart and data documents among them.
+_JSON_MIMES = ("application/json", "e2b/chart", "e2b/data")
 # The agent refuses a frame larger than this (MAX_FRAME_BYTES in python.rs)
 # and takes the kernel for dead: a frame that would be larger is shrunk.
 _MAX_FRAME_BYTES = 32 * 1024 * 1024
@@ -393,7 +396,7 @@ class _Driver(object):
             if mime.startswith("text/") or mime == "image/svg+xml":
                 return bytes(content).decode("utf-8", "replace")
             return base64.b64encode(bytes(content)).decode("ascii")
-        if mime == "application/json" or mime.endswith("+json"):
+        if mime in _JSON_MIMES or mime.endswith("+json"):
             if isinstance(content, str):
                 return content
             try:

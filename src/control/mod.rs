@@ -44,6 +44,10 @@ pub(crate) struct RunRequest {
     pub execution_role_arn: Option<String>,
     /// RunMicrovm `logging`, always sent.
     pub logging: RunLogging,
+    /// `ingressNetworkConnectors` / `egressNetworkConnectors` (ARNs), each
+    /// sent only when not empty.
+    pub ingress: Vec<String>,
+    pub egress: Vec<String>,
 }
 
 /// RunMicrovm's `logging`: sent explicitly on every call (the service does
@@ -59,7 +63,7 @@ pub(crate) enum RunLogging {
 
 crate::secret::redacted_debug! {
     RunRequest |o| image_arn, image_version, max_duration_seconds, run_hook_payload = "<redacted>",
-    client_token, idle_policy, execution_role_arn, logging
+    client_token, idle_policy, execution_role_arn, logging, ingress, egress
 }
 
 /// A MicroVM as RunMicrovm / GetMicrovm describe it.
@@ -79,6 +83,9 @@ pub(crate) struct Microvm {
     /// The platform idle policy's `autoResumeEnabled` (false without one):
     /// whether traffic to a suspended MicroVM wakes it.
     pub auto_resume: bool,
+    /// The network connectors' ARNs the control plane reports.
+    pub ingress: Vec<String>,
+    pub egress: Vec<String>,
 }
 
 /// One ListMicrovms item (the API gives only these fields).

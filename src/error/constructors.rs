@@ -295,6 +295,23 @@ impl SandboxError {
         self
     }
 
+    /// The same error, from a `create` that kept its MicroVM
+    /// `sandbox_id` running (keep on failure): the id in
+    /// [`ErrorMeta::kept_sandbox_id`] and, unless the message already
+    /// names it (an index write's), in the message.
+    pub(crate) fn kept_on_failure(mut self, sandbox_id: &str) -> Self {
+        let id = super::map::redact::sanitize_remote_text(sandbox_id, 256);
+        let meta = self.meta_mut();
+        if !meta.message.contains(&id) {
+            let cause = std::mem::take(&mut meta.message);
+            meta.set_message(
+                &m::SDK_KEPT_ON_FAILURE.render(&[("cause", &cause), ("sandbox_id", &id)]),
+            );
+        }
+        meta.kept_sandbox_id = Some(id);
+        self
+    }
+
     /// The error a `run_code` Reattach failed with, after a cut: NOT_FOUND
     /// (the agent no longer keeps the execution) and OUT_OF_RANGE (it
     /// dropped the output since the cut) stay `NotFound` (errors.md 3.2)
@@ -577,9 +594,13 @@ impl SandboxError {
         };
         let mut meta = meta(template, &[("sandbox_id", sandbox_id), ("cause", &cause)]);
         meta.aws_code = code.map(str::to_owned);
-        Self::IndexWrite {
+        let err = Self::IndexWrite {
             aws_code: code.map(str::to_owned),
             meta,
+        };
+        match outcome {
+            index::WriteOutcome::Kept => err.kept_on_failure(sandbox_id),
+            _ => err,
         }
     }
 

@@ -183,6 +183,7 @@ fn corpus() -> Vec<SandboxError> {
         SandboxError::lifecycle_unmanaged(),
         SandboxError::kernel_failed("python3 was not found on the sandbox's PATH"),
         SandboxError::closed().kill_failed("m"),
+        SandboxError::closed().kept_on_failure("m"),
         from_grpc(GrpcFailure::agent(GrpcCode::NotFound, "x", calls[0])).reattach_failed(),
         from_grpc(GrpcFailure::agent(GrpcCode::OutOfRange, "x", calls[0])).reattach_failed(),
         SandboxError::build_step_failed(3, Some("RUN exit 3"), Some(3), "exit code: 3"),

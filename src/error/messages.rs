@@ -165,6 +165,8 @@ templates! {
         "it was created without a managed lifecycle; create it with Sandbox::builder().max_lifetime(..) or .on_timeout(..) to make its timeout movable";
     SDK_KILL_FAILED = "sdk.kill_failed" =>
         "kill of sandbox {sandbox_id} failed and its MicroVM may still be running: {cause}; this handle stays usable, call kill again";
+    SDK_KEPT_ON_FAILURE = "sdk.kept_on_failure" =>
+        "{cause}; the sandbox {sandbox_id} was kept running (keep_on_failure): connect to it or kill it by id when done";
     SDK_CELL_EXPIRED = "sdk.cell_expired" =>
         "the run_code cell ran on after the connection was cut, but the agent no longer keeps it, so its output from then on is lost; the cell was not run again, run it again if still needed";
     SDK_CELL_OUTPUT_DROPPED = "sdk.cell_output_dropped" =>

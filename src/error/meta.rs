@@ -31,6 +31,9 @@ pub struct ErrorMeta {
     /// The redacted text of the failure behind this one (a transport
     /// error, a dispatch failure), when there was one.
     pub(crate) cause: Option<RedactedCause>,
+    /// The sandbox a failed `create` left running (keep on failure), for
+    /// the caller to connect to or kill.
+    pub(crate) kept_sandbox_id: Option<String>,
 }
 
 impl ErrorMeta {
@@ -99,6 +102,15 @@ impl ErrorMeta {
     /// ended it (with [`ErrorMeta::attempts`], its Health probes).
     pub fn elapsed(&self) -> Option<std::time::Duration> {
         self.elapsed
+    }
+
+    /// The id of the sandbox a failed `create` left running because the
+    /// builder kept it on failure
+    /// ([`crate::SandboxBuilder::keep_on_failure`]): connect to it
+    /// (`Client::connect`) or kill it by id (`Client::kill_by_id`). `None`
+    /// when nothing was kept.
+    pub fn kept_sandbox_id(&self) -> Option<&str> {
+        self.kept_sandbox_id.as_deref()
     }
 
     /// Sets the server message; AWS-style secrets are redacted and the text

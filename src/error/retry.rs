@@ -74,9 +74,10 @@ pub struct RetryPolicy {
     /// 0.25, 0.5, 1, 2, 4 s (6 attempts in all).
     pub not_established: Backoff,
     /// The reconnect contract: poll Health from 0.5 s doubling to 4 s with
-    /// ±25 % jitter; `total_budget` (60 s) is `reconnect_timeout`, the
-    /// longest a call waits for the sandbox to come back (`max_attempts`
-    /// is not used: the budget ends the wait).
+    /// ±25 % jitter; `total_budget` (60 s) is the longest a call waits for
+    /// the sandbox to come back (`max_attempts` is not used: the budget
+    /// ends the wait). [`crate::SandboxBuilder::reconnect_timeout`] sets it
+    /// for one sandbox.
     pub reconnect: Backoff,
     /// After a reconnect, a unary call is sent again this many times (1).
     /// A command's Start and a code cell are never sent again.

@@ -10,7 +10,8 @@
 //!
 //! `meta.elapsed` (`{secs, nanos}`) is present only when the SDK measured
 //! how long it kept trying (a reconnect that gave up), `meta.cause` only
-//! when a lower-level failure caused the error (its redacted text).
+//! when a lower-level failure caused the error (its redacted text),
+//! `meta.kept_sandbox_id` only when a failed `create` kept its MicroVM.
 //!
 //! Variant fields sit next to `kind`; `meta` holds the shared metadata. An
 //! unknown kind (from a newer SDK) comes back as `Sandbox` with an unknown
@@ -144,6 +145,8 @@ struct WireMeta<'a> {
     elapsed: Option<WireDuration>,
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     cause: Option<Cow<'a, str>>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    kept_sandbox_id: Option<Cow<'a, str>>,
 }
 
 impl<'a> WireMeta<'a> {
@@ -158,6 +161,7 @@ impl<'a> WireMeta<'a> {
             attempts: Some(m.attempts()),
             elapsed: m.elapsed().map(WireDuration::from),
             cause: m.cause.as_ref().map(|c| Cow::Borrowed(c.as_str())),
+            kept_sandbox_id: m.kept_sandbox_id().map(Cow::Borrowed),
         }
     }
 
@@ -189,6 +193,10 @@ impl<'a> WireMeta<'a> {
         meta.attempts = self.attempts.unwrap_or(0);
         meta.elapsed = WireDuration::read(self.elapsed)?;
         meta.cause = self.cause.and_then(|c| RedactedCause::new(&c));
+        meta.kept_sandbox_id = self
+            .kept_sandbox_id
+            .map(|id| sanitize_remote_text(&id, 256))
+            .filter(|id| !id.is_empty());
         Ok(meta)
     }
 }
@@ -730,7 +738,11 @@ mod tests {
             proptest::option::of(proptest::sample::select(GrpcCode::ALL)),
             proptest::option::of(any::<u16>()),
             (opt_clean(256), opt_clean(256), opt_clean(256)),
-            (any::<u32>(), proptest::option::of(duration())),
+            (
+                any::<u32>(),
+                proptest::option::of(duration()),
+                opt_clean(256),
+            ),
         )
             .prop_map(
                 |(
@@ -739,7 +751,7 @@ mod tests {
                     grpc,
                     http,
                     (aws, req, reason),
-                    (attempts, elapsed),
+                    (attempts, elapsed, kept_sandbox_id),
                 )| {
                     Box::new(ErrorMeta {
                         message,
@@ -752,6 +764,7 @@ mod tests {
                         attempts,
                         elapsed,
                         cause,
+                        kept_sandbox_id,
                     })
                 },
             )

@@ -158,11 +158,16 @@ impl Step for Steps {
         }
     }
 
-    fn after_create<'a>(&'a self, builder: &'a Parts, sandbox: Sandbox) -> StepFuture<'a, Sandbox> {
+    fn after_create<'a>(
+        &'a self,
+        builder: &'a Parts,
+        keep: bool,
+        sandbox: Sandbox,
+    ) -> StepFuture<'a, Sandbox> {
         Box::pin(async move {
             match PersistOn::in_parts(builder) {
                 Some((prefix, keep_on_failure)) => {
-                    auto_restore(sandbox, prefix, keep_on_failure).await
+                    auto_restore(sandbox, prefix, keep_on_failure || keep).await
                 }
                 None => Ok(sandbox),
             }
@@ -185,10 +190,9 @@ async fn auto_restore(
     match restored {
         Ok(_) => Ok(sandbox),
         Err(err) if err.kind() == crate::ErrorKind::NotFound => Ok(sandbox),
+        Err(err) if keep_on_failure => Err(err.kept_on_failure(sandbox.id())),
         Err(err) => {
-            if !keep_on_failure {
-                let _ = sandbox.kill().await;
-            }
+            let _ = sandbox.kill().await;
             Err(err)
         }
     }

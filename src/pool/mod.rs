@@ -177,7 +177,8 @@ impl SandboxBuilder {
     ///
     /// # Errors
     /// `InvalidArgument` naming the argument (a rule of [`PoolConfig`], a
-    /// builder with `max_lifetime`, `on_timeout` or `no_idle_policy`) and
+    /// builder with `max_lifetime`, `on_timeout`, `keep_on_failure` or
+    /// `no_idle_policy`) and
     /// every check of [`SandboxBuilder::create`], before any I/O.
     pub fn pool(self, config: PoolConfig) -> Result<Pool, SandboxError> {
         config.check()?;

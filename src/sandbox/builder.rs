@@ -279,6 +279,20 @@ impl SandboxBuilder {
         self
     }
 
+    /// How long the handle waits for its sandbox to come back after a cut
+    /// (default 60 s): the budget of the reconnect contract
+    /// (docs/errors.md, "Reconnect") for streams (commands, `run_code`,
+    /// terminals, file reads), watches and the unary calls retried after a
+    /// pause, an auto-resume or a proxy 502; when it is spent the call
+    /// fails `Sandbox { connection_lost }`. The shorthand of
+    /// [`RetryPolicy::reconnect`]'s `total_budget`, for this sandbox only
+    /// (the client's policy is left as it is). Zero is refused before any
+    /// I/O.
+    pub fn reconnect_timeout(mut self, budget: Duration) -> Self {
+        self.options.reconnect_timeout = Some(budget);
+        self
+    }
+
     /// Deadline of unary agent calls (default 60 s; zero is refused before
     /// any I/O; a duration too large to add to the clock, like
     /// `Duration::MAX`, means no limit).
@@ -306,6 +320,41 @@ impl SandboxBuilder {
         self
     }
 
+    /// The ingress network connectors (RunMicrovm
+    /// `ingressNetworkConnectors`): what may reach the sandbox, managed
+    /// ([`NetworkConnector::AllIngress`](super::NetworkConnector),
+    /// `NoIngress`, `ShellIngress`, or their names as strings) or VPC
+    /// connectors of your account by ARN. At most 10; `create` refuses
+    /// more, or a value that is neither, with `InvalidArgument` (`ingress`)
+    /// before any call. Not given or empty: the image's defaults. Replaces
+    /// what an earlier call set. [`SandboxInfo::ingress`] reports them.
+    /// The local backend records and reports them but does not enforce
+    /// them (docs/local.md).
+    pub fn ingress<C: Into<super::NetworkConnector>>(
+        mut self,
+        connectors: impl IntoIterator<Item = C>,
+    ) -> Self {
+        self.options.connectors.ingress = Some(connectors.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The egress network connectors (RunMicrovm
+    /// `egressNetworkConnectors`): where the sandbox's traffic leaves,
+    /// [`NetworkConnector::InternetEgress`](super::NetworkConnector) or a
+    /// VPC connector of your account by ARN (one of your own replaces the
+    /// internet). At most 10; checked as [`Self::ingress`] (argument
+    /// `egress`). Not given or empty: the image's defaults.
+    /// [`SandboxInfo::egress`] reports them. The local backend records and
+    /// reports them but does not enforce them (docs/local.md); the egress
+    /// policy ([`Self::network`]) is enforced inside the sandbox either way.
+    pub fn egress<C: Into<super::NetworkConnector>>(
+        mut self,
+        connectors: impl IntoIterator<Item = C>,
+    ) -> Self {
+        self.options.connectors.egress = Some(connectors.into_iter().map(Into::into).collect());
+        self
+    }
+
     /// The IAM role the MicroVM runs with.
     pub fn execution_role_arn(mut self, arn: impl Into<String>) -> Self {
         self.options.execution_role_arn = Some(arn.into());
@@ -317,6 +366,24 @@ impl SandboxBuilder {
     /// execution role that may write to the group (docs/sandbox-logs.md).
     pub fn logging(mut self, logging: super::SandboxLogging) -> Self {
         self.options.logging = Some(Box::new(logging));
+        self
+    }
+
+    /// Leaves the MicroVM running when `create` fails after RunMicrovm
+    /// (default `false`: it is terminated), for the caller to inspect,
+    /// connect to or kill: a proxy token that cannot be minted, an agent
+    /// or kernel that never becomes ready, an index row that cannot be
+    /// written, an automatic restore that fails. The error is returned
+    /// either way and names the kept sandbox: its message, and
+    /// [`ErrorMeta::kept_sandbox_id`](crate::error::ErrorMeta::kept_sandbox_id).
+    ///
+    /// An egress policy the agent cannot enforce still terminates the
+    /// MicroVM (a sandbox with more network than asked for is never left
+    /// running), and a MicroVM that ended by itself is gone either way. A
+    /// pool's builder refuses it (a warming slot that fails is always
+    /// terminated: nobody holds its id).
+    pub fn keep_on_failure(mut self, keep: bool) -> Self {
+        self.options.keep_on_failure = keep;
         self
     }
 
@@ -436,6 +503,27 @@ impl SandboxBuilder {
         &self.options.metadata
     }
 
+    /// Whether a failed create keeps its MicroVM (`keep_on_failure`).
+    #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+    pub(crate) fn keeps_on_failure(&self) -> bool {
+        self.options.keep_on_failure
+    }
+
+    /// A failure of `create` after RunMicrovm started `id`: the MicroVM
+    /// is terminated, or kept (keep on failure) and named on the error.
+    async fn launched_failure(
+        &self,
+        control: &dyn crate::control::ControlPlane,
+        id: &str,
+        err: SandboxError,
+    ) -> SandboxError {
+        if self.options.keep_on_failure {
+            return err.kept_on_failure(id);
+        }
+        let _ = control.terminate_microvm(id.to_owned()).await;
+        err
+    }
+
     /// Whether an execution role is set.
     pub(crate) fn has_execution_role(&self) -> bool {
         self.options.execution_role_arn.is_some()
@@ -445,8 +533,10 @@ impl SandboxBuilder {
     ///
     /// Steps: checks (no I/O), RunMicrovm (capacity, throttling and 5xx
     /// retried with one clientToken), a proxy token for 8080 plus the allowed
-    /// ports, then the readiness wait. When the sandbox does not become
-    /// ready it is terminated.
+    /// ports, then the readiness wait. When a step after RunMicrovm fails
+    /// (readiness, the index row, the automatic restore) the MicroVM is
+    /// terminated, unless [`Self::keep_on_failure`] keeps it (the error
+    /// then names it: [`crate::error::ErrorMeta::kept_sandbox_id`]).
     ///
     /// # Errors
     /// - before any I/O: `SandboxLifetime` (timeout above 28,800 s),
@@ -474,9 +564,10 @@ impl SandboxBuilder {
                         step.check_create(&self)?;
                     }
                     let parts = self.parts.clone();
+                    let keep = self.options.keep_on_failure;
                     let mut sandbox = self.create_observed(None).await?;
                     for step in &steps {
-                        sandbox = step.after_create(&parts, sandbox).await?;
+                        sandbox = step.after_create(&parts, keep, sandbox).await?;
                     }
                     Ok(sandbox)
                 },
@@ -519,13 +610,19 @@ impl SandboxBuilder {
                     .await?;
             }
             let backend = client.backend();
-            let policy = *client.retry_policy();
+            let policy = self.options.agent_policy(client.retry_policy());
             let image_arn = client.image_arn(template.as_deref()).await?;
             let logging = self
                 .options
                 .logging
                 .as_ref()
                 .map_or(RunLogging::Disabled, |l| l.resolve(&image_arn));
+            // A managed connector's ARN names the region (an injected
+            // control plane, in tests, has none).
+            let (ingress, egress) = self
+                .options
+                .connectors
+                .resolved(client.region().unwrap_or("us-east-1"));
             let request = RunRequest {
                 image_arn,
                 image_version: self.options.template_version.map(|v| v.to_string()),
@@ -541,6 +638,8 @@ impl SandboxBuilder {
                 }),
                 execution_role_arn: self.options.execution_role_arn.clone(),
                 logging,
+                ingress,
+                egress,
             };
             let control = backend.control.clone();
             let vm = control.run_microvm(request).await?;
@@ -586,8 +685,7 @@ impl SandboxBuilder {
             let proxy_token = match minter().await {
                 Ok(token) => token,
                 Err(err) => {
-                    let _ = control.terminate_microvm(vm.id.clone()).await;
-                    return Err(err);
+                    return Err(self.launched_failure(control.as_ref(), &vm.id, err).await);
                 }
             };
             let conn = match backend.open_agent(
@@ -599,19 +697,31 @@ impl SandboxBuilder {
             ) {
                 Ok(conn) => conn,
                 Err(err) => {
-                    let _ = control.terminate_microvm(vm.id.clone()).await;
-                    return Err(err);
+                    return Err(self.launched_failure(control.as_ref(), &vm.id, err).await);
                 }
+            };
+            let on_not_ready = if self.options.keep_on_failure {
+                OnNotReady::Keep
+            } else {
+                OnNotReady::Terminate
             };
             let health = wait_ready(
                 &conn,
                 control.as_ref(),
                 &vm.id,
                 self.options.ready_timeout,
-                OnNotReady::Terminate,
+                on_not_ready,
             )
-            .await?;
-            // Terminates the sandbox on failure, whatever keep-on-failure says.
+            .await
+            .map_err(|err| match &err {
+                // Ended by itself: nothing is left to keep.
+                SandboxError::SandboxNotReady { state: Some(s), .. } if s.is_terminal() => err,
+                _ if self.options.keep_on_failure => err.kept_on_failure(&vm.id),
+                _ => err,
+            })?;
+            // Terminates the sandbox on failure, whatever keep_on_failure
+            // says: a sandbox with more network than asked for is never
+            // left running.
             super::network::gate(
                 network.as_ref(),
                 &health,
@@ -650,6 +760,12 @@ impl SandboxBuilder {
             return Err(SandboxError::invalid_argument(
                 "on_timeout",
                 "a pooled sandbox lives the pool's timeout without a managed lifecycle; drop max_lifetime and on_timeout from the builder",
+            ));
+        }
+        if self.options.keep_on_failure {
+            return Err(SandboxError::invalid_argument(
+                "keep_on_failure",
+                "a pool terminates a warming sandbox that fails (nobody holds its id); drop keep_on_failure from the pool's builder",
             ));
         }
         if self.options.idle == IdleChoice::Disabled {
@@ -999,6 +1115,7 @@ impl SandboxBuilder {
             }
             check_sandbox_id(sandbox_id)?;
             decode_access_token(&access_token).map_err(|_| bad_token())?;
+            self.options.check_reconnect_timeout()?;
             let mut parts = Parts::default();
             for step in &steps {
                 step.prepare(&self, Stage::Connect, &mut parts)?;
@@ -1044,7 +1161,7 @@ impl SandboxBuilder {
                 proxy_token,
                 access_token.clone(),
                 minter,
-                *client.retry_policy(),
+                self.options.agent_policy(client.retry_policy()),
             )?;
             let health = wait_ready(
                 &conn,

@@ -3,6 +3,7 @@
 pub(crate) mod backend;
 mod builder;
 pub(crate) mod client;
+mod connectors;
 mod health;
 mod host;
 #[cfg(feature = "templates")]
@@ -26,6 +27,7 @@ use std::time::{Duration, SystemTime};
 pub use self::backend::{AwsOptions, BACKEND_ENV, TEMPLATE_ENV};
 pub(crate) use self::builder::{Launched, Pooled};
 pub use self::builder::{SandboxBuilder, TemplateInfo};
+pub use self::connectors::NetworkConnector;
 pub use self::health::{LifecycleHealth, LifecyclePhase, SandboxHealth};
 pub use self::host::SandboxHost;
 use self::lifecycle::LifecycleMarks;
@@ -135,6 +137,12 @@ pub struct SandboxInfo {
     pub terminated_at: Option<SystemTime>,
     /// Its maximum duration, running and suspended.
     pub max_duration: Duration,
+    /// The ARNs of its ingress network connectors, as the control plane
+    /// reports them (empty when it reports none).
+    pub ingress: Vec<String>,
+    /// The ARNs of its egress network connectors, as the control plane
+    /// reports them (empty when it reports none).
+    pub egress: Vec<String>,
 }
 
 impl Sandbox {
@@ -529,6 +537,8 @@ impl SandboxInfo {
             started_at: vm.started_at,
             terminated_at: vm.terminated_at,
             max_duration: Duration::from_secs(u64::try_from(vm.max_duration_seconds).unwrap_or(0)),
+            ingress: vm.ingress,
+            egress: vm.egress,
         }
     }
 }

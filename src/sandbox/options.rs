@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::SandboxError;
+use crate::error::{RetryPolicy, SandboxError};
 use crate::secret::Secret;
 use crate::transport::{AGENT_PORT, HOOKS_PORT};
 
@@ -99,6 +99,13 @@ pub(crate) struct CreateOptions {
     /// RunMicrovm `logging`; `None`: disabled. Boxed: the builder is held
     /// by value in every create future (tests/sdk/future_sizes.rs).
     pub logging: Option<Box<super::SandboxLogging>>,
+    /// A failed create leaves its MicroVM running (`keep_on_failure`).
+    pub keep_on_failure: bool,
+    /// The reconnect budget of this sandbox's handle (`reconnect_timeout`);
+    /// `None`: the client's retry policy's.
+    pub reconnect_timeout: Option<Duration>,
+    /// RunMicrovm's network connectors (`ingress`, `egress`).
+    pub connectors: super::connectors::Connectors,
 }
 
 impl Default for CreateOptions {
@@ -120,6 +127,9 @@ impl Default for CreateOptions {
             access_token: None,
             cpu_time_limit: None,
             logging: None,
+            keep_on_failure: false,
+            reconnect_timeout: None,
+            connectors: super::connectors::Connectors::default(),
         }
     }
 }
@@ -144,11 +154,32 @@ impl fmt::Debug for CreateOptions {
             .field("execution_role_arn", &self.execution_role_arn)
             .field("logging", &self.logging)
             .field("access_token", &self.access_token)
+            .field("keep_on_failure", &self.keep_on_failure)
+            .field("reconnect_timeout", &self.reconnect_timeout)
+            .field("connectors", &self.connectors)
             .finish()
     }
 }
 
 impl CreateOptions {
+    /// Refuses a zero `reconnect_timeout` (no I/O).
+    pub(crate) fn check_reconnect_timeout(&self) -> Result<(), SandboxError> {
+        match self.reconnect_timeout {
+            Some(budget) => crate::checks::positive_duration("reconnect_timeout", budget),
+            None => Ok(()),
+        }
+    }
+
+    /// The retry policy of this sandbox's agent connection: `policy` (the
+    /// client's) with the reconnect budget `reconnect_timeout` sets.
+    pub(crate) fn agent_policy(&self, policy: &RetryPolicy) -> RetryPolicy {
+        let mut policy = *policy;
+        if let Some(budget) = self.reconnect_timeout {
+            policy.reconnect.total_budget = Some(budget);
+        }
+        policy
+    }
+
     /// The template a create runs with the size applied: the template
     /// (else `RAYITO_TEMPLATE`, else the default image) suffixed
     /// `-<size>`; without a size, or for the baseline, the template as
@@ -250,6 +281,8 @@ impl CreateOptions {
         check_map("metadata", &self.metadata, false)?;
         crate::checks::positive_duration("ready_timeout", self.ready_timeout)?;
         crate::checks::positive_duration("request_timeout", self.request_timeout)?;
+        self.check_reconnect_timeout()?;
+        self.connectors.check()?;
 
         let mut token_ports = vec![AGENT_PORT];
         for &port in &self.allowed_ports {

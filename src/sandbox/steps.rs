@@ -105,10 +105,13 @@ pub(crate) trait Step: Sync {
     /// Adds the state that needs the sandbox id to the handle's parts.
     fn bind(&self, _builder: &SandboxBuilder, _sandbox_id: &str, _handle: &mut Parts) {}
 
-    /// After `create` made a ready handle (its span still open).
+    /// After `create` made a ready handle (its span still open); `keep`:
+    /// the builder keeps the sandbox when this step fails
+    /// (`keep_on_failure`).
     fn after_create<'a>(
         &'a self,
         _builder: &'a Parts,
+        _keep: bool,
         sandbox: Sandbox,
     ) -> StepFuture<'a, Sandbox> {
         Box::pin(async move { Ok(sandbox) })

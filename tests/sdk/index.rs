@@ -223,41 +223,52 @@ async fn a_missing_table_fails_create_with_index_write_and_terminates_the_microv
     );
 }
 
+/// Kept by the index's `keep_on_failure`, or by the builder's
+/// (`SandboxBuilder::keep_on_failure`): the same error, naming the kept
+/// MicroVM in its message and `meta().kept_sandbox_id()`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_on_failure_keeps_the_microvm_of_a_failed_index_write() {
     let Some(moto) = MotoServer::start() else {
         return;
     };
-    let emu = emulator().await;
-    let err = builder(&emu)
-        .index(index(&moto, "no-such-table").keep_on_failure(true))
+    for by_builder in [false, true] {
+        let emu = emulator().await;
+        let err = if by_builder {
+            builder(&emu)
+                .index(index(&moto, "no-such-table"))
+                .keep_on_failure(true)
+        } else {
+            builder(&emu).index(index(&moto, "no-such-table").keep_on_failure(true))
+        }
         .create()
         .await
         .unwrap_err();
-    let (id, state) = only_microvm(&emu);
-    assert!(
-        matches!(&err, SandboxError::IndexWrite { aws_code: Some(code), .. } if code == "ResourceNotFoundException"),
-        "{err:?}"
-    );
-    assert_eq!(
-        err.to_string(),
-        format!(
-            "could not write the index row of sandbox {id}: the table does not exist in this region (ResourceNotFoundException); its MicroVM was kept (keep on failure) but indexed lists will not show it, kill it when done"
-        )
-    );
-    assert!(
-        matches!(state, MicrovmState::Pending | MicrovmState::Running),
-        "{state:?}"
-    );
-    assert!(
-        builder(&emu)
-            .client()
-            .await
-            .unwrap()
-            .kill_by_id(&id)
-            .await
-            .unwrap()
-    );
+        let (id, state) = only_microvm(&emu);
+        assert!(
+            matches!(&err, SandboxError::IndexWrite { aws_code: Some(code), .. } if code == "ResourceNotFoundException"),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "could not write the index row of sandbox {id}: the table does not exist in this region (ResourceNotFoundException); its MicroVM was kept (keep on failure) but indexed lists will not show it, kill it when done"
+            )
+        );
+        assert_eq!(err.meta().kept_sandbox_id(), Some(id.as_str()));
+        assert!(
+            matches!(state, MicrovmState::Pending | MicrovmState::Running),
+            "{state:?}"
+        );
+        assert!(
+            builder(&emu)
+                .client()
+                .await
+                .unwrap()
+                .kill_by_id(&id)
+                .await
+                .unwrap()
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -384,3 +384,61 @@ async fn the_command_deadline_bounds_the_reconnect_wait() {
     assert_stream_deadline(&err, "commands.run", Duration::from_secs(16), waited);
     assert!(sbx.kill().await.unwrap());
 }
+
+/// `SandboxBuilder::reconnect_timeout` is the handle's reconnect budget:
+/// the same held cut (four proxy 502s in a row) is waited out by a handle
+/// with the default budget (60 s) and ends `connection_lost` on one whose
+/// budget is 1 s, even when its client's policy is patient (the shorthand
+/// wins, for that sandbox only). Zero is refused before any call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnect_timeout_is_the_handles_reconnect_budget() {
+    let emu = emulator().await;
+    let patient = patient_builder(&emu).create().await.unwrap();
+    let hasty = patient_builder(&emu)
+        .reconnect_timeout(Duration::from_secs(1))
+        .create()
+        .await
+        .unwrap();
+
+    assert!(emu.faults().proxy_status(4, 502));
+    patient
+        .files()
+        .list("/tmp")
+        .await
+        .expect("the patient handle waits the cut out");
+    emu.faults().clear();
+
+    assert!(emu.faults().proxy_status(4, 502));
+    let err = hasty.files().list("/tmp").await.unwrap_err();
+    emu.faults().clear();
+    assert!(
+        matches!(
+            err.sandbox_code(),
+            Some(rayito::error::SandboxCode::ConnectionLost)
+        ),
+        "{err:?}"
+    );
+    // Once the cut is gone the hasty handle works again.
+    hasty.files().list("/tmp").await.unwrap();
+
+    // Zero is refused before any call, by create and by connect.
+    let runs = emu.calls(Operation::RunMicrovm);
+    let gets = emu.calls(Operation::GetMicrovm);
+    let zero = || builder(&emu).reconnect_timeout(Duration::ZERO);
+    for err in [
+        zero().create().await.unwrap_err(),
+        zero()
+            .connect(hasty.id(), hasty.access_token().clone())
+            .await
+            .unwrap_err(),
+    ] {
+        assert_eq!(
+            err.to_string(),
+            "invalid reconnect_timeout: reconnect timeout must be positive; pass a positive duration"
+        );
+    }
+    assert_eq!(emu.calls(Operation::RunMicrovm), runs);
+    assert_eq!(emu.calls(Operation::GetMicrovm), gets);
+    assert!(patient.kill().await.unwrap());
+    assert!(hasty.kill().await.unwrap());
+}

@@ -243,6 +243,10 @@ pub(crate) fn result_from_bundle(main: bool, data: HashMap<String, String>) -> p
             "image/jpeg" => &mut result.jpeg,
             "image/svg+xml" => &mut result.svg,
             "application/pdf" => &mut result.pdf,
+            // E2B's chart and data documents have fields of their own
+            // (the reference agent's wire: `chart` 12, `data` 13).
+            "e2b/chart" => &mut result.chart,
+            "e2b/data" => &mut result.data,
             _ => {
                 result.extra.insert(mime, content);
                 continue;

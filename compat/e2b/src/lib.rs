@@ -59,6 +59,9 @@ pub use pty::{Pty, PtyOpts};
 /// E2B's `Result` of an execution. Not renamed to `Result`: that would
 /// shadow `std::result::Result` under `use rayito_e2b::*`.
 pub use rayito::ExecutionResult;
+/// E2B's `charts` module: the typed chart of a result
+/// (`ExecutionResult::parsed_chart`).
+pub use rayito::charts;
 pub use rayito::{
     CodeContext as Context, CodeContextOptions, CommandEvent, CommandHandle, CommandResult,
     EgressProxy, EntryInfo, ErrorKind, Execution, ExecutionError, FilesystemEvent,

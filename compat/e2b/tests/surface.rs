@@ -137,7 +137,7 @@ surface!(|sbx: &Sandbox,
         "ExecutionError.name" => { let _ = &error.name; }
         "ExecutionError.traceback" => { let _ = &error.traceback; }
         "ExecutionError.value" => { let _ = &error.value; }
-        "ExecutionResult.chart" => { let _ = &result.chart; }
+        "ExecutionResult::parsed_chart" => { let _: Option<charts::Chart> = result.parsed_chart(); }
         "ExecutionResult.data" => { let _ = &result.data; }
         "ExecutionResult.extra" => { let _ = &result.extra; }
         "ExecutionResult.html" => { let _ = &result.html; }

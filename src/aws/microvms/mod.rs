@@ -134,6 +134,8 @@ macro_rules! microvm_of {
                 .and_then(|t| SystemTime::try_from(*t).ok()),
             state_reason: out.state_reason().map(str::to_owned),
             auto_resume: out.idle_policy().is_some_and(|p| p.auto_resume_enabled()),
+            ingress: out.ingress_network_connectors().to_vec(),
+            egress: out.egress_network_connectors().to_vec(),
         }
     }};
 }
@@ -172,6 +174,13 @@ impl ControlPlane for AwsControlPlane {
             }
             if let Some(role) = request.execution_role_arn {
                 call = call.execution_role_arn(role);
+            }
+            // Only when given: an omitted list keeps the image's defaults.
+            if !request.ingress.is_empty() {
+                call = call.set_ingress_network_connectors(Some(request.ingress));
+            }
+            if !request.egress.is_empty() {
+                call = call.set_egress_network_connectors(Some(request.egress));
             }
             let out = silenced(call.send())
                 .await
