@@ -347,3 +347,20 @@ async fn on_exit_runs_once_after_stop_and_never_for_a_zero_timeout() {
     drop(watch);
     assert_eq!(*calls.lock().unwrap(), [None]);
 }
+
+/// docs/files.md transcribes these messages; this keeps the two in step
+/// (the tests above assert each against the SDK).
+#[test]
+fn docs_files_md_transcribes_the_messages() {
+    let doc = std::fs::read_to_string(sdk_support::repo_root().join("docs/files.md"))
+        .expect("docs/files.md");
+    for text in [
+        "`unknown user`",
+        "`file metadata is not supported by this\n  filesystem`",
+        "`the call files.watch_dir did not finish within <d>; raise request_timeout or retry`",
+        "`Unimplemented { feature: files.write(gzip) }`",
+        "`files.write(metadata)`",
+    ] {
+        assert!(doc.contains(text), "docs/files.md lacks {text}");
+    }
+}
