@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::checks::{
-    METADATA_KEY, METADATA_KEY_CASE, METADATA_KEYS, METADATA_TOO_LARGE, METADATA_VALUE,
-    MODE_RANGE, refuse,
+    METADATA_KEY, METADATA_KEY_CASE, METADATA_KEYS, METADATA_TOO_LARGE, METADATA_VALUE, MODE_RANGE,
+    refuse,
 };
 use crate::error::{GrpcCode, SandboxError};
 use crate::pb;
@@ -178,7 +178,10 @@ fn checked_metadata(
             return Err(refuse(METADATA_VALUE));
         }
         bytes += METADATA_PREFIX.len() + key.len() + value.len();
-        if out.insert(key.to_ascii_lowercase(), value.clone()).is_some() {
+        if out
+            .insert(key.to_ascii_lowercase(), value.clone())
+            .is_some()
+        {
             return Err(refuse(METADATA_KEY_CASE));
         }
     }

@@ -177,7 +177,11 @@ async fn metadata_is_stored_returned_and_replaced_whole() {
     .into();
     assert_eq!(entry.metadata, expected);
     assert_eq!(
-        files.get_info("/home/user/meta.txt").await.unwrap().metadata,
+        files
+            .get_info("/home/user/meta.txt")
+            .await
+            .unwrap()
+            .metadata,
         expected
     );
     // A rewrite replaces the set whole: none given, none kept.
@@ -211,13 +215,17 @@ async fn watch_with_entries_reports_sizes_and_types() {
         .await
         .expect("watch");
     // files().write renames a complete file in: a Create of the whole.
-    files.write("/home/user/we/five.txt", "12345").await.unwrap();
+    files
+        .write("/home/user/we/five.txt", "12345")
+        .await
+        .unwrap();
     files.make_dir("/home/user/we/sub").await.unwrap();
     sbx.commands()
         .run("chmod 600 /home/user/we/five.txt && printf 1234567 > /home/user/we/seven")
         .await
         .unwrap();
-    let (mut file_seen, mut dir_seen, mut chmod_seen, mut write_seen) = (false, false, false, false);
+    let (mut file_seen, mut dir_seen, mut chmod_seen, mut write_seen) =
+        (false, false, false, false);
     while !(file_seen && dir_seen && chmod_seen && write_seen) {
         let event = tokio::time::timeout(PATIENCE, watch.next())
             .await

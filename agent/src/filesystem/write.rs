@@ -184,12 +184,11 @@ impl Open {
         let synced = writer.commit().await;
         let (dir, temp, file, mode) = (&self.dir, &self.temp, &self.file, self.mode);
         let metadata = &self.metadata;
-        self.env
-            .as_user(|| {
-                synced.map_err(|e| io_status(&e))?;
-                xattrs::set(file, metadata).map_err(|e| xattrs::set_status(&e))?;
-                dir.commit(temp, file, mode).map_err(|e| io_status(&e))
-            })?;
+        self.env.as_user(|| {
+            synced.map_err(|e| io_status(&e))?;
+            xattrs::set(file, metadata).map_err(|e| xattrs::set_status(&e))?;
+            dir.commit(temp, file, mode).map_err(|e| io_status(&e))
+        })?;
         self.renamed = true;
         file_entry_info(&self.target.guest, &self.file).map_err(|e| io_status(&e))
     }

@@ -55,7 +55,9 @@ pub(crate) fn checked(
         }
     }
     if bytes > MAX_BYTES {
-        return Err(invalid("more than 4000 bytes counting the prefix user.rayito."));
+        return Err(invalid(
+            "more than 4000 bytes counting the prefix user.rayito.",
+        ));
     }
     Ok(out)
 }
