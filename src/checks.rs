@@ -78,6 +78,18 @@ reasons! {
         "the path is empty; pass a path, absolute or relative to /home/user";
     PATH_DIR = "path" =>
         "the path ends with '/', which names a directory; pass the path of the file to write";
+    MODE_RANGE = "mode" =>
+        "the mode is above 0o7777; pass permission bits from 0 to 0o7777 (0o644 by default)";
+    METADATA_KEYS = "metadata" =>
+        "more than 64 keys; pass at most 64";
+    METADATA_KEY = "metadata" =>
+        "a key is empty, longer than 255 characters or not made of HTTP token characters (RFC 9110: letters, digits and 15 symbols); pass keys of letters, digits, '-', '_' or '.'";
+    METADATA_VALUE = "metadata" =>
+        "a value holds a character that is not printable ASCII (0x20 to 0x7E); pass printable ASCII values";
+    METADATA_KEY_CASE = "metadata" =>
+        "two keys are equal once lowercased (keys are stored lowercased); pass distinct keys";
+    METADATA_TOO_LARGE = "metadata" =>
+        "the keys and values take more than 4000 bytes, counting the prefix user.rayito. of each key; pass less metadata";
     SOURCE_BAD = "source" =>
         "the source path is empty or contains a NUL character; pass a path, absolute or relative to /home/user";
     DESTINATION_BAD = "destination" =>

@@ -1,5 +1,6 @@
 //! `sandbox.files()`: the sandbox's filesystem; directory watches in `watch`.
 
+mod options;
 mod read;
 pub(crate) mod staging;
 mod watch;
@@ -14,7 +15,10 @@ use crate::error::{ErrorKind, GrpcCode, SandboxError};
 use crate::pb;
 use crate::sandbox::Sandbox;
 
-pub use self::watch::{FilesystemEvent, FilesystemEventKind, WatchHandle, WatchStopper};
+pub use self::options::WriteOptions;
+pub use self::watch::{
+    ExitCallback, FilesystemEvent, FilesystemEventKind, WatchHandle, WatchOptions, WatchStopper,
+};
 
 /// Largest chunk of one Write message (the agent refuses more).
 const WRITE_CHUNK_BYTES: usize = 1024 * 1024;
@@ -360,6 +364,30 @@ impl<'a> Files<'a> {
         path: &str,
         data: impl Into<Vec<u8>>,
     ) -> Result<EntryInfo, SandboxError> {
+        self.write_with(path, data, WriteOptions::default()).await
+    }
+
+    /// Writes one file as [`Files::write`] does, with `options`: its owner,
+    /// mode, metadata, and a gzip-compressed stream ([`WriteOptions`]).
+    /// Returns the written file's entry (with its mode, owner and
+    /// metadata as the agent stored them).
+    ///
+    /// A write with any option set always goes over gRPC, never through a
+    /// staging's S3 (so that every option applies).
+    ///
+    /// # Errors
+    /// As [`Files::write`]; before any I/O, `InvalidArgument` naming
+    /// `mode` (above 0o7777), `user` (a NUL) or `metadata` (its rules,
+    /// docs/errors.md); `Unimplemented { feature: files.write(gzip) |
+    /// files.write(metadata) }` when the sandbox's agent predates them
+    /// (probed before the bytes move); the agent's refusal of a `user` it
+    /// does not know (`InvalidArgument`).
+    pub async fn write_with(
+        &self,
+        path: &str,
+        data: impl Into<Vec<u8>>,
+        options: WriteOptions,
+    ) -> Result<EntryInfo, SandboxError> {
         // Converted before the boxed part: `impl Into` need not be `Send`.
         let data: Vec<u8> = data.into();
         let bytes = data.len();
@@ -367,14 +395,21 @@ impl<'a> Files<'a> {
             self.op(crate::otel::Name::FilesWrite)
                 .with(crate::otel::Attr::FilesCount(1))
                 .with(crate::otel::Attr::FilesBytes(bytes as u64))
-                .run(self.write_inner(path, data), crate::otel::nothing)
+                .run(self.write_inner(path, data, options), crate::otel::nothing)
                 .await
         })
     }
 
     /// Inside its span (see the public method).
-    async fn write_inner(&self, path: &str, data: Vec<u8>) -> Result<EntryInfo, SandboxError> {
-        if let Some(staging) = staging::of(self.sandbox) {
+    async fn write_inner(
+        &self,
+        path: &str,
+        data: Vec<u8>,
+        options: WriteOptions,
+    ) -> Result<EntryInfo, SandboxError> {
+        if options.is_default()
+            && let Some(staging) = staging::of(self.sandbox)
+        {
             crate::checks::file_path(path)?;
             let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
             if staging.stages_write(self.sandbox, Some(len)).await? {
@@ -383,7 +418,7 @@ impl<'a> Files<'a> {
             }
         }
         let mut entries = self
-            .write_files_inner(vec![WriteEntry::new(path, data)])
+            .write_files_inner(vec![WriteEntry::new(path, data)], options)
             .await?;
         entries.pop().ok_or_else(|| {
             SandboxError::protocol_violation("files.write", "the write answered no entry")
@@ -417,24 +452,54 @@ impl<'a> Files<'a> {
         S: futures_util::Stream + Send + 'static,
         S::Item: Into<Bytes>,
     {
+        self.write_stream_with(path, chunks, WriteOptions::default())
+            .await
+    }
+
+    /// Writes one file from a stream as [`Files::write_stream`] does, with
+    /// `options` ([`WriteOptions`]); with any option set it goes over
+    /// gRPC, never through a staging's S3.
+    ///
+    /// # Errors
+    /// As [`Files::write_with`].
+    pub async fn write_stream_with<S>(
+        &self,
+        path: &str,
+        chunks: S,
+        options: WriteOptions,
+    ) -> Result<EntryInfo, SandboxError>
+    where
+        S: futures_util::Stream + Send + 'static,
+        S::Item: Into<Bytes>,
+    {
         // The bytes of a stream are not counted: the stream is the caller's.
         boxed!(Result<EntryInfo, SandboxError>, {
             self.op(crate::otel::Name::FilesWrite)
                 .with(crate::otel::Attr::FilesCount(1))
-                .run(self.write_stream_inner(path, chunks), crate::otel::nothing)
+                .run(
+                    self.write_stream_inner(path, chunks, options),
+                    crate::otel::nothing,
+                )
                 .await
         })
     }
 
     /// Inside its span (see the public method).
-    async fn write_stream_inner<S>(&self, path: &str, chunks: S) -> Result<EntryInfo, SandboxError>
+    async fn write_stream_inner<S>(
+        &self,
+        path: &str,
+        chunks: S,
+        options: WriteOptions,
+    ) -> Result<EntryInfo, SandboxError>
     where
         S: futures_util::Stream + Send + 'static,
         S::Item: Into<Bytes>,
     {
         use futures_util::StreamExt as _;
         crate::checks::file_path(path)?;
-        if let Some(staging) = staging::of(self.sandbox)
+        let checked = options.checked()?;
+        if options.is_default()
+            && let Some(staging) = staging::of(self.sandbox)
             && staging.stages_write(self.sandbox, None).await?
         {
             let chunks = Box::pin(chunks.map(Into::<Bytes>::into));
@@ -442,21 +507,20 @@ impl<'a> Files<'a> {
                 .write(self.file(path, "files.write_stream"), chunks)
                 .await;
         }
+        options::require_agent_for(self.sandbox, options.gzipped(), &checked).await?;
         // The first message names the file with an empty chunk; the others
         // carry only data.
-        let header = pb::WriteRequest {
-            path: Some(path.to_owned()),
-            user: None,
-            mode: None,
-            chunk: Bytes::new(),
-            metadata: Default::default(),
-        };
+        let header = checked.first(path.to_owned(), Bytes::new());
         // A named function, not a closure over an opaque iterator: the
         // future stays `Send` for any stream (a closure here trips the
         // compiler's higher-ranked lifetime check).
         let body = chunks.map(Into::<Bytes>::into).flat_map(data_messages);
         let messages = futures_util::stream::iter([header]).chain(body);
-        let response = self.sandbox.conn().write_stream(messages).await?;
+        let response = self
+            .sandbox
+            .conn()
+            .write_stream(messages, options.gzipped())
+            .await?;
         let mut entries = response.entries.into_iter();
         match (entries.next(), entries.next()) {
             (Some(entry), None) => Ok(entry_info(entry)),
@@ -487,13 +551,27 @@ impl<'a> Files<'a> {
         &self,
         files: Vec<WriteEntry>,
     ) -> Result<Vec<EntryInfo>, SandboxError> {
+        self.write_files_with(files, WriteOptions::default()).await
+    }
+
+    /// Writes several files in one stream as [`Files::write_files`] does,
+    /// each with `options` ([`WriteOptions`]: owner, mode, metadata in each
+    /// file's first message; the whole stream gzip-compressed).
+    ///
+    /// # Errors
+    /// As [`Files::write_files`] and [`Files::write_with`].
+    pub async fn write_files_with(
+        &self,
+        files: Vec<WriteEntry>,
+        options: WriteOptions,
+    ) -> Result<Vec<EntryInfo>, SandboxError> {
         let count = files.len() as u64;
         let bytes: u64 = files.iter().map(|f| f.data.len() as u64).sum();
         boxed!(Result<Vec<EntryInfo>, SandboxError>, {
             self.op(crate::otel::Name::FilesWriteFiles)
                 .with(crate::otel::Attr::FilesCount(count))
                 .with(crate::otel::Attr::FilesBytes(bytes))
-                .run(self.write_files_inner(files), crate::otel::nothing)
+                .run(self.write_files_inner(files, options), crate::otel::nothing)
                 .await
         })
     }
@@ -502,6 +580,7 @@ impl<'a> Files<'a> {
     async fn write_files_inner(
         &self,
         files: Vec<WriteEntry>,
+        options: WriteOptions,
     ) -> Result<Vec<EntryInfo>, SandboxError> {
         if files.is_empty() {
             return Err(SandboxError::invalid_argument(
@@ -512,6 +591,8 @@ impl<'a> Files<'a> {
         for file in &files {
             crate::checks::file_path(&file.path)?;
         }
+        let checked = options.checked()?;
+        options::require_agent_for(self.sandbox, options.gzipped(), &checked).await?;
         let count = files.len();
         let total: usize = files.iter().map(|f| f.data.len()).sum();
         let mut messages = Vec::new();
@@ -519,13 +600,7 @@ impl<'a> Files<'a> {
             let mut chunks = slices(file.data);
             // The first message names the file and carries its first chunk
             // (possibly empty); the rest carry only chunks.
-            messages.push(pb::WriteRequest {
-                path: Some(file.path),
-                user: None,
-                mode: None,
-                chunk: chunks.next().unwrap_or_default(),
-                metadata: Default::default(),
-            });
+            messages.push(checked.first(file.path, chunks.next().unwrap_or_default()));
             messages.extend(chunks.map(|chunk| pb::WriteRequest {
                 path: None,
                 user: None,
@@ -540,6 +615,7 @@ impl<'a> Files<'a> {
             .write_files(
                 messages,
                 deadline_for(self.timeout(), u64::try_from(total).unwrap_or(u64::MAX)),
+                options.gzipped(),
             )
             .await?;
         if response.entries.len() != count {

@@ -335,8 +335,8 @@ pub use sandbox::client::{Client, ClientBuilder};
 /// The result of every fallible SDK call.
 pub type Result<T> = std::result::Result<T, SandboxError>;
 pub use files::{
-    EntryInfo, FileChunks, FileType, Files, FilesystemEvent, FilesystemEventKind, WatchHandle,
-    WatchStopper, WriteEntry,
+    EntryInfo, ExitCallback, FileChunks, FileType, Files, FilesystemEvent, FilesystemEventKind,
+    WatchHandle, WatchOptions, WatchStopper, WriteEntry, WriteOptions,
 };
 pub use git::{
     AddOptions as GitAddOptions, AuthenticateOptions as GitAuthenticateOptions,

@@ -285,6 +285,10 @@ impl Agent {
                 },
                 transfers: config.transfers,
             })
+            // A Write may come gzip-compressed (`files().write` with
+            // `gzip`); tonic bounds the inflated message by the decoding
+            // limit below, so a small bomb cannot grow past it.
+            .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )

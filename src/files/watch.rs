@@ -2,15 +2,17 @@
 //! events, stopped by dropping the stream or through a [`WatchStopper`].
 
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures_util::Stream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::Files;
-use crate::error::SandboxError;
+use super::{EntryInfo, Files, entry_info};
+use crate::error::{SandboxError, TimeoutScope};
 use crate::pb;
 use crate::pb::watch_dir_response::Event;
 use crate::transport::{
@@ -43,18 +45,116 @@ pub struct FilesystemEvent {
     pub name: String,
     /// What happened.
     pub kind: FilesystemEventKind,
+    /// The entry as it was when the event was seen, for `Create`, `Write`
+    /// and `Chmod` in a watch with [`WatchOptions::include_entry`] (`None`
+    /// otherwise, or when the entry was gone by then).
+    pub entry: Option<EntryInfo>,
+}
+
+/// What [`WatchOptions::on_exit`] is called with: the error that ended the
+/// watch, or `None` for a clean end (stopped, dropped, or the agent closed
+/// it).
+pub type ExitCallback = Box<dyn FnOnce(Option<&SandboxError>) + Send>;
+
+/// Options of [`Files::watch_dir_with`]; the default watches one level,
+/// without entries, deadline or callback (as [`Files::watch_dir`] with
+/// `recursive` false).
+#[derive(Default)]
+#[non_exhaustive]
+pub struct WatchOptions {
+    recursive: bool,
+    include_entry: bool,
+    timeout: Option<Duration>,
+    on_exit: Option<ExitCallback>,
+}
+
+impl std::fmt::Debug for WatchOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchOptions")
+            .field("recursive", &self.recursive)
+            .field("include_entry", &self.include_entry)
+            .field("timeout", &self.timeout)
+            .field("on_exit", &self.on_exit.is_some())
+            .finish()
+    }
+}
+
+impl WatchOptions {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Watches every directory below too, including ones created later.
+    #[must_use]
+    pub fn recursive(mut self, recursive: bool) -> Self {
+        self.recursive = recursive;
+        self
+    }
+
+    /// Events `Create`, `Write` and `Chmod` carry the entry's
+    /// [`EntryInfo`] in [`FilesystemEvent::entry`] (one stat by the agent
+    /// per event).
+    #[must_use]
+    pub fn include_entry(mut self, include_entry: bool) -> Self {
+        self.include_entry = include_entry;
+        self
+    }
+
+    /// The watch's deadline from its start, reconnects included: when it
+    /// passes, the stream's last item is `Timeout { scope: Request }` and
+    /// the watch is closed. Zero means none (the default).
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = (!timeout.is_zero()).then_some(timeout);
+        self
+    }
+
+    /// Called once when the watch ends for good, with the error that ended
+    /// it or `None` (stopped, dropped, or closed by the agent); never on a
+    /// reconnect. It runs on the task that ends the watch: keep it short.
+    /// A panic in it is the caller's (not caught).
+    #[must_use]
+    pub fn on_exit(mut self, on_exit: impl FnOnce(Option<&SandboxError>) + Send + 'static) -> Self {
+        self.on_exit = Some(Box::new(on_exit));
+        self
+    }
+}
+
+/// The watch's `on_exit`, shared by its stream and handle: whoever sees
+/// the end first calls it, once.
+#[derive(Clone, Default)]
+struct Exit(Arc<Mutex<Option<ExitCallback>>>);
+
+impl Exit {
+    fn fire(&self, error: Option<&SandboxError>) {
+        // Taken out before the call: the callback may stop the watch.
+        let callback = self.0.lock().map(|mut slot| slot.take()).unwrap_or(None);
+        if let Some(callback) = callback {
+            callback(error);
+        }
+    }
 }
 
 /// Stops a watch from anywhere (cheap to clone): its stream then ends.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WatchStopper {
     stop: Arc<watch::Sender<bool>>,
+    exit: Exit,
+}
+
+impl std::fmt::Debug for WatchStopper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchStopper").finish_non_exhaustive()
+    }
 }
 
 impl WatchStopper {
-    /// Stops the watch: its stream ends (the agent's watch is closed).
+    /// Stops the watch: its stream ends (the agent's watch is closed) and
+    /// its `on_exit` is called with `None` if the watch had not ended.
     pub fn stop(&self) {
         self.stop.send_replace(true);
+        self.exit.fire(None);
     }
 }
 
@@ -65,6 +165,15 @@ impl WatchStopper {
 pub struct WatchHandle {
     inner: Pin<Box<dyn Stream<Item = Result<FilesystemEvent, SandboxError>> + Send>>,
     stop: Arc<watch::Sender<bool>>,
+    exit: Exit,
+    reconnects: Arc<AtomicU32>,
+}
+
+impl Drop for WatchHandle {
+    fn drop(&mut self) {
+        // Dropped before its end: that is a clean end.
+        self.exit.fire(None);
+    }
 }
 
 crate::secret::redacted_debug! {
@@ -72,16 +181,25 @@ crate::secret::redacted_debug! {
 }
 
 impl WatchHandle {
-    /// Stops the watch; the stream ends.
+    /// Stops the watch; the stream ends and `on_exit` (if any, and if the
+    /// watch had not ended) is called with `None`. Idempotent.
     pub fn stop(&self) {
         self.stop.send_replace(true);
+        self.exit.fire(None);
     }
 
     /// A handle that stops this watch from elsewhere (another task).
     pub fn stopper(&self) -> WatchStopper {
         WatchStopper {
             stop: self.stop.clone(),
+            exit: self.exit.clone(),
         }
+    }
+
+    /// How many times the watch was issued again after a cut or a
+    /// suspension (changes made in between are lost).
+    pub fn reconnects(&self) -> u32 {
+        self.reconnects.load(Ordering::Relaxed)
     }
 }
 
@@ -106,6 +224,7 @@ fn event_from(event: pb::FilesystemEvent) -> Option<FilesystemEvent> {
     Some(FilesystemEvent {
         name: event.name,
         kind,
+        entry: event.entry.map(entry_info),
     })
 }
 
@@ -145,6 +264,20 @@ impl Resume for WatchResume {
 struct Reader {
     stream: ResumableStream<WatchResume>,
     stop: watch::Receiver<bool>,
+    /// When the watch's `timeout` passes.
+    deadline: Option<(Instant, Duration)>,
+    reconnects: Arc<AtomicU32>,
+}
+
+/// Sleeps until `deadline`, forever without one.
+async fn until(deadline: Option<(Instant, Duration)>) -> Duration {
+    match deadline {
+        Some((at, timeout)) => {
+            tokio::time::sleep_until(at).await;
+            timeout
+        }
+        None => std::future::pending().await,
+    }
 }
 
 impl Reader {
@@ -158,6 +291,13 @@ impl Reader {
             }
             let step = tokio::select! {
                 step = self.stream.next() => step?,
+                timeout = until(self.deadline) => {
+                    return Some(Err(SandboxError::timeout(
+                        TimeoutScope::Request,
+                        "files.watch_dir",
+                        Some(timeout),
+                    )));
+                }
                 // Stopped (or every sender gone): loop to see which.
                 changed = self.stop.changed() => {
                     if changed.is_err() {
@@ -182,7 +322,10 @@ impl Reader {
                         "the watch stream sent a second started event",
                     )));
                 }
-                Ok(Step::Message(_) | Step::Resumed { .. }) => {}
+                Ok(Step::Resumed { .. }) => {
+                    self.reconnects.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(Step::Message(_)) => {}
                 Err(err) => return Some(Err(err)),
             }
         }
@@ -229,20 +372,51 @@ impl Files<'_> {
         path: &str,
         recursive: bool,
     ) -> Result<WatchHandle, SandboxError> {
+        self.watch_dir_with(path, WatchOptions::new().recursive(recursive))
+            .await
+    }
+
+    /// Watches a directory as [`Files::watch_dir`] does, with `options`
+    /// ([`WatchOptions`]: `recursive`, `include_entry`, a `timeout` for the
+    /// whole watch, an `on_exit` callback). Returns once the agent's watch
+    /// has started. A watch that fails to start calls no `on_exit`: the
+    /// error is returned here.
+    ///
+    /// # Errors
+    /// As [`Files::watch_dir`].
+    pub async fn watch_dir_with(
+        &self,
+        path: &str,
+        options: WatchOptions,
+    ) -> Result<WatchHandle, SandboxError> {
         boxed!(Result<WatchHandle, SandboxError>, {
             crate::checks::path(path)?;
             let request = pb::WatchDirRequest {
                 path: path.to_owned(),
-                recursive,
+                recursive: options.recursive,
                 user: None,
-                include_entry: false,
+                include_entry: options.include_entry,
             };
             let conn = self.sandbox.conn();
             let opened_at = Instant::now();
+            let deadline = options.timeout.map(|t| (opened_at + t, t));
             let epoch = conn.reconnect_epoch();
-            let stream = reissue(conn, &request).await?;
+            let stream = match deadline {
+                Some((at, timeout)) => tokio::time::timeout_at(at, reissue(conn, &request))
+                    .await
+                    .map_err(|_| {
+                        SandboxError::timeout(
+                            TimeoutScope::Request,
+                            "files.watch_dir",
+                            Some(timeout),
+                        )
+                    })??,
+                None => reissue(conn, &request).await?,
+            };
             let (stop, stop_rx) = watch::channel(false);
             let start = Start::background(epoch, 0, "files.watch_dir");
+            let reconnects = Arc::new(AtomicU32::new(0));
+            let exit = Exit(Arc::new(Mutex::new(options.on_exit)));
             let reader = Reader {
                 stream: ResumableStream::new(
                     conn.clone(),
@@ -252,19 +426,36 @@ impl Files<'_> {
                     opened_at,
                 ),
                 stop: stop_rx,
+                deadline,
+                reconnects: reconnects.clone(),
             };
-            let events = futures_util::stream::unfold(Some(reader), |state| async move {
-                let mut reader = state?;
-                match reader.next().await {
-                    Some(Ok(event)) => Some((Ok(event), Some(reader))),
-                    // An error ends the stream.
-                    Some(Err(err)) => Some((Err(err), None)),
-                    None => None,
+            let at_end = exit.clone();
+            let events = futures_util::stream::unfold(Some(reader), move |state| {
+                let at_end = at_end.clone();
+                async move {
+                    let mut reader = state?;
+                    match reader.next().await {
+                        Some(Ok(event)) => Some((Ok(event), Some(reader))),
+                        // An error ends the stream.
+                        Some(Err(err)) => {
+                            // Closes the agent's watch before telling anyone.
+                            drop(reader);
+                            at_end.fire(Some(&err));
+                            Some((Err(err), None))
+                        }
+                        None => {
+                            drop(reader);
+                            at_end.fire(None);
+                            None
+                        }
+                    }
                 }
             });
             Ok(WatchHandle {
                 inner: Box::pin(events),
                 stop: Arc::new(stop),
+                exit,
+                reconnects,
             })
         })
     }

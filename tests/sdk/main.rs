@@ -51,6 +51,7 @@ mod errors_map_agent;
 mod errors_map_aws;
 mod errors_map_grpc;
 mod errors_props;
+mod files_options;
 mod files_stream;
 mod files_watch;
 mod future_sizes;

@@ -6,6 +6,8 @@
 
 use crate::sdk_support;
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
@@ -758,7 +760,19 @@ async fn read_of_a_file_changed_during_a_cut_is_never_spliced() {
 async fn watch_row(fault: Fault) {
     let (emu, sbx) = setup(fault, Duration::from_secs(8)).await;
     assert!(sbx.files().make_dir("/home/user/w").await.unwrap());
-    let mut watch = sbx.files().watch_dir("/home/user/w", false).await.unwrap();
+    // on_exit: never on a reconnect, once at the end (issue 43).
+    let exits: Arc<std::sync::Mutex<Vec<Option<rayito::ErrorKind>>>> = Arc::default();
+    let seen = exits.clone();
+    let options = rayito::WatchOptions::new().on_exit(move |err| {
+        seen.lock().unwrap().push(err.map(SandboxError::kind));
+    });
+    let mut watch = sbx
+        .files()
+        .watch_dir_with("/home/user/w", options)
+        .await
+        .unwrap();
+    let reconnects = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let reconnects_seen = reconnects.clone();
     let (signals, reached, go) = signals();
     let prober = sbx.clone();
     let reader = tokio::spawn(async move {
@@ -820,6 +834,7 @@ async fn watch_row(fault: Fault) {
                     let done = event.name == "after";
                     names.push(event.name);
                     if done {
+                        reconnects_seen.store(watch.reconnects(), Ordering::SeqCst);
                         return (Ok(()), names.join(" ").into_bytes());
                     }
                 }
@@ -845,9 +860,15 @@ async fn watch_row(fault: Fault) {
                 fired
             };
             assert_sandbox_gone(fault, &err, fired, &sbx);
+            // The watch ended with that error: on_exit saw it, once.
+            assert_eq!(*exits.lock().unwrap(), [Some(err.kind())]);
         }
         _ => {
             assert_survived(fault, &outcome, &emu);
+            // Reissued at least once, and the watch (dropped by the
+            // reader) ended cleanly: on_exit once, with no error.
+            assert!(reconnects.load(Ordering::SeqCst) >= 1, "{fault:?}");
+            assert_eq!(*exits.lock().unwrap(), [None]);
             // `before`, the probes the reissued watch saw (each once, in
             // order), then `after`.
             assert_eq!(*names.last().unwrap(), "after", "{names:?}");

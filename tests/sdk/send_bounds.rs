@@ -273,6 +273,16 @@ fn file_futures_are_send(sbx: &Sandbox) {
     assert_send(&files.write("a", "x"));
     assert_send(&files.write_stream("a", futures_util::stream::iter([vec![1u8]])));
     assert_send(&files.write_files(vec![WriteEntry::new("a", "x")]));
+    assert_send(&files.write_with("a", "x", rayito::WriteOptions::new().gzip(true)));
+    assert_send(&files.write_stream_with(
+        "a",
+        futures_util::stream::iter([vec![1u8]]),
+        rayito::WriteOptions::new(),
+    ));
+    assert_send(
+        &files.write_files_with(vec![WriteEntry::new("a", "x")], rayito::WriteOptions::new()),
+    );
+    assert_send(&files.watch_dir_with("a", rayito::WatchOptions::new().on_exit(|_| {})));
     assert_send(&files.list("a"));
     assert_send(&files.list_with_depth("a", 2));
     assert_send(&files.exists("a"));

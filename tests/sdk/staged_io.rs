@@ -348,6 +348,32 @@ async fn an_agent_without_transfers_keeps_large_reads_and_writes_on_grpc() {
     assert_eq!(entry.size, data.len() as u64);
     assert_eq!(leftovers(&w.s3).await, (Vec::new(), 0), "nothing staged");
 
+    // gzip and metadata need an agent from 0.3.0: the probe refuses them
+    // before any byte moves (docs/files.md).
+    for (options, feature) in [
+        (rayito::WriteOptions::new().gzip(true), "files.write(gzip)"),
+        (
+            rayito::WriteOptions::new().metadata("k", "v"),
+            "files.write(metadata)",
+        ),
+    ] {
+        let err = files
+            .write_with("old/g.bin", "x", options)
+            .await
+            .expect_err("an agent before 0.3.0");
+        assert!(
+            matches!(&err, SandboxError::Unimplemented { feature: f, .. } if &**f == feature),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "feature {feature} is not available: the sandbox's agent predates it (needs agent 0.3.0 or later); use an image with a newer agent; see docs/files.md"
+            )
+        );
+        assert!(!files.exists("old/g.bin").await.unwrap());
+    }
+
     // The URL calls and persistence answer as an old agent's.
     let err = files
         .upload_url("old/u.bin", UploadUrlOptions::new(staging()))

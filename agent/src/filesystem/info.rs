@@ -92,7 +92,9 @@ pub(crate) fn entry_info(guest: &str, host: &Path) -> Result<pb::EntryInfo, std:
     } else {
         None
     };
-    Ok(info_of(guest, &md, symlink_target))
+    let mut info = info_of(guest, &md, symlink_target);
+    info.metadata = super::xattrs::Of::Path(host).read().into_iter().collect();
+    Ok(info)
 }
 
 /// The EntryInfo of the open `file`, named by `guest` (what a Write or an
@@ -101,7 +103,9 @@ pub(crate) fn file_entry_info(
     guest: &str,
     file: &std::fs::File,
 ) -> Result<pb::EntryInfo, std::io::Error> {
-    Ok(info_of(guest, &file.metadata()?, None))
+    let mut info = info_of(guest, &file.metadata()?, None);
+    info.metadata = super::xattrs::Of::File(file).read().into_iter().collect();
+    Ok(info)
 }
 
 fn info_of(guest: &str, md: &Metadata, symlink_target: Option<String>) -> pb::EntryInfo {

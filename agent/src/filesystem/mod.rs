@@ -11,6 +11,7 @@ mod path;
 mod target;
 mod watch;
 mod write;
+mod xattrs;
 
 use std::sync::Arc;
 

@@ -9,6 +9,7 @@
 //! disk writes overlap with receiving the next chunks; the queue bounds what
 //! is held in memory to [`QUEUED_CHUNKS`] chunks.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -24,6 +25,7 @@ use super::FilesystemServiceImpl;
 use super::info::{file_entry_info, io_status};
 use super::path::{Resolved, resolve};
 use super::target::TargetDir;
+use super::xattrs;
 use crate::pb;
 use crate::phase::Phase;
 use crate::sandbox::SandboxEnv;
@@ -169,6 +171,8 @@ struct Open {
     /// `None` once committed.
     writer: Option<Writer>,
     mode: u32,
+    /// Its metadata, set on the temporary file before the rename.
+    metadata: BTreeMap<String, String>,
     /// Whether `temp` became the target.
     renamed: bool,
     env: SandboxEnv,
@@ -179,12 +183,12 @@ impl Open {
         let writer = self.writer.take().expect("a writer until the commit");
         let synced = writer.commit().await;
         let (dir, temp, file, mode) = (&self.dir, &self.temp, &self.file, self.mode);
-        self.env
-            .as_user(|| {
-                synced?;
-                dir.commit(temp, file, mode)
-            })
-            .map_err(|e| io_status(&e))?;
+        let metadata = &self.metadata;
+        self.env.as_user(|| {
+            synced.map_err(|e| io_status(&e))?;
+            xattrs::set(file, metadata).map_err(|e| xattrs::set_status(&e))?;
+            dir.commit(temp, file, mode).map_err(|e| io_status(&e))
+        })?;
         self.renamed = true;
         file_entry_info(&self.target.guest, &self.file).map_err(|e| io_status(&e))
     }
@@ -267,14 +271,10 @@ async fn handle(
             if let Some(prev) = open.take() {
                 entries.push(prev.commit().await?);
             }
-            if !msg.metadata.is_empty() {
-                return Err(Status::failed_precondition(
-                    "file metadata is not supported by the local agent",
-                ));
-            }
+            let metadata = xattrs::checked(msg.metadata)?;
             let mode = owner_and_mode(msg.user.as_ref().map(|u| u.username.as_str()), msg.mode)?;
             let target = resolve(&service.env, &path)?;
-            *open = Some(begin(service, target, mode).await?);
+            *open = Some(begin(service, target, (mode, metadata)).await?);
         }
         None => {
             if msg.mode.is_some() || msg.user.is_some() || !msg.metadata.is_empty() {
@@ -299,7 +299,7 @@ async fn handle(
 async fn begin(
     service: &FilesystemServiceImpl,
     target: Resolved,
-    mode: u32,
+    (mode, metadata): (u32, BTreeMap<String, String>),
 ) -> Result<Open, Status> {
     if target.is_view_root() {
         return Err(Status::invalid_argument("is a directory"));
@@ -331,6 +331,7 @@ async fn begin(
         file: kept,
         writer: Some(Writer::start(file)),
         mode,
+        metadata,
         renamed: false,
         env: service.env.clone(),
     })

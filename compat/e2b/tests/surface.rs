@@ -159,9 +159,9 @@ surface!(|sbx: &Sandbox,
         "Files::read" => { let _ = assert_send(&sbx.files().read("/tmp/f")); }
         "Files::remove" => { let _ = assert_send(&sbx.files().remove("/tmp/f")); }
         "Files::rename" => { let _ = assert_send(&sbx.files().rename("/tmp/f", "/tmp/g")); }
-        "Files::watch_dir" => { let _ = assert_send(&sbx.files().watch_dir("/tmp", false)); }
-        "Files::write" => { let _ = assert_send(&sbx.files().write("/tmp/f", "x")); }
-        "Files::write_files" => { let _ = assert_send(&sbx.files().write_files(Vec::new())); }
+        "Files::write_with" => { let _ = assert_send(&sbx.files().write_with("/tmp/f", "x", rayito::WriteOptions::new().user("user").gzip(true))); }
+        "Files::write_files_with" => { let _ = assert_send(&sbx.files().write_files_with(Vec::new(), rayito::WriteOptions::new())); }
+        "Files::watch_dir_with" => { let _ = assert_send(&sbx.files().watch_dir_with("/tmp", rayito::WatchOptions::new().include_entry(true).timeout(SECOND).on_exit(|_| {}))); }
         "GetNewEvents::get_new_events" => { let _ = watch.get_new_events(); }
         "Git::add" => { let _ = assert_send(&sbx.git().add("/r", git::AddOptions::default())); }
         "Git::branches" => { let _ = assert_send(&sbx.git().branches("/r")); }

@@ -31,18 +31,29 @@ impl AgentConn {
         /// it is stopped).
         stream fn watch_dir(pb::WatchDirRequest) -> pb::WatchDirResponse = watch_dir,
             CallContext::filesystem("files.watch_dir"), Ladder;
+        /// `FilesystemService/GetTransfer("")`: the capability probe of
+        /// what agents from 0.3.0 serve (compressed writes, metadata).
+        fn write_probe(pb::GetTransferRequest) -> pb::TransferState = get_transfer,
+            CallContext::filesystem("files.write");
         /// `FilesystemService/Stat`, for the SDK call named `feature`.
         fn stat(pb::StatRequest, feature) -> pb::StatResponse = stat,
             CallContext::filesystem, Ladder;
     }
 
-    /// `FilesystemService/Write` with every message of the stream prepared.
+    /// `FilesystemService/Write` with every message of the stream prepared;
+    /// `gzip` sends it with `grpc-encoding: gzip`.
     pub(crate) async fn write_files(
         &self,
         messages: Vec<pb::WriteRequest>,
         timeout: Duration,
+        gzip: bool,
     ) -> Result<pb::WriteResponse, SandboxError> {
-        let rpc = |mut c: FilesystemServiceClient<Svc>, r| async move {
+        let rpc = move |c: FilesystemServiceClient<Svc>, r| async move {
+            let mut c = if gzip {
+                c.send_compressed(tonic::codec::CompressionEncoding::Gzip)
+            } else {
+                c
+            };
             c.write(tokio_stream::iter(r)).await
         };
         self.unary(
@@ -61,11 +72,15 @@ impl AgentConn {
     pub(crate) async fn write_stream<S>(
         &self,
         messages: S,
+        gzip: bool,
     ) -> Result<pb::WriteResponse, SandboxError>
     where
         S: futures_util::Stream<Item = pb::WriteRequest> + Send + 'static,
     {
         let mut client = self.client::<FilesystemServiceClient<Svc>>();
+        if gzip {
+            client = client.send_compressed(tonic::codec::CompressionEncoding::Gzip);
+        }
         self.call_once(
             CallContext::filesystem("files.write"),
             client.write(messages),
