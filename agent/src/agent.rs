@@ -459,7 +459,11 @@ impl Drop for Agent {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             // Best effort; the exit cleanup retries when the process ends.
-            let _ = std::fs::remove_dir_all(root);
+            // Once gone, it is withdrawn from that cleanup, whose list then
+            // holds the live roots only.
+            if std::fs::remove_dir_all(&root).is_ok() || !root.exists() {
+                crate::isolation::exit_cleanup::forget_dir_at_exit(&root);
+            }
         }
     }
 }

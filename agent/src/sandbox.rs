@@ -299,6 +299,13 @@ impl SandboxEnv {
         isolation::exit_cleanup::remove_dir_at_exit(dir);
     }
 
+    /// Withdraws `dir` from [`SandboxEnv::remove_at_exit`]: its owner
+    /// removed it, so that the exit cleanup's list keeps the live
+    /// directories only.
+    pub fn forget_at_exit(dir: &Path) {
+        isolation::exit_cleanup::forget_dir_at_exit(dir);
+    }
+
     /// The sandbox's root directory on the host.
     pub fn root(&self) -> &Path {
         &self.inner.root

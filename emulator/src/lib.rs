@@ -163,7 +163,26 @@ pub struct EmulatorConfig {
     /// `AgentConfig::egress`); `false` starts agents that report no
     /// enforcement, as on a host that cannot.
     pub agent_egress: bool,
+    /// How long a terminated MicroVM stays visible to GetMicrovm (which
+    /// answers TERMINATED) and ListMicrovms before the emulator forgets it
+    /// and its clientToken (default 20 minutes, as AWS keeps one listed:
+    /// [`DEFAULT_TERMINATED_RETENTION`]). Then GetMicrovm answers
+    /// ResourceNotFoundException, as for an id never seen.
+    pub terminated_retention: Duration,
+    /// At most this many terminated MicroVMs are kept at once, the oldest
+    /// forgotten first even within [`EmulatorConfig::terminated_retention`]
+    /// (default 1,000, [`DEFAULT_TERMINATED_KEPT`]): what keeps the memory
+    /// of a process that creates sandboxes faster than the retention lets
+    /// them go bounded (about 1 KiB each).
+    pub terminated_kept: usize,
 }
+
+/// How long a terminated MicroVM stays visible by default: 20 minutes, as
+/// measured on AWS (ListMicrovms keeps terminated MicroVMs about that long).
+pub const DEFAULT_TERMINATED_RETENTION: Duration = Duration::from_secs(20 * 60);
+
+/// How many terminated MicroVMs are kept at most by default.
+pub const DEFAULT_TERMINATED_KEPT: usize = 1_000;
 
 impl Default for EmulatorConfig {
     fn default() -> Self {
@@ -186,6 +205,8 @@ impl Default for EmulatorConfig {
             agent_transfers: true,
             agent_metrics: Some(rayito_agent::agent::DEFAULT_METRICS_INTERVAL),
             agent_egress: true,
+            terminated_retention: DEFAULT_TERMINATED_RETENTION,
+            terminated_kept: DEFAULT_TERMINATED_KEPT,
         }
     }
 }
@@ -298,6 +319,10 @@ impl Emulator {
                 agent_transfers: config.agent_transfers,
                 agent_metrics: config.agent_metrics,
                 agent_egress: config.agent_egress,
+                retention: registry::Retention {
+                    window: config.terminated_retention,
+                    max: config.terminated_kept,
+                },
             },
             tls,
             tokio::runtime::Handle::current(),
@@ -463,15 +488,15 @@ impl Emulator {
         self.shared.calls(op)
     }
 
-    /// The `clientToken` of every RunMicrovm call that passed the SigV4 gate,
-    /// in arrival order (`None` when the call had none): lets a test check
-    /// that retries reused one token.
+    /// The `clientToken` of the last 1,024 RunMicrovm calls that passed the
+    /// SigV4 gate, in arrival order (`None` when the call had none): lets a
+    /// test check that retries reused one token.
     pub fn run_client_tokens(&self) -> Vec<Option<String>> {
         self.shared.seen_client_tokens()
     }
 
-    /// Every proxy token this emulator minted that has not expired yet
-    /// (the emulator forgets expired ones), oldest first: lets a canary
+    /// The last 1,024 proxy tokens this emulator minted that have not
+    /// expired yet (the emulator forgets expired ones), oldest first: lets a canary
     /// test look for them in logs and errors.
     pub fn minted_proxy_tokens(&self) -> Vec<String> {
         self.shared.minted_tokens()
@@ -520,8 +545,10 @@ impl Emulator {
     }
 
     /// The id of every MicroVM this emulator created, terminated ones
-    /// included, oldest first: lets a test find a MicroVM whose id the
-    /// caller never saw (a create that failed after RunMicrovm).
+    /// included while retained ([`EmulatorConfig::terminated_retention`]),
+    /// oldest first: lets a test find a MicroVM whose id the caller never
+    /// saw (a create that failed after RunMicrovm), and count what the
+    /// emulator keeps.
     pub fn microvm_ids(&self) -> Vec<String> {
         self.shared.all().iter().map(|vm| vm.id.clone()).collect()
     }
@@ -567,7 +594,10 @@ impl Drop for Emulator {
                 if root_lock.is_some() {
                     let _ = std::fs::remove_file(root.join(root_lock::LOCK_NAME));
                 }
-                let _ = std::fs::remove_dir(root);
+                if std::fs::remove_dir(&root).is_ok() {
+                    // Gone: the exit cleanup's list need not keep it.
+                    rayito_agent::sandbox::SandboxEnv::forget_at_exit(&root);
+                }
                 drop(root_lock);
             });
     }

@@ -355,6 +355,7 @@ async fn finish_termination(shared: Arc<Shared>, vm: Arc<Vm>, call_hook: bool) {
     drop(agent);
     shared.revoke_tokens(&vm.id);
     vm.mark_terminated();
+    shared.ended(&vm);
     super::sandbox_logs::record(
         &shared,
         &vm,

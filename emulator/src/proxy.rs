@@ -66,7 +66,10 @@ const HOP_BY_HOP: [&str; 6] = [
 /// How long a client has to finish the TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Upstream HTTP clients shared by every proxy of an emulator.
+/// The upstream HTTP clients of one MicroVM's proxy: their pooled
+/// connections go with the proxy (a pool shared by every proxy would keep
+/// the idle connections of each ended MicroVM for its idle timeout, 90 s:
+/// memory that follows the creation rate).
 #[derive(Clone, Debug)]
 pub(crate) struct Upstream {
     h2: Client<HttpConnector, ProxyBody>,
@@ -100,6 +103,7 @@ pub(crate) async fn serve(
     tls: Option<TlsAcceptor>,
 ) {
     let mut conns = JoinSet::new();
+    let upstream = Upstream::new();
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -111,11 +115,12 @@ pub(crate) async fn serve(
         };
         let _ = stream.set_nodelay(true);
         while conns.try_join_next().is_some() {}
-        let (shared, vm) = (shared.clone(), vm.clone());
+        let (shared, vm, upstream) = (shared.clone(), vm.clone(), upstream.clone());
         let mut cut = vm.cut_signal();
         let tls = tls.clone();
         conns.spawn(async move {
-            let svc = service_fn(move |req| handle(shared.clone(), vm.clone(), req));
+            let svc =
+                service_fn(move |req| handle(shared.clone(), vm.clone(), upstream.clone(), req));
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder.http2().timer(TokioTimer::new());
             match tls {
@@ -208,6 +213,7 @@ fn is_grpc(req: &Request<Incoming>) -> bool {
 async fn handle(
     shared: Arc<Shared>,
     vm: Arc<Vm>,
+    upstream: Upstream,
     req: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let grpc = is_grpc(&req);
@@ -234,13 +240,13 @@ async fn handle(
         _ => return Ok(reject(StatusCode::BAD_GATEWAY)),
     }
     match shared.faults.take_stall(req.uri().path()) {
-        None => Ok(forward(&shared, &vm, req, port, grpc).await),
+        None => Ok(forward(&upstream, &vm, req, port, grpc).await),
         Some(ProxyStall::Request) => {
             stall_ends(&shared, &vm).await;
             Ok(reject(StatusCode::GATEWAY_TIMEOUT))
         }
         Some(ProxyStall::ResponseAfter { frames }) => {
-            let resp = forward(&shared, &vm, req, port, grpc).await;
+            let resp = forward(&upstream, &vm, req, port, grpc).await;
             Ok(stalled_after(&shared, &vm, resp, frames))
         }
     }
@@ -320,7 +326,7 @@ fn auto_resume(vm: &Vm) -> bool {
 }
 
 async fn forward(
-    shared: &Shared,
+    upstream: &Upstream,
     vm: &Arc<Vm>,
     req: Request<Incoming>,
     port: u16,
@@ -339,8 +345,8 @@ async fn forward(
         // Only a server of this MicroVM's own sandbox: the host's loopback
         // also holds other sandboxes' servers and host services. Anything
         // else answers as a port nobody listens on.
-        let own = shared
-            .with_agent(&vm.id, |agent| agent.env().listens_on(port))
+        let own = vm
+            .with_agent(|agent| agent.env().listens_on(port))
             .unwrap_or(false);
         if !own {
             return reject(StatusCode::BAD_GATEWAY);
@@ -376,11 +382,7 @@ async fn forward(
     } else {
         Version::HTTP_11
     };
-    let client = if h2 {
-        &shared.upstream.h2
-    } else {
-        &shared.upstream.h1
-    };
+    let client = if h2 { &upstream.h2 } else { &upstream.h1 };
     match client
         .request(Request::from_parts(parts, counted(vm, body)))
         .await

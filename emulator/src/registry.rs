@@ -1,8 +1,11 @@
 //! The emulator's shared state: its settings, the MicroVMs it created (in
-//! creation order; terminated ones stay listed), the proxy tokens it minted,
-//! the clientTokens it has seen, and the background tasks it owns.
+//! creation order, indexed by id; terminated ones stay listed for a bounded
+//! time, [`Retention`]), the proxy tokens it minted, the clientTokens it has
+//! seen, and the background tasks it owns. Nothing here grows with every
+//! MicroVM ever created: a process that creates and kills sandboxes for
+//! days keeps the live ones and the recently terminated ones.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -17,7 +20,6 @@ use super::faults::{FaultState, Operation};
 use super::hooks::HookClient;
 use super::ids;
 use super::model::{IdlePolicy, MicrovmItem, MicrovmOut, MicrovmState};
-use super::proxy::Upstream;
 use super::validate::PortSet;
 use rayito_agent::agent::Agent;
 use rayito_agent::hooks::HooksToken;
@@ -53,6 +55,18 @@ pub(crate) struct Settings {
     pub(crate) agent_metrics: Option<std::time::Duration>,
     /// Whether agents enforce egress (`EmulatorConfig::agent_egress`).
     pub(crate) agent_egress: bool,
+    /// How long, and how many, terminated MicroVMs stay visible.
+    pub(crate) retention: Retention,
+}
+
+/// How long a terminated MicroVM stays visible to GetMicrovm and
+/// ListMicrovms (AWS: about 20 minutes), and at most how many are kept at
+/// once (the oldest terminated go first): the bound that keeps a process
+/// creating thousands of sandboxes flat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Retention {
+    pub(crate) window: Duration,
+    pub(crate) max: usize,
 }
 
 impl Settings {
@@ -84,14 +98,10 @@ pub(crate) struct Shared {
     pub(crate) settings: Settings,
     pub(crate) faults: FaultState,
     pub(crate) hooks: HookClient,
-    pub(crate) upstream: Upstream,
     /// TLS mode's CA, when on.
     pub(crate) tls: Option<super::tls::Tls>,
-    vms: Mutex<Vec<Arc<Vm>>>,
-    /// By clientToken: a SHA-256 digest of the RunMicrovm body it came with
-    /// (never the body: it carries the run payload, environment values
-    /// included) and its MicroVM.
-    client_tokens: Mutex<HashMap<String, (BodyDigest, Arc<Vm>)>>,
+    /// The MicroVMs, their clientTokens, and which terminated when.
+    vms: Mutex<Vms>,
     /// One lock per clientToken in use by a RunMicrovm in flight, so that
     /// simultaneous calls with one token create one MicroVM.
     token_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -101,10 +111,12 @@ pub(crate) struct Shared {
     /// fault injected from another runtime, a handler, a timer).
     runtime: tokio::runtime::Handle,
     calls: Mutex<HashMap<Operation, u64>>,
-    seen_client_tokens: Mutex<Vec<Option<String>>>,
-    /// Every proxy token minted that has not expired, with its expiry, for
-    /// canary tests (never logged); expired ones are dropped.
-    minted: Mutex<Vec<(String, Instant)>>,
+    /// The clientTokens of the last [`SEEN_KEPT`] RunMicrovm calls.
+    seen_client_tokens: Mutex<VecDeque<Option<String>>>,
+    /// The last [`SEEN_KEPT`] proxy tokens minted that have not expired,
+    /// with their expiry, for canary tests (never logged); expired ones
+    /// are dropped.
+    minted: Mutex<VecDeque<(String, Instant)>>,
     /// The warm spares, one per image layer (`None`: the host's root, the
     /// base image), and whether one is being prepared; the base image's
     /// first, then at most [`MAX_LAYER_SPARES`] layers, the least recently
@@ -116,6 +128,52 @@ pub(crate) struct Shared {
     pub(crate) logs: super::logs::LogStore,
     /// The MicroVM images and their versions.
     pub(crate) images: super::images::ImageRegistry,
+}
+
+/// How many of the last clientTokens seen, and of the last proxy tokens
+/// minted, are kept for tests (the older ones are forgotten).
+pub(crate) const SEEN_KEPT: usize = 1_024;
+
+/// The MicroVMs: by creation sequence (ListMicrovms's order), by id, and
+/// the terminated ones in the order they ended, with the clientTokens that
+/// name them; a terminated one leaves with its tokens once past the
+/// [`Retention`].
+#[derive(Default)]
+struct Vms {
+    by_seq: BTreeMap<u64, Arc<Vm>>,
+    by_id: HashMap<String, u64>,
+    /// (when it terminated, its sequence number), oldest first.
+    ended: VecDeque<(Instant, u64)>,
+    /// By clientToken: a SHA-256 digest of the RunMicrovm body it came with
+    /// (never the body: it carries the run payload, environment values
+    /// included) and its MicroVM.
+    client_tokens: HashMap<String, (BodyDigest, Arc<Vm>)>,
+    /// The clientToken of a MicroVM, by its sequence number.
+    token_of: HashMap<u64, String>,
+    next_seq: u64,
+}
+
+impl Vms {
+    fn find(&self, id: &str) -> Option<&Arc<Vm>> {
+        self.by_id.get(id).and_then(|seq| self.by_seq.get(seq))
+    }
+
+    /// Forgets the terminated MicroVMs past `retention` at `now`.
+    fn prune(&mut self, retention: Retention, now: Instant) {
+        while let Some(&(ended, seq)) = self.ended.front() {
+            let expired = now.saturating_duration_since(ended) >= retention.window;
+            if !expired && self.ended.len() <= retention.max {
+                break;
+            }
+            self.ended.pop_front();
+            if let Some(vm) = self.by_seq.remove(&seq) {
+                self.by_id.remove(&vm.id);
+            }
+            if let Some(token) = self.token_of.remove(&seq) {
+                self.client_tokens.remove(&token);
+            }
+        }
+    }
 }
 
 /// How many image layers keep a warm spare besides the base image.
@@ -148,18 +206,16 @@ impl Shared {
             images: super::images::ImageRegistry::default(),
             tls,
             hooks: HookClient::new(settings.hook_timeout, HooksToken::generate()),
-            upstream: Upstream::new(),
             settings,
             faults: FaultState::default(),
-            vms: Mutex::new(Vec::new()),
-            client_tokens: Mutex::new(HashMap::new()),
+            vms: Mutex::new(Vms::default()),
             token_locks: Mutex::new(HashMap::new()),
             tokens: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Some(JoinSet::new())),
             runtime,
             calls: Mutex::new(HashMap::new()),
-            seen_client_tokens: Mutex::new(Vec::new()),
-            minted: Mutex::new(Vec::new()),
+            seen_client_tokens: Mutex::new(VecDeque::new()),
+            minted: Mutex::new(VecDeque::new()),
             spares: Mutex::new(vec![(None, SpareSlot::default())]),
         }
     }
@@ -279,7 +335,7 @@ impl Shared {
     pub(crate) fn stop_now(&self) -> Vec<Agent> {
         let tasks = self.tasks.lock().expect("tasks lock").take();
         drop(tasks);
-        let vms = self.vms.lock().expect("vms lock").clone();
+        let vms = self.all();
         let mut agents: Vec<Agent> = vms.iter().filter_map(|vm| vm.stop_now()).collect();
         let spares = std::mem::take(&mut *self.spares.lock().expect("spare lock"));
         for (_, slot) in spares {
@@ -314,41 +370,59 @@ impl Shared {
 
     /// Remembers the clientToken of a RunMicrovm call (None when absent).
     pub(crate) fn record_client_token(&self, token: Option<String>) {
-        self.seen_client_tokens
-            .lock()
-            .expect("seen lock")
-            .push(token);
+        let mut seen = self.seen_client_tokens.lock().expect("seen lock");
+        if seen.len() >= SEEN_KEPT {
+            seen.pop_front();
+        }
+        seen.push_back(token);
     }
 
-    /// Every RunMicrovm clientToken seen, in order.
+    /// The last [`SEEN_KEPT`] RunMicrovm clientTokens seen, in order.
     pub(crate) fn seen_client_tokens(&self) -> Vec<Option<String>> {
-        self.seen_client_tokens.lock().expect("seen lock").clone()
+        let seen = self.seen_client_tokens.lock().expect("seen lock");
+        seen.iter().cloned().collect()
     }
 
-    /// The MicroVM with this id, live or terminated.
+    /// The MicroVMs, the terminated ones past the retention forgotten.
+    fn vms(&self) -> std::sync::MutexGuard<'_, Vms> {
+        let mut vms = self.vms.lock().expect("vms lock");
+        vms.prune(self.settings.retention, Instant::now());
+        vms
+    }
+
+    /// The MicroVM with this id, live or terminated (within the retention).
     pub(crate) fn find(&self, id: &str) -> Option<Arc<Vm>> {
-        self.vms
-            .lock()
-            .expect("vms lock")
-            .iter()
-            .find(|vm| vm.id == id)
-            .cloned()
+        self.vms().find(id).cloned()
     }
 
-    /// All MicroVMs in creation order.
+    /// All MicroVMs in creation order (the terminated ones within the
+    /// retention).
     pub(crate) fn all(&self) -> Vec<Arc<Vm>> {
-        self.vms.lock().expect("vms lock").clone()
+        self.vms().by_seq.values().cloned().collect()
     }
 
     /// Adds a new MicroVM (and its clientToken, if any).
     pub(crate) fn insert(&self, vm: Arc<Vm>, client_token: Option<(String, Value)>) {
+        let mut vms = self.vms();
+        let seq = vms.next_seq;
+        vms.next_seq += 1;
         if let Some((token, body)) = client_token {
-            self.client_tokens
-                .lock()
-                .expect("client tokens lock")
+            vms.token_of.insert(seq, token.clone());
+            vms.client_tokens
                 .insert(token, (body_digest(&body), vm.clone()));
         }
-        self.vms.lock().expect("vms lock").push(vm);
+        vms.by_id.insert(vm.id.clone(), seq);
+        vms.by_seq.insert(seq, vm);
+    }
+
+    /// Records that `vm` reached TERMINATED: it stays visible for the
+    /// retention, then is forgotten with its clientToken.
+    pub(crate) fn ended(&self, vm: &Vm) {
+        let mut vms = self.vms();
+        if let Some(&seq) = vms.by_id.get(&vm.id) {
+            vms.ended.push_back((Instant::now(), seq));
+            vms.prune(self.settings.retention, Instant::now());
+        }
     }
 
     /// Serialises the RunMicrovm calls that share `token` (from the replay
@@ -374,8 +448,10 @@ impl Shared {
     /// whether its body was the same.
     pub(crate) fn by_client_token(&self, token: &str, body: &Value) -> Option<(bool, Arc<Vm>)> {
         let digest = body_digest(body);
-        let map = self.client_tokens.lock().expect("client tokens lock");
-        map.get(token).map(|(b, vm)| (*b == digest, vm.clone()))
+        let vms = self.vms();
+        vms.client_tokens
+            .get(token)
+            .map(|(b, vm)| (*b == digest, vm.clone()))
     }
 
     /// Runs `f` on the MicroVM's agent, if it has a live one.
@@ -393,7 +469,10 @@ impl Shared {
         {
             let mut minted = self.minted.lock().expect("minted lock");
             minted.retain(|(_, expires)| *expires > now);
-            minted.push((token.clone(), grant.expires));
+            if minted.len() >= SEEN_KEPT {
+                minted.pop_front();
+            }
+            minted.push_back((token.clone(), grant.expires));
         }
         let mut map = self.tokens.lock().expect("tokens lock");
         map.retain(|_, g| g.expires > now);

@@ -7,6 +7,13 @@
 //!
 //! Each emulator runs in a child process: this test binary started again
 //! with only the ignored `root_child` test, under a fresh TMPDIR.
+//!
+//! The exit watcher's list holds the live directories only (issue 44, item
+//! 5): a process that made many sandboxes, most of them ended, has every
+//! live one removed after a SIGKILL, sandbox roots registered one by one
+//! (an emulator on a root of the caller's, standalone agents) included.
+
+mod emulator_support;
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
@@ -30,6 +37,10 @@ fn root_child() {
     runtime.block_on(async {
         let config = EmulatorConfig::default();
         let root = config.root.clone();
+        if mode == "many" {
+            many_sandboxes_then_hold().await;
+            return;
+        }
         let emulator = Emulator::start(config).await.expect("start");
         println!("root: {}", root.display());
         if mode == "exit" {
@@ -38,6 +49,59 @@ fn root_child() {
         tokio::time::sleep(Duration::from_secs(120)).await;
         drop(emulator);
     });
+}
+
+/// The child of `many`: an emulator on a root of the caller's (so each
+/// sandbox root is registered with the exit watcher on its own) and
+/// standalone agents with their own roots in the temp dir; most of both
+/// ended before the kill. Prints `live: <dir>` for each live one, then
+/// `ready`, then waits to be killed (bounded).
+async fn many_sandboxes_then_hold() {
+    use emulator_support::{Harness, wait_state};
+    let given = std::env::temp_dir().join("given-root");
+    std::fs::create_dir_all(&given).unwrap();
+    let h = Harness::start_with(EmulatorConfig {
+        root: given.clone(),
+        ..EmulatorConfig::default()
+    })
+    .await;
+    let mut live = Vec::new();
+    for i in 0..12 {
+        let (id, _) = h.run_ready().await;
+        if i % 3 == 0 {
+            live.push(given.join(&id));
+            continue;
+        }
+        h.client
+            .terminate_microvm()
+            .microvm_identifier(&id)
+            .send()
+            .await
+            .unwrap();
+        wait_state(
+            &h.client,
+            &id,
+            aws_sdk_lambdamicrovms::types::MicrovmState::Terminated,
+        )
+        .await;
+    }
+    let mut agents = Vec::new();
+    for i in 0..30 {
+        let agent = rayito_agent::agent::Agent::start(rayito_agent::agent::AgentConfig::default())
+            .await
+            .unwrap();
+        if i % 3 == 0 {
+            live.push(agent.env().root().to_path_buf());
+            agents.push(agent);
+        }
+    }
+    for dir in &live {
+        assert!(dir.exists(), "{}", dir.display());
+        println!("live: {}", dir.display());
+    }
+    println!("ready");
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    drop((agents, h));
 }
 
 /// Starts a child in `mode` under `tmp`; the child and its root.
@@ -141,4 +205,54 @@ fn roots_of_gone_processes_are_removed_and_live_ones_kept() {
         .filter(|n| n.to_string_lossy().starts_with("rayito-emulator-"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_killed_process_with_many_sandboxes_ended_and_live_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "root_child", "--ignored", "--nocapture"])
+        .env(MODE_ENV, "many")
+        .env("TMPDIR", tmp.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let live: Vec<PathBuf> = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .take_while(|l| l != "ready")
+        .filter_map(|l| l.strip_prefix("live: ").map(PathBuf::from))
+        .collect();
+    std::thread::spawn(move || lines.for_each(drop));
+    assert_eq!(live.len(), 14, "{live:?}");
+    assert!(live.iter().all(|d| d.exists()));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for dir in &live {
+        assert!(
+            gone_within(dir, Duration::from_secs(20)),
+            "{} outlived its process",
+            dir.display()
+        );
+    }
+    // Nothing else of the child's either: the caller's root alone stays
+    // (with the emulator's objects in it, as a bucket would keep them).
+    let given = tmp.path().join("given-root");
+    let sandboxes: Vec<_> = std::fs::read_dir(&given)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("microvm-"))
+        .collect();
+    assert!(sandboxes.is_empty(), "{sandboxes:?}");
+    let agents: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("rayito-agent-"))
+        .collect();
+    assert!(agents.is_empty(), "{agents:?}");
 }

@@ -276,10 +276,13 @@ impl BackendChoice {
     /// `InvalidArgument` for an unknown `RAYITO_BACKEND`; `Authentication`
     /// when AWS has no credentials or region (the message says how to
     /// configure AWS or choose the local backend).
+    /// `buckets`: the pacing state the control plane's calls go through
+    /// (an implicit client's outlives the client: see `sandbox::client`).
     pub(crate) async fn resolve(
         &self,
         policy: &RetryPolicy,
         pacing: Pacing,
+        buckets: Arc<Buckets>,
     ) -> Result<ResolvedBackend, SandboxError> {
         let choice = self.concrete()?;
         match choice {
@@ -292,7 +295,6 @@ impl BackendChoice {
                     backend.access_key_id(),
                     backend.secret_access_key(),
                 );
-                let buckets = Arc::new(Buckets::new(pacing));
                 Ok(ResolvedBackend {
                     region: Some(control.region().to_owned()),
                     sdk_config: Some(control.sdk_config().clone()),
@@ -305,7 +307,6 @@ impl BackendChoice {
             }
             Self::Aws(options) => {
                 let control = AwsControlPlane::connect(&options.settings).await?;
-                let buckets = Arc::new(Buckets::new(pacing));
                 Ok(ResolvedBackend {
                     region: Some(control.region().to_owned()),
                     sdk_config: Some(control.sdk_config().clone()),

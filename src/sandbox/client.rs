@@ -14,7 +14,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use crate::control::pacing::Pacing;
+use crate::control::pacing::{Buckets, Pacing};
 use crate::error::{RetryPolicy, SandboxError};
 use crate::sandbox::backend::{AwsOptions, BackendChoice, ResolvedBackend};
 use crate::sandbox::lifecycle::{self, check_sandbox_id};
@@ -195,10 +195,16 @@ impl ClientBuilder {
     /// local backend in a build without the `local` feature; `Sandbox` when
     /// the local backend cannot start.
     pub async fn build(self) -> Result<Client, SandboxError> {
+        let buckets = Arc::new(Buckets::new(self.pacing));
+        self.build_paced(buckets).await
+    }
+
+    /// [`ClientBuilder::build`] with the pacing state `buckets`.
+    async fn build_paced(self, buckets: Arc<Buckets>) -> Result<Client, SandboxError> {
         boxed!(Result<Client, SandboxError>, {
             let backend = self
                 .backend
-                .resolve(&self.retry_policy, self.pacing)
+                .resolve(&self.retry_policy, self.pacing, buckets)
                 .await?;
             Ok(Client::from_resolved(backend, self))
         })
@@ -653,6 +659,62 @@ struct ImplicitEntry {
 /// The implicit clients of the shortcuts, by runtime and configuration.
 static IMPLICIT: Mutex<Vec<ImplicitEntry>> = Mutex::new(Vec::new());
 
+/// The pacing state of one implicit configuration in one runtime. It
+/// outlives the implicit client (forgotten once no handle holds it): one
+/// task that creates and kills sandboxes in a loop drops its client
+/// between them, and a fresh pacer each time would never pace it, while
+/// tasks whose sandboxes live together share one and are held to the
+/// rates. Kept while the runtime lives (see [`RuntimeGuard`]).
+struct PacerEntry {
+    runtime: tokio::runtime::Id,
+    key: ImplicitKey,
+    buckets: Arc<Buckets>,
+}
+
+/// The pacers of the implicit configurations, by runtime and configuration.
+static PACERS: Mutex<Vec<PacerEntry>> = Mutex::new(Vec::new());
+
+/// Forgets a runtime's pacers when dropped: held by a task parked on that
+/// runtime forever, which the runtime drops when it shuts down.
+struct RuntimeGuard(tokio::runtime::Id);
+
+impl Drop for RuntimeGuard {
+    fn drop(&mut self) {
+        PACERS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|entry| entry.runtime != self.0);
+    }
+}
+
+/// The pacer of `key` in `runtime` (the current one), made on first use.
+fn pacer(runtime: tokio::runtime::Id, key: &ImplicitKey) -> Arc<Buckets> {
+    let mut pacers = PACERS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(entry) = pacers
+        .iter()
+        .find(|entry| entry.runtime == runtime && &entry.key == key)
+    {
+        return entry.buckets.clone();
+    }
+    let first_of_runtime = !pacers.iter().any(|entry| entry.runtime == runtime);
+    let buckets = Arc::new(Buckets::new(key.pacing));
+    pacers.push(PacerEntry {
+        runtime,
+        key: key.clone(),
+        buckets: buckets.clone(),
+    });
+    drop(pacers);
+    if first_of_runtime {
+        // After the lock: a runtime shutting down drops the task at once,
+        // and the guard's drop takes the lock.
+        let guard = RuntimeGuard(runtime);
+        drop(tokio::spawn(async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+        }));
+    }
+    buckets
+}
 /// The client a shortcut (`Sandbox::create()`, `Sandbox::builder()...`)
 /// uses: the live one made in this runtime with the same options, else a
 /// new one. Nothing is shared across runtimes (an AWS client's pooled
@@ -680,7 +742,7 @@ pub(crate) async fn implicit(builder: &ClientBuilder) -> Result<Client, SandboxE
             features: builder.features.clone(),
         });
     }
-    let made = builder.clone().build().await?;
+    let made = builder.clone().build_paced(pacer(runtime, &key)).await?;
     let mut entries = IMPLICIT.lock().unwrap_or_else(PoisonError::into_inner);
     entries.retain(|entry| entry.client.strong_count() > 0);
     // Two first calls at once: both converge on the first one registered.
@@ -745,5 +807,67 @@ impl ClientSource {
             Some(client) => Ok(client.clone()),
             None => implicit(&self.config).await,
         }
+    }
+}
+
+#[cfg(all(test, feature = "local"))]
+mod tests {
+    use super::*;
+    use crate::control::layer::Operation as Op;
+
+    fn pacers_of(runtime: tokio::runtime::Id) -> usize {
+        PACERS
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|entry| entry.runtime == runtime)
+            .count()
+    }
+
+    /// One task creating and killing in a loop, its implicit client
+    /// dropped between sandboxes, goes through the same pacer as tasks
+    /// whose sandboxes live together: every RunMicrovm of both is in its
+    /// record (a fresh pacer per client paced one create each, never
+    /// making the loop wait). The rates are high so that the test does
+    /// not wait on them; which pacer decides is what it checks.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn creates_in_a_loop_through_implicit_clients_share_one_pacer() {
+        let pacing = Pacing::new().run_microvm(997).terminate_microvm(997);
+        let builder = || crate::Sandbox::builder().local().pacing(pacing);
+        let runtime = tokio::runtime::Handle::current().id();
+        for _ in 0..3 {
+            let sandbox = builder().create().await.unwrap();
+            assert!(sandbox.kill().await.unwrap());
+        }
+        let concurrent = futures_util::future::join_all((0..2).map(|_| builder().create())).await;
+        let key = ClientBuilder::new()
+            .local()
+            .pacing(pacing)
+            .implicit_key()
+            .unwrap();
+        let pacer = pacer(runtime, &key);
+        assert_eq!(pacer.taken(Op::Run), 5, "one pacer saw every create");
+        for sandbox in concurrent {
+            assert!(sandbox.unwrap().kill().await.unwrap());
+        }
+        assert_eq!(pacer.taken(Op::Terminate), 5);
+    }
+
+    #[test]
+    fn a_runtime_s_pacers_go_with_it() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let id = runtime.handle().id();
+        let key = ClientBuilder::new()
+            .local()
+            .pacing(Pacing::new().list_microvms(3))
+            .implicit_key()
+            .unwrap();
+        let (a, b) = runtime.block_on(async { (pacer(id, &key), pacer(id, &key)) });
+        assert!(Arc::ptr_eq(&a, &b), "one pacer per configuration");
+        assert_eq!(pacers_of(id), 1);
+        drop(runtime);
+        assert_eq!(pacers_of(id), 0, "forgotten with its runtime");
     }
 }

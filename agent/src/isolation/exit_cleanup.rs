@@ -11,35 +11,54 @@
 //! kills the cgroup (every sandbox process), waits for it to empty, removes
 //! it and removes the directories, and exits.
 //!
-//! A directory removed earlier by its owner is simply absent by then. Paths
-//! with a newline are never registered (they could not be sent as a line).
+//! The watcher's list is kept to what is live, so that its state does not
+//! grow with every sandbox a long-lived process ever made (a list of every
+//! path cost quadratic time in the shell and, past ~20,000 paths, failed
+//! the final `rm` with "Argument list too long"): a directory under one
+//! already registered is not sent (the removal of its ancestor covers it:
+//! the emulator's sandbox roots are all under its own root), and one its
+//! owner removed is withdrawn (`u <dir>`). A directory removed earlier by
+//! its owner and not withdrawn is simply absent by then. Paths with a
+//! newline are never registered (they could not be sent as a line).
 //!
 //! Should a watcher itself have been killed, the next process that starts
 //! one sweeps what it left: temp-dir entries named `rayito-agent-<pid>-<hex>`
 //! or `rayito-emulator-<pid>-<hex>` whose `<pid>` no longer runs (and
 //! [`super::cgroup`] does the same for its cgroups).
 
+use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::CommandExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
-/// The watcher: collects `c <cgroup>`, `v <cgroup v1 dir>` and `d <dir>`
-/// lines until EOF, then cleans up. Waits at most ~5 s for the cgroup to
-/// empty (its processes are also those of the v1 cgroups, which have no
-/// `cgroup.kill`: they are removed once empty).
+/// The watcher: collects `c <cgroup>`, `v <cgroup v1 dir>`, `d <dir>`
+/// and `u <dir>` (withdraws a `d`) lines until EOF, then cleans up. Waits
+/// at most ~5 s for the cgroup to empty (its processes are also those of
+/// the v1 cgroups, which have no `cgroup.kill`: they are removed once
+/// empty). The directories are a newline-framed list (`\n<dir>\n...`);
+/// a withdrawal cuts its entry out with literal (quoted) patterns.
 const WATCHER: &str = r#"trap '' INT TERM HUP QUIT
+nl='
+'
 cg=
 v1=
-set --
+dirs=$nl
 while IFS= read -r line; do
   case "$line" in
     "c "*) cg=${line#c } ;;
     "v "*) v1="$v1
 ${line#v }" ;;
-    "d "*) set -- "$@" "${line#d }" ;;
+    "d "*) dirs="$dirs${line#d }$nl" ;;
+    "u "*)
+      entry="$nl${line#u }$nl"
+      case "$dirs" in
+        *"$entry"*)
+          before=${dirs%%"$entry"*}
+          dirs="$before$nl${dirs#"$before$entry"}" ;;
+      esac ;;
   esac
 done
 if [ -n "$cg" ] && [ -d "$cg" ]; then
@@ -61,9 +80,9 @@ printf '%s\n' "$v1" | while IFS= read -r dir; do
   done
   rmdir "$dir" 2>/dev/null
 done
-if [ $# -gt 0 ]; then
-  rm -rf -- "$@"
-fi
+printf '%s' "$dirs" | while IFS= read -r dir; do
+  [ -n "$dir" ] && rm -rf -- "$dir"
+done
 exit 0
 "#;
 
@@ -94,9 +113,40 @@ fn watcher() -> &'static Mutex<Option<ChildStdin>> {
     })
 }
 
+/// The directories the watcher will remove: what was sent as `d` and not
+/// withdrawn since.
+#[derive(Debug, Default)]
+struct Registered(BTreeSet<PathBuf>);
+
+impl Registered {
+    /// Whether `dir` must be sent: not when it, or a directory above it,
+    /// is registered already.
+    fn add(&mut self, dir: &Path) -> bool {
+        if dir.ancestors().any(|a| self.0.contains(a)) {
+            return false;
+        }
+        self.0.insert(dir.to_path_buf())
+    }
+
+    /// Whether `dir` was registered (its withdrawal must then be sent).
+    fn remove(&mut self, dir: &Path) -> bool {
+        self.0.remove(dir)
+    }
+}
+
+fn registered() -> &'static Mutex<Registered> {
+    static REGISTERED: Mutex<Registered> = Mutex::new(Registered(BTreeSet::new()));
+    &REGISTERED
+}
+
+/// Whether `path` can be sent as one line.
+fn sendable(path: &Path) -> bool {
+    !path.as_os_str().as_bytes().contains(&b'\n') && path.is_absolute()
+}
+
 fn send(kind: char, path: &Path) {
     let bytes = path.as_os_str().as_bytes();
-    if bytes.contains(&b'\n') || !path.is_absolute() {
+    if !sendable(path) {
         return;
     }
     let mut line = Vec::with_capacity(bytes.len() + 3);
@@ -154,9 +204,26 @@ pub(crate) fn stale_entries(dir: &Path, prefixes: &[&str]) -> Vec<std::path::Pat
         .collect()
 }
 
-/// Removes `dir` (recursively) when this process ends, if it still exists.
+/// Removes `dir` (recursively) when this process ends, if it still exists
+/// (nothing to send when a directory above it is registered already).
 pub(crate) fn remove_dir_at_exit(dir: &Path) {
-    send('d', dir);
+    if !sendable(dir) {
+        return;
+    }
+    // Held while sending: a withdrawal never overtakes its registration.
+    let mut registered = registered().lock().unwrap_or_else(|p| p.into_inner());
+    if registered.add(dir) {
+        send('d', dir);
+    }
+}
+
+/// Withdraws `dir` from the exit cleanup: its owner removed it (or handed
+/// it over). Keeps the watcher's list to the live directories.
+pub(crate) fn forget_dir_at_exit(dir: &Path) {
+    let mut registered = registered().lock().unwrap_or_else(|p| p.into_inner());
+    if registered.remove(dir) {
+        send('u', dir);
+    }
 }
 
 /// Kills every process in the cgroup `dir` and its children and removes
@@ -192,6 +259,59 @@ mod tests {
         assert!(!owner_is_gone("rayito-agent-x-00ff", "rayito-agent-"));
         // A pid above pid_max never runs.
         assert!(owner_is_gone("rayito-agent-99999999-00ff", "rayito-agent-"));
+    }
+
+    #[test]
+    fn a_directory_under_a_registered_one_is_not_sent_and_a_removed_one_is_withdrawn() {
+        let mut registered = Registered::default();
+        assert!(registered.add(Path::new("/tmp/emu")));
+        assert!(!registered.add(Path::new("/tmp/emu")), "sent once");
+        assert!(!registered.add(Path::new("/tmp/emu/microvm-1")), "covered");
+        assert!(
+            registered.add(Path::new("/tmp/emu2")),
+            "a sibling, not a child"
+        );
+        assert!(registered.remove(Path::new("/tmp/emu2")));
+        assert!(!registered.remove(Path::new("/tmp/emu2")), "withdrawn once");
+        assert!(
+            !registered.remove(Path::new("/tmp/emu/microvm-1")),
+            "never sent"
+        );
+        assert_eq!(registered.0.len(), 1);
+    }
+
+    /// The watcher script itself, fed as this process feeds it: 3,000
+    /// directories registered, all but a few withdrawn (their owners
+    /// removed them; here they stay on disk to show that the watcher
+    /// forgot them), names with spaces, glob characters and one that is a
+    /// prefix of another. At EOF it removes exactly the live ones (the old
+    /// watcher kept every path and, past ~20,000, removed none).
+    #[test]
+    fn the_watcher_removes_the_live_directories_and_forgets_withdrawn_ones() {
+        use std::io::Write as _;
+        let temp = tempfile::tempdir().unwrap();
+        let mut names: Vec<String> = (0..3_000).map(|i| format!("d{i}")).collect();
+        names.extend(["a", "a b", "a b c", "x*y", "[q]", "-n"].map(str::to_owned));
+        let live = ["a", "x*y", "d2999", "d17", "-n"];
+        let mut input = Vec::new();
+        for name in &names {
+            std::fs::create_dir(temp.path().join(name)).unwrap();
+            writeln!(input, "d {}", temp.path().join(name).display()).unwrap();
+        }
+        for name in names.iter().filter(|n| !live.contains(&n.as_str())) {
+            writeln!(input, "u {}", temp.path().join(name).display()).unwrap();
+        }
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", WATCHER])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&input).unwrap();
+        assert!(child.wait().unwrap().success());
+        for name in &names {
+            let kept = temp.path().join(name).exists();
+            assert_eq!(kept, !live.contains(&name.as_str()), "{name}");
+        }
     }
 
     #[test]
