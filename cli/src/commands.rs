@@ -22,6 +22,10 @@ pub enum SandboxCommand {
         /// Seconds of life (default 3600).
         #[arg(long, value_name = "SECS")]
         timeout: Option<u64>,
+        /// Makes the timeout movable with `sandbox set-timeout`, up to
+        /// this lifetime less 60 s (300, 90s, 10m, 2h; at most 8h).
+        #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
+        max_lifetime: Option<Duration>,
         /// Metadata `key=value` (repeatable).
         #[arg(long, value_parser = parse_pair)]
         metadata: Vec<(String, String)>,
@@ -133,6 +137,30 @@ pub enum SandboxCommand {
     /// Reads or replaces a running sandbox's egress policy.
     #[command(subcommand)]
     Network(crate::network::NetworkCommand),
+    /// Prints the URL that reaches a server listening on PORT inside the
+    /// sandbox, through its proxy; every request must carry the headers
+    /// `--show-headers` prints.
+    Host {
+        /// The sandbox id.
+        id: String,
+        /// The port inside the sandbox (1 to 65535, not 9000).
+        #[arg(value_parser = clap::value_parser!(u16).range(1..))]
+        port: u16,
+        /// Also print the two headers every request must carry
+        /// (`x-aws-proxy-port`, and `x-aws-proxy-auth`: a token for this
+        /// port, valid for an hour; a secret).
+        #[arg(long)]
+        show_headers: bool,
+    },
+    /// Moves the sandbox's timeout to DURATION from now (shorter or
+    /// longer, up to the cap `create --max-lifetime` set).
+    SetTimeout {
+        /// The sandbox id.
+        id: String,
+        /// From now: 300 (seconds), 90s, 10m, 2h, 1h30m.
+        #[arg(value_parser = crate::duration::parse)]
+        duration: Duration,
+    },
 }
 
 impl SandboxCommand {
@@ -328,6 +356,7 @@ async fn dispatch(
         SandboxCommand::Create {
             template,
             timeout,
+            max_lifetime,
             metadata,
             show_token,
             logs,
@@ -342,6 +371,7 @@ async fn dispatch(
             let options = CreateArgs {
                 template,
                 timeout,
+                max_lifetime,
                 metadata,
                 show_token,
                 logging,
@@ -424,6 +454,14 @@ async fn dispatch(
         SandboxCommand::Files(files) => crate::files::run(backend, format, files).await,
         SandboxCommand::Connect { id } => connect(backend, global, &id).await,
         SandboxCommand::Network(command) => crate::network::run(backend, format, command).await,
+        SandboxCommand::Host {
+            id,
+            port,
+            show_headers,
+        } => crate::host::host(backend, format, &id, port, show_headers).await,
+        SandboxCommand::SetTimeout { id, duration } => {
+            crate::host::set_timeout(backend, format, &id, duration).await
+        }
     }
 }
 
@@ -431,6 +469,7 @@ async fn dispatch(
 struct CreateArgs {
     template: Option<String>,
     timeout: Option<u64>,
+    max_lifetime: Option<Duration>,
     metadata: Vec<(String, String)>,
     show_token: bool,
     logging: rayito::SandboxLogging,
@@ -441,6 +480,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
     let CreateArgs {
         template,
         timeout,
+        max_lifetime,
         metadata,
         show_token,
         logging,
@@ -466,6 +506,9 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
     }
     if let Some(secs) = timeout {
         builder = builder.timeout(Duration::from_secs(secs));
+    }
+    if let Some(cap) = max_lifetime {
+        builder = builder.max_lifetime(cap);
     }
     let sandbox = spinner::around(format, "creating a sandbox", builder.create()).await?;
     keep_and_print(

@@ -91,6 +91,17 @@ const EXAMPLES: &[(&str, &str)] = &[
   rayito sandbox logs ID --follow --json",
     ),
     ("sandbox kill", "rayito sandbox kill ID"),
+    (
+        "sandbox host",
+        "rayito sandbox exec --detach ID -- 'python3 -m http.server 8000'
+  rayito sandbox host ID 8000                    # the URL
+  rayito --output json sandbox host ID 8000 --show-headers   # and the headers to send",
+    ),
+    (
+        "sandbox set-timeout",
+        "rayito sandbox create --timeout 600 --max-lifetime 2h
+  rayito sandbox set-timeout ID 90m              # ends 90 minutes from now",
+    ),
     ("sandbox pause", "rayito sandbox pause ID"),
     ("sandbox resume", "rayito sandbox resume ID"),
     (

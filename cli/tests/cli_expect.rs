@@ -1,0 +1,177 @@
+//! What people expect of a sandbox CLI (docker, e2b, modal, fly), tried
+//! as a new user would, the binary run as a child process on the local
+//! backend: `sandbox host` and `set-timeout`, the id from
+//! `RAYITO_SANDBOX_ID` or a unique prefix, `kill` of several or all and
+//! `prune`, readable `list`/`info`/`metrics`, `create --env` and
+//! `run-code` from stdin or a file with a timeout.
+
+use std::io::{Read as _, Write as _};
+use std::time::{Duration, Instant};
+
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip_support;
+
+#[path = "support/session.rs"]
+mod session;
+use session::Session;
+
+/// Far above what anything here needs on a loaded 2-core machine; only a
+/// hang reaches it.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn create(s: &Session, extra: &[&str]) -> String {
+    let mut args = vec!["sandbox", "create"];
+    args.extend_from_slice(extra);
+    s.ok(&args).trim().to_owned()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A port nobody listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A plain HTTP/1.1 GET of `url` with `headers`; the raw answer ("" when
+/// nothing answers yet).
+fn get(url: &str, headers: &[(String, String)]) -> String {
+    let authority = url.strip_prefix("http://").expect("a local URL");
+    let Ok(mut stream) = std::net::TcpStream::connect(authority) else {
+        return String::new();
+    };
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut request =
+        format!("GET /index.html HTTP/1.1\r\nhost: {authority}\r\nconnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    text(&answer)
+}
+
+#[test]
+fn host_prints_the_url_and_headers_that_reach_a_port() {
+    let s = Session::local();
+    let id = create(&s, &[]);
+    s.ok(&[
+        "sandbox",
+        "exec",
+        &id,
+        "--",
+        "mkdir -p /home/user/site && echo '<h1>from the sandbox</h1>' > /home/user/site/index.html",
+    ]);
+    let port = free_port().to_string();
+    s.ok(&[
+        "sandbox",
+        "exec",
+        "--detach",
+        &id,
+        "--",
+        &format!("python3 -m http.server {port} --bind 127.0.0.1 --directory /home/user/site"),
+    ]);
+
+    // Text: the URL alone, then the headers with --show-headers.
+    let url = s.ok(&["sandbox", "host", &id, &port]);
+    let url = url.trim_end();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let shown = s.ok(&["sandbox", "host", &id, &port, "--show-headers"]);
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines.len(), 3, "{shown}");
+    assert_eq!(lines[0], url);
+    assert_eq!(lines[1], format!("x-aws-proxy-port: {port}"));
+    assert!(lines[2].starts_with("x-aws-proxy-auth: "), "{shown}");
+
+    // JSON: the same, and the headers reach the server.
+    let doc = s.json(&[
+        "--output",
+        "json",
+        "sandbox",
+        "host",
+        &id,
+        &port,
+        "--show-headers",
+    ]);
+    assert_eq!(doc["url"], url);
+    assert_eq!(doc["port"].as_u64().unwrap().to_string(), port);
+    let headers: Vec<(String, String)> = doc["headers"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(headers.len(), 2, "{doc}");
+    let started = Instant::now();
+    let answer = loop {
+        let answer = get(url, &headers);
+        if answer.contains(" 200 ") || started.elapsed() > PATIENCE {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(answer.ends_with("<h1>from the sandbox</h1>\n"), "{answer}");
+    // Without them the proxy refuses.
+    assert!(get(url, &[]).starts_with("HTTP/1.1 403"));
+
+    // Port 9000 (the agent's hooks) and 0 are refused.
+    let out = s.run(&["sandbox", "host", &id, "9000"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("port 9000 cannot be opened"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = s.run(&["sandbox", "host", &id, "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+#[test]
+fn set_timeout_moves_the_end_of_a_sandbox_created_with_a_max_lifetime() {
+    let s = Session::local();
+    // Without --max-lifetime the timeout stays where it is: said in flags.
+    let fixed = create(&s, &[]);
+    let out = s.run(&["sandbox", "set-timeout", &fixed, "10m"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "error: this sandbox's timeout cannot be moved: it was created without --max-lifetime; create it with `rayito sandbox create --max-lifetime DURATION` to make its timeout movable (up to that cap)\n"
+    );
+    // A duration that is none: a usage error naming the forms.
+    let out = s.run(&["sandbox", "set-timeout", &fixed, "soon"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("expected a duration: seconds (300) or a number with a unit, s, m or h (90s, 10m, 2h, 1h30m)"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let id = create(&s, &["--timeout", "600", "--max-lifetime", "15m"]);
+    let said = s.ok(&["sandbox", "set-timeout", &id, "13m"]);
+    assert!(
+        said.starts_with(&format!("{id} now ends in 13m (at 20")),
+        "{said}"
+    );
+    let doc = s.json(&["--output", "json", "sandbox", "set-timeout", &id, "800"]);
+    assert_eq!(doc["timeout_secs"], 800);
+    assert!(doc["ends_at"].as_u64().is_some(), "{doc}");
+    // Beyond the cap (15m less 60 s): the SDK's refusal.
+    let out = s.run(&["sandbox", "set-timeout", &id, "1h"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    // Shortened: a long command meets the new end.
+    s.ok(&["sandbox", "set-timeout", &id, "2s"]);
+    let out = s.run(&["sandbox", "exec", &id, "--", "sleep 600"]);
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("error: the sandbox reached its timeout"),
+        "{}",
+        text(&out.stderr)
+    );
+}
