@@ -57,14 +57,14 @@ pub enum SandboxCommand {
     },
     /// What the control plane says about a sandbox.
     Info {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
     },
     /// CPU, memory and disk use of a running sandbox (its agent's
     /// sample), once or every `--interval` seconds with `--follow`.
     Metrics {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
         /// Keep printing a sample every `--interval` seconds until stopped.
         #[arg(long, short = 'f')]
         follow: bool,
@@ -78,18 +78,18 @@ pub enum SandboxCommand {
     Logs(crate::logs::LogsArgs),
     /// Terminates a sandbox and forgets its token.
     Kill {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
     },
     /// Pauses (suspends) a sandbox.
     Pause {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
     },
     /// Resumes a paused sandbox.
     Resume {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
     },
     /// Runs a command in a login bash (`bash -l -c`, which reads
     /// /etc/profile and ~/.profile), streaming its output as bytes; exits
@@ -101,8 +101,8 @@ pub enum SandboxCommand {
     /// passed exactly as given (quoted for bash: `ls "a b"` lists one
     /// file); one word is a bash command line (pipes, `;`, `$VAR` work).
     Exec {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
         /// Where and how it runs.
         #[command(flatten)]
         args: crate::exec::ExecArgs,
@@ -114,8 +114,8 @@ pub enum SandboxCommand {
     /// with yours); exits with the shell's exit code (rayito's own
     /// failures: 125).
     Shell {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
     },
     /// Runs a Python cell; prints its output, results and error.
     RunCode {
@@ -131,8 +131,8 @@ pub enum SandboxCommand {
     /// sandbox: its id, the cache holding its access token, the backend
     /// and the AWS options given here (`eval "$(rayito sandbox connect ID)"`).
     Connect {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
     },
     /// Reads or replaces a running sandbox's egress policy.
     #[command(subcommand)]
@@ -286,6 +286,7 @@ impl Backend {
     /// A handle on the sandbox `id`, with the token kept in the cache and
     /// the S3 staging RAYITO_TRANSFER_BUCKET configures (if any).
     pub(crate) async fn connect(&self, id: &str) -> Result<Sandbox, Failure> {
+        let id = &crate::ids::complete(id)?;
         let Some(token) = cache::load_token(id) else {
             return Err(Failure::Cli(format!(
                 "no access token for {id} in {}: only sandboxes created with this cache can be reached",
@@ -304,6 +305,8 @@ impl Backend {
 pub(crate) enum Failure {
     Sdk(SandboxError),
     Cli(String),
+    /// A usage error found past clap (exit 2; `sandbox exec` and `shell`: 125).
+    Usage(String),
 }
 
 impl From<SandboxError> for Failure {
@@ -325,6 +328,7 @@ pub(crate) fn exit_code(format: Format, outcome: Result<i32, Failure>) -> i32 {
         Ok(code) => code,
         Err(Failure::Sdk(err)) => output::error(format, &err),
         Err(Failure::Cli(message)) => output::cli_error(format, &message),
+        Err(Failure::Usage(message)) => output::usage_error(format, &message),
     }
 }
 
@@ -381,6 +385,7 @@ async fn dispatch(
         }
         SandboxCommand::List { metadata, state } => list(backend, format, metadata, state).await,
         SandboxCommand::Info { id } => {
+            let id = id.resolve()?;
             let info = backend.client().await?.get_info_by_id(&id).await?;
             let value = json!({
                 "sandbox_id": info.sandbox_id,
@@ -400,6 +405,7 @@ async fn dispatch(
             follow,
             interval,
         } => {
+            let id = id.resolve()?;
             let sandbox = backend.connect(&id).await?;
             loop {
                 let m = sandbox.metrics().current().await?;
@@ -415,6 +421,7 @@ async fn dispatch(
         }
         SandboxCommand::Logs(args) => crate::logs::run(backend, format, args).await,
         SandboxCommand::Kill { id } => {
+            let id = id.resolve()?;
             let killed = backend.client().await?.kill_by_id(&id).await?;
             cache::remove_token(&id);
             match format {
@@ -425,6 +432,7 @@ async fn dispatch(
             Ok(0)
         }
         SandboxCommand::Pause { id } => {
+            let id = id.resolve()?;
             let sandbox = backend.connect(&id).await?;
             let paused = spinner::around(format, "pausing", sandbox.pause()).await?;
             match format {
@@ -434,6 +442,7 @@ async fn dispatch(
             Ok(0)
         }
         SandboxCommand::Resume { id } => {
+            let id = id.resolve()?;
             let client = backend.client().await?;
             spinner::around(format, "resuming", client.resume_by_id(&id)).await?;
             match format {
@@ -443,16 +452,16 @@ async fn dispatch(
             Ok(0)
         }
         SandboxCommand::Exec { id, args, cmd } => {
-            let sandbox = backend.connect(&id).await?;
+            let sandbox = backend.connect(&id.resolve()?).await?;
             crate::exec::run(&sandbox, format, &command_line(&cmd), args).await
         }
         SandboxCommand::Shell { id } => {
-            let sandbox = backend.connect(&id).await?;
+            let sandbox = backend.connect(&id.resolve()?).await?;
             Ok(crate::shell::run(&sandbox).await?)
         }
         SandboxCommand::RunCode { id, code } => run_code(backend, format, &id, &code).await,
         SandboxCommand::Files(files) => crate::files::run(backend, format, files).await,
-        SandboxCommand::Connect { id } => connect(backend, global, &id).await,
+        SandboxCommand::Connect { id } => connect(backend, global, &id.resolve()?).await,
         SandboxCommand::Network(command) => crate::network::run(backend, format, command).await,
         SandboxCommand::Host {
             id,
@@ -643,7 +652,7 @@ async fn connect(backend: &Backend, global: &Global, id: &str) -> Result<i32, Fa
         .display()
         .to_string();
     let mut env = vec![
-        ("RAYITO_SANDBOX_ID", sandbox.id().to_owned()),
+        (crate::ids::SANDBOX_ID_ENV, sandbox.id().to_owned()),
         ("RAYITO_CACHE_DIR", cache_dir),
     ];
     if backend.local.is_some() {

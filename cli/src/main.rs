@@ -23,6 +23,7 @@ mod exec;
 mod files;
 mod help;
 mod host;
+mod ids;
 mod image;
 mod local;
 mod logs;

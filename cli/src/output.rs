@@ -173,6 +173,18 @@ pub fn cli_error(format: Format, message: &str) -> i32 {
     EXIT_FAILURE
 }
 
+/// Prints a usage error found past clap's parsing (an id that names no
+/// sandbox of the cache, say) and returns [`EXIT_USAGE`].
+pub fn usage_error(format: Format, message: &str) -> i32 {
+    match format {
+        Format::Json => {
+            json(&json!({ "error": { "message": message, "kind": "usage", "retryable": false } }))
+        }
+        Format::Text => eprintln!("error: {message}"),
+    }
+    EXIT_USAGE
+}
+
 /// Bytes for a JSON document: the text when they are UTF-8, else their
 /// base64 (standard alphabet, padded); and which of the two it is,
 /// `"utf-8"` or `"base64"`, for the field that says so. Never decoded

@@ -175,3 +175,133 @@ fn set_timeout_moves_the_end_of_a_sandbox_created_with_a_max_lifetime() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn the_id_comes_from_the_environment_or_a_unique_start_of_it() {
+    let s = Session::local();
+    let a = create(&s, &[]);
+    let b = create(&s, &[]);
+
+    // Omitted: RAYITO_SANDBOX_ID, what `sandbox connect` exports.
+    let exports = s.ok(&["sandbox", "connect", &a]);
+    assert!(
+        exports.contains(&format!("export RAYITO_SANDBOX_ID={a}\n")),
+        "{exports}"
+    );
+    let out = s
+        .cmd(&["sandbox", "exec", "--", "echo from the environment"])
+        .env("RAYITO_SANDBOX_ID", &a)
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        "from the environment\n",
+        "{}",
+        text(&out.stderr)
+    );
+    let out = s
+        .cmd(&["--output", "json", "sandbox", "info"])
+        .env("RAYITO_SANDBOX_ID", &b)
+        .output()
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["sandbox_id"], b.as_str());
+    // Neither: a usage error (exit 2; exec's own failures are 125).
+    const NO_ID: &str = "error: no sandbox id: pass one, or set RAYITO_SANDBOX_ID (eval \"$(rayito sandbox connect ID)\" does)\n";
+    let out = s
+        .cmd(&["sandbox", "info"])
+        .env_remove("RAYITO_SANDBOX_ID")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr), NO_ID);
+    let out = s
+        .cmd(&["sandbox", "exec", "--", "true"])
+        .env_remove("RAYITO_SANDBOX_ID")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(text(&out.stderr), NO_ID);
+
+    // A unique start, with or without `microvm-`, names the sandbox.
+    let uuid_a = a.strip_prefix("microvm-").unwrap();
+    let uuid_b = b.strip_prefix("microvm-").unwrap();
+    let common = uuid_a
+        .chars()
+        .zip(uuid_b.chars())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let short = &uuid_a[..=common];
+    let out = s.ok(&["sandbox", "exec", short, "--", "echo short"]);
+    assert_eq!(out, "short\n");
+    let info = s.json(&[
+        "--output",
+        "json",
+        "sandbox",
+        "info",
+        &format!("microvm-{short}"),
+    ]);
+    assert_eq!(info["sandbox_id"], a.as_str());
+
+    // Ambiguous: the candidates, sorted.
+    let (first, second) = if a < b { (&a, &b) } else { (&b, &a) };
+    let out = s.run(&["sandbox", "info", "microvm-"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "error: the id prefix microvm- is ambiguous: 2 sandboxes of this cache start with it: {first}, {second}; give more of the id\n"
+        )
+    );
+    // Unknown: what the cache holds.
+    let unknown = "0123456789abcdef"
+        .chars()
+        .find(|c| !uuid_a.starts_with(*c) && !uuid_b.starts_with(*c))
+        .unwrap()
+        .to_string();
+    let out = s.run(&["--output", "json", "sandbox", "metrics", &unknown]);
+    assert_eq!(out.status.code(), Some(2));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["error"]["kind"], "usage");
+    assert_eq!(
+        doc["error"]["message"],
+        format!(
+            "no sandbox of this cache has an id starting with {unknown}; its sandboxes: {first}, {second}"
+        )
+    );
+
+    // At most five candidates are listed.
+    let tokens = s.cache.path().join("tokens");
+    for n in 0..5 {
+        std::fs::write(
+            tokens.join(format!(
+                "microvm-{unknown}{n}000000-0000-4000-8000-000000000000"
+            )),
+            "not a real token",
+        )
+        .unwrap();
+    }
+    let out = s.run(&["sandbox", "exec", "microvm-", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    let said = text(&out.stderr);
+    assert!(
+        said.starts_with(
+            "error: the id prefix microvm- is ambiguous: 7 sandboxes of this cache start with it: "
+        ) && said.ends_with(" and 2 more; give more of the id\n"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_prefix_needs_a_cache_that_holds_sandboxes() {
+    let s = Session::local();
+    let out = s.run(&["sandbox", "info", "3f2a"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "error: no sandbox of this cache ({}) has an id starting with 3f2a: it holds none; pass a whole id\n",
+            s.cache.path().display()
+        )
+    );
+}
