@@ -76,10 +76,16 @@ pub enum SandboxCommand {
     /// The sandbox's CloudWatch Logs stream (created with logging on),
     /// oldest first: `<ISO-ms-Z> <message>` lines, or JSON with --json.
     Logs(crate::logs::LogsArgs),
-    /// Terminates a sandbox and forgets its token.
-    Kill {
-        #[command(flatten)]
-        id: crate::ids::SandboxId,
+    /// Terminates sandboxes (one, several, or every one of this cache
+    /// with --all) and forgets their tokens.
+    Kill(crate::kill::KillArgs),
+    /// Forgets the cached tokens of sandboxes that ended (TERMINATING,
+    /// TERMINATED, or unknown to the backend), asking the backend about
+    /// each.
+    Prune {
+        /// Only say which tokens would be forgotten.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Pauses (suspends) a sandbox.
     Pause {
@@ -420,17 +426,8 @@ async fn dispatch(
             }
         }
         SandboxCommand::Logs(args) => crate::logs::run(backend, format, args).await,
-        SandboxCommand::Kill { id } => {
-            let id = id.resolve()?;
-            let killed = backend.client().await?.kill_by_id(&id).await?;
-            cache::remove_token(&id);
-            match format {
-                Format::Json => output::json(&json!({ "sandbox_id": id, "killed": killed })),
-                Format::Text if killed => outln!("killed {id}"),
-                Format::Text => outln!("{id} was already gone"),
-            }
-            Ok(0)
-        }
+        SandboxCommand::Kill(args) => crate::kill::run(backend, format, args).await,
+        SandboxCommand::Prune { dry_run } => crate::prune::run(backend, format, dry_run).await,
         SandboxCommand::Pause { id } => {
             let id = id.resolve()?;
             let sandbox = backend.connect(&id).await?;

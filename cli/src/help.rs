@@ -90,7 +90,17 @@ const EXAMPLES: &[(&str, &str)] = &[
         "rayito sandbox logs ID --since 30m
   rayito sandbox logs ID --follow --json",
     ),
-    ("sandbox kill", "rayito sandbox kill ID"),
+    (
+        "sandbox kill",
+        "rayito sandbox kill ID
+  rayito sandbox kill ID1 ID2 3f2a               # several (a unique start of an id will do)
+  rayito sandbox kill --all --metadata owner=ci  # this cache's running ones with that metadata",
+    ),
+    (
+        "sandbox prune",
+        "rayito sandbox prune --dry-run
+  rayito sandbox prune                           # forgets ended sandboxes' tokens",
+    ),
     (
         "sandbox host",
         "rayito sandbox exec --detach ID -- 'python3 -m http.server 8000'

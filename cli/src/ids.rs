@@ -26,6 +26,12 @@ pub(crate) struct SandboxId {
     id: Option<String>,
 }
 
+impl From<Option<String>> for SandboxId {
+    fn from(id: Option<String>) -> Self {
+        SandboxId { id }
+    }
+}
+
 impl SandboxId {
     /// The whole id this argument names.
     ///

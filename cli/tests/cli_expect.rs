@@ -305,3 +305,119 @@ fn a_prefix_needs_a_cache_that_holds_sandboxes() {
         )
     );
 }
+
+/// The ids whose tokens the session's cache keeps, sorted.
+fn cached(s: &Session) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(s.cache.path().join("tokens"))
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
+}
+
+fn sorted(mut ids: Vec<String>) -> Vec<String> {
+    ids.sort();
+    ids
+}
+
+#[test]
+fn kill_takes_several_ids_or_all_of_the_cache_by_metadata() {
+    let s = Session::local();
+    let a = create(&s, &["--metadata", "team=x"]);
+    let b = create(&s, &["--metadata", "team=x"]);
+    let c = create(&s, &["--metadata", "team=y"]);
+    let d = create(&s, &[]);
+
+    // Usage: ids and --all exclude each other; --metadata needs --all.
+    for args in [
+        &["sandbox", "kill", &a, "--all"][..],
+        &["sandbox", "kill", "--metadata", "team=x"],
+    ] {
+        assert_eq!(s.run(args).status.code(), Some(2), "{args:?}");
+    }
+
+    // Several: one line each, their tokens forgotten.
+    let out = s.ok(&["sandbox", "kill", &a, &b]);
+    assert_eq!(out, format!("killed {a}\nkilled {b}\n"));
+    assert_eq!(cached(&s), sorted(vec![c.clone(), d.clone()]));
+    // One already gone among several (its id given whole).
+    let out = s.ok(&["sandbox", "kill", &a, &d]);
+    assert_eq!(out, format!("{a} was already gone\nkilled {d}\n"));
+
+    // --all --metadata: only this cache's sandboxes with the metadata.
+    let e = create(&s, &["--metadata", "team=y"]);
+    let f = create(&s, &[]);
+    let doc = s.json(&[
+        "--output",
+        "json",
+        "sandbox",
+        "kill",
+        "--all",
+        "--metadata",
+        "team=y",
+    ]);
+    let mut killed: Vec<String> = doc
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            assert_eq!(row["killed"], true, "{row}");
+            row["sandbox_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    killed.sort();
+    assert_eq!(killed, sorted(vec![c, e]));
+    assert_eq!(cached(&s), vec![f.clone()]);
+    // --all: the rest; then nothing is left to kill.
+    assert_eq!(s.ok(&["sandbox", "kill", "--all"]), format!("killed {f}\n"));
+    assert!(cached(&s).is_empty());
+    let out = s.run(&["sandbox", "kill", "--all"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stdout), "");
+    assert_eq!(text(&out.stderr), "no sandbox of this cache to kill\n");
+    assert_eq!(
+        s.json(&["--output", "json", "-q", "sandbox", "kill", "--all"]),
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn prune_forgets_the_tokens_of_ended_sandboxes_only() {
+    let s = Session::local();
+    let alive = create(&s, &[]);
+    // A token whose sandbox the backend does not know (a stopped daemon's).
+    let gone = "microvm-00000000-0000-4000-8000-000000000000";
+    std::fs::write(s.cache.path().join("tokens").join(gone), "old").unwrap();
+
+    let out = s.run(&["sandbox", "prune", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("would forget {gone} (not found)\n")
+    );
+    assert_eq!(
+        text(&out.stderr),
+        "1 token(s) to forget, 1 kept (sandboxes still there)\n"
+    );
+    assert_eq!(cached(&s).len(), 2);
+
+    let doc = s.json(&["--output", "json", "sandbox", "prune"]);
+    assert_eq!(
+        doc,
+        serde_json::json!({
+            "forgot": [{ "sandbox_id": gone, "reason": "not found" }],
+            "kept": [alive],
+            "dry_run": false,
+        })
+    );
+    assert_eq!(cached(&s), vec![alive.clone()]);
+    // The one left still works.
+    assert_eq!(
+        s.ok(&["sandbox", "exec", &alive, "--", "echo still"]),
+        "still\n"
+    );
+}
