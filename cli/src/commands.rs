@@ -403,7 +403,10 @@ async fn dispatch(
                 "terminated_at": output::unix(info.terminated_at),
                 "max_duration_secs": info.max_duration.as_secs(),
             });
-            print_record(format, &value);
+            match format {
+                Format::Json => output::json(&value),
+                Format::Text => out!("{}", crate::readable::info(&info)),
+            }
             Ok(0)
         }
         SandboxCommand::Metrics {
@@ -415,12 +418,12 @@ async fn dispatch(
             let sandbox = backend.connect(&id).await?;
             loop {
                 let m = sandbox.metrics().current().await?;
-                print_record(format, &metrics_json(&id, &m));
+                match format {
+                    Format::Json => output::json(&metrics_json(&id, &m)),
+                    Format::Text => outln!("{}", crate::readable::metrics(&m)),
+                }
                 if !follow {
                     return Ok(0);
-                }
-                if format == Format::Text {
-                    outln!();
                 }
                 tokio::time::sleep(std::time::Duration::from_secs(interval)).await;
             }
@@ -579,29 +582,27 @@ async fn list(
         query = query.states(states);
     }
     let mut stream = backend.client().await?.list(query);
-    let mut rows = Vec::new();
+    let mut summaries = Vec::new();
     while let Some(summary) = stream.next().await {
-        let summary = summary?;
-        rows.push(json!({
-            "sandbox_id": summary.sandbox_id,
-            "state": summary.state.as_str(),
-            "template": summary.template,
-            "started_at": output::unix(summary.started_at),
-            "metadata": summary.metadata,
-        }));
+        summaries.push(summary?);
     }
     match format {
-        Format::Json => output::json(&Value::Array(rows)),
-        Format::Text => {
-            for row in &rows {
-                outln!(
-                    "{}\t{}\t{}",
-                    row["sandbox_id"].as_str().unwrap_or_default(),
-                    row["state"].as_str().unwrap_or_default(),
-                    row["template"].as_str().unwrap_or_default()
-                );
-            }
+        Format::Json => {
+            let rows = summaries
+                .iter()
+                .map(|summary| {
+                    json!({
+                        "sandbox_id": summary.sandbox_id,
+                        "state": summary.state.as_str(),
+                        "template": summary.template,
+                        "started_at": output::unix(summary.started_at),
+                        "metadata": summary.metadata,
+                    })
+                })
+                .collect();
+            output::json(&Value::Array(rows));
         }
+        Format::Text => out!("{}", crate::readable::list(&summaries)),
     }
     Ok(0)
 }
@@ -750,24 +751,6 @@ fn metrics_json(id: &str, m: &rayito::SandboxMetrics) -> Value {
         map.insert("mem_cache_bytes".to_owned(), json!(m.mem_cache_bytes));
     }
     value
-}
-
-fn print_record(format: Format, value: &Value) {
-    match format {
-        Format::Json => output::json(value),
-        Format::Text => {
-            if let Value::Object(map) = value {
-                for (key, v) in map {
-                    let shown = match v {
-                        Value::String(s) => s.clone(),
-                        Value::Null => "-".to_owned(),
-                        other => other.to_string(),
-                    };
-                    outln!("{key}: {shown}");
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

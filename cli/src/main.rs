@@ -32,6 +32,7 @@ mod network;
 mod pool;
 mod progress;
 mod prune;
+mod readable;
 mod secret;
 mod setup;
 mod shell;

@@ -421,3 +421,80 @@ fn prune_forgets_the_tokens_of_ended_sandboxes_only() {
         "still\n"
     );
 }
+
+/// Whether `text` starts with an RFC 3339 UTC time to the second.
+fn starts_with_rfc3339(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() >= 20
+        && text[..20].char_indices().all(|(i, c)| match i {
+            4 | 7 => c == '-',
+            10 => c == 'T',
+            13 | 16 => c == ':',
+            19 => c == 'Z',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+#[test]
+fn list_info_and_metrics_read_as_text_and_keep_their_json() {
+    let s = Session::local();
+    let id = create(&s, &["--metadata", "owner=me"]);
+
+    // list: a header, then a row with state, age, template name and
+    // metadata (read when --metadata asks each agent).
+    let listed = s.ok(&["sandbox", "list", "--metadata", "owner=me"]);
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "{listed}");
+    let header: Vec<&str> = lines[0]
+        .split("  ")
+        .filter(|c| !c.is_empty())
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        header,
+        ["SANDBOX ID", "STATE", "AGE", "TEMPLATE", "METADATA"],
+        "{listed}"
+    );
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(row[0], id);
+    assert_eq!(row[1], "RUNNING");
+    assert!(row[2].ends_with('s') || row[2].ends_with('m'), "{listed}");
+    assert_eq!(&row[3..], ["rayito-base", "owner=me"], "{listed}");
+    // Without --metadata the metadata is not read: `-`.
+    let plain = s.ok(&["sandbox", "list"]);
+    assert!(
+        plain.lines().nth(1).unwrap().ends_with("rayito-base  -"),
+        "{plain}"
+    );
+    let json = s.json(&["--output", "json", "sandbox", "list"]);
+    assert!(json[0]["started_at"].is_u64(), "{json}");
+
+    // info: dates in RFC 3339 with their age, the lifetime as a duration.
+    let info = s.ok(&["sandbox", "info", &id]);
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("no {name} in {info}"))
+            .to_owned()
+    };
+    let started = field("started_at");
+    assert!(
+        starts_with_rfc3339(&started) && started.ends_with(" ago)"),
+        "{info}"
+    );
+    assert_eq!(field("terminated_at"), "-");
+    assert_eq!(field("max_duration"), "1h00m (3600 s)");
+    assert_eq!(field("state"), "RUNNING");
+    let json = s.json(&["--output", "json", "sandbox", "info", &id]);
+    assert!(json["started_at"].is_u64(), "{json}");
+
+    // metrics: one line per sample, with units.
+    let out = s.ok(&["sandbox", "metrics", &id]);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(starts_with_rfc3339(&out), "{out}");
+    for part in ["  cpu ", " CPU", "  mem ", "iB / ", "  disk "] {
+        assert!(out.contains(part), "{part:?} in {out}");
+    }
+    let json = s.json(&["--output", "json", "sandbox", "metrics", &id]);
+    assert!(json["mem_used_bytes"].is_u64(), "{json}");
+}
