@@ -29,6 +29,12 @@ pub enum SandboxCommand {
         /// Metadata `key=value` (repeatable).
         #[arg(long, value_parser = parse_pair)]
         metadata: Vec<(String, String)>,
+        /// An environment variable of every command, terminal and cell
+        /// of the sandbox: K=V, or K for the value K has in rayito's
+        /// environment (repeatable). It travels in the create call's
+        /// payload: keep secrets out (give them per command, `exec -e`).
+        #[arg(long = "env", short = 'e', value_name = "K[=V]", value_parser = parse_env)]
+        env: Vec<(String, String)>,
         /// Also print the access token.
         #[arg(long)]
         show_token: bool,
@@ -127,8 +133,8 @@ pub enum SandboxCommand {
     RunCode {
         /// The sandbox id.
         id: String,
-        /// The code.
-        code: String,
+        #[command(flatten)]
+        code: crate::code_source::CodeArgs,
     },
     /// Moves files and directories in and out, streamed.
     #[command(subcommand)]
@@ -368,6 +374,7 @@ async fn dispatch(
             timeout,
             max_lifetime,
             metadata,
+            env,
             show_token,
             logs,
             log_group,
@@ -383,6 +390,7 @@ async fn dispatch(
                 timeout,
                 max_lifetime,
                 metadata,
+                env,
                 show_token,
                 logging,
                 network: network.policy(),
@@ -459,7 +467,10 @@ async fn dispatch(
             let sandbox = backend.connect(&id.resolve()?).await?;
             Ok(crate::shell::run(&sandbox).await?)
         }
-        SandboxCommand::RunCode { id, code } => run_code(backend, format, &id, &code).await,
+        SandboxCommand::RunCode { id, code } => {
+            let (code, options) = code.read()?;
+            run_code(backend, format, &id, &code, options).await
+        }
         SandboxCommand::Files(files) => crate::files::run(backend, format, files).await,
         SandboxCommand::Connect { id } => connect(backend, global, &id.resolve()?).await,
         SandboxCommand::Network(command) => crate::network::run(backend, format, command).await,
@@ -480,6 +491,7 @@ struct CreateArgs {
     timeout: Option<u64>,
     max_lifetime: Option<Duration>,
     metadata: Vec<(String, String)>,
+    env: Vec<(String, String)>,
     show_token: bool,
     logging: rayito::SandboxLogging,
     network: Option<rayito::NetworkPolicy>,
@@ -491,11 +503,16 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         timeout,
         max_lifetime,
         metadata,
+        env,
         show_token,
         logging,
         network,
     } = args;
-    let mut builder = backend.builder().metadata(metadata).logging(logging);
+    let mut builder = backend
+        .builder()
+        .metadata(metadata)
+        .envs(env)
+        .logging(logging);
     if let Some(policy) = network {
         builder = builder.network(policy);
     }
@@ -680,9 +697,15 @@ async fn connect(backend: &Backend, global: &Global, id: &str) -> Result<i32, Fa
     Ok(0)
 }
 
-async fn run_code(backend: &Backend, format: Format, id: &str, code: &str) -> Result<i32, Failure> {
+async fn run_code(
+    backend: &Backend,
+    format: Format,
+    id: &str,
+    code: &str,
+    options: rayito::RunCodeOptions,
+) -> Result<i32, Failure> {
     let sandbox = backend.connect(id).await?;
-    let execution = sandbox.run_code(code).await?;
+    let execution = sandbox.run_code_with(code, options).await?;
     let results: Vec<Value> = execution
         .results
         .iter()

@@ -68,6 +68,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         "sandbox create",
         "rayito sandbox create --template arn:aws:lambda:us-east-1:123456789012:microvm-image:web
   rayito --local sandbox create --metadata owner=me --timeout 600
+  rayito sandbox create --env APP_ENV=staging --env PATH_PREFIX
   rayito --output json sandbox create --logs     # {\"sandbox_id\":...,\"template\":...}",
     ),
     (
@@ -138,7 +139,9 @@ const EXAMPLES: &[(&str, &str)] = &[
     (
         "sandbox run-code",
         "rayito sandbox run-code ID 'import math; math.pi'
-  rayito --output json sandbox run-code ID 'int(\"x\")'   # exit 1, the error as data",
+  rayito --output json sandbox run-code ID 'int(\"x\")'   # exit 1, the error as data
+  rayito sandbox run-code ID --file analysis.py --timeout 10m
+  printf 'print(1+1)\\n' | rayito sandbox run-code ID -",
     ),
     (
         "sandbox files",

@@ -15,6 +15,7 @@
 mod output;
 mod build_output;
 mod cache;
+mod code_source;
 mod commands;
 mod dates;
 mod doctor;

@@ -498,3 +498,110 @@ fn list_info_and_metrics_read_as_text_and_keep_their_json() {
     let json = s.json(&["--output", "json", "sandbox", "metrics", &id]);
     assert!(json["mem_used_bytes"].is_u64(), "{json}");
 }
+
+#[test]
+fn create_env_reaches_every_command_and_run_code_reads_stdin_or_a_file() {
+    let s = Session::local();
+    let out = s
+        .cmd(&[
+            "sandbox",
+            "create",
+            "--env",
+            "GREETING=hello there",
+            "-e",
+            "RAYITO_TEST_FROM_HOST",
+        ])
+        .env("RAYITO_TEST_FROM_HOST", "from the host")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let id = text(&out.stdout).trim().to_owned();
+    let said = s.ok(&[
+        "sandbox",
+        "exec",
+        &id,
+        "--",
+        "printf '%s|%s' \"$GREETING\" \"$RAYITO_TEST_FROM_HOST\"",
+    ]);
+    assert_eq!(said, "hello there|from the host");
+
+    // The cell from stdin (`-`), seeing the sandbox's environment.
+    let mut child = s
+        .cmd(&["sandbox", "run-code", &id, "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"import os\nprint(os.environ['GREETING'])\n6 * 7\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        "hello there\n42\n",
+        "{}",
+        text(&out.stderr)
+    );
+
+    // The cell from a file; a file that cannot be read is named.
+    let file = s.tmp.path().join("cell.py");
+    std::fs::write(&file, "total = sum(range(10))\nprint(total)\n").unwrap();
+    assert_eq!(
+        s.ok(&["sandbox", "run-code", &id, "--file", file.to_str().unwrap()]),
+        "45\n"
+    );
+    let missing = s.tmp.path().join("missing.py");
+    let out = s.run(&[
+        "sandbox",
+        "run-code",
+        &id,
+        "--file",
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "error: cannot read {}: No such file or directory (os error 2)\n",
+            missing.display()
+        )
+    );
+    // Neither code nor --file, or both: usage errors.
+    assert_eq!(s.run(&["sandbox", "run-code", &id]).status.code(), Some(2));
+    assert_eq!(
+        s.run(&[
+            "sandbox",
+            "run-code",
+            &id,
+            "1",
+            "--file",
+            file.to_str().unwrap()
+        ])
+        .status
+        .code(),
+        Some(2)
+    );
+
+    // --timeout interrupts a cell that runs past it.
+    let out = s.run(&[
+        "--output",
+        "json",
+        "sandbox",
+        "run-code",
+        &id,
+        "--timeout",
+        "1s",
+        "import time\ntime.sleep(120)",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["error"]["name"], "ExecutionTimeout", "{doc}");
+    assert_eq!(
+        doc["error"]["value"],
+        "execution did not finish within its timeout of 1,000 ms"
+    );
+}
