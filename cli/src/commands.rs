@@ -131,7 +131,7 @@ pub enum SandboxCommand {
     },
     /// Runs a Python cell; prints its output, results and error.
     RunCode {
-        /// The sandbox id.
+        /// The sandbox id, or the start of one of this cache's sandboxes' ids.
         id: String,
         #[command(flatten)]
         code: crate::code_source::CodeArgs,
@@ -153,7 +153,7 @@ pub enum SandboxCommand {
     /// sandbox, through its proxy; every request must carry the headers
     /// `--show-headers` prints.
     Host {
-        /// The sandbox id.
+        /// The sandbox id, or the start of one of this cache's sandboxes' ids.
         id: String,
         /// The port inside the sandbox (1 to 65535, not 9000).
         #[arg(value_parser = clap::value_parser!(u16).range(1..))]
@@ -167,7 +167,7 @@ pub enum SandboxCommand {
     /// Moves the sandbox's timeout to DURATION from now (shorter or
     /// longer, up to the cap `create --max-lifetime` set).
     SetTimeout {
-        /// The sandbox id.
+        /// The sandbox id, or the start of one of this cache's sandboxes' ids.
         id: String,
         /// From now: 300 (seconds), 90s, 10m, 2h, 1h30m.
         #[arg(value_parser = crate::duration::parse)]

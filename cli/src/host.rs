@@ -83,3 +83,13 @@ pub(crate) async fn set_timeout(
     }
     Ok(0)
 }
+
+#[cfg(test)]
+mod tests {
+    /// docs/cli.md transcribes the refusal of `set-timeout`.
+    #[test]
+    fn docs_cli_md_quotes_the_set_timeout_refusal() {
+        let doc = include_str!("../../docs/cli.md");
+        assert!(doc.contains(&format!("error: {}\n", super::UNMANAGED)));
+    }
+}
