@@ -22,9 +22,19 @@ pub enum SandboxCommand {
         /// Seconds of life (default 3600).
         #[arg(long, value_name = "SECS")]
         timeout: Option<u64>,
+        /// Makes the timeout movable with `sandbox set-timeout`, up to
+        /// this lifetime less 60 s (300, 90s, 10m, 2h; at most 8h).
+        #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
+        max_lifetime: Option<Duration>,
         /// Metadata `key=value` (repeatable).
         #[arg(long, value_parser = parse_pair)]
         metadata: Vec<(String, String)>,
+        /// An environment variable of every command, terminal and cell
+        /// of the sandbox: K=V, or K for the value K has in rayito's
+        /// environment (repeatable). It travels in the create call's
+        /// payload: keep secrets out (give them per command, `exec -e`).
+        #[arg(long = "env", short = 'e', value_name = "K[=V]", value_parser = parse_env)]
+        env: Vec<(String, String)>,
         /// Also print the access token.
         #[arg(long)]
         show_token: bool,
@@ -53,14 +63,14 @@ pub enum SandboxCommand {
     },
     /// What the control plane says about a sandbox.
     Info {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
     },
     /// CPU, memory and disk use of a running sandbox (its agent's
     /// sample), once or every `--interval` seconds with `--follow`.
     Metrics {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
         /// Keep printing a sample every `--interval` seconds until stopped.
         #[arg(long, short = 'f')]
         follow: bool,
@@ -72,20 +82,26 @@ pub enum SandboxCommand {
     /// The sandbox's CloudWatch Logs stream (created with logging on),
     /// oldest first: `<ISO-ms-Z> <message>` lines, or JSON with --json.
     Logs(crate::logs::LogsArgs),
-    /// Terminates a sandbox and forgets its token.
-    Kill {
-        /// The sandbox id.
-        id: String,
+    /// Terminates sandboxes (one, several, or every one of this cache
+    /// with --all) and forgets their tokens.
+    Kill(crate::kill::KillArgs),
+    /// Forgets the cached tokens of sandboxes that ended (TERMINATING,
+    /// TERMINATED, or unknown to the backend), asking the backend about
+    /// each.
+    Prune {
+        /// Only say which tokens would be forgotten.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Pauses (suspends) a sandbox.
     Pause {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
     },
     /// Resumes a paused sandbox.
     Resume {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
     },
     /// Runs a command in a login bash (`bash -l -c`, which reads
     /// /etc/profile and ~/.profile), streaming its output as bytes; exits
@@ -97,8 +113,8 @@ pub enum SandboxCommand {
     /// passed exactly as given (quoted for bash: `ls "a b"` lists one
     /// file); one word is a bash command line (pipes, `;`, `$VAR` work).
     Exec {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
         /// Where and how it runs.
         #[command(flatten)]
         args: crate::exec::ExecArgs,
@@ -110,15 +126,15 @@ pub enum SandboxCommand {
     /// with yours); exits with the shell's exit code (rayito's own
     /// failures: 125).
     Shell {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
     },
     /// Runs a Python cell; prints its output, results and error.
     RunCode {
-        /// The sandbox id.
+        /// The sandbox id, or the start of one of this cache's sandboxes' ids.
         id: String,
-        /// The code.
-        code: String,
+        #[command(flatten)]
+        code: crate::code_source::CodeArgs,
     },
     /// Moves files and directories in and out, streamed.
     #[command(subcommand)]
@@ -127,12 +143,36 @@ pub enum SandboxCommand {
     /// sandbox: its id, the cache holding its access token, the backend
     /// and the AWS options given here (`eval "$(rayito sandbox connect ID)"`).
     Connect {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
     },
     /// Reads or replaces a running sandbox's egress policy.
     #[command(subcommand)]
     Network(crate::network::NetworkCommand),
+    /// Prints the URL that reaches a server listening on PORT inside the
+    /// sandbox, through its proxy; every request must carry the headers
+    /// `--show-headers` prints.
+    Host {
+        /// The sandbox id, or the start of one of this cache's sandboxes' ids.
+        id: String,
+        /// The port inside the sandbox (1 to 65535, not 9000).
+        #[arg(value_parser = clap::value_parser!(u16).range(1..))]
+        port: u16,
+        /// Also print the two headers every request must carry
+        /// (`x-aws-proxy-port`, and `x-aws-proxy-auth`: a token for this
+        /// port, valid for an hour; a secret).
+        #[arg(long)]
+        show_headers: bool,
+    },
+    /// Moves the sandbox's timeout to DURATION from now (shorter or
+    /// longer, up to the cap `create --max-lifetime` set).
+    SetTimeout {
+        /// The sandbox id, or the start of one of this cache's sandboxes' ids.
+        id: String,
+        /// From now: 300 (seconds), 90s, 10m, 2h, 1h30m.
+        #[arg(value_parser = crate::duration::parse)]
+        duration: Duration,
+    },
 }
 
 impl SandboxCommand {
@@ -258,6 +298,7 @@ impl Backend {
     /// A handle on the sandbox `id`, with the token kept in the cache and
     /// the S3 staging RAYITO_TRANSFER_BUCKET configures (if any).
     pub(crate) async fn connect(&self, id: &str) -> Result<Sandbox, Failure> {
+        let id = &crate::ids::complete(id)?;
         let Some(token) = cache::load_token(id) else {
             return Err(Failure::Cli(format!(
                 "no access token for {id} in {}: only sandboxes created with this cache can be reached",
@@ -276,6 +317,8 @@ impl Backend {
 pub(crate) enum Failure {
     Sdk(SandboxError),
     Cli(String),
+    /// A usage error found past clap (exit 2; `sandbox exec` and `shell`: 125).
+    Usage(String),
 }
 
 impl From<SandboxError> for Failure {
@@ -297,6 +340,7 @@ pub(crate) fn exit_code(format: Format, outcome: Result<i32, Failure>) -> i32 {
         Ok(code) => code,
         Err(Failure::Sdk(err)) => output::error(format, &err),
         Err(Failure::Cli(message)) => output::cli_error(format, &message),
+        Err(Failure::Usage(message)) => output::usage_error(format, &message),
     }
 }
 
@@ -328,7 +372,9 @@ async fn dispatch(
         SandboxCommand::Create {
             template,
             timeout,
+            max_lifetime,
             metadata,
+            env,
             show_token,
             logs,
             log_group,
@@ -342,7 +388,9 @@ async fn dispatch(
             let options = CreateArgs {
                 template,
                 timeout,
+                max_lifetime,
                 metadata,
+                env,
                 show_token,
                 logging,
                 network: network.policy(),
@@ -351,6 +399,7 @@ async fn dispatch(
         }
         SandboxCommand::List { metadata, state } => list(backend, format, metadata, state).await,
         SandboxCommand::Info { id } => {
+            let id = id.resolve()?;
             let info = backend.client().await?.get_info_by_id(&id).await?;
             let value = json!({
                 "sandbox_id": info.sandbox_id,
@@ -362,7 +411,10 @@ async fn dispatch(
                 "terminated_at": output::unix(info.terminated_at),
                 "max_duration_secs": info.max_duration.as_secs(),
             });
-            print_record(format, &value);
+            match format {
+                Format::Json => output::json(&value),
+                Format::Text => out!("{}", crate::readable::info(&info)),
+            }
             Ok(0)
         }
         SandboxCommand::Metrics {
@@ -370,31 +422,25 @@ async fn dispatch(
             follow,
             interval,
         } => {
+            let id = id.resolve()?;
             let sandbox = backend.connect(&id).await?;
             loop {
                 let m = sandbox.metrics().current().await?;
-                print_record(format, &metrics_json(&id, &m));
+                match format {
+                    Format::Json => output::json(&metrics_json(&id, &m)),
+                    Format::Text => outln!("{}", crate::readable::metrics(&m)),
+                }
                 if !follow {
                     return Ok(0);
-                }
-                if format == Format::Text {
-                    outln!();
                 }
                 tokio::time::sleep(std::time::Duration::from_secs(interval)).await;
             }
         }
         SandboxCommand::Logs(args) => crate::logs::run(backend, format, args).await,
-        SandboxCommand::Kill { id } => {
-            let killed = backend.client().await?.kill_by_id(&id).await?;
-            cache::remove_token(&id);
-            match format {
-                Format::Json => output::json(&json!({ "sandbox_id": id, "killed": killed })),
-                Format::Text if killed => outln!("killed {id}"),
-                Format::Text => outln!("{id} was already gone"),
-            }
-            Ok(0)
-        }
+        SandboxCommand::Kill(args) => crate::kill::run(backend, format, args).await,
+        SandboxCommand::Prune { dry_run } => crate::prune::run(backend, format, dry_run).await,
         SandboxCommand::Pause { id } => {
+            let id = id.resolve()?;
             let sandbox = backend.connect(&id).await?;
             let paused = spinner::around(format, "pausing", sandbox.pause()).await?;
             match format {
@@ -404,6 +450,7 @@ async fn dispatch(
             Ok(0)
         }
         SandboxCommand::Resume { id } => {
+            let id = id.resolve()?;
             let client = backend.client().await?;
             spinner::around(format, "resuming", client.resume_by_id(&id)).await?;
             match format {
@@ -413,17 +460,28 @@ async fn dispatch(
             Ok(0)
         }
         SandboxCommand::Exec { id, args, cmd } => {
-            let sandbox = backend.connect(&id).await?;
+            let sandbox = backend.connect(&id.resolve()?).await?;
             crate::exec::run(&sandbox, format, &command_line(&cmd), args).await
         }
         SandboxCommand::Shell { id } => {
-            let sandbox = backend.connect(&id).await?;
+            let sandbox = backend.connect(&id.resolve()?).await?;
             Ok(crate::shell::run(&sandbox).await?)
         }
-        SandboxCommand::RunCode { id, code } => run_code(backend, format, &id, &code).await,
+        SandboxCommand::RunCode { id, code } => {
+            let (code, options) = code.read()?;
+            run_code(backend, format, &id, &code, options).await
+        }
         SandboxCommand::Files(files) => crate::files::run(backend, format, files).await,
-        SandboxCommand::Connect { id } => connect(backend, global, &id).await,
+        SandboxCommand::Connect { id } => connect(backend, global, &id.resolve()?).await,
         SandboxCommand::Network(command) => crate::network::run(backend, format, command).await,
+        SandboxCommand::Host {
+            id,
+            port,
+            show_headers,
+        } => crate::host::host(backend, format, &id, port, show_headers).await,
+        SandboxCommand::SetTimeout { id, duration } => {
+            crate::host::set_timeout(backend, format, &id, duration).await
+        }
     }
 }
 
@@ -431,7 +489,9 @@ async fn dispatch(
 struct CreateArgs {
     template: Option<String>,
     timeout: Option<u64>,
+    max_lifetime: Option<Duration>,
     metadata: Vec<(String, String)>,
+    env: Vec<(String, String)>,
     show_token: bool,
     logging: rayito::SandboxLogging,
     network: Option<rayito::NetworkPolicy>,
@@ -441,12 +501,18 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
     let CreateArgs {
         template,
         timeout,
+        max_lifetime,
         metadata,
+        env,
         show_token,
         logging,
         network,
     } = args;
-    let mut builder = backend.builder().metadata(metadata).logging(logging);
+    let mut builder = backend
+        .builder()
+        .metadata(metadata)
+        .envs(env)
+        .logging(logging);
     if let Some(policy) = network {
         builder = builder.network(policy);
     }
@@ -466,6 +532,9 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
     }
     if let Some(secs) = timeout {
         builder = builder.timeout(Duration::from_secs(secs));
+    }
+    if let Some(cap) = max_lifetime {
+        builder = builder.max_lifetime(cap);
     }
     let sandbox = spinner::around(format, "creating a sandbox", builder.create()).await?;
     keep_and_print(
@@ -530,29 +599,27 @@ async fn list(
         query = query.states(states);
     }
     let mut stream = backend.client().await?.list(query);
-    let mut rows = Vec::new();
+    let mut summaries = Vec::new();
     while let Some(summary) = stream.next().await {
-        let summary = summary?;
-        rows.push(json!({
-            "sandbox_id": summary.sandbox_id,
-            "state": summary.state.as_str(),
-            "template": summary.template,
-            "started_at": output::unix(summary.started_at),
-            "metadata": summary.metadata,
-        }));
+        summaries.push(summary?);
     }
     match format {
-        Format::Json => output::json(&Value::Array(rows)),
-        Format::Text => {
-            for row in &rows {
-                outln!(
-                    "{}\t{}\t{}",
-                    row["sandbox_id"].as_str().unwrap_or_default(),
-                    row["state"].as_str().unwrap_or_default(),
-                    row["template"].as_str().unwrap_or_default()
-                );
-            }
+        Format::Json => {
+            let rows = summaries
+                .iter()
+                .map(|summary| {
+                    json!({
+                        "sandbox_id": summary.sandbox_id,
+                        "state": summary.state.as_str(),
+                        "template": summary.template,
+                        "started_at": output::unix(summary.started_at),
+                        "metadata": summary.metadata,
+                    })
+                })
+                .collect();
+            output::json(&Value::Array(rows));
         }
+        Format::Text => out!("{}", crate::readable::list(&summaries)),
     }
     Ok(0)
 }
@@ -600,7 +667,7 @@ async fn connect(backend: &Backend, global: &Global, id: &str) -> Result<i32, Fa
         .display()
         .to_string();
     let mut env = vec![
-        ("RAYITO_SANDBOX_ID", sandbox.id().to_owned()),
+        (crate::ids::SANDBOX_ID_ENV, sandbox.id().to_owned()),
         ("RAYITO_CACHE_DIR", cache_dir),
     ];
     if backend.local.is_some() {
@@ -630,9 +697,15 @@ async fn connect(backend: &Backend, global: &Global, id: &str) -> Result<i32, Fa
     Ok(0)
 }
 
-async fn run_code(backend: &Backend, format: Format, id: &str, code: &str) -> Result<i32, Failure> {
+async fn run_code(
+    backend: &Backend,
+    format: Format,
+    id: &str,
+    code: &str,
+    options: rayito::RunCodeOptions,
+) -> Result<i32, Failure> {
     let sandbox = backend.connect(id).await?;
-    let execution = sandbox.run_code(code).await?;
+    let execution = sandbox.run_code_with(code, options).await?;
     let results: Vec<Value> = execution
         .results
         .iter()
@@ -701,24 +774,6 @@ fn metrics_json(id: &str, m: &rayito::SandboxMetrics) -> Value {
         map.insert("mem_cache_bytes".to_owned(), json!(m.mem_cache_bytes));
     }
     value
-}
-
-fn print_record(format: Format, value: &Value) {
-    match format {
-        Format::Json => output::json(value),
-        Format::Text => {
-            if let Value::Object(map) = value {
-                for (key, v) in map {
-                    let shown = match v {
-                        Value::String(s) => s.clone(),
-                        Value::Null => "-".to_owned(),
-                        other => other.to_string(),
-                    };
-                    outln!("{key}: {shown}");
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

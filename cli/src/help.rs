@@ -68,6 +68,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         "sandbox create",
         "rayito sandbox create --template arn:aws:lambda:us-east-1:123456789012:microvm-image:web
   rayito --local sandbox create --metadata owner=me --timeout 600
+  rayito sandbox create --env APP_ENV=staging --env PATH_PREFIX
   rayito --output json sandbox create --logs     # {\"sandbox_id\":...,\"template\":...}",
     ),
     (
@@ -90,7 +91,28 @@ const EXAMPLES: &[(&str, &str)] = &[
         "rayito sandbox logs ID --since 30m
   rayito sandbox logs ID --follow --json",
     ),
-    ("sandbox kill", "rayito sandbox kill ID"),
+    (
+        "sandbox kill",
+        "rayito sandbox kill ID
+  rayito sandbox kill ID1 ID2 3f2a               # several (a unique start of an id will do)
+  rayito sandbox kill --all --metadata owner=ci  # this cache's running ones with that metadata",
+    ),
+    (
+        "sandbox prune",
+        "rayito sandbox prune --dry-run
+  rayito sandbox prune                           # forgets ended sandboxes' tokens",
+    ),
+    (
+        "sandbox host",
+        "rayito sandbox exec --detach ID -- 'python3 -m http.server 8000'
+  rayito sandbox host ID 8000                    # the URL
+  rayito --output json sandbox host ID 8000 --show-headers   # and the headers to send",
+    ),
+    (
+        "sandbox set-timeout",
+        "rayito sandbox create --timeout 600 --max-lifetime 2h
+  rayito sandbox set-timeout ID 90m              # ends 90 minutes from now",
+    ),
     ("sandbox pause", "rayito sandbox pause ID"),
     ("sandbox resume", "rayito sandbox resume ID"),
     (
@@ -117,7 +139,9 @@ const EXAMPLES: &[(&str, &str)] = &[
     (
         "sandbox run-code",
         "rayito sandbox run-code ID 'import math; math.pi'
-  rayito --output json sandbox run-code ID 'int(\"x\")'   # exit 1, the error as data",
+  rayito --output json sandbox run-code ID 'int(\"x\")'   # exit 1, the error as data
+  rayito sandbox run-code ID --file analysis.py --timeout 10m
+  printf 'print(1+1)\\n' | rayito sandbox run-code ID -",
     ),
     (
         "sandbox files",

@@ -17,8 +17,8 @@ const FOLLOW_EVERY: Duration = Duration::from_secs(2);
 /// `sandbox logs` arguments.
 #[derive(Debug, Args)]
 pub struct LogsArgs {
-    /// The sandbox id.
-    id: String,
+    #[command(flatten)]
+    id: crate::ids::SandboxId,
     /// The log group (default `/rayito/<template name>`).
     #[arg(long)]
     log_group: Option<String>,
@@ -41,6 +41,7 @@ pub struct LogsArgs {
 
 /// Runs `sandbox logs`; exit 0, or the failure (no logs: exit 1).
 pub(crate) async fn run(backend: &Backend, format: Format, args: LogsArgs) -> Result<i32, Failure> {
+    let id = args.id.resolve()?;
     let client = backend.client().await?;
     let mut query = LogsQuery::default().limit(args.limit);
     if let Some(group) = args.log_group {
@@ -49,11 +50,11 @@ pub(crate) async fn run(backend: &Backend, format: Format, args: LogsArgs) -> Re
     if let Some(since) = args.since {
         query = query.since(since);
     }
-    let mut reader = client.open_sandbox_logs(&args.id, &query).await?;
+    let mut reader = client.open_sandbox_logs(&id, &query).await?;
     if reader.used_fallback() {
         crate::output::note(&format!(
             "warning: no stream of sandbox {} under its expected name in {}; reading {}, the most recent stream of exactly its pattern (fallback scan)",
-            args.id,
+            id,
             reader.log_group(),
             reader.stream()
         ));

@@ -15,15 +15,15 @@ pub enum NetworkCommand {
     /// The policy the agent applies and how it enforces it (never the
     /// proxy's address or credentials).
     Get {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
     },
     /// Replaces the whole policy (no flag: unrestricted); connections
     /// opened afterwards follow it. Allow beats deny. The sandbox must
     /// have been created with a restricting policy.
     Set {
-        /// The sandbox id.
-        id: String,
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
         #[command(flatten)]
         policy: PolicyArgs,
     },
@@ -114,10 +114,12 @@ pub(crate) async fn run(
 ) -> Result<i32, Failure> {
     match command {
         NetworkCommand::Get { id } => {
+            let id = id.resolve()?;
             let sandbox = backend.connect(&id).await?;
             print(format, &id, &sandbox.network().get().await?);
         }
         NetworkCommand::Set { id, policy } => {
+            let id = id.resolve()?;
             let policy = policy.policy().unwrap_or_default();
             // Checked before connecting: a bad entry is named first.
             policy.check()?;

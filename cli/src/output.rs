@@ -164,13 +164,25 @@ pub fn error(format: Format, err: &SandboxError) -> i32 {
 
 /// Prints a failure of the CLI itself (not an SDK error).
 pub fn cli_error(format: Format, message: &str) -> i32 {
+    own_error(format, message, "cli");
+    EXIT_FAILURE
+}
+
+/// Prints a failure of rayito's own of `kind` (never retryable).
+fn own_error(format: Format, message: &str, kind: &str) {
     match format {
         Format::Json => {
-            json(&json!({ "error": { "message": message, "kind": "cli", "retryable": false } }))
+            json(&json!({ "error": { "message": message, "kind": kind, "retryable": false } }))
         }
         Format::Text => eprintln!("error: {message}"),
     }
-    EXIT_FAILURE
+}
+
+/// Prints a usage error found past clap's parsing (an id that names no
+/// sandbox of the cache, say) and returns [`EXIT_USAGE`].
+pub fn usage_error(format: Format, message: &str) -> i32 {
+    own_error(format, message, "usage");
+    EXIT_USAGE
 }
 
 /// Bytes for a JSON document: the text when they are UTF-8, else their

@@ -110,7 +110,12 @@ fn a_local_session_from_create_to_kill() {
     assert!(m["disk_total_bytes"].as_u64().unwrap() > 0, "{m}");
     let text = s.run(&["sandbox", "metrics", &id]);
     assert!(text.status.success());
-    assert!(String::from_utf8_lossy(&text.stdout).contains("cpu_used_pct: "));
+    // Text: one line with units (docs/cli.md).
+    let line = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        line.lines().count() == 1 && line.contains("  cpu ") && line.contains("iB / "),
+        "{line}"
+    );
     let bad = s.run(&["sandbox", "metrics", &id, "--follow", "--interval", "0"]);
     assert_eq!(bad.status.code(), Some(2), "a usage error");
 

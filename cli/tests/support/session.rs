@@ -9,13 +9,14 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 /// The caller's settings a test must not inherit.
-const UNSET: [&str; 6] = [
+const UNSET: [&str; 7] = [
     "RAYITO_TEMPLATE",
     "RAYITO_TRANSFER_BUCKET",
     "RAYITO_BUCKET",
     "AWS_ENDPOINT_URL",
     "RUST_LOG",
     "RAYITO_BACKEND",
+    "RAYITO_SANDBOX_ID",
 ];
 
 /// A cache and temp directory of its own, and the environment every
