@@ -109,7 +109,10 @@ impl LocalFaults {
     /// The next `count` creates meet a spent account quota
     /// (ServiceQuotaExceededException) and create nothing. Never retried:
     /// create fails at once with [`SandboxError::QuotaExceeded`] (kind
-    /// `quota_exceeded`, not retryable, `retry_with_larger_limits`).
+    /// `quota_exceeded`, not retryable, `retry_with_larger_limits`):
+    /// "control plane call RunMicrovm hit an account quota: Concurrent
+    /// MicroVMs quota exceeded.; free resources or ask AWS for a higher
+    /// quota".
     pub fn quota_exceeded(&self, count: u32) {
         self.faults.quota_exceeded(count);
     }
@@ -120,10 +123,14 @@ impl LocalFaults {
     /// - `403` (the proxy refused the sandbox's token): once is invisible
     ///   (the SDK mints a fresh token and retries); twice in a row is
     ///   [`SandboxError::Authentication`] with `proxy_rejected: true`.
-    /// - `429`, `502`, `503`, `504`: the SDK reconnects and retries
-    ///   inside its reconnect budget; a few are invisible, and a call
-    ///   that never gets through ends in `Sandbox { code: connection_lost }`
-    ///   (retryable) or the call's own deadline.
+    /// - `429`, `502`, `503`, `504`: a call the SDK may repeat (files,
+    ///   info, a stream's reconnect) waits them out inside its reconnect
+    ///   budget, so a few are invisible; past the budget, and at once for a
+    ///   command's start (never sent twice: it may have run), the call
+    ///   fails with [`SandboxError::Sandbox`] of code `connection_lost`
+    ///   (retryable): "the AWS proxy could not reach the sandbox for
+    ///   commands.run (http 502); retry, or check that the sandbox is still
+    ///   running".
     ///
     /// # Errors
     /// [`SandboxError::InvalidArgument`] (`status`) for a status outside
@@ -167,19 +174,26 @@ impl LocalFaults {
     /// Makes the sandbox's disk full for writes: every later file write
     /// through [`Sandbox::files`](crate::Sandbox::files) fails with
     /// [`SandboxError::DiskFull`] (kind `disk_full`, not retryable,
-    /// `retry_with_larger_limits`). For the life of the sandbox;
+    /// `retry_with_larger_limits`): "the sandbox has less than 256 MiB of
+    /// free disk (files.write); free space or use a larger disk". For the
+    /// life of the sandbox;
     /// [`LocalFaults::clear`] does not undo it.
     ///
     /// # Errors
     /// [`SandboxError::SandboxNotFound`] when no sandbox `sandbox_id` runs
     /// on the local backend.
     pub fn fill_disk(&self, sandbox_id: &str) -> Result<(), SandboxError> {
-        found(self.faults.set_disk_reserve(sandbox_id, u64::MAX), sandbox_id)
+        found(
+            self.faults.set_disk_reserve(sandbox_id, u64::MAX),
+            sandbox_id,
+        )
     }
 
     /// Makes the sandbox's own deadline (its `timeout`) pass now, as it
     /// would on AWS: its agent stops serving and the next call fails with
-    /// [`SandboxError::Timeout`] of scope `sandbox` (kind `timeout`).
+    /// [`SandboxError::Timeout`] of scope `sandbox` (kind `timeout`, not
+    /// retryable): "the sandbox reached its timeout (commands.run); extend
+    /// it with set_timeout before it expires, or create a new sandbox".
     ///
     /// # Errors
     /// [`SandboxError::SandboxNotFound`] when no sandbox `sandbox_id` runs
