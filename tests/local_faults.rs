@@ -50,6 +50,29 @@ fn pin(row: &str, err: &SandboxError, kind: ErrorKind, retryable: bool, message:
     assert_eq!(err.to_string(), message, "{row}");
 }
 
+/// As [`pin`], and docs/testing.md transcribes `message` (a sandbox's id
+/// written `ID` there), so the guide and the SDK stay in step.
+fn pin_documented(
+    row: &str,
+    err: &SandboxError,
+    kind: ErrorKind,
+    retryable: bool,
+    message: &str,
+    sandbox_id: Option<&str>,
+) {
+    pin(row, err, kind, retryable, message);
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/testing.md"))
+        .expect("docs/testing.md");
+    let written = match sandbox_id {
+        Some(id) => message.replace(id, "ID"),
+        None => message.to_owned(),
+    };
+    assert!(
+        guide.contains(&format!("\"{written}\"")),
+        "{row}: docs/testing.md does not quote \"{written}\""
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_fault_is_its_documented_error() {
     let (client, faults) = local().await;
@@ -59,12 +82,13 @@ async fn each_fault_is_its_documented_error() {
     let sbx = sandbox(&client).await;
     faults.throttle_creates(100, Duration::ZERO);
     let err = client.sandbox().create().await.unwrap_err();
-    pin(
+    pin_documented(
         "throttle_creates",
         &err,
         ErrorKind::RateLimit,
         true,
         "control plane call RunMicrovm was throttled: Rate exceeded; retry after 0 s",
+        None,
     );
     assert!(
         matches!(err, SandboxError::RateLimit { retry_after: Some(d), .. } if d.is_zero()),
@@ -93,12 +117,13 @@ async fn each_fault_is_its_documented_error() {
     // No capacity, past the (here 1 s) capacity budget.
     faults.insufficient_capacity(1_000);
     let err = client.sandbox().create().await.unwrap_err();
-    pin(
+    pin_documented(
         "insufficient_capacity",
         &err,
         ErrorKind::Capacity,
         true,
         "control plane call RunMicrovm found no capacity: Insufficient capacity to run the MicroVM. Retry later.; retry later or use another region",
+        None,
     );
     assert!(
         matches!(err, SandboxError::Capacity { code: None, .. }),
@@ -109,12 +134,13 @@ async fn each_fault_is_its_documented_error() {
     // A spent quota: never retried.
     faults.quota_exceeded(1);
     let err = client.sandbox().create().await.unwrap_err();
-    pin(
+    pin_documented(
         "quota_exceeded",
         &err,
         ErrorKind::QuotaExceeded,
         false,
         "control plane call RunMicrovm hit an account quota: Concurrent MicroVMs quota exceeded.; free resources or ask AWS for a higher quota",
+        None,
     );
     assert!(err.classify().retry_with_larger_limits, "{err:?}");
     assert_eq!(err.meta().attempts(), 1);
@@ -129,12 +155,13 @@ async fn each_fault_is_its_documented_error() {
     sbx.files().list("/tmp").await.expect("waited out");
     faults.proxy_status(1, 502).unwrap();
     let err = sbx.commands().run("echo never").await.unwrap_err();
-    pin(
+    pin_documented(
         "proxy_status 502, a command's start",
         &err,
         ErrorKind::Sandbox,
         true,
         "the AWS proxy could not reach the sandbox for commands.run (http 502); retry, or check that the sandbox is still running",
+        None,
     );
     assert_eq!(
         err.sandbox_code(),
@@ -142,12 +169,13 @@ async fn each_fault_is_its_documented_error() {
     );
     faults.proxy_status(2, 403).unwrap();
     let err = sbx.commands().run("echo never").await.unwrap_err();
-    pin(
+    pin_documented(
         "proxy_status 403 x2",
         &err,
         ErrorKind::Authentication,
         false,
         "the AWS proxy refused the sandbox's token for commands.run even after a fresh one; check the IAM permission to create MicroVM auth tokens",
+        None,
     );
     assert!(
         matches!(
@@ -173,24 +201,26 @@ async fn each_fault_is_its_documented_error() {
     // A full disk.
     faults.fill_disk(sbx.id()).unwrap();
     let err = sbx.files().write("/home/user/x", "data").await.unwrap_err();
-    pin(
+    pin_documented(
         "fill_disk",
         &err,
         ErrorKind::DiskFull,
         false,
         "the sandbox has less than 256 MiB of free disk (files.write); free space or use a larger disk",
+        None,
     );
     assert!(err.classify().retry_with_larger_limits, "{err:?}");
 
     // The sandbox's deadline.
     faults.expire_deadline(sbx.id()).unwrap();
     let err = sbx.commands().run("true").await.unwrap_err();
-    pin(
+    pin_documented(
         "expire_deadline",
         &err,
         ErrorKind::Timeout,
         false,
         "the sandbox reached its timeout (commands.run); extend it with set_timeout before it expires, or create a new sandbox",
+        None,
     );
     assert!(
         matches!(
