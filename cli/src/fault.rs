@@ -80,6 +80,8 @@ pub enum FaultCommand {
     /// Forgets every pending fault and releases held builds (a killed
     /// agent, an expired or full sandbox stays so).
     Clear,
+    /// The counted faults still pending, and whether builds are held.
+    List,
 }
 
 /// `local fault throttle`.
@@ -157,6 +159,7 @@ impl FaultCommand {
                 (json!({"fault": "holdBuilds", "hold": !release}), None)
             }
             FaultCommand::Clear => (json!({"fault": "clear"}), None),
+            FaultCommand::List => (Value::Null, None),
         }
     }
 }
@@ -169,9 +172,12 @@ pub fn run(command: &FaultCommand, format: Format) -> i32 {
             return output::cli_error(format, &format!("cannot start the local backend: {err}"));
         }
     };
+    if matches!(command, FaultCommand::List) {
+        return list(&state, format);
+    }
     let (body, sandbox_id) = command.body();
     let fault = body["fault"].as_str().unwrap_or_default().to_owned();
-    match post(&state, &body.to_string()) {
+    match call(&state, "POST", &body.to_string()) {
         Ok((200, _)) => {
             match format {
                 Format::Json => output::json(&json!({ "applied": true, "fault": fault })),
@@ -197,14 +203,74 @@ pub fn run(command: &FaultCommand, format: Format) -> i32 {
     }
 }
 
-/// Posts `body` to the daemon's admin endpoint (plain HTTP/1.1 on
-/// loopback, one request per connection), signed with its key; the
-/// answer's status and body.
-fn post(state: &BackendState, body: &str) -> std::io::Result<(u16, String)> {
+/// `local fault list`: the daemon's pending faults.
+fn list(state: &BackendState, format: Format) -> i32 {
+    let pending = match call(state, "GET", "") {
+        Ok((200, body)) => serde_json::from_str::<Value>(&body).ok(),
+        _ => None,
+    };
+    let Some(pending) = pending else {
+        return output::cli_error(
+            format,
+            &format!(
+                "cannot read the faults of the local backend at {}",
+                state.endpoint_url
+            ),
+        );
+    };
+    match format {
+        Format::Json => output::json(&pending),
+        Format::Text => {
+            let lines = pending_lines(&pending);
+            if lines.is_empty() {
+                outln!("no pending faults");
+            }
+            for line in lines {
+                outln!("{line}");
+            }
+        }
+    }
+    0
+}
+
+/// One line per pending fault, for people.
+fn pending_lines(pending: &Value) -> Vec<String> {
+    let count = |field: &str| pending[field].as_u64().unwrap_or(0);
+    let mut lines = Vec::new();
+    for t in pending["throttles"].as_array().into_iter().flatten() {
+        lines.push(format!(
+            "throttle {} x{} (retry after {} s)",
+            t["operation"].as_str().unwrap_or_default(),
+            t["count"],
+            t["retryAfterSeconds"]
+        ));
+    }
+    if count("insufficientCapacity") > 0 {
+        lines.push(format!("capacity x{}", count("insufficientCapacity")));
+    }
+    if count("quotaExceeded") > 0 {
+        lines.push(format!("quota x{}", count("quotaExceeded")));
+    }
+    for status in pending["proxyStatuses"].as_array().into_iter().flatten() {
+        lines.push(format!("proxy-status {status}"));
+    }
+    if count("stalls") > 0 {
+        lines.push(format!("stalled proxy requests x{}", count("stalls")));
+    }
+    if pending["buildsHeld"] == Value::Bool(true) {
+        lines.push("hold-builds".to_owned());
+    }
+    lines
+}
+
+/// Sends `method` with `body` to the daemon's admin endpoint (plain
+/// HTTP/1.1 on loopback, one request per connection), signed with its
+/// key; the answer's status and body.
+fn call(state: &BackendState, method: &str, body: &str) -> std::io::Result<(u16, String)> {
     let url = format!("{}/_emulator/faults", state.endpoint_url);
     let key = rayito_emulator::AccessKey::new(&state.access_key_id, &state.secret_access_key);
     let headers: String = key
-        .sign("POST", &url, body.as_bytes(), &state.region)
+        .sign(method, &url, body.as_bytes(), &state.region)
         .map_err(std::io::Error::other)?
         .iter()
         .map(|(name, value)| format!("{name}: {value}\r\n"))
@@ -217,7 +283,7 @@ fn post(state: &BackendState, body: &str) -> std::io::Result<(u16, String)> {
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     write!(
         stream,
-        "POST /_emulator/faults HTTP/1.1\r\nhost: {addr}\r\n{headers}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "{method} /_emulator/faults HTTP/1.1\r\nhost: {addr}\r\n{headers}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     )?;
     let mut answer = String::new();

@@ -289,6 +289,11 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     ("local fault clear", "rayito local fault clear"),
     (
+        "local fault list",
+        "rayito local fault list
+  rayito --output json local fault list",
+    ),
+    (
         "completions",
         "rayito completions bash > ~/.local/share/bash-completion/completions/rayito
   rayito completions zsh > \"${fpath[1]}/_rayito\"

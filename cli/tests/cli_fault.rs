@@ -39,6 +39,28 @@ fn a_fault_changes_the_next_command_and_clear_restores() {
         "0",
     ]);
     assert_eq!(out, "applied: throttle\n");
+    s.ok(&["local", "fault", "proxy-status", "--status", "502"]);
+    assert_eq!(
+        s.ok(&["local", "fault", "list"]),
+        "throttle RunMicrovm x100 (retry after 0 s)\nproxy-status 502\n"
+    );
+    let (code, listed) = json_run(&s, &["local", "fault", "list"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        listed["throttles"],
+        serde_json::json!([{"operation": "RunMicrovm", "count": 100, "retryAfterSeconds": 0}])
+    );
+    assert_eq!(listed["proxyStatuses"], serde_json::json!([502]));
+    s.ok(&["local", "fault", "clear"]);
+    s.ok(&[
+        "local",
+        "fault",
+        "throttle",
+        "--creates",
+        "100",
+        "--retry-after",
+        "0",
+    ]);
     let (code, doc) = json_run(&s, &["sandbox", "create"]);
     assert_eq!(code, Some(75), "{doc}");
     assert_eq!(doc["error"]["kind"], "rate_limit");
@@ -51,6 +73,7 @@ fn a_fault_changes_the_next_command_and_clear_restores() {
     let (code, doc) = json_run(&s, &["local", "fault", "clear"]);
     assert_eq!(code, Some(0));
     assert_eq!(doc, serde_json::json!({"applied": true, "fault": "clear"}));
+    assert_eq!(s.ok(&["local", "fault", "list"]), "no pending faults\n");
     let (code, created) = json_run(&s, &["sandbox", "create"]);
     assert_eq!(code, Some(0), "{created}");
     let id = created["sandbox_id"].as_str().expect("an id").to_owned();
