@@ -330,6 +330,8 @@ pub use commands::{
     ProcessInfo, ProcessKind,
 };
 pub use error::{ErrorKind, SandboxError};
+#[cfg(feature = "local")]
+pub use local::LocalFaults;
 pub use sandbox::client::{Client, ClientBuilder};
 
 /// The result of every fallible SDK call.

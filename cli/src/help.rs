@@ -277,10 +277,46 @@ const EXAMPLES: &[(&str, &str)] = &[
     (
         "local",
         "rayito local status
+  rayito local fault throttle --creates 3
   rayito local stop",
     ),
     ("local status", "rayito local status --output json"),
     ("local stop", "rayito local stop"),
+    (
+        "local fault",
+        "rayito --local local fault throttle --creates 3
+  rayito --local sandbox create          # retried past 3 throttles, or exit 75
+  rayito --local local fault clear",
+    ),
+    (
+        "local fault throttle",
+        "rayito local fault throttle --creates 10 --retry-after 0
+  rayito local fault throttle --operation GetMicrovm --count 5",
+    ),
+    (
+        "local fault capacity",
+        "rayito local fault capacity --count 100",
+    ),
+    ("local fault quota", "rayito local fault quota"),
+    (
+        "local fault proxy-status",
+        "rayito local fault proxy-status --status 403 --count 2",
+    ),
+    ("local fault cut", "rayito local fault cut ID"),
+    ("local fault kill-agent", "rayito local fault kill-agent ID"),
+    ("local fault fill-disk", "rayito local fault fill-disk ID"),
+    ("local fault expire", "rayito local fault expire ID"),
+    (
+        "local fault hold-builds",
+        "rayito local fault hold-builds
+  rayito local fault hold-builds --release",
+    ),
+    ("local fault clear", "rayito local fault clear"),
+    (
+        "local fault list",
+        "rayito local fault list
+  rayito --output json local fault list",
+    ),
     (
         "completions",
         "rayito completions bash > ~/.local/share/bash-completion/completions/rayito

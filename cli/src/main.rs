@@ -21,6 +21,7 @@ mod dates;
 mod doctor;
 mod duration;
 mod exec;
+mod fault;
 mod files;
 mod help;
 mod host;
@@ -133,6 +134,11 @@ enum LocalCommand {
     Status,
     /// Stops the daemon and every sandbox it runs.
     Stop,
+    /// Injects a failure on the daemon (throttling, capacity, quota, proxy
+    /// statuses, a cut, a killed agent, a full disk), to test a service
+    /// against it (docs/testing.md).
+    #[command(subcommand)]
+    Fault(fault::FaultCommand),
 }
 
 fn main() {
@@ -192,6 +198,7 @@ fn run_async_or(
 
 fn local_command(command: &LocalCommand, format: Format) -> i32 {
     match command {
+        LocalCommand::Fault(fault) => fault::run(fault, format),
         LocalCommand::Status => {
             let state = local::running();
             match format {

@@ -2,7 +2,7 @@
 //! port: `POST /_emulator/faults` with one JSON fault (shapes in
 //! docs/local.md), SigV4-signed with one of the emulator's access keys like
 //! any control-plane call (refused as they are otherwise: faults can kill
-//! any MicroVM). Answers 200 `{"applied": true}`, 404 for an unknown or
+//! any MicroVM); `GET` on it answers the pending faults. A POST answers 200 `{"applied": true}`, 404 for an unknown or
 //! already terminated MicroVM, 400 for a body that is not one of the
 //! shapes. `GET /_emulator/ca.pem` serves the CA of TLS mode (public, no
 //! signature needed).
@@ -82,7 +82,7 @@ fn one() -> u32 {
 
 pub(crate) fn router() -> Router<Arc<Shared>> {
     Router::new()
-        .route("/_emulator/faults", post(post_fault))
+        .route("/_emulator/faults", post(post_fault).get(get_faults))
         .route("/_emulator/ca.pem", get(ca_pem))
 }
 
@@ -101,6 +101,18 @@ async fn ca_pem(State(shared): State<Arc<Shared>>) -> Response {
 
 fn answer(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({ "message": message }))).into_response()
+}
+
+/// `GET /_emulator/faults`: the pending faults ([`Faults::pending`]),
+/// signed as a POST is.
+async fn get_faults(
+    State(shared): State<Arc<Shared>>,
+    Extension(signed): Extension<Signed>,
+) -> Response {
+    if let Err(refused) = signed.check() {
+        return refused.into_response();
+    }
+    (StatusCode::OK, Json(Faults { shared }.pending())).into_response()
 }
 
 async fn post_fault(

@@ -307,6 +307,45 @@ impl Faults {
             .is_some()
     }
 
+    /// The counted faults still pending and whether builds are held: what
+    /// `GET /_emulator/faults` answers (`rayito local fault list`).
+    pub fn pending(&self) -> PendingFaults {
+        let s = self.state();
+        let mut throttles: Vec<PendingThrottle> = s
+            .throttles
+            .lock()
+            .expect("throttles lock")
+            .iter()
+            .filter(|(_, t)| t.remaining > 0)
+            .map(|(op, t)| PendingThrottle {
+                operation: op.as_str(),
+                count: t.remaining,
+                retry_after_seconds: t.retry_after_seconds,
+            })
+            .collect();
+        throttles.sort_by_key(|t| t.operation);
+        PendingFaults {
+            insufficient_capacity: s.capacity.load(Ordering::SeqCst),
+            quota_exceeded: s.quota.load(Ordering::SeqCst),
+            throttles,
+            proxy_statuses: s
+                .proxy
+                .lock()
+                .expect("proxy faults lock")
+                .iter()
+                .copied()
+                .collect(),
+            stalls: s
+                .stalls
+                .lock()
+                .expect("stall faults lock")
+                .iter()
+                .map(|r| r.remaining)
+                .sum(),
+            builds_held: *s.builds.0.borrow(),
+        }
+    }
+
     /// Forgets every pending fault.
     pub fn clear(&self) {
         let s = self.state();
@@ -349,6 +388,37 @@ impl Faults {
                 stall,
             });
     }
+}
+
+/// The faults still pending ([`Faults::pending`]); serialized in
+/// camelCase for `GET /_emulator/faults`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingFaults {
+    /// RunMicrovm calls left to answer InsufficientCapacityException.
+    pub insufficient_capacity: u32,
+    /// RunMicrovm calls left to answer ServiceQuotaExceededException.
+    pub quota_exceeded: u32,
+    /// Throttles left, per operation (by AWS name).
+    pub throttles: Vec<PendingThrottle>,
+    /// Proxy statuses queued, in the order they will be answered.
+    pub proxy_statuses: Vec<u16>,
+    /// Proxied requests left to stall, over every rule.
+    pub stalls: u32,
+    /// Whether image builds are held.
+    pub builds_held: bool,
+}
+
+/// Throttles left for one operation.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingThrottle {
+    /// The operation's AWS name.
+    pub operation: &'static str,
+    /// Calls left to throttle.
+    pub count: u32,
+    /// Their Retry-After.
+    pub retry_after_seconds: u32,
 }
 
 /// How a stalled proxied request behaves (see [`Faults::stall_proxy`]).

@@ -74,7 +74,7 @@ use tokio::task::JoinSet;
 
 pub use access_key::AccessKey;
 pub use faults::ProxyStall;
-pub use faults::{Faults, Operation};
+pub use faults::{Faults, Operation, PendingFaults, PendingThrottle};
 pub use model::MicrovmState;
 
 use registry::{Settings, Shared};

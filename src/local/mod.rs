@@ -15,10 +15,14 @@
 //! process are removed and killed when it ends, however it ends (see
 //! `rayito_agent::sandbox::SandboxEnv::remove_at_exit`).
 
+mod faults;
+
 use std::sync::OnceLock;
 
 use rayito_agent::sandbox::SandboxEnv;
-use rayito_emulator::{Emulator, EmulatorConfig};
+use rayito_emulator::{Emulator, EmulatorConfig, Faults};
+
+pub use faults::LocalFaults;
 
 use crate::LOCAL_BUCKET;
 use crate::error::SandboxError;
@@ -49,9 +53,16 @@ pub(crate) struct LocalBackend {
     /// The emulator's S3 endpoint (`http://127.0.0.1:<port>`, path style).
     #[cfg_attr(not(feature = "templates"), allow(dead_code))] // template builds
     s3_endpoint_url: Option<String>,
+    /// The emulator's fault injection ([`LocalFaults`] wraps it).
+    faults: Faults,
 }
 
 impl LocalBackend {
+    /// Fault injection on this backend (see [`LocalFaults`]).
+    pub(crate) fn faults(&self) -> LocalFaults {
+        LocalFaults::new(self.faults.clone())
+    }
+
     /// The control-plane endpoint (`http://127.0.0.1:<port>`).
     pub(crate) fn endpoint_url(&self) -> &str {
         &self.endpoint_url
@@ -178,6 +189,7 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                             ca_pem: emulator.ca_pem().map(str::to_owned),
                             access_key_id: key.id.clone(),
                             secret_access_key: Secret::new(key.secret.clone()),
+                            faults: emulator.faults().clone(),
                         };
                         let _ = tx.send(Ok(backend));
                         // Kept for the life of the process.

@@ -403,6 +403,31 @@ impl Client {
         self.inner.backend.local.is_some()
     }
 
+    /// Fault injection on this client's embedded local backend: throttling,
+    /// capacity and quota errors, proxy statuses, cut connections, a killed
+    /// agent, a full disk (docs/testing.md).
+    ///
+    /// Only with the `local` cargo feature (on by default).
+    ///
+    /// # Errors
+    /// [`SandboxError::Unimplemented`] (`local_faults`) when this client is
+    /// not on the local backend: AWS cannot be told to fail.
+    #[cfg(feature = "local")]
+    pub fn local_faults(&self) -> Result<crate::LocalFaults, SandboxError> {
+        self.inner
+            .backend
+            .local
+            .as_ref()
+            .map(crate::local::LocalBackend::faults)
+            .ok_or_else(|| {
+                SandboxError::unimplemented(
+                    "local_faults",
+                    "faults are injected on the local backend only; build the client with Client::local()",
+                    Some("docs/testing.md"),
+                )
+            })
+    }
+
     /// A builder for a new sandbox on this client (or a connection to an
     /// existing one with options): [`SandboxBuilder::create`].
     pub fn sandbox(&self) -> SandboxBuilder {

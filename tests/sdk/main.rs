@@ -27,8 +27,12 @@
 //!   (`sdk_template_quota`: the 10 concurrent template builds of a
 //!   process);
 //! - it builds an example with cargo while it runs
-//!   (`local_secrets_and_git_example`, `local_persistence`), a load the
-//!   timing bounds of the tests here are not sized for.
+//!   (`local_secrets_and_git_example`, `local_persistence`,
+//!   `local_faults`), a load the timing bounds of the tests here are not
+//!   sized for;
+//! - it injects the counted faults of the process-wide embedded local
+//!   backend (`local_faults`: throttling, capacity, quota, proxy
+//!   statuses), which every other test's calls would meet.
 
 #[path = "../sdk_support/mod.rs"]
 mod sdk_support;
