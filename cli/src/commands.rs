@@ -136,6 +136,26 @@ pub enum SandboxCommand {
 }
 
 impl SandboxCommand {
+    /// The id of the existing sandbox the command is about, if it is
+    /// about one.
+    pub fn sandbox_id(&self) -> Option<&str> {
+        match self {
+            SandboxCommand::Info { id }
+            | SandboxCommand::Metrics { id, .. }
+            | SandboxCommand::Kill { id }
+            | SandboxCommand::Pause { id }
+            | SandboxCommand::Resume { id }
+            | SandboxCommand::Exec { id, .. }
+            | SandboxCommand::Shell { id }
+            | SandboxCommand::RunCode { id, .. }
+            | SandboxCommand::Connect { id } => Some(id),
+            SandboxCommand::Logs(args) => Some(args.id()),
+            SandboxCommand::Files(files) => Some(files.sandbox_id()),
+            SandboxCommand::Network(network) => Some(network.sandbox_id()),
+            _ => None,
+        }
+    }
+
     /// Whether the exit code is the command's own (`exec`, `shell`): then
     /// rayito's own failures exit [`output::EXIT_OWN`].
     pub fn passes_exit_code(&self) -> bool {
@@ -205,9 +225,13 @@ pub(crate) struct Backend {
 }
 
 impl Backend {
+    /// Whether `global` (or `RAYITO_BACKEND=local`) names the local backend.
+    pub(crate) fn is_local(global: &Global) -> bool {
+        global.local || std::env::var(rayito::BACKEND_ENV).is_ok_and(|v| v == "local")
+    }
+
     pub(crate) fn resolve(global: &Global) -> std::io::Result<Backend> {
-        let from_env = std::env::var(rayito::BACKEND_ENV).is_ok_and(|v| v == "local");
-        let local = if global.local || from_env {
+        let local = if Backend::is_local(global) {
             Some(local::ensure()?)
         } else {
             None
@@ -259,10 +283,7 @@ impl Backend {
     /// the S3 staging RAYITO_TRANSFER_BUCKET configures (if any).
     pub(crate) async fn connect(&self, id: &str) -> Result<Sandbox, Failure> {
         let Some(token) = cache::load_token(id) else {
-            return Err(Failure::Cli(format!(
-                "no access token for {id} in {}: only sandboxes created with this cache can be reached",
-                cache::dir().display()
-            )));
+            return Err(self.without_token(id).await);
         };
         let mut builder = self.builder();
         if let Some(staging) = rayito::transfer::S3Staging::from_env()? {
@@ -272,10 +293,35 @@ impl Backend {
     }
 }
 
+impl Backend {
+    /// Why the sandbox `id`, whose token this cache does not keep, cannot
+    /// be reached: it does not exist (the control plane's word), it has
+    /// ended, or it was created with another cache.
+    async fn without_token(&self, id: &str) -> Failure {
+        let info = match self.client().await {
+            Ok(client) => client.get_info_by_id(id).await,
+            Err(err) => Err(err),
+        };
+        match info {
+            Err(err) => Failure::Sdk(err),
+            Ok(info) if info.state == SandboxState::Terminated => {
+                Failure::Sdk(SandboxError::sandbox_not_found(id))
+            }
+            Ok(_) => Failure::Cli(format!(
+                "sandbox {id} exists but was not created with this cache ({}): its access token is kept only in the cache it was created with; run the command where that cache is, or point RAYITO_CACHE_DIR at it",
+                cache::dir().display()
+            )),
+        }
+    }
+}
+
 /// Why a subcommand failed.
 pub(crate) enum Failure {
     Sdk(SandboxError),
     Cli(String),
+    /// The sandbox does not exist, known without asking a backend (kind
+    /// `sandbox_not_found`, as the SDK's).
+    Gone(String),
 }
 
 impl From<SandboxError> for Failure {
@@ -297,6 +343,7 @@ pub(crate) fn exit_code(format: Format, outcome: Result<i32, Failure>) -> i32 {
         Ok(code) => code,
         Err(Failure::Sdk(err)) => output::error(format, &err),
         Err(Failure::Cli(message)) => output::cli_error(format, &message),
+        Err(Failure::Gone(message)) => output::not_found(format, &message),
     }
 }
 
@@ -305,9 +352,19 @@ pub(crate) fn exit_code(format: Format, outcome: Result<i32, Failure>) -> i32 {
 pub async fn run(global: Global, command: SandboxCommand) -> i32 {
     let format = global.output;
     let own = command.passes_exit_code();
-    let outcome = match Backend::resolve(&global) {
-        Ok(backend) => dispatch(&backend, &global, command).await,
-        Err(err) => Err(Failure::Cli(format!("the local backend: {err}"))),
+    let id = command.sandbox_id().map(str::to_owned);
+    let outcome = match (&id, stale_local(&global, &command)) {
+        (_, Some(outcome)) => outcome,
+        (id, None) => match Backend::resolve(&global) {
+            Ok(backend) => {
+                let outcome = dispatch(&backend, &global, command).await;
+                if let (Some(id), Err(Failure::Sdk(err))) = (id, &outcome) {
+                    crate::gone::forget_if_gone(&backend, id, err);
+                }
+                outcome
+            }
+            Err(err) => Err(Failure::Cli(format!("the local backend: {err}"))),
+        },
     };
     match outcome {
         Ok(code) => code,
@@ -315,6 +372,34 @@ pub async fn run(global: Global, command: SandboxCommand) -> i32 {
             let code = exit_code(format, Err(failure));
             if own { output::EXIT_OWN } else { code }
         }
+    }
+}
+
+/// The answer to a command on a sandbox of the local backend that the CLI
+/// knows is gone (no daemon runs, or the token is of a daemon that
+/// stopped): said without starting a daemon only to hear it, and its
+/// token forgotten. `None` when the backend must be asked.
+fn stale_local(global: &Global, command: &SandboxCommand) -> Option<Result<i32, Failure>> {
+    let id = command.sandbox_id()?;
+    if !Backend::is_local(global) {
+        return None;
+    }
+    let reason = crate::gone::known_gone_locally(id, local::running().map(|s| s.pid))?;
+    if cache::token_origin(id).is_some_and(|origin| origin != cache::Origin::Aws) {
+        cache::remove_token(id);
+    }
+    if let SandboxCommand::Kill { .. } = command {
+        print_killed(global.output, id, false);
+        return Some(Ok(0));
+    }
+    Some(Err(Failure::Gone(reason)))
+}
+
+fn print_killed(format: Format, id: &str, killed: bool) {
+    match format {
+        Format::Json => output::json(&json!({ "sandbox_id": id, "killed": killed })),
+        Format::Text if killed => outln!("killed {id}"),
+        Format::Text => outln!("{id} was already gone"),
     }
 }
 
@@ -387,11 +472,7 @@ async fn dispatch(
         SandboxCommand::Kill { id } => {
             let killed = backend.client().await?.kill_by_id(&id).await?;
             cache::remove_token(&id);
-            match format {
-                Format::Json => output::json(&json!({ "sandbox_id": id, "killed": killed })),
-                Format::Text if killed => outln!("killed {id}"),
-                Format::Text => outln!("{id} was already gone"),
-            }
+            print_killed(format, &id, killed);
             Ok(0)
         }
         SandboxCommand::Pause { id } => {
@@ -469,6 +550,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
     }
     let sandbox = spinner::around(format, "creating a sandbox", builder.create()).await?;
     keep_and_print(
+        backend,
         format,
         &sandbox,
         show_token,
@@ -482,13 +564,18 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
 /// fails: it could not be reached again) and prints its id, with `fields`
 /// beside it in JSON, and its token when asked.
 pub(crate) async fn keep_and_print(
+    backend: &Backend,
     format: Format,
     sandbox: &Sandbox,
     show_token: bool,
     fields: serde_json::Value,
 ) -> Result<(), Failure> {
     let token = sandbox.access_token().expose();
-    if let Err(err) = cache::save_token(sandbox.id(), token) {
+    let kept = cache::save_token(sandbox.id(), token).and_then(|_| match &backend.local {
+        Some(state) => cache::mark_local(sandbox.id(), state.pid),
+        None => Ok(()),
+    });
+    if let Err(err) = kept {
         // Without its token the sandbox cannot be reached again: do not
         // leave it running.
         let _ = sandbox.kill().await;

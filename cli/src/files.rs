@@ -66,6 +66,17 @@ pub enum FilesCommand {
     },
 }
 
+impl FilesCommand {
+    /// The sandbox the files are in or go to.
+    pub fn sandbox_id(&self) -> &str {
+        match self {
+            FilesCommand::Put { id, .. }
+            | FilesCommand::Get { id, .. }
+            | FilesCommand::Ls { id, .. } => id,
+        }
+    }
+}
+
 /// An entry as JSON.
 pub(crate) fn entry_json(entry: &EntryInfo) -> Value {
     json!({

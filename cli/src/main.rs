@@ -19,6 +19,7 @@ mod commands;
 mod doctor;
 mod exec;
 mod files;
+mod gone;
 mod help;
 mod image;
 mod local;

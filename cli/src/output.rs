@@ -173,6 +173,22 @@ pub fn cli_error(format: Format, message: &str) -> i32 {
     EXIT_FAILURE
 }
 
+/// Prints that a sandbox does not exist, known by the CLI itself (kind
+/// `sandbox_not_found`, as the SDK's).
+pub fn not_found(format: Format, message: &str) -> i32 {
+    let kind = rayito::ErrorKind::SandboxNotFound;
+    match format {
+        Format::Json => json(&json!({
+            "error": { "message": message, "kind": kind.as_str(), "retryable": false }
+        })),
+        Format::Text => {
+            eprintln!("error: {message}");
+            eprintln!("kind: {} ({})", kind.as_str(), kind.info().summary);
+        }
+    }
+    EXIT_FAILURE
+}
+
 /// Bytes for a JSON document: the text when they are UTF-8, else their
 /// base64 (standard alphabet, padded); and which of the two it is,
 /// `"utf-8"` or `"base64"`, for the field that says so. Never decoded

@@ -1,0 +1,162 @@
+//! Honest answers (issue 42, section 2), the binary run as a child
+//! process on the local backend: a wrong or stale id is called a sandbox
+//! that does not exist (or one of another cache), never a missing token;
+//! no daemon is started only to say so; and the tokens of sandboxes the
+//! CLI learns are gone leave the cache.
+
+use std::process::Output;
+
+use serde_json::Value;
+
+#[path = "support/session.rs"]
+mod session;
+use session::Session;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn token(s: &Session, id: &str) -> std::path::PathBuf {
+    s.cache.path().join("tokens").join(id)
+}
+
+fn daemon_recorded(s: &Session) -> bool {
+    s.cache.path().join("local/backend.json").exists()
+}
+
+/// `args` must fail with exit `code` and `message` on stderr, and nothing
+/// about tokens.
+fn refused(s: &Session, args: &[&str], code: i32, message: &str) -> Output {
+    let out = s.run(args);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+    assert!(stderr.contains(message), "{args:?}: {stderr}");
+    assert!(!stderr.contains("access token for"), "{args:?}: {stderr}");
+    out
+}
+
+/// Every command on an existing sandbox, with `id` (exit code when refused).
+fn on_sandbox(id: &str) -> Vec<(Vec<&str>, i32)> {
+    vec![
+        (vec!["sandbox", "exec", id, "--", "true"], 125),
+        (vec!["sandbox", "shell", id], 125),
+        (vec!["sandbox", "metrics", id], 1),
+        (vec!["sandbox", "pause", id], 1),
+        (vec!["sandbox", "files", "ls", id, "/"], 1),
+        (vec!["sandbox", "run-code", id, "1"], 1),
+        (vec!["sandbox", "network", "get", id], 1),
+        (vec!["sandbox", "connect", id], 1),
+        (vec!["sandbox", "info", id], 1),
+    ]
+}
+
+#[test]
+fn a_wrong_id_is_no_such_sandbox_and_no_daemon_starts_to_say_so() {
+    let s = Session::local();
+    // No daemon runs: no sandbox of the local backend exists, and none is
+    // started to hear it.
+    for (args, code) in on_sandbox("garbage") {
+        refused(
+            &s,
+            &args,
+            code,
+            "error: no such sandbox: garbage: the local backend is not running, and its sandboxes end when it stops\nkind: sandbox_not_found",
+        );
+    }
+    assert!(!daemon_recorded(&s), "a daemon was started");
+    assert_eq!(s.ok(&["sandbox", "kill", "garbage"]), "garbage was already gone\n");
+    let out = s.run(&["--output", "json", "sandbox", "exec", "garbage", "--", "true"]);
+    let error: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(error["error"]["kind"], "sandbox_not_found");
+    assert!(!daemon_recorded(&s), "a daemon was started");
+
+    // A daemon runs: the control plane's word.
+    let id = s.ok(&["sandbox", "create"]).trim().to_owned();
+    for (args, code) in on_sandbox("garbage") {
+        refused(
+            &s,
+            &args,
+            code,
+            "error: control plane call GetMicrovm found no such sandbox: MicroVM not found: garbage; it has terminated or never existed, create a new sandbox\nkind: sandbox_not_found",
+        );
+    }
+
+    // A sandbox that exists, reached from a cache that does not keep its
+    // token: one of another cache, said so.
+    let other = Session::local();
+    std::fs::create_dir_all(other.cache.path().join("local")).unwrap();
+    std::fs::copy(
+        s.cache.path().join("local/backend.json"),
+        other.cache.path().join("local/backend.json"),
+    )
+    .unwrap();
+    let message = format!(
+        "error: sandbox {id} exists but was not created with this cache ({}): its access token is kept only in the cache it was created with; run the command where that cache is, or point RAYITO_CACHE_DIR at it",
+        other.cache.path().display()
+    );
+    refused(&other, &["sandbox", "exec", &id, "--", "true"], 125, &message);
+    refused(&other, &["sandbox", "metrics", &id], 1, &message);
+}
+
+#[test]
+fn tokens_of_sandboxes_found_gone_leave_the_cache() {
+    let s = Session::local();
+    // Ended on its own (its timeout): the first command that hears it
+    // forgets the token.
+    let ended = s
+        .ok(&["sandbox", "create", "--timeout", "1"])
+        .trim()
+        .to_owned();
+    let kept = s.ok(&["sandbox", "create"]).trim().to_owned();
+    assert!(token(&s, &ended).exists());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let out = s.run(&["--output", "json", "sandbox", "info", &ended]);
+        let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+        if info["state"] == "TERMINATED" || info["error"]["kind"] == "sandbox_not_found" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{info}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    refused(
+        &s,
+        &["sandbox", "exec", &ended, "--", "true"],
+        125,
+        "kind: sandbox_not_found",
+    );
+    assert!(!token(&s, &ended).exists(), "the token of an ended sandbox stayed");
+    assert!(token(&s, &kept).exists());
+
+    // The daemon stopped: its sandboxes ended with it. Said without a new
+    // daemon, and the token forgotten.
+    s.ok(&["local", "stop"]);
+    refused(
+        &s,
+        &["sandbox", "exec", &kept, "--", "true"],
+        125,
+        &format!(
+            "error: no such sandbox: {kept}: the local backend is not running, and its sandboxes end when it stops"
+        ),
+    );
+    assert!(!daemon_recorded(&s), "a daemon was started");
+    assert!(!token(&s, &kept).exists(), "the token of an ended sandbox stayed");
+}
+
+/// docs/cli.md, whitespace folded to single spaces.
+fn cli_doc() -> String {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/cli.md"))
+        .expect("docs/cli.md");
+    doc.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn the_reference_transcribes_the_messages_as_they_are() {
+    let doc = cli_doc();
+    for message in [
+        "no such sandbox: ID: the local backend is not running, and its sandboxes end when it stops",
+        "sandbox ID exists but was not created with this cache ...",
+    ] {
+        assert!(doc.contains(message), "docs/cli.md lacks `{message}`");
+    }
+}
