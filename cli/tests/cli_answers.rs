@@ -160,3 +160,35 @@ fn the_reference_transcribes_the_messages_as_they_are() {
         assert!(doc.contains(message), "docs/cli.md lacks `{message}`");
     }
 }
+
+#[test]
+fn local_commands_that_need_aws_say_so_in_one_sentence() {
+    let s = Session::unset_backend();
+    let secret = "error: `rayito secret` needs AWS: secrets live in AWS Secrets Manager, which the local backend does not have; run it without --local (and without RAYITO_BACKEND=local), or set AWS_ENDPOINT_URL_SECRETS_MANAGER to an endpoint of that service\n";
+    let setup = "error: `rayito setup` needs AWS: it deploys CloudFormation stacks in an AWS account, and the local backend needs no setup; run it without --local (and without RAYITO_BACKEND=local), or set AWS_ENDPOINT_URL_CLOUDFORMATION to an endpoint of that service\n";
+    let doctor = "error: `rayito doctor` needs AWS: it checks what an AWS account lacks (`rayito local status` says whether the local daemon runs); run it without --local (and without RAYITO_BACKEND=local)\n";
+    for (args, message) in [
+        (vec!["--local", "secret", "create", "t1"], secret),
+        (vec!["--local", "secret", "update", "t1"], secret),
+        (vec!["--local", "secret", "info", "t1"], secret),
+        (vec!["--local", "secret", "list"], secret),
+        (vec!["--local", "secret", "delete", "t1"], secret),
+        (vec!["--local", "setup"], setup),
+        (vec!["--local", "setup", "--yes"], setup),
+        (vec!["--local", "doctor"], doctor),
+    ] {
+        let out = s.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(text(&out.stderr), message, "{args:?}");
+    }
+    // RAYITO_BACKEND=local is the same choice; JSON carries the sentence.
+    let out = s
+        .cmd(&["--output", "json", "secret", "list"])
+        .env("RAYITO_BACKEND", "local")
+        .output()
+        .unwrap();
+    let error: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(error["error"]["message"], secret["error: ".len()..].trim_end());
+    assert_eq!(error["error"]["kind"], "cli");
+    assert!(!daemon_recorded(&s), "a daemon was started");
+}
