@@ -22,6 +22,7 @@ mod exec;
 mod files;
 mod gone;
 mod help;
+mod hints;
 mod image;
 mod local;
 mod logs;

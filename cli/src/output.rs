@@ -133,16 +133,17 @@ pub fn unix(time: Option<SystemTime>) -> Value {
 /// and returns the exit code it maps to.
 pub fn error(format: Format, err: &SandboxError) -> i32 {
     let info = err.classify();
+    let message = crate::hints::message(err);
     match format {
         Format::Json => json(&json!({
             "error": {
-                "message": err.to_string(),
+                "message": message,
                 "kind": info.kind,
                 "retryable": info.retryable,
             }
         })),
         Format::Text => {
-            eprintln!("error: {err}");
+            eprintln!("error: {message}");
             eprintln!(
                 "kind: {} ({}){}",
                 info.kind,

@@ -192,3 +192,51 @@ fn local_commands_that_need_aws_say_so_in_one_sentence() {
     assert_eq!(error["error"]["kind"], "cli");
     assert!(!daemon_recorded(&s), "a daemon was started");
 }
+
+/// `args` with no AWS configuration at all (a fresh HOME, no AWS_*).
+fn without_aws(s: &Session, args: &[&str]) -> Output {
+    let mut cmd = s.cmd(args);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("AWS_") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env("HOME", s.tmp.path()).output().unwrap()
+}
+
+#[test]
+fn the_sdks_hints_speak_cli() {
+    let s = Session::unset_backend();
+    let out = without_aws(&s, &["sandbox", "list"]);
+    assert_eq!(
+        text(&out.stderr).lines().next().unwrap_or_default(),
+        "error: no AWS credentials or region found: no AWS region is configured; configure AWS (environment variables, a profile or an instance role) or choose the local backend with --local (or RAYITO_BACKEND=local)"
+    );
+    let out = without_aws(&s, &["--profile", "nope", "sandbox", "list"]);
+    assert_eq!(
+        text(&out.stderr).lines().next().unwrap_or_default(),
+        "error: the AWS profile nope is not in the AWS config or credentials file; fix the profile name (--profile or AWS_PROFILE) or add the profile"
+    );
+
+    let s = Session::local();
+    let id = s.ok(&["sandbox", "create"]).trim().to_owned();
+    let out = s.run(&["sandbox", "logs", &id]);
+    assert_eq!(
+        text(&out.stderr).lines().next().unwrap_or_default(),
+        format!(
+            "error: no logs (logging disabled, no execution role, or another group) for sandbox {id} in log group /rayito/rayito-base; create the sandbox with `sandbox create --logs` (on AWS with an execution role that may write there), or pass the group it logs to with --log-group"
+        )
+    );
+    let out = s.run(&["sandbox", "exec", "--timeout", "1", &id, "--", "sleep 30"]);
+    assert_eq!(out.status.code(), Some(124));
+    assert_eq!(
+        text(&out.stderr).lines().next().unwrap_or_default(),
+        "error: command sleep reached its timeout and was stopped; raise exec's --timeout, or leave it out for no limit"
+    );
+    // JSON carries the same words.
+    let out = s.run(&["--output", "json", "sandbox", "logs", &id]);
+    let error: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("`sandbox create --logs`"), "{message}");
+    assert!(!message.contains("::"), "{message}");
+}
