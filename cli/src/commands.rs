@@ -319,9 +319,10 @@ impl Backend {
 pub(crate) enum Failure {
     Sdk(SandboxError),
     Cli(String),
-    /// The sandbox does not exist, known without asking a backend (kind
-    /// `sandbox_not_found`, as the SDK's).
-    Gone(String),
+    /// Something does not exist, known without the SDK's error: the
+    /// message and the SDK's kind that names it (`sandbox_not_found` for
+    /// a sandbox the CLI knows is gone, `not_found` for a template).
+    Missing(String, rayito::ErrorKind),
 }
 
 impl From<SandboxError> for Failure {
@@ -343,7 +344,7 @@ pub(crate) fn exit_code(format: Format, outcome: Result<i32, Failure>) -> i32 {
         Ok(code) => code,
         Err(Failure::Sdk(err)) => output::error(format, &err),
         Err(Failure::Cli(message)) => output::cli_error(format, &message),
-        Err(Failure::Gone(message)) => output::not_found(format, &message),
+        Err(Failure::Missing(message, kind)) => output::not_found(format, &message, kind),
     }
 }
 
@@ -392,7 +393,10 @@ fn stale_local(global: &Global, command: &SandboxCommand) -> Option<Result<i32, 
         print_killed(global.output, id, false);
         return Some(Ok(0));
     }
-    Some(Err(Failure::Gone(reason)))
+    Some(Err(Failure::Missing(
+        reason,
+        rayito::ErrorKind::SandboxNotFound,
+    )))
 }
 
 fn print_killed(format: Format, id: &str, killed: bool) {

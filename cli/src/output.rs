@@ -132,7 +132,7 @@ pub fn unix(time: Option<SystemTime>) -> Value {
 /// Prints an SDK error (its message, kind and whether it is retryable)
 /// and returns the exit code it maps to.
 pub fn error(format: Format, err: &SandboxError) -> i32 {
-    let info = err.classify();
+    let info = classify(err);
     let message = crate::hints::message(err);
     match format {
         Format::Json => json(&json!({
@@ -163,6 +163,21 @@ pub fn error(format: Format, err: &SandboxError) -> i32 {
     }
 }
 
+/// The end of the SDK's message for a missing image (`aws.image_not_found`).
+const IMAGE_MISSING: &str = "the image is probably missing, check the image ARN or publish the image";
+
+/// The kind printed for `err`: the SDK's, but `not_found` (the parent
+/// kind) for a missing image, which the SDK files under
+/// `sandbox_not_found` (its variant for any missing control-plane
+/// resource): no sandbox is missing there.
+fn classify(err: &SandboxError) -> rayito::error::ErrorInfo {
+    if err.kind() == rayito::ErrorKind::SandboxNotFound && err.to_string().ends_with(IMAGE_MISSING)
+    {
+        return rayito::ErrorKind::NotFound.info();
+    }
+    err.classify()
+}
+
 /// Prints a failure of the CLI itself (not an SDK error).
 pub fn cli_error(format: Format, message: &str) -> i32 {
     match format {
@@ -174,10 +189,9 @@ pub fn cli_error(format: Format, message: &str) -> i32 {
     EXIT_FAILURE
 }
 
-/// Prints that a sandbox does not exist, known by the CLI itself (kind
-/// `sandbox_not_found`, as the SDK's).
-pub fn not_found(format: Format, message: &str) -> i32 {
-    let kind = rayito::ErrorKind::SandboxNotFound;
+/// Prints that something does not exist, known by the CLI itself, with
+/// the SDK's `kind` for it.
+pub fn not_found(format: Format, message: &str, kind: rayito::ErrorKind) -> i32 {
     match format {
         Format::Json => json(&json!({
             "error": { "message": message, "kind": kind.as_str(), "retryable": false }

@@ -157,6 +157,13 @@ async fn dispatch(
         }
         TemplateCommand::Logs { name, limit } => {
             let lines = templates.logs(&name, limit).await?;
+            // No log: say whether there is a template at all.
+            if lines.is_empty() && !templates.exists(&name).await? {
+                return Err(Failure::Missing(
+                    format!("no such template: {name} (no image of that name; `rayito template list` lists them)"),
+                    rayito::ErrorKind::NotFound,
+                ));
+            }
             match format {
                 Format::Json => output::json(&json!({ "name": name, "lines": lines })),
                 Format::Text => {

@@ -8,6 +8,9 @@ use std::process::Output;
 
 use serde_json::Value;
 
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip_support;
+
 #[path = "support/session.rs"]
 mod session;
 use session::Session;
@@ -239,4 +242,70 @@ fn the_sdks_hints_speak_cli() {
     let message = error["error"]["message"].as_str().unwrap();
     assert!(message.contains("`sandbox create --logs`"), "{message}");
     assert!(!message.contains("::"), "{message}");
+}
+
+#[test]
+fn local_templates_outlive_the_daemon_and_a_missing_one_is_an_image() {
+    let s = Session::local();
+    // A missing image is named as one: kind not_found, never a sandbox.
+    let image = "arn:aws:lambda:us-east-1:000000000000:microvm-image:nonexist";
+    for (args, operation) in [
+        (vec!["template", "status", "nonexist"], "ListMicrovmImageVersions"),
+        (vec!["sandbox", "create", "--template", "nonexist"], "RunMicrovm"),
+    ] {
+        let out = s.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            text(&out.stderr),
+            format!(
+                "error: control plane call {operation} found no such resource: MicroVM image not found: {image}; the image is probably missing, check the image ARN or publish the image\nkind: not_found (the thing asked for does not exist)\n"
+            ),
+            "{args:?}"
+        );
+    }
+    let out = s.run(&["--output", "json", "template", "logs", "nonexist"]);
+    assert_eq!(out.status.code(), Some(1));
+    let error: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        error["error"]["message"],
+        "no such template: nonexist (no image of that name; `rayito template list` lists them)"
+    );
+    assert_eq!(error["error"]["kind"], "not_found");
+
+    if let Some(reason) = skip_support::local_builds_unavailable() {
+        skip_support::skip(reason);
+        return;
+    }
+    let spec = s.tmp.path().join("tiny.toml");
+    std::fs::write(
+        &spec,
+        "version = \"rayito.template-spec/1\"\n[base]\nname = \"rayito-base\"\n\n[[steps]]\nkind = \"run\"\ncmd = \"mkdir -p /srv/tiny && echo kept > /srv/tiny/x\"\n",
+    )
+    .unwrap();
+    s.ok(&["template", "build", spec.to_str().unwrap(), "--name", "tiny"]);
+    // The daemon stops (as at its idle exit); the next one has the image.
+    s.ok(&["local", "stop"]);
+    assert_eq!(
+        s.ok(&["template", "status", "tiny"]),
+        "tiny version 1: SUCCESSFUL\n"
+    );
+    let id = s
+        .ok(&["sandbox", "create", "--template", "tiny"])
+        .trim()
+        .to_owned();
+    assert_eq!(
+        s.ok(&["sandbox", "exec", &id, "--", "cat", "/srv/tiny/x"]),
+        "kept\n"
+    );
+    // A rebuild of the same file reuses the kept version.
+    let again = s.json(&[
+        "--output",
+        "json",
+        "template",
+        "build",
+        spec.to_str().unwrap(),
+        "--name",
+        "tiny",
+    ]);
+    assert_eq!(again["reused"], true, "{again}");
 }
