@@ -135,13 +135,17 @@ pub fn error(format: Format, err: &SandboxError) -> i32 {
     let info = classify(err);
     let message = crate::hints::message(err);
     match format {
-        Format::Json => json(&json!({
-            "error": {
+        Format::Json => {
+            let mut error = json!({
                 "message": message,
                 "kind": info.kind,
                 "retryable": info.retryable,
+            });
+            if let (Some(build), Value::Object(fields)) = (build_json(err), &mut error) {
+                fields.insert("build".to_owned(), build);
             }
-        })),
+            json(&json!({ "error": error }));
+        }
         Format::Text => {
             eprintln!("error: {message}");
             eprintln!(
@@ -161,6 +165,30 @@ pub fn error(format: Format, err: &SandboxError) -> i32 {
     } else {
         EXIT_FAILURE
     }
+}
+
+/// A failed build's details, which its message says the error carries:
+/// the failed step, its command and exit code, and the end of the build
+/// log (`null` where unknown); `None` for any other error.
+fn build_json(err: &SandboxError) -> Option<Value> {
+    let SandboxError::Build {
+        reason,
+        step,
+        command,
+        exit_code,
+        log_tail,
+        ..
+    } = err
+    else {
+        return None;
+    };
+    Some(json!({
+        "reason": reason.as_ref().map(|r| r.as_str()),
+        "step": step,
+        "command": command.as_ref().map(|c| c.as_str()),
+        "exit_code": exit_code,
+        "log_tail": log_tail.as_str(),
+    }))
 }
 
 /// The end of the SDK's message for a missing image (`aws.image_not_found`).

@@ -309,3 +309,41 @@ fn local_templates_outlive_the_daemon_and_a_missing_one_is_an_image() {
     ]);
     assert_eq!(again["reused"], true, "{again}");
 }
+
+#[test]
+fn a_failed_builds_json_error_carries_its_command_and_log() {
+    if let Some(reason) = skip_support::local_builds_unavailable() {
+        skip_support::skip(reason);
+        return;
+    }
+    let s = Session::local();
+    let spec = s.tmp.path().join("fails.json");
+    std::fs::write(
+        &spec,
+        r#"{"version": "rayito.template-spec/1", "base": {"name": "rayito-base"},
+            "steps": [{"kind": "run", "cmd": "echo about-to-fail; exit 3"}]}"#,
+    )
+    .unwrap();
+    let out = s.run(&[
+        "--output",
+        "json",
+        "template",
+        "build",
+        spec.to_str().unwrap(),
+        "--name",
+        "fails",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let error = &v["error"];
+    assert_eq!(
+        error["message"],
+        "template build step 2 failed with exit code 3; fix that step (its command and the end of the build log are in the error)"
+    );
+    assert_eq!(error["kind"], "build");
+    assert_eq!(error["build"]["step"], 2);
+    assert_eq!(error["build"]["command"], "RUN echo about-to-fail; exit 3");
+    assert_eq!(error["build"]["exit_code"], 3);
+    let tail = error["build"]["log_tail"].as_str().unwrap();
+    assert!(tail.contains("about-to-fail"), "{tail}");
+}
