@@ -323,6 +323,8 @@ pub(crate) enum Failure {
     /// message and the SDK's kind that names it (`sandbox_not_found` for
     /// a sandbox the CLI knows is gone, `not_found` for a template).
     Missing(String, rayito::ErrorKind),
+    /// An SDK error about a file, and the path in the sandbox it is about.
+    SdkAt(SandboxError, String),
 }
 
 impl From<SandboxError> for Failure {
@@ -345,6 +347,7 @@ pub(crate) fn exit_code(format: Format, outcome: Result<i32, Failure>) -> i32 {
         Err(Failure::Sdk(err)) => output::error(format, &err),
         Err(Failure::Cli(message)) => output::cli_error(format, &message),
         Err(Failure::Missing(message, kind)) => output::not_found(format, &message, kind),
+        Err(Failure::SdkAt(err, path)) => output::error_at(format, &err, &path),
     }
 }
 

@@ -132,8 +132,38 @@ pub fn unix(time: Option<SystemTime>) -> Value {
 /// Prints an SDK error (its message, kind and whether it is retryable)
 /// and returns the exit code it maps to.
 pub fn error(format: Format, err: &SandboxError) -> i32 {
+    print_error(format, err, None)
+}
+
+/// The files commands' view of the sandbox: what they reach (relative
+/// paths are under the home). Elsewhere the agent answers "not found".
+const FILES_VIEW: [&str; 2] = ["/home/user", "/tmp"];
+
+/// Prints an SDK error about the file at `path` in the sandbox: the path
+/// leads the message (and is a field in JSON); a path outside the files'
+/// view that is "not found" says why.
+pub fn error_at(format: Format, err: &SandboxError, path: &str) -> i32 {
+    print_error(format, err, Some(path))
+}
+
+fn in_files_view(path: &str) -> bool {
+    !path.starts_with('/')
+        || FILES_VIEW
+            .iter()
+            .any(|root| path == *root || path.starts_with(&format!("{root}/")))
+}
+
+fn print_error(format: Format, err: &SandboxError, path: Option<&str>) -> i32 {
     let info = classify(err);
-    let message = crate::hints::message(err);
+    let mut message = crate::hints::message(err);
+    if let Some(path) = path {
+        message = format!("{path}: {message}");
+        if err.kind() == rayito::ErrorKind::FileNotFound && !in_files_view(path) {
+            message.push_str(
+                " (files commands reach only /home/user and /tmp: another path is outside their view, absent to them, or refused for a system directory such as /etc)",
+            );
+        }
+    }
     match format {
         Format::Json => {
             let mut error = json!({
@@ -141,8 +171,13 @@ pub fn error(format: Format, err: &SandboxError) -> i32 {
                 "kind": info.kind,
                 "retryable": info.retryable,
             });
-            if let (Some(build), Value::Object(fields)) = (build_json(err), &mut error) {
-                fields.insert("build".to_owned(), build);
+            if let Value::Object(fields) = &mut error {
+                if let Some(build) = build_json(err) {
+                    fields.insert("build".to_owned(), build);
+                }
+                if let Some(path) = path {
+                    fields.insert("path".to_owned(), json!(path));
+                }
             }
             json(&json!({ "error": error }));
         }

@@ -347,3 +347,38 @@ fn a_failed_builds_json_error_carries_its_command_and_log() {
     let tail = error["build"]["log_tail"].as_str().unwrap();
     assert!(tail.contains("about-to-fail"), "{tail}");
 }
+
+#[test]
+fn file_errors_name_the_path_and_say_why_kinds_differ() {
+    let s = Session::local();
+    let id = s.ok(&["sandbox", "create"]).trim().to_owned();
+    let local = s.tmp.path().join("x.bin");
+    std::fs::write(&local, "x").unwrap();
+    let local = local.to_str().unwrap();
+    for (remote, message) in [
+        (
+            "/root/x.bin",
+            "error: /root/x.bin: file not found (files.write): path not found; check the path (files commands reach only /home/user and /tmp: another path is outside their view, absent to them, or refused for a system directory such as /etc)\nkind: file_not_found",
+        ),
+        (
+            "/etc/passwd",
+            "error: /etc/passwd: the sandbox's user may not use the path given to files.write: path not allowed; pass a path that user may use (its home is /home/user)\nkind: permission_denied",
+        ),
+    ] {
+        refused(&s, &["sandbox", "files", "put", &id, local, remote], 1, message);
+    }
+    refused(
+        &s,
+        &["sandbox", "files", "get", &id, "/tmp/none/y"],
+        1,
+        "error: /tmp/none/y: file not found (files.read_stream): path not found; check the path\nkind: file_not_found",
+    );
+    let out = s.run(&["--output", "json", "sandbox", "files", "ls", &id, "nope"]);
+    let error: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(error["error"]["path"], "nope");
+    assert_eq!(error["error"]["kind"], "file_not_found");
+    assert_eq!(
+        error["error"]["message"],
+        "nope: file not found (files.list): path not found; check the path"
+    );
+}
