@@ -119,6 +119,10 @@ pub enum SandboxCommand {
         id: String,
         /// The code.
         code: String,
+        /// Write each image result (PNG, JPEG, SVG, PDF) to DIR as
+        /// `result-<n>.<ext>` and print its path.
+        #[arg(long, value_name = "DIR")]
+        save_dir: Option<std::path::PathBuf>,
     },
     /// Moves files and directories in and out, streamed.
     #[command(subcommand)]
@@ -508,7 +512,9 @@ async fn dispatch(
             let sandbox = backend.connect(&id).await?;
             Ok(crate::shell::run(&sandbox).await?)
         }
-        SandboxCommand::RunCode { id, code } => run_code(backend, format, &id, &code).await,
+        SandboxCommand::RunCode { id, code, save_dir } => {
+            run_code(backend, format, &id, &code, save_dir.as_deref()).await
+        }
         SandboxCommand::Files(files) => crate::files::run(backend, format, files).await,
         SandboxCommand::Connect { id } => connect(backend, global, &id).await,
         SandboxCommand::Network(command) => crate::network::run(backend, format, command).await,
@@ -724,9 +730,65 @@ async fn connect(backend: &Backend, global: &Global, id: &str) -> Result<i32, Fa
     Ok(0)
 }
 
-async fn run_code(backend: &Backend, format: Format, id: &str, code: &str) -> Result<i32, Failure> {
+/// A result's images: extension and bytes (PNG, JPEG and PDF come
+/// base64 from the kernel; SVG as text).
+fn images(result: &rayito::ExecutionResult) -> Vec<(&'static str, Vec<u8>)> {
+    use base64::Engine as _;
+    let decode = |b64: &Option<String>| {
+        b64.as_ref().and_then(|text| {
+            base64::engine::general_purpose::STANDARD
+                .decode(text.trim())
+                .ok()
+        })
+    };
+    let mut out = Vec::new();
+    for (ext, bytes) in [
+        ("png", decode(&result.png)),
+        ("jpeg", decode(&result.jpeg)),
+        ("pdf", decode(&result.pdf)),
+        ("svg", result.svg.as_ref().map(|s| s.as_bytes().to_vec())),
+    ] {
+        if let Some(bytes) = bytes {
+            out.push((ext, bytes));
+        }
+    }
+    out
+}
+
+/// Writes every image of `results` to `dir` (`result-<n>.<ext>`, `n`
+/// counted from 1 over the results); returns the paths written.
+fn save_images(
+    dir: &std::path::Path,
+    results: &[rayito::ExecutionResult],
+) -> Result<Vec<String>, Failure> {
+    std::fs::create_dir_all(dir)
+        .map_err(|err| Failure::Cli(format!("cannot make {}: {err}", dir.display())))?;
+    let mut saved = Vec::new();
+    for (n, result) in results.iter().enumerate() {
+        for (ext, bytes) in images(result) {
+            let path = dir.join(format!("result-{}.{ext}", n + 1));
+            std::fs::write(&path, bytes)
+                .map_err(|err| Failure::Cli(format!("cannot write {}: {err}", path.display())))?;
+            saved.push(path.display().to_string());
+        }
+    }
+    Ok(saved)
+}
+
+async fn run_code(
+    backend: &Backend,
+    format: Format,
+    id: &str,
+    code: &str,
+    save_dir: Option<&std::path::Path>,
+) -> Result<i32, Failure> {
     let sandbox = backend.connect(id).await?;
     let execution = sandbox.run_code(code).await?;
+    let saved = match save_dir {
+        Some(dir) => save_images(dir, &execution.results)?,
+        None => Vec::new(),
+    };
+    // Images as the kernel gave them: PNG, JPEG and PDF base64, SVG text.
     let results: Vec<Value> = execution
         .results
         .iter()
@@ -734,7 +796,7 @@ async fn run_code(backend: &Backend, format: Format, id: &str, code: &str) -> Re
             json!({
                 "is_main_result": r.is_main_result,
                 "text": r.text, "html": r.html, "markdown": r.markdown, "json": r.json,
-                "png": r.png.is_some(), "svg": r.svg.is_some(),
+                "png": r.png, "jpeg": r.jpeg, "svg": r.svg, "pdf": r.pdf,
             })
         })
         .collect();
@@ -749,6 +811,7 @@ async fn run_code(backend: &Backend, format: Format, id: &str, code: &str) -> Re
             "stderr": execution.logs.stderr,
             "error": error,
             "execution_count": execution.execution_count,
+            "saved": saved,
         })),
         Format::Text => {
             out!("{}", execution.logs.stdout.concat());
@@ -756,9 +819,14 @@ async fn run_code(backend: &Backend, format: Format, id: &str, code: &str) -> Re
             for result in &execution.results {
                 if let Some(text) = &result.text {
                     outln!("{text}");
-                } else {
+                } else if images(result).is_empty() {
                     outln!("<a result without a text form>");
+                } else if save_dir.is_none() {
+                    outln!("<an image: --save-dir DIR writes it, --output json carries it>");
                 }
+            }
+            for path in &saved {
+                outln!("saved {path}");
             }
             if let Some(e) = &execution.error {
                 if e.traceback.is_empty() {

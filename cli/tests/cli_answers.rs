@@ -382,3 +382,25 @@ fn file_errors_name_the_path_and_say_why_kinds_differ() {
         "nope: file not found (files.list): path not found; check the path"
     );
 }
+
+#[test]
+fn run_code_gives_images_in_json_and_saves_them() {
+    let s = Session::local();
+    let id = s.ok(&["sandbox", "create"]).trim().to_owned();
+    let code = "class I:\n    def _repr_svg_(self): return '<svg/>'\n    def _repr_png_(self): return b'\\x89PNG-bytes'\nI()";
+    let v = s.json(&["--output", "json", "sandbox", "run-code", &id, code]);
+    let result = &v["results"][0];
+    assert_eq!(result["png"], "iVBORy1ieXRlcw==", "{v}");
+    assert_eq!(result["svg"], "<svg/>");
+    let dir = s.tmp.path().join("images");
+    let dir_arg = dir.to_str().unwrap();
+    let out = s.ok(&["sandbox", "run-code", &id, "--save-dir", dir_arg, code]);
+    assert!(
+        out.ends_with(&format!(
+            "saved {dir_arg}/result-1.png\nsaved {dir_arg}/result-1.svg\n"
+        )),
+        "{out}"
+    );
+    assert_eq!(std::fs::read(dir.join("result-1.png")).unwrap(), b"\x89PNG-bytes");
+    assert_eq!(std::fs::read_to_string(dir.join("result-1.svg")).unwrap(), "<svg/>");
+}
