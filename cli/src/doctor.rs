@@ -128,7 +128,7 @@ async fn publishing_checks(
         Err(err) => Check {
             name: "stack rayito-m0-iam (build role, policies) and cloudformation:DescribeStacks",
             ok: false,
-            detail: crate::hints::detail(&err),
+            detail: crate::hints::detail(err),
             fix: Some(setup_fix.to_owned()),
         },
     });
@@ -358,7 +358,7 @@ pub async fn report(
         Err(err) => Check {
             name: "credentials, region and lambda-microvms:ListMicrovms",
             ok: false,
-            detail: crate::hints::detail(&err),
+            detail: crate::hints::detail(err),
             fix: Some(fix_for(err)),
         },
     });

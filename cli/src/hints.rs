@@ -30,7 +30,9 @@ pub(crate) const TRANSLATIONS: &[(&str, &str)] = &[
 pub(crate) fn for_cli(message: &str) -> String {
     TRANSLATIONS
         .iter()
-        .fold(message.to_owned(), |text, (sdk, cli)| text.replace(sdk, cli))
+        .fold(message.to_owned(), |text, (sdk, cli)| {
+            text.replace(sdk, cli)
+        })
 }
 
 /// An SDK error's message, in CLI words.

@@ -227,7 +227,8 @@ fn build_json(err: &SandboxError) -> Option<Value> {
 }
 
 /// The end of the SDK's message for a missing image (`aws.image_not_found`).
-const IMAGE_MISSING: &str = "the image is probably missing, check the image ARN or publish the image";
+const IMAGE_MISSING: &str =
+    "the image is probably missing, check the image ARN or publish the image";
 
 /// The kind printed for `err`: the SDK's, but `not_found` (the parent
 /// kind) for a missing image, which the SDK files under

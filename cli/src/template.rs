@@ -203,7 +203,9 @@ async fn dispatch(
             // No log: say whether there is a template at all.
             if lines.is_empty() && !templates.exists(&name).await? {
                 return Err(Failure::Missing(
-                    format!("no such template: {name} (no image of that name; `rayito template list` lists them)"),
+                    format!(
+                        "no such template: {name} (no image of that name; `rayito template list` lists them)"
+                    ),
                     rayito::ErrorKind::NotFound,
                 ));
             }
@@ -321,13 +323,17 @@ mod tests {
 
     #[test]
     fn a_toml_error_names_the_line_and_the_field_never_a_value() {
-        let without_base = "version = \"rayito.template-spec/1\"\n\n[[steps]]\nkind = \"run\"\ncmd = \"true\"\n";
+        let without_base =
+            "version = \"rayito.template-spec/1\"\n\n[[steps]]\nkind = \"run\"\ncmd = \"true\"\n";
         assert_eq!(
             refusal(without_base),
             "invalid template: site.toml is not a rayito template (line 1, column 1): missing field `base`"
         );
         let doc = include_str!("../../docs/templates.md").replace("\n", " ");
-        assert!(doc.contains(&refusal(without_base)), "docs/templates.md transcribes it");
+        assert!(
+            doc.contains(&refusal(without_base)),
+            "docs/templates.md transcribes it"
+        );
         let mistyped = "version = \"rayito.template-spec/1\"\n[base]\nname = \"rayito-base\"\nversion = \"s3cr3t\"\n";
         assert_eq!(
             refusal(mistyped),

@@ -67,8 +67,13 @@ fn a_wrong_id_is_no_such_sandbox_and_no_daemon_starts_to_say_so() {
         );
     }
     assert!(!daemon_recorded(&s), "a daemon was started");
-    assert_eq!(s.ok(&["sandbox", "kill", "garbage"]), "garbage was already gone\n");
-    let out = s.run(&["--output", "json", "sandbox", "exec", "garbage", "--", "true"]);
+    assert_eq!(
+        s.ok(&["sandbox", "kill", "garbage"]),
+        "garbage was already gone\n"
+    );
+    let out = s.run(&[
+        "--output", "json", "sandbox", "exec", "garbage", "--", "true",
+    ]);
     let error: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(error["error"]["kind"], "sandbox_not_found");
     assert!(!daemon_recorded(&s), "a daemon was started");
@@ -97,7 +102,12 @@ fn a_wrong_id_is_no_such_sandbox_and_no_daemon_starts_to_say_so() {
         "error: sandbox {id} exists but was not created with this cache ({}): its access token is kept only in the cache it was created with; run the command where that cache is, or point RAYITO_CACHE_DIR at it",
         other.cache.path().display()
     );
-    refused(&other, &["sandbox", "exec", &id, "--", "true"], 125, &message);
+    refused(
+        &other,
+        &["sandbox", "exec", &id, "--", "true"],
+        125,
+        &message,
+    );
     refused(&other, &["sandbox", "metrics", &id], 1, &message);
 }
 
@@ -128,7 +138,10 @@ fn tokens_of_sandboxes_found_gone_leave_the_cache() {
         125,
         "kind: sandbox_not_found",
     );
-    assert!(!token(&s, &ended).exists(), "the token of an ended sandbox stayed");
+    assert!(
+        !token(&s, &ended).exists(),
+        "the token of an ended sandbox stayed"
+    );
     assert!(token(&s, &kept).exists());
 
     // The daemon stopped: its sandboxes ended with it. Said without a new
@@ -143,7 +156,10 @@ fn tokens_of_sandboxes_found_gone_leave_the_cache() {
         ),
     );
     assert!(!daemon_recorded(&s), "a daemon was started");
-    assert!(!token(&s, &kept).exists(), "the token of an ended sandbox stayed");
+    assert!(
+        !token(&s, &kept).exists(),
+        "the token of an ended sandbox stayed"
+    );
 }
 
 /// docs/cli.md, whitespace folded to single spaces.
@@ -191,7 +207,10 @@ fn local_commands_that_need_aws_say_so_in_one_sentence() {
         .output()
         .unwrap();
     let error: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(error["error"]["message"], secret["error: ".len()..].trim_end());
+    assert_eq!(
+        error["error"]["message"],
+        secret["error: ".len()..].trim_end()
+    );
     assert_eq!(error["error"]["kind"], "cli");
     assert!(!daemon_recorded(&s), "a daemon was started");
 }
@@ -250,8 +269,14 @@ fn local_templates_outlive_the_daemon_and_a_missing_one_is_an_image() {
     // A missing image is named as one: kind not_found, never a sandbox.
     let image = "arn:aws:lambda:us-east-1:000000000000:microvm-image:nonexist";
     for (args, operation) in [
-        (vec!["template", "status", "nonexist"], "ListMicrovmImageVersions"),
-        (vec!["sandbox", "create", "--template", "nonexist"], "RunMicrovm"),
+        (
+            vec!["template", "status", "nonexist"],
+            "ListMicrovmImageVersions",
+        ),
+        (
+            vec!["sandbox", "create", "--template", "nonexist"],
+            "RunMicrovm",
+        ),
     ] {
         let out = s.run(&args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
@@ -282,7 +307,13 @@ fn local_templates_outlive_the_daemon_and_a_missing_one_is_an_image() {
         "version = \"rayito.template-spec/1\"\n[base]\nname = \"rayito-base\"\n\n[[steps]]\nkind = \"run\"\ncmd = \"mkdir -p /srv/tiny && echo kept > /srv/tiny/x\"\n",
     )
     .unwrap();
-    s.ok(&["template", "build", spec.to_str().unwrap(), "--name", "tiny"]);
+    s.ok(&[
+        "template",
+        "build",
+        spec.to_str().unwrap(),
+        "--name",
+        "tiny",
+    ]);
     // The daemon stops (as at its idle exit); the next one has the image.
     s.ok(&["local", "stop"]);
     assert_eq!(
@@ -365,7 +396,12 @@ fn file_errors_name_the_path_and_say_why_kinds_differ() {
             "error: /etc/passwd: the sandbox's user may not use the path given to files.write: path not allowed; pass a path that user may use (its home is /home/user)\nkind: permission_denied",
         ),
     ] {
-        refused(&s, &["sandbox", "files", "put", &id, local, remote], 1, message);
+        refused(
+            &s,
+            &["sandbox", "files", "put", &id, local, remote],
+            1,
+            message,
+        );
     }
     refused(
         &s,
@@ -401,6 +437,12 @@ fn run_code_gives_images_in_json_and_saves_them() {
         )),
         "{out}"
     );
-    assert_eq!(std::fs::read(dir.join("result-1.png")).unwrap(), b"\x89PNG-bytes");
-    assert_eq!(std::fs::read_to_string(dir.join("result-1.svg")).unwrap(), "<svg/>");
+    assert_eq!(
+        std::fs::read(dir.join("result-1.png")).unwrap(),
+        b"\x89PNG-bytes"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("result-1.svg")).unwrap(),
+        "<svg/>"
+    );
 }

@@ -287,7 +287,10 @@ impl Drop for Changing<'_> {
 /// crash leaves the old registry or the new one, never half of one).
 fn save(path: &Path, images: &BTreeMap<String, Image>) -> std::io::Result<()> {
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec(images).map_err(std::io::Error::other)?)?;
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec(images).map_err(std::io::Error::other)?,
+    )?;
     std::fs::rename(tmp, path)
 }
 
@@ -785,7 +788,10 @@ mod tests {
         let v2 = next.version_view("img", ARN, "2").unwrap();
         assert_eq!(v2["state"], "FAILED");
         assert_eq!(v2["stateReason"], INTERRUPTED_REASON);
-        assert_eq!(next.image_view("img", ARN).unwrap()["state"], "UPDATE_FAILED");
+        assert_eq!(
+            next.image_view("img", ARN).unwrap()["state"],
+            "UPDATE_FAILED"
+        );
         // A change is kept at once.
         next.delete_image("img", ARN).unwrap();
         let last = ImageRegistry::default();
