@@ -68,7 +68,67 @@ pub fn load_token(sandbox_id: &str) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
-/// Forgets the token of `sandbox_id` (no error when there was none).
+/// Forgets the token of `sandbox_id` (no error when there was none), and
+/// where it came from.
 pub fn remove_token(sandbox_id: &str) {
     let _ = fs::remove_file(token_path(sandbox_id));
+    let _ = fs::remove_file(local_marker(sandbox_id));
+}
+
+/// Beside the token of a sandbox of the local daemon: that daemon's pid.
+/// Its sandboxes end with it, so a token of another daemon is of a
+/// sandbox that is gone; and a token without it is of a sandbox on AWS,
+/// which no answer of the local daemon says anything about.
+fn local_marker(sandbox_id: &str) -> PathBuf {
+    let mut name = token_path(sandbox_id).into_os_string();
+    name.push(".local");
+    PathBuf::from(name)
+}
+
+/// Records that `sandbox_id` runs on the local daemon of pid `daemon_pid`.
+///
+/// # Errors
+/// The filesystem's.
+pub fn mark_local(sandbox_id: &str, daemon_pid: i32) -> io::Result<()> {
+    fs::write(local_marker(sandbox_id), daemon_pid.to_string())
+}
+
+/// Where a kept token's sandbox was created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// On AWS (or an endpoint the CLI was pointed at).
+    Aws,
+    /// On the local daemon of this pid.
+    Local {
+        /// The daemon's pid.
+        daemon_pid: i32,
+    },
+}
+
+/// Where the sandbox of the kept token of `sandbox_id` was created; `None`
+/// when no token is kept.
+pub fn token_origin(sandbox_id: &str) -> Option<Origin> {
+    if !token_path(sandbox_id).exists() {
+        return None;
+    }
+    Some(match fs::read_to_string(local_marker(sandbox_id)) {
+        Ok(pid) => Origin::Local {
+            daemon_pid: pid.trim().parse().unwrap_or(-1),
+        },
+        Err(_) => Origin::Aws,
+    })
+}
+
+/// The ids of the sandboxes whose tokens are kept.
+pub fn token_ids() -> Vec<String> {
+    let Ok(entries) = fs::read_dir(tokens_dir()) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = entries
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        // A token being written, and the local markers, are not tokens.
+        .filter(|name| !name.ends_with(".tmp") && !name.ends_with(".local"))
+        .collect();
+    ids.sort();
+    ids
 }

@@ -135,6 +135,10 @@ pub enum SandboxCommand {
         id: String,
         #[command(flatten)]
         code: crate::code_source::CodeArgs,
+        /// Write each image result (PNG, JPEG, SVG, PDF) to DIR as
+        /// `result-<n>.<ext>` and print its path.
+        #[arg(long, value_name = "DIR")]
+        save_dir: Option<std::path::PathBuf>,
     },
     /// Moves files and directories in and out, streamed.
     #[command(subcommand)]
@@ -176,6 +180,28 @@ pub enum SandboxCommand {
 }
 
 impl SandboxCommand {
+    /// The id of the existing sandbox the command is about, if it is
+    /// about one.
+    pub fn sandbox_id(&self) -> Option<String> {
+        match self {
+            SandboxCommand::Info { id }
+            | SandboxCommand::Metrics { id, .. }
+            | SandboxCommand::Pause { id }
+            | SandboxCommand::Resume { id }
+            | SandboxCommand::Exec { id, .. }
+            | SandboxCommand::Shell { id }
+            | SandboxCommand::Connect { id } => id.peek(),
+            SandboxCommand::RunCode { id, .. } => {
+                Some(crate::ids::complete(id).unwrap_or_else(|_| id.clone()))
+            }
+            SandboxCommand::Kill(args) => args.single(),
+            SandboxCommand::Logs(args) => args.id(),
+            SandboxCommand::Files(files) => files.sandbox_id(),
+            SandboxCommand::Network(network) => network.sandbox_id(),
+            _ => None,
+        }
+    }
+
     /// Whether the exit code is the command's own (`exec`, `shell`): then
     /// rayito's own failures exit [`output::EXIT_OWN`].
     pub fn passes_exit_code(&self) -> bool {
@@ -245,9 +271,13 @@ pub(crate) struct Backend {
 }
 
 impl Backend {
+    /// Whether `global` (or `RAYITO_BACKEND=local`) names the local backend.
+    pub(crate) fn is_local(global: &Global) -> bool {
+        global.local || std::env::var(rayito::BACKEND_ENV).is_ok_and(|v| v == "local")
+    }
+
     pub(crate) fn resolve(global: &Global) -> std::io::Result<Backend> {
-        let from_env = std::env::var(rayito::BACKEND_ENV).is_ok_and(|v| v == "local");
-        let local = if global.local || from_env {
+        let local = if Backend::is_local(global) {
             Some(local::ensure()?)
         } else {
             None
@@ -300,10 +330,7 @@ impl Backend {
     pub(crate) async fn connect(&self, id: &str) -> Result<Sandbox, Failure> {
         let id = &crate::ids::complete(id)?;
         let Some(token) = cache::load_token(id) else {
-            return Err(Failure::Cli(format!(
-                "no access token for {id} in {}: only sandboxes created with this cache can be reached",
-                cache::dir().display()
-            )));
+            return Err(self.without_token(id).await);
         };
         let mut builder = self.builder();
         if let Some(staging) = rayito::transfer::S3Staging::from_env()? {
@@ -313,12 +340,40 @@ impl Backend {
     }
 }
 
+impl Backend {
+    /// Why the sandbox `id`, whose token this cache does not keep, cannot
+    /// be reached: it does not exist (the control plane's word), it has
+    /// ended, or it was created with another cache.
+    async fn without_token(&self, id: &str) -> Failure {
+        let info = match self.client().await {
+            Ok(client) => client.get_info_by_id(id).await,
+            Err(err) => Err(err),
+        };
+        match info {
+            Err(err) => Failure::Sdk(err),
+            Ok(info) if info.state == SandboxState::Terminated => {
+                Failure::Sdk(SandboxError::sandbox_not_found(id))
+            }
+            Ok(_) => Failure::Cli(format!(
+                "sandbox {id} exists but was not created with this cache ({}): its access token is kept only in the cache it was created with; run the command where that cache is, or point RAYITO_CACHE_DIR at it",
+                cache::dir().display()
+            )),
+        }
+    }
+}
+
 /// Why a subcommand failed.
 pub(crate) enum Failure {
     Sdk(SandboxError),
     Cli(String),
     /// A usage error found past clap (exit 2; `sandbox exec` and `shell`: 125).
     Usage(String),
+    /// Something does not exist, known without the SDK's error: the
+    /// message and the SDK's kind that names it (`sandbox_not_found` for
+    /// a sandbox the CLI knows is gone, `not_found` for a template).
+    Missing(String, rayito::ErrorKind),
+    /// An SDK error about a file, and the path in the sandbox it is about.
+    SdkAt(SandboxError, String),
 }
 
 impl From<SandboxError> for Failure {
@@ -341,6 +396,8 @@ pub(crate) fn exit_code(format: Format, outcome: Result<i32, Failure>) -> i32 {
         Err(Failure::Sdk(err)) => output::error(format, &err),
         Err(Failure::Cli(message)) => output::cli_error(format, &message),
         Err(Failure::Usage(message)) => output::usage_error(format, &message),
+        Err(Failure::Missing(message, kind)) => output::not_found(format, &message, kind),
+        Err(Failure::SdkAt(err, path)) => output::error_at(format, &err, &path),
     }
 }
 
@@ -349,9 +406,19 @@ pub(crate) fn exit_code(format: Format, outcome: Result<i32, Failure>) -> i32 {
 pub async fn run(global: Global, command: SandboxCommand) -> i32 {
     let format = global.output;
     let own = command.passes_exit_code();
-    let outcome = match Backend::resolve(&global) {
-        Ok(backend) => dispatch(&backend, &global, command).await,
-        Err(err) => Err(Failure::Cli(format!("the local backend: {err}"))),
+    let id = command.sandbox_id();
+    let outcome = match (&id, stale_local(&global, &command)) {
+        (_, Some(outcome)) => outcome,
+        (id, None) => match Backend::resolve(&global) {
+            Ok(backend) => {
+                let outcome = dispatch(&backend, &global, command).await;
+                if let (Some(id), Err(Failure::Sdk(err))) = (id, &outcome) {
+                    crate::gone::forget_if_gone(&backend, id, err);
+                }
+                outcome
+            }
+            Err(err) => Err(Failure::Cli(format!("the local backend: {err}"))),
+        },
     };
     match outcome {
         Ok(code) => code,
@@ -359,6 +426,37 @@ pub async fn run(global: Global, command: SandboxCommand) -> i32 {
             let code = exit_code(format, Err(failure));
             if own { output::EXIT_OWN } else { code }
         }
+    }
+}
+
+/// The answer to a command on a sandbox of the local backend that the CLI
+/// knows is gone (no daemon runs, or the token is of a daemon that
+/// stopped): said without starting a daemon only to hear it, and its
+/// token forgotten. `None` when the backend must be asked.
+fn stale_local(global: &Global, command: &SandboxCommand) -> Option<Result<i32, Failure>> {
+    let id = &command.sandbox_id()?;
+    if !Backend::is_local(global) {
+        return None;
+    }
+    let reason = crate::gone::known_gone_locally(id, local::running().map(|s| s.pid))?;
+    if cache::token_origin(id).is_some_and(|origin| origin != cache::Origin::Aws) {
+        cache::remove_token(id);
+    }
+    if let SandboxCommand::Kill(..) = command {
+        print_killed(global.output, id, false);
+        return Some(Ok(0));
+    }
+    Some(Err(Failure::Missing(
+        reason,
+        rayito::ErrorKind::SandboxNotFound,
+    )))
+}
+
+fn print_killed(format: Format, id: &str, killed: bool) {
+    match format {
+        Format::Json => output::json(&json!({ "sandbox_id": id, "killed": killed })),
+        Format::Text if killed => outln!("killed {id}"),
+        Format::Text => outln!("{id} was already gone"),
     }
 }
 
@@ -467,9 +565,9 @@ async fn dispatch(
             let sandbox = backend.connect(&id.resolve()?).await?;
             Ok(crate::shell::run(&sandbox).await?)
         }
-        SandboxCommand::RunCode { id, code } => {
+        SandboxCommand::RunCode { id, code, save_dir } => {
             let (code, options) = code.read()?;
-            run_code(backend, format, &id, &code, options).await
+            run_code(backend, format, &id, &code, options, save_dir.as_deref()).await
         }
         SandboxCommand::Files(files) => crate::files::run(backend, format, files).await,
         SandboxCommand::Connect { id } => connect(backend, global, &id.resolve()?).await,
@@ -538,6 +636,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
     }
     let sandbox = spinner::around(format, "creating a sandbox", builder.create()).await?;
     keep_and_print(
+        backend,
         format,
         &sandbox,
         show_token,
@@ -551,13 +650,18 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
 /// fails: it could not be reached again) and prints its id, with `fields`
 /// beside it in JSON, and its token when asked.
 pub(crate) async fn keep_and_print(
+    backend: &Backend,
     format: Format,
     sandbox: &Sandbox,
     show_token: bool,
     fields: serde_json::Value,
 ) -> Result<(), Failure> {
     let token = sandbox.access_token().expose();
-    if let Err(err) = cache::save_token(sandbox.id(), token) {
+    let kept = cache::save_token(sandbox.id(), token).and_then(|_| match &backend.local {
+        Some(state) => cache::mark_local(sandbox.id(), state.pid),
+        None => Ok(()),
+    });
+    if let Err(err) = kept {
         // Without its token the sandbox cannot be reached again: do not
         // leave it running.
         let _ = sandbox.kill().await;
@@ -697,15 +801,66 @@ async fn connect(backend: &Backend, global: &Global, id: &str) -> Result<i32, Fa
     Ok(0)
 }
 
+/// A result's images: extension and bytes (PNG, JPEG and PDF come
+/// base64 from the kernel; SVG as text).
+fn images(result: &rayito::ExecutionResult) -> Vec<(&'static str, Vec<u8>)> {
+    use base64::Engine as _;
+    let decode = |b64: &Option<String>| {
+        b64.as_ref().and_then(|text| {
+            base64::engine::general_purpose::STANDARD
+                .decode(text.trim())
+                .ok()
+        })
+    };
+    let mut out = Vec::new();
+    for (ext, bytes) in [
+        ("png", decode(&result.png)),
+        ("jpeg", decode(&result.jpeg)),
+        ("pdf", decode(&result.pdf)),
+        ("svg", result.svg.as_ref().map(|s| s.as_bytes().to_vec())),
+    ] {
+        if let Some(bytes) = bytes {
+            out.push((ext, bytes));
+        }
+    }
+    out
+}
+
+/// Writes every image of `results` to `dir` (`result-<n>.<ext>`, `n`
+/// counted from 1 over the results); returns the paths written.
+fn save_images(
+    dir: &std::path::Path,
+    results: &[rayito::ExecutionResult],
+) -> Result<Vec<String>, Failure> {
+    std::fs::create_dir_all(dir)
+        .map_err(|err| Failure::Cli(format!("cannot make {}: {err}", dir.display())))?;
+    let mut saved = Vec::new();
+    for (n, result) in results.iter().enumerate() {
+        for (ext, bytes) in images(result) {
+            let path = dir.join(format!("result-{}.{ext}", n + 1));
+            std::fs::write(&path, bytes)
+                .map_err(|err| Failure::Cli(format!("cannot write {}: {err}", path.display())))?;
+            saved.push(path.display().to_string());
+        }
+    }
+    Ok(saved)
+}
+
 async fn run_code(
     backend: &Backend,
     format: Format,
     id: &str,
     code: &str,
     options: rayito::RunCodeOptions,
+    save_dir: Option<&std::path::Path>,
 ) -> Result<i32, Failure> {
     let sandbox = backend.connect(id).await?;
     let execution = sandbox.run_code_with(code, options).await?;
+    let saved = match save_dir {
+        Some(dir) => save_images(dir, &execution.results)?,
+        None => Vec::new(),
+    };
+    // Images as the kernel gave them: PNG, JPEG and PDF base64, SVG text.
     let results: Vec<Value> = execution
         .results
         .iter()
@@ -713,7 +868,7 @@ async fn run_code(
             json!({
                 "is_main_result": r.is_main_result,
                 "text": r.text, "html": r.html, "markdown": r.markdown, "json": r.json,
-                "png": r.png.is_some(), "svg": r.svg.is_some(),
+                "png": r.png, "jpeg": r.jpeg, "svg": r.svg, "pdf": r.pdf,
             })
         })
         .collect();
@@ -728,6 +883,7 @@ async fn run_code(
             "stderr": execution.logs.stderr,
             "error": error,
             "execution_count": execution.execution_count,
+            "saved": saved,
         })),
         Format::Text => {
             out!("{}", execution.logs.stdout.concat());
@@ -735,9 +891,14 @@ async fn run_code(
             for result in &execution.results {
                 if let Some(text) = &result.text {
                     outln!("{text}");
-                } else {
+                } else if images(result).is_empty() {
                     outln!("<a result without a text form>");
+                } else if save_dir.is_none() {
+                    outln!("<an image: --save-dir DIR writes it, --output json carries it>");
                 }
+            }
+            for path in &saved {
+                outln!("saved {path}");
             }
             if let Some(e) = &execution.error {
                 if e.traceback.is_empty() {

@@ -128,7 +128,7 @@ async fn publishing_checks(
         Err(err) => Check {
             name: "stack rayito-m0-iam (build role, policies) and cloudformation:DescribeStacks",
             ok: false,
-            detail: format!("{err} (kind {})", err.classify().kind),
+            detail: crate::hints::detail(err),
             fix: Some(setup_fix.to_owned()),
         },
     });
@@ -162,7 +162,7 @@ async fn publishing_checks(
             Err(err) => Check {
                 name: "artifact bucket and s3:ListBucket (HeadBucket)",
                 ok: false,
-                detail: format!("{err} (kind {})", err.classify().kind),
+                detail: crate::hints::detail(&err),
                 fix: Some(format!(
                     "the bucket must be this account's and the caller needs s3:ListBucket on it (the ImagePublisherPolicy of {POLICY_DOC})"
                 )),
@@ -198,7 +198,7 @@ async fn publishing_checks(
             Err(err) => Check {
                 name,
                 ok: false,
-                detail: format!("{err} (kind {})", err.classify().kind),
+                detail: crate::hints::detail(&err),
                 fix: Some(fix_for(&err)),
             },
         },
@@ -358,7 +358,7 @@ pub async fn report(
         Err(err) => Check {
             name: "credentials, region and lambda-microvms:ListMicrovms",
             ok: false,
-            detail: format!("{err} (kind {})", err.classify().kind),
+            detail: crate::hints::detail(err),
             fix: Some(fix_for(err)),
         },
     });
@@ -385,7 +385,7 @@ pub async fn report(
             Err(err) => Check {
                 name: "lambda-microvms:GetMicrovm",
                 ok: false,
-                detail: format!("{err} (kind {})", err.classify().kind),
+                detail: crate::hints::detail(&err),
                 fix: Some(fix_for(&err)),
             },
         });
@@ -407,7 +407,7 @@ pub async fn report(
                 Err(err) => Check {
                     name: "image (RAYITO_TEMPLATE) and lambda-microvms:GetMicrovmImage",
                     ok: false,
-                    detail: format!("{err} (kind {})", err.classify().kind),
+                    detail: crate::hints::detail(&err),
                     fix: Some(match &err {
                         SandboxError::SandboxNotFound { .. } => format!(
                             "publish the image or set RAYITO_TEMPLATE to an image that exists in this account and region; `{t}` was not found"

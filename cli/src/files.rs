@@ -66,6 +66,19 @@ pub enum FilesCommand {
     },
 }
 
+impl FilesCommand {
+    /// The sandbox the files are in or go to.
+    pub fn sandbox_id(&self) -> Option<String> {
+        match self {
+            FilesCommand::Put { id, .. }
+            | FilesCommand::Get { id, .. }
+            | FilesCommand::Ls { id, .. } => {
+                Some(crate::ids::complete(id).unwrap_or_else(|_| id.clone()))
+            }
+        }
+    }
+}
+
 /// An entry as JSON.
 pub(crate) fn entry_json(entry: &EntryInfo) -> Value {
     json!({
@@ -82,8 +95,35 @@ fn local_failure(action: &str, path: &Path, err: &std::io::Error) -> Failure {
     Failure::Cli(format!("cannot {action} {}: {err}", path.display()))
 }
 
-/// Runs one files subcommand.
+impl FilesCommand {
+    /// The path in the sandbox the command is about.
+    fn remote_path(&self) -> &str {
+        match self {
+            FilesCommand::Put { remote, .. } | FilesCommand::Get { remote, .. } => remote,
+            FilesCommand::Ls { path, .. } => path,
+        }
+    }
+}
+
+/// Runs one files subcommand; an SDK error about its file names the path
+/// in the sandbox (the SDK's messages never do).
 pub(crate) async fn run(
+    backend: &Backend,
+    format: Format,
+    command: FilesCommand,
+) -> Result<i32, Failure> {
+    let remote = command.remote_path().to_owned();
+    run_command(backend, format, command)
+        .await
+        .map_err(|failure| match failure {
+            Failure::Sdk(err) if err.kind() != rayito::ErrorKind::SandboxNotFound => {
+                Failure::SdkAt(err, remote)
+            }
+            other => other,
+        })
+}
+
+async fn run_command(
     backend: &Backend,
     format: Format,
     command: FilesCommand,

@@ -33,6 +33,19 @@ impl From<Option<String>> for SandboxId {
 }
 
 impl SandboxId {
+    /// The id this argument names, for what the CLI does around the
+    /// command (forgetting a gone sandbox's token): like [`Self::resolve`]
+    /// but never failing (an ambiguous or unknown start stays as given;
+    /// the command itself then says why).
+    pub(crate) fn peek(&self) -> Option<String> {
+        let given = self.id.clone().or_else(|| {
+            std::env::var(SANDBOX_ID_ENV)
+                .ok()
+                .filter(|id| !id.is_empty())
+        })?;
+        Some(complete(&given).unwrap_or(given))
+    }
+
     /// The whole id this argument names.
     ///
     /// # Errors
@@ -108,19 +121,7 @@ fn is_partial_id(text: &str) -> bool {
 
 /// The ids of the sandboxes whose tokens this cache keeps, sorted.
 pub(crate) fn cached_ids() -> Vec<String> {
-    let probe = crate::cache::token_path("probe");
-    let Some(dir) = probe.parent() else {
-        return Vec::new();
-    };
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut ids: Vec<String> = entries
-        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-        .filter(|name| !name.ends_with(".tmp"))
-        .collect();
-    ids.sort();
-    ids
+    crate::cache::token_ids()
 }
 
 /// At most [`MAX_LISTED`] ids, comma-separated, and how many more.

@@ -441,7 +441,7 @@ fn gate_of(err: &SandboxError) -> &'static str {
 fn error_json(err: &SandboxError) -> Value {
     let info = err.classify();
     json!({
-        "message": err.to_string(),
+        "message": crate::hints::message(err),
         "kind": info.kind,
         "retryable": info.retryable,
     })

@@ -29,6 +29,17 @@ pub(crate) struct KillArgs {
     metadata: Vec<(String, String)>,
 }
 
+impl KillArgs {
+    /// The one sandbox a `kill` of one id is about (none for several ids
+    /// or `--all`), as [`crate::ids::SandboxId::peek`] names it.
+    pub(crate) fn single(&self) -> Option<String> {
+        if self.all || self.ids.len() > 1 {
+            return None;
+        }
+        crate::ids::SandboxId::from(self.ids.first().cloned()).peek()
+    }
+}
+
 /// Runs `sandbox kill`. One id prints as before (an object in JSON, its
 /// failure the command's); several, or `--all`, print one line (one array
 /// element) each, go on past a failure and exit with the last failure's

@@ -13,6 +13,8 @@
 //! The daemon stops on `rayito local stop`, SIGTERM or Ctrl-C, or after
 //! `RAYITO_LOCAL_IDLE_SECS` (default 1800) without a control-plane call;
 //! its sandboxes (processes on this host) and their directories go with it.
+//! Its images (templates built with `--local`) and objects stay in its root,
+//! one directory per cache in the temporary directory, for the next daemon.
 
 use std::fs;
 use std::io;
@@ -20,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rayito_agent::sandbox::SandboxEnv;
 use rayito_emulator::{Emulator, EmulatorConfig, Operation};
 use rustix::process::{Pid, Signal};
 use serde::{Deserialize, Serialize};
@@ -284,10 +285,20 @@ async fn serve_async() -> i32 {
         .ok()
         .and_then(|v| v.parse().ok())
         .map_or(DEFAULT_IDLE, Duration::from_secs);
-    let config = EmulatorConfig::default();
-    // The sandboxes' directories go with this process however it ends.
-    SandboxEnv::remove_at_exit(&config.root);
-    let root = config.root.clone();
+    let root = match stable_root() {
+        Ok(root) => root,
+        Err(err) => {
+            eprintln!("rayito local backend: cannot prepare its root: {err}");
+            return 1;
+        }
+    };
+    let config = EmulatorConfig {
+        root: root.clone(),
+        // Templates built here outlive the daemon (`local stop`, the idle
+        // exit): the next daemon on this root finds them.
+        keep_images: true,
+        ..EmulatorConfig::default()
+    };
     let emulator = match Emulator::start(config).await {
         Ok(emulator) => emulator,
         Err(err) => {
@@ -350,6 +361,62 @@ async fn serve_async() -> i32 {
     }
     emulator.shutdown().await;
     0
+}
+
+/// What a daemon keeps in its root for the next one: the images (their
+/// registry and layers) and the object store (the artifacts and
+/// `rayito::LOCAL_BUCKET`). Anything else there is a sandbox's directory.
+const KEPT: [&str; 2] = ["images", "s3"];
+
+/// The daemon's root: one path per cache directory, the same for every
+/// daemon of that cache, in the temporary directory (its sandboxes' uid
+/// must traverse the directories above it, which the 0700 cache is not).
+/// Its name is not an emulator's (`rayito-emulator-*`), so no emulator's
+/// pruning of dead roots takes it. A directory a killed daemon's sandboxes
+/// left is removed here; the kept parts stay.
+///
+/// # Errors
+/// The filesystem's.
+fn stable_root() -> io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
+    let cache = std::path::absolute(cache::dir())?;
+    // FNV-1a: stable across builds, which `DefaultHasher` is not promised.
+    let hash = cache
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    let uid = rustix::process::geteuid().as_raw();
+    let root = std::env::temp_dir().join(format!("rayito-local-{uid}-{hash:016x}"));
+    match fs::DirBuilder::new().mode(0o711).create(&root) {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+            // Never another user's directory (or a link) in a shared /tmp.
+            let meta = fs::symlink_metadata(&root)?;
+            if !meta.is_dir() || meta.uid() != uid {
+                return Err(io::Error::other(format!(
+                    "{} is not a directory of this user",
+                    root.display()
+                )));
+            }
+        }
+        Err(err) => return Err(err),
+    }
+    for entry in fs::read_dir(&root)? {
+        let entry = entry?;
+        if KEPT.iter().any(|kept| entry.file_name() == *kept) {
+            continue;
+        }
+        let path = entry.path();
+        let _ = if entry.file_type()?.is_dir() {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+    }
+    Ok(root)
 }
 
 fn record(state: &BackendState) -> io::Result<()> {

@@ -14,6 +14,13 @@ use crate::commands::{Backend, Failure};
 /// How often `--follow` asks for new events.
 const FOLLOW_EVERY: Duration = Duration::from_secs(2);
 
+impl LogsArgs {
+    /// The sandbox whose logs are read.
+    pub fn id(&self) -> Option<String> {
+        self.id.peek()
+    }
+}
+
 /// `sandbox logs` arguments.
 #[derive(Debug, Args)]
 pub struct LogsArgs {

@@ -13,6 +13,7 @@
 // First: its `outln!` / `out!` macros are used by the modules below.
 #[macro_use]
 mod output;
+mod aws_only;
 mod build_output;
 mod cache;
 mod code_source;
@@ -23,7 +24,9 @@ mod duration;
 mod exec;
 mod fault;
 mod files;
+mod gone;
 mod help;
+mod hints;
 mod host;
 mod ids;
 mod image;
@@ -156,7 +159,10 @@ fn main() {
         Top::LocalBackend => local::serve(),
         Top::Local(command) => local_command(&command, format),
         Top::Completions { shell } => help::completions(shell, format),
-        Top::Doctor => run_async(format, doctor::run(cli.global)),
+        Top::Doctor => match aws_only::DOCTOR.refuse(&cli.global) {
+            Some(code) => code,
+            None => run_async(format, doctor::run(cli.global)),
+        },
         Top::Sandbox(command) => {
             let own_failure = command.passes_exit_code().then_some(output::EXIT_OWN);
             run_async_or(format, own_failure, commands::run(cli.global, command))
@@ -164,8 +170,14 @@ fn main() {
         Top::Template(command) => run_async(format, template::run(cli.global, command)),
         Top::Image(command) => run_async(format, image::run(cli.global, command)),
         Top::Pool(command) => run_async(format, pool::run(cli.global, command)),
-        Top::Secret(command) => run_async(format, secret::run(cli.global, command)),
-        Top::Setup(args) => run_async(format, setup::run(cli.global, args)),
+        Top::Secret(command) => match aws_only::SECRET.refuse(&cli.global) {
+            Some(code) => code,
+            None => run_async(format, secret::run(cli.global, command)),
+        },
+        Top::Setup(args) => match aws_only::SETUP.refuse(&cli.global) {
+            Some(code) => code,
+            None => run_async(format, setup::run(cli.global, args)),
+        },
     };
     std::process::exit(code);
 }

@@ -29,6 +29,15 @@ pub enum NetworkCommand {
     },
 }
 
+impl NetworkCommand {
+    /// The sandbox whose policy is read or replaced.
+    pub fn sandbox_id(&self) -> Option<String> {
+        match self {
+            NetworkCommand::Get { id } | NetworkCommand::Set { id, .. } => id.peek(),
+        }
+    }
+}
+
 /// An egress policy's flags (`sandbox create` and `sandbox network set`).
 #[derive(Debug, Args)]
 pub struct PolicyArgs {

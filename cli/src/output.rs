@@ -132,17 +132,57 @@ pub fn unix(time: Option<SystemTime>) -> Value {
 /// Prints an SDK error (its message, kind and whether it is retryable)
 /// and returns the exit code it maps to.
 pub fn error(format: Format, err: &SandboxError) -> i32 {
-    let info = err.classify();
+    print_error(format, err, None)
+}
+
+/// The files commands' view of the sandbox: what they reach (relative
+/// paths are under the home). Elsewhere the agent answers "not found".
+const FILES_VIEW: [&str; 2] = ["/home/user", "/tmp"];
+
+/// Prints an SDK error about the file at `path` in the sandbox: the path
+/// leads the message (and is a field in JSON); a path outside the files'
+/// view that is "not found" says why.
+pub fn error_at(format: Format, err: &SandboxError, path: &str) -> i32 {
+    print_error(format, err, Some(path))
+}
+
+fn in_files_view(path: &str) -> bool {
+    !path.starts_with('/')
+        || FILES_VIEW
+            .iter()
+            .any(|root| path == *root || path.starts_with(&format!("{root}/")))
+}
+
+fn print_error(format: Format, err: &SandboxError, path: Option<&str>) -> i32 {
+    let info = classify(err);
+    let mut message = crate::hints::message(err);
+    if let Some(path) = path {
+        message = format!("{path}: {message}");
+        if err.kind() == rayito::ErrorKind::FileNotFound && !in_files_view(path) {
+            message.push_str(
+                " (files commands reach only /home/user and /tmp: another path is outside their view, absent to them, or refused for a system directory such as /etc)",
+            );
+        }
+    }
     match format {
-        Format::Json => json(&json!({
-            "error": {
-                "message": err.to_string(),
+        Format::Json => {
+            let mut error = json!({
+                "message": message,
                 "kind": info.kind,
                 "retryable": info.retryable,
+            });
+            if let Value::Object(fields) = &mut error {
+                if let Some(build) = build_json(err) {
+                    fields.insert("build".to_owned(), build);
+                }
+                if let Some(path) = path {
+                    fields.insert("path".to_owned(), json!(path));
+                }
             }
-        })),
+            json(&json!({ "error": error }));
+        }
         Format::Text => {
-            eprintln!("error: {err}");
+            eprintln!("error: {message}");
             eprintln!(
                 "kind: {} ({}){}",
                 info.kind,
@@ -160,6 +200,46 @@ pub fn error(format: Format, err: &SandboxError) -> i32 {
     } else {
         EXIT_FAILURE
     }
+}
+
+/// A failed build's details, which its message says the error carries:
+/// the failed step, its command and exit code, and the end of the build
+/// log (`null` where unknown); `None` for any other error.
+fn build_json(err: &SandboxError) -> Option<Value> {
+    let SandboxError::Build {
+        reason,
+        step,
+        command,
+        exit_code,
+        log_tail,
+        ..
+    } = err
+    else {
+        return None;
+    };
+    Some(json!({
+        "reason": reason.as_ref().map(|r| r.as_str()),
+        "step": step,
+        "command": command.as_ref().map(|c| c.as_str()),
+        "exit_code": exit_code,
+        "log_tail": log_tail.as_str(),
+    }))
+}
+
+/// The end of the SDK's message for a missing image (`aws.image_not_found`).
+const IMAGE_MISSING: &str =
+    "the image is probably missing, check the image ARN or publish the image";
+
+/// The kind printed for `err`: the SDK's, but `not_found` (the parent
+/// kind) for a missing image, which the SDK files under
+/// `sandbox_not_found` (its variant for any missing control-plane
+/// resource): no sandbox is missing there.
+fn classify(err: &SandboxError) -> rayito::error::ErrorInfo {
+    if err.kind() == rayito::ErrorKind::SandboxNotFound && err.to_string().ends_with(IMAGE_MISSING)
+    {
+        return rayito::ErrorKind::NotFound.info();
+    }
+    err.classify()
 }
 
 /// Prints a failure of the CLI itself (not an SDK error).
@@ -183,6 +263,21 @@ fn own_error(format: Format, message: &str, kind: &str) {
 pub fn usage_error(format: Format, message: &str) -> i32 {
     own_error(format, message, "usage");
     EXIT_USAGE
+}
+
+/// Prints that something does not exist, known by the CLI itself, with
+/// the SDK's `kind` for it.
+pub fn not_found(format: Format, message: &str, kind: rayito::ErrorKind) -> i32 {
+    match format {
+        Format::Json => json(&json!({
+            "error": { "message": message, "kind": kind.as_str(), "retryable": false }
+        })),
+        Format::Text => {
+            eprintln!("error: {message}");
+            eprintln!("kind: {} ({})", kind.as_str(), kind.info().summary);
+        }
+    }
+    EXIT_FAILURE
 }
 
 /// Bytes for a JSON document: the text when they are UTF-8, else their

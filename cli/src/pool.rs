@@ -164,7 +164,14 @@ async fn dispatch(backend: &Backend, format: Format, command: PoolCommand) -> Re
             let before = pool.stats().await?;
             let sandbox = pool.take_within(Duration::from_secs(wait)).await?;
             let hit = pool.stats().await?.hits > before.hits;
-            keep_and_print(format, &sandbox, show_token, json!({ "from_pool": hit })).await?;
+            keep_and_print(
+                backend,
+                format,
+                &sandbox,
+                show_token,
+                json!({ "from_pool": hit }),
+            )
+            .await?;
             if format == Format::Text && !hit {
                 crate::output::note("no parked sandbox: this one was created");
             }

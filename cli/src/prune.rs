@@ -6,8 +6,9 @@ use rayito::{SandboxError, SandboxState};
 use serde_json::json;
 
 use crate::Format;
+use crate::cache::{self, Origin};
 use crate::commands::{Backend, Failure};
-use crate::{cache, output};
+use crate::output;
 
 /// Why a sandbox counts as ended, if it does: its state, or `not found`.
 ///
@@ -31,12 +32,26 @@ pub(crate) async fn ended(
 /// Runs `sandbox prune` (`dry_run`: says what it would forget).
 pub(crate) async fn run(backend: &Backend, format: Format, dry_run: bool) -> Result<i32, Failure> {
     let client = backend.client().await?;
+    // The daemon that runs now, whichever backend `backend` is.
+    let running = crate::local::running().map(|state| state.pid);
     let mut forgot = Vec::new();
     let mut kept = Vec::new();
-    for id in crate::ids::cached_ids() {
-        // One sandbox the backend cannot be asked about fails the command:
-        // nothing is forgotten on a guess.
-        match ended(&client, &id).await? {
+    for id in cache::token_ids() {
+        let Some(origin) = cache::token_origin(&id) else {
+            continue;
+        };
+        let reason = match origin {
+            // A daemon's sandboxes end with it.
+            Origin::Local { daemon_pid } if running != Some(daemon_pid) => {
+                Some("its local backend stopped")
+            }
+            // One sandbox the backend cannot be asked about fails the
+            // command: nothing is forgotten on a guess.
+            origin if crate::gone::answers_for(backend, origin) => ended(&client, &id).await?,
+            // Another backend's (the cache is shared): not ours to judge.
+            _ => None,
+        };
+        match reason {
             Some(reason) => {
                 if !dry_run {
                     cache::remove_token(&id);

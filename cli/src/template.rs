@@ -78,19 +78,62 @@ pub async fn run(global: Global, command: TemplateCommand) -> i32 {
     crate::commands::exit_code(format, dispatch(&backend, format, command).await)
 }
 
-/// Reads a template file: JSON, or TOML turned into the same JSON.
+/// Reads a template file: JSON, or TOML with the same fields (read as
+/// TOML, so that an error's position is the file's).
 fn read_template(path: &Path) -> Result<Template, Failure> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Failure::Cli(format!("cannot read {}: {e}", path.display())))?;
-    let json = if path.extension().is_some_and(|e| e == "toml") {
-        let value: toml::Value = toml::from_str(&text)
-            .map_err(|e| Failure::Cli(format!("{} is not TOML: {e}", path.display())))?;
-        serde_json::to_string(&value)
-            .map_err(|e| Failure::Cli(format!("{}: {e}", path.display())))?
-    } else {
-        text
-    };
-    Ok(Template::from_json(&json)?)
+    if path.extension().is_some_and(|e| e == "toml") {
+        return toml::from_str(&text).map_err(|e| toml_error(path, &text, &e));
+    }
+    Ok(Template::from_json(&text)?)
+}
+
+/// A TOML template's error: the file, the line and column, and what is
+/// wrong (a field's name, never a value: a quoted value in the parser's
+/// message is left out, as the SDK leaves a JSON template's values out).
+fn toml_error(path: &Path, text: &str, err: &toml::de::Error) -> Failure {
+    let mut reason = without_quoted_values(err.message().trim());
+    let at = err.span().map_or_else(String::new, |span| {
+        let before = text.get(..span.start).unwrap_or(text);
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let line = before.matches('\n').count() + 1;
+        let column = before.len() - line_start + 1;
+        // A mistyped value: name its field (`key = value` on that line).
+        if !reason.contains('`')
+            && let Some((key, _)) = before[line_start..].split_once('=')
+            && !key.trim().is_empty()
+        {
+            reason = format!("field `{}`: {reason}", key.trim());
+        }
+        format!(" (line {line}, column {column})")
+    });
+    // A value the builder refused: its own message, already "invalid template: ...".
+    if let Some(rest) = reason.strip_prefix("invalid template: ") {
+        reason = rest.to_owned();
+    }
+    Failure::Sdk(rayito::SandboxError::invalid_argument(
+        "template",
+        format!("{} is not a rayito template{at}: {reason}", path.display()),
+    ))
+}
+
+/// `text` with every `"..."` replaced by `"…"` (serde's messages quote the
+/// values they refuse; field names are in backquotes).
+fn without_quoted_values(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quoted = false;
+    for c in text.chars() {
+        if c == '"' {
+            if !quoted {
+                out.push_str("\"…\"");
+            }
+            quoted = !quoted;
+        } else if !quoted {
+            out.push(c);
+        }
+    }
+    out
 }
 
 async fn dispatch(
@@ -157,6 +200,15 @@ async fn dispatch(
         }
         TemplateCommand::Logs { name, limit } => {
             let lines = templates.logs(&name, limit).await?;
+            // No log: say whether there is a template at all.
+            if lines.is_empty() && !templates.exists(&name).await? {
+                return Err(Failure::Missing(
+                    format!(
+                        "no such template: {name} (no image of that name; `rayito template list` lists them)"
+                    ),
+                    rayito::ErrorKind::NotFound,
+                ));
+            }
             match format {
                 Format::Json => output::json(&json!({ "name": name, "lines": lines })),
                 Format::Text => {
@@ -236,5 +288,61 @@ async fn build(
             progress.failed(&err);
             Err(Failure::Sdk(err))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ```toml block of docs/templates.md.
+    fn documented_toml() -> String {
+        let doc = include_str!("../../docs/templates.md");
+        let start = doc.find("```toml\n").expect("a TOML example") + "```toml\n".len();
+        let len = doc[start..].find("```").expect("its end");
+        doc[start..start + len].to_owned()
+    }
+
+    fn refusal(text: &str) -> String {
+        let path = Path::new("site.toml");
+        let err = toml::from_str::<Template>(text).expect_err("not a template");
+        match toml_error(path, text, &err) {
+            Failure::Sdk(err) => err.to_string(),
+            _ => unreachable!("an SDK error"),
+        }
+    }
+
+    #[test]
+    fn the_documented_toml_template_is_read_whole() {
+        let template: Template = toml::from_str(&documented_toml()).expect("the doc's example");
+        let same = Template::from_json(&template.to_json().unwrap()).unwrap();
+        assert_eq!(template, same);
+        assert_eq!(template.step_count(), 8);
+        assert!(template.start_cmd().is_some());
+    }
+
+    #[test]
+    fn a_toml_error_names_the_line_and_the_field_never_a_value() {
+        let without_base =
+            "version = \"rayito.template-spec/1\"\n\n[[steps]]\nkind = \"run\"\ncmd = \"true\"\n";
+        assert_eq!(
+            refusal(without_base),
+            "invalid template: site.toml is not a rayito template (line 1, column 1): missing field `base`"
+        );
+        let doc = include_str!("../../docs/templates.md").replace("\n", " ");
+        assert!(
+            doc.contains(&refusal(without_base)),
+            "docs/templates.md transcribes it"
+        );
+        let mistyped = "version = \"rayito.template-spec/1\"\n[base]\nname = \"rayito-base\"\nversion = \"s3cr3t\"\n";
+        assert_eq!(
+            refusal(mistyped),
+            "invalid template: site.toml is not a rayito template (line 4, column 11): field `version`: invalid type: string \"…\", expected u32"
+        );
+        let typo = "version = \"rayito.template-spec/1\"\n[base]\nname = \"rayito-base\"\n[[steps]]\nkind = \"run\"\ncmdd = \"x\"\n";
+        assert_eq!(
+            refusal(typo),
+            "invalid template: site.toml is not a rayito template (line 4, column 1): unknown field `cmdd`, expected `cmd`"
+        );
     }
 }

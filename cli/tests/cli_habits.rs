@@ -166,7 +166,13 @@ fn exec_passes_arguments_as_given_and_keeps_its_codes_apart() {
     // rayito's own failures: 125, usage errors included; elsewhere 1 and 2.
     let out = s.run(&["sandbox", "exec", "microvm-unknown", "--", "true"]);
     assert_eq!(out.status.code(), Some(125));
-    assert!(text(&out.stderr).starts_with("error: no access token for microvm-unknown"));
+    assert!(
+        text(&out.stderr).starts_with(
+            "error: control plane call GetMicrovm found no such sandbox: MicroVM not found: microvm-unknown"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
     let out = s.run(&["--output", "json", "sandbox", "exec", &id]);
     assert_eq!(out.status.code(), Some(125));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -197,7 +203,7 @@ fn exec_passes_arguments_as_given_and_keeps_its_codes_apart() {
     ]);
     assert_eq!(out.status.code(), Some(125));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["error"]["kind"], "cli");
+    assert_eq!(v["error"]["kind"], "sandbox_not_found");
     assert!(v.get("exit_code").is_none());
 
     s.ok(&["sandbox", "kill", &id]);

@@ -308,17 +308,31 @@ fn a_local_session_from_create_to_kill() {
         .expect("the recorded key");
     assert!(!text.contains(secret), "{text}");
 
-    // stop: the daemon and its directories are gone.
+    // stop: the daemon and its sandboxes' directories are gone; its root
+    // keeps only what the next daemon finds (images, objects).
     let stopped = s.json(&["local", "stop", "--output", "json"]);
     assert_eq!(stopped["stopped"], true);
     assert!(!alive(daemon));
     assert!(s.daemon_pid().is_none());
-    let left: Vec<_> = std::fs::read_dir(s.tmp.path())
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("rayito-"))
-        .collect();
+    let names = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let mut left = Vec::new();
+    for name in names(s.tmp.path()) {
+        if name.starts_with("rayito-local-") {
+            let kept = names(&s.tmp.path().join(&name));
+            assert!(
+                kept.iter().all(|k| k == "images" || k == "s3"),
+                "the daemon's root holds {kept:?}"
+            );
+        } else if name.starts_with("rayito-") {
+            left.push(name);
+        }
+    }
     assert!(left.is_empty(), "left behind: {left:?}");
 
     // status when it does not run: said, and exit 3 (LSB's "not

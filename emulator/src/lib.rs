@@ -175,6 +175,11 @@ pub struct EmulatorConfig {
     /// of a process that creates sandboxes faster than the retention lets
     /// them go bounded (about 1 KiB each).
     pub terminated_kept: usize,
+    /// Whether the images (their registry and built layers, under
+    /// `<root>/images`) outlive the emulator (default `false`): a later
+    /// emulator on the same root finds them, as the objects of a root of
+    /// the caller's are found. For a daemon that restarts (the CLI's).
+    pub keep_images: bool,
 }
 
 /// How long a terminated MicroVM stays visible by default: 20 minutes, as
@@ -207,9 +212,13 @@ impl Default for EmulatorConfig {
             agent_egress: true,
             terminated_retention: DEFAULT_TERMINATED_RETENTION,
             terminated_kept: DEFAULT_TERMINATED_KEPT,
+            keep_images: false,
         }
     }
 }
+
+/// The registry's file under `<root>/images` when images are kept.
+const KEPT_IMAGES: &str = "registry.json";
 
 /// A running emulator. Dropping it stops everything at once (servers,
 /// proxies, agents and their processes) without blocking;
@@ -223,6 +232,8 @@ pub struct Emulator {
     /// Whether `start` created the root directory: its object store then
     /// goes with the emulator.
     owns_root: bool,
+    /// [`EmulatorConfig::keep_images`].
+    keep_images: bool,
     /// The root's `.owner.lock`, held while the emulator lives (created
     /// roots only).
     root_lock: Option<std::fs::File>,
@@ -264,6 +275,7 @@ impl Emulator {
         tokio::task::spawn_blocking(move || root_lock::prune_stale_roots(&temp))
             .await
             .map_err(std::io::Error::other)?;
+        let keep_images = config.keep_images;
         let created = !tokio::fs::try_exists(&config.root).await.unwrap_or(false);
         tokio::fs::create_dir_all(&config.root).await?;
         let mut root_lock = None;
@@ -327,6 +339,11 @@ impl Emulator {
             tls,
             tokio::runtime::Handle::current(),
         ));
+        if keep_images {
+            let dir = shared.settings.root.join("images");
+            tokio::fs::create_dir_all(&dir).await?;
+            shared.images.keep_at(dir.join(KEPT_IMAGES))?;
+        }
         // The artifact bucket, and the seeded images' artifacts in it.
         images::seed(&shared).await?;
         let router = control::router(shared.clone());
@@ -344,6 +361,7 @@ impl Emulator {
             runtime: None,
             owns_root: created,
             root_lock,
+            keep_images,
         })
     }
 
@@ -566,8 +584,11 @@ impl Drop for Emulator {
         // only if nothing else is in it.
         let root = self.shared.settings.root.clone();
         let mut dirs: Vec<PathBuf> = self.shared.all().iter().map(|vm| vm.root.clone()).collect();
-        // The image layers go with the registry that knew them (in memory).
-        dirs.push(root.join("images"));
+        // The image layers go with the registry that knew them (in memory),
+        // unless the registry is kept.
+        if !self.keep_images {
+            dirs.push(root.join("images"));
+        }
         let ca_file = self.shared.tls.as_ref().map(|t| t.ca_path().to_path_buf());
         // A root of the caller's keeps its objects (a later emulator on it
         // finds them, as a bucket would); a root of its own goes whole.

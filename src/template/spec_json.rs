@@ -201,6 +201,11 @@ impl Template {
     /// first invalid value, naming its argument as the builder does.
     pub fn from_json(text: &str) -> Result<Self, SandboxError> {
         let file: SpecFile = serde_json::from_str(text).map_err(|e| not_a_template(&e))?;
+        Self::from_file(file)
+    }
+
+    /// Replays a parsed file through the builder's methods.
+    fn from_file(file: SpecFile) -> Result<Self, SandboxError> {
         if file.version != TEMPLATE_SPEC_VERSION {
             return Err(SandboxError::invalid_argument(
                 "template",
@@ -250,6 +255,17 @@ impl Template {
         }
         t.check()?;
         Ok(t)
+    }
+}
+
+/// The same form in any serde format (the CLI reads TOML through it): a
+/// missing, unknown or mistyped field is the format's own error, with its
+/// position and the field's name; a value the builder refuses fails with
+/// the builder's message.
+impl<'de> Deserialize<'de> for Template {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let file = SpecFile::deserialize(deserializer)?;
+        Template::from_file(file).map_err(serde::de::Error::custom)
     }
 }
 

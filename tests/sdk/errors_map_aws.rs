@@ -50,6 +50,17 @@ fn resource_not_found_is_sandbox_not_found_and_mentions_the_image_on_run() {
     );
     assert_meta(&e, "ResourceNotFoundException", 404);
 
+    // Every image operation misses an image, not a sandbox.
+    let e = build(failure(
+        "ListMicrovmImageVersions",
+        "ResourceNotFoundException",
+        404,
+    ));
+    assert_eq!(
+        e.to_string(),
+        "control plane call ListMicrovmImageVersions found no such resource: server says no; the image is probably missing, check the image ARN or publish the image"
+    );
+
     let e = build(failure("RunMicrovm", "ResourceNotFoundException", 404));
     assert!(matches!(e, SandboxError::SandboxNotFound { .. }));
     assert_eq!(

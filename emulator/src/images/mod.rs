@@ -15,7 +15,7 @@ mod seed;
 mod unzip;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde_json::{Map, Value, json};
@@ -33,7 +33,7 @@ pub(crate) const BUILD_QUOTA_CODE: &str = "L-MICROVM-IMAGE-BUILDS";
 pub(crate) const MANAGED_IMAGE: &str = "al2023-1";
 
 /// An image's state (`MicrovmImageState`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum ImageState {
     Creating,
     Created,
@@ -58,7 +58,7 @@ impl ImageState {
 
 /// A version's state (`MicrovmImageVersionState`); also its build's
 /// `buildState`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum VersionState {
     Pending,
     InProgress,
@@ -82,7 +82,7 @@ impl VersionState {
 }
 
 /// One version of an image.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Version {
     pub(crate) number: u32,
     /// The Create/Update members AWS echoes (`config::ValidImage::config`).
@@ -161,7 +161,7 @@ impl Version {
 }
 
 /// One image and its versions.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Image {
     pub(crate) name: String,
     pub(crate) arn: String,
@@ -248,7 +248,55 @@ pub(crate) enum Outcome {
 #[derive(Debug, Default)]
 pub(crate) struct ImageRegistry {
     images: Mutex<BTreeMap<String, Image>>,
+    /// Where the registry is kept across emulators on the same root
+    /// ([`ImageRegistry::keep_at`]); unset, it lives in memory only.
+    store: std::sync::OnceLock<PathBuf>,
 }
+
+/// The registry, locked for a change: written to its store (if any) when
+/// the change is done.
+struct Changing<'a> {
+    images: std::sync::MutexGuard<'a, BTreeMap<String, Image>>,
+    store: Option<&'a PathBuf>,
+}
+
+impl std::ops::Deref for Changing<'_> {
+    type Target = BTreeMap<String, Image>;
+    fn deref(&self) -> &Self::Target {
+        &self.images
+    }
+}
+
+impl std::ops::DerefMut for Changing<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.images
+    }
+}
+
+impl Drop for Changing<'_> {
+    fn drop(&mut self) {
+        if let Some(path) = self.store
+            && let Err(err) = save(path, &self.images)
+        {
+            tracing::warn!(path = %path.display(), %err, "could not keep the image registry");
+        }
+    }
+}
+
+/// Writes `images` to `path` whole (a temporary file renamed over it: a
+/// crash leaves the old registry or the new one, never half of one).
+fn save(path: &Path, images: &BTreeMap<String, Image>) -> std::io::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec(images).map_err(std::io::Error::other)?,
+    )?;
+    std::fs::rename(tmp, path)
+}
+
+/// The reason of a version whose build the emulator's end interrupted.
+pub(crate) const INTERRUPTED_REASON: &str =
+    "the emulator stopped during the build; build the version again";
 
 fn version_not_found(arn: &str, version: &str) -> ApiError {
     ApiError::not_found(
@@ -266,6 +314,54 @@ pub(crate) fn parse_version(s: &str) -> Option<u32> {
 impl ImageRegistry {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Image>> {
         self.images.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The registry locked for a change, kept when the change is done.
+    fn change(&self) -> Changing<'_> {
+        Changing {
+            images: self.lock(),
+            store: self.store.get(),
+        }
+    }
+
+    /// Keeps the registry in `path` from now on, after reading what an
+    /// earlier emulator kept there (a build it left in flight failed, with
+    /// [`INTERRUPTED_REASON`]: nothing builds it any more).
+    ///
+    /// # Errors
+    /// A registry that cannot be read or parsed (never discarded quietly).
+    pub(crate) fn keep_at(&self, path: PathBuf) -> std::io::Result<()> {
+        let kept: BTreeMap<String, Image> = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|err| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("the image registry {} is damaged: {err}", path.display()),
+                )
+            })?,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(err) => return Err(err),
+        };
+        let mut images = self.lock();
+        for (name, mut image) in kept {
+            let creating = image.state == ImageState::Creating;
+            let mut interrupted = false;
+            for v in image.versions.values_mut().filter(|v| v.state.in_flight()) {
+                v.state = VersionState::Failed;
+                v.state_reason = Some(INTERRUPTED_REASON.to_owned());
+                interrupted = true;
+            }
+            if interrupted {
+                image.state = if creating {
+                    ImageState::CreateFailed
+                } else {
+                    ImageState::UpdateFailed
+                };
+            }
+            images.insert(name, image);
+        }
+        drop(images);
+        let _ = self.store.set(path);
+        Ok(())
     }
 
     fn in_flight_builds(images: &BTreeMap<String, Image>) -> usize {
@@ -301,7 +397,7 @@ impl ImageRegistry {
             next_version: 2,
             tags: BTreeMap::new(),
         };
-        self.lock().insert(name.to_string(), image);
+        self.change().insert(name.to_string(), image);
     }
 
     /// CreateMicrovmImage: a new image, version 1 PENDING. Returns the
@@ -317,7 +413,7 @@ impl ImageRegistry {
         config: Map<String, Value>,
         tags: BTreeMap<String, String>,
     ) -> Result<(Value, u32), ApiError> {
-        let mut images = self.lock();
+        let mut images = self.change();
         if images.contains_key(name) {
             return Err(ApiError::image_conflict(
                 arn,
@@ -353,7 +449,7 @@ impl ImageRegistry {
         arn: &str,
         config: Map<String, Value>,
     ) -> Result<(Value, u32), ApiError> {
-        let mut images = self.lock();
+        let mut images = self.change();
         let in_flight = match images.get(name) {
             None => return Err(ApiError::image_not_found(arn)),
             Some(image) => image.in_flight(),
@@ -474,7 +570,7 @@ impl ImageRegistry {
         version: &str,
         active: bool,
     ) -> Result<Value, ApiError> {
-        let mut images = self.lock();
+        let mut images = self.change();
         let image = images
             .get_mut(name)
             .ok_or_else(|| ApiError::image_not_found(arn))?;
@@ -503,7 +599,7 @@ impl ImageRegistry {
         version: &str,
         live: impl Fn(u32) -> bool,
     ) -> Result<u32, ApiError> {
-        let mut images = self.lock();
+        let mut images = self.change();
         let image = images
             .get_mut(name)
             .ok_or_else(|| ApiError::image_not_found(arn))?;
@@ -542,7 +638,7 @@ impl ImageRegistry {
     /// # Errors
     /// ConflictException while one of its versions builds.
     pub(crate) fn delete_image(&self, name: &str, arn: &str) -> Result<(), ApiError> {
-        let mut images = self.lock();
+        let mut images = self.change();
         let image = images
             .get(name)
             .ok_or_else(|| ApiError::image_not_found(arn))?;
@@ -612,7 +708,7 @@ impl ImageRegistry {
     /// PENDING -> IN_PROGRESS.
     pub(crate) fn start_build(&self, name: &str, number: u32) {
         if let Some(v) = self
-            .lock()
+            .change()
             .get_mut(name)
             .and_then(|i| i.versions.get_mut(&number))
             && v.state == VersionState::Pending
@@ -625,7 +721,7 @@ impl ImageRegistry {
     /// Ends a build: the version SUCCESSFUL or FAILED, its image CREATED/
     /// UPDATED or CREATE_FAILED/UPDATE_FAILED.
     pub(crate) fn finish_build(&self, name: &str, number: u32, outcome: Outcome) {
-        let mut images = self.lock();
+        let mut images = self.change();
         let Some(image) = images.get_mut(name) else {
             return;
         };
@@ -670,6 +766,41 @@ mod tests {
             .as_object()
             .unwrap()
             .clone()
+    }
+
+    #[test]
+    fn a_kept_registry_is_found_by_the_next_and_its_interrupted_builds_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.json");
+        let first = ImageRegistry::default();
+        first.keep_at(path.clone()).unwrap();
+        first.create("img", ARN, config(), BTreeMap::new()).unwrap();
+        first.start_build("img", 1);
+        first.finish_build("img", 1, Outcome::Succeeded { layer: None });
+        first.update("img", ARN, config()).unwrap();
+        first.start_build("img", 2);
+        // The emulator ends with version 2 building.
+        drop(first);
+
+        let next = ImageRegistry::default();
+        next.keep_at(path.clone()).unwrap();
+        assert_eq!(next.launch_target("img", ARN, None).unwrap().version, 1);
+        let v2 = next.version_view("img", ARN, "2").unwrap();
+        assert_eq!(v2["state"], "FAILED");
+        assert_eq!(v2["stateReason"], INTERRUPTED_REASON);
+        assert_eq!(
+            next.image_view("img", ARN).unwrap()["state"],
+            "UPDATE_FAILED"
+        );
+        // A change is kept at once.
+        next.delete_image("img", ARN).unwrap();
+        let last = ImageRegistry::default();
+        last.keep_at(path.clone()).unwrap();
+        assert!(last.image_items(None).is_empty());
+        // A damaged registry is an error, never an empty one.
+        std::fs::write(&path, "{").unwrap();
+        let err = ImageRegistry::default().keep_at(path).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
     }
 
     #[test]

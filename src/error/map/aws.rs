@@ -207,8 +207,10 @@ pub fn from_aws(f: AwsFailure) -> SandboxError {
         }
     } else {
         match code {
+            // What RunMicrovm and every image operation miss is an image
+            // (or one of its versions), never a sandbox.
             Some("ResourceNotFoundException")
-                if operation == "RunMicrovm" || operation == "GetMicrovmImage" =>
+                if operation == "RunMicrovm" || operation.contains("MicrovmImage") =>
             {
                 SandboxError::SandboxNotFound {
                     meta: build(m::AWS_IMAGE_NOT_FOUND, &[]),
