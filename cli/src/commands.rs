@@ -435,7 +435,9 @@ pub async fn run(global: Global, command: SandboxCommand) -> i32 {
 /// token forgotten. `None` when the backend must be asked.
 fn stale_local(global: &Global, command: &SandboxCommand) -> Option<Result<i32, Failure>> {
     let id = &command.sandbox_id()?;
-    if !Backend::is_local(global) {
+    // A start of an id this cache cannot complete: the command's own
+    // usage error says why (exit 2), not a guess about a sandbox.
+    if !Backend::is_local(global) || crate::ids::complete(id).is_err() {
         return None;
     }
     let reason = crate::gone::known_gone_locally(id, local::running().map(|s| s.pid))?;

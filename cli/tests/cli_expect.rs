@@ -312,6 +312,8 @@ fn cached(s: &Session) -> Vec<String> {
         .map(|entries| {
             entries
                 .map(|e| e.unwrap().file_name().into_string().unwrap())
+                // Beside a local sandbox's token: its daemon's pid.
+                .filter(|name| !name.ends_with(".local"))
                 .collect()
         })
         .unwrap_or_default();
@@ -389,27 +391,39 @@ fn kill_takes_several_ids_or_all_of_the_cache_by_metadata() {
 fn prune_forgets_the_tokens_of_ended_sandboxes_only() {
     let s = Session::local();
     let alive = create(&s, &[]);
-    // A token whose sandbox the backend does not know (a stopped daemon's).
+    let tokens = s.cache.path().join("tokens");
+    let daemon_pid = std::fs::read_to_string(tokens.join(format!("{alive}.local"))).unwrap();
+    // A token of the running daemon whose sandbox it does not know, and
+    // one of a daemon that stopped since (pid 1 is never ours).
     let gone = "microvm-00000000-0000-4000-8000-000000000000";
-    std::fs::write(s.cache.path().join("tokens").join(gone), "old").unwrap();
+    let stale = "microvm-00000000-0000-4000-8000-000000000001";
+    for (id, pid) in [(gone, daemon_pid.as_str()), (stale, "1")] {
+        std::fs::write(tokens.join(id), "old").unwrap();
+        std::fs::write(tokens.join(format!("{id}.local")), pid).unwrap();
+    }
 
     let out = s.run(&["sandbox", "prune", "--dry-run"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout),
-        format!("would forget {gone} (not found)\n")
+        format!(
+            "would forget {gone} (not found)\nwould forget {stale} (its local backend stopped)\n"
+        )
     );
     assert_eq!(
         text(&out.stderr),
-        "1 token(s) to forget, 1 kept (sandboxes still there)\n"
+        "2 token(s) to forget, 1 kept (sandboxes still there)\n"
     );
-    assert_eq!(cached(&s).len(), 2);
+    assert_eq!(cached(&s).len(), 3);
 
     let doc = s.json(&["--output", "json", "sandbox", "prune"]);
     assert_eq!(
         doc,
         serde_json::json!({
-            "forgot": [{ "sandbox_id": gone, "reason": "not found" }],
+            "forgot": [
+                { "sandbox_id": gone, "reason": "not found" },
+                { "sandbox_id": stale, "reason": "its local backend stopped" },
+            ],
             "kept": [alive],
             "dry_run": false,
         })

@@ -103,8 +103,9 @@ fn a_fault_changes_the_next_command_and_clear_restores() {
     assert_eq!(doc["error"]["kind"], "disk_full");
     assert_eq!(
         doc["error"]["message"],
-        "the sandbox has less than 256 MiB of free disk (files.write); free space or use a larger disk"
+        "/home/user/input.txt: the sandbox has less than 256 MiB of free disk (files.write); free space or use a larger disk"
     );
+    assert_eq!(doc["error"]["path"], "/home/user/input.txt");
 
     // A killed agent: the sandbox is gone.
     s.ok(&["local", "fault", "kill-agent", &id]);

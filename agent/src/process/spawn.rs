@@ -293,7 +293,7 @@ impl Timed for ProcessEntry {
     /// command that timed out is ended whole, even when its first process
     /// obeyed the SIGTERM.
     fn kill_rest(&self) {
-        self.kill_rest_of_tree();
+        self.kill_whole();
     }
 }
 

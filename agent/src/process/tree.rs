@@ -40,8 +40,9 @@ const GONE_AFTER_KILL: Duration = Duration::from_secs(10);
 
 impl ProcessEntry {
     /// The client's SIGKILL (after `tree_ending` was set, and besides the
-    /// SIGKILL to its process group): freezes and kills every process of a
-    /// `kill_tree` command; SIGKILLs the cgroup of another, as before.
+    /// SIGKILL to its process group), and the end of the timeout's grace:
+    /// freezes and kills every process of a `kill_tree` command; SIGKILLs
+    /// the cgroup of another, as before.
     pub(crate) fn kill_whole(&self) {
         let Some(cgroup) = &self.cgroup else {
             return;
@@ -63,19 +64,6 @@ impl ProcessEntry {
         self.tree_ending.store(true, Ordering::Release);
         cgroup.signal_all(signal);
         true
-    }
-
-    /// After the timeout's grace: freezes and kills what is left of a
-    /// `kill_tree` command, SIGKILLs the cgroup of another.
-    pub(crate) fn kill_rest_of_tree(&self) {
-        let Some(cgroup) = &self.cgroup else {
-            return;
-        };
-        if self.kill_tree {
-            cgroup.freeze_and_kill();
-        } else {
-            cgroup.kill();
-        }
     }
 
     /// Once the command's first process has ended: when its tree is being
