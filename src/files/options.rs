@@ -95,9 +95,12 @@ impl WriteOptions {
     }
 
     /// Whether every option is the default (a plain write, which a staging
-    /// may route through S3).
+    /// may route through S3); an empty user is the default user.
     pub(crate) fn is_default(&self) -> bool {
-        *self == Self::default()
+        self.user.as_deref().unwrap_or_default().is_empty()
+            && self.mode.is_none()
+            && !self.gzip
+            && self.metadata.is_empty()
     }
 
     /// Whether the write stream is compressed.
