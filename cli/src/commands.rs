@@ -35,6 +35,10 @@ pub enum SandboxCommand {
         /// payload: keep secrets out (give them per command, `exec -e`).
         #[arg(long = "env", short = 'e', value_name = "K[=V]", value_parser = parse_env)]
         env: Vec<(String, String)>,
+        /// The working directory of every command, terminal and cell that
+        /// gives none (default /home/user); it must exist in the sandbox.
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<String>,
         /// Also print the access token.
         #[arg(long)]
         show_token: bool,
@@ -475,6 +479,7 @@ async fn dispatch(
             max_lifetime,
             metadata,
             env,
+            cwd,
             show_token,
             logs,
             log_group,
@@ -491,6 +496,7 @@ async fn dispatch(
                 max_lifetime,
                 metadata,
                 env,
+                cwd,
                 show_token,
                 logging,
                 network: network.policy(),
@@ -592,6 +598,7 @@ struct CreateArgs {
     max_lifetime: Option<Duration>,
     metadata: Vec<(String, String)>,
     env: Vec<(String, String)>,
+    cwd: Option<String>,
     show_token: bool,
     logging: rayito::SandboxLogging,
     network: Option<rayito::NetworkPolicy>,
@@ -604,6 +611,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         max_lifetime,
         metadata,
         env,
+        cwd,
         show_token,
         logging,
         network,
@@ -615,6 +623,9 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         .logging(logging);
     if let Some(policy) = network {
         builder = builder.network(policy);
+    }
+    if let Some(dir) = cwd {
+        builder = builder.workdir(dir);
     }
     let template = match &backend.local {
         Some(state) => Some(

@@ -619,3 +619,21 @@ fn create_env_reaches_every_command_and_run_code_reads_stdin_or_a_file() {
         "execution did not finish within its timeout of 1,000 ms"
     );
 }
+
+#[test]
+fn create_cwd_is_where_commands_start_unless_exec_gives_its_own() {
+    let s = Session::local();
+    let id = create(&s, &["--cwd", "/tmp"]);
+    assert_eq!(s.ok(&["sandbox", "exec", &id, "--", "pwd"]), "/tmp\n");
+    assert_eq!(
+        s.ok(&["sandbox", "exec", &id, "--cwd", "/home/user", "--", "pwd"]),
+        "/home/user\n"
+    );
+    let out = s.run(&["sandbox", "create", "--cwd", "tmp"]);
+    assert_eq!(
+        text(&out.stderr),
+        "error: invalid workdir: a working directory is an absolute path (starting with /) of at most 4,096 bytes without control characters\n\
+         kind: invalid_argument (a value was refused, by the SDK before any call, by the agent or by AWS)\n"
+    );
+    assert!(!out.status.success());
+}

@@ -259,6 +259,18 @@ impl SandboxBuilder {
         self
     }
 
+    /// The working directory of every command, terminal and code kernel
+    /// that does not give its own (default `/home/user`): an absolute path
+    /// of at most 4,096 bytes without control characters, checked before
+    /// any call. It must exist in the sandbox's image (on the local
+    /// backend: under `/home/user` or `/tmp`); a command started while it
+    /// does not fails `InvalidArgument` with the agent's
+    /// `invalid working directory`.
+    pub fn workdir(mut self, dir: impl Into<String>) -> Self {
+        self.options.workdir = Some(dir.into());
+        self
+    }
+
     /// Non-secret metadata, echoed by the agent's Health.
     pub fn metadata<K, V>(mut self, metadata: impl IntoIterator<Item = (K, V)>) -> Self
     where
@@ -847,6 +859,10 @@ impl SandboxBuilder {
         };
         let payload = match self.options.cpu_seconds()? {
             Some(seconds) => super::payload::with_cpu_seconds(&payload, seconds),
+            None => payload,
+        };
+        let payload = match self.options.workdir()? {
+            Some(dir) => super::payload::with_workdir(&payload, dir),
             None => payload,
         };
         let payload_chars = payload.chars().count();

@@ -87,6 +87,8 @@ pub(crate) struct CreateOptions {
     pub max_lifetime: Option<Duration>,
     pub on_timeout: Option<OnTimeout>,
     pub envs: BTreeMap<String, String>,
+    /// The default working directory of every process (`workdir`).
+    pub workdir: Option<String>,
     pub metadata: BTreeMap<String, String>,
     pub ready_timeout: Duration,
     pub request_timeout: Duration,
@@ -118,6 +120,7 @@ impl Default for CreateOptions {
             max_lifetime: None,
             on_timeout: None,
             envs: BTreeMap::new(),
+            workdir: None,
             metadata: BTreeMap::new(),
             ready_timeout: DEFAULT_READY_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
@@ -146,6 +149,7 @@ impl fmt::Debug for CreateOptions {
             .field("cpu_time_limit", &self.cpu_time_limit)
             .field("on_timeout", &self.on_timeout)
             .field("envs", &self.envs.keys().collect::<Vec<_>>())
+            .field("workdir", &self.workdir)
             .field("metadata", &self.metadata.keys().collect::<Vec<_>>())
             .field("ready_timeout", &self.ready_timeout)
             .field("request_timeout", &self.request_timeout)
@@ -247,6 +251,22 @@ impl CreateOptions {
     /// # Errors
     /// `SandboxLifetime` when the timeout or max lifetime is above 28,800 s;
     /// `InvalidArgument` naming the argument for anything else refused.
+    /// The payload's `workdir`: `workdir` checked (an absolute path of at
+    /// most 4,096 bytes without control characters; whether it exists is
+    /// the agent's answer, at the first process).
+    pub(crate) fn workdir(&self) -> Result<Option<&str>, SandboxError> {
+        let Some(dir) = self.workdir.as_deref() else {
+            return Ok(None);
+        };
+        if !dir.starts_with('/') || dir.len() > 4_096 || dir.chars().any(char::is_control) {
+            return Err(SandboxError::invalid_argument(
+                "workdir",
+                "a working directory is an absolute path (starting with /) of at most 4,096 bytes without control characters",
+            ));
+        }
+        Ok(Some(dir))
+    }
+
     /// The payload's `limits.cpu_seconds`: `cpu_time_limit` checked (1 to
     /// 28,800 whole seconds, the reference's range).
     pub(crate) fn cpu_seconds(&self) -> Result<Option<u64>, SandboxError> {

@@ -76,13 +76,23 @@ pub(crate) fn with_cpu_seconds(payload: &str, seconds: u64) -> String {
     )
 }
 
-/// `payload` with the object `section` at `key`; keys stay sorted (a
-/// `BTreeMap` again).
+/// `payload` with `"workdir"` set to `dir` (instead of the home): the
+/// default working directory of every process the agent starts.
+pub(crate) fn with_workdir(payload: &str, dir: &str) -> String {
+    with_value(payload, "workdir", json!(dir))
+}
+
+/// `payload` with the object `section` at `key`.
 fn with_section(payload: &str, key: &str, section: BTreeMap<&str, Value>) -> String {
+    with_value(payload, key, json!(section))
+}
+
+/// `payload` with `value` at `key`; keys stay sorted (a `BTreeMap` again).
+fn with_value(payload: &str, key: &str, value: Value) -> String {
     let Ok(mut map) = serde_json::from_str::<BTreeMap<String, Value>>(payload) else {
         return payload.to_owned();
     };
-    map.insert(key.to_owned(), json!(section));
+    map.insert(key.to_owned(), value);
     ascii_json(&serde_json::to_string(&map).unwrap_or_default())
 }
 

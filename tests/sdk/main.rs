@@ -101,3 +101,4 @@ mod templates;
 mod timeouts;
 mod tls;
 mod transfers;
+mod workdir;
