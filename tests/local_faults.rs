@@ -189,14 +189,10 @@ async fn each_fault_is_its_documented_error() {
     );
 
     // A cut mid-command: the SDK reconnects, the caller sees the output.
-    let running = {
-        let sbx = sbx.clone();
-        tokio::spawn(async move { sbx.commands().run("sleep 1; echo done").await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let running = run_started(&sbx, "echo started; sleep 1; echo done").await;
     faults.cut_connections(sbx.id()).unwrap();
     let out = running.await.unwrap().expect("reconnected");
-    assert_eq!(out.stdout, "done\n");
+    assert_eq!(out.stdout, "started\ndone\n");
 
     // A full disk.
     faults.fill_disk(sbx.id()).unwrap();
@@ -235,11 +231,7 @@ async fn each_fault_is_its_documented_error() {
 
     // A killed agent: the sandbox is gone, mid-command or after.
     let victim = sandbox(&client).await;
-    let running = {
-        let victim = victim.clone();
-        tokio::spawn(async move { victim.commands().run("sleep 30").await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let running = run_started(&victim, "echo started; sleep 30").await;
     faults.kill_agent(victim.id()).unwrap();
     let gone = format!(
         "the sandbox {} does not exist or has terminated; create a new sandbox",
@@ -338,4 +330,25 @@ fn the_fault_injection_example_passes() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.ends_with("all fault scenarios passed\n"), "{stdout}");
+}
+
+/// Runs `cmd` (which prints a line first) in a task; returns once that line
+/// came, so a fault injected next lands mid-command, not before its start.
+async fn run_started(
+    sbx: &Sandbox,
+    cmd: &'static str,
+) -> tokio::task::JoinHandle<Result<rayito::CommandResult, SandboxError>> {
+    let (started, is_started) = tokio::sync::oneshot::channel();
+    let started = std::sync::Mutex::new(Some(started));
+    let options = rayito::CommandOptions::new().on_stdout(move |_| {
+        if let Some(started) = started.lock().unwrap().take() {
+            let _ = started.send(());
+        }
+    });
+    let sbx = sbx.clone();
+    let task = tokio::spawn(async move { sbx.commands().run_with(cmd, options).await });
+    is_started
+        .await
+        .expect("the command printed its first line");
+    task
 }

@@ -63,3 +63,9 @@ pub mod for_emulator {
     pub use crate::isolation::user::HostIds;
     pub use crate::isolation::{ChildSetup, SandboxMounts, SandboxUserNs, open_for_sandboxes};
 }
+
+/// The workspace's one way a test skips (`SKIPPED: <test>: <reason>`, a
+/// failure under `RAYITO_TEST_STRICT=1`), for the unit tests.
+#[cfg(test)]
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip_support;
