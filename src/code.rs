@@ -8,7 +8,6 @@ mod view;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::Stream;
@@ -370,19 +369,9 @@ pub struct ExecutionEvents {
     inner: Pin<Box<dyn Stream<Item = Result<ExecutionEvent, SandboxError>> + Send>>,
 }
 
-impl fmt::Debug for ExecutionEvents {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ExecutionEvents").finish_non_exhaustive()
-    }
-}
+crate::secret::redacted_debug!(non_exhaustive ExecutionEvents);
 
-impl Stream for ExecutionEvents {
-    type Item = Result<ExecutionEvent, SandboxError>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.as_mut().poll_next(cx)
-    }
-}
+inner_stream!(ExecutionEvents => Result<ExecutionEvent, SandboxError>);
 
 /// Reads a cell's events off the agent stream, checking their order. After
 /// a cut (once `started` was seen) it waits for the sandbox's reconnect

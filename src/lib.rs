@@ -256,6 +256,24 @@ macro_rules! boxed {
     }};
 }
 
+/// `impl Stream` for a public stream type that hands on what its pinned,
+/// boxed `inner` stream yields (`Type => Item`): the type names the stream
+/// and hides how it is made; the items are the inner stream's.
+macro_rules! inner_stream {
+    ($ty:ident => $item:ty) => {
+        impl ::futures_util::Stream for $ty {
+            type Item = $item;
+
+            fn poll_next(
+                mut self: ::std::pin::Pin<&mut Self>,
+                cx: &mut ::std::task::Context<'_>,
+            ) -> ::std::task::Poll<Option<Self::Item>> {
+                ::futures_util::Stream::poll_next(self.inner.as_mut(), cx)
+            }
+        }
+    };
+}
+
 pub mod error;
 #[cfg(feature = "setup")]
 pub mod setup;

@@ -2,7 +2,6 @@
 //! checked before any I/O, and the probe of an agent too old for some.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use crate::checks::{
     METADATA_KEY, METADATA_KEY_CASE, METADATA_KEYS, METADATA_TOO_LARGE, METADATA_VALUE, MODE_RANGE,
@@ -38,16 +37,10 @@ pub struct WriteOptions {
     metadata: BTreeMap<String, String>,
 }
 
-impl fmt::Debug for WriteOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Metadata values are the caller's data: key names only.
-        f.debug_struct("WriteOptions")
-            .field("user", &self.user)
-            .field("mode", &self.mode.map(|m| format!("{m:#o}")))
-            .field("gzip", &self.gzip)
-            .field("metadata_keys", &self.metadata.keys().collect::<Vec<_>>())
-            .finish()
-    }
+// Metadata values are the caller's data: key names only.
+crate::secret::redacted_debug! {
+    WriteOptions |o| user, mode = o.mode.map(|m| format!("{m:#o}")), gzip,
+    metadata_keys = o.metadata.keys().collect::<Vec<_>>()
 }
 
 impl WriteOptions {

@@ -10,7 +10,6 @@
 //! implicit client per runtime (and per configuration), never one for the
 //! whole process.
 
-use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
@@ -94,12 +93,8 @@ pub(crate) struct ClientInner {
     feature_state: Mutex<Vec<Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
-impl fmt::Debug for Client {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Client")
-            .field("backend", &self.inner.backend)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive Client |o| backend = o.inner.backend
 }
 
 /// Options of a [`Client`]; setters never fail, [`ClientBuilder::build`]

@@ -6,12 +6,9 @@
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
-use futures_util::Stream;
 use futures_util::stream::BoxStream;
 
 use super::backend::ResolvedBackend;
@@ -322,19 +319,9 @@ pub struct SandboxList {
     progress: Arc<Mutex<Progress>>,
 }
 
-impl fmt::Debug for SandboxList {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SandboxList").finish_non_exhaustive()
-    }
-}
+crate::secret::redacted_debug!(non_exhaustive SandboxList);
 
-impl Stream for SandboxList {
-    type Item = Result<SandboxSummary, SandboxError>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.as_mut().poll_next(cx)
-    }
-}
+inner_stream!(SandboxList => Result<SandboxSummary, SandboxError>);
 
 impl SandboxList {
     /// A token that resumes this listing after the last item it gave

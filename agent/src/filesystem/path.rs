@@ -174,8 +174,7 @@ mod tests {
 
     #[test]
     fn path_rules() {
-        let dir = std::env::temp_dir().join(format!("rayito-path-test-{}", std::process::id()));
-        let env = SandboxEnv::new(&dir).unwrap();
+        let (_dir, env) = super::super::test_env();
         assert_eq!(resolve(&env, "a/b").unwrap().guest, "/home/user/a/b");
         assert_eq!(resolve(&env, "/tmp//x/./y").unwrap().guest, "/tmp/x/y");
         assert_eq!(resolve(&env, "/home/user").unwrap().guest, "/home/user");
