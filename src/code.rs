@@ -283,31 +283,19 @@ impl RunCodeOptions {
         no_timeout;
     }
 
-    /// The language's default context (`python`, `bash`, `javascript`/`js`,
-    /// `typescript`/`ts`); exclusive with [`RunCodeOptions::context`].
-    #[must_use]
-    pub fn language(mut self, language: impl Into<String>) -> Self {
-        self.language = Some(language.into());
-        self
-    }
-
-    /// The most output [`Execution::logs`] keeps of each stream, in bytes
-    /// (default 64 MiB), as [`crate::CommandOptions::max_output_bytes`]:
-    /// past it the oldest bytes are dropped (the chunk the limit falls in
-    /// is cut at a character boundary, older ones go whole) and
-    /// [`Execution::truncated`] is set; 0 keeps nothing. The callbacks
-    /// still see everything.
-    #[must_use]
-    pub fn max_output_bytes(mut self, bytes: usize) -> Self {
-        self.max_output_bytes = Some(bytes);
-        self
-    }
-
-    /// A context id; exclusive with [`RunCodeOptions::language`].
-    #[must_use]
-    pub fn context(mut self, context_id: impl Into<String>) -> Self {
-        self.context = Some(context_id.into());
-        self
+    crate::setters::setters! {
+        /// The language's default context (`python`, `bash`, `javascript`/`js`,
+        /// `typescript`/`ts`); exclusive with [`RunCodeOptions::context`].
+        language: Some impl String;
+        /// The most output [`Execution::logs`] keeps of each stream, in bytes
+        /// (default 64 MiB), as [`crate::CommandOptions::max_output_bytes`]:
+        /// past it the oldest bytes are dropped (the chunk the limit falls in
+        /// is cut at a character boundary, older ones go whole) and
+        /// [`Execution::truncated`] is set; 0 keeps nothing. The callbacks
+        /// still see everything.
+        max_output_bytes: Some usize;
+        /// A context id; exclusive with [`RunCodeOptions::language`].
+        context: Some impl String;
     }
 
     crate::setters::setters! {

@@ -121,11 +121,9 @@ impl NetworkPolicy {
         self
     }
 
-    /// Sends the sandbox's egress through `proxy`.
-    #[must_use]
-    pub fn egress_proxy(mut self, proxy: EgressProxy) -> Self {
-        self.egress_proxy = Some(proxy);
-        self
+    crate::setters::setters! {
+        /// Sends the sandbox's egress through `proxy`.
+        egress_proxy: Some EgressProxy;
     }
 
     /// Whether the policy restricts anything (a deny entry or a proxy):

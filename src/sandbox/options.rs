@@ -55,11 +55,9 @@ impl IdlePolicy {
         }
     }
 
-    /// Whether a request to a suspended sandbox resumes it (default true).
-    #[must_use]
-    pub fn auto_resume(mut self, auto_resume: bool) -> Self {
-        self.auto_resume = auto_resume;
-        self
+    crate::setters::setters! {
+        /// Whether a request to a suspended sandbox resumes it (default true).
+        auto_resume: bool;
     }
 }
 
