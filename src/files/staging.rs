@@ -3,7 +3,6 @@
 //! parts, and the file view asks it before each read and write. Without
 //! one everything goes over gRPC.
 
-
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
 

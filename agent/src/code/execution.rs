@@ -307,7 +307,12 @@ pub(crate) async fn run(
             .await;
     }
     // The error the cell ends with, if any, and whether its kernel restarts.
-    let timeout = || (messages::TIMEOUT_NAME, messages::timeout_value(cell.timeout_ms));
+    let timeout = || {
+        (
+            messages::TIMEOUT_NAME,
+            messages::timeout_value(cell.timeout_ms),
+        )
+    };
     let fixed = |name, value: &str| Some((name, value.to_owned()));
     let (ending, restart) = match outcome {
         Outcome::Done => (timed_out.then(timeout), false),

@@ -22,11 +22,7 @@ pub(crate) struct Location {
 }
 
 // Bucket and prefix are not to be printed anywhere.
-impl std::fmt::Debug for Location {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Location").finish_non_exhaustive()
-    }
-}
+opaque_debug!(Location);
 
 impl Location {
     /// `<key_prefix>/home.tar.gz`.
