@@ -77,20 +77,13 @@ impl WatchOptions {
         Self::default()
     }
 
-    /// Watches every directory below too, including ones created later.
-    #[must_use]
-    pub fn recursive(mut self, recursive: bool) -> Self {
-        self.recursive = recursive;
-        self
-    }
-
-    /// Events `Create`, `Write` and `Chmod` carry the entry's
-    /// [`EntryInfo`] in [`FilesystemEvent::entry`] (one stat by the agent
-    /// per event).
-    #[must_use]
-    pub fn include_entry(mut self, include_entry: bool) -> Self {
-        self.include_entry = include_entry;
-        self
+    crate::setters::setters! {
+        /// Watches every directory below too, including ones created later.
+        recursive: bool;
+        /// Events `Create`, `Write` and `Chmod` carry the entry's
+        /// [`EntryInfo`] in [`FilesystemEvent::entry`] (one stat by the agent
+        /// per event).
+        include_entry: bool;
     }
 
     /// The watch's deadline from its start, reconnects included: when it

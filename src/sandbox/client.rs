@@ -141,17 +141,13 @@ impl ClientBuilder {
         self
     }
 
-    /// The retry policy of every call (default: docs/errors.md, "Retries").
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry_policy = policy;
-        self
-    }
-
-    /// Client-side pacing of control-plane calls (default: [`Pacing::new`]),
-    /// shared by every sandbox of the client.
-    pub fn pacing(mut self, pacing: Pacing) -> Self {
-        self.pacing = pacing;
-        self
+    crate::setters::setters! {
+        unmarked;
+        /// The retry policy of every call (default: docs/errors.md, "Retries").
+        retry_policy: RetryPolicy;
+        /// Client-side pacing of control-plane calls (default: [`Pacing::new`]),
+        /// shared by every sandbox of the client.
+        pacing: Pacing;
     }
 
     /// The features' parts that ride on the clients this builds (the

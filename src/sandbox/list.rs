@@ -120,26 +120,18 @@ impl ListQuery {
         Self::default()
     }
 
-    /// Only sandboxes of this template (an image name on the local backend,
-    /// an image ARN on AWS).
-    pub fn template(mut self, template: impl Into<String>) -> Self {
-        self.template = Some(template.into());
-        self
-    }
-
-    /// Only sandboxes started at or after `at` (millisecond precision; the
-    /// control plane cannot filter on it, so every page is still read).
-    pub fn started_after(mut self, at: SystemTime) -> Self {
-        self.started_after = Some(at);
-        self
-    }
-
-    /// In this order of start time (then id), instead of the control
-    /// plane's. Sorting needs every sandbox: the listing reads every page
-    /// (probing with a metadata filter) before the first item.
-    pub fn order(mut self, order: ListOrder) -> Self {
-        self.order = Some(order);
-        self
+    crate::setters::setters! {
+        unmarked;
+        /// Only sandboxes of this template (an image name on the local backend,
+        /// an image ARN on AWS).
+        template: Some impl String;
+        /// Only sandboxes started at or after `at` (millisecond precision; the
+        /// control plane cannot filter on it, so every page is still read).
+        started_after: Some SystemTime;
+        /// In this order of start time (then id), instead of the control
+        /// plane's. Sorting needs every sandbox: the listing reads every page
+        /// (probing with a metadata filter) before the first item.
+        order: Some ListOrder;
     }
 
     /// Resumes the listing that handed out `token`
@@ -152,10 +144,10 @@ impl ListQuery {
         self
     }
 
-    /// Only sandboxes of this template version.
-    pub fn template_version(mut self, version: impl Into<String>) -> Self {
-        self.template_version = Some(version.into());
-        self
+    crate::setters::setters! {
+        unmarked;
+        /// Only sandboxes of this template version.
+        template_version: Some impl String;
     }
 
     /// Only sandboxes in one of these states (instead of every state but
@@ -193,11 +185,11 @@ impl ListQuery {
         self.index.is_some()
     }
 
-    /// How many sandboxes one ListMicrovms call asks for (1 to 50, default
-    /// 50).
-    pub fn page_size(mut self, page_size: u32) -> Self {
-        self.page_size = Some(page_size);
-        self
+    crate::setters::setters! {
+        unmarked;
+        /// How many sandboxes one ListMicrovms call asks for (1 to 50, default
+        /// 50).
+        page_size: Some u32;
     }
 
     /// Checks everything that needs no I/O (a listing does so on its first
