@@ -20,6 +20,7 @@
 //! field or path.
 
 pub(crate) mod auto;
+mod pieces;
 mod sign;
 mod staging;
 

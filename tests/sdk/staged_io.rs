@@ -512,3 +512,245 @@ async fn a_byte_flipped_in_the_staged_object_is_a_checksum_mismatch() {
     drop(w);
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The staging of a read in pieces: the multipart threshold at its default
+/// (5 GiB), so a file of more than one 8 MiB piece is exported in pieces.
+fn staging_in_pieces() -> S3Staging {
+    S3Staging::new(BUCKET).threshold_bytes(THRESHOLD as u64)
+}
+
+/// What is left of multipart uploads in the emulator's S3 store under
+/// `root` (its marker files; the emulator answers no
+/// ListMultipartUploads).
+fn open_uploads(root: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.to_string_lossy().contains(".upload-") {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+/// A staged read of more than one piece and below the multipart threshold
+/// goes in pieces (docs/transfers.md, "How"): while the caller holds the
+/// first bytes, the staging object is one piece, not the file (a
+/// whole-object read would show the whole file there); every byte and
+/// the sha256 are the file's, and no object or open upload is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_in_pieces_hands_out_the_first_piece_before_the_export_ends() {
+    let root = std::env::temp_dir().join(format!("rayito-pieces-{}", std::process::id()));
+    let config = EmulatorConfig {
+        root: root.clone(),
+        ..EmulatorConfig::default()
+    };
+    let w = world_in(config, true, staging_in_pieces()).await;
+    let files = w.sbx.files();
+    // Five pieces: 4 x 8 MiB and one of 8 MiB + 12,345 bytes.
+    let data = noise(40 * MIB + 12_345, 11);
+    files
+        .write_files(vec![rayito::WriteEntry::new("p.bin", data.clone())])
+        .await
+        .expect("write_files");
+    let mut stream = files.read_stream("p.bin").await.expect("staged read");
+    let first = stream.next().await.expect("a first chunk").expect("chunk");
+    let staged = staged_object_file(&root).expect("the staged object's file");
+    let staged_len = std::fs::metadata(&staged).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        staged_len <= (8 * MIB + 12_345) as u64,
+        "the staged object holds {staged_len} bytes, not one piece"
+    );
+    let mut hash = Sha256::new();
+    hash.update(&first);
+    let mut n = first.len();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.expect("chunk");
+        n += chunk.len();
+        hash.update(&chunk);
+    }
+    assert_eq!(n, data.len());
+    assert_eq!(hash.finalize().to_vec(), sha(&data));
+    // files().read in pieces too.
+    let back = files.read("p.bin").await.expect("read");
+    assert_eq!(sha(&back), sha(&data));
+    assert_prefix_empty(&w.s3).await;
+    assert_eq!(open_uploads(&root), Vec::<String>::new());
+    // Dropped after its first bytes: the object and the pieces' uploads go.
+    let mut stream = files.read_stream("p.bin").await.expect("staged read");
+    let _ = stream.next().await;
+    drop(stream);
+    assert_prefix_empty(&w.s3).await;
+    for _ in 0..50 {
+        if open_uploads(&root).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(open_uploads(&root), Vec::<String>::new());
+    drop(w);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A piece whose bytes changed in S3 between the agent's upload and the
+/// SDK's download fails the read with the checksum error, once, at the
+/// end (the sha256 is checked over the whole file, not per piece).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_byte_flipped_in_a_piece_is_a_checksum_mismatch() {
+    let root = std::env::temp_dir().join(format!("rayito-pieces-flip-{}", std::process::id()));
+    let config = EmulatorConfig {
+        root: root.clone(),
+        ..EmulatorConfig::default()
+    };
+    let w = world_in(config, true, staging_in_pieces()).await;
+    let files = w.sbx.files();
+    // The last of five pieces has 8 MiB + 777 bytes: its uploaded part is
+    // told apart by its size.
+    let last_len = (8 * MIB + 777) as u64;
+    let data = noise(40 * MIB + 777, 12);
+    files
+        .write_files(vec![rayito::WriteEntry::new("flip.bin", data.clone())])
+        .await
+        .expect("write_files");
+    let mut stream = files.read_stream("flip.bin").await.expect("staged read");
+    // The caller holds the first piece, so the last one is not completed
+    // yet: once the agent uploaded it, flip its last byte in the store.
+    let part = {
+        let mut found = None;
+        for _ in 0..200 {
+            found = std::fs::read_dir(root.join("s3"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| {
+                    p.to_string_lossy().contains(".upload_id-")
+                        && std::fs::metadata(p).is_ok_and(|m| m.len() == last_len)
+                });
+            if found.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        found.expect("the last piece's part in the store")
+    };
+    {
+        use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&part)
+            .expect("open");
+        f.seek(SeekFrom::End(-1)).expect("seek");
+        let mut last = [0u8; 1];
+        f.read_exact(&mut last).expect("read");
+        f.seek(SeekFrom::End(-1)).expect("seek");
+        f.write_all(&[!last[0]]).expect("flip");
+    }
+    let mut got = 0usize;
+    let err = loop {
+        match stream.next().await {
+            Some(Ok(chunk)) => got += chunk.len(),
+            Some(Err(e)) => break e,
+            None => panic!("the read ended without noticing the flipped byte"),
+        }
+    };
+    assert_eq!(
+        err.to_string(),
+        "checksum_mismatch: the bytes of the download do not match their sha256; start the download again"
+    );
+    assert_eq!(got, data.len(), "every byte arrived, one of them wrong");
+    assert_error_clean(&err);
+    assert!(stream.next().await.is_none());
+    assert_prefix_empty(&w.s3).await;
+    drop(w);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// One piece's upload gone (aborted in S3 after the agent uploaded it) is
+/// that piece's S3 failure, mapped as every failure of the SDK's own S3
+/// calls (spec C4: `Sandbox` with the AWS code, AWS's text dropped), after
+/// the pieces before it were handed out; nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_piece_whose_upload_is_gone_fails_the_read_with_its_s3_error() {
+    let root = std::env::temp_dir().join(format!("rayito-pieces-gone-{}", std::process::id()));
+    let config = EmulatorConfig {
+        root: root.clone(),
+        ..EmulatorConfig::default()
+    };
+    let w = world_in(config, true, staging_in_pieces()).await;
+    let files = w.sbx.files();
+    let last_len = (8 * MIB + 555) as u64;
+    let data = noise(40 * MIB + 555, 13);
+    files
+        .write_files(vec![rayito::WriteEntry::new("gone.bin", data.clone())])
+        .await
+        .expect("write_files");
+    let mut stream = files.read_stream("gone.bin").await.expect("staged read");
+    let object = staged_object_file(&root).expect("the staged object's file");
+    let key = object
+        .strip_prefix(root.join("s3"))
+        .expect("under the store")
+        .components()
+        .skip(1)
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/");
+    // The last piece's upload (its part told apart by its size), aborted.
+    let upload_id = {
+        let mut found = None;
+        for _ in 0..200 {
+            found = std::fs::read_dir(root.join("s3"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| {
+                    p.to_string_lossy().contains(".upload_id-")
+                        && std::fs::metadata(p).is_ok_and(|m| m.len() == last_len)
+                });
+            if found.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let name = found.expect("the last piece's part").display().to_string();
+        let id = name.split(".upload_id-").nth(1).expect("id");
+        id.split(".part-").next().expect("id").to_owned()
+    };
+    w.s3.abort_multipart_upload()
+        .bucket(BUCKET)
+        .key(&key)
+        .upload_id(&upload_id)
+        .send()
+        .await
+        .expect("abort the last piece's upload");
+    let mut got = 0usize;
+    let err = loop {
+        match stream.next().await {
+            Some(Ok(chunk)) => got += chunk.len(),
+            Some(Err(e)) => break e,
+            None => panic!("the read ended without its last piece"),
+        }
+    };
+    assert_eq!(got, 32 * MIB, "the four pieces before it arrived");
+    assert!(matches!(err, SandboxError::Sandbox { .. }), "{err:?}");
+    assert!(err.to_string().contains("NoSuchUpload"), "{err}");
+    assert_error_clean(&err);
+    assert!(stream.next().await.is_none());
+    assert_prefix_empty(&w.s3).await;
+    for _ in 0..50 {
+        if open_uploads(&root).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(open_uploads(&root), Vec::<String>::new());
+    drop(w);
+    let _ = std::fs::remove_dir_all(&root);
+}
