@@ -552,8 +552,8 @@ async fn a_read_in_pieces_hands_out_the_first_piece_before_the_export_ends() {
     };
     let w = world_in(config, true, staging_in_pieces()).await;
     let files = w.sbx.files();
-    // Five pieces: 4 x 8 MiB and one of 8 MiB + 12,345 bytes.
-    let data = noise(40 * MIB + 12_345, 11);
+    // Five pieces: 4 x 8 MiB and one of 4 MiB + 12,345 bytes.
+    let data = noise(36 * MIB + 12_345, 11);
     files
         .write_files(vec![rayito::WriteEntry::new("p.bin", data.clone())])
         .await
@@ -563,7 +563,7 @@ async fn a_read_in_pieces_hands_out_the_first_piece_before_the_export_ends() {
     let staged = staged_object_file(&root).expect("the staged object's file");
     let staged_len = std::fs::metadata(&staged).map(|m| m.len()).unwrap_or(0);
     assert!(
-        staged_len <= (8 * MIB + 12_345) as u64,
+        staged_len <= (8 * MIB) as u64,
         "the staged object holds {staged_len} bytes, not one piece"
     );
     let mut hash = Sha256::new();
@@ -609,10 +609,10 @@ async fn a_byte_flipped_in_a_piece_is_a_checksum_mismatch() {
     };
     let w = world_in(config, true, staging_in_pieces()).await;
     let files = w.sbx.files();
-    // The last of five pieces has 8 MiB + 777 bytes: its uploaded part is
+    // The last of five pieces has 4 MiB + 777 bytes: its uploaded part is
     // told apart by its size.
-    let last_len = (8 * MIB + 777) as u64;
-    let data = noise(40 * MIB + 777, 12);
+    let last_len = (4 * MIB + 777) as u64;
+    let data = noise(36 * MIB + 777, 12);
     files
         .write_files(vec![rayito::WriteEntry::new("flip.bin", data.clone())])
         .await
@@ -685,8 +685,8 @@ async fn a_piece_whose_upload_is_gone_fails_the_read_with_its_s3_error() {
     };
     let w = world_in(config, true, staging_in_pieces()).await;
     let files = w.sbx.files();
-    let last_len = (8 * MIB + 555) as u64;
-    let data = noise(40 * MIB + 555, 13);
+    let last_len = (4 * MIB + 555) as u64;
+    let data = noise(36 * MIB + 555, 13);
     files
         .write_files(vec![rayito::WriteEntry::new("gone.bin", data.clone())])
         .await
