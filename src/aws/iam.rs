@@ -264,12 +264,6 @@ pub(crate) const CALLS: &[Call] = &[
         "abort_multipart_upload",
         "s3:AbortMultipartUpload",
     ),
-    call(
-        "s3",
-        "s3/objects.rs",
-        "list_parts",
-        "s3:ListMultipartUploadParts",
-    ),
     call("s3", "s3/presign.rs", "get_object", "s3:GetObject"),
     call("s3", "s3/presign.rs", "put_object", "s3:PutObject"),
     call("s3", "s3/presign.rs", "upload_part", "s3:PutObject"),

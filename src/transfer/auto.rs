@@ -17,7 +17,6 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
-use super::pieces::{self, Fed, OpenUploads};
 use super::sign::{Request, Signer};
 use super::staging::S3Staging;
 use super::{EXPORT_URL_BASE, TransferPhase, phase, state_error, unix_ms, watch_to_end};
@@ -131,14 +130,14 @@ fn hex(digest: &[u8]) -> String {
     })
 }
 
-pub(super) fn checksum_mismatch() -> SandboxError {
+fn checksum_mismatch() -> SandboxError {
     SandboxError::transfer(
         TransferCode::FailedPrecondition,
         TransferReason::ChecksumMismatch,
     )
 }
 
-pub(super) fn s3_unavailable() -> SandboxError {
+fn s3_unavailable() -> SandboxError {
     SandboxError::transfer(TransferCode::Unavailable, TransferReason::S3Unavailable)
 }
 
@@ -148,8 +147,6 @@ pub(super) fn s3_unavailable() -> SandboxError {
 struct Cleanup {
     s3: Option<(Objects, String, String)>,
     upload_id: Option<String>,
-    /// The uploads of a read in pieces still open.
-    pieces: OpenUploads,
 }
 
 impl Cleanup {
@@ -161,28 +158,14 @@ impl Cleanup {
                 key.to_owned(),
             )),
             upload_id: None,
-            pieces: OpenUploads::default(),
         }
-    }
-
-    /// The uploads to abort: the one of a write or multipart export, and
-    /// the pieces' still open.
-    fn uploads(&mut self) -> Vec<String> {
-        let mut ids: Vec<String> = self.upload_id.take().into_iter().collect();
-        let mut pieces = self
-            .pieces
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        ids.append(&mut pieces);
-        ids
     }
 
     /// Deletes now; a failure is logged without AWS's text (the bucket
     /// expires staging objects after a day).
     async fn now(&mut self) {
         if let Some((client, bucket, key)) = self.s3.take() {
-            let uploads = self.uploads();
-            remove(client, bucket, key, uploads).await;
+            remove(client, bucket, key, self.upload_id.take()).await;
         }
     }
 }
@@ -192,14 +175,14 @@ impl Drop for Cleanup {
         if let Some((client, bucket, key)) = self.s3.take()
             && let Ok(rt) = tokio::runtime::Handle::try_current()
         {
-            let uploads = self.uploads();
-            rt.spawn(remove(client, bucket, key, uploads));
+            let upload_id = self.upload_id.take();
+            rt.spawn(remove(client, bucket, key, upload_id));
         }
     }
 }
 
-async fn remove(client: Objects, bucket: String, key: String, uploads: Vec<String>) {
-    for id in uploads {
+async fn remove(client: Objects, bucket: String, key: String, upload_id: Option<String>) {
+    if let Some(id) = upload_id {
         let aborted = client.abort_multipart_upload(&bucket, &key, &id).await;
         if let Err(failure) = aborted {
             let e = s3_failure(failure);
@@ -222,25 +205,10 @@ pub(crate) fn export_part_size(size: u64) -> u64 {
     per.max(UPLOAD_PART)
 }
 
-/// Where a staged read's bytes come from.
-enum Source {
-    /// The whole object, once the export was done.
-    Whole(ObjectBody),
-    /// The pieces as the agent uploads them ([`pieces`]); the agent's
-    /// sha256 and size come last. `first` was read before the read was
-    /// handed out.
-    Pieces {
-        fed: tokio::sync::mpsc::Receiver<Fed>,
-        first: Option<Bytes>,
-        _task: pieces::Task,
-    },
-}
-
 /// A staged read: the object's bytes as they arrive, hashed and checked
-/// against the agent's sha256 at the end. The source goes first (a
-/// download in pieces stops before the cleanup runs).
+/// against the agent's sha256 at the end.
 pub(crate) struct StagedRead {
-    source: Source,
+    body: ObjectBody,
     hash: Sha256,
     sha256: String,
     size: u64,
@@ -258,29 +226,9 @@ impl StagedRead {
         if self.ended {
             return None;
         }
-        let item = match &mut self.source {
-            Source::Whole(body) => {
-                match tokio::time::timeout_at(self.deadline, body.next()).await {
-                    Ok(Some(Ok(chunk))) => Ok(Fed::Data(chunk)),
-                    Ok(Some(Err(()))) => Ok(Fed::Failed(s3_unavailable())),
-                    Ok(None) => Ok(Fed::End {
-                        sha256: std::mem::take(&mut self.sha256),
-                        size: self.size,
-                    }),
-                    Err(elapsed) => Err(elapsed),
-                }
-            }
-            Source::Pieces { fed, first, .. } => match first.take() {
-                Some(chunk) => Ok(Fed::Data(chunk)),
-                None => match tokio::time::timeout_at(self.deadline, fed.recv()).await {
-                    Ok(Some(item)) => Ok(item),
-                    Ok(None) => Ok(Fed::Failed(s3_unavailable())),
-                    Err(elapsed) => Err(elapsed),
-                },
-            },
-        };
+        let item = tokio::time::timeout_at(self.deadline, self.body.next()).await;
         let failure = match item {
-            Ok(Fed::Data(chunk)) => {
+            Ok(Some(Ok(chunk))) => {
                 self.got = self.got.saturating_add(chunk.len() as u64);
                 if self.got <= self.size {
                     self.hash.update(&chunk);
@@ -288,10 +236,10 @@ impl StagedRead {
                 }
                 checksum_mismatch()
             }
-            Ok(Fed::Failed(e)) => e,
-            Ok(Fed::End { sha256, size }) => {
+            Ok(Some(Err(_))) => s3_unavailable(),
+            Ok(None) => {
                 let sha = hex(&std::mem::take(&mut self.hash).finalize());
-                if self.got == size && sha == sha256 {
+                if self.got == self.size && sha == self.sha256 {
                     self.ended = true;
                     self.cleanup.now().await;
                     return None;
@@ -326,10 +274,6 @@ pub(crate) async fn open_read(
     let after = deadline(sandbox, size);
     let until = at(after);
     let mut cleanup = Cleanup::new(&signer, &key);
-    if pieces::applies(size, staging) {
-        let read = open_in_pieces(sandbox, &signer, &key, path, size, feature, after, cleanup);
-        return read.await.map(Some);
-    }
     let exported = export(
         sandbox,
         staging,
@@ -367,7 +311,7 @@ pub(crate) async fn open_read(
         }
     };
     Ok(Some(StagedRead {
-        source: Source::Whole(body),
+        body,
         hash: Sha256::new(),
         sha256,
         size,
@@ -378,94 +322,6 @@ pub(crate) async fn open_read(
         cleanup,
         ended: false,
     }))
-}
-
-/// A staged read in pieces ([`pieces`]): the uploads created, the export
-/// started, the download under way and its first bytes in (so that a
-/// failure of the export's start or of its first piece is the open's).
-#[allow(clippy::too_many_arguments)]
-async fn open_in_pieces(
-    sandbox: &Sandbox,
-    signer: &Signer,
-    key: &str,
-    path: &str,
-    size: u64,
-    feature: &'static str,
-    after: Duration,
-    mut cleanup: Cleanup,
-) -> Result<StagedRead, SandboxError> {
-    let until = at(after);
-    let url_life = EXPORT_URL_BASE + Duration::from_secs(size / 1_000_000);
-    let started = async {
-        let (target, uploads) =
-            pieces::target(signer, key, size, url_life, feature, &cleanup.pieces).await?;
-        let part_size = target.part_size;
-        let request = pb::StartExportRequest {
-            path: path.to_owned(),
-            user: None,
-            object: Some(signer.object(key)),
-            target: Some(pb::start_export_request::Target::Multipart(target)),
-            expires_at_unix_ms: unix_ms(std::time::SystemTime::now() + url_life),
-        };
-        let started = sandbox
-            .conn()
-            .start_export(request, feature, sandbox.request_timeout())
-            .await?;
-        Ok::<_, SandboxError>((started.transfer_id, uploads, part_size))
-    }
-    .await;
-    let (transfer_id, uploads, part_size) = match started {
-        Ok(started) => started,
-        Err(e) => {
-            cleanup.now().await;
-            return Err(e);
-        }
-    };
-    let (mut fed, task) = pieces::start(pieces::Download {
-        sandbox: sandbox.clone(),
-        client: signer.client().clone(),
-        bucket: signer.bucket.clone(),
-        key: key.to_owned(),
-        transfer_id: transfer_id.clone(),
-        uploads,
-        open: cleanup.pieces.clone(),
-        part_size,
-        size,
-        feature,
-        until,
-        after,
-    });
-    let failure = match tokio::time::timeout_at(until, fed.recv()).await {
-        Ok(Some(Fed::Data(first))) => {
-            return Ok(StagedRead {
-                source: Source::Pieces {
-                    fed,
-                    first: Some(first),
-                    _task: task,
-                },
-                hash: Sha256::new(),
-                sha256: String::new(),
-                // Each piece's length is checked as it arrives; the whole
-                // against the agent's at the end.
-                size: u64::MAX,
-                got: 0,
-                deadline: until,
-                after,
-                feature,
-                cleanup,
-                ended: false,
-            });
-        }
-        Ok(Some(Fed::Failed(e))) => e,
-        Ok(Some(Fed::End { .. }) | None) => s3_unavailable(),
-        Err(_) => {
-            cancel(sandbox, &transfer_id, feature).await;
-            SandboxError::timeout(crate::error::TimeoutScope::Request, feature, Some(after))
-        }
-    };
-    drop(task);
-    cleanup.now().await;
-    Err(failure)
 }
 
 /// The export of the file to the staging object: a presigned PUT, or a
@@ -546,7 +402,7 @@ async fn export(
 }
 
 /// Best effort: a transfer the SDK gave up on stops moving bytes.
-pub(super) async fn cancel(sandbox: &Sandbox, id: &str, feature: &'static str) {
+async fn cancel(sandbox: &Sandbox, id: &str, feature: &'static str) {
     let _ = sandbox
         .conn()
         .cancel_transfer(id, feature, sandbox.request_timeout())
@@ -793,7 +649,7 @@ where
 }
 
 /// CreateMultipartUpload of `key`: its upload id.
-pub(super) async fn create_upload(
+async fn create_upload(
     client: &Objects,
     bucket: &str,
     key: &str,
@@ -951,7 +807,7 @@ mod tests {
 
     fn staged(body: &'static [u8], sha256: String, size: u64) -> StagedRead {
         StagedRead {
-            source: Source::Whole(ObjectBody::from_bytes(Bytes::from_static(body))),
+            body: ObjectBody::from_bytes(Bytes::from_static(body)),
             hash: Sha256::new(),
             sha256,
             size,
@@ -962,7 +818,6 @@ mod tests {
             cleanup: Cleanup {
                 s3: None,
                 upload_id: None,
-                pieces: OpenUploads::default(),
             },
             ended: false,
         }

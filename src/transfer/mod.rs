@@ -20,7 +20,6 @@
 //! field or path.
 
 pub(crate) mod auto;
-mod pieces;
 mod sign;
 mod staging;
 

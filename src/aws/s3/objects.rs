@@ -243,36 +243,6 @@ impl Objects {
         .map_err(|e| extract("UploadPart", &e))
     }
 
-    /// The ETag of part `number` of the upload `upload_id` once ListParts
-    /// shows it (`None` before).
-    ///
-    /// # Errors
-    /// Any failure.
-    pub(crate) async fn part_etag(
-        &self,
-        bucket: &str,
-        key: &str,
-        upload_id: &str,
-        number: i32,
-    ) -> Result<Option<String>, AwsFailure> {
-        let out = Box::pin(
-            self.client
-                .list_parts()
-                .bucket(bucket)
-                .key(key)
-                .upload_id(upload_id)
-                .send()
-                .quiet(),
-        )
-        .await
-        .map_err(|e| extract("ListParts", &e))?;
-        Ok(out
-            .parts()
-            .iter()
-            .find(|part| part.part_number() == Some(number))
-            .and_then(|part| part.e_tag().map(str::to_owned)))
-    }
-
     /// CompleteMultipartUpload with `parts` (number, ETag), in order.
     ///
     /// # Errors
