@@ -349,7 +349,7 @@ pub use commands::{
 };
 pub use error::{ErrorKind, SandboxError};
 #[cfg(feature = "local")]
-pub use local::LocalFaults;
+pub use local::{LocalFaults, LocalGatewayUpstreams};
 pub use sandbox::client::{Client, ClientBuilder};
 
 /// The result of every fallible SDK call.

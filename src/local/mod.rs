@@ -16,6 +16,7 @@
 //! `rayito_agent::sandbox::SandboxEnv::remove_at_exit`).
 
 mod faults;
+mod gateway_upstreams;
 
 use std::sync::OnceLock;
 
@@ -23,6 +24,7 @@ use rayito_agent::sandbox::SandboxEnv;
 use rayito_emulator::{Emulator, EmulatorConfig, Faults};
 
 pub use faults::LocalFaults;
+pub use gateway_upstreams::LocalGatewayUpstreams;
 
 use crate::LOCAL_BUCKET;
 use crate::error::SandboxError;
@@ -55,12 +57,19 @@ pub(crate) struct LocalBackend {
     s3_endpoint_url: Option<String>,
     /// The emulator's fault injection ([`LocalFaults`] wraps it).
     faults: Faults,
+    /// The agents' gateway upstream settings ([`LocalGatewayUpstreams`]).
+    gateway_upstreams: rayito_agent::gateway::LocalUpstreams,
 }
 
 impl LocalBackend {
     /// Fault injection on this backend (see [`LocalFaults`]).
     pub(crate) fn faults(&self) -> LocalFaults {
         LocalFaults::new(self.faults.clone())
+    }
+
+    /// The gateway upstream settings of this backend's agents.
+    pub(crate) fn gateway_upstreams(&self) -> LocalGatewayUpstreams {
+        LocalGatewayUpstreams::new(self.gateway_upstreams.clone())
     }
 
     /// The control-plane endpoint (`http://127.0.0.1:<port>`).
@@ -190,6 +199,7 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                             access_key_id: key.id.clone(),
                             secret_access_key: Secret::new(key.secret.clone()),
                             faults: emulator.faults().clone(),
+                            gateway_upstreams: emulator.gateway_upstreams().clone(),
                         };
                         let _ = tx.send(Ok(backend));
                         // Kept for the life of the process.

@@ -394,6 +394,32 @@ impl Client {
         self.inner.backend.local.is_some()
     }
 
+    /// The gateway upstream settings of this client's embedded local
+    /// backend: a root CA and host overrides that let a test's own HTTPS
+    /// server stand in for a secret gateway's upstream (docs/local.md).
+    ///
+    /// Only with the `local` cargo feature (on by default).
+    ///
+    /// # Errors
+    /// [`SandboxError::Unimplemented`] (`local_gateway_upstreams`) when this
+    /// client is not on the local backend: a MicroVM's agent trusts only
+    /// its image's roots and dials only public addresses.
+    #[cfg(feature = "local")]
+    pub fn local_gateway_upstreams(&self) -> Result<crate::LocalGatewayUpstreams, SandboxError> {
+        self.inner
+            .backend
+            .local
+            .as_ref()
+            .map(crate::local::LocalBackend::gateway_upstreams)
+            .ok_or_else(|| {
+                SandboxError::unimplemented(
+                    "local_gateway_upstreams",
+                    "gateway upstream overrides exist on the local backend only; build the client with Client::local()",
+                    Some("docs/local.md"),
+                )
+            })
+    }
+
     /// Fault injection on this client's embedded local backend: throttling,
     /// capacity and quota errors, proxy statuses, cut connections, a killed
     /// agent, a full disk (docs/testing.md).
