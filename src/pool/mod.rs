@@ -314,8 +314,14 @@ impl Pool {
                 let parked = inner.slot_parked.notified();
                 let min_expiry = SystemTime::now() + inner.config.min_remaining;
                 if let Some(slot) = inner.store.claim(&started.image_arn, min_expiry).await? {
-                    inner.wake_filler.notify_one();
-                    if let Some(sandbox) = inner.resume_slot(started, slot).await {
+                    // The refill starts once the take is served (or given
+                    // up): on the local backend its create and warm-up would
+                    // compete with the take for the machine
+                    // (docs/performance.md, "Pool").
+                    let refill = WakeOnDrop(&inner.wake_filler);
+                    let taken = inner.resume_slot(started, slot).await;
+                    drop(refill);
+                    if let Some(sandbox) = taken {
                         inner.counters.hits.fetch_add(1, Ordering::Relaxed);
                         return Ok(sandbox);
                     }
@@ -463,41 +469,65 @@ impl PoolInner {
     }
 
     /// A claimed slot resumed and connected; `None` (terminated, counted
-    /// lost or failed) when it cannot be.
+    /// lost or failed) when it cannot be. The slot's record knows its
+    /// endpoint, so the take skips connect's GetMicrovm, and its
+    /// ResumeMicrovm runs beside the proxy token's minting
+    /// (docs/performance.md, "Pool").
     async fn resume_slot(&self, started: &Started, slot: StoredSlot) -> Option<Sandbox> {
         let record = slot.record;
+        let id = record.sandbox_id.as_str();
         let control = started.client.backend().control.clone();
-        if let Err(err) = crate::sandbox::request_resume(control.as_ref(), &record.sandbox_id).await
-        {
-            let lost = matches!(
+        let resume = crate::sandbox::request_resume(control.as_ref(), id);
+        let builder = self.builder.clone();
+        let token = record.access_token.clone();
+        let mut resume_failed = false;
+        let taken = if record.endpoint.is_empty() {
+            // A record without its endpoint (another SDK's): connect's way.
+            match resume.await {
+                Ok(()) => builder.connect(id, token).await,
+                Err(err) => {
+                    resume_failed = true;
+                    Err(err)
+                }
+            }
+        } else {
+            builder
+                .connect_parked((id, &record.endpoint), token, resume, &mut resume_failed)
+                .await
+        };
+        let err = match taken {
+            Ok(sandbox) => return Some(sandbox),
+            Err(err) => err,
+        };
+        let lost = resume_failed
+            && matches!(
                 err.kind(),
                 ErrorKind::SandboxNotFound | ErrorKind::SandboxState
             );
-            let counter = if lost {
-                &self.counters.lost
-            } else {
-                &self.counters.failed
-            };
-            tracing::debug!(target: "rayito::pool", sandbox_id = %record.sandbox_id, kind = %err.kind(), "a parked sandbox could not be resumed");
-            // Counted after the terminate, as the sweep does.
-            self.terminate(started, &record.sandbox_id).await;
-            counter.fetch_add(1, Ordering::Relaxed);
-            return None;
+        let counter = if lost {
+            &self.counters.lost
+        } else {
+            &self.counters.failed
+        };
+        if resume_failed {
+            tracing::debug!(target: "rayito::pool", sandbox_id = %id, kind = %err.kind(), "a parked sandbox could not be resumed");
+        } else {
+            tracing::debug!(target: "rayito::pool", sandbox_id = %id, kind = %err.kind(), "a resumed sandbox could not be connected");
         }
-        match self
-            .builder
-            .clone()
-            .connect(&record.sandbox_id, record.access_token.clone())
-            .await
-        {
-            Ok(sandbox) => Some(sandbox),
-            Err(err) => {
-                self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(target: "rayito::pool", sandbox_id = %record.sandbox_id, kind = %err.kind(), "a resumed sandbox could not be connected");
-                self.terminate(started, &record.sandbox_id).await;
-                None
-            }
-        }
+        // Counted after the terminate, as the sweep does.
+        self.terminate(started, id).await;
+        counter.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+}
+
+/// Wakes the filler when dropped: a take's refill, even when the take is
+/// cancelled after its claim.
+struct WakeOnDrop<'a>(&'a Notify);
+
+impl Drop for WakeOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.notify_one();
     }
 }
 
