@@ -43,6 +43,11 @@ use store::{RemoveIf, SlotStore};
 /// How often a waiting `take` looks at a shared store again (another
 /// process may park a slot without this process being told).
 const SHARED_POLL: Duration = Duration::from_millis(200);
+/// How long after a take its refill starts: the taker's first calls then
+/// do not share the machine with the refill's create and warm-up (on the
+/// local backend, an agent and an interpreter starting), at the cost of a
+/// refill that much later (a create takes seconds on AWS).
+const REFILL_DELAY: Duration = Duration::from_millis(50);
 /// How long `close` waits for warm-ups in flight to end.
 const CLOSE_WAIT: Duration = Duration::from_secs(30);
 
@@ -314,10 +319,8 @@ impl Pool {
                 let parked = inner.slot_parked.notified();
                 let min_expiry = SystemTime::now() + inner.config.min_remaining;
                 if let Some(slot) = inner.store.claim(&started.image_arn, min_expiry).await? {
-                    // The refill starts once the take is served (or given
-                    // up): on the local backend its create and warm-up would
-                    // compete with the take for the machine
-                    // (docs/performance.md, "Pool").
+                    // The refill starts a little after the take is served (or
+                    // given up): REFILL_DELAY.
                     let refill = WakeOnDrop(&inner.wake_filler);
                     let taken = inner.resume_slot(started, slot).await;
                     drop(refill);
@@ -469,9 +472,8 @@ impl PoolInner {
     }
 
     /// A claimed slot resumed and connected; `None` (terminated, counted
-    /// lost or failed) when it cannot be. The slot's record knows its
-    /// endpoint, so the take skips connect's GetMicrovm, and its
-    /// ResumeMicrovm runs beside the proxy token's minting
+    /// lost or failed) when it cannot be. Its ResumeMicrovm runs beside
+    /// the proxy token's minting and the GetMicrovm that finds its endpoint
     /// (docs/performance.md, "Pool").
     async fn resume_slot(&self, started: &Started, slot: StoredSlot) -> Option<Sandbox> {
         let record = slot.record;
@@ -481,20 +483,9 @@ impl PoolInner {
         let builder = self.builder.clone();
         let token = record.access_token.clone();
         let mut resume_failed = false;
-        let taken = if record.endpoint.is_empty() {
-            // A record without its endpoint (another SDK's): connect's way.
-            match resume.await {
-                Ok(()) => builder.connect(id, token).await,
-                Err(err) => {
-                    resume_failed = true;
-                    Err(err)
-                }
-            }
-        } else {
-            builder
-                .connect_parked((id, &record.endpoint), token, resume, &mut resume_failed)
-                .await
-        };
+        let taken = builder
+            .connect_parked(id, token, resume, &mut resume_failed)
+            .await;
         let err = match taken {
             Ok(sandbox) => return Some(sandbox),
             Err(err) => err,
@@ -521,13 +512,23 @@ impl PoolInner {
     }
 }
 
-/// Wakes the filler when dropped: a take's refill, even when the take is
-/// cancelled after its claim.
-struct WakeOnDrop<'a>(&'a Notify);
+/// Wakes the filler [`REFILL_DELAY`] after it is dropped: a take's refill,
+/// even when the take is cancelled after its claim.
+struct WakeOnDrop<'a>(&'a Arc<Notify>);
 
 impl Drop for WakeOnDrop<'_> {
     fn drop(&mut self) {
-        self.0.notify_one();
+        let wake = self.0.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    tokio::time::sleep(REFILL_DELAY).await;
+                    wake.notify_one();
+                });
+            }
+            // No runtime to wait on (dropped while it shuts down): at once.
+            Err(_) => wake.notify_one(),
+        }
     }
 }
 

@@ -1160,17 +1160,17 @@ impl SandboxBuilder {
         .await
     }
 
-    /// A pool's take of its parked sandbox `sandbox_id` at `endpoint`:
-    /// [`Self::connect`] without the GetMicrovm (the pool's record knows the
-    /// endpoint, and that the sandbox is suspended), with `resume` (the
-    /// pool's ResumeMicrovm) and the proxy token's minting in flight
-    /// together. `resume_failed` is set when the error is `resume`'s.
+    /// A pool's take of its parked sandbox `sandbox_id`: [`Self::connect`]
+    /// with `resume` (the pool's ResumeMicrovm), the proxy token's minting
+    /// and the GetMicrovm that finds its endpoint in flight together, where
+    /// connect makes them one after the other. `resume_failed` is set when
+    /// the error is `resume`'s.
     ///
     /// # Errors
     /// `resume`'s errors, then those of [`Self::connect`].
     pub(crate) async fn connect_parked(
         self,
-        (sandbox_id, endpoint): (&str, &str),
+        sandbox_id: &str,
         access_token: Secret,
         resume: impl Future<Output = Result<(), SandboxError>> + Send,
         resume_failed: &mut bool,
@@ -1184,21 +1184,26 @@ impl SandboxBuilder {
             let (parts, client) = self.connect_steps(sandbox_id, &access_token).await?;
             let control = client.backend().control.clone();
             let minter = proxy_minter(
-                control,
+                control.clone(),
                 sandbox_id.to_owned(),
                 vec![AGENT_PORT],
                 PROXY_TOKEN_TTL,
             );
-            let (resumed, proxy_token) = tokio::join!(resume, minter());
+            let (resumed, proxy_token, vm) =
+                tokio::join!(resume, minter(), control.get_microvm(sandbox_id.to_owned()));
             if let Err(err) = resumed {
                 *resume_failed = true;
                 return Err(err);
+            }
+            let vm = vm?;
+            if vm.state.is_terminal() {
+                return Err(SandboxError::sandbox_not_found(&vm.id));
             }
             let proxy_token = proxy_token?;
             self.attach(
                 client,
                 parts,
-                (sandbox_id.to_owned(), endpoint),
+                (vm.id, &vm.endpoint),
                 access_token,
                 (minter, proxy_token),
             )

@@ -205,11 +205,11 @@ async fn pools_sharing_a_file_never_hand_out_one_sandbox_twice() {
     memory.close(true).await.unwrap();
 }
 
-/// A take knows where its parked sandbox is (the slot's record holds the
-/// endpoint): it resumes it and mints its proxy token, and asks for
-/// nothing else (no GetMicrovm), then the sandbox answers.
+/// A take resumes its parked sandbox, mints its proxy token and finds
+/// its endpoint (one call of each, in flight together), and asks for
+/// nothing else; then the sandbox answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_take_resumes_its_slot_without_asking_where_it_is() {
+async fn a_take_resumes_mints_and_finds_its_slot_once_each() {
     let emu = emulator().await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("pool.json");
@@ -243,7 +243,7 @@ async fn a_take_resumes_its_slot_without_asking_where_it_is() {
             after[1] - before[1],
             after[2] - before[2]
         ],
-        [0, 1, 1],
+        [1, 1, 1],
         "GetMicrovm, ResumeMicrovm, CreateMicrovmAuthToken of one take"
     );
     assert_eq!(emu.state(sbx.id()), Some(MicrovmState::Running));
