@@ -21,7 +21,7 @@ mod gateway_upstreams;
 use std::sync::OnceLock;
 
 use rayito_agent::sandbox::SandboxEnv;
-use rayito_emulator::{Emulator, EmulatorConfig, Faults};
+use rayito_emulator::{Emulator, EmulatorConfig, Faults, LatencyProfile};
 
 pub use faults::LocalFaults;
 pub use gateway_upstreams::LocalGatewayUpstreams;
@@ -161,6 +161,15 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                     return;
                 }
             };
+            // AWS-like create, suspend and resume times when the environment
+            // asks (docs/local.md, "Latency profile"); off by default.
+            let latency = match LatencyProfile::from_env(|name| std::env::var(name).ok()) {
+                Ok(latency) => latency,
+                Err(err) => {
+                    let _ = tx.send(Err(err));
+                    return;
+                }
+            };
             // The emulator lives until the process ends, and is never dropped
             // (a static): its directory goes with the process however it ends.
             let config = EmulatorConfig {
@@ -173,6 +182,7 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                 // A sandbox made ahead, its kernel started: a create then
                 // does not wait for an interpreter (docs/local.md).
                 warm_spare: true,
+                latency,
                 ..EmulatorConfig::default()
             };
             SandboxEnv::remove_at_exit(&config.root);
