@@ -272,6 +272,8 @@ mod commands;
 mod configure;
 mod control;
 mod files;
+#[cfg(feature = "secrets")]
+pub mod gateway;
 pub mod git;
 #[cfg(feature = "dynamodb")]
 mod index;
@@ -301,15 +303,16 @@ pub mod transfer;
 mod transport;
 
 /// The features' steps in the sandbox core's `create`, `connect` and
-/// `kill`, in the order they run (persistence's checks come first, the
-/// index's write last). The crate root is the one place that wires the
+/// `kill`, in the order they run (the gateways', then persistence's
+/// come first, the index's write last). The crate root is the one place that wires the
 /// features to the core: the core calls these without naming them.
 pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
-    #[cfg_attr(
-        not(any(feature = "s3", feature = "secrets", feature = "dynamodb")),
-        allow(unused_mut, reason = "only persistence is built in")
-    )]
-    let mut steps: Vec<&'static dyn sandbox::steps::Step> = vec![&persistence::Steps];
+    let mut steps: Vec<&'static dyn sandbox::steps::Step> = Vec::with_capacity(5);
+    // Gateways first: their section is applied as soon as the sandbox is
+    // ready, before persistence's automatic restore (the reference's order).
+    #[cfg(feature = "secrets")]
+    steps.push(&gateway::Steps);
+    steps.push(&persistence::Steps);
     #[cfg(feature = "s3")]
     steps.push(&transfer::auto::Steps);
     #[cfg(feature = "secrets")]
@@ -383,6 +386,8 @@ pub use sandbox::{
 };
 pub use sandbox::{LifecycleHealth, LifecyclePhase, SandboxHealth};
 pub use secret::Secret;
+#[cfg(feature = "secrets")]
+pub use gateway::{GatewayStatus, Gateways, SecretGateway};
 pub use size::{Size, SizeRequest};
 
 /// The generated `rayito.v1` clients and messages (crate `rayito-proto`);

@@ -1193,7 +1193,7 @@ impl SandboxBuilder {
             // Health is anonymous; this call is not, so a wrong token fails here
             // rather than on the caller's first call.
             conn.verify_access(self.options.request_timeout).await?;
-            Ok(self.handle(
+            let sandbox = self.handle(
                 client.clone(),
                 vm.id,
                 access_token,
@@ -1201,7 +1201,12 @@ impl SandboxBuilder {
                 health.resume_generation,
                 super::managed_lifecycle(&health),
                 parts,
-            ))
+            );
+            for step in &steps {
+                step.after_connect(&sandbox, health.features.as_ref())
+                    .await?;
+            }
+            Ok(sandbox)
         }
     }
 }
