@@ -307,19 +307,19 @@ mod transport;
 /// come first, the index's write last). The crate root is the one place that wires the
 /// features to the core: the core calls these without naming them.
 pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
-    let mut steps: Vec<&'static dyn sandbox::steps::Step> = Vec::with_capacity(5);
     // Gateways first: their section is applied as soon as the sandbox is
     // ready, before persistence's automatic restore (the reference's order).
-    #[cfg(feature = "secrets")]
-    steps.push(&gateway::Steps);
-    steps.push(&persistence::Steps);
-    #[cfg(feature = "s3")]
-    steps.push(&transfer::auto::Steps);
-    #[cfg(feature = "secrets")]
-    steps.push(&secrets::inject::Steps);
-    #[cfg(feature = "dynamodb")]
-    steps.push(&index::Steps);
-    steps
+    vec![
+        #[cfg(feature = "secrets")]
+        &gateway::Steps,
+        &persistence::Steps,
+        #[cfg(feature = "s3")]
+        &transfer::auto::Steps,
+        #[cfg(feature = "secrets")]
+        &secrets::inject::Steps,
+        #[cfg(feature = "dynamodb")]
+        &index::Steps,
+    ]
 }
 
 /// Typed charts of `run_code` results ([`ExecutionResult::parsed_chart`]).

@@ -172,7 +172,7 @@ async fn an_agent_without_the_feature_is_unimplemented_and_terminated() {
             .await
             .unwrap_err();
         match &err {
-            SandboxError::Unimplemented { feature, .. } => assert_eq!(feature, "secret_gateway"),
+            SandboxError::Unimplemented { feature, .. } => assert_eq!(&**feature, "secret_gateway"),
             other => panic!("{other:?}"),
         }
         assert!(configure.received().is_empty(), "nothing sent");

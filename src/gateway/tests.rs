@@ -24,7 +24,7 @@ fn check(gateways: Vec<(&str, SecretGateway)>) -> Result<(), SandboxError> {
 fn refusal(gateways: Vec<(&str, SecretGateway)>) -> (String, String) {
     let err = check(gateways).expect_err("refused");
     let argument = match &err {
-        SandboxError::InvalidArgument { argument, .. } => argument.map(str::to_owned),
+        SandboxError::InvalidArgument { argument, .. } => argument.as_deref().map(str::to_owned),
         other => panic!("not InvalidArgument: {other:?}"),
     };
     (argument.unwrap_or_default(), err.to_string())
@@ -49,6 +49,9 @@ fn valid_gateways_pass() {
     check(vec![]).unwrap();
 }
 
+/// Gateways, the argument refused and the message.
+type Row = (Vec<(&'static str, SecretGateway)>, &'static str, &'static str);
+
 #[test]
 fn every_refusal_names_its_argument_with_the_exact_message() {
     let nine: Vec<(&str, SecretGateway)> = ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
@@ -60,7 +63,7 @@ fn every_refusal_names_its_argument_with_the_exact_message() {
     })
     .allow("GET", "/");
     let thirty_three = (0..33).fold(good(), |g, _| g.allow("GET", "/"));
-    let rows: Vec<(Vec<(&str, SecretGateway)>, &str, &str)> = vec![
+    let rows: Vec<Row> = vec![
         (nine, "gateways", "invalid gateways: the sandbox has 9 gateways; pass at most 8"),
         (
             vec![("ok", good()), ("Bad", good())],
@@ -210,7 +213,7 @@ fn a_bad_secret_reference_is_refused_as_headers_without_quoting_it() {
         let err = prefix_webhooks.expect_err("refused");
         match &err {
             SandboxError::InvalidArgument { argument, .. } => {
-                assert_eq!(*argument, Some("headers"));
+                assert_eq!(argument.as_deref(), Some("headers"));
             }
             other => panic!("{other:?}"),
         }

@@ -133,7 +133,7 @@ async fn bad_gateways_are_refused_before_anything_is_launched() {
             .await
             .unwrap_err();
         assert!(
-            matches!(err, SandboxError::InvalidArgument { argument: Some(a), .. } if a == argument),
+            matches!(&err, SandboxError::InvalidArgument { argument: Some(a), .. } if a == argument),
             "{err:?}"
         );
     }
