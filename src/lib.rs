@@ -366,6 +366,8 @@ pub use index::SandboxIndex;
 /// name without dots).
 pub const LOCAL_BUCKET: &str = "rayito-local";
 
+#[cfg(feature = "secrets")]
+pub use gateway::{GatewayStatus, Gateways, SecretGateway};
 #[cfg(feature = "s3")]
 pub use persistence::CheckpointEntry;
 pub use persistence::{
@@ -386,8 +388,6 @@ pub use sandbox::{
 };
 pub use sandbox::{LifecycleHealth, LifecyclePhase, SandboxHealth};
 pub use secret::Secret;
-#[cfg(feature = "secrets")]
-pub use gateway::{GatewayStatus, Gateways, SecretGateway};
 pub use size::{Size, SizeRequest};
 
 /// The generated `rayito.v1` clients and messages (crate `rayito-proto`);
