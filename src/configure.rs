@@ -295,8 +295,8 @@ impl Default for ApplyOptions {
 /// in ConfigureStatus is the `Sandbox` error of FAILED; one that has not
 /// settled within `options.pending_timeout` is `Timeout { StateWait }`;
 /// RPC failures as the transport maps them.
-// Used by the section APIs to come; until then by the tests.
-#[cfg_attr(not(test), allow(dead_code))]
+// Used by the gateways (feature `secrets`) and the sections to come.
+#[cfg_attr(not(any(test, feature = "secrets")), allow(dead_code))]
 pub(crate) async fn apply(
     conn: &AgentConn,
     mut request: pb::ConfigureRequest,
@@ -314,6 +314,18 @@ pub(crate) async fn apply(
     let response = conn.configure(request, RPC_TIMEOUT).await?;
     let pending = map_results(&asked, &response)?;
     wait_settled(conn, pending, options.pending_timeout).await
+}
+
+/// One ConfigureStatus (what a section's post-apply data, like the
+/// gateways' ports, is read from).
+///
+/// # Errors
+/// RPC failures as the transport maps them.
+#[cfg_attr(not(feature = "secrets"), allow(dead_code))]
+pub(crate) async fn read_status(
+    conn: &AgentConn,
+) -> Result<pb::ConfigureStatusResponse, SandboxError> {
+    conn.configure_status(RPC_TIMEOUT).await
 }
 
 /// Polls ConfigureStatus every [`POLL_INTERVAL`] until every section of

@@ -290,6 +290,8 @@ mod commands;
 mod configure;
 mod control;
 mod files;
+#[cfg(feature = "secrets")]
+pub mod gateway;
 pub mod git;
 #[cfg(feature = "dynamodb")]
 mod index;
@@ -319,22 +321,23 @@ pub mod transfer;
 mod transport;
 
 /// The features' steps in the sandbox core's `create`, `connect` and
-/// `kill`, in the order they run (persistence's checks come first, the
-/// index's write last). The crate root is the one place that wires the
+/// `kill`, in the order they run (the gateways', then persistence's
+/// come first, the index's write last). The crate root is the one place that wires the
 /// features to the core: the core calls these without naming them.
 pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
-    #[cfg_attr(
-        not(any(feature = "s3", feature = "secrets", feature = "dynamodb")),
-        allow(unused_mut, reason = "only persistence is built in")
-    )]
-    let mut steps: Vec<&'static dyn sandbox::steps::Step> = vec![&persistence::Steps];
-    #[cfg(feature = "s3")]
-    steps.push(&transfer::auto::Steps);
-    #[cfg(feature = "secrets")]
-    steps.push(&secrets::inject::Steps);
-    #[cfg(feature = "dynamodb")]
-    steps.push(&index::Steps);
-    steps
+    // Gateways first: their section is applied as soon as the sandbox is
+    // ready, before persistence's automatic restore (the reference's order).
+    vec![
+        #[cfg(feature = "secrets")]
+        &gateway::Steps,
+        &persistence::Steps,
+        #[cfg(feature = "s3")]
+        &transfer::auto::Steps,
+        #[cfg(feature = "secrets")]
+        &secrets::inject::Steps,
+        #[cfg(feature = "dynamodb")]
+        &index::Steps,
+    ]
 }
 
 /// Typed charts of `run_code` results ([`ExecutionResult::parsed_chart`]).
@@ -381,6 +384,8 @@ pub use index::SandboxIndex;
 /// name without dots).
 pub const LOCAL_BUCKET: &str = "rayito-local";
 
+#[cfg(feature = "secrets")]
+pub use gateway::{GatewayStatus, Gateways, SecretGateway};
 #[cfg(feature = "s3")]
 pub use persistence::CheckpointEntry;
 pub use persistence::{

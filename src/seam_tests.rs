@@ -6,14 +6,15 @@
 
 mod canary;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rayito_agent::pb as agent_pb;
+use rayito_agent::pb::configure_service_server::{ConfigureService, ConfigureServiceServer};
 use rayito_agent::pb::health_service_server::{HealthService, HealthServiceServer};
 use rayito_agent::pb::process_service_server::{ProcessService, ProcessServiceServer};
 use tonic::{Request, Response, Status};
@@ -54,15 +55,15 @@ macro_rules! fake_service {
 /// A control plane in memory: RunMicrovm is throttled `throttles` times
 /// (with a 1 ms Retry-After), then answers; every call is counted.
 #[derive(Debug, Default)]
-struct FakeControl {
+pub(crate) struct FakeControl {
     throttles: u32,
     runs: AtomicU32,
     tokens: AtomicU32,
-    terminations: AtomicU32,
+    pub(crate) terminations: AtomicU32,
 }
 
 impl FakeControl {
-    fn throttled(times: u32) -> Arc<Self> {
+    pub(crate) fn throttled(times: u32) -> Arc<Self> {
         Arc::new(Self {
             throttles: times,
             ..Self::default()
@@ -146,7 +147,7 @@ fake_service! {
     metrics_history(MetricsHistoryRequest) -> agent_pb::MetricsHistoryResponse;
 }
 
-fn ready() -> agent_pb::HealthResponse {
+pub(crate) fn ready() -> agent_pb::HealthResponse {
     agent_pb::HealthResponse {
         agent_ready: true,
         kernel_ready: true,
@@ -243,7 +244,7 @@ fn plain_http_peer(status: u16) -> InjectedAgent {
     InjectedAgent::with_connector(connector)
 }
 
-fn builder(control: Arc<FakeControl>, agent: Option<InjectedAgent>) -> SandboxBuilder {
+pub(crate) fn builder(control: Arc<FakeControl>, agent: Option<InjectedAgent>) -> SandboxBuilder {
     crate::Client::injected(control, agent)
         .sandbox()
         .template(IMAGE)
@@ -626,4 +627,99 @@ async fn a_hostile_agents_tokens_are_redacted_and_bounded() {
         "{:?}",
         started.elapsed()
     );
+}
+
+// ---- an agent with ConfigureService, for the features' seam tests ----
+
+/// The agent's ConfigureService: answers every section a request sets with
+/// `answer` (code, error class), records each request, and answers
+/// ConfigureStatus with `status`, counting the reads. Clones share every
+/// field, so a test changes the answers between calls.
+#[derive(Clone, Default)]
+pub(crate) struct FakeConfigure {
+    pub(crate) answer: Arc<Mutex<(agent_pb::SectionCode, String)>>,
+    pub(crate) status: Arc<Mutex<agent_pb::ConfigureStatusResponse>>,
+    pub(crate) requests: Arc<Mutex<Vec<agent_pb::ConfigureRequest>>>,
+    pub(crate) status_reads: Arc<AtomicU32>,
+}
+
+impl FakeConfigure {
+    /// Answering APPLIED, with `status`.
+    pub(crate) fn applying(status: agent_pb::ConfigureStatusResponse) -> Self {
+        let fake = Self::default();
+        fake.answer_with(agent_pb::SectionCode::Applied, "");
+        *fake.status.lock().unwrap() = status;
+        fake
+    }
+
+    /// Every later Configure answers `code` with `class`.
+    pub(crate) fn answer_with(&self, code: agent_pb::SectionCode, class: &str) {
+        *self.answer.lock().unwrap() = (code, class.to_owned());
+    }
+
+    /// The requests received so far.
+    pub(crate) fn received(&self) -> Vec<agent_pb::ConfigureRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+#[tonic::async_trait]
+impl ConfigureService for FakeConfigure {
+    async fn configure(
+        &self,
+        request: Request<agent_pb::ConfigureRequest>,
+    ) -> Result<Response<agent_pb::ConfigureResponse>, Status> {
+        use agent_pb::ConfigSection as S;
+        let request = request.into_inner();
+        let set = [
+            (request.s3_mounts.is_some(), S::S3Mounts),
+            (request.efs_volumes.is_some(), S::EfsVolumes),
+            (request.lifecycle_events.is_some(), S::LifecycleEvents),
+            (request.telemetry_export.is_some(), S::TelemetryExport),
+            (request.secret_gateway.is_some(), S::SecretGateway),
+        ];
+        self.requests.lock().unwrap().push(request);
+        let (code, class) = self.answer.lock().unwrap().clone();
+        let results = set
+            .into_iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, section)| agent_pb::SectionResult {
+                section: section as i32,
+                code: code as i32,
+                error_class: class.clone(),
+            })
+            .collect();
+        Ok(Response::new(agent_pb::ConfigureResponse {
+            results,
+            config_generation: 1,
+        }))
+    }
+
+    async fn configure_status(
+        &self,
+        _request: Request<agent_pb::ConfigureStatusRequest>,
+    ) -> Result<Response<agent_pb::ConfigureStatusResponse>, Status> {
+        self.status_reads.fetch_add(1, Ordering::SeqCst);
+        Ok(Response::new(self.status.lock().unwrap().clone()))
+    }
+}
+
+/// An in-memory agent serving Health (`health`), ConfigureService
+/// (`configure`) and a ProcessService that answers nothing.
+pub(crate) fn configure_agent(health: FakeHealth, configure: FakeConfigure) -> InjectedAgent {
+    let connector = tower::service_fn(move |_uri| {
+        let health = health.clone();
+        let configure = configure.clone();
+        async move {
+            let (client, server) = tokio::io::duplex(64 * 1024);
+            let router = tonic::transport::Server::builder()
+                .add_service(HealthServiceServer::new(health))
+                .add_service(ConfigureServiceServer::new(configure));
+            tokio::spawn(
+                router.serve_with_incoming(tokio_stream::once(Ok::<_, std::io::Error>(server))),
+            );
+            Ok::<_, std::io::Error>(TokioIo::new(client))
+        }
+    });
+    InjectedAgent::with_connector(connector)
 }

@@ -349,6 +349,39 @@ templates! {
         "the sandbox's agent stopped enforcing the egress policy after UpdateNetwork, so the sandbox was terminated; create it again where the agent enforces egress policies";
     NETWORK_PRECONDITION_REASON = "network.precondition_reason" =>
         "the sandbox's agent cannot apply an egress policy to this sandbox (it was created without a restricting policy, or its image lacks CAP_NET_ADMIN); create the sandbox with a network policy";
+
+    GATEWAY_TOO_MANY = "gateway.too_many" =>
+        "the sandbox has {count} gateways; pass at most 8";
+    GATEWAY_NAME = "gateway.name" =>
+        "gateway {index} has a name that is empty, longer than 64 characters or holds a character outside a-z, 0-9 and '-'; pass a name of 1 to 64 of those";
+    GATEWAY_POOLED = "gateway.pooled" =>
+        "a pool's warm sandboxes never carry gateways; drop them from the pool's builder and pass them to Pool::take_with_gateways";
+    GATEWAY_CONNECT = "gateway.connect" =>
+        "connect applies no gateway (it recovers the sandbox's own from its agent); drop gateway() from the builder, or create a new sandbox";
+    GATEWAY_UPSTREAM_SCHEME = "gateway.upstream_scheme" =>
+        "the upstream of gateway {gateway} does not start with https://; pass https://host or https://host:port, without a path or a query";
+    GATEWAY_UPSTREAM_REST = "gateway.upstream_rest" =>
+        "the upstream of gateway {gateway} has no host, or has a path, a query, userinfo or a fragment; pass only https:// and the host, with an optional :port";
+    GATEWAY_HEADER_COUNT = "gateway.header_count" =>
+        "gateway {gateway} has {count} headers; pass 1 to 16";
+    GATEWAY_HEADER_NAME = "gateway.header_name" =>
+        "header {index} of gateway {gateway} has a name that is not an HTTP token (RFC 9110: letters, digits and 15 symbols); pass a valid header name";
+    GATEWAY_HEADER_RESERVED = "gateway.header_reserved" =>
+        "gateway {gateway} may not inject the reserved header {header} (host, content-length, transfer-encoding, connection, keep-alive, proxy-authenticate, proxy-authorization, te, trailers, trailer, upgrade); drop it";
+    GATEWAY_HEADER_TWICE = "gateway.header_twice" =>
+        "gateway {gateway} has two headers that differ only in case ({header}); pass each header once";
+    GATEWAY_ALLOW_EMPTY = "gateway.allow_empty" =>
+        "gateway {gateway} has no allow rule, so it would never forward a request; pass 1 to 32 (method, path) rules";
+    GATEWAY_ALLOW_TOO_MANY = "gateway.allow_too_many" =>
+        "gateway {gateway} has {count} allow rules; pass at most 32";
+    GATEWAY_METHOD = "gateway.method" =>
+        "allow rule {index} of gateway {gateway} has a method outside DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT; pass one of those, in upper case";
+    GATEWAY_PATH_RELATIVE = "gateway.path_relative" =>
+        "allow rule {index} of gateway {gateway} has a path that does not start with '/'; pass an absolute path";
+    GATEWAY_PATH_UNSAFE = "gateway.path_unsafe" =>
+        "allow rule {index} of gateway {gateway} has a path the agent would refuse in every request: only RFC 3986 characters but ';', no '.' or '..' segment, no empty one before the last, no malformed escape and no encoded '/', '\\', '%', ';' or control character; pass a plain path (ending with /* for a prefix)";
+    GATEWAY_RATE = "gateway.rate" =>
+        "the rate_per_minute of gateway {gateway} is {rate}; pass 0 (the agent's default, 600 a minute) or 1 to 6,000";
 }
 
 impl Template {

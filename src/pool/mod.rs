@@ -532,6 +532,15 @@ impl Drop for WakeOnDrop<'_> {
     }
 }
 
+/// What a feature's take (the gateways') reads of the pool.
+impl Pool {
+    /// The builder the pool's sandboxes are made with.
+    #[cfg_attr(not(feature = "secrets"), allow(dead_code))]
+    pub(crate) fn builder(&self) -> &SandboxBuilder {
+        &self.inner.builder
+    }
+}
+
 /// A weak handle for the filler: the pool ends when its last [`Pool`]
 /// goes, not when its filler does.
 type WeakInner = Weak<PoolInner>;

@@ -1150,14 +1150,22 @@ impl SandboxBuilder {
         }
         let minter = proxy_minter(control, vm.id.clone(), vec![AGENT_PORT], PROXY_TOKEN_TTL);
         let proxy_token = minter().await?;
-        self.attach(
-            client,
-            parts,
-            (vm.id, &vm.endpoint),
-            access_token,
-            (minter, proxy_token),
-        )
-        .await
+        let (sandbox, health) = self
+            .attach(
+                client,
+                parts,
+                (vm.id, &vm.endpoint),
+                access_token,
+                (minter, proxy_token),
+            )
+            .await?;
+        // A pool's take skips these: its warm slot never carries what a
+        // step recovers (gateways), and the take applies its own.
+        for step in &crate::feature_steps() {
+            step.after_connect(&sandbox, health.features.as_ref())
+                .await?;
+        }
+        Ok(sandbox)
     }
 
     /// A pool's take of its parked sandbox `sandbox_id`: [`Self::connect`]
@@ -1208,6 +1216,7 @@ impl SandboxBuilder {
                 (minter, proxy_token),
             )
             .await
+            .map(|(sandbox, _)| sandbox)
         };
         op.run(inner, handle_attrs).await
     }
@@ -1249,7 +1258,7 @@ impl SandboxBuilder {
         (id, endpoint): (String, &str),
         access_token: Secret,
         (minter, proxy_token): (crate::transport::ProxyMinter, Secret),
-    ) -> Result<Sandbox, SandboxError> {
+    ) -> Result<(Sandbox, crate::pb::HealthResponse), SandboxError> {
         let backend = client.backend();
         let control = backend.control.clone();
         let conn = backend.open_agent(
@@ -1273,7 +1282,7 @@ impl SandboxBuilder {
         // Health is anonymous; this call is not, so a wrong token fails here
         // rather than on the caller's first call.
         conn.verify_access(self.options.request_timeout).await?;
-        Ok(self.handle(
+        let sandbox = self.handle(
             client.clone(),
             id,
             access_token,
@@ -1281,7 +1290,8 @@ impl SandboxBuilder {
             health.resume_generation,
             super::managed_lifecycle(&health),
             parts,
-        ))
+        );
+        Ok((sandbox, health))
     }
 }
 

@@ -117,6 +117,16 @@ pub(crate) trait Step: Sync {
         Box::pin(async move { Ok(sandbox) })
     }
 
+    /// After `connect` made a ready handle; `features` is what its agent's
+    /// Health offered.
+    fn after_connect<'a>(
+        &'a self,
+        _sandbox: &'a Sandbox,
+        _features: Option<&'a crate::pb::AgentFeatures>,
+    ) -> StepFuture<'a, ()> {
+        done()
+    }
+
     /// After a kill through `client` terminated `sandbox_id` (failures are
     /// the step's to log).
     fn after_kill<'a>(

@@ -260,6 +260,15 @@ impl SandboxBuilder {
     }
 }
 
+/// The secret cache a builder was given (`secret_cache`), if any: what
+/// the gateways read their headers with.
+pub(crate) fn builder_cache(builder: &SandboxBuilder) -> Option<SecretCache> {
+    builder
+        .parts()
+        .get::<BuilderSecrets>()
+        .and_then(|s| s.cache.clone())
+}
+
 /// The secrets of a builder's handle, checked (no I/O).
 fn checked(builder: &SandboxBuilder) -> Result<HandleSecrets, SandboxError> {
     let given = builder.parts().get::<BuilderSecrets>();

@@ -59,6 +59,7 @@ mod files_options;
 mod files_stream;
 mod files_watch;
 mod future_sizes;
+mod gateway;
 mod hardening;
 mod image_publish;
 mod image_sizes;

@@ -382,6 +382,24 @@ fn secrets_futures_are_send(
     });
 }
 
+/// The secret gateways (feature `secrets`): the pool's take with
+/// gateways, the view's refresh.
+#[allow(dead_code)]
+fn gateway_futures_are_send(sbx: &Sandbox, pool: rayito::Pool) {
+    use rayito::gateway::SecretGateway;
+    assert_send(&sbx.gateways().refresh());
+    let gateway = SecretGateway::new("https://h")
+        .header("a", "s")
+        .allow("GET", "/");
+    assert_send(&pool.take_with_gateways([("api", gateway.clone())]));
+    assert_send_static(&SandboxBuilder::new().gateway("api", gateway).create());
+    assert_send_static(&async move {
+        let _ = pool
+            .take_with_gateways(Vec::<(String, SecretGateway)>::new())
+            .await;
+    });
+}
+
 /// The git view's calls (each one command; credentials on stdin).
 #[allow(dead_code)]
 fn git_futures_are_send(sbx: &Sandbox) {

@@ -216,3 +216,21 @@ pub(crate) fn always_deleting() -> Rule {
 pub(crate) fn create_always_failing(status: u16, code: &'static str) -> Rule {
     Rule::new("CreateSecret", vec![error(status, code)], true)
 }
+
+/// GetSecretValue answering the string `values` in order (the last one
+/// repeats): a secret read, then rotated.
+pub(crate) fn secret_strings(values: &[&str]) -> Rule {
+    let answers = values
+        .iter()
+        .map(|value| {
+            let body = serde_json::json!({
+                "ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:rayito/x-AbCdEf",
+                "Name": "rayito/x",
+                "VersionId": "00000000-0000-0000-0000-000000000001",
+                "SecretString": value,
+            });
+            (200, body.to_string())
+        })
+        .collect();
+    Rule::new("GetSecretValue", answers, true)
+}
