@@ -94,11 +94,16 @@ fn reference(emu: &Emulator, home: &Path, template: &str) -> Result<std::process
 
 /// One round of ours: (create to ready, create to the first result).
 async fn ours(client: &Client, template: &str) -> Result<[Duration; 2], Error> {
+    // With RUST_LOG (e.g. `rayito=debug,rayito_emulator=debug,create_bench=info`)
+    // these marks and the SDK's own events give a create's timeline.
+    tracing::info!(target: "create_bench", "create starts");
     let started = Instant::now();
     let sbx = client.sandbox().template(template).create().await?;
     let created = started.elapsed();
+    tracing::info!(target: "create_bench", "create returned");
     let execution = sbx.run_code("1 + 1").await?;
     let first = started.elapsed();
+    tracing::info!(target: "create_bench", "first result");
     assert_eq!(execution.text(), Some("2"));
     sbx.kill().await?;
     Ok([created, first])
