@@ -48,10 +48,15 @@ fn venv_python() -> PathBuf {
 /// Why the bench cannot run here, if it cannot.
 fn missing() -> Option<String> {
     if !rustix::process::geteuid().is_root() {
-        return Some("the emulator's TLS mode binds port 443, where the reference dials: needs root".into());
+        return Some(
+            "the emulator's TLS mode binds port 443, where the reference dials: needs root".into(),
+        );
     }
     let found = Command::new(venv_python())
-        .args(["-c", "import importlib.metadata as m; print(m.version('rayito'))"])
+        .args([
+            "-c",
+            "import importlib.metadata as m; print(m.version('rayito'))",
+        ])
         .output()
         .ok()
         .filter(|out| out.status.success())
