@@ -1,9 +1,10 @@
 //! Secret gateways (`SandboxBuilder::gateway`, `Pool::take_with_gateways`)
 //! on the emulator, with the headers' secrets in a moto Secrets Manager:
-//! refusals before any call (nothing launched), and today's local agent,
-//! which offers no gateway (Health's flag false): `create` fails
-//! `Unimplemented` naming `secret_gateway` and terminates the sandbox, or
-//! keeps it with `keep_on_failure`.
+//! refusals before any call (nothing launched), and an agent that offers
+//! no gateway (the emulator's `agent_secret_gateway: false`: Health's flag
+//! false, as an older image's agent): `create` fails `Unimplemented` naming
+//! `secret_gateway` and terminates the sandbox, or keeps it with
+//! `keep_on_failure`.
 
 use crate::sdk_support;
 
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use rayito::gateway::SecretGateway;
 use rayito::secrets::{SecretCache, SecretCacheOptions, SecretStore, SecretStoreOptions};
 use rayito::{ErrorKind, PoolConfig, SandboxError};
-use rayito_emulator::{Emulator, MicrovmState};
+use rayito_emulator::{Emulator, EmulatorConfig, MicrovmState};
 use sdk_support::moto::MotoServer;
 use sdk_support::{builder, emulator};
 
@@ -60,6 +61,16 @@ fn new_microvms(emu: &Emulator, before: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// An emulator whose agents offer no secret gateway.
+async fn emulator_without_gateways() -> Emulator {
+    Emulator::start(EmulatorConfig {
+        agent_secret_gateway: false,
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("the emulator starts")
+}
+
 async fn until_terminated(emu: &Emulator, id: &str) {
     let until = Instant::now() + Duration::from_secs(60);
     while emu.state(id) != Some(MicrovmState::Terminated) {
@@ -74,7 +85,7 @@ const UNIMPLEMENTED: &str = "feature secret_gateway is not available: the agent 
 async fn an_agent_without_gateways_is_unimplemented_and_the_sandbox_terminated() {
     let Some(moto) = moto().await else { return };
     let cache = cache_with_secret(&moto).await;
-    let emu = emulator().await;
+    let emu = emulator_without_gateways().await;
 
     let before = emu.microvm_ids();
     let err = builder(&emu)
@@ -83,7 +94,7 @@ async fn an_agent_without_gateways_is_unimplemented_and_the_sandbox_terminated()
         .gateway("api", gateway())
         .create()
         .await
-        .expect_err("the local agent offers no gateway");
+        .expect_err("this agent offers no gateway");
     assert!(
         matches!(&err, SandboxError::Unimplemented { feature, .. } if &**feature == "secret_gateway"),
         "{err:?}"
@@ -104,7 +115,7 @@ async fn an_agent_without_gateways_is_unimplemented_and_the_sandbox_terminated()
         .keep_on_failure(true)
         .create()
         .await
-        .expect_err("the local agent offers no gateway");
+        .expect_err("this agent offers no gateway");
     let id = new_microvms(&emu, &before).pop().expect("a MicroVM");
     assert_eq!(err.meta().kept_sandbox_id(), Some(id.as_str()));
     assert_eq!(emu.state(&id), Some(MicrovmState::Running));
