@@ -114,6 +114,11 @@ pub struct AgentConfig {
     /// agent on a host that cannot enforce: how the tests exercise the
     /// SDK's create gate.
     pub egress: bool,
+    /// The secret gateways' setup (default [`GatewayOptions::default`]:
+    /// served, verified against the OS trust store). The emulator adds its
+    /// local upstream settings; `enabled: false` makes an agent without the
+    /// feature, as one built before it.
+    pub gateway: crate::gateway::GatewayOptions,
 }
 
 /// The metrics history's default sampling interval (5 s).
@@ -146,6 +151,7 @@ impl Default for AgentConfig {
             transfers: true,
             metrics_interval: Some(DEFAULT_METRICS_INTERVAL),
             egress: true,
+            gateway: crate::gateway::GatewayOptions::default(),
         }
     }
 }
@@ -224,6 +230,10 @@ impl Agent {
             config.egress,
             vec![grpc_addr, hooks_addr],
         ));
+        shared.gateways = Arc::new(crate::gateway::Gateways::new(
+            config.gateway.clone(),
+            shared.env.clone(),
+        ));
         let shared = Arc::new(shared);
         if let Some(addr) = config.local_s3_endpoint {
             shared
@@ -261,6 +271,7 @@ impl Agent {
                 template: shared.template.clone(),
                 lifecycle: shared.lifecycle.clone(),
                 egress: shared.egress.clone(),
+                gateways: shared.gateways.clone(),
                 metrics: metrics.as_ref().map(|(_, m)| m.clone()),
             }),
         )
@@ -309,7 +320,7 @@ impl Agent {
             },
         ))
         .add_service(pb::configure_service_server::ConfigureServiceServer::new(
-            crate::configure::ConfigureServiceImpl,
+            crate::configure::ConfigureServiceImpl::new(shared.gateways.clone()),
         ))
         .add_service(pb::network_service_server::NetworkServiceServer::new(
             crate::egress::NetworkServiceImpl {

@@ -1,22 +1,40 @@
 //! `rayito.v1.ConfigureService`: the optional agent-side sections (S3 mounts,
 //! EFS volumes, lifecycle events, telemetry export, secret gateway).
 //!
-//! The local agent implements none of them yet. It still serves the service,
-//! so that a client that calls Configure gets the contract's per-section
-//! answer (UNSUPPORTED) instead of a transport-level UNIMPLEMENTED, and
-//! ConfigureStatus reports nothing applied. Health keeps every section flag
-//! false, so the SDK refuses a section before it would call this service.
+//! The local agent implements the secret gateway (`crate::gateway`); every
+//! other section is answered UNSUPPORTED (the contract's per-section answer,
+//! instead of a transport-level UNIMPLEMENTED), and Health keeps their flags
+//! false so the SDK refuses them before calling. The sections' contents
+//! (secret header values, a bearer token, key material) are never logged.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tonic::{Request, Response, Status};
 
+use crate::gateway::Gateways;
 use crate::pb;
 
 /// `rayito.v1.ConfigureService`.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct ConfigureServiceImpl;
+#[derive(Debug)]
+pub(crate) struct ConfigureServiceImpl {
+    pub(crate) gateways: Arc<Gateways>,
+    /// Bumped by every apply that changed something.
+    pub(crate) generation: AtomicU64,
+}
 
-/// The sections a request sets, in the order of their field numbers.
-fn requested(request: &pb::ConfigureRequest) -> Vec<pb::ConfigSection> {
+impl ConfigureServiceImpl {
+    pub(crate) fn new(gateways: Arc<Gateways>) -> Self {
+        Self {
+            gateways,
+            generation: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The sections this agent does not implement that a request sets, in the
+/// order of their field numbers.
+fn unsupported(request: &pb::ConfigureRequest) -> Vec<pb::SectionResult> {
     [
         (request.s3_mounts.is_some(), pb::ConfigSection::S3Mounts),
         (request.efs_volumes.is_some(), pb::ConfigSection::EfsVolumes),
@@ -28,30 +46,18 @@ fn requested(request: &pb::ConfigureRequest) -> Vec<pb::ConfigSection> {
             request.telemetry_export.is_some(),
             pb::ConfigSection::TelemetryExport,
         ),
-        (
-            request.secret_gateway.is_some(),
-            pb::ConfigSection::SecretGateway,
-        ),
     ]
     .into_iter()
     .filter_map(|(set, section)| set.then_some(section))
+    .map(|section| result(section, pb::SectionCode::Unsupported, ""))
     .collect()
 }
 
-/// One UNSUPPORTED result per section asked; nothing is applied, so the
-/// generation stays 0. The sections' contents (which may hold secret header
-/// values, a bearer token or key material) are neither read nor logged.
-pub(crate) fn unsupported(request: &pb::ConfigureRequest) -> pb::ConfigureResponse {
-    pb::ConfigureResponse {
-        results: requested(request)
-            .into_iter()
-            .map(|section| pb::SectionResult {
-                section: section as i32,
-                code: pb::SectionCode::Unsupported as i32,
-                error_class: String::new(),
-            })
-            .collect(),
-        config_generation: 0,
+fn result(section: pb::ConfigSection, code: pb::SectionCode, class: &str) -> pb::SectionResult {
+    pb::SectionResult {
+        section: section as i32,
+        code: code as i32,
+        error_class: class.to_owned(),
     }
 }
 
@@ -61,14 +67,28 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
         &self,
         request: Request<pb::ConfigureRequest>,
     ) -> Result<Response<pb::ConfigureResponse>, Status> {
-        Ok(Response::new(unsupported(request.get_ref())))
+        let mut request = request.into_inner();
+        let mut results = unsupported(&request);
+        if let Some(section) = request.secret_gateway.take() {
+            let (code, class) = self.gateways.apply(section).await;
+            if code == pb::SectionCode::Applied {
+                self.generation.fetch_add(1, Ordering::Relaxed);
+            }
+            results.push(result(pb::ConfigSection::SecretGateway, code, class));
+        }
+        Ok(Response::new(pb::ConfigureResponse {
+            results,
+            config_generation: self.generation.load(Ordering::Relaxed),
+        }))
     }
 
     async fn configure_status(
         &self,
         _request: Request<pb::ConfigureStatusRequest>,
     ) -> Result<Response<pb::ConfigureStatusResponse>, Status> {
-        // No section was ever applied: every status is absent.
-        Ok(Response::new(pb::ConfigureStatusResponse::default()))
+        Ok(Response::new(pb::ConfigureStatusResponse {
+            secret_gateway: self.gateways.status(),
+            ..Default::default()
+        }))
     }
 }

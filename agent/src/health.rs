@@ -39,6 +39,7 @@ pub(crate) struct HealthServiceImpl {
     pub(crate) template: TemplateGate,
     pub(crate) lifecycle: Arc<Lifecycle>,
     pub(crate) egress: Arc<Egress>,
+    pub(crate) gateways: Arc<crate::gateway::Gateways>,
     /// `None`: Metrics and MetricsHistory answer UNIMPLEMENTED
     /// (`AgentConfig::metrics_interval`).
     pub(crate) metrics: Option<Arc<crate::metrics::Metrics>>,
@@ -63,6 +64,24 @@ fn memory_total_bytes() -> u64 {
 }
 
 impl HealthServiceImpl {
+    /// The optional features: Configure is served (every section it does
+    /// not implement answers UNSUPPORTED), and of its sections the secret
+    /// gateway, where it can verify an upstream.
+    fn features(&self) -> pb::AgentFeatures {
+        let secret_gateway = self.gateways.supported();
+        pb::AgentFeatures {
+            configure: true,
+            secret_gateway,
+            template_start: true,
+            root_egress: if secret_gateway {
+                vec![pb::RootEgressClass::SecretGatewayUpstream as i32]
+            } else {
+                Vec::new()
+            },
+            ..pb::AgentFeatures::default()
+        }
+    }
+
     async fn response(&self) -> pb::HealthResponse {
         let s = &self.run;
         // RunMicrovm answers before `/run` is posted, so a readiness probe
@@ -102,10 +121,7 @@ impl HealthServiceImpl {
                 .map(|n| n.get() as u32)
                 .unwrap_or(1),
             memory_total_bytes: memory_total_bytes(),
-            features: Some(pb::AgentFeatures {
-                template_start: true,
-                ..pb::AgentFeatures::default()
-            }),
+            features: Some(self.features()),
         }
     }
 }

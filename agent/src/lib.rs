@@ -19,6 +19,7 @@ mod configure;
 mod egress;
 mod filesystem;
 mod gate;
+pub mod gateway;
 mod health;
 pub mod hooks;
 mod isolation;

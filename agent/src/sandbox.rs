@@ -364,6 +364,17 @@ impl SandboxEnv {
         *self.inner.network.lock().expect("network lock") = Some(network);
     }
 
+    /// The network namespace the sandbox's children enter, when egress is
+    /// enforced (the secret gateway binds its listeners in it).
+    pub(crate) fn network_ns(&self) -> Option<Arc<crate::egress::SandboxNetNs>> {
+        self.inner
+            .network
+            .lock()
+            .expect("network lock")
+            .as_ref()
+            .map(|n| n.ns.clone())
+    }
+
     /// Sets the payload's default working directory and CPU-time limit.
     pub fn set_run_options(&self, workdir: Option<String>, cpu_seconds: Option<u64>) {
         *self.inner.run_options.lock().expect("run options lock") = RunOptions {

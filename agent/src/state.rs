@@ -47,6 +47,8 @@ pub(crate) struct Shared {
     pub persist: Arc<crate::persist::Persist>,
     /// Egress enforcement (`network.enforce` in the run payload).
     pub egress: Arc<crate::egress::Egress>,
+    /// The secret gateways (Configure's `secret_gateway` section).
+    pub gateways: Arc<crate::gateway::Gateways>,
 }
 
 /// The `/run` hook's answer body.
@@ -63,6 +65,14 @@ impl Shared {
         let (serve, _) = watch::channel(ServeState::Serving);
         let (terminated, _) = watch::channel(false);
         let (deadline_exit, _) = watch::channel(false);
+        // Replaced by `Agent::start` with the configured one.
+        let gateways = Arc::new(crate::gateway::Gateways::new(
+            crate::gateway::GatewayOptions {
+                enabled: false,
+                ..Default::default()
+            },
+            env.clone(),
+        ));
         Self {
             processes: Arc::new(ProcessTable::new(env.clone(), phase.clone())),
             ptys: Arc::new(PtyTable::new(env.clone(), phase.clone())),
@@ -80,6 +90,7 @@ impl Shared {
             terminated,
             persist: Arc::default(),
             egress: Arc::new(crate::egress::Egress::new(false, Vec::new())),
+            gateways,
         }
     }
 
@@ -170,6 +181,7 @@ impl Shared {
 
     /// Kills every process and kernel of the sandbox.
     pub(crate) fn kill_everything(&self) {
+        self.gateways.stop_all();
         self.processes.kill_all();
         self.code.shutdown();
         self.env.kill_all();

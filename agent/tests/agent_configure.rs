@@ -1,6 +1,7 @@
-//! ConfigureService through real gRPC: the local agent implements no section
-//! yet, so each section asked is answered UNSUPPORTED, nothing is applied,
-//! and the call needs the access token like every RPC but Health.
+//! ConfigureService through real gRPC: the local agent implements the secret
+//! gateway (agent_gateway.rs tests it) and no other section, so each other
+//! section asked is answered UNSUPPORTED, and the call needs the access
+//! token like every RPC but Health.
 
 mod support;
 
@@ -42,7 +43,7 @@ fn all_sections() -> pb::ConfigureRequest {
 }
 
 #[tokio::test]
-async fn each_section_asked_is_unsupported_and_nothing_is_applied() {
+async fn each_section_but_the_gateway_is_unsupported() {
     let t = TestAgent::start().await;
     let response = client(&t)
         .configure(all_sections())
@@ -62,11 +63,29 @@ async fn each_section_asked_is_unsupported_and_nothing_is_applied() {
             unsupported(pb::ConfigSection::EfsVolumes),
             unsupported(pb::ConfigSection::LifecycleEvents),
             unsupported(pb::ConfigSection::TelemetryExport),
-            unsupported(pb::ConfigSection::SecretGateway),
+            (pb::ConfigSection::SecretGateway, pb::SectionCode::Applied, String::new()),
         ]
     );
-    assert_eq!(response.config_generation, 0);
+    assert_eq!(response.config_generation, 1);
 
+    let status = client(&t)
+        .configure_status(pb::ConfigureStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    // The empty gateway section applied: no route, nothing else.
+    assert_eq!(
+        status,
+        pb::ConfigureStatusResponse {
+            secret_gateway: Some(pb::SecretGatewayStatus::default()),
+            ..Default::default()
+        }
+    );
+}
+
+#[tokio::test]
+async fn nothing_applied_reports_no_status() {
+    let t = TestAgent::start().await;
     let status = client(&t)
         .configure_status(pb::ConfigureStatusRequest {})
         .await
@@ -81,14 +100,14 @@ async fn one_section_gets_one_result_and_none_gets_none() {
     let one = client(&t)
         .configure(pb::ConfigureRequest {
             request_id: "r".into(),
-            secret_gateway: Some(pb::SecretGatewayConfig::default()),
+            efs_volumes: Some(pb::EfsVolumesConfig::default()),
             ..Default::default()
         })
         .await
         .unwrap()
         .into_inner();
     assert_eq!(one.results.len(), 1);
-    assert_eq!(one.results[0].section(), pb::ConfigSection::SecretGateway);
+    assert_eq!(one.results[0].section(), pb::ConfigSection::EfsVolumes);
     assert_eq!(one.results[0].code(), pb::SectionCode::Unsupported);
     let none = client(&t)
         .configure(pb::ConfigureRequest::default())
@@ -108,7 +127,7 @@ async fn configure_needs_the_access_token() {
 }
 
 #[tokio::test]
-async fn health_keeps_every_section_flag_false() {
+async fn health_keeps_every_other_section_flag_false() {
     let t = TestAgent::start().await;
     let f = t
         .health()
@@ -118,13 +137,9 @@ async fn health_keeps_every_section_flag_false() {
         .into_inner()
         .features
         .expect("features present");
+    assert!(f.configure, "{f:?}");
     assert!(
-        !(f.configure
-            || f.s3_mounts
-            || f.efs_volumes
-            || f.lifecycle_events
-            || f.telemetry_export
-            || f.secret_gateway),
+        !(f.s3_mounts || f.efs_volumes || f.lifecycle_events || f.telemetry_export),
         "{f:?}"
     );
 }

@@ -163,6 +163,20 @@ pub struct EmulatorConfig {
     /// `AgentConfig::egress`); `false` starts agents that report no
     /// enforcement, as on a host that cannot.
     pub agent_egress: bool,
+    /// Whether every MicroVM's agent serves secret gateways (default
+    /// `true`); `false` starts agents that report
+    /// `features.secret_gateway = false` and answer the section
+    /// UNSUPPORTED, as agents built before it: how a test reaches the
+    /// SDK's `Unimplemented` for gateways (see `GatewayOptions::enabled`).
+    pub agent_secret_gateway: bool,
+    /// The secret gateways' upstream settings of every MicroVM's agent
+    /// (default: none): extra trusted root CAs and host names dialled at a
+    /// fixed address (a loopback one included), so that a test's own HTTPS
+    /// server can stand in for an API. A shared handle: what is added after
+    /// the emulator started applies to each agent's next Configure
+    /// ([`Emulator::gateway_upstreams`]). Local only: a MicroVM's agent has
+    /// no such setting.
+    pub gateway_upstreams: rayito_agent::gateway::LocalUpstreams,
     /// How long a terminated MicroVM stays visible to GetMicrovm (which
     /// answers TERMINATED) and ListMicrovms before the emulator forgets it
     /// and its clientToken (default 20 minutes, as AWS keeps one listed:
@@ -210,6 +224,8 @@ impl Default for EmulatorConfig {
             agent_transfers: true,
             agent_metrics: Some(rayito_agent::agent::DEFAULT_METRICS_INTERVAL),
             agent_egress: true,
+            agent_secret_gateway: true,
+            gateway_upstreams: rayito_agent::gateway::LocalUpstreams::default(),
             terminated_retention: DEFAULT_TERMINATED_RETENTION,
             terminated_kept: DEFAULT_TERMINATED_KEPT,
             keep_images: false,
@@ -331,6 +347,8 @@ impl Emulator {
                 agent_transfers: config.agent_transfers,
                 agent_metrics: config.agent_metrics,
                 agent_egress: config.agent_egress,
+                agent_secret_gateway: config.agent_secret_gateway,
+                gateway_upstreams: config.gateway_upstreams,
                 retention: registry::Retention {
                     window: config.terminated_retention,
                     max: config.terminated_kept,
@@ -499,6 +517,13 @@ impl Emulator {
     /// Fault injection.
     pub fn faults(&self) -> &Faults {
         &self.faults
+    }
+
+    /// The secret gateways' upstream settings every agent of this emulator
+    /// reads at each Configure (see [`EmulatorConfig::gateway_upstreams`]):
+    /// add a root CA or a host override while sandboxes run.
+    pub fn gateway_upstreams(&self) -> &rayito_agent::gateway::LocalUpstreams {
+        &self.shared.settings.gateway_upstreams
     }
 
     /// How many calls of `op` reached the emulator (rejected ones included).

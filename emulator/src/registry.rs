@@ -55,6 +55,12 @@ pub(crate) struct Settings {
     pub(crate) agent_metrics: Option<std::time::Duration>,
     /// Whether agents enforce egress (`EmulatorConfig::agent_egress`).
     pub(crate) agent_egress: bool,
+    /// Whether agents serve secret gateways
+    /// (`EmulatorConfig::agent_secret_gateway`).
+    pub(crate) agent_secret_gateway: bool,
+    /// The agents' gateway upstream settings, shared
+    /// (`EmulatorConfig::gateway_upstreams`).
+    pub(crate) gateway_upstreams: rayito_agent::gateway::LocalUpstreams,
     /// How long, and how many, terminated MicroVMs stay visible.
     pub(crate) retention: Retention,
 }

@@ -23,6 +23,31 @@ impl SandboxNetNs {
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.ns.as_fd()
     }
+
+    /// A listener on `127.0.0.1:0` inside this namespace (the secret
+    /// gateway's: the sandbox's processes reach it on their loopback).
+    /// Blocks briefly: run it off the async workers.
+    ///
+    /// # Errors
+    /// The namespace cannot be entered, or the bind fails.
+    pub(crate) fn bind_loopback(&self) -> std::io::Result<std::net::TcpListener> {
+        let ns = self.ns.try_clone()?;
+        std::thread::Builder::new()
+            .name("rayito-netns-bind".into())
+            .spawn(move || {
+                // setns changes this short-lived thread's namespace only;
+                // the socket keeps it after the thread ends.
+                rustix::thread::move_into_link_name_space(
+                    ns.as_fd(),
+                    Some(rustix::thread::LinkNameSpaceType::Network),
+                )?;
+                let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
+                listener.set_nonblocking(true)?;
+                Ok(listener)
+            })?
+            .join()
+            .map_err(|_| std::io::Error::other("the network namespace thread panicked"))?
+    }
 }
 
 /// Creates the namespace, brings its loopback up and binds a listener on
