@@ -57,6 +57,7 @@ mod s3;
 mod sandbox_logs;
 mod sigv4;
 mod sts;
+mod test_upstream;
 pub mod tls;
 mod validate;
 
@@ -76,6 +77,7 @@ pub use access_key::AccessKey;
 pub use faults::ProxyStall;
 pub use faults::{Faults, Operation, PendingFaults, PendingThrottle};
 pub use model::MicrovmState;
+pub use test_upstream::{SeenRequest, TestUpstream};
 
 use registry::{Settings, Shared};
 

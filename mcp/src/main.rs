@@ -8,6 +8,7 @@ mod failure;
 mod http;
 mod lease;
 mod logging;
+mod gateways;
 mod settings;
 mod time;
 mod tools;
