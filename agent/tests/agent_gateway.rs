@@ -5,6 +5,9 @@
 
 mod support;
 
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip_support;
+
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -166,6 +169,11 @@ fn dead_addr() -> SocketAddr {
 /// An agent that trusts `up`'s CA and dials `HOST` (and `dead.test`) on
 /// loopback, with a short response head timeout.
 async fn agent(up: &Upstream, enabled: bool) -> TestAgent {
+    agent_with(up, enabled, serde_json::json!({})).await
+}
+
+/// [`agent`] with `extra` in its run payload.
+async fn agent_with(up: &Upstream, enabled: bool, extra: serde_json::Value) -> TestAgent {
     let _ = logs();
     let local = LocalUpstreams::default();
     local.add_root_pem(up.ca_pem.clone());
@@ -180,7 +188,7 @@ async fn agent(up: &Upstream, enabled: bool) -> TestAgent {
         ..AgentConfig::default()
     })
     .await;
-    let (status, body) = t.run(&support::payload(serde_json::json!({}))).await;
+    let (status, body) = t.run(&support::payload(extra)).await;
     assert_eq!((status, body.as_str()), (200, "ok"));
     t
 }
@@ -360,6 +368,7 @@ async fn the_gateway_injects_and_forwards_within_its_rules() {
 
     // The agent logged neither the secret nor the paths, at TRACE.
     let text = String::from_utf8_lossy(&logs().0.lock().unwrap()).into_owned();
+    assert!(!text.is_empty(), "the capture works");
     assert!(!text.contains(SECRET), "the secret reached a log");
     assert!(!text.contains("/v1/models/gpt-5"), "a path reached a log");
 }
@@ -513,4 +522,46 @@ async fn invalid_sections_name_their_class() {
         (pb::SectionCode::Applied, String::new())
     );
     let _ = std::io::stderr().flush();
+}
+
+/// With egress enforced, the listener is inside the sandbox's network
+/// namespace: sandbox code reaches it on its own loopback (curl, with the
+/// proxy variables set), the agent dials the upstream from outside, and the
+/// secret is in no environment of the sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_code_reaches_the_gateway_inside_its_network_namespace() {
+    if !rustix::process::geteuid().is_root() {
+        skip_support::skip("needs root (the sandbox's network namespace)");
+        return;
+    }
+    let up = upstream().await;
+    let t = agent_with(&up, true, serde_json::json!({"network": {"enforce": true}})).await;
+    let health = t.health().health(pb::HealthRequest {}).await.unwrap().into_inner();
+    if health.egress_enforcement != pb::EgressEnforcement::GuestRoutesAndProxy as i32 {
+        skip_support::skip("needs network namespaces (the agent enforces nothing here)");
+        return;
+    }
+    assert_eq!(
+        apply(&t, vec![route("api", "https://upstream.test", 0)]).await.0,
+        pb::SectionCode::Applied
+    );
+    let port = port_of(&t, "api").await;
+    let out = support::run_bash(
+        &t,
+        &format!(
+            "curl -s -H 'X-Api-Key: forged' -w ' %{{http_code}}' http://127.0.0.1:{port}/v1/models/x; \
+             echo; cat /proc/self/environ | tr '\\0' '\\n' | grep -c {SECRET} || true"
+        ),
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout,
+        "hello from upstream 200\n0\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = up.seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].headers["x-api-key"], [SECRET]);
 }
