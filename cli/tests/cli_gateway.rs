@@ -248,7 +248,7 @@ fn bad_gateway_arguments_are_refused_before_any_sandbox() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stderr(&out).lines().next().unwrap(),
-        "error: invalid gateway: gateway api: --gateway-json is not a secret gateway (line 1, column 71): unknown field `extra`, expected one of `upstream`, `headers`, `allow`, `rate_per_minute`"
+        "error: invalid gateway: gateway api: --gateway-json is not a secret gateway (line 1, column 66): unknown field `extra`, expected one of `upstream`, `headers`, `allow`, `rate_per_minute`"
     );
     // Nothing was launched: no token in the cache.
     assert!(
