@@ -54,9 +54,22 @@ pub fn parse(text: &str) -> Result<Vec<(String, SecretGateway)>, ()> {
 }
 
 /// The `gateways` tool's answer: each configured gateway's name, URL in
-/// the sandbox, upstream, rules and last error class.
-pub fn listing(sandbox: &Sandbox, configured: &[(String, SecretGateway)]) -> Value {
-    let statuses = sandbox.gateways().statuses();
+/// the sandbox, upstream, rules and last error class, as the agent reports
+/// them now. The lease's handle keeps what it saw when it applied them
+/// (its `refresh` would apply them again, and the agent rebind every
+/// port), so a second handle on the same sandbox reads the status once.
+///
+/// # Errors
+/// The connection's failure.
+pub async fn listing(
+    client: &rayito::Client,
+    sandbox: &Sandbox,
+    configured: &[(String, SecretGateway)],
+) -> Result<Value, rayito::SandboxError> {
+    let fresh = client
+        .connect(sandbox.id(), sandbox.access_token().clone())
+        .await?;
+    let statuses = fresh.gateways().statuses();
     let rows: Vec<Value> = configured
         .iter()
         .map(|(name, gateway)| {
@@ -74,5 +87,5 @@ pub fn listing(sandbox: &Sandbox, configured: &[(String, SecretGateway)]) -> Val
             })
         })
         .collect();
-    json!({ "gateways": rows })
+    Ok(json!({ "gateways": rows }))
 }

@@ -252,11 +252,8 @@ impl SandboxTools {
         let mut record = Record::new("gateways", 0);
         let outcome = match self.lease.gateways() {
             [] => Ok(vec![json_block(&json!({"gateways": []}), &mut record)]),
-            configured => match self.sandbox(&mut record).await {
-                Ok(sandbox) => {
-                    let value = crate::gateways::listing(&sandbox, configured);
-                    Ok(vec![json_block(&value, &mut record)])
-                }
+            configured => match self.gateways_inner(&mut record, configured).await {
+                Ok(value) => Ok(vec![json_block(&value, &mut record)]),
                 Err(failure) => Err(failure),
             },
         };
@@ -431,6 +428,19 @@ impl SandboxTools {
             .collect();
         let value = json!({"path": path, "entries": listed, "truncated": truncated});
         Ok(vec![json_block(&value, record)])
+    }
+
+    async fn gateways_inner(
+        &self,
+        record: &mut Record,
+        configured: &[(String, rayito::gateway::SecretGateway)],
+    ) -> Result<Value, Failure> {
+        let sandbox = self.sandbox(record).await?;
+        let client = self.lease.client().await.map_err(|e| Failure::of(&e, None))?;
+        match crate::gateways::listing(client, &sandbox, configured).await {
+            Ok(value) => Ok(value),
+            Err(e) => Err(self.failed(&sandbox, &e, None).await),
+        }
     }
 
     async fn list_sandboxes_inner(

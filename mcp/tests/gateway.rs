@@ -41,6 +41,11 @@ async fn the_model_calls_an_api_through_a_gateway_without_its_key() {
             "/",
             &[
                 ("X-Amz-Target", "secretsmanager.CreateSecret"),
+                // moto reads the region from the credential scope.
+                (
+                    "Authorization",
+                    "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/secretsmanager/aws4_request, SignedHeaders=host, Signature=00",
+                ),
                 ("Content-Type", "application/x-amz-json-1.1"),
             ],
             body.to_string().as_bytes(),
