@@ -51,7 +51,10 @@ mod tests {
     fn a_host_entry_is_a_name_and_a_socket_address() {
         assert_eq!(
             parse_host("api.example.test=127.0.0.1:8443"),
-            Some(("api.example.test".to_owned(), "127.0.0.1:8443".parse().unwrap()))
+            Some((
+                "api.example.test".to_owned(),
+                "127.0.0.1:8443".parse().unwrap()
+            ))
         );
         assert_eq!(parse_host("api.example.test=127.0.0.1"), None);
         assert_eq!(parse_host("=127.0.0.1:1"), None);

@@ -126,22 +126,25 @@ fn a_gateway_forwards_with_the_secret_the_sandbox_never_sees() {
             "exec",
             &id,
             "--",
-            &format!("curl -s -o /dev/null -w '%{{http_code}} ' {url}/v1/models; curl -s -o /dev/null -w '%{{http_code}} ' {url}/v2/other; env"),
+            &format!(
+                "curl -s -o /dev/null -w '%{{http_code}} ' {url}/v1/models; curl -s -o /dev/null -w '%{{http_code}} ' {url}/v2/other; env"
+            ),
         ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.starts_with("200 403 "), "{stdout}");
     let seen = upstream.requests();
-    assert_eq!(seen.len(), 1, "the 403 never reached the upstream: {seen:?}");
+    assert_eq!(
+        seen.len(),
+        1,
+        "the 403 never reached the upstream: {seen:?}"
+    );
     assert_eq!(seen[0].target, "/v1/models");
     assert_eq!(seen[0].header("authorization"), vec![VALUE]);
 
     // `sandbox gateways`: JSON and text, the 403's class kept.
-    let listed = json(&run(
-        &s,
-        &["--output", "json", "sandbox", "gateways", &id],
-    ));
+    let listed = json(&run(&s, &["--output", "json", "sandbox", "gateways", &id]));
     assert_eq!(listed["sandbox_id"], id.as_str());
     assert_eq!(listed["gateways"][0]["name"], "api");
     assert_eq!(listed["gateways"][0]["port"], port);
@@ -193,7 +196,9 @@ fn bad_gateway_arguments_are_refused_before_any_sandbox() {
     let out = s.run(&["sandbox", "create", "--gateway", "api"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("invalid value 'api' for '--gateway <NAME=FILE.toml>': expected NAME=FILE.toml"),
+        stderr(&out).contains(
+            "invalid value 'api' for '--gateway <NAME=FILE.toml>': expected NAME=FILE.toml"
+        ),
         "{}",
         stderr(&out)
     );

@@ -5,10 +5,10 @@
 
 mod auth;
 mod failure;
+mod gateways;
 mod http;
 mod lease;
 mod logging;
-mod gateways;
 mod settings;
 mod time;
 mod tools;

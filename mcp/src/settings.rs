@@ -286,7 +286,10 @@ mod tests {
             (EXECUTION_ROLE_ENV, "my-role"),
             (LOG_LEVEL_ENV, "TRACE"),
             (rayito::BACKEND_ENV, "lcoal"),
-            (crate::gateways::GATEWAYS_ENV, "{\"api\": {\"upstream\": \"https://a.test\"}}"),
+            (
+                crate::gateways::GATEWAYS_ENV,
+                "{\"api\": {\"upstream\": \"https://a.test\"}}",
+            ),
             (crate::gateways::GATEWAYS_ENV, "[\"api\"]"),
         ];
         for (variable, value) in cases {

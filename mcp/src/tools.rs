@@ -436,7 +436,11 @@ impl SandboxTools {
         configured: &[(String, rayito::gateway::SecretGateway)],
     ) -> Result<Value, Failure> {
         let sandbox = self.sandbox(record).await?;
-        let client = self.lease.client().await.map_err(|e| Failure::of(&e, None))?;
+        let client = self
+            .lease
+            .client()
+            .await
+            .map_err(|e| Failure::of(&e, None))?;
         match crate::gateways::listing(client, &sandbox, configured).await {
             Ok(value) => Ok(value),
             Err(e) => Err(self.failed(&sandbox, &e, None).await),

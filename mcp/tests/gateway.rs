@@ -117,7 +117,10 @@ async fn the_model_calls_an_api_through_a_gateway_without_its_key() {
     let log = server.close().await;
     for text in answers.iter().map(Value::to_string).chain([log]) {
         assert!(!text.contains(VALUE), "the value leaked: {text}");
-        assert!(!text.contains(SECRET_NAME), "the secret's name leaked: {text}");
+        assert!(
+            !text.contains(SECRET_NAME),
+            "the secret's name leaked: {text}"
+        );
     }
 }
 

@@ -78,7 +78,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{rounds} rounds, interleaved; the upstream saw {} requests, {injected} with the injected header",
         seen.len()
     );
-    let (dp, gp) = (report("direct HTTPS ", &mut d), report("through gateway", &mut g));
+    let (dp, gp) = (
+        report("direct HTTPS ", &mut d),
+        report("through gateway", &mut g),
+    );
     println!(
         "added by the gateway hop: p50 {:.3} ms",
         (gp.as_secs_f64() - dp.as_secs_f64()) * 1e3
