@@ -13,7 +13,6 @@ mod support;
 #[path = "../../tests/skip_support/mod.rs"]
 mod skip;
 // moto.rs reaches the skip helper as `super::skip`.
-#[allow(dead_code)]
 #[path = "../../tests/sdk_support/moto.rs"]
 mod moto;
 
