@@ -10,7 +10,11 @@
 //!
 //! A take is measured to its first result (`run_code("1 + 1")`), like a
 //! create; a take that found no parked sandbox (a miss) creates one, so
-//! the misses show what the pool could not absorb at that rate.
+//! the misses show what the pool could not absorb at that rate. The floor
+//! a take stands on is measured too: a paused sandbox resumed through its
+//! handle, to ready and to its first result. With
+//! `RAYITO_EMULATOR_LATENCY=aws` the embedded emulator's create, suspend
+//! and resume take AWS-like times (docs/local.md, "Latency profile").
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,6 +62,21 @@ async fn main() -> Result<(), SandboxError> {
         // MicroVM made ahead is ready again.
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
+
+    // The floor a take stands on: a paused sandbox resumed through its
+    // handle (ResumeMicrovm, a proxy token, Health), then its first result.
+    let mut resume_samples = Vec::new();
+    let mut resumed_samples = Vec::new();
+    let sbx = builder.clone().create().await?;
+    for _ in 0..creates {
+        sbx.pause().await?;
+        let started = Instant::now();
+        sbx.resume().await?;
+        resume_samples.push(started.elapsed());
+        sbx.run_code("1 + 1").await?;
+        resumed_samples.push(started.elapsed());
+    }
+    sbx.kill().await?;
 
     let pool = builder
         .pool(PoolConfig::new(4).warmup(WarmupStep::run("python3 -c 'import json, csv'")))?;
@@ -108,6 +127,8 @@ async fn main() -> Result<(), SandboxError> {
     pool.close(true).await?;
 
     let create_p50 = show("create to first result", create_samples);
+    let resume_p50 = show("resume to ready (handle)", resume_samples);
+    show("resume to first result", resumed_samples);
     let warm_p50 = show("warm take to first result", warm_samples);
     println!("  warm takes: hits {}, misses {}", warm.hits, warm.misses);
     show("burst take to first result", take_samples);
@@ -122,6 +143,10 @@ async fn main() -> Result<(), SandboxError> {
     println!(
         "warm take p50 / create p50: {:.2}",
         warm_p50.as_secs_f64() / create_p50.as_secs_f64()
+    );
+    println!(
+        "warm take p50 / resume-to-ready p50: {:.2}",
+        warm_p50.as_secs_f64() / resume_p50.as_secs_f64()
     );
     Ok(())
 }

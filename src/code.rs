@@ -8,7 +8,6 @@ mod view;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::Stream;
@@ -284,31 +283,19 @@ impl RunCodeOptions {
         no_timeout;
     }
 
-    /// The language's default context (`python`, `bash`, `javascript`/`js`,
-    /// `typescript`/`ts`); exclusive with [`RunCodeOptions::context`].
-    #[must_use]
-    pub fn language(mut self, language: impl Into<String>) -> Self {
-        self.language = Some(language.into());
-        self
-    }
-
-    /// The most output [`Execution::logs`] keeps of each stream, in bytes
-    /// (default 64 MiB), as [`crate::CommandOptions::max_output_bytes`]:
-    /// past it the oldest bytes are dropped (the chunk the limit falls in
-    /// is cut at a character boundary, older ones go whole) and
-    /// [`Execution::truncated`] is set; 0 keeps nothing. The callbacks
-    /// still see everything.
-    #[must_use]
-    pub fn max_output_bytes(mut self, bytes: usize) -> Self {
-        self.max_output_bytes = Some(bytes);
-        self
-    }
-
-    /// A context id; exclusive with [`RunCodeOptions::language`].
-    #[must_use]
-    pub fn context(mut self, context_id: impl Into<String>) -> Self {
-        self.context = Some(context_id.into());
-        self
+    crate::setters::setters! {
+        /// The language's default context (`python`, `bash`, `javascript`/`js`,
+        /// `typescript`/`ts`); exclusive with [`RunCodeOptions::context`].
+        language: Some impl String;
+        /// The most output [`Execution::logs`] keeps of each stream, in bytes
+        /// (default 64 MiB), as [`crate::CommandOptions::max_output_bytes`]:
+        /// past it the oldest bytes are dropped (the chunk the limit falls in
+        /// is cut at a character boundary, older ones go whole) and
+        /// [`Execution::truncated`] is set; 0 keeps nothing. The callbacks
+        /// still see everything.
+        max_output_bytes: Some usize;
+        /// A context id; exclusive with [`RunCodeOptions::language`].
+        context: Some impl String;
     }
 
     crate::setters::setters! {
@@ -370,19 +357,9 @@ pub struct ExecutionEvents {
     inner: Pin<Box<dyn Stream<Item = Result<ExecutionEvent, SandboxError>> + Send>>,
 }
 
-impl fmt::Debug for ExecutionEvents {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ExecutionEvents").finish_non_exhaustive()
-    }
-}
+crate::secret::redacted_debug!(non_exhaustive ExecutionEvents);
 
-impl Stream for ExecutionEvents {
-    type Item = Result<ExecutionEvent, SandboxError>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.as_mut().poll_next(cx)
-    }
-}
+inner_stream!(ExecutionEvents => Result<ExecutionEvent, SandboxError>);
 
 /// Reads a cell's events off the agent stream, checking their order. After
 /// a cut (once `started` was seen) it waits for the sandbox's reconnect

@@ -101,42 +101,30 @@ impl CommandOptions {
         }
     }
 
-    /// The most output the result keeps of each stream, in bytes (default
-    /// 64 MiB): past it the oldest bytes are dropped and `truncated` is set;
-    /// 0 keeps nothing. Callbacks still see everything.
-    #[must_use]
-    pub fn max_output_bytes(mut self, bytes: usize) -> Self {
-        self.max_output_bytes = Some(bytes);
-        self
-    }
-
-    /// Whether the command's timeout and `kill()` end its whole process
-    /// tree (default `false`): with `true`, the timeout's SIGTERM reaches
-    /// every process the command started, also those that left its
-    /// process group (`setsid`, a double fork); 5 s later whatever is left
-    /// is frozen and killed; and the command's end (what `run` and `wait`
-    /// return) comes only once none of them is left. `kill()` freezes and
-    /// kills them all the same way. Without it the timeout's SIGTERM
-    /// reaches the process group only, and the end comes when the
-    /// command's first process ends (the rest is SIGKILLed after the
-    /// grace, or by `kill()`, as it dies). What a command leaves running
-    /// when it exits by itself is never touched. Needs the command's own
-    /// cgroup (Linux with a writable cgroup v2 and `cgroup.kill`); where
-    /// the sandbox has none, the start is refused (see
-    /// `docs/errors.md`).
-    #[must_use]
-    pub fn kill_tree(mut self, kill_tree: bool) -> Self {
-        self.kill_tree = kill_tree;
-        self
-    }
-
-    /// A label for the process (1 to 256 characters, none a control
-    /// character): [`Commands::list`] returns it in [`ProcessInfo::tag`],
-    /// and [`Commands::list_tagged`] finds the processes that carry it.
-    #[must_use]
-    pub fn tag(mut self, tag: impl Into<String>) -> Self {
-        self.tag = Some(tag.into());
-        self
+    crate::setters::setters! {
+        /// The most output the result keeps of each stream, in bytes (default
+        /// 64 MiB): past it the oldest bytes are dropped and `truncated` is set;
+        /// 0 keeps nothing. Callbacks still see everything.
+        max_output_bytes: Some usize;
+        /// Whether the command's timeout and `kill()` end its whole process
+        /// tree (default `false`): with `true`, the timeout's SIGTERM reaches
+        /// every process the command started, also those that left its
+        /// process group (`setsid`, a double fork); 5 s later whatever is left
+        /// is frozen and killed; and the command's end (what `run` and `wait`
+        /// return) comes only once none of them is left. `kill()` freezes and
+        /// kills them all the same way. Without it the timeout's SIGTERM
+        /// reaches the process group only, and the end comes when the
+        /// command's first process ends (the rest is SIGKILLed after the
+        /// grace, or by `kill()`, as it dies). What a command leaves running
+        /// when it exits by itself is never touched. Needs the command's own
+        /// cgroup (Linux with a writable cgroup v2 and `cgroup.kill`); where
+        /// the sandbox has none, the start is refused (see
+        /// `docs/errors.md`).
+        kill_tree: bool;
+        /// A label for the process (1 to 256 characters, none a control
+        /// character): [`Commands::list`] returns it in [`ProcessInfo::tag`],
+        /// and [`Commands::list_tagged`] finds the processes that carry it.
+        tag: Some impl String;
     }
 
     spec_setters! {
@@ -166,31 +154,21 @@ impl CommandOptions {
         request_timeout;
     }
 
-    /// Bytes written to the command's stdin, which is then closed (without
-    /// this, stdin is `/dev/null`). They are part of the command: streamed
-    /// while its output is read (any size, in 1 MiB pieces), and a command
-    /// that ends or closes its stdin before reading them all still ends
-    /// with its own exit code, as with a shell pipe.
-    #[must_use]
-    pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Self {
-        self.stdin = Some(data.into());
-        self
-    }
-
-    /// Whether the command runs in a login shell: `bash -l -c <cmd>`, the
-    /// default (as in E2B), reads `/etc/profile` and `~/.profile`, which set
-    /// up `PATH` and the like; `false` runs `bash -c <cmd>`, which skips
-    /// them. That starts faster (Debian's `/etc/profile` alone runs `id -u`,
-    /// a process of its own; see `docs/performance.md`), for commands that
-    /// need nothing the profile sets: the environment is then the sandbox's
-    /// own (its default envs and this command's).
-    #[must_use]
-    pub fn login_shell(mut self, login: bool) -> Self {
-        self.login_shell = login;
-        self
-    }
-
     crate::setters::setters! {
+        /// Bytes written to the command's stdin, which is then closed (without
+        /// this, stdin is `/dev/null`). They are part of the command: streamed
+        /// while its output is read (any size, in 1 MiB pieces), and a command
+        /// that ends or closes its stdin before reading them all still ends
+        /// with its own exit code, as with a shell pipe.
+        stdin: Some impl Vec<u8>;
+        /// Whether the command runs in a login shell: `bash -l -c <cmd>`, the
+        /// default (as in E2B), reads `/etc/profile` and `~/.profile`, which set
+        /// up `PATH` and the like; `false` runs `bash -c <cmd>`, which skips
+        /// them. That starts faster (Debian's `/etc/profile` alone runs `id -u`,
+        /// a process of its own; see `docs/performance.md`), for commands that
+        /// need nothing the profile sets: the environment is then the sandbox's
+        /// own (its default envs and this command's).
+        login_shell: bool;
         /// Called with stdout as it arrives.
         on_stdout: callback(&str);
         /// Called with stderr as it arrives.

@@ -6,7 +6,6 @@ pub(crate) mod staging;
 mod watch;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -103,14 +102,9 @@ pub struct WriteEntry {
     data: Bytes,
 }
 
-impl fmt::Debug for WriteEntry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // File contents never go to a log.
-        f.debug_struct("WriteEntry")
-            .field("path", &self.path)
-            .field("bytes", &self.data.len())
-            .finish()
-    }
+// File contents never go to a log.
+crate::secret::redacted_debug! {
+    WriteEntry |o| path, bytes = o.data.len()
 }
 
 impl WriteEntry {
@@ -866,22 +860,9 @@ pub struct FileChunks {
     inner: std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, SandboxError>> + Send>>,
 }
 
-impl fmt::Debug for FileChunks {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FileChunks").finish_non_exhaustive()
-    }
-}
+crate::secret::redacted_debug!(non_exhaustive FileChunks);
 
-impl futures_util::Stream for FileChunks {
-    type Item = Result<Bytes, SandboxError>;
-
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        self.inner.as_mut().poll_next(cx)
-    }
-}
+inner_stream!(FileChunks => Result<Bytes, SandboxError>);
 
 /// The most [`Files::read`] reserves before the first byte arrives.
 const MAX_READ_PREALLOC: u64 = 64 * 1024 * 1024;

@@ -256,6 +256,24 @@ macro_rules! boxed {
     }};
 }
 
+/// `impl Stream` for a public stream type that hands on what its pinned,
+/// boxed `inner` stream yields (`Type => Item`): the type names the stream
+/// and hides how it is made; the items are the inner stream's.
+macro_rules! inner_stream {
+    ($ty:ident => $item:ty) => {
+        impl ::futures_util::Stream for $ty {
+            type Item = $item;
+
+            fn poll_next(
+                mut self: ::std::pin::Pin<&mut Self>,
+                cx: &mut ::std::task::Context<'_>,
+            ) -> ::std::task::Poll<Option<Self::Item>> {
+                ::futures_util::Stream::poll_next(self.inner.as_mut(), cx)
+            }
+        }
+    };
+}
+
 pub mod error;
 #[cfg(feature = "setup")]
 pub mod setup;
@@ -307,19 +325,19 @@ mod transport;
 /// come first, the index's write last). The crate root is the one place that wires the
 /// features to the core: the core calls these without naming them.
 pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
-    let mut steps: Vec<&'static dyn sandbox::steps::Step> = Vec::with_capacity(5);
     // Gateways first: their section is applied as soon as the sandbox is
     // ready, before persistence's automatic restore (the reference's order).
-    #[cfg(feature = "secrets")]
-    steps.push(&gateway::Steps);
-    steps.push(&persistence::Steps);
-    #[cfg(feature = "s3")]
-    steps.push(&transfer::auto::Steps);
-    #[cfg(feature = "secrets")]
-    steps.push(&secrets::inject::Steps);
-    #[cfg(feature = "dynamodb")]
-    steps.push(&index::Steps);
-    steps
+    vec![
+        #[cfg(feature = "secrets")]
+        &gateway::Steps,
+        &persistence::Steps,
+        #[cfg(feature = "s3")]
+        &transfer::auto::Steps,
+        #[cfg(feature = "secrets")]
+        &secrets::inject::Steps,
+        #[cfg(feature = "dynamodb")]
+        &index::Steps,
+    ]
 }
 
 /// Typed charts of `run_code` results ([`ExecutionResult::parsed_chart`]).
@@ -334,7 +352,7 @@ pub use commands::{
 };
 pub use error::{ErrorKind, SandboxError};
 #[cfg(feature = "local")]
-pub use local::LocalFaults;
+pub use local::{LocalFaults, LocalGatewayUpstreams};
 pub use sandbox::client::{Client, ClientBuilder};
 
 /// The result of every fallible SDK call.
@@ -366,6 +384,8 @@ pub use index::SandboxIndex;
 /// name without dots).
 pub const LOCAL_BUCKET: &str = "rayito-local";
 
+#[cfg(feature = "secrets")]
+pub use gateway::{GatewayStatus, Gateways, SecretGateway};
 #[cfg(feature = "s3")]
 pub use persistence::CheckpointEntry;
 pub use persistence::{
@@ -386,8 +406,6 @@ pub use sandbox::{
 };
 pub use sandbox::{LifecycleHealth, LifecyclePhase, SandboxHealth};
 pub use secret::Secret;
-#[cfg(feature = "secrets")]
-pub use gateway::{GatewayStatus, Gateways, SecretGateway};
 pub use size::{Size, SizeRequest};
 
 /// The generated `rayito.v1` clients and messages (crate `rayito-proto`);

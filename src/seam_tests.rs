@@ -29,6 +29,29 @@ use crate::{Sandbox, SandboxBuilder};
 
 const IMAGE: &str = "arn:aws:lambda:us-east-1:123456789012:microvm-image:test";
 
+/// A fake agent service: `impl Service for Fake { ... }` with the methods
+/// it serves, then the ones it does not (`name(Request) -> Response;`),
+/// each answering UNIMPLEMENTED.
+macro_rules! fake_service {
+    (
+        impl $service:ident for $fake:ident { $($served:tt)* }
+        not served: $($name:ident($req:ident) -> $resp:ty;)+
+    ) => {
+        #[tonic::async_trait]
+        impl $service for $fake {
+            $($served)*
+            $(
+                async fn $name(
+                    &self,
+                    _request: Request<agent_pb::$req>,
+                ) -> Result<Response<$resp>, Status> {
+                    Err(Status::unimplemented("not in this fake"))
+                }
+            )+
+        }
+    };
+}
+
 /// A control plane in memory: RunMicrovm is throttled `throttles` times
 /// (with a 1 ms Retry-After), then answers; every call is counted.
 #[derive(Debug, Default)]
@@ -107,31 +130,21 @@ pub(crate) struct FakeHealth {
     pub(crate) answer: Result<agent_pb::HealthResponse, (tonic::Code, &'static str)>,
 }
 
-#[tonic::async_trait]
-impl HealthService for FakeHealth {
-    async fn health(
-        &self,
-        _request: Request<agent_pb::HealthRequest>,
-    ) -> Result<Response<agent_pb::HealthResponse>, Status> {
-        match &self.answer {
-            Ok(health) => Ok(Response::new(health.clone())),
-            Err((code, message)) => Err(Status::new(*code, *message)),
+fake_service! {
+    impl HealthService for FakeHealth {
+        async fn health(
+            &self,
+            _request: Request<agent_pb::HealthRequest>,
+        ) -> Result<Response<agent_pb::HealthResponse>, Status> {
+            match &self.answer {
+                Ok(health) => Ok(Response::new(health.clone())),
+                Err((code, message)) => Err(Status::new(*code, *message)),
+            }
         }
     }
-
-    async fn metrics(
-        &self,
-        _request: Request<agent_pb::MetricsRequest>,
-    ) -> Result<Response<agent_pb::MetricsResponse>, Status> {
-        Err(Status::unimplemented("not in this fake"))
-    }
-
-    async fn metrics_history(
-        &self,
-        _request: Request<agent_pb::MetricsHistoryRequest>,
-    ) -> Result<Response<agent_pb::MetricsHistoryResponse>, Status> {
-        Err(Status::unimplemented("not in this fake"))
-    }
+    not served:
+    metrics(MetricsRequest) -> agent_pb::MetricsResponse;
+    metrics_history(MetricsHistoryRequest) -> agent_pb::MetricsHistoryResponse;
 }
 
 pub(crate) fn ready() -> agent_pb::HealthResponse {
@@ -153,53 +166,25 @@ type EventStream = std::pin::Pin<
     Box<dyn futures_util::Stream<Item = Result<agent_pb::ProcessEvent, Status>> + Send>,
 >;
 
-#[tonic::async_trait]
-impl ProcessService for FakeProcess {
-    type StartStream = EventStream;
-    type ConnectStream = EventStream;
+fake_service! {
+    impl ProcessService for FakeProcess {
+        type StartStream = EventStream;
+        type ConnectStream = EventStream;
 
-    async fn start(
-        &self,
-        _request: Request<agent_pb::StartRequest>,
-    ) -> Result<Response<EventStream>, Status> {
-        let events = self.events.clone().into_iter().map(Ok);
-        Ok(Response::new(Box::pin(tokio_stream::iter(events))))
+        async fn start(
+            &self,
+            _request: Request<agent_pb::StartRequest>,
+        ) -> Result<Response<EventStream>, Status> {
+            let events = self.events.clone().into_iter().map(Ok);
+            Ok(Response::new(Box::pin(tokio_stream::iter(events))))
+        }
     }
-
-    async fn connect(
-        &self,
-        _request: Request<agent_pb::ConnectRequest>,
-    ) -> Result<Response<EventStream>, Status> {
-        Err(Status::unimplemented("not in this fake"))
-    }
-
-    async fn send_input(
-        &self,
-        _request: Request<agent_pb::SendInputRequest>,
-    ) -> Result<Response<agent_pb::SendInputResponse>, Status> {
-        Err(Status::unimplemented("not in this fake"))
-    }
-
-    async fn close_stdin(
-        &self,
-        _request: Request<agent_pb::CloseStdinRequest>,
-    ) -> Result<Response<agent_pb::CloseStdinResponse>, Status> {
-        Err(Status::unimplemented("not in this fake"))
-    }
-
-    async fn send_signal(
-        &self,
-        _request: Request<agent_pb::SendSignalRequest>,
-    ) -> Result<Response<agent_pb::SendSignalResponse>, Status> {
-        Err(Status::unimplemented("not in this fake"))
-    }
-
-    async fn list(
-        &self,
-        _request: Request<agent_pb::ListRequest>,
-    ) -> Result<Response<agent_pb::ListResponse>, Status> {
-        Err(Status::unimplemented("not in this fake"))
-    }
+    not served:
+    connect(ConnectRequest) -> EventStream;
+    send_input(SendInputRequest) -> agent_pb::SendInputResponse;
+    close_stdin(CloseStdinRequest) -> agent_pb::CloseStdinResponse;
+    send_signal(SendSignalRequest) -> agent_pb::SendSignalResponse;
+    list(ListRequest) -> agent_pb::ListResponse;
 }
 
 /// An in-memory agent: each connection is a duplex pipe served by a tonic

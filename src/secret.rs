@@ -116,6 +116,7 @@ pub(crate) fn token_sha256_hex(token_bytes: &[u8]) -> String {
 /// lets out reads at one glance and no field is printed by accident. `$o`
 /// names the struct inside the expressions; a leading `non_exhaustive` ends
 /// the output with `..`; `Type<T>` shows a struct generic over one `T: Debug`.
+/// `non_exhaustive Type` alone shows nothing but the name (`Type { .. }`).
 macro_rules! redacted_debug {
     (@value $o:ident $name:ident) => { &$o.$name };
     (@value $o:ident $name:ident = $e:expr) => { &$e };
@@ -136,6 +137,13 @@ macro_rules! redacted_debug {
         $crate::secret::redacted_debug!(
             @impl $ty [$($g)?] $o [$($name $(= $e)?),+] finish_non_exhaustive
         );
+    };
+    (non_exhaustive $ty:ident) => {
+        impl ::std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.debug_struct(stringify!($ty)).finish_non_exhaustive()
+            }
+        }
     };
     ($ty:ident $(<$g:ident>)? |$o:ident| $($name:ident $(= $e:expr)?),+ $(,)?) => {
         $crate::secret::redacted_debug!(@impl $ty [$($g)?] $o [$($name $(= $e)?),+] finish);

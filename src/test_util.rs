@@ -100,48 +100,25 @@ impl AwsError {
         })
     }
 
-    /// The AWS error code (`x-amzn-errortype`, `__type`), raw: a namespace
-    /// prefix and a `:` suffix are stripped as the SDK does.
-    pub fn code(mut self, code: impl Into<String>) -> Self {
-        self.0.code = Some(code.into());
-        self
-    }
-
-    /// The AWS error message (redacted by the mapping).
-    pub fn message(mut self, message: impl Into<String>) -> Self {
-        self.0.message = Some(message.into());
-        self
-    }
-
-    /// The HTTP status.
-    pub fn http_status(mut self, status: u16) -> Self {
-        self.0.http_status = Some(status);
-        self
-    }
-
-    /// `Retry-After` / `retryAfterSeconds`.
-    pub fn retry_after(mut self, after: Duration) -> Self {
-        self.0.retry_after = Some(after);
-        self
-    }
-
-    /// The `quotaCode` member.
-    pub fn quota_code(mut self, code: impl Into<String>) -> Self {
-        self.0.quota_code = Some(code.into());
-        self
-    }
-
-    /// `x-amzn-requestid`.
-    pub fn request_id(mut self, id: impl Into<String>) -> Self {
-        self.0.request_id = Some(id.into());
-        self
-    }
-
-    /// The text of the error behind a failure without response (the
-    /// error's redacted cause).
-    pub fn cause(mut self, text: impl Into<String>) -> Self {
-        self.0.cause = Some(text.into());
-        self
+    crate::setters::setters! {
+        unmarked;
+        in 0;
+        /// The AWS error code (`x-amzn-errortype`, `__type`), raw: a namespace
+        /// prefix and a `:` suffix are stripped as the SDK does.
+        code: Some impl String;
+        /// The AWS error message (redacted by the mapping).
+        message: Some impl String;
+        /// The HTTP status.
+        http_status: Some u16;
+        /// `Retry-After` / `retryAfterSeconds`.
+        retry_after: Some Duration;
+        /// The `quotaCode` member.
+        quota_code: Some impl String;
+        /// `x-amzn-requestid`.
+        request_id: Some impl String;
+        /// The text of the error behind a failure without response (the
+        /// error's redacted cause).
+        cause: Some impl String;
     }
 
     /// The error the SDK returns for this failure (once its retries, if

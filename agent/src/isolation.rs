@@ -34,6 +34,7 @@
 //! signals and exit statuses are exactly the command's.
 
 pub(crate) mod cgroup;
+pub(crate) mod clone_into;
 pub(crate) mod exit_cleanup;
 pub(crate) mod launch;
 pub(crate) mod layer_root;
@@ -293,6 +294,10 @@ pub struct ChildSetup {
     /// ones that carry its limits where the host has them), opened by the
     /// agent.
     cgroup_procs: Vec<OwnedFd>,
+    /// The directory of the cgroup v2 whose `cgroup.procs` is the first of
+    /// `cgroup_procs`, when the launcher may clone the child straight into
+    /// it (see [`clone_into`]): the child then skips that write.
+    cgroup_dir: Option<OwnedFd>,
     mounts: Option<MountPlan>,
     /// The sandbox's network namespace (egress enforcement), entered
     /// after the mounts, before the uid switch (it needs the agent's root).
@@ -530,6 +535,7 @@ impl ChildSetup {
         Ok(Self {
             cpu_seconds,
             cgroup_procs,
+            cgroup_dir: None,
             mounts,
             netns: None,
             user,
@@ -547,6 +553,21 @@ impl ChildSetup {
         Ok(self)
     }
 
+    /// The same setup, the child cloned straight into `dir`, the directory
+    /// of the cgroup v2 whose `cgroup.procs` was given first to
+    /// [`ChildSetup::new`] (where the kernel allows it; else the child
+    /// joins it by that file as before).
+    pub(crate) fn born_in_cgroup(mut self, dir: OwnedFd) -> Self {
+        self.cgroup_dir = Some(dir);
+        self
+    }
+
+    /// The cgroup v2 the child may be cloned into (see
+    /// [`ChildSetup::born_in_cgroup`]).
+    pub(crate) fn cgroup_dir(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.cgroup_dir.as_ref().map(std::os::fd::AsFd::as_fd)
+    }
+
     /// The same setup with another file-creation mask (a local build's
     /// steps make an image every user reads: Docker's 022).
     pub fn with_umask(mut self, umask: u32) -> Self {
@@ -561,6 +582,12 @@ impl ChildSetup {
     /// nowhere that user could not go. Only async-signal-safe syscalls on
     /// memory owned by `self` or static literals.
     pub(crate) fn apply(&self) -> std::io::Result<()> {
+        self.apply_in(false)
+    }
+
+    /// [`ChildSetup::apply`] in a child that `born` in the cgroup of
+    /// [`ChildSetup::born_in_cgroup`]: it does not join that one again.
+    pub(crate) fn apply_in(&self, born: bool) -> std::io::Result<()> {
         set_limit(Resource::Core, 0)?;
         set_limit(Resource::Nofile, 1024)?;
         if let Some(secs) = self.cpu_seconds {
@@ -574,7 +601,8 @@ impl ChildSetup {
                 },
             )?;
         }
-        for procs in &self.cgroup_procs {
+        let skip = usize::from(born && self.cgroup_dir.is_some());
+        for procs in self.cgroup_procs.iter().skip(skip) {
             // "0" moves the writing process (this child) into the cgroup.
             rustix::io::write(procs, b"0")?;
         }

@@ -614,18 +614,20 @@ impl SandboxEnv {
             .clone()
             .or(options.workdir)
             .unwrap_or_else(|| GUEST_HOME.to_owned());
-        let cgroup_procs = self
-            .inner
-            .cgroup
-            .as_ref()
-            .map_or_else(|| Ok(Vec::new()), |sandbox| sandbox.procs(cgroup));
+        // Each child is cloned straight into its v2 cgroup where the kernel
+        // allows (no move between clone and exec: see `clone_into`), else
+        // joins it by its `cgroup.procs`.
+        let cgroups = self.inner.cgroup.as_ref().map_or_else(
+            || Ok((Vec::new(), None)),
+            |sandbox| Ok((sandbox.procs(cgroup)?, Some(sandbox.v2_dir(cgroup)?))),
+        );
         // Inside the mount namespace the guest path itself; else its host path.
         let child_cwd = if self.inner.support.mount_ns {
             PathBuf::from(&cwd)
         } else {
             self.to_host(&cwd)
         };
-        let setup = cgroup_procs.and_then(|procs| {
+        let setup = cgroups.and_then(|(procs, dir)| {
             ChildSetup::new(
                 &child_cwd,
                 self.inner.mounts.as_ref(),
@@ -634,6 +636,10 @@ impl SandboxEnv {
                 procs,
                 options.cpu_seconds.filter(|_| spec.cpu_limited),
             )
+            .map(|setup| match dir {
+                Some(dir) => setup.born_in_cgroup(dir),
+                None => setup,
+            })
             .and_then(|setup| match &network {
                 Some(network) => setup.with_netns(network.ns.fd()),
                 None => Ok(setup),

@@ -63,7 +63,11 @@ async fn each_section_but_the_gateway_is_unsupported() {
             unsupported(pb::ConfigSection::EfsVolumes),
             unsupported(pb::ConfigSection::LifecycleEvents),
             unsupported(pb::ConfigSection::TelemetryExport),
-            (pb::ConfigSection::SecretGateway, pb::SectionCode::Applied, String::new()),
+            (
+                pb::ConfigSection::SecretGateway,
+                pb::SectionCode::Applied,
+                String::new()
+            ),
         ]
     );
     assert_eq!(response.config_generation, 1);

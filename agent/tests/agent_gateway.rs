@@ -121,7 +121,11 @@ async fn upstream() -> Upstream {
                     async move {
                         let (parts, body) = req.into_parts();
                         let body: hyper::body::Incoming = body;
-                        let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        let body = body
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
                         let mut headers: HashMap<String, Vec<String>> = HashMap::new();
                         for (k, v) in &parts.headers {
                             headers
@@ -253,7 +257,10 @@ async fn status(t: &TestAgent) -> Vec<pb::SecretGatewayRouteStatus> {
 
 async fn port_of(t: &TestAgent, name: &str) -> u16 {
     let routes = status(t).await;
-    let r = routes.iter().find(|r| r.name == name).expect("route listed");
+    let r = routes
+        .iter()
+        .find(|r| r.name == name)
+        .expect("route listed");
     assert_eq!(r.state(), pb::SecretGatewayRouteState::Listening);
     u16::try_from(r.port).unwrap()
 }
@@ -284,7 +291,12 @@ fn get(path: &str) -> String {
 async fn health_reports_the_gateway_and_its_egress_class() {
     let up = upstream().await;
     let t = agent(&up, true).await;
-    let f = t.health().health(pb::HealthRequest {}).await.unwrap().into_inner();
+    let f = t
+        .health()
+        .health(pb::HealthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     let f = f.features.expect("features");
     assert!(f.configure && f.secret_gateway, "{f:?}");
     assert!(!(f.s3_mounts || f.efs_volumes || f.lifecycle_events || f.telemetry_export));
@@ -300,9 +312,17 @@ async fn health_reports_the_gateway_and_its_egress_class() {
 async fn an_agent_without_the_feature_says_so() {
     let up = upstream().await;
     let t = agent(&up, false).await;
-    let f = t.health().health(pb::HealthRequest {}).await.unwrap().into_inner();
+    let f = t
+        .health()
+        .health(pb::HealthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     let f = f.features.expect("features");
-    assert!(f.configure && !f.secret_gateway && f.root_egress.is_empty(), "{f:?}");
+    assert!(
+        f.configure && !f.secret_gateway && f.root_egress.is_empty(),
+        "{f:?}"
+    );
     let got = apply(&t, vec![route("api", "https://upstream.test", 0)]).await;
     assert_eq!(got, (pb::SectionCode::Unsupported, String::new()));
     assert!(status(&t).await.is_empty());
@@ -330,7 +350,10 @@ async fn the_gateway_injects_and_forwards_within_its_rules() {
     assert_eq!(code, 200, "{head}");
     assert_eq!(body, "hello from upstream");
     assert!(head.contains("x-upstream: yes"), "{head}");
-    assert!(!head.contains("x-api-key"), "a response header named like an injected one: {head}");
+    assert!(
+        !head.contains("x-api-key"),
+        "a response header named like an injected one: {head}"
+    );
     {
         let seen = up.seen.lock().unwrap();
         assert_eq!(seen.len(), 1);
@@ -362,7 +385,11 @@ async fn the_gateway_injects_and_forwards_within_its_rules() {
         let (code, _, body) = send(port, &request).await;
         assert_eq!((code, body.as_str()), (403, "not_allowed"), "{request}");
     }
-    assert_eq!(up.seen.lock().unwrap().len(), 2, "refused requests never reach it");
+    assert_eq!(
+        up.seen.lock().unwrap().len(),
+        2,
+        "refused requests never reach it"
+    );
     let routes = status(&t).await;
     assert_eq!(routes[0].last_error_class, "not_allowed");
 
@@ -378,7 +405,9 @@ async fn the_rate_limit_answers_429_and_refusals_do_not_spend_it() {
     let up = upstream().await;
     let t = agent(&up, true).await;
     assert_eq!(
-        apply(&t, vec![route("api", "https://upstream.test", 2)]).await.0,
+        apply(&t, vec![route("api", "https://upstream.test", 2)])
+            .await
+            .0,
         pb::SectionCode::Applied
     );
     let port = port_of(&t, "api").await;
@@ -433,7 +462,14 @@ async fn upstream_failures_are_502_and_504() {
 async fn reapply_rebinds_and_an_empty_section_stops_all() {
     let up = upstream().await;
     let t = agent(&up, true).await;
-    apply(&t, vec![route("a", "https://upstream.test", 0), route("b", "https://upstream.test", 0)]).await;
+    apply(
+        &t,
+        vec![
+            route("a", "https://upstream.test", 0),
+            route("b", "https://upstream.test", 0),
+        ],
+    )
+    .await;
     let (a, b) = (port_of(&t, "a").await, port_of(&t, "b").await);
     assert_ne!(a, b);
 
@@ -444,7 +480,9 @@ async fn reapply_rebinds_and_an_empty_section_stops_all() {
     for old in [a, b] {
         if old != c {
             assert!(
-                tokio::net::TcpStream::connect(("127.0.0.1", old)).await.is_err(),
+                tokio::net::TcpStream::connect(("127.0.0.1", old))
+                    .await
+                    .is_err(),
                 "the old listener on {old} still answers"
             );
         }
@@ -463,7 +501,11 @@ async fn reapply_rebinds_and_an_empty_section_stops_all() {
 
     assert_eq!(apply(&t, Vec::new()).await.0, pb::SectionCode::Applied);
     assert!(status(&t).await.is_empty());
-    assert!(tokio::net::TcpStream::connect(("127.0.0.1", c)).await.is_err());
+    assert!(
+        tokio::net::TcpStream::connect(("127.0.0.1", c))
+            .await
+            .is_err()
+    );
 }
 
 /// Every INVALID class, pinned.
@@ -484,29 +526,99 @@ async fn invalid_sections_name_their_class() {
     let cases: Vec<(&str, Vec<pb::SecretGatewayRoute>)> = vec![
         ("empty_name", with(&|r| r.name.clear())),
         ("name_too_long", with(&|r| r.name = "a".repeat(65))),
-        ("too_many_routes", (0..9).map(|i| route(&format!("r{i}"), "https://upstream.test", 0)).collect()),
+        (
+            "too_many_routes",
+            (0..9)
+                .map(|i| route(&format!("r{i}"), "https://upstream.test", 0))
+                .collect(),
+        ),
         ("duplicate_route_name", vec![ok(), ok()]),
         ("invalid_route_name", with(&|r| r.name = "Api".into())),
-        ("upstream_not_https", with(&|r| r.upstream = "http://upstream.test".into())),
-        ("upstream_has_path_or_query", with(&|r| r.upstream = "https://upstream.test/v1".into())),
-        ("upstream_has_path_or_query", with(&|r| r.upstream = "https://upstream.test?x".into())),
-        ("invalid_upstream_host", with(&|r| r.upstream = "https://".into())),
-        ("invalid_upstream_host", with(&|r| r.upstream = "https://user@upstream.test".into())),
-        ("invalid_upstream_host", with(&|r| r.upstream = "https://up_stream.test".into())),
-        ("too_many_headers", with(&|r| r.headers = (0..17).map(|i| (format!("x-h{i}"), "v".to_owned())).collect())),
-        ("invalid_header_name", with(&|r| { r.headers.insert("bad name".into(), "v".into()); })),
-        ("invalid_header_name", with(&|r| { r.headers.insert("Host".into(), "v".into()); })),
-        ("duplicate_header_name", with(&|r| { r.headers.insert("x-api-key".into(), "v".into()); })),
-        ("invalid_header_value", with(&|r| { r.headers.insert("x-other".into(), "a\r\nb".into()); })),
-        ("invalid_header_value", with(&|r| { r.headers.insert("x-other".into(), "a\0b".into()); })),
-        ("too_many_allow_rules", with(&|r| r.allow = (0..33).map(|i| rule("GET", &format!("/p{i}"))).collect())),
+        (
+            "upstream_not_https",
+            with(&|r| r.upstream = "http://upstream.test".into()),
+        ),
+        (
+            "upstream_has_path_or_query",
+            with(&|r| r.upstream = "https://upstream.test/v1".into()),
+        ),
+        (
+            "upstream_has_path_or_query",
+            with(&|r| r.upstream = "https://upstream.test?x".into()),
+        ),
+        (
+            "invalid_upstream_host",
+            with(&|r| r.upstream = "https://".into()),
+        ),
+        (
+            "invalid_upstream_host",
+            with(&|r| r.upstream = "https://user@upstream.test".into()),
+        ),
+        (
+            "invalid_upstream_host",
+            with(&|r| r.upstream = "https://up_stream.test".into()),
+        ),
+        (
+            "too_many_headers",
+            with(&|r| {
+                r.headers = (0..17)
+                    .map(|i| (format!("x-h{i}"), "v".to_owned()))
+                    .collect()
+            }),
+        ),
+        (
+            "invalid_header_name",
+            with(&|r| {
+                r.headers.insert("bad name".into(), "v".into());
+            }),
+        ),
+        (
+            "invalid_header_name",
+            with(&|r| {
+                r.headers.insert("Host".into(), "v".into());
+            }),
+        ),
+        (
+            "duplicate_header_name",
+            with(&|r| {
+                r.headers.insert("x-api-key".into(), "v".into());
+            }),
+        ),
+        (
+            "invalid_header_value",
+            with(&|r| {
+                r.headers.insert("x-other".into(), "a\r\nb".into());
+            }),
+        ),
+        (
+            "invalid_header_value",
+            with(&|r| {
+                r.headers.insert("x-other".into(), "a\0b".into());
+            }),
+        ),
+        (
+            "too_many_allow_rules",
+            with(&|r| r.allow = (0..33).map(|i| rule("GET", &format!("/p{i}"))).collect()),
+        ),
         ("empty_allow_list", with(&|r| r.allow.clear())),
-        ("invalid_method", with(&|r| r.allow = vec![rule("get", "/x")])),
+        (
+            "invalid_method",
+            with(&|r| r.allow = vec![rule("get", "/x")]),
+        ),
         ("invalid_method", with(&|r| r.allow = vec![rule("", "/x")])),
         ("empty_path", with(&|r| r.allow = vec![rule("GET", "")])),
-        ("invalid_allow_path", with(&|r| r.allow = vec![rule("GET", "/a/../b")])),
-        ("invalid_allow_path", with(&|r| r.allow = vec![rule("GET", "relative")])),
-        ("invalid_allow_path", with(&|r| r.allow = vec![rule("GET", "/a%2Fb")])),
+        (
+            "invalid_allow_path",
+            with(&|r| r.allow = vec![rule("GET", "/a/../b")]),
+        ),
+        (
+            "invalid_allow_path",
+            with(&|r| r.allow = vec![rule("GET", "relative")]),
+        ),
+        (
+            "invalid_allow_path",
+            with(&|r| r.allow = vec![rule("GET", "/a%2Fb")]),
+        ),
         ("rate_out_of_range", with(&|r| r.rate_per_minute = 6001)),
     ];
     for (class, routes) in cases {
@@ -518,7 +630,14 @@ async fn invalid_sections_name_their_class() {
     }
     // Bounds that pass: no header at all (the agent allows 0), the top rate.
     assert_eq!(
-        apply(&t, with(&|r| { r.headers.clear(); r.rate_per_minute = 6000; })).await,
+        apply(
+            &t,
+            with(&|r| {
+                r.headers.clear();
+                r.rate_per_minute = 6000;
+            })
+        )
+        .await,
         (pb::SectionCode::Applied, String::new())
     );
     let _ = std::io::stderr().flush();
@@ -536,13 +655,20 @@ async fn sandbox_code_reaches_the_gateway_inside_its_network_namespace() {
     }
     let up = upstream().await;
     let t = agent_with(&up, true, serde_json::json!({"network": {"enforce": true}})).await;
-    let health = t.health().health(pb::HealthRequest {}).await.unwrap().into_inner();
+    let health = t
+        .health()
+        .health(pb::HealthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     if health.egress_enforcement != pb::EgressEnforcement::GuestRoutesAndProxy as i32 {
         skip_support::skip("needs network namespaces (the agent enforces nothing here)");
         return;
     }
     assert_eq!(
-        apply(&t, vec![route("api", "https://upstream.test", 0)]).await.0,
+        apply(&t, vec![route("api", "https://upstream.test", 0)])
+            .await
+            .0,
         pb::SectionCode::Applied
     );
     let port = port_of(&t, "api").await;

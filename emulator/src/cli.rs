@@ -1,6 +1,6 @@
 //! `rayito-emulator [--addr 127.0.0.1:4566] [--root DIR] [--region R]
 //! [--account-id ID] [--image NAME]... [--tls] [--pids-max N] [--memory-max-mib MIB]
-//! [--access-key-id ID]`: serves the emulator until SIGTERM or Ctrl-C, after
+//! [--access-key-id ID] [--latency PROFILE]`: serves the emulator until SIGTERM or Ctrl-C, after
 //! printing the endpoint, the access key it accepts and the environment a
 //! client needs.
 //!
@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use super::{AccessKey, Emulator, EmulatorConfig};
+use super::{AccessKey, Emulator, EmulatorConfig, LatencyProfile};
 
 /// The environment variable of a fixed access key id.
 pub const ACCESS_KEY_ID_ENV: &str = "RAYITO_EMULATOR_ACCESS_KEY_ID";
@@ -68,6 +68,11 @@ pub struct EmulatorArgs {
     /// `RAYITO_EMULATOR_SECRET_ACCESS_KEY`: a flag shows in the process list).
     #[arg(long, value_name = "SECRET")]
     pub secret_access_key: Option<String>,
+    /// How long create, suspend and resume take: `off`, `aws` (create 3 s,
+    /// suspend 0.5 s, resume 0.8 s) or `create=MS,suspend=MS,resume=MS`
+    /// (default off; also `RAYITO_EMULATOR_LATENCY`).
+    #[arg(long, value_name = "PROFILE", value_parser = LatencyProfile::parse)]
+    pub latency: Option<LatencyProfile>,
 }
 
 impl EmulatorArgs {
@@ -82,6 +87,9 @@ impl EmulatorArgs {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<EmulatorConfig, String> {
         let mut config = self.config();
+        if self.latency.is_none() {
+            config.latency = LatencyProfile::from_env(&env)?;
+        }
         let id = self
             .access_key_id
             .clone()
@@ -114,6 +122,7 @@ impl EmulatorArgs {
             tls: self.tls,
             tls_ip_name_constraints: !self.tls_no_ip_constraints,
             sandbox_limits: self.limits.limits(),
+            latency: self.latency.unwrap_or_default(),
             ..EmulatorConfig::default()
         };
         if let Some(root) = &self.root {
@@ -255,6 +264,35 @@ mod tests {
         assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
         let err = emulator_args("--addr nope").unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn the_latency_profile_comes_from_the_flag_or_the_environment() {
+        use super::LatencyProfile;
+        let none = |_: &str| None;
+        let off = emulator_args("").unwrap().config_from(none).unwrap();
+        assert!(off.latency.is_off(), "off by default");
+        let aws = |name: &str| (name == LatencyProfile::ENV).then(|| "aws".to_owned());
+        let by_env = emulator_args("").unwrap().config_from(aws).unwrap();
+        assert_eq!(by_env.latency, LatencyProfile::AWS);
+        // A flag wins over the environment.
+        let by_flag = emulator_args("--latency resume=100")
+            .unwrap()
+            .config_from(aws)
+            .unwrap();
+        assert_eq!(
+            by_flag.latency,
+            LatencyProfile::new(
+                std::time::Duration::ZERO,
+                std::time::Duration::ZERO,
+                std::time::Duration::from_millis(100)
+            )
+        );
+        let err = emulator_args("--latency fast").unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+        let bad = |_: &str| Some("fast".to_owned());
+        let err = emulator_args("").unwrap().config_from(bad).unwrap_err();
+        assert!(err.starts_with("RAYITO_EMULATOR_LATENCY: "), "{err}");
     }
 
     #[test]

@@ -45,6 +45,7 @@ mod guard;
 mod hooks;
 mod ids;
 mod images;
+mod latency;
 mod lifecycle;
 mod logs;
 mod logs_api;
@@ -76,6 +77,7 @@ use tokio::task::JoinSet;
 pub use access_key::AccessKey;
 pub use faults::ProxyStall;
 pub use faults::{Faults, Operation, PendingFaults, PendingThrottle};
+pub use latency::LatencyProfile;
 pub use model::MicrovmState;
 pub use test_upstream::{SeenRequest, TestUpstream};
 
@@ -196,6 +198,10 @@ pub struct EmulatorConfig {
     /// emulator on the same root finds them, as the objects of a root of
     /// the caller's are found. For a daemon that restarts (the CLI's).
     pub keep_images: bool,
+    /// How long create, suspend and resume take on top of the emulator's
+    /// own work (default [`LatencyProfile::OFF`]; [`LatencyProfile::AWS`]
+    /// for AWS-like figures, docs/local.md "Latency profile").
+    pub latency: LatencyProfile,
 }
 
 /// How long a terminated MicroVM stays visible by default: 20 minutes, as
@@ -231,6 +237,7 @@ impl Default for EmulatorConfig {
             terminated_retention: DEFAULT_TERMINATED_RETENTION,
             terminated_kept: DEFAULT_TERMINATED_KEPT,
             keep_images: false,
+            latency: LatencyProfile::OFF,
         }
     }
 }
@@ -342,6 +349,7 @@ impl Emulator {
                 max_idle_override: config.max_idle_override,
                 transfer_s3_addr: config.transfer_s3_endpoint.unwrap_or(s3_addr),
                 warm_spare: config.warm_spare,
+                latency: config.latency,
                 sandbox_limits: config.sandbox_limits,
                 control_addr: addr,
                 access_keys: config.access_keys,

@@ -238,6 +238,9 @@ pub(crate) fn refill_spare(shared: &Arc<Shared>, layer: Option<std::path::PathBu
 pub(crate) fn start(shared: &Arc<Shared>, vm: &Arc<Vm>, payload: String) {
     let (s, v) = (shared.clone(), vm.clone());
     shared.spawn(async move {
+        // The latency profile's boot time: PENDING, the agent not ready
+        // (before the lock, so that a terminate meanwhile is not held up).
+        added_latency(s.settings.latency.create).await;
         let op = v.op.lock().await;
         if v.state() != Pending {
             return;
@@ -400,6 +403,7 @@ pub(crate) fn suspend(shared: &Arc<Shared>, vm: &Arc<Vm>) -> Result<(), ApiError
     }
     let (s, v) = (shared.clone(), vm.clone());
     shared.spawn(async move {
+        added_latency(s.settings.latency.suspend).await;
         let op = v.op.lock().await;
         if v.state() != Suspending {
             return;
@@ -473,6 +477,7 @@ async fn resume_now(shared: Arc<Shared>, vm: Arc<Vm>) -> Result<(), ApiError> {
         Err(Pending | Running) => return Ok(()),
         Err(state) => return Err(wrong_state(&vm, "resume", state)),
     }
+    added_latency(shared.settings.latency.resume).await;
     match shared.hooks.post(vm.hooks_addr, Hook::Resume, None).await {
         Ok(status) if status.is_success() => {
             let _ = vm.transition(&[Pending], Running);
@@ -486,6 +491,13 @@ async fn resume_now(shared: Arc<Shared>, vm: Arc<Vm>) -> Result<(), ApiError> {
         }
     }
     Ok(())
+}
+
+/// Waits out one step of the latency profile (nothing when it is off).
+async fn added_latency(time: Duration) {
+    if !time.is_zero() {
+        tokio::time::sleep(time).await;
+    }
 }
 
 /// Fault: kills the agent abruptly; the MicroVM then terminates (no hook).

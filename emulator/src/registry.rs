@@ -41,6 +41,8 @@ pub(crate) struct Settings {
     /// Keep one MicroVM prepared ahead, its kernel started (see
     /// `EmulatorConfig::warm_spare`).
     pub(crate) warm_spare: bool,
+    /// Added create, suspend and resume times (`EmulatorConfig::latency`).
+    pub(crate) latency: super::LatencyProfile,
     /// Each MicroVM's limits (`EmulatorConfig::sandbox_limits`).
     pub(crate) sandbox_limits: rayito_agent::sandbox::SandboxLimits,
     /// The control plane's own address: the only `Host` it answers.

@@ -208,6 +208,10 @@ fn every_placeholder_is_a_documented_name() {
         "list",
         "index",
         "field",
+        "count",
+        "gateway",
+        "header",
+        "rate",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

@@ -2,7 +2,6 @@
 //! checked before any I/O, and the probe of an agent too old for some.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use crate::checks::{
     METADATA_KEY, METADATA_KEY_CASE, METADATA_KEYS, METADATA_TOO_LARGE, METADATA_VALUE, MODE_RANGE,
@@ -38,16 +37,10 @@ pub struct WriteOptions {
     metadata: BTreeMap<String, String>,
 }
 
-impl fmt::Debug for WriteOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Metadata values are the caller's data: key names only.
-        f.debug_struct("WriteOptions")
-            .field("user", &self.user)
-            .field("mode", &self.mode.map(|m| format!("{m:#o}")))
-            .field("gzip", &self.gzip)
-            .field("metadata_keys", &self.metadata.keys().collect::<Vec<_>>())
-            .finish()
-    }
+// Metadata values are the caller's data: key names only.
+crate::secret::redacted_debug! {
+    WriteOptions |o| user, mode = o.mode.map(|m| format!("{m:#o}")), gzip,
+    metadata_keys = o.metadata.keys().collect::<Vec<_>>()
 }
 
 impl WriteOptions {
@@ -56,29 +49,17 @@ impl WriteOptions {
         Self::default()
     }
 
-    /// The owner of the written files (and of the parents made for them);
-    /// empty means the sandbox's default user. The local backend has one
-    /// account, `user`: any other is refused by its agent.
-    #[must_use]
-    pub fn user(mut self, user: impl Into<String>) -> Self {
-        self.user = Some(user.into());
-        self
-    }
-
-    /// The mode of each written file, 0 to 0o7777 (default 0o644), set
-    /// after the bytes are written and before the file appears.
-    #[must_use]
-    pub fn mode(mut self, mode: u32) -> Self {
-        self.mode = Some(mode);
-        self
-    }
-
-    /// Sends the write stream gzip-compressed (`grpc-encoding: gzip`): for
-    /// compressible data over a slow link. Needs an agent from 0.3.0.
-    #[must_use]
-    pub fn gzip(mut self, gzip: bool) -> Self {
-        self.gzip = gzip;
-        self
+    crate::setters::setters! {
+        /// The owner of the written files (and of the parents made for them);
+        /// empty means the sandbox's default user. The local backend has one
+        /// account, `user`: any other is refused by its agent.
+        user: Some impl String;
+        /// The mode of each written file, 0 to 0o7777 (default 0o644), set
+        /// after the bytes are written and before the file appears.
+        mode: Some u32;
+        /// Sends the write stream gzip-compressed (`grpc-encoding: gzip`): for
+        /// compressible data over a slow link. Needs an agent from 0.3.0.
+        gzip: bool;
     }
 
     /// Adds a metadata entry to every written file (stored by the agent as

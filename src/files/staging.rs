@@ -3,8 +3,6 @@
 //! parts, and the file view asks it before each read and write. Without
 //! one everything goes over gRPC.
 
-use std::fmt;
-
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
 
@@ -52,11 +50,7 @@ pub(crate) trait FileStaging: Send + Sync {
 /// The staging of a handle, as a part of it.
 pub(crate) struct StagingHook(pub(crate) Box<dyn FileStaging>);
 
-impl fmt::Debug for StagingHook {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StagingHook").finish_non_exhaustive()
-    }
-}
+crate::secret::redacted_debug!(non_exhaustive StagingHook);
 
 /// The staging of `sandbox`'s file view when it stages anything.
 pub(crate) fn of(sandbox: &Sandbox) -> Option<&dyn FileStaging> {

@@ -4,7 +4,6 @@
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::Stream;
@@ -68,15 +67,8 @@ pub struct WatchOptions {
     on_exit: Option<ExitCallback>,
 }
 
-impl std::fmt::Debug for WatchOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WatchOptions")
-            .field("recursive", &self.recursive)
-            .field("include_entry", &self.include_entry)
-            .field("timeout", &self.timeout)
-            .field("on_exit", &self.on_exit.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    WatchOptions |o| recursive, include_entry, timeout, on_exit = o.on_exit.is_some()
 }
 
 impl WatchOptions {
@@ -85,20 +77,13 @@ impl WatchOptions {
         Self::default()
     }
 
-    /// Watches every directory below too, including ones created later.
-    #[must_use]
-    pub fn recursive(mut self, recursive: bool) -> Self {
-        self.recursive = recursive;
-        self
-    }
-
-    /// Events `Create`, `Write` and `Chmod` carry the entry's
-    /// [`EntryInfo`] in [`FilesystemEvent::entry`] (one stat by the agent
-    /// per event).
-    #[must_use]
-    pub fn include_entry(mut self, include_entry: bool) -> Self {
-        self.include_entry = include_entry;
-        self
+    crate::setters::setters! {
+        /// Watches every directory below too, including ones created later.
+        recursive: bool;
+        /// Events `Create`, `Write` and `Chmod` carry the entry's
+        /// [`EntryInfo`] in [`FilesystemEvent::entry`] (one stat by the agent
+        /// per event).
+        include_entry: bool;
     }
 
     /// The watch's deadline from its start, reconnects included: when it
@@ -143,11 +128,7 @@ pub struct WatchStopper {
     exit: Exit,
 }
 
-impl std::fmt::Debug for WatchStopper {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WatchStopper").finish_non_exhaustive()
-    }
-}
+crate::secret::redacted_debug!(non_exhaustive WatchStopper);
 
 impl WatchStopper {
     /// Stops the watch: its stream ends (the agent's watch is closed) and
@@ -203,13 +184,7 @@ impl WatchHandle {
     }
 }
 
-impl Stream for WatchHandle {
-    type Item = Result<FilesystemEvent, SandboxError>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.as_mut().poll_next(cx)
-    }
-}
+inner_stream!(WatchHandle => Result<FilesystemEvent, SandboxError>);
 
 fn event_from(event: pb::FilesystemEvent) -> Option<FilesystemEvent> {
     let kind = match pb::FilesystemEventType::try_from(event.r#type) {

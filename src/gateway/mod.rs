@@ -20,9 +20,9 @@
 
 mod path;
 mod pool;
-mod section;
 #[cfg(test)]
 mod seam_tests;
+mod section;
 mod spec;
 mod steps;
 #[cfg(test)]

@@ -172,7 +172,7 @@ async fn an_agent_without_the_feature_is_unimplemented_and_terminated() {
             .await
             .unwrap_err();
         match &err {
-            SandboxError::Unimplemented { feature, .. } => assert_eq!(feature, "secret_gateway"),
+            SandboxError::Unimplemented { feature, .. } => assert_eq!(&**feature, "secret_gateway"),
             other => panic!("{other:?}"),
         }
         assert!(configure.received().is_empty(), "nothing sent");
@@ -227,7 +227,8 @@ async fn refresh_sends_the_rotated_value_and_a_refusal_keeps_the_old_state() {
     *configure.status.lock().unwrap() = listening(9);
     let err = sandbox.gateways().refresh().await.unwrap_err();
     assert!(
-        err.to_string().starts_with("secret_gateway: listen_failed;"),
+        err.to_string()
+            .starts_with("secret_gateway: listen_failed;"),
         "{err}"
     );
     no_leak(&err);
@@ -264,6 +265,9 @@ async fn recovery_reads_the_status_once_and_refresh_only_rereads_it() {
     *configure.status.lock().unwrap() = listening(41_002);
     gateways.refresh().await.unwrap();
     assert_eq!(gateways.get("api").unwrap().port(), 41_002);
-    assert!(configure.received().is_empty(), "no Configure on a recovered view");
+    assert!(
+        configure.received().is_empty(),
+        "no Configure on a recovered view"
+    );
     assert_eq!(configure.status_reads.load(Ordering::SeqCst), 2);
 }

@@ -24,8 +24,12 @@ pub(crate) async fn request(
     gateways: &[(String, SecretGateway)],
     cache: &SecretCache,
 ) -> Result<pb::ConfigureRequest, SandboxError> {
-    let routes = try_join_all(gateways.iter().map(|(name, gateway)| route(name, gateway, cache)))
-        .await?;
+    let routes = try_join_all(
+        gateways
+            .iter()
+            .map(|(name, gateway)| route(name, gateway, cache)),
+    )
+    .await?;
     Ok(pb::ConfigureRequest {
         secret_gateway: Some(pb::SecretGatewayConfig { routes }),
         ..Default::default()
@@ -48,6 +52,7 @@ async fn route(
         headers: values.into_iter().collect(),
         allow: gateway
             .rules()
+            .into_iter()
             .map(|(method, path)| pb::SecretGatewayAllowRule {
                 method: method.to_owned(),
                 path: path.to_owned(),

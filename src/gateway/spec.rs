@@ -125,13 +125,16 @@ impl SecretGateway {
     }
 
     /// The injected headers' names, in the order given.
-    pub fn header_names(&self) -> impl Iterator<Item = &str> {
-        self.headers.iter().map(|(n, _)| n.as_str())
+    pub fn header_names(&self) -> Vec<&str> {
+        self.headers.iter().map(|(n, _)| n.as_str()).collect()
     }
 
     /// The allow rules as `(method, path)`, in the order given.
-    pub fn rules(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.allow.iter().map(|(m, p)| (m.as_str(), p.as_str()))
+    pub fn rules(&self) -> Vec<(&str, &str)> {
+        self.allow
+            .iter()
+            .map(|(m, p)| (m.as_str(), p.as_str()))
+            .collect()
     }
 
     /// The rate as given (0: the agent's default).
@@ -203,7 +206,11 @@ impl SecretGateway {
 
     fn check_allow(&self, name: &str) -> Result<(), SandboxError> {
         if self.allow.is_empty() {
-            return Err(refuse("allow", m::GATEWAY_ALLOW_EMPTY, &[("gateway", name)]));
+            return Err(refuse(
+                "allow",
+                m::GATEWAY_ALLOW_EMPTY,
+                &[("gateway", name)],
+            ));
         }
         if self.allow.len() > MAX_ALLOW_RULES {
             let count = self.allow.len().to_string();

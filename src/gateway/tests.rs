@@ -24,7 +24,7 @@ fn check(gateways: Vec<(&str, SecretGateway)>) -> Result<(), SandboxError> {
 fn refusal(gateways: Vec<(&str, SecretGateway)>) -> (String, String) {
     let err = check(gateways).expect_err("refused");
     let argument = match &err {
-        SandboxError::InvalidArgument { argument, .. } => argument.map(str::to_owned),
+        SandboxError::InvalidArgument { argument, .. } => argument.as_deref().map(str::to_owned),
         other => panic!("not InvalidArgument: {other:?}"),
     };
     (argument.unwrap_or_default(), err.to_string())
@@ -44,10 +44,21 @@ fn valid_gateways_pass() {
         .map(|n| (n, good()))
         .collect();
     check(eight).unwrap();
-    check(vec![("x".repeat(64).leak(), full), ("0-9", good().rate_per_minute(1))]).unwrap();
+    check(vec![
+        ("x".repeat(64).leak(), full),
+        ("0-9", good().rate_per_minute(1)),
+    ])
+    .unwrap();
     // No gateway at all is nothing to check.
     check(vec![]).unwrap();
 }
+
+/// Gateways, the argument refused and the message.
+type Row = (
+    Vec<(&'static str, SecretGateway)>,
+    &'static str,
+    &'static str,
+);
 
 #[test]
 fn every_refusal_names_its_argument_with_the_exact_message() {
@@ -55,13 +66,18 @@ fn every_refusal_names_its_argument_with_the_exact_message() {
         .into_iter()
         .map(|n| (n, good()))
         .collect();
-    let seventeen = (0..17).fold(SecretGateway::new("https://h"), |g, i| {
-        g.header(format!("x-{i}"), "s")
-    })
-    .allow("GET", "/");
+    let seventeen = (0..17)
+        .fold(SecretGateway::new("https://h"), |g, i| {
+            g.header(format!("x-{i}"), "s")
+        })
+        .allow("GET", "/");
     let thirty_three = (0..33).fold(good(), |g, _| g.allow("GET", "/"));
-    let rows: Vec<(Vec<(&str, SecretGateway)>, &str, &str)> = vec![
-        (nine, "gateways", "invalid gateways: the sandbox has 9 gateways; pass at most 8"),
+    let rows: Vec<Row> = vec![
+        (
+            nine,
+            "gateways",
+            "invalid gateways: the sandbox has 9 gateways; pass at most 8",
+        ),
         (
             vec![("ok", good()), ("Bad", good())],
             "gateways",
@@ -83,37 +99,72 @@ fn every_refusal_names_its_argument_with_the_exact_message() {
             "invalid gateways: gateway 0 has a name that is empty, longer than 64 characters or holds a character outside a-z, 0-9 and '-'; pass a name of 1 to 64 of those",
         ),
         (
-            vec![("gw", SecretGateway::new("http://api.example.com").header("a", "s").allow("GET", "/"))],
+            vec![(
+                "gw",
+                SecretGateway::new("http://api.example.com")
+                    .header("a", "s")
+                    .allow("GET", "/"),
+            )],
             "upstream",
             "invalid upstream: the upstream of gateway gw does not start with https://; pass https://host or https://host:port, without a path or a query",
         ),
         (
-            vec![("gw", SecretGateway::new("HTTPS://api.example.com").header("a", "s").allow("GET", "/"))],
+            vec![(
+                "gw",
+                SecretGateway::new("HTTPS://api.example.com")
+                    .header("a", "s")
+                    .allow("GET", "/"),
+            )],
             "upstream",
             "invalid upstream: the upstream of gateway gw does not start with https://; pass https://host or https://host:port, without a path or a query",
         ),
         (
-            vec![("gw", SecretGateway::new("https://").header("a", "s").allow("GET", "/"))],
+            vec![(
+                "gw",
+                SecretGateway::new("https://")
+                    .header("a", "s")
+                    .allow("GET", "/"),
+            )],
             "upstream",
             "invalid upstream: the upstream of gateway gw has no host, or has a path, a query, userinfo or a fragment; pass only https:// and the host, with an optional :port",
         ),
         (
-            vec![("gw", SecretGateway::new("https://h/v1").header("a", "s").allow("GET", "/"))],
+            vec![(
+                "gw",
+                SecretGateway::new("https://h/v1")
+                    .header("a", "s")
+                    .allow("GET", "/"),
+            )],
             "upstream",
             "invalid upstream: the upstream of gateway gw has no host, or has a path, a query, userinfo or a fragment; pass only https:// and the host, with an optional :port",
         ),
         (
-            vec![("gw", SecretGateway::new("https://h?x").header("a", "s").allow("GET", "/"))],
+            vec![(
+                "gw",
+                SecretGateway::new("https://h?x")
+                    .header("a", "s")
+                    .allow("GET", "/"),
+            )],
             "upstream",
             "invalid upstream: the upstream of gateway gw has no host, or has a path, a query, userinfo or a fragment; pass only https:// and the host, with an optional :port",
         ),
         (
-            vec![("gw", SecretGateway::new("https://h#x").header("a", "s").allow("GET", "/"))],
+            vec![(
+                "gw",
+                SecretGateway::new("https://h#x")
+                    .header("a", "s")
+                    .allow("GET", "/"),
+            )],
             "upstream",
             "invalid upstream: the upstream of gateway gw has no host, or has a path, a query, userinfo or a fragment; pass only https:// and the host, with an optional :port",
         ),
         (
-            vec![("gw", SecretGateway::new("https://u@h").header("a", "s").allow("GET", "/"))],
+            vec![(
+                "gw",
+                SecretGateway::new("https://u@h")
+                    .header("a", "s")
+                    .allow("GET", "/"),
+            )],
             "upstream",
             "invalid upstream: the upstream of gateway gw has no host, or has a path, a query, userinfo or a fragment; pass only https:// and the host, with an optional :port",
         ),
@@ -148,7 +199,10 @@ fn every_refusal_names_its_argument_with_the_exact_message() {
             "invalid headers: gateway gw may not inject the reserved header host (host, content-length, transfer-encoding, connection, keep-alive, proxy-authenticate, proxy-authorization, te, trailers, trailer, upgrade); drop it",
         ),
         (
-            vec![("gw", good().header("X-Api-Key", "s").header("x-api-key", "t"))],
+            vec![(
+                "gw",
+                good().header("X-Api-Key", "s").header("x-api-key", "t"),
+            )],
             "headers",
             "invalid headers: gateway gw has two headers that differ only in case (x-api-key); pass each header once",
         ),
@@ -200,7 +254,9 @@ fn a_bad_secret_reference_is_refused_as_headers_without_quoting_it() {
     for secret in [
         SecretRef::new(""),
         SecretRef::new("canary secret"),
-        SecretRef::new("canary").version_id("x").version_stage("AWSCURRENT"),
+        SecretRef::new("canary")
+            .version_id("x")
+            .version_stage("AWSCURRENT"),
         SecretRef::new("webhooks/canary"),
     ] {
         let prefix_webhooks = check_all(
@@ -210,7 +266,7 @@ fn a_bad_secret_reference_is_refused_as_headers_without_quoting_it() {
         let err = prefix_webhooks.expect_err("refused");
         match &err {
             SandboxError::InvalidArgument { argument, .. } => {
-                assert_eq!(*argument, Some("headers"));
+                assert_eq!(argument.as_deref(), Some("headers"));
             }
             other => panic!("{other:?}"),
         }
@@ -221,7 +277,7 @@ fn a_bad_secret_reference_is_refused_as_headers_without_quoting_it() {
 #[test]
 fn the_same_header_or_gateway_name_again_replaces_it() {
     let g = good().header("authorization", "other");
-    assert_eq!(g.header_names().collect::<Vec<_>>(), ["authorization"]);
+    assert_eq!(g.header_names(), ["authorization"]);
     let mut list = Vec::new();
     super::spec::put(&mut list, "a".to_owned(), good());
     super::spec::put(&mut list, "a".to_owned(), good().rate_per_minute(5));
@@ -231,7 +287,10 @@ fn the_same_header_or_gateway_name_again_replaces_it() {
 
 #[test]
 fn debug_never_shows_a_secret_name() {
-    let g = good().header("x-org", SecretRef::new("canary-org").version_stage("canary-stage"));
+    let g = good().header(
+        "x-org",
+        SecretRef::new("canary-org").version_stage("canary-stage"),
+    );
     let shown = format!("{g:?}");
     assert!(!shown.contains("canary"), "{shown}");
     assert!(shown.contains("api.example.com"), "{shown}");

@@ -84,20 +84,9 @@ pub struct CloneOptions {
     pub dangerously_store_credentials: bool,
 }
 
-impl fmt::Debug for CloneOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CloneOptions")
-            .field("path", &self.path)
-            .field("branch", &self.branch)
-            .field("depth", &self.depth)
-            .field("username", &self.username.is_some())
-            .field("password", &self.password.is_some())
-            .field(
-                "dangerously_store_credentials",
-                &self.dangerously_store_credentials,
-            )
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    CloneOptions |o| path, branch, depth, username = o.username.is_some(),
+    password = o.password.is_some(), dangerously_store_credentials
 }
 
 /// Options of [`Git::init`](super::Git::init).

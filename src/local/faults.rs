@@ -33,11 +33,7 @@ pub struct LocalFaults {
     faults: Faults,
 }
 
-impl std::fmt::Debug for LocalFaults {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalFaults").finish_non_exhaustive()
-    }
-}
+crate::secret::redacted_debug!(non_exhaustive LocalFaults);
 
 /// Whole seconds, as the `Retry-After` header carries them.
 fn whole_seconds(wait: Duration) -> u32 {

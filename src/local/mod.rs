@@ -16,13 +16,15 @@
 //! `rayito_agent::sandbox::SandboxEnv::remove_at_exit`).
 
 mod faults;
+mod gateway_upstreams;
 
 use std::sync::OnceLock;
 
 use rayito_agent::sandbox::SandboxEnv;
-use rayito_emulator::{Emulator, EmulatorConfig, Faults};
+use rayito_emulator::{Emulator, EmulatorConfig, Faults, LatencyProfile};
 
 pub use faults::LocalFaults;
+pub use gateway_upstreams::LocalGatewayUpstreams;
 
 use crate::LOCAL_BUCKET;
 use crate::error::SandboxError;
@@ -55,12 +57,19 @@ pub(crate) struct LocalBackend {
     s3_endpoint_url: Option<String>,
     /// The emulator's fault injection ([`LocalFaults`] wraps it).
     faults: Faults,
+    /// The agents' gateway upstream settings ([`LocalGatewayUpstreams`]).
+    gateway_upstreams: rayito_agent::gateway::LocalUpstreams,
 }
 
 impl LocalBackend {
     /// Fault injection on this backend (see [`LocalFaults`]).
     pub(crate) fn faults(&self) -> LocalFaults {
         LocalFaults::new(self.faults.clone())
+    }
+
+    /// The gateway upstream settings of this backend's agents.
+    pub(crate) fn gateway_upstreams(&self) -> LocalGatewayUpstreams {
+        LocalGatewayUpstreams::new(self.gateway_upstreams.clone())
     }
 
     /// The control-plane endpoint (`http://127.0.0.1:<port>`).
@@ -152,6 +161,15 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                     return;
                 }
             };
+            // AWS-like create, suspend and resume times when the environment
+            // asks (docs/local.md, "Latency profile"); off by default.
+            let latency = match LatencyProfile::from_env(|name| std::env::var(name).ok()) {
+                Ok(latency) => latency,
+                Err(err) => {
+                    let _ = tx.send(Err(err));
+                    return;
+                }
+            };
             // The emulator lives until the process ends, and is never dropped
             // (a static): its directory goes with the process however it ends.
             let config = EmulatorConfig {
@@ -164,6 +182,7 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                 // A sandbox made ahead, its kernel started: a create then
                 // does not wait for an interpreter (docs/local.md).
                 warm_spare: true,
+                latency,
                 ..EmulatorConfig::default()
             };
             SandboxEnv::remove_at_exit(&config.root);
@@ -190,6 +209,7 @@ fn start(tls: bool) -> Result<LocalBackend, String> {
                             access_key_id: key.id.clone(),
                             secret_access_key: Secret::new(key.secret.clone()),
                             faults: emulator.faults().clone(),
+                            gateway_upstreams: emulator.gateway_upstreams().clone(),
                         };
                         let _ = tx.send(Ok(backend));
                         // Kept for the life of the process.

@@ -43,6 +43,11 @@ use store::{RemoveIf, SlotStore};
 /// How often a waiting `take` looks at a shared store again (another
 /// process may park a slot without this process being told).
 const SHARED_POLL: Duration = Duration::from_millis(200);
+/// How long after a take its refill starts: the taker's first calls then
+/// do not share the machine with the refill's create and warm-up (on the
+/// local backend, an agent and an interpreter starting), at the cost of a
+/// refill that much later (a create takes seconds on AWS).
+const REFILL_DELAY: Duration = Duration::from_millis(50);
 /// How long `close` waits for warm-ups in flight to end.
 const CLOSE_WAIT: Duration = Duration::from_secs(30);
 
@@ -314,8 +319,12 @@ impl Pool {
                 let parked = inner.slot_parked.notified();
                 let min_expiry = SystemTime::now() + inner.config.min_remaining;
                 if let Some(slot) = inner.store.claim(&started.image_arn, min_expiry).await? {
-                    inner.wake_filler.notify_one();
-                    if let Some(sandbox) = inner.resume_slot(started, slot).await {
+                    // The refill starts a little after the take is served (or
+                    // given up): REFILL_DELAY.
+                    let refill = WakeOnDrop(&inner.wake_filler);
+                    let taken = inner.resume_slot(started, slot).await;
+                    drop(refill);
+                    if let Some(sandbox) = taken {
                         inner.counters.hits.fetch_add(1, Ordering::Relaxed);
                         return Ok(sandbox);
                     }
@@ -463,40 +472,62 @@ impl PoolInner {
     }
 
     /// A claimed slot resumed and connected; `None` (terminated, counted
-    /// lost or failed) when it cannot be.
+    /// lost or failed) when it cannot be. Its ResumeMicrovm runs beside
+    /// the proxy token's minting and the GetMicrovm that finds its endpoint
+    /// (docs/performance.md, "Pool").
     async fn resume_slot(&self, started: &Started, slot: StoredSlot) -> Option<Sandbox> {
         let record = slot.record;
+        let id = record.sandbox_id.as_str();
         let control = started.client.backend().control.clone();
-        if let Err(err) = crate::sandbox::request_resume(control.as_ref(), &record.sandbox_id).await
-        {
-            let lost = matches!(
+        let resume = crate::sandbox::request_resume(control.as_ref(), id);
+        let builder = self.builder.clone();
+        let token = record.access_token.clone();
+        let mut resume_failed = false;
+        let taken = builder
+            .connect_parked(id, token, resume, &mut resume_failed)
+            .await;
+        let err = match taken {
+            Ok(sandbox) => return Some(sandbox),
+            Err(err) => err,
+        };
+        let lost = resume_failed
+            && matches!(
                 err.kind(),
                 ErrorKind::SandboxNotFound | ErrorKind::SandboxState
             );
-            let counter = if lost {
-                &self.counters.lost
-            } else {
-                &self.counters.failed
-            };
-            tracing::debug!(target: "rayito::pool", sandbox_id = %record.sandbox_id, kind = %err.kind(), "a parked sandbox could not be resumed");
-            // Counted after the terminate, as the sweep does.
-            self.terminate(started, &record.sandbox_id).await;
-            counter.fetch_add(1, Ordering::Relaxed);
-            return None;
+        let counter = if lost {
+            &self.counters.lost
+        } else {
+            &self.counters.failed
+        };
+        if resume_failed {
+            tracing::debug!(target: "rayito::pool", sandbox_id = %id, kind = %err.kind(), "a parked sandbox could not be resumed");
+        } else {
+            tracing::debug!(target: "rayito::pool", sandbox_id = %id, kind = %err.kind(), "a resumed sandbox could not be connected");
         }
-        match self
-            .builder
-            .clone()
-            .connect(&record.sandbox_id, record.access_token.clone())
-            .await
-        {
-            Ok(sandbox) => Some(sandbox),
-            Err(err) => {
-                self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(target: "rayito::pool", sandbox_id = %record.sandbox_id, kind = %err.kind(), "a resumed sandbox could not be connected");
-                self.terminate(started, &record.sandbox_id).await;
-                None
+        // Counted after the terminate, as the sweep does.
+        self.terminate(started, id).await;
+        counter.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+}
+
+/// Wakes the filler [`REFILL_DELAY`] after it is dropped: a take's refill,
+/// even when the take is cancelled after its claim.
+struct WakeOnDrop<'a>(&'a Arc<Notify>);
+
+impl Drop for WakeOnDrop<'_> {
+    fn drop(&mut self) {
+        let wake = self.0.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    tokio::time::sleep(REFILL_DELAY).await;
+                    wake.notify_one();
+                });
             }
+            // No runtime to wait on (dropped while it shuts down): at once.
+            Err(_) => wake.notify_one(),
         }
     }
 }

@@ -1,7 +1,6 @@
 //! Which control plane a sandbox uses: AWS (the default), the embedded local
 //! backend (only when chosen), or any endpoint speaking the MicroVMs API.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,13 +28,8 @@ pub struct AwsOptions {
     root_certificates: Vec<String>,
 }
 
-impl fmt::Debug for AwsOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AwsOptions")
-            .field("settings", &self.settings)
-            .field("root_certificates", &self.root_certificates.len())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    AwsOptions |o| settings, root_certificates = o.root_certificates.len()
 }
 
 impl AwsOptions {
@@ -74,25 +68,14 @@ impl AwsOptions {
         self
     }
 
-    /// The region (for example `us-east-1`).
-    #[must_use]
-    pub fn region(mut self, region: impl Into<String>) -> Self {
-        self.settings.region = Some(region.into());
-        self
-    }
-
-    /// Another endpoint for the MicroVMs API (for example an emulator).
-    #[must_use]
-    pub fn endpoint_url(mut self, url: impl Into<String>) -> Self {
-        self.settings.endpoint_url = Some(url.into());
-        self
-    }
-
-    /// A named profile from `~/.aws/config`.
-    #[must_use]
-    pub fn profile(mut self, profile: impl Into<String>) -> Self {
-        self.settings.profile = Some(profile.into());
-        self
+    crate::setters::setters! {
+        in settings;
+        /// The region (for example `us-east-1`).
+        region: Some impl String;
+        /// Another endpoint for the MicroVMs API (for example an emulator).
+        endpoint_url: Some impl String;
+        /// A named profile from `~/.aws/config`.
+        profile: Some impl String;
     }
 
     /// Static credentials instead of the chain.
@@ -106,43 +89,27 @@ impl AwsOptions {
         self
     }
 
-    /// The session token of temporary static credentials (from STS, an
-    /// assumed role); only used with [`AwsOptions::static_credentials`].
-    #[must_use]
-    pub fn session_token(mut self, token: impl Into<Secret>) -> Self {
-        self.settings.session_token = Some(token.into());
-        self
-    }
-
-    /// S3's endpoint for template builds (path-style requests), e.g. an
-    /// emulator's or a gateway's; by default S3's own, or the
-    /// [`AwsOptions::endpoint_url`] when one is set.
-    #[must_use]
-    pub fn s3_endpoint_url(mut self, url: impl Into<String>) -> Self {
-        self.settings.s3_endpoint_url = Some(url.into());
-        self
-    }
-
-    /// How long a control-plane call may take to connect to the endpoint
-    /// (default 5 s, as the reference client; zero is refused before any
-    /// call; longer than a day counts as a day). A connection that is not
-    /// made in time fails the call with `Timeout { scope: Request }`.
-    #[must_use]
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.connect_timeout = Some(timeout);
-        self
-    }
-
-    /// How long a control-plane call may wait for the service's answer
-    /// once connected (default 60 s, as the reference client; zero is
-    /// refused before any call; longer than a day counts as a day). An
-    /// endpoint that accepts the connection
-    /// and never answers fails the call with `Timeout { scope: Request }`
-    /// after this long, never after the operating system's own timeouts.
-    #[must_use]
-    pub fn read_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.read_timeout = Some(timeout);
-        self
+    crate::setters::setters! {
+        in settings;
+        /// The session token of temporary static credentials (from STS, an
+        /// assumed role); only used with [`AwsOptions::static_credentials`].
+        session_token: Some impl Secret;
+        /// S3's endpoint for template builds (path-style requests), e.g. an
+        /// emulator's or a gateway's; by default S3's own, or the
+        /// [`AwsOptions::endpoint_url`] when one is set.
+        s3_endpoint_url: Some impl String;
+        /// How long a control-plane call may take to connect to the endpoint
+        /// (default 5 s, as the reference client; zero is refused before any
+        /// call; longer than a day counts as a day). A connection that is not
+        /// made in time fails the call with `Timeout { scope: Request }`.
+        connect_timeout: Some Duration;
+        /// How long a control-plane call may wait for the service's answer
+        /// once connected (default 60 s, as the reference client; zero is
+        /// refused before any call; longer than a day counts as a day). An
+        /// endpoint that accepts the connection
+        /// and never answers fails the call with `Timeout { scope: Request }`
+        /// after this long, never after the operating system's own timeouts.
+        read_timeout: Some Duration;
     }
 
     /// What tells these options from others, with no secret in clear
@@ -206,12 +173,8 @@ pub(crate) struct ResolvedBackend {
     pub s3_endpoint_url: Option<String>,
 }
 
-impl fmt::Debug for ResolvedBackend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResolvedBackend")
-            .field("local", &self.local.is_some())
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive ResolvedBackend |o| local = o.local.is_some()
 }
 
 /// What tells one backend configuration from another, for the implicit

@@ -1124,90 +1124,174 @@ impl SandboxBuilder {
         sandbox_id: &str,
         access_token: Secret,
     ) -> Result<Sandbox, SandboxError> {
+        let (parts, client) = self.connect_steps(sandbox_id, &access_token).await?;
+        let backend = client.backend();
+        let control = backend.control.clone();
+        let vm = control.get_microvm(sandbox_id.to_owned()).await?;
+        if vm.state.is_terminal() {
+            return Err(SandboxError::sandbox_not_found(&vm.id));
+        }
+        // A suspended sandbox without auto-resume is resumed first (3.4);
+        // with auto-resume the readiness probe wakes it. One that is still
+        // suspending is waited for, then resumed.
+        if !vm.auto_resume && matches!(vm.state, SandboxState::Suspending | SandboxState::Suspended)
         {
-            let steps = crate::feature_steps();
-            for step in &steps {
-                step.check_connect(&self)?;
+            if vm.state == SandboxState::Suspending {
+                lifecycle::wait_for_state(
+                    control.as_ref(),
+                    &vm.id,
+                    &SandboxState::Suspended,
+                    "connect",
+                    self.options.ready_timeout,
+                )
+                .await?;
             }
-            check_sandbox_id(sandbox_id)?;
-            decode_access_token(&access_token).map_err(|_| bad_token())?;
-            self.options.check_reconnect_timeout()?;
-            let mut parts = Parts::default();
-            for step in &steps {
-                step.prepare(&self, Stage::Connect, &mut parts)?;
-            }
-            let client = self.client().await?;
-            for step in &steps {
-                step.before_launch(self.at(Stage::Connect, &parts, &client))
-                    .await?;
-            }
-            let backend = client.backend();
-            let control = backend.control.clone();
-            let vm = control.get_microvm(sandbox_id.to_owned()).await?;
-            if vm.state.is_terminal() {
-                return Err(SandboxError::sandbox_not_found(&vm.id));
-            }
-            // A suspended sandbox without auto-resume is resumed first (3.4);
-            // with auto-resume the readiness probe wakes it. One that is still
-            // suspending is waited for, then resumed.
-            if !vm.auto_resume
-                && matches!(vm.state, SandboxState::Suspending | SandboxState::Suspended)
-            {
-                if vm.state == SandboxState::Suspending {
-                    lifecycle::wait_for_state(
-                        control.as_ref(),
-                        &vm.id,
-                        &SandboxState::Suspended,
-                        "connect",
-                        self.options.ready_timeout,
-                    )
-                    .await?;
-                }
-                lifecycle::request_resume(control.as_ref(), &vm.id).await?;
-            }
+            lifecycle::request_resume(control.as_ref(), &vm.id).await?;
+        }
+        let minter = proxy_minter(control, vm.id.clone(), vec![AGENT_PORT], PROXY_TOKEN_TTL);
+        let proxy_token = minter().await?;
+        let (sandbox, health) = self
+            .attach(
+                client,
+                parts,
+                (vm.id, &vm.endpoint),
+                access_token,
+                (minter, proxy_token),
+            )
+            .await?;
+        // A pool's take skips these: its warm slot never carries what a
+        // step recovers (gateways), and the take applies its own.
+        for step in &crate::feature_steps() {
+            step.after_connect(&sandbox, health.features.as_ref())
+                .await?;
+        }
+        Ok(sandbox)
+    }
+
+    /// A pool's take of its parked sandbox `sandbox_id`: [`Self::connect`]
+    /// with `resume` (the pool's ResumeMicrovm), the proxy token's minting
+    /// and the GetMicrovm that finds its endpoint in flight together, where
+    /// connect makes them one after the other. `resume_failed` is set when
+    /// the error is `resume`'s.
+    ///
+    /// # Errors
+    /// `resume`'s errors, then those of [`Self::connect`].
+    pub(crate) async fn connect_parked(
+        self,
+        sandbox_id: &str,
+        access_token: Secret,
+        resume: impl Future<Output = Result<(), SandboxError>> + Send,
+        resume_failed: &mut bool,
+    ) -> Result<Sandbox, SandboxError> {
+        let op = self
+            .op(crate::otel::Name::SandboxConnect)
+            .with(crate::otel::Attr::SandboxId(crate::otel::Attr::name_text(
+                sandbox_id,
+            )));
+        let inner = async {
+            let (parts, client) = self.connect_steps(sandbox_id, &access_token).await?;
+            let control = client.backend().control.clone();
             let minter = proxy_minter(
                 control.clone(),
-                vm.id.clone(),
+                sandbox_id.to_owned(),
                 vec![AGENT_PORT],
                 PROXY_TOKEN_TTL,
             );
-            let proxy_token = minter().await?;
-            let conn = backend.open_agent(
-                &vm.endpoint,
-                proxy_token,
-                access_token.clone(),
-                minter,
-                self.options.agent_policy(client.retry_policy()),
-            )?;
-            let health = wait_ready(
-                &conn,
-                control.as_ref(),
-                &vm.id,
-                self.options.ready_timeout,
-                OnNotReady::Keep,
-            )
-            .await?;
-            // Past its deadline (resumed into RESUME_GRACE) only Health and
-            // SetTimeout answer: re-open it first (3.4).
-            lifecycle::reopen_if_expired(&conn, &health, self.options.request_timeout).await?;
-            // Health is anonymous; this call is not, so a wrong token fails here
-            // rather than on the caller's first call.
-            conn.verify_access(self.options.request_timeout).await?;
-            let sandbox = self.handle(
-                client.clone(),
-                vm.id,
-                access_token,
-                conn,
-                health.resume_generation,
-                super::managed_lifecycle(&health),
-                parts,
-            );
-            for step in &steps {
-                step.after_connect(&sandbox, health.features.as_ref())
-                    .await?;
+            let (resumed, proxy_token, vm) =
+                tokio::join!(resume, minter(), control.get_microvm(sandbox_id.to_owned()));
+            if let Err(err) = resumed {
+                *resume_failed = true;
+                return Err(err);
             }
-            Ok(sandbox)
+            let vm = vm?;
+            if vm.state.is_terminal() {
+                return Err(SandboxError::sandbox_not_found(&vm.id));
+            }
+            let proxy_token = proxy_token?;
+            self.attach(
+                client,
+                parts,
+                (vm.id, &vm.endpoint),
+                access_token,
+                (minter, proxy_token),
+            )
+            .await
+            .map(|(sandbox, _)| sandbox)
+        };
+        op.run(inner, handle_attrs).await
+    }
+
+    /// A connect's checks and steps, before its first call: the parts it
+    /// binds, and the client.
+    async fn connect_steps(
+        &self,
+        sandbox_id: &str,
+        access_token: &Secret,
+    ) -> Result<(Parts, Client), SandboxError> {
+        let steps = crate::feature_steps();
+        for step in &steps {
+            step.check_connect(self)?;
         }
+        check_sandbox_id(sandbox_id)?;
+        decode_access_token(access_token).map_err(|_| bad_token())?;
+        self.options.check_reconnect_timeout()?;
+        let mut parts = Parts::default();
+        for step in &steps {
+            step.prepare(self, Stage::Connect, &mut parts)?;
+        }
+        let client = self.client().await?;
+        for step in &steps {
+            step.before_launch(self.at(Stage::Connect, &parts, &client))
+                .await?;
+        }
+        Ok((parts, client))
+    }
+
+    /// The end of a connect once the MicroVM is running (or resumes on the
+    /// first request) and a proxy token is minted: the agent's connection,
+    /// the readiness wait (never terminates), a re-open past the deadline,
+    /// and one authenticated call that proves the access token.
+    async fn attach(
+        &self,
+        client: Client,
+        parts: Parts,
+        (id, endpoint): (String, &str),
+        access_token: Secret,
+        (minter, proxy_token): (crate::transport::ProxyMinter, Secret),
+    ) -> Result<(Sandbox, crate::pb::HealthResponse), SandboxError> {
+        let backend = client.backend();
+        let control = backend.control.clone();
+        let conn = backend.open_agent(
+            endpoint,
+            proxy_token,
+            access_token.clone(),
+            minter,
+            self.options.agent_policy(client.retry_policy()),
+        )?;
+        let health = wait_ready(
+            &conn,
+            control.as_ref(),
+            &id,
+            self.options.ready_timeout,
+            OnNotReady::Keep,
+        )
+        .await?;
+        // Past its deadline (resumed into RESUME_GRACE) only Health and
+        // SetTimeout answer: re-open it first (3.4).
+        lifecycle::reopen_if_expired(&conn, &health, self.options.request_timeout).await?;
+        // Health is anonymous; this call is not, so a wrong token fails here
+        // rather than on the caller's first call.
+        conn.verify_access(self.options.request_timeout).await?;
+        let sandbox = self.handle(
+            client.clone(),
+            id,
+            access_token,
+            conn,
+            health.resume_generation,
+            super::managed_lifecycle(&health),
+            parts,
+        );
+        Ok((sandbox, health))
     }
 }
 

@@ -10,7 +10,6 @@
 //! implicit client per runtime (and per configuration), never one for the
 //! whole process.
 
-use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
@@ -94,12 +93,8 @@ pub(crate) struct ClientInner {
     feature_state: Mutex<Vec<Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
-impl fmt::Debug for Client {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Client")
-            .field("backend", &self.inner.backend)
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive Client |o| backend = o.inner.backend
 }
 
 /// Options of a [`Client`]; setters never fail, [`ClientBuilder::build`]
@@ -146,17 +141,13 @@ impl ClientBuilder {
         self
     }
 
-    /// The retry policy of every call (default: docs/errors.md, "Retries").
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry_policy = policy;
-        self
-    }
-
-    /// Client-side pacing of control-plane calls (default: [`Pacing::new`]),
-    /// shared by every sandbox of the client.
-    pub fn pacing(mut self, pacing: Pacing) -> Self {
-        self.pacing = pacing;
-        self
+    crate::setters::setters! {
+        unmarked;
+        /// The retry policy of every call (default: docs/errors.md, "Retries").
+        retry_policy: RetryPolicy;
+        /// Client-side pacing of control-plane calls (default: [`Pacing::new`]),
+        /// shared by every sandbox of the client.
+        pacing: Pacing;
     }
 
     /// The features' parts that ride on the clients this builds (the
@@ -401,6 +392,32 @@ impl Client {
     /// True for a client of the embedded local backend.
     pub fn is_local(&self) -> bool {
         self.inner.backend.local.is_some()
+    }
+
+    /// The gateway upstream settings of this client's embedded local
+    /// backend: a root CA and host overrides that let a test's own HTTPS
+    /// server stand in for a secret gateway's upstream (docs/local.md).
+    ///
+    /// Only with the `local` cargo feature (on by default).
+    ///
+    /// # Errors
+    /// [`SandboxError::Unimplemented`] (`local_gateway_upstreams`) when this
+    /// client is not on the local backend: a MicroVM's agent trusts only
+    /// its image's roots and dials only public addresses.
+    #[cfg(feature = "local")]
+    pub fn local_gateway_upstreams(&self) -> Result<crate::LocalGatewayUpstreams, SandboxError> {
+        self.inner
+            .backend
+            .local
+            .as_ref()
+            .map(crate::local::LocalBackend::gateway_upstreams)
+            .ok_or_else(|| {
+                SandboxError::unimplemented(
+                    "local_gateway_upstreams",
+                    "gateway upstream overrides exist on the local backend only; build the client with Client::local()",
+                    Some("docs/local.md"),
+                )
+            })
     }
 
     /// Fault injection on this client's embedded local backend: throttling,

@@ -3,7 +3,6 @@
 //! address, and the headers to send (the port, and a proxy token for that
 //! port that the SDK mints and refreshes).
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,14 +37,9 @@ struct HostInner {
     token: tokio::sync::Mutex<(Secret, Instant)>,
 }
 
-impl fmt::Debug for SandboxHost {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The token never shows.
-        f.debug_struct("SandboxHost")
-            .field("url", &self.inner.url)
-            .field("port", &self.inner.port)
-            .finish_non_exhaustive()
-    }
+// The token never shows.
+crate::secret::redacted_debug! {
+    non_exhaustive SandboxHost |o| url = o.inner.url, port = o.inner.port
 }
 
 impl SandboxHost {

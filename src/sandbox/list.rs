@@ -6,12 +6,9 @@
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
-use futures_util::Stream;
 use futures_util::stream::BoxStream;
 
 use super::backend::ResolvedBackend;
@@ -123,26 +120,18 @@ impl ListQuery {
         Self::default()
     }
 
-    /// Only sandboxes of this template (an image name on the local backend,
-    /// an image ARN on AWS).
-    pub fn template(mut self, template: impl Into<String>) -> Self {
-        self.template = Some(template.into());
-        self
-    }
-
-    /// Only sandboxes started at or after `at` (millisecond precision; the
-    /// control plane cannot filter on it, so every page is still read).
-    pub fn started_after(mut self, at: SystemTime) -> Self {
-        self.started_after = Some(at);
-        self
-    }
-
-    /// In this order of start time (then id), instead of the control
-    /// plane's. Sorting needs every sandbox: the listing reads every page
-    /// (probing with a metadata filter) before the first item.
-    pub fn order(mut self, order: ListOrder) -> Self {
-        self.order = Some(order);
-        self
+    crate::setters::setters! {
+        unmarked;
+        /// Only sandboxes of this template (an image name on the local backend,
+        /// an image ARN on AWS).
+        template: Some impl String;
+        /// Only sandboxes started at or after `at` (millisecond precision; the
+        /// control plane cannot filter on it, so every page is still read).
+        started_after: Some SystemTime;
+        /// In this order of start time (then id), instead of the control
+        /// plane's. Sorting needs every sandbox: the listing reads every page
+        /// (probing with a metadata filter) before the first item.
+        order: Some ListOrder;
     }
 
     /// Resumes the listing that handed out `token`
@@ -155,10 +144,10 @@ impl ListQuery {
         self
     }
 
-    /// Only sandboxes of this template version.
-    pub fn template_version(mut self, version: impl Into<String>) -> Self {
-        self.template_version = Some(version.into());
-        self
+    crate::setters::setters! {
+        unmarked;
+        /// Only sandboxes of this template version.
+        template_version: Some impl String;
     }
 
     /// Only sandboxes in one of these states (instead of every state but
@@ -196,11 +185,11 @@ impl ListQuery {
         self.index.is_some()
     }
 
-    /// How many sandboxes one ListMicrovms call asks for (1 to 50, default
-    /// 50).
-    pub fn page_size(mut self, page_size: u32) -> Self {
-        self.page_size = Some(page_size);
-        self
+    crate::setters::setters! {
+        unmarked;
+        /// How many sandboxes one ListMicrovms call asks for (1 to 50, default
+        /// 50).
+        page_size: Some u32;
     }
 
     /// Checks everything that needs no I/O (a listing does so on its first
@@ -322,19 +311,9 @@ pub struct SandboxList {
     progress: Arc<Mutex<Progress>>,
 }
 
-impl fmt::Debug for SandboxList {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SandboxList").finish_non_exhaustive()
-    }
-}
+crate::secret::redacted_debug!(non_exhaustive SandboxList);
 
-impl Stream for SandboxList {
-    type Item = Result<SandboxSummary, SandboxError>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.as_mut().poll_next(cx)
-    }
-}
+inner_stream!(SandboxList => Result<SandboxSummary, SandboxError>);
 
 impl SandboxList {
     /// A token that resumes this listing after the last item it gave

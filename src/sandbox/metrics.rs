@@ -95,25 +95,13 @@ impl MetricsHistoryQuery {
         Self::default()
     }
 
-    /// Samples at or after `start`.
-    #[must_use]
-    pub fn start(mut self, start: SystemTime) -> Self {
-        self.start = Some(start);
-        self
-    }
-
-    /// Samples at or before `end`.
-    #[must_use]
-    pub fn end(mut self, end: SystemTime) -> Self {
-        self.end = Some(end);
-        self
-    }
-
-    /// At most `max_points` points.
-    #[must_use]
-    pub fn max_points(mut self, max_points: u32) -> Self {
-        self.max_points = Some(max_points);
-        self
+    crate::setters::setters! {
+        /// Samples at or after `start`.
+        start: Some SystemTime;
+        /// Samples at or before `end`.
+        end: Some SystemTime;
+        /// At most `max_points` points.
+        max_points: Some u32;
     }
 
     /// The wire request, or the refusal naming the argument (no I/O).

@@ -20,7 +20,6 @@ pub(crate) mod payload;
 mod readiness;
 pub(crate) mod steps;
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -106,14 +105,9 @@ fn managed_lifecycle(health: &pb::HealthResponse) -> Option<bool> {
         .map(|l| l.phase != pb::LifecyclePhase::Unmanaged as i32)
 }
 
-impl fmt::Debug for Sandbox {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sandbox")
-            .field("id", &self.inner.id)
-            .field("access_token", &self.inner.access_token)
-            .field("closed", &self.inner.conn.is_closed())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    Sandbox |o| id = o.inner.id, access_token = o.inner.access_token,
+    closed = o.inner.conn.is_closed()
 }
 
 /// What the control plane says about a sandbox.

@@ -7,7 +7,6 @@
 //! Every limit is checked before any call; a refusal names the list and the
 //! entry's index, never the entry (a hostname may say more than it should).
 
-use std::fmt;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -65,14 +64,9 @@ impl EgressProxy {
     }
 }
 
-impl fmt::Debug for EgressProxy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EgressProxy")
-            .field("address", &"***")
-            .field("has_username", &self.username.is_some())
-            .field("has_password", &self.password.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    EgressProxy |o| address = "***", has_username = o.username.is_some(),
+    has_password = o.password.is_some()
 }
 
 /// What a sandbox may connect to.
@@ -92,14 +86,9 @@ pub struct NetworkPolicy {
     pub egress_proxy: Option<EgressProxy>,
 }
 
-impl fmt::Debug for NetworkPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NetworkPolicy")
-            .field("allow_out_len", &self.allow_out.len())
-            .field("deny_out_len", &self.deny_out.len())
-            .field("egress_proxy", &self.egress_proxy.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    NetworkPolicy |o| allow_out_len = o.allow_out.len(), deny_out_len = o.deny_out.len(),
+    egress_proxy = o.egress_proxy.is_some()
 }
 
 impl NetworkPolicy {
@@ -132,11 +121,9 @@ impl NetworkPolicy {
         self
     }
 
-    /// Sends the sandbox's egress through `proxy`.
-    #[must_use]
-    pub fn egress_proxy(mut self, proxy: EgressProxy) -> Self {
-        self.egress_proxy = Some(proxy);
-        self
+    crate::setters::setters! {
+        /// Sends the sandbox's egress through `proxy`.
+        egress_proxy: Some EgressProxy;
     }
 
     /// Whether the policy restricts anything (a deny entry or a proxy):
@@ -348,16 +335,9 @@ pub struct NetworkState {
     pub local_proxy_port: Option<u16>,
 }
 
-impl fmt::Debug for NetworkState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NetworkState")
-            .field("allow_out_len", &self.allow_out.len())
-            .field("deny_out_len", &self.deny_out.len())
-            .field("egress_proxy_configured", &self.egress_proxy_configured)
-            .field("enforcement", &self.enforcement)
-            .field("local_proxy_port", &self.local_proxy_port)
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    NetworkState |o| allow_out_len = o.allow_out.len(), deny_out_len = o.deny_out.len(),
+    egress_proxy_configured, enforcement, local_proxy_port
 }
 
 impl NetworkState {

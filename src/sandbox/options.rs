@@ -1,7 +1,6 @@
 //! What a sandbox is created with, and the checks made before any I/O.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 
 use crate::error::{RetryPolicy, SandboxError};
@@ -56,11 +55,9 @@ impl IdlePolicy {
         }
     }
 
-    /// Whether a request to a suspended sandbox resumes it (default true).
-    #[must_use]
-    pub fn auto_resume(mut self, auto_resume: bool) -> Self {
-        self.auto_resume = auto_resume;
-        self
+    crate::setters::setters! {
+        /// Whether a request to a suspended sandbox resumes it (default true).
+        auto_resume: bool;
     }
 }
 
@@ -137,32 +134,13 @@ impl Default for CreateOptions {
     }
 }
 
-impl fmt::Debug for CreateOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Env values may be secrets: only their names are shown.
-        f.debug_struct("CreateOptions")
-            .field("template", &self.template)
-            .field("template_version", &self.template_version)
-            .field("size", &self.size)
-            .field("timeout", &self.timeout)
-            .field("max_lifetime", &self.max_lifetime)
-            .field("cpu_time_limit", &self.cpu_time_limit)
-            .field("on_timeout", &self.on_timeout)
-            .field("envs", &self.envs.keys().collect::<Vec<_>>())
-            .field("workdir", &self.workdir)
-            .field("metadata", &self.metadata.keys().collect::<Vec<_>>())
-            .field("ready_timeout", &self.ready_timeout)
-            .field("request_timeout", &self.request_timeout)
-            .field("idle", &self.idle)
-            .field("allowed_ports", &self.allowed_ports)
-            .field("execution_role_arn", &self.execution_role_arn)
-            .field("logging", &self.logging)
-            .field("access_token", &self.access_token)
-            .field("keep_on_failure", &self.keep_on_failure)
-            .field("reconnect_timeout", &self.reconnect_timeout)
-            .field("connectors", &self.connectors)
-            .finish()
-    }
+// Env values may be secrets: only their names are shown.
+crate::secret::redacted_debug! {
+    CreateOptions |o| template, template_version, size, timeout, max_lifetime, cpu_time_limit,
+    on_timeout, envs = o.envs.keys().collect::<Vec<_>>(), workdir,
+    metadata = o.metadata.keys().collect::<Vec<_>>(), ready_timeout, request_timeout, idle,
+    allowed_ports, execution_role_arn, logging, access_token, keep_on_failure, reconnect_timeout,
+    connectors
 }
 
 impl CreateOptions {

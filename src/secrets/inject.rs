@@ -10,7 +10,6 @@
 //! environment variable, never the secret's name or its value.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::Once;
 
 use futures_util::future::try_join_all;
@@ -128,13 +127,8 @@ pub(crate) struct HandleSecrets {
     made: std::sync::Arc<tokio::sync::OnceCell<SecretCache>>,
 }
 
-impl fmt::Debug for HandleSecrets {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HandleSecrets")
-            .field("bound", &self.bound)
-            .field("cache", &self.cache.is_some())
-            .finish()
-    }
+crate::secret::redacted_debug! {
+    HandleSecrets |o| bound, cache = o.cache.is_some()
 }
 
 impl HandleSecrets {

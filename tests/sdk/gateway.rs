@@ -85,7 +85,7 @@ async fn an_agent_without_gateways_is_unimplemented_and_the_sandbox_terminated()
         .await
         .expect_err("the local agent offers no gateway");
     assert!(
-        matches!(&err, SandboxError::Unimplemented { feature, .. } if feature == "secret_gateway"),
+        matches!(&err, SandboxError::Unimplemented { feature, .. } if &**feature == "secret_gateway"),
         "{err:?}"
     );
     assert_eq!(err.to_string(), UNIMPLEMENTED);
@@ -133,7 +133,7 @@ async fn bad_gateways_are_refused_before_anything_is_launched() {
             .await
             .unwrap_err();
         assert!(
-            matches!(err, SandboxError::InvalidArgument { argument: Some(a), .. } if a == argument),
+            matches!(&err, SandboxError::InvalidArgument { argument: Some(a), .. } if a == argument),
             "{err:?}"
         );
     }

@@ -8,7 +8,7 @@ use crate::sdk_support;
 use std::time::{Duration, Instant};
 
 use rayito::{Pool, PoolConfig, PoolStats, PoolStore, SandboxError, SandboxState, WarmupStep};
-use rayito_emulator::{Emulator, MicrovmState};
+use rayito_emulator::{Emulator, MicrovmState, Operation};
 use sdk_support::{builder, emulator};
 
 /// A small, quick pool config for tests.
@@ -203,6 +203,55 @@ async fn pools_sharing_a_file_never_hand_out_one_sandbox_twice() {
         "invalid drain: a pool whose slots live in memory must drain when it closes, or its parked sandboxes are lost; close with drain, or use a file store"
     );
     memory.close(true).await.unwrap();
+}
+
+/// A take resumes its parked sandbox, mints its proxy token and finds
+/// its endpoint (one call of each, in flight together), and asks for
+/// nothing else; then the sandbox answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_resumes_mints_and_finds_its_slot_once_each() {
+    let emu = emulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pool.json");
+    let filler = pool(&emu, config(1).store(PoolStore::file(&file)));
+    filler.start().await.unwrap();
+    let parked = ids(&stats_until(&filler, "one parked", |s| s.ready == 1).await);
+    // Nothing else calls the emulator from here: no filler, no sweep.
+    filler.close(false).await.unwrap();
+    let taker = pool(&emu, config(1).store(PoolStore::file(&file)).filler(false));
+    taker.start().await.unwrap();
+    let calls = |op| emu.calls(op);
+    let before = [
+        calls(Operation::GetMicrovm),
+        calls(Operation::ResumeMicrovm),
+        calls(Operation::CreateMicrovmAuthToken),
+    ];
+    let sbx = taker.take().await.unwrap();
+    let after = [
+        calls(Operation::GetMicrovm),
+        calls(Operation::ResumeMicrovm),
+        calls(Operation::CreateMicrovmAuthToken),
+    ];
+    assert_eq!(
+        parked,
+        [sbx.id().to_owned()],
+        "the parked one is handed out"
+    );
+    assert_eq!(
+        [
+            after[0] - before[0],
+            after[1] - before[1],
+            after[2] - before[2]
+        ],
+        [1, 1, 1],
+        "GetMicrovm, ResumeMicrovm, CreateMicrovmAuthToken of one take"
+    );
+    assert_eq!(emu.state(sbx.id()), Some(MicrovmState::Running));
+    assert_eq!(sbx.run_code("1 + 1").await.unwrap().text(), Some("2"));
+    let stats = taker.stats().await.unwrap();
+    assert_eq!((stats.hits, stats.misses, stats.lost), (1, 0, 0));
+    sbx.kill().await.unwrap();
+    taker.close(true).await.unwrap();
 }
 
 /// What a killed process left in its pool file: its parked sandbox is

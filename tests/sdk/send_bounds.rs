@@ -388,11 +388,15 @@ fn secrets_futures_are_send(
 fn gateway_futures_are_send(sbx: &Sandbox, pool: rayito::Pool) {
     use rayito::gateway::SecretGateway;
     assert_send(&sbx.gateways().refresh());
-    let gateway = SecretGateway::new("https://h").header("a", "s").allow("GET", "/");
+    let gateway = SecretGateway::new("https://h")
+        .header("a", "s")
+        .allow("GET", "/");
     assert_send(&pool.take_with_gateways([("api", gateway.clone())]));
     assert_send_static(&SandboxBuilder::new().gateway("api", gateway).create());
     assert_send_static(&async move {
-        let _ = pool.take_with_gateways(Vec::<(String, SecretGateway)>::new()).await;
+        let _ = pool
+            .take_with_gateways(Vec::<(String, SecretGateway)>::new())
+            .await;
     });
 }
 

@@ -302,60 +302,43 @@ pub(crate) async fn run(
         }
     };
 
-    let mut restart = false;
     if detached && !timed_out {
         out.error(messages::DETACHED_NAME, messages::DETACHED_VALUE.to_owned())
             .await;
     }
-    match outcome {
-        Outcome::Done => {
-            if timed_out {
-                out.error(
-                    messages::TIMEOUT_NAME,
-                    messages::timeout_value(cell.timeout_ms),
-                )
-                .await;
-            }
-        }
-        Outcome::Stuck => {
-            if timed_out {
-                out.error(
-                    messages::TIMEOUT_NAME,
-                    messages::timeout_value(cell.timeout_ms),
-                )
-                .await;
-            }
-            restart = true;
-        }
-        Outcome::Died => {
-            if ctx.destroyed.load(Ordering::SeqCst) {
-                out.error(
-                    messages::CONTEXT_DESTROYED_NAME,
-                    messages::CONTEXT_DESTROYED_VALUE.to_owned(),
-                )
-                .await;
-            } else if ctx.restarting.load(Ordering::SeqCst) {
-                out.error(
-                    messages::KERNEL_RESTARTED_NAME,
-                    messages::KERNEL_RESTARTED_VALUE.to_owned(),
-                )
-                .await;
-            } else if timed_out {
-                out.error(
-                    messages::TIMEOUT_NAME,
-                    messages::timeout_value(cell.timeout_ms),
-                )
-                .await;
-                restart = true;
-            } else {
-                out.error(
-                    messages::KERNEL_DIED_NAME,
-                    messages::KERNEL_DIED_VALUE.to_owned(),
-                )
-                .await;
-                restart = true;
-            }
-        }
+    // The error the cell ends with, if any, and whether its kernel restarts.
+    let timeout = || {
+        (
+            messages::TIMEOUT_NAME,
+            messages::timeout_value(cell.timeout_ms),
+        )
+    };
+    let fixed = |name, value: &str| Some((name, value.to_owned()));
+    let (ending, restart) = match outcome {
+        Outcome::Done => (timed_out.then(timeout), false),
+        Outcome::Stuck => (timed_out.then(timeout), true),
+        Outcome::Died if ctx.destroyed.load(Ordering::SeqCst) => (
+            fixed(
+                messages::CONTEXT_DESTROYED_NAME,
+                messages::CONTEXT_DESTROYED_VALUE,
+            ),
+            false,
+        ),
+        Outcome::Died if ctx.restarting.load(Ordering::SeqCst) => (
+            fixed(
+                messages::KERNEL_RESTARTED_NAME,
+                messages::KERNEL_RESTARTED_VALUE,
+            ),
+            false,
+        ),
+        Outcome::Died if timed_out => (Some(timeout()), true),
+        Outcome::Died => (
+            fixed(messages::KERNEL_DIED_NAME, messages::KERNEL_DIED_VALUE),
+            true,
+        ),
+    };
+    if let Some((name, value)) = ending {
+        out.error(name, value).await;
     }
     if !matches!(outcome, Outcome::Done) {
         ctx.clear(&mut slot);

@@ -82,11 +82,7 @@ pub fn context_id(id: &str) -> Result<(), Status> {
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(Status::invalid_argument(messages::INVALID_CONTEXT_ID))
-    }
+    require(ok, messages::INVALID_CONTEXT_ID)
 }
 
 /// An execution id as `started` gives it: `exec-` and 16 hex digits.
@@ -95,21 +91,13 @@ pub fn execution_id(id: &str) -> Result<(), Status> {
     let ok = id
         .strip_prefix("exec-")
         .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
-    if ok {
-        Ok(())
-    } else {
-        Err(Status::invalid_argument(messages::INVALID_EXECUTION_ID))
-    }
+    require(ok, messages::INVALID_EXECUTION_ID)
 }
 
 /// A cell's source size.
 #[allow(clippy::result_large_err)]
 pub fn code(code: &str) -> Result<(), Status> {
-    if code.len() > MAX_CODE_BYTES {
-        Err(Status::invalid_argument(messages::CODE_TOO_LARGE))
-    } else {
-        Ok(())
-    }
+    require(code.len() <= MAX_CODE_BYTES, messages::CODE_TOO_LARGE)
 }
 
 /// Environment names and values a process can actually receive.
@@ -131,10 +119,16 @@ pub fn envs(envs: &HashMap<String, String>) -> Result<(), Status> {
 pub fn cwd(cwd: &str) -> Result<(), Status> {
     let clean =
         cwd.starts_with('/') && !cwd.contains('\0') && !cwd.split('/').any(|part| part == "..");
-    if clean {
+    require(clean, messages::CWD_NOT_ABSOLUTE)
+}
+
+/// INVALID_ARGUMENT with the contract's `message` unless `ok`.
+#[allow(clippy::result_large_err)]
+fn require(ok: bool, message: &'static str) -> Result<(), Status> {
+    if ok {
         Ok(())
     } else {
-        Err(Status::invalid_argument(messages::CWD_NOT_ABSOLUTE))
+        Err(Status::invalid_argument(message))
     }
 }
 

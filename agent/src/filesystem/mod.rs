@@ -374,3 +374,12 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         Ok(Response::new(pb::CancelTransferResponse {}))
     }
 }
+
+/// A sandbox view rooted in a fresh temporary directory (removed with the
+/// guard), for the unit tests of this folder.
+#[cfg(test)]
+fn test_env() -> (tempfile::TempDir, SandboxEnv) {
+    let dir = tempfile::tempdir().unwrap();
+    let env = SandboxEnv::new(dir.path()).unwrap();
+    (dir, env)
+}

@@ -174,8 +174,7 @@ mod tests {
 
     #[test]
     fn path_rules() {
-        let dir = std::env::temp_dir().join(format!("rayito-path-test-{}", std::process::id()));
-        let env = SandboxEnv::new(&dir).unwrap();
+        let (dir, env) = super::super::test_env();
         assert_eq!(resolve(&env, "a/b").unwrap().guest, "/home/user/a/b");
         assert_eq!(resolve(&env, "/tmp//x/./y").unwrap().guest, "/tmp/x/y");
         assert_eq!(resolve(&env, "/home/user").unwrap().guest, "/home/user");
@@ -198,9 +197,8 @@ mod tests {
             tonic::Code::NotFound
         );
         // A symlinked directory that leads out of the view is refused.
-        std::os::unix::fs::symlink("/", dir.join("home/user/out")).unwrap();
+        std::os::unix::fs::symlink("/", dir.path().join("home/user/out")).unwrap();
         let e = resolve(&env, "/home/user/out/etc/passwd").unwrap_err();
         assert_eq!(e.code(), tonic::Code::PermissionDenied);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -160,10 +160,9 @@ mod tests {
     /// refusals, and a symlinked directory inside the view still works.
     #[test]
     fn refusals_are_pinned_and_links_inside_the_view_work() {
-        let dir = std::env::temp_dir().join(format!("rayito-target-test-{}", std::process::id()));
-        let env = SandboxEnv::new(&dir).unwrap();
-        let home = dir.join("home/user");
-        let outside = dir.join("outside");
+        let (dir, env) = crate::filesystem::test_env();
+        let home = dir.path().join("home/user");
+        let outside = dir.path().join("outside");
         std::fs::create_dir_all(&outside).unwrap();
         std::fs::create_dir_all(home.join("real")).unwrap();
         std::fs::write(home.join("file"), b"x").unwrap();
@@ -204,6 +203,5 @@ mod tests {
         use std::os::unix::fs::PermissionsExt as _;
         assert_eq!(md.permissions().mode() & 0o777, 0o640);
         assert!(held("/home/user/real").unwrap().holds_dir());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use self::options::{DEFAULT_RESPONSE_HEAD_TIMEOUT, GatewayOptions, LocalUpstreams};
 use self::listener::Route;
+pub use self::options::{DEFAULT_RESPONSE_HEAD_TIMEOUT, GatewayOptions, LocalUpstreams};
 use crate::pb;
 use crate::sandbox::SandboxEnv;
 

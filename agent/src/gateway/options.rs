@@ -68,10 +68,7 @@ struct LocalUpstreamsInner {
 
 impl LocalUpstreams {
     fn read(&self) -> LocalUpstreamsInner {
-        self.inner
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.inner.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Trusts the root certificate(s) in `pem` for gateway upstreams too

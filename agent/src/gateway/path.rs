@@ -63,10 +63,13 @@ pub(crate) fn is_safe(path: &str) -> bool {
     }
     let segments: Vec<&str> = rest.split('/').collect();
     let last = segments.len() - 1;
-    segments
-        .iter()
-        .enumerate()
-        .all(|(i, s)| if s.is_empty() { i == last } else { segment_ok(s) })
+    segments.iter().enumerate().all(|(i, s)| {
+        if s.is_empty() {
+            i == last
+        } else {
+            segment_ok(s)
+        }
+    })
 }
 
 /// One allow rule: a method and an exact path or a prefix (`/v1/*`).

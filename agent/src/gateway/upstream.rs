@@ -53,8 +53,7 @@ pub(crate) fn roots(options: &GatewayOptions) -> Option<rustls::RootCertStore> {
         let _ = store.add(cert.clone());
     }
     for pem in options.extra_roots() {
-        for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(pem.as_bytes()).flatten()
-        {
+        for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(pem.as_bytes()).flatten() {
             let _ = store.add(cert);
         }
     }

@@ -166,8 +166,7 @@ fn upstream(upstream: &str) -> Result<(), &'static str> {
     if rest.contains(['/', '?', '#']) {
         return Err("upstream_has_path_or_query");
     }
-    let authority: http::uri::Authority =
-        rest.parse().map_err(|_| "invalid_upstream_host")?;
+    let authority: http::uri::Authority = rest.parse().map_err(|_| "invalid_upstream_host")?;
     let host = authority.host();
     let host_ok = !host.is_empty()
         && !rest.contains('@')

@@ -213,7 +213,7 @@ fn sweep_stale(own: &Path) {
 
 /// The host directory of this process's cgroup v2: the `cgroup2` mount
 /// point joined with the `0::` path of `/proc/self/cgroup`.
-fn own_cgroup_dir() -> std::io::Result<PathBuf> {
+pub(super) fn own_cgroup_dir() -> std::io::Result<PathBuf> {
     let not_found = |what: &str| std::io::Error::new(std::io::ErrorKind::NotFound, what.to_owned());
     let cgroups = std::fs::read_to_string("/proc/self/cgroup")?;
     let own = cgroups
@@ -398,6 +398,18 @@ impl SandboxCgroup {
             .chain(&self.v1)
             .map(|dir| open_procs(dir))
             .collect()
+    }
+
+    /// The directory of the v2 cgroup [`SandboxCgroup::procs`] gives
+    /// first (`command`'s, else the sandbox's), opened for a child to be
+    /// cloned into (`CLONE_INTO_CGROUP`).
+    pub(crate) fn v2_dir(&self, command: Option<&CommandCgroup>) -> std::io::Result<OwnedFd> {
+        let dir = command.map_or(&self.dir, |c| &c.dir);
+        Ok(rustix::fs::open(
+            dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?)
     }
 
     /// How many processes of the sandbox the kernel ended for going over

@@ -167,6 +167,9 @@ struct ChildArgs<'a> {
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
     stdio: [RawFd; 3],
+    /// The child was cloned into the setup's cgroup v2 (see
+    /// [`super::clone_into`]): it does not move itself there.
+    born_in_cgroup: bool,
     error: c_int,
 }
 
@@ -284,34 +287,57 @@ fn clone_and_exec(
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         stdio,
+        born_in_cgroup: false,
         error: 0,
     };
     let mut stack = vec![0u8; CHILD_STACK];
     // The ABI wants a 16-byte aligned stack pointer; the stack grows down.
     let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
     let mut pidfd: c_int = -1;
+    let born_in = plan.setup.cgroup_dir();
     // SAFETY: all-ones and empty signal sets are plain values; the child gets
     // a stack of its own (`stack`, alive until the clone returns, which with
     // CLONE_VFORK is after the child has called execve or exited), only reads
     // `args` and what it points to (owned by this frame, which is suspended
     // meanwhile) and writes `args.error`; it makes only async-signal-safe
-    // calls (see `child_main`). The signal mask of this thread is restored
-    // before returning.
+    // calls (see `child_main`); the same holds for the clone3 path (see
+    // `clone_into_cgroup`'s contract, met here: every signal blocked, the
+    // stack alive until it returns). The signal mask of this thread is
+    // restored before returning.
     let (pid, clone_error) = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut previous: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
-        let pid = libc::clone(
-            child_main,
-            top as *mut c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
-            (&raw mut args).cast::<c_void>(),
-            &raw mut pidfd,
-        );
-        let clone_error = std::io::Error::last_os_error();
+        // Born in the cgroup where the kernel allows it; else (and after
+        // any failure of that call) the classic clone, the child moving
+        // itself.
+        args.born_in_cgroup = born_in.is_some();
+        let born = born_in.and_then(|dir| {
+            super::clone_into::clone_into_cgroup(
+                child_main,
+                (&raw mut args).cast::<c_void>(),
+                &mut stack,
+                &mut pidfd,
+                dir,
+            )
+        });
+        let result = match born {
+            Some(Ok(pid)) => (pid, std::io::Error::from_raw_os_error(0)),
+            _ => {
+                args.born_in_cgroup = false;
+                let pid = libc::clone(
+                    child_main,
+                    top as *mut c_void,
+                    libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+                    (&raw mut args).cast::<c_void>(),
+                    &raw mut pidfd,
+                );
+                (pid, std::io::Error::last_os_error())
+            }
+        };
         libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
-        (pid, clone_error)
+        result
     };
     drop(stack);
     // A uid change in the child left the memory not dumpable: it stays so
@@ -591,7 +617,7 @@ unsafe fn prepare_and_exec(args: &ChildArgs<'_>) -> c_int {
         if args.plan.own_group && libc::setpgid(0, 0) != 0 {
             return errno();
         }
-        if let Err(err) = args.plan.setup.apply() {
+        if let Err(err) = args.plan.setup.apply_in(args.born_in_cgroup) {
             return err.raw_os_error().unwrap_or(libc::EIO);
         }
         // A terminal's shell: a session of its own, its stdin (the pty's

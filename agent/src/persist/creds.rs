@@ -209,12 +209,18 @@ mod tests {
     /// A stand-in for the instance metadata service (there is none on a
     /// development host): IMDSv2's three calls, the token required.
     async fn fake_imds(role_body: &'static str) -> String {
-        use axum::routing::{get, put};
-        let need_token = |headers: &http::HeaderMap| {
-            headers
-                .get("x-aws-ec2-metadata-token")
-                .is_some_and(|v| v == "tok-1")
-        };
+        use axum::routing::{MethodRouter, get, put};
+        // A GET answering `body` to a caller with the session token only.
+        fn behind_token(body: &'static str) -> MethodRouter {
+            get(move |headers: http::HeaderMap| async move {
+                let token = headers.get("x-aws-ec2-metadata-token");
+                if token.is_some_and(|v| v == "tok-1") {
+                    (http::StatusCode::OK, body)
+                } else {
+                    (http::StatusCode::UNAUTHORIZED, "")
+                }
+            })
+        }
         let app = axum::Router::new()
             .route(
                 "/latest/api/token",
@@ -228,23 +234,11 @@ mod tests {
             )
             .route(
                 "/latest/meta-data/iam/security-credentials/",
-                get(move |headers: http::HeaderMap| async move {
-                    if need_token(&headers) {
-                        (http::StatusCode::OK, "sandbox-role\n")
-                    } else {
-                        (http::StatusCode::UNAUTHORIZED, "")
-                    }
-                }),
+                behind_token("sandbox-role\n"),
             )
             .route(
                 "/latest/meta-data/iam/security-credentials/sandbox-role",
-                get(move |headers: http::HeaderMap| async move {
-                    if need_token(&headers) {
-                        (http::StatusCode::OK, role_body)
-                    } else {
-                        (http::StatusCode::UNAUTHORIZED, "")
-                    }
-                }),
+                behind_token(role_body),
             );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -16,6 +16,18 @@
 //! first event are statuses, later ones a StreamError{code, message}; no
 //! message or log line holds a bucket, key, URL, path or credential.
 
+/// `impl Debug` that shows only the type's name (`Type { .. }`): the
+/// locations, buckets and credentials these types hold are never printed.
+macro_rules! opaque_debug {
+    ($ty:ident) => {
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty)).finish_non_exhaustive()
+            }
+        }
+    };
+}
+
 mod archive;
 mod creds;
 mod manifest;
@@ -141,11 +153,7 @@ pub struct LocalS3 {
     pub session_token: Option<String>,
 }
 
-impl std::fmt::Debug for LocalS3 {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalS3").finish_non_exhaustive()
-    }
-}
+opaque_debug!(LocalS3);
 
 /// What Checkpoint and Restore use of the agent: the guard and access, the
 /// sandbox, its phase (a gate ends the stream) and the disk reserve.

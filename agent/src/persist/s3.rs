@@ -108,11 +108,7 @@ pub(crate) struct Bucket {
     pub creds: Creds,
 }
 
-impl std::fmt::Debug for Bucket {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bucket").finish_non_exhaustive()
-    }
-}
+opaque_debug!(Bucket);
 
 /// Percent-encodes a key for a URL path: every byte but the unreserved
 /// ones and `/` (S3 signs the path as sent: encoded once).

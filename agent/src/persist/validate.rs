@@ -22,11 +22,7 @@ pub(crate) struct Location {
 }
 
 // Bucket and prefix are not to be printed anywhere.
-impl std::fmt::Debug for Location {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Location").finish_non_exhaustive()
-    }
-}
+opaque_debug!(Location);
 
 impl Location {
     /// `<key_prefix>/home.tar.gz`.
@@ -238,38 +234,42 @@ mod tests {
         assert!(excludes(&many[..64]).is_ok());
     }
 
+    fn s3(bucket: &str, key_prefix: &str, region: Option<&str>) -> crate::pb::S3Location {
+        crate::pb::S3Location {
+            bucket: bucket.into(),
+            key_prefix: key_prefix.into(),
+            region: region.map(Into::into),
+        }
+    }
+
     #[test]
     fn locations_are_named_by_argument_and_never_echoed() {
-        let loc = crate::pb::S3Location {
-            bucket: "Secret_Bucket".into(),
-            key_prefix: "p".into(),
-            region: None,
-        };
-        let err = location("target", Some(&loc)).unwrap_err();
-        assert_eq!(err.message(), "target.bucket is not a valid S3 bucket name");
-        let loc = crate::pb::S3Location {
-            bucket: "bucket".into(),
-            key_prefix: "secret/../x".into(),
-            region: None,
-        };
-        let err = location("source", Some(&loc)).unwrap_err();
-        assert_eq!(err.message(), "source.key_prefix is not a valid key prefix");
-        let loc = crate::pb::S3Location {
-            bucket: "bucket".into(),
-            key_prefix: "p".into(),
-            region: Some("evil.example/".into()),
-        };
-        let err = location("target", Some(&loc)).unwrap_err();
-        assert_eq!(err.message(), "target.region is not a valid AWS region");
+        let refused = [
+            (
+                "target",
+                s3("Secret_Bucket", "p", None),
+                "target.bucket is not a valid S3 bucket name",
+            ),
+            (
+                "source",
+                s3("bucket", "secret/../x", None),
+                "source.key_prefix is not a valid key prefix",
+            ),
+            (
+                "target",
+                s3("bucket", "p", Some("evil.example/")),
+                "target.region is not a valid AWS region",
+            ),
+        ];
+        for (name, loc, message) in refused {
+            let err = location(name, Some(&loc)).unwrap_err();
+            assert_eq!(err.message(), message);
+        }
         assert_eq!(
             location("target", None).unwrap_err().message(),
             "target is required"
         );
-        let ok = crate::pb::S3Location {
-            bucket: "bucket".into(),
-            key_prefix: "rayito-home/n".into(),
-            region: Some(String::new()),
-        };
+        let ok = s3("bucket", "rayito-home/n", Some(""));
         let loc = location("target", Some(&ok)).unwrap();
         assert_eq!(loc.archive_key(), "rayito-home/n/home.tar.gz");
         assert_eq!(loc.manifest_key(), "rayito-home/n/manifest.json");

@@ -59,23 +59,10 @@ pub(crate) struct HookTimes {
     pub terminate_seconds: i32,
 }
 
-impl std::fmt::Debug for ImageConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ImageConfig")
-            .field("base_image_arn", &self.base_image_arn)
-            .field("base_image_version", &self.base_image_version)
-            .field("build_role_arn", &self.build_role_arn)
-            .field("code_artifact", &self.code_artifact.is_some())
-            .field("resources", &self.resources)
-            .field(
-                "environment_variables",
-                &self
-                    .environment_variables
-                    .as_ref()
-                    .map(|e| e.keys().collect::<Vec<_>>()),
-            )
-            .finish_non_exhaustive()
-    }
+crate::secret::redacted_debug! {
+    non_exhaustive ImageConfig |o| base_image_arn, base_image_version, build_role_arn,
+    code_artifact = o.code_artifact.is_some(), resources,
+    environment_variables = o.environment_variables.as_ref().map(|e| e.keys().collect::<Vec<_>>())
 }
 
 /// Copies the configuration fields every image/version shape shares.

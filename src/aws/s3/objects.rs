@@ -139,7 +139,10 @@ impl Objects {
         .map_err(|e| extract("DeleteObject", &e))
     }
 
-    /// PutObject of `body`.
+    /// PutObject of `body`. The payload is not signed (`UNSIGNED-PAYLOAD`):
+    /// signing it would hash every byte with sha256 once more, beside the
+    /// staged write's own sha256 and the CRC32 S3 checks; TLS and that
+    /// CRC32 protect the bytes on the way.
     ///
     /// # Errors
     /// Any failure.
@@ -155,6 +158,8 @@ impl Objects {
                 .bucket(bucket)
                 .key(key)
                 .body(ByteStream::from(body))
+                .customize()
+                .disable_payload_signing()
                 .send()
                 .quiet(),
         )
@@ -207,7 +212,8 @@ impl Objects {
         .map_err(|e| extract("CreateMultipartUpload", &e))
     }
 
-    /// UploadPart `number` of `body`: the part's ETag.
+    /// UploadPart `number` of `body`: the part's ETag. The payload is not
+    /// signed, as in [`Objects::put_object`].
     ///
     /// # Errors
     /// Any failure.
@@ -227,6 +233,8 @@ impl Objects {
                 .upload_id(upload_id)
                 .part_number(number)
                 .body(ByteStream::from(body))
+                .customize()
+                .disable_payload_signing()
                 .send()
                 .quiet(),
         )

@@ -24,3 +24,18 @@ pub(crate) mod redact;
 pub(crate) mod s3;
 pub(crate) mod secrets;
 pub(crate) mod transfer;
+
+/// What the mapping tests compare an error by: `timeout:<scope>`,
+/// `authentication:<proxy_rejected>`, else the kind's name (each test
+/// names its own variants first).
+#[cfg(test)]
+fn test_shape(e: &crate::SandboxError) -> String {
+    use crate::SandboxError;
+    match e {
+        SandboxError::Timeout { scope, .. } => format!("timeout:{scope}"),
+        SandboxError::Authentication { proxy_rejected, .. } => {
+            format!("authentication:{proxy_rejected}")
+        }
+        other => other.kind().as_str().to_owned(),
+    }
+}

@@ -246,11 +246,7 @@ mod tests {
             SandboxError::Sandbox { code, .. } => {
                 format!("sandbox:{}", code.as_ref().map_or("", |c| c.as_str()))
             }
-            SandboxError::Timeout { scope, .. } => format!("timeout:{scope}"),
-            SandboxError::Authentication { proxy_rejected, .. } => {
-                format!("authentication:{proxy_rejected}")
-            }
-            other => other.kind().as_str().to_owned(),
+            other => super::super::test_shape(other),
         }
     }
 

@@ -166,11 +166,7 @@ mod tests {
             SandboxError::FileUpload { code, reason, .. } => {
                 format!("file_upload:{code}:{reason}")
             }
-            SandboxError::Timeout { scope, .. } => format!("timeout:{scope}"),
-            SandboxError::Authentication { proxy_rejected, .. } => {
-                format!("authentication:{proxy_rejected}")
-            }
-            other => other.kind().as_str().to_owned(),
+            other => super::super::test_shape(other),
         }
     }
 
