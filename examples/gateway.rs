@@ -15,15 +15,15 @@
 //! `rayito/example/gateway-key` and destroys it at the end.
 //!
 //! The API here is a stand-in on this host: an HTTPS server with a CA of
-//! its own (`rayito_emulator::TestUpstream`), and a local backend (the
-//! emulator) whose agents are told to trust that CA. On AWS you give the
-//! real upstream (`https://api.openai.com`) and skip both: the agent in
-//! the MicroVM trusts the image's roots.
+//! its own (`rayito_emulator::TestUpstream`), which the embedded local
+//! backend's agents are told to trust (`Client::local_gateway_upstreams`).
+//! On AWS you give the real upstream (`https://api.openai.com`) and skip
+//! both: the agent in the MicroVM trusts the image's roots.
 
 use rayito::gateway::SecretGateway;
 use rayito::secrets::{SecretCache, SecretCacheOptions, SecretStore, SecretStoreOptions};
-use rayito::{AwsOptions, Sandbox};
-use rayito_emulator::{Emulator, EmulatorConfig, TestUpstream};
+use rayito::Client;
+use rayito_emulator::TestUpstream;
 
 const KEY_SECRET: &str = "example/gateway-key";
 
@@ -44,17 +44,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn run(key: &str) -> Result<(), Box<dyn std::error::Error>> {
-    // The stand-in API, and a local backend that trusts it.
+    // The stand-in API, and the embedded local backend told to trust it
+    // (on AWS: neither; the upstream is the real API).
     let api = TestUpstream::start("api.example.test").await?;
-    let emulator = Emulator::start(EmulatorConfig::default()).await?;
-    api.trust_on(emulator.gateway_upstreams());
-    let local = AwsOptions::new()
-        .endpoint_url(emulator.endpoint_url())
-        .region("us-east-1")
-        .static_credentials(
-            emulator.access_key().id.clone(),
-            emulator.access_key().secret.clone(),
-        );
+    let client = Client::local().await?;
+    let upstreams = client.local_gateway_upstreams()?;
+    upstreams.trust_root_pem(api.ca_pem());
+    upstreams.set_host(api.host(), api.addr());
 
     // The gateway: `authorization` from the secret, GETs under /v1/ only,
     // at most 60 requests a minute.
@@ -62,9 +58,8 @@ async fn run(key: &str) -> Result<(), Box<dyn std::error::Error>> {
         .header("authorization", KEY_SECRET)
         .allow("GET", "/v1/*")
         .rate_per_minute(60);
-    let sbx = Sandbox::builder()
-        .aws(local)
-        .template(emulator.image_arn("rayito-base"))
+    let sbx = client
+        .sandbox()
         .secret_cache(SecretCache::new(SecretCacheOptions::new())?)
         .gateway("api", gateway)
         .create()
@@ -104,6 +99,5 @@ print("variables in my environment that hold the key:", sum(1 for v in os.enviro
         seen.len()
     );
     sbx.kill().await?;
-    emulator.shutdown().await;
     Ok(())
 }

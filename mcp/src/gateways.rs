@@ -76,6 +76,7 @@ pub async fn listing(
             let status = statuses.get(name);
             let allow: Vec<String> = gateway
                 .rules()
+                .into_iter()
                 .map(|(method, path)| format!("{method} {path}"))
                 .collect();
             json!({
