@@ -20,9 +20,9 @@
 //! On AWS you give the real upstream (`https://api.openai.com`) and skip
 //! both: the agent in the MicroVM trusts the image's roots.
 
+use rayito::Client;
 use rayito::gateway::SecretGateway;
 use rayito::secrets::{SecretCache, SecretCacheOptions, SecretStore, SecretStoreOptions};
-use rayito::Client;
 use rayito_emulator::TestUpstream;
 
 const KEY_SECRET: &str = "example/gateway-key";
