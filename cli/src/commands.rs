@@ -39,6 +39,19 @@ pub enum SandboxCommand {
         /// gives none (default /home/user); it must exist in the sandbox.
         #[arg(long, value_name = "DIR")]
         cwd: Option<String>,
+        /// A secret gateway NAME read from a TOML (or `.json`) file:
+        /// `upstream`, `headers` (header name = secret name), `allow`
+        /// (`[method, path]` pairs), `rate_per_minute`; sandbox code calls
+        /// the URL it prints and never sees the secrets (repeatable, at
+        /// most 8; docs/cli.md).
+        #[arg(long = "gateway", value_name = "NAME=FILE.toml",
+              value_parser = crate::gateway::parse_file_arg)]
+        gateways: Vec<crate::gateway::GatewayArg>,
+        /// A secret gateway NAME given as JSON, the fields of a
+        /// `--gateway` file (repeatable).
+        #[arg(long = "gateway-json", value_name = "NAME=JSON",
+              value_parser = crate::gateway::parse_json_arg)]
+        gateway_json: Vec<crate::gateway::GatewayArg>,
         /// Also print the access token.
         #[arg(long)]
         show_token: bool,
@@ -172,6 +185,13 @@ pub enum SandboxCommand {
         #[arg(long)]
         show_headers: bool,
     },
+    /// The sandbox's secret gateways as its agent reports them: name,
+    /// URL (inside the sandbox), port and the class of the last request a
+    /// gateway failed.
+    Gateways {
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
+    },
     /// Moves the sandbox's timeout to DURATION from now (shorter or
     /// longer, up to the cap `create --max-lifetime` set).
     SetTimeout {
@@ -194,6 +214,7 @@ impl SandboxCommand {
             | SandboxCommand::Resume { id }
             | SandboxCommand::Exec { id, .. }
             | SandboxCommand::Shell { id }
+            | SandboxCommand::Gateways { id }
             | SandboxCommand::Connect { id } => id.peek(),
             SandboxCommand::RunCode { id, .. } => {
                 Some(crate::ids::complete(id).unwrap_or_else(|_| id.clone()))
@@ -480,6 +501,8 @@ async fn dispatch(
             metadata,
             env,
             cwd,
+            gateways,
+            gateway_json,
             show_token,
             logs,
             log_group,
@@ -497,6 +520,7 @@ async fn dispatch(
                 metadata,
                 env,
                 cwd,
+                gateways: gateways.into_iter().chain(gateway_json).collect(),
                 show_token,
                 logging,
                 network: network.policy(),
@@ -585,6 +609,9 @@ async fn dispatch(
             port,
             show_headers,
         } => crate::host::host(backend, format, &id, port, show_headers).await,
+        SandboxCommand::Gateways { id } => {
+            crate::gateway::list(backend, format, &id.resolve()?).await
+        }
         SandboxCommand::SetTimeout { id, duration } => {
             crate::host::set_timeout(backend, format, &id, duration).await
         }
@@ -599,6 +626,7 @@ struct CreateArgs {
     metadata: Vec<(String, String)>,
     env: Vec<(String, String)>,
     cwd: Option<String>,
+    gateways: Vec<crate::gateway::GatewayArg>,
     show_token: bool,
     logging: rayito::SandboxLogging,
     network: Option<rayito::NetworkPolicy>,
@@ -612,6 +640,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         metadata,
         env,
         cwd,
+        gateways,
         show_token,
         logging,
         network,
@@ -626,6 +655,10 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
     }
     if let Some(dir) = cwd {
         builder = builder.workdir(dir);
+    }
+    let gateways = crate::gateway::read_all(gateways)?;
+    if !gateways.is_empty() {
+        builder = crate::gateway::with_gateways(backend, builder, gateways)?;
     }
     let template = match &backend.local {
         Some(state) => Some(
@@ -648,14 +681,18 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         builder = builder.max_lifetime(cap);
     }
     let sandbox = spinner::around(format, "creating a sandbox", builder.create()).await?;
+    let gateways = crate::gateway::created_json(&sandbox);
     keep_and_print(
         backend,
         format,
         &sandbox,
         show_token,
-        json!({ "template": template }),
+        json!({ "template": template, "gateways": gateways }),
     )
     .await?;
+    if format == Format::Text {
+        crate::gateway::note_created(&sandbox);
+    }
     Ok(0)
 }
 

@@ -69,6 +69,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         "rayito sandbox create --template arn:aws:lambda:us-east-1:123456789012:microvm-image:web
   rayito --local sandbox create --metadata owner=me --timeout 600
   rayito sandbox create --env APP_ENV=staging --env PATH_PREFIX
+  rayito sandbox create --gateway openai=openai.toml   # prints the gateway's URL on stderr
   rayito --output json sandbox create --logs     # {\"sandbox_id\":...,\"template\":...}",
     ),
     (
@@ -112,6 +113,11 @@ const EXAMPLES: &[(&str, &str)] = &[
         "sandbox set-timeout",
         "rayito sandbox create --timeout 600 --max-lifetime 2h
   rayito sandbox set-timeout ID 90m              # ends 90 minutes from now",
+    ),
+    (
+        "sandbox gateways",
+        "rayito sandbox gateways ID                     # name, URL, port, last error
+  rayito --output json sandbox gateways ID",
     ),
     ("sandbox pause", "rayito sandbox pause ID"),
     ("sandbox resume", "rayito sandbox resume ID"),

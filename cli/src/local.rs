@@ -292,8 +292,16 @@ async fn serve_async() -> i32 {
             return 1;
         }
     };
+    let gateway_upstreams = match crate::local_upstreams::from_env() {
+        Ok(upstreams) => upstreams,
+        Err(err) => {
+            eprintln!("rayito local backend: {err}");
+            return 1;
+        }
+    };
     let config = EmulatorConfig {
         root: root.clone(),
+        gateway_upstreams,
         // Templates built here outlive the daemon (`local stop`, the idle
         // exit): the next daemon on this root finds them.
         keep_images: true,

@@ -93,6 +93,21 @@ fn read_template(path: &Path) -> Result<Template, Failure> {
 /// wrong (a field's name, never a value: a quoted value in the parser's
 /// message is left out, as the SDK leaves a JSON template's values out).
 fn toml_error(path: &Path, text: &str, err: &toml::de::Error) -> Failure {
+    let (at, mut reason) = toml_position(text, err);
+    // A value the builder refused: its own message, already "invalid template: ...".
+    if let Some(rest) = reason.strip_prefix("invalid template: ") {
+        reason = rest.to_owned();
+    }
+    Failure::Sdk(rayito::SandboxError::invalid_argument(
+        "template",
+        format!("{} is not a rayito template{at}: {reason}", path.display()),
+    ))
+}
+
+/// A TOML file's error: ` (line L, column C)` (empty without a position)
+/// and what is wrong, a quoted value left out; a mistyped value names its
+/// field.
+pub(crate) fn toml_position(text: &str, err: &toml::de::Error) -> (String, String) {
     let mut reason = without_quoted_values(err.message().trim());
     let at = err.span().map_or_else(String::new, |span| {
         let before = text.get(..span.start).unwrap_or(text);
@@ -108,19 +123,12 @@ fn toml_error(path: &Path, text: &str, err: &toml::de::Error) -> Failure {
         }
         format!(" (line {line}, column {column})")
     });
-    // A value the builder refused: its own message, already "invalid template: ...".
-    if let Some(rest) = reason.strip_prefix("invalid template: ") {
-        reason = rest.to_owned();
-    }
-    Failure::Sdk(rayito::SandboxError::invalid_argument(
-        "template",
-        format!("{} is not a rayito template{at}: {reason}", path.display()),
-    ))
+    (at, reason)
 }
 
 /// `text` with every `"..."` replaced by `"…"` (serde's messages quote the
 /// values they refuse; field names are in backquotes).
-fn without_quoted_values(text: &str) -> String {
+pub(crate) fn without_quoted_values(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut quoted = false;
     for c in text.chars() {

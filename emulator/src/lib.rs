@@ -58,6 +58,7 @@ mod s3;
 mod sandbox_logs;
 mod sigv4;
 mod sts;
+mod test_upstream;
 pub mod tls;
 mod validate;
 
@@ -78,6 +79,7 @@ pub use faults::ProxyStall;
 pub use faults::{Faults, Operation, PendingFaults, PendingThrottle};
 pub use latency::LatencyProfile;
 pub use model::MicrovmState;
+pub use test_upstream::{SeenRequest, TestUpstream};
 
 use registry::{Settings, Shared};
 

@@ -54,6 +54,11 @@ impl Lease {
         Ok(sandbox)
     }
 
+    /// The secret gateways every sandbox of the lease gets.
+    pub fn gateways(&self) -> &[(String, rayito::gateway::SecretGateway)] {
+        &self.settings.gateways
+    }
+
     /// The id of the lease's sandbox, if there is one (never creates).
     pub async fn current_id(&self) -> Option<String> {
         self.sandbox
@@ -123,6 +128,9 @@ impl Lease {
             builder = builder
                 .execution_role_arn(role.clone())
                 .logging(SandboxLogging::cloudwatch());
+        }
+        for (name, gateway) in &self.settings.gateways {
+            builder = builder.gateway(name.clone(), gateway.clone());
         }
         match builder.create().await {
             Ok(sandbox) => {

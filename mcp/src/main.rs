@@ -5,6 +5,7 @@
 
 mod auth;
 mod failure;
+mod gateways;
 mod http;
 mod lease;
 mod logging;

@@ -69,6 +69,8 @@ pub struct Settings {
     pub execution_role_arn: Option<String>,
     /// The log level.
     pub log_level: LogLevel,
+    /// The secret gateways of every sandbox (`RAYITO_MCP_GATEWAYS`).
+    pub gateways: Vec<(String, rayito::gateway::SecretGateway)>,
 }
 
 /// A variable whose value the server refuses. The message names the
@@ -182,12 +184,20 @@ impl Settings {
                 }
             },
         };
+        let gateways = match get(crate::gateways::GATEWAYS_ENV) {
+            None => Vec::new(),
+            Some(v) => crate::gateways::parse(&v).map_err(|()| SettingError {
+                variable: crate::gateways::GATEWAYS_ENV,
+                expected: crate::gateways::EXPECTED,
+            })?,
+        };
         Ok(Settings {
             timeout: Duration::from_secs(timeout_secs),
             idle,
             template_version,
             execution_role_arn,
             log_level,
+            gateways,
         })
     }
 }
@@ -214,6 +224,22 @@ mod tests {
         assert_eq!(s.template_version, None);
         assert_eq!(s.execution_role_arn, None);
         assert_eq!(s.log_level, LogLevel::Info);
+        assert!(s.gateways.is_empty());
+    }
+
+    #[test]
+    fn gateways_are_read_by_name() {
+        let s = settings(&[(
+            crate::gateways::GATEWAYS_ENV,
+            r#"{"api": {"upstream": "https://api.example.com", "headers": {"authorization": "api-key"}, "allow": [["POST", "/v1/chat"], ["GET", "/v1/*"]], "rate_per_minute": 30}}"#,
+        )])
+        .unwrap();
+        let expected = rayito::gateway::SecretGateway::new("https://api.example.com")
+            .header("authorization", "api-key")
+            .allow("POST", "/v1/chat")
+            .allow("GET", "/v1/*")
+            .rate_per_minute(30);
+        assert_eq!(s.gateways, vec![("api".to_owned(), expected)]);
     }
 
     #[test]
@@ -260,6 +286,11 @@ mod tests {
             (EXECUTION_ROLE_ENV, "my-role"),
             (LOG_LEVEL_ENV, "TRACE"),
             (rayito::BACKEND_ENV, "lcoal"),
+            (
+                crate::gateways::GATEWAYS_ENV,
+                "{\"api\": {\"upstream\": \"https://a.test\"}}",
+            ),
+            (crate::gateways::GATEWAYS_ENV, "[\"api\"]"),
         ];
         for (variable, value) in cases {
             let err = settings(&[(variable, value)]).unwrap_err();

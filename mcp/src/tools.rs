@@ -245,6 +245,22 @@ impl SandboxTools {
     }
 
     #[tool(
+        description = "The APIs this sandbox can call without their keys (secret gateways the operator configured). Returns JSON {gateways[{name, url, upstream, allow, last_error_class}]}: from code in the sandbox, send a request to url + the API's path (plain HTTP, loopback) with no credentials: the gateway adds them and forwards to upstream over HTTPS. Only the allow rules' methods and paths pass (else 403); over the rate, 429. Empty when none is configured.",
+        annotations(read_only_hint = true)
+    )]
+    async fn gateways(&self) -> Result<CallToolResult, ErrorData> {
+        let mut record = Record::new("gateways", 0);
+        let outcome = match self.lease.gateways() {
+            [] => Ok(vec![json_block(&json!({"gateways": []}), &mut record)]),
+            configured => match self.gateways_inner(&mut record, configured).await {
+                Ok(value) => Ok(vec![json_block(&value, &mut record)]),
+                Err(failure) => Err(failure),
+            },
+        };
+        Ok(record.finish(outcome))
+    }
+
+    #[tool(
         description = "A link to upload a file into the sandbox at path: PUT the bytes to url with the given headers before expires_at; the sandbox then moves them to path. Needs a staging bucket (RAYITO_TRANSFER_BUCKET). Returns JSON {path, method, url, headers, expires_at}."
     )]
     async fn upload(
@@ -414,6 +430,23 @@ impl SandboxTools {
         Ok(vec![json_block(&value, record)])
     }
 
+    async fn gateways_inner(
+        &self,
+        record: &mut Record,
+        configured: &[(String, rayito::gateway::SecretGateway)],
+    ) -> Result<Value, Failure> {
+        let sandbox = self.sandbox(record).await?;
+        let client = self
+            .lease
+            .client()
+            .await
+            .map_err(|e| Failure::of(&e, None))?;
+        match crate::gateways::listing(client, &sandbox, configured).await {
+            Ok(value) => Ok(value),
+            Err(e) => Err(self.failed(&sandbox, &e, None).await),
+        }
+    }
+
     async fn list_sandboxes_inner(
         &self,
         record: &mut Record,
@@ -527,7 +560,7 @@ impl ServerHandler for SandboxTools {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(
-                "One code sandbox for this conversation, created on first use: run Python with run_code, shell commands with run_command, and move files with read_file, write_file and list_files. reset starts a fresh sandbox.",
+                "One code sandbox for this conversation, created on first use: run Python with run_code, shell commands with run_command, and move files with read_file, write_file and list_files. reset starts a fresh sandbox. gateways lists the APIs the sandbox can call without their keys, if any.",
             )
     }
 }

@@ -47,6 +47,7 @@ async fn every_tool_over_stdio_on_the_local_backend() {
     };
     assert_eq!(hint("read_file"), (Some(true), None));
     assert_eq!(hint("list_sandboxes"), (Some(true), None));
+    assert_eq!(hint("gateways"), (Some(true), None));
     assert_eq!(hint("reset"), (None, Some(true)));
     assert_eq!(hint("run_command"), (None, None));
     let mut tools: Vec<String> = listed.iter().map(|t| t.name.to_string()).collect();
@@ -55,6 +56,7 @@ async fn every_tool_over_stdio_on_the_local_backend() {
         tools,
         [
             "download",
+            "gateways",
             "list_files",
             "list_sandboxes",
             "read_file",
