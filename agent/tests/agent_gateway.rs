@@ -691,3 +691,35 @@ async fn sandbox_code_reaches_the_gateway_inside_its_network_namespace() {
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].headers["x-api-key"], [SECRET]);
 }
+
+/// A route serves at most 256 connections at once: sandbox code that opens
+/// more waits in the listen backlog instead of costing the agent a task
+/// each; one closing lets the next in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_serves_a_bounded_number_of_connections() {
+    let up = upstream().await;
+    let t = agent(&up, true).await;
+    assert_eq!(
+        apply(&t, vec![route("api", "https://upstream.test", 0)]).await,
+        (pb::SectionCode::Applied, String::new())
+    );
+    let port = port_of(&t, "api").await;
+    let mut idle = Vec::new();
+    for _ in 0..256 {
+        let s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("the gateway listens");
+        idle.push(s);
+    }
+    // The 257th is accepted by the kernel, not served while all are open.
+    let request = get("/admin");
+    let waiting = tokio::spawn(async move { send(port, &request).await });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!waiting.is_finished(), "served past the bound");
+    drop(idle.pop());
+    let (code, _, body) = tokio::time::timeout(std::time::Duration::from_secs(60), waiting)
+        .await
+        .expect("served once a connection closed")
+        .unwrap();
+    assert_eq!((code, body.as_str()), (403, "not_allowed"));
+}

@@ -33,6 +33,12 @@ const HOP_BY_HOP: [&str; 8] = [
     "upgrade",
 ];
 
+/// Connections one route serves at once. Sandbox code can open sockets
+/// faster than any upstream answers; past this many, the next connection
+/// waits in the listen backlog instead of costing the agent a task and
+/// hyper's buffers each (the agent's memory is not the sandbox's).
+const MAX_CONNECTIONS: usize = 256;
+
 /// A route in force.
 pub(crate) struct Route {
     upstream: String,
@@ -168,7 +174,13 @@ fn refusal(status: StatusCode, class: &'static str) -> Response<Body> {
 /// Serves `route` on `listener` until `stop` is cancelled; then every open
 /// connection is dropped too.
 pub(crate) async fn serve(listener: TcpListener, route: Arc<Route>, stop: CancellationToken) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let slot = tokio::select! {
+            () = stop.cancelled() => return,
+            slot = slots.clone().acquire_owned() => slot,
+        };
+        let Ok(slot) = slot else { return };
         let accepted = tokio::select! {
             () = stop.cancelled() => return,
             accepted = listener.accept() => accepted,
@@ -195,6 +207,7 @@ pub(crate) async fn serve(listener: TcpListener, route: Arc<Route>, stop: Cancel
                 () = stop.cancelled() => {}
                 _ = connection => {}
             }
+            drop(slot);
         });
     }
 }
