@@ -22,10 +22,15 @@ async fn health_before_run_is_anonymous_and_has_no_sandbox_id() {
     let lc = h.lifecycle.expect("lifecycle present");
     assert_eq!(lc.phase, pb::LifecyclePhase::Unmanaged as i32);
     let features = h.features.expect("features present");
+    // Configure with its secret gateway (this host's trust store loads;
+    // agent_gateway covers an agent without it).
     assert_eq!(
         features,
         pb::AgentFeatures {
             template_start: true,
+            configure: true,
+            secret_gateway: true,
+            root_egress: vec![pb::RootEgressClass::SecretGatewayUpstream as i32],
             ..pb::AgentFeatures::default()
         }
     );
