@@ -119,6 +119,10 @@ pub struct AgentConfig {
     /// local upstream settings; `enabled: false` makes an agent without the
     /// feature, as one built before it.
     pub gateway: crate::gateway::GatewayOptions,
+    /// The local backend's EFS stand-in (default `None`: a MicroVM, where
+    /// the EFS volumes section runs `mount -t efs`). The emulator sets its
+    /// own (see [`crate::local_volumes`]).
+    pub local_volumes: Option<std::sync::Arc<dyn crate::local_volumes::LocalVolumes>>,
 }
 
 /// The metrics history's default sampling interval (5 s).
@@ -152,6 +156,7 @@ impl Default for AgentConfig {
             metrics_interval: Some(DEFAULT_METRICS_INTERVAL),
             egress: true,
             gateway: crate::gateway::GatewayOptions::default(),
+            local_volumes: None,
         }
     }
 }
