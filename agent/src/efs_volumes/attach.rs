@@ -21,7 +21,7 @@ use crate::isolation::launch::in_shared_child;
 use crate::isolation::user::HostIds;
 
 /// `statfs.f_type` of a tmpfs.
-const TMPFS_MAGIC: i64 = 0x0102_1994;
+const TMPFS_MAGIC: u64 = 0x0102_1994;
 
 /// What a child needs to reach one mount point, prepared before the clone.
 #[derive(Debug)]
@@ -102,7 +102,7 @@ fn cover_mnt() -> std::io::Result<()> {
         .stx_attributes_mask
         .contains(StatxAttributes::MOUNT_ROOT)
         && stat.stx_attributes.contains(StatxAttributes::MOUNT_ROOT);
-    let tmpfs = rustix::fs::statfs(c"/mnt").is_ok_and(|s| s.f_type as i64 == TMPFS_MAGIC);
+    let tmpfs = rustix::fs::statfs(c"/mnt").is_ok_and(|s| s.f_type as u64 == TMPFS_MAGIC);
     if mount_root && tmpfs {
         return Ok(());
     }
@@ -169,7 +169,7 @@ pub(crate) fn detach(ns: BorrowedFd<'_>, tree: BorrowedFd<'_>) -> std::io::Resul
         rustix::mount::unmount(link.as_c_str(), UnmountFlags::DETACH)?;
         // `in_shared_child` hands back a descriptor: a copy of the
         // namespace's, closed at once by the caller.
-        Ok(ns.try_clone_to_owned()?)
+        ns.try_clone_to_owned()
     })?;
     drop(held);
     Ok(())
