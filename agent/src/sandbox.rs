@@ -418,6 +418,57 @@ impl SandboxEnv {
         self.inner.support.mount_ns
     }
 
+    /// Attaches `mount`, a detached mount the agent built (`fsmount`, or
+    /// `open_tree` with `OPEN_TREE_CLONE`), at `guest_path` in the
+    /// sandbox's mount namespace (see [`crate::isolation::ns_mount`]):
+    /// only the sandbox's processes see it. Directories it creates below
+    /// `/home/user` belong to the sandbox's user. Blocks for a few syscalls.
+    ///
+    /// # Errors
+    /// `Unsupported` on a host without mount namespaces (the sandbox's
+    /// processes see the host's tree, where a mount would be everyone's);
+    /// else as [`SandboxMounts::attach`](crate::isolation::SandboxMounts).
+    pub(crate) fn attach_mount(
+        &self,
+        mount: std::os::fd::OwnedFd,
+        guest_path: &str,
+    ) -> std::io::Result<crate::isolation::ns_mount::NsMount> {
+        let Some(mounts) = &self.inner.mounts else {
+            return Err(std::io::Error::from(std::io::ErrorKind::Unsupported));
+        };
+        let owner = self
+            .inner
+            .ids
+            .filter(|_| guest_path.starts_with("/home/user/"));
+        mounts.attach(mount, guest_path, owner)
+    }
+
+    /// Detaches a mount [`SandboxEnv::attach_mount`] made.
+    ///
+    /// # Errors
+    /// As [`SandboxMounts::detach`](crate::isolation::SandboxMounts).
+    pub(crate) fn detach_mount(
+        &self,
+        mount: &crate::isolation::ns_mount::NsMount,
+    ) -> std::io::Result<()> {
+        let Some(mounts) = &self.inner.mounts else {
+            return Err(std::io::Error::from(std::io::ErrorKind::Unsupported));
+        };
+        mounts.detach(mount)
+    }
+
+    /// Whether mounts can be made for the sandbox alone
+    /// ([`SandboxEnv::attach_mount`]).
+    pub(crate) fn can_attach_mounts(&self) -> bool {
+        self.inner.mounts.is_some()
+    }
+
+    /// The sandbox's host uid and gid (seen as 1000 inside), when the
+    /// agent switches uids.
+    pub(crate) fn host_ids(&self) -> Option<(u32, u32)> {
+        self.inner.ids.map(|ids| (ids.uid, ids.gid))
+    }
+
     /// The host path behind a guest path (absolute, already validated).
     pub fn to_host(&self, guest: &str) -> PathBuf {
         self.inner.root.join(guest.trim_start_matches('/'))
