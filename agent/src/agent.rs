@@ -123,6 +123,11 @@ pub struct AgentConfig {
     /// the EFS volumes section runs `mount -t efs`). The emulator sets its
     /// own (see [`crate::local_volumes`]).
     pub local_volumes: Option<std::sync::Arc<dyn crate::local_volumes::LocalVolumes>>,
+    /// Serve the S3 mounts section (default `true`; it also needs FUSE,
+    /// root and a helper, see docs/mounts.md). `false` makes an agent
+    /// without the feature, as one built before it: Health's
+    /// `features.s3_mounts` false and the section answered UNSUPPORTED.
+    pub s3_mounts: bool,
 }
 
 /// The metrics history's default sampling interval (5 s).
@@ -157,6 +162,7 @@ impl Default for AgentConfig {
             egress: true,
             gateway: crate::gateway::GatewayOptions::default(),
             local_volumes: None,
+            s3_mounts: true,
         }
     }
 }
@@ -239,6 +245,20 @@ impl Agent {
             config.gateway.clone(),
             shared.env.clone(),
         ));
+        // The image's bucket allowlist, read once (see s3_mounts::allowlist).
+        let allowlist = crate::s3_mounts::Allowlist::load(
+            &match &template {
+                Some(Ok(files)) => files.envs.clone(),
+                _ => Default::default(),
+            },
+            matches!(config.persistence, PersistenceAccess::Aws),
+        );
+        shared.s3_mounts = Arc::new(crate::s3_mounts::S3Mounts::new(
+            config.s3_mounts,
+            shared.env.clone(),
+            shared.persist.clone(),
+            allowlist,
+        ));
         let shared = Arc::new(shared);
         if let Some(addr) = config.local_s3_endpoint {
             shared
@@ -277,6 +297,7 @@ impl Agent {
                 lifecycle: shared.lifecycle.clone(),
                 egress: shared.egress.clone(),
                 gateways: shared.gateways.clone(),
+                s3_mounts: shared.s3_mounts.clone(),
                 metrics: metrics.as_ref().map(|(_, m)| m.clone()),
             }),
         )
@@ -325,7 +346,10 @@ impl Agent {
             },
         ))
         .add_service(pb::configure_service_server::ConfigureServiceServer::new(
-            crate::configure::ConfigureServiceImpl::new(shared.gateways.clone()),
+            crate::configure::ConfigureServiceImpl::new(
+                shared.gateways.clone(),
+                shared.s3_mounts.clone(),
+            ),
         ))
         .add_service(pb::network_service_server::NetworkServiceServer::new(
             crate::egress::NetworkServiceImpl {

@@ -141,6 +141,10 @@ async fn suspend(State(shared): State<Arc<Shared>>) -> &'static str {
 
 async fn resume(State(shared): State<Arc<Shared>>) -> &'static str {
     shared.on_resume();
+    // Never gates the answer: a mount whose helper died is remade in the
+    // background (ConfigureStatus shows it PENDING meanwhile).
+    let mounts = shared.s3_mounts.clone();
+    tokio::spawn(async move { mounts.recheck().await });
     "ok"
 }
 

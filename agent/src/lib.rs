@@ -32,6 +32,7 @@ pub mod phase;
 mod process;
 mod pty;
 mod run;
+pub mod s3_mounts;
 mod s3fuse;
 pub mod sandbox;
 mod server;

@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     pub egress: Arc<crate::egress::Egress>,
     /// The secret gateways (Configure's `secret_gateway` section).
     pub gateways: Arc<crate::gateway::Gateways>,
+    /// The S3 mounts (Configure's `s3_mounts` section).
+    pub s3_mounts: Arc<crate::s3_mounts::S3Mounts>,
 }
 
 /// The `/run` hook's answer body.
@@ -73,6 +75,14 @@ impl Shared {
             },
             env.clone(),
         ));
+        let persist: Arc<crate::persist::Persist> = Arc::default();
+        // Replaced by `Agent::start` with the configured one.
+        let s3_mounts = Arc::new(crate::s3_mounts::S3Mounts::new(
+            false,
+            env.clone(),
+            persist.clone(),
+            crate::s3_mounts::Allowlist::default(),
+        ));
         Self {
             processes: Arc::new(ProcessTable::new(env.clone(), phase.clone())),
             ptys: Arc::new(PtyTable::new(env.clone(), phase.clone())),
@@ -88,9 +98,10 @@ impl Shared {
             deadline_exit,
             serve,
             terminated,
-            persist: Arc::default(),
+            persist,
             egress: Arc::new(crate::egress::Egress::new(false, Vec::new())),
             gateways,
+            s3_mounts,
         }
     }
 
@@ -182,6 +193,8 @@ impl Shared {
     /// Kills every process and kernel of the sandbox.
     pub(crate) fn kill_everything(&self) {
         self.gateways.stop_all();
+        // Detached first: no new lookup reaches a server that stops.
+        self.s3_mounts.stop_all();
         self.processes.kill_all();
         self.code.shutdown();
         self.env.kill_all();

@@ -173,6 +173,11 @@ pub struct EmulatorConfig {
     /// UNSUPPORTED, as agents built before it: how a test reaches the
     /// SDK's `Unimplemented` for gateways (see `GatewayOptions::enabled`).
     pub agent_secret_gateway: bool,
+    /// Whether every MicroVM's agent serves S3 mounts (default `true`;
+    /// they also need root and `/dev/fuse`); `false` starts agents that
+    /// report `features.s3_mounts = false` and answer the section
+    /// UNSUPPORTED, as agents built before it (see `AgentConfig::s3_mounts`).
+    pub agent_s3_mounts: bool,
     /// The secret gateways' upstream settings of every MicroVM's agent
     /// (default: none): extra trusted root CAs and host names dialled at a
     /// fixed address (a loopback one included), so that a test's own HTTPS
@@ -233,6 +238,7 @@ impl Default for EmulatorConfig {
             agent_metrics: Some(rayito_agent::agent::DEFAULT_METRICS_INTERVAL),
             agent_egress: true,
             agent_secret_gateway: true,
+            agent_s3_mounts: true,
             gateway_upstreams: rayito_agent::gateway::LocalUpstreams::default(),
             terminated_retention: DEFAULT_TERMINATED_RETENTION,
             terminated_kept: DEFAULT_TERMINATED_KEPT,
@@ -358,6 +364,7 @@ impl Emulator {
                 agent_metrics: config.agent_metrics,
                 agent_egress: config.agent_egress,
                 agent_secret_gateway: config.agent_secret_gateway,
+                agent_s3_mounts: config.agent_s3_mounts,
                 gateway_upstreams: config.gateway_upstreams,
                 retention: registry::Retention {
                     window: config.terminated_retention,

@@ -136,6 +136,7 @@ async fn prepare(
         transfers: shared.settings.agent_transfers,
         metrics_interval: shared.settings.agent_metrics,
         egress: shared.settings.agent_egress,
+        s3_mounts: shared.settings.agent_s3_mounts,
         gateway: rayito_agent::gateway::GatewayOptions {
             enabled: shared.settings.agent_secret_gateway,
             local_upstreams: shared.settings.gateway_upstreams.clone(),

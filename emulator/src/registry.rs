@@ -60,6 +60,8 @@ pub(crate) struct Settings {
     /// Whether agents serve secret gateways
     /// (`EmulatorConfig::agent_secret_gateway`).
     pub(crate) agent_secret_gateway: bool,
+    /// Whether agents serve S3 mounts (`EmulatorConfig::agent_s3_mounts`).
+    pub(crate) agent_s3_mounts: bool,
     /// The agents' gateway upstream settings, shared
     /// (`EmulatorConfig::gateway_upstreams`).
     pub(crate) gateway_upstreams: rayito_agent::gateway::LocalUpstreams,

@@ -190,6 +190,15 @@ impl Persist {
         *self.access.lock().unwrap_or_else(|p| p.into_inner()) = access;
     }
 
+    /// Where S3 is and with which credentials, as set now (the S3 mounts
+    /// section signs with the same key on the local backend).
+    pub(crate) fn access(&self) -> PersistenceAccess {
+        self.access
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     #[allow(clippy::result_large_err)]
     fn acquire(&self) -> Result<Busy, Status> {
         if self.busy.swap(true, Ordering::SeqCst) {
