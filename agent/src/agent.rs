@@ -444,6 +444,12 @@ impl Agent {
         }
     }
 
+    /// Stops the server of every S3 mount as if it had crashed, leaving the
+    /// mounts attached (fault injection: `/resume` then remakes them).
+    pub fn stop_s3_mount_helpers(&self) {
+        self.shared.s3_mounts.crash_helpers();
+    }
+
     /// Sets where Checkpoint and Restore find S3 and credentials: the
     /// emulator, once it knows whether the sandbox has an execution role
     /// (a MicroVM prepared ahead does not).

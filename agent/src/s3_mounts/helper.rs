@@ -25,7 +25,10 @@ pub(crate) enum Helper {
     /// The agent's own (local backend).
     Local(crate::s3fuse::FuseDaemon),
     /// `mount-s3` (MicroVM).
-    MountS3(MountS3),
+    MountS3(Box<MountS3>),
+    /// Stopped while its mount stayed attached (fault injection:
+    /// `Agent::stop_s3_mount_helpers`); `/resume` remakes the mount.
+    Stopped,
 }
 
 /// A running `mount-s3`, in a process group of its own.
@@ -45,6 +48,7 @@ impl Helper {
         match self {
             Self::Local(daemon) => daemon.is_alive(),
             Self::MountS3(m) => matches!(m.child.try_wait(), Ok(None)),
+            Self::Stopped => false,
         }
     }
 
@@ -55,6 +59,7 @@ impl Helper {
         match self {
             Self::Local(daemon) => daemon.stop(),
             Self::MountS3(m) => m.stop(),
+            Self::Stopped => {}
         }
     }
 }
@@ -96,7 +101,10 @@ pub(crate) fn mount_s3_args(spec: &MountSpec) -> Vec<String> {
 ///
 /// # Errors
 /// `helper_missing` when it cannot be started.
-pub(crate) fn spawn_mount_s3(spec: &MountSpec, device: OwnedFd) -> Result<MountS3, &'static str> {
+pub(crate) fn spawn_mount_s3(
+    spec: &MountSpec,
+    device: OwnedFd,
+) -> Result<Box<MountS3>, &'static str> {
     use std::os::unix::process::CommandExt as _;
     let path = std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_owned());
     let mut command = std::process::Command::new(MOUNT_S3);
@@ -156,12 +164,12 @@ pub(crate) fn spawn_mount_s3(spec: &MountSpec, device: OwnedFd) -> Result<MountS
             kept.extend_from_slice(&buf[..n.min(room)]);
         }
     });
-    Ok(MountS3 {
+    Ok(Box::new(MountS3 {
         child,
         pgid,
         stderr,
         stderr_done,
-    })
+    }))
 }
 
 impl MountS3 {

@@ -352,6 +352,15 @@ impl S3Mounts {
         }
     }
 
+    /// Stops every mount's server, leaving the mounts attached, as if each
+    /// had crashed (fault injection; `/resume` remakes them).
+    pub(crate) fn crash_helpers(&self) {
+        let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        for live in table.mounts.values_mut().filter_map(|e| e.live.as_mut()) {
+            live.crash_helper();
+        }
+    }
+
     /// Unmounts every mount and stops every attempt (`/terminate`, the
     /// sandbox's end). Synchronous: detaching is a few syscalls, and the
     /// servers stop on their own threads.

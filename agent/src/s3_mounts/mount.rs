@@ -178,6 +178,12 @@ impl Live {
         )
     }
 
+    /// Stops its server as a crash would, leaving the mount attached (its
+    /// requests then fail with ENOTCONN).
+    pub(crate) fn crash_helper(&mut self) {
+        std::mem::replace(&mut self.helper, Helper::Stopped).stop();
+    }
+
     /// Detaches it, then stops its server (nothing new reaches the
     /// server once detached).
     pub(crate) fn unmount(self, env: &SandboxEnv) {

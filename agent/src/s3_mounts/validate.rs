@@ -25,8 +25,9 @@ pub(crate) const INVALID_PATH: &str = "invalid_path";
 /// read-only mount.
 pub(crate) const NOT_ALLOWED: &str = "not_allowed";
 
-/// One mount as asked, checked.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One mount as asked, checked. Debug shows the path only (a bucket or a
+/// prefix never reaches a log).
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct MountSpec {
     pub path: String,
     pub bucket: String,
@@ -36,6 +37,15 @@ pub(crate) struct MountSpec {
     pub read_only: bool,
     pub allow_overwrite: bool,
     pub allow_delete: bool,
+}
+
+impl std::fmt::Debug for MountSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MountSpec")
+            .field("path", &self.path)
+            .field("read_only", &self.read_only)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Checks a whole section.
