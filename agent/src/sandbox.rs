@@ -463,10 +463,10 @@ impl SandboxEnv {
         self.inner.mounts.is_some()
     }
 
-    /// The sandbox's host uid and gid (seen as 1000 inside), when the
-    /// agent switches uids.
-    pub(crate) fn host_ids(&self) -> Option<(u32, u32)> {
-        self.inner.ids.map(|ids| (ids.uid, ids.gid))
+    /// The sandbox's unprivileged host uid and gid, when the agent
+    /// switches uids.
+    pub(crate) fn host_ids(&self) -> Option<HostIds> {
+        self.inner.ids
     }
 
     /// The host path behind a guest path (absolute, already validated).

@@ -63,7 +63,7 @@ pub(crate) async fn mount(
     }
     let (uid, gid) = match (&local, env.host_ids()) {
         (None, _) => (helper::MOUNT_HELPER_ID, helper::MOUNT_HELPER_ID),
-        (Some(_), Some(ids)) => ids,
+        (Some(_), Some(ids)) => (ids.uid, ids.gid),
         (Some(_), None) => (
             rustix::process::geteuid().as_raw(),
             rustix::process::getegid().as_raw(),
