@@ -29,10 +29,10 @@ macro_rules! opaque_debug {
 }
 
 mod archive;
-mod creds;
+pub(crate) mod creds;
 mod manifest;
 mod restore;
-mod s3;
+pub(crate) mod s3;
 mod sparse;
 mod tar_read;
 mod time;
