@@ -1,9 +1,14 @@
 //! The S3 mounts section through real gRPC: every refusal of a section
 //! checked whole (INVALID, with its class, nothing touched), the image's
 //! bucket allowlist, the classes of a mount that cannot be made
-//! (`iam_denied` without an execution role, `helper_missing` without
+//! (`iam_denied` without an execution role or with a key S3 refuses,
+//! `not_found` for a missing bucket, `helper_missing` without
 //! `mount-s3`), and an agent without the feature (UNSUPPORTED, Health's
-//! flag false).
+//! flag false). Then real mounts over a real S3 on loopback
+//! (`support::s3`), read and written by sandbox commands: the objects are
+//! the bucket's at once, EROFS on a read-only mount, EPERM on unlink
+//! without `allow_delete`, two sandboxes on one prefix, a replaced section
+//! unmounting what it dropped, `/resume` remaking a dead server.
 
 mod support;
 
@@ -12,6 +17,7 @@ use std::time::Duration;
 use rayito_agent::persist::PersistenceAccess;
 use rayito_agent::{AgentConfig, pb};
 use support::TestAgent;
+use support::s3::TestS3;
 
 fn client(t: &TestAgent) -> pb::configure_service_client::ConfigureServiceClient<support::Authed> {
     pb::configure_service_client::ConfigureServiceClient::with_interceptor(
@@ -278,4 +284,217 @@ async fn the_local_backend_reports_the_feature_where_the_host_can_mount() {
         return;
     }
     assert!(s3_mounts_flag(&t).await);
+}
+
+/// Whether this host lets the agent make FUSE mounts in a sandbox's
+/// namespace (root, `/dev/fuse`); prints the skip line otherwise.
+fn can_mount(test: &str) -> bool {
+    let can = rustix::process::geteuid().is_root()
+        && std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse")
+            .is_ok();
+    if !can {
+        println!("SKIPPED: {test}: needs root and /dev/fuse");
+    }
+    can
+}
+
+/// A real S3 with bucket `data` holding `team7/hello.txt` (`hi`).
+async fn s3_with_data() -> TestS3 {
+    let s3 = TestS3::start().await;
+    s3.create_bucket("data").await;
+    s3.put("data", "team7/hello.txt", b"hi".to_vec()).await;
+    s3
+}
+
+fn writable(path: &str, prefix: &str, allow_delete: bool) -> pb::S3Mount {
+    pb::S3Mount {
+        mount_path: path.into(),
+        bucket: "data".into(),
+        prefix: prefix.into(),
+        read_only: false,
+        allow_overwrite: true,
+        allow_delete,
+    }
+}
+
+/// `script`'s stdout and stderr together, and its exit code.
+async fn sh(t: &TestAgent, script: &str) -> (String, i32) {
+    let o = support::run_bash(t, script).await;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (text, o.end.map(|e| e.exit_code).unwrap_or(-1))
+}
+
+fn mounted(paths: &[&str]) -> Vec<(String, pb::S3MountPhase, String)> {
+    paths
+        .iter()
+        .map(|p| ((*p).to_owned(), pb::S3MountPhase::Mounted, String::new()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_commands_read_and_write_the_bucket_through_mounts() {
+    if !can_mount("sandbox_commands_read_and_write_the_bucket_through_mounts") {
+        return;
+    }
+    let s3 = s3_with_data().await;
+    let image = allowing("data");
+    let t = agent(&image, PersistenceAccess::Local(Some(s3.local_s3())), true).await;
+    assert!(s3_mounts_flag(&t).await);
+    let read_only = pb::S3Mount {
+        prefix: "team7".into(),
+        ..mount("/mnt/data", "data")
+    };
+    assert_eq!(
+        apply(
+            &t,
+            vec![read_only.clone(), writable("/home/user/out", "out/", false)]
+        )
+        .await,
+        (pb::SectionCode::Pending, String::new())
+    );
+    assert_eq!(settled(&t).await, mounted(&["/home/user/out", "/mnt/data"]));
+
+    assert_eq!(
+        sh(&t, "cat /mnt/data/hello.txt").await,
+        ("hi".to_owned(), 0)
+    );
+    let (text, code) = sh(&t, "echo x > /mnt/data/new").await;
+    assert_ne!(code, 0);
+    assert!(text.contains("Read-only file system"), "{text}");
+    // The host's /mnt got nothing: the mount is the sandbox's alone.
+    assert!(!std::path::Path::new("/mnt/data/hello.txt").exists());
+
+    assert_eq!(
+        sh(&t, "echo written > /home/user/out/result.txt").await.1,
+        0
+    );
+    assert_eq!(
+        s3.get("data", "out/result.txt").await.as_deref(),
+        Some(&b"written\n"[..]),
+        "a closed file is an object at once"
+    );
+    let (text, code) = sh(&t, "rm /home/user/out/result.txt").await;
+    assert_ne!(code, 0);
+    assert!(text.contains("Operation not permitted"), "{text}");
+    assert!(s3.get("data", "out/result.txt").await.is_some());
+
+    // Replaced: the dropped mount is unmounted, the kept one untouched.
+    assert_eq!(
+        apply(&t, vec![read_only]).await,
+        (pb::SectionCode::Applied, String::new())
+    );
+    assert_eq!(settled(&t).await, mounted(&["/mnt/data"]));
+    let (text, _) = sh(
+        &t,
+        "grep -c ' /home/user/out ' /proc/self/mountinfo; ls -A /home/user/out",
+    )
+    .await;
+    assert_eq!(
+        text, "0\n",
+        "unmounted, and nothing of the bucket left behind"
+    );
+    assert_eq!(
+        sh(&t, "cat /mnt/data/hello.txt").await,
+        ("hi".to_owned(), 0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sandboxes_on_one_prefix_see_the_same_objects() {
+    if !can_mount("two_sandboxes_on_one_prefix_see_the_same_objects") {
+        return;
+    }
+    let s3 = s3_with_data().await;
+    let image = allowing("data");
+    let a = agent(&image, PersistenceAccess::Local(Some(s3.local_s3())), true).await;
+    let b = agent(&image, PersistenceAccess::Local(Some(s3.local_s3())), true).await;
+    for t in [&a, &b] {
+        apply(t, vec![writable("/mnt/shared", "shared/", true)]).await;
+        assert_eq!(settled(t).await, mounted(&["/mnt/shared"]));
+    }
+    assert_eq!(sh(&a, "echo from-a > /mnt/shared/note").await.1, 0);
+    assert_eq!(
+        sh(&b, "cat /mnt/shared/note").await,
+        ("from-a\n".to_owned(), 0)
+    );
+    assert_eq!(sh(&b, "rm /mnt/shared/note").await.1, 0);
+    assert_eq!(s3.get("data", "shared/note").await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_bucket_or_a_refused_key_fails_with_its_class() {
+    if !can_mount("a_missing_bucket_or_a_refused_key_fails_with_its_class") {
+        return;
+    }
+    let s3 = s3_with_data().await;
+    let image = allowing("data,missing");
+    let t = agent(&image, PersistenceAccess::Local(Some(s3.local_s3())), true).await;
+    apply(&t, vec![mount("/mnt/m", "missing")]).await;
+    assert_eq!(
+        settled(&t).await,
+        [(
+            "/mnt/m".to_owned(),
+            pb::S3MountPhase::Failed,
+            "not_found".to_owned()
+        )]
+    );
+    let t = agent(
+        &image,
+        PersistenceAccess::Local(Some(s3.local_s3_unknown_key())),
+        true,
+    )
+    .await;
+    apply(&t, vec![mount("/mnt/m", "data")]).await;
+    assert_eq!(
+        settled(&t).await,
+        [(
+            "/mnt/m".to_owned(),
+            pb::S3MountPhase::Failed,
+            "iam_denied".to_owned()
+        )]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_remakes_a_mount_whose_server_died() {
+    if !can_mount("resume_remakes_a_mount_whose_server_died") {
+        return;
+    }
+    let s3 = s3_with_data().await;
+    let image = allowing("data");
+    let t = agent(&image, PersistenceAccess::Local(Some(s3.local_s3())), true).await;
+    let data = pb::S3Mount {
+        prefix: "team7/".into(),
+        ..mount("/mnt/data", "data")
+    };
+    apply(&t, vec![data]).await;
+    assert_eq!(settled(&t).await, mounted(&["/mnt/data"]));
+    t.agent.stop_s3_mount_helpers();
+    assert_ne!(
+        sh(&t, "cat /mnt/data/hello.txt").await.1,
+        0,
+        "the server is gone"
+    );
+
+    assert_eq!(t.hook("suspend", None).await, (200, "ok".to_owned()));
+    assert_eq!(t.hook("resume", None).await, (200, "ok".to_owned()));
+    // The re-check runs in the background: wait until the mount is remade.
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (text, code) = sh(&t, "cat /mnt/data/hello.txt").await;
+        if code == 0 {
+            assert_eq!(text, "hi");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "never remade: {text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(settled(&t).await, mounted(&["/mnt/data"]));
 }

@@ -194,6 +194,10 @@ impl Live {
                 "an S3 mount could not be detached"
             );
         }
+        // The mount's last reference: the kernel ends the session once
+        // the sandbox's open files on it are closed, which the in-process
+        // server's stop waits for (bounded).
+        drop(self.attached);
         self.helper.stop();
     }
 }
