@@ -159,7 +159,12 @@ impl Client {
             return Err(Fail::Changed);
         }
         let body = read_bounded(resp).await.unwrap_or_default();
-        Err(classify(status, &body).into())
+        match classify(status, &body) {
+            // Whatever its code (NotSignedUp, a policy's explicit deny),
+            // a 403 is the credentials'.
+            _ if status == StatusCode::FORBIDDEN => Err(Fail::Denied),
+            class => Err(class.into()),
+        }
     }
 
     /// One page of ListObjectsV2 under the mount-relative `prefix`, with
