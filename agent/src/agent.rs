@@ -130,6 +130,11 @@ pub struct AgentConfig {
     /// UNSUPPORTED, as an agent without the feature: how the tests
     /// exercise the SDK's `Unimplemented`.
     pub efs_volumes: bool,
+    /// Serve the S3 mounts section (default `true`; it also needs FUSE,
+    /// root and a helper, see docs/mounts.md). `false` makes an agent
+    /// without the feature, as one built before it: Health's
+    /// `features.s3_mounts` false and the section answered UNSUPPORTED.
+    pub s3_mounts: bool,
 }
 
 /// The metrics history's default sampling interval (5 s).
@@ -165,6 +170,7 @@ impl Default for AgentConfig {
             gateway: crate::gateway::GatewayOptions::default(),
             local_volumes: None,
             efs_volumes: true,
+            s3_mounts: true,
         }
     }
 }
@@ -247,6 +253,20 @@ impl Agent {
             config.gateway.clone(),
             shared.env.clone(),
         ));
+        // The image's bucket allowlist, read once (see s3_mounts::allowlist).
+        let allowlist = crate::s3_mounts::Allowlist::load(
+            &match &template {
+                Some(Ok(files)) => files.envs.clone(),
+                _ => Default::default(),
+            },
+            matches!(config.persistence, PersistenceAccess::Aws),
+        );
+        shared.s3_mounts = Arc::new(crate::s3_mounts::S3Mounts::new(
+            config.s3_mounts,
+            shared.env.clone(),
+            shared.persist.clone(),
+            allowlist,
+        ));
         shared.volumes = Arc::new(crate::efs_volumes::EfsVolumes::new(
             crate::efs_volumes::VolumeOptions {
                 enabled: config.efs_volumes,
@@ -293,6 +313,7 @@ impl Agent {
                 egress: shared.egress.clone(),
                 gateways: shared.gateways.clone(),
                 volumes: shared.volumes.clone(),
+                s3_mounts: shared.s3_mounts.clone(),
                 metrics: metrics.as_ref().map(|(_, m)| m.clone()),
             }),
         )
@@ -343,6 +364,7 @@ impl Agent {
         .add_service(pb::configure_service_server::ConfigureServiceServer::new(
             crate::configure::ConfigureServiceImpl::new(
                 shared.gateways.clone(),
+                shared.s3_mounts.clone(),
                 shared.volumes.clone(),
             ),
         ))
@@ -437,6 +459,12 @@ impl Agent {
         for task in self.tasks.iter().chain(&self.deadline_timer) {
             task.abort();
         }
+    }
+
+    /// Stops the server of every S3 mount as if it had crashed, leaving the
+    /// mounts attached (fault injection: `/resume` then remakes them).
+    pub fn stop_s3_mount_helpers(&self) {
+        self.shared.s3_mounts.crash_helpers();
     }
 
     /// Sets where Checkpoint and Restore find S3 and credentials: the

@@ -1,8 +1,8 @@
 //! `rayito.v1.ConfigureService`: the optional agent-side sections (S3 mounts,
 //! EFS volumes, lifecycle events, telemetry export, secret gateway).
 //!
-//! The local agent implements the secret gateway (`crate::gateway`); every
-//! other section is answered UNSUPPORTED (the contract's per-section answer,
+//! The local agent implements the secret gateway (`crate::gateway`) and S3
+//! mounts (`crate::s3_mounts`); every other section is answered UNSUPPORTED (the contract's per-section answer,
 //! instead of a transport-level UNIMPLEMENTED), and Health keeps their flags
 //! false so the SDK refuses them before calling. The sections' contents
 //! (secret header values, a bearer token, key material) are never logged.
@@ -15,20 +15,27 @@ use tonic::{Request, Response, Status};
 use crate::efs_volumes::EfsVolumes;
 use crate::gateway::Gateways;
 use crate::pb;
+use crate::s3_mounts::S3Mounts;
 
 /// `rayito.v1.ConfigureService`.
 #[derive(Debug)]
 pub(crate) struct ConfigureServiceImpl {
     pub(crate) gateways: Arc<Gateways>,
     pub(crate) volumes: Arc<EfsVolumes>,
+    pub(crate) s3_mounts: Arc<S3Mounts>,
     /// Bumped by every apply that changed something.
     pub(crate) generation: AtomicU64,
 }
 
 impl ConfigureServiceImpl {
-    pub(crate) fn new(gateways: Arc<Gateways>, volumes: Arc<EfsVolumes>) -> Self {
+    pub(crate) fn new(
+        gateways: Arc<Gateways>,
+        s3_mounts: Arc<S3Mounts>,
+        volumes: Arc<EfsVolumes>,
+    ) -> Self {
         Self {
             gateways,
+            s3_mounts,
             volumes,
             generation: AtomicU64::new(0),
         }
@@ -39,7 +46,6 @@ impl ConfigureServiceImpl {
 /// order of their field numbers.
 fn unsupported(request: &pb::ConfigureRequest) -> Vec<pb::SectionResult> {
     [
-        (request.s3_mounts.is_some(), pb::ConfigSection::S3Mounts),
         (
             request.lifecycle_events.is_some(),
             pb::ConfigSection::LifecycleEvents,
@@ -71,6 +77,13 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
     ) -> Result<Response<pb::ConfigureResponse>, Status> {
         let mut request = request.into_inner();
         let mut results = unsupported(&request);
+        if let Some(section) = request.s3_mounts.take() {
+            let (code, class) = self.s3_mounts.apply(section).await;
+            if matches!(code, pb::SectionCode::Applied | pb::SectionCode::Pending) {
+                self.generation.fetch_add(1, Ordering::Relaxed);
+            }
+            results.push(result(pb::ConfigSection::S3Mounts, code, class));
+        }
         if let Some(section) = request.efs_volumes.take() {
             let (code, class) = self.volumes.apply(section).await;
             if code == pb::SectionCode::Applied {
@@ -98,6 +111,7 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
         _request: Request<pb::ConfigureStatusRequest>,
     ) -> Result<Response<pb::ConfigureStatusResponse>, Status> {
         Ok(Response::new(pb::ConfigureStatusResponse {
+            s3_mounts: self.s3_mounts.status(),
             secret_gateway: self.gateways.status(),
             efs_volumes: self.volumes.status(),
             ..Default::default()

@@ -41,6 +41,7 @@ pub(crate) struct HealthServiceImpl {
     pub(crate) egress: Arc<Egress>,
     pub(crate) gateways: Arc<crate::gateway::Gateways>,
     pub(crate) volumes: Arc<crate::efs_volumes::EfsVolumes>,
+    pub(crate) s3_mounts: Arc<crate::s3_mounts::S3Mounts>,
     /// `None`: Metrics and MetricsHistory answer UNIMPLEMENTED
     /// (`AgentConfig::metrics_interval`).
     pub(crate) metrics: Option<Arc<crate::metrics::Metrics>>,
@@ -67,11 +68,13 @@ fn memory_total_bytes() -> u64 {
 impl HealthServiceImpl {
     /// The optional features: Configure is served (every section it does
     /// not implement answers UNSUPPORTED), and of its sections the secret
-    /// gateway, where it can verify an upstream.
+    /// gateway, where it can verify an upstream, and S3 mounts, where it
+    /// can mount (FUSE, a mount namespace, a helper).
     fn features(&self) -> pb::AgentFeatures {
         let secret_gateway = self.gateways.supported();
         pb::AgentFeatures {
             configure: true,
+            s3_mounts: self.s3_mounts.supported(),
             secret_gateway,
             efs_volumes: self.volumes.supported(),
             template_start: true,

@@ -147,6 +147,10 @@ async fn resume(State(shared): State<Arc<Shared>>) -> &'static str {
     // Bounded probes; a volume that does not answer is remounted in the
     // background.
     shared.volumes.on_resume().await;
+    // Never gates the answer: a mount whose helper died is remade in the
+    // background (ConfigureStatus shows it PENDING meanwhile).
+    let mounts = shared.s3_mounts.clone();
+    tokio::spawn(async move { mounts.recheck().await });
     "ok"
 }
 

@@ -39,6 +39,7 @@ pub(crate) mod exit_cleanup;
 pub(crate) mod launch;
 pub(crate) mod layer_root;
 pub(crate) mod marker;
+pub(crate) mod ns_mount;
 pub(crate) mod sockets;
 pub(crate) mod uids;
 pub(crate) mod user;
@@ -318,6 +319,10 @@ pub struct SandboxMounts {
     /// The sandbox's IPC namespace (System V IPC and POSIX message queues
     /// of its own, not the host's or another sandbox's), where built.
     ipc: Option<OwnedFd>,
+    /// Whether the sandbox's own tmpfs covers `/mnt` yet (made with the
+    /// first mount below it, see [`ns_mount`]); its lock serializes the
+    /// mounts made after the start.
+    mnt_covered: std::sync::Mutex<bool>,
 }
 
 impl SandboxMounts {
@@ -351,18 +356,21 @@ impl SandboxMounts {
             unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWIPC) }?;
             this_threads_namespace(c"/proc/thread-self/ns/ipc")
         })?;
-        Ok(Self { ns, ipc: Some(ipc) })
-    }
-
-    /// The namespace's descriptor (for a short-lived child to enter).
-    pub(crate) fn namespace(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.ns.as_fd()
+        Ok(Self {
+            ns,
+            ipc: Some(ipc),
+            mnt_covered: std::sync::Mutex::new(false),
+        })
     }
 
     /// Holds `ns`, a mount namespace built elsewhere (a local build's),
     /// for children to enter as a sandbox's.
     pub fn from_namespace(ns: OwnedFd) -> Self {
-        Self { ns, ipc: None }
+        Self {
+            ns,
+            ipc: None,
+            mnt_covered: std::sync::Mutex::new(false),
+        }
     }
 }
 

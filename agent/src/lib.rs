@@ -33,6 +33,7 @@ pub mod phase;
 mod process;
 mod pty;
 mod run;
+pub mod s3_mounts;
 mod s3fuse;
 pub mod sandbox;
 mod server;
@@ -66,6 +67,13 @@ pub mod for_emulator {
     pub use crate::isolation::layer_root::enter_staging;
     pub use crate::isolation::user::HostIds;
     pub use crate::isolation::{ChildSetup, SandboxMounts, SandboxUserNs, open_for_sandboxes};
+}
+
+/// The local backend's S3 mount helper, reachable only for its own tests
+/// (`tests/agent_s3fuse.rs`) and benchmark; not an API.
+#[doc(hidden)]
+pub mod s3fuse_for_tests {
+    pub use crate::s3fuse::hook::{TestDaemon, TestMountSpec, serve};
 }
 
 /// The workspace's one way a test skips (`SKIPPED: <test>: <reason>`, a

@@ -418,10 +418,49 @@ impl SandboxEnv {
         self.inner.support.mount_ns
     }
 
-    /// The sandbox's mount namespace, where it has one (the EFS volumes
-    /// section attaches its mounts there).
-    pub(crate) fn mount_namespace(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        self.inner.mounts.as_ref().map(SandboxMounts::namespace)
+    /// Attaches `mount`, a detached mount the agent built (`fsmount`, or
+    /// `open_tree` with `OPEN_TREE_CLONE`), at `guest_path` in the
+    /// sandbox's mount namespace (see [`crate::isolation::ns_mount`]):
+    /// only the sandbox's processes see it. Directories it creates below
+    /// `/home/user` belong to the sandbox's user. Blocks for a few syscalls.
+    ///
+    /// # Errors
+    /// `Unsupported` on a host without mount namespaces (the sandbox's
+    /// processes see the host's tree, where a mount would be everyone's);
+    /// else as [`SandboxMounts::attach`](crate::isolation::SandboxMounts).
+    pub(crate) fn attach_mount(
+        &self,
+        mount: std::os::fd::OwnedFd,
+        guest_path: &str,
+    ) -> std::io::Result<crate::isolation::ns_mount::NsMount> {
+        let Some(mounts) = &self.inner.mounts else {
+            return Err(std::io::Error::from(std::io::ErrorKind::Unsupported));
+        };
+        let owner = self
+            .inner
+            .ids
+            .filter(|_| guest_path.starts_with("/home/user/"));
+        mounts.attach(mount, guest_path, owner)
+    }
+
+    /// Detaches a mount [`SandboxEnv::attach_mount`] made.
+    ///
+    /// # Errors
+    /// As [`SandboxMounts::detach`](crate::isolation::SandboxMounts).
+    pub(crate) fn detach_mount(
+        &self,
+        mount: &crate::isolation::ns_mount::NsMount,
+    ) -> std::io::Result<()> {
+        let Some(mounts) = &self.inner.mounts else {
+            return Err(std::io::Error::from(std::io::ErrorKind::Unsupported));
+        };
+        mounts.detach(mount)
+    }
+
+    /// Whether mounts can be made for the sandbox alone
+    /// ([`SandboxEnv::attach_mount`]).
+    pub(crate) fn can_attach_mounts(&self) -> bool {
+        self.inner.mounts.is_some()
     }
 
     /// The sandbox's unprivileged host uid and gid, when the agent

@@ -51,6 +51,8 @@ pub(crate) struct Shared {
     pub gateways: Arc<crate::gateway::Gateways>,
     /// The EFS volumes (Configure's `efs_volumes` section).
     pub volumes: Arc<crate::efs_volumes::EfsVolumes>,
+    /// The S3 mounts (Configure's `s3_mounts` section).
+    pub s3_mounts: Arc<crate::s3_mounts::S3Mounts>,
 }
 
 /// The `/run` hook's answer body.
@@ -75,6 +77,14 @@ impl Shared {
             },
             env.clone(),
         ));
+        let persist: Arc<crate::persist::Persist> = Arc::default();
+        // Replaced by `Agent::start` with the configured one.
+        let s3_mounts = Arc::new(crate::s3_mounts::S3Mounts::new(
+            false,
+            env.clone(),
+            persist.clone(),
+            crate::s3_mounts::Allowlist::default(),
+        ));
         // Replaced by `Agent::start` with the configured one.
         let volumes = Arc::new(crate::efs_volumes::EfsVolumes::new(
             crate::efs_volumes::VolumeOptions::default(),
@@ -95,10 +105,11 @@ impl Shared {
             deadline_exit,
             serve,
             terminated,
-            persist: Arc::default(),
+            persist,
             egress: Arc::new(crate::egress::Egress::new(false, Vec::new())),
             gateways,
             volumes,
+            s3_mounts,
         }
     }
 
@@ -191,6 +202,8 @@ impl Shared {
     pub(crate) fn kill_everything(&self) {
         self.gateways.stop_all();
         self.volumes.detach_all();
+        // Detached first: no new lookup reaches a server that stops.
+        self.s3_mounts.stop_all();
         self.processes.kill_all();
         self.code.shutdown();
         self.env.kill_all();

@@ -1,7 +1,7 @@
 //! ConfigureService through real gRPC: the local agent implements the secret
-//! gateway (agent_gateway.rs tests it) and no other section, so each other
-//! section asked is answered UNSUPPORTED, and the call needs the access
-//! token like every RPC but Health.
+//! gateway (agent_gateway.rs tests it) and S3 mounts (agent_s3_mounts.rs),
+//! so each other section asked is answered UNSUPPORTED, and the call needs
+//! the access token like every RPC but Health.
 
 mod support;
 
@@ -58,8 +58,15 @@ async fn each_section_but_the_gateway_is_unsupported() {
     let unsupported = |s| (s, pb::SectionCode::Unsupported, String::new());
     assert_eq!(
         got,
+        // In the order of the sections' field numbers.
         [
-            unsupported(pb::ConfigSection::S3Mounts),
+            // Checked whole before anything: this image allows no bucket.
+            (
+                pb::ConfigSection::S3Mounts,
+                pb::SectionCode::Invalid,
+                "not_allowed".to_owned()
+            ),
+            // No mount.efs on this agent (no local stand-in).
             unsupported(pb::ConfigSection::EfsVolumes),
             unsupported(pb::ConfigSection::LifecycleEvents),
             unsupported(pb::ConfigSection::TelemetryExport),

@@ -179,6 +179,11 @@ pub struct EmulatorConfig {
     /// section UNSUPPORTED, as agents without the feature: how a test
     /// reaches the SDK's `Unimplemented` for volumes.
     pub agent_efs_volumes: bool,
+    /// Whether every MicroVM's agent serves S3 mounts (default `true`;
+    /// they also need root and `/dev/fuse`); `false` starts agents that
+    /// report `features.s3_mounts = false` and answer the section
+    /// UNSUPPORTED, as agents built before it (see `AgentConfig::s3_mounts`).
+    pub agent_s3_mounts: bool,
     /// The secret gateways' upstream settings of every MicroVM's agent
     /// (default: none): extra trusted root CAs and host names dialled at a
     /// fixed address (a loopback one included), so that a test's own HTTPS
@@ -240,6 +245,7 @@ impl Default for EmulatorConfig {
             agent_egress: true,
             agent_secret_gateway: true,
             agent_efs_volumes: true,
+            agent_s3_mounts: true,
             gateway_upstreams: rayito_agent::gateway::LocalUpstreams::default(),
             terminated_retention: DEFAULT_TERMINATED_RETENTION,
             terminated_kept: DEFAULT_TERMINATED_KEPT,
@@ -366,6 +372,7 @@ impl Emulator {
                 agent_egress: config.agent_egress,
                 agent_secret_gateway: config.agent_secret_gateway,
                 agent_efs_volumes: config.agent_efs_volumes,
+                agent_s3_mounts: config.agent_s3_mounts,
                 gateway_upstreams: config.gateway_upstreams,
                 retention: registry::Retention {
                     window: config.terminated_retention,

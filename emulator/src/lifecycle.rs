@@ -137,6 +137,7 @@ async fn prepare(
         metrics_interval: shared.settings.agent_metrics,
         egress: shared.settings.agent_egress,
         efs_volumes: shared.settings.agent_efs_volumes,
+        s3_mounts: shared.settings.agent_s3_mounts,
         gateway: rayito_agent::gateway::GatewayOptions {
             enabled: shared.settings.agent_secret_gateway,
             local_upstreams: shared.settings.gateway_upstreams.clone(),

@@ -63,6 +63,8 @@ pub(crate) struct Settings {
     /// Whether agents serve EFS volumes
     /// (`EmulatorConfig::agent_efs_volumes`).
     pub(crate) agent_efs_volumes: bool,
+    /// Whether agents serve S3 mounts (`EmulatorConfig::agent_s3_mounts`).
+    pub(crate) agent_s3_mounts: bool,
     /// The agents' gateway upstream settings, shared
     /// (`EmulatorConfig::gateway_upstreams`).
     pub(crate) gateway_upstreams: rayito_agent::gateway::LocalUpstreams,

@@ -18,12 +18,13 @@ mod helper;
 mod local;
 mod validate;
 
-use std::os::fd::{AsFd as _, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use self::validate::VolumeSpec;
+use crate::isolation::ns_mount::NsMount;
 use crate::local_volumes::LocalVolumes;
 use crate::pb;
 use crate::sandbox::SandboxEnv;
@@ -72,7 +73,7 @@ pub(crate) struct VolumeOptions {
 #[derive(Debug)]
 struct Mount {
     /// The attached clone (its descriptor: flush, probe, detach).
-    tree: OwnedFd,
+    ns: NsMount,
     /// pidfds of its tunnels (a MicroVM's).
     proxies: Vec<OwnedFd>,
 }
@@ -142,7 +143,7 @@ impl EfsVolumes {
     /// sandbox's host ids), or `mount.efs` installed and mounting allowed.
     pub(crate) fn supported(&self) -> bool {
         self.options.enabled
-            && self.env.mount_namespace().is_some()
+            && self.env.can_attach_mounts()
             && match &self.options.local {
                 Some(_) => self.env.host_ids().is_some(),
                 None => helper::helper_present() && helper::mounting_allowed(),
@@ -246,9 +247,9 @@ impl EfsVolumes {
                 let env = self.env.clone();
                 let path = spec.path.clone();
                 let helper::Mounted { tree, proxies } = mounted;
-                let attached = blocking(move || attach_in(&env, &tree, &path).map(|()| tree)).await;
+                let attached = blocking(move || attach_in(&env, tree, &path)).await;
                 match attached {
-                    Ok(tree) => Ok((Mount { tree, proxies }, None)),
+                    Ok(ns) => Ok((Mount { ns, proxies }, None)),
                     Err(class) => {
                         helper::stop_proxies(proxies).await;
                         Err(class)
@@ -277,11 +278,11 @@ impl EfsVolumes {
                     UNKNOWN
                 }
             })?;
-            attach_in(&env, &tree.fd, &spec.path)?;
             let degraded = (!tree.idmapped).then_some(NO_IDMAP);
+            let ns = attach_in(&env, tree.fd, &spec.path)?;
             Ok::<_, &'static str>((
                 Mount {
-                    tree: tree.fd,
+                    ns,
                     proxies: Vec::new(),
                 },
                 degraded,
@@ -295,7 +296,7 @@ impl EfsVolumes {
                 // Whatever it did once it finishes is undone.
                 tokio::spawn(async move {
                     if let Ok(Ok((mount, _))) = work.await {
-                        let _ = detach_in(&env, &mount.tree);
+                        let _ = env.detach_mount(&mount.ns);
                     }
                 });
                 Err(TIMEOUT)
@@ -307,7 +308,7 @@ impl EfsVolumes {
     async fn take_down(&self, mount: Arc<Mount>) {
         let env = self.env.clone();
         let held = mount.clone();
-        let _ = blocking(move || detach_in(&env, &held.tree).map_err(|_| UNKNOWN)).await;
+        let _ = blocking(move || env.detach_mount(&held.ns).map_err(|_| UNKNOWN)).await;
         if let Ok(mount) = Arc::try_unwrap(mount) {
             helper::stop_proxies(mount.proxies).await;
         }
@@ -360,7 +361,7 @@ impl EfsVolumes {
             let flushing = mount.clone();
             let flushed = tokio::time::timeout(
                 FLUSH_BOUND,
-                tokio::task::spawn_blocking(move || rustix::fs::syncfs(flushing.tree.as_fd())),
+                tokio::task::spawn_blocking(move || rustix::fs::syncfs(flushing.ns.root())),
             )
             .await;
             (mount, matches!(flushed, Ok(Ok(Ok(())))))
@@ -384,7 +385,7 @@ impl EfsVolumes {
             let probed = mount.clone();
             let health = tokio::time::timeout(
                 PROBE_BOUND,
-                tokio::task::spawn_blocking(move || attach::probe(probed.tree.as_fd())),
+                tokio::task::spawn_blocking(move || attach::probe(probed.ns.root())),
             )
             .await;
             let problem = match health {
@@ -464,7 +465,7 @@ impl EfsVolumes {
         }
         let mut proxies = Vec::new();
         for mount in mounts {
-            let _ = detach_in(&self.env, &mount.tree);
+            let _ = self.env.detach_mount(&mount.ns);
             if let Ok(mount) = Arc::try_unwrap(mount) {
                 proxies.extend(mount.proxies);
             }
@@ -506,30 +507,21 @@ async fn blocking<T: Send + 'static>(
 /// Attaches `tree` at `path` in the sandbox's namespace; a path that
 /// cannot hold a mount point (a symlink, a file, a read-only parent) is
 /// `invalid_path`.
-fn attach_in(env: &SandboxEnv, tree: &OwnedFd, path: &str) -> Result<(), &'static str> {
-    let Some(ns) = env.mount_namespace() else {
-        return Err(UNKNOWN);
-    };
-    attach::attach(ns, tree.as_fd(), path, env.host_ids()).map_err(|err| match err.raw_os_error() {
-        Some(
-            libc::ENOTDIR
-            | libc::ELOOP
-            | libc::EROFS
-            | libc::EACCES
-            | libc::EPERM
-            | libc::ENOENT
-            | libc::EEXIST,
-        ) => validate::INVALID_PATH,
-        _ => {
-            tracing::warn!(error = %err, "EFS volume: the mount could not be attached");
-            UNKNOWN
-        }
-    })
-}
-
-fn detach_in(env: &SandboxEnv, tree: &OwnedFd) -> std::io::Result<()> {
-    match env.mount_namespace() {
-        Some(ns) => attach::detach(ns, tree.as_fd()),
-        None => Ok(()),
-    }
+fn attach_in(env: &SandboxEnv, tree: OwnedFd, path: &str) -> Result<NsMount, &'static str> {
+    env.attach_mount(tree, path)
+        .map_err(|err| match err.raw_os_error() {
+            Some(
+                libc::ENOTDIR
+                | libc::ELOOP
+                | libc::EROFS
+                | libc::EACCES
+                | libc::EPERM
+                | libc::ENOENT
+                | libc::EEXIST,
+            ) => validate::INVALID_PATH,
+            _ => {
+                tracing::warn!(error = %err, "EFS volume: the mount could not be attached");
+                UNKNOWN
+            }
+        })
 }

@@ -29,10 +29,10 @@ macro_rules! opaque_debug {
 }
 
 mod archive;
-mod creds;
+pub(crate) mod creds;
 mod manifest;
 mod restore;
-mod s3;
+pub(crate) mod s3;
 mod sparse;
 mod tar_read;
 mod time;
@@ -188,6 +188,15 @@ impl Persist {
     /// Sets where checkpoints go (the emulator, when a sandbox is launched).
     pub(crate) fn set_access(&self, access: PersistenceAccess) {
         *self.access.lock().unwrap_or_else(|p| p.into_inner()) = access;
+    }
+
+    /// Where S3 is and with which credentials, as set now (the S3 mounts
+    /// section signs with the same key on the local backend).
+    pub(crate) fn access(&self) -> PersistenceAccess {
+        self.access
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     #[allow(clippy::result_large_err)]

@@ -1,5 +1,7 @@
 //! A small S3 client: the few operations checkpoint and restore need
-//! (PutObject, multipart upload, GetObject streamed, HeadObject), signed
+//! (PutObject, multipart upload, GetObject streamed, HeadObject; the local
+//! S3 mounts' `s3fuse::client` adds its listing, ranged reads and deletes
+//! over the same addressing and signer), signed
 //! with SigV4 by `aws-sigv4` and sent on hyper-util's client (rustls with
 //! the system's roots for HTTPS).
 //!
@@ -125,12 +127,12 @@ fn encode_key(key: &str) -> String {
 }
 
 /// Percent-encodes a query value.
-fn encode_value(v: &str) -> String {
+pub(crate) fn encode_value(v: &str) -> String {
     encode_key(v).replace('/', "%2F")
 }
 
 /// The S3 error code's class, from an error answer's XML body.
-fn classify(status: StatusCode, body: &[u8]) -> S3Failure {
+pub(crate) fn classify(status: StatusCode, body: &[u8]) -> S3Failure {
     let text = String::from_utf8_lossy(body);
     let code = text
         .split_once("<Code>")
@@ -161,7 +163,7 @@ fn classify(status: StatusCode, body: &[u8]) -> S3Failure {
 
 impl Bucket {
     /// The URL of `key` (with `query`, already encoded).
-    fn url(&self, key: &str, query: &str) -> String {
+    pub(crate) fn url(&self, key: &str, query: &str) -> String {
         let path = encode_key(key);
         let q = if query.is_empty() {
             String::new()
@@ -221,7 +223,11 @@ impl Bucket {
         Err(classify(status, &body))
     }
 
-    fn sign(&self, req: &mut Request<Full<Bytes>>, body: &[u8]) -> Result<(), S3Failure> {
+    pub(crate) fn sign(
+        &self,
+        req: &mut Request<Full<Bytes>>,
+        body: &[u8],
+    ) -> Result<(), S3Failure> {
         use aws_sigv4::http_request::{
             PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest,
             SigningSettings, UriPathNormalizationMode, sign,
@@ -411,7 +417,7 @@ impl Bucket {
     }
 }
 
-fn content_length(resp: &Response<Incoming>) -> Option<u64> {
+pub(crate) fn content_length(resp: &Response<Incoming>) -> Option<u64> {
     resp.headers()
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -419,7 +425,7 @@ fn content_length(resp: &Response<Incoming>) -> Option<u64> {
 }
 
 /// At most [`MAX_ERROR_BODY`] bytes of an answer's body.
-async fn read_bounded(resp: Response<Incoming>) -> Option<Bytes> {
+pub(crate) async fn read_bounded(resp: Response<Incoming>) -> Option<Bytes> {
     Limited::new(resp.into_body(), MAX_ERROR_BODY)
         .collect()
         .await

@@ -5,10 +5,27 @@
 //! instead; this is what the local backend has in its place (never a copy:
 //! every read and write goes to the bucket).
 //!
-//! INTERFACE STUB (session 20): the body of [`serve`] is written by the
-//! `s3fuse` part; the section calls only what is declared here.
+//! The semantics are mount-s3's (its documented behaviour, see [`fs`]);
+//! nothing is cached but what the kernel keeps for [`fs`]'s one-second
+//! TTL, so two mounts of one prefix see the same objects.
+//!
+//! Layout: [`client`] (the S3 requests), [`inodes`] (names the kernel
+//! holds), [`listing`] (directories from listings), [`reader`] and
+//! [`writer`] (an open file's bytes), [`fs`] (the FUSE operations), this
+//! module (the first check, the session's thread and its end).
+
+mod client;
+mod fs;
+pub(crate) mod hook;
+mod inodes;
+mod listing;
+mod reader;
+mod writer;
 
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::persist::LocalS3;
 
@@ -35,7 +52,6 @@ pub(crate) struct FuseMountSpec {
 
 /// Why a mount could not be served: one of the section's closed classes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(dead_code)] // INTERFACE STUB: the s3fuse part uses every variant.
 pub(crate) enum MountFailure {
     /// S3 could not be reached.
     Network,
@@ -53,7 +69,6 @@ pub(crate) enum MountFailure {
 
 impl MountFailure {
     /// The section's error class.
-    #[allow(dead_code)] // INTERFACE STUB.
     pub(crate) fn class(self) -> &'static str {
         match self {
             Self::Network => "network",
@@ -66,38 +81,118 @@ impl MountFailure {
     }
 }
 
+/// How long the first request may take.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long [`FuseDaemon::stop`] waits for the session's thread.
+const STOP_WAIT: Duration = Duration::from_secs(2);
+
 /// A served mount. Dropping it stops serving (the caller detaches the
 /// mount first).
 #[derive(Debug)]
 pub(crate) struct FuseDaemon {
-    _private: (),
+    shared: Arc<fs::Shared>,
+    /// False once the session's thread has ended.
+    alive: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Marks the session ended when its thread ends, however it ends.
+struct AliveGuard(Arc<AtomicBool>);
+
+impl Drop for AliveGuard {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
 }
 
 impl FuseDaemon {
     /// Whether the session still serves requests (false once the kernel
     /// ended it or its thread died): the section's `/resume` check.
-    #[allow(dead_code)] // INTERFACE STUB.
     pub(crate) fn is_alive(&self) -> bool {
-        false
+        self.alive.load(Ordering::SeqCst) && !self.shared.stopped()
     }
 
     /// Stops serving and waits (bounded) for the session's thread.
-    #[allow(dead_code)] // INTERFACE STUB.
-    pub(crate) fn stop(self) {}
+    ///
+    /// Every later request is answered EIO and open files' uploads are
+    /// dropped. The thread ends when the kernel ends the connection: once
+    /// the mount is detached and its last open file closed (a detached
+    /// mount with a file still open keeps it, answering EIO, past this
+    /// call's bound).
+    pub(crate) fn stop(mut self) {
+        self.shared.stop();
+        let started = Instant::now();
+        while self.alive.load(Ordering::SeqCst) && started.elapsed() < STOP_WAIT {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !self.alive.load(Ordering::SeqCst)
+            && let Some(thread) = self.thread.take()
+        {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for FuseDaemon {
+    fn drop(&mut self) {
+        self.shared.stop();
+    }
 }
 
 /// Checks that `spec.bucket` answers with `s3`'s key (one bounded
 /// request), then serves the FUSE session on `fuse` on a thread of its own
 /// and returns at once.
 ///
+/// Must be called on the agent's runtime: every S3 request runs there.
+///
 /// # Errors
 /// The class of the check's failure.
-#[allow(dead_code)] // INTERFACE STUB.
 pub(crate) async fn serve(
     fuse: OwnedFd,
     spec: FuseMountSpec,
     s3: LocalS3,
 ) -> Result<FuseDaemon, MountFailure> {
-    let _ = (fuse, spec, s3);
-    Err(MountFailure::HelperMissing)
+    let client =
+        client::Client::new(&spec.bucket, &spec.prefix, &s3).map_err(|_| MountFailure::Unknown)?;
+    check(&client).await?;
+    let shared = Arc::new(fs::Shared::new(
+        client,
+        spec,
+        tokio::runtime::Handle::current(),
+    ));
+    let alive = Arc::new(AtomicBool::new(true));
+    let guard = AliveGuard(alive.clone());
+    let fs = fs::S3Fs::new(shared.clone());
+    let thread = std::thread::Builder::new()
+        .name("s3fuse".into())
+        .spawn(move || {
+            let _guard = guard;
+            let mut config = fuser::Config::default();
+            config.acl = fuser::SessionACL::All;
+            // The handshake (INIT) and the request loop: sandbox processes
+            // are another uid than the agent's (SessionACL::All).
+            if let Ok(session) = fuser::Session::from_fd(fs, fuse, fuser::SessionACL::All, config) {
+                let _ = session.run();
+            }
+        })
+        .map_err(|_| MountFailure::HelperMissing)?;
+    Ok(FuseDaemon {
+        shared,
+        alive,
+        thread: Some(thread),
+    })
+}
+
+/// ListObjectsV2 (max-keys 1) on the mount's prefix: whether the key may
+/// list the bucket at all.
+async fn check(client: &client::Client) -> Result<(), MountFailure> {
+    use client::Fail;
+    match client.list("", false, None, 1, Some(CHECK_TIMEOUT)).await {
+        Ok(_) => Ok(()),
+        Err(Fail::Denied) => Err(MountFailure::IamDenied),
+        Err(Fail::NoSuchBucket) => Err(MountFailure::NotFound),
+        Err(Fail::Network) => Err(MountFailure::Network),
+        Err(Fail::Timeout) => Err(MountFailure::Timeout),
+        Err(Fail::NoSuchKey | Fail::Changed | Fail::Other) => Err(MountFailure::Unknown),
+    }
 }

@@ -3,6 +3,8 @@
 //! and hand out tonic clients that carry that token.
 #![allow(dead_code)]
 
+pub mod s3;
+
 use std::time::Duration;
 
 use base64::Engine as _;
