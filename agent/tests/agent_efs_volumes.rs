@@ -125,6 +125,13 @@ async fn supported(t: &TestAgent) -> bool {
     true
 }
 
+/// A fresh EFS and an agent on it, where the agent can mount volumes.
+async fn ready() -> Option<(Efs, TestAgent)> {
+    let efs = Efs::new();
+    let t = efs.agent().await;
+    supported(&t).await.then_some((efs, t))
+}
+
 async fn features(t: &TestAgent) -> pb::AgentFeatures {
     t.health()
         .health(pb::HealthRequest {})
@@ -280,11 +287,9 @@ async fn a_read_only_volume_refuses_writes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_access_point_fails_not_found_and_stops_there() {
-    let efs = Efs::new();
-    let t = efs.agent().await;
-    if !supported(&t).await {
+    let Some((_efs, t)) = ready().await else {
         return;
-    }
+    };
     assert_eq!(
         apply(
             &t,
@@ -340,85 +345,31 @@ async fn the_feature_off_is_unsupported_and_health_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_sections_are_refused_whole_and_change_nothing() {
-    let efs = Efs::new();
-    let t = efs.agent().await;
-    if !supported(&t).await {
+    let Some((_efs, t)) = ready().await else {
         return;
-    }
+    };
     assert_eq!(
         apply(&t, vec![volume("/mnt/keep", AP, false)]).await,
         APPLIED
     );
-    let with = |f: fn(&mut pb::EfsVolumeMount)| {
+    let invalid = |class: &str| (pb::SectionCode::Invalid, class.to_owned());
+    for path in ["mnt/x", "/etc/x", "/mnt", "/mnt/../etc", "/home/user/x/"] {
+        let got = apply(&t, vec![volume(path, AP2, false)]).await;
+        assert_eq!(got, invalid("invalid_path"), "{path}");
+    }
+    let overlap = vec![volume("/mnt/x", AP, false), volume("/mnt/x/y", AP2, false)];
+    assert_eq!(apply(&t, overlap).await, invalid("invalid_path"));
+    let five = (0..5).map(|i| volume(&format!("/mnt/v{i}"), AP, false));
+    assert_eq!(apply(&t, five.collect()).await, invalid("too_many_volumes"));
+    for (fs, ap) in [("fs-XYZ", AP), (FS, FS), (AP, AP)] {
+        let mut v = volume("/mnt/new", ap, false);
+        v.file_system_id = fs.into();
+        assert_eq!(apply(&t, vec![v]).await, invalid("invalid_id"), "{fs} {ap}");
+    }
+    for ip in ["fe80::1", "mt.example", "10.0.0"] {
         let mut v = volume("/mnt/new", AP2, false);
-        f(&mut v);
-        vec![v]
-    };
-    let table: Vec<(&str, Vec<pb::EfsVolumeMount>, &str)> = vec![
-        (
-            "relative",
-            with(|v| v.mount_path = "mnt/x".into()),
-            "invalid_path",
-        ),
-        (
-            "outside",
-            with(|v| v.mount_path = "/etc/x".into()),
-            "invalid_path",
-        ),
-        (
-            "the root",
-            with(|v| v.mount_path = "/mnt".into()),
-            "invalid_path",
-        ),
-        (
-            "dotdot",
-            with(|v| v.mount_path = "/mnt/../etc".into()),
-            "invalid_path",
-        ),
-        (
-            "trailing",
-            with(|v| v.mount_path = "/home/user/x/".into()),
-            "invalid_path",
-        ),
-        (
-            "overlap",
-            vec![volume("/mnt/x", AP, false), volume("/mnt/x/y", AP2, false)],
-            "invalid_path",
-        ),
-        (
-            "five",
-            (0..5)
-                .map(|i| volume(&format!("/mnt/v{i}"), AP, false))
-                .collect(),
-            "too_many_volumes",
-        ),
-        (
-            "fs id",
-            with(|v| v.file_system_id = "fs-XYZ".into()),
-            "invalid_id",
-        ),
-        (
-            "ap id",
-            with(|v| v.access_point_id = FS.into()),
-            "invalid_id",
-        ),
-        (
-            "ipv6",
-            with(|v| v.mount_target_ip = "fe80::1".into()),
-            "invalid_ip",
-        ),
-        (
-            "name",
-            with(|v| v.mount_target_ip = "mt.example".into()),
-            "invalid_ip",
-        ),
-    ];
-    for (what, mounts, class) in table {
-        assert_eq!(
-            apply(&t, mounts).await,
-            (pb::SectionCode::Invalid, class.to_owned()),
-            "{what}"
-        );
+        v.mount_target_ip = ip.into();
+        assert_eq!(apply(&t, vec![v]).await, invalid("invalid_ip"), "{ip}");
     }
     assert_eq!(
         status(&t).await,
@@ -462,11 +413,9 @@ fn unique_mount_id(path: &str) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_section_unmounts_what_it_dropped_and_keeps_the_rest() {
-    let efs = Efs::new();
-    let t = efs.agent().await;
-    if !supported(&t).await {
+    let Some((_efs, t)) = ready().await else {
         return;
-    }
+    };
     assert_eq!(
         apply(
             &t,
@@ -526,11 +475,9 @@ async fn a_replaced_section_unmounts_what_it_dropped_and_keeps_the_rest() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_symlink_on_the_path_is_refused() {
-    let efs = Efs::new();
-    let t = efs.agent().await;
-    if !supported(&t).await {
+    let Some((_efs, t)) = ready().await else {
         return;
-    }
+    };
     let (_, err) = sh(
         &t,
         "mkdir -p /tmp/elsewhere && ln -s /tmp/elsewhere /home/user/link",
@@ -561,11 +508,9 @@ async fn settled(t: &TestAgent, path: &str) -> (String, pb::EfsVolumeState, Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_reprobes_and_remounts_a_volume_that_went_away() {
-    let efs = Efs::new();
-    let t = efs.agent().await;
-    if !supported(&t).await {
+    let Some((efs, t)) = ready().await else {
         return;
-    }
+    };
     assert_eq!(
         apply(&t, vec![volume("/mnt/data", AP, false)]).await,
         APPLIED
@@ -619,11 +564,9 @@ fn held(path: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminate_detaches_every_volume() {
-    let efs = Efs::new();
-    let t = efs.agent().await;
-    if !supported(&t).await {
+    let Some((efs, t)) = ready().await else {
         return;
-    }
+    };
     let path = "/mnt/terminate-detaches-every-volume";
     assert_eq!(apply(&t, vec![volume(path, AP, false)]).await, APPLIED);
     assert_eq!(held(path), 1);

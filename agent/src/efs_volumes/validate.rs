@@ -207,6 +207,16 @@ mod tests {
         assert_eq!(check(vec![mount(&long, FS, AP, "")]), Err(INVALID_PATH));
     }
 
+    /// docs/local.md's table of INVALID classes names each of them.
+    #[test]
+    fn the_docs_list_every_invalid_class() {
+        let docs = include_str!("../../../docs/local.md");
+        let section = &docs[docs.find("### EFS volumes").expect("the section")..];
+        for class in [INVALID_PATH, TOO_MANY, INVALID_ID, INVALID_IP] {
+            assert!(section.contains(&format!("| `{class}` |")), "{class}");
+        }
+    }
+
     #[test]
     fn overlaps_and_counts_are_refused() {
         for (a, b) in [
