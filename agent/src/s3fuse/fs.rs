@@ -7,11 +7,10 @@
 //! to a task of their own ([`super::reader`], [`super::writer`]) through a
 //! queue, so they are served in the order the kernel sent them.
 //!
-//! Semantics are mount-s3's (its documented behaviour): see
-//! `docs/mounts.md`. Every file is 0644 and every directory 0755, owned by
-//! the spec's uid and gid; `chmod`/`chown` are EPERM, `rename` ENOSYS
-//! (what mount-s3 answers), links EPERM, extended attributes unsupported.
-//! No errno's cause (a key, a bucket, an S3 message) is logged.
+//! Semantics: see the module's documentation ([`super`]). No errno's
+//! cause (a key, a bucket, an S3 message) is logged; every operation that
+//! carries a name is implemented here, so fuser's own "not implemented"
+//! warnings (which print the name) never fire.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsStr;
