@@ -307,6 +307,21 @@ fn file_type(kind: Kind) -> FileType {
     }
 }
 
+/// The process (thread group) of the thread `pid` the kernel names in a
+/// request: a program may open a file on one thread and close it on
+/// another, and it is the process that decides when the upload completes
+/// ([`super::writer`]). The thread's own id when /proc does not tell.
+fn process_of(pid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(pid)
+}
+
 /// An inode number for a listed name the kernel has not looked up (only
 /// shown by `readdir`; never one of the table's, which count up from 1).
 fn unknown_ino(dir: &str, name: &str) -> u64 {
@@ -706,7 +721,7 @@ impl Filesystem for S3Fs {
                 n.writing = true;
                 n.size = 0;
             }
-            let fh = self.start_writer(ino.0, node.key, req.pid());
+            let fh = self.start_writer(ino.0, node.key, process_of(req.pid()));
             return reply.opened(FileHandle(fh), FopenFlags::empty());
         }
         if node.writing {
@@ -777,7 +792,7 @@ impl Filesystem for S3Fs {
             return reply.ok();
         };
         let op = WriteOp::Flush {
-            pid: req.pid(),
+            pid: process_of(req.pid()),
             reply,
         };
         if let Err(mpsc::error::SendError(WriteOp::Flush { reply, .. })) = tx.send(op) {
@@ -962,7 +977,7 @@ impl Filesystem for S3Fs {
         node.mtime = SystemTime::now();
         let node = node.clone();
         drop(inodes);
-        let fh = self.start_writer(ino, node.key.clone(), req.pid());
+        let fh = self.start_writer(ino, node.key.clone(), process_of(req.pid()));
         reply.created(
             &TTL,
             &self.shared.attr(ino, &node),
