@@ -552,3 +552,36 @@ async fn terminate_unmounts_every_mount() {
     );
     assert!(!out.contains(" fuse"), "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_fails_timeout() {
+    if !can_mount("a_server_that_never_answers_fails_timeout") {
+        return;
+    }
+    // An S3 endpoint that accepts connections and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = silent.local_addr().expect("addr");
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    let s3 = s3_with_data().await;
+    let mut key = s3.local_s3();
+    key.endpoint_url = format!("http://{addr}");
+    let image = allowing("data");
+    let t = agent(&image, PersistenceAccess::Local(Some(key)), true).await;
+    apply(&t, vec![mount("/mnt/data", "data")]).await;
+    assert_eq!(
+        settled(&t).await,
+        [(
+            "/mnt/data".to_owned(),
+            pb::S3MountPhase::Failed,
+            "timeout".to_owned()
+        )]
+    );
+    held.abort();
+}
