@@ -147,10 +147,10 @@ impl FuseDaemon {
         while self.alive.load(Ordering::SeqCst) && started.elapsed() < STOP_WAIT {
             std::thread::sleep(Duration::from_millis(10));
         }
-        if !self.alive.load(Ordering::SeqCst) {
-            if let Some(thread) = self.thread.take() {
-                let _ = thread.join();
-            }
+        if !self.alive.load(Ordering::SeqCst)
+            && let Some(thread) = self.thread.take()
+        {
+            let _ = thread.join();
         }
     }
 }
