@@ -48,3 +48,38 @@ fn the_agent_links_none_of_the_emulator() {
          `cargo tree -p rayito-agent -e normal -i <crate>` shows the path"
     );
 }
+
+/// The local S3 mounts' FUSE server (`s3fuse`) is fuser without its
+/// `libfuse` features: pure Rust, nothing linked against libfuse and no
+/// `fusermount` run (the section mounts `/dev/fuse` itself).
+#[test]
+fn fuser_is_pure_rust() {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "tree",
+            "-p",
+            "rayito-agent",
+            "-e",
+            "normal,features",
+            "-i",
+            "fuser",
+            "--offline",
+            "--prefix",
+            "none",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "cargo tree failed: {stderr}");
+    let tree = String::from_utf8(out.stdout).expect("cargo tree prints UTF-8");
+    assert!(
+        tree.contains("fuser v0."),
+        "fuser is not in the agent's tree: {tree}"
+    );
+    assert!(
+        !tree.contains("libfuse") && !tree.contains("pkg-config"),
+        "fuser links libfuse: {tree}"
+    );
+}

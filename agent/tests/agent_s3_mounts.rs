@@ -498,3 +498,90 @@ async fn resume_remakes_a_mount_whose_server_died() {
     }
     assert_eq!(settled(&t).await, mounted(&["/mnt/data"]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminate_unmounts_every_mount() {
+    if !can_mount("terminate_unmounts_every_mount") {
+        return;
+    }
+    let s3 = s3_with_data().await;
+    let image = allowing("data");
+    // Without a cgroup of its own, whose kill would also end the probe
+    // started after /terminate below.
+    let t = TestAgent::start_config(AgentConfig {
+        template_dir: Some(image.path().to_path_buf()),
+        persistence: PersistenceAccess::Local(Some(s3.local_s3())),
+        cgroup: false,
+        ..AgentConfig::default()
+    })
+    .await;
+    let (status, body) = t.run(&support::payload(serde_json::json!({}))).await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    apply(
+        &t,
+        vec![
+            mount("/mnt/data", "data"),
+            writable("/home/user/w", "w/", true),
+        ],
+    )
+    .await;
+    assert_eq!(settled(&t).await, mounted(&["/home/user/w", "/mnt/data"]));
+    assert_eq!(t.hook("terminate", None).await, (200, "ok".to_owned()));
+    // The sandbox's namespace outlives its processes: a process started
+    // in it afterwards (through the library) finds no FUSE mount left.
+    let spec = rayito_agent::sandbox::SpawnSpec {
+        program: "/bin/cat".into(),
+        args: vec!["/proc/self/mountinfo".into()],
+        ..Default::default()
+    };
+    use rayito_agent::for_emulator::Stdio;
+    let mut child = t
+        .agent
+        .env()
+        .launch(&spec, Stdio::Null, Stdio::Piped, Stdio::Null)
+        .expect("launch");
+    let mut out = String::new();
+    tokio::io::AsyncReadExt::read_to_string(child.stdout.as_mut().expect("stdout"), &mut out)
+        .await
+        .expect("read");
+    let status = child.wait().await.expect("wait");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        out.contains(" /home/user "),
+        "the sandbox's namespace: {out}"
+    );
+    assert!(!out.contains(" fuse"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_fails_timeout() {
+    if !can_mount("a_server_that_never_answers_fails_timeout") {
+        return;
+    }
+    // An S3 endpoint that accepts connections and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = silent.local_addr().expect("addr");
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    let s3 = s3_with_data().await;
+    let mut key = s3.local_s3();
+    key.endpoint_url = format!("http://{addr}");
+    let image = allowing("data");
+    let t = agent(&image, PersistenceAccess::Local(Some(key)), true).await;
+    apply(&t, vec![mount("/mnt/data", "data")]).await;
+    assert_eq!(
+        settled(&t).await,
+        [(
+            "/mnt/data".to_owned(),
+            pb::S3MountPhase::Failed,
+            "timeout".to_owned()
+        )]
+    );
+    held.abort();
+}

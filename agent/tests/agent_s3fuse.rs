@@ -288,6 +288,11 @@ async fn new_files_become_objects_when_closed() {
                 at += n as u64;
             }
             drop(f);
+            // Closed by another thread of the opening process: still the
+            // opener's close, so the object is there when it returns.
+            let mut f = std::fs::File::create(root.join("threads.txt")).unwrap();
+            f.write_all(b"closed elsewhere").unwrap();
+            std::thread::spawn(move || drop(f)).join().unwrap();
             // mkdir is local until a file is written in it.
             std::fs::create_dir(root.join("newdir")).unwrap();
             assert!(names(&root).contains(&"newdir".to_owned()));
@@ -323,6 +328,10 @@ async fn new_files_become_objects_when_closed() {
     assert_eq!(
         s3.get(BUCKET, "data/set1/small.txt").await.as_deref(),
         Some(&b"written through the mount"[..])
+    );
+    assert_eq!(
+        s3.get(BUCKET, "data/set1/threads.txt").await.as_deref(),
+        Some(&b"closed elsewhere"[..])
     );
     let big = s3.get(BUCKET, "data/set1/big.out").await.expect("big.out");
     let mut want = vec![0u8; BIG as usize];

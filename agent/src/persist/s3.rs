@@ -163,7 +163,7 @@ pub(crate) fn classify(status: StatusCode, body: &[u8]) -> S3Failure {
 
 impl Bucket {
     /// The URL of `key` (with `query`, already encoded).
-    pub(crate) fn url(&self, key: &str, query: &str) -> String {
+    fn url(&self, key: &str, query: &str) -> String {
         let path = encode_key(key);
         let q = if query.is_empty() {
             String::new()
@@ -194,22 +194,7 @@ impl Bucket {
         headers: &[(&str, &str)],
         body: Bytes,
     ) -> Result<Response<Incoming>, S3Failure> {
-        let url = self.url(key, query);
-        let uri: http::Uri = url.parse().map_err(|_| S3Failure::Failed)?;
-        let host = uri
-            .authority()
-            .ok_or(S3Failure::Failed)?
-            .as_str()
-            .to_owned();
-        let mut req = Request::builder().method(method).uri(uri);
-        req = req.header(http::header::HOST, &host);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let mut req = req
-            .body(Full::new(body.clone()))
-            .map_err(|_| S3Failure::Failed)?;
-        self.sign(&mut req, &body)?;
+        let req = self.signed_request(method, key, query, headers, body)?;
         let sent = tokio::time::timeout(REQUEST_TIMEOUT, self.client.request(req)).await;
         let resp = match sent {
             Ok(Ok(resp)) => resp,
@@ -223,11 +208,39 @@ impl Bucket {
         Err(classify(status, &body))
     }
 
-    pub(crate) fn sign(
+    /// The request for `key` (with `query`, already encoded), signed.
+    pub(crate) fn signed_request(
         &self,
-        req: &mut Request<Full<Bytes>>,
-        body: &[u8],
-    ) -> Result<(), S3Failure> {
+        method: Method,
+        key: &str,
+        query: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Result<Request<Full<Bytes>>, S3Failure> {
+        let uri: http::Uri = self
+            .url(key, query)
+            .parse()
+            .map_err(|_| S3Failure::Failed)?;
+        let host = uri
+            .authority()
+            .ok_or(S3Failure::Failed)?
+            .as_str()
+            .to_owned();
+        let mut req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(http::header::HOST, host);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let mut req = req
+            .body(Full::new(body.clone()))
+            .map_err(|_| S3Failure::Failed)?;
+        self.sign(&mut req, &body)?;
+        Ok(req)
+    }
+
+    fn sign(&self, req: &mut Request<Full<Bytes>>, body: &[u8]) -> Result<(), S3Failure> {
         use aws_sigv4::http_request::{
             PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest,
             SigningSettings, UriPathNormalizationMode, sign,

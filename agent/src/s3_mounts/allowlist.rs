@@ -13,10 +13,19 @@ use std::collections::BTreeSet;
 /// The variable that names the allowed buckets.
 pub const ALLOWED_BUCKETS_VAR: &str = "RAYITO_ALLOWED_MOUNT_BUCKETS";
 
-/// The buckets an image may mount.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The buckets an image may mount. Debug shows only how many (bucket
+/// names never reach a log).
+#[derive(Clone, Default, PartialEq, Eq)]
 pub(crate) struct Allowlist {
     buckets: BTreeSet<String>,
+}
+
+impl std::fmt::Debug for Allowlist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Allowlist")
+            .field("bucket_count", &self.buckets.len())
+            .finish()
+    }
 }
 
 impl Allowlist {

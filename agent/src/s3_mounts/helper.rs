@@ -64,6 +64,22 @@ impl Helper {
     }
 }
 
+impl Helper {
+    /// Ends it at once without waiting for anything, as a crash would:
+    /// the in-process server is dropped (it answers every later request
+    /// EIO), `mount-s3` gets SIGKILL.
+    pub(crate) fn crash(self) {
+        match self {
+            Self::Local(daemon) => drop(daemon),
+            Self::MountS3(m) => {
+                let _ = rustix::process::kill_process_group(m.pgid, rustix::process::Signal::KILL);
+                m.stop();
+            }
+            Self::Stopped => {}
+        }
+    }
+}
+
 /// Whether `mount-s3` is an executable on the agent's PATH.
 pub(crate) fn mount_s3_on_path() -> bool {
     use std::os::unix::fs::PermissionsExt as _;

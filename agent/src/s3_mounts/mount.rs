@@ -32,8 +32,20 @@ impl Drop for Partial<'_> {
             let _ = self.env.detach_mount(&attached);
         }
         if let Some(helper) = self.helper.take() {
-            helper.stop();
+            stop_in_background(helper);
         }
+    }
+}
+
+/// Stops `helper` without waiting for it where a runtime can (the
+/// in-process server's stop waits, bounded, for the sandbox's last open
+/// file on the detached mount to close).
+fn stop_in_background(helper: Helper) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            handle.spawn_blocking(move || helper.stop());
+        }
+        Err(_) => helper.stop(),
     }
 }
 
@@ -181,11 +193,11 @@ impl Live {
     /// Stops its server as a crash would, leaving the mount attached (its
     /// requests then fail with ENOTCONN).
     pub(crate) fn crash_helper(&mut self) {
-        std::mem::replace(&mut self.helper, Helper::Stopped).stop();
+        std::mem::replace(&mut self.helper, Helper::Stopped).crash();
     }
 
-    /// Detaches it, then stops its server (nothing new reaches the
-    /// server once detached).
+    /// Detaches it, then stops its server in the background (nothing new
+    /// reaches the server once detached).
     pub(crate) fn unmount(self, env: &SandboxEnv) {
         if let Err(err) = env.detach_mount(&self.attached) {
             tracing::warn!(
@@ -195,9 +207,8 @@ impl Live {
             );
         }
         // The mount's last reference: the kernel ends the session once
-        // the sandbox's open files on it are closed, which the in-process
-        // server's stop waits for (bounded).
+        // the sandbox's open files on it are closed.
         drop(self.attached);
-        self.helper.stop();
+        stop_in_background(self.helper);
     }
 }

@@ -9,8 +9,8 @@
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt as _, Full, Limited};
+use http::{Method, Response, StatusCode};
+use http_body_util::{BodyExt as _, Limited};
 use hyper::body::Incoming;
 
 use crate::persist::LocalS3;
@@ -131,21 +131,10 @@ impl Client {
         headers: &[(&str, &str)],
         bound: Duration,
     ) -> Result<Response<Incoming>, Fail> {
-        let uri: http::Uri = self
+        let req = self
             .bucket
-            .url(key, query)
-            .parse()
+            .signed_request(method, key, query, headers, Bytes::new())
             .map_err(|_| Fail::Other)?;
-        let host = uri.authority().ok_or(Fail::Other)?.as_str().to_owned();
-        let mut req = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header(http::header::HOST, host);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let mut req = req.body(Full::new(Bytes::new())).map_err(|_| Fail::Other)?;
-        self.bucket.sign(&mut req, &[]).map_err(|_| Fail::Other)?;
         let resp = match tokio::time::timeout(bound, self.bucket.client.request(req)).await {
             Err(_) => return Err(Fail::Timeout),
             Ok(Err(_)) => return Err(Fail::Network),

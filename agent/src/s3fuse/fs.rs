@@ -7,11 +7,10 @@
 //! to a task of their own ([`super::reader`], [`super::writer`]) through a
 //! queue, so they are served in the order the kernel sent them.
 //!
-//! Semantics are mount-s3's (its documented behaviour): see
-//! `docs/mounts.md`. Every file is 0644 and every directory 0755, owned by
-//! the spec's uid and gid; `chmod`/`chown` are EPERM, `rename` ENOSYS
-//! (what mount-s3 answers), links EPERM, extended attributes unsupported.
-//! No errno's cause (a key, a bucket, an S3 message) is logged.
+//! Semantics: see the module's documentation ([`super`]). No errno's
+//! cause (a key, a bucket, an S3 message) is logged; every operation that
+//! carries a name is implemented here, so fuser's own "not implemented"
+//! warnings (which print the name) never fire.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsStr;
@@ -306,6 +305,21 @@ fn file_type(kind: Kind) -> FileType {
         Kind::File => FileType::RegularFile,
         Kind::Dir => FileType::Directory,
     }
+}
+
+/// The process (thread group) of the thread `pid` the kernel names in a
+/// request: a program may open a file on one thread and close it on
+/// another, and it is the process that decides when the upload completes
+/// ([`super::writer`]). The thread's own id when /proc does not tell.
+fn process_of(pid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(pid)
 }
 
 /// An inode number for a listed name the kernel has not looked up (only
@@ -707,7 +721,7 @@ impl Filesystem for S3Fs {
                 n.writing = true;
                 n.size = 0;
             }
-            let fh = self.start_writer(ino.0, node.key, req.pid());
+            let fh = self.start_writer(ino.0, node.key, process_of(req.pid()));
             return reply.opened(FileHandle(fh), FopenFlags::empty());
         }
         if node.writing {
@@ -778,7 +792,7 @@ impl Filesystem for S3Fs {
             return reply.ok();
         };
         let op = WriteOp::Flush {
-            pid: req.pid(),
+            pid: process_of(req.pid()),
             reply,
         };
         if let Err(mpsc::error::SendError(WriteOp::Flush { reply, .. })) = tx.send(op) {
@@ -963,7 +977,7 @@ impl Filesystem for S3Fs {
         node.mtime = SystemTime::now();
         let node = node.clone();
         drop(inodes);
-        let fh = self.start_writer(ino, node.key.clone(), req.pid());
+        let fh = self.start_writer(ino, node.key.clone(), process_of(req.pid()));
         reply.created(
             &TTL,
             &self.shared.attr(ino, &node),

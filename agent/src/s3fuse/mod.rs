@@ -5,9 +5,31 @@
 //! instead; this is what the local backend has in its place (never a copy:
 //! every read and write goes to the bucket).
 //!
-//! The semantics are mount-s3's (its documented behaviour, see [`fs`]);
-//! nothing is cached but what the kernel keeps for [`fs`]'s one-second
-//! TTL, so two mounts of one prefix see the same objects.
+//! The semantics are mount-s3's documented ones:
+//!
+//! - keys split on `/`: common prefixes are directories (a directory
+//!   shadows an object of its name; keys ending in `/`, or naming `.`,
+//!   `..` or an empty component, are not shown); every file is 0644 and
+//!   every directory 0755, owned by the spec's uid and gid; `chmod`,
+//!   `chown` and times are EPERM (times are accepted on a file being
+//!   written); links EPERM; extended attributes unsupported;
+//! - reads: any object, sequential ones from one streaming GET kept open
+//!   (read ahead, bounded), random ones by ranged GETs; an object changed
+//!   under an open file is EIO (GETs are conditional on its ETag);
+//! - writes: new files only, or an existing one opened with `O_TRUNC`
+//!   where `allow_overwrite`; sequential from offset 0 (anything else
+//!   EINVAL); one writer per file; the object appears when the file is
+//!   closed by the process that opened it, or on `fsync` (see
+//!   [`writer`]); a file being written is not readable (EPERM);
+//! - `unlink` is EPERM unless `allow_delete` (then a DeleteObject, at
+//!   once); `mkdir` is local until a file is written in it; `rmdir` removes
+//!   only such an empty local directory (ENOTEMPTY for one S3 holds keys
+//!   under); `rename` is ENOSYS ("function not implemented", mount-s3's
+//!   answer);
+//! - `read_only`: every write operation is EROFS;
+//! - nothing is cached but what the kernel keeps for one second (entries
+//!   and attributes, mount-s3's default TTL; listings never), so two
+//!   mounts of one prefix see the same objects.
 //!
 //! Layout: [`client`] (the S3 requests), [`inodes`] (names the kernel
 //! holds), [`listing`] (directories from listings), [`reader`] and
