@@ -17,6 +17,9 @@ use efs::types::{CreationInfo, PosixUser, RootDirectory, Tag};
 use rayito_agent::local_volumes::LocalVolumeError;
 use rayito_emulator::{Emulator, EmulatorConfig};
 
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip_support;
+
 fn client_with(emu: &Emulator, secret: &str) -> efs::Client {
     let conf = efs::Config::builder()
         .behavior_version(BehaviorVersion::latest())
@@ -382,7 +385,9 @@ async fn an_access_points_directory_is_made_with_its_creation_info_when_first_re
     if rustix::process::geteuid().is_root() {
         assert_eq!((meta.uid(), meta.gid()), (1000, 1000));
     } else {
-        println!("SKIPPED: owner check: the emulator is not root, so its directories stay its own");
+        skip_support::skip(
+            "the owner check: the emulator is not root, so its directories stay its own",
+        );
     }
     std::fs::write(vol.dir.join("kept.txt"), b"data").unwrap();
 
@@ -767,10 +772,10 @@ async fn botocore_agrees_with_the_emulators_efs() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_boto3 {
-        println!(
-            "SKIPPED: botocore_agrees_with_the_emulators_efs: no boto3 in {} (.ci/install-test-deps installs it)",
+        skip_support::skip(format!(
+            "no boto3 in {} (.ci/install-test-deps installs it)",
             python.display()
-        );
+        ));
         return;
     }
     let emu = Emulator::start(EmulatorConfig::default()).await.unwrap();
