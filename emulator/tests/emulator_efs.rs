@@ -973,3 +973,56 @@ async fn the_messages_docs_local_md_transcribes_are_the_emulators() {
     }
     emu.shutdown().await;
 }
+
+/// Simultaneous calls with one token make one resource: every other call
+/// learns its id from the conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simultaneous_calls_with_one_token_make_one_resource() {
+    let emu = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let c = client(&emu);
+    let calls = (0..8).map(|_| {
+        let c = c.clone();
+        tokio::spawn(async move { c.create_file_system().creation_token("race").send().await })
+    });
+    let mut made = Vec::new();
+    let mut named = Vec::new();
+    for call in calls {
+        match call.await.unwrap() {
+            Ok(out) => made.push(out.file_system_id().to_owned()),
+            Err(err) => match err.into_service_error() {
+                efs::operation::create_file_system::CreateFileSystemError::FileSystemAlreadyExists(e) => {
+                    named.push(e.file_system_id().to_owned())
+                }
+                other => panic!("{other:?}"),
+            },
+        }
+    }
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(named.iter().all(|id| *id == made[0]), "{named:?}");
+    let fs = made.remove(0);
+    let calls = (0..8).map(|_| {
+        let c = c.clone();
+        let fs = fs.clone();
+        tokio::spawn(async move {
+            c.create_access_point()
+                .client_token("race")
+                .file_system_id(fs)
+                .send()
+                .await
+                .is_ok()
+        })
+    });
+    let mut ok = 0;
+    for call in calls {
+        ok += usize::from(call.await.unwrap());
+    }
+    assert_eq!(ok, 1);
+    let all = c
+        .describe_access_points()
+        .file_system_id(&fs)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(all.access_points().len(), 1);
+    emu.shutdown().await;
+}
