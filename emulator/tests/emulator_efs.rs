@@ -1026,3 +1026,78 @@ async fn simultaneous_calls_with_one_token_make_one_resource() {
     assert_eq!(all.access_points().len(), 1);
     emu.shutdown().await;
 }
+
+/// The reference SDK's `VolumeStore` (0.17.1, in the same venv) runs
+/// against the emulator unchanged: create (idempotent by its own client
+/// token), get, list, destroy (data kept); and the directory it asks for
+/// is made with its CreationInfo when an agent resolves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_volume_store_runs_against_the_emulator() {
+    let python = venv_python();
+    let has_reference = std::process::Command::new(&python)
+        .args(["-c", "from rayito import VolumeStore"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_reference {
+        skip_support::skip(format!(
+            "the reference rayito is not installed in {} (.ci/install-test-deps installs it)",
+            python.display()
+        ));
+        return;
+    }
+    let emu = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let c = client(&emu);
+    let fs = new_fs(&c, "reference").await;
+    let script = r#"
+import os
+from rayito import VolumeStore
+store = VolumeStore(file_system_id=os.environ["FS"])
+a = store.create("alpha")
+again = store.create("alpha")
+assert again.access_point_id == a.access_point_id, (a, again)
+store.create("beta")
+assert store.get("alpha").access_point_id == a.access_point_id
+names = sorted(v.name for v in store.list())
+assert names == ["alpha", "beta"], names
+assert store.destroy("beta") is True
+assert store.destroy("beta") is False
+print(a.access_point_id)
+"#;
+    let home = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(&python)
+        .args(["-c", script])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("AWS_CONFIG_FILE", home.path().join("no-config"))
+        .env(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            home.path().join("no-credentials"),
+        )
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_DEFAULT_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", &emu.access_key().id)
+        .env("AWS_SECRET_ACCESS_KEY", &emu.access_key().secret)
+        .env("AWS_ENDPOINT_URL", emu.endpoint_url())
+        .env("FS", &fs)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ap = stdout.trim();
+    let vol = emu.efs().volumes().resolve(&fs, ap).expect("resolves");
+    assert_eq!((vol.uid, vol.gid), (1000, 1000));
+    assert_eq!(
+        vol.dir,
+        emu.efs().dir().join(&fs).join("rayito-volumes/alpha")
+    );
+    assert_eq!(std::fs::metadata(&vol.dir).unwrap().mode() & 0o7777, 0o750);
+    assert_eq!(emu.efs().calls("DeleteAccessPoint"), 1);
+    emu.shutdown().await;
+}
