@@ -10,8 +10,6 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use aws_sdk_efs as efs;
-use efs::config::retry::RetryConfig;
-use efs::config::{BehaviorVersion, Credentials, Region};
 use efs::error::ProvideErrorMetadata;
 use efs::types::{CreationInfo, PosixUser, RootDirectory, Tag};
 use rayito_agent::local_volumes::LocalVolumeError;
@@ -20,21 +18,10 @@ use rayito_emulator::{Emulator, EmulatorConfig};
 #[path = "../../tests/skip_support/mod.rs"]
 mod skip_support;
 
+mod emulator_support;
+
 fn client_with(emu: &Emulator, secret: &str) -> efs::Client {
-    let conf = efs::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new(
-            &emu.access_key().id,
-            secret,
-            None,
-            None,
-            "test",
-        ))
-        .endpoint_url(emu.endpoint_url())
-        .retry_config(RetryConfig::disabled())
-        .build();
-    efs::Client::from_conf(conf)
+    emulator_support::efs_client(emu, secret)
 }
 
 fn client(emu: &Emulator) -> efs::Client {

@@ -124,6 +124,11 @@ impl LocalEfs {
             .or_default() += times;
     }
 
+    /// Forgets every injected throttle (`Faults::clear`).
+    pub(crate) fn clear_throttles(&self) {
+        lock(&self.inner.throttles).clear();
+    }
+
     /// The lookups an agent makes to mount a volume: what each MicroVM's
     /// agent is given (`AgentConfig::local_volumes`).
     pub fn volumes(&self) -> Arc<dyn LocalVolumes> {

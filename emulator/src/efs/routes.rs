@@ -24,6 +24,22 @@ use crate::registry::Shared;
 /// Where every EFS route starts: a request under it is an EFS call.
 pub(crate) const PREFIX: &str = "/2015-02-01/";
 
+/// The EFS operations served (what [`super::LocalEfs::throttle`] and the
+/// admin endpoint's `throttle` fault take).
+pub(crate) const ACTIONS: [&str; 11] = [
+    "CreateFileSystem",
+    "DescribeFileSystems",
+    "DeleteFileSystem",
+    "CreateAccessPoint",
+    "DescribeAccessPoints",
+    "DeleteAccessPoint",
+    "DescribeMountTargets",
+    "DeleteMountTarget",
+    "TagResource",
+    "ListTagsForResource",
+    "UntagResource",
+];
+
 /// The EFS routes.
 pub(crate) fn router() -> Router<Arc<Shared>> {
     Router::new()
