@@ -352,7 +352,9 @@ async fn serve_async() -> i32 {
         tokio::select! {
             () = &mut stopped => break,
             _ = tick.tick() => {
-                let calls: u64 = Operation::ALL.iter().map(|op| emulator.calls(*op)).sum();
+                // EFS calls (`rayito volume ...`) are activity too.
+                let calls: u64 = Operation::ALL.iter().map(|op| emulator.calls(*op)).sum::<u64>()
+                    + emulator.efs().total_calls();
                 if calls != last_calls {
                     last_calls = calls;
                     last_activity = Instant::now();

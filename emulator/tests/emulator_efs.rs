@@ -698,6 +698,7 @@ async fn calls_are_signed_counted_and_can_be_throttled() {
         .expect("then served");
     assert_eq!(emu.efs().calls("DescribeMountTargets"), 2);
     assert_eq!(emu.efs().calls("DescribeFileSystems"), 1);
+    assert_eq!(emu.efs().total_calls(), 4);
     emu.shutdown().await;
 }
 

@@ -116,6 +116,12 @@ impl LocalEfs {
         lock(&self.inner.calls).get(action).copied().unwrap_or(0)
     }
 
+    /// How many EFS calls of any operation reached the emulator: activity,
+    /// for a daemon that stops when idle.
+    pub fn total_calls(&self) -> u64 {
+        lock(&self.inner.calls).values().sum()
+    }
+
     /// Fault injection: the next `times` calls of `action` answer 429
     /// ThrottlingException, as EFS does when called too fast.
     pub fn throttle(&self, action: &str, times: u32) {
