@@ -352,7 +352,9 @@ async fn serve_async() -> i32 {
         tokio::select! {
             () = &mut stopped => break,
             _ = tick.tick() => {
-                let calls: u64 = Operation::ALL.iter().map(|op| emulator.calls(*op)).sum();
+                // EFS calls (`rayito volume ...`) are activity too.
+                let calls: u64 = Operation::ALL.iter().map(|op| emulator.calls(*op)).sum::<u64>()
+                    + emulator.efs().total_calls();
                 if calls != last_calls {
                     last_calls = calls;
                     last_activity = Instant::now();
@@ -372,9 +374,10 @@ async fn serve_async() -> i32 {
 }
 
 /// What a daemon keeps in its root for the next one: the images (their
-/// registry and layers) and the object store (the artifacts and
-/// `rayito::LOCAL_BUCKET`). Anything else there is a sandbox's directory.
-const KEPT: [&str; 2] = ["images", "s3"];
+/// registry and layers), the object store (the artifacts and
+/// `rayito::LOCAL_BUCKET`) and the EFS file systems (volumes are data).
+/// Anything else there is a sandbox's directory.
+const KEPT: [&str; 3] = ["images", "s3", "efs"];
 
 /// The daemon's root: one path per cache directory, the same for every
 /// daemon of that cache, in the temporary directory (its sandboxes' uid

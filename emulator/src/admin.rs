@@ -141,10 +141,14 @@ async fn post_fault(
             count,
             retry_after_seconds,
         } => {
-            let Some(op) = Operation::from_name(&operation) else {
+            if let Some(op) = Operation::from_name(&operation) {
+                faults.throttle(op, count, retry_after_seconds);
+            } else if crate::efs::routes::ACTIONS.contains(&operation.as_str()) {
+                // EFS's throttle has no Retry-After (EFS sends none).
+                faults.shared.efs.throttle(&operation, count);
+            } else {
                 return answer(StatusCode::BAD_REQUEST, "Unknown operation.");
-            };
-            faults.throttle(op, count, retry_after_seconds);
+            }
             true
         }
         FaultRequest::ProxyStatus { count, status } => {

@@ -509,3 +509,52 @@ async fn admin_endpoint_accepts_proxy_stalls() {
         "count is required"
     );
 }
+
+/// EFS routes take a signature scoped to `elasticfilesystem` only, and the
+/// admin endpoint's `throttle` fault names EFS operations too (`clear`
+/// forgets them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn efs_calls_need_their_own_scope_and_take_admin_throttles() {
+    let h = Harness::start().await;
+    let key = h.emulator.access_key();
+    let url = format!("{}/2015-02-01/file-systems", h.emulator.endpoint_url());
+    let (status, headers, body) = call(&url, Method::GET, Auth::Key(key), None).await;
+    assert_eq!(status, 403);
+    assert_eq!(headers["x-amzn-errortype"], "InvalidSignatureException");
+    assert_eq!(
+        body["message"],
+        "Credential should be scoped to correct service: 'elasticfilesystem'."
+    );
+
+    let faults = format!("{}/_emulator/faults", h.emulator.endpoint_url());
+    let post = |v: Value| call(&faults, Method::POST, Auth::Key(key), Some(v));
+    let throttle = json!({"fault": "throttle", "operation": "DescribeFileSystems", "count": 1});
+    assert_eq!(post(throttle.clone()).await.0, 200);
+    assert_eq!(
+        post(json!({"fault": "throttle", "operation": "DescribeNothing", "count": 1}))
+            .await
+            .0,
+        400
+    );
+    let efs = efs_client(&h.emulator, &key.secret);
+    let err = efs
+        .describe_file_systems()
+        .send()
+        .await
+        .expect_err("throttled");
+    assert_eq!(
+        err.raw_response().map(|r| r.status().as_u16()),
+        Some(429),
+        "{err:?}"
+    );
+    efs.describe_file_systems()
+        .send()
+        .await
+        .expect("then served");
+    assert_eq!(post(throttle).await.0, 200);
+    assert_eq!(post(json!({"fault": "clear"})).await.0, 200);
+    efs.describe_file_systems()
+        .send()
+        .await
+        .expect("clear forgot the throttle");
+}

@@ -272,3 +272,23 @@ pub fn err_header<E>(
         .and_then(|r| r.headers().get(name))
         .map(str::to_string)
 }
+
+/// An `aws-sdk-efs` client for the emulator's EFS, signed with the
+/// emulator's key id and `secret` (retries off).
+pub fn efs_client(emulator: &Emulator, secret: &str) -> aws_sdk_efs::Client {
+    use aws_sdk_efs::config::{BehaviorVersion, Credentials, Region, retry::RetryConfig};
+    let conf = aws_sdk_efs::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new(
+            &emulator.access_key().id,
+            secret,
+            None,
+            None,
+            "static-test",
+        ))
+        .endpoint_url(emulator.endpoint_url())
+        .retry_config(RetryConfig::disabled())
+        .build();
+    aws_sdk_efs::Client::from_conf(conf)
+}
