@@ -91,6 +91,7 @@ mod reference_interop;
 mod repo_layout;
 mod request_shapes;
 mod retries;
+mod s3_mounts_stack;
 mod secrets;
 mod send_bounds;
 mod setup;
