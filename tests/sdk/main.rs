@@ -63,6 +63,7 @@ mod gateway;
 mod hardening;
 mod image_publish;
 mod image_sizes;
+mod image_variants;
 mod index;
 mod javascript;
 mod keep_on_failure;
