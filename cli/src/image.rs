@@ -148,6 +148,15 @@ pub async fn run(global: Global, command: ImageCommand) -> i32 {
             arch,
             with_efs,
         } => zip(format, &dir, &dest, agent_binary, &arch, with_efs),
+        // The variant's flags are checked before any backend is made.
+        ImageCommand::Publish {
+            ref variant,
+            ref os_capabilities,
+            with_efs,
+            ..
+        } if publish_variant(variant, os_capabilities.as_deref(), with_efs).is_err() => {
+            publish_variant(variant, os_capabilities.as_deref(), with_efs).map(|_| 0)
+        }
         other => match crate::commands::backend_or_exit(&global) {
             Ok(backend) => dispatch(&backend, format, other).await,
             Err(code) => return code,
