@@ -220,4 +220,17 @@ mod tests {
             json!(["*"])
         );
     }
+
+    #[test]
+    fn docs_aws_md_shows_the_policy_a_writable_stack_grants() {
+        let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/aws.md"))
+            .expect("docs/aws.md");
+        let marker = "<!-- s3-mounts-json: my-datasets runs/* writable -->\n```json\n";
+        let start = page.find(marker).expect("the marker") + marker.len();
+        let end = page[start..].find("```").unwrap() + start;
+        let shown: Value = serde_json::from_str(&page[start..end]).expect("JSON");
+        let made: Value =
+            serde_json::from_str(&s3_mounts_policy("my-datasets", &["runs/*"], false)).unwrap();
+        assert_eq!(shown, made, "docs/aws.md should show:\n{made:#}");
+    }
 }

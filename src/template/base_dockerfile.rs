@@ -42,15 +42,14 @@ macro_rules! mount_s3 {
         concat!(
             "\
 # S3 mounts (the caps variants): Mountpoint for Amazon S3, which the agent runs
-# as rayito-mount (uid/gid 990) with the execution role's credentials.
-RUN dnf install -y --setopt=install_weak_deps=0 https://s3.amazonaws.com/mountpoint-s3-release/1.21.0/",
+# as rayito-mount (uid/gid 990) with the execution role's credentials. dnf is
+# Amazon Linux's; a local build's host stands for the base and brings its own.
+RUN if command -v dnf >/dev/null 2>&1; then dnf install -y --setopt=install_weak_deps=0 https://s3.amazonaws.com/mountpoint-s3-release/1.21.0/",
             $arch,
             "/mount-s3-1.21.0-",
             $arch,
-            ".rpm && dnf clean all
-RUN { command -v useradd >/dev/null 2>&1 || { dnf install -y --setopt=install_weak_deps=0 shadow-utils && dnf clean all; }; } \\
- && groupadd --system --gid 990 rayito-mount \\
- && useradd --system --uid 990 --gid 990 --no-create-home --home-dir /nonexistent --shell /sbin/nologin rayito-mount
+            ".rpm shadow-utils && dnf clean all; fi
+RUN getent group rayito-mount >/dev/null || groupadd --system --gid 990 rayito-mount; getent passwd rayito-mount >/dev/null || useradd --system --uid 990 --gid 990 --no-create-home --home-dir /nonexistent --shell /sbin/nologin rayito-mount
 "
         )
     };
@@ -59,7 +58,7 @@ RUN { command -v useradd >/dev/null 2>&1 || { dnf install -y --setopt=install_we
 /// amazon-efs-utils (`mount -t efs` with TLS and IAM), caps-efs only.
 const EFS_UTILS: &str = "\
 # EFS volumes (rayito-base-caps-efs): amazon-efs-utils, for mount -t efs with TLS and IAM.
-RUN dnf install -y --setopt=install_weak_deps=0 amazon-efs-utils && dnf clean all
+RUN if command -v dnf >/dev/null 2>&1; then dnf install -y --setopt=install_weak_deps=0 amazon-efs-utils && dnf clean all; fi
 ";
 
 /// The last lines: the agent's directory and the agent as PID 1.
@@ -112,7 +111,7 @@ mod tests {
         let x86 = default_dockerfile(Arch::X86_64, false);
         assert!(
             arm.contains(&format!(
-                "RUN dnf install -y --setopt=install_weak_deps=0 {} && dnf clean all\n",
+                "RUN if command -v dnf >/dev/null 2>&1; then dnf install -y --setopt=install_weak_deps=0 {} shadow-utils && dnf clean all; fi\n",
                 url("arm64")
             )),
             "{arm}"
@@ -122,7 +121,9 @@ mod tests {
             "{x86}"
         );
         for text in [&arm, &x86] {
-            assert!(text.contains(&format!("groupadd --system --gid {MOUNT_UID} {MOUNT_USER}")));
+            assert!(text.contains(&format!(
+                "getent group {MOUNT_USER} >/dev/null || groupadd --system --gid {MOUNT_UID} {MOUNT_USER};"
+            )));
             assert!(text.contains(&format!(
                 "useradd --system --uid {MOUNT_UID} --gid {MOUNT_UID} --no-create-home --home-dir /nonexistent --shell /sbin/nologin {MOUNT_USER}\n"
             )));
@@ -133,11 +134,24 @@ mod tests {
     #[test]
     fn only_the_efs_variant_installs_amazon_efs_utils_before_the_agents_cmd() {
         let efs = default_dockerfile(Arch::Arm64, true);
-        let line =
-            "RUN dnf install -y --setopt=install_weak_deps=0 amazon-efs-utils && dnf clean all\n";
+        let line = "RUN if command -v dnf >/dev/null 2>&1; then dnf install -y --setopt=install_weak_deps=0 amazon-efs-utils && dnf clean all; fi\n";
         let at = efs.find(line).expect("the efs layer");
         assert!(at > efs.find("mount-s3-").unwrap());
         assert!(at < efs.find("CMD [").unwrap());
         assert_eq!(efs.replace(EFS_UTILS, ""), DEFAULT_DOCKERFILE);
+    }
+
+    #[test]
+    fn docs_aws_md_shows_the_default_dockerfile_and_the_efs_layer() {
+        let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/aws.md"))
+            .expect("docs/aws.md");
+        assert!(
+            page.contains(&format!("```dockerfile\n{DEFAULT_DOCKERFILE}```")),
+            "docs/aws.md should show the default Dockerfile:\n{DEFAULT_DOCKERFILE}"
+        );
+        assert!(
+            page.contains(&format!("```dockerfile\n{EFS_UTILS}```")),
+            "docs/aws.md should show the efs layer:\n{EFS_UTILS}"
+        );
     }
 }
