@@ -221,8 +221,10 @@
 //!   deterministic build artifact; building one talks to S3, CloudWatch
 //!   Logs and STS (their clients, a zip writer).
 //! - `setup`: `rayito::setup`, the artifact bucket and the IAM roles and
-//!   policies of a new account as two CloudFormation stacks (adds
-//!   `templates` and the CloudFormation client).
+//!   policies of a new account as two CloudFormation stacks, and
+//!   `rayito::stacks`, the optional stacks (`s3-mounts`: the execution
+//!   role's policy for S3 mounts) (adds `templates` and the
+//!   CloudFormation client).
 //! - `dynamodb`: the metadata index of sandboxes (`SandboxIndex`,
 //!   `SandboxBuilder::index`, `ClientBuilder::index`) and the pool store
 //!   shared by many hosts (the DynamoDB client).
@@ -277,6 +279,8 @@ macro_rules! inner_stream {
 pub mod error;
 #[cfg(feature = "setup")]
 pub mod setup;
+#[cfg(feature = "setup")]
+pub mod stacks;
 #[cfg(feature = "templates")]
 pub mod template;
 #[cfg(feature = "test-util")]

@@ -32,6 +32,13 @@ pub(crate) const SETUP: AwsOnly = AwsOnly {
     endpoint_env: Some("AWS_ENDPOINT_URL_CLOUDFORMATION"),
 };
 
+/// `mounts policy ...`.
+pub(crate) const MOUNTS_POLICY: AwsOnly = AwsOnly {
+    command: "mounts policy",
+    why: "it deploys a CloudFormation stack with an IAM policy, and the local backend has neither (its S3 mounts need no policy)",
+    endpoint_env: Some("AWS_ENDPOINT_URL_CLOUDFORMATION"),
+};
+
 /// `doctor`.
 pub(crate) const DOCTOR: AwsOnly = AwsOnly {
     command: "doctor",

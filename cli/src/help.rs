@@ -220,7 +220,8 @@ const EXAMPLES: &[(&str, &str)] = &[
     (
         "image publish",
         "rayito image publish --artifact rayito-image.zip --base-image-version latest
-  rayito image publish --artifact rayito-image.zip --base-image-version latest --sizes 512mb,4gb",
+  rayito image publish --artifact rayito-image.zip --base-image-version latest --sizes 512mb,4gb
+  rayito image publish --artifact rayito-image.zip --base-image-version latest --os-capabilities ALL",
     ),
     (
         "image list",
@@ -271,6 +272,29 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     ("secret delete", "rayito secret delete db-password"),
     (
+        "mounts",
+        "rayito mounts policy deploy --bucket my-datasets --prefix team7/
+  rayito mounts policy status",
+    ),
+    (
+        "mounts policy",
+        "rayito mounts policy deploy --bucket my-datasets --prefix team7/ --writable
+  rayito mounts policy destroy",
+    ),
+    (
+        "mounts policy deploy",
+        "rayito mounts policy deploy --bucket my-datasets
+  rayito mounts policy deploy --bucket other-bucket --stack-name rayito-s3-mounts-other --prefix runs/",
+    ),
+    (
+        "mounts policy status",
+        "rayito mounts policy status --output json",
+    ),
+    (
+        "mounts policy destroy",
+        "rayito mounts policy destroy --stack-name rayito-s3-mounts-other",
+    ),
+    (
         "doctor",
         "rayito doctor
   rayito --region eu-west-1 --output json doctor",
@@ -278,7 +302,8 @@ const EXAMPLES: &[(&str, &str)] = &[
     (
         "setup",
         "rayito setup                                   # the plan; nothing is written
-  rayito setup --yes --agent-binary ./rayito-agent",
+  rayito setup --yes --agent-binary ./rayito-agent
+  rayito setup --yes --agent-binary ./rayito-agent --caps-image",
     ),
     (
         "local",

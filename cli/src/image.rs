@@ -10,8 +10,8 @@ use std::time::Duration;
 use clap::Subcommand;
 use rayito::error::BuildReason;
 use rayito::template::{
-    Arch, Artifact, PruneOptions, PruneReport, PublishInfo, PublishOptions, Variant,
-    pack_base_image,
+    ALL_OS_CAPABILITIES, Arch, Artifact, PruneOptions, PruneReport, PublishInfo, PublishOptions,
+    Variant, pack_base_image_variant,
 };
 use rayito::{SandboxError, Size};
 use serde_json::{Value, json};
@@ -40,6 +40,11 @@ pub enum ImageCommand {
         /// The image's CPU architecture; the agent must be built for it.
         #[arg(long, default_value = "ARM_64")]
         arch: String,
+        /// Pack the caps-efs variant: the marker kernel-sidecar/efs_variant,
+        /// and a Dockerfile that also installs amazon-efs-utils (EFS
+        /// volumes; publish it with --with-efs --os-capabilities ALL).
+        #[arg(long)]
+        with_efs: bool,
     },
     /// Publishes a base artifact as a MicroVM image, or reuses an
     /// identical version; prints RAYITO_TEMPLATE=<arn> (exit 1 when the
@@ -59,6 +64,15 @@ pub enum ImageCommand {
         /// checked before anything is written).
         #[arg(long, default_value = "full")]
         variant: String,
+        /// The image's additional operating system capabilities: ALL (the
+        /// only value) publishes the caps image, rayito-base-caps, whose
+        /// agent can mount S3 prefixes (full variant only).
+        #[arg(long, value_name = "ALL")]
+        os_capabilities: Option<String>,
+        /// Publish the caps-efs image, rayito-base-caps-efs (an artifact
+        /// packed with `image zip --with-efs`; needs --os-capabilities ALL).
+        #[arg(long)]
+        with_efs: bool,
         /// Sizes to publish beside the 2gb baseline, each as
         /// <image>-<size>: 512mb, 1gb, 4gb, 8gb (comma-separated).
         #[arg(long, value_delimiter = ',')]
@@ -132,7 +146,17 @@ pub async fn run(global: Global, command: ImageCommand) -> i32 {
             dest,
             agent_binary,
             arch,
-        } => zip(format, &dir, &dest, agent_binary, &arch),
+            with_efs,
+        } => zip(format, &dir, &dest, agent_binary, &arch, with_efs),
+        // The variant's flags are checked before any backend is made.
+        ImageCommand::Publish {
+            ref variant,
+            ref os_capabilities,
+            with_efs,
+            ..
+        } if publish_variant(variant, os_capabilities.as_deref(), with_efs).is_err() => {
+            publish_variant(variant, os_capabilities.as_deref(), with_efs).map(|_| 0)
+        }
         other => match crate::commands::backend_or_exit(&global) {
             Ok(backend) => dispatch(&backend, format, other).await,
             Err(code) => return code,
@@ -154,8 +178,10 @@ fn zip(
     dest: &Path,
     agent_binary: Option<PathBuf>,
     arch: &str,
+    with_efs: bool,
 ) -> Result<i32, Failure> {
     let arch: Arch = arch.parse()?;
+    let variant = with_efs.then_some(Variant::CapsEfs);
     if !dir.is_dir() {
         return Err(Failure::Cli(format!(
             "{} is not a directory",
@@ -176,7 +202,7 @@ fn zip(
         ),
         None => None,
     };
-    let artifact = pack_base_image(dir, agent.as_deref(), arch)?;
+    let artifact = pack_base_image_variant(dir, agent.as_deref(), arch, variant)?;
     std::fs::write(dest, artifact.bytes())
         .map_err(|e| Failure::Cli(format!("cannot write {}: {e}", dest.display())))?;
     match format {
@@ -186,6 +212,7 @@ fn zip(
             "key": artifact.image_key(),
             "bytes": artifact.bytes().len(),
             "arch": arch.as_str(),
+            "withEfs": with_efs,
         })),
         Format::Text => outln!(
             "wrote {} ({} bytes, sha256 {}, key {})",
@@ -196,6 +223,42 @@ fn zip(
         ),
     }
     Ok(0)
+}
+
+/// The variant `--variant`, `--os-capabilities` and `--with-efs` name
+/// together (checked before anything is read or written).
+fn publish_variant(
+    variant: &str,
+    os_capabilities: Option<&str>,
+    with_efs: bool,
+) -> Result<Variant, Failure> {
+    let variant: Variant = variant.parse()?;
+    let caps = match os_capabilities {
+        None => false,
+        Some(ALL_OS_CAPABILITIES) => true,
+        Some(_) => {
+            return Err(Failure::Cli(
+                "--os-capabilities takes ALL, the only value the service accepts".into(),
+            ));
+        }
+    };
+    if with_efs && variant != Variant::Full {
+        return Err(Failure::Cli(format!(
+            "--with-efs publishes rayito-base-caps-efs, built from the full artifact: drop --variant {variant}"
+        )));
+    }
+    if with_efs && !caps {
+        return Err(Failure::Cli(
+            "--with-efs needs --os-capabilities ALL: the agent mounts EFS only with CAP_SYS_ADMIN"
+                .into(),
+        ));
+    }
+    if caps && variant != Variant::Full {
+        return Err(Failure::Cli(format!(
+            "--os-capabilities ALL publishes the caps image, built from the full artifact: drop --variant {variant}"
+        )));
+    }
+    Ok(variant.with_caps(caps, with_efs)?)
 }
 
 /// `K=V` pairs into a map (the last of a key wins).
@@ -225,12 +288,15 @@ async fn dispatch(
             dest,
             agent_binary,
             arch,
-        } => zip(format, &dir, &dest, agent_binary, &arch),
+            with_efs,
+        } => zip(format, &dir, &dest, agent_binary, &arch, with_efs),
         ImageCommand::Publish {
             artifact,
             bucket,
             image_name,
             variant,
+            os_capabilities,
+            with_efs,
             sizes,
             base_image_version,
             memory_mib,
@@ -248,7 +314,7 @@ async fn dispatch(
                     )
                 })?),
             };
-            let variant: Variant = variant.parse()?;
+            let variant = publish_variant(&variant, os_capabilities.as_deref(), with_efs)?;
             let image_name = image_name.unwrap_or_else(|| variant.image_name().to_owned());
             let sizes = sizes
                 .iter()

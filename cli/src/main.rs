@@ -35,6 +35,7 @@ mod kill;
 mod local;
 mod local_upstreams;
 mod logs;
+mod mounts_policy;
 mod network;
 mod pool;
 mod progress;
@@ -114,6 +115,10 @@ enum Top {
     /// a file, never from the command line).
     #[command(subcommand)]
     Secret(secret::SecretCommand),
+    /// S3 mounts' account side: the execution role's IAM policy (the
+    /// s3-mounts stack).
+    #[command(subcommand)]
+    Mounts(mounts_policy::MountsCommand),
     /// What the SDK would use on AWS, and whether a `create` could work there
     /// (and publishing: the setup stacks, the artifact bucket, the image).
     Doctor,
@@ -175,6 +180,10 @@ fn main() {
         Top::Secret(command) => match aws_only::SECRET.refuse(&cli.global) {
             Some(code) => code,
             None => run_async(format, secret::run(cli.global, command)),
+        },
+        Top::Mounts(command) => match aws_only::MOUNTS_POLICY.refuse(&cli.global) {
+            Some(code) => code,
+            None => run_async(format, mounts_policy::run(cli.global, command)),
         },
         Top::Setup(args) => match aws_only::SETUP.refuse(&cli.global) {
             Some(code) => code,

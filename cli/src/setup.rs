@@ -1,15 +1,19 @@
 //! `rayito setup`: a new account in one command. A dry run by default
 //! (prints the plan, writes nothing); `--yes` creates what is missing in
 //! order: the artifacts stack (unless `--bucket` names an existing
-//! bucket), the IAM stack, the base image `rayito-base`; then runs the
-//! doctor. A second `--yes` changes nothing and says so.
+//! bucket), the IAM stack, the base image `rayito-base` (and, with
+//! `--caps-image`, `rayito-base-caps`: the same artifact with the os
+//! capabilities ALL, for S3 mounts); then runs the doctor. A second
+//! `--yes` changes nothing and says so.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 use rayito::setup::{SetupOptions, SetupStep, StepAction, StepTarget};
-use rayito::template::{Arch, Artifact, BuildEvent, PublishOptions, pack_base_image};
+use rayito::template::{
+    Arch, Artifact, BuildEvent, PublishInfo, PublishOptions, Variant, pack_base_image,
+};
 use rayito::{Client, SandboxError};
 use serde_json::json;
 
@@ -19,6 +23,8 @@ use crate::{Format, Global};
 
 /// The base image setup publishes.
 pub const BASE_IMAGE: &str = "rayito-base";
+/// The caps image `--caps-image` publishes after it.
+pub const CAPS_IMAGE: &str = "rayito-base-caps";
 /// Its memory, MiB.
 const BASE_MEMORY_MIB: u32 = 2048;
 
@@ -52,6 +58,11 @@ pub struct SetupArgs {
     /// Seconds to wait for the base image's build.
     #[arg(long, default_value_t = 1800)]
     timeout_seconds: u64,
+    /// Also publish rayito-base-caps after rayito-base: the same artifact
+    /// with the os capabilities ALL, whose agent mounts S3 prefixes
+    /// (`mounts=`).
+    #[arg(long)]
+    caps_image: bool,
 }
 
 /// Runs `rayito setup`; returns the exit code.
@@ -64,25 +75,25 @@ pub async fn run(global: Global, args: SetupArgs) -> i32 {
     crate::commands::exit_code(format, setup(&global, &backend, args).await)
 }
 
-/// The base image's step: `exists` when it has a launchable version,
-/// else `create`. (`--yes` reuses an identical version or builds one.)
-async fn image_step(client: &Client) -> Result<SetupStep, SandboxError> {
-    let launchable = match client.images().versions(BASE_IMAGE).await {
+/// An image's step: `exists` when it has a launchable version, else
+/// `create`. (`--yes` reuses an identical version or builds one.)
+async fn image_step(client: &Client, name: &str) -> Result<SetupStep, SandboxError> {
+    let launchable = match client.images().versions(name).await {
         Ok(versions) => versions
             .iter()
             .any(|v| v.state == "SUCCESSFUL" && v.status == "ACTIVE"),
         Err(err) if err.is_not_found() => false,
         Err(err) => return Err(err),
     };
-    Ok(image_step_of(if launchable {
-        StepAction::Exists
-    } else {
-        StepAction::Create
-    }))
-}
-
-fn image_step_of(action: StepAction) -> SetupStep {
-    SetupStep::new(action, StepTarget::Image, BASE_IMAGE)
+    Ok(SetupStep::new(
+        if launchable {
+            StepAction::Exists
+        } else {
+            StepAction::Create
+        },
+        StepTarget::Image,
+        name,
+    ))
 }
 
 /// The base artifact: `--artifact`, else packed from the agent binary as
@@ -153,7 +164,10 @@ async fn setup(global: &Global, backend: &Backend, args: SetupArgs) -> Result<i3
     let setup = client.setup(options);
     let plan = setup.plan().await?;
     let mut steps = plan.steps().to_vec();
-    steps.push(image_step(&client).await?);
+    steps.push(image_step(&client, BASE_IMAGE).await?);
+    if args.caps_image {
+        steps.push(image_step(&client, CAPS_IMAGE).await?);
+    }
 
     if !args.yes {
         match format {
@@ -194,41 +208,53 @@ async fn setup(global: &Global, backend: &Backend, args: SetupArgs) -> Result<i3
     for step in &outcome.steps {
         say(done_text(step));
     }
-    let mut publish = PublishOptions::default();
-    publish.bucket = Some(outcome.bucket.clone());
-    publish.memory_mib = BASE_MEMORY_MIB;
-    publish.build_role_arn = Some(outcome.build_role_arn.clone());
-    publish.arch = arch;
-    publish.timeout = Duration::from_secs(args.timeout_seconds);
-    let publish = publish.on_event(move |event| {
-        if format == Format::Text && !matches!(event, BuildEvent::Log(_)) {
-            eprintln!("{event}");
-        }
-    });
-    let info = client
-        .images()
-        .publish(&artifact, BASE_IMAGE, publish)
-        .await?;
-    let image = image_step_of(if info.reused {
-        StepAction::Exists
-    } else if steps.last().is_some_and(|s| s.action == StepAction::Exists) {
-        StepAction::Update
-    } else {
-        StepAction::Create
-    });
     let mut done = outcome.steps.clone();
-    say(if info.reused {
-        format!(
-            "unchanged image {BASE_IMAGE} (version {} reused)",
-            info.image_version
-        )
-    } else {
-        format!(
-            "built image {BASE_IMAGE} version {} over al2023-1 version {}",
-            info.image_version, info.base_image_version
-        )
-    });
-    done.push(image);
+    let mut images = vec![(BASE_IMAGE, Variant::Full)];
+    if args.caps_image {
+        images.push((CAPS_IMAGE, Variant::Caps));
+    }
+    let mut published: Vec<PublishInfo> = Vec::new();
+    for (name, variant) in images {
+        let mut publish = PublishOptions::default();
+        publish.bucket = Some(outcome.bucket.clone());
+        publish.memory_mib = BASE_MEMORY_MIB;
+        publish.build_role_arn = Some(outcome.build_role_arn.clone());
+        publish.arch = arch;
+        publish.timeout = Duration::from_secs(args.timeout_seconds);
+        publish.variant = variant;
+        let publish = publish.on_event(move |event| {
+            if format == Format::Text && !matches!(event, BuildEvent::Log(_)) {
+                eprintln!("{event}");
+            }
+        });
+        let info = client.images().publish(&artifact, name, publish).await?;
+        let planned = steps
+            .iter()
+            .find(|s| s.target == StepTarget::Image && s.name == name)
+            .map(|s| s.action);
+        let action = if info.reused {
+            StepAction::Exists
+        } else if planned == Some(StepAction::Exists) {
+            StepAction::Update
+        } else {
+            StepAction::Create
+        };
+        say(if info.reused {
+            format!(
+                "unchanged image {name} (version {} reused)",
+                info.image_version
+            )
+        } else {
+            format!(
+                "built image {name} version {} over al2023-1 version {}",
+                info.image_version, info.base_image_version
+            )
+        });
+        done.push(SetupStep::new(action, StepTarget::Image, name));
+        published.push(info);
+    }
+    let info = published.remove(0);
+    let caps = published.pop();
     let changed = done.iter().any(|s| s.action != StepAction::Exists);
     // The doctor, on the same client, with the image and bucket just set up.
     let report = crate::doctor::report(
@@ -250,6 +276,8 @@ async fn setup(global: &Global, backend: &Backend, args: SetupArgs) -> Result<i3
             "outputs": outcome.outputs,
             "imageArn": info.image_arn,
             "imageVersion": info.image_version,
+            "capsImageArn": caps.as_ref().map(|c| &c.image_arn),
+            "capsImageVersion": caps.as_ref().map(|c| &c.image_version),
             "doctor": report.to_json(),
         })),
         Format::Text => {
@@ -257,6 +285,10 @@ async fn setup(global: &Global, backend: &Backend, args: SetupArgs) -> Result<i3
                 outln!("nothing changed: this account was already set up");
             }
             outln!("RAYITO_TEMPLATE={}", info.image_arn);
+            if let Some(caps) = &caps {
+                // The caps image, for sandboxes with S3 mounts.
+                outln!("RAYITO_CAPS_TEMPLATE={}", caps.image_arn);
+            }
             outln!("RAYITO_BUCKET={}", outcome.bucket);
             outln!();
             report.print(Format::Text);

@@ -350,3 +350,90 @@ fn publish_sizes_then_image_sizes_and_a_dry_run_prune_print_their_tables() {
     let versions = session.json(&["--local", "--output", "json", "image", "list", "cli-sz"]);
     assert_eq!(versions["versions"].as_array().unwrap().len(), 2);
 }
+
+#[test]
+fn zip_with_efs_writes_the_marker_and_publish_refuses_caps_flags_that_do_not_fit() {
+    let session = Session::unset_backend();
+    let work = tempfile::tempdir().unwrap();
+    let base = work.path().join("base");
+    std::fs::create_dir(&base).unwrap();
+    let arm = work.path().join("agent-arm");
+    std::fs::write(&arm, elf(0xB7)).unwrap();
+    let zip = work.path().join("efs.zip");
+    let packed = session.json(&[
+        "--output",
+        "json",
+        "image",
+        "zip",
+        s(&base),
+        s(&zip),
+        "--agent-binary",
+        s(&arm),
+        "--with-efs",
+    ]);
+    assert_eq!(packed["withEfs"], true);
+    let bytes = std::fs::read(&zip).unwrap();
+    // The marker's name and content are in the zip (deflated content is
+    // checked by the SDK's own tests; the name is stored as is).
+    assert!(
+        bytes
+            .windows(b"kernel-sidecar/efs_variant".len())
+            .any(|w| w == b"kernel-sidecar/efs_variant")
+    );
+
+    // Refusals of the flags, before the artifact is read or AWS called.
+    for (args, message) in [
+        (
+            &["--with-efs"][..],
+            "--with-efs needs --os-capabilities ALL: the agent mounts EFS only with CAP_SYS_ADMIN",
+        ),
+        (
+            &[
+                "--with-efs",
+                "--os-capabilities",
+                "ALL",
+                "--variant",
+                "slim",
+            ][..],
+            "--with-efs publishes rayito-base-caps-efs, built from the full artifact: drop --variant slim",
+        ),
+        (
+            &["--os-capabilities", "ALL", "--variant", "poly"][..],
+            "--os-capabilities ALL publishes the caps image, built from the full artifact: drop --variant poly",
+        ),
+        (
+            &["--os-capabilities", "SYS_ADMIN"][..],
+            "--os-capabilities takes ALL, the only value the service accepts",
+        ),
+    ] {
+        let mut all = vec![
+            "image",
+            "publish",
+            "--artifact",
+            "/nonexistent/never-read.zip",
+            "--base-image-version",
+            "1",
+        ];
+        all.extend_from_slice(args);
+        let out = session.run(&all);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr).lines().next(),
+            Some(format!("error: {message}").as_str()),
+            "{args:?}"
+        );
+    }
+
+    // The s3-mounts stack needs CloudFormation: refused on --local.
+    let out = session.run(&["--local", "mounts", "policy", "status"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).lines().next(),
+        Some(
+            "error: `rayito mounts policy` needs AWS: it deploys a CloudFormation stack with an IAM \
+             policy, and the local backend has neither (its S3 mounts need no policy); run it \
+             without --local (and without RAYITO_BACKEND=local), or set \
+             AWS_ENDPOINT_URL_CLOUDFORMATION to an endpoint of that service"
+        )
+    );
+}

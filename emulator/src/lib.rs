@@ -102,8 +102,10 @@ pub struct EmulatorConfig {
     pub region: String,
     /// Account id in image ARNs (default `000000000000`).
     pub account_id: String,
-    /// Image names seeded at start (default `["rayito-base"]`;
-    /// `rayito-base` is seeded anyway): each has version 1 SUCCESSFUL and
+    /// Image names seeded at start (default `["rayito-base"]`; the
+    /// official `rayito-base`, `rayito-base-caps` and
+    /// `rayito-base-caps-efs` are seeded anyway, the caps ones with
+    /// `additionalOsCapabilities: ["ALL"]`): each has version 1 SUCCESSFUL and
     /// ACTIVE, which runs on the host as it is. Other images exist once
     /// created through the image API (CreateMicrovmImage); RunMicrovm with
     /// an ARN of an unknown name answers ResourceNotFoundException.

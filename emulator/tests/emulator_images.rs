@@ -140,6 +140,45 @@ async fn image_state(h: &Harness, name: &str) -> MicrovmImageState {
 }
 
 #[tokio::test]
+async fn the_caps_images_are_seeded_beside_the_base_with_all_os_capabilities() {
+    let h = Harness::start().await;
+    let version = |name: &'static str| {
+        h.client
+            .get_microvm_image_version()
+            .image_identifier(name)
+            .image_version("1")
+            .send()
+    };
+    let base = version("rayito-base").await.expect("rayito-base");
+    assert!(base.additional_os_capabilities().is_empty());
+    let uri = |v: &lmv::operation::get_microvm_image_version::GetMicrovmImageVersionOutput| match v
+        .code_artifact()
+    {
+        Some(CodeArtifact::Uri(u)) => u.clone(),
+        other => panic!("codeArtifact {other:?}"),
+    };
+    let mut efs_uri = None;
+    for name in ["rayito-base-caps", "rayito-base-caps-efs"] {
+        let v = version(name).await.expect(name);
+        assert_eq!(*v.state(), MicrovmImageVersionState::Successful, "{name}");
+        assert_eq!(*v.status(), MicrovmImageVersionStatus::Active, "{name}");
+        assert_eq!(
+            v.additional_os_capabilities(),
+            [lmv::types::Capability::All],
+            "{name}"
+        );
+        if name == "rayito-base-caps" {
+            // The caps image is the full artifact.
+            assert_eq!(uri(&v), uri(&base));
+        } else {
+            efs_uri = Some(uri(&v));
+        }
+    }
+    // The caps-efs artifact is its own (it carries the efs marker).
+    assert_ne!(efs_uri.unwrap(), uri(&base));
+}
+
+#[tokio::test]
 async fn the_base_image_is_seeded_with_its_artifact_build_and_managed_base() {
     let h = Harness::start().await;
     let bucket = h.emulator.artifact_bucket();
@@ -816,7 +855,18 @@ async fn lists_page_and_version_items_never_carry_environment_variables() {
     assert!(second.next_token().is_none());
     let all = h.client.list_microvm_images().send().await.unwrap();
     let names: Vec<&str> = all.items().iter().map(|i| i.name()).collect();
-    assert_eq!(names, ["other", "page-a", "page-b", "rayito-base", "x"]);
+    assert_eq!(
+        names,
+        [
+            "other",
+            "page-a",
+            "page-b",
+            "rayito-base",
+            "rayito-base-caps",
+            "rayito-base-caps-efs",
+            "x"
+        ]
+    );
 
     let mut versions = Vec::new();
     let mut token = None;

@@ -24,6 +24,57 @@ pub(crate) struct StackState {
     pub(crate) status: String,
     /// The stack's outputs, key to value.
     pub(crate) outputs: BTreeMap<String, String>,
+    /// The stack's parameters, key to value (`NoEcho` ones as `****`).
+    pub(crate) parameters: BTreeMap<String, String>,
+}
+
+/// The IAM capability a stack's template needs acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IamCapability {
+    /// IAM resources CloudFormation names (`CAPABILITY_IAM`).
+    Iam,
+    /// IAM resources with names of ours (`CAPABILITY_NAMED_IAM`).
+    NamedIam,
+}
+
+impl IamCapability {
+    fn of(self) -> Capability {
+        match self {
+            Self::Iam => Capability::CapabilityIam,
+            Self::NamedIam => Capability::CapabilityNamedIam,
+        }
+    }
+}
+
+/// What a CreateStack or UpdateStack sends beside the template.
+#[derive(Clone, Debug)]
+pub(crate) struct StackInput<'a> {
+    /// The template's parameters, key to value.
+    pub(crate) parameters: &'a [(&'a str, String)],
+    /// The capability its IAM resources need.
+    pub(crate) capability: IamCapability,
+}
+
+impl StackInput<'_> {
+    /// Setup's stacks: no parameter, named IAM resources.
+    const SETUP: StackInput<'static> = StackInput {
+        parameters: &[],
+        capability: IamCapability::NamedIam,
+    };
+
+    fn parameters(&self) -> Option<Vec<cfn::types::Parameter>> {
+        (!self.parameters.is_empty()).then(|| {
+            self.parameters
+                .iter()
+                .map(|(k, v)| {
+                    cfn::types::Parameter::builder()
+                        .parameter_key(*k)
+                        .parameter_value(v)
+                        .build()
+                })
+                .collect()
+        })
+    }
 }
 
 /// How an UpdateStack ended at the call.
@@ -84,12 +135,23 @@ impl Stacks {
             .iter()
             .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
             .collect();
+        let parameters = stack
+            .parameters()
+            .iter()
+            .filter_map(|p| {
+                Some((
+                    p.parameter_key()?.to_owned(),
+                    p.parameter_value()?.to_owned(),
+                ))
+            })
+            .collect();
         Ok(Some(StackState {
             status: stack
                 .stack_status()
                 .map(|s| s.as_str().to_owned())
                 .unwrap_or_default(),
             outputs,
+            parameters,
         }))
     }
 
@@ -121,11 +183,25 @@ impl Stacks {
     /// `Stack { failed }` when CloudFormation refused it (its error code
     /// kept); other failures mapped.
     pub(crate) async fn create(&self, name: &str, body: &str) -> Result<(), SandboxError> {
+        self.create_with(name, body, &StackInput::SETUP).await
+    }
+
+    /// CreateStack with `body` and `input`'s parameters and capability.
+    ///
+    /// # Errors
+    /// As [`create`](Self::create).
+    pub(crate) async fn create_with(
+        &self,
+        name: &str,
+        body: &str,
+        input: &StackInput<'_>,
+    ) -> Result<(), SandboxError> {
         self.client
             .create_stack()
             .stack_name(name)
             .template_body(body)
-            .capabilities(Capability::CapabilityNamedIam)
+            .set_parameters(input.parameters())
+            .capabilities(input.capability.of())
             .send()
             .quiet()
             .await
@@ -143,12 +219,26 @@ impl Stacks {
         name: &str,
         body: &str,
     ) -> Result<UpdateStarted, SandboxError> {
+        self.update_with(name, body, &StackInput::SETUP).await
+    }
+
+    /// UpdateStack with `body` and `input`'s parameters and capability.
+    ///
+    /// # Errors
+    /// As [`create`](Self::create).
+    pub(crate) async fn update_with(
+        &self,
+        name: &str,
+        body: &str,
+        input: &StackInput<'_>,
+    ) -> Result<UpdateStarted, SandboxError> {
         match self
             .client
             .update_stack()
             .stack_name(name)
             .template_body(body)
-            .capabilities(Capability::CapabilityNamedIam)
+            .set_parameters(input.parameters())
+            .capabilities(input.capability.of())
             .send()
             .quiet()
             .await
@@ -166,6 +256,22 @@ impl Stacks {
                 }
             }
         }
+    }
+
+    /// DeleteStack (CloudFormation deletes the stack's resources in the
+    /// background; a stack that does not exist is no error).
+    ///
+    /// # Errors
+    /// As [`create`](Self::create).
+    pub(crate) async fn delete(&self, name: &str) -> Result<(), SandboxError> {
+        self.client
+            .delete_stack()
+            .stack_name(name)
+            .send()
+            .quiet()
+            .await
+            .map(|_| ())
+            .map_err(|e| refused(name, "DeleteStack", &e))
     }
 
     /// The first resource that failed in the stack's latest operation: its
@@ -199,7 +305,12 @@ impl Stacks {
                     .map(|s| s.as_str())
                     .unwrap_or_default();
                 let is_stack = logical == name;
-                if is_stack && (status == "CREATE_IN_PROGRESS" || status == "UPDATE_IN_PROGRESS") {
+                if is_stack
+                    && matches!(
+                        status,
+                        "CREATE_IN_PROGRESS" | "UPDATE_IN_PROGRESS" | "DELETE_IN_PROGRESS"
+                    )
+                {
                     return Ok(first);
                 }
                 if !is_stack && status.ends_with("_FAILED") {

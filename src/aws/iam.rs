@@ -199,6 +199,13 @@ pub(crate) const CALLS: &[Call] = &[
         "describe_stack_events",
         "cloudformation:DescribeStackEvents",
     ),
+    // `rayito mounts policy destroy` (rayito::stacks).
+    call(
+        "setup",
+        "cloudformation.rs",
+        "delete_stack",
+        "cloudformation:DeleteStack",
+    ),
     // The pool's shared store and the metadata index.
     call("dynamodb", "dynamodb.rs", "put_item", "dynamodb:PutItem"),
     call(

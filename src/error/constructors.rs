@@ -615,6 +615,23 @@ impl SandboxError {
         Self::Stack { code, meta }
     }
 
+    /// The command that deploys stack `stack` (`{deploy}`) and the
+    /// sentence that runs it again (`{again}`): `rayito setup --yes` for
+    /// setup's stacks (`rayito-m0-*`), the optional stacks' own command
+    /// otherwise (`rayito mounts policy deploy` for an s3-mounts stack).
+    fn stack_commands(stack: &str) -> (&'static str, &'static str) {
+        if stack.starts_with("rayito-m0-") {
+            ("rayito setup --yes", "run rayito setup --yes again")
+        } else if stack.starts_with("rayito-s3-mounts") {
+            (
+                "rayito mounts policy deploy",
+                "run rayito mounts policy deploy again",
+            )
+        } else {
+            ("its deploy command", "deploy it again")
+        }
+    }
+
     /// `Stack { failed }`: a resource of stack `stack` failed; `resource`
     /// is its logical id and `status` its CloudFormation status (e.g.
     /// `CREATE_FAILED`). Both are cleaned as tokens; CloudFormation's
@@ -626,6 +643,7 @@ impl SandboxError {
                 m::STACK_FAILED,
                 &[
                     ("stack", &clean_token(stack)),
+                    ("again", Self::stack_commands(stack).1),
                     ("resource", &clean_token(resource)),
                     ("status", &clean_token(status)),
                 ],
@@ -643,6 +661,7 @@ impl SandboxError {
                 m::STACK_REFUSED,
                 &[
                     ("stack", &clean_token(stack)),
+                    ("again", Self::stack_commands(stack).1),
                     ("operation", &clean_token(operation)),
                     ("aws_code", &clean_token(aws_code)),
                 ],
@@ -659,6 +678,7 @@ impl SandboxError {
                 m::STACK_BLOCKED,
                 &[
                     ("stack", &clean_token(stack)),
+                    ("again", Self::stack_commands(stack).1),
                     ("status", &clean_token(status)),
                 ],
             ),
@@ -674,6 +694,7 @@ impl SandboxError {
                 m::STACK_IN_PROGRESS,
                 &[
                     ("stack", &clean_token(stack)),
+                    ("again", Self::stack_commands(stack).1),
                     ("status", &clean_token(status)),
                 ],
             ),
@@ -684,7 +705,13 @@ impl SandboxError {
     pub fn stack_not_found(stack: &str) -> Self {
         Self::stack(
             StackCode::NotFound,
-            meta(m::STACK_NOT_FOUND, &[("stack", &clean_token(stack))]),
+            meta(
+                m::STACK_NOT_FOUND,
+                &[
+                    ("stack", &clean_token(stack)),
+                    ("deploy", Self::stack_commands(stack).0),
+                ],
+            ),
         )
     }
 
@@ -697,6 +724,7 @@ impl SandboxError {
                 m::STACK_OUTPUT_MISSING,
                 &[
                     ("stack", &clean_token(stack)),
+                    ("deploy", Self::stack_commands(stack).0),
                     ("output", &clean_token(output)),
                 ],
             ),

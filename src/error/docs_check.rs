@@ -200,6 +200,8 @@ fn every_placeholder_is_a_documented_name() {
         "exit",
         "limit",
         "stack",
+        "again",
+        "deploy",
         "resource",
         "output",
         "transfer",

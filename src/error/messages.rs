@@ -221,17 +221,17 @@ templates! {
         "no logs (logging disabled, no execution role, or another group) for sandbox {sandbox_id} in log group {resource}; create the sandbox with SandboxLogging::cloudwatch() and an execution role that may write there, or pass the group it logs to";
 
     STACK_FAILED = "stack.failed" =>
-        "stack {stack} failed: resource {resource} ended {status}; read the stack's events in CloudFormation, fix the cause, then run rayito setup --yes again";
+        "stack {stack} failed: resource {resource} ended {status}; read the stack's events in CloudFormation, fix the cause, then {again}";
     STACK_REFUSED = "stack.refused" =>
-        "the CloudFormation call {operation} for stack {stack} was refused ({aws_code}); check your permissions and that no resource of that name exists outside the stack, then run rayito setup --yes again";
+        "the CloudFormation call {operation} for stack {stack} was refused ({aws_code}); check your permissions and that no resource of that name exists outside the stack, then {again}";
     STACK_BLOCKED = "stack.blocked" =>
-        "stack {stack} is {status} and cannot be updated; delete the stack, then run rayito setup --yes again";
+        "stack {stack} is {status} and cannot be updated; delete the stack, then {again}";
     STACK_IN_PROGRESS = "stack.in_progress" =>
-        "stack {stack} is still changing ({status}); wait until it settles, then run rayito setup --yes again";
+        "stack {stack} is still changing ({status}); wait until it settles, then {again}";
     STACK_NOT_FOUND = "stack.not_found" =>
-        "stack {stack} does not exist in this account and region; create it with rayito setup --yes";
+        "stack {stack} does not exist in this account and region; create it with {deploy}";
     STACK_OUTPUT_MISSING = "stack.output_missing" =>
-        "stack {stack} has no output {output}; update it with rayito setup --yes";
+        "stack {stack} has no output {output}; update it with {deploy}";
 
     PERSISTENCE_PERMISSION_DENIED = "persistence.permission_denied" =>
         "the {operation} was refused access to S3 (permission_denied): the sandbox has no execution role, or the role may not use the prefix; create the sandbox with an execution role that may (docs/persistence.md), then run it again";

@@ -239,7 +239,7 @@ fn body(template: &serde_json::Value) -> String {
 }
 
 /// Statuses CloudFormation cannot update from: the stack must be deleted.
-fn is_blocked(status: &str) -> bool {
+pub(crate) fn is_blocked(status: &str) -> bool {
     matches!(
         status,
         "CREATE_FAILED"
@@ -438,29 +438,51 @@ impl Setup {
 
     /// Waits until `name` settles: `Ok` on CREATE/UPDATE_COMPLETE.
     async fn wait(&self, stacks: &Stacks, name: &str) -> Result<(), SandboxError> {
-        let by = Instant::now() + self.options.timeout;
-        loop {
-            let state = stacks
-                .describe(name)
-                .await?
-                .ok_or_else(|| SandboxError::stack_not_found(name))?;
-            match state.status.as_str() {
-                "CREATE_COMPLETE" | "UPDATE_COMPLETE" => return Ok(()),
-                status if status.ends_with("_IN_PROGRESS") => {
-                    if Instant::now() >= by {
-                        return Err(SandboxError::stack_in_progress(name, status));
-                    }
+        wait_stack(
+            stacks,
+            name,
+            self.options.timeout,
+            self.options.poll_interval,
+        )
+        .await
+    }
+}
+
+/// Waits until stack `name` settles, reading it every `poll` for at most
+/// `timeout`: `Ok` on CREATE/UPDATE_COMPLETE.
+///
+/// # Errors
+/// `Stack { failed }` naming the first failed resource, `Stack {
+/// in_progress }` past the timeout, `Stack { not_found }` when the stack
+/// is gone.
+pub(crate) async fn wait_stack(
+    stacks: &Stacks,
+    name: &str,
+    timeout: Duration,
+    poll: Duration,
+) -> Result<(), SandboxError> {
+    let by = Instant::now() + timeout;
+    loop {
+        let state = stacks
+            .describe(name)
+            .await?
+            .ok_or_else(|| SandboxError::stack_not_found(name))?;
+        match state.status.as_str() {
+            "CREATE_COMPLETE" | "UPDATE_COMPLETE" => return Ok(()),
+            status if status.ends_with("_IN_PROGRESS") => {
+                if Instant::now() >= by {
+                    return Err(SandboxError::stack_in_progress(name, status));
                 }
-                status => return Err(failed(stacks, name, status).await),
             }
-            tokio::time::sleep(self.options.poll_interval).await;
+            status => return Err(failed(stacks, name, status).await),
         }
+        tokio::time::sleep(poll).await;
     }
 }
 
 /// The error of a stack that ended in `status`: its first failed resource
 /// when the events name one, else the stack itself.
-async fn failed(stacks: &Stacks, name: &str, status: &str) -> SandboxError {
+pub(crate) async fn failed(stacks: &Stacks, name: &str, status: &str) -> SandboxError {
     match stacks.first_failure(name).await {
         Ok(Some((resource, resource_status))) => {
             SandboxError::stack_failed(name, &resource, &resource_status)

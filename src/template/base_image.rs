@@ -21,26 +21,13 @@ use std::path::Path;
 use std::str::FromStr;
 
 use super::artifact::{Artifact, read_base, write_zip_modes};
+pub use super::base_dockerfile::DEFAULT_DOCKERFILE;
+use super::base_dockerfile::default_dockerfile;
+use super::variant::Variant;
 use crate::SandboxError;
 
 /// The agent's name inside the artifact (and the reference's).
 pub const AGENT_ENTRY: &str = "rayd";
-
-/// The `Dockerfile` written when the directory has none: the managed
-/// Amazon Linux 2023 base (the image's `baseImageArn`) with the agent as
-/// PID 1 serving its hooks on port 9000. Python 3 (for code contexts) is
-/// installed only if the base lacks it; the agent carries its kernel
-/// driver inside its binary.
-pub const DEFAULT_DOCKERFILE: &str = "\
-# rayito base image: the managed Amazon Linux 2023 base with the rayito agent
-# as the MicroVM's main process (hooks on port 9000, gRPC on 8080).
-COPY rayd /usr/local/bin/rayd
-COPY kernel-sidecar/ /opt/rayito/kernel-sidecar/
-COPY licenses/ /usr/share/licenses/rayito/
-RUN command -v python3 >/dev/null 2>&1 || { dnf install -y --setopt=install_weak_deps=0 python3 && dnf clean all; }
-RUN mkdir -p /etc/rayito
-CMD [\"/usr/local/bin/rayd\", \"serve\", \"--grpc-addr\", \"0.0.0.0:8080\", \"--hooks-addr\", \"127.0.0.1:9000\", \"--template-dir\", \"/etc/rayito\"]
-";
 
 /// The kernel driver's requirement files, written when the directory has
 /// no `kernel-sidecar/`: the driver is in the agent's binary and needs
@@ -400,7 +387,40 @@ pub fn pack_base_image(
     agent_binary: Option<&[u8]>,
     arch: Arch,
 ) -> Result<Artifact, SandboxError> {
+    pack_base_image_variant(dir, agent_binary, arch, None)
+}
+
+/// [`pack_base_image`] for `variant`: its marker written
+/// ([`Variant::marker`]; `rayito image zip --with-efs` asks for
+/// [`Variant::CapsEfs`]) and, when the directory has no `Dockerfile`, the
+/// variant's ([`default_dockerfile`](crate::template::default_dockerfile):
+/// amazon-efs-utils for caps-efs). `None` packs what the directory's own
+/// markers say.
+///
+/// # Errors
+/// As [`pack_base_image`]; `InvalidArgument` (`variant`) when the
+/// directory holds another variant's marker.
+pub fn pack_base_image_variant(
+    dir: &Path,
+    agent_binary: Option<&[u8]>,
+    arch: Arch,
+    variant: Option<Variant>,
+) -> Result<Artifact, SandboxError> {
     let mut files = gather(dir)?;
+    let variant = match variant {
+        Some(variant) => match Variant::of_markers(&files) {
+            Some(found) if found == variant.marker_family() || found == Variant::Full => variant,
+            _ => {
+                return Err(SandboxError::invalid_argument(
+                    "variant",
+                    format!(
+                        "the directory holds another variant's marker file, but the {variant} variant was asked for; remove the marker, or pack that variant"
+                    ),
+                ));
+            }
+        },
+        None => Variant::of_markers(&files).unwrap_or_default(),
+    };
     if let Some(binary) = agent_binary {
         files.insert(AGENT_ENTRY.to_owned(), binary.to_vec());
     }
@@ -413,7 +433,7 @@ pub fn pack_base_image(
     check_agent_binary(agent, arch)?;
     let dockerfile = files
         .entry("Dockerfile".to_owned())
-        .or_insert_with(|| DEFAULT_DOCKERFILE.as_bytes().to_vec());
+        .or_insert_with(|| default_dockerfile(arch, variant.has_efs()).into_bytes());
     if !ends_with_agent(&String::from_utf8_lossy(dockerfile)) {
         return Err(bad_dir(
             "has a Dockerfile whose last CMD or ENTRYPOINT does not run rayd; end it with a CMD running rayd as the main process".to_owned(),
@@ -436,104 +456,13 @@ pub fn pack_base_image(
             files.insert(format!("licenses/{name}"), text.as_bytes().to_vec());
         }
     }
+    // After the requirement files, which a marker's directory would hide.
+    if let Some((marker, text)) = variant.marker() {
+        files.insert(marker.to_owned(), text.as_bytes().to_vec());
+    }
     Ok(Artifact::from_zip(write_zip_modes(&files, |name| {
         if name == AGENT_ENTRY { 0o755 } else { 0o644 }
     })?))
-}
-
-/// The marker of a slim artifact (its kernel warm-up), spec 2.1.
-pub const SLIM_MARKER: &str = "kernel-sidecar/ipython/startup/warmup_variant";
-/// The marker of a poly artifact (its extra kernels), spec 2.1.
-pub const POLY_MARKER: &str = "kernel-sidecar/kernels_variant";
-
-/// Which base image an artifact is: its image name, and the marker files
-/// `rayito image zip` writes for it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Variant {
-    /// `rayito-base`: no marker.
-    #[default]
-    Full,
-    /// `rayito-base-slim`: [`SLIM_MARKER`] holds `slim\n`.
-    Slim,
-    /// `rayito-base-poly`: [`POLY_MARKER`] holds `poly\n`.
-    Poly,
-}
-
-impl Variant {
-    /// `full`, `slim` or `poly`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Full => "full",
-            Self::Slim => "slim",
-            Self::Poly => "poly",
-        }
-    }
-
-    /// The image the variant is published as by default.
-    pub fn image_name(self) -> &'static str {
-        match self {
-            Self::Full => "rayito-base",
-            Self::Slim => "rayito-base-slim",
-            Self::Poly => "rayito-base-poly",
-        }
-    }
-
-    /// The variant an artifact's markers say it is.
-    fn of(files: &BTreeMap<String, Vec<u8>>) -> Option<Self> {
-        let slim = files.get(SLIM_MARKER).is_some_and(|m| m == b"slim\n");
-        let poly = files.get(POLY_MARKER).is_some_and(|m| m == b"poly\n");
-        match (slim, poly) {
-            (false, false) => Some(Self::Full),
-            (true, false) => Some(Self::Slim),
-            (false, true) => Some(Self::Poly),
-            (true, true) => None,
-        }
-    }
-}
-
-impl fmt::Display for Variant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Variant {
-    type Err = SandboxError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "full" => Ok(Self::Full),
-            "slim" => Ok(Self::Slim),
-            "poly" => Ok(Self::Poly),
-            _ => Err(SandboxError::invalid_argument(
-                "variant",
-                "unknown variant; pass full, slim or poly",
-            )),
-        }
-    }
-}
-
-/// Checks that `artifact`'s markers say it is `variant` (a slim artifact
-/// published as the full image would give every user the slim one).
-///
-/// # Errors
-/// `InvalidArgument` (`variant`) when they differ; `InvalidArgument`
-/// (`artifact`) for a zip this SDK does not read.
-pub fn check_artifact_variant(artifact: &Artifact, variant: Variant) -> Result<(), SandboxError> {
-    let files = read_base(artifact.bytes()).map_err(|_| {
-        SandboxError::invalid_argument(
-            "artifact",
-            "is not a base image artifact (a zip this SDK reads); make one with rayito image zip",
-        )
-    })?;
-    match Variant::of(&files) {
-        Some(found) if found == variant => Ok(()),
-        _ => Err(SandboxError::invalid_argument(
-            "variant",
-            "the artifact's variant markers do not match the variant asked for; pack the artifact for that variant, or pass the artifact's variant",
-        )),
-    }
 }
 
 /// Checks that `artifact` is a base image's: a zip (as the SDK reads
@@ -569,6 +498,7 @@ mod tests {
     use zip::ZipArchive;
 
     use super::*;
+    use crate::template::variant::{EFS_MARKER, SLIM_MARKER, check_artifact_variant};
 
     /// The first 20 bytes of an ELF executable for `machine`.
     fn elf(machine: u16) -> Vec<u8> {
@@ -835,5 +765,66 @@ mod tests {
         let empty = tempfile::tempdir().unwrap();
         let err = pack_base_image(empty.path(), None, Arch::Arm64).unwrap_err();
         assert!(err.to_string().contains("no agent to ship"), "{err}");
+    }
+
+    #[test]
+    fn the_efs_variant_packs_its_marker_and_its_dockerfile_and_publishes_only_as_caps_efs() {
+        let dir = tempfile::tempdir().unwrap();
+        let efs = pack_base_image_variant(
+            dir.path(),
+            Some(&elf(0xB7)),
+            Arch::Arm64,
+            Some(Variant::CapsEfs),
+        )
+        .unwrap();
+        let files = read_base(efs.bytes()).unwrap();
+        assert_eq!(files[EFS_MARKER], b"efs\n");
+        assert_eq!(
+            String::from_utf8_lossy(&files["Dockerfile"]),
+            crate::template::default_dockerfile(Arch::Arm64, true)
+        );
+        // The requirement files are still written beside the marker.
+        assert!(files.contains_key("kernel-sidecar/requirements.txt"));
+        check_artifact_variant(&efs, Variant::CapsEfs).unwrap();
+        assert_eq!(
+            check_artifact_variant(&efs, Variant::Caps)
+                .unwrap_err()
+                .to_string(),
+            "invalid variant: the artifact carries the efs marker (kernel-sidecar/efs_variant): it is rayito-base-caps-efs's; publish it as the caps-efs variant (--with-efs --os-capabilities ALL), or pack it again without --with-efs"
+        );
+        // The full artifact is the caps image's, and never the caps-efs one's.
+        let full = pack_base_image(dir.path(), Some(&elf(0xB7)), Arch::Arm64).unwrap();
+        check_artifact_variant(&full, Variant::Caps).unwrap();
+        assert_eq!(
+            check_artifact_variant(&full, Variant::CapsEfs)
+                .unwrap_err()
+                .to_string(),
+            "invalid variant: the caps-efs variant needs an artifact with the efs marker (kernel-sidecar/efs_variant); pack it with rayito image zip --with-efs"
+        );
+        // Packing the x86 efs variant writes its own Dockerfile.
+        let x86 = pack_base_image_variant(
+            dir.path(),
+            Some(&elf(0x3E)),
+            Arch::X86_64,
+            Some(Variant::CapsEfs),
+        )
+        .unwrap();
+        let dockerfile = read_base(x86.bytes()).unwrap()["Dockerfile"].clone();
+        assert!(String::from_utf8_lossy(&dockerfile).contains("/x86_64/mount-s3-"));
+        // A directory with the slim marker is not the efs variant.
+        let marker = dir.path().join(SLIM_MARKER);
+        std::fs::create_dir_all(marker.parent().unwrap()).unwrap();
+        std::fs::write(&marker, "slim\n").unwrap();
+        assert_eq!(
+            pack_base_image_variant(
+                dir.path(),
+                Some(&elf(0xB7)),
+                Arch::Arm64,
+                Some(Variant::CapsEfs)
+            )
+            .unwrap_err()
+            .to_string(),
+            "invalid variant: the directory holds another variant's marker file, but the caps-efs variant was asked for; remove the marker, or pack that variant"
+        );
     }
 }

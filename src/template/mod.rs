@@ -38,6 +38,7 @@
 
 mod agent_files;
 mod artifact;
+mod base_dockerfile;
 mod base_image;
 mod build;
 mod builder;
@@ -51,13 +52,15 @@ mod shell;
 mod spec_json;
 mod step;
 mod validate;
+mod variant;
 
 pub use crate::sandbox::image_name::check_template_name;
 pub use agent_files::{TEMPLATE_ENV_JSON_VERSION, TEMPLATE_JSON_VERSION};
 pub use artifact::Artifact;
+pub use base_dockerfile::{MOUNT_S3_VERSION, MOUNT_UID, MOUNT_USER, default_dockerfile};
 pub use base_image::{
-    AGENT_ENTRY, Arch, DEFAULT_DOCKERFILE, POLY_MARKER, SLIM_MARKER, Variant, check_agent_binary,
-    check_artifact_variant, check_base_artifact, pack_base_image,
+    AGENT_ENTRY, Arch, DEFAULT_DOCKERFILE, check_agent_binary, check_base_artifact,
+    pack_base_image, pack_base_image_variant,
 };
 pub(crate) use build::TemplateServices;
 pub use build::{
@@ -75,3 +78,6 @@ pub use dockerignore::DockerIgnore;
 pub use ready::{DEFAULT_READY_TIMEOUT, READY_POLL_INTERVAL, ReadyCmd};
 pub use spec_json::TEMPLATE_SPEC_VERSION;
 pub use step::{DEFAULT_START_USER, StartCmd};
+pub use variant::{
+    ALL_OS_CAPABILITIES, EFS_MARKER, POLY_MARKER, SLIM_MARKER, Variant, check_artifact_variant,
+};

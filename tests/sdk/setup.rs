@@ -101,7 +101,7 @@ fn tag<'a>(xml: &'a str, tag: &str) -> &'a str {
 }
 
 /// IAM's documents are URL-encoded JSON.
-fn url_decoded_json(text: &str) -> serde_json::Value {
+pub(crate) fn url_decoded_json(text: &str) -> serde_json::Value {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;

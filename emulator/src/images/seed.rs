@@ -1,8 +1,14 @@
-//! The images that exist at start (`rayito-base` and every name of
+//! The images that exist at start (the official `rayito-base`,
+//! `rayito-base-caps` and `rayito-base-caps-efs`, and every name of
 //! `EmulatorConfig::images`): version 1 SUCCESSFUL and ACTIVE, configured
 //! as `rayito image publish` configures one, its code artifact a small
 //! deterministic zip in the emulator's object store. Their base layer is
-//! the host itself: they have no layer.
+//! the host itself: they have no layer, and the same agent runs them all.
+//!
+//! The caps images are configured as AWS's are (`additionalOsCapabilities:
+//! ["ALL"]`; caps-efs's artifact carries the efs marker), so that a local
+//! user picks them by name for S3 mounts and EFS volumes as on AWS (the
+//! SDK refuses mounts on an official image of another variant).
 
 use std::io::{Cursor, Write as _};
 
@@ -22,9 +28,22 @@ COPY rayd /opt/rayito/rayd
 CMD [\"/opt/rayito/rayd\"]
 ";
 
+/// The official images seeded whatever the configuration says, with
+/// whether each is a caps image and whether its artifact is the efs one.
+const OFFICIAL: [(&str, bool, bool); 3] = [
+    ("rayito-base", false, false),
+    ("rayito-base-caps", true, false),
+    ("rayito-base-caps-efs", true, true),
+];
+
+/// The marker of an artifact whose image installs amazon-efs-utils
+/// (`rayito::template::EFS_MARKER`).
+const EFS_MARKER: &str = "kernel-sidecar/efs_variant";
+
 /// The seeded artifact: a `Dockerfile` dated 1980-01-01, mode 0644,
-/// deflated, so that every start writes the same bytes (and key).
-pub(crate) fn base_zip() -> std::io::Result<Vec<u8>> {
+/// deflated, so that every start writes the same bytes (and key); with
+/// the efs marker when `efs` (the caps-efs image's).
+fn zip_of(efs: bool) -> std::io::Result<Vec<u8>> {
     let options = SimpleFileOptions::default()
         .compression_method(CompressionMethod::Deflated)
         .compression_level(Some(6))
@@ -34,6 +53,11 @@ pub(crate) fn base_zip() -> std::io::Result<Vec<u8>> {
     zip.start_file("Dockerfile", options)
         .map_err(std::io::Error::other)?;
     zip.write_all(DOCKERFILE.as_bytes())?;
+    if efs {
+        zip.start_file(EFS_MARKER, options)
+            .map_err(std::io::Error::other)?;
+        zip.write_all(b"efs\n")?;
+    }
     Ok(zip.finish().map_err(std::io::Error::other)?.into_inner())
 }
 
@@ -47,10 +71,11 @@ pub(crate) fn artifact_key(zip: &[u8]) -> String {
     format!("rayito/images/rayd-{hex}.zip")
 }
 
-/// A seeded version's config (spec: images-and-templates §1.2, §2.2).
-fn config(shared: &Shared, name: &str, uri: &str) -> Map<String, Value> {
+/// A seeded version's config (spec: images-and-templates §1.2, §2.2),
+/// with `additionalOsCapabilities: ["ALL"]` for a caps image.
+fn config(shared: &Shared, name: &str, uri: &str, caps: bool) -> Map<String, Value> {
     let s = &shared.settings;
-    let value = json!({
+    let mut value = json!({
         "baseImageArn": format!("arn:aws:lambda:{}:aws:microvm-image:{MANAGED_IMAGE}", s.region),
         "baseImageVersion": "1.0",
         "buildRoleArn": format!("arn:aws:iam::{}:role/rayito-m0-build-{}", s.account_id, s.region),
@@ -73,6 +98,9 @@ fn config(shared: &Shared, name: &str, uri: &str) -> Map<String, Value> {
         "logging": {"cloudWatch": {"logGroup": format!("/rayito/{name}")}},
         "description": "rayd seeded by the local emulator",
     });
+    if caps && let Some(map) = value.as_object_mut() {
+        map.insert("additionalOsCapabilities".into(), json!(["ALL"]));
+    }
     value.as_object().cloned().unwrap_or_default()
 }
 
@@ -82,23 +110,30 @@ fn config(shared: &Shared, name: &str, uri: &str) -> Map<String, Value> {
 /// # Errors
 /// The object store cannot be written.
 pub(crate) async fn seed(shared: &Shared) -> std::io::Result<()> {
-    let zip = base_zip()?;
-    let key = artifact_key(&zip);
     let bucket = shared.settings.artifact_bucket();
     shared.objects.create_bucket(&bucket).await?;
-    shared.objects.put(&bucket, &key, zip.into()).await?;
-    let uri = format!("s3://{bucket}/{key}");
-    let mut names = vec!["rayito-base".to_string()];
+    let mut uris = Vec::new();
+    for efs in [false, true] {
+        let zip = zip_of(efs)?;
+        let key = artifact_key(&zip);
+        shared.objects.put(&bucket, &key, zip.into()).await?;
+        uris.push(format!("s3://{bucket}/{key}"));
+    }
+    let mut names: Vec<(String, bool, bool)> = OFFICIAL
+        .iter()
+        .map(|&(name, caps, efs)| (name.to_owned(), caps, efs))
+        .collect();
     for name in &shared.settings.images {
-        if !names.contains(name) {
-            names.push(name.clone());
+        if !names.iter().any(|(n, ..)| n == name) {
+            names.push((name.clone(), false, false));
         }
     }
-    for name in names {
+    for (name, caps, efs) in names {
         let arn = shared.settings.image_arn(&name);
+        let uri = &uris[usize::from(efs)];
         shared
             .images
-            .insert_built(&name, &arn, config(shared, &name, &uri));
+            .insert_built(&name, &arn, config(shared, &name, uri, caps));
     }
     Ok(())
 }
@@ -108,9 +143,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_efs_zip_carries_the_marker_and_differs_from_the_base_one() {
+        let efs = zip_of(true).unwrap();
+        assert_eq!(efs, zip_of(true).unwrap());
+        assert_ne!(artifact_key(&efs), artifact_key(&zip_of(false).unwrap()));
+        let mut archive = zip::ZipArchive::new(Cursor::new(efs)).unwrap();
+        let mut marker = String::new();
+        std::io::Read::read_to_string(&mut archive.by_name(EFS_MARKER).unwrap(), &mut marker)
+            .unwrap();
+        assert_eq!(marker, "efs\n");
+    }
+
+    #[test]
     fn the_base_zip_is_deterministic_and_ends_in_rayd() {
-        let a = base_zip().unwrap();
-        assert_eq!(a, base_zip().unwrap());
+        let a = zip_of(false).unwrap();
+        assert_eq!(a, zip_of(false).unwrap());
         let key = artifact_key(&a);
         assert!(key.starts_with("rayito/images/rayd-") && key.ends_with(".zip"));
         assert_eq!(key.len(), "rayito/images/rayd-".len() + 12 + 4);

@@ -164,6 +164,14 @@ impl ImageConfig {
         Ok(self)
     }
 
+    /// The operating system capabilities (`additionalOsCapabilities`):
+    /// `ALL` for a caps image, none (not sent) otherwise.
+    #[must_use]
+    pub(crate) fn with_os_capabilities(mut self, capabilities: Option<&str>) -> Self {
+        self.additional_os_capabilities = capabilities.map(|c| vec![Capability::from(c)]);
+        self
+    }
+
     /// The lifecycle hooks, all enabled.
     #[must_use]
     pub(crate) fn with_hooks(mut self, times: HookTimes) -> Self {

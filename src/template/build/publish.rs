@@ -22,7 +22,8 @@ use crate::Client;
 use crate::aws::microvms::images::{BUILD_QUOTA, HookTimes, ImageConfig};
 use crate::error::SandboxError;
 use crate::size::{BASELINE_MEMORY_MIB, Size};
-use crate::template::base_image::{Arch, Variant, check_artifact_variant, check_base_artifact};
+use crate::template::base_image::{Arch, check_base_artifact};
+use crate::template::variant::{Variant, check_artifact_variant, check_official_name};
 use crate::template::{Artifact, TemplateServices, check_template_name};
 
 /// The managed base image every base image is built over.
@@ -75,7 +76,11 @@ pub struct PublishOptions {
     /// baseline, no duplicates, and only with `memory_mib` 2048.
     pub sizes: Vec<Size>,
     /// Which base image the artifact is; its markers are checked before
-    /// any call (default [`Variant::Full`]).
+    /// any call (default [`Variant::Full`]). The caps variants
+    /// ([`Variant::Caps`], [`Variant::CapsEfs`]) are published with the
+    /// operating system capabilities `ALL` (the image's
+    /// `additionalOsCapabilities`), which the agent needs to mount S3
+    /// prefixes and EFS volumes.
     pub variant: Variant,
     /// Called with each step of the publish.
     pub on_event: Option<super::ProgressFn>,
@@ -449,7 +454,9 @@ impl Images {
     /// # Errors
     /// `Template` for the name; `InvalidArgument` for an option, an
     /// artifact whose variant markers differ from
-    /// [`PublishOptions::variant`], or an image a stack manages (`name`);
+    /// [`PublishOptions::variant`], an official name of another variant
+    /// (`rayito-base-caps` published as the full variant, `name`), or an
+    /// image a stack manages (`name`);
     /// `Build` when the baseline's build failed (the failed step, its
     /// command, exit code and log tail; `build_quota`, `build_timeout`,
     /// `ready_*`, `aws_error`); a size's failure is in its
@@ -470,6 +477,7 @@ impl Images {
                 ));
             }
             options.check()?;
+            check_official_name(name, options.variant)?;
             check_base_artifact(artifact, options.arch)?;
             check_artifact_variant(artifact, options.variant)?;
             let targets = targets(name, &options)?;
@@ -531,6 +539,7 @@ impl Images {
             )
             .with_artifact_uri(uri.clone())
             .with_architecture(options.arch.as_str(), "image publish")?
+            .with_os_capabilities(options.variant.os_capabilities())
             .with_hooks(hooks());
 
             // Waves of at most BUILD_QUOTA submissions, each waited for.

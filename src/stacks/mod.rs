@@ -1,0 +1,57 @@
+//! Optional CloudFormation stacks a feature needs in the account (feature
+//! `setup`), beside the two `rayito setup` deploys: each generated here,
+//! deployed, read and deleted through the same CloudFormation edge
+//! (`crate::aws::cloudformation`).
+//!
+//! - [`s3_mounts`]: `rayito-s3-mounts`, the managed policy an execution
+//!   role needs for sandboxes that mount an S3 bucket (`mounts=`).
+
+pub mod s3_mounts;
+mod s3_mounts_template;
+
+use std::time::Duration;
+
+use crate::Client;
+use crate::aws::cloudformation::Stacks;
+use crate::error::SandboxError;
+use crate::setup::{CLOUDFORMATION_ENDPOINT_ENV, DEFAULT_POLL_INTERVAL, DEFAULT_STACK_TIMEOUT};
+
+pub use s3_mounts::{S3MountsDeployed, S3MountsPolicies, S3MountsPolicy, S3MountsStack};
+pub use s3_mounts_template::{
+    MAX_PREFIXES, S3_MOUNTS_OUTPUT, S3_MOUNTS_STACK, s3_mounts_policy, s3_mounts_template,
+};
+
+/// How an optional stack is deployed, read and deleted.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct StackOptions {
+    /// CloudFormation's endpoint, when not AWS's (tests, emulators); else
+    /// `AWS_ENDPOINT_URL_CLOUDFORMATION` (as for
+    /// [`SetupOptions`](crate::setup::SetupOptions)).
+    pub cloudformation_endpoint_url: Option<String>,
+    /// How long to wait for a stack to settle (default 15 minutes).
+    pub timeout: Duration,
+    /// How often its status is read while waiting (default 5 s).
+    pub poll_interval: Duration,
+}
+
+impl Default for StackOptions {
+    fn default() -> Self {
+        Self {
+            cloudformation_endpoint_url: None,
+            timeout: DEFAULT_STACK_TIMEOUT,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+        }
+    }
+}
+
+/// The CloudFormation client of `client`'s account and region.
+async fn stacks(client: &Client, options: &StackOptions) -> Result<Stacks, SandboxError> {
+    let services = client.template_services().await?;
+    let endpoint = options.cloudformation_endpoint_url.clone().or_else(|| {
+        std::env::var(CLOUDFORMATION_ENDPOINT_ENV)
+            .ok()
+            .filter(|v| !v.is_empty())
+    });
+    Ok(Stacks::new(services.sdk_config(), endpoint.as_deref()))
+}
