@@ -27,7 +27,6 @@ mod targets;
 #[cfg(test)]
 mod tests;
 mod view;
-mod shim;
 
 pub use spec::{EfsVolume, MAX_VOLUMES};
 pub(crate) use steps::Steps;

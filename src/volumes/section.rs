@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::spec::{ARGUMENT, DOC, EfsVolume};
 use crate::configure::{ApplyOptions, Outcomes, Section};
 use crate::error::SandboxError;
-use super::shim::VolumeMountCode;
+use crate::error::VolumeMountCode;
 use crate::error::map::configure::{NotAvailable, error_class};
 use crate::error::messages as m;
 use crate::pb;
@@ -45,9 +45,20 @@ pub(crate) fn request(volumes: &[(String, EfsVolume)]) -> pb::ConfigureRequest {
     }
 }
 
-/// The closed code of an agent's error class (`unknown` for any other).
+/// The closed code of an agent's error class (`Unknown` keeps any other,
+/// filtered as a class name).
 pub(crate) fn code_of(class: &str) -> VolumeMountCode {
-    VolumeMountCode::from_class(error_class(class))
+    VolumeMountCode::from(error_class(class))
+}
+
+/// The code as a message names it: a known one by its name, any other
+/// `unknown` (the reference's closed list).
+fn shown(code: &VolumeMountCode) -> &str {
+    if code.is_known() {
+        code.as_str()
+    } else {
+        "unknown"
+    }
 }
 
 /// `Unimplemented { feature: "volumes" }`: the image cannot mount EFS.
@@ -58,15 +69,15 @@ pub(crate) fn unsupported_image() -> SandboxError {
 /// `VolumeMount` for the whole section (INVALID or FAILED).
 pub(crate) fn refused(class: &str) -> SandboxError {
     let code = code_of(class);
-    let message = m::VOLUME_MOUNT_REFUSED.render(&[("code", code.as_str())]);
-    super::shim::volume_mount(code, message)
+    let message = m::VOLUME_MOUNT_REFUSED.render(&[("code", shown(&code))]);
+    SandboxError::volume_mount(code, message)
 }
 
 /// `VolumeMount` for the volume at `path`, FAILED while settling.
 pub(crate) fn failed_at(path: &str, class: &str) -> SandboxError {
     let code = code_of(class);
-    let message = m::VOLUME_MOUNT_FAILED.render(&[("path", path), ("code", code.as_str())]);
-    super::shim::volume_mount(code, message)
+    let message = m::VOLUME_MOUNT_FAILED.render(&[("path", path), ("code", shown(&code))]);
+    SandboxError::volume_mount(code, message)
 }
 
 /// What the agent's answers mean for the volumes of one apply: settled
@@ -119,7 +130,7 @@ impl Outcomes for VolumeOutcomes<'_> {
     fn unsettled(&self, _section: Section, limit: Duration) -> SandboxError {
         let code = VolumeMountCode::Timeout;
         let limit = format!("{} s", limit.as_secs());
-        super::shim::volume_mount(code, m::VOLUME_MOUNT_TIMEOUT.render(&[("limit", &limit)]))
+        SandboxError::volume_mount(code, m::VOLUME_MOUNT_TIMEOUT.render(&[("limit", &limit)]))
     }
 }
 

@@ -158,7 +158,7 @@ impl Step for Steps {
                 return Ok(());
             }
             let Some(config) = at.client.backend().sdk_config.as_ref() else {
-                return Err(super::shim::volume(m::VOLUME_NO_AWS.render(&[])));
+                return Err(SandboxError::volume(m::VOLUME_NO_AWS.render(&[])));
             };
             targets::resolve(&mut volumes, |region, fs| {
                 targets::describe(config, region, fs)

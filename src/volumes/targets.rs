@@ -63,7 +63,7 @@ where
             None => {
                 let targets = lookup(key.0.clone(), key.1.clone()).await?;
                 let ip = choose(&targets).ok_or_else(|| {
-                    super::shim::volume(m::VOLUME_NO_MOUNT_TARGET.render(&[]))
+                    SandboxError::volume(m::VOLUME_NO_MOUNT_TARGET.render(&[]))
                 })?;
                 found.push((key, ip));
                 ip
@@ -102,10 +102,10 @@ pub(crate) async fn describe(
 pub(crate) fn lookup_error(mut failure: AwsFailure) -> SandboxError {
     match failure.code.as_deref() {
         Some("FileSystemNotFound") => {
-            super::shim::volume_not_found(m::VOLUME_LOOKUP_NOT_FOUND.render(&[]))
+            SandboxError::volume_not_found(m::VOLUME_LOOKUP_NOT_FOUND.render(&[]))
         }
         Some("AccessDeniedException" | "AccessDenied") => {
-            super::shim::volume(m::VOLUME_LOOKUP_DENIED.render(&[]))
+            SandboxError::volume(m::VOLUME_LOOKUP_DENIED.render(&[]))
         }
         _ => {
             failure.message = None;
