@@ -216,6 +216,8 @@ fn every_placeholder_is_a_documented_name() {
         "gateway",
         "header",
         "rate",
+        "path",
+        "other",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {
