@@ -302,6 +302,9 @@ mod local;
 mod local;
 #[cfg(feature = "logs")]
 pub mod logs;
+// The shared rules of S3 mount and EFS volume paths.
+#[allow(dead_code, reason = "used by the mounts and volumes parts of issue 46")]
+mod mount_path;
 mod otel;
 pub mod persistence;
 mod pool;

@@ -325,6 +325,21 @@ templates! {
     CONFIGURE_UNSUPPORTED_REASON = "configure.unsupported_reason" =>
         "the agent in this sandbox answered that it does not support this section (UNSUPPORTED); use an image whose agent supports it";
 
+    MOUNT_PATH_TOO_MANY = "mount_path.too_many" =>
+        "the sandbox asks for {count} mount paths (S3 mounts and EFS volumes together); pass at most 4";
+    MOUNT_PATH_TOO_LONG = "mount_path.too_long" =>
+        "a mount path is longer than 4,096 bytes; pass a shorter path";
+    MOUNT_PATH_CONTROL = "mount_path.control" =>
+        "a mount path holds a control character; pass a path without one";
+    MOUNT_PATH_RELATIVE = "mount_path.relative" =>
+        "the mount path {path} is not absolute; pass a path under /mnt/ or /home/user/";
+    MOUNT_PATH_CANONICAL = "mount_path.canonical" =>
+        "the mount path {path} is not canonical (it has a '.' or '..' segment, a '//' or a trailing '/'); pass it in canonical form";
+    MOUNT_PATH_ROOT = "mount_path.root" =>
+        "the mount path {path} is not strictly under /mnt/ or /home/user/; pass a path below one of them";
+    MOUNT_PATH_OVERLAP = "mount_path.overlap" =>
+        "the mount paths {other} and {path} overlap (the same path, or one inside the other); pass paths apart";
+
     NETWORK_TOO_MANY = "network.too_many" =>
         "{list} has more than 256 entries; pass at most 256";
     NETWORK_ENTRY_EMPTY = "network.entry_empty" =>
