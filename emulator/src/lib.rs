@@ -178,6 +178,12 @@ pub struct EmulatorConfig {
     /// UNSUPPORTED, as agents built before it: how a test reaches the
     /// SDK's `Unimplemented` for gateways (see `GatewayOptions::enabled`).
     pub agent_secret_gateway: bool,
+    /// Whether every MicroVM's agent mounts EFS volumes (default `true`);
+    /// `false` starts agents that report `features.efs_volumes = false`
+    /// and answer the section UNSUPPORTED, as an image without
+    /// amazon-efs-utils: how a test reaches the SDK's `Unimplemented` for
+    /// volumes (see `AgentConfig::efs_volumes`).
+    pub agent_efs_volumes: bool,
     /// The secret gateways' upstream settings of every MicroVM's agent
     /// (default: none): extra trusted root CAs and host names dialled at a
     /// fixed address (a loopback one included), so that a test's own HTTPS
@@ -238,6 +244,7 @@ impl Default for EmulatorConfig {
             agent_metrics: Some(rayito_agent::agent::DEFAULT_METRICS_INTERVAL),
             agent_egress: true,
             agent_secret_gateway: true,
+            agent_efs_volumes: true,
             gateway_upstreams: rayito_agent::gateway::LocalUpstreams::default(),
             terminated_retention: DEFAULT_TERMINATED_RETENTION,
             terminated_kept: DEFAULT_TERMINATED_KEPT,
@@ -364,6 +371,7 @@ impl Emulator {
                 agent_metrics: config.agent_metrics,
                 agent_egress: config.agent_egress,
                 agent_secret_gateway: config.agent_secret_gateway,
+                agent_efs_volumes: config.agent_efs_volumes,
                 gateway_upstreams: config.gateway_upstreams,
                 retention: registry::Retention {
                     window: config.terminated_retention,

@@ -143,6 +143,7 @@ async fn prepare(
         },
         // Volumes are directories of the emulator's EFS.
         local_volumes: Some(shared.efs.volumes()),
+        efs_volumes: shared.settings.agent_efs_volumes,
         ..AgentConfig::default()
     };
     let agent = match Agent::start(config).await {

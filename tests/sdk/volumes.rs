@@ -17,7 +17,7 @@ use efs::config::{BehaviorVersion, Credentials, Region};
 use efs::types::{CreationInfo, PosixUser, RootDirectory};
 use rayito::volumes::{EfsVolume, VolumeState};
 use rayito::{ErrorKind, Sandbox, SandboxBuilder, SandboxError};
-use rayito_emulator::{Emulator, MicrovmState};
+use rayito_emulator::{Emulator, EmulatorConfig, MicrovmState};
 use sdk_support::skip::skip;
 use sdk_support::{builder, emulator};
 
@@ -336,4 +336,40 @@ async fn connect_reads_the_volumes_of_the_sandbox() {
     assert_eq!(statuses.keys().collect::<Vec<_>>(), ["/mnt/data"]);
     assert_eq!(statuses["/mnt/data"].state, VolumeState::Mounted);
     sandbox.kill().await.unwrap();
+}
+
+const IMAGE_REASON: &str = "feature volumes is not available: this image has no amazon-efs-utils (or does not run with additionalOsCapabilities ALL); publish the optional image rayito-base-caps-efs with `rayito image publish --with-efs --os-capabilities ALL` and create the sandbox from it; see docs/volumes.md";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_without_volumes_is_unimplemented_and_the_sandbox_terminated_or_kept() {
+    let emu = Emulator::start(EmulatorConfig {
+        agent_efs_volumes: false,
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("the emulator starts");
+    let volume = volume_on(&emu, "nofeature").await;
+    for keep in [false, true] {
+        let before = emu.microvm_ids();
+        let err = volume_builder(&emu)
+            .volume("/mnt/data", volume.clone())
+            .keep_on_failure(keep)
+            .create()
+            .await
+            .unwrap_err();
+        match &err {
+            SandboxError::Unimplemented { feature, .. } => assert_eq!(&**feature, "volumes"),
+            other => panic!("{other:?}"),
+        }
+        let launched = new_microvms(&emu, &before);
+        assert_eq!(launched.len(), 1);
+        if keep {
+            assert_eq!(err.meta().kept_sandbox_id(), Some(launched[0].as_str()));
+            assert!(err.to_string().starts_with(IMAGE_REASON), "{err}");
+            assert_eq!(emu.state(&launched[0]), Some(MicrovmState::Running));
+        } else {
+            assert_eq!(err.to_string(), IMAGE_REASON);
+            until_terminated(&emu, &launched[0]).await;
+        }
+    }
 }
