@@ -1,6 +1,6 @@
 //! `rayito-emulator`: the local emulator of the Lambda MicroVMs control
 //! plane and its proxy (docs/local.md, "The MicroVMs emulator"), with the S3,
-//! STS and CloudWatch Logs calls rayito makes, local image builds, fault
+//! STS, CloudWatch Logs and EFS calls rayito makes, local image builds, fault
 //! injection and a TLS mode. The SDK's `local` feature and the CLI's local
 //! daemon embed it; the `rayito-emulator` binary serves it on its own.
 //!
