@@ -178,11 +178,11 @@ pub struct EmulatorConfig {
     /// UNSUPPORTED, as agents built before it: how a test reaches the
     /// SDK's `Unimplemented` for gateways (see `GatewayOptions::enabled`).
     pub agent_secret_gateway: bool,
-    /// Whether every MicroVM's agent mounts EFS volumes (default `true`);
-    /// `false` starts agents that report `features.efs_volumes = false`
-    /// and answer the section UNSUPPORTED, as an image without
-    /// amazon-efs-utils: how a test reaches the SDK's `Unimplemented` for
-    /// volumes (see `AgentConfig::efs_volumes`).
+    /// Whether every MicroVM's agent serves EFS volumes (default `true`;
+    /// it also needs root, see `AgentConfig::efs_volumes`); `false` starts
+    /// agents that report `features.efs_volumes = false` and answer the
+    /// section UNSUPPORTED, as agents without the feature: how a test
+    /// reaches the SDK's `Unimplemented` for volumes.
     pub agent_efs_volumes: bool,
     /// The secret gateways' upstream settings of every MicroVM's agent
     /// (default: none): extra trusted root CAs and host names dialled at a

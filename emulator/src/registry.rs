@@ -60,7 +60,8 @@ pub(crate) struct Settings {
     /// Whether agents serve secret gateways
     /// (`EmulatorConfig::agent_secret_gateway`).
     pub(crate) agent_secret_gateway: bool,
-    /// Whether agents mount EFS volumes (`EmulatorConfig::agent_efs_volumes`).
+    /// Whether agents serve EFS volumes
+    /// (`EmulatorConfig::agent_efs_volumes`).
     pub(crate) agent_efs_volumes: bool,
     /// The agents' gateway upstream settings, shared
     /// (`EmulatorConfig::gateway_upstreams`).
