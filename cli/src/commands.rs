@@ -52,22 +52,10 @@ pub enum SandboxCommand {
         #[arg(long = "gateway-json", value_name = "NAME=JSON",
               value_parser = crate::gateway::parse_json_arg)]
         gateway_json: Vec<crate::gateway::GatewayArg>,
-        /// An EFS volume mounted at PATH: an access point of a file
-        /// system, `:ro` for read-only (repeatable, at most 4; needs
-        /// `--egress` with your VPC's connector, `--execution-role-arn`
-        /// and an image of the variant base-caps-efs; docs/volumes.md).
-        #[arg(long = "volume", value_name = "PATH=fs-ID:fsap-ID[:ro]",
-              value_parser = crate::sandbox_volumes::parse_volume_arg)]
-        volumes: Vec<(String, rayito::volumes::EfsVolume)>,
-        /// An egress network connector: a managed name (INTERNET_EGRESS)
-        /// or the ARN of a connector of yours (repeatable; default: the
-        /// image's).
-        #[arg(long = "egress", value_name = "CONNECTOR")]
-        egress: Vec<String>,
-        /// The execution role the sandbox runs with (its credentials
-        /// reach the sandbox through the metadata service).
-        #[arg(long, value_name = "ARN")]
-        execution_role_arn: Option<String>,
+        /// EFS volumes, the egress connector and the execution role
+        /// (boxed: the variant stays small).
+        #[command(flatten)]
+        volumes: Box<crate::sandbox_volumes::VolumeArgs>,
         /// Also print the access token.
         #[arg(long)]
         show_token: bool,
@@ -526,8 +514,6 @@ async fn dispatch(
             gateways,
             gateway_json,
             volumes,
-            egress,
-            execution_role_arn,
             show_token,
             logs,
             log_group,
@@ -546,9 +532,7 @@ async fn dispatch(
                 env,
                 cwd,
                 gateways: gateways.into_iter().chain(gateway_json).collect(),
-                volumes,
-                egress,
-                execution_role_arn,
+                volumes: *volumes,
                 show_token,
                 logging,
                 network: network.policy(),
@@ -658,9 +642,7 @@ struct CreateArgs {
     env: Vec<(String, String)>,
     cwd: Option<String>,
     gateways: Vec<crate::gateway::GatewayArg>,
-    volumes: Vec<(String, rayito::volumes::EfsVolume)>,
-    egress: Vec<String>,
-    execution_role_arn: Option<String>,
+    volumes: crate::sandbox_volumes::VolumeArgs,
     show_token: bool,
     logging: rayito::SandboxLogging,
     network: Option<rayito::NetworkPolicy>,
@@ -676,8 +658,6 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         cwd,
         gateways,
         volumes,
-        egress,
-        execution_role_arn,
         show_token,
         logging,
         network,
@@ -693,15 +673,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
     if let Some(dir) = cwd {
         builder = builder.workdir(dir);
     }
-    if !egress.is_empty() {
-        builder = builder.egress(egress);
-    }
-    if let Some(role) = execution_role_arn {
-        builder = builder.execution_role_arn(role);
-    }
-    for (path, volume) in volumes {
-        builder = builder.volume(path, volume);
-    }
+    builder = volumes.apply(builder);
     let gateways = crate::gateway::read_all(gateways)?;
     if !gateways.is_empty() {
         builder = crate::gateway::with_gateways(backend, builder, gateways)?;

@@ -8,10 +8,10 @@ use std::process::Output;
 
 use serde_json::Value;
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip;
 #[path = "support/session.rs"]
 mod session;
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip;
 
 use session::Session;
 
@@ -38,24 +38,15 @@ fn bad_volume_arguments_are_refused_before_any_sandbox() {
     let out = s.run(&["sandbox", "create", "--volume", VOLUME]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out)
-            .lines()
-            .next()
-            .unwrap()
-            .starts_with("error: invalid volumes: volumes need egress with the one connector of your VPC"),
+        stderr(&out).lines().next().unwrap().starts_with(
+            "error: invalid volumes: volumes need egress with the one connector of your VPC"
+        ),
         "{}",
         stderr(&out)
     );
 
     let out = s.run(&[
-        "--output",
-        "json",
-        "sandbox",
-        "create",
-        "--egress",
-        CONNECTOR,
-        "--volume",
-        VOLUME,
+        "--output", "json", "sandbox", "create", "--egress", CONNECTOR, "--volume", VOLUME,
     ]);
     assert_eq!(out.status.code(), Some(1));
     let error: Value = serde_json::from_slice(&out.stdout).unwrap();
