@@ -104,14 +104,8 @@ async fn apply_on_create(
     volumes: Vec<(String, EfsVolume)>,
     keep: bool,
 ) -> Result<Sandbox, SandboxError> {
-    match section::apply(sandbox.conn(), &volumes).await {
-        Ok(()) => Ok(sandbox),
-        Err(err) if keep => Err(err.kept_on_failure(sandbox.id())),
-        Err(err) => {
-            let _ = sandbox.kill().await;
-            Err(err)
-        }
-    }
+    let outcome = section::apply(sandbox.conn(), &volumes).await;
+    crate::sandbox::steps::kept_or_killed(sandbox, keep, outcome).await
 }
 
 /// The volumes' steps.
