@@ -306,6 +306,9 @@ mod local;
 mod local;
 #[cfg(feature = "logs")]
 pub mod logs;
+// The shared rules of S3 mount and EFS volume paths.
+#[allow(dead_code, reason = "used by the mounts and volumes parts of issue 46")]
+mod mount_path;
 mod otel;
 pub mod persistence;
 mod pool;
@@ -323,6 +326,8 @@ mod state;
 #[cfg(feature = "s3")]
 pub mod transfer;
 mod transport;
+#[cfg(feature = "efs")]
+pub mod volumes;
 
 /// The features' steps in the sandbox core's `create`, `connect` and
 /// `kill`, in the order they run (the gateways', then persistence's
@@ -334,6 +339,8 @@ pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
     vec![
         #[cfg(feature = "secrets")]
         &gateway::Steps,
+        #[cfg(feature = "efs")]
+        &volumes::Steps,
         &persistence::Steps,
         #[cfg(feature = "s3")]
         &transfer::auto::Steps,

@@ -52,6 +52,10 @@ pub enum SandboxCommand {
         #[arg(long = "gateway-json", value_name = "NAME=JSON",
               value_parser = crate::gateway::parse_json_arg)]
         gateway_json: Vec<crate::gateway::GatewayArg>,
+        /// EFS volumes, the egress connector and the execution role
+        /// (boxed: the variant stays small).
+        #[command(flatten)]
+        volumes: Box<crate::sandbox_volumes::VolumeArgs>,
         /// Also print the access token.
         #[arg(long)]
         show_token: bool,
@@ -189,6 +193,12 @@ pub enum SandboxCommand {
     /// URL (inside the sandbox), port and the class of the last request a
     /// gateway failed.
     Gateways {
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
+    },
+    /// The sandbox's EFS volumes as its agent reports them: mount path,
+    /// state and the class of the last failure.
+    Volumes {
         #[command(flatten)]
         id: crate::ids::SandboxId,
     },
@@ -503,6 +513,7 @@ async fn dispatch(
             cwd,
             gateways,
             gateway_json,
+            volumes,
             show_token,
             logs,
             log_group,
@@ -521,6 +532,7 @@ async fn dispatch(
                 env,
                 cwd,
                 gateways: gateways.into_iter().chain(gateway_json).collect(),
+                volumes: *volumes,
                 show_token,
                 logging,
                 network: network.policy(),
@@ -612,6 +624,9 @@ async fn dispatch(
         SandboxCommand::Gateways { id } => {
             crate::gateway::list(backend, format, &id.resolve()?).await
         }
+        SandboxCommand::Volumes { id } => {
+            crate::sandbox_volumes::list(backend, format, &id.resolve()?).await
+        }
         SandboxCommand::SetTimeout { id, duration } => {
             crate::host::set_timeout(backend, format, &id, duration).await
         }
@@ -627,6 +642,7 @@ struct CreateArgs {
     env: Vec<(String, String)>,
     cwd: Option<String>,
     gateways: Vec<crate::gateway::GatewayArg>,
+    volumes: crate::sandbox_volumes::VolumeArgs,
     show_token: bool,
     logging: rayito::SandboxLogging,
     network: Option<rayito::NetworkPolicy>,
@@ -641,6 +657,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         env,
         cwd,
         gateways,
+        volumes,
         show_token,
         logging,
         network,
@@ -656,6 +673,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
     if let Some(dir) = cwd {
         builder = builder.workdir(dir);
     }
+    builder = volumes.apply(builder);
     let gateways = crate::gateway::read_all(gateways)?;
     if !gateways.is_empty() {
         builder = crate::gateway::with_gateways(backend, builder, gateways)?;

@@ -71,6 +71,10 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         ErrorKind::FileUpload => "FileUploadException",
         ErrorKind::Secret => "SecretException",
         ErrorKind::SecretNotFound => "SecretNotFoundException",
+        ErrorKind::Mount
+        | ErrorKind::Volume
+        | ErrorKind::VolumeMount
+        | ErrorKind::VolumeNotFound => "SandboxException",
         ErrorKind::GitAuth => "GitAuthException",
         ErrorKind::GitUpstream => "GitUpstreamException",
     }
@@ -214,6 +218,9 @@ fn every_placeholder_is_a_documented_name() {
         "gateway",
         "header",
         "rate",
+        "path",
+        "variant",
+        "other",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

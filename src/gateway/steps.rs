@@ -73,14 +73,8 @@ async fn apply_on_create(
     gateways: Vec<(String, SecretGateway)>,
     keep: bool,
 ) -> Result<Sandbox, SandboxError> {
-    match view::apply(&sandbox, gateways).await {
-        Ok(()) => Ok(sandbox),
-        Err(err) if keep => Err(err.kept_on_failure(sandbox.id())),
-        Err(err) => {
-            let _ = sandbox.kill().await;
-            Err(err)
-        }
-    }
+    let outcome = view::apply(&sandbox, gateways).await;
+    crate::sandbox::steps::kept_or_killed(sandbox, keep, outcome).await
 }
 
 /// The gateways' steps.

@@ -54,6 +54,28 @@ pub(crate) struct NewVm<'a> {
     pub(crate) max_duration_secs: u64,
 }
 
+/// A new sandbox after a step's work on it: the sandbox when `outcome` is
+/// ok; else the error, the sandbox terminated, or kept (`keep`:
+/// `keep_on_failure`) and named on the error.
+///
+/// # Errors
+/// `outcome`'s.
+#[cfg_attr(not(any(feature = "secrets", feature = "efs")), allow(dead_code))]
+pub(crate) async fn kept_or_killed(
+    sandbox: Sandbox,
+    keep: bool,
+    outcome: Result<(), SandboxError>,
+) -> Result<Sandbox, SandboxError> {
+    match outcome {
+        Ok(()) => Ok(sandbox),
+        Err(err) if keep => Err(err.kept_on_failure(sandbox.id())),
+        Err(err) => {
+            let _ = sandbox.kill().await;
+            Err(err)
+        }
+    }
+}
+
 /// Terminates the new MicroVM (a step whose work failed after launch).
 pub(crate) type Terminate<'a> = StepFuture<'a, ()>;
 

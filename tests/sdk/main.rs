@@ -104,4 +104,5 @@ mod templates;
 mod timeouts;
 mod tls;
 mod transfers;
+mod volumes;
 mod workdir;
