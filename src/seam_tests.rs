@@ -57,7 +57,7 @@ macro_rules! fake_service {
 #[derive(Debug, Default)]
 pub(crate) struct FakeControl {
     throttles: u32,
-    runs: AtomicU32,
+    pub(crate) runs: AtomicU32,
     tokens: AtomicU32,
     pub(crate) terminations: AtomicU32,
 }

@@ -123,6 +123,13 @@ pub struct AgentConfig {
     /// the EFS volumes section runs `mount -t efs`). The emulator sets its
     /// own (see [`crate::local_volumes`]).
     pub local_volumes: Option<std::sync::Arc<dyn crate::local_volumes::LocalVolumes>>,
+    /// Serve the EFS volumes section (default `true`; it also needs a
+    /// mount namespace, and [`AgentConfig::local_volumes`] with the agent
+    /// as root, or `mount.efs` with CAP_SYS_ADMIN). `false` reports
+    /// `features.efs_volumes = false` and answers the section
+    /// UNSUPPORTED, as an agent without the feature: how the tests
+    /// exercise the SDK's `Unimplemented`.
+    pub efs_volumes: bool,
 }
 
 /// The metrics history's default sampling interval (5 s).
@@ -157,6 +164,7 @@ impl Default for AgentConfig {
             egress: true,
             gateway: crate::gateway::GatewayOptions::default(),
             local_volumes: None,
+            efs_volumes: true,
         }
     }
 }
@@ -239,6 +247,13 @@ impl Agent {
             config.gateway.clone(),
             shared.env.clone(),
         ));
+        shared.volumes = Arc::new(crate::efs_volumes::EfsVolumes::new(
+            crate::efs_volumes::VolumeOptions {
+                enabled: config.efs_volumes,
+                local: config.local_volumes.clone(),
+            },
+            shared.env.clone(),
+        ));
         let shared = Arc::new(shared);
         if let Some(addr) = config.local_s3_endpoint {
             shared
@@ -277,6 +292,7 @@ impl Agent {
                 lifecycle: shared.lifecycle.clone(),
                 egress: shared.egress.clone(),
                 gateways: shared.gateways.clone(),
+                volumes: shared.volumes.clone(),
                 metrics: metrics.as_ref().map(|(_, m)| m.clone()),
             }),
         )
@@ -325,7 +341,10 @@ impl Agent {
             },
         ))
         .add_service(pb::configure_service_server::ConfigureServiceServer::new(
-            crate::configure::ConfigureServiceImpl::new(shared.gateways.clone()),
+            crate::configure::ConfigureServiceImpl::new(
+                shared.gateways.clone(),
+                shared.volumes.clone(),
+            ),
         ))
         .add_service(pb::network_service_server::NetworkServiceServer::new(
             crate::egress::NetworkServiceImpl {

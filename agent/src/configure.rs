@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tonic::{Request, Response, Status};
 
+use crate::efs_volumes::EfsVolumes;
 use crate::gateway::Gateways;
 use crate::pb;
 
@@ -19,14 +20,16 @@ use crate::pb;
 #[derive(Debug)]
 pub(crate) struct ConfigureServiceImpl {
     pub(crate) gateways: Arc<Gateways>,
+    pub(crate) volumes: Arc<EfsVolumes>,
     /// Bumped by every apply that changed something.
     pub(crate) generation: AtomicU64,
 }
 
 impl ConfigureServiceImpl {
-    pub(crate) fn new(gateways: Arc<Gateways>) -> Self {
+    pub(crate) fn new(gateways: Arc<Gateways>, volumes: Arc<EfsVolumes>) -> Self {
         Self {
             gateways,
+            volumes,
             generation: AtomicU64::new(0),
         }
     }
@@ -37,7 +40,6 @@ impl ConfigureServiceImpl {
 fn unsupported(request: &pb::ConfigureRequest) -> Vec<pb::SectionResult> {
     [
         (request.s3_mounts.is_some(), pb::ConfigSection::S3Mounts),
-        (request.efs_volumes.is_some(), pb::ConfigSection::EfsVolumes),
         (
             request.lifecycle_events.is_some(),
             pb::ConfigSection::LifecycleEvents,
@@ -69,6 +71,13 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
     ) -> Result<Response<pb::ConfigureResponse>, Status> {
         let mut request = request.into_inner();
         let mut results = unsupported(&request);
+        if let Some(section) = request.efs_volumes.take() {
+            let (code, class) = self.volumes.apply(section).await;
+            if code == pb::SectionCode::Applied {
+                self.generation.fetch_add(1, Ordering::Relaxed);
+            }
+            results.push(result(pb::ConfigSection::EfsVolumes, code, class));
+        }
         if let Some(section) = request.secret_gateway.take() {
             let (code, class) = self.gateways.apply(section).await;
             if code == pb::SectionCode::Applied {
@@ -88,6 +97,7 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
     ) -> Result<Response<pb::ConfigureStatusResponse>, Status> {
         Ok(Response::new(pb::ConfigureStatusResponse {
             secret_gateway: self.gateways.status(),
+            efs_volumes: self.volumes.status(),
             ..Default::default()
         }))
     }

@@ -40,6 +40,7 @@ pub(crate) struct HealthServiceImpl {
     pub(crate) lifecycle: Arc<Lifecycle>,
     pub(crate) egress: Arc<Egress>,
     pub(crate) gateways: Arc<crate::gateway::Gateways>,
+    pub(crate) volumes: Arc<crate::efs_volumes::EfsVolumes>,
     /// `None`: Metrics and MetricsHistory answer UNIMPLEMENTED
     /// (`AgentConfig::metrics_interval`).
     pub(crate) metrics: Option<Arc<crate::metrics::Metrics>>,
@@ -72,6 +73,7 @@ impl HealthServiceImpl {
         pb::AgentFeatures {
             configure: true,
             secret_gateway,
+            efs_volumes: self.volumes.supported(),
             template_start: true,
             root_egress: if secret_gateway {
                 vec![pb::RootEgressClass::SecretGatewayUpstream as i32]

@@ -136,11 +136,16 @@ async fn run(State(shared): State<Arc<Shared>>, body: Bytes) -> &'static str {
 
 async fn suspend(State(shared): State<Arc<Shared>>) -> &'static str {
     shared.on_suspend();
+    // Bounded: what the volumes hold reaches their servers before the
+    // snapshot.
+    shared.volumes.on_suspend().await;
     "ok"
 }
 
 async fn resume(State(shared): State<Arc<Shared>>) -> &'static str {
     shared.on_resume();
+    // In the background: a volume that does not answer is remounted.
+    shared.volumes.on_resume();
     "ok"
 }
 

@@ -354,6 +354,11 @@ impl SandboxMounts {
         Ok(Self { ns, ipc: Some(ipc) })
     }
 
+    /// The namespace's descriptor (for a short-lived child to enter).
+    pub(crate) fn namespace(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.ns.as_fd()
+    }
+
     /// Holds `ns`, a mount namespace built elsewhere (a local build's),
     /// for children to enter as a sandbox's.
     pub fn from_namespace(ns: OwnedFd) -> Self {

@@ -16,6 +16,7 @@ pub mod agent;
 pub mod cli;
 pub mod code;
 mod configure;
+mod efs_volumes;
 mod egress;
 mod filesystem;
 mod gate;

@@ -418,6 +418,18 @@ impl SandboxEnv {
         self.inner.support.mount_ns
     }
 
+    /// The sandbox's mount namespace, where it has one (the EFS volumes
+    /// section attaches its mounts there).
+    pub(crate) fn mount_namespace(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.inner.mounts.as_ref().map(SandboxMounts::namespace)
+    }
+
+    /// The sandbox's unprivileged host uid and gid, when the agent
+    /// switches uids.
+    pub(crate) fn host_ids(&self) -> Option<HostIds> {
+        self.inner.ids
+    }
+
     /// The host path behind a guest path (absolute, already validated).
     pub fn to_host(&self, guest: &str) -> PathBuf {
         self.inner.root.join(guest.trim_start_matches('/'))

@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     pub egress: Arc<crate::egress::Egress>,
     /// The secret gateways (Configure's `secret_gateway` section).
     pub gateways: Arc<crate::gateway::Gateways>,
+    /// The EFS volumes (Configure's `efs_volumes` section).
+    pub volumes: Arc<crate::efs_volumes::EfsVolumes>,
 }
 
 /// The `/run` hook's answer body.
@@ -73,6 +75,11 @@ impl Shared {
             },
             env.clone(),
         ));
+        // Replaced by `Agent::start` with the configured one.
+        let volumes = Arc::new(crate::efs_volumes::EfsVolumes::new(
+            crate::efs_volumes::VolumeOptions::default(),
+            env.clone(),
+        ));
         Self {
             processes: Arc::new(ProcessTable::new(env.clone(), phase.clone())),
             ptys: Arc::new(PtyTable::new(env.clone(), phase.clone())),
@@ -91,6 +98,7 @@ impl Shared {
             persist: Arc::default(),
             egress: Arc::new(crate::egress::Egress::new(false, Vec::new())),
             gateways,
+            volumes,
         }
     }
 
@@ -182,6 +190,7 @@ impl Shared {
     /// Kills every process and kernel of the sandbox.
     pub(crate) fn kill_everything(&self) {
         self.gateways.stop_all();
+        self.volumes.detach_all();
         self.processes.kill_all();
         self.code.shutdown();
         self.env.kill_all();

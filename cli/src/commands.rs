@@ -52,6 +52,22 @@ pub enum SandboxCommand {
         #[arg(long = "gateway-json", value_name = "NAME=JSON",
               value_parser = crate::gateway::parse_json_arg)]
         gateway_json: Vec<crate::gateway::GatewayArg>,
+        /// An EFS volume mounted at PATH: an access point of a file
+        /// system, `:ro` for read-only (repeatable, at most 4; needs
+        /// `--egress` with your VPC's connector, `--execution-role-arn`
+        /// and an image of the variant base-caps-efs; docs/volumes.md).
+        #[arg(long = "volume", value_name = "PATH=fs-ID:fsap-ID[:ro]",
+              value_parser = crate::sandbox_volumes::parse_volume_arg)]
+        volumes: Vec<(String, rayito::volumes::EfsVolume)>,
+        /// An egress network connector: a managed name (INTERNET_EGRESS)
+        /// or the ARN of a connector of yours (repeatable; default: the
+        /// image's).
+        #[arg(long = "egress", value_name = "CONNECTOR")]
+        egress: Vec<String>,
+        /// The execution role the sandbox runs with (its credentials
+        /// reach the sandbox through the metadata service).
+        #[arg(long, value_name = "ARN")]
+        execution_role_arn: Option<String>,
         /// Also print the access token.
         #[arg(long)]
         show_token: bool,
@@ -189,6 +205,12 @@ pub enum SandboxCommand {
     /// URL (inside the sandbox), port and the class of the last request a
     /// gateway failed.
     Gateways {
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
+    },
+    /// The sandbox's EFS volumes as its agent reports them: mount path,
+    /// state and the class of the last failure.
+    Volumes {
         #[command(flatten)]
         id: crate::ids::SandboxId,
     },
@@ -503,6 +525,9 @@ async fn dispatch(
             cwd,
             gateways,
             gateway_json,
+            volumes,
+            egress,
+            execution_role_arn,
             show_token,
             logs,
             log_group,
@@ -521,6 +546,9 @@ async fn dispatch(
                 env,
                 cwd,
                 gateways: gateways.into_iter().chain(gateway_json).collect(),
+                volumes,
+                egress,
+                execution_role_arn,
                 show_token,
                 logging,
                 network: network.policy(),
@@ -612,6 +640,9 @@ async fn dispatch(
         SandboxCommand::Gateways { id } => {
             crate::gateway::list(backend, format, &id.resolve()?).await
         }
+        SandboxCommand::Volumes { id } => {
+            crate::sandbox_volumes::list(backend, format, &id.resolve()?).await
+        }
         SandboxCommand::SetTimeout { id, duration } => {
             crate::host::set_timeout(backend, format, &id, duration).await
         }
@@ -627,6 +658,9 @@ struct CreateArgs {
     env: Vec<(String, String)>,
     cwd: Option<String>,
     gateways: Vec<crate::gateway::GatewayArg>,
+    volumes: Vec<(String, rayito::volumes::EfsVolume)>,
+    egress: Vec<String>,
+    execution_role_arn: Option<String>,
     show_token: bool,
     logging: rayito::SandboxLogging,
     network: Option<rayito::NetworkPolicy>,
@@ -641,6 +675,9 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         env,
         cwd,
         gateways,
+        volumes,
+        egress,
+        execution_role_arn,
         show_token,
         logging,
         network,
@@ -655,6 +692,15 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
     }
     if let Some(dir) = cwd {
         builder = builder.workdir(dir);
+    }
+    if !egress.is_empty() {
+        builder = builder.egress(egress);
+    }
+    if let Some(role) = execution_role_arn {
+        builder = builder.execution_role_arn(role);
+    }
+    for (path, volume) in volumes {
+        builder = builder.volume(path, volume);
     }
     let gateways = crate::gateway::read_all(gateways)?;
     if !gateways.is_empty() {

@@ -372,9 +372,10 @@ async fn serve_async() -> i32 {
 }
 
 /// What a daemon keeps in its root for the next one: the images (their
-/// registry and layers) and the object store (the artifacts and
-/// `rayito::LOCAL_BUCKET`). Anything else there is a sandbox's directory.
-const KEPT: [&str; 2] = ["images", "s3"];
+/// registry and layers), the object store (the artifacts and
+/// `rayito::LOCAL_BUCKET`) and the EFS file systems (volumes are data).
+/// Anything else there is a sandbox's directory.
+const KEPT: [&str; 3] = ["images", "s3", "efs"];
 
 /// The daemon's root: one path per cache directory, the same for every
 /// daemon of that cache, in the temporary directory (its sandboxes' uid

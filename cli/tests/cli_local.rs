@@ -309,7 +309,7 @@ fn a_local_session_from_create_to_kill() {
     assert!(!text.contains(secret), "{text}");
 
     // stop: the daemon and its sandboxes' directories are gone; its root
-    // keeps only what the next daemon finds (images, objects).
+    // keeps only what the next daemon finds (images, objects, EFS volumes).
     let stopped = s.json(&["local", "stop", "--output", "json"]);
     assert_eq!(stopped["stopped"], true);
     assert!(!alive(daemon));
@@ -326,7 +326,8 @@ fn a_local_session_from_create_to_kill() {
         if name.starts_with("rayito-local-") {
             let kept = names(&s.tmp.path().join(&name));
             assert!(
-                kept.iter().all(|k| k == "images" || k == "s3"),
+                kept.iter()
+                    .all(|k| ["images", "s3", "efs"].contains(&k.as_str())),
                 "the daemon's root holds {kept:?}"
             );
         } else if name.starts_with("rayito-") {
@@ -996,4 +997,106 @@ fn a_local_build_is_not_held_to_the_aws_poll_interval() {
         took < std::time::Duration::from_secs(10),
         "a build of one `true` step took {took:?}: read at the AWS interval"
     );
+}
+
+/// The venv `.ci/install-test-deps` fills (boto3 with it).
+fn venv_python() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-deps/venv/bin/python3")
+}
+
+/// Runs `script` with boto3 pointed at the session's daemon (its endpoint
+/// and key, as any AWS client reaches it); its stdout.
+fn boto3(s: &Session, script: &str) -> String {
+    let text = std::fs::read_to_string(s.cache.path().join("local/backend.json")).unwrap();
+    let state: Value = serde_json::from_str(&text).unwrap();
+    let out = Command::new(venv_python())
+        .args(["-c", script])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", s.tmp.path())
+        .env("AWS_CONFIG_FILE", s.tmp.path().join("no-config"))
+        .env(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            s.tmp.path().join("no-credentials"),
+        )
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ENDPOINT_URL", state["endpoint_url"].as_str().unwrap())
+        .env("AWS_DEFAULT_REGION", state["region"].as_str().unwrap())
+        .env(
+            "AWS_ACCESS_KEY_ID",
+            state["access_key_id"].as_str().unwrap(),
+        )
+        .env(
+            "AWS_SECRET_ACCESS_KEY",
+            state["secret_access_key"].as_str().unwrap(),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// EFS volumes are data: a file system, its access point and the files in
+/// it outlive `local stop`, and the next daemon serves them (docs/local.md,
+/// "EFS").
+#[test]
+fn efs_volumes_outlive_local_stop() {
+    let has_boto3 = Command::new(venv_python())
+        .args(["-c", "import boto3"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_boto3 {
+        skip_support::skip("no boto3 in the test venv (.ci/install-test-deps installs it)");
+        return;
+    }
+    let s = Session::local();
+    s.ok(&["sandbox", "list", "--output", "json"]);
+    let made = boto3(
+        &s,
+        r#"
+import boto3
+efs = boto3.client("efs")
+fid = efs.create_file_system(CreationToken="kept")["FileSystemId"]
+ap = efs.create_access_point(ClientToken="kept", FileSystemId=fid,
+    RootDirectory={"Path": "/data", "CreationInfo": {"OwnerUid": 1000, "OwnerGid": 1000, "Permissions": "0755"}})
+print(fid, ap["AccessPointId"])
+"#,
+    );
+    let (fs, ap) = made.split_once(' ').expect("two ids");
+    let root = std::fs::read_dir(s.tmp.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("rayito-local-")
+        })
+        .expect("the daemon's root");
+    let data = root.join("efs").join(fs).join("data.txt");
+    std::fs::write(&data, b"kept").unwrap();
+    let stopped = s.json(&["local", "stop", "--output", "json"]);
+    assert_eq!(stopped["stopped"], true);
+
+    s.ok(&["sandbox", "list", "--output", "json"]);
+    let found = boto3(
+        &s,
+        &format!(
+            r#"
+import boto3
+efs = boto3.client("efs")
+aps = efs.describe_access_points(FileSystemId="{fs}")["AccessPoints"]
+print(",".join(a["AccessPointId"] for a in aps))
+"#
+        ),
+    );
+    assert_eq!(found, ap);
+    assert_eq!(std::fs::read(&data).unwrap(), b"kept");
+    s.json(&["local", "stop", "--output", "json"]);
 }

@@ -46,6 +46,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
             post(create_auth_token),
         )
         .merge(images::routes::router())
+        .merge(super::efs::routes::router())
         .route("/", post(logs_api::handle))
         .merge(admin::router())
         .fallback(unknown_operation)

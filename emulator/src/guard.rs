@@ -6,7 +6,8 @@
 //! page served from another loopback port could name the emulator's
 //! anyway; the signature is what keeps such a page out.) Then its SigV4
 //! signature is checked ([`super::sigv4`]; scoped to `logs` for a
-//! CloudWatch Logs call, to `lambda` otherwise), and the verdict
+//! CloudWatch Logs call, to `elasticfilesystem` for an EFS one (under
+//! `/2015-02-01/`), to `sts` for GetCallerIdentity, to `lambda` otherwise), and the verdict
 //! ([`Signed`]) handed to the handler, which counts the call before acting
 //! on it.
 
@@ -66,6 +67,8 @@ pub(crate) async fn guard(State(shared): State<Arc<Shared>>, req: Request, next:
     };
     let service = if super::logs_api::is_logs_call(&parts.method, &parts.uri, &parts.headers) {
         sigv4::LOGS
+    } else if parts.uri.path().starts_with(super::efs::routes::PREFIX) {
+        sigv4::EFS
     } else if parts.method == axum::http::Method::POST
         && parts.uri.path() == "/"
         && super::sts::is_get_caller_identity(&bytes)

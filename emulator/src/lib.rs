@@ -9,7 +9,10 @@
 //! TerminateMicrovm, SuspendMicrovm, ResumeMicrovm, CreateMicrovmAuthToken,
 //! and the MicroVM image API: images, versions, their builds), the read
 //! side of CloudWatch Logs (DescribeLogStreams, GetLogEvents), STS
-//! GetCallerIdentity and an admin endpoint for fault injection; on a
+//! GetCallerIdentity, the EFS calls rayito makes ([`LocalEfs`]: file
+//! systems and access points that are directories of the emulator's root,
+//! which its sandboxes mount as volumes) and an admin endpoint for fault
+//! injection; on a
 //! second loopback port, an S3 endpoint ([`Emulator::s3_endpoint_url`])
 //! over the emulator's object store, where code artifacts travel. Every
 //! call must be
@@ -40,6 +43,7 @@ mod build;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod control;
+mod efs;
 mod faults;
 mod guard;
 mod hooks;
@@ -75,6 +79,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
 pub use access_key::AccessKey;
+pub use efs::LocalEfs;
 pub use faults::ProxyStall;
 pub use faults::{Faults, Operation, PendingFaults, PendingThrottle};
 pub use latency::LatencyProfile;
@@ -337,6 +342,7 @@ impl Emulator {
         )
         .await?;
         let s3_addr = s3.local_addr()?;
+        let efs = efs::LocalEfs::open(&config.root, &config.region, &config.account_id)?;
         let shared = Arc::new(Shared::new(
             Settings {
                 region: config.region,
@@ -365,6 +371,7 @@ impl Emulator {
                 },
             },
             tls,
+            efs,
             tokio::runtime::Handle::current(),
         ));
         if keep_images {
@@ -536,6 +543,13 @@ impl Emulator {
         &self.shared.settings.gateway_upstreams
     }
 
+    /// The emulator's EFS (docs/local.md, "EFS"): the calls it served,
+    /// throttles to inject, where its file systems' directories are, and
+    /// the volume lookups its agents make.
+    pub fn efs(&self) -> &LocalEfs {
+        &self.shared.efs
+    }
+
     /// How many calls of `op` reached the emulator (rejected ones included).
     pub fn calls(&self, op: Operation) -> u64 {
         self.shared.calls(op)
@@ -630,6 +644,8 @@ impl Drop for Emulator {
         let objects = self
             .owns_root
             .then(|| self.shared.objects.root().to_path_buf());
+        // The EFS volumes are data too: kept with a root of the caller's.
+        let volumes = self.owns_root.then(|| self.shared.efs.dir().to_path_buf());
         // Held until the root is removed, so no pruner races the cleanup.
         let root_lock = self.root_lock.take();
         let _ = std::thread::Builder::new()
@@ -644,6 +660,9 @@ impl Drop for Emulator {
                 }
                 if let Some(objects) = objects {
                     let _ = std::fs::remove_dir_all(objects);
+                }
+                if let Some(volumes) = volumes {
+                    let _ = std::fs::remove_dir_all(volumes);
                 }
                 // The lock file, left when objects are: the root is then
                 // empty but for it.

@@ -141,6 +141,8 @@ async fn prepare(
             local_upstreams: shared.settings.gateway_upstreams.clone(),
             ..Default::default()
         },
+        // Volumes are directories of the emulator's EFS.
+        local_volumes: Some(shared.efs.volumes()),
         ..AgentConfig::default()
     };
     let agent = match Agent::start(config).await {

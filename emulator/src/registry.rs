@@ -136,6 +136,8 @@ pub(crate) struct Shared {
     pub(crate) logs: super::logs::LogStore,
     /// The MicroVM images and their versions.
     pub(crate) images: super::images::ImageRegistry,
+    /// The EFS file systems and access points, and their directories.
+    pub(crate) efs: super::efs::LocalEfs,
 }
 
 /// How many of the last clientTokens seen, and of the last proxy tokens
@@ -206,9 +208,11 @@ impl Shared {
     pub(crate) fn new(
         settings: Settings,
         tls: Option<super::tls::Tls>,
+        efs: super::efs::LocalEfs,
         runtime: tokio::runtime::Handle,
     ) -> Self {
         Self {
+            efs,
             objects: super::objects::ObjectStore::under(&settings.root),
             logs: super::logs::LogStore::default(),
             images: super::images::ImageRegistry::default(),

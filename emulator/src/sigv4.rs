@@ -42,6 +42,9 @@ pub(crate) const LOGS: &str = "logs";
 /// The signing name of STS (GetCallerIdentity, served on the same port).
 pub(crate) const STS: &str = "sts";
 
+/// The signing name of EFS (its API under `/2015-02-01/`, same port).
+pub(crate) const EFS: &str = "elasticfilesystem";
+
 const X_AMZ_DATE: &str = "x-amz-date";
 const X_AMZ_SECURITY_TOKEN: &str = "x-amz-security-token";
 

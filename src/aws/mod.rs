@@ -14,6 +14,7 @@
 //! | CloudWatch Logs | [`cloudwatch_logs`] | `templates` (build logs), `logs` |
 //! | STS | [`sts`] | `templates` |
 //! | CloudFormation | [`cloudformation`] | `setup` |
+//! | EFS | [`efs`] | `efs` |
 //!
 //! `iam` (a test module) lists the IAM action of every call made here, per feature; a
 //! test checks that list against the calls in these files and against the
@@ -29,6 +30,8 @@ pub(crate) mod cloudwatch_logs;
 pub(crate) mod config;
 #[cfg(feature = "dynamodb")]
 pub(crate) mod dynamodb;
+#[cfg(feature = "efs")]
+pub(crate) mod efs;
 pub(crate) mod failure;
 #[cfg(test)]
 pub(crate) mod iam;

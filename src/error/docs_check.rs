@@ -218,6 +218,7 @@ fn every_placeholder_is_a_documented_name() {
         "rate",
         "path",
         "other",
+        "variant",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

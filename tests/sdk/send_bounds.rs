@@ -400,6 +400,17 @@ fn gateway_futures_are_send(sbx: &Sandbox, pool: rayito::Pool) {
     });
 }
 
+/// The EFS volumes (feature `efs`): create with a volume, the view's
+/// reads.
+#[allow(dead_code)]
+fn volume_futures_are_send(sbx: &Sandbox) {
+    use rayito::volumes::EfsVolume;
+    assert_send(&sbx.volumes().statuses());
+    assert_send(&sbx.volumes().get("/mnt/data"));
+    let volume = EfsVolume::new("fs-0123abcd", "fsap-0123abcd");
+    assert_send_static(&SandboxBuilder::new().volume("/mnt/data", volume).create());
+}
+
 /// The git view's calls (each one command; credentials on stdin).
 #[allow(dead_code)]
 fn git_futures_are_send(sbx: &Sandbox) {

@@ -1,0 +1,102 @@
+//! EFS volumes of a sandbox in the CLI (docs/cli.md, docs/volumes.md):
+//! `sandbox create --volume PATH=fs-id:fsap-id[:ro]` (with `--egress` and
+//! `--execution-role-arn`, which volumes need), and `sandbox volumes ID`
+//! printing each volume's state as the sandbox's agent reports it.
+
+use std::collections::BTreeMap;
+
+use rayito::volumes::{EfsVolume, VolumeStatus};
+use serde_json::{Value, json};
+
+use crate::commands::{Backend, Failure};
+use crate::{Format, output};
+
+/// What `--volume` expects.
+const VOLUME_SYNTAX: &str = "expected PATH=fs-ID:fsap-ID or PATH=fs-ID:fsap-ID:ro";
+
+/// `--volume PATH=fs-id:fsap-id[:ro]`: the mount path and the volume (its
+/// ids and path are checked by the SDK's `create`, before any call).
+pub(crate) fn parse_volume_arg(text: &str) -> Result<(String, EfsVolume), String> {
+    let Some((path, spec)) = text.split_once('=') else {
+        return Err(VOLUME_SYNTAX.to_owned());
+    };
+    let parts: Vec<&str> = spec.split(':').collect();
+    let (fs, ap, read_only) = match parts.as_slice() {
+        [fs, ap] => (*fs, *ap, false),
+        [fs, ap, "ro"] => (*fs, *ap, true),
+        [_, _, "rw"] => return Err(format!("{VOLUME_SYNTAX} (a volume is writable unless :ro)")),
+        _ => return Err(VOLUME_SYNTAX.to_owned()),
+    };
+    if path.is_empty() || fs.is_empty() || ap.is_empty() {
+        return Err(VOLUME_SYNTAX.to_owned());
+    }
+    Ok((path.to_owned(), EfsVolume::new(fs, ap).read_only(read_only)))
+}
+
+/// One volume's status as JSON.
+fn status_json(path: &str, status: &VolumeStatus) -> Value {
+    json!({
+        "path": path,
+        "state": status.state.as_str(),
+        "last_error_class": status.last_error_class,
+    })
+}
+
+/// `sandbox volumes ID`: one ConfigureStatus through a fresh connection.
+pub(crate) async fn list(backend: &Backend, format: Format, id: &str) -> Result<i32, Failure> {
+    let sandbox = backend.connect(id).await?;
+    let statuses: BTreeMap<String, VolumeStatus> = sandbox.volumes().statuses().await?;
+    match format {
+        Format::Json => {
+            let rows: Vec<Value> = statuses
+                .iter()
+                .map(|(path, status)| status_json(path, status))
+                .collect();
+            output::json(&json!({ "sandbox_id": sandbox.id(), "volumes": rows }));
+        }
+        Format::Text if statuses.is_empty() => {
+            output::note(&format!("sandbox {} has no EFS volume", sandbox.id()));
+        }
+        Format::Text => {
+            for (path, status) in &statuses {
+                outln!(
+                    "{path}\t{}\tlast error: {}",
+                    status.state,
+                    status.last_error_class.as_deref().unwrap_or("none")
+                );
+            }
+        }
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volume_arguments_parse_or_say_the_syntax() {
+        let (path, v) = parse_volume_arg("/mnt/data=fs-0123abcd:fsap-0123abcd").unwrap();
+        assert_eq!(path, "/mnt/data");
+        assert_eq!(v.file_system_id, "fs-0123abcd");
+        assert_eq!(v.access_point_id, "fsap-0123abcd");
+        assert!(!v.read_only);
+        let (_, v) = parse_volume_arg("/mnt/data=fs-0123abcd:fsap-0123abcd:ro").unwrap();
+        assert!(v.read_only);
+        for bad in [
+            "/mnt/data",
+            "/mnt/data=fs-0123abcd",
+            "=fs-1:fsap-1",
+            "/mnt/data=:fsap-1",
+            "/mnt/data=fs-1:",
+            "/mnt/data=fs-1:fsap-1:rx",
+            "/mnt/data=fs-1:fsap-1:ro:x",
+        ] {
+            assert_eq!(parse_volume_arg(bad).unwrap_err(), VOLUME_SYNTAX, "{bad}");
+        }
+        assert_eq!(
+            parse_volume_arg("/mnt/d=fs-1:fsap-1:rw").unwrap_err(),
+            "expected PATH=fs-ID:fsap-ID or PATH=fs-ID:fsap-ID:ro (a volume is writable unless :ro)"
+        );
+    }
+}

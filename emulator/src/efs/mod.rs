@@ -1,0 +1,191 @@
+//! The emulator's EFS: the subset of the EFS API (restJson1, 2015-02-01,
+//! signing name `elasticfilesystem`) that rayito calls, on the control
+//! plane's port under `/2015-02-01/`, and the directories that stand in
+//! for the file systems (docs/local.md, "EFS").
+//!
+//! - File systems: CreateFileSystem (its CreationToken makes one file
+//!   system: a second call answers FileSystemAlreadyExists naming it),
+//!   DescribeFileSystems (by id, by token, or all, MaxItems/Marker
+//!   paging), DeleteFileSystem (FileSystemInUse while a mount target or an
+//!   access point is left). Each is available at once, and has one
+//!   available mount target at 127.0.0.1 (ids derived from the file
+//!   system's: DescribeMountTargets, DeleteMountTarget).
+//! - Access points: CreateAccessPoint (its ClientToken makes one:
+//!   AccessPointAlreadyExists naming it), DescribeAccessPoints (by access
+//!   point, by file system, or all; MaxResults/NextToken), DeleteAccessPoint
+//!   (the files stay).
+//! - Tags: TagResource, ListTagsForResource, UntagResource.
+//!
+//! Each file system is a directory `<root>/efs/<fs-id>`; an access point's
+//! root directory is made inside it when an agent first resolves it
+//! ([`LocalVolumes`]), with CreationInfo's owner and mode, as EFS makes it
+//! when a client first connects. The registry is kept in
+//! `<root>/efs/state.json`: volumes are data, so they live as long as the
+//! object store does: with the root (an emulator's own temporary root goes
+//! with it; a root the caller gave, as the CLI's daemon does, keeps them for
+//! the next emulator on it).
+
+mod dirs;
+mod error;
+mod ops;
+pub(crate) mod routes;
+mod state;
+mod validate;
+mod wire;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rayito_agent::local_volumes::{LocalVolume, LocalVolumeError, LocalVolumes};
+
+use crate::guard::Signed;
+use error::EfsError;
+use state::Store;
+use wire::Place;
+
+/// The directory of the EFS state below the emulator's root.
+pub(crate) const DIR: &str = "efs";
+
+/// The emulator's EFS: its state, the calls it served, and the lookups
+/// its agents make ([`LocalVolumes`]). Cheap to clone.
+#[derive(Clone)]
+pub struct LocalEfs {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// `<root>/efs`.
+    dir: PathBuf,
+    place: Place,
+    store: Store,
+    /// Calls by action name, rejected ones included.
+    calls: Mutex<HashMap<String, u64>>,
+    /// Injected ThrottlingExceptions left, by action name.
+    throttles: Mutex<HashMap<String, u32>>,
+}
+
+impl std::fmt::Debug for LocalEfs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalEfs")
+            .field("dir", &self.inner.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl LocalEfs {
+    /// The EFS under `<root>/efs` (made if missing: traversable, not
+    /// listable, by other users), with what an earlier emulator on the same
+    /// root kept there.
+    ///
+    /// # Errors
+    /// The directory cannot be made, or the kept state cannot be read.
+    pub(crate) fn open(root: &Path, region: &str, account: &str) -> std::io::Result<Self> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = root.join(DIR);
+        std::fs::create_dir_all(&dir)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))?;
+        let store = Store::open(dir.join("state.json"))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                dir,
+                place: Place {
+                    region: region.to_owned(),
+                    account: account.to_owned(),
+                },
+                store,
+                calls: Mutex::new(HashMap::new()),
+                throttles: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The directory holding every file system's (`<root>/efs`): file
+    /// system `fs-…` is `<dir>/fs-…`.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// How many calls of `action` (an EFS operation name, e.g.
+    /// `DescribeMountTargets`) reached the emulator, refused ones included.
+    pub fn calls(&self, action: &str) -> u64 {
+        lock(&self.inner.calls).get(action).copied().unwrap_or(0)
+    }
+
+    /// Fault injection: the next `times` calls of `action` answer 429
+    /// ThrottlingException, as EFS does when called too fast.
+    pub fn throttle(&self, action: &str, times: u32) {
+        *lock(&self.inner.throttles)
+            .entry(action.to_owned())
+            .or_default() += times;
+    }
+
+    /// The lookups an agent makes to mount a volume: what each MicroVM's
+    /// agent is given (`AgentConfig::local_volumes`).
+    pub fn volumes(&self) -> Arc<dyn LocalVolumes> {
+        Arc::new(self.clone())
+    }
+
+    fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// Counts the call, refuses it if its signature was, applies an
+    /// injected throttle.
+    pub(crate) fn gate(&self, signed: &Signed, action: &str) -> Result<(), EfsError> {
+        *lock(&self.inner.calls)
+            .entry(action.to_owned())
+            .or_default() += 1;
+        signed.check()?;
+        let mut throttles = lock(&self.inner.throttles);
+        if let Some(left) = throttles.get_mut(action)
+            && *left > 0
+        {
+            *left -= 1;
+            return Err(EfsError::throttling());
+        }
+        Ok(())
+    }
+}
+
+impl LocalVolumes for LocalEfs {
+    fn resolve(
+        &self,
+        file_system_id: &str,
+        access_point_id: &str,
+    ) -> Result<LocalVolume, LocalVolumeError> {
+        let ap = self.store().read(|s| {
+            s.file_system(file_system_id)
+                .map_err(|_| LocalVolumeError::FileSystemNotFound)?;
+            s.access_point(access_point_id)
+                .ok()
+                .filter(|ap| ap.file_system_id == file_system_id)
+                .cloned()
+                .ok_or(LocalVolumeError::AccessPointNotFound)
+        })?;
+        let root = &ap.root_directory;
+        let (dir, owner_uid, owner_gid) = dirs::access_point_dir(
+            &self.inner.dir.join(file_system_id),
+            &root.path,
+            root.creation_info.as_ref(),
+        )
+        .map_err(|why| match why {
+            dirs::Unreachable::FileSystem => LocalVolumeError::FileSystemNotFound,
+            dirs::Unreachable::RootDirectory => LocalVolumeError::AccessPointNotFound,
+        })?;
+        // Without a POSIX user, EFS applies the client's own identity; the
+        // emulator has none to give, so the directory's owner stands in.
+        let (uid, gid) = match &ap.posix_user {
+            Some(u) => (
+                u32::try_from(u.uid).unwrap_or(owner_uid),
+                u32::try_from(u.gid).unwrap_or(owner_gid),
+            ),
+            None => (owner_uid, owner_gid),
+        };
+        Ok(LocalVolume { dir, uid, gid })
+    }
+}
