@@ -219,6 +219,7 @@ fn every_placeholder_is_a_documented_name() {
         "path",
         "other",
         "variant",
+        "remedy",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

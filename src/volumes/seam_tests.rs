@@ -98,7 +98,11 @@ async fn create_sends_the_section_in_one_configure_and_the_view_reads_each_time(
     let one = sandbox.volumes().get("/mnt/data").await.unwrap().unwrap();
     assert_eq!(one.state, super::VolumeState::Mounted);
     assert!(sandbox.volumes().get("/mnt/none").await.unwrap().is_none());
-    assert_eq!(configure.status_reads.load(Ordering::SeqCst), 3, "one read each");
+    assert_eq!(
+        configure.status_reads.load(Ordering::SeqCst),
+        3,
+        "one read each"
+    );
     assert_eq!(control.terminations.load(Ordering::SeqCst), 0);
 }
 
@@ -136,9 +140,17 @@ async fn a_pending_answer_waits_for_mounted_and_a_failed_volume_names_its_path()
 #[tokio::test]
 async fn a_refused_or_failed_section_terminates_the_sandbox_unless_kept() {
     for (code, class, want) in [
-        (agent_pb::SectionCode::Invalid, "invalid_path", "invalid_path"),
+        (
+            agent_pb::SectionCode::Invalid,
+            "invalid_path",
+            "invalid_path",
+        ),
         (agent_pb::SectionCode::Failed, "not_found", "not_found"),
-        (agent_pb::SectionCode::Failed, "efs-proxy said no", "unknown"),
+        (
+            agent_pb::SectionCode::Failed,
+            "efs-proxy said no",
+            "unknown",
+        ),
     ] {
         for keep in [false, true] {
             let control = FakeControl::throttled(0);
@@ -229,7 +241,11 @@ async fn a_refused_check_launches_nothing() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
-    assert!(err.to_string().starts_with("invalid volumes: volumes need egress"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("invalid volumes: volumes need egress"),
+        "{err}"
+    );
     assert_eq!(control.runs.load(Ordering::SeqCst), 0);
 }
 

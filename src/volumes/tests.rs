@@ -42,7 +42,10 @@ fn check(builder: &SandboxBuilder, volumes: Vec<(&str, EfsVolume)>) -> Result<()
 }
 
 /// (kind, argument or feature, message) of the refusal.
-fn refusal(builder: &SandboxBuilder, volumes: Vec<(&str, EfsVolume)>) -> (ErrorKind, String, String) {
+fn refusal(
+    builder: &SandboxBuilder,
+    volumes: Vec<(&str, EfsVolume)>,
+) -> (ErrorKind, String, String) {
     let err = check(builder, volumes).expect_err("refused");
     let named = match &err {
         SandboxError::InvalidArgument { argument, .. } => {
@@ -70,16 +73,27 @@ fn valid_volumes_pass() {
                     .read_only(true)
                     .mount_target_ip(Ipv4Addr::new(10, 0, 0, 5)),
             ),
-            ("/home/user/c", EfsVolume::new(format!("fs-{}", "a".repeat(40)), AP)),
+            (
+                "/home/user/c",
+                EfsVolume::new(format!("fs-{}", "a".repeat(40)), AP),
+            ),
             ("/home/user/d", good().name("A".repeat(100))),
         ],
     )
     .unwrap();
     // Any name that is not an official one is left to the agent.
-    for image in ["my-image", "rayito-mybuild", "arn:aws:lambda:us-east-1:1:microvm-image:x"] {
+    for image in [
+        "my-image",
+        "rayito-mybuild",
+        "arn:aws:lambda:us-east-1:1:microvm-image:x",
+    ] {
         check(&builder().template(image), vec![("/mnt/a", good())]).unwrap();
     }
-    check(&builder().template("rayito-base-caps-efs-4gb"), vec![("/mnt/a", good())]).unwrap();
+    check(
+        &builder().template("rayito-base-caps-efs-4gb"),
+        vec![("/mnt/a", good())],
+    )
+    .unwrap();
 }
 
 const EGRESS_HINT: &str = "pass that connector, and for internet access leave through your VPC (a NAT or transit gateway in the connector's subnets)";
@@ -90,7 +104,13 @@ fn every_refusal_names_volumes_with_the_exact_message_and_never_an_id() {
         .into_iter()
         .map(|p| (p, good()))
         .collect();
-    let invalid = |text: &str| (ErrorKind::InvalidArgument, "volumes".to_owned(), format!("invalid volumes: {text}"));
+    let invalid = |text: &str| {
+        (
+            ErrorKind::InvalidArgument,
+            "volumes".to_owned(),
+            format!("invalid volumes: {text}"),
+        )
+    };
     let rows: Vec<(SandboxBuilder, Vec<(&str, EfsVolume)>, (ErrorKind, String, String))> = vec![
         (builder(), five, invalid("the sandbox has 5 volumes; pass at most 4")),
         (
@@ -213,7 +233,10 @@ fn the_same_path_again_replaces_its_volume_in_place() {
 #[test]
 fn the_section_carries_every_volume_as_given() {
     let volumes = vec![
-        ("/mnt/a".to_owned(), good().mount_target_ip(Ipv4Addr::new(10, 0, 1, 9))),
+        (
+            "/mnt/a".to_owned(),
+            good().mount_target_ip(Ipv4Addr::new(10, 0, 1, 9)),
+        ),
         (
             "/home/user/b".to_owned(),
             good().name("n").region("eu-west-1").read_only(true),
@@ -263,7 +286,10 @@ fn the_first_available_target_by_zone_then_id_is_chosen() {
         target("fsmt-4", "use1-az0", "available", Some("fd00::1")),
     ];
     assert_eq!(targets::choose(&targets), Some(Ipv4Addr::new(10, 0, 2, 1)));
-    assert_eq!(targets::choose(&targets[..2]), Some(Ipv4Addr::new(10, 0, 6, 1)));
+    assert_eq!(
+        targets::choose(&targets[..2]),
+        Some(Ipv4Addr::new(10, 0, 6, 1))
+    );
     assert_eq!(targets::choose(&targets[1..2]), None);
     assert_eq!(targets::choose(&[]), None);
 }
@@ -277,7 +303,8 @@ async fn one_lookup_per_file_system_and_region_and_none_for_a_given_ip() {
         ("/mnt/c".to_owned(), good().read_only(true)),
         (
             "/mnt/d".to_owned(),
-            EfsVolume::new("fs-11111111bbbbbbbb", AP).mount_target_ip(Ipv4Addr::new(192, 168, 0, 1)),
+            EfsVolume::new("fs-11111111bbbbbbbb", AP)
+                .mount_target_ip(Ipv4Addr::new(192, 168, 0, 1)),
         ),
         ("/home/user/e".to_owned(), good().region("eu-west-1")),
     ];
@@ -303,7 +330,16 @@ async fn one_lookup_per_file_system_and_region_and_none_for_a_given_ip() {
         .iter()
         .map(|(_, v)| v.mount_target_ip.unwrap().to_string())
         .collect();
-    assert_eq!(ips, ["10.0.0.1", "10.0.0.2", "10.0.0.1", "192.168.0.1", "10.9.0.1"]);
+    assert_eq!(
+        ips,
+        [
+            "10.0.0.1",
+            "10.0.0.2",
+            "10.0.0.1",
+            "192.168.0.1",
+            "10.9.0.1"
+        ]
+    );
     assert!(!targets::needed(&volumes));
 }
 
@@ -349,7 +385,12 @@ fn lookup_failures_map_without_aws_text() {
     throttled.http_status = Some(429);
     let err = targets::lookup_error(throttled);
     assert_eq!(err.kind(), ErrorKind::RateLimit);
-    for code in ["FileSystemNotFound", "AccessDeniedException", "ThrottlingException", "BadRequest"] {
+    for code in [
+        "FileSystemNotFound",
+        "AccessDeniedException",
+        "ThrottlingException",
+        "BadRequest",
+    ] {
         let err = targets::lookup_error(failure(code));
         for text in [err.to_string(), format!("{err:?}")] {
             assert!(!text.contains(FS), "{text}");
@@ -372,7 +413,12 @@ fn the_agents_answers_map_to_the_volumes_errors() {
     }
     let err = outcomes.not_available(s, NotAvailable::NoFeatures);
     assert_eq!(err.kind(), ErrorKind::Unimplemented);
-    assert!(err.to_string().starts_with("feature volumes is not available: the agent in this image reports no optional features"), "{err}");
+    assert!(
+        err.to_string().starts_with(
+            "feature volumes is not available: the agent in this image reports no optional features"
+        ),
+        "{err}"
+    );
 
     for (class, code) in [
         ("network", "network"),
@@ -390,7 +436,9 @@ fn the_agents_answers_map_to_the_volumes_errors() {
             assert_eq!(err.kind(), ErrorKind::VolumeMount);
             assert_eq!(
                 err.to_string(),
-                format!("volumes: the volumes could not be mounted ({code}); see docs/volumes.md for what the code means")
+                format!(
+                    "volumes: the volumes could not be mounted ({code}); see docs/volumes.md for what the code means"
+                )
             );
             let named = volume_mount_code(&err);
             if code == "unknown" {
@@ -443,10 +491,33 @@ fn settled_means_every_path_asked_mounted_and_a_failed_one_names_its_path() {
     let settled = |st: &pb::ConfigureStatusResponse| outcomes.settled(Section::EfsVolumes, st);
     assert!(!settled(&pb::ConfigureStatusResponse::default()).unwrap());
     assert!(!settled(&status(&[("/mnt/a", S::Mounted, "")])).unwrap());
-    assert!(!settled(&status(&[("/mnt/a", S::Mounted, ""), ("/mnt/b", S::Mounting, "")])).unwrap());
-    assert!(!settled(&status(&[("/mnt/a", S::Mounted, ""), ("/mnt/b", S::Degraded, "stale")])).unwrap());
-    assert!(settled(&status(&[("/mnt/b", S::Mounted, ""), ("/mnt/a", S::Mounted, ""), ("/mnt/x", S::Failed, "network")])).unwrap());
-    let err = settled(&status(&[("/mnt/a", S::Mounted, ""), ("/mnt/b", S::Failed, "iam_denied")])).unwrap_err();
+    assert!(
+        !settled(&status(&[
+            ("/mnt/a", S::Mounted, ""),
+            ("/mnt/b", S::Mounting, "")
+        ]))
+        .unwrap()
+    );
+    assert!(
+        !settled(&status(&[
+            ("/mnt/a", S::Mounted, ""),
+            ("/mnt/b", S::Degraded, "stale")
+        ]))
+        .unwrap()
+    );
+    assert!(
+        settled(&status(&[
+            ("/mnt/b", S::Mounted, ""),
+            ("/mnt/a", S::Mounted, ""),
+            ("/mnt/x", S::Failed, "network")
+        ]))
+        .unwrap()
+    );
+    let err = settled(&status(&[
+        ("/mnt/a", S::Mounted, ""),
+        ("/mnt/b", S::Failed, "iam_denied"),
+    ]))
+    .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::VolumeMount);
     assert_eq!(volume_mount_code(&err), "iam_denied");
     assert_eq!(
