@@ -85,6 +85,8 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
             }
             results.push(result(pb::ConfigSection::SecretGateway, code, class));
         }
+        // In the order of the sections' field numbers.
+        results.sort_by_key(|r| r.section);
         Ok(Response::new(pb::ConfigureResponse {
             results,
             config_generation: self.generation.load(Ordering::Relaxed),

@@ -144,8 +144,9 @@ async fn suspend(State(shared): State<Arc<Shared>>) -> &'static str {
 
 async fn resume(State(shared): State<Arc<Shared>>) -> &'static str {
     shared.on_resume();
-    // In the background: a volume that does not answer is remounted.
-    shared.volumes.on_resume();
+    // Bounded probes; a volume that does not answer is remounted in the
+    // background.
+    shared.volumes.on_resume().await;
     "ok"
 }
 

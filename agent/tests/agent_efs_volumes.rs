@@ -438,6 +438,28 @@ async fn mount_ids(t: &TestAgent, path: &str) -> String {
     .0
 }
 
+/// The never-reused id (`STATX_MNT_ID_UNIQUE`, Linux 6.8) of the mount
+/// the agent holds for `path` (its descriptor is in this process), where
+/// the kernel has it.
+fn unique_mount_id(path: &str) -> Option<u64> {
+    const STATX_MNT_ID_UNIQUE: u32 = 0x4000;
+    let fd = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| {
+            let link = e.ok()?.path();
+            (std::fs::read_link(&link).ok()? == Path::new(path)).then_some(link)
+        })
+        .next()?;
+    let stat = rustix::fs::statx(
+        rustix::fs::CWD,
+        &fd,
+        rustix::fs::AtFlags::empty(),
+        rustix::fs::StatxFlags::from_bits_retain(STATX_MNT_ID_UNIQUE),
+    )
+    .ok()?;
+    (stat.stx_mask & STATX_MNT_ID_UNIQUE != 0).then_some(stat.stx_mnt_id)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_section_unmounts_what_it_dropped_and_keeps_the_rest() {
     let efs = Efs::new();
@@ -460,6 +482,12 @@ async fn a_replaced_section_unmounts_what_it_dropped_and_keeps_the_rest() {
     let b_before = mount_ids(&t, "/home/user/b").await;
     assert_eq!(a_before.lines().count(), 1, "{a_before:?}");
     assert_eq!(b_before.lines().count(), 1, "{b_before:?}");
+    let b_unique = unique_mount_id("/home/user/b");
+    if b_unique.is_none() {
+        skip_support::skip(
+            "the kernel has no STATX_MNT_ID_UNIQUE (Linux 6.8): mount identity unchecked",
+        );
+    }
 
     assert_eq!(
         apply(&t, vec![volume("/home/user/b", AP2, false)]).await,
@@ -468,18 +496,27 @@ async fn a_replaced_section_unmounts_what_it_dropped_and_keeps_the_rest() {
     assert_eq!(mount_ids(&t, "/mnt/a").await, "");
     // Identical and live: the same mount, not a new one.
     assert_eq!(mount_ids(&t, "/home/user/b").await, b_before);
+    assert_eq!(unique_mount_id("/home/user/b"), b_unique);
     assert_eq!(
         status(&t).await,
         [row("/home/user/b", pb::EfsVolumeState::Mounted, "")]
     );
-    // Read-only now: a different volume at the same path.
+    // Read-only now: another volume at the same path.
     assert_eq!(
         apply(&t, vec![volume("/home/user/b", AP2, true)]).await,
         APPLIED
     );
     let b_after = mount_ids(&t, "/home/user/b").await;
     assert_eq!(b_after.lines().count(), 1, "{b_after:?}");
-    assert_ne!(b_after, b_before);
+    if b_unique.is_some() {
+        assert_ne!(unique_mount_id("/home/user/b"), b_unique);
+    }
+    let (out, _) = sh(
+        &t,
+        "touch /home/user/b/x 2>&1 | grep -c 'Read-only file system'",
+    )
+    .await;
+    assert_eq!(out, "1\n");
 
     // The empty section clears them all.
     assert_eq!(apply(&t, vec![]).await, APPLIED);

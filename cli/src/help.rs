@@ -70,6 +70,7 @@ const EXAMPLES: &[(&str, &str)] = &[
   rayito --local sandbox create --metadata owner=me --timeout 600
   rayito sandbox create --env APP_ENV=staging --env PATH_PREFIX
   rayito sandbox create --gateway openai=openai.toml   # prints the gateway's URL on stderr
+  rayito sandbox create --template rayito-base-caps-efs --egress CONNECTOR_ARN --execution-role-arn ROLE_ARN --volume /mnt/data=fs-0123abcd:fsap-0123abcd
   rayito --output json sandbox create --logs     # {\"sandbox_id\":...,\"template\":...}",
     ),
     (
@@ -118,6 +119,11 @@ const EXAMPLES: &[(&str, &str)] = &[
         "sandbox gateways",
         "rayito sandbox gateways ID                     # name, URL, port, last error
   rayito --output json sandbox gateways ID",
+    ),
+    (
+        "sandbox volumes",
+        "rayito sandbox volumes ID                      # mount path, state, last error
+  rayito --output json sandbox volumes ID",
     ),
     ("sandbox pause", "rayito sandbox pause ID"),
     ("sandbox resume", "rayito sandbox resume ID"),

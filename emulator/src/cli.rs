@@ -28,7 +28,7 @@ pub const SECRET_ACCESS_KEY_ENV: &str = "RAYITO_EMULATOR_SECRET_ACCESS_KEY";
 #[command(
     name = "rayito-emulator",
     version,
-    about = "A local emulator of the Lambda MicroVMs API, its proxy and the S3, STS and CloudWatch Logs calls rayito makes; serves until SIGTERM or Ctrl-C"
+    about = "A local emulator of the Lambda MicroVMs API, its proxy and the S3, STS, CloudWatch Logs and EFS calls rayito makes; serves until SIGTERM or Ctrl-C"
 )]
 pub struct EmulatorArgs {
     /// Control-plane address; loopback only.

@@ -1,6 +1,6 @@
 //! `rayito-emulator`: the local emulator of the Lambda MicroVMs control
 //! plane and its proxy (docs/local.md, "The MicroVMs emulator"), with the S3,
-//! STS and CloudWatch Logs calls rayito makes, local image builds, fault
+//! STS, CloudWatch Logs and EFS calls rayito makes, local image builds, fault
 //! injection and a TLS mode. The SDK's `local` feature and the CLI's local
 //! daemon embed it; the `rayito-emulator` binary serves it on its own.
 //!
@@ -178,6 +178,12 @@ pub struct EmulatorConfig {
     /// UNSUPPORTED, as agents built before it: how a test reaches the
     /// SDK's `Unimplemented` for gateways (see `GatewayOptions::enabled`).
     pub agent_secret_gateway: bool,
+    /// Whether every MicroVM's agent serves EFS volumes (default `true`;
+    /// it also needs root, see `AgentConfig::efs_volumes`); `false` starts
+    /// agents that report `features.efs_volumes = false` and answer the
+    /// section UNSUPPORTED, as agents without the feature: how a test
+    /// reaches the SDK's `Unimplemented` for volumes.
+    pub agent_efs_volumes: bool,
     /// The secret gateways' upstream settings of every MicroVM's agent
     /// (default: none): extra trusted root CAs and host names dialled at a
     /// fixed address (a loopback one included), so that a test's own HTTPS
@@ -238,6 +244,7 @@ impl Default for EmulatorConfig {
             agent_metrics: Some(rayito_agent::agent::DEFAULT_METRICS_INTERVAL),
             agent_egress: true,
             agent_secret_gateway: true,
+            agent_efs_volumes: true,
             gateway_upstreams: rayito_agent::gateway::LocalUpstreams::default(),
             terminated_retention: DEFAULT_TERMINATED_RETENTION,
             terminated_kept: DEFAULT_TERMINATED_KEPT,
@@ -364,6 +371,7 @@ impl Emulator {
                 agent_metrics: config.agent_metrics,
                 agent_egress: config.agent_egress,
                 agent_secret_gateway: config.agent_secret_gateway,
+                agent_efs_volumes: config.agent_efs_volumes,
                 gateway_upstreams: config.gateway_upstreams,
                 retention: registry::Retention {
                     window: config.terminated_retention,

@@ -136,6 +136,7 @@ async fn prepare(
         transfers: shared.settings.agent_transfers,
         metrics_interval: shared.settings.agent_metrics,
         egress: shared.settings.agent_egress,
+        efs_volumes: shared.settings.agent_efs_volumes,
         gateway: rayito_agent::gateway::GatewayOptions {
             enabled: shared.settings.agent_secret_gateway,
             local_upstreams: shared.settings.gateway_upstreams.clone(),

@@ -60,6 +60,9 @@ pub(crate) struct Settings {
     /// Whether agents serve secret gateways
     /// (`EmulatorConfig::agent_secret_gateway`).
     pub(crate) agent_secret_gateway: bool,
+    /// Whether agents serve EFS volumes
+    /// (`EmulatorConfig::agent_efs_volumes`).
+    pub(crate) agent_efs_volumes: bool,
     /// The agents' gateway upstream settings, shared
     /// (`EmulatorConfig::gateway_upstreams`).
     pub(crate) gateway_upstreams: rayito_agent::gateway::LocalUpstreams,

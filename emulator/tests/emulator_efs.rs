@@ -868,3 +868,161 @@ print("botocore ok")
     assert_eq!(emu.efs().calls("DeleteFileSystem"), 2);
     emu.shutdown().await;
 }
+
+/// The error messages docs/local.md ("EFS") transcribes are the ones the
+/// emulator sends, ids written `<id>`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_messages_docs_local_md_transcribes_are_the_emulators() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/local.md"))
+            .unwrap();
+    let start = doc.find("\n### EFS\n").expect("the EFS section");
+    let end = start
+        + doc[start..]
+            .find("\n### Not emulated")
+            .expect("the next section");
+    let doc = &doc[start..end];
+    let emu = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let c = client(&emu);
+    let fs = new_fs(&c, "doc").await;
+    let ap = new_ap(&c, &fs, "doc").await;
+    let unknown_fs = "fs-0123456789abcdef0";
+    let unknown_ap = "fsap-0123456789abcdef0";
+    let unknown_mt = "fsmt-0123456789abcdef0";
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let mut note = |err: &dyn ProvideErrorMetadata, id: &str| {
+        let message = err.message().unwrap_or_default();
+        let message = if id.is_empty() {
+            message.to_owned()
+        } else {
+            message.replace(id, "<id>")
+        };
+        seen.push((err.code().unwrap_or_default().to_owned(), message));
+    };
+    let e = c
+        .create_file_system()
+        .creation_token("doc")
+        .send()
+        .await
+        .unwrap_err();
+    note(&e, &fs);
+    let e = c
+        .create_access_point()
+        .client_token(format!("token-{fs}-doc"))
+        .file_system_id(&fs)
+        .send()
+        .await
+        .unwrap_err();
+    note(&e, &ap);
+    let e = c
+        .describe_file_systems()
+        .file_system_id(unknown_fs)
+        .send()
+        .await
+        .unwrap_err();
+    note(&e, unknown_fs);
+    let e = c
+        .describe_access_points()
+        .access_point_id(unknown_ap)
+        .send()
+        .await
+        .unwrap_err();
+    note(&e, unknown_ap);
+    let e = c
+        .delete_mount_target()
+        .mount_target_id(unknown_mt)
+        .send()
+        .await
+        .unwrap_err();
+    note(&e, unknown_mt);
+    let e = c
+        .delete_file_system()
+        .file_system_id(&fs)
+        .send()
+        .await
+        .unwrap_err();
+    note(&e, &fs);
+    let mt = format!("fsmt-{}", fs.strip_prefix("fs-").unwrap());
+    c.delete_mount_target()
+        .mount_target_id(&mt)
+        .send()
+        .await
+        .unwrap();
+    let e = c
+        .delete_file_system()
+        .file_system_id(&fs)
+        .send()
+        .await
+        .unwrap_err();
+    note(&e, &fs);
+    emu.efs().throttle("ListTagsForResource", 1);
+    let e = c
+        .list_tags_for_resource()
+        .resource_id(&fs)
+        .send()
+        .await
+        .unwrap_err();
+    note(&e, "");
+    assert_eq!(seen.len(), 8);
+    for (code, message) in &seen {
+        let row = doc
+            .lines()
+            .find(|l| l.contains(&format!("`{message}`")))
+            .unwrap_or_else(|| panic!("docs/local.md does not transcribe {code}: `{message}`"));
+        assert!(row.contains(code.as_str()), "{row}");
+    }
+    emu.shutdown().await;
+}
+
+/// Simultaneous calls with one token make one resource: every other call
+/// learns its id from the conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simultaneous_calls_with_one_token_make_one_resource() {
+    let emu = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let c = client(&emu);
+    let calls = (0..8).map(|_| {
+        let c = c.clone();
+        tokio::spawn(async move { c.create_file_system().creation_token("race").send().await })
+    });
+    let mut made = Vec::new();
+    let mut named = Vec::new();
+    for call in calls {
+        match call.await.unwrap() {
+            Ok(out) => made.push(out.file_system_id().to_owned()),
+            Err(err) => match err.into_service_error() {
+                efs::operation::create_file_system::CreateFileSystemError::FileSystemAlreadyExists(e) => {
+                    named.push(e.file_system_id().to_owned())
+                }
+                other => panic!("{other:?}"),
+            },
+        }
+    }
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(named.iter().all(|id| *id == made[0]), "{named:?}");
+    let fs = made.remove(0);
+    let calls = (0..8).map(|_| {
+        let c = c.clone();
+        let fs = fs.clone();
+        tokio::spawn(async move {
+            c.create_access_point()
+                .client_token("race")
+                .file_system_id(fs)
+                .send()
+                .await
+                .is_ok()
+        })
+    });
+    let mut ok = 0;
+    for call in calls {
+        ok += usize::from(call.await.unwrap());
+    }
+    assert_eq!(ok, 1);
+    let all = c
+        .describe_access_points()
+        .file_system_id(&fs)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(all.access_points().len(), 1);
+    emu.shutdown().await;
+}

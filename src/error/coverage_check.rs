@@ -377,10 +377,10 @@ fn every_message_comes_from_a_template_and_every_template_is_used() {
         "configure.section_off_reason",
         "configure.unsupported_reason",
     ];
-    // The network, gateway, mount path, mount and volume texts are
-    // reasons and fragments too (rendered and pinned in
-    // src/sandbox/network/, tests/sdk/network.rs, src/gateway/tests.rs,
-    // src/mount_path.rs, src/mounts/ and src/volumes/tests.rs).
+    // The network, gateway, mount path, mount and volume texts are reasons
+    // and fragments too (rendered and pinned in src/sandbox/network/,
+    // tests/sdk/network.rs, src/gateway/tests.rs, src/mount_path.rs,
+    // src/mounts/ and src/volumes/tests.rs).
     let pinned_elsewhere = ["network.", "gateway.", "mount_path.", "mount.", "volume."];
     for t in ALL.iter().filter(|t| {
         !fragments.contains(&t.id) && !pinned_elsewhere.iter().any(|p| t.id.starts_with(p))

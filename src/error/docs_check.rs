@@ -217,9 +217,8 @@ fn every_placeholder_is_a_documented_name() {
         "header",
         "rate",
         "path",
-        "other",
         "variant",
-        "remedy",
+        "other",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

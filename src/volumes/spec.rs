@@ -212,17 +212,12 @@ pub(crate) fn check_all(
         check_volume(path, volume)?;
     }
     let paths: Vec<&str> = volumes.iter().map(|(p, _)| p.as_str()).collect();
-    shared_path_rules(mount_paths, &paths)?;
+    crate::mount_path::check_all(mount_paths, &paths)?;
     check_variant(builder.image_name()?.as_deref())?;
     check_egress(builder.egress_connectors())?;
     if !builder.has_execution_role() {
         return Err(refuse(m::VOLUME_ROLE, &[]));
     }
-    Ok(())
-}
-
-/// TEMPORARY until h-msdk's `mount_path` lands: the shared path rules.
-fn shared_path_rules(_mounts: &[&str], _volumes: &[&str]) -> Result<(), SandboxError> {
     Ok(())
 }
 

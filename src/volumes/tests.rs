@@ -565,3 +565,42 @@ fn statuses_read_every_state_and_keep_only_class_names() {
     );
     assert!(statuses(&pb::ConfigureStatusResponse::default()).is_empty());
 }
+
+#[test]
+fn the_mount_path_rules_apply_to_volumes_and_count_the_s3_mounts() {
+    let b = builder();
+    let refused = |volumes: Vec<(&str, EfsVolume)>, mounts: &[&str]| {
+        let list: Vec<(String, EfsVolume)> = volumes
+            .into_iter()
+            .map(|(p, v)| (p.to_owned(), v))
+            .collect();
+        let err = check_all(&b, &list, mounts).expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        err.to_string()
+    };
+    assert_eq!(
+        refused(vec![("mnt/a", good())], &[]),
+        "invalid volumes: the mount path mnt/a is not absolute; pass a path under /mnt/ or /home/user/"
+    );
+    assert_eq!(
+        refused(vec![("/tmp/a", good())], &[]),
+        "invalid volumes: the mount path /tmp/a is not strictly under /mnt/ or /home/user/; pass a path below one of them"
+    );
+    assert_eq!(
+        refused(vec![("/mnt/a", good()), ("/mnt/a/b", good())], &[]),
+        "invalid volumes: the mount paths /mnt/a and /mnt/a/b overlap (the same path, or one inside the other); pass paths apart"
+    );
+    assert_eq!(
+        refused(vec![("/mnt/data", good())], &["/mnt/data"]),
+        "invalid volumes: the mount paths /mnt/data and /mnt/data overlap (the same path, or one inside the other); pass paths apart"
+    );
+    assert_eq!(
+        refused(
+            vec![("/mnt/a", good()), ("/mnt/b", good())],
+            &["/mnt/c", "/mnt/d", "/mnt/e"]
+        ),
+        "invalid volumes: the sandbox asks for 5 mount paths (S3 mounts and EFS volumes together); pass at most 4"
+    );
+    let list = vec![("/mnt/a".to_owned(), good())];
+    check_all(&b, &list, &["/mnt/b", "/home/user/c", "/home/user/d"]).unwrap();
+}

@@ -329,57 +329,58 @@ impl EfsVolumes {
         })
     }
 
-    /// The mounts in force, with their positions.
-    fn mounts(&self) -> Vec<(usize, Arc<Mount>)> {
+    /// The mounts in force.
+    fn mounts(&self) -> Vec<Arc<Mount>> {
         self.lock()
             .iter()
             .flatten()
-            .enumerate()
-            .filter_map(|(i, e)| Some((i, e.mount.clone()?)))
+            .filter_map(|e| e.mount.clone())
             .collect()
+    }
+
+    /// Changes the entry holding `mount`, if it still does (an apply may
+    /// have replaced the section meanwhile).
+    fn update_mount(&self, mount: &Arc<Mount>, f: impl FnOnce(&mut Entry)) {
+        let mut entries = self.lock();
+        let entry = entries
+            .iter_mut()
+            .flatten()
+            .find(|e| e.mount.as_ref().is_some_and(|m| Arc::ptr_eq(m, mount)));
+        if let Some(entry) = entry {
+            f(entry);
+        }
     }
 
     /// `/suspend`: flushes every volume (`syncfs`), all within
     /// [`FLUSH_BOUND`]; one that does not finish is DEGRADED
-    /// `flush_timeout` (its data may not have reached the server).
+    /// `flush_timeout` (its data may not have reached the server) until
+    /// `/resume` finds it well.
     pub(crate) async fn on_suspend(&self) {
-        let mounts = self.mounts();
-        if mounts.is_empty() {
-            return;
-        }
-        let flushes = mounts.into_iter().map(|(at, mount)| async move {
+        let flushes = self.mounts().into_iter().map(|mount| async move {
+            let flushing = mount.clone();
             let flushed = tokio::time::timeout(
                 FLUSH_BOUND,
-                tokio::task::spawn_blocking(move || rustix::fs::syncfs(mount.tree.as_fd())),
+                tokio::task::spawn_blocking(move || rustix::fs::syncfs(flushing.tree.as_fd())),
             )
             .await;
-            (at, matches!(flushed, Ok(Ok(Ok(())))))
+            (mount, matches!(flushed, Ok(Ok(Ok(())))))
         });
-        for (at, flushed) in futures_util::future::join_all(flushes).await {
+        for (mount, flushed) in futures_util::future::join_all(flushes).await {
             if !flushed {
-                self.update(at, |e| e.set(pb::EfsVolumeState::Degraded, FLUSH_TIMEOUT));
+                self.update_mount(&mount, |e| {
+                    e.set(pb::EfsVolumeState::Degraded, FLUSH_TIMEOUT);
+                });
             }
         }
     }
 
-    /// `/resume`: probes every volume (within [`PROBE_BOUND`] each) and
-    /// remounts one that does not answer; one that cannot be remounted is
-    /// DEGRADED with what the probe found (`gone`, `stale`,
-    /// `unreachable`). Runs in the background: the hook answers at once.
-    pub(crate) fn on_resume(self: &Arc<Self>) {
-        if self.mounts().is_empty() {
-            return;
-        }
-        let this = self.clone();
-        tokio::spawn(async move { this.reprobe().await });
-    }
-
-    async fn reprobe(&self) {
-        let _turn = self.turn.lock().await;
-        for (at, mount) in self.mounts() {
-            if self.closed.load(Ordering::SeqCst) {
-                return;
-            }
+    /// `/resume`: probes every volume (within [`PROBE_BOUND`] each, all at
+    /// once); one that does not answer is REMOUNTING when this returns,
+    /// and is remounted in the background (the hook does not wait for
+    /// the helper); one that cannot be is DEGRADED with what the probe
+    /// found (`gone`, `stale`, `unreachable`).
+    pub(crate) async fn on_resume(self: &Arc<Self>) {
+        let probes = self.mounts().into_iter().map(|mount| async move {
             let probed = mount.clone();
             let health = tokio::time::timeout(
                 PROBE_BOUND,
@@ -391,36 +392,61 @@ impl EfsVolumes {
                 Ok(Ok(Err(class))) => Some(class),
                 _ => Some(UNREACHABLE),
             };
-            let Some(problem) = problem else {
-                self.update(at, |e| {
+            (mount, problem)
+        });
+        let mut unwell = Vec::new();
+        for (mount, problem) in futures_util::future::join_all(probes).await {
+            match problem {
+                None => self.update_mount(&mount, |e| {
                     if e.class == FLUSH_TIMEOUT {
                         e.set(pb::EfsVolumeState::Mounted, "");
                     }
-                });
-                continue;
-            };
-            let Some(spec) = self
-                .lock()
-                .as_ref()
-                .and_then(|e| e.get(at))
-                .map(|e| e.spec.clone())
-            else {
-                continue;
-            };
-            self.update(at, |e| {
-                e.mount = None;
-                e.set(pb::EfsVolumeState::Remounting, problem);
-            });
-            self.take_down(mount).await;
-            match self.mount_one(&spec).await {
-                Ok((mount, degraded)) => self.update(at, |e| {
-                    e.mount = Some(Arc::new(mount));
-                    match degraded {
-                        Some(class) => e.set(pb::EfsVolumeState::Degraded, class),
-                        None => e.set(pb::EfsVolumeState::Mounted, ""),
-                    }
                 }),
-                Err(_) => self.update(at, |e| e.set(pb::EfsVolumeState::Degraded, problem)),
+                Some(problem) => {
+                    self.update_mount(&mount, |e| {
+                        e.set(pb::EfsVolumeState::Remounting, problem);
+                    });
+                    unwell.push((mount, problem));
+                }
+            }
+        }
+        if !unwell.is_empty() {
+            let this = self.clone();
+            tokio::spawn(async move { this.remount(unwell).await });
+        }
+    }
+
+    /// Remounts each of `unwell` that the section in force still holds.
+    async fn remount(&self, unwell: Vec<(Arc<Mount>, &'static str)>) {
+        let _turn = self.turn.lock().await;
+        for (mount, problem) in unwell {
+            if self.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            let mut spec = None;
+            self.update_mount(&mount, |e| {
+                spec = Some(e.spec.clone());
+                e.mount = None;
+            });
+            let Some(spec) = spec else {
+                continue;
+            };
+            self.take_down(mount).await;
+            let remounted = self.mount_one(&spec).await;
+            // No apply ran meanwhile (the turn is held): the spec finds it.
+            let mut entries = self.lock();
+            let Some(entry) = entries.iter_mut().flatten().find(|e| e.spec == spec) else {
+                continue;
+            };
+            match remounted {
+                Ok((new, degraded)) => {
+                    entry.mount = Some(Arc::new(new));
+                    match degraded {
+                        Some(class) => entry.set(pb::EfsVolumeState::Degraded, class),
+                        None => entry.set(pb::EfsVolumeState::Mounted, ""),
+                    }
+                }
+                Err(_) => entry.set(pb::EfsVolumeState::Degraded, problem),
             }
         }
     }
