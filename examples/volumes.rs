@@ -53,7 +53,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The writer: the volume at /mnt/notes, writable. `create` looks the
     // file system's mount target up before it launches anything.
-    let writer = builder().volume("/mnt/notes", volume.clone()).create().await?;
+    let writer = builder()
+        .volume("/mnt/notes", volume.clone())
+        .create()
+        .await?;
     writer
         .commands()
         .run("echo hello from the writer > /mnt/notes/hello.txt")
@@ -75,7 +78,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let write = reader.commands().run("touch /home/user/notes/other").await;
     match write {
         Ok(_) => println!("a write through the read-only volume: allowed (unexpected)"),
-        Err(err) => println!("a write through the read-only volume: refused ({})", err.kind()),
+        Err(err) => println!(
+            "a write through the read-only volume: refused ({})",
+            err.kind()
+        ),
     }
 
     writer.kill().await?;
@@ -97,7 +103,13 @@ async fn access_point(emu: &Emulator, name: &str) -> Result<EfsVolume, Box<dyn s
         efs::Config::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new(&key.id, &key.secret, None, None, "example"))
+            .credentials_provider(Credentials::new(
+                &key.id,
+                &key.secret,
+                None,
+                None,
+                "example",
+            ))
             .endpoint_url(emu.endpoint_url())
             .build(),
     );

@@ -12,6 +12,10 @@ use crate::{Format, Global, cache, local, spinner};
 
 /// The sandbox subcommands.
 #[derive(Debug, Subcommand)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once per run; create's options are many"
+)]
 pub enum SandboxCommand {
     /// Creates a sandbox and keeps its access token in the cache directory.
     Create {
@@ -59,6 +63,14 @@ pub enum SandboxCommand {
         #[arg(long = "volume", value_name = "PATH=fs-ID:fsap-ID[:ro]",
               value_parser = crate::sandbox_volumes::parse_volume_arg)]
         volumes: Vec<(String, rayito::volumes::EfsVolume)>,
+        /// An S3 bucket (or a prefix of it) mounted at PATH, read-only
+        /// unless `:rw`; `overwrite` and `delete` let a writable mount
+        /// replace and delete objects (repeatable, at most 4 with the
+        /// volumes; the sandbox's execution role reads and writes the
+        /// bucket, which the image must allow; docs/mounts.md).
+        #[arg(long = "mount", value_name = "PATH=s3://BUCKET[/PREFIX][:ro|:rw[,overwrite][,delete]]",
+              value_parser = crate::sandbox_mounts::parse_mount_arg)]
+        mounts: Vec<(String, rayito::mounts::S3Mount)>,
         /// An egress network connector: a managed name (INTERNET_EGRESS)
         /// or the ARN of a connector of yours (repeatable; default: the
         /// image's).
@@ -211,6 +223,12 @@ pub enum SandboxCommand {
     /// The sandbox's EFS volumes as its agent reports them: mount path,
     /// state and the class of the last failure.
     Volumes {
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
+    },
+    /// The sandbox's S3 mounts as its agent reports them: mount path,
+    /// state (pending, mounted, failed) and the class of a failure.
+    Mounts {
         #[command(flatten)]
         id: crate::ids::SandboxId,
     },
@@ -526,6 +544,7 @@ async fn dispatch(
             gateways,
             gateway_json,
             volumes,
+            mounts,
             egress,
             execution_role_arn,
             show_token,
@@ -547,6 +566,7 @@ async fn dispatch(
                 cwd,
                 gateways: gateways.into_iter().chain(gateway_json).collect(),
                 volumes,
+                mounts,
                 egress,
                 execution_role_arn,
                 show_token,
@@ -643,6 +663,9 @@ async fn dispatch(
         SandboxCommand::Volumes { id } => {
             crate::sandbox_volumes::list(backend, format, &id.resolve()?).await
         }
+        SandboxCommand::Mounts { id } => {
+            crate::sandbox_mounts::list(backend, format, &id.resolve()?).await
+        }
         SandboxCommand::SetTimeout { id, duration } => {
             crate::host::set_timeout(backend, format, &id, duration).await
         }
@@ -659,6 +682,7 @@ struct CreateArgs {
     cwd: Option<String>,
     gateways: Vec<crate::gateway::GatewayArg>,
     volumes: Vec<(String, rayito::volumes::EfsVolume)>,
+    mounts: Vec<(String, rayito::mounts::S3Mount)>,
     egress: Vec<String>,
     execution_role_arn: Option<String>,
     show_token: bool,
@@ -676,6 +700,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         cwd,
         gateways,
         volumes,
+        mounts,
         egress,
         execution_role_arn,
         show_token,
@@ -701,6 +726,9 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
     }
     for (path, volume) in volumes {
         builder = builder.volume(path, volume);
+    }
+    for (path, mount) in mounts {
+        builder = builder.mount(path, mount);
     }
     let gateways = crate::gateway::read_all(gateways)?;
     if !gateways.is_empty() {

@@ -85,9 +85,7 @@ async fn volume_on(emu: &Emulator, name: &str) -> EfsVolume {
 
 /// A builder on `emu` with the egress and role volumes need.
 fn volume_builder(emu: &Emulator) -> SandboxBuilder {
-    builder(emu)
-        .egress([CONNECTOR])
-        .execution_role_arn(ROLE)
+    builder(emu).egress([CONNECTOR]).execution_role_arn(ROLE)
 }
 
 /// Whether this host can mount volumes (root: mount namespaces and
@@ -279,7 +277,9 @@ async fn refusals_name_volumes_and_launch_nothing() {
     let before = emu.microvm_ids();
     let cases: Vec<(SandboxBuilder, &str)> = vec![
         (
-            builder(&emu).execution_role_arn(ROLE).volume("/mnt/a", volume.clone()),
+            builder(&emu)
+                .execution_role_arn(ROLE)
+                .volume("/mnt/a", volume.clone()),
             "invalid volumes: volumes need egress with the one connector of your VPC",
         ),
         (
