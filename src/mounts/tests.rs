@@ -454,3 +454,15 @@ fn the_builders_debug_shows_paths_never_buckets() {
     }
     assert_eq!(super::steps::mount_paths(&b), ["/mnt/a", "/mnt/b"]);
 }
+
+/// docs/mounts.md's failure table transcribes each code's remedy.
+#[test]
+fn the_docs_failure_table_is_the_remedies() {
+    let doc = include_str!("../../docs/mounts.md");
+    for (code, remedy) in REMEDIES {
+        let row = format!("| `{code}` | {remedy} |");
+        assert!(doc.contains(&row), "docs/mounts.md lacks {row}");
+        let (_, message) = mount_error(section::failed_at("/mnt/a", code));
+        assert!(message.ends_with(remedy), "{message}");
+    }
+}
