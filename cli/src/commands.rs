@@ -12,10 +12,6 @@ use crate::{Format, Global, cache, local, spinner};
 
 /// The sandbox subcommands.
 #[derive(Debug, Subcommand)]
-#[allow(
-    clippy::large_enum_variant,
-    reason = "parsed once per run; create's options are many"
-)]
 pub enum SandboxCommand {
     /// Creates a sandbox and keeps its access token in the cache directory.
     Create {
@@ -56,13 +52,10 @@ pub enum SandboxCommand {
         #[arg(long = "gateway-json", value_name = "NAME=JSON",
               value_parser = crate::gateway::parse_json_arg)]
         gateway_json: Vec<crate::gateway::GatewayArg>,
-        /// An EFS volume mounted at PATH: an access point of a file
-        /// system, `:ro` for read-only (repeatable, at most 4; needs
-        /// `--egress` with your VPC's connector, `--execution-role-arn`
-        /// and an image of the variant base-caps-efs; docs/volumes.md).
-        #[arg(long = "volume", value_name = "PATH=fs-ID:fsap-ID[:ro]",
-              value_parser = crate::sandbox_volumes::parse_volume_arg)]
-        volumes: Vec<(String, rayito::volumes::EfsVolume)>,
+        /// EFS volumes, the egress connector and the execution role
+        /// (boxed: the variant stays small).
+        #[command(flatten)]
+        volumes: Box<crate::sandbox_volumes::VolumeArgs>,
         /// An S3 bucket (or a prefix of it) mounted at PATH, read-only
         /// unless `:rw`; `overwrite` and `delete` let a writable mount
         /// replace and delete objects (repeatable, at most 4 with the
@@ -71,15 +64,6 @@ pub enum SandboxCommand {
         #[arg(long = "mount", value_name = "PATH=s3://BUCKET[/PREFIX][:ro|:rw[,overwrite][,delete]]",
               value_parser = crate::sandbox_mounts::parse_mount_arg)]
         mounts: Vec<(String, rayito::mounts::S3Mount)>,
-        /// An egress network connector: a managed name (INTERNET_EGRESS)
-        /// or the ARN of a connector of yours (repeatable; default: the
-        /// image's).
-        #[arg(long = "egress", value_name = "CONNECTOR")]
-        egress: Vec<String>,
-        /// The execution role the sandbox runs with (its credentials
-        /// reach the sandbox through the metadata service).
-        #[arg(long, value_name = "ARN")]
-        execution_role_arn: Option<String>,
         /// Also print the access token.
         #[arg(long)]
         show_token: bool,
@@ -545,8 +529,6 @@ async fn dispatch(
             gateway_json,
             volumes,
             mounts,
-            egress,
-            execution_role_arn,
             show_token,
             logs,
             log_group,
@@ -565,10 +547,8 @@ async fn dispatch(
                 env,
                 cwd,
                 gateways: gateways.into_iter().chain(gateway_json).collect(),
-                volumes,
+                volumes: *volumes,
                 mounts,
-                egress,
-                execution_role_arn,
                 show_token,
                 logging,
                 network: network.policy(),
@@ -681,10 +661,8 @@ struct CreateArgs {
     env: Vec<(String, String)>,
     cwd: Option<String>,
     gateways: Vec<crate::gateway::GatewayArg>,
-    volumes: Vec<(String, rayito::volumes::EfsVolume)>,
+    volumes: crate::sandbox_volumes::VolumeArgs,
     mounts: Vec<(String, rayito::mounts::S3Mount)>,
-    egress: Vec<String>,
-    execution_role_arn: Option<String>,
     show_token: bool,
     logging: rayito::SandboxLogging,
     network: Option<rayito::NetworkPolicy>,
@@ -701,8 +679,6 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         gateways,
         volumes,
         mounts,
-        egress,
-        execution_role_arn,
         show_token,
         logging,
         network,
@@ -718,15 +694,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
     if let Some(dir) = cwd {
         builder = builder.workdir(dir);
     }
-    if !egress.is_empty() {
-        builder = builder.egress(egress);
-    }
-    if let Some(role) = execution_role_arn {
-        builder = builder.execution_role_arn(role);
-    }
-    for (path, volume) in volumes {
-        builder = builder.volume(path, volume);
-    }
+    builder = volumes.apply(builder);
     for (path, mount) in mounts {
         builder = builder.mount(path, mount);
     }

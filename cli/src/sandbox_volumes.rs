@@ -5,11 +5,49 @@
 
 use std::collections::BTreeMap;
 
+use rayito::SandboxBuilder;
 use rayito::volumes::{EfsVolume, VolumeStatus};
 use serde_json::{Value, json};
 
 use crate::commands::{Backend, Failure};
 use crate::{Format, output};
+
+/// `sandbox create`'s volumes and what they need.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct VolumeArgs {
+    /// An EFS volume mounted at PATH: an access point of a file
+    /// system, `:ro` for read-only (repeatable, at most 4; needs
+    /// `--egress` with your VPC's connector, `--execution-role-arn`
+    /// and an image of the variant base-caps-efs; docs/volumes.md).
+    #[arg(long = "volume", value_name = "PATH=fs-ID:fsap-ID[:ro]",
+          value_parser = parse_volume_arg)]
+    volumes: Vec<(String, EfsVolume)>,
+    /// An egress network connector: a managed name (INTERNET_EGRESS)
+    /// or the ARN of a connector of yours (repeatable; default: the
+    /// image's).
+    #[arg(long = "egress", value_name = "CONNECTOR")]
+    egress: Vec<String>,
+    /// The execution role the sandbox runs with (its credentials
+    /// reach the sandbox through the metadata service).
+    #[arg(long, value_name = "ARN")]
+    execution_role_arn: Option<String>,
+}
+
+impl VolumeArgs {
+    /// `builder` with the egress, the role and the volumes given.
+    pub(crate) fn apply(self, mut builder: SandboxBuilder) -> SandboxBuilder {
+        if !self.egress.is_empty() {
+            builder = builder.egress(self.egress);
+        }
+        if let Some(role) = self.execution_role_arn {
+            builder = builder.execution_role_arn(role);
+        }
+        for (path, volume) in self.volumes {
+            builder = builder.volume(path, volume);
+        }
+        builder
+    }
+}
 
 /// What `--volume` expects.
 const VOLUME_SYNTAX: &str = "expected PATH=fs-ID:fsap-ID or PATH=fs-ID:fsap-ID:ro";

@@ -96,6 +96,13 @@ fn valid_volumes_pass() {
     .unwrap();
 }
 
+/// A builder, its volumes and the (kind, name, message) of the refusal.
+type RefusalRow = (
+    SandboxBuilder,
+    Vec<(&'static str, EfsVolume)>,
+    (ErrorKind, String, String),
+);
+
 const EGRESS_HINT: &str = "pass that connector, and for internet access leave through your VPC (a NAT or transit gateway in the connector's subnets)";
 
 #[test]
@@ -111,7 +118,7 @@ fn every_refusal_names_volumes_with_the_exact_message_and_never_an_id() {
             format!("invalid volumes: {text}"),
         )
     };
-    let rows: Vec<(SandboxBuilder, Vec<(&str, EfsVolume)>, (ErrorKind, String, String))> = vec![
+    let rows: Vec<RefusalRow> = vec![
         (builder(), five, invalid("the sandbox has 5 volumes; pass at most 4")),
         (
             builder(),
