@@ -1,5 +1,5 @@
 //! The mount-path rules S3 mounts and EFS volumes share (docs/mounts.md,
-//! "Mount paths"): checked on the strings alone before any call (the SDK
+//! "Checked before any call"): checked on the strings alone before any call (the SDK
 //! never sees the guest's file system, so it never checks that a path
 //! exists).
 //!
