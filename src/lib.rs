@@ -307,8 +307,8 @@ mod local;
 #[cfg(feature = "logs")]
 pub mod logs;
 // The shared rules of S3 mount and EFS volume paths.
-#[allow(dead_code, reason = "used by the mounts and volumes parts of issue 46")]
 mod mount_path;
+pub mod mounts;
 mod otel;
 pub mod persistence;
 mod pool;
@@ -339,6 +339,7 @@ pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
     vec![
         #[cfg(feature = "secrets")]
         &gateway::Steps,
+        &mounts::Steps,
         #[cfg(feature = "efs")]
         &volumes::Steps,
         &persistence::Steps,

@@ -1,11 +1,11 @@
 //! The mount-path rules S3 mounts and EFS volumes share (docs/mounts.md,
-//! "Mount paths"): checked on the strings alone before any call (the SDK
+//! "Checked before any call"): checked on the strings alone before any call (the SDK
 //! never sees the guest's file system, so it never checks that a path
 //! exists).
 //!
 //! A path is absolute, canonical (no `.` or `..` segment, no `//`, no
-//! trailing `/`), strictly under `/mnt/` or `/home/user/`, at most 4,096
-//! bytes and free of control characters. Across both maps no two paths
+//! trailing `/`), strictly under `/mnt/` or `/home/user/`, at most 1,024
+//! bytes (each component at most 255) and free of control characters. Across both maps no two paths
 //! overlap (equal, or one a directory prefix of the other), and a sandbox
 //! has at most [`MAX_MOUNTS`] of them together: the reference's message
 //! promises that combined count but checks each map alone; this checks
@@ -21,8 +21,12 @@ pub(crate) const MAX_MOUNTS: usize = 4;
 /// The directories a mount path must be strictly under.
 pub(crate) const ROOTS: [&str; 2] = ["/mnt/", "/home/user/"];
 
-/// The longest mount path, in bytes (Linux's `PATH_MAX`).
-const MAX_PATH_BYTES: usize = 4_096;
+/// The longest mount path, in bytes (the agent's bound: room is left
+/// below a mount for what sandbox code puts there).
+const MAX_PATH_BYTES: usize = 1_024;
+
+/// The longest component of a mount path, in bytes (Linux's `NAME_MAX`).
+const MAX_COMPONENT_BYTES: usize = 255;
 
 /// The argument S3 mounts' refusals name.
 pub(crate) const MOUNTS: &str = "mounts";
@@ -41,7 +45,7 @@ fn refuse(arg: &'static str, template: Template, args: &[(&str, &str)]) -> Sandb
 /// character, is not absolute, not canonical, or not strictly under
 /// `/mnt/` or `/home/user/` (in that order).
 pub(crate) fn check_path(arg: &'static str, path: &str) -> Result<(), SandboxError> {
-    if path.len() > MAX_PATH_BYTES {
+    if path.len() > MAX_PATH_BYTES || path.split('/').any(|c| c.len() > MAX_COMPONENT_BYTES) {
         return Err(refuse(arg, m::MOUNT_PATH_TOO_LONG, &[]));
     }
     if path.chars().any(char::is_control) {
@@ -118,6 +122,16 @@ pub(crate) fn check_all(mount_paths: &[&str], volume_paths: &[&str]) -> Result<(
     Ok(())
 }
 
+/// Puts `value` at `path` in `list`, a map in the order given: the same
+/// path again replaces its value, in its place (the builders' `mount` and
+/// `volume`).
+pub(crate) fn put<T>(list: &mut Vec<(String, T)>, path: String, value: T) {
+    match list.iter_mut().find(|(p, _)| *p == path) {
+        Some(slot) => slot.1 = value,
+        None => list.push((path, value)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,13 +168,14 @@ mod tests {
 
     #[test]
     fn each_path_refusal_is_pinned() {
-        let long = format!("/mnt/{}", "a".repeat(4_092));
-        assert_eq!(check_path(VOLUMES, &long[..4_096]), Ok(()));
+        let long = format!("/mnt/{}", "a/".repeat(600));
+        assert_eq!(check_path(VOLUMES, &long[..1_024]), Ok(()));
+        let component = format!("/mnt/{}", "a".repeat(256));
+        assert_eq!(check_path(VOLUMES, &component[..260]), Ok(()));
+        let too_long = "invalid mounts: a mount path is longer than 1,024 bytes or has a component longer than 255; pass a shorter path";
         let cases = [
-            (
-                long.as_str(),
-                "invalid mounts: a mount path is longer than 4,096 bytes; pass a shorter path",
-            ),
+            (&long[..1_025], too_long),
+            (component.as_str(), too_long),
             (
                 "/mnt/a\u{0}b",
                 "invalid mounts: a mount path holds a control character; pass a path without one",
@@ -288,5 +303,14 @@ mod tests {
         assert_eq!(refusal(check_all(&["/mnt/a"], &["/mnt/a/"])).0, "volumes");
         assert!(!overlaps("/mnt/a", "/mnt/ab"));
         assert!(overlaps("/mnt/a", "/mnt/a"));
+    }
+
+    #[test]
+    fn put_replaces_in_place() {
+        let mut list = Vec::new();
+        put(&mut list, "/mnt/a".to_owned(), 1);
+        put(&mut list, "/mnt/b".to_owned(), 2);
+        put(&mut list, "/mnt/a".to_owned(), 3);
+        assert_eq!(list, [("/mnt/a".to_owned(), 3), ("/mnt/b".to_owned(), 2)]);
     }
 }

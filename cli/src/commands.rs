@@ -56,6 +56,14 @@ pub enum SandboxCommand {
         /// (boxed: the variant stays small).
         #[command(flatten)]
         volumes: Box<crate::sandbox_volumes::VolumeArgs>,
+        /// An S3 bucket (or a prefix of it) mounted at PATH, read-only
+        /// unless `:rw`; `overwrite` and `delete` let a writable mount
+        /// replace and delete objects (repeatable, at most 4 with the
+        /// volumes; the sandbox's execution role reads and writes the
+        /// bucket, which the image must allow; docs/mounts.md).
+        #[arg(long = "mount", value_name = "PATH=s3://BUCKET[/PREFIX][:ro|:rw[,overwrite][,delete]]",
+              value_parser = crate::sandbox_mounts::parse_mount_arg)]
+        mounts: Vec<(String, rayito::mounts::S3Mount)>,
         /// Also print the access token.
         #[arg(long)]
         show_token: bool,
@@ -199,6 +207,12 @@ pub enum SandboxCommand {
     /// The sandbox's EFS volumes as its agent reports them: mount path,
     /// state and the class of the last failure.
     Volumes {
+        #[command(flatten)]
+        id: crate::ids::SandboxId,
+    },
+    /// The sandbox's S3 mounts as its agent reports them: mount path,
+    /// state (pending, mounted, failed) and the class of a failure.
+    Mounts {
         #[command(flatten)]
         id: crate::ids::SandboxId,
     },
@@ -514,6 +528,7 @@ async fn dispatch(
             gateways,
             gateway_json,
             volumes,
+            mounts,
             show_token,
             logs,
             log_group,
@@ -533,6 +548,7 @@ async fn dispatch(
                 cwd,
                 gateways: gateways.into_iter().chain(gateway_json).collect(),
                 volumes: *volumes,
+                mounts,
                 show_token,
                 logging,
                 network: network.policy(),
@@ -627,6 +643,9 @@ async fn dispatch(
         SandboxCommand::Volumes { id } => {
             crate::sandbox_volumes::list(backend, format, &id.resolve()?).await
         }
+        SandboxCommand::Mounts { id } => {
+            crate::sandbox_mounts::list(backend, format, &id.resolve()?).await
+        }
         SandboxCommand::SetTimeout { id, duration } => {
             crate::host::set_timeout(backend, format, &id, duration).await
         }
@@ -643,6 +662,7 @@ struct CreateArgs {
     cwd: Option<String>,
     gateways: Vec<crate::gateway::GatewayArg>,
     volumes: crate::sandbox_volumes::VolumeArgs,
+    mounts: Vec<(String, rayito::mounts::S3Mount)>,
     show_token: bool,
     logging: rayito::SandboxLogging,
     network: Option<rayito::NetworkPolicy>,
@@ -658,6 +678,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         cwd,
         gateways,
         volumes,
+        mounts,
         show_token,
         logging,
         network,
@@ -674,6 +695,9 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         builder = builder.workdir(dir);
     }
     builder = volumes.apply(builder);
+    for (path, mount) in mounts {
+        builder = builder.mount(path, mount);
+    }
     let gateways = crate::gateway::read_all(gateways)?;
     if !gateways.is_empty() {
         builder = crate::gateway::with_gateways(backend, builder, gateways)?;

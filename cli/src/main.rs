@@ -41,6 +41,7 @@ mod pool;
 mod progress;
 mod prune;
 mod readable;
+mod sandbox_mounts;
 mod sandbox_volumes;
 mod secret;
 mod setup;

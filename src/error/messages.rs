@@ -328,7 +328,7 @@ templates! {
     MOUNT_PATH_TOO_MANY = "mount_path.too_many" =>
         "the sandbox asks for {count} mount paths (S3 mounts and EFS volumes together); pass at most 4";
     MOUNT_PATH_TOO_LONG = "mount_path.too_long" =>
-        "a mount path is longer than 4,096 bytes; pass a shorter path";
+        "a mount path is longer than 1,024 bytes or has a component longer than 255; pass a shorter path";
     MOUNT_PATH_CONTROL = "mount_path.control" =>
         "a mount path holds a control character; pass a path without one";
     MOUNT_PATH_RELATIVE = "mount_path.relative" =>
@@ -339,6 +339,49 @@ templates! {
         "the mount path {path} is not strictly under /mnt/ or /home/user/; pass a path below one of them";
     MOUNT_PATH_OVERLAP = "mount_path.overlap" =>
         "the mount paths {other} and {path} overlap (the same path, or one inside the other); pass paths apart";
+
+    MOUNT_BUCKET_EMPTY = "mount.bucket_empty" =>
+        "the S3 mount at {path} has an empty bucket; pass the bucket's name";
+    MOUNT_BUCKET_NAME = "mount.bucket_name" =>
+        "the S3 mount at {path} has a bucket that is not an S3 bucket name (3 to 63 of a-z, 0-9, '.' and '-', starting and ending with a letter or a digit, no '..', not an IP address); pass the bucket's name";
+    MOUNT_PREFIX_ABSOLUTE = "mount.prefix_absolute" =>
+        "the S3 mount at {path} has a prefix starting with '/'; pass it relative to the bucket (team/data/, not /team/data/)";
+    MOUNT_PREFIX_BAD = "mount.prefix_bad" =>
+        "the S3 mount at {path} has a prefix of 1,024 bytes or more, with an empty, '.' or '..' segment, or holding a control character; pass an S3 key prefix such as team/data/";
+    MOUNT_WRITE_FLAGS = "mount.write_flags" =>
+        "the S3 mount at {path} allows overwrite or delete but is read-only; pass read_only(false) with them, or drop them";
+    MOUNT_POOLED = "mount.pooled" =>
+        "a pool's warm sandboxes never carry S3 mounts; drop them from the pool's builder and create the sandbox with them instead";
+    MOUNT_CONNECT = "mount.connect" =>
+        "connect mounts nothing (it reads the sandbox's own mounts from its agent); drop mount() from the builder, or create a new sandbox";
+    MOUNT_VARIANT_REASON = "mount.variant_reason" =>
+        "mounting S3 needs an image of the base-caps variant (rayito-base-caps or rayito-base-caps-efs, or a sized form such as rayito-base-caps-2gb); the image asked for is of the variant {variant}";
+    MOUNT_OFF_REASON = "mount.off_reason" =>
+        "the agent in this sandbox does not offer S3 mounts (Health's s3_mounts flag is false: an agent older than S3 mounts, or a host or image variant without FUSE); use an image of the base-caps variant";
+    MOUNT_UNSUPPORTED_REASON = "mount.unsupported_reason" =>
+        "the agent in this sandbox answered that it cannot mount S3 (UNSUPPORTED); use an image of the base-caps variant with a newer agent";
+    MOUNT_REFUSED = "mount.refused" =>
+        "mounts: the agent refused the s3_mounts section ({status}, {code}); {remedy}";
+    MOUNT_FAILED = "mount.failed" =>
+        "mounts: {path} could not be mounted ({code}); {remedy}";
+    MOUNT_UNSETTLED = "mount.unsettled" =>
+        "mounts: {path} was still not mounted after {waited} (timeout); {remedy}";
+    MOUNT_REMEDY_NETWORK = "mount.remedy_network" =>
+        "check that the sandbox reaches S3 (its egress policy, the bucket's region)";
+    MOUNT_REMEDY_IAM_DENIED = "mount.remedy_iam_denied" =>
+        "give the sandbox an execution role with the s3-mounts policy for this bucket and prefix (docs/mounts.md, IAM)";
+    MOUNT_REMEDY_NOT_FOUND = "mount.remedy_not_found" =>
+        "check that the bucket exists in the sandbox's region and that its execution role may list it";
+    MOUNT_REMEDY_NOT_ALLOWED = "mount.remedy_not_allowed" =>
+        "the bucket is not in the image's allowlist (RAYITO_ALLOWED_MOUNT_BUCKETS; empty or absent denies every bucket): publish the image with --env RAYITO_ALLOWED_MOUNT_BUCKETS=<bucket>, or set it in the template's environment";
+    MOUNT_REMEDY_INVALID_PATH = "mount.remedy_invalid_path" =>
+        "pass a path the agent accepts: canonical, strictly under /mnt/ or /home/user/, with no symbolic link on the way";
+    MOUNT_REMEDY_HELPER_MISSING = "mount.remedy_helper_missing" =>
+        "use an image of the base-caps variant, which ships the mount helper and FUSE";
+    MOUNT_REMEDY_TIMEOUT = "mount.remedy_timeout" =>
+        "create the sandbox again, or check that it reaches S3 quickly (its egress policy, the bucket's region)";
+    MOUNT_REMEDY_UNKNOWN = "mount.remedy_unknown" =>
+        "the agent reported a class this SDK does not know; see docs/mounts.md";
 
     NETWORK_TOO_MANY = "network.too_many" =>
         "{list} has more than 256 entries; pass at most 256";

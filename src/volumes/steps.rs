@@ -93,8 +93,8 @@ pub(crate) fn volume_paths(builder: &SandboxBuilder) -> Vec<&str> {
 }
 
 /// The builder's S3 mount paths (the other half of the shared path rules).
-fn mount_paths(_builder: &SandboxBuilder) -> Vec<&str> {
-    Vec::new()
+fn mount_paths(builder: &SandboxBuilder) -> Vec<&str> {
+    crate::mounts::mount_paths(builder)
 }
 
 /// Mounts `volumes` on a sandbox `create` just made ready: on failure the

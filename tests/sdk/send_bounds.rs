@@ -411,6 +411,16 @@ fn volume_futures_are_send(sbx: &Sandbox) {
     assert_send_static(&SandboxBuilder::new().volume("/mnt/data", volume).create());
 }
 
+/// The S3 mounts: create with a mount, the view's reads.
+#[allow(dead_code)]
+fn mount_futures_are_send(sbx: &Sandbox) {
+    use rayito::mounts::S3Mount;
+    assert_send(&sbx.mounts().statuses());
+    assert_send(&sbx.mounts().get("/mnt/data"));
+    let mount = S3Mount::new("my-bucket").prefix("team7/");
+    assert_send_static(&SandboxBuilder::new().mount("/mnt/data", mount).create());
+}
+
 /// The git view's calls (each one command; credentials on stdin).
 #[allow(dead_code)]
 fn git_futures_are_send(sbx: &Sandbox) {
