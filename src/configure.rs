@@ -177,27 +177,85 @@ pub(crate) fn asked(request: &pb::ConfigureRequest) -> Vec<Section> {
 ///
 /// # Errors
 /// `Unimplemented { feature: <section> }` for the first section refused.
+#[cfg(test)]
 pub(crate) fn gate(
     features: Option<&pb::AgentFeatures>,
     asked: &[Section],
 ) -> Result<(), SandboxError> {
-    let Some(first) = asked.first() else {
+    gate_with(features, asked, &Generic)
+}
+
+/// [`gate`], the refusal built by `outcomes`.
+fn gate_with(
+    features: Option<&pb::AgentFeatures>,
+    asked: &[Section],
+    outcomes: &dyn Outcomes,
+) -> Result<(), SandboxError> {
+    let Some(&first) = asked.first() else {
         return Ok(());
     };
     let Some(features) = features else {
-        return Err(SandboxError::configure_unimplemented(
-            first.name(),
-            NotAvailable::NoFeatures,
-        ));
+        return Err(outcomes.not_available(first, NotAvailable::NoFeatures));
     };
     match asked.iter().find(|s| !s.offered(features)) {
-        Some(off) => Err(SandboxError::configure_unimplemented(
-            off.name(),
-            NotAvailable::SectionOff,
-        )),
+        Some(&off) => Err(outcomes.not_available(off, NotAvailable::SectionOff)),
         None => Ok(()),
     }
 }
+
+/// How a feature reads its section's refusals and statuses: the generic
+/// contract's errors by default (`Unimplemented` naming the section,
+/// `Sandbox` `<section>: <class>`, `Timeout`); a feature with its own
+/// errors (EFS volumes: `Unimplemented` `volumes`, `VolumeMount`)
+/// overrides them.
+pub(crate) trait Outcomes: Sync {
+    /// The gate or an UNSUPPORTED answer refused `section`.
+    fn not_available(&self, section: Section, why: NotAvailable) -> SandboxError {
+        SandboxError::configure_unimplemented(section.name(), why)
+    }
+
+    /// The agent answered `section` INVALID with `class`.
+    fn invalid(&self, section: Section, class: &str) -> SandboxError {
+        SandboxError::configure_invalid(section.name(), class)
+    }
+
+    /// The agent answered `section` FAILED with `class`.
+    fn failed(&self, section: Section, class: &str) -> SandboxError {
+        SandboxError::configure_failed(section.name(), class)
+    }
+
+    /// Whether a PENDING `section` has settled in `status` (`Ok(false)`:
+    /// still pending).
+    ///
+    /// # Errors
+    /// The section failed while settling.
+    fn settled(
+        &self,
+        section: Section,
+        status: &pb::ConfigureStatusResponse,
+    ) -> Result<bool, SandboxError> {
+        match section.progress(status) {
+            Progress::Done => Ok(true),
+            Progress::Pending => Ok(false),
+            Progress::Failed(class) => Err(self.failed(section, &class)),
+        }
+    }
+
+    /// `section` had not settled within `limit`.
+    fn unsettled(&self, section: Section, limit: Duration) -> SandboxError {
+        SandboxError::timeout(
+            TimeoutScope::StateWait,
+            &format!("configuring {}", section.name()),
+            Some(limit),
+        )
+    }
+}
+
+/// The generic contract's errors.
+#[derive(Debug)]
+struct Generic;
+
+impl Outcomes for Generic {}
 
 /// Maps Configure's answer for the sections `asked`: the ones still PENDING
 /// (to wait for), or the first refusal in field order.
@@ -207,9 +265,19 @@ pub(crate) fn gate(
 /// `Sandbox` `<section>: <error_class>`; a section asked without a result,
 /// a result for a section not asked, twice, or an unknown code:
 /// `Sandbox { protocol_violation }`.
+#[cfg(test)]
 pub(crate) fn map_results(
     asked: &[Section],
     response: &pb::ConfigureResponse,
+) -> Result<Vec<Section>, SandboxError> {
+    map_results_with(asked, response, &Generic)
+}
+
+/// [`map_results`], the refusals built by `outcomes`.
+fn map_results_with(
+    asked: &[Section],
+    response: &pb::ConfigureResponse,
+    outcomes: &dyn Outcomes,
 ) -> Result<Vec<Section>, SandboxError> {
     const FEATURE: &str = "configure";
     if response.results.len() > Section::ALL.len() {
@@ -243,22 +311,13 @@ pub(crate) fn map_results(
             Ok(pb::SectionCode::Applied) => {}
             Ok(pb::SectionCode::Pending) => pending.push(section),
             Ok(pb::SectionCode::Unsupported) => {
-                return Err(SandboxError::configure_unimplemented(
-                    section.name(),
-                    NotAvailable::Unsupported,
-                ));
+                return Err(outcomes.not_available(section, NotAvailable::Unsupported));
             }
             Ok(pb::SectionCode::Invalid) => {
-                return Err(SandboxError::configure_invalid(
-                    section.name(),
-                    &result.error_class,
-                ));
+                return Err(outcomes.invalid(section, &result.error_class));
             }
             Ok(pb::SectionCode::Failed) => {
-                return Err(SandboxError::configure_failed(
-                    section.name(),
-                    &result.error_class,
-                ));
+                return Err(outcomes.failed(section, &result.error_class));
             }
             Ok(pb::SectionCode::Unspecified) | Err(_) => {
                 return Err(SandboxError::protocol_violation(
@@ -276,12 +335,16 @@ pub(crate) fn map_results(
 pub(crate) struct ApplyOptions {
     /// Bound of the wait for PENDING sections.
     pub(crate) pending_timeout: Duration,
+    /// Deadline of the Configure call itself (a section the agent applies
+    /// inside the call, as EFS volumes are, needs longer than the default).
+    pub(crate) call_timeout: Duration,
 }
 
 impl Default for ApplyOptions {
     fn default() -> Self {
         Self {
             pending_timeout: DEFAULT_PENDING_TIMEOUT,
+            call_timeout: RPC_TIMEOUT,
         }
     }
 }
@@ -299,8 +362,22 @@ impl Default for ApplyOptions {
 #[cfg_attr(not(any(test, feature = "secrets")), allow(dead_code))]
 pub(crate) async fn apply(
     conn: &AgentConn,
+    request: pb::ConfigureRequest,
+    options: ApplyOptions,
+) -> Result<(), SandboxError> {
+    apply_with(conn, request, options, &Generic).await
+}
+
+/// [`apply`], each refusal and status read by `outcomes`.
+///
+/// # Errors
+/// As [`apply`], built by `outcomes`.
+#[cfg_attr(not(any(test, feature = "secrets", feature = "efs")), allow(dead_code))]
+pub(crate) async fn apply_with(
+    conn: &AgentConn,
     mut request: pb::ConfigureRequest,
     options: ApplyOptions,
+    outcomes: &dyn Outcomes,
 ) -> Result<(), SandboxError> {
     let asked = asked(&request);
     if asked.is_empty() {
@@ -309,11 +386,11 @@ pub(crate) async fn apply(
     let health = conn
         .health(RPC_TIMEOUT, crate::transport::ConnectRetry::Ladder)
         .await?;
-    gate(health.features.as_ref(), &asked)?;
+    gate_with(health.features.as_ref(), &asked, outcomes)?;
     request.request_id = uuid::Uuid::new_v4().simple().to_string();
-    let response = conn.configure(request, RPC_TIMEOUT).await?;
-    let pending = map_results(&asked, &response)?;
-    wait_settled(conn, pending, options.pending_timeout).await
+    let response = conn.configure(request, options.call_timeout).await?;
+    let pending = map_results_with(&asked, &response, outcomes)?;
+    wait_settled(conn, pending, options.pending_timeout, outcomes).await
 }
 
 /// One ConfigureStatus (what a section's post-apply data, like the
@@ -321,7 +398,7 @@ pub(crate) async fn apply(
 ///
 /// # Errors
 /// RPC failures as the transport maps them.
-#[cfg_attr(not(feature = "secrets"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "secrets", feature = "efs")), allow(dead_code))]
 pub(crate) async fn read_status(
     conn: &AgentConn,
 ) -> Result<pb::ConfigureStatusResponse, SandboxError> {
@@ -334,26 +411,19 @@ async fn wait_settled(
     conn: &AgentConn,
     mut pending: Vec<Section>,
     limit: Duration,
+    outcomes: &dyn Outcomes,
 ) -> Result<(), SandboxError> {
     let deadline = tokio::time::Instant::now() + limit;
     while let Some(&first) = pending.first() {
         if tokio::time::Instant::now() >= deadline {
-            return Err(SandboxError::timeout(
-                TimeoutScope::StateWait,
-                &format!("configuring {}", first.name()),
-                Some(limit),
-            ));
+            return Err(outcomes.unsettled(first, limit));
         }
         tokio::time::sleep_until((tokio::time::Instant::now() + POLL_INTERVAL).min(deadline)).await;
         let status = conn.configure_status(RPC_TIMEOUT).await?;
         let mut still = Vec::with_capacity(pending.len());
         for section in pending {
-            match section.progress(&status) {
-                Progress::Done => {}
-                Progress::Pending => still.push(section),
-                Progress::Failed(class) => {
-                    return Err(SandboxError::configure_failed(section.name(), &class));
-                }
+            if !outcomes.settled(section, &status)? {
+                still.push(section);
             }
         }
         pending = still;

@@ -319,6 +319,8 @@ mod state;
 #[cfg(feature = "s3")]
 pub mod transfer;
 mod transport;
+#[cfg(feature = "efs")]
+pub mod volumes;
 
 /// The features' steps in the sandbox core's `create`, `connect` and
 /// `kill`, in the order they run (the gateways', then persistence's
@@ -330,6 +332,8 @@ pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
     vec![
         #[cfg(feature = "secrets")]
         &gateway::Steps,
+        #[cfg(feature = "efs")]
+        &volumes::Steps,
         &persistence::Steps,
         #[cfg(feature = "s3")]
         &transfer::auto::Steps,

@@ -324,6 +324,13 @@ pub(crate) const CALLS: &[Call] = &[
         "delete_secret",
         "secretsmanager:DeleteSecret",
     ),
+    // EFS volumes: the mount target a sandbox's volume mounts through.
+    call(
+        "efs",
+        "efs/mount_targets.rs",
+        "describe_mount_targets",
+        "elasticfilesystem:DescribeMountTargets",
+    ),
 ];
 
 /// What a documented policy grants beyond the SDK's calls, on purpose:

@@ -478,6 +478,7 @@ fn conn_to(health: FakeHealth, configure: Configure) -> AgentConn {
 fn fast() -> ApplyOptions {
     ApplyOptions {
         pending_timeout: Duration::from_secs(5),
+        ..Default::default()
     }
 }
 
@@ -609,6 +610,7 @@ async fn pending_that_never_settles_times_out_within_its_bound() {
     let conn = conn_to(health(Some(all_on())), configure.clone());
     let options = ApplyOptions {
         pending_timeout: Duration::from_millis(600),
+        ..Default::default()
     };
     let began = std::time::Instant::now();
     let err = apply(&conn, request_for(Section::SecretGateway), options)

@@ -382,6 +382,47 @@ templates! {
         "allow rule {index} of gateway {gateway} has a path the agent would refuse in every request: only RFC 3986 characters but ';', no '.' or '..' segment, no empty one before the last, no malformed escape and no encoded '/', '\\', '%', ';' or control character; pass a plain path (ending with /* for a prefix)";
     GATEWAY_RATE = "gateway.rate" =>
         "the rate_per_minute of gateway {gateway} is {rate}; pass 0 (the agent's default, 600 a minute) or 1 to 6,000";
+
+    VOLUME_TOO_MANY = "volume.too_many" =>
+        "the sandbox has {count} volumes; pass at most 4";
+    VOLUME_FILE_SYSTEM_ID = "volume.file_system_id" =>
+        "the volume at {path} has a file_system_id that is not fs- and 8 to 40 lowercase hex digits; pass the file system's id";
+    VOLUME_ACCESS_POINT_ID = "volume.access_point_id" =>
+        "the volume at {path} has an access_point_id that is not fsap- and 8 to 40 lowercase hex digits; pass the access point's id";
+    VOLUME_NAME = "volume.name" =>
+        "the volume at {path} has a name that is empty, longer than 100 characters or holds a character outside A-Z, a-z, 0-9 and '-'; pass a name of 1 to 100 of those";
+    VOLUME_REGION = "volume.region" =>
+        "the volume at {path} has a region that is not a region name; pass one such as us-east-1, or none for the client's";
+    VOLUME_VARIANT_REASON = "volume.variant_reason" =>
+        "volumes need an image of the variant base-caps-efs (or a size of it), and the image asked for is of the variant {variant}";
+    VOLUME_EGRESS_MISSING = "volume.egress_missing" =>
+        "volumes need egress with the one connector of your VPC that reaches the mount targets (the efs-volumes stack's ConnectorArn): without it the sandbox takes the image's INTERNET_EGRESS and never reaches a mount target; pass that connector, and for internet access leave through your VPC (a NAT or transit gateway in the connector's subnets)";
+    VOLUME_EGRESS_INTERNET = "volume.egress_internet" =>
+        "volumes do not combine with INTERNET_EGRESS: a MicroVM takes one egress connector, and the volumes need your VPC's; pass only that connector, and for internet access leave through your VPC (a NAT or transit gateway in the connector's subnets)";
+    VOLUME_EGRESS_MANY = "volume.egress_many" =>
+        "volumes take one egress connector (a MicroVM accepts only one), and {count} were given; pass only your VPC's connector (the efs-volumes stack's ConnectorArn)";
+    VOLUME_ROLE = "volume.role" =>
+        "volumes need an execution role: amazon-efs-utils signs the mount's TLS tunnel with its credentials (which need the efs-volumes stack's CallerPolicyArn policy); pass execution_role_arn";
+    VOLUME_POOLED = "volume.pooled" =>
+        "a pool's warm sandboxes never carry volumes; drop volume() from the pool's builder and create a sandbox with volumes with Sandbox::builder()";
+    VOLUME_CONNECT = "volume.connect" =>
+        "connect mounts no volume (it reads the sandbox's own from its agent); drop volume() from the builder, or create a new sandbox";
+    VOLUME_NO_AWS = "volume.no_aws" =>
+        "volumes: this client has no AWS configuration to look up a mount target with; pass each volume's mount_target_ip, or use a client with an AWS configuration";
+    VOLUME_NO_MOUNT_TARGET = "volume.no_mount_target" =>
+        "volumes: the file system has no available mount target; deploy the efs-volumes stack, or wait until its mount targets are available";
+    VOLUME_LOOKUP_DENIED = "volume.lookup_denied" =>
+        "volumes: no IAM permission elasticfilesystem:DescribeMountTargets on the file system (the caller's credentials); grant it, or pass each volume's mount_target_ip";
+    VOLUME_LOOKUP_NOT_FOUND = "volume.lookup_not_found" =>
+        "volumes: no such file system in the region looked in; check the file system's id and region";
+    VOLUME_IMAGE_REASON = "volume.image_reason" =>
+        "this image has no amazon-efs-utils (or does not run with additionalOsCapabilities ALL); publish the optional image rayito-base-caps-efs with `rayito image publish --with-efs --os-capabilities ALL` and create the sandbox from it";
+    VOLUME_MOUNT_REFUSED = "volume.mount_refused" =>
+        "volumes: the volumes could not be mounted ({code}); see docs/volumes.md for what the code means";
+    VOLUME_MOUNT_FAILED = "volume.mount_failed" =>
+        "volumes: {path} could not be mounted ({code}); see docs/volumes.md for what the code means";
+    VOLUME_MOUNT_TIMEOUT = "volume.mount_timeout" =>
+        "volumes: a volume was still not mounted after {limit} (timeout); check the network path to the mount target, then create the sandbox again";
     VOLUME_STORE_FILE_SYSTEM_ID = "volume.store_file_system_id" =>
         "the file system id is not 'fs-' and 8 to 40 lower-case hex digits; pass the id of an EFS file system (the efs-volumes stack's FileSystemId output)";
     VOLUME_STORE_NAME = "volume.store_name" =>

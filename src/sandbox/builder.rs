@@ -541,6 +541,22 @@ impl SandboxBuilder {
         self.options.execution_role_arn.is_some()
     }
 
+    /// The egress connectors given (`None`: not given, the image's).
+    #[cfg_attr(not(feature = "efs"), allow(dead_code))]
+    pub(crate) fn egress_connectors(&self) -> Option<&[super::NetworkConnector]> {
+        self.options.connectors.egress.as_deref()
+    }
+
+    /// The image name `create` launches as given (with the size's suffix),
+    /// before it resolves to an ARN; `None`: the backend's default.
+    ///
+    /// # Errors
+    /// `InvalidArgument` (`size`) for a size that does not resolve.
+    #[cfg_attr(not(feature = "efs"), allow(dead_code))]
+    pub(crate) fn image_name(&self) -> Result<Option<String>, SandboxError> {
+        self.options.sized_template()
+    }
+
     /// Creates the sandbox and waits until its agent is ready.
     ///
     /// Steps: checks (no I/O), RunMicrovm (capacity, throttling and 5xx

@@ -8,6 +8,7 @@ mod health;
 mod host;
 #[cfg(feature = "templates")]
 pub(crate) mod image_name;
+pub(crate) mod image_variant;
 pub(crate) mod lifecycle;
 pub(crate) mod list;
 mod list_token;

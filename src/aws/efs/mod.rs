@@ -1,14 +1,23 @@
-//! Amazon EFS (feature `efs`): the client of the volume store and of
-//! `EfsVolumes`, and the calls they make on access points and file
-//! systems, as plain data. What a code means is decided above
-//! (`crate::volumes`); every failure leaves here as [`AwsFailure`] facts,
-//! and EFS's texts (which repeat file system and access point ids) are
-//! never kept past the error mapper.
+//! Amazon EFS (feature `efs`): the client every EFS call of the SDK goes
+//! through (the caller's credentials, the client's AWS configuration: on
+//! the local backend the emulator's endpoint, which serves an EFS subset),
+//! and the calls, as plain data. What a failure means is decided above;
+//! every failure leaves here as [`AwsFailure`] facts.
+//!
+//! - `mount_targets`: DescribeMountTargets, for the mount target IP a
+//!   sandbox's volume mounts through (`crate::volumes`).
+//! - `access_points`: Create/Describe/DeleteAccessPoint(s), for the volume
+//!   store (`crate::volumes::VolumeStore`).
+//! - `file_systems`: the file system's tags, how many mount targets it
+//!   has left and DeleteFileSystem, for `EfsVolumes::delete_file_system`.
+//!
+//! [`AwsFailure`]: crate::error::map::aws::AwsFailure
 
 mod access_points;
 mod file_systems;
+pub(crate) mod mount_targets;
 
-pub(crate) use access_points::AccessPoint;
+pub(crate) use access_points::{AccessPoint, NewAccessPoint};
 
 use aws_sdk_efs as efs;
 use efs::config::retry::RetryConfig;
@@ -20,6 +29,27 @@ use crate::error::map::aws::AwsFailure;
 /// (throttling and transient faults, with backoff). Nothing else retries
 /// these calls, so attempts never multiply.
 const CALL_ATTEMPTS: u32 = 3;
+
+/// The EFS client (cheap to clone).
+#[derive(Clone, Debug)]
+pub(crate) struct Efs {
+    client: efs::Client,
+}
+
+impl Efs {
+    /// The client of `sdk_config` (its endpoint, credentials and region),
+    /// signing for `region` when given.
+    pub(crate) fn new(sdk_config: &aws_types::SdkConfig, region: Option<&str>) -> Self {
+        let mut builder = efs::config::Builder::from(sdk_config)
+            .retry_config(RetryConfig::standard().with_max_attempts(CALL_ATTEMPTS));
+        if let Some(region) = region {
+            builder = builder.region(efs::config::Region::new(region.to_owned()));
+        }
+        Self {
+            client: efs::Client::from_conf(builder.build()),
+        }
+    }
+}
 
 /// Where EFS (and the other services of `EfsVolumes`) is: every field
 /// optional, the environment's chain fills the rest.
@@ -36,7 +66,8 @@ crate::secret::redacted_debug! {
 
 impl Access {
     /// The AWS configuration these settings name (the given `SdkConfig`, or
-    /// the environment's chain), with the region the clients sign for.
+    /// the environment's chain; the endpoint override applied to every
+    /// service), with the region the clients sign for.
     ///
     /// # Errors
     /// `Authentication` when the chain finds no region or no credentials;
@@ -48,7 +79,7 @@ impl Access {
         if let Some(url) = &self.endpoint_url {
             crate::checks::endpoint_url(url)?;
         }
-        let config = match &self.sdk_config {
+        let mut config = match &self.sdk_config {
             Some(config) => config.clone(),
             None => {
                 let settings = crate::aws::config::AwsSettings {
@@ -59,36 +90,15 @@ impl Access {
                 crate::aws::config::load(&settings).await?.0
             }
         };
+        if let Some(url) = &self.endpoint_url {
+            config = config.to_builder().endpoint_url(url.clone()).build();
+        }
         let region = self
             .region
             .clone()
             .or_else(|| config.region().map(|r| r.as_ref().to_owned()))
             .unwrap_or_default();
         Ok((config, region))
-    }
-}
-
-/// The EFS client (cheap to clone).
-#[derive(Clone, Debug)]
-pub(crate) struct Efs {
-    client: efs::Client,
-}
-
-impl Efs {
-    /// The client over `config`, signing for `region`; `endpoint` overrides
-    /// EFS's (a moto server in the tests).
-    pub(crate) fn new(config: &aws_types::SdkConfig, region: &str, endpoint: Option<&str>) -> Self {
-        let mut builder = efs::config::Builder::from(config)
-            .retry_config(RetryConfig::standard().with_max_attempts(CALL_ATTEMPTS));
-        if !region.is_empty() {
-            builder = builder.region(efs::config::Region::new(region.to_owned()));
-        }
-        if let Some(url) = endpoint {
-            builder = builder.endpoint_url(url.to_owned());
-        }
-        Self {
-            client: efs::Client::from_conf(builder.build()),
-        }
     }
 }
 

@@ -1,0 +1,1 @@
+//! The volumes through the create pipeline (in-memory agent).
