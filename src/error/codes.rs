@@ -247,6 +247,54 @@ code_list! {
 }
 
 code_list! {
+    /// Why a [`SandboxError::Mount`](crate::SandboxError::Mount) (an S3
+    /// mount) failed or did not settle: the agent's class for the mount,
+    /// or `timeout` when the SDK stopped waiting.
+    MountCode {
+        /// The mount helper could not reach S3 (DNS, routes, egress policy).
+        Network => "network",
+        /// S3 or the credentials refused the sandbox's execution role.
+        IamDenied => "iam_denied",
+        /// The bucket or the prefix does not exist.
+        NotFound => "not_found",
+        /// The bucket is not in the image's allowlist
+        /// (`RAYITO_ALLOWED_MOUNT_BUCKETS`), or a path was asked twice.
+        NotAllowed => "not_allowed",
+        /// The agent refused the mount path.
+        InvalidPath => "invalid_path",
+        /// The image has no mount helper (or no `/dev/fuse`).
+        HelperMissing => "helper_missing",
+        /// The mount did not settle in time (the agent's bound or the SDK's).
+        Timeout => "timeout",
+    }
+}
+
+code_list! {
+    /// Why a [`SandboxError::VolumeMount`](crate::SandboxError::VolumeMount)
+    /// (an EFS volume) did not mount: the agent's class for the volume, or
+    /// `timeout` when the SDK stopped waiting.
+    VolumeMountCode {
+        /// The mount target could not be reached (security groups, the
+        /// egress connector, routes).
+        Network => "network",
+        /// EFS refused the sandbox's execution role (IAM through the
+        /// access point).
+        IamDenied => "iam_denied",
+        /// The file system, the access point or the mount target does not
+        /// exist.
+        NotFound => "not_found",
+        /// The TLS tunnel to the mount target could not be set up.
+        Tls => "tls",
+        /// The image has no EFS mount helper (amazon-efs-utils).
+        HelperMissing => "helper_missing",
+        /// The volume did not mount in time (the agent's bound or the SDK's).
+        Timeout => "timeout",
+        /// The agent refused the mount path.
+        InvalidPath => "invalid_path",
+    }
+}
+
+code_list! {
     /// Why a [`SandboxError::Persistence`](crate::SandboxError::Persistence)
     /// (a checkpoint or restore of the home directory) failed.
     PersistenceCode {

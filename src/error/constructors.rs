@@ -7,9 +7,9 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use super::codes::{
-    BuildReason, CapturedText, GrpcCode, MAX_TOKEN_CHARS, PersistenceCode, PersistenceOp,
-    SandboxCode, StackCode, TimeoutScope, TransferCode, TransferDirection, TransferReason,
-    clean_token,
+    BuildReason, CapturedText, GrpcCode, MAX_TOKEN_CHARS, MountCode, PersistenceCode,
+    PersistenceOp, SandboxCode, StackCode, TimeoutScope, TransferCode, TransferDirection,
+    TransferReason, VolumeMountCode, clean_token,
 };
 use super::map::index;
 use super::messages::{self as m, Template};
@@ -722,6 +722,57 @@ impl SandboxError {
         super::map::transfer::staged(TransferDirection::Import, code, reason)
     }
 
+    /// `Mount { code }`: an S3 mount failed or did not settle. `message`
+    /// is our own, rendered from a `mount.*` template (src/mounts/); it
+    /// names the mount path and the code, never the bucket or agent text.
+    #[allow(
+        dead_code,
+        reason = "built by the mounts and volumes parts of issue 46"
+    )]
+    pub(crate) fn mount(code: MountCode, message: impl AsRef<str>) -> Self {
+        Self::Mount {
+            code,
+            meta: Box::new(ErrorMeta::new(message)),
+        }
+    }
+
+    /// `Volume`: an EFS volume store operation failed, or a volume's state
+    /// after start. `message` is our own, from a `volume.*` template.
+    #[allow(
+        dead_code,
+        reason = "built by the mounts and volumes parts of issue 46"
+    )]
+    pub(crate) fn volume(message: impl AsRef<str>) -> Self {
+        Self::Volume {
+            meta: Box::new(ErrorMeta::new(message)),
+        }
+    }
+
+    /// `VolumeMount { code }`: an EFS volume did not mount. `message` is
+    /// our own, from a `volume.*` template; never the helper's text.
+    #[allow(
+        dead_code,
+        reason = "built by the mounts and volumes parts of issue 46"
+    )]
+    pub(crate) fn volume_mount(code: VolumeMountCode, message: impl AsRef<str>) -> Self {
+        Self::VolumeMount {
+            code,
+            meta: Box::new(ErrorMeta::new(message)),
+        }
+    }
+
+    /// `VolumeNotFound`: no such volume. `message` is our own, from a
+    /// `volume.*` template.
+    #[allow(
+        dead_code,
+        reason = "built by the mounts and volumes parts of issue 46"
+    )]
+    pub(crate) fn volume_not_found(message: impl AsRef<str>) -> Self {
+        Self::VolumeNotFound {
+            meta: Box::new(ErrorMeta::new(message)),
+        }
+    }
+
     pub(crate) fn sandbox_with(code: SandboxCode, meta: Box<ErrorMeta>) -> Self {
         Self::Sandbox {
             code: Some(code),
@@ -1204,6 +1255,112 @@ mod tests {
         let t = SandboxError::template_too_old();
         assert!(t.is_sandbox_error() && !t.is_retryable());
         assert_eq!(t.kind().as_str(), "template");
+    }
+
+    /// The four kinds of issue 46: variant, code field, kind, parents,
+    /// classification, message kept as given, and the wire form.
+    #[test]
+    fn mount_and_volume_errors_are_pinned() {
+        use super::super::ErrorKind as K;
+        /// (error, kind, parents, code, message)
+        type Case = (
+            SandboxError,
+            K,
+            &'static [K],
+            Option<&'static str>,
+            &'static str,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                SandboxError::mount(MountCode::NotAllowed, "mounts: m"),
+                K::Mount,
+                &[K::Sandbox],
+                Some("not_allowed"),
+                "mounts: m",
+            ),
+            (
+                SandboxError::mount(MountCode::from("brand_new"), "mounts: n"),
+                K::Mount,
+                &[K::Sandbox],
+                Some("brand_new"),
+                "mounts: n",
+            ),
+            (
+                SandboxError::volume("volumes: v"),
+                K::Volume,
+                &[K::Sandbox],
+                None,
+                "volumes: v",
+            ),
+            (
+                SandboxError::volume_mount(VolumeMountCode::Tls, "volumes: t"),
+                K::VolumeMount,
+                &[K::Volume],
+                Some("tls"),
+                "volumes: t",
+            ),
+            (
+                SandboxError::volume_not_found("no volume"),
+                K::VolumeNotFound,
+                &[K::Volume],
+                None,
+                "no volume",
+            ),
+        ];
+        for (e, kind, parents, code, message) in cases {
+            assert_eq!(e.kind(), kind, "{e:?}");
+            assert_eq!(kind.parents(), parents, "{e:?}");
+            assert!(e.is_sandbox_error() && !e.is_retryable() && !e.is_not_found());
+            assert_eq!(e.classify(), kind.info());
+            assert_eq!(e.to_string(), message);
+            let got = e
+                .mount_code()
+                .map(MountCode::as_str)
+                .or(e.volume_mount_code().map(VolumeMountCode::as_str));
+            assert_eq!(got, code, "{e:?}");
+            assert_eq!(SandboxError::from_wire(&e.to_wire()).as_ref(), Ok(&e));
+        }
+        let e = SandboxError::volume_mount(VolumeMountCode::Timeout, "v");
+        assert!(e.is(K::Volume) && !e.is(K::Mount));
+        assert!(
+            e.to_wire()
+                .starts_with(r#"{"kind":"volume_mount","message":"v","code":"timeout","#),
+            "{}",
+            e.to_wire()
+        );
+        assert!(
+            SandboxError::mount(MountCode::Timeout, "m")
+                .to_wire()
+                .starts_with(r#"{"kind":"mount","message":"m","code":"timeout","#)
+        );
+        assert!(matches!(
+            SandboxError::from_wire(r#"{"kind":"volume_not_found","message":"x"}"#),
+            Ok(SandboxError::VolumeNotFound { .. })
+        ));
+        assert_eq!(
+            MountCode::VALUES,
+            [
+                "network",
+                "iam_denied",
+                "not_found",
+                "not_allowed",
+                "invalid_path",
+                "helper_missing",
+                "timeout"
+            ]
+        );
+        assert_eq!(
+            VolumeMountCode::VALUES,
+            [
+                "network",
+                "iam_denied",
+                "not_found",
+                "tls",
+                "helper_missing",
+                "timeout",
+                "invalid_path"
+            ]
+        );
     }
 
     #[test]

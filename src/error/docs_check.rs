@@ -71,6 +71,10 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         ErrorKind::FileUpload => "FileUploadException",
         ErrorKind::Secret => "SecretException",
         ErrorKind::SecretNotFound => "SecretNotFoundException",
+        ErrorKind::Mount
+        | ErrorKind::Volume
+        | ErrorKind::VolumeMount
+        | ErrorKind::VolumeNotFound => "SandboxException",
         ErrorKind::GitAuth => "GitAuthException",
         ErrorKind::GitUpstream => "GitUpstreamException",
     }

@@ -119,6 +119,15 @@ kinds! {
     /// `secret_not_found` (a `secret` and a `not_found`): the secret does
     /// not exist or is scheduled for deletion.
     SecretNotFound,
+    /// `mount`: an S3 mount of the sandbox failed or did not settle.
+    Mount,
+    /// `volume`: an EFS volume store operation failed, or a volume's
+    /// state after the sandbox started.
+    Volume,
+    /// `volume_mount` (a `volume`): an EFS volume did not mount.
+    VolumeMount,
+    /// `volume_not_found` (a `volume`): no such volume.
+    VolumeNotFound,
     /// `git_auth` (an `authentication`, not a sandbox error): a git command
     /// of the git helpers failed on credentials.
     GitAuth,
@@ -158,6 +167,10 @@ impl ErrorKind {
             Self::FileUpload => "file_upload",
             Self::Secret => "secret",
             Self::SecretNotFound => "secret_not_found",
+            Self::Mount => "mount",
+            Self::Volume => "volume",
+            Self::VolumeMount => "volume_mount",
+            Self::VolumeNotFound => "volume_not_found",
             Self::GitAuth => "git_auth",
             Self::GitUpstream => "git_upstream",
         }
@@ -193,7 +206,10 @@ impl ErrorKind {
             | Self::Persistence
             | Self::Transfer
             | Self::Secret
+            | Self::Mount
+            | Self::Volume
             | Self::GitUpstream => &[Self::Sandbox],
+            Self::VolumeMount | Self::VolumeNotFound => &[Self::Volume],
             Self::SecretNotFound => &[Self::Secret, Self::NotFound],
             Self::GitAuth => &[Self::Authentication],
             Self::IndexWrite => &[Self::SandboxIndex],
@@ -329,6 +345,26 @@ impl ErrorKind {
                 false,
                 false,
                 "the secret does not exist or is scheduled for deletion",
+            ),
+            Self::Mount => (
+                false,
+                false,
+                "an S3 mount failed or did not settle; `code` says why, and create terminated the sandbox unless kept on failure",
+            ),
+            Self::Volume => (
+                false,
+                false,
+                "an EFS volume store operation failed, or a volume's state after start",
+            ),
+            Self::VolumeMount => (
+                false,
+                false,
+                "an EFS volume did not mount; `code` says why, and create terminated the sandbox unless kept on failure",
+            ),
+            Self::VolumeNotFound => (
+                false,
+                false,
+                "the volume does not exist (no access point of that name, or its file system is gone)",
             ),
             Self::GitAuth => (
                 false,

@@ -37,9 +37,9 @@ use std::time::Duration;
 
 pub(crate) use codes::clean_token;
 pub use codes::{
-    BuildReason, CapacityCode, CapturedText, CommandExitStatus, GrpcCode, PersistenceCode,
-    PersistenceOp, SandboxCode, StackCode, TimeoutScope, TransferCode, TransferDirection,
-    TransferReason, UnknownValue,
+    BuildReason, CapacityCode, CapturedText, CommandExitStatus, GrpcCode, MountCode,
+    PersistenceCode, PersistenceOp, SandboxCode, StackCode, TimeoutScope, TransferCode,
+    TransferDirection, TransferReason, UnknownValue, VolumeMountCode,
 };
 pub use kind::{ErrorInfo, ErrorKind};
 pub(crate) use messages::group;
@@ -387,6 +387,54 @@ pub enum SandboxError {
         #[source]
         meta: Box<ErrorMeta>,
     },
+    /// `mount`: an S3 mount of the sandbox failed or did not settle. The
+    /// message names the mount path and the code, never the bucket or the
+    /// agent's text; a `create` that failed so already terminated the
+    /// sandbox (unless kept on failure).
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Mount {
+        /// Why: `network`, `iam_denied`, `not_found`, `not_allowed`,
+        /// `invalid_path`, `helper_missing`, `timeout`, or a newer class
+        /// of the agent.
+        code: MountCode,
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
+    /// `volume`: an EFS volume store operation failed, or a volume's state
+    /// after the sandbox started. The message never repeats AWS's text.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Volume {
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
+    /// `volume_mount` (a `volume`): an EFS volume did not mount; a `create`
+    /// that failed so already terminated the sandbox (unless kept on
+    /// failure). The message names the mount path and the code, never the
+    /// helper's text.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    VolumeMount {
+        /// Why: `network`, `iam_denied`, `not_found`, `tls`,
+        /// `helper_missing`, `timeout`, `invalid_path`, or a newer class of
+        /// the agent.
+        code: VolumeMountCode,
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
+    /// `volume_not_found` (a `volume`): no such volume (no access point of
+    /// that name, or the access point or the file system is gone).
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    VolumeNotFound {
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
     /// `git_auth` (an `authentication`, not a sandbox error): a git command
     /// of the git helpers needs credentials, the remote refused them, or
     /// the SDK would not send them to a rewritten URL. The message names
@@ -473,6 +521,22 @@ impl SandboxError {
     pub fn transfer_reason(&self) -> Option<&TransferReason> {
         match self {
             Self::Transfer { reason, .. } | Self::FileUpload { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// The code of a `mount` error.
+    pub fn mount_code(&self) -> Option<&MountCode> {
+        match self {
+            Self::Mount { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
+    /// The code of a `volume_mount` error.
+    pub fn volume_mount_code(&self) -> Option<&VolumeMountCode> {
+        match self {
+            Self::VolumeMount { code, .. } => Some(code),
             _ => None,
         }
     }

@@ -40,7 +40,8 @@ use serde_json::Value;
 
 use super::codes::{
     BuildReason, CapacityCode, CapturedText, CommandExitStatus, GrpcCode, MAX_TOKEN_CHARS,
-    PersistenceCode, SandboxCode, StackCode, TimeoutScope, TransferCode, TransferReason,
+    MountCode, PersistenceCode, SandboxCode, StackCode, TimeoutScope, TransferCode, TransferReason,
+    VolumeMountCode,
 };
 use super::map::redact::{MAX_KEPT_CHARS, redact_aws_text, sanitize_remote_text};
 use super::meta::RedactedCause;
@@ -442,6 +443,8 @@ impl<'a> WireOut<'a> {
             | SandboxError::Template { .. }
             | SandboxError::PoolClosed { .. }
             | SandboxError::SecretNotFound { .. }
+            | SandboxError::Volume { .. }
+            | SandboxError::VolumeNotFound { .. }
             | SandboxError::GitAuth { .. }
             | SandboxError::GitUpstream { .. } => F::None,
 
@@ -449,6 +452,12 @@ impl<'a> WireOut<'a> {
                 code: Some(Cow::Borrowed(code.as_str())),
             }),
             SandboxError::Persistence { code, .. } => F::Code(CodeFields {
+                code: Some(Cow::Borrowed(code.as_str())),
+            }),
+            SandboxError::Mount { code, .. } => F::Code(CodeFields {
+                code: Some(Cow::Borrowed(code.as_str())),
+            }),
+            SandboxError::VolumeMount { code, .. } => F::Code(CodeFields {
                 code: Some(Cow::Borrowed(code.as_str())),
             }),
             SandboxError::Transfer { code, reason, .. }
@@ -653,6 +662,22 @@ fn read(value: &Value) -> Result<SandboxError, WireError> {
             }
         }
         ErrorKind::SecretNotFound => SandboxError::SecretNotFound { meta },
+        ErrorKind::Mount => {
+            let f: CodeFields<'_> = fields(value)?;
+            SandboxError::Mount {
+                code: MountCode::from(f.code.as_deref().unwrap_or_default()),
+                meta,
+            }
+        }
+        ErrorKind::Volume => SandboxError::Volume { meta },
+        ErrorKind::VolumeMount => {
+            let f: CodeFields<'_> = fields(value)?;
+            SandboxError::VolumeMount {
+                code: VolumeMountCode::from(f.code.as_deref().unwrap_or_default()),
+                meta,
+            }
+        }
+        ErrorKind::VolumeNotFound => SandboxError::VolumeNotFound { meta },
         ErrorKind::GitAuth => SandboxError::GitAuth { meta },
         ErrorKind::GitUpstream => SandboxError::GitUpstream { meta },
     })
@@ -899,6 +924,16 @@ mod tests {
             (opt_clean(MAX_AWS_CODE_CHARS), meta())
                 .prop_map(|(aws_code, meta)| SandboxError::Secret { aws_code, meta }),
             meta().prop_map(|meta| SandboxError::SecretNotFound { meta }),
+            (text(), meta()).prop_map(|(code, meta)| SandboxError::Mount {
+                code: MountCode::from(code.as_str()),
+                meta,
+            }),
+            meta().prop_map(|meta| SandboxError::Volume { meta }),
+            (text(), meta()).prop_map(|(code, meta)| SandboxError::VolumeMount {
+                code: VolumeMountCode::from(code.as_str()),
+                meta,
+            }),
+            meta().prop_map(|meta| SandboxError::VolumeNotFound { meta }),
             meta().prop_map(|meta| SandboxError::GitAuth { meta }),
             meta().prop_map(|meta| SandboxError::GitUpstream { meta }),
         ]

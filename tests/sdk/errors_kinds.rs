@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use rayito::error::{
-    BuildReason, CapacityCode, CommandExitStatus, ErrorInfo, ErrorKind, PersistenceCode,
+    BuildReason, CapacityCode, CommandExitStatus, ErrorInfo, ErrorKind, MountCode, PersistenceCode,
     PersistenceOp, SandboxCode, SandboxError, StackCode, TimeoutScope, TransferCode,
-    TransferReason,
+    TransferReason, VolumeMountCode,
 };
 
 /// docs/errors.md is the one written copy of the kind, classification and
@@ -219,6 +219,10 @@ fn code_lists_are_the_documented_ones() {
     assert_eq!(BuildReason::VALUES, documented("BuildReason"));
     assert_eq!(StackCode::VALUES, documented("StackCode"));
     assert_eq!(StackCode::from("in_progress"), StackCode::InProgress);
+    assert_eq!(MountCode::VALUES, documented("MountCode"));
+    assert_eq!(MountCode::from("not_allowed"), MountCode::NotAllowed);
+    assert_eq!(VolumeMountCode::VALUES, documented("VolumeMountCode"));
+    assert_eq!(VolumeMountCode::from("tls"), VolumeMountCode::Tls);
     assert_eq!(PersistenceCode::VALUES, documented("PersistenceCode"));
     assert_eq!(TransferCode::VALUES, documented("TransferCode"));
     assert_eq!(TransferReason::VALUES, documented("TransferReason"));
