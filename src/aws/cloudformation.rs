@@ -1,5 +1,5 @@
-//! CloudFormation stacks (feature `setup`): the few calls `rayito setup`
-//! and `rayito doctor` make, as plain data. CloudFormation's texts (status
+//! CloudFormation stacks (features `setup` and `efs`): the few calls
+//! `rayito setup`, `rayito doctor` and `EfsVolumes` make, as plain data. CloudFormation's texts (status
 //! reasons, error messages) never leave this module: failures carry the
 //! operation, the error code, a resource's logical id and its status.
 
@@ -98,6 +98,7 @@ impl Stacks {
     ///
     /// # Errors
     /// GetTemplate failed (mapped).
+    #[cfg(feature = "setup")]
     pub(crate) async fn template(
         &self,
         name: &str,
@@ -166,6 +167,23 @@ impl Stacks {
                 }
             }
         }
+    }
+
+    /// DeleteStack (`EfsVolumes::destroy`); a stack that does not exist is
+    /// no error (CloudFormation answers success).
+    ///
+    /// # Errors
+    /// The call failed (mapped).
+    #[cfg(feature = "efs")]
+    pub(crate) async fn delete(&self, name: &str) -> Result<(), SandboxError> {
+        self.client
+            .delete_stack()
+            .stack_name(name)
+            .send()
+            .quiet()
+            .await
+            .map(|_| ())
+            .map_err(|e| map_sdk_error("DeleteStack", &e))
     }
 
     /// The first resource that failed in the stack's latest operation: its

@@ -3,7 +3,13 @@
 //! mounts) check before launching, when the name alone decides it.
 
 /// The variants of the official images.
-const OFFICIAL_VARIANTS: [&str; 5] = ["base", "base-caps", "base-caps-efs", "base-poly", "base-slim"];
+const OFFICIAL_VARIANTS: [&str; 5] = [
+    "base",
+    "base-caps",
+    "base-caps-efs",
+    "base-poly",
+    "base-slim",
+];
 
 /// The variant of an official image name, `rayito-<variant>` or
 /// `rayito-<variant>-<size>` (`rayito-base-caps-4gb` is `base-caps`);
@@ -38,7 +44,10 @@ mod tests {
             (Some("rayito-miapp-caps-efs"), None),
             (Some("rayito-base-3gb"), None),
             (Some("base-caps-efs"), None),
-            (Some("arn:aws:lambda:us-east-1:1:microvm-image:rayito-base"), None),
+            (
+                Some("arn:aws:lambda:us-east-1:1:microvm-image:rayito-base"),
+                None,
+            ),
             (None, None),
         ] {
             assert_eq!(official_variant(name), variant, "{name:?}");

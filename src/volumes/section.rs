@@ -8,10 +8,10 @@
 
 use std::time::Duration;
 
+use super::shim::VolumeMountCode;
 use super::spec::{ARGUMENT, DOC, EfsVolume};
 use crate::configure::{ApplyOptions, Outcomes, Section};
 use crate::error::SandboxError;
-use super::shim::VolumeMountCode;
 use crate::error::map::configure::{NotAvailable, error_class};
 use crate::error::messages as m;
 use crate::pb;

@@ -28,7 +28,10 @@ struct ToApply(Arc<Mutex<Vec<(String, EfsVolume)>>>);
 
 impl ToApply {
     fn volumes(&self) -> Vec<(String, EfsVolume)> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn replace(&self, volumes: Vec<(String, EfsVolume)>) {

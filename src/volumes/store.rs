@@ -10,7 +10,7 @@ use tokio::sync::OnceCell;
 
 use super::spec::{EfsVolume, id_ok, name_ok};
 use super::store_errors::{ALREADY_EXISTS, NOT_FOUND_CODES, from_efs};
-use crate::aws::efs::{AccessPoint, Access, Efs, NewAccessPoint};
+use crate::aws::efs::{Access, AccessPoint, Efs, NewAccessPoint};
 use crate::error::SandboxError;
 use crate::error::messages as m;
 
@@ -215,8 +215,9 @@ impl VolumeStore {
             tag_value: name,
         };
         match efs.create_access_point(&new).await {
-            Ok(point) => VolumeInfo::from_access_point(point, region)
-                .ok_or_else(|| not_found(name)),
+            Ok(point) => {
+                VolumeInfo::from_access_point(point, region).ok_or_else(|| not_found(name))
+            }
             Err(failure) if failure.code.as_deref() == Some(ALREADY_EXISTS) => {
                 self.get_once_listed(name).await
             }
@@ -284,7 +285,13 @@ impl VolumeStore {
         match efs.delete_access_point(&volume.access_point_id).await {
             Ok(()) => Ok(true),
             // The listing still showed an access point already deleted.
-            Err(f) if f.code.as_deref().is_some_and(|c| NOT_FOUND_CODES.contains(&c)) => Ok(false),
+            Err(f)
+                if f.code
+                    .as_deref()
+                    .is_some_and(|c| NOT_FOUND_CODES.contains(&c)) =>
+            {
+                Ok(false)
+            }
             Err(f) => Err(from_efs(f)),
         }
     }

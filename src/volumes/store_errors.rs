@@ -78,23 +78,60 @@ mod tests {
     #[test]
     fn every_efs_code_has_its_kind_and_text() {
         let cases: [(&str, &str, ErrorKind, &str); 9] = [
-            ("DeleteAccessPoint", "AccessPointNotFound", ErrorKind::VolumeNotFound,
-             "the access point or the file system does not exist"),
-            ("DescribeAccessPoints", "FileSystemNotFound", ErrorKind::VolumeNotFound,
-             "the access point or the file system does not exist"),
-            ("CreateAccessPoint", "AccessDeniedException", ErrorKind::Volume,
-             "no IAM permission elasticfilesystem:CreateAccessPoint on the file system (the caller's credentials); grant it to the caller"),
-            ("CreateAccessPoint", "AccessPointAlreadyExists", ErrorKind::Volume,
-             "an access point with that name already exists"),
-            ("CreateAccessPoint", "AccessPointLimitExceeded", ErrorKind::Volume,
-             "the file system has reached its limit of access points; destroy a volume first"),
-            ("CreateAccessPoint", "IncorrectFileSystemLifeCycleState", ErrorKind::Volume,
-             "the file system is not in the 'available' state; retry once it is"),
-            ("DeleteFileSystem", "FileSystemInUse", ErrorKind::Volume,
-             "the file system still has mount targets; retry once they are deleted"),
-            ("DeleteAccessPoint", "BadRequest", ErrorKind::Volume,
-             "the EFS call elasticfilesystem:DeleteAccessPoint failed (BadRequest)"),
-            ("DescribeAccessPoints", "ThrottlingException", ErrorKind::RateLimit, ""),
+            (
+                "DeleteAccessPoint",
+                "AccessPointNotFound",
+                ErrorKind::VolumeNotFound,
+                "the access point or the file system does not exist",
+            ),
+            (
+                "DescribeAccessPoints",
+                "FileSystemNotFound",
+                ErrorKind::VolumeNotFound,
+                "the access point or the file system does not exist",
+            ),
+            (
+                "CreateAccessPoint",
+                "AccessDeniedException",
+                ErrorKind::Volume,
+                "no IAM permission elasticfilesystem:CreateAccessPoint on the file system (the caller's credentials); grant it to the caller",
+            ),
+            (
+                "CreateAccessPoint",
+                "AccessPointAlreadyExists",
+                ErrorKind::Volume,
+                "an access point with that name already exists",
+            ),
+            (
+                "CreateAccessPoint",
+                "AccessPointLimitExceeded",
+                ErrorKind::Volume,
+                "the file system has reached its limit of access points; destroy a volume first",
+            ),
+            (
+                "CreateAccessPoint",
+                "IncorrectFileSystemLifeCycleState",
+                ErrorKind::Volume,
+                "the file system is not in the 'available' state; retry once it is",
+            ),
+            (
+                "DeleteFileSystem",
+                "FileSystemInUse",
+                ErrorKind::Volume,
+                "the file system still has mount targets; retry once they are deleted",
+            ),
+            (
+                "DeleteAccessPoint",
+                "BadRequest",
+                ErrorKind::Volume,
+                "the EFS call elasticfilesystem:DeleteAccessPoint failed (BadRequest)",
+            ),
+            (
+                "DescribeAccessPoints",
+                "ThrottlingException",
+                ErrorKind::RateLimit,
+                "",
+            ),
         ];
         for (op, code, kind, text) in cases {
             let err = from_efs(failed(op, code));

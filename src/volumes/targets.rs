@@ -62,9 +62,8 @@ where
             Some((_, ip)) => *ip,
             None => {
                 let targets = lookup(key.0.clone(), key.1.clone()).await?;
-                let ip = choose(&targets).ok_or_else(|| {
-                    super::shim::volume(m::VOLUME_NO_MOUNT_TARGET.render(&[]))
-                })?;
+                let ip = choose(&targets)
+                    .ok_or_else(|| super::shim::volume(m::VOLUME_NO_MOUNT_TARGET.render(&[])))?;
                 found.push((key, ip));
                 ip
             }

@@ -136,7 +136,10 @@ impl Ec2 {
     ///
     /// # Errors
     /// The call failed (its facts).
-    pub(crate) async fn subnets(&self, subnet_ids: &[String]) -> Result<Vec<SubnetFacts>, AwsFailure> {
+    pub(crate) async fn subnets(
+        &self,
+        subnet_ids: &[String],
+    ) -> Result<Vec<SubnetFacts>, AwsFailure> {
         let mut params = vec![("Filter.1.Name".to_owned(), "subnet-id".to_owned())];
         for (i, id) in subnet_ids.iter().enumerate() {
             params.push((format!("Filter.1.Value.{}", i + 1), id.clone()));
@@ -149,7 +152,10 @@ impl Ec2 {
     ///
     /// # Errors
     /// A call failed (its facts).
-    pub(crate) async fn route_tables(&self, vpc_id: &str) -> Result<Vec<RouteTableFacts>, AwsFailure> {
+    pub(crate) async fn route_tables(
+        &self,
+        vpc_id: &str,
+    ) -> Result<Vec<RouteTableFacts>, AwsFailure> {
         let mut tables = Vec::new();
         let mut token: Option<String> = None;
         for _ in 0..MAX_ROUTE_TABLE_PAGES {

@@ -116,10 +116,7 @@ impl Efs {
             .map(|ap| AccessPoint {
                 id: ap.access_point_id().unwrap_or_default().to_owned(),
                 arn: ap.access_point_arn().map(str::to_owned),
-                file_system_id: ap
-                    .file_system_id()
-                    .unwrap_or(file_system_id)
-                    .to_owned(),
+                file_system_id: ap.file_system_id().unwrap_or(file_system_id).to_owned(),
                 tag: ap
                     .tags()
                     .iter()
@@ -143,7 +140,10 @@ impl Efs {
     ///
     /// # Errors
     /// The call failed (its facts).
-    pub(crate) async fn delete_access_point(&self, access_point_id: &str) -> Result<(), AwsFailure> {
+    pub(crate) async fn delete_access_point(
+        &self,
+        access_point_id: &str,
+    ) -> Result<(), AwsFailure> {
         self.client
             .delete_access_point()
             .access_point_id(access_point_id)

@@ -37,7 +37,10 @@ impl Efs {
     ///
     /// # Errors
     /// The call failed (its facts).
-    pub(crate) async fn mount_target_count(&self, file_system_id: &str) -> Result<usize, AwsFailure> {
+    pub(crate) async fn mount_target_count(
+        &self,
+        file_system_id: &str,
+    ) -> Result<usize, AwsFailure> {
         let out = self
             .client
             .describe_mount_targets()
