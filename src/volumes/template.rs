@@ -272,7 +272,7 @@ mod tests {
         expected.sort_unstable();
         assert_eq!(outputs, expected);
         let text = t.to_string();
-        assert!(!text.contains("ClientRootAccess"));
+        assert!(!text.contains("\"elasticfilesystem:ClientRootAccess\""));
     }
 
     #[test]

@@ -102,4 +102,5 @@ mod templates;
 mod timeouts;
 mod tls;
 mod transfers;
+mod volumes_aws;
 mod workdir;
