@@ -84,7 +84,11 @@ fn subnet(moto: &MotoServer, vpc: &str, cidr: &str, zone: &str) -> String {
     let answer = ec2(
         moto,
         "CreateSubnet",
-        &[("VpcId", vpc), ("CidrBlock", cidr), ("AvailabilityZone", zone)],
+        &[
+            ("VpcId", vpc),
+            ("CidrBlock", cidr),
+            ("AvailabilityZone", zone),
+        ],
     );
     xml_text(&answer, "subnetId").unwrap().to_owned()
 }
@@ -105,7 +109,10 @@ fn efs_volumes(moto: &MotoServer) -> EfsVolumes {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_volume_store_creates_lists_and_destroys_tagged_access_points() {
-    let Some(moto) = tokio::task::spawn_blocking(MotoServer::start).await.unwrap() else {
+    let Some(moto) = tokio::task::spawn_blocking(MotoServer::start)
+        .await
+        .unwrap()
+    else {
         return;
     };
     let fs = file_system(&moto, "store", false);
@@ -115,13 +122,14 @@ async fn a_volume_store_creates_lists_and_destroys_tagged_access_points() {
     assert_eq!(created.name, "agent-data");
     assert_eq!(created.file_system_id, fs);
     assert!(created.access_point_id.starts_with("fsap-"), "{created:?}");
-    assert_eq!(created.root_directory.as_deref(), Some("/rayito-volumes/agent-data"));
+    assert_eq!(
+        created.root_directory.as_deref(),
+        Some("/rayito-volumes/agent-data")
+    );
     assert_eq!(created.volume().access_point_id, created.access_point_id);
 
-    // The same name again is the same access point (the client token).
-    let again = store.create("agent-data").await.unwrap();
-    assert_eq!(again.access_point_id, created.access_point_id);
-
+    // (moto ignores CreateAccessPoint's client token, so the idempotent
+    // create is pinned against a fake EFS below.)
     // An access point without the tag is not a volume.
     let (status, _) = efs_rest(
         &moto,
@@ -130,7 +138,13 @@ async fn a_volume_store_creates_lists_and_destroys_tagged_access_points() {
     );
     assert!((200..300).contains(&status));
     store.create("other").await.unwrap();
-    let mut names: Vec<String> = store.list().await.unwrap().into_iter().map(|v| v.name).collect();
+    let mut names: Vec<String> = store
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
     names.sort();
     assert_eq!(names, ["agent-data", "other"]);
 
@@ -144,25 +158,22 @@ async fn a_volume_store_creates_lists_and_destroys_tagged_access_points() {
 
     assert!(store.destroy("agent-data").await.unwrap());
     assert!(!store.destroy("agent-data").await.unwrap());
-    let names: Vec<String> = store.list().await.unwrap().into_iter().map(|v| v.name).collect();
+    let names: Vec<String> = store
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
     assert_eq!(names, ["other"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_store_on_a_file_system_that_does_not_exist_is_not_found() {
-    let Some(moto) = tokio::task::spawn_blocking(MotoServer::start).await.unwrap() else {
-        return;
-    };
-    let err = store(&moto, "fs-0123456789abcdef0").list().await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::VolumeNotFound, "{err}");
-    assert_eq!(err.to_string(), "the access point or the file system does not exist");
-    let err = store(&moto, "fs-0123456789abcdef0").create("x").await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::VolumeNotFound, "{err}");
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn the_network_check_reads_vpcs_and_subnets_made_in_moto() {
-    let Some(moto) = tokio::task::spawn_blocking(MotoServer::start).await.unwrap() else {
+    let Some(moto) = tokio::task::spawn_blocking(MotoServer::start)
+        .await
+        .unwrap()
+    else {
         return;
     };
     let main = vpc(&moto, "10.10.0.0/16");
@@ -196,7 +207,10 @@ async fn the_network_check_reads_vpcs_and_subnets_made_in_moto() {
         .check(&main, &[a.clone(), same_zone, foreign.clone()])
         .await
         .unwrap();
-    assert!(codes(&bad).contains(&("subnet-same-az", FindingLevel::Fail)), "{bad:?}");
+    assert!(
+        codes(&bad).contains(&("subnet-same-az", FindingLevel::Fail)),
+        "{bad:?}"
+    );
     assert!(codes(&bad).contains(&("subnet-other-vpc", FindingLevel::Fail)));
     assert_eq!(bad.status(), FindingLevel::Fail);
     let absent = efs
@@ -204,7 +218,10 @@ async fn the_network_check_reads_vpcs_and_subnets_made_in_moto() {
         .await
         .unwrap();
     assert_eq!(
-        absent.failures().map(|f| f.message.as_str()).collect::<Vec<_>>(),
+        absent
+            .failures()
+            .map(|f| f.message.as_str())
+            .collect::<Vec<_>>(),
         ["subnet-0123456789abcdef0: the subnet does not exist"]
     );
 
@@ -217,7 +234,11 @@ async fn the_network_check_reads_vpcs_and_subnets_made_in_moto() {
 
     // deploy runs the check and creates nothing on a FAIL.
     let err = efs
-        .deploy("vpc-0123456789abcdef0", &[a.clone()], EfsDeployOptions::default())
+        .deploy(
+            "vpc-0123456789abcdef0",
+            &[a.clone()],
+            EfsDeployOptions::default(),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
@@ -230,7 +251,10 @@ async fn the_network_check_reads_vpcs_and_subnets_made_in_moto() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn delete_file_system_needs_the_stack_tag_and_forgets_a_gone_one() {
-    let Some(moto) = tokio::task::spawn_blocking(MotoServer::start).await.unwrap() else {
+    let Some(moto) = tokio::task::spawn_blocking(MotoServer::start)
+        .await
+        .unwrap()
+    else {
         return;
     };
     let efs = efs_volumes(&moto);
@@ -245,8 +269,111 @@ async fn delete_file_system_needs_the_stack_tag_and_forgets_a_gone_one() {
     let ours = file_system(&moto, "ours", true);
     store(&moto, &ours).create("data").await.unwrap();
     efs.delete_file_system(&ours).await.unwrap();
-    let err = store(&moto, &ours).list().await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::VolumeNotFound, "{err}");
+    let (status, answer) = sdk_support::moto::http_get(
+        moto.port(),
+        &format!("/2015-02-01/file-systems?FileSystemId={ours}"),
+    )
+    .unwrap();
+    assert_eq!(status, 404, "{answer}");
     // Gone already: a no-op.
     efs.delete_file_system(&ours).await.unwrap();
+}
+
+/// The file system the fake EFS says does not exist.
+const GONE_FILE_SYSTEM: &str = "fs-00000000deadbeef";
+
+/// A fake EFS for what moto does not do: CreateAccessPoint answers
+/// `AccessPointAlreadyExists` (a client token already used) and the
+/// listing shows the access point only from its third read (EFS's
+/// listing is eventually consistent); and a file system that does not
+/// exist is `FileSystemNotFound` (moto lists nothing, without an error).
+async fn fake_efs() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let reads = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = reads.clone();
+    let app = axum::Router::new().route(
+        "/2015-02-01/access-points",
+        axum::routing::post(|| async {
+            (
+                StatusCode::CONFLICT,
+                [("x-amzn-errortype", "AccessPointAlreadyExists")],
+                r#"{"ErrorCode":"AccessPointAlreadyExists","Message":"fs-0123456789abcdef0 already has it"}"#,
+            )
+                .into_response()
+        })
+        .get(move |query: axum::extract::RawQuery| {
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if query.0.unwrap_or_default().contains(GONE_FILE_SYSTEM) {
+                    return (
+                        StatusCode::NOT_FOUND,
+                        [("x-amzn-errortype", "FileSystemNotFound")],
+                        r#"{"ErrorCode":"FileSystemNotFound","Message":"fs-00000000deadbeef is gone"}"#,
+                    )
+                        .into_response();
+                }
+                let points = if n < 2 {
+                    serde_json::json!([])
+                } else {
+                    serde_json::json!([{
+                        "AccessPointId": "fsap-0123456789abcdef0",
+                        "FileSystemId": "fs-0123456789abcdef0",
+                        "RootDirectory": { "Path": "/rayito-volumes/data" },
+                        "LifeCycleState": "available",
+                        "Tags": [{ "Key": "rayito:volume", "Value": "data" }]
+                    }])
+                };
+                axum::Json(serde_json::json!({ "AccessPoints": points })).into_response()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, reads)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn creating_an_existing_volume_finds_it_once_the_listing_shows_it() {
+    let (url, reads) = fake_efs().await;
+    let store = VolumeStore::new("fs-0123456789abcdef0")
+        .unwrap()
+        .sdk_config(sdk_config(&url, "testing"))
+        .listing_wait(Duration::from_millis(20), Duration::from_secs(5));
+    let found = store.create("data").await.unwrap();
+    assert_eq!(found.access_point_id, "fsap-0123456789abcdef0");
+    assert_eq!(found.name, "data");
+    assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 3);
+
+    // With no time to wait, the name is not found (yet).
+    let (url, _) = fake_efs().await;
+    let impatient = VolumeStore::new("fs-0123456789abcdef0")
+        .unwrap()
+        .sdk_config(sdk_config(&url, "testing"))
+        .listing_wait(Duration::from_millis(1), Duration::ZERO);
+    let err = impatient.create("data").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::VolumeNotFound);
+    assert!(!format!("{err:?}").contains("already has it"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_on_a_file_system_that_does_not_exist_is_not_found() {
+    let (url, _) = fake_efs().await;
+    let store = VolumeStore::new(GONE_FILE_SYSTEM)
+        .unwrap()
+        .sdk_config(sdk_config(&url, "testing"));
+    for err in [
+        store.list().await.unwrap_err(),
+        store.get("data").await.unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::VolumeNotFound, "{err}");
+        assert_eq!(
+            err.to_string(),
+            "the access point or the file system does not exist"
+        );
+        assert!(!format!("{err:?}").contains("is gone"));
+    }
+    assert!(!store.destroy("data").await.unwrap());
 }
