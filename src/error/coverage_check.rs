@@ -377,11 +377,14 @@ fn every_message_comes_from_a_template_and_every_template_is_used() {
         "configure.section_off_reason",
         "configure.unsupported_reason",
     ];
-    // The network and gateway texts are reasons and fragments too
-    // (rendered and pinned in src/sandbox/network/, tests/sdk/network.rs
-    // and src/gateway/tests.rs).
+    // The network, gateway and volume texts are reasons and fragments too
+    // (rendered and pinned in src/sandbox/network/, tests/sdk/network.rs,
+    // src/gateway/tests.rs, src/volumes/ and tests/sdk/volumes_aws.rs).
     for t in ALL.iter().filter(|t| {
-        !fragments.contains(&t.id) && !t.id.starts_with("network.") && !t.id.starts_with("gateway.")
+        !fragments.contains(&t.id)
+            && !t.id.starts_with("network.")
+            && !t.id.starts_with("gateway.")
+            && !t.id.starts_with("volume.")
     }) {
         assert!(
             messages.iter().any(|m| matches(t, m)),

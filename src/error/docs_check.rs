@@ -216,6 +216,10 @@ fn every_placeholder_is_a_documented_name() {
         "gateway",
         "header",
         "rate",
+        "path",
+        "variant",
+        "name",
+        "reasons",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

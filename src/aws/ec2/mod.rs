@@ -69,7 +69,7 @@ pub(crate) struct RouteTableFacts {
 /// The EC2 reader of one region.
 #[derive(Clone, Debug)]
 pub(crate) struct Ec2 {
-    query: QueryClient,
+    client: QueryClient,
 }
 
 impl Ec2 {
@@ -84,7 +84,7 @@ impl Ec2 {
         endpoint: Option<&str>,
     ) -> Result<Self, AwsFailure> {
         Ok(Self {
-            query: QueryClient::new(config, region, endpoint)?,
+            client: QueryClient::new(config, region, endpoint)?,
         })
     }
 
@@ -94,8 +94,10 @@ impl Ec2 {
     /// A call failed (its facts).
     pub(crate) async fn vpc(&self, vpc_id: &str) -> Result<Option<VpcFacts>, AwsFailure> {
         let answer = match self
-            .query
-            .call("DescribeVpcs", &[("VpcId.1".into(), vpc_id.into())])
+            .client
+            .describe_vpcs()
+            .param("VpcId.1", vpc_id)
+            .send()
             .await
         {
             Ok(answer) => answer,
@@ -115,14 +117,11 @@ impl Ec2 {
 
     async fn attribute(&self, vpc_id: &str, name: &'static str) -> Result<bool, AwsFailure> {
         let answer = self
-            .query
-            .call(
-                "DescribeVpcAttribute",
-                &[
-                    ("VpcId".into(), vpc_id.into()),
-                    ("Attribute".into(), name.into()),
-                ],
-            )
+            .client
+            .describe_vpc_attribute()
+            .param("VpcId", vpc_id)
+            .param("Attribute", name)
+            .send()
             .await?;
         Ok(answer
             .child(name)
@@ -140,11 +139,14 @@ impl Ec2 {
         &self,
         subnet_ids: &[String],
     ) -> Result<Vec<SubnetFacts>, AwsFailure> {
-        let mut params = vec![("Filter.1.Name".to_owned(), "subnet-id".to_owned())];
+        let mut request = self
+            .client
+            .describe_subnets()
+            .param("Filter.1.Name", "subnet-id");
         for (i, id) in subnet_ids.iter().enumerate() {
-            params.push((format!("Filter.1.Value.{}", i + 1), id.clone()));
+            request = request.param(format!("Filter.1.Value.{}", i + 1), id.clone());
         }
-        let answer = self.query.call("DescribeSubnets", &params).await?;
+        let answer = request.send().await?;
         Ok(answer.items("subnetSet").map(subnet).collect())
     }
 
@@ -159,14 +161,15 @@ impl Ec2 {
         let mut tables = Vec::new();
         let mut token: Option<String> = None;
         for _ in 0..MAX_ROUTE_TABLE_PAGES {
-            let mut params = vec![
-                ("Filter.1.Name".to_owned(), "vpc-id".to_owned()),
-                ("Filter.1.Value.1".to_owned(), vpc_id.to_owned()),
-            ];
+            let mut request = self
+                .client
+                .describe_route_tables()
+                .param("Filter.1.Name", "vpc-id")
+                .param("Filter.1.Value.1", vpc_id);
             if let Some(token) = token.take() {
-                params.push(("NextToken".to_owned(), token));
+                request = request.param("NextToken", token);
             }
-            let answer = self.query.call("DescribeRouteTables", &params).await?;
+            let answer = request.send().await?;
             tables.extend(answer.items("routeTableSet").map(route_table));
             match answer.text_of("nextToken") {
                 Some(next) if !next.is_empty() => token = Some(next.to_owned()),

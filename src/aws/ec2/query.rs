@@ -83,12 +83,40 @@ impl QueryClient {
         })
     }
 
+    /// DescribeVpcs (`ec2:DescribeVpcs`).
+    pub(crate) fn describe_vpcs(&self) -> Request<'_> {
+        self.request("DescribeVpcs")
+    }
+
+    /// DescribeVpcAttribute (`ec2:DescribeVpcAttribute`).
+    pub(crate) fn describe_vpc_attribute(&self) -> Request<'_> {
+        self.request("DescribeVpcAttribute")
+    }
+
+    /// DescribeSubnets (`ec2:DescribeSubnets`).
+    pub(crate) fn describe_subnets(&self) -> Request<'_> {
+        self.request("DescribeSubnets")
+    }
+
+    /// DescribeRouteTables (`ec2:DescribeRouteTables`).
+    pub(crate) fn describe_route_tables(&self) -> Request<'_> {
+        self.request("DescribeRouteTables")
+    }
+
+    fn request(&self, action: &'static str) -> Request<'_> {
+        Request {
+            client: self,
+            action,
+            params: Vec::new(),
+        }
+    }
+
     /// Calls `action` with `params` (besides `Action` and `Version`); the
     /// answer's root element.
     ///
     /// # Errors
     /// EC2 answered an error (its code) or no answer arrived (the facts).
-    pub(crate) async fn call(
+    async fn call(
         &self,
         action: &'static str,
         params: &[(String, String)],
@@ -215,6 +243,31 @@ impl QueryClient {
             .map_err(|_| no_response(action, NoResponse::Other))?;
         instructions.apply_to_request_http1x(&mut request);
         Ok(request)
+    }
+}
+
+/// One call being built: its action and parameters (the shape of the AWS
+/// SDK's fluent builders, so that `crate::aws::iam`'s scan finds each
+/// operation by name).
+pub(crate) struct Request<'a> {
+    client: &'a QueryClient,
+    action: &'static str,
+    params: Vec<(String, String)>,
+}
+
+impl Request<'_> {
+    /// Adds the parameter `key=value`.
+    pub(crate) fn param(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.params.push((key.into(), value.into()));
+        self
+    }
+
+    /// Sends the call; the answer's root element.
+    ///
+    /// # Errors
+    /// EC2 answered an error (its code) or no answer arrived (the facts).
+    pub(crate) async fn send(self) -> Result<Element, AwsFailure> {
+        self.client.call(self.action, &self.params).await
     }
 }
 
