@@ -2,9 +2,15 @@
 //! idempotent create, get, list, destroy, the not-found mapping),
 //! `EfsVolumes::check` on VPCs and subnets made in moto's EC2 (its four
 //! Query reads are our own, src/aws/ec2/), `deploy` refused on a `FAIL`
-//! without creating anything, a deploy through moto's CloudFormation as far
-//! as moto goes, and `delete_file_system` (tag required, a gone file system
-//! a no-op).
+//! without creating anything, the template through cfn-lint, and
+//! `delete_file_system` (tag required, a gone file system a no-op).
+//!
+//! Not here: a deploy through moto's CloudFormation. moto 5 cannot create
+//! this stack at all: it does not model `AWS::Lambda::NetworkConnector`
+//! (CreateStack fails validating the `Connector.Arn` output) and its
+//! `AWS::EFS::FileSystem` has no `GetAtt` (`FileSystem.Arn`, which the
+//! client policy and an output need), so CreateStack answers 500 before any
+//! resource exists.
 
 use crate::sdk_support;
 
@@ -376,4 +382,68 @@ async fn a_store_on_a_file_system_that_does_not_exist_is_not_found() {
         assert!(!format!("{err:?}").contains("is gone"));
     }
     assert!(!store.destroy("data").await.unwrap());
+}
+
+/// `cfn-lint` from the test venv (moto[server] brings it) or the PATH.
+fn cfn_lint() -> Option<std::path::PathBuf> {
+    let crate_dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    crate_dir
+        .ancestors()
+        .map(|dir| dir.join("target/test-deps/venv/bin/cfn-lint"))
+        .find(|p| p.is_file())
+        .or_else(|| {
+            std::env::var_os("PATH").and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join("cfn-lint"))
+                    .find(|p| p.is_file())
+            })
+        })
+}
+
+/// The template `deploy` sends passes cfn-lint in each shape it takes: one
+/// to three subnets, scoped or not to access points, read-only ones denied
+/// writes, read-only policy.
+#[test]
+fn the_efs_volumes_template_passes_cfn_lint() {
+    let Some(lint) = cfn_lint() else {
+        sdk_support::skip::skip(
+            "cfn-lint not found in target/test-deps/venv or on the PATH (moto[server] installs it)",
+        );
+        return;
+    };
+    let arn = |id: &str| {
+        format!("arn:aws:elasticfilesystem:us-east-1:123456789012:access-point/fsap-{id}")
+    };
+    let subnets: Vec<String> = ["subnet-0a1b2c3d", "subnet-1a2b3c4d", "subnet-2a3b4c5d"]
+        .map(str::to_owned)
+        .to_vec();
+    let mut shapes = Vec::new();
+    for n in 1..=3 {
+        shapes.push((n, EfsDeployOptions::default()));
+    }
+    let mut scoped = EfsDeployOptions::default();
+    scoped.access_point_arns = vec![arn("0123456789abcdef0")];
+    scoped.read_only_access_point_arns = vec![arn("1123456789abcdef0")];
+    shapes.push((2, scoped));
+    let mut read_only = EfsDeployOptions::default();
+    read_only.allow_write = false;
+    read_only.read_only_access_point_arns = vec![arn("1123456789abcdef0")];
+    shapes.push((1, read_only));
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (n, options)) in shapes.iter().enumerate() {
+        let body = EfsVolumes::template("vpc-0a1b2c3d", &subnets[..*n], options).unwrap();
+        let path = dir.path().join(format!("efs-volumes-{i}.json"));
+        std::fs::write(&path, body).unwrap();
+        let out = std::process::Command::new(&lint)
+            .args(["--regions", "us-east-1", "--"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "shape {i}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
