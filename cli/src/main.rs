@@ -47,6 +47,7 @@ mod signals;
 mod spinner;
 mod template;
 mod usage;
+mod volume;
 
 use clap::{ArgAction, Args, FromArgMatches as _, Parser, Subcommand, ValueEnum};
 
@@ -114,6 +115,13 @@ enum Top {
     /// a file, never from the command line).
     #[command(subcommand)]
     Secret(secret::SecretCommand),
+    /// EFS volumes (access points) of a file system, for sandboxes.
+    #[command(subcommand)]
+    Volume(volume::VolumeCommand),
+    /// The efs-volumes stack in an existing VPC: check, deploy, status,
+    /// destroy.
+    #[command(subcommand)]
+    Volumes(volume::VolumesCommand),
     /// What the SDK would use on AWS, and whether a `create` could work there
     /// (and publishing: the setup stacks, the artifact bucket, the image).
     Doctor,
@@ -175,6 +183,14 @@ fn main() {
         Top::Secret(command) => match aws_only::SECRET.refuse(&cli.global) {
             Some(code) => code,
             None => run_async(format, secret::run(cli.global, command)),
+        },
+        Top::Volume(command) => match aws_only::VOLUME.refuse(&cli.global) {
+            Some(code) => code,
+            None => run_async(format, volume::run_volume(cli.global, command)),
+        },
+        Top::Volumes(command) => match aws_only::VOLUMES.refuse(&cli.global) {
+            Some(code) => code,
+            None => run_async(format, volume::run_volumes(cli.global, command)),
         },
         Top::Setup(args) => match aws_only::SETUP.refuse(&cli.global) {
             Some(code) => code,
