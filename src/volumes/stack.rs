@@ -215,7 +215,7 @@ impl EfsVolumes {
     ) -> Result<EfsNetworkReport, SandboxError> {
         check_inputs(vpc_id, subnet_ids)?;
         let (config, region) = self.access.load().await?;
-        let ec2 = Ec2::new(&config, &region, config.endpoint_url()).map_err(from_aws)?;
+        let ec2 = Ec2::new(&config, &region, config.endpoint_url())?;
         let vpc = ec2.vpc(vpc_id).await.map_err(from_aws)?;
         let (subnets, tables) = if vpc.is_some() {
             (
@@ -578,16 +578,20 @@ mod tests {
     #[test]
     fn option_refusals_are_pinned() {
         let subnets = ["subnet-12345678".to_owned()];
-        let mut options = EfsDeployOptions::default();
-        options.read_only_access_point_arns = vec!["nope".into()];
+        let options = EfsDeployOptions {
+            read_only_access_point_arns: vec!["nope".into()],
+            ..EfsDeployOptions::default()
+        };
         assert_eq!(
             EfsVolumes::template("vpc-12345678", &subnets, &options)
                 .unwrap_err()
                 .to_string(),
             "invalid read_only_access_point_arns: value 1 is not the ARN of an EFS access point (arn:aws:elasticfilesystem:<region>:<account>:access-point/fsap-...); pass such ARNs"
         );
-        let mut options = EfsDeployOptions::default();
-        options.connector_name = "a b".into();
+        let options = EfsDeployOptions {
+            connector_name: "a b".into(),
+            ..EfsDeployOptions::default()
+        };
         assert_eq!(
             EfsVolumes::template("vpc-12345678", &subnets, &options)
                 .unwrap_err()

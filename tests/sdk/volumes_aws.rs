@@ -242,7 +242,7 @@ async fn the_network_check_reads_vpcs_and_subnets_made_in_moto() {
     let err = efs
         .deploy(
             "vpc-0123456789abcdef0",
-            &[a.clone()],
+            std::slice::from_ref(&a),
             EfsDeployOptions::default(),
         )
         .await

@@ -82,7 +82,7 @@ impl Ec2 {
         config: &aws_types::SdkConfig,
         region: &str,
         endpoint: Option<&str>,
-    ) -> Result<Self, AwsFailure> {
+    ) -> Result<Self, crate::error::SandboxError> {
         Ok(Self {
             client: QueryClient::new(config, region, endpoint)?,
         })

@@ -58,12 +58,12 @@ impl QueryClient {
     ///
     /// # Errors
     /// The system's root certificates could not be read, or the endpoint is
-    /// not a URI (the facts of a call that never started).
+    /// not a URI (mapped as a call that never started).
     pub(crate) fn new(
         config: &aws_types::SdkConfig,
         region: &str,
         endpoint: Option<&str>,
-    ) -> Result<Self, AwsFailure> {
+    ) -> Result<Self, crate::error::SandboxError> {
         let endpoint = match endpoint {
             Some(url) => url.trim_end_matches('/').to_owned() + "/",
             None => format!("https://ec2.{region}.amazonaws.com/"),
@@ -298,8 +298,8 @@ fn no_response(action: &'static str, kind: NoResponse) -> AwsFailure {
     failure
 }
 
-fn not_started() -> AwsFailure {
-    no_response("EC2", NoResponse::Other)
+fn not_started() -> crate::error::SandboxError {
+    crate::error::map::aws::from_aws(no_response("EC2", NoResponse::Other))
 }
 
 /// `k=v&k=v`, each part percent-encoded as the Query protocol wants
