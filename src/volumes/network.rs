@@ -91,7 +91,7 @@ pub const COST: &str = "an encrypted EFS file system (elastic throughput), one m
 impl EfsNetworkReport {
     /// Whether no finding is `FAIL` (`deploy` refuses otherwise).
     pub fn ok(&self) -> bool {
-        self.failures().next().is_none()
+        self.failures().is_empty()
     }
 
     /// The most serious level found (`Ok` when there is no finding).
@@ -104,10 +104,11 @@ impl EfsNetworkReport {
     }
 
     /// The `FAIL` findings.
-    pub fn failures(&self) -> impl Iterator<Item = &NetworkFinding> {
+    pub fn failures(&self) -> Vec<&NetworkFinding> {
         self.findings
             .iter()
             .filter(|f| f.level == FindingLevel::Fail)
+            .collect()
     }
 }
 

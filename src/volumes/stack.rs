@@ -249,7 +249,11 @@ impl EfsVolumes {
         check_options(&options)?;
         let report = self.check(vpc_id, subnet_ids).await?;
         if !report.ok() {
-            let reasons: Vec<&str> = report.failures().map(|f| f.message.as_str()).collect();
+            let reasons: Vec<&str> = report
+                .failures()
+                .iter()
+                .map(|f| f.message.as_str())
+                .collect();
             return Err(SandboxError::invalid_argument(
                 "vpc_id",
                 m::VOLUME_NETWORK_FAILED.render(&[("reasons", &reasons.join("; "))]),

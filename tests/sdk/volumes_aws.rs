@@ -226,6 +226,7 @@ async fn the_network_check_reads_vpcs_and_subnets_made_in_moto() {
     assert_eq!(
         absent
             .failures()
+            .iter()
             .map(|f| f.message.as_str())
             .collect::<Vec<_>>(),
         ["subnet-0123456789abcdef0: the subnet does not exist"]
