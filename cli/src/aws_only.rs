@@ -25,6 +25,20 @@ pub(crate) const SECRET: AwsOnly = AwsOnly {
     endpoint_env: Some("AWS_ENDPOINT_URL_SECRETS_MANAGER"),
 };
 
+/// `volume ...`.
+pub(crate) const VOLUME: AwsOnly = AwsOnly {
+    command: "volume",
+    why: "volumes are access points of an Amazon EFS file system",
+    endpoint_env: Some("AWS_ENDPOINT_URL_EFS"),
+};
+
+/// `volumes ...`.
+pub(crate) const VOLUMES: AwsOnly = AwsOnly {
+    command: "volumes",
+    why: "the efs-volumes stack lives in CloudFormation, EFS and EC2",
+    endpoint_env: None,
+};
+
 /// `setup`.
 pub(crate) const SETUP: AwsOnly = AwsOnly {
     command: "setup",

@@ -50,6 +50,7 @@ mod signals;
 mod spinner;
 mod template;
 mod usage;
+mod volume;
 
 use clap::{ArgAction, Args, FromArgMatches as _, Parser, Subcommand, ValueEnum};
 
@@ -121,6 +122,13 @@ enum Top {
     /// s3-mounts stack).
     #[command(subcommand)]
     Mounts(mounts_policy::MountsCommand),
+    /// EFS volumes (access points) of a file system, for sandboxes.
+    #[command(subcommand)]
+    Volume(volume::VolumeCommand),
+    /// The efs-volumes stack in an existing VPC: check, deploy, status,
+    /// destroy.
+    #[command(subcommand)]
+    Volumes(volume::VolumesCommand),
     /// What the SDK would use on AWS, and whether a `create` could work there
     /// (and publishing: the setup stacks, the artifact bucket, the image).
     Doctor,
@@ -186,6 +194,14 @@ fn main() {
         Top::Mounts(command) => match aws_only::MOUNTS_POLICY.refuse(&cli.global) {
             Some(code) => code,
             None => run_async(format, mounts_policy::run(cli.global, command)),
+        },
+        Top::Volume(command) => match aws_only::VOLUME.refuse(&cli.global) {
+            Some(code) => code,
+            None => run_async(format, volume::run_volume(cli.global, command)),
+        },
+        Top::Volumes(command) => match aws_only::VOLUMES.refuse(&cli.global) {
+            Some(code) => code,
+            None => run_async(format, volume::run_volumes(cli.global, command)),
         },
         Top::Setup(args) => match aws_only::SETUP.refuse(&cli.global) {
             Some(code) => code,

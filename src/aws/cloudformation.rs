@@ -1,5 +1,5 @@
-//! CloudFormation stacks (feature `setup`): the few calls `rayito setup`
-//! and `rayito doctor` make, as plain data. CloudFormation's texts (status
+//! CloudFormation stacks (features `setup` and `efs`): the few calls
+//! `rayito setup`, `rayito doctor` and `EfsVolumes` make, as plain data. CloudFormation's texts (status
 //! reasons, error messages) never leave this module: failures carry the
 //! operation, the error code, a resource's logical id and its status.
 
@@ -160,6 +160,7 @@ impl Stacks {
     ///
     /// # Errors
     /// GetTemplate failed (mapped).
+    #[cfg(feature = "setup")]
     pub(crate) async fn template(
         &self,
         name: &str,

@@ -338,6 +338,93 @@ pub(crate) const CALLS: &[Call] = &[
         "describe_mount_targets",
         "elasticfilesystem:DescribeMountTargets",
     ),
+    // The volume store and EfsVolumes (the stack, its network check and
+    // the deletion of its retained file system).
+    call(
+        "efs",
+        "efs/access_points.rs",
+        "create_access_point",
+        "elasticfilesystem:CreateAccessPoint",
+    ),
+    call(
+        "efs",
+        "efs/access_points.rs",
+        "describe_access_points",
+        "elasticfilesystem:DescribeAccessPoints",
+    ),
+    call(
+        "efs",
+        "efs/access_points.rs",
+        "delete_access_point",
+        "elasticfilesystem:DeleteAccessPoint",
+    ),
+    call(
+        "efs",
+        "efs/file_systems.rs",
+        "describe_file_systems",
+        "elasticfilesystem:DescribeFileSystems",
+    ),
+    call(
+        "efs",
+        "efs/file_systems.rs",
+        "describe_mount_targets",
+        "elasticfilesystem:DescribeMountTargets",
+    ),
+    call(
+        "efs",
+        "efs/file_systems.rs",
+        "delete_file_system",
+        "elasticfilesystem:DeleteFileSystem",
+    ),
+    call("efs", "ec2/mod.rs", "describe_vpcs", "ec2:DescribeVpcs"),
+    call(
+        "efs",
+        "ec2/mod.rs",
+        "describe_vpc_attribute",
+        "ec2:DescribeVpcAttribute",
+    ),
+    call(
+        "efs",
+        "ec2/mod.rs",
+        "describe_subnets",
+        "ec2:DescribeSubnets",
+    ),
+    call(
+        "efs",
+        "ec2/mod.rs",
+        "describe_route_tables",
+        "ec2:DescribeRouteTables",
+    ),
+    call(
+        "efs",
+        "cloudformation.rs",
+        "describe_stacks",
+        "cloudformation:DescribeStacks",
+    ),
+    call(
+        "efs",
+        "cloudformation.rs",
+        "create_stack",
+        "cloudformation:CreateStack",
+    ),
+    call(
+        "efs",
+        "cloudformation.rs",
+        "update_stack",
+        "cloudformation:UpdateStack",
+    ),
+    call(
+        "efs",
+        "cloudformation.rs",
+        "describe_stack_events",
+        "cloudformation:DescribeStackEvents",
+    ),
+    call(
+        "efs",
+        "cloudformation.rs",
+        "delete_stack",
+        "cloudformation:DeleteStack",
+    ),
 ];
 
 /// What a documented policy grants beyond the SDK's calls, on purpose:

@@ -13,8 +13,9 @@
 //! | Secrets Manager | [`secretsmanager`] | `secrets` |
 //! | CloudWatch Logs | [`cloudwatch_logs`] | `templates` (build logs), `logs` |
 //! | STS | [`sts`] | `templates` |
-//! | CloudFormation | [`cloudformation`] | `setup` |
+//! | CloudFormation | [`cloudformation`] | `setup`, `efs` |
 //! | EFS | [`efs`] | `efs` |
+//! | EC2 (four reads, Query protocol of our own) | [`ec2`] | `efs` |
 //!
 //! `iam` (a test module) lists the IAM action of every call made here, per feature; a
 //! test checks that list against the calls in these files and against the
@@ -23,13 +24,15 @@
 //! [`AwsFailure`]: crate::error::map::aws::AwsFailure
 //! [`SandboxError`]: crate::error::SandboxError
 
-#[cfg(feature = "setup")]
+#[cfg(any(feature = "setup", feature = "efs"))]
 pub(crate) mod cloudformation;
 #[cfg(any(feature = "templates", feature = "logs"))]
 pub(crate) mod cloudwatch_logs;
 pub(crate) mod config;
 #[cfg(feature = "dynamodb")]
 pub(crate) mod dynamodb;
+#[cfg(feature = "efs")]
+pub(crate) mod ec2;
 #[cfg(feature = "efs")]
 pub(crate) mod efs;
 pub(crate) mod failure;

@@ -221,6 +221,8 @@ fn every_placeholder_is_a_documented_name() {
         "path",
         "variant",
         "other",
+        "name",
+        "reasons",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

@@ -481,6 +481,48 @@ templates! {
         "volumes: {path} could not be mounted ({code}); see docs/volumes.md for what the code means";
     VOLUME_MOUNT_TIMEOUT = "volume.mount_timeout" =>
         "volumes: a volume was still not mounted after {limit} (timeout); check the network path to the mount target, then create the sandbox again";
+    VOLUME_STORE_FILE_SYSTEM_ID = "volume.store_file_system_id" =>
+        "the file system id is not 'fs-' and 8 to 40 lower-case hex digits; pass the id of an EFS file system (the efs-volumes stack's FileSystemId output)";
+    VOLUME_STORE_NAME = "volume.store_name" =>
+        "a volume name is 1 to 100 of A-Z, a-z, 0-9 and '-'; pass such a name";
+    VOLUME_STORE_NOT_FOUND = "volume.store_not_found" =>
+        "no volume named {name} on this file system; create it with VolumeStore::create";
+    VOLUME_STORE_GONE = "volume.store_gone" =>
+        "the access point or the file system does not exist";
+    VOLUME_STORE_DENIED = "volume.store_denied" =>
+        "no IAM permission {action} on the file system (the caller's credentials); grant it to the caller";
+    VOLUME_STORE_EXISTS = "volume.store_exists" =>
+        "an access point with that name already exists";
+    VOLUME_STORE_LIMIT = "volume.store_limit" =>
+        "the file system has reached its limit of access points; destroy a volume first";
+    VOLUME_STORE_STATE = "volume.store_state" =>
+        "the file system is not in the 'available' state; retry once it is";
+    VOLUME_STORE_IN_USE = "volume.store_in_use" =>
+        "the file system still has mount targets; retry once they are deleted";
+    VOLUME_STORE_FAILED = "volume.store_failed" =>
+        "the EFS call {action} failed ({code})";
+    VOLUME_NETWORK_VPC_ID = "volume.network_vpc_id" =>
+        "the VPC id is not 'vpc-' and 8 to 17 lower-case hex digits; pass an existing VPC's id";
+    VOLUME_NETWORK_SUBNET_COUNT = "volume.network_subnet_count" =>
+        "{count} subnets given; pass 1 to 3 (one per availability zone: one mount target each)";
+    VOLUME_NETWORK_SUBNET_ID = "volume.network_subnet_id" =>
+        "subnet {index} is not 'subnet-' and 8 to 17 lower-case hex digits; pass an existing subnet's id";
+    VOLUME_NETWORK_SUBNET_TWICE = "volume.network_subnet_twice" =>
+        "subnet {index} is given twice; pass each subnet once";
+    VOLUME_NETWORK_FAILED = "volume.network_failed" =>
+        "the VPC cannot hold efs-volumes (nothing was created): {reasons}";
+    VOLUME_STACK_ARN = "volume.stack_arn" =>
+        "value {index} is not the ARN of an EFS access point (arn:aws:elasticfilesystem:<region>:<account>:access-point/fsap-...); pass such ARNs";
+    VOLUME_STACK_CONNECTOR_NAME = "volume.stack_connector_name" =>
+        "a connector name is 1 to 64 of A-Z, a-z, 0-9, '_' and '-'; pass such a name";
+    VOLUME_STACK_DESTROY_NO_WAIT = "volume.stack_destroy_no_wait" =>
+        "deleting the file system needs the wait: it can go only once the stack has deleted its mount targets; pass wait = true";
+    VOLUME_STACK_MISSING = "volume.stack_missing" =>
+        "the stack {stack} does not exist or has no FileSystemId output; deploy it with EfsVolumes::deploy";
+    VOLUME_STACK_FOREIGN = "volume.stack_foreign" =>
+        "that file system does not carry the efs-volumes tag (rayito=efs-volumes), so it is not deleted";
+    VOLUME_STACK_DRAIN = "volume.stack_drain" =>
+        "the file system still has mount targets 120 s after the stack's deletion; retry the deletion in a few minutes";
 }
 
 impl Template {

@@ -13,21 +13,43 @@
 //! - `view`: [`crate::Sandbox::volumes`], [`VolumeStatus`],
 //!   [`VolumeState`] (one ConfigureStatus per read).
 //!
+//! The AWS side (docs/volumes.md):
+//! - [`VolumeStore`] (`store`): the volumes (access points) of a file
+//!   system, with the caller's credentials; `store_errors` says what each
+//!   EFS failure means.
+//! - [`EfsVolumes`] (`stack`): the efs-volumes stack in an existing VPC,
+//!   its template generated in `template`, and the read-only network check
+//!   it runs first (`network`).
+//!
 //! Ids are the caller's resource names: no message of this module echoes
 //! one (a mount path, which the caller chose, may be named).
 //!
 //! Only with the `efs` cargo feature.
 
+mod network;
 #[cfg(test)]
 mod seam_tests;
 mod section;
 mod spec;
+mod stack;
 mod steps;
+mod store;
+mod store_errors;
 mod targets;
+mod template;
 #[cfg(test)]
 mod tests;
 mod view;
 
+pub use network::{EfsNetworkReport, FindingLevel, NetworkFinding};
 pub use spec::{EfsVolume, MAX_VOLUMES};
+pub use stack::{
+    DEFAULT_CONNECTOR_NAME, DEFAULT_STACK_NAME, EfsDeployOptions, EfsStackStatus, EfsVolumes,
+};
 pub(crate) use steps::Steps;
+pub use store::{
+    LIST_VISIBILITY_BUDGET, ROOT_DIRECTORY_PREFIX, VOLUME_GID, VOLUME_TAG_KEY, VOLUME_UID,
+    VolumeInfo, VolumeStore,
+};
+pub use template::OUTPUTS as STACK_OUTPUTS;
 pub use view::{VolumeState, VolumeStatus, VolumesView};

@@ -110,7 +110,7 @@ pub(crate) fn refuse(t: Template, args: &[(&str, &str)]) -> SandboxError {
 }
 
 /// `prefix` then 8 to 40 lowercase hex digits.
-fn id_ok(id: &str, prefix: &str) -> bool {
+pub(crate) fn id_ok(id: &str, prefix: &str) -> bool {
     id.strip_prefix(prefix).is_some_and(|hex| {
         (8..=40).contains(&hex.len())
             && hex
@@ -120,7 +120,7 @@ fn id_ok(id: &str, prefix: &str) -> bool {
 }
 
 /// 1 to 100 of `A-Z`, `a-z`, `0-9`, `-`.
-fn name_ok(name: &str) -> bool {
+pub(crate) fn name_ok(name: &str) -> bool {
     (1..=MAX_NAME_CHARS).contains(&name.len())
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }

@@ -105,4 +105,5 @@ mod timeouts;
 mod tls;
 mod transfers;
 mod volumes;
+mod volumes_aws;
 mod workdir;

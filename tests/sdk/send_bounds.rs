@@ -382,6 +382,34 @@ fn secrets_futures_are_send(
     });
 }
 
+/// The volume store and the efs-volumes stack (feature `efs`): owned
+/// clones are spawned, so the futures are `'static` with owned inputs.
+#[allow(dead_code)]
+fn volume_store_and_stack_futures_are_send(
+    store: rayito::volumes::VolumeStore,
+    efs: rayito::volumes::EfsVolumes,
+) {
+    let subnets = ["subnet-12345678".to_owned()];
+    assert_send(&store.create("n"));
+    assert_send(&store.get("n"));
+    assert_send(&store.list());
+    assert_send(&store.destroy("n"));
+    assert_send(&efs.check("vpc-12345678", &subnets));
+    assert_send(&efs.deploy(
+        "vpc-12345678",
+        &subnets,
+        rayito::volumes::EfsDeployOptions::default(),
+    ));
+    assert_send(&efs.status());
+    assert_send(&efs.volume_store());
+    assert_send(&efs.destroy(false, true));
+    assert_send(&efs.delete_file_system("fs-12345678"));
+    assert_send_static(&async move {
+        let _ = store.destroy("n").await;
+        let _ = efs.status().await;
+    });
+}
+
 /// The secret gateways (feature `secrets`): the pool's take with
 /// gateways, the view's refresh.
 #[allow(dead_code)]
