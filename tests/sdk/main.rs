@@ -75,6 +75,7 @@ mod metrics;
 mod moto;
 mod moto_artifacts;
 mod moto_transfers;
+mod mounts;
 mod network;
 mod path_races;
 mod payload_roundtrip;
