@@ -492,6 +492,28 @@ async fn a_symlink_on_the_path_is_refused() {
     assert_eq!(out, "end\n");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_access_point_directory_swapped_for_a_link_is_not_followed() {
+    let Some((efs, t)) = ready().await else {
+        return;
+    };
+    // A directory of the host the link points at, with a file in it.
+    let outside = efs.base.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("host-secret"), "not for the sandbox").unwrap();
+    // The access point's directory replaced by a link after the emulator
+    // resolved it (what a sandbox writing in a parent volume could do).
+    let dir = efs.dir(AP2);
+    std::fs::remove_dir(&dir).unwrap();
+    std::os::unix::fs::symlink(&outside, &dir).unwrap();
+    assert_eq!(
+        apply(&t, vec![volume("/mnt/swapped", AP2, false)]).await,
+        (pb::SectionCode::Failed, "invalid_path".to_owned())
+    );
+    let (out, _) = sh(&t, "ls -A /mnt/swapped 2>/dev/null; echo end").await;
+    assert_eq!(out, "end\n");
+}
+
 /// Polls ConfigureStatus until the volume at `path` is no longer
 /// REMOUNTING (the re-probe runs in the background after `/resume`).
 async fn settled(t: &TestAgent, path: &str) -> (String, pb::EfsVolumeState, String) {

@@ -18,14 +18,32 @@ pub(crate) fn detach_here(dir: &std::path::Path) -> std::io::Result<()> {
 
 /// A detached copy of the mount whose root is `dir`.
 ///
+/// `dir` is opened first without following any symbolic link on the way
+/// (`RESOLVE_NO_SYMLINKS`), and the copy is made of that open directory:
+/// sandboxes write into the trees volumes live in, so a directory on the
+/// path swapped for a link after the emulator resolved it must not make
+/// this clone (and bind into a sandbox) some other directory of the host.
+/// The emulator hands out paths under a canonical root for that reason.
+///
 /// # Errors
-/// `dir` does not exist or cannot be cloned.
+/// `dir` does not exist, a component of it is a symbolic link (`ELOOP`),
+/// or it cannot be cloned.
 pub(crate) fn clone_tree(dir: &std::path::Path) -> std::io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
     use rustix::mount::OpenTreeFlags;
-    Ok(rustix::mount::open_tree(
+    let opened = rustix::fs::openat2(
         rustix::fs::CWD,
         dir,
-        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?;
+    Ok(rustix::mount::open_tree(
+        &opened,
+        "",
+        OpenTreeFlags::AT_EMPTY_PATH
+            | OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC,
     )?)
 }
 

@@ -274,6 +274,10 @@ impl EfsVolumes {
             let tree = local::tree(&volume, env.host_ids(), spec.read_only).map_err(|err| {
                 if err.kind() == std::io::ErrorKind::NotFound {
                     NOT_FOUND
+                } else if err.raw_os_error() == Some(libc::ELOOP) {
+                    // A link where the access point's directory was: a
+                    // sandbox swapped it; nothing is mounted.
+                    validate::INVALID_PATH
                 } else {
                     UNKNOWN
                 }

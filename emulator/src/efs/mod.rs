@@ -89,6 +89,11 @@ impl LocalEfs {
         let dir = root.join(DIR);
         std::fs::create_dir_all(&dir)?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))?;
+        // Canonical: the agent opens a volume's directory refusing every
+        // symbolic link on the way (a sandbox could plant one inside a
+        // volume), so the part of the path that is the emulator's own
+        // must hold none either.
+        let dir = std::fs::canonicalize(&dir)?;
         let store = Store::open(dir.join("state.json"))?;
         Ok(Self {
             inner: Arc::new(Inner {
