@@ -121,6 +121,11 @@ const EXAMPLES: &[(&str, &str)] = &[
   rayito --output json sandbox gateways ID",
     ),
     (
+        "sandbox mounts",
+        "rayito sandbox mounts ID                       # mount path, state, last error
+  rayito --output json sandbox mounts ID",
+    ),
+    (
         "sandbox volumes",
         "rayito sandbox volumes ID                      # mount path, state, last error
   rayito --output json sandbox volumes ID",
@@ -299,6 +304,48 @@ const EXAMPLES: &[(&str, &str)] = &[
     (
         "mounts policy destroy",
         "rayito mounts policy destroy --stack-name rayito-s3-mounts-other",
+    ),
+    (
+        "volume",
+        "rayito volume create --file-system-id fs-0123456789abcdef0 datasets
+  rayito volume list --file-system-id fs-0123456789abcdef0",
+    ),
+    (
+        "volume create",
+        "rayito volume create --file-system-id fs-0123456789abcdef0 datasets   # prints its access point",
+    ),
+    (
+        "volume list",
+        "rayito volume list --file-system-id fs-0123456789abcdef0
+  rayito --output json volume list --file-system-id fs-0123456789abcdef0",
+    ),
+    (
+        "volume destroy",
+        "rayito volume destroy --file-system-id fs-0123456789abcdef0 datasets  # the files stay",
+    ),
+    (
+        "volumes",
+        "rayito volumes check --vpc-id vpc-0123456789abcdef0 --subnet-id subnet-0123456789abcdef0
+  rayito volumes status",
+    ),
+    (
+        "volumes check",
+        "rayito volumes check --vpc-id vpc-0123456789abcdef0 --subnet-id subnet-0123456789abcdef0,subnet-0fedcba9876543210",
+    ),
+    (
+        "volumes deploy",
+        "rayito volumes deploy --vpc-id vpc-0123456789abcdef0 --subnet-id subnet-0123456789abcdef0
+  rayito volumes deploy --vpc-id vpc-0123456789abcdef0 --subnet-id subnet-0123456789abcdef0 --read-only --no-wait",
+    ),
+    (
+        "volumes status",
+        "rayito volumes status
+  rayito --output json volumes status --stack-name rayito-efs-volumes",
+    ),
+    (
+        "volumes destroy",
+        "rayito volumes destroy                         # the file system is kept
+  rayito volumes destroy --delete-file-system    # and its data deleted too",
     ),
     (
         "doctor",

@@ -62,10 +62,15 @@ async fn the_artifact_bucket_exists_at_start_and_objects_round_trip() {
         .send()
         .await
         .expect("the artifact bucket was created at start");
-    // What the emulator seeded there (the base image's code artifact).
+    // What the emulator seeded there: the base image's code artifact (also
+    // rayito-base-caps's) and rayito-base-caps-efs's (its efs marker makes
+    // it another zip).
     let seeded = stored_keys(&s3, &bucket).await;
-    assert_eq!(seeded.len(), 1, "{seeded:?}");
-    assert!(seeded[0].starts_with("rayito/images/rayd-"), "{seeded:?}");
+    assert_eq!(seeded.len(), 2, "{seeded:?}");
+    assert!(
+        seeded.iter().all(|k| k.starts_with("rayito/images/rayd-")),
+        "{seeded:?}"
+    );
 
     // Absent first (what a build's upload checks).
     let err = s3
@@ -146,7 +151,8 @@ async fn the_artifact_bucket_exists_at_start_and_objects_round_trip() {
         .filter(|k| !seeded.iter().any(|s| s == k))
         .collect();
     assert_eq!(keys, ["rayito/images/rayd-0123456789ab.zip", KEY]);
-    assert_eq!(listed.key_count(), Some(3));
+    // The two put here and the two seeded.
+    assert_eq!(listed.key_count(), Some(4));
 
     s3.delete_object()
         .bucket(&bucket)

@@ -637,8 +637,9 @@ async fn pending_that_never_settles_times_out_within_its_bound() {
 
 // ---- the real agent, on the local backend ----
 
-/// Our agent implements the secret gateway (agent/tests/agent_gateway.rs)
-/// and EFS volumes (agent/tests/agent_efs_volumes.rs, tests/sdk/volumes.rs):
+/// Our agent implements the secret gateway (agent/tests/agent_gateway.rs),
+/// S3 mounts (agent/tests/agent_s3_mounts.rs, tests/sdk/mounts.rs) and EFS
+/// volumes (agent/tests/agent_efs_volumes.rs, tests/sdk/volumes.rs):
 /// Configure answers each other section UNSUPPORTED (mapped to
 /// `Unimplemented` naming it), ConfigureStatus shows nothing applied, and
 /// Health's flags for them are false, so `apply` refuses locally before
@@ -652,10 +653,14 @@ async fn the_local_agent_answers_each_section_unsupported() {
         .await
         .expect("a local sandbox");
     let conn = sandbox.conn();
-    for s in Section::ALL
-        .into_iter()
-        .filter(|s| ![Section::SecretGateway, Section::EfsVolumes].contains(s))
-    {
+    for s in Section::ALL.into_iter().filter(|s| {
+        ![
+            Section::SecretGateway,
+            Section::S3Mounts,
+            Section::EfsVolumes,
+        ]
+        .contains(s)
+    }) {
         let response = conn
             .configure(request_for(s), Duration::from_secs(30))
             .await
