@@ -144,6 +144,10 @@ pub(super) struct Reader {
     last_end: u64,
 }
 
+/// The most one FUSE read asks for that a buffer is made for (FUSE's own
+/// ceiling for a request; the kernel asks for at most 1 MiB here).
+const MAX_READ: u64 = 16 * 1024 * 1024;
+
 impl Reader {
     pub(super) fn new(client: Client, key: String, size: u64, etag: Option<String>) -> Self {
         Self {
@@ -170,8 +174,10 @@ impl Reader {
         if offset >= self.size || size == 0 {
             return Ok(Vec::new());
         }
-        let len = u64::from(size).min(self.size - offset);
-        let mut out = Vec::with_capacity(len as usize);
+        // The kernel's size is bounded by the mount's max_read, the
+        // object's by S3's answer: neither sizes a buffer unchecked.
+        let len = u64::from(size).min(self.size - offset).min(MAX_READ);
+        let mut out = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
         let reusable = self
             .stream
             .as_ref()
