@@ -41,6 +41,21 @@ async fn until_terminated(emu: &Emulator, id: &str) {
     }
 }
 
+/// Waits (bounded) until the MicroVM is RUNNING, failing at once if it
+/// ends instead.
+async fn until_running(emu: &Emulator, id: &str) {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        match emu.state(id) {
+            Some(MicrovmState::Running) => return,
+            Some(MicrovmState::Pending) => {}
+            other => panic!("a kept sandbox must not end: {other:?}"),
+        }
+        assert!(Instant::now() < until, "still PENDING");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Runs `create` on `make(keep)` twice, without and with keep on failure
 /// (`setup` arms the fault before each): returns each error with its
 /// MicroVM, after checking the first was terminated and the second is
@@ -77,7 +92,11 @@ async fn both_ways(
     emu.faults().clear();
     let id = new_microvm(emu, &before);
     assert_eq!(emu.calls(Operation::TerminateMicrovm), terminations);
-    assert_eq!(emu.state(&id), Some(MicrovmState::Running));
+    // A failure before readiness (the proxy token is minted right after
+    // RunMicrovm) can come while the MicroVM is still PENDING: kept means
+    // it goes on to RUNNING, never that it is already there.
+    until_running(emu, &id).await;
+    assert_eq!(emu.calls(Operation::TerminateMicrovm), terminations);
     assert_eq!(kept.meta().kept_sandbox_id(), Some(id.as_str()));
     assert_eq!(kept.kind(), terminated.kind(), "{kept:?} / {terminated:?}");
     // The wire form keeps the id.
