@@ -13,8 +13,12 @@
 //! `Unimplemented` naming the section; INVALID and FAILED are a `Sandbox`
 //! error `<section>: <error_class>`. See docs/configure.md.
 
+mod plan;
 #[cfg(test)]
 mod tests;
+
+#[allow(unused_imports)] // AfterApply: the gateways (h-cfg moves them onto plans)
+pub(crate) use plan::{AfterApply, SectionPlan, apply_plans};
 
 use std::time::Duration;
 
@@ -253,7 +257,7 @@ pub(crate) trait Outcomes: Sync {
 
 /// The generic contract's errors.
 #[derive(Debug)]
-struct Generic;
+pub(crate) struct Generic;
 
 impl Outcomes for Generic {}
 

@@ -594,6 +594,7 @@ impl SandboxBuilder {
                     let parts = self.parts.clone();
                     let keep = self.options.keep_on_failure;
                     let mut sandbox = self.create_observed(None).await?;
+                    sandbox = super::steps::configure_all(&steps, sandbox, keep).await?;
                     for step in &steps {
                         sandbox = step.after_create(&parts, keep, sandbox).await?;
                     }

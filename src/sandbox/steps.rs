@@ -60,7 +60,6 @@ pub(crate) struct NewVm<'a> {
 ///
 /// # Errors
 /// `outcome`'s.
-#[cfg_attr(not(any(feature = "secrets", feature = "efs")), allow(dead_code))]
 pub(crate) async fn kept_or_killed(
     sandbox: Sandbox,
     keep: bool,
@@ -127,6 +126,20 @@ pub(crate) trait Step: Sync {
     /// Adds the state that needs the sandbox id to the handle's parts.
     fn bind(&self, _builder: &SandboxBuilder, _sandbox_id: &str, _handle: &mut Parts) {}
 
+    /// This feature's section of the one Configure `create` (and a
+    /// pool's take) sends once the sandbox is ready and its network gated,
+    /// before any [`Self::after_create`] (so before persistence's
+    /// automatic restore): `None` when the feature has nothing to
+    /// configure. The core applies every plan together
+    /// ([`crate::configure::apply_plans`]) and terminates the sandbox on
+    /// failure unless kept.
+    fn configure_section<'a>(
+        &'a self,
+        _sandbox: &'a Sandbox,
+    ) -> StepFuture<'a, Option<crate::configure::SectionPlan>> {
+        Box::pin(async { Ok(None) })
+    }
+
     /// After `create` made a ready handle (its span still open); `keep`:
     /// the builder keeps the sandbox when this step fails
     /// (`keep_on_failure`).
@@ -166,4 +179,26 @@ pub(crate) trait Step: Sync {
     fn preflight<'a>(&'a self, _builder: &'a SandboxBuilder) -> StepFuture<'a, ()> {
         done()
     }
+}
+
+/// Sends every step's Configure section of a new `sandbox` in one call
+/// (none: no call): the sandbox when it succeeds, else the error with the
+/// sandbox terminated or kept (`keep`).
+///
+/// # Errors
+/// The first section's refusal or failure, as [`crate::configure::apply_plans`].
+pub(crate) async fn configure_all(
+    steps: &[&'static dyn Step],
+    sandbox: Sandbox,
+    keep: bool,
+) -> Result<Sandbox, SandboxError> {
+    let mut plans = Vec::new();
+    for step in steps {
+        match step.configure_section(&sandbox).await {
+            Ok(plan) => plans.extend(plan),
+            Err(err) => return kept_or_killed(sandbox, keep, Err(err)).await,
+        }
+    }
+    let outcome = crate::configure::apply_plans(&sandbox, plans).await;
+    kept_or_killed(sandbox, keep, outcome).await
 }
