@@ -135,6 +135,17 @@ pub struct AgentConfig {
     /// without the feature, as one built before it: Health's
     /// `features.s3_mounts` false and the section answered UNSUPPORTED.
     pub s3_mounts: bool,
+    /// Serve the lifecycle events section (default `true`). `false` makes
+    /// an agent without the feature: Health's `features.lifecycle_events`
+    /// false and the section answered UNSUPPORTED.
+    pub lifecycle_events: bool,
+    /// Where signed event lines go (default `None`: stdout, the MicroVM's
+    /// console). The emulator sets its own (see [`crate::event_lines`]).
+    pub event_lines: Option<crate::event_lines::EventLines>,
+    /// Serve the telemetry export section (default `true`). `false` makes
+    /// an agent without the feature: Health's `features.telemetry_export`
+    /// false and the section answered UNSUPPORTED.
+    pub telemetry_export: bool,
 }
 
 /// The metrics history's default sampling interval (5 s).
@@ -171,6 +182,9 @@ impl Default for AgentConfig {
             local_volumes: None,
             efs_volumes: true,
             s3_mounts: true,
+            lifecycle_events: true,
+            event_lines: None,
+            telemetry_export: true,
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod code;
 mod configure;
 mod efs_volumes;
 mod egress;
+pub mod event_lines;
 mod filesystem;
 mod gate;
 pub mod gateway;

@@ -122,7 +122,11 @@ mod tests {
             generation += u64::from(kind == Resumed);
             state = admit(Some(&state), &ev(kind, generation), 1_000).unwrap();
         }
-        let next = if BURST.is_multiple_of(2) { Paused } else { Resumed };
+        let next = if BURST.is_multiple_of(2) {
+            Paused
+        } else {
+            Resumed
+        };
         let g = generation + u64::from(next == Resumed);
         assert_eq!(
             admit(Some(&state), &ev(next, g), 1_000),
