@@ -17,8 +17,7 @@ mod plan;
 #[cfg(test)]
 mod tests;
 
-#[allow(unused_imports)] // AfterApply: the gateways (h-cfg moves them onto plans)
-pub(crate) use plan::{AfterApply, SectionPlan, apply_plans};
+pub(crate) use plan::{SectionPlan, apply_plans};
 
 use std::time::Duration;
 
@@ -166,6 +165,25 @@ fn worst(items: impl Iterator<Item = Progress>) -> Progress {
         }
     }
     out
+}
+
+/// The first of `paths` (a section's mount paths, in the order asked)
+/// still waiting, each read by `settled` (`Ok(false)`: not reported yet or
+/// not settled); the first failure fails the whole.
+///
+/// # Errors
+/// The first `settled` error.
+pub(crate) fn first_waiting(
+    paths: &[String],
+    settled: impl Fn(&str) -> Result<bool, SandboxError>,
+) -> Result<Option<String>, SandboxError> {
+    let mut waiting = None;
+    for path in paths {
+        if !settled(path)? {
+            waiting.get_or_insert_with(|| path.clone());
+        }
+    }
+    Ok(waiting)
 }
 
 /// The sections `request` sets, in field order.
@@ -362,8 +380,7 @@ impl Default for ApplyOptions {
 /// in ConfigureStatus is the `Sandbox` error of FAILED; one that has not
 /// settled within `options.pending_timeout` is `Timeout { StateWait }`;
 /// RPC failures as the transport maps them.
-// Used by the gateways (feature `secrets`) and the sections to come.
-#[cfg_attr(not(any(test, feature = "secrets")), allow(dead_code))]
+#[cfg(test)]
 pub(crate) async fn apply(
     conn: &AgentConn,
     request: pb::ConfigureRequest,
@@ -376,7 +393,6 @@ pub(crate) async fn apply(
 ///
 /// # Errors
 /// As [`apply`], built by `outcomes`.
-#[cfg_attr(not(any(test, feature = "secrets", feature = "efs")), allow(dead_code))]
 pub(crate) async fn apply_with(
     conn: &AgentConn,
     mut request: pb::ConfigureRequest,
@@ -402,7 +418,6 @@ pub(crate) async fn apply_with(
 ///
 /// # Errors
 /// RPC failures as the transport maps them.
-#[cfg_attr(not(any(feature = "secrets", feature = "efs")), allow(dead_code))]
 pub(crate) async fn read_status(
     conn: &AgentConn,
 ) -> Result<pb::ConfigureStatusResponse, SandboxError> {

@@ -122,16 +122,6 @@ pub(crate) fn check_all(mount_paths: &[&str], volume_paths: &[&str]) -> Result<(
     Ok(())
 }
 
-/// Puts `value` at `path` in `list`, a map in the order given: the same
-/// path again replaces its value, in its place (the builders' `mount` and
-/// `volume`).
-pub(crate) fn put<T>(list: &mut Vec<(String, T)>, path: String, value: T) {
-    match list.iter_mut().find(|(p, _)| *p == path) {
-        Some(slot) => slot.1 = value,
-        None => list.push((path, value)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,14 +293,5 @@ mod tests {
         assert_eq!(refusal(check_all(&["/mnt/a"], &["/mnt/a/"])).0, "volumes");
         assert!(!overlaps("/mnt/a", "/mnt/ab"));
         assert!(overlaps("/mnt/a", "/mnt/a"));
-    }
-
-    #[test]
-    fn put_replaces_in_place() {
-        let mut list = Vec::new();
-        put(&mut list, "/mnt/a".to_owned(), 1);
-        put(&mut list, "/mnt/b".to_owned(), 2);
-        put(&mut list, "/mnt/a".to_owned(), 3);
-        assert_eq!(list, [("/mnt/a".to_owned(), 3), ("/mnt/b".to_owned(), 2)]);
     }
 }

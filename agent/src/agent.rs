@@ -380,7 +380,8 @@ impl Agent {
                 shared.gateways.clone(),
                 shared.s3_mounts.clone(),
                 shared.volumes.clone(),
-            ),
+            )
+            .counting(shared.configure_calls.clone()),
         ))
         .add_service(pb::network_service_server::NetworkServiceServer::new(
             crate::egress::NetworkServiceImpl {
@@ -473,6 +474,12 @@ impl Agent {
         for task in self.tasks.iter().chain(&self.deadline_timer) {
             task.abort();
         }
+    }
+
+    /// How many Configure calls this agent answered, whatever their
+    /// sections (a test checks that a `create` sends one).
+    pub fn configure_calls(&self) -> u64 {
+        self.shared.configure_calls.load(Ordering::Relaxed)
     }
 
     /// Stops the server of every S3 mount as if it had crashed, leaving the

@@ -25,6 +25,8 @@ pub(crate) struct ConfigureServiceImpl {
     pub(crate) s3_mounts: Arc<S3Mounts>,
     /// Bumped by every apply that changed something.
     pub(crate) generation: AtomicU64,
+    /// Bumped by every Configure call (`Agent::configure_calls`).
+    calls: Arc<AtomicU64>,
 }
 
 impl ConfigureServiceImpl {
@@ -38,7 +40,14 @@ impl ConfigureServiceImpl {
             s3_mounts,
             volumes,
             generation: AtomicU64::new(0),
+            calls: Arc::default(),
         }
+    }
+
+    /// Counts every Configure call in `calls`.
+    pub(crate) fn counting(mut self, calls: Arc<AtomicU64>) -> Self {
+        self.calls = calls;
+        self
     }
 }
 
@@ -75,6 +84,7 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
         &self,
         request: Request<pb::ConfigureRequest>,
     ) -> Result<Response<pb::ConfigureResponse>, Status> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
         let mut request = request.into_inner();
         let mut results = unsupported(&request);
         if let Some(section) = request.s3_mounts.take() {

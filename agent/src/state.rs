@@ -53,6 +53,9 @@ pub(crate) struct Shared {
     pub volumes: Arc<crate::efs_volumes::EfsVolumes>,
     /// The S3 mounts (Configure's `s3_mounts` section).
     pub s3_mounts: Arc<crate::s3_mounts::S3Mounts>,
+    /// How many Configure calls the agent answered (whatever their
+    /// sections): what shows that a `create` sends one.
+    pub configure_calls: Arc<AtomicU64>,
 }
 
 /// The `/run` hook's answer body.
@@ -110,6 +113,7 @@ impl Shared {
             gateways,
             volumes,
             s3_mounts,
+            configure_calls: Arc::default(),
         }
     }
 

@@ -605,6 +605,12 @@ impl Emulator {
         vm.with_agent(|_| vm.grpc_addr)
     }
 
+    /// How many Configure calls a MicroVM's agent answered while it runs
+    /// (a test checks that a `create` sends its sections in one).
+    pub fn agent_configure_calls(&self, microvm_id: &str) -> Option<u64> {
+        self.shared.with_agent(microvm_id, |a| a.configure_calls())
+    }
+
     /// Terminates every MicroVM through its `/terminate` hook (waiting at
     /// most a few seconds), then stops everything.
     pub async fn shutdown(self) {

@@ -46,7 +46,7 @@ impl fmt::Debug for SectionPlan {
 
 impl SectionPlan {
     /// A plan with the generic contract's errors and default options.
-    #[allow(dead_code)] // the events and telemetry sections
+    #[cfg_attr(not(feature = "secrets"), allow(dead_code))] // the gateways'
     pub(crate) fn generic(section: Section, request: pb::ConfigureRequest) -> Self {
         Self {
             section,

@@ -2,7 +2,7 @@
 //! gateways (the pool's builder refuses them), so a take applies them to
 //! the sandbox it gives, after checking them before any slot is claimed.
 
-use super::spec::{self, SecretGateway};
+use super::spec::SecretGateway;
 use crate::error::SandboxError;
 use crate::{Pool, Sandbox};
 
@@ -29,7 +29,7 @@ impl Pool {
     ) -> Result<Sandbox, SandboxError> {
         let mut list = Vec::new();
         for (name, gateway) in gateways {
-            spec::put(&mut list, name.into(), gateway);
+            crate::sandbox::named::put(&mut list, name.into(), gateway);
         }
         boxed!(Result<Sandbox, SandboxError>, {
             let builder = self.builder();

@@ -301,11 +301,3 @@ pub(crate) fn check_all(
     }
     Ok(())
 }
-
-/// Adds `gateway` as `name` to `list`, replacing a gateway of that name.
-pub(crate) fn put(list: &mut Vec<(String, SecretGateway)>, name: String, gateway: SecretGateway) {
-    match list.iter_mut().find(|(n, _)| *n == name) {
-        Some(entry) => entry.1 = gateway,
-        None => list.push((name, gateway)),
-    }
-}

@@ -6,21 +6,15 @@
 
 use super::spec::{self, SecretGateway};
 use super::view::{self, HandleGateways};
+use crate::configure::SectionPlan;
 use crate::error::SandboxError;
 use crate::error::messages as m;
 use crate::pb;
+use crate::sandbox::named::{self, ToApply};
 use crate::sandbox::parts::Parts;
 use crate::sandbox::steps::{Launch, Stage, Step, StepFuture};
 use crate::sandbox::{Sandbox, SandboxBuilder};
 use crate::secrets::inject::HandleSecrets;
-
-/// The gateways given to a builder (its part), in the order given.
-#[derive(Clone, Debug, Default)]
-struct BuilderGateways(Vec<(String, SecretGateway)>);
-
-/// The checked gateways a `create` applies once the sandbox is ready.
-#[derive(Clone, Debug)]
-struct ToApply(Vec<(String, SecretGateway)>);
 
 /// The gateway setter of the sandbox builder.
 impl SandboxBuilder {
@@ -42,19 +36,14 @@ impl SandboxBuilder {
     ///
     /// Only with the `secrets` cargo feature.
     pub fn gateway(mut self, name: impl Into<String>, gateway: SecretGateway) -> Self {
-        let name = name.into();
-        self.parts_mut()
-            .update::<BuilderGateways>(|g| spec::put(&mut g.0, name, gateway));
+        named::give(&mut self, name.into(), gateway);
         self
     }
 }
 
 /// The builder's gateways (none: empty).
 fn given(builder: &SandboxBuilder) -> &[(String, SecretGateway)] {
-    builder
-        .parts()
-        .get::<BuilderGateways>()
-        .map_or(&[], |g| g.0.as_slice())
+    named::given(builder)
 }
 
 /// The prefix of the cache that reads the headers' secrets (the builder's
@@ -66,17 +55,6 @@ fn prefix_of(builder: &SandboxBuilder) -> String {
     )
 }
 
-/// Runs the gateways of a `create` once the sandbox is ready: on failure
-/// the sandbox is terminated, or kept (and named on the error).
-async fn apply_on_create(
-    sandbox: Sandbox,
-    gateways: Vec<(String, SecretGateway)>,
-    keep: bool,
-) -> Result<Sandbox, SandboxError> {
-    let outcome = view::apply(&sandbox, gateways).await;
-    crate::sandbox::steps::kept_or_killed(sandbox, keep, outcome).await
-}
-
 /// The gateways' steps.
 pub(crate) struct Steps;
 
@@ -84,19 +62,15 @@ impl Step for Steps {
     fn check_connect(&self, builder: &SandboxBuilder) -> Result<(), SandboxError> {
         // Connecting applies nothing: the sandbox's own gateways are
         // recovered from the agent.
-        if given(builder).is_empty() {
-            Ok(())
-        } else {
-            Err(spec::refuse("gateways", m::GATEWAY_CONNECT, &[]))
-        }
+        named::refuse_any::<SecretGateway>(builder, || {
+            spec::refuse("gateways", m::GATEWAY_CONNECT, &[])
+        })
     }
 
     fn check_pooled(&self, builder: &SandboxBuilder) -> Result<(), SandboxError> {
-        if given(builder).is_empty() {
-            Ok(())
-        } else {
-            Err(spec::refuse("gateways", m::GATEWAY_POOLED, &[]))
-        }
+        named::refuse_any::<SecretGateway>(builder, || {
+            spec::refuse("gateways", m::GATEWAY_POOLED, &[])
+        })
     }
 
     fn prepare(
@@ -109,34 +83,33 @@ impl Step for Steps {
         let gateways = given(builder);
         if stage == Stage::Create && !gateways.is_empty() {
             spec::check_all(gateways, &prefix_of(builder))?;
-            handle.set(ToApply(gateways.to_vec()));
+            handle.set(ToApply::new(gateways.to_vec()));
         }
         Ok(())
     }
 
     fn before_launch<'a>(&'a self, at: Launch<'a>) -> StepFuture<'a, ()> {
         Box::pin(async move {
-            let Some(ToApply(gateways)) = at.handle.get::<ToApply>() else {
+            let Some(to_apply) = at.handle.get::<ToApply<SecretGateway>>() else {
                 return Ok(());
             };
+            let gateways = to_apply.items();
             let cache = match at.handle.get::<HandleSecrets>() {
                 Some(secrets) => secrets.cache(at.client).await?,
                 None => crate::secrets::inject::default_cache(at.client)?,
             };
-            super::section::preflight(gateways, &cache).await
+            super::section::preflight(&gateways, &cache).await
         })
     }
 
-    fn after_create<'a>(
+    fn configure_section<'a>(
         &'a self,
-        _builder: &'a Parts,
-        keep: bool,
-        sandbox: Sandbox,
-    ) -> StepFuture<'a, Sandbox> {
+        sandbox: &'a Sandbox,
+    ) -> StepFuture<'a, Option<SectionPlan>> {
         Box::pin(async move {
-            match sandbox.parts().get::<ToApply>().cloned() {
-                Some(ToApply(gateways)) => apply_on_create(sandbox, gateways, keep).await,
-                None => Ok(sandbox),
+            match sandbox.parts().get::<ToApply<SecretGateway>>() {
+                Some(to_apply) => Ok(Some(view::plan(sandbox, to_apply.items()).await?)),
+                None => Ok(None),
             }
         })
     }
@@ -159,11 +132,13 @@ pub(crate) fn check_for_take(
     spec::check_all(gateways, &prefix_of(builder))
 }
 
-/// Applies `gateways` on a sandbox a pool's take just gave; a failure
-/// terminates it (a pool's sandboxes are never kept on failure).
+/// Applies `gateways` on a sandbox a pool's take just gave (its one
+/// Configure); a failure terminates it (a pool's sandboxes are never kept
+/// on failure).
 pub(crate) async fn apply_on_take(
     sandbox: Sandbox,
     gateways: Vec<(String, SecretGateway)>,
 ) -> Result<Sandbox, SandboxError> {
-    apply_on_create(sandbox, gateways, false).await
+    let plan = view::plan(&sandbox, gateways).await.map(|plan| vec![plan]);
+    crate::sandbox::steps::configure_planned(sandbox, false, plan).await
 }

@@ -279,8 +279,8 @@ fn the_same_header_or_gateway_name_again_replaces_it() {
     let g = good().header("authorization", "other");
     assert_eq!(g.header_names(), ["authorization"]);
     let mut list = Vec::new();
-    super::spec::put(&mut list, "a".to_owned(), good());
-    super::spec::put(&mut list, "a".to_owned(), good().rate_per_minute(5));
+    crate::sandbox::named::put(&mut list, "a".to_owned(), good());
+    crate::sandbox::named::put(&mut list, "a".to_owned(), good().rate_per_minute(5));
     assert_eq!(list.len(), 1);
     assert_eq!(list[0].1.rate(), 5);
 }

@@ -8,6 +8,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::spec::SecretGateway;
+use crate::configure::{Section, SectionPlan};
 use crate::error::SandboxError;
 use crate::pb;
 use crate::sandbox::Sandbox;
@@ -125,6 +126,27 @@ pub(crate) async fn cache_of(sandbox: &Sandbox) -> Result<SecretCache, SandboxEr
     }
 }
 
+/// The `secret_gateway` part of a Configure for `gateways` on `sandbox`:
+/// every header read through the handle's secret cache now; once applied,
+/// the ports read from the one ConfigureStatus after it are recorded on
+/// the handle with the gateways.
+///
+/// # Errors
+/// The secret reads' errors.
+pub(crate) async fn plan(
+    sandbox: &Sandbox,
+    gateways: Vec<(String, SecretGateway)>,
+) -> Result<SectionPlan, SandboxError> {
+    let cache = cache_of(sandbox).await?;
+    let request = super::section::request(&gateways, &cache).await?;
+    let mut plan = SectionPlan::generic(Section::SecretGateway, request);
+    plan.after = Some(Box::new(move |sandbox, status| {
+        part(sandbox).set_applied(gateways, super::section::statuses(status));
+        Ok(())
+    }));
+    Ok(plan)
+}
+
 /// Applies `gateways` on `sandbox` (one Configure with the section, the
 /// feature gate before it), then reads the ports (one ConfigureStatus) and
 /// records both on the handle.
@@ -133,17 +155,12 @@ pub(crate) async fn cache_of(sandbox: &Sandbox) -> Result<SecretCache, SandboxEr
 /// The secret reads' errors; `Unimplemented { feature: "secret_gateway" }`
 /// when the agent lacks the feature; `Sandbox` `secret_gateway: <class>`
 /// when it refuses (INVALID) or fails (FAILED) the section; RPC failures.
-pub(crate) async fn apply(
+async fn apply(
     sandbox: &Sandbox,
     gateways: Vec<(String, SecretGateway)>,
 ) -> Result<(), SandboxError> {
-    let cache = cache_of(sandbox).await?;
-    let request = super::section::request(&gateways, &cache).await?;
-    crate::configure::apply(sandbox.conn(), request, Default::default()).await?;
-    let status = crate::configure::read_status(sandbox.conn()).await?;
-    let statuses = super::section::statuses(&status);
-    part(sandbox).set_applied(gateways, statuses);
-    Ok(())
+    let plan = plan(sandbox, gateways).await?;
+    crate::configure::apply_plans(sandbox, vec![plan]).await
 }
 
 /// The handle's gateway part (a handle made without one gets an empty one

@@ -11,13 +11,12 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use super::spec::{DOC, S3Mount};
-use crate::configure::{ApplyOptions, Outcomes, Section};
+use crate::configure::{ApplyOptions, Outcomes, Section, SectionPlan, first_waiting};
 use crate::error::map::configure::{NotAvailable, error_class};
 use crate::error::messages::{self as m, Template};
 use crate::error::{MountCode, SandboxError};
 use crate::mount_path::MOUNTS;
 use crate::pb;
-use crate::transport::AgentConn;
 
 /// How long `create` waits for every mount to settle.
 pub(crate) const SETTLE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -113,23 +112,23 @@ pub(crate) fn not_available(why: NotAvailable) -> SandboxError {
 /// every path asked is MOUNTED; the first FAILED one fails; a path not
 /// reported, or in a phase this SDK does not know, is pending.
 #[derive(Debug)]
-pub(crate) struct MountOutcomes<'a> {
-    paths: Vec<&'a str>,
+pub(crate) struct MountOutcomes {
+    paths: Vec<String>,
     /// The first path still pending at the latest poll (the one a timeout
     /// names).
-    waiting: Mutex<Option<&'a str>>,
+    waiting: Mutex<Option<String>>,
 }
 
-impl<'a> MountOutcomes<'a> {
-    pub(crate) fn new(mounts: &'a [(String, S3Mount)]) -> Self {
+impl MountOutcomes {
+    pub(crate) fn new(mounts: &[(String, S3Mount)]) -> Self {
         Self {
-            paths: mounts.iter().map(|(p, _)| p.as_str()).collect(),
+            paths: mounts.iter().map(|(p, _)| p.clone()).collect(),
             waiting: Mutex::new(None),
         }
     }
 }
 
-impl Outcomes for MountOutcomes<'_> {
+impl Outcomes for MountOutcomes {
     fn not_available(&self, _section: Section, why: NotAvailable) -> SandboxError {
         not_available(why)
     }
@@ -151,45 +150,45 @@ impl Outcomes for MountOutcomes<'_> {
             .s3_mounts
             .as_ref()
             .map_or(&[][..], |s| s.mounts.as_slice());
-        let mut waiting = None;
-        for path in &self.paths {
-            match reported.iter().find(|s| s.mount_path == *path) {
+        let waiting = first_waiting(&self.paths, |path| {
+            match reported.iter().find(|s| s.mount_path == path) {
                 Some(s) if s.phase() == pb::S3MountPhase::Failed => {
-                    return Err(failed_at(path, &s.error_class));
+                    Err(failed_at(path, &s.error_class))
                 }
-                Some(s) if s.phase() == pb::S3MountPhase::Mounted => {}
-                _ => {
-                    waiting.get_or_insert(*path);
-                }
+                Some(s) => Ok(s.phase() == pb::S3MountPhase::Mounted),
+                None => Ok(false),
             }
-        }
+        })?;
+        let settled = waiting.is_none();
         *self.waiting.lock().unwrap_or_else(PoisonError::into_inner) = waiting;
-        Ok(waiting.is_none())
+        Ok(settled)
     }
 
     fn unsettled(&self, _section: Section, limit: Duration) -> SandboxError {
-        let waiting = *self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        let waiting = self
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         // No poll yet (a zero bound): every path is still waiting.
-        let path = waiting.or(self.paths.first().copied()).unwrap_or_default();
-        unsettled_at(path, limit)
+        let path = waiting
+            .or_else(|| self.paths.first().cloned())
+            .unwrap_or_default();
+        unsettled_at(&path, limit)
     }
 }
 
-/// Applies `mounts` on the sandbox behind `conn`: the gate, one Configure
-/// with the section, the wait for a PENDING answer ([`SETTLE_TIMEOUT`]).
-///
-/// # Errors
-/// `Unimplemented { feature: "mounts" }` when the agent cannot mount S3;
-/// `Mount { code }` when it refuses or fails the section or a mount, or one
-/// has not mounted within 15 s; RPC failures.
-pub(crate) async fn apply(
-    conn: &AgentConn,
-    mounts: &[(String, S3Mount)],
-) -> Result<(), SandboxError> {
-    let outcomes = MountOutcomes::new(mounts);
-    let options = ApplyOptions {
-        pending_timeout: SETTLE_TIMEOUT,
-        ..ApplyOptions::default()
-    };
-    crate::configure::apply_with(conn, request(mounts), options, &outcomes).await
+/// The `s3_mounts` part of the one Configure for `mounts`: their outcomes,
+/// and the wait for a PENDING answer ([`SETTLE_TIMEOUT`]).
+pub(crate) fn plan(mounts: &[(String, S3Mount)]) -> SectionPlan {
+    SectionPlan {
+        section: Section::S3Mounts,
+        request: request(mounts),
+        options: ApplyOptions {
+            pending_timeout: SETTLE_TIMEOUT,
+            ..ApplyOptions::default()
+        },
+        outcomes: Box::new(MountOutcomes::new(mounts)),
+        after: None,
+    }
 }

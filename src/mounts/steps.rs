@@ -3,54 +3,22 @@
 //! sandbox is ready (before persistence's automatic restore), and the
 //! recovery on `connect`.
 
-use std::fmt;
-
 use super::section;
 use super::spec::{self, DOC, S3Mount};
 use super::view::HandleMounts;
+use crate::configure::SectionPlan;
 use crate::error::SandboxError;
 use crate::error::messages as m;
 use crate::mount_path::{self, MOUNTS};
 use crate::pb;
 use crate::sandbox::image_variant::official_variant;
+use crate::sandbox::named::{self, ToApply};
 use crate::sandbox::parts::Parts;
 use crate::sandbox::steps::{Stage, Step, StepFuture};
 use crate::sandbox::{Sandbox, SandboxBuilder};
 
 /// The official image variants whose agent can mount S3.
 const CAPS_VARIANTS: [&str; 2] = ["base-caps", "base-caps-efs"];
-
-/// The mounts given to a builder (its part), by mount path, in the order
-/// given.
-#[derive(Clone, Default)]
-struct BuilderMounts(Vec<(String, S3Mount)>);
-
-/// The checked mounts a `create` applies once the sandbox is ready.
-#[derive(Clone)]
-struct ToApply(Vec<(String, S3Mount)>);
-
-/// The mount paths only: buckets and prefixes stay out of logs, as out of
-/// messages.
-fn paths_debug(
-    f: &mut fmt::Formatter<'_>,
-    name: &str,
-    mounts: &[(String, S3Mount)],
-) -> fmt::Result {
-    let paths: Vec<&str> = mounts.iter().map(|(p, _)| p.as_str()).collect();
-    f.debug_tuple(name).field(&paths).finish()
-}
-
-impl fmt::Debug for BuilderMounts {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        paths_debug(f, "BuilderMounts", &self.0)
-    }
-}
-
-impl fmt::Debug for ToApply {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        paths_debug(f, "ToApply", &self.0)
-    }
-}
 
 /// The S3 mount setter of the sandbox builder.
 impl SandboxBuilder {
@@ -73,19 +41,14 @@ impl SandboxBuilder {
     /// role is what reads and writes the bucket. A pool's builder refuses
     /// mounts.
     pub fn mount(mut self, path: impl Into<String>, mount: S3Mount) -> Self {
-        let path = path.into();
-        self.parts_mut()
-            .update::<BuilderMounts>(|b| mount_path::put(&mut b.0, path, mount));
+        named::give(&mut self, path.into(), mount);
         self
     }
 }
 
 /// The builder's mounts (none: empty).
 fn given(builder: &SandboxBuilder) -> &[(String, S3Mount)] {
-    builder
-        .parts()
-        .get::<BuilderMounts>()
-        .map_or(&[], |b| b.0.as_slice())
+    named::given(builder)
 }
 
 /// The builder's S3 mount paths, for the EFS volumes' half of the shared
@@ -123,23 +86,6 @@ pub(crate) fn check_all(
     check_variant(builder.image_name()?.as_deref())
 }
 
-/// Mounts `mounts` on a sandbox `create` just made ready: on failure the
-/// sandbox is terminated, or kept (and named on the error).
-async fn apply_on_create(
-    sandbox: Sandbox,
-    mounts: Vec<(String, S3Mount)>,
-    keep: bool,
-) -> Result<Sandbox, SandboxError> {
-    match section::apply(sandbox.conn(), &mounts).await {
-        Ok(()) => Ok(sandbox),
-        Err(err) if keep => Err(err.kept_on_failure(sandbox.id())),
-        Err(err) => {
-            let _ = sandbox.kill().await;
-            Err(err)
-        }
-    }
-}
-
 /// The S3 mounts' steps.
 pub(crate) struct Steps;
 
@@ -147,19 +93,11 @@ impl Step for Steps {
     fn check_connect(&self, builder: &SandboxBuilder) -> Result<(), SandboxError> {
         // Connecting mounts nothing: the sandbox's own mounts are read
         // from its agent.
-        if given(builder).is_empty() {
-            Ok(())
-        } else {
-            Err(spec::refuse(m::MOUNT_CONNECT, &[]))
-        }
+        named::refuse_any::<S3Mount>(builder, || spec::refuse(m::MOUNT_CONNECT, &[]))
     }
 
     fn check_pooled(&self, builder: &SandboxBuilder) -> Result<(), SandboxError> {
-        if given(builder).is_empty() {
-            Ok(())
-        } else {
-            Err(spec::refuse(m::MOUNT_POOLED, &[]))
-        }
+        named::refuse_any::<S3Mount>(builder, || spec::refuse(m::MOUNT_POOLED, &[]))
     }
 
     fn prepare(
@@ -173,23 +111,20 @@ impl Step for Steps {
         if stage == Stage::Create && !mounts.is_empty() {
             check_all(builder, mounts)?;
             handle.set(HandleMounts::mounted());
-            handle.set(ToApply(mounts.to_vec()));
+            handle.set(ToApply::new(mounts.to_vec()));
         }
         Ok(())
     }
 
-    fn after_create<'a>(
+    fn configure_section<'a>(
         &'a self,
-        _builder: &'a Parts,
-        keep: bool,
-        sandbox: Sandbox,
-    ) -> StepFuture<'a, Sandbox> {
-        Box::pin(async move {
-            match sandbox.parts().get::<ToApply>().cloned() {
-                Some(ToApply(mounts)) => apply_on_create(sandbox, mounts, keep).await,
-                None => Ok(sandbox),
-            }
-        })
+        sandbox: &'a Sandbox,
+    ) -> StepFuture<'a, Option<SectionPlan>> {
+        let plan = sandbox
+            .parts()
+            .get::<ToApply<S3Mount>>()
+            .map(|to_apply| section::plan(&to_apply.items()));
+        Box::pin(async move { Ok(plan) })
     }
 
     fn after_connect<'a>(

@@ -14,6 +14,7 @@ pub(crate) mod list;
 mod list_token;
 mod logging;
 mod metrics;
+pub(crate) mod named;
 mod network;
 mod options;
 pub(crate) mod parts;

@@ -10,6 +10,7 @@ use std::time::SystemTime;
 
 use super::parts::Parts;
 use super::{Sandbox, SandboxBuilder};
+use crate::configure::SectionPlan;
 use crate::error::SandboxError;
 use crate::sandbox::client::Client;
 
@@ -136,7 +137,7 @@ pub(crate) trait Step: Sync {
     fn configure_section<'a>(
         &'a self,
         _sandbox: &'a Sandbox,
-    ) -> StepFuture<'a, Option<crate::configure::SectionPlan>> {
+    ) -> StepFuture<'a, Option<SectionPlan>> {
         Box::pin(async { Ok(None) })
     }
 
@@ -186,19 +187,45 @@ pub(crate) trait Step: Sync {
 /// sandbox terminated or kept (`keep`).
 ///
 /// # Errors
-/// The first section's refusal or failure, as [`crate::configure::apply_plans`].
+/// A step's failure to make its plan; the first section's refusal or
+/// failure, as [`crate::configure::apply_plans`].
 pub(crate) async fn configure_all(
     steps: &[&'static dyn Step],
     sandbox: Sandbox,
     keep: bool,
 ) -> Result<Sandbox, SandboxError> {
+    let plans = plans_of(steps, &sandbox).await;
+    configure_planned(sandbox, keep, plans).await
+}
+
+/// Every step's plan for `sandbox`, in the steps' order.
+async fn plans_of(
+    steps: &[&'static dyn Step],
+    sandbox: &Sandbox,
+) -> Result<Vec<SectionPlan>, SandboxError> {
     let mut plans = Vec::new();
     for step in steps {
-        match step.configure_section(&sandbox).await {
-            Ok(plan) => plans.extend(plan),
-            Err(err) => return kept_or_killed(sandbox, keep, Err(err)).await,
-        }
+        plans.extend(step.configure_section(sandbox).await?);
     }
-    let outcome = crate::configure::apply_plans(&sandbox, plans).await;
+    Ok(plans)
+}
+
+/// Sends `plans` in one Configure on a new `sandbox` (a `create`'s, or
+/// the one a pool's take gives with gateways): the sandbox when it
+/// succeeds, else the error (making the plans' included) with the sandbox
+/// terminated or kept (`keep`).
+///
+/// # Errors
+/// `plans`' error; the first section's refusal or failure, as
+/// [`crate::configure::apply_plans`].
+pub(crate) async fn configure_planned(
+    sandbox: Sandbox,
+    keep: bool,
+    plans: Result<Vec<SectionPlan>, SandboxError>,
+) -> Result<Sandbox, SandboxError> {
+    let outcome = match plans {
+        Ok(plans) => crate::configure::apply_plans(&sandbox, plans).await,
+        Err(err) => Err(err),
+    };
     kept_or_killed(sandbox, keep, outcome).await
 }

@@ -9,13 +9,12 @@
 use std::time::Duration;
 
 use super::spec::{ARGUMENT, DOC, EfsVolume};
-use crate::configure::{ApplyOptions, Outcomes, Section};
+use crate::configure::{ApplyOptions, Outcomes, Section, SectionPlan, first_waiting};
 use crate::error::SandboxError;
 use crate::error::VolumeMountCode;
 use crate::error::map::configure::{NotAvailable, error_class};
 use crate::error::messages as m;
 use crate::pb;
-use crate::transport::AgentConn;
 
 /// The deadline of the Configure call with volumes, and of the wait for
 /// them to settle: the agent's worst case with 4 volumes (15 s each) plus
@@ -84,11 +83,11 @@ pub(crate) fn failed_at(path: &str, class: &str) -> SandboxError {
 /// when every path asked is MOUNTED (the reference's reading: DEGRADED or
 /// UNMOUNTED right after a mount is not usable).
 #[derive(Debug)]
-pub(crate) struct VolumeOutcomes<'a> {
-    pub(crate) paths: Vec<&'a str>,
+pub(crate) struct VolumeOutcomes {
+    pub(crate) paths: Vec<String>,
 }
 
-impl Outcomes for VolumeOutcomes<'_> {
+impl Outcomes for VolumeOutcomes {
     fn not_available(&self, _section: Section, why: NotAvailable) -> SandboxError {
         match why {
             // An agent older than Configure: the generic reason says so.
@@ -114,17 +113,16 @@ impl Outcomes for VolumeOutcomes<'_> {
             .efs_volumes
             .as_ref()
             .map_or(&[][..], |s| s.volumes.as_slice());
-        let mut settled = true;
-        for path in &self.paths {
-            match reported.iter().find(|v| v.mount_path == *path) {
+        let waiting = first_waiting(&self.paths, |path| {
+            match reported.iter().find(|v| v.mount_path == path) {
                 Some(v) if v.state() == pb::EfsVolumeState::Failed => {
-                    return Err(failed_at(path, &v.last_error_class));
+                    Err(failed_at(path, &v.last_error_class))
                 }
-                Some(v) if v.state() == pb::EfsVolumeState::Mounted => {}
-                _ => settled = false,
+                Some(v) => Ok(v.state() == pb::EfsVolumeState::Mounted),
+                None => Ok(false),
             }
-        }
-        Ok(settled)
+        })?;
+        Ok(waiting.is_none())
     }
 
     fn unsettled(&self, _section: Section, limit: Duration) -> SandboxError {
@@ -134,23 +132,20 @@ impl Outcomes for VolumeOutcomes<'_> {
     }
 }
 
-/// Applies `volumes` on the sandbox behind `conn`: the gate, one Configure
-/// with the section (65 s), the wait for a PENDING answer (65 s).
-///
-/// # Errors
-/// `Unimplemented { feature: "volumes" }` when the agent cannot mount EFS;
-/// `VolumeMount { code }` when it refuses or fails the section or a
-/// volume, or one has not mounted within 65 s; RPC failures.
-pub(crate) async fn apply(
-    conn: &AgentConn,
-    volumes: &[(String, EfsVolume)],
-) -> Result<(), SandboxError> {
-    let outcomes = VolumeOutcomes {
-        paths: volumes.iter().map(|(p, _)| p.as_str()).collect(),
-    };
-    let options = ApplyOptions {
-        pending_timeout: APPLY_TIMEOUT,
-        call_timeout: APPLY_TIMEOUT,
-    };
-    crate::configure::apply_with(conn, request(volumes), options, &outcomes).await
+/// The `efs_volumes` part of the one Configure for `volumes`: their
+/// outcomes, the call's deadline and the wait for a PENDING answer (both
+/// [`APPLY_TIMEOUT`]).
+pub(crate) fn plan(volumes: &[(String, EfsVolume)]) -> SectionPlan {
+    SectionPlan {
+        section: Section::EfsVolumes,
+        request: request(volumes),
+        options: ApplyOptions {
+            pending_timeout: APPLY_TIMEOUT,
+            call_timeout: APPLY_TIMEOUT,
+        },
+        outcomes: Box::new(VolumeOutcomes {
+            paths: volumes.iter().map(|(p, _)| p.clone()).collect(),
+        }),
+        after: None,
+    }
 }

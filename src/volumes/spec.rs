@@ -221,15 +221,6 @@ pub(crate) fn check_all(
     Ok(())
 }
 
-/// Puts `volume` at `path` in `list` (the same path again replaces it, in
-/// its place).
-pub(crate) fn put(list: &mut Vec<(String, EfsVolume)>, path: String, volume: EfsVolume) {
-    match list.iter_mut().find(|(p, _)| *p == path) {
-        Some(slot) => slot.1 = volume,
-        None => list.push((path, volume)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

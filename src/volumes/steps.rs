@@ -3,49 +3,17 @@
 //! RunMicrovm, the section applied once the sandbox is ready (before
 //! persistence's automatic restore), and the recovery on `connect`.
 
-use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
-
 use super::spec::{self, EfsVolume};
 use super::view::HandleVolumes;
 use super::{section, targets};
+use crate::configure::SectionPlan;
 use crate::error::SandboxError;
 use crate::error::messages as m;
 use crate::pb;
+use crate::sandbox::named::{self, ToApply};
 use crate::sandbox::parts::Parts;
 use crate::sandbox::steps::{Launch, Stage, Step, StepFuture};
 use crate::sandbox::{Sandbox, SandboxBuilder};
-
-/// The volumes given to a builder (its part), by mount path, in the order
-/// given.
-#[derive(Clone, Debug, Default)]
-struct BuilderVolumes(Vec<(String, EfsVolume)>);
-
-/// The checked volumes a `create` mounts, their mount targets filled in
-/// before the launch (shared: the lookup writes where the apply reads).
-#[derive(Clone, Default)]
-struct ToApply(Arc<Mutex<Vec<(String, EfsVolume)>>>);
-
-impl ToApply {
-    fn volumes(&self) -> Vec<(String, EfsVolume)> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    fn replace(&self, volumes: Vec<(String, EfsVolume)>) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = volumes;
-    }
-}
-
-// The mount paths only: the ids stay out of logs, as out of messages.
-impl fmt::Debug for ToApply {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let paths: Vec<String> = self.volumes().into_iter().map(|(p, _)| p).collect();
-        f.debug_tuple("ToApply").field(&paths).finish()
-    }
-}
 
 /// The volume setter of the sandbox builder.
 impl SandboxBuilder {
@@ -70,19 +38,14 @@ impl SandboxBuilder {
     ///
     /// Only with the `efs` cargo feature.
     pub fn volume(mut self, path: impl Into<String>, volume: EfsVolume) -> Self {
-        let path = path.into();
-        self.parts_mut()
-            .update::<BuilderVolumes>(|v| spec::put(&mut v.0, path, volume));
+        named::give(&mut self, path.into(), volume);
         self
     }
 }
 
 /// The builder's volumes (none: empty).
 fn given(builder: &SandboxBuilder) -> &[(String, EfsVolume)] {
-    builder
-        .parts()
-        .get::<BuilderVolumes>()
-        .map_or(&[], |v| v.0.as_slice())
+    named::given(builder)
 }
 
 /// The builder's volume paths, for the checks of the mount paths that S3
@@ -97,35 +60,16 @@ fn mount_paths(builder: &SandboxBuilder) -> Vec<&str> {
     crate::mounts::mount_paths(builder)
 }
 
-/// Mounts `volumes` on a sandbox `create` just made ready: on failure the
-/// sandbox is terminated, or kept (and named on the error).
-async fn apply_on_create(
-    sandbox: Sandbox,
-    volumes: Vec<(String, EfsVolume)>,
-    keep: bool,
-) -> Result<Sandbox, SandboxError> {
-    let outcome = section::apply(sandbox.conn(), &volumes).await;
-    crate::sandbox::steps::kept_or_killed(sandbox, keep, outcome).await
-}
-
 /// The volumes' steps.
 pub(crate) struct Steps;
 
 impl Step for Steps {
     fn check_connect(&self, builder: &SandboxBuilder) -> Result<(), SandboxError> {
-        if given(builder).is_empty() {
-            Ok(())
-        } else {
-            Err(spec::refuse(m::VOLUME_CONNECT, &[]))
-        }
+        named::refuse_any::<EfsVolume>(builder, || spec::refuse(m::VOLUME_CONNECT, &[]))
     }
 
     fn check_pooled(&self, builder: &SandboxBuilder) -> Result<(), SandboxError> {
-        if given(builder).is_empty() {
-            Ok(())
-        } else {
-            Err(spec::refuse(m::VOLUME_POOLED, &[]))
-        }
+        named::refuse_any::<EfsVolume>(builder, || spec::refuse(m::VOLUME_POOLED, &[]))
     }
 
     fn prepare(
@@ -140,17 +84,17 @@ impl Step for Steps {
         if mounting {
             spec::check_all(builder, volumes, &mount_paths(builder))?;
             handle.set(HandleVolumes::mounted());
-            handle.set(ToApply(Arc::new(Mutex::new(volumes.to_vec()))));
+            handle.set(ToApply::new(volumes.to_vec()));
         }
         Ok(())
     }
 
     fn before_launch<'a>(&'a self, at: Launch<'a>) -> StepFuture<'a, ()> {
         Box::pin(async move {
-            let Some(to_apply) = at.handle.get::<ToApply>() else {
+            let Some(to_apply) = at.handle.get::<ToApply<EfsVolume>>() else {
                 return Ok(());
             };
-            let mut volumes = to_apply.volumes();
+            let mut volumes = to_apply.items();
             if !targets::needed(&volumes) {
                 return Ok(());
             }
@@ -166,18 +110,15 @@ impl Step for Steps {
         })
     }
 
-    fn after_create<'a>(
+    fn configure_section<'a>(
         &'a self,
-        _builder: &'a Parts,
-        keep: bool,
-        sandbox: Sandbox,
-    ) -> StepFuture<'a, Sandbox> {
-        Box::pin(async move {
-            match sandbox.parts().get::<ToApply>().map(ToApply::volumes) {
-                Some(volumes) => apply_on_create(sandbox, volumes, keep).await,
-                None => Ok(sandbox),
-            }
-        })
+        sandbox: &'a Sandbox,
+    ) -> StepFuture<'a, Option<SectionPlan>> {
+        let plan = sandbox
+            .parts()
+            .get::<ToApply<EfsVolume>>()
+            .map(|to_apply| section::plan(&to_apply.items()));
+        Box::pin(async move { Ok(plan) })
     }
 
     fn after_connect<'a>(

@@ -410,7 +410,7 @@ const IMAGE_REASON: &str = "feature volumes is not available: this image has no 
 #[test]
 fn the_agents_answers_map_to_the_volumes_errors() {
     let outcomes = VolumeOutcomes {
-        paths: vec!["/mnt/a", "/mnt/b"],
+        paths: vec!["/mnt/a".to_owned(), "/mnt/b".to_owned()],
     };
     let s = Section::EfsVolumes;
     for why in [NotAvailable::SectionOff, NotAvailable::Unsupported] {
@@ -493,7 +493,7 @@ fn status(volumes: &[(&str, pb::EfsVolumeState, &str)]) -> pb::ConfigureStatusRe
 fn settled_means_every_path_asked_mounted_and_a_failed_one_names_its_path() {
     use pb::EfsVolumeState as S;
     let outcomes = VolumeOutcomes {
-        paths: vec!["/mnt/a", "/mnt/b"],
+        paths: vec!["/mnt/a".to_owned(), "/mnt/b".to_owned()],
     };
     let settled = |st: &pb::ConfigureStatusResponse| outcomes.settled(Section::EfsVolumes, st);
     assert!(!settled(&pb::ConfigureStatusResponse::default()).unwrap());

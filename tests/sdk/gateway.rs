@@ -29,20 +29,20 @@ const NAME: &str = "gateways/canary-name";
 /// An access token the test knows (16 zero bytes, base64url).
 const TOKEN: &str = "AAAAAAAAAAAAAAAAAAAAAA";
 
-fn gateway() -> SecretGateway {
+pub(crate) fn gateway() -> SecretGateway {
     SecretGateway::new("https://api.example.com")
         .header("authorization", NAME)
         .allow("POST", "/v1/chat/completions")
 }
 
-async fn moto() -> Option<MotoServer> {
+pub(crate) async fn moto() -> Option<MotoServer> {
     tokio::task::spawn_blocking(MotoServer::start)
         .await
         .expect("the start task")
 }
 
 /// A cache over `moto`, after storing the secret there.
-async fn cache_with_secret(moto: &MotoServer) -> SecretCache {
+pub(crate) async fn cache_with_secret(moto: &MotoServer) -> SecretCache {
     let config = sdk_support::moto_config::sdk_config(&moto.endpoint_url(), "AKIDGATEWAYS");
     SecretStore::new(SecretStoreOptions::new().sdk_config(config.clone()))
         .expect("a store")

@@ -44,6 +44,7 @@ mod charts;
 mod code_output;
 mod code_surface;
 mod commands;
+mod configure_once;
 mod connectors;
 mod cpu_limit;
 mod doc_refs;

@@ -23,11 +23,11 @@ use sdk_support::skip::{local_builds_unavailable, skip};
 use sdk_support::{aws, builder, emulator};
 
 const ROLE: &str = "arn:aws:iam::123456789012:role/rayito-sandbox";
-const BUCKET: &str = "mounted-data";
+pub(crate) const BUCKET: &str = "mounted-data";
 const OTHER: &str = "not-on-the-list";
 
 /// Whether this host can serve mounts (root: namespaces, /dev/fuse).
-fn supported() -> bool {
+pub(crate) fn supported() -> bool {
     if let Some(reason) = local_builds_unavailable() {
         skip(reason);
         return false;
@@ -41,7 +41,7 @@ fn supported() -> bool {
 
 /// Builds on `emu` an image whose environment allowlists [`BUCKET`] and
 /// returns its ARN.
-async fn allowlisting_image(emu: &Emulator) -> String {
+pub(crate) async fn allowlisting_image(emu: &Emulator) -> String {
     let dir = tempfile::tempdir().unwrap();
     let client = Client::builder()
         .aws(aws(emu).s3_endpoint_url(emu.s3_endpoint_url()))

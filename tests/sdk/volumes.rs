@@ -46,7 +46,7 @@ fn efs_client(emu: &Emulator) -> efs::Client {
 
 /// A file system on `emu` and an access point `name` of it (uid/gid 1000,
 /// root `/rayito-volumes/<name>` made 0750, as `VolumeStore` makes them).
-async fn volume_on(emu: &Emulator, name: &str) -> EfsVolume {
+pub(crate) async fn volume_on(emu: &Emulator, name: &str) -> EfsVolume {
     let c = efs_client(emu);
     let fs = c
         .create_file_system()
@@ -84,7 +84,7 @@ async fn volume_on(emu: &Emulator, name: &str) -> EfsVolume {
 }
 
 /// A builder on `emu` with the egress and role volumes need.
-fn volume_builder(emu: &Emulator) -> SandboxBuilder {
+pub(crate) fn volume_builder(emu: &Emulator) -> SandboxBuilder {
     builder(emu).egress([CONNECTOR]).execution_role_arn(ROLE)
 }
 
