@@ -168,18 +168,26 @@ fn worst(items: impl Iterator<Item = Progress>) -> Progress {
 }
 
 /// The first of `paths` (a section's mount paths, in the order asked)
-/// still waiting, each read by `settled` (`Ok(false)`: not reported yet or
-/// not settled); the first failure fails the whole.
+/// still waiting in `reported` (the section's statuses, each at its
+/// `path_of`): one not reported is waiting, a reported one is read by
+/// `settled` (`Ok(false)`: not settled yet); the first failure fails the
+/// whole.
 ///
 /// # Errors
 /// The first `settled` error.
-pub(crate) fn first_waiting(
+pub(crate) fn first_waiting<R>(
     paths: &[String],
-    settled: impl Fn(&str) -> Result<bool, SandboxError>,
+    reported: &[R],
+    path_of: impl Fn(&R) -> &str,
+    settled: impl Fn(&str, &R) -> Result<bool, SandboxError>,
 ) -> Result<Option<String>, SandboxError> {
     let mut waiting = None;
     for path in paths {
-        if !settled(path)? {
+        let done = match reported.iter().find(|r| path_of(r) == path) {
+            Some(r) => settled(path, r)?,
+            None => false,
+        };
+        if !done {
             waiting.get_or_insert_with(|| path.clone());
         }
     }

@@ -8,12 +8,10 @@
 
 #[path = "example_support/mod.rs"]
 mod example_support;
-use example_support::example_binary;
+use example_support::run_local_example;
 
 #[path = "skip_support/mod.rs"]
 mod skip_support;
-
-use std::process::Command;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_volumes_example_shares_a_volume_that_outlives_its_sandboxes() {
@@ -21,30 +19,14 @@ async fn the_volumes_example_shares_a_volume_that_outlives_its_sandboxes() {
         skip_support::skip("needs root (mount namespaces and idmapped mounts)");
         return;
     }
-    let binary = tokio::task::spawn_blocking(|| example_binary("volumes"))
-        .await
-        .expect("the build task");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(binary)
-            .env_remove("RAYITO_BACKEND")
-            .env("RUST_LOG", "rayito=warn")
-            .output()
-            .expect("the example runs")
-    })
-    .await
-    .expect("the run task");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the example failed:\n{stdout}\n{stderr}"
-    );
-    for line in [
-        "writer: /mnt/notes is mounted",
-        "the reader read: hello from the writer",
-        "a write through the read-only volume: refused (command_exit)",
-        "after both sandboxes: hello from the writer",
-    ] {
-        assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
-    }
+    run_local_example(
+        "volumes",
+        &[
+            "writer: /mnt/notes is mounted",
+            "the reader read: hello from the writer",
+            "a write through the read-only volume: refused (command_exit)",
+            "after both sandboxes: hello from the writer",
+        ],
+    )
+    .await;
 }

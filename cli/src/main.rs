@@ -37,6 +37,7 @@ mod local_upstreams;
 mod logs;
 mod mounts_policy;
 mod network;
+mod path_statuses;
 mod pool;
 mod progress;
 mod prune;

@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 
 use rayito::mounts::{MountStatus, S3Mount};
-use serde_json::{Value, json};
 
+use crate::Format;
 use crate::commands::{Backend, Failure};
-use crate::{Format, output};
+use crate::path_statuses::{self, Row};
 
 /// What `--mount` expects.
 const MOUNT_SYNTAX: &str = "expected PATH=s3://BUCKET[/PREFIX][:ro|:rw[,overwrite][,delete]], e.g. /mnt/data=s3://my-bucket/team7/:rw";
@@ -76,40 +76,19 @@ pub(crate) fn parse_mount_arg(text: &str) -> Result<(String, S3Mount), String> {
     Ok((path.to_owned(), mount))
 }
 
-/// One mount's status as JSON.
-fn status_json(path: &str, status: &MountStatus) -> Value {
-    json!({
-        "path": path,
-        "state": status.state.as_str(),
-        "last_error_class": status.last_error_class,
-    })
-}
-
 /// `sandbox mounts ID`: one ConfigureStatus through a fresh connection.
 pub(crate) async fn list(backend: &Backend, format: Format, id: &str) -> Result<i32, Failure> {
     let sandbox = backend.connect(id).await?;
     let statuses: BTreeMap<String, MountStatus> = sandbox.mounts().statuses().await?;
-    match format {
-        Format::Json => {
-            let rows: Vec<Value> = statuses
-                .iter()
-                .map(|(path, status)| status_json(path, status))
-                .collect();
-            output::json(&json!({ "sandbox_id": sandbox.id(), "mounts": rows }));
-        }
-        Format::Text if statuses.is_empty() => {
-            output::note(&format!("sandbox {} has no S3 mount", sandbox.id()));
-        }
-        Format::Text => {
-            for (path, status) in &statuses {
-                outln!(
-                    "{path}\t{}\tlast error: {}",
-                    status.state,
-                    status.last_error_class.as_deref().unwrap_or("none")
-                );
-            }
-        }
-    }
+    let rows: Vec<Row<'_>> = statuses
+        .iter()
+        .map(|(path, status)| Row {
+            path,
+            state: status.state.as_str(),
+            last_error_class: status.last_error_class.as_deref(),
+        })
+        .collect();
+    path_statuses::print(format, sandbox.id(), "mounts", "S3 mount", &rows);
     Ok(0)
 }
 

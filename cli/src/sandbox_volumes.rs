@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use rayito::SandboxBuilder;
 use rayito::volumes::{EfsVolume, VolumeStatus};
-use serde_json::{Value, json};
 
+use crate::Format;
 use crate::commands::{Backend, Failure};
-use crate::{Format, output};
+use crate::path_statuses::{self, Row};
 
 /// `sandbox create`'s volumes and what they need.
 #[derive(Debug, Clone, clap::Args)]
@@ -71,40 +71,19 @@ pub(crate) fn parse_volume_arg(text: &str) -> Result<(String, EfsVolume), String
     Ok((path.to_owned(), EfsVolume::new(fs, ap).read_only(read_only)))
 }
 
-/// One volume's status as JSON.
-fn status_json(path: &str, status: &VolumeStatus) -> Value {
-    json!({
-        "path": path,
-        "state": status.state.as_str(),
-        "last_error_class": status.last_error_class,
-    })
-}
-
 /// `sandbox volumes ID`: one ConfigureStatus through a fresh connection.
 pub(crate) async fn list(backend: &Backend, format: Format, id: &str) -> Result<i32, Failure> {
     let sandbox = backend.connect(id).await?;
     let statuses: BTreeMap<String, VolumeStatus> = sandbox.volumes().statuses().await?;
-    match format {
-        Format::Json => {
-            let rows: Vec<Value> = statuses
-                .iter()
-                .map(|(path, status)| status_json(path, status))
-                .collect();
-            output::json(&json!({ "sandbox_id": sandbox.id(), "volumes": rows }));
-        }
-        Format::Text if statuses.is_empty() => {
-            output::note(&format!("sandbox {} has no EFS volume", sandbox.id()));
-        }
-        Format::Text => {
-            for (path, status) in &statuses {
-                outln!(
-                    "{path}\t{}\tlast error: {}",
-                    status.state,
-                    status.last_error_class.as_deref().unwrap_or("none")
-                );
-            }
-        }
-    }
+    let rows: Vec<Row<'_>> = statuses
+        .iter()
+        .map(|(path, status)| Row {
+            path,
+            state: status.state.as_str(),
+            last_error_class: status.last_error_class.as_deref(),
+        })
+        .collect();
+    path_statuses::print(format, sandbox.id(), "volumes", "EFS volume", &rows);
     Ok(0)
 }
 

@@ -6,8 +6,9 @@
 //!   they read, the allow rules, the rate; every check, before any call;
 //!   `path`: the safe-path rule of allow rules.
 //! - `steps`: [`crate::SandboxBuilder::gateway`], the checks and the
-//!   preflight read in `create`, the section applied once the sandbox is
-//!   ready (terminated on failure unless kept), the recovery on `connect`.
+//!   preflight read in `create`, the section sent in the one Configure
+//!   once the sandbox is ready (terminated on failure unless kept), the
+//!   recovery on `connect`.
 //! - `section`: the Configure section (header values read through the
 //!   secret cache just before the call) and the statuses read back.
 //! - `view`: [`crate::Sandbox::gateways`], [`GatewayStatus`], `refresh`.

@@ -1,8 +1,8 @@
 //! The gateways' part in `create`, `connect` and a pool: the builder's
 //! setter, the checks before any call, the preflight read of every header's
-//! secret before anything is launched, the section applied once the
-//! sandbox is ready (before persistence's automatic restore), and the
-//! recovery on `connect`.
+//! secret before anything is launched, its section of the one Configure
+//! `create` sends once the sandbox is ready (before persistence's automatic
+//! restore), and the recovery on `connect`.
 
 use super::spec::{self, SecretGateway};
 use super::view::{self, HandleGateways};
@@ -27,7 +27,8 @@ impl SandboxBuilder {
     ///
     /// `create` checks every gateway before any call, reads every header's
     /// secret (through the builder's secret cache) before launching, and
-    /// once the sandbox is ready sends them in one Configure, then reads
+    /// once the sandbox is ready sends them in its one Configure (with the
+    /// mounts and volumes), then reads
     /// the ports. An agent without the feature fails `Unimplemented`
     /// (feature `secret_gateway`); a refused or failed section fails
     /// `Sandbox` (`secret_gateway: <class>`); either terminates the sandbox
@@ -39,11 +40,6 @@ impl SandboxBuilder {
         named::give(&mut self, name.into(), gateway);
         self
     }
-}
-
-/// The builder's gateways (none: empty).
-fn given(builder: &SandboxBuilder) -> &[(String, SecretGateway)] {
-    named::given(builder)
 }
 
 /// The prefix of the cache that reads the headers' secrets (the builder's
@@ -80,7 +76,7 @@ impl Step for Steps {
         handle: &mut Parts,
     ) -> Result<(), SandboxError> {
         handle.set(HandleGateways::default());
-        let gateways = given(builder);
+        let gateways = named::given::<SecretGateway>(builder);
         if stage == Stage::Create && !gateways.is_empty() {
             spec::check_all(gateways, &prefix_of(builder))?;
             handle.set(ToApply::new(gateways.to_vec()));

@@ -6,8 +6,8 @@
 //!   every check of `create`, before any call.
 //! - `steps`: [`crate::SandboxBuilder::mount`], the checks (the mount
 //!   paths' shared rules in `crate::mount_path`, the image's variant), the
-//!   `s3_mounts` section applied once the sandbox is ready (terminated on
-//!   failure unless kept), the recovery on `connect`.
+//!   `s3_mounts` section sent in the one Configure once the sandbox is
+//!   ready (terminated on failure unless kept), the recovery on `connect`.
 //! - `section`: the Configure section and what the agent's answers mean
 //!   for mounts ([`crate::SandboxError::Mount`] with its code, or
 //!   `Unimplemented` naming `mounts`).

@@ -150,15 +150,15 @@ impl Outcomes for MountOutcomes {
             .s3_mounts
             .as_ref()
             .map_or(&[][..], |s| s.mounts.as_slice());
-        let waiting = first_waiting(&self.paths, |path| {
-            match reported.iter().find(|s| s.mount_path == path) {
-                Some(s) if s.phase() == pb::S3MountPhase::Failed => {
-                    Err(failed_at(path, &s.error_class))
-                }
-                Some(s) => Ok(s.phase() == pb::S3MountPhase::Mounted),
-                None => Ok(false),
-            }
-        })?;
+        let waiting = first_waiting(
+            &self.paths,
+            reported,
+            |s| &s.mount_path,
+            |path, s| match s.phase() {
+                pb::S3MountPhase::Failed => Err(failed_at(path, &s.error_class)),
+                phase => Ok(phase == pb::S3MountPhase::Mounted),
+            },
+        )?;
         let settled = waiting.is_none();
         *self.waiting.lock().unwrap_or_else(PoisonError::into_inner) = waiting;
         Ok(settled)

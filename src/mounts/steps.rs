@@ -1,7 +1,7 @@
 //! The S3 mounts' part in `create`, `connect` and a pool: the builder's
-//! setter, the checks before any call, the section applied once the
-//! sandbox is ready (before persistence's automatic restore), and the
-//! recovery on `connect`.
+//! setter, the checks before any call, its section of the one Configure
+//! `create` sends once the sandbox is ready (before persistence's automatic
+//! restore), and the recovery on `connect`.
 
 use super::section;
 use super::spec::{self, DOC, S3Mount};
@@ -33,7 +33,8 @@ impl SandboxBuilder {
     /// `/mnt/` or `/home/user/`, not overlapping each other or the EFS
     /// volumes'), and the image (an official image must be of the variant
     /// `base-caps` or `base-caps-efs`). Once the sandbox is ready it sends
-    /// the mounts in one Configure and waits up to 15 s for each to mount.
+    /// the mounts in its one Configure (with the volumes and gateways) and
+    /// waits up to 15 s for each to mount.
     /// An agent that cannot mount S3 fails `Unimplemented` (feature
     /// `mounts`); a mount refused or failed by the agent fails
     /// [`SandboxError::Mount`] with its code; either terminates the
@@ -46,16 +47,14 @@ impl SandboxBuilder {
     }
 }
 
-/// The builder's mounts (none: empty).
-fn given(builder: &SandboxBuilder) -> &[(String, S3Mount)] {
-    named::given(builder)
-}
-
 /// The builder's S3 mount paths, for the EFS volumes' half of the shared
 /// path rules.
 #[cfg_attr(not(feature = "efs"), allow(dead_code))]
 pub(crate) fn mount_paths(builder: &SandboxBuilder) -> Vec<&str> {
-    given(builder).iter().map(|(p, _)| p.as_str()).collect()
+    named::given::<S3Mount>(builder)
+        .iter()
+        .map(|(p, _)| p.as_str())
+        .collect()
 }
 
 /// Refuses an official image of a variant whose agent cannot mount S3
@@ -106,7 +105,7 @@ impl Step for Steps {
         stage: Stage,
         handle: &mut Parts,
     ) -> Result<(), SandboxError> {
-        let mounts = given(builder);
+        let mounts = named::given::<S3Mount>(builder);
         handle.set(HandleMounts::default());
         if stage == Stage::Create && !mounts.is_empty() {
             check_all(builder, mounts)?;

@@ -8,8 +8,9 @@
 //!   call.
 //! - `steps`: [`crate::SandboxBuilder::volume`], the checks, the mount
 //!   target lookup before RunMicrovm (`targets`), the `efs_volumes`
-//!   section applied once the sandbox is ready (`section`; terminated on
-//!   failure unless kept), the recovery on `connect`.
+//!   section sent in the one Configure once the sandbox is ready
+//!   (`section`; terminated on failure unless kept), the recovery on
+//!   `connect`.
 //! - `view`: [`crate::Sandbox::volumes`], [`VolumeStatus`],
 //!   [`VolumeState`] (one ConfigureStatus per read).
 //!

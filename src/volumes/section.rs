@@ -113,15 +113,15 @@ impl Outcomes for VolumeOutcomes {
             .efs_volumes
             .as_ref()
             .map_or(&[][..], |s| s.volumes.as_slice());
-        let waiting = first_waiting(&self.paths, |path| {
-            match reported.iter().find(|v| v.mount_path == path) {
-                Some(v) if v.state() == pb::EfsVolumeState::Failed => {
-                    Err(failed_at(path, &v.last_error_class))
-                }
-                Some(v) => Ok(v.state() == pb::EfsVolumeState::Mounted),
-                None => Ok(false),
-            }
-        })?;
+        let waiting = first_waiting(
+            &self.paths,
+            reported,
+            |v| &v.mount_path,
+            |path, v| match v.state() {
+                pb::EfsVolumeState::Failed => Err(failed_at(path, &v.last_error_class)),
+                state => Ok(state == pb::EfsVolumeState::Mounted),
+            },
+        )?;
         Ok(waiting.is_none())
     }
 

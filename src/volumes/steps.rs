@@ -1,7 +1,8 @@
 //! The volumes' part in `create`, `connect` and a pool: the builder's
 //! setter, the checks before any call, the mount target lookup before
-//! RunMicrovm, the section applied once the sandbox is ready (before
-//! persistence's automatic restore), and the recovery on `connect`.
+//! RunMicrovm, its section of the one Configure `create` sends once the
+//! sandbox is ready (before persistence's automatic restore), and the
+//! recovery on `connect`.
 
 use super::spec::{self, EfsVolume};
 use super::view::HandleVolumes;
@@ -30,7 +31,8 @@ impl SandboxBuilder {
     /// the egress (exactly one connector of your VPC, not
     /// `INTERNET_EGRESS`) and the execution role. Then, before launching,
     /// it looks up the mount target of each volume without one; once the
-    /// sandbox is ready it mounts them in one Configure (65 s at most). An
+    /// sandbox is ready it mounts them in its one Configure (with the S3
+    /// mounts and gateways; 65 s at most). An
     /// agent that cannot mount EFS fails `Unimplemented` (feature
     /// `volumes`); a volume that does not mount fails `VolumeMount` with
     /// its code; either terminates the sandbox unless
@@ -43,16 +45,14 @@ impl SandboxBuilder {
     }
 }
 
-/// The builder's volumes (none: empty).
-fn given(builder: &SandboxBuilder) -> &[(String, EfsVolume)] {
-    named::given(builder)
-}
-
 /// The builder's volume paths, for the checks of the mount paths that S3
 /// mounts and volumes share.
 #[allow(dead_code, reason = "read by the S3 mounts' checks")]
 pub(crate) fn volume_paths(builder: &SandboxBuilder) -> Vec<&str> {
-    given(builder).iter().map(|(p, _)| p.as_str()).collect()
+    named::given::<EfsVolume>(builder)
+        .iter()
+        .map(|(p, _)| p.as_str())
+        .collect()
 }
 
 /// The builder's S3 mount paths (the other half of the shared path rules).
@@ -78,7 +78,7 @@ impl Step for Steps {
         stage: Stage,
         handle: &mut Parts,
     ) -> Result<(), SandboxError> {
-        let volumes = given(builder);
+        let volumes = named::given::<EfsVolume>(builder);
         let mounting = stage == Stage::Create && !volumes.is_empty();
         handle.set(HandleVolumes::default());
         if mounting {

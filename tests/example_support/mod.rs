@@ -34,3 +34,32 @@ pub fn example_binary(name: &str) -> PathBuf {
     assert!(binary.is_file(), "no example at {}", binary.display());
     binary
 }
+
+/// Runs the example `name` as a new user would on the embedded local
+/// backend (no `RAYITO_BACKEND`, only the SDK's warnings logged), asserts
+/// that it succeeded and that its stdout holds every line of `lines`.
+// Used by the examples that need nothing but the local backend.
+#[allow(dead_code)]
+pub async fn run_local_example(name: &'static str, lines: &[&str]) {
+    let binary = tokio::task::spawn_blocking(move || example_binary(name))
+        .await
+        .expect("the build task");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(binary)
+            .env_remove("RAYITO_BACKEND")
+            .env("RUST_LOG", "rayito=warn")
+            .output()
+            .expect("the example runs")
+    })
+    .await
+    .expect("the run task");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the example failed:\n{stdout}\n{stderr}"
+    );
+    for line in lines {
+        assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
+    }
+}
