@@ -1,7 +1,9 @@
 //! The Configure contract: how the SDK applies the agent's optional sections
 //! (S3 mounts, EFS volumes, lifecycle events, telemetry export, secret
-//! gateway) and what each section's answer means. No section has a public
-//! API yet; this module is the one place that gates, sends and maps them.
+//! gateway) and what each section's answer means: the one place that
+//! gates, sends and maps them. Each feature gives its section as a
+//! [`SectionPlan`] and `create` sends every plan in one Configure
+//! ([`apply_plans`], through `crate::sandbox::steps::configure_all`).
 //!
 //! Before sending, Health's `features` gate every section asked: absent
 //! features (an agent older than Configure) or a section flag that is false
