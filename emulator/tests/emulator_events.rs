@@ -735,3 +735,35 @@ async fn the_reconciler_closes_a_sandbox_the_emulator_dropped() {
     assert_eq!(receiver.deliveries().len(), 1);
     h.emulator.shutdown().await;
 }
+
+/// docs/local.md transcribes the API's refusals: each message the tests
+/// above pin is there, word for word.
+#[test]
+fn the_docs_transcribe_every_refusal() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/local.md"))
+        .expect("docs/local.md");
+    let section = docs
+        .split("### Lifecycle events")
+        .nth(1)
+        .and_then(|s| s.split("\n### ").next())
+        .expect("the events section");
+    for message in [
+        "the events stack is not deployed",
+        "logGroupName must be a non-empty string",
+        "reconcilerIntervalMinutes must be between 2 and 60",
+        "Malformed request body.",
+        "url must be an http:// or https:// URL with a host",
+        "types cannot be empty",
+        "unknown event type: <type>",
+        "secretName must not be empty",
+        "secret must be the base64 of a non-empty value",
+        "a stack holds at most 100 webhooks",
+        "limit must be between 1 and 100",
+        "order must be asc or desc",
+        "attempts_exhausted",
+        "rejected_<status>",
+        "queue_full",
+    ] {
+        assert!(section.contains(&format!("`{message}`")), "{message}");
+    }
+}
