@@ -42,6 +42,7 @@ pub(crate) struct HealthServiceImpl {
     pub(crate) gateways: Arc<crate::gateway::Gateways>,
     pub(crate) volumes: Arc<crate::efs_volumes::EfsVolumes>,
     pub(crate) s3_mounts: Arc<crate::s3_mounts::S3Mounts>,
+    pub(crate) events: Arc<crate::lifecycle_events::LifecycleEvents>,
     /// `None`: Metrics and MetricsHistory answer UNIMPLEMENTED
     /// (`AgentConfig::metrics_interval`).
     pub(crate) metrics: Option<Arc<crate::metrics::Metrics>>,
@@ -77,6 +78,7 @@ impl HealthServiceImpl {
             s3_mounts: self.s3_mounts.supported(),
             secret_gateway,
             efs_volumes: self.volumes.supported(),
+            lifecycle_events: self.events.supported(),
             template_start: true,
             root_egress: if secret_gateway {
                 vec![pb::RootEgressClass::SecretGatewayUpstream as i32]
