@@ -156,9 +156,9 @@ async fn health_keeps_every_other_section_flag_false() {
         .into_inner()
         .features
         .expect("features present");
-    assert!(f.configure, "{f:?}");
+    assert!(f.configure && f.lifecycle_events, "{f:?}");
     assert!(
-        !(f.s3_mounts || f.efs_volumes || f.lifecycle_events || f.telemetry_export),
+        !(f.s3_mounts || f.efs_volumes || f.telemetry_export),
         "{f:?}"
     );
 }

@@ -147,9 +147,10 @@ impl LifecycleEvents {
     pub(crate) async fn paused(&self) {
         let wait = {
             let mut state = self.lock();
-            let due = state.active.as_ref().is_some_and(|a| {
-                matches!(a.last.0, EventKind::Created | EventKind::Resumed)
-            });
+            let due = state
+                .active
+                .as_ref()
+                .is_some_and(|a| matches!(a.last.0, EventKind::Created | EventKind::Resumed));
             if due {
                 self.emit(&mut state, EventKind::Paused)
             } else {
@@ -265,4 +266,54 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After `killed` nothing more: the forwarder would refuse it, and a
+    /// hook that comes late (the agent is ending) must not add a line.
+    #[tokio::test]
+    async fn nothing_follows_killed() {
+        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+        let seen = lines.clone();
+        let run = Arc::new(RunState::new());
+        let events = LifecycleEvents::new(
+            true,
+            Some(EventLines::new(move |l| {
+                seen.lock().unwrap().push(l.into())
+            })),
+            run.clone(),
+        );
+        let section = pb::LifecycleEventsConfig {
+            sandbox_key: vec![3; 32],
+            sandbox_id: "sbx".into(),
+            image_arn: "arn".into(),
+            image_version: "1".into(),
+        };
+        assert_eq!(events.apply(section).await, (pb::SectionCode::Applied, ""));
+        events.killed().await;
+        events.paused().await;
+        run.resume_generation.fetch_add(1, Ordering::SeqCst);
+        events.resumed();
+        events.killed().await;
+        let kinds: Vec<EventKind> = lines
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                use base64::Engine as _;
+                let json = l.split(' ').nth(1).unwrap();
+                let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(json)
+                    .unwrap();
+                serde_json::from_slice::<Event>(&json).unwrap().kind
+            })
+            .collect();
+        assert_eq!(kinds, [EventKind::Created, EventKind::Killed]);
+        // The key is in no Debug.
+        let debug = format!("{events:?}");
+        assert!(!debug.contains("3, 3, 3"), "{debug}");
+    }
 }

@@ -190,7 +190,9 @@ mod tests {
     #[test]
     fn a_panicking_sink_drops_its_line_only() {
         let queue = Queue::new(
-            Some(EventLines::new(|line| assert_ne!(line, "bad", "sink refuses"))),
+            Some(EventLines::new(|line| {
+                assert_ne!(line, "bad", "sink refuses")
+            })),
             4,
         );
         queue.push("bad".into()).unwrap().blocking_recv().unwrap();
