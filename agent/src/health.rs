@@ -69,8 +69,9 @@ fn memory_total_bytes() -> u64 {
 impl HealthServiceImpl {
     /// The optional features: Configure is served (every section it does
     /// not implement answers UNSUPPORTED), and of its sections the secret
-    /// gateway, where it can verify an upstream, and S3 mounts, where it
-    /// can mount (FUSE, a mount namespace, a helper).
+    /// gateway, where it can verify an upstream, S3 mounts, where it can
+    /// mount (FUSE, a mount namespace, a helper), EFS volumes, and
+    /// lifecycle events unless switched off (`AgentConfig::lifecycle_events`).
     fn features(&self) -> pb::AgentFeatures {
         let secret_gateway = self.gateways.supported();
         pb::AgentFeatures {
