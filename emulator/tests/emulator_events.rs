@@ -482,6 +482,13 @@ async fn lines_reach_the_log_stream_the_store_and_the_webhooks_in_order() {
     emu.event_line(&vm, &signed_line(b"not the stack key", &forged));
     emu.event_line(&vm, "rayito.event.v1 garbage");
     emu.event_line(&vm, &signed_line(&stack, &lifecycle[1])); // paused before created
+    // A day and more old; signed for this sandbox but naming another.
+    let mut stale = lifecycle[0].clone();
+    stale.occurred_at_ms -= 25 * 60 * 60 * 1000;
+    emu.event_line(&vm, &signed_line(&stack, &stale));
+    let mut other = lifecycle[0].clone();
+    other.sandbox_id = elsewhere.clone();
+    emu.event_line(&vm, &line::encode(&key::sandbox_key(&stack, &vm), &other));
     // Not an event line: the log stream only.
     emu.event_line(&vm, "hello from the console");
     // Another group's sandbox: logged, never forwarded.
@@ -560,6 +567,8 @@ async fn lines_reach_the_log_stream_the_store_and_the_webhooks_in_order() {
     assert_eq!(counters["admitted"], 4);
     assert_eq!(counters["rejected"]["mac_invalid"], 1);
     assert_eq!(counters["rejected"]["malformed_line"], 1);
+    assert_eq!(counters["rejected"]["stale_event"], 1);
+    assert_eq!(counters["rejected"]["sandbox_mismatch"], 1);
     assert_eq!(
         counters["rejected"]["invalid_transition"], 2,
         "early paused, replayed created"
