@@ -56,6 +56,8 @@ pub(crate) struct Shared {
     /// How many Configure calls the agent answered (whatever their
     /// sections): what shows that a `create` sends one.
     pub configure_calls: Arc<AtomicU64>,
+    /// The lifecycle events (Configure's `lifecycle_events` section).
+    pub events: Arc<crate::lifecycle_events::LifecycleEvents>,
 }
 
 /// The `/run` hook's answer body.
@@ -93,6 +95,13 @@ impl Shared {
             crate::efs_volumes::VolumeOptions::default(),
             env.clone(),
         ));
+        let run = Arc::new(RunState::new());
+        // Replaced by `Agent::start` with the configured one.
+        let events = Arc::new(crate::lifecycle_events::LifecycleEvents::new(
+            false,
+            None,
+            run.clone(),
+        ));
         Self {
             processes: Arc::new(ProcessTable::new(env.clone(), phase.clone())),
             ptys: Arc::new(PtyTable::new(env.clone(), phase.clone())),
@@ -102,7 +111,7 @@ impl Shared {
             lifecycle: Arc::default(),
             template: TemplateGate::default(),
             deferred_start: Mutex::new(None),
-            run: Arc::new(RunState::new()),
+            run,
             disk_reserve: Arc::new(AtomicU64::new(disk_reserve)),
             transfers: Arc::default(),
             deadline_exit,
@@ -114,6 +123,7 @@ impl Shared {
             volumes,
             s3_mounts,
             configure_calls: Arc::default(),
+            events,
         }
     }
 
