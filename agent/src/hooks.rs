@@ -157,7 +157,7 @@ async fn resume(State(shared): State<Arc<Shared>>) -> &'static str {
 
 async fn terminate(State(shared): State<Arc<Shared>>) -> &'static str {
     // Queued before anything ends, written before the answer.
-    let killed = shared.events.killed();
+    let killed = shared.events.killed(rayito_events::KillReason::Request);
     shared.on_terminate();
     killed.await;
     "ok"

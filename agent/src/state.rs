@@ -236,6 +236,10 @@ impl Shared {
         }
         if action == OnTimeout::Kill {
             self.kill_everything();
+            // The agent ends without a `/terminate` (AWS stops the VM after
+            // the exit): its `killed` line says why. Queued before the exit
+            // is signalled; the VM lives on for seconds after it.
+            drop(self.events.killed(rayito_events::KillReason::Timeout));
             self.deadline_exit.send_replace(true);
         }
     }

@@ -428,3 +428,26 @@ async fn the_binary_writes_its_lines_on_stdout() {
         ]
     );
 }
+
+/// The deadline in kill mode ends the sandbox with no hook: the agent's
+/// own `killed` line says `timeout` (the reference leaves it to the
+/// reconciler's `unknown`), admitted by the forwarder's reading; a
+/// `/terminate` after it emits nothing more.
+#[tokio::test]
+async fn the_deadline_in_kill_mode_is_killed_timeout() {
+    let lines = Lines::default();
+    let t = agent(&lines).await;
+    let stack_key = b"stack key of the timeout test";
+    assert_eq!(apply(&t, section(stack_key)).await, applied());
+    lines.wait_for(1).await;
+    t.agent.expire_deadline_now();
+    let got = events(&lines.wait_for(2).await, stack_key);
+    assert_eq!(
+        kinds(&got),
+        [(EventKind::Created, 0), (EventKind::Killed, 0)]
+    );
+    assert_eq!(got[1].kill_reason, Some(rayito_events::KillReason::Timeout));
+    let _ = t.hook("terminate", None).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(lines.all().len(), 2, "{:?}", lines.all());
+}

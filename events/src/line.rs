@@ -138,7 +138,7 @@ pub fn parse(
 }
 
 /// The agent's shape of an event: bounded strings, a 32-hex id, a kill
-/// reason exactly on killed and only `request`, an image ARN of a MicroVM
+/// reason exactly on killed (`request` or `timeout`), an image ARN of a MicroVM
 /// image.
 fn check_shape(event: &Event) -> Result<(), Rejection> {
     let strings = [
@@ -156,7 +156,13 @@ fn check_shape(event: &Event) -> Result<(), Rejection> {
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     let reason_ok = match event.kind {
-        EventKind::Killed => event.kill_reason == Some(KillReason::Request),
+        // rayd writes `request` only; rayito's agent also `timeout` (the
+        // deadline in kill mode, which no hook announces). `unknown` is the
+        // reconciler's, never a line's.
+        EventKind::Killed => matches!(
+            event.kill_reason,
+            Some(KillReason::Request | KillReason::Timeout)
+        ),
         _ => event.kill_reason.is_none(),
     };
     if hex_id && reason_ok && is_image_arn(&event.image_arn) {
@@ -260,7 +266,7 @@ mod tests {
                 ..event()
             },
             Event {
-                kill_reason: Some(KillReason::Timeout),
+                kill_reason: Some(KillReason::Unknown),
                 kind: EventKind::Killed,
                 ..event()
             },

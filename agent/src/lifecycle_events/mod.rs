@@ -1,7 +1,8 @@
 //! Lifecycle events (Configure section `lifecycle_events`, extras §4.2):
 //! once enabled, the agent signs one line per step of its sandbox's life
 //! (`created` at enable, `paused` at `/suspend`, `resumed` at `/resume`,
-//! `killed{request}` at `/terminate`) with the sandbox's key and writes it
+//! `killed{request}` at `/terminate`, `killed{timeout}` when the deadline
+//! ends it in kill mode) with the sandbox's key and writes it
 //! to [`EventLines`](crate::event_lines::EventLines) (stdout on a MicroVM,
 //! which the service forwards to the image's log group, where the stack's
 //! forwarder reads it).
@@ -133,7 +134,7 @@ impl LifecycleEvents {
                     if rekey {
                         None
                     } else {
-                        self.emit(&mut state, EventKind::Created)
+                        self.emit(&mut state, EventKind::Created, None)
                     }
                 }
             }
@@ -152,7 +153,7 @@ impl LifecycleEvents {
                 .as_ref()
                 .is_some_and(|a| matches!(a.last.0, EventKind::Created | EventKind::Resumed));
             if due {
-                self.emit(&mut state, EventKind::Paused)
+                self.emit(&mut state, EventKind::Paused, None)
             } else {
                 None
             }
@@ -170,13 +171,18 @@ impl LifecycleEvents {
             .as_ref()
             .is_some_and(|a| a.last.0 != EventKind::Killed && generation > a.last.1);
         if due {
-            let _ = self.emit(&mut state, EventKind::Resumed);
+            let _ = self.emit(&mut state, EventKind::Resumed, None);
         }
     }
 
-    /// `/terminate`: `killed{request}`, queued at once; await the returned
-    /// wait before the hook answers.
-    pub(crate) fn killed(&self) -> impl std::future::Future<Output = ()> + Send + use<> {
+    /// `killed`, queued at once: `request` at `/terminate` (await the
+    /// returned wait before the hook answers), `timeout` when the deadline
+    /// ends the sandbox in kill mode (no hook comes then: rayito's agent
+    /// says why, where the reference's leaves it to the reconciler).
+    pub(crate) fn killed(
+        &self,
+        reason: KillReason,
+    ) -> impl std::future::Future<Output = ()> + Send + use<> {
         let wait = {
             let mut state = self.lock();
             let due = state
@@ -184,7 +190,7 @@ impl LifecycleEvents {
                 .as_ref()
                 .is_some_and(|a| a.last.0 != EventKind::Killed);
             if due {
-                self.emit(&mut state, EventKind::Killed)
+                self.emit(&mut state, EventKind::Killed, Some(reason))
             } else {
                 None
             }
@@ -218,7 +224,12 @@ impl LifecycleEvents {
     /// lock, so lines queue in the order of their steps); the receiver
     /// resolves once it is written. A dropped event still counts as the
     /// step taken: the next one follows it, as the forwarder expects.
-    fn emit(&self, state: &mut State, kind: EventKind) -> Option<oneshot::Receiver<()>> {
+    fn emit(
+        &self,
+        state: &mut State,
+        kind: EventKind,
+        kill_reason: Option<KillReason>,
+    ) -> Option<oneshot::Receiver<()>> {
         let generation = self.generation();
         let active = state.active.as_mut()?;
         active.last = (kind, generation);
@@ -229,7 +240,7 @@ impl LifecycleEvents {
         let event = Event {
             event_id,
             sandbox_id: active.sandbox_id.clone(),
-            kill_reason: (kind == EventKind::Killed).then_some(KillReason::Request),
+            kill_reason,
             kind,
             generation,
             occurred_at_ms: now_ms(),
@@ -293,11 +304,11 @@ mod tests {
             image_version: "1".into(),
         };
         assert_eq!(events.apply(section).await, (pb::SectionCode::Applied, ""));
-        events.killed().await;
+        events.killed(KillReason::Request).await;
         events.paused().await;
         run.resume_generation.fetch_add(1, Ordering::SeqCst);
         events.resumed();
-        events.killed().await;
+        events.killed(KillReason::Request).await;
         let kinds: Vec<EventKind> = lines
             .lock()
             .unwrap()
