@@ -357,7 +357,7 @@ impl Faults {
         s.stalls.lock().expect("stall faults lock").clear();
         s.release.0.send_modify(|n| *n += 1);
         s.builds.0.send_replace(false);
-        self.shared.efs.clear_throttles();
+        self.shared.efs.clear_faults();
     }
 
     /// Holds image builds (`true`): every build started, or already

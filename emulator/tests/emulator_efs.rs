@@ -702,6 +702,67 @@ async fn calls_are_signed_counted_and_can_be_throttled() {
     emu.shutdown().await;
 }
 
+/// The ids DescribeAccessPoints lists for file system `fs`.
+async fn listed(c: &efs::Client, fs: &str) -> Vec<String> {
+    c.describe_access_points()
+        .file_system_id(fs)
+        .send()
+        .await
+        .expect("DescribeAccessPoints")
+        .access_points()
+        .iter()
+        .filter_map(|a| a.access_point_id().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_can_be_made_stale_as_efss_is_eventually_consistent() {
+    let emu = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let c = client(&emu);
+    let fs = new_fs(&c, "stale").await;
+    let old = new_ap(&c, &fs, "old").await;
+    let gone = new_ap(&c, &fs, "gone").await;
+    emu.efs().stale_listings(2);
+    let new = new_ap(&c, &fs, "new").await;
+    c.delete_access_point()
+        .access_point_id(&gone)
+        .send()
+        .await
+        .unwrap();
+
+    // A lookup by id is current, and uses up no stale answer.
+    let by_id = c
+        .describe_access_points()
+        .access_point_id(&new)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_id.access_points().len(), 1);
+    // Two listings as before the fault: the new one missing, the deleted
+    // one still there; then the current state.
+    assert_eq!(listed(&c, &fs).await, [old.clone(), gone.clone()]);
+    assert_eq!(listed(&c, &fs).await, [old.clone(), gone.clone()]);
+    assert_eq!(listed(&c, &fs).await, [old.clone(), new.clone()]);
+
+    // The file system a listing names is checked against the current
+    // state, stale or not.
+    emu.efs().stale_listings(3);
+    let err = c
+        .describe_access_points()
+        .file_system_id("fs-00000000deadbeef")
+        .send()
+        .await
+        .expect_err("an unknown file system");
+    assert_eq!(code_status(&err), ("FileSystemNotFound".into(), 404));
+    assert_eq!(listed(&c, &fs).await, [old.clone(), new.clone()]);
+    let newest = new_ap(&c, &fs, "newest").await;
+    assert_eq!(listed(&c, &fs).await, [old.clone(), new.clone()]);
+    // Faults::clear forgets it.
+    emu.faults().clear();
+    assert_eq!(listed(&c, &fs).await, [old, new, newest]);
+    emu.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_root_of_the_callers_keeps_volumes_for_the_next_emulator() {
     let root = tempfile::tempdir().unwrap();

@@ -3,7 +3,9 @@
 //! `EfsVolumes::check` on VPCs and subnets made in moto's EC2 (its four
 //! Query reads are our own, src/aws/ec2/), `deploy` refused on a `FAIL`
 //! without creating anything, the template through cfn-lint, and
-//! `delete_file_system` (tag required, a gone file system a no-op).
+//! `delete_file_system` (tag required, a gone file system a no-op). What
+//! moto does not do (a client token already used, a file system that does
+//! not exist, the listing's lag) runs against the emulator's EFS.
 //!
 //! Not here: a deploy through moto's CloudFormation. moto 5 cannot create
 //! this stack at all: it does not model `AWS::Lambda::NetworkConnector`
@@ -18,6 +20,8 @@ use std::time::Duration;
 
 use rayito::error::ErrorKind;
 use rayito::volumes::{EfsDeployOptions, EfsVolumes, FindingLevel, VolumeStore};
+use rayito_emulator::Emulator;
+use sdk_support::emulator;
 use sdk_support::moto::{MotoServer, http_post, xml_text};
 use sdk_support::moto_config::sdk_config;
 
@@ -135,7 +139,7 @@ async fn a_volume_store_creates_lists_and_destroys_tagged_access_points() {
     assert_eq!(created.volume().access_point_id, created.access_point_id);
 
     // (moto ignores CreateAccessPoint's client token, so the idempotent
-    // create is pinned against a fake EFS below.)
+    // create is pinned against the emulator's EFS below.)
     // An access point without the tag is not a volume.
     let (status, _) = efs_rest(
         &moto,
@@ -286,91 +290,86 @@ async fn delete_file_system_needs_the_stack_tag_and_forgets_a_gone_one() {
     efs.delete_file_system(&ours).await.unwrap();
 }
 
-/// The file system the fake EFS says does not exist.
+/// A file system id no file system has.
 const GONE_FILE_SYSTEM: &str = "fs-00000000deadbeef";
 
-/// A fake EFS for what moto does not do: CreateAccessPoint answers
-/// `AccessPointAlreadyExists` (a client token already used) and the
-/// listing shows the access point only from its third read (EFS's
-/// listing is eventually consistent); and a file system that does not
-/// exist is `FileSystemNotFound` (moto lists nothing, without an error).
-async fn fake_efs() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use axum::http::StatusCode;
-    use axum::response::IntoResponse;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let reads = std::sync::Arc::new(AtomicUsize::new(0));
-    let counter = reads.clone();
-    let app = axum::Router::new().route(
-        "/2015-02-01/access-points",
-        axum::routing::post(|| async {
-            (
-                StatusCode::CONFLICT,
-                [("x-amzn-errortype", "AccessPointAlreadyExists")],
-                r#"{"ErrorCode":"AccessPointAlreadyExists","Message":"fs-0123456789abcdef0 already has it"}"#,
-            )
-                .into_response()
-        })
-        .get(move |query: axum::extract::RawQuery| {
-            let n = counter.fetch_add(1, Ordering::SeqCst);
-            async move {
-                if query.0.unwrap_or_default().contains(GONE_FILE_SYSTEM) {
-                    return (
-                        StatusCode::NOT_FOUND,
-                        [("x-amzn-errortype", "FileSystemNotFound")],
-                        r#"{"ErrorCode":"FileSystemNotFound","Message":"fs-00000000deadbeef is gone"}"#,
-                    )
-                        .into_response();
-                }
-                let points = if n < 2 {
-                    serde_json::json!([])
-                } else {
-                    serde_json::json!([{
-                        "AccessPointId": "fsap-0123456789abcdef0",
-                        "FileSystemId": "fs-0123456789abcdef0",
-                        "RootDirectory": { "Path": "/rayito-volumes/data" },
-                        "LifeCycleState": "available",
-                        "Tags": [{ "Key": "rayito:volume", "Value": "data" }]
-                    }])
-                };
-                axum::Json(serde_json::json!({ "AccessPoints": points })).into_response()
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (url, reads)
+/// An AWS configuration for the emulator's endpoint, signed with its key.
+fn emulator_config(emu: &Emulator) -> aws_types::SdkConfig {
+    aws_types::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_types::region::Region::new("us-east-1"))
+        .credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(
+            aws_sdk_efs::config::Credentials::new(
+                &emu.access_key().id,
+                &emu.access_key().secret,
+                None,
+                None,
+                "test",
+            ),
+        ))
+        .endpoint_url(emu.endpoint_url())
+        .build()
 }
 
+/// A file system on the emulator's EFS.
+async fn emulator_file_system(emu: &Emulator, token: &str) -> String {
+    aws_sdk_efs::Client::new(&emulator_config(emu))
+        .create_file_system()
+        .creation_token(token)
+        .send()
+        .await
+        .expect("CreateFileSystem")
+        .file_system_id()
+        .to_owned()
+}
+
+/// A store of `fs` on the emulator's EFS.
+fn emulator_store(emu: &Emulator, fs: &str) -> VolumeStore {
+    VolumeStore::new(fs)
+        .unwrap()
+        .sdk_config(emulator_config(emu))
+}
+
+/// What moto does not do, on the emulator's EFS: CreateAccessPoint with
+/// a client token already used answers `AccessPointAlreadyExists`, and
+/// EFS's listing is eventually consistent (injected: the two listings
+/// after the fault come from before the volume existed).
 #[tokio::test(flavor = "multi_thread")]
 async fn creating_an_existing_volume_finds_it_once_the_listing_shows_it() {
-    let (url, reads) = fake_efs().await;
-    let store = VolumeStore::new("fs-0123456789abcdef0")
-        .unwrap()
-        .sdk_config(sdk_config(&url, "testing"))
-        .listing_wait(Duration::from_millis(20), Duration::from_secs(5));
+    let emu = emulator().await;
+    let fs = emulator_file_system(&emu, "idempotent").await;
+    let store =
+        emulator_store(&emu, &fs).listing_wait(Duration::from_millis(20), Duration::from_secs(5));
+    emu.efs().stale_listings(2);
+    let created = store.create("data").await.unwrap();
+    assert_eq!(emu.efs().calls("DescribeAccessPoints"), 0);
     let found = store.create("data").await.unwrap();
-    assert_eq!(found.access_point_id, "fsap-0123456789abcdef0");
+    assert_eq!(found.access_point_id, created.access_point_id);
     assert_eq!(found.name, "data");
-    assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert_eq!(emu.efs().calls("CreateAccessPoint"), 2);
+    assert_eq!(emu.efs().calls("DescribeAccessPoints"), 3);
 
     // With no time to wait, the name is not found (yet).
-    let (url, _) = fake_efs().await;
-    let impatient = VolumeStore::new("fs-0123456789abcdef0")
-        .unwrap()
-        .sdk_config(sdk_config(&url, "testing"))
-        .listing_wait(Duration::from_millis(1), Duration::ZERO);
-    let err = impatient.create("data").await.unwrap_err();
+    emu.efs().stale_listings(1);
+    store.create("more").await.unwrap();
+    let impatient =
+        emulator_store(&emu, &fs).listing_wait(Duration::from_millis(1), Duration::ZERO);
+    let err = impatient.create("more").await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::VolumeNotFound);
-    assert!(!format!("{err:?}").contains("already has it"));
+    assert_eq!(
+        err.to_string(),
+        "no volume named more on this file system; create it with VolumeStore::create"
+    );
+    assert!(!format!("{err:?}").contains("already exists with the client token"));
+    // Once the listing shows it, the same store finds it.
+    assert_eq!(impatient.create("more").await.unwrap().name, "more");
+    emu.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_store_on_a_file_system_that_does_not_exist_is_not_found() {
-    let (url, _) = fake_efs().await;
-    let store = VolumeStore::new(GONE_FILE_SYSTEM)
-        .unwrap()
-        .sdk_config(sdk_config(&url, "testing"));
+    let emu = emulator().await;
+    let store = emulator_store(&emu, GONE_FILE_SYSTEM);
     for err in [
         store.list().await.unwrap_err(),
         store.get("data").await.unwrap_err(),
@@ -380,9 +379,12 @@ async fn a_store_on_a_file_system_that_does_not_exist_is_not_found() {
             err.to_string(),
             "the access point or the file system does not exist"
         );
-        assert!(!format!("{err:?}").contains("is gone"));
+        assert!(!format!("{err:?}").contains(GONE_FILE_SYSTEM));
     }
     assert!(!store.destroy("data").await.unwrap());
+    // EFS answered each call FileSystemNotFound (no other error hid it).
+    assert_eq!(emu.efs().calls("DescribeAccessPoints"), 3);
+    emu.shutdown().await;
 }
 
 /// `cfn-lint` from the test venv (moto[server] brings it) or the PATH.

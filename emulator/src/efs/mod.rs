@@ -41,7 +41,7 @@ use rayito_agent::local_volumes::{LocalVolume, LocalVolumeError, LocalVolumes};
 
 use crate::guard::Signed;
 use error::EfsError;
-use state::Store;
+use state::{AccessPoint, Store};
 use wire::Place;
 
 /// The directory of the EFS state below the emulator's root.
@@ -63,6 +63,17 @@ struct Inner {
     calls: Mutex<HashMap<String, u64>>,
     /// Injected ThrottlingExceptions left, by action name.
     throttles: Mutex<HashMap<String, u32>>,
+    /// An injected stale listing, while it lasts.
+    stale: Mutex<Option<StaleListings>>,
+}
+
+/// DescribeAccessPoints answers left to serve from an old copy of the
+/// access points: EFS's listing is eventually consistent (a new access
+/// point may take seconds to show, a deleted one to go), the emulator's
+/// state is always current, so a test that needs the lag injects it.
+struct StaleListings {
+    left: u32,
+    access_points: Vec<AccessPoint>,
 }
 
 impl std::fmt::Debug for LocalEfs {
@@ -105,6 +116,7 @@ impl LocalEfs {
                 store,
                 calls: Mutex::new(HashMap::new()),
                 throttles: Mutex::new(HashMap::new()),
+                stale: Mutex::new(None),
             }),
         })
     }
@@ -135,9 +147,40 @@ impl LocalEfs {
             .or_default() += times;
     }
 
-    /// Forgets every injected throttle (`Faults::clear`).
-    pub(crate) fn clear_throttles(&self) {
+    /// Fault injection: the next `times` listings of DescribeAccessPoints
+    /// (by file system, or all) answer from the access points as they are
+    /// now (a stale read, as EFS's eventually consistent listing gives): an
+    /// access point created after this call is missing from them, one
+    /// deleted after it still shows. The file system a listing names, and
+    /// a lookup by `AccessPointId`, are checked against the current state.
+    /// A new call replaces an earlier one; `times` 0 ends it.
+    pub fn stale_listings(&self, times: u32) {
+        let stale = (times > 0).then(|| StaleListings {
+            left: times,
+            access_points: self.store().read(|s| s.access_points.clone()),
+        });
+        *lock(&self.inner.stale) = stale;
+    }
+
+    /// The old copy a DescribeAccessPoints answers from, when a stale
+    /// listing is injected (one of its answers used up).
+    fn stale_access_points(&self) -> Option<Vec<AccessPoint>> {
+        let mut stale = lock(&self.inner.stale);
+        let current = stale.as_mut()?;
+        current.left -= 1;
+        let access_points = if current.left == 0 {
+            stale.take()?.access_points
+        } else {
+            current.access_points.clone()
+        };
+        Some(access_points)
+    }
+
+    /// Forgets every injected fault: throttles and stale listings
+    /// (`Faults::clear`).
+    pub(crate) fn clear_faults(&self) {
         lock(&self.inner.throttles).clear();
+        *lock(&self.inner.stale) = None;
     }
 
     /// The lookups an agent makes to mount a volume: what each MicroVM's

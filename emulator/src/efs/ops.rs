@@ -258,6 +258,11 @@ impl LocalEfs {
         let fs_id = by_fs
             .map(|v| self.known_fs("FileSystemId", v))
             .transpose()?;
+        // A lookup by id is always current; a listing may be stale.
+        let stale = ap_id
+            .is_none()
+            .then(|| self.stale_access_points())
+            .flatten();
         let matching: Vec<AccessPoint> = self.store().read(|s| {
             if let Some(id) = &ap_id {
                 return s.access_point(id).cloned().map(|a| vec![a]);
@@ -265,7 +270,9 @@ impl LocalEfs {
             if let Some(id) = &fs_id {
                 s.file_system(id)?;
             }
-            Ok(s.access_points
+            Ok(stale
+                .as_deref()
+                .unwrap_or(&s.access_points)
                 .iter()
                 .filter(|a| fs_id.as_ref().is_none_or(|f| &a.file_system_id == f))
                 .cloned()
