@@ -394,3 +394,72 @@ async fn the_deliverer_claims_once_signs_retries_and_records_failures() {
     );
     assert_eq!(good.lock().unwrap().calls, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconciler_closes_an_open_sandbox_the_microvms_api_no_longer_lists() {
+    let Some(moto) = moto().await else { return };
+    let table = table(&moto).await;
+    // The emulator serves ListMicrovms: it runs no MicroVM here, so every
+    // sandbox the table holds open is gone.
+    let emu = rayito_emulator::Emulator::start(rayito_emulator::EmulatorConfig::default())
+        .await
+        .expect("the emulator");
+    let key = emu.access_key();
+    let microvms = aws_sdk_lambdamicrovms::Client::from_conf(
+        aws_sdk_lambdamicrovms::Config::builder()
+            .behavior_version(aws_sdk_lambdamicrovms::config::BehaviorVersion::latest())
+            .region(aws_sdk_lambdamicrovms::config::Region::new("us-east-1"))
+            .endpoint_url(emu.endpoint_url())
+            .credentials_provider(aws_sdk_lambdamicrovms::config::Credentials::new(
+                key.id.clone(),
+                key.secret.clone(),
+                key.session_token.clone(),
+                None,
+                "emulator",
+            ))
+            .build(),
+    );
+    let sbx = "00000000000000000000000000000abc";
+    let created = event(sbx, EventKind::Created, 0, 1);
+    let report = forwarder::forward(
+        &table,
+        STACK_KEY,
+        &batch(sbx, vec![signed(&created)]),
+        now_ms(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.admitted, 1);
+    assert_eq!(table.open_sandboxes().await.unwrap().len(), 1);
+
+    let now = now_ms();
+    let closed = rayito_events_lambda::reconciler::reconcile(&table, &microvms, 5, now)
+        .await
+        .expect("the reconciler runs");
+    assert_eq!(closed, [sbx]);
+    assert!(table.open_sandboxes().await.unwrap().is_empty());
+    let state = table.state(sbx).await.unwrap().unwrap();
+    assert_eq!(state.state.last, EventKind::Killed);
+    let window = now / (5 * 60_000);
+    assert_eq!(
+        state.last_event_id,
+        rayito_events_lambda::reconciler::synthetic_event_id(sbx, 0, window)
+    );
+    let db = aws_sdk_dynamodb::Client::new(&config(&moto));
+    let rows = db
+        .query()
+        .table_name(TABLE)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(":pk", AttributeValue::S(format!("EVENT#{sbx}")))
+        .send()
+        .await
+        .unwrap();
+    let killed = rows.items().last().expect("the synthetic event");
+    assert_eq!(killed["kind"].as_s().unwrap(), "killed");
+    assert_eq!(killed["kill_reason"].as_s().unwrap(), "unknown");
+    // A second run (a retried invocation) finds nothing open.
+    let again = rayito_events_lambda::reconciler::reconcile(&table, &microvms, 5, now)
+        .await
+        .unwrap();
+    assert!(again.is_empty());
+}
