@@ -322,6 +322,10 @@ impl Dynamo {
     /// # Errors
     /// Any failure.
     #[cfg(feature = "events")]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the members of one Query, each a different one of its fields"
+    )]
     pub(crate) async fn query_ordered(
         &self,
         table: &str,
