@@ -77,6 +77,7 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         | ErrorKind::VolumeNotFound => "SandboxException",
         ErrorKind::GitAuth => "GitAuthException",
         ErrorKind::GitUpstream => "GitUpstreamException",
+        ErrorKind::Webhook => "WebhookException",
     }
 }
 
@@ -223,6 +224,11 @@ fn every_placeholder_is_a_documented_name() {
         "other",
         "name",
         "reasons",
+        "events",
+        "minutes",
+        "sandbox",
+        "type",
+        "why",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {
