@@ -288,6 +288,11 @@ impl Agent {
             },
             shared.env.clone(),
         ));
+        shared.events = Arc::new(crate::lifecycle_events::LifecycleEvents::new(
+            config.lifecycle_events,
+            config.event_lines.clone(),
+            shared.run.clone(),
+        ));
         let shared = Arc::new(shared);
         if let Some(addr) = config.local_s3_endpoint {
             shared
@@ -328,6 +333,7 @@ impl Agent {
                 gateways: shared.gateways.clone(),
                 volumes: shared.volumes.clone(),
                 s3_mounts: shared.s3_mounts.clone(),
+                events: shared.events.clone(),
                 metrics: metrics.as_ref().map(|(_, m)| m.clone()),
             }),
         )
@@ -380,6 +386,7 @@ impl Agent {
                 shared.gateways.clone(),
                 shared.s3_mounts.clone(),
                 shared.volumes.clone(),
+                shared.events.clone(),
             ),
         ))
         .add_service(pb::network_service_server::NetworkServiceServer::new(

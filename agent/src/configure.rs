@@ -1,10 +1,12 @@
 //! `rayito.v1.ConfigureService`: the optional agent-side sections (S3 mounts,
 //! EFS volumes, lifecycle events, telemetry export, secret gateway).
 //!
-//! The local agent implements the secret gateway (`crate::gateway`) and S3
-//! mounts (`crate::s3_mounts`); every other section is answered UNSUPPORTED (the contract's per-section answer,
-//! instead of a transport-level UNIMPLEMENTED), and Health keeps their flags
-//! false so the SDK refuses them before calling. The sections' contents
+//! The local agent implements the secret gateway (`crate::gateway`), S3
+//! mounts (`crate::s3_mounts`), EFS volumes (`crate::efs_volumes`) and
+//! lifecycle events (`crate::lifecycle_events`); every other section is
+//! answered UNSUPPORTED (the contract's per-section answer, instead of a
+//! transport-level UNIMPLEMENTED), and Health keeps their flags false so
+//! the SDK refuses them before calling. The sections' contents
 //! (secret header values, a bearer token, key material) are never logged.
 
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use tonic::{Request, Response, Status};
 
 use crate::efs_volumes::EfsVolumes;
 use crate::gateway::Gateways;
+use crate::lifecycle_events::LifecycleEvents;
 use crate::pb;
 use crate::s3_mounts::S3Mounts;
 
@@ -23,6 +26,7 @@ pub(crate) struct ConfigureServiceImpl {
     pub(crate) gateways: Arc<Gateways>,
     pub(crate) volumes: Arc<EfsVolumes>,
     pub(crate) s3_mounts: Arc<S3Mounts>,
+    pub(crate) events: Arc<LifecycleEvents>,
     /// Bumped by every apply that changed something.
     pub(crate) generation: AtomicU64,
 }
@@ -32,11 +36,13 @@ impl ConfigureServiceImpl {
         gateways: Arc<Gateways>,
         s3_mounts: Arc<S3Mounts>,
         volumes: Arc<EfsVolumes>,
+        events: Arc<LifecycleEvents>,
     ) -> Self {
         Self {
             gateways,
             s3_mounts,
             volumes,
+            events,
             generation: AtomicU64::new(0),
         }
     }
@@ -45,16 +51,10 @@ impl ConfigureServiceImpl {
 /// The sections this agent does not implement that a request sets, in the
 /// order of their field numbers.
 fn unsupported(request: &pb::ConfigureRequest) -> Vec<pb::SectionResult> {
-    [
-        (
-            request.lifecycle_events.is_some(),
-            pb::ConfigSection::LifecycleEvents,
-        ),
-        (
-            request.telemetry_export.is_some(),
-            pb::ConfigSection::TelemetryExport,
-        ),
-    ]
+    [(
+        request.telemetry_export.is_some(),
+        pb::ConfigSection::TelemetryExport,
+    )]
     .into_iter()
     .filter_map(|(set, section)| set.then_some(section))
     .map(|section| result(section, pb::SectionCode::Unsupported, ""))
@@ -91,6 +91,13 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
             }
             results.push(result(pb::ConfigSection::EfsVolumes, code, class));
         }
+        if let Some(section) = request.lifecycle_events.take() {
+            let (code, class) = self.events.apply(section).await;
+            if code == pb::SectionCode::Applied {
+                self.generation.fetch_add(1, Ordering::Relaxed);
+            }
+            results.push(result(pb::ConfigSection::LifecycleEvents, code, class));
+        }
         if let Some(section) = request.secret_gateway.take() {
             let (code, class) = self.gateways.apply(section).await;
             if code == pb::SectionCode::Applied {
@@ -114,6 +121,7 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
             s3_mounts: self.s3_mounts.status(),
             secret_gateway: self.gateways.status(),
             efs_volumes: self.volumes.status(),
+            lifecycle_events: self.events.status(),
             ..Default::default()
         }))
     }

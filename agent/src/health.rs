@@ -42,6 +42,7 @@ pub(crate) struct HealthServiceImpl {
     pub(crate) gateways: Arc<crate::gateway::Gateways>,
     pub(crate) volumes: Arc<crate::efs_volumes::EfsVolumes>,
     pub(crate) s3_mounts: Arc<crate::s3_mounts::S3Mounts>,
+    pub(crate) events: Arc<crate::lifecycle_events::LifecycleEvents>,
     /// `None`: Metrics and MetricsHistory answer UNIMPLEMENTED
     /// (`AgentConfig::metrics_interval`).
     pub(crate) metrics: Option<Arc<crate::metrics::Metrics>>,
@@ -68,8 +69,9 @@ fn memory_total_bytes() -> u64 {
 impl HealthServiceImpl {
     /// The optional features: Configure is served (every section it does
     /// not implement answers UNSUPPORTED), and of its sections the secret
-    /// gateway, where it can verify an upstream, and S3 mounts, where it
-    /// can mount (FUSE, a mount namespace, a helper).
+    /// gateway, where it can verify an upstream, S3 mounts, where it can
+    /// mount (FUSE, a mount namespace, a helper), EFS volumes, and
+    /// lifecycle events unless switched off (`AgentConfig::lifecycle_events`).
     fn features(&self) -> pb::AgentFeatures {
         let secret_gateway = self.gateways.supported();
         pb::AgentFeatures {
@@ -77,6 +79,7 @@ impl HealthServiceImpl {
             s3_mounts: self.s3_mounts.supported(),
             secret_gateway,
             efs_volumes: self.volumes.supported(),
+            lifecycle_events: self.events.supported(),
             template_start: true,
             root_egress: if secret_gateway {
                 vec![pb::RootEgressClass::SecretGatewayUpstream as i32]

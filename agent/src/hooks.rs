@@ -136,14 +136,15 @@ async fn run(State(shared): State<Arc<Shared>>, body: Bytes) -> &'static str {
 
 async fn suspend(State(shared): State<Arc<Shared>>) -> &'static str {
     shared.on_suspend();
-    // Bounded: what the volumes hold reaches their servers before the
-    // snapshot.
-    shared.volumes.on_suspend().await;
+    // Bounded, side by side: what the volumes hold reaches their servers
+    // and the `paused` event line is out before the snapshot.
+    tokio::join!(shared.volumes.on_suspend(), shared.events.paused());
     "ok"
 }
 
 async fn resume(State(shared): State<Arc<Shared>>) -> &'static str {
     shared.on_resume();
+    shared.events.resumed();
     // Bounded probes; a volume that does not answer is remounted in the
     // background.
     shared.volumes.on_resume().await;
@@ -155,7 +156,10 @@ async fn resume(State(shared): State<Arc<Shared>>) -> &'static str {
 }
 
 async fn terminate(State(shared): State<Arc<Shared>>) -> &'static str {
+    // Queued before anything ends, written before the answer.
+    let killed = shared.events.killed();
     shared.on_terminate();
+    killed.await;
     "ok"
 }
 

@@ -26,6 +26,7 @@ mod health;
 pub mod hooks;
 mod isolation;
 mod lifecycle;
+mod lifecycle_events;
 pub mod local_volumes;
 mod metrics;
 mod payload;

@@ -53,6 +53,8 @@ pub(crate) struct Shared {
     pub volumes: Arc<crate::efs_volumes::EfsVolumes>,
     /// The S3 mounts (Configure's `s3_mounts` section).
     pub s3_mounts: Arc<crate::s3_mounts::S3Mounts>,
+    /// The lifecycle events (Configure's `lifecycle_events` section).
+    pub events: Arc<crate::lifecycle_events::LifecycleEvents>,
 }
 
 /// The `/run` hook's answer body.
@@ -90,6 +92,13 @@ impl Shared {
             crate::efs_volumes::VolumeOptions::default(),
             env.clone(),
         ));
+        let run = Arc::new(RunState::new());
+        // Replaced by `Agent::start` with the configured one.
+        let events = Arc::new(crate::lifecycle_events::LifecycleEvents::new(
+            false,
+            None,
+            run.clone(),
+        ));
         Self {
             processes: Arc::new(ProcessTable::new(env.clone(), phase.clone())),
             ptys: Arc::new(PtyTable::new(env.clone(), phase.clone())),
@@ -99,7 +108,7 @@ impl Shared {
             lifecycle: Arc::default(),
             template: TemplateGate::default(),
             deferred_start: Mutex::new(None),
-            run: Arc::new(RunState::new()),
+            run,
             disk_reserve: Arc::new(AtomicU64::new(disk_reserve)),
             transfers: Arc::default(),
             deadline_exit,
@@ -110,6 +119,7 @@ impl Shared {
             gateways,
             volumes,
             s3_mounts,
+            events,
         }
     }
 

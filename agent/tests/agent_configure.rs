@@ -1,6 +1,7 @@
 //! ConfigureService through real gRPC: the local agent implements the secret
-//! gateway (agent_gateway.rs tests it) and S3 mounts (agent_s3_mounts.rs),
-//! so each other section asked is answered UNSUPPORTED, and the call needs
+//! gateway (agent_gateway.rs tests it), S3 mounts (agent_s3_mounts.rs) and
+//! lifecycle events (agent_lifecycle_events.rs), so each other section
+//! asked is answered UNSUPPORTED, and the call needs
 //! the access token like every RPC but Health.
 
 mod support;
@@ -68,7 +69,12 @@ async fn each_section_but_the_gateway_is_unsupported() {
             ),
             // No mount.efs on this agent (no local stand-in).
             unsupported(pb::ConfigSection::EfsVolumes),
-            unsupported(pb::ConfigSection::LifecycleEvents),
+            // Key and id empty: a clear (agent_lifecycle_events tests it).
+            (
+                pb::ConfigSection::LifecycleEvents,
+                pb::SectionCode::Applied,
+                String::new()
+            ),
             unsupported(pb::ConfigSection::TelemetryExport),
             (
                 pb::ConfigSection::SecretGateway,
@@ -77,17 +83,19 @@ async fn each_section_but_the_gateway_is_unsupported() {
             ),
         ]
     );
-    assert_eq!(response.config_generation, 1);
+    assert_eq!(response.config_generation, 2);
 
     let status = client(&t)
         .configure_status(pb::ConfigureStatusRequest {})
         .await
         .unwrap()
         .into_inner();
-    // The empty gateway section applied: no route, nothing else.
+    // The empty gateway section applied: no route; the cleared events
+    // section: nothing emitted; nothing else.
     assert_eq!(
         status,
         pb::ConfigureStatusResponse {
+            lifecycle_events: Some(pb::LifecycleEventsStatus::default()),
             secret_gateway: Some(pb::SecretGatewayStatus::default()),
             ..Default::default()
         }
@@ -148,9 +156,9 @@ async fn health_keeps_every_other_section_flag_false() {
         .into_inner()
         .features
         .expect("features present");
-    assert!(f.configure, "{f:?}");
+    assert!(f.configure && f.lifecycle_events, "{f:?}");
     assert!(
-        !(f.s3_mounts || f.efs_volumes || f.lifecycle_events || f.telemetry_export),
+        !(f.s3_mounts || f.efs_volumes || f.telemetry_export),
         "{f:?}"
     );
 }
