@@ -49,6 +49,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .merge(super::efs::routes::router())
         .route("/", post(logs_api::handle))
         .merge(admin::router())
+        .merge(super::events::routes::router())
         .fallback(unknown_operation)
         .layer(axum::middleware::from_fn_with_state(
             shared.clone(),

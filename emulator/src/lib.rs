@@ -44,6 +44,7 @@ mod build;
 pub mod cli;
 mod control;
 mod efs;
+mod events;
 mod faults;
 mod guard;
 mod hooks;
@@ -220,6 +221,10 @@ pub struct EmulatorConfig {
     /// own work (default [`LatencyProfile::OFF`]; [`LatencyProfile::AWS`]
     /// for AWS-like figures, docs/local.md "Latency profile").
     pub latency: LatencyProfile,
+    /// For tests: the lifecycle events reconciler runs this often instead
+    /// of every `reconcilerIntervalMinutes` of the stack's deploy
+    /// (default `None`; docs/local.md, "Lifecycle events").
+    pub events_reconcile_interval: Option<Duration>,
 }
 
 /// How long a terminated MicroVM stays visible by default: 20 minutes, as
@@ -258,6 +263,7 @@ impl Default for EmulatorConfig {
             terminated_kept: DEFAULT_TERMINATED_KEPT,
             keep_images: false,
             latency: LatencyProfile::OFF,
+            events_reconcile_interval: None,
         }
     }
 }
@@ -386,6 +392,7 @@ impl Emulator {
                     window: config.terminated_retention,
                     max: config.terminated_kept,
                 },
+                events_reconcile_interval: config.events_reconcile_interval,
             },
             tls,
             efs,
@@ -401,6 +408,7 @@ impl Emulator {
         let router = control::router(shared.clone());
         shared.spawn(serve_control(listener, router));
         shared.spawn(s3.serve());
+        shared.spawn(events::run(shared.clone()));
         if shared.settings.warm_spare {
             lifecycle::refill_spare(&shared, None);
         }
@@ -591,6 +599,14 @@ impl Emulator {
     #[doc(hidden)]
     pub fn proxy_grant_count(&self) -> usize {
         self.shared.grant_count()
+    }
+
+    /// For tests: hands `line` to the events pipeline as MicroVM
+    /// `microvm_id`'s agent would (its log stream, then the forwarder):
+    /// lets a test feed lines it signed itself, forged ones included.
+    #[doc(hidden)]
+    pub fn event_line(&self, microvm_id: &str, line: &str) {
+        self.shared.events.offer(microvm_id, line);
     }
 
     /// The state of a MicroVM, if it exists.

@@ -145,6 +145,8 @@ async fn prepare(
         },
         // Volumes are directories of the emulator's EFS.
         local_volumes: Some(shared.efs.volumes()),
+        // The console the events pipeline reads (its log group's lines).
+        event_lines: Some(super::events::sink(&shared.events, id.clone())),
         ..AgentConfig::default()
     };
     let agent = match Agent::start(config).await {

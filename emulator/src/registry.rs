@@ -70,6 +70,9 @@ pub(crate) struct Settings {
     pub(crate) gateway_upstreams: rayito_agent::gateway::LocalUpstreams,
     /// How long, and how many, terminated MicroVMs stay visible.
     pub(crate) retention: Retention,
+    /// The events reconciler's interval instead of the deploy's
+    /// (`EmulatorConfig::events_reconcile_interval`).
+    pub(crate) events_reconcile_interval: Option<Duration>,
 }
 
 /// How long a terminated MicroVM stays visible to GetMicrovm and
@@ -143,6 +146,8 @@ pub(crate) struct Shared {
     pub(crate) images: super::images::ImageRegistry,
     /// The EFS file systems and access points, and their directories.
     pub(crate) efs: super::efs::LocalEfs,
+    /// The lifecycle events pipeline (the events-webhooks stack's part).
+    pub(crate) events: Arc<super::events::Events>,
 }
 
 /// How many of the last clientTokens seen, and of the last proxy tokens
@@ -218,6 +223,9 @@ impl Shared {
     ) -> Self {
         Self {
             efs,
+            events: Arc::new(super::events::Events::new(
+                settings.events_reconcile_interval,
+            )),
             objects: super::objects::ObjectStore::under(&settings.root),
             logs: super::logs::LogStore::default(),
             images: super::images::ImageRegistry::default(),
