@@ -11,8 +11,9 @@
 //! side of CloudWatch Logs (DescribeLogStreams, GetLogEvents), STS
 //! GetCallerIdentity, the EFS calls rayito makes ([`LocalEfs`]: file
 //! systems and access points that are directories of the emulator's root,
-//! which its sandboxes mount as volumes) and an admin endpoint for fault
-//! injection; on a
+//! which its sandboxes mount as volumes), the lifecycle events pipeline and
+//! its API under `/_rayito/events` (docs/local.md, "Lifecycle events") and
+//! an admin endpoint for fault injection; on a
 //! second loopback port, an S3 endpoint ([`Emulator::s3_endpoint_url`])
 //! over the emulator's object store, where code artifacts travel. Every
 //! call must be
