@@ -293,6 +293,8 @@ mod code;
 mod commands;
 mod configure;
 mod control;
+#[cfg(feature = "events")]
+pub mod events;
 mod files;
 #[cfg(feature = "secrets")]
 pub mod gateway;
@@ -342,6 +344,8 @@ pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
         &mounts::Steps,
         #[cfg(feature = "efs")]
         &volumes::Steps,
+        #[cfg(feature = "events")]
+        &events::Steps,
         &persistence::Steps,
         #[cfg(feature = "s3")]
         &transfer::auto::Steps,

@@ -12,6 +12,8 @@ pub mod admission;
 pub mod event;
 pub mod key;
 pub mod line;
+#[cfg(feature = "url")]
+pub mod url;
 pub mod webhook;
 
 pub use event::{Event, EventKind, KillReason};

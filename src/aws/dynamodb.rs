@@ -30,6 +30,9 @@ pub(crate) enum Attr {
     N(String),
     /// A map.
     M(HashMap<String, Attr>),
+    /// A list.
+    #[cfg_attr(not(feature = "events"), allow(dead_code))]
+    L(Vec<Attr>),
     /// Any other type (read only: never one of this crate's items).
     Other,
 }
@@ -64,6 +67,7 @@ impl Attr {
             Self::S(text) => AttributeValue::S(text),
             Self::N(text) => AttributeValue::N(text),
             Self::M(map) => AttributeValue::M(into_sdk_item(map)),
+            Self::L(list) => AttributeValue::L(list.into_iter().map(Self::into_sdk).collect()),
             // Never written: an item of this crate holds no other type.
             Self::Other => AttributeValue::Null(true),
         }
@@ -74,6 +78,7 @@ impl Attr {
             AttributeValue::S(text) => Self::S(text),
             AttributeValue::N(text) => Self::N(text),
             AttributeValue::M(map) => Self::M(from_sdk_item(map)),
+            AttributeValue::L(list) => Self::L(list.into_iter().map(Self::from_sdk).collect()),
             _ => Self::Other,
         }
     }
@@ -287,6 +292,54 @@ impl Dynamo {
             .query()
             .table_name(table)
             .consistent_read(true)
+            .key_condition_expression(key_condition)
+            .set_filter_expression(filter.condition.clone())
+            .set_expression_attribute_names(filter.names())
+            .set_expression_attribute_values(filter.values())
+            .set_exclusive_start_key(start.map(into_sdk_item))
+            .send()
+            .quiet()
+            .await
+            .map_err(|e| extract("Query", &e))?;
+        Ok(QueryPage {
+            items: page
+                .items
+                .unwrap_or_default()
+                .into_iter()
+                .map(from_sdk_item)
+                .collect(),
+            last_key: page
+                .last_evaluated_key
+                .filter(|key| !key.is_empty())
+                .map(from_sdk_item),
+        })
+    }
+
+    /// One Query page in key order (`forward`: ascending), on `index` when
+    /// given (eventually consistent there, as DynamoDB allows on a global
+    /// index; consistent on the table), `filter` over the items.
+    ///
+    /// # Errors
+    /// Any failure.
+    #[cfg(feature = "events")]
+    pub(crate) async fn query_ordered(
+        &self,
+        table: &str,
+        index: Option<&str>,
+        key_condition: &str,
+        filter: Expression,
+        forward: bool,
+        limit: i32,
+        start: Option<Item>,
+    ) -> Result<QueryPage, AwsFailure> {
+        let page = self
+            .client
+            .query()
+            .table_name(table)
+            .limit(limit)
+            .set_index_name(index.map(str::to_owned))
+            .consistent_read(index.is_none())
+            .scan_index_forward(forward)
             .key_condition_expression(key_condition)
             .set_filter_expression(filter.condition.clone())
             .set_expression_attribute_names(filter.names())

@@ -16,6 +16,7 @@
 //! | CloudFormation | [`cloudformation`] | `setup`, `efs` |
 //! | EFS | [`efs`] | `efs` |
 //! | EC2 (four reads, Query protocol of our own) | [`ec2`] | `efs` |
+//! | the local emulator's own APIs (SigV4-signed JSON) | [`signed_http`] | `events` |
 //!
 //! `iam` (a test module) lists the IAM action of every call made here, per feature; a
 //! test checks that list against the calls in these files and against the
@@ -43,6 +44,8 @@ pub(crate) mod microvms;
 pub(crate) mod s3;
 #[cfg(feature = "secrets")]
 pub(crate) mod secretsmanager;
+#[cfg(feature = "events")]
+pub(crate) mod signed_http;
 #[cfg(feature = "templates")]
 pub(crate) mod sts;
 pub(crate) mod time;

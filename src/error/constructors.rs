@@ -801,6 +801,16 @@ impl SandboxError {
         }
     }
 
+    /// `Webhook { aws_code }`: lifecycle events' stack could not be read or
+    /// written. `message` is our own, from an `events.*` template.
+    #[allow(dead_code, reason = "built with the events feature")]
+    pub(crate) fn webhook(aws_code: Option<String>, message: impl AsRef<str>) -> Self {
+        Self::Webhook {
+            aws_code,
+            meta: Box::new(ErrorMeta::new(message)),
+        }
+    }
+
     pub(crate) fn sandbox_with(code: SandboxCode, meta: Box<ErrorMeta>) -> Self {
         Self::Sandbox {
             code: Some(code),

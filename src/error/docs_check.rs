@@ -77,6 +77,7 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         | ErrorKind::VolumeNotFound => "SandboxException",
         ErrorKind::GitAuth => "GitAuthException",
         ErrorKind::GitUpstream => "GitUpstreamException",
+        ErrorKind::Webhook => "WebhookException",
     }
 }
 

@@ -133,6 +133,9 @@ kinds! {
     GitAuth,
     /// `git_upstream`: a push or pull found no upstream branch.
     GitUpstream,
+    /// `webhook`: lifecycle events could not read or write their stack
+    /// (webhooks, events, the stack key), or the stack is not deployed.
+    Webhook,
 }
 
 impl ErrorKind {
@@ -173,6 +176,7 @@ impl ErrorKind {
             Self::VolumeNotFound => "volume_not_found",
             Self::GitAuth => "git_auth",
             Self::GitUpstream => "git_upstream",
+            Self::Webhook => "webhook",
         }
     }
 
@@ -208,7 +212,8 @@ impl ErrorKind {
             | Self::Secret
             | Self::Mount
             | Self::Volume
-            | Self::GitUpstream => &[Self::Sandbox],
+            | Self::GitUpstream
+            | Self::Webhook => &[Self::Sandbox],
             Self::VolumeMount | Self::VolumeNotFound => &[Self::Volume],
             Self::SecretNotFound => &[Self::Secret, Self::NotFound],
             Self::GitAuth => &[Self::Authentication],
@@ -375,6 +380,11 @@ impl ErrorKind {
                 false,
                 false,
                 "push or pull found no upstream branch; name one or set it",
+            ),
+            Self::Webhook => (
+                false,
+                false,
+                "lifecycle events could not read or write their stack (webhooks, events, the stack key), or the stack is not deployed; `aws_code` says why",
             ),
         };
         ErrorInfo {

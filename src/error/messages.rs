@@ -523,6 +523,45 @@ templates! {
         "that file system does not carry the efs-volumes tag (rayito=efs-volumes), so it is not deleted";
     VOLUME_STACK_DRAIN = "volume.stack_drain" =>
         "the file system still has mount targets 120 s after the stack's deletion; retry the deletion in a few minutes";
+
+    EVENTS_URL = "events.url" =>
+        "register_webhook: url must be a valid https:// URL to a public address: a DNS host (not localhost) or a public IP (not loopback, private, link-local or metadata), port between 1 and 65535";
+    EVENTS_URL_LOCAL = "events.url_local" =>
+        "register_webhook: url must be an http:// or https:// URL with a host and a port between 1 and 65535 (the local backend also delivers to loopback and plain http)";
+    EVENTS_TYPES_EMPTY = "events.types_empty" =>
+        "register_webhook: types may not be empty; pass one or more of sandbox.lifecycle.created, paused, resumed, killed";
+    EVENTS_TYPE_UNKNOWN = "events.type_unknown" =>
+        "unknown event type {type}; pass sandbox.lifecycle.created, sandbox.lifecycle.paused, sandbox.lifecycle.resumed or sandbox.lifecycle.killed";
+    EVENTS_SECRET_NAME = "events.secret_name" =>
+        "register_webhook: secret_name is empty or longer than 512 characters; pass the name of the webhook's secret (under rayito/webhooks/) or its ARN";
+    EVENTS_WEBHOOK_ID = "events.webhook_id" =>
+        "delete_webhook: a webhook id is 16 lower-case hex characters; pass an id that list_webhooks shows";
+    EVENTS_LIMIT = "events.limit" =>
+        "get_events: limit is {limit}; pass 1 to 100";
+    EVENTS_RECONCILER = "events.reconciler" =>
+        "deploy: reconciler_interval_minutes is {minutes}; pass 2 or more (EventBridge Scheduler's rate(N minutes))";
+    EVENTS_DEPLOY_ARGUMENT = "events.deploy_argument" =>
+        "deploy: {argument} is empty; pass the {what}";
+    EVENTS_NOT_DEPLOYED = "events.not_deployed" =>
+        "the stack {stack} is not deployed; call deploy() first (rayito events deploy)";
+    EVENTS_AWS = "events.aws" =>
+        "LifecycleEvents.{operation}: AWS answered {aws_code}; check the caller's IAM policy (the stack's Events*Policy outputs)";
+    EVENTS_LOCAL = "events.local" =>
+        "LifecycleEvents.{operation}: the local events API answered HTTP {status}{detail}";
+    EVENTS_LOCAL_UNREACHABLE = "events.local_unreachable" =>
+        "LifecycleEvents.{operation}: the local events API did not answer ({why}); check that the local backend is running";
+    EVENTS_STACK_KEY = "events.stack_key" =>
+        "the stack key secret of {stack} holds no key; destroy and deploy the stack again";
+    EVENTS_LOGGING = "events.logging" =>
+        "events need the sandbox to log to CloudWatch (SandboxLogging::cloudwatch() or cloudwatch_group(..)): the forwarder reads the event lines from the sandbox's logs; pass logging(...)";
+    EVENTS_BACKEND = "events.backend" =>
+        "the LifecycleEvents passed to events() is bound to the {events} backend and this sandbox is created on the {sandbox} backend; pass the events of the sandbox's client (client.events())";
+    EVENTS_POOLED = "events.pooled" =>
+        "a pool's warm sandboxes never carry events (the section needs the sandbox's own id at create); drop events() from the pool's builder and create those sandboxes with Sandbox::builder()";
+    EVENTS_CONNECT = "events.connect" =>
+        "connect sends no events section (the sandbox keeps the one it was created with); drop events() from the builder, or create a new sandbox";
+    EVENTS_DEAD_LETTERS_AWS = "events.dead_letters_aws" =>
+        "on AWS the deliverer's failures go to the stack's SQS queue DelivererFailuresQueue (its DelivererFailuresQueueUrl output): read that queue";
 }
 
 impl Template {

@@ -455,6 +455,21 @@ pub enum SandboxError {
         #[source]
         meta: Box<ErrorMeta>,
     },
+    /// `webhook`: [`LifecycleEvents`](crate::events::LifecycleEvents)
+    /// could not read or write its stack (webhooks, events, the stack key),
+    /// or `create` with events found the stack not deployed. The message
+    /// never repeats a URL, a secret or AWS's text.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Webhook {
+        /// The AWS error code (e.g. `AccessDeniedException`); `None` for
+        /// the SDK's own failures (the stack not deployed, the local
+        /// backend's answers).
+        aws_code: Option<String>,
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
 }
 
 impl SandboxError {

@@ -397,7 +397,8 @@ impl<'a> WireOut<'a> {
             }),
             SandboxError::SandboxIndex { aws_code, .. }
             | SandboxError::IndexWrite { aws_code, .. }
-            | SandboxError::Secret { aws_code, .. } => F::Index(IndexFields {
+            | SandboxError::Secret { aws_code, .. }
+            | SandboxError::Webhook { aws_code, .. } => F::Index(IndexFields {
                 aws_code: borrowed(aws_code.as_deref()),
             }),
             SandboxError::Capacity { code, .. } => F::Code(CodeFields {
@@ -680,6 +681,13 @@ fn read(value: &Value) -> Result<SandboxError, WireError> {
         ErrorKind::VolumeNotFound => SandboxError::VolumeNotFound { meta },
         ErrorKind::GitAuth => SandboxError::GitAuth { meta },
         ErrorKind::GitUpstream => SandboxError::GitUpstream { meta },
+        ErrorKind::Webhook => {
+            let f: IndexFields<'_> = fields(value)?;
+            SandboxError::Webhook {
+                aws_code: line(f.aws_code.as_deref(), MAX_AWS_CODE_CHARS),
+                meta,
+            }
+        }
     })
 }
 
@@ -936,6 +944,8 @@ mod tests {
             meta().prop_map(|meta| SandboxError::VolumeNotFound { meta }),
             meta().prop_map(|meta| SandboxError::GitAuth { meta }),
             meta().prop_map(|meta| SandboxError::GitUpstream { meta }),
+            (opt_clean(MAX_AWS_CODE_CHARS), meta())
+                .prop_map(|(aws_code, meta)| SandboxError::Webhook { aws_code, meta }),
         ]
     }
 

@@ -536,6 +536,16 @@ impl SandboxBuilder {
         err
     }
 
+    /// Whether the sandbox logs to CloudWatch Logs (lifecycle events read
+    /// their lines there).
+    #[cfg_attr(not(feature = "events"), allow(dead_code))]
+    pub(crate) fn logs_to_cloudwatch(&self) -> bool {
+        matches!(
+            self.options.logging.as_deref(),
+            Some(super::SandboxLogging::CloudWatch { .. })
+        )
+    }
+
     /// Whether an execution role is set.
     pub(crate) fn has_execution_role(&self) -> bool {
         self.options.execution_role_arn.is_some()

@@ -322,6 +322,28 @@ impl SecretCache {
             None => reference.resolve(prefix, "reference")?,
             Some(variable) => reference.resolve_for_env(prefix, variable)?,
         };
+        self.read_resolved(secret_id, selector, variable).await
+    }
+
+    /// The current value of a lifecycle-event webhook's secret
+    /// (`secret_id`: a full name under `rayito/webhooks/` or an ARN, checked
+    /// by the events feature, the only caller: [`Self::get`] refuses that
+    /// prefix), read and kept like any other value.
+    #[cfg(feature = "events")]
+    pub(crate) async fn get_webhook_secret(
+        &self,
+        secret_id: String,
+    ) -> Result<Secret, SandboxError> {
+        let selector = Selector::Stage(super::AWSCURRENT.to_owned());
+        self.read_resolved(secret_id, selector, None).await
+    }
+
+    async fn read_resolved(
+        &self,
+        secret_id: String,
+        selector: Selector,
+        variable: Option<&str>,
+    ) -> Result<Secret, SandboxError> {
         let connected = self.client().await?;
         let client = &connected.client;
         let key = Key {
