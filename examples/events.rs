@@ -90,9 +90,7 @@ async fn run(secret: Vec<u8>) -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // The same records, read back.
-    let mut query = EventQuery::default();
-    query.sandbox_id = Some(sbx.id().to_owned());
-    query.order = EventOrder::Asc;
+    let query = EventQuery::new().sandbox_id(sbx.id()).order(EventOrder::Asc);
     let records = events.get_events(query).await?;
     let same = records.len() == delivered.len()
         && records

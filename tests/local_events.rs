@@ -176,12 +176,10 @@ fn as_body(record: &EventRecord) -> serde_json::Value {
 }
 
 fn query(sandbox_id: &str, types: &[EventKind], order: EventOrder) -> EventQuery {
-    EventQuery {
-        sandbox_id: Some(sandbox_id.to_owned()),
-        types: types.to_vec(),
-        limit: 100,
-        order,
-    }
+    EventQuery::new()
+        .sandbox_id(sandbox_id)
+        .types(types.iter().copied())
+        .order(order)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -353,10 +351,7 @@ async fn lifecycle_events_reach_a_verifying_webhook_in_order() {
         vec![a_seen[1].json(), a_seen[2].json()]
     );
     let newest = events
-        .get_events(EventQuery {
-            limit: 1,
-            ..query(&a_id, &[], EventOrder::Desc)
-        })
+        .get_events(query(&a_id, &[], EventOrder::Desc).limit(1))
         .await
         .unwrap();
     assert_eq!(newest.len(), 1);
