@@ -9,7 +9,7 @@
 //! What it needs: a Secrets Manager for the webhook's secret, as for
 //! `examples/gateway.rs` (your account, or a moto server through
 //! `AWS_ENDPOINT_URL_SECRETS_MANAGER=http://127.0.0.1:5000`,
-//! `AWS_REGION=us-east-1` and dummy keys). The example stores
+//! `AWS_REGION=us-east-1` and dummy keys). The example creates the secret
 //! `rayito/webhooks/example-events`, deploys the local events stack, starts
 //! its own receiver on 127.0.0.1, and removes all three at the end.
 //!
@@ -25,7 +25,6 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rayito::events::{EventKind, EventOrder, EventQuery, EventsDeploy};
-use rayito::secrets::{SecretStore, SecretStoreOptions};
 use rayito::{Client, SandboxLogging};
 use tokio::sync::mpsc;
 
@@ -36,19 +35,39 @@ const LOG_GROUP: &str = "/rayito/events-example";
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let store = SecretStore::new(SecretStoreOptions::new())?;
-    let stored = format!("webhooks/{SECRET_NAME}");
-    if store.destroy(&stored).await? {
-        println!("removed a rayito/{stored} left by an earlier run");
+    // The webhook's secret, created as you would create any (the AWS CLI,
+    // your IaC): rayito's SecretStore refuses names under
+    // rayito/webhooks/, which belong to the events stack.
+    let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let secrets = aws_sdk_secretsmanager::Client::new(&config);
+    let id = format!("rayito/webhooks/{SECRET_NAME}");
+    if remove_secret(&secrets, &id).await.is_ok() {
+        println!("removed a {id} left by an earlier run");
     }
-    // A secret only this run knows (never printed).
+    // A value only this run knows (never printed).
     let secret = format!("whsec-{:032x}", rand::random::<u128>());
-    store
-        .create(&stored, secret.as_str(), &Default::default())
+    secrets
+        .create_secret()
+        .name(&id)
+        .secret_string(&secret)
+        .send()
         .await?;
     let outcome = run(secret.into_bytes()).await;
-    store.destroy(&stored).await?;
+    remove_secret(&secrets, &id).await?;
     outcome
+}
+
+async fn remove_secret(
+    secrets: &aws_sdk_secretsmanager::Client,
+    id: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    secrets
+        .delete_secret()
+        .secret_id(id)
+        .force_delete_without_recovery(true)
+        .send()
+        .await?;
+    Ok(())
 }
 
 async fn run(secret: Vec<u8>) -> Result<(), Box<dyn std::error::Error>> {

@@ -38,7 +38,7 @@ use rayito::events::{
     EventsDeploy, KillReason, LifecycleEvents, WebhookVerifyError, verify_webhook,
     verify_webhook_with,
 };
-use rayito::secrets::{SecretCache, SecretCacheOptions, SecretStore, SecretStoreOptions};
+use rayito::secrets::{SecretCache, SecretCacheOptions};
 use rayito::{Client, OnTimeout, SandboxLogging};
 use sdk_support::moto::MotoServer;
 use sdk_support::skip::skip;
@@ -191,19 +191,21 @@ async fn lifecycle_events_reach_a_verifying_webhook_in_order() {
         return;
     };
     let config = sdk_support::moto_config::sdk_config(&moto.endpoint_url(), "AKIDEVENTS");
-    let store = SecretStore::new(SecretStoreOptions::new().sdk_config(config.clone())).unwrap();
-    let cache = SecretCache::new(SecretCacheOptions::new().sdk_config(config)).unwrap();
-    // Two webhook secrets under rayito/webhooks/, values only this run knows.
+    // Two webhook secrets under rayito/webhooks/, values only this run
+    // knows, created as a user would (the AWS CLI, IaC): the SDK's secret
+    // store refuses names under that prefix, which belong to the events.
+    let raw = aws_sdk_secretsmanager::Client::new(&config);
     let secret = format!("whsec-{:032x}", rand::random::<u128>());
     let failing_secret = format!("whsec-{:032x}", rand::random::<u128>());
-    store
-        .create("webhooks/e2e", secret.as_str(), &Default::default())
-        .await
-        .unwrap();
-    store
-        .create("webhooks/e2e-failing", failing_secret.as_str(), &Default::default())
-        .await
-        .unwrap();
+    for (name, value) in [("e2e", &secret), ("e2e-failing", &failing_secret)] {
+        raw.create_secret()
+            .name(format!("rayito/webhooks/{name}"))
+            .secret_string(value.as_str())
+            .send()
+            .await
+            .expect("the webhook secret is created");
+    }
+    let cache = SecretCache::new(SecretCacheOptions::new().sdk_config(config)).unwrap();
 
     let client = Client::local().await.expect("the local backend");
     let events: LifecycleEvents = client.events().secret_cache(cache);
@@ -367,8 +369,14 @@ async fn lifecycle_events_reach_a_verifying_webhook_in_order() {
     assert!(events.delete_webhook(&failing_hook.webhook_id).await.unwrap());
     assert!(!events.delete_webhook(&hook.webhook_id).await.unwrap());
     events.destroy().await.unwrap();
-    store.destroy("webhooks/e2e").await.unwrap();
-    store.destroy("webhooks/e2e-failing").await.unwrap();
+    for name in ["e2e", "e2e-failing"] {
+        raw.delete_secret()
+            .secret_id(format!("rayito/webhooks/{name}"))
+            .force_delete_without_recovery(true)
+            .send()
+            .await
+            .unwrap();
+    }
 }
 
 /// A real delivery verifies; changed, signed with another secret, sent to
