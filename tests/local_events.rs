@@ -465,20 +465,21 @@ async fn python_snippet_agrees(real: &Delivery, secret: &[u8]) {
             {"body_suffix": "", "secret_suffix": "", "now": t + 301},
         ],
     });
-    let program = format!(
-        "{snippet}\n\
-import json, sys\n\
-case = json.load(sys.stdin)\n\
-out = []\n\
-for c in case['cases']:\n\
-    try:\n\
-        verify_webhook((case['secret'] + c['secret_suffix']).encode(), case['headers'],\n\
-                       (case['body'] + c['body_suffix']).encode(), now=c['now'])\n\
-        out.append('ok')\n\
-    except ValueError as e:\n\
-        out.append(str(e))\n\
-print(json.dumps(out))\n"
-    );
+    // The driver after the snippet: each case through `verify_webhook`.
+    const DRIVER: &str = r#"
+import json, sys
+case = json.load(sys.stdin)
+out = []
+for c in case["cases"]:
+    try:
+        verify_webhook((case["secret"] + c["secret_suffix"]).encode(), case["headers"],
+                       (case["body"] + c["body_suffix"]).encode(), now=c["now"])
+        out.append("ok")
+    except ValueError as e:
+        out.append(str(e))
+print(json.dumps(out))
+"#;
+    let program = format!("{snippet}{DRIVER}");
     let run = tokio::task::spawn_blocking(move || {
         use std::io::Write as _;
         let mut child = match std::process::Command::new("python3")
