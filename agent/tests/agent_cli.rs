@@ -6,37 +6,17 @@ use std::time::Duration;
 
 use rayito_agent::pb;
 use support::{Event, TestAgent, alive, bash, next_event};
-use tokio::io::AsyncBufReadExt as _;
 
 #[tokio::test]
 async fn serve_answers_and_stops_cleanly_on_sigterm() {
     let root = tempfile::tempdir().unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_rayito-agent"))
-        .args([
-            "serve",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--hooks-addr",
-            "127.0.0.1:0",
-            "--root",
-        ])
-        .arg(root.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let rest = line
-        .strip_prefix("rayito-agent listening grpc=")
-        .expect("listening line");
-    let (grpc, hooks) = rest.split_once(" hooks=").unwrap();
-    let (grpc, hooks) = (grpc.parse().unwrap(), hooks.parse().unwrap());
+    let support::ServedBinary {
+        mut child,
+        grpc,
+        hooks,
+        // Kept open: the agent's stdout stays a live pipe.
+        stdout: _stdout,
+    } = support::ServedBinary::start(env!("CARGO_BIN_EXE_rayito-agent"), root.path()).await;
 
     let channel = support::connect(grpc).await;
     let mut health = pb::health_service_client::HealthServiceClient::new(channel);

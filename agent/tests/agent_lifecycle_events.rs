@@ -314,15 +314,7 @@ async fn unsupported_with_the_switch_off() {
         ..AgentConfig::default()
     })
     .await;
-    let features = t
-        .health()
-        .health(pb::HealthRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .features
-        .unwrap();
-    assert!(!features.lifecycle_events);
+    assert!(!t.features().await.lifecycle_events);
     assert_eq!(
         apply(&t, section(STACK_KEY)).await,
         (pb::SectionCode::Unsupported, String::new())
@@ -333,15 +325,7 @@ async fn unsupported_with_the_switch_off() {
     assert!(lines.all().is_empty());
 
     let on = agent(&Lines::default()).await;
-    let features = on
-        .health()
-        .health(pb::HealthRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .features
-        .unwrap();
-    assert!(features.lifecycle_events);
+    assert!(on.features().await.lifecycle_events);
 }
 
 /// The agent binary, as a MicroVM runs it: without a sink the lines go to
@@ -349,37 +333,19 @@ async fn unsupported_with_the_switch_off() {
 /// one whole line each, `killed` before the process ends.
 #[tokio::test]
 async fn the_binary_writes_its_lines_on_stdout() {
-    use tokio::io::AsyncBufReadExt as _;
     let root = tempfile::tempdir().unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_rayito-agent"))
-        .args([
-            "serve",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--hooks-addr",
-            "127.0.0.1:0",
-            "--root",
-        ])
-        .arg(root.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let support::ServedBinary {
+        mut child,
+        mut stdout,
+        grpc,
+        hooks,
+    } = support::ServedBinary::start(env!("CARGO_BIN_EXE_rayito-agent"), root.path()).await;
     let mut next_line = async || {
-        tokio::time::timeout(Duration::from_secs(10), out.next_line())
+        tokio::time::timeout(Duration::from_secs(10), stdout.next_line())
             .await
             .expect("a line within 10 s")
             .unwrap()
     };
-    let listening = next_line().await.expect("listening line");
-    let rest = listening
-        .strip_prefix("rayito-agent listening grpc=")
-        .expect("listening line");
-    let (grpc, hooks) = rest.split_once(" hooks=").unwrap();
-    let (grpc, hooks): (std::net::SocketAddr, std::net::SocketAddr) =
-        (grpc.parse().unwrap(), hooks.parse().unwrap());
     let post = async |name: &str, body: Option<String>| {
         let answer = rayito_agent::hooks::post_hook(hooks, name, body).await;
         assert_eq!(answer.unwrap(), (200, "ok".to_owned()), "{name}");

@@ -127,6 +127,17 @@ impl TestAgent {
         pb::health_service_client::HealthServiceClient::new(self.channel.clone())
     }
 
+    /// Health's `features`.
+    pub async fn features(&self) -> pb::AgentFeatures {
+        self.health()
+            .health(pb::HealthRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .features
+            .expect("features present")
+    }
+
     /// Health client with the token (for Metrics).
     pub fn health_authed(&self) -> pb::health_service_client::HealthServiceClient<Authed> {
         pb::health_service_client::HealthServiceClient::with_interceptor(
@@ -178,6 +189,58 @@ impl TestAgent {
     /// The host path of a guest path in this agent's sandbox.
     pub fn host_path(&self, guest: &str) -> std::path::PathBuf {
         self.agent.env().to_host(guest)
+    }
+}
+
+/// The `rayito-agent serve` binary on loopback ports, rooted at `root`,
+/// its stdout piped (stderr dropped).
+#[derive(Debug)]
+pub struct ServedBinary {
+    pub child: tokio::process::Child,
+    /// Its stdout's lines after the `listening` one.
+    pub stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    pub grpc: std::net::SocketAddr,
+    pub hooks: std::net::SocketAddr,
+}
+
+impl ServedBinary {
+    /// Starts the binary (`env!("CARGO_BIN_EXE_rayito-agent")`: only the
+    /// agent's own tests have it, and the emulator's include this module)
+    /// and reads the ports its first line announces.
+    pub async fn start(binary: &str, root: &std::path::Path) -> Self {
+        use tokio::io::AsyncBufReadExt as _;
+        let mut child = tokio::process::Command::new(binary)
+            .args([
+                "serve",
+                "--grpc-addr",
+                "127.0.0.1:0",
+                "--hooks-addr",
+                "127.0.0.1:0",
+                "--root",
+            ])
+            .arg(root)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = tokio::time::timeout(Duration::from_secs(10), stdout.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let rest = line
+            .strip_prefix("rayito-agent listening grpc=")
+            .expect("listening line");
+        let (grpc, hooks) = rest.split_once(" hooks=").unwrap();
+        let (grpc, hooks) = (grpc.parse().unwrap(), hooks.parse().unwrap());
+        Self {
+            child,
+            stdout,
+            grpc,
+            hooks,
+        }
     }
 }
 
