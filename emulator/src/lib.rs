@@ -12,7 +12,7 @@
 //! GetCallerIdentity, the EFS calls rayito makes ([`LocalEfs`]: file
 //! systems and access points that are directories of the emulator's root,
 //! which its sandboxes mount as volumes), the lifecycle events pipeline and
-//! its API under `/_rayito/events` (docs/local.md, "Lifecycle events") and
+//! its API under `/_rayito/events` (docs/local.md, "Lifecycle events pipeline") and
 //! an admin endpoint for fault injection; on a
 //! second loopback port, an S3 endpoint ([`Emulator::s3_endpoint_url`])
 //! over the emulator's object store, where code artifacts travel. Every
@@ -224,7 +224,7 @@ pub struct EmulatorConfig {
     pub latency: LatencyProfile,
     /// For tests: the lifecycle events reconciler runs this often instead
     /// of every `reconcilerIntervalMinutes` of the stack's deploy
-    /// (default `None`; docs/local.md, "Lifecycle events").
+    /// (default `None`; docs/local.md, "Lifecycle events pipeline").
     pub events_reconcile_interval: Option<Duration>,
 }
 

@@ -4,8 +4,9 @@
 //! that group of [`super::logs::LogStore`], read back through the same
 //! DescribeLogStreams and GetLogEvents as build logs. Locally the sandbox
 //! has no console for the service to forward, so the stream holds the
-//! emulator's own lifecycle lines for it (started, terminated), which is
-//! enough for `rayito sandbox logs` to find and read it as on AWS.
+//! emulator's own lifecycle lines for it (started, terminated) and the
+//! agent's signed event lines (the events pipeline's sink, `super::events`),
+//! which is enough for `rayito sandbox logs` to find and read it as on AWS.
 
 use serde_json::Value;
 

@@ -1,5 +1,5 @@
 //! The emulator as the whole lifecycle events pipeline (docs/local.md,
-//! "Lifecycle events"): the local events API (signed, its refusals), event
+//! "Lifecycle events pipeline"): the local events API (signed, its refusals), event
 //! lines from a MicroVM's sink into its log stream and the forwarder (each
 //! refusal counted), deliveries to real HTTP receivers verified with
 //! `rayito_events::webhook::verify` in admission order, retries and dead
@@ -482,6 +482,13 @@ async fn lines_reach_the_log_stream_the_store_and_the_webhooks_in_order() {
     emu.event_line(&vm, &signed_line(b"not the stack key", &forged));
     emu.event_line(&vm, "rayito.event.v1 garbage");
     emu.event_line(&vm, &signed_line(&stack, &lifecycle[1])); // paused before created
+    // A day and more old; signed for this sandbox but naming another.
+    let mut stale = lifecycle[0].clone();
+    stale.occurred_at_ms -= 25 * 60 * 60 * 1000;
+    emu.event_line(&vm, &signed_line(&stack, &stale));
+    let mut other = lifecycle[0].clone();
+    other.sandbox_id = elsewhere.clone();
+    emu.event_line(&vm, &line::encode(&key::sandbox_key(&stack, &vm), &other));
     // Not an event line: the log stream only.
     emu.event_line(&vm, "hello from the console");
     // Another group's sandbox: logged, never forwarded.
@@ -560,6 +567,8 @@ async fn lines_reach_the_log_stream_the_store_and_the_webhooks_in_order() {
     assert_eq!(counters["admitted"], 4);
     assert_eq!(counters["rejected"]["mac_invalid"], 1);
     assert_eq!(counters["rejected"]["malformed_line"], 1);
+    assert_eq!(counters["rejected"]["stale_event"], 1);
+    assert_eq!(counters["rejected"]["sandbox_mismatch"], 1);
     assert_eq!(
         counters["rejected"]["invalid_transition"], 2,
         "early paused, replayed created"
@@ -743,7 +752,7 @@ fn the_docs_transcribe_every_refusal() {
     let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/local.md"))
         .expect("docs/local.md");
     let section = docs
-        .split("### Lifecycle events")
+        .split("### Lifecycle events pipeline")
         .nth(1)
         .and_then(|s| s.split("\n### ").next())
         .expect("the events section");
@@ -766,4 +775,158 @@ fn the_docs_transcribe_every_refusal() {
     ] {
         assert!(section.contains(&format!("`{message}`")), "{message}");
     }
+}
+
+/// A real sandbox's life, end to end: its agent configured for events
+/// (the section the SDK sends, through the proxy), then suspended,
+/// resumed and terminated through the control plane; its own signed
+/// lines reach a verifying receiver in order, and a receiver answering
+/// 500 gets three attempts, then a dead letter.
+#[tokio::test]
+async fn a_sandboxs_own_events_reach_its_webhooks() {
+    let h = Harness::start().await;
+    let emu = &h.emulator;
+    deploy(emu).await;
+    let stack = stack_key(emu).await;
+    let receiver = Receiver::start(StatusCode::OK).await;
+    let failing = Receiver::start(StatusCode::INTERNAL_SERVER_ERROR).await;
+    register(emu, &receiver.url, b"ok-secret", &ALL_TYPES).await;
+    let failing_id = register(
+        emu,
+        &failing.url,
+        b"bad-secret",
+        &["sandbox.lifecycle.killed"],
+    )
+    .await;
+
+    let group = GROUP.to_owned();
+    let (vm, endpoint) = h
+        .run_ready_with(move |r| {
+            r.logging(Logging::CloudWatch(
+                CloudWatchLogging::builder().log_group(group).build(),
+            ))
+        })
+        .await;
+    let token = h.mint(&vm, &[8080]).await;
+    let ch = channel(&endpoint).await;
+    wait_ready(&ch, &token).await;
+    let image_arn = emu.image_arn("rayito-base");
+    let response =
+        rayito_agent::pb::configure_service_client::ConfigureServiceClient::with_interceptor(
+            ch.clone(),
+            ProxyHeaders::sdk(&token),
+        )
+        .configure(rayito_agent::pb::ConfigureRequest {
+            request_id: "0123456789abcdef0123456789abcdef".into(),
+            lifecycle_events: Some(rayito_agent::pb::LifecycleEventsConfig {
+                sandbox_key: key::sandbox_key(&stack, &vm).to_vec(),
+                sandbox_id: vm.clone(),
+                image_arn: image_arn.clone(),
+                image_version: "1.0".into(),
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("Configure")
+        .into_inner();
+    assert_eq!(
+        response
+            .results
+            .iter()
+            .map(|r| r.code())
+            .collect::<Vec<_>>(),
+        [rayito_agent::pb::SectionCode::Applied]
+    );
+    receiver.wait_for(1).await;
+    h.client
+        .suspend_microvm()
+        .microvm_identifier(&vm)
+        .send()
+        .await
+        .unwrap();
+    wait_state(&h.client, &vm, MicrovmState::Suspended).await;
+    h.client
+        .resume_microvm()
+        .microvm_identifier(&vm)
+        .send()
+        .await
+        .unwrap();
+    wait_state(&h.client, &vm, MicrovmState::Running).await;
+    h.client
+        .terminate_microvm()
+        .microvm_identifier(&vm)
+        .send()
+        .await
+        .unwrap();
+    wait_state(&h.client, &vm, MicrovmState::Terminated).await;
+
+    let got = receiver.wait_for(4).await;
+    let bodies: Vec<Value> = got.iter().map(|d| verified(b"ok-secret", d)).collect();
+    let seen: Vec<(&str, u64)> = bodies
+        .iter()
+        .map(|b| {
+            (
+                b["type"].as_str().unwrap(),
+                b["generation"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("sandbox.lifecycle.created", 0),
+            ("sandbox.lifecycle.paused", 0),
+            ("sandbox.lifecycle.resumed", 1),
+            ("sandbox.lifecycle.killed", 1),
+        ]
+    );
+    assert_eq!(bodies[3]["kill_reason"], "request");
+    assert!(
+        bodies
+            .iter()
+            .all(|b| b["sandbox_id"] == vm.as_str()
+                && b["sandbox_template_id"] == image_arn.as_str())
+    );
+    // get_events returns the same records.
+    let asc = records(emu, &format!("?sandboxId={vm}&order=asc")).await;
+    let ids = |v: &[Value], key: &str| -> Vec<String> {
+        v.iter()
+            .map(|x| x[key].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&asc, "eventId"), ids(&bodies, "event_id"));
+
+    let letters = eventually("the failing receiver's dead letter", || async {
+        let d = get_json(emu, "/_rayito/events/dead-letters").await;
+        let d = d["deadLetters"].as_array().unwrap().clone();
+        (!d.is_empty()).then_some(d)
+    })
+    .await;
+    assert_eq!(
+        letters,
+        [
+            json!({"webhookId": failing_id, "eventId": bodies[3]["event_id"], "attempts": 3,
+                "reason": "attempts_exhausted", "lastStatus": 500})
+        ]
+    );
+    let attempts = failing.deliveries();
+    assert_eq!(attempts.len(), 3);
+    for a in &attempts {
+        assert_eq!(
+            verified(b"bad-secret", a)["type"],
+            "sandbox.lifecycle.killed"
+        );
+    }
+    let counters = get_json(emu, "/_rayito/events/counters").await;
+    assert_eq!(counters["admitted"], 4);
+    assert_eq!(counters["delivered"], 4);
+    assert!(
+        counters["rejected"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|n| *n == 0),
+        "{counters}"
+    );
+    h.emulator.shutdown().await;
 }

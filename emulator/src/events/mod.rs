@@ -1,5 +1,5 @@
 //! The local lifecycle events pipeline (docs/local.md, "Lifecycle
-//! events"): what the events-webhooks stack does on AWS (extras §4.3),
+//! events pipeline"): what the events-webhooks stack does on AWS (extras §4.3),
 //! in the emulator's process. Each agent's signed event lines reach
 //! [`sink`]; the router ([`run`]) appends them to the sandbox's log stream
 //! and, when the stack is deployed and the sandbox logs to its group,

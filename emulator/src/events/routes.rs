@@ -1,5 +1,5 @@
 //! The local events API on the control-plane port (docs/local.md,
-//! "Lifecycle events"), SigV4-signed like every control-plane call (the
+//! "Lifecycle events pipeline"), SigV4-signed like every control-plane call (the
 //! guard; scope `lambda`), JSON in camelCase, errors `{"message": ...}`
 //! with their status: every call but `PUT /_rayito/events/stack` answers
 //! 404 [`NOT_DEPLOYED`] while the stack is not deployed.
