@@ -64,6 +64,11 @@ pub enum SandboxCommand {
         #[arg(long = "mount", value_name = "PATH=s3://BUCKET[/PREFIX][:ro|:rw[,overwrite][,delete]]",
               value_parser = crate::sandbox_mounts::parse_mount_arg)]
         mounts: Vec<(String, rayito::mounts::S3Mount)>,
+        /// Emit the sandbox's lifecycle events into the events stack
+        /// (`rayito events`): needs --logs or --log-group (the stack reads
+        /// the events from the sandbox's logs).
+        #[arg(long)]
+        events: bool,
         /// Also print the access token.
         #[arg(long)]
         show_token: bool,
@@ -529,6 +534,7 @@ async fn dispatch(
             gateway_json,
             volumes,
             mounts,
+            events,
             show_token,
             logs,
             log_group,
@@ -549,6 +555,7 @@ async fn dispatch(
                 gateways: gateways.into_iter().chain(gateway_json).collect(),
                 volumes: *volumes,
                 mounts,
+                events,
                 show_token,
                 logging,
                 network: network.policy(),
@@ -663,6 +670,7 @@ struct CreateArgs {
     gateways: Vec<crate::gateway::GatewayArg>,
     volumes: crate::sandbox_volumes::VolumeArgs,
     mounts: Vec<(String, rayito::mounts::S3Mount)>,
+    events: bool,
     show_token: bool,
     logging: rayito::SandboxLogging,
     network: Option<rayito::NetworkPolicy>,
@@ -679,6 +687,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         gateways,
         volumes,
         mounts,
+        events,
         show_token,
         logging,
         network,
@@ -697,6 +706,10 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
     builder = volumes.apply(builder);
     for (path, mount) in mounts {
         builder = builder.mount(path, mount);
+    }
+    if events {
+        builder =
+            builder.events(crate::events::of(backend, rayito::events::DEFAULT_STACK_NAME).await?);
     }
     let gateways = crate::gateway::read_all(gateways)?;
     if !gateways.is_empty() {

@@ -71,6 +71,7 @@ const EXAMPLES: &[(&str, &str)] = &[
   rayito sandbox create --env APP_ENV=staging --env PATH_PREFIX
   rayito sandbox create --gateway openai=openai.toml   # prints the gateway's URL on stderr
   rayito sandbox create --template rayito-base-caps-efs --egress CONNECTOR_ARN --execution-role-arn ROLE_ARN --volume /mnt/data=fs-0123abcd:fsap-0123abcd
+  rayito sandbox create --log-group /rayito/rayito-base --events   # lifecycle events into rayito events
   rayito --output json sandbox create --logs     # {\"sandbox_id\":...,\"template\":...}",
     ),
     (
@@ -286,6 +287,52 @@ const EXAMPLES: &[(&str, &str)] = &[
         "mounts",
         "rayito mounts policy deploy --bucket my-datasets --prefix team7/
   rayito mounts policy status",
+    ),
+    (
+        "events",
+        "rayito events deploy --artifact-bucket my-artifacts --log-group-name /rayito/rayito-base --yes
+  rayito events webhook add https://hooks.example.com/rayito --secret-name receiver --type sandbox.lifecycle.killed
+  rayito events list --sandbox-id ID --order asc",
+    ),
+    (
+        "events deploy",
+        "rayito events deploy --artifact-bucket my-artifacts --log-group-name /rayito/rayito-base --artifact events-webhooks.zip --yes
+  rayito --local events deploy --log-group-name /rayito/rayito-base --yes",
+    ),
+    (
+        "events status",
+        "rayito events status --output json",
+    ),
+    (
+        "events destroy",
+        "rayito events destroy --yes",
+    ),
+    (
+        "events list",
+        "rayito events list --type sandbox.lifecycle.killed --limit 10
+  rayito events list --sandbox-id ID --order asc --output json",
+    ),
+    (
+        "events webhook",
+        "rayito events webhook add https://hooks.example.com/rayito --secret-name receiver --type sandbox.lifecycle.created --type sandbox.lifecycle.killed
+  rayito events webhook list",
+    ),
+    (
+        "events webhook add",
+        "rayito events webhook add https://hooks.example.com/rayito --secret-name receiver --type sandbox.lifecycle.killed
+  rayito --local events webhook add http://127.0.0.1:8080/hook --secret-name receiver --type sandbox.lifecycle.created",
+    ),
+    (
+        "events webhook list",
+        "rayito events webhook list --output json",
+    ),
+    (
+        "events webhook remove",
+        "rayito events webhook remove 0123456789abcdef",
+    ),
+    (
+        "events dead-letters",
+        "rayito --local events dead-letters --output json",
     ),
     (
         "mounts policy",

@@ -21,6 +21,7 @@ mod commands;
 mod dates;
 mod doctor;
 mod duration;
+mod events;
 mod exec;
 mod fault;
 mod files;
@@ -118,6 +119,10 @@ enum Top {
     /// a file, never from the command line).
     #[command(subcommand)]
     Secret(secret::SecretCommand),
+    /// Lifecycle events: the events-webhooks stack, the events it keeps
+    /// and its webhooks (with --local, the daemon's own pipeline).
+    #[command(subcommand)]
+    Events(events::EventsCommand),
     /// S3 mounts' account side: the execution role's IAM policy (the
     /// s3-mounts stack).
     #[command(subcommand)]
@@ -191,6 +196,7 @@ fn main() {
             Some(code) => code,
             None => run_async(format, secret::run(cli.global, command)),
         },
+        Top::Events(command) => run_async(format, events::run(cli.global, command)),
         Top::Mounts(command) => match aws_only::MOUNTS_POLICY.refuse(&cli.global) {
             Some(code) => code,
             None => run_async(format, mounts_policy::run(cli.global, command)),

@@ -224,6 +224,11 @@ fn every_placeholder_is_a_documented_name() {
         "other",
         "name",
         "reasons",
+        "events",
+        "minutes",
+        "sandbox",
+        "type",
+        "why",
     ];
     for t in messages::ALL {
         for p in t.placeholders() {

@@ -545,11 +545,11 @@ templates! {
     EVENTS_NOT_DEPLOYED = "events.not_deployed" =>
         "the stack {stack} is not deployed; call deploy() first (rayito events deploy)";
     EVENTS_AWS = "events.aws" =>
-        "LifecycleEvents.{operation}: AWS answered {aws_code}; check the caller's IAM policy (the stack's Events*Policy outputs)";
+        "lifecycle events {operation}: AWS answered {aws_code}; check the caller's IAM policy (the stack's Events*Policy outputs)";
     EVENTS_LOCAL = "events.local" =>
-        "LifecycleEvents.{operation}: the local events API answered HTTP {status}{detail}";
+        "lifecycle events {operation}: the local events API answered HTTP {status}{detail}";
     EVENTS_LOCAL_UNREACHABLE = "events.local_unreachable" =>
-        "LifecycleEvents.{operation}: the local events API did not answer ({why}); check that the local backend is running";
+        "lifecycle events {operation}: the local events API did not answer ({why}); check that the local backend is running";
     EVENTS_STACK_KEY = "events.stack_key" =>
         "the stack key secret of {stack} holds no key; destroy and deploy the stack again";
     EVENTS_LOGGING = "events.logging" =>

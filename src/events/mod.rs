@@ -145,10 +145,30 @@ impl LifecycleEvents {
         access_key_id: &str,
         secret_access_key: crate::secret::Secret,
     ) -> Self {
+        let endpoint = endpoint.trim_end_matches('/');
         let api = local::Local::new(endpoint, region, access_key_id, secret_access_key);
         let mut events = Self::with_target(Target::Local(api, endpoint.to_owned()));
         events.config.stack_name = local::LOCAL_STACK.to_owned();
         events
+    }
+
+    /// The events API of a local emulator reached as a remote control
+    /// plane (the CLI's `rayito local` daemon): its control-plane endpoint
+    /// (`http://127.0.0.1:<port>`), region and access key. An embedded
+    /// local backend's client gives its own with
+    /// [`Client::events`](crate::Client::events).
+    pub fn local_emulator(
+        endpoint_url: &str,
+        region: &str,
+        access_key_id: &str,
+        secret_access_key: &str,
+    ) -> Self {
+        Self::local(
+            endpoint_url,
+            region,
+            access_key_id,
+            crate::secret::Secret::new(secret_access_key.to_owned()),
+        )
     }
 
     /// The AWS stack of a client's configuration.

@@ -153,33 +153,52 @@ pub(super) fn section(
     }
 }
 
-/// Refuses events bound to another backend than the sandbox's client.
+/// Refuses events bound to another backend than the sandbox's client: a
+/// local events API must be the client's own emulator; AWS events need a
+/// client of AWS (not the embedded local backend).
 fn same_backend(events: &LifecycleEvents, client: &crate::Client) -> Result<(), SandboxError> {
     let sandbox = if client.is_local() { "local" } else { "aws" };
-    let same = match (events.local_endpoint(), local_endpoint(client)) {
-        (Some(mine), Some(theirs)) => mine == theirs,
-        (None, None) => true,
-        _ => false,
+    let (same, events_name) = match events.local_endpoint() {
+        Some(mine) => (
+            local_endpoint(client).as_deref() == Some(mine),
+            if client.is_local() {
+                "another local"
+            } else {
+                "local"
+            },
+        ),
+        None => (!client.is_local(), "aws"),
     };
     if same {
         return Ok(());
     }
-    let events_name = match events.local_endpoint() {
-        Some(_) if sandbox == "local" => "another local",
-        _ => events.backend_name(),
-    };
     Err(SandboxError::invalid_argument(
         "events",
         m::EVENTS_BACKEND.render(&[("events", events_name), ("sandbox", sandbox)]),
     ))
 }
 
+/// The endpoint of `client`'s control plane when it is not AWS's: the
+/// embedded local backend's, or the one its options set (the CLI's local
+/// daemon).
+fn local_endpoint(client: &crate::Client) -> Option<String> {
+    let backend = client.backend();
+    embedded_endpoint(backend)
+        .or_else(|| {
+            backend
+                .sdk_config
+                .as_ref()
+                .and_then(|c| c.endpoint_url().map(str::to_owned))
+        })
+        .map(|e| e.trim_end_matches('/').to_owned())
+}
+
 #[cfg(feature = "local")]
-fn local_endpoint(client: &crate::Client) -> Option<&str> {
-    client.backend().local.as_ref().map(|l| l.endpoint_url())
+fn embedded_endpoint(backend: &crate::sandbox::backend::ResolvedBackend) -> Option<String> {
+    backend.local.as_ref().map(|l| l.endpoint_url().to_owned())
 }
 
 #[cfg(not(feature = "local"))]
-fn local_endpoint(_client: &crate::Client) -> Option<&str> {
+fn embedded_endpoint(_backend: &crate::sandbox::backend::ResolvedBackend) -> Option<String> {
     None
 }

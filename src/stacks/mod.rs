@@ -5,7 +5,10 @@
 //!
 //! - [`s3_mounts`]: `rayito-s3-mounts`, the managed policy an execution
 //!   role needs for sandboxes that mount an S3 bucket (`mounts=`).
+//! - [`events_webhooks_template`]: `rayito-events-webhooks`, the lifecycle
+//!   events pipeline (`events=`): its template.
 
+pub mod events_webhooks_template;
 pub mod s3_mounts;
 mod s3_mounts_template;
 
@@ -16,6 +19,9 @@ use crate::aws::cloudformation::Stacks;
 use crate::error::SandboxError;
 use crate::setup::{CLOUDFORMATION_ENDPOINT_ENV, DEFAULT_POLL_INTERVAL, DEFAULT_STACK_TIMEOUT};
 
+pub use events_webhooks_template::{
+    EVENTS_WEBHOOKS_OUTPUTS, EVENTS_WEBHOOKS_STACK, events_webhooks_template,
+};
 pub use s3_mounts::{S3MountsDeployed, S3MountsPolicies, S3MountsPolicy, S3MountsStack};
 pub use s3_mounts_template::{
     MAX_PREFIXES, S3_MOUNTS_OUTPUT, S3_MOUNTS_STACK, s3_mounts_policy, s3_mounts_template,

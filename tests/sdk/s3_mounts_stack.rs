@@ -52,6 +52,10 @@ fn the_generated_stack_templates_pass_cfn_lint() {
             rayito::setup::iam_template("rayito-artifacts-123456789012-us-east-1"),
         ),
         ("artifacts.json", rayito::setup::artifacts_template()),
+        (
+            "events-webhooks.json",
+            rayito::stacks::events_webhooks_template(),
+        ),
     ] {
         let path = dir.path().join(name);
         std::fs::write(&path, body).unwrap();
