@@ -109,7 +109,9 @@ async fn run(secret: Vec<u8>) -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // The same records, read back.
-    let query = EventQuery::new().sandbox_id(sbx.id()).order(EventOrder::Asc);
+    let query = EventQuery::new()
+        .sandbox_id(sbx.id())
+        .order(EventOrder::Asc);
     let records = events.get_events(query).await?;
     let same = records.len() == delivered.len()
         && records

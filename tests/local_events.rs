@@ -215,8 +215,11 @@ async fn lifecycle_events_reach_a_verifying_webhook_in_order() {
         .expect("the stack deploys on the emulator");
 
     let (url, seen) = receiver(secret.clone().into_bytes(), StatusCode::OK).await;
-    let (failing_url, failing) =
-        receiver(failing_secret.clone().into_bytes(), StatusCode::INTERNAL_SERVER_ERROR).await;
+    let (failing_url, failing) = receiver(
+        failing_secret.clone().into_bytes(),
+        StatusCode::INTERNAL_SERVER_ERROR,
+    )
+    .await;
     let hook = events
         .register_webhook(&url, "e2e", &EventKind::ALL)
         .await
@@ -257,7 +260,10 @@ async fn lifecycle_events_reach_a_verifying_webhook_in_order() {
     b.set_timeout(Duration::from_secs(1)).await.unwrap();
     let b_id = b.id().to_owned();
 
-    wait_for(&seen, "A's four events", |d| of_sandbox(d, &a_id).len() >= 4).await;
+    wait_for(&seen, "A's four events", |d| {
+        of_sandbox(d, &a_id).len() >= 4
+    })
+    .await;
     let a_seen = of_sandbox(&seen.lock().unwrap(), &a_id);
     assert_eq!(
         shape(&a_seen),
@@ -265,7 +271,11 @@ async fn lifecycle_events_reach_a_verifying_webhook_in_order() {
             ("sandbox.lifecycle.created".to_owned(), 0, None),
             ("sandbox.lifecycle.paused".to_owned(), 0, None),
             ("sandbox.lifecycle.resumed".to_owned(), 1, None),
-            ("sandbox.lifecycle.killed".to_owned(), 1, Some("request".to_owned())),
+            (
+                "sandbox.lifecycle.killed".to_owned(),
+                1,
+                Some("request".to_owned())
+            ),
         ]
     );
 
@@ -278,14 +288,23 @@ async fn lifecycle_events_reach_a_verifying_webhook_in_order() {
         shape(&b_seen),
         vec![
             ("sandbox.lifecycle.created".to_owned(), 0, None),
-            ("sandbox.lifecycle.killed".to_owned(), 0, Some("unknown".to_owned())),
+            (
+                "sandbox.lifecycle.killed".to_owned(),
+                0,
+                Some("unknown".to_owned())
+            ),
         ]
     );
 
     // Every delivery verified on arrival, each with the webhook's id, a
     // fresh delivery id and the E2B signature version.
     let all = seen.lock().unwrap().clone();
-    assert_eq!(all.len(), 6, "nothing else was delivered: {:#?}", shape(&all));
+    assert_eq!(
+        all.len(),
+        6,
+        "nothing else was delivered: {:#?}",
+        shape(&all)
+    );
     let mut delivery_ids = std::collections::BTreeSet::new();
     for d in &all {
         assert_eq!(d.verified, Ok(()), "{:?}", d.json());
@@ -293,7 +312,10 @@ async fn lifecycle_events_reach_a_verifying_webhook_in_order() {
         assert_eq!(d.header("e2b-signature-version"), "v1");
         assert_eq!(d.header("content-type"), "application/json");
         let id = d.header("e2b-delivery-id");
-        assert!(id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+        assert!(
+            id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{id}"
+        );
         assert!(delivery_ids.insert(id.to_owned()), "a delivery id twice");
     }
     // Per sandbox, in admission order: A's events before B's killed.
@@ -321,8 +343,10 @@ async fn lifecycle_events_reach_a_verifying_webhook_in_order() {
     assert_eq!(dead[0].last_status, Some(500));
     let attempts = failing.lock().unwrap().clone();
     assert_eq!(attempts.len(), 3, "no fourth attempt");
-    let ids: std::collections::BTreeSet<_> =
-        attempts.iter().map(|d| d.header("e2b-delivery-id").to_owned()).collect();
+    let ids: std::collections::BTreeSet<_> = attempts
+        .iter()
+        .map(|d| d.header("e2b-delivery-id").to_owned())
+        .collect();
     assert_eq!(ids.len(), 3, "a new delivery id per attempt");
     for d in &attempts {
         assert_eq!(d.verified, Ok(()));
@@ -332,10 +356,16 @@ async fn lifecycle_events_reach_a_verifying_webhook_in_order() {
 
     // get_events: the records the receiver got, both ways, and filtered.
     for (id, got) in [(&a_id, &a_seen), (&b_id, &b_seen)] {
-        let asc = events.get_events(query(id, &[], EventOrder::Asc)).await.unwrap();
+        let asc = events
+            .get_events(query(id, &[], EventOrder::Asc))
+            .await
+            .unwrap();
         let bodies: Vec<_> = got.iter().map(Delivery::json).collect();
         assert_eq!(asc.iter().map(as_body).collect::<Vec<_>>(), bodies);
-        let mut desc = events.get_events(query(id, &[], EventOrder::Desc)).await.unwrap();
+        let mut desc = events
+            .get_events(query(id, &[], EventOrder::Desc))
+            .await
+            .unwrap();
         desc.reverse();
         assert_eq!(desc, asc);
         for r in &asc {
@@ -345,7 +375,11 @@ async fn lifecycle_events_reach_a_verifying_webhook_in_order() {
         }
     }
     let moves = events
-        .get_events(query(&a_id, &[EventKind::Paused, EventKind::Resumed], EventOrder::Asc))
+        .get_events(query(
+            &a_id,
+            &[EventKind::Paused, EventKind::Resumed],
+            EventOrder::Asc,
+        ))
         .await
         .unwrap();
     assert_eq!(
@@ -366,7 +400,12 @@ async fn lifecycle_events_reach_a_verifying_webhook_in_order() {
 
     // Clean up: the webhooks, the stack, the secrets.
     assert!(events.delete_webhook(&hook.webhook_id).await.unwrap());
-    assert!(events.delete_webhook(&failing_hook.webhook_id).await.unwrap());
+    assert!(
+        events
+            .delete_webhook(&failing_hook.webhook_id)
+            .await
+            .unwrap()
+    );
     assert!(!events.delete_webhook(&hook.webhook_id).await.unwrap());
     events.destroy().await.unwrap();
     for name in ["e2e", "e2e-failing"] {
@@ -384,9 +423,17 @@ async fn lifecycle_events_reach_a_verifying_webhook_in_order() {
 fn forgeries_fail(real: &Delivery, secret: &[u8], other_webhook: &str) {
     let t = real.t();
     let at = |s: u64| UNIX_EPOCH + Duration::from_secs(s);
-    assert_eq!(verify_webhook(secret, &real.headers, &real.body, at(t)), Ok(()));
     assert_eq!(
-        verify_webhook(secret, &real.headers, &real.body, at(t) + DEFAULT_WEBHOOK_TOLERANCE),
+        verify_webhook(secret, &real.headers, &real.body, at(t)),
+        Ok(())
+    );
+    assert_eq!(
+        verify_webhook(
+            secret,
+            &real.headers,
+            &real.body,
+            at(t) + DEFAULT_WEBHOOK_TOLERANCE
+        ),
         Ok(()),
         "the window's last second still verifies"
     );
@@ -406,7 +453,10 @@ fn forgeries_fail(real: &Delivery, secret: &[u8], other_webhook: &str) {
         "another secret"
     );
     let mut elsewhere = real.headers.clone();
-    elsewhere.insert("e2b-webhook-id", HeaderValue::from_str(other_webhook).unwrap());
+    elsewhere.insert(
+        "e2b-webhook-id",
+        HeaderValue::from_str(other_webhook).unwrap(),
+    );
     assert_eq!(
         verify_webhook(secret, &elsewhere, &real.body, at(t)),
         Err(WebhookVerifyError::Mismatch),
@@ -517,6 +567,11 @@ print(json.dumps(out))
     let results: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         results,
-        ["ok", "signature mismatch", "signature mismatch", "outside the window"]
+        [
+            "ok",
+            "signature mismatch",
+            "signature mismatch",
+            "outside the window"
+        ]
     );
 }

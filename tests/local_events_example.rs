@@ -74,7 +74,10 @@ async fn the_events_example_verifies_every_delivery() {
     for text in [&stdout, &stderr] {
         assert!(!text.contains("whsec-"), "the secret was printed");
     }
-    assert!(!stdout.contains("refused"), "a delivery was refused:\n{stdout}");
+    assert!(
+        !stdout.contains("refused"),
+        "a delivery was refused:\n{stdout}"
+    );
     let verified: Vec<&str> = stdout
         .lines()
         .filter(|l| l.starts_with("verified delivery: "))
