@@ -539,7 +539,7 @@ templates! {
     EVENTS_LIMIT = "events.limit" =>
         "get_events: limit is {limit}; pass 1 to 100";
     EVENTS_RECONCILER = "events.reconciler" =>
-        "deploy: reconciler_interval_minutes is {minutes}; pass 2 or more (EventBridge Scheduler's rate(N minutes))";
+        "deploy: reconciler_interval_minutes is {minutes}; pass 2 to 60 (EventBridge Scheduler's rate(N minutes), at least every hour)";
     EVENTS_DEPLOY_ARGUMENT = "events.deploy_argument" =>
         "deploy: {argument} is empty; pass the {what}";
     EVENTS_NOT_DEPLOYED = "events.not_deployed" =>

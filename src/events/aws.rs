@@ -154,7 +154,7 @@ impl Aws {
     }
 
     pub(super) async fn deploy(&self, deploy: &EventsDeploy) -> Result<EventsStack, SandboxError> {
-        let body = super::stack_template::body()?;
+        let body = super::stack_template::body();
         let clients = self.clients().await?;
         if let Some(path) = &deploy.artifact {
             let zip = tokio::fs::read(path).await.map_err(|_| {
@@ -174,12 +174,16 @@ impl Aws {
                 .map_err(|f| aws_error("deploy", f))?;
         }
         let name = self.stack_name.as_str();
+        use super::stack_template::params;
         let parameters = [
-            ("ArtifactBucket", deploy.artifact_bucket.clone()),
-            ("ArtifactKey", EventsDeploy::ARTIFACT_KEY.to_owned()),
-            ("LogGroupName", deploy.log_group_name.clone()),
+            (params::ARTIFACT_BUCKET, deploy.artifact_bucket.clone()),
             (
-                "ReconcilerIntervalMinutes",
+                params::ARTIFACT_S3_KEY,
+                EventsDeploy::ARTIFACT_KEY.to_owned(),
+            ),
+            (params::LOG_GROUP_NAME, deploy.log_group_name.clone()),
+            (
+                params::RECONCILER_INTERVAL_MINUTES,
                 deploy.reconciler_interval_minutes.to_string(),
             ),
         ];

@@ -119,7 +119,9 @@ pub(crate) fn query(query: &EventQuery) -> Result<(), SandboxError> {
 
 /// A deploy's values (the artifact bucket only where it is read: AWS).
 pub(crate) fn deploy(deploy: &EventsDeploy, aws: bool) -> Result<(), SandboxError> {
-    if deploy.reconciler_interval_minutes < MIN_RECONCILER_INTERVAL_MINUTES {
+    if !(MIN_RECONCILER_INTERVAL_MINUTES..=super::stack_template::MAX_RECONCILER_INTERVAL_MINUTES)
+        .contains(&deploy.reconciler_interval_minutes)
+    {
         return Err(SandboxError::invalid_argument(
             "reconciler_interval_minutes",
             m::EVENTS_RECONCILER

@@ -22,8 +22,8 @@
 //! let hook = events
 //!     .register_webhook("https://hooks.example.com/rayito", "receiver", &EventKind::ALL)
 //!     .await?;
-//! let sbx = rayito::Sandbox::builder()
-//!     .client(client.clone())
+//! let sbx = client
+//!     .sandbox()
 //!     .logging(rayito::SandboxLogging::cloudwatch_group("/rayito/rayito-base"))
 //!     .events(events.clone())
 //!     .create()
@@ -273,8 +273,7 @@ impl LifecycleEvents {
     /// # Errors
     /// `InvalidArgument` for the deploy's values (before any call);
     /// `Stack` for CloudFormation's failures; `Webhook` for the local
-    /// API's; `Unimplemented` (`events deploy`) when this build has no
-    /// template.
+    /// API's.
     pub async fn deploy(&self, deploy: EventsDeploy) -> Result<EventsStack, SandboxError> {
         boxed!(Result<EventsStack, SandboxError>, {
             checks::deploy(&deploy, self.aws().is_some())?;

@@ -1,20 +1,14 @@
-//! The events-webhooks stack's template, as `deploy` sends it.
-//!
-//! The template is generated in Rust by the stack's own module
-//! (`crate::stacks`, issue 47's stack part); until that module is in the
-//! build, `deploy` on AWS is `Unimplemented` (status, destroy, webhooks and
-//! events work against a stack deployed otherwise).
+//! The events-webhooks stack's template and parameter names, as `deploy`
+//! sends them: generated in Rust by `crate::stacks` (the stack's own
+//! module), so this SDK and the reference read and update one stack.
 
-use crate::error::SandboxError;
+pub(super) use crate::stacks::events_webhooks_template::params;
 
-/// The template body (JSON or YAML) CloudFormation receives.
-///
-/// # Errors
-/// `Unimplemented` (`events deploy`) while the template is not in this build.
-pub(crate) fn body() -> Result<String, SandboxError> {
-    Err(SandboxError::unimplemented(
-        "events deploy",
-        "the events-webhooks template is not in this build of the SDK",
-        Some("docs/events.md"),
-    ))
+/// The template body CloudFormation receives.
+pub(super) fn body() -> String {
+    crate::stacks::events_webhooks_template()
 }
+
+/// The largest reconciler interval the template accepts (its `MaxValue`).
+pub(super) const MAX_RECONCILER_INTERVAL_MINUTES: u32 =
+    crate::stacks::events_webhooks_template::MAX_RECONCILER_INTERVAL_MINUTES;

@@ -136,7 +136,7 @@ fn deploy_values() {
         )),
         (
             "reconciler_interval_minutes".to_owned(),
-            "invalid reconciler_interval_minutes: deploy: reconciler_interval_minutes is 1; pass 2 or more (EventBridge Scheduler's rate(N minutes))".to_owned()
+            "invalid reconciler_interval_minutes: deploy: reconciler_interval_minutes is 1; pass 2 to 60 (EventBridge Scheduler's rate(N minutes), at least every hour)".to_owned()
         )
     );
     assert_eq!(

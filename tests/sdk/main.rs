@@ -55,6 +55,8 @@ mod errors_map_agent;
 mod errors_map_aws;
 mod errors_map_grpc;
 mod errors_props;
+mod events;
+mod events_aws;
 mod events_lambda;
 mod events_stack;
 mod files_options;
