@@ -322,6 +322,8 @@ impl Dynamo {
     /// # Errors
     /// Any failure.
     #[cfg(feature = "events")]
+    // One Query's parts, each a field of the call (h-evdocs: clippy fix on h-evsdk's code).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn query_ordered(
         &self,
         table: &str,

@@ -144,7 +144,7 @@ pub(super) fn section(
     let key = rayito_events::key::sandbox_key(stack_key, sandbox_id);
     pb::ConfigureRequest {
         lifecycle_events: Some(pb::LifecycleEventsConfig {
-            sandbox_key: key.to_vec().into(),
+            sandbox_key: key.to_vec(),
             sandbox_id: sandbox_id.to_owned(),
             image_arn: image_arn.to_owned(),
             image_version: image_version.to_owned(),

@@ -171,7 +171,10 @@ async fn events_on_aws_through_moto() {
             s("sandbox.lifecycle.killed")
         ])
     );
-    assert_eq!(events.list_webhooks().await.expect("list"), [hook.clone()]);
+    assert_eq!(
+        events.list_webhooks().await.expect("list"),
+        std::slice::from_ref(&hook)
+    );
     assert!(
         events
             .delete_webhook(&hook.webhook_id)
