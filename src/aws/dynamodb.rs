@@ -322,8 +322,10 @@ impl Dynamo {
     /// # Errors
     /// Any failure.
     #[cfg(feature = "events")]
-    // One Query's parts, each a field of the call (h-evdocs: clippy fix on h-evsdk's code).
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the members of one Query, each a different one of its fields"
+    )]
     pub(crate) async fn query_ordered(
         &self,
         table: &str,
