@@ -21,7 +21,6 @@ pub mod reconciler;
 #[cfg(feature = "runtime")]
 pub mod runtime;
 pub mod secrets;
-pub mod ssrf;
 pub mod table;
 
 use std::fmt;

@@ -1,6 +1,6 @@
 //! One delivery attempt: the webhook's URL checked (https with a host),
 //! its host resolved once and every address checked public
-//! ([`crate::ssrf`]), then one POST to those addresses, at most
+//! (`rayito_events::url::is_blocked`, the rule the SDK applies at registration), then one POST to those addresses, at most
 //! [`ATTEMPT_TIMEOUT`] end to end, following no redirect and reading at
 //! most [`MAX_RESPONSE`] bytes of the answer (a receiver that streams
 //! forever costs nothing more).
@@ -18,7 +18,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::rt::TokioExecutor;
 
-use crate::ssrf::is_public;
+use rayito_events::url::is_blocked;
 
 /// The longest one attempt takes (connect, send, read the answer).
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -92,7 +92,7 @@ async fn resolve(uri: &Uri, policy: UrlPolicy) -> Result<Vec<SocketAddr>, PostEr
     if addrs.is_empty() {
         return Err(PostError::Transport);
     }
-    if policy == UrlPolicy::Public && addrs.iter().any(|a| !is_public(a.ip())) {
+    if policy == UrlPolicy::Public && addrs.iter().any(|a| is_blocked(a.ip())) {
         return Err(PostError::Blocked);
     }
     Ok(addrs)
