@@ -288,6 +288,15 @@ impl Agent {
             },
             shared.env.clone(),
         ));
+        let metrics = config
+            .metrics_interval
+            .map(|every| (every, Arc::new(crate::metrics::Metrics::new(&shared.env))));
+        shared.telemetry = Arc::new(crate::telemetry_export::TelemetryExports::new(
+            config.telemetry_export,
+            metrics.as_ref().map(|(_, m)| m.clone()),
+            shared.persist.clone(),
+            shared.run.clone(),
+        ));
         let shared = Arc::new(shared);
         if let Some(addr) = config.local_s3_endpoint {
             shared
@@ -315,9 +324,6 @@ impl Agent {
             shared.code.prestart();
         }
 
-        let metrics = config
-            .metrics_interval
-            .map(|every| (every, Arc::new(crate::metrics::Metrics::new(&shared.env))));
         let routes = tonic::service::Routes::new(
             pb::health_service_server::HealthServiceServer::new(HealthServiceImpl {
                 run: shared.run.clone(),
@@ -328,6 +334,7 @@ impl Agent {
                 gateways: shared.gateways.clone(),
                 volumes: shared.volumes.clone(),
                 s3_mounts: shared.s3_mounts.clone(),
+                telemetry: shared.telemetry.clone(),
                 metrics: metrics.as_ref().map(|(_, m)| m.clone()),
             }),
         )
@@ -380,7 +387,8 @@ impl Agent {
                 shared.gateways.clone(),
                 shared.s3_mounts.clone(),
                 shared.volumes.clone(),
-            ),
+            )
+            .with_telemetry(shared.telemetry.clone()),
         ))
         .add_service(pb::network_service_server::NetworkServiceServer::new(
             crate::egress::NetworkServiceImpl {

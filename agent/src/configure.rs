@@ -1,8 +1,10 @@
 //! `rayito.v1.ConfigureService`: the optional agent-side sections (S3 mounts,
 //! EFS volumes, lifecycle events, telemetry export, secret gateway).
 //!
-//! The local agent implements the secret gateway (`crate::gateway`) and S3
-//! mounts (`crate::s3_mounts`); every other section is answered UNSUPPORTED (the contract's per-section answer,
+//! The local agent implements the secret gateway (`crate::gateway`), S3
+//! mounts (`crate::s3_mounts`), EFS volumes (`crate::efs_volumes`) and
+//! telemetry export (`crate::telemetry_export`); every other section is
+//! answered UNSUPPORTED (the contract's per-section answer,
 //! instead of a transport-level UNIMPLEMENTED), and Health keeps their flags
 //! false so the SDK refuses them before calling. The sections' contents
 //! (secret header values, a bearer token, key material) are never logged.
@@ -16,6 +18,7 @@ use crate::efs_volumes::EfsVolumes;
 use crate::gateway::Gateways;
 use crate::pb;
 use crate::s3_mounts::S3Mounts;
+use crate::telemetry_export::TelemetryExports;
 
 /// `rayito.v1.ConfigureService`.
 #[derive(Debug)]
@@ -23,6 +26,8 @@ pub(crate) struct ConfigureServiceImpl {
     pub(crate) gateways: Arc<Gateways>,
     pub(crate) volumes: Arc<EfsVolumes>,
     pub(crate) s3_mounts: Arc<S3Mounts>,
+    /// The telemetry export section (none: answered UNSUPPORTED).
+    pub(crate) telemetry: Option<Arc<TelemetryExports>>,
     /// Bumped by every apply that changed something.
     pub(crate) generation: AtomicU64,
 }
@@ -37,8 +42,15 @@ impl ConfigureServiceImpl {
             gateways,
             s3_mounts,
             volumes,
+            telemetry: None,
             generation: AtomicU64::new(0),
         }
+    }
+
+    /// Serves the telemetry export section with `telemetry`.
+    pub(crate) fn with_telemetry(mut self, telemetry: Arc<TelemetryExports>) -> Self {
+        self.telemetry = Some(telemetry);
+        self
     }
 }
 
@@ -49,10 +61,6 @@ fn unsupported(request: &pb::ConfigureRequest) -> Vec<pb::SectionResult> {
         (
             request.lifecycle_events.is_some(),
             pb::ConfigSection::LifecycleEvents,
-        ),
-        (
-            request.telemetry_export.is_some(),
-            pb::ConfigSection::TelemetryExport,
         ),
     ]
     .into_iter()
@@ -91,6 +99,16 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
             }
             results.push(result(pb::ConfigSection::EfsVolumes, code, class));
         }
+        if let Some(section) = request.telemetry_export.take() {
+            let (code, class) = match &self.telemetry {
+                Some(telemetry) => telemetry.apply(section),
+                None => (pb::SectionCode::Unsupported, ""),
+            };
+            if code == pb::SectionCode::Applied {
+                self.generation.fetch_add(1, Ordering::Relaxed);
+            }
+            results.push(result(pb::ConfigSection::TelemetryExport, code, class));
+        }
         if let Some(section) = request.secret_gateway.take() {
             let (code, class) = self.gateways.apply(section).await;
             if code == pb::SectionCode::Applied {
@@ -114,6 +132,7 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
             s3_mounts: self.s3_mounts.status(),
             secret_gateway: self.gateways.status(),
             efs_volumes: self.volumes.status(),
+            telemetry_export: self.telemetry.as_ref().and_then(|t| t.status()),
             ..Default::default()
         }))
     }

@@ -42,6 +42,7 @@ pub(crate) struct HealthServiceImpl {
     pub(crate) gateways: Arc<crate::gateway::Gateways>,
     pub(crate) volumes: Arc<crate::efs_volumes::EfsVolumes>,
     pub(crate) s3_mounts: Arc<crate::s3_mounts::S3Mounts>,
+    pub(crate) telemetry: Arc<crate::telemetry_export::TelemetryExports>,
     /// `None`: Metrics and MetricsHistory answer UNIMPLEMENTED
     /// (`AgentConfig::metrics_interval`).
     pub(crate) metrics: Option<Arc<crate::metrics::Metrics>>,
@@ -77,6 +78,7 @@ impl HealthServiceImpl {
             s3_mounts: self.s3_mounts.supported(),
             secret_gateway,
             efs_volumes: self.volumes.supported(),
+            telemetry_export: self.telemetry.supported(),
             template_start: true,
             root_egress: if secret_gateway {
                 vec![pb::RootEgressClass::SecretGatewayUpstream as i32]

@@ -53,6 +53,8 @@ pub(crate) struct Shared {
     pub volumes: Arc<crate::efs_volumes::EfsVolumes>,
     /// The S3 mounts (Configure's `s3_mounts` section).
     pub s3_mounts: Arc<crate::s3_mounts::S3Mounts>,
+    /// Telemetry export (Configure's `telemetry_export` section).
+    pub telemetry: Arc<crate::telemetry_export::TelemetryExports>,
 }
 
 /// The `/run` hook's answer body.
@@ -90,6 +92,14 @@ impl Shared {
             crate::efs_volumes::VolumeOptions::default(),
             env.clone(),
         ));
+        let run = Arc::new(RunState::new());
+        // Replaced by `Agent::start` with the configured one.
+        let telemetry = Arc::new(crate::telemetry_export::TelemetryExports::new(
+            false,
+            None,
+            persist.clone(),
+            run.clone(),
+        ));
         Self {
             processes: Arc::new(ProcessTable::new(env.clone(), phase.clone())),
             ptys: Arc::new(PtyTable::new(env.clone(), phase.clone())),
@@ -99,7 +109,7 @@ impl Shared {
             lifecycle: Arc::default(),
             template: TemplateGate::default(),
             deferred_start: Mutex::new(None),
-            run: Arc::new(RunState::new()),
+            run,
             disk_reserve: Arc::new(AtomicU64::new(disk_reserve)),
             transfers: Arc::default(),
             deadline_exit,
@@ -110,6 +120,7 @@ impl Shared {
             gateways,
             volumes,
             s3_mounts,
+            telemetry,
         }
     }
 
@@ -201,6 +212,7 @@ impl Shared {
     /// Kills every process and kernel of the sandbox.
     pub(crate) fn kill_everything(&self) {
         self.gateways.stop_all();
+        self.telemetry.stop();
         self.volumes.detach_all();
         // Detached first: no new lookup reaches a server that stops.
         self.s3_mounts.stop_all();
