@@ -323,6 +323,7 @@ pub mod secrets;
 mod setters;
 pub mod size;
 mod state;
+pub mod telemetry;
 #[cfg(feature = "s3")]
 pub mod transfer;
 mod transport;
@@ -342,6 +343,7 @@ pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
         &mounts::Steps,
         #[cfg(feature = "efs")]
         &volumes::Steps,
+        &telemetry::Steps,
         &persistence::Steps,
         #[cfg(feature = "s3")]
         &transfer::auto::Steps,

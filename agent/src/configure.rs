@@ -57,12 +57,10 @@ impl ConfigureServiceImpl {
 /// The sections this agent does not implement that a request sets, in the
 /// order of their field numbers.
 fn unsupported(request: &pb::ConfigureRequest) -> Vec<pb::SectionResult> {
-    [
-        (
-            request.lifecycle_events.is_some(),
-            pb::ConfigSection::LifecycleEvents,
-        ),
-    ]
+    [(
+        request.lifecycle_events.is_some(),
+        pb::ConfigSection::LifecycleEvents,
+    )]
     .into_iter()
     .filter_map(|(set, section)| set.then_some(section))
     .map(|section| result(section, pb::SectionCode::Unsupported, ""))

@@ -45,27 +45,25 @@ impl Receiver {
         let kept = got.clone();
         let app = axum::Router::new().route(
             "/v1/metrics",
-            axum::routing::post(
-                move |headers: http::HeaderMap, body: axum::body::Bytes| {
-                    let kept = kept.clone();
-                    let answers = answers.clone();
-                    async move {
-                        let mut plain = Vec::new();
-                        flate2::read::GzDecoder::new(&body[..])
-                            .read_to_end(&mut plain)
-                            .expect("a gzip body");
-                        let decoded = ExportMetricsServiceRequest::decode(&plain[..])
-                            .expect("an ExportMetricsServiceRequest");
-                        kept.lock().unwrap().push(Got {
-                            headers,
-                            raw: body.to_vec(),
-                            decoded,
-                        });
-                        let status = answers.lock().unwrap().next().unwrap_or(200);
-                        http::StatusCode::from_u16(status).unwrap()
-                    }
-                },
-            ),
+            axum::routing::post(move |headers: http::HeaderMap, body: axum::body::Bytes| {
+                let kept = kept.clone();
+                let answers = answers.clone();
+                async move {
+                    let mut plain = Vec::new();
+                    flate2::read::GzDecoder::new(&body[..])
+                        .read_to_end(&mut plain)
+                        .expect("a gzip body");
+                    let decoded = ExportMetricsServiceRequest::decode(&plain[..])
+                        .expect("an ExportMetricsServiceRequest");
+                    kept.lock().unwrap().push(Got {
+                        headers,
+                        raw: body.to_vec(),
+                        decoded,
+                    });
+                    let status = answers.lock().unwrap().next().unwrap_or(200);
+                    http::StatusCode::from_u16(status).unwrap()
+                }
+            }),
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/v1/metrics", listener.local_addr().unwrap());
@@ -117,7 +115,9 @@ async fn agent(persistence: PersistenceAccess) -> TestAgent {
     t
 }
 
-fn configure(t: &TestAgent) -> pb::configure_service_client::ConfigureServiceClient<support::Authed> {
+fn configure(
+    t: &TestAgent,
+) -> pb::configure_service_client::ConfigureServiceClient<support::Authed> {
     pb::configure_service_client::ConfigureServiceClient::with_interceptor(
         t.channel.clone(),
         t.interceptor(),
@@ -334,7 +334,10 @@ async fn the_gauges_reach_the_receiver_with_the_agents_own_metrics() {
 
     // The seven gauges, one point each, equal to the history's sample of
     // that moment.
-    let want_names: Vec<String> = GAUGES.iter().map(|g| format!("rayito.sandbox.{g}")).collect();
+    let want_names: Vec<String> = GAUGES
+        .iter()
+        .map(|g| format!("rayito.sandbox.{g}"))
+        .collect();
     assert_eq!(names(first), want_names);
     let history = history(&t).await;
     for (name, pts) in points(first) {
@@ -349,7 +352,10 @@ async fn the_gauges_reach_the_receiver_with_the_agents_own_metrics() {
     }
 
     let s = status(&t).await;
-    assert_eq!((s.exported, s.dropped, s.last_error_class.as_str()), (7, 0, ""));
+    assert_eq!(
+        (s.exported, s.dropped, s.last_error_class.as_str()),
+        (7, 0, "")
+    );
     assert!(!format!("{s:?}").contains("canary"));
 }
 
@@ -519,7 +525,10 @@ async fn the_section_is_checked_whole_and_stops_when_empty() {
             },
             "auth",
         ),
-        (section("http://example.com/v1/metrics", bearer("t")), "endpoint"),
+        (
+            section("http://example.com/v1/metrics", bearer("t")),
+            "endpoint",
+        ),
     ];
     for (config, class) in cases {
         assert_eq!(

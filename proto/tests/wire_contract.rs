@@ -430,6 +430,9 @@ fn every_extension_is_ours_only() {
         };
         let field = find(&ours).unwrap_or_else(|| panic!("{at} #{number} is not in our protos"));
         assert_eq!(field.name(), name);
-        assert!(find(&reference).is_none(), "{at} #{number} is the reference's");
+        assert!(
+            find(&reference).is_none(),
+            "{at} #{number} is the reference's"
+        );
     }
 }

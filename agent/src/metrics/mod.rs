@@ -73,11 +73,7 @@ impl Metrics {
     /// The history's newest sample, else (nothing sampled yet) one taken
     /// now as [`Self::snapshot`] does: what each telemetry export sends.
     pub(crate) async fn latest(&self) -> Sample {
-        let newest = self
-            .ring
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .latest();
+        let newest = self.ring.lock().unwrap_or_else(|p| p.into_inner()).latest();
         match newest {
             Some(sample) => sample,
             None => self.fresh().await,

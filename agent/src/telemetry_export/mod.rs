@@ -174,7 +174,10 @@ impl TelemetryExports {
     pub(crate) fn status(&self) -> Option<pb::TelemetryExportStatus> {
         let counters = self.state().counters.clone()?;
         use std::sync::atomic::Ordering::Relaxed;
-        let last = *counters.last_error.lock().unwrap_or_else(|p| p.into_inner());
+        let last = *counters
+            .last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         Some(pb::TelemetryExportStatus {
             exported: counters.exported.load(Relaxed),
             dropped: counters.dropped.load(Relaxed),

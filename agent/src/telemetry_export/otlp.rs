@@ -119,14 +119,27 @@ pub(crate) const SCOPE: &str = "rayito-agent";
 /// description, and the value of a sample.
 #[allow(clippy::type_complexity)]
 const GAUGES: [(&str, &str, &str, fn(&Sample) -> Value); 7] = [
-    ("cpu.used_pct", "%", "CPU used, percent of all the sandbox's CPUs", |s| {
-        Value::AsDouble(s.cpu_used_pct)
+    (
+        "cpu.used_pct",
+        "%",
+        "CPU used, percent of all the sandbox's CPUs",
+        |s| Value::AsDouble(s.cpu_used_pct),
+    ),
+    ("memory.used_bytes", "By", "memory used", |s| {
+        int(s.mem_used_bytes)
     }),
-    ("memory.used_bytes", "By", "memory used", |s| int(s.mem_used_bytes)),
-    ("memory.total_bytes", "By", "memory in all", |s| int(s.mem_total_bytes)),
-    ("memory.cache_bytes", "By", "page cache", |s| int(s.mem_cache_bytes)),
-    ("disk.used_bytes", "By", "disk used", |s| int(s.disk_used_bytes)),
-    ("disk.total_bytes", "By", "disk in all", |s| int(s.disk_total_bytes)),
+    ("memory.total_bytes", "By", "memory in all", |s| {
+        int(s.mem_total_bytes)
+    }),
+    ("memory.cache_bytes", "By", "page cache", |s| {
+        int(s.mem_cache_bytes)
+    }),
+    ("disk.used_bytes", "By", "disk used", |s| {
+        int(s.disk_used_bytes)
+    }),
+    ("disk.total_bytes", "By", "disk in all", |s| {
+        int(s.disk_total_bytes)
+    }),
     ("cpu.count", "1", "CPUs", |s| int(u64::from(s.cpu_count))),
 ];
 
@@ -161,7 +174,10 @@ pub(crate) fn request(plan: &Plan, sandbox_id: &str, samples: &[Sample]) -> Expo
             attr("sandbox_id", Any::String(sandbox_id.to_owned())),
             attr("image_arn", Any::String(plan.image_arn.clone())),
             attr("image_version", Any::String(plan.image_version.clone())),
-            attr("image_memory_mib", Any::Int(i64::from(plan.image_memory_mib))),
+            attr(
+                "image_memory_mib",
+                Any::Int(i64::from(plan.image_memory_mib)),
+            ),
         ],
     };
     let metrics = GAUGES

@@ -192,10 +192,22 @@ mod tests {
                 },
                 class::BEARER_TOKEN,
             ),
-            (|c| c.endpoint = "ftp://x/v1/metrics".into(), class::ENDPOINT),
-            (|c| c.endpoint = "http://example.com/v1".into(), class::ENDPOINT),
-            (|c| c.endpoint = "https://u:p@example.com/".into(), class::ENDPOINT),
-            (|c| c.endpoint = "https://example.com/#f".into(), class::ENDPOINT),
+            (
+                |c| c.endpoint = "ftp://x/v1/metrics".into(),
+                class::ENDPOINT,
+            ),
+            (
+                |c| c.endpoint = "http://example.com/v1".into(),
+                class::ENDPOINT,
+            ),
+            (
+                |c| c.endpoint = "https://u:p@example.com/".into(),
+                class::ENDPOINT,
+            ),
+            (
+                |c| c.endpoint = "https://example.com/#f".into(),
+                class::ENDPOINT,
+            ),
         ];
         for (change, want) in cases {
             let mut c = valid();
@@ -210,10 +222,7 @@ mod tests {
         ] {
             let mut c = valid();
             c.endpoint = ok.into();
-            assert!(
-                matches!(check(c).unwrap().target, Target::Url(_)),
-                "{ok}"
-            );
+            assert!(matches!(check(c).unwrap().target, Target::Url(_)), "{ok}");
         }
         assert!(is_stop(&pb::TelemetryExportConfig::default()));
         assert!(!is_stop(&valid()));
