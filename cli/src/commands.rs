@@ -64,6 +64,9 @@ pub enum SandboxCommand {
         #[arg(long = "mount", value_name = "PATH=s3://BUCKET[/PREFIX][:ro|:rw[,overwrite][,delete]]",
               value_parser = crate::sandbox_mounts::parse_mount_arg)]
         mounts: Vec<(String, rayito::mounts::S3Mount)>,
+        /// Telemetry export (--telemetry ENDPOINT and its options).
+        #[command(flatten)]
+        telemetry: crate::telemetry::TelemetryArgs,
         /// Also print the access token.
         #[arg(long)]
         show_token: bool,
@@ -529,6 +532,7 @@ async fn dispatch(
             gateway_json,
             volumes,
             mounts,
+            telemetry,
             show_token,
             logs,
             log_group,
@@ -549,6 +553,7 @@ async fn dispatch(
                 gateways: gateways.into_iter().chain(gateway_json).collect(),
                 volumes: *volumes,
                 mounts,
+                telemetry,
                 show_token,
                 logging,
                 network: network.policy(),
@@ -663,6 +668,7 @@ struct CreateArgs {
     gateways: Vec<crate::gateway::GatewayArg>,
     volumes: crate::sandbox_volumes::VolumeArgs,
     mounts: Vec<(String, rayito::mounts::S3Mount)>,
+    telemetry: crate::telemetry::TelemetryArgs,
     show_token: bool,
     logging: rayito::SandboxLogging,
     network: Option<rayito::NetworkPolicy>,
@@ -679,6 +685,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         gateways,
         volumes,
         mounts,
+        telemetry,
         show_token,
         logging,
         network,
@@ -698,6 +705,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
     for (path, mount) in mounts {
         builder = builder.mount(path, mount);
     }
+    builder = telemetry.apply(builder);
     let gateways = crate::gateway::read_all(gateways)?;
     if !gateways.is_empty() {
         builder = crate::gateway::with_gateways(backend, builder, gateways)?;

@@ -173,7 +173,7 @@ async fn the_refusals_come_before_any_launch_or_terminate_the_sandbox() {
     let sbx = sdk_support::sandbox(&emu).await;
     let err = sdk_support::builder(&emu)
         .telemetry(TelemetryExport::new())
-        .connect(sbx.id())
+        .connect(sbx.id(), sbx.access_token().clone())
         .await
         .unwrap_err();
     assert!(
