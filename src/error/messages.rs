@@ -448,7 +448,7 @@ templates! {
     TELEMETRY_NAMES = "telemetry.names" =>
         "the telemetry export's names {names} is not recognized; use rayito or e2b";
     TELEMETRY_BEARER_NAME = "telemetry.bearer_name" =>
-        "OtlpAuth::bearer has an empty secret name; pass the name of the secret that holds the token";
+        "the secret name of OtlpAuth::bearer is empty; pass the name of the secret that holds the token";
     TELEMETRY_ENDPOINT = "telemetry.endpoint" =>
         "the telemetry export's endpoint is not an https:// URL with a host (http:// only to a loopback host), or it has userinfo or a fragment; pass the collector's OTLP/HTTP metrics URL, such as https://collector.example.com:4318/v1/metrics";
     TELEMETRY_POOLED = "telemetry.pooled" =>
@@ -456,7 +456,7 @@ templates! {
     TELEMETRY_CONNECT = "telemetry.connect" =>
         "connect applies no telemetry export (the sandbox's own keeps running in its agent: read it with telemetry_status); drop telemetry() from the builder";
     TELEMETRY_VARIANT_REASON = "telemetry.variant_reason" =>
-        "OtlpAuth::execution_role needs an image of the base-caps variant (rayito-base-caps or rayito-base-caps-efs, or a sized form); the image asked for is of the variant {variant}; use OtlpAuth::bearer on other images";
+        "the execution role's SigV4 (OtlpAuth::execution_role) needs an image of the base-caps variant (rayito-base-caps or rayito-base-caps-efs, or a sized form); the image asked for is of the variant {variant}; use OtlpAuth::bearer on other images";
     TELEMETRY_NO_FEATURES_REASON = "telemetry.no_features_reason" =>
         "needs an image whose agent serves Configure (rayd 0.6.0 or later)";
     TELEMETRY_OFF_REASON = "telemetry.off_reason" =>

@@ -81,7 +81,7 @@ fn each_refusal_is_pinned() {
         SandboxError::Unimplemented { feature, .. } => assert_eq!(&**feature, "telemetry"),
         other => panic!("{other:?}"),
     }
-    assert!(message(&e).contains("OtlpAuth::execution_role needs an image of the base-caps variant (rayito-base-caps or rayito-base-caps-efs, or a sized form); the image asked for is of the variant base; use OtlpAuth::bearer on other images"), "{e}");
+    assert!(message(&e).contains("the execution role's SigV4 (OtlpAuth::execution_role) needs an image of the base-caps variant (rayito-base-caps or rayito-base-caps-efs, or a sized form); the image asked for is of the variant base; use OtlpAuth::bearer on other images"), "{e}");
     let e = "x2b".parse::<TelemetryNames>().unwrap_err();
     assert!(
         message(&e)
@@ -98,7 +98,7 @@ fn each_refusal_is_pinned() {
 fn a_bearer_needs_a_secret_name_and_never_shows_it() {
     let e = check(&TelemetryExport::new().auth(OtlpAuth::bearer("")), None).unwrap_err();
     assert!(message(&e).contains(
-        "OtlpAuth::bearer has an empty secret name; pass the name of the secret that holds the token"
+        "the secret name of OtlpAuth::bearer is empty; pass the name of the secret that holds the token"
     ));
     // A bearer works on any image.
     let t = TelemetryExport::new()
