@@ -172,10 +172,13 @@ mod tests {
         }
     }
 
+    /// A change to a valid section.
+    type Change = fn(&mut pb::TelemetryExportConfig);
+
     #[test]
     fn each_field_is_refused_with_its_class() {
         assert!(check(valid()).is_ok());
-        let cases: Vec<(fn(&mut pb::TelemetryExportConfig), &str)> = vec![
+        let cases: Vec<(Change, &str)> = vec![
             (|c| c.interval_s = 14, class::INTERVAL),
             (|c| c.interval_s = 301, class::INTERVAL),
             (|c| c.service_name = " ".into(), class::SERVICE_NAME),
