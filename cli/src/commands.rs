@@ -64,9 +64,10 @@ pub enum SandboxCommand {
         #[arg(long = "mount", value_name = "PATH=s3://BUCKET[/PREFIX][:ro|:rw[,overwrite][,delete]]",
               value_parser = crate::sandbox_mounts::parse_mount_arg)]
         mounts: Vec<(String, rayito::mounts::S3Mount)>,
-        /// Telemetry export (--telemetry ENDPOINT and its options).
+        /// Telemetry export (--telemetry ENDPOINT and its options; boxed:
+        /// the variant stays small).
         #[command(flatten)]
-        telemetry: crate::telemetry::TelemetryArgs,
+        telemetry: Box<crate::telemetry::TelemetryArgs>,
         /// Also print the access token.
         #[arg(long)]
         show_token: bool,
@@ -553,7 +554,7 @@ async fn dispatch(
                 gateways: gateways.into_iter().chain(gateway_json).collect(),
                 volumes: *volumes,
                 mounts,
-                telemetry,
+                telemetry: *telemetry,
                 show_token,
                 logging,
                 network: network.policy(),
