@@ -325,6 +325,7 @@ pub mod secrets;
 mod setters;
 pub mod size;
 mod state;
+pub mod telemetry;
 #[cfg(feature = "s3")]
 pub mod transfer;
 mod transport;
@@ -336,8 +337,9 @@ pub mod volumes;
 /// come first, the index's write last). The crate root is the one place that wires the
 /// features to the core: the core calls these without naming them.
 pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
-    // Gateways first: their section is applied as soon as the sandbox is
-    // ready, before persistence's automatic restore (the reference's order).
+    // The sections of the one Configure are collected in this order and
+    // sent before any `after_create`, so before persistence's automatic
+    // restore (the reference's order).
     vec![
         #[cfg(feature = "secrets")]
         &gateway::Steps,
@@ -346,6 +348,7 @@ pub(crate) fn feature_steps() -> Vec<&'static dyn sandbox::steps::Step> {
         &volumes::Steps,
         #[cfg(feature = "events")]
         &events::Steps,
+        &telemetry::Steps,
         &persistence::Steps,
         #[cfg(feature = "s3")]
         &transfer::auto::Steps,

@@ -293,6 +293,15 @@ impl Agent {
             config.event_lines.clone(),
             shared.run.clone(),
         ));
+        let metrics = config
+            .metrics_interval
+            .map(|every| (every, Arc::new(crate::metrics::Metrics::new(&shared.env))));
+        shared.telemetry = Arc::new(crate::telemetry_export::TelemetryExports::new(
+            config.telemetry_export,
+            metrics.as_ref().map(|(_, m)| m.clone()),
+            shared.persist.clone(),
+            shared.run.clone(),
+        ));
         let shared = Arc::new(shared);
         if let Some(addr) = config.local_s3_endpoint {
             shared
@@ -320,9 +329,6 @@ impl Agent {
             shared.code.prestart();
         }
 
-        let metrics = config
-            .metrics_interval
-            .map(|every| (every, Arc::new(crate::metrics::Metrics::new(&shared.env))));
         let routes = tonic::service::Routes::new(
             pb::health_service_server::HealthServiceServer::new(HealthServiceImpl {
                 run: shared.run.clone(),
@@ -334,6 +340,7 @@ impl Agent {
                 volumes: shared.volumes.clone(),
                 s3_mounts: shared.s3_mounts.clone(),
                 events: shared.events.clone(),
+                telemetry: shared.telemetry.clone(),
                 metrics: metrics.as_ref().map(|(_, m)| m.clone()),
             }),
         )
@@ -388,7 +395,8 @@ impl Agent {
                 shared.volumes.clone(),
                 shared.events.clone(),
             )
-            .counting(shared.configure_calls.clone()),
+            .counting(shared.configure_calls.clone())
+            .with_telemetry(shared.telemetry.clone()),
         ))
         .add_service(pb::network_service_server::NetworkServiceServer::new(
             crate::egress::NetworkServiceImpl {

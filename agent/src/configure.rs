@@ -3,10 +3,11 @@
 //!
 //! The local agent implements the secret gateway (`crate::gateway`), S3
 //! mounts (`crate::s3_mounts`), EFS volumes (`crate::efs_volumes`) and
-//! lifecycle events (`crate::lifecycle_events`); every other section is
-//! answered UNSUPPORTED (the contract's per-section answer, instead of a
-//! transport-level UNIMPLEMENTED), and Health keeps their flags false so
-//! the SDK refuses them before calling. The sections' contents
+//! lifecycle events (`crate::lifecycle_events`) and telemetry export
+//! (`crate::telemetry_export`), each behind its `AgentConfig` switch: a
+//! section switched off is answered UNSUPPORTED (the contract's per-section
+//! answer, instead of a transport-level UNIMPLEMENTED), and Health keeps
+//! its flag false so the SDK refuses it before calling. The sections' contents
 //! (secret header values, a bearer token, key material) are never logged.
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::gateway::Gateways;
 use crate::lifecycle_events::LifecycleEvents;
 use crate::pb;
 use crate::s3_mounts::S3Mounts;
+use crate::telemetry_export::TelemetryExports;
 
 /// `rayito.v1.ConfigureService`.
 #[derive(Debug)]
@@ -27,6 +29,8 @@ pub(crate) struct ConfigureServiceImpl {
     pub(crate) volumes: Arc<EfsVolumes>,
     pub(crate) s3_mounts: Arc<S3Mounts>,
     pub(crate) events: Arc<LifecycleEvents>,
+    /// The telemetry export section (none: answered UNSUPPORTED).
+    pub(crate) telemetry: Option<Arc<TelemetryExports>>,
     /// Bumped by every apply that changed something.
     pub(crate) generation: AtomicU64,
     /// Bumped by every Configure call (`Agent::configure_calls`).
@@ -45,6 +49,7 @@ impl ConfigureServiceImpl {
             s3_mounts,
             volumes,
             events,
+            telemetry: None,
             generation: AtomicU64::new(0),
             calls: Arc::default(),
         }
@@ -55,19 +60,12 @@ impl ConfigureServiceImpl {
         self.calls = calls;
         self
     }
-}
 
-/// The sections this agent does not implement that a request sets, in the
-/// order of their field numbers.
-fn unsupported(request: &pb::ConfigureRequest) -> Vec<pb::SectionResult> {
-    [(
-        request.telemetry_export.is_some(),
-        pb::ConfigSection::TelemetryExport,
-    )]
-    .into_iter()
-    .filter_map(|(set, section)| set.then_some(section))
-    .map(|section| result(section, pb::SectionCode::Unsupported, ""))
-    .collect()
+    /// Serves the telemetry export section with `telemetry`.
+    pub(crate) fn with_telemetry(mut self, telemetry: Arc<TelemetryExports>) -> Self {
+        self.telemetry = Some(telemetry);
+        self
+    }
 }
 
 fn result(section: pb::ConfigSection, code: pb::SectionCode, class: &str) -> pb::SectionResult {
@@ -86,7 +84,7 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
     ) -> Result<Response<pb::ConfigureResponse>, Status> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let mut request = request.into_inner();
-        let mut results = unsupported(&request);
+        let mut results = Vec::new();
         if let Some(section) = request.s3_mounts.take() {
             let (code, class) = self.s3_mounts.apply(section).await;
             if matches!(code, pb::SectionCode::Applied | pb::SectionCode::Pending) {
@@ -107,6 +105,16 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
                 self.generation.fetch_add(1, Ordering::Relaxed);
             }
             results.push(result(pb::ConfigSection::LifecycleEvents, code, class));
+        }
+        if let Some(section) = request.telemetry_export.take() {
+            let (code, class) = match &self.telemetry {
+                Some(telemetry) => telemetry.apply(section),
+                None => (pb::SectionCode::Unsupported, ""),
+            };
+            if code == pb::SectionCode::Applied {
+                self.generation.fetch_add(1, Ordering::Relaxed);
+            }
+            results.push(result(pb::ConfigSection::TelemetryExport, code, class));
         }
         if let Some(section) = request.secret_gateway.take() {
             let (code, class) = self.gateways.apply(section).await;
@@ -132,6 +140,7 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
             secret_gateway: self.gateways.status(),
             efs_volumes: self.volumes.status(),
             lifecycle_events: self.events.status(),
+            telemetry_export: self.telemetry.as_ref().and_then(|t| t.status()),
             ..Default::default()
         }))
     }

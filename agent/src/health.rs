@@ -43,6 +43,7 @@ pub(crate) struct HealthServiceImpl {
     pub(crate) volumes: Arc<crate::efs_volumes::EfsVolumes>,
     pub(crate) s3_mounts: Arc<crate::s3_mounts::S3Mounts>,
     pub(crate) events: Arc<crate::lifecycle_events::LifecycleEvents>,
+    pub(crate) telemetry: Arc<crate::telemetry_export::TelemetryExports>,
     /// `None`: Metrics and MetricsHistory answer UNIMPLEMENTED
     /// (`AgentConfig::metrics_interval`).
     pub(crate) metrics: Option<Arc<crate::metrics::Metrics>>,
@@ -80,6 +81,7 @@ impl HealthServiceImpl {
             secret_gateway,
             efs_volumes: self.volumes.supported(),
             lifecycle_events: self.events.supported(),
+            telemetry_export: self.telemetry.supported(),
             template_start: true,
             root_egress: if secret_gateway {
                 vec![pb::RootEgressClass::SecretGatewayUpstream as i32]

@@ -136,9 +136,14 @@ async fn run(State(shared): State<Arc<Shared>>, body: Bytes) -> &'static str {
 
 async fn suspend(State(shared): State<Arc<Shared>>) -> &'static str {
     shared.on_suspend();
-    // Bounded, side by side: what the volumes hold reaches their servers
-    // and the `paused` event line is out before the snapshot.
-    tokio::join!(shared.volumes.on_suspend(), shared.events.paused());
+    // Bounded, side by side, before the snapshot: what the volumes hold
+    // reaches their servers, the `paused` event line is out, the newest
+    // gauges reach the collector (within 2 s).
+    tokio::join!(
+        shared.volumes.on_suspend(),
+        shared.events.paused(),
+        shared.telemetry.flush()
+    );
     "ok"
 }
 

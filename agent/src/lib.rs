@@ -40,6 +40,7 @@ mod s3fuse;
 pub mod sandbox;
 mod server;
 mod state;
+mod telemetry_export;
 pub mod template;
 mod text;
 pub mod token;

@@ -58,6 +58,8 @@ pub(crate) struct Shared {
     pub configure_calls: Arc<AtomicU64>,
     /// The lifecycle events (Configure's `lifecycle_events` section).
     pub events: Arc<crate::lifecycle_events::LifecycleEvents>,
+    /// Telemetry export (Configure's `telemetry_export` section).
+    pub telemetry: Arc<crate::telemetry_export::TelemetryExports>,
 }
 
 /// The `/run` hook's answer body.
@@ -102,6 +104,12 @@ impl Shared {
             None,
             run.clone(),
         ));
+        let telemetry = Arc::new(crate::telemetry_export::TelemetryExports::new(
+            false,
+            None,
+            persist.clone(),
+            run.clone(),
+        ));
         Self {
             processes: Arc::new(ProcessTable::new(env.clone(), phase.clone())),
             ptys: Arc::new(PtyTable::new(env.clone(), phase.clone())),
@@ -124,6 +132,7 @@ impl Shared {
             s3_mounts,
             configure_calls: Arc::default(),
             events,
+            telemetry,
         }
     }
 
@@ -215,6 +224,7 @@ impl Shared {
     /// Kills every process and kernel of the sandbox.
     pub(crate) fn kill_everything(&self) {
         self.gateways.stop_all();
+        self.telemetry.stop();
         self.volumes.detach_all();
         // Detached first: no new lookup reaches a server that stops.
         self.s3_mounts.stop_all();

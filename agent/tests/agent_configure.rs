@@ -75,7 +75,13 @@ async fn each_section_but_the_gateway_is_unsupported() {
                 pb::SectionCode::Applied,
                 String::new()
             ),
-            unsupported(pb::ConfigSection::TelemetryExport),
+            // Checked whole before anything starts: no service name
+            // (agent_telemetry.rs exports for real).
+            (
+                pb::ConfigSection::TelemetryExport,
+                pb::SectionCode::Invalid,
+                "service_name".to_owned()
+            ),
             (
                 pb::ConfigSection::SecretGateway,
                 pb::SectionCode::Applied,
@@ -157,8 +163,7 @@ async fn health_keeps_every_other_section_flag_false() {
         .features
         .expect("features present");
     assert!(f.configure && f.lifecycle_events, "{f:?}");
-    assert!(
-        !(f.s3_mounts || f.efs_volumes || f.telemetry_export),
-        "{f:?}"
-    );
+    // Telemetry export needs nothing of the host (agent_telemetry.rs).
+    assert!(f.telemetry_export, "{f:?}");
+    assert!(!(f.s3_mounts || f.efs_volumes), "{f:?}");
 }

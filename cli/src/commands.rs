@@ -69,6 +69,10 @@ pub enum SandboxCommand {
         /// the events from the sandbox's logs).
         #[arg(long)]
         events: bool,
+        /// Telemetry export (--telemetry ENDPOINT and its options; boxed:
+        /// the variant stays small).
+        #[command(flatten)]
+        telemetry: Box<crate::telemetry::TelemetryArgs>,
         /// Also print the access token.
         #[arg(long)]
         show_token: bool,
@@ -535,6 +539,7 @@ async fn dispatch(
             volumes,
             mounts,
             events,
+            telemetry,
             show_token,
             logs,
             log_group,
@@ -556,6 +561,7 @@ async fn dispatch(
                 volumes: *volumes,
                 mounts,
                 events,
+                telemetry: *telemetry,
                 show_token,
                 logging,
                 network: network.policy(),
@@ -671,6 +677,7 @@ struct CreateArgs {
     volumes: crate::sandbox_volumes::VolumeArgs,
     mounts: Vec<(String, rayito::mounts::S3Mount)>,
     events: bool,
+    telemetry: crate::telemetry::TelemetryArgs,
     show_token: bool,
     logging: rayito::SandboxLogging,
     network: Option<rayito::NetworkPolicy>,
@@ -688,6 +695,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         volumes,
         mounts,
         events,
+        telemetry,
         show_token,
         logging,
         network,
@@ -711,6 +719,7 @@ async fn create(backend: &Backend, format: Format, args: CreateArgs) -> Result<i
         builder =
             builder.events(crate::events::of(backend, rayito::events::DEFAULT_STACK_NAME).await?);
     }
+    builder = telemetry.apply(builder);
     let gateways = crate::gateway::read_all(gateways)?;
     if !gateways.is_empty() {
         builder = crate::gateway::with_gateways(backend, builder, gateways)?;

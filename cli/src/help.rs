@@ -72,6 +72,7 @@ const EXAMPLES: &[(&str, &str)] = &[
   rayito sandbox create --gateway openai=openai.toml   # prints the gateway's URL on stderr
   rayito sandbox create --template rayito-base-caps-efs --egress CONNECTOR_ARN --execution-role-arn ROLE_ARN --volume /mnt/data=fs-0123abcd:fsap-0123abcd
   rayito sandbox create --log-group /rayito/rayito-base --events   # lifecycle events into rayito events
+  rayito sandbox create --telemetry https://collector.example.com:4318/v1/metrics --telemetry-bearer-secret otlp-key
   rayito --output json sandbox create --logs     # {\"sandbox_id\":...,\"template\":...}",
     ),
     (

@@ -50,6 +50,7 @@ mod setup;
 mod shell;
 mod signals;
 mod spinner;
+mod telemetry;
 mod template;
 mod usage;
 mod volume;

@@ -119,6 +119,16 @@ fn oneof_name(m: &DescriptorProto, f: &FieldDescriptorProto) -> Option<String> {
         .map(|o| o.name().to_string())
 }
 
+/// Our extensions of the contract: fields the reference lacks, each numbered
+/// 100 or above so that no reference field of a later version takes the
+/// number (`<file>: <message>`, number, name). An agent that does not know
+/// one ignores it (proto3). docs/architecture.md lists them.
+const EXTENSIONS: &[(&str, i32, &str)] = &[(
+    "rayito/v1/telemetry_export.proto: TelemetryExportConfig",
+    100,
+    "endpoint",
+)];
+
 fn compare_fields(at: &str, o: &DescriptorProto, t: &DescriptorProto, d: &mut Vec<String>) {
     let o_fields: BTreeMap<i32, _> = o.field.iter().map(|f| (f.number(), f)).collect();
     let t_fields: BTreeMap<i32, _> = t.field.iter().map(|f| (f.number(), f)).collect();
@@ -130,6 +140,9 @@ fn compare_fields(at: &str, o: &DescriptorProto, t: &DescriptorProto, d: &mut Ve
     }
     for (n, of) in &o_fields {
         let Some(tf) = t_fields.get(n) else {
+            if EXTENSIONS.contains(&(at, *n, of.name())) && *n >= 100 {
+                continue;
+            }
             d.push(format!(
                 "{at}: field #{n} ({}) is not in the reference",
                 of.name()
@@ -398,4 +411,28 @@ fn field<'a>(
         .find(|m| m.name() == message)
         .expect("message in the reference");
     &mut m.field[index]
+}
+
+/// Each listed extension is in our files, at its number (the list does not
+/// go stale), and nowhere in the reference.
+#[test]
+fn every_extension_is_ours_only() {
+    let ours = ours();
+    let reference = reference();
+    for &(at, number, name) in EXTENSIONS {
+        let (file, message) = at.split_once(": ").expect("<file>: <message>");
+        let find = |set: &FileDescriptorSet| {
+            set.file
+                .iter()
+                .find(|f| f.name() == file)
+                .and_then(|f| f.message_type.iter().find(|m| m.name() == message))
+                .and_then(|m| m.field.iter().find(|f| f.number() == number).cloned())
+        };
+        let field = find(&ours).unwrap_or_else(|| panic!("{at} #{number} is not in our protos"));
+        assert_eq!(field.name(), name);
+        assert!(
+            find(&reference).is_none(),
+            "{at} #{number} is the reference's"
+        );
+    }
 }

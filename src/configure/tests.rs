@@ -639,7 +639,8 @@ async fn pending_that_never_settles_times_out_within_its_bound() {
 
 /// Our agent implements the secret gateway (agent/tests/agent_gateway.rs),
 /// S3 mounts (agent/tests/agent_s3_mounts.rs, tests/sdk/mounts.rs) and EFS
-/// volumes (agent/tests/agent_efs_volumes.rs, tests/sdk/volumes.rs):
+/// volumes (agent/tests/agent_efs_volumes.rs, tests/sdk/volumes.rs) and
+/// telemetry export (agent/tests/agent_telemetry.rs, tests/sdk/telemetry.rs):
 /// Configure answers each other section UNSUPPORTED (mapped to
 /// `Unimplemented` naming it), ConfigureStatus shows nothing applied, and
 /// Health's flags for them are false, so `apply` refuses locally before
@@ -658,6 +659,9 @@ async fn the_local_agent_answers_each_section_unsupported() {
             Section::SecretGateway,
             Section::S3Mounts,
             Section::EfsVolumes,
+            // Served since issue 47 (agent/tests/agent_telemetry.rs,
+            // tests/sdk/telemetry.rs).
+            Section::TelemetryExport,
         ]
         .contains(s)
     }) {

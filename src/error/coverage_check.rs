@@ -382,6 +382,8 @@ fn every_message_comes_from_a_template_and_every_template_is_used() {
     // tests/sdk/network.rs, src/gateway/tests.rs, src/mount_path.rs,
     // src/mounts/ and src/volumes/tests.rs).
     // The events texts are pinned in src/events/tests.rs.
+    // Telemetry's are pinned in src/telemetry/tests.rs and
+    // tests/sdk/telemetry.rs.
     let pinned_elsewhere = [
         "network.",
         "gateway.",
@@ -389,6 +391,7 @@ fn every_message_comes_from_a_template_and_every_template_is_used() {
         "mount.",
         "volume.",
         "events.",
+        "telemetry.",
     ];
     for t in ALL.iter().filter(|t| {
         !fragments.contains(&t.id) && !pinned_elsewhere.iter().any(|p| t.id.starts_with(p))

@@ -221,6 +221,8 @@ fn every_placeholder_is_a_documented_name() {
         "rate",
         "path",
         "variant",
+        "interval",
+        "names",
         "other",
         "name",
         "reasons",

@@ -441,6 +441,27 @@ templates! {
     GATEWAY_RATE = "gateway.rate" =>
         "the rate_per_minute of gateway {gateway} is {rate}; pass 0 (the agent's default, 600 a minute) or 1 to 6,000";
 
+    TELEMETRY_INTERVAL = "telemetry.interval" =>
+        "the telemetry export's interval is {interval}; pass 15 to 300 whole seconds";
+    TELEMETRY_SERVICE_NAME = "telemetry.service_name" =>
+        "the telemetry export's service_name is empty or longer than 1,024 bytes; pass a name (the default is rayito)";
+    TELEMETRY_NAMES = "telemetry.names" =>
+        "the telemetry export's names {names} is not recognized; use rayito or e2b";
+    TELEMETRY_BEARER_NAME = "telemetry.bearer_name" =>
+        "the secret name of OtlpAuth::bearer is empty; pass the name of the secret that holds the token";
+    TELEMETRY_ENDPOINT = "telemetry.endpoint" =>
+        "the telemetry export's endpoint is not an https:// URL with a host (http:// only to a loopback host), or it has userinfo or a fragment; pass the collector's OTLP/HTTP metrics URL, such as https://collector.example.com:4318/v1/metrics";
+    TELEMETRY_POOLED = "telemetry.pooled" =>
+        "a pool's warm sandboxes never carry a telemetry export; drop telemetry() from the pool's builder";
+    TELEMETRY_CONNECT = "telemetry.connect" =>
+        "connect applies no telemetry export (the sandbox's own keeps running in its agent: read it with telemetry_status); drop telemetry() from the builder";
+    TELEMETRY_VARIANT_REASON = "telemetry.variant_reason" =>
+        "the execution role's SigV4 (OtlpAuth::execution_role) needs an image of the base-caps variant (rayito-base-caps or rayito-base-caps-efs, or a sized form); the image asked for is of the variant {variant}; use OtlpAuth::bearer on other images";
+    TELEMETRY_NO_FEATURES_REASON = "telemetry.no_features_reason" =>
+        "needs an image whose agent serves Configure (rayd 0.6.0 or later)";
+    TELEMETRY_OFF_REASON = "telemetry.off_reason" =>
+        "the agent of this image cannot export telemetry: it is older than rayd 0.6.0, or it knows no AWS region for CloudWatch's endpoint (the local backend never does: pass TelemetryExport::endpoint); use an image published with rayd 0.6.0 or later, or an explicit endpoint";
+
     VOLUME_TOO_MANY = "volume.too_many" =>
         "the sandbox has {count} volumes; pass at most 4";
     VOLUME_FILE_SYSTEM_ID = "volume.file_system_id" =>

@@ -104,6 +104,7 @@ mod send_bounds;
 mod setup;
 mod shared_control;
 mod staged_io;
+mod telemetry;
 mod template_build;
 mod template_gate;
 mod templates;

@@ -15,6 +15,7 @@ use crate::pb;
 use crate::run::RunState;
 use crate::sandbox::SandboxEnv;
 use ring::Ring;
+pub(crate) use sample::Sample;
 use sample::{CpuMark, Sources};
 
 /// The history sampler's default interval.
@@ -54,6 +55,11 @@ impl Metrics {
 
     /// `Metrics`: reads now, CPU over the next 100 ms.
     pub(crate) async fn snapshot(&self) -> pb::MetricsResponse {
+        self.fresh().await.into()
+    }
+
+    /// A sample taken now, CPU over the next 100 ms.
+    async fn fresh(&self) -> Sample {
         let first = sample::cpu_mark(&self.sources);
         tokio::time::sleep(SNAPSHOT_CPU_WINDOW).await;
         let second = sample::cpu_mark(&self.sources);
@@ -61,7 +67,17 @@ impl Metrics {
             (Some(a), Some(b)) => sample::cpu_between(a, b, sample::cpu_count()),
             _ => 0.0,
         };
-        sample::sample_with_cpu(&self.sources, cpu).into()
+        sample::sample_with_cpu(&self.sources, cpu)
+    }
+
+    /// The history's newest sample, else (nothing sampled yet) one taken
+    /// now as [`Self::snapshot`] does: what each telemetry export sends.
+    pub(crate) async fn latest(&self) -> Sample {
+        let newest = self.ring.lock().unwrap_or_else(|p| p.into_inner()).latest();
+        match newest {
+            Some(sample) => sample,
+            None => self.fresh().await,
+        }
     }
 
     /// `MetricsHistory`: the ring's samples in the request's window,

@@ -30,6 +30,11 @@ impl Ring {
         self.samples.len()
     }
 
+    /// The newest sample, if any (what telemetry export sends).
+    pub(crate) fn latest(&self) -> Option<Sample> {
+        self.samples.back().cloned()
+    }
+
     /// The oldest sample's time (0 when empty).
     pub(crate) fn oldest_unix_ms(&self) -> i64 {
         self.samples.front().map_or(0, |s| s.timestamp_unix_ms)

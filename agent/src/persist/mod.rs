@@ -199,6 +199,25 @@ impl Persist {
             .clone()
     }
 
+    /// The execution role's credentials as Checkpoint signs with them (the
+    /// environment's or IMDSv2's on AWS, the emulator's key locally);
+    /// `None` without any (telemetry export's SigV4 uses them too).
+    pub(crate) async fn role_creds(&self) -> Option<creds::Creds> {
+        match self.access() {
+            PersistenceAccess::Local(None) => None,
+            PersistenceAccess::Local(Some(local)) => Some(creds::Creds {
+                id: local.access_key_id,
+                secret: local.secret_access_key,
+                token: local.session_token,
+                expires: None,
+            }),
+            PersistenceAccess::Aws => match creds::from_env() {
+                Some(c) => Some(c),
+                None => self.imds.get().await,
+            },
+        }
+    }
+
     #[allow(clippy::result_large_err)]
     fn acquire(&self) -> Result<Busy, Status> {
         if self.busy.swap(true, Ordering::SeqCst) {
@@ -264,6 +283,11 @@ impl Persist {
             }
         }
     }
+}
+
+/// The agent's AWS region: `AWS_REGION`, else `AWS_DEFAULT_REGION`.
+pub(crate) fn aws_region() -> Option<String> {
+    env_region("AWS_REGION").or_else(|| env_region("AWS_DEFAULT_REGION"))
 }
 
 fn env_region(name: &str) -> Option<String> {

@@ -55,7 +55,7 @@ pub(crate) enum Endpoint {
     PathStyle(String),
 }
 
-type HttpsClient = hyper_util::client::legacy::Client<
+pub(crate) type HttpsClient = hyper_util::client::legacy::Client<
     hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
     Full<Bytes>,
 >;
@@ -111,6 +111,59 @@ pub(crate) struct Bucket {
 }
 
 opaque_debug!(Bucket);
+
+/// Signs `req` (whose body is `body`) with SigV4 for `service` in
+/// `region` with `creds` (S3 here; telemetry export's `monitoring`);
+/// `None` when it cannot be signed.
+pub(crate) fn sign_v4(
+    req: &mut Request<Full<Bytes>>,
+    body: &[u8],
+    creds: &Creds,
+    region: &str,
+    service: &str,
+    settings: aws_sigv4::http_request::SigningSettings,
+) -> Option<()> {
+    use aws_sigv4::http_request::{SignableBody, SignableRequest, sign};
+    let identity = aws_credential_types::Credentials::new(
+        creds.id.clone(),
+        creds.secret.clone(),
+        creds.token.clone(),
+        creds.expires,
+        "rayito-agent",
+    )
+    .into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name(service)
+        .time(SystemTime::now())
+        .settings(settings)
+        .build()
+        .ok()?
+        .into();
+    let headers: Vec<(&str, &str)> = req
+        .headers()
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
+        .collect();
+    let uri = req.uri().to_string();
+    // aws-sigv4 logs the request it signs (its URL: bucket and key)
+    // and the canonical request at debug level: none of it may reach
+    // the agent's log. (`none` is not registered with the callsites.)
+    let signed = tracing::dispatcher::with_default(&tracing::Dispatch::none(), || {
+        let signable = SignableRequest::new(
+            req.method().as_str(),
+            uri,
+            headers.into_iter(),
+            SignableBody::Bytes(body),
+        )
+        .ok()?;
+        sign(signable, &params).ok()
+    });
+    let (instructions, _) = signed?.into_parts();
+    instructions.apply_to_request_http1x(req);
+    Some(())
+}
 
 /// Percent-encodes a key for a URL path: every byte but the unreserved
 /// ones and `/` (S3 signs the path as sent: encoded once).
@@ -242,52 +295,13 @@ impl Bucket {
 
     fn sign(&self, req: &mut Request<Full<Bytes>>, body: &[u8]) -> Result<(), S3Failure> {
         use aws_sigv4::http_request::{
-            PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest,
-            SigningSettings, UriPathNormalizationMode, sign,
+            PayloadChecksumKind, PercentEncodingMode, SigningSettings, UriPathNormalizationMode,
         };
-        let identity = aws_credential_types::Credentials::new(
-            self.creds.id.clone(),
-            self.creds.secret.clone(),
-            self.creds.token.clone(),
-            self.creds.expires,
-            "rayito-agent",
-        )
-        .into();
         let mut settings = SigningSettings::default();
         settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
         settings.percent_encoding_mode = PercentEncodingMode::Single;
         settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
-        let params = aws_sigv4::sign::v4::SigningParams::builder()
-            .identity(&identity)
-            .region(&self.region)
-            .name("s3")
-            .time(SystemTime::now())
-            .settings(settings)
-            .build()
-            .map_err(|_| S3Failure::Failed)?
-            .into();
-        let headers: Vec<(&str, &str)> = req
-            .headers()
-            .iter()
-            .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
-            .collect();
-        let uri = req.uri().to_string();
-        // aws-sigv4 logs the request it signs (its URL: bucket and key)
-        // and the canonical request at debug level: none of it may reach
-        // the agent's log. (`none` is not registered with the callsites.)
-        let signed = tracing::dispatcher::with_default(&tracing::Dispatch::none(), || {
-            let signable = SignableRequest::new(
-                req.method().as_str(),
-                uri,
-                headers.into_iter(),
-                SignableBody::Bytes(body),
-            )
-            .ok()?;
-            sign(signable, &params).ok()
-        });
-        let (instructions, _) = signed.ok_or(S3Failure::Failed)?.into_parts();
-        instructions.apply_to_request_http1x(req);
-        Ok(())
+        sign_v4(req, body, &self.creds, &self.region, "s3", settings).ok_or(S3Failure::Failed)
     }
 
     /// PutObject of a small body.

@@ -1488,6 +1488,12 @@ pub struct TelemetryExportConfig {
     pub image_version: ::prost::alloc::string::String,
     #[prost(uint32, tag = "8")]
     pub image_memory_mib: u32,
+    /// rayito extension (not in the reference's contract): the OTLP/HTTP
+    /// metrics URL the agent posts to; empty = CloudWatch's
+    /// `<https://monitoring.<region>.amazonaws.com/v1/metrics`.> An agent
+    /// without it ignores the field and exports to CloudWatch.
+    #[prost(string, tag = "100")]
+    pub endpoint: ::prost::alloc::string::String,
     /// How the exporter signs its requests.
     #[prost(oneof = "telemetry_export_config::Auth", tags = "4, 5")]
     pub auth: ::core::option::Option<telemetry_export_config::Auth>,
