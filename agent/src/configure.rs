@@ -141,7 +141,6 @@ impl pb::configure_service_server::ConfigureService for ConfigureServiceImpl {
             efs_volumes: self.volumes.status(),
             lifecycle_events: self.events.status(),
             telemetry_export: self.telemetry.as_ref().and_then(|t| t.status()),
-            ..Default::default()
         }))
     }
 }

@@ -88,7 +88,6 @@ impl HealthServiceImpl {
             } else {
                 Vec::new()
             },
-            ..pb::AgentFeatures::default()
         }
     }
 
