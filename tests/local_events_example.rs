@@ -10,11 +10,8 @@
 
 #[path = "example_support/mod.rs"]
 mod example_support;
-use example_support::example_binary;
 
 mod sdk_support;
-
-use std::process::Command;
 
 use sdk_support::moto::MotoServer;
 
@@ -46,31 +43,11 @@ async fn the_events_example_verifies_every_delivery() {
     else {
         return;
     };
-    let binary = tokio::task::spawn_blocking(|| example_binary("events"))
-        .await
-        .expect("the build task");
-    let endpoint = moto.endpoint_url();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(binary)
-            .env_remove("RAYITO_BACKEND")
-            .env_remove("AWS_PROFILE")
-            .env_remove("AWS_ENDPOINT_URL")
-            .env("AWS_ENDPOINT_URL_SECRETS_MANAGER", endpoint)
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLETEST")
-            .env("AWS_SECRET_ACCESS_KEY", "dummy")
-            .env("RUST_LOG", "rayito=warn")
-            .output()
-            .expect("the example runs")
-    })
-    .await
-    .expect("the run task");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the example failed:\n{stdout}\n{stderr}"
-    );
+    let (stdout, stderr) = example_support::run_example(
+        "events",
+        example_support::secrets_manager_env(moto.endpoint_url()),
+    )
+    .await;
     for text in [&stdout, &stderr] {
         assert!(!text.contains("whsec-"), "the secret was printed");
     }

@@ -12,11 +12,9 @@
 
 #[path = "example_support/mod.rs"]
 mod example_support;
-use example_support::example_binary;
 
 mod sdk_support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use sdk_support::git_server::{GitHttp, git, git_program, seed_repo};
@@ -41,35 +39,13 @@ async fn the_secrets_and_git_example_clones_commits_and_pushes() {
     let root = tempfile::tempdir().expect("tempdir");
     let bare = seed_repo(root.path(), "project.git");
     let server = GitHttp::start(root.path(), USER, PASSWORD, Duration::ZERO).await;
-    let binary = tokio::task::spawn_blocking(|| example_binary("secrets_and_git"))
-        .await
-        .expect("the build task");
-
-    let endpoint = moto.endpoint_url();
-    let url = server.url("project.git");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(binary)
-            .env_remove("RAYITO_BACKEND")
-            .env_remove("AWS_PROFILE")
-            .env("AWS_ENDPOINT_URL_SECRETS_MANAGER", endpoint)
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLETEST")
-            .env("AWS_SECRET_ACCESS_KEY", "dummy")
-            .env("RAYITO_EXAMPLE_GIT_URL", url)
-            .env("RAYITO_EXAMPLE_GIT_USERNAME", USER)
-            .env("RAYITO_EXAMPLE_GIT_PASSWORD", PASSWORD)
-            .env("RUST_LOG", "rayito=warn")
-            .output()
-            .expect("the example runs")
-    })
-    .await
-    .expect("the run task");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the example failed:\n{stdout}\n{stderr}"
-    );
+    let mut env = example_support::secrets_manager_env(moto.endpoint_url());
+    env.extend([
+        ("RAYITO_EXAMPLE_GIT_URL", server.url("project.git")),
+        ("RAYITO_EXAMPLE_GIT_USERNAME", USER.to_owned()),
+        ("RAYITO_EXAMPLE_GIT_PASSWORD", PASSWORD.to_owned()),
+    ]);
+    let (stdout, stderr) = example_support::run_example("secrets_and_git", env).await;
     for text in [&stdout, &stderr] {
         assert!(!text.contains(PASSWORD), "the token was printed");
         assert!(!text.contains("example-key-"), "the API key was printed");

@@ -299,7 +299,10 @@ async fn health_reports_the_gateway_and_its_egress_class() {
         .into_inner();
     let f = f.features.expect("features");
     assert!(f.configure && f.secret_gateway, "{f:?}");
-    assert!(!(f.s3_mounts || f.efs_volumes || f.lifecycle_events || f.telemetry_export));
+    // Served by default; S3 mounts and EFS volumes need what this agent
+    // was not given (a local S3, local volumes).
+    assert!(f.lifecycle_events && f.telemetry_export, "{f:?}");
+    assert!(!(f.s3_mounts || f.efs_volumes), "{f:?}");
     assert_eq!(
         f.root_egress,
         [pb::RootEgressClass::SecretGatewayUpstream as i32]

@@ -31,6 +31,7 @@ async fn health_before_run_is_anonymous_and_has_no_sandbox_id() {
             configure: true,
             secret_gateway: true,
             lifecycle_events: true,
+            telemetry_export: true,
             root_egress: vec![pb::RootEgressClass::SecretGatewayUpstream as i32],
             ..pb::AgentFeatures::default()
         }

@@ -1242,3 +1242,52 @@ async fn a_completion_with_a_wrong_part_etag_is_invalid_part() {
         .into_bytes();
     assert!(got.as_ref() == [first, second].concat().as_slice());
 }
+
+/// Ranged GETs (what an S3 mount's reads and ranged exports send) come
+/// back as exactly the bytes of their span, through the fast body as
+/// through s3s-fs's: open-ended, closed, suffix, the last byte, and a
+/// range past the end refused as S3 does.
+#[tokio::test]
+async fn ranged_gets_answer_exactly_their_bytes() {
+    let emu = start().await;
+    let s3 = client(&emu);
+    let bucket = emu.artifact_bucket();
+    let len = (3 << 20) + 12_345;
+    let body = noise(len, 11);
+    emu.put_object_directly(&bucket, "ranged/object", body.clone())
+        .await
+        .unwrap();
+    let last = format!("bytes={}-{}", len - 1, len - 1);
+    let cases: [(&str, std::ops::Range<usize>); 5] = [
+        ("bytes=0-", 0..len),
+        ("bytes=100-2000000", 100..2_000_001),
+        ("bytes=1048576-", 1_048_576..len),
+        ("bytes=-10", len - 10..len),
+        (&last, len - 1..len),
+    ];
+    for (range, span) in cases {
+        let got = s3
+            .get_object()
+            .bucket(&bucket)
+            .key("ranged/object")
+            .range(range)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{range}: {e:?}"));
+        assert_eq!(got.content_length(), Some(span.len() as i64), "{range}");
+        let bytes = got.body.collect().await.unwrap().into_bytes();
+        assert!(
+            bytes.as_ref() == &body[span.clone()],
+            "{range}: the span's bytes"
+        );
+    }
+    let err = s3
+        .get_object()
+        .bucket(&bucket)
+        .key("ranged/object")
+        .range(format!("bytes={len}-"))
+        .send()
+        .await
+        .expect_err("past the end");
+    assert_eq!(parts(&err).0, 416, "{err:?}");
+}

@@ -637,34 +637,41 @@ async fn pending_that_never_settles_times_out_within_its_bound() {
 
 // ---- the real agent, on the local backend ----
 
-/// Our agent implements the secret gateway (agent/tests/agent_gateway.rs),
-/// S3 mounts (agent/tests/agent_s3_mounts.rs, tests/sdk/mounts.rs) and EFS
-/// volumes (agent/tests/agent_efs_volumes.rs, tests/sdk/volumes.rs) and
-/// telemetry export (agent/tests/agent_telemetry.rs, tests/sdk/telemetry.rs):
-/// Configure answers each other section UNSUPPORTED (mapped to
+/// Our agent serves every section on the local backend (the secret
+/// gateway, S3 mounts, EFS volumes, lifecycle events, telemetry export:
+/// each has its own tests). An agent without a section (here the
+/// emulator's switches for S3 mounts and EFS volumes, as agents built
+/// before them): Configure answers it UNSUPPORTED (mapped to
 /// `Unimplemented` naming it), ConfigureStatus shows nothing applied, and
-/// Health's flags for them are false, so `apply` refuses locally before
+/// Health's flag for it is false, so `apply` refuses locally before
 /// calling Configure.
 #[cfg(feature = "local")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_local_agent_answers_each_section_unsupported() {
+async fn an_agent_without_a_section_answers_it_unsupported() {
+    use rayito_emulator::{Emulator, EmulatorConfig};
+    let emulator = Emulator::start(EmulatorConfig {
+        agent_s3_mounts: false,
+        agent_efs_volumes: false,
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("an emulator");
     let sandbox = crate::Sandbox::builder()
-        .local()
+        .aws(
+            crate::AwsOptions::new()
+                .endpoint_url(emulator.endpoint_url())
+                .region("us-east-1")
+                .static_credentials(
+                    emulator.access_key().id.clone(),
+                    emulator.access_key().secret.clone(),
+                ),
+        )
+        .template(emulator.image_arn("rayito-base"))
         .create()
         .await
-        .expect("a local sandbox");
+        .expect("a sandbox");
     let conn = sandbox.conn();
-    for s in Section::ALL.into_iter().filter(|s| {
-        ![
-            Section::SecretGateway,
-            Section::S3Mounts,
-            Section::EfsVolumes,
-            // Served since issue 47 (agent/tests/agent_telemetry.rs,
-            // tests/sdk/telemetry.rs).
-            Section::TelemetryExport,
-        ]
-        .contains(s)
-    }) {
+    for s in [Section::S3Mounts, Section::EfsVolumes] {
         let response = conn
             .configure(request_for(s), Duration::from_secs(30))
             .await

@@ -71,13 +71,15 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         ErrorKind::FileUpload => "FileUploadException",
         ErrorKind::Secret => "SecretException",
         ErrorKind::SecretNotFound => "SecretNotFoundException",
+        // E2B has no class of its own for these (the reference's
+        // WebhookException is rayito-only): a SandboxException.
         ErrorKind::Mount
         | ErrorKind::Volume
         | ErrorKind::VolumeMount
-        | ErrorKind::VolumeNotFound => "SandboxException",
+        | ErrorKind::VolumeNotFound
+        | ErrorKind::Webhook => "SandboxException",
         ErrorKind::GitAuth => "GitAuthException",
         ErrorKind::GitUpstream => "GitUpstreamException",
-        ErrorKind::Webhook => "WebhookException",
     }
 }
 

@@ -439,6 +439,35 @@ fn volume_futures_are_send(sbx: &Sandbox) {
     assert_send_static(&SandboxBuilder::new().volume("/mnt/data", volume).create());
 }
 
+/// Lifecycle events (feature `events`): every call of the stack's
+/// handle, owned clones spawned; create with events.
+#[allow(dead_code)]
+fn events_futures_are_send(events: rayito::events::LifecycleEvents) {
+    use rayito::events::{EventKind, EventQuery, EventsDeploy};
+    assert_send(&events.deploy(EventsDeploy::new("b", "/g")));
+    assert_send(&events.status());
+    assert_send(&events.destroy());
+    assert_send(&events.register_webhook("https://h", "s", &[EventKind::Created]));
+    assert_send(&events.list_webhooks());
+    assert_send(&events.delete_webhook("0123456789abcdef"));
+    assert_send(&events.get_events(EventQuery::new()));
+    assert_send(&events.dead_letters());
+    assert_send_static(&SandboxBuilder::new().events(events.clone()).create());
+    assert_send_static(&async move {
+        let _ = events.get_events(EventQuery::new()).await;
+        let _ = events.dead_letters().await;
+    });
+}
+
+/// Telemetry export: create with an export, the status read.
+#[allow(dead_code)]
+fn telemetry_futures_are_send(sbx: &Sandbox) {
+    use rayito::telemetry::TelemetryExport;
+    assert_send(&sbx.telemetry_status());
+    let export = TelemetryExport::new().endpoint("https://collector.example.com/v1/metrics");
+    assert_send_static(&SandboxBuilder::new().telemetry(export).create());
+}
+
 /// The S3 mounts: create with a mount, the view's reads.
 #[allow(dead_code)]
 fn mount_futures_are_send(sbx: &Sandbox) {
