@@ -53,6 +53,9 @@ pub(crate) struct StackInput<'a> {
     pub(crate) parameters: &'a [(&'a str, String)],
     /// The capability its IAM resources need.
     pub(crate) capability: IamCapability,
+    /// Tags for the stack (CloudFormation puts them on every resource
+    /// that takes tags), key to value.
+    pub(crate) tags: &'a [(String, String)],
 }
 
 impl StackInput<'_> {
@@ -60,7 +63,17 @@ impl StackInput<'_> {
     const SETUP: StackInput<'static> = StackInput {
         parameters: &[],
         capability: IamCapability::NamedIam,
+        tags: &[],
     };
+
+    fn tags(&self) -> Option<Vec<cfn::types::Tag>> {
+        (!self.tags.is_empty()).then(|| {
+            self.tags
+                .iter()
+                .map(|(k, v)| cfn::types::Tag::builder().key(k).value(v).build())
+                .collect()
+        })
+    }
 
     fn parameters(&self) -> Option<Vec<cfn::types::Parameter>> {
         (!self.parameters.is_empty()).then(|| {
@@ -202,6 +215,7 @@ impl Stacks {
             .stack_name(name)
             .template_body(body)
             .set_parameters(input.parameters())
+            .set_tags(input.tags())
             .capabilities(input.capability.of())
             .send()
             .quiet()
@@ -239,6 +253,7 @@ impl Stacks {
             .stack_name(name)
             .template_body(body)
             .set_parameters(input.parameters())
+            .set_tags(input.tags())
             .capabilities(input.capability.of())
             .send()
             .quiet()

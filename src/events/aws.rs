@@ -190,6 +190,7 @@ impl Aws {
         let input = StackInput {
             parameters: &parameters,
             capability: IamCapability::NamedIam,
+            tags: &deploy.tags,
         };
         let stacks = &clients.stacks;
         let started = match stacks.describe(name).await? {

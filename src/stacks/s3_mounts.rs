@@ -295,6 +295,7 @@ impl S3MountsPolicies {
             let input = StackInput {
                 parameters: &parameters,
                 capability: IamCapability::Iam,
+                tags: &[],
             };
             let action = match stacks.describe(name).await? {
                 None => {
