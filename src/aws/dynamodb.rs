@@ -301,18 +301,7 @@ impl Dynamo {
             .quiet()
             .await
             .map_err(|e| extract("Query", &e))?;
-        Ok(QueryPage {
-            items: page
-                .items
-                .unwrap_or_default()
-                .into_iter()
-                .map(from_sdk_item)
-                .collect(),
-            last_key: page
-                .last_evaluated_key
-                .filter(|key| !key.is_empty())
-                .map(from_sdk_item),
-        })
+        Ok(query_page(page))
     }
 
     /// One Query page in key order (`forward`: ascending), on `index` when
@@ -353,18 +342,7 @@ impl Dynamo {
             .quiet()
             .await
             .map_err(|e| extract("Query", &e))?;
-        Ok(QueryPage {
-            items: page
-                .items
-                .unwrap_or_default()
-                .into_iter()
-                .map(from_sdk_item)
-                .collect(),
-            last_key: page
-                .last_evaluated_key
-                .filter(|key| !key.is_empty())
-                .map(from_sdk_item),
-        })
+        Ok(query_page(page))
     }
 
     /// One consistent BatchGetItem of `keys` (at most 100) in `table`.
@@ -508,7 +486,23 @@ fn conditional<T, E: OperationError>(
     }
 }
 
-/// Reads the tests need and the crate never makes.
+/// Reads the tests need and the crate never makes./// A Query answer as a page: its items, and the key to go on from (none
+/// when DynamoDB says the listing is done).
+fn query_page(page: aws_sdk_dynamodb::operation::query::QueryOutput) -> QueryPage {
+    QueryPage {
+        items: page
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(from_sdk_item)
+            .collect(),
+        last_key: page
+            .last_evaluated_key
+            .filter(|key| !key.is_empty())
+            .map(from_sdk_item),
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod test_calls {
     use super::*;
