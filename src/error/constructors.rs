@@ -618,7 +618,8 @@ impl SandboxError {
     /// The command that deploys stack `stack` (`{deploy}`) and the
     /// sentence that runs it again (`{again}`): `rayito setup --yes` for
     /// setup's stacks (`rayito-m0-*`), the optional stacks' own command
-    /// otherwise (`rayito mounts policy deploy` for an s3-mounts stack).
+    /// otherwise (`rayito mounts policy deploy` for an s3-mounts stack,
+    /// `rayito events deploy` for the events-webhooks one).
     fn stack_commands(stack: &str) -> (&'static str, &'static str) {
         if stack.starts_with("rayito-m0-") {
             ("rayito setup --yes", "run rayito setup --yes again")
@@ -627,6 +628,8 @@ impl SandboxError {
                 "rayito mounts policy deploy",
                 "run rayito mounts policy deploy again",
             )
+        } else if stack.starts_with("rayito-events-webhooks") {
+            ("rayito events deploy", "run rayito events deploy again")
         } else {
             ("its deploy command", "deploy it again")
         }

@@ -571,6 +571,8 @@ templates! {
         "lifecycle events {operation}: the local events API answered HTTP {status}{detail}";
     EVENTS_LOCAL_UNREACHABLE = "events.local_unreachable" =>
         "lifecycle events {operation}: the local events API did not answer ({why}); check that the local backend is running";
+    EVENTS_WEBHOOK_PAGES = "events.webhook_pages" =>
+        "list_webhooks: the table still had more webhooks after {pages} pages of 100; delete the webhooks you no longer use";
     EVENTS_STACK_KEY = "events.stack_key" =>
         "the stack key secret of {stack} holds no key; destroy and deploy the stack again";
     EVENTS_LOGGING = "events.logging" =>

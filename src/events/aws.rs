@@ -33,6 +33,13 @@ const GSI1: &str = "gsi1";
 const GSI1_PK: &str = "EVENT";
 /// The most Query pages one `get_events` reads.
 const MAX_PAGES: usize = 25;
+/// The most Query pages one `list_webhooks` reads (100 webhooks a page):
+/// a table that keeps paging past them (or a peer that repeats its
+/// `LastEvaluatedKey`) ends in an error, never in an endless loop. The
+/// reference pages without bound.
+const MAX_WEBHOOK_PAGES: usize = 100;
+/// Webhooks asked for per page.
+const WEBHOOK_PAGE: i32 = 100;
 /// Attempts of each DynamoDB call (the AWS SDK's standard retries).
 const ATTEMPTS: u32 = 3;
 /// How long a deploy or destroy waits for the stack to settle.
@@ -187,10 +194,11 @@ impl Aws {
                 deploy.reconciler_interval_minutes.to_string(),
             ),
         ];
+        let tags = stack_tags(&deploy.tags);
         let input = StackInput {
             parameters: &parameters,
             capability: IamCapability::NamedIam,
-            tags: &deploy.tags,
+            tags: &tags,
         };
         let stacks = &clients.stacks;
         let started = match stacks.describe(name).await? {
@@ -285,12 +293,15 @@ impl Aws {
             }
         };
         let clients = self.clients().await?;
+        // The key as the stack's secret holds it: SecretString (what the
+        // template's GenerateSecretString writes), else SecretBinary (a key
+        // put by hand or by another tool), as the reference reads it.
         match clients
             .secrets
-            .get_secret_value(&secret, Version::Stage(crate::secrets::AWSCURRENT))
+            .get_secret_bytes(&secret, Version::Stage(crate::secrets::AWSCURRENT))
             .await
         {
-            Ok(Some(value)) if !value.expose().is_empty() => Ok(value.expose().as_bytes().to_vec()),
+            Ok(Some(value)) if !value.is_empty() => Ok(value),
             Ok(_) => Err(SandboxError::webhook(
                 None,
                 m::EVENTS_STACK_KEY.render(&[("stack", &self.stack_name)]),
@@ -326,7 +337,7 @@ impl Aws {
         let clients = self.clients().await?;
         let mut found = Vec::new();
         let mut start = None;
-        loop {
+        for _ in 0..MAX_WEBHOOK_PAGES {
             let filter = Expression {
                 condition: None,
                 names: Vec::new(),
@@ -334,15 +345,24 @@ impl Aws {
             };
             let page = clients
                 .dynamo
-                .query_ordered(&table, None, "pk = :pk", filter, true, 100, start)
+                .query_ordered(&table, None, "pk = :pk", filter, true, WEBHOOK_PAGE, start)
                 .await
                 .map_err(|f| aws_error("list_webhooks", f))?;
-            found.extend(page.items.iter().filter_map(webhook_of));
+            found.extend(
+                page.items
+                    .iter()
+                    .take(usize::try_from(WEBHOOK_PAGE).unwrap_or(100))
+                    .filter_map(webhook_of),
+            );
             match page.last_key {
                 Some(key) => start = Some(key),
                 None => return Ok(found),
             }
         }
+        Err(SandboxError::webhook(
+            None,
+            m::EVENTS_WEBHOOK_PAGES.render(&[("pages", &MAX_WEBHOOK_PAGES.to_string())]),
+        ))
     }
 
     pub(super) async fn delete_webhook(&self, id: &str) -> Result<bool, SandboxError> {
@@ -398,6 +418,32 @@ impl Aws {
         records.truncate(limit);
         Ok(records)
     }
+}
+
+/// The component the fixed tags name (the reference's optional stack).
+const COMPONENT: &str = "events-webhooks";
+/// Who manages the stack, as the reference tags its optional stacks.
+const MANAGED_BY: &str = "rayito-sdk";
+
+/// The stack's tags: the caller's, then the three fixed ones, which
+/// always win (a caller's tag with a fixed key is dropped), as the
+/// reference tags every optional stack.
+pub(super) fn stack_tags(caller: &[(String, String)]) -> Vec<(String, String)> {
+    let fixed = [
+        ("rayito:component", COMPONENT),
+        ("rayito:managed-by", MANAGED_BY),
+        ("rayito:sdk-version", env!("CARGO_PKG_VERSION")),
+    ];
+    caller
+        .iter()
+        .filter(|(key, _)| !fixed.iter().any(|(fixed, _)| fixed == key))
+        .cloned()
+        .chain(
+            fixed
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        )
+        .collect()
 }
 
 /// The index, key condition and partition value of `query`.
@@ -497,3 +543,7 @@ pub(super) fn record_of(item: &Item) -> Option<EventRecord> {
         image_version: text(item, "image_version").unwrap_or_default().to_owned(),
     })
 }
+
+#[cfg(test)]
+#[path = "aws_key_tests.rs"]
+mod key_tests;

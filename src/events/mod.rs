@@ -42,8 +42,15 @@ mod stack_template;
 mod steps;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip;
+#[cfg(test)]
+#[path = "../../tests/sdk_support/moto.rs"]
+mod moto;
 mod types;
 mod verify;
+mod view;
 
 use std::sync::{Arc, OnceLock};
 
@@ -55,6 +62,7 @@ pub use types::{
     EventQuery, EventRecord, EventsDeploy, EventsStack, KillReason, MAX_EVENTS_LIMIT,
     MIN_RECONCILER_INTERVAL_MINUTES, WEBHOOK_SECRET_PREFIX, WebhookInfo,
 };
+pub use view::EventsHealth;
 pub use verify::{
     DEFAULT_WEBHOOK_TOLERANCE, WebhookVerifyError, verify_webhook, verify_webhook_with,
 };
@@ -357,10 +365,11 @@ impl LifecycleEvents {
         })
     }
 
-    /// Every registered webhook.
+    /// Every registered webhook (on AWS, up to 100 pages of 100).
     ///
     /// # Errors
-    /// `Webhook` when the stack is not deployed or refuses the read.
+    /// `Webhook` when the stack is not deployed or refuses the read, or
+    /// when the table still pages after 100 pages (`events.webhook_pages`).
     pub async fn list_webhooks(&self) -> Result<Vec<WebhookInfo>, SandboxError> {
         boxed!(Result<Vec<WebhookInfo>, SandboxError>, {
             match (self.aws(), self.local_api()) {

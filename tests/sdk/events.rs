@@ -162,10 +162,40 @@ async fn the_local_stack_webhooks_events_and_refusals() {
     assert_eq!(created.generation, 0);
     assert_eq!(created.sandbox_id, id);
     assert!(!created.image_arn.is_empty());
+
+    // The agent's counters: one line (created), then a pause and a resume
+    // add theirs (the resumed line is not waited for by the hook: polled).
+    let before = sbx.events_status().await.expect("events_status");
+    assert!(before.enabled, "{before:?}");
+    assert_eq!((before.emitted, before.dropped), (1, 0), "{before:?}");
+    assert_eq!(before.last_error_class, None);
+    assert!(sbx.pause().await.expect("pause"));
+    sbx.resume().await.expect("resume");
+    let by = tokio::time::Instant::now() + Duration::from_secs(30);
+    let after = loop {
+        let status = sbx.events_status().await.expect("events_status");
+        if status.emitted >= 3 || tokio::time::Instant::now() >= by {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(after.enabled, "{after:?}");
+    assert_eq!((after.emitted, after.dropped), (3, 0), "{after:?}");
+    assert_eq!(after.last_error_class, None);
+
     sbx.kill().await.expect("kill");
     let seen = wait_for(&events, &id, EventKind::Killed).await;
     let kinds: Vec<EventKind> = seen.iter().map(|e| e.kind).collect();
-    assert_eq!(kinds, [EventKind::Created, EventKind::Killed], "{seen:?}");
+    assert_eq!(
+        kinds,
+        [
+            EventKind::Created,
+            EventKind::Paused,
+            EventKind::Resumed,
+            EventKind::Killed
+        ],
+        "{seen:?}"
+    );
     let killed = events
         .get_events(EventQuery::new().sandbox_id(&id).types([EventKind::Killed]))
         .await
@@ -215,4 +245,71 @@ async fn the_local_stack_webhooks_events_and_refusals() {
             .expect("delete again")
     );
     assert!(!events.list_webhooks().await.expect("list").contains(&hook));
+}
+
+/// The events of a TLS-mode local backend's client: the same API, reached
+/// over the control plane's transport, with a webhook registered and a
+/// sandbox's events read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tls_local_backend_serves_its_events() {
+    let client = Client::builder()
+        .local_tls()
+        .build()
+        .await
+        .expect("the local backend in TLS mode");
+    let events = client.events();
+    assert_eq!(events.backend_name(), "local");
+    events
+        .deploy(EventsDeploy::new("", GROUP))
+        .await
+        .expect("deploy over the TLS backend's control plane");
+    let sbx = client
+        .sandbox()
+        .logging(SandboxLogging::cloudwatch_group(GROUP))
+        .events(events.clone())
+        .create()
+        .await
+        .expect("create with events over TLS");
+    let id = sbx.id().to_owned();
+    // A sandbox without events: the agent holds no section.
+    let plain = client
+        .sandbox()
+        .create()
+        .await
+        .expect("create without events");
+    let quiet = plain.events_status().await.expect("events_status");
+    assert!(!quiet.enabled, "{quiet:?}");
+    assert_eq!((quiet.emitted, quiet.dropped), (0, 0));
+    plain.kill().await.expect("kill the plain sandbox");
+    sbx.kill().await.expect("kill");
+    let seen = wait_for(&events, &id, EventKind::Killed).await;
+    let kinds: Vec<EventKind> = seen.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EventKind::Created, EventKind::Killed], "{seen:?}");
+
+    let Some(moto) = moto().await else { return };
+    let config = sdk_support::moto_config::sdk_config(&moto.endpoint_url(), "AKIDEVENTSTLS");
+    aws_sdk_secretsmanager::Client::new(&config)
+        .create_secret()
+        .name("rayito/webhooks/sdk-events-tls")
+        .secret_string("whsec-canary-tls")
+        .send()
+        .await
+        .expect("the webhook's secret");
+    let cache = SecretCache::new(SecretCacheOptions::new().sdk_config(config)).expect("a cache");
+    let events = events.secret_cache(cache);
+    let hook = events
+        .register_webhook(
+            "http://127.0.0.1:9/hook",
+            "sdk-events-tls",
+            &[EventKind::Killed],
+        )
+        .await
+        .expect("register over TLS");
+    assert!(events.list_webhooks().await.expect("list").contains(&hook));
+    assert!(
+        events
+            .delete_webhook(&hook.webhook_id)
+            .await
+            .expect("delete")
+    );
 }

@@ -239,3 +239,70 @@ async fn events_on_aws_through_moto() {
     let sandboxes: Vec<&str> = created.iter().map(|r| r.sandbox_id.as_str()).collect();
     assert_eq!(sandboxes, ["vm-a", "vm-b"]);
 }
+
+/// A peer standing in for CloudFormation (the stack's outputs) and for a
+/// DynamoDB table whose webhook Query never stops paging: it answers the
+/// same `LastEvaluatedKey` every time. `list_webhooks` ends with an error
+/// after its page bound instead of looping (the reference pages without
+/// bound); the count of Query calls is the bound.
+#[tokio::test]
+async fn list_webhooks_stops_paging_at_its_bound() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::body::Bytes;
+    use axum::http::HeaderMap;
+
+    let queries = Arc::new(AtomicUsize::new(0));
+    let counted = queries.clone();
+    let app = axum::Router::new().fallback(move |headers: HeaderMap, body: Bytes| {
+        let counted = counted.clone();
+        async move {
+            let target = headers
+                .get("x-amz-target")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            if target == "DynamoDB_20120810.Query" {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let page = r#"{"Count":0,"ScannedCount":0,"Items":[],"LastEvaluatedKey":{"pk":{"S":"WEBHOOK"},"sk":{"S":"0000000000000000"}}}"#;
+                return (
+                    [("content-type", "application/x-amz-json-1.0")],
+                    page.to_owned(),
+                );
+            }
+            assert!(
+                String::from_utf8_lossy(&body).contains("Action=DescribeStacks"),
+                "only DescribeStacks and Query are expected"
+            );
+            let stack = "<DescribeStacksResponse xmlns=\"http://cloudformation.amazonaws.com/doc/2010-05-15/\">\
+                 <DescribeStacksResult><Stacks><member><StackName>sdk-events-paging</StackName>\
+                 <StackId>arn:aws:cloudformation:us-east-1:123456789012:stack/sdk-events-paging/1</StackId>\
+                 <CreationTime>2026-01-01T00:00:00Z</CreationTime>\
+                 <StackStatus>CREATE_COMPLETE</StackStatus>\
+                 <Outputs><member><OutputKey>EventsTableName</OutputKey><OutputValue>paging</OutputValue></member></Outputs>\
+                 </member></Stacks></DescribeStacksResult>\
+                 <ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></DescribeStacksResponse>";
+            ([("content-type", "text/xml")], stack.to_owned())
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let config = sdk_support::moto_config::sdk_config(&endpoint, "AKIDEVENTSPAGES");
+    let events = LifecycleEvents::new()
+        .sdk_config(config)
+        .endpoint_url(&endpoint)
+        .stack_name("sdk-events-paging");
+    let err = events.list_webhooks().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Webhook, "{err:?}");
+    assert!(matches!(err, SandboxError::Webhook { aws_code: None, .. }));
+    assert_eq!(
+        err.to_string(),
+        "list_webhooks: the table still had more webhooks after 100 pages of 100; delete the webhooks you no longer use"
+    );
+    assert_eq!(queries.load(Ordering::SeqCst), 100);
+    server.abort();
+}

@@ -58,6 +58,7 @@ mod errors_map_grpc;
 mod errors_props;
 mod events;
 mod events_aws;
+mod events_deploy;
 mod events_lambda;
 mod events_stack;
 mod files_options;

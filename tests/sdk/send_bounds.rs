@@ -459,6 +459,12 @@ fn events_futures_are_send(events: rayito::events::LifecycleEvents) {
     });
 }
 
+/// Lifecycle events: a sandbox's counters read.
+#[allow(dead_code)]
+fn events_status_is_send(sbx: &Sandbox) {
+    assert_send(&sbx.events_status());
+}
+
 /// Telemetry export: create with an export, the status read.
 #[allow(dead_code)]
 fn telemetry_futures_are_send(sbx: &Sandbox) {

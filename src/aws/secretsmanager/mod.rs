@@ -183,6 +183,32 @@ impl SecretsManager {
         }
     }
 
+    /// GetSecretValue as bytes: the string value's UTF-8 bytes, else the
+    /// binary value's; `None` when the secret holds neither (the events
+    /// stack's key, which a stack may write either way).
+    ///
+    /// # Errors
+    /// Any failure.
+    pub(crate) async fn get_secret_bytes(
+        &self,
+        secret_id: &str,
+        version: Version<'_>,
+    ) -> Result<Option<Vec<u8>>, AwsFailure> {
+        let request = self.client.get_secret_value().secret_id(secret_id);
+        let request = match version {
+            Version::Id(id) => request.version_id(id),
+            Version::Stage(stage) => request.version_stage(stage),
+        };
+        match request.send().quiet().await {
+            Ok(out) => Ok(match (out.secret_string, out.secret_binary) {
+                (Some(text), _) => Some(text.into_bytes()),
+                (None, Some(blob)) => Some(blob.into_inner()),
+                (None, None) => None,
+            }),
+            Err(err) => Err(extract("GetSecretValue", &err)),
+        }
+    }
+
     /// CreateSecret `name` with `value`, idempotent by `token`; its ARN.
     ///
     /// # Errors
