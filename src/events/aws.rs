@@ -428,7 +428,7 @@ const MANAGED_BY: &str = "rayito-sdk";
 /// The stack's tags: the caller's, then the three fixed ones, which
 /// always win (a caller's tag with a fixed key is dropped), as the
 /// reference tags every optional stack.
-pub(super) fn stack_tags(caller: &[(String, String)]) -> Vec<(String, String)> {
+fn stack_tags(caller: &[(String, String)]) -> Vec<(String, String)> {
     let fixed = [
         ("rayito:component", COMPONENT),
         ("rayito:managed-by", MANAGED_BY),

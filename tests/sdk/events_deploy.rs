@@ -1,5 +1,6 @@
 //! `LifecycleEvents::deploy` on AWS, for real against moto through a
-//! recording proxy: the SDK's own CreateStack and UpdateStack requests
+//! recording proxy: the functions' zip uploaded to the artifact bucket,
+//! then the SDK's own CreateStack and UpdateStack requests
 //! (the real template as TemplateBody, the four parameters, the named-IAM
 //! capability, the caller's tags with the three fixed `rayito:` tags
 //! winning) as moto received them, and how the deploy ends: moto's
@@ -123,8 +124,23 @@ fn assert_shape(pairs: &[(String, String)], stack: &str) {
     assert_eq!(members(pairs, "Tags", "Key", "Value"), expected);
 }
 
-fn deploy() -> EventsDeploy {
+/// A zip holding one `bootstrap`, as `tools/build-events-lambda` writes
+/// the functions' (moto's Lambda reads the code from the bucket).
+fn functions_zip(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>) {
+    use std::io::Write as _;
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    zip.start_file("bootstrap", zip::write::SimpleFileOptions::default())
+        .expect("a zip entry");
+    zip.write_all(b"#!/bin/sh\n").expect("the entry's bytes");
+    let bytes = zip.finish().expect("the zip").into_inner();
+    let path = dir.join("events-webhooks.zip");
+    std::fs::write(&path, &bytes).expect("the zip on disk");
+    (path, bytes)
+}
+
+fn deploy(zip: &std::path::Path) -> EventsDeploy {
     EventsDeploy::new("sdk-artifacts", "/rayito/sdk-deploy")
+        .artifact(zip)
         .reconciler_interval_minutes(7)
         .tags([
             ("team", "core"),
@@ -146,19 +162,54 @@ async fn the_deploy_sends_the_real_stack_and_reports_motos_refusal() {
     let proxy = RecordingProxy::start(upstream).await;
     let config = sdk_support::moto_config::sdk_config(&proxy.endpoint_url(), "AKIDEVENTSDEPLOY");
 
-    // A first deploy: CreateStack with the real template, refused.
+    // The artifact bucket (as `rayito setup` makes it); the SDK uploads
+    // the functions' zip into it before CreateStack.
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk_support::moto_config::sdk_config(
+            &moto.endpoint_url(),
+            "AKIDEVENTSDEPLOY",
+        ))
+        .force_path_style(true)
+        .build(),
+    )
+    .create_bucket()
+    .bucket("sdk-artifacts")
+    .send()
+    .await
+    .expect("the artifact bucket");
+    let dir = tempfile::tempdir().expect("a directory");
+    let (zip, zip_bytes) = functions_zip(dir.path());
+
+    // A first deploy: the zip uploaded, then CreateStack with the real
+    // template, refused.
     let events = LifecycleEvents::new()
         .sdk_config(config.clone())
         .endpoint_url(proxy.endpoint_url());
-    let err = events.deploy(deploy()).await.unwrap_err();
+    let err = events.deploy(deploy(&zip)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Stack, "{err:?}");
     assert!(matches!(err, SandboxError::Stack { .. }));
     assert_eq!(
         err.to_string(),
         "the CloudFormation call CreateStack for stack rayito-events-webhooks was refused (MalformedPolicyDocument); check your permissions and that no resource of that name exists outside the stack, then run rayito events deploy again"
     );
+    let records = proxy.records();
+    let key = format!("/sdk-artifacts/{}", EventsDeploy::ARTIFACT_KEY);
+    let uploads: Vec<&Recorded> = records
+        .iter()
+        .filter(|r| r.method == "PUT" && r.path.split('?').next() == Some(key.as_str()))
+        .collect();
+    assert_eq!(uploads.len(), 1, "{records:?}");
+    // The zip's bytes whole (the body may be framed as `aws-chunked`
+    // with a trailing checksum).
+    assert!(
+        uploads[0]
+            .body
+            .windows(zip_bytes.len())
+            .any(|w| w == zip_bytes.as_slice()),
+        "the upload carries the zip"
+    );
     assert_shape(
-        &request_of(&proxy.records(), "CreateStack"),
+        &request_of(&records, "CreateStack"),
         "rayito-events-webhooks",
     );
 
@@ -171,7 +222,7 @@ async fn the_deploy_sends_the_real_stack_and_reports_motos_refusal() {
         .await
         .expect("the stand-in stack");
     let events = events.stack_name("sdk-events-deployed");
-    let err = events.deploy(deploy()).await.unwrap_err();
+    let err = events.deploy(deploy(&zip)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Stack, "{err:?}");
     assert_eq!(
         err.to_string(),
