@@ -42,10 +42,14 @@ mod stack_template;
 mod steps;
 #[cfg(test)]
 mod tests;
+// The shared moto helper (and its skip line) for the stack key's moto
+// test; src/pool/dynamodb_store.rs includes the same files for its own.
 #[cfg(test)]
+#[allow(clippy::duplicate_mod)]
 #[path = "../../tests/skip_support/mod.rs"]
 mod skip;
 #[cfg(test)]
+#[allow(clippy::duplicate_mod)]
 #[path = "../../tests/sdk_support/moto.rs"]
 mod moto;
 mod types;

@@ -189,6 +189,7 @@ impl SecretsManager {
     ///
     /// # Errors
     /// Any failure.
+    #[cfg_attr(not(feature = "events"), allow(dead_code))] // the stack key
     pub(crate) async fn get_secret_bytes(
         &self,
         secret_id: &str,
