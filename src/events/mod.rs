@@ -46,12 +46,12 @@ mod tests;
 // test; src/pool/dynamodb_store.rs includes the same files for its own.
 #[cfg(test)]
 #[allow(clippy::duplicate_mod)]
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip;
-#[cfg(test)]
-#[allow(clippy::duplicate_mod)]
 #[path = "../../tests/sdk_support/moto.rs"]
 mod moto;
+#[cfg(test)]
+#[allow(clippy::duplicate_mod)]
+#[path = "../../tests/skip_support/mod.rs"]
+mod skip;
 mod types;
 mod verify;
 mod view;
@@ -66,10 +66,10 @@ pub use types::{
     EventQuery, EventRecord, EventsDeploy, EventsStack, KillReason, MAX_EVENTS_LIMIT,
     MIN_RECONCILER_INTERVAL_MINUTES, WEBHOOK_SECRET_PREFIX, WebhookInfo,
 };
-pub use view::EventsHealth;
 pub use verify::{
     DEFAULT_WEBHOOK_TOLERANCE, WebhookVerifyError, verify_webhook, verify_webhook_with,
 };
+pub use view::EventsHealth;
 
 pub(crate) use steps::Steps;
 
