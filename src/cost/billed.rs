@@ -106,7 +106,7 @@ pub(crate) fn fold(
         start,
         end,
         region,
-        total_usd: lines.iter().map(|l| l.cost_usd).sum(),
+        total_usd: lines.iter().fold(0.0, |usd, l| usd + l.cost_usd),
         lines,
         partial: answer.periods.iter().any(|p| p.estimated),
         requests: answer.requests,

@@ -84,7 +84,10 @@ pub(crate) fn build(counted: &[Counted], now: SystemTime) -> CostEstimate {
         })
         .collect();
     CostEstimate {
-        total_usd: items.iter().filter_map(|i| i.cost_usd).sum(),
+        total_usd: items
+            .iter()
+            .filter_map(|i| i.cost_usd)
+            .fold(0.0, |usd, c| usd + c),
         items,
         pricing_region: "us-east-1",
         basis: ESTIMATE_BASIS,

@@ -339,12 +339,9 @@ mod tests {
         let err = window(&CostQuery::new().start("2026-12-07").end("2026-12-07"), now).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "invalid argument `end`: the window must end after it starts (end is excluded)"
+            "invalid end: the window must end after it starts (end is excluded)"
         );
         let err = window(&CostQuery::new().start("2026-13-01"), now).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "invalid argument `start`: expected a day YYYY-MM-DD"
-        );
+        assert_eq!(err.to_string(), "invalid start: expected a day YYYY-MM-DD");
     }
 }

@@ -181,11 +181,11 @@ pub(crate) fn build(
 }
 
 fn memory_usage(memory_mib: &[Option<u32>], quota_gb: f64) -> MemoryUsage {
+    // A fold from +0.0: `sum` of no f64 is -0.0, which prints as `-0`.
     let allocated_gb = memory_mib
         .iter()
         .flatten()
-        .map(|m| f64::from(*m))
-        .sum::<f64>()
+        .fold(0.0, |gb, m| gb + f64::from(*m))
         / MIB_PER_GB;
     let fraction = if quota_gb > 0.0 {
         allocated_gb / quota_gb
