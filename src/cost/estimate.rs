@@ -84,10 +84,10 @@ pub(crate) fn build(counted: &[Counted], now: SystemTime) -> CostEstimate {
         })
         .collect();
     CostEstimate {
+        // From +0.0: `sum` of no f64 is -0.0, which prints as `-0`.
         total_usd: items
             .iter()
-            .filter_map(|i| i.cost_usd)
-            .fold(0.0, |usd, c| usd + c),
+            .fold(0.0, |usd, i| usd + i.cost_usd.unwrap_or(0.0)),
         items,
         pricing_region: "us-east-1",
         basis: ESTIMATE_BASIS,
