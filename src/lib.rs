@@ -237,6 +237,11 @@
 //! - `secrets`: `rayito::secrets`, the AWS Secrets Manager store and the
 //!   cache that injects secret values into sandboxes' environments (the
 //!   Secrets Manager client).
+//! - `quotas`: `rayito::quotas` (`Client::quotas`), the applied Lambda
+//!   MicroVMs quotas, the memory in use against the region's quota and the
+//!   warnings near it (Service Quotas, one signed call of our own).
+//! - `cost`: `rayito::cost` (`Client::cost`), Cost Explorer's bill of
+//!   MicroVMs and the running sandboxes' estimate (adds `quotas`).
 //! - `otel`: OpenTelemetry (`SandboxBuilder::tracer_provider`,
 //!   `ClientBuilder::tracer_provider`): each public operation is also a
 //!   CLIENT span, and every gRPC call under an active span carries its W3C
@@ -309,6 +314,8 @@ mod local;
 #[cfg(feature = "logs")]
 pub mod logs;
 // The shared rules of S3 mount and EFS volume paths.
+#[cfg(feature = "cost")]
+pub mod cost;
 mod mount_path;
 pub mod mounts;
 mod otel;
@@ -316,6 +323,8 @@ pub mod persistence;
 mod pool;
 mod pty;
 mod quiet;
+#[cfg(feature = "quotas")]
+pub mod quotas;
 mod sandbox;
 #[cfg(test)]
 mod seam_tests;
@@ -369,9 +378,13 @@ pub use commands::{
     CommandEvent, CommandHandle, CommandOptions, CommandResult, Commands, OutputCallback,
     ProcessInfo, ProcessKind,
 };
+#[cfg(feature = "cost")]
+pub use cost::{CostQuery, CostReport, UsageCost};
 pub use error::{ErrorKind, SandboxError};
 #[cfg(feature = "local")]
 pub use local::{LocalFaults, LocalGatewayUpstreams};
+#[cfg(feature = "quotas")]
+pub use quotas::{QuotaReport, Quotas};
 pub use sandbox::client::{Client, ClientBuilder};
 
 /// The result of every fallible SDK call.
