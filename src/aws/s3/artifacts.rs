@@ -152,6 +152,34 @@ impl ArtifactStore {
         Ok(())
     }
 
+    /// Uploads the object with its SHA-256 (`ChecksumSHA256`, base64): S3
+    /// refuses a body that arrives different.
+    ///
+    /// # Errors
+    /// The upload failed (mapped: a denial is `Authentication`).
+    #[cfg(feature = "stacks")]
+    pub(crate) async fn put_with_sha256(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Bytes,
+        sha256_base64: &str,
+    ) -> Result<(), SandboxError> {
+        self.client
+            .put_object()
+            .bucket(bucket)
+            .key(key)
+            .expected_bucket_owner(&self.owner)
+            .content_type("application/zip")
+            .checksum_sha256(sha256_base64)
+            .body(body.into())
+            .send()
+            .quiet()
+            .await
+            .map_err(|e| map_sdk_error("PutObject", &e))?;
+        Ok(())
+    }
+
     /// The object's bytes, `None` when it does not exist; refused past
     /// `max_bytes` (the peer's length is never trusted to size a buffer).
     ///
