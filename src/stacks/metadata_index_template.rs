@@ -45,6 +45,12 @@ pub(crate) fn template_value() -> Value {
                 "Description": "Blocks DeleteTable (and the stack's deletion) while true"
             }
         },
+        // Booleans, not the parameters' strings: a reader that takes
+        // "false" as a non-empty (true) string (moto does) gets it right.
+        "Conditions": {
+            "Backups": { "Fn::Equals": [{ "Ref": "PointInTimeRecovery" }, "true"] },
+            "Protected": { "Fn::Equals": [{ "Ref": "DeletionProtection" }, "true"] }
+        },
         "Resources": {
             "MetadataIndexTable": {
                 "Type": "AWS::DynamoDB::Table",
@@ -57,9 +63,9 @@ pub(crate) fn template_value() -> Value {
                     "KeySchema": [{ "AttributeName": "pk", "KeyType": "HASH" }],
                     "TimeToLiveSpecification": { "AttributeName": "expires_at", "Enabled": true },
                     "PointInTimeRecoverySpecification": {
-                        "PointInTimeRecoveryEnabled": { "Ref": "PointInTimeRecovery" }
+                        "PointInTimeRecoveryEnabled": { "Fn::If": ["Backups", true, false] }
                     },
-                    "DeletionProtectionEnabled": { "Ref": "DeletionProtection" }
+                    "DeletionProtectionEnabled": { "Fn::If": ["Protected", true, false] }
                 }
             },
             "RayitoIndexWriter": policy(
