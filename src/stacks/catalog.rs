@@ -112,34 +112,41 @@ const EVENTS_ARTIFACTS: &[StackArtifact] = &[StackArtifact {
     bucket_parameter_key: Some("ArtifactBucket"),
 }];
 
-/// `ReconcilerIntervalMinutes` is a whole number from 2 to 60.
-fn reconciler_interval(values: &BTreeMap<String, String>) -> Result<(), SandboxError> {
+/// Refuses `key` (when given) unless a whole number in `range`.
+fn whole_in(
+    values: &BTreeMap<String, String>,
+    key: &str,
+    range: std::ops::RangeInclusive<u32>,
+    reason: &'static str,
+) -> Result<(), SandboxError> {
     let ok = values
-        .get("ReconcilerIntervalMinutes")
-        .is_none_or(|v| v.parse::<u32>().is_ok_and(|n| (2..=60).contains(&n)));
+        .get(key)
+        .is_none_or(|v| v.parse::<u32>().is_ok_and(|n| range.contains(&n)));
     if ok {
         Ok(())
     } else {
-        Err(SandboxError::invalid_argument(
-            "parameters",
-            "events-webhooks: ReconcilerIntervalMinutes is a whole number of minutes from 2 to 60; pass such a number",
-        ))
+        Err(SandboxError::invalid_argument("parameters", reason))
     }
+}
+
+/// `ReconcilerIntervalMinutes` is a whole number from 2 to 60.
+fn reconciler_interval(values: &BTreeMap<String, String>) -> Result<(), SandboxError> {
+    whole_in(
+        values,
+        "ReconcilerIntervalMinutes",
+        2..=60,
+        "events-webhooks: ReconcilerIntervalMinutes is a whole number of minutes from 2 to 60; pass such a number",
+    )
 }
 
 /// `MaxSessionSeconds` is a whole number from 3,600 to 43,200.
 fn session_seconds(values: &BTreeMap<String, String>) -> Result<(), SandboxError> {
-    let ok = values
-        .get("MaxSessionSeconds")
-        .is_none_or(|v| v.parse::<u32>().is_ok_and(|n| (3600..=43_200).contains(&n)));
-    if ok {
-        Ok(())
-    } else {
-        Err(SandboxError::invalid_argument(
-            "parameters",
-            "dashboard-read-role: MaxSessionSeconds is a whole number of seconds from 3,600 to 43,200 (IAM's 1 to 12 hours); pass such a number",
-        ))
-    }
+    whole_in(
+        values,
+        "MaxSessionSeconds",
+        3600..=43_200,
+        "dashboard-read-role: MaxSessionSeconds is a whole number of seconds from 3,600 to 43,200 (IAM's 1 to 12 hours); pass such a number",
+    )
 }
 
 /// Every component, in the order `rayito stack list` prints them.

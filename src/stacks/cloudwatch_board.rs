@@ -242,23 +242,29 @@ pub(crate) fn otlp_widgets(region: &str) -> Vec<Value> {
             "CPU in use (%)",
             vec![promql("cpu", "rayito.sandbox.cpu.used_pct", "CPU %")],
         ),
-        chart(
-            region,
-            "Memory (bytes)",
-            vec![
-                promql("used", "rayito.sandbox.memory.used_bytes", "in use"),
-                promql("total", "rayito.sandbox.memory.total_bytes", "total"),
-            ],
-        ),
-        chart(
-            region,
-            "Disk (bytes)",
-            vec![
-                promql("used", "rayito.sandbox.disk.used_bytes", "in use"),
-                promql("total", "rayito.sandbox.disk.total_bytes", "total"),
-            ],
-        ),
+        used_and_total(region, "Memory (bytes)", "memory"),
+        used_and_total(region, "Disk (bytes)", "disk"),
     ]
+}
+
+/// A chart of `rayito.sandbox.<what>.used_bytes` and `.total_bytes`.
+fn used_and_total(region: &str, title: &str, what: &str) -> Value {
+    chart(
+        region,
+        title,
+        vec![
+            promql(
+                "used",
+                &format!("rayito.sandbox.{what}.used_bytes"),
+                "in use",
+            ),
+            promql(
+                "total",
+                &format!("rayito.sandbox.{what}.total_bytes"),
+                "total",
+            ),
+        ],
+    )
 }
 
 /// Allocated memory over the quota, with the warning and critical lines.
