@@ -39,6 +39,13 @@ pub(crate) const VOLUMES: AwsOnly = AwsOnly {
     endpoint_env: None,
 };
 
+/// `stack ...`.
+pub(crate) const STACK: AwsOnly = AwsOnly {
+    command: "stack",
+    why: "the optional stacks live in CloudFormation, which the local backend does not have",
+    endpoint_env: Some("AWS_ENDPOINT_URL_CLOUDFORMATION"),
+};
+
 /// `setup`.
 pub(crate) const SETUP: AwsOnly = AwsOnly {
     command: "setup",

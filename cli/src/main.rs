@@ -18,6 +18,7 @@ mod build_output;
 mod cache;
 mod code_source;
 mod commands;
+mod dashboard_cloudwatch;
 mod dates;
 mod doctor;
 mod doctor_account;
@@ -51,6 +52,7 @@ mod setup;
 mod shell;
 mod signals;
 mod spinner;
+mod stack;
 mod telemetry;
 mod template;
 mod usage;
@@ -140,6 +142,13 @@ enum Top {
     /// What the SDK would use on AWS, and whether a `create` could work there
     /// (and publishing: the setup stacks, the artifact bucket, the image).
     Doctor(doctor::DoctorArgs),
+    /// The optional stacks (docs/stacks.md): list, status, deploy, destroy.
+    #[command(subcommand)]
+    Stack(stack::StackCommand),
+    /// Dashboards of the fleet: `cloudwatch` prints the CloudWatch
+    /// dashboard JSON.
+    #[command(subcommand)]
+    Dashboard(dashboard_cloudwatch::DashboardCommand),
     /// Sets up a new account: the artifact bucket and IAM stacks, then the
     /// base image rayito-base, then the doctor. A dry run unless --yes.
     Setup(setup::SetupArgs),
@@ -212,6 +221,13 @@ fn main() {
             Some(code) => code,
             None => run_async(format, volume::run_volumes(cli.global, command)),
         },
+        Top::Stack(command) => match aws_only::STACK.refuse(&cli.global) {
+            Some(code) => code,
+            None => run_async(format, stack::run(cli.global, command)),
+        },
+        Top::Dashboard(dashboard_cloudwatch::DashboardCommand::Cloudwatch(args)) => {
+            dashboard_cloudwatch::run(&cli.global, args)
+        }
         Top::Setup(args) => match aws_only::SETUP.refuse(&cli.global) {
             Some(code) => code,
             None => run_async(format, setup::run(cli.global, args)),

@@ -162,3 +162,98 @@ fn setup_plans_without_writing_then_applies_once_and_a_second_run_changes_nothin
     assert_eq!(marker, "setup\n");
     session.run(&["--local", "sandbox", "kill", &id]);
 }
+
+/// `rayito stack` and `rayito dashboard cloudwatch` as a user runs them:
+/// the catalog and the dashboard JSON without any AWS call; a component
+/// deployed (after a dry run that changes nothing), read and destroyed on
+/// moto's CloudFormation (the AWS SDK's own endpoint variables).
+#[test]
+fn stack_lists_deploys_reads_and_destroys_a_component_on_moto() {
+    let offline = Session::unset_backend();
+    let list = offline.json(&["--output", "json", "stack", "list"]);
+    let names: Vec<&str> = list["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 15);
+    assert_eq!(names[0], "metadata-index");
+    assert_eq!(
+        list["components"][0]["parameters"][0]["default"],
+        "rayito-sandboxes"
+    );
+    let text = offline.ok(&["stack", "list"]);
+    assert!(text.contains("\nquota-alerts\n"), "{text}");
+    let out = offline.tmp.path().join("board.json");
+    offline.ok(&["dashboard", "cloudwatch", "--quota", "--out", s(&out)]);
+    let board: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(board["widgets"].as_array().unwrap().len(), 7);
+    let bad = offline.run(&["dashboard", "cloudwatch", "--log-group-prefix", "rayito"]);
+    assert_eq!(bad.status.code(), Some(2));
+
+    let Some(moto) = MotoServer::start() else {
+        return;
+    };
+    let session = Session::unset_backend()
+        .env("AWS_ENDPOINT_URL_CLOUDFORMATION", moto.endpoint_url())
+        .env("AWS_ENDPOINT_URL_STS", moto.endpoint_url())
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1");
+    let dry = session.json(&["--output", "json", "stack", "deploy", "otlp-export"]);
+    assert_eq!(dry["dryRun"], true);
+    assert!(
+        describe_stack(&moto, "rayito-otlp-export").contains("does not exist"),
+        "the dry run created no stack"
+    );
+    let done = session.json(&[
+        "--output",
+        "json",
+        "stack",
+        "deploy",
+        "otlp-export",
+        "--tag",
+        "team=7",
+        "--yes",
+    ]);
+    assert_eq!(done["outcome"], "created");
+    assert_eq!(done["stack"]["state"], "CREATE_COMPLETE");
+    assert_eq!(done["stack"]["tags"]["rayito:component"], "otlp-export");
+    assert_eq!(done["stack"]["tags"]["team"], "7");
+    let status = session.json(&["--output", "json", "stack", "status", "otlp-export"]);
+    assert!(
+        status["stack"]["outputs"]["PolicyArn"]
+            .as_str()
+            .unwrap()
+            .starts_with("arn:aws:iam::"),
+        "{status}"
+    );
+    let again = session.json(&[
+        "--output",
+        "json",
+        "stack",
+        "deploy",
+        "otlp-export",
+        "--yes",
+    ]);
+    assert_eq!(
+        again["outcome"], "changed",
+        "moto updates a stack without parameters"
+    );
+    session.ok(&["stack", "destroy", "otlp-export", "--yes"]);
+    let gone = session.run(&["stack", "status", "otlp-export"]);
+    let gone_text = String::from_utf8_lossy(&gone.stdout);
+    assert!(
+        gone.status.code() == Some(1) || gone_text.contains("DELETE_COMPLETE"),
+        "{gone_text}"
+    );
+    let unsupported = session.run(&["stack", "deploy", "dashboard", "--yes"]);
+    assert_ne!(unsupported.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&unsupported.stderr)
+            .contains("its hosted Lambda is not shipped by this SDK"),
+        "{}",
+        String::from_utf8_lossy(&unsupported.stderr)
+    );
+}

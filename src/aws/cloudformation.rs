@@ -26,6 +26,12 @@ pub(crate) struct StackState {
     pub(crate) outputs: BTreeMap<String, String>,
     /// The stack's parameters, key to value (`NoEcho` ones as `****`).
     pub(crate) parameters: BTreeMap<String, String>,
+    /// The stack's tags, key to value.
+    pub(crate) tags: BTreeMap<String, String>,
+    /// Why the stack is in its status, as a short code-like text of
+    /// CloudFormation's (kept only for `OptionalStacks`' status view,
+    /// never put in an error).
+    pub(crate) reason: Option<String>,
 }
 
 /// The IAM capability a stack's template needs acknowledged.
@@ -76,17 +82,26 @@ impl StackInput<'_> {
     }
 
     fn parameters(&self) -> Option<Vec<cfn::types::Parameter>> {
-        (!self.parameters.is_empty()).then(|| {
-            self.parameters
-                .iter()
-                .map(|(k, v)| {
-                    cfn::types::Parameter::builder()
-                        .parameter_key(*k)
-                        .parameter_value(v)
-                        .build()
-                })
-                .collect()
-        })
+        self.parameters_keeping(&[])
+    }
+
+    /// The parameters, plus `keep` sent as `UsePreviousValue` (an update
+    /// keeps the deployed value of a parameter the caller left out).
+    fn parameters_keeping(&self, keep: &[String]) -> Option<Vec<cfn::types::Parameter>> {
+        let given = self.parameters.iter().map(|(k, v)| {
+            cfn::types::Parameter::builder()
+                .parameter_key(*k)
+                .parameter_value(v)
+                .build()
+        });
+        let kept = keep.iter().map(|k| {
+            cfn::types::Parameter::builder()
+                .parameter_key(k)
+                .use_previous_value(true)
+                .build()
+        });
+        let all: Vec<_> = given.chain(kept).collect();
+        (!all.is_empty()).then_some(all)
     }
 }
 
@@ -158,7 +173,14 @@ impl Stacks {
                 ))
             })
             .collect();
+        let tags = stack
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?.to_owned(), t.value()?.to_owned())))
+            .collect();
         Ok(Some(StackState {
+            tags,
+            reason: stack.stack_status_reason().map(str::to_owned),
             status: stack
                 .stack_status()
                 .map(|s| s.as_str().to_owned())
@@ -247,12 +269,27 @@ impl Stacks {
         body: &str,
         input: &StackInput<'_>,
     ) -> Result<UpdateStarted, SandboxError> {
+        self.update_keeping(name, body, input, &[]).await
+    }
+
+    /// As [`update_with`](Self::update_with), with `keep` sent as
+    /// `UsePreviousValue` parameters.
+    ///
+    /// # Errors
+    /// As [`create`](Self::create).
+    pub(crate) async fn update_keeping(
+        &self,
+        name: &str,
+        body: &str,
+        input: &StackInput<'_>,
+        keep: &[String],
+    ) -> Result<UpdateStarted, SandboxError> {
         match self
             .client
             .update_stack()
             .stack_name(name)
             .template_body(body)
-            .set_parameters(input.parameters())
+            .set_parameters(input.parameters_keeping(keep))
             .set_tags(input.tags())
             .capabilities(input.capability.of())
             .send()

@@ -7,10 +7,60 @@
 //!   role needs for sandboxes that mount an S3 bucket (`mounts=`).
 //! - [`events_webhooks_template`]: `rayito-events-webhooks`, the lifecycle
 //!   events pipeline (`events=`): its template.
+//! - [`OptionalStacks`] (feature `stacks`): every component of the
+//!   catalog ([`components`]) deployed, read and deleted by name, with the
+//!   rules of docs/stacks.md; [`CloudWatchBoard`], the CloudWatch dashboard
+//!   `rayito dashboard cloudwatch` prints.
 
 pub mod events_webhooks_template;
 pub mod s3_mounts;
 mod s3_mounts_template;
+
+#[cfg(feature = "stacks")]
+mod catalog;
+#[cfg(feature = "stacks")]
+mod cloudwatch_board;
+#[cfg(feature = "stacks")]
+mod dashboard_cloudwatch_template;
+#[cfg(feature = "stacks")]
+mod dashboard_read_role_template;
+#[cfg(feature = "stacks")]
+mod metadata_index_template;
+#[cfg(feature = "stacks")]
+mod model;
+#[cfg(feature = "stacks")]
+mod otlp_export_template;
+#[cfg(feature = "stacks")]
+mod plan;
+#[cfg(feature = "stacks")]
+mod secrets_access_template;
+#[cfg(feature = "stacks")]
+mod service;
+#[cfg(feature = "stacks")]
+mod sizes_guard_template;
+#[cfg(feature = "stacks")]
+mod templates_policy_template;
+#[cfg(all(test, feature = "stacks"))]
+mod tests;
+
+#[cfg(feature = "stacks")]
+pub use cloudwatch_board::{
+    CloudWatchBoard, DASHBOARD_START, DEFAULT_LOG_GROUP_PREFIX, ERROR_PATTERN, LOG_BIN,
+    QUOTA_CRITICAL_FRACTION, QUOTA_METRIC_NAME, QUOTA_METRIC_NAMESPACE, QUOTA_WARNING_FRACTION,
+};
+#[cfg(feature = "stacks")]
+pub use dashboard_read_role_template::DASHBOARD_SESSION_SECONDS;
+#[cfg(feature = "stacks")]
+pub use model::{
+    CostStatement, ParameterChange, StackArtifact, StackComponent, StackDeployed, StackParameter,
+    StackStatus, UpdateOutcome,
+};
+#[cfg(feature = "stacks")]
+pub use plan::{COMPONENT_TAG, MANAGED_BY, MANAGED_BY_TAG, SDK_VERSION_TAG, artifact_key};
+#[cfg(feature = "stacks")]
+pub use service::{
+    DEFAULT_WAIT_POLL, DEFAULT_WAIT_TIMEOUT, OptionalStacks, StackDeploy, component, components,
+};
 
 use std::time::Duration;
 

@@ -105,6 +105,7 @@ mod secrets;
 mod send_bounds;
 mod setup;
 mod shared_control;
+mod stacks;
 mod staged_io;
 mod telemetry;
 mod template_build;

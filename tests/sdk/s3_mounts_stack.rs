@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 /// cfn-lint as .ci/install-test-deps installs it (a dependency of
 /// moto[server]), else on the PATH.
-fn cfn_lint() -> Option<PathBuf> {
+pub(crate) fn cfn_lint() -> Option<PathBuf> {
     let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     crate_dir
         .ancestors()

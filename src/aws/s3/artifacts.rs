@@ -138,12 +138,40 @@ impl ArtifactStore {
         key: &str,
         body: Bytes,
     ) -> Result<(), SandboxError> {
+        self.put_checked(bucket, key, body, None).await
+    }
+
+    /// Uploads the object with its SHA-256 (`ChecksumSHA256`, base64): S3
+    /// refuses a body that arrives different.
+    ///
+    /// # Errors
+    /// As [`put`](Self::put).
+    #[cfg(feature = "stacks")]
+    pub(crate) async fn put_with_sha256(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Bytes,
+        sha256_base64: &str,
+    ) -> Result<(), SandboxError> {
+        self.put_checked(bucket, key, body, Some(sha256_base64))
+            .await
+    }
+
+    async fn put_checked(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Bytes,
+        sha256_base64: Option<&str>,
+    ) -> Result<(), SandboxError> {
         self.client
             .put_object()
             .bucket(bucket)
             .key(key)
             .expected_bucket_owner(&self.owner)
             .content_type("application/zip")
+            .set_checksum_sha256(sha256_base64.map(str::to_owned))
             .body(body.into())
             .send()
             .quiet()
