@@ -47,6 +47,8 @@ mod commands;
 mod configure_once;
 mod connectors;
 mod cpu_limit;
+mod dashboard;
+mod dashboard_browser;
 mod doc_refs;
 mod docs_index;
 mod errors;
