@@ -315,6 +315,8 @@ mod local;
 #[cfg(feature = "logs")]
 pub mod logs;
 // The shared rules of S3 mount and EFS volume paths.
+#[cfg(feature = "cost")]
+pub mod cost;
 mod mount_path;
 pub mod mounts;
 mod otel;
@@ -322,6 +324,8 @@ pub mod persistence;
 mod pool;
 mod pty;
 mod quiet;
+#[cfg(feature = "quotas")]
+pub mod quotas;
 mod sandbox;
 #[cfg(test)]
 mod seam_tests;
@@ -375,9 +379,13 @@ pub use commands::{
     CommandEvent, CommandHandle, CommandOptions, CommandResult, Commands, OutputCallback,
     ProcessInfo, ProcessKind,
 };
+#[cfg(feature = "cost")]
+pub use cost::{CostQuery, CostReport, UsageCost};
 pub use error::{ErrorKind, SandboxError};
 #[cfg(feature = "local")]
 pub use local::{LocalFaults, LocalGatewayUpstreams};
+#[cfg(feature = "quotas")]
+pub use quotas::{QuotaReport, Quotas};
 pub use sandbox::client::{Client, ClientBuilder};
 
 /// The result of every fallible SDK call.

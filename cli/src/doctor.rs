@@ -16,17 +16,18 @@ use rayito::setup::SetupOptions;
 use rayito::{AwsOptions, Client, ErrorKind, ListQuery, SandboxError};
 use serde_json::{Value, json};
 
+pub use crate::doctor_account::DoctorArgs;
 use crate::output;
 use crate::{Format, Global};
 
 const POLICY_DOC: &str = "docs/aws.md (\"The IAM policy\")";
 
 /// One line of the report.
-struct Check {
-    name: &'static str,
-    ok: bool,
-    detail: String,
-    fix: Option<String>,
+pub(crate) struct Check {
+    pub(crate) name: &'static str,
+    pub(crate) ok: bool,
+    pub(crate) detail: String,
+    pub(crate) fix: Option<String>,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -72,7 +73,7 @@ fn region(global: &Global) -> Option<String> {
         .or_else(|| env("AWS_DEFAULT_REGION"))
 }
 
-fn fix_for(err: &SandboxError) -> String {
+pub(crate) fn fix_for(err: &SandboxError) -> String {
     match err.kind() {
         ErrorKind::Authentication => format!(
             "configure AWS credentials and a region: `aws configure` (or `aws sso login --profile NAME` and AWS_PROFILE=NAME), or set AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION; the caller needs the IAM policy in {POLICY_DOC}"
@@ -88,7 +89,7 @@ fn fix_for(err: &SandboxError) -> String {
 }
 
 /// Runs the doctor; returns the exit code.
-pub async fn run(global: Global) -> i32 {
+pub async fn run(global: Global, args: DoctorArgs) -> i32 {
     let mut options = AwsOptions::new();
     if let Some(region) = &global.region {
         options = options.region(region);
@@ -100,7 +101,10 @@ pub async fn run(global: Global) -> i32 {
     // included); ListMicrovms, one page of one, then reaches the API and
     // proves one permission.
     let client = Client::builder().aws(options).build().await;
-    let report = report(&global, client, None, None).await;
+    let mut report = report(&global, client.clone(), None, None).await;
+    if let Ok(client) = &client {
+        report.account_checks(&global, client, &args).await;
+    }
     report.print(global.output);
     report.exit_code()
 }
@@ -214,6 +218,13 @@ pub struct Report {
     template: Option<String>,
     checks: Vec<Check>,
     publishing: Vec<Check>,
+    /// The quota lines (their own verdict); empty when not checked.
+    quotas: Vec<Check>,
+    quota_report: Option<rayito::quotas::QuotaReport>,
+    /// The EFS network lines (their own verdict), with --efs-vpc-id.
+    network: Vec<Check>,
+    network_json: Option<Value>,
+    launched: bool,
 }
 
 const UNPROVABLE: &str = "RunMicrovm, TerminateMicrovm, SuspendMicrovm, ResumeMicrovm, CreateMicrovmAuthToken: no harmless call proves them; grant the policy in docs/aws.md";
@@ -241,6 +252,39 @@ fn print_checks(checks: &[Check]) {
 }
 
 impl Report {
+    /// The account checks, once the MicroVMs API answered: the quotas,
+    /// then `--launch`'s test launch (into the checks: a launch that fails
+    /// means not ready), then `--efs-vpc-id`'s network.
+    async fn account_checks(&mut self, global: &Global, client: &Client, args: &DoctorArgs) {
+        if !self.checks.first().is_some_and(|c| c.ok) {
+            return;
+        }
+        let (quotas, report) = crate::doctor_account::quota_checks(client).await;
+        self.quotas = quotas;
+        self.quota_report = report;
+        if args.launch {
+            self.launched = true;
+            match &self.template {
+                Some(template) => {
+                    let launch = crate::doctor_account::launch_checks(client, template).await;
+                    self.checks.extend(launch);
+                }
+                None => self.checks.push(Check {
+                    name: "test launch",
+                    ok: false,
+                    detail: "no image is configured".to_owned(),
+                    fix: Some("set RAYITO_TEMPLATE to an image ARN, then run `rayito doctor --launch` again".to_owned()),
+                }),
+            }
+        }
+        if let Some(vpc_id) = &args.efs_vpc_id {
+            let (network, json) =
+                crate::doctor_account::network_checks(global, vpc_id, &args.efs_subnet_ids).await;
+            self.network = network;
+            self.network_json = Some(json);
+        }
+    }
+
     /// Whether an AWS `create` could work.
     pub fn ready(&self) -> bool {
         self.checks.iter().all(|c| c.ok)
@@ -274,6 +318,17 @@ impl Report {
                 "checks": checks_json(&self.publishing),
                 "not_checked": UNPROVABLE_PUBLISHING,
                 "ready": self.publishing_ready(),
+            },
+            "quotas": {
+                "checks": checks_json(&self.quotas),
+                "ok": self.quotas.iter().all(|c| c.ok),
+                "report": self.quota_report,
+            },
+            "launch": self.launched,
+            "network": {
+                "checks": checks_json(&self.network),
+                "ok": self.network.iter().all(|c| c.ok),
+                "report": self.network_json,
             },
         })
     }
@@ -309,6 +364,22 @@ impl Report {
         print_checks(&self.publishing);
         outln!("[ -- ] {UNPROVABLE_PUBLISHING}");
         outln!();
+        if !self.quotas.is_empty() {
+            outln!("quotas (their own verdict; the exit code does not change):");
+            print_checks(&self.quotas);
+            outln!();
+        }
+        if !self.network.is_empty() {
+            outln!("network for EFS volumes (read-only; its own verdict):");
+            print_checks(&self.network);
+            outln!();
+        }
+        if !self.launched {
+            outln!(
+                "[ -- ] test launch: not run (`rayito doctor --launch` starts a sandbox for 300 s at most, about $0.002, and kills it)"
+            );
+            outln!();
+        }
         if self.ready() {
             outln!("verdict: ready: `rayito sandbox create` can work on AWS");
         } else {
@@ -448,5 +519,10 @@ pub async fn report(
         template,
         checks,
         publishing,
+        quotas: Vec::new(),
+        quota_report: None,
+        network: Vec::new(),
+        network_json: None,
+        launched: false,
     }
 }

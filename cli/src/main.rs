@@ -20,6 +20,7 @@ mod code_source;
 mod commands;
 mod dates;
 mod doctor;
+mod doctor_account;
 mod duration;
 mod events;
 mod exec;
@@ -138,7 +139,7 @@ enum Top {
     Volumes(volume::VolumesCommand),
     /// What the SDK would use on AWS, and whether a `create` could work there
     /// (and publishing: the setup stacks, the artifact bucket, the image).
-    Doctor,
+    Doctor(doctor::DoctorArgs),
     /// Sets up a new account: the artifact bucket and IAM stacks, then the
     /// base image rayito-base, then the doctor. A dry run unless --yes.
     Setup(setup::SetupArgs),
@@ -183,9 +184,9 @@ fn main() {
         Top::LocalBackend => local::serve(),
         Top::Local(command) => local_command(&command, format),
         Top::Completions { shell } => help::completions(shell, format),
-        Top::Doctor => match aws_only::DOCTOR.refuse(&cli.global) {
+        Top::Doctor(args) => match aws_only::DOCTOR.refuse(&cli.global) {
             Some(code) => code,
-            None => run_async(format, doctor::run(cli.global)),
+            None => run_async(format, doctor::run(cli.global, args)),
         },
         Top::Sandbox(command) => {
             let own_failure = command.passes_exit_code().then_some(output::EXIT_OWN);

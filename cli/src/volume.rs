@@ -160,6 +160,15 @@ async fn stack(global: &Global, args: &StackArgs) -> EfsVolumes {
     efs
 }
 
+/// The efs-volumes stack of the default name, as `volumes check` makes it
+/// (the doctor's network check).
+pub(crate) async fn efs_volumes(global: &Global) -> EfsVolumes {
+    let args = StackArgs {
+        stack_name: DEFAULT_STACK_NAME.to_owned(),
+    };
+    stack(global, &args).await
+}
+
 fn info_json(info: &VolumeInfo) -> Value {
     json!({
         "name": info.name,

@@ -540,7 +540,7 @@ fn doctor_against_an_endpoint_checks_the_image() {
     let key_id = state["access_key_id"].as_str().unwrap().to_owned();
     let secret = state["secret_access_key"].as_str().unwrap().to_owned();
     let home = tempfile::tempdir().unwrap();
-    let doctor_as = |template: &str, key_id: &str| {
+    let doctor_with = |template: &str, key_id: &str, extra: &[&str]| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_rayito"));
         for (name, _) in std::env::vars() {
             if name.starts_with("AWS_") || name.starts_with("RAYITO_") {
@@ -548,6 +548,7 @@ fn doctor_against_an_endpoint_checks_the_image() {
             }
         }
         cmd.args(["doctor", "--output", "json"])
+            .args(extra)
             .env("HOME", home.path())
             .env("RAYITO_CACHE_DIR", s.cache.path())
             .env("AWS_ENDPOINT_URL", &endpoint)
@@ -558,6 +559,7 @@ fn doctor_against_an_endpoint_checks_the_image() {
             .output()
             .unwrap()
     };
+    let doctor_as = |template: &str, key_id: &str| doctor_with(template, key_id, &[]);
     let doctor = |template: &str| doctor_as(template, &key_id);
     // Another key id: the daemon's emulator refuses it, as AWS would.
     let out = doctor_as(&image, "AKIDDOCTORTEST00");
@@ -622,6 +624,58 @@ fn doctor_against_an_endpoint_checks_the_image() {
             .as_str()
             .unwrap()
             .ends_with("is SUCCESSFUL and ACTIVE"),
+        "{v}"
+    );
+
+    // The quotas, read from the endpoint's Service Quotas: every quota at
+    // its default, nothing running, no warning; the report in --json.
+    let quotas = &v["quotas"];
+    assert_eq!(quotas["ok"], true, "{v}");
+    assert_eq!(
+        quotas["checks"][0]["name"], "quotas (servicequotas:ListServiceQuotas) and memory in use",
+        "{v}"
+    );
+    assert!(
+        quotas["checks"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("memory 0.0 of 1024 GB allocated (0%, ok)"),
+        "{v}"
+    );
+    assert_eq!(
+        quotas["report"]["entries"].as_array().unwrap().len(),
+        18,
+        "{v}"
+    );
+    assert_eq!(v["launch"], false, "{v}");
+
+    // --launch: a sandbox starts, its agent answers, it is killed.
+    let out = doctor_with(&image, &key_id, &["--launch"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    let launch: Vec<_> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"].as_str().unwrap().starts_with("test launch"))
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_owned(),
+                c["ok"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        launch,
+        [
+            (
+                "test launch: RunMicrovm, CreateMicrovmAuthToken and the agent's readiness"
+                    .to_owned(),
+                true
+            ),
+            ("test launch: the agent runs a command".to_owned(), true),
+            ("test launch: TerminateMicrovm".to_owned(), true),
+        ],
         "{v}"
     );
 

@@ -124,6 +124,8 @@ pub(crate) struct FaultState {
     stalls: Mutex<Vec<StallRule>>,
     release: StallRelease,
     builds: BuildHold,
+    /// Service Quotas' values set by a test, by code (`None`: not listed).
+    applied_quotas: Mutex<HashMap<String, Option<f64>>>,
 }
 
 fn take_one(counter: &AtomicU32) -> bool {
@@ -186,6 +188,11 @@ impl FaultState {
         Some(stall)
     }
 
+    /// The Service Quotas values a test set ([`Faults::applied_quota`]).
+    pub(crate) fn applied_quotas(&self) -> HashMap<String, Option<f64>> {
+        self.applied_quotas.lock().expect("quotas lock").clone()
+    }
+
     /// Returns once image builds are not held ([`Faults::hold_builds`]).
     pub(crate) async fn builds_released(&self) {
         let mut rx = self.builds.0.subscribe();
@@ -229,6 +236,18 @@ impl Faults {
     /// ServiceQuotaExceededException (HTTP 402) and create nothing.
     pub fn quota_exceeded(&self, n: u32) {
         self.state().quota.store(n, Ordering::SeqCst);
+    }
+
+    /// Service Quotas' ListServiceQuotas answers `value` for the quota
+    /// `code` (a MicroVMs quota of code `lambda`, e.g. `L-CD1C0CC4` for the
+    /// memory in GB), or leaves it out with `None`, until changed again:
+    /// an account with a reduced quota, or one AWS does not list.
+    pub fn applied_quota(&self, code: &str, value: Option<f64>) {
+        self.state()
+            .applied_quotas
+            .lock()
+            .expect("quotas lock")
+            .insert(code.to_owned(), value);
     }
 
     /// The next `n` calls of `op` answer ThrottlingException (HTTP 429) with
@@ -357,6 +376,7 @@ impl Faults {
         s.stalls.lock().expect("stall faults lock").clear();
         s.release.0.send_modify(|n| *n += 1);
         s.builds.0.send_replace(false);
+        s.applied_quotas.lock().expect("quotas lock").clear();
         self.shared.efs.clear_faults();
     }
 

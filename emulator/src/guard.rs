@@ -67,6 +67,8 @@ pub(crate) async fn guard(State(shared): State<Arc<Shared>>, req: Request, next:
     };
     let service = if super::logs_api::is_logs_call(&parts.method, &parts.uri, &parts.headers) {
         sigv4::LOGS
+    } else if super::servicequotas::is_call(&parts.method, &parts.uri, &parts.headers) {
+        sigv4::SERVICE_QUOTAS
     } else if parts.uri.path().starts_with(super::efs::routes::PREFIX) {
         sigv4::EFS
     } else if parts.method == axum::http::Method::POST

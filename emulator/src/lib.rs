@@ -62,6 +62,7 @@ mod registry;
 mod root_lock;
 mod s3;
 mod sandbox_logs;
+mod servicequotas;
 mod sigv4;
 mod sts;
 mod test_upstream;

@@ -132,6 +132,9 @@ pub(crate) async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some(operation) = super::servicequotas::operation(&headers) {
+        return super::servicequotas::handle(&shared, &signed, operation, &body);
+    }
     let Some(operation) = target(&headers).and_then(|t| t.strip_prefix(TARGET_PREFIX)) else {
         // Not Logs: STS's GetCallerIdentity is the other call on `POST /`.
         if target(&headers).is_none() && super::sts::is_get_caller_identity(&body) {

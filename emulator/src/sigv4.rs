@@ -45,6 +45,9 @@ pub(crate) const STS: &str = "sts";
 /// The signing name of EFS (its API under `/2015-02-01/`, same port).
 pub(crate) const EFS: &str = "elasticfilesystem";
 
+/// The signing name of Service Quotas (ListServiceQuotas, same port).
+pub(crate) const SERVICE_QUOTAS: &str = "servicequotas";
+
 const X_AMZ_DATE: &str = "x-amz-date";
 const X_AMZ_SECURITY_TOKEN: &str = "x-amz-security-token";
 

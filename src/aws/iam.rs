@@ -425,6 +425,45 @@ pub(crate) const CALLS: &[Call] = &[
         "delete_stack",
         "cloudformation:DeleteStack",
     ),
+    // Quotas: Service Quotas (our awsJson call), the counted sandboxes and
+    // their image versions' memory.
+    call(
+        "quotas",
+        "servicequotas.rs",
+        "list_service_quotas",
+        "servicequotas:ListServiceQuotas",
+    ),
+    call(
+        "quotas",
+        "microvms/mod.rs",
+        "list_microvms",
+        "lambda:ListMicrovms",
+    ),
+    call(
+        "quotas",
+        "microvms/images.rs",
+        "get_microvm_image_version",
+        "lambda:GetMicrovmImageVersion",
+    ),
+    // Cost: Cost Explorer's bill, and the estimate's sandboxes as quotas.
+    call(
+        "cost",
+        "costexplorer.rs",
+        "get_cost_and_usage",
+        "ce:GetCostAndUsage",
+    ),
+    call(
+        "cost",
+        "microvms/mod.rs",
+        "list_microvms",
+        "lambda:ListMicrovms",
+    ),
+    call(
+        "cost",
+        "microvms/images.rs",
+        "get_microvm_image_version",
+        "lambda:GetMicrovmImageVersion",
+    ),
 ];
 
 /// What a documented policy grants beyond the SDK's calls, on purpose:

@@ -30,6 +30,8 @@ pub(crate) mod cloudformation;
 #[cfg(any(feature = "templates", feature = "logs"))]
 pub(crate) mod cloudwatch_logs;
 pub(crate) mod config;
+#[cfg(feature = "cost")]
+pub(crate) mod costexplorer;
 #[cfg(feature = "dynamodb")]
 pub(crate) mod dynamodb;
 #[cfg(feature = "efs")]
@@ -39,11 +41,15 @@ pub(crate) mod efs;
 pub(crate) mod failure;
 #[cfg(test)]
 pub(crate) mod iam;
+#[cfg(any(feature = "quotas", feature = "cost"))]
+pub(crate) mod json_rpc;
 pub(crate) mod microvms;
 #[cfg(any(feature = "templates", feature = "s3"))]
 pub(crate) mod s3;
 #[cfg(feature = "secrets")]
 pub(crate) mod secretsmanager;
+#[cfg(feature = "quotas")]
+pub(crate) mod servicequotas;
 #[cfg(feature = "events")]
 pub(crate) mod signed_http;
 #[cfg(feature = "templates")]

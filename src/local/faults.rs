@@ -208,8 +208,19 @@ impl LocalFaults {
         self.faults.hold_builds(hold);
     }
 
+    /// The local Service Quotas answers `value` for the quota `code` (a
+    /// Lambda MicroVMs quota: `L-CD1C0CC4` is the memory in GB), or leaves
+    /// it out of its listing with `None`, until changed again or
+    /// [`LocalFaults::clear`]: an account with a reduced quota, or one
+    /// Service Quotas does not list, as [`Client::quotas`](crate::Client::quotas)
+    /// then reports it (docs/quotas.md). Without it every quota is the
+    /// region's default.
+    pub fn applied_quota(&self, code: &str, value: Option<f64>) {
+        self.faults.applied_quota(code, value);
+    }
+
     /// Forgets every pending counted fault (throttling, capacity, quota,
-    /// proxy statuses) and releases held builds. A killed agent, an expired
+    /// proxy statuses, applied quotas) and releases held builds. A killed agent, an expired
     /// deadline or a filled disk stays: those sandboxes are done, create
     /// new ones.
     pub fn clear(&self) {

@@ -93,6 +93,7 @@ mod ports;
 mod props;
 mod pty;
 mod quickstart;
+mod quotas;
 mod reconnect;
 mod reconnect_code;
 mod reconnect_streams;

@@ -6,7 +6,10 @@
 //! [`crate::control::retry`], decides every retry (docs/errors.md,
 //! "Retries"), so attempts never multiply.
 
-#[cfg(feature = "templates")]
+// Also the quota report's and the cost estimate's memory of an image
+// version (GetMicrovmImageVersion), which use none of the rest.
+#[cfg(any(feature = "templates", feature = "quotas"))]
+#[cfg_attr(not(feature = "templates"), allow(dead_code))]
 pub(crate) mod images;
 
 use std::fmt;
