@@ -9,8 +9,8 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use futures_util::TryStreamExt as _;
-use rayito::{Client, ListQuery};
+use rayito::fleet::FleetQuery;
+use rayito::{Client, CostQuery, SandboxState, UsageCost};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -36,12 +36,13 @@ pub(crate) struct Shared {
     pub(crate) poll_interval_ms: u128,
     pub(crate) tokens: AccessTokens,
     pub(crate) plans: Plans,
+    /// One for the dashboard's life: its clones share the bill's cache.
+    pub(crate) cost: UsageCost,
 }
 
 impl Shared {
     pub(crate) fn new(client: Client, port: u16, secrets: Secrets, o: DashboardOptions) -> Self {
         Self {
-            client,
             port,
             secrets,
             cookie_name: format!("rayito_dashboard_{port}"),
@@ -49,6 +50,8 @@ impl Shared {
             poll_interval_ms: o.poll_interval.as_millis(),
             tokens: o.access_tokens,
             plans: Plans::default(),
+            cost: client.cost(),
+            client,
         }
     }
 }
@@ -60,6 +63,10 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/sandboxes", get(sandboxes))
         .route("/sandboxes/{id}", get(sandbox))
         .route("/sandboxes/{id}/metrics", get(metrics))
+        .route("/sandboxes/{id}/events", get(events))
+        .route("/images", get(images))
+        .route("/quotas", get(quotas))
+        .route("/cost", get(cost))
         .route("/actions/plan", post(crate::actions::plan))
         .route("/actions/run", post(crate::actions::run))
         .fallback(|| async { ApiError::not_found() });
@@ -98,26 +105,93 @@ struct SandboxesQuery {
     image: Option<String>,
 }
 
+/// The fleet's sandboxes, with a state (`RUNNING`, ...) and an image
+/// (name or ARN) to filter on.
 async fn sandboxes(
     State(s): State<Arc<Shared>>,
     Query(q): Query<SandboxesQuery>,
 ) -> Result<Response, ApiError> {
-    let _ = (&q.state, &q.image);
-    let rows: Vec<_> = s.client.list(ListQuery::new()).try_collect().await?;
-    let rows: Vec<Value> = rows
+    let mut query = FleetQuery::new();
+    if let Some(state) = q.state.as_deref().filter(|v| !v.is_empty()) {
+        query = query.states([parse_state(state)?]);
+    }
+    if let Some(image) = q.image.filter(|v| !v.is_empty()) {
+        query = query.image(image);
+    }
+    Ok(Json(s.client.fleet().sandboxes(query).await?).into_response())
+}
+
+/// A state as the page names it (the control plane's token).
+pub(crate) fn parse_state(name: &str) -> Result<SandboxState, ApiError> {
+    Ok(match name.to_ascii_uppercase().as_str() {
+        "PENDING" => SandboxState::Pending,
+        "RUNNING" => SandboxState::Running,
+        "SUSPENDING" => SandboxState::Suspending,
+        "SUSPENDED" => SandboxState::Suspended,
+        "TERMINATING" => SandboxState::Terminating,
+        "TERMINATED" => SandboxState::Terminated,
+        _ => {
+            return Err(ApiError::invalid_argument(format!(
+                "state: not a sandbox state: {name:?} (PENDING, RUNNING, SUSPENDING, SUSPENDED, TERMINATING, TERMINATED)"
+            )));
+        }
+    })
+}
+
+async fn images(State(s): State<Arc<Shared>>) -> Result<Response, ApiError> {
+    Ok(Json(s.client.fleet().images().await?).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct EventsQuery {
+    limit: Option<u32>,
+}
+
+/// One sandbox's lifecycle events, newest first (empty when the events
+/// stack is not deployed).
+async fn events(
+    State(s): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    Query(q): Query<EventsQuery>,
+) -> Result<Response, ApiError> {
+    let records = s
+        .client
+        .fleet()
+        .events(Some(&id), q.limit.unwrap_or(50))
+        .await?;
+    let rows: Vec<Value> = records
         .iter()
-        .map(|r| {
+        .map(|e| {
             json!({
-                "sandbox_id": r.sandbox_id,
-                "state": r.state.as_str(),
-                "image": r.template,
-                "version": r.template_version,
-                "started_at": r.started_at.map(source::unix),
-                "metadata": r.metadata,
+                "event_id": e.event_id,
+                "type": e.event_type(),
+                "timestamp": e.occurred_at_ms as f64 / 1000.0,
+                "generation": e.generation,
+                "detail": e.kill_reason.map(|r| format!("kill reason: {}", r.as_str())),
             })
         })
         .collect();
     Ok(Json(rows).into_response())
+}
+
+async fn quotas(State(s): State<Arc<Shared>>) -> Result<Response, ApiError> {
+    Ok(Json(s.client.quotas().report().await?).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct CostParams {
+    billed: Option<String>,
+}
+
+/// The estimate (free), and Cost Explorer's bill with `?billed=1` (paid:
+/// $0.01 a request on a cache miss; the cache lives as long as the
+/// dashboard).
+async fn cost(
+    State(s): State<Arc<Shared>>,
+    Query(q): Query<CostParams>,
+) -> Result<Response, ApiError> {
+    let billed = q.billed.as_deref() == Some("1");
+    Ok(Json(s.cost.report(CostQuery::new().billed(billed)).await?).into_response())
 }
 
 async fn metrics(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {

@@ -34,6 +34,10 @@ pub mod messages {
     /// (never made, already run, or expired after 10 minutes).
     pub const PLAN_NOT_FOUND: &str =
         "no such plan: it was never made, was already run, or expired (10 minutes); plan again";
+    /// 400 `confirmation_required`: a run whose confirmation is not its
+    /// plan's.
+    pub const CONFIRMATION: &str =
+        "the confirmation is not the plan's: type the plan's confirmation to run it";
     /// 404 `not_found`: no such path.
     pub const NOT_FOUND: &str = "no such API path";
     /// 413 `payload_too_large`: a body over 64 KiB.
@@ -103,6 +107,14 @@ impl ApiError {
 
     pub(crate) fn plan_not_found() -> Self {
         Self::new(StatusCode::NOT_FOUND, "plan_not_found", messages::PLAN_NOT_FOUND)
+    }
+
+    pub(crate) fn confirmation_required() -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "confirmation_required",
+            messages::CONFIRMATION,
+        )
     }
 
     pub(crate) fn invalid_argument(message: impl Into<String>) -> Self {

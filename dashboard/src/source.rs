@@ -38,7 +38,7 @@ impl AccessTokens {
         Self(Arc::new(move |id| tokens.get(id).cloned()))
     }
 
-    fn get(&self, sandbox_id: &str) -> Option<String> {
+    pub(crate) fn get(&self, sandbox_id: &str) -> Option<String> {
         (self.0)(sandbox_id)
     }
 }

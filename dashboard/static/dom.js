@@ -34,12 +34,21 @@ export function bytes(n) {
   return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
 }
 
-export function time(unixSeconds) {
+// Seconds since the epoch of a time the API gives (a number of seconds, or
+// an RFC 3339 string).
+export function secs(t) {
+  if (t === null || t === undefined || t === '') return null;
+  return typeof t === 'number' ? t : Date.parse(t) / 1000;
+}
+
+export function time(t) {
+  const unixSeconds = secs(t);
   if (!unixSeconds) return '—';
   return new Date(unixSeconds * 1000).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
 }
 
-export function ago(unixSeconds) {
+export function ago(t) {
+  const unixSeconds = secs(t);
   if (!unixSeconds) return '—';
   const s = Math.max(0, Math.round(Date.now() / 1000 - unixSeconds));
   if (s < 120) return `${s} s ago`;

@@ -303,7 +303,185 @@ async fn the_page_in_chromium() {
     assert!(changed.contains("<polyline"), "{changed}");
     browser.screenshot(&shots, "sandbox").await;
 
+    // Images with their versions, quotas with their gauge, cost.
+    browser.client.goto(&format!("{}/#/images", d.origin())).await.expect("goto");
+    browser.element("#images section[data-image]").await;
+    browser.screenshot(&shots, "images").await;
+    browser.client.goto(&format!("{}/#/quotas", d.origin())).await.expect("goto");
+    let gauge = browser.element("#gauge-memory").await;
+    let level = gauge.attr("data-level").await.expect("attr");
+    assert!(
+        matches!(level.as_deref(), Some("ok" | "warning" | "critical")),
+        "{level:?}"
+    );
+    browser.element("#quota-table tr[data-quota]").await;
+    browser.screenshot(&shots, "quotas").await;
+    browser.client.goto(&format!("{}/#/cost", d.origin())).await.expect("goto");
+    browser.element("#cost-total").await;
+    browser.screenshot(&shots, "cost").await;
+
+    // A bulk kill of two sandboxes: the plan lists them, the confirmation
+    // must be typed back, then they are gone (through the SDK).
+    browser.client.goto(&format!("{}/#/fleet", d.origin())).await.expect("goto");
+    let doomed = [w.sandboxes[1].id(), w.sandboxes[2].id()];
+    for id in doomed {
+        browser
+            .element(&format!("input[data-select=\"{id}\"]"))
+            .await
+            .click()
+            .await
+            .expect("select");
+    }
+    browser.element("#plan").await.click().await.expect("plan");
+    browser.element("#plan-view").await;
+    for id in doomed {
+        let target = browser
+            .element(&format!("tr[data-plan-target=\"{id}\"]"))
+            .await;
+        assert_eq!(
+            target.attr("class").await.expect("attr").as_deref(),
+            Some("will-act")
+        );
+    }
+    let confirm = browser.element("#confirm").await;
+    assert!(
+        confirm.attr("disabled").await.expect("attr").is_some(),
+        "Confirm is enabled before the confirmation is typed"
+    );
+    let confirmation = browser
+        .element("#confirmation-text")
+        .await
+        .text()
+        .await
+        .expect("text");
+    assert!(confirmation.starts_with("kill-2-"), "{confirmation}");
+    browser.screenshot(&shots, "plan").await;
+    // Nothing happened yet.
+    for id in doomed {
+        let info = w.client.get_info_by_id(id).await.expect("info");
+        assert_eq!(info.state, rayito::SandboxState::Running);
+    }
+    browser
+        .element("#confirmation")
+        .await
+        .send_keys(&confirmation)
+        .await
+        .expect("typed");
+    confirm.click().await.expect("confirm");
+    for id in doomed {
+        browser
+            .element(&format!("#outcome tr[data-result=\"{id}\"]"))
+            .await;
+        assert!(gone(&w.client, id).await, "{id} still runs");
+    }
+    browser.screenshot(&shots, "outcome").await;
+    // The survivor was not touched.
+    let info = w.client.get_info_by_id(w.sandboxes[0].id()).await.expect("info");
+    assert_eq!(info.state, rayito::SandboxState::Running);
+
+    // A dashboard without --allow-actions offers none.
+    let read_only = w.dashboard(false).await;
+    browser.client.goto(read_only.start_url()).await.expect("goto");
+    browser.element("#actions-disabled").await;
+    assert!(
+        browser.outer_html("#plan").await.is_none(),
+        "a Plan button without --allow-actions"
+    );
+
     browser.close().await;
     drop(d);
     drop(w.emu);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_runs_once_with_its_confirmation() {
+    let w = world(1).await;
+    let id = w.sandboxes[0].id().to_owned();
+    let d = w.dashboard(true).await;
+    let origin = d.origin();
+    let cookie = session_cookie(&d).await;
+    let (_, _, session) = call(
+        "GET",
+        &format!("{origin}/api/v1/session"),
+        &[("cookie".to_owned(), cookie.clone())],
+        Vec::new(),
+    )
+    .await;
+    let csrf = serde_json::from_slice::<Value>(&session).expect("session")["csrf_token"]
+        .as_str()
+        .expect("csrf_token")
+        .to_owned();
+    let headers = vec![
+        ("cookie".to_owned(), cookie),
+        ("content-type".to_owned(), "application/json".to_owned()),
+        ("x-rayito-csrf".to_owned(), csrf),
+    ];
+    let post = |path: &'static str, body: Value| {
+        let headers = headers.clone();
+        let url = format!("{origin}/api/v1/{path}");
+        async move {
+            let (status, _, got) = call("POST", &url, &headers, body.to_string().into_bytes()).await;
+            (status, serde_json::from_slice::<Value>(&got).expect("JSON"))
+        }
+    };
+
+    let (status, plan) = post("actions/plan", serde_json::json!({"action": "kill", "ids": [id]})).await;
+    assert_eq!(status, 200, "{plan}");
+    assert_eq!(plan["action"], "kill");
+    assert_eq!(plan["targets"][0]["sandbox_id"], id.as_str());
+    assert_eq!(plan["targets"][0]["will"], "act");
+    let plan_id = plan["plan_id"].as_str().expect("plan_id").to_owned();
+    let confirmation = plan["confirmation"].as_str().expect("confirmation").to_owned();
+
+    // A wrong confirmation runs nothing and keeps the plan.
+    let (status, got) = post(
+        "actions/run",
+        serde_json::json!({"plan_id": plan_id, "confirmation": "kill-1-00000000"}),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(got["error"]["code"], "confirmation_required");
+    assert_eq!(got["error"]["message"], messages::CONFIRMATION);
+    let info = w.client.get_info_by_id(&id).await.expect("info");
+    assert_eq!(info.state, rayito::SandboxState::Running);
+
+    // The plan's own confirmation runs it, once.
+    let run = serde_json::json!({"plan_id": plan_id, "confirmation": confirmation});
+    let (status, outcome) = post("actions/run", run.clone()).await;
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["results"][0]["sandbox_id"], id.as_str());
+    assert_eq!(outcome["results"][0]["ok"], true);
+    assert!(gone(&w.client, &id).await, "{id} still runs");
+    let (status, got) = post("actions/run", run).await;
+    assert_eq!(status, 404);
+    assert_eq!(got["error"]["message"], messages::PLAN_NOT_FOUND);
+
+    // A body that is not the endpoint's JSON.
+    let (status, got) = post("actions/plan", serde_json::json!({"action": "explode"})).await;
+    assert_eq!(status, 400);
+    assert_eq!(got["error"]["code"], "invalid_argument");
+    let (status, got) = post("actions/plan", serde_json::json!({"verb": "kill"})).await;
+    assert_eq!(status, 400);
+    assert_eq!(got["error"]["message"], messages::INVALID_JSON);
+    drop(w.emu);
+}
+
+/// Whether `id` ended (terminating, terminated or no longer known), within
+/// 30 s.
+async fn gone(client: &Client, id: &str) -> bool {
+    for _ in 0..60 {
+        match client.get_info_by_id(id).await {
+            Ok(info)
+                if matches!(
+                    info.state,
+                    rayito::SandboxState::Terminated | rayito::SandboxState::Terminating
+                ) =>
+            {
+                return true;
+            }
+            Err(_) => return true,
+            Ok(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+    false
 }

@@ -2,7 +2,7 @@
 // image, and (with --allow-actions) bulk actions: a dry-run plan shown
 // first, run only once its confirmation is typed back.
 
-import { h, ago, shortArn, stateBadge } from '../dom.js';
+import { h, ago, time, shortArn, stateBadge } from '../dom.js';
 
 const STATES = ['', 'PENDING', 'RUNNING', 'SUSPENDING', 'SUSPENDED', 'TERMINATING', 'TERMINATED'];
 const ACTIONS = [
@@ -98,7 +98,7 @@ export default function fleet({ api, meta, root }) {
       h('h3', {}, 'Done'),
       h('table', { class: 'grid' },
         h('tbody', {}, outcome.results.map((r) => h('tr', { 'data-result': r.sandbox_id },
-          h('td', { class: 'mono' }, r.sandbox_id), h('td', {}, r.ok ? 'ok' : `failed (${r.error_kind})`))))));
+          h('td', { class: 'mono' }, r.sandbox_id), h('td', {}, r.ok ? (r.changed ? 'done' : 'unchanged') : `failed (${r.error_kind}): ${r.message || ''}`))))));
   }
 
   function row(s) {
@@ -109,15 +109,21 @@ export default function fleet({ api, meta, root }) {
       h('td', {}, box),
       h('td', { class: 'mono' }, h('a', { href: `#/sandbox/${encodeURIComponent(s.sandbox_id)}` }, s.sandbox_id)),
       h('td', {}, stateBadge(s.state)),
-      h('td', { title: s.image || '' }, shortArn(s.image)),
+      h('td', { title: s.image || '' }, s.image_name || shortArn(s.image)),
       h('td', {}, s.version || '—'),
-      h('td', { title: s.started_at ? new Date(s.started_at * 1000).toISOString() : '' }, ago(s.started_at)),
+      h('td', { title: time(s.started_at) }, ago(s.started_at)),
       h('td', {}, s.memory_mib ? `${s.memory_mib} MiB` : '—'),
       h('td', { class: 'mono small' }, meta));
   }
 
+  // The rows are redrawn only when the fleet changed, so a click or a
+  // selection is never lost to a poll.
+  let shown = null;
   async function refresh() {
     const rows = await api.get('/sandboxes', { state: state.value, image: image.value });
+    const signature = JSON.stringify(rows);
+    if (signature === shown) return;
+    shown = signature;
     body.replaceChildren(...rows.map(row));
     count.replaceChildren(`${rows.length} sandbox${rows.length === 1 ? '' : 'es'}`);
   }
