@@ -18,6 +18,7 @@ mod build_output;
 mod cache;
 mod code_source;
 mod commands;
+mod dashboard;
 mod dates;
 mod doctor;
 mod doctor_account;
@@ -137,6 +138,10 @@ enum Top {
     /// destroy.
     #[command(subcommand)]
     Volumes(volume::VolumesCommand),
+    /// A web dashboard on 127.0.0.1: the fleet with live state, each
+    /// sandbox's metrics and events, images, quotas and cost; bulk actions
+    /// with --allow-actions.
+    Dashboard(dashboard::DashboardArgs),
     /// What the SDK would use on AWS, and whether a `create` could work there
     /// (and publishing: the setup stacks, the artifact bucket, the image).
     Doctor(doctor::DoctorArgs),
@@ -200,6 +205,7 @@ fn main() {
             None => run_async(format, secret::run(cli.global, command)),
         },
         Top::Events(command) => run_async(format, events::run(cli.global, command)),
+        Top::Dashboard(args) => run_async(format, dashboard::run(cli.global, args)),
         Top::Mounts(command) => match aws_only::MOUNTS_POLICY.refuse(&cli.global) {
             Some(code) => code,
             None => run_async(format, mounts_policy::run(cli.global, command)),
