@@ -237,6 +237,11 @@
 //! - `secrets`: `rayito::secrets`, the AWS Secrets Manager store and the
 //!   cache that injects secret values into sandboxes' environments (the
 //!   Secrets Manager client).
+//! - `quotas`: `rayito::quotas` (`Client::quotas`), the applied Lambda
+//!   MicroVMs quotas, the memory in use against the region's quota and the
+//!   warnings near it (Service Quotas, one signed call of our own).
+//! - `cost`: `rayito::cost` (`Client::cost`), Cost Explorer's bill of
+//!   MicroVMs and the running sandboxes' estimate (adds `quotas`).
 //! - `otel`: OpenTelemetry (`SandboxBuilder::tracer_provider`,
 //!   `ClientBuilder::tracer_provider`): each public operation is also a
 //!   CLIENT span, and every gRPC call under an active span carries its W3C

@@ -154,7 +154,7 @@ pub(crate) async fn launch_checks(client: &Client, template: &str) -> Vec<Check>
     });
     let id = sandbox.id().to_owned();
     checks.push(match sandbox.kill().await {
-        Ok(()) => Check {
+        Ok(_) => Check {
             name: "test launch: TerminateMicrovm",
             ok: true,
             detail: format!("sandbox {id} killed"),

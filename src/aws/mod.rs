@@ -52,6 +52,8 @@ pub(crate) mod secretsmanager;
 pub(crate) mod servicequotas;
 #[cfg(feature = "events")]
 pub(crate) mod signed_http;
+#[cfg(any(feature = "efs", feature = "quotas"))]
+pub(crate) mod signed_post;
 #[cfg(feature = "templates")]
 pub(crate) mod sts;
 pub(crate) mod time;

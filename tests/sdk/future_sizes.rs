@@ -38,6 +38,9 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
         .pool(rayito::PoolConfig::new(1))
         .expect("a pool config");
     let builder = SandboxBuilder::new();
+    let quotas = client.quotas();
+    let cost = client.cost();
+    let cost_query = rayito::CostQuery::new();
     let size = |name, n| (name, n);
     macro_rules! of {
         ($name:literal, $future:expr) => {
@@ -178,6 +181,10 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
             "PoolStore::create_dynamodb_table",
             rayito::PoolStore::create_dynamodb_table("t", rayito::AwsOptions::new())
         ),
+        of!("Quotas::report", quotas.report()),
+        of!("UsageCost::report", cost.report(rayito::CostQuery::new())),
+        of!("UsageCost::billed", cost.billed(&cost_query)),
+        of!("UsageCost::estimate", cost.estimate()),
     ]
 }
 

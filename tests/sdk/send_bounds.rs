@@ -518,6 +518,18 @@ fn logs_futures_are_send(client: &Client, reader: &mut rayito::logs::LogReader) 
     assert_send(&reader.read(10));
 }
 
+/// Quotas and cost (features `quotas`, `cost`).
+#[allow(dead_code)]
+fn quotas_and_cost_futures_are_send(client: &Client) {
+    let quotas = client.quotas();
+    assert_send(&quotas.report());
+    let cost = client.cost();
+    assert_send(&cost.report(rayito::CostQuery::new()));
+    let query = rayito::CostQuery::new();
+    assert_send(&cost.billed(&query));
+    assert_send(&cost.estimate());
+}
+
 /// The `pub async fn` names and public stream types of `src/`.
 fn public_async_items() -> Vec<String> {
     let mut names = Vec::new();
