@@ -114,3 +114,4 @@ mod transfers;
 mod volumes;
 mod volumes_aws;
 mod workdir;
+mod fleet;
