@@ -27,6 +27,7 @@ mod events;
 mod exec;
 mod fault;
 mod files;
+mod fleet;
 mod gateway;
 mod gone;
 mod help;
@@ -127,6 +128,11 @@ enum Top {
     /// and its webhooks (with --local, the daemon's own pipeline).
     #[command(subcommand)]
     Events(events::EventsCommand),
+    /// The fleet: every sandbox with its image and size, the images with
+    /// their versions, and bulk kill, pause, resume and set-timeout (a dry
+    /// run unless --confirm or --yes).
+    #[command(subcommand)]
+    Fleet(fleet::FleetCommand),
     /// S3 mounts' account side: the execution role's IAM policy (the
     /// s3-mounts stack).
     #[command(subcommand)]
@@ -206,6 +212,7 @@ fn main() {
         },
         Top::Events(command) => run_async(format, events::run(cli.global, command)),
         Top::Dashboard(args) => run_async(format, dashboard::run(cli.global, args)),
+        Top::Fleet(command) => run_async(format, fleet::run(cli.global, command)),
         Top::Mounts(command) => match aws_only::MOUNTS_POLICY.refuse(&cli.global) {
             Some(code) => code,
             None => run_async(format, mounts_policy::run(cli.global, command)),

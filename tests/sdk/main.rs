@@ -117,3 +117,4 @@ mod transfers;
 mod volumes;
 mod volumes_aws;
 mod workdir;
+mod fleet;
