@@ -44,9 +44,12 @@ pub async fn run(global: Global, args: DashboardArgs) -> i32 {
             .allow_actions(args.allow_actions)
             .poll_interval(Duration::from_secs(args.poll_seconds))
             .access_tokens(AccessTokens::from_fn(crate::cache::load_token));
-        let dashboard = Dashboard::start(client, options)
-            .await
-            .map_err(|e| Failure::Cli(format!("the dashboard cannot listen on 127.0.0.1:{}: {e}", args.port)))?;
+        let dashboard = Dashboard::start(client, options).await.map_err(|e| {
+            Failure::Cli(format!(
+                "the dashboard cannot listen on 127.0.0.1:{}: {e}",
+                args.port
+            ))
+        })?;
         match format {
             crate::Format::Json => output::json(&json!({
                 "url": dashboard.start_url(),
@@ -58,7 +61,11 @@ pub async fn run(global: Global, args: DashboardArgs) -> i32 {
                 outln!(
                     "Listening on {} only; actions {}. Ctrl-C stops it.",
                     dashboard.addr(),
-                    if args.allow_actions { "enabled" } else { "disabled (--allow-actions)" }
+                    if args.allow_actions {
+                        "enabled"
+                    } else {
+                        "disabled (--allow-actions)"
+                    }
                 );
             }
         }

@@ -128,7 +128,9 @@ pub(crate) async fn plan(
         .iter()
         .map(|s| parse_state(s))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut filter = BulkFilter::new().ids(req.ids.clone()).states(states.clone());
+    let mut filter = BulkFilter::new()
+        .ids(req.ids.clone())
+        .states(states.clone());
     if let Some(image) = req.image.clone().filter(|i| !i.is_empty()) {
         filter = filter.image(image);
     }

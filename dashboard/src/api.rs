@@ -198,7 +198,6 @@ async fn metrics(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Respon
     Json(source::metrics(&s.client, &s.tokens, &id).await).into_response()
 }
 
-
 async fn sandbox(
     State(s): State<Arc<Shared>>,
     Path(id): Path<String>,

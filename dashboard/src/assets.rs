@@ -12,10 +12,26 @@ const FILES: &[(&str, &str, &str)] = &[
     ("api.js", JS, include_str!("../static/api.js")),
     ("dom.js", JS, include_str!("../static/dom.js")),
     ("charts.js", JS, include_str!("../static/charts.js")),
-    ("views/fleet.js", JS, include_str!("../static/views/fleet.js")),
-    ("views/sandbox.js", JS, include_str!("../static/views/sandbox.js")),
-    ("views/images.js", JS, include_str!("../static/views/images.js")),
-    ("views/quotas.js", JS, include_str!("../static/views/quotas.js")),
+    (
+        "views/fleet.js",
+        JS,
+        include_str!("../static/views/fleet.js"),
+    ),
+    (
+        "views/sandbox.js",
+        JS,
+        include_str!("../static/views/sandbox.js"),
+    ),
+    (
+        "views/images.js",
+        JS,
+        include_str!("../static/views/images.js"),
+    ),
+    (
+        "views/quotas.js",
+        JS,
+        include_str!("../static/views/quotas.js"),
+    ),
     ("views/cost.js", JS, include_str!("../static/views/cost.js")),
 ];
 

@@ -62,7 +62,11 @@ impl ApiError {
     }
 
     pub(crate) fn unauthorized() -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", messages::UNAUTHORIZED)
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            messages::UNAUTHORIZED,
+        )
     }
 
     pub(crate) fn misdirected() -> Self {
@@ -82,7 +86,11 @@ impl ApiError {
     }
 
     pub(crate) fn actions_disabled() -> Self {
-        Self::new(StatusCode::FORBIDDEN, "actions_disabled", messages::ACTIONS_DISABLED)
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "actions_disabled",
+            messages::ACTIONS_DISABLED,
+        )
     }
 
     pub(crate) fn not_json() -> Self {
@@ -94,11 +102,19 @@ impl ApiError {
     }
 
     pub(crate) fn invalid_json() -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_json", messages::INVALID_JSON)
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            messages::INVALID_JSON,
+        )
     }
 
     pub(crate) fn too_large() -> Self {
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", messages::TOO_LARGE)
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            messages::TOO_LARGE,
+        )
     }
 
     pub(crate) fn not_found() -> Self {
@@ -106,7 +122,11 @@ impl ApiError {
     }
 
     pub(crate) fn plan_not_found() -> Self {
-        Self::new(StatusCode::NOT_FOUND, "plan_not_found", messages::PLAN_NOT_FOUND)
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "plan_not_found",
+            messages::PLAN_NOT_FOUND,
+        )
     }
 
     pub(crate) fn confirmation_required() -> Self {

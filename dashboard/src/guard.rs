@@ -27,7 +27,11 @@ form-action 'self'; frame-ancestors 'none'";
 /// The header a POST carries the session's CSRF value in.
 pub(crate) const CSRF_HEADER: &str = "x-rayito-csrf";
 
-pub(crate) async fn defend(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+pub(crate) async fn defend(
+    State(shared): State<Arc<Shared>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let mut answer = match check(&shared, &req) {
         Err(refusal) => refusal.into_response(),
         Ok(Some(exchange)) => exchange,
@@ -182,14 +186,23 @@ mod tests {
         assert!(!is_own_authority("evil.example:8080", 8080));
         assert!(!is_own_authority("127.0.0.1.evil.example:8080", 8080));
         assert!(!origin_ok(&HeaderValue::from_static("null"), 8080));
-        assert!(!origin_ok(&HeaderValue::from_static("https://127.0.0.1:8080"), 8080));
-        assert!(origin_ok(&HeaderValue::from_static("http://localhost:8080"), 8080));
+        assert!(!origin_ok(
+            &HeaderValue::from_static("https://127.0.0.1:8080"),
+            8080
+        ));
+        assert!(origin_ok(
+            &HeaderValue::from_static("http://localhost:8080"),
+            8080
+        ));
     }
 
     #[test]
     fn cookies_by_name() {
         let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, HeaderValue::from_static("a=1; rayito_dashboard_9=xyz"));
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; rayito_dashboard_9=xyz"),
+        );
         assert_eq!(cookie(&h, "rayito_dashboard_9"), Some("xyz"));
         assert_eq!(cookie(&h, "rayito_dashboard_8"), None);
     }

@@ -121,8 +121,7 @@ impl Dashboard {
         client: rayito::Client,
         options: DashboardOptions,
     ) -> Result<Dashboard, std::io::Error> {
-        let listener =
-            tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, options.port)).await?;
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, options.port)).await?;
         let addr = listener.local_addr()?;
         let secrets = secrets::Secrets::draw();
         let start_url = format!("http://{addr}/?token={}", secrets.start_token());

@@ -86,7 +86,10 @@ fn error_of(body: &[u8]) -> (String, String) {
     let v: Value = serde_json::from_slice(body).expect("a JSON error body");
     (
         v["error"]["code"].as_str().unwrap_or_default().to_owned(),
-        v["error"]["message"].as_str().unwrap_or_default().to_owned(),
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
     )
 }
 
@@ -111,7 +114,11 @@ async fn the_defences_over_plain_http() {
 
     // No token, a wrong one: 401 with the pinned message, and the headers
     // every answer carries.
-    for url in [format!("{origin}/"), format!("{origin}/?token=00ff"), format!("{origin}/api/v1/meta")] {
+    for url in [
+        format!("{origin}/"),
+        format!("{origin}/?token=00ff"),
+        format!("{origin}/api/v1/meta"),
+    ] {
         let (status, headers, body) = call("GET", &url, &[], Vec::new()).await;
         assert_eq!(status, 401, "{url}");
         assert_eq!(
@@ -167,7 +174,10 @@ async fn the_defences_over_plain_http() {
             assert_eq!(status, 421, "{host}");
             assert_eq!(
                 error_of(&body),
-                ("misdirected_request".to_owned(), messages::MISDIRECTED.to_owned())
+                (
+                    "misdirected_request".to_owned(),
+                    messages::MISDIRECTED.to_owned()
+                )
             );
         }
     }
@@ -197,7 +207,10 @@ async fn the_defences_over_plain_http() {
     let (status, _, _) = call(
         "GET",
         &format!("{origin}/api/v1/meta"),
-        &with(&[("origin", origin.clone()), ("sec-fetch-site", "same-origin".to_owned())]),
+        &with(&[
+            ("origin", origin.clone()),
+            ("sec-fetch-site", "same-origin".to_owned()),
+        ]),
         Vec::new(),
     )
     .await;
@@ -207,7 +220,13 @@ async fn the_defences_over_plain_http() {
     // on a dashboard started without --allow-actions.
     let plan = format!("{origin}/api/v1/actions/plan");
     let body = br#"{"action":"kill","ids":["x"]}"#.to_vec();
-    let (status, _, got) = call("POST", &plan, &with(&[("content-type", "text/plain".to_owned())]), body.clone()).await;
+    let (status, _, got) = call(
+        "POST",
+        &plan,
+        &with(&[("content-type", "text/plain".to_owned())]),
+        body.clone(),
+    )
+    .await;
     assert_eq!(status, 415);
     assert_eq!(error_of(&got).1, messages::NOT_JSON);
     let json_ct = ("content-type", "application/json".to_owned());
@@ -217,7 +236,13 @@ async fn the_defences_over_plain_http() {
         error_of(&got),
         ("csrf_failed".to_owned(), messages::CSRF_FAILED.to_owned())
     );
-    let (_, _, session) = call("GET", &format!("{origin}/api/v1/session"), &with(&[]), Vec::new()).await;
+    let (_, _, session) = call(
+        "GET",
+        &format!("{origin}/api/v1/session"),
+        &with(&[]),
+        Vec::new(),
+    )
+    .await;
     let csrf = serde_json::from_slice::<Value>(&session).expect("session")["csrf_token"]
         .as_str()
         .expect("csrf_token")
@@ -241,7 +266,10 @@ async fn the_defences_over_plain_http() {
         assert_eq!(status, 403, "{path}");
         assert_eq!(
             error_of(&got),
-            ("actions_disabled".to_owned(), messages::ACTIONS_DISABLED.to_owned())
+            (
+                "actions_disabled".to_owned(),
+                messages::ACTIONS_DISABLED.to_owned()
+            )
         );
     }
     drop(w.emu);
@@ -304,10 +332,18 @@ async fn the_page_in_chromium() {
     browser.screenshot(&shots, "sandbox").await;
 
     // Images with their versions, quotas with their gauge, cost.
-    browser.client.goto(&format!("{}/#/images", d.origin())).await.expect("goto");
+    browser
+        .client
+        .goto(&format!("{}/#/images", d.origin()))
+        .await
+        .expect("goto");
     browser.element("#images section[data-image]").await;
     browser.screenshot(&shots, "images").await;
-    browser.client.goto(&format!("{}/#/quotas", d.origin())).await.expect("goto");
+    browser
+        .client
+        .goto(&format!("{}/#/quotas", d.origin()))
+        .await
+        .expect("goto");
     let gauge = browser.element("#gauge-memory").await;
     let level = gauge.attr("data-level").await.expect("attr");
     assert!(
@@ -316,13 +352,21 @@ async fn the_page_in_chromium() {
     );
     browser.element("#quota-table tr[data-quota]").await;
     browser.screenshot(&shots, "quotas").await;
-    browser.client.goto(&format!("{}/#/cost", d.origin())).await.expect("goto");
+    browser
+        .client
+        .goto(&format!("{}/#/cost", d.origin()))
+        .await
+        .expect("goto");
     browser.element("#cost-total").await;
     browser.screenshot(&shots, "cost").await;
 
     // A bulk kill of two sandboxes: the plan lists them, the confirmation
     // must be typed back, then they are gone (through the SDK).
-    browser.client.goto(&format!("{}/#/fleet", d.origin())).await.expect("goto");
+    browser
+        .client
+        .goto(&format!("{}/#/fleet", d.origin()))
+        .await
+        .expect("goto");
     let doomed = [w.sandboxes[1].id(), w.sandboxes[2].id()];
     for id in doomed {
         browser
@@ -376,12 +420,20 @@ async fn the_page_in_chromium() {
     }
     browser.screenshot(&shots, "outcome").await;
     // The survivor was not touched.
-    let info = w.client.get_info_by_id(w.sandboxes[0].id()).await.expect("info");
+    let info = w
+        .client
+        .get_info_by_id(w.sandboxes[0].id())
+        .await
+        .expect("info");
     assert_eq!(info.state, rayito::SandboxState::Running);
 
     // A dashboard without --allow-actions offers none.
     let read_only = w.dashboard(false).await;
-    browser.client.goto(read_only.start_url()).await.expect("goto");
+    browser
+        .client
+        .goto(read_only.start_url())
+        .await
+        .expect("goto");
     browser.element("#actions-disabled").await;
     assert!(
         browser.outer_html("#plan").await.is_none(),
@@ -420,18 +472,26 @@ async fn a_plan_runs_once_with_its_confirmation() {
         let headers = headers.clone();
         let url = format!("{origin}/api/v1/{path}");
         async move {
-            let (status, _, got) = call("POST", &url, &headers, body.to_string().into_bytes()).await;
+            let (status, _, got) =
+                call("POST", &url, &headers, body.to_string().into_bytes()).await;
             (status, serde_json::from_slice::<Value>(&got).expect("JSON"))
         }
     };
 
-    let (status, plan) = post("actions/plan", serde_json::json!({"action": "kill", "ids": [id]})).await;
+    let (status, plan) = post(
+        "actions/plan",
+        serde_json::json!({"action": "kill", "ids": [id]}),
+    )
+    .await;
     assert_eq!(status, 200, "{plan}");
     assert_eq!(plan["action"], "kill");
     assert_eq!(plan["targets"][0]["sandbox_id"], id.as_str());
     assert_eq!(plan["targets"][0]["will"], "act");
     let plan_id = plan["plan_id"].as_str().expect("plan_id").to_owned();
-    let confirmation = plan["confirmation"].as_str().expect("confirmation").to_owned();
+    let confirmation = plan["confirmation"]
+        .as_str()
+        .expect("confirmation")
+        .to_owned();
 
     // A wrong confirmation runs nothing and keeps the plan.
     let (status, got) = post(
@@ -484,4 +544,27 @@ async fn gone(client: &Client, id: &str) -> bool {
         }
     }
     false
+}
+
+/// docs/dashboard.md transcribes every refusal's message.
+#[test]
+fn the_docs_transcribe_every_message() {
+    let doc = std::fs::read_to_string(sdk_support::repo_root().join("docs/dashboard.md"))
+        .expect("docs/dashboard.md");
+    for message in [
+        messages::UNAUTHORIZED,
+        messages::MISDIRECTED,
+        messages::CROSS_ORIGIN,
+        messages::CSRF_FAILED,
+        messages::ACTIONS_DISABLED,
+        messages::NOT_JSON,
+        messages::TOO_LARGE,
+        messages::INVALID_JSON,
+        messages::CONFIRMATION,
+        messages::PLAN_NOT_FOUND,
+        messages::NOT_FOUND,
+    ] {
+        let written = message.replace('<', "&lt;").replace('>', "&gt;");
+        assert!(doc.contains(&written), "docs/dashboard.md lacks: {written}");
+    }
 }
