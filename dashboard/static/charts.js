@@ -5,7 +5,7 @@ import { svg } from './dom.js';
 
 const W = 560;
 const H = 180;
-const PAD = { left: 56, right: 12, top: 12, bottom: 28 };
+const PAD = { left: 66, right: 12, top: 12, bottom: 28 };
 
 // series: [{name, cls, points: [[t, v], ...]}]; yMax: the top of the axis
 // (else the largest value); format: v => label.
