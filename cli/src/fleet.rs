@@ -249,7 +249,10 @@ fn print_plan(format: Format, plan: &BulkPlan, outcome: Option<&BulkOutcome>) {
         let result = outcome
             .and_then(|o| o.results.iter().find(|r| r.sandbox_id == t.sandbox_id))
             .map(|r| match (&r.error_kind, r.changed) {
-                (Some(kind), _) => format!(" -> failed ({kind}): {}", r.message.as_deref().unwrap_or("")),
+                (Some(kind), _) => format!(
+                    " -> failed ({kind}): {}",
+                    r.message.as_deref().unwrap_or("")
+                ),
                 (None, true) => " -> done".to_owned(),
                 (None, false) => " -> done (unchanged)".to_owned(),
             })

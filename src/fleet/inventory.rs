@@ -280,7 +280,7 @@ impl Fleet {
         let control = self.client.backend().control.clone();
         let mut versions =
             all_pages(|token| control.list_image_versions(arn.to_owned(), token)).await?;
-        versions.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        versions.sort_by_key(|v| std::cmp::Reverse(v.created_at));
         Ok(versions)
     }
 

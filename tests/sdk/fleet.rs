@@ -55,6 +55,13 @@ async fn the_inventory_lists_sandboxes_with_image_and_end_and_the_images_with_ve
         let started = sandbox.started_at.expect("a start");
         let end = sandbox.end_at.expect("an end");
         assert_eq!(end, started + sandbox.max_duration.unwrap());
+        // The seeded image's version asks for 2,048 MiB: the baseline size.
+        assert_eq!(sandbox.memory_mib, Some(2048), "{sandbox:?}");
+        assert_eq!(
+            sandbox.vcpu,
+            Some(rayito::Size::Baseline.vcpus()),
+            "{sandbox:?}"
+        );
     }
 
     let suspended = fleet
@@ -106,20 +113,33 @@ async fn each_actions_plan_acts_or_skips_by_state_and_never_acts() {
     let before = acted_calls(&emu);
     let ids = BulkFilter::new().ids([r, p, k, "microvm-nope"]);
 
-    let kill = fleet.plan_bulk(BulkAction::Kill, ids.clone()).await.unwrap();
+    let kill = fleet
+        .plan_bulk(BulkAction::Kill, ids.clone())
+        .await
+        .unwrap();
     assert_eq!(will(&kill, r), (BulkWill::Act, "act"));
     assert_eq!(will(&kill, p), (BulkWill::Act, "act"));
     assert_eq!(will(&kill, k), (BulkWill::Skip, "ended"));
     assert_eq!(will(&kill, "microvm-nope"), (BulkWill::Skip, "not_found"));
     assert_eq!(kill.act_count(), 2);
-    assert!(kill.confirmation.starts_with("kill-2-"), "{}", kill.confirmation);
+    assert!(
+        kill.confirmation.starts_with("kill-2-"),
+        "{}",
+        kill.confirmation
+    );
 
-    let pause = fleet.plan_bulk(BulkAction::Pause, ids.clone()).await.unwrap();
+    let pause = fleet
+        .plan_bulk(BulkAction::Pause, ids.clone())
+        .await
+        .unwrap();
     assert_eq!(will(&pause, r), (BulkWill::Act, "act"));
     assert_eq!(will(&pause, p), (BulkWill::Skip, "already_paused"));
     assert_eq!(will(&pause, k), (BulkWill::Skip, "ended"));
 
-    let resume = fleet.plan_bulk(BulkAction::Resume, ids.clone()).await.unwrap();
+    let resume = fleet
+        .plan_bulk(BulkAction::Resume, ids.clone())
+        .await
+        .unwrap();
     assert_eq!(will(&resume, r), (BulkWill::Skip, "already_running"));
     assert_eq!(will(&resume, p), (BulkWill::Act, "act"));
     assert_eq!(will(&resume, k), (BulkWill::Skip, "ended"));
@@ -142,12 +162,18 @@ async fn each_actions_plan_acts_or_skips_by_state_and_never_acts() {
         )
         .await
         .unwrap();
-    let targets: Vec<_> = listed.targets.iter().map(|t| t.sandbox_id.as_str()).collect();
+    let targets: Vec<_> = listed
+        .targets
+        .iter()
+        .map(|t| t.sandbox_id.as_str())
+        .collect();
     assert_eq!(targets, [p]);
     let filtered = fleet
         .plan_bulk(
             BulkAction::Kill,
-            BulkFilter::new().ids([r, p]).states([SandboxState::Running]),
+            BulkFilter::new()
+                .ids([r, p])
+                .states([SandboxState::Running]),
         )
         .await
         .unwrap();
@@ -167,7 +193,10 @@ async fn each_actions_plan_acts_or_skips_by_state_and_never_acts() {
         .plan_bulk(BulkAction::Kill, BulkFilter::new().ids([""]))
         .await
         .unwrap_err();
-    assert!(matches!(err, SandboxError::InvalidArgument { .. }), "{err:?}");
+    assert!(
+        matches!(err, SandboxError::InvalidArgument { .. }),
+        "{err:?}"
+    );
 
     assert_eq!(acted_calls(&emu), before, "planning never acts");
     assert_eq!(emu.state(r), Some(rayito_emulator::MicrovmState::Running));
@@ -196,7 +225,10 @@ async fn a_run_acts_on_exactly_the_planned_sandboxes_after_its_confirmation() {
 
     // Another plan's confirmation, or an edited plan, is refused.
     let message = "invalid confirmation: run_bulk: the confirmation is not this plan's (the fleet changed since the dry run, or it is another plan's); plan again, review it, and pass its confirmation";
-    let err = fleet.run_bulk(&pause, "pause-2-00000000").await.unwrap_err();
+    let err = fleet
+        .run_bulk(&pause, "pause-2-00000000")
+        .await
+        .unwrap_err();
     assert_eq!(err.to_string(), message);
     let mut edited = pause.clone();
     edited.targets.push(edited.targets[0].clone());
@@ -213,7 +245,10 @@ async fn a_run_acts_on_exactly_the_planned_sandboxes_after_its_confirmation() {
     assert!(outcome.results.iter().all(|r| r.changed));
     assert_eq!(state(a.id().to_owned()).await, SandboxState::Suspended);
     assert_eq!(state(b.id().to_owned()).await, SandboxState::Suspended);
-    assert_eq!(state(untouched.id().to_owned()).await, SandboxState::Running);
+    assert_eq!(
+        state(untouched.id().to_owned()).await,
+        SandboxState::Running
+    );
 
     // A fleet that changed since the dry run: the old confirmation no
     // longer matches the new plan.
@@ -311,7 +346,10 @@ async fn a_sandbox_killed_between_plan_and_run_fails_alone() {
         .unwrap();
     assert!(client.kill_by_id(kept.id()).await.unwrap());
     let outcome = fleet.run_bulk(&kill, &kill.confirmation).await.unwrap();
-    assert!(outcome.results[0].ok && !outcome.results[0].changed, "{outcome:?}");
+    assert!(
+        outcome.results[0].ok && !outcome.results[0].changed,
+        "{outcome:?}"
+    );
 
     // Set-timeout reaches the agent with the fleet's token.
     let set = fleet
