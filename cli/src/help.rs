@@ -399,7 +399,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         "doctor",
         "rayito doctor
   rayito --region eu-west-1 --output json doctor
-  rayito doctor --launch                 # also starts a sandbox for a minute and kills it
+  rayito doctor --launch                 # also starts a sandbox, runs a command in it, kills it
   rayito doctor --efs-vpc-id vpc-0abc --efs-subnet-ids subnet-1,subnet-2",
     ),
     (
