@@ -59,13 +59,14 @@ fn check(shared: &Shared, req: &Request) -> Result<Option<Response>, ApiError> {
     {
         return Err(ApiError::cross_origin());
     }
-    if req.method() == Method::GET && req.uri().path() == "/" {
-        if let Some(token) = query_param(req.uri().query(), "token") {
-            if !shared.secrets.is_start_token(&token) {
-                return Err(ApiError::unauthorized());
-            }
-            return Ok(Some(exchange(shared)));
+    if req.method() == Method::GET
+        && req.uri().path() == "/"
+        && let Some(token) = query_param(req.uri().query(), "token")
+    {
+        if !shared.secrets.is_start_token(&token) {
+            return Err(ApiError::unauthorized());
         }
+        return Ok(Some(exchange(shared)));
     }
     let session = cookie(headers, &shared.cookie_name);
     if !session.is_some_and(|s| shared.secrets.is_session(s)) {

@@ -14,7 +14,10 @@ use serde::Serialize;
 /// it; the control plane does not hand it out). The CLI reads its cache of
 /// the sandboxes it created; a test passes the tokens it holds.
 #[derive(Clone)]
-pub struct AccessTokens(Arc<dyn Fn(&str) -> Option<String> + Send + Sync>);
+pub struct AccessTokens(Arc<Lookup>);
+
+/// A sandbox id to its access token, when known.
+type Lookup = dyn Fn(&str) -> Option<String> + Send + Sync;
 
 impl fmt::Debug for AccessTokens {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
