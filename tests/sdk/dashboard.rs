@@ -230,7 +230,13 @@ async fn the_defences_over_plain_http() {
     assert_eq!(status, 415);
     assert_eq!(error_of(&got).1, messages::NOT_JSON);
     let json_ct = ("content-type", "application/json".to_owned());
-    let (status, _, got) = call("POST", &plan, &with(&[json_ct.clone()]), body.clone()).await;
+    let (status, _, got) = call(
+        "POST",
+        &plan,
+        &with(std::slice::from_ref(&json_ct)),
+        body.clone(),
+    )
+    .await;
     assert_eq!(status, 403);
     assert_eq!(
         error_of(&got),
