@@ -246,6 +246,10 @@
 //!   `ClientBuilder::tracer_provider`): each public operation is also a
 //!   CLIENT span, and every gRPC call under an active span carries its W3C
 //!   `traceparent` (the `opentelemetry` API only).
+//! - `fleet`: `rayito::fleet` (`Client::fleet`), every sandbox of the
+//!   account with its image and size, the images with their versions, and
+//!   bulk kill, pause, resume and set-timeout planned as a dry run and run
+//!   with the plan's confirmation (nothing new compiles: the MicroVMs client).
 #![deny(missing_docs)]
 
 /// Runs `body` (a block returning `$output`) as a boxed future: a public
@@ -301,6 +305,8 @@ mod control;
 #[cfg(feature = "events")]
 pub mod events;
 mod files;
+#[cfg(feature = "fleet")]
+pub mod fleet;
 #[cfg(feature = "secrets")]
 pub mod gateway;
 pub mod git;

@@ -282,7 +282,7 @@ const STATES: [SandboxState; 6] = [
 
 /// `list --state`: one of [`STATES`], in any case. Anything else is
 /// refused (it would match no sandbox, and `[]` would look like none).
-fn parse_state(text: &str) -> Result<SandboxState, String> {
+pub(crate) fn parse_state(text: &str) -> Result<SandboxState, String> {
     STATES
         .into_iter()
         .find(|state| state.as_str().eq_ignore_ascii_case(text))

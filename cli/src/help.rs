@@ -396,6 +396,11 @@ const EXAMPLES: &[(&str, &str)] = &[
   rayito volumes destroy --delete-file-system    # and its data deleted too",
     ),
     (
+        "dashboard",
+        "rayito dashboard                          # prints the URL to open (127.0.0.1 only)
+  rayito --local dashboard --allow-actions --port 8765",
+    ),
+    (
         "doctor",
         "rayito doctor
   rayito --region eu-west-1 --output json doctor

@@ -18,6 +18,7 @@ mod build_output;
 mod cache;
 mod code_source;
 mod commands;
+mod dashboard;
 mod dashboard_cloudwatch;
 mod dates;
 mod doctor;
@@ -27,6 +28,7 @@ mod events;
 mod exec;
 mod fault;
 mod files;
+mod fleet;
 mod gateway;
 mod gone;
 mod help;
@@ -128,6 +130,11 @@ enum Top {
     /// and its webhooks (with --local, the daemon's own pipeline).
     #[command(subcommand)]
     Events(events::EventsCommand),
+    /// The fleet: every sandbox with its image and size, the images with
+    /// their versions, and bulk kill, pause, resume and set-timeout (a dry
+    /// run unless --confirm or --yes).
+    #[command(subcommand)]
+    Fleet(fleet::FleetCommand),
     /// S3 mounts' account side: the execution role's IAM policy (the
     /// s3-mounts stack).
     #[command(subcommand)]
@@ -139,16 +146,16 @@ enum Top {
     /// destroy.
     #[command(subcommand)]
     Volumes(volume::VolumesCommand),
+    /// A web dashboard on 127.0.0.1: the fleet with live state, each
+    /// sandbox's metrics and events, images, quotas and cost; bulk actions
+    /// with --allow-actions.
+    Dashboard(dashboard::DashboardArgs),
     /// What the SDK would use on AWS, and whether a `create` could work there
     /// (and publishing: the setup stacks, the artifact bucket, the image).
     Doctor(doctor::DoctorArgs),
     /// The optional stacks (docs/stacks.md): list, status, deploy, destroy.
     #[command(subcommand)]
     Stack(stack::StackCommand),
-    /// Dashboards of the fleet: `cloudwatch` prints the CloudWatch
-    /// dashboard JSON.
-    #[command(subcommand)]
-    Dashboard(dashboard_cloudwatch::DashboardCommand),
     /// Sets up a new account: the artifact bucket and IAM stacks, then the
     /// base image rayito-base, then the doctor. A dry run unless --yes.
     Setup(setup::SetupArgs),
@@ -209,6 +216,13 @@ fn main() {
             None => run_async(format, secret::run(cli.global, command)),
         },
         Top::Events(command) => run_async(format, events::run(cli.global, command)),
+        Top::Dashboard(args) => match args.command {
+            Some(dashboard_cloudwatch::DashboardCommand::Cloudwatch(cloudwatch)) => {
+                dashboard_cloudwatch::run(&cli.global, cloudwatch)
+            }
+            None => run_async(format, dashboard::run(cli.global, args)),
+        },
+        Top::Fleet(command) => run_async(format, fleet::run(cli.global, command)),
         Top::Mounts(command) => match aws_only::MOUNTS_POLICY.refuse(&cli.global) {
             Some(code) => code,
             None => run_async(format, mounts_policy::run(cli.global, command)),
@@ -225,9 +239,6 @@ fn main() {
             Some(code) => code,
             None => run_async(format, stack::run(cli.global, command)),
         },
-        Top::Dashboard(dashboard_cloudwatch::DashboardCommand::Cloudwatch(args)) => {
-            dashboard_cloudwatch::run(&cli.global, args)
-        }
         Top::Setup(args) => match aws_only::SETUP.refuse(&cli.global) {
             Some(code) => code,
             None => run_async(format, setup::run(cli.global, args)),

@@ -1154,3 +1154,73 @@ print(",".join(a["AccessPointId"] for a in aps))
     assert_eq!(std::fs::read(&data).unwrap(), b"kept");
     s.json(&["local", "stop", "--output", "json"]);
 }
+
+/// `rayito fleet`: the list, a dry run that acts on nothing, a stale
+/// confirmation refused, and `--confirm` / `--yes` runs (docs/fleet.md).
+#[test]
+fn fleet_plans_then_acts_only_with_the_plans_confirmation() {
+    let s = Session::local();
+    let create = || {
+        let created = s.json(&["--output", "json", "sandbox", "create"]);
+        created["sandbox_id"].as_str().expect("an id").to_owned()
+    };
+    let (a, b) = (create(), create());
+
+    let listed = s.json(&["fleet", "list", "--json"]);
+    let ids: Vec<&str> = listed
+        .as_array()
+        .expect("an array")
+        .iter()
+        .filter_map(|row| row["sandbox_id"].as_str())
+        .collect();
+    assert!(
+        ids.contains(&a.as_str()) && ids.contains(&b.as_str()),
+        "{listed}"
+    );
+
+    // A dry run prints the plan and acts on nothing.
+    let dry = s.json(&["fleet", "pause", &a, &b, "--json"]);
+    assert_eq!(dry["dry_run"], true, "{dry}");
+    assert_eq!(dry["plan"]["action"], "pause");
+    let code = dry["plan"]["confirmation"]
+        .as_str()
+        .expect("a code")
+        .to_owned();
+    assert!(code.starts_with("pause-2-"), "{code}");
+    let info = s.json(&["sandbox", "info", &a, "--output", "json"]);
+    assert_eq!(info["state"], "RUNNING");
+
+    // The fleet changes: the dry run's confirmation no longer matches.
+    s.ok(&["sandbox", "kill", &b]);
+    let stale = s.run(&["fleet", "pause", &a, &b, "--confirm", &code]);
+    assert_eq!(stale.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&stale.stderr).contains("the confirmation is not this plan's"),
+        "{}",
+        String::from_utf8_lossy(&stale.stderr)
+    );
+    assert_eq!(
+        s.json(&["sandbox", "info", &a, "--output", "json"])["state"],
+        "RUNNING"
+    );
+
+    // The new plan's confirmation runs it.
+    let dry = s.json(&["fleet", "pause", &a, &b, "--json"]);
+    let code = dry["plan"]["confirmation"].as_str().unwrap().to_owned();
+    assert!(code.starts_with("pause-1-"), "{code}");
+    let ran = s.json(&["fleet", "pause", &a, &b, "--confirm", &code, "--json"]);
+    assert_eq!(
+        ran["outcome"]["results"][0]["sandbox_id"],
+        a.as_str(),
+        "{ran}"
+    );
+    assert_eq!(ran["outcome"]["results"][0]["ok"], true, "{ran}");
+    assert_eq!(
+        s.json(&["sandbox", "info", &a, "--output", "json"])["state"],
+        "SUSPENDED"
+    );
+
+    // --yes runs the plan it makes.
+    let text = s.ok(&["fleet", "kill", &a, "--yes"]);
+    assert!(text.contains("1 done, 0 failed"), "{text}");
+}

@@ -24,6 +24,12 @@ pub(crate) enum Operation {
     AuthToken,
     List,
     GetImage,
+    /// ListMicrovmImages (feature `fleet`).
+    #[cfg(feature = "fleet")]
+    ListImages,
+    /// ListMicrovmImageVersions (feature `fleet`).
+    #[cfg(feature = "fleet")]
+    ListImageVersions,
 }
 
 impl Operation {
@@ -38,6 +44,10 @@ impl Operation {
             Self::AuthToken => "CreateMicrovmAuthToken",
             Self::List => "ListMicrovms",
             Self::GetImage => "GetMicrovmImage",
+            #[cfg(feature = "fleet")]
+            Self::ListImages => "ListMicrovmImages",
+            #[cfg(feature = "fleet")]
+            Self::ListImageVersions => "ListMicrovmImageVersions",
         }
     }
 }
@@ -137,6 +147,28 @@ impl<L: Layer, C: ControlPlane> ControlPlane for Layered<L, C> {
     fn get_image(&self, image: String) -> BoxFuture<'_, Result<ImageSummary, SandboxError>> {
         self.around(Operation::GetImage, move || {
             self.inner.get_image(image.clone())
+        })
+    }
+
+    #[cfg(feature = "fleet")]
+    fn list_images(
+        &self,
+        next_token: Option<String>,
+    ) -> BoxFuture<'_, Result<super::Page<super::ImageItem>, SandboxError>> {
+        self.around(Operation::ListImages, move || {
+            self.inner.list_images(next_token.clone())
+        })
+    }
+
+    #[cfg(feature = "fleet")]
+    fn list_image_versions(
+        &self,
+        image: String,
+        next_token: Option<String>,
+    ) -> BoxFuture<'_, Result<super::Page<super::ImageVersionItem>, SandboxError>> {
+        self.around(Operation::ListImageVersions, move || {
+            self.inner
+                .list_image_versions(image.clone(), next_token.clone())
         })
     }
 }

@@ -160,6 +160,60 @@ pub(crate) trait ControlPlane: Send + Sync + fmt::Debug {
         let _ = image;
         Box::pin(async { Err(not_modelled("GetMicrovmImage")) })
     }
+    /// ListMicrovmImages, one page (feature `fleet`). Fakes that do not
+    /// model it answer `Unimplemented`.
+    #[cfg(feature = "fleet")]
+    fn list_images(
+        &self,
+        next_token: Option<String>,
+    ) -> BoxFuture<'_, Result<Page<ImageItem>, SandboxError>> {
+        let _ = next_token;
+        Box::pin(async { Err(not_modelled("ListMicrovmImages")) })
+    }
+    /// ListMicrovmImageVersions of the image ARN `image`, one page
+    /// (feature `fleet`). Fakes that do not model it answer `Unimplemented`.
+    #[cfg(feature = "fleet")]
+    fn list_image_versions(
+        &self,
+        image: String,
+        next_token: Option<String>,
+    ) -> BoxFuture<'_, Result<Page<ImageVersionItem>, SandboxError>> {
+        let _ = (image, next_token);
+        Box::pin(async { Err(not_modelled("ListMicrovmImageVersions")) })
+    }
+}
+
+/// One page of a listing (feature `fleet`).
+#[cfg(feature = "fleet")]
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Page<T> {
+    pub items: Vec<T>,
+    pub next_token: Option<String>,
+}
+
+/// One ListMicrovmImages item (feature `fleet`).
+#[cfg(feature = "fleet")]
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ImageItem {
+    pub arn: String,
+    pub name: String,
+    pub state: String,
+    pub latest_active_version: Option<String>,
+    pub latest_failed_version: Option<String>,
+    pub created_at: Option<SystemTime>,
+}
+
+/// One ListMicrovmImageVersions item (feature `fleet`): no environment,
+/// no artifact location (a fleet view shows neither).
+#[cfg(feature = "fleet")]
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ImageVersionItem {
+    pub version: String,
+    pub state: String,
+    pub status: String,
+    pub base_image_version: Option<String>,
+    pub memory_mib: Option<u32>,
+    pub created_at: Option<SystemTime>,
 }
 
 /// What GetMicrovmImage says about an image.
@@ -205,5 +259,20 @@ impl ControlPlane for std::sync::Arc<dyn ControlPlane> {
     }
     fn get_image(&self, image: String) -> BoxFuture<'_, Result<ImageSummary, SandboxError>> {
         (**self).get_image(image)
+    }
+    #[cfg(feature = "fleet")]
+    fn list_images(
+        &self,
+        next_token: Option<String>,
+    ) -> BoxFuture<'_, Result<Page<ImageItem>, SandboxError>> {
+        (**self).list_images(next_token)
+    }
+    #[cfg(feature = "fleet")]
+    fn list_image_versions(
+        &self,
+        image: String,
+        next_token: Option<String>,
+    ) -> BoxFuture<'_, Result<Page<ImageVersionItem>, SandboxError>> {
+        (**self).list_image_versions(image, next_token)
     }
 }

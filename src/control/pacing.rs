@@ -157,12 +157,14 @@ impl Buckets {
         }
     }
 
-    /// Read-only and rare (a doctor's check): paced with GetMicrovm.
+    /// Read-only and rare (a doctor's check, a fleet's image listing):
+    /// paced with GetMicrovm.
     fn slot(op: Op) -> usize {
-        if op == Op::GetImage {
-            Op::Get as usize
-        } else {
-            op as usize
+        match op {
+            Op::GetImage => Op::Get as usize,
+            #[cfg(feature = "fleet")]
+            Op::ListImages | Op::ListImageVersions => Op::Get as usize,
+            op => op as usize,
         }
     }
 

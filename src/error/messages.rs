@@ -585,6 +585,15 @@ templates! {
         "connect sends no events section (the sandbox keeps the one it was created with); drop events() from the builder, or create a new sandbox";
     EVENTS_DEAD_LETTERS_AWS = "events.dead_letters_aws" =>
         "on AWS the deliverer's failures go to the stack's SQS queue DelivererFailuresQueue (its DelivererFailuresQueueUrl output): read that queue";
+
+    FLEET_TOO_MANY = "fleet.too_many" =>
+        "bulk action: {count} sandboxes would be acted on, more than the {max} of one run; narrow the filter (ids, states, image or metadata) and run it in parts";
+    FLEET_CONFIRMATION = "fleet.confirmation" =>
+        "run_bulk: the confirmation is not this plan's (the fleet changed since the dry run, or it is another plan's); plan again, review it, and pass its confirmation";
+    FLEET_TIMEOUT = "fleet.timeout" =>
+        "set_timeout: {seconds} s is out of range; pass 1 to 28,800 s";
+    FLEET_NO_TOKEN = "fleet.no_token" =>
+        "set_timeout needs the sandbox's access token; give it to the fleet with Fleet::access_token";
 }
 
 impl Template {

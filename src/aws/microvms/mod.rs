@@ -336,6 +336,79 @@ impl ControlPlane for AwsControlPlane {
         }
         .boxed()
     }
+
+    #[cfg(feature = "fleet")]
+    fn list_images(
+        &self,
+        next_token: Option<String>,
+    ) -> BoxFuture<'_, Result<crate::control::Page<crate::control::ImageItem>, SandboxError>> {
+        async move {
+            let out = self
+                .client
+                .list_microvm_images()
+                .set_next_token(next_token)
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("ListMicrovmImages", &e))?;
+            let items = out
+                .items()
+                .iter()
+                .map(|i| crate::control::ImageItem {
+                    arn: i.image_arn().to_owned(),
+                    name: i.name().to_owned(),
+                    state: i.state().as_str().to_owned(),
+                    latest_active_version: i.latest_active_image_version().map(str::to_owned),
+                    latest_failed_version: i.latest_failed_image_version().map(str::to_owned),
+                    created_at: SystemTime::try_from(*i.created_at()).ok(),
+                })
+                .collect();
+            Ok(crate::control::Page {
+                items,
+                next_token: out.next_token().map(str::to_owned),
+            })
+        }
+        .boxed()
+    }
+
+    #[cfg(feature = "fleet")]
+    fn list_image_versions(
+        &self,
+        image: String,
+        next_token: Option<String>,
+    ) -> BoxFuture<'_, Result<crate::control::Page<crate::control::ImageVersionItem>, SandboxError>>
+    {
+        async move {
+            let out = self
+                .client
+                .list_microvm_image_versions()
+                .image_identifier(image)
+                .max_results(50)
+                .set_next_token(next_token)
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("ListMicrovmImageVersions", &e))?;
+            let items = out
+                .items()
+                .iter()
+                .map(|v| crate::control::ImageVersionItem {
+                    version: v.image_version().to_owned(),
+                    state: v.state().as_str().to_owned(),
+                    status: v.status().as_str().to_owned(),
+                    base_image_version: v.base_image_version().map(str::to_owned),
+                    memory_mib: v
+                        .resources()
+                        .first()
+                        .and_then(|r| u32::try_from(r.minimum_memory_in_mib).ok()),
+                    created_at: SystemTime::try_from(*v.created_at()).ok(),
+                })
+                .collect();
+            Ok(crate::control::Page {
+                items,
+                next_token: out.next_token().map(str::to_owned),
+            })
+        }
+        .boxed()
+    }
 }
 
 /// The key AWS uses for the proxy token.

@@ -1,0 +1,199 @@
+//! Bulk actions: a dry-run plan first (what would happen to which
+//! sandbox, and the confirmation it takes: `Fleet::plan_bulk`), kept here
+//! by a random id; then its run (`Fleet::run_bulk`), only with that plan's
+//! confirmation, and only when the dashboard was started with
+//! `--allow-actions`. The page never sends a plan back: the server runs the
+//! one it made, once.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::response::{IntoResponse, Response};
+use rand::RngCore as _;
+use rayito::fleet::{BulkAction, BulkFilter, BulkPlan, Fleet, FleetQuery};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::api::{Shared, parse_state};
+use crate::errors::ApiError;
+
+/// How long a plan can be run after it was made.
+const PLAN_TTL: Duration = Duration::from_secs(600);
+/// How many plans are kept at most (the oldest goes first).
+const PLANS_KEPT: usize = 20;
+
+/// The plans not yet run, by id, with the fleet (and its tokens) each was
+/// made with.
+#[derive(Debug, Default)]
+pub(crate) struct Plans(Mutex<BTreeMap<String, Kept>>);
+
+#[derive(Debug)]
+struct Kept {
+    made: Instant,
+    plan: BulkPlan,
+    fleet: Fleet,
+}
+
+impl Plans {
+    fn keep(&self, plan: BulkPlan, fleet: Fleet) -> String {
+        let mut id = [0u8; 16];
+        rand::rng().fill_bytes(&mut id);
+        let id: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|_, k| k.made.elapsed() < PLAN_TTL);
+        while all.len() >= PLANS_KEPT {
+            let oldest = all
+                .iter()
+                .min_by_key(|(_, k)| k.made)
+                .map(|(id, _)| id.clone());
+            match oldest {
+                Some(oldest) => all.remove(&oldest),
+                None => break,
+            };
+        }
+        all.insert(
+            id.clone(),
+            Kept {
+                made: Instant::now(),
+                plan,
+                fleet,
+            },
+        );
+        id
+    }
+
+    /// The plan `id` when its confirmation is `confirmation` (taken out: a
+    /// plan runs once); a wrong confirmation leaves it in place.
+    fn take(&self, id: &str, confirmation: &str) -> Result<(BulkPlan, Fleet), ApiError> {
+        let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|_, k| k.made.elapsed() < PLAN_TTL);
+        let kept = all.get(id).ok_or_else(ApiError::plan_not_found)?;
+        if kept.plan.confirmation != confirmation {
+            return Err(ApiError::confirmation_required());
+        }
+        let kept = all.remove(id).ok_or_else(ApiError::plan_not_found)?;
+        Ok((kept.plan, kept.fleet))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PlanRequest {
+    action: String,
+    timeout_seconds: Option<u64>,
+    #[serde(default)]
+    ids: Vec<String>,
+    #[serde(default)]
+    states: Vec<String>,
+    image: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RunRequest {
+    plan_id: String,
+    confirmation: String,
+}
+
+pub(crate) async fn plan(
+    State(s): State<Arc<Shared>>,
+    body: Result<Json<PlanRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    if !s.allow_actions {
+        return Err(ApiError::actions_disabled());
+    }
+    let Json(req) = body.map_err(rejection)?;
+    let action = match (req.action.as_str(), req.timeout_seconds) {
+        ("kill", _) => BulkAction::Kill,
+        ("pause", _) => BulkAction::Pause,
+        ("resume", _) => BulkAction::Resume,
+        ("set_timeout", Some(secs)) => BulkAction::SetTimeout(Duration::from_secs(secs)),
+        ("set_timeout", None) => {
+            return Err(ApiError::invalid_argument(
+                "timeout_seconds: set_timeout needs one",
+            ));
+        }
+        (other, _) => {
+            return Err(ApiError::invalid_argument(format!(
+                "action: not an action: {other:?} (kill, pause, resume, set_timeout)"
+            )));
+        }
+    };
+    let states = req
+        .states
+        .iter()
+        .map(|s| parse_state(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut filter = BulkFilter::new()
+        .ids(req.ids.clone())
+        .states(states.clone());
+    if let Some(image) = req.image.clone().filter(|i| !i.is_empty()) {
+        filter = filter.image(image);
+    }
+    let fleet = with_tokens(&s, &req, states).await?;
+    let plan = fleet.plan_bulk(action, filter).await?;
+    let mut answer = serde_json::to_value(&plan).unwrap_or(Value::Null);
+    let id = s.plans.keep(plan, fleet);
+    if let Value::Object(map) = &mut answer {
+        map.insert("plan_id".to_owned(), Value::String(id));
+    }
+    Ok(Json(answer).into_response())
+}
+
+/// The fleet with the access tokens the dashboard knows of the sandboxes
+/// the plan may select (set-timeout reaches each one's agent with it).
+async fn with_tokens(
+    s: &Shared,
+    req: &PlanRequest,
+    states: Vec<rayito::SandboxState>,
+) -> Result<Fleet, ApiError> {
+    let mut fleet = s.client.fleet();
+    let candidates: Vec<String> = if req.ids.is_empty() {
+        let mut query = FleetQuery::new();
+        if !states.is_empty() {
+            query = query.states(states);
+        }
+        if let Some(image) = req.image.clone().filter(|i| !i.is_empty()) {
+            query = query.image(image);
+        }
+        fleet
+            .sandboxes(query)
+            .await?
+            .into_iter()
+            .map(|sbx| sbx.sandbox_id)
+            .collect()
+    } else {
+        req.ids.clone()
+    };
+    for id in candidates {
+        if let Some(token) = s.tokens.get(&id) {
+            fleet = fleet.access_token(id, token);
+        }
+    }
+    Ok(fleet)
+}
+
+pub(crate) async fn run(
+    State(s): State<Arc<Shared>>,
+    body: Result<Json<RunRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    if !s.allow_actions {
+        return Err(ApiError::actions_disabled());
+    }
+    let Json(req) = body.map_err(rejection)?;
+    let (plan, fleet) = s.plans.take(&req.plan_id, &req.confirmation)?;
+    let outcome = fleet.run_bulk(&plan, &req.confirmation).await?;
+    Ok(Json(outcome).into_response())
+}
+
+pub(crate) fn rejection(r: JsonRejection) -> ApiError {
+    match r {
+        JsonRejection::MissingJsonContentType(_) => ApiError::not_json(),
+        JsonRejection::BytesRejection(_) => ApiError::too_large(),
+        _ => ApiError::invalid_json(),
+    }
+}
