@@ -58,10 +58,7 @@ impl FleetQuery {
         K: Into<String>,
         V: Into<String>,
     {
-        self.metadata = metadata
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect();
+        self.metadata = pairs(metadata);
         self
     }
 
@@ -323,6 +320,18 @@ impl Fleet {
             Err(err) => Err(err),
         }
     }
+}
+
+/// Metadata pairs as owned strings (a query's and a bulk filter's).
+pub(crate) fn pairs<K, V>(metadata: impl IntoIterator<Item = (K, V)>) -> BTreeMap<String, String>
+where
+    K: Into<String>,
+    V: Into<String>,
+{
+    metadata
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
 }
 
 /// Every page of a listing, `MAX_PAGES` at most.

@@ -128,10 +128,7 @@ impl BulkFilter {
         K: Into<String>,
         V: Into<String>,
     {
-        self.metadata = metadata
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect();
+        self.metadata = super::inventory::pairs(metadata);
         self
     }
 }
