@@ -58,10 +58,7 @@ impl FleetQuery {
         K: Into<String>,
         V: Into<String>,
     {
-        self.metadata = metadata
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect();
+        self.metadata = pairs(metadata);
         self
     }
 
@@ -237,7 +234,7 @@ impl Fleet {
     ) -> Result<FleetSandbox, SandboxError> {
         let (end_at, max_duration) = self.end_of(&summary.sandbox_id).await?;
         let memory_mib = memory
-            .get(&(summary.template.clone(), summary.template_version.clone()))
+            .get(&(summary.template.clone(), major(&summary.template_version)))
             .copied()
             .flatten();
         Ok(FleetSandbox {
@@ -304,7 +301,7 @@ impl Fleet {
         let versions = self.versions(&arn).await.unwrap_or_default();
         versions
             .into_iter()
-            .map(|v| ((arn.clone(), v.version), v.memory_mib))
+            .map(|v| ((arn.clone(), major(&v.version)), v.memory_mib))
             .collect()
     }
 
@@ -323,6 +320,24 @@ impl Fleet {
             Err(err) => Err(err),
         }
     }
+}
+
+/// A version's major number: a MicroVM reports `1.0` for the image
+/// version the version listing calls `1`.
+fn major(version: &str) -> String {
+    version.split('.').next().unwrap_or(version).to_owned()
+}
+
+/// Metadata pairs as owned strings (a query's and a bulk filter's).
+pub(crate) fn pairs<K, V>(metadata: impl IntoIterator<Item = (K, V)>) -> BTreeMap<String, String>
+where
+    K: Into<String>,
+    V: Into<String>,
+{
+    metadata
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
 }
 
 /// Every page of a listing, `MAX_PAGES` at most.

@@ -128,10 +128,7 @@ impl BulkFilter {
         K: Into<String>,
         V: Into<String>,
     {
-        self.metadata = metadata
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect();
+        self.metadata = super::inventory::pairs(metadata);
         self
     }
 }
@@ -194,13 +191,16 @@ pub struct BulkPlan {
 
 impl BulkPlan {
     /// The targets the run acts on.
-    pub fn acting(&self) -> impl Iterator<Item = &BulkTarget> {
-        self.targets.iter().filter(|t| t.will == BulkWill::Act)
+    pub fn acting(&self) -> Vec<&BulkTarget> {
+        self.targets
+            .iter()
+            .filter(|t| t.will == BulkWill::Act)
+            .collect()
     }
 
     /// How many sandboxes the run acts on.
     pub fn act_count(&self) -> usize {
-        self.acting().count()
+        self.acting().len()
     }
 }
 

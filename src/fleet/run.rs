@@ -81,7 +81,7 @@ impl Fleet {
     ) -> Result<BulkOutcome, SandboxError> {
         boxed!(Result<BulkOutcome, SandboxError>, {
             let expected =
-                plan::confirmation(plan.action, plan.acting().map(|t| t.sandbox_id.as_str()));
+                plan::confirmation(plan.action, plan.acting().into_iter().map(|t| t.sandbox_id.as_str()));
             if confirmation != expected {
                 return Err(SandboxError::invalid_argument(
                     "confirmation",
@@ -97,6 +97,7 @@ impl Fleet {
             // lifetime.
             let applies: Vec<_> = plan
                 .acting()
+                .into_iter()
                 .map(|target| self.apply(plan.action, &target.sandbox_id))
                 .collect();
             let results = futures_util::stream::iter(applies)

@@ -465,6 +465,23 @@ fn events_status_is_send(sbx: &Sandbox) {
     assert_send(&sbx.events_status());
 }
 
+/// The fleet (feature `fleet`): every read and the bulk plan and run,
+/// owned clones spawned.
+#[allow(dead_code)]
+fn fleet_futures_are_send(fleet: rayito::fleet::Fleet, plan: rayito::fleet::BulkPlan) {
+    use rayito::fleet::{BulkAction, BulkFilter, FleetQuery};
+    assert_send(&fleet.sandboxes(FleetQuery::new()));
+    assert_send(&fleet.images());
+    assert_send(&fleet.events(None, 10));
+    assert_send(&fleet.metrics("id"));
+    assert_send(&fleet.plan_bulk(BulkAction::Kill, BulkFilter::new()));
+    assert_send(&fleet.run_bulk(&plan, "kill-0-00000000"));
+    assert_send_static(&async move {
+        let _ = fleet.sandboxes(FleetQuery::new()).await;
+        let _ = fleet.run_bulk(&plan, "kill-0-00000000").await;
+    });
+}
+
 /// Telemetry export: create with an export, the status read.
 #[allow(dead_code)]
 fn telemetry_futures_are_send(sbx: &Sandbox) {
