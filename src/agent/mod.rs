@@ -203,18 +203,31 @@ impl AgentView<'_> {
             )));
         }
         self.write_files(&plan.files).await?;
-        let mut options = CommandOptions::new()
-            .tag(AGENT_RUN_TAG)
-            .kill_tree(true)
-            .timeout(plan.limits.timeout)
-            .max_output_bytes(plan.limits.max_output_bytes)
-            .stdin(plan.stdin.clone())
-            .cwd(plan.workdir.clone());
-        for (name, value) in &plan.envs {
-            options = options.env(name.clone(), value.clone());
-        }
-        let handle = commands.spawn(&plan.script, options).await?;
-        Ok(AgentStream::start(handle, &plan))
+        let options = |kill_tree: bool| {
+            let mut options = CommandOptions::new()
+                .tag(AGENT_RUN_TAG)
+                .kill_tree(kill_tree)
+                .timeout(plan.limits.timeout)
+                .max_output_bytes(plan.limits.max_output_bytes)
+                .stdin(plan.stdin.clone())
+                .cwd(plan.workdir.clone());
+            for (name, value) in &plan.envs {
+                options = options.env(name.clone(), value.clone());
+            }
+            options
+        };
+        let (handle, sweep) = match commands.spawn(&plan.script, options(true)).await {
+            Ok(handle) => (handle, false),
+            // A host without a cgroup of the command's own (no writable
+            // cgroup v2): the run goes on without kill_tree, and the pump
+            // sweeps the processes that carry the run's id instead.
+            Err(err) if no_cgroup(&err) => {
+                (commands.spawn(&plan.script, options(false)).await?, true)
+            }
+            Err(err) => return Err(err),
+        };
+        let sweep = sweep.then(|| (self.sandbox.clone(), plan.run_id.clone()));
+        Ok(AgentStream::start(handle, &plan, sweep))
     }
 
     /// The URL of each gateway the spec needs, refused before any I/O when
@@ -250,6 +263,13 @@ impl AgentView<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether `err` is the agent's refusal of `kill_tree` on a host without a
+/// cgroup v2 of the command's own.
+fn no_cgroup(err: &SandboxError) -> bool {
+    matches!(err, SandboxError::InvalidArgument { .. })
+        && err.to_string().contains("kill_tree needs a cgroup")
 }
 
 /// What `run()` keeps of the events before `Done`.

@@ -121,6 +121,10 @@ pub(crate) struct Plan {
     /// The session of the run (the spec's, else a new one for a text
     /// runtime; a v1 runtime names its own).
     pub(crate) session_id: String,
+    /// This run's id, in the runtime's environment (`RAYITO_AGENT_RUN_ID`):
+    /// where kill_tree is not available, the processes that carry it are
+    /// the run's tree.
+    pub(crate) run_id: String,
 }
 
 /// The plan of running `prompt` with `spec`, the gateways' URLs by name.
@@ -140,8 +144,10 @@ pub(crate) fn plan(
         provider_base_path(model.provider, &model.base_path)
     );
     let session_id = spec.session_id.clone().unwrap_or_else(new_session_id);
+    let run_id = new_session_id().replacen("rda_", "run_", 1);
     let mut envs = runtime.envs.clone();
     envs.extend(spec.envs.clone());
+    envs.insert(RUN_ID_ENV.to_owned(), run_id.clone());
     let model_envs = [
         ("RAYITO_MODEL_PROVIDER", model.provider.as_str().to_owned()),
         ("RAYITO_MODEL_BASE_URL", base_url.clone()),
@@ -191,7 +197,19 @@ pub(crate) fn plan(
         reasoning: spec.reasoning,
         workdir: spec.workdir.clone(),
         session_id,
+        run_id,
     }
+}
+
+/// The environment variable naming the run in its processes.
+pub(crate) const RUN_ID_ENV: &str = "RAYITO_AGENT_RUN_ID";
+
+/// A script that kills every process whose environment names run `run_id`
+/// (the run's tree, where kill_tree is not available).
+pub(crate) fn sweep_script(run_id: &str) -> String {
+    format!(
+        "for p in /proc/[0-9]*; do if tr '\\0' '\\n' < \"$p/environ\" 2>/dev/null | grep -qx '{RUN_ID_ENV}={run_id}'; then kill -9 \"${{p#/proc/}}\" 2>/dev/null; fi; done; true"
+    )
 }
 
 /// The run script: the lock (busy), the check (runtime_missing), then the

@@ -72,7 +72,11 @@ impl AgentStream {
     }
 
     /// Starts pumping `handle` (the runtime's command) in a task.
-    pub(crate) fn start(handle: CommandHandle, plan: &Plan) -> Self {
+    pub(crate) fn start(
+        handle: CommandHandle,
+        plan: &Plan,
+        sweep: Option<(crate::sandbox::Sandbox, String)>,
+    ) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
         let (abort, abort_rx) = watch::channel(false);
         let dropped = Arc::new(AtomicU64::new(0));
@@ -87,6 +91,7 @@ impl AgentStream {
             session_id: plan.session_id.clone(),
             tx,
             dropped: Arc::clone(&dropped),
+            sweep,
         };
         tokio::spawn(pump.run(abort_rx));
         Self {
@@ -139,6 +144,9 @@ struct Pump {
     session_id: String,
     tx: mpsc::Sender<Result<AgentEvent, SandboxError>>,
     dropped: Arc<AtomicU64>,
+    /// Without kill_tree: the sandbox and the run's id, to kill what the
+    /// run left (its processes carry the id in their environment).
+    sweep: Option<(crate::sandbox::Sandbox, String)>,
 }
 
 /// How the reading ended.
@@ -154,13 +162,16 @@ enum Ended {
 impl Pump {
     async fn run(mut self, mut abort: watch::Receiver<bool>) {
         let ended = self.read(&mut abort).await;
+        let sweep = self.sweep.take();
         let last = match ended {
             Ended::Gone => {
                 let _ = self.handle.kill().await;
+                sweep_tree(sweep).await;
                 return;
             }
             Ended::Stop(reason) => {
                 let _ = self.handle.kill().await;
+                sweep_tree(sweep).await;
                 // Drain: the end comes only once the whole tree is gone, so
                 // the next run never finds this one's process (busy).
                 while self.handle.next().await.is_some() {}
@@ -168,7 +179,12 @@ impl Pump {
             }
             Ended::Exited => {
                 let tx = self.tx.clone();
-                match self.exit().await {
+                let result = self.exit().await;
+                if matches!(&result, Ok(AgentEvent::AgentFailed(f)) if f.reason == AgentFailureReason::Timeout)
+                {
+                    sweep_tree(sweep).await;
+                }
+                match result {
                     Ok(event) => {
                         let _ = tx.send(Ok(event)).await;
                     }
@@ -330,6 +346,16 @@ impl Pump {
             reason,
             exit_code,
         )
+    }
+}
+
+/// Kills what the run left where kill_tree is not available.
+async fn sweep_tree(sweep: Option<(crate::sandbox::Sandbox, String)>) {
+    if let Some((sandbox, run_id)) = sweep {
+        let _ = sandbox
+            .commands()
+            .run(&super::plan::sweep_script(&run_id))
+            .await;
     }
 }
 

@@ -83,6 +83,15 @@ pub struct ModelServer {
     task: tokio::task::JoinHandle<()>,
 }
 
+impl std::fmt::Debug for ModelServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelServer")
+            .field("host", &self.host)
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for ModelServer {
     fn drop(&mut self) {
         self.task.abort();
