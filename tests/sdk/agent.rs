@@ -111,7 +111,7 @@ async fn world(script: Vec<Reply>) -> Option<World> {
     let config = sdk_support::moto_config::sdk_config(&moto.endpoint_url(), "AKIDAGENTRUNS");
     SecretStore::new(SecretStoreOptions::new().sdk_config(config.clone()))
         .expect("a store")
-        .create(SECRET, &format!("Bearer {KEY}"), &BTreeMap::new())
+        .create(SECRET, format!("Bearer {KEY}"), &BTreeMap::new())
         .await
         .expect("the secret");
     let cache = SecretCache::new(SecretCacheOptions::new().sdk_config(config)).expect("a cache");
@@ -171,7 +171,12 @@ async fn tree_gone(sandbox: &Sandbox, mark: Option<&str>) {
     if let Some(mark) = mark {
         let out = sandbox
             .commands()
-            .run(&format!("pgrep -f 'sleep {mark}' || true"))
+            // `[d]` so that the pattern never matches this shell's own line.
+            .run(&format!(
+                "pgrep -f 'sleep [{}]{}' || true",
+                &mark[..1],
+                &mark[1..]
+            ))
             .await
             .expect("pgrep");
         assert_eq!(out.stdout.trim(), "", "a leftover of the run's tree");
