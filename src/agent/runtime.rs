@@ -62,10 +62,9 @@ impl AgentRuntime {
 
     pub(crate) fn check(&self) -> Result<(), SandboxError> {
         match self {
-            Self::Builtin(name) if name == "custom" => Err(SandboxError::invalid_argument(
-                "runtime",
-                CUSTOM_BY_NAME.to_owned(),
-            )),
+            Self::Builtin(name) if name == "custom" => {
+                Err(SandboxError::invalid_argument("runtime", CUSTOM_BY_NAME))
+            }
             Self::Builtin(name) if !BUILTIN_RUNTIMES.contains(&name.as_str()) => {
                 Err(SandboxError::invalid_argument(
                     "runtime",
@@ -166,19 +165,13 @@ impl CustomRuntime {
                 .iter()
                 .any(|p| p.is_empty() || p.contains('\0'))
         {
-            return Err(SandboxError::invalid_argument(
-                "runtime",
-                CUSTOM_COMMAND.to_owned(),
-            ));
+            return Err(SandboxError::invalid_argument("runtime", CUSTOM_COMMAND));
         }
         check_files(&self.files)?;
         if self.envs.keys().any(|k| !super::spec::is_env_name(k))
             || self.envs.values().any(|v| v.contains('\0'))
         {
-            return Err(SandboxError::invalid_argument(
-                "runtime",
-                CUSTOM_ENVS.to_owned(),
-            ));
+            return Err(SandboxError::invalid_argument("runtime", CUSTOM_ENVS));
         }
         Ok(())
     }
@@ -189,10 +182,7 @@ pub(crate) fn check_files(files: &[(String, Vec<u8>, u32)]) -> Result<(), Sandbo
         .iter()
         .any(|(path, _, mode)| !path.starts_with('/') || path.contains('\0') || *mode > 0o7777)
     {
-        return Err(SandboxError::invalid_argument(
-            "runtime",
-            CUSTOM_FILES.to_owned(),
-        ));
+        return Err(SandboxError::invalid_argument("runtime", CUSTOM_FILES));
     }
     Ok(())
 }
@@ -311,7 +301,7 @@ impl HttpApp {
     }
 
     fn check(&self) -> Result<(), SandboxError> {
-        let refuse = |m: &str| Err(SandboxError::invalid_argument("runtime", m.to_owned()));
+        let refuse = |m: &str| Err(SandboxError::invalid_argument("runtime", m));
         if self.command.is_empty()
             || self
                 .command

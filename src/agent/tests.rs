@@ -460,7 +460,13 @@ fn gateway_presets_have_the_providers_hosts_headers_and_paths() {
             .map(|p| ("POST".to_owned(), (*p).to_owned()))
             .collect()
     };
-    let rows: Vec<(crate::SecretGateway, &str, &str, Vec<(String, String)>)> = vec![
+    type Row = (
+        crate::SecretGateway,
+        &'static str,
+        &'static str,
+        Vec<(String, String)>,
+    );
+    let rows: Vec<Row> = vec![
         (
             gateways::bedrock(
                 "k",

@@ -57,6 +57,16 @@ pub(crate) const MAX_QUOTA_CODE_CHARS: usize = 128;
 pub(crate) const MAX_AWS_CODE_CHARS: usize = 128;
 pub(crate) const MAX_FEATURE_CHARS: usize = 128;
 pub(crate) const MAX_REASON_CHARS: usize = 512;
+/// Whether `id` is an agent session id: `rda_` and 32 lower-case hex.
+fn is_session_id(id: &str) -> bool {
+    id.strip_prefix("rda_").is_some_and(|hex| {
+        hex.len() == 32
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
 /// The bound of an agent run's session id read from the wire.
 pub(crate) const MAX_SESSION_ID_CHARS: usize = 128;
 
@@ -718,7 +728,13 @@ fn read(value: &Value) -> Result<SandboxError, WireError> {
             SandboxError::Agent {
                 failure: Box::new(AgentFailure {
                     reason,
-                    session_id: line(f.session_id.as_deref(), MAX_SESSION_ID_CHARS),
+                    // Kept only in its exact shape (`rda_` and 32 hex), never
+                    // as free text (a redactor would mangle the hex).
+                    session_id: f
+                        .session_id
+                        .as_deref()
+                        .filter(|s| s.len() <= MAX_SESSION_ID_CHARS && is_session_id(s))
+                        .map(str::to_owned),
                     exit_code: f.exit_code,
                     detail_code: f
                         .detail_code
