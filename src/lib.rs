@@ -295,6 +295,8 @@ pub mod template;
 #[cfg(feature = "test-util")]
 pub mod test_util;
 
+#[cfg(feature = "agent")]
+pub mod agent;
 mod aws;
 mod backoff;
 mod checks;

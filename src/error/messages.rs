@@ -594,6 +594,28 @@ templates! {
         "set_timeout: {seconds} s is out of range; pass 1 to 28,800 s";
     FLEET_NO_TOKEN = "fleet.no_token" =>
         "set_timeout needs the sandbox's access token; give it to the fleet with Fleet::access_token";
+    AGENT_MODEL_ERROR = "agent.model_error" =>
+        "the model returned an error";
+    AGENT_RUNTIME_ERROR = "agent.runtime_error" =>
+        "the agent's runtime ended with an error";
+    AGENT_RUNTIME_MISSING = "agent.runtime_missing" =>
+        "the agent's runtime is not in the image";
+    AGENT_RUNTIME_VERSION_MISMATCH = "agent.runtime_version_mismatch" =>
+        "the image's runtime version is not the one asked for";
+    AGENT_PROTOCOL_ERROR = "agent.protocol_error" =>
+        "the agent's runtime wrote output outside the protocol";
+    AGENT_TIMEOUT = "agent.timeout" =>
+        "the agent went past its time limit";
+    AGENT_MAX_STEPS = "agent.max_steps" =>
+        "the agent went past its maximum number of steps";
+    AGENT_TOKEN_BUDGET = "agent.token_budget" =>
+        "the agent went past its token budget";
+    AGENT_OUTPUT_LIMIT = "agent.output_limit" =>
+        "the agent went past its maximum output bytes";
+    AGENT_ABORTED = "agent.aborted" =>
+        "the agent run was aborted";
+    AGENT_BUSY = "agent.busy" =>
+        "another agent run is already in progress in this sandbox";
 }
 
 impl Template {

@@ -38,6 +38,7 @@
 mod sdk_support;
 use sdk_support::skip as skip_support;
 
+mod agent;
 mod aws_options;
 mod background;
 mod charts;

@@ -8,6 +8,7 @@
 pub mod captured;
 pub mod git_server;
 pub mod images;
+pub mod model_server;
 pub mod moto;
 pub mod moto_config;
 pub mod moto_seed;
