@@ -276,6 +276,7 @@ macro_rules! inner_stream {
     };
 }
 
+pub mod agent;
 pub mod error;
 #[cfg(feature = "setup")]
 pub mod setup;
