@@ -276,7 +276,6 @@ macro_rules! inner_stream {
     };
 }
 
-pub mod agent;
 pub mod error;
 #[cfg(feature = "setup")]
 pub mod setup;
@@ -287,6 +286,8 @@ pub mod template;
 #[cfg(feature = "test-util")]
 pub mod test_util;
 
+#[cfg(feature = "agent")]
+pub mod agent;
 mod aws;
 mod backoff;
 mod checks;

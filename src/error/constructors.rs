@@ -811,6 +811,17 @@ impl SandboxError {
         }
     }
 
+    /// `Agent { failure }`: an agent run failed; the message is the
+    /// reason's fixed sentence (with a safe detail code).
+    #[allow(dead_code, reason = "built with the agent feature")]
+    pub(crate) fn agent(failure: super::AgentFailure) -> Self {
+        let message = failure.message();
+        Self::Agent {
+            failure: Box::new(failure),
+            meta: Box::new(ErrorMeta::new(message)),
+        }
+    }
+
     pub(crate) fn sandbox_with(code: SandboxCode, meta: Box<ErrorMeta>) -> Self {
         Self::Sandbox {
             code: Some(code),

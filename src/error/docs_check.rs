@@ -78,6 +78,8 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         | ErrorKind::VolumeMount
         | ErrorKind::VolumeNotFound
         | ErrorKind::Webhook => "SandboxException",
+        // The reference's AgentException is a SandboxException.
+        ErrorKind::Agent => "AgentException",
         ErrorKind::GitAuth => "GitAuthException",
         ErrorKind::GitUpstream => "GitUpstreamException",
     }

@@ -136,6 +136,8 @@ kinds! {
     /// `webhook`: lifecycle events could not read or write their stack
     /// (webhooks, events, the stack key), or the stack is not deployed.
     Webhook,
+    /// `agent`: an AI agent run failed (its `reason` says why).
+    Agent,
 }
 
 impl ErrorKind {
@@ -177,6 +179,7 @@ impl ErrorKind {
             Self::GitAuth => "git_auth",
             Self::GitUpstream => "git_upstream",
             Self::Webhook => "webhook",
+            Self::Agent => "agent",
         }
     }
 
@@ -213,7 +216,8 @@ impl ErrorKind {
             | Self::Mount
             | Self::Volume
             | Self::GitUpstream
-            | Self::Webhook => &[Self::Sandbox],
+            | Self::Webhook
+            | Self::Agent => &[Self::Sandbox],
             Self::VolumeMount | Self::VolumeNotFound => &[Self::Volume],
             Self::SecretNotFound => &[Self::Secret, Self::NotFound],
             Self::GitAuth => &[Self::Authentication],
@@ -385,6 +389,11 @@ impl ErrorKind {
                 false,
                 false,
                 "lifecycle events could not read or write their stack (webhooks, events, the stack key), or the stack is not deployed; `aws_code` says why",
+            ),
+            Self::Agent => (
+                false,
+                false,
+                "an AI agent run failed; `reason` says why (a limit, an abort, the model, the runtime, another run in progress)",
             ),
         };
         ErrorInfo {

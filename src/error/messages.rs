@@ -583,6 +583,29 @@ templates! {
         "connect sends no events section (the sandbox keeps the one it was created with); drop events() from the builder, or create a new sandbox";
     EVENTS_DEAD_LETTERS_AWS = "events.dead_letters_aws" =>
         "on AWS the deliverer's failures go to the stack's SQS queue DelivererFailuresQueue (its DelivererFailuresQueueUrl output): read that queue";
+
+    AGENT_MODEL_ERROR = "agent.model_error" =>
+        "the model returned an error";
+    AGENT_RUNTIME_ERROR = "agent.runtime_error" =>
+        "the agent's runtime ended with an error";
+    AGENT_RUNTIME_MISSING = "agent.runtime_missing" =>
+        "the agent's runtime is not in the image";
+    AGENT_RUNTIME_VERSION_MISMATCH = "agent.runtime_version_mismatch" =>
+        "the image's runtime version is not the one asked for";
+    AGENT_PROTOCOL_ERROR = "agent.protocol_error" =>
+        "the agent's runtime wrote output outside the protocol";
+    AGENT_TIMEOUT = "agent.timeout" =>
+        "the agent went past its time limit";
+    AGENT_MAX_STEPS = "agent.max_steps" =>
+        "the agent went past its maximum number of steps";
+    AGENT_TOKEN_BUDGET = "agent.token_budget" =>
+        "the agent went past its token budget";
+    AGENT_OUTPUT_LIMIT = "agent.output_limit" =>
+        "the agent went past its maximum output bytes";
+    AGENT_ABORTED = "agent.aborted" =>
+        "the agent run was aborted";
+    AGENT_BUSY = "agent.busy" =>
+        "another agent run is already in progress in this sandbox";
 }
 
 impl Template {

@@ -19,6 +19,7 @@
 //! # let _ = advice;
 //! ```
 
+mod agent;
 mod codes;
 mod constructors;
 #[cfg(test)]
@@ -35,6 +36,10 @@ mod wire;
 use std::borrow::Cow;
 use std::time::Duration;
 
+pub use agent::{
+    AgentFailure, AgentFailureReason, MAX_DETAIL_CODE_CHARS, TokenUsage, failure_message,
+    safe_detail_code,
+};
 pub(crate) use codes::clean_token;
 pub use codes::{
     BuildReason, CapacityCode, CapturedText, CommandExitStatus, GrpcCode, MountCode,
@@ -470,6 +475,20 @@ pub enum SandboxError {
         #[source]
         meta: Box<ErrorMeta>,
     },
+    /// `agent`: an AI agent run (`sandbox.agent()`) failed. The message is
+    /// the reason's fixed sentence (docs/errors.md, `agent.*`), with a
+    /// short `detail_code` in parentheses at most: never the provider's
+    /// text, the prompt or sandbox content.
+    #[error("{}", meta.message)]
+    #[non_exhaustive]
+    Agent {
+        /// Why, the session, the exit code, the detail code and the tokens
+        /// spent.
+        failure: Box<AgentFailure>,
+        /// Shared metadata; also the error's `source()`, a sanitized summary.
+        #[source]
+        meta: Box<ErrorMeta>,
+    },
 }
 
 impl SandboxError {
@@ -552,6 +571,15 @@ impl SandboxError {
     pub fn volume_mount_code(&self) -> Option<&VolumeMountCode> {
         match self {
             Self::VolumeMount { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
+    /// What an `agent` error carries (its reason, session, exit code,
+    /// detail code and usage).
+    pub fn agent_failure(&self) -> Option<&AgentFailure> {
+        match self {
+            Self::Agent { failure, .. } => Some(failure),
             _ => None,
         }
     }

@@ -45,7 +45,7 @@ use super::codes::{
 };
 use super::map::redact::{MAX_KEPT_CHARS, redact_aws_text, sanitize_remote_text};
 use super::meta::RedactedCause;
-use super::{ErrorKind, ErrorMeta, SandboxError};
+use super::{AgentFailure, AgentFailureReason, ErrorKind, ErrorMeta, SandboxError, TokenUsage};
 
 /// Bounds of the texts read from a wire form, the mappers' own: our
 /// message, the control plane's state reason and quota code, the fields of
@@ -57,6 +57,8 @@ pub(crate) const MAX_QUOTA_CODE_CHARS: usize = 128;
 pub(crate) const MAX_AWS_CODE_CHARS: usize = 128;
 pub(crate) const MAX_FEATURE_CHARS: usize = 128;
 pub(crate) const MAX_REASON_CHARS: usize = 512;
+/// The bound of an agent run's session id read from the wire.
+pub(crate) const MAX_SESSION_ID_CHARS: usize = 128;
 
 /// A one-line text from the wire, cleaned like a mapper's output; `None`
 /// when nothing is left.
@@ -314,6 +316,19 @@ struct BuildFields<'a> {
     log_tail: Option<Cow<'a, str>>,
 }
 
+/// The fields of `agent`.
+#[derive(Serialize, Deserialize)]
+struct AgentFields<'a> {
+    #[serde(borrow)]
+    reason: Cow<'a, str>,
+    #[serde(borrow)]
+    session_id: Option<Cow<'a, str>>,
+    exit_code: Option<i32>,
+    #[serde(borrow)]
+    detail_code: Option<Cow<'a, str>>,
+    usage: Option<TokenUsage>,
+}
+
 /// The fields of one variant, written next to `kind`.
 #[derive(Serialize)]
 #[serde(untagged)]
@@ -331,6 +346,7 @@ enum VariantFields<'a> {
     Transfer(TransferFields<'a>),
     Feature(FeatureFields<'a>),
     Build(BuildFields<'a>),
+    Agent(AgentFields<'a>),
 }
 
 /// The mirror of a whole error, as it is written.
@@ -400,6 +416,13 @@ impl<'a> WireOut<'a> {
             | SandboxError::Secret { aws_code, .. }
             | SandboxError::Webhook { aws_code, .. } => F::Index(IndexFields {
                 aws_code: borrowed(aws_code.as_deref()),
+            }),
+            SandboxError::Agent { failure, .. } => F::Agent(AgentFields {
+                reason: Cow::Borrowed(failure.reason.as_str()),
+                session_id: borrowed(failure.session_id.as_deref()),
+                exit_code: failure.exit_code,
+                detail_code: borrowed(failure.detail_code.as_deref()),
+                usage: failure.usage,
             }),
             SandboxError::Capacity { code, .. } => F::Code(CodeFields {
                 code: borrowed(code.as_ref().map(CapacityCode::as_str)),
@@ -688,6 +711,25 @@ fn read(value: &Value) -> Result<SandboxError, WireError> {
                 meta,
             }
         }
+        ErrorKind::Agent => {
+            let f: AgentFields<'_> = fields(value)?;
+            let reason = AgentFailureReason::from_name(&f.reason)
+                .ok_or(WireError::new("`reason` is not an agent failure reason"))?;
+            SandboxError::Agent {
+                failure: Box::new(AgentFailure {
+                    reason,
+                    session_id: line(f.session_id.as_deref(), MAX_SESSION_ID_CHARS),
+                    exit_code: f.exit_code,
+                    detail_code: f
+                        .detail_code
+                        .as_deref()
+                        .and_then(super::safe_detail_code)
+                        .map(str::to_owned),
+                    usage: f.usage,
+                }),
+                meta,
+            }
+        }
     })
 }
 
@@ -946,6 +988,29 @@ mod tests {
             meta().prop_map(|meta| SandboxError::GitUpstream { meta }),
             (opt_clean(MAX_AWS_CODE_CHARS), meta())
                 .prop_map(|(aws_code, meta)| SandboxError::Webhook { aws_code, meta }),
+            (
+                0..AgentFailureReason::ALL.len(),
+                proptest::option::of(any::<i32>()),
+                proptest::option::of("rda_[0-9a-f]{32}"),
+                proptest::option::of("[A-Za-z0-9_.-]{1,64}"),
+                proptest::option::of((any::<u32>(), any::<u32>())),
+                meta()
+            )
+                .prop_map(
+                    |(reason, exit_code, session_id, detail_code, usage, meta)| {
+                        SandboxError::Agent {
+                            failure: Box::new(AgentFailure {
+                                reason: AgentFailureReason::ALL[reason],
+                                session_id,
+                                exit_code,
+                                detail_code,
+                                usage: usage
+                                    .map(|(i, o)| TokenUsage::new(u64::from(i), u64::from(o))),
+                            }),
+                            meta,
+                        }
+                    }
+                ),
         ]
     }
 

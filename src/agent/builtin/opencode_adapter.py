@@ -5,14 +5,14 @@ Written into the sandbox by the SDK (src/agent/builtin/opencode.rs) and
 launched as the run's background command. Standard library only: the
 sandbox's python3 is all it needs besides OpenCode itself.
 
-1. Reads the run request: one JSON line (prompt, session, model,
-   reasoning, workdir, the spec's OpenCode config and the gateways' URLs).
-2. Takes the run lock (one run at a time per sandbox) or prints
-   `{"type":"rayito.busy"}`; finds `opencode` or prints
-   `{"type":"rayito.runtime_missing"}`.
-3. Writes `opencode.json` (and the spec's AGENTS.md) under the agent's
-   state directory and runs `opencode run --format json` with the prompt
-   on stdin (never in argv, where the process list would show it).
+1. Reads the run request: one JSON line (src/agent/builtin/mod.rs).
+2. Finds `opencode` or prints `{"type":"rayito.runtime_missing"}` (the
+   SDK's run script already holds the run lock and ran the check).
+3. Builds `opencode.json` from the request (the model behind the
+   gateway's URL with the placeholder key, permissions, subagents, MCP
+   servers, the raw config), writes it and the spec's AGENTS.md under the
+   agent's state directory, and runs `opencode run --format json` with the
+   prompt on stdin (never in argv, where the process list would show it).
 4. Turns each line of OpenCode's JSON output into protocol v1 lines, then
    `done` (exit 0, no error seen, a session known) and OpenCode's exit code.
 
@@ -21,7 +21,6 @@ OpenCode's session ids (`ses_...`) are kept behind protocol v1's
 given an `rda_` id resumes the same OpenCode session.
 """
 
-import fcntl
 import hashlib
 import json
 import os
@@ -36,7 +35,6 @@ CONFIG_PATH = os.path.join(OPENCODE_DIR, "opencode.json")
 INSTRUCTIONS_PATH = os.path.join(OPENCODE_DIR, "AGENTS.md")
 SESSIONS_DIR = os.path.join(OPENCODE_DIR, "sessions")
 LOG_PATH = os.path.join(OPENCODE_DIR, "opencode.log")
-LOCK_PATH = os.path.join(STATE_DIR, "run.lock")
 # Where AgentTemplate (and, without /opt, a warm-up step) installs
 # OpenCode; PATH is asked first.
 INSTALLED = ("/opt/agents/bin/opencode", "/home/user/.rayito/agent/runtimes/bin/opencode")
@@ -181,11 +179,126 @@ class Translator:
         )
 
 
+# AgentModel's providers as OpenCode's provider ids.
+PROVIDER_IDS = {
+    "bedrock": "amazon-bedrock",
+    "anthropic": "anthropic",
+    "openai-compatible": "rayito-openai",
+    "openai": "openai",
+    "google": "google",
+    "azure": "azure",
+}
+# The AI SDK package of the providers declared with their models (OpenCode
+# bundles them; nothing is downloaded).
+PROVIDER_NPM = {
+    "openai-compatible": "@ai-sdk/openai-compatible",
+    "openai": "@ai-sdk/openai",
+    "google": "@ai-sdk/google",
+    "azure": "@ai-sdk/azure",
+}
+# What each provider's SDK expects in baseURL before its own path, beyond
+# the request's base_url (which already carries /v1 for openai and
+# /openai/v1 for azure).
+EXTRA_BASE_PATH = {"anthropic": "/v1", "google": "/v1beta"}
+
+
+def text(value):
+    return value if isinstance(value, str) and value else None
+
+
+def provider_config(model, model_ids):
+    provider = model.get("provider")
+    base_url = text(model.get("base_url")) or ""
+    key = text(model.get("api_key")) or "placeholder"
+    if provider == "bedrock":
+        options = {"endpoint": base_url}
+        if text(model.get("region")):
+            options["region"] = model["region"]
+        return {"options": options}
+    entry = {"options": {"baseURL": base_url + EXTRA_BASE_PATH.get(provider, ""), "apiKey": key}}
+    if provider in PROVIDER_NPM:
+        entry["npm"] = PROVIDER_NPM[provider]
+        entry["models"] = {model_id: {} for model_id in sorted(model_ids)}
+    return entry
+
+
+def permission(rules):
+    if not isinstance(rules, dict):
+        return None
+    out = {"*": rules.get("default", "allow")}
+    tools = rules.get("tools")
+    if isinstance(tools, dict):
+        out.update(tools)
+    return out
+
+
+def merge(base, extra):
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(merged.get(key), dict) and isinstance(value, dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def opencode_config(request):
+    """The `opencode.json` of the run (OpenCode's config schema)."""
+    model = request.get("model") if isinstance(request.get("model"), dict) else {}
+    provider = PROVIDER_IDS.get(model.get("provider"), "rayito-openai")
+    model_id = text(model.get("id")) or "default"
+    small_id = text(model.get("small_id")) or model_id
+    agents = request.get("agents") if isinstance(request.get("agents"), dict) else {}
+    model_ids = {model_id, small_id}
+    model_ids.update(a["model"] for a in agents.values() if isinstance(a, dict) and text(a.get("model")))
+    build = {}
+    if permission(request.get("permissions")) is not None:
+        build["permission"] = permission(request.get("permissions"))
+    config_agents = {"build": build}
+    for name, agent in agents.items():
+        if not isinstance(agent, dict):
+            continue
+        entry = {"mode": "subagent", "description": agent.get("description", ""), "prompt": agent.get("instructions", "")}
+        if text(agent.get("model")):
+            entry["model"] = provider + "/" + agent["model"]
+        if permission(agent.get("permissions")) is not None:
+            entry["permission"] = permission(agent.get("permissions"))
+        config_agents[name] = entry
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "model": provider + "/" + model_id,
+        "small_model": provider + "/" + small_id,
+        "autoupdate": False,
+        "share": "disabled",
+        "snapshot": False,
+        "enabled_providers": [provider],
+        "provider": {provider: provider_config(model, model_ids)},
+        "agent": config_agents,
+    }
+    mcp = request.get("mcp") if isinstance(request.get("mcp"), dict) else {}
+    servers = {}
+    for name, server in mcp.items():
+        if not isinstance(server, dict):
+            continue
+        if server.get("type") == "local":
+            entry = {"type": "local", "command": server.get("command", []), "enabled": True}
+            if server.get("envs"):
+                entry["environment"] = server["envs"]
+            if isinstance(server.get("timeout_ms"), int):
+                entry["timeout"] = server["timeout_ms"]
+        else:
+            entry = {"type": "remote", "url": server.get("url", ""), "enabled": True}
+        servers[name] = entry
+    if servers:
+        config["mcp"] = servers
+    if isinstance(request.get("raw_config"), dict):
+        config = merge(config, request["raw_config"])
+    return config, provider
+
+
 def write_config(request):
     os.makedirs(OPENCODE_DIR, exist_ok=True)
-    config = request.get("opencode_config")
-    if not isinstance(config, dict):
-        config = {}
+    config, provider = opencode_config(request)
     instructions = request.get("instructions")
     if isinstance(instructions, str):
         with open(INSTRUCTIONS_PATH, "w") as out:
@@ -194,14 +307,12 @@ def write_config(request):
     with open(CONFIG_PATH, "w") as out:
         json.dump(config, out, indent=2, sort_keys=True)
         out.write("\n")
+    return provider
 
 
-def arguments(opencode, request, provider):
+def arguments(opencode, request):
     workdir = request.get("workdir") if isinstance(request.get("workdir"), str) else "/home/user"
     args = [opencode, "run", "--format", "json", "--auto", "--title", TITLE, "--dir", workdir]
-    model = request.get("model")
-    if isinstance(model, str) and model and provider:
-        args += ["-m", provider + "/" + model]
     if request.get("reasoning") is True:
         args.append("--thinking")
     return args
@@ -210,12 +321,6 @@ def arguments(opencode, request, provider):
 def main():
     request = json.loads(sys.stdin.buffer.readline() or b"{}")
     os.makedirs(STATE_DIR, exist_ok=True)
-    lock = open(LOCK_PATH, "w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        script_line("busy")
-        return 0
     opencode = shutil.which("opencode") or next(
         (path for path in INSTALLED if os.access(path, os.X_OK)), None
     )
@@ -223,7 +328,7 @@ def main():
         script_line("runtime_missing")
         return 0
     write_config(request)
-    args = arguments(opencode, request, request.get("provider_id"))
+    args = arguments(opencode, request)
     session = request.get("session_id")
     if isinstance(session, str) and session:
         resumed = opencode_session(session)
@@ -234,9 +339,13 @@ def main():
     env = dict(os.environ)
     env.update(FLAG_ENVS)
     env["OPENCODE_CONFIG"] = CONFIG_PATH
-    extra = request.get("envs")
-    if isinstance(extra, dict):
-        env.update({k: v for k, v in extra.items() if isinstance(k, str) and isinstance(v, str)})
+    model = request.get("model") if isinstance(request.get("model"), dict) else {}
+    if model.get("provider") == "bedrock":
+        # The bearer token OpenCode's Bedrock provider sends: the
+        # placeholder, which the gateway replaces with the key.
+        env["AWS_BEARER_TOKEN_BEDROCK"] = text(model.get("api_key")) or "placeholder"
+        if text(model.get("region")):
+            env["AWS_REGION"] = model["region"]
     translator = Translator(request.get("reasoning") is True)
     with open(LOG_PATH, "wb") as log:
         child = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env)
