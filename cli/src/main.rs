@@ -13,6 +13,8 @@
 // First: its `outln!` / `out!` macros are used by the modules below.
 #[macro_use]
 mod output;
+mod agent;
+mod agent_project;
 mod aws_only;
 mod build_output;
 mod cache;
@@ -125,6 +127,10 @@ enum Top {
     /// and its webhooks (with --local, the daemon's own pipeline).
     #[command(subcommand)]
     Events(events::EventsCommand),
+    /// AI agents in sandboxes: run one once, build the agent image (the
+    /// rest of the group is the next round's).
+    #[command(subcommand)]
+    Agent(agent::AgentCommand),
     /// S3 mounts' account side: the execution role's IAM policy (the
     /// s3-mounts stack).
     #[command(subcommand)]
@@ -199,6 +205,7 @@ fn main() {
             None => run_async(format, secret::run(cli.global, command)),
         },
         Top::Events(command) => run_async(format, events::run(cli.global, command)),
+        Top::Agent(command) => run_async(format, agent::run(cli.global, command)),
         Top::Mounts(command) => match aws_only::MOUNTS_POLICY.refuse(&cli.global) {
             Some(code) => code,
             None => run_async(format, mounts_policy::run(cli.global, command)),

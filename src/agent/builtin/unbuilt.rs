@@ -72,6 +72,16 @@ mod tests {
             assert!(text.ends_with("meanwhile; see docs/agent.md"), "{text}");
         }
         assert!(refusal("opencode").is_none());
+    }
+
+    /// docs/agent.md transcribes each reason whole.
+    #[test]
+    fn the_guide_transcribes_each_reason() {
+        let doc = include_str!("../../../docs/agent.md");
+        for name in ["deepagents", "langgraph", "strands", "hermes"] {
+            let row = format!("| `{name}` | `{}` |", reason(name).unwrap());
+            assert!(doc.contains(&row), "docs/agent.md lacks {row}");
+        }
         assert!(refusal("custom").is_none());
     }
 }
