@@ -188,8 +188,8 @@ mod tests {
             .collect();
         let project = project(&block).expect("the documented file");
         assert_eq!(project.template.as_deref(), Some("rayito-agent"));
-        project.spec(None).expect("a spec");
-        project.gateway().expect("a gateway");
+        let _ = project.spec(None).expect("a spec");
+        let _ = project.gateway().expect("a gateway");
     }
 
     #[test]

@@ -58,7 +58,12 @@ pub(crate) async fn build_agent_template(client: &Client) -> String {
         .base("rayito-base")
         .build(&client.templates(), BuildOptions::default())
         .await
-        .expect("the agent template builds");
+        .unwrap_or_else(|err| match &err {
+            rayito::SandboxError::Build { log_tail, .. } => {
+                panic!("the agent template build failed: {err}\n{}", log_tail.as_str())
+            }
+            _ => panic!("the agent template build failed: {err}"),
+        });
     name
 }
 
