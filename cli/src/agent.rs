@@ -215,7 +215,12 @@ async fn build(
                 })),
                 Format::Text => {
                     let how = if info.reused { "reused" } else { "built" };
-                    outln!("{how} {} version {} in {:.1}s", info.alias, info.version, info.duration.as_secs_f64());
+                    outln!(
+                        "{how} {} version {} in {:.1}s",
+                        info.alias,
+                        info.version,
+                        info.duration.as_secs_f64()
+                    );
                     outln!("RAYITO_TEMPLATE={}", info.template_id);
                 }
             }
@@ -232,7 +237,9 @@ async fn build(
 /// the run's outcome).
 async fn run_once(backend: &Backend, format: Format, args: RunArgs) -> Result<i32, Failure> {
     let project = agent_project::read(&args.file).map_err(Failure::Usage)?;
-    let mut spec = project.spec(args.model.as_deref()).map_err(Failure::Usage)?;
+    let mut spec = project
+        .spec(args.model.as_deref())
+        .map_err(Failure::Usage)?;
     if let Some(session) = &args.session_id {
         spec = spec.session_id(session);
     }
@@ -301,7 +308,9 @@ fn print_event(event: &AgentEvent) {
         AgentEvent::ToolCall(call) => outln!("[tool {} {:?}]", call.name, call.status),
         AgentEvent::StepStarted { index } => outln!("[step {index}]"),
         AgentEvent::StepFinished { usage, .. } => outln!("[{} tokens]", usage.total()),
-        AgentEvent::Done { session_id, usage, .. } => {
+        AgentEvent::Done {
+            session_id, usage, ..
+        } => {
             outln!("[done: session {session_id} · {} tokens]", usage.total());
         }
         _ => {}

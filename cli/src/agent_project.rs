@@ -132,7 +132,10 @@ impl Project {
         let secret = self.gateway.secret.as_str();
         let need = |field: &Option<String>, name: &str| {
             field.clone().ok_or_else(|| {
-                format!("gateway.{name} is required with model.provider {}", self.model.provider)
+                format!(
+                    "gateway.{name} is required with model.provider {}",
+                    self.model.provider
+                )
             })
         };
         let gateway = match provider(&self.model.provider)? {

@@ -60,7 +60,10 @@ pub(crate) async fn build_agent_template(client: &Client) -> String {
         .await
         .unwrap_or_else(|err| match &err {
             rayito::SandboxError::Build { log_tail, .. } => {
-                panic!("the agent template build failed: {err}\n{}", log_tail.as_str())
+                panic!(
+                    "the agent template build failed: {err}\n{}",
+                    log_tail.as_str()
+                )
             }
             _ => panic!("the agent template build failed: {err}"),
         });

@@ -226,7 +226,6 @@ impl AgentTemplate {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,7 +239,10 @@ mod tests {
         assert_eq!(manifest["runtimes"]["opencode"]["version"], "1.18.33");
         let dockerfile = template.to_template().unwrap().to_dockerfile().unwrap();
         assert!(dockerfile.contains("opencode-ai@1.18.33"), "{dockerfile}");
-        assert!(dockerfile.contains("> /opt/agents/rayito-agent.json"), "{dockerfile}");
+        assert!(
+            dockerfile.contains("> /opt/agents/rayito-agent.json"),
+            "{dockerfile}"
+        );
     }
 
     #[test]
@@ -265,7 +267,10 @@ mod tests {
         ] {
             assert_eq!(template.check().unwrap_err().to_string(), text);
         }
-        let err = AgentTemplate::new().runtimes(["strands"]).check().unwrap_err();
+        let err = AgentTemplate::new()
+            .runtimes(["strands"])
+            .check()
+            .unwrap_err();
         assert_eq!(err.kind(), crate::ErrorKind::Unimplemented);
     }
 }

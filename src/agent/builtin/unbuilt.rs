@@ -41,7 +41,8 @@ pub(crate) fn reason(name: &str) -> Option<&'static str> {
 /// `Unimplemented` for an unbuilt runtime (`feature` is `agent runtime
 /// <name>`), or `None` for a name not in the list.
 pub(crate) fn refusal(name: &str) -> Option<SandboxError> {
-    reason(name).map(|why| SandboxError::unimplemented(format!("agent runtime {name}"), why, Some(DOC)))
+    reason(name)
+        .map(|why| SandboxError::unimplemented(format!("agent runtime {name}"), why, Some(DOC)))
 }
 
 #[cfg(test)]
@@ -53,7 +54,10 @@ mod tests {
     #[test]
     fn each_unbuilt_runtime_is_refused_with_what_it_lacks() {
         for (name, lacks) in [
-            ("deepagents", "hash-pinned Python virtualenv of deepagents and LangChain"),
+            (
+                "deepagents",
+                "hash-pinned Python virtualenv of deepagents and LangChain",
+            ),
             ("langgraph", "loads your graph's entrypoint"),
             ("strands", "Strands Agents 1.61.1"),
             ("hermes", "Hermes 0.22.2 on CPython 3.14"),

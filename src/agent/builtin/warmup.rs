@@ -51,9 +51,12 @@ pub(crate) fn steps(runtime: &BuiltinRuntime) -> Vec<WarmupStep> {
             WarmupStep::run(format!("{} || ( {install} )", runtime.check)).timeout(INSTALL_TIMEOUT),
         );
     }
-    steps.extend(runtime.files.iter().map(|(path, content, mode)| {
-        WarmupStep::run(write_file(path, content, *mode))
-    }));
+    steps.extend(
+        runtime
+            .files
+            .iter()
+            .map(|(path, content, mode)| WarmupStep::run(write_file(path, content, *mode))),
+    );
     steps.push(WarmupStep::run(load(runtime)));
     steps
 }
@@ -92,7 +95,11 @@ mod tests {
         assert!(steps[0].command.contains("|| ( set -e; d=/opt/agents;"));
         assert_eq!(steps[0].timeout, INSTALL_TIMEOUT);
         assert!(steps[1].command.contains("base64 -d > "));
-        assert!(steps[2].command.ends_with("exec $b --version >/dev/null; fi; done"));
+        assert!(
+            steps[2]
+                .command
+                .ends_with("exec $b --version >/dev/null; fi; done")
+        );
         assert!(steps.iter().all(|s| !s.background));
     }
 
