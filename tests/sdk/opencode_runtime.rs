@@ -29,6 +29,15 @@ pub(crate) fn npm_unavailable() -> Option<&'static str> {
     if !npm {
         return Some("the host (the local base image) has no npm");
     }
+    // A build step runs with the image's environment only: a host that
+    // reaches the registry through an extra CA (a TLS-inspecting proxy)
+    // fails there with SELF_SIGNED_CERT_IN_CHAIN.
+    if std::env::var_os("NODE_EXTRA_CA_CERTS").is_some() {
+        return Some(
+            "this host reaches the npm registry through an extra CA (NODE_EXTRA_CA_CERTS), \
+             which a local build step does not inherit",
+        );
+    }
     use std::net::ToSocketAddrs as _;
     let reachable = ("registry.npmjs.org", 443)
         .to_socket_addrs()
