@@ -290,6 +290,36 @@ const EXAMPLES: &[(&str, &str)] = &[
   rayito mounts policy status",
     ),
     (
+        "agent",
+        "rayito agent template build --bucket my-artifacts
+  rayito agent run 'Fix the failing test' --file rayito-agent.toml --stream",
+    ),
+    (
+        "agent run",
+        "rayito agent run 'Summarise README.md' --file rayito-agent.toml
+  rayito --local agent run 'Fix the failing test' --stream --output json
+  rayito agent run 'And now the docs' --session-id rda_0123456789abcdef0123456789abcdef",
+    ),
+    (
+        "agent template",
+        "rayito agent template build --bucket my-artifacts",
+    ),
+    (
+        "agent template build",
+        "rayito agent template build --bucket my-artifacts --memory-mb 4096
+  rayito --local agent template build --name rayito-agent",
+    ),
+    ("agent init", "rayito agent init   # next round: exits 2 and says so"),
+    ("agent build", "rayito agent build   # next round: exits 2 and says so"),
+    ("agent detect", "rayito agent detect   # next round: exits 2 and says so"),
+    ("agent deploy", "rayito agent deploy   # next round: exits 2 and says so"),
+    ("agent export", "rayito agent export   # next round: exits 2 and says so"),
+    ("agent invoke", "rayito agent invoke   # next round: exits 2 and says so"),
+    ("agent status", "rayito agent status   # next round: exits 2 and says so"),
+    ("agent stop", "rayito agent stop   # next round: exits 2 and says so"),
+    ("agent delete", "rayito agent delete   # next round: exits 2 and says so"),
+    ("agent list", "rayito agent list   # next round: exits 2 and says so"),
+    (
         "events",
         "rayito events deploy --artifact-bucket my-artifacts --log-group-name /rayito/rayito-base --yes
   rayito events webhook add https://hooks.example.com/rayito --secret-name receiver --type sandbox.lifecycle.killed

@@ -13,6 +13,8 @@
 // First: its `outln!` / `out!` macros are used by the modules below.
 #[macro_use]
 mod output;
+mod agent;
+mod agent_project;
 mod aws_only;
 mod build_output;
 mod cache;
@@ -135,6 +137,10 @@ enum Top {
     /// run unless --confirm or --yes).
     #[command(subcommand)]
     Fleet(fleet::FleetCommand),
+    /// AI agents in sandboxes: run one once, build the agent image (the
+    /// rest of the group is the next round's).
+    #[command(subcommand)]
+    Agent(agent::AgentCommand),
     /// S3 mounts' account side: the execution role's IAM policy (the
     /// s3-mounts stack).
     #[command(subcommand)]
@@ -223,6 +229,7 @@ fn main() {
             None => run_async(format, dashboard::run(cli.global, args)),
         },
         Top::Fleet(command) => run_async(format, fleet::run(cli.global, command)),
+        Top::Agent(command) => run_async(format, agent::run(cli.global, command)),
         Top::Mounts(command) => match aws_only::MOUNTS_POLICY.refuse(&cli.global) {
             Some(code) => code,
             None => run_async(format, mounts_policy::run(cli.global, command)),

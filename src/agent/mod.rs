@@ -34,6 +34,12 @@ use std::collections::BTreeMap;
 use futures_util::StreamExt;
 
 pub use crate::error::{AgentFailure, AgentFailureReason, TokenUsage};
+pub use builtin::agent_pool_warmup;
+#[cfg(feature = "templates")]
+pub use builtin::{
+    AGENT_MIN_MEMORY_MIB, AGENT_TEMPLATE_BASE, AGENT_TEMPLATE_MANIFEST_PATH,
+    AGENT_TEMPLATE_MANIFEST_SCHEMA, AGENT_TEMPLATE_NAME, AgentTemplate,
+};
 pub use events::{AgentEvent, AgentResult, MAX_TOOL_OUTPUT_BYTES, ToolCall, ToolCallStatus};
 pub use plan::{AGENT_RUN_TAG, AGENT_STATE_DIR, MODEL_KEY_PLACEHOLDER};
 pub use protocol::{MAX_LINE_BYTES, PROTOCOL_VERSION};

@@ -87,6 +87,7 @@ mod moto_artifacts;
 mod moto_transfers;
 mod mounts;
 mod network;
+mod opencode_runtime;
 mod path_races;
 mod payload_roundtrip;
 mod persistence;

@@ -42,6 +42,19 @@
 //! `launch` the run script holds the sandbox's run lock (`busy`) and runs
 //! `check` (`runtime_missing` when it fails).
 
+mod opencode;
+#[cfg(feature = "templates")]
+mod template;
+mod unbuilt;
+mod warmup;
+
+#[cfg(feature = "templates")]
+pub use template::{
+    AGENT_MIN_MEMORY_MIB, AGENT_TEMPLATE_BASE, AGENT_TEMPLATE_MANIFEST_PATH,
+    AGENT_TEMPLATE_MANIFEST_SCHEMA, AGENT_TEMPLATE_NAME, AgentTemplate,
+};
+pub use warmup::agent_pool_warmup;
+
 use crate::error::SandboxError;
 
 /// One built-in runtime: how to check, install and launch it.
@@ -69,9 +82,31 @@ pub(crate) struct BuiltinRuntime {
 /// # Errors
 /// `Unimplemented` with a reason for a runtime not built in this version.
 pub(crate) fn builtin(name: &str) -> Result<BuiltinRuntime, SandboxError> {
-    Err(SandboxError::unimplemented(
-        format!("agent runtime {name}"),
-        "this version of the SDK does not ship this runtime yet; use a CustomRuntime or an HttpApp",
-        Some("docs/agent.md"),
-    ))
+    if name == opencode::NAME {
+        return Ok(opencode::runtime());
+    }
+    Err(unbuilt::refusal(name).unwrap_or_else(|| {
+        SandboxError::unimplemented(
+            format!("agent runtime {name}"),
+            "no such built-in runtime",
+            Some(unbuilt::DOC),
+        )
+    }))
+}
+
+/// [`builtin`] for a name a caller gave outside a run (a pool's warm-up, a
+/// template): a name that is no built-in runtime is `InvalidArgument`, as
+/// `AgentSpec::check` answers it.
+pub(crate) fn resolve(name: &str) -> Result<BuiltinRuntime, SandboxError> {
+    super::AgentRuntime::Builtin(name.to_owned()).check()?;
+    builtin(name)
+}
+
+/// A runtime's entry in the agent template's manifest.
+#[cfg_attr(not(feature = "templates"), allow(dead_code))]
+pub(crate) fn manifest_entry(runtime: &BuiltinRuntime) -> serde_json::Value {
+    match runtime.name.as_str() {
+        opencode::NAME => opencode::manifest_entry(),
+        _ => serde_json::json!({ "version": runtime.version }),
+    }
 }
