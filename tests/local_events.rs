@@ -25,7 +25,7 @@
 //! share. Needs moto (`.ci/install-test-deps`); prints `SKIPPED: ...`
 //! without it (and for the Python part, without `python3`).
 
-mod sdk_support;
+use crate::sdk_support;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -13,7 +13,7 @@
 //! `SKIPPED: <test>: <reason>` for them and checks the rest (fails under
 //! `RAYITO_TEST_STRICT=1`, as in CI).
 
-mod skip_support;
+use crate::skip_support;
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -132,7 +132,12 @@ fn check_exit_path(mode: &str) {
         Command::new(exe)
     };
     let mut child = command
-        .args(["--ignored", "--exact", "exit_child", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            &crate::test_path(module_path!(), "exit_child"),
+            "--nocapture",
+        ])
         .env(MODE_ENV, mode)
         .env(TOKEN_ENV, &token)
         .env("TMPDIR", tmp.path())

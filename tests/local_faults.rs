@@ -9,8 +9,7 @@
 //! and it builds an example with cargo while it runs. The table runs its
 //! rows one after the other because each row's fault is the process's.
 
-#[path = "example_support/mod.rs"]
-mod example_support;
+use crate::example_support;
 
 use std::process::Command;
 use std::time::Duration;

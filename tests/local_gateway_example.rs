@@ -7,10 +7,9 @@
 //!
 //! Needs moto (`.ci/install-test-deps`); prints `SKIPPED: ...` without it.
 
-#[path = "example_support/mod.rs"]
-mod example_support;
+use crate::example_support;
 
-mod sdk_support;
+use crate::sdk_support;
 
 use sdk_support::moto::MotoServer;
 

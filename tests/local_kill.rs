@@ -5,7 +5,7 @@
 //! keeps running. Needs the sandbox's cgroup v2 (each command gets a
 //! cgroup of its own inside it); elsewhere the tests skip.
 
-mod sdk_support;
+use crate::sdk_support;
 
 use std::time::Duration;
 

@@ -6,12 +6,10 @@
 //! Needs root and /dev/fuse (the local agent's FUSE mounts); prints
 //! `SKIPPED: ...` without them.
 
-#[path = "example_support/mod.rs"]
-mod example_support;
+use crate::example_support;
 use example_support::run_local_example;
 
-#[path = "skip_support/mod.rs"]
-mod skip_support;
+use crate::skip_support;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mounts_example_writes_and_reads_the_bucket_through_mounts() {

@@ -4,8 +4,7 @@
 //! link) runs as a user runs it, as a built binary, and passes its own
 //! checks.
 
-#[path = "example_support/mod.rs"]
-mod example_support;
+use crate::example_support;
 use example_support::example_binary;
 
 use std::path::Path;
@@ -353,7 +352,12 @@ async fn env_staging_child() {
 fn staging_comes_from_the_environment_when_the_builder_sets_none() {
     for bucket in [LOCAL_BUCKET, "not-a-local-bucket"] {
         let out = Command::new(std::env::current_exe().expect("current_exe"))
-            .args(["--ignored", "--exact", "env_staging_child", "--nocapture"])
+            .args([
+                "--ignored",
+                "--exact",
+                &crate::test_path(module_path!(), "env_staging_child"),
+                "--nocapture",
+            ])
             .env("RAYITO_TRANSFER_BUCKET", bucket)
             .env("RAYITO_TRANSFER_PREFIX", "canary-env-prefix")
             .env_remove("RAYITO_TRANSFER_REGION")

@@ -10,10 +10,9 @@
 //! Needs moto and git (`.ci/install-test-deps`); prints `SKIPPED: ...`
 //! without them.
 
-#[path = "example_support/mod.rs"]
-mod example_support;
+use crate::example_support;
 
-mod sdk_support;
+use crate::sdk_support;
 
 use std::time::Duration;
 

@@ -2,8 +2,7 @@
 //! backend: the sandbox's agent posts its gauges to the example's own
 //! collector, and the status counts the seven points.
 
-#[path = "example_support/mod.rs"]
-mod example_support;
+use crate::example_support;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_telemetry_example_exports_to_its_collector() {

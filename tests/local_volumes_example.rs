@@ -6,12 +6,10 @@
 //! Needs root (the local agent's idmapped binds); prints `SKIPPED: ...`
 //! without it.
 
-#[path = "example_support/mod.rs"]
-mod example_support;
+use crate::example_support;
 use example_support::run_local_example;
 
-#[path = "skip_support/mod.rs"]
-mod skip_support;
+use crate::skip_support;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_volumes_example_shares_a_volume_that_outlives_its_sandboxes() {

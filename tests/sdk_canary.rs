@@ -5,7 +5,7 @@
 //! The proxy token is minted by the emulator, so its canary lives in the
 //! crate's transport tests, which can plant one.
 
-mod sdk_support;
+use crate::sdk_support;
 
 use sdk_support::captured::Captured;
 

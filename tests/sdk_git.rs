@@ -9,7 +9,7 @@
 
 #[path = "sdk_git_attacks.rs"]
 mod attacks;
-mod sdk_support;
+use crate::sdk_support;
 
 use std::path::Path;
 use std::sync::OnceLock;

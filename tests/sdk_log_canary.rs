@@ -9,7 +9,7 @@
 //! connect and kill with recognisable credentials (a session token
 //! included), and looks for each.
 
-mod sdk_support;
+use crate::sdk_support;
 
 use sdk_support::captured::Captured;
 

@@ -14,7 +14,7 @@
 //! moto's S3, not in its store), and writes its own log lines to its own
 //! store: every line the SDK shows came from moto.
 
-mod sdk_support;
+use crate::sdk_support;
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -178,7 +178,7 @@ async fn build_logs_and_a_failed_builds_step_are_read_from_moto() {
     let output = tokio::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "sdk_child",
+            &crate::test_path(module_path!(), "sdk_child"),
             "--ignored",
             "--nocapture",
             "--test-threads=1",

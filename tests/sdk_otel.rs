@@ -7,7 +7,7 @@
 //! in this test; and the `tracing` spans with the same fields without any
 //! tracer provider (what a `tracing-opentelemetry` user gets).
 
-mod sdk_support;
+use crate::sdk_support;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, OnceLock};

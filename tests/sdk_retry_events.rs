@@ -5,7 +5,7 @@
 //! one misses events whose callsite another test's thread registered
 //! first).
 
-mod sdk_support;
+use crate::sdk_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -16,7 +16,7 @@
 //! variables are process-wide, so the SDK side runs in a child process,
 //! this test binary started again with only the ignored `sdk_child` test.
 
-mod sdk_support;
+use crate::sdk_support;
 
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -340,7 +340,7 @@ async fn streams_are_read_from_moto_by_exact_name_and_decoys_never() {
     let output = tokio::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "sdk_child",
+            &crate::test_path(module_path!(), "sdk_child"),
             "--ignored",
             "--nocapture",
             "--test-threads=1",

@@ -8,7 +8,7 @@
 //! Phase times are printed (`--nocapture`); the bounds are generous for a
 //! loaded 2-core CI machine.
 
-mod sdk_support;
+use crate::sdk_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -7,7 +7,7 @@
 //!
 //! Needs moto (`.ci/install-test-deps`); prints `SKIPPED: ...` without it.
 
-mod sdk_support;
+use crate::sdk_support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

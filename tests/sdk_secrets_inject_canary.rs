@@ -8,7 +8,7 @@
 //!
 //! One test per binary: it installs the process-wide TRACE subscriber.
 
-mod sdk_support;
+use crate::sdk_support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

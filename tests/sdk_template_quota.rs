@@ -7,7 +7,7 @@
 //! builds held slots of it (`cargo test` runs a binary's tests in one
 //! process).
 
-mod sdk_support;
+use crate::sdk_support;
 
 use std::time::{Duration, Instant};
 

@@ -11,7 +11,7 @@
 //! exist, with recognisable names, and looks for each name in the log and
 //! in every error's `Display` and `Debug`.
 
-mod sdk_support;
+use crate::sdk_support;
 
 use sdk_support::captured::Captured;
 

@@ -4,7 +4,7 @@
 //! wait for an interpreter; a run payload with envs still gets a kernel
 //! that sees them; nothing of the spare outlives the emulator.
 
-mod sdk_support;
+use crate::sdk_support;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

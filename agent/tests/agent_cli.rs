@@ -1,6 +1,6 @@
 //! The `rayito-agent serve` binary and the library's abrupt `kill()`.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! asked is answered UNSUPPORTED, and the call needs
 //! the access token like every RPC but Health.
 
-mod support;
+use crate::support;
 
 use rayito_agent::pb;
 use support::{TestAgent, assert_status};

@@ -7,9 +7,8 @@
 //! `SKIPPED: <test>: <reason>` and returns (fails under
 //! `RAYITO_TEST_STRICT=1`, as in CI).
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
-mod support;
+use crate::skip_support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -6,9 +6,8 @@
 //! edits it; the files outlive both agents. Needs root (mount namespaces,
 //! idmapped mounts); elsewhere each test skips.
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
-mod support;
+use crate::skip_support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt as _;

@@ -9,13 +9,11 @@
 //! Enforcement needs root (network namespaces); elsewhere the test prints
 //! `SKIPPED: <test>: <reason>` and returns.
 
-mod support;
+use crate::support;
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
+use crate::skip_support;
 
-#[path = "../../tests/hello_server/mod.rs"]
-mod hello_server;
+use crate::hello_server;
 
 use std::net::IpAddr;
 

@@ -1,6 +1,6 @@
 //! FilesystemService through a real tonic client over loopback.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,10 +3,9 @@
 //! of a real HTTPS upstream (rustls, a throwaway CA the agent is told to
 //! trust through its local upstream settings) that records every request.
 
-mod support;
+use crate::support;
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
+use crate::skip_support;
 
 use std::collections::HashMap;
 use std::io::Write as _;

@@ -7,7 +7,7 @@
 //! controllers, mount and user namespaces); where the host lacks one, the
 //! test prints `SKIPPED: <test>: <reason>` and returns.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 

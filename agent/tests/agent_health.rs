@@ -1,6 +1,6 @@
 //! Health, the hooks and the access-token layer, through real gRPC and HTTP.
 
-mod support;
+use crate::support;
 
 use rayito_agent::pb;
 use support::{MICROVM_ID, TestAgent, assert_status};

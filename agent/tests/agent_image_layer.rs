@@ -8,9 +8,8 @@
 //! The tests need root with mount namespaces; elsewhere they print
 //! `SKIPPED: <test>: <reason>` (a failure under `RAYITO_TEST_STRICT=1`).
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
-mod support;
+use crate::skip_support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! LifecycleService.SetTimeout and the deadline gate, through real gRPC.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

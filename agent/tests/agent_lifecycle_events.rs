@@ -4,7 +4,7 @@
 //! forwarder reads it (`rayito_events::line::parse`, with the stack key
 //! the sandbox key was derived from).
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

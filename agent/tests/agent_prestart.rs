@@ -2,7 +2,7 @@
 //! `/run`, kept when the run payload leaves the environment as it was and
 //! replaced when it does not; through a real agent, its hooks and gRPC.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

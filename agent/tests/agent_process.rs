@@ -1,8 +1,7 @@
 //! ProcessService through a real tonic client over loopback.
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
-mod support;
+use crate::skip_support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -10,7 +10,7 @@
 //! without `allow_delete`, two sandboxes on one prefix, a replaced section
 //! unmounting what it dropped, `/resume` remaking a dead server.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -4,9 +4,8 @@
 //! on loopback (`support::s3`), and used through ordinary file calls.
 //! Hosts without root or `/dev/fuse` print a SKIPPED line.
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
-mod support;
+use crate::skip_support;
+use crate::support;
 
 use std::ffi::CString;
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};

@@ -7,10 +7,9 @@
 //! Needs a mount namespace (root); elsewhere the test prints
 //! `SKIPPED: <test>: <reason>` and returns.
 
-mod support;
+use crate::support;
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
+use crate::skip_support;
 
 use std::os::unix::fs::PermissionsExt as _;
 

@@ -7,7 +7,7 @@
 //! receiver answering 503 then 200 (the points requeued, none lost), the
 //! flush on `/suspend`, and the section's refusals.
 
-mod support;
+use crate::support;
 
 use std::io::Read as _;
 use std::sync::{Arc, Mutex};

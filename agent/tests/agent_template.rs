@@ -5,7 +5,7 @@
 //! start command is a Python HTTP server, the ready command bash's
 //! `/dev/tcp` port check the template builder writes.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

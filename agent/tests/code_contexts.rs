@@ -1,7 +1,7 @@
 //! Contexts, bash, every refusal of the Code service with its exact message,
 //! and the phase watch on live streams; through a real tonic client.
 
-mod code_support;
+use crate::code_support;
 
 use std::time::Duration;
 

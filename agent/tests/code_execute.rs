@@ -1,6 +1,6 @@
 //! Execute on Python contexts, through a real tonic client over loopback.
 
-mod code_support;
+use crate::code_support;
 
 use std::time::{Duration, Instant};
 

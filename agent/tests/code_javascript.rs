@@ -7,9 +7,8 @@
 //! they print `SKIPPED: <test>: <reason>`, and fail under
 //! `RAYITO_TEST_STRICT=1`); the missing-node tests always run.
 
-mod code_support;
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
+use crate::code_support;
+use crate::skip_support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Reattach: an execution outlives its Execute stream (a cut, a suspend)
 //! and a client reads on from the last `seq` it saw, every event once.
 
-mod code_support;
+use crate::code_support;
 
 use std::time::Duration;
 

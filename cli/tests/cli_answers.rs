@@ -8,11 +8,9 @@ use std::process::Output;
 
 use serde_json::Value;
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
+use crate::skip_support;
 
-#[path = "support/session.rs"]
-mod session;
+use crate::session;
 use session::Session;
 
 fn text(bytes: &[u8]) -> String {

@@ -12,11 +12,9 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use serde_json::Value;
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
+use crate::skip_support;
 
-#[path = "support/session.rs"]
-mod session;
+use crate::session;
 use session::Session;
 
 /// What rayito says when stdout is /dev/full.

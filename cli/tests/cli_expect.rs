@@ -8,11 +8,7 @@
 use std::io::{Read as _, Write as _};
 use std::time::{Duration, Instant};
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
-
-#[path = "support/session.rs"]
-mod session;
+use crate::session;
 use session::Session;
 
 /// Far above what anything here needs on a loaded 2-core machine; only a

@@ -5,8 +5,7 @@
 
 use serde_json::Value;
 
-#[path = "support/session.rs"]
-mod session;
+use crate::session;
 use session::Session;
 
 /// Runs `args` with `--output json`: its exit code and document.

@@ -14,13 +14,8 @@ use std::process::{Output, Stdio};
 use rayito_emulator::TestUpstream;
 use serde_json::Value;
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip;
-// moto.rs reaches the skip helper as `super::skip`.
-#[path = "../../tests/sdk_support/moto.rs"]
-mod moto;
-#[path = "support/session.rs"]
-mod session;
+use crate::moto;
+use crate::session;
 
 use moto::MotoServer;
 use session::Session;

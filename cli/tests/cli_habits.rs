@@ -10,11 +10,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
-
-#[path = "support/session.rs"]
-mod session;
+use crate::session;
 use session::Session;
 
 /// A new sandbox of the session's daemon; its id.

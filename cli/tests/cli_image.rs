@@ -6,11 +6,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
+use crate::skip_support;
 
-#[path = "support/session.rs"]
-mod session;
+use crate::session;
 use session::Session;
 
 /// The first bytes of an ELF executable for `machine` (never run: the

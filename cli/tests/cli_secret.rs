@@ -8,11 +8,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip;
-// moto.rs reaches the skip helper as `super::skip`.
-#[path = "../../tests/sdk_support/moto.rs"]
-mod moto;
+use crate::moto;
 
 use moto::MotoServer;
 

@@ -10,16 +10,13 @@ use std::path::Path;
 
 use serde_json::Value;
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip;
+use crate::skip_support as skip;
 // moto.rs reaches the skip helper as `super::skip`.
-#[path = "../../tests/sdk_support/moto.rs"]
-mod moto;
+use crate::moto;
 
 use moto::MotoServer;
 
-#[path = "support/session.rs"]
-mod session;
+use crate::session;
 use session::Session;
 
 /// DescribeStacks on moto through its query API (moto routes by the

@@ -9,8 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
+use crate::skip_support;
 
 /// A tmux server of this test's own, killed at the end, and a cache
 /// directory whose local daemon is stopped at the end.

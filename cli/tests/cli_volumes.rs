@@ -8,10 +8,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-#[path = "support/session.rs"]
-mod session;
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip;
+use crate::session;
 
 use session::Session;
 

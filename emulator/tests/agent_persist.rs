@@ -6,9 +6,8 @@
 //! the emulator giving credentials only to a sandbox with an execution
 //! role, and no bucket or key in any log line.
 
-mod emulator_support;
-#[path = "../../agent/tests/support/mod.rs"]
-mod support;
+use crate::emulator_support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};

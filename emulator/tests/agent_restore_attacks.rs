@@ -9,9 +9,8 @@
 //! Its own test binary: the peak memory is the whole process's, so no
 //! other test may run beside this one.
 
-mod emulator_support;
-#[path = "../../agent/tests/support/mod.rs"]
-mod support;
+use crate::emulator_support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::io::Write as _;

@@ -7,9 +7,8 @@
 //! the checkpoint reads its data ranges, not a gigabyte of zeros). What
 //! is not kept (the FIFO) is absent and counted as skipped.
 
-mod emulator_support;
-#[path = "../../agent/tests/support/mod.rs"]
-mod support;
+use crate::emulator_support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};

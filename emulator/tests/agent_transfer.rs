@@ -3,9 +3,8 @@
 //! that wait for the object, exports by PUT, the checks before any I/O, the
 //! table's limits, cancel, expiry, and the reasons of failed transfers.
 
-mod emulator_support;
-#[path = "../../agent/tests/support/mod.rs"]
-mod support;
+use crate::emulator_support;
+use crate::support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -4,9 +4,8 @@
 //! (bare loopback endpoints, TLS with ALPN h2 on 443, a CA served and
 //! written to a file).
 
-mod emulator_support;
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
+use crate::emulator_support;
+use crate::skip_support;
 
 use std::io::{BufRead as _, BufReader};
 use std::net::Ipv4Addr;

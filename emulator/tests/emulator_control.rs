@@ -2,7 +2,7 @@
 //! operation, every error row (code, exact message, HTTP status as decoded by
 //! the SDK), timestamps, idempotency, pagination and the control-plane faults.
 
-mod emulator_support;
+use crate::emulator_support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

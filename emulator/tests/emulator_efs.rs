@@ -15,10 +15,9 @@ use efs::types::{CreationInfo, PosixUser, RootDirectory, Tag};
 use rayito_agent::local_volumes::LocalVolumeError;
 use rayito_emulator::{Emulator, EmulatorConfig};
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip_support;
+use crate::skip_support;
 
-mod emulator_support;
+use crate::emulator_support;
 
 fn client_with(emu: &Emulator, secret: &str) -> efs::Client {
     emulator_support::efs_client(emu, secret)

@@ -5,7 +5,7 @@
 //! `rayito_events::webhook::verify` in admission order, retries and dead
 //! letters, and the reconciler.
 
-mod emulator_support;
+use crate::emulator_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

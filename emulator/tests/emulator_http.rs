@@ -3,7 +3,7 @@
 //! refuses them), the Host check, error headers and bodies, request ids,
 //! unknown routes, and the admin fault endpoint (signed too).
 
-mod emulator_support;
+use crate::emulator_support;
 
 use bytes::Bytes;
 use emulator_support::*;

@@ -4,7 +4,7 @@
 //! states through a build (today's build body answers FAILED), the build
 //! quota, and RunMicrovm's choice of version.
 
-mod emulator_support;
+use crate::emulator_support;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! emulator without a profile (a MicroVM started later there gets through
 //! first), never by a wall-clock bound.
 
-mod emulator_support;
+use crate::emulator_support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! `rayito-emulator` binary prints what a client needs and stops on
 //! SIGTERM.
 
-mod emulator_support;
+use crate::emulator_support;
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};

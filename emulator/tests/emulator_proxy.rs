@@ -3,7 +3,7 @@
 //! calls to the agent, the 403/400/502 rules, header stripping, and the
 //! proxy-side faults.
 
-mod emulator_support;
+use crate::emulator_support;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};

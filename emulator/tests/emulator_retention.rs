@@ -4,7 +4,7 @@
 //! emulator forgets them, so that a process creating and killing sandboxes
 //! for hours keeps only the live ones and the recent ones.
 
-mod emulator_support;
+use crate::emulator_support;
 
 use std::time::Duration;
 

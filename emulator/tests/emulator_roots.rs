@@ -13,7 +13,7 @@
 //! live one removed after a SIGKILL, sandbox roots registered one by one
 //! (an emulator on a root of the caller's, standalone agents) included.
 
-mod emulator_support;
+use crate::emulator_support;
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
@@ -107,7 +107,12 @@ async fn many_sandboxes_then_hold() {
 /// Starts a child in `mode` under `tmp`; the child and its root.
 fn spawn(mode: &str, tmp: &Path) -> (Child, PathBuf) {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "root_child", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            &crate::test_path(module_path!(), "root_child"),
+            "--ignored",
+            "--nocapture",
+        ])
         .env(MODE_ENV, mode)
         .env("TMPDIR", tmp)
         .stdin(Stdio::null())
@@ -211,7 +216,12 @@ fn roots_of_gone_processes_are_removed_and_live_ones_kept() {
 fn a_killed_process_with_many_sandboxes_ended_and_live_leaves_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "root_child", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            &crate::test_path(module_path!(), "root_child"),
+            "--ignored",
+            "--nocapture",
+        ])
         .env(MODE_ENV, "many")
         .env("TMPDIR", tmp.path())
         .stdin(Stdio::null())

@@ -3,7 +3,7 @@
 //! its upload use, the failures S3 answers with, and one store behind both
 //! the endpoint and the emulator's own reads and writes.
 
-mod emulator_support;
+use crate::emulator_support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! sandbox behind its back, or stops the server, then looks at the
 //! emulator.
 
-mod support;
+use crate::support;
 
 use rayito::{AwsOptions, Client};
 use rayito_emulator::{Emulator, EmulatorConfig, MicrovmState};

@@ -8,13 +8,9 @@
 //!
 //! Needs moto (`.ci/install-test-deps`); prints `SKIPPED: ...` without it.
 
-mod support;
+use crate::support;
 
-#[path = "../../tests/skip_support/mod.rs"]
-mod skip;
-// moto.rs reaches the skip helper as `super::skip`.
-#[path = "../../tests/sdk_support/moto.rs"]
-mod moto;
+use crate::moto;
 
 use rayito_emulator::{Emulator, EmulatorConfig, TestUpstream};
 use serde_json::{Value, json};

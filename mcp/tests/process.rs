@@ -3,7 +3,7 @@
 //! its bearer token (another local user) and whose Host and Origin name
 //! the server itself (DNS rebinding).
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! client: every tool, an image result, timeouts, a missing file, the
 //! server's own refusals, truncation, and what its log holds.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::{Server, json_of};

@@ -104,7 +104,7 @@ fn generated_code_is_fresh() {
     assert!(
         stale.is_empty(),
         "stale generated code in proto/src/generated: {stale:?}; \
-         rerun with RAYITO_PROTO_BLESS=1 cargo test -p rayito-proto --test generated"
+         rerun with RAYITO_PROTO_BLESS=1 cargo test -p rayito-proto --test proto generated::"
     );
 }
 

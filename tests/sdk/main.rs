@@ -6,11 +6,11 @@
 //! used to do both; and its tests share the machine's cores, where a file
 //! with one long test used to leave a core idle until it ended.
 //!
-//! Run one file's tests by module path: `cargo test -p rayito --test sdk
+//! Run one file's tests by module path: `cargo test -p rayito-tests --test sdk
 //! commands::`.
 //!
-//! A test file stays in `tests/` as a binary of its own when it needs its
-//! process to itself:
+//! A test file stays in `tests/` (in the `solo` binary, tests/solo/main.rs)
+//! when it needs a process of its own (nextest gives every test one):
 //!
 //! - it installs the process-wide `tracing` subscriber (the canaries that
 //!   search a whole TRACE log, `sdk_git`, `sdk_otel`, `sdk_retry_events`):
