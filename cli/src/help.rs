@@ -431,6 +431,59 @@ const EXAMPLES: &[(&str, &str)] = &[
   rayito --local dashboard --allow-actions --port 8765",
     ),
     (
+        "dashboard cloudwatch",
+        "rayito dashboard cloudwatch --out board.json
+  rayito dashboard cloudwatch --log-group-prefix /rayito/ --otlp --quota",
+    ),
+    (
+        "fleet",
+        "rayito fleet list --state running
+  rayito fleet kill --image my-image      # prints the plan and its confirmation; acts on nothing",
+    ),
+    (
+        "fleet list",
+        "rayito fleet list
+  rayito fleet list --state suspended --metadata team=data --json",
+    ),
+    ("fleet images", "rayito fleet images --json"),
+    (
+        "fleet kill",
+        "rayito fleet kill --state suspended                  # the plan only
+  rayito fleet kill --state suspended --confirm kill-3-1a2b3c4d",
+    ),
+    (
+        "fleet pause",
+        "rayito fleet pause --metadata team=data --yes",
+    ),
+    (
+        "fleet resume",
+        "rayito fleet resume ID1 ID2 --yes",
+    ),
+    (
+        "fleet set-timeout",
+        "rayito fleet set-timeout 3600 --state running      # the plan only
+  rayito fleet set-timeout 3600 --state running --yes",
+    ),
+    (
+        "stack",
+        "rayito stack list
+  rayito stack deploy metadata-index --yes",
+    ),
+    ("stack list", "rayito --output json stack list"),
+    (
+        "stack status",
+        "rayito stack status metadata-index",
+    ),
+    (
+        "stack deploy",
+        "rayito stack deploy s3-mounts --param BucketName=my-bucket   # prints the changes only
+  rayito stack deploy s3-mounts --param BucketName=my-bucket --tag team=data --yes",
+    ),
+    (
+        "stack destroy",
+        "rayito stack destroy metadata-index --yes",
+    ),
+    (
         "doctor",
         "rayito doctor
   rayito --region eu-west-1 --output json doctor
