@@ -53,13 +53,16 @@ fn check() -> String {
 /// `/opt/agents` when writable (a template's build, as root), else into
 /// the user's state directory; the binary linked into `<dir>/bin`, and
 /// `opencode --version` as the smoke check. npm's cache goes to a
-/// directory removed afterwards, so it never lands in the image.
+/// directory removed afterwards, so it never lands in the image. Node
+/// trusts the image's OpenSSL store (`--use-openssl-ca`), not only its own
+/// bundled roots, so a registry reached through a proxy whose CA the image
+/// (or the host, on the local backend) trusts installs too.
 fn install() -> String {
     format!(
         "set -e; d={INSTALL_DIR}; if ! mkdir -p $d/bin 2>/dev/null || ! test -w $d; \
          then d={USER_INSTALL_DIR}; mkdir -p $d/bin; fi; \
          c=$(mktemp -d); \
-         npm install --global --prefix $d/opencode --cache $c --no-audit --no-fund \
+         NODE_OPTIONS=--use-openssl-ca npm install --global --prefix $d/opencode --cache $c --no-audit --no-fund \
          --loglevel=error {NPM_PACKAGE}@{VERSION}; rm -rf $c; \
          ln -sf $d/opencode/bin/opencode $d/bin/opencode; \
          if test -w /usr/local/bin; then ln -sf $d/bin/opencode /usr/local/bin/opencode; fi; \
