@@ -2,7 +2,7 @@
 //! through, tool permissions, sub-agents, MCP servers, limits. Setters never
 //! fail; [`AgentSpec::check`] (run by every `sandbox.agent()` call before
 //! any I/O) refuses what the runtime could not honour, with the messages of
-//! docs/agent.md's "Refusals" (pinned in src/agent/tests.rs).
+//! docs/agent.md's "Errors" (pinned in src/agent/tests.rs).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -692,7 +692,7 @@ impl AgentSpec {
     /// # Errors
     /// `InvalidArgument` naming the part (`model`, `permissions`, `agents`,
     /// `mcp`, `limits`, `workdir`, `envs`, `raw_config`, `runtime`,
-    /// `session_id`) with the message of docs/agent.md's "Refusals".
+    /// `session_id`) with the message of docs/agent.md's "Errors".
     pub fn check(&self) -> Result<(), SandboxError> {
         self.runtime.check()?;
         self.model.check()?;
@@ -840,7 +840,7 @@ fn is_name(name: &str, tool: bool) -> bool {
         && name.bytes().enumerate().all(|(i, b)| ok(b, i == 0))
 }
 
-// The refusals (docs/agent.md, "Refusals"; pinned in src/agent/tests.rs).
+// The refusals (docs/agent.md, "Errors"; pinned in src/agent/tests.rs).
 pub(crate) const MODEL_ID: &str = "{label} must be a model id of 1 to 256 characters [A-Za-z0-9._:/@+-], starting with a letter or digit";
 pub(crate) const MODEL_REGION_REQUIRED: &str = "AgentModel.region is required with the bedrock provider; pass region(\"us-east-1\") or the model's region";
 pub(crate) const REGION: &str = "{label} must be an AWS region such as us-east-1";

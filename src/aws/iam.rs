@@ -427,6 +427,19 @@ pub(crate) const CALLS: &[Call] = &[
     ),
     // Quotas: Service Quotas (our awsJson call), the counted sandboxes and
     // their image versions' memory.
+    // The fleet: the images and their versions beside the sandboxes.
+    call(
+        "fleet",
+        "microvms/mod.rs",
+        "list_microvm_images",
+        "lambda:ListMicrovmImages",
+    ),
+    call(
+        "fleet",
+        "microvms/mod.rs",
+        "list_microvm_image_versions",
+        "lambda:ListMicrovmImageVersions",
+    ),
     call(
         "quotas",
         "servicequotas.rs",

@@ -394,6 +394,8 @@ fn every_message_comes_from_a_template_and_every_template_is_used() {
         "telemetry.",
         // The agent's are pinned in src/agent/tests.rs.
         "agent.",
+        // The fleet's in src/fleet/plan.rs and tests/sdk/fleet.rs.
+        "fleet.",
     ];
     for t in ALL.iter().filter(|t| {
         !fragments.contains(&t.id) && !pinned_elsewhere.iter().any(|p| t.id.starts_with(p))

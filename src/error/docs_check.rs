@@ -203,6 +203,7 @@ fn every_placeholder_is_a_documented_name() {
         "remedy",
         "see",
         "attempts",
+        "pages",
         "role",
         "profile",
         "step",

@@ -517,6 +517,19 @@ mod tests {
     }
 
     #[test]
+    fn a_plan_past_the_bound_is_refused_with_its_message() {
+        let err = too_many(MAX_BULK_TARGETS + 1);
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument);
+        assert!(
+            err.to_string().ends_with(
+                "bulk action: 101 sandboxes would be acted on, more than the 100 of one run; \
+                 narrow the filter (ids, states, image or metadata) and run it in parts"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn a_name_matches_an_arns_last_part() {
         let arn = "arn:aws:lambda:us-east-1:123456789012:microvm-image:rayito-base";
         assert!(image_matches(arn, "rayito-base"));

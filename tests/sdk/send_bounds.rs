@@ -482,6 +482,25 @@ fn fleet_futures_are_send(fleet: rayito::fleet::Fleet, plan: rayito::fleet::Bulk
     });
 }
 
+/// AI agent runs: run, stream, prepare, the stream itself, and the agent
+/// template's build.
+#[allow(dead_code)]
+fn agent_futures_are_send(
+    sbx: &Sandbox,
+    spec: rayito::agent::AgentSpec,
+    stream: rayito::agent::AgentStream,
+    templates: &rayito::template::Templates,
+) {
+    assert_send(&sbx.agent().run(spec.clone(), "hello"));
+    assert_send(&sbx.agent().stream(spec.clone(), "hello"));
+    assert_send(&sbx.agent().prepare(spec));
+    assert_send_static(&stream);
+    assert_send(
+        &rayito::agent::AgentTemplate::new()
+            .build(templates, rayito::template::BuildOptions::default()),
+    );
+}
+
 /// Telemetry export: create with an export, the status read.
 #[allow(dead_code)]
 fn telemetry_futures_are_send(sbx: &Sandbox) {
