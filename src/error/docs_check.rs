@@ -77,9 +77,10 @@ fn e2b_class(kind: ErrorKind) -> &'static str {
         | ErrorKind::Volume
         | ErrorKind::VolumeMount
         | ErrorKind::VolumeNotFound
-        | ErrorKind::Webhook => "SandboxException",
-        // The reference's AgentException is a SandboxException.
-        ErrorKind::Agent => "AgentException",
+        | ErrorKind::Webhook
+        // The reference's AgentException is rayito-only (E2B has none): a
+        // SandboxException.
+        | ErrorKind::Agent => "SandboxException",
         ErrorKind::GitAuth => "GitAuthException",
         ErrorKind::GitUpstream => "GitUpstreamException",
     }
@@ -204,6 +205,7 @@ fn every_placeholder_is_a_documented_name() {
         "see",
         "attempts",
         "pages",
+        "max",
         "role",
         "profile",
         "step",

@@ -482,6 +482,22 @@ fn fleet_futures_are_send(fleet: rayito::fleet::Fleet, plan: rayito::fleet::Bulk
     });
 }
 
+/// The optional stacks (feature `stacks`): status, the parameter changes,
+/// deploy, destroy, and an owned clone spawned.
+#[allow(dead_code)]
+fn stacks_futures_are_send(client: &rayito::Client) {
+    use rayito::stacks::StackDeploy;
+    let stacks = client.optional_stacks();
+    let deploy = StackDeploy::new().param("TableName", "t");
+    assert_send(&stacks.status("metadata-index", None));
+    assert_send(&stacks.parameter_changes("metadata-index", &deploy));
+    assert_send(&stacks.deploy("metadata-index", &deploy));
+    assert_send(&stacks.destroy("metadata-index", None, true));
+    assert_send_static(&async move {
+        let _ = stacks.deploy("metadata-index", &deploy).await;
+    });
+}
+
 /// AI agent runs: run, stream, prepare, the stream itself, and the agent
 /// template's build.
 #[allow(dead_code)]
