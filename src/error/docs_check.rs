@@ -206,6 +206,7 @@ fn every_placeholder_is_a_documented_name() {
         "attempts",
         "pages",
         "max",
+        "seconds",
         "role",
         "profile",
         "step",
