@@ -30,6 +30,7 @@ mod steps;
 mod tests;
 mod view;
 
+#[cfg(feature = "agent")]
 pub(crate) use path::is_safe as is_safe_path;
 pub use spec::{
     MAX_ALLOW_RULES, MAX_GATEWAYS, MAX_HEADERS, MAX_NAME_CHARS, MAX_RATE_PER_MINUTE, SecretGateway,
