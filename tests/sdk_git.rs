@@ -28,6 +28,10 @@ const USER: &str = "bob";
 /// The password of every test: recognisable, with characters that a URL
 /// would percent-encode.
 const PASSWORD: &str = "Canary-GitPass#42@x";
+/// The slow clone's own password: that test reads every command line on
+/// the host, where concurrent tests may name [`PASSWORD`] in a grep.
+const SLOW_PASSWORD: &str = "SlowClone-Pw#17@q";
+const SLOW_PASSWORD_ENCODED: &str = "SlowClone-Pw%2317%40q";
 
 /// Everything every test logs at TRACE (one subscriber per test binary).
 fn log() -> &'static Captured {
@@ -862,7 +866,7 @@ async fn the_password_is_in_no_command_line_during_a_slow_clone_and_push() {
     let root = root();
     seed_repo(root.path(), "r.git");
     // Each answer waits 400 ms: a clone takes a couple of seconds.
-    let server = GitHttp::start(root.path(), USER, PASSWORD, Duration::from_millis(400)).await;
+    let server = GitHttp::start(root.path(), USER, SLOW_PASSWORD, Duration::from_millis(400)).await;
     let g = sbx
         .git()
         .with_options(GitOptions::new().env("GIT_TRACE", "0"));
@@ -873,11 +877,12 @@ async fn the_password_is_in_no_command_line_during_a_slow_clone_and_push() {
             let (mut samples, mut during) = (0u32, 0u32);
             while !*stop.borrow() {
                 for line in cmdlines() {
+                    // The whole host is read: other tests' commands may
+                    // name the shared canary, never this test's own.
                     assert!(
-                        !line.contains(PASSWORD),
+                        !line.contains(SLOW_PASSWORD) && !line.contains(SLOW_PASSWORD_ENCODED),
                         "a command line holds the password: {line}"
                     );
-                    assert!(!line.contains("Canary-GitPass"), "{line}");
                     if line.contains("remote-http") || line.contains("git -c core.hooksPath") {
                         during += 1;
                     }
@@ -891,7 +896,11 @@ async fn the_password_is_in_no_command_line_during_a_slow_clone_and_push() {
 
     let (tx, rx) = tokio::sync::watch::channel(false);
     let watcher = watch(rx);
-    let cloned = g.clone(&url, creds()).await;
+    let slow_creds = CloneOptions {
+        password: Some(Secret::new(SLOW_PASSWORD)),
+        ..creds()
+    };
+    let cloned = g.clone(&url, slow_creds.clone()).await;
     tx.send(true).unwrap();
     let (samples, during) = watcher.await.expect("watcher");
     cloned.expect("clone");
@@ -910,7 +919,7 @@ async fn the_password_is_in_no_command_line_during_a_slow_clone_and_push() {
                 remote: Some("origin".into()),
                 branch: Some("main".into()),
                 username: Some(USER.into()),
-                password: secret(),
+                password: Some(Secret::new(SLOW_PASSWORD)),
                 ..PushOptions::default()
             },
         )
@@ -926,14 +935,17 @@ async fn the_password_is_in_no_command_line_during_a_slow_clone_and_push() {
     )
     .await;
     assert_no_password(&config, ".git/config and the home");
+    assert!(!config.contains(SLOW_PASSWORD) && !config.contains(SLOW_PASSWORD_ENCODED));
     assert!(!config.contains(".git-credentials"), "{config}");
     assert_no_password(&log().text(), "the tracing output");
+    assert!(!log().text().contains(SLOW_PASSWORD), "the tracing output");
 
     // Any other failure of a credentialed call is the command's own exit,
     // without the password in any text.
-    let again = g.clone(&url, creds()).await.expect_err("the path exists");
+    let again = g.clone(&url, slow_creds).await.expect_err("the path exists");
     assert_eq!(again.kind().as_str(), "command_exit", "{again:?}");
     assert_no_password(&all_text(&again), "the error");
+    assert!(!all_text(&again).contains(SLOW_PASSWORD));
     assert!(all_text(&again).contains("already exists"), "{again:?}");
     assert!(sbx.kill().await.expect("kill"));
 }
