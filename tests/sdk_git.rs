@@ -942,7 +942,10 @@ async fn the_password_is_in_no_command_line_during_a_slow_clone_and_push() {
 
     // Any other failure of a credentialed call is the command's own exit,
     // without the password in any text.
-    let again = g.clone(&url, slow_creds).await.expect_err("the path exists");
+    let again = g
+        .clone(&url, slow_creds)
+        .await
+        .expect_err("the path exists");
     assert_eq!(again.kind().as_str(), "command_exit", "{again:?}");
     assert_no_password(&all_text(&again), "the error");
     assert!(!all_text(&again).contains(SLOW_PASSWORD));
