@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Subcommand;
-use rayito::template::{BuildOptions, BuildStatus, Template};
+use rayito::template::{BuildInfo, BuildOptions, BuildStatus, Template};
 use serde_json::json;
 
 use crate::build_output::BuildOutput;
@@ -167,27 +167,14 @@ async fn dispatch(
                     .filter(|p| !p.as_os_str().is_empty())
                     .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
             });
-            let bucket = bucket.or_else(|| {
-                backend
-                    .local
-                    .as_ref()
-                    .and_then(|state| state.artifact_bucket.clone())
-            });
-            build(
-                &templates,
-                format,
-                &template,
-                &name,
-                BuildOptions {
-                    memory_mib: memory_mb,
-                    force,
-                    timeout: Duration::from_secs(timeout),
-                    bucket,
-                    context_dir: Some(context),
-                    poll_interval: backend.local.as_ref().map(|_| local::BUILD_POLL_INTERVAL),
-                    ..BuildOptions::default()
-                },
-            )
+            let options = BuildOptions {
+                memory_mib: memory_mb,
+                context_dir: Some(context),
+                ..build_options(backend, force, timeout, bucket)
+            };
+            build_reported(format, &name, options, |options| {
+                templates.build(&template, &name, options)
+            })
             .await
         }
         TemplateCommand::Status { name, version } => {
@@ -254,19 +241,45 @@ async fn dispatch(
     }
 }
 
-/// Builds with a progress line; on failure the build log's lines go to
-/// stderr before the error.
-async fn build(
-    templates: &rayito::template::Templates,
+/// The options `template build` and `agent template build` share: the
+/// bucket (else the local backend's own), the timeout, `--force`, and the
+/// local backend's faster polling.
+pub(crate) fn build_options(
+    backend: &Backend,
+    force: bool,
+    timeout: u64,
+    bucket: Option<String>,
+) -> BuildOptions {
+    BuildOptions {
+        force,
+        timeout: Duration::from_secs(timeout),
+        bucket: bucket.or_else(|| {
+            backend
+                .local
+                .as_ref()
+                .and_then(|state| state.artifact_bucket.clone())
+        }),
+        poll_interval: backend.local.as_ref().map(|_| local::BUILD_POLL_INTERVAL),
+        ..BuildOptions::default()
+    }
+}
+
+/// Runs `build` (with `options` and a progress line for `name`) and prints
+/// what was built; on failure the build log's lines go to stderr before the
+/// error. `template build` and `agent template build` both end here.
+pub(crate) async fn build_reported<F, Fut>(
     format: Format,
-    template: &Template,
     name: &str,
     options: BuildOptions,
-) -> Result<i32, Failure> {
+    build: F,
+) -> Result<i32, Failure>
+where
+    F: FnOnce(BuildOptions) -> Fut,
+    Fut: Future<Output = Result<BuildInfo, rayito::SandboxError>>,
+{
     let progress = BuildOutput::start(format, &format!("building {name}"));
     let options = options.on_event(progress.on_event());
-    let outcome = templates.build(template, name, options).await;
-    match outcome {
+    match build(options).await {
         Ok(info) => {
             progress.finish();
             match format {
