@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::agent_project;
 use crate::commands::{Backend, Failure};
+use crate::template::BuildFlags;
 use crate::output;
 use crate::{Format, Global};
 
@@ -101,16 +102,9 @@ pub enum AgentTemplateCommand {
         /// The image's memory in MiB (at least 2048).
         #[arg(long, default_value_t = 2048)]
         memory_mb: u32,
-        /// Build even when an identical version exists.
-        #[arg(long)]
-        force: bool,
-        /// Seconds to wait for the build.
-        #[arg(long, value_name = "SECS", default_value_t = 1800)]
-        timeout: u64,
-        /// The artifact bucket (else RAYITO_BUCKET; the local backend has
-        /// its own).
-        #[arg(long)]
-        bucket: Option<String>,
+        // --force, --timeout, --bucket.
+        #[command(flatten)]
+        build: BuildFlags,
     },
 }
 
@@ -151,9 +145,7 @@ pub async fn run(global: Global, command: AgentCommand) -> i32 {
             name,
             base,
             memory_mb,
-            force,
-            timeout,
-            bucket,
+            build: flags,
         }) => {
             let base = base.unwrap_or_else(|| {
                 if backend.local.is_some() {
@@ -166,7 +158,7 @@ pub async fn run(global: Global, command: AgentCommand) -> i32 {
                 .name(name)
                 .base(base)
                 .memory_mib(memory_mb);
-            build(&backend, format, &template, force, timeout, bucket).await
+            build(&backend, format, &template, flags).await
         }
         _ => unreachable!("next-round commands returned above"),
     };
@@ -177,14 +169,12 @@ async fn build(
     backend: &Backend,
     format: Format,
     template: &AgentTemplate,
-    force: bool,
-    timeout: u64,
-    bucket: Option<String>,
+    flags: BuildFlags,
 ) -> Result<i32, Failure> {
     template.check()?;
     let client = backend.client().await?;
     let templates = client.templates();
-    let options = crate::template::build_options(backend, force, timeout, bucket);
+    let options = crate::template::build_options(backend, flags);
     crate::template::build_reported(format, template.image_name(), options, |options| {
         template.build(&templates, options)
     })

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use rayito::template::{BuildInfo, BuildOptions, BuildStatus, Template};
 use serde_json::json;
 
@@ -15,6 +15,21 @@ use crate::output;
 use crate::{Format, Global, local};
 
 /// The template subcommands.
+/// The flags of `template build` and `agent template build` alike.
+#[derive(Debug, Args)]
+pub struct BuildFlags {
+    /// Build even when an identical version exists.
+    #[arg(long)]
+    pub force: bool,
+    /// Seconds to wait for the build (default 1800).
+    #[arg(long, value_name = "SECS", default_value_t = 1800)]
+    pub timeout: u64,
+    /// The artifact bucket (else RAYITO_BUCKET; the local backend has
+    /// its own).
+    #[arg(long)]
+    pub bucket: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum TemplateCommand {
     /// Builds the template FILE (JSON, or TOML with the same fields) as
@@ -29,16 +44,9 @@ pub enum TemplateCommand {
         /// The image's memory in MiB (512, 1024, 2048, 4096 or 8192).
         #[arg(long, default_value_t = 2048)]
         memory_mb: u32,
-        /// Build even when an identical version exists.
-        #[arg(long)]
-        force: bool,
-        /// Seconds to wait for the build (default 1800).
-        #[arg(long, value_name = "SECS", default_value_t = 1800)]
-        timeout: u64,
-        /// The artifact bucket (else RAYITO_BUCKET; the local backend has
-        /// its own).
-        #[arg(long)]
-        bucket: Option<String>,
+        // --force, --timeout, --bucket.
+        #[command(flatten)]
+        build: BuildFlags,
         /// The directory `copy` sources are relative to (default: the
         /// template file's directory).
         #[arg(long)]
@@ -156,9 +164,7 @@ async fn dispatch(
             file,
             name,
             memory_mb,
-            force,
-            timeout,
-            bucket,
+            build,
             context,
         } => {
             let template = read_template(&file)?;
@@ -170,7 +176,7 @@ async fn dispatch(
             let options = BuildOptions {
                 memory_mib: memory_mb,
                 context_dir: Some(context),
-                ..build_options(backend, force, timeout, bucket)
+                ..build_options(backend, build)
             };
             build_reported(format, &name, options, |options| {
                 templates.build(&template, &name, options)
@@ -241,19 +247,14 @@ async fn dispatch(
     }
 }
 
-/// The options `template build` and `agent template build` share: the
-/// bucket (else the local backend's own), the timeout, `--force`, and the
-/// local backend's faster polling.
-pub(crate) fn build_options(
-    backend: &Backend,
-    force: bool,
-    timeout: u64,
-    bucket: Option<String>,
-) -> BuildOptions {
+/// The options `template build` and `agent template build` share: their
+/// [`BuildFlags`] (the bucket, else the local backend's own) and the local
+/// backend's faster polling.
+pub(crate) fn build_options(backend: &Backend, flags: BuildFlags) -> BuildOptions {
     BuildOptions {
-        force,
-        timeout: Duration::from_secs(timeout),
-        bucket: bucket.or_else(|| {
+        force: flags.force,
+        timeout: Duration::from_secs(flags.timeout),
+        bucket: flags.bucket.or_else(|| {
             backend
                 .local
                 .as_ref()
