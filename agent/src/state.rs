@@ -82,7 +82,8 @@ impl Shared {
     /// waits ([`StreamWaits`]).
     pub(crate) fn new(env: SandboxEnv, disk_reserve: u64, streams: StreamWaits) -> Self {
         let phase = PhaseCell::new();
-        let code = CodeServiceImpl::retaining(env.clone(), phase.clone(), streams.retained_after_end);
+        let code =
+            CodeServiceImpl::retaining(env.clone(), phase.clone(), streams.retained_after_end);
         let (serve, _) = watch::channel(ServeState::Serving);
         let (terminated, _) = watch::channel(false);
         let (deadline_exit, _) = watch::channel(false);

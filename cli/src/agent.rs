@@ -12,8 +12,8 @@ use serde_json::json;
 
 use crate::agent_project;
 use crate::commands::{Backend, Failure};
-use crate::template::BuildFlags;
 use crate::output;
+use crate::template::BuildFlags;
 use crate::{Format, Global};
 
 /// The agent subcommands.

@@ -203,9 +203,8 @@ async fn serve(
             let Ok(tls) = acceptor.accept(tcp).await else {
                 return;
             };
-            let service = hyper::service::service_fn(move |req| {
-                respond(req, seen.clone(), answer.clone())
-            });
+            let service =
+                hyper::service::service_fn(move |req| respond(req, seen.clone(), answer.clone()));
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(tls), service)
                 .await;

@@ -90,11 +90,10 @@ impl ModelServer {
             ..State::default()
         }));
         let answering = state.clone();
-        let upstream = TestUpstream::start_with(host, move |parts, body| {
-            answer(parts, &body, &answering)
-        })
-        .await
-        .expect("the model server starts");
+        let upstream =
+            TestUpstream::start_with(host, move |parts, body| answer(parts, &body, &answering))
+                .await
+                .expect("the model server starts");
         ModelServer { upstream, state }
     }
 

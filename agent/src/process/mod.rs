@@ -19,8 +19,8 @@ use tokio::io::AsyncWriteExt as _;
 use tonic::{Request, Response, Status};
 
 pub(crate) use self::ending::Ending;
-pub(crate) use self::entry::SLOW_SUBSCRIBER_GRACE;
 use self::entry::ProcessEntry;
+pub(crate) use self::entry::SLOW_SUBSCRIBER_GRACE;
 pub(crate) use self::spawn::{
     Timed, check_start, enforce_timeout, final_end, lookup, signal_group, start_failed,
 };
