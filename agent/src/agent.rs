@@ -146,10 +146,29 @@ pub struct AgentConfig {
     /// an agent without the feature: Health's `features.telemetry_export`
     /// false and the section answered UNSUPPORTED.
     pub telemetry_export: bool,
+    /// How long a command's output waits for its slowest reader before
+    /// dropping what that reader has not read (it then ends with
+    /// `output_truncated`; default 30 s, [`DEFAULT_SLOW_SUBSCRIBER_GRACE`]).
+    /// Tests shorten it instead of waiting the default out.
+    pub slow_subscriber_grace: std::time::Duration,
+    /// How long an ended `run_code` execution can still be reattached to
+    /// (default 30 s, [`DEFAULT_RETAINED_AFTER_END`], the wire contract's);
+    /// afterwards Reattach answers NOT_FOUND `execution not found`. Tests
+    /// shorten it instead of waiting the default out.
+    pub retained_after_end: std::time::Duration,
 }
 
 /// The metrics history's default sampling interval (5 s).
 pub const DEFAULT_METRICS_INTERVAL: std::time::Duration = crate::metrics::DEFAULT_SAMPLE_INTERVAL;
+
+/// How long a command's output waits for a slow reader by default (30 s;
+/// [`AgentConfig::slow_subscriber_grace`]).
+pub const DEFAULT_SLOW_SUBSCRIBER_GRACE: std::time::Duration =
+    crate::process::SLOW_SUBSCRIBER_GRACE;
+
+/// How long an ended execution is kept for Reattach by default (30 s;
+/// [`AgentConfig::retained_after_end`]).
+pub const DEFAULT_RETAINED_AFTER_END: std::time::Duration = crate::code::RETAINED_AFTER_END;
 
 impl Default for AgentConfig {
     /// A fresh root under the system temp dir, both servers on 127.0.0.1:0.
@@ -185,6 +204,8 @@ impl Default for AgentConfig {
             lifecycle_events: true,
             event_lines: None,
             telemetry_export: true,
+            slow_subscriber_grace: DEFAULT_SLOW_SUBSCRIBER_GRACE,
+            retained_after_end: DEFAULT_RETAINED_AFTER_END,
         }
     }
 }
@@ -258,7 +279,14 @@ impl Agent {
         if let Some(Ok(files)) = &template {
             env.set_template_envs(files.envs.clone());
         }
-        let mut shared = Shared::new(env, config.disk_reserve_bytes);
+        let mut shared = Shared::new(
+            env,
+            config.disk_reserve_bytes,
+            crate::state::StreamWaits {
+                slow_subscriber_grace: config.slow_subscriber_grace,
+                retained_after_end: config.retained_after_end,
+            },
+        );
         shared.egress = Arc::new(crate::egress::Egress::new(
             config.egress,
             vec![grpc_addr, hooks_addr],

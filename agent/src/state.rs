@@ -62,6 +62,14 @@ pub(crate) struct Shared {
     pub telemetry: Arc<crate::telemetry_export::TelemetryExports>,
 }
 
+/// How long the agent waits on its streams' readers
+/// (`AgentConfig::slow_subscriber_grace`, `AgentConfig::retained_after_end`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StreamWaits {
+    pub slow_subscriber_grace: std::time::Duration,
+    pub retained_after_end: std::time::Duration,
+}
+
 /// The `/run` hook's answer body.
 pub(crate) const RUN_OK: &str = "ok";
 /// A repeated `/run`.
@@ -70,9 +78,12 @@ pub(crate) const RUN_ALREADY_RAN: &str = "already_ran";
 pub(crate) const RUN_INVALID_PAYLOAD: &str = "invalid_payload";
 
 impl Shared {
-    pub(crate) fn new(env: SandboxEnv, disk_reserve: u64) -> Self {
+    /// The state of a fresh agent; `streams` are its output and Reattach
+    /// waits ([`StreamWaits`]).
+    pub(crate) fn new(env: SandboxEnv, disk_reserve: u64, streams: StreamWaits) -> Self {
         let phase = PhaseCell::new();
-        let code = CodeServiceImpl::new(env.clone(), phase.clone());
+        let code =
+            CodeServiceImpl::retaining(env.clone(), phase.clone(), streams.retained_after_end);
         let (serve, _) = watch::channel(ServeState::Serving);
         let (terminated, _) = watch::channel(false);
         let (deadline_exit, _) = watch::channel(false);
@@ -111,7 +122,11 @@ impl Shared {
             run.clone(),
         ));
         Self {
-            processes: Arc::new(ProcessTable::new(env.clone(), phase.clone())),
+            processes: Arc::new(ProcessTable::new(
+                env.clone(),
+                phase.clone(),
+                streams.slow_subscriber_grace,
+            )),
             ptys: Arc::new(PtyTable::new(env.clone(), phase.clone())),
             env,
             phase,

@@ -4,19 +4,17 @@
 //! printing so and exiting 2, rather than left out.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use futures_util::StreamExt as _;
 use rayito::agent::{AGENT_TEMPLATE_BASE, AGENT_TEMPLATE_NAME, AgentEvent, AgentTemplate};
-use rayito::template::BuildOptions;
 use serde_json::json;
 
 use crate::agent_project;
-use crate::build_output::BuildOutput;
 use crate::commands::{Backend, Failure};
 use crate::output;
-use crate::{Format, Global, local};
+use crate::template::BuildFlags;
+use crate::{Format, Global};
 
 /// The agent subcommands.
 #[derive(Debug, Subcommand)]
@@ -104,16 +102,9 @@ pub enum AgentTemplateCommand {
         /// The image's memory in MiB (at least 2048).
         #[arg(long, default_value_t = 2048)]
         memory_mb: u32,
-        /// Build even when an identical version exists.
-        #[arg(long)]
-        force: bool,
-        /// Seconds to wait for the build.
-        #[arg(long, value_name = "SECS", default_value_t = 1800)]
-        timeout: u64,
-        /// The artifact bucket (else RAYITO_BUCKET; the local backend has
-        /// its own).
-        #[arg(long)]
-        bucket: Option<String>,
+        // --force, --timeout, --bucket.
+        #[command(flatten)]
+        build: BuildFlags,
     },
 }
 
@@ -154,9 +145,7 @@ pub async fn run(global: Global, command: AgentCommand) -> i32 {
             name,
             base,
             memory_mb,
-            force,
-            timeout,
-            bucket,
+            build: flags,
         }) => {
             let base = base.unwrap_or_else(|| {
                 if backend.local.is_some() {
@@ -169,7 +158,7 @@ pub async fn run(global: Global, command: AgentCommand) -> i32 {
                 .name(name)
                 .base(base)
                 .memory_mib(memory_mb);
-            build(&backend, format, &template, force, timeout, bucket).await
+            build(&backend, format, &template, flags).await
         }
         _ => unreachable!("next-round commands returned above"),
     };
@@ -180,57 +169,16 @@ async fn build(
     backend: &Backend,
     format: Format,
     template: &AgentTemplate,
-    force: bool,
-    timeout: u64,
-    bucket: Option<String>,
+    flags: BuildFlags,
 ) -> Result<i32, Failure> {
     template.check()?;
     let client = backend.client().await?;
-    let bucket = bucket.or_else(|| {
-        backend
-            .local
-            .as_ref()
-            .and_then(|state| state.artifact_bucket.clone())
-    });
-    let name = template.image_name().to_owned();
-    let progress = BuildOutput::start(format, &format!("building {name}"));
-    let options = BuildOptions {
-        force,
-        timeout: Duration::from_secs(timeout),
-        bucket,
-        poll_interval: backend.local.as_ref().map(|_| local::BUILD_POLL_INTERVAL),
-        ..BuildOptions::default()
-    }
-    .on_event(progress.on_event());
-    match template.build(&client.templates(), options).await {
-        Ok(info) => {
-            progress.finish();
-            match format {
-                Format::Json => output::json(&json!({
-                    "template_id": info.template_id,
-                    "alias": info.alias,
-                    "version": info.version,
-                    "reused": info.reused,
-                    "build_seconds": info.duration.as_secs_f64(),
-                })),
-                Format::Text => {
-                    let how = if info.reused { "reused" } else { "built" };
-                    outln!(
-                        "{how} {} version {} in {:.1}s",
-                        info.alias,
-                        info.version,
-                        info.duration.as_secs_f64()
-                    );
-                    outln!("RAYITO_TEMPLATE={}", info.template_id);
-                }
-            }
-            Ok(0)
-        }
-        Err(err) => {
-            progress.failed(&err);
-            Err(Failure::Sdk(err))
-        }
-    }
+    let templates = client.templates();
+    let options = crate::template::build_options(backend, flags);
+    crate::template::build_reported(format, template.image_name(), options, |options| {
+        template.build(&templates, options)
+    })
+    .await
 }
 
 /// `agent run`: create, run once, kill (the sandbox is killed whatever

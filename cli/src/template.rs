@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::Subcommand;
-use rayito::template::{BuildOptions, BuildStatus, Template};
+use clap::{Args, Subcommand};
+use rayito::template::{BuildInfo, BuildOptions, BuildStatus, Template};
 use serde_json::json;
 
 use crate::build_output::BuildOutput;
@@ -15,6 +15,21 @@ use crate::output;
 use crate::{Format, Global, local};
 
 /// The template subcommands.
+/// The flags of `template build` and `agent template build` alike.
+#[derive(Debug, Args)]
+pub struct BuildFlags {
+    /// Build even when an identical version exists.
+    #[arg(long)]
+    pub force: bool,
+    /// Seconds to wait for the build (default 1800).
+    #[arg(long, value_name = "SECS", default_value_t = 1800)]
+    pub timeout: u64,
+    /// The artifact bucket (else RAYITO_BUCKET; the local backend has
+    /// its own).
+    #[arg(long)]
+    pub bucket: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum TemplateCommand {
     /// Builds the template FILE (JSON, or TOML with the same fields) as
@@ -29,16 +44,9 @@ pub enum TemplateCommand {
         /// The image's memory in MiB (512, 1024, 2048, 4096 or 8192).
         #[arg(long, default_value_t = 2048)]
         memory_mb: u32,
-        /// Build even when an identical version exists.
-        #[arg(long)]
-        force: bool,
-        /// Seconds to wait for the build (default 1800).
-        #[arg(long, value_name = "SECS", default_value_t = 1800)]
-        timeout: u64,
-        /// The artifact bucket (else RAYITO_BUCKET; the local backend has
-        /// its own).
-        #[arg(long)]
-        bucket: Option<String>,
+        // --force, --timeout, --bucket.
+        #[command(flatten)]
+        build: BuildFlags,
         /// The directory `copy` sources are relative to (default: the
         /// template file's directory).
         #[arg(long)]
@@ -156,9 +164,7 @@ async fn dispatch(
             file,
             name,
             memory_mb,
-            force,
-            timeout,
-            bucket,
+            build,
             context,
         } => {
             let template = read_template(&file)?;
@@ -167,27 +173,14 @@ async fn dispatch(
                     .filter(|p| !p.as_os_str().is_empty())
                     .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
             });
-            let bucket = bucket.or_else(|| {
-                backend
-                    .local
-                    .as_ref()
-                    .and_then(|state| state.artifact_bucket.clone())
-            });
-            build(
-                &templates,
-                format,
-                &template,
-                &name,
-                BuildOptions {
-                    memory_mib: memory_mb,
-                    force,
-                    timeout: Duration::from_secs(timeout),
-                    bucket,
-                    context_dir: Some(context),
-                    poll_interval: backend.local.as_ref().map(|_| local::BUILD_POLL_INTERVAL),
-                    ..BuildOptions::default()
-                },
-            )
+            let options = BuildOptions {
+                memory_mib: memory_mb,
+                context_dir: Some(context),
+                ..build_options(backend, build)
+            };
+            build_reported(format, &name, options, |options| {
+                templates.build(&template, &name, options)
+            })
             .await
         }
         TemplateCommand::Status { name, version } => {
@@ -254,19 +247,40 @@ async fn dispatch(
     }
 }
 
-/// Builds with a progress line; on failure the build log's lines go to
-/// stderr before the error.
-async fn build(
-    templates: &rayito::template::Templates,
+/// The options `template build` and `agent template build` share: their
+/// [`BuildFlags`] (the bucket, else the local backend's own) and the local
+/// backend's faster polling.
+pub(crate) fn build_options(backend: &Backend, flags: BuildFlags) -> BuildOptions {
+    BuildOptions {
+        force: flags.force,
+        timeout: Duration::from_secs(flags.timeout),
+        bucket: flags.bucket.or_else(|| {
+            backend
+                .local
+                .as_ref()
+                .and_then(|state| state.artifact_bucket.clone())
+        }),
+        poll_interval: backend.local.as_ref().map(|_| local::BUILD_POLL_INTERVAL),
+        ..BuildOptions::default()
+    }
+}
+
+/// Runs `build` (with `options` and a progress line for `name`) and prints
+/// what was built; on failure the build log's lines go to stderr before the
+/// error. `template build` and `agent template build` both end here.
+pub(crate) async fn build_reported<F, Fut>(
     format: Format,
-    template: &Template,
     name: &str,
     options: BuildOptions,
-) -> Result<i32, Failure> {
+    build: F,
+) -> Result<i32, Failure>
+where
+    F: FnOnce(BuildOptions) -> Fut,
+    Fut: Future<Output = Result<BuildInfo, rayito::SandboxError>>,
+{
     let progress = BuildOutput::start(format, &format!("building {name}"));
     let options = options.on_event(progress.on_event());
-    let outcome = templates.build(template, name, options).await;
-    match outcome {
+    match build(options).await {
         Ok(info) => {
             progress.finish();
             match format {

@@ -172,6 +172,14 @@ pub struct EmulatorConfig {
     /// see `AgentConfig::metrics_interval`); `None` starts agents that answer
     /// Metrics and MetricsHistory UNIMPLEMENTED, as agents built before them.
     pub agent_metrics: Option<Duration>,
+    /// For tests: how long every MicroVM agent's command output waits for
+    /// its slowest reader before dropping what that reader has not read
+    /// (default 30 s; see `AgentConfig::slow_subscriber_grace`).
+    pub agent_slow_subscriber_grace: Duration,
+    /// For tests: how long every MicroVM's agent keeps an ended `run_code`
+    /// execution for Reattach (default 30 s; see
+    /// `AgentConfig::retained_after_end`).
+    pub agent_retained_after_end: Duration,
     /// Whether every MicroVM's agent enforces an egress policy when its
     /// run payload asks (default `true`; it also needs root, see
     /// `AgentConfig::egress`); `false` starts agents that report no
@@ -256,6 +264,8 @@ impl Default for EmulatorConfig {
             access_keys: vec![AccessKey::generate()],
             agent_transfers: true,
             agent_metrics: Some(rayito_agent::agent::DEFAULT_METRICS_INTERVAL),
+            agent_slow_subscriber_grace: rayito_agent::agent::DEFAULT_SLOW_SUBSCRIBER_GRACE,
+            agent_retained_after_end: rayito_agent::agent::DEFAULT_RETAINED_AFTER_END,
             agent_egress: true,
             agent_secret_gateway: true,
             agent_efs_volumes: true,
@@ -385,6 +395,8 @@ impl Emulator {
                 s3_addr,
                 agent_transfers: config.agent_transfers,
                 agent_metrics: config.agent_metrics,
+                agent_slow_subscriber_grace: config.agent_slow_subscriber_grace,
+                agent_retained_after_end: config.agent_retained_after_end,
                 agent_egress: config.agent_egress,
                 agent_secret_gateway: config.agent_secret_gateway,
                 agent_efs_volumes: config.agent_efs_volumes,

@@ -135,6 +135,8 @@ async fn prepare(
         persistence: PersistenceAccess::Local(None),
         transfers: shared.settings.agent_transfers,
         metrics_interval: shared.settings.agent_metrics,
+        slow_subscriber_grace: shared.settings.agent_slow_subscriber_grace,
+        retained_after_end: shared.settings.agent_retained_after_end,
         egress: shared.settings.agent_egress,
         efs_volumes: shared.settings.agent_efs_volumes,
         s3_mounts: shared.settings.agent_s3_mounts,

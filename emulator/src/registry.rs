@@ -55,6 +55,12 @@ pub(crate) struct Settings {
     pub(crate) agent_transfers: bool,
     /// The agents' metrics sampling (`EmulatorConfig::agent_metrics`).
     pub(crate) agent_metrics: Option<std::time::Duration>,
+    /// The agents' wait for a slow output reader
+    /// (`EmulatorConfig::agent_slow_subscriber_grace`).
+    pub(crate) agent_slow_subscriber_grace: std::time::Duration,
+    /// How long the agents keep an ended execution
+    /// (`EmulatorConfig::agent_retained_after_end`).
+    pub(crate) agent_retained_after_end: std::time::Duration,
     /// Whether agents enforce egress (`EmulatorConfig::agent_egress`).
     pub(crate) agent_egress: bool,
     /// Whether agents serve secret gateways

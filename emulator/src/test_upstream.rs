@@ -58,6 +58,10 @@ impl std::fmt::Debug for SeenRequest {
 
 type Seen = Arc<Mutex<Vec<SeenRequest>>>;
 
+/// What answers each request: its head and its whole body in, the
+/// response out.
+type Answer = Arc<dyn Fn(&http::request::Parts, Bytes) -> http::Response<Bytes> + Send + Sync>;
+
 /// An HTTPS upstream for secret gateways on the local backend; stopped
 /// when dropped.
 pub struct TestUpstream {
@@ -95,6 +99,20 @@ impl TestUpstream {
     /// # Errors
     /// When the certificates cannot be made or the port bound.
     pub async fn start(host: &str) -> io::Result<TestUpstream> {
+        Self::start_with(host, echo_names).await
+    }
+
+    /// [`TestUpstream::start`], each request answered by `answer` (given
+    /// the request's head and whole body) instead: a scripted API on the
+    /// same TLS set-up (the SDK tests' model server). Every request is
+    /// recorded all the same.
+    ///
+    /// # Errors
+    /// When the certificates cannot be made or the port bound.
+    pub async fn start_with<F>(host: &str, answer: F) -> io::Result<TestUpstream>
+    where
+        F: Fn(&http::request::Parts, Bytes) -> http::Response<Bytes> + Send + Sync + 'static,
+    {
         let ca_key = KeyPair::generate().map_err(other)?;
         let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(other)?;
         ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
@@ -120,7 +138,7 @@ impl TestUpstream {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let seen = Seen::default();
-        let task = tokio::spawn(serve(listener, acceptor, seen.clone()));
+        let task = tokio::spawn(serve(listener, acceptor, seen.clone(), Arc::new(answer)));
         Ok(TestUpstream {
             host: host.to_owned(),
             addr,
@@ -167,7 +185,12 @@ impl TestUpstream {
     }
 }
 
-async fn serve(listener: tokio::net::TcpListener, acceptor: TlsAcceptor, seen: Seen) {
+async fn serve(
+    listener: tokio::net::TcpListener,
+    acceptor: TlsAcceptor,
+    seen: Seen,
+    answer: Answer,
+) {
     loop {
         let Ok((tcp, _)) = listener.accept().await else {
             return;
@@ -175,11 +198,13 @@ async fn serve(listener: tokio::net::TcpListener, acceptor: TlsAcceptor, seen: S
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let seen = seen.clone();
+        let answer = answer.clone();
         tokio::spawn(async move {
             let Ok(tls) = acceptor.accept(tcp).await else {
                 return;
             };
-            let service = hyper::service::service_fn(move |req| answer(req, seen.clone()));
+            let service =
+                hyper::service::service_fn(move |req| respond(req, seen.clone(), answer.clone()));
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(tls), service)
                 .await;
@@ -187,13 +212,19 @@ async fn serve(listener: tokio::net::TcpListener, acceptor: TlsAcceptor, seen: S
     }
 }
 
-async fn answer(
+/// Records `req`, then answers it with `answer`.
+async fn respond(
     req: hyper::Request<hyper::body::Incoming>,
     seen: Seen,
+    answer: Answer,
 ) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
     let (parts, body) = req.into_parts();
     // Read to the end, so that the connection can be reused.
-    let _ = body.collect().await;
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let target = parts
         .uri
         .path_and_query()
@@ -206,12 +237,6 @@ async fn answer(
             (n.as_str().to_owned(), value)
         })
         .collect();
-    let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
-    let body = serde_json::json!({
-        "method": parts.method.as_str(),
-        "target": target,
-        "header_names": names,
-    });
     seen.lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(SeenRequest {
@@ -219,9 +244,24 @@ async fn answer(
             target,
             headers,
         });
-    let response = hyper::Response::builder()
+    Ok(answer(&parts, body).map(Full::new))
+}
+
+/// [`TestUpstream::start`]'s answer: 200 with a JSON body naming the
+/// method, the target and the header names (never a value).
+fn echo_names(parts: &http::request::Parts, _body: Bytes) -> http::Response<Bytes> {
+    let target = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
+    let names: Vec<&str> = parts.headers.iter().map(|(n, _)| n.as_str()).collect();
+    let body = serde_json::json!({
+        "method": parts.method.as_str(),
+        "target": target,
+        "header_names": names,
+    });
+    http::Response::builder()
         .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap_or_default();
-    Ok(response)
+        .body(Bytes::from(body.to_string()))
+        .unwrap_or_default()
 }

@@ -93,6 +93,30 @@ fn error_of(body: &[u8]) -> (String, String) {
     )
 }
 
+/// Opens the page's view `route` (`images`, `sandbox/<id>`, ...).
+async fn show(browser: &Browser, d: &Dashboard, route: &str) {
+    browser
+        .client
+        .goto(&format!("{}/#/{route}", d.origin()))
+        .await
+        .expect("goto");
+}
+
+/// The session's CSRF token, read with `headers` (the session cookie's).
+async fn csrf_token(origin: &str, headers: &[(String, String)]) -> String {
+    let (_, _, session) = call(
+        "GET",
+        &format!("{origin}/api/v1/session"),
+        headers,
+        Vec::new(),
+    )
+    .await;
+    serde_json::from_slice::<Value>(&session).expect("session")["csrf_token"]
+        .as_str()
+        .expect("csrf_token")
+        .to_owned()
+}
+
 /// Logs in with the start URL: the session cookie (`name=value`).
 async fn session_cookie(d: &Dashboard) -> String {
     let (status, headers, _) = call("GET", d.start_url(), &[], Vec::new()).await;
@@ -242,17 +266,7 @@ async fn the_defences_over_plain_http() {
         error_of(&got),
         ("csrf_failed".to_owned(), messages::CSRF_FAILED.to_owned())
     );
-    let (_, _, session) = call(
-        "GET",
-        &format!("{origin}/api/v1/session"),
-        &with(&[]),
-        Vec::new(),
-    )
-    .await;
-    let csrf = serde_json::from_slice::<Value>(&session).expect("session")["csrf_token"]
-        .as_str()
-        .expect("csrf_token")
-        .to_owned();
+    let csrf = csrf_token(&origin, &with(&[])).await;
     let (status, _, got) = call(
         "POST",
         &plan,
@@ -317,11 +331,7 @@ async fn the_page_in_chromium() {
 
     // A running sandbox's charts are redrawn as samples arrive.
     let id = w.sandboxes[0].id();
-    browser
-        .client
-        .goto(&format!("{}/#/sandbox/{id}", d.origin()))
-        .await
-        .expect("goto");
+    show(&browser, &d, &format!("sandbox/{id}")).await;
     browser.element("#chart-cpu polyline").await;
     let first = browser.outer_html("#chart-cpu").await.expect("a chart");
     let mut changed = None;
@@ -338,18 +348,10 @@ async fn the_page_in_chromium() {
     browser.screenshot(&shots, "sandbox").await;
 
     // Images with their versions, quotas with their gauge, cost.
-    browser
-        .client
-        .goto(&format!("{}/#/images", d.origin()))
-        .await
-        .expect("goto");
+    show(&browser, &d, "images").await;
     browser.element("#images section[data-image]").await;
     browser.screenshot(&shots, "images").await;
-    browser
-        .client
-        .goto(&format!("{}/#/quotas", d.origin()))
-        .await
-        .expect("goto");
+    show(&browser, &d, "quotas").await;
     let gauge = browser.element("#gauge-memory").await;
     let level = gauge.attr("data-level").await.expect("attr");
     assert!(
@@ -358,21 +360,13 @@ async fn the_page_in_chromium() {
     );
     browser.element("#quota-table tr[data-quota]").await;
     browser.screenshot(&shots, "quotas").await;
-    browser
-        .client
-        .goto(&format!("{}/#/cost", d.origin()))
-        .await
-        .expect("goto");
+    show(&browser, &d, "cost").await;
     browser.element("#cost-total").await;
     browser.screenshot(&shots, "cost").await;
 
     // A bulk kill of two sandboxes: the plan lists them, the confirmation
     // must be typed back, then they are gone (through the SDK).
-    browser
-        .client
-        .goto(&format!("{}/#/fleet", d.origin()))
-        .await
-        .expect("goto");
+    show(&browser, &d, "fleet").await;
     let doomed = [w.sandboxes[1].id(), w.sandboxes[2].id()];
     for id in doomed {
         browser
@@ -458,17 +452,7 @@ async fn a_plan_runs_once_with_its_confirmation() {
     let d = w.dashboard(true).await;
     let origin = d.origin();
     let cookie = session_cookie(&d).await;
-    let (_, _, session) = call(
-        "GET",
-        &format!("{origin}/api/v1/session"),
-        &[("cookie".to_owned(), cookie.clone())],
-        Vec::new(),
-    )
-    .await;
-    let csrf = serde_json::from_slice::<Value>(&session).expect("session")["csrf_token"]
-        .as_str()
-        .expect("csrf_token")
-        .to_owned();
+    let csrf = csrf_token(&origin, &[("cookie".to_owned(), cookie.clone())]).await;
     let headers = vec![
         ("cookie".to_owned(), cookie),
         ("content-type".to_owned(), "application/json".to_owned()),

@@ -8,12 +8,27 @@ use crate::sdk_support;
 use std::time::Duration;
 
 use rayito::fleet::{BulkAction, BulkFilter, BulkPlan, BulkWill, FleetQuery};
-use rayito::{Client, OnTimeout, SandboxError, SandboxState};
+use rayito::{Client, OnTimeout, Sandbox, SandboxError, SandboxState};
 use rayito_emulator::{Emulator, Operation};
 use sdk_support::{builder, emulator};
 
 async fn client(emu: &Emulator) -> Client {
     builder(emu).client().await.unwrap()
+}
+
+/// A sandbox on `emu` that no idle policy pauses while a test runs.
+async fn sandbox(emu: &Emulator) -> Sandbox {
+    builder(emu).no_idle_policy().create().await.unwrap()
+}
+
+/// Three sandboxes on `emu`: one running, one paused, one killed.
+async fn running_paused_killed(emu: &Emulator) -> (Sandbox, Sandbox, Sandbox) {
+    let running = sandbox(emu).await;
+    let paused = sandbox(emu).await;
+    let killed = sandbox(emu).await;
+    assert!(paused.pause().await.unwrap());
+    assert!(killed.kill().await.unwrap());
+    (running, paused, killed)
 }
 
 /// The plan's decision for `id`: act or skip, and the reason's code.
@@ -35,11 +50,7 @@ fn acted_calls(emu: &Emulator) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inventory_lists_sandboxes_with_image_and_end_and_the_images_with_versions() {
     let emu = emulator().await;
-    let running = builder(&emu).no_idle_policy().create().await.unwrap();
-    let paused = builder(&emu).no_idle_policy().create().await.unwrap();
-    let killed = builder(&emu).no_idle_policy().create().await.unwrap();
-    assert!(paused.pause().await.unwrap());
-    assert!(killed.kill().await.unwrap());
+    let (running, paused, _killed) = running_paused_killed(&emu).await;
     let fleet = client(&emu).await.fleet();
 
     let mut all = fleet.sandboxes(FleetQuery::new()).await.unwrap();
@@ -103,11 +114,7 @@ async fn the_inventory_lists_sandboxes_with_image_and_end_and_the_images_with_ve
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_actions_plan_acts_or_skips_by_state_and_never_acts() {
     let emu = emulator().await;
-    let running = builder(&emu).no_idle_policy().create().await.unwrap();
-    let paused = builder(&emu).no_idle_policy().create().await.unwrap();
-    let killed = builder(&emu).no_idle_policy().create().await.unwrap();
-    assert!(paused.pause().await.unwrap());
-    assert!(killed.kill().await.unwrap());
+    let (running, paused, killed) = running_paused_killed(&emu).await;
     let (r, p, k) = (running.id(), paused.id(), killed.id());
     let fleet = client(&emu).await.fleet();
     let before = acted_calls(&emu);
@@ -207,9 +214,9 @@ async fn each_actions_plan_acts_or_skips_by_state_and_never_acts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_acts_on_exactly_the_planned_sandboxes_after_its_confirmation() {
     let emu = emulator().await;
-    let a = builder(&emu).no_idle_policy().create().await.unwrap();
-    let b = builder(&emu).no_idle_policy().create().await.unwrap();
-    let untouched = builder(&emu).no_idle_policy().create().await.unwrap();
+    let a = sandbox(&emu).await;
+    let b = sandbox(&emu).await;
+    let untouched = sandbox(&emu).await;
     let client = client(&emu).await;
     let fleet = client.fleet();
     let state = |id: String| {
@@ -302,8 +309,8 @@ async fn a_run_acts_on_exactly_the_planned_sandboxes_after_its_confirmation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandbox_killed_between_plan_and_run_fails_alone() {
     let emu = emulator().await;
-    let gone = builder(&emu).no_idle_policy().create().await.unwrap();
-    let kept = builder(&emu).no_idle_policy().create().await.unwrap();
+    let gone = sandbox(&emu).await;
+    let kept = sandbox(&emu).await;
     let managed = builder(&emu)
         .no_idle_policy()
         .on_timeout(OnTimeout::Kill)

@@ -562,23 +562,30 @@ async fn output_dropped_while_cut_is_not_found_and_the_cell_is_not_re_run() {
     assert!(sbx.kill().await.unwrap());
 }
 
-/// The client came back more than 30 s after the cell ended: the agent no
-/// longer keeps it, and the cell ends with `NotFound` (`sdk.cell_expired`).
+/// The client came back after the agent's retention of the ended cell (30 s
+/// by default, 1 s here): the agent no longer keeps it, and the cell ends
+/// with `NotFound` (`sdk.cell_expired`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cell_expired_while_cut_is_not_found_and_not_re_run() {
-    let emu = emulator().await;
+    let retained = Duration::from_secs(1);
+    let emu = Emulator::start(EmulatorConfig {
+        agent_retained_after_end: retained,
+        ..EmulatorConfig::default()
+    })
+    .await
+    .unwrap();
     let sbx = builder(&emu).create().await.unwrap();
     let faults = emu.faults().clone();
     let id = sbx.id().to_owned();
     let code = "import time\nopen('/tmp/runs', 'a').write('x')\nprint('line1', flush=True)\ntime.sleep(0.5)\nprint('line2', flush=True)";
     let (outcome, seen, _) = cell_with_fault(&sbx, code, 1, move || async move {
-        // Every call through the proxy fails until the ended cell's 30 s of
-        // retention are over (the reconnect budget is 60 s).
+        // Every call through the proxy fails until the ended cell's
+        // retention is over (the cell ends 0.5 s after the cut; 3 s of
+        // margin for a loaded host; the reconnect budget is 60 s).
         assert!(faults.proxy_status(100_000, 502));
         assert!(faults.cut_connections(&id));
         tokio::spawn(async move {
-            tokio::time::sleep(rayito_agent::code::RETAINED_AFTER_END + Duration::from_secs(2))
-                .await;
+            tokio::time::sleep(retained + Duration::from_secs(3)).await;
             faults.clear();
         });
     })

@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rayito::stacks::{
-    CloudWatchBoard, OptionalStacks, StackDeploy, StackOptions, UpdateOutcome, components,
+    CloudWatchBoard, OptionalStacks, ParameterChange, StackDeploy, StackOptions, UpdateOutcome,
+    components,
 };
 use rayito::{AwsOptions, Client, SandboxError};
 use sdk_support::moto::MotoServer;
@@ -75,6 +76,43 @@ fn fast(stacks: OptionalStacks, timeout: Duration) -> OptionalStacks {
     stacks.with_options(options)
 }
 
+/// The optional stacks of a [`client`] of `endpoint`, polling fast and
+/// waiting at most `timeout`.
+async fn stacks_at(endpoint: &str, timeout: Duration) -> OptionalStacks {
+    fast(client(endpoint).await.optional_stacks(), timeout)
+}
+
+/// The parameter changes as (name, before, after).
+fn changed(changes: &[ParameterChange]) -> Vec<(&str, Option<&str>, &str)> {
+    changes
+        .iter()
+        .map(|c| (c.name.as_str(), c.before.as_deref(), c.after.as_str()))
+        .collect()
+}
+
+/// Deploys otlp-export against a [`ScriptedCloudFormation`] (its
+/// DescribeStacks answers `statuses`, `failed` the failed resource),
+/// waiting at most `timeout`: the peer, and the deploy's error, asserted
+/// to be `Stack { code }`.
+async fn failed_otlp_deploy(
+    statuses: Vec<Option<&'static str>>,
+    failed: &'static str,
+    timeout: Duration,
+    code: &str,
+) -> (ScriptedCloudFormation, SandboxError) {
+    let (peer, url) = ScriptedCloudFormation::start(statuses, failed).await;
+    let err = stacks_at(&url, timeout)
+        .await
+        .deploy("otlp-export", &StackDeploy::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SandboxError::Stack { code: c, .. } if c.as_str() == code),
+        "{err:?}"
+    );
+    (peer, err)
+}
+
 async fn moto() -> Option<MotoServer> {
     tokio::task::spawn_blocking(MotoServer::start)
         .await
@@ -84,8 +122,7 @@ async fn moto() -> Option<MotoServer> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metadata_index_deploys_updates_keeps_what_was_left_out_and_destroys_on_moto() {
     let Some(moto) = moto().await else { return };
-    let client = client(&moto.endpoint_url()).await;
-    let stacks = fast(client.optional_stacks(), Duration::from_secs(60));
+    let stacks = stacks_at(&moto.endpoint_url(), Duration::from_secs(60)).await;
     assert_eq!(stacks.status("metadata-index", None).await.unwrap(), None);
 
     let deploy = StackDeploy::new()
@@ -96,12 +133,8 @@ async fn the_metadata_index_deploys_updates_keeps_what_was_left_out_and_destroys
         .parameter_changes("metadata-index", &deploy)
         .await
         .unwrap();
-    let changed: Vec<(&str, Option<&str>, &str)> = changes
-        .iter()
-        .map(|c| (c.name.as_str(), c.before.as_deref(), c.after.as_str()))
-        .collect();
     assert_eq!(
-        changed,
+        changed(&changes),
         [
             ("DeletionProtection", None, "false"),
             ("PointInTimeRecovery", None, "false"),
@@ -154,8 +187,7 @@ async fn the_metadata_index_deploys_updates_keeps_what_was_left_out_and_destroys
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_keeps_the_parameters_left_out_on_moto() {
     let Some(moto) = moto().await else { return };
-    let client = client(&moto.endpoint_url()).await;
-    let stacks = fast(client.optional_stacks(), Duration::from_secs(60));
+    let stacks = stacks_at(&moto.endpoint_url(), Duration::from_secs(60)).await;
     let first = StackDeploy::new()
         .param("BucketName", "datasets")
         .param("Prefixes", "team7/*");
@@ -164,11 +196,7 @@ async fn an_update_keeps_the_parameters_left_out_on_moto() {
 
     let later = StackDeploy::new().param("ReadOnly", "false");
     let changes = stacks.parameter_changes("s3-mounts", &later).await.unwrap();
-    let changed: Vec<(&str, Option<&str>, &str)> = changes
-        .iter()
-        .map(|c| (c.name.as_str(), c.before.as_deref(), c.after.as_str()))
-        .collect();
-    assert_eq!(changed, [("ReadOnly", Some("true"), "false")]);
+    assert_eq!(changed(&changes), [("ReadOnly", Some("true"), "false")]);
     let updated = stacks.deploy("s3-mounts", &later).await.unwrap();
     assert_eq!(updated.outcome, Some(UpdateOutcome::Changed));
     assert_eq!(updated.status.state, "UPDATE_COMPLETE");
@@ -190,8 +218,7 @@ async fn an_update_keeps_the_parameters_left_out_on_moto() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_iam_only_components_deploy_and_destroy_on_moto() {
     let Some(moto) = moto().await else { return };
-    let client = client(&moto.endpoint_url()).await;
-    let stacks = fast(client.optional_stacks(), Duration::from_secs(60));
+    let stacks = stacks_at(&moto.endpoint_url(), Duration::from_secs(60)).await;
     let cases: [(&str, StackDeploy, &[&str]); 6] = [
         (
             // With a key: moto refuses the policy that AWS::NoValue leaves
@@ -280,8 +307,7 @@ async fn a_components_zip_is_uploaded_once_under_its_sha256() {
     let sha = sdk_support::plain_http::sha256_hex(&std::fs::read(&zip).unwrap());
     let key = format!("rayito/stacks/events-webhooks/{sha}.zip");
 
-    let client = client(&proxy.endpoint_url()).await;
-    let stacks = fast(client.optional_stacks(), Duration::from_secs(30));
+    let stacks = stacks_at(&proxy.endpoint_url(), Duration::from_secs(30)).await;
     for round in 0..2 {
         // Each round under its own stack name: whatever moto's
         // CloudFormation makes of the stack, the upload comes first.
@@ -496,17 +522,13 @@ impl ScriptedCloudFormation {
 
 #[tokio::test]
 async fn a_stack_in_rollback_complete_is_blocked_before_any_change() {
-    let (peer, url) = ScriptedCloudFormation::start(vec![Some("ROLLBACK_COMPLETE")], "-").await;
-    let client = client(&url).await;
-    let stacks = fast(client.optional_stacks(), Duration::from_secs(5));
-    let err = stacks
-        .deploy("otlp-export", &StackDeploy::new())
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, SandboxError::Stack { code, .. } if code.as_str() == "blocked"),
-        "{err:?}"
-    );
+    let (peer, err) = failed_otlp_deploy(
+        vec![Some("ROLLBACK_COMPLETE")],
+        "-",
+        Duration::from_secs(5),
+        "blocked",
+    )
+    .await;
     assert_eq!(
         err.to_string(),
         "stack rayito-otlp-export is ROLLBACK_COMPLETE and cannot be updated; delete the stack, then deploy it again"
@@ -516,21 +538,13 @@ async fn a_stack_in_rollback_complete_is_blocked_before_any_change() {
 
 #[tokio::test]
 async fn a_create_that_rolls_back_names_the_failed_resource() {
-    let (peer, url) = ScriptedCloudFormation::start(
+    let (peer, err) = failed_otlp_deploy(
         vec![None, Some("CREATE_IN_PROGRESS"), Some("ROLLBACK_COMPLETE")],
         "RayitoOtlpExport",
+        Duration::from_secs(5),
+        "failed",
     )
     .await;
-    let client = client(&url).await;
-    let stacks = fast(client.optional_stacks(), Duration::from_secs(5));
-    let err = stacks
-        .deploy("otlp-export", &StackDeploy::new())
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, SandboxError::Stack { code, .. } if code.as_str() == "failed"),
-        "{err:?}"
-    );
     assert_eq!(
         err.to_string(),
         "stack rayito-otlp-export failed: resource RayitoOtlpExport ended CREATE_FAILED; read the stack's events in CloudFormation, fix the cause, then deploy it again"
@@ -549,18 +563,13 @@ async fn a_create_that_rolls_back_names_the_failed_resource() {
 
 #[tokio::test]
 async fn a_wait_past_its_timeout_is_in_progress() {
-    let (_peer, url) =
-        ScriptedCloudFormation::start(vec![None, Some("CREATE_IN_PROGRESS")], "-").await;
-    let client = client(&url).await;
-    let stacks = fast(client.optional_stacks(), Duration::from_millis(200));
-    let err = stacks
-        .deploy("otlp-export", &StackDeploy::new())
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, SandboxError::Stack { code, .. } if code.as_str() == "in_progress"),
-        "{err:?}"
-    );
+    let (_peer, err) = failed_otlp_deploy(
+        vec![None, Some("CREATE_IN_PROGRESS")],
+        "-",
+        Duration::from_millis(200),
+        "in_progress",
+    )
+    .await;
     assert_eq!(
         err.to_string(),
         "stack rayito-otlp-export is still changing (CREATE_IN_PROGRESS); wait until it settles, then deploy it again"
@@ -569,8 +578,7 @@ async fn a_wait_past_its_timeout_is_in_progress() {
     // timeout is in progress too; one gone is done.
     let (_peer, url) =
         ScriptedCloudFormation::start(vec![Some("DELETE_IN_PROGRESS"), None], "-").await;
-    let client = self::client(&url).await;
-    let stacks = fast(client.optional_stacks(), Duration::from_secs(5));
+    let stacks = stacks_at(&url, Duration::from_secs(5)).await;
     stacks.destroy("otlp-export", None, true).await.unwrap();
 }
 

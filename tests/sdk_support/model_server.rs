@@ -11,18 +11,11 @@
 //! and JSON body.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
-use hyper_util::rt::TokioIo;
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use rayito_emulator::TestUpstream;
 use serde_json::{Value, json};
-use tokio_rustls::TlsAcceptor;
-use tokio_rustls::rustls::ServerConfig;
-use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// One scripted answer.
 #[derive(Clone, Debug)]
@@ -74,82 +67,44 @@ struct State {
 
 type Shared = Arc<Mutex<State>>;
 
-/// The scripted model; stopped when dropped.
+/// The scripted model; stopped when dropped. Its HTTPS (the CA, the
+/// certificate, the serving loop) is the emulator's [`TestUpstream`]'s.
 pub struct ModelServer {
-    host: String,
-    addr: SocketAddr,
-    ca_pem: String,
+    upstream: TestUpstream,
     state: Shared,
-    task: tokio::task::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for ModelServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ModelServer")
-            .field("host", &self.host)
-            .field("addr", &self.addr)
+            .field("upstream", &self.upstream)
             .finish_non_exhaustive()
-    }
-}
-
-impl Drop for ModelServer {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
 impl ModelServer {
     /// Serves `https://<host>` with `script`.
     pub async fn start(host: &str, script: Vec<Reply>) -> ModelServer {
-        let ca_key = KeyPair::generate().expect("a CA key");
-        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-        let ca_cert = ca.self_signed(&ca_key).expect("the CA");
-        let issuer = Issuer::new(ca, ca_key);
-        let key = KeyPair::generate().expect("a key");
-        let leaf = CertificateParams::new(vec![host.to_owned()])
-            .expect("leaf params")
-            .signed_by(&key, &issuer)
-            .expect("the leaf");
-        let provider = Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
-        let mut config = ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![leaf.der().clone()],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-            )
-            .expect("the certificate");
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let acceptor = TlsAcceptor::from(Arc::new(config));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a port");
-        let addr = listener.local_addr().expect("its address");
         let state = Shared::new(Mutex::new(State {
             script: script.into(),
             ..State::default()
         }));
-        let task = tokio::spawn(serve(listener, acceptor, state.clone()));
-        ModelServer {
-            host: host.to_owned(),
-            addr,
-            ca_pem: ca_cert.pem(),
-            state,
-            task,
-        }
+        let answering = state.clone();
+        let upstream =
+            TestUpstream::start_with(host, move |parts, body| answer(parts, &body, &answering))
+                .await
+                .expect("the model server starts");
+        ModelServer { upstream, state }
     }
 
     /// `https://<host>`: the gateway's upstream.
     pub fn url(&self) -> String {
-        format!("https://{}", self.host)
+        self.upstream.url()
     }
 
     /// Makes the emulator's agents trust this server and dial its host here.
     pub fn trust_on(&self, upstreams: &rayito_agent::gateway::LocalUpstreams) {
-        upstreams.add_root_pem(self.ca_pem.clone());
-        upstreams.set_host(self.host.clone(), self.addr);
+        self.upstream.trust_on(upstreams);
     }
 
     /// Replaces the script.
@@ -169,36 +124,8 @@ impl ModelServer {
     }
 }
 
-async fn serve(listener: tokio::net::TcpListener, acceptor: TlsAcceptor, state: Shared) {
-    loop {
-        let Ok((tcp, _)) = listener.accept().await else {
-            return;
-        };
-        let acceptor = acceptor.clone();
-        let state = state.clone();
-        tokio::spawn(async move {
-            let Ok(tls) = acceptor.accept(tcp).await else {
-                return;
-            };
-            let service = hyper::service::service_fn(move |req| answer(req, state.clone()));
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), service)
-                .await;
-        });
-    }
-}
-
-async fn answer(
-    req: hyper::Request<hyper::body::Incoming>,
-    state: Shared,
-) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
-    let (parts, body) = req.into_parts();
-    let bytes = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+fn answer(parts: &http::request::Parts, bytes: &Bytes, state: &Shared) -> http::Response<Bytes> {
+    let body: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
     let path = parts.uri.path().to_owned();
     let headers = parts
         .headers
@@ -234,12 +161,11 @@ async fn answer(
         (_, true, false) => (200, "application/json", responses_json(&reply).to_string()),
         (_, true, true) => (200, "text/event-stream", responses_sse(&reply)),
     };
-    let response = hyper::Response::builder()
+    http::Response::builder()
         .status(status)
         .header("content-type", content_type)
-        .body(Full::new(Bytes::from(text)))
-        .unwrap_or_default();
-    Ok(response)
+        .body(Bytes::from(text))
+        .unwrap_or_default()
 }
 
 fn usage(reply: &Reply) -> (u64, u64) {

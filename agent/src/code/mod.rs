@@ -40,6 +40,7 @@ use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use futures_util::Stream;
 use tokio::sync::mpsc;
@@ -85,14 +86,22 @@ struct Shared {
 }
 
 impl CodeServiceImpl {
-    /// A service whose kernels run in `env` and whose live streams follow `phase`.
+    /// A service whose kernels run in `env` and whose live streams follow
+    /// `phase`; an ended execution can be reattached to for
+    /// [`RETAINED_AFTER_END`].
     pub fn new(env: SandboxEnv, phase: PhaseCell) -> Self {
+        Self::retaining(env, phase, RETAINED_AFTER_END)
+    }
+
+    /// [`CodeServiceImpl::new`], an ended execution kept for Reattach
+    /// `retain_after_end` instead (`AgentConfig::retained_after_end`).
+    pub fn retaining(env: SandboxEnv, phase: PhaseCell, retain_after_end: Duration) -> Self {
         Self {
             shared: Arc::new(Shared {
                 env,
                 phase,
                 contexts: Registry::default(),
-                executions: Arc::default(),
+                executions: Arc::new(log::Executions::new(retain_after_end)),
                 closed: AtomicBool::new(false),
                 cut: Arc::default(),
                 start_failure: std::sync::Mutex::new(None),
@@ -199,7 +208,7 @@ impl CodeServiceImpl {
     /// a start of the default kernel under way to end: Health answers when
     /// the kernel does, so a readiness wait sees it ready on its first probe
     /// instead of sleeping a poll interval past it.
-    pub async fn kernel_ready_within(&self, bound: std::time::Duration) -> bool {
+    pub async fn kernel_ready_within(&self, bound: Duration) -> bool {
         if let Some(ctx) = self
             .shared
             .contexts

@@ -17,7 +17,8 @@ use crate::pb;
 /// Most subscribers (Start stream included) one process may have.
 pub(crate) const MAX_SUBSCRIBERS: usize = 8;
 /// How long output waits for a slow subscriber before dropping unread output
-/// (that subscriber then ends with `output_truncated`).
+/// (that subscriber then ends with `output_truncated`), unless the agent is
+/// configured otherwise (`AgentConfig::slow_subscriber_grace`).
 pub(crate) const SLOW_SUBSCRIBER_GRACE: Duration = Duration::from_secs(30);
 
 /// A process the agent started.
@@ -47,6 +48,9 @@ pub(crate) struct ProcessEntry {
     /// started ending a `kill_tree` command: its end is then recorded only
     /// once nothing of it is left.
     pub tree_ending: AtomicBool,
+    /// How long the pumps wait for a slow subscriber ([`SLOW_SUBSCRIBER_GRACE`]
+    /// unless configured).
+    grace: Duration,
 }
 
 #[derive(Debug)]
@@ -87,7 +91,15 @@ impl ProcessEntry {
             cgroup: None,
             kill_tree: false,
             tree_ending: AtomicBool::new(false),
+            grace: SLOW_SUBSCRIBER_GRACE,
         }
+    }
+
+    /// The same entry, its pumps waiting at most `grace` for a slow
+    /// subscriber.
+    pub(crate) fn with_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
     }
 
     /// The entry of a command running in `cgroup` (see
@@ -198,11 +210,12 @@ impl ProcessEntry {
         unread > 0 && unread + incoming > st.ring.capacity()
     }
 
-    /// Backpressure for the output pumps: waits (at most 30 s) until the
-    /// slowest subscriber has read enough that `incoming` bytes fit.
+    /// Backpressure for the output pumps: waits (at most the grace, 30 s by
+    /// default) until the slowest subscriber has read enough that
+    /// `incoming` bytes fit.
     pub(crate) async fn wait_for_room(&self, incoming: usize) {
         let mut progress = self.progress.subscribe();
-        let deadline = tokio::time::Instant::now() + SLOW_SUBSCRIBER_GRACE;
+        let deadline = tokio::time::Instant::now() + self.grace;
         loop {
             progress.borrow_and_update();
             if !self.would_drop_unread(incoming) {

@@ -20,6 +20,7 @@ use tonic::{Request, Response, Status};
 
 pub(crate) use self::ending::Ending;
 use self::entry::ProcessEntry;
+pub(crate) use self::entry::SLOW_SUBSCRIBER_GRACE;
 pub(crate) use self::spawn::{
     Timed, check_start, enforce_timeout, final_end, lookup, signal_group, start_failed,
 };
@@ -57,17 +58,21 @@ pub(crate) struct ProcessTable {
     env: SandboxEnv,
     phase: PhaseCell,
     entries: Mutex<HashMap<u32, Arc<ProcessEntry>>>,
+    /// How long output waits for a slow subscriber before dropping what
+    /// it has not read (`AgentConfig::slow_subscriber_grace`).
+    grace: Duration,
     /// Set by an abrupt stop: subscribers stop without an EndEvent, as if
     /// the connection had been cut.
     cut: Arc<AtomicBool>,
 }
 
 impl ProcessTable {
-    pub(crate) fn new(env: SandboxEnv, phase: PhaseCell) -> Self {
+    pub(crate) fn new(env: SandboxEnv, phase: PhaseCell, grace: Duration) -> Self {
         Self {
             env,
             phase,
             entries: Mutex::new(HashMap::new()),
+            grace,
             cut: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -147,6 +152,7 @@ impl ProcessTable {
             req.stdin,
             timeout,
             req.kill_tree,
+            self.grace,
         )?;
         map.insert(entry.pid, entry.clone());
         drop(map);
@@ -183,6 +189,7 @@ impl ProcessTable {
             false,
             None,
             false,
+            self.grace,
         )?;
         entry.detach(first);
         map.insert(entry.pid, entry.clone());

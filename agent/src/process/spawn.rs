@@ -93,7 +93,8 @@ pub(crate) fn signal_group(pid: u32, signal: i32) -> std::io::Result<()> {
 
 /// Spawns `spec` and starts its pumps; returns the entry and the id of its
 /// first subscriber (the Start stream), attached before any output exists.
-#[allow(clippy::result_large_err)]
+/// Its pumps wait at most `grace` for a slow subscriber.
+#[allow(clippy::result_large_err, clippy::too_many_arguments)]
 pub(crate) fn spawn(
     env: &SandboxEnv,
     spec: &SpawnSpec,
@@ -102,6 +103,7 @@ pub(crate) fn spawn(
     with_stdin: bool,
     timeout: Option<Duration>,
     kill_tree: bool,
+    grace: Duration,
 ) -> Result<(Arc<ProcessEntry>, u64), Status> {
     let stdin = if with_stdin {
         Stdio::Piped
@@ -128,7 +130,8 @@ pub(crate) fn spawn(
     let entry = Arc::new(
         ProcessEntry::new(pid, config, tag, child.stdin.take())
             .in_cgroup(cgroup)
-            .killing_tree(kill_tree),
+            .killing_tree(kill_tree)
+            .with_grace(grace),
     );
     let first = entry
         .attach(1)
