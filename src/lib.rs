@@ -328,6 +328,8 @@ mod mount_path;
 pub mod mounts;
 mod otel;
 pub mod persistence;
+#[cfg(feature = "permissions")]
+pub mod permissions;
 mod pool;
 mod pty;
 mod quiet;
