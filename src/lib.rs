@@ -327,9 +327,9 @@ pub mod cost;
 mod mount_path;
 pub mod mounts;
 mod otel;
-pub mod persistence;
 #[cfg(feature = "permissions")]
 pub mod permissions;
+pub mod persistence;
 mod pool;
 mod pty;
 mod quiet;

@@ -61,13 +61,22 @@ pub fn features() -> Vec<&'static str> {
 
 /// What to simulate: the cargo features whose actions (default: `core`),
 /// the image and the artifact bucket the actions act on.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct SimulationQuery {
     features: Vec<String>,
     image: Option<String>,
     bucket: Option<String>,
     iam_endpoint_url: Option<String>,
+}
+
+// The bucket and the endpoint are never printed: only whether they are set.
+crate::secret::redacted_debug! {
+    non_exhaustive SimulationQuery |o|
+        features,
+        image = o.image.is_some(),
+        bucket = o.bucket.is_some(),
+        iam_endpoint_url = o.iam_endpoint_url.is_some()
 }
 
 impl SimulationQuery {
@@ -257,7 +266,7 @@ impl Permissions {
                     ));
                 };
                 if !features.contains(feature) {
-                    features.push(feature);
+                    features.push(*feature);
                 }
             }
             let backend = self.client.backend();
@@ -355,8 +364,8 @@ impl Permissions {
                         denied_by_organizations: organizations == Some(false),
                         granted_by: granting
                             .iter()
-                            .filter(|(_, actions)| actions.iter().any(|a| a == action))
-                            .map(|(policy, _)| *policy)
+                            .filter(|entry| entry.1.iter().any(|a| a.as_str() == action))
+                            .map(|entry| entry.0)
                             .collect(),
                     }
                 })
@@ -518,7 +527,10 @@ mod tests {
         };
         let (groups, order, skipped) = plan(&["core", "templates"], &scope);
         assert_eq!(skipped, ["s3:GetObject", "s3:PutObject"]);
-        let run = order.iter().find(|(a, ..)| *a == "lambda:RunMicrovm").unwrap();
+        let run = order
+            .iter()
+            .find(|(a, ..)| *a == "lambda:RunMicrovm")
+            .unwrap();
         assert_eq!((run.1, run.2.as_str()), ("core", "*"));
         let image = order
             .iter()
@@ -541,6 +553,11 @@ mod tests {
         assert_eq!(launcher.0, "SandboxLauncherPolicy");
         assert!(launcher.1.iter().any(|a| a == "lambda:RunMicrovm"));
         let caller = &granting[1];
-        assert!(caller.1.iter().any(|a| a == "cloudformation:DescribeStacks"));
+        assert!(
+            caller
+                .1
+                .iter()
+                .any(|a| a == "cloudformation:DescribeStacks")
+        );
     }
 }

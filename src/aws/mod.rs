@@ -16,7 +16,7 @@
 //! | CloudFormation | [`cloudformation`] | `setup`, `efs` |
 //! | EFS | [`efs`] | `efs` |
 //! | EC2 (four reads, Query protocol of our own) | [`ec2`] | `efs` |
-| IAM (GetRole and SimulatePrincipalPolicy, the same Query protocol) | [`iam_simulator`] | `permissions` |
+//! | IAM (GetRole and SimulatePrincipalPolicy, the same Query protocol) | [`iam_simulator`] | `permissions` |
 //! | the local emulator's own APIs (SigV4-signed JSON) | [`signed_http`] | `events` |
 //!
 //! `iam` (compiled for the tests and feature `permissions`, whose
@@ -43,6 +43,8 @@ pub(crate) mod efs;
 pub(crate) mod failure;
 #[cfg(any(test, feature = "permissions"))]
 pub(crate) mod iam;
+#[cfg(feature = "permissions")]
+pub(crate) mod iam_simulator;
 #[cfg(any(feature = "quotas", feature = "cost"))]
 pub(crate) mod json_rpc;
 pub(crate) mod microvms;
@@ -54,8 +56,6 @@ pub(crate) mod secretsmanager;
 pub(crate) mod servicequotas;
 #[cfg(feature = "events")]
 pub(crate) mod signed_http;
-#[cfg(feature = "permissions")]
-pub(crate) mod iam_simulator;
 #[cfg(any(feature = "efs", feature = "quotas", feature = "permissions"))]
 pub(crate) mod signed_post;
 #[cfg(feature = "templates")]

@@ -12,13 +12,13 @@ use aws_sdk_lambdamicrovms::config::ProvideCredentials as _;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
-use rustls::pki_types::pem::PemObject as _;
 use aws_types::sdk_config::SharedCredentialsProvider;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use rustls::pki_types::pem::PemObject as _;
 
 use crate::error::map::aws::{AwsFailure, NoResponse};
 use crate::quiet::Quiet as _;
@@ -117,7 +117,9 @@ impl SignedPost {
         for pem in roots {
             let mut added = 0;
             for cert in rustls::pki_types::CertificateDer::pem_slice_iter(pem.as_bytes()) {
-                store.add(cert.map_err(|_| not_started())?).map_err(|_| not_started())?;
+                store
+                    .add(cert.map_err(|_| not_started())?)
+                    .map_err(|_| not_started())?;
                 added += 1;
             }
             if added == 0 {

@@ -111,39 +111,39 @@ fn pretty(value: &serde_json::Value) -> String {
 /// depends on feature `efs`).
 const EFS_VOLUMES_DESCRIPTION: &str = "EFS file system, mount targets, security groups and the VPC's egress connector in an existing VPC, for volumes=";
 const EFS_VOLUMES_COST: CostStatement = cost(
-        &[
-            "AWS::EFS::FileSystem",
-            "AWS::EFS::MountTarget (one per subnet)",
-            "AWS::EC2::SecurityGroup (x2)",
-            "network connector",
-            "AWS::IAM::ManagedPolicy",
-        ],
-        "$0 while the file system is empty (EFS bills stored GB-months)",
-        &["EFS storage and throughput per GB"],
-        "destroy deletes the stack's resources; the file system goes only when empty or asked",
-        "Amazon EFS pricing, us-east-1",
-    );
+    &[
+        "AWS::EFS::FileSystem",
+        "AWS::EFS::MountTarget (one per subnet)",
+        "AWS::EC2::SecurityGroup (x2)",
+        "network connector",
+        "AWS::IAM::ManagedPolicy",
+    ],
+    "$0 while the file system is empty (EFS bills stored GB-months)",
+    &["EFS storage and throughput per GB"],
+    "destroy deletes the stack's resources; the file system goes only when empty or asked",
+    "Amazon EFS pricing, us-east-1",
+);
 const EFS_VOLUMES_PARAMETERS: &[StackParameter] = &[
-        required("VpcId", "The VPC"),
-        required(
-            "SubnetIds",
-            "Subnets of the VPC for the mount targets (comma list)",
-        ),
-        default(
-            "ConnectorName",
-            "rayito-efs",
-            "Name of the egress connector",
-        ),
-        default("AllowWrite", "true", "Clients may write"),
-        param(
-            "AccessPointArns",
-            "Access points clients may use (comma list)",
-        ),
-        param(
-            "ReadOnlyAccessPointArns",
-            "Access points clients may only read (comma list)",
-        ),
-    ];
+    required("VpcId", "The VPC"),
+    required(
+        "SubnetIds",
+        "Subnets of the VPC for the mount targets (comma list)",
+    ),
+    default(
+        "ConnectorName",
+        "rayito-efs",
+        "Name of the egress connector",
+    ),
+    default("AllowWrite", "true", "Clients may write"),
+    param(
+        "AccessPointArns",
+        "Access points clients may use (comma list)",
+    ),
+    param(
+        "ReadOnlyAccessPointArns",
+        "Access points clients may only read (comma list)",
+    ),
+];
 
 /// The functions' zip of the events-webhooks stack.
 const EVENTS_ARTIFACTS: &[StackArtifact] = &[StackArtifact {

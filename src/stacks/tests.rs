@@ -305,7 +305,10 @@ fn efs_volumes_renders_the_volumes_template_with_the_same_tags() {
     let mut shapes: Vec<(BTreeMap<String, String>, usize, EfsDeployOptions)> = Vec::new();
     for n in 1..=3 {
         shapes.push((
-            map(&[("VpcId", "vpc-12345678"), ("SubnetIds", &subnets[..n].join(","))]),
+            map(&[
+                ("VpcId", "vpc-12345678"),
+                ("SubnetIds", &subnets[..n].join(",")),
+            ]),
             n,
             EfsDeployOptions::default(),
         ));
@@ -345,9 +348,13 @@ fn efs_volumes_renders_the_volumes_template_with_the_same_tags() {
     let bad = map(&[("VpcId", "vpc-1"), ("SubnetIds", "subnet-0a1b2c3d")]);
     assert_eq!(
         c.template_for(&bad).unwrap_err().to_string(),
-        EfsVolumes::template("vpc-1", &["subnet-0a1b2c3d".to_owned()], &EfsDeployOptions::default())
-            .unwrap_err()
-            .to_string()
+        EfsVolumes::template(
+            "vpc-1",
+            &["subnet-0a1b2c3d".to_owned()],
+            &EfsDeployOptions::default()
+        )
+        .unwrap_err()
+        .to_string()
     );
     let err = c
         .template_for(&map(&[

@@ -90,6 +90,7 @@ mod network;
 mod opencode_runtime;
 mod path_races;
 mod payload_roundtrip;
+mod permissions;
 mod persistence;
 mod pool;
 mod pool_dynamodb;

@@ -13,8 +13,8 @@
 
 mod query;
 
-use query::QueryClient;
 use crate::aws::xml::Element;
+use query::QueryClient;
 
 use crate::error::map::aws::AwsFailure;
 

@@ -3,8 +3,8 @@
 //! with rustls and the system's roots), its XML answer parsed, an error answer turned into [`AwsFailure`] facts
 //! (its code only: EC2's text is never kept).
 
-use crate::aws::xml::{Element, parse};
 use crate::aws::signed_post::{SignedPost, form_urlencoded, transient};
+use crate::aws::xml::{Element, parse};
 use crate::error::map::aws::AwsFailure;
 
 /// The EC2 API version every call names (the Query protocol's `Version`).
