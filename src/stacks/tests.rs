@@ -307,7 +307,7 @@ fn efs_volumes_renders_the_volumes_template_with_the_same_tags() {
         shapes.push((
             map(&[
                 ("VpcId", "vpc-12345678"),
-                ("SubnetIds", &subnets[..n].join(",")),
+                ("SubnetIds", subnets[..n].join(",").as_str()),
             ]),
             n,
             EfsDeployOptions::default(),
@@ -323,8 +323,8 @@ fn efs_volumes_renders_the_volumes_template_with_the_same_tags() {
         map(&[
             ("VpcId", "vpc-12345678"),
             ("SubnetIds", "subnet-0a1b2c3d, subnet-1a2b3c4d"),
-            ("AccessPointArns", &scoped),
-            ("ReadOnlyAccessPointArns", &read_only),
+            ("AccessPointArns", scoped.as_str()),
+            ("ReadOnlyAccessPointArns", read_only.as_str()),
             ("AllowWrite", "false"),
             ("ConnectorName", "team-efs"),
         ]),

@@ -52,6 +52,7 @@ mod dashboard;
 mod dashboard_browser;
 mod doc_refs;
 mod docs_index;
+mod efs_volumes_stack;
 mod errors;
 mod errors_canary;
 mod errors_kinds;

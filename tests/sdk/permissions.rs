@@ -355,14 +355,24 @@ async fn an_assumed_role_is_simulated_as_its_role_over_every_page() {
     assert!(skipped.is_empty());
     let seen = seen.lock().unwrap().clone();
     let actions: Vec<_> = seen.iter().map(|s| s.get("Action").unwrap()).collect();
+    // GetRole, then two pages on `*`, then two on the image (the peer
+    // truncates every first page).
     assert_eq!(
         actions,
         [
             "GetRole",
             "SimulatePrincipalPolicy",
+            "SimulatePrincipalPolicy",
+            "SimulatePrincipalPolicy",
             "SimulatePrincipalPolicy"
         ]
     );
+    assert_eq!(seen[1].get("ResourceArns.member.1"), None);
+    assert_eq!(
+        seen[3].get("ResourceArns.member.1"),
+        Some("arn:aws:lambda:us-east-1:123456789012:microvm-image:rayito-base")
+    );
+    assert_eq!(seen[3].actions(), ["lambda:GetMicrovmImage"]);
     assert_eq!(seen[0].get("RoleName"), Some("rayito-dev"));
     // Signed as IAM in us-east-1, whatever the client's region.
     assert!(
