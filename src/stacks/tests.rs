@@ -314,11 +314,13 @@ fn efs_volumes_renders_the_volumes_template_with_the_same_tags() {
         ));
     }
     let (scoped, read_only) = (arn("0123456789abcdef0"), arn("1123456789abcdef0"));
-    let mut options = EfsDeployOptions::default();
-    options.access_point_arns = vec![scoped.clone()];
-    options.read_only_access_point_arns = vec![read_only.clone()];
-    options.allow_write = false;
-    options.connector_name = "team-efs".to_owned();
+    let options = EfsDeployOptions {
+        access_point_arns: vec![scoped.clone()],
+        read_only_access_point_arns: vec![read_only.clone()],
+        allow_write: false,
+        connector_name: "team-efs".to_owned(),
+        ..EfsDeployOptions::default()
+    };
     shapes.push((
         map(&[
             ("VpcId", "vpc-12345678"),
