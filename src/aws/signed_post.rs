@@ -18,6 +18,7 @@ use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+#[cfg(any(feature = "quotas", feature = "permissions"))]
 use rustls::pki_types::pem::PemObject as _;
 
 use crate::error::map::aws::{AwsFailure, NoResponse};
@@ -102,6 +103,7 @@ impl SignedPost {
     /// # Errors
     /// A PEM holds no certificate, or the TLS configuration could not be
     /// made (mapped as a call of this service that never started).
+    #[cfg(any(feature = "quotas", feature = "permissions"))]
     pub(crate) fn trusting(mut self, roots: &[String]) -> Result<Self, crate::error::SandboxError> {
         if roots.is_empty() {
             return Ok(self);
