@@ -242,6 +242,10 @@
 //!   warnings near it (Service Quotas, one signed call of our own).
 //! - `cost`: `rayito::cost` (`Client::cost`), Cost Explorer's bill of
 //!   MicroVMs and the running sandboxes' estimate (adds `quotas`).
+//! - `permissions`: `rayito::permissions` (`Client::permissions`), IAM's
+//!   simulation of the SDK's actions for the caller (STS, then IAM's
+//!   SimulatePrincipalPolicy, signed calls of our own; adds `setup`), what
+//!   `rayito doctor` reports (docs/doctor.md).
 //! - `otel`: OpenTelemetry (`SandboxBuilder::tracer_provider`,
 //!   `ClientBuilder::tracer_provider`): each public operation is also a
 //!   CLIENT span, and every gRPC call under an active span carries its W3C
@@ -327,6 +331,8 @@ pub mod cost;
 mod mount_path;
 pub mod mounts;
 mod otel;
+#[cfg(feature = "permissions")]
+pub mod permissions;
 pub mod persistence;
 mod pool;
 mod pty;

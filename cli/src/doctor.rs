@@ -109,12 +109,13 @@ pub async fn run(global: Global, args: DoctorArgs) -> i32 {
     report.exit_code()
 }
 
-/// The checks of publishing, none of which writes.
+/// The checks of publishing, none of which writes; and the artifact
+/// bucket they found (the IAM simulation's S3 resource).
 async fn publishing_checks(
     client: &Client,
     image: Option<&str>,
     bucket: Option<String>,
-) -> Vec<Check> {
+) -> (Vec<Check>, Option<String>) {
     let mut checks = Vec::new();
     let setup = client.setup(SetupOptions::default());
     let setup_fix = "run `rayito setup` to see what is missing, then `rayito setup --yes`; see docs/aws.md (\"A new account in one command\")";
@@ -143,6 +144,7 @@ async fn publishing_checks(
                 .ok()
                 .and_then(|o| o.get("ArtifactBucketName").cloned())
         });
+    let found = bucket.clone();
     checks.push(match bucket {
         None => Check {
             name: "artifact bucket",
@@ -207,7 +209,7 @@ async fn publishing_checks(
             },
         },
     });
-    checks
+    (checks, found)
 }
 
 /// What the doctor found.
@@ -224,6 +226,11 @@ pub struct Report {
     /// The EFS network lines (their own verdict), with --efs-vpc-id.
     network: Vec<Check>,
     network_json: Option<Value>,
+    /// The IAM simulation's lines (their own verdict).
+    permissions: Vec<Check>,
+    permissions_json: Option<Value>,
+    /// The artifact bucket publishing found.
+    bucket: Option<String>,
     launched: bool,
 }
 
@@ -262,6 +269,16 @@ impl Report {
         let (quotas, report) = crate::doctor_account::quota_checks(client).await;
         self.quotas = quotas;
         self.quota_report = report;
+        let features = crate::doctor_permissions::features(self.bucket.is_some(), &args.simulate);
+        let (permissions, simulation) = crate::doctor_permissions::permission_checks(
+            client,
+            &features,
+            self.template.as_deref(),
+            self.bucket.as_deref(),
+        )
+        .await;
+        self.permissions = permissions;
+        self.permissions_json = simulation;
         if args.launch {
             self.launched = true;
             match &self.template {
@@ -324,6 +341,11 @@ impl Report {
                 "ok": self.quotas.iter().all(|c| c.ok),
                 "report": self.quota_report,
             },
+            "permissions": {
+                "checks": checks_json(&self.permissions),
+                "ok": self.permissions.iter().all(|c| c.ok),
+                "simulation": self.permissions_json,
+            },
             "launch": self.launched,
             "network": {
                 "checks": checks_json(&self.network),
@@ -367,6 +389,13 @@ impl Report {
         if !self.quotas.is_empty() {
             outln!("quotas (their own verdict; the exit code does not change):");
             print_checks(&self.quotas);
+            outln!();
+        }
+        if !self.permissions.is_empty() {
+            outln!(
+                "permissions (IAM's simulation of the SDK's actions; advisory, its own verdict):"
+            );
+            print_checks(&self.permissions);
             outln!();
         }
         if !self.network.is_empty() {
@@ -503,14 +532,17 @@ pub async fn report(
             ),
         },
     });
-    let publishing = match (&client, reachable) {
+    let (publishing, bucket) = match (&client, reachable) {
         (Ok(client), true) => publishing_checks(client, template.as_deref(), bucket).await,
-        _ => vec![Check {
-            name: "publishing",
-            ok: false,
-            detail: "not checked: the MicroVMs API did not answer".to_owned(),
-            fix: Some("fix the first failure above".to_owned()),
-        }],
+        _ => (
+            vec![Check {
+                name: "publishing",
+                ok: false,
+                detail: "not checked: the MicroVMs API did not answer".to_owned(),
+                fix: Some("fix the first failure above".to_owned()),
+            }],
+            None,
+        ),
     };
     Report {
         backend,
@@ -523,6 +555,9 @@ pub async fn report(
         quota_report: None,
         network: Vec::new(),
         network_json: None,
+        permissions: Vec::new(),
+        permissions_json: None,
+        bucket,
         launched: false,
     }
 }

@@ -34,6 +34,11 @@ pub struct DoctorArgs {
     /// another availability zone.
     #[arg(long, value_delimiter = ',', requires = "efs_vpc_id")]
     pub efs_subnet_ids: Vec<String>,
+    /// Also simulate the IAM actions of these cargo features of the SDK
+    /// (comma-separated, e.g. logs,secrets,s3); `core` and `quotas` always,
+    /// `templates` when an artifact bucket is known.
+    #[arg(long, value_delimiter = ',')]
+    pub simulate: Vec<String>,
 }
 
 /// The quota check's name (pinned in the tests).

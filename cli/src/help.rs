@@ -488,7 +488,8 @@ const EXAMPLES: &[(&str, &str)] = &[
         "rayito doctor
   rayito --region eu-west-1 --output json doctor
   rayito doctor --launch                 # also starts a sandbox, runs a command in it, kills it
-  rayito doctor --efs-vpc-id vpc-0abc --efs-subnet-ids subnet-1,subnet-2",
+  rayito doctor --efs-vpc-id vpc-0abc --efs-subnet-ids subnet-1,subnet-2
+  rayito doctor --simulate logs,secrets   # also simulate those features' IAM actions",
     ),
     (
         "setup",

@@ -25,6 +25,7 @@ mod dashboard_cloudwatch;
 mod dates;
 mod doctor;
 mod doctor_account;
+mod doctor_permissions;
 mod duration;
 mod events;
 mod exec;

@@ -9,6 +9,7 @@
 
 /// One AWS call of the edge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(test), allow(dead_code))] // `permissions` reads features and actions
 pub(crate) struct Call {
     /// The cargo feature that compiles it (`core`: every build).
     pub feature: &'static str,
@@ -477,10 +478,26 @@ pub(crate) const CALLS: &[Call] = &[
         "get_microvm_image_version",
         "lambda:GetMicrovmImageVersion",
     ),
+    // The IAM simulation (`rayito doctor`): the caller, its role's ARN,
+    // the simulator.
+    Call {
+        feature: "permissions",
+        file: "sts.rs",
+        operation: "get_caller_identity",
+        action: None,
+    },
+    call("permissions", "iam_simulator.rs", "get_role", "iam:GetRole"),
+    call(
+        "permissions",
+        "iam_simulator.rs",
+        "simulate_principal_policy",
+        "iam:SimulatePrincipalPolicy",
+    ),
 ];
 
 /// What a documented policy grants beyond the SDK's calls, on purpose:
 /// (policy, action, why).
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) const WIDER: &[(&str, &str, &str)] = &[
     (
         "RayitoSandboxes",

@@ -66,6 +66,17 @@ impl JsonClient {
         })
     }
 
+    /// The same client trusting `roots` (PEM) beside the system's roots:
+    /// the backend's own trust (see [`SignedPost::trusting`]).
+    ///
+    /// # Errors
+    /// A PEM holds no certificate (mapped as a call that never started).
+    #[cfg_attr(not(feature = "quotas"), allow(dead_code))]
+    pub(crate) fn trusting(mut self, roots: &[String]) -> Result<Self, SandboxError> {
+        self.post = self.post.trusting(roots)?;
+        Ok(self)
+    }
+
     /// A call of `operation` being built (the shape of the AWS SDK's
     /// fluent builders, so that `crate::aws::iam`'s scan finds each
     /// operation by name in the files that call it).

@@ -16,9 +16,11 @@
 //! | CloudFormation | [`cloudformation`] | `setup`, `efs` |
 //! | EFS | [`efs`] | `efs` |
 //! | EC2 (four reads, Query protocol of our own) | [`ec2`] | `efs` |
+//! | IAM (GetRole and SimulatePrincipalPolicy, the same Query protocol) | [`iam_simulator`] | `permissions` |
 //! | the local emulator's own APIs (SigV4-signed JSON) | [`signed_http`] | `events` |
 //!
-//! `iam` (a test module) lists the IAM action of every call made here, per feature; a
+//! `iam` (compiled for the tests and feature `permissions`, whose
+//! simulation reads it) lists the IAM action of every call made here, per feature; a
 //! test checks that list against the calls in these files and against the
 //! policies of docs/aws.md and `rayito setup`.
 //!
@@ -39,8 +41,10 @@ pub(crate) mod ec2;
 #[cfg(feature = "efs")]
 pub(crate) mod efs;
 pub(crate) mod failure;
-#[cfg(test)]
+#[cfg(any(test, feature = "permissions"))]
 pub(crate) mod iam;
+#[cfg(feature = "permissions")]
+pub(crate) mod iam_simulator;
 #[cfg(any(feature = "quotas", feature = "cost"))]
 pub(crate) mod json_rpc;
 pub(crate) mod microvms;
@@ -52,8 +56,10 @@ pub(crate) mod secretsmanager;
 pub(crate) mod servicequotas;
 #[cfg(feature = "events")]
 pub(crate) mod signed_http;
-#[cfg(any(feature = "efs", feature = "quotas"))]
+#[cfg(any(feature = "efs", feature = "quotas", feature = "permissions"))]
 pub(crate) mod signed_post;
 #[cfg(feature = "templates")]
 pub(crate) mod sts;
 pub(crate) mod time;
+#[cfg(any(feature = "efs", feature = "permissions"))]
+pub(crate) mod xml;

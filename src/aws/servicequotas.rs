@@ -49,13 +49,18 @@ pub(crate) struct ServiceQuotasApi {
 
 impl ServiceQuotasApi {
     /// The client of `region` from `config` (its endpoint override, its
-    /// credentials).
+    /// credentials), trusting `roots` (PEM) beside the system's roots: the
+    /// backend's own trust.
     ///
     /// # Errors
     /// The HTTPS client could not be built.
-    pub(crate) fn new(config: &aws_types::SdkConfig, region: &str) -> Result<Self, SandboxError> {
+    pub(crate) fn new(
+        config: &aws_types::SdkConfig,
+        region: &str,
+        roots: &[String],
+    ) -> Result<Self, SandboxError> {
         Ok(Self {
-            client: Calls(JsonClient::new(config, &SERVICE, region)?),
+            client: Calls(JsonClient::new(config, &SERVICE, region)?.trusting(roots)?),
         })
     }
 

@@ -1,6 +1,6 @@
 //! One signed POST to an AWS endpoint, for the calls we make without a
-//! generated client (EC2's Query reads of feature `efs`, the awsJson reads
-//! of Service Quotas and Cost Explorer): SigV4 by `aws-sigv4` (the AWS
+//! generated client (EC2's Query reads of feature `efs`, IAM's of feature
+//! `permissions`, the awsJson reads of Service Quotas and Cost Explorer): SigV4 by `aws-sigv4` (the AWS
 //! SDK's own signer) with the configuration's credentials, sent over
 //! hyper-util's client (rustls with the system's roots, or plain http for
 //! a local endpoint). The answer's status, request id, error type and body
@@ -18,6 +18,8 @@ use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+#[cfg(any(feature = "quotas", feature = "permissions"))]
+use rustls::pki_types::pem::PemObject as _;
 
 use crate::error::map::aws::{AwsFailure, NoResponse};
 use crate::quiet::Quiet as _;
@@ -91,6 +93,54 @@ impl SignedPost {
             signing_name,
             credentials: config.credentials_provider(),
         })
+    }
+
+    /// The same POST trusting `roots` (PEM certificates) beside the
+    /// system's: the backend's own trust (the TLS local backend's CA,
+    /// `AwsOptions::root_certificate`), as every other call of it. No
+    /// roots: unchanged.
+    ///
+    /// # Errors
+    /// A PEM holds no certificate, or the TLS configuration could not be
+    /// made (mapped as a call of this service that never started).
+    #[cfg(any(feature = "quotas", feature = "permissions"))]
+    pub(crate) fn trusting(mut self, roots: &[String]) -> Result<Self, crate::error::SandboxError> {
+        if roots.is_empty() {
+            return Ok(self);
+        }
+        let signing_name = self.signing_name;
+        let not_started =
+            || crate::error::map::aws::from_aws(no_response(signing_name, NoResponse::Other));
+        let mut store = rustls::RootCertStore::empty();
+        // The system's roots, as many as load (an image without any still
+        // reaches an endpoint signed by the given roots).
+        let native = rustls_native_certs::load_native_certs();
+        let _ = store.add_parsable_certificates(native.certs);
+        for pem in roots {
+            let mut added = 0;
+            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                store
+                    .add(cert.map_err(|_| not_started())?)
+                    .map_err(|_| not_started())?;
+                added += 1;
+            }
+            if added == 0 {
+                return Err(not_started());
+            }
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|_| not_started())?
+            .with_root_certificates(store)
+            .with_no_client_auth();
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        self.http = HttpClient::builder(TokioExecutor::new()).build(https);
+        Ok(self)
     }
 
     /// Runs `attempt` up to three times while `retryable` says its failure
@@ -243,4 +293,42 @@ pub(crate) fn no_response(operation: &'static str, kind: NoResponse) -> AwsFailu
 pub(crate) fn transient(failure: &AwsFailure) -> bool {
     failure.no_response.is_some_and(|n| n != NoResponse::Other)
         || failure.http_status.is_some_and(|s| s >= 500)
+}
+
+/// `k=v&k=v`, each part percent-encoded as the Query protocols (EC2's,
+/// IAM's) want (RFC 3986 unreserved characters kept).
+#[cfg(any(feature = "efs", feature = "permissions"))]
+pub(crate) fn form_urlencoded(pairs: &[(&str, &str)]) -> String {
+    fn encode(text: &str, out: &mut String) {
+        for byte in text.bytes() {
+            if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
+                out.push(byte as char);
+            } else {
+                out.push_str(&format!("%{byte:02X}"));
+            }
+        }
+    }
+    let mut out = String::new();
+    for (i, (key, value)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push('&');
+        }
+        encode(key, &mut out);
+        out.push('=');
+        encode(value, &mut out);
+    }
+    out
+}
+
+#[cfg(all(test, any(feature = "efs", feature = "permissions")))]
+mod tests {
+    use super::form_urlencoded;
+
+    #[test]
+    fn the_form_encodes_reserved_characters() {
+        assert_eq!(
+            form_urlencoded(&[("Filter.1.Name", "vpc-id"), ("X", "a b/c")]),
+            "Filter.1.Name=vpc-id&X=a%20b%2Fc"
+        );
+    }
 }

@@ -58,3 +58,48 @@ impl Identity {
             .await
     }
 }
+
+/// The caller as STS sees it (feature `permissions`).
+#[cfg(feature = "permissions")]
+#[derive(Clone, Debug)]
+pub(crate) struct Caller {
+    pub account: String,
+    pub arn: String,
+}
+
+#[cfg(feature = "permissions")]
+impl Caller {
+    /// The partition of the caller's ARN (`aws` when it names none).
+    pub(crate) fn partition(&self) -> String {
+        self.arn
+            .split(':')
+            .nth(1)
+            .filter(|p| !p.is_empty())
+            .unwrap_or("aws")
+            .to_owned()
+    }
+}
+
+/// The caller's account and ARN: one GetCallerIdentity.
+///
+/// # Errors
+/// STS failed (mapped), or answered no ARN or account.
+#[cfg(feature = "permissions")]
+pub(crate) async fn caller(config: &aws_types::SdkConfig) -> Result<Caller, SandboxError> {
+    let client = sts::Client::new(config);
+    let out = client
+        .get_caller_identity()
+        .send()
+        .quiet()
+        .await
+        .map_err(|e| map_sdk_error("GetCallerIdentity", &e))?;
+    match (out.account, out.arn) {
+        (Some(account), Some(arn)) if !account.is_empty() && arn.starts_with("arn:") => {
+            Ok(Caller { account, arn })
+        }
+        _ => Err(SandboxError::internal(
+            "permissions",
+            "STS answered no account or ARN",
+        )),
+    }
+}

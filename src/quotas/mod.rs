@@ -63,7 +63,13 @@ impl Quotas {
                     Some("docs/quotas.md"),
                 ));
             };
-            let api = crate::aws::servicequotas::ServiceQuotasApi::new(config, region)?;
+            // The backend's trust, as its other calls: the TLS local
+            // backend's CA, or `AwsOptions::root_certificate`.
+            let api = crate::aws::servicequotas::ServiceQuotasApi::new(
+                config,
+                region,
+                &backend.root_certificates,
+            )?;
             let applied = api.applied(catalog::SERVICE_CODE).await?;
             let counted = inventory::counted(&self.client).await?;
             let memory: Vec<Option<u32>> = counted.iter().map(|s| s.memory_mib).collect();

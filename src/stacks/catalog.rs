@@ -76,6 +76,7 @@ const fn component(
         unsupported_reason: None,
         template: Some(template),
         validate: None,
+        render: None,
     }
 }
 
@@ -98,12 +99,51 @@ const fn unsupported(
         unsupported_reason: Some(reason),
         template: None,
         validate: None,
+        render: None,
     }
 }
 
 fn pretty(value: &serde_json::Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
+
+/// The efs-volumes row's description, cost and parameters (the row
+/// depends on feature `efs`).
+const EFS_VOLUMES_DESCRIPTION: &str = "EFS file system, mount targets, security groups and the VPC's egress connector in an existing VPC, for volumes=";
+const EFS_VOLUMES_COST: CostStatement = cost(
+    &[
+        "AWS::EFS::FileSystem",
+        "AWS::EFS::MountTarget (one per subnet)",
+        "AWS::EC2::SecurityGroup (x2)",
+        "network connector",
+        "AWS::IAM::ManagedPolicy",
+    ],
+    "$0 while the file system is empty (EFS bills stored GB-months)",
+    &["EFS storage and throughput per GB"],
+    "destroy deletes the stack's resources; the file system goes only when empty or asked",
+    "Amazon EFS pricing, us-east-1",
+);
+const EFS_VOLUMES_PARAMETERS: &[StackParameter] = &[
+    required("VpcId", "The VPC"),
+    required(
+        "SubnetIds",
+        "Subnets of the VPC for the mount targets (comma list)",
+    ),
+    default(
+        "ConnectorName",
+        "rayito-efs",
+        "Name of the egress connector",
+    ),
+    default("AllowWrite", "true", "Clients may write"),
+    param(
+        "AccessPointArns",
+        "Access points clients may use (comma list)",
+    ),
+    param(
+        "ReadOnlyAccessPointArns",
+        "Access points clients may only read (comma list)",
+    ),
+];
 
 /// The functions' zip of the events-webhooks stack.
 const EVENTS_ARTIFACTS: &[StackArtifact] = &[StackArtifact {
@@ -206,45 +246,31 @@ pub(crate) static COMPONENTS: &[StackComponent] = &[
         IAM,
         || pretty(&super::secrets_access_template::template_value()),
     ),
+    // efs-volumes: its template is written from the parameters by the
+    // volumes' generator (feature `efs`), the same `rayito volumes deploy`
+    // sends; a build without `efs` lists it unsupported.
+    #[cfg(feature = "efs")]
+    StackComponent {
+        supported: true,
+        unsupported_reason: None,
+        render: Some(super::efs_volumes_template::render),
+        ..unsupported(
+            "efs-volumes",
+            EFS_VOLUMES_DESCRIPTION,
+            EFS_VOLUMES_COST,
+            EFS_VOLUMES_PARAMETERS,
+            IAM,
+            "",
+        )
+    },
+    #[cfg(not(feature = "efs"))]
     unsupported(
         "efs-volumes",
-        "EFS file system, mount targets, security groups and the VPC's egress connector in an existing VPC, for volumes=",
-        cost(
-            &[
-                "AWS::EFS::FileSystem",
-                "AWS::EFS::MountTarget (one per subnet)",
-                "AWS::EC2::SecurityGroup (x2)",
-                "network connector",
-                "AWS::IAM::ManagedPolicy",
-            ],
-            "$0 while the file system is empty (EFS bills stored GB-months)",
-            &["EFS storage and throughput per GB"],
-            "destroy deletes the stack's resources; the file system goes only when empty or asked",
-            "Amazon EFS pricing, us-east-1",
-        ),
-        &[
-            required("VpcId", "The VPC"),
-            required(
-                "SubnetIds",
-                "Subnets of the VPC for the mount targets (comma list)",
-            ),
-            default(
-                "ConnectorName",
-                "rayito-efs",
-                "Name of the egress connector",
-            ),
-            default("AllowWrite", "true", "Clients may write"),
-            param(
-                "AccessPointArns",
-                "Access points clients may use (comma list)",
-            ),
-            param(
-                "ReadOnlyAccessPointArns",
-                "Access points clients may only read (comma list)",
-            ),
-        ],
+        EFS_VOLUMES_DESCRIPTION,
+        EFS_VOLUMES_COST,
+        EFS_VOLUMES_PARAMETERS,
         IAM,
-        "its template is written for the deploy's own values and checked against the VPC first; deploy it with rayito volumes deploy (EfsVolumes::deploy, feature efs)",
+        "its template is written by the volumes' generator, compiled with the cargo feature efs: build with it, or deploy with rayito volumes deploy",
     ),
     component(
         "s3-mounts",

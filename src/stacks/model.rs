@@ -62,6 +62,11 @@ pub struct CostStatement {
 /// AWS call.
 pub(crate) type Validate = fn(&BTreeMap<String, String>) -> Result<(), SandboxError>;
 
+/// A template written from a deploy's effective parameters (efs-volumes:
+/// the volumes' generator, which takes values, not CloudFormation
+/// parameters); runs before any AWS call.
+pub(crate) type Render = fn(&BTreeMap<String, String>) -> Result<String, SandboxError>;
+
 /// One optional stack of the catalog ([`components`](super::components)).
 #[derive(Clone, Copy, Debug, Serialize)]
 #[non_exhaustive]
@@ -90,6 +95,11 @@ pub struct StackComponent {
     pub(crate) template: Option<fn() -> String>,
     #[serde(skip)]
     pub(crate) validate: Option<Validate>,
+    /// Set for a component whose template is written from the parameters
+    /// (then `template` is `None` and the stack has no CloudFormation
+    /// parameter).
+    #[serde(skip)]
+    pub(crate) render: Option<Render>,
 }
 
 impl StackComponent {
@@ -99,9 +109,32 @@ impl StackComponent {
     }
 
     /// The template's JSON body, `None` for a component that is not
-    /// supported.
+    /// supported or whose template is written from the parameters (see
+    /// [`template_for`](Self::template_for)).
     pub fn template(&self) -> Option<String> {
         self.template.map(|t| t())
+    }
+
+    /// The template a deploy with `parameters` (the defaults filled in)
+    /// sends: the fixed template, or the one written from them
+    /// (efs-volumes); `None` for a component that is not supported.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the parameters cannot make a template.
+    pub fn template_for(
+        &self,
+        parameters: &BTreeMap<String, String>,
+    ) -> Result<Option<String>, SandboxError> {
+        match self.render {
+            Some(render) => render(parameters).map(Some),
+            None => Ok(self.template()),
+        }
+    }
+
+    /// Whether its template is written from the parameters (its stack has
+    /// no CloudFormation parameter: an update repeats the required ones).
+    pub fn renders_from_parameters(&self) -> bool {
+        self.render.is_some()
     }
 
     /// The parameter called `name`.

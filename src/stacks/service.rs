@@ -229,6 +229,8 @@ impl OptionalStacks {
             }
         }
         let mut parameters = plan::plan_parameters(component, &given, current.as_ref())?;
+        // Refused here, before any write, when the values make no template.
+        component.template_for(&parameters.values)?;
         for artifact in component.artifacts {
             if deploy.artifact.is_some() {
                 continue;
@@ -290,9 +292,14 @@ impl OptionalStacks {
                     values.insert(artifact.parameter_key.to_owned(), key.clone());
                 }
             }
-            let body = component.template().unwrap_or_default();
-            let parameters: Vec<(&str, String)> =
-                values.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            // A template written from the parameters (efs-volumes) takes
+            // them as values: the stack then has no parameter of its own.
+            let body = component.template_for(&values)?.unwrap_or_default();
+            let parameters: Vec<(&str, String)> = if component.renders_from_parameters() {
+                Vec::new()
+            } else {
+                values.iter().map(|(k, v)| (k.as_str(), v.clone())).collect()
+            };
             let tags = plan::stack_tags(component, &deploy.tags);
             let input = StackInput {
                 parameters: &parameters,

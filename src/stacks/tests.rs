@@ -57,6 +57,7 @@ fn the_catalog_lists_the_thirteen_and_setups_two_in_order() {
     assert_eq!(
         unsupported,
         [
+            #[cfg(not(feature = "efs"))]
             "efs-volumes",
             "custom-domain",
             "dashboard",
@@ -67,7 +68,12 @@ fn the_catalog_lists_the_thirteen_and_setups_two_in_order() {
     );
     for c in components() {
         assert_eq!(c.default_stack_name(), format!("rayito-{}", c.name));
-        assert_eq!(c.supported, c.template().is_some(), "{}", c.name);
+        assert_eq!(
+            c.supported,
+            c.template().is_some() || c.renders_from_parameters(),
+            "{}",
+            c.name
+        );
         assert_eq!(c.supported, c.unsupported_reason.is_none(), "{}", c.name);
     }
 }
@@ -77,7 +83,12 @@ fn the_catalog_lists_the_thirteen_and_setups_two_in_order() {
 /// the deploy fills; and its template's capabilities match its IAM.
 #[test]
 fn each_component_matches_its_template() {
-    for c in components().iter().filter(|c| c.supported) {
+    // A template written from the parameters has none of its own: the
+    // efs-volumes test below checks it against the volumes' generator.
+    for c in components()
+        .iter()
+        .filter(|c| c.supported && !c.renders_from_parameters())
+    {
         let t: serde_json::Value = serde_json::from_str(&c.template().unwrap()).unwrap();
         let empty = serde_json::Map::new();
         let declared = t["Parameters"].as_object().unwrap_or(&empty);
@@ -272,5 +283,90 @@ fn the_artifact_key_is_by_component_and_digest() {
     assert_eq!(
         plan::artifact_key("events-webhooks", "ab12"),
         "rayito/stacks/events-webhooks/ab12.zip"
+    );
+}
+
+/// efs-volumes through `OptionalStacks` and through `EfsVolumes` make the
+/// same stack: the same template for the same values in every shape (one
+/// to three subnets, scoped access points, read-only ones, no writes, a
+/// connector's name), the same tags, no CloudFormation parameter; and a
+/// value the volumes refuse is refused the same way.
+#[cfg(feature = "efs")]
+#[test]
+fn efs_volumes_renders_the_volumes_template_with_the_same_tags() {
+    use crate::volumes::{EfsDeployOptions, EfsVolumes};
+    let c = plan::component("efs-volumes").unwrap();
+    assert!(c.supported && c.renders_from_parameters());
+    assert_eq!(c.template(), None);
+    let arn = |id: &str| {
+        format!("arn:aws:elasticfilesystem:us-east-1:123456789012:access-point/fsap-{id}")
+    };
+    let subnets = ["subnet-0a1b2c3d", "subnet-1a2b3c4d", "subnet-2a3b4c5d"];
+    let mut shapes: Vec<(BTreeMap<String, String>, usize, EfsDeployOptions)> = Vec::new();
+    for n in 1..=3 {
+        shapes.push((
+            map(&[
+                ("VpcId", "vpc-12345678"),
+                ("SubnetIds", subnets[..n].join(",").as_str()),
+            ]),
+            n,
+            EfsDeployOptions::default(),
+        ));
+    }
+    let (scoped, read_only) = (arn("0123456789abcdef0"), arn("1123456789abcdef0"));
+    let options = EfsDeployOptions {
+        access_point_arns: vec![scoped.clone()],
+        read_only_access_point_arns: vec![read_only.clone()],
+        allow_write: false,
+        connector_name: "team-efs".to_owned(),
+        ..EfsDeployOptions::default()
+    };
+    shapes.push((
+        map(&[
+            ("VpcId", "vpc-12345678"),
+            ("SubnetIds", "subnet-0a1b2c3d, subnet-1a2b3c4d"),
+            ("AccessPointArns", scoped.as_str()),
+            ("ReadOnlyAccessPointArns", read_only.as_str()),
+            ("AllowWrite", "false"),
+            ("ConnectorName", "team-efs"),
+        ]),
+        2,
+        options,
+    ));
+    for (given, n, options) in shapes {
+        // The defaults a create fills in, as a deploy plans them.
+        let planned = plan_parameters(c, &given, None).unwrap().values;
+        let subnet_ids: Vec<String> = subnets[..n].iter().map(|s| (*s).to_owned()).collect();
+        assert_eq!(
+            c.template_for(&planned).unwrap().unwrap(),
+            EfsVolumes::template("vpc-12345678", &subnet_ids, &options).unwrap(),
+            "{given:?}"
+        );
+    }
+    assert_eq!(
+        stack_tags(c, &BTreeMap::new()),
+        crate::volumes::stack::stack_tags()
+    );
+    let bad = map(&[("VpcId", "vpc-1"), ("SubnetIds", "subnet-0a1b2c3d")]);
+    assert_eq!(
+        c.template_for(&bad).unwrap_err().to_string(),
+        EfsVolumes::template(
+            "vpc-1",
+            &["subnet-0a1b2c3d".to_owned()],
+            &EfsDeployOptions::default()
+        )
+        .unwrap_err()
+        .to_string()
+    );
+    let err = c
+        .template_for(&map(&[
+            ("VpcId", "vpc-12345678"),
+            ("SubnetIds", "subnet-0a1b2c3d"),
+            ("AllowWrite", "yes"),
+        ]))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid parameters: efs-volumes: AllowWrite is true or false"
     );
 }

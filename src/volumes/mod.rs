@@ -32,7 +32,7 @@ mod network;
 mod seam_tests;
 mod section;
 mod spec;
-mod stack;
+pub(crate) mod stack;
 mod steps;
 mod store;
 mod store_errors;

@@ -14,7 +14,7 @@ use super::network::{EfsNetworkReport, assess, check_inputs};
 use super::store::VolumeStore;
 use super::store_errors::{FILE_SYSTEM_NOT_FOUND, from_efs};
 use super::template::{FILE_SYSTEM_TAG, StackValues, template_value};
-use crate::aws::cloudformation::{Stacks, UpdateStarted};
+use crate::aws::cloudformation::{IamCapability, StackInput, Stacks, UpdateStarted};
 use crate::aws::ec2::Ec2;
 use crate::aws::efs::{Access, Efs};
 use crate::error::SandboxError;
@@ -261,8 +261,14 @@ impl EfsVolumes {
         }
         let body = body(vpc_id, subnet_ids, &options);
         let stacks = self.stacks().await?;
+        let tags = stack_tags();
+        let input = StackInput {
+            parameters: &[],
+            capability: IamCapability::Iam,
+            tags: &tags,
+        };
         match stacks.describe(&self.stack_name).await? {
-            None => stacks.create(&self.stack_name, &body).await?,
+            None => stacks.create_with(&self.stack_name, &body, &input).await?,
             Some(state) if state.status.ends_with("_IN_PROGRESS") => {
                 return Err(SandboxError::stack_in_progress(
                     &self.stack_name,
@@ -273,7 +279,9 @@ impl EfsVolumes {
                 return Err(SandboxError::stack_blocked(&self.stack_name, &state.status));
             }
             Some(_) => {
-                if stacks.update(&self.stack_name, &body).await? == UpdateStarted::NothingToDo {
+                if stacks.update_with(&self.stack_name, &body, &input).await?
+                    == UpdateStarted::NothingToDo
+                {
                     return self.required_status(&stacks).await;
                 }
             }
@@ -483,6 +491,21 @@ impl VolumeStore {
 }
 
 /// A stack in one of these states cannot be updated: delete it first.
+/// The stack's tags: the ones `OptionalStacks` puts on its efs-volumes
+/// stack (component, managed-by, SDK version), so that `rayito volumes
+/// deploy` and `rayito stack deploy efs-volumes` make the same stack (a
+/// test of `crate::stacks` keeps them equal).
+pub(crate) fn stack_tags() -> Vec<(String, String)> {
+    vec![
+        ("rayito:component".to_owned(), "efs-volumes".to_owned()),
+        ("rayito:managed-by".to_owned(), "rayito-sdk".to_owned()),
+        (
+            "rayito:sdk-version".to_owned(),
+            env!("CARGO_PKG_VERSION").to_owned(),
+        ),
+    ]
+}
+
 fn is_blocked(status: &str) -> bool {
     matches!(
         status,

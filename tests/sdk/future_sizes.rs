@@ -41,6 +41,8 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
     let quotas = client.quotas();
     let cost = client.cost();
     let cost_query = rayito::CostQuery::new();
+    let permissions = client.permissions();
+    let simulation = rayito::permissions::SimulationQuery::new();
     let size = |name, n| (name, n);
     macro_rules! of {
         ($name:literal, $future:expr) => {
@@ -185,6 +187,7 @@ fn sizes(sbx: &Sandbox, client: &Client) -> Vec<(&'static str, usize)> {
         of!("UsageCost::report", cost.report(rayito::CostQuery::new())),
         of!("UsageCost::billed", cost.billed(&cost_query)),
         of!("UsageCost::estimate", cost.estimate()),
+        of!("Permissions::simulate", permissions.simulate(&simulation)),
     ]
 }
 

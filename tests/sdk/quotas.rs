@@ -234,3 +234,20 @@ async fn billed_cost_reads_cost_explorer_and_caches_the_window() {
     assert_ne!(fresh.fetched_at, billed.fetched_at, "asked again");
     assert_eq!(fresh.total_usd, 2.25);
 }
+
+/// The TLS-mode local backend: the report is read with the backend's own
+/// trust (the emulator's CA beside the system's roots), as every other
+/// call of that backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_works_on_the_local_backend_in_tls_mode() {
+    let client = Client::builder()
+        .local_tls()
+        .build()
+        .await
+        .expect("the local backend in TLS mode");
+    let sbx = client.sandbox().create().await.expect("create");
+    let report = client.quotas().report().await.expect("report");
+    assert_eq!(report.entries.len(), 18);
+    assert!(report.memory.sandboxes >= 1, "{:?}", report.memory);
+    assert!(sbx.kill().await.unwrap());
+}

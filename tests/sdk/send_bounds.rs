@@ -588,6 +588,14 @@ fn quotas_and_cost_futures_are_send(client: &Client) {
     assert_send(&cost.estimate());
 }
 
+/// The IAM simulation (feature `permissions`).
+#[allow(dead_code)]
+fn permissions_futures_are_send(client: &Client) {
+    let permissions = client.permissions();
+    let query = rayito::permissions::SimulationQuery::new();
+    assert_send(&permissions.simulate(&query));
+}
+
 /// The `pub async fn` names and public stream types of `src/`.
 fn public_async_items() -> Vec<String> {
     let mut names = Vec::new();

@@ -8,14 +8,13 @@
 //! CI build can spare (docs/performance.md, "aws-sdk-ec2"), for four
 //! read-only calls. These are the EC2 Query protocol itself: a signed
 //! form POST ([`query`], signed by `aws-sigv4`, the AWS SDK's own signer)
-//! and an XML answer ([`xml`], read with `xmlparser`, the AWS SDK's own XML
+//! and an XML answer ([`crate::aws::xml`], read with `xmlparser`, the AWS SDK's own XML
 //! tokenizer). Both crates were already in the tree.
 
 mod query;
-mod xml;
 
+use crate::aws::xml::Element;
 use query::QueryClient;
-use xml::Element;
 
 use crate::error::map::aws::AwsFailure;
 
@@ -226,7 +225,8 @@ fn route_table(item: &Element) -> RouteTableFacts {
 
 #[cfg(test)]
 mod tests {
-    use super::{DefaultRoute, route_table, subnet, xml::parse};
+    use super::{DefaultRoute, route_table, subnet};
+    use crate::aws::xml::parse;
 
     #[test]
     fn a_route_table_answer_reads_as_facts() {

@@ -3,8 +3,8 @@
 //! with rustls and the system's roots), its XML answer parsed, an error answer turned into [`AwsFailure`] facts
 //! (its code only: EC2's text is never kept).
 
-use super::xml::{Element, parse};
-use crate::aws::signed_post::{SignedPost, transient};
+use crate::aws::signed_post::{SignedPost, form_urlencoded, transient};
+use crate::aws::xml::{Element, parse};
 use crate::error::map::aws::AwsFailure;
 
 /// The EC2 API version every call names (the Query protocol's `Version`).
@@ -145,41 +145,4 @@ fn retryable(failure: &AwsFailure) -> bool {
             .code
             .as_deref()
             .is_some_and(|c| RETRYABLE_CODES.contains(&c))
-}
-
-/// `k=v&k=v`, each part percent-encoded as the Query protocol wants
-/// (RFC 3986 unreserved characters kept).
-fn form_urlencoded(pairs: &[(&str, &str)]) -> String {
-    fn encode(text: &str, out: &mut String) {
-        for byte in text.bytes() {
-            if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
-                out.push(byte as char);
-            } else {
-                out.push_str(&format!("%{byte:02X}"));
-            }
-        }
-    }
-    let mut out = String::new();
-    for (i, (key, value)) in pairs.iter().enumerate() {
-        if i > 0 {
-            out.push('&');
-        }
-        encode(key, &mut out);
-        out.push('=');
-        encode(value, &mut out);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::form_urlencoded;
-
-    #[test]
-    fn the_form_encodes_reserved_characters() {
-        assert_eq!(
-            form_urlencoded(&[("Filter.1.Name", "vpc-id"), ("X", "a b/c")]),
-            "Filter.1.Name=vpc-id&X=a%20b%2Fc"
-        );
-    }
 }

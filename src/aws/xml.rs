@@ -1,6 +1,7 @@
-//! A small element tree over `xmlparser`'s tokens: enough to read the EC2
-//! Query answers of the network check (elements and their text; no
-//! namespaces, attributes or mixed content matter there).
+//! A small element tree over `xmlparser`'s tokens: enough to read the
+//! Query answers of EC2 (the network check) and IAM (the permission
+//! simulation): elements and their text; no namespaces, attributes or
+//! mixed content matter there.
 
 /// An element: its local name, its text and its child elements.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -22,10 +23,19 @@ impl Element {
     }
 
     /// The `<item>` children of the child called `set` (EC2's lists).
+    #[cfg_attr(not(feature = "efs"), allow(dead_code))]
     pub(crate) fn items<'a>(&'a self, set: &str) -> impl Iterator<Item = &'a Element> {
         self.child(set)
             .into_iter()
             .flat_map(|s| s.children.iter().filter(|c| c.name == "item"))
+    }
+
+    /// The `<member>` children of the child called `set` (IAM's lists).
+    #[cfg_attr(not(feature = "permissions"), allow(dead_code))]
+    pub(crate) fn members<'a>(&'a self, set: &str) -> impl Iterator<Item = &'a Element> {
+        self.child(set)
+            .into_iter()
+            .flat_map(|s| s.children.iter().filter(|c| c.name == "member"))
     }
 
     /// The first element called `name` at any depth (this one included).
@@ -74,7 +84,8 @@ pub(crate) fn parse(body: &str) -> Option<Element> {
     if stack.is_empty() { root } else { None }
 }
 
-/// The five predefined entities (EC2 escapes nothing else in the fields read).
+/// The five predefined entities (EC2 and IAM escape nothing else in the
+/// fields read).
 fn unescape(text: &str) -> String {
     text.replace("&lt;", "<")
         .replace("&gt;", ">")
