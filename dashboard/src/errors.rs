@@ -60,8 +60,7 @@ pub mod messages {
     pub const NOT_IN_GROUP: &str = "the account is not in the dashboard's actions group";
     /// 503 `auth_unavailable` (hosted): the pool's keys or clients could
     /// not be read, so no token can be judged.
-    pub const AUTH_UNAVAILABLE: &str =
-        "sign-in cannot be checked right now (the pool's keys or clients are unreachable): try again shortly";
+    pub const AUTH_UNAVAILABLE: &str = "sign-in cannot be checked right now (the pool's keys or clients are unreachable): try again shortly";
     /// 503 `audit_unavailable` (hosted): the audit rows of an action could
     /// not be written, so it did not run.
     pub const AUDIT_UNAVAILABLE: &str =
@@ -177,7 +176,11 @@ impl ApiError {
 
     #[cfg_attr(not(feature = "lambda"), allow(dead_code))]
     pub(crate) fn bad_token() -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", messages::BAD_TOKEN)
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            messages::BAD_TOKEN,
+        )
     }
 
     #[cfg_attr(not(feature = "lambda"), allow(dead_code))]

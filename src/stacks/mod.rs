@@ -25,6 +25,8 @@ mod dashboard_cloudwatch_template;
 #[cfg(feature = "stacks")]
 mod dashboard_read_role_template;
 #[cfg(feature = "stacks")]
+pub mod dashboard_template;
+#[cfg(feature = "stacks")]
 mod metadata_index_template;
 #[cfg(feature = "stacks")]
 mod model;

@@ -35,9 +35,9 @@ async fn dashboard() -> Result<HostedDashboard, Failure> {
             .await;
         let assumed = config
             .to_builder()
-            .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(
-                provider,
-            ))
+            .credentials_provider(
+                aws_credential_types::provider::SharedCredentialsProvider::new(provider),
+            )
             .build();
         Some(client(assumed).await?)
     };
@@ -51,8 +51,8 @@ async fn main() -> Result<(), Failure> {
         let app = &app;
         async move {
             let app = app.get_or_try_init(dashboard).await?;
-            let event: serde_json::Value = serde_json::from_slice(&body)
-                .map_err(|_| Failure::other("decode", "not_json"))?;
+            let event: serde_json::Value =
+                serde_json::from_slice(&body).map_err(|_| Failure::other("decode", "not_json"))?;
             Ok(app.handle(&event).await)
         }
     })

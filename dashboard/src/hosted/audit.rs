@@ -85,7 +85,14 @@ impl AuditLog {
         }
     }
 
-    fn row(&self, actor: &Actor, action: &str, resource: &str, at: &str, kind: &str) -> HashMap<String, AttributeValue> {
+    fn row(
+        &self,
+        actor: &Actor,
+        action: &str,
+        resource: &str,
+        at: &str,
+        kind: &str,
+    ) -> HashMap<String, AttributeValue> {
         HashMap::from([
             ("pk".to_owned(), text("AUDIT")),
             ("kind".to_owned(), text(kind)),
@@ -152,8 +159,14 @@ impl AuditLog {
             "sk".to_owned(),
             text(format!("{at}#{}#outcome", actor.request_id)),
         );
-        item.insert("http_status".to_owned(), AttributeValue::N(http_status.to_string()));
-        item.insert("succeeded".to_owned(), AttributeValue::N(succeeded.to_string()));
+        item.insert(
+            "http_status".to_owned(),
+            AttributeValue::N(http_status.to_string()),
+        );
+        item.insert(
+            "succeeded".to_owned(),
+            AttributeValue::N(succeeded.to_string()),
+        );
         item.insert("failed".to_owned(), AttributeValue::N(failed.to_string()));
         self.client
             .put_item()

@@ -68,7 +68,9 @@ pub fn request_from_event(event: &Value) -> Result<Request<Body>, NotAnEvent> {
     let headers = request.headers_mut();
     if let Some(map) = event.get("headers").and_then(Value::as_object) {
         for (name, value) in map {
-            let Some(value) = value.as_str() else { continue };
+            let Some(value) = value.as_str() else {
+                continue;
+            };
             let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| NotAnEvent("header"))?;
             let value = HeaderValue::from_str(value).map_err(|_| NotAnEvent("header"))?;
             headers.append(name, value);
@@ -84,7 +86,9 @@ pub fn request_from_event(event: &Value) -> Result<Request<Body>, NotAnEvent> {
     }
     let body = text(event, &["body"]).unwrap_or("");
     let body = if event.get("isBase64Encoded").and_then(Value::as_bool) == Some(true) {
-        STANDARD.decode(body).map_err(|_| NotAnEvent("base64 body"))?
+        STANDARD
+            .decode(body)
+            .map_err(|_| NotAnEvent("base64 body"))?
     } else {
         body.as_bytes().to_vec()
     };

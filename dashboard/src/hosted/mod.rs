@@ -244,8 +244,8 @@ impl HostedDashboard {
                 "the user pool id is not of the form <region>_<id>".to_owned(),
             ));
         }
-        let net =
-            net::Net::new(aws).map_err(|_| HostedError("no HTTPS client: the system's roots".to_owned()))?;
+        let net = net::Net::new(aws)
+            .map_err(|_| HostedError("no HTTPS client: the system's roots".to_owned()))?;
         let issuer = options.issuer();
         let facts = PoolFacts {
             jwks_url: options
@@ -255,7 +255,10 @@ impl HostedDashboard {
             cognito_endpoint: options
                 .cognito_endpoint
                 .clone()
-                .or_else(|| aws.endpoint_url().map(|u| u.trim_end_matches('/').to_owned() + "/"))
+                .or_else(|| {
+                    aws.endpoint_url()
+                        .map(|u| u.trim_end_matches('/').to_owned() + "/")
+                })
                 .unwrap_or_else(|| {
                     format!("https://cognito-idp.{}.amazonaws.com/", options.region)
                 }),
@@ -388,7 +391,10 @@ impl Gate {
             } else {
                 context.domain.clone()
             };
-            let origin = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok());
+            let origin = req
+                .headers()
+                .get(header::ORIGIN)
+                .and_then(|v| v.to_str().ok());
             if host.is_empty() || origin != Some(format!("https://{host}").as_str()) {
                 return Err(ApiError::cross_origin());
             }

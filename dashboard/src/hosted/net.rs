@@ -162,7 +162,10 @@ impl Net {
             .map_err(|_| Unreachable("credentials"))?;
         let identity = Identity::from(credentials);
         let uri: http::Uri = endpoint.parse().map_err(|_| Unreachable("url"))?;
-        let host = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
+        let host = uri
+            .authority()
+            .map(|a| a.as_str().to_owned())
+            .unwrap_or_default();
         let headers = [
             ("host", host.as_str()),
             ("content-type", "application/x-amz-json-1.1"),

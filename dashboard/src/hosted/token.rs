@@ -131,12 +131,16 @@ impl Verifier {
         if token.len() > TOKEN_MAX_BYTES {
             return Err(Refusal::Invalid("too_large"));
         }
-        let header = jsonwebtoken::decode_header(token).map_err(|_| Refusal::Invalid("malformed"))?;
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|_| Refusal::Invalid("malformed"))?;
         if header.alg != Algorithm::RS256 {
             return Err(Refusal::Invalid("algorithm"));
         }
         let kid = header.kid.ok_or(Refusal::Invalid("malformed"))?;
-        let key = self.key(&kid).await?.ok_or(Refusal::Invalid("unknown_key"))?;
+        let key = self
+            .key(&kid)
+            .await?
+            .ok_or(Refusal::Invalid("unknown_key"))?;
         let mut validation = Validation::new(Algorithm::RS256);
         validation.required_spec_claims.clear();
         validation.validate_exp = false;
@@ -209,14 +213,14 @@ impl Verifier {
             .get(&self.facts.jwks_url, JWKS_MAX_BYTES)
             .await
             .map_err(unavailable)?;
-        let jwks: Jwks =
-            serde_json::from_slice(&body).map_err(|_| Refusal::Unavailable("jwks"))?;
+        let jwks: Jwks = serde_json::from_slice(&body).map_err(|_| Refusal::Unavailable("jwks"))?;
         let value: BTreeMap<String, DecodingKey> = jwks
             .keys
             .into_iter()
             .filter(|k| k.kty.as_deref() == Some("RSA"))
             .filter_map(|k| {
-                let key = DecodingKey::from_rsa_components(k.n.as_deref()?, k.e.as_deref()?).ok()?;
+                let key =
+                    DecodingKey::from_rsa_components(k.n.as_deref()?, k.e.as_deref()?).ok()?;
                 Some((k.kid?, key))
             })
             .take(JWKS_MAX_KEYS)
@@ -238,7 +242,12 @@ impl Verifier {
         let f = &self.facts;
         let value = self
             .net
-            .client_ids(&f.cognito_endpoint, &f.region, &f.user_pool_id, &f.client_name)
+            .client_ids(
+                &f.cognito_endpoint,
+                &f.region,
+                &f.user_pool_id,
+                &f.client_name,
+            )
             .await
             .map_err(|Unreachable(_)| Refusal::Unavailable("clients"))?;
         *clients = Some(Loaded {
