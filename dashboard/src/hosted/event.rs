@@ -167,3 +167,109 @@ pub async fn response_to_event(response: Response<Body>) -> Value {
     }
     event
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::Router;
+    use axum::response::IntoResponse as _;
+    use axum::routing::any;
+    use http::StatusCode;
+    use tower::ServiceExt as _;
+
+    use super::*;
+
+    /// Echoes what the router saw: method, URI, cookie, a header, the body,
+    /// and the context; answers two cookies and a binary body.
+    fn echo() -> Router {
+        Router::new().route(
+            "/{*rest}",
+            any(|req: Request<Body>| async move {
+                let (parts, body) = req.into_parts();
+                let body = body.collect().await.unwrap().to_bytes();
+                let ctx = parts.extensions.get::<RequestContext>().cloned().unwrap();
+                let seen = json!({
+                    "method": parts.method.as_str(),
+                    "uri": parts.uri.to_string(),
+                    "cookie": parts.headers.get(header::COOKIE).map(|v| v.to_str().unwrap()),
+                    "x-one": parts.headers.get("x-one").map(|v| v.to_str().unwrap()),
+                    "body": String::from_utf8_lossy(&body),
+                    "request_id": ctx.request_id,
+                    "source_ip": ctx.source_ip,
+                    "domain": ctx.domain,
+                });
+                let mut answer = (StatusCode::CREATED, axum::Json(seen)).into_response();
+                answer
+                    .headers_mut()
+                    .append(header::SET_COOKIE, HeaderValue::from_static("a=1"));
+                answer
+                    .headers_mut()
+                    .append(header::SET_COOKIE, HeaderValue::from_static("b=2"));
+                answer
+            }),
+        )
+    }
+
+    #[tokio::test]
+    async fn an_event_becomes_a_request_and_the_answer_an_event() {
+        let event = json!({
+            "version": "2.0",
+            "rawPath": "/api/v1/x",
+            "rawQueryString": "a=1&b=%20",
+            "cookies": ["s=1", "t=2"],
+            "headers": { "x-one": "uno", "host": "h.lambda-url.us-east-1.on.aws" },
+            "requestContext": {
+                "domainName": "h.lambda-url.us-east-1.on.aws",
+                "requestId": "r-1",
+                "http": { "method": "POST", "sourceIp": "198.51.100.1" }
+            },
+            "body": STANDARD.encode(b"{\"k\":\"v\"}"),
+            "isBase64Encoded": true
+        });
+        let request = request_from_event(&event).unwrap();
+        let answer = response_to_event(echo().oneshot(request).await.unwrap()).await;
+        assert_eq!(answer["statusCode"], 201);
+        assert_eq!(answer["isBase64Encoded"], false);
+        assert_eq!(answer["cookies"], json!(["a=1", "b=2"]));
+        assert!(answer["headers"].get("set-cookie").is_none());
+        let seen: Value = serde_json::from_str(answer["body"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            seen,
+            json!({
+                "method": "POST",
+                "uri": "/api/v1/x?a=1&b=%20",
+                "cookie": "s=1; t=2",
+                "x-one": "uno",
+                "body": "{\"k\":\"v\"}",
+                "request_id": "r-1",
+                "source_ip": "198.51.100.1",
+                "domain": "h.lambda-url.us-east-1.on.aws",
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn a_binary_answer_goes_as_base64_and_a_bad_event_is_refused() {
+        let png = Response::builder()
+            .header(header::CONTENT_TYPE, "image/png")
+            .body(Body::from(vec![0x89, b'P', b'N', b'G', 0xff]))
+            .unwrap();
+        let answer = response_to_event(png).await;
+        assert_eq!(answer["isBase64Encoded"], true);
+        assert_eq!(
+            answer["body"],
+            STANDARD.encode([0x89, b'P', b'N', b'G', 0xff])
+        );
+        assert_eq!(
+            request_from_event(&json!({ "rawPath": "/" })).unwrap_err(),
+            NotAnEvent("method")
+        );
+        let bad_body = json!({
+            "requestContext": { "http": { "method": "GET" } },
+            "body": "!!!", "isBase64Encoded": true
+        });
+        assert_eq!(
+            request_from_event(&bad_body).unwrap_err(),
+            NotAnEvent("base64 body")
+        );
+    }
+}
