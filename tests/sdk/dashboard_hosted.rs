@@ -516,3 +516,25 @@ async fn hosted_dashboard_checks_cognito_tokens_groups_and_audits_actions() {
         (503, ("auth_unavailable", messages::AUTH_UNAVAILABLE))
     );
 }
+
+/// docs/dashboard.md transcribes every refusal of the hosted form and
+/// both deploy refusals.
+#[test]
+fn the_docs_transcribe_the_hosted_messages() {
+    let doc = std::fs::read_to_string(sdk_support::repo_root().join("docs/dashboard.md"))
+        .expect("docs/dashboard.md");
+    for message in [
+        messages::METHOD_NOT_ALLOWED,
+        messages::NO_TOKEN,
+        messages::BAD_TOKEN,
+        messages::CROSS_ORIGIN,
+        messages::STACK_ACTIONS_DISABLED,
+        messages::NOT_IN_GROUP,
+        messages::AUTH_UNAVAILABLE,
+        messages::AUDIT_UNAVAILABLE,
+        rayito::stacks::dashboard_template::THEME_JSON_TOO_LONG,
+        rayito::stacks::dashboard_template::AWS_IAM_REFUSED,
+    ] {
+        assert!(doc.contains(message), "docs/dashboard.md lacks: {message}");
+    }
+}
