@@ -35,7 +35,8 @@ pub(crate) struct ActorExt(pub(crate) crate::hosted::Actor);
 /// Who acts: nothing is known of a local caller.
 #[cfg(not(feature = "lambda"))]
 #[derive(Debug, Clone)]
-pub(crate) struct ActorExt(#[allow(dead_code)] pub(crate) ());
+#[allow(dead_code)] // only ever extracted (as absent)
+pub(crate) struct ActorExt(pub(crate) ());
 
 /// The plans not yet run, by id, with the fleet (and its tokens) each was
 /// made with.
