@@ -471,6 +471,11 @@ pub fn template_value() -> Value {
         "Description": "Rayito hosted dashboard: a Lambda function behind a Function URL serving the page and /api/v1 with Cognito sign-in, a read-only role, an actions role (AllowActions=true), an append-only audit table and a cost cache table",
         "Parameters": parameters(),
         "Conditions": conditions(),
+        // CloudFormation refuses aws-iam too, whoever deploys.
+        "Rules": { "CognitoJwtOnly": { "Assertions": [{
+            "Assert": { "Fn::Equals": [reference("AuthMode"), "cognito-jwt"] },
+            "AssertDescription": AWS_IAM_REFUSED
+        }] } },
         "Resources": merge(&[cognito(), storage(), roles(), function()]),
         "Outputs": outputs(),
     })
