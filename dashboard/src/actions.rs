@@ -26,6 +26,18 @@ const PLAN_TTL: Duration = Duration::from_secs(600);
 /// How many plans are kept at most (the oldest goes first).
 const PLANS_KEPT: usize = 20;
 
+/// Who acts (hosted: the caller the gate checked, and its request); put
+/// in the request's extensions by the hosted guard only.
+#[cfg(feature = "lambda")]
+#[derive(Debug, Clone)]
+pub(crate) struct ActorExt(pub(crate) crate::hosted::Actor);
+
+/// Who acts: nothing is known of a local caller.
+#[cfg(not(feature = "lambda"))]
+#[derive(Debug, Clone)]
+#[allow(dead_code)] // only ever extracted (as absent)
+pub(crate) struct ActorExt(pub(crate) ());
+
 /// The plans not yet run, by id, with the fleet (and its tokens) each was
 /// made with.
 #[derive(Debug, Default)]
@@ -151,7 +163,7 @@ async fn with_tokens(
     req: &PlanRequest,
     states: Vec<rayito::SandboxState>,
 ) -> Result<Fleet, ApiError> {
-    let mut fleet = s.client.fleet();
+    let mut fleet = s.actions_client.fleet();
     let candidates: Vec<String> = if req.ids.is_empty() {
         let mut query = FleetQuery::new();
         if !states.is_empty() {
@@ -179,6 +191,7 @@ async fn with_tokens(
 
 pub(crate) async fn run(
     State(s): State<Arc<Shared>>,
+    actor: Option<axum::Extension<ActorExt>>,
     body: Result<Json<RunRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     if !s.allow_actions {
@@ -186,6 +199,30 @@ pub(crate) async fn run(
     }
     let Json(req) = body.map_err(rejection)?;
     let (plan, fleet) = s.plans.take(&req.plan_id, &req.confirmation)?;
+    #[cfg(feature = "lambda")]
+    if let Some(gate) = &s.hosted {
+        // The gate let no POST through without its actor.
+        let Some(axum::Extension(ActorExt(actor))) = actor else {
+            return Err(ApiError::no_token());
+        };
+        let action = plan.action.name();
+        let ids: Vec<&str> = plan
+            .acting()
+            .iter()
+            .map(|t| t.sandbox_id.as_str())
+            .collect();
+        if !ids.is_empty() {
+            gate.audit_requested(&actor, action, &ids).await?;
+        }
+        let outcome = fleet.run_bulk(&plan, &req.confirmation).await;
+        let (status, ok, failed) = match &outcome {
+            Ok(o) => (200, o.succeeded(), o.failed()),
+            Err(_) => (502, 0, ids.len()),
+        };
+        gate.audit_outcome(&actor, action, status, ok, failed).await;
+        return Ok(Json(outcome?).into_response());
+    }
+    let _ = actor;
     let outcome = fleet.run_bulk(&plan, &req.confirmation).await?;
     Ok(Json(outcome).into_response())
 }

@@ -38,6 +38,13 @@ pub(crate) struct Shared {
     pub(crate) plans: Plans,
     /// One for the dashboard's life: its clones share the bill's cache.
     pub(crate) cost: UsageCost,
+    /// The client actions run with (hosted: the actions role's; locally
+    /// the same as `client`).
+    pub(crate) actions_client: Client,
+    /// The hosted guard, audit and groups (feature `lambda`); `None` is
+    /// the local dashboard.
+    #[cfg(feature = "lambda")]
+    pub(crate) hosted: Option<Arc<crate::hosted::Gate>>,
 }
 
 impl Shared {
@@ -51,8 +58,42 @@ impl Shared {
             tokens: o.access_tokens,
             plans: Plans::default(),
             cost: client.cost(),
+            actions_client: client.clone(),
             client,
+            #[cfg(feature = "lambda")]
+            hosted: None,
         }
+    }
+
+    /// The hosted dashboard's: no loopback port or cookie (the gate checks
+    /// bearer tokens instead).
+    #[cfg(feature = "lambda")]
+    pub(crate) fn hosted(
+        client: Client,
+        actions: Option<Client>,
+        gate: Arc<crate::hosted::Gate>,
+        allow_actions: bool,
+    ) -> Self {
+        let options = DashboardOptions::new()
+            .allow_actions(allow_actions)
+            .poll_interval(std::time::Duration::from_secs(15));
+        let mut shared = Self::new(client, 443, Secrets::draw(), options);
+        if let Some(actions) = actions {
+            shared.actions_client = actions;
+        }
+        shared.hosted = Some(gate);
+        shared
+    }
+
+    /// Whether the request's caller may act: the local dashboard's
+    /// `--allow-actions`; hosted, also the caller's group.
+    pub(crate) fn may_act(&self, actor: Option<&crate::actions::ActorExt>) -> bool {
+        #[cfg(feature = "lambda")]
+        if let Some(gate) = &self.hosted {
+            return actor.is_some_and(|a| gate.may_act(&a.0.caller));
+        }
+        let _ = actor;
+        self.allow_actions
     }
 }
 
@@ -70,11 +111,21 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/actions/plan", post(crate::actions::plan))
         .route("/actions/run", post(crate::actions::run))
         .fallback(|| async { ApiError::not_found() });
-    Router::new()
+    let router = Router::new()
         .route("/", get(crate::assets::index))
         .route("/static/{*name}", get(crate::assets::file))
         .nest("/api/v1", api)
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT));
+    #[cfg(feature = "lambda")]
+    if shared.hosted.is_some() {
+        return router
+            .layer(middleware::from_fn_with_state(
+                shared.clone(),
+                crate::hosted::defend,
+            ))
+            .with_state(shared);
+    }
+    router
         .layer(middleware::from_fn_with_state(
             shared.clone(),
             crate::guard::defend,
@@ -82,13 +133,21 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
-async fn meta(State(s): State<Arc<Shared>>) -> Json<Value> {
+async fn meta(
+    State(s): State<Arc<Shared>>,
+    actor: Option<axum::Extension<crate::actions::ActorExt>>,
+) -> Json<Value> {
+    #[cfg(feature = "lambda")]
+    let deployment = if s.hosted.is_some() { "stack" } else { "local" };
+    #[cfg(not(feature = "lambda"))]
+    let deployment = "local";
     Json(json!({
         "api_version": 1,
         "rayito_version": env!("CARGO_PKG_VERSION"),
         "backend": if s.client.is_local() { "local" } else { "aws" },
+        "deployment": deployment,
         "region": s.client.region(),
-        "allow_actions": s.allow_actions,
+        "allow_actions": s.may_act(actor.as_ref().map(|a| &a.0)),
         "poll_interval_ms": s.poll_interval_ms,
     }))
 }

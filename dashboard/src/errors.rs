@@ -42,6 +42,29 @@ pub mod messages {
     pub const NOT_FOUND: &str = "no such API path";
     /// 413 `payload_too_large`: a body over 64 KiB.
     pub const TOO_LARGE: &str = "the body is over 64 KiB";
+    /// 405 `method_not_allowed`: a method other than GET (and POST under
+    /// `/api/v1`) on the hosted dashboard.
+    pub const METHOD_NOT_ALLOWED: &str = "method not allowed";
+    /// 401 `unauthorized` (hosted): no `Authorization: Bearer` token.
+    pub const NO_TOKEN: &str = "missing token: sign in to the dashboard";
+    /// 401 `unauthorized` (hosted): a token that is not a valid, current
+    /// access token of the stack's pool and client (which check failed is
+    /// only logged).
+    pub const BAD_TOKEN: &str = "invalid or expired token: sign in again";
+    /// 403 `actions_disabled` (hosted): an action on a stack deployed
+    /// without `AllowActions=true`.
+    pub const STACK_ACTIONS_DISABLED: &str =
+        "actions are disabled: the stack was deployed with AllowActions=false";
+    /// 403 `forbidden` (hosted): an action by a user outside the actions
+    /// group.
+    pub const NOT_IN_GROUP: &str = "the account is not in the dashboard's actions group";
+    /// 503 `auth_unavailable` (hosted): the pool's keys or clients could
+    /// not be read, so no token can be judged.
+    pub const AUTH_UNAVAILABLE: &str = "sign-in cannot be checked right now (the pool's keys or clients are unreachable): try again shortly";
+    /// 503 `audit_unavailable` (hosted): the audit rows of an action could
+    /// not be written, so it did not run.
+    pub const AUDIT_UNAVAILABLE: &str =
+        "the action was not run: its audit record could not be written";
 }
 
 /// One error answer.
@@ -134,6 +157,61 @@ impl ApiError {
             StatusCode::BAD_REQUEST,
             "confirmation_required",
             messages::CONFIRMATION,
+        )
+    }
+
+    #[cfg_attr(not(feature = "lambda"), allow(dead_code))]
+    pub(crate) fn method_not_allowed() -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            messages::METHOD_NOT_ALLOWED,
+        )
+    }
+
+    #[cfg_attr(not(feature = "lambda"), allow(dead_code))]
+    pub(crate) fn no_token() -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", messages::NO_TOKEN)
+    }
+
+    #[cfg_attr(not(feature = "lambda"), allow(dead_code))]
+    pub(crate) fn bad_token() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            messages::BAD_TOKEN,
+        )
+    }
+
+    #[cfg_attr(not(feature = "lambda"), allow(dead_code))]
+    pub(crate) fn stack_actions_disabled() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "actions_disabled",
+            messages::STACK_ACTIONS_DISABLED,
+        )
+    }
+
+    #[cfg_attr(not(feature = "lambda"), allow(dead_code))]
+    pub(crate) fn not_in_group() -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", messages::NOT_IN_GROUP)
+    }
+
+    #[cfg_attr(not(feature = "lambda"), allow(dead_code))]
+    pub(crate) fn auth_unavailable() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "auth_unavailable",
+            messages::AUTH_UNAVAILABLE,
+        )
+    }
+
+    #[cfg_attr(not(feature = "lambda"), allow(dead_code))]
+    pub(crate) fn audit_unavailable() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "audit_unavailable",
+            messages::AUDIT_UNAVAILABLE,
         )
     }
 

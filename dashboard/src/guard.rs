@@ -73,20 +73,27 @@ fn check(shared: &Shared, req: &Request) -> Result<Option<Response>, ApiError> {
         return Err(ApiError::unauthorized());
     }
     if req.method() == Method::POST {
-        let json = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-        if !json {
-            return Err(ApiError::not_json());
-        }
+        require_json(headers)?;
         let csrf = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
         if !csrf.is_some_and(|c| shared.secrets.is_csrf(c)) {
             return Err(ApiError::csrf());
         }
     }
     Ok(None)
+}
+
+/// A POST's body must be JSON (415).
+pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if json {
+        Ok(())
+    } else {
+        Err(ApiError::not_json())
+    }
 }
 
 /// The start token's exchange: a 303 to `/` setting the session cookie, so
@@ -105,7 +112,7 @@ fn exchange(shared: &Shared) -> Response {
 }
 
 /// The headers of every answer.
-fn harden(headers: &mut HeaderMap) {
+pub(crate) fn harden(headers: &mut HeaderMap) {
     let set = [
         (header::CONTENT_SECURITY_POLICY, CSP),
         (header::X_FRAME_OPTIONS, "DENY"),

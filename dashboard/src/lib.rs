@@ -24,6 +24,8 @@ mod api;
 mod assets;
 mod errors;
 mod guard;
+#[cfg(feature = "lambda")]
+pub mod hosted;
 mod secrets;
 mod source;
 

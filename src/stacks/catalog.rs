@@ -189,6 +189,35 @@ fn session_seconds(values: &BTreeMap<String, String>) -> Result<(), SandboxError
     )
 }
 
+/// The dashboard function's zip.
+const DASHBOARD_ARTIFACTS: &[StackArtifact] = &[StackArtifact {
+    name: "dashboard",
+    parameter_key: "ArtifactS3Key",
+    bucket_parameter_key: Some("ArtifactBucket"),
+}];
+
+/// `ThemeJson` is at most 4,096 bytes, and `AuthMode=aws-iam` is not
+/// built yet.
+fn dashboard_parameters(values: &BTreeMap<String, String>) -> Result<(), SandboxError> {
+    use super::dashboard_template::{AWS_IAM_REFUSED, THEME_JSON_MAX_BYTES, THEME_JSON_TOO_LONG};
+    if values.get("AuthMode").is_some_and(|m| m == "aws-iam") {
+        return Err(SandboxError::invalid_argument(
+            "parameters",
+            AWS_IAM_REFUSED,
+        ));
+    }
+    if values
+        .get("ThemeJson")
+        .is_some_and(|t| t.len() > THEME_JSON_MAX_BYTES)
+    {
+        return Err(SandboxError::invalid_argument(
+            "parameters",
+            THEME_JSON_TOO_LONG,
+        ));
+    }
+    Ok(())
+}
+
 /// Every component, in the order `rayito stack list` prints them.
 pub(crate) static COMPONENTS: &[StackComponent] = &[
     component(
@@ -448,50 +477,66 @@ pub(crate) static COMPONENTS: &[StackComponent] = &[
         &[],
         "the routing function at the distribution's edge (custom domains, domain=) is not built in this SDK yet",
     ),
-    unsupported(
-        "dashboard",
-        "Hosted dashboard: Cognito or IAM sign-in, DynamoDB cache and audit, read (and actions) roles, a Lambda behind a function URL",
-        cost(
-            &[
-                "AWS::Cognito::UserPool",
-                "AWS::DynamoDB::Table (x2)",
-                "AWS::Lambda::Function",
-                "AWS::Lambda::Url",
-                "AWS::IAM::Role (x2)",
-                "AWS::SSM::Parameter",
-            ],
-            "~$0 idle (on-demand tables, Lambda without requests)",
-            &[
-                "Lambda invocations per page load and API call",
-                "Cost Explorer: $0.01 per request when enabled",
-            ],
-            "destroy deletes everything the stack created, the audit table included",
-            "Lambda, DynamoDB and Cognito pricing, us-east-1",
-        ),
-        &[
-            required(
-                "ArtifactBucket",
-                "The bucket the dashboard's Lambda zip is uploaded to",
+    StackComponent {
+        artifacts: DASHBOARD_ARTIFACTS,
+        validate: Some(dashboard_parameters),
+        ..component(
+            "dashboard",
+            "Hosted dashboard: Cognito sign-in, DynamoDB cache and audit, read (and actions) roles, a Lambda behind a function URL",
+            cost(
+                &[
+                    "AWS::Cognito::UserPool + UserPoolDomain + UserPoolClient (+ UserPoolGroup with AllowActions=true, + UserPoolUser with InitialUserEmail)",
+                    "AWS::DynamoDB::Table (x2: audit and cost cache, on-demand)",
+                    "AWS::Lambda::Function + AWS::Lambda::Url + AWS::Logs::LogGroup",
+                    "AWS::IAM::Role (read; + actions with AllowActions=true)",
+                    "AWS::SSM::Parameter (Standard, free; only with ThemeJson)",
+                ],
+                "~$0 idle (on-demand tables, Lambda without requests)",
+                &[
+                    "Lambda invocations per page load and API call (the page polls every 15 s while open); the URL is public, so unauthenticated requests bill invocations too: set ReservedConcurrency to cap them",
+                    "DynamoDB: one write per sandbox acted on and one per action (audit)",
+                    "Cost Explorer: $0.01 per request when enabled",
+                ],
+                "destroy deletes everything the stack created, the audit table included",
+                "Lambda, DynamoDB and Cognito pricing, us-east-1",
             ),
-            default("AuthMode", "cognito-jwt", "cognito-jwt or aws-iam"),
-            default("AllowActions", "false", "Bulk actions on sandboxes"),
-            default(
-                "EnableCostExplorer",
-                "false",
-                "Billed cost through Cost Explorer ($0.01 per request)",
-            ),
-            default("ImageNamePrefix", "rayito-", "Images shown"),
-            param("InitialUserEmail", "The first user's email"),
-            param("DomainPrefix", "The Cognito domain's prefix"),
-            param("ThemeJson", "Theme (at most 4,096 bytes of JSON)"),
-            param("ThemeParameterName", "SSM parameter holding the theme"),
-            param("LogoParameterName", "SSM parameter holding the logo"),
-            param("ReservedConcurrency", "The Lambda's reserved concurrency"),
-            default("LogRetentionDays", "30", "Days the Lambda's logs are kept"),
-        ],
-        IAM,
-        "its hosted Lambda is not shipped by this SDK; run the dashboard locally with rayito dashboard",
-    ),
+            &[
+                required(
+                    "ArtifactBucket",
+                    "The bucket the dashboard's Lambda zip is uploaded to",
+                ),
+                default(
+                    "AuthMode",
+                    "cognito-jwt",
+                    "cognito-jwt (aws-iam is not built in this SDK yet)",
+                ),
+                default("AllowActions", "false", "Bulk actions on sandboxes"),
+                default(
+                    "EnableCostExplorer",
+                    "false",
+                    "Billed cost through Cost Explorer ($0.01 per request)",
+                ),
+                default(
+                    "ImageNamePrefix",
+                    "rayito-",
+                    "The actions role acts only on sandboxes of images named with this prefix",
+                ),
+                default("InitialUserEmail", "", "The first user's email"),
+                default("DomainPrefix", "", "The Cognito domain's prefix"),
+                default("ThemeJson", "", "Theme (at most 4,096 bytes of JSON)"),
+                default("ThemeParameterName", "", "SSM parameter holding the theme"),
+                default("LogoParameterName", "", "SSM parameter holding the logo"),
+                default(
+                    "ReservedConcurrency",
+                    "",
+                    "The Lambda's reserved concurrency",
+                ),
+                default("LogRetentionDays", "30", "Days the Lambda's logs are kept"),
+            ],
+            IAM,
+            super::dashboard_template::dashboard_template,
+        )
+    },
     component(
         "dashboard-cloudwatch",
         "CloudWatch dashboard of the sandboxes' logs (Logs Insights over /rayito/*) and, when asked, their OTLP metrics and the memory quota's use",

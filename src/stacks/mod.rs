@@ -27,6 +27,8 @@ mod dashboard_read_role_template;
 #[cfg(all(feature = "stacks", feature = "efs"))]
 mod efs_volumes_template;
 #[cfg(feature = "stacks")]
+pub mod dashboard_template;
+#[cfg(feature = "stacks")]
 mod metadata_index_template;
 #[cfg(feature = "stacks")]
 mod model;

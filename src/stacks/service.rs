@@ -242,8 +242,13 @@ impl OptionalStacks {
                 return Err(SandboxError::invalid_argument(
                     "artifact",
                     format!(
-                        "{} runs Lambda code and no zip of it was given; build it (tools/build-events-lambda) and pass its path",
-                        component.name
+                        "{} runs Lambda code and no zip of it was given; build it (tools/{}) and pass its path",
+                        component.name,
+                        if component.name == "dashboard" {
+                            "build-dashboard-lambda"
+                        } else {
+                            "build-events-lambda"
+                        }
                     ),
                 ));
             }

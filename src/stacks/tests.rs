@@ -60,7 +60,6 @@ fn the_catalog_lists_the_thirteen_and_setups_two_in_order() {
             #[cfg(not(feature = "efs"))]
             "efs-volumes",
             "custom-domain",
-            "dashboard",
             "quota-alerts",
             "iam",
             "artifact-bucket"
@@ -144,11 +143,11 @@ fn an_unknown_component_names_the_known_ones() {
 
 #[test]
 fn an_unsupported_component_says_why() {
-    let c = plan::component("dashboard").unwrap();
+    let c = plan::component("custom-domain").unwrap();
     let err = plan::require_supported(c, "deploy").unwrap_err();
     assert_eq!(
         err.to_string(),
-        "feature rayito stack deploy dashboard is not available: its hosted Lambda is not shipped by this SDK; run the dashboard locally with rayito dashboard; see docs/stacks.md"
+        "feature rayito stack deploy custom-domain is not available: the routing function at the distribution's edge (custom domains, domain=) is not built in this SDK yet; see docs/stacks.md"
     );
     let c = plan::component("iam").unwrap();
     assert_eq!(
@@ -369,4 +368,33 @@ fn efs_volumes_renders_the_volumes_template_with_the_same_tags() {
         err.to_string(),
         "invalid parameters: efs-volumes: AllowWrite is true or false"
     );
+}
+
+#[test]
+fn the_dashboard_refuses_a_long_theme_and_aws_iam_before_any_call() {
+    let c = plan::component("dashboard").unwrap();
+    let validate = c.validate.expect("the dashboard validates its parameters");
+    let theme = "x".repeat(4097);
+    assert_eq!(
+        validate(&map(&[("ThemeJson", &theme)]))
+            .unwrap_err()
+            .to_string(),
+        "invalid parameters: dashboard: ThemeJson is at most 4,096 bytes; keep a larger theme in an SSM parameter of yours and pass its name as ThemeParameterName"
+    );
+    assert!(validate(&map(&[("ThemeJson", &theme[..4096])])).is_ok());
+    assert_eq!(
+        validate(&map(&[("AuthMode", "aws-iam")]))
+            .unwrap_err()
+            .to_string(),
+        "invalid parameters: dashboard: AuthMode=aws-iam (an identity pool and a SigV4-signed API URL) is not built in this SDK yet; deploy with AuthMode=cognito-jwt, the default"
+    );
+    assert!(validate(&map(&[("AuthMode", "cognito-jwt")])).is_ok());
+    assert_eq!(c.artifacts.len(), 1);
+    assert_eq!(c.artifacts[0].parameter_key, "ArtifactS3Key");
+    let t: serde_json::Value = serde_json::from_str(&c.template().unwrap()).unwrap();
+    let outputs: Vec<&String> = t["Outputs"].as_object().unwrap().keys().collect();
+    let mut pinned = super::dashboard_template::DASHBOARD_OUTPUTS.to_vec();
+    pinned.sort_unstable();
+    assert_eq!(outputs, pinned);
+    assert_eq!(t["Parameters"]["ThemeJson"]["MaxLength"], 4096);
 }

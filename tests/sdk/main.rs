@@ -50,6 +50,7 @@ mod connectors;
 mod cpu_limit;
 mod dashboard;
 mod dashboard_browser;
+mod dashboard_hosted;
 mod doc_refs;
 mod docs_index;
 mod efs_volumes_stack;

@@ -596,6 +596,16 @@ fn permissions_futures_are_send(client: &Client) {
     assert_send(&permissions.simulate(&query));
 }
 
+/// The hosted dashboard's (crate rayito-dashboard, feature `lambda`).
+#[allow(dead_code)]
+fn hosted_dashboard_futures_are_send(d: &rayito_dashboard::hosted::HostedDashboard) {
+    let event = serde_json::Value::Null;
+    assert_send(&d.handle(&event));
+    assert_send_static(&rayito_dashboard::hosted::response_to_event(
+        http::Response::new(axum::body::Body::empty()),
+    ));
+}
+
 /// The `pub async fn` names and public stream types of `src/`.
 fn public_async_items() -> Vec<String> {
     let mut names = Vec::new();
