@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 use rayito::Client;
-use rayito::agent::{AgentEvent, AgentModel, AgentSpec, ModelProvider, ToolCallStatus, gateways};
 use rayito::agent::AgentTemplate;
+use rayito::agent::{AgentEvent, AgentModel, AgentSpec, ModelProvider, ToolCallStatus, gateways};
 use rayito::secrets::{SecretCache, SecretCacheOptions, SecretStore, SecretStoreOptions};
 use rayito::template::BuildOptions;
 use sdk_support::model_server::{ModelServer, Reply};
@@ -176,7 +176,12 @@ async fn opencode_in_the_agent_template_edits_a_file_and_runs_a_command_through_
     assert_eq!(manifest["protocol"], 1);
     assert_eq!(manifest["runtimes"]["opencode"]["version"], "1.18.33");
     // Root's, so the sandbox's user cannot replace what a run executes.
-    assert_eq!(lines[1..], ["1.18.33", "1.18.33", "refused"], "{}", out.stdout);
+    assert_eq!(
+        lines[1..],
+        ["1.18.33", "1.18.33", "refused"],
+        "{}",
+        out.stdout
+    );
 
     // A run: OpenCode's edit and bash tools, the model behind the gateway.
     sandbox
@@ -187,7 +192,10 @@ async fn opencode_in_the_agent_template_edits_a_file_and_runs_a_command_through_
     let started = Instant::now();
     let mut stream = sandbox
         .agent()
-        .stream(spec(), "change hello to goodbye in hello.txt and count its bytes")
+        .stream(
+            spec(),
+            "change hello to goodbye in hello.txt and count its bytes",
+        )
         .await
         .expect("the run starts");
     let mut events = Vec::new();
@@ -215,11 +223,17 @@ async fn opencode_in_the_agent_template_edits_a_file_and_runs_a_command_through_
     let AgentEvent::ToolCall(edit) = &events[1] else {
         panic!("{:?}", events[1])
     };
-    assert_eq!((edit.name.as_str(), edit.status), ("edit", ToolCallStatus::Completed));
+    assert_eq!(
+        (edit.name.as_str(), edit.status),
+        ("edit", ToolCallStatus::Completed)
+    );
     let AgentEvent::ToolCall(bash) = &events[4] else {
         panic!("{:?}", events[4])
     };
-    assert_eq!((bash.name.as_str(), bash.status), ("bash", ToolCallStatus::Completed));
+    assert_eq!(
+        (bash.name.as_str(), bash.status),
+        ("bash", ToolCallStatus::Completed)
+    );
     assert_eq!(bash.output.as_deref().map(str::trim), Some("8"));
     let AgentEvent::StepFinished { index, usage, .. } = &events[2] else {
         panic!("{:?}", events[2])
@@ -289,4 +303,70 @@ async fn opencode_in_the_agent_template_edits_a_file_and_runs_a_command_through_
     assert!(!format!("{processes:?}").contains(KEY));
     assert!(!format!("{events:?}").contains(KEY));
     assert!(sandbox.kill().await.expect("kill"));
+}
+
+/// Last session's "bug": a sandbox of the agent template did not see
+/// `/opt/agents/rayito-agent.json`. The layer was right; the test read the
+/// file through the file calls, whose view is `/home/user` and `/tmp` only
+/// (docs/local.md, "Files"). Pinned here at the template's level, with the
+/// manifest's own step (the same printf, chown and chmod as
+/// `AgentTemplate`), no npm needed: what a build step writes under `/opt`
+/// is the sandbox's processes', read-only, and the file calls answer
+/// `FileNotFound` for it as for any path outside their view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_build_step_writes_under_opt_is_seen_by_the_sandboxs_processes_not_the_file_calls() {
+    if let Some(reason) = skip_support::local_builds_unavailable() {
+        skip_support::skip(reason);
+        return;
+    }
+    let template = rayito::template::Template::from_base_image("rayito-base")
+        .set_user("root")
+        .run_cmd(
+            "mkdir -p /opt/agents-probe && printf '%s\\n' '{\"schema\":\"probe/1\"}' \
+             > /opt/agents-probe/manifest.json && chown -R root:root /opt/agents-probe \
+             && chmod -R a+rX,go-w /opt/agents-probe",
+        );
+    let client = Client::local().await.expect("local backend");
+    let name = format!("opt-probe-{:08x}", rand::random::<u32>());
+    let dir = tempfile::tempdir().expect("a context dir");
+    client
+        .templates()
+        .build(
+            &template,
+            &name,
+            BuildOptions {
+                context_dir: Some(dir.path().to_path_buf()),
+                ..BuildOptions::default()
+            },
+        )
+        .await
+        .expect("the build");
+    // The build wrote into its layer, never into the host's root.
+    assert!(!std::path::Path::new("/opt/agents-probe").exists());
+    let sandbox = client
+        .sandbox()
+        .template(&name)
+        .create()
+        .await
+        .expect("a sandbox of the template");
+    let out = sandbox
+        .commands()
+        .run(
+            "cat /opt/agents-probe/manifest.json; stat -c %a /opt/agents-probe/manifest.json; \
+             test -O /opt/agents-probe/manifest.json && echo mine || echo not-mine; \
+             echo x > /opt/agents-probe/manifest.json 2>/dev/null && echo wrote || echo refused",
+        )
+        .await
+        .expect("the layer's file");
+    assert_eq!(
+        out.stdout, "{\"schema\":\"probe/1\"}\n644\nnot-mine\nrefused\n",
+        "what the build step wrote, root's (not the sandbox user's) and read-only"
+    );
+    let err = sandbox
+        .files()
+        .read_to_string("/opt/agents-probe/manifest.json")
+        .await
+        .expect_err("outside the file calls' view");
+    assert_eq!(err.kind(), rayito::ErrorKind::FileNotFound, "{err}");
+    sandbox.kill().await.expect("kill");
 }
