@@ -108,6 +108,20 @@ mod tests {
     }
 
     #[test]
+    fn the_docs_transcribe_the_pinned_package_and_the_trust_of_the_images_store() {
+        let doc = include_str!("../../../docs/agent.md");
+        let install = install();
+        for fact in [
+            format!("{NPM_PACKAGE}@{VERSION}"),
+            "NODE_OPTIONS=--use-openssl-ca".to_owned(),
+        ] {
+            assert!(install.contains(&fact), "the install lacks {fact}");
+            assert!(doc.contains(&fact), "docs/agent.md lacks {fact}");
+        }
+        assert!(doc.contains(&format!("OpenCode {VERSION}")));
+    }
+
+    #[test]
     fn the_adapter_looks_where_the_install_puts_the_binary() {
         let adapter = std::str::from_utf8(ADAPTER).unwrap();
         assert!(adapter.contains("\"/opt/agents/bin/opencode\""));
