@@ -519,6 +519,19 @@ mod tests {
     }
 
     #[test]
+    fn docs_agent_md_transcribes_the_entrypoint_refusals() {
+        let doc = include_str!("../../docs/agent.md");
+        for message in [
+            CUSTOM_ENTRYPOINT,
+            CUSTOM_ENTRYPOINT_PROTOCOL,
+            CUSTOM_PYTHON,
+            CUSTOM_PYTHON_COMMAND,
+        ] {
+            assert!(doc.contains(&format!("| `{message}` |")), "{message}");
+        }
+    }
+
+    #[test]
     fn an_entrypoint_runs_the_driver_with_its_interpreter() {
         let (check, launch, files) = CustomRuntime::entrypoint("agent:answer")
             .python("/opt/venv/bin/python")
