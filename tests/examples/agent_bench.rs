@@ -15,6 +15,8 @@
 //! sandbox, interleaved (the order alternates). The first agent run after
 //! each take is reported apart: the warm-up (`agent_pool_warmup`) wrote
 //! the files and imported the module, so it should cost as the later ones.
+//! A take applies the model's gateway (`take_with_gateways`): its time is
+//! in `take()`.
 //! Local backend (the emulator in this process), the scripted model of
 //! tests/sdk_support/model_server.rs behind an `openai_compatible`
 //! gateway, the key in moto's Secrets Manager (needs moto).
@@ -142,7 +144,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let pool = sdk_support::builder(&emu)
         .secret_cache(cache)
-        .gateway("llm", gateway)
         .pool(pool_config)?;
     pool.start().await?;
 
@@ -157,7 +158,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let start = Instant::now();
-        let sandbox = pool.take().await?;
+        let sandbox = pool.take_with_gateways([("llm", gateway.clone())]).await?;
         take_ms.push(ms(start.elapsed()));
         let url = sandbox.gateways().get("llm").ok_or("no gateway")?.url();
         let (first, end) = agent_run(&sandbox).await?;

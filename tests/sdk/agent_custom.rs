@@ -20,6 +20,7 @@ use rayito::agent::{
     agent_pool_warmup, gateways,
 };
 use rayito::secrets::{SecretCache, SecretCacheOptions, SecretStore, SecretStoreOptions};
+use rayito::gateway::SecretGateway;
 use rayito::{PoolConfig, SandboxBuilder, SandboxError};
 use sdk_support::model_server::{ModelServer, Reply};
 use sdk_support::moto::MotoServer;
@@ -98,11 +99,14 @@ async fn world(script: Vec<Reply>) -> Option<World> {
 }
 
 impl World {
+    fn gateway(&self) -> SecretGateway {
+        gateways::openai_compatible(SECRET, &self.model.url(), "/v1").expect("preset")
+    }
+
+    /// A builder with the secret cache; `create` adds the gateway, a pool's
+    /// take passes it (a pool's warm sandboxes carry none).
     fn builder(&self) -> SandboxBuilder {
-        let gateway = gateways::openai_compatible(SECRET, &self.model.url(), "/v1").expect("preset");
-        sdk_support::builder(&self.emu)
-            .secret_cache(self.cache.clone())
-            .gateway("llm", gateway)
+        sdk_support::builder(&self.emu).secret_cache(self.cache.clone())
     }
 }
 
@@ -131,7 +135,12 @@ async fn an_entrypoint_function_answers_through_the_driver() {
     let Some(w) = world(vec![Reply::Text("the model's answer".to_owned(), (12, 5))]).await else {
         return;
     };
-    let sandbox = w.builder().create().await.expect("a sandbox");
+    let sandbox = w
+        .builder()
+        .gateway("llm", w.gateway())
+        .create()
+        .await
+        .expect("a sandbox");
     let agent = sandbox.agent();
 
     // A dict with text and usage; the function's print goes to stderr.
@@ -258,7 +267,7 @@ async fn a_pool_taken_sandbox_starts_its_first_run_with_nothing_to_install() {
         .ready_timeout(Duration::from_secs(60))
         .fill_retry_base(Duration::from_millis(200));
     let steps = agent_pool_warmup(runtime.clone()).expect("the steps");
-    assert_eq!(steps.len(), 4, "install, two files, the driver: {steps:?}");
+    assert_eq!(steps.len(), 5, "install, two files, the driver, the import: {steps:?}");
     for step in steps {
         config = config.warmup(step);
     }
@@ -269,7 +278,10 @@ async fn a_pool_taken_sandbox_starts_its_first_run_with_nothing_to_install() {
         assert!(std::time::Instant::now() < deadline, "never parked");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let sandbox = pool.take().await.expect("a parked sandbox");
+    let sandbox = pool
+        .take_with_gateways([("llm", w.gateway())])
+        .await
+        .expect("a parked sandbox");
     // The warm-up wrote the runtime's files before the pause.
     let files = sandbox.files();
     assert_eq!(
