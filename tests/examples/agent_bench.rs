@@ -13,8 +13,9 @@
 //! Defaults: 4 takes of a pool of 2 (each a hit: the pool is refilled
 //! before the next), `runs` = 6 agent runs and 6 baselines per taken
 //! sandbox, interleaved (the order alternates). The first agent run after
-//! each take is reported apart: the warm-up (`agent_pool_warmup`) wrote
-//! the files and imported the module, so it should cost as the later ones.
+//! each take is reported apart (the warm-up, `agent_pool_warmup`, wrote the
+//! files and imported the module), and on every other take a baseline runs
+//! first, to show what the first command after a take costs by itself.
 //! A take applies the model's gateway (`take_with_gateways`): its time is
 //! in `take()`.
 //! Local backend (the emulator in this process), the scripted model of
@@ -23,7 +24,6 @@
 
 #[path = "../sdk_support/mod.rs"]
 mod sdk_support;
-use sdk_support::skip as skip_support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -113,7 +113,7 @@ fn show(name: &str, v: &[f64]) {
     let mut sorted = v.to_vec();
     sorted.sort_by(f64::total_cmp);
     println!(
-        "{name:<34} n={:<3} p50 {:>7.1} ms  min {:>7.1}  max {:>7.1}",
+        "{name:<40} n={:<3} p50 {:>7.1} ms  min {:>7.1}  max {:>7.1}",
         v.len(),
         p50(v.to_vec()),
         sorted[0],
@@ -148,7 +148,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     pool.start().await?;
 
     let (mut take_ms, mut first_event_first, mut first_event) = (vec![], vec![], vec![]);
-    let (mut whole, mut spawn_first) = (vec![], vec![]);
+    let (mut whole, mut spawn_first, mut spawn_first_first) = (vec![], vec![], vec![]);
     for take in 0..takes {
         let deadline = Instant::now() + Duration::from_secs(120);
         while pool.stats().await?.ready < 2 {
@@ -161,6 +161,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let sandbox = pool.take_with_gateways([("llm", gateway.clone())]).await?;
         take_ms.push(ms(start.elapsed()));
         let url = sandbox.gateways().get("llm").ok_or("no gateway")?.url();
+        // Odd takes start with the baseline: the first command after a
+        // take, to compare with the first agent run after one.
+        if take % 2 == 1 {
+            spawn_first_first.push(ms(baseline(&sandbox, &url).await?));
+        }
         let (first, end) = agent_run(&sandbox).await?;
         first_event_first.push(ms(first));
         whole.push(ms(end));
@@ -181,6 +186,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     show("run() -> first event, first run", &first_event_first);
     show("run() -> done, first run", &whole);
     show("run() -> first event, later runs", &first_event);
+    if !spawn_first_first.is_empty() {
+        show("spawn -> first stdout, first after take", &spawn_first_first);
+    }
     show("spawn -> first stdout (baseline)", &spawn_first);
     println!(
         "agent layer (p50 first event - p50 baseline): {:.1} ms",
