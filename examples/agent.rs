@@ -118,11 +118,8 @@ async fn run(
     let model = AgentModel::new(ModelProvider::OpenaiCompatible, "llm")
         .id(model_id)
         .base_path(base_path);
-    let runtime = CustomRuntime::entrypoint("my_agent:answer").file(
-        "/home/user/my_agent.py",
-        AGENT,
-        0o644,
-    );
+    let runtime =
+        CustomRuntime::entrypoint("my_agent:answer").file("/home/user/my_agent.py", AGENT, 0o644);
     let spec = AgentSpec::new(model).runtime(runtime);
 
     println!("prompt: {PROMPT}");

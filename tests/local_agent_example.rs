@@ -31,7 +31,11 @@ async fn the_agent_example_streams_a_scripted_models_answer_and_usage() {
     let config = sdk_support::moto_config::sdk_config(&moto.endpoint_url(), "AKIDEXAMPLETEST");
     SecretStore::new(SecretStoreOptions::new().sdk_config(config))
         .expect("a store")
-        .create("example/model-key", format!("Bearer {KEY}"), &BTreeMap::new())
+        .create(
+            "example/model-key",
+            format!("Bearer {KEY}"),
+            &BTreeMap::new(),
+        )
         .await
         .expect("the secret");
     let model = ModelServer::start(
@@ -65,7 +69,10 @@ async fn the_agent_example_streams_a_scripted_models_answer_and_usage() {
     assert_eq!(events[0], "event: step 1 started");
     assert_eq!(events[1], "event: text (42 bytes)");
     assert_eq!(events[2], "event: step 1 finished, 30 tokens");
-    assert!(events[3].starts_with("event: done (session rda_"), "{stdout}");
+    assert!(
+        events[3].starts_with("event: done (session rda_"),
+        "{stdout}"
+    );
     for line in [
         "answer: A microVM is a very small virtual machine.",
         "usage: 21 input + 9 output = 30 tokens",

@@ -64,16 +64,16 @@ pub(crate) fn resolve(runtime: &AgentRuntime) -> Result<Runtime, SandboxError> {
         AgentRuntime::Custom(custom) => {
             let (check, launch, files) = custom.parts();
             Runtime {
-            check,
-            install: custom.install.clone(),
-            launch,
-            files,
-            mode: match custom.protocol {
-                CustomProtocol::RayitoV1 => Mode::V1,
-                CustomProtocol::Text => Mode::Text,
-            },
-            envs: custom.envs.clone(),
-        }
+                check,
+                install: custom.install.clone(),
+                launch,
+                files,
+                mode: match custom.protocol {
+                    CustomProtocol::RayitoV1 => Mode::V1,
+                    CustomProtocol::Text => Mode::Text,
+                },
+                envs: custom.envs.clone(),
+            }
         }
         AgentRuntime::Http(app) => http_runtime(app)?,
     })

@@ -500,7 +500,9 @@ mod tests {
                 .check()
                 .unwrap_or_else(|e| panic!("{good}: {e}"));
         }
-        for bad in ["agent", "agent:", ":f", "a.b:c.d", "1a:f", "a-b:f", "a:f g", "a/b:f"] {
+        for bad in [
+            "agent", "agent:", ":f", "a.b:c.d", "1a:f", "a-b:f", "a:f g", "a/b:f",
+        ] {
             assert_eq!(
                 refusal(CustomRuntime::entrypoint(bad)),
                 format!("invalid runtime: {CUSTOM_ENTRYPOINT}"),

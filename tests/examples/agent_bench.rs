@@ -32,8 +32,8 @@ use futures_util::StreamExt;
 use rayito::agent::{
     AgentModel, AgentSpec, CustomRuntime, ModelProvider, agent_pool_warmup, gateways,
 };
-use rayito::{CommandEvent, CommandOptions};
 use rayito::secrets::{SecretCache, SecretCacheOptions, SecretStore, SecretStoreOptions};
+use rayito::{CommandEvent, CommandOptions};
 use rayito::{PoolConfig, Sandbox};
 use sdk_support::model_server::{ModelServer, Reply};
 use sdk_support::moto::MotoServer;
@@ -78,7 +78,10 @@ async fn agent_run(sandbox: &Sandbox) -> Result<(Duration, Duration), Box<dyn st
 }
 
 /// The same program by a plain spawn, to its first stdout byte.
-async fn baseline(sandbox: &Sandbox, gateway: &str) -> Result<Duration, Box<dyn std::error::Error>> {
+async fn baseline(
+    sandbox: &Sandbox,
+    gateway: &str,
+) -> Result<Duration, Box<dyn std::error::Error>> {
     let request = b"{\"v\":1,\"prompt\":\"hi\",\"session_id\":null,\"workdir\":\"/home/user\",\"model\":{\"id\":\"scripted-1\"}}\n";
     let options = CommandOptions::new()
         .cwd("/home/user")
@@ -187,7 +190,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     show("run() -> done, first run", &whole);
     show("run() -> first event, later runs", &first_event);
     if !spawn_first_first.is_empty() {
-        show("spawn -> first stdout, first after take", &spawn_first_first);
+        show(
+            "spawn -> first stdout, first after take",
+            &spawn_first_first,
+        );
     }
     show("spawn -> first stdout (baseline)", &spawn_first);
     println!(

@@ -19,8 +19,8 @@ use rayito::agent::{
     AgentEvent, AgentFailureReason, AgentModel, AgentSpec, CustomRuntime, ModelProvider,
     agent_pool_warmup, gateways,
 };
-use rayito::secrets::{SecretCache, SecretCacheOptions, SecretStore, SecretStoreOptions};
 use rayito::gateway::SecretGateway;
+use rayito::secrets::{SecretCache, SecretCacheOptions, SecretStore, SecretStoreOptions};
 use rayito::{PoolConfig, SandboxBuilder, SandboxError};
 use sdk_support::model_server::{ModelServer, Reply};
 use sdk_support::moto::MotoServer;
@@ -217,7 +217,10 @@ async fn an_entrypoint_function_answers_through_the_driver() {
         .expect_err("boom");
     assert_eq!(
         failure(&err),
-        (AgentFailureReason::RuntimeError, Some("ValueError".to_owned()))
+        (
+            AgentFailureReason::RuntimeError,
+            Some("ValueError".to_owned())
+        )
     );
     assert!(!format!("{err:?}").contains("must not leave"));
     let err = agent
@@ -232,10 +235,7 @@ async fn an_entrypoint_function_answers_through_the_driver() {
         )
     );
     let err = agent
-        .run(
-            spec(CustomRuntime::entrypoint("no_such_module:f")),
-            "hi",
-        )
+        .run(spec(CustomRuntime::entrypoint("no_such_module:f")), "hi")
         .await
         .expect_err("no module");
     assert_eq!(
@@ -267,7 +267,11 @@ async fn a_pool_taken_sandbox_starts_its_first_run_with_nothing_to_install() {
         .ready_timeout(Duration::from_secs(60))
         .fill_retry_base(Duration::from_millis(200));
     let steps = agent_pool_warmup(runtime.clone()).expect("the steps");
-    assert_eq!(steps.len(), 5, "install, two files, the driver, the import: {steps:?}");
+    assert_eq!(
+        steps.len(),
+        5,
+        "install, two files, the driver, the import: {steps:?}"
+    );
     for step in steps {
         config = config.warmup(step);
     }
@@ -304,7 +308,11 @@ async fn a_pool_taken_sandbox_starts_its_first_run_with_nothing_to_install() {
         .expect("the first run");
     assert_eq!(result.text, "installed 1 time(s)");
     // prepare() finds it installed too: the install does not run again.
-    sandbox.agent().prepare(spec(runtime)).await.expect("prepare");
+    sandbox
+        .agent()
+        .prepare(spec(runtime))
+        .await
+        .expect("prepare");
     let log = files
         .read_to_string("/home/user/install.log")
         .await

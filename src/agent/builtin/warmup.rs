@@ -192,7 +192,11 @@ mod tests {
             .check("test -f /opt/mine/ok")
             .install("mkdir -p /opt/mine")
             .install("touch /opt/mine/ok")
-            .file("/home/user/pkg/agent.py", "def answer(r): return 'x'\n", 0o644);
+            .file(
+                "/home/user/pkg/agent.py",
+                "def answer(r): return 'x'\n",
+                0o644,
+            );
         let steps = agent_pool_warmup(runtime).unwrap();
         assert_eq!(steps.len(), 4, "{steps:?}");
         assert_eq!(
