@@ -240,7 +240,7 @@ impl CustomRuntime {
     }
 
     /// The check, the launch and the files of this runtime's run.
-    pub(crate) fn parts(&self) -> (Option<String>, String, Vec<(String, Vec<u8>, u32)>) {
+    pub(crate) fn parts(&self) -> (Option<String>, String, Vec<RuntimeFile>) {
         let Some(entrypoint) = &self.entrypoint else {
             return (
                 self.check.clone(),
@@ -282,6 +282,9 @@ fn is_entrypoint(entrypoint: &str) -> bool {
         .split_once(':')
         .is_some_and(|(module, function)| ident(module, true) && ident(function, false))
 }
+
+/// A runtime's file: path, content, mode.
+pub(crate) type RuntimeFile = (String, Vec<u8>, u32);
 
 pub(crate) fn check_files(files: &[(String, Vec<u8>, u32)]) -> Result<(), SandboxError> {
     if files
