@@ -61,17 +61,20 @@ pub(crate) fn resolve(runtime: &AgentRuntime) -> Result<Runtime, SandboxError> {
                 envs: BTreeMap::new(),
             }
         }
-        AgentRuntime::Custom(custom) => Runtime {
-            check: custom.check.clone(),
-            install: custom.install.clone(),
-            launch: quote_argv(&custom.command),
-            files: custom.files.clone(),
-            mode: match custom.protocol {
-                CustomProtocol::RayitoV1 => Mode::V1,
-                CustomProtocol::Text => Mode::Text,
-            },
-            envs: custom.envs.clone(),
-        },
+        AgentRuntime::Custom(custom) => {
+            let (check, launch, files) = custom.parts();
+            Runtime {
+                check,
+                install: custom.install.clone(),
+                launch,
+                files,
+                mode: match custom.protocol {
+                    CustomProtocol::RayitoV1 => Mode::V1,
+                    CustomProtocol::Text => Mode::Text,
+                },
+                envs: custom.envs.clone(),
+            }
+        }
         AgentRuntime::Http(app) => http_runtime(app)?,
     })
 }

@@ -93,20 +93,35 @@ pub enum CustomProtocol {
 }
 
 /// Your own agent program: a command run in the sandbox (`bash -l -c` of
-/// the argv, quoted), after the `install` commands when its `check` fails.
+/// the argv, quoted) or a Python function (`entrypoint`). The `install`
+/// commands run when its `check` fails, by `prepare()` and by a pool's
+/// warm-up ([`agent_pool_warmup`](super::agent_pool_warmup)); a run itself
+/// installs nothing (it fails `runtime_missing` when the check fails).
 /// The model reaches it through the gateway: `RAYITO_MODEL_BASE_URL`,
 /// `RAYITO_MODEL_PROVIDER`, `RAYITO_MODEL_ID`, and `RAYITO_MODEL_API_KEY`
 /// holding a placeholder (the real key stays in the gateway).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[must_use]
 pub struct CustomRuntime {
+    /// The argv; empty with an entrypoint.
     pub(crate) command: Vec<String>,
+    /// `module:function`, run by the SDK's driver (src/agent/entrypoint_driver.py).
+    pub(crate) entrypoint: Option<String>,
+    /// The interpreter of an entrypoint (`python3`).
+    pub(crate) python: Option<String>,
     pub(crate) protocol: CustomProtocol,
     pub(crate) check: Option<String>,
     pub(crate) install: Vec<String>,
     pub(crate) files: Vec<(String, Vec<u8>, u32)>,
     pub(crate) envs: BTreeMap<String, String>,
 }
+
+/// Where the entrypoint driver is written in the sandbox.
+pub(crate) const ENTRYPOINT_DRIVER_PATH: &str = "/home/user/.rayito/agent/entrypoint_driver.py";
+/// The entrypoint driver (src/agent/entrypoint_driver.py).
+pub(crate) const ENTRYPOINT_DRIVER: &[u8] = include_bytes!("entrypoint_driver.py");
+/// The interpreter of an entrypoint without `python()`.
+pub(crate) const DEFAULT_PYTHON: &str = "python3";
 
 impl CustomRuntime {
     /// Runs `command` (an argv: non-empty strings, no NUL).
@@ -117,6 +132,8 @@ impl CustomRuntime {
     {
         Self {
             command: command.into_iter().map(Into::into).collect(),
+            entrypoint: None,
+            python: None,
             protocol: CustomProtocol::default(),
             check: None,
             install: Vec::new(),
@@ -125,15 +142,44 @@ impl CustomRuntime {
         }
     }
 
-    /// What the command speaks (protocol v1 by default).
+    /// Runs the Python function `entrypoint` (`"package.module:function"`,
+    /// imported from the run's workdir, then `RAYITO_AGENT_APP_DIR` when
+    /// set) through the SDK's driver, which speaks protocol v1 for it. The
+    /// function gets one dict, `{"prompt", "session_id", "model",
+    /// "reasoning"}` (`model` the model's id or `None`), and returns the
+    /// answer's text, an iterable (or async iterable) of text pieces (each
+    /// a `text_delta` event as it comes), or a dict with `text` and
+    /// optionally `usage` (`input`, `output`, `reasoning`, `cache_read`,
+    /// `cache_write`); it may be `async`. Its prints go to stderr. An
+    /// exception ends the run `runtime_error` (`model_error` when raised by
+    /// `openai`, `anthropic`, `httpx`, `google`, `boto3` or `botocore`),
+    /// the exception's class name as `detail_code`, never its message.
+    /// Without a [`check`](Self::check), the check is that the interpreter
+    /// exists.
+    pub fn entrypoint(entrypoint: impl Into<String>) -> Self {
+        Self {
+            entrypoint: Some(entrypoint.into()),
+            ..Self::command(Vec::<String>::new())
+        }
+    }
+
+    /// The Python interpreter of an [`entrypoint`](Self::entrypoint)
+    /// (`python3`; a venv's `python`, say).
+    pub fn python(mut self, interpreter: impl Into<String>) -> Self {
+        self.python = Some(interpreter.into());
+        self
+    }
+
+    /// What the command speaks (protocol v1 by default; an entrypoint's
+    /// driver always speaks protocol v1).
     pub fn protocol(mut self, protocol: CustomProtocol) -> Self {
         self.protocol = protocol;
         self
     }
 
     /// A shell command that exits 0 iff the runtime is installed; when it
-    /// fails, the `install` commands run (by `prepare()` and before a run)
-    /// and, without them, the run fails `runtime_missing`.
+    /// fails, the `install` commands run (by `prepare()` and by a pool's
+    /// warm-up) and, without them, the run fails `runtime_missing`.
     pub fn check(mut self, shell: impl Into<String>) -> Self {
         self.check = Some(shell.into());
         self
@@ -159,23 +205,86 @@ impl CustomRuntime {
     }
 
     fn validate(&self) -> Result<(), SandboxError> {
-        if self.command.is_empty()
+        let refuse = |m: &str| Err(SandboxError::invalid_argument("runtime", m));
+        if let Some(entrypoint) = &self.entrypoint {
+            if !is_entrypoint(entrypoint) {
+                return refuse(CUSTOM_ENTRYPOINT);
+            }
+            if self.protocol != CustomProtocol::RayitoV1 {
+                return refuse(CUSTOM_ENTRYPOINT_PROTOCOL);
+            }
+            if self
+                .python
+                .as_ref()
+                .is_some_and(|p| p.is_empty() || p.contains('\0'))
+            {
+                return refuse(CUSTOM_PYTHON);
+            }
+        } else if self.command.is_empty()
             || self
                 .command
                 .iter()
                 .any(|p| p.is_empty() || p.contains('\0'))
         {
-            return Err(SandboxError::invalid_argument("runtime", CUSTOM_COMMAND));
+            return refuse(CUSTOM_COMMAND);
+        } else if self.python.is_some() {
+            return refuse(CUSTOM_PYTHON_COMMAND);
         }
         check_files(&self.files)?;
         if self.envs.keys().any(|k| !super::spec::is_env_name(k))
             || self.envs.values().any(|v| v.contains('\0'))
         {
-            return Err(SandboxError::invalid_argument("runtime", CUSTOM_ENVS));
+            return refuse(CUSTOM_ENVS);
         }
         Ok(())
     }
+
+    /// The check, the launch and the files of this runtime's run.
+    pub(crate) fn parts(&self) -> (Option<String>, String, Vec<RuntimeFile>) {
+        let Some(entrypoint) = &self.entrypoint else {
+            return (
+                self.check.clone(),
+                super::plan::quote_argv(&self.command),
+                self.files.clone(),
+            );
+        };
+        let python = self.python.as_deref().unwrap_or(DEFAULT_PYTHON);
+        let quoted = super::plan::quote_argv(&[python.to_owned()]);
+        let check = self
+            .check
+            .clone()
+            .unwrap_or_else(|| format!("command -v {quoted}"));
+        let launch = super::plan::quote_argv(&[
+            python.to_owned(),
+            ENTRYPOINT_DRIVER_PATH.to_owned(),
+            entrypoint.clone(),
+        ]);
+        let mut files = self.files.clone();
+        files.push((
+            ENTRYPOINT_DRIVER_PATH.to_owned(),
+            ENTRYPOINT_DRIVER.to_vec(),
+            0o644,
+        ));
+        (Some(check), launch, files)
+    }
 }
+
+/// `package.module:function` (Python identifiers; dots in the module).
+fn is_entrypoint(entrypoint: &str) -> bool {
+    let ident = |s: &str, dots: bool| {
+        let mut bytes = s.bytes();
+        bytes
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || (dots && b == b'.'))
+    };
+    entrypoint
+        .split_once(':')
+        .is_some_and(|(module, function)| ident(module, true) && ident(function, false))
+}
+
+/// A runtime's file: path, content, mode.
+pub(crate) type RuntimeFile = (String, Vec<u8>, u32);
 
 pub(crate) fn check_files(files: &[(String, Vec<u8>, u32)]) -> Result<(), SandboxError> {
     if files
@@ -353,6 +462,14 @@ pub(crate) const CUSTOM_BY_NAME: &str = "the runtime \"custom\" is not a name: p
 pub(crate) const UNKNOWN_RUNTIME: &str = "unknown runtime \"{name}\"; pass one of opencode, deepagents, langgraph, strands, hermes, or a CustomRuntime or HttpApp";
 pub(crate) const CUSTOM_COMMAND: &str =
     "CustomRuntime's command must be a non-empty list of non-empty strings without NUL";
+pub(crate) const CUSTOM_ENTRYPOINT: &str =
+    "CustomRuntime's entrypoint must have the form \"package.module:function\"";
+pub(crate) const CUSTOM_ENTRYPOINT_PROTOCOL: &str =
+    "CustomRuntime's protocol is only for a command: an entrypoint's driver speaks protocol v1";
+pub(crate) const CUSTOM_PYTHON: &str =
+    "CustomRuntime's python must be a non-empty interpreter without NUL";
+pub(crate) const CUSTOM_PYTHON_COMMAND: &str =
+    "CustomRuntime's python is only for an entrypoint: a command names its own interpreter";
 pub(crate) const CUSTOM_ENVS: &str = "CustomRuntime's environment needs variable names ([A-Za-z_][A-Za-z0-9_]*) and values without NUL";
 pub(crate) const CUSTOM_FILES: &str =
     "a runtime's file needs an absolute path without NUL and a mode up to 0o7777";
@@ -367,3 +484,72 @@ pub(crate) const HTTP_FIELD_PROTOCOL: &str =
     "HttpApp's request_field and response_field are only for the json protocol";
 pub(crate) const HTTP_PORT_ENV: &str =
     "HttpApp's port_env must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(runtime: CustomRuntime) -> String {
+        AgentRuntime::Custom(runtime)
+            .check()
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn an_entrypoint_is_module_colon_function_with_the_v1_protocol() {
+        for good in ["agent:answer", "pkg.sub_mod:run_2", "_a:_b"] {
+            AgentRuntime::Custom(CustomRuntime::entrypoint(good))
+                .check()
+                .unwrap_or_else(|e| panic!("{good}: {e}"));
+        }
+        for bad in [
+            "agent", "agent:", ":f", "a.b:c.d", "1a:f", "a-b:f", "a:f g", "a/b:f",
+        ] {
+            assert_eq!(
+                refusal(CustomRuntime::entrypoint(bad)),
+                format!("invalid runtime: {CUSTOM_ENTRYPOINT}"),
+                "{bad}"
+            );
+        }
+        assert!(
+            refusal(CustomRuntime::entrypoint("a:f").protocol(CustomProtocol::Text))
+                .ends_with(CUSTOM_ENTRYPOINT_PROTOCOL)
+        );
+        assert!(refusal(CustomRuntime::entrypoint("a:f").python("")).ends_with(CUSTOM_PYTHON));
+        assert!(
+            refusal(CustomRuntime::command(["x"]).python("python3"))
+                .ends_with(CUSTOM_PYTHON_COMMAND)
+        );
+    }
+
+    #[test]
+    fn docs_agent_md_transcribes_the_entrypoint_refusals() {
+        let doc = include_str!("../../docs/agent.md");
+        for message in [
+            CUSTOM_ENTRYPOINT,
+            CUSTOM_ENTRYPOINT_PROTOCOL,
+            CUSTOM_PYTHON,
+            CUSTOM_PYTHON_COMMAND,
+        ] {
+            assert!(doc.contains(&format!("| `{message}` |")), "{message}");
+        }
+    }
+
+    #[test]
+    fn an_entrypoint_runs_the_driver_with_its_interpreter() {
+        let (check, launch, files) = CustomRuntime::entrypoint("agent:answer")
+            .python("/opt/venv/bin/python")
+            .parts();
+        assert_eq!(check.as_deref(), Some("command -v '/opt/venv/bin/python'"));
+        assert_eq!(
+            launch,
+            "'/opt/venv/bin/python' '/home/user/.rayito/agent/entrypoint_driver.py' 'agent:answer'"
+        );
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].0, ENTRYPOINT_DRIVER_PATH);
+        let (check, launch, files) = CustomRuntime::command(["my-agent", "--v1"]).parts();
+        assert_eq!((check, launch.as_str()), (None, "'my-agent' '--v1'"));
+        assert!(files.is_empty());
+    }
+}

@@ -39,6 +39,7 @@ mod sdk_support;
 use sdk_support::skip as skip_support;
 
 mod agent;
+mod agent_custom;
 mod aws_options;
 mod background;
 mod charts;

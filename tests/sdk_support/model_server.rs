@@ -102,6 +102,16 @@ impl ModelServer {
         self.upstream.url()
     }
 
+    /// Where it listens (what a local backend dials for its host).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The PEM of the CA that signed its certificate.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
     /// Makes the emulator's agents trust this server and dial its host here.
     pub fn trust_on(&self, upstreams: &rayito_agent::gateway::LocalUpstreams) {
         self.upstream.trust_on(upstreams);

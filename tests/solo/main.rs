@@ -37,6 +37,8 @@ use sdk_support::skip as skip_support;
 #[path = "../example_support/mod.rs"]
 mod example_support;
 
+#[path = "../local_agent_example.rs"]
+mod local_agent_example;
 #[path = "../local_control_surfaces.rs"]
 mod local_control_surfaces;
 #[path = "../local_events.rs"]
