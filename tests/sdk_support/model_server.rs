@@ -103,13 +103,13 @@ impl ModelServer {
     }
 
     /// Where it listens (what a local backend dials for its host).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.upstream.addr()
     }
 
     /// The PEM of the CA that signed its certificate.
     pub fn ca_pem(&self) -> &str {
-        &self.ca_pem
+        self.upstream.ca_pem()
     }
 
     /// Makes the emulator's agents trust this server and dial its host here.
