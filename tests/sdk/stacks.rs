@@ -39,7 +39,7 @@ fn every_generated_template_passes_cfn_lint() {
         std::fs::write(&path, body).unwrap();
         files.push(path);
     }
-    assert_eq!(files.len(), 9, "the supported components");
+    assert_eq!(files.len(), 10, "the supported components");
     let out = std::process::Command::new(&lint)
         .args(["--regions", "us-east-1", "--format", "parseable", "--"])
         .args(&files)
