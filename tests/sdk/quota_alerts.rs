@@ -451,3 +451,23 @@ async fn the_stack_deploys_and_destroys_on_moto() {
     assert!(!status.outputs["FunctionName"].is_empty());
     stacks.destroy("quota-alerts", None, true).await.unwrap();
 }
+
+/// docs/stacks.md transcribes the alert's subject and how the function is
+/// chosen in the one `bootstrap`.
+#[test]
+fn docs_stacks_md_transcribes_the_quota_alerts_function() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/stacks.md"))
+        .expect("docs/stacks.md");
+    let subject = quota_alerts::subject(Level::Warning, "us-east-1", 0.85);
+    assert!(doc.contains(&format!("`{subject}`")), "{subject}");
+    assert!(doc.contains(&format!(
+        "`RAYITO_EVENTS_FUNCTION={}`",
+        quota_alerts::FUNCTION
+    )));
+    assert!(doc.contains(&format!(
+        "`{}`\n   `{}`, dimension `{}`",
+        quota_alerts::METRIC_NAMESPACE,
+        quota_alerts::METRIC_NAME,
+        quota_alerts::REGION_DIMENSION
+    )));
+}
