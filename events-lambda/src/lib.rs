@@ -1,3 +1,7 @@
+//! The Lambda functions of the optional stacks, as library functions
+//! tested here against moto and the emulator; the Lambda runtime glue
+//! (feature `runtime`) only decodes each invocation and calls them.
+//!
 //! The events-webhooks stack's three functions (extras §4.3), as library
 //! functions over `rayito-events` (the signed line, admission, the webhook
 //! body and headers) and the AWS SDK, so that they are tested here against
@@ -10,6 +14,12 @@
 //!   webhook (the `DELIVERY#` claim), signed, with retries.
 //! - [`reconciler`]: open sandboxes that `ListMicrovms` no longer lists get
 //!   a synthetic `killed{unknown}`.
+//!
+//! The quota-alerts stack's one function (extras §6, §7):
+//!
+//! - [`quota_alerts`]: the memory allocated to MicroVMs against the
+//!   region's quota, as a metric, and an SNS alert when its level rises
+//!   (over [`signed`] calls: Service Quotas, SNS, CloudWatch).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -17,10 +27,12 @@
 pub mod deliverer;
 pub mod forwarder;
 pub mod post;
+pub mod quota_alerts;
 pub mod reconciler;
 #[cfg(feature = "runtime")]
 pub mod runtime;
 pub mod secrets;
+pub mod signed;
 pub mod table;
 
 use std::fmt;

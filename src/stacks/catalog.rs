@@ -152,6 +152,29 @@ const EVENTS_ARTIFACTS: &[StackArtifact] = &[StackArtifact {
     bucket_parameter_key: Some("ArtifactBucket"),
 }];
 
+/// The function's zip of the quota-alerts stack (the same `bootstrap` as
+/// events-webhooks').
+const QUOTA_ALERTS_ARTIFACTS: &[StackArtifact] = &[StackArtifact {
+    name: "quota-alerts",
+    parameter_key: "ArtifactS3Key",
+    bucket_parameter_key: Some("ArtifactBucket"),
+}];
+
+/// `CriticalPercent` above `WarningPercent` (when both are numbers; the
+/// template refuses one that is not).
+fn thresholds_order(values: &BTreeMap<String, String>) -> Result<(), SandboxError> {
+    let percent = |key: &str| values.get(key).and_then(|v| v.trim().parse::<f64>().ok());
+    match (percent("WarningPercent"), percent("CriticalPercent")) {
+        (Some(warning), Some(critical)) if warning >= critical => {
+            Err(SandboxError::invalid_argument(
+                "parameters",
+                super::quota_alerts_template::THRESHOLDS_ORDER,
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Refuses `key` (when given) unless a whole number in `range`.
 fn whole_in(
     values: &BTreeMap<String, String>,
@@ -610,48 +633,64 @@ pub(crate) static COMPONENTS: &[StackComponent] = &[
             || pretty(&super::dashboard_read_role_template::template_value()),
         )
     },
-    unsupported(
-        "quota-alerts",
-        "Hourly check of the memory quota's use: SNS topic (and email), DynamoDB state, a Lambda, an EventBridge rule and the metric Rayito/Dashboard MemoryAllocatedFraction",
-        cost(
+    StackComponent {
+        artifacts: QUOTA_ALERTS_ARTIFACTS,
+        validate: Some(thresholds_order),
+        ..component(
+            "quota-alerts",
+            "Hourly check of the memory quota's use: SNS topic (and email), DynamoDB state, a Lambda, an EventBridge rule and the metric Rayito/Dashboard MemoryAllocatedFraction",
+            cost(
+                &[
+                    "AWS::SNS::Topic (without TopicArn) and AWS::SNS::Subscription (with NotificationEmail)",
+                    "AWS::DynamoDB::Table (on-demand, one state row)",
+                    "AWS::Lambda::Function and AWS::Logs::LogGroup",
+                    "AWS::Events::Rule and AWS::Lambda::Permission",
+                    "AWS::IAM::Role (reads, sns:Publish, the metric and the state row)",
+                ],
+                "~$0.30 (the metric; the function's hourly runs fit the free tier)",
+                &[
+                    "one run per schedule (~720 a month at rate(1 hour)): ListServiceQuotas, ListMicrovms, one PutMetricData, one DynamoDB read and one write",
+                    "SNS: one message per crossing of a threshold, not per run",
+                ],
+                "destroy deletes everything the stack created, the topic included (not a given TopicArn); the metric stops",
+                "CloudWatch, Lambda, EventBridge, DynamoDB and SNS pricing, us-east-1",
+            ),
             &[
-                "AWS::SNS::Topic",
-                "AWS::DynamoDB::Table",
-                "AWS::Lambda::Function",
-                "AWS::Events::Rule",
+                required(
+                    "ArtifactBucket",
+                    "The bucket the function's zip is uploaded to (filled from the artifact bucket)",
+                ),
+                default(
+                    "ScheduleExpression",
+                    "rate(1 hour)",
+                    "How often the check runs (rate(...) or cron(...))",
+                ),
+                default("WarningPercent", "80", "Warning threshold, percent"),
+                default(
+                    "CriticalPercent",
+                    "95",
+                    "Critical threshold, percent (above the warning)",
+                ),
+                default(
+                    "NotificationEmail",
+                    "",
+                    "Optional: an email subscribed to the stack's topic (ignored with TopicArn)",
+                ),
+                default(
+                    "TopicArn",
+                    "",
+                    "Optional: an existing SNS topic of this account and region instead of a new one",
+                ),
+                default(
+                    "LogRetentionDays",
+                    "30",
+                    "Days the function's logs are kept",
+                ),
             ],
-            "~$0.30 (the metric; the function's hourly runs fit the free tier)",
-            &["SNS email notifications"],
-            "destroy deletes everything the stack created",
-            "CloudWatch, Lambda and SNS pricing, us-east-1",
-        ),
-        &[
-            required(
-                "ArtifactBucket",
-                "The bucket the function's zip is uploaded to",
-            ),
-            default(
-                "ScheduleExpression",
-                "rate(1 hour)",
-                "How often the check runs",
-            ),
-            default("WarningPercent", "80", "Warning threshold, percent"),
-            default(
-                "CriticalPercent",
-                "95",
-                "Critical threshold, percent (above the warning)",
-            ),
-            param("NotificationEmail", "An email subscribed to the topic"),
-            param("TopicArn", "An existing SNS topic instead of a new one"),
-            default(
-                "LogRetentionDays",
-                "30",
-                "Days the function's logs are kept",
-            ),
-        ],
-        IAM,
-        "its Lambda function is not shipped by this SDK yet",
-    ),
+            IAM,
+            || pretty(&super::quota_alerts_template::template_value()),
+        )
+    },
     unsupported(
         "iam",
         "Build and execution roles and the SandboxLauncher, ImagePublisher and Caller policies of a new account",

@@ -37,6 +37,8 @@ mod otlp_export_template;
 #[cfg(feature = "stacks")]
 mod plan;
 #[cfg(feature = "stacks")]
+mod quota_alerts_template;
+#[cfg(feature = "stacks")]
 mod secrets_access_template;
 #[cfg(feature = "stacks")]
 mod service;

@@ -60,7 +60,6 @@ fn the_catalog_lists_the_thirteen_and_setups_two_in_order() {
             #[cfg(not(feature = "efs"))]
             "efs-volumes",
             "custom-domain",
-            "quota-alerts",
             "iam",
             "artifact-bucket"
         ]
@@ -255,6 +254,40 @@ fn cross_parameter_checks_run_on_the_effective_values() {
     assert_eq!(
         plan_parameters(c, &given, None).unwrap_err().to_string(),
         "invalid parameters: dashboard-read-role: MaxSessionSeconds is a whole number of seconds from 3,600 to 43,200 (IAM's 1 to 12 hours); pass such a number"
+    );
+}
+
+/// quota-alerts: the critical threshold above the warning one, on the
+/// effective values (a default, a kept value).
+#[test]
+fn quota_alerts_wants_critical_above_warning() {
+    let c = plan::component("quota-alerts").unwrap();
+    let refused = "invalid parameters: quota-alerts: CriticalPercent must be greater than WarningPercent; pass a critical threshold above the warning one";
+    let given = map(&[("ArtifactBucket", "b"), ("CriticalPercent", "80")]);
+    assert_eq!(
+        plan_parameters(c, &given, None).unwrap_err().to_string(),
+        refused,
+        "against the default warning (80)"
+    );
+    let given = map(&[
+        ("ArtifactBucket", "b"),
+        ("WarningPercent", "60"),
+        ("CriticalPercent", "70"),
+    ]);
+    assert!(plan_parameters(c, &given, None).is_ok());
+    let current = deployed(&[
+        ("ArtifactBucket", "b"),
+        ("ArtifactS3Key", "k"),
+        ("WarningPercent", "90"),
+        ("CriticalPercent", "99"),
+    ]);
+    let given = map(&[("CriticalPercent", "85")]);
+    assert_eq!(
+        plan_parameters(c, &given, Some(&current))
+            .unwrap_err()
+            .to_string(),
+        refused,
+        "against the kept warning (90)"
     );
 }
 

@@ -101,6 +101,7 @@ mod ports;
 mod props;
 mod pty;
 mod quickstart;
+mod quota_alerts;
 mod quotas;
 mod reconnect;
 mod reconnect_code;

@@ -54,7 +54,7 @@ fn every_generated_template_passes_cfn_lint() {
         std::fs::write(&path, body).unwrap();
         files.push(path);
     }
-    assert_eq!(files.len(), 11, "the supported components");
+    assert_eq!(files.len(), 12, "the supported components");
     let out = std::process::Command::new(&lint)
         .args(["--regions", "us-east-1", "--format", "parseable", "--"])
         .args(&files)
@@ -372,13 +372,13 @@ async fn refusals_come_before_any_call() {
         .unwrap_err();
     assert_eq!(kind(&err), "invalid_argument");
     let err = stacks
-        .deploy("quota-alerts", &StackDeploy::new())
+        .deploy("custom-domain", &StackDeploy::new())
         .await
         .unwrap_err();
     assert_eq!(kind(&err), "unimplemented");
     assert_eq!(
         err.to_string(),
-        "feature rayito stack deploy quota-alerts is not available: its Lambda function is not shipped by this SDK yet; see docs/stacks.md"
+        "feature rayito stack deploy custom-domain is not available: the routing function at the distribution's edge (custom domains, domain=) is not built in this SDK yet; see docs/stacks.md"
     );
     let err = stacks
         .deploy(
@@ -666,7 +666,7 @@ fn docs_stacks_md_keeps_in_step() {
         ),
         (
             "unsupported",
-            "feature rayito stack deploy quota-alerts is not available: its Lambda function is not shipped by this SDK yet; see docs/stacks.md".to_owned(),
+            "feature rayito stack deploy custom-domain is not available: the routing function at the distribution's edge (custom domains, domain=) is not built in this SDK yet; see docs/stacks.md".to_owned(),
         ),
     ]
     .into_iter()
@@ -678,6 +678,7 @@ fn docs_stacks_md_keeps_in_step() {
         );
     }
     for message in [
+        "invalid parameters: quota-alerts: CriticalPercent must be greater than WarningPercent; pass a critical threshold above the warning one",
         "invalid parameters: otlp-export has no parameter 'Bogus'; pass only its parameters (rayito stack list shows them)",
         "stack rayito-otlp-export is ROLLBACK_COMPLETE and cannot be updated; delete the stack, then deploy it again",
         "stack rayito-otlp-export failed: resource RayitoOtlpExport ended CREATE_FAILED; read the stack's events in CloudFormation, fix the cause, then deploy it again",

@@ -1,10 +1,12 @@
-//! The stack's one binary (`bootstrap` in the zip, provided.al2023): the
-//! function it runs is `RAYITO_EVENTS_FUNCTION` (`forwarder`, `deliverer`
-//! or `reconciler`), set by the template on each function.
+//! The optional stacks' one binary (`bootstrap` in the zip, provided.al2023):
+//! the function it runs is `RAYITO_EVENTS_FUNCTION`, set by the template on
+//! each function: `forwarder`, `deliverer` or `reconciler` (events-webhooks)
+//! or `quota-alerts` (quota-alerts).
 
 use std::sync::Arc;
 
 use rayito_events_lambda::deliverer::Deliverer;
+use rayito_events_lambda::quota_alerts::{self, QuotaAlerts, Settings};
 use rayito_events_lambda::table::Table;
 use rayito_events_lambda::{Failure, forwarder, now_ms, reconciler, runtime, secrets};
 use tokio::sync::OnceCell;
@@ -16,12 +18,25 @@ fn env(name: &'static str) -> Result<String, Failure> {
 #[tokio::main]
 async fn main() -> Result<(), Failure> {
     let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let function = env("RAYITO_EVENTS_FUNCTION")?;
+    if function == quota_alerts::FUNCTION {
+        let check = QuotaAlerts::new(Settings::from_env()?, &config, &config)?;
+        return runtime::serve(|_| {
+            let check = check.clone();
+            async move {
+                let outcome = check.run().await?;
+                println!("{}", outcome.to_log_line());
+                Ok(outcome.answer())
+            }
+        })
+        .await;
+    }
     let table = Table::new(
         aws_sdk_dynamodb::Client::new(&config),
         env("EVENTS_TABLE_NAME")?,
     );
     let secrets_client = aws_sdk_secretsmanager::Client::new(&config);
-    match env("RAYITO_EVENTS_FUNCTION")?.as_str() {
+    match function.as_str() {
         "forwarder" => {
             let key_id = env("STACK_KEY_SECRET_ID")?;
             // Read once per environment, on the first invocation.
