@@ -532,6 +532,7 @@ fn the_docs_transcribe_the_hosted_messages() {
         messages::NOT_IN_GROUP,
         messages::AUTH_UNAVAILABLE,
         messages::AUDIT_UNAVAILABLE,
+        messages::PLANS_UNAVAILABLE,
         rayito::stacks::dashboard_template::THEME_JSON_TOO_LONG,
         rayito::stacks::dashboard_template::AWS_IAM_REFUSED,
     ] {
