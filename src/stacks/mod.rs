@@ -24,10 +24,10 @@ mod cloudwatch_board;
 mod dashboard_cloudwatch_template;
 #[cfg(feature = "stacks")]
 mod dashboard_read_role_template;
-#[cfg(all(feature = "stacks", feature = "efs"))]
-mod efs_volumes_template;
 #[cfg(feature = "stacks")]
 pub mod dashboard_template;
+#[cfg(all(feature = "stacks", feature = "efs"))]
+mod efs_volumes_template;
 #[cfg(feature = "stacks")]
 mod metadata_index_template;
 #[cfg(feature = "stacks")]
