@@ -712,3 +712,37 @@ fn the_docs_transcribe_the_hosted_messages() {
         assert!(doc.contains(message), "docs/dashboard.md lacks: {message}");
     }
 }
+
+/// The template hands the function the cache table under the name
+/// `from_env` reads, and grants the function's role exactly the plan
+/// store's calls on it, with actions only.
+#[test]
+fn the_template_gives_the_plan_store_its_table_and_calls() {
+    use rayito_dashboard::hosted::env;
+    let t = rayito::stacks::dashboard_template::template_value();
+    let vars = &t["Resources"]["DashboardFunction"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(vars[env::CACHE_TABLE], json!({ "Ref": "CacheTable" }));
+    let statements =
+        t["Resources"]["ReadRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            .as_array()
+            .unwrap();
+    let keep = statements
+        .iter()
+        .find_map(|s| {
+            let s = &s["Fn::If"];
+            (s[0] == "ActionsEnabled" && s[1]["Sid"] == "KeepBulkPlans").then(|| &s[1])
+        })
+        .expect("the KeepBulkPlans statement, with actions only");
+    assert_eq!(
+        keep["Action"],
+        json!([
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:DeleteItem"
+        ])
+    );
+    assert_eq!(
+        keep["Resource"],
+        json!({ "Fn::GetAtt": ["CacheTable", "Arn"] })
+    );
+}
