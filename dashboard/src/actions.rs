@@ -50,11 +50,68 @@ struct Kept {
     fleet: Fleet,
 }
 
+/// A new plan id: 16 random bytes in hex.
+fn new_id() -> String {
+    let mut id = [0u8; 16];
+    rand::rng().fill_bytes(&mut id);
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The action `name` (with `timeout_seconds` for set_timeout).
+fn parse_action(name: &str, timeout_seconds: Option<u64>) -> Result<BulkAction, ApiError> {
+    match (name, timeout_seconds) {
+        ("kill", _) => Ok(BulkAction::Kill),
+        ("pause", _) => Ok(BulkAction::Pause),
+        ("resume", _) => Ok(BulkAction::Resume),
+        ("set_timeout", Some(secs)) => Ok(BulkAction::SetTimeout(Duration::from_secs(secs))),
+        ("set_timeout", None) => Err(ApiError::invalid_argument(
+            "timeout_seconds: set_timeout needs one",
+        )),
+        (other, _) => Err(ApiError::invalid_argument(format!(
+            "action: not an action: {other:?} (kill, pause, resume, set_timeout)"
+        ))),
+    }
+}
+
+/// Plan `id` from the hosted cache table, planned again over the ids it
+/// acts on with the fleet of this environment: the same plan when the
+/// fleet did not change (the same confirmation), else 404
+/// `plan_not_found` (plan again). `Ok(Err(action))`: it acts on nothing.
+#[cfg(feature = "lambda")]
+async fn take_stored(
+    s: &Shared,
+    store: &crate::hosted::PlanStore,
+    id: &str,
+    confirmation: &str,
+) -> Result<Result<(BulkPlan, Fleet), BulkAction>, ApiError> {
+    let stored = store.take(id, confirmation).await?;
+    let action = parse_action(&stored.action, stored.timeout_seconds)?;
+    if stored.acting.is_empty() {
+        return Ok(Err(action));
+    }
+    let mut fleet = s.actions_client.fleet();
+    for id in &stored.acting {
+        if let Some(token) = s.tokens.get(id) {
+            fleet = fleet.access_token(id.clone(), token);
+        }
+    }
+    let plan = fleet
+        .plan_bulk(action, BulkFilter::new().ids(stored.acting.clone()))
+        .await?;
+    let same = plan
+        .acting()
+        .iter()
+        .map(|t| t.sandbox_id.as_str())
+        .eq(stored.acting.iter().map(String::as_str));
+    if !same || plan.confirmation != stored.confirmation {
+        return Err(ApiError::plan_not_found());
+    }
+    Ok(Ok((plan, fleet)))
+}
+
 impl Plans {
     fn keep(&self, plan: BulkPlan, fleet: Fleet) -> String {
-        let mut id = [0u8; 16];
-        rand::rng().fill_bytes(&mut id);
-        let id: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let id = new_id();
         let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
         all.retain(|_, k| k.made.elapsed() < PLAN_TTL);
         while all.len() >= PLANS_KEPT {
@@ -119,22 +176,7 @@ pub(crate) async fn plan(
         return Err(ApiError::actions_disabled());
     }
     let Json(req) = body.map_err(rejection)?;
-    let action = match (req.action.as_str(), req.timeout_seconds) {
-        ("kill", _) => BulkAction::Kill,
-        ("pause", _) => BulkAction::Pause,
-        ("resume", _) => BulkAction::Resume,
-        ("set_timeout", Some(secs)) => BulkAction::SetTimeout(Duration::from_secs(secs)),
-        ("set_timeout", None) => {
-            return Err(ApiError::invalid_argument(
-                "timeout_seconds: set_timeout needs one",
-            ));
-        }
-        (other, _) => {
-            return Err(ApiError::invalid_argument(format!(
-                "action: not an action: {other:?} (kill, pause, resume, set_timeout)"
-            )));
-        }
-    };
+    let action = parse_action(&req.action, req.timeout_seconds)?;
     let states = req
         .states
         .iter()
@@ -149,6 +191,22 @@ pub(crate) async fn plan(
     let fleet = with_tokens(&s, &req, states).await?;
     let plan = fleet.plan_bulk(action, filter).await?;
     let mut answer = serde_json::to_value(&plan).unwrap_or(Value::Null);
+    #[cfg(feature = "lambda")]
+    let id = match s.hosted.as_ref().and_then(|g| g.plans.as_ref()) {
+        Some(store) => {
+            let id = new_id();
+            let stored = crate::hosted::StoredPlan {
+                action: req.action.clone(),
+                timeout_seconds: req.timeout_seconds.filter(|_| req.action == "set_timeout"),
+                acting: plan.acting().iter().map(|t| t.sandbox_id.clone()).collect(),
+                confirmation: plan.confirmation.clone(),
+            };
+            store.keep(&id, &stored, PLAN_TTL.as_secs()).await?;
+            id
+        }
+        None => s.plans.keep(plan, fleet),
+    };
+    #[cfg(not(feature = "lambda"))]
     let id = s.plans.keep(plan, fleet);
     if let Value::Object(map) = &mut answer {
         map.insert("plan_id".to_owned(), Value::String(id));
@@ -198,6 +256,19 @@ pub(crate) async fn run(
         return Err(ApiError::actions_disabled());
     }
     let Json(req) = body.map_err(rejection)?;
+    #[cfg(feature = "lambda")]
+    let (plan, fleet) = match s.hosted.as_ref().and_then(|g| g.plans.as_ref()) {
+        Some(store) => match take_stored(&s, store, &req.plan_id, &req.confirmation).await? {
+            Ok(taken) => taken,
+            Err(action) => {
+                return Ok(
+                    Json(serde_json::json!({ "action": action, "results": [] })).into_response()
+                );
+            }
+        },
+        None => s.plans.take(&req.plan_id, &req.confirmation)?,
+    };
+    #[cfg(not(feature = "lambda"))]
     let (plan, fleet) = s.plans.take(&req.plan_id, &req.confirmation)?;
     #[cfg(feature = "lambda")]
     if let Some(gate) = &s.hosted {

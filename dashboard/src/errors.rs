@@ -65,6 +65,9 @@ pub mod messages {
     /// not be written, so it did not run.
     pub const AUDIT_UNAVAILABLE: &str =
         "the action was not run: its audit record could not be written";
+    /// 503 `plans_unavailable` (hosted): the plan could not be kept in or
+    /// read from the stack's cache table.
+    pub const PLANS_UNAVAILABLE: &str = "the plan could not be kept or read (the dashboard's cache table is unreachable): try again shortly";
 }
 
 /// One error answer.
@@ -212,6 +215,15 @@ impl ApiError {
             StatusCode::SERVICE_UNAVAILABLE,
             "audit_unavailable",
             messages::AUDIT_UNAVAILABLE,
+        )
+    }
+
+    #[cfg_attr(not(feature = "lambda"), allow(dead_code))]
+    pub(crate) fn plans_unavailable() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "plans_unavailable",
+            messages::PLANS_UNAVAILABLE,
         )
     }
 

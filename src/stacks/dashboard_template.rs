@@ -298,6 +298,8 @@ fn roles() -> Value {
         when("CostExplorerEnabled", allow("CacheBilledCost",
             &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], get_att("CacheTable", "Arn"))),
         when("ActionsEnabled", allow("AppendAuditRows", &["dynamodb:PutItem"], get_att("AuditTable", "Arn"))),
+        when("ActionsEnabled", allow("KeepBulkPlans",
+            &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], get_att("CacheTable", "Arn"))),
         {
             "Sid": "NeverChangeAuditRows",
             "Effect": "Deny",

@@ -517,6 +517,179 @@ async fn hosted_dashboard_checks_cognito_tokens_groups_and_audits_actions() {
     );
 }
 
+const CACHE: &str = "dashboard-cache";
+
+/// A plan made in one Lambda environment runs in another: two
+/// `HostedDashboard`s share only moto's cache table. The run takes the
+/// plan out (a second run is 404), and an expired plan still in the table
+/// (TTL deletes late) is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosted_plans_run_in_another_environment_once_and_expire() {
+    let Some(moto) = tokio::task::spawn_blocking(MotoServer::start)
+        .await
+        .unwrap()
+    else {
+        return;
+    };
+    let config = sdk_support::moto_config::sdk_config(&moto.endpoint_url(), "AKIDDASHPLANS");
+    let home = pool(&moto, "dashboard");
+    user(&moto, &home, "ana", true);
+    let (ana, _) = tokens(&moto, &home, &home.spa, "ana");
+    let db = audit_table(&config).await;
+    db.create_table()
+        .table_name(CACHE)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("pk")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .unwrap(),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("pk")
+                .key_type(KeyType::Hash)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .expect("the cache table");
+
+    let emu = Emulator::start(EmulatorConfig::default())
+        .await
+        .expect("the emulator starts");
+    let client = Client::builder()
+        .aws(sdk_support::aws(&emu))
+        .build()
+        .await
+        .expect("a client");
+    let doomed = sdk_support::builder(&emu).create().await.expect("sandbox");
+    let kept = sdk_support::builder(&emu).create().await.expect("sandbox");
+    let environment = || {
+        let options = HostedOptions::new("us-east-1", &home.id, CLIENT_NAME)
+            .audit_table(AUDIT)
+            .cache_table(CACHE)
+            .allow_actions(true)
+            .jwks_url(format!(
+                "{}/{}/.well-known/jwks.json",
+                moto.endpoint_url(),
+                home.id
+            ));
+        HostedDashboard::new(client.clone(), None, &config, options).unwrap()
+    };
+    let (one, two) = (environment(), environment());
+    let post = |path: &str, body: &Value| event("POST", path, Some(&ana), Some(body), OWN_ORIGIN);
+    let plan_on = |d, ids: &[&str]| {
+        let body = json!({ "action": "kill", "ids": ids });
+        async move {
+            let (status, planned) = call(d, post("/api/v1/actions/plan", &body)).await;
+            assert_eq!(status, 200, "{planned}");
+            planned
+        }
+    };
+    let item = |id: &str| {
+        let db = db.clone();
+        let key = format!("PLAN#{id}");
+        async move {
+            db.get_item()
+                .table_name(CACHE)
+                .key("pk", AttributeValue::S(key))
+                .send()
+                .await
+                .unwrap()
+                .item
+        }
+    };
+
+    // Planned in one environment: the item is in the table, with its expiry.
+    let planned = plan_on(&one, &[doomed.id()]).await;
+    let plan_id = planned["plan_id"].as_str().unwrap().to_owned();
+    let stored = item(&plan_id).await.expect("the plan's item");
+    assert_eq!(text(&stored, "action"), "kill");
+    assert_eq!(text(&stored, "acting"), doomed.id());
+    let expires_at: u64 = stored["expires_at"].as_n().unwrap().parse().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(
+        (now + 590..=now + 610).contains(&expires_at),
+        "{expires_at} vs {now}"
+    );
+
+    // A wrong confirmation leaves it in place; the right one runs it in the other.
+    let wrong = json!({ "plan_id": plan_id, "confirmation": "kill-1-00000000" });
+    let (status, body) = call(&two, post("/api/v1/actions/run", &wrong)).await;
+    assert_eq!(
+        (status, error(&body)),
+        (400, ("confirmation_required", messages::CONFIRMATION))
+    );
+    let run = json!({ "plan_id": plan_id, "confirmation": planned["confirmation"] });
+    let (status, outcome) = call(&two, post("/api/v1/actions/run", &run)).await;
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(
+        outcome["results"].as_array().map(Vec::len),
+        Some(1),
+        "{outcome}"
+    );
+    assert_eq!(outcome["results"][0]["ok"], true, "{outcome}");
+    assert!(item(&plan_id).await.is_none(), "the run took the plan out");
+
+    // A plan runs once, wherever the second run lands.
+    for d in [&one, &two] {
+        let (status, body) = call(d, post("/api/v1/actions/run", &run)).await;
+        assert_eq!(
+            (status, error(&body)),
+            (404, ("plan_not_found", messages::PLAN_NOT_FOUND))
+        );
+    }
+
+    // Expired (TTL has not deleted it yet): refused, and nothing runs.
+    let planned = plan_on(&one, &[kept.id()]).await;
+    let plan_id = planned["plan_id"].as_str().unwrap().to_owned();
+    db.update_item()
+        .table_name(CACHE)
+        .key("pk", AttributeValue::S(format!("PLAN#{plan_id}")))
+        .update_expression("SET expires_at = :past")
+        .expression_attribute_values(":past", AttributeValue::N((now - 1).to_string()))
+        .send()
+        .await
+        .unwrap();
+    let run = json!({ "plan_id": plan_id, "confirmation": planned["confirmation"] });
+    let (status, body) = call(&two, post("/api/v1/actions/run", &run)).await;
+    assert_eq!(
+        (status, error(&body)),
+        (404, ("plan_not_found", messages::PLAN_NOT_FOUND))
+    );
+    let info = client.get_info_by_id(kept.id()).await.unwrap();
+    assert_eq!(info.state, SandboxState::Running);
+
+    // Unreachable table: 503, no plan handed out.
+    let lost = HostedDashboard::new(
+        client.clone(),
+        None,
+        &config,
+        HostedOptions::new("us-east-1", &home.id, CLIENT_NAME)
+            .audit_table(AUDIT)
+            .cache_table("no-such-table")
+            .allow_actions(true)
+            .jwks_url(format!(
+                "{}/{}/.well-known/jwks.json",
+                moto.endpoint_url(),
+                home.id
+            )),
+    )
+    .unwrap();
+    let body = json!({ "action": "kill", "ids": [kept.id()] });
+    let (status, body) = call(&lost, post("/api/v1/actions/plan", &body)).await;
+    assert_eq!(
+        (status, error(&body)),
+        (503, ("plans_unavailable", messages::PLANS_UNAVAILABLE))
+    );
+}
+
 /// docs/dashboard.md transcribes every refusal of the hosted form and
 /// both deploy refusals.
 #[test]
@@ -532,9 +705,44 @@ fn the_docs_transcribe_the_hosted_messages() {
         messages::NOT_IN_GROUP,
         messages::AUTH_UNAVAILABLE,
         messages::AUDIT_UNAVAILABLE,
+        messages::PLANS_UNAVAILABLE,
         rayito::stacks::dashboard_template::THEME_JSON_TOO_LONG,
         rayito::stacks::dashboard_template::AWS_IAM_REFUSED,
     ] {
         assert!(doc.contains(message), "docs/dashboard.md lacks: {message}");
     }
+}
+
+/// The template hands the function the cache table under the name
+/// `from_env` reads, and grants the function's role exactly the plan
+/// store's calls on it, with actions only.
+#[test]
+fn the_template_gives_the_plan_store_its_table_and_calls() {
+    use rayito_dashboard::hosted::env;
+    let t = rayito::stacks::dashboard_template::template_value();
+    let vars = &t["Resources"]["DashboardFunction"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(vars[env::CACHE_TABLE], json!({ "Ref": "CacheTable" }));
+    let statements =
+        t["Resources"]["ReadRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            .as_array()
+            .unwrap();
+    let keep = statements
+        .iter()
+        .find_map(|s| {
+            let s = &s["Fn::If"];
+            (s[0] == "ActionsEnabled" && s[1]["Sid"] == "KeepBulkPlans").then(|| &s[1])
+        })
+        .expect("the KeepBulkPlans statement, with actions only");
+    assert_eq!(
+        keep["Action"],
+        json!([
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:DeleteItem"
+        ])
+    );
+    assert_eq!(
+        keep["Resource"],
+        json!({ "Fn::GetAtt": ["CacheTable", "Arn"] })
+    );
 }

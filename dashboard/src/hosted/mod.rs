@@ -19,6 +19,7 @@
 mod audit;
 mod event;
 mod net;
+mod plans;
 mod token;
 
 use std::sync::Arc;
@@ -35,6 +36,7 @@ pub use token::Caller;
 
 pub(crate) use audit::Actor;
 use audit::AuditLog;
+pub(crate) use plans::{PlanStore, StoredPlan};
 use token::{PoolFacts, Refusal, Verifier};
 
 use crate::api::Shared;
@@ -58,6 +60,8 @@ pub mod env {
     pub const ACTIONS_ROLE_ARN: &str = "RAYITO_DASHBOARD_ACTIONS_ROLE_ARN";
     /// The actions group's name.
     pub const ACTIONS_GROUP: &str = "RAYITO_DASHBOARD_ACTIONS_GROUP";
+    /// The cache table (bulk-action plans, `PLAN#<id>` items).
+    pub const CACHE_TABLE: &str = "RAYITO_DASHBOARD_CACHE_TABLE";
 }
 
 /// How the hosted dashboard checks its callers.
@@ -69,6 +73,7 @@ pub struct HostedOptions {
     client_name: String,
     cognito_domain: String,
     audit_table: String,
+    cache_table: String,
     actions_group: String,
     allow_actions: bool,
     jwks_url: Option<String>,
@@ -113,6 +118,7 @@ impl HostedOptions {
             client_name: client_name.into(),
             cognito_domain: String::new(),
             audit_table: String::new(),
+            cache_table: String::new(),
             actions_group: DEFAULT_ACTIONS_GROUP.to_owned(),
             allow_actions: false,
             jwks_url: None,
@@ -145,6 +151,9 @@ impl HostedOptions {
         .cognito_domain(get(env::COGNITO_DOMAIN))
         .audit_table(need(env::AUDIT_TABLE)?)
         .allow_actions(!role.is_empty());
+        if !role.is_empty() {
+            options = options.cache_table(need(env::CACHE_TABLE)?);
+        }
         let group = get(env::ACTIONS_GROUP);
         if !group.is_empty() {
             options = options.actions_group(group);
@@ -162,6 +171,15 @@ impl HostedOptions {
     /// The DynamoDB table the actions are audited in.
     pub fn audit_table(mut self, table: impl Into<String>) -> Self {
         self.audit_table = table.into();
+        self
+    }
+
+    /// The DynamoDB table bulk-action plans are kept in between their dry
+    /// run and their run, so that the run may reach another Lambda
+    /// environment than the one that planned it (empty: plans stay in
+    /// this instance's memory, as the local dashboard keeps them).
+    pub fn cache_table(mut self, table: impl Into<String>) -> Self {
+        self.cache_table = table.into();
         self
     }
 
@@ -214,6 +232,8 @@ impl HostedOptions {
 pub(crate) struct Gate {
     verifier: Verifier,
     audit: AuditLog,
+    /// `None`: plans stay in memory (no cache table set).
+    pub(crate) plans: Option<plans::PlanStore>,
     cognito_domain: String,
     actions_group: String,
     allow_actions: bool,
@@ -270,6 +290,9 @@ impl HostedDashboard {
         let gate = Gate {
             verifier: Verifier::new(facts, net, options.clock_skew),
             audit: AuditLog::new(aws_sdk_dynamodb::Client::new(aws), &options.audit_table),
+            plans: (!options.cache_table.is_empty()).then(|| {
+                plans::PlanStore::new(aws_sdk_dynamodb::Client::new(aws), &options.cache_table)
+            }),
             cognito_domain: options.cognito_domain.clone(),
             actions_group: options.actions_group.clone(),
             allow_actions: options.allow_actions,
