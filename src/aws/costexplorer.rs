@@ -66,13 +66,17 @@ pub(crate) struct CostExplorerApi {
 
 impl CostExplorerApi {
     /// The client from `config` (its endpoint override, its credentials),
-    /// always in us-east-1.
+    /// always in us-east-1, trusting `roots` (PEM) beside the system's
+    /// roots: the backend's own trust, as Service Quotas' client.
     ///
     /// # Errors
     /// The HTTPS client could not be built.
-    pub(crate) fn new(config: &aws_types::SdkConfig) -> Result<Self, SandboxError> {
+    pub(crate) fn new(
+        config: &aws_types::SdkConfig,
+        roots: &[String],
+    ) -> Result<Self, SandboxError> {
         Ok(Self {
-            client: Calls(JsonClient::new(config, &SERVICE, REGION)?),
+            client: Calls(JsonClient::new(config, &SERVICE, REGION)?.trusting(roots)?),
         })
     }
 

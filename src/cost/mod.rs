@@ -228,7 +228,10 @@ impl UsageCost {
             {
                 return Ok(hit);
             }
-            let answer = crate::aws::costexplorer::CostExplorerApi::new(config)?
+            let answer = crate::aws::costexplorer::CostExplorerApi::new(
+                config,
+                &backend.root_certificates,
+            )?
                 .lambda_cost(
                     &start,
                     &end,

@@ -199,39 +199,6 @@ where
     }
 }
 
-/// A TLS acceptor for 127.0.0.1 with a certificate of a CA of its own;
-/// the CA's PEM.
-fn tls_for_loopback() -> (tokio_rustls::TlsAcceptor, String) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    use tokio_rustls::rustls::ServerConfig;
-    use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    let provider = Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.der().clone()],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-        )
-        .unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    (
-        tokio_rustls::TlsAcceptor::from(Arc::new(config)),
-        ca_cert.pem(),
-    )
-}
-
 /// The IAM peer on a loopback port (over TLS with `tls`); what it got.
 async fn iam_peer_with(
     deny_simulation: bool,
@@ -523,7 +490,7 @@ async fn iam_over_tls_is_reached_with_the_backends_roots() {
     else {
         return;
     };
-    let (acceptor, ca_pem) = tls_for_loopback();
+    let (acceptor, ca_pem) = crate::sdk_support::tls_forward::tls_for_loopback();
     let (iam, seen) = iam_peer_with(false, Some(acceptor)).await;
     assert!(iam.starts_with("https://127.0.0.1:"));
     let query = SimulationQuery::new().iam_endpoint_url(&iam);

@@ -235,6 +235,81 @@ async fn billed_cost_reads_cost_explorer_and_caches_the_window() {
     assert_eq!(fresh.total_usd, 2.25);
 }
 
+/// Cost Explorer over TLS with a private CA (moto behind a TLS front): the
+/// billed read trusts the client's own roots
+/// (`AwsOptions::add_root_certificate_pem`) beside the system's, as every
+/// other call of the backend; without that root the handshake is refused
+/// and the error says so without reaching Cost Explorer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn billed_cost_over_tls_trusts_the_backends_roots() {
+    use crate::sdk_support::moto::{MotoServer, http_post};
+    use crate::sdk_support::tls_forward::TlsForward;
+    let Some(moto) = tokio::task::spawn_blocking(MotoServer::start)
+        .await
+        .unwrap()
+    else {
+        return;
+    };
+    let queued = serde_json::json!({"results": [{
+        "ResultsByTime": [{
+            "TimePeriod": {"Start": "2026-11-01", "End": "2026-11-02"},
+            "Total": {},
+            "Groups": [{
+                "Keys": ["USE1-Lambda-MicroVM-vCPU-Second-ARM"],
+                "Metrics": {
+                    "UnblendedCost": {"Amount": "1.5", "Unit": "USD"},
+                    "UsageQuantity": {"Amount": "54000", "Unit": "Second"},
+                }
+            }],
+            "Estimated": false
+        }]
+    }]});
+    let (status, answer) = http_post(
+        moto.port(),
+        "/moto-api/static/ce/cost-and-usage-results",
+        &[("Content-Type", "application/json")],
+        queued.to_string().as_bytes(),
+    )
+    .expect("moto's API answers");
+    assert!((200..300).contains(&status), "{status} {answer}");
+    let front = TlsForward::start(moto.port()).await;
+    let options = || {
+        rayito::AwsOptions::from_sdk_config(crate::sdk_support::moto_config::sdk_config(
+            &front.url,
+            "AKIDCOSTTLS",
+        ))
+    };
+    let query = CostQuery::new()
+        .billed(true)
+        .start("2026-11-01")
+        .end("2026-11-02");
+
+    let untrusting = Client::builder()
+        .aws(options())
+        .build()
+        .await
+        .expect("client");
+    let err = untrusting
+        .cost()
+        .billed(&query)
+        .await
+        .expect_err("the front's CA is not trusted");
+    assert_eq!(front.handshakes(), 0, "{err}");
+
+    let trusting = Client::builder()
+        .aws(options().add_root_certificate_pem(front.ca_pem.clone()))
+        .build()
+        .await
+        .expect("client");
+    let billed = trusting
+        .cost()
+        .billed(&query)
+        .await
+        .expect("billed over TLS");
+    assert_eq!(billed.total_usd, 1.5);
+    assert!(front.handshakes() >= 1);
+}
+
 /// The TLS-mode local backend: the report is read with the backend's own
 /// trust (the emulator's CA beside the system's roots), as every other
 /// call of that backend.

@@ -16,6 +16,7 @@ pub mod plain_http;
 pub mod recording_proxy;
 #[path = "../skip_support/mod.rs"]
 pub mod skip;
+pub mod tls_forward;
 
 use std::path::Path;
 use std::time::Duration;
