@@ -1,53 +1,32 @@
 //! One SigV4-signed POST to an AWS endpoint, for the quota-alerts
 //! function's three calls without a generated client: Service Quotas'
 //! `ListServiceQuotas` (awsJson1.1), SNS's `Publish` and CloudWatch's
-//! `PutMetricData` (awsQuery, a form body). Signed by `aws-sigv4` (the AWS
-//! SDK's own signer, already in the tree) with the configuration's
-//! credentials and sent over hyper-util's client (rustls with the
-//! platform's roots, or plain http for a test's endpoint): two generated
-//! clients would add minutes to a clean build for two calls.
+//! `PutMetricData` (awsQuery, a form body). The workspace's
+//! `rayito-aws-post` signs and sends them (as it does the SDK's own
+//! signed calls): two generated clients would add minutes to a clean
+//! build for two calls.
 //!
 //! The answer is bounded ([`MAX_ANSWER_BYTES`]) and each attempt ends by
 //! [`ATTEMPT_TIMEOUT`]; a failure keeps the operation and the service's
 //! error code only, never the request or the answer's text.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use aws_sdk_lambdamicrovms::config::ProvideCredentials as _;
-use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-use aws_sigv4::sign::v4;
-use aws_smithy_runtime_api::client::identity::Identity;
-use aws_types::sdk_config::SharedCredentialsProvider;
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
-use hyper_util::client::legacy::Client as HttpClient;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use rayito_aws_post::PostError;
 
 use crate::Failure;
 
-/// The deadline of one call (connect, send, read the answer).
+/// The deadline of one attempt (connect, send, read the answer).
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(20);
 /// The largest answer read (a page of quotas is a few kilobytes).
 pub const MAX_ANSWER_BYTES: usize = 1 << 20;
 
-/// A signed POST to one service of one region.
-#[derive(Clone)]
+/// A signed POST to one service of one region (the workspace's
+/// `rayito-aws-post`, which the SDK's own signed calls use too).
+#[derive(Clone, Debug)]
 pub struct SignedPost {
-    http: HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
-    endpoint: http::Uri,
-    region: String,
-    signing_name: &'static str,
-    credentials: Option<SharedCredentialsProvider>,
-}
-
-impl std::fmt::Debug for SignedPost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SignedPost")
-            .field("service", &self.signing_name)
-            .field("region", &self.region)
-            .finish_non_exhaustive()
-    }
+    inner: rayito_aws_post::SignedPost,
 }
 
 /// An answer: its status and body.
@@ -55,7 +34,8 @@ impl std::fmt::Debug for SignedPost {
 pub struct Answer {
     /// The HTTP status.
     pub status: u16,
-    /// `x-amzn-errortype` (awsJson's error code), when sent.
+    /// `x-amzn-errortype` (awsJson's error code, without what follows a
+    /// `:`), when sent.
     pub error_type: Option<String>,
     /// The body, at most [`MAX_ANSWER_BYTES`].
     pub body: Bytes,
@@ -78,22 +58,19 @@ impl SignedPost {
             Some(url) => url.trim_end_matches('/').to_owned() + "/",
             None => format!("https://{host}.{region}.amazonaws.com/"),
         };
-        let endpoint = endpoint
-            .parse::<http::Uri>()
-            .map_err(|_| Failure::other("config", "endpoint"))?;
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .map_err(|_| Failure::other("config", "tls roots"))?
-            .https_or_http()
-            .enable_http1()
-            .build();
-        Ok(Self {
-            http: HttpClient::builder(TokioExecutor::new()).build(https),
-            endpoint,
-            region: region.to_owned(),
+        let inner = rayito_aws_post::SignedPost::new(
+            config,
+            &endpoint,
+            region,
             signing_name,
-            credentials: config.credentials_provider(),
-        })
+            ATTEMPT_TIMEOUT,
+            MAX_ANSWER_BYTES,
+        )
+        .map_err(|error| match error {
+            PostError::Endpoint => Failure::other("config", "endpoint"),
+            _ => Failure::other("config", "tls roots"),
+        })?;
+        Ok(Self { inner })
     }
 
     /// One POST of `body` with `headers` (the content type among them).
@@ -106,86 +83,22 @@ impl SignedPost {
         headers: &[(&str, &str)],
         body: &str,
     ) -> Result<Answer, Failure> {
-        let request = self.signed(operation, headers, body).await?;
-        let sent = tokio::time::timeout(ATTEMPT_TIMEOUT, async {
-            let response = self
-                .http
-                .request(request)
-                .await
-                .map_err(|_| Failure::other(operation, "transport"))?;
-            let status = response.status().as_u16();
-            let error_type = response
-                .headers()
-                .get("x-amzn-errortype")
-                .and_then(|v| v.to_str().ok())
-                .map(|v| v.split(':').next().unwrap_or_default().to_owned());
-            let body = http_body_util::Limited::new(response.into_body(), MAX_ANSWER_BYTES)
-                .collect()
-                .await
-                .map_err(|_| Failure::other(operation, "answer"))?
-                .to_bytes();
-            Ok::<_, Failure>(Answer {
-                status,
-                error_type,
-                body,
-            })
+        let answer = self.inner.post(headers, body).await.map_err(|error| {
+            let code = match error {
+                PostError::Credentials => "CredentialsNotLoaded",
+                PostError::Signing | PostError::Endpoint | PostError::Roots => "signing",
+                PostError::Timeout => "timeout",
+                PostError::Connect | PostError::Transport => "transport",
+            };
+            Failure::other(operation, code)
+        })?;
+        Ok(Answer {
+            status: answer.status,
+            error_type: answer
+                .error_type
+                .map(|v| v.split(':').next().unwrap_or_default().to_owned()),
+            body: answer.body,
         })
-        .await;
-        sent.map_err(|_| Failure::other(operation, "timeout"))?
-    }
-
-    async fn signed(
-        &self,
-        operation: &'static str,
-        headers: &[(&str, &str)],
-        body: &str,
-    ) -> Result<http::Request<Full<Bytes>>, Failure> {
-        let unloaded = || Failure::other(operation, "CredentialsNotLoaded");
-        let provider = self.credentials.as_ref().ok_or_else(unloaded)?;
-        let credentials = provider
-            .provide_credentials()
-            .await
-            .map_err(|_| unloaded())?;
-        let identity = Identity::from(credentials);
-        let host = self
-            .endpoint
-            .authority()
-            .map(|a| a.as_str().to_owned())
-            .unwrap_or_default();
-        let mut signed_headers = vec![("host", host.as_str())];
-        signed_headers.extend_from_slice(headers);
-        let not_signed = || Failure::other(operation, "signing");
-        let params = v4::SigningParams::builder()
-            .identity(&identity)
-            .region(&self.region)
-            .name(self.signing_name)
-            .time(SystemTime::now())
-            .settings(SigningSettings::default())
-            .build()
-            .map_err(|_| not_signed())?
-            .into();
-        let uri = self.endpoint.to_string();
-        let signable = SignableRequest::new(
-            "POST",
-            &uri,
-            signed_headers.iter().copied(),
-            SignableBody::Bytes(body.as_bytes()),
-        )
-        .map_err(|_| not_signed())?;
-        let (instructions, _) = sign(signable, &params)
-            .map_err(|_| not_signed())?
-            .into_parts();
-        let mut request = http::Request::builder()
-            .method("POST")
-            .uri(self.endpoint.clone());
-        for (name, value) in &signed_headers {
-            request = request.header(*name, *value);
-        }
-        let mut request = request
-            .body(Full::new(Bytes::from(body.to_owned())))
-            .map_err(|_| not_signed())?;
-        instructions.apply_to_request_http1x(&mut request);
-        Ok(request)
     }
 }
 
@@ -206,27 +119,7 @@ pub fn query_error_code(answer: &Answer) -> String {
 
 /// `application/x-www-form-urlencoded` of `pairs` (RFC 3986 unreserved
 /// characters kept, every other byte escaped).
-pub fn form(pairs: &[(&str, &str)]) -> String {
-    fn escape(out: &mut String, text: &str) {
-        for b in text.bytes() {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-                out.push(char::from(b));
-            } else {
-                out.push_str(&format!("%{b:02X}"));
-            }
-        }
-    }
-    let mut out = String::new();
-    for (i, (key, value)) in pairs.iter().enumerate() {
-        if i > 0 {
-            out.push('&');
-        }
-        escape(&mut out, key);
-        out.push('=');
-        escape(&mut out, value);
-    }
-    out
-}
+pub use rayito_aws_post::form_urlencoded as form;
 
 #[cfg(test)]
 mod tests {

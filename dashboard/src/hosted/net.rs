@@ -1,18 +1,14 @@
 //! The function's two outbound calls besides DynamoDB: the pool's JWKS
 //! (a plain bounded GET, no credentials) and Cognito's
-//! `ListUserPoolClients` (awsJson1.1, SigV4 by `aws-sigv4` with the
-//! function's credentials). Our own few lines rather than
-//! `aws-sdk-cognitoidentityprovider`: one read call does not pay for a
-//! generated client of a hundred operations (minutes of a clean build).
+//! `ListUserPoolClients` (awsJson1.1, signed with the function's
+//! credentials by the workspace's `rayito-aws-post`, as the SDK's own
+//! signed calls). Not `aws-sdk-cognitoidentityprovider`: one read call
+//! does not pay for a generated client of a hundred operations (minutes of
+//! a clean build).
 
 use std::collections::BTreeSet;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use aws_credential_types::provider::ProvideCredentials as _;
-use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-use aws_sigv4::sign::v4;
-use aws_smithy_runtime_api::client::identity::Identity;
-use aws_types::sdk_config::SharedCredentialsProvider;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client as HttpClient;
@@ -40,7 +36,8 @@ pub(crate) struct Unreachable(pub(crate) &'static str);
 #[derive(Clone)]
 pub(crate) struct Net {
     http: Https,
-    credentials: Option<SharedCredentialsProvider>,
+    /// The function's configuration: its credentials sign Cognito's call.
+    config: aws_types::SdkConfig,
 }
 
 impl std::fmt::Debug for Net {
@@ -59,7 +56,7 @@ impl Net {
             .build();
         Ok(Self {
             http: HttpClient::builder(TokioExecutor::new()).build(https),
-            credentials: config.credentials_provider(),
+            config: config.clone(),
         })
     }
 
@@ -106,6 +103,22 @@ impl Net {
         user_pool_id: &str,
         client_name: &str,
     ) -> Result<BTreeSet<String>, Unreachable> {
+        let cognito = rayito_aws_post::SignedPost::new(
+            &self.config,
+            endpoint,
+            region,
+            "cognito-idp",
+            CALL_TIMEOUT,
+            CLIENTS_MAX_BYTES,
+        )
+        .map_err(|_| Unreachable("url"))?;
+        let headers = [
+            ("content-type", "application/x-amz-json-1.1"),
+            (
+                "x-amz-target",
+                "AWSCognitoIdentityProviderService.ListUserPoolClients",
+            ),
+        ];
         let mut ids = BTreeSet::new();
         let mut next: Option<String> = None;
         for _ in 0..CLIENTS_MAX_PAGES {
@@ -113,17 +126,20 @@ impl Net {
             if let Some(token) = &next {
                 input["NextToken"] = Value::String(token.clone());
             }
-            let request = self
-                .signed_json(
-                    endpoint,
-                    region,
-                    "cognito-idp",
-                    "AWSCognitoIdentityProviderService.ListUserPoolClients",
-                    &input.to_string(),
-                )
-                .await?;
-            let page: Value = serde_json::from_slice(&self.send(request, CLIENTS_MAX_BYTES).await?)
-                .map_err(|_| Unreachable("json"))?;
+            let answer = cognito
+                .post(&headers, &input.to_string())
+                .await
+                .map_err(|error| match error {
+                    rayito_aws_post::PostError::Credentials => Unreachable("credentials"),
+                    rayito_aws_post::PostError::Signing => Unreachable("sign"),
+                    rayito_aws_post::PostError::Timeout => Unreachable("timeout"),
+                    _ => Unreachable("connect"),
+                })?;
+            if !(200..300).contains(&answer.status) {
+                return Err(Unreachable("status"));
+            }
+            let page: Value =
+                serde_json::from_slice(&answer.body).map_err(|_| Unreachable("json"))?;
             let clients = page.get("UserPoolClients").and_then(Value::as_array);
             for client in clients.into_iter().flatten() {
                 let named = client.get("ClientName").and_then(Value::as_str) == Some(client_name);
@@ -141,63 +157,5 @@ impl Net {
             }
         }
         Err(Unreachable("pages"))
-    }
-
-    /// An awsJson1.1 POST of `body` to `endpoint`, signed for `service`.
-    async fn signed_json(
-        &self,
-        endpoint: &str,
-        region: &str,
-        service: &'static str,
-        target: &str,
-        body: &str,
-    ) -> Result<http::Request<Full<Bytes>>, Unreachable> {
-        let provider = self
-            .credentials
-            .as_ref()
-            .ok_or(Unreachable("credentials"))?;
-        let credentials = provider
-            .provide_credentials()
-            .await
-            .map_err(|_| Unreachable("credentials"))?;
-        let identity = Identity::from(credentials);
-        let uri: http::Uri = endpoint.parse().map_err(|_| Unreachable("url"))?;
-        let host = uri
-            .authority()
-            .map(|a| a.as_str().to_owned())
-            .unwrap_or_default();
-        let headers = [
-            ("host", host.as_str()),
-            ("content-type", "application/x-amz-json-1.1"),
-            ("x-amz-target", target),
-        ];
-        let params = v4::SigningParams::builder()
-            .identity(&identity)
-            .region(region)
-            .name(service)
-            .time(SystemTime::now())
-            .settings(SigningSettings::default())
-            .build()
-            .map_err(|_| Unreachable("sign"))?
-            .into();
-        let signable = SignableRequest::new(
-            "POST",
-            endpoint,
-            headers.iter().copied(),
-            SignableBody::Bytes(body.as_bytes()),
-        )
-        .map_err(|_| Unreachable("sign"))?;
-        let (instructions, _) = sign(signable, &params)
-            .map_err(|_| Unreachable("sign"))?
-            .into_parts();
-        let mut request = http::Request::post(uri);
-        for (name, value) in headers {
-            request = request.header(name, value);
-        }
-        let mut request = request
-            .body(Full::new(Bytes::from(body.to_owned())))
-            .map_err(|_| Unreachable("sign"))?;
-        instructions.apply_to_request_http1x(&mut request);
-        Ok(request)
     }
 }
