@@ -59,6 +59,8 @@ mod agent_shared_dirs;
 mod agent_telemetry;
 #[path = "../agent_template.rs"]
 mod agent_template;
+#[path = "../agent_v1_launcher.rs"]
+mod agent_v1_launcher;
 #[path = "../code_contexts.rs"]
 mod code_contexts;
 #[path = "../code_execute.rs"]
