@@ -43,7 +43,6 @@ pub(crate) mod ns_mount;
 pub(crate) mod sockets;
 pub(crate) mod uids;
 pub(crate) mod user;
-pub(crate) mod v1_launcher;
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd as _, OwnedFd};
@@ -300,10 +299,6 @@ pub struct ChildSetup {
     /// `cgroup_procs`, when the launcher may clone the child straight into
     /// it (see [`clone_into`]): the child then skips that write.
     cgroup_dir: Option<OwnedFd>,
-    /// The sandbox's thread in its v1 cgroups (the `cgroup_procs` after
-    /// the first), from which the child is cloned where it runs: the child
-    /// then skips those writes.
-    v1_launcher: Option<std::sync::Arc<v1_launcher::V1Launcher>>,
     mounts: Option<MountPlan>,
     /// The sandbox's network namespace (egress enforcement), entered
     /// after the mounts, before the uid switch (it needs the agent's root).
@@ -554,7 +549,6 @@ impl ChildSetup {
             cpu_seconds,
             cgroup_procs,
             cgroup_dir: None,
-            v1_launcher: None,
             mounts,
             netns: None,
             user,
@@ -581,23 +575,6 @@ impl ChildSetup {
         self
     }
 
-    /// The same setup, the child cloned from `launcher`, a thread in the
-    /// v1 cgroups whose `cgroup.procs` follow the first given to
-    /// [`ChildSetup::new`] (while it runs; else the child joins them by
-    /// those files as before).
-    pub(crate) fn with_v1_launcher(
-        mut self,
-        launcher: Option<std::sync::Arc<v1_launcher::V1Launcher>>,
-    ) -> Self {
-        self.v1_launcher = launcher;
-        self
-    }
-
-    /// The launcher thread of [`ChildSetup::with_v1_launcher`].
-    pub(crate) fn v1_launcher(&self) -> Option<&v1_launcher::V1Launcher> {
-        self.v1_launcher.as_deref()
-    }
-
     /// The cgroup v2 the child may be cloned into (see
     /// [`ChildSetup::born_in_cgroup`]).
     pub(crate) fn cgroup_dir(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
@@ -618,14 +595,12 @@ impl ChildSetup {
     /// nowhere that user could not go. Only async-signal-safe syscalls on
     /// memory owned by `self` or static literals.
     pub(crate) fn apply(&self) -> std::io::Result<()> {
-        self.apply_in(false, false)
+        self.apply_in(false)
     }
 
     /// [`ChildSetup::apply`] in a child that `born` in the cgroup of
-    /// [`ChildSetup::born_in_cgroup`] (it does not join that one again),
-    /// and that was cloned by the launcher thread when `in_v1` (it is in
-    /// the v1 cgroups already).
-    pub(crate) fn apply_in(&self, born: bool, in_v1: bool) -> std::io::Result<()> {
+    /// [`ChildSetup::born_in_cgroup`]: it does not join that one again.
+    pub(crate) fn apply_in(&self, born: bool) -> std::io::Result<()> {
         set_limit(Resource::Core, 0)?;
         set_limit(Resource::Nofile, 1024)?;
         if let Some(secs) = self.cpu_seconds {
@@ -639,16 +614,10 @@ impl ChildSetup {
                 },
             )?;
         }
-        for (i, procs) in self.cgroup_procs.iter().enumerate() {
-            let skip = if i == 0 {
-                born && self.cgroup_dir.is_some()
-            } else {
-                in_v1 && self.v1_launcher.is_some()
-            };
-            if !skip {
-                // "0" moves the writing process (this child) into the cgroup.
-                rustix::io::write(procs, b"0")?;
-            }
+        let skip = usize::from(born && self.cgroup_dir.is_some());
+        for procs in self.cgroup_procs.iter().skip(skip) {
+            // "0" moves the writing process (this child) into the cgroup.
+            rustix::io::write(procs, b"0")?;
         }
         if let Some(mounts) = &self.mounts {
             mounts.apply()?;

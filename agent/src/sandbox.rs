@@ -691,16 +691,6 @@ impl SandboxEnv {
                 Some(dir) => setup.born_in_cgroup(dir),
                 None => setup,
             })
-            .map(|setup| {
-                // Cloned from the sandbox's thread in its v1 cgroups (a
-                // hybrid host's limits), so born in them too.
-                setup.with_v1_launcher(
-                    self.inner
-                        .cgroup
-                        .as_ref()
-                        .and_then(SandboxCgroup::v1_launcher),
-                )
-            })
             .and_then(|setup| match &network {
                 Some(network) => setup.with_netns(network.ns.fd()),
                 None => Ok(setup),

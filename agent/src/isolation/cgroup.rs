@@ -24,18 +24,14 @@
 //! A command's cgroup exists in the v2 tree only: it is there for its
 //! `cgroup.kill` (v1 has none), and the limits are the sandbox's, whose
 //! cgroups contain it (v2 counts a child's processes and memory in its
-//! parent's). A command joins its own v2 cgroup and the sandbox's v1 ones:
-//! born in them when cloned from the sandbox's launcher thread, which lives
-//! in the v1 cgroups (see [`super::v1_launcher`]), else by writing their
-//! `cgroup.procs`.
+//! parent's). A command joins its own v2 cgroup and the sandbox's v1 ones.
 
 use std::io::Write as _;
 
-use super::v1_launcher::V1Launcher;
 use crate::sandbox::SandboxLimits;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use rustix::fs::{Mode, OFlags};
@@ -274,11 +270,6 @@ pub struct SandboxCgroup {
     dir: PathBuf,
     /// The v1 cgroups of the same sandbox (`pids`, `memory`), if used.
     v1: Vec<PathBuf>,
-    /// The v1 `pids` cgroup among them, if the pids limit is there.
-    v1_pids: Option<PathBuf>,
-    /// The thread children are cloned from, in the v1 cgroups (started
-    /// with the first child; `None` inside when it could not be).
-    launcher: OnceLock<Option<Arc<V1Launcher>>>,
     /// Where the out-of-memory kills are counted: `memory.events` (v2) or
     /// `memory.oom_control` (v1), when a memory limit is set.
     oom_counter: Option<PathBuf>,
@@ -300,8 +291,6 @@ impl SandboxCgroup {
         let mut cgroup = Self {
             dir,
             v1: Vec::new(),
-            v1_pids: None,
-            launcher: OnceLock::new(),
             oom_counter: None,
             applied: SandboxLimits::unlimited(),
         };
@@ -310,11 +299,7 @@ impl SandboxCgroup {
             let applied = if v2.iter().any(|c| c == "pids") {
                 std::fs::write(cgroup.dir.join("pids.max"), max.to_string()).is_ok()
             } else {
-                let set = cgroup.limit_v1("pids", name, &[("pids.max", max)]);
-                if set {
-                    cgroup.v1_pids = cgroup.v1.last().cloned();
-                }
-                set
+                cgroup.limit_v1("pids", name, &[("pids.max", max)])
             };
             if applied {
                 cgroup.applied.pids_max = Some(max);
@@ -404,29 +389,6 @@ impl SandboxCgroup {
         }
     }
 
-    /// The sandbox's launcher thread in its v1 cgroups, started on first
-    /// use, or `None` where the sandbox has no v1 cgroup or the thread
-    /// could not join them (its children then join them themselves).
-    pub(crate) fn v1_launcher(&self) -> Option<Arc<V1Launcher>> {
-        if self.v1.is_empty() || std::env::var_os("RAYITO_BENCH_NO_V1_LAUNCHER").is_some() {
-            return None;
-        }
-        self.launcher
-            .get_or_init(|| {
-                let launcher = V1Launcher::start(&self.v1)?;
-                // The thread is one task of the sandbox's pids cgroup: the
-                // limit grows by one, so the sandbox's own processes still
-                // get all of it.
-                if let (Some(dir), Some(max)) = (&self.v1_pids, self.applied.pids_max)
-                    && let Err(err) = std::fs::write(dir.join("pids.max"), (max + 1).to_string())
-                {
-                    tracing::debug!(error = %err, "cannot make room for the launcher thread");
-                }
-                Some(Arc::new(launcher))
-            })
-            .clone()
-    }
-
     /// `cgroup.procs` of every cgroup of the sandbox, opened for a child to
     /// join them with (before fork); with `command`, its v2 cgroup instead
     /// of the sandbox's (the v1 ones stay the sandbox's).
@@ -484,12 +446,6 @@ impl SandboxCgroup {
 
 impl Drop for SandboxCgroup {
     fn drop(&mut self) {
-        // The launcher thread leaves the v1 cgroups first (it is the
-        // agent's: the kill below does not reach it, and they could not be
-        // removed while it is in them).
-        if let Some(Some(launcher)) = self.launcher.get() {
-            launcher.stop();
-        }
         self.kill();
         // The killed processes leave within milliseconds; wait a little for
         // the directories to become removable, and otherwise leave them to

@@ -170,9 +170,6 @@ struct ChildArgs<'a> {
     /// The child was cloned into the setup's cgroup v2 (see
     /// [`super::clone_into`]): it does not move itself there.
     born_in_cgroup: bool,
-    /// The child was cloned by the sandbox's launcher thread, so it is in
-    /// the sandbox's v1 cgroups already (see [`super::v1_launcher`]).
-    in_v1: bool,
     error: c_int,
 }
 
@@ -276,62 +273,11 @@ pub fn launch_on_terminal(
 
 /// Clones the child of `plan` with `stdio` as its descriptors 0..2 and
 /// waits until it called `execve` (or failed before: its errno, the child
-/// reaped); the child's pid and pidfd. The clone is made by the sandbox's
-/// launcher thread where it has one (the child is then born in its v1
-/// cgroups), else by this thread.
+/// reaped); the child's pid and pidfd.
 fn clone_and_exec(
     plan: &LaunchPlan,
     stdio: [RawFd; 3],
 ) -> std::io::Result<(u32, AsyncFd<OwnedFd>)> {
-    let from_launcher = plan
-        .setup
-        .v1_launcher()
-        .and_then(|launcher| launcher.run(|| clone_child(plan, stdio, true)));
-    let cloned = match from_launcher {
-        // The sandbox is at its pids limit, which refuses a child born in
-        // it; one that joins by itself goes in (the move is not refused),
-        // as before the launcher: the agent can still start a command
-        // that ends the others.
-        Some(Err(err)) if err.raw_os_error() == Some(libc::EAGAIN) => {
-            clone_child(plan, stdio, false)
-        }
-        Some(result) => result,
-        None => clone_child(plan, stdio, false),
-    };
-    let (pid, pidfd) = cloned?;
-    // SAFETY: the AsyncFd owns the OwnedFd, which stays open (and the same
-    // descriptor) for as long as the AsyncFd lives.
-    let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }
-        .map_err(std::io::Error::from)?;
-    Ok((pid, pidfd))
-}
-
-thread_local! {
-    /// The stack of this thread's children, kept from one launch to the
-    /// next (a fresh one was an mmap, page faults and an munmap per child,
-    /// the munmap flushing every CPU's view of the agent's memory).
-    static CHILD_STACKS: std::cell::Cell<Option<Box<[u8]>>> =
-        const { std::cell::Cell::new(None) };
-}
-
-/// Runs `f` with this thread's child stack (a new one if a launch of this
-/// thread is already using it).
-fn with_child_stack<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
-    let mut stack = CHILD_STACKS
-        .take()
-        .unwrap_or_else(|| vec![0u8; CHILD_STACK].into_boxed_slice());
-    let result = f(&mut stack);
-    CHILD_STACKS.set(Some(stack));
-    result
-}
-
-/// The clone of [`clone_and_exec`], on the calling thread; `in_v1` when
-/// that is the sandbox's launcher thread (in its v1 cgroups).
-fn clone_child(
-    plan: &LaunchPlan,
-    stdio: [RawFd; 3],
-    in_v1: bool,
-) -> std::io::Result<(u32, OwnedFd)> {
     let candidates = null_terminated(&plan.candidates);
     let argv = null_terminated(&plan.argv);
     let envp = null_terminated(&plan.envp);
@@ -342,7 +288,6 @@ fn clone_child(
         envp: envp.as_ptr(),
         stdio,
         born_in_cgroup: false,
-        in_v1,
         error: 0,
     };
     let mut pidfd: c_int = -1;
@@ -408,7 +353,30 @@ fn clone_child(
         let _ = rustix::process::waitid(WaitId::PidFd(pidfd.as_fd()), WaitIdOptions::EXITED);
         return Err(std::io::Error::from_raw_os_error(child_error));
     }
+    // SAFETY: the AsyncFd owns the OwnedFd, which stays open (and the same
+    // descriptor) for as long as the AsyncFd lives.
+    let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }
+        .map_err(std::io::Error::from)?;
     Ok((pid as u32, pidfd))
+}
+
+thread_local! {
+    /// The stack of this thread's launch children, kept from one launch to
+    /// the next (a fresh one was an mmap, page faults and an munmap per
+    /// child, the munmap flushing the TLB of every CPU running the agent).
+    static CHILD_STACKS: std::cell::Cell<Option<Box<[u8]>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with this thread's child stack (a new one if a launch of this
+/// thread is already using it).
+fn with_child_stack<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    let mut stack = CHILD_STACKS
+        .take()
+        .unwrap_or_else(|| vec![0u8; CHILD_STACK].into_boxed_slice());
+    let result = f(&mut stack);
+    CHILD_STACKS.set(Some(stack));
+    result
 }
 
 /// Runs `f` in a child that shares the agent's memory and descriptor table
@@ -666,7 +634,7 @@ unsafe fn prepare_and_exec(args: &ChildArgs<'_>) -> c_int {
         if args.plan.own_group && libc::setpgid(0, 0) != 0 {
             return errno();
         }
-        if let Err(err) = args.plan.setup.apply_in(args.born_in_cgroup, args.in_v1) {
+        if let Err(err) = args.plan.setup.apply_in(args.born_in_cgroup) {
             return err.raw_os_error().unwrap_or(libc::EIO);
         }
         // A terminal's shell: a session of its own, its stdin (the pty's

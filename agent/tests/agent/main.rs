@@ -59,8 +59,6 @@ mod agent_shared_dirs;
 mod agent_telemetry;
 #[path = "../agent_template.rs"]
 mod agent_template;
-#[path = "../agent_v1_launcher.rs"]
-mod agent_v1_launcher;
 #[path = "../code_contexts.rs"]
 mod code_contexts;
 #[path = "../code_execute.rs"]
