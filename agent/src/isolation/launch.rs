@@ -290,9 +290,6 @@ fn clone_and_exec(
         born_in_cgroup: false,
         error: 0,
     };
-    let mut stack = vec![0u8; CHILD_STACK];
-    // The ABI wants a 16-byte aligned stack pointer; the stack grows down.
-    let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
     let mut pidfd: c_int = -1;
     let born_in = plan.setup.cgroup_dir();
     // SAFETY: all-ones and empty signal sets are plain values; the child gets
@@ -304,7 +301,9 @@ fn clone_and_exec(
     // `clone_into_cgroup`'s contract, met here: every signal blocked, the
     // stack alive until it returns). The signal mask of this thread is
     // restored before returning.
-    let (pid, clone_error) = unsafe {
+    let (pid, clone_error) = with_child_stack(|stack| unsafe {
+        // The ABI wants a 16-byte aligned stack pointer; the stack grows down.
+        let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut previous: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
@@ -317,7 +316,7 @@ fn clone_and_exec(
             super::clone_into::clone_into_cgroup(
                 child_main,
                 (&raw mut args).cast::<c_void>(),
-                &mut stack,
+                stack,
                 &mut pidfd,
                 dir,
             )
@@ -338,8 +337,7 @@ fn clone_and_exec(
         };
         libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
         result
-    };
-    drop(stack);
+    });
     // A uid change in the child left the memory not dumpable: it stays so
     // (see the module's comment).
     if pid < 0 {
@@ -360,6 +358,25 @@ fn clone_and_exec(
     let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }
         .map_err(std::io::Error::from)?;
     Ok((pid as u32, pidfd))
+}
+
+thread_local! {
+    /// The stack of this thread's launch children, kept from one launch to
+    /// the next (a fresh one was an mmap, page faults and an munmap per
+    /// child, the munmap flushing the TLB of every CPU running the agent).
+    static CHILD_STACKS: std::cell::Cell<Option<Box<[u8]>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with this thread's child stack (a new one if a launch of this
+/// thread is already using it).
+fn with_child_stack<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    let mut stack = CHILD_STACKS
+        .take()
+        .unwrap_or_else(|| vec![0u8; CHILD_STACK].into_boxed_slice());
+    let result = f(&mut stack);
+    CHILD_STACKS.set(Some(stack));
+    result
 }
 
 /// Runs `f` in a child that shares the agent's memory and descriptor table
