@@ -910,7 +910,10 @@ async fn a_chunked_import_takes_its_chunks_in_order_as_they_appear() {
     // Chunk 0 is read and deleted; the import waits for chunk 1.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while w.read(&format!("{key}.0")).await.is_some() {
-        assert!(tokio::time::Instant::now() < deadline, "chunk 0 was not read");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "chunk 0 was not read"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(
@@ -1042,7 +1045,10 @@ async fn chunk_urls_are_checked_before_any_call() {
         assert_eq!(e.message(), message);
         assert_clean(e.message(), key, "refused.bin");
     }
-    assert_eq!(w.read(&format!("{key}.0")).await.as_deref(), Some(&b"kept"[..]));
+    assert_eq!(
+        w.read(&format!("{key}.0")).await.as_deref(),
+        Some(&b"kept"[..])
+    );
     assert!(!w.agent.host_path("/home/user/refused.bin").exists());
 }
 
@@ -1090,5 +1096,8 @@ async fn an_agent_without_chunked_import_ignores_the_chunks() {
         whole
     );
     assert_eq!(w.read(key).await, None);
-    assert!(w.read(&format!("{key}.0")).await.is_some(), "chunks untouched");
+    assert!(
+        w.read(&format!("{key}.0")).await.is_some(),
+        "chunks untouched"
+    );
 }

@@ -139,7 +139,11 @@ const EXTENSIONS: &[(&str, i32, &str)] = &[
         101,
         "chunk_deletes",
     ),
-    ("rayito/v1/features.proto: AgentFeatures", 100, "chunked_import"),
+    (
+        "rayito/v1/features.proto: AgentFeatures",
+        100,
+        "chunked_import",
+    ),
 ];
 
 fn compare_fields(at: &str, o: &DescriptorProto, t: &DescriptorProto, d: &mut Vec<String>) {

@@ -573,6 +573,8 @@ where
         max_bytes: size,
         expected_sha256: sha256,
         metadata: Default::default(),
+        chunk_gets: Vec::new(),
+        chunk_deletes: Vec::new(),
     };
     let started = sandbox
         .conn()
@@ -646,27 +648,29 @@ where
         .start_import(request, feature, sandbox.request_timeout())
         .await?;
     let id = started.transfer_id;
-    let upload = upload_chunks(signer, key, source, count, feature, cleanup);
-    let watch = watch_to_end(sandbox, &id, feature, life);
-    tokio::pin!(upload);
-    tokio::pin!(watch);
-    let ended = tokio::select! {
-        uploaded = &mut upload => match uploaded {
-            Ok(size) => {
-                let after = deadline(sandbox, size);
-                match tokio::time::timeout(after, &mut watch).await {
-                    Ok(watched) => watched,
-                    Err(_) => Err(SandboxError::timeout(
-                        crate::error::TimeoutScope::Request,
-                        feature,
-                        Some(after),
-                    )),
+    let ended = {
+        let upload = upload_chunks(signer, key, source, count, feature, cleanup);
+        let watch = watch_to_end(sandbox, &id, feature, life);
+        tokio::pin!(upload);
+        tokio::pin!(watch);
+        tokio::select! {
+            uploaded = &mut upload => match uploaded {
+                Ok(size) => {
+                    let after = deadline(sandbox, size);
+                    match tokio::time::timeout(after, &mut watch).await {
+                        Ok(watched) => watched,
+                        Err(_) => Err(SandboxError::timeout(
+                            crate::error::TimeoutScope::Request,
+                            feature,
+                            Some(after),
+                        )),
+                    }
                 }
-            }
-            Err(e) => Err(e),
-        },
-        // The import ended before the last chunk was up: its failure.
-        watched = &mut watch => watched,
+                Err(e) => Err(e),
+            },
+            // The import ended before the last chunk was up: its failure.
+            watched = &mut watch => watched,
+        }
     };
     let state = match ended {
         Ok(state) => state,

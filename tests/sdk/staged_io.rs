@@ -523,25 +523,22 @@ fn looking_stream(
     seen: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 ) -> impl futures_util::Stream<Item = Bytes> + Send + 'static {
     let data = Bytes::from(data);
-    futures_util::stream::unfold(
-        (0usize, Some(look)),
-        move |(at, mut look)| {
-            let data = data.clone();
-            let seen = seen.clone();
-            async move {
-                if at >= data.len() {
-                    return None;
-                }
-                if at >= pause_after
-                    && let Some(look) = look.take()
-                {
-                    *seen.lock().unwrap() = Some(look().await);
-                }
-                let end = (at + MIB).min(data.len());
-                Some((data.slice(at..end), (end, look)))
+    futures_util::stream::unfold((0usize, Some(look)), move |(at, mut look)| {
+        let data = data.clone();
+        let seen = seen.clone();
+        async move {
+            if at >= data.len() {
+                return None;
             }
-        },
-    )
+            if at >= pause_after
+                && let Some(look) = look.take()
+            {
+                *seen.lock().unwrap() = Some(look().await);
+            }
+            let end = (at + MIB).min(data.len());
+            Some((data.slice(at..end), (end, look)))
+        }
+    })
 }
 
 /// What the target's directory holds while a write is under way: the
@@ -569,7 +566,10 @@ async fn look_at(sbx: Sandbox, s3: s3::Client, dir: &str, min: u64, wait: bool) 
         .await
         .map(|o| o.uploads().len())
         .unwrap_or(0);
-    format!("temp file: {}, multipart uploads: {uploads}", temp.is_some())
+    format!(
+        "temp file: {}, multipart uploads: {uploads}",
+        temp.is_some()
+    )
 }
 
 /// On an agent that announces `chunked_import` (issue 44, item 4), a large
@@ -600,12 +600,21 @@ async fn a_chunked_write_overlaps_the_agents_import_and_round_trips() {
         Some("temp file: true, multipart uploads: 0"),
         "the import runs while the stream still feeds the write"
     );
-    assert_eq!(sha(&files.read("c/big.bin").await.expect("read")), sha(&data));
+    assert_eq!(
+        sha(&files.read("c/big.bin").await.expect("read")),
+        sha(&data)
+    );
     // Two whole chunks: the last one is empty and names the sha256.
     let exact = noise(32 * MIB, 22);
-    let entry = files.write("c/exact.bin", exact.clone()).await.expect("write");
+    let entry = files
+        .write("c/exact.bin", exact.clone())
+        .await
+        .expect("write");
     assert_eq!(entry.size, exact.len() as u64);
-    assert_eq!(sha(&files.read("c/exact.bin").await.expect("read")), sha(&exact));
+    assert_eq!(
+        sha(&files.read("c/exact.bin").await.expect("read")),
+        sha(&exact)
+    );
     let names: Vec<String> = files
         .list("c")
         .await
@@ -644,6 +653,9 @@ async fn an_agent_without_chunked_import_gets_one_staged_object() {
         seen.lock().unwrap().as_deref(),
         Some("temp file: false, multipart uploads: 1")
     );
-    assert_eq!(sha(&files.read("o/big.bin").await.expect("read")), sha(&data));
+    assert_eq!(
+        sha(&files.read("o/big.bin").await.expect("read")),
+        sha(&data)
+    );
     assert_prefix_empty(&w.s3).await;
 }
