@@ -101,6 +101,12 @@ pub struct AgentConfig {
     /// UNIMPLEMENTED, as an agent built before them: how the tests exercise
     /// the SDK's fallback to gRPC.
     pub transfers: bool,
+    /// Take a StartImport's chunks (`chunk_gets`) and announce it in
+    /// Health's `features.chunked_import` (default `true`; only with
+    /// [`AgentConfig::transfers`]). `false` makes an agent that ignores
+    /// the chunks, as the reference's: how the tests exercise the SDK's
+    /// single-object staged write.
+    pub chunked_import: bool,
     /// How often the metrics history is sampled (default `Some(5 s)`,
     /// [`DEFAULT_METRICS_INTERVAL`]; tests shorten it). `None` answers
     /// Metrics and MetricsHistory UNIMPLEMENTED, as an agent built before
@@ -195,6 +201,7 @@ impl Default for AgentConfig {
             local_s3_endpoint: None,
             persistence: PersistenceAccess::Aws,
             transfers: true,
+            chunked_import: true,
             metrics_interval: Some(DEFAULT_METRICS_INTERVAL),
             egress: true,
             gateway: crate::gateway::GatewayOptions::default(),
@@ -336,6 +343,9 @@ impl Agent {
                 .transfers
                 .set_endpoint(crate::transfer::S3Endpoint::Local(addr));
         }
+        shared
+            .transfers
+            .set_chunked_import(config.transfers && config.chunked_import);
         shared.persist.set_access(config.persistence.clone());
         match template {
             None => {}
@@ -359,6 +369,7 @@ impl Agent {
 
         let routes = tonic::service::Routes::new(
             pb::health_service_server::HealthServiceServer::new(HealthServiceImpl {
+                chunked_import: shared.transfers.chunked_import(),
                 run: shared.run.clone(),
                 code: shared.code.clone(),
                 template: shared.template.clone(),

@@ -32,6 +32,8 @@ pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// `rayito.v1.HealthService`.
 #[derive(Clone, Debug)]
 pub(crate) struct HealthServiceImpl {
+    /// StartImport takes chunks (`AgentConfig::chunked_import`).
+    pub(crate) chunked_import: bool,
     pub(crate) run: Arc<RunState>,
     /// The default kernel's readiness and failure.
     pub(crate) code: CodeServiceImpl,
@@ -72,7 +74,8 @@ impl HealthServiceImpl {
     /// not implement answers UNSUPPORTED), and of its sections the secret
     /// gateway, where it can verify an upstream, S3 mounts, where it can
     /// mount (FUSE, a mount namespace, a helper), EFS volumes, and
-    /// lifecycle events unless switched off (`AgentConfig::lifecycle_events`).
+    /// lifecycle events unless switched off (`AgentConfig::lifecycle_events`),
+    /// and chunked imports likewise (`AgentConfig::chunked_import`).
     fn features(&self) -> pb::AgentFeatures {
         let secret_gateway = self.gateways.supported();
         pb::AgentFeatures {
@@ -83,6 +86,7 @@ impl HealthServiceImpl {
             lifecycle_events: self.events.supported(),
             telemetry_export: self.telemetry.supported(),
             template_start: true,
+            chunked_import: self.chunked_import,
             root_egress: if secret_gateway {
                 vec![pb::RootEgressClass::SecretGatewayUpstream as i32]
             } else {

@@ -32,6 +32,7 @@ async fn health_before_run_is_anonymous_and_has_no_sandbox_id() {
             secret_gateway: true,
             lifecycle_events: true,
             telemetry_export: true,
+            chunked_import: true,
             root_egress: vec![pb::RootEgressClass::SecretGatewayUpstream as i32],
             ..pb::AgentFeatures::default()
         }

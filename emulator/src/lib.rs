@@ -168,6 +168,10 @@ pub struct EmulatorConfig {
     /// UNIMPLEMENTED, as agents built before them (see
     /// `AgentConfig::transfers`).
     pub agent_transfers: bool,
+    /// Whether every MicroVM's agent takes chunked imports (default
+    /// `true`); `false` starts agents that ignore the chunks, as the
+    /// reference's (see `AgentConfig::chunked_import`).
+    pub agent_chunked_import: bool,
     /// Every MicroVM agent's metrics history interval (default `Some(5 s)`;
     /// see `AgentConfig::metrics_interval`); `None` starts agents that answer
     /// Metrics and MetricsHistory UNIMPLEMENTED, as agents built before them.
@@ -263,6 +267,7 @@ impl Default for EmulatorConfig {
             sandbox_limits: SandboxLimits::default(),
             access_keys: vec![AccessKey::generate()],
             agent_transfers: true,
+            agent_chunked_import: true,
             agent_metrics: Some(rayito_agent::agent::DEFAULT_METRICS_INTERVAL),
             agent_slow_subscriber_grace: rayito_agent::agent::DEFAULT_SLOW_SUBSCRIBER_GRACE,
             agent_retained_after_end: rayito_agent::agent::DEFAULT_RETAINED_AFTER_END,
@@ -394,6 +399,7 @@ impl Emulator {
                 access_keys: config.access_keys,
                 s3_addr,
                 agent_transfers: config.agent_transfers,
+                agent_chunked_import: config.agent_chunked_import,
                 agent_metrics: config.agent_metrics,
                 agent_slow_subscriber_grace: config.agent_slow_subscriber_grace,
                 agent_retained_after_end: config.agent_retained_after_end,

@@ -134,6 +134,7 @@ async fn prepare(
         // Never AWS's: the sandbox's role is known at RunMicrovm ([`create`]).
         persistence: PersistenceAccess::Local(None),
         transfers: shared.settings.agent_transfers,
+        chunked_import: shared.settings.agent_chunked_import,
         metrics_interval: shared.settings.agent_metrics,
         slow_subscriber_grace: shared.settings.agent_slow_subscriber_grace,
         retained_after_end: shared.settings.agent_retained_after_end,

@@ -53,6 +53,8 @@ pub(crate) struct Settings {
     pub(crate) s3_addr: SocketAddr,
     /// Whether agents serve transfers (`EmulatorConfig::agent_transfers`).
     pub(crate) agent_transfers: bool,
+    /// Whether agents take chunked imports (`EmulatorConfig::agent_chunked_import`).
+    pub(crate) agent_chunked_import: bool,
     /// The agents' metrics sampling (`EmulatorConfig::agent_metrics`).
     pub(crate) agent_metrics: Option<std::time::Duration>,
     /// The agents' wait for a slow output reader

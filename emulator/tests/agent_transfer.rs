@@ -839,3 +839,265 @@ async fn an_export_refuses_bad_part_lists_before_any_call() {
         .expect_err("still nothing");
     assert_eq!(w.read(key).await, None);
 }
+
+/// A chunked import (issue 44, item 4) of `chunks` chunks of `key`: every
+/// chunk's GET and DELETE presigned, expiring in `expires_ms`.
+async fn chunked_request(
+    w: &World,
+    path: &str,
+    key: &str,
+    chunks: usize,
+    expires_ms: i64,
+) -> pb::StartImportRequest {
+    let mut chunk_gets = Vec::new();
+    let mut chunk_deletes = Vec::new();
+    for i in 0..chunks {
+        chunk_gets.push(w.get(&format!("{key}.{i}")).await);
+        chunk_deletes.push(w.delete(&format!("{key}.{i}")).await);
+    }
+    pb::StartImportRequest {
+        path: path.into(),
+        object: Some(object(key)),
+        expires_at_unix_ms: in_ms(expires_ms),
+        chunk_gets,
+        chunk_deletes,
+        ..Default::default()
+    }
+}
+
+impl World {
+    /// PUTs chunk `index` of `key`; the last one names the file's sha256.
+    async fn put_chunk(&self, key: &str, index: usize, body: &[u8], last_of: Option<&[u8]>) {
+        let mut put = self
+            .s3
+            .put_object()
+            .bucket(BUCKET)
+            .key(format!("{key}.{index}"))
+            .body(ByteStream::from(body.to_vec()));
+        if let Some(whole) = last_of {
+            put = put.metadata("rayito-sha256", sha_hex(whole));
+        }
+        put.send().await.expect("put a chunk");
+    }
+
+    /// Names in the directory of `guest` (a temporary file shows here).
+    fn siblings(&self, guest: &str) -> Vec<String> {
+        let host = self.agent.host_path(guest);
+        let dir = host.parent().expect("a directory");
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Health announces `chunked_import`; the chunks are taken in order, each
+/// waited for while it is not there yet (the SDK uploads it meanwhile),
+/// into one file, and each is deleted once read; the last is the one that
+/// names the sha256, even with URLs to spare, and may be empty.
+#[tokio::test]
+async fn a_chunked_import_takes_its_chunks_in_order_as_they_appear() {
+    let w = world().await;
+    assert!(w.agent.features().await.chunked_import);
+    let key = "rayito-transfer/sbx/up/0100";
+    let body = noise(5 << 20, 11);
+    let (a, b) = body.split_at(3 << 20);
+    w.put_chunk(key, 0, a, None).await;
+    let req = chunked_request(&w, "data/chunked.bin", key, 8, 600_000).await;
+    let id = w.start_import(req).await.expect("accepted");
+    // Chunk 0 is read and deleted; the import waits for chunk 1.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while w.read(&format!("{key}.0")).await.is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "chunk 0 was not read"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !w.agent.host_path("/home/user/data/chunked.bin").exists(),
+        "no file before the last chunk"
+    );
+    w.put_chunk(key, 1, b, None).await;
+    w.put_chunk(key, 2, b"", Some(&body)).await;
+    let states = w.watch(&id).await;
+    let done = states.last().expect("a state");
+    assert_eq!(done.phase, pb::TransferPhase::Done as i32, "{done:?}");
+    assert_eq!(done.sha256, sha_hex(&body));
+    assert_eq!(done.bytes_total, body.len() as u64);
+    assert!(done.probes >= 1, "it waited for chunk 1: {done:?}");
+    assert_eq!(
+        std::fs::read(w.agent.host_path("/home/user/data/chunked.bin")).expect("file"),
+        body
+    );
+    assert_eq!(w.siblings("/home/user/data/chunked.bin"), ["chunked.bin"]);
+    for i in 0..3 {
+        assert_eq!(w.read(&format!("{key}.{i}")).await, None, "chunk {i}");
+    }
+}
+
+/// A chunk whose bytes are not the ones the last chunk's sha256 names
+/// (changed in S3 on the way), and a last chunk that never comes: the
+/// import fails with the pinned reason, no file and no temporary file are
+/// left, and the chunks it read are deleted.
+#[tokio::test]
+async fn a_corrupted_or_missing_chunk_leaves_no_file() {
+    let w = world().await;
+    let key = "rayito-transfer/sbx/up/0101";
+    let body = noise(2 << 20, 12);
+    let (a, b) = body.split_at(1 << 20);
+    let mut bad = b.to_vec();
+    bad[100] ^= 1;
+    w.put_chunk(key, 0, a, None).await;
+    w.put_chunk(key, 1, &bad, Some(&body)).await;
+    let req = chunked_request(&w, "bad/c.bin", key, 4, 600_000).await;
+    let id = w.start_import(req).await.expect("accepted");
+    let end = w.watch(&id).await.pop().expect("state");
+    assert_eq!(
+        ending(&end),
+        (
+            pb::TransferPhase::Failed as i32,
+            "failed_precondition".into(),
+            "checksum_mismatch: the bytes' sha256 is not the expected one".into()
+        )
+    );
+    assert!(!w.agent.host_path("/home/user/bad/c.bin").exists());
+    assert!(w.siblings("/home/user/bad/c.bin").is_empty());
+    assert_eq!(w.read(&format!("{key}.0")).await, None);
+    assert_eq!(w.read(&format!("{key}.1")).await, None);
+
+    // Chunk 1 never comes: the URLs expire.
+    let key = "rayito-transfer/sbx/up/0102";
+    w.put_chunk(key, 0, a, None).await;
+    let req = chunked_request(&w, "bad/m.bin", key, 4, 2000).await;
+    let id = w.start_import(req).await.expect("accepted");
+    let end = w.watch(&id).await.pop().expect("state");
+    assert_eq!(
+        ending(&end),
+        (
+            pb::TransferPhase::Failed as i32,
+            "deadline_exceeded".into(),
+            "expired: the transfer did not finish before its URLs expired".into()
+        )
+    );
+    assert!(end.probes >= 3, "it kept asking for chunk 1: {end:?}");
+    assert!(!w.agent.host_path("/home/user/bad/m.bin").exists());
+    assert!(w.siblings("/home/user/bad/m.bin").is_empty());
+    assert_eq!(w.read(&format!("{key}.0")).await, None);
+
+    // Chunks that all came without one naming the sha256: not the file.
+    let key = "rayito-transfer/sbx/up/0103";
+    w.put_chunk(key, 0, a, None).await;
+    w.put_chunk(key, 1, b, None).await;
+    let req = chunked_request(&w, "bad/n.bin", key, 2, 600_000).await;
+    let id = w.start_import(req).await.expect("accepted");
+    let end = w.watch(&id).await.pop().expect("state");
+    assert_eq!(
+        ending(&end).2,
+        "checksum_mismatch: the bytes' sha256 is not the expected one"
+    );
+    assert!(!w.agent.host_path("/home/user/bad/n.bin").exists());
+}
+
+/// Every chunk URL must name its own chunk (`<key>.<index>`); the chunk
+/// lists are bounded and checked before any call.
+#[tokio::test]
+async fn chunk_urls_are_checked_before_any_call() {
+    let w = world().await;
+    let key = "rayito-transfer/sbx/up/0104";
+    w.put_chunk(key, 0, b"kept", None).await;
+    let other = w.get(&format!("{key}.0")).await;
+    let cases: Vec<(&str, Edit)> = vec![
+        (
+            "a presigned URL does not name the request's object",
+            Box::new(move |r| r.chunk_gets[1] = other.clone()),
+        ),
+        (
+            "chunk_deletes must be empty or one per chunk",
+            Box::new(|r| {
+                r.chunk_deletes.pop();
+            }),
+        ),
+        (
+            "more than 1024 chunks",
+            Box::new(|r| {
+                let first = r.chunk_gets[0].clone();
+                r.chunk_gets.resize(1025, first);
+                r.chunk_deletes.clear();
+            }),
+        ),
+        (
+            "a chunked import needs expires_at and no wait_for_object",
+            Box::new(|r| r.wait_for_object = true),
+        ),
+        (
+            "a chunked import needs expires_at and no wait_for_object",
+            Box::new(|r| r.expires_at_unix_ms = 0),
+        ),
+    ];
+    for (message, edit) in cases {
+        let mut req = chunked_request(&w, "refused.bin", key, 3, 600_000).await;
+        edit(&mut req);
+        let e = w.start_import(req).await.expect_err(message);
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+        assert_eq!(e.message(), message);
+        assert_clean(e.message(), key, "refused.bin");
+    }
+    assert_eq!(
+        w.read(&format!("{key}.0")).await.as_deref(),
+        Some(&b"kept"[..])
+    );
+    assert!(!w.agent.host_path("/home/user/refused.bin").exists());
+}
+
+/// An agent without chunked imports (`AgentConfig::chunked_import` off, as
+/// the reference's) announces none and ignores the chunks: the import is
+/// of the one object `get` names.
+#[tokio::test]
+async fn an_agent_without_chunked_import_ignores_the_chunks() {
+    let emu = Emulator::start(EmulatorConfig::default())
+        .await
+        .expect("emulator starts");
+    let s3 = emulator_support::s3::client(&emu);
+    s3.create_bucket()
+        .bucket(BUCKET)
+        .send()
+        .await
+        .expect("bucket");
+    let addr = emu
+        .s3_endpoint_url()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("an address");
+    let agent = TestAgent::start_config(AgentConfig {
+        local_s3_endpoint: Some(addr),
+        chunked_import: false,
+        ..AgentConfig::default()
+    })
+    .await;
+    let (status, _) = agent.run(&support::payload(serde_json::json!({}))).await;
+    assert_eq!(status, 200);
+    let w = World { emu, s3, agent };
+    assert!(!w.agent.features().await.chunked_import);
+    let key = "rayito-transfer/sbx/up/0105";
+    let whole = noise(1 << 20, 13);
+    w.put(key, whole.clone()).await;
+    w.put_chunk(key, 0, b"a chunk", Some(b"a chunk")).await;
+    let mut req = chunked_request(&w, "old.bin", key, 2, 600_000).await;
+    req.get = Some(w.get(key).await);
+    req.delete = Some(w.delete(key).await);
+    let id = w.start_import(req).await.expect("accepted");
+    let end = w.watch(&id).await.pop().expect("state");
+    assert_eq!(end.phase, pb::TransferPhase::Done as i32, "{end:?}");
+    assert_eq!(
+        std::fs::read(w.agent.host_path("/home/user/old.bin")).expect("file"),
+        whole
+    );
+    assert_eq!(w.read(key).await, None);
+    assert!(
+        w.read(&format!("{key}.0")).await.is_some(),
+        "chunks untouched"
+    );
+}

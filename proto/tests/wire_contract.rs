@@ -123,11 +123,28 @@ fn oneof_name(m: &DescriptorProto, f: &FieldDescriptorProto) -> Option<String> {
 /// 100 or above so that no reference field of a later version takes the
 /// number (`<file>: <message>`, number, name). An agent that does not know
 /// one ignores it (proto3). docs/architecture.md lists them.
-const EXTENSIONS: &[(&str, i32, &str)] = &[(
-    "rayito/v1/telemetry_export.proto: TelemetryExportConfig",
-    100,
-    "endpoint",
-)];
+const EXTENSIONS: &[(&str, i32, &str)] = &[
+    (
+        "rayito/v1/telemetry_export.proto: TelemetryExportConfig",
+        100,
+        "endpoint",
+    ),
+    (
+        "rayito/v1/filesystem.proto: StartImportRequest",
+        100,
+        "chunk_gets",
+    ),
+    (
+        "rayito/v1/filesystem.proto: StartImportRequest",
+        101,
+        "chunk_deletes",
+    ),
+    (
+        "rayito/v1/features.proto: AgentFeatures",
+        100,
+        "chunked_import",
+    ),
+];
 
 fn compare_fields(at: &str, o: &DescriptorProto, t: &DescriptorProto, d: &mut Vec<String>) {
     let o_fields: BTreeMap<i32, _> = o.field.iter().map(|f| (f.number(), f)).collect();

@@ -45,6 +45,19 @@ const MAX_UPLOAD_PARTS: u64 = 10_000;
 const MAX_EXPORT_PARTS: u64 = 1_000;
 /// Feature name of the probe.
 const PROBE: &str = "files.transfer_probe";
+/// A chunk of a chunked staged write (agents whose Health announces
+/// `features.chunked_import`; issue 44, item 4): one PutObject each, one
+/// uploading while the next fills, so about two held
+/// (docs/performance.md, "Staged transfers").
+pub(crate) const CHUNK: u64 = 16 * MIB;
+/// The most a chunked write carries (S3's largest single object): its
+/// chunks' URLs are presigned before the first byte, 320 of them.
+const MAX_CHUNKED_BYTES: u64 = 5 << 30;
+/// The user metadata of the last chunk, the file's sha256 (the agent reads
+/// it as `x-amz-meta-rayito-sha256`).
+const LAST_CHUNK_METADATA: &str = "rayito-sha256";
+/// How long the Health probe of `chunked_import` may take, at most.
+const HEALTH_PROBE: Duration = Duration::from_secs(5);
 
 /// A sandbox's staging and what its agent serves, shared by the handle's
 /// clones.
@@ -53,6 +66,8 @@ pub(crate) struct SandboxStaging {
     pub(crate) staging: Option<S3Staging>,
     /// Whether the agent serves transfers, once probed.
     supported: OnceCell<bool>,
+    /// Whether its StartImport takes chunks, once Health said.
+    chunked: OnceCell<bool>,
 }
 
 impl SandboxStaging {
@@ -60,8 +75,31 @@ impl SandboxStaging {
         Self {
             staging,
             supported: OnceCell::new(),
+            chunked: OnceCell::new(),
         }
     }
+}
+
+/// Whether the agent takes chunked imports: Health's
+/// `features.chunked_import`, asked once per sandbox (an agent without
+/// features, the reference's included, does not). A failure is returned
+/// and not cached.
+async fn chunked_import(sandbox: &Sandbox) -> Result<bool, SandboxError> {
+    sandbox
+        .staged()
+        .chunked
+        .get_or_try_init(|| async {
+            let health = sandbox
+                .conn()
+                .health(
+                    HEALTH_PROBE.min(sandbox.request_timeout()),
+                    crate::transport::ConnectRetry::Ladder,
+                )
+                .await?;
+            Ok(health.features.is_some_and(|f| f.chunked_import))
+        })
+        .await
+        .copied()
 }
 
 /// The capability probe, once per sandbox: `GetTransfer("")` answers
@@ -147,6 +185,8 @@ fn s3_unavailable() -> SandboxError {
 struct Cleanup {
     s3: Option<(Objects, String, String)>,
     upload_id: Option<String>,
+    /// The chunks of a chunked write the SDK uploaded (or began to).
+    chunks: Vec<String>,
 }
 
 impl Cleanup {
@@ -158,6 +198,7 @@ impl Cleanup {
                 key.to_owned(),
             )),
             upload_id: None,
+            chunks: Vec::new(),
         }
     }
 
@@ -165,7 +206,8 @@ impl Cleanup {
     /// expires staging objects after a day).
     async fn now(&mut self) {
         if let Some((client, bucket, key)) = self.s3.take() {
-            remove(client, bucket, key, self.upload_id.take()).await;
+            let chunks = std::mem::take(&mut self.chunks);
+            remove(client, bucket, key, self.upload_id.take(), chunks).await;
         }
     }
 }
@@ -176,12 +218,25 @@ impl Drop for Cleanup {
             && let Ok(rt) = tokio::runtime::Handle::try_current()
         {
             let upload_id = self.upload_id.take();
-            rt.spawn(remove(client, bucket, key, upload_id));
+            let chunks = std::mem::take(&mut self.chunks);
+            rt.spawn(remove(client, bucket, key, upload_id, chunks));
         }
     }
 }
 
-async fn remove(client: Objects, bucket: String, key: String, upload_id: Option<String>) {
+async fn remove(
+    client: Objects,
+    bucket: String,
+    key: String,
+    upload_id: Option<String>,
+    chunks: Vec<String>,
+) {
+    for chunk in chunks {
+        if let Err(failure) = client.delete_object(&bucket, &chunk).await {
+            let e = s3_failure(failure);
+            tracing::warn!(target: "rayito::transfer", kind = %e.kind(), "a staging chunk could not be deleted; the bucket's lifecycle rule expires it");
+        }
+    }
     if let Some(id) = upload_id {
         let aborted = client.abort_multipart_upload(&bucket, &key, &id).await;
         if let Err(failure) = aborted {
@@ -439,9 +494,43 @@ where
     let signer = Signer::new(sandbox, staging, feature)?;
     let key = staging.key(sandbox.id(), "up");
     let mut cleanup = Cleanup::new(&signer, &key);
-    let outcome = write_through(sandbox, &signer, &key, path, chunks, feature, &mut cleanup).await;
+    let outcome = if chunked_import(sandbox).await? {
+        // The first chunk decides: a write shorter than one keeps the
+        // single object (one PutObject, no chunk URLs to presign).
+        let mut chunks = Box::pin(chunks);
+        let mut cut = Parts {
+            pending: BytesMut::new(),
+            rest: Bytes::new(),
+            size: CHUNK as usize,
+        };
+        let first = loop {
+            if let Some(first) = cut.take() {
+                break Some(first);
+            }
+            match chunks.next().await {
+                Some(bytes) => cut.rest = bytes,
+                None => break None,
+            }
+        };
+        match first {
+            Some(first) => {
+                let source = Source {
+                    first,
+                    cut,
+                    rest: chunks,
+                };
+                write_chunked(sandbox, &signer, &key, path, source, feature, &mut cleanup).await
+            }
+            None => {
+                let short = futures_util::stream::iter([cut.pending.split().freeze()]);
+                write_through(sandbox, &signer, &key, path, short, feature, &mut cleanup).await
+            }
+        }
+    } else {
+        write_through(sandbox, &signer, &key, path, chunks, feature, &mut cleanup).await
+    };
     match outcome {
-        // The agent deleted the object.
+        // The agent deleted the object (or every chunk).
         Ok(entry) => {
             cleanup.s3 = None;
             Ok(entry)
@@ -484,6 +573,8 @@ where
         max_bytes: size,
         expected_sha256: sha256,
         metadata: Default::default(),
+        chunk_gets: Vec::new(),
+        chunk_deletes: Vec::new(),
     };
     let started = sandbox
         .conn()
@@ -504,19 +595,223 @@ where
     }
 }
 
-/// Cuts a stream into parts of exactly [`UPLOAD_PART`] bytes (the last one
+/// The key of chunk `index` of a chunked write to `key` (the agent checks
+/// every chunk URL names exactly this).
+fn chunk_key(key: &str, index: usize) -> String {
+    format!("{key}.{index}")
+}
+
+/// A chunked staged write: the import starts first, with every chunk's GET
+/// and DELETE presigned, and the agent downloads chunk `i` while the SDK
+/// uploads chunk `i + 1`; the last chunk carries the file's sha256, which
+/// the agent checks before the rename. An import that fails meanwhile
+/// stops the upload.
+async fn write_chunked<S>(
+    sandbox: &Sandbox,
+    signer: &Signer,
+    key: &str,
+    path: &str,
+    source: Source<S>,
+    feature: &'static str,
+    cleanup: &mut Cleanup,
+) -> Result<EntryInfo, SandboxError>
+where
+    S: Stream<Item = Bytes> + Send + Unpin,
+{
+    let count = usize::try_from(MAX_CHUNKED_BYTES.div_ceil(CHUNK)).unwrap_or(usize::MAX);
+    let life = deadline(sandbox, MAX_CHUNKED_BYTES).saturating_add(EXPORT_URL_BASE);
+    let mut chunk_gets = Vec::with_capacity(count);
+    let mut chunk_deletes = Vec::with_capacity(count);
+    for index in 0..count {
+        let chunk = chunk_key(key, index);
+        let get = Request::Get { attachment: None };
+        chunk_gets.push(signer.sign(&chunk, get, life, feature).await?);
+        chunk_deletes.push(signer.sign(&chunk, Request::Delete, life, feature).await?);
+    }
+    let request = pb::StartImportRequest {
+        path: path.to_owned(),
+        user: None,
+        mode: None,
+        object: Some(signer.object(key)),
+        get: None,
+        delete: None,
+        wait_for_object: false,
+        expires_at_unix_ms: unix_ms(std::time::SystemTime::now() + life),
+        max_bytes: MAX_CHUNKED_BYTES,
+        expected_sha256: String::new(),
+        metadata: Default::default(),
+        chunk_gets,
+        chunk_deletes,
+    };
+    let started = sandbox
+        .conn()
+        .start_import(request, feature, sandbox.request_timeout())
+        .await?;
+    let id = started.transfer_id;
+    let ended = {
+        let upload = upload_chunks(signer, key, source, count, feature, cleanup);
+        let watch = watch_to_end(sandbox, &id, feature, life);
+        tokio::pin!(upload);
+        tokio::pin!(watch);
+        tokio::select! {
+            uploaded = &mut upload => match uploaded {
+                Ok(size) => {
+                    let after = deadline(sandbox, size);
+                    match tokio::time::timeout(after, &mut watch).await {
+                        Ok(watched) => watched,
+                        Err(_) => Err(SandboxError::timeout(
+                            crate::error::TimeoutScope::Request,
+                            feature,
+                            Some(after),
+                        )),
+                    }
+                }
+                Err(e) => Err(e),
+            },
+            // The import ended before the last chunk was up: its failure.
+            watched = &mut watch => watched,
+        }
+    };
+    let state = match ended {
+        Ok(state) => state,
+        Err(e) => {
+            cancel(sandbox, &id, feature).await;
+            return Err(e);
+        }
+    };
+    match phase(state.phase) {
+        TransferPhase::Done => {
+            // The agent deleted every chunk it read.
+            cleanup.chunks.clear();
+            state.entry.map(entry_info).ok_or_else(|| {
+                SandboxError::protocol_violation(feature, "a done import named no file")
+            })
+        }
+        _ => Err(state_error(&state)),
+    }
+}
+
+type ChunkTask = tokio::task::JoinHandle<Result<(), SandboxError>>;
+
+/// A chunked write's bytes: the first chunk, already cut, the cutter with
+/// what followed it, and the rest of the stream.
+struct Source<S> {
+    first: Bytes,
+    cut: Parts,
+    rest: S,
+}
+
+/// Uploads the stream as chunks of [`CHUNK`] bytes (the last one shorter,
+/// empty when the size is a multiple of it, and carrying the sha256), one
+/// PutObject at a time while the next chunk fills. Returns the size.
+async fn upload_chunks<S>(
+    signer: &Signer,
+    key: &str,
+    source: Source<S>,
+    count: usize,
+    feature: &'static str,
+    cleanup: &mut Cleanup,
+) -> Result<u64, SandboxError>
+where
+    S: Stream<Item = Bytes> + Send + Unpin,
+{
+    // Aborts the chunk upload still running when this returns early.
+    struct AbortOnDrop(Option<ChunkTask>);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            if let Some(task) = &self.0 {
+                task.abort();
+            }
+        }
+    }
+    let client = signer.client();
+    let Source {
+        first,
+        mut cut,
+        rest: mut chunks,
+    } = source;
+    let mut next = Some(first);
+    let mut hash = Sha256::new();
+    let mut size: u64 = 0;
+    let mut index = 0usize;
+    let mut running = AbortOnDrop(None);
+    let mut ended = false;
+    loop {
+        let chunk = match next.take().or_else(|| cut.take()) {
+            Some(chunk) => chunk,
+            None if ended => break,
+            None => {
+                match chunks.next().await {
+                    Some(bytes) => cut.rest = bytes,
+                    None => ended = true,
+                }
+                continue;
+            }
+        };
+        // The last URL is the last chunk's: a full one never takes it.
+        if index + 1 >= count {
+            return Err(SandboxError::invalid_argument(
+                "chunks",
+                "the data is larger than 5 GiB; write it in several files",
+            ));
+        }
+        hash.update(&chunk);
+        size = size.saturating_add(chunk.len() as u64);
+        if let Some(task) = running.0.take() {
+            chunk_done(task, feature).await?;
+        }
+        let chunk_key = chunk_key(key, index);
+        cleanup.chunks.push(chunk_key.clone());
+        let (client, bucket) = (client.clone(), signer.bucket.clone());
+        running.0 = Some(tokio::spawn(async move {
+            client
+                .put_object(&bucket, &chunk_key, chunk)
+                .await
+                .map_err(s3_failure)
+        }));
+        index += 1;
+    }
+    let last = cut.pending.split().freeze();
+    hash.update(&last);
+    size = size.saturating_add(last.len() as u64);
+    let sha256 = hex(&hash.finalize());
+    if let Some(task) = running.0.take() {
+        chunk_done(task, feature).await?;
+    }
+    let chunk_key = chunk_key(key, index);
+    cleanup.chunks.push(chunk_key.clone());
+    client
+        .put_object_with(
+            &signer.bucket,
+            &chunk_key,
+            last,
+            Some((LAST_CHUNK_METADATA, &sha256)),
+        )
+        .await
+        .map_err(s3_failure)?;
+    Ok(size)
+}
+
+async fn chunk_done(task: ChunkTask, feature: &'static str) -> Result<(), SandboxError> {
+    task.await
+        .map_err(|_| SandboxError::internal(feature, "a chunk upload stopped"))?
+}
+
+/// Cuts a stream into parts of exactly `size` bytes (the last one
 /// shorter): views of the caller's buffers where a whole part lies in one,
 /// copies otherwise.
 struct Parts {
     pending: BytesMut,
     /// The rest of the current input chunk.
     rest: Bytes,
+    /// The part size ([`UPLOAD_PART`], or [`CHUNK`]).
+    size: usize,
 }
 
 impl Parts {
     /// The next full part from `rest` and `pending`, if one is complete.
     fn take(&mut self) -> Option<Bytes> {
-        let part = UPLOAD_PART as usize;
+        let part = self.size;
         loop {
             if self.rest.is_empty() {
                 return None;
@@ -552,6 +847,7 @@ where
     let mut parts = Parts {
         pending: BytesMut::new(),
         rest: Bytes::new(),
+        size: UPLOAD_PART as usize,
     };
     let mut hash = Sha256::new();
     let mut size: u64 = 0;
@@ -818,6 +1114,7 @@ mod tests {
             cleanup: Cleanup {
                 s3: None,
                 upload_id: None,
+                chunks: Vec::new(),
             },
             ended: false,
         }
@@ -903,6 +1200,7 @@ mod tests {
         let mut p = Parts {
             pending: BytesMut::new(),
             rest: Bytes::from(vec![1u8; (2 * UPLOAD_PART + 5) as usize]),
+            size: UPLOAD_PART as usize,
         };
         let base = p.rest.as_ptr() as usize;
         let a = p.take().unwrap();

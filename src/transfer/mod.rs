@@ -496,6 +496,8 @@ impl Files<'_> {
             max_bytes,
             expected_sha256: String::new(),
             metadata: Default::default(),
+            chunk_gets: Vec::new(),
+            chunk_deletes: Vec::new(),
         };
         let started = sandbox
             .conn()

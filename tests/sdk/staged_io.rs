@@ -512,3 +512,153 @@ async fn a_byte_flipped_in_the_staged_object_is_a_checksum_mismatch() {
     drop(w);
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `data` in 1 MiB pieces; once `pause_after` bytes were handed out, the
+/// stream looks at the sandbox and the bucket (`look`, its answer kept in
+/// `seen`) before it hands out the rest.
+fn looking_stream(
+    data: Vec<u8>,
+    pause_after: usize,
+    look: impl FnOnce() -> futures_util::future::BoxFuture<'static, String> + Send + 'static,
+    seen: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+) -> impl futures_util::Stream<Item = Bytes> + Send + 'static {
+    let data = Bytes::from(data);
+    futures_util::stream::unfold((0usize, Some(look)), move |(at, mut look)| {
+        let data = data.clone();
+        let seen = seen.clone();
+        async move {
+            if at >= data.len() {
+                return None;
+            }
+            if at >= pause_after
+                && let Some(look) = look.take()
+            {
+                *seen.lock().unwrap() = Some(look().await);
+            }
+            let end = (at + MIB).min(data.len());
+            Some((data.slice(at..end), (end, look)))
+        }
+    })
+}
+
+/// What the target's directory holds while a write is under way: the
+/// agent's temporary file, once it holds at least `min` bytes (waited for,
+/// at most 20 s), and whether the bucket holds any object.
+async fn look_at(sbx: Sandbox, s3: s3::Client, dir: &str, min: u64, wait: bool) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let temp = loop {
+        let temp = sbx
+            .files()
+            .list(dir)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .find(|e| e.name.starts_with(".rayito-tmp-") && e.size >= min);
+        if temp.is_some() || !wait || tokio::time::Instant::now() >= deadline {
+            break temp;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // The chunks are objects of their own; a multipart upload's parts are
+    // not objects until it completes.
+    let objects = s3
+        .list_objects_v2()
+        .bucket(BUCKET)
+        .send()
+        .await
+        .expect("list")
+        .contents()
+        .len();
+    format!("temp file: {}, objects: {}", temp.is_some(), objects > 0)
+}
+
+/// On an agent that announces `chunked_import` (issue 44, item 4), a large
+/// write goes as 16 MiB chunks the agent imports while the next one
+/// uploads: with 24 MiB of a 40 MiB stream handed out, the agent's
+/// temporary file already holds the first chunk. The file round-trips byte for byte, a size that is a multiple
+/// of the chunk too (its last chunk empty), and the staging prefix is
+/// empty afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_write_overlaps_the_agents_import_and_round_trips() {
+    let w = world().await;
+    let files = w.sbx.files();
+    let data = noise(40 * MIB + 5, 21);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (sbx, s3) = (w.sbx.clone(), w.s3.clone());
+    let look = move || -> futures_util::future::BoxFuture<'static, String> {
+        Box::pin(look_at(sbx, s3, "c", 16 * MIB as u64, true))
+    };
+    let stream = looking_stream(data.clone(), 24 * MIB, look, seen.clone());
+    let entry = files
+        .write_stream("c/big.bin", stream)
+        .await
+        .expect("write_stream");
+    assert_eq!(entry.size, data.len() as u64);
+    assert_eq!(
+        seen.lock()
+            .unwrap()
+            .as_deref()
+            .and_then(|s| s.split(',').next()),
+        Some("temp file: true"),
+        "the import runs while the stream still feeds the write"
+    );
+    assert_eq!(
+        sha(&files.read("c/big.bin").await.expect("read")),
+        sha(&data)
+    );
+    // Two whole chunks: the last one is empty and names the sha256.
+    let exact = noise(32 * MIB, 22);
+    let entry = files
+        .write("c/exact.bin", exact.clone())
+        .await
+        .expect("write");
+    assert_eq!(entry.size, exact.len() as u64);
+    assert_eq!(
+        sha(&files.read("c/exact.bin").await.expect("read")),
+        sha(&exact)
+    );
+    let names: Vec<String> = files
+        .list("c")
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names.len(), 2, "no temporary file left: {names:?}");
+    assert_prefix_empty(&w.s3).await;
+}
+
+/// An agent that does not announce `chunked_import` (as the reference's)
+/// gets today's single object: a multipart upload (no object while it is
+/// under way), and the import only after it (no temporary file while the
+/// stream still feeds the write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_without_chunked_import_gets_one_staged_object() {
+    let config = EmulatorConfig {
+        agent_chunked_import: false,
+        ..EmulatorConfig::default()
+    };
+    let w = world_in(config, true, staging()).await;
+    let files = w.sbx.files();
+    let data = noise(40 * MIB + 5, 23);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (sbx, s3) = (w.sbx.clone(), w.s3.clone());
+    let look = move || -> futures_util::future::BoxFuture<'static, String> {
+        Box::pin(look_at(sbx, s3, "o", 0, false))
+    };
+    let stream = looking_stream(data.clone(), 24 * MIB, look, seen.clone());
+    let entry = files
+        .write_stream("o/big.bin", stream)
+        .await
+        .expect("write_stream");
+    assert_eq!(entry.size, data.len() as u64);
+    assert_eq!(
+        seen.lock().unwrap().as_deref(),
+        Some("temp file: false, objects: false")
+    );
+    assert_eq!(
+        sha(&files.read("o/big.bin").await.expect("read")),
+        sha(&data)
+    );
+    assert_prefix_empty(&w.s3).await;
+}

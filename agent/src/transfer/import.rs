@@ -9,6 +9,14 @@
 //! file is created and renamed by descriptor in it, so sandbox code
 //! swapping a directory on the way for a symlink meanwhile cannot move the
 //! write out of the sandbox's view.
+//!
+//! A chunked import (`chunk_gets`, announced by Health's
+//! `features.chunked_import`; issue 44, item 4) takes the file as objects
+//! `<key>.0`, `<key>.1`, ... in order, each waited for with a fast poll
+//! ([`CHUNK_POLL_FIRST`] doubling to [`CHUNK_POLL_MAX`]) while the SDK
+//! uploads the next: one temporary file, one sha256 and one `max_bytes`
+//! over all of them. The chunk whose GET carries [`LAST_CHUNK_HEADER`]
+//! (the whole file's sha256) is the last; each chunk is deleted once read.
 
 use std::ffi::OsString;
 use std::io::Write as _;
@@ -40,6 +48,14 @@ const ATTEMPTS: u32 = 3;
 const QUEUED_CHUNKS: usize = 8;
 /// State updates while bytes move, at most this often.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+/// A chunk not there yet is asked for again after this, doubling...
+const CHUNK_POLL_FIRST: Duration = Duration::from_millis(10);
+/// ... up to this (the SDK is uploading it: a pipeline, not a ticket).
+const CHUNK_POLL_MAX: Duration = Duration::from_millis(250);
+/// Most chunks of one import (the SDK's 5 GiB in 16 MiB chunks is 320).
+pub(crate) const MAX_CHUNKS: usize = 1024;
+/// The response header of a chunk that is the last: the file's sha256.
+pub(crate) const LAST_CHUNK_HEADER: &str = "x-amz-meta-rayito-sha256";
 
 /// A checked StartImport.
 #[derive(Debug)]
@@ -54,6 +70,17 @@ pub(crate) struct ImportJob {
     deadline: Option<Instant>,
     max_bytes: u64,
     expected_sha256: String,
+    /// A chunked import's GET and DELETE of each chunk, in order (empty:
+    /// the one object of `get`).
+    chunks: Vec<(Checked, Option<Checked>)>,
+}
+
+/// The object of chunk `index` of `object`: `<key>.<index>`.
+fn chunk_object(object: &pb::S3Object, index: usize) -> pb::S3Object {
+    pb::S3Object {
+        key: format!("{}.{index}", object.key),
+        ..object.clone()
+    }
 }
 
 /// Everything StartImport refuses, before any I/O on S3.
@@ -72,7 +99,7 @@ pub(crate) fn accept(ctx: &Context, req: pb::StartImportRequest) -> Result<Impor
             "file metadata is not supported by the local agent",
         ));
     }
-    let expected_sha256 = req.expected_sha256;
+    let expected_sha256 = req.expected_sha256.clone();
     if !expected_sha256.is_empty()
         && (expected_sha256.len() != 64
             || !expected_sha256
@@ -92,10 +119,18 @@ pub(crate) fn accept(ctx: &Context, req: pb::StartImportRequest) -> Result<Impor
     }
     let object = url::check_object(req.object.as_ref())?;
     let endpoint = ctx.transfers.endpoint();
-    let get = url::check(req.get.as_ref(), object, endpoint)?;
-    let delete = match &req.delete {
-        Some(d) => Some(url::check(Some(d), object, endpoint)?),
-        None => None,
+    let chunks = check_chunks(&req, object, endpoint)?;
+    // A chunked import ignores `get` and `delete` (the chunks' own are
+    // used), as the extension fields say.
+    let (get, delete) = if chunks.is_empty() {
+        let get = url::check(req.get.as_ref(), object, endpoint)?;
+        let delete = match &req.delete {
+            Some(d) => Some(url::check(Some(d), object, endpoint)?),
+            None => None,
+        };
+        (get, delete)
+    } else {
+        chunks[0].clone()
     };
     // The directory must be able to hold the file; it is made now, as
     // the sandbox user, and held until the file is in it.
@@ -116,7 +151,49 @@ pub(crate) fn accept(ctx: &Context, req: pb::StartImportRequest) -> Result<Impor
         deadline,
         max_bytes: req.max_bytes,
         expected_sha256,
+        chunks,
     })
+}
+
+/// The chunks of a chunked import, each URL checked against its chunk's
+/// object: at most [`MAX_CHUNKS`], a DELETE per GET or none, not waiting
+/// for an upload ticket's object and with a deadline (the chunks are
+/// waited for until the URLs expire).
+#[allow(clippy::result_large_err)]
+fn check_chunks(
+    req: &pb::StartImportRequest,
+    object: &pb::S3Object,
+    endpoint: url::S3Endpoint,
+) -> Result<Vec<(Checked, Option<Checked>)>, Status> {
+    if req.chunk_gets.is_empty() && req.chunk_deletes.is_empty() {
+        return Ok(Vec::new());
+    }
+    if req.chunk_gets.len() > MAX_CHUNKS {
+        return Err(Status::invalid_argument("more than 1024 chunks"));
+    }
+    if !req.chunk_deletes.is_empty() && req.chunk_deletes.len() != req.chunk_gets.len() {
+        return Err(Status::invalid_argument(
+            "chunk_deletes must be empty or one per chunk",
+        ));
+    }
+    if req.wait_for_object || req.expires_at_unix_ms <= 0 {
+        return Err(Status::invalid_argument(
+            "a chunked import needs expires_at and no wait_for_object",
+        ));
+    }
+    req.chunk_gets
+        .iter()
+        .enumerate()
+        .map(|(i, get)| {
+            let chunk = chunk_object(object, i);
+            let get = url::check(Some(get), &chunk, endpoint)?;
+            let delete = match req.chunk_deletes.get(i) {
+                Some(d) => Some(url::check(Some(d), &chunk, endpoint)?),
+                None => None,
+            };
+            Ok((get, delete))
+        })
+        .collect()
 }
 
 fn request(checked: &Checked, method: http::Method) -> http::Request<web::Body> {
@@ -142,6 +219,9 @@ async fn import(
     entry: &Arc<Entry>,
     job: &ImportJob,
 ) -> Result<(), Reason> {
+    if !job.chunks.is_empty() {
+        return chunked(ctx, client, entry, job).await;
+    }
     let started = Instant::now();
     let mut failures = 0u32;
     let (response, _permit) = loop {
@@ -189,21 +269,7 @@ async fn import(
     // The staging object goes once it was read (a bad object is no use
     // either); a failed delete leaves it to the bucket's lifecycle rule.
     if let Some(delete) = &job.delete {
-        match client
-            .send(request(delete, http::Method::DELETE), web::IDLE_TIMEOUT)
-            .await
-        {
-            Ok(resp) => {
-                if !resp.status().is_success() {
-                    tracing::info!(
-                        status = resp.status().as_u16(),
-                        "transfer: the staging object was not deleted"
-                    );
-                }
-                web::drain(resp.into_body()).await;
-            }
-            Err(_) => tracing::info!("transfer: the staging object was not deleted"),
-        }
+        delete_object(client, delete).await;
     }
     let (info, sha256, bytes) = result?;
     entry.done(|s| {
@@ -213,6 +279,178 @@ async fn import(
         s.bytes_total = bytes;
     });
     Ok(())
+}
+
+/// DELETE of a staging object; a failure is logged (without the URL) and
+/// left to the bucket's lifecycle rule.
+async fn delete_object(client: &HttpClient, delete: &Checked) {
+    match client
+        .send(request(delete, http::Method::DELETE), web::IDLE_TIMEOUT)
+        .await
+    {
+        Ok(resp) => {
+            if !resp.status().is_success() {
+                tracing::info!(
+                    status = resp.status().as_u16(),
+                    "transfer: the staging object was not deleted"
+                );
+            }
+            web::drain(resp.into_body()).await;
+        }
+        Err(_) => tracing::info!("transfer: the staging object was not deleted"),
+    }
+}
+
+/// Waits for one chunk: its GET is asked again while S3 answers 404 (or
+/// 403, a missing key without ListBucket), after [`CHUNK_POLL_FIRST`]
+/// doubling to [`CHUNK_POLL_MAX`]; the deadline of the whole import
+/// bounds it. Other failures are retried [`ATTEMPTS`] times.
+async fn wait_chunk(
+    client: &HttpClient,
+    entry: &Arc<Entry>,
+    get: &Checked,
+) -> Result<http::Response<hyper::body::Incoming>, Reason> {
+    let mut pause = CHUNK_POLL_FIRST;
+    let mut failures = 0u32;
+    loop {
+        let answer = client
+            .send(request(get, http::Method::GET), web::IDLE_TIMEOUT)
+            .await;
+        match answer {
+            Ok(resp) if resp.status().is_success() => return Ok(resp),
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                web::drain(resp.into_body()).await;
+                if status != 403 && status != 404 {
+                    failures += 1;
+                }
+            }
+            Err(_) => failures += 1,
+        }
+        if failures >= ATTEMPTS {
+            return Err(Reason::S3Unavailable);
+        }
+        entry.update(|s| s.probes = s.probes.saturating_add(1));
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(CHUNK_POLL_MAX);
+    }
+}
+
+/// A chunked import: every chunk in order into one temporary file, each
+/// deleted once read (in the background, all awaited before the end);
+/// the file is renamed over the target only when the last chunk came and
+/// the sha256 of all bytes is the one it names (and `expected_sha256`,
+/// when set). Any failure deletes the chunk it stopped at.
+async fn chunked(
+    ctx: &Context,
+    client: &HttpClient,
+    entry: &Arc<Entry>,
+    job: &ImportJob,
+) -> Result<(), Reason> {
+    // Spawned, not joined in a set: a deadline or a cancel that drops this
+    // future must not abort the deletes under way.
+    let mut deletes = Vec::new();
+    let result = receive_chunks(ctx, client, entry, job, &mut deletes).await;
+    for delete in deletes {
+        let _ = delete.await;
+    }
+    let (info, sha256, bytes) = result?;
+    entry.done(|s| {
+        s.entry = Some(info);
+        s.sha256 = sha256;
+        s.bytes_done = bytes;
+        s.bytes_total = bytes;
+    });
+    Ok(())
+}
+
+async fn receive_chunks(
+    ctx: &Context,
+    client: &HttpClient,
+    entry: &Arc<Entry>,
+    job: &ImportJob,
+    deletes: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Result<(pb::EntryInfo, String, u64), Reason> {
+    let reserve = ctx.disk_reserve.load(Ordering::Relaxed);
+    let mut temp = Temp::create(&ctx.env, &job.dir, reserve, 0)?;
+    let file = temp.file.take().ok_or(Reason::DiskFull)?;
+    let (queue, pieces) = mpsc::channel::<Bytes>(QUEUED_CHUNKS);
+    let writer = tokio::task::spawn_blocking(move || write_all(file, pieces));
+    let mut received: u64 = 0;
+    let mut last: Option<String> = None;
+    let mut permit = None;
+    let streamed: Result<(), Reason> = async {
+        for (get, delete) in &job.chunks {
+            let response = wait_chunk(client, entry, get).await;
+            // Whatever came of it, the chunk is no use any more.
+            if let Some(delete) = delete.clone() {
+                let client = client.clone();
+                deletes.push(tokio::spawn(async move {
+                    delete_object(&client, &delete).await;
+                }));
+            }
+            let response = response?;
+            if permit.is_none() {
+                permit = Some(ctx.transfers.moving_slot().await?);
+                entry.update(|s| s.phase = pb::TransferPhase::Running as i32);
+            }
+            let headers = response.headers();
+            let length = headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            let sha = headers
+                .get(LAST_CHUNK_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let mut body = response.into_body();
+            let mut got: u64 = 0;
+            let mut reported = Instant::now();
+            while let Some(piece) = web::next_chunk(&mut body)
+                .await
+                .map_err(|_: CallError| Reason::S3Unavailable)?
+            {
+                got = got.saturating_add(piece.len() as u64);
+                received = received.saturating_add(piece.len() as u64);
+                if job.max_bytes > 0 && received > job.max_bytes {
+                    return Err(Reason::TooLarge);
+                }
+                if length.is_some_and(|len| got > len) {
+                    return Err(Reason::S3Unavailable);
+                }
+                if queue.send(piece).await.is_err() {
+                    // The writer stopped: its error says why.
+                    return Ok(());
+                }
+                if reported.elapsed() >= PROGRESS_EVERY {
+                    reported = Instant::now();
+                    entry.update(|s| s.bytes_done = received);
+                }
+            }
+            if length.is_some_and(|len| got != len) {
+                return Err(Reason::S3Unavailable);
+            }
+            if sha.is_some() {
+                last = sha;
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+    .await;
+    drop(queue);
+    let written = writer.await.map_err(|_| Reason::DiskFull)?;
+    streamed?;
+    let (file, sha256) = written.map_err(|_| Reason::DiskFull)?;
+    // No chunk said it was the last (or it named another sha256): the
+    // bytes are not the ones the SDK sent.
+    if last.as_deref() != Some(sha256.as_str())
+        || (!job.expected_sha256.is_empty() && job.expected_sha256 != sha256)
+    {
+        return Err(Reason::ChecksumMismatch);
+    }
+    let info = temp.commit(file, job.mode, &job.target)?;
+    Ok((info, sha256, received))
 }
 
 /// Streams the body to a temporary file and renames it over the target.

@@ -157,6 +157,8 @@ pub(crate) struct Transfers {
     moving: Arc<Semaphore>,
     endpoint: OnceLock<S3Endpoint>,
     client: OnceLock<Option<web::HttpClient>>,
+    /// StartImport takes chunks (set once at start).
+    chunked_import: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Transfers {
@@ -166,6 +168,7 @@ impl Default for Transfers {
             moving: Arc::new(Semaphore::new(MAX_MOVING)),
             endpoint: OnceLock::new(),
             client: OnceLock::new(),
+            chunked_import: std::sync::atomic::AtomicBool::new(true),
         }
     }
 }
@@ -187,6 +190,18 @@ impl Transfers {
             .acquire_owned()
             .await
             .map_err(|_| failure::Reason::S3Unavailable)
+    }
+
+    /// Whether StartImport takes chunks (`AgentConfig::chunked_import`):
+    /// without, their fields are ignored, as by an agent built before them.
+    pub(crate) fn set_chunked_import(&self, on: bool) {
+        self.chunked_import
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn chunked_import(&self) -> bool {
+        self.chunked_import
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub(crate) fn endpoint(&self) -> S3Endpoint {
@@ -307,6 +322,11 @@ pub(crate) async fn start_import(
             .zip(deadline(req.expires_at_unix_ms)),
         _ => None,
     };
+    let mut req = req;
+    if !ctx.transfers.chunked_import() {
+        req.chunk_gets.clear();
+        req.chunk_deletes.clear();
+    }
     let job = import::accept(ctx, req)?;
     let (id, entry) = ctx.transfers.admit(pb::TransferDirection::Import, 0)?;
     let Some(client) = ctx.transfers.client() else {

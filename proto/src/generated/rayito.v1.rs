@@ -96,6 +96,9 @@ pub struct AgentFeatures {
     pub template_start: bool,
     #[prost(enumeration = "RootEgressClass", repeated, tag = "8")]
     pub root_egress: ::prost::alloc::vec::Vec<i32>,
+    /// Extension: StartImport takes `chunk_gets` (issue 44, item 4).
+    #[prost(bool, tag = "100")]
+    pub chunked_import: bool,
 }
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
@@ -877,6 +880,15 @@ pub struct StartImportRequest {
         ::prost::alloc::string::String,
         ::prost::alloc::string::String,
     >,
+    /// Extensions (issue 44, item 4), for agents whose Health announces
+    /// `AgentFeatures.chunked_import`: the file arrives as objects `<key>.0`,
+    /// `<key>.1`, ... in order (`get` and `delete` above are then unused);
+    /// each is waited for, and the one that carries the header
+    /// `x-amz-meta-rayito-sha256` (the whole file's sha256) is the last.
+    #[prost(message, repeated, tag = "100")]
+    pub chunk_gets: ::prost::alloc::vec::Vec<PresignedRequest>,
+    #[prost(message, repeated, tag = "101")]
+    pub chunk_deletes: ::prost::alloc::vec::Vec<PresignedRequest>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StartExportRequest {

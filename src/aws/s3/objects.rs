@@ -152,10 +152,27 @@ impl Objects {
         key: &str,
         body: Bytes,
     ) -> Result<(), AwsFailure> {
+        self.put_object_with(bucket, key, body, None).await
+    }
+
+    /// [`Objects::put_object`] with one user metadata entry (`name`,
+    /// value): S3 answers it as `x-amz-meta-<name>` on every GET.
+    ///
+    /// # Errors
+    /// Any failure.
+    pub(crate) async fn put_object_with(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Bytes,
+        metadata: Option<(&str, &str)>,
+    ) -> Result<(), AwsFailure> {
+        let mut put = self.client.put_object();
+        if let Some((name, value)) = metadata {
+            put = put.metadata(name, value);
+        }
         Box::pin(
-            self.client
-                .put_object()
-                .bucket(bucket)
+            put.bucket(bucket)
                 .key(key)
                 .body(ByteStream::from(body))
                 .customize()
