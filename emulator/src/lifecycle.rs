@@ -182,12 +182,9 @@ pub(crate) async fn create(
     layer: Option<std::path::PathBuf>,
 ) -> Result<Arc<Vm>, ApiError> {
     let spare = shared.take_spare(layer.as_deref());
-    if shared.settings.warm_spare {
-        refill_spare(shared, layer.clone());
-    }
     let prepared = match spare {
         Some(prepared) => prepared,
-        None => prepare(shared, false, layer).await?,
+        None => prepare(shared, false, layer.clone()).await?,
     };
     let Prepared {
         id,
@@ -203,7 +200,33 @@ pub(crate) async fn create(
     if let Some(task) = shared.spawn(proxy::serve(shared.clone(), vm.clone(), listener, acceptor)) {
         vm.set_proxy_task(task);
     }
+    if shared.settings.warm_spare {
+        refill_after_first_answer(shared, &vm, layer);
+    }
     Ok(vm)
+}
+
+/// How long the next warm spare waits, at most, for the MicroVM just
+/// created to answer its first request.
+const REFILL_WAIT: Duration = Duration::from_millis(100);
+
+/// Prepares the next warm spare once `vm`'s agent has answered its first
+/// request through the proxy (its creator's readiness probe), or after
+/// [`REFILL_WAIT`]: the spare's agent and interpreter start (~30 ms of CPU)
+/// no longer run beside the create that took the last one, which on two
+/// cores cost that create about a millisecond (docs/performance.md,
+/// "Create to ready against the reference SDK").
+fn refill_after_first_answer(
+    shared: &Arc<Shared>,
+    vm: &Arc<Vm>,
+    layer: Option<std::path::PathBuf>,
+) {
+    let (s, v) = (shared.clone(), vm.clone());
+    shared.spawn(async move {
+        let _ = tokio::time::timeout(REFILL_WAIT, v.first_answer()).await;
+        drop(v);
+        refill_spare(&s, layer);
+    });
 }
 
 /// What a sandbox's Checkpoint and Restore use: with an execution role,
@@ -254,8 +277,10 @@ pub(crate) fn start(shared: &Arc<Shared>, vm: &Arc<Vm>, payload: String) {
             return;
         }
         let body = hooks::run_body(&v.id, &payload);
+        tracing::trace!(microvm = %v.id, "emulator: posting /run");
         match s.hooks.post(v.hooks_addr, Hook::Run, Some(body)).await {
             Ok(status) if status.is_success() => {
+                tracing::trace!(microvm = %v.id, "emulator: /run answered");
                 let _ = v.transition(&[Pending], Running);
             }
             outcome => {
