@@ -207,15 +207,21 @@ pub(crate) async fn create(
 }
 
 /// How long the next warm spare waits, at most, for the MicroVM just
-/// created to answer its first request.
-const REFILL_WAIT: Duration = Duration::from_millis(100);
+/// created to answer and go quiet.
+const REFILL_WAIT: Duration = Duration::from_millis(250);
+/// How long no byte must cross that MicroVM's proxy before the next spare
+/// is prepared.
+const REFILL_QUIET: Duration = Duration::from_millis(10);
 
 /// Prepares the next warm spare once `vm`'s agent has answered its first
-/// request through the proxy (its creator's readiness probe), or after
-/// [`REFILL_WAIT`]: the spare's agent and interpreter start (~30 ms of CPU)
-/// no longer run beside the create that took the last one, which on two
-/// cores cost that create about a millisecond (docs/performance.md,
-/// "Create to ready against the reference SDK").
+/// request through the proxy (its creator's readiness probe) and no byte
+/// has crossed the proxy for [`REFILL_QUIET`] (the creator's first calls
+/// are done), or after [`REFILL_WAIT`] at most: the spare's agent and
+/// interpreter start (~30 ms of CPU) no longer run beside the create that
+/// took the last spare and its first `run_code`, which on two cores they
+/// slowed (docs/performance.md, "Create to ready against the reference
+/// SDK"). A create that follows the previous one within about 50 ms finds
+/// no spare, as before.
 fn refill_after_first_answer(
     shared: &Arc<Shared>,
     vm: &Arc<Vm>,
@@ -223,7 +229,20 @@ fn refill_after_first_answer(
 ) {
     let (s, v) = (shared.clone(), vm.clone());
     shared.spawn(async move {
-        let _ = tokio::time::timeout(REFILL_WAIT, v.first_answer()).await;
+        let deadline = tokio::time::Instant::now() + REFILL_WAIT;
+        if tokio::time::timeout_at(deadline, v.first_answer())
+            .await
+            .is_ok()
+        {
+            loop {
+                let quiet_at = tokio::time::Instant::from_std(v.last_activity() + REFILL_QUIET);
+                let now = tokio::time::Instant::now();
+                if quiet_at <= now || now >= deadline {
+                    break;
+                }
+                tokio::time::sleep_until(quiet_at.min(deadline)).await;
+            }
+        }
         drop(v);
         refill_spare(&s, layer);
     });

@@ -247,7 +247,10 @@ async fn handle(
         None => {
             tracing::trace!(path = req.uri().path(), "emulator: proxy request");
             let resp = forward(&upstream, &vm, req, port, grpc).await;
-            tracing::trace!(status = resp.status().as_u16(), "emulator: proxy upstream answered");
+            tracing::trace!(
+                status = resp.status().as_u16(),
+                "emulator: proxy upstream answered"
+            );
             vm.note_answered();
             Ok(resp)
         }

@@ -161,7 +161,10 @@ pub(crate) struct ResolvedBackend {
     pub local: Option<local::LocalBackend>,
     /// Extra CA certificates (PEM) trusted when dialling sandboxes over TLS
     /// (and by the quotas' and permissions' signed calls).
-    #[cfg_attr(not(any(feature = "quotas", feature = "permissions")), allow(dead_code))]
+    #[cfg_attr(
+        not(any(feature = "quotas", feature = "permissions")),
+        allow(dead_code)
+    )]
     pub root_certificates: Vec<String>,
     /// The same with the system's roots, as one verifier made on the first
     /// TLS dial (not per sandbox).

@@ -31,11 +31,11 @@ use self::grpc_only::GrpcOnly;
 pub(crate) use self::poller::{FirstCheck, Poller};
 use self::reconnect::Reconnector;
 pub(crate) use self::reconnect::{Cut, StateCheck, VmCheck};
-pub(crate) use self::roots::AgentRoots;
 pub(crate) use self::refresh::{RefreshSchedule, Refresher};
 pub(crate) use self::resumable::{
     Mark, Reopen, Reopened, Reopening, ResumableStream, Resume, Start, Step, Waiter,
 };
+pub(crate) use self::roots::AgentRoots;
 pub(crate) use self::tokens::{AGENT_PORT, HOOKS_PORT};
 use self::tokens::{AuthInterceptor, TokenStore};
 use crate::backoff::{self, Schedule};

@@ -63,7 +63,8 @@ impl AgentRoots {
             .get_or_init(|| {
                 let mut store = native().clone();
                 for pem in self.pems.iter() {
-                    let certs = CertificateDer::pem_slice_iter(pem.as_bytes()).filter_map(Result::ok);
+                    let certs =
+                        CertificateDer::pem_slice_iter(pem.as_bytes()).filter_map(Result::ok);
                     let _ = store.add_parsable_certificates(certs);
                 }
                 let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
