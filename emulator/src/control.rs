@@ -114,6 +114,7 @@ async fn run_microvm(
     body: Bytes,
 ) -> Reply {
     gate(&shared, &signed, Operation::RunMicrovm)?;
+    tracing::trace!("emulator: RunMicrovm");
     let (input, raw): (RunMicrovmInput, Value) = parse_body(&body)?;
     shared.record_client_token(input.client_token.clone());
     let valid = validate::run_microvm(&input)?;
@@ -179,6 +180,7 @@ async fn run_microvm(
             vm.id, valid.image.name, vm.spec.image_version
         ),
     );
+    tracing::trace!(microvm = %vm.id, "emulator: RunMicrovm answered");
     ok(vm.to_out())
 }
 
@@ -273,6 +275,7 @@ async fn create_auth_token(
     body: Bytes,
 ) -> Reply {
     gate(&shared, &signed, Operation::CreateMicrovmAuthToken)?;
+    tracing::trace!("emulator: CreateMicrovmAuthToken");
     let vm = find(&shared, &id)?;
     let (input, _): (AuthTokenInput, Value) = parse_body(&body)?;
     let valid = validate::auth_token(&input)?;

@@ -183,12 +183,9 @@ pub(crate) async fn create(
     layer: Option<std::path::PathBuf>,
 ) -> Result<Arc<Vm>, ApiError> {
     let spare = shared.take_spare(layer.as_deref());
-    if shared.settings.warm_spare {
-        refill_spare(shared, layer.clone());
-    }
     let prepared = match spare {
         Some(prepared) => prepared,
-        None => prepare(shared, false, layer).await?,
+        None => prepare(shared, false, layer.clone()).await?,
     };
     let Prepared {
         id,
@@ -204,7 +201,52 @@ pub(crate) async fn create(
     if let Some(task) = shared.spawn(proxy::serve(shared.clone(), vm.clone(), listener, acceptor)) {
         vm.set_proxy_task(task);
     }
+    if shared.settings.warm_spare {
+        refill_after_first_answer(shared, &vm, layer);
+    }
     Ok(vm)
+}
+
+/// How long the next warm spare waits, at most, for the MicroVM just
+/// created to answer and go quiet.
+const REFILL_WAIT: Duration = Duration::from_millis(250);
+/// How long no byte must cross that MicroVM's proxy before the next spare
+/// is prepared.
+const REFILL_QUIET: Duration = Duration::from_millis(10);
+
+/// Prepares the next warm spare once `vm`'s agent has answered its first
+/// request through the proxy (its creator's readiness probe) and no byte
+/// has crossed the proxy for [`REFILL_QUIET`] (the creator's first calls
+/// are done), or after [`REFILL_WAIT`] at most: the spare's agent and
+/// interpreter start (~30 ms of CPU) no longer run beside the create that
+/// took the last spare and its first `run_code`, which on two cores they
+/// slowed (docs/performance.md, "Create to ready against the reference
+/// SDK"). A create that follows the previous one within about 50 ms finds
+/// no spare, as before.
+fn refill_after_first_answer(
+    shared: &Arc<Shared>,
+    vm: &Arc<Vm>,
+    layer: Option<std::path::PathBuf>,
+) {
+    let (s, v) = (shared.clone(), vm.clone());
+    shared.spawn(async move {
+        let deadline = tokio::time::Instant::now() + REFILL_WAIT;
+        if tokio::time::timeout_at(deadline, v.first_answer())
+            .await
+            .is_ok()
+        {
+            loop {
+                let quiet_at = tokio::time::Instant::from_std(v.last_activity() + REFILL_QUIET);
+                let now = tokio::time::Instant::now();
+                if quiet_at <= now || now >= deadline {
+                    break;
+                }
+                tokio::time::sleep_until(quiet_at.min(deadline)).await;
+            }
+        }
+        drop(v);
+        refill_spare(&s, layer);
+    });
 }
 
 /// What a sandbox's Checkpoint and Restore use: with an execution role,
@@ -255,8 +297,10 @@ pub(crate) fn start(shared: &Arc<Shared>, vm: &Arc<Vm>, payload: String) {
             return;
         }
         let body = hooks::run_body(&v.id, &payload);
+        tracing::trace!(microvm = %v.id, "emulator: posting /run");
         match s.hooks.post(v.hooks_addr, Hook::Run, Some(body)).await {
             Ok(status) if status.is_success() => {
+                tracing::trace!(microvm = %v.id, "emulator: /run answered");
                 let _ = v.transition(&[Pending], Running);
             }
             outcome => {

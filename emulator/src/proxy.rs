@@ -114,6 +114,7 @@ pub(crate) async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
+        tracing::trace!(microvm = %vm.id, "emulator: proxy connection accepted");
         while conns.try_join_next().is_some() {}
         let (shared, vm, upstream) = (shared.clone(), vm.clone(), upstream.clone());
         let mut cut = vm.cut_signal();
@@ -136,7 +137,10 @@ pub(crate) async fn serve(
                         tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
                     let stream = tokio::select! {
                         accepted = handshake => match accepted {
-                            Ok(Ok(stream)) => stream,
+                            Ok(Ok(stream)) => {
+                                tracing::trace!("emulator: proxy TLS handshake done");
+                                stream
+                            }
                             _ => return,
                         },
                         _ = cut.changed() => return,
@@ -240,7 +244,16 @@ async fn handle(
         _ => return Ok(reject(StatusCode::BAD_GATEWAY)),
     }
     match shared.faults.take_stall(req.uri().path()) {
-        None => Ok(forward(&upstream, &vm, req, port, grpc).await),
+        None => {
+            tracing::trace!(path = req.uri().path(), "emulator: proxy request");
+            let resp = forward(&upstream, &vm, req, port, grpc).await;
+            tracing::trace!(
+                status = resp.status().as_u16(),
+                "emulator: proxy upstream answered"
+            );
+            vm.note_answered();
+            Ok(resp)
+        }
         Some(ProxyStall::Request) => {
             stall_ends(&shared, &vm).await;
             Ok(reject(StatusCode::GATEWAY_TIMEOUT))

@@ -606,6 +606,9 @@ pub(crate) struct Vm {
     timers: Mutex<Vec<AbortHandle>>,
     /// When bytes last crossed the proxy (idle auto-suspend).
     last_activity: Mutex<Instant>,
+    /// Signalled when the proxy has an answer from the agent (the warm
+    /// spare's refill waits for the first: `lifecycle::create`).
+    answered: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Vm {
@@ -648,7 +651,19 @@ impl Vm {
             suspensions: std::sync::atomic::AtomicU64::new(0),
             timers: Mutex::new(Vec::new()),
             last_activity: Mutex::new(Instant::now()),
+            answered: tokio::sync::Notify::new(),
         }
+    }
+
+    /// The proxy has an answer from the agent.
+    pub(crate) fn note_answered(&self) {
+        self.answered.notify_one();
+    }
+
+    /// Resolves once the proxy has had an answer from the agent (at once
+    /// when it already had one).
+    pub(crate) async fn first_answer(&self) {
+        self.answered.notified().await;
     }
 
     /// Records traffic through the proxy (it keeps the MicroVM awake).

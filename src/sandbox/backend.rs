@@ -11,7 +11,7 @@ use crate::control::retry::Retrying;
 use crate::error::{RetryPolicy, SandboxError};
 use crate::local;
 use crate::secret::Secret;
-use crate::transport::{AgentConn, InjectedAgent, ProxyMinter};
+use crate::transport::{AgentConn, AgentRoots, InjectedAgent, ProxyMinter};
 
 /// The environment variable that picks the backend when the code does not:
 /// `local` or `aws`.
@@ -122,6 +122,8 @@ impl AwsOptions {
     /// Trusts one more CA certificate (PEM), besides the system roots, when
     /// dialling sandboxes over TLS: for an emulator in TLS mode (its
     /// `ca.pem`) or a TLS-intercepting proxy. May be called several times.
+    /// The system roots are read once per process, the first time a
+    /// sandbox is dialled over TLS.
     #[must_use]
     pub fn add_root_certificate_pem(mut self, pem: impl Into<String>) -> Self {
         self.root_certificates.push(pem.into());
@@ -157,8 +159,16 @@ pub(crate) struct ResolvedBackend {
     /// `Some` on the local backend: bare image names become its ARNs, and
     /// its default image is used when no template is given.
     pub local: Option<local::LocalBackend>,
-    /// Extra CA certificates (PEM) trusted when dialling sandboxes over TLS.
+    /// Extra CA certificates (PEM) trusted when dialling sandboxes over TLS
+    /// (and by the quotas' and permissions' signed calls).
+    #[cfg_attr(
+        not(any(feature = "quotas", feature = "permissions")),
+        allow(dead_code)
+    )]
     pub root_certificates: Vec<String>,
+    /// The same with the system's roots, as one verifier made on the first
+    /// TLS dial (not per sandbox).
+    pub agent_roots: AgentRoots,
     /// The region of the control plane (`None` for an injected one).
     pub region: Option<String>,
     /// An agent to use instead of dialling the endpoint (tests only).
@@ -264,6 +274,9 @@ impl BackendChoice {
                     s3_endpoint_url: backend.s3_endpoint_url().map(str::to_owned),
                     control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),
                     root_certificates: backend.ca_pem().into_iter().map(str::to_owned).collect(),
+                    agent_roots: AgentRoots::new(
+                        backend.ca_pem().into_iter().map(str::to_owned).collect(),
+                    ),
                     local: Some(backend),
                     agent: None,
                 })
@@ -280,7 +293,8 @@ impl BackendChoice {
                         .or_else(|| options.settings.endpoint_url.clone()),
                     control: Arc::new(Retrying::new(Paced::new(control, buckets), *policy)),
                     local: None,
-                    root_certificates: options.root_certificates.clone(),
+                    agent_roots: AgentRoots::new(options.root_certificates.clone()),
+                    root_certificates: options.root_certificates,
                     agent: None,
                 })
             }
@@ -311,6 +325,7 @@ impl ResolvedBackend {
             )),
             local: None,
             root_certificates: Vec::new(),
+            agent_roots: AgentRoots::default(),
             region: None,
             agent,
             sdk_config: None,
@@ -344,7 +359,7 @@ impl ResolvedBackend {
                 access_token,
                 minter,
                 policy,
-                &self.root_certificates,
+                &self.agent_roots,
             ),
         }
     }

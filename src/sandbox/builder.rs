@@ -682,6 +682,7 @@ impl SandboxBuilder {
             };
             let control = backend.control.clone();
             let vm = control.run_microvm(request).await?;
+            tracing::trace!(target: "rayito::sandbox", sandbox_id = %vm.id, "RunMicrovm answered");
             if let Some(hook) = on_launch {
                 let launched = Launched {
                     id: vm.id.clone(),
@@ -722,7 +723,10 @@ impl SandboxBuilder {
                 PROXY_TOKEN_TTL,
             );
             let proxy_token = match minter().await {
-                Ok(token) => token,
+                Ok(token) => {
+                    tracing::trace!(target: "rayito::sandbox", "proxy token minted");
+                    token
+                }
                 Err(err) => {
                     return Err(self.launched_failure(control.as_ref(), &vm.id, err).await);
                 }

@@ -73,7 +73,7 @@ async fn planted_proxy_tokens_never_leak() {
         sandbox.access_token().clone(),
         minter,
         RetryPolicy::default(),
-        &[],
+        &crate::transport::AgentRoots::default(),
     )
     .unwrap();
     let err = conn

@@ -12,6 +12,7 @@ mod poller;
 mod reconnect;
 mod refresh;
 mod resumable;
+mod roots;
 mod status;
 mod tokens;
 
@@ -23,7 +24,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Response, Status, Streaming};
 
 use self::grpc_only::GrpcOnly;
@@ -34,6 +35,7 @@ pub(crate) use self::refresh::{RefreshSchedule, Refresher};
 pub(crate) use self::resumable::{
     Mark, Reopen, Reopened, Reopening, ResumableStream, Resume, Start, Step, Waiter,
 };
+pub(crate) use self::roots::AgentRoots;
 pub(crate) use self::tokens::{AGENT_PORT, HOOKS_PORT};
 use self::tokens::{AuthInterceptor, TokenStore};
 use crate::backoff::{self, Schedule};
@@ -126,8 +128,9 @@ crate::secret::redacted_debug! {
 /// Where to dial: h2c for a loopback endpoint with a port (the local
 /// backend), TLS with ALPN h2 on 443 otherwise (AWS, and the local backend in
 /// TLS mode, whose endpoints are bare loopback addresses), trusting the
-/// system roots plus `root_certificates` (PEM).
-fn endpoint_for(endpoint: &str, root_certificates: &[String]) -> Result<Endpoint, SandboxError> {
+/// system roots plus the client's extra ones (`roots`, parsed once per
+/// client, not per dial).
+fn endpoint_for(endpoint: &str, roots: &AgentRoots) -> Result<Endpoint, SandboxError> {
     // Tolerate a scheme and a path (`https://host/x` -> `host`).
     let without_scheme = endpoint
         .strip_prefix("https://")
@@ -149,15 +152,11 @@ fn endpoint_for(endpoint: &str, root_certificates: &[String]) -> Result<Endpoint
     let endpoint = if loopback {
         Endpoint::from_shared(format!("http://{authority}")).map_err(|_| bad_endpoint())?
     } else {
-        let tls = root_certificates.iter().fold(
-            ClientTlsConfig::new()
-                .with_native_roots()
-                .domain_name(host.to_owned()),
-            |tls, pem| tls.ca_certificate(Certificate::from_pem(pem)),
-        );
+        let tls = ClientTlsConfig::new().domain_name(host.to_owned());
+        let verifier = roots.verifier().ok_or_else(bad_endpoint)?;
         Endpoint::from_shared(format!("https://{host}:443"))
             .map_err(|_| bad_endpoint())?
-            .tls_config(tls)
+            .tls_config_with_verifier(tls, verifier)
             .map_err(|_| bad_endpoint())?
     };
     Ok(endpoint
@@ -180,9 +179,9 @@ impl AgentConn {
         access_token: Secret,
         minter: ProxyMinter,
         policy: RetryPolicy,
-        root_certificates: &[String],
+        roots: &AgentRoots,
     ) -> Result<Self, SandboxError> {
-        let channel = endpoint_for(endpoint, root_certificates)?.connect_lazy();
+        let channel = endpoint_for(endpoint, roots)?.connect_lazy();
         Ok(Self::with_channel(
             channel,
             proxy_token,
@@ -665,10 +664,13 @@ impl<T> AgentStream<T> {
 
 #[cfg(test)]
 mod endpoint_tests {
-    use super::endpoint_for;
+    use super::{AgentRoots, endpoint_for};
 
     fn uri(endpoint: &str) -> String {
-        endpoint_for(endpoint, &[]).unwrap().uri().to_string()
+        endpoint_for(endpoint, &AgentRoots::default())
+            .unwrap()
+            .uri()
+            .to_string()
     }
 
     #[test]
@@ -682,7 +684,7 @@ mod endpoint_tests {
             "https://abc.lambda-microvm.us-east-1.on.aws:443/"
         );
         let pem = "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n".to_owned();
-        assert!(endpoint_for("127.0.0.5", &[pem]).is_ok());
+        assert!(endpoint_for("127.0.0.5", &AgentRoots::new(vec![pem])).is_ok());
     }
 
     /// The channel's first SETTINGS frame announces 1 MiB frames
@@ -694,7 +696,11 @@ mod endpoint_tests {
         const SETTINGS: u8 = 4;
         const MAX_FRAME_SIZE: u16 = 5;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let endpoint = endpoint_for(&listener.local_addr().unwrap().to_string(), &[]).unwrap();
+        let endpoint = endpoint_for(
+            &listener.local_addr().unwrap().to_string(),
+            &AgentRoots::default(),
+        )
+        .unwrap();
         // Connecting sends the preface and SETTINGS; no answer ever comes.
         let connecting = tokio::spawn(async move { endpoint.connect().await });
         let announced = tokio::time::timeout(std::time::Duration::from_secs(30), async {

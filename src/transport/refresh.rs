@@ -111,7 +111,7 @@ mod tests {
             Secret::new("access"),
             minter,
             RetryPolicy::default(),
-            &[],
+            &crate::transport::AgentRoots::default(),
         )
         .unwrap()
     }
