@@ -7,7 +7,7 @@
 //! system's store (292 files under /etc/ssl/certs on the project machine)
 //! each time an endpoint is configured, which was once per `create`: the
 //! largest part of a warm create's client time (docs/performance.md,
-//! "Create to ready against the reference SDK"). The store is read once
+//! "Create to ready against the reference SDK (issue 44 §1)"). The store is read once
 //! per process instead, as a gRPC runtime does; a certificate added to it
 //! later is seen by the next process.
 
