@@ -404,29 +404,20 @@ async fn receive_chunks(
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
             let mut body = response.into_body();
-            let mut got: u64 = 0;
-            let mut reported = Instant::now();
-            while let Some(piece) = web::next_chunk(&mut body)
-                .await
-                .map_err(|_: CallError| Reason::S3Unavailable)?
+            let got = match pump(
+                &mut body,
+                length,
+                job.max_bytes,
+                &mut received,
+                &queue,
+                entry,
+            )
+            .await?
             {
-                got = got.saturating_add(piece.len() as u64);
-                received = received.saturating_add(piece.len() as u64);
-                if job.max_bytes > 0 && received > job.max_bytes {
-                    return Err(Reason::TooLarge);
-                }
-                if length.is_some_and(|len| got > len) {
-                    return Err(Reason::S3Unavailable);
-                }
-                if queue.send(piece).await.is_err() {
-                    // The writer stopped: its error says why.
-                    return Ok(());
-                }
-                if reported.elapsed() >= PROGRESS_EVERY {
-                    reported = Instant::now();
-                    entry.update(|s| s.bytes_done = received);
-                }
-            }
+                Pumped::Whole(got) => got,
+                // The writer stopped: its error says why.
+                Pumped::WriterStopped => return Ok(()),
+            };
             if length.is_some_and(|len| got != len) {
                 return Err(Reason::S3Unavailable);
             }
@@ -478,31 +469,17 @@ async fn receive(
     let writer = tokio::task::spawn_blocking(move || write_all(file, chunks));
     let mut body = response.into_body();
     let mut received: u64 = 0;
-    let mut reported = Instant::now();
-    let streamed: Result<(), Reason> = async {
-        while let Some(chunk) = web::next_chunk(&mut body)
-            .await
-            .map_err(|_: CallError| Reason::S3Unavailable)?
-        {
-            received = received.saturating_add(chunk.len() as u64);
-            if job.max_bytes > 0 && received > job.max_bytes {
-                return Err(Reason::TooLarge);
-            }
-            if length.is_some_and(|len| received > len) {
-                return Err(Reason::S3Unavailable);
-            }
-            if queue.send(chunk).await.is_err() {
-                // The writer stopped: its error says why.
-                return Ok(());
-            }
-            if reported.elapsed() >= PROGRESS_EVERY {
-                reported = Instant::now();
-                entry.update(|s| s.bytes_done = received);
-            }
-        }
-        Ok(())
-    }
-    .await;
+    // A writer that stopped says why below.
+    let streamed = pump(
+        &mut body,
+        length,
+        job.max_bytes,
+        &mut received,
+        &queue,
+        entry,
+    )
+    .await
+    .map(drop);
     drop(queue);
     let written = writer.await.map_err(|_| Reason::DiskFull)?;
     streamed?;
@@ -515,6 +492,52 @@ async fn receive(
     }
     let info = temp.commit(file, job.mode, &job.target)?;
     Ok((info, sha256, received))
+}
+
+/// How one body's bytes went to the writer.
+enum Pumped {
+    /// All of them: this many.
+    Whole(u64),
+    /// The writer stopped first (its own error says why).
+    WriterStopped,
+}
+
+/// Sends one S3 body to the writer's queue, counting its bytes into
+/// `received` (the import's total so far, bounded by `max_bytes` when not
+/// 0) and against the body's announced `length`, and reporting progress
+/// at most every [`PROGRESS_EVERY`].
+async fn pump(
+    body: &mut hyper::body::Incoming,
+    length: Option<u64>,
+    max_bytes: u64,
+    received: &mut u64,
+    queue: &mpsc::Sender<Bytes>,
+    entry: &Entry,
+) -> Result<Pumped, Reason> {
+    let mut got: u64 = 0;
+    let mut reported = Instant::now();
+    while let Some(piece) = web::next_chunk(body)
+        .await
+        .map_err(|_: CallError| Reason::S3Unavailable)?
+    {
+        got = got.saturating_add(piece.len() as u64);
+        *received = received.saturating_add(piece.len() as u64);
+        if max_bytes > 0 && *received > max_bytes {
+            return Err(Reason::TooLarge);
+        }
+        if length.is_some_and(|len| got > len) {
+            return Err(Reason::S3Unavailable);
+        }
+        if queue.send(piece).await.is_err() {
+            return Ok(Pumped::WriterStopped);
+        }
+        if reported.elapsed() >= PROGRESS_EVERY {
+            reported = Instant::now();
+            let done = *received;
+            entry.update(|s| s.bytes_done = done);
+        }
+    }
+    Ok(Pumped::Whole(got))
 }
 
 /// Writes every chunk, then fsyncs; the file and the hex sha256.
