@@ -245,7 +245,9 @@ async fn handle(
     }
     match shared.faults.take_stall(req.uri().path()) {
         None => {
-            tracing::trace!(path = req.uri().path(), "emulator: proxy request");
+            // Not the path: a request to a sandbox's own port may carry a
+            // token in it.
+            tracing::trace!(grpc, "emulator: proxy request");
             let resp = forward(&upstream, &vm, req, port, grpc).await;
             tracing::trace!(
                 status = resp.status().as_u16(),
