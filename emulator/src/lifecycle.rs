@@ -221,7 +221,7 @@ const REFILL_QUIET: Duration = Duration::from_millis(10);
 /// interpreter start (~30 ms of CPU) no longer run beside the create that
 /// took the last spare and its first `run_code`, which on two cores they
 /// slowed (docs/performance.md, "Create to ready against the reference
-/// SDK"). A create that follows the previous one within about 50 ms finds
+/// SDK (issue 44 §1)"). A create that follows the previous one within about 50 ms finds
 /// no spare, as before.
 fn refill_after_first_answer(
     shared: &Arc<Shared>,
