@@ -1291,3 +1291,86 @@ async fn ranged_gets_answer_exactly_their_bytes() {
         .expect_err("past the end");
     assert_eq!(parts(&err).0, 416, "{err:?}");
 }
+
+/// A reader never sees an object's new bytes with its old (or no)
+/// metadata: s3s-fs renames the bytes into place before it writes the
+/// metadata and ETag files. A writer replaces one key (bytes and a
+/// `version` naming them) and now and then deletes it, while readers GET
+/// it throughout; every answer with bytes carries those bytes' version
+/// and ETag. (A chunked staged write names its last chunk in that
+/// metadata: an agent that read it in the window waited for a chunk that
+/// never came.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reader_sees_an_objects_bytes_and_metadata_change_together() {
+    use md5::{Digest as _, Md5};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let emu = start().await;
+    let bucket = emu.artifact_bucket();
+    let s3 = client(&emu);
+    let key = "race/object";
+    let versions: Vec<(Vec<u8>, String)> = (0..150u64)
+        .map(|i| {
+            let body = noise(64 << 10, i + 1);
+            let md5 = Md5::digest(&body)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            (body, md5)
+        })
+        .collect();
+    let versions = Arc::new(versions);
+    let done = Arc::new(AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for _ in 0..3 {
+        let (s3, bucket) = (s3.clone(), bucket.clone());
+        let (versions, done) = (versions.clone(), done.clone());
+        readers.push(tokio::spawn(async move {
+            let mut seen = 0u32;
+            while !done.load(Ordering::Relaxed) {
+                let Ok(got) = s3.get_object().bucket(&bucket).key(key).send().await else {
+                    continue;
+                };
+                let version = got.metadata().and_then(|m| m.get("version")).cloned();
+                let etag = got.e_tag().map(|e| e.trim_matches('"').to_owned());
+                let body = got.body.collect().await.expect("body").to_vec();
+                let index: usize = version
+                    .expect("bytes come with their metadata")
+                    .parse()
+                    .expect("a version");
+                let (expected, md5) = &versions[index];
+                assert!(
+                    body == *expected,
+                    "the bytes of another version than {index}"
+                );
+                assert_eq!(etag.as_deref(), Some(md5.as_str()), "version {index}");
+                seen += 1;
+            }
+            seen
+        }));
+    }
+    for (i, (body, _)) in versions.iter().enumerate() {
+        s3.put_object()
+            .bucket(&bucket)
+            .key(key)
+            .metadata("version", i.to_string())
+            .body(ByteStream::from(body.clone()))
+            .send()
+            .await
+            .expect("put");
+        if i % 10 == 9 {
+            s3.delete_object()
+                .bucket(&bucket)
+                .key(key)
+                .send()
+                .await
+                .expect("delete");
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    let mut seen = 0;
+    for reader in readers {
+        seen += reader.await.expect("every answer was consistent");
+    }
+    assert!(seen > 0, "the readers saw objects");
+}

@@ -27,6 +27,9 @@
 //!   UploadPart answered: 400 InvalidPart otherwise (s3s-fs neither checks
 //!   nor lists part ETags); ListParts shows them.
 //!
+//! - an object's bytes and metadata change together for a reader
+//!   ([`super::commit`]).
+//!
 //! Operations: CreateBucket, HeadBucket, ListObjectsV2, HeadObject,
 //! GetObject, PutObject, DeleteObject, and multipart uploads
 //! (CreateMultipartUpload, UploadPart, ListParts, CompleteMultipartUpload,
@@ -47,6 +50,7 @@ use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::commit::{self, KeyLocks};
 use crate::objects::{ObjectStore, storable_key};
 
 /// The ETags of the parts of open multipart uploads: upload id -> part
@@ -59,6 +63,7 @@ pub(super) struct Buckets {
     objects: ObjectStore,
     account_id: String,
     part_etags: PartEtags,
+    commits: KeyLocks,
 }
 
 impl Buckets {
@@ -68,6 +73,7 @@ impl Buckets {
             objects,
             account_id,
             part_etags: PartEtags::default(),
+            commits: KeyLocks::default(),
         }
     }
 
@@ -293,6 +299,7 @@ impl S3 for Buckets {
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
         self.check_owner(req.input.expected_bucket_owner.as_deref())?;
+        let _reading = self.commits.read(&req.input.bucket, &req.input.key).await;
         self.check_object(&req.input.bucket, &req.input.key).await?;
         self.fs.head_object(req).await.map_err(s3_message)
     }
@@ -302,6 +309,9 @@ impl S3 for Buckets {
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
         self.check_owner(req.input.expected_bucket_owner.as_deref())?;
+        // Held while the file is opened and its metadata read; the body
+        // then reads the opened file.
+        let _reading = self.commits.read(&req.input.bucket, &req.input.key).await;
         self.check_object(&req.input.bucket, &req.input.key).await?;
         let input = &req.input;
         // A part number's bytes are not one span of the file this knows.
@@ -326,7 +336,19 @@ impl S3 for Buckets {
             return Err(unstorable_key());
         }
         self.check_bucket(&req.input.bucket).await?;
-        self.fs.put_object(req).await.map_err(s3_message)
+        let mut req = req;
+        let slot = commit::CommitSlot::default();
+        if let Some(body) = req.input.body.take() {
+            req.input.body = Some(self.commits.commit_on_end(
+                &req.input.bucket,
+                &req.input.key,
+                body,
+                slot.clone(),
+            ));
+        }
+        let out = self.fs.put_object(req).await.map_err(s3_message);
+        commit::release(&slot);
+        out
     }
 
     async fn delete_object(
@@ -338,6 +360,7 @@ impl S3 for Buckets {
             return Ok(S3Response::new(DeleteObjectOutput::default()));
         }
         let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
+        let _writing = self.commits.write(&bucket, &key).await;
         let out = self.fs.delete_object(req).await.map_err(s3_message)?;
         // s3s-fs leaves them behind; a later object of the same key gets
         // its own.
@@ -420,6 +443,7 @@ impl S3 for Buckets {
             .await?;
         self.check_bucket(&bucket).await?;
         self.check_part_etags(&req.input)?;
+        let _writing = self.commits.write(&bucket, &key).await;
         // The old object's ETag and checksums are not the new bytes'.
         self.objects
             .remove_sidecars(&bucket, &key)

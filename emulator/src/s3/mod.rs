@@ -15,6 +15,7 @@
 
 mod auth;
 mod bucket;
+mod commit;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
