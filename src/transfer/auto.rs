@@ -45,14 +45,20 @@ const MAX_UPLOAD_PARTS: u64 = 10_000;
 const MAX_EXPORT_PARTS: u64 = 1_000;
 /// Feature name of the probe.
 const PROBE: &str = "files.transfer_probe";
-/// A chunk of a chunked staged write (agents whose Health announces
-/// `features.chunked_import`; issue 44, item 4): one PutObject each, one
-/// uploading while the next fills, so about two held
-/// (docs/performance.md, "Staged transfers").
-pub(crate) const CHUNK: u64 = 16 * MIB;
-/// The most a chunked write carries (S3's largest single object): its
-/// chunks' URLs are presigned before the first byte, 320 of them.
-const MAX_CHUNKED_BYTES: u64 = 5 << 30;
+/// The chunk URLs of a chunked staged write (agents whose Health
+/// announces `features.chunked_import`; issue 44, item 4), presigned
+/// before the first byte: chunks of [`S3Staging::chunk_bytes`] (16 MiB by
+/// default, 5 GiB in all: S3's largest single object), one PutObject
+/// each, one uploading while the next fills, so about two held
+/// (docs/performance.md, "Staged transfers"). The second-last is the
+/// overflow: what comes after the first 318 chunks, as one multipart
+/// object (the agent reads it once it is complete); the last is empty.
+const CHUNK_URLS: usize = 320;
+/// The refusal of a write through one object past S3's 10,000 parts.
+const TOO_LARGE: &str = "the data is larger than 10,000 parts of 8 MiB; write it in several files";
+/// The refusal of a chunked write past its chunks and its overflow's parts.
+const TOO_LARGE_CHUNKED: &str =
+    "the data is larger than 318 chunks and 10,000 parts of 8 MiB; write it in several files";
 /// The user metadata of the last chunk, the file's sha256 (the agent reads
 /// it as `x-amz-meta-rayito-sha256`).
 const LAST_CHUNK_METADATA: &str = "rayito-sha256";
@@ -184,7 +190,8 @@ fn s3_unavailable() -> SandboxError {
 /// caller drops a read midway.
 struct Cleanup {
     s3: Option<(Objects, String, String)>,
-    upload_id: Option<String>,
+    /// An unfinished multipart upload: its key and upload id.
+    upload: Option<(String, String)>,
     /// The chunks of a chunked write the SDK uploaded (or began to).
     chunks: Vec<String>,
 }
@@ -197,7 +204,7 @@ impl Cleanup {
                 signer.bucket.clone(),
                 key.to_owned(),
             )),
-            upload_id: None,
+            upload: None,
             chunks: Vec::new(),
         }
     }
@@ -207,7 +214,7 @@ impl Cleanup {
     async fn now(&mut self) {
         if let Some((client, bucket, key)) = self.s3.take() {
             let chunks = std::mem::take(&mut self.chunks);
-            remove(client, bucket, key, self.upload_id.take(), chunks).await;
+            remove(client, bucket, key, self.upload.take(), chunks).await;
         }
     }
 }
@@ -217,9 +224,9 @@ impl Drop for Cleanup {
         if let Some((client, bucket, key)) = self.s3.take()
             && let Ok(rt) = tokio::runtime::Handle::try_current()
         {
-            let upload_id = self.upload_id.take();
+            let upload = self.upload.take();
             let chunks = std::mem::take(&mut self.chunks);
-            rt.spawn(remove(client, bucket, key, upload_id, chunks));
+            rt.spawn(remove(client, bucket, key, upload, chunks));
         }
     }
 }
@@ -228,7 +235,7 @@ async fn remove(
     client: Objects,
     bucket: String,
     key: String,
-    upload_id: Option<String>,
+    upload: Option<(String, String)>,
     chunks: Vec<String>,
 ) {
     for chunk in chunks {
@@ -237,8 +244,10 @@ async fn remove(
             tracing::warn!(target: "rayito::transfer", kind = %e.kind(), "a staging chunk could not be deleted; the bucket's lifecycle rule expires it");
         }
     }
-    if let Some(id) = upload_id {
-        let aborted = client.abort_multipart_upload(&bucket, &key, &id).await;
+    if let Some((upload_key, id)) = upload {
+        let aborted = client
+            .abort_multipart_upload(&bucket, &upload_key, &id)
+            .await;
         if let Err(failure) = aborted {
             let e = s3_failure(failure);
             tracing::warn!(target: "rayito::transfer", kind = %e.kind(), "a staging multipart upload could not be aborted; the bucket's lifecycle rule aborts it");
@@ -399,7 +408,7 @@ async fn export(
     let mut multipart = None;
     let target = if size >= staging.multipart_threshold_bytes {
         let upload_id = create_upload(client, &signer.bucket, key, feature).await?;
-        cleanup.upload_id = Some(upload_id.clone());
+        cleanup.upload = Some((key.to_owned(), upload_id.clone()));
         let part_size = export_part_size(size);
         let count = size.div_ceil(part_size).max(1);
         let mut parts = Vec::new();
@@ -451,7 +460,7 @@ async fn export(
     if let Some(upload_id) = multipart {
         let parts = (1..).zip(state.part_etags.iter().cloned().map(Some));
         complete_upload(client, &signer.bucket, key, &upload_id, parts).await?;
-        cleanup.upload_id = None;
+        cleanup.upload = None;
     }
     Ok((state.sha256, state.bytes_total))
 }
@@ -501,7 +510,7 @@ where
         let mut cut = Parts {
             pending: BytesMut::new(),
             rest: Bytes::new(),
-            size: CHUNK as usize,
+            size: usize::try_from(staging.chunk_bytes).unwrap_or(usize::MAX),
         };
         let first = loop {
             if let Some(first) = cut.take() {
@@ -519,7 +528,15 @@ where
                     cut,
                     rest: chunks,
                 };
-                write_chunked(sandbox, &signer, &key, path, source, feature, &mut cleanup).await
+                let chunk_bytes = staging.chunk_bytes;
+                let chunked = Chunked {
+                    sandbox,
+                    signer: &signer,
+                    key: &key,
+                    chunk_bytes,
+                    feature,
+                };
+                chunked.write(path, source, &mut cleanup).await
             }
             None => {
                 let short = futures_util::stream::iter([cut.pending.split().freeze()]);
@@ -554,7 +571,16 @@ async fn write_through<S>(
 where
     S: Stream<Item = Bytes> + Send,
 {
-    let (size, sha256) = upload(signer, key, chunks, feature, cleanup).await?;
+    let (size, sha256) = upload(
+        signer,
+        key,
+        chunks,
+        Sha256::new(),
+        TOO_LARGE,
+        feature,
+        cleanup,
+    )
+    .await?;
     let after = deadline(sandbox, size);
     let life = after.saturating_add(EXPORT_URL_BASE);
     let request = pb::StartImportRequest {
@@ -606,88 +632,120 @@ fn chunk_key(key: &str, index: usize) -> String {
 /// uploads chunk `i + 1`; the last chunk carries the file's sha256, which
 /// the agent checks before the rename. An import that fails meanwhile
 /// stops the upload.
-async fn write_chunked<S>(
-    sandbox: &Sandbox,
-    signer: &Signer,
-    key: &str,
-    path: &str,
-    source: Source<S>,
+struct Chunked<'a> {
+    sandbox: &'a Sandbox,
+    signer: &'a Signer,
+    key: &'a str,
+    chunk_bytes: u64,
     feature: &'static str,
-    cleanup: &mut Cleanup,
-) -> Result<EntryInfo, SandboxError>
-where
-    S: Stream<Item = Bytes> + Send + Unpin,
-{
-    let count = usize::try_from(MAX_CHUNKED_BYTES.div_ceil(CHUNK)).unwrap_or(usize::MAX);
-    let life = deadline(sandbox, MAX_CHUNKED_BYTES).saturating_add(EXPORT_URL_BASE);
-    let mut chunk_gets = Vec::with_capacity(count);
-    let mut chunk_deletes = Vec::with_capacity(count);
-    for index in 0..count {
-        let chunk = chunk_key(key, index);
-        let get = Request::Get { attachment: None };
-        chunk_gets.push(signer.sign(&chunk, get, life, feature).await?);
-        chunk_deletes.push(signer.sign(&chunk, Request::Delete, life, feature).await?);
-    }
-    let request = pb::StartImportRequest {
-        path: path.to_owned(),
-        user: None,
-        mode: None,
-        object: Some(signer.object(key)),
-        get: None,
-        delete: None,
-        wait_for_object: false,
-        expires_at_unix_ms: unix_ms(std::time::SystemTime::now() + life),
-        max_bytes: MAX_CHUNKED_BYTES,
-        expected_sha256: String::new(),
-        metadata: Default::default(),
-        chunk_gets,
-        chunk_deletes,
-    };
-    let started = sandbox
-        .conn()
-        .start_import(request, feature, sandbox.request_timeout())
-        .await?;
-    let id = started.transfer_id;
-    let ended = {
-        let upload = upload_chunks(signer, key, source, count, feature, cleanup);
-        let watch = watch_to_end(sandbox, &id, feature, life);
-        tokio::pin!(upload);
-        tokio::pin!(watch);
-        tokio::select! {
-            uploaded = &mut upload => match uploaded {
-                Ok(size) => {
-                    let after = deadline(sandbox, size);
-                    match tokio::time::timeout(after, &mut watch).await {
-                        Ok(watched) => watched,
-                        Err(_) => Err(SandboxError::timeout(
-                            crate::error::TimeoutScope::Request,
-                            feature,
-                            Some(after),
-                        )),
+}
+
+/// The most a chunked write carries with chunks of `chunk_bytes`: its
+/// chunks before the overflow, and the overflow's 10,000 parts.
+fn max_chunked_bytes(chunk_bytes: u64) -> u64 {
+    let chunks = u64::try_from(CHUNK_URLS - 2).unwrap_or(u64::MAX);
+    chunks
+        .saturating_mul(chunk_bytes)
+        .saturating_add(MAX_UPLOAD_PARTS.saturating_mul(UPLOAD_PART))
+}
+
+impl Chunked<'_> {
+    async fn write<S>(
+        &self,
+        path: &str,
+        source: Source<S>,
+        cleanup: &mut Cleanup,
+    ) -> Result<EntryInfo, SandboxError>
+    where
+        S: Stream<Item = Bytes> + Send + Unpin,
+    {
+        let (sandbox, signer, feature) = (self.sandbox, self.signer, self.feature);
+        let max_bytes = max_chunked_bytes(self.chunk_bytes);
+        // The chunks' URLs live as long as all chunks may take; the
+        // overflow's two and the import as long as the most may take.
+        let all_chunks = u64::try_from(CHUNK_URLS)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(self.chunk_bytes);
+        let chunk_life = deadline(sandbox, all_chunks).saturating_add(EXPORT_URL_BASE);
+        let life = deadline(sandbox, max_bytes).saturating_add(EXPORT_URL_BASE);
+        let mut chunk_gets = Vec::with_capacity(CHUNK_URLS);
+        let mut chunk_deletes = Vec::with_capacity(CHUNK_URLS);
+        for index in 0..CHUNK_URLS {
+            let chunk = chunk_key(self.key, index);
+            let url_life = if index + 2 >= CHUNK_URLS {
+                life
+            } else {
+                chunk_life
+            };
+            let get = Request::Get { attachment: None };
+            chunk_gets.push(signer.sign(&chunk, get, url_life, feature).await?);
+            chunk_deletes.push(
+                signer
+                    .sign(&chunk, Request::Delete, url_life, feature)
+                    .await?,
+            );
+        }
+        let request = pb::StartImportRequest {
+            path: path.to_owned(),
+            user: None,
+            mode: None,
+            object: Some(signer.object(self.key)),
+            get: None,
+            delete: None,
+            wait_for_object: false,
+            expires_at_unix_ms: unix_ms(std::time::SystemTime::now() + life),
+            max_bytes,
+            expected_sha256: String::new(),
+            metadata: Default::default(),
+            chunk_gets,
+            chunk_deletes,
+        };
+        let started = sandbox
+            .conn()
+            .start_import(request, feature, sandbox.request_timeout())
+            .await?;
+        let id = started.transfer_id;
+        let ended = {
+            let upload = self.upload(source, cleanup);
+            let watch = watch_to_end(sandbox, &id, feature, life);
+            tokio::pin!(upload);
+            tokio::pin!(watch);
+            tokio::select! {
+                uploaded = &mut upload => match uploaded {
+                    Ok(size) => {
+                        let after = deadline(sandbox, size);
+                        match tokio::time::timeout(after, &mut watch).await {
+                            Ok(watched) => watched,
+                            Err(_) => Err(SandboxError::timeout(
+                                crate::error::TimeoutScope::Request,
+                                feature,
+                                Some(after),
+                            )),
+                        }
                     }
-                }
-                Err(e) => Err(e),
-            },
-            // The import ended before the last chunk was up: its failure.
-            watched = &mut watch => watched,
+                    Err(e) => Err(e),
+                },
+                // The import ended before the last chunk was up: its failure.
+                watched = &mut watch => watched,
+            }
+        };
+        let state = match ended {
+            Ok(state) => state,
+            Err(e) => {
+                cancel(sandbox, &id, feature).await;
+                return Err(e);
+            }
+        };
+        match phase(state.phase) {
+            TransferPhase::Done => {
+                // The agent deleted every chunk it read.
+                cleanup.chunks.clear();
+                state.entry.map(entry_info).ok_or_else(|| {
+                    SandboxError::protocol_violation(feature, "a done import named no file")
+                })
+            }
+            _ => Err(state_error(&state)),
         }
-    };
-    let state = match ended {
-        Ok(state) => state,
-        Err(e) => {
-            cancel(sandbox, &id, feature).await;
-            return Err(e);
-        }
-    };
-    match phase(state.phase) {
-        TransferPhase::Done => {
-            // The agent deleted every chunk it read.
-            cleanup.chunks.clear();
-            state.entry.map(entry_info).ok_or_else(|| {
-                SandboxError::protocol_violation(feature, "a done import named no file")
-            })
-        }
-        _ => Err(state_error(&state)),
     }
 }
 
@@ -701,95 +759,119 @@ struct Source<S> {
     rest: S,
 }
 
-/// Uploads the stream as chunks of [`CHUNK`] bytes (the last one shorter,
-/// empty when the size is a multiple of it, and carrying the sha256), one
-/// PutObject at a time while the next chunk fills. Returns the size.
-async fn upload_chunks<S>(
-    signer: &Signer,
-    key: &str,
-    source: Source<S>,
-    count: usize,
-    feature: &'static str,
-    cleanup: &mut Cleanup,
-) -> Result<u64, SandboxError>
-where
-    S: Stream<Item = Bytes> + Send + Unpin,
-{
-    // Aborts the chunk upload still running when this returns early.
-    struct AbortOnDrop(Option<ChunkTask>);
-    impl Drop for AbortOnDrop {
-        fn drop(&mut self) {
-            if let Some(task) = &self.0 {
-                task.abort();
-            }
-        }
-    }
-    let client = signer.client();
-    let Source {
-        first,
-        mut cut,
-        rest: mut chunks,
-    } = source;
-    let mut next = Some(first);
-    let mut hash = Sha256::new();
-    let mut size: u64 = 0;
-    let mut index = 0usize;
-    let mut running = AbortOnDrop(None);
-    let mut ended = false;
-    loop {
-        let chunk = match next.take().or_else(|| cut.take()) {
-            Some(chunk) => chunk,
-            None if ended => break,
-            None => {
-                match chunks.next().await {
-                    Some(bytes) => cut.rest = bytes,
-                    None => ended = true,
+impl Chunked<'_> {
+    /// Uploads the stream as chunks of `chunk_bytes` (the last one
+    /// shorter, empty when the size is a multiple of it, and carrying the
+    /// sha256), one PutObject at a time while the next chunk fills; past
+    /// the chunks before the overflow, the rest as one object (multipart,
+    /// hashed on the way) and an empty last chunk. Returns the size.
+    async fn upload<S>(&self, source: Source<S>, cleanup: &mut Cleanup) -> Result<u64, SandboxError>
+    where
+        S: Stream<Item = Bytes> + Send + Unpin,
+    {
+        // Aborts the chunk upload still running when this returns early.
+        struct AbortOnDrop(Option<ChunkTask>);
+        impl Drop for AbortOnDrop {
+            fn drop(&mut self) {
+                if let Some(task) = &self.0 {
+                    task.abort();
                 }
-                continue;
             }
-        };
-        // The last URL is the last chunk's: a full one never takes it.
-        if index + 1 >= count {
-            return Err(SandboxError::invalid_argument(
-                "chunks",
-                "the data is larger than 5 GiB; write it in several files",
-            ));
         }
-        hash.update(&chunk);
-        size = size.saturating_add(chunk.len() as u64);
+        let (signer, key, feature) = (self.signer, self.key, self.feature);
+        let client = signer.client();
+        let Source {
+            first,
+            mut cut,
+            rest: mut chunks,
+        } = source;
+        let mut next = Some(first);
+        let mut hash = Sha256::new();
+        let mut size: u64 = 0;
+        let mut index = 0usize;
+        let mut running = AbortOnDrop(None);
+        let mut ended = false;
+        loop {
+            let chunk = match next.take().or_else(|| cut.take()) {
+                Some(chunk) => chunk,
+                None if ended => break,
+                None => {
+                    match chunks.next().await {
+                        Some(bytes) => cut.rest = bytes,
+                        None => ended = true,
+                    }
+                    continue;
+                }
+            };
+            if let Some(task) = running.0.take() {
+                chunk_done(task, feature).await?;
+            }
+            let chunk_key = chunk_key(key, index);
+            cleanup.chunks.push(chunk_key.clone());
+            if index + 2 == CHUNK_URLS {
+                // The overflow: this chunk and all that follows (a full
+                // chunk leaves nothing pending), one object the agent
+                // reads once it is complete.
+                let rest = std::mem::take(&mut cut.rest);
+                let more = futures_util::stream::iter([chunk, rest]).chain(chunks);
+                let (more, sha256) = upload(
+                    signer,
+                    &chunk_key,
+                    more,
+                    hash,
+                    TOO_LARGE_CHUNKED,
+                    feature,
+                    cleanup,
+                )
+                .await?;
+                size = size.saturating_add(more);
+                self.put_last(index + 1, Bytes::new(), &sha256, cleanup)
+                    .await?;
+                return Ok(size);
+            }
+            hash.update(&chunk);
+            size = size.saturating_add(chunk.len() as u64);
+            let (client, bucket) = (client.clone(), signer.bucket.clone());
+            running.0 = Some(tokio::spawn(async move {
+                client
+                    .put_object(&bucket, &chunk_key, chunk)
+                    .await
+                    .map_err(s3_failure)
+            }));
+            index += 1;
+        }
+        let last = cut.pending.split().freeze();
+        hash.update(&last);
+        size = size.saturating_add(last.len() as u64);
+        let sha256 = hex(&hash.finalize());
         if let Some(task) = running.0.take() {
             chunk_done(task, feature).await?;
         }
-        let chunk_key = chunk_key(key, index);
+        self.put_last(index, last, &sha256, cleanup).await?;
+        Ok(size)
+    }
+
+    /// PUTs the last chunk, `index`, naming the file's sha256.
+    async fn put_last(
+        &self,
+        index: usize,
+        last: Bytes,
+        sha256: &str,
+        cleanup: &mut Cleanup,
+    ) -> Result<(), SandboxError> {
+        let chunk_key = chunk_key(self.key, index);
         cleanup.chunks.push(chunk_key.clone());
-        let (client, bucket) = (client.clone(), signer.bucket.clone());
-        running.0 = Some(tokio::spawn(async move {
-            client
-                .put_object(&bucket, &chunk_key, chunk)
-                .await
-                .map_err(s3_failure)
-        }));
-        index += 1;
+        self.signer
+            .client()
+            .put_object_with(
+                &self.signer.bucket,
+                &chunk_key,
+                last,
+                Some((LAST_CHUNK_METADATA, sha256)),
+            )
+            .await
+            .map_err(s3_failure)
     }
-    let last = cut.pending.split().freeze();
-    hash.update(&last);
-    size = size.saturating_add(last.len() as u64);
-    let sha256 = hex(&hash.finalize());
-    if let Some(task) = running.0.take() {
-        chunk_done(task, feature).await?;
-    }
-    let chunk_key = chunk_key(key, index);
-    cleanup.chunks.push(chunk_key.clone());
-    client
-        .put_object_with(
-            &signer.bucket,
-            &chunk_key,
-            last,
-            Some((LAST_CHUNK_METADATA, &sha256)),
-        )
-        .await
-        .map_err(s3_failure)?;
-    Ok(size)
 }
 
 async fn chunk_done(task: ChunkTask, feature: &'static str) -> Result<(), SandboxError> {
@@ -804,7 +886,7 @@ struct Parts {
     pending: BytesMut,
     /// The rest of the current input chunk.
     rest: Bytes,
-    /// The part size ([`UPLOAD_PART`], or [`CHUNK`]).
+    /// The part size ([`UPLOAD_PART`], or [`S3Staging::chunk_bytes`]).
     size: usize,
 }
 
@@ -831,11 +913,15 @@ impl Parts {
 type PartTask = tokio::task::JoinHandle<Result<(i32, Option<String>), SandboxError>>;
 
 /// Uploads the stream: one PutObject when it is shorter than a part, else
-/// a multipart upload. Returns its size and sha256 (hex).
+/// a multipart upload. Returns its size and the sha256 (hex) of `hash`
+/// (the bytes before it, if any) and the stream; past 10,000 parts it
+/// refuses with `too_large`.
 async fn upload<S>(
     signer: &Signer,
     key: &str,
     chunks: S,
+    mut hash: Sha256,
+    too_large: &'static str,
     feature: &'static str,
     cleanup: &mut Cleanup,
 ) -> Result<(u64, String), SandboxError>
@@ -849,7 +935,6 @@ where
         rest: Bytes::new(),
         size: UPLOAD_PART as usize,
     };
-    let mut hash = Sha256::new();
     let mut size: u64 = 0;
     let mut upload_id: Option<String> = None;
     let mut running: std::collections::VecDeque<PartTask> = std::collections::VecDeque::new();
@@ -886,14 +971,11 @@ where
         size = size.saturating_add(part.len() as u64);
         if upload_id.is_none() {
             upload_id = Some(create_upload(client, &signer.bucket, key, feature).await?);
-            cleanup.upload_id = upload_id.clone();
+            cleanup.upload = upload_id.clone().map(|id| (key.to_owned(), id));
         }
         number = number.saturating_add(1);
         if u64::try_from(number).unwrap_or(u64::MAX) > MAX_UPLOAD_PARTS {
-            return Err(SandboxError::invalid_argument(
-                "chunks",
-                "the data is larger than 10,000 parts of 8 MiB; write it in several files",
-            ));
+            return Err(SandboxError::invalid_argument("chunks", too_large));
         }
         // At most PARALLEL_PARTS parts uploading (and held) at once.
         while guard.0.len() >= PARALLEL_PARTS {
@@ -940,7 +1022,7 @@ where
     }
     drop(guard);
     complete_upload(client, &signer.bucket, key, &upload_id, etags).await?;
-    cleanup.upload_id = None;
+    cleanup.upload = None;
     Ok((size, sha_of(hash)))
 }
 
@@ -1113,7 +1195,7 @@ mod tests {
             feature: "files.read",
             cleanup: Cleanup {
                 s3: None,
-                upload_id: None,
+                upload: None,
                 chunks: Vec::new(),
             },
             ended: false,
@@ -1182,6 +1264,24 @@ mod tests {
         let mut read = staged(b"hello", good, 5);
         while read.next().await.is_some() {}
         assert!(read.next().await.is_none());
+    }
+
+    /// docs/transfers.md transcribes both refusals of a write too large,
+    /// and the chunked one's figures are the constants'.
+    #[test]
+    fn the_docs_name_the_too_large_refusals() {
+        let doc = include_str!("../../docs/transfers.md");
+        for message in [super::TOO_LARGE, super::TOO_LARGE_CHUNKED] {
+            assert!(doc.contains(&format!("`{message}`")), "{message}");
+        }
+        let before_overflow = super::CHUNK_URLS - 2;
+        assert!(super::TOO_LARGE_CHUNKED.contains(&format!("{before_overflow} chunks")));
+        assert_eq!(super::MAX_UPLOAD_PARTS, 10_000);
+        assert_eq!(super::UPLOAD_PART, 8 << 20);
+        assert_eq!(
+            super::max_chunked_bytes(16 << 20),
+            318 * (16 << 20) + 10_000 * (8 << 20)
+        );
     }
 
     #[test]

@@ -30,6 +30,8 @@ crate::checks::reasons! {
         "threshold_bytes must be 1 MiB to 5 GiB";
     MULTIPART_THRESHOLD_BAD = "multipart_threshold_bytes" =>
         "multipart_threshold_bytes must be 16 MiB to 5 GiB";
+    CHUNK_BAD = "chunk_bytes" =>
+        "chunk_bytes must be 64 KiB to 512 MiB";
     EXPIRES_IN_BAD = "expires_in" =>
         "expires_in must be at least 1 second; pass how long the URL may be used";
     MAX_BYTES_BAD = "max_bytes" =>
@@ -63,6 +65,11 @@ pub struct S3Staging {
     /// Exports of at least this many bytes use a multipart upload
     /// (default 5 GiB, 16 MiB to 5 GiB).
     pub multipart_threshold_bytes: u64,
+    /// A chunked staged write (an agent that announces it) sends its
+    /// bytes as objects of this many, one uploading while the next fills,
+    /// so about twice this is held (default 16 MiB, 64 KiB to 512 MiB);
+    /// past 318 chunks the rest goes as one multipart object.
+    pub chunk_bytes: u64,
 }
 
 impl std::fmt::Debug for S3Staging {
@@ -74,6 +81,7 @@ impl std::fmt::Debug for S3Staging {
             .field("max_expires_in", &self.max_expires_in)
             .field("threshold_bytes", &self.threshold_bytes)
             .field("multipart_threshold_bytes", &self.multipart_threshold_bytes)
+            .field("chunk_bytes", &self.chunk_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -88,6 +96,7 @@ impl S3Staging {
             max_expires_in: DEFAULT_MAX_EXPIRES_IN,
             threshold_bytes: 8 * MIB,
             multipart_threshold_bytes: 5 * GIB,
+            chunk_bytes: 16 * MIB,
         }
     }
 
@@ -102,6 +111,8 @@ impl S3Staging {
         threshold_bytes: u64;
         /// The size from which exports use a multipart upload.
         multipart_threshold_bytes: u64;
+        /// The size of a chunked write's chunks.
+        chunk_bytes: u64;
     }
 
     /// From `RAYITO_TRANSFER_BUCKET` (absent or empty: `None`, staging
@@ -158,6 +169,9 @@ impl S3Staging {
         }
         if !(16 * MIB..=5 * GIB).contains(&self.multipart_threshold_bytes) {
             return Err(refuse(MULTIPART_THRESHOLD_BAD));
+        }
+        if !(64 << 10..=512 * MIB).contains(&self.chunk_bytes) {
+            return Err(refuse(CHUNK_BAD));
         }
         Ok(())
     }
@@ -265,7 +279,14 @@ mod tests {
         assert_eq!(s.max_expires_in, Duration::from_secs(86_400));
         assert_eq!(s.threshold_bytes, 8 << 20);
         assert_eq!(s.multipart_threshold_bytes, 5 << 30);
+        assert_eq!(s.chunk_bytes, 16 << 20);
         s.check(None).expect("valid");
+        for edge in [64 << 10, 512 << 20] {
+            S3Staging::new("abc")
+                .chunk_bytes(edge)
+                .check(None)
+                .expect("an edge of chunk_bytes");
+        }
     }
 
     #[test]
@@ -303,6 +324,14 @@ mod tests {
             (
                 S3Staging::new("abc").multipart_threshold_bytes((16 << 20) - 1),
                 "multipart_threshold_bytes",
+            ),
+            (
+                S3Staging::new("abc").chunk_bytes((64 << 10) - 1),
+                "chunk_bytes",
+            ),
+            (
+                S3Staging::new("abc").chunk_bytes((512 << 20) + 1),
+                "chunk_bytes",
             ),
         ];
         for (s, field) in cases {

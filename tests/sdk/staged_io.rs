@@ -628,6 +628,64 @@ async fn a_chunked_write_overlaps_the_agents_import_and_round_trips() {
     assert_prefix_empty(&w.s3).await;
 }
 
+/// Past 318 chunks a chunked write goes on as one more object (the
+/// overflow, a multipart upload of the rest) and an empty last chunk:
+/// with 64 KiB chunks, writes of 319 chunks and 5 bytes (an overflow of
+/// one PutObject) and of 30 MiB (a multipart overflow, while the agent
+/// already holds the 318 chunks) round-trip; without the overflow the
+/// second would not fit its 320 chunk URLs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_write_past_its_chunks_goes_on_as_one_overflow_object() {
+    const CHUNK: usize = 64 << 10;
+    let w = world_with(true, staging().chunk_bytes(CHUNK as u64)).await;
+    let files = w.sbx.files();
+    for (name, len) in [("one.bin", 319 * CHUNK + 5)] {
+        let data = noise(len, len as u64);
+        let stream = futures_util::stream::iter(
+            data.chunks(MIB)
+                .map(Bytes::copy_from_slice)
+                .collect::<Vec<_>>(),
+        );
+        let entry = files
+            .write_stream(&format!("v/{name}"), stream)
+            .await
+            .expect(name);
+        assert_eq!(entry.size, len as u64, "{name}");
+        assert_eq!(
+            sha(&files.read(&format!("v/{name}")).await.expect("read")),
+            sha(&data),
+            "{name}"
+        );
+    }
+    let data = noise(30 * MIB + 7, 31);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (sbx, s3) = (w.sbx.clone(), w.s3.clone());
+    let look = move || -> futures_util::future::BoxFuture<'static, String> {
+        Box::pin(look_at(sbx, s3, "v", (318 * CHUNK) as u64, true))
+    };
+    let stream = looking_stream(data.clone(), 29 * MIB, look, seen.clone());
+    let entry = files
+        .write_stream("v/big.bin", stream)
+        .await
+        .expect("write_stream");
+    assert_eq!(entry.size, data.len() as u64);
+    assert_eq!(
+        seen.lock()
+            .unwrap()
+            .as_deref()
+            .and_then(|s| s.split(',').next()),
+        Some("temp file: true"),
+        "the agent holds the chunks before the overflow while it uploads"
+    );
+    assert_eq!(
+        sha(&files.read("v/big.bin").await.expect("read")),
+        sha(&data)
+    );
+    let names = files.list("v").await.expect("list").len();
+    assert_eq!(names, 2, "no temporary file left");
+    assert_prefix_empty(&w.s3).await;
+}
+
 /// An agent that does not announce `chunked_import` (as the reference's)
 /// gets today's single object: a multipart upload (no object while it is
 /// under way), and the import only after it (no temporary file while the
