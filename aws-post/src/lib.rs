@@ -2,7 +2,9 @@
 //! makes without a generated client (Service Quotas, Cost Explorer, EC2's
 //! and IAM's Query calls in the SDK; Service Quotas, SNS and CloudWatch in
 //! the stacks' Lambda functions): a generated client per service would add
-//! minutes to a clean build for a handful of calls.
+//! minutes to a clean build for a handful of calls. [`SignedPost::send`]
+//! takes another method and a path too (the local emulator's REST-style
+//! events API).
 //!
 //! Signed by `aws-sigv4` (the AWS SDK's own signer) with the
 //! configuration's credentials and sent over hyper-util's client (rustls
@@ -120,6 +122,51 @@ impl SignedPost {
         })
     }
 
+    /// As [`SignedPost::new`], for an `http://` endpoint on this host
+    /// (the local emulator's own APIs): no TLS roots are loaded, and an
+    /// `https://` endpoint is refused.
+    ///
+    /// # Errors
+    /// [`PostError::Endpoint`]: the endpoint is not an `http://` URI;
+    /// [`PostError::Roots`]: the TLS configuration could not be built.
+    pub fn plain_http(
+        config: &aws_types::SdkConfig,
+        endpoint: &str,
+        region: &str,
+        signing_name: &'static str,
+        timeout: Duration,
+        max_answer_bytes: usize,
+    ) -> Result<Self, PostError> {
+        let endpoint = endpoint
+            .parse::<http::Uri>()
+            .map_err(|_| PostError::Endpoint)?;
+        if endpoint.scheme() != Some(&http::uri::Scheme::HTTP) {
+            return Err(PostError::Endpoint);
+        }
+        // No root at all: nothing over TLS could be trusted, and nothing
+        // is read from the platform's store.
+        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|_| PostError::Roots)?
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        let http = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        Ok(Self {
+            http: HttpClient::builder(TokioExecutor::new()).build(http),
+            endpoint,
+            region: region.to_owned(),
+            signing_name,
+            credentials: config.credentials_provider(),
+            timeout,
+            max_answer_bytes,
+        })
+    }
+
     /// SigV4's service name this client signs as.
     pub fn signing_name(&self) -> &'static str {
         self.signing_name
@@ -168,14 +215,31 @@ impl SignedPost {
         Ok(self)
     }
 
-    /// One POST of `body` with `headers` (the content type among them);
-    /// the answer whatever its status.
+    /// One POST of `body` with `headers` (the content type among them)
+    /// to the endpoint; the answer whatever its status.
     ///
     /// # Errors
     /// No answer arrived in time or whole, or the request could not be
     /// signed (see [`PostError`]).
     pub async fn post(&self, headers: &[(&str, &str)], body: &str) -> Result<Answer, PostError> {
-        let request = self.signed(headers, body).await?;
+        self.send("POST", "", headers, body.as_bytes()).await
+    }
+
+    /// One `method` request of `body` with `headers` to the endpoint
+    /// followed by `path_and_query` (empty, or starting with `/`); the
+    /// answer whatever its status.
+    ///
+    /// # Errors
+    /// `path_and_query` does not make a URI with the endpoint
+    /// ([`PostError::Endpoint`]), or as [`SignedPost::post`].
+    pub async fn send(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<Answer, PostError> {
+        let request = self.signed(method, path_and_query, headers, body).await?;
         let sent = tokio::time::timeout(self.timeout, async {
             let response = self.http.request(request).await.map_err(|e| {
                 if e.is_connect() {
@@ -210,20 +274,30 @@ impl SignedPost {
         sent.map_err(|_| PostError::Timeout)?
     }
 
-    /// The POST of `body`, signed for this service in its region.
+    /// The request, signed for this service in its region.
     async fn signed(
         &self,
+        method: &str,
+        path_and_query: &str,
         headers: &[(&str, &str)],
-        body: &str,
+        body: &[u8],
     ) -> Result<http::Request<Full<Bytes>>, PostError> {
+        let uri = if path_and_query.is_empty() {
+            self.endpoint.clone()
+        } else {
+            let base = self.endpoint.to_string();
+            format!("{}{path_and_query}", base.trim_end_matches('/'))
+                .parse::<http::Uri>()
+                .map_err(|_| PostError::Endpoint)?
+        };
+        let method = http::Method::from_bytes(method.as_bytes()).map_err(|_| PostError::Signing)?;
         let provider = self.credentials.as_ref().ok_or(PostError::Credentials)?;
         let credentials = provider
             .provide_credentials()
             .await
             .map_err(|_| PostError::Credentials)?;
         let identity = Identity::from(credentials);
-        let host = self
-            .endpoint
+        let host = uri
             .authority()
             .map(|a| a.as_str().to_owned())
             .unwrap_or_default();
@@ -238,25 +312,23 @@ impl SignedPost {
             .build()
             .map_err(|_| PostError::Signing)?
             .into();
-        let uri = self.endpoint.to_string();
+        let text = uri.to_string();
         let signable = SignableRequest::new(
-            "POST",
-            &uri,
+            method.as_str(),
+            &text,
             signed_headers.iter().copied(),
-            SignableBody::Bytes(body.as_bytes()),
+            SignableBody::Bytes(body),
         )
         .map_err(|_| PostError::Signing)?;
         let (instructions, _) = sign(signable, &params)
             .map_err(|_| PostError::Signing)?
             .into_parts();
-        let mut request = http::Request::builder()
-            .method("POST")
-            .uri(self.endpoint.clone());
+        let mut request = http::Request::builder().method(method).uri(uri);
         for (name, value) in &signed_headers {
             request = request.header(*name, *value);
         }
         let mut request = request
-            .body(Full::new(Bytes::from(body.to_owned())))
+            .body(Full::new(Bytes::copy_from_slice(body)))
             .map_err(|_| PostError::Signing)?;
         instructions.apply_to_request_http1x(&mut request);
         Ok(request)
@@ -323,6 +395,21 @@ mod tests {
             PostError::Roots
         );
         assert!(post.trusting(&[]).is_ok());
+        // The loopback client takes plain http only.
+        for https in ["https://127.0.0.1:1", "not a uri"] {
+            let err = SignedPost::plain_http(&config, https, "us-east-1", "lambda", timeout, 1024)
+                .expect_err(https);
+            assert_eq!(err, PostError::Endpoint);
+        }
+        SignedPost::plain_http(
+            &config,
+            "http://127.0.0.1:1",
+            "us-east-1",
+            "lambda",
+            timeout,
+            1024,
+        )
+        .expect("plain http");
     }
 
     #[tokio::test]
