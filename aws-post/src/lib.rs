@@ -66,7 +66,7 @@ pub struct Answer {
 /// in one region. Cheap to clone.
 #[derive(Clone)]
 pub struct SignedPost {
-    http: HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: Https,
     endpoint: http::Uri,
     region: String,
     /// SigV4's service name (`ec2`, `servicequotas`, `ce`, `sns`).
@@ -102,17 +102,39 @@ impl SignedPost {
         timeout: Duration,
         max_answer_bytes: usize,
     ) -> Result<Self, PostError> {
+        let mut post = Self::new_with(
+            config,
+            endpoint,
+            region,
+            signing_name,
+            timeout,
+            max_answer_bytes,
+        )?;
+        post.http = HttpClient::builder(TokioExecutor::new()).build(
+            hyper_rustls::HttpsConnectorBuilder::new()
+                .with_native_roots()
+                .map_err(|_| PostError::Roots)?
+                .https_or_http()
+                .enable_http1()
+                .build(),
+        );
+        Ok(post)
+    }
+
+    /// The client's fields, its connection trusting no root yet.
+    fn new_with(
+        config: &aws_types::SdkConfig,
+        endpoint: &str,
+        region: &str,
+        signing_name: &'static str,
+        timeout: Duration,
+        max_answer_bytes: usize,
+    ) -> Result<Self, PostError> {
         let endpoint = endpoint
             .parse::<http::Uri>()
             .map_err(|_| PostError::Endpoint)?;
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .map_err(|_| PostError::Roots)?
-            .https_or_http()
-            .enable_http1()
-            .build();
         Ok(Self {
-            http: HttpClient::builder(TokioExecutor::new()).build(https),
+            http: client_trusting(rustls::RootCertStore::empty())?,
             endpoint,
             region: region.to_owned(),
             signing_name,
@@ -137,34 +159,19 @@ impl SignedPost {
         timeout: Duration,
         max_answer_bytes: usize,
     ) -> Result<Self, PostError> {
-        let endpoint = endpoint
-            .parse::<http::Uri>()
-            .map_err(|_| PostError::Endpoint)?;
-        if endpoint.scheme() != Some(&http::uri::Scheme::HTTP) {
+        if !endpoint.starts_with("http://") {
             return Err(PostError::Endpoint);
         }
         // No root at all: nothing over TLS could be trusted, and nothing
         // is read from the platform's store.
-        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|_| PostError::Roots)?
-            .with_root_certificates(rustls::RootCertStore::empty())
-            .with_no_client_auth();
-        let http = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .build();
-        Ok(Self {
-            http: HttpClient::builder(TokioExecutor::new()).build(http),
+        Self::new_with(
+            config,
             endpoint,
-            region: region.to_owned(),
+            region,
             signing_name,
-            credentials: config.credentials_provider(),
             timeout,
             max_answer_bytes,
-        })
+        )
     }
 
     /// SigV4's service name this client signs as.
@@ -200,18 +207,7 @@ impl SignedPost {
                 return Err(PostError::Roots);
             }
         }
-        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|_| PostError::Roots)?
-            .with_root_certificates(store)
-            .with_no_client_auth();
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .build();
-        self.http = HttpClient::builder(TokioExecutor::new()).build(https);
+        self.http = client_trusting(store)?;
         Ok(self)
     }
 
@@ -333,6 +329,25 @@ impl SignedPost {
         instructions.apply_to_request_http1x(&mut request);
         Ok(request)
     }
+}
+
+type Https = HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// An HTTP/1 client (https, or http for a test's or the emulator's
+/// endpoint) trusting exactly `store`.
+fn client_trusting(store: rustls::RootCertStore) -> Result<Https, PostError> {
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|_| PostError::Roots)?
+        .with_root_certificates(store)
+        .with_no_client_auth();
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .build();
+    Ok(HttpClient::builder(TokioExecutor::new()).build(https))
 }
 
 /// `application/x-www-form-urlencoded` of `pairs` as the Query protocols
