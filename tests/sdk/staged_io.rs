@@ -572,6 +572,37 @@ async fn look_at(sbx: Sandbox, s3: s3::Client, dir: &str, min: u64, wait: bool) 
     format!("temp file: {}, objects: {}", temp.is_some(), objects > 0)
 }
 
+/// `write_stream` of `data` to `path` (in directory `dir`), looking at
+/// the sandbox and the bucket once `pause_after` bytes were handed out
+/// (`look_at` with `min` and `wait`); checks the entry's size and that the
+/// file reads back byte for byte; what the look saw.
+#[allow(clippy::too_many_arguments)]
+async fn write_looking(
+    w: &World,
+    dir: &str,
+    path: &str,
+    data: &[u8],
+    pause_after: usize,
+    min: u64,
+    wait: bool,
+) -> String {
+    let files = w.sbx.files();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (sbx, s3, d) = (w.sbx.clone(), w.s3.clone(), dir.to_owned());
+    let look = move || -> futures_util::future::BoxFuture<'static, String> {
+        Box::pin(async move { look_at(sbx, s3, &d, min, wait).await })
+    };
+    let stream = looking_stream(data.to_vec(), pause_after, look, seen.clone());
+    let entry = files
+        .write_stream(path, stream)
+        .await
+        .expect("write_stream");
+    assert_eq!(entry.size, data.len() as u64);
+    assert_eq!(sha(&files.read(path).await.expect("read")), sha(data));
+    let seen = seen.lock().unwrap().clone();
+    seen.expect("the stream looked")
+}
+
 /// On an agent that announces `chunked_import` (issue 44, item 4), a large
 /// write goes as 16 MiB chunks the agent imports while the next one
 /// uploads: with 24 MiB of a 40 MiB stream handed out, the agent's
@@ -583,28 +614,11 @@ async fn a_chunked_write_overlaps_the_agents_import_and_round_trips() {
     let w = world().await;
     let files = w.sbx.files();
     let data = noise(40 * MIB + 5, 21);
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let (sbx, s3) = (w.sbx.clone(), w.s3.clone());
-    let look = move || -> futures_util::future::BoxFuture<'static, String> {
-        Box::pin(look_at(sbx, s3, "c", 16 * MIB as u64, true))
-    };
-    let stream = looking_stream(data.clone(), 24 * MIB, look, seen.clone());
-    let entry = files
-        .write_stream("c/big.bin", stream)
-        .await
-        .expect("write_stream");
-    assert_eq!(entry.size, data.len() as u64);
+    let seen = write_looking(&w, "c", "c/big.bin", &data, 24 * MIB, 16 * MIB as u64, true).await;
     assert_eq!(
-        seen.lock()
-            .unwrap()
-            .as_deref()
-            .and_then(|s| s.split(',').next()),
+        seen.split(',').next(),
         Some("temp file: true"),
         "the import runs while the stream still feeds the write"
-    );
-    assert_eq!(
-        sha(&files.read("c/big.bin").await.expect("read")),
-        sha(&data)
     );
     // Two whole chunks: the last one is empty and names the sha256.
     let exact = noise(32 * MIB, 22);
@@ -658,28 +672,12 @@ async fn a_chunked_write_past_its_chunks_goes_on_as_one_overflow_object() {
         );
     }
     let data = noise(30 * MIB + 7, 31);
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let (sbx, s3) = (w.sbx.clone(), w.s3.clone());
-    let look = move || -> futures_util::future::BoxFuture<'static, String> {
-        Box::pin(look_at(sbx, s3, "v", (318 * CHUNK) as u64, true))
-    };
-    let stream = looking_stream(data.clone(), 29 * MIB, look, seen.clone());
-    let entry = files
-        .write_stream("v/big.bin", stream)
-        .await
-        .expect("write_stream");
-    assert_eq!(entry.size, data.len() as u64);
+    let min = (318 * CHUNK) as u64;
+    let seen = write_looking(&w, "v", "v/big.bin", &data, 29 * MIB, min, true).await;
     assert_eq!(
-        seen.lock()
-            .unwrap()
-            .as_deref()
-            .and_then(|s| s.split(',').next()),
+        seen.split(',').next(),
         Some("temp file: true"),
         "the agent holds the chunks before the overflow while it uploads"
-    );
-    assert_eq!(
-        sha(&files.read("v/big.bin").await.expect("read")),
-        sha(&data)
     );
     let names = files.list("v").await.expect("list").len();
     assert_eq!(names, 2, "no temporary file left");
@@ -697,26 +695,8 @@ async fn an_agent_without_chunked_import_gets_one_staged_object() {
         ..EmulatorConfig::default()
     };
     let w = world_in(config, true, staging()).await;
-    let files = w.sbx.files();
     let data = noise(40 * MIB + 5, 23);
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let (sbx, s3) = (w.sbx.clone(), w.s3.clone());
-    let look = move || -> futures_util::future::BoxFuture<'static, String> {
-        Box::pin(look_at(sbx, s3, "o", 0, false))
-    };
-    let stream = looking_stream(data.clone(), 24 * MIB, look, seen.clone());
-    let entry = files
-        .write_stream("o/big.bin", stream)
-        .await
-        .expect("write_stream");
-    assert_eq!(entry.size, data.len() as u64);
-    assert_eq!(
-        seen.lock().unwrap().as_deref(),
-        Some("temp file: false, objects: false")
-    );
-    assert_eq!(
-        sha(&files.read("o/big.bin").await.expect("read")),
-        sha(&data)
-    );
+    let seen = write_looking(&w, "o", "o/big.bin", &data, 24 * MIB, 0, false).await;
+    assert_eq!(seen, "temp file: false, objects: false");
     assert_prefix_empty(&w.s3).await;
 }
