@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rayito_emulator::{Emulator, EmulatorConfig, Operation};
+use rayito_emulator::{Emulator, EmulatorConfig, LatencyProfile, Operation};
 use rustix::process::{Pid, Signal};
 use serde::{Deserialize, Serialize};
 
@@ -299,9 +299,19 @@ async fn serve_async() -> i32 {
             return 1;
         }
     };
+    // As the SDK's embedded local backend does: the profile applies to the
+    // daemon's whole life, and a value it cannot parse stops it at start.
+    let latency = match LatencyProfile::from_env(|name| std::env::var(name).ok()) {
+        Ok(latency) => latency,
+        Err(err) => {
+            eprintln!("rayito local backend: {err}");
+            return 1;
+        }
+    };
     let config = EmulatorConfig {
         root: root.clone(),
         gateway_upstreams,
+        latency,
         // Templates built here outlive the daemon (`local stop`, the idle
         // exit): the next daemon on this root finds them.
         keep_images: true,

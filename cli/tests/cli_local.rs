@@ -519,6 +519,31 @@ fn racing_first_invocations_share_one_daemon_which_stops_when_idle() {
     assert!(daemons_of(&s).is_empty());
 }
 
+/// The daemon reads `RAYITO_EMULATOR_LATENCY` as the SDK's embedded local
+/// backend does: a profile it cannot parse stops it at start, and the
+/// first invocation says so and where the log is, which names the
+/// variable and the part it refused.
+#[test]
+fn the_daemon_reads_the_latency_profile_and_refuses_a_bad_one() {
+    let s = Session::local().env("RAYITO_EMULATOR_LATENCY", "aws,slow");
+    let out = s.run(&["sandbox", "list"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the local backend exited at start"),
+        "{stderr}"
+    );
+    let log = std::fs::read_to_string(s.cache.path().join("local").join("backend.log"))
+        .expect("the daemon's log");
+    assert!(
+        log.contains(
+            "rayito local backend: RAYITO_EMULATOR_LATENCY: invalid latency profile part \"slow\""
+        ),
+        "{log}"
+    );
+    assert!(s.daemon_pid().is_none());
+}
+
 /// `doctor` against a real MicroVMs endpoint (the session's local daemon,
 /// reached the way any AWS client is: endpoint, region and credentials from
 /// the environment, here the key the daemon recorded): every live check
