@@ -126,9 +126,14 @@ impl WriteEntry {
 /// is a path to write that ends with `/`. A path the sandbox user may not
 /// touch is `Sandbox { code: PermissionDenied }` (not `Authentication`:
 /// the caller's credentials are fine).
+///
+/// Every call runs as the sandbox's default user; [`Files::as_user`] gives
+/// a view whose calls run as another (E2B's `user=` argument).
 #[derive(Debug, Clone, Copy)]
 pub struct Files<'a> {
     sandbox: &'a Sandbox,
+    /// The user every call names; `None`: the sandbox's default.
+    user: Option<&'a str>,
 }
 
 /// `data` cut into views of at most [`WRITE_CHUNK_BYTES`] (reference counted,
@@ -160,7 +165,34 @@ fn deadline_for(base: Duration, bytes: u64) -> Duration {
 
 impl<'a> Files<'a> {
     pub(crate) fn new(sandbox: &'a Sandbox) -> Self {
-        Self { sandbox }
+        Self {
+            sandbox,
+            user: None,
+        }
+    }
+
+    /// The same view, each call of which names `user` to the agent (whose
+    /// permissions the paths then need, and who owns what a write or
+    /// `make_dir` creates); empty means the sandbox's default user. A
+    /// write's own [`WriteOptions::user`] comes first. The local backend
+    /// has one account, `user`: its agent refuses any other
+    /// (`InvalidArgument`, `unknown user`). Reads and writes of a view with
+    /// a user travel over gRPC, never through a staging (as a write with
+    /// options does).
+    ///
+    /// A user holding a NUL is `InvalidArgument` naming `user`, at each
+    /// call, before any I/O.
+    #[must_use]
+    pub fn as_user(self, user: &'a str) -> Files<'a> {
+        Files {
+            user: (!user.is_empty()).then_some(user),
+            ..self
+        }
+    }
+
+    /// The user this view's calls name, checked.
+    pub(crate) fn user_checked(&self) -> Result<Option<pb::User>, SandboxError> {
+        Ok(crate::checks::user(self.user)?.map(|username| pb::User { username }))
     }
 
     fn timeout(&self) -> Duration {
@@ -296,7 +328,9 @@ impl<'a> Files<'a> {
                 "the path is not a regular file; pass the path of a file",
             ));
         }
-        if let Some(staging) = staging::of(self.sandbox)
+        let user = self.user_checked()?;
+        if user.is_none()
+            && let Some(staging) = staging::of(self.sandbox)
             && let Some(staged) = staging
                 .open_read(self.file(path, feature), entry.size)
                 .await?
@@ -312,7 +346,7 @@ impl<'a> Files<'a> {
             .read_file(
                 pb::ReadRequest {
                     path: path.to_owned(),
-                    user: None,
+                    user: user.clone(),
                 },
                 total,
             )
@@ -320,7 +354,7 @@ impl<'a> Files<'a> {
         let size = entry.size;
         let feed = read::ReadFeed::new(
             self.sandbox,
-            (path, feature),
+            (path, feature, user),
             entry,
             (stream, epoch, opened_at),
             total,
@@ -401,6 +435,7 @@ impl<'a> Files<'a> {
         data: Vec<u8>,
         options: WriteOptions,
     ) -> Result<EntryInfo, SandboxError> {
+        let options = options.or_user(self.user);
         if options.is_default()
             && let Some(staging) = staging::of(self.sandbox)
         {
@@ -491,6 +526,7 @@ impl<'a> Files<'a> {
     {
         use futures_util::StreamExt as _;
         crate::checks::file_path(path)?;
+        let options = options.or_user(self.user);
         let checked = options.checked()?;
         if options.is_default()
             && let Some(staging) = staging::of(self.sandbox)
@@ -585,6 +621,7 @@ impl<'a> Files<'a> {
         for file in &files {
             crate::checks::file_path(&file.path)?;
         }
+        let options = options.or_user(self.user);
         let checked = options.checked()?;
         options::require_agent_for(self.sandbox, options.gzipped(), &checked).await?;
         let count = files.len();
@@ -654,6 +691,7 @@ impl<'a> Files<'a> {
         depth: u32,
     ) -> Result<Vec<EntryInfo>, SandboxError> {
         crate::checks::path(path)?;
+        let user = self.user_checked()?;
         let response = self
             .sandbox
             .conn()
@@ -661,7 +699,7 @@ impl<'a> Files<'a> {
                 pb::ListDirRequest {
                     path: path.to_owned(),
                     depth: depth.max(1),
-                    user: None,
+                    user,
                 },
                 self.timeout(),
             )
@@ -713,13 +751,14 @@ impl<'a> Files<'a> {
         feature: &'static str,
     ) -> Result<EntryInfo, SandboxError> {
         crate::checks::path(path)?;
+        let user = self.user_checked()?;
         let response = self
             .sandbox
             .conn()
             .stat(
                 pb::StatRequest {
                     path: path.to_owned(),
-                    user: None,
+                    user,
                 },
                 feature,
                 self.timeout(),
@@ -745,13 +784,14 @@ impl<'a> Files<'a> {
     /// Inside its span (see the public method).
     async fn remove_inner(&self, path: &str) -> Result<(), SandboxError> {
         crate::checks::path(path)?;
+        let user = self.user_checked()?;
         self.sandbox
             .conn()
             .remove(
                 pb::RemoveRequest {
                     path: path.to_owned(),
                     recursive: true,
-                    user: None,
+                    user,
                 },
                 self.timeout(),
             )
@@ -774,6 +814,7 @@ impl<'a> Files<'a> {
     /// Inside its span (see the public method).
     async fn rename_inner(&self, old: &str, new: &str) -> Result<EntryInfo, SandboxError> {
         crate::checks::rename(old, new)?;
+        let user = self.user_checked()?;
         let response = self
             .sandbox
             .conn()
@@ -781,7 +822,7 @@ impl<'a> Files<'a> {
                 pb::MoveRequest {
                     source: old.to_owned(),
                     destination: new.to_owned(),
-                    user: None,
+                    user,
                 },
                 self.timeout(),
             )
@@ -807,13 +848,14 @@ impl<'a> Files<'a> {
     /// Inside its span (see the public method).
     async fn make_dir_inner(&self, path: &str) -> Result<bool, SandboxError> {
         crate::checks::path(path)?;
+        let user = self.user_checked()?;
         let outcome = self
             .sandbox
             .conn()
             .make_dir(
                 pb::MakeDirRequest {
                     path: path.to_owned(),
-                    user: None,
+                    user,
                 },
                 self.timeout(),
             )

@@ -75,6 +75,17 @@ impl WriteOptions {
         self
     }
 
+    /// These options with `user` (a view's, [`Files::as_user`](super::Files::as_user))
+    /// when they name none.
+    pub(crate) fn or_user(mut self, user: Option<&str>) -> Self {
+        if self.user.as_deref().unwrap_or_default().is_empty()
+            && let Some(user) = user
+        {
+            self.user = Some(user.to_owned());
+        }
+        self
+    }
+
     /// Whether every option is the default (a plain write, which a staging
     /// may route through S3); an empty user is the default user.
     pub(crate) fn is_default(&self) -> bool {

@@ -24,6 +24,8 @@ struct ReadResume {
     sandbox: Sandbox,
     path: String,
     feature: &'static str,
+    /// The user the read names.
+    user: Option<pb::User>,
     /// The file as the first `Stat` saw it.
     entry: EntryInfo,
 }
@@ -46,16 +48,19 @@ impl Resume for ReadResume {
     /// `Stat`, then `Read` again; the cut's error when the file changed.
     fn reopen<'a>(&'a mut self, at: Reopen<'a>) -> Reopening<'a, pb::ReadResponse> {
         Box::pin(async move {
-            let now = Files::new(&self.sandbox)
-                .stat(&self.path, self.feature)
-                .await?;
+            let files = Files::new(&self.sandbox);
+            let files = match &self.user {
+                Some(user) => files.as_user(&user.username),
+                None => files,
+            };
+            let now = files.stat(&self.path, self.feature).await?;
             if now.size != self.entry.size || now.modified_time != self.entry.modified_time {
                 tracing::warn!(target: "rayito::reconnect", feature = self.feature, "the file changed during a reconnect; not reading it on");
                 return Err(at.cut_error.clone());
             }
             let request = pb::ReadRequest {
                 path: self.path.clone(),
-                user: None,
+                user: self.user.clone(),
             };
             let stream = at.conn.read_file(request, at.total).await?;
             Ok(Reopened { stream, gap: false })
@@ -77,7 +82,7 @@ pub(super) struct ReadFeed {
 impl ReadFeed {
     pub(super) fn new(
         sandbox: &Sandbox,
-        (path, feature): (&str, &'static str),
+        (path, feature, user): (&str, &'static str, Option<pb::User>),
         entry: EntryInfo,
         (stream, epoch, opened_at): (AgentStream<pb::ReadResponse>, Option<u64>, Instant),
         total: Option<Duration>,
@@ -86,6 +91,7 @@ impl ReadFeed {
             sandbox: sandbox.clone(),
             path: path.to_owned(),
             feature,
+            user,
             entry,
         };
         let start = Start {

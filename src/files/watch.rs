@@ -63,12 +63,13 @@ pub type ExitCallback = Box<dyn FnOnce(Option<&SandboxError>) + Send>;
 pub struct WatchOptions {
     recursive: bool,
     include_entry: bool,
+    user: Option<String>,
     timeout: Option<Duration>,
     on_exit: Option<ExitCallback>,
 }
 
 crate::secret::redacted_debug! {
-    WatchOptions |o| recursive, include_entry, timeout, on_exit = o.on_exit.is_some()
+    WatchOptions |o| recursive, include_entry, user, timeout, on_exit = o.on_exit.is_some()
 }
 
 impl WatchOptions {
@@ -84,6 +85,11 @@ impl WatchOptions {
         /// [`EntryInfo`] in [`FilesystemEvent::entry`] (one stat by the agent
         /// per event).
         include_entry: bool;
+        /// The user the agent watches as (whose permissions the path
+        /// needs); empty means the sandbox's default user. The local
+        /// backend has one account, `user`: any other is refused by its
+        /// agent.
+        user: Some impl String;
     }
 
     /// The watch's deadline from its start, reconnects included: when it
@@ -352,13 +358,14 @@ impl Files<'_> {
     }
 
     /// Watches a directory as [`Files::watch_dir`] does, with `options`
-    /// ([`WatchOptions`]: `recursive`, `include_entry`, a `timeout` for the
+    /// ([`WatchOptions`]: `recursive`, `include_entry`, `user`, a `timeout` for the
     /// whole watch, an `on_exit` callback). Returns once the agent's watch
     /// has started. A watch that fails to start calls no `on_exit`: the
     /// error is returned here.
     ///
     /// # Errors
-    /// As [`Files::watch_dir`].
+    /// As [`Files::watch_dir`]; `InvalidArgument` naming `user` (a NUL)
+    /// before any I/O.
     pub async fn watch_dir_with(
         &self,
         path: &str,
@@ -366,10 +373,11 @@ impl Files<'_> {
     ) -> Result<WatchHandle, SandboxError> {
         boxed!(Result<WatchHandle, SandboxError>, {
             crate::checks::path(path)?;
+            let user = crate::checks::user(options.user.as_deref().or(self.user))?;
             let request = pb::WatchDirRequest {
                 path: path.to_owned(),
                 recursive: options.recursive,
-                user: None,
+                user: user.map(|username| pb::User { username }),
                 include_entry: options.include_entry,
             };
             let conn = self.sandbox.conn();

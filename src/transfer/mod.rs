@@ -473,7 +473,7 @@ impl Files<'_> {
         };
         let request = pb::StartImportRequest {
             path: path.to_owned(),
-            user: None,
+            user: self.user_checked()?,
             mode: options.mode,
             object: Some(signer.object(&key)),
             get: Some(
@@ -550,7 +550,7 @@ impl Files<'_> {
         let export_life = EXPORT_URL_BASE + Duration::from_secs(mb);
         let request = pb::StartExportRequest {
             path: path.to_owned(),
-            user: None,
+            user: self.user_checked()?,
             object: Some(signer.object(&key)),
             target: Some(pb::start_export_request::Target::Put(
                 signer

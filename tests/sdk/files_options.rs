@@ -372,3 +372,111 @@ fn docs_files_md_transcribes_the_messages() {
         assert!(doc.contains(text), "docs/files.md lacks {text}");
     }
 }
+
+/// `files().as_user(u)`: every call names `u` to the agent (E2B's `user=`
+/// argument). The sandbox's account by name works for each call; an
+/// account the local agent does not have is refused by it for each
+/// (`unknown user`: no call runs as another account than it asked for),
+/// and nothing is created; a user with a NUL is refused before any I/O,
+/// naming `user`; a write's own user comes before the view's, and
+/// `WatchOptions::user` before it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_user_names_the_user_on_every_call_and_the_agent_checks_it() {
+    let emu = emulator().await;
+    let sbx = sandbox(&emu).await;
+    let me = sbx.files().as_user("user");
+    assert!(me.make_dir("/home/user/au").await.expect("make_dir"));
+    me.write("/home/user/au/a.txt", "abc").await.expect("write");
+    assert_eq!(me.read("/home/user/au/a.txt").await.expect("read"), b"abc");
+    assert_eq!(me.list("/home/user/au").await.expect("list").len(), 1);
+    assert!(me.exists("/home/user/au/a.txt").await.expect("exists"));
+    assert_eq!(
+        me.get_info("/home/user/au/a.txt").await.expect("info").size,
+        3
+    );
+    me.rename("/home/user/au/a.txt", "/home/user/au/b.txt")
+        .await
+        .expect("rename");
+    let watch = me.watch_dir("/home/user/au", false).await.expect("watch");
+    watch.stop();
+    me.remove("/home/user/au/b.txt").await.expect("remove");
+
+    let root = sbx.files().as_user("root");
+    let refused = |e: SandboxError, feature: &str| {
+        assert!(matches!(&e, SandboxError::InvalidArgument { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the agent refused an argument of {feature}: unknown user; fix the value before retrying"
+            )
+        );
+    };
+    refused(
+        root.make_dir("/home/user/au/r").await.unwrap_err(),
+        "files.make_dir",
+    );
+    refused(
+        root.write("/home/user/au/r.txt", "x").await.unwrap_err(),
+        "files.write",
+    );
+    let read = root.read("/home/user/au").await.unwrap_err();
+    let doc = include_str!("../../docs/files.md");
+    assert!(doc.contains(&format!("`{read}`")), "docs/files.md: {read}");
+    refused(read, "files.read");
+    refused(root.list("/home/user/au").await.unwrap_err(), "files.list");
+    refused(
+        root.exists("/home/user/au").await.unwrap_err(),
+        "files.exists",
+    );
+    refused(
+        root.get_info("/home/user/au").await.unwrap_err(),
+        "files.get_info",
+    );
+    me.write("/home/user/au/c.txt", "c").await.expect("write");
+    refused(
+        root.rename("/home/user/au/c.txt", "/home/user/au/d.txt")
+            .await
+            .unwrap_err(),
+        "files.rename",
+    );
+    refused(
+        root.remove("/home/user/au/c.txt").await.unwrap_err(),
+        "files.remove",
+    );
+    refused(
+        root.watch_dir("/home/user/au", false).await.unwrap_err(),
+        "files.watch_dir",
+    );
+    refused(
+        me.watch_dir_with("/home/user/au", WatchOptions::new().user("root"))
+            .await
+            .unwrap_err(),
+        "files.watch_dir",
+    );
+    let names: Vec<String> = me
+        .list("/home/user/au")
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names, ["c.txt"], "nothing made, moved or removed as root");
+
+    // The write's own user first.
+    root.write_with("/home/user/au/e.txt", "e", WriteOptions::new().user("user"))
+        .await
+        .expect("the write's user");
+
+    // A NUL: refused before any I/O, naming `user`.
+    let err = sbx
+        .files()
+        .as_user("a\0b")
+        .make_dir("/home/user/au/nul")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SandboxError::InvalidArgument { argument: Some(a), .. } if a == "user"),
+        "{err:?}"
+    );
+    assert!(!me.exists("/home/user/au/nul").await.unwrap());
+}

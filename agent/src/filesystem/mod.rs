@@ -23,7 +23,7 @@ pub(crate) use self::info::{entry_info, file_entry_info, io_status};
 pub(crate) use self::path::check_working_dir;
 pub(crate) use self::path::{Resolved, resolve};
 pub(crate) use self::target::TargetDir;
-pub(crate) use self::write::owner_and_mode;
+pub(crate) use self::write::{known_user, owner_and_mode};
 use crate::pb;
 use crate::phase::Phase;
 use crate::sandbox::SandboxEnv;
@@ -144,6 +144,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::ReadRequest>,
     ) -> Result<Response<Self::ReadStream>, Status> {
         let req = r.into_inner();
+        known_user(req.user.as_ref().map(|u| u.username.as_str()))?;
         let target = resolve(&self.env, &req.path)?;
         let file = open_regular(&self.env, &target.host).await?;
         let mut file = file.into_std().await;
@@ -196,7 +197,9 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::StatRequest>,
     ) -> Result<Response<pb::StatResponse>, Status> {
-        let target = resolve(&self.env, &r.into_inner().path)?;
+        let req = r.into_inner();
+        known_user(req.user.as_ref().map(|u| u.username.as_str()))?;
+        let target = resolve(&self.env, &req.path)?;
         let entry = self
             .env
             .as_user(|| entry_info(&target.guest, &target.host))
@@ -209,6 +212,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::ListDirRequest>,
     ) -> Result<Response<pb::ListDirResponse>, Status> {
         let req = r.into_inner();
+        known_user(req.user.as_ref().map(|u| u.username.as_str()))?;
         let target = resolve(&self.env, &req.path)?;
         let env = self.env.clone();
         let depth = req.depth.max(1);
@@ -231,7 +235,9 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         &self,
         r: Request<pb::MakeDirRequest>,
     ) -> Result<Response<pb::MakeDirResponse>, Status> {
-        let target = resolve(&self.env, &r.into_inner().path)?;
+        let req = r.into_inner();
+        known_user(req.user.as_ref().map(|u| u.username.as_str()))?;
+        let target = resolve(&self.env, &req.path)?;
         let entry = self.env.as_user(|| {
             if let Ok(md) = std::fs::symlink_metadata(&target.host) {
                 return Err(if md.is_dir() {
@@ -254,6 +260,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::MoveRequest>,
     ) -> Result<Response<pb::MoveResponse>, Status> {
         let req = r.into_inner();
+        known_user(req.user.as_ref().map(|u| u.username.as_str()))?;
         let source = resolve(&self.env, &req.source)?;
         let destination = resolve(&self.env, &req.destination)?;
         if source.is_view_root() || destination.is_view_root() {
@@ -275,6 +282,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::RemoveRequest>,
     ) -> Result<Response<pb::RemoveResponse>, Status> {
         let req = r.into_inner();
+        known_user(req.user.as_ref().map(|u| u.username.as_str()))?;
         let target = resolve(&self.env, &req.path)?;
         if target.is_view_root() {
             return Err(Status::permission_denied("path not allowed"));
@@ -308,6 +316,7 @@ impl pb::filesystem_service_server::FilesystemService for FilesystemServiceImpl 
         r: Request<pb::WatchDirRequest>,
     ) -> Result<Response<Self::WatchDirStream>, Status> {
         let req = r.into_inner();
+        known_user(req.user.as_ref().map(|u| u.username.as_str()))?;
         let target = resolve(&self.env, &req.path)?;
         let rx = watch::start(
             self.env.clone(),

@@ -32,6 +32,18 @@ use crate::sandbox::SandboxEnv;
 
 /// Largest chunk in one message.
 const MAX_CHUNK: usize = 1 << 20;
+/// Refuses a user the local agent does not have: it has one account,
+/// `user` (empty or absent: the same). Every filesystem call that names a
+/// user checks it, so none runs as another account than it asked for.
+#[allow(clippy::result_large_err)]
+pub(crate) fn known_user(username: Option<&str>) -> Result<(), Status> {
+    if matches!(username, None | Some("" | "user")) {
+        Ok(())
+    } else {
+        Err(Status::invalid_argument("unknown user"))
+    }
+}
+
 /// Mode of a new file when the first message gives none.
 const DEFAULT_MODE: u32 = 0o644;
 
@@ -40,9 +52,7 @@ const DEFAULT_MODE: u32 = 0o644;
 /// refused); the mode is the default when unset, at most 0o7777.
 #[allow(clippy::result_large_err)]
 pub(crate) fn owner_and_mode(username: Option<&str>, mode: Option<u32>) -> Result<u32, Status> {
-    if !matches!(username, None | Some("" | "user")) {
-        return Err(Status::invalid_argument("unknown user"));
-    }
+    known_user(username)?;
     let mode = mode.unwrap_or(DEFAULT_MODE);
     if mode > 0o7777 {
         return Err(Status::invalid_argument("invalid mode"));

@@ -63,11 +63,7 @@ pub(crate) async fn accept(
     req: pb::StartExportRequest,
 ) -> Result<ExportJob, Status> {
     let target = resolve(&ctx.env, &req.path)?;
-    if let Some(user) = &req.user
-        && !matches!(user.username.as_str(), "" | "user")
-    {
-        return Err(Status::invalid_argument("unknown user"));
-    }
+    crate::filesystem::known_user(req.user.as_ref().map(|u| u.username.as_str()))?;
     let object = url::check_object(req.object.as_ref())?;
     let endpoint = ctx.transfers.endpoint();
     let deadline = deadline(req.expires_at_unix_ms);
