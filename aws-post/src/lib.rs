@@ -102,39 +102,27 @@ impl SignedPost {
         timeout: Duration,
         max_answer_bytes: usize,
     ) -> Result<Self, PostError> {
-        let mut post = Self::new_with(
-            config,
-            endpoint,
-            region,
-            signing_name,
-            timeout,
-            max_answer_bytes,
-        )?;
-        post.http = HttpClient::builder(TokioExecutor::new()).build(
-            hyper_rustls::HttpsConnectorBuilder::new()
-                .with_native_roots()
-                .map_err(|_| PostError::Roots)?
-                .https_or_http()
-                .enable_http1()
-                .build(),
-        );
-        Ok(post)
+        let endpoint = parse(endpoint)?;
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_native_roots()
+            .map_err(|_| PostError::Roots)?
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let http = HttpClient::builder(TokioExecutor::new()).build(https);
+        let parts = (region, signing_name, timeout, max_answer_bytes);
+        Self::with_client(config, endpoint, parts, http)
     }
 
-    /// The client's fields, its connection trusting no root yet.
-    fn new_with(
+    /// The client's fields around `http`.
+    fn with_client(
         config: &aws_types::SdkConfig,
-        endpoint: &str,
-        region: &str,
-        signing_name: &'static str,
-        timeout: Duration,
-        max_answer_bytes: usize,
+        endpoint: http::Uri,
+        (region, signing_name, timeout, max_answer_bytes): (&str, &'static str, Duration, usize),
+        http: Https,
     ) -> Result<Self, PostError> {
-        let endpoint = endpoint
-            .parse::<http::Uri>()
-            .map_err(|_| PostError::Endpoint)?;
         Ok(Self {
-            http: client_trusting(rustls::RootCertStore::empty())?,
+            http,
             endpoint,
             region: region.to_owned(),
             signing_name,
@@ -159,19 +147,15 @@ impl SignedPost {
         timeout: Duration,
         max_answer_bytes: usize,
     ) -> Result<Self, PostError> {
-        if !endpoint.starts_with("http://") {
+        let endpoint = parse(endpoint)?;
+        if endpoint.scheme() != Some(&http::uri::Scheme::HTTP) {
             return Err(PostError::Endpoint);
         }
         // No root at all: nothing over TLS could be trusted, and nothing
         // is read from the platform's store.
-        Self::new_with(
-            config,
-            endpoint,
-            region,
-            signing_name,
-            timeout,
-            max_answer_bytes,
-        )
+        let http = client_trusting(rustls::RootCertStore::empty())?;
+        let parts = (region, signing_name, timeout, max_answer_bytes);
+        Self::with_client(config, endpoint, parts, http)
     }
 
     /// SigV4's service name this client signs as.
@@ -329,6 +313,13 @@ impl SignedPost {
         instructions.apply_to_request_http1x(&mut request);
         Ok(request)
     }
+}
+
+/// `endpoint` as a URI.
+fn parse(endpoint: &str) -> Result<http::Uri, PostError> {
+    endpoint
+        .parse::<http::Uri>()
+        .map_err(|_| PostError::Endpoint)
 }
 
 type Https = HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;

@@ -373,7 +373,9 @@ impl Files<'_> {
     ) -> Result<WatchHandle, SandboxError> {
         boxed!(Result<WatchHandle, SandboxError>, {
             crate::checks::path(path)?;
-            let user = crate::checks::user(options.user.as_deref().or(self.user))?;
+            // An empty user of the options is the default: the view's.
+            let own = options.user.as_deref().filter(|u| !u.is_empty());
+            let user = crate::checks::user(own.or(self.user))?;
             let request = pb::WatchDirRequest {
                 path: path.to_owned(),
                 recursive: options.recursive,

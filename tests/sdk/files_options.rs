@@ -447,6 +447,13 @@ async fn as_user_names_the_user_on_every_call_and_the_agent_checks_it() {
         root.watch_dir("/home/user/au", false).await.unwrap_err(),
         "files.watch_dir",
     );
+    // An empty user of the options is the default: the view's.
+    refused(
+        root.watch_dir_with("/home/user/au", WatchOptions::new().user(""))
+            .await
+            .unwrap_err(),
+        "files.watch_dir",
+    );
     refused(
         me.watch_dir_with("/home/user/au", WatchOptions::new().user("root"))
             .await

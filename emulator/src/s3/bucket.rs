@@ -309,8 +309,8 @@ impl S3 for Buckets {
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
         self.check_owner(req.input.expected_bucket_owner.as_deref())?;
-        // Held while the file is opened and its metadata read; the body
-        // then reads the opened file.
+        // Held while the file is opened and its metadata read (the body
+        // then reads the opened file); at most commit::READ_WAIT.
         let _reading = self.commits.read(&req.input.bucket, &req.input.key).await;
         self.check_object(&req.input.bucket, &req.input.key).await?;
         let input = &req.input;

@@ -29,6 +29,15 @@ use tokio_stream::Stream;
 /// commits, which take a rename and two small writes.
 const STRIPES: usize = 64;
 
+/// The longest a reader waits for a change of its key (or of another key
+/// of its stripe) to end, after which it reads what is there. A PutObject's
+/// or DeleteObject's change is a rename and two small writes; only a
+/// CompleteMultipartUpload holds the lock longer, while s3s-fs copies
+/// every part into the object (seconds per GiB), and a reader held that
+/// long would time out instead: an agent polls for a chunked write's
+/// overflow object while the SDK completes it, and gives a GET 30 s.
+const READ_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The commit locks of every key of the store.
 pub(super) struct KeyLocks {
     stripes: Vec<Arc<RwLock<()>>>,
@@ -58,9 +67,12 @@ impl KeyLocks {
         Arc::clone(&self.stripes[index])
     }
 
-    /// A reader's hold: the object is not in the middle of a change.
-    pub(super) async fn read(&self, bucket: &str, key: &str) -> OwnedRwLockReadGuard<()> {
-        self.stripe(bucket, key).read_owned().await
+    /// A reader's hold: the object is not in the middle of a change; `None`
+    /// when a change held it for [`READ_WAIT`] (see there).
+    pub(super) async fn read(&self, bucket: &str, key: &str) -> Option<OwnedRwLockReadGuard<()>> {
+        tokio::time::timeout(READ_WAIT, self.stripe(bucket, key).read_owned())
+            .await
+            .ok()
     }
 
     /// A writer's hold for a whole call.
@@ -133,5 +145,33 @@ impl Stream for CommitOnEnd {
 impl s3s::stream::ByteStream for CommitOnEnd {
     fn remaining_length(&self) -> s3s::stream::RemainingLength {
         self.inner.remaining_length()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader waits for a change of its key, and for at most
+    /// [`READ_WAIT`] (virtual time: the clock only moves while every task
+    /// waits).
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_waits_for_a_change_and_at_most_read_wait() {
+        let locks = KeyLocks::default();
+        // A short change: the reader gets its hold once it ended.
+        let change = locks.write("b", "k").await;
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            drop(change);
+        });
+        let started = tokio::time::Instant::now();
+        assert!(locks.read("b", "k").await.is_some());
+        assert_eq!(started.elapsed(), std::time::Duration::from_millis(50));
+        release.await.expect("released");
+        // A change held longer: the reader goes on without a hold.
+        let _long = locks.write("b", "k").await;
+        let started = tokio::time::Instant::now();
+        assert!(locks.read("b", "k").await.is_none());
+        assert_eq!(started.elapsed(), READ_WAIT);
     }
 }
