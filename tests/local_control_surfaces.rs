@@ -65,21 +65,35 @@ def call(port, method, path, body=None, headers=None):
 attacker_payload = json.dumps({"v": 1, "token_sha256": "00" * 32, "user": "user", "workdir": "/home/user"})
 run_body = json.dumps({"microvmId": "microvm-attacker", "runHookPayload": attacker_payload}).encode()
 hooks = "/aws/lambda-microvms/runtime/v1/"
-out = {}
-for port in listening():
+
+def probes(port):
     date, auth = forged_auth()
     forged = {"Authorization": auth, "X-Amz-Date": date}
-    out[port] = {
-        "list_forged": call(port, "GET", "/2025-09-09/microvms", headers=forged),
-        "list_foreign_host": call(port, "GET", "/2025-09-09/microvms",
-                                  headers=dict(forged, Host="rebound.example:%d" % port)),
-        "faults_unsigned": call(port, "POST", "/_emulator/faults", b'{"fault": "clear"}',
-                                {"Content-Type": "application/json"}),
-        "faults_forged": call(port, "POST", "/_emulator/faults", b'{"fault": "clear"}',
-                              dict(forged, **{"Content-Type": "application/json"})),
-        "hook_validate": call(port, "POST", hooks + "validate", b""),
-        "hook_run": call(port, "POST", hooks + "run", run_body, {"Content-Type": "application/json"}),
+    return {
+        "list_forged": (port, "GET", "/2025-09-09/microvms", None, forged),
+        "list_foreign_host": (port, "GET", "/2025-09-09/microvms", None,
+                              dict(forged, Host="rebound.example:%d" % port)),
+        "faults_unsigned": (port, "POST", "/_emulator/faults", b'{"fault": "clear"}',
+                            {"Content-Type": "application/json"}),
+        "faults_forged": (port, "POST", "/_emulator/faults", b'{"fault": "clear"}',
+                          dict(forged, **{"Content-Type": "application/json"})),
+        "hook_validate": (port, "POST", hooks + "validate", b"", None),
+        "hook_run": (port, "POST", hooks + "run", run_body, {"Content-Type": "application/json"}),
     }
+
+# Every port of the host is tried, other programs' too (some accept and
+# never answer): all at once, so the scan takes a few timeouts, not one
+# per call.
+import concurrent.futures
+out = {}
+with concurrent.futures.ThreadPoolExecutor(max_workers=64) as pool:
+    pending = {}
+    for port in listening():
+        out[port] = {}
+        for name, args in probes(port).items():
+            pending[pool.submit(call, *args)] = (port, name)
+    for done, (port, name) in pending.items():
+        out[port][name] = done.result()
 print(json.dumps(out))
 "#;
 
@@ -122,9 +136,14 @@ fn own_listening_ports() -> BTreeSet<u16> {
 
 /// Runs the scan in `sbx`; the answers of the ports this process owns.
 async fn scan(sbx: &Sandbox) -> BTreeMap<u16, Value> {
+    // Other tests' servers on this host are scanned too: a bound of the
+    // test's own, not the default minute.
     let out = sbx
         .commands()
-        .run("python3 /home/user/probe.py")
+        .run_with(
+            "python3 /home/user/probe.py",
+            rayito::CommandOptions::new().timeout(Duration::from_secs(300)),
+        )
         .await
         .expect("the probe runs");
     assert_eq!(out.exit_code, 0, "{}", out.stderr);
