@@ -222,6 +222,8 @@ impl Default for AgentConfig {
 pub struct Agent {
     shared: Arc<Shared>,
     grpc_addr: SocketAddr,
+    /// Hands the gRPC server connections made in this process.
+    in_process: tokio::sync::mpsc::Sender<tokio::io::DuplexStream>,
     hooks_addr: SocketAddr,
     /// The two servers.
     tasks: Vec<JoinHandle<()>>,
@@ -453,8 +455,11 @@ impl Agent {
             .service(routes);
 
         let mut tasks = Vec::new();
+        let (in_process, in_process_rx) =
+            tokio::sync::mpsc::channel(crate::server::IN_PROCESS_BACKLOG);
         tasks.push(tokio::spawn(crate::server::serve_grpc(
             grpc,
+            in_process_rx,
             svc,
             shared.serve.subscribe(),
         )));
@@ -475,6 +480,7 @@ impl Agent {
         Ok(Agent {
             shared,
             grpc_addr,
+            in_process,
             hooks_addr,
             tasks,
             deadline_timer,
@@ -485,6 +491,24 @@ impl Agent {
     /// The address of the gRPC server (`http://` h2c).
     pub fn grpc_addr(&self) -> SocketAddr {
         self.grpc_addr
+    }
+
+    /// A connection to the gRPC server made inside this process (h2c over
+    /// an in-memory pipe): what a caller in the same process, such as the
+    /// emulator's proxy, uses instead of a loopback socket (no system
+    /// call, no wake through the socket's readiness per message). It is
+    /// served like a connection to [`Agent::grpc_addr`]: the same
+    /// services, limits and stop.
+    ///
+    /// # Errors
+    /// `ConnectionRefused` once the server stopped accepting, or while 16
+    /// connections made so still wait for it to take them.
+    pub fn connect_in_process(&self) -> std::io::Result<tokio::io::DuplexStream> {
+        let (ours, theirs) = tokio::io::duplex(crate::server::IN_PROCESS_BUFFER);
+        self.in_process
+            .try_send(theirs)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::ConnectionRefused))?;
+        Ok(ours)
     }
 
     /// The address of the hooks server (HTTP/1.1).

@@ -35,6 +35,7 @@
 
 pub(crate) mod cgroup;
 pub(crate) mod clone_into;
+pub(crate) mod command_dirs;
 pub(crate) mod exit_cleanup;
 pub(crate) mod launch;
 pub(crate) mod layer_root;

@@ -594,6 +594,23 @@ impl SandboxEnv {
         Ok((child, cgroup))
     }
 
+    /// The work a command's launch leaves for after its `clone3` (while
+    /// the child runs): the ended commands' cgroups go, the next one's is
+    /// made.
+    pub(crate) fn after_command_launch(&self) {
+        if let Some(cgroup) = &self.inner.cgroup {
+            cgroup.after_launch();
+        }
+    }
+
+    /// A command has ended (its whole tree, where it waited for that): its
+    /// cgroup goes after the next launch if empty then.
+    pub(crate) fn command_ended(&self, command: &CommandCgroup) {
+        if let Some(cgroup) = &self.inner.cgroup {
+            cgroup.command_ended(command);
+        }
+    }
+
     /// The launch plan of `spec` (see [`SandboxEnv::prepare`]), in a
     /// process group of its own.
     fn plan(

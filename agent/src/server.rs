@@ -12,8 +12,9 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use tokio::io::DuplexStream;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tower::Service;
 
@@ -41,9 +42,20 @@ const CONNECTION_WINDOW: u32 = 2 * STREAM_WINDOW;
 /// frames instead of 65 of hyper's default 16 KiB (less CPU per byte).
 const MAX_FRAME: u32 = 1024 * 1024;
 
-/// Serves `svc` on `listener` until `serve` leaves `Serving`.
+/// How many in-process connections may wait for the accept loop.
+pub(crate) const IN_PROCESS_BACKLOG: usize = 16;
+
+/// The buffer of each direction of an in-process connection: what one
+/// side may write before the other reads (a socket's buffer, in effect).
+pub(crate) const IN_PROCESS_BUFFER: usize = 1024 * 1024;
+
+/// Serves `svc` on `listener`, and on each in-process connection that
+/// `in_process` hands over (a caller in the same process, such as the
+/// emulator's proxy, skips the loopback socket), until `serve` leaves
+/// `Serving`. Both kinds of connection stop alike.
 pub(crate) async fn serve_grpc<S>(
     listener: TcpListener,
+    mut in_process: mpsc::Receiver<DuplexStream>,
     svc: S,
     mut serve: watch::Receiver<ServeState>,
 ) where
@@ -81,6 +93,16 @@ pub(crate) async fn serve_grpc<S>(
                     let _ = watched.await;
                 });
             }
+            Some(stream) = in_process.recv() => {
+                let conn = builder.serve_connection(
+                    TokioIo::new(stream),
+                    TowerToHyperService::new(svc.clone()),
+                );
+                let watched = graceful.watch(conn);
+                conns.spawn(async move {
+                    let _ = watched.await;
+                });
+            }
             changed = serve.changed() => {
                 if changed.is_err() {
                     return;
@@ -96,6 +118,7 @@ pub(crate) async fn serve_grpc<S>(
         }
     }
     drop(listener);
+    drop(in_process);
     tokio::select! {
         _ = graceful.shutdown() => {}
         _ = tokio::time::sleep(GRACEFUL_WAIT) => {}

@@ -485,3 +485,41 @@ async fn hooks_need_the_token_when_one_is_set() {
     // The token never shows in Debug.
     assert_eq!(format!("{token:?}"), "HooksToken(***)");
 }
+
+/// A connection made in the agent's own process (what the emulator's proxy
+/// uses) is served like one to its gRPC port: the same services and the
+/// same access-token check.
+#[tokio::test]
+async fn an_in_process_connection_is_served_like_a_sockets() {
+    let t = TestAgent::start().await;
+    let stream = t
+        .agent
+        .connect_in_process()
+        .expect("an in-process connection");
+    let slot = std::sync::Arc::new(std::sync::Mutex::new(Some(stream)));
+    let channel = tonic::transport::Endpoint::from_static("http://in-process.invalid")
+        .connect_with_connector(tower::service_fn(move |_: http::Uri| {
+            let stream = slot.lock().unwrap().take();
+            async move {
+                stream
+                    .map(hyper_util::rt::TokioIo::new)
+                    .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
+            }
+        }))
+        .await
+        .expect("h2c over the in-process connection");
+    let h = pb::health_service_client::HealthServiceClient::new(channel.clone())
+        .health(pb::HealthRequest {})
+        .await
+        .expect("Health")
+        .into_inner();
+    assert_eq!(h.sandbox_id, MICROVM_ID);
+    let denied = pb::filesystem_service_client::FilesystemServiceClient::new(channel)
+        .stat(pb::StatRequest {
+            path: "/home/user".into(),
+            user: None,
+        })
+        .await
+        .expect_err("no access token");
+    assert_status(&denied, Code::Unauthenticated, "missing access token");
+}

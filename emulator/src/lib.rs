@@ -39,6 +39,7 @@
 
 mod access_key;
 mod admin;
+mod agent_link;
 mod api_error;
 mod build;
 #[cfg(feature = "cli")]

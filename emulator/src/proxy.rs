@@ -40,6 +40,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use super::agent_link::AgentConnector;
 use super::faults::ProxyStall;
 use super::ids;
 use super::lifecycle;
@@ -72,24 +73,32 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// memory that follows the creation rate).
 #[derive(Clone, Debug)]
 pub(crate) struct Upstream {
+    /// To the agent's gRPC server (port 8080), in this process.
+    agent: Client<AgentConnector, ProxyBody>,
+    /// To a sandbox's own server that asked for h2c.
     h2: Client<HttpConnector, ProxyBody>,
     h1: Client<HttpConnector, ProxyBody>,
 }
 
 impl Upstream {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(vm: &Arc<Vm>) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(Duration::from_secs(5)));
-        let h2 = Client::builder(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .pool_timer(TokioTimer::new())
-            .http2_only(true)
-            .http2_keep_alive_interval(Duration::from_secs(30))
-            .http2_keep_alive_timeout(Duration::from_secs(10))
-            .build(connector.clone());
+        let h2_builder = || {
+            let mut builder = Client::builder(TokioExecutor::new());
+            builder
+                .timer(TokioTimer::new())
+                .pool_timer(TokioTimer::new())
+                .http2_only(true)
+                .http2_keep_alive_interval(Duration::from_secs(30))
+                .http2_keep_alive_timeout(Duration::from_secs(10));
+            builder
+        };
+        let agent = h2_builder().build(AgentConnector::new(vm));
+        let h2 = h2_builder().build(connector.clone());
         let h1 = Client::builder(TokioExecutor::new()).build(connector);
-        Self { h2, h1 }
+        Self { agent, h2, h1 }
     }
 }
 
@@ -103,7 +112,7 @@ pub(crate) async fn serve(
     tls: Option<TlsAcceptor>,
 ) {
     let mut conns = JoinSet::new();
-    let upstream = Upstream::new();
+    let upstream = Upstream::new(&vm);
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -354,8 +363,8 @@ async fn forward(
         .get("x-aws-proxy-force-h2")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let (target, h2) = if port == APP_PORT {
-        (vm.grpc_addr, true)
+    let target = if port == APP_PORT {
+        vm.grpc_addr
     } else {
         // Only a server of this MicroVM's own sandbox: the host's loopback
         // also holds other sandboxes' servers and host services. Anything
@@ -366,8 +375,9 @@ async fn forward(
         if !own {
             return reject(StatusCode::BAD_GATEWAY);
         }
-        (SocketAddr::from((Ipv4Addr::LOCALHOST, port)), force_h2)
+        SocketAddr::from((Ipv4Addr::LOCALHOST, port))
     };
+    let h2 = port == APP_PORT || force_h2;
     let stripped: Vec<HeaderName> = parts
         .headers
         .keys()
@@ -397,11 +407,15 @@ async fn forward(
     } else {
         Version::HTTP_11
     };
-    let client = if h2 { &upstream.h2 } else { &upstream.h1 };
-    match client
-        .request(Request::from_parts(parts, counted(vm, body)))
-        .await
-    {
+    let request = Request::from_parts(parts, counted(vm, body));
+    let answer = if port == APP_PORT {
+        upstream.agent.request(request).await
+    } else if h2 {
+        upstream.h2.request(request).await
+    } else {
+        upstream.h1.request(request).await
+    };
+    match answer {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
             for h in HOP_BY_HOP {

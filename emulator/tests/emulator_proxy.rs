@@ -670,3 +670,72 @@ async fn stall_faults_hold_requests_and_stop_streams() {
         .expect("the cut ends the stall");
     assert!(after.is_err(), "{after:?}");
 }
+
+/// The established TCP connections of this host whose local port is
+/// `port` (IPv4, from `/proc/net/tcp`).
+fn established_on(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local_port = fields
+                .get(1)
+                .and_then(|addr| addr.rsplit_once(':'))
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            local_port == Some(port) && fields.get(3) == Some(&"01")
+        })
+        .count()
+}
+
+/// The proxy reaches the agent, which runs in the emulator's process, over
+/// an in-memory connection: calls and streams go through while no socket
+/// is connected to the agent's gRPC port (docs/local.md, "The proxy").
+#[tokio::test]
+async fn the_proxy_reaches_the_agent_without_a_loopback_socket() {
+    let h = Harness::start().await;
+    let (id, endpoint) = h.run_ready().await;
+    let token = h.mint(&id, &[8080]).await;
+    let ch = channel(&endpoint).await;
+    wait_ready(&ch, &token).await;
+    let mut stream = process(&ch, ProxyHeaders::sdk(&token))
+        .start(start_request("echo through"))
+        .await
+        .expect("Start through the proxy")
+        .into_inner();
+    let mut stdout = Vec::new();
+    let mut exit = None;
+    while let Some(ev) = stream.message().await.expect("stream") {
+        match ev.event {
+            Some(pb::process_event::Event::Data(d)) => {
+                if let Some(pb::data_event::Output::Stdout(b)) = d.output {
+                    stdout.extend_from_slice(&b);
+                }
+            }
+            Some(pb::process_event::Event::End(e)) => exit = Some(e.exit_code),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        (String::from_utf8_lossy(&stdout).as_ref(), exit),
+        ("through\n", Some(0))
+    );
+    let agent = h
+        .emulator
+        .agent_grpc_addr(&id)
+        .expect("the agent's address");
+    let proxy_port: u16 = endpoint
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+        .expect("the endpoint's port");
+    assert!(
+        established_on(proxy_port) >= 1,
+        "the check sees the client's own connection to the proxy"
+    );
+    assert_eq!(
+        established_on(agent.port()),
+        0,
+        "no socket connects the proxy to the agent"
+    );
+}

@@ -18,6 +18,11 @@
 //!   round), and the agent's disk path (raw tonic) vs a plain `std::fs` write
 //!   / read of the same size on the same filesystem, both through the proxy
 //!   and straight to the agent's gRPC address (the agent's own path);
+//! - `hops`: a raw tonic `Stat` through the emulated proxy vs straight to
+//!   the agent (what the proxy's two hops add to a round trip), and a loop
+//!   of 300 `bash -c true` run inside the sandbox by one command vs the
+//!   same loop on the host (what the sandbox's isolation adds to a child's
+//!   own run, without the SDK's path);
 //! - `memory`: peak RSS growth of this process (VmHWM, reset through
 //!   `/proc/self/clear_refs` before each) for `write` of 64 MiB and for
 //!   `write_stream` / `read_stream` of 1 GiB; the agent runs in this process
@@ -69,7 +74,7 @@ type DirectFiles =
 const FILE_BYTES: usize = 64 * 1024 * 1024;
 const WRITE_CHUNK: usize = 1024 * 1024;
 const STREAM_BYTES: usize = 1024 * 1024 * 1024;
-const SECTIONS: &str = "create,code,commands,files,memory,scale";
+const SECTIONS: &str = "create,code,commands,hops,files,memory,scale";
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -223,7 +228,7 @@ async fn main() -> Result<(), Error> {
         memory_section(&sbx, "the SDK alone, emulator out of process").await?;
         sbx.kill().await?;
     }
-    let local = ["create", "code", "commands", "files", "memory"]
+    let local = ["create", "code", "commands", "hops", "files", "memory"]
         .iter()
         .any(|s| wants(s));
     if local {
@@ -241,6 +246,11 @@ async fn main() -> Result<(), Error> {
         }
         if wants("commands") {
             commands_section(&sbx, rounds).await?;
+        }
+        if wants("hops") {
+            let proxied = raw_files(&endpoint, &sbx).await?;
+            let direct = direct_files(&emulator, &sbx, None).await?;
+            hops_section(&sbx, proxied, direct, rounds).await?;
         }
         if wants("files") {
             let raw = raw_files(&endpoint, &sbx).await?;
@@ -421,6 +431,59 @@ async fn commands_section(sbx: &Sandbox, rounds: usize) -> Result<(), Error> {
         login,
         "like for like",
     );
+    Ok(())
+}
+
+async fn hops_section(
+    sbx: &Sandbox,
+    mut proxied: RawFiles,
+    mut direct: DirectFiles,
+    rounds: usize,
+) -> Result<(), Error> {
+    let stat = || pb::StatRequest {
+        path: "/home/user".into(),
+        user: None,
+    };
+    let mut proxied_times = Vec::with_capacity(rounds);
+    let mut direct_times = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        // The order alternates, so that neither always goes first.
+        for which in [round % 2, 1 - round % 2] {
+            let started = Instant::now();
+            if which == 0 {
+                proxied.stat(stat()).await?;
+                proxied_times.push(started.elapsed());
+            } else {
+                direct.stat(stat()).await?;
+                direct_times.push(started.elapsed());
+            }
+        }
+    }
+    println!("== hops ==");
+    let through = report("raw tonic Stat through the proxy", proxied_times);
+    let straight = report("raw tonic Stat straight to the agent", direct_times);
+    println!(
+        "  the proxy's two hops add {:.3?} to a round trip (p50)",
+        through.saturating_sub(straight)
+    );
+    // One command runs the loop, so the SDK's path is paid once over 300
+    // children: what is left is the child's own run in the sandbox.
+    let script = "s=$(date +%s%N); for i in $(seq 300); do /bin/bash -c true; done; \
+                  e=$(date +%s%N); echo $(( (e - s) / 300000 ))";
+    for _ in 0..3 {
+        let inside = sbx
+            .commands()
+            .run_with(script, CommandOptions::new().login_shell(false))
+            .await?;
+        let host = std::process::Command::new("/bin/bash")
+            .args(["-c", script])
+            .output()?;
+        println!(
+            "  300 x bash -c true in one shell: {} µs each in the sandbox, {} µs on the host",
+            inside.stdout.trim(),
+            String::from_utf8_lossy(&host.stdout).trim()
+        );
+    }
     Ok(())
 }
 

@@ -27,7 +27,9 @@
 //! parent's). A command joins its own v2 cgroup and the sandbox's v1 ones.
 
 use std::io::Write as _;
+use std::os::unix::fs::FileExt as _;
 
+use super::command_dirs::CommandDirs;
 use crate::sandbox::SandboxLimits;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -273,6 +275,13 @@ pub struct SandboxCgroup {
     /// Where the out-of-memory kills are counted: `memory.events` (v2) or
     /// `memory.oom_control` (v1), when a memory limit is set.
     oom_counter: Option<PathBuf>,
+    /// That file, kept open: each command reads it before its launch.
+    oom_file: Option<std::fs::File>,
+    /// `cgroup.procs` of each of `v1`, kept open (each child gets copies),
+    /// or empty when one could not be opened (then opened per child).
+    v1_procs: Vec<OwnedFd>,
+    /// The command cgroups' directories, made ahead and removed behind.
+    commands: std::sync::Arc<CommandDirs>,
     /// The limits in force.
     applied: SandboxLimits,
 }
@@ -292,6 +301,9 @@ impl SandboxCgroup {
             dir,
             v1: Vec::new(),
             oom_counter: None,
+            oom_file: None,
+            v1_procs: Vec::new(),
+            commands: std::sync::Arc::default(),
             applied: SandboxLimits::unlimited(),
         };
         let v2 = v2_controllers(parent);
@@ -336,6 +348,16 @@ impl SandboxCgroup {
                 warn_unbounded("memory");
             }
         }
+        cgroup.oom_file = cgroup
+            .oom_counter
+            .as_ref()
+            .and_then(|path| std::fs::File::open(path).ok());
+        cgroup.v1_procs = cgroup
+            .v1
+            .iter()
+            .map(|dir| open_procs(dir))
+            .collect::<std::io::Result<_>>()
+            .unwrap_or_default();
         Some(cgroup)
     }
 
@@ -377,15 +399,38 @@ impl SandboxCgroup {
     /// or `None` (logged) when it cannot be created: the command then runs
     /// in the sandbox's cgroup.
     pub(crate) fn command(&self) -> Option<CommandCgroup> {
-        let dir = self
-            .dir
-            .join(format!("command-{:016x}", rand::random::<u64>()));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => Some(CommandCgroup { dir }),
+        match self.commands.take(&self.dir) {
+            Ok(dir) => Some(CommandCgroup { dir }),
             Err(err) => {
                 tracing::warn!(error = %err, "cannot create a command cgroup");
                 None
             }
+        }
+    }
+
+    /// The work a launch leaves for after its `clone3`: the ended
+    /// commands' directories go, the next command's is made.
+    pub(crate) fn after_launch(&self) {
+        self.commands.tidy(&self.dir);
+    }
+
+    /// `command` has ended (and nothing waits on its tree): its directory
+    /// is removed, if empty then, after the next launch or
+    /// [`REMOVE_ENDED_AFTER`](super::command_dirs::REMOVE_ENDED_AFTER),
+    /// whichever comes first.
+    pub(crate) fn command_ended(&self, command: &CommandCgroup) {
+        if !self.commands.ended(command.dir.clone()) {
+            return;
+        }
+        let commands = self.commands.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    tokio::time::sleep(super::command_dirs::REMOVE_ENDED_AFTER).await;
+                    commands.remove_ended();
+                });
+            }
+            Err(_) => commands.remove_ended(),
         }
     }
 
@@ -394,10 +439,17 @@ impl SandboxCgroup {
     /// of the sandbox's (the v1 ones stay the sandbox's).
     pub fn procs(&self, command: Option<&CommandCgroup>) -> std::io::Result<Vec<OwnedFd>> {
         let v2 = command.map_or(&self.dir, |c| &c.dir);
-        std::iter::once(v2)
-            .chain(&self.v1)
-            .map(|dir| open_procs(dir))
-            .collect()
+        let mut procs = vec![open_procs(v2)?];
+        if self.v1_procs.len() == self.v1.len() {
+            for fd in &self.v1_procs {
+                procs.push(fd.try_clone()?);
+            }
+        } else {
+            for dir in &self.v1 {
+                procs.push(open_procs(dir)?);
+            }
+        }
+        Ok(procs)
     }
 
     /// The directory of the v2 cgroup [`SandboxCgroup::procs`] gives
@@ -418,8 +470,15 @@ impl SandboxCgroup {
         let Some(counter) = &self.oom_counter else {
             return 0;
         };
-        std::fs::read_to_string(counter)
-            .ok()
+        // Both files are a few short lines (under 150 bytes).
+        let mut buf = [0u8; 512];
+        let read = match &self.oom_file {
+            Some(file) => file.read_at(&mut buf, 0).ok(),
+            None => std::fs::File::open(counter)
+                .and_then(|f| f.read_at(&mut buf, 0))
+                .ok(),
+        };
+        read.and_then(|n| std::str::from_utf8(&buf[..n]).ok())
             .and_then(|text| {
                 text.lines()
                     .find_map(|l| l.strip_prefix("oom_kill "))

@@ -147,6 +147,7 @@ pub(crate) fn spawn(
     if let Some(limit) = timeout {
         tokio::spawn(enforce_timeout(entry.clone(), limit, &[Signal::TERM]));
     }
+    let launched_in = env;
     let env = env.clone();
     let waiter_entry = entry.clone();
     tokio::spawn(async move {
@@ -159,12 +160,15 @@ pub(crate) fn spawn(
         let timed_out = waiter_entry.timed_out.load(Ordering::Acquire);
         let end = final_end(&env, status, timed_out, oom_kills_before, "process");
         waiter_entry.finish(end);
-        // Nothing of the command left in the background: its cgroup goes now
-        // (else with the entry or the sandbox).
+        // Its cgroup goes after the next launch if nothing of the command
+        // is left in the background then (else with the entry or the
+        // sandbox): not here, between the end and its event.
         if let Some(cgroup) = &waiter_entry.cgroup {
-            cgroup.remove_if_empty();
+            env.command_ended(cgroup);
         }
     });
+    // While the child runs, off the way of this Start and of its end.
+    launched_in.after_command_launch();
     Ok((entry, first))
 }
 
