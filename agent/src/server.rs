@@ -42,6 +42,31 @@ const CONNECTION_WINDOW: u32 = 2 * STREAM_WINDOW;
 /// frames instead of 65 of hyper's default 16 KiB (less CPU per byte).
 const MAX_FRAME: u32 = 1024 * 1024;
 
+/// The agent's gRPC service, as the accept loop serves it.
+pub(crate) trait GrpcService:
+    Service<
+        http::Request<Incoming>,
+        Response = http::Response<tonic::body::Body>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> GrpcService for S where
+    S: Service<
+            http::Request<Incoming>,
+            Response = http::Response<tonic::body::Body>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
 /// How many in-process connections may wait for the accept loop.
 pub(crate) const IN_PROCESS_BACKLOG: usize = 16;
 
@@ -53,21 +78,12 @@ pub(crate) const IN_PROCESS_BUFFER: usize = 1024 * 1024;
 /// `in_process` hands over (a caller in the same process, such as the
 /// emulator's proxy, skips the loopback socket), until `serve` leaves
 /// `Serving`. Both kinds of connection stop alike.
-pub(crate) async fn serve_grpc<S>(
+pub(crate) async fn serve_grpc<S: GrpcService>(
     listener: TcpListener,
     mut in_process: mpsc::Receiver<DuplexStream>,
     svc: S,
     mut serve: watch::Receiver<ServeState>,
-) where
-    S: Service<
-            http::Request<Incoming>,
-            Response = http::Response<tonic::body::Body>,
-            Error = Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
+) {
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     builder
         .timer(TokioTimer::new())
@@ -84,24 +100,10 @@ pub(crate) async fn serve_grpc<S>(
             accepted = listener.accept() => {
                 let Ok((stream, _peer)) = accepted else { continue };
                 let _ = stream.set_nodelay(true);
-                let conn = builder.serve_connection(
-                    TokioIo::new(stream),
-                    TowerToHyperService::new(svc.clone()),
-                );
-                let watched = graceful.watch(conn);
-                conns.spawn(async move {
-                    let _ = watched.await;
-                });
+                serve_one(&builder, &graceful, &mut conns, stream, svc.clone());
             }
             Some(stream) = in_process.recv() => {
-                let conn = builder.serve_connection(
-                    TokioIo::new(stream),
-                    TowerToHyperService::new(svc.clone()),
-                );
-                let watched = graceful.watch(conn);
-                conns.spawn(async move {
-                    let _ = watched.await;
-                });
+                serve_one(&builder, &graceful, &mut conns, stream, svc.clone());
             }
             changed = serve.changed() => {
                 if changed.is_err() {
@@ -124,6 +126,24 @@ pub(crate) async fn serve_grpc<S>(
         _ = tokio::time::sleep(GRACEFUL_WAIT) => {}
         _ = serve.wait_for(|s| *s == ServeState::Abort) => {}
     }
+}
+
+/// Serves one connection (an accepted socket or an in-process pipe) as a
+/// task of `conns`, stopped with the others.
+fn serve_one<S: GrpcService, I>(
+    builder: &hyper::server::conn::http2::Builder<TokioExecutor>,
+    graceful: &GracefulShutdown,
+    conns: &mut JoinSet<()>,
+    io: I,
+    svc: S,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(svc));
+    let watched = graceful.watch(conn);
+    conns.spawn(async move {
+        let _ = watched.await;
+    });
 }
 
 /// The message of the status a request stream that its client cancelled

@@ -62,6 +62,17 @@ async fn forwards_process_output_in_order() {
         .await
         .expect("Start")
         .into_inner();
+    let (first_is_start, stdout, exit) = drain(&mut stream).await;
+    assert_eq!(first_is_start, Some(true));
+    assert_eq!(stdout, "one\ntwo\n");
+    assert_eq!(exit, Some(0));
+}
+
+/// Reads a process stream to its end: whether its first event was the
+/// start, its stdout, its exit code.
+async fn drain(
+    stream: &mut tonic::Streaming<pb::ProcessEvent>,
+) -> (Option<bool>, String, Option<i32>) {
     let mut stdout = Vec::new();
     let mut first_is_start = None;
     let mut exit = None;
@@ -80,9 +91,11 @@ async fn forwards_process_output_in_order() {
             _ => {}
         }
     }
-    assert_eq!(first_is_start, Some(true));
-    assert_eq!(String::from_utf8_lossy(&stdout), "one\ntwo\n");
-    assert_eq!(exit, Some(0));
+    (
+        first_is_start,
+        String::from_utf8_lossy(&stdout).into_owned(),
+        exit,
+    )
 }
 
 #[tokio::test]
@@ -704,22 +717,10 @@ async fn the_proxy_reaches_the_agent_without_a_loopback_socket() {
         .await
         .expect("Start through the proxy")
         .into_inner();
-    let mut stdout = Vec::new();
-    let mut exit = None;
-    while let Some(ev) = stream.message().await.expect("stream") {
-        match ev.event {
-            Some(pb::process_event::Event::Data(d)) => {
-                if let Some(pb::data_event::Output::Stdout(b)) = d.output {
-                    stdout.extend_from_slice(&b);
-                }
-            }
-            Some(pb::process_event::Event::End(e)) => exit = Some(e.exit_code),
-            _ => {}
-        }
-    }
+    let (first_is_start, stdout, exit) = drain(&mut stream).await;
     assert_eq!(
-        (String::from_utf8_lossy(&stdout).as_ref(), exit),
-        ("through\n", Some(0))
+        (first_is_start, stdout.as_str(), exit),
+        (Some(true), "through\n", Some(0))
     );
     let agent = h
         .emulator
