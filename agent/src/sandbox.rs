@@ -604,7 +604,8 @@ impl SandboxEnv {
     }
 
     /// A command has ended (its whole tree, where it waited for that): its
-    /// cgroup goes after the next launch if empty then.
+    /// cgroup goes, if empty then, after the next launch or 20 ms after
+    /// the end, whichever comes first.
     pub(crate) fn command_ended(&self, command: &CommandCgroup) {
         if let Some(cgroup) = &self.inner.cgroup {
             cgroup.command_ended(command);

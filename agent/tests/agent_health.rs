@@ -523,3 +523,45 @@ async fn an_in_process_connection_is_served_like_a_sockets() {
         .expect_err("no access token");
     assert_status(&denied, Code::Unauthenticated, "missing access token");
 }
+
+/// An in-process connection is refused, as a closed port would be, while
+/// 16 made so still wait for the accept loop, and once the server stopped
+/// (the emulator's proxy then answers 502).
+#[tokio::test]
+async fn in_process_connections_are_refused_past_the_backlog_and_after_a_stop() {
+    let t = TestAgent::start().await;
+    // The accept loop runs on this test's one thread: it takes none of
+    // these before the test awaits.
+    let waiting: Vec<_> = (0..16)
+        .map(|_| t.agent.connect_in_process().expect("within the backlog"))
+        .collect();
+    let refused = t
+        .agent
+        .connect_in_process()
+        .expect_err("a 17th waiting connection");
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+    drop(waiting);
+    let taken_by = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while t.agent.connect_in_process().is_err() {
+        assert!(
+            std::time::Instant::now() < taken_by,
+            "the accept loop takes the waiting connections"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    t.agent.kill();
+    let stopped_by = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let stopped = loop {
+        match t.agent.connect_in_process() {
+            Err(err) => break err,
+            Ok(_) => {
+                assert!(
+                    std::time::Instant::now() < stopped_by,
+                    "a stopped server refuses in-process connections"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        }
+    };
+    assert_eq!(stopped.kind(), std::io::ErrorKind::ConnectionRefused);
+}
